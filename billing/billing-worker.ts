@@ -1,0 +1,142 @@
+// Consumes the usage stream through a consumer group and settles each batch: Postgres first (the
+// money, idempotent by request id), then ClickHouse (the log rows), then XACK + XDEL. An entry is
+// acknowledged only after both writes succeeded; if this process dies in between, the entry stays
+// pending and another worker claims it after BILLING_CLAIM_IDLE_MS, and replaying it is harmless.
+import type { ClickHouseClient } from '@clickhouse/client';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../infra/logger.js';
+import type { Sql } from '../infra/postgres/client.js';
+import { toLogRow } from './log-rows.js';
+import { settleBatch } from './settle-batch.js';
+import { decodeUsageEvent, type UsageEvent } from './usage-event.js';
+
+export const BILLING_GROUP = 'billing';
+
+export interface BillingWorkerOptions {
+  stream: string;
+  deadLetterStream: string;
+  consumer: string;
+  batchSize: number;
+  blockMs: number;
+  claimIdleMs: number;
+}
+
+type Entry = [id: string, fields: string[]];
+
+export interface BatchReport {
+  entries: number;
+  applied: number;
+  replayed: number;
+  rejected: number;
+}
+
+export class BillingWorker {
+  readonly #redis: Redis;
+  readonly #sql: Sql;
+  readonly #ch: ClickHouseClient;
+  readonly #log: Logger;
+  readonly #opts: BillingWorkerOptions;
+  #running = false;
+  #loop: Promise<void> | null = null;
+  #lastClaim = 0;
+  /** Called after each settled batch; the tests and metrics listen here. */
+  onBatch: (report: BatchReport) => void = () => {};
+
+  constructor(redis: Redis, sql: Sql, ch: ClickHouseClient, log: Logger, opts: BillingWorkerOptions) {
+    this.#redis = redis;
+    this.#sql = sql;
+    this.#ch = ch;
+    this.#log = log;
+    this.#opts = opts;
+  }
+
+  async start(): Promise<void> {
+    try {
+      // From the stream's start, so events appended before the group existed are billed too.
+      await this.#redis.xgroup('CREATE', this.#opts.stream, BILLING_GROUP, '0', 'MKSTREAM');
+    } catch (err) {
+      if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
+    }
+    this.#running = true;
+    this.#loop = this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    let backoff = 100;
+    while (this.#running) {
+      try {
+        const entries = await this.#next();
+        if (entries.length) await this.processEntries(entries);
+        backoff = 100;
+      } catch (err) {
+        // Nothing was acknowledged: the entries stay pending and are read again.
+        this.#log.error({ err }, 'billing batch failed; retrying');
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 5000);
+      }
+    }
+  }
+
+  /** Own pending entries first (a batch that failed), then entries idle at dead consumers, then new ones. */
+  async #next(): Promise<Entry[]> {
+    const { stream, consumer, batchSize, blockMs, claimIdleMs } = this.#opts;
+    const pending = await this.#read('0', undefined);
+    if (pending.length) return pending;
+    const now = Date.now();
+    if (now - this.#lastClaim >= Math.min(claimIdleMs, 5000)) {
+      this.#lastClaim = now;
+      const claimed = (await this.#redis.xautoclaim(stream, BILLING_GROUP, consumer, claimIdleMs, '0-0', 'COUNT', batchSize)) as [string, Entry[], string[]?];
+      const live = claimed[1].filter((e) => e[1] !== null);
+      if (live.length) return live;
+    }
+    return this.#read('>', blockMs);
+  }
+
+  async #read(id: string, blockMs: number | undefined): Promise<Entry[]> {
+    const { stream, consumer, batchSize } = this.#opts;
+    const res = (blockMs === undefined
+      ? await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', batchSize, 'STREAMS', stream, id)
+      : await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', batchSize, 'BLOCK', blockMs, 'STREAMS', stream, id)) as
+      [string, Entry[]][] | null;
+    return res?.[0]?.[1] ?? [];
+  }
+
+  async processEntries(entries: Entry[]): Promise<BatchReport> {
+    const { stream, deadLetterStream } = this.#opts;
+    const events: UsageEvent[] = [];
+    const rejected: Entry[] = [];
+    for (const entry of entries) {
+      const raw = fieldOf(entry[1], 'e');
+      try {
+        if (raw === undefined) throw new Error('entry has no event field');
+        events.push(decodeUsageEvent(raw));
+      } catch (err) {
+        this.#log.error({ err, id: entry[0] }, 'undecodable usage event moved to the dead-letter stream');
+        rejected.push(entry);
+      }
+    }
+    const settled = await settleBatch(this.#sql, events);
+    if (settled.length) {
+      await this.#ch.insert({ table: 'logs', values: settled.map(toLogRow), format: 'JSONEachRow' });
+    }
+    const ids = entries.map((e) => e[0]);
+    const multi = this.#redis.multi();
+    for (const [id, fields] of rejected) multi.xadd(deadLetterStream, '*', 'source_id', id, ...fields);
+    multi.xack(stream, BILLING_GROUP, ...ids).xdel(stream, ...ids);
+    await multi.exec();
+    const applied = settled.filter((s) => s.applied).length;
+    const report = { entries: entries.length, applied, replayed: settled.length - applied, rejected: rejected.length };
+    this.onBatch(report);
+    return report;
+  }
+}
+
+function fieldOf(fields: string[], name: string): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
+}

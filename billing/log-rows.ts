@@ -1,0 +1,52 @@
+// A settled usage event as a row of the ClickHouse `logs` table (infra/clickhouse/migrations).
+import type { SettledEvent } from './settle-batch.js';
+
+export interface LogRow {
+  id: number;
+  user_id: number;
+  created_at: number;
+  type: number;
+  content: string;
+  username: string;
+  token_name: string;
+  model_name: string;
+  quota: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cache_tokens: number;
+  use_time: number;
+  is_stream: boolean;
+  channel: number;
+  token_id: number;
+  group: string;
+  request_id: string;
+  upstream_request_id: string;
+  ip: string;
+}
+
+export function toLogRow({ id, event: e }: SettledEvent): LogRow {
+  return {
+    id,
+    user_id: e.user_id,
+    created_at: e.created_at,
+    type: e.type,
+    content: e.content,
+    username: e.username,
+    token_name: e.token_name,
+    model_name: e.model_name,
+    quota: e.quota,
+    prompt_tokens: e.prompt_tokens,
+    completion_tokens: e.completion_tokens,
+    cache_tokens: e.cache_tokens ?? 0,
+    // The contract gives use_time in whole seconds; a request under a second rounds up to 1 only if
+    // it took any time at all, as new-api reports it.
+    use_time: Math.ceil(e.use_time_ms / 1000),
+    is_stream: e.is_stream,
+    channel: e.channel,
+    token_id: e.token_id,
+    group: e.group,
+    request_id: e.request_id,
+    upstream_request_id: e.upstream_request_id,
+    ip: e.ip ?? '',
+  };
+}

@@ -1,0 +1,38 @@
+import type { Config } from '../infra/config.js';
+import { createClickHouse } from '../infra/clickhouse/client.js';
+import { createLogger, type Logger } from '../infra/logger.js';
+import { createSql } from '../infra/postgres/client.js';
+import { createRedis } from '../infra/redis/client.js';
+import { redisKeys } from '../infra/redis/keys.js';
+import { BillingWorker } from './billing-worker.js';
+
+export interface RunningBilling {
+  worker: BillingWorker;
+  close(): Promise<void>;
+}
+
+export async function startBilling(config: Config, log: Logger = createLogger(config, 'billing')): Promise<RunningBilling> {
+  const redis = createRedis(config, 'billing', { blocking: true });
+  const sql = createSql(config);
+  const ch = createClickHouse(config);
+  const keys = redisKeys(config.REDIS_PREFIX);
+  const worker = new BillingWorker(redis, sql, ch, log, {
+    stream: keys.usageStream(),
+    deadLetterStream: keys.usageStream() + ':dead',
+    consumer: config.BILLING_CONSUMER,
+    batchSize: config.BILLING_BATCH_SIZE,
+    blockMs: config.BILLING_BLOCK_MS,
+    claimIdleMs: config.BILLING_CLAIM_IDLE_MS,
+  });
+  await worker.start();
+  log.info({ consumer: config.BILLING_CONSUMER }, 'billing worker started');
+  return {
+    worker,
+    async close() {
+      await worker.stop();
+      redis.disconnect();
+      await sql.end({ timeout: 5 });
+      await ch.close();
+    },
+  };
+}

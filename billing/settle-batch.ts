@@ -1,0 +1,91 @@
+// Applies a batch of usage events to the book of record, in one Postgres transaction:
+//   1. the batch is deduplicated by request id (a stream replay can carry the same event twice);
+//   2. each event inserts its ledger row; the UNIQUE request_id makes a replayed event insert nothing;
+//   3. only the events whose ledger row is new move money: the account (quota, used_quota,
+//      request_count), the key (remain_quota when limited, used_quota) and the channel (used_quota);
+//   4. every event of the batch, new or replayed, gets its log id back for the ClickHouse row, so a
+//      crash between commit and the ClickHouse insert is repaired by the replay (the log table
+//      collapses the duplicate).
+import type { Sql } from '../infra/postgres/client.js';
+import { LOG_TYPE, type UsageEvent } from './usage-event.js';
+
+export interface SettledEvent {
+  id: number;
+  event: UsageEvent;
+  /** False for a replay whose money had already moved. */
+  applied: boolean;
+}
+
+export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Promise<SettledEvent[]> {
+  const unique = new Map<string, UsageEvent>();
+  for (const e of events) if (!unique.has(e.request_id)) unique.set(e.request_id, e);
+  if (unique.size === 0) return [];
+  const batch = [...unique.values()];
+
+  return sql.begin(async (tx) => {
+    const inserted = await tx`
+      INSERT INTO ledger (request_id, type, user_id, token_id, channel_id, model_name, "group", quota,
+                          prompt_tokens, completion_tokens, created_at)
+      SELECT * FROM unnest(
+        ${batch.map((e) => e.request_id)}::text[], ${batch.map((e) => e.type)}::int[],
+        ${batch.map((e) => e.user_id)}::bigint[], ${batch.map((e) => e.token_id)}::bigint[],
+        ${batch.map((e) => e.channel)}::bigint[], ${batch.map((e) => e.model_name)}::text[],
+        ${batch.map((e) => e.group)}::text[], ${batch.map((e) => e.quota)}::bigint[],
+        ${batch.map((e) => e.prompt_tokens)}::int[], ${batch.map((e) => e.completion_tokens)}::int[],
+        ${batch.map((e) => e.created_at)}::bigint[])
+      ON CONFLICT (request_id) DO NOTHING
+      RETURNING id, request_id`;
+    const ids = new Map<string, number>();
+    for (const r of inserted as unknown as { id: number; request_id: string }[]) ids.set(r.request_id, r.id);
+    const fresh = batch.filter((e) => ids.has(e.request_id));
+    const freshIds = new Set(ids.keys());
+
+    const replayed = batch.filter((e) => !ids.has(e.request_id)).map((e) => e.request_id);
+    if (replayed.length) {
+      const old = await tx`SELECT id, request_id FROM ledger WHERE request_id = ANY(${replayed}::text[])`;
+      for (const r of old as unknown as { id: number; request_id: string }[]) ids.set(r.request_id, r.id);
+    }
+
+    const users = new Map<number, { quota: number; requests: number }>();
+    const tokens = new Map<number, { used: number; limitedDebit: number; at: number }>();
+    const channels = new Map<number, number>();
+    for (const e of fresh) {
+      const u = users.get(e.user_id) ?? { quota: 0, requests: 0 };
+      u.quota += e.quota;
+      if (e.type === LOG_TYPE.consume) u.requests += 1;
+      users.set(e.user_id, u);
+      if (e.token_id > 0) {
+        const t = tokens.get(e.token_id) ?? { used: 0, limitedDebit: 0, at: 0 };
+        t.used += e.quota;
+        if (e.token_limited) t.limitedDebit += e.quota;
+        t.at = Math.max(t.at, e.created_at);
+        tokens.set(e.token_id, t);
+      }
+      if (e.channel > 0) channels.set(e.channel, (channels.get(e.channel) ?? 0) + e.quota);
+    }
+    if (users.size) {
+      await tx`
+        UPDATE users SET quota = users.quota - d.q, used_quota = users.used_quota + d.q,
+                         request_count = users.request_count + d.n
+        FROM unnest(${[...users.keys()]}::bigint[], ${[...users.values()].map((u) => u.quota)}::bigint[],
+                    ${[...users.values()].map((u) => u.requests)}::bigint[]) AS d(id, q, n)
+        WHERE users.id = d.id`;
+    }
+    if (tokens.size) {
+      await tx`
+        UPDATE tokens SET remain_quota = tokens.remain_quota - d.debit, used_quota = tokens.used_quota + d.used,
+                          accessed_time = GREATEST(tokens.accessed_time, d.at)
+        FROM unnest(${[...tokens.keys()]}::bigint[], ${[...tokens.values()].map((t) => t.limitedDebit)}::bigint[],
+                    ${[...tokens.values()].map((t) => t.used)}::bigint[], ${[...tokens.values()].map((t) => t.at)}::bigint[])
+             AS d(id, debit, used, at)
+        WHERE tokens.id = d.id`;
+    }
+    if (channels.size) {
+      await tx`
+        UPDATE channels SET used_quota = channels.used_quota + d.q
+        FROM unnest(${[...channels.keys()]}::bigint[], ${[...channels.values()]}::bigint[]) AS d(id, q)
+        WHERE channels.id = d.id`;
+    }
+    return batch.map((event) => ({ id: ids.get(event.request_id)!, event, applied: freshIds.has(event.request_id) }));
+  });
+}

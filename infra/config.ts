@@ -1,0 +1,74 @@
+// Every setting of every process, parsed once from the environment at start-up, frozen and passed
+// down. No other module reads process.env: a test builds its own Config with loadConfig({...}).
+import { hostname } from 'node:os';
+import { z } from 'zod';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+export const DEV_KEY_SECRET = 'dev-only-insecure-key-secret-change-me';
+
+const schema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+
+  RELAY_HOST: z.string().default('127.0.0.1'),
+  RELAY_PORT: port.default(3000),
+  CONSOLE_HOST: z.string().default('127.0.0.1'),
+  CONSOLE_PORT: port.default(3001),
+  MOCK_UPSTREAM_PORT: port.default(3090),
+
+  DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/gateway'),
+  PG_POOL_MAX: positiveInt.default(10),
+  REDIS_URL: z.string().default('redis://127.0.0.1:6379/0'),
+  // Every Redis key starts with this, so that two stacks (or two test files) can share one server.
+  REDIS_PREFIX: z.string().default('gw'),
+  CLICKHOUSE_URL: z.string().url().default('http://127.0.0.1:8123'),
+  CLICKHOUSE_DATABASE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('gateway'),
+  CLICKHOUSE_USER: z.string().default('default'),
+  CLICKHOUSE_PASSWORD: z.string().default(''),
+  // Where the embedded (chdb) ClickHouse keeps its data when no real server answers CLICKHOUSE_URL.
+  CLICKHOUSE_LOCAL_PATH: z.string().default('.data/clickhouse'),
+
+  // Encrypts stored API keys (AES-256-GCM) and keys their lookup hash (HMAC-SHA256).
+  KEY_SECRET: z.string().min(16).default(DEV_KEY_SECRET),
+  KEY_CACHE_TTL_MS: positiveInt.default(1000),
+
+  ROOT_USERNAME: z.string().min(1).default('root'),
+  ROOT_PASSWORD: z.string().min(8).optional(),
+  SESSION_TTL_SEC: positiveInt.default(7 * 24 * 3600),
+
+  MAX_BODY_BYTES: positiveInt.default(8 * 1024 * 1024),
+  // Channels tried per request (first one included) on connection errors, 429 and 5xx.
+  RELAY_MAX_TRIES: positiveInt.default(3),
+  UPSTREAM_CONNECTIONS: positiveInt.default(256),
+  UPSTREAM_HEADERS_TIMEOUT_MS: positiveInt.default(60_000),
+  UPSTREAM_BODY_TIMEOUT_MS: positiveInt.default(300_000),
+  // A reservation the relay never settles (crash) expires after this long; see docs/billing.md.
+  RESERVATION_TTL_SEC: positiveInt.default(900),
+
+  USAGE_STREAM_MAXLEN: positiveInt.default(1_000_000),
+  BILLING_CONSUMER: z.string().default(`${hostname()}-${process.pid}`),
+  BILLING_BATCH_SIZE: positiveInt.default(1000),
+  BILLING_BLOCK_MS: positiveInt.default(100),
+  BILLING_CLAIM_IDLE_MS: positiveInt.default(30_000),
+
+  SEED_DEMO: z.string().default('true').pipe(bool),
+});
+
+export type Config = Readonly<z.infer<typeof schema>>;
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new Error(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  if (parsed.data.NODE_ENV === 'production' && parsed.data.KEY_SECRET === DEV_KEY_SECRET) {
+    throw new Error('invalid configuration:\n  KEY_SECRET: must be set in production');
+  }
+  return Object.freeze(parsed.data);
+}

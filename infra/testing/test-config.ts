@@ -1,0 +1,24 @@
+// Config for tests: the real services on their local defaults, a database of its own, and a Redis key
+// prefix of its own per caller so that test files running in parallel never see each other's keys.
+import { randomBytes } from 'node:crypto';
+import { type Config, loadConfig } from '../config.js';
+
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_test';
+export const TEST_CLICKHOUSE_DATABASE = process.env.TEST_CLICKHOUSE_DATABASE ?? 'gateway_test';
+
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  return loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    DATABASE_URL: TEST_DATABASE_URL,
+    REDIS_URL: process.env.REDIS_URL,
+    CLICKHOUSE_URL: process.env.CLICKHOUSE_URL,
+    CLICKHOUSE_DATABASE: TEST_CLICKHOUSE_DATABASE,
+    REDIS_PREFIX: `test-${randomBytes(4).toString('hex')}`,
+    KEY_SECRET: 'test-secret-0123456789abcdef',
+    RELAY_PORT: '0',
+    CONSOLE_PORT: '0',
+    BILLING_BLOCK_MS: '20',
+    ...overrides,
+  });
+}

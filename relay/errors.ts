@@ -1,0 +1,57 @@
+// Every failure the relay can answer with: a stable code, the HTTP status and Anthropic's error type.
+// The body is Anthropic's error JSON, so SDK clients raise their usual typed errors.
+export const RELAY_ERRORS = {
+  invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },
+  invalid_request: { status: 400, type: 'invalid_request_error', message: 'The request body is invalid.' },
+  missing_api_key: { status: 401, type: 'authentication_error', message: 'No API key: send it in the x-api-key header or as Authorization: Bearer sk-...' },
+  invalid_api_key: { status: 401, type: 'authentication_error', message: 'Invalid API key.' },
+  key_disabled: { status: 401, type: 'authentication_error', message: 'This API key is disabled.' },
+  key_expired: { status: 401, type: 'authentication_error', message: 'This API key has expired.' },
+  account_banned: { status: 403, type: 'permission_error', message: 'This account is banned.' },
+  model_not_allowed: { status: 403, type: 'permission_error', message: 'This API key may not use this model.' },
+  ip_not_allowed: { status: 403, type: 'permission_error', message: 'This API key may not be used from this address.' },
+  group_not_allowed: { status: 403, type: 'permission_error', message: 'This API key\'s group is not available to the account.' },
+  insufficient_balance: { status: 402, type: 'billing_error', message: 'The account balance is too low for this request.' },
+  insufficient_key_quota: { status: 402, type: 'billing_error', message: 'This API key\'s remaining quota is too low for this request.' },
+  model_not_found: { status: 404, type: 'not_found_error', message: 'No channel serves this model for this group.' },
+  not_found: { status: 404, type: 'not_found_error', message: 'Not found.' },
+  request_too_large: { status: 413, type: 'request_too_large', message: 'The request body is too large.' },
+  rate_limited: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded.' },
+  internal: { status: 500, type: 'api_error', message: 'Internal error.' },
+  upstream_unreachable: { status: 500, type: 'api_error', message: 'The model provider could not be reached.' },
+  overloaded: { status: 529, type: 'overloaded_error', message: 'The model provider is overloaded.' },
+} as const satisfies Record<string, { status: number; type: string; message: string }>;
+
+export type RelayErrorCode = keyof typeof RELAY_ERRORS;
+
+const STATUS_TEXT: Record<number, string> = {
+  200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found',
+  405: 'Method Not Allowed', 408: 'Request Timeout', 413: 'Payload Too Large', 422: 'Unprocessable Entity',
+  429: 'Too Many Requests', 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable',
+  504: 'Gateway Timeout', 529: 'Overloaded',
+};
+
+/** uWS wants the whole status line; precomputed strings keep the hot path allocation-free. */
+export function statusLine(status: number): string {
+  return `${status} ${STATUS_TEXT[status] ?? 'Status'}`;
+}
+
+export function errorBody(type: string, message: string): string {
+  return JSON.stringify({ type: 'error', error: { type, message } });
+}
+
+export class RelayError extends Error {
+  readonly status: number;
+  readonly type: string;
+  readonly code: RelayErrorCode;
+  constructor(code: RelayErrorCode, message?: string) {
+    const def = RELAY_ERRORS[code];
+    super(message ?? def.message);
+    this.code = code;
+    this.status = def.status;
+    this.type = def.type;
+  }
+  body(): string {
+    return errorBody(this.type, this.message);
+  }
+}

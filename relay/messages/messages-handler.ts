@@ -1,0 +1,399 @@
+// POST /v1/messages, one exchange from key check to settlement, following the uWS lifecycle:
+// headers are read synchronously, onAborted is set before the first await, every write after an await
+// is corked, a full socket pauses the provider's body until onWritable, and one idempotent finish()
+// settles the reservation whatever happened.
+import { randomUUID } from 'node:crypto';
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import type { Dispatcher } from 'undici';
+import type { Logger } from '../../infra/logger.js';
+import { encodeUsageEvent, LOG_TYPE, type UsageEvent } from '../../billing/usage-event.js';
+import type { ApiKeyRecord, KeyDirectory } from '../auth/key-directory.js';
+import { checkKeyRules } from '../auth/key-rules.js';
+import { RelayError, errorBody, statusLine } from '../errors.js';
+import type { Ratios } from '../pricing/ratios.js';
+import { describeCost, quotaCost, type PriceRatios } from '../pricing/quota-cost.js';
+import type { QuotaStore } from '../quota/quota-store.js';
+import type { Channel, ChannelRegistry } from '../routing/channel-registry.js';
+import { SseUsageParser, usageOfMessage, type StreamUsage } from '../stream/sse-usage-parser.js';
+import type { UpstreamPools } from '../upstream/upstream-pools.js';
+import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';
+
+export interface RelayContext {
+  log: Logger;
+  keys: KeyDirectory;
+  channels: ChannelRegistry;
+  quota: QuotaStore;
+  pools: UpstreamPools;
+  ratios(): Ratios;
+  maxBodyBytes: number;
+  maxTries: number;
+  reservationTtlMs: number;
+}
+
+const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
+/** Largest error or JSON body read from a provider before it is passed on. */
+const MAX_UPSTREAM_JSON = 32 * 1024 * 1024;
+
+type Outcome =
+  | { kind: 'ok'; usage: StreamUsage }
+  | { kind: 'partial'; usage: StreamUsage; reason: string }
+  | { kind: 'failed'; reason: string };
+
+export function extractApiKey(req: HttpRequest): string {
+  const direct = req.getHeader('x-api-key');
+  if (direct) return direct;
+  const auth = req.getHeader('authorization');
+  return auth.length > 7 && auth.slice(0, 7).toLowerCase() === 'bearer ' ? auth.slice(7).trim() : '';
+}
+
+export function handleMessages(ctx: RelayContext, res: HttpResponse, req: HttpRequest): void {
+  const ex = new Exchange(ctx, res, req);
+  ex.start();
+}
+
+class Exchange {
+  readonly ctx: RelayContext;
+  readonly res: HttpResponse;
+  readonly requestId = randomUUID();
+  readonly startedAt = Date.now();
+  readonly apiKey: string;
+  readonly version: string;
+  readonly beta: string;
+  readonly ip: string;
+  readonly declaredLength: number;
+
+  aborted = false;
+  responded = false;
+  finished = false;
+  reserved = false;
+  headersSent = false;
+  upstream: AbortController | null = null;
+  upstreamBody: Dispatcher.ResponseData['body'] | null = null;
+
+  record: ApiKeyRecord | null = null;
+  body: MessagesRequest | null = null;
+  group = '';
+  price: PriceRatios = { model: 1, completion: 1, group: 1 };
+  channel: Channel | null = null;
+  upstreamRequestId = '';
+
+  constructor(ctx: RelayContext, res: HttpResponse, req: HttpRequest) {
+    this.ctx = ctx;
+    this.res = res;
+    this.apiKey = extractApiKey(req);
+    this.version = req.getHeader('anthropic-version');
+    this.beta = req.getHeader('anthropic-beta');
+    const cl = req.getHeader('content-length');
+    this.declaredLength = cl ? Number(cl) : -1;
+    this.ip = Buffer.from(res.getRemoteAddressAsText()).toString();
+    res.onAborted(() => this.onClientAborted());
+  }
+
+  start(): void {
+    if (this.declaredLength > this.ctx.maxBodyBytes) return this.fail(new RelayError('request_too_large'));
+    if (!this.apiKey) return this.fail(new RelayError('missing_api_key'));
+    const chunks: Buffer[] = [];
+    let size = 0;
+    this.res.onData((ab, isLast) => {
+      if (this.responded) return;
+      size += ab.byteLength;
+      if (size > this.ctx.maxBodyBytes) return this.fail(new RelayError('request_too_large'));
+      // uWS reuses the ArrayBuffer after this callback returns: copy.
+      chunks.push(Buffer.from(new Uint8Array(ab)));
+      if (isLast) {
+        const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+        this.process(raw).catch((err: unknown) => this.crash(err));
+      }
+    });
+  }
+
+  async process(raw: Buffer): Promise<void> {
+    const now = Date.now();
+    let record = this.ctx.keys.peek(this.apiKey, now);
+    if (record === undefined) record = await this.ctx.keys.lookup(this.apiKey);
+    if (this.aborted) return;
+    if (!record) return this.fail(new RelayError('invalid_api_key'));
+    this.record = record;
+
+    let json: unknown;
+    try {
+      json = JSON.parse(raw.toString('utf8'));
+    } catch {
+      return this.fail(new RelayError('invalid_json'));
+    }
+    const parsed = messagesRequestSchema.safeParse(json);
+    if (!parsed.success) return this.fail(new RelayError('invalid_request', describeIssue(parsed.error)));
+    const body = parsed.data;
+    this.body = body;
+
+    const broken = checkKeyRules(record, body.model, this.ip, Math.floor(now / 1000));
+    if (broken) return this.fail(new RelayError(broken));
+
+    const ratios = this.ctx.ratios();
+    this.group = record.group || record.userGroup;
+    const groupRatio = ratios.group(this.group);
+    if (groupRatio === undefined) return this.fail(new RelayError('group_not_allowed', `Group "${this.group}" does not exist.`));
+    this.price = { model: ratios.model(body.model), completion: ratios.completion(body.model), group: groupRatio };
+
+    const first = this.ctx.channels.pick(this.group, body.model);
+    if (!first) {
+      return this.fail(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${this.group}".`));
+    }
+
+    // The body's byte length bounds its token count from above (a token is at least one byte), so
+    // the reservation covers the worst case and the settled debit never exceeds it.
+    const estimate = quotaCost({ inputTokens: raw.length, outputTokens: body.max_tokens, cacheTokens: 0 }, this.price);
+    const reserved = await this.ctx.quota.reserve({
+      userId: record.userId,
+      tokenId: record.tokenId,
+      tokenLimited: !record.unlimitedQuota,
+      requestId: this.requestId,
+      amount: estimate,
+      deadlineMs: now + this.ctx.reservationTtlMs,
+    });
+    if (reserved === 'insufficient_balance') return this.fail(new RelayError('insufficient_balance'));
+    if (reserved === 'insufficient_token_quota') return this.fail(new RelayError('insufficient_key_quota'));
+    if (reserved !== 'reserved') return this.fail(new RelayError('internal'));
+    this.reserved = true;
+    if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away before forwarding' });
+
+    await this.forward(first, raw, body);
+  }
+
+  /** Tries channels in turn; a retry happens only while nothing has reached the client. */
+  async forward(first: Channel, raw: Buffer, body: MessagesRequest): Promise<void> {
+    const tried = new Set<number>();
+    let channel: Channel | undefined = first;
+    let lastFailure = '';
+    for (let attempt = 0; channel && attempt < this.ctx.maxTries; attempt++) {
+      tried.add(channel.id);
+      this.channel = channel;
+      const next = attempt + 1 < this.ctx.maxTries ? this.ctx.channels.pick(this.group, body.model, tried) : undefined;
+      const result = await this.attempt(channel, raw, body, next !== undefined);
+      if (result === 'done') return;
+      lastFailure = result;
+      if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away' });
+      channel = next;
+    }
+    this.fail(new RelayError('upstream_unreachable'), lastFailure || 'no channel answered');
+  }
+
+  /** One call to one channel: 'done' when the exchange is answered, otherwise why to retry. */
+  async attempt(channel: Channel, raw: Buffer, body: MessagesRequest, mayRetry: boolean): Promise<'done' | string> {
+    const mapped = channel.modelMapping?.[body.model];
+    const payload = mapped ? Buffer.from(JSON.stringify({ ...body, model: mapped })) : raw;
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'x-api-key': channel.apiKey,
+      'anthropic-version': this.version || DEFAULT_ANTHROPIC_VERSION,
+    };
+    if (this.beta) headers['anthropic-beta'] = this.beta;
+    const controller = new AbortController();
+    this.upstream = controller;
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.ctx.pools.for(channel.baseUrl).request({
+        path: '/v1/messages',
+        method: 'POST',
+        headers,
+        body: payload,
+        signal: controller.signal,
+      });
+    } catch (err) {
+      if (this.aborted) return 'client went away';
+      this.ctx.log.warn({ channel: channel.id, err: (err as Error).message }, 'upstream connection failed');
+      return `channel ${channel.id}: ${(err as Error).message}`;
+    }
+    this.upstreamBody = response.body;
+    this.upstreamRequestId = headerOf(response.headers['request-id']);
+    const status = response.statusCode;
+    if (status === 429 || status >= 500) {
+      const text = await readText(response.body).catch(() => '');
+      if (this.aborted) return 'client went away';
+      if (mayRetry && !this.headersSent) return `channel ${channel.id}: HTTP ${status}`;
+      this.passThroughError(status, text, response.headers);
+      return 'done';
+    }
+    if (status !== 200) {
+      const text = await readText(response.body).catch(() => '');
+      this.passThroughError(status, text, response.headers);
+      return 'done';
+    }
+    const contentType = headerOf(response.headers['content-type']);
+    if (contentType.startsWith('text/event-stream')) this.pipeStream(response);
+    else await this.sendMessage(response);
+    return 'done';
+  }
+
+  async sendMessage(response: Dispatcher.ResponseData): Promise<void> {
+    let buf: Buffer;
+    try {
+      buf = Buffer.from(await response.body.arrayBuffer());
+    } catch (err) {
+      if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away' });
+      return this.fail(new RelayError('upstream_unreachable'), `provider body failed: ${(err as Error).message}`);
+    }
+    if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away' });
+    let usage: StreamUsage | null = null;
+    try {
+      usage = usageOfMessage(JSON.parse(buf.toString('utf8')));
+    } catch {
+      usage = null;
+    }
+    this.respond(200, 'application/json', buf);
+    if (usage) this.finish({ kind: 'ok', usage });
+    else this.finish({ kind: 'failed', reason: 'provider answer carried no usage' });
+  }
+
+  pipeStream(response: Dispatcher.ResponseData): void {
+    const parser = new SseUsageParser();
+    const body = response.body;
+    const res = this.res;
+    this.headersSent = true;
+    res.cork(() => {
+      res.writeStatus('200 OK')
+        .writeHeader('content-type', 'text/event-stream; charset=utf-8')
+        .writeHeader('cache-control', 'no-cache')
+        .writeHeader('request-id', this.upstreamRequestId)
+        .writeHeader('x-gateway-request-id', this.requestId);
+    });
+    const onWritable = (): boolean => {
+      body.resume();
+      return true;
+    };
+    body.on('data', (chunk: Buffer) => {
+      parser.push(chunk);
+      if (this.aborted) return;
+      let ok = true;
+      res.cork(() => {
+        ok = res.write(chunk);
+      });
+      if (!ok) {
+        body.pause();
+        res.onWritable(onWritable);
+      }
+    });
+    body.on('end', () => {
+      if (!this.aborted && !this.responded) {
+        this.responded = true;
+        res.cork(() => res.end());
+      }
+      const usage = snapshot(parser);
+      if (parser.error) this.finish({ kind: 'partial', usage, reason: `provider error event: ${parser.error.type}` });
+      else if (parser.sawMessageStop) this.finish({ kind: 'ok', usage });
+      else this.finish({ kind: 'partial', usage, reason: 'stream ended without message_stop' });
+    });
+    body.on('error', (err: Error) => {
+      const usage = snapshot(parser);
+      if (this.aborted) return this.finish({ kind: 'partial', usage, reason: 'client went away mid-stream' });
+      // The client already has a 200: tell it in the stream, as Anthropic does.
+      if (!this.responded) {
+        this.responded = true;
+        const event = `event: error\ndata: ${errorBody('api_error', 'The model provider stream failed.')}\n\n`;
+        res.cork(() => res.end(event));
+      }
+      this.finish({ kind: 'partial', usage, reason: `provider stream failed: ${err.message}` });
+    });
+  }
+
+  passThroughError(status: number, text: string, headers: Dispatcher.ResponseData['headers']): void {
+    const isJson = text.startsWith('{') && headerOf(headers['content-type']).includes('json');
+    const body = isJson ? text : errorBody(status === 529 ? 'overloaded_error' : 'api_error', text || `provider answered HTTP ${status}`);
+    const retryAfter = headerOf(headers['retry-after']);
+    this.respond(status, 'application/json', body, retryAfter);
+    this.finish({ kind: 'failed', reason: `provider answered HTTP ${status}` });
+  }
+
+  respond(status: number, contentType: string, body: string | Buffer, retryAfter?: string): void {
+    if (this.aborted || this.responded) return;
+    this.responded = true;
+    this.headersSent = true;
+    const res = this.res;
+    res.cork(() => {
+      res.writeStatus(statusLine(status)).writeHeader('content-type', contentType);
+      if (this.upstreamRequestId) res.writeHeader('request-id', this.upstreamRequestId);
+      res.writeHeader('x-gateway-request-id', this.requestId);
+      if (retryAfter) res.writeHeader('retry-after', retryAfter);
+      res.end(body);
+    });
+  }
+
+  fail(err: RelayError, reason?: string): void {
+    this.respond(err.status, 'application/json', err.body());
+    if (this.reserved) this.finish({ kind: 'failed', reason: reason ?? err.message });
+  }
+
+  crash(err: unknown): void {
+    this.ctx.log.error({ err, requestId: this.requestId }, 'relay exchange failed');
+    this.fail(new RelayError('internal'), `relay error: ${(err as Error)?.message}`);
+  }
+
+  onClientAborted(): void {
+    this.aborted = true;
+    this.responded = true;
+    this.upstream?.abort();
+    // A stream in progress settles from its 'error' or 'end' handler with what was delivered.
+    if (this.upstreamBody && !this.upstreamBody.destroyed) this.upstreamBody.destroy(new Error('client went away'));
+  }
+
+  /** Settles the reservation exactly once: the actual cost, or nothing when the request failed. */
+  finish(outcome: Outcome): void {
+    if (this.finished || !this.reserved) return;
+    this.finished = true;
+    const record = this.record!;
+    const usage = outcome.kind === 'failed' ? null : outcome.usage;
+    const cost = usage ? quotaCost({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cacheTokens: usage.cacheCreationTokens + usage.cacheReadTokens }, this.price) : 0;
+    const content = outcome.kind === 'ok' ? describeCost(this.price) : `${outcome.reason}; ${describeCost(this.price)}`;
+    const event: UsageEvent = {
+      v: 1,
+      type: outcome.kind === 'ok' ? LOG_TYPE.consume : outcome.kind === 'partial' ? LOG_TYPE.consume : LOG_TYPE.error,
+      request_id: this.requestId,
+      upstream_request_id: this.upstreamRequestId,
+      user_id: record.userId,
+      username: record.username,
+      token_id: record.tokenId,
+      token_name: record.name,
+      token_limited: !record.unlimitedQuota,
+      channel: this.channel?.id ?? 0,
+      model_name: this.body?.model ?? '',
+      group: this.group,
+      quota: cost,
+      prompt_tokens: usage ? usage.inputTokens + usage.cacheCreationTokens + usage.cacheReadTokens : 0,
+      completion_tokens: usage?.outputTokens ?? 0,
+      cache_tokens: usage ? usage.cacheCreationTokens + usage.cacheReadTokens : 0,
+      is_stream: this.body?.stream === true,
+      use_time_ms: Date.now() - this.startedAt,
+      created_at: Math.floor(this.startedAt / 1000),
+      content,
+      ip: this.ip,
+    };
+    this.ctx.quota
+      .settle({ userId: record.userId, tokenId: record.tokenId, requestId: this.requestId, cost, eventJson: encodeUsageEvent(event) })
+      .catch((err: unknown) => this.ctx.log.error({ err, requestId: this.requestId }, 'settlement failed; the reservation stays open for the reaper'));
+  }
+}
+
+function snapshot(p: SseUsageParser): StreamUsage {
+  // A cut stream has no final message_delta: each text delta passed on is one token of the mock and
+  // a lower bound for real providers; the exact count of delivered text is the token counter's job.
+  const output = p.sawMessageDelta ? p.outputTokens : Math.max(p.outputTokens, p.contentDeltas);
+  return { inputTokens: p.inputTokens, outputTokens: output, cacheCreationTokens: p.cacheCreationTokens, cacheReadTokens: p.cacheReadTokens };
+}
+
+function headerOf(v: string | string[] | undefined): string {
+  return Array.isArray(v) ? (v[0] ?? '') : (v ?? '');
+}
+
+async function readText(body: Dispatcher.ResponseData['body']): Promise<string> {
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_UPSTREAM_JSON) {
+      body.destroy();
+      break;
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}

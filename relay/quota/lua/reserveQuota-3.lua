@@ -1,0 +1,39 @@
+--[[
+  Reserves an estimated cost against an account balance and, for a limited key, the key's remaining
+  quota, and records the reservation. All or nothing: on any failure nothing changes.
+
+  KEYS[1] account balance          (integer string)
+  KEYS[2] key remaining quota      (integer string; read only when ARGV[2] == '1')
+  KEYS[3] reservation              (hash, must not exist)
+
+  ARGV[1] amount to reserve        (integer >= 0)
+  ARGV[2] '1' if the key is limited, else '0'
+  ARGV[3] reservation deadline     (Unix ms; after it a reaper may release the reservation)
+  ARGV[4] token id
+
+  Returns
+   1  reserved
+  -1  account balance not loaded (caller seeds it from Postgres and retries)
+  -2  key quota not loaded (same)
+  -3  account balance below the amount
+  -4  key quota below the amount
+  -5  a reservation with this request id exists
+]]
+local amount = tonumber(ARGV[1])
+local limited = ARGV[2] == '1'
+
+local balance = redis.call('GET', KEYS[1])
+if not balance then return -1 end
+local remain
+if limited then
+  remain = redis.call('GET', KEYS[2])
+  if not remain then return -2 end
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then return -5 end
+if tonumber(balance) < amount then return -3 end
+if limited and tonumber(remain) < amount then return -4 end
+
+redis.call('DECRBY', KEYS[1], amount)
+if limited then redis.call('DECRBY', KEYS[2], amount) end
+redis.call('HSET', KEYS[3], 'amount', amount, 'limited', ARGV[2], 'token', ARGV[4], 'deadline', ARGV[3])
+return 1

@@ -1,0 +1,144 @@
+// The reservation and settlement scripts against a real Redis.
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { createRedis } from '../../infra/redis/client.js';
+import { redisKeys } from '../../infra/redis/keys.js';
+import { testConfig } from '../../infra/testing/test-config.js';
+import { QuotaStore } from './quota-store.js';
+import { loadScriptDefs } from './scripts.js';
+
+const config = testConfig();
+const redis = createRedis(config, 'quota-test');
+const keys = redisKeys(config.REDIS_PREFIX);
+const pg = { account: new Map<number, number>(), token: new Map<number, number>() };
+const store = new QuotaStore(redis, keys, {
+  accountQuota: async (id) => pg.account.get(id) ?? 0,
+  tokenRemainQuota: async (id) => pg.token.get(id) ?? 0,
+});
+
+let seq = 0;
+const ids = () => ({ userId: 1000 + ++seq, tokenId: 5000 + seq, requestId: `req-${seq}` });
+
+afterAll(async () => {
+  const found = await redis.keys(`${config.REDIS_PREFIX}:*`);
+  if (found.length) await redis.del(...found);
+  await redis.quit();
+});
+
+beforeEach(() => {
+  pg.account.clear();
+  pg.token.clear();
+});
+
+async function streamEvents(): Promise<string[]> {
+  const entries = (await redis.xrange(keys.usageStream(), '-', '+')) as [string, string[]][];
+  return entries.map(([, f]) => f[1]!);
+}
+
+describe('reserveQuota-3.lua', () => {
+  it('seeds the balance mirror from the book of record, then reserves atomically', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 1000);
+    const outcome = await store.reserve({ userId, tokenId, tokenLimited: false, requestId, amount: 300, deadlineMs: Date.now() + 60_000 });
+    expect(outcome).toBe('reserved');
+    expect(await store.accountBalance(userId)).toBe(700);
+    expect(await redis.hgetall(keys.reservation(userId, requestId))).toMatchObject({ amount: '300', limited: '0' });
+  });
+
+  it('refuses when the balance is too low and moves nothing', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 299);
+    const outcome = await store.reserve({ userId, tokenId, tokenLimited: true, requestId, amount: 300, deadlineMs: Date.now() + 60_000 });
+    expect(outcome).toBe('insufficient_balance');
+    expect(await store.accountBalance(userId)).toBe(299);
+    expect(await redis.exists(keys.reservation(userId, requestId))).toBe(0);
+  });
+
+  it('refuses when a limited key has too little quota left, leaving the account untouched', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    pg.token.set(tokenId, 100);
+    const outcome = await store.reserve({ userId, tokenId, tokenLimited: true, requestId, amount: 101, deadlineMs: Date.now() + 60_000 });
+    expect(outcome).toBe('insufficient_token_quota');
+    expect(await store.accountBalance(userId)).toBe(10_000);
+    expect(await store.tokenRemain(userId, tokenId)).toBe(100);
+  });
+
+  it('debits a limited key and the account together', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    pg.token.set(tokenId, 500);
+    expect(await store.reserve({ userId, tokenId, tokenLimited: true, requestId, amount: 500, deadlineMs: 1 })).toBe('reserved');
+    expect(await store.accountBalance(userId)).toBe(9_500);
+    expect(await store.tokenRemain(userId, tokenId)).toBe(0);
+  });
+
+  it('refuses a second reservation under the same request id', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const r = { userId, tokenId, tokenLimited: false, requestId, amount: 10, deadlineMs: 1 };
+    expect(await store.reserve(r)).toBe('reserved');
+    expect(await store.reserve(r)).toBe('duplicate');
+    expect(await store.accountBalance(userId)).toBe(9_990);
+  });
+
+  it('never lets concurrent reservations overdraw the balance', async () => {
+    const { userId, tokenId } = ids();
+    pg.account.set(userId, 1_000);
+    const outcomes = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => store.reserve({ userId, tokenId, tokenLimited: false, requestId: `c${seq}-${i}`, amount: 70, deadlineMs: 1 })),
+    );
+    expect(outcomes.filter((o) => o === 'reserved')).toHaveLength(14);
+    expect(await store.accountBalance(userId)).toBe(1_000 - 14 * 70);
+  });
+});
+
+describe('settleReservation-4.lua', () => {
+  it('returns the unused part, debits the actual cost and appends the event, once', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 1_000);
+    pg.token.set(tokenId, 800);
+    await store.reserve({ userId, tokenId, tokenLimited: true, requestId, amount: 400, deadlineMs: 1 });
+    const before = (await streamEvents()).length;
+    expect(await store.settle({ userId, tokenId, requestId, cost: 123, eventJson: `{"r":"${requestId}"}` })).toBe(true);
+    expect(await store.accountBalance(userId)).toBe(1_000 - 123);
+    expect(await store.tokenRemain(userId, tokenId)).toBe(800 - 123);
+    expect(await redis.exists(keys.reservation(userId, requestId))).toBe(0);
+    expect(await store.settle({ userId, tokenId, requestId, cost: 123, eventJson: `{"r":"${requestId}"}` })).toBe(false);
+    expect(await store.accountBalance(userId)).toBe(1_000 - 123);
+    const events = await streamEvents();
+    expect(events.length - before).toBe(1);
+    expect(events.at(-1)).toBe(`{"r":"${requestId}"}`);
+  });
+
+  it('refunds the whole reservation when the cost is zero', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 1_000);
+    await store.reserve({ userId, tokenId, tokenLimited: false, requestId, amount: 999, deadlineMs: 1 });
+    await store.settle({ userId, tokenId, requestId, cost: 0, eventJson: '{}' });
+    expect(await store.accountBalance(userId)).toBe(1_000);
+  });
+});
+
+describe('adjustBalance-1.lua', () => {
+  it('moves a loaded mirror by the delta and leaves an unloaded one alone', async () => {
+    const { userId, tokenId, requestId } = ids();
+    await store.adjustAccount(userId, 500);
+    expect(await store.accountBalance(userId)).toBeNull();
+    pg.account.set(userId, 100);
+    await store.reserve({ userId, tokenId, tokenLimited: false, requestId, amount: 50, deadlineMs: 1 });
+    await store.adjustAccount(userId, 500);
+    expect(await store.accountBalance(userId)).toBe(550);
+    await store.adjustAccount(userId, -600);
+    expect(await store.accountBalance(userId)).toBe(-50);
+  });
+});
+
+describe('script registration', () => {
+  it('names each command name:version with the key count from the file name', () => {
+    const defs = loadScriptDefs();
+    expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 3 });
+    expect(defs.get('settleReservation')).toMatchObject({ numberOfKeys: 4 });
+    expect(defs.get('adjustBalance')).toMatchObject({ numberOfKeys: 1 });
+    for (const def of defs.values()) expect(def.command).toMatch(new RegExp(`^${def.name}:[0-9a-f]{10}$`));
+  });
+});

@@ -1,0 +1,126 @@
+// The Redis side of the money: reservation before a request, settlement after it, and the deltas
+// the console applies. Postgres stays the book of record; Redis holds a mirror of each balance that
+// already has open reservations and unsettled debits subtracted, so checks need no Postgres round trip.
+import type { Redis } from 'ioredis';
+import type { RedisKeys } from '../../infra/redis/keys.js';
+import { defineScripts } from './scripts.js';
+
+/** What the Lua scripts return; negative codes are failures (BullMQ's convention). */
+export enum QuotaScriptCode {
+  Ok = 1,
+  BalanceNotLoaded = -1,
+  TokenQuotaNotLoaded = -2,
+  InsufficientBalance = -3,
+  InsufficientTokenQuota = -4,
+  DuplicateReservation = -5,
+  NoSuchReservation = -6,
+}
+
+export type ReserveOutcome = 'reserved' | 'insufficient_balance' | 'insufficient_token_quota' | 'duplicate';
+
+export interface ReserveRequest {
+  userId: number;
+  tokenId: number;
+  tokenLimited: boolean;
+  requestId: string;
+  amount: number;
+  deadlineMs: number;
+}
+
+export interface SettleRequest {
+  userId: number;
+  tokenId: number;
+  requestId: string;
+  cost: number;
+  eventJson: string;
+}
+
+/** Reads the book-of-record values when a mirror is missing (first use, or after a Redis restart). */
+export interface BalanceSource {
+  accountQuota(userId: number): Promise<number>;
+  tokenRemainQuota(tokenId: number): Promise<number>;
+}
+
+type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
+
+export class QuotaStore {
+  readonly #redis: Redis;
+  readonly #keys: RedisKeys;
+  readonly #source: BalanceSource;
+  readonly #reserve: ScriptFn;
+  readonly #settle: ScriptFn;
+  readonly #adjust: ScriptFn;
+
+  constructor(redis: Redis, keys: RedisKeys, source: BalanceSource) {
+    this.#redis = redis;
+    this.#keys = keys;
+    this.#source = source;
+    const defs = defineScripts(redis);
+    const bind = (name: string): ScriptFn => {
+      const command = defs.get(name)?.command;
+      if (!command) throw new Error(`Lua script ${name} not found`);
+      return (redis as unknown as Record<string, ScriptFn>)[command]!.bind(redis);
+    };
+    this.#reserve = bind('reserveQuota');
+    this.#settle = bind('settleReservation');
+    this.#adjust = bind('adjustBalance');
+  }
+
+  async reserve(r: ReserveRequest): Promise<ReserveOutcome> {
+    const k = this.#keys;
+    const keys = [k.accountBalance(r.userId), k.tokenRemain(r.userId, r.tokenId), k.reservation(r.userId, r.requestId)];
+    const args = [r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId];
+    // At most one seed per mirror, then the script's answer is final.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const code = Number(await this.#reserve(...keys, ...args));
+      switch (code) {
+        case QuotaScriptCode.Ok: return 'reserved';
+        case QuotaScriptCode.InsufficientBalance: return 'insufficient_balance';
+        case QuotaScriptCode.InsufficientTokenQuota: return 'insufficient_token_quota';
+        case QuotaScriptCode.DuplicateReservation: return 'duplicate';
+        case QuotaScriptCode.BalanceNotLoaded:
+          await this.#redis.set(keys[0]!, await this.#source.accountQuota(r.userId), 'NX');
+          break;
+        case QuotaScriptCode.TokenQuotaNotLoaded:
+          await this.#redis.set(keys[1]!, await this.#source.tokenRemainQuota(r.tokenId), 'NX');
+          break;
+        default: throw new Error(`reserveQuota returned unexpected ${code}`);
+      }
+    }
+    throw new Error('reserveQuota: balance mirror could not be loaded');
+  }
+
+  /** Returns false when the reservation was already settled: the caller's second finish is a no-op. */
+  async settle(s: SettleRequest): Promise<boolean> {
+    const k = this.#keys;
+    const result = await this.#settle(
+      k.accountBalance(s.userId), k.tokenRemain(s.userId, s.tokenId), k.reservation(s.userId, s.requestId),
+      k.usageStream(), s.cost, s.eventJson,
+    );
+    return result !== QuotaScriptCode.NoSuchReservation;
+  }
+
+  /** Applies a console-side change (top-up, admin quota edit) to a loaded account mirror. */
+  adjustAccount(userId: number, delta: number): Promise<void> {
+    return this.#adjustKey(this.#keys.accountBalance(userId), delta);
+  }
+
+  adjustToken(userId: number, tokenId: number, delta: number): Promise<void> {
+    return this.#adjustKey(this.#keys.tokenRemain(userId, tokenId), delta);
+  }
+
+  async #adjustKey(key: string, delta: number): Promise<void> {
+    if (delta !== 0) await this.#adjust(key, delta);
+  }
+
+  /** The mirror's current value, or null when not loaded. For tests and the bench audit. */
+  async accountBalance(userId: number): Promise<number | null> {
+    const v = await this.#redis.get(this.#keys.accountBalance(userId));
+    return v === null ? null : Number(v);
+  }
+
+  async tokenRemain(userId: number, tokenId: number): Promise<number | null> {
+    const v = await this.#redis.get(this.#keys.tokenRemain(userId, tokenId));
+    return v === null ? null : Number(v);
+  }
+}

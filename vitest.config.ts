@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['{relay,billing,console-api,bench,infra}/**/*.test.ts'],
+    globalSetup: ['infra/testing/global-setup.ts'],
+    // uWebSockets.js and chdb are native addons: each test file gets its own process.
+    pool: 'forks',
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+  },
+});
