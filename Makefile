@@ -1,0 +1,44 @@
+# Every target is listed by `make help`, from the `##` comment on its line.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+NODE_MODULES_STAMP := node_modules/.package-lock.json
+
+.PHONY: help install build typecheck infra migrate seed run test test-unit down bench clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+
+$(NODE_MODULES_STAMP): package.json package-lock.json
+	@bash infra/scripts/install-prerequisites.sh
+	npm ci --no-audit --no-fund
+	@touch $@
+
+install: $(NODE_MODULES_STAMP) ## Install system prerequisites and npm dependencies (only what is missing)
+
+build: install ## Compile TypeScript into dist/ (TypeScript 7, strict)
+	npx tsc -p tsconfig.json
+
+typecheck: install ## Type-check sources and tests without writing dist/
+	npx tsc --noEmit -p tsconfig.json
+	npx tsc --noEmit -p tsconfig.test.json
+
+infra: build ## Use Postgres, Redis and ClickHouse at their URLs, or start local ones under .data/
+	@bash infra/scripts/ensure-services.sh
+
+migrate: infra ## Apply Postgres and ClickHouse migrations (safe to repeat)
+	node dist/infra/migrate-main.js
+
+seed: migrate ## Create the demo account, admin, mock channel and demo API key (idempotent)
+	node dist/infra/seed/seed-main.js
+
+run: seed ## Start the whole stack (relay, billing, console-api, mock provider) and print how to call it
+	@bash infra/scripts/start-stack.sh
+
+test: infra ## Run every test (unit and integration) against the real services
+	npx vitest run
+
+down: ## Stop, by PID, everything `make run` started
+	@bash infra/scripts/stop-all.sh
+
+clean: down ## Stop everything and delete dist/, .data/ and .run/
+	rm -rf dist .data .run

@@ -1,0 +1,32 @@
+import { type ClickHouseClient, createClient } from '@clickhouse/client';
+import type { Config } from '../config.js';
+
+export type { ClickHouseClient };
+
+// The same settings against the embedded server (local-server.ts) and a real one.
+function baseOptions(config: Config) {
+  return {
+    url: config.CLICKHOUSE_URL,
+    username: config.CLICKHOUSE_USER,
+    password: config.CLICKHOUSE_PASSWORD,
+    application: 'meter-gateway',
+    request_timeout: 30_000,
+    max_open_connections: 10,
+    // Below the server's keep-alive timeout (local server: 10 s, ClickHouse default: 10 s), so that a
+    // socket is never reused just as the server closes it.
+    keep_alive: { enabled: true, idle_socket_ttl: 2_500 },
+    clickhouse_settings: {
+      // Rows may carry ISO-8601 timestamps ('2024-05-01T12:00:00Z') as well as 'YYYY-MM-DD hh:mm:ss'.
+      date_time_input_format: 'best_effort' as const,
+    },
+  };
+}
+
+export function createClickHouse(config: Config): ClickHouseClient {
+  return createClient({ ...baseOptions(config), database: config.CLICKHOUSE_DATABASE });
+}
+
+/** Connected to the server's `default` database: for CREATE DATABASE before the real one exists. */
+export function createClickHouseAdmin(config: Config): ClickHouseClient {
+  return createClient(baseOptions(config));
+}

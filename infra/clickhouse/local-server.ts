@@ -1,0 +1,400 @@
+// ClickHouse's HTTP interface over the embedded chdb engine, so that services use @clickhouse/client
+// against a local data directory exactly as against a real server. Only what the client uses is
+// implemented: /ping, queries by URL and/or body, `database`, `param_*` (bound by the engine, never
+// spliced), settings, `default_format`, gzip both ways, user/password, and ClickHouse's error format.
+//
+// chdb binds one data directory per process and keeps per-connection state (current database,
+// `SET`), so every request runs through ONE queue on ONE Session: `USE db`, `SET ...`, the query,
+// `SET ... = DEFAULT`. A long query blocks the others; fine for local development.
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { pipeline } from 'node:stream/promises';
+import zlib from 'node:zlib';
+import { Session, drainPending } from 'chdb';
+import type { Logger } from 'pino';
+
+export interface LocalClickHouseOptions {
+  host: string;
+  port: number;
+  dataPath: string;
+  /** The one accepted user; default 'default'. */
+  user?: string;
+  /** Its password; default '' (no password). */
+  password?: string;
+  logger?: Logger;
+}
+
+export interface LocalClickHouse {
+  port: number;
+  close(): Promise<void>;
+}
+
+// URL parameters that are part of the HTTP protocol (or are handled here) rather than settings the
+// engine should see. Everything else is passed to the engine with SET, which rejects unknown names
+// with UNKNOWN_SETTING just as the server does.
+const PROTOCOL_PARAMS = new Set([
+  'query', 'database', 'default_format', 'query_id', 'session_id', 'session_timeout', 'session_check',
+  'user', 'password', 'quota_key', 'role', 'compress', 'decompress', 'buffer_size', 'wait_end_of_query',
+  'enable_http_compression', 'http_zlib_compression_level', 'send_progress_in_http_headers',
+  'http_headers_progress_interval_ms', 'http_response_buffer_size', 'http_wait_end_of_query',
+  'http_write_exception_in_output_format', 'http_native_compression_disable_checksumming_on_decompress',
+]);
+
+// The errors the HTTP handler answers with a status other than 500, by name
+// (src/Server/HTTP/exceptionCodeToHTTPStatus.cpp).
+const STATUS_BY_TYPE = new Map<string, number>(
+  Object.entries({
+    401: 'REQUIRED_PASSWORD',
+    403: 'UNKNOWN_USER WRONG_PASSWORD AUTHENTICATION_FAILED SET_NON_GRANTED_ROLE ACCESS_DENIED',
+    400: 'BAD_ARGUMENTS CANNOT_COMPILE_REGEXP CANNOT_PARSE_TEXT CANNOT_PARSE_ESCAPE_SEQUENCE CANNOT_PARSE_QUOTED_STRING '
+      + 'CANNOT_PARSE_DATE CANNOT_PARSE_DATETIME CANNOT_PARSE_NUMBER CANNOT_PARSE_DOMAIN_VALUE_FROM_STRING '
+      + 'CANNOT_PARSE_IPV4 CANNOT_PARSE_IPV6 CANNOT_PARSE_INPUT_ASSERTION_FAILED CANNOT_PARSE_UUID DUPLICATE_COLUMN '
+      + 'ILLEGAL_COLUMN UNKNOWN_ELEMENT_IN_AST UNKNOWN_TYPE_OF_AST_NODE THERE_IS_NO_COLUMN TOO_DEEP_AST TOO_BIG_AST '
+      + 'UNEXPECTED_AST_STRUCTURE SYNTAX_ERROR INCORRECT_DATA TYPE_MISMATCH VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE',
+    404: 'UNKNOWN_TABLE UNKNOWN_FUNCTION UNKNOWN_IDENTIFIER UNKNOWN_TYPE UNKNOWN_STORAGE UNKNOWN_DATABASE UNKNOWN_SETTING '
+      + 'UNKNOWN_DIRECTION_OF_SORTING UNKNOWN_AGGREGATE_FUNCTION UNKNOWN_FORMAT UNKNOWN_DATABASE_ENGINE '
+      + 'UNKNOWN_TYPE_OF_QUERY UNKNOWN_ROLE',
+    413: 'QUERY_IS_TOO_LARGE',
+    501: 'NOT_IMPLEMENTED',
+    503: 'SOCKET_TIMEOUT CANNOT_OPEN_FILE CANNOT_SCHEDULE_TASK',
+    411: 'HTTP_LENGTH_REQUIRED',
+    408: 'TIMEOUT_EXCEEDED',
+    415: 'UNSUPPORTED_MEDIA_TYPE',
+  }).flatMap(([status, names]) => names.split(' ').map((name) => [name, Number(status)] as const)),
+);
+
+class ClickHouseHttpError extends Error {
+  constructor(
+    readonly code: number,
+    readonly type: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const CONTENT_TYPES: [RegExp, string][] = [
+  [/^JSON.*EachRow|^NDJSON/i, 'application/x-ndjson; charset=UTF-8'],
+  [/^JSON/i, 'application/json; charset=UTF-8'],
+  [/^(TSV|TabSeparated)/i, 'text/tab-separated-values; charset=UTF-8'],
+  [/^CSV/i, 'text/csv; charset=UTF-8; header=absent'],
+];
+
+function contentType(format: string): string {
+  return CONTENT_TYPES.find(([re]) => re.test(format))?.[1] ?? 'text/plain; charset=UTF-8';
+}
+
+// The raw-insert formats chdb accepts as bytes (see chdb's RawInsertFormat).
+const RAW_INSERT_FORMATS = new Set([
+  'JSONEachRow', 'JSONCompactEachRow', 'CSV', 'CSVWithNames', 'TSV', 'TabSeparated', 'TSVWithNames',
+  'TabSeparatedWithNames',
+]);
+type RawInsertFormat = 'JSONEachRow' | 'JSONCompactEachRow' | 'CSV' | 'CSVWithNames' | 'TSV' | 'TabSeparated'
+  | 'TSVWithNames' | 'TabSeparatedWithNames';
+const IDENT = '[A-Za-z_][A-Za-z0-9_]*';
+const IDENT_RE = new RegExp(`^${IDENT}$`);
+const SIMPLE_INSERT = new RegExp(
+  `^\\s*INSERT\\s+INTO\\s+(?:TABLE\\s+)?(${IDENT}(?:\\.${IDENT})?)\\s*(?:\\(([^)]*)\\))?\\s*FORMAT\\s+(\\w+)\\s*$`,
+  'i',
+);
+
+interface ParsedRequest {
+  query: string;
+  body: Buffer; // data after the query (INSERT), empty for other statements
+  database: string;
+  format: string;
+  settings: [string, string][];
+  params: Record<string, string | null>;
+}
+
+export async function startLocalClickHouse(options: LocalClickHouseOptions): Promise<LocalClickHouse> {
+  mkdirSync(options.dataPath, { recursive: true });
+  const session = new Session(options.dataPath);
+  const expectedUser = options.user ?? 'default';
+  const expectedPassword = options.password ?? '';
+
+  let tail: Promise<unknown> = Promise.resolve();
+  function serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = tail.then(fn, fn);
+    tail = run.catch(() => {});
+    return run;
+  }
+
+  const first = await session.queryAsync('SELECT version() AS v, timezone() AS tz', { format: 'JSONEachRow' });
+  const { v: version, tz: timezone } = first.json<{ v: string; tz: string }>();
+  let currentDatabase: string | undefined = 'default';
+
+  async function execute(r: ParsedRequest) {
+    if (r.database !== currentDatabase) {
+      currentDatabase = undefined;
+      await session.queryAsync(`USE ${quoteIdent(r.database)}`);
+      currentDatabase = r.database;
+    }
+    if (/^\s*USE\b/i.test(r.query)) currentDatabase = undefined;
+    try {
+      if (r.settings.length) await session.queryAsync(`SET ${r.settings.map(([n, v]) => `${n} = ${quoteString(v)}`).join(', ')}`);
+      const insert = r.body.length > 0 && Object.keys(r.params).length === 0 ? SIMPLE_INSERT.exec(r.query) : null;
+      const columns = insert?.[2]?.split(',').map((c) => c.trim().replace(/^`(.*)`$/, '$1'));
+      if (insert && RAW_INSERT_FORMATS.has(insert[3]!) && (columns ?? []).every((c) => IDENT_RE.test(c))) {
+        // Bytes go to the engine's parser untouched (no string round trip), and we learn rows written.
+        const s = await session.insert({
+          table: insert[1]!,
+          values: r.body,
+          format: insert[3] as RawInsertFormat,
+          ...(columns?.length ? { columns } : {}),
+        });
+        return { output: Buffer.alloc(0), readRows: 0, readBytes: 0, writtenRows: s.rowsWritten, writtenBytes: s.bytesWritten, elapsed: s.elapsed };
+      }
+      const sql = r.body.length > 0 ? `${r.query}\n${r.body.toString('utf8')}` : r.query;
+      const result = Object.keys(r.params).length
+        ? await session.queryBindAsync(sql, r.params, { format: r.format })
+        : await session.queryAsync(sql, { format: r.format });
+      return { output: Buffer.from(result.bytes()), readRows: result.rowsRead, readBytes: result.bytesRead, writtenRows: 0, writtenBytes: 0, elapsed: result.elapsed };
+    } finally {
+      // One by one: an unknown name must not keep the others from being reset.
+      for (const [name] of r.settings) await session.queryAsync(`SET ${name} = DEFAULT`).catch(() => {});
+    }
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const queryId = url.searchParams.get('query_id') || randomUUID();
+    const compress = url.searchParams.get('enable_http_compression') === '1' ? pickEncoding(req) : undefined;
+    const headers: Record<string, string> = {
+      'X-ClickHouse-Server-Display-Name': 'chdb-local',
+      'X-ClickHouse-Query-Id': queryId,
+      'X-ClickHouse-Timezone': timezone,
+    };
+    const send = (status: number, body: Buffer, extra: Record<string, string>) => {
+      const out = compress ? compressWith(compress, body) : body;
+      res.writeHead(status, { ...headers, ...extra, ...(compress ? { 'Content-Encoding': compress } : {}), 'Content-Length': String(out.length) });
+      res.end(out);
+    };
+    try {
+      const isHealth = req.method === 'GET' || req.method === 'HEAD';
+      if (url.pathname === '/ping' || (url.pathname === '/' && isHealth && !url.searchParams.has('query'))) {
+        return send(200, Buffer.from('Ok.\n'), { 'Content-Type': 'text/html; charset=UTF-8' });
+      }
+      if (url.pathname !== '/') {
+        throw new ClickHouseHttpError(0, 'NOT_FOUND', `There is no handle ${url.pathname}`);
+      }
+      authenticate(req, url, expectedUser, expectedPassword);
+      const r = await readRequest(req, url);
+      const out = await serialized(() => execute(r));
+      const summary = {
+        read_rows: String(out.readRows), read_bytes: String(out.readBytes),
+        written_rows: String(out.writtenRows), written_bytes: String(out.writtenBytes),
+        total_rows_to_read: String(out.readRows), result_rows: String(out.writtenRows),
+        result_bytes: String(out.writtenBytes), elapsed_ns: String(Math.round(out.elapsed * 1e9)),
+      };
+      send(200, out.output, {
+        'Content-Type': contentType(r.format),
+        'X-ClickHouse-Format': r.format,
+        'X-ClickHouse-Summary': JSON.stringify(summary),
+      });
+    } catch (err) {
+      const { code, type, message } = toClickHouseError(err);
+      const status = code === 0 ? 404 : (STATUS_BY_TYPE.get(type) ?? 500);
+      options.logger?.debug({ code, type, queryId }, 'query failed');
+      // Same text the server sends, so that @clickhouse/client's parseError finds code and type.
+      const body = code === 0
+        ? `${message}\n`
+        : `Code: ${code}. DB::Exception: ${message} (${type}) (version ${version} (official build))\n`;
+      send(status, Buffer.from(body), {
+        'Content-Type': 'text/plain; charset=UTF-8',
+        ...(code ? { 'X-ClickHouse-Exception-Code': String(code) } : {}),
+      });
+    }
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err) => {
+      options.logger?.error({ err }, 'local clickhouse handler crashed');
+      res.destroy();
+    });
+  });
+  // Longer than the client's idle-socket TTL, so the client never reuses a socket we are closing.
+  server.keepAliveTimeout = 10_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  options.logger?.info({ host: options.host, port, dataPath: options.dataPath, version }, 'local clickhouse (chdb) listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    close() {
+      closing ??= (async () => {
+        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        await stopped;
+        await tail;
+        session.close();
+        await drainPending();
+      })();
+      return closing;
+    },
+  };
+}
+
+function authenticate(req: IncomingMessage, url: URL, user: string, password: string): void {
+  let gotUser = header(req, 'x-clickhouse-user');
+  let gotKey = header(req, 'x-clickhouse-key');
+  const auth = header(req, 'authorization');
+  if (gotUser === undefined && auth?.startsWith('Basic ')) {
+    const decoded = Buffer.from(auth.slice(6), 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    gotUser = colon < 0 ? decoded : decoded.slice(0, colon);
+    gotKey = colon < 0 ? '' : decoded.slice(colon + 1);
+  }
+  gotUser ??= url.searchParams.get('user') ?? 'default';
+  gotKey ??= url.searchParams.get('password') ?? '';
+  if (gotUser !== user || gotKey !== password) {
+    throw new ClickHouseHttpError(
+      516,
+      'AUTHENTICATION_FAILED',
+      `${gotUser}: Authentication failed: password is incorrect, or there is no user with such name.`,
+    );
+  }
+}
+
+async function readRequest(req: IncomingMessage, url: URL): Promise<ParsedRequest> {
+  let body = await readBody(req);
+  let query = url.searchParams.get('query') ?? '';
+  const params: Record<string, string | null> = {};
+  const settings: [string, string][] = [];
+  const fields = new Map<string, string>([...url.searchParams]);
+  const boundary = /^multipart\/form-data;.*boundary=("?)([^";]+)\1/i.exec(header(req, 'content-type') ?? '')?.[2];
+  if (boundary) {
+    // use_multipart_params: the query and the param_* values come as form fields.
+    for (const [name, value] of parseMultipart(body, boundary)) fields.set(name, value);
+    query = fields.get('query') ?? '';
+    body = Buffer.alloc(0);
+  } else if (!query) {
+    query = body.toString('utf8');
+    body = Buffer.alloc(0);
+  }
+  if (!query.trim()) throw new ClickHouseHttpError(62, 'SYNTAX_ERROR', 'Empty query.');
+  for (const [name, value] of fields) {
+    if (name.startsWith('param_')) params[name.slice(6)] = value;
+    else if (!PROTOCOL_PARAMS.has(name)) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new ClickHouseHttpError(115, 'UNKNOWN_SETTING', `Unknown setting '${name}'.`);
+      settings.push([name, value]);
+    }
+  }
+  // The client escapes values in ClickHouse's text form, chdb escapes again: undo ours first.
+  const types = placeholderTypes(query);
+  for (const [name, raw] of Object.entries(params)) params[name] = unescapeParam(raw ?? '', types.get(name) ?? 'String');
+  const explicitFormat = /^\s*INSERT\b/i.test(query) ? undefined : /\bFORMAT\s+(\w+)\s*;?\s*$/i.exec(query)?.[1];
+  return {
+    query,
+    body,
+    database: url.searchParams.get('database') || 'default',
+    format: explicitFormat ?? (url.searchParams.get('default_format') || 'TabSeparated'),
+    settings,
+    params,
+  };
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const encoding = header(req, 'content-encoding')?.toLowerCase();
+  const decoder = encoding === 'gzip' ? zlib.createGunzip()
+    : encoding === 'deflate' ? zlib.createInflate()
+    : encoding === 'br' ? zlib.createBrotliDecompress()
+    : undefined;
+  if (encoding && !decoder) {
+    throw new ClickHouseHttpError(1, 'UNSUPPORTED_METHOD', `Unknown Content-Encoding: ${encoding}`);
+  }
+  const chunks: Buffer[] = [];
+  const collect = async (source: AsyncIterable<Buffer>) => { for await (const c of source) chunks.push(c); };
+  if (decoder) await pipeline(req, decoder, collect);
+  else await collect(req);
+  return Buffer.concat(chunks);
+}
+
+function parseMultipart(body: Buffer, boundary: string): [string, string][] {
+  const out: [string, string][] = [];
+  for (const part of body.toString('utf8').split(`--${boundary}`)) {
+    const split = part.indexOf('\r\n\r\n');
+    const name = /name="([^"]+)"/.exec(part.slice(0, split))?.[1];
+    if (split < 0 || !name) continue;
+    out.push([name, part.slice(split + 4).replace(/\r\n$/, '')]);
+  }
+  return out;
+}
+
+function placeholderTypes(query: string): Map<string, string> {
+  const types = new Map<string, string>();
+  for (const m of query.matchAll(/\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([^{}]+?)\s*\}/g)) types.set(m[1]!, m[2]!);
+  return types;
+}
+
+/**
+ * Turns a param value as ClickHouse receives it (escaped text: `\\`, `\'`, `\t`...) into the string
+ * that chdb's queryBindAsync escapes back into the same engine input. chdb escapes only
+ * `\ \0 \b \f \n \r \t`, so other sequences are replaced by equivalents: `\'` is `'` in plain text
+ * and `''` inside a quoted element of an Array/Tuple/Map value.
+ */
+export function unescapeParam(raw: string, type: string): string | null {
+  if (raw === '\\N') return null;
+  const composite = /^(?:Nullable\(|LowCardinality\()*(Array|Tuple|Map|Nested)\b/i.test(type);
+  let out = '';
+  let quoted = false;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i]!;
+    if (c === "'" && composite) quoted = !quoted;
+    if (c !== '\\' || i + 1 === raw.length) {
+      out += c;
+      continue;
+    }
+    const e = raw[++i]!;
+    if (e === "'") out += composite && quoted ? "''" : "'";
+    else if (e === 'x' && /^[0-9a-fA-F]{2}$/.test(raw.slice(i + 1, i + 3))) {
+      out += String.fromCharCode(parseInt(raw.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else out += ESCAPES[e] ?? e;
+  }
+  return out;
+}
+
+const ESCAPES: Record<string, string> = {
+  '\\': '\\', '0': '\0', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', a: '\x07', v: '\v',
+};
+
+function toClickHouseError(err: unknown): { code: number; type: string; message: string } {
+  if (err instanceof ClickHouseHttpError) return { code: err.code, type: err.type, message: err.message };
+  const e = err as { clickhouseCode?: number; message?: string };
+  const text = String(e?.message ?? err);
+  // chdb's message is already "Code: N. DB::Exception: <message> (TYPE)"; keep only <message>.
+  const m = /^Code: (\d+)\. DB::Exception: ([\s\S]*?)\s*\(([A-Z][A-Z0-9_]+)\)\s*$/.exec(text.trim());
+  if (m) return { code: Number(m[1]), message: m[2]!, type: m[3]! };
+  return { code: e?.clickhouseCode ?? 1001, type: 'STD_EXCEPTION', message: text };
+}
+
+function pickEncoding(req: IncomingMessage): 'gzip' | 'deflate' | 'br' | undefined {
+  const accept = header(req, 'accept-encoding') ?? '';
+  return (['gzip', 'deflate', 'br'] as const).find((enc) => accept.includes(enc));
+}
+
+function compressWith(encoding: 'gzip' | 'deflate' | 'br', body: Buffer): Buffer {
+  if (encoding === 'gzip') return zlib.gzipSync(body);
+  if (encoding === 'deflate') return zlib.deflateSync(body);
+  return zlib.brotliCompressSync(body);
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function quoteIdent(name: string): string {
+  return `\`${name.replaceAll('\\', '\\\\').replaceAll('`', '\\`')}\``;
+}
+
+function quoteString(value: string): string {
+  return `'${value.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+}

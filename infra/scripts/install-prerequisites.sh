@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# What a fresh Debian machine lacks for this project: Node.js 20 with npm, curl, and a C toolchain for
+# native addons. Runs as root; does nothing when everything is present.
+set -euo pipefail
+missing=()
+command -v curl >/dev/null || missing+=(curl)
+command -v make >/dev/null || missing+=(make)
+command -v g++ >/dev/null || missing+=(g++)
+command -v python3 >/dev/null || missing+=(python3)
+if ! command -v node >/dev/null || ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)'; then
+  missing+=(nodejs npm)
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then echo "missing: ${missing[*]} (run as root to install them)" >&2; exit 1; fi
+echo "installing from Debian's packages: ${missing[*]}"
+DEBIAN_FRONTEND=noninteractive apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
