@@ -1,0 +1,163 @@
+// The whole gateway in one test process: mock provider, relay, billing worker and console-api, on the
+// real Postgres, Redis and ClickHouse, each with this stack's own Redis prefix.
+import { randomBytes } from 'node:crypto';
+import type { ClickHouseClient } from '@clickhouse/client';
+import type { FastifyInstance } from 'fastify';
+import { startMockUpstream, type MockUpstream, type MockUpstreamOptions } from '../../bench/mock-upstream/mock-upstream.js';
+import { startBilling, type RunningBilling } from '../../billing/service.js';
+import { postgresBalanceSource } from '../../console-api/accounts/balance-source.js';
+import { buildConsoleApp } from '../../console-api/app.js';
+import { hashPassword } from '../../console-api/auth/password.js';
+import { QuotaStore } from '../../relay/quota/quota-store.js';
+import { startRelay, type RunningRelay } from '../../relay/server.js';
+import { createClickHouse } from '../clickhouse/client.js';
+import type { Config } from '../config.js';
+import { createLogger } from '../logger.js';
+import { createSql, type Sql } from '../postgres/client.js';
+import { createRedis, type Redis } from '../redis/client.js';
+import { redisKeys, type RedisKeys } from '../redis/keys.js';
+import { testConfig } from './test-config.js';
+
+export const MOCK_CHANNEL_KEY = 'sk-ant-mock-channel-credential';
+
+export interface GatewayStack {
+  config: Config;
+  mock: MockUpstream;
+  relayUrl: string;
+  consoleUrl: string;
+  sql: Sql;
+  redis: Redis;
+  ch: ClickHouseClient;
+  keys: RedisKeys;
+  quota: QuotaStore;
+  billing: RunningBilling;
+  adminToken: string;
+  close(): Promise<void>;
+}
+
+export interface StackOptions {
+  env?: Record<string, string>;
+  mock?: MockUpstreamOptions;
+}
+
+export async function startGatewayStack(opts: StackOptions = {}): Promise<GatewayStack> {
+  const mock = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY, ...opts.mock });
+  const config = testConfig(opts.env);
+  const log = createLogger(config, 'test');
+  const relay: RunningRelay = await startRelay(config, log);
+  const billing = await startBilling(config, log);
+  const sql = createSql(config);
+  const redis = createRedis(config, 'test');
+  const ch = createClickHouse(config);
+  const keys = redisKeys(config.REDIS_PREFIX);
+  const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql));
+  const app: FastifyInstance = buildConsoleApp({ config, sql, redis, clickhouse: ch, quotaStore: quota, logger: log });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  const consolePort = typeof address === 'object' && address ? address.port : 0;
+
+  const stack: GatewayStack = {
+    config, mock, sql, redis, ch, keys, quota, billing,
+    relayUrl: `http://127.0.0.1:${relay.port}`,
+    consoleUrl: `http://127.0.0.1:${consolePort}`,
+    adminToken: '',
+    async close() {
+      await app.close();
+      await relay.close();
+      await billing.close();
+      await mock.close();
+      const left = await redis.keys(`${config.REDIS_PREFIX}:*`);
+      if (left.length) await redis.del(...left);
+      await redis.quit();
+      await sql.end({ timeout: 5 });
+      await ch.close();
+    },
+  };
+  // A super administrator of this stack's own, made directly: the root account of the shared test
+  // database belongs to whichever test created it first.
+  const adminName = uniqueName('admin');
+  const adminPassword = randomBytes(12).toString('hex');
+  await sql`INSERT INTO users (username, display_name, password_hash, role, aff_code)
+            VALUES (${adminName}, 'Test Admin', ${await hashPassword(adminPassword)}, 100, ${randomBytes(6).toString('hex')})`;
+  stack.adminToken = await login(stack, adminName, adminPassword);
+  return stack;
+}
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}${randomBytes(5).toString('hex')}`;
+}
+
+export interface Envelope<T = unknown> {
+  success: boolean;
+  message: string;
+  data?: T;
+}
+
+export async function consoleCall<T = unknown>(stack: GatewayStack, method: string, path: string, token: string | null, body?: unknown): Promise<{ status: number; json: Envelope<T> }> {
+  const headers: Record<string, string> = {};
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(stack.consoleUrl + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  return { status: res.status, json: (await res.json()) as Envelope<T> };
+}
+
+export async function login(stack: GatewayStack, username: string, password: string): Promise<string> {
+  const { json } = await consoleCall<{ token: string }>(stack, 'POST', '/api/user/login', null, { username, password });
+  if (!json.success || !json.data?.token) throw new Error(`login failed: ${json.message}`);
+  return json.data.token;
+}
+
+export interface TestAccount {
+  id: number;
+  username: string;
+  token: string;
+}
+
+/** Registers an account through the console and funds it through the admin endpoint. */
+export async function fundedAccount(stack: GatewayStack, quota: number, group = 'default'): Promise<TestAccount> {
+  const username = uniqueName('u');
+  const password = 'password-' + randomBytes(6).toString('hex');
+  const reg = await consoleCall(stack, 'POST', '/api/user/register', null, { username, password });
+  if (!reg.json.success) throw new Error(`register failed: ${reg.json.message}`);
+  const token = await login(stack, username, password);
+  const self = await consoleCall<{ id: number }>(stack, 'GET', '/api/user/self', token);
+  const id = self.json.data!.id;
+  const put = await consoleCall(stack, 'PUT', '/api/user/', stack.adminToken, { id, quota, group });
+  if (!put.json.success) throw new Error(`funding failed: ${put.json.message}`);
+  return { id, username, token };
+}
+
+/** Creates a channel to the mock provider serving `models` for `group`. */
+export async function mockChannel(stack: GatewayStack, models: string[], group = 'default', extra: Record<string, unknown> = {}): Promise<number> {
+  const { json } = await consoleCall<{ id: number }>(stack, 'POST', '/api/channel/', stack.adminToken, {
+    name: uniqueName('mock-'), base_url: stack.mock.url, key: MOCK_CHANNEL_KEY, models: models.join(','), group, ...extra,
+  });
+  if (!json.success) throw new Error(`channel creation failed: ${json.message}`);
+  return json.data!.id;
+}
+
+/** Creates an API key through the console and reveals its value the way its owner would. */
+export async function createApiKey(stack: GatewayStack, account: TestAccount, input: Record<string, unknown> = {}): Promise<{ id: number; key: string }> {
+  const name = uniqueName('key-');
+  const created = await consoleCall(stack, 'POST', '/api/token/', account.token, {
+    name, expired_time: -1, remain_quota: 0, unlimited_quota: true, ...input,
+  });
+  if (!created.json.success) throw new Error(`key creation failed: ${created.json.message}`);
+  const list = await consoleCall<{ items: { id: number; name: string }[] }>(stack, 'GET', '/api/token/?p=1&page_size=100', account.token);
+  const item = list.json.data!.items.find((t) => t.name === (input.name ?? name));
+  if (!item) throw new Error('created key not listed');
+  const revealed = await consoleCall<{ key: string }>(stack, 'POST', `/api/token/${item.id}/key`, account.token);
+  return { id: item.id, key: revealed.json.data!.key };
+}
+
+/** Waits until the usage stream is empty and nothing is pending: every settled request is billed. */
+export async function billingSettled(stack: GatewayStack, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const stream = stack.keys.usageStream();
+  for (;;) {
+    const len = await stack.redis.xlen(stream);
+    if (len === 0) return;
+    if (Date.now() > deadline) throw new Error(`billing did not settle: ${len} entries left`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
