@@ -3,6 +3,10 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 NODE_MODULES_STAMP := node_modules/.package-lock.json
 
+# API keys are sealed with KEY_SECRET: a local stack generates one once and keeps it in .data/.
+KEY_SECRET ?= $(shell mkdir -p .data && { [ -s .data/key-secret ] || head -c 32 /dev/urandom | base64 > .data/key-secret; } && cat .data/key-secret)
+export KEY_SECRET
+
 .PHONY: help install build typecheck infra migrate seed run test test-unit down bench clean
 
 help: ## List the targets

@@ -56,7 +56,12 @@ const schema = z.object({
   BILLING_BLOCK_MS: positiveInt.default(100),
   BILLING_CLAIM_IDLE_MS: positiveInt.default(30_000),
 
+  // `make run` seeds a demo account, an admin, a channel to the mock provider and a demo API key.
   SEED_DEMO: z.string().default('true').pipe(bool),
+  DEMO_PASSWORD: z.string().min(8).default('demo-password'),
+  ADMIN_PASSWORD: z.string().min(8).default('admin-password'),
+  /** The credential the mock provider requires and the seeded channel sends. */
+  MOCK_UPSTREAM_KEY: z.string().default('sk-ant-mock-local'),
 });
 
 export type Config = Readonly<z.infer<typeof schema>>;

@@ -22,6 +22,8 @@ RELAY_URL="http://${RELAY_HOST:-127.0.0.1}:${RELAY_PORT:-3000}"
 CONSOLE_URL="http://${CONSOLE_HOST:-127.0.0.1}:${CONSOLE_PORT:-3001}"
 MOCK_URL="http://127.0.0.1:${MOCK_UPSTREAM_PORT:-3090}"
 
+# The mock provider requires the credential the seeded channel sends.
+export MOCK_API_KEY=${MOCK_UPSTREAM_KEY:-sk-ant-mock-local}
 start mock-upstream dist/bench/mock-upstream/main.js
 start billing dist/billing/main.js
 start console-api dist/console-api/main.js
@@ -33,6 +35,7 @@ sleep 0.3
 for name in billing; do kill -0 "$(cat .run/$name.pid)" 2>/dev/null || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
 
 DEMO_KEY=$(node dist/infra/seed/print-demo-key.js)
+ROOT_LINE=$(grep -h -i 'root' .run/console-api.log | grep -i 'password' | grep -v '^{' | tail -1 || true)
 cat <<MSG
 
 The gateway is up.
@@ -40,6 +43,8 @@ The gateway is up.
   console-api   $CONSOLE_URL        (GET /api/..., OpenAPI at /api/openapi.json)
   mock provider $MOCK_URL
   logs          .run/*.log        stop everything with: make down
+  logins        demo / ${DEMO_PASSWORD:-demo-password}, admin / ${ADMIN_PASSWORD:-admin-password}${ROOT_LINE:+
+  root          $ROOT_LINE}
 
 Call the relay with the demo key:
 

@@ -1,0 +1,69 @@
+// Local demo data for `make run`, created once and found again on later runs: the account `demo`
+// (100 US dollars of quota), an administrator `admin` (role 10), a channel to the mock provider
+// serving the usual Claude model names, and an unlimited API key of the demo account.
+import { insertAccount } from '../../console-api/accounts/account-store.js';
+import { hashPassword } from '../../console-api/auth/password.js';
+import { rebuildAbilities } from '../../console-api/routes/channel.js';
+import type { Config } from '../config.js';
+import type { Sql } from '../postgres/client.js';
+import { createApiKeyCrypto, generateApiKey, maskApiKey } from '../secrets/api-key-crypto.js';
+
+export const DEMO_USERNAME = 'demo';
+export const ADMIN_USERNAME = 'admin';
+export const DEMO_QUOTA = 100 * 500_000;
+const DEMO_CHANNEL = 'mock-anthropic';
+const DEMO_KEY_NAME = 'demo';
+const DEMO_MODELS = [
+  'claude-haiku-4-5', 'claude-sonnet-4-5', 'claude-opus-4-5', 'claude-opus-4-1', 'claude-sonnet-4-20250514',
+  'claude-3-7-sonnet-20250219', 'claude-3-5-haiku-20241022',
+];
+
+export interface SeedResult {
+  demoUserId: number;
+  demoKey: string;
+  created: string[];
+}
+
+export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
+  const crypto = createApiKeyCrypto(config.KEY_SECRET);
+  const created: string[] = [];
+  return sql.begin(async (tx) => {
+    // One seeder at a time: two `make run`s must not both create the demo key.
+    await tx`SELECT pg_advisory_xact_lock(727200)`;
+    let [demo] = await tx`SELECT id FROM users WHERE username = ${DEMO_USERNAME}`;
+    if (!demo) {
+      const row = await insertAccount(tx, { username: DEMO_USERNAME, displayName: 'Demo', passwordHash: await hashPassword(config.DEMO_PASSWORD) });
+      await tx`UPDATE users SET quota = ${DEMO_QUOTA} WHERE id = ${row.id}`;
+      demo = { id: row.id };
+      created.push(`account ${DEMO_USERNAME}`);
+    }
+    const [admin] = await tx`SELECT id FROM users WHERE username = ${ADMIN_USERNAME}`;
+    if (!admin) {
+      await insertAccount(tx, { username: ADMIN_USERNAME, displayName: 'Admin', role: 10, passwordHash: await hashPassword(config.ADMIN_PASSWORD) });
+      created.push(`administrator ${ADMIN_USERNAME}`);
+    }
+    const baseUrl = `http://127.0.0.1:${config.MOCK_UPSTREAM_PORT}`;
+    const [channel] = await tx`SELECT id FROM channels WHERE name = ${DEMO_CHANNEL}`;
+    if (!channel) {
+      const [row] = await tx`
+        INSERT INTO channels (type, name, base_url, key_ciphertext, models, "group")
+        VALUES (14, ${DEMO_CHANNEL}, ${baseUrl}, ${crypto.seal(config.MOCK_UPSTREAM_KEY)}, ${DEMO_MODELS.join(',')}, 'default')
+        RETURNING *`;
+      await rebuildAbilities(tx, row as never);
+      created.push(`channel ${DEMO_CHANNEL} -> ${baseUrl}`);
+    }
+    const userId = demo.id as number;
+    const [token] = await tx`SELECT key_ciphertext FROM tokens WHERE user_id = ${userId} AND name = ${DEMO_KEY_NAME} AND deleted_at IS NULL`;
+    let demoKey: string;
+    if (token) {
+      demoKey = crypto.open(token.key_ciphertext as Buffer);
+    } else {
+      demoKey = generateApiKey();
+      await tx`
+        INSERT INTO tokens (user_id, name, key_hash, key_ciphertext, key_mask, unlimited_quota)
+        VALUES (${userId}, ${DEMO_KEY_NAME}, ${crypto.hash(demoKey)}, ${crypto.seal(demoKey)}, ${maskApiKey(demoKey)}, true)`;
+      created.push(`API key ${DEMO_KEY_NAME}`);
+    }
+    return { demoUserId: userId, demoKey, created };
+  });
+}

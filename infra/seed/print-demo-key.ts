@@ -1,0 +1,10 @@
+// Prints the demo API key (decrypted with KEY_SECRET) for the copy-paste command of `make run`.
+import { loadConfig } from '../config.js';
+import { createSql } from '../postgres/client.js';
+import { seedDemo } from './demo-seed.js';
+
+const config = loadConfig();
+const sql = createSql(config, { max: 1 });
+const { demoKey } = await seedDemo(sql, config);
+await sql.end();
+process.stdout.write(demoKey + '\n');
