@@ -1,0 +1,63 @@
+// Creating accounts: one place that knows the aff_code rule and the unique-violation handling.
+import { randomInt } from 'node:crypto';
+import type { Db } from '../db.js';
+import { ConsoleError } from '../http/errors.js';
+import type { UserRow } from './account-view.js';
+import { ROLE } from './roles.js';
+
+const AFF_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnpqrstuvwxyz23456789';
+export const AFF_CODE_LENGTH = 6;
+
+/** A random invitation code (4–8 characters; we use 6 from a 55-character alphabet, ~34 bits). */
+export function generateAffCode(length = AFF_CODE_LENGTH): string {
+  let out = '';
+  for (let i = 0; i < length; i++) out += AFF_ALPHABET[randomInt(AFF_ALPHABET.length)];
+  return out;
+}
+
+export interface NewAccount {
+  username: string;
+  passwordHash: string;
+  displayName?: string;
+  email?: string;
+  role?: number;
+  group?: string;
+}
+
+interface PgError {
+  code?: string;
+  constraint_name?: string;
+}
+
+/**
+ * Inserts an account with a unique aff_code (regenerated on the rare collision). A taken username is
+ * USERNAME_TAKEN. `tx` may be a transaction.
+ */
+export async function insertAccount(tx: Db, input: NewAccount): Promise<UserRow> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const [row] = await tx<UserRow[]>`
+        INSERT INTO users (username, display_name, password_hash, role, email, "group", quota, aff_code)
+        VALUES (${input.username}, ${input.displayName ?? input.username}, ${input.passwordHash},
+                ${input.role ?? ROLE.user}, ${input.email ?? ''}, ${input.group ?? 'default'}, 0,
+                ${generateAffCode()})
+        RETURNING *`;
+      return row!;
+    } catch (err) {
+      const e = err as PgError;
+      if (e.code === '23505' && e.constraint_name === 'users_username_key') throw new ConsoleError('USERNAME_TAKEN');
+      if (e.code === '23505' && e.constraint_name === 'users_aff_code_key' && attempt < 5) continue;
+      throw err;
+    }
+  }
+}
+
+export async function findUserById(sql: Db, id: number): Promise<UserRow | undefined> {
+  const [row] = await sql<UserRow[]>`SELECT * FROM users WHERE id = ${id} AND deleted_at IS NULL`;
+  return row;
+}
+
+export async function findUserByUsername(sql: Db, username: string): Promise<UserRow | undefined> {
+  const [row] = await sql<UserRow[]>`SELECT * FROM users WHERE username = ${username} AND deleted_at IS NULL`;
+  return row;
+}

@@ -1,0 +1,62 @@
+// What buildConsoleApp needs from its caller (ConsoleDeps) and what the routes share (ConsoleContext).
+import type { ClickHouseClient } from '../infra/clickhouse/client.js';
+import type { Config } from '../infra/config.js';
+import type { Logger } from '../infra/logger.js';
+import type { Sql } from '../infra/postgres/client.js';
+import type { Redis } from '../infra/redis/client.js';
+import { type RedisKeys, redisKeys } from '../infra/redis/keys.js';
+import { type ApiKeyCrypto, createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
+import type { QuotaStore } from '../relay/quota/quota-store.js';
+import { type Invalidation, publishInvalidation } from './invalidation.js';
+
+export interface ConsoleDeps {
+  config: Config;
+  /** Postgres pool (infra/postgres/client.ts createSql). */
+  sql: Sql;
+  /** A normal (non-subscriber) connection: used to PUBLISH invalidations. */
+  redis: Redis;
+  /** Bound to CLICKHOUSE_DATABASE (infra/clickhouse/client.ts createClickHouse). */
+  clickhouse: ClickHouseClient;
+  /** Moves the relay's Redis balance mirrors after a committed quota change. */
+  quotaStore: QuotaStore;
+  /** Defaults to a pino logger at config.LOG_LEVEL with the project's redaction. */
+  logger?: Logger;
+  /** Unix seconds; tests may pin the clock. */
+  now?: () => number;
+}
+
+export interface ConsoleContext {
+  config: Config;
+  sql: Sql;
+  redis: Redis;
+  clickhouse: ClickHouseClient;
+  quotaStore: QuotaStore;
+  logger: Logger;
+  keys: RedisKeys;
+  apiKeyCrypto: ApiKeyCrypto;
+  now(): number;
+  /** Announces a change the relay caches; never throws (a failure is logged, caches expire anyway). */
+  invalidate(message: Invalidation): Promise<void>;
+}
+
+export function createContext(deps: ConsoleDeps, logger: Logger): ConsoleContext {
+  const keys = redisKeys(deps.config.REDIS_PREFIX);
+  return {
+    config: deps.config,
+    sql: deps.sql,
+    redis: deps.redis,
+    clickhouse: deps.clickhouse,
+    quotaStore: deps.quotaStore,
+    logger,
+    keys,
+    apiKeyCrypto: createApiKeyCrypto(deps.config.KEY_SECRET),
+    now: deps.now ?? (() => Math.floor(Date.now() / 1000)),
+    invalidate: async (message) => {
+      try {
+        await publishInvalidation(deps.redis, keys, message);
+      } catch (err) {
+        logger.error({ err, invalidation: message }, 'publishing a cache invalidation failed');
+      }
+    },
+  };
+}

@@ -1,0 +1,46 @@
+// The one catalogue of console failures: a stable code, the HTTP status and the message of each.
+// Handlers throw `new ConsoleError('CODE')` (optionally with a more specific message); the error
+// handler in app.ts turns it into `{success: false, message}` with the status. README.md documents
+// every code, and errors.unit.test.ts checks that it does.
+
+export const ERROR_CATALOGUE = {
+  VALIDATION_FAILED: { status: 400, message: 'invalid request' },
+  INVALID_JSON: { status: 400, message: 'request body is not valid JSON' },
+  UNKNOWN_GROUP: { status: 400, message: 'unknown group' },
+  UNAUTHENTICATED: { status: 401, message: 'not logged in: send Authorization: Bearer <access token>' },
+  INVALID_ACCESS_TOKEN: { status: 401, message: 'access token is invalid, expired or revoked' },
+  API_KEY_NOT_ACCEPTED: {
+    status: 401,
+    message: 'an sk- API key is not accepted by the console API; use a console access token',
+  },
+  INVALID_CREDENTIALS: { status: 401, message: 'username or password is incorrect' },
+  ACCOUNT_BANNED: { status: 403, message: 'this account is banned' },
+  INSUFFICIENT_ROLE: { status: 403, message: 'insufficient permission for this operation' },
+  NOT_FOUND: { status: 404, message: 'not found' },
+  ROUTE_NOT_FOUND: { status: 404, message: 'no such endpoint' },
+  USERNAME_TAKEN: { status: 409, message: 'username is already taken' },
+  PAYLOAD_TOO_LARGE: { status: 413, message: 'request body is too large' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'send the body as Content-Type: application/json' },
+  RATE_LIMITED: { status: 429, message: 'too many requests, slow down' },
+  INTERNAL: { status: 500, message: 'internal server error' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+export class ConsoleError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+
+  /** `message` replaces the catalogue's text when a more specific one helps (e.g. the bad field). */
+  constructor(code: ErrorCode, message?: string) {
+    const entry = ERROR_CATALOGUE[code];
+    super(message ?? entry.message);
+    this.name = 'ConsoleError';
+    this.code = code;
+    this.status = entry.status;
+  }
+}
+
+export function isConsoleError(err: unknown): err is ConsoleError {
+  return err instanceof ConsoleError;
+}

@@ -1,0 +1,51 @@
+// Entry point of the console API: config, connections, migrations, the root account, listen, and a
+// clean shutdown on SIGTERM/SIGINT. The only console module that reads process.env (via loadConfig).
+import { createClickHouse } from '../infra/clickhouse/client.js';
+import { loadConfig } from '../infra/config.js';
+import { createLogger } from '../infra/logger.js';
+import { createSql } from '../infra/postgres/client.js';
+import { migratePostgres } from '../infra/postgres/migrate.js';
+import { createRedis } from '../infra/redis/client.js';
+import { redisKeys } from '../infra/redis/keys.js';
+import { QuotaStore } from '../relay/quota/quota-store.js';
+import { postgresBalanceSource } from './accounts/balance-source.js';
+import { ensureRootAccount } from './accounts/root-account.js';
+import { buildConsoleApp } from './app.js';
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config, 'console-api');
+  await migratePostgres(config);
+  const sql = createSql(config);
+  const redis = createRedis(config, 'console-api');
+  const clickhouse = createClickHouse(config);
+  const quotaStore = new QuotaStore(redis, redisKeys(config.REDIS_PREFIX), postgresBalanceSource(sql));
+
+  // A generated root password goes to stdout once, deliberately not through the logger.
+  await ensureRootAccount(sql, config, (line) => process.stdout.write(`${line}\n`));
+
+  const app = buildConsoleApp({ config, sql, redis, clickhouse, quotaStore, logger });
+  await app.listen({ host: config.CONSOLE_HOST, port: config.CONSOLE_PORT });
+
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    logger.info({ signal }, 'console-api shutting down');
+    try {
+      await app.close();
+      await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), clickhouse.close()]);
+      process.exit(0);
+    } catch (err) {
+      logger.error({ err }, 'console-api shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.once('SIGTERM', () => void shutdown('SIGTERM'));
+  process.once('SIGINT', () => void shutdown('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`console-api failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+
+let h: ConsoleHarness;
+let owner: TestAccount;
+let other: TestAccount;
+beforeAll(async () => {
+  h = await startConsoleHarness();
+  owner = await h.account();
+  other = await h.account();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const future = () => Math.floor(Date.now() / 1000) + 3600;
+const valid = () => ({
+  name: 'my key',
+  expired_time: -1,
+  remain_quota: 500000,
+  unlimited_quota: false,
+  model_limits_enabled: true,
+  model_limits: 'claude-sonnet-4-5, claude-haiku-4-5',
+  allow_ips: '10.0.0.1, 192.168.0.0/16\n2001:db8::/32',
+  group: 'vip',
+  cross_group_retry: false,
+});
+const create = (payload: unknown, who: TestAccount = owner) =>
+  h.app.inject({ method: 'POST', url: '/api/token/', payload: payload as object, headers: who.auth });
+
+describe('POST /api/token/', () => {
+  it('creates a key and does not return it', async () => {
+    const res = await create(valid());
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ success: true, message: '' });
+    expect(res.body).not.toMatch(/sk-/);
+    const [row] = await h.sql<{ key_hash: Buffer; key_ciphertext: Buffer; key_mask: string; model_limits: string; allow_ips: string; group: string }[]>`
+      SELECT key_hash, key_ciphertext, key_mask, model_limits, allow_ips, "group" FROM tokens WHERE user_id = ${owner.user.id}`;
+    const crypto = createApiKeyCrypto(h.config.KEY_SECRET);
+    const key = crypto.open(row!.key_ciphertext);
+    expect(key).toMatch(/^sk-[A-Za-z0-9]{48}$/);
+    expect(row!.key_hash.equals(crypto.hash(key))).toBe(true);
+    expect(row!.key_mask).toBe(`${key.slice(0, 7)}********${key.slice(-4)}`);
+    expect(row).toMatchObject({ model_limits: 'claude-sonnet-4-5,claude-haiku-4-5', allow_ips: '10.0.0.1,192.168.0.0/16,2001:db8::/32', group: 'vip' });
+  });
+
+  it('accepts the minimal input, unlimited keys, a future expiry, the auto group and null allow_ips', async () => {
+    const res = await create({ name: '', expired_time: future(), remain_quota: 0, unlimited_quota: true, group: 'auto', allow_ips: null, cross_group_retry: true });
+    expect(res.statusCode).toBe(200);
+    expect((await create({ name: 'x', expired_time: -1, remain_quota: 0, unlimited_quota: false, group: '' })).statusCode).toBe(200);
+  });
+
+  it.each([
+    ['name of 51 characters', { name: 'x'.repeat(51) }, /^name: must be at most 50 characters/],
+    ['unknown group', { group: 'platinum' }, /^group: unknown group "platinum"/],
+    ['bad ip', { allow_ips: '10.0.0.1, 300.1.1.1' }, /^allow_ips: "300\.1\.1\.1" is not an IP address or CIDR block/],
+    ['bad cidr', { allow_ips: '10.0.0.0/33' }, /^allow_ips: /],
+    ['past expiry', { expired_time: 1000 }, /^expired_time: /],
+    ['expiry below -1', { expired_time: -2 }, /^expired_time: /],
+    ['fractional expiry', { expired_time: 1.5 }, /^expired_time: must be an integer/],
+    ['negative quota', { remain_quota: -1 }, /^remain_quota: must be at least 0/],
+    ['fractional quota', { remain_quota: 0.5 }, /^remain_quota: must be an integer/],
+    ['string unlimited_quota', { unlimited_quota: 'true' }, /^unlimited_quota: must be a boolean/],
+    ['missing name', { name: undefined }, /^name: /],
+    ['array model_limits', { model_limits: ['a'] }, /^model_limits: /],
+    ['numeric allow_ips', { allow_ips: 5 }, /^allow_ips: /],
+  ])('refuses %s with 400 naming the field', async (_label, patch, message) => {
+    const res = await create({ ...valid(), ...patch });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: expect.stringMatching(message) });
+  });
+});
+
+describe('GET /api/token/ and POST /api/token/:id/key', () => {
+  it('lists the owner\'s keys masked, paged, newest first, without hash or ciphertext', async () => {
+    const res = await h.app.inject({ method: 'GET', url: '/api/token/?p=1&page_size=2', headers: owner.auth });
+    expect(res.statusCode).toBe(200);
+    const { data } = res.json();
+    expect(data).toMatchObject({ total: 3, page: 1, page_size: 2 });
+    expect(data.items).toHaveLength(2);
+    expect(data.items[0].id).toBeGreaterThan(data.items[1].id);
+    for (const item of data.items) {
+      expect(item.key).toMatch(/^sk-[A-Za-z0-9]{4}\*{8}[A-Za-z0-9]{4}$/);
+      expect(item).not.toHaveProperty('key_hash');
+      expect(item).not.toHaveProperty('key_ciphertext');
+      expect(item.user_id).toBe(owner.user.id);
+    }
+    const page2 = (await h.app.inject({ method: 'GET', url: '/api/token/?p=2&page_size=2', headers: owner.auth })).json().data;
+    expect(page2.items).toHaveLength(1);
+    expect(page2.items[0]).toMatchObject({ name: 'my key', remain_quota: 500000, unlimited_quota: false, expired_time: -1, group: 'vip' });
+    const none = (await h.app.inject({ method: 'GET', url: '/api/token/', headers: other.auth })).json().data;
+    expect(none).toEqual({ items: [], total: 0, page: 1, page_size: 10 });
+  });
+
+  it('reveals the full key to the owner only; another account gets 404', async () => {
+    const list = (await h.app.inject({ method: 'GET', url: '/api/token/', headers: owner.auth })).json().data;
+    const item = list.items[0];
+    const res = await h.app.inject({ method: 'POST', url: `/api/token/${item.id}/key`, headers: owner.auth });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['cache-control']).toBe('no-store');
+    const key = res.json().data.key as string;
+    expect(key).toMatch(/^sk-[A-Za-z0-9]{48}$/);
+    expect(`${key.slice(0, 7)}********${key.slice(-4)}`).toBe(item.key);
+
+    const stranger = await h.app.inject({ method: 'POST', url: `/api/token/${item.id}/key`, headers: other.auth });
+    expect(stranger.statusCode).toBe(404);
+    expect(stranger.json()).toEqual({ success: false, message: 'API key not found' });
+    expect(stranger.body).not.toContain(key.slice(3));
+    expect((await h.app.inject({ method: 'POST', url: '/api/token/abc/key', headers: owner.auth })).statusCode).toBe(400);
+  });
+
+  it('needs an access token', async () => {
+    expect((await h.app.inject({ method: 'GET', url: '/api/token/' })).statusCode).toBe(401);
+    const key = (await h.app.inject({ method: 'POST', url: '/api/token/1/key', headers: { authorization: 'Bearer sk-whatever' } }));
+    expect(key.statusCode).toBe(401);
+  });
+});

@@ -1,0 +1,212 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ConsoleHarness, startConsoleHarness, uniqueName } from '../testing/console-harness.js';
+
+let h: ConsoleHarness;
+beforeAll(async () => {
+  h = await startConsoleHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const post = (url: string, payload: unknown, headers: Record<string, string> = {}) =>
+  h.app.inject({ method: 'POST', url, payload: payload as object, headers });
+const get = (url: string, headers: Record<string, string> = {}) => h.app.inject({ method: 'GET', url, headers });
+const put = (url: string, payload: unknown, headers: Record<string, string> = {}) =>
+  h.app.inject({ method: 'PUT', url, payload: payload as object, headers });
+
+// The contract's Account table: every field and its JSON type.
+const ACCOUNT_FIELDS: Record<string, 'number' | 'string' | 'object'> = {
+  id: 'number', username: 'string', display_name: 'string', role: 'number', status: 'number', email: 'string',
+  code_host_id: 'string', chat_platform_id: 'string', oidc_id: 'string', social_app_id: 'string',
+  messenger_id: 'string', forum_id: 'string', group: 'string', quota: 'number', used_quota: 'number',
+  request_count: 'number', aff_code: 'string', aff_count: 'number', aff_quota: 'number',
+  aff_history_quota: 'number', inviter_id: 'number', setting: 'string', card_provider_customer: 'string',
+  sidebar_modules: 'string', permissions: 'object',
+};
+
+describe('register, login and access tokens', () => {
+  const username = uniqueName('r');
+  const password = 'correct horse battery';
+
+  it('registers an ordinary account', async () => {
+    const res = await post('/api/user/register', { username, password, email: 'a@example.com' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ success: true, message: '' });
+    const [row] = await h.sql<{ role: number; group: string; quota: number; aff_code: string; password_hash: string }[]>`
+      SELECT role, "group", quota, aff_code, password_hash FROM users WHERE username = ${username}`;
+    expect(row).toMatchObject({ role: 1, group: 'default', quota: 0 });
+    expect(row!.aff_code).toMatch(/^[A-Za-z0-9]{4,8}$/);
+    expect(row!.password_hash).toMatch(/^scrypt\$15\$8\$3\$/);
+    expect(row!.password_hash).not.toContain(password);
+  });
+
+  it('refuses a duplicate username with 409 and bad fields with 400 naming the field', async () => {
+    const dup = await post('/api/user/register', { username, password });
+    expect(dup.statusCode).toBe(409);
+    expect(dup.json()).toMatchObject({ success: false });
+    const short = await post('/api/user/register', { username: 'ab', password });
+    expect(short.statusCode).toBe(400);
+    expect(short.json().message).toMatch(/^username: /);
+    const weak = await post('/api/user/register', { username: uniqueName(), password: 'short' });
+    expect(weak.statusCode).toBe(400);
+    expect(weak.json().message).toMatch(/^password: /);
+    const badJson = await h.app.inject({
+      method: 'POST', url: '/api/user/register', payload: '{nope', headers: { 'content-type': 'application/json' },
+    });
+    expect(badJson.statusCode).toBe(400);
+    expect(badJson.json()).toEqual({ success: false, message: 'request body is not valid JSON' });
+  });
+
+  let session = '';
+  it('logs in with a session token and the account summary', async () => {
+    const res = await post('/api/user/login', { username, password });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body.success).toBe(true);
+    expect(Object.keys(body.data).sort()).toEqual(['display_name', 'group', 'id', 'role', 'status', 'token', 'username']);
+    expect(body.data).toMatchObject({ username, display_name: username, role: 1, status: 1, group: 'default' });
+    session = body.data.token;
+    expect(session).toMatch(/^[0-9a-f]{64}$/);
+    const [t] = await h.sql<{ kind: string; expires_at: number; created_at: number }[]>`
+      SELECT kind, expires_at, created_at FROM access_tokens WHERE user_id = ${body.data.id}`;
+    expect(t!.kind).toBe('session');
+    expect(t!.expires_at - t!.created_at).toBe(h.config.SESSION_TTL_SEC);
+  });
+
+  it('refuses a wrong password (401) and a banned account (403)', async () => {
+    const wrong = await post('/api/user/login', { username, password: 'wrong password' });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.json()).toEqual({ success: false, message: 'username or password is incorrect' });
+    const nobody = await post('/api/user/login', { username: uniqueName(), password });
+    expect(nobody.statusCode).toBe(401);
+    const banned = await h.account();
+    await h.sql`UPDATE users SET status = 2 WHERE id = ${banned.user.id}`;
+    const res = await post('/api/user/login', { username: banned.user.username, password: banned.password });
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toEqual({ success: false, message: 'this account is banned' });
+    // A token issued before the ban stops working too.
+    expect((await get('/api/user/self', banned.auth)).statusCode).toBe(403);
+  });
+
+  it('issues an access token that revokes the previous one; both kinds authenticate', async () => {
+    const first = await get('/api/user/token', { authorization: `Bearer ${session}` });
+    expect(first.statusCode).toBe(200);
+    const access1 = first.json().data as string;
+    expect(typeof access1).toBe('string');
+    expect((await get('/api/user/self', { authorization: `Bearer ${access1}` })).statusCode).toBe(200);
+    const second = await get('/api/user/token', { authorization: `Bearer ${access1}` });
+    const access2 = second.json().data as string;
+    expect(access2).not.toBe(access1);
+    const revoked = await get('/api/user/self', { authorization: `Bearer ${access1}` });
+    expect(revoked.statusCode).toBe(401);
+    expect(revoked.json().success).toBe(false);
+    expect((await get('/api/user/self', { authorization: `Bearer ${access2}` })).statusCode).toBe(200);
+    // The session survives: only access tokens are replaced.
+    expect((await get('/api/user/self', { authorization: `Bearer ${session}` })).statusCode).toBe(200);
+  });
+
+  it('refuses missing, unknown and expired credentials and sk- API keys with 401', async () => {
+    const none = await get('/api/user/self');
+    expect(none.statusCode).toBe(401);
+    expect(none.json().success).toBe(false);
+    expect((await get('/api/user/self', { authorization: 'Bearer deadbeef' })).statusCode).toBe(401);
+    const sk = await get('/api/user/self', { authorization: 'Bearer sk-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL' });
+    expect(sk.statusCode).toBe(401);
+    expect(sk.json()).toEqual({ success: false, message: expect.stringMatching(/sk- API key is not accepted/) });
+    await h.sql`UPDATE access_tokens SET expires_at = 1 WHERE token_hash IS NOT NULL AND kind = 'session'`;
+    expect((await get('/api/user/self', { authorization: `Bearer ${session}` })).statusCode).toBe(401);
+  });
+});
+
+describe('GET /api/user/self', () => {
+  it('returns every Account field of the contract with its type, and never the password hash', async () => {
+    const a = await h.account({ quota: 1234 });
+    const res = await get('/api/user/self', a.auth);
+    expect(res.statusCode).toBe(200);
+    const { success, message, data } = res.json();
+    expect(success).toBe(true);
+    expect(message).toBe('');
+    expect(Object.keys(data).sort()).toEqual(Object.keys(ACCOUNT_FIELDS).sort());
+    for (const [field, type] of Object.entries(ACCOUNT_FIELDS)) expect(typeof data[field], field).toBe(type);
+    for (const f of ['id', 'role', 'status', 'quota', 'used_quota', 'request_count', 'aff_count', 'aff_quota', 'aff_history_quota', 'inviter_id']) {
+      expect(Number.isInteger(data[f]), f).toBe(true);
+    }
+    expect(data).toMatchObject({ id: a.user.id, quota: 1234, code_host_id: '', inviter_id: 0 });
+    expect(data.permissions).toMatchObject({ sidebar_settings: true, manage_users: false, manage_options: false });
+    for (const v of Object.values(data.permissions)) expect(typeof v).toBe('boolean');
+    expect(res.body).not.toContain('password');
+  });
+
+  it('derives permissions from the role', async () => {
+    const admin = await h.account({ role: 10 });
+    const perms = (await get('/api/user/self', admin.auth)).json().data.permissions;
+    expect(perms).toMatchObject({ manage_users: true, manage_channels: true, manage_options: false });
+  });
+});
+
+describe('PUT /api/user/ (administrator)', () => {
+  it('moves the loaded Redis mirror by the quota delta and publishes an invalidation', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account({ quota: 1000 });
+    // The relay has loaded the mirror and 300 is reserved: mirror = 1000 - 300.
+    await h.redis.set(h.keys.accountBalance(target.user.id), 700);
+    const sub = h.redis.duplicate();
+    const messages: string[] = [];
+    await sub.subscribe(h.keys.invalidationChannel());
+    sub.on('message', (_c, m) => messages.push(m));
+
+    const res = await put('/api/user/', { id: target.user.id, quota: 5000, group: 'vip' }, admin.auth);
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ success: true, message: '', data: { id: target.user.id, quota: 5000, group: 'vip' } });
+    expect(await h.quotaStore.accountBalance(target.user.id)).toBe(700 + 4000);
+    const [row] = await h.sql<{ quota: number; group: string }[]>`SELECT quota, "group" FROM users WHERE id = ${target.user.id}`;
+    expect(row).toEqual({ quota: 5000, group: 'vip' });
+
+    const down = await put('/api/user/', { id: target.user.id, quota: 4500 }, admin.auth);
+    expect(down.statusCode).toBe(200);
+    expect(await h.quotaStore.accountBalance(target.user.id)).toBe(4200);
+
+    await new Promise((r) => setTimeout(r, 100));
+    expect(messages.map((m) => JSON.parse(m))).toContainEqual({ kind: 'user', id: target.user.id });
+    await sub.quit();
+  });
+
+  it('leaves an unloaded mirror unloaded (it will be seeded from Postgres)', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account({ quota: 10 });
+    expect((await put('/api/user/', { id: target.user.id, quota: 20 }, admin.auth)).statusCode).toBe(200);
+    expect(await h.quotaStore.accountBalance(target.user.id)).toBeNull();
+  });
+
+  it('refuses an ordinary user (403), an equal role (403), unknown groups (400) and unknown ids (404)', async () => {
+    const user = await h.account();
+    const other = await h.account();
+    const res = await put('/api/user/', { id: other.user.id, quota: 1 }, user.auth);
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toEqual({ success: false, message: 'insufficient permission for this operation' });
+
+    const admin = await h.account({ role: 10 });
+    const admin2 = await h.account({ role: 10 });
+    expect((await put('/api/user/', { id: admin2.user.id, quota: 1 }, admin.auth)).statusCode).toBe(403);
+    expect((await put('/api/user/', { id: admin.user.id, quota: 1e9 }, admin.auth)).statusCode).toBe(403);
+
+    const bad = await put('/api/user/', { id: other.user.id, group: 'nope' }, admin.auth);
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().message).toMatch(/^group: /);
+    const badStatus = await put('/api/user/', { id: other.user.id, status: 7 }, admin.auth);
+    expect(badStatus.statusCode).toBe(400);
+    expect(badStatus.json().message).toMatch(/^status: /);
+    expect((await put('/api/user/', { id: 999_999_999_999, quota: 1 }, admin.auth)).statusCode).toBe(404);
+    const root = await h.account({ role: 100 });
+    expect((await put('/api/user/', { id: admin.user.id, status: 2 }, root.auth)).statusCode).toBe(200);
+  });
+});
+
+describe('unknown routes', () => {
+  it('answer 404 in the envelope', async () => {
+    const res = await get('/api/nope');
+    expect(res.statusCode).toBe(404);
+    expect(res.json()).toEqual({ success: false, message: 'no such endpoint' });
+  });
+});

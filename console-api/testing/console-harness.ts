@@ -1,0 +1,106 @@
+// Integration-test harness: a console app on the real services with a Postgres database of its own
+// (created, migrated and dropped here), its own Redis key prefix, and the shared ClickHouse test
+// database. User ids start at a random offset so rows this file writes to ClickHouse never mix with
+// another test file's.
+import { randomBytes, randomInt } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { type ClickHouseClient, createClickHouse } from '../../infra/clickhouse/client.js';
+import type { Config } from '../../infra/config.js';
+import { createSql, type Sql } from '../../infra/postgres/client.js';
+import { migratePostgres } from '../../infra/postgres/migrate.js';
+import { createRedis, type Redis } from '../../infra/redis/client.js';
+import { type RedisKeys, redisKeys } from '../../infra/redis/keys.js';
+import { TEST_DATABASE_URL, testConfig } from '../../infra/testing/test-config.js';
+import { QuotaStore } from '../../relay/quota/quota-store.js';
+import { insertAccount } from '../accounts/account-store.js';
+import type { UserRow } from '../accounts/account-view.js';
+import { postgresBalanceSource } from '../accounts/balance-source.js';
+import { hashPassword } from '../auth/password.js';
+import { buildConsoleApp } from '../app.js';
+
+/** Cheap scrypt parameters for accounts a test inserts directly (the stored hash carries them). */
+const FAST_SCRYPT = { log2N: 10, r: 8, p: 1 };
+
+export interface TestAccount {
+  user: UserRow;
+  password: string;
+  token: string;
+  auth: { authorization: string };
+}
+
+export interface ConsoleHarness {
+  app: FastifyInstance;
+  config: Config;
+  sql: Sql;
+  redis: Redis;
+  clickhouse: ClickHouseClient;
+  quotaStore: QuotaStore;
+  keys: RedisKeys;
+  /** Inserts an account (fast hash) and logs it in through the API. */
+  account(opts?: { role?: number; group?: string; quota?: number; username?: string }): Promise<TestAccount>;
+  close(): Promise<void>;
+}
+
+export function uniqueName(prefix = 'u'): string {
+  return `${prefix}${randomBytes(5).toString('hex')}`;
+}
+
+export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const url = new URL(TEST_DATABASE_URL);
+  const name = `gateway_test_console_${randomBytes(5).toString('hex')}`;
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const admin = new URL(TEST_DATABASE_URL);
+      admin.pathname = '/postgres';
+      const client = new pg.Client({ connectionString: admin.toString() });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+export async function startConsoleHarness(overrides: Record<string, string> = {}): Promise<ConsoleHarness> {
+  const db = await createTestDatabase();
+  const config = testConfig({ DATABASE_URL: db.url, ...overrides });
+  await migratePostgres(config);
+  const sql = createSql(config, { max: 4 });
+  // Ids far above any other test file's, so ClickHouse rows keyed by user_id never collide.
+  await sql`SELECT setval('users_id_seq', ${randomInt(1_000_000, 2 ** 31)})`;
+  const redis = createRedis(config, 'console-test');
+  const clickhouse = createClickHouse(config);
+  const keys = redisKeys(config.REDIS_PREFIX);
+  const quotaStore = new QuotaStore(redis, keys, postgresBalanceSource(sql));
+  const app = buildConsoleApp({ config, sql, redis, clickhouse, quotaStore });
+  await app.ready();
+
+  return {
+    app, config, sql, redis, clickhouse, quotaStore, keys,
+    async account(opts = {}) {
+      const password = `pw-${randomBytes(8).toString('hex')}`;
+      const user = await insertAccount(sql, {
+        username: opts.username ?? uniqueName(),
+        passwordHash: await hashPassword(password, FAST_SCRYPT),
+        role: opts.role ?? 1,
+        group: opts.group ?? 'default',
+      });
+      if (opts.quota !== undefined) await sql`UPDATE users SET quota = ${opts.quota} WHERE id = ${user.id}`;
+      const res = await app.inject({ method: 'POST', url: '/api/user/login', payload: { username: user.username, password } });
+      const token = (res.json() as { data: { token: string } }).data.token;
+      return { user: { ...user, quota: opts.quota ?? user.quota }, password, token, auth: { authorization: `Bearer ${token}` } };
+    },
+    async close() {
+      await app.close();
+      const stale = await redis.keys(`${config.REDIS_PREFIX}:*`);
+      if (stale.length) await redis.del(...stale);
+      await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), clickhouse.close()]);
+      await db.drop();
+    },
+  };
+}
