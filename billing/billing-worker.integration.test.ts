@@ -39,7 +39,7 @@ function usage(quota: number, extra: Partial<UsageEvent> = {}): UsageEvent {
 async function account() {
   const [u] = await sql`SELECT quota, used_quota, request_count FROM users WHERE id = ${userId}`;
   const [t] = await sql`SELECT remain_quota, used_quota FROM tokens WHERE id = ${tokenId}`;
-  return { ...u, token_remain: t!.remain_quota, token_used: t!.used_quota };
+  return { quota: u!.quota as number, used_quota: u!.used_quota as number, request_count: u!.request_count as number, token_remain: t!.remain_quota as number, token_used: t!.used_quota as number };
 }
 
 async function loggedQuota(): Promise<{ n: number; q: number }> {
@@ -107,7 +107,7 @@ describe('BillingWorker', () => {
     await w.start();
     await waitFor(async () => (await redis.xlen(stream)) === 0);
     await w.stop();
-    expect((await account()).quota).toBe((before.quota as number) - 40);
+    expect((await account()).quota).toBe(before.quota - 40);
     expect(((await redis.xpending(stream, BILLING_GROUP)) as [number])[0]).toBe(0);
   });
 
@@ -119,7 +119,7 @@ describe('BillingWorker', () => {
     await w.start();
     await waitFor(async () => (await redis.xlen(stream)) === 0);
     await w.stop();
-    expect((await account()).quota).toBe((before.quota as number) - 5);
+    expect((await account()).quota).toBe(before.quota - 5);
     const dead = (await redis.xrange(stream + ':dead', '-', '+')) as [string, string[]][];
     expect(dead).toHaveLength(1);
     expect(dead[0]![1]).toContain('{"v":1,"type":"nonsense"}');

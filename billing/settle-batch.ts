@@ -1,13 +1,13 @@
 // Applies a batch of usage events to the book of record, in one Postgres transaction:
 //   1. the batch is deduplicated by request id (a stream replay can carry the same event twice);
 //   2. each event inserts its ledger row; the UNIQUE request_id makes a replayed event insert nothing;
-//   3. only the events whose ledger row is new move money: the account (quota, used_quota,
+//   3. only relay events whose ledger row is new move money: the account (quota, used_quota,
 //      request_count), the key (remain_quota when limited, used_quota) and the channel (used_quota);
 //   4. every event of the batch, new or replayed, gets its log id back for the ClickHouse row, so a
 //      crash between commit and the ClickHouse insert is repaired by the replay (the log table
 //      collapses the duplicate).
 import type { Sql } from '../infra/postgres/client.js';
-import { LOG_TYPE, type UsageEvent } from './usage-event.js';
+import { LOG_TYPE, movesMoney, type UsageEvent } from './usage-event.js';
 
 export interface SettledEvent {
   id: number;
@@ -50,6 +50,8 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
     const tokens = new Map<number, { used: number; limitedDebit: number; at: number }>();
     const channels = new Map<number, number>();
     for (const e of fresh) {
+      // Console events (top-up, management) moved their money in the console's own transaction.
+      if (!movesMoney(e)) continue;
       const u = users.get(e.user_id) ?? { quota: 0, requests: 0 };
       u.quota += e.quota;
       if (e.type === LOG_TYPE.consume) u.requests += 1;

@@ -7,10 +7,17 @@ export const LOG_TYPE = { topup: 1, consume: 2, manage: 3, system: 4, error: 5 }
 
 export const usageEventSchema = z.object({
   v: z.literal(1),
-  type: z.union([z.literal(LOG_TYPE.consume), z.literal(LOG_TYPE.error)]),
+  /**
+   * 2 consumption and 5 error come from the relay and move money when billed. 1 top-up, 3 management
+   * and 4 system come from the console, which already moved the money (and wrote the ledger row) in
+   * its own transaction: billing only writes their log row.
+   */
+  type: z.union([z.literal(LOG_TYPE.topup), z.literal(LOG_TYPE.consume), z.literal(LOG_TYPE.manage), z.literal(LOG_TYPE.system), z.literal(LOG_TYPE.error)]),
   request_id: z.string().min(1),
   upstream_request_id: z.string(),
   user_id: z.number().int().positive(),
+  /** For console events, the signed quota change (a top-up is positive); relay events leave it out. */
+  quota_delta: z.number().int().optional(),
   username: z.string(),
   token_id: z.number().int().nonnegative(),
   token_name: z.string(),
@@ -19,7 +26,7 @@ export const usageEventSchema = z.object({
   channel: z.number().int().nonnegative(),
   model_name: z.string(),
   group: z.string(),
-  /** Quota debited: exactly what left the account's balance in Redis for this request. */
+  /** Relay events: quota debited, exactly what left the Redis balance. Console events: quota credited. */
   quota: z.number().int().nonnegative(),
   prompt_tokens: z.number().int().nonnegative(),
   completion_tokens: z.number().int().nonnegative(),
@@ -36,6 +43,11 @@ export type UsageEvent = z.infer<typeof usageEventSchema>;
 
 export function encodeUsageEvent(event: UsageEvent): string {
   return JSON.stringify(event);
+}
+
+/** Whether billing moves money for this event (relay events) or only logs it (console events). */
+export function movesMoney(e: UsageEvent): boolean {
+  return e.type === LOG_TYPE.consume || e.type === LOG_TYPE.error;
 }
 
 export function decodeUsageEvent(raw: string): UsageEvent {

@@ -61,7 +61,7 @@ describe('POST /v1/messages (non-streaming)', () => {
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^application\/json/);
     expect(request_id).toMatch(REQ_ID);
-    expect(data._request_id).toBe(request_id);
+    expect((data as unknown as { _request_id?: string })._request_id).toBe(request_id);
     expect(response.headers.get('anthropic-ratelimit-requests-limit')).toBeTruthy();
     expect(data.id).toMatch(/^msg_[0-9A-Za-z]{24}$/);
     expect(data).toMatchObject({
@@ -104,8 +104,8 @@ describe('errors', () => {
     const bad = new Anthropic({ apiKey: 'wrong', baseURL: mock.url, maxRetries: 0 });
     const err = await bad.messages.create({ model: MODEL, max_tokens: 5, messages }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.AuthenticationError);
-    expect((err as Anthropic.APIError).type).toBe('authentication_error');
-    expect((err as Anthropic.APIError).requestID).toMatch(REQ_ID);
+    expect((err as InstanceType<typeof Anthropic.APIError>).type).toBe('authentication_error');
+    expect((err as InstanceType<typeof Anthropic.APIError>).requestID).toMatch(REQ_ID);
 
     const none = await fetch(`${mock.url}/v1/models`);
     expect(none.status).toBe(401);
@@ -117,7 +117,7 @@ describe('errors', () => {
     for (const [model, headers] of [[MODEL, { 'x-mock-error': '529' }], ['claude-test-error529', {}]] as const) {
       const err = await client.messages.create({ model, max_tokens: 5, messages }, { headers }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(Anthropic.APIError);
-      const e = err as Anthropic.APIError;
+      const e = err as InstanceType<typeof Anthropic.APIError>;
       expect(e.status).toBe(529);
       expect(e.type).toBe('overloaded_error');
       expect(e.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' }, request_id: e.requestID });
@@ -127,10 +127,10 @@ describe('errors', () => {
   it('model names -error500 / -error429 and every x-mock-error status map to Anthropic error types', async () => {
     const e500 = await client.messages.create({ model: 'm-error500', max_tokens: 5, messages }).catch((e: unknown) => e);
     expect(e500).toBeInstanceOf(Anthropic.InternalServerError);
-    expect((e500 as Anthropic.APIError).type).toBe('api_error');
+    expect((e500 as InstanceType<typeof Anthropic.APIError>).type).toBe('api_error');
     const e429 = await client.messages.create({ model: 'm-error429', max_tokens: 5, messages }).catch((e: unknown) => e);
     expect(e429).toBeInstanceOf(Anthropic.RateLimitError);
-    expect((e429 as Anthropic.APIError).headers?.get('retry-after')).toBe('1');
+    expect((e429 as InstanceType<typeof Anthropic.APIError>).headers?.get('retry-after')).toBe('1');
 
     const table: Array<[number, string]> = [
       [400, 'invalid_request_error'], [401, 'authentication_error'], [403, 'permission_error'], [404, 'not_found_error'],
@@ -153,7 +153,7 @@ describe('errors', () => {
   it('errorRate 1 answers every request 529', async () => {
     mock.setOptions({ errorRate: 1 });
     const err = await client.messages.create({ model: MODEL, max_tokens: 5, messages }).catch((e: unknown) => e);
-    expect((err as Anthropic.APIError).status).toBe(529);
+    expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(529);
   });
 
   it('400 invalid_request_error on invalid bodies', async () => {
@@ -183,7 +183,7 @@ describe('errors', () => {
       .create({ model: MODEL, messages } as unknown as Anthropic.MessageCreateParamsNonStreaming)
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.BadRequestError);
-    expect((err as Anthropic.APIError).type).toBe('invalid_request_error');
+    expect((err as InstanceType<typeof Anthropic.APIError>).type).toBe('invalid_request_error');
   });
 
   it('unknown routes answer 404 not_found_error', async () => {
@@ -247,7 +247,7 @@ describe('POST /v1/messages (streaming)', () => {
     expect(final.usage).toMatchObject({ input_tokens: EXPECTED_INPUT, output_tokens: 4, cache_read_input_tokens: 3, cache_creation_input_tokens: 0 });
     expect(final.stop_reason).toBe('end_turn');
     expect(final.content).toEqual([expect.objectContaining({ type: 'text', text: 'tok '.repeat(4) })]);
-    expect(final._request_id ?? stream.request_id).toMatch(REQ_ID);
+    expect((final as unknown as { _request_id?: string })._request_id ?? stream.request_id).toMatch(REQ_ID);
   });
 
   it('large outputs stream completely (batched writes, backpressure)', async () => {
@@ -285,7 +285,7 @@ describe('POST /v1/messages (streaming)', () => {
     const seen: string[] = [];
     const err = await (async () => { for await (const ev of stream) seen.push(ev.type); })().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.APIError);
-    expect((err as Anthropic.APIError).type).toBe('overloaded_error');
+    expect((err as InstanceType<typeof Anthropic.APIError>).type).toBe('overloaded_error');
     expect(seen.filter((t) => t === 'content_block_delta')).toHaveLength(2);
   });
 

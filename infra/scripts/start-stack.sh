@@ -35,12 +35,14 @@ sleep 0.3
 for name in billing; do kill -0 "$(cat .run/$name.pid)" 2>/dev/null || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
 
 DEMO_KEY=$(node dist/infra/seed/print-demo-key.js)
-ROOT_LINE=$(grep -h -i 'root' .run/console-api.log | grep -i 'password' | grep -v '^{' | tail -1 || true)
+# console-api prints a generated root password once, to its stdout; show it here and keep it out of the log file.
+ROOT_LINE=$(grep -h 'Generated password' .run/console-api.log | tail -1 || true)
+[ -n "$ROOT_LINE" ] && sed -i '/Generated password/d' .run/console-api.log
 cat <<MSG
 
 The gateway is up.
   relay         $RELAY_URL        (POST /v1/messages)
-  console-api   $CONSOLE_URL        (GET /api/..., OpenAPI at /api/openapi.json)
+  console-api   $CONSOLE_URL        (GET /api/...; endpoints in console-api/README.md)
   mock provider $MOCK_URL
   logs          .run/*.log        stop everything with: make down
   logins        demo / ${DEMO_PASSWORD:-demo-password}, admin / ${ADMIN_PASSWORD:-admin-password}${ROOT_LINE:+
