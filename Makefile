@@ -40,7 +40,7 @@ seed: migrate ## Create the demo account, admin, mock channel and demo API key (
 run: seed ## Start the whole stack (relay, billing, console-api, mock provider) and print how to call it
 	@bash infra/scripts/start-stack.sh
 
-test: infra ## Run every test (unit and integration) against the real services
+test: infra typecheck ## Type-check, then run every test (unit and integration) against the real services
 	npx vitest run
 
 down: ## Stop, by PID, everything `make run` started
