@@ -42,6 +42,8 @@ const schema = z.object({
   SESSION_TTL_SEC: positiveInt.default(7 * 24 * 3600),
 
   MAX_BODY_BYTES: positiveInt.default(8 * 1024 * 1024),
+  // Addresses and CIDR ranges of proxies whose X-Forwarded-For the relay believes (empty: none).
+  TRUSTED_PROXIES: z.string().default(''),
   // Channels tried per request (first one included) on connection errors, 429 and 5xx.
   RELAY_MAX_TRIES: positiveInt.default(3),
   UPSTREAM_CONNECTIONS: positiveInt.default(256),

@@ -6,6 +6,7 @@ import { createSql } from '../infra/postgres/client.js';
 import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
+import { ClientAddressResolver } from './auth/client-address.js';
 import { KeyDirectory } from './auth/key-directory.js';
 import { errorBody, RelayError } from './errors.js';
 import { subscribeInvalidations } from './invalidation.js';
@@ -15,6 +16,7 @@ import { loadOptions } from './pricing/options-source.js';
 import { ratiosFromOptions, type Ratios } from './pricing/ratios.js';
 import { QuotaStore } from './quota/quota-store.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
+import { groupPolicyFromOptions, type GroupPolicy } from './routing/group-policy.js';
 import { UpstreamPools } from './upstream/upstream-pools.js';
 
 export interface RunningRelay {
@@ -50,10 +52,14 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     },
   });
 
-  let ratios: Ratios = ratiosFromOptions(await loadOptions(sql));
+  let ratios: Ratios;
+  let groups: GroupPolicy;
   const reloadOptions = async () => {
-    ratios = ratiosFromOptions(await loadOptions(sql));
+    const options = await loadOptions(sql);
+    ratios = ratiosFromOptions(options);
+    groups = groupPolicyFromOptions(options, ratios);
   };
+  await reloadOptions();
   await channels.reload();
   await subscribeInvalidations(sub, keys.invalidationChannel(), {
     token: (id) => keyDirectory.invalidate({ tokenId: id }),
@@ -73,6 +79,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     quota,
     pools,
     ratios: () => ratios,
+    groups: () => groups,
+    clientAddress: new ClientAddressResolver(config.TRUSTED_PROXIES),
     maxBodyBytes: config.MAX_BODY_BYTES,
     maxTries: config.RELAY_MAX_TRIES,
     reservationTtlMs: config.RESERVATION_TTL_SEC * 1000,

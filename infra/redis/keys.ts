@@ -7,6 +7,10 @@ export interface RedisKeys {
   tokenRemain(userId: number, tokenId: number): string;
   /** One open reservation (a hash), removed by settlement. */
   reservation(userId: number, requestId: string): string;
+  /** Requests of one API key in one wall-clock minute (`minute` = Unix minutes). */
+  keyRequestsInMinute(userId: number, tokenId: number, minute: number): string;
+  /** Tokens (input + output) of one API key in one wall-clock minute. */
+  keyTokensInMinute(userId: number, tokenId: number, minute: number): string;
   /** The usage events stream the billing worker consumes. */
   usageStream(): string;
   /** Pub/sub channel on which the console announces changed keys, accounts, channels and options. */
@@ -18,6 +22,8 @@ export function redisKeys(prefix: string): RedisKeys {
     accountBalance: (userId) => `${prefix}:{a${userId}}:balance`,
     tokenRemain: (userId, tokenId) => `${prefix}:{a${userId}}:token:${tokenId}:remain`,
     reservation: (userId, requestId) => `${prefix}:{a${userId}}:rsv:${requestId}`,
+    keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
+    keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     usageStream: () => `${prefix}:usage`,
     invalidationChannel: () => `${prefix}:invalidate`,
   };

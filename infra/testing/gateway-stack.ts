@@ -10,13 +10,15 @@ import { buildConsoleApp } from '../../console-api/app.js';
 import { hashPassword } from '../../console-api/auth/password.js';
 import { QuotaStore } from '../../relay/quota/quota-store.js';
 import { startRelay, type RunningRelay } from '../../relay/server.js';
-import { createClickHouse } from '../clickhouse/client.js';
+import { createClickHouse, createClickHouseAdmin } from '../clickhouse/client.js';
+import { migrateClickHouse } from '../clickhouse/migrate.js';
 import type { Config } from '../config.js';
 import { createLogger } from '../logger.js';
 import { createSql, type Sql } from '../postgres/client.js';
 import { createRedis, type Redis } from '../redis/client.js';
 import { redisKeys, type RedisKeys } from '../redis/keys.js';
 import { testConfig } from './test-config.js';
+import { createTestDatabase } from './test-database.js';
 
 export const MOCK_CHANNEL_KEY = 'sk-ant-mock-channel-credential';
 
@@ -42,7 +44,10 @@ export interface StackOptions {
 
 export async function startGatewayStack(opts: StackOptions = {}): Promise<GatewayStack> {
   const mock = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY, ...opts.mock });
-  const config = testConfig(opts.env);
+  const db = await createTestDatabase('stack');
+  // A ClickHouse database of its own too: user ids restart in each new Postgres database.
+  const config = testConfig({ DATABASE_URL: db.url, CLICKHOUSE_DATABASE: db.name, ...opts.env });
+  await migrateClickHouse(config);
   const log = createLogger(config, 'test');
   const relay: RunningRelay = await startRelay(config, log);
   const billing = await startBilling(config, log);
@@ -71,6 +76,10 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
       await redis.quit();
       await sql.end({ timeout: 5 });
       await ch.close();
+      const admin = createClickHouseAdmin(config);
+      await admin.command({ query: `DROP DATABASE IF EXISTS ${config.CLICKHOUSE_DATABASE}` });
+      await admin.close();
+      await db.drop();
     },
   };
   // A super administrator of this stack's own, made directly: the root account of the shared test

@@ -15,6 +15,9 @@ export interface ApiKeyRecord {
   allowIps: string | null;
   group: string;
   crossGroupRetry: boolean;
+  /** Requests and tokens per minute; 0 leaves it to the group's limit. */
+  rateLimitRpm: number;
+  rateLimitTpm: number;
   username: string;
   userStatus: number;
   userGroup: string;
@@ -58,7 +61,7 @@ export class KeyDirectory {
   async #load(key: string): Promise<ApiKeyRecord | null> {
     const rows = await this.#sql`
       SELECT t.id, t.user_id, t.name, t.status, t.expired_time, t.unlimited_quota, t.model_limits_enabled,
-             t.model_limits, t.allow_ips, t."group", t.cross_group_retry,
+             t.model_limits, t.allow_ips, t."group", t.cross_group_retry, t.rate_limit_rpm, t.rate_limit_tpm,
              u.username, u.status AS user_status, u."group" AS user_group
       FROM tokens t JOIN users u ON u.id = t.user_id
       WHERE t.key_hash = ${this.#crypto.hash(key)} AND t.deleted_at IS NULL AND u.deleted_at IS NULL`;
@@ -77,6 +80,8 @@ export class KeyDirectory {
           allowIps: (r.allow_ips as string | null) || null,
           group: r.group as string,
           crossGroupRetry: r.cross_group_retry as boolean,
+          rateLimitRpm: r.rate_limit_rpm as number,
+          rateLimitTpm: r.rate_limit_tpm as number,
           username: r.username as string,
           userStatus: r.user_status as number,
           userGroup: r.user_group as string,

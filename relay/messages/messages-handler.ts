@@ -7,13 +7,15 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Dispatcher } from 'undici';
 import type { Logger } from '../../infra/logger.js';
 import { encodeUsageEvent, LOG_TYPE, type UsageEvent } from '../../billing/usage-event.js';
+import type { ClientAddressResolver } from '../auth/client-address.js';
 import type { ApiKeyRecord, KeyDirectory } from '../auth/key-directory.js';
 import { checkKeyRules } from '../auth/key-rules.js';
 import { RelayError, errorBody, statusLine } from '../errors.js';
 import type { Ratios } from '../pricing/ratios.js';
 import { describeCost, quotaCost, type PriceRatios } from '../pricing/quota-cost.js';
-import type { QuotaStore } from '../quota/quota-store.js';
+import { currentMinute, type QuotaStore } from '../quota/quota-store.js';
 import type { Channel, ChannelRegistry } from '../routing/channel-registry.js';
+import type { GroupPolicy } from '../routing/group-policy.js';
 import { SseUsageParser, usageOfMessage, type StreamUsage } from '../stream/sse-usage-parser.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';
@@ -25,6 +27,8 @@ export interface RelayContext {
   quota: QuotaStore;
   pools: UpstreamPools;
   ratios(): Ratios;
+  groups(): GroupPolicy;
+  clientAddress: ClientAddressResolver;
   maxBodyBytes: number;
   maxTries: number;
   reservationTtlMs: number;
@@ -74,6 +78,10 @@ class Exchange {
   body: MessagesRequest | null = null;
   group = '';
   price: PriceRatios = { model: 1, completion: 1, group: 1 };
+  /** Groups this request may still be served by, in order (more than one only for `auto`). */
+  routeGroups: readonly string[] = [];
+  minute = 0;
+  tpmLimited = false;
   channel: Channel | null = null;
   upstreamRequestId = '';
 
@@ -85,7 +93,7 @@ class Exchange {
     this.beta = req.getHeader('anthropic-beta');
     const cl = req.getHeader('content-length');
     this.declaredLength = cl ? Number(cl) : -1;
-    this.ip = Buffer.from(res.getRemoteAddressAsText()).toString();
+    this.ip = ctx.clientAddress.resolve(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader('x-forwarded-for'));
     res.onAborted(() => this.onClientAborted());
   }
 
@@ -130,20 +138,34 @@ class Exchange {
     if (broken) return this.fail(new RelayError(broken));
 
     const ratios = this.ctx.ratios();
-    this.group = record.group || record.userGroup;
-    const groupRatio = ratios.group(this.group);
-    if (groupRatio === undefined) return this.fail(new RelayError('group_not_allowed', `Group "${this.group}" does not exist.`));
-    this.price = { model: ratios.model(body.model), completion: ratios.completion(body.model), group: groupRatio };
-
-    const first = this.ctx.channels.pick(this.group, body.model);
-    if (!first) {
-      return this.fail(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${this.group}".`));
+    const policy = this.ctx.groups();
+    const allowed = policy.routeGroups(record.group, record.userGroup);
+    if (!allowed) {
+      return this.fail(new RelayError('group_not_allowed', `Group "${record.group || record.userGroup}" is not available to this account.`));
     }
+    // Groups that serve the model; a key without cross-group retry stays in the first one.
+    const served = allowed.filter((g) => this.ctx.channels.pick(g, body.model) !== undefined);
+    if (served.length === 0) {
+      return this.fail(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${allowed[0]}".`));
+    }
+    this.routeGroups = record.crossGroupRetry ? served : served.slice(0, 1);
+    this.group = this.routeGroups[0]!;
+    let maxGroupRatio = 0;
+    for (const g of this.routeGroups) maxGroupRatio = Math.max(maxGroupRatio, ratios.group(g)!);
+    this.price = { model: ratios.model(body.model), completion: ratios.completion(body.model), group: ratios.group(this.group)! };
 
     // The body's byte length bounds its token count from above (a token is at least one byte), so
     // the reservation covers the worst case and the settled debit never exceeds it.
-    const estimate = quotaCost({ inputTokens: raw.length, outputTokens: body.max_tokens, cacheTokens: 0 }, this.price);
+    const estimate = quotaCost({ inputTokens: raw.length, outputTokens: body.max_tokens, cacheTokens: 0 }, { ...this.price, group: maxGroupRatio });
+    const groupLimits = policy.rateLimits(allowed[0]!);
+    const rpmLimit = record.rateLimitRpm || groupLimits.rpm;
+    const tpmLimit = record.rateLimitTpm || groupLimits.tpm;
+    this.tpmLimited = tpmLimit > 0;
+    this.minute = currentMinute(now);
     const reserved = await this.ctx.quota.reserve({
+      rpmLimit,
+      tpmLimit,
+      minute: this.minute,
       userId: record.userId,
       tokenId: record.tokenId,
       tokenLimited: !record.unlimitedQuota,
@@ -153,27 +175,52 @@ class Exchange {
     });
     if (reserved === 'insufficient_balance') return this.fail(new RelayError('insufficient_balance'));
     if (reserved === 'insufficient_token_quota') return this.fail(new RelayError('insufficient_key_quota'));
+    if (reserved === 'rpm_limited' || reserved === 'tpm_limited') {
+      const retryAfter = String(60 - Math.floor((now / 1000) % 60));
+      const what = reserved === 'rpm_limited' ? `${rpmLimit} requests` : `${tpmLimit} tokens`;
+      return this.fail(new RelayError('rate_limited', `Rate limit of ${what} per minute reached for this API key.`), undefined, retryAfter);
+    }
     if (reserved !== 'reserved') return this.fail(new RelayError('internal'));
     this.reserved = true;
     if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away before forwarding' });
 
-    await this.forward(first, raw, body);
+    await this.forward(raw, body);
   }
 
-  /** Tries channels in turn; a retry happens only while nothing has reached the client. */
-  async forward(first: Channel, raw: Buffer, body: MessagesRequest): Promise<void> {
+  /**
+   * Tries channels in turn, at most maxTries in all: within a group by priority then weight, then
+   * (for `auto` keys with cross_group_retry) in the next group. A retry happens only while nothing
+   * has reached the client.
+   */
+  async forward(raw: Buffer, body: MessagesRequest): Promise<void> {
+    const ratios = this.ctx.ratios();
     const tried = new Set<number>();
-    let channel: Channel | undefined = first;
     let lastFailure = '';
-    for (let attempt = 0; channel && attempt < this.ctx.maxTries; attempt++) {
+    let attempt = 0;
+    let groupIndex = 0;
+    let channel = this.ctx.channels.pick(this.routeGroups[0]!, body.model);
+    while (channel && attempt < this.ctx.maxTries) {
       tried.add(channel.id);
       this.channel = channel;
-      const next = attempt + 1 < this.ctx.maxTries ? this.ctx.channels.pick(this.group, body.model, tried) : undefined;
+      attempt++;
+      let next: Channel | undefined;
+      let nextGroup = groupIndex;
+      if (attempt < this.ctx.maxTries) {
+        for (; nextGroup < this.routeGroups.length && !next; nextGroup++) {
+          next = this.ctx.channels.pick(this.routeGroups[nextGroup]!, body.model, tried);
+          if (next) break;
+        }
+      }
       const result = await this.attempt(channel, raw, body, next !== undefined);
       if (result === 'done') return;
       lastFailure = result;
       if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away' });
       channel = next;
+      if (next && nextGroup !== groupIndex) {
+        groupIndex = nextGroup;
+        this.group = this.routeGroups[groupIndex]!;
+        this.price = { ...this.price, group: ratios.group(this.group) ?? this.price.group };
+      }
     }
     this.fail(new RelayError('upstream_unreachable'), lastFailure || 'no channel answered');
   }
@@ -318,8 +365,8 @@ class Exchange {
     });
   }
 
-  fail(err: RelayError, reason?: string): void {
-    this.respond(err.status, 'application/json', err.body());
+  fail(err: RelayError, reason?: string, retryAfter?: string): void {
+    this.respond(err.status, 'application/json', err.body(), retryAfter);
     if (this.reserved) this.finish({ kind: 'failed', reason: reason ?? err.message });
   }
 
@@ -367,8 +414,9 @@ class Exchange {
       content,
       ip: this.ip,
     };
+    const tokens = this.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
     this.ctx.quota
-      .settle({ userId: record.userId, tokenId: record.tokenId, requestId: this.requestId, cost, eventJson: encodeUsageEvent(event) })
+      .settle({ userId: record.userId, tokenId: record.tokenId, requestId: this.requestId, cost, eventJson: encodeUsageEvent(event), tokens, minute: currentMinute() })
       .catch((err: unknown) => this.ctx.log.error({ err, requestId: this.requestId }, 'settlement failed; the reservation stays open for the reaper'));
   }
 }

@@ -34,7 +34,7 @@ async function streamEvents(): Promise<string[]> {
   return entries.map(([, f]) => f[1]!);
 }
 
-describe('reserveQuota-3.lua', () => {
+describe('reserveQuota-5.lua', () => {
   it('seeds the balance mirror from the book of record, then reserves atomically', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 1000);
@@ -92,7 +92,7 @@ describe('reserveQuota-3.lua', () => {
   });
 });
 
-describe('settleReservation-4.lua', () => {
+describe('settleReservation-5.lua', () => {
   it('returns the unused part, debits the actual cost and appends the event, once', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 1_000);
@@ -119,6 +119,31 @@ describe('settleReservation-4.lua', () => {
   });
 });
 
+describe('rate limits in reserveQuota-5.lua and settleReservation-5.lua', () => {
+  it('refuses the request over the per-minute request limit without moving quota', async () => {
+    const { userId, tokenId } = ids();
+    pg.account.set(userId, 10_000);
+    const minute = 29_000_000;
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, rpmLimit: 3, minute };
+    for (let i = 0; i < 3; i++) expect(await store.reserve({ ...base, requestId: `rpm-${seq}-${i}` })).toBe('reserved');
+    expect(await store.reserve({ ...base, requestId: `rpm-${seq}-x` })).toBe('rpm_limited');
+    expect(await store.accountBalance(userId)).toBe(10_000 - 30);
+    // A new minute is a new window.
+    expect(await store.reserve({ ...base, minute: minute + 1, requestId: `rpm-${seq}-y` })).toBe('reserved');
+  });
+
+  it('counts settled tokens against the per-minute token limit', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const minute = 29_000_100;
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, tpmLimit: 100, minute };
+    expect(await store.reserve({ ...base, requestId })).toBe('reserved');
+    await store.settle({ userId, tokenId, requestId, cost: 5, eventJson: '{}', tokens: 100, minute });
+    expect(await store.reserve({ ...base, requestId: requestId + 'b' })).toBe('tpm_limited');
+    expect(await store.accountBalance(userId)).toBe(10_000 - 5);
+  });
+});
+
 describe('adjustBalance-1.lua', () => {
   it('moves a loaded mirror by the delta and leaves an unloaded one alone', async () => {
     const { userId, tokenId, requestId } = ids();
@@ -136,8 +161,8 @@ describe('adjustBalance-1.lua', () => {
 describe('script registration', () => {
   it('names each command name:version with the key count from the file name', () => {
     const defs = loadScriptDefs();
-    expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 3 });
-    expect(defs.get('settleReservation')).toMatchObject({ numberOfKeys: 4 });
+    expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 5 });
+    expect(defs.get('settleReservation')).toMatchObject({ numberOfKeys: 5 });
     expect(defs.get('adjustBalance')).toMatchObject({ numberOfKeys: 1 });
     for (const def of defs.values()) expect(def.command).toMatch(new RegExp(`^${def.name}:[0-9a-f]{10}$`));
   });

@@ -14,9 +14,12 @@ export enum QuotaScriptCode {
   InsufficientTokenQuota = -4,
   DuplicateReservation = -5,
   NoSuchReservation = -6,
+  RequestRateLimited = -7,
+  TokenRateLimited = -8,
 }
 
-export type ReserveOutcome = 'reserved' | 'insufficient_balance' | 'insufficient_token_quota' | 'duplicate';
+export type ReserveOutcome =
+  | 'reserved' | 'insufficient_balance' | 'insufficient_token_quota' | 'duplicate' | 'rpm_limited' | 'tpm_limited';
 
 export interface ReserveRequest {
   userId: number;
@@ -25,6 +28,11 @@ export interface ReserveRequest {
   requestId: string;
   amount: number;
   deadlineMs: number;
+  /** Requests and tokens per minute the key may use; 0 means no limit. */
+  rpmLimit?: number;
+  tpmLimit?: number;
+  /** Unix minutes of the rate-limit window; defaults to now. */
+  minute?: number;
 }
 
 export interface SettleRequest {
@@ -33,6 +41,13 @@ export interface SettleRequest {
   requestId: string;
   cost: number;
   eventJson: string;
+  /** Input + output tokens, counted against the key's tokens-per-minute budget when given. */
+  tokens?: number;
+  minute?: number;
+}
+
+export function currentMinute(nowMs = Date.now()): number {
+  return Math.floor(nowMs / 60_000);
 }
 
 /** Reads the book-of-record values when a mirror is missing (first use, or after a Redis restart). */
@@ -68,8 +83,12 @@ export class QuotaStore {
 
   async reserve(r: ReserveRequest): Promise<ReserveOutcome> {
     const k = this.#keys;
-    const keys = [k.accountBalance(r.userId), k.tokenRemain(r.userId, r.tokenId), k.reservation(r.userId, r.requestId)];
-    const args = [r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId];
+    const minute = r.minute ?? currentMinute();
+    const keys = [
+      k.accountBalance(r.userId), k.tokenRemain(r.userId, r.tokenId), k.reservation(r.userId, r.requestId),
+      k.keyRequestsInMinute(r.userId, r.tokenId, minute), k.keyTokensInMinute(r.userId, r.tokenId, minute),
+    ];
+    const args = [r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0];
     // At most one seed per mirror, then the script's answer is final.
     for (let attempt = 0; attempt < 3; attempt++) {
       const code = Number(await this.#reserve(...keys, ...args));
@@ -78,6 +97,8 @@ export class QuotaStore {
         case QuotaScriptCode.InsufficientBalance: return 'insufficient_balance';
         case QuotaScriptCode.InsufficientTokenQuota: return 'insufficient_token_quota';
         case QuotaScriptCode.DuplicateReservation: return 'duplicate';
+        case QuotaScriptCode.RequestRateLimited: return 'rpm_limited';
+        case QuotaScriptCode.TokenRateLimited: return 'tpm_limited';
         case QuotaScriptCode.BalanceNotLoaded:
           await this.#redis.set(keys[0]!, await this.#source.accountQuota(r.userId), 'NX');
           break;
@@ -95,7 +116,8 @@ export class QuotaStore {
     const k = this.#keys;
     const result = await this.#settle(
       k.accountBalance(s.userId), k.tokenRemain(s.userId, s.tokenId), k.reservation(s.userId, s.requestId),
-      k.usageStream(), s.cost, s.eventJson,
+      k.usageStream(), k.keyTokensInMinute(s.userId, s.tokenId, s.minute ?? currentMinute()),
+      s.cost, s.eventJson, s.tokens ?? 0,
     );
     return result !== QuotaScriptCode.NoSuchReservation;
   }

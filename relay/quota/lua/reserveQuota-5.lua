@@ -1,15 +1,20 @@
 --[[
-  Reserves an estimated cost against an account balance and, for a limited key, the key's remaining
-  quota, and records the reservation. All or nothing: on any failure nothing changes.
+  Checks a key's rate limits and reserves an estimated cost against the account balance and, for a
+  limited key, the key's remaining quota, and records the reservation: one round trip, all or
+  nothing. On any failure nothing changes.
 
   KEYS[1] account balance          (integer string)
   KEYS[2] key remaining quota      (integer string; read only when ARGV[2] == '1')
   KEYS[3] reservation              (hash, must not exist)
+  KEYS[4] key's request counter of the current minute
+  KEYS[5] key's token counter of the current minute (written by settleReservation)
 
   ARGV[1] amount to reserve        (integer >= 0)
   ARGV[2] '1' if the key is limited, else '0'
   ARGV[3] reservation deadline     (Unix ms; after it a reaper may release the reservation)
   ARGV[4] token id
+  ARGV[5] requests per minute allowed (0 = no limit)
+  ARGV[6] tokens per minute allowed (0 = no limit)
 
   Returns
    1  reserved
@@ -18,9 +23,16 @@
   -3  account balance below the amount
   -4  key quota below the amount
   -5  a reservation with this request id exists
+  -7  requests-per-minute limit reached
+  -8  tokens-per-minute limit reached
 ]]
 local amount = tonumber(ARGV[1])
 local limited = ARGV[2] == '1'
+local rpm = tonumber(ARGV[5])
+local tpm = tonumber(ARGV[6])
+
+if rpm > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= rpm then return -7 end
+if tpm > 0 and tonumber(redis.call('GET', KEYS[5]) or '0') >= tpm then return -8 end
 
 local balance = redis.call('GET', KEYS[1])
 if not balance then return -1 end
@@ -36,4 +48,8 @@ if limited and tonumber(remain) < amount then return -4 end
 redis.call('DECRBY', KEYS[1], amount)
 if limited then redis.call('DECRBY', KEYS[2], amount) end
 redis.call('HSET', KEYS[3], 'amount', amount, 'limited', ARGV[2], 'token', ARGV[4], 'deadline', ARGV[3])
+if rpm > 0 then
+  redis.call('INCR', KEYS[4])
+  redis.call('EXPIRE', KEYS[4], 120)
+end
 return 1

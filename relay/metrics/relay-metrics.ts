@@ -1,0 +1,93 @@
+// The relay's Prometheus metrics, served on GET /metrics by relay/server.ts. One module-level instance
+// (`relayMetrics`) so that each observation on the hot path is a one-line call with numbers and
+// interned strings: no label objects, no closures, no Date objects.
+//
+//   gateway_relay_requests_total{status,error_type}     finished exchanges ('' = success, 'client_closed')
+//   gateway_relay_request_duration_seconds              request received -> response ended
+//   gateway_relay_upstream_latency_seconds              forwarded -> provider response headers
+//   gateway_relay_stream_first_byte_seconds             request received -> first SSE byte written
+//   gateway_relay_requests_in_flight                    exchanges started and not yet answered
+//   gateway_relay_reservations_outstanding              reservations made and not yet settled
+//   gateway_relay_reservations_{opened,closed}_total
+//   gateway_relay_stream_pauses_total                   provider body paused on client backpressure
+//   gateway_relay_upstream_retries_total                attempts retried on another channel
+//   gateway_relay_settle_failures_total                 settlements that failed (left to the reaper)
+//   nodejs_eventloop_delay_p99_seconds, process_*       process health
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import {
+  Counter, Counter2, Gauge, Histogram, LATENCY_BUCKETS_SEC, PROM_CONTENT_TYPE, Registry, processMetrics,
+} from './prom.js';
+
+export { PROM_CONTENT_TYPE };
+
+export class RelayMetrics {
+  readonly registry = new Registry();
+  readonly requests = this.registry.register(new Counter2('gateway_relay_requests_total', 'Finished /v1/messages exchanges by HTTP status and error type (empty = success).', ['status', 'error_type']));
+  readonly duration = this.registry.register(new Histogram('gateway_relay_request_duration_seconds', 'Time from request received to response ended.', LATENCY_BUCKETS_SEC));
+  readonly upstream = this.registry.register(new Histogram('gateway_relay_upstream_latency_seconds', 'Time from forwarding to the provider\'s response headers.', LATENCY_BUCKETS_SEC));
+  readonly firstByte = this.registry.register(new Histogram('gateway_relay_stream_first_byte_seconds', 'Streams: time from request received to the first SSE byte written to the client.', LATENCY_BUCKETS_SEC));
+  readonly inFlight = this.registry.register(new Gauge('gateway_relay_requests_in_flight', 'Exchanges started and not yet answered.'));
+  readonly opened = this.registry.register(new Counter('gateway_relay_reservations_opened_total', 'Credit reservations made.'));
+  readonly closed = this.registry.register(new Counter('gateway_relay_reservations_closed_total', 'Credit reservations settled.'));
+  readonly outstanding = this.registry.register(new Gauge('gateway_relay_reservations_outstanding', 'Reservations made and not yet settled.', () => this.opened.value - this.closed.value));
+  readonly pauses = this.registry.register(new Counter('gateway_relay_stream_pauses_total', 'Times a provider stream was paused because the client socket was full.'));
+  readonly retries = this.registry.register(new Counter('gateway_relay_upstream_retries_total', 'Provider attempts retried on another channel.'));
+  readonly settleFailures = this.registry.register(new Counter('gateway_relay_settle_failures_total', 'Settlements that failed; their reservation waits for the reaper.'));
+  readonly #loop: IntervalHistogram;
+
+  constructor() {
+    this.#loop = monitorEventLoopDelay({ resolution: 20 });
+    this.#loop.enable();
+    this.registry.register(new Gauge('nodejs_eventloop_delay_p99_seconds', 'Event loop delay p99 since the previous scrape.', () => {
+      const v = this.#loop.percentile(99) / 1e9;
+      this.#loop.reset();
+      return v;
+    }));
+    for (const m of processMetrics()) this.registry.register(m);
+  }
+
+  requestStarted(): void {
+    this.inFlight.value++;
+  }
+
+  /** Once per exchange. errorType: '' on success, the Anthropic error type otherwise, 'client_closed' on abort. */
+  requestDone(status: number, errorType: string, durationMs: number): void {
+    this.inFlight.value--;
+    this.requests.inc(status, errorType);
+    this.duration.observe(durationMs / 1000);
+  }
+
+  upstreamLatency(ms: number): void {
+    this.upstream.observe(ms / 1000);
+  }
+
+  streamFirstByte(ms: number): void {
+    this.firstByte.observe(ms / 1000);
+  }
+
+  reservationOpened(): void {
+    this.opened.value++;
+  }
+
+  reservationClosed(): void {
+    this.closed.value++;
+  }
+
+  streamPaused(): void {
+    this.pauses.value++;
+  }
+
+  upstreamRetry(): void {
+    this.retries.value++;
+  }
+
+  settleFailed(): void {
+    this.settleFailures.value++;
+  }
+
+  render(): string {
+    return this.registry.render();
+  }
+}
+
+export const relayMetrics = new RelayMetrics();

@@ -1,0 +1,72 @@
+// Which groups a request may be routed through, and each group's rate limits, from the options
+// (new-api's names): UserUsableGroups {name: description} lists the groups an account may pick for a
+// key besides its own; AutoGroups [names] is the order the `auto` group tries; GroupRateLimits
+// {group: {rpm, tpm}} gives the per-key limits of a group.
+import type { Ratios } from '../pricing/ratios.js';
+
+export const AUTO_GROUP = 'auto';
+export const GROUP_OPTION_KEYS = ['UserUsableGroups', 'AutoGroups', 'GroupRateLimits'] as const;
+
+export interface RateLimits {
+  rpm: number;
+  tpm: number;
+}
+
+export interface GroupPolicy {
+  /**
+   * The groups to try, in order, for a key of group `keyGroup` ('' = the account's) owned by an
+   * account of group `userGroup`; null when the key's group is not one the account may use.
+   */
+  routeGroups(keyGroup: string, userGroup: string): readonly string[] | null;
+  rateLimits(group: string): RateLimits;
+}
+
+function parseJson(raw: string | undefined): unknown {
+  if (!raw) return undefined;
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+}
+
+export function groupPolicyFromOptions(options: ReadonlyMap<string, string>, ratios: Ratios): GroupPolicy {
+  const usableOption = parseJson(options.get('UserUsableGroups'));
+  // Without the option every priced group is open to every account, as the console lists them.
+  const usable = new Set(
+    usableOption && typeof usableOption === 'object' && !Array.isArray(usableOption)
+      ? Object.keys(usableOption)
+      : Object.keys(ratios.groups()),
+  );
+  const autoOption = parseJson(options.get('AutoGroups'));
+  const auto = Array.isArray(autoOption) ? autoOption.filter((g): g is string => typeof g === 'string') : ['default'];
+  const limitsOption = parseJson(options.get('GroupRateLimits'));
+  const limits = new Map<string, RateLimits>();
+  if (limitsOption && typeof limitsOption === 'object') {
+    for (const [g, v] of Object.entries(limitsOption as Record<string, { rpm?: unknown; tpm?: unknown }>)) {
+      limits.set(g, { rpm: Number(v?.rpm) > 0 ? Number(v.rpm) : 0, tpm: Number(v?.tpm) > 0 ? Number(v.tpm) : 0 });
+    }
+  }
+  const may = (group: string, userGroup: string) =>
+    (group === userGroup || usable.has(group)) && ratios.group(group) !== undefined;
+  const cache = new Map<string, readonly string[] | null>();
+  const NONE = { rpm: 0, tpm: 0 };
+  return {
+    routeGroups(keyGroup, userGroup) {
+      const cacheKey = keyGroup + '\n' + userGroup;
+      let groups = cache.get(cacheKey);
+      if (groups === undefined) {
+        const group = keyGroup || userGroup;
+        if (group === AUTO_GROUP) {
+          const list = auto.filter((g) => may(g, userGroup));
+          groups = list.length ? list : null;
+        } else {
+          groups = may(group, userGroup) ? [group] : null;
+        }
+        cache.set(cacheKey, groups);
+      }
+      return groups;
+    },
+    rateLimits: (group) => limits.get(group) ?? NONE,
+  };
+}
