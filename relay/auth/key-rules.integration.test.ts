@@ -1,0 +1,224 @@
+// Every rule of an API key, enforced on each request through the official SDK: each answers with its
+// own Anthropic error type and status, and neither the account nor the key loses any quota.
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  billingSettled, consoleCall, createApiKey, fundedAccount, mockChannel, startGatewayStack,
+  type GatewayStack, type TestAccount,
+} from '../../infra/testing/gateway-stack.js';
+
+const MODEL = 'claude-haiku-4-5';
+const OTHER_MODEL = 'claude-opus-4-5';
+const FUNDS = 1_000_000;
+let stack: GatewayStack;
+
+beforeAll(async () => {
+  stack = await startGatewayStack();
+  await mockChannel(stack, [MODEL, OTHER_MODEL]);
+  await mockChannel(stack, [MODEL], 'vip');
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+function ask(key: string, model = MODEL, headers: Record<string, string> = {}) {
+  const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0, defaultHeaders: headers });
+  return client.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'rule check' }] });
+}
+
+async function refusal(p: Promise<unknown>): Promise<{ status: number; type: string; message: string }> {
+  const err = await p.then(() => null, (e: unknown) => e);
+  expect(err, 'the request should have been refused').toBeInstanceOf(Anthropic.APIError);
+  const e = err as InstanceType<typeof Anthropic.APIError>;
+  const body = e.error as { type: string; error: { type: string; message: string } };
+  expect(body.type).toBe('error');
+  return { status: e.status!, type: body.error.type, message: body.error.message };
+}
+
+/** The account's and the key's quota, in Postgres and in the Redis mirrors, plus the pending events. */
+async function money(account: TestAccount, keyId: number) {
+  await billingSettled(stack);
+  const [u] = await stack.sql`SELECT quota, used_quota FROM users WHERE id = ${account.id}`;
+  const [t] = await stack.sql`SELECT remain_quota, used_quota FROM tokens WHERE id = ${keyId}`;
+  return {
+    quota: u!.quota, used: u!.used_quota, keyRemain: t!.remain_quota, keyUsed: t!.used_quota,
+    // An unloaded mirror will be seeded from Postgres: the spendable amount is the same.
+    mirror: (await stack.quota.accountBalance(account.id)) ?? u!.quota,
+    keyMirror: (await stack.quota.tokenRemain(account.id, keyId)) ?? t!.remain_quota,
+  };
+}
+
+async function expectRefusedWithoutCost(account: TestAccount, keyId: number, call: () => Promise<unknown>, status: number, type: string) {
+  const before = await money(account, keyId);
+  const r = await refusal(call());
+  expect({ status: r.status, type: r.type }).toEqual({ status, type });
+  expect(await money(account, keyId)).toEqual(before);
+  return r;
+}
+
+describe('expired_time', () => {
+  it('refuses a key past its expiry with 401 authentication_error', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account, { expired_time: Math.floor(Date.now() / 1000) + 2 });
+    await ask(key.key);
+    await stack.sql`UPDATE tokens SET expired_time = ${Math.floor(Date.now() / 1000) - 1} WHERE id = ${key.id}`;
+    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'token', id: key.id }));
+    await new Promise((r) => setTimeout(r, 50));
+    const r = await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 401, 'authentication_error');
+    expect(r.message).toMatch(/expired/);
+  });
+
+  it('never expires a key with -1', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account, { expired_time: -1 });
+    expect((await ask(key.key)).type).toBe('message');
+  });
+});
+
+describe('remain_quota and unlimited_quota', () => {
+  it('refuses a limited key whose remaining quota is below the reservation with 402 billing_error', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account, { unlimited_quota: false, remain_quota: 10 });
+    const r = await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 402, 'billing_error');
+    expect(r.message).toMatch(/key/);
+  });
+
+  it('lets an unlimited key spend the account balance whatever its remain_quota', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account, { unlimited_quota: true, remain_quota: 0 });
+    expect((await ask(key.key)).type).toBe('message');
+    const after = await money(account, key.id);
+    expect(after.keyRemain).toBe(0);
+    expect(after.quota).toBeLessThan(FUNDS);
+  });
+});
+
+describe('model_limits_enabled and model_limits', () => {
+  it('refuses a model outside the whitelist with 403 permission_error and serves one inside it', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account, { model_limits_enabled: true, model_limits: `${MODEL},claude-3-haiku-20240307` });
+    await expectRefusedWithoutCost(account, key.id, () => ask(key.key, OTHER_MODEL), 403, 'permission_error');
+    expect((await ask(key.key, MODEL)).type).toBe('message');
+  });
+
+  it('ignores the list while model_limits_enabled is false', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account, { model_limits_enabled: false, model_limits: MODEL });
+    expect((await ask(key.key, OTHER_MODEL)).type).toBe('message');
+  });
+});
+
+describe('allow_ips', () => {
+  it('serves a listed single address and a listed CIDR range', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const single = await createApiKey(stack, account, { allow_ips: '127.0.0.1' });
+    const range = await createApiKey(stack, account, { allow_ips: '10.0.0.0/8,127.0.0.0/8' });
+    expect((await ask(single.key)).type).toBe('message');
+    expect((await ask(range.key)).type).toBe('message');
+  });
+
+  it('refuses an address outside the list with 403 permission_error, IPv4 and IPv6 lists alike', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const v4 = await createApiKey(stack, account, { allow_ips: '192.0.2.0/24' });
+    await expectRefusedWithoutCost(account, v4.id, () => ask(v4.key), 403, 'permission_error');
+    const v6 = await createApiKey(stack, account, { allow_ips: '2001:db8::/32' });
+    await expectRefusedWithoutCost(account, v6.id, () => ask(v6.key), 403, 'permission_error');
+  });
+
+  it('means no restriction when empty or null', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const empty = await createApiKey(stack, account, { allow_ips: '' });
+    const none = await createApiKey(stack, account, { allow_ips: null });
+    expect((await ask(empty.key)).type).toBe('message');
+    expect((await ask(none.key)).type).toBe('message');
+  });
+
+  it('does not believe X-Forwarded-For from an untrusted peer', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account, { allow_ips: '203.0.113.7' });
+    await expectRefusedWithoutCost(account, key.id, () => ask(key.key, MODEL, { 'x-forwarded-for': '203.0.113.7' }), 403, 'permission_error');
+  });
+});
+
+describe('group', () => {
+  it('uses the account group when the key names none', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account, { group: '' });
+    const res = await new Anthropic({ apiKey: key.key, baseURL: stack.relayUrl, maxRetries: 0 }).messages
+      .create({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: 'g' }] }).withResponse();
+    await billingSettled(stack);
+    const id = res.response.headers.get('x-gateway-request-id');
+    const [row] = await stack.sql`SELECT "group" FROM ledger WHERE request_id = ${id}`;
+    expect(row!.group).toBe('default');
+  });
+
+  it('refuses a key whose group the account may not use with 403 permission_error', async () => {
+    await stack.sql`INSERT INTO options (key, value) VALUES ('UserUsableGroups', '{"default":"Default"}')
+                    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['UserUsableGroups'] }));
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      const account = await fundedAccount(stack, FUNDS);
+      const key = await createApiKey(stack, account, { group: 'vip' });
+      await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 403, 'permission_error');
+      // The account's own group is always usable.
+      await consoleCall(stack, 'PUT', '/api/user/', stack.adminToken, { id: account.id, group: 'vip' });
+      await new Promise((r) => setTimeout(r, 100));
+      expect((await ask(key.key)).type).toBe('message');
+    } finally {
+      await stack.sql`DELETE FROM options WHERE key = 'UserUsableGroups'`;
+      await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['UserUsableGroups'] }));
+    }
+  });
+});
+
+describe('disabled key, deleted key, banned account', () => {
+  it('refuses a disabled key with 401 authentication_error', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account);
+    await stack.sql`UPDATE tokens SET status = 2 WHERE id = ${key.id}`;
+    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'token', id: key.id }));
+    await new Promise((r) => setTimeout(r, 50));
+    const r = await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 401, 'authentication_error');
+    expect(r.message).toMatch(/disabled/);
+  });
+
+  it('refuses a deleted key as unknown, with 401', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account);
+    await stack.sql`UPDATE tokens SET deleted_at = 1 WHERE id = ${key.id}`;
+    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'token', id: key.id }));
+    await new Promise((r) => setTimeout(r, 50));
+    await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 401, 'authentication_error');
+  });
+
+  it('refuses every key of a banned account with 403 permission_error, within a second of the ban', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account);
+    expect((await ask(key.key)).type).toBe('message');
+    const banned = await consoleCall(stack, 'PUT', '/api/user/', stack.adminToken, { id: account.id, status: 2 });
+    expect(banned.json.success).toBe(true);
+    const deadline = Date.now() + 1000;
+    let refusedAt = 0;
+    while (Date.now() < deadline) {
+      const outcome = await ask(key.key).then(() => 'served', () => 'refused');
+      if (outcome === 'refused') {
+        refusedAt = Date.now();
+        break;
+      }
+    }
+    expect(refusedAt, 'the ban did not reach the relay within one second').toBeGreaterThan(0);
+    await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 403, 'permission_error');
+  });
+
+  it('applies a quota change made in the console to the very next request', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account);
+    expect((await ask(key.key)).type).toBe('message');
+    await billingSettled(stack);
+    await consoleCall(stack, 'PUT', '/api/user/', stack.adminToken, { id: account.id, quota: 3 });
+    const r = await refusal(ask(key.key));
+    expect(r).toMatchObject({ status: 402, type: 'billing_error' });
+    expect(await stack.quota.accountBalance(account.id)).toBe(3);
+  });
+});
