@@ -38,6 +38,8 @@ const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 /** Largest error or JSON body read from a provider before it is passed on. */
 const MAX_UPSTREAM_JSON = 32 * 1024 * 1024;
 
+const STREAM_FAILED_EVENT = `event: error\ndata: ${errorBody('api_error', 'The model provider stream failed.')}\n\n`;
+
 type Outcome =
   | { kind: 'ok'; usage: StreamUsage }
   | { kind: 'partial'; usage: StreamUsage; reason: string }
@@ -321,9 +323,11 @@ class Exchange {
       }
     });
     body.on('end', () => {
+      // A provider stream that stops before message_stop (and says nothing) died mid-way.
+      const cut = !parser.sawMessageStop && !parser.error;
       if (!this.aborted && !this.responded) {
         this.responded = true;
-        res.cork(() => res.end());
+        res.cork(() => res.end(cut ? STREAM_FAILED_EVENT : undefined));
       }
       const usage = snapshot(parser);
       if (parser.error) this.finish({ kind: 'partial', usage, reason: `provider error event: ${parser.error.type}` });
@@ -336,8 +340,7 @@ class Exchange {
       // The client already has a 200: tell it in the stream, as Anthropic does.
       if (!this.responded) {
         this.responded = true;
-        const event = `event: error\ndata: ${errorBody('api_error', 'The model provider stream failed.')}\n\n`;
-        res.cork(() => res.end(event));
+        res.cork(() => res.end(STREAM_FAILED_EVENT));
       }
       this.finish({ kind: 'partial', usage, reason: `provider stream failed: ${err.message}` });
     });

@@ -1,0 +1,96 @@
+// Input at the edge: the body is validated before anything else, each bad input gets Anthropic's
+// error JSON with the right status, and no quota moves.
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack,
+  type GatewayStack, type TestAccount,
+} from '../../infra/testing/gateway-stack.js';
+
+const MODEL = 'claude-haiku-4-5';
+let stack: GatewayStack;
+let account: TestAccount;
+let key: string;
+const FUNDS = 1_000_000;
+
+beforeAll(async () => {
+  stack = await startGatewayStack({ env: { MAX_BODY_BYTES: String(64 * 1024) } });
+  await mockChannel(stack, [MODEL]);
+  account = await fundedAccount(stack, FUNDS);
+  key = (await createApiKey(stack, account)).key;
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function post(body: string, headers: Record<string, string> = {}) {
+  const res = await fetch(`${stack.relayUrl}/v1/messages`, {
+    method: 'POST',
+    headers: { 'x-api-key': key, 'content-type': 'application/json', 'anthropic-version': '2023-06-01', ...headers },
+    body,
+  });
+  return { status: res.status, json: (await res.json()) as { type: string; error: { type: string; message: string } } };
+}
+
+const valid = { model: MODEL, max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] };
+
+describe('the request body', () => {
+  const cases: [string, string, RegExp][] = [
+    ['invalid JSON', '{"model": "x",', /JSON/],
+    ['a missing model', JSON.stringify({ ...valid, model: undefined }), /model/],
+    ['missing messages', JSON.stringify({ ...valid, messages: undefined }), /messages/],
+    ['a missing max_tokens', JSON.stringify({ ...valid, max_tokens: undefined }), /max_tokens/],
+    ['a max_tokens of the wrong type', JSON.stringify({ ...valid, max_tokens: '10' }), /max_tokens/],
+    ['a fractional max_tokens', JSON.stringify({ ...valid, max_tokens: 1.5 }), /max_tokens/],
+    ['messages of the wrong type', JSON.stringify({ ...valid, messages: 'hello' }), /messages/],
+    ['a message with an unknown role', JSON.stringify({ ...valid, messages: [{ role: 'robot', content: 'x' }] }), /role/],
+    ['a stream that is not a boolean', JSON.stringify({ ...valid, stream: 'yes' }), /stream/],
+    ['a body that is not an object', '[1,2,3]', /invalid|expected/i],
+  ];
+  for (const [what, body, message] of cases) {
+    it(`answers ${what} with 400 invalid_request_error naming the field`, async () => {
+      const r = await post(body);
+      expect(r.status).toBe(400);
+      expect(r.json).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+      expect(r.json.error.message).toMatch(message);
+    });
+  }
+
+  it('answers a body over MAX_BODY_BYTES with 413 request_too_large', async () => {
+    const big = JSON.stringify({ ...valid, messages: [{ role: 'user', content: 'x'.repeat(70 * 1024) }] });
+    const r = await post(big);
+    expect(r.status).toBe(413);
+    expect(r.json.error.type).toBe('request_too_large');
+  });
+
+  it('answers through the SDK with its typed error', async () => {
+    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+    const err = await client.messages
+      .create({ model: MODEL, max_tokens: -1, messages: [{ role: 'user', content: 'x' }] })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+  });
+
+  it('moved no quota for any of them', async () => {
+    await billingSettled(stack);
+    const [u] = await stack.sql`SELECT quota, used_quota FROM users WHERE id = ${account.id}`;
+    expect(u).toEqual({ quota: FUNDS, used_quota: 0 });
+    expect((await stack.quota.accountBalance(account.id)) ?? FUNDS).toBe(FUNDS);
+  });
+});
+
+describe('headers', () => {
+  it('passes anthropic-version and anthropic-beta through to the provider', async () => {
+    const r = await post(JSON.stringify(valid), { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'prompt-caching-2024-07-31' });
+    expect(r.status).toBe(200);
+    const seen = stack.mock.requests.at(-1)!;
+    expect(seen.headers['anthropic-version']).toBe('2023-06-01');
+    expect(seen.headers['anthropic-beta']).toBe('prompt-caching-2024-07-31');
+  });
+
+  it('answers an unknown path with 404 not_found_error', async () => {
+    const res = await fetch(`${stack.relayUrl}/v1/nothing`, { headers: { 'x-api-key': key } });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
+  });
+});
