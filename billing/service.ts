@@ -4,7 +4,10 @@ import { createLogger, type Logger } from '../infra/logger.js';
 import { createSql } from '../infra/postgres/client.js';
 import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
+import { postgresBalanceSource } from '../relay/quota/postgres-balance-source.js';
+import { QuotaStore } from '../relay/quota/quota-store.js';
 import { BillingWorker } from './billing-worker.js';
+import { startReservationReaper } from './reservation-reaper.js';
 
 export interface RunningBilling {
   worker: BillingWorker;
@@ -25,12 +28,17 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     claimIdleMs: config.BILLING_CLAIM_IDLE_MS,
   });
   await worker.start();
+  const commands = createRedis(config, 'billing-reaper');
+  const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql));
+  const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS);
   log.info({ consumer: config.BILLING_CONSUMER }, 'billing worker started');
   return {
     worker,
     async close() {
+      reaper.stop();
       await worker.stop();
       redis.disconnect();
+      commands.disconnect();
       await sql.end({ timeout: 5 });
       await ch.close();
     },

@@ -51,6 +51,7 @@ const schema = z.object({
   UPSTREAM_BODY_TIMEOUT_MS: positiveInt.default(300_000),
   // A reservation the relay never settles (crash) expires after this long; see docs/billing.md.
   RESERVATION_TTL_SEC: positiveInt.default(900),
+  RESERVATION_REAP_INTERVAL_MS: positiveInt.default(15_000),
 
   USAGE_STREAM_MAXLEN: positiveInt.default(1_000_000),
   BILLING_CONSUMER: z.string().default(`${hostname()}-${process.pid}`),

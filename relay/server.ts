@@ -14,6 +14,7 @@ import { handleMessages, type RelayContext } from './messages/messages-handler.j
 import { assertNativeUws } from './native-binding.js';
 import { loadOptions } from './pricing/options-source.js';
 import { ratiosFromOptions, type Ratios } from './pricing/ratios.js';
+import { postgresBalanceSource } from './quota/postgres-balance-source.js';
 import { QuotaStore } from './quota/quota-store.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
 import { groupPolicyFromOptions, type GroupPolicy } from './routing/group-policy.js';
@@ -41,16 +42,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     headersTimeoutMs: config.UPSTREAM_HEADERS_TIMEOUT_MS,
     bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
   });
-  const quota = new QuotaStore(redis, keys, {
-    async accountQuota(userId) {
-      const [row] = await sql`SELECT quota FROM users WHERE id = ${userId}`;
-      return (row?.quota as number | undefined) ?? 0;
-    },
-    async tokenRemainQuota(tokenId) {
-      const [row] = await sql`SELECT remain_quota FROM tokens WHERE id = ${tokenId}`;
-      return (row?.remain_quota as number | undefined) ?? 0;
-    },
-  });
+  const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql));
 
   let ratios: Ratios;
   let groups: GroupPolicy;

@@ -7,6 +7,10 @@ export interface RedisKeys {
   tokenRemain(userId: number, tokenId: number): string;
   /** One open reservation (a hash), removed by settlement. */
   reservation(userId: number, requestId: string): string;
+  /** Left by the reaper when it releases an expired reservation, so a late settlement still bills. */
+  reapedReservation(userId: number, requestId: string): string;
+  /** Open reservations by deadline (sorted set: score Unix ms, member `<userId>:<requestId>`). */
+  reservationDeadlines(): string;
   /** Requests of one API key in one wall-clock minute (`minute` = Unix minutes). */
   keyRequestsInMinute(userId: number, tokenId: number, minute: number): string;
   /** Tokens (input + output) of one API key in one wall-clock minute. */
@@ -22,6 +26,8 @@ export function redisKeys(prefix: string): RedisKeys {
     accountBalance: (userId) => `${prefix}:{a${userId}}:balance`,
     tokenRemain: (userId, tokenId) => `${prefix}:{a${userId}}:token:${tokenId}:remain`,
     reservation: (userId, requestId) => `${prefix}:{a${userId}}:rsv:${requestId}`,
+    reapedReservation: (userId, requestId) => `${prefix}:{a${userId}}:reaped:${requestId}`,
+    reservationDeadlines: () => `${prefix}:rsv-deadlines`,
     keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     usageStream: () => `${prefix}:usage`,

@@ -34,7 +34,7 @@ async function streamEvents(): Promise<string[]> {
   return entries.map(([, f]) => f[1]!);
 }
 
-describe('reserveQuota-5.lua', () => {
+describe('reserveQuota-6.lua', () => {
   it('seeds the balance mirror from the book of record, then reserves atomically', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 1000);
@@ -92,7 +92,7 @@ describe('reserveQuota-5.lua', () => {
   });
 });
 
-describe('settleReservation-5.lua', () => {
+describe('settleReservation-7.lua', () => {
   it('returns the unused part, debits the actual cost and appends the event, once', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 1_000);
@@ -119,7 +119,7 @@ describe('settleReservation-5.lua', () => {
   });
 });
 
-describe('rate limits in reserveQuota-5.lua and settleReservation-5.lua', () => {
+describe('rate limits in reserveQuota-6.lua and settleReservation-7.lua', () => {
   it('refuses the request over the per-minute request limit without moving quota', async () => {
     const { userId, tokenId } = ids();
     pg.account.set(userId, 10_000);
@@ -144,6 +144,40 @@ describe('rate limits in reserveQuota-5.lua and settleReservation-5.lua', () => 
   });
 });
 
+describe('releasing expired reservations', () => {
+  it('gives an expired reservation back, logs it, and still bills a late settlement exactly once', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 1_000);
+    pg.token.set(tokenId, 1_000);
+    const now = Date.now();
+    await store.reserve({ userId, tokenId, tokenLimited: true, requestId, amount: 400, deadlineMs: now - 1 });
+    const fresh = `${requestId}-fresh`;
+    await store.reserve({ userId, tokenId, tokenLimited: true, requestId: fresh, amount: 100, deadlineMs: now + 60_000 });
+    expect(await store.accountBalance(userId)).toBe(500);
+
+    const logged: string[] = [];
+    const released = await store.releaseExpired(now, 1000, (r) => {
+      logged.push(`${r.userId}/${r.tokenId}/${r.requestId}/${r.amount}`);
+      return JSON.stringify({ expired: r.requestId });
+    });
+    expect(released).toBeGreaterThanOrEqual(1);
+    expect(logged).toContain(`${userId}/${tokenId}/${requestId}/400`);
+    expect(logged.some((l) => l.includes(fresh))).toBe(false);
+    expect(await store.accountBalance(userId)).toBe(900);
+    expect(await store.tokenRemain(userId, tokenId)).toBe(900);
+    expect((await streamEvents()).at(-1)).toBe(JSON.stringify({ expired: requestId }));
+
+    // The relay was alive after all: its settlement debits the actual cost from the restored balance.
+    expect(await store.settle({ userId, tokenId, requestId, cost: 70, eventJson: '{"late":1}' })).toBe(true);
+    expect(await store.accountBalance(userId)).toBe(830);
+    expect(await store.tokenRemain(userId, tokenId)).toBe(830);
+    expect(await store.settle({ userId, tokenId, requestId, cost: 70, eventJson: '{"late":2}' })).toBe(false);
+    expect(await store.accountBalance(userId)).toBe(830);
+    // Nothing left to release.
+    expect(await store.releaseExpired(now, 1000, () => '{}')).toBe(0);
+  });
+});
+
 describe('adjustBalance-1.lua', () => {
   it('moves a loaded mirror by the delta and leaves an unloaded one alone', async () => {
     const { userId, tokenId, requestId } = ids();
@@ -161,8 +195,8 @@ describe('adjustBalance-1.lua', () => {
 describe('script registration', () => {
   it('names each command name:version with the key count from the file name', () => {
     const defs = loadScriptDefs();
-    expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 5 });
-    expect(defs.get('settleReservation')).toMatchObject({ numberOfKeys: 5 });
+    expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 6 });
+    expect(defs.get('settleReservation')).toMatchObject({ numberOfKeys: 7 });
     expect(defs.get('adjustBalance')).toMatchObject({ numberOfKeys: 1 });
     for (const def of defs.values()) expect(def.command).toMatch(new RegExp(`^${def.name}:[0-9a-f]{10}$`));
   });

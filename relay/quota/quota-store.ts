@@ -46,6 +46,17 @@ export interface SettleRequest {
   minute?: number;
 }
 
+export interface ExpiredReservation {
+  userId: number;
+  tokenId: number;
+  requestId: string;
+  amount: number;
+}
+
+function deadlineMember(userId: number, requestId: string): string {
+  return `${userId}:${requestId}`;
+}
+
 export function currentMinute(nowMs = Date.now()): number {
   return Math.floor(nowMs / 60_000);
 }
@@ -87,8 +98,12 @@ export class QuotaStore {
     const keys = [
       k.accountBalance(r.userId), k.tokenRemain(r.userId, r.tokenId), k.reservation(r.userId, r.requestId),
       k.keyRequestsInMinute(r.userId, r.tokenId, minute), k.keyTokensInMinute(r.userId, r.tokenId, minute),
+      k.reservationDeadlines(),
     ];
-    const args = [r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0];
+    const args = [
+      r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0,
+      r.userId, deadlineMember(r.userId, r.requestId),
+    ];
     // At most one seed per mirror, then the script's answer is final.
     for (let attempt = 0; attempt < 3; attempt++) {
       const code = Number(await this.#reserve(...keys, ...args));
@@ -113,13 +128,39 @@ export class QuotaStore {
 
   /** Returns false when the reservation was already settled: the caller's second finish is a no-op. */
   async settle(s: SettleRequest): Promise<boolean> {
+    return this.#settleOrRelease(s, false);
+  }
+
+  async #settleOrRelease(s: SettleRequest, reaper: boolean): Promise<boolean> {
     const k = this.#keys;
     const result = await this.#settle(
       k.accountBalance(s.userId), k.tokenRemain(s.userId, s.tokenId), k.reservation(s.userId, s.requestId),
       k.usageStream(), k.keyTokensInMinute(s.userId, s.tokenId, s.minute ?? currentMinute()),
-      s.cost, s.eventJson, s.tokens ?? 0,
+      k.reservationDeadlines(), k.reapedReservation(s.userId, s.requestId),
+      s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId), reaper ? '1' : '0',
     );
     return result !== QuotaScriptCode.NoSuchReservation;
+  }
+
+  /**
+   * Releases reservations whose deadline passed (their relay died, or the request outlived
+   * RESERVATION_TTL_SEC): the whole amount goes back, and a late settlement still bills the actual
+   * cost. `event` builds the error event logged for each release. Returns how many were released.
+   */
+  async releaseExpired(nowMs: number, limit: number, event: (r: ExpiredReservation) => string): Promise<number> {
+    const members = await this.#redis.zrangebyscore(this.#keys.reservationDeadlines(), '-inf', nowMs, 'LIMIT', 0, limit);
+    let released = 0;
+    for (const member of members) {
+      const sep = member.indexOf(':');
+      const userId = Number(member.slice(0, sep));
+      const requestId = member.slice(sep + 1);
+      const fields = await this.#redis.hmget(this.#keys.reservation(userId, requestId), 'token', 'amount');
+      const expired: ExpiredReservation = { userId, requestId, tokenId: Number(fields[0] ?? 0), amount: Number(fields[1] ?? 0) };
+      const ok = await this.#settleOrRelease({ userId, tokenId: expired.tokenId, requestId, cost: 0, eventJson: event(expired) }, true);
+      if (ok) released++;
+      else await this.#redis.zrem(this.#keys.reservationDeadlines(), member);
+    }
+    return released;
   }
 
   /** Applies a console-side change (top-up, admin quota edit) to a loaded account mirror. */

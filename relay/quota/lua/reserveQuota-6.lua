@@ -8,6 +8,7 @@
   KEYS[3] reservation              (hash, must not exist)
   KEYS[4] key's request counter of the current minute
   KEYS[5] key's token counter of the current minute (written by settleReservation)
+  KEYS[6] open reservations by deadline (sorted set)
 
   ARGV[1] amount to reserve        (integer >= 0)
   ARGV[2] '1' if the key is limited, else '0'
@@ -15,6 +16,8 @@
   ARGV[4] token id
   ARGV[5] requests per minute allowed (0 = no limit)
   ARGV[6] tokens per minute allowed (0 = no limit)
+  ARGV[7] user id
+  ARGV[8] reservation member of KEYS[6] (`<user id>:<request id>`)
 
   Returns
    1  reserved
@@ -47,7 +50,8 @@ if limited and tonumber(remain) < amount then return -4 end
 
 redis.call('DECRBY', KEYS[1], amount)
 if limited then redis.call('DECRBY', KEYS[2], amount) end
-redis.call('HSET', KEYS[3], 'amount', amount, 'limited', ARGV[2], 'token', ARGV[4], 'deadline', ARGV[3])
+redis.call('HSET', KEYS[3], 'amount', amount, 'limited', ARGV[2], 'token', ARGV[4], 'user', ARGV[7], 'deadline', ARGV[3])
+redis.call('ZADD', KEYS[6], ARGV[3], ARGV[8])
 if rpm > 0 then
   redis.call('INCR', KEYS[4])
   redis.call('EXPIRE', KEYS[4], 120)

@@ -1,0 +1,56 @@
+--[[
+  Settles a reservation: gives back what was reserved, debits the actual cost, counts the tokens
+  against the key's per-minute token budget, and appends the usage event to the billing stream,
+  atomically, so that a debit in Redis always has its event and the other way round. A second call
+  for the same reservation changes nothing.
+
+  A reservation the reaper already released (its deadline passed: the relay seemed dead) left a
+  tombstone; a settlement that arrives after that still debits the actual cost, from the balance the
+  reaper restored, so a very long request is billed exactly, never twice and never for free.
+
+  KEYS[1] account balance
+  KEYS[2] key remaining quota (touched only if the key is limited)
+  KEYS[3] reservation
+  KEYS[4] usage stream
+  KEYS[5] key's token counter of the current minute
+  KEYS[6] open reservations by deadline (sorted set)
+  KEYS[7] tombstone of a reaped reservation
+
+  ARGV[1] actual cost (integer >= 0; 0 refunds the whole reservation)
+  ARGV[2] usage event (JSON, billing/usage-event.ts)
+  ARGV[3] tokens used (input + output), counted when > 0
+  ARGV[4] reservation member of KEYS[6]
+  ARGV[5] '1' if this is the reaper releasing the reservation (leaves the tombstone), else '0'
+
+  Returns
+   the stream entry id on success
+  -6  no such reservation (already settled, or never made)
+]]
+local cost = tonumber(ARGV[1])
+local reservation = redis.call('HMGET', KEYS[3], 'amount', 'limited')
+local amount, limited
+if reservation[1] then
+  amount = tonumber(reservation[1])
+  limited = reservation[2]
+  redis.call('DEL', KEYS[3])
+  redis.call('ZREM', KEYS[6], ARGV[4])
+  if ARGV[5] == '1' then redis.call('SET', KEYS[7], limited, 'EX', 86400) end
+else
+  limited = redis.call('GET', KEYS[7])
+  if not limited or ARGV[5] == '1' then return -6 end
+  -- Late settlement after the reaper refunded everything: debit the cost alone.
+  amount = 0
+  redis.call('DEL', KEYS[7])
+end
+
+local delta = amount - cost
+if delta ~= 0 then
+  redis.call('INCRBY', KEYS[1], delta)
+  if limited == '1' then redis.call('INCRBY', KEYS[2], delta) end
+end
+local tokens = tonumber(ARGV[3])
+if tokens > 0 then
+  redis.call('INCRBY', KEYS[5], tokens)
+  redis.call('EXPIRE', KEYS[5], 120)
+end
+return redis.call('XADD', KEYS[4], '*', 'e', ARGV[2])

@@ -1,0 +1,16 @@
+import type { Sql } from '../../infra/postgres/client.js';
+import type { BalanceSource } from './quota-store.js';
+
+/** The book-of-record values a missing Redis mirror is seeded from. */
+export function postgresBalanceSource(sql: Sql): BalanceSource {
+  return {
+    async accountQuota(userId) {
+      const [row] = await sql`SELECT quota FROM users WHERE id = ${userId}`;
+      return Number(row?.quota ?? 0);
+    },
+    async tokenRemainQuota(tokenId) {
+      const [row] = await sql`SELECT remain_quota FROM tokens WHERE id = ${tokenId}`;
+      return Number(row?.remain_quota ?? 0);
+    },
+  };
+}
