@@ -222,3 +222,44 @@ describe('disabled key, deleted key, banned account', () => {
     expect(await stack.quota.accountBalance(account.id)).toBe(3);
   });
 });
+
+describe('rate limits', () => {
+  it('answers 429 rate_limit_error with retry-after once a key spends its requests per minute, moving no quota', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account);
+    await stack.sql`UPDATE tokens SET rate_limit_rpm = 2 WHERE id = ${key.id}`;
+    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'token', id: key.id }));
+    await new Promise((r) => setTimeout(r, 50));
+    // Both requests fall in one minute window unless the test straddles a minute boundary.
+    if (new Date().getSeconds() > 57) await new Promise((r) => setTimeout(r, 3000));
+    await ask(key.key);
+    await ask(key.key);
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': key.key, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'rule check' }] }),
+    });
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(Number(res.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+    expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
+    await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 429, 'rate_limit_error');
+  });
+
+  it('applies the group limit of GroupRateLimits when the key sets none, tokens per minute included', async () => {
+    await stack.sql`INSERT INTO options (key, value) VALUES ('GroupRateLimits', '{"vip":{"rpm":0,"tpm":1}}')
+                    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['GroupRateLimits'] }));
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      if (new Date().getSeconds() > 57) await new Promise((r) => setTimeout(r, 3000));
+      const account = await fundedAccount(stack, FUNDS, 'vip');
+      const key = await createApiKey(stack, account);
+      await ask(key.key);
+      await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 429, 'rate_limit_error');
+    } finally {
+      await stack.sql`DELETE FROM options WHERE key = 'GroupRateLimits'`;
+      await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['GroupRateLimits'] }));
+    }
+  });
+});
