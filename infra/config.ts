@@ -51,6 +51,12 @@ const schema = z.object({
   UPSTREAM_BODY_TIMEOUT_MS: positiveInt.default(300_000),
   // A reservation the relay never settles (crash) expires after this long; see docs/billing.md.
   RESERVATION_TTL_SEC: positiveInt.default(900),
+  // Token counting on worker threads (relay/tokens/): threads; bodies above this size are counted
+  // for the reservation; safety factor of that count; batch size of delivered-text counting.
+  TOKEN_WORKERS: positiveInt.default(2),
+  COUNT_PROMPT_ABOVE_BYTES: positiveInt.default(8192),
+  TOKEN_ESTIMATE_FACTOR: z.coerce.number().min(1).default(2),
+  DELIVERED_FLUSH_BYTES: positiveInt.default(16 * 1024),
   RESERVATION_REAP_INTERVAL_MS: positiveInt.default(15_000),
 
   USAGE_STREAM_MAXLEN: positiveInt.default(1_000_000),

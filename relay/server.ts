@@ -19,6 +19,9 @@ import { QuotaStore } from './quota/quota-store.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
 import { groupPolicyFromOptions, type GroupPolicy } from './routing/group-policy.js';
 import { UpstreamPools } from './upstream/upstream-pools.js';
+import { handleCountTokens } from './messages/count-tokens-handler.js';
+import { handleListModels, handleRetrieveModel } from './models/models-route.js';
+import { TokenCounter } from './tokens/token-counter.js';
 
 export interface RunningRelay {
   port: number;
@@ -64,6 +67,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   }, RELOAD_INTERVAL_MS);
   timer.unref();
 
+  const tokens = new TokenCounter({ minThreads: 1, maxThreads: config.TOKEN_WORKERS });
   const ctx: RelayContext = {
     log,
     keys: keyDirectory,
@@ -76,11 +80,18 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     maxBodyBytes: config.MAX_BODY_BYTES,
     maxTries: config.RELAY_MAX_TRIES,
     reservationTtlMs: config.RESERVATION_TTL_SEC * 1000,
+    tokens,
+    countPromptAboveBytes: config.COUNT_PROMPT_ABOVE_BYTES,
+    tokenEstimateFactor: config.TOKEN_ESTIMATE_FACTOR,
+    deliveredFlushBytes: config.DELIVERED_FLUSH_BYTES,
   };
 
   const notFound = new RelayError('not_found');
   const app = uws.App()
     .post('/v1/messages', (res, req) => handleMessages(ctx, res, req))
+    .post('/v1/messages/count_tokens', (res, req) => handleCountTokens(ctx, res, req))
+    .get('/v1/models', (res, req) => handleListModels(ctx, res, req))
+    .get('/v1/models/:model_id', (res, req) => handleRetrieveModel(ctx, res, req))
     .get('/health', (res) => {
       res.cork(() => res.writeHeader('content-type', 'application/json').end('{"status":"ok"}'));
     })
@@ -104,6 +115,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       clearInterval(timer);
       uws.us_listen_socket_close(listenSocket);
       await pools.close();
+      await tokens.close();
       sub.disconnect();
       await redis.quit();
       await sql.end({ timeout: 5 });

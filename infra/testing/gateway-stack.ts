@@ -170,3 +170,24 @@ export async function billingSettled(stack: GatewayStack, timeoutMs = 15_000): P
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+export interface LedgerRow {
+  quota: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  channel_id: number;
+  group: string;
+  type: number;
+}
+
+/** Waits for a request's ledger row: streams cut short settle after their delivered text is counted. */
+export async function ledgerRow(stack: GatewayStack, requestId: string, timeoutMs = 10_000): Promise<LedgerRow> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    await billingSettled(stack);
+    const [row] = await stack.sql`SELECT quota, prompt_tokens, completion_tokens, channel_id, "group", type FROM ledger WHERE request_id = ${requestId}`;
+    if (row) return row as unknown as LedgerRow;
+    if (Date.now() > deadline) throw new Error(`request ${requestId} was never billed`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

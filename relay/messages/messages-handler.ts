@@ -17,6 +17,8 @@ import { currentMinute, type QuotaStore } from '../quota/quota-store.js';
 import type { Channel, ChannelRegistry } from '../routing/channel-registry.js';
 import type { GroupPolicy } from '../routing/group-policy.js';
 import { SseUsageParser, usageOfMessage, type StreamUsage } from '../stream/sse-usage-parser.js';
+import { DeliveredTextCounter } from '../tokens/delivered-text-counter.js';
+import { reservationInputTokens, type TokenCounter } from '../tokens/token-counter.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';
 
@@ -32,6 +34,13 @@ export interface RelayContext {
   maxBodyBytes: number;
   maxTries: number;
   reservationTtlMs: number;
+  tokens: TokenCounter;
+  /** Bodies larger than this are token-counted for the reservation; smaller ones reserve their byte length. */
+  countPromptAboveBytes: number;
+  /** Reserved input tokens = min(body bytes, counted × this + 16). */
+  tokenEstimateFactor: number;
+  /** Batch size of delivered-text counting. */
+  deliveredFlushBytes: number;
 }
 
 const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
@@ -158,7 +167,18 @@ class Exchange {
 
     // The body's byte length bounds its token count from above (a token is at least one byte), so
     // the reservation covers the worst case and the settled debit never exceeds it.
-    const estimate = quotaCost({ inputTokens: raw.length, outputTokens: body.max_tokens, cacheTokens: 0 }, { ...this.price, group: maxGroupRatio });
+    // Large bodies: the prompt counted on a worker (never on the event loop) times a safety factor,
+    // never above the byte bound; a failed count falls back to the byte bound.
+    let counted: number | null = null;
+    if (raw.length > this.ctx.countPromptAboveBytes) {
+      counted = await this.ctx.tokens.countPrompt(raw).catch((err: unknown) => {
+        this.ctx.log.warn({ err, requestId: this.requestId }, 'prompt count failed; reserving the byte bound');
+        return null;
+      });
+      if (this.aborted) return;
+    }
+    const inputBound = reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor);
+    const estimate = quotaCost({ inputTokens: inputBound, outputTokens: body.max_tokens, cacheTokens: 0 }, { ...this.price, group: maxGroupRatio });
     const groupLimits = policy.rateLimits(allowed[0]!);
     const rpmLimit = record.rateLimitRpm || groupLimits.rpm;
     const tpmLimit = record.rateLimitTpm || groupLimits.tpm;
@@ -295,9 +315,20 @@ class Exchange {
   }
 
   pipeStream(response: Dispatcher.ResponseData): void {
-    const parser = new SseUsageParser();
     const body = response.body;
     const res = this.res;
+    // Two reasons to pause the provider: the client socket is full, or delivered-text counting lags.
+    let socketFull = false;
+    let countingLags = false;
+    const delivered = new DeliveredTextCounter(this.ctx.tokens, {
+      flushBytes: this.ctx.deliveredFlushBytes,
+      onCongestion: (lagging) => {
+        countingLags = lagging;
+        if (lagging) body.pause();
+        else if (!socketFull && !body.destroyed) body.resume();
+      },
+    });
+    const parser = new SseUsageParser((data) => delivered.push(data));
     this.headersSent = true;
     res.cork(() => {
       res.writeStatus('200 OK')
@@ -307,7 +338,8 @@ class Exchange {
         .writeHeader('x-gateway-request-id', this.requestId);
     });
     const onWritable = (): boolean => {
-      body.resume();
+      socketFull = false;
+      if (!countingLags) body.resume();
       return true;
     };
     body.on('data', (chunk: Buffer) => {
@@ -318,6 +350,7 @@ class Exchange {
         ok = res.write(chunk);
       });
       if (!ok) {
+        socketFull = true;
         body.pause();
         res.onWritable(onWritable);
       }
@@ -329,21 +362,43 @@ class Exchange {
         this.responded = true;
         res.cork(() => res.end(cut ? STREAM_FAILED_EVENT : undefined));
       }
-      const usage = snapshot(parser);
-      if (parser.error) this.finish({ kind: 'partial', usage, reason: `provider error event: ${parser.error.type}` });
-      else if (parser.sawMessageStop) this.finish({ kind: 'ok', usage });
-      else this.finish({ kind: 'partial', usage, reason: 'stream ended without message_stop' });
+      void this.settleStream(parser, delivered, parser.error
+        ? `provider error event: ${parser.error.type}`
+        : parser.sawMessageStop ? null : 'stream ended without message_stop');
     });
     body.on('error', (err: Error) => {
-      const usage = snapshot(parser);
-      if (this.aborted) return this.finish({ kind: 'partial', usage, reason: 'client went away mid-stream' });
+      if (this.aborted) return void this.settleStream(parser, delivered, 'client went away mid-stream');
       // The client already has a 200: tell it in the stream, as Anthropic does.
       if (!this.responded) {
         this.responded = true;
         res.cork(() => res.end(STREAM_FAILED_EVENT));
       }
-      this.finish({ kind: 'partial', usage, reason: `provider stream failed: ${err.message}` });
+      void this.settleStream(parser, delivered, `provider stream failed: ${err.message}`);
     });
+  }
+
+  /**
+   * Settles a stream: with the provider's final usage (message_delta) when it sent one, pending
+   * delivered text dropped uncounted; otherwise with the exact token count of the text delivered.
+   * `partialReason` null means the stream completed.
+   */
+  async settleStream(parser: SseUsageParser, delivered: DeliveredTextCounter, partialReason: string | null): Promise<void> {
+    let usage: StreamUsage;
+    if (parser.sawMessageDelta) {
+      delivered.discard();
+      usage = snapshot(parser);
+    } else {
+      let output: number;
+      try {
+        output = await delivered.total();
+      } catch (err) {
+        this.ctx.log.warn({ err, requestId: this.requestId }, 'delivered-text count failed; billing the delta count');
+        output = snapshot(parser).outputTokens;
+      }
+      usage = { inputTokens: parser.inputTokens, outputTokens: output, cacheCreationTokens: parser.cacheCreationTokens, cacheReadTokens: parser.cacheReadTokens };
+    }
+    if (partialReason === null) this.finish({ kind: 'ok', usage });
+    else this.finish({ kind: 'partial', usage, reason: partialReason });
   }
 
   passThroughError(status: number, text: string, headers: Dispatcher.ResponseData['headers']): void {

@@ -91,3 +91,13 @@ export class RelayMetrics {
 }
 
 export const relayMetrics = new RelayMetrics();
+
+const ERROR_TYPE_BY_STATUS: Record<number, string> = {
+  400: 'invalid_request_error', 401: 'authentication_error', 402: 'billing_error', 403: 'permission_error',
+  404: 'not_found_error', 413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error', 529: 'overloaded_error',
+};
+
+/** The Anthropic error type of a relay status ('' below 400), for requestDone's label. */
+export function errorTypeForStatus(status: number): string {
+  return status < 400 ? '' : (ERROR_TYPE_BY_STATUS[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'));
+}

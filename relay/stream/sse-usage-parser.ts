@@ -2,13 +2,17 @@
 // message_start (input and cache tokens), message_delta (output tokens) and error events are parsed;
 // the lines of every other event are skipped by scanning for newlines, without decoding or copying.
 // Nothing of the stream is retained beyond one partial line.
+//
+// With an `onContentDelta` hook, the `data:` payload of each content_block_delta event is handed to it
+// as raw bytes (a view, valid only during the call: copy to keep), still without decoding; that is what
+// DeliveredTextCounter (relay/tokens/) counts when a stream ends without usage.
 
 const NL = 0x0a;
 const CR = 0x0d;
 const EVENT = Buffer.from('event:');
 const DATA = Buffer.from('data:');
 
-const enum Ev { None, MessageStart, MessageDelta, Error, Other }
+const enum Ev { None, MessageStart, MessageDelta, Error, ContentDelta, Other }
 
 function eventOf(name: string): Ev {
   switch (name) {
@@ -37,11 +41,18 @@ export class SseUsageParser implements StreamUsage {
   /** Count of content_block_delta events passed through. */
   contentDeltas = 0;
   error: { type: string; message: string } | null = null;
+  /** Receives the raw `data:` payload of every content_block_delta (a view into the chunk: copy to keep). */
+  onContentDelta: ((data: Buffer) => void) | null;
 
   #event = Ev.None;
-  #carry: Buffer | null = null;
+  /** The start of a line that continues in a later chunk, in parts (each copied). */
+  #carry: Buffer[] = [];
   /** Inside a line that started in an earlier chunk and is of no interest. */
   #skipping = false;
+
+  constructor(onContentDelta?: (data: Buffer) => void) {
+    this.onContentDelta = onContentDelta ?? null;
+  }
 
   push(chunk: Buffer): void {
     let pos = 0;
@@ -51,12 +62,22 @@ export class SseUsageParser implements StreamUsage {
       this.#skipping = false;
       pos = nl + 1;
     }
-    let buf = chunk;
-    if (this.#carry) {
-      buf = Buffer.concat([this.#carry, chunk.subarray(pos)]);
-      this.#carry = null;
-      pos = 0;
+    if (this.#carry.length > 0) {
+      // A line spanning many chunks is joined once, when its end arrives.
+      const nl = chunk.indexOf(NL);
+      if (nl < 0) {
+        this.#carry.push(Buffer.from(chunk));
+        return;
+      }
+      this.#carry.push(chunk.subarray(0, nl));
+      const line = Buffer.concat(this.#carry);
+      this.#carry = [];
+      let end = line.length;
+      if (end > 0 && line[end - 1] === CR) end--;
+      this.#line(line, 0, end);
+      pos = nl + 1;
     }
+    const buf = chunk;
     while (pos < buf.length) {
       const nl = buf.indexOf(NL, pos);
       if (nl < 0) {
@@ -77,7 +98,7 @@ export class SseUsageParser implements StreamUsage {
       this.#skipping = true;
       return;
     }
-    this.#carry = Buffer.from(buf.subarray(pos));
+    this.#carry.push(Buffer.from(buf.subarray(pos)));
   }
 
   #line(buf: Buffer, start: number, end: number): void {
@@ -88,12 +109,18 @@ export class SseUsageParser implements StreamUsage {
     if (startsWith(buf, start, end, EVENT)) {
       const name = buf.toString('latin1', start + EVENT.length, end).trim();
       this.#event = eventOf(name);
-      if (name === 'content_block_delta') this.contentDeltas++;
-      else if (name === 'message_stop') this.sawMessageStop = true;
+      if (name === 'content_block_delta') {
+        this.contentDeltas++;
+        if (this.onContentDelta) this.#event = Ev.ContentDelta;
+      } else if (name === 'message_stop') this.sawMessageStop = true;
       return;
     }
     if (!startsWith(buf, start, end, DATA)) return;
     if (this.#event === Ev.Other) return;
+    if (this.#event === Ev.ContentDelta) {
+      this.onContentDelta!(buf.subarray(start + DATA.length, end));
+      return;
+    }
     let payload: Record<string, unknown>;
     try {
       payload = JSON.parse(buf.toString('utf8', start + DATA.length, end)) as Record<string, unknown>;
@@ -119,6 +146,8 @@ export class SseUsageParser implements StreamUsage {
         if (usage.output_tokens !== undefined) this.outputTokens = num(usage.output_tokens);
         if (usage.input_tokens !== undefined && usage.input_tokens !== null) this.inputTokens = num(usage.input_tokens);
       }
+    } else if (ev === Ev.Other && this.#event === Ev.None && payload.type === 'content_block_delta') {
+      this.onContentDelta?.(buf.subarray(start + DATA.length, end));
     } else if (ev === Ev.Error) {
       const err = payload.error as { type?: unknown; message?: unknown } | undefined;
       this.error = { type: String(err?.type ?? 'api_error'), message: String(err?.message ?? '') };

@@ -51,6 +51,52 @@ describe('SseUsageParser', () => {
   });
 });
 
+describe('SseUsageParser.onContentDelta', () => {
+  const deltaPayloads = STREAM.split('\n').filter((l) => l.startsWith('data: {"type":"content_block_delta"')).map((l) => l.slice(5));
+
+  it('hands over the raw data payload of each content_block_delta, however the stream is cut', () => {
+    const bytes = Buffer.from(STREAM);
+    for (let size = 1; size <= 64; size++) {
+      const got: string[] = [];
+      const p = new SseUsageParser((data) => got.push(data.toString('utf8')));
+      for (let i = 0; i < bytes.length; i += size) p.push(bytes.subarray(i, i + size));
+      expect(got).toEqual(deltaPayloads);
+      expect([p.inputTokens, p.outputTokens, p.contentDeltas, p.sawMessageStop]).toEqual([321, 42, 5, true]);
+    }
+  });
+
+  it('works with CRLF line ends and with streams that carry the type only in the data', () => {
+    const got: string[] = [];
+    const p = new SseUsageParser((data) => got.push(data.toString('utf8').trim()));
+    p.push(Buffer.from(STREAM.replaceAll('\n', '\r\n')));
+    expect(got).toEqual(deltaPayloads.map((d) => d.trim()));
+
+    const bare: string[] = [];
+    const q = new SseUsageParser((data) => bare.push(data.toString('utf8').trim()));
+    q.push(Buffer.from(STREAM.split('\n').filter((l) => !l.startsWith('event:')).join('\n')));
+    expect(bare).toEqual(deltaPayloads.map((d) => d.trim()));
+    expect(q.outputTokens).toBe(42);
+  });
+
+  it('joins a long delta line split across many chunks once', () => {
+    const got: Buffer[] = [];
+    const p = new SseUsageParser((data) => got.push(Buffer.from(data)));
+    const delta = event('content_block_delta', { type: 'content_block_delta', delta: { type: 'text_delta', text: 'y'.repeat(100_000) } });
+    const bytes = Buffer.from(delta + event('message_delta', { type: 'message_delta', usage: { output_tokens: 9 } }));
+    for (let i = 0; i < bytes.length; i += 1000) p.push(bytes.subarray(i, i + 1000));
+    expect(got).toHaveLength(1);
+    expect((JSON.parse(got[0]!.toString()) as { delta: { text: string } }).delta.text).toHaveLength(100_000);
+    expect(p.outputTokens).toBe(9);
+  });
+
+  it('without a hook, delta lines are still skipped and not kept', () => {
+    const p = new SseUsageParser();
+    p.push(Buffer.from(STREAM.slice(0, STREAM.indexOf('wörd 2') )));
+    p.push(Buffer.from(STREAM.slice(STREAM.indexOf('wörd 2'))));
+    expect([p.contentDeltas, p.outputTokens]).toEqual([5, 42]);
+  });
+});
+
 describe('usageOfMessage', () => {
   it('reads the usage of a non-streaming message', () => {
     expect(usageOfMessage({ usage: { input_tokens: 5, output_tokens: 9, cache_read_input_tokens: 2 } }))

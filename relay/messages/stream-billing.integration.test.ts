@@ -1,0 +1,129 @@
+// Streams cut short are billed exactly for what was delivered: the client going away cancels the
+// provider at once; the provider dying mid-stream gives the client Anthropic's error event. And the
+// relay keeps serving while a large prompt is counted on the worker threads.
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
+import {
+  createApiKey, fundedAccount, ledgerRow, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+} from '../../infra/testing/gateway-stack.js';
+
+const MODEL = 'claude-haiku-4-5';
+// claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (relay/pricing/ratios.ts).
+const cost = (input: number, output: number) => Math.round((input + output * 5) * 0.5);
+const FUNDS = 10_000_000;
+
+let stack: GatewayStack;
+let account: TestAccount;
+let key: string;
+
+beforeAll(async () => {
+  stack = await startGatewayStack({ mock: { tokenDelayMs: 40, outputTokens: 400 } });
+  await mockChannel(stack, [MODEL]);
+  account = await fundedAccount(stack, FUNDS);
+  key = (await createApiKey(stack, account)).key;
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function balance(): Promise<number> {
+  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
+  return u!.quota as number;
+}
+
+describe('a client that goes away mid-stream', () => {
+  it('cancels the provider at once and pays exactly for the tokens delivered', async () => {
+    const K = 12;
+    const before = await balance();
+    const abortedBefore = stack.mock.stats.aborted;
+    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+    const stream = client.messages.stream({ model: MODEL, max_tokens: 400, messages: [{ role: 'user', content: 'Tell me a long story' }] });
+    let input = 0;
+    let deltas = 0;
+    let text = '';
+    stream.on('streamEvent', (e) => {
+      if (e.type === 'message_start') input = e.message.usage.input_tokens;
+      if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') {
+        deltas++;
+        text += e.delta.text;
+        if (deltas === K) stream.abort();
+      }
+    });
+    await stream.done().catch(() => {});
+    const { response } = await stream.withResponse();
+    const requestId = response.headers.get('x-gateway-request-id')!;
+    expect(deltas).toBe(K);
+    expect(text).toBe('tok '.repeat(K));
+
+    const row = await ledgerRow(stack, requestId);
+    // Each mock delta is one token (bench/mock-upstream): the bill is the K delivered, to the unit.
+    expect(row).toMatchObject({ completion_tokens: K, prompt_tokens: input, quota: cost(input, K) });
+    expect(await balance()).toBe(before - cost(input, K));
+    expect(await stack.quota.accountBalance(account.id)).toBe(before - cost(input, K));
+    // The provider saw the cancellation and stopped long before its 400 tokens.
+    expect(stack.mock.stats.aborted).toBe(abortedBefore + 1);
+  });
+});
+
+describe('a provider that dies mid-stream', () => {
+  it('sends the client an Anthropic error event and bills exactly the tokens delivered', async () => {
+    const dying = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY, tokenDelayMs: 5, failMidStreamAfterTokens: 7 });
+    try {
+      const model = 'stream-dies';
+      await mockChannel(stack, [model], 'default', { base_url: dying.url });
+      const res = await fetch(`${stack.relayUrl}/v1/messages`, {
+        method: 'POST',
+        headers: { 'x-api-key': key, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify({ model, max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'hi there' }] }),
+      });
+      const body = await res.text();
+      expect(res.status).toBe(200);
+      expect((body.match(/event: content_block_delta/g) ?? []).length).toBe(7);
+      expect(body).toMatch(/event: error\ndata: \{"type":"error","error":\{"type":"api_error"/);
+      expect(body).not.toContain('message_stop');
+      const input = Number(/"input_tokens":(\d+)/.exec(body)![1]);
+      // Unknown model: ratio 1, completion 5.
+      const row = await ledgerRow(stack, res.headers.get('x-gateway-request-id')!);
+      expect(row).toMatchObject({ completion_tokens: 7, prompt_tokens: input, quota: input + 7 * 5 });
+    } finally {
+      await dying.close();
+    }
+  });
+
+  it('through the SDK, the error event raises an APIError', async () => {
+    const dying = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY, tokenDelayMs: 5, streamErrorAfterTokens: 3 });
+    try {
+      const model = 'stream-error-event';
+      await mockChannel(stack, [model], 'default', { base_url: dying.url });
+      const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+      const err = await client.messages.stream({ model, max_tokens: 50, messages: [{ role: 'user', content: 'x' }] })
+        .finalMessage().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(Anthropic.APIError);
+    } finally {
+      await dying.close();
+    }
+  });
+});
+
+describe('token counting off the event loop', () => {
+  it('keeps serving other requests while a 1 MB prompt is counted', async () => {
+    stack.mock.setOptions({ tokenDelayMs: 0 });
+    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+    const prompt = 'word '.repeat(210_000);
+    expect(prompt.length).toBeGreaterThan(1_000_000);
+    let done = false;
+    const big = client.messages.create({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: prompt }] })
+      .finally(() => { done = true; });
+    let served = 0;
+    while (!done) {
+      await client.messages.create({ model: MODEL, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] });
+      served++;
+    }
+    expect((await big).type).toBe('message');
+    // Several small requests were answered from start to finish while the big one was in flight,
+    // which an event loop busy counting a million characters could not do.
+    expect(served).toBeGreaterThanOrEqual(3);
+    stack.mock.setOptions({ tokenDelayMs: 40 });
+  });
+});

@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { allowedModels, listModels, modelInfo, parseListModelsQuery, retrieveModel, type ListModelsQuery } from './models-list.js';
+
+const IDS = ['claude-haiku-4-5-20251001', 'claude-opus-4-7', 'claude-sonnet-4-5-20250929', 'my-local-model', 'claude-sonnet-4-6', 'vendor-x-20240115'];
+const q = (over: Partial<ListModelsQuery> = {}): ListModelsQuery => ({ limit: 20, afterId: null, beforeId: null, ...over });
+const NEWEST_FIRST = ['claude-opus-4-7', 'claude-sonnet-4-6', 'claude-haiku-4-5-20251001', 'claude-sonnet-4-5-20250929', 'vendor-x-20240115', 'my-local-model'];
+
+describe('models list', () => {
+  it("lists the models newest first in Anthropic's shape", () => {
+    const page = listModels(IDS, q());
+    expect(page.data.map((m) => m.id)).toEqual(NEWEST_FIRST);
+    expect(page.data[0]).toEqual({ type: 'model', id: 'claude-opus-4-7', display_name: 'Claude Opus 4.7', created_at: '2026-04-01T00:00:00Z' });
+    expect(page).toMatchObject({ has_more: false, first_id: 'claude-opus-4-7', last_id: 'my-local-model' });
+    expect(modelInfo('vendor-x-20240115')).toEqual({ type: 'model', id: 'vendor-x-20240115', display_name: 'vendor-x-20240115', created_at: '2024-01-15T00:00:00Z' });
+    expect(listModels([], q())).toEqual({ data: [], has_more: false, first_id: null, last_id: null });
+  });
+
+  it('pages forward with limit and after_id, and backward with before_id', () => {
+    const first = listModels(IDS, q({ limit: 2 }));
+    expect(first.data.map((m) => m.id)).toEqual(NEWEST_FIRST.slice(0, 2));
+    expect(first.has_more).toBe(true);
+    const second = listModels(IDS, q({ limit: 2, afterId: first.last_id }));
+    expect(second.data.map((m) => m.id)).toEqual(NEWEST_FIRST.slice(2, 4));
+    expect(second.has_more).toBe(true);
+    const third = listModels(IDS, q({ limit: 2, afterId: second.last_id }));
+    expect(third.data.map((m) => m.id)).toEqual(NEWEST_FIRST.slice(4, 6));
+    expect(third.has_more).toBe(false);
+    const back = listModels(IDS, q({ limit: 2, beforeId: third.first_id }));
+    expect(back.data.map((m) => m.id)).toEqual(NEWEST_FIRST.slice(2, 4));
+    expect(back.has_more).toBe(true);
+    const start = listModels(IDS, q({ limit: 3, beforeId: NEWEST_FIRST[2]! }));
+    expect(start.data.map((m) => m.id)).toEqual(NEWEST_FIRST.slice(0, 2));
+    expect(start.has_more).toBe(false);
+    expect(listModels(IDS, q({ afterId: 'gone' })).data).toEqual([]);
+  });
+
+  it('parses and checks the query like Anthropic', () => {
+    const get = (o: Record<string, string>) => (n: string) => o[n];
+    expect(parseListModelsQuery(get({}))).toEqual(q());
+    expect(parseListModelsQuery(get({ limit: '5', after_id: 'a' }))).toEqual(q({ limit: 5, afterId: 'a' }));
+    expect(parseListModelsQuery(get({ limit: '0' }))).toMatch(/between 1 and 1000/);
+    expect(parseListModelsQuery(get({ limit: '1001' }))).toMatch(/between 1 and 1000/);
+    expect(parseListModelsQuery(get({ limit: 'ten' }))).toMatch(/integer/);
+    expect(parseListModelsQuery(get({ after_id: 'a', before_id: 'b' }))).toMatch(/both/);
+  });
+
+  it('a key sees the models of its group, narrowed to its whitelist when enabled', () => {
+    const served = new Set(['claude-opus-4-7', 'claude-sonnet-4-6', 'claude-haiku-4-5-20251001']);
+    expect([...allowedModels(served, null)].sort()).toEqual([...served].sort());
+    const allowed = allowedModels(served, new Set(['claude-sonnet-4-6', 'not-served']));
+    expect([...allowed]).toEqual(['claude-sonnet-4-6']);
+    expect(retrieveModel(allowed, 'claude-sonnet-4-6')?.display_name).toBe('Claude Sonnet 4.6');
+    expect(retrieveModel(allowed, 'claude-opus-4-7')).toBeNull();
+  });
+});

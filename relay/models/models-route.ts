@@ -1,0 +1,40 @@
+// uWS handlers of GET /v1/models and GET /v1/models/{model_id}: the models the key may use
+// (served for its group, or any group of `auto`, narrowed to its whitelist), in Anthropic's shape. No quota moves.
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { errorBody, RelayError } from '../errors.js';
+import { authorizeKey, readHead, Reply, servedModels, type FreeEndpointContext } from './key-access.js';
+import { allowedModels, listModels, parseListModelsQuery, retrieveModel } from './models-list.js';
+
+export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): void {
+  const head = readHead(ctx, res, req);
+  const query = parseListModelsQuery((name) => req.getQuery(name));
+  const reply = new Reply(res);
+  if (typeof query === 'string') return reply.json(400, errorBody('invalid_request_error', query));
+  authorizeKey(ctx, head, null)
+    .then((access) => {
+      if (access instanceof RelayError) return reply.error(access);
+      const allowed = allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits);
+      reply.json(200, JSON.stringify(listModels(allowed, query)));
+    })
+    .catch((err: unknown) => {
+      ctx.log.error({ err }, 'list models failed');
+      reply.error(new RelayError('internal'));
+    });
+}
+
+export function handleRetrieveModel(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): void {
+  const head = readHead(ctx, res, req);
+  const id = decodeURIComponent(req.getParameter(0) ?? '');
+  const reply = new Reply(res);
+  authorizeKey(ctx, head, null)
+    .then((access) => {
+      if (access instanceof RelayError) return reply.error(access);
+      const model = retrieveModel(allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits), id);
+      if (!model) return reply.error(new RelayError('not_found', `model: ${id}`));
+      reply.json(200, JSON.stringify(model));
+    })
+    .catch((err: unknown) => {
+      ctx.log.error({ err }, 'retrieve model failed');
+      reply.error(new RelayError('internal'));
+    });
+}

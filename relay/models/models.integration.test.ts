@@ -1,0 +1,63 @@
+// GET /v1/models and POST /v1/messages/count_tokens through the official SDK.
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack } from '../../infra/testing/gateway-stack.js';
+
+let stack: GatewayStack;
+let key: string;
+let limited: string;
+
+beforeAll(async () => {
+  stack = await startGatewayStack();
+  await mockChannel(stack, ['claude-sonnet-4-6', 'claude-haiku-4-5-20251001', 'claude-opus-4-7']);
+  const account = await fundedAccount(stack, 1_000_000);
+  key = (await createApiKey(stack, account)).key;
+  limited = (await createApiKey(stack, account, { model_limits_enabled: true, model_limits: 'claude-haiku-4-5-20251001' })).key;
+});
+afterAll(async () => {
+  await stack?.close();
+});
+const client = (k = key) => new Anthropic({ apiKey: k, baseURL: stack.relayUrl, maxRetries: 0 });
+
+describe('GET /v1/models', () => {
+  it('lists the models this key may use, newest first, with paging', async () => {
+    const page = await client().models.list({ limit: 2 });
+    expect(page.data.map((m) => m.id)).toEqual(['claude-opus-4-7', 'claude-sonnet-4-6']);
+    const all: string[] = [];
+    for await (const m of client().models.list({ limit: 1 })) all.push(m.id);
+    expect(all).toEqual(['claude-opus-4-7', 'claude-sonnet-4-6', 'claude-haiku-4-5-20251001']);
+    expect((await client().models.retrieve('claude-sonnet-4-6')).type).toBe('model');
+  });
+
+  it('honours the key model whitelist', async () => {
+    const ids: string[] = [];
+    for await (const m of client(limited).models.list()) ids.push(m.id);
+    expect(ids).toEqual(['claude-haiku-4-5-20251001']);
+    const err = await client(limited).models.retrieve('claude-opus-4-7').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+  });
+
+  it('refuses an unknown key', async () => {
+    const err = await client('sk-nope').models.list().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.AuthenticationError);
+  });
+});
+
+describe('POST /v1/messages/count_tokens', () => {
+  it('counts the prompt without calling the provider or moving quota', async () => {
+    const calls = stack.mock.stats.requests;
+    const n = await client().messages.countTokens({ model: 'claude-sonnet-4-6', messages: [{ role: 'user', content: 'Hello world' }] });
+    expect(n.input_tokens).toBeGreaterThan(0);
+    const longer = await client().messages.countTokens({ model: 'claude-sonnet-4-6', messages: [{ role: 'user', content: 'Hello world '.repeat(50) }] });
+    expect(longer.input_tokens).toBeGreaterThan(n.input_tokens * 10);
+    expect(stack.mock.stats.requests).toBe(calls);
+  });
+
+  it('rejects a body without messages with 400', async () => {
+    const res = await fetch(`${stack.relayUrl}/v1/messages/count_tokens`, {
+      method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'x' }),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+  });
+});

@@ -1,0 +1,35 @@
+// The counting worker (run by piscina from dist/relay/tokens/count-worker.js): one task at a time per
+// thread, ranks loaded once per thread. Tasks are plain data; see TokenCounter for the API.
+import { countText, countWithCarry, warmUp } from './bpe-count.js';
+import { deltaText } from './delta-text.js';
+import { promptParts } from './prompt-text.js';
+
+export type CountTask =
+  | { kind: 'text'; text: string }
+  /** `json` is the raw request body (parsed here, off the event loop); `body` an already parsed one. */
+  | { kind: 'prompt'; json?: Uint8Array; body?: unknown }
+  /** Raw `data:` payloads of content_block_delta events, one per line; `carry` from the previous batch. */
+  | { kind: 'deltas'; data: Uint8Array; carry: string; final: boolean };
+
+export type CountResult = { count: number; carry: string };
+
+warmUp();
+
+export default function count(task: CountTask): CountResult {
+  switch (task.kind) {
+    case 'text':
+      return { count: countText(task.text), carry: '' };
+    case 'prompt': {
+      let body = task.body;
+      if (task.json) body = JSON.parse(Buffer.from(task.json.buffer, task.json.byteOffset, task.json.byteLength).toString('utf8'));
+      const parts = promptParts(body);
+      let n = parts.opaqueTokens;
+      for (const t of parts.text) n += countText(t);
+      return { count: n, carry: '' };
+    }
+    case 'deltas': {
+      const text = deltaText(Buffer.from(task.data.buffer, task.data.byteOffset, task.data.byteLength));
+      return countWithCarry(task.carry + text, task.final, true);
+    }
+  }
+}

@@ -1,0 +1,104 @@
+// Token counting off the event loop: a piscina pool of worker threads running count-worker.ts
+// (cl100k_base, see bpe-count.ts for what a count is). The event loop only posts the task (a copy of
+// the bytes or of the string) and awaits the answer.
+//
+// The worker file is the compiled one, dist/relay/tokens/count-worker.js: the services run from dist/
+// and find it next to this module; tests run this module from its .ts source and use the compiled file
+// under the project root, so dist/ must be built first (`make test` and `make build` do).
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import { projectRoot } from '../../infra/project-root.js';
+import type { CountResult, CountTask } from './count-worker.js';
+
+export interface TokenCounterOptions {
+  /** Threads kept alive. Default 1. */
+  minThreads?: number;
+  /** Most threads. Default 2 (config TOKEN_WORKERS). */
+  maxThreads?: number;
+  /** Tasks waiting for a thread before run() rejects. Default unbounded. */
+  maxQueue?: number;
+  /** Worker file; default: see the header. */
+  workerFile?: string;
+}
+
+/** Where the compiled worker is, from dist/ or from the sources. */
+export function countWorkerFile(): string {
+  const here = fileURLToPath(import.meta.url);
+  if (here.endsWith('.js')) return fileURLToPath(new URL('./count-worker.js', import.meta.url));
+  const file = join(projectRoot(), 'dist', 'relay', 'tokens', 'count-worker.js');
+  if (!existsSync(file)) {
+    throw new Error(`token counter: ${file} is missing; build dist/ first (npx tsc -p tsconfig.json, or make build)`);
+  }
+  return file;
+}
+
+export class TokenCounter {
+  readonly #pool: Piscina<CountTask, CountResult>;
+  #closed = false;
+
+  constructor(options: TokenCounterOptions = {}) {
+    const maxThreads = Math.max(1, options.maxThreads ?? 2);
+    this.#pool = new Piscina<CountTask, CountResult>({
+      filename: options.workerFile ?? countWorkerFile(),
+      minThreads: Math.min(maxThreads, Math.max(0, options.minThreads ?? 1)),
+      maxThreads,
+      ...(options.maxQueue !== undefined ? { maxQueue: options.maxQueue } : {}),
+      idleTimeout: 60_000,
+    });
+  }
+
+  /** Tokens of a text. */
+  async countText(text: string): Promise<number> {
+    return (await this.#run({ kind: 'text', text })).count;
+  }
+
+  /**
+   * Prompt tokens of a Messages request body: system, every message's text, tool definitions, plus
+   * fixed amounts for images and message framing (relay/tokens/prompt-text.ts lists what counts).
+   * Pass the raw body bytes (Buffer/Uint8Array) to have it parsed in the worker as well: only a copy
+   * of the bytes is made on the event loop, where a parsed object would be structured-cloned.
+   */
+  async countPrompt(body: unknown): Promise<number> {
+    const task: CountTask = body instanceof Uint8Array ? { kind: 'prompt', json: exact(body) } : { kind: 'prompt', body };
+    return (await this.#run(task)).count;
+  }
+
+  /** One batch of delivered content_block_delta payloads (used by DeliveredTextCounter). */
+  countDeltas(data: Uint8Array, carry: string, final: boolean): Promise<CountResult> {
+    return this.#run({ kind: 'deltas', data: exact(data), carry, final });
+  }
+
+  /** Threads currently running and tasks waiting, for metrics. */
+  get stats(): { threads: number; queued: number; completed: number } {
+    return { threads: this.#pool.threads.length, queued: this.#pool.queueSize, completed: this.#pool.completed };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#pool.close({ force: true });
+  }
+
+  #run(task: CountTask): Promise<CountResult> {
+    if (this.#closed) return Promise.reject(new Error('token counter is closed'));
+    return this.#pool.run(task);
+  }
+}
+
+/** Posting a view copies its whole ArrayBuffer (a pooled Buffer shares an 8 KiB slab): copy just the view. */
+function exact(view: Uint8Array): Uint8Array {
+  return view.byteOffset === 0 && view.byteLength === view.buffer.byteLength ? view : new Uint8Array(view);
+}
+
+/**
+ * Input tokens to reserve for a request body of `bodyBytes` bytes: the byte length itself (a token is
+ * at least one byte: a hard bound) for small bodies; for bodies over `thresholdBytes`, the counted
+ * prompt tokens times `factor` (the cl100k count is not the provider's tokenizer; 2 covers Claude's
+ * tokenizer and degenerate text such as long runs of one character), never more than the byte bound.
+ */
+export function reservationInputTokens(bodyBytes: number, counted: number | null, factor: number): number {
+  if (counted === null) return bodyBytes;
+  return Math.min(bodyBytes, Math.ceil(counted * factor) + 16);
+}

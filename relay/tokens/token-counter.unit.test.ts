@@ -1,0 +1,130 @@
+// Runs the compiled worker (dist/relay/tokens/count-worker.js): build dist/ first (make test does).
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countText } from './bpe-count.js';
+import { IMAGE_TOKENS, MESSAGE_OVERHEAD } from './prompt-text.js';
+import { reservationInputTokens, TokenCounter } from './token-counter.js';
+
+let counter: TokenCounter;
+beforeAll(async () => {
+  counter = new TokenCounter({ minThreads: 1, maxThreads: 2 });
+  await counter.countText('warm up');
+});
+afterAll(async () => {
+  await counter.close();
+});
+
+const PARAGRAPH =
+  'The gateway keeps serving while a worker thread counts. Größe, naïve café, 日本語のテキスト, Привет мир. ' +
+  'function add(a, b) { return a + b; }\n\n';
+
+describe('TokenCounter', () => {
+  it('counts text as the in-process counter does', async () => {
+    expect(await counter.countText(PARAGRAPH)).toBe(countText(PARAGRAPH));
+    expect(await counter.countText('')).toBe(0);
+  });
+
+  it('counts system, messages, tool definitions, images and message framing of a prompt', async () => {
+    const tool = { name: 'get_weather', description: 'Weather of a city', input_schema: { type: 'object', properties: { city: { type: 'string' } } } };
+    const body = {
+      model: 'claude-sonnet-4-5',
+      max_tokens: 10,
+      system: [{ type: 'text', text: 'You are terse.' }],
+      messages: [
+        { role: 'user', content: 'Hello there' },
+        { role: 'assistant', content: [{ type: 'text', text: 'Hi.' }, { type: 'tool_use', id: 't1', name: 'get_weather', input: { city: 'Paris' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'Sunny' }] }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] },
+      ],
+      tools: [tool],
+    };
+    const expected = countText('You are terse.') + countText('Hello there') + countText('Hi.') + countText('get_weather') +
+      countText('{"city":"Paris"}') + countText('Sunny') + countText(JSON.stringify(tool)) + IMAGE_TOKENS + 3 * MESSAGE_OVERHEAD;
+    expect(await counter.countPrompt(body)).toBe(expected);
+    // The raw bytes, parsed in the worker, count the same.
+    expect(await counter.countPrompt(Buffer.from(JSON.stringify(body)))).toBe(expected);
+  });
+
+  it('rejects after close', async () => {
+    const c = new TokenCounter({ maxThreads: 1 });
+    await c.close();
+    await expect(c.countText('x')).rejects.toThrow(/closed/);
+  });
+
+  it('reserves the byte bound for small bodies and factor × count (capped by bytes) for large ones', () => {
+    expect(reservationInputTokens(5000, null, 2)).toBe(5000);
+    expect(reservationInputTokens(1_000_000, 250_000, 2)).toBe(500_016);
+    expect(reservationInputTokens(1_000_000, 900_000, 2)).toBe(1_000_000);
+  });
+});
+
+describe('the event loop is not blocked while a 1 MB prompt is counted', () => {
+  let server: Server;
+  let port = 0;
+  beforeAll(async () => {
+    server = createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  const get = () =>
+    new Promise<void>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path: '/', agent: false }, (res) => {
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+
+  const prompt = {
+    model: 'claude-sonnet-4-5',
+    max_tokens: 16,
+    messages: [{ role: 'user', content: PARAGRAPH.repeat(Math.ceil(1_048_576 / Buffer.byteLength(PARAGRAPH))) }],
+  };
+  const raw = Buffer.from(JSON.stringify(prompt));
+
+  it('serves requests one after another for the whole count, and the loop delay stays a small part of it', async () => {
+    expect(raw.length).toBeGreaterThan(1_048_576);
+    const h = monitorEventLoopDelay({ resolution: 1 });
+    h.enable();
+    const started = performance.now();
+    let done = false;
+    let served = 0;
+    const counting = counter.countPrompt(raw).then((n) => {
+      done = true;
+      return n;
+    });
+    while (!done) {
+      await get();
+      if (!done) served++;
+    }
+    const tokens = await counting;
+    const duration = performance.now() - started;
+    h.disable();
+    const maxDelayMs = h.max / 1e6;
+    console.log(`1 MB prompt: ${tokens} tokens in ${duration.toFixed(0)} ms; ${served} requests served meanwhile; max loop delay ${maxDelayMs.toFixed(1)} ms`);
+    expect(tokens).toBeGreaterThan(100_000);
+    expect(served).toBeGreaterThanOrEqual(20);
+    expect(maxDelayMs / duration).toBeLessThan(0.25);
+  });
+
+  it('(control) the same count on the event loop blocks it for most of its duration', async () => {
+    const h = monitorEventLoopDelay({ resolution: 1 });
+    h.enable();
+    await new Promise((r) => setTimeout(r, 20));
+    const started = performance.now();
+    await new Promise<void>((resolve) => setImmediate(() => {
+      countText(prompt.messages[0]!.content);
+      resolve();
+    }));
+    const duration = performance.now() - started;
+    await new Promise((r) => setTimeout(r, 5));
+    h.disable();
+    expect(h.max / 1e6 / duration).toBeGreaterThan(0.5);
+  });
+});
