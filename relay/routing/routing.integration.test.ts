@@ -90,6 +90,19 @@ describe('priority and retries', () => {
   });
 });
 
+describe('model mapping', () => {
+  it('sends the provider the mapped model name and logs the requested one', async () => {
+    const model = 'route-alias';
+    await mockChannel(stack, [model], 'default', { base_url: second.url, model_mapping: { [model]: 'claude-haiku-4-5' } });
+    const { requestId } = await send(model);
+    const seen = second.requests.at(-1)!;
+    expect((seen.body as { model: string }).model).toBe('claude-haiku-4-5');
+    await billingSettled(stack);
+    const [row] = await stack.sql`SELECT model_name FROM ledger WHERE request_id = ${requestId}`;
+    expect(row!.model_name).toBe(model);
+  });
+});
+
 describe('weight', () => {
   it('shares a priority tier by weight', async () => {
     const model = 'route-weight';
