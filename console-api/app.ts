@@ -5,10 +5,15 @@ import { createLogger } from '../infra/logger.js';
 import { makeRequireUser } from './auth/require-user.js';
 import { type ConsoleDeps, createContext } from './context.js';
 import { fail } from './http/envelope.js';
+import { Api } from './http/api.js';
 import { ConsoleError, type ErrorCode, isConsoleError } from './http/errors.js';
 import { registerChannelRoutes } from './routes/channel.js';
 import { registerLogRoutes } from './routes/log.js';
+import { registerMetaRoutes } from './routes/meta.js';
+import { registerOptionRoutes } from './routes/option.js';
+import { registerRedemptionRoutes } from './routes/redemption.js';
 import { registerTokenRoutes } from './routes/token.js';
+import { registerTopupRoutes } from './routes/topup.js';
 import { registerUserRoutes } from './routes/user.js';
 
 /** Console bodies are small JSON objects. */
@@ -24,6 +29,15 @@ const FASTIFY_ERROR_CODES: Record<string, ErrorCode> = {
 
 export type { ConsoleDeps } from './context.js';
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The declared endpoints (http/api.ts), from which the OpenAPI document is built. */
+    consoleApi: Api;
+    /** Every registered route (method, url), HEAD excluded. */
+    routeTable: { method: string; url: string }[];
+  }
+}
+
 export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   const logger = deps.logger ?? createLogger(deps.config, 'console-api');
   const ctx = createContext(deps, logger);
@@ -35,6 +49,12 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   }) as unknown as FastifyInstance;
 
   app.decorateRequest('account', null);
+  // Every route Fastify registers, whatever registered it (the OpenAPI test compares it with the document).
+  const routeTable: { method: string; url: string }[] = [];
+  app.decorate('routeTable', routeTable);
+  app.addHook('onRoute', (r) => {
+    for (const method of [r.method].flat()) if (method !== 'HEAD') routeTable.push({ method, url: r.url });
+  });
 
   app.setErrorHandler((err: FastifyError | ConsoleError, request, reply) => {
     if (isConsoleError(err)) return reply.status(err.status).send(fail(err.message));
@@ -55,10 +75,17 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     return reply.status(e.status).send(fail(e.message));
   });
 
-  const requireUser = makeRequireUser(ctx);
-  registerUserRoutes(app, ctx, requireUser);
-  registerTokenRoutes(app, ctx, requireUser);
-  registerChannelRoutes(app, ctx, requireUser);
-  registerLogRoutes(app, ctx, requireUser);
+  // Every endpoint is declared through `api` (http/api.ts): validated at the edge and listed in the
+  // OpenAPI document served at GET /api/openapi.json.
+  const api = new Api(app, makeRequireUser(ctx));
+  registerUserRoutes(api, ctx);
+  registerTokenRoutes(api, ctx);
+  registerTopupRoutes(api, ctx);
+  registerRedemptionRoutes(api, ctx);
+  registerChannelRoutes(api, ctx);
+  registerOptionRoutes(api, ctx);
+  registerLogRoutes(api, ctx);
+  registerMetaRoutes(api, ctx);
+  app.decorate('consoleApi', api);
   return app;
 }

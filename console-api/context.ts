@@ -7,6 +7,7 @@ import type { Redis } from '../infra/redis/client.js';
 import { type RedisKeys, redisKeys } from '../infra/redis/keys.js';
 import { type ApiKeyCrypto, createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import type { QuotaStore } from '../relay/quota/quota-store.js';
+import type { ConsoleSettings } from './console-settings.js';
 import { type Invalidation, publishInvalidation } from './invalidation.js';
 
 export interface ConsoleDeps {
@@ -23,6 +24,8 @@ export interface ConsoleDeps {
   logger?: Logger;
   /** Unix seconds; tests may pin the clock. */
   now?: () => number;
+  /** Overrides of the console settings (console-settings.ts); default: read from `config`. */
+  settings?: Partial<ConsoleSettings>;
 }
 
 export interface ConsoleContext {
@@ -33,6 +36,7 @@ export interface ConsoleContext {
   quotaStore: QuotaStore;
   logger: Logger;
   keys: RedisKeys;
+  settings: ConsoleSettings;
   apiKeyCrypto: ApiKeyCrypto;
   now(): number;
   /** Announces a change the relay caches; never throws (a failure is logged, caches expire anyway). */
@@ -49,6 +53,7 @@ export function createContext(deps: ConsoleDeps, logger: Logger): ConsoleContext
     quotaStore: deps.quotaStore,
     logger,
     keys,
+    settings: { ...deps.config, ...deps.settings },
     apiKeyCrypto: createApiKeyCrypto(deps.config.KEY_SECRET),
     now: deps.now ?? (() => Math.floor(Date.now() / 1000)),
     invalidate: async (message) => {

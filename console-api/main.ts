@@ -8,7 +8,7 @@ import { migratePostgres } from '../infra/postgres/migrate.js';
 import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { QuotaStore } from '../relay/quota/quota-store.js';
-import { postgresBalanceSource } from './accounts/balance-source.js';
+import { postgresBalanceSource } from '../relay/quota/postgres-balance-source.js';
 import { ensureRootAccount } from './accounts/root-account.js';
 import { buildConsoleApp } from './app.js';
 

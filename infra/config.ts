@@ -40,6 +40,11 @@ const schema = z.object({
   ROOT_USERNAME: z.string().min(1).default('root'),
   ROOT_PASSWORD: z.string().min(8).optional(),
   SESSION_TTL_SEC: positiveInt.default(7 * 24 * 3600),
+  LOGIN_RATE_LIMIT: positiveInt.default(5),
+  LOGIN_RATE_WINDOW_SEC: positiveInt.default(60),
+  CHANNEL_TEST_TIMEOUT_MS: positiveInt.default(10_000),
+  PAYMENT_PROVIDER_TIMEOUT_MS: positiveInt.default(10_000),
+  CARDPAY_WEBHOOK_TOLERANCE_SEC: positiveInt.default(300),
 
   MAX_BODY_BYTES: positiveInt.default(8 * 1024 * 1024),
   // Addresses and CIDR ranges of proxies whose X-Forwarded-For the relay believes (empty: none).

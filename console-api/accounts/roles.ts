@@ -22,8 +22,10 @@ export interface Permissions {
   manage_redemptions: boolean;
   /** Administrator: may read every account's logs. */
   view_all_logs: boolean;
-  /** Super administrator: may change system options (ratios, groups, payment settings). */
+  /** Administrator: may read options and change the pricing and top-up display options. */
   manage_options: boolean;
+  /** Super administrator: may change payment credentials, addresses and the compliance confirmation; promote and demote. */
+  manage_payment_settings: boolean;
 }
 
 export function permissionsForRole(role: number): Permissions {
@@ -38,6 +40,7 @@ export function permissionsForRole(role: number): Permissions {
     manage_channels: admin,
     manage_redemptions: admin,
     view_all_logs: admin,
-    manage_options: root,
+    manage_options: admin,
+    manage_payment_settings: root,
   };
 }

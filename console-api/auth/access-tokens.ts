@@ -49,3 +49,17 @@ export async function resolveAccessToken(db: Db, token: string, nowSec: number):
       AND u.deleted_at IS NULL`;
   return row;
 }
+
+/** Revokes the one token presented (logout of a session, or of an access token). */
+export async function revokeToken(db: Db, token: string, nowSec: number): Promise<void> {
+  await db`UPDATE access_tokens SET revoked_at = ${nowSec} WHERE token_hash = ${hashAccessToken(token)} AND revoked_at IS NULL`;
+}
+
+/** Revokes every long-lived access token of the user; returns how many. Sessions are not affected. */
+export async function revokeAccessTokens(db: Db, userId: number, nowSec: number): Promise<number> {
+  const rows = await db`
+    UPDATE access_tokens SET revoked_at = ${nowSec}
+    WHERE user_id = ${userId} AND kind = 'access' AND revoked_at IS NULL
+    RETURNING id`;
+  return rows.length;
+}

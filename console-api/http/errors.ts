@@ -7,6 +7,9 @@ export const ERROR_CATALOGUE = {
   VALIDATION_FAILED: { status: 400, message: 'invalid request' },
   INVALID_JSON: { status: 400, message: 'request body is not valid JSON' },
   UNKNOWN_GROUP: { status: 400, message: 'unknown group' },
+  AMOUNT_BELOW_MINIMUM: { status: 400, message: 'amount: below the minimum top-up' },
+  INVALID_SIGNATURE: { status: 400, message: 'signature verification failed' },
+  PAYMENT_MISMATCH: { status: 400, message: 'the payment does not match the order' },
   UNAUTHENTICATED: { status: 401, message: 'not logged in: send Authorization: Bearer <access token>' },
   INVALID_ACCESS_TOKEN: { status: 401, message: 'access token is invalid, expired or revoked' },
   API_KEY_NOT_ACCEPTED: {
@@ -16,13 +19,17 @@ export const ERROR_CATALOGUE = {
   INVALID_CREDENTIALS: { status: 401, message: 'username or password is incorrect' },
   ACCOUNT_BANNED: { status: 403, message: 'this account is banned' },
   INSUFFICIENT_ROLE: { status: 403, message: 'insufficient permission for this operation' },
+  FEATURE_DISABLED: { status: 403, message: 'this feature is not enabled' },
   NOT_FOUND: { status: 404, message: 'not found' },
   ROUTE_NOT_FOUND: { status: 404, message: 'no such endpoint' },
   USERNAME_TAKEN: { status: 409, message: 'username is already taken' },
+  REDEMPTION_UNAVAILABLE: { status: 409, message: 'redemption code is used, disabled or expired' },
+  STATE_CONFLICT: { status: 409, message: 'the resource is not in a state that allows this change' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'request body is too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'send the body as Content-Type: application/json' },
   RATE_LIMITED: { status: 429, message: 'too many requests, slow down' },
   INTERNAL: { status: 500, message: 'internal server error' },
+  UPSTREAM_FAILED: { status: 502, message: 'the upstream service failed' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -39,3 +39,29 @@ export const safeInt = z
   .int({ error: 'must be an integer' })
   .min(Number.MIN_SAFE_INTEGER)
   .max(Number.MAX_SAFE_INTEGER, { error: 'is too large' });
+
+/** `:id` path parameters: a positive integer. */
+export const idParams = z.object({
+  id: z.coerce.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' }).max(Number.MAX_SAFE_INTEGER),
+});
+
+export const DEFAULT_PAGE_SIZE = 10;
+export const MAX_PAGE_SIZE = 100;
+
+/** `p` (or its alias `page`) from 1, `page_size` default 10; above 100 is served as 100. */
+export const pageQuery = z.object({
+  p: queryInt({ min: 1, max: 1_000_000 }),
+  page: queryInt({ min: 1, max: 1_000_000 }),
+  page_size: queryInt({ min: 1 }),
+});
+
+export function paging(q: { p?: number; page?: number; page_size?: number }): { page: number; pageSize: number; offset: number } {
+  const page = q.p ?? q.page ?? 1;
+  const pageSize = Math.min(q.page_size ?? DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
+  return { page, pageSize, offset: (page - 1) * pageSize };
+}
+
+/** A LIKE pattern matching `s` anywhere, with LIKE's wildcards in `s` escaped. */
+export function containsPattern(s: string): string {
+  return `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}

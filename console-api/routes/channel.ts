@@ -1,15 +1,16 @@
 // /api/channel/: administrators add upstream channels. The channel key is sealed with the API-key
 // crypto (AES-256-GCM) and never returned. The abilities rows (group x model) are rebuilt in the same
 // transaction, so routing never sees a channel without its abilities or the reverse.
-import type { FastifyInstance } from 'fastify';
+import { request as httpRequest } from 'undici';
 import { z } from 'zod';
 import { ROLE } from '../accounts/roles.js';
-import type { RequireUser } from '../auth/require-user.js';
 import type { ConsoleContext } from '../context.js';
 import type { Db } from '../db.js';
+import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
-import { parseInput } from '../http/validation.js';
+import { channelSchema, pageOf } from '../http/schemas.js';
+import { containsPattern, idParams, pageQuery, paging, queryString } from '../http/validation.js';
 import { accountGroups } from '../options/ratios.js';
 
 /** new-api's numbering: 1 enabled, 2 disabled by an administrator, 3 disabled automatically. */
@@ -60,6 +61,13 @@ export const createChannelBody = z.object({
     .optional(),
 });
 
+export const updateChannelBody = createChannelBody.partial().extend({
+  id: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' }),
+});
+
+export const listChannelsQuery = pageQuery.extend({ keyword: queryString(100) });
+export const testChannelQuery = z.object({ model: queryString(200) });
+
 interface ChannelRow {
   id: number;
   type: number;
@@ -73,6 +81,26 @@ interface ChannelRow {
   model_mapping: string;
   created_time: number;
   used_quota: number;
+  response_time?: number;
+  test_time?: number;
+}
+
+const CHANNEL_COLUMNS = ['id', 'type', 'name', 'base_url', 'status', 'models', 'group', 'priority', 'weight',
+  'model_mapping', 'created_time', 'used_quota', 'response_time', 'test_time'];
+
+export function toChannel(r: ChannelRow) {
+  return {
+    id: Number(r.id), type: Number(r.type), name: r.name, base_url: r.base_url, status: Number(r.status),
+    models: r.models, group: r.group, priority: Number(r.priority), weight: Number(r.weight),
+    model_mapping: r.model_mapping, created_time: Number(r.created_time), used_quota: Number(r.used_quota),
+    response_time: Number(r.response_time ?? 0), test_time: Number(r.test_time ?? 0),
+  };
+}
+
+async function assertGroups(db: Db, groups: string[]): Promise<void> {
+  const known = await accountGroups(db);
+  const unknown = groups.find((g) => !known.includes(g));
+  if (unknown !== undefined) throw new ConsoleError('UNKNOWN_GROUP', `group: unknown group "${unknown}"`);
 }
 
 /** Replaces the channel's abilities with one row per (group, model). Run inside the channel's transaction. */
@@ -95,15 +123,16 @@ export async function rebuildAbilities(tx: Db, channel: ChannelRow): Promise<voi
   }
 }
 
-export function registerChannelRoutes(app: FastifyInstance, ctx: ConsoleContext, requireUser: RequireUser): void {
+export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
+  const cols = sql(CHANNEL_COLUMNS);
 
-  app.post('/api/channel/', { preHandler: requireUser(ROLE.admin) }, async (request) => {
-    const body = parseInput(createChannelBody, request.body);
+  api.route({
+    method: 'POST', path: '/api/channel/', tag: 'admin: channels', access: ROLE.admin, body: createChannelBody, data: channelSchema,
+    summary: 'Create a channel (its key is sealed and never returned) and its abilities', errors: ['INVALID_JSON', 'UNKNOWN_GROUP'],
+  }, async ({ body }) => {
     const groups = body.group ?? ['default'];
-    const known = await accountGroups(sql);
-    const unknown = groups.find((g) => !known.includes(g));
-    if (unknown !== undefined) throw new ConsoleError('UNKNOWN_GROUP', `group: unknown group "${unknown}"`);
+    await assertGroups(sql, groups);
     const channel = await sql.begin(async (tx) => {
       const [row] = await tx<ChannelRow[]>`
         INSERT INTO channels (type, name, base_url, key_ciphertext, status, models, "group", priority, weight,
@@ -112,12 +141,127 @@ export function registerChannelRoutes(app: FastifyInstance, ctx: ConsoleContext,
                 ${ctx.apiKeyCrypto.seal(body.key)}, ${body.status ?? CHANNEL_STATUS.enabled},
                 ${body.models.join(',')}, ${groups.join(',')}, ${body.priority ?? 0}, ${body.weight ?? 1},
                 ${body.model_mapping ?? ''}, ${ctx.now()})
-        RETURNING id, type, name, base_url, status, models, "group", priority, weight, model_mapping,
-                  created_time, used_quota`;
+        RETURNING ${tx(CHANNEL_COLUMNS)}`;
       await rebuildAbilities(tx, row!);
       return row!;
     });
-    await ctx.invalidate({ kind: 'channel', id: channel.id });
-    return ok(channel);
+    await ctx.invalidate({ kind: 'channel', id: Number(channel.id) });
+    return ok(toChannel(channel));
+  });
+
+  api.route({
+    method: 'GET', path: '/api/channel/', tag: 'admin: channels', access: ROLE.admin, query: listChannelsQuery,
+    data: pageOf(channelSchema), summary: 'List channels (paged, newest first); keyword matches the name in part',
+  }, async ({ query }) => {
+    const { page, pageSize, offset } = paging(query);
+    const where = query.keyword !== undefined ? sql`WHERE name ILIKE ${containsPattern(query.keyword)}` : sql``;
+    const [rows, [count]] = await Promise.all([
+      sql<ChannelRow[]>`SELECT ${cols} FROM channels ${where} ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
+      sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM channels ${where}`,
+    ]);
+    return ok({ items: rows.map(toChannel), total: Number(count!.total), page, page_size: pageSize });
+  });
+
+  api.route({
+    method: 'GET', path: '/api/channel/:id', tag: 'admin: channels', access: ROLE.admin, params: idParams, data: channelSchema,
+    summary: 'One channel (without its key)', errors: ['NOT_FOUND'],
+  }, async ({ params }) => {
+    const [row] = await sql<ChannelRow[]>`SELECT ${cols} FROM channels WHERE id = ${params.id}`;
+    if (!row) throw new ConsoleError('NOT_FOUND', 'channel not found');
+    return ok(toChannel(row));
+  });
+
+  api.route({
+    method: 'PUT', path: '/api/channel/', tag: 'admin: channels', access: ROLE.admin, body: updateChannelBody, data: channelSchema,
+    summary: 'Update a channel: any creation field (key only when given); abilities are rebuilt in the same transaction',
+    errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'NOT_FOUND'],
+  }, async ({ body }) => {
+    if (body.group) await assertGroups(sql, body.group);
+    const channel = await sql.begin(async (tx) => {
+      const [before] = await tx<ChannelRow[]>`SELECT ${tx(CHANNEL_COLUMNS)} FROM channels WHERE id = ${body.id} FOR UPDATE`;
+      if (!before) throw new ConsoleError('NOT_FOUND', 'channel not found');
+      const [row] = await tx<ChannelRow[]>`
+        UPDATE channels SET
+          type = ${body.type ?? before.type},
+          name = ${body.name ?? before.name},
+          base_url = ${body.base_url === undefined ? before.base_url : body.base_url.replace(/\/+$/, '')},
+          ${body.key !== undefined ? tx`key_ciphertext = ${ctx.apiKeyCrypto.seal(body.key)},` : tx``}
+          status = ${body.status ?? before.status},
+          models = ${body.models ? body.models.join(',') : before.models},
+          "group" = ${body.group ? body.group.join(',') : before.group},
+          priority = ${body.priority ?? before.priority},
+          weight = ${body.weight ?? before.weight},
+          model_mapping = ${body.model_mapping ?? before.model_mapping}
+        WHERE id = ${body.id}
+        RETURNING ${tx(CHANNEL_COLUMNS)}`;
+      await rebuildAbilities(tx, row!);
+      return row!;
+    });
+    await ctx.invalidate({ kind: 'channel', id: Number(channel.id) });
+    return ok(toChannel(channel));
+  });
+
+  api.route({
+    method: 'DELETE', path: '/api/channel/:id', tag: 'admin: channels', access: ROLE.admin, params: idParams,
+    summary: 'Delete a channel and its abilities', errors: ['NOT_FOUND'],
+  }, async ({ params }) => {
+    const rows = await sql`DELETE FROM channels WHERE id = ${params.id} RETURNING id`;
+    if (rows.length === 0) throw new ConsoleError('NOT_FOUND', 'channel not found');
+    await ctx.invalidate({ kind: 'channel', id: params.id });
+    return ok();
+  });
+
+  api.route({
+    method: 'GET', path: '/api/channel/test/:id', tag: 'admin: channels', access: ROLE.admin, params: idParams, query: testChannelQuery,
+    data: z.object({ time: z.number(), response_time: z.number().int(), model: z.string(), status_code: z.number().int() }),
+    summary: "Send a one-token Messages request to the channel with its key; report the response time",
+    description: 'model: default the first of the channel\'s models (model_mapping applied). A failure is 502 UPSTREAM_FAILED naming the provider\'s status and error.',
+    errors: ['NOT_FOUND', 'UPSTREAM_FAILED'],
+  }, async ({ params, query }) => {
+    const [row] = await sql<(ChannelRow & { key_ciphertext: Buffer })[]>`SELECT * FROM channels WHERE id = ${params.id}`;
+    if (!row) throw new ConsoleError('NOT_FOUND', 'channel not found');
+    const requested = query.model ?? row.models.split(',')[0] ?? '';
+    let mapping: Record<string, string> = {};
+    try {
+      mapping = row.model_mapping ? (JSON.parse(row.model_mapping) as Record<string, string>) : {};
+    } catch {
+      mapping = {};
+    }
+    const model = mapping[requested] ?? requested;
+    const timeout = ctx.settings.CHANNEL_TEST_TIMEOUT_MS;
+    const started = performance.now();
+    let status = 0;
+    let detail = '';
+    try {
+      const res = await httpRequest(`${row.base_url}/v1/messages`, {
+        method: 'POST',
+        headers: {
+          'x-api-key': ctx.apiKeyCrypto.open(row.key_ciphertext),
+          'anthropic-version': '2023-06-01',
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ model, max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] }),
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+      });
+      status = res.statusCode;
+      const text = await res.body.text();
+      if (status !== 200) {
+        try {
+          const e = (JSON.parse(text) as { error?: { type?: string; message?: string } }).error;
+          detail = e ? `${e.type ?? 'error'}: ${e.message ?? ''}` : text.slice(0, 200);
+        } catch {
+          detail = text.slice(0, 200);
+        }
+      }
+    } catch (err) {
+      detail = (err as Error).message;
+    }
+    const elapsedMs = Math.round(performance.now() - started);
+    if (status !== 200) {
+      throw new ConsoleError('UPSTREAM_FAILED', `channel test failed: ${status ? `HTTP ${status} ` : ''}${detail}`.trim());
+    }
+    await sql`UPDATE channels SET response_time = ${elapsedMs}, test_time = ${ctx.now()} WHERE id = ${row.id}`;
+    return ok({ time: elapsedMs / 1000, response_time: elapsedMs, model, status_code: status });
   });
 }

@@ -1,11 +1,12 @@
 // /api/log/self and /api/log/self/stat: the caller's own request log and usage statistics, always
 // scoped to the caller's user_id. Filters are exact matches.
-import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { currentUser, type RequireUser } from '../auth/require-user.js';
+import { ROLE } from '../accounts/roles.js';
 import type { ConsoleContext } from '../context.js';
+import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
-import { parseInput, queryInt, queryString } from '../http/validation.js';
+import { logEntrySchema, pageOf, statSchema } from '../http/schemas.js';
+import { queryInt, queryString } from '../http/validation.js';
 import { type LogEntry, queryLogStat, queryLogs } from '../logs/log-query.js';
 
 export const LOG_DEFAULT_PAGE_SIZE = 10;
@@ -37,17 +38,18 @@ export const logStatQuery = z.object({
   group: queryString(),
 });
 
-export function registerLogRoutes(app: FastifyInstance, ctx: ConsoleContext, requireUser: RequireUser): void {
-  app.get('/api/log/self', { preHandler: requireUser() }, async (request) => {
-    const user = currentUser(request);
-    const q = parseInput(logSelfQuery, request.query, 'query');
+export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
+  api.route({
+    method: 'GET', path: '/api/log/self', tag: 'logs', access: ROLE.user, query: logSelfQuery, data: pageOf(logEntrySchema),
+    summary: "The caller's request log, newest first, paged from 1; every filter of the contract",
+  }, async ({ query: q, user }) => {
     const page = q.p ?? 1;
     // Larger requests are served at the maximum; data.page_size says what was applied.
     const pageSize = Math.min(q.page_size ?? LOG_DEFAULT_PAGE_SIZE, LOG_MAX_PAGE_SIZE);
     const { items, total } = await queryLogs(
       ctx.clickhouse,
       {
-        userId: user.id,
+        userId: Number(user.id),
         type: q.type,
         tokenName: q.token_name,
         modelName: q.model_name,
@@ -63,13 +65,14 @@ export function registerLogRoutes(app: FastifyInstance, ctx: ConsoleContext, req
     return ok(data);
   });
 
-  app.get('/api/log/self/stat', { preHandler: requireUser() }, async (request) => {
-    const user = currentUser(request);
-    const q = parseInput(logStatQuery, request.query, 'query');
+  api.route({
+    method: 'GET', path: '/api/log/self/stat', tag: 'logs', access: ROLE.user, query: logStatQuery, data: statSchema,
+    summary: 'Quota in the range and filters; rpm and tpm over the last 60 seconds',
+  }, async ({ query: q, user }) => {
     const stat = await queryLogStat(
       ctx.clickhouse,
       {
-        userId: user.id,
+        userId: Number(user.id),
         type: q.type,
         tokenName: q.token_name,
         modelName: q.model_name,

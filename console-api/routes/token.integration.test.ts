@@ -116,3 +116,63 @@ describe('GET /api/token/ and POST /api/token/:id/key', () => {
     expect(key.statusCode).toBe(401);
   });
 });
+
+describe('key management: get, search, update, delete', () => {
+  const put = (payload: unknown, query = '', who: TestAccount = owner) =>
+    h.app.inject({ method: 'PUT', url: `/api/token/${query}`, payload: payload as object, headers: who.auth });
+  const list = async (query: string, who: TestAccount = owner) =>
+    (await h.app.inject({ method: 'GET', url: `/api/token/${query}`, headers: who.auth })).json().data;
+
+  it('gets one key masked and searches by name', async () => {
+    await create({ ...valid(), name: 'searchable alpha' });
+    const found = await list('?keyword=alpha');
+    expect(found.total).toBe(1);
+    const id = found.items[0].id as number;
+    const one = await h.app.inject({ method: 'GET', url: `/api/token/${id}`, headers: owner.auth });
+    expect(one.statusCode).toBe(200);
+    expect(one.json().data).toMatchObject({ id, name: 'searchable alpha', key: expect.stringMatching(/^sk-\w{4}\*{8}\w{4}$/) });
+    expect((await h.app.inject({ method: 'GET', url: `/api/token/${id}`, headers: other.auth })).statusCode).toBe(404);
+    expect((await h.app.inject({ method: 'GET', url: '/api/token/search?keyword=ALPHA', headers: owner.auth })).json().data.total).toBe(1);
+  });
+
+  it('updates fields, moves the key mirror by the remain_quota delta, and publishes the change', async () => {
+    const id = (await list('?keyword=alpha')).items[0].id as number;
+    await h.redis.set(h.keys.tokenRemain(owner.user.id, id), 400_000); // loaded: 100000 reserved
+    const sub = h.redis.duplicate();
+    const messages: unknown[] = [];
+    await sub.subscribe(h.keys.invalidationChannel());
+    sub.on('message', (_c, m) => messages.push(JSON.parse(m)));
+
+    const res = await put({ id, name: 'renamed', remain_quota: 800_000, group: 'svip', allow_ips: '', model_limits: 'a, b, a' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data).toMatchObject({ id, name: 'renamed', remain_quota: 800_000, group: 'svip', allow_ips: null, model_limits: 'a,b', unlimited_quota: false });
+    expect(await h.quotaStore.tokenRemain(owner.user.id, id)).toBe(700_000);
+
+    const off = await put({ id, status: 2, name: 'ignored' }, '?status_only=true');
+    expect(off.json().data).toMatchObject({ status: 2, name: 'renamed' });
+    expect((await put({ id }, '?status_only=true')).json().message).toBe('status: is required with status_only=true');
+    expect((await put({ id, status: 3 })).json().message).toMatch(/^status: /);
+    expect((await put({ id, group: 'gold' })).statusCode).toBe(400);
+    expect((await put({ id, name: 'x'.repeat(51) })).json().message).toBe('name: must be at most 50 characters');
+    expect((await put({ id, name: 'stolen' }, '', other)).statusCode).toBe(404);
+    // An expired key cannot be re-enabled without a later expiry.
+    await h.sql`UPDATE tokens SET expired_time = 1000 WHERE id = ${id}`;
+    expect((await put({ id, status: 1 })).json().message).toMatch(/^status: the key has expired/);
+    expect((await put({ id, status: 1, expired_time: -1 })).json().data).toMatchObject({ status: 1, expired_time: -1 });
+    await new Promise((r) => setTimeout(r, 100));
+    await sub.quit();
+    expect(messages).toContainEqual({ kind: 'token', id, user_id: owner.user.id });
+  });
+
+  it('deletes softly: gone from lists and reveal, row kept with deleted_at', async () => {
+    const id = (await list('?keyword=renamed')).items[0].id as number;
+    expect((await h.app.inject({ method: 'DELETE', url: `/api/token/${id}`, headers: other.auth })).statusCode).toBe(404);
+    const del = await h.app.inject({ method: 'DELETE', url: `/api/token/${id}`, headers: owner.auth });
+    expect(del.json()).toEqual({ success: true, message: '' });
+    expect((await list('?keyword=renamed')).total).toBe(0);
+    expect((await h.app.inject({ method: 'POST', url: `/api/token/${id}/key`, headers: owner.auth })).statusCode).toBe(404);
+    const [row] = await h.sql<{ deleted_at: number | null }[]>`SELECT deleted_at FROM tokens WHERE id = ${id}`;
+    expect(row!.deleted_at).toBeGreaterThan(0);
+    expect((await h.app.inject({ method: 'DELETE', url: `/api/token/${id}`, headers: owner.auth })).statusCode).toBe(404);
+  });
+});

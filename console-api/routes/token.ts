@@ -1,21 +1,26 @@
-// /api/token/...: the caller's own API keys. Creation never returns the key; the owner reveals it
-// with POST /api/token/:id/key. Another account gets 404 for a key it does not own (its existence
-// is not disclosed).
-import type { FastifyInstance } from 'fastify';
+// /api/token/...: the caller's own API keys, on new-api's paths. Creation never returns the key; the
+// owner reveals it with POST /api/token/:id/key. Another account gets 404 for a key it does not own
+// (its existence is not disclosed). Every change publishes {kind: 'token', id, user_id}.
 import { z } from 'zod';
 import { generateApiKey, maskApiKey } from '../../infra/secrets/api-key-crypto.js';
-import { currentUser, type RequireUser } from '../auth/require-user.js';
+import { ROLE } from '../accounts/roles.js';
 import type { ConsoleContext } from '../context.js';
+import type { Db } from '../db.js';
+import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
-import { parseInput, queryInt, safeInt } from '../http/validation.js';
+import { pageOf, tokenItemSchema } from '../http/schemas.js';
+import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
 import { tokenGroups } from '../options/ratios.js';
 import { firstInvalidIp, normaliseIpList } from '../tokens/ip-list.js';
 import { type TokenListItem, type TokenRow, toTokenListItem } from '../tokens/token-view.js';
 
+export { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../http/validation.js';
 
-/** The contract's "API key creation input". */
-export const createTokenBody = z.object({
+/** new-api's key statuses: 1 enabled, 2 disabled (3 expired and 4 exhausted are derived by the relay). */
+export const TOKEN_STATUS = { enabled: 1, disabled: 2 } as const;
+
+const tokenFields = {
   name: z.string({ error: 'must be a string' }).max(50, { error: 'must be at most 50 characters' }),
   expired_time: z
     .number({ error: 'must be an integer' })
@@ -24,49 +29,83 @@ export const createTokenBody = z.object({
     .max(Number.MAX_SAFE_INTEGER),
   remain_quota: safeInt.min(0, { error: 'must be at least 0' }),
   unlimited_quota: z.boolean({ error: 'must be a boolean' }),
-  model_limits_enabled: z.boolean({ error: 'must be a boolean' }).optional(),
-  model_limits: z.string({ error: 'must be a string' }).max(10_000, { error: 'is too long' }).optional(),
+  model_limits_enabled: z.boolean({ error: 'must be a boolean' }),
+  model_limits: z.string({ error: 'must be a string' }).max(10_000, { error: 'is too long' }),
   allow_ips: z
     .string({ error: 'must be a string or null' })
     .max(10_000, { error: 'is too long' })
     .refine((s) => firstInvalidIp(s) === undefined, {
       error: (issue) => `"${firstInvalidIp(String(issue.input))}" is not an IP address or CIDR block`,
     })
-    .nullable()
-    .optional(),
-  group: z.string({ error: 'must be a string' }).max(64, { error: 'is too long' }).optional(),
-  cross_group_retry: z.boolean({ error: 'must be a boolean' }).optional(),
+    .nullable(),
+  group: z.string({ error: 'must be a string' }).max(64, { error: 'is too long' }),
+  cross_group_retry: z.boolean({ error: 'must be a boolean' }),
+};
+
+/** The contract's "API key creation input". */
+export const createTokenBody = z.object({
+  name: tokenFields.name,
+  expired_time: tokenFields.expired_time,
+  remain_quota: tokenFields.remain_quota,
+  unlimited_quota: tokenFields.unlimited_quota,
+  model_limits_enabled: tokenFields.model_limits_enabled.optional(),
+  model_limits: tokenFields.model_limits.optional(),
+  allow_ips: tokenFields.allow_ips.optional(),
+  group: tokenFields.group.optional(),
+  cross_group_retry: tokenFields.cross_group_retry.optional(),
 });
 
-export const listTokensQuery = z.object({
-  p: queryInt({ min: 1 }),
-  page: queryInt({ min: 1 }),
-  page_size: queryInt({ min: 1 }),
+/** PUT /api/token/: the id and any creation field to change, plus status (1 enable, 2 disable). */
+export const updateTokenBody = z.object({
+  id: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' }),
+  status: z.union([z.literal(TOKEN_STATUS.enabled), z.literal(TOKEN_STATUS.disabled)], { error: 'must be 1 (enabled) or 2 (disabled)' }).optional(),
+  ...Object.fromEntries(Object.entries(tokenFields).map(([k, s]) => [k, s.optional()])) as {
+    [K in keyof typeof tokenFields]: z.ZodOptional<(typeof tokenFields)[K]>;
+  },
 });
 
-const tokenIdParams = z.object({ id: z.coerce.number({ error: 'must be an integer' }).int().positive() });
+export const updateTokenQuery = z.object({
+  status_only: z.preprocess((v) => (v === '' ? undefined : v), z.enum(['true', 'false'], { error: 'must be true or false' }).optional()),
+});
 
-export const MAX_PAGE_SIZE = 100;
-export const DEFAULT_PAGE_SIZE = 10;
+export const listTokensQuery = pageQuery.extend({ keyword: queryString(50) });
 
 /** Comma list, trimmed, without empties or repeats. */
 export function normaliseModelList(raw: string): string {
   return [...new Set(raw.split(',').map((s) => s.trim()).filter(Boolean))].join(',');
 }
 
-export function registerTokenRoutes(app: FastifyInstance, ctx: ConsoleContext, requireUser: RequireUser): void {
+const LIST_COLUMNS = ['id', 'user_id', 'name', 'key_mask', 'status', 'created_time', 'accessed_time', 'expired_time',
+  'remain_quota', 'unlimited_quota', 'used_quota', 'model_limits_enabled', 'model_limits', 'allow_ips', 'group',
+  'cross_group_retry'] as const;
+type ListRow = Omit<TokenRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>;
+
+async function findOwnToken(db: Db, userId: number, id: number, lock = false): Promise<ListRow> {
+  const [row] = await db<ListRow[]>`
+    SELECT ${db(LIST_COLUMNS as unknown as string[])} FROM tokens
+    WHERE id = ${id} AND user_id = ${userId} AND deleted_at IS NULL ${lock ? db`FOR UPDATE` : db``}`;
+  if (!row) throw new ConsoleError('NOT_FOUND', 'API key not found');
+  return row;
+}
+
+async function assertTokenGroup(db: Db, group: string, userGroup: string): Promise<void> {
+  if (group !== '' && !(await tokenGroups(db, userGroup)).includes(group)) {
+    throw new ConsoleError('UNKNOWN_GROUP', `group: unknown group "${group}"`);
+  }
+}
+
+export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
 
-  app.post('/api/token/', { preHandler: requireUser() }, async (request) => {
-    const user = currentUser(request);
-    const body = parseInput(createTokenBody, request.body);
+  api.route({
+    method: 'POST', path: '/api/token/', tag: 'keys', access: ROLE.user, body: createTokenBody,
+    summary: 'Create an API key (the key is not in the response)', errors: ['INVALID_JSON', 'UNKNOWN_GROUP'],
+  }, async ({ body, user }) => {
     if (body.expired_time !== -1 && body.expired_time <= ctx.now()) {
       throw new ConsoleError('VALIDATION_FAILED', 'expired_time: must be -1 (never expires) or a future Unix time');
     }
     const group = body.group ?? '';
-    if (group !== '' && !(await tokenGroups(sql)).includes(group)) {
-      throw new ConsoleError('UNKNOWN_GROUP', `group: unknown group "${group}"`);
-    }
+    await assertTokenGroup(sql, group, user.group);
     const key = generateApiKey();
     const [row] = await sql<{ id: number }[]>`
       INSERT INTO tokens (user_id, name, key_hash, key_ciphertext, key_mask, created_time, expired_time,
@@ -78,39 +117,101 @@ export function registerTokenRoutes(app: FastifyInstance, ctx: ConsoleContext, r
               ${normaliseModelList(body.model_limits ?? '')}, ${normaliseIpList(body.allow_ips)},
               ${group}, ${body.cross_group_retry ?? false})
       RETURNING id`;
-    await ctx.invalidate({ kind: 'token', id: row!.id, user_id: user.id });
+    await ctx.invalidate({ kind: 'token', id: Number(row!.id), user_id: Number(user.id) });
     return ok();
   });
 
-  app.get('/api/token/', { preHandler: requireUser() }, async (request) => {
-    const user = currentUser(request);
-    const q = parseInput(listTokensQuery, request.query, 'query');
-    const page = q.p ?? q.page ?? 1;
-    const pageSize = Math.min(q.page_size ?? DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
+  const list = async (userId: number, q: z.output<typeof listTokensQuery>) => {
+    const { page, pageSize, offset } = paging(q);
+    const where = sql`user_id = ${userId} AND deleted_at IS NULL
+      ${q.keyword !== undefined ? sql`AND name ILIKE ${containsPattern(q.keyword)}` : sql``}`;
     const [rows, [count]] = await Promise.all([
-      sql<Omit<TokenRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>[]>`
-        SELECT id, user_id, name, key_mask, status, created_time, accessed_time, expired_time, remain_quota,
-               unlimited_quota, used_quota, model_limits_enabled, model_limits, allow_ips, "group",
-               cross_group_retry
-        FROM tokens WHERE user_id = ${user.id} AND deleted_at IS NULL
-        ORDER BY id DESC LIMIT ${pageSize} OFFSET ${(page - 1) * pageSize}`,
-      sql<{ total: number }[]>`
-        SELECT count(*)::bigint AS total FROM tokens WHERE user_id = ${user.id} AND deleted_at IS NULL`,
+      sql<ListRow[]>`
+        SELECT ${sql(LIST_COLUMNS as unknown as string[])} FROM tokens WHERE ${where}
+        ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
+      sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM tokens WHERE ${where}`,
     ]);
-    const data: Page<TokenListItem> = {
-      items: rows.map(toTokenListItem),
-      total: Number(count!.total),
-      page,
-      page_size: pageSize,
-    };
-    return ok(data);
+    const data: Page<TokenListItem> = { items: rows.map(toTokenListItem), total: Number(count!.total), page, page_size: pageSize };
+    return data;
+  };
+
+  api.route({
+    method: 'GET', path: '/api/token/', tag: 'keys', access: ROLE.user, query: listTokensQuery, data: pageOf(tokenItemSchema),
+    summary: "The caller's keys, masked, newest first; keyword matches the name in part",
+  }, async ({ query, user }) => ok(await list(Number(user.id), query)));
+
+  api.route({
+    method: 'GET', path: '/api/token/search', tag: 'keys', access: ROLE.user, query: listTokensQuery, data: pageOf(tokenItemSchema),
+    summary: 'Same as GET /api/token/ (new-api path)',
+  }, async ({ query, user }) => ok(await list(Number(user.id), query)));
+
+  api.route({
+    method: 'GET', path: '/api/token/:id', tag: 'keys', access: ROLE.user, params: idParams, data: tokenItemSchema,
+    summary: 'One own key, masked', errors: ['NOT_FOUND'],
+  }, async ({ params, user }) => ok(toTokenListItem(await findOwnToken(sql, Number(user.id), params.id))));
+
+  api.route({
+    method: 'PUT', path: '/api/token/', tag: 'keys', access: ROLE.user, body: updateTokenBody, query: updateTokenQuery,
+    data: tokenItemSchema, errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'NOT_FOUND'],
+    summary: 'Update an own key (any creation field, status); with ?status_only=true only the status changes',
+    description: 'A changed remain_quota moves the relay\'s Redis mirror of the key by the same delta after the commit.',
+  }, async ({ body, query, user }) => {
+    const statusOnly = query.status_only === 'true';
+    if (statusOnly && body.status === undefined) throw new ConsoleError('VALIDATION_FAILED', 'status: is required with status_only=true');
+    const b = statusOnly ? { id: body.id, status: body.status } as typeof body : body;
+    if (b.expired_time !== undefined && b.expired_time !== -1 && b.expired_time <= ctx.now()) {
+      throw new ConsoleError('VALIDATION_FAILED', 'expired_time: must be -1 (never expires) or a future Unix time');
+    }
+    if (b.group !== undefined) await assertTokenGroup(sql, b.group, user.group);
+    const { after, delta } = await sql.begin(async (tx) => {
+      const before = await findOwnToken(tx, Number(user.id), b.id, true);
+      const expiry = b.expired_time ?? Number(before.expired_time);
+      if (b.status === TOKEN_STATUS.enabled && expiry !== -1 && expiry <= ctx.now()) {
+        throw new ConsoleError('VALIDATION_FAILED', 'status: the key has expired; set a later expired_time to enable it');
+      }
+      const [row] = await tx<ListRow[]>`
+        UPDATE tokens SET
+          name = ${b.name ?? before.name},
+          status = ${b.status ?? before.status},
+          expired_time = ${expiry},
+          remain_quota = ${b.remain_quota ?? before.remain_quota},
+          unlimited_quota = ${b.unlimited_quota ?? before.unlimited_quota},
+          model_limits_enabled = ${b.model_limits_enabled ?? before.model_limits_enabled},
+          model_limits = ${b.model_limits === undefined ? before.model_limits : normaliseModelList(b.model_limits)},
+          allow_ips = ${b.allow_ips === undefined ? before.allow_ips : normaliseIpList(b.allow_ips)},
+          "group" = ${b.group ?? before.group},
+          cross_group_retry = ${b.cross_group_retry ?? before.cross_group_retry}
+        WHERE id = ${b.id}
+        RETURNING ${tx(LIST_COLUMNS as unknown as string[])}`;
+      return { after: row!, delta: Number(row!.remain_quota) - Number(before.remain_quota) };
+    });
+    try {
+      await ctx.quotaStore.adjustToken(Number(user.id), Number(after.id), delta);
+    } catch (err) {
+      ctx.logger.error({ err, tokenId: after.id, delta }, 'key quota changed in Postgres but the Redis mirror was not adjusted');
+    }
+    await ctx.invalidate({ kind: 'token', id: Number(after.id), user_id: Number(user.id) });
+    return ok(toTokenListItem(after));
   });
 
-  app.post('/api/token/:id/key', { preHandler: requireUser() }, async (request, reply) => {
-    const user = currentUser(request);
-    const { id } = parseInput(tokenIdParams, request.params, 'path');
+  api.route({
+    method: 'DELETE', path: '/api/token/:id', tag: 'keys', access: ROLE.user, params: idParams,
+    summary: 'Delete an own key (soft: deleted_at is set; the relay refuses it at once)', errors: ['NOT_FOUND'],
+  }, async ({ params, user }) => {
+    const rows = await sql`
+      UPDATE tokens SET deleted_at = ${ctx.now()}
+      WHERE id = ${params.id} AND user_id = ${user.id} AND deleted_at IS NULL RETURNING id`;
+    if (rows.length === 0) throw new ConsoleError('NOT_FOUND', 'API key not found');
+    await ctx.invalidate({ kind: 'token', id: params.id, user_id: Number(user.id) });
+    return ok();
+  });
+
+  api.route({
+    method: 'POST', path: '/api/token/:id/key', tag: 'keys', access: ROLE.user, params: idParams,
+    data: z.object({ key: z.string() }), summary: 'Reveal the full key to its owner (Cache-Control: no-store)', errors: ['NOT_FOUND'],
+  }, async ({ params, user, reply }) => {
     const [row] = await sql<{ key_ciphertext: Buffer }[]>`
-      SELECT key_ciphertext FROM tokens WHERE id = ${id} AND user_id = ${user.id} AND deleted_at IS NULL`;
+      SELECT key_ciphertext FROM tokens WHERE id = ${params.id} AND user_id = ${user.id} AND deleted_at IS NULL`;
     if (!row) throw new ConsoleError('NOT_FOUND', 'API key not found');
     reply.header('cache-control', 'no-store');
     return ok({ key: ctx.apiKeyCrypto.open(row.key_ciphertext) });

@@ -133,7 +133,7 @@ describe('GET /api/user/self', () => {
       expect(Number.isInteger(data[f]), f).toBe(true);
     }
     expect(data).toMatchObject({ id: a.user.id, quota: 1234, code_host_id: '', inviter_id: 0 });
-    expect(data.permissions).toMatchObject({ sidebar_settings: true, manage_users: false, manage_options: false });
+    expect(data.permissions).toMatchObject({ sidebar_settings: true, manage_users: false, manage_options: false, manage_payment_settings: false });
     for (const v of Object.values(data.permissions)) expect(typeof v).toBe('boolean');
     expect(res.body).not.toContain('password');
   });
@@ -141,7 +141,9 @@ describe('GET /api/user/self', () => {
   it('derives permissions from the role', async () => {
     const admin = await h.account({ role: 10 });
     const perms = (await get('/api/user/self', admin.auth)).json().data.permissions;
-    expect(perms).toMatchObject({ manage_users: true, manage_channels: true, manage_options: false });
+    expect(perms).toMatchObject({ manage_users: true, manage_channels: true, manage_options: true, manage_payment_settings: false });
+    const root = await h.account({ role: 100 });
+    expect((await get('/api/user/self', root.auth)).json().data.permissions).toMatchObject({ manage_options: true, manage_payment_settings: true });
   });
 });
 

@@ -1,18 +1,24 @@
-// /api/user/...: registration, login, access tokens, the own profile and the administrator's account
-// edit. See README.md for each endpoint's contract.
-import type { FastifyInstance } from 'fastify';
+// /api/user/...: registration, login (rate-limited), logout, access tokens, the own profile and
+// groups, and the administrators' account management (list, search, view, edit, manage). See
+// README.md for each endpoint's contract.
 import { z } from 'zod';
+import { LOG_TYPE } from '../../billing/usage-event.js';
 import { findUserByUsername, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
-import { issueAccessToken, issueSessionToken } from '../auth/access-tokens.js';
+import { issueAccessToken, issueSessionToken, revokeAccessTokens, revokeToken } from '../auth/access-tokens.js';
+import { clearLoginAttempts, countLoginAttempt } from '../auth/login-limiter.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
-import { currentUser, type RequireUser } from '../auth/require-user.js';
+import { bearerToken } from '../auth/require-user.js';
 import type { ConsoleContext } from '../context.js';
-import { ok } from '../http/envelope.js';
+import type { Db } from '../db.js';
+import type { Api } from '../http/api.js';
+import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
-import { parseInput, safeInt } from '../http/validation.js';
-import { accountGroups, AUTO_GROUP, loadRatios } from '../options/ratios.js';
+import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
+import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { afterConsoleCredit, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
+import { accountGroups, AUTO_GROUP, usableGroups } from '../options/ratios.js';
 
 const username = z
   .string({ error: 'must be a string' })
@@ -35,8 +41,10 @@ export const loginBody = z.object({
   password: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(128),
 });
 
+const accountId = z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' });
+
 export const updateUserBody = z.object({
-  id: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive(),
+  id: accountId,
   quota: safeInt.min(0, { error: 'must be at least 0' }).optional(),
   group: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }).optional(),
   status: z.union([z.literal(ACCOUNT_STATUS.enabled), z.literal(ACCOUNT_STATUS.banned)], {
@@ -45,14 +53,58 @@ export const updateUserBody = z.object({
   display_name: z.string({ error: 'must be a string' }).max(50, { error: 'must be at most 50 characters' }).optional(),
 });
 
+export const MANAGE_ACTIONS = ['disable', 'enable', 'promote', 'demote', 'delete', 'add_quota', 'set_group'] as const;
+
+export const manageUserBody = z.discriminatedUnion('action', [
+  z.object({ id: accountId, action: z.enum(['disable', 'enable', 'promote', 'demote', 'delete']) }),
+  z.object({
+    id: accountId,
+    action: z.literal('add_quota'),
+    value: safeInt.refine((v) => v !== 0, { error: 'must not be 0' }),
+    reason: z.string({ error: 'must be a string' }).max(200, { error: 'must be at most 200 characters' }).optional(),
+  }),
+  z.object({ id: accountId, action: z.literal('set_group'), group: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }) }),
+], { error: `must be one of ${MANAGE_ACTIONS.join(', ')}` });
+
+export const listUsersQuery = pageQuery.extend({
+  keyword: queryString(100),
+  group: queryString(64),
+});
+
 /** Label of the `auto` group's ratio: the contract says it is text, not a number. */
 export const AUTO_GROUP_RATIO_LABEL = 'auto';
 
-export function registerUserRoutes(app: FastifyInstance, ctx: ConsoleContext, requireUser: RequireUser): void {
+/**
+ * An administrator acts only on accounts of a lower role; the super administrator on any account but
+ * cannot disable, demote or delete itself.
+ */
+function assertCanManage(caller: UserRow, target: UserRow, selfDestructive = false): void {
+  if (caller.role >= ROLE.root) {
+    if (selfDestructive && Number(caller.id) === Number(target.id)) {
+      throw new ConsoleError('INSUFFICIENT_ROLE', 'you cannot disable, demote or delete your own account');
+    }
+    return;
+  }
+  if (target.role >= caller.role) throw new ConsoleError('INSUFFICIENT_ROLE');
+}
+
+async function assertAccountGroup(db: Db, group: string): Promise<void> {
+  if (!(await accountGroups(db)).includes(group)) throw new ConsoleError('UNKNOWN_GROUP', `group: unknown group "${group}"`);
+}
+
+async function lockAccount(tx: Db, id: number): Promise<UserRow> {
+  const [row] = await tx<UserRow[]>`SELECT * FROM users WHERE id = ${id} AND deleted_at IS NULL FOR UPDATE`;
+  if (!row) throw new ConsoleError('NOT_FOUND', 'account not found');
+  return row;
+}
+
+export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
 
-  app.post('/api/user/register', async (request) => {
-    const body = parseInput(registerBody, request.body);
+  api.route({
+    method: 'POST', path: '/api/user/register', tag: 'account', access: 'public', body: registerBody,
+    summary: 'Register an ordinary account', errors: ['INVALID_JSON', 'USERNAME_TAKEN'],
+  }, async ({ body }) => {
     await insertAccount(sql, {
       username: body.username,
       passwordHash: await hashPassword(body.password),
@@ -64,61 +116,180 @@ export function registerUserRoutes(app: FastifyInstance, ctx: ConsoleContext, re
     return ok();
   });
 
-  app.post('/api/user/login', async (request) => {
-    const body = parseInput(loginBody, request.body);
+  api.route({
+    method: 'POST', path: '/api/user/login', tag: 'account', access: 'public', body: loginBody, data: loginDataSchema,
+    summary: 'Log in: a session token and the account summary',
+    description: 'At most LOGIN_RATE_LIMIT (5) attempts per username and client address per LOGIN_RATE_WINDOW_SEC (60 s); then 429 with Retry-After.',
+    errors: ['INVALID_JSON', 'INVALID_CREDENTIALS', 'ACCOUNT_BANNED', 'RATE_LIMITED'],
+  }, async ({ body, request, reply }) => {
+    const wait = await countLoginAttempt(ctx, body.username, request.ip);
+    if (wait > 0) {
+      reply.header('retry-after', String(wait));
+      throw new ConsoleError('RATE_LIMITED', `too many login attempts for this account from this address; retry in ${wait} s`);
+    }
     const user = await findUserByUsername(sql, body.username);
     const valid = user ? await verifyPassword(body.password, user.password_hash) : await burnPasswordCheck(body.password);
     if (!user || !valid) throw new ConsoleError('INVALID_CREDENTIALS');
     if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
+    await clearLoginAttempts(ctx, body.username, request.ip);
     const token = await issueSessionToken(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now());
     return ok({ ...toAccountSummary(user), token });
   });
 
-  app.get('/api/user/token', { preHandler: requireUser() }, async (request) => {
-    const user = currentUser(request);
-    return ok(await issueAccessToken(sql, user.id, ctx.now()));
+  api.route({
+    method: ['POST', 'GET'], path: '/api/user/logout', tag: 'account', access: ROLE.user,
+    summary: 'Revoke the token this request presents (log out)',
+  }, async ({ request }) => {
+    await revokeToken(sql, bearerToken(request.headers.authorization)!, ctx.now());
+    return ok();
   });
 
-  app.get('/api/user/self', { preHandler: requireUser() }, async (request) => ok(toAccount(currentUser(request))));
+  api.route({
+    method: 'GET', path: '/api/user/token', tag: 'account', access: ROLE.user, data: z.string(),
+    summary: 'Issue a long-lived access token, revoking the previous one(s)',
+  }, async ({ user }) => ok(await issueAccessToken(sql, user.id, ctx.now())));
 
-  app.get('/api/user/self/groups', { preHandler: requireUser() }, async () => {
-    const groups = (await loadRatios(sql)).groups();
-    const data: Record<string, { ratio: number | string; desc: string }> = {};
-    for (const [name, ratio] of Object.entries(groups)) data[name] = { ratio, desc: name };
+  api.route({
+    method: 'DELETE', path: '/api/user/token', tag: 'account', access: ROLE.user, data: z.object({ revoked: z.number().int() }),
+    summary: "Revoke the caller's access token(s); sessions stay valid",
+  }, async ({ user }) => ok({ revoked: await revokeAccessTokens(sql, user.id, ctx.now()) }));
+
+  api.route({
+    method: 'GET', path: '/api/user/self', tag: 'account', access: ROLE.user, data: accountSchema,
+    summary: 'The own account (the contract\'s Account)',
+  }, async ({ user }) => ok(toAccount(user)));
+
+  api.route({
+    method: 'GET', path: '/api/user/self/groups', tag: 'account', access: ROLE.user, data: groupsSchema,
+    summary: 'The groups the account may use and their ratios; `auto` has a text ratio',
+  }, async ({ user }) => {
+    const data: Record<string, { ratio: number | string; desc: string }> = { ...(await usableGroups(sql, user.group)) };
     data[AUTO_GROUP] = { ratio: AUTO_GROUP_RATIO_LABEL, desc: 'automatic selection of an available group' };
     return ok(data);
   });
 
-  app.put('/api/user/', { preHandler: requireUser(ROLE.admin) }, async (request) => {
-    const caller = currentUser(request);
-    const body = parseInput(updateUserBody, request.body);
-    if (body.group !== undefined && !(await accountGroups(sql)).includes(body.group)) {
-      throw new ConsoleError('UNKNOWN_GROUP', `group: unknown group "${body.group}"`);
-    }
-    const { updated, delta } = await sql.begin(async (tx) => {
-      const [before] = await tx<UserRow[]>`
-        SELECT * FROM users WHERE id = ${body.id} AND deleted_at IS NULL FOR UPDATE`;
-      if (!before) throw new ConsoleError('NOT_FOUND', 'account not found');
-      // An administrator edits only accounts of a lower role; the super administrator edits any.
-      if (caller.role < ROLE.root && before.role >= caller.role) throw new ConsoleError('INSUFFICIENT_ROLE');
+  // ------------------------------------------------------------------ administration (role >= 10)
+
+  api.route({
+    method: 'GET', path: '/api/user/', tag: 'admin: accounts', access: ROLE.admin, query: listUsersQuery,
+    data: pageOf(accountSchema), summary: 'List accounts (paged); optional keyword and group filters',
+  }, async ({ query }) => ok(await listAccounts(sql, query)));
+
+  api.route({
+    method: 'GET', path: '/api/user/search', tag: 'admin: accounts', access: ROLE.admin, query: listUsersQuery,
+    data: pageOf(accountSchema),
+    summary: 'Search accounts: keyword matches the id exactly, or username, display name or e-mail in part',
+  }, async ({ query }) => ok(await listAccounts(sql, query)));
+
+  api.route({
+    method: 'GET', path: '/api/user/:id', tag: 'admin: accounts', access: ROLE.admin, params: idParams, data: accountSchema,
+    summary: 'One account (an administrator sees only accounts of a lower role)', errors: ['NOT_FOUND'],
+  }, async ({ params, user }) => {
+    const [row] = await sql<UserRow[]>`SELECT * FROM users WHERE id = ${params.id} AND deleted_at IS NULL`;
+    if (!row) throw new ConsoleError('NOT_FOUND', 'account not found');
+    if (Number(row.id) !== Number(user.id)) assertCanManage(user, row);
+    return ok(toAccount(row));
+  });
+
+  api.route({
+    method: 'PUT', path: '/api/user/', tag: 'admin: accounts', access: ROLE.admin, body: updateUserBody, data: accountSchema,
+    summary: 'Edit an account of a lower role: quota (sets the balance; a management log row), group, status, display name',
+    errors: ['UNKNOWN_GROUP', 'NOT_FOUND'],
+  }, async ({ body, user: caller }) => {
+    if (body.group !== undefined) await assertAccountGroup(sql, body.group);
+    const { updated, credit } = await sql.begin(async (tx) => {
+      const before = await lockAccount(tx, body.id);
+      assertCanManage(caller, before);
+      let credit: RecordedCredit | undefined;
+      const delta = body.quota === undefined ? 0 : body.quota - Number(before.quota);
+      if (delta !== 0) {
+        credit = await recordConsoleCredit(tx, {
+          requestId: manageRequestId(), type: LOG_TYPE.manage, userId: Number(before.id), delta,
+          content: `administrator ${caller.username} set the balance from ${before.quota} to ${body.quota} (${delta > 0 ? '+' : ''}${delta} quota)`,
+          createdAt: ctx.now(),
+        });
+      }
       const [after] = await tx<UserRow[]>`
         UPDATE users SET
-          quota = ${body.quota ?? before.quota},
           "group" = ${body.group ?? before.group},
           status = ${body.status ?? before.status},
           display_name = ${body.display_name ?? before.display_name}
         WHERE id = ${body.id}
         RETURNING *`;
-      return { updated: after!, delta: after!.quota - before.quota };
+      return { updated: after!, credit };
     });
-    // Committed: move the relay's balance mirror by the same delta (a no-op when it is not loaded,
-    // since it will then be seeded from Postgres, which already holds the change).
-    try {
-      await ctx.quotaStore.adjustAccount(updated.id, delta);
-    } catch (err) {
-      ctx.logger.error({ err, userId: updated.id, delta }, 'quota changed in Postgres but the Redis mirror was not adjusted');
-    }
-    await ctx.invalidate({ kind: 'user', id: updated.id });
+    // Committed: the Redis mirror moves by the same delta, the management log event is appended.
+    if (credit) await afterConsoleCredit(ctx, credit);
+    else await ctx.invalidate({ kind: 'user', id: Number(updated.id) });
     return ok(toAccount(updated));
   });
+
+  api.route({
+    method: 'POST', path: '/api/user/manage', tag: 'admin: accounts', access: ROLE.admin, body: manageUserBody, data: accountSchema,
+    summary: 'Manage an account: disable, enable, delete, add_quota (signed; a management log row), set_group; promote and demote need role 100',
+    errors: ['UNKNOWN_GROUP', 'NOT_FOUND'],
+  }, async ({ body, user: caller }) => {
+    if (body.action === 'set_group') await assertAccountGroup(sql, body.group);
+    if ((body.action === 'promote' || body.action === 'demote') && caller.role < ROLE.root) {
+      throw new ConsoleError('INSUFFICIENT_ROLE', 'only the super administrator may promote or demote');
+    }
+    const now = ctx.now();
+    const { updated, credit } = await sql.begin(async (tx) => {
+      const target = await lockAccount(tx, body.id);
+      assertCanManage(caller, target, ['disable', 'demote', 'delete'].includes(body.action));
+      let credit: RecordedCredit | undefined;
+      switch (body.action) {
+        case 'disable':
+        case 'enable':
+          await tx`UPDATE users SET status = ${body.action === 'disable' ? ACCOUNT_STATUS.banned : ACCOUNT_STATUS.enabled} WHERE id = ${body.id}`;
+          break;
+        case 'promote':
+          if (target.role >= ROLE.admin) throw new ConsoleError('STATE_CONFLICT', 'the account is already an administrator');
+          await tx`UPDATE users SET role = ${ROLE.admin} WHERE id = ${body.id}`;
+          break;
+        case 'demote':
+          if (target.role !== ROLE.admin) throw new ConsoleError('STATE_CONFLICT', 'only an administrator (role 10) can be demoted');
+          await tx`UPDATE users SET role = ${ROLE.user} WHERE id = ${body.id}`;
+          break;
+        case 'delete':
+          await tx`UPDATE users SET deleted_at = ${now} WHERE id = ${body.id}`;
+          await tx`UPDATE access_tokens SET revoked_at = ${now} WHERE user_id = ${body.id} AND revoked_at IS NULL`;
+          break;
+        case 'add_quota':
+          if (Number(target.quota) + body.value < 0) {
+            throw new ConsoleError('VALIDATION_FAILED', `value: would make the balance negative (balance ${target.quota})`);
+          }
+          credit = await recordConsoleCredit(tx, {
+            requestId: manageRequestId(), type: LOG_TYPE.manage, userId: Number(target.id), delta: body.value,
+            content: `administrator ${caller.username} ${body.value > 0 ? 'added' : 'removed'} ${Math.abs(body.value)} quota${body.reason ? `: ${body.reason}` : ''}`,
+            createdAt: now,
+          });
+          break;
+        case 'set_group':
+          await tx`UPDATE users SET "group" = ${body.group} WHERE id = ${body.id}`;
+          break;
+      }
+      const [after] = await tx<UserRow[]>`SELECT * FROM users WHERE id = ${body.id}`;
+      return { updated: after!, credit };
+    });
+    if (credit) await afterConsoleCredit(ctx, credit);
+    else await ctx.invalidate({ kind: 'user', id: Number(updated.id) });
+    return ok(toAccount(updated));
+  });
+}
+
+async function listAccounts(sql: Db, q: z.output<typeof listUsersQuery>): Promise<Page<ReturnType<typeof toAccount>>> {
+  const { page, pageSize, offset } = paging(q);
+  const kw = q.keyword;
+  const idMatch = kw !== undefined && /^\d{1,15}$/.test(kw) ? Number(kw) : -1;
+  const like = kw === undefined ? undefined : containsPattern(kw);
+  const where = sql`
+    deleted_at IS NULL
+    ${q.group !== undefined ? sql`AND "group" = ${q.group}` : sql``}
+    ${like !== undefined ? sql`AND (id = ${idMatch} OR username ILIKE ${like} OR display_name ILIKE ${like} OR email ILIKE ${like})` : sql``}`;
+  const [rows, [count]] = await Promise.all([
+    sql<UserRow[]>`SELECT * FROM users WHERE ${where} ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
+    sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM users WHERE ${where}`,
+  ]);
+  return { items: rows.map(toAccount), total: Number(count!.total), page, page_size: pageSize };
 }

@@ -4,20 +4,22 @@
 // another test file's.
 import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
 import { type ClickHouseClient, createClickHouse } from '../../infra/clickhouse/client.js';
 import type { Config } from '../../infra/config.js';
 import { createSql, type Sql } from '../../infra/postgres/client.js';
-import { migratePostgres } from '../../infra/postgres/migrate.js';
 import { createRedis, type Redis } from '../../infra/redis/client.js';
 import { type RedisKeys, redisKeys } from '../../infra/redis/keys.js';
-import { TEST_DATABASE_URL, testConfig } from '../../infra/testing/test-config.js';
+import { testConfig } from '../../infra/testing/test-config.js';
+import { BILLING_GROUP, BillingWorker } from '../../billing/billing-worker.js';
+import { decodeUsageEvent, type UsageEvent } from '../../billing/usage-event.js';
+import { createLogger } from '../../infra/logger.js';
 import { QuotaStore } from '../../relay/quota/quota-store.js';
 import { insertAccount } from '../accounts/account-store.js';
 import type { UserRow } from '../accounts/account-view.js';
-import { postgresBalanceSource } from '../accounts/balance-source.js';
+import { postgresBalanceSource } from '../../relay/quota/postgres-balance-source.js';
+import { createTestDatabase } from '../../infra/testing/test-database.js';
 import { hashPassword } from '../auth/password.js';
-import { buildConsoleApp } from '../app.js';
+import { buildConsoleApp, type ConsoleDeps } from '../app.js';
 
 /** Cheap scrypt parameters for accounts a test inserts directly (the stored hash carries them). */
 const FAST_SCRYPT = { log2N: 10, r: 8, p: 1 };
@@ -39,6 +41,8 @@ export interface ConsoleHarness {
   keys: RedisKeys;
   /** Inserts an account (fast hash) and logs it in through the API. */
   account(opts?: { role?: number; group?: string; quota?: number; username?: string }): Promise<TestAccount>;
+  /** Bills what the console appended to the usage stream (as the billing worker would): log rows land in ClickHouse. */
+  drainUsageStream(): Promise<UsageEvent[]>;
   close(): Promise<void>;
 }
 
@@ -46,30 +50,14 @@ export function uniqueName(prefix = 'u'): string {
   return `${prefix}${randomBytes(5).toString('hex')}`;
 }
 
-export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const url = new URL(TEST_DATABASE_URL);
-  const name = `gateway_test_console_${randomBytes(5).toString('hex')}`;
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const admin = new URL(TEST_DATABASE_URL);
-      admin.pathname = '/postgres';
-      const client = new pg.Client({ connectionString: admin.toString() });
-      await client.connect();
-      try {
-        await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      } finally {
-        await client.end();
-      }
-    },
-  };
+export interface HarnessDeps {
+  now?: ConsoleDeps['now'];
+  settings?: ConsoleDeps['settings'];
 }
 
-export async function startConsoleHarness(overrides: Record<string, string> = {}): Promise<ConsoleHarness> {
-  const db = await createTestDatabase();
+export async function startConsoleHarness(overrides: Record<string, string> = {}, deps: HarnessDeps = {}): Promise<ConsoleHarness> {
+  const db = await createTestDatabase('console');
   const config = testConfig({ DATABASE_URL: db.url, ...overrides });
-  await migratePostgres(config);
   const sql = createSql(config, { max: 4 });
   // Ids far above any other test file's, so ClickHouse rows keyed by user_id never collide.
   await sql`SELECT setval('users_id_seq', ${randomInt(1_000_000, 2 ** 31)})`;
@@ -77,7 +65,7 @@ export async function startConsoleHarness(overrides: Record<string, string> = {}
   const clickhouse = createClickHouse(config);
   const keys = redisKeys(config.REDIS_PREFIX);
   const quotaStore = new QuotaStore(redis, keys, postgresBalanceSource(sql));
-  const app = buildConsoleApp({ config, sql, redis, clickhouse, quotaStore });
+  const app = buildConsoleApp({ config, sql, redis, clickhouse, quotaStore, ...deps });
   await app.ready();
 
   return {
@@ -94,6 +82,17 @@ export async function startConsoleHarness(overrides: Record<string, string> = {}
       const res = await app.inject({ method: 'POST', url: '/api/user/login', payload: { username: user.username, password } });
       const token = (res.json() as { data: { token: string } }).data.token;
       return { user: { ...user, quota: opts.quota ?? user.quota }, password, token, auth: { authorization: `Bearer ${token}` } };
+    },
+    async drainUsageStream() {
+      const stream = keys.usageStream();
+      const entries = (await redis.xrange(stream, '-', '+')) as [string, string[]][];
+      if (entries.length === 0) return [];
+      await redis.xgroup('CREATE', stream, BILLING_GROUP, '0', 'MKSTREAM').catch(() => undefined);
+      const worker = new BillingWorker(redis, sql, clickhouse, createLogger(config, 'test-billing'), {
+        stream, deadLetterStream: `${stream}:dead`, consumer: 'test', batchSize: 1000, blockMs: 10, claimIdleMs: 1000,
+      });
+      await worker.processEntries(entries);
+      return entries.map(([, fields]) => decodeUsageEvent(fields[fields.indexOf('e') + 1]!));
     },
     async close() {
       await app.close();

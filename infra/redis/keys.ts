@@ -17,6 +17,8 @@ export interface RedisKeys {
   keyTokensInMinute(userId: number, tokenId: number, minute: number): string;
   /** The usage events stream the billing worker consumes. */
   usageStream(): string;
+  /** Failed console logins of one account name (hashed) from one address, in the current window. */
+  loginAttempts(who: string, ip: string): string;
   /** Pub/sub channel on which the console announces changed keys, accounts, channels and options. */
   invalidationChannel(): string;
 }
@@ -31,6 +33,7 @@ export function redisKeys(prefix: string): RedisKeys {
     keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     usageStream: () => `${prefix}:usage`,
+    loginAttempts: (who, ip) => `${prefix}:console:login:${who}:${ip}`,
     invalidationChannel: () => `${prefix}:invalidate`,
   };
 }

@@ -27,10 +27,12 @@ export MOCK_API_KEY=${MOCK_UPSTREAM_KEY:-sk-ant-mock-local}
 start mock-upstream dist/bench/mock-upstream/main.js
 start billing dist/billing/main.js
 start console-api dist/console-api/main.js
+CONSOLE_URL=$CONSOLE_URL start payment-sandbox dist/bench/payment-sandbox/main.js
 start relay dist/relay/main.js
 wait_http mock-upstream "$MOCK_URL/v1/models"
 wait_http console-api "$CONSOLE_URL/api/status"
 wait_http relay "$RELAY_URL/health"
+wait_http payment-sandbox http://127.0.0.1:3091/api/orders
 sleep 0.3
 for name in billing; do kill -0 "$(cat .run/$name.pid)" 2>/dev/null || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
 
@@ -44,6 +46,7 @@ The gateway is up.
   relay         $RELAY_URL        (POST /v1/messages)
   console-api   $CONSOLE_URL        (GET /api/...; endpoints in console-api/README.md)
   mock provider $MOCK_URL
+  payments      http://127.0.0.1:3091 (epay sandbox), http://127.0.0.1:3092 (card sandbox)
   logs          .run/*.log        stop everything with: make down
   logins        demo / ${DEMO_PASSWORD:-demo-password}, admin / ${ADMIN_PASSWORD:-admin-password}${ROOT_LINE:+
   root          $ROOT_LINE}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stops, by PID, every process `make run` started (services first, databases last).
 cd "$(dirname "$0")/../.."
-for name in relay console-api billing mock-upstream clickhouse redis postgres; do
+for name in relay console-api payment-sandbox billing mock-upstream clickhouse redis postgres; do
   f=.run/$name.pid
   [ -f "$f" ] || continue
   pid=$(cat "$f")

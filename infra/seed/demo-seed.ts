@@ -52,6 +52,21 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
       await rebuildAbilities(tx, row as never);
       created.push(`channel ${DEMO_CHANNEL} -> ${baseUrl}`);
     }
+    // Point the console's payment options at the local sandboxes (bench/payment-sandbox), once: an
+    // administrator's later change is kept.
+    const paymentOptions: Record<string, string> = {
+      ServerAddress: `http://${config.CONSOLE_HOST}:${config.CONSOLE_PORT}`,
+      PaymentComplianceConfirmed: 'true',
+      PayAddress: 'http://127.0.0.1:3091',
+      EpayId: '1000',
+      EpayKey: 'epay-sandbox-key',
+      CardpayApiAddress: 'http://127.0.0.1:3092',
+      CardpayApiSecret: 'sk_test_cardpay_sandbox',
+      CardpayWebhookSecret: 'whsec_cardpay_sandbox',
+    };
+    for (const [key, value] of Object.entries(paymentOptions)) {
+      await tx`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO NOTHING`;
+    }
     const userId = demo.id as number;
     const [token] = await tx`SELECT key_ciphertext FROM tokens WHERE user_id = ${userId} AND name = ${DEMO_KEY_NAME} AND deleted_at IS NULL`;
     let demoKey: string;

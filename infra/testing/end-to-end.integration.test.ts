@@ -32,7 +32,8 @@ async function tokenRow(id: number) {
 }
 async function logRows(userId: number) {
   const rs = await stack.ch.query({
-    query: 'SELECT * FROM logs FINAL WHERE user_id = {u:UInt64} ORDER BY created_at, request_id',
+    // Requests only (consumption and error rows); the funding of the account is a management row.
+    query: 'SELECT * FROM logs FINAL WHERE user_id = {u:UInt64} AND type IN (2, 5) ORDER BY created_at, request_id',
     query_params: { u: userId },
     format: 'JSONEachRow',
   });
@@ -121,7 +122,7 @@ describe('a request through relay, billing and console', () => {
     }
 
     const logs = await consoleCall<{ items: Record<string, unknown>[]; total: number; page: number; page_size: number }>(
-      stack, 'GET', '/api/log/self?p=1&page_size=50', account.token);
+      stack, 'GET', '/api/log/self?p=1&page_size=50&type=2', account.token);
     expect(logs.status).toBe(200);
     expect(logs.json.success).toBe(true);
     expect(logs.json.data!.total).toBe(bills.length);
@@ -157,6 +158,12 @@ describe('a request through relay, billing and console', () => {
       rpm: bills.length,
       tpm: bills.reduce((s, b) => s + b.input + b.output, 0),
     });
+
+    // The administrator's funding of the account is logged too, as a management row.
+    const manage = await consoleCall<{ items: { quota: number; type: number }[]; total: number }>(
+      stack, 'GET', '/api/log/self?type=3', account.token);
+    expect(manage.json.data!.total).toBe(1);
+    expect(manage.json.data!.items[0]).toMatchObject({ type: 3, quota: FUNDS });
 
     const self = await consoleCall<{ quota: number; used_quota: number }>(stack, 'GET', '/api/user/self', account.token);
     expect(self.json.data).toMatchObject({ quota: FUNDS - total, used_quota: total });
@@ -226,7 +233,7 @@ describe('200 concurrent requests from an account funded for about 50', () => {
     const debits = funds - after.quota;
     const rows = await logRows(account.id);
     const logged = rows.reduce((s, r) => s + Number(r.quota), 0);
-    const [ledger] = await stack.sql`SELECT COALESCE(SUM(quota), 0)::bigint AS q, COUNT(*)::int AS n FROM ledger WHERE user_id = ${account.id}`;
+    const [ledger] = await stack.sql`SELECT COALESCE(SUM(quota), 0)::bigint AS q, COUNT(*)::int AS n FROM ledger WHERE user_id = ${account.id} AND type IN (2, 5)`;
     expect(debits).toBe(ok * perRequest);
     expect(logged).toBe(debits);
     expect(Number(ledger!.q)).toBe(debits);

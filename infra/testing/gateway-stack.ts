@@ -5,7 +5,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type { FastifyInstance } from 'fastify';
 import { startMockUpstream, type MockUpstream, type MockUpstreamOptions } from '../../bench/mock-upstream/mock-upstream.js';
 import { startBilling, type RunningBilling } from '../../billing/service.js';
-import { postgresBalanceSource } from '../../console-api/accounts/balance-source.js';
+import { postgresBalanceSource } from '../../relay/quota/postgres-balance-source.js';
 import { buildConsoleApp } from '../../console-api/app.js';
 import { hashPassword } from '../../console-api/auth/password.js';
 import { QuotaStore } from '../../relay/quota/quota-store.js';

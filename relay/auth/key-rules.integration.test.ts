@@ -153,13 +153,14 @@ describe('group', () => {
   });
 
   it('refuses a key whose group the account may not use with 403 permission_error', async () => {
+    // The key is made while vip is open to everyone; then the option narrows the usable groups.
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account, { group: 'vip' });
     await stack.sql`INSERT INTO options (key, value) VALUES ('UserUsableGroups', '{"default":"Default"}')
                     ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
     await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['UserUsableGroups'] }));
     try {
       await new Promise((r) => setTimeout(r, 100));
-      const account = await fundedAccount(stack, FUNDS);
-      const key = await createApiKey(stack, account, { group: 'vip' });
       await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 403, 'permission_error');
       // The account's own group is always usable.
       await consoleCall(stack, 'PUT', '/api/user/', stack.adminToken, { id: account.id, group: 'vip' });

@@ -1,0 +1,102 @@
+// One way to declare a console endpoint: method, path, who may call it, and the zod schemas of its
+// body, query and path parameters. `Api.route` registers the Fastify route (the schemas parse the
+// input at the edge; a failure is a 400 naming the field) and records the declaration, from which
+// http/openapi.ts builds the OpenAPI document. A route registered any other way would be missing from
+// the document, which routes/openapi.integration.test.ts checks never happens.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import type { UserRow } from '../accounts/account-view.js';
+import type { RequireUser } from '../auth/require-user.js';
+import type { ErrorCode } from './errors.js';
+import { parseInput } from './validation.js';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+/**
+ * Who may call: 'public' (no credential), 'provider' (a payment provider's callback, authenticated by
+ * its signature), or the minimum role of a logged-in account (1, 10, 100).
+ */
+export type Access = 'public' | 'provider' | number;
+
+/** How the body arrives: JSON (default), or the raw text (signature checks need the exact bytes). */
+export type BodyMode = 'json' | 'raw';
+
+type Schema = z.ZodType | undefined;
+type Out<S extends Schema> = S extends z.ZodType ? z.output<S> : undefined;
+
+export interface EndpointSpec<B extends Schema = undefined, Q extends Schema = undefined, P extends Schema = undefined> {
+  method: HttpMethod | HttpMethod[];
+  path: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  access: Access;
+  body?: B;
+  query?: Q;
+  params?: P;
+  /** Schema of `data` in the success envelope (documentation only). */
+  data?: z.ZodType;
+  /** A response that is not the JSON envelope: text (a provider callback) or a bare JSON document. */
+  produces?: 'text/plain' | 'application/json';
+  /** Failures this endpoint can answer besides the authentication ones and INTERNAL. */
+  errors?: ErrorCode[];
+  bodyMode?: BodyMode;
+}
+
+export interface HandlerInput<B extends Schema, Q extends Schema, P extends Schema> {
+  body: Out<B>;
+  query: Out<Q>;
+  params: Out<P>;
+  /** The authenticated account; only on routes whose access is a role. */
+  user: UserRow;
+  request: FastifyRequest;
+  reply: FastifyReply;
+}
+
+export type RecordedEndpoint = EndpointSpec<Schema, Schema, Schema> & { methods: HttpMethod[] };
+
+export class Api {
+  readonly app: FastifyInstance;
+  readonly endpoints: RecordedEndpoint[] = [];
+  readonly #requireUser: RequireUser;
+
+  constructor(app: FastifyInstance, requireUser: RequireUser) {
+    this.app = app;
+    this.#requireUser = requireUser;
+  }
+
+  route<B extends Schema = undefined, Q extends Schema = undefined, P extends Schema = undefined>(
+    spec: EndpointSpec<B, Q, P>,
+    handler: (input: HandlerInput<B, Q, P>) => Promise<unknown>,
+  ): void {
+    const methods = Array.isArray(spec.method) ? spec.method : [spec.method];
+    this.endpoints.push({ ...(spec as EndpointSpec<Schema, Schema, Schema>), methods });
+    const preHandler = typeof spec.access === 'number' ? this.#requireUser(spec.access) : undefined;
+    const routeOptions = {
+      method: methods,
+      url: spec.path,
+      ...(preHandler ? { preHandler } : {}),
+      handler: async (request: FastifyRequest, reply: FastifyReply) => {
+        const input = {
+          body: (spec.body ? parseInput(spec.body, request.body ?? {}, 'body') : undefined) as Out<B>,
+          query: (spec.query ? parseInput(spec.query, request.query ?? {}, 'query') : undefined) as Out<Q>,
+          params: (spec.params ? parseInput(spec.params, request.params ?? {}, 'path') : undefined) as Out<P>,
+          user: request.account as UserRow,
+          request,
+          reply,
+        };
+        return handler(input);
+      },
+    };
+    if ((spec.bodyMode ?? 'json') === 'raw') {
+      // The body as the exact text received, whatever its content type: a signature covers bytes.
+      this.app.register(async (scope) => {
+        scope.removeAllContentTypeParsers();
+        scope.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+        scope.route(routeOptions);
+      });
+    } else {
+      this.app.route(routeOptions);
+    }
+  }
+}

@@ -1,0 +1,131 @@
+// Every option the console knows (the `options` table: key → text value), new-api's names where it
+// has one. Each entry says how its text is validated, its default, who may change it (administrator
+// 10 or super administrator 100) and whether it is a secret (never returned by GET /api/option/).
+// README.md "Options" is the documentation of this table.
+import { z } from 'zod';
+import { RATIO_OPTION_KEYS } from '../../relay/pricing/ratios.js';
+import type { Db } from '../db.js';
+import { ROLE } from '../accounts/roles.js';
+
+const json = <S extends z.ZodType>(schema: S, what: string) =>
+  z.string().transform((s, c) => {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(s);
+    } catch {
+      c.addIssue({ code: 'custom', message: `must be ${what} as JSON` });
+      return z.NEVER;
+    }
+    const r = schema.safeParse(parsed);
+    if (!r.success) {
+      c.addIssue({ code: 'custom', message: `must be ${what} as JSON (${r.error.issues[0]?.message ?? 'invalid'})` });
+      return z.NEVER;
+    }
+    return r.data as z.output<S>;
+  });
+
+const ratioTable = json(z.record(z.string(), z.number().min(0)), 'an object of name to non-negative number');
+const bool = z.enum(['true', 'false'], { error: 'must be true or false' }).transform((v) => v === 'true');
+const int = (min = 0) =>
+  z.string().regex(/^-?\d+$/, { error: 'must be an integer' }).transform(Number).pipe(z.number().int().min(min, { error: `must be at least ${min}` }).max(Number.MAX_SAFE_INTEGER));
+const decimal = z.string().regex(/^\d+(\.\d+)?$/, { error: 'must be a non-negative number' }).transform(Number);
+const text = (max = 2000) => z.string().max(max, { error: `must be at most ${max} characters` });
+const url = z.union([z.literal(''), z.url({ protocol: /^https?$/, error: 'must be an http(s) URL or empty' })]).transform((s) => s.replace(/\/+$/, ''));
+
+export const payMethodSchema = z.object({
+  name: z.string(),
+  type: z.string().min(1),
+  color: z.string().optional(),
+  /** Per-method minimum; the top-level MinTopUp when absent. */
+  min_topup: z.union([z.number(), z.string()]).optional(),
+});
+export type PayMethod = z.infer<typeof payMethodSchema>;
+
+const DEFAULT_PAY_METHODS: PayMethod[] = [
+  { name: 'Alipay', type: 'alipay', color: 'rgba(var(--semi-blue-5), 1)' },
+  { name: 'WeChat Pay', type: 'wxpay', color: 'rgba(var(--semi-green-5), 1)' },
+];
+
+export interface OptionDef {
+  key: string;
+  /** The stored text parses with this schema; the output is the typed value. */
+  schema: z.ZodType<unknown, string>;
+  default: string;
+  /** Minimum role that may change it. */
+  writeRole: number;
+  /** Secrets are never returned by GET /api/option/ (their value reads as ''). */
+  secret?: boolean;
+  description: string;
+}
+
+const def = (key: string, schema: z.ZodType<unknown, string>, dflt: string, description: string, extra: Partial<OptionDef> = {}): OptionDef => ({
+  key, schema, default: dflt, writeRole: ROLE.admin, description, ...extra,
+});
+const root = { writeRole: ROLE.root };
+const secret = { writeRole: ROLE.root, secret: true };
+
+export const OPTION_CATALOGUE: readonly OptionDef[] = [
+  // Pricing (relay/pricing/ratios.ts reads these; changing them publishes {kind: 'options'}).
+  def('ModelRatio', ratioTable, '{}', 'model name → model ratio (JSON); merged over the built-in defaults'),
+  def('CompletionRatio', ratioTable, '{}', 'model name → completion (output) ratio (JSON); default 5'),
+  def('GroupRatio', ratioTable, '{"default":1,"vip":1,"svip":1}', 'group name → price ratio (JSON); its keys are the account groups'),
+  // Group policy (relay/routing/group-policy.ts reads these; '' = not set).
+  def('UserUsableGroups', z.union([z.literal(''), json(z.record(z.string(), z.string()), 'an object of group name to description')]), '', 'groups an account may pick for a key besides its own (name → description); unset: every priced group'),
+  def('AutoGroups', z.union([z.literal(''), json(z.array(z.string()), 'an array of group names')]), '', 'the order in which the `auto` group tries groups; unset: ["default"]'),
+  def('GroupRateLimits', z.union([z.literal(''), json(z.record(z.string(), z.object({ rpm: z.number().int().min(0).optional(), tpm: z.number().int().min(0).optional() })), 'an object of group name to {rpm, tpm}')]), '', 'per-key rate limits of each group'),
+  // Top-up page (GET /api/user/topup/info).
+  def('TopUpLink', text(), '', 'external top-up link; empty means in-site top-up'),
+  def('RedemptionEnabled', bool, 'true', 'redemption codes may be used (POST /api/user/topup)'),
+  def('MinTopUp', int(1), '1', 'minimum quantity of a QR-code (epay) payment'),
+  def('CardpayMinTopUp', int(1), '1', 'minimum quantity of a card payment'),
+  def('GlobalpayMinTopUp', int(1), '1', 'minimum of the global payment provider (not integrated)'),
+  def('GlobalpayPancakeMinTopUp', int(1), '1', 'minimum of the second global provider (not integrated)'),
+  def('PayMethods', json(z.array(payMethodSchema), 'an array of {name, type, color, min_topup?}'), JSON.stringify(DEFAULT_PAY_METHODS), 'QR-code payment methods shown when payments are enabled'),
+  def('AmountOptions', json(z.array(z.number().positive()), 'an array of positive numbers'), '[10,20,50,100,200,500]', 'quick-amount buttons of the top-up page'),
+  def('AmountDiscount', json(z.record(z.string().regex(/^\d+$/), z.number().positive().max(10)), 'an object of quantity to coefficient'), '{}', 'discount tiers: the coefficient of the largest key <= quantity multiplies the price'),
+  def('Price', decimal, '7.3', 'QR-code payment: money per unit of quantity (1 unit = 1 US dollar of quota = 500000 quota)'),
+  def('CardpayUnitPrice', decimal, '1', 'card payment: money per unit of quantity'),
+  // Payment credentials and switches: super administrator only.
+  def('ServerAddress', url, 'http://127.0.0.1:3001', 'public base URL of this console API; notify and return URLs are built from it', root),
+  def('PaymentComplianceConfirmed', bool, 'false', 'the payment compliance terms are confirmed; until then pay_methods is empty and payments are refused', root),
+  def('PaymentComplianceTermsVersion', int(0), '1', 'version of the compliance terms', root),
+  def('PayAddress', url, '', 'epay gateway base URL (the payment form is posted to <PayAddress>/submit.php)', root),
+  def('EpayId', text(100), '', 'epay merchant id (pid)', root),
+  def('EpayKey', text(200), '', 'epay merchant key (MD5 signing secret)', secret),
+  def('CardpayApiAddress', url, '', 'card provider API base URL (checkout sessions are created at <address>/v1/checkout/sessions)', root),
+  def('CardpayApiSecret', text(200), '', 'card provider API secret key', secret),
+  def('CardpayWebhookSecret', text(200), '', 'card provider webhook signing secret', secret),
+  def('CardpayCurrency', z.string().regex(/^[a-z]{3}$/, { error: 'must be a three-letter lower-case currency code' }), 'usd', 'currency of card payments', root),
+];
+
+export const OPTION_KEYS = new Set(OPTION_CATALOGUE.map((o) => o.key));
+const BY_KEY = new Map(OPTION_CATALOGUE.map((o) => [o.key, o]));
+
+export function optionDef(key: string): OptionDef | undefined {
+  return BY_KEY.get(key);
+}
+
+export function isRatioOption(key: string): boolean {
+  return (RATIO_OPTION_KEYS as readonly string[]).includes(key);
+}
+
+/** Typed view of the options table, defaults applied. A stored value that no longer parses reads as the default. */
+export interface Options {
+  raw(key: string): string;
+  get<T>(key: string): T;
+}
+
+export async function loadOptions(db: Db): Promise<Options> {
+  const rows = await db<{ key: string; value: string }[]>`SELECT key, value FROM options`;
+  const stored = new Map(rows.map((r) => [r.key, r.value]));
+  const raw = (key: string): string => stored.get(key) ?? BY_KEY.get(key)?.default ?? '';
+  return {
+    raw,
+    get<T>(key: string): T {
+      const d = BY_KEY.get(key);
+      if (!d) throw new Error(`unknown option ${key}`);
+      const r = d.schema.safeParse(raw(key));
+      return (r.success ? r.data : d.schema.parse(d.default)) as T;
+    },
+  };
+}

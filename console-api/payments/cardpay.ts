@@ -1,0 +1,89 @@
+// The card provider's protocol, modelled on Stripe Checkout (named neutrally "cardpay"):
+//   - create a session: POST <CardpayApiAddress>/v1/checkout/sessions, `Authorization: Bearer <secret>`,
+//     form-encoded {mode, client_reference_id, metadata[trade_no], line_items[0][...], success_url,
+//     cancel_url}; the answer is JSON {id, url}; the buyer pays at `url`;
+//   - webhook: the provider POSTs the event JSON with the header
+//       Cardpay-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(webhook secret, "<t>.<raw body>")>
+//     (`Stripe-Signature` is accepted too). A `checkout.session.completed` event whose session is
+//     paid names the order in client_reference_id (and metadata.trade_no).
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { request } from 'undici';
+
+export function cardpaySignature(secret: string, timestamp: number, rawBody: string): string {
+  return createHmac('sha256', secret).update(`${timestamp}.${rawBody}`, 'utf8').digest('hex');
+}
+
+export function cardpaySignatureHeader(secret: string, timestamp: number, rawBody: string): string {
+  return `t=${timestamp},v1=${cardpaySignature(secret, timestamp, rawBody)}`;
+}
+
+/** True when one of the header's v1 signatures matches and t is within `toleranceSec` of now. */
+export function cardpayVerify(header: string | undefined, rawBody: string, secret: string, nowSec: number, toleranceSec: number): boolean {
+  if (!header || secret === '') return false;
+  let t: number | undefined;
+  const v1: string[] = [];
+  for (const part of header.split(',')) {
+    const [k, v] = part.split('=', 2).map((s) => s.trim());
+    if (k === 't' && v && /^\d+$/.test(v)) t = Number(v);
+    if (k === 'v1' && v && /^[0-9a-f]{64}$/i.test(v)) v1.push(v.toLowerCase());
+  }
+  if (t === undefined || v1.length === 0 || Math.abs(nowSec - t) > toleranceSec) return false;
+  const expected = Buffer.from(cardpaySignature(secret, t, rawBody), 'hex');
+  return v1.some((s) => timingSafeEqual(expected, Buffer.from(s, 'hex')));
+}
+
+export interface CheckoutSessionInput {
+  tradeNo: string;
+  /** Minor units (cents). */
+  unitAmount: number;
+  currency: string;
+  productName: string;
+  successUrl: string;
+  cancelUrl: string;
+}
+
+export async function createCheckoutSession(
+  apiAddress: string,
+  secret: string,
+  input: CheckoutSessionInput,
+  timeoutMs: number,
+): Promise<{ id: string; url: string }> {
+  const form = new URLSearchParams({
+    mode: 'payment',
+    client_reference_id: input.tradeNo,
+    'metadata[trade_no]': input.tradeNo,
+    'line_items[0][quantity]': '1',
+    'line_items[0][price_data][currency]': input.currency,
+    'line_items[0][price_data][unit_amount]': String(input.unitAmount),
+    'line_items[0][price_data][product_data][name]': input.productName,
+    success_url: input.successUrl,
+    cancel_url: input.cancelUrl,
+  });
+  const res = await request(`${apiAddress}/v1/checkout/sessions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: form.toString(),
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`card provider answered ${res.statusCode}: ${text.slice(0, 200)}`);
+  const body = JSON.parse(text) as { id?: unknown; url?: unknown };
+  if (typeof body.id !== 'string' || typeof body.url !== 'string') throw new Error('card provider answered without id and url');
+  return { id: body.id, url: body.url };
+}
+
+export interface CardpayEvent {
+  id: string;
+  type: string;
+  data: {
+    object: {
+      id: string;
+      client_reference_id?: string | null;
+      metadata?: Record<string, string> | null;
+      amount_total?: number | null;
+      currency?: string | null;
+      payment_status?: string | null;
+    };
+  };
+}

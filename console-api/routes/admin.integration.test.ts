@@ -1,0 +1,232 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type MockUpstream, startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+import { ACCOUNT, expectShape } from '../testing/contract.js';
+
+let h: ConsoleHarness;
+let user: TestAccount;
+let admin: TestAccount;
+let root: TestAccount;
+let mock: MockUpstream;
+beforeAll(async () => {
+  h = await startConsoleHarness();
+  user = await h.account();
+  admin = await h.account({ role: 10 });
+  root = await h.account({ role: 100 });
+  mock = await startMockUpstream({ apiKey: 'sk-ant-channel-key' });
+});
+afterAll(async () => {
+  await mock?.close();
+  await h?.close();
+});
+
+const inject = (method: string, url: string, who: TestAccount | undefined, payload?: unknown) =>
+  h.app.inject({
+    method: method as 'GET', url, ...(who ? { headers: who.auth } : {}),
+    ...(payload === undefined ? {} : { payload: payload as object }),
+  });
+const watch = async () => {
+  const sub = h.redis.duplicate();
+  const messages: unknown[] = [];
+  await sub.subscribe(h.keys.invalidationChannel());
+  sub.on('message', (_c, m) => messages.push(JSON.parse(m)));
+  return { messages, stop: async () => { await new Promise((r) => setTimeout(r, 100)); await sub.quit(); } };
+};
+
+describe('role guard', () => {
+  it('refuses an ordinary account (403) on every administrator endpoint, and anonymous callers (401)', async () => {
+    const adminEndpoints = h.app.consoleApi.endpoints.filter((e) => typeof e.access === 'number' && e.access >= 10);
+    expect(adminEndpoints.length).toBeGreaterThanOrEqual(18);
+    for (const e of adminEndpoints) {
+      for (const method of e.methods) {
+        const url = e.path.replace(/:id/g, '1');
+        const res = await inject(method, url, user, method === 'GET' || method === 'DELETE' ? undefined : {});
+        expect(res.statusCode, `${method} ${url}`).toBe(403);
+        expect(res.json(), `${method} ${url}`).toEqual({ success: false, message: 'insufficient permission for this operation' });
+        expect((await inject(method, url, undefined)).statusCode, `${method} ${url} anonymous`).toBe(401);
+      }
+    }
+  });
+});
+
+describe('accounts (administration)', () => {
+  it('lists, searches and shows accounts with the Account shape', async () => {
+    const target = await h.account({ username: `findme${Date.now() % 100000}` });
+    const list = (await inject('GET', '/api/user/?p=1&page_size=2', admin)).json().data;
+    expect(list).toMatchObject({ page: 1, page_size: 2 });
+    expect(list.total).toBeGreaterThanOrEqual(4);
+    expect(list.items).toHaveLength(2);
+    for (const a of list.items) expectShape(a, ACCOUNT, 'items[]');
+    const found = (await inject('GET', '/api/user/search?keyword=findme', admin)).json().data;
+    expect(found.items.map((a: { id: number }) => a.id)).toEqual([target.user.id]);
+    const byId = (await inject('GET', `/api/user/search?keyword=${target.user.id}`, admin)).json().data;
+    expect(byId.items[0].id).toBe(target.user.id);
+    const one = await inject('GET', `/api/user/${target.user.id}`, admin);
+    expect(one.statusCode).toBe(200);
+    expectShape(one.json().data, ACCOUNT);
+    expect((await inject('GET', `/api/user/${root.user.id}`, admin)).statusCode).toBe(403);
+    expect((await inject('GET', '/api/user/999999999999', admin)).statusCode).toBe(404);
+    expect((await inject('GET', '/api/user/abc', admin)).json().message).toMatch(/^id: /);
+  });
+
+  it('add_quota writes a management (type 3) ledger row and log event and moves the loaded mirror', async () => {
+    const target = await h.account({ quota: 1000 });
+    await h.redis.set(h.keys.accountBalance(target.user.id), 900);
+    const w = await watch();
+    const res = await inject('POST', '/api/user/manage', admin, { id: target.user.id, action: 'add_quota', value: 5000, reason: 'refund' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data).toMatchObject({ id: target.user.id, quota: 6000 });
+    expect(await h.quotaStore.accountBalance(target.user.id)).toBe(5900);
+    const down = await inject('POST', '/api/user/manage', admin, { id: target.user.id, action: 'add_quota', value: -2000 });
+    expect(down.json().data.quota).toBe(4000);
+    const neg = await inject('POST', '/api/user/manage', admin, { id: target.user.id, action: 'add_quota', value: -5000 });
+    expect(neg.statusCode).toBe(400);
+    expect(neg.json().message).toMatch(/^value: would make the balance negative/);
+    // PUT /api/user/ setting the balance is a management change too.
+    expect((await inject('PUT', '/api/user/', admin, { id: target.user.id, quota: 4500 })).statusCode).toBe(200);
+    const ledger = await h.sql<{ type: number; quota: number; quota_delta: number; request_id: string }[]>`
+      SELECT type, quota, quota_delta, request_id FROM ledger WHERE user_id = ${target.user.id} ORDER BY id`;
+    expect(ledger.map((r) => [r.type, r.quota, r.quota_delta])).toEqual([[3, 5000, 5000], [3, 2000, -2000], [3, 500, 500]]);
+    for (const r of ledger) expect(r.request_id).toMatch(/^manage:[0-9a-f-]{36}$/);
+    const events = (await h.drainUsageStream()).filter((e) => e.user_id === target.user.id);
+    expect(events.map((e) => [e.type, e.quota, e.quota_delta])).toEqual([[3, 5000, 5000], [3, 2000, -2000], [3, 500, 500]]);
+    expect(events[0]!.content).toMatch(/added 5000 quota: refund/);
+    const logs = (await inject('GET', '/api/log/self?type=3', target)).json().data;
+    expect(logs.total).toBe(3);
+    await w.stop();
+    expect(w.messages).toContainEqual({ kind: 'user', id: target.user.id });
+  });
+
+  it('disables, enables, changes group; promote and demote are for the super administrator', async () => {
+    const target = await h.account();
+    const manage = (who: TestAccount, body: object) => inject('POST', '/api/user/manage', who, body);
+    expect((await manage(admin, { id: target.user.id, action: 'disable' })).json().data.status).toBe(2);
+    expect((await inject('GET', '/api/user/self', target)).statusCode).toBe(403);
+    expect((await manage(admin, { id: target.user.id, action: 'enable' })).json().data.status).toBe(1);
+    expect((await inject('GET', '/api/user/self', target)).statusCode).toBe(200);
+    expect((await manage(admin, { id: target.user.id, action: 'set_group', group: 'vip' })).json().data.group).toBe('vip');
+    expect((await manage(admin, { id: target.user.id, action: 'set_group', group: 'gold' })).statusCode).toBe(400);
+    expect((await manage(admin, { id: target.user.id, action: 'promote' })).statusCode).toBe(403);
+    expect((await manage(root, { id: target.user.id, action: 'promote' })).json().data.role).toBe(10);
+    expect((await manage(root, { id: target.user.id, action: 'promote' })).statusCode).toBe(409);
+    expect((await manage(admin, { id: target.user.id, action: 'disable' })).statusCode).toBe(403); // equal role now
+    expect((await manage(root, { id: target.user.id, action: 'demote' })).json().data.role).toBe(1);
+    expect((await manage(root, { id: root.user.id, action: 'disable' })).statusCode).toBe(403);
+    const bad = await manage(admin, { id: target.user.id, action: 'explode' });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().message).toMatch(/^action: /);
+    expect((await manage(admin, { id: target.user.id, action: 'delete' })).statusCode).toBe(200);
+    expect((await inject('GET', '/api/user/self', target)).statusCode).toBe(401);
+    expect((await manage(admin, { id: target.user.id, action: 'enable' })).statusCode).toBe(404);
+  });
+});
+
+describe('channels (administration)', () => {
+  let id = 0;
+  it('creates, lists, shows and updates a channel, rebuilding abilities', async () => {
+    const created = await inject('POST', '/api/channel/', admin, { name: 'mock-a', base_url: mock.url, key: 'sk-ant-channel-key', models: 'claude-haiku-4-5' });
+    expect(created.statusCode, created.body).toBe(200);
+    id = created.json().data.id;
+    const list = (await inject('GET', '/api/channel/?keyword=mock-', admin)).json().data;
+    expect(list.items.map((c: { id: number }) => c.id)).toContain(id);
+    expect(JSON.stringify(list)).not.toContain('sk-ant-channel-key');
+    expect((await inject('GET', `/api/channel/${id}`, admin)).json().data).toMatchObject({ id, name: 'mock-a', response_time: 0, test_time: 0 });
+    const w = await watch();
+    const upd = await inject('PUT', '/api/channel/', admin, { id, models: ['claude-haiku-4-5', 'claude-sonnet-4-5'], group: 'default,vip', status: 2 });
+    expect(upd.statusCode, upd.body).toBe(200);
+    expect(upd.json().data).toMatchObject({ models: 'claude-haiku-4-5,claude-sonnet-4-5', group: 'default,vip', status: 2, base_url: mock.url });
+    const abilities = await h.sql<{ group: string; model: string; enabled: boolean }[]>`
+      SELECT "group", model, enabled FROM abilities WHERE channel_id = ${id} ORDER BY "group", model`;
+    expect(abilities).toHaveLength(4);
+    expect(abilities.every((a) => !a.enabled)).toBe(true);
+    await inject('PUT', '/api/channel/', admin, { id, status: 1 });
+    await w.stop();
+    expect(w.messages).toContainEqual({ kind: 'channel', id });
+    expect((await inject('PUT', '/api/channel/', admin, { id: 99999999, name: 'x' })).statusCode).toBe(404);
+  });
+
+  it('tests a channel with a one-token request and records the response time', async () => {
+    const res = await inject('GET', `/api/channel/test/${id}`, admin);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data).toMatchObject({ model: 'claude-haiku-4-5', status_code: 200 });
+    expect(typeof res.json().data.time).toBe('number');
+    const sent = mock.requests.at(-1)!;
+    expect(sent.headers['x-api-key']).toBe('sk-ant-channel-key');
+    expect(sent.body).toMatchObject({ model: 'claude-haiku-4-5', max_tokens: 1 });
+    expect((await inject('GET', `/api/channel/${id}`, admin)).json().data.test_time).toBeGreaterThan(0);
+
+    await inject('PUT', '/api/channel/', admin, { id, key: 'wrong-key' });
+    const failed = await inject('GET', `/api/channel/test/${id}?model=claude-sonnet-4-5`, admin);
+    expect(failed.statusCode).toBe(502);
+    expect(failed.json().message).toMatch(/^channel test failed: HTTP 401 authentication_error/);
+  });
+
+  it('deletes a channel and its abilities', async () => {
+    expect((await inject('DELETE', `/api/channel/${id}`, admin)).statusCode).toBe(200);
+    expect(await h.sql`SELECT 1 FROM abilities WHERE channel_id = ${id}`).toHaveLength(0);
+    expect((await inject('DELETE', `/api/channel/${id}`, admin)).statusCode).toBe(404);
+  });
+});
+
+describe('redemption codes (administration)', () => {
+  it('creates a batch (at most 100), lists, disables and deletes', async () => {
+    const res = await inject('POST', '/api/redemption/', admin, { name: 'batch', quota: 1000, count: 3 });
+    expect(res.statusCode).toBe(200);
+    const codes = res.json().data as string[];
+    expect(codes).toHaveLength(3);
+    for (const c of codes) expect(c).toMatch(/^[0-9a-f]{32}$/);
+    expect((await inject('POST', '/api/redemption/', admin, { name: 'x', quota: 1, count: 101 })).json().message).toBe('count: must be at most 100');
+    expect((await inject('POST', '/api/redemption/', admin, { name: 'x', quota: 0 })).json().message).toMatch(/^quota: /);
+    const list = (await inject('GET', '/api/redemption/?keyword=batch&page_size=2', admin)).json().data;
+    expect(list).toMatchObject({ total: 3, page: 1, page_size: 2 });
+    expect(list.items[0]).toMatchObject({ name: 'batch', quota: 1000, status: 1, user_id: admin.user.id, used_user_id: 0, expired_time: -1 });
+    const id = list.items[0].id as number;
+    const off = await inject('PUT', '/api/redemption/', admin, { id, status: 2, name: 'renamed' });
+    expect(off.json().data).toMatchObject({ status: 2, name: 'renamed' });
+    expect((await inject('GET', `/api/redemption/${id}`, admin)).json().data.status).toBe(2);
+    // A used code cannot be changed.
+    const redeemer = await h.account();
+    expect((await inject('POST', '/api/user/topup', redeemer, { key: codes.find((c) => c !== list.items[0].key) })).statusCode).toBe(200);
+    const used = (await inject('GET', '/api/redemption/?keyword=batch', admin)).json().data.items.find((r: { status: number }) => r.status === 3);
+    expect((await inject('PUT', '/api/redemption/', admin, { id: used.id, status: 1 })).statusCode).toBe(409);
+    expect((await inject('DELETE', `/api/redemption/${id}`, admin)).statusCode).toBe(200);
+    expect((await inject('DELETE', `/api/redemption/${id}`, admin)).statusCode).toBe(404);
+  });
+});
+
+describe('options (administration)', () => {
+  it('lists every option with secrets blank; admins change pricing, only root changes payment settings', async () => {
+    const w = await watch();
+    expect((await inject('PUT', '/api/option/', admin, { key: 'ModelRatio', value: '{"claude-x":2}' })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/option/', admin, { key: 'GroupRatio', value: { default: 1, vip: 0.8, svip: 0.5, team: 1 } })).statusCode).toBe(200);
+    const groups = (await inject('GET', '/api/user/self/groups', user)).json().data;
+    expect(groups.team).toEqual({ ratio: 1, desc: 'team' });
+    expect(groups.auto.ratio).toBe('auto');
+    // UserUsableGroups narrows the groups an account sees and may give a key (its own group stays).
+    expect((await inject('PUT', '/api/option/', admin, { key: 'UserUsableGroups', value: { vip: 'VIP lane' } })).statusCode).toBe(200);
+    const narrowed = (await inject('GET', '/api/user/self/groups', user)).json().data;
+    expect(narrowed).toEqual({ default: { ratio: 1, desc: 'default' }, vip: { ratio: 0.8, desc: 'VIP lane' }, auto: { ratio: 'auto', desc: 'automatic selection of an available group' } });
+    const svipKey = await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, group: 'svip' });
+    expect(svipKey.json().message).toBe('group: unknown group "svip"');
+    expect((await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, group: 'vip' })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/option/', admin, { key: 'UserUsableGroups', value: '' })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/option/', admin, { key: 'AutoGroups', value: '{"x":1}' })).json().message).toMatch(/^value \(AutoGroups\): /);
+    const refused = await inject('PUT', '/api/option/', admin, { key: 'EpayKey', value: 'k' });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json().message).toBe('only the super administrator may change EpayKey');
+    expect((await inject('PUT', '/api/option/', root, { key: 'EpayKey', value: 'secret-epay-key' })).statusCode).toBe(200);
+    const bad = await inject('PUT', '/api/option/', admin, { key: 'CompletionRatio', value: '{"a":"x"}' });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().message).toMatch(/^value \(CompletionRatio\): must be an object/);
+    expect((await inject('PUT', '/api/option/', admin, { key: 'MinTopUp', value: 0 })).json().message).toMatch(/^value \(MinTopUp\): must be at least 1/);
+    expect((await inject('PUT', '/api/option/', admin, { key: 'Nope', value: 1 })).json().message).toBe('key: unknown option "Nope"');
+    const all = await inject('GET', '/api/option/', admin);
+    expect(all.body).not.toContain('secret-epay-key');
+    const items = all.json().data as { key: string; value: string; secret: boolean; configured: boolean; write_role: number }[];
+    expect(items.find((o) => o.key === 'EpayKey')).toMatchObject({ value: '', secret: true, configured: true, write_role: 100 });
+    expect(items.find((o) => o.key === 'ModelRatio')).toMatchObject({ value: '{"claude-x":2}', write_role: 10 });
+    await w.stop();
+    expect(w.messages).toContainEqual({ kind: 'options', keys: ['ModelRatio'] });
+    expect(w.messages).toContainEqual({ kind: 'options', keys: ['GroupRatio'] });
+  });
+});

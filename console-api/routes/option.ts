@@ -1,0 +1,58 @@
+// /api/option/: the options table (option-catalogue.ts). Administrators (10) read every option (a
+// secret's value reads as '' with configured telling whether it is set) and change the pricing and
+// top-up display options; the super administrator (100) also changes payment credentials, addresses
+// and the compliance confirmation. Each change publishes {kind: 'options', keys: [key]}.
+import { z } from 'zod';
+import { ROLE } from '../accounts/roles.js';
+import type { ConsoleContext } from '../context.js';
+import type { Api } from '../http/api.js';
+import { ok } from '../http/envelope.js';
+import { ConsoleError } from '../http/errors.js';
+import { optionItemSchema } from '../http/schemas.js';
+import { describeZodError } from '../http/validation.js';
+import { loadOptions, OPTION_CATALOGUE, optionDef } from '../options/option-catalogue.js';
+
+export const updateOptionBody = z.object({
+  key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100),
+  /** Stored as text: numbers and booleans are converted (true → "true"); objects and arrays to JSON. */
+  value: z.union([z.string(), z.number(), z.boolean(), z.array(z.unknown()), z.record(z.string(), z.unknown())], {
+    error: 'must be a string, number, boolean, array or object',
+  }),
+});
+
+export function registerOptionRoutes(api: Api, ctx: ConsoleContext): void {
+  const { sql } = ctx;
+
+  api.route({
+    method: 'GET', path: '/api/option/', tag: 'admin: options', access: ROLE.admin, data: z.array(optionItemSchema),
+    summary: 'Every option with its value (secrets blank), who may change it and what it means',
+  }, async () => {
+    const o = await loadOptions(sql);
+    return ok(OPTION_CATALOGUE.map((d) => ({
+      key: d.key,
+      value: d.secret ? '' : o.raw(d.key),
+      secret: d.secret ?? false,
+      configured: o.raw(d.key) !== '',
+      write_role: d.writeRole,
+      description: d.description,
+    })));
+  });
+
+  api.route({
+    method: 'PUT', path: '/api/option/', tag: 'admin: options', access: ROLE.admin, body: updateOptionBody,
+    summary: 'Set one option {key, value}; payment credentials, addresses and compliance need role 100',
+    errors: ['INVALID_JSON'],
+  }, async ({ body, user }) => {
+    const d = optionDef(body.key);
+    if (!d) throw new ConsoleError('VALIDATION_FAILED', `key: unknown option "${body.key}"`);
+    if (user.role < d.writeRole) throw new ConsoleError('INSUFFICIENT_ROLE', `only the super administrator may change ${d.key}`);
+    const text = typeof body.value === 'string' ? body.value : typeof body.value === 'object' ? JSON.stringify(body.value) : String(body.value);
+    const parsed = d.schema.safeParse(text);
+    if (!parsed.success) throw new ConsoleError('VALIDATION_FAILED', describeZodError(parsed.error, 'value').replace(/^value(\.[^:]*)?:/, `value (${d.key}):`));
+    // URLs are stored without a trailing slash; everything else as given.
+    const stored = typeof parsed.data === 'string' && /Address$/.test(d.key) ? parsed.data : text;
+    await sql`INSERT INTO options (key, value) VALUES (${d.key}, ${stored}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+    await ctx.invalidate({ kind: 'options', keys: [d.key] });
+    return ok();
+  });
+}

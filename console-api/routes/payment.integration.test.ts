@@ -1,0 +1,206 @@
+// Online payment end to end: the console listens on a real port, the epay and card sandboxes
+// (bench/payment-sandbox) take the signed requests and call the console back, signing correctly.
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CardpaySandbox, cardpaySandboxSignature, startCardpaySandbox } from '../../bench/payment-sandbox/cardpay-sandbox.js';
+import { type EpaySandbox, epaySandboxSign, startEpaySandbox } from '../../bench/payment-sandbox/epay-sandbox.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+import { expectShape, TOPUP_INFO, TOPUP_ORDER } from '../testing/contract.js';
+
+const EPAY = { pid: '1001', key: 'epay-merchant-key-123' };
+const CARD = { apiSecret: 'sk_test_abc', webhookSecret: 'whsec_test_abc' };
+
+let h: ConsoleHarness;
+let root: TestAccount;
+let base: string;
+let epay: EpaySandbox;
+let card: CardpaySandbox;
+
+beforeAll(async () => {
+  h = await startConsoleHarness();
+  base = await h.app.listen({ host: '127.0.0.1', port: 0 });
+  root = await h.account({ role: 100 });
+  epay = await startEpaySandbox(EPAY);
+  card = await startCardpaySandbox({ ...CARD, webhookUrl: `${base}/api/cardpay/webhook` });
+  const options: Record<string, unknown> = {
+    ServerAddress: base, PaymentComplianceConfirmed: true, PayAddress: epay.url, EpayId: EPAY.pid, EpayKey: EPAY.key,
+    Price: '7.3', MinTopUp: 1, AmountDiscount: { 100: 0.9 }, CardpayApiAddress: card.url, CardpayApiSecret: CARD.apiSecret,
+    CardpayWebhookSecret: CARD.webhookSecret, CardpayUnitPrice: '1', CardpayMinTopUp: 5,
+  };
+  for (const [key, value] of Object.entries(options)) {
+    const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
+    expect(res.statusCode, `${key}: ${res.body}`).toBe(200);
+  }
+});
+afterAll(async () => {
+  await epay?.close();
+  await card?.close();
+  await h?.close();
+});
+
+const inject = (method: 'GET' | 'POST', url: string, who: TestAccount, payload?: unknown) =>
+  h.app.inject({ method, url, headers: who.auth, ...(payload === undefined ? {} : { payload: payload as object }) });
+const quotaOf = async (id: number) => Number((await h.sql<{ quota: number }[]>`SELECT quota FROM users WHERE id = ${id}`)[0]!.quota);
+const order = async (tradeNo: string) => (await h.sql<{ status: string; complete_time: number; money: string }[]>`
+  SELECT status, complete_time, money FROM topups WHERE trade_no = ${tradeNo}`)[0]!;
+const ledgerRows = (tradeNo: string) => h.sql`SELECT id FROM ledger WHERE request_id = ${`topup:${tradeNo}`}`;
+
+async function startEpayPayment(user: TestAccount, amount: number, method = 'alipay') {
+  const res = await inject('POST', '/api/user/pay', user, { amount, payment_method: method });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json().data as { url: string; params: Record<string, string> };
+}
+
+describe('QR-code payment (epay)', () => {
+  it('is enabled in the top-up info once configured', async () => {
+    const user = await h.account();
+    const data = (await inject('GET', '/api/user/topup/info', user)).json().data;
+    expectShape(data, TOPUP_INFO);
+    expect(data).toMatchObject({ enable_online_topup: true, enable_cardpay_topup: true, cardpay_min_topup: 5 });
+    expect(data.pay_methods.map((m: { type: string }) => m.type)).toEqual(['alipay', 'wxpay']);
+  });
+
+  it('pay returns the signed epay request; the sandbox pays and notifies; the account is credited once', async () => {
+    const user = await h.account({ quota: 5 });
+    const pay = await startEpayPayment(user, 100);
+    expect(pay.url).toBe(`${epay.url}/submit.php`);
+    expect(Object.keys(pay.params).sort()).toEqual(['money', 'name', 'notify_url', 'out_trade_no', 'pid', 'return_url', 'sign', 'sign_type', 'type']);
+    expect(pay.params).toMatchObject({ pid: EPAY.pid, type: 'alipay', money: '657.00', sign_type: 'MD5', notify_url: `${base}/api/user/epay/notify`, name: 'TUC100' });
+    // The sandbox's own signer agrees with the console's.
+    expect(pay.params.sign).toBe(epaySandboxSign(pay.params, EPAY.key));
+    const tradeNo = pay.params.out_trade_no!;
+    expect(tradeNo).toMatch(new RegExp(`^USR${user.user.id}NO[0-9a-f]{16}$`));
+    expect(await order(tradeNo)).toMatchObject({ status: 'pending', complete_time: 0 });
+
+    // The browser submits the form to the provider; the provider notifies, then redirects back.
+    const submit = await request(pay.url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(pay.params).toString() });
+    expect(submit.statusCode).toBe(302);
+    expect(String(submit.headers.location)).toContain(`${base}/console/topup`);
+    await submit.body.dump();
+    expect(epay.orders.get(tradeNo)!.notifyAnswers).toEqual(['200 success']);
+    expect(await quotaOf(user.user.id)).toBe(5 + 100 * 500_000);
+    expect(await order(tradeNo)).toMatchObject({ status: 'success', complete_time: expect.any(Number) });
+    expect(await ledgerRows(tradeNo)).toHaveLength(1);
+
+    // A repeated notice (GET and POST form) answers success and credits nothing.
+    expect(await epay.notify(tradeNo)).toEqual({ status: 200, body: 'success' });
+    expect(await epay.notify(tradeNo, { method: 'POST' })).toEqual({ status: 200, body: 'success' });
+    expect(await quotaOf(user.user.id)).toBe(5 + 100 * 500_000);
+    expect(await ledgerRows(tradeNo)).toHaveLength(1);
+
+    const orders = (await inject('GET', `/api/user/topup/self?keyword=${tradeNo}`, user)).json().data;
+    expect(orders.total).toBe(1);
+    expectShape(orders.items[0], TOPUP_ORDER, 'items[]');
+    expect(orders.items[0]).toMatchObject({ trade_no: tradeNo, amount: 100, money: 657, payment_method: 'alipay', payment_provider: 'epay', status: 'success' });
+    const events = (await h.drainUsageStream()).filter((e) => e.user_id === user.user.id);
+    expect(events).toEqual([expect.objectContaining({ type: 1, request_id: `topup:${tradeNo}`, quota: 100 * 500_000, quota_delta: 100 * 500_000 })]);
+  });
+
+  it('refuses a forged notice (400 fail) and credits nothing; a later genuine one credits once', async () => {
+    const user = await h.account();
+    const sandbox = await startEpaySandbox({ ...EPAY, autoPay: false });
+    try {
+      await h.sql`INSERT INTO options (key, value) VALUES ('PayAddress', ${sandbox.url}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+      const pay = await startEpayPayment(user, 10, 'wxpay');
+      const submit = await request(`${pay.url}?${new URLSearchParams(pay.params)}`);
+      await submit.body.dump();
+      const tradeNo = pay.params.out_trade_no!;
+      expect(await sandbox.notify(tradeNo, { forge: true })).toEqual({ status: 400, body: 'fail' });
+      expect(await sandbox.notify(tradeNo, { money: '0.01' }).then((r) => r.status)).toBe(400); // signed, but not what the order costs
+      expect(await quotaOf(user.user.id)).toBe(0);
+      expect(await order(tradeNo)).toMatchObject({ status: 'pending' });
+      // An unsigned request straight to the endpoint.
+      const bare = await request(`${base}/api/user/epay/notify?out_trade_no=${tradeNo}&trade_status=TRADE_SUCCESS&money=73.00`);
+      expect(bare.statusCode).toBe(400);
+      expect(await bare.body.text()).toBe('fail');
+
+      // Ten concurrent genuine notices: one credit.
+      const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => sandbox.notify(tradeNo, { method: i % 2 ? 'POST' : 'GET' })));
+      expect(answers.every((a) => a.status === 200 && a.body === 'success')).toBe(true);
+      expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+      expect(await ledgerRows(tradeNo)).toHaveLength(1);
+    } finally {
+      await h.sql`UPDATE options SET value = ${epay.url} WHERE key = 'PayAddress'`;
+      await sandbox.close();
+    }
+  });
+
+  it('answers fail 404 for an unknown order and validates pay input', async () => {
+    const params: Record<string, string> = { pid: EPAY.pid, trade_no: 'X1', out_trade_no: 'USR1NOnope', type: 'alipay', name: 'x', money: '1.00', trade_status: 'TRADE_SUCCESS' };
+    const qs = new URLSearchParams({ ...params, sign: epaySandboxSign(params, EPAY.key), sign_type: 'MD5' });
+    const res = await request(`${base}/api/user/epay/notify?${qs}`);
+    expect(res.statusCode).toBe(404);
+    expect(await res.body.text()).toBe('fail');
+
+    const user = await h.account();
+    const badMethod = await inject('POST', '/api/user/pay', user, { amount: 10, payment_method: 'bitcoin' });
+    expect(badMethod.statusCode).toBe(400);
+    expect(badMethod.json().message).toBe('payment_method: must be one of alipay, wxpay');
+    const low = await inject('POST', '/api/user/pay', user, { amount: 0, payment_method: 'alipay' });
+    expect(low.statusCode).toBe(400);
+    expect(low.json().message).toMatch(/^amount: /);
+  });
+});
+
+describe('card payment (cardpay webhook)', () => {
+  it('pay creates a checkout session; paying it delivers a signed webhook that credits once', async () => {
+    const user = await h.account();
+    const low = await inject('POST', '/api/user/cardpay/pay', user, { amount: 4 });
+    expect(low.statusCode).toBe(400);
+    expect(low.json().message).toBe('amount: must be at least 5 (the minimum top-up)');
+    expect((await inject('POST', '/api/user/cardpay/amount', user, { amount: 100 })).json().data).toBe('90.00');
+
+    const res = await inject('POST', '/api/user/cardpay/pay', user, { amount: 20 });
+    expect(res.statusCode, res.body).toBe(200);
+    const { pay_link: link, trade_no: tradeNo } = res.json().data as { pay_link: string; trade_no: string };
+    expect(link.startsWith(`${card.url}/pay/cs_test_`)).toBe(true);
+    const sessionId = link.split('/').pop()!;
+    expect(card.sessions.get(sessionId)).toMatchObject({ client_reference_id: tradeNo, amount_total: 2000, currency: 'usd' });
+
+    const paid = await request(link);
+    expect(paid.statusCode).toBe(302);
+    await paid.body.dump();
+    expect(card.sessions.get(sessionId)!.deliveries).toEqual(['200 {"success":true,"message":"","data":{"received":true,"credited":true}}']);
+    expect(await quotaOf(user.user.id)).toBe(20 * 500_000);
+    expect(await order(tradeNo)).toMatchObject({ status: 'success' });
+
+    // Re-delivery (the provider retries) and concurrent deliveries credit nothing more.
+    const again = await Promise.all(Array.from({ length: 8 }, () => card.deliver(sessionId)));
+    expect(again.every((r) => r.status === 200 && JSON.parse(r.body).data.credited === false)).toBe(true);
+    expect(await quotaOf(user.user.id)).toBe(20 * 500_000);
+    expect(await ledgerRows(tradeNo)).toHaveLength(1);
+  });
+
+  it('refuses forged, stale and mismatching webhooks without crediting', async () => {
+    const user = await h.account();
+    const { pay_link: link, trade_no: tradeNo } = (await inject('POST', '/api/user/cardpay/pay', user, { amount: 10 })).json().data;
+    const sessionId = String(link).split('/').pop()!;
+    card.sessions.get(sessionId)!.payment_status = 'paid';
+    const forged = await card.deliver(sessionId, { forge: true });
+    expect(forged.status).toBe(400);
+    expect(JSON.parse(forged.body)).toEqual({ success: false, message: 'webhook signature verification failed' });
+    const stale = await card.deliver(sessionId, { timestamp: Math.floor(Date.now() / 1000) - 3600 });
+    expect(stale.status).toBe(400);
+    const cheap = await card.deliver(sessionId, { amountTotal: 1 });
+    expect(cheap.status).toBe(400);
+    expect(JSON.parse(cheap.body).message).toMatch(/does not match order/);
+    const unsigned = await request(`${base}/api/cardpay/webhook`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(unsigned.statusCode).toBe(400);
+    await unsigned.body.dump();
+    expect(await quotaOf(user.user.id)).toBe(0);
+    expect(await order(tradeNo)).toMatchObject({ status: 'pending' });
+
+    // Other event types are acknowledged and ignored.
+    const body = JSON.stringify({ id: 'evt_1', type: 'payment_intent.created', data: { object: { id: 'pi_1' } } });
+    const other = await request(`${base}/api/cardpay/webhook`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': cardpaySandboxSignature(CARD.webhookSecret, Math.floor(Date.now() / 1000), body) },
+      body,
+    });
+    expect(other.statusCode).toBe(200);
+    expect(await other.body.json()).toEqual({ success: true, message: '', data: { received: true, credited: false } });
+
+    expect((await card.deliver(sessionId)).status).toBe(200);
+    expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+  });
+});

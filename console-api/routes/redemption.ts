@@ -1,0 +1,145 @@
+// /api/redemption/: administrators create redemption codes in batches, list, edit (disable) and
+// delete them. A code is redeemed by POST /api/user/topup (routes/topup.ts).
+// Status: 1 enabled, 2 disabled, 3 used (new-api's numbering).
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { ROLE } from '../accounts/roles.js';
+import type { ConsoleContext } from '../context.js';
+import type { Api } from '../http/api.js';
+import { ok } from '../http/envelope.js';
+import { ConsoleError } from '../http/errors.js';
+import { pageOf, redemptionSchema } from '../http/schemas.js';
+import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+
+export const REDEMPTION_STATUS = { enabled: 1, disabled: 2, used: 3 } as const;
+export const MAX_REDEMPTION_BATCH = 100;
+
+const expiry = z
+  .number({ error: 'must be an integer' })
+  .int({ error: 'must be an integer' })
+  .min(-1, { error: 'must be -1 or 0 (never expires) or a future Unix time' })
+  .max(Number.MAX_SAFE_INTEGER);
+
+export const createRedemptionBody = z.object({
+  name: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(50, { error: 'must be at most 50 characters' }),
+  quota: safeInt.positive({ error: 'must be a positive integer' }),
+  count: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).min(1, { error: 'must be at least 1' })
+    .max(MAX_REDEMPTION_BATCH, { error: `must be at most ${MAX_REDEMPTION_BATCH}` }).optional(),
+  expired_time: expiry.optional(),
+});
+
+export const updateRedemptionBody = z.object({
+  id: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' }),
+  status: z.union([z.literal(REDEMPTION_STATUS.enabled), z.literal(REDEMPTION_STATUS.disabled)], { error: 'must be 1 (enabled) or 2 (disabled)' }).optional(),
+  name: createRedemptionBody.shape.name.optional(),
+  quota: createRedemptionBody.shape.quota.optional(),
+  expired_time: expiry.optional(),
+});
+
+export const updateRedemptionQuery = z.object({
+  status_only: z.preprocess((v) => (v === '' ? undefined : v), z.enum(['true', 'false'], { error: 'must be true or false' }).optional()),
+});
+
+export const listRedemptionsQuery = pageQuery.extend({ keyword: queryString(50) });
+
+interface RedemptionRow {
+  id: number; created_by: number; name: string; key: string; status: number; quota: number; created_time: number;
+  redeemed_time: number; used_user_id: number; expired_time: number;
+}
+
+function toRedemption(r: RedemptionRow) {
+  return {
+    id: Number(r.id), user_id: Number(r.created_by), name: r.name, key: r.key, status: Number(r.status),
+    quota: Number(r.quota), created_time: Number(r.created_time), redeemed_time: Number(r.redeemed_time),
+    used_user_id: Number(r.used_user_id), expired_time: Number(r.expired_time),
+  };
+}
+
+/** 32 hex characters (128 random bits), like new-api's UUID-without-dashes codes. */
+export function generateRedemptionKey(): string {
+  return randomBytes(16).toString('hex');
+}
+
+export function registerRedemptionRoutes(api: Api, ctx: ConsoleContext): void {
+  const { sql } = ctx;
+  const checkExpiry = (t: number | undefined) => {
+    if (t !== undefined && t > 0 && t <= ctx.now()) {
+      throw new ConsoleError('VALIDATION_FAILED', 'expired_time: must be -1 or 0 (never expires) or a future Unix time');
+    }
+  };
+
+  api.route({
+    method: 'POST', path: '/api/redemption/', tag: 'admin: redemption codes', access: ROLE.admin, body: createRedemptionBody,
+    data: z.array(z.string()), summary: `Create count (1–${MAX_REDEMPTION_BATCH}, default 1) codes of quota each; data is the codes`,
+    errors: ['INVALID_JSON'],
+  }, async ({ body, user }) => {
+    checkExpiry(body.expired_time);
+    const count = body.count ?? 1;
+    const now = ctx.now();
+    const rows = Array.from({ length: count }, () => ({
+      created_by: Number(user.id), name: body.name, key: generateRedemptionKey(), status: REDEMPTION_STATUS.enabled,
+      quota: body.quota, created_time: now, expired_time: body.expired_time ?? -1,
+    }));
+    await sql`INSERT INTO redemptions ${sql(rows, 'created_by', 'name', 'key', 'status', 'quota', 'created_time', 'expired_time')}`;
+    return ok(rows.map((r) => r.key));
+  });
+
+  api.route({
+    method: 'GET', path: '/api/redemption/', tag: 'admin: redemption codes', access: ROLE.admin, query: listRedemptionsQuery,
+    data: pageOf(redemptionSchema), summary: 'List codes (paged, newest first); keyword matches the name in part or the code exactly',
+  }, async ({ query }) => {
+    const { page, pageSize, offset } = paging(query);
+    const where = query.keyword !== undefined
+      ? sql`WHERE name ILIKE ${containsPattern(query.keyword)} OR key = ${query.keyword}`
+      : sql``;
+    const [rows, [count]] = await Promise.all([
+      sql<RedemptionRow[]>`SELECT * FROM redemptions ${where} ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
+      sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM redemptions ${where}`,
+    ]);
+    return ok({ items: rows.map(toRedemption), total: Number(count!.total), page, page_size: pageSize });
+  });
+
+  api.route({
+    method: 'GET', path: '/api/redemption/:id', tag: 'admin: redemption codes', access: ROLE.admin, params: idParams,
+    data: redemptionSchema, summary: 'One code', errors: ['NOT_FOUND'],
+  }, async ({ params }) => {
+    const [row] = await sql<RedemptionRow[]>`SELECT * FROM redemptions WHERE id = ${params.id}`;
+    if (!row) throw new ConsoleError('NOT_FOUND', 'redemption code not found');
+    return ok(toRedemption(row));
+  });
+
+  api.route({
+    method: 'PUT', path: '/api/redemption/', tag: 'admin: redemption codes', access: ROLE.admin, body: updateRedemptionBody,
+    query: updateRedemptionQuery, data: redemptionSchema,
+    summary: 'Edit an unused code: status (1 enable, 2 disable), name, quota, expiry; ?status_only=true changes only the status',
+    errors: ['INVALID_JSON', 'NOT_FOUND', 'STATE_CONFLICT'],
+  }, async ({ body, query }) => {
+    const statusOnly = query.status_only === 'true';
+    if (statusOnly && body.status === undefined) throw new ConsoleError('VALIDATION_FAILED', 'status: is required with status_only=true');
+    const b = statusOnly ? { id: body.id, status: body.status } as typeof body : body;
+    checkExpiry(b.expired_time);
+    const [row] = await sql<RedemptionRow[]>`
+      UPDATE redemptions SET
+        status = COALESCE(${b.status ?? null}::int, status),
+        name = COALESCE(${b.name ?? null}::text, name),
+        quota = COALESCE(${b.quota ?? null}::bigint, quota),
+        expired_time = COALESCE(${b.expired_time ?? null}::bigint, expired_time)
+      WHERE id = ${b.id} AND status <> ${REDEMPTION_STATUS.used}
+      RETURNING *`;
+    if (!row) {
+      const [exists] = await sql`SELECT status FROM redemptions WHERE id = ${b.id}`;
+      if (!exists) throw new ConsoleError('NOT_FOUND', 'redemption code not found');
+      throw new ConsoleError('STATE_CONFLICT', 'a used redemption code cannot be changed');
+    }
+    return ok(toRedemption(row));
+  });
+
+  api.route({
+    method: 'DELETE', path: '/api/redemption/:id', tag: 'admin: redemption codes', access: ROLE.admin, params: idParams,
+    summary: 'Delete a code (a used one too: its credit stays in the ledger and the log)', errors: ['NOT_FOUND'],
+  }, async ({ params }) => {
+    const rows = await sql`DELETE FROM redemptions WHERE id = ${params.id} RETURNING id`;
+    if (rows.length === 0) throw new ConsoleError('NOT_FOUND', 'redemption code not found');
+    return ok();
+  });
+}

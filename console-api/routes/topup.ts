@@ -1,0 +1,274 @@
+// Top-up: the configuration, redemption codes, the own orders, and online payment through the QR-code
+// provider (epay) and the card provider (cardpay), with their callbacks. Crediting is exactly-once:
+// see payments/topup-orders.ts (orders) and the redemption handler below (codes).
+import { z } from 'zod';
+import { LOG_TYPE } from '../../billing/usage-event.js';
+import { ROLE } from '../accounts/roles.js';
+import type { ConsoleContext } from '../context.js';
+import type { Api } from '../http/api.js';
+import { ok } from '../http/envelope.js';
+import { ConsoleError } from '../http/errors.js';
+import { epayPayDataSchema, pageOf, topupInfoSchema, topupOrderSchema } from '../http/schemas.js';
+import { containsPattern, pageQuery, paging, queryString } from '../http/validation.js';
+import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
+import { type CardpayEvent, cardpayVerify, createCheckoutSession } from '../payments/cardpay.js';
+import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
+import { priceOf, quotaOf } from '../payments/pricing.js';
+import { completeOrder, createPendingOrder, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
+import { loadTopupSettings, methodMinimum, type TopupSettings, topupInfo } from '../payments/topup-settings.js';
+
+/** Largest quantity of one order (units of 1 US dollar). */
+export const MAX_TOPUP_AMOUNT = 1_000_000;
+
+const amount = z
+  .number({ error: 'must be an integer' })
+  .int({ error: 'must be an integer' })
+  .positive({ error: 'must be a positive integer' })
+  .max(MAX_TOPUP_AMOUNT, { error: `must be at most ${MAX_TOPUP_AMOUNT}` });
+
+export const redeemBody = z.object({
+  key: z.string({ error: 'must be a string' }).trim().min(1, { error: 'is required' }).max(64, { error: 'must be at most 64 characters' }),
+});
+export const amountBody = z.object({ amount });
+export const payBody = z.object({
+  amount,
+  payment_method: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(32),
+});
+export const topupSelfQuery = pageQuery.extend({ keyword: queryString(64) });
+
+function belowMinimum(min: number): ConsoleError {
+  return new ConsoleError('AMOUNT_BELOW_MINIMUM', `amount: must be at least ${min} (the minimum top-up)`);
+}
+
+export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
+  const { sql } = ctx;
+
+  api.route({
+    method: 'GET', path: '/api/user/topup/info', tag: 'top-up', access: ROLE.user, data: topupInfoSchema,
+    summary: 'The top-up configuration (the contract\'s Top-up configuration)',
+  }, async () => ok(topupInfo(await loadTopupSettings(sql))));
+
+  api.route({
+    method: 'POST', path: '/api/user/topup', tag: 'top-up', access: ROLE.user, body: redeemBody, data: z.number().int(),
+    summary: 'Redeem a code: data is the quota added; a code works once, even under concurrent attempts',
+    errors: ['INVALID_JSON', 'NOT_FOUND', 'REDEMPTION_UNAVAILABLE', 'FEATURE_DISABLED'],
+  }, async ({ body, user }) => {
+    const settings = await loadTopupSettings(sql);
+    if (!settings.redemptionEnabled) throw new ConsoleError('FEATURE_DISABLED', 'redemption codes are not enabled');
+    const now = ctx.now();
+    const credit = await sql.begin(async (tx) => {
+      // The conditional UPDATE is the claim: of concurrent attempts exactly one finds status 1.
+      const [code] = await tx<{ id: number; quota: number; name: string }[]>`
+        UPDATE redemptions SET status = 3, redeemed_time = ${now}, used_user_id = ${user.id}
+        WHERE key = ${body.key} AND status = 1 AND (expired_time = -1 OR expired_time = 0 OR expired_time > ${now})
+        RETURNING id, quota, name`;
+      if (!code) {
+        const [found] = await tx<{ status: number; expired_time: number }[]>`
+          SELECT status, expired_time FROM redemptions WHERE key = ${body.key}`;
+        if (!found) throw new ConsoleError('NOT_FOUND', 'redemption code not found');
+        if (found.status === 3) throw new ConsoleError('REDEMPTION_UNAVAILABLE', 'redemption code has already been used');
+        if (found.status === 2) throw new ConsoleError('REDEMPTION_UNAVAILABLE', 'redemption code is disabled');
+        throw new ConsoleError('REDEMPTION_UNAVAILABLE', 'redemption code has expired');
+      }
+      const recorded = await recordConsoleCredit(tx, {
+        requestId: `redeem:${code.id}`,
+        type: LOG_TYPE.topup,
+        userId: Number(user.id),
+        delta: Number(code.quota),
+        content: `redeemed code #${code.id} "${code.name}": ${code.quota} quota`,
+        createdAt: now,
+      });
+      // The ledger row cannot exist when the claim succeeded; if it did, roll everything back.
+      if (!recorded) throw new ConsoleError('REDEMPTION_UNAVAILABLE', 'redemption code has already been used');
+      return recorded;
+    });
+    await afterConsoleCredit(ctx, credit);
+    return ok(credit.delta);
+  });
+
+  api.route({
+    method: 'GET', path: '/api/user/topup/self', tag: 'top-up', access: ROLE.user, query: topupSelfQuery,
+    data: pageOf(topupOrderSchema), summary: "The caller's top-up orders, newest first; keyword matches trade_no in part",
+  }, async ({ query, user }) => {
+    const { page, pageSize, offset } = paging(query);
+    const where = sql`user_id = ${user.id}
+      ${query.keyword !== undefined ? sql`AND trade_no ILIKE ${containsPattern(query.keyword)}` : sql``}`;
+    const [rows, [count]] = await Promise.all([
+      sql<TopupRow[]>`SELECT * FROM topups WHERE ${where} ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
+      sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM topups WHERE ${where}`,
+    ]);
+    return ok({ items: rows.map(toTopupOrder), total: Number(count!.total), page, page_size: pageSize });
+  });
+
+  // ------------------------------------------------------------------ QR-code provider (epay)
+
+  api.route({
+    method: 'POST', path: '/api/user/amount', tag: 'top-up', access: ROLE.user, body: amountBody, data: z.string(),
+    summary: 'Price of a quantity for QR-code payment, discount applied: data is the money as a string with two decimals',
+    errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM'],
+  }, async ({ body }) => {
+    const s = await loadTopupSettings(sql);
+    if (body.amount < s.minTopUp) throw belowMinimum(s.minTopUp);
+    return ok(priceOf(body.amount, s.price, s.discount).toFixed(2));
+  });
+
+  api.route({
+    method: 'POST', path: '/api/user/pay', tag: 'top-up', access: ROLE.user, body: payBody, data: epayPayDataSchema,
+    summary: 'Start a QR-code payment: a pending order and the signed epay request to submit to data.url',
+    errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM', 'FEATURE_DISABLED'],
+  }, async ({ body, user }) => {
+    const s = await loadTopupSettings(sql);
+    if (!s.epayEnabled) throw new ConsoleError('FEATURE_DISABLED', 'online payment is not enabled');
+    const method = s.payMethods.find((m) => m.type === body.payment_method);
+    if (!method) {
+      throw new ConsoleError('VALIDATION_FAILED', `payment_method: must be one of ${s.payMethods.map((m) => m.type).join(', ')}`);
+    }
+    const min = methodMinimum(s, method);
+    if (body.amount < min) throw belowMinimum(min);
+    const money = priceOf(body.amount, s.price, s.discount);
+    if (money < 0.01) throw new ConsoleError('VALIDATION_FAILED', 'amount: the price of this quantity is below 0.01');
+    const order = await createPendingOrder(sql, {
+      userId: Number(user.id), amount: body.amount, money, method: method.type, provider: 'epay', now: ctx.now(),
+    });
+    const params = epayPurchase({
+      pid: s.epay.pid,
+      type: method.type,
+      out_trade_no: order.trade_no,
+      notify_url: `${s.serverAddress}/api/user/epay/notify`,
+      return_url: `${s.serverAddress}/console/topup`,
+      name: `TUC${body.amount}`,
+      money: money.toFixed(2),
+    }, s.epay.key);
+    return ok({ url: `${s.epay.address}/submit.php`, params });
+  });
+
+  api.route({
+    method: ['GET', 'POST'], path: '/api/user/epay/notify', tag: 'payment callbacks', access: 'provider', bodyMode: 'raw',
+    produces: 'text/plain',
+    summary: 'epay notify: parameters in the query (GET) or a form body (POST); answers the text success or fail',
+    description: 'success: the order is paid (credited now, or already before: a repeat credits nothing), or the notice is a ' +
+      'valid one for a trade that is not TRADE_SUCCESS. fail with 400: bad signature or merchant id, amount mismatch; ' +
+      'with 404: unknown order.',
+  }, async ({ request, reply }) => {
+    const params: Record<string, string> = {};
+    for (const [k, v] of Object.entries((request.query ?? {}) as Record<string, unknown>)) if (typeof v === 'string') params[k] = v;
+    if (typeof request.body === 'string' && request.body.length > 0) {
+      for (const [k, v] of new URLSearchParams(request.body)) params[k] = v;
+    }
+    reply.type('text/plain; charset=utf-8');
+    const s = await loadTopupSettings(sql);
+    if (!epayVerify(params, s.epay.key) || params.pid !== s.epay.pid) {
+      request.log.warn({ out_trade_no: params.out_trade_no }, 'epay notify with a bad signature refused');
+      return reply.status(400).send('fail');
+    }
+    if (params.trade_status !== EPAY_TRADE_SUCCESS) return reply.send('success');
+    const result = await completeOrder(ctx, {
+      tradeNo: params.out_trade_no ?? '',
+      provider: 'epay',
+      paidMoney: Number(params.money),
+      providerRef: params.trade_no ?? '',
+    });
+    switch (result.outcome) {
+      case 'credited':
+      case 'already':
+        return reply.send('success');
+      case 'unknown':
+        return reply.status(404).send('fail');
+      case 'mismatch':
+        request.log.error({ out_trade_no: params.out_trade_no, reason: result.reason }, 'epay notify does not match its order');
+        return reply.status(400).send('fail');
+    }
+  });
+
+  // ------------------------------------------------------------------ card provider (cardpay)
+
+  const cardpayPrice = (s: TopupSettings, amount: number) => priceOf(amount, s.cardpayUnitPrice, s.discount);
+
+  api.route({
+    method: 'POST', path: '/api/user/cardpay/amount', tag: 'top-up', access: ROLE.user, body: amountBody, data: z.string(),
+    summary: 'Price of a quantity for card payment (CardpayUnitPrice, discount applied), as a string with two decimals',
+    errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM'],
+  }, async ({ body }) => {
+    const s = await loadTopupSettings(sql);
+    if (body.amount < s.cardpayMinTopUp) throw belowMinimum(s.cardpayMinTopUp);
+    return ok(cardpayPrice(s, body.amount).toFixed(2));
+  });
+
+  api.route({
+    method: 'POST', path: '/api/user/cardpay/pay', tag: 'top-up', access: ROLE.user, body: amountBody,
+    data: z.object({ pay_link: z.string(), trade_no: z.string() }),
+    summary: 'Start a card payment: a pending order and the provider\'s checkout link',
+    errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM', 'FEATURE_DISABLED', 'UPSTREAM_FAILED'],
+  }, async ({ body, user }) => {
+    const s = await loadTopupSettings(sql);
+    if (!s.cardpayEnabled) throw new ConsoleError('FEATURE_DISABLED', 'card payment is not enabled');
+    if (body.amount < s.cardpayMinTopUp) throw belowMinimum(s.cardpayMinTopUp);
+    const money = cardpayPrice(s, body.amount);
+    if (money < 0.01) throw new ConsoleError('VALIDATION_FAILED', 'amount: the price of this quantity is below 0.01');
+    const order = await createPendingOrder(sql, {
+      userId: Number(user.id), amount: body.amount, money, method: 'card', provider: 'cardpay', now: ctx.now(),
+    });
+    let session: { id: string; url: string };
+    try {
+      session = await createCheckoutSession(s.cardpay.apiAddress, s.cardpay.apiSecret, {
+        tradeNo: order.trade_no,
+        unitAmount: Math.round(money * 100),
+        currency: s.cardpay.currency,
+        productName: `Top-up ${body.amount} (${quotaOf(body.amount)} quota)`,
+        successUrl: `${s.serverAddress}/console/topup?paid=1`,
+        cancelUrl: `${s.serverAddress}/console/topup`,
+      }, ctx.settings.PAYMENT_PROVIDER_TIMEOUT_MS);
+    } catch (err) {
+      ctx.logger.error({ err, trade_no: order.trade_no }, 'card provider checkout session failed');
+      throw new ConsoleError('UPSTREAM_FAILED', 'the card provider did not create a checkout session; try again later');
+    }
+    return ok({ pay_link: session.url, trade_no: order.trade_no });
+  });
+
+  api.route({
+    method: 'POST', path: '/api/cardpay/webhook', tag: 'payment callbacks', access: 'provider', bodyMode: 'raw',
+    data: z.object({ received: z.boolean(), credited: z.boolean() }),
+    summary: 'Card provider webhook: signed event (Cardpay-Signature or Stripe-Signature: t=..,v1=HMAC-SHA256)',
+    description: 'checkout.session.completed with payment_status paid completes the order named by client_reference_id ' +
+      '(or metadata.trade_no) and credits it once; other events are acknowledged and ignored.',
+    errors: ['INVALID_SIGNATURE', 'PAYMENT_MISMATCH', 'NOT_FOUND'],
+  }, async ({ request }) => {
+    const raw = typeof request.body === 'string' ? request.body : '';
+    const header = (request.headers['cardpay-signature'] ?? request.headers['stripe-signature']) as string | undefined;
+    const s = await loadTopupSettings(sql);
+    if (!cardpayVerify(header, raw, s.cardpay.webhookSecret, ctx.now(), ctx.settings.CARDPAY_WEBHOOK_TOLERANCE_SEC)) {
+      request.log.warn('card provider webhook with a bad signature refused');
+      throw new ConsoleError('INVALID_SIGNATURE', 'webhook signature verification failed');
+    }
+    let event: CardpayEvent;
+    try {
+      event = JSON.parse(raw) as CardpayEvent;
+    } catch {
+      throw new ConsoleError('INVALID_JSON');
+    }
+    const session = event?.data?.object;
+    if (event?.type !== 'checkout.session.completed' || !session || session.payment_status !== 'paid') {
+      return ok({ received: true, credited: false });
+    }
+    const tradeNo = session.client_reference_id || session.metadata?.trade_no || '';
+    if (session.currency && session.currency.toLowerCase() !== s.cardpay.currency) {
+      throw new ConsoleError('PAYMENT_MISMATCH', `currency ${session.currency} is not ${s.cardpay.currency}`);
+    }
+    const result = await completeOrder(ctx, {
+      tradeNo,
+      provider: 'cardpay',
+      paidMoney: Number(session.amount_total ?? 0) / 100,
+      providerRef: session.id,
+    });
+    switch (result.outcome) {
+      case 'credited':
+        return ok({ received: true, credited: true });
+      case 'already':
+        return ok({ received: true, credited: false });
+      case 'unknown':
+        throw new ConsoleError('NOT_FOUND', `order ${tradeNo} not found`);
+      case 'mismatch':
+        throw new ConsoleError('PAYMENT_MISMATCH', `the payment does not match order ${tradeNo}: ${result.reason}`);
+    }
+  });
+}
