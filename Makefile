@@ -7,7 +7,7 @@ NODE_MODULES_STAMP := node_modules/.package-lock.json
 KEY_SECRET ?= $(shell mkdir -p .data && { [ -s .data/key-secret ] || head -c 32 /dev/urandom | base64 > .data/key-secret; } && cat .data/key-secret)
 export KEY_SECRET
 
-.PHONY: help install build typecheck infra migrate seed run test test-unit down bench clean
+.PHONY: help install build typecheck infra migrate seed run test down bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -42,6 +42,10 @@ run: seed ## Start the whole stack (relay, billing, console-api, mock provider) 
 
 test: infra typecheck ## Type-check, then run every test (unit and integration) against the real services
 	npx vitest run
+
+bench: build ## Run the benchmark suite on its own stack; report in bench/results/latest/
+	@bash infra/scripts/ensure-services.sh
+	node dist/bench/run-bench.js
 
 down: ## Stop, by PID, everything `make run` started
 	@bash infra/scripts/stop-all.sh

@@ -9,6 +9,7 @@ import type { Sql } from '../infra/postgres/client.js';
 import { toLogRow } from './log-rows.js';
 import { settleBatch } from './settle-batch.js';
 import { decodeUsageEvent, type UsageEvent } from './usage-event.js';
+import { billingMetrics } from './metrics/billing-metrics.js';
 
 export const BILLING_GROUP = 'billing';
 
@@ -75,6 +76,7 @@ export class BillingWorker {
         backoff = 100;
       } catch (err) {
         // Nothing was acknowledged: the entries stay pending and are read again.
+        billingMetrics.batchFailed();
         this.#log.error({ err }, 'billing batch failed; retrying');
         await new Promise((r) => setTimeout(r, backoff));
         backoff = Math.min(backoff * 2, 5000);
@@ -108,6 +110,7 @@ export class BillingWorker {
 
   async processEntries(entries: Entry[]): Promise<BatchReport> {
     const { stream, deadLetterStream } = this.#opts;
+    const startedAt = Date.now();
     const events: UsageEvent[] = [];
     const rejected: Entry[] = [];
     for (const entry of entries) {
@@ -131,6 +134,7 @@ export class BillingWorker {
     await multi.exec();
     const applied = settled.filter((s) => s.applied).length;
     const report = { entries: entries.length, applied, replayed: settled.length - applied, rejected: rejected.length };
+    billingMetrics.batch(ids, report, startedAt);
     this.onBatch(report);
     return report;
   }

@@ -6,7 +6,8 @@ import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { postgresBalanceSource } from '../relay/quota/postgres-balance-source.js';
 import { QuotaStore } from '../relay/quota/quota-store.js';
-import { BillingWorker } from './billing-worker.js';
+import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
+import { startBillingMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
 import { startReservationReaper } from './reservation-reaper.js';
 
 export interface RunningBilling {
@@ -31,11 +32,19 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   const commands = createRedis(config, 'billing-reaper');
   const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql));
   const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS);
-  log.info({ consumer: config.BILLING_CONSUMER }, 'billing worker started');
+  // Prometheus /metrics; a port already taken is logged, not fatal: billing matters more than its metrics.
+  let metrics: MetricsServer | null = null;
+  try {
+    metrics = await startBillingMetricsServer({ host: config.BILLING_METRICS_HOST, port: config.BILLING_METRICS_PORT, redis: commands, stream: keys.usageStream(), group: BILLING_GROUP });
+  } catch (err) {
+    log.warn({ err, port: config.BILLING_METRICS_PORT }, 'billing metrics server could not listen');
+  }
+  log.info({ consumer: config.BILLING_CONSUMER, metricsPort: metrics?.port }, 'billing worker started');
   return {
     worker,
     async close() {
       reaper.stop();
+      await metrics?.close();
       await worker.stop();
       redis.disconnect();
       commands.disconnect();

@@ -69,6 +69,9 @@ const schema = z.object({
   BILLING_BATCH_SIZE: positiveInt.default(1000),
   BILLING_BLOCK_MS: positiveInt.default(100),
   BILLING_CLAIM_IDLE_MS: positiveInt.default(30_000),
+  // GET /metrics of the billing worker (Prometheus); port 0 = a random free port.
+  BILLING_METRICS_HOST: z.string().default('127.0.0.1'),
+  BILLING_METRICS_PORT: port.default(9464),
 
   // `make run` seeds a demo account, an admin, a channel to the mock provider and a demo API key.
   SEED_DEMO: z.string().default('true').pipe(bool),

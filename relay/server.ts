@@ -11,6 +11,7 @@ import { KeyDirectory } from './auth/key-directory.js';
 import { errorBody, RelayError } from './errors.js';
 import { subscribeInvalidations } from './invalidation.js';
 import { handleMessages, type RelayContext } from './messages/messages-handler.js';
+import { PROM_CONTENT_TYPE, relayMetrics } from './metrics/relay-metrics.js';
 import { assertNativeUws } from './native-binding.js';
 import { loadOptions } from './pricing/options-source.js';
 import { ratiosFromOptions, type Ratios } from './pricing/ratios.js';
@@ -92,6 +93,10 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     .post('/v1/messages/count_tokens', (res, req) => handleCountTokens(ctx, res, req))
     .get('/v1/models', (res, req) => handleListModels(ctx, res, req))
     .get('/v1/models/:model_id', (res, req) => handleRetrieveModel(ctx, res, req))
+    .get('/metrics', (res) => {
+      const text = relayMetrics.render();
+      res.cork(() => res.writeHeader('content-type', PROM_CONTENT_TYPE).end(text));
+    })
     .get('/health', (res) => {
       res.cork(() => res.writeHeader('content-type', 'application/json').end('{"status":"ok"}'));
     })

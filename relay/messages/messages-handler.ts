@@ -21,6 +21,7 @@ import { DeliveredTextCounter } from '../tokens/delivered-text-counter.js';
 import { reservationInputTokens, type TokenCounter } from '../tokens/token-counter.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';
+import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 
 export interface RelayContext {
   log: Logger;
@@ -71,6 +72,8 @@ class Exchange {
   readonly res: HttpResponse;
   readonly requestId = randomUUID();
   readonly startedAt = Date.now();
+  readonly t0 = performance.now();
+  metricsDone = false;
   readonly apiKey: string;
   readonly version: string;
   readonly beta: string;
@@ -106,6 +109,14 @@ class Exchange {
     this.declaredLength = cl ? Number(cl) : -1;
     this.ip = ctx.clientAddress.resolve(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader('x-forwarded-for'));
     res.onAborted(() => this.onClientAborted());
+    relayMetrics.requestStarted();
+  }
+
+  /** Once per exchange: its status, error type ('' = success) and duration into the metrics. */
+  done(status: number, errorType: string): void {
+    if (this.metricsDone) return;
+    this.metricsDone = true;
+    relayMetrics.requestDone(status, errorType, performance.now() - this.t0);
   }
 
   start(): void {
@@ -204,6 +215,7 @@ class Exchange {
     }
     if (reserved !== 'reserved') return this.fail(new RelayError('internal'));
     this.reserved = true;
+    relayMetrics.reservationOpened();
     if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away before forwarding' });
 
     await this.forward(raw, body);
@@ -236,6 +248,7 @@ class Exchange {
       const result = await this.attempt(channel, raw, body, next !== undefined);
       if (result === 'done') return;
       lastFailure = result;
+      if (next) relayMetrics.upstreamRetry();
       if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away' });
       channel = next;
       if (next && nextGroup !== groupIndex) {
@@ -260,6 +273,7 @@ class Exchange {
     const controller = new AbortController();
     this.upstream = controller;
     let response: Dispatcher.ResponseData;
+    const sentAt = performance.now();
     try {
       response = await this.ctx.pools.for(channel.baseUrl).request({
         path: '/v1/messages',
@@ -273,6 +287,7 @@ class Exchange {
       this.ctx.log.warn({ channel: channel.id, err: (err as Error).message }, 'upstream connection failed');
       return `channel ${channel.id}: ${(err as Error).message}`;
     }
+    relayMetrics.upstreamLatency(performance.now() - sentAt);
     this.upstreamBody = response.body;
     this.upstreamRequestId = headerOf(response.headers['request-id']);
     const status = response.statusCode;
@@ -342,15 +357,21 @@ class Exchange {
       if (!countingLags) body.resume();
       return true;
     };
+    let first = true;
     body.on('data', (chunk: Buffer) => {
       parser.push(chunk);
       if (this.aborted) return;
+      if (first) {
+        first = false;
+        relayMetrics.streamFirstByte(performance.now() - this.t0);
+      }
       let ok = true;
       res.cork(() => {
         ok = res.write(chunk);
       });
       if (!ok) {
         socketFull = true;
+        relayMetrics.streamPaused();
         body.pause();
         res.onWritable(onWritable);
       }
@@ -362,6 +383,7 @@ class Exchange {
         this.responded = true;
         res.cork(() => res.end(cut ? STREAM_FAILED_EVENT : undefined));
       }
+      this.done(200, cut || parser.error ? 'stream_error' : '');
       void this.settleStream(parser, delivered, parser.error
         ? `provider error event: ${parser.error.type}`
         : parser.sawMessageStop ? null : 'stream ended without message_stop');
@@ -373,6 +395,7 @@ class Exchange {
         this.responded = true;
         res.cork(() => res.end(STREAM_FAILED_EVENT));
       }
+      this.done(200, 'stream_error');
       void this.settleStream(parser, delivered, `provider stream failed: ${err.message}`);
     });
   }
@@ -413,6 +436,7 @@ class Exchange {
     if (this.aborted || this.responded) return;
     this.responded = true;
     this.headersSent = true;
+    this.done(status, errorTypeForStatus(status));
     const res = this.res;
     res.cork(() => {
       res.writeStatus(statusLine(status)).writeHeader('content-type', contentType);
@@ -434,6 +458,7 @@ class Exchange {
   }
 
   onClientAborted(): void {
+    this.done(499, 'client_closed');
     this.aborted = true;
     this.responded = true;
     this.upstream?.abort();
@@ -445,6 +470,7 @@ class Exchange {
   finish(outcome: Outcome): void {
     if (this.finished || !this.reserved) return;
     this.finished = true;
+    relayMetrics.reservationClosed();
     const record = this.record!;
     const usage = outcome.kind === 'failed' ? null : outcome.usage;
     const cost = usage ? quotaCost({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cacheTokens: usage.cacheCreationTokens + usage.cacheReadTokens }, this.price) : 0;
@@ -475,7 +501,10 @@ class Exchange {
     const tokens = this.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
     this.ctx.quota
       .settle({ userId: record.userId, tokenId: record.tokenId, requestId: this.requestId, cost, eventJson: encodeUsageEvent(event), tokens, minute: currentMinute() })
-      .catch((err: unknown) => this.ctx.log.error({ err, requestId: this.requestId }, 'settlement failed; the reservation stays open for the reaper'));
+      .catch((err: unknown) => {
+        relayMetrics.settleFailed();
+        this.ctx.log.error({ err, requestId: this.requestId }, 'settlement failed; the reservation stays open for the reaper');
+      });
   }
 }
 

@@ -1,0 +1,132 @@
+// The baseline of what proxying alone costs on this stack: uWebSockets.js in, an undici Pool out, no
+// key check, no reservation, no billing, no body parsing. It forwards POST /v1/messages to the
+// upstream with the upstream credential, streams an SSE answer chunk by chunk with the same
+// backpressure handling as the relay (pause the provider body when uWS' write() returns false, resume
+// in onWritable), and passes other answers through whole.
+//
+//   node dist/bench/bare-proxy.js --upstream http://127.0.0.1:3090 [--port 0] [--api-key K]
+// prints `bare-proxy listening <port>` once ready.
+import { parseArgs } from 'node:util';
+import { Pool, type Dispatcher } from 'undici';
+import uWS from 'uWebSockets.js';
+import type { HttpResponse } from 'uWebSockets.js';
+
+export interface BareProxyOptions {
+  upstream: string;
+  host?: string;
+  port?: number;
+  /** Sent as x-api-key upstream (the relay sends its channel's credential the same way). */
+  apiKey?: string;
+  connections?: number;
+}
+
+export interface BareProxy {
+  port: number;
+  close(): Promise<void>;
+}
+
+const STATUS_TEXT: Record<number, string> = { 200: '200 OK', 400: '400 Bad Request', 401: '401 Unauthorized', 404: '404 Not Found', 429: '429 Too Many Requests', 500: '500 Internal Server Error', 529: '529 Overloaded' };
+const statusLine = (s: number): string => STATUS_TEXT[s] ?? `${s} Status`;
+const first = (v: string | string[] | undefined): string => (Array.isArray(v) ? (v[0] ?? '') : (v ?? ''));
+
+export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy> {
+  const pool = new Pool(opts.upstream, {
+    connections: opts.connections ?? 256,
+    pipelining: 1,
+    keepAliveTimeout: 30_000,
+    headersTimeout: 60_000,
+    bodyTimeout: 300_000,
+  });
+  const app = uWS.App();
+
+  app.post('/v1/messages', (res: HttpResponse, req) => {
+    const version = req.getHeader('anthropic-version') || '2023-06-01';
+    const apiKey = opts.apiKey ?? req.getHeader('x-api-key');
+    let aborted = false;
+    let upstreamBody: Dispatcher.ResponseData['body'] | null = null;
+    res.onAborted(() => {
+      aborted = true;
+      upstreamBody?.destroy();
+    });
+    const chunks: Buffer[] = [];
+    res.onData((ab, isLast) => {
+      chunks.push(Buffer.from(new Uint8Array(ab)));
+      if (!isLast) return;
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      pool.request({
+        path: '/v1/messages',
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': apiKey, 'anthropic-version': version },
+        body,
+      }).then((up) => {
+        upstreamBody = up.body;
+        up.body.on('error', () => {}); // a client abort destroys the body; the handlers below check `aborted`
+        if (aborted) return void up.body.destroy();
+        const ct = first(up.headers['content-type']);
+        const requestId = first(up.headers['request-id']);
+        if (up.statusCode === 200 && ct.startsWith('text/event-stream')) {
+          res.cork(() => {
+            res.writeStatus('200 OK').writeHeader('content-type', ct).writeHeader('cache-control', 'no-cache');
+            if (requestId) res.writeHeader('request-id', requestId);
+          });
+          const onWritable = (): boolean => {
+            up.body.resume();
+            return true;
+          };
+          up.body.on('data', (chunk: Buffer) => {
+            if (aborted) return;
+            let ok = true;
+            res.cork(() => { ok = res.write(chunk); });
+            if (!ok) {
+              up.body.pause();
+              res.onWritable(onWritable);
+            }
+          });
+          up.body.on('end', () => { if (!aborted) res.cork(() => res.end()); });
+          up.body.on('error', () => { if (!aborted) res.cork(() => res.close()); });
+          return;
+        }
+        up.body.arrayBuffer().then((buf) => {
+          if (aborted) return;
+          res.cork(() => {
+            res.writeStatus(statusLine(up.statusCode)).writeHeader('content-type', ct || 'application/json');
+            if (requestId) res.writeHeader('request-id', requestId);
+            res.end(buf);
+          });
+        }, () => { if (!aborted) res.cork(() => res.writeStatus('502 Bad Gateway').end()); });
+      }, () => {
+        if (!aborted) res.cork(() => res.writeStatus('502 Bad Gateway').end());
+      });
+    });
+  });
+  app.get('/health', (res) => { res.cork(() => res.end('ok')); });
+  app.any('/*', (res) => { res.cork(() => res.writeStatus('404 Not Found').end()); });
+
+  const host = opts.host ?? '127.0.0.1';
+  const socket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
+    app.listen(host, opts.port ?? 0, (s) => (s ? resolve(s) : reject(new Error(`bare proxy cannot listen on ${host}:${opts.port ?? 0}`))));
+  });
+  return {
+    port: uWS.us_socket_local_port(socket),
+    async close() {
+      uWS.us_listen_socket_close(socket);
+      await pool.close();
+    },
+  };
+}
+
+// Run as a process when executed directly.
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({
+    options: { upstream: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'api-key': { type: 'string' } },
+  });
+  if (!values.upstream) {
+    process.stderr.write('usage: bare-proxy --upstream <url> [--port N] [--host H] [--api-key K]\n');
+    process.exit(2);
+  }
+  const proxy = await startBareProxy({ upstream: values.upstream, port: Number(values.port ?? 0), host: values.host, apiKey: values['api-key'] });
+  process.stdout.write(`bare-proxy listening ${proxy.port}\n`);
+  const stop = (): void => { proxy.close().then(() => process.exit(0), () => process.exit(1)); };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}

@@ -1,0 +1,70 @@
+// The bench suite end to end, tiny: builds dist/, runs `node dist/bench/run-bench.js` with 1-second
+// scenarios against a stack it starts (its own Postgres database, Redis prefix and ClickHouse
+// database), and checks that every scenario ran against all three targets and that every money audit
+// passed. No wall-clock bound is asserted: timing figures are the report's business.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../infra/project-root.js';
+
+const root = projectRoot();
+const out = mkdtempSync(join(tmpdir(), 'bench-it-'));
+
+afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+interface Report {
+  scenarios: Array<{
+    id: string;
+    runs: Array<{ target: string; driver: { completed: number; aborted: number; status: Record<string, number> }; cpuUsPerReq: number | null }>;
+    audit: { pass: boolean; problems: string[]; pgDebit: number; formula: number } | null;
+    auditPaused: { pass: boolean; problems: string[] } | null;
+  }>;
+  curve: Array<{ rate: number; relay: { rps: number } }>;
+  scale: { queries: Array<{ name: string; result: { completed: number; status: Record<string, number> } }> } | null;
+}
+
+describe('make bench (tiny)', () => {
+  it('runs every scenario against mock, bare proxy and relay, and the money audit passes', () => {
+    // The suite spawns the compiled services: compile first (tsc emits even when another module of
+    // the checkout has a type error; the type check is `make typecheck`'s job).
+    spawnSync('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root, stdio: 'ignore' });
+    expect(existsSync(join(root, 'dist/bench/run-bench.js'))).toBe(true);
+
+    const run = spawnSync(process.execPath, [
+      'dist/bench/run-bench.js', '--quick', '--duration', '1', '--warmup', '0.3', '--rates', '500',
+      '--scale-rows', '20000', '--skip-saturation', '--out', out,
+      '--database-url', process.env.BENCH_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_bench_test',
+      '--clickhouse-database', 'gateway_bench_test',
+      ...(process.env.CLICKHOUSE_URL ? ['--clickhouse-url', process.env.CLICKHOUSE_URL] : []),
+    ], { cwd: root, encoding: 'utf8', timeout: 150_000 });
+    if (run.status !== 0) throw new Error(`bench exited ${run.status}:\n${run.stdout}\n${run.stderr}`);
+
+    const latest = join(out, 'latest');
+    for (const f of ['report.md', 'report.json', 'latency-vs-load.svg']) expect(existsSync(join(latest, f))).toBe(true);
+    const report = JSON.parse(readFileSync(join(latest, 'report.json'), 'utf8')) as Report;
+
+    const ids = report.scenarios.filter((s) => s.runs.length).map((s) => s.id);
+    expect(ids).toEqual(['small', 'stream64', 'long', 'mix', 'abort']);
+    for (const s of report.scenarios.filter((x) => x.runs.length)) {
+      expect(s.runs.map((r) => r.target).slice(0, 3)).toEqual(['mock', 'bare', 'relay']);
+      for (const r of s.runs) expect(r.driver.completed + r.driver.aborted).toBeGreaterThan(0);
+      expect(s.audit?.problems).toEqual([]);
+      expect(s.audit?.pass).toBe(true);
+      expect(s.audit!.pgDebit).toBe(s.audit!.formula);
+      if (s.auditPaused) expect(s.auditPaused.pass).toBe(true);
+    }
+    // 5% of the mix is the mock's 529, passed through (one channel, nothing to retry on).
+    const mixRelay = report.scenarios.find((s) => s.id === 'mix')!.runs.find((r) => r.target === 'relay')!;
+    expect(mixRelay.driver.status['529']).toBeGreaterThan(0);
+    // The abort storm aborted.
+    expect(report.scenarios.find((s) => s.id === 'abort')!.runs.find((r) => r.target === 'relay')!.driver.aborted).toBeGreaterThan(0);
+    // CPU accounting was read for the relay.
+    expect(report.scenarios[0]!.runs.find((r) => r.target === 'relay')!.cpuUsPerReq).toBeGreaterThan(0);
+    expect(report.curve.length).toBe(1);
+    expect(report.scale!.queries.length).toBeGreaterThan(0);
+    for (const q of report.scale!.queries) expect(q.result.status['200'] ?? 0).toBeGreaterThan(0);
+    expect(readFileSync(join(latest, 'report.md'), 'utf8')).toContain('**Audit: PASS**');
+  }, 180_000);
+});

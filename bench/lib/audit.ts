@@ -1,0 +1,213 @@
+// Billing under load: the money audit after each scenario and the billing lag probe during it.
+//
+// Audit. After the scenario, wait until the usage stream is drained and no reservation of the bench
+// account is open, then compare the movement of four books over the scenario:
+//   Postgres   users.quota before − after                      (the account debit)
+//   Postgres   Σ ledger.quota of the rows new in the scenario
+//   ClickHouse Σ logs.quota FINAL of the account, after − before
+//   Redis      accountBalance mirror before − after
+// and the formula applied to the usage the mock returned, computed here independently of the relay:
+// every row's model is one scenario's (bench/lib/fixtures.ts BENCH_MODELS), whose request body fixes
+// its input tokens (countInputTokens) and full output (max_tokens); a row of a complete answer must
+// carry exactly that usage, a row of a cut stream at most that output, an error row nothing. The
+// expected debit is Σ round((input + output × completion_ratio) × model_ratio × group_ratio).
+import type { ClickHouseClient } from '@clickhouse/client';
+import type { Redis } from 'ioredis';
+import type { Sql } from '../../infra/postgres/client.js';
+import type { RedisKeys } from '../../infra/redis/keys.js';
+import { FALLBACK_COMPLETION_RATIO } from '../../relay/pricing/ratios.js';
+import { BENCH_MODELS } from './fixtures.js';
+import { Recorder, type Summary } from './stats.js';
+
+export interface Books {
+  pgQuota: number;
+  ledgerMaxId: number;
+  ledgerSum: number;
+  ledgerRows: number;
+  chSum: number;
+  chRows: number;
+  redisBalance: number | null;
+}
+
+export interface ModelExpectation {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export interface AuditResult {
+  pass: boolean;
+  pgDebit: number;
+  ledgerSum: number;
+  chSum: number;
+  redisMovement: number | null;
+  formula: number;
+  rows: { ledger: number; clickhouse: number; complete: number; partial: number; error: number };
+  problems: string[];
+  drainMs: number;
+}
+
+export class Auditor {
+  constructor(
+    readonly sql: Sql,
+    readonly ch: ClickHouseClient,
+    readonly redis: Redis,
+    readonly keys: RedisKeys,
+    readonly userId: number,
+  ) {}
+
+  async books(): Promise<Books> {
+    const [[u], [l], chRows, bal] = await Promise.all([
+      this.sql`SELECT quota FROM users WHERE id = ${this.userId}`,
+      this.sql`SELECT COALESCE(MAX(id), 0) AS max_id, COALESCE(SUM(quota), 0) AS s, COUNT(*) AS n FROM ledger WHERE user_id = ${this.userId}`,
+      this.ch.query({
+        query: 'SELECT sum(quota) AS s, count() AS n FROM logs FINAL WHERE user_id = {u:UInt64}',
+        query_params: { u: this.userId }, format: 'JSONEachRow',
+      }).then((r) => r.json<{ s: string; n: string }>()),
+      this.redis.get(this.keys.accountBalance(this.userId)),
+    ]);
+    return {
+      pgQuota: Number(u!.quota),
+      ledgerMaxId: Number(l!.max_id),
+      ledgerSum: Number(l!.s),
+      ledgerRows: Number(l!.n),
+      chSum: Number(chRows[0]?.s ?? 0),
+      chRows: Number(chRows[0]?.n ?? 0),
+      redisBalance: bal === null ? null : Number(bal),
+    };
+  }
+
+  /** The books once everything in flight is settled and billed: the state an audit starts from. */
+  async settledBooks(): Promise<Books> {
+    await this.drain();
+    return this.books();
+  }
+
+  /** Until the usage stream is empty and no reservation of the account is open. */
+  async drain(timeoutMs = 60_000): Promise<number> {
+    const t0 = Date.now();
+    const stream = this.keys.usageStream();
+    const rsvPattern = this.keys.reservation(this.userId, '*');
+    for (;;) {
+      const len = await this.redis.xlen(stream);
+      let open = 0;
+      if (len === 0) {
+        let cursor = '0';
+        do {
+          const [next, found] = await this.redis.scan(cursor, 'MATCH', rsvPattern, 'COUNT', 10_000);
+          cursor = next;
+          open += found.length;
+        } while (cursor !== '0');
+      }
+      if (len === 0 && open === 0) return Date.now() - t0;
+      if (Date.now() - t0 > timeoutMs) throw new Error(`billing did not drain in ${timeoutMs} ms: ${len} stream entries, ${open} open reservations`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  async audit(before: Books, expectations: Readonly<Record<string, ModelExpectation>>, clientComplete: number, groupRatio = 1): Promise<AuditResult> {
+    const drainMs = await this.drain();
+    const after = await this.books();
+    const rows = await this.sql`
+      SELECT model_name, type, quota, prompt_tokens, completion_tokens FROM ledger
+      WHERE user_id = ${this.userId} AND id > ${before.ledgerMaxId}`;
+    const problems: string[] = [];
+    let formula = 0, complete = 0, partial = 0, error = 0;
+    for (const r of rows as unknown as Array<{ model_name: string; type: number; quota: number; prompt_tokens: number; completion_tokens: number }>) {
+      const exp = expectations[r.model_name];
+      const modelRatio = BENCH_MODELS[r.model_name];
+      if (!exp || modelRatio === undefined) {
+        problems.push(`unexpected model ${r.model_name}`);
+        continue;
+      }
+      if (r.type === 5) {
+        error++;
+        if (Number(r.quota) !== 0) problems.push(`error row of ${r.model_name} debited ${r.quota}`);
+        continue;
+      }
+      if (r.prompt_tokens !== exp.inputTokens) problems.push(`${r.model_name}: prompt_tokens ${r.prompt_tokens}, the mock counted ${exp.inputTokens}`);
+      if (r.completion_tokens === exp.outputTokens) complete++;
+      else if (r.completion_tokens < exp.outputTokens) partial++;
+      else problems.push(`${r.model_name}: completion_tokens ${r.completion_tokens} above the ${exp.outputTokens} the mock sends`);
+      formula += Math.round((exp.inputTokens + r.completion_tokens * FALLBACK_COMPLETION_RATIO) * modelRatio * groupRatio);
+    }
+    const pgDebit = before.pgQuota - after.pgQuota;
+    const ledgerSum = after.ledgerSum - before.ledgerSum;
+    const chSum = after.chSum - before.chSum;
+    const redisMovement = before.redisBalance === null || after.redisBalance === null ? null : before.redisBalance - after.redisBalance;
+    const ledgerRows = after.ledgerRows - before.ledgerRows;
+    const chRows = after.chRows - before.chRows;
+    if (pgDebit !== ledgerSum) problems.push(`users.quota debit ${pgDebit} ≠ Σ ledger ${ledgerSum}`);
+    if (ledgerSum !== chSum) problems.push(`Σ ledger ${ledgerSum} ≠ Σ ClickHouse logs ${chSum}`);
+    if (redisMovement !== null && redisMovement !== pgDebit) problems.push(`Redis balance moved ${redisMovement} ≠ Postgres debit ${pgDebit}`);
+    if (after.redisBalance !== null && after.redisBalance !== after.pgQuota) problems.push(`Redis mirror ${after.redisBalance} ≠ users.quota ${after.pgQuota} after drain`);
+    if (formula !== pgDebit) problems.push(`formula ${formula} ≠ Postgres debit ${pgDebit}`);
+    if (ledgerRows !== chRows) problems.push(`${ledgerRows} ledger rows ≠ ${chRows} ClickHouse rows`);
+    if (complete < clientComplete) problems.push(`${complete} complete rows < ${clientComplete} complete answers the client received`);
+    return {
+      pass: problems.length === 0,
+      pgDebit, ledgerSum, chSum, redisMovement, formula,
+      rows: { ledger: ledgerRows, clickhouse: chRows, complete, partial, error },
+      problems,
+      drainMs,
+    };
+  }
+}
+
+/**
+ * Billing lag: request ids captured from responses (x-gateway-request-id) with the time the client saw
+ * the response end; polled in ClickHouse until their row is there. Resolution: the poll interval plus
+ * one query (reported with the figure).
+ */
+export class LagProbe {
+  readonly #pending = new Map<string, number>();
+  readonly #rec = new Recorder();
+  #timer: NodeJS.Timeout | undefined;
+  #busy = false;
+  queries = 0;
+  queryMs = new Recorder();
+
+  constructor(readonly ch: ClickHouseClient, readonly userId: number, readonly intervalMs = 50) {}
+
+  add(requestId: string, endMs: number): void {
+    this.#pending.set(requestId, endMs);
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => void this.#poll(), this.intervalMs);
+  }
+
+  async #poll(): Promise<void> {
+    if (this.#busy || this.#pending.size === 0) return;
+    this.#busy = true;
+    try {
+      const ids = [...this.#pending.keys()].slice(0, 500);
+      const t0 = performance.now();
+      const rows = await this.ch.query({
+        query: 'SELECT request_id FROM logs WHERE user_id = {u:UInt64} AND request_id IN {ids:Array(String)}',
+        query_params: { u: this.userId, ids }, format: 'JSONEachRow',
+      }).then((r) => r.json<{ request_id: string }>());
+      const now = Date.now();
+      this.queries++;
+      this.queryMs.record(performance.now() - t0);
+      for (const { request_id } of rows) {
+        const end = this.#pending.get(request_id);
+        if (end !== undefined) {
+          this.#rec.record(Math.max(0, now - end));
+          this.#pending.delete(request_id);
+        }
+      }
+    } catch {
+      // next poll
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** Polls until every captured id is found (or the timeout), then stops. */
+  async finish(timeoutMs = 30_000): Promise<{ lagMs: Summary; missing: number; pollQueryMs: Summary }> {
+    const end = Date.now() + timeoutMs;
+    while (this.#pending.size > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, this.intervalMs));
+    clearInterval(this.#timer);
+    return { lagMs: this.#rec.summary(), missing: this.#pending.size, pollQueryMs: this.queryMs.summary() };
+  }
+}

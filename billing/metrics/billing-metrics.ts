@@ -1,0 +1,58 @@
+// The billing worker's Prometheus metrics, served by billing/metrics/metrics-server.ts on
+// BILLING_METRICS_PORT (default 9464).
+//
+//   gateway_billing_batches_total, gateway_billing_batch_failures_total
+//   gateway_billing_batch_size                      entries per settled batch (histogram)
+//   gateway_billing_batch_duration_seconds          Postgres + ClickHouse + XACK of one batch
+//   gateway_billing_events_total{result}            applied | replayed | rejected
+//   gateway_billing_lag_seconds                     request end (the stream entry id's time, set by
+//                                                   XADD inside the settlement script) -> its log row
+//                                                   inserted into ClickHouse (histogram)
+//   gateway_billing_stream_length                   XLEN of the usage stream at scrape time
+//   gateway_billing_stream_pending                  entries delivered and not acknowledged, at scrape time
+import { Counter, Counter1, Gauge, Histogram, LATENCY_BUCKETS_SEC, Registry, processMetrics } from '../../relay/metrics/prom.js';
+
+export const BATCH_SIZE_BUCKETS: readonly number[] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
+
+export class BillingMetrics {
+  readonly registry = new Registry();
+  readonly batches = this.registry.register(new Counter('gateway_billing_batches_total', 'Batches settled.'));
+  readonly failures = this.registry.register(new Counter('gateway_billing_batch_failures_total', 'Batches that failed and will be retried.'));
+  readonly size = this.registry.register(new Histogram('gateway_billing_batch_size', 'Entries per settled batch.', BATCH_SIZE_BUCKETS));
+  readonly duration = this.registry.register(new Histogram('gateway_billing_batch_duration_seconds', 'Time to settle one batch (Postgres, ClickHouse, XACK).', LATENCY_BUCKETS_SEC));
+  readonly events = this.registry.register(new Counter1('gateway_billing_events_total', 'Usage events by result.', 'result'));
+  readonly lag = this.registry.register(new Histogram('gateway_billing_lag_seconds', 'Request end (stream entry time) to its log row in ClickHouse.', LATENCY_BUCKETS_SEC));
+  readonly streamLength = this.registry.register(new Gauge('gateway_billing_stream_length', 'Entries in the usage stream (XLEN) at scrape time.'));
+  readonly streamPending = this.registry.register(new Gauge('gateway_billing_stream_pending', 'Entries delivered to the group and not acknowledged, at scrape time.'));
+
+  constructor() {
+    for (const m of processMetrics()) this.registry.register(m);
+  }
+
+  /**
+   * One settled batch. `entryIds` are the Redis stream ids ("<ms>-<seq>"): their millisecond part is
+   * when the relay settled the request, so now − that is the request's billing lag.
+   */
+  batch(entryIds: readonly string[], report: { applied: number; replayed: number; rejected: number }, startedAtMs: number, nowMs = Date.now()): void {
+    this.batches.value++;
+    this.size.observe(entryIds.length);
+    this.duration.observe((nowMs - startedAtMs) / 1000);
+    if (report.applied) this.events.inc('applied', report.applied);
+    if (report.replayed) this.events.inc('replayed', report.replayed);
+    if (report.rejected) this.events.inc('rejected', report.rejected);
+    for (const id of entryIds) {
+      const ms = parseInt(id, 10); // stops at the '-'
+      if (ms > 0) this.lag.observe(Math.max(0, nowMs - ms) / 1000);
+    }
+  }
+
+  batchFailed(): void {
+    this.failures.value++;
+  }
+
+  render(): string {
+    return this.registry.render();
+  }
+}
+
+export const billingMetrics = new BillingMetrics();

@@ -1,0 +1,62 @@
+// GET /metrics of the billing worker on a small node:http server (the worker has no HTTP server of
+// its own). Stream length and pending count are read from Redis at scrape time; a Redis error leaves
+// the previous values in place rather than failing the scrape.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Redis } from 'ioredis';
+import { PROM_CONTENT_TYPE } from '../../relay/metrics/prom.js';
+import { billingMetrics, type BillingMetrics } from './billing-metrics.js';
+
+export interface MetricsServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+export interface MetricsServerOptions {
+  host: string;
+  port: number;
+  redis?: Redis;
+  stream?: string;
+  group?: string;
+  metrics?: BillingMetrics;
+}
+
+export async function startBillingMetricsServer(opts: MetricsServerOptions): Promise<MetricsServer> {
+  const metrics = opts.metrics ?? billingMetrics;
+  const refresh = async (): Promise<void> => {
+    if (!opts.redis || !opts.stream) return;
+    try {
+      const [len, pending] = await Promise.all([
+        opts.redis.xlen(opts.stream),
+        opts.group ? (opts.redis.xpending(opts.stream, opts.group) as Promise<[number, ...unknown[]]>) : Promise.resolve([0] as [number]),
+      ]);
+      metrics.streamLength.set(len);
+      metrics.streamPending.set(Number(pending[0]) || 0);
+    } catch {
+      // keep the last values
+    }
+  };
+  const server: Server = createServer((req, res) => {
+    if (req.method === 'GET' && (req.url === '/metrics' || req.url?.startsWith('/metrics?'))) {
+      refresh().then(() => {
+        res.writeHead(200, { 'content-type': PROM_CONTENT_TYPE });
+        res.end(metrics.render());
+      }, () => {
+        res.writeHead(500).end();
+      });
+      return;
+    }
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }),
+  };
+}
