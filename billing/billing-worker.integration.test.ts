@@ -21,9 +21,9 @@ const stream = keys.usageStream();
 let userId = 0;
 let tokenId = 0;
 
-function worker(consumer: string, claimIdleMs = 200) {
+function worker(consumer: string, claimIdleMs = 200, minBatchIntervalMs = 0) {
   return new BillingWorker(redis, sql, ch, log, {
-    stream, deadLetterStream: stream + ':dead', consumer, batchSize: 100, blockMs: 20, claimIdleMs,
+    stream, deadLetterStream: stream + ':dead', consumer, batchSize: 100, blockMs: 20, claimIdleMs, minBatchIntervalMs,
   });
 }
 
@@ -123,5 +123,20 @@ describe('BillingWorker', () => {
     const dead = (await redis.xrange(stream + ':dead', '-', '+')) as [string, string[]][];
     expect(dead).toHaveLength(1);
     expect(dead[0]![1]).toContain('{"v":1,"type":"nonsense"}');
+  });
+
+  it('gathers events arriving during the minimum batch interval into one batch', async () => {
+    const before = await account();
+    const w = worker('w4', 200, 400);
+    const sizes: number[] = [];
+    w.onBatch = (r) => sizes.push(r.entries);
+    await w.start();
+    await redis.xadd(stream, '*', 'e', encodeUsageEvent(usage(1)));
+    await waitFor(async () => sizes.length === 1);
+    for (let i = 0; i < 5; i++) await redis.xadd(stream, '*', 'e', encodeUsageEvent(usage(1)));
+    await waitFor(async () => (await redis.xlen(stream)) === 0);
+    await w.stop();
+    expect(sizes).toEqual([1, 5]);
+    expect((await account()).quota).toBe(before.quota - 6);
   });
 });

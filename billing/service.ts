@@ -26,6 +26,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     consumer: config.BILLING_CONSUMER,
     batchSize: config.BILLING_BATCH_SIZE,
     blockMs: config.BILLING_BLOCK_MS,
+    minBatchIntervalMs: config.BILLING_MIN_BATCH_INTERVAL_MS,
     claimIdleMs: config.BILLING_CLAIM_IDLE_MS,
   });
   await worker.start();

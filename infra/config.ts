@@ -68,6 +68,7 @@ const schema = z.object({
   BILLING_CONSUMER: z.string().default(`${hostname()}-${process.pid}`),
   BILLING_BATCH_SIZE: positiveInt.default(1000),
   BILLING_BLOCK_MS: positiveInt.default(100),
+  BILLING_MIN_BATCH_INTERVAL_MS: z.coerce.number().int().nonnegative().default(200),
   BILLING_CLAIM_IDLE_MS: positiveInt.default(30_000),
   // GET /metrics of the billing worker (Prometheus); port 0 = a random free port.
   BILLING_METRICS_HOST: z.string().default('127.0.0.1'),

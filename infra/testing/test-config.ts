@@ -19,6 +19,7 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     RELAY_PORT: '0',
     CONSOLE_PORT: '0',
     BILLING_BLOCK_MS: '20',
+    BILLING_MIN_BATCH_INTERVAL_MS: '0',
     // Several billing workers per machine: each metrics server on a free port.
     BILLING_METRICS_PORT: '0',
     ...overrides,
