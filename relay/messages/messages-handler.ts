@@ -16,11 +16,12 @@ import { describeCost, quotaCost, type PriceRatios } from '../pricing/quota-cost
 import { currentMinute, type QuotaStore } from '../quota/quota-store.js';
 import type { Channel, ChannelRegistry } from '../routing/channel-registry.js';
 import type { GroupPolicy } from '../routing/group-policy.js';
-import { SseUsageParser, usageOfMessage, type StreamUsage } from '../stream/sse-usage-parser.js';
+import { SseUsageParser, type StreamUsage } from '../stream/sse-usage-parser.js';
 import { DeliveredTextCounter } from '../tokens/delivered-text-counter.js';
 import { reservationInputTokens, type TokenCounter } from '../tokens/token-counter.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';
+import { usageOfMessageBody } from './message-usage.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 
 export interface RelayContext {
@@ -318,12 +319,7 @@ class Exchange {
       return this.fail(new RelayError('upstream_unreachable'), `provider body failed: ${(err as Error).message}`);
     }
     if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away' });
-    let usage: StreamUsage | null = null;
-    try {
-      usage = usageOfMessage(JSON.parse(buf.toString('utf8')));
-    } catch {
-      usage = null;
-    }
+    const usage = usageOfMessageBody(buf);
     this.respond(200, 'application/json', buf);
     if (usage) this.finish({ kind: 'ok', usage });
     else this.finish({ kind: 'failed', reason: 'provider answer carried no usage' });

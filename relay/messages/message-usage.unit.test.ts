@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { usageOfMessageBody } from './message-usage.js';
+
+const message = (usage: unknown, text = 'hello') => Buffer.from(JSON.stringify({
+  id: 'msg_1', type: 'message', role: 'assistant', model: 'm', content: [{ type: 'text', text }],
+  stop_reason: 'end_turn', stop_sequence: null, usage,
+}));
+
+describe('usageOfMessageBody', () => {
+  it('reads the usage object at the end of the message, nested objects included', () => {
+    const body = message({ input_tokens: 12, cache_creation_input_tokens: 3, cache_read_input_tokens: 4, cache_creation: { ephemeral_5m_input_tokens: 3 }, output_tokens: 9, service_tier: 'standard' });
+    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 12, outputTokens: 9, cacheCreationTokens: 3, cacheReadTokens: 4 });
+  });
+
+  it('is not fooled by the text "usage": inside the content', () => {
+    const body = message({ input_tokens: 1, output_tokens: 2 }, 'the "usage": {"input_tokens": 999} field');
+    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 1, outputTokens: 2, cacheCreationTokens: 0, cacheReadTokens: 0 });
+  });
+
+  it('falls back to the whole body when usage is not last', () => {
+    const body = Buffer.from(JSON.stringify({ usage: { input_tokens: 5, output_tokens: 6 }, content: [{ type: 'tool_use', input: { usage: 'x' } }] }));
+    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 5, outputTokens: 6, cacheCreationTokens: 0, cacheReadTokens: 0 });
+  });
+
+  it('answers null for a body without usage or not JSON', () => {
+    expect(usageOfMessageBody(Buffer.from('{"type":"message"}'))).toBeNull();
+    expect(usageOfMessageBody(Buffer.from('<html>'))).toBeNull();
+  });
+});
