@@ -1,7 +1,8 @@
 // A settled usage event as a row of the ClickHouse `logs` table (infra/clickhouse/migrations).
 import type { SettledEvent } from './settle-batch.js';
 
-export interface LogRow {
+/** The contract's log entry (interface.md, "Log entry"), field for field. */
+export interface LogEntry {
   id: number;
   user_id: number;
   created_at: number;
@@ -13,7 +14,6 @@ export interface LogRow {
   quota: number;
   prompt_tokens: number;
   completion_tokens: number;
-  cache_tokens: number;
   use_time: number;
   is_stream: boolean;
   channel: number;
@@ -21,6 +21,11 @@ export interface LogRow {
   group: string;
   request_id: string;
   upstream_request_id: string;
+}
+
+/** A row of the `logs` table: the contract's entry plus what the table keeps besides. */
+export interface LogRow extends LogEntry {
+  cache_tokens: number;
   ip: string;
 }
 

@@ -32,33 +32,8 @@ export interface UserRow {
   deleted_at: number | null;
 }
 
-export interface Account {
-  id: number;
-  username: string;
-  display_name: string;
-  role: number;
-  status: number;
-  email: string;
-  code_host_id: string;
-  chat_platform_id: string;
-  oidc_id: string;
-  social_app_id: string;
-  messenger_id: string;
-  forum_id: string;
-  group: string;
-  quota: number;
-  used_quota: number;
-  request_count: number;
-  aff_code: string;
-  aff_count: number;
-  aff_quota: number;
-  aff_history_quota: number;
-  inviter_id: number;
-  setting: string;
-  card_provider_customer: string;
-  sidebar_modules: string;
-  permissions: Permissions;
-}
+/** The contract's Account: the row's public columns plus the role's permissions. */
+export type Account = Omit<UserRow, 'password_hash' | 'created_at' | 'deleted_at'> & { permissions: Permissions };
 
 export function toAccount(row: UserRow): Account {
   return {

@@ -64,7 +64,7 @@ export const tokenItemSchema = z.object({
   id: int, user_id: int, name: z.string(), key: z.string(), status: int, created_time: int, accessed_time: int,
   expired_time: int, remain_quota: int, unlimited_quota: z.boolean(), used_quota: int,
   model_limits_enabled: z.boolean(), model_limits: z.string(), allow_ips: z.string().nullable(), group: z.string(),
-  cross_group_retry: z.boolean(),
+  cross_group_retry: z.boolean(), rate_limit_rpm: int, rate_limit_tpm: int,
 });
 
 export const channelSchema = z.object({

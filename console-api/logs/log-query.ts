@@ -5,29 +5,10 @@
 //   - binds every value as a server-side parameter ({name:Type} + query_params); the SQL text is
 //     assembled only from the constant fragments below.
 import type { ClickHouseClient } from '../../infra/clickhouse/client.js';
+import type { LogEntry } from '../../billing/log-rows.js';
 import { LOG_TYPE } from '../../billing/usage-event.js';
 
-/** The contract's log entry, field for field. */
-export interface LogEntry {
-  id: number;
-  user_id: number;
-  created_at: number;
-  type: number;
-  content: string;
-  username: string;
-  token_name: string;
-  model_name: string;
-  quota: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  use_time: number;
-  is_stream: boolean;
-  channel: number;
-  token_id: number;
-  group: string;
-  request_id: string;
-  upstream_request_id: string;
-}
+export type { LogEntry };
 
 export interface LogFilters {
   userId: number;

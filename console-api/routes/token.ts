@@ -40,6 +40,9 @@ const tokenFields = {
     .nullable(),
   group: z.string({ error: 'must be a string' }).max(64, { error: 'is too long' }),
   cross_group_retry: z.boolean({ error: 'must be a boolean' }),
+  // Beyond the contract's creation input: the key's own rate limits (0: the group's limit applies).
+  rate_limit_rpm: safeInt.min(0, { error: 'must be at least 0' }).max(1_000_000_000),
+  rate_limit_tpm: safeInt.min(0, { error: 'must be at least 0' }).max(1_000_000_000),
 };
 
 /** The contract's "API key creation input". */
@@ -53,6 +56,8 @@ export const createTokenBody = z.object({
   allow_ips: tokenFields.allow_ips.optional(),
   group: tokenFields.group.optional(),
   cross_group_retry: tokenFields.cross_group_retry.optional(),
+  rate_limit_rpm: tokenFields.rate_limit_rpm.optional(),
+  rate_limit_tpm: tokenFields.rate_limit_tpm.optional(),
 });
 
 /** PUT /api/token/: the id and any creation field to change, plus status (1 enable, 2 disable). */
@@ -77,7 +82,7 @@ export function normaliseModelList(raw: string): string {
 
 const LIST_COLUMNS = ['id', 'user_id', 'name', 'key_mask', 'status', 'created_time', 'accessed_time', 'expired_time',
   'remain_quota', 'unlimited_quota', 'used_quota', 'model_limits_enabled', 'model_limits', 'allow_ips', 'group',
-  'cross_group_retry'] as const;
+  'cross_group_retry', 'rate_limit_rpm', 'rate_limit_tpm'] as const;
 type ListRow = Omit<TokenRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>;
 
 async function findOwnToken(db: Db, userId: number, id: number, lock = false): Promise<ListRow> {
@@ -110,12 +115,12 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
     const [row] = await sql<{ id: number }[]>`
       INSERT INTO tokens (user_id, name, key_hash, key_ciphertext, key_mask, created_time, expired_time,
                           remain_quota, unlimited_quota, model_limits_enabled, model_limits, allow_ips,
-                          "group", cross_group_retry)
+                          "group", cross_group_retry, rate_limit_rpm, rate_limit_tpm)
       VALUES (${user.id}, ${body.name}, ${ctx.apiKeyCrypto.hash(key)}, ${ctx.apiKeyCrypto.seal(key)},
               ${maskApiKey(key)}, ${ctx.now()}, ${body.expired_time}, ${body.remain_quota},
               ${body.unlimited_quota}, ${body.model_limits_enabled ?? false},
               ${normaliseModelList(body.model_limits ?? '')}, ${normaliseIpList(body.allow_ips)},
-              ${group}, ${body.cross_group_retry ?? false})
+              ${group}, ${body.cross_group_retry ?? false}, ${body.rate_limit_rpm ?? 0}, ${body.rate_limit_tpm ?? 0})
       RETURNING id`;
     await ctx.invalidate({ kind: 'token', id: Number(row!.id), user_id: Number(user.id) });
     return ok();
@@ -180,7 +185,9 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
           model_limits = ${b.model_limits === undefined ? before.model_limits : normaliseModelList(b.model_limits)},
           allow_ips = ${b.allow_ips === undefined ? before.allow_ips : normaliseIpList(b.allow_ips)},
           "group" = ${b.group ?? before.group},
-          cross_group_retry = ${b.cross_group_retry ?? before.cross_group_retry}
+          cross_group_retry = ${b.cross_group_retry ?? before.cross_group_retry},
+          rate_limit_rpm = ${b.rate_limit_rpm ?? before.rate_limit_rpm},
+          rate_limit_tpm = ${b.rate_limit_tpm ?? before.rate_limit_tpm}
         WHERE id = ${b.id}
         RETURNING ${tx(LIST_COLUMNS as unknown as string[])}`;
       return { after: row!, delta: Number(row!.remain_quota) - Number(before.remain_quota) };

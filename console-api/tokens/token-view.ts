@@ -18,28 +18,15 @@ export interface TokenRow {
   allow_ips: string | null;
   group: string;
   cross_group_retry: boolean;
+  rate_limit_rpm: number;
+  rate_limit_tpm: number;
   deleted_at: number | null;
 }
 
-export interface TokenListItem {
-  id: number;
-  user_id: number;
-  name: string;
+export type TokenListItem = Omit<TokenRow, 'key_hash' | 'key_ciphertext' | 'key_mask' | 'deleted_at'> & {
   /** Masked: `sk-XXXX********YYYY`. The full key only comes from POST /api/token/:id/key. */
   key: string;
-  status: number;
-  created_time: number;
-  accessed_time: number;
-  expired_time: number;
-  remain_quota: number;
-  unlimited_quota: boolean;
-  used_quota: number;
-  model_limits_enabled: boolean;
-  model_limits: string;
-  allow_ips: string | null;
-  group: string;
-  cross_group_retry: boolean;
-}
+};
 
 export function toTokenListItem(row: Omit<TokenRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>): TokenListItem {
   return {
@@ -59,5 +46,7 @@ export function toTokenListItem(row: Omit<TokenRow, 'key_hash' | 'key_ciphertext
     allow_ips: row.allow_ips,
     group: row.group,
     cross_group_retry: row.cross_group_retry,
+    rate_limit_rpm: Number(row.rate_limit_rpm),
+    rate_limit_tpm: Number(row.rate_limit_tpm),
   };
 }

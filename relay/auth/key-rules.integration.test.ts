@@ -177,8 +177,10 @@ describe('disabled key, deleted key, banned account', () => {
   it('refuses a disabled key with 401 authentication_error', async () => {
     const account = await fundedAccount(stack, FUNDS);
     const key = await createApiKey(stack, account);
-    await stack.sql`UPDATE tokens SET status = 2 WHERE id = ${key.id}`;
-    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'token', id: key.id }));
+    expect((await ask(key.key)).type).toBe('message');
+    // Disabled in the console; the next request, moments later, is refused.
+    const off = await consoleCall(stack, 'PUT', '/api/token/?status_only=true', account.token, { id: key.id, status: 2 });
+    expect(off.json.success).toBe(true);
     await new Promise((r) => setTimeout(r, 50));
     const r = await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 401, 'authentication_error');
     expect(r.message).toMatch(/disabled/);
@@ -187,8 +189,9 @@ describe('disabled key, deleted key, banned account', () => {
   it('refuses a deleted key as unknown, with 401', async () => {
     const account = await fundedAccount(stack, FUNDS);
     const key = await createApiKey(stack, account);
-    await stack.sql`UPDATE tokens SET deleted_at = 1 WHERE id = ${key.id}`;
-    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'token', id: key.id }));
+    expect((await ask(key.key)).type).toBe('message');
+    const deleted = await consoleCall(stack, 'DELETE', `/api/token/${key.id}`, account.token);
+    expect(deleted.json.success).toBe(true);
     await new Promise((r) => setTimeout(r, 50));
     await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 401, 'authentication_error');
   });
@@ -228,8 +231,8 @@ describe('rate limits', () => {
   it('answers 429 rate_limit_error with retry-after once a key spends its requests per minute, moving no quota', async () => {
     const account = await fundedAccount(stack, FUNDS);
     const key = await createApiKey(stack, account);
-    await stack.sql`UPDATE tokens SET rate_limit_rpm = 2 WHERE id = ${key.id}`;
-    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'token', id: key.id }));
+    const set = await consoleCall(stack, 'PUT', '/api/token/', account.token, { id: key.id, rate_limit_rpm: 2 });
+    expect(set.json.success).toBe(true);
     await new Promise((r) => setTimeout(r, 50));
     // Both requests fall in one minute window unless the test straddles a minute boundary.
     if (new Date().getSeconds() > 57) await new Promise((r) => setTimeout(r, 3000));
