@@ -61,7 +61,7 @@ const schema = z.object({
   TOKEN_WORKERS: positiveInt.default(2),
   COUNT_PROMPT_ABOVE_BYTES: positiveInt.default(8192),
   TOKEN_ESTIMATE_FACTOR: z.coerce.number().min(1).default(2),
-  DELIVERED_FLUSH_BYTES: positiveInt.default(16 * 1024),
+  DELIVERED_FLUSH_BYTES: positiveInt.default(256 * 1024),
   RESERVATION_REAP_INTERVAL_MS: positiveInt.default(15_000),
 
   USAGE_STREAM_MAXLEN: positiveInt.default(1_000_000),

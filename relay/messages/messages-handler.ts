@@ -339,7 +339,7 @@ class Exchange {
         else if (!socketFull && !body.destroyed) body.resume();
       },
     });
-    const parser = new SseUsageParser((data) => delivered.push(data));
+    const parser = new SseUsageParser(delivered); // payloads handed over in place, no copy
     this.headersSent = true;
     res.cork(() => {
       res.writeStatus('200 OK')

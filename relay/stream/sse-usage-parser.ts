@@ -1,26 +1,46 @@
 // Reads Anthropic's SSE stream as it passes through, chunk by chunk, and keeps only the usage:
 // message_start (input and cache tokens), message_delta (output tokens) and error events are parsed;
 // the lines of every other event are skipped by scanning for newlines, without decoding or copying.
-// Nothing of the stream is retained beyond one partial line.
+// `event:` names are compared byte-wise with the few names of interest: no string per line, and no
+// allocation per chunk unless a line of interest continues in the next chunk (its start is then kept
+// in one reused buffer). Nothing of the stream is retained beyond one partial line.
 //
-// With an `onContentDelta` hook, the `data:` payload of each content_block_delta event is handed to it
-// as raw bytes (a view, valid only during the call: copy to keep), still without decoding; that is what
-// DeliveredTextCounter (relay/tokens/) counts when a stream ends without usage.
+// Content deltas: the `data:` payload of each content_block_delta event is handed over as raw bytes,
+// still without decoding, to a sink (`pushDelta(buf, start, end)`: the bytes in place, valid only
+// during the call; what DeliveredTextCounter in relay/tokens/ takes) or to a function (`(data) => …`:
+// a view, valid only during the call: copy to keep).
 
 const NL = 0x0a;
 const CR = 0x0d;
+const SPACE = 0x20;
+const TAB = 0x09;
+
 const EVENT = Buffer.from('event:');
 const DATA = Buffer.from('data:');
+const N_MESSAGE_START = Buffer.from('message_start');
+const N_MESSAGE_DELTA = Buffer.from('message_delta');
+const N_MESSAGE_STOP = Buffer.from('message_stop');
+const N_CONTENT_BLOCK_DELTA = Buffer.from('content_block_delta');
+const N_ERROR = Buffer.from('error');
+/** How a data-only stream's content_block_delta payload begins (Anthropic's key order). */
+const DATA_CONTENT_DELTA = Buffer.from('{"type":"content_block_delta"');
+/** A kept partial line buffer larger than this is dropped once used rather than kept for the next. */
+const KEEP_PARTIAL_BYTES = 16 * 1024;
 
 const enum Ev { None, MessageStart, MessageDelta, Error, ContentDelta, Other }
 
-function eventOf(name: string): Ev {
-  switch (name) {
+function eventOfType(type: unknown): Ev {
+  switch (type) {
     case 'message_start': return Ev.MessageStart;
     case 'message_delta': return Ev.MessageDelta;
     case 'error': return Ev.Error;
     default: return Ev.Other;
   }
+}
+
+/** Takes content_block_delta payloads in place: buf[start, end) is valid only during the call. */
+export interface ContentDeltaSink {
+  pushDelta(buf: Buffer, start: number, end: number): void;
 }
 
 export interface StreamUsage {
@@ -43,62 +63,98 @@ export class SseUsageParser implements StreamUsage {
   error: { type: string; message: string } | null = null;
   /** Receives the raw `data:` payload of every content_block_delta (a view into the chunk: copy to keep). */
   onContentDelta: ((data: Buffer) => void) | null;
+  readonly #sink: ContentDeltaSink | null;
 
   #event = Ev.None;
-  /** The start of a line that continues in a later chunk, in parts (each copied). */
-  #carry: Buffer[] = [];
+  /** The start of a line that continues in a later chunk (bytes [0, #partialBytes)); reused. */
+  #partial: Buffer | null = null;
+  #partialBytes = 0;
+  #inPartial = false;
   /** Inside a line that started in an earlier chunk and is of no interest. */
   #skipping = false;
 
-  constructor(onContentDelta?: (data: Buffer) => void) {
-    this.onContentDelta = onContentDelta ?? null;
+  constructor(onContentDelta?: ((data: Buffer) => void) | ContentDeltaSink) {
+    if (typeof onContentDelta === 'function') {
+      this.onContentDelta = onContentDelta;
+      this.#sink = null;
+    } else {
+      this.onContentDelta = null;
+      this.#sink = onContentDelta ?? null;
+    }
+  }
+
+  get #wantsDeltas(): boolean {
+    return this.#sink !== null || this.onContentDelta !== null;
   }
 
   push(chunk: Buffer): void {
     let pos = 0;
+    const len = chunk.length;
     if (this.#skipping) {
       const nl = chunk.indexOf(NL);
       if (nl < 0) return;
       this.#skipping = false;
       pos = nl + 1;
-    }
-    if (this.#carry.length > 0) {
-      // A line spanning many chunks is joined once, when its end arrives.
+    } else if (this.#inPartial) {
+      // A line spanning chunks is gathered in one reused buffer and read when its end arrives.
       const nl = chunk.indexOf(NL);
-      if (nl < 0) {
-        this.#carry.push(Buffer.from(chunk));
-        return;
-      }
-      this.#carry.push(chunk.subarray(0, nl));
-      const line = Buffer.concat(this.#carry);
-      this.#carry = [];
-      let end = line.length;
+      this.#append(chunk, nl < 0 ? len : nl);
+      if (nl < 0) return;
+      const line = this.#partial!;
+      let end = this.#partialBytes;
+      this.#inPartial = false;
+      this.#partialBytes = 0;
+      if (line.length > KEEP_PARTIAL_BYTES) this.#partial = null;
       if (end > 0 && line[end - 1] === CR) end--;
       this.#line(line, 0, end);
       pos = nl + 1;
     }
-    const buf = chunk;
-    while (pos < buf.length) {
-      const nl = buf.indexOf(NL, pos);
+    while (pos < len) {
+      const c = chunk[pos];
+      // The blank line that ends an event, found without a search.
+      if (c === NL) {
+        this.#event = Ev.None;
+        pos++;
+        continue;
+      }
+      if (c === CR && pos + 1 < len && chunk[pos + 1] === NL) {
+        this.#event = Ev.None;
+        pos += 2;
+        continue;
+      }
+      const nl = chunk.indexOf(NL, pos);
       if (nl < 0) {
-        this.#keepPartial(buf, pos);
+        this.#keepPartial(chunk, pos);
         return;
       }
       let end = nl;
-      if (end > pos && buf[end - 1] === CR) end--;
-      this.#line(buf, pos, end);
+      if (end > pos && chunk[end - 1] === CR) end--;
+      this.#line(chunk, pos, end);
       pos = nl + 1;
     }
   }
 
   #keepPartial(buf: Buffer, pos: number): void {
-    const rest = buf.length - pos;
     // A data line of an event we skip needs only its end found, not its bytes.
-    if (this.#event === Ev.Other && rest >= DATA.length && buf.compare(DATA, 0, DATA.length, pos, pos + DATA.length) === 0) {
+    if (this.#event === Ev.Other && startsWith(buf, pos, buf.length, DATA)) {
       this.#skipping = true;
       return;
     }
-    this.#carry.push(Buffer.from(buf.subarray(pos)));
+    this.#inPartial = true;
+    this.#partialBytes = 0;
+    this.#append(buf.subarray(pos), buf.length - pos);
+  }
+
+  #append(src: Buffer, n: number): void {
+    const at = this.#partialBytes;
+    let dst = this.#partial;
+    if (!dst || at + n > dst.length) {
+      const grown = Buffer.allocUnsafeSlow(Math.max(256, at + n, dst ? dst.length * 2 : 0));
+      if (dst && at > 0) dst.copy(grown, 0, 0, at);
+      this.#partial = dst = grown;
+    }
+    src.copy(dst, at, 0, n);
+    this.#partialBytes = at + n;
   }
 
   #line(buf: Buffer, start: number, end: number): void {
@@ -106,30 +162,37 @@ export class SseUsageParser implements StreamUsage {
       this.#event = Ev.None;
       return;
     }
-    if (startsWith(buf, start, end, EVENT)) {
-      const name = buf.toString('latin1', start + EVENT.length, end).trim();
-      this.#event = eventOf(name);
-      if (name === 'content_block_delta') {
-        this.contentDeltas++;
-        if (this.onContentDelta) this.#event = Ev.ContentDelta;
-      } else if (name === 'message_stop') this.sawMessageStop = true;
+    const c = buf[start];
+    if (c === 0x65 /* e */) {
+      if (startsWith(buf, start, end, EVENT)) this.#eventLine(buf, start + EVENT.length, end);
       return;
     }
-    if (!startsWith(buf, start, end, DATA)) return;
-    if (this.#event === Ev.Other) return;
-    if (this.#event === Ev.ContentDelta) {
-      this.onContentDelta!(buf.subarray(start + DATA.length, end));
+    if (c !== 0x64 /* d */ || !startsWith(buf, start, end, DATA)) return;
+    const ev = this.#event;
+    if (ev === Ev.Other) return;
+    const from = start + DATA.length;
+    if (ev === Ev.ContentDelta) {
+      this.#delta(buf, from, end);
       return;
+    }
+    if (ev === Ev.None) {
+      // Streams without `event:` lines carry the type in the data; a content delta needs no parse.
+      let s = from;
+      while (s < end && (buf[s] === SPACE || buf[s] === TAB)) s++;
+      if (startsWith(buf, s, end, DATA_CONTENT_DELTA)) {
+        this.contentDeltas++;
+        if (this.#wantsDeltas) this.#delta(buf, from, end);
+        return;
+      }
     }
     let payload: Record<string, unknown>;
     try {
-      payload = JSON.parse(buf.toString('utf8', start + DATA.length, end)) as Record<string, unknown>;
+      payload = JSON.parse(buf.toString('utf8', from, end)) as Record<string, unknown>;
     } catch {
       return;
     }
-    // Streams without `event:` lines still carry the type in the data.
-    const ev = this.#event === Ev.None ? eventOf(String(payload.type)) : this.#event;
-    if (ev === Ev.MessageStart) {
+    const kind = ev === Ev.None ? eventOfType(payload.type) : ev;
+    if (kind === Ev.MessageStart) {
       const usage = (payload.message as { usage?: Record<string, unknown> } | undefined)?.usage;
       this.sawMessageStart = true;
       if (usage) {
@@ -138,7 +201,7 @@ export class SseUsageParser implements StreamUsage {
         this.cacheReadTokens = num(usage.cache_read_input_tokens);
         this.outputTokens = num(usage.output_tokens);
       }
-    } else if (ev === Ev.MessageDelta) {
+    } else if (kind === Ev.MessageDelta) {
       const usage = payload.usage as Record<string, unknown> | undefined;
       this.sawMessageDelta = true;
       if (usage) {
@@ -146,17 +209,52 @@ export class SseUsageParser implements StreamUsage {
         if (usage.output_tokens !== undefined) this.outputTokens = num(usage.output_tokens);
         if (usage.input_tokens !== undefined && usage.input_tokens !== null) this.inputTokens = num(usage.input_tokens);
       }
-    } else if (ev === Ev.Other && this.#event === Ev.None && payload.type === 'content_block_delta') {
-      this.onContentDelta?.(buf.subarray(start + DATA.length, end));
-    } else if (ev === Ev.Error) {
+    } else if (kind === Ev.Other && ev === Ev.None && payload.type === 'content_block_delta') {
+      // A content delta whose keys come in another order.
+      this.contentDeltas++;
+      if (this.#wantsDeltas) this.#delta(buf, from, end);
+    } else if (kind === Ev.Error) {
       const err = payload.error as { type?: unknown; message?: unknown } | undefined;
       this.error = { type: String(err?.type ?? 'api_error'), message: String(err?.message ?? '') };
     }
   }
+
+  #delta(buf: Buffer, start: number, end: number): void {
+    if (this.#sink) this.#sink.pushDelta(buf, start, end);
+    else this.onContentDelta?.(buf.subarray(start, end));
+  }
+
+  /** `event:` line, name in buf[start, end) with surrounding whitespace. */
+  #eventLine(buf: Buffer, start: number, end: number): void {
+    while (start < end && (buf[start] === SPACE || buf[start] === TAB)) start++;
+    while (end > start && (buf[end - 1] === SPACE || buf[end - 1] === TAB || buf[end - 1] === CR)) end--;
+    const n = end - start;
+    let ev = Ev.Other;
+    if (n === 19) {
+      if (equals(buf, start, N_CONTENT_BLOCK_DELTA)) {
+        this.contentDeltas++;
+        if (this.#wantsDeltas) ev = Ev.ContentDelta;
+      }
+    } else if (n === 13) {
+      if (equals(buf, start, N_MESSAGE_DELTA)) ev = Ev.MessageDelta;
+      else if (equals(buf, start, N_MESSAGE_START)) ev = Ev.MessageStart;
+    } else if (n === 12) {
+      if (equals(buf, start, N_MESSAGE_STOP)) this.sawMessageStop = true;
+    } else if (n === 5) {
+      if (equals(buf, start, N_ERROR)) ev = Ev.Error;
+    }
+    this.#event = ev;
+  }
+}
+
+/** buf[start, start + word.length) equals word (the caller checked the length fits). */
+function equals(buf: Buffer, start: number, word: Buffer): boolean {
+  for (let k = word.length - 1; k >= 0; k--) if (buf[start + k] !== word[k]) return false;
+  return true;
 }
 
 function startsWith(buf: Buffer, start: number, end: number, prefix: Buffer): boolean {
-  return end - start >= prefix.length && buf.compare(prefix, 0, prefix.length, start, start + prefix.length) === 0;
+  return end - start >= prefix.length && equals(buf, start, prefix);
 }
 
 function num(v: unknown): number {

@@ -104,3 +104,37 @@ describe('usageOfMessage', () => {
     expect(usageOfMessage({})).toBeNull();
   });
 });
+
+describe('SseUsageParser with a sink', () => {
+  const deltaPayloads = STREAM.split('\n').filter((l) => l.startsWith('data: {"type":"content_block_delta"')).map((l) => l.slice(5));
+
+  it('hands over each payload in place, however the stream is cut, CRLF or not', () => {
+    for (const text of [STREAM, STREAM.replaceAll('\n', '\r\n')]) {
+      const bytes = Buffer.from(text);
+      for (let size = 1; size <= 64; size++) {
+        const got: string[] = [];
+        const p = new SseUsageParser({ pushDelta: (buf, start, end) => got.push(buf.toString('utf8', start, end)) });
+        for (let i = 0; i < bytes.length; i += size) p.push(bytes.subarray(i, i + size));
+        expect(got.map((g) => g.trim())).toEqual(deltaPayloads.map((d) => d.trim()));
+        expect([p.inputTokens, p.outputTokens, p.cacheReadTokens, p.contentDeltas, p.sawMessageStop]).toEqual([321, 42, 11, 5, true]);
+      }
+    }
+  });
+
+  it('reads event names with extra blanks, ignores names that only begin like one, and counts data-only deltas', () => {
+    const got: string[] = [];
+    const p = new SseUsageParser({ pushDelta: (buf, start, end) => got.push(buf.toString('utf8', start, end)) });
+    p.push(Buffer.from('event:message_start \t\ndata: {"type":"message_start","message":{"usage":{"input_tokens":4}}}\n\n'));
+    p.push(Buffer.from('event: message_delta_x\ndata: {"type":"message_delta","usage":{"output_tokens":99}}\n\n'));
+    p.push(Buffer.from('event:  content_block_delta\ndata:{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}\n\n'));
+    p.push(Buffer.from('data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"b"}}\n\n'));
+    p.push(Buffer.from('data: {"index":0,"type":"content_block_delta","delta":{"type":"text_delta","text":"c"}}\n\n'));
+    p.push(Buffer.from('event: message_stop\ndata: {"type":"message_stop"}\n\n'));
+    expect(p.inputTokens).toBe(4);
+    expect(p.outputTokens).toBe(0);
+    expect(p.sawMessageDelta).toBe(false);
+    expect(p.contentDeltas).toBe(3);
+    expect(p.sawMessageStop).toBe(true);
+    expect(got.map((g) => JSON.parse(g).delta.text)).toEqual(['a', 'b', 'c']);
+  });
+});

@@ -1,14 +1,17 @@
 // The counting worker (run by piscina from dist/relay/tokens/count-worker.js): one task at a time per
 // thread, ranks loaded once per thread. Tasks are plain data; see TokenCounter for the API.
 import { countText, countWithCarry, warmUp } from './bpe-count.js';
-import { deltaText } from './delta-text.js';
+import { decodePieces } from './delta-text.js';
 import { promptParts } from './prompt-text.js';
 
 export type CountTask =
   | { kind: 'text'; text: string }
   /** `json` is the raw request body (parsed here, off the event loop); `body` an already parsed one. */
   | { kind: 'prompt'; json?: Uint8Array; body?: unknown }
-  /** Raw `data:` payloads of content_block_delta events, one per line; `carry` from the previous batch. */
+  /**
+   * Delivered text as DeliveredTextCounter keeps it: the raw JSON string contents of the deltas' text,
+   * one piece per line (delta-text.ts); `carry` from the previous batch.
+   */
   | { kind: 'deltas'; data: Uint8Array; carry: string; final: boolean };
 
 export type CountResult = { count: number; carry: string };
@@ -28,7 +31,7 @@ export default function count(task: CountTask): CountResult {
       return { count: n, carry: '' };
     }
     case 'deltas': {
-      const text = deltaText(Buffer.from(task.data.buffer, task.data.byteOffset, task.data.byteLength));
+      const text = decodePieces(Buffer.from(task.data.buffer, task.data.byteOffset, task.data.byteLength));
       return countWithCarry(task.carry + text, task.final, true);
     }
   }

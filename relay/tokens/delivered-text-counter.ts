@@ -1,22 +1,29 @@
 // Counts the tokens of the text a stream delivered, for streams that end without usage (cut short),
-// in bounded memory however long the stream.
+// in bounded memory however long the stream, at almost no cost for the streams that end with usage.
 //
-// Fed with the raw `data:` payload of each content_block_delta event (SseUsageParser.onContentDelta),
-// it copies the payload into a pending batch; once the batch reaches `flushBytes` it goes to a worker,
-// which parses the payloads, takes their text (relay/tokens/delta-text.ts) and counts it. Each batch's
-// text is counted up to its last segment end (a word boundary; bpe-count.ts) and the rest is carried
-// into the next batch, so the sum of the batch counts is exactly the count of the whole text (with the
-// whitespace at its very end left out: it would begin the next, undelivered token; so K deltas "tok "
-// of the mock count exactly K).
-// Batches are counted one after the other, in order.
+// Fed with the raw `data:` payload of each content_block_delta event (SseUsageParser hands the bytes
+// over in place: pushDelta), it finds the delta's text in the payload without parsing it
+// (delta-text.ts: findDeltaText) and appends just those raw bytes, escapes and all, to a pending
+// buffer, one piece per line. Nothing goes to a worker during a normal stream:
+//   - total() (the stream was cut) sends what is pending to a worker, which decodes the pieces and
+//     counts the text;
+//   - when pending reaches `flushBytes` (a very long stream), it is sent as a batch. Each batch's text
+//     is counted up to its last segment end (a word boundary; bpe-count.ts) and the rest is carried
+//     into the next batch, so the sum of the batch counts is exactly the count of the whole text (with
+//     the whitespace at its very end left out: it would begin the next, undelivered token; so K deltas
+//     "tok " of the mock count exactly K). Batches are counted one after the other, in order.
+//   - discard() (the stream ended with usage) drops everything at once.
 //
-// Memory: pending bytes stay below flushBytes + one payload. Batches sent and not yet counted are held
+// Memory: pending bytes stay below flushBytes + one piece. Batches sent and not yet counted are held
 // too; when pending plus those reach `maxOutstandingBytes`, `congested` turns true and onCongestion(true)
 // is called (pause the provider's body), and onCongestion(false) once they drop below it again.
+// Nothing else is kept per stream: no promise chain while no batch is in flight, and a settled
+// counter holds no buffer.
+import { findDeltaText, type TextRange } from './delta-text.js';
 import type { TokenCounter } from './token-counter.js';
 
 export interface DeliveredTextCounterOptions {
-  /** Pending bytes that make a batch. Default 16 KiB. */
+  /** Pending text bytes that make a batch. Default 256 KiB. */
   flushBytes?: number;
   /** Pending + counting bytes above which the counter reports congestion. Default 4 × flushBytes. */
   maxOutstandingBytes?: number;
@@ -26,60 +33,90 @@ export interface DeliveredTextCounterOptions {
 
 type Counter = Pick<TokenCounter, 'countDeltas'>;
 
+const EMPTY = Buffer.alloc(0);
+const NL = 0x0a;
+/** First allocation of the pending buffer; it doubles up to flushBytes + one piece. */
+const INITIAL_BYTES = 1024;
+
+/** All counters share one: findDeltaText's answer, used at once. */
+const range: TextRange = { start: 0, end: 0 };
+
 export class DeliveredTextCounter {
   readonly flushBytes: number;
   readonly maxOutstandingBytes: number;
   readonly #counter: Counter;
   readonly #onCongestion: ((congested: boolean) => void) | undefined;
 
-  #pending: Buffer;
+  #pending: Buffer = EMPTY;
   #pendingBytes = 0;
   /** Bytes of batches sent to a worker and not yet counted. */
   #countingBytes = 0;
   #carry = '';
   #count = 0;
-  #chain: Promise<void> = Promise.resolve();
+  /** The last batch in flight, or null when none is. */
+  #chain: Promise<void> | null = null;
   #error: unknown = null;
   #done = false;
   #discarded = false;
   #congested = false;
-  /** Payloads received, and the most pending bytes seen (for tests and metrics). */
+  /** Payloads received, batches sent, and the most pending bytes seen (for tests and metrics). */
   payloads = 0;
+  batches = 0;
   peakPendingBytes = 0;
 
   constructor(counter: Counter, options: DeliveredTextCounterOptions = {}) {
     this.#counter = counter;
-    this.flushBytes = Math.max(1, options.flushBytes ?? 16 * 1024);
+    this.flushBytes = Math.max(1, options.flushBytes ?? 256 * 1024);
     this.maxOutstandingBytes = Math.max(this.flushBytes, options.maxOutstandingBytes ?? 4 * this.flushBytes);
     this.#onCongestion = options.onCongestion;
-    this.#pending = Buffer.allocUnsafe(0);
   }
 
+  /** Text bytes waiting (raw, escaped), not yet sent to a worker. */
   get pendingBytes(): number {
     return this.#pendingBytes;
+  }
+
+  /** Bytes sent to a worker and not yet counted. */
+  get countingBytes(): number {
+    return this.#countingBytes;
+  }
+
+  /** Bytes of buffer held (pending buffer capacity). */
+  get retainedBytes(): number {
+    return this.#pending.length;
   }
 
   get congested(): boolean {
     return this.#congested;
   }
 
-  /** One content_block_delta payload; the bytes are copied (the caller's buffer may be reused). */
+  /** One content_block_delta payload (a copy is not needed: only the text bytes are copied). */
   push(data: Buffer): void {
+    this.pushDelta(data, 0, data.length);
+  }
+
+  /** One content_block_delta payload, buf[start, end), valid only during the call. */
+  pushDelta(buf: Buffer, start: number, end: number): void {
     if (this.#done) return;
     this.payloads++;
-    const need = this.#pendingBytes + data.length + 1;
+    if (!findDeltaText(buf, start, end, range) || range.end === range.start) return;
+    const s = range.start;
+    const n = range.end - s;
+    const at = this.#pendingBytes;
+    const need = at + n + 1;
     if (need > this.#pending.length) {
-      // Grows to at most flushBytes + one payload; the buffer is handed over at each flush.
       // allocUnsafeSlow: never a slice of Node's shared pool, which posting to a worker would copy whole.
-      const grown = Buffer.allocUnsafeSlow(Math.max(need, Math.min(this.flushBytes + 1024, Math.max(1024, this.#pending.length * 2))));
-      this.#pending.copy(grown, 0, 0, this.#pendingBytes);
+      const grown = Buffer.allocUnsafeSlow(Math.max(need, Math.min(this.flushBytes + 1024, Math.max(INITIAL_BYTES, this.#pending.length * 2))));
+      if (at > 0) this.#pending.copy(grown, 0, 0, at);
       this.#pending = grown;
     }
-    this.#pendingBytes += data.copy(this.#pending, this.#pendingBytes);
-    this.#pending[this.#pendingBytes++] = 0x0a;
-    if (this.#pendingBytes > this.peakPendingBytes) this.peakPendingBytes = this.#pendingBytes;
-    if (this.#pendingBytes >= this.flushBytes) this.#flush(false);
-    else this.#checkCongestion();
+    const p = this.#pending;
+    if (n <= 16) for (let k = 0; k < n; k++) p[at + k] = buf[s + k]!;
+    else buf.copy(p, at, s, s + n);
+    p[at + n] = NL;
+    this.#pendingBytes = need;
+    if (need > this.peakPendingBytes) this.peakPendingBytes = need;
+    if (need >= this.flushBytes) this.#flush(false);
   }
 
   /**
@@ -91,7 +128,7 @@ export class DeliveredTextCounter {
       this.#flush(true);
       this.#done = true;
     }
-    await this.#chain;
+    while (this.#chain) await this.#chain;
     if (this.#error) throw this.#error;
     return this.#count;
   }
@@ -100,7 +137,7 @@ export class DeliveredTextCounter {
   discard(): void {
     this.#done = true;
     this.#discarded = true;
-    this.#pending = Buffer.allocUnsafe(0);
+    this.#pending = EMPTY;
     this.#pendingBytes = 0;
     this.#carry = '';
     if (this.#congested) {
@@ -112,16 +149,20 @@ export class DeliveredTextCounter {
   #flush(final: boolean): void {
     const size = this.#pendingBytes;
     if (size === 0 && !final) return;
-    // The batch takes the pending buffer with it: the next payload starts a new one.
-    const batch = this.#pending.subarray(0, size);
-    this.#pending = Buffer.allocUnsafe(0);
+    if (size === 0 && !this.#chain && this.#carry === '') return; // nothing delivered, nothing carried: 0 tokens
+    // The batch takes the pending buffer with it (and drops its last separator); the next piece starts a new one.
+    const batch = size > 0 ? this.#pending.subarray(0, size - 1) : EMPTY;
+    this.#pending = EMPTY;
     this.#pendingBytes = 0;
     this.#countingBytes += size;
+    this.batches++;
     this.#checkCongestion();
-    this.#chain = this.#chain.then(async () => {
+    const previous = this.#chain;
+    let current: Promise<void> | null = null;
+    const run = async (): Promise<void> => {
       try {
-        if (this.#error) return;
-        if (this.#discarded) return;
+        await previous; // always yields first: `current` is set before the finally block can run
+        if (this.#error || this.#discarded) return;
         const r = await this.#counter.countDeltas(batch, this.#carry, final);
         this.#count += r.count;
         this.#carry = r.carry;
@@ -129,9 +170,12 @@ export class DeliveredTextCounter {
         this.#error = err;
       } finally {
         this.#countingBytes -= size;
+        if (this.#chain === current) this.#chain = null;
         this.#checkCongestion();
       }
-    });
+    };
+    current = run();
+    this.#chain = current;
   }
 
   #checkCongestion(): void {

@@ -144,8 +144,8 @@ describe('DeliveredTextCounter', () => {
     };
     const events: boolean[] = [];
     const delivered = new DeliveredTextCounter(fake, { flushBytes: 100, maxOutstandingBytes: 300, onCongestion: (c) => events.push(c) });
-    const payload = Buffer.alloc(60, 0x20);
-    for (let i = 0; i < 6; i++) delivered.push(payload); // 3 batches of 122 bytes: 366 outstanding
+    const payload = Buffer.from(JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: ' '.repeat(60) } }));
+    for (let i = 0; i < 6; i++) delivered.push(payload); // pieces of 60 bytes + separator: 3 batches of 122 bytes, 366 outstanding
     expect(delivered.congested).toBe(true);
     expect(events).toEqual([true]);
     await new Promise((r) => setImmediate(r));
@@ -156,10 +156,57 @@ describe('DeliveredTextCounter', () => {
     }
     expect(delivered.congested).toBe(false);
     expect(events).toEqual([true, false]);
-    const total = delivered.total();
-    await new Promise((r) => setImmediate(r));
-    releases.shift()?.();
-    expect(await total).toBe(4);
+    // Nothing pending and nothing carried: no final batch is sent.
+    expect(await delivered.total()).toBe(3);
+    expect(releases.length).toBe(0);
+  });
+
+  it('sends nothing to a worker during a normal stream, keeps only the text, and discard() frees it', () => {
+    let calls = 0;
+    const fake = { countDeltas: async () => { calls++; return { count: 0, carry: '' }; } };
+    const delivered = new DeliveredTextCounter(fake);
+    const parser = new SseUsageParser(delivered);
+    const delta = sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'tok ' } });
+    parser.push(Buffer.from(delta.repeat(4000)));
+    expect(delivered.payloads).toBe(4000);
+    expect(delivered.pendingBytes).toBe(4000 * 5); // "tok " and a separator, of ~90 payload bytes
+    expect(calls).toBe(0);
+    delivered.discard();
+    expect([delivered.pendingBytes, delivered.countingBytes, delivered.retainedBytes]).toEqual([0, 0, 0]);
+  });
+
+  it('holds nothing after 2,000 streams cut short are counted (the abort storm)', async () => {
+    const bytes = Buffer.from(streamOf('Größe naïve "café" 🙂 tok tok.\n'.repeat(8), rng(5)));
+    const cut = bytes.subarray(0, 2048);
+    const expected: number[] = [];
+    const live = new Set<DeliveredTextCounter>();
+    const heap0 = process.memoryUsage().heapUsed;
+    for (let i = 0; i < 2000; i++) {
+      const delivered = new DeliveredTextCounter(counter);
+      const parser = new SseUsageParser(delivered);
+      // Cut at a different point each time.
+      parser.push(cut.subarray(0, 1024 + (i % 1024)));
+      live.add(delivered);
+      const n = await delivered.total();
+      if (i < 3) expected.push(n);
+      expect([delivered.pendingBytes, delivered.countingBytes, delivered.retainedBytes]).toEqual([0, 0, 0]);
+    }
+    expect(expected[0]).toBeGreaterThan(0);
+    live.clear();
+    const gc = (globalThis as { gc?: () => void }).gc;
+    if (gc) {
+      gc();
+      expect(process.memoryUsage().heapUsed - heap0).toBeLessThan(8 * 1024 * 1024);
+    }
+  });
+
+  it('a settled counter holds no buffer and no promise chain', async () => {
+    const fake = { countDeltas: async (_d: Uint8Array, carry: string) => ({ count: 1, carry }) };
+    const delivered = new DeliveredTextCounter(fake, { flushBytes: 16 });
+    for (let i = 0; i < 10; i++) delivered.push(Buffer.from('{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"tok tok "}}'));
+    expect(delivered.batches).toBe(5); // pieces of 9 bytes: a batch every 2
+    expect(await delivered.total()).toBe(6); // and a final one, as batches were in flight (their carry unknown)
+    expect([delivered.pendingBytes, delivered.countingBytes, delivered.retainedBytes]).toEqual([0, 0, 0]);
   });
 
   it('total() rejects when the worker fails, so the caller can fall back', async () => {

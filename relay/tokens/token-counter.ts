@@ -65,7 +65,10 @@ export class TokenCounter {
     return (await this.#run(task)).count;
   }
 
-  /** One batch of delivered content_block_delta payloads (used by DeliveredTextCounter). */
+  /**
+   * One batch of delivered text (used by DeliveredTextCounter): the raw JSON string contents of the
+   * deltas' text, one piece per line.
+   */
   countDeltas(data: Uint8Array, carry: string, final: boolean): Promise<CountResult> {
     return this.#run({ kind: 'deltas', data: exact(data), carry, final });
   }
