@@ -7,7 +7,7 @@ import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { logEntrySchema, pageOf, statSchema } from '../http/schemas.js';
 import { queryInt, queryString } from '../http/validation.js';
-import { type LogEntry, queryLogStat, queryLogs } from '../logs/log-query.js';
+import { type LogEntry, type LogFilters, queryLogStat, queryLogs } from '../logs/log-query.js';
 
 export const LOG_DEFAULT_PAGE_SIZE = 10;
 export const LOG_MAX_PAGE_SIZE = 100;
@@ -48,17 +48,7 @@ export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
     const pageSize = Math.min(q.page_size ?? LOG_DEFAULT_PAGE_SIZE, LOG_MAX_PAGE_SIZE);
     const { items, total } = await queryLogs(
       ctx.clickhouse,
-      {
-        userId: Number(user.id),
-        type: q.type,
-        tokenName: q.token_name,
-        modelName: q.model_name,
-        group: q.group,
-        startTimestamp: q.start_timestamp,
-        endTimestamp: q.end_timestamp,
-        requestId: q.request_id,
-        upstreamRequestId: q.upstream_request_id,
-      },
+      logFilters(Number(user.id), q),
       { page, pageSize },
     );
     const data: Page<LogEntry> = { items, page, page_size: pageSize, total };
@@ -71,18 +61,28 @@ export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ query: q, user }) => {
     const stat = await queryLogStat(
       ctx.clickhouse,
-      {
-        userId: Number(user.id),
-        type: q.type,
-        tokenName: q.token_name,
-        modelName: q.model_name,
-        group: q.group,
-        channel: q.channel,
-        startTimestamp: q.start_timestamp,
-        endTimestamp: q.end_timestamp,
-      },
+      logFilters(Number(user.id), q),
       ctx.now(),
     );
     return ok(stat);
   });
+}
+
+/** The query parameters of the contract (snake_case) as the log query's filters, for one account. */
+function logFilters(userId: number, q: {
+  type?: number; token_name?: string; model_name?: string; group?: string; channel?: number;
+  start_timestamp?: number; end_timestamp?: number; request_id?: string; upstream_request_id?: string;
+}): LogFilters {
+  return {
+    userId,
+    type: q.type,
+    tokenName: q.token_name,
+    modelName: q.model_name,
+    group: q.group,
+    channel: q.channel,
+    startTimestamp: q.start_timestamp,
+    endTimestamp: q.end_timestamp,
+    requestId: q.request_id,
+    upstreamRequestId: q.upstream_request_id,
+  };
 }
