@@ -495,13 +495,29 @@ class Exchange {
       ip: this.ip,
     };
     const tokens = this.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
-    this.ctx.quota
-      .settle({ userId: record.userId, tokenId: record.tokenId, requestId: this.requestId, cost, eventJson: encodeUsageEvent(event), tokens, minute: currentMinute() })
-      .catch((err: unknown) => {
-        relayMetrics.settleFailed();
-        this.ctx.log.error({ err, requestId: this.requestId }, 'settlement failed; the reservation stays open for the reaper');
-      });
+    const settlement = { userId: record.userId, tokenId: record.tokenId, requestId: this.requestId, cost, eventJson: encodeUsageEvent(event), tokens, minute: currentMinute() };
+    settleWithRetry(this.ctx, settlement, 0);
   }
+}
+
+/**
+ * The settlement script is idempotent, so a failed call (Redis restarting, a network blip) is simply
+ * tried again; only after the last try does the reservation wait for the reaper, which releases it
+ * and still accepts this settlement late (settleReservation-7.lua).
+ */
+const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
+
+export function settleWithRetry(ctx: RelayContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): void {
+  ctx.quota.settle(settlement).catch((err: unknown) => {
+    const delay = SETTLE_RETRY_DELAYS_MS[attempt];
+    if (delay === undefined) {
+      relayMetrics.settleFailed();
+      ctx.log.error({ err, requestId: settlement.requestId }, 'settlement failed; the reservation stays open for the reaper');
+      return;
+    }
+    ctx.log.warn({ err: (err as Error).message, requestId: settlement.requestId, attempt }, 'settlement failed; retrying');
+    setTimeout(() => settleWithRetry(ctx, settlement, attempt + 1), delay).unref();
+  });
 }
 
 function snapshot(p: SseUsageParser): StreamUsage {
