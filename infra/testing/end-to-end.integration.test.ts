@@ -187,7 +187,9 @@ describe('not enough credit', () => {
   });
 
   it('refuses a request without a key or with an unknown key in Anthropic format', async () => {
-    const none = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', body: '{}' });
+    const none = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST', body: JSON.stringify({ model: MODEL, max_tokens: 1, messages: [{ role: 'user', content: 'x' }] }),
+    });
     expect(none.status).toBe(401);
     expect(await none.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
     const err = await sdk('sk-unknownunknownunknown').messages

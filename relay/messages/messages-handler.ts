@@ -122,7 +122,6 @@ class Exchange {
 
   start(): void {
     if (this.declaredLength > this.ctx.maxBodyBytes) return this.fail(new RelayError('request_too_large'));
-    if (!this.apiKey) return this.fail(new RelayError('missing_api_key'));
     const chunks: Buffer[] = [];
     let size = 0;
     this.res.onData((ab, isLast) => {
@@ -139,13 +138,7 @@ class Exchange {
   }
 
   async process(raw: Buffer): Promise<void> {
-    const now = Date.now();
-    let record = this.ctx.keys.peek(this.apiKey, now);
-    if (record === undefined) record = await this.ctx.keys.lookup(this.apiKey);
-    if (this.aborted) return;
-    if (!record) return this.fail(new RelayError('invalid_api_key'));
-    this.record = record;
-
+    // The body is validated before anything else, the key included.
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8'));
@@ -156,6 +149,14 @@ class Exchange {
     if (!parsed.success) return this.fail(new RelayError('invalid_request', describeIssue(parsed.error)));
     const body = parsed.data;
     this.body = body;
+
+    if (!this.apiKey) return this.fail(new RelayError('missing_api_key'));
+    const now = Date.now();
+    let record = this.ctx.keys.peek(this.apiKey, now);
+    if (record === undefined) record = await this.ctx.keys.lookup(this.apiKey);
+    if (this.aborted) return;
+    if (!record) return this.fail(new RelayError('invalid_api_key'));
+    this.record = record;
 
     const broken = checkKeyRules(record, body.model, this.ip, Math.floor(now / 1000));
     if (broken) return this.fail(new RelayError(broken));
