@@ -8,6 +8,7 @@ import { postgresBalanceSource } from '../relay/quota/postgres-balance-source.js
 import { QuotaStore } from '../relay/quota/quota-store.js';
 import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
 import { startBillingMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
+import { startConsoleFollowUp } from './console-follow-up.js';
 import { startReservationReaper } from './reservation-reaper.js';
 
 export interface RunningBilling {
@@ -33,6 +34,9 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   const commands = createRedis(config, 'billing-reaper');
   const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql));
   const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS);
+  // A console's own after-commit step normally finishes within milliseconds; a row pending for 30 s
+  // belongs to a console that failed or died.
+  const followUp = startConsoleFollowUp({ sql, redis: commands, quota, stream: keys.usageStream(), log }, config.RESERVATION_REAP_INTERVAL_MS, 30);
   // Prometheus /metrics; a port already taken is logged, not fatal: billing matters more than its metrics.
   let metrics: MetricsServer | null = null;
   try {
@@ -45,6 +49,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     worker,
     async close() {
       reaper.stop();
+      followUp.stop();
       await metrics?.close();
       await worker.stop();
       redis.disconnect();

@@ -11,8 +11,9 @@
 //      `{kind: 'user', id}`. The billing worker writes the ClickHouse log row with the ledger id as log
 //      id and, for these types, moves no money (billing/usage-event.ts movesMoney).
 //
-// If step 2 fails after the commit, the money is still right (Postgres is the book of record and the
-// mirror is re-seeded from it); the failure is logged with the event so the log row can be replayed.
+// The ledger row is written `follow_up_pending` with its encoded log event; step 2 clears it. If step 2
+// fails after the commit, the billing worker finishes it later (billing/console-follow-up.ts): the
+// mirror update is applied once per ledger id (adjustBalanceOnce-2.lua) and the log row collapses.
 import { randomUUID } from 'node:crypto';
 import { encodeUsageEvent, LOG_TYPE, type UsageEvent } from '../../billing/usage-event.js';
 import type { ConsoleContext } from '../context.js';
@@ -51,8 +52,8 @@ export function manageRequestId(): string {
  */
 export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promise<RecordedCredit | undefined> {
   const [row] = await tx<{ id: number }[]>`
-    INSERT INTO ledger (request_id, type, user_id, quota, quota_delta, created_at)
-    VALUES (${credit.requestId}, ${credit.type}, ${credit.userId}, ${Math.abs(credit.delta)}, ${credit.delta}, ${credit.createdAt})
+    INSERT INTO ledger (request_id, type, user_id, quota, quota_delta, created_at, follow_up_pending)
+    VALUES (${credit.requestId}, ${credit.type}, ${credit.userId}, ${Math.abs(credit.delta)}, ${credit.delta}, ${credit.createdAt}, true)
     ON CONFLICT (request_id) DO NOTHING
     RETURNING id`;
   if (!row) return undefined;
@@ -60,7 +61,10 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
     UPDATE users SET quota = quota + ${credit.delta} WHERE id = ${credit.userId}
     RETURNING username, "group", quota`;
   if (!user) throw new Error(`recordConsoleCredit: no account ${credit.userId}`);
-  return { ...credit, ledgerId: Number(row.id), username: user.username, group: user.group, balance: Number(user.quota) };
+  const recorded = { ...credit, ledgerId: Number(row.id), username: user.username, group: user.group, balance: Number(user.quota) };
+  // Kept with the row until the follow-up is done, so that the billing worker can replay it.
+  await tx`UPDATE ledger SET log_event = ${encodeUsageEvent(consoleUsageEvent(recorded))} WHERE id = ${row.id}`;
+  return recorded;
 }
 
 export function consoleUsageEvent(c: RecordedCredit): UsageEvent {
@@ -88,18 +92,18 @@ export function consoleUsageEvent(c: RecordedCredit): UsageEvent {
   };
 }
 
-/** After COMMIT: Redis mirror, log event, invalidation. Never throws (failures are logged). */
+/**
+ * After COMMIT: Redis mirror, log event, invalidation, then the ledger row is marked done. Never
+ * throws: what fails here stays pending, and the billing worker's follow-up finishes it
+ * (billing/console-follow-up.ts); both steps are idempotent, so doing them twice is harmless.
+ */
 export async function afterConsoleCredit(ctx: ConsoleContext, c: RecordedCredit): Promise<void> {
   try {
-    await ctx.quotaStore.adjustAccount(c.userId, c.delta);
+    await ctx.quotaStore.adjustAccountOnce(c.userId, c.delta, c.ledgerId);
+    await ctx.redis.xadd(ctx.keys.usageStream(), '*', 'e', encodeUsageEvent(consoleUsageEvent(c)));
+    await ctx.sql`UPDATE ledger SET follow_up_pending = false, log_event = NULL WHERE id = ${c.ledgerId}`;
   } catch (err) {
-    ctx.logger.error({ err, userId: c.userId, delta: c.delta }, 'quota changed in Postgres but the Redis mirror was not adjusted');
-  }
-  const event = consoleUsageEvent(c);
-  try {
-    await ctx.redis.xadd(ctx.keys.usageStream(), '*', 'e', encodeUsageEvent(event));
-  } catch (err) {
-    ctx.logger.error({ err, event }, 'console ledger event not appended to the usage stream; its log row is missing');
+    ctx.logger.error({ err, ledgerId: c.ledgerId }, 'console credit committed; its mirror update or log event is left to the billing follow-up');
   }
   await ctx.invalidate({ kind: 'user', id: c.userId });
 }

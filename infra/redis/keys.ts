@@ -9,6 +9,8 @@ export interface RedisKeys {
   reservation(userId: number, requestId: string): string;
   /** Left by the reaper when it releases an expired reservation, so a late settlement still bills. */
   reapedReservation(userId: number, requestId: string): string;
+  /** Set once a console change (ledger id) has moved the account's mirror: retries apply it once. */
+  adjustmentApplied(userId: number, ledgerId: number): string;
   /** Open reservations by deadline (sorted set: score Unix ms, member `<userId>:<requestId>`). */
   reservationDeadlines(): string;
   /** Requests of one API key in one wall-clock minute (`minute` = Unix minutes). */
@@ -30,6 +32,7 @@ export function redisKeys(prefix: string): RedisKeys {
     reservation: (userId, requestId) => `${prefix}:{a${userId}}:rsv:${requestId}`,
     reapedReservation: (userId, requestId) => `${prefix}:{a${userId}}:reaped:${requestId}`,
     reservationDeadlines: () => `${prefix}:rsv-deadlines`,
+    adjustmentApplied: (userId, ledgerId) => `${prefix}:{a${userId}}:adj:${ledgerId}`,
     keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     usageStream: () => `${prefix}:usage`,

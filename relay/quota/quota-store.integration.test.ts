@@ -192,12 +192,36 @@ describe('adjustBalance-1.lua', () => {
   });
 });
 
+describe('adjustBalanceOnce-2.lua', () => {
+  it('applies a console change to the mirror once, however often it is retried', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 100);
+    await store.reserve({ userId, tokenId, tokenLimited: false, requestId, amount: 10, deadlineMs: 1 });
+    await store.adjustAccountOnce(userId, 500, 77);
+    await store.adjustAccountOnce(userId, 500, 77);
+    expect(await store.accountBalance(userId)).toBe(590);
+    await store.adjustAccountOnce(userId, -40, 78);
+    expect(await store.accountBalance(userId)).toBe(550);
+  });
+
+  it('marks a change applied even when the mirror is not loaded, so a later retry does not add it again', async () => {
+    const { userId, tokenId, requestId } = ids();
+    await store.adjustAccountOnce(userId, 500, 91);
+    expect(await store.accountBalance(userId)).toBeNull();
+    pg.account.set(userId, 600);
+    await store.reserve({ userId, tokenId, tokenLimited: false, requestId, amount: 0, deadlineMs: 1 });
+    await store.adjustAccountOnce(userId, 500, 91);
+    expect(await store.accountBalance(userId)).toBe(600);
+  });
+});
+
 describe('script registration', () => {
   it('names each command name:version with the key count from the file name', () => {
     const defs = loadScriptDefs();
     expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 6 });
     expect(defs.get('settleReservation')).toMatchObject({ numberOfKeys: 7 });
     expect(defs.get('adjustBalance')).toMatchObject({ numberOfKeys: 1 });
+    expect(defs.get('adjustBalanceOnce')).toMatchObject({ numberOfKeys: 2 });
     for (const def of defs.values()) expect(def.command).toMatch(new RegExp(`^${def.name}:[0-9a-f]{10}$`));
   });
 });

@@ -53,6 +53,8 @@ export interface ExpiredReservation {
   amount: number;
 }
 
+const ADJUSTMENT_MARKER_TTL_SEC = 30 * 24 * 3600;
+
 function deadlineMember(userId: number, requestId: string): string {
   return `${userId}:${requestId}`;
 }
@@ -76,6 +78,7 @@ export class QuotaStore {
   readonly #reserve: ScriptFn;
   readonly #settle: ScriptFn;
   readonly #adjust: ScriptFn;
+  readonly #adjustOnce: ScriptFn;
 
   constructor(redis: Redis, keys: RedisKeys, source: BalanceSource) {
     this.#redis = redis;
@@ -90,6 +93,7 @@ export class QuotaStore {
     this.#reserve = bind('reserveQuota');
     this.#settle = bind('settleReservation');
     this.#adjust = bind('adjustBalance');
+    this.#adjustOnce = bind('adjustBalanceOnce');
   }
 
   async reserve(r: ReserveRequest): Promise<ReserveOutcome> {
@@ -166,6 +170,14 @@ export class QuotaStore {
   /** Applies a console-side change (top-up, admin quota edit) to a loaded account mirror. */
   adjustAccount(userId: number, delta: number): Promise<void> {
     return this.#adjustKey(this.#keys.accountBalance(userId), delta);
+  }
+
+  /**
+   * Applies the account change recorded as ledger row `ledgerId` to a loaded mirror, once however
+   * often it is called (the marker outlives any retry by far).
+   */
+  async adjustAccountOnce(userId: number, delta: number, ledgerId: number): Promise<void> {
+    await this.#adjustOnce(this.#keys.accountBalance(userId), this.#keys.adjustmentApplied(userId, ledgerId), delta, ADJUSTMENT_MARKER_TTL_SEC);
   }
 
   adjustToken(userId: number, tokenId: number, delta: number): Promise<void> {
