@@ -197,3 +197,36 @@ describe('GET /api/user/topup/self', () => {
     expect((await inject('GET', '/api/user/topup/self?p=0', user)).statusCode).toBe(400);
   });
 });
+
+describe('administration of top-up orders', () => {
+  it('lists every account\'s orders to an administrator, with filters', async () => {
+    const admin = await h.account({ role: 10 });
+    const a = await h.account();
+    const b = await h.account();
+    await h.sql`INSERT INTO topups (user_id, amount, money, trade_no, payment_method, payment_provider, status)
+                VALUES (${a.user.id}, 5, 5, ${`USR${a.user.id}NOadm1`}, 'alipay', 'epay', 'pending'),
+                       (${b.user.id}, 6, 6, ${`USR${b.user.id}NOadm2`}, 'alipay', 'epay', 'success')`;
+    const all = (await inject('GET', `/api/user/topup?keyword=NOadm&page_size=50`, admin)).json();
+    expectEnvelope(all, true);
+    for (const item of all.data.items) expectShape(item, TOPUP_ORDER, 'items[]');
+    expect(all.data.items.map((o: { trade_no: string }) => o.trade_no).sort()).toEqual([`USR${a.user.id}NOadm1`, `USR${b.user.id}NOadm2`]);
+    const pendingOfA = (await inject('GET', `/api/user/topup?user_id=${a.user.id}&status=pending`, admin)).json();
+    expect(pendingOfA.data.total).toBe(1);
+  });
+
+  it('lets the super administrator complete a pending order by hand, crediting exactly once', async () => {
+    const root = await h.account({ role: 100 });
+    const user = await h.account({ quota: 0 });
+    const tradeNo = `USR${user.user.id}NOmanual`;
+    await h.sql`INSERT INTO topups (user_id, amount, money, trade_no, payment_method, payment_provider, status)
+                VALUES (${user.user.id}, 3, 3, ${tradeNo}, 'alipay', 'epay', 'pending')`;
+    const results = await Promise.all(Array.from({ length: 5 }, () => inject('POST', '/api/user/topup/complete', root, { trade_no: tradeNo })));
+    expect(results.map((r) => r.statusCode).sort()).toEqual([200, 409, 409, 409, 409]);
+    const [u] = await h.sql`SELECT quota FROM users WHERE id = ${user.user.id}`;
+    expect(Number(u!.quota)).toBe(3 * 500_000);
+    const ledger = await h.sql`SELECT quota_delta FROM ledger WHERE request_id = ${`topup:${tradeNo}`}`;
+    expect(ledger.map((r) => Number(r.quota_delta))).toEqual([3 * 500_000]);
+    const admin = await h.account({ role: 10 });
+    expect((await inject('POST', '/api/user/topup/complete', admin, { trade_no: tradeNo })).statusCode).toBe(403);
+  });
+});

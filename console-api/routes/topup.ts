@@ -14,7 +14,7 @@ import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledge
 import { type CardpayEvent, cardpayVerify, createCheckoutSession } from '../payments/cardpay.js';
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
 import { priceOf, quotaOf } from '../payments/pricing.js';
-import { completeOrder, createPendingOrder, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
+import { completeOrder, createPendingOrder, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
 import { loadTopupSettings, methodMinimum, type TopupSettings, topupInfo } from '../payments/topup-settings.js';
 
 /** Largest quantity of one order (units of 1 US dollar). */
@@ -35,6 +35,13 @@ export const payBody = z.object({
   payment_method: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(32),
 });
 export const topupSelfQuery = pageQuery.extend({ keyword: queryString(64) });
+export const topupAllQuery = topupSelfQuery.extend({
+  user_id: z.coerce.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive().optional(),
+  status: z.enum(['pending', 'success'], { error: 'must be pending or success' }).optional(),
+});
+export const completeTopupBody = z.object({
+  trade_no: z.string({ error: 'must be a string' }).trim().min(1, { error: 'is required' }).max(64),
+});
 
 function belowMinimum(min: number): ConsoleError {
   return new ConsoleError('AMOUNT_BELOW_MINIMUM', `amount: must be at least ${min} (the minimum top-up)`);
@@ -98,6 +105,42 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
       sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM topups WHERE ${where}`,
     ]);
     return ok({ items: rows.map(toTopupOrder), total: Number(count!.total), page, page_size: pageSize });
+  });
+
+  api.route({
+    method: 'GET', path: '/api/user/topup', tag: 'admin: top-up', access: ROLE.admin, query: topupAllQuery,
+    data: pageOf(topupOrderSchema),
+    summary: 'Every account\'s top-up orders, newest first; keyword matches trade_no in part; filters user_id and status',
+  }, async ({ query }) => {
+    const { page, pageSize, offset } = paging(query);
+    const where = sql`TRUE
+      ${query.keyword !== undefined ? sql`AND trade_no ILIKE ${containsPattern(query.keyword)}` : sql``}
+      ${query.user_id !== undefined ? sql`AND user_id = ${query.user_id}` : sql``}
+      ${query.status !== undefined ? sql`AND status = ${query.status}` : sql``}`;
+    const [rows, [count]] = await Promise.all([
+      sql<TopupRow[]>`SELECT * FROM topups WHERE ${where} ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
+      sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM topups WHERE ${where}`,
+    ]);
+    return ok({ items: rows.map(toTopupOrder), total: Number(count!.total), page, page_size: pageSize });
+  });
+
+  api.route({
+    method: 'POST', path: '/api/user/topup/complete', tag: 'admin: top-up', access: ROLE.root, body: completeTopupBody,
+    data: topupOrderSchema, errors: ['INVALID_JSON', 'NOT_FOUND', 'STATE_CONFLICT'],
+    summary: 'Complete a pending order by hand (the payment arrived but its notify did not): credits exactly once, like a notify',
+  }, async ({ body, user }) => {
+    const [order] = await sql<TopupRow[]>`SELECT * FROM topups WHERE trade_no = ${body.trade_no}`;
+    if (!order) throw new ConsoleError('NOT_FOUND', 'order not found');
+    if (order.status !== 'pending') throw new ConsoleError('STATE_CONFLICT', `order is ${order.status}`);
+    const result = await completeOrder(ctx, {
+      tradeNo: order.trade_no,
+      provider: order.payment_provider as PaymentProvider,
+      paidMoney: Number(order.money),
+      providerRef: `manual:${user.id}`,
+    });
+    if (result.outcome === 'credited') return ok(result.order);
+    if (result.outcome === 'already') throw new ConsoleError('STATE_CONFLICT', 'order is already completed');
+    throw new ConsoleError('STATE_CONFLICT', result.outcome === 'mismatch' ? result.reason : 'order not found');
   });
 
   // ------------------------------------------------------------------ QR-code provider (epay)
