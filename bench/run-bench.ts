@@ -11,10 +11,17 @@
 //        [--billing-entry dist/billing/main.js] [--skip-saturation]
 //   BENCH_CPU_PROF=1   runs the relay with --cpu-prof and summarises its hottest functions.
 //
+// Attached mode, against a stack that is already running (nothing spawned but the bare proxy):
+//   node dist/bench/run-bench.js --relay-url URL --mock-url URL [--console-url URL]
+//        [--billing-metrics-url URL] [--mock-key K] [--key-secret-file F | --key-secret S]
+//        [--database-url URL] [--redis-url URL] [--redis-prefix P] [--clickhouse-url URL]
+//        [--clickhouse-database DB] [--relay-pid N] [--billing-pid N] [--mock-pid N] [--scale] ...
+// bench/README.md describes what it writes to the target databases and what it skips.
+//
 // Every figure is relative to a baseline measured in the same run on the same machine: the relay's
 // added latency is relay minus mock-direct at the same offered load, its CPU per request is compared
 // with the bare proxy's. Nothing here asserts wall-clock bounds; the targets are reported.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -23,16 +30,20 @@ import { createSql } from '../infra/postgres/client.js';
 import { projectRoot } from '../infra/project-root.js';
 import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
+import { loadOptions } from '../relay/pricing/options-source.js';
+import { FALLBACK_COMPLETION_RATIO, ratiosFromOptions } from '../relay/pricing/ratios.js';
+import { postgresBalanceSource } from '../relay/quota/postgres-balance-source.js';
+import { QuotaStore } from '../relay/quota/quota-store.js';
 import { countInputTokens } from './mock-upstream/mock-upstream.js';
 import { Auditor, LagProbe, type AuditResult, type ModelExpectation } from './lib/audit.js';
 import { cannon, type CannonResult } from './lib/cannon.js';
 import { runConsoleScale, type ScaleResult } from './lib/console-scale.js';
 import { summarizeProfileDir, type ProfileSummary } from './lib/cpu-profile.js';
 import { buildRequest, drive, type DriveResult } from './lib/driver.js';
-import { ensureBenchFixtures } from './lib/fixtures.js';
+import { BENCH_MODELS, ensureBenchFixtures } from './lib/fixtures.js';
 import { MACHINE, OTHERS, ProcSampler, pidsByComm, type ProcUsage, type Watched } from './lib/proc.js';
 import { fmt, svgChart, writeReport, type CurvePoint } from './lib/report.js';
-import { startStack, type Stack } from './lib/stack.js';
+import { attachStack, startStack, type ServiceName, type Stack } from './lib/stack.js';
 import { histogramQuantile, scrapeHistogram } from './lib/prom-scrape.js';
 import { type Summary } from './lib/stats.js';
 
@@ -59,9 +70,45 @@ const { values: args } = parseArgs({
     'relay-entry': { type: 'string' },
     'billing-entry': { type: 'string' },
     'redis-prefix': { type: 'string' },
+    // Attached mode: a running stack given by URL.
+    'relay-url': { type: 'string' },
+    'mock-url': { type: 'string' },
+    'mock-key': { type: 'string' },
+    'console-url': { type: 'string' },
+    'billing-metrics-url': { type: 'string' },
+    'key-secret': { type: 'string' },
+    'key-secret-file': { type: 'string' },
+    'relay-pid': { type: 'string' },
+    'billing-pid': { type: 'string' },
+    'mock-pid': { type: 'string' },
+    'console-pid': { type: 'string' },
+    scale: { type: 'boolean' },
   },
   strict: true,
 });
+
+/** A running stack given by URL (--relay-url): see attachStack in bench/lib/stack.ts. */
+const attached = args['relay-url'] !== undefined;
+if (attached && !args['mock-url']) {
+  process.stderr.write('--relay-url needs --mock-url: the mock provider the relay\'s channel will point at (the mock-direct and bare-proxy baselines use it too)\n');
+  process.exit(2);
+}
+for (const f of ['mock-url', 'console-url', 'billing-metrics-url', 'mock-key', 'key-secret', 'key-secret-file', 'relay-pid', 'billing-pid', 'mock-pid', 'console-pid', 'scale'] as const) {
+  if (!attached && args[f] !== undefined) {
+    process.stderr.write(`--${f} only applies with --relay-url (attached to a running stack)\n`);
+    process.exit(2);
+  }
+}
+const pidList = (v: string | undefined): number[] | undefined => {
+  if (v === undefined) return undefined;
+  const pids = v.split(',').map(Number);
+  if (pids.some((p) => !Number.isInteger(p) || p <= 0)) {
+    process.stderr.write(`invalid PID list: ${v}\n`);
+    process.exit(2);
+  }
+  return pids;
+};
+const keySecret = args['key-secret-file'] !== undefined ? readFileSync(args['key-secret-file'], 'utf8').trim() : (args['key-secret'] ?? process.env.KEY_SECRET);
 
 const quick = args.quick === true;
 const opts = {
@@ -71,17 +118,27 @@ const opts = {
   curveMs: quick ? 1000 : 4000,
   scenarios: (args.scenarios ?? 'small,stream64,long,mix,abort').split(','),
   curve: args['skip-curve'] !== true,
-  scale: args['skip-scale'] !== true,
+  // Attached: the 10-million-row load writes 1,000 accounts and generated log rows into the target
+  // databases, so it runs only when asked for (--scale).
+  scale: args['skip-scale'] !== true && (!attached || args.scale === true),
   saturation: args['skip-saturation'] !== true,
   scaleRows: Number(args['scale-rows'] ?? (quick ? 200_000 : 10_000_000)),
   scaleDurationSec: quick ? 1 : 5,
   resultsRoot: args.out ?? join(projectRoot(), 'bench/results'),
-  databaseUrl: args['database-url'] ?? process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_bench',
+  // Own stack: the bench's own databases and a fresh Redis prefix. Attached: the stack's own settings,
+  // with the same environment variables and defaults as the services (infra/config.ts).
+  databaseUrl: args['database-url'] ?? (attached ? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway' : process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_bench'),
   redisUrl: args['redis-url'] ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0',
   clickhouseUrl: args['clickhouse-url'] ?? process.env.CLICKHOUSE_URL,
-  clickhouseDatabase: args['clickhouse-database'] ?? process.env.BENCH_CLICKHOUSE_DATABASE ?? 'gateway_bench',
-  redisPrefix: args['redis-prefix'] ?? `bench-${Date.now().toString(36)}`,
-  cpuProf: process.env.BENCH_CPU_PROF === '1',
+  clickhouseDatabase: args['clickhouse-database'] ?? (attached ? process.env.CLICKHOUSE_DATABASE ?? 'gateway' : process.env.BENCH_CLICKHOUSE_DATABASE ?? 'gateway_bench'),
+  redisPrefix: args['redis-prefix'] ?? (attached ? process.env.REDIS_PREFIX ?? 'gw' : `bench-${Date.now().toString(36)}`),
+  cpuProf: process.env.BENCH_CPU_PROF === '1' && !attached,
+  attached: attached ? {
+    relayUrl: args['relay-url']!,
+    mockUrl: args['mock-url']!,
+    consoleUrl: args['console-url'],
+    billingMetricsUrl: args['billing-metrics-url'],
+  } : null,
 };
 
 const stamp = new Date().toISOString().replace(/[:.]/g, '-').replace(/Z$/, '');
@@ -157,8 +214,10 @@ interface ScenarioReport {
 function watched(stack: Stack): Watched[] {
   const s = stack.services;
   const w: Watched[] = [{ name: 'load generator', pids: [process.pid] }];
-  for (const [name, svc] of [['relay', s.relay], ['bare proxy', s.bare], ['mock', s.mock], ['billing', s.billing], ['console-api', s.console], ['clickhouse', s.clickhouse]] as const) {
-    if (svc) w.push({ name, pids: [svc.pid] });
+  const rows: Array<[string, ServiceName]> = [['relay', 'relay'], ['bare proxy', 'bare'], ['mock', 'mock'], ['billing', 'billing'], ['console-api', 'console'], ['clickhouse', 'clickhouse']];
+  for (const [name, key] of rows) {
+    const pids = s[key] ? [s[key].pid] : stack.foreignPids[key]?.pids;
+    if (pids?.length) w.push({ name, pids });
   }
   w.push({ name: 'redis-server', pids: pidsByComm('redis-server') });
   w.push({ name: 'postgres', pids: pidsByComm('postgres') });
@@ -176,10 +235,56 @@ function saturated(procs: ProcUsage[]): string {
   return total >= 90 * cores ? `${who}; all ${cores} cores busy (${total.toFixed(0)}%)` : `${who}; machine ${total.toFixed(0)}% of ${cores * 100}%`;
 }
 
+/**
+ * Until the relay answers the bench key with 200 (a running relay picks the new key, channel and
+ * prices up from the invalidations, or within its periodic reload). A 401 means the key was sealed
+ * with another KEY_SECRET than the relay's.
+ */
+async function relayReady(relayUrl: string, headers: Record<string, string>, timeoutMs = 15_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    try {
+      const res = await fetch(`${relayUrl}/v1/messages`, { method: 'POST', headers, body: bodyJson(PROBE_BODY), signal: AbortSignal.timeout(5000) });
+      const text = await res.text();
+      if (res.ok) return;
+      last = `HTTP ${res.status} ${text.slice(0, 300)}`;
+      if (res.status === 401) throw new Error(`the relay rejected the bench's API key (${last}): the key is sealed with --key-secret / KEY_SECRET, which must be the relay's own`);
+    } catch (err) {
+      if (err instanceof Error && err.message.startsWith('the relay rejected')) throw err;
+      last = String(err);
+    }
+    if (Date.now() > end) throw new Error(`the relay did not serve the bench's model within ${timeoutMs / 1000} s: ${last}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Output tokens the mock gives a request asking for 4,000 (its --output-tokens cap). */
+async function mockOutputCap(mockUrl: string, headers: Record<string, string>): Promise<number> {
+  const res = await fetch(`${mockUrl}/v1/messages`, { method: 'POST', headers, body: bodyJson({ model: 'bench-probe', maxTokens: 4000, stream: false }), signal: AbortSignal.timeout(10_000) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`the mock provider answered HTTP ${res.status} (${text.slice(0, 200)})${res.status === 401 ? ': --mock-key must be the key it requires (MOCK_UPSTREAM_KEY of the stack)' : ''}`);
+  const n = (JSON.parse(text) as { usage?: { output_tokens?: number } }).usage?.output_tokens;
+  if (typeof n !== 'number') throw new Error('the mock provider\'s answer has no usage.output_tokens');
+  return n;
+}
+
 async function main(): Promise<void> {
   log(`bench: results in ${outDir}`);
   const profileDir = join(outDir, 'profiles');
-  const stack = await startStack({
+  const stack = opts.attached ? await attachStack({
+    outDir,
+    ...opts.attached,
+    mockKey: args['mock-key'] ?? process.env.MOCK_UPSTREAM_KEY ?? 'sk-ant-mock-local',
+    databaseUrl: opts.databaseUrl,
+    redisUrl: opts.redisUrl,
+    redisPrefix: opts.redisPrefix,
+    clickhouseUrl: opts.clickhouseUrl ?? 'http://127.0.0.1:8123',
+    clickhouseDatabase: opts.clickhouseDatabase,
+    keySecret,
+    pids: { relay: pidList(args['relay-pid']), billing: pidList(args['billing-pid']), mock: pidList(args['mock-pid']), console: pidList(args['console-pid']) },
+    log,
+  }) : await startStack({
     outDir,
     databaseUrl: opts.databaseUrl,
     redisUrl: opts.redisUrl,
@@ -196,30 +301,62 @@ async function main(): Promise<void> {
   const redis = createRedis(stack.config, 'bench');
   const ch = createClickHouse(stack.config);
   const keys = redisKeys(stack.config.REDIS_PREFIX);
+  const notes = [...stack.notes];
+  if (process.env.BENCH_CPU_PROF === '1' && attached) notes.push('BENCH_CPU_PROF ignored: the relay is not the bench\'s to restart with --cpu-prof.');
+  if (attached && args['skip-scale'] !== true && args.scale !== true) notes.push('Console at scale skipped (it writes 1,000 accounts and generated log rows into the target databases): --scale runs it.');
   let failed = false;
+  // The bench's own stack: its Redis prefix is its own and dropped at the end. Attached: the prefix is
+  // the running stack's, and nothing of it is deleted.
+  const dropOwnRedisKeys = async (): Promise<void> => {
+    if (stack.mode !== 'own') return;
+    const left = await redis.keys(`${stack.config.REDIS_PREFIX}:*`).catch(() => [] as string[]);
+    if (left.length) await redis.del(...left).catch(() => {});
+  };
   // Ctrl-C: stop what the bench started (by PID) and drop its Redis keys before leaving.
   const interrupt = (signal: string): void => {
-    log(`${signal}: stopping the stack`);
+    log(`${signal}: stopping ${stack.mode === 'own' ? 'the stack' : 'the bare proxy'}`);
     (async () => {
-      const left = await redis.keys(`${stack.config.REDIS_PREFIX}:*`).catch(() => [] as string[]);
-      if (left.length) await redis.del(...left).catch(() => {});
+      await dropOwnRedisKeys();
       await stack.close();
     })().finally(() => process.exit(130));
   };
   process.once('SIGINT', () => interrupt('SIGINT'));
   process.once('SIGTERM', () => interrupt('SIGTERM'));
   try {
-    const fx = await ensureBenchFixtures(sql, stack.config, stack.mockUrl, 'sk-ant-mock-bench');
+    const fx = await ensureBenchFixtures(sql, stack.config, stack.mockUrl, stack.mockKey, { exclusive: stack.mode === 'own' });
+    // The balance was reset in Postgres: move a loaded Redis mirror by as much (as the console does
+    // for a top-up), then tell a running relay to reload the account, key, channels and prices.
+    await new QuotaStore(redis, keys, postgresBalanceSource(sql)).adjustAccount(fx.userId, fx.quotaDelta);
+    for (const m of [{ kind: 'user', id: fx.userId }, { kind: 'token', id: fx.tokenId, user_id: fx.userId }, { kind: 'channel', id: fx.channelId }, { kind: 'options', keys: ['ModelRatio'] }]) {
+      await redis.publish(keys.invalidationChannel(), JSON.stringify(m));
+    }
+    if (stack.mode === 'attached') log(`bench account ${fx.userId}, key ${fx.tokenId}, channel ${fx.channelId} → ${stack.mockUrl}; invalidations published on ${keys.invalidationChannel()}`);
     await stack.startGateway();
-    log(`stack up: relay ${stack.relayUrl}, mock ${stack.mockUrl}, bare proxy ${stack.bareUrl}, console ${stack.consoleUrl}`);
-    const auditor = new Auditor(sql, ch, redis, keys, fx.userId);
+    log(`stack up: relay ${stack.relayUrl}, mock ${stack.mockUrl}, bare proxy ${stack.bareUrl}, console ${stack.consoleUrl || '–'}`);
     const urlOf: Record<Target, string> = { mock: stack.mockUrl, bare: stack.bareUrl, relay: stack.relayUrl, 'relay-billing-paused': stack.relayUrl };
     const isRelay = (t: Target): boolean => t === 'relay' || t === 'relay-billing-paused';
     const headersOf = (target: Target): Record<string, string> => ({
       'content-type': 'application/json',
       'anthropic-version': '2023-06-01',
-      'x-api-key': isRelay(target) ? fx.apiKey : 'sk-ant-mock-bench',
+      'x-api-key': isRelay(target) ? fx.apiKey : stack.mockKey,
     });
+    await relayReady(stack.relayUrl, headersOf('relay'));
+    // What the mock answers with: a mock started without MOCK_OUTPUT_TOKENS (make run) caps output at
+    // 64 tokens, so a 4,000-token stream is 64 tokens long. The expectations follow the mock; the
+    // report says so.
+    const cap = await mockOutputCap(stack.mockUrl, headersOf('mock'));
+    for (const b of [...ALL.flatMap((x) => x.bodies), PROBE_BODY]) expectations[b.model]!.outputTokens = Math.min(b.maxTokens, cap);
+    if (cap < 4000) notes.push(`The mock caps output at ${cap} tokens: the long-stream and abort scenarios carry ${cap} tokens, not 4,000 (start the mock with MOCK_OUTPUT_TOKENS=1000000 for the full length).`);
+    // Prices the relay applies: the audit's formula uses the same group and completion ratios.
+    const ratios = ratiosFromOptions(await loadOptions(sql));
+    const groupRatio = ratios.group('default') ?? 1;
+    if (groupRatio !== 1) notes.push(`Group ratio of "default" is ${groupRatio}; the audit's formula applies it.`);
+    const oddCompletion = Object.keys(BENCH_MODELS).filter((m) => ratios.completion(m) !== FALLBACK_COMPLETION_RATIO);
+    if (oddCompletion.length) throw new Error(`CompletionRatio overrides the bench's models (${oddCompletion.join(', ')}): the audit's formula assumes ${FALLBACK_COMPLETION_RATIO}`);
+    const auditor = new Auditor(sql, ch, redis, keys, fx.userId);
+    const audit = (before: Parameters<Auditor['audit']>[0], clientComplete: number): Promise<AuditResult> =>
+      auditor.audit(before, expectations, clientComplete, groupRatio);
+    for (const n of notes) log(`note: ${n}`);
     const billingPid = stack.services.billing?.pid;
     const requestsFor = (target: Target, bodies: BodySpec[]): Buffer[] =>
       bodies.map((b) => buildRequest(urlOf[target], '/v1/messages', headersOf(target), bodyJson(b)));
@@ -232,7 +369,8 @@ async function main(): Promise<void> {
     const scenarios: ScenarioReport[] = [];
     for (const sc of ALL.filter((s) => opts.scenarios.includes(s.id))) {
       const report: ScenarioReport = { id: sc.id, title: sc.title, stream: sc.bodies[0]!.stream, rate: sc.rate, connections: sc.connections, runs: [], audit: null, auditPaused: null, lag: null, lagMetric: null };
-      for (const target of sc.targets) {
+      // Billing-paused runs need the billing worker to be the bench's own (SIGSTOP).
+      for (const target of sc.targets.filter((t) => t !== 'relay-billing-paused' || billingPid !== undefined)) {
         const requests = requestsFor(target, sc.bodies);
         const before = isRelay(target) ? await auditor.settledBooks() : null;
         const paused = target === 'relay-billing-paused' && billingPid !== undefined;
@@ -240,7 +378,7 @@ async function main(): Promise<void> {
         log(`${sc.id} → ${target}: warm-up ${opts.warmupMs / 1000} s`);
         await drive({ url: urlOf[target], requests, connections: sc.connections, rate: sc.rate, durationMs: opts.warmupMs, abortAfterBodyBytes: sc.abortAfterBodyBytes });
         const probe = target === 'relay' ? new LagProbe(ch, fx.userId) : null;
-        const lagBefore = target === 'relay' ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
+        const lagBefore = target === 'relay' && stack.billingMetricsUrl ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
         probe?.start();
         const sampler = new ProcSampler(w);
         sampler.start();
@@ -261,7 +399,7 @@ async function main(): Promise<void> {
         log(`${sc.id} → ${target}: ${r.rps.toFixed(0)} req/s, p50 ${fmt(r.latency.p50)} ms, p99 ${fmt(r.latency.p99)} ms, ttfb p50 ${fmt(r.ttfb.p50)} ms` +
           `${r.aborted ? `, ${r.aborted} aborted` : ''}, status ${JSON.stringify(r.status)}, saturated: ${saturated(procs)}`);
         if (target === 'relay-billing-paused' && before) {
-          report.auditPaused = await auditor.audit(before, expectations, r.status['200'] ?? 0);
+          report.auditPaused = await audit(before, r.status['200'] ?? 0);
           const a = report.auditPaused;
           log(`${sc.id} (billing paused) audit after the backlog drained: ${a.pass ? 'PASS' : 'FAIL'}${a.problems.length ? ` ${a.problems.join('; ')}` : ''}`);
           if (!a.pass) failed = true;
@@ -269,8 +407,8 @@ async function main(): Promise<void> {
         if (target === 'relay' && before) {
           report.lag = await probe!.finish();
           const clientComplete = sc.abortAfterBodyBytes ? 0 : (r.status['200'] ?? 0);
-          report.audit = await auditor.audit(before, expectations, clientComplete);
-          const lagAfter = await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds');
+          report.audit = await audit(before, clientComplete);
+          const lagAfter = stack.billingMetricsUrl ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
           if (lagAfter) {
             const p50 = histogramQuantile(lagBefore, lagAfter, 0.5), p99 = histogramQuantile(lagBefore, lagAfter, 0.99);
             report.lagMetric = { p50Ms: p50.value * 1000, p99Ms: p99.value * 1000, count: p50.count };
@@ -301,7 +439,7 @@ async function main(): Promise<void> {
         saturation.push({ target, result, procs, cpuUsPerReq: mine && result.completed ? (mine.cpuSec * 1e6) / result.completed : null });
         log(`saturation → ${target}: ${result.rps.toFixed(0)} req/s, p50 ${fmt(result.latency.p50)} ms, p99 ${fmt(result.latency.p99)} ms, saturated: ${saturated(procs)}`);
         if (before) {
-          const a = await auditor.audit(before, expectations, 0);
+          const a = await audit(before, 0);
           log(`saturation audit: ${a.pass ? 'PASS' : 'FAIL'} (debit ${a.pgDebit}, formula ${a.formula}; ${a.rows.complete} complete, ${a.rows.partial} partial, ${a.rows.error} error rows — autocannon cuts in-flight requests at the end)${a.problems.length ? ` ${a.problems.join('; ')}` : ''}`);
           if (!a.pass) failed = true;
           scenarios.push({ id: 'saturation', title: 'closed loop (autocannon) audit', stream: false, rate: 0, connections: 64, runs: [], audit: a, auditPaused: null, lag: null, lagMetric: null });
@@ -341,6 +479,10 @@ async function main(): Promise<void> {
 
     // --- operator metrics, as scraped at the end of the load (absent until the hooks are applied) ----
     for (const [name, url] of [['relay', `${stack.relayUrl}/metrics`], ['billing', stack.billingMetricsUrl]] as const) {
+      if (!url) {
+        log(`${name} /metrics: no URL given`);
+        continue;
+      }
       try {
         const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
         if (res.ok) writeFileSync(join(outDir, `${name}-metrics.txt`), await res.text());
@@ -360,7 +502,8 @@ async function main(): Promise<void> {
 
     // --- console at scale ------------------------------------------------------------------------
     let scale: ScaleResult | null = null;
-    if (opts.scale) {
+    if (opts.scale && !stack.consoleUrl) notes.push('Console at scale skipped: no --console-url.');
+    if (opts.scale && stack.consoleUrl) {
       log(`console scale: ensuring ${opts.scaleRows.toLocaleString('en')} generated log rows`);
       const sampler = new ProcSampler(w);
       scale = await runConsoleScale(sql, ch, stack.consoleUrl, { rows: opts.scaleRows, connections: 4, durationSec: opts.scaleDurationSec, log });
@@ -368,15 +511,17 @@ async function main(): Promise<void> {
     }
 
     // --- report ----------------------------------------------------------------------------------
-    const json = { stamp, options: { ...opts, resultsRoot: undefined }, machine: { cores: cpus().length, node: process.version }, scenarios, saturation, curve, profiles, scale };
-    const md = markdown(scenarios, saturation, curve, profiles, scale);
+    const target = { mode: stack.mode, relayUrl: stack.relayUrl, mockUrl: stack.mockUrl, consoleUrl: stack.consoleUrl || null, billingMetricsUrl: stack.billingMetricsUrl ?? null,
+      databaseUrl: opts.databaseUrl.replace(/\/\/[^@/]*@/, '//…@'), redisPrefix: stack.config.REDIS_PREFIX, clickhouse: `${stack.config.CLICKHOUSE_URL} ${stack.config.CLICKHOUSE_DATABASE}`,
+      pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio };
+    const json = { stamp, options: { ...opts, resultsRoot: undefined, databaseUrl: target.databaseUrl }, target, notes, machine: { cores: cpus().length, node: process.version }, scenarios, saturation, curve, profiles, scale };
+    const md = markdown(scenarios, saturation, curve, profiles, scale, target, notes);
     const dir = writeReport(opts.resultsRoot, stamp, json, md, svgChart(curve));
     process.stdout.write('\n' + md + '\n');
     log(`report written to ${dir} and ${join(opts.resultsRoot, 'latest')}`);
   } finally {
     await sql.end({ timeout: 5 }).catch(() => {});
-    const left = await redis.keys(`${stack.config.REDIS_PREFIX}:*`).catch(() => [] as string[]);
-    if (left.length) await redis.del(...left).catch(() => {});
+    await dropOwnRedisKeys();
     redis.disconnect();
     await ch.close().catch(() => {});
     await stack.close();
@@ -393,10 +538,19 @@ function markdown(
   curve: CurvePoint[],
   profiles: ProfileSummary[],
   scale: ScaleResult | null,
+  target: { mode: 'own' | 'attached'; relayUrl: string; mockUrl: string; databaseUrl: string; redisPrefix: string; clickhouse: string; pids: Record<string, { pids: number[]; how: string }> },
+  notes: string[],
 ): string {
   const L: string[] = [];
   const run = (s: ScenarioReport, t: string): RunFigures | undefined => s.runs.find((r) => r.target === t);
   L.push(`# Gateway benchmark ${stamp}`, '');
+  if (target.mode === 'attached') {
+    const pids = Object.entries(target.pids).map(([k, v]) => `${k} ${v.pids.join(',')} (${v.how})`).join('; ');
+    L.push(`Attached to a running stack: relay ${target.relayUrl}, mock ${target.mockUrl}, Postgres ${target.databaseUrl}, Redis prefix \`${target.redisPrefix}\`, ClickHouse ${target.clickhouse}. Processes watched: ${pids || 'none of the stack\'s'}.`, '');
+  } else {
+    L.push('Own stack: every service spawned by the bench on its own database, Redis prefix and ClickHouse database.', '');
+  }
+  if (notes.length) L.push(...notes.map((n) => `- ${n}`), '');
   L.push(`Machine: ${cpus().length} cores, Node ${process.version}, one host for load generator and every service. Durations: warm-up ${opts.warmupMs / 1000} s, measure ${opts.durationMs / 1000} s per run.`);
   L.push('Latencies in ms from the load generator (request written → last byte); "added" = relay − mock direct at the same offered load; TTFB = request written → first body byte.', '');
   L.push('## Scenarios', '');

@@ -2,6 +2,9 @@
 // channel to the mock serving the bench's model names (one per scenario, so the money audit can tell
 // the scenarios' rows apart and knows each row's expected usage), and their prices in ModelRatio.
 // Idempotent: a second run finds everything again and only refreshes the channel's URL and the balance.
+// On the bench's own database the bench channel is made the only one (exclusive); on a running
+// stack's database (attached mode) the other channels are left alone: the bench's model names are
+// served by its channel only, so a 529 still has no other channel to be retried on.
 import { insertAccount } from '../../console-api/accounts/account-store.js';
 import { hashPassword } from '../../console-api/auth/password.js';
 import { rebuildAbilities } from '../../console-api/routes/channel.js';
@@ -32,16 +35,45 @@ export interface BenchFixtures {
   tokenId: number;
   apiKey: string;
   channelId: number;
+  /** users.quota after − before (the balance is reset to BENCH_BALANCE): the Redis mirror must move by as much. */
+  quotaDelta: number;
 }
 
-export async function ensureBenchFixtures(sql: Sql, config: Config, mockUrl: string, mockKey: string): Promise<BenchFixtures> {
+function opens(crypto: ReturnType<typeof createApiKeyCrypto>, sealed: Buffer): boolean {
+  try {
+    crypto.open(sealed);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export interface FixtureOptions {
+  /** Disable every other channel (the bench's own database). Default true. */
+  exclusive?: boolean;
+}
+
+export async function ensureBenchFixtures(sql: Sql, config: Config, mockUrl: string, mockKey: string, o: FixtureOptions = {}): Promise<BenchFixtures> {
+  const exclusive = o.exclusive ?? true;
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
   const passwordHash = await hashPassword(BENCH_PASSWORD);
   return sql.begin(async (tx) => {
     await tx`SELECT pg_advisory_xact_lock(727300)`;
-    let [user] = await tx`SELECT id FROM users WHERE username = ${BENCH_USERNAME}`;
-    if (!user) user = { id: (await insertAccount(tx, { username: BENCH_USERNAME, passwordHash })).id };
-    const userId = user.id as number;
+    // A running stack's database: the secret must open what is sealed there already, or the bench
+    // would write a channel credential and a key its relay cannot read.
+    const [sealed] = await tx`
+      (SELECT key_ciphertext FROM tokens WHERE deleted_at IS NULL AND name <> ${KEY_NAME} AND key_ciphertext IS NOT NULL LIMIT 1)
+      UNION ALL (SELECT key_ciphertext FROM channels WHERE name <> ${CHANNEL_NAME} AND key_ciphertext IS NOT NULL LIMIT 1) LIMIT 1`;
+    if (sealed && !opens(crypto, sealed.key_ciphertext as Buffer)) {
+      throw new Error('KEY_SECRET does not open the API keys stored in this database: give the stack\'s own (--key-secret-file, --key-secret or KEY_SECRET)');
+    }
+    let [user] = await tx`SELECT id, quota FROM users WHERE username = ${BENCH_USERNAME} FOR UPDATE`;
+    if (!user) {
+      const id = (await insertAccount(tx, { username: BENCH_USERNAME, passwordHash })).id;
+      [user] = await tx`SELECT id, quota FROM users WHERE id = ${id}`;
+    }
+    const userId = user!.id as number;
+    const quotaDelta = BENCH_BALANCE - Number(user!.quota);
     await tx`UPDATE users SET quota = ${BENCH_BALANCE}, status = 1, "group" = 'default' WHERE id = ${userId}`;
 
     const [ratioRow] = await tx`SELECT value FROM options WHERE key = 'ModelRatio'`;
@@ -62,12 +94,27 @@ export async function ensureBenchFixtures(sql: Sql, config: Config, mockUrl: str
         WHERE id = ${channel.id as number} RETURNING *`;
     }
     await rebuildAbilities(tx, channel as never);
-    // The bench's channel is the only one: a 529 is passed through, not retried elsewhere.
-    await tx`UPDATE channels SET status = 2 WHERE id <> ${channel!.id as number}`;
-    await tx`UPDATE abilities SET enabled = false WHERE channel_id <> ${channel!.id as number}`;
+    if (exclusive) {
+      // The bench's channel is the only one: a 529 is passed through, not retried elsewhere.
+      await tx`UPDATE channels SET status = 2 WHERE id <> ${channel!.id as number}`;
+      await tx`UPDATE abilities SET enabled = false WHERE channel_id <> ${channel!.id as number}`;
+    } else {
+      const others = await tx`
+        SELECT DISTINCT a.channel_id FROM abilities a JOIN channels c ON c.id = a.channel_id
+        WHERE a.enabled AND c.status = 1 AND a.channel_id <> ${channel!.id as number} AND a.model = ANY(${Object.keys(BENCH_MODELS)})`;
+      if (others.length) {
+        throw new Error(`channels ${others.map((r) => r.channel_id as number).join(', ')} also serve the bench's model names (bench-*): ` +
+          'the relay would retry on them and the audit could not tell; disable them or bench a separate database');
+      }
+    }
 
     let [token] = await tx`SELECT id, key_ciphertext FROM tokens WHERE user_id = ${userId} AND name = ${KEY_NAME} AND deleted_at IS NULL`;
     let apiKey: string;
+    if (token && !opens(crypto, token.key_ciphertext as Buffer)) {
+      // Sealed with another secret (an earlier run given the wrong one): retire it, make a new one.
+      await tx`UPDATE tokens SET deleted_at = EXTRACT(EPOCH FROM now())::BIGINT WHERE id = ${token.id as number}`;
+      token = undefined;
+    }
     if (token) {
       apiKey = crypto.open(token.key_ciphertext as Buffer);
       await tx`UPDATE tokens SET status = 1, unlimited_quota = true, expired_time = -1 WHERE id = ${token.id as number}`;
@@ -78,6 +125,6 @@ export async function ensureBenchFixtures(sql: Sql, config: Config, mockUrl: str
         VALUES (${userId}, ${KEY_NAME}, ${crypto.hash(apiKey)}, ${crypto.seal(apiKey)}, ${maskApiKey(apiKey)}, true)
         RETURNING id`;
     }
-    return { userId, tokenId: token!.id as number, apiKey, channelId: channel!.id as number };
+    return { userId, tokenId: token!.id as number, apiKey, channelId: channel!.id as number, quotaDelta };
   });
 }

@@ -1,7 +1,7 @@
 // Per-process accounting from /proc (Linux): CPU time (utime + stime of /proc/<pid>/stat, the
 // process's own accounting, all threads) and resident memory (VmRSS of /proc/<pid>/status).
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 let ticks = 100;
 try {
@@ -59,6 +59,55 @@ export function pidsByComm(comm: string): number[] {
       if (readFileSync(`/proc/${d}/comm`, 'utf8').trim() === comm) out.push(Number(d));
     } catch {
       // gone
+    }
+  }
+  return out;
+}
+
+/**
+ * PIDs of the processes with a TCP socket listening on `port` (any address, IPv4 or IPv6): the
+ * LISTEN rows of /proc/net/tcp{,6} give the socket inodes, /proc/<pid>/fd the processes holding them.
+ * Empty when nothing listens or the processes belong to another user (their fds are unreadable).
+ */
+export function pidsListeningOn(port: number): number[] {
+  const inodes = new Set<string>();
+  for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text = '';
+    try {
+      text = readFileSync(f, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const c = line.trim().split(/\s+/);
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+      if (c.length < 10 || c[3] !== '0A') continue;
+      const local = c[1]!;
+      if (parseInt(local.slice(local.lastIndexOf(':') + 1), 16) === port && c[9] !== '0') inodes.add(c[9]!);
+    }
+  }
+  if (inodes.size === 0) return [];
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${d}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      let link = '';
+      try {
+        link = readlinkSync(`/proc/${d}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const m = /^socket:\[(\d+)\]$/.exec(link);
+      if (m && inodes.has(m[1]!)) {
+        out.push(Number(d));
+        break;
+      }
     }
   }
   return out;

@@ -3,15 +3,21 @@
 // dist/ with the bench's own database, Redis prefix, ClickHouse database and KEY_SECRET. ClickHouse
 // is used at its URL when it answers, otherwise an embedded one is started on a free port with its
 // data under .data/clickhouse-bench.
+//
+// attachStack() is the other mode: a stack that is already running, given by URL (relay, mock
+// provider, console, databases). Nothing of it is spawned, migrated, paused or stopped; the bench
+// starts only the bare proxy (in front of the given mock) and finds the PIDs of the stack's processes
+// from their listening ports when they run on this host (for CPU and memory figures).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import net from 'node:net';
 import { join, resolve } from 'node:path';
 import { isClickHouseReachable } from '../../infra/clickhouse/ensure.js';
 import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
-import { loadConfig, type Config } from '../../infra/config.js';
+import { DEV_KEY_SECRET, loadConfig, type Config } from '../../infra/config.js';
 import { migratePostgres } from '../../infra/postgres/migrate.js';
 import { projectRoot } from '../../infra/project-root.js';
+import { pidsListeningOn } from './proc.js';
 
 export const BENCH_KEY_SECRET = 'bench-only-key-secret-0123456789abcdef';
 export const MOCK_KEY = 'sk-ant-mock-bench';
@@ -41,14 +47,26 @@ export interface Service {
   child: ChildProcess;
 }
 
+export type ServiceName = 'mock' | 'bare' | 'relay' | 'billing' | 'console' | 'clickhouse';
+
 export interface Stack {
+  /** 'own': every process spawned here; 'attached': a running stack given by URL (only the bare proxy is ours). */
+  mode: 'own' | 'attached';
   config: Config;
-  services: Record<'mock' | 'bare' | 'relay' | 'billing' | 'console' | 'clickhouse', Service | undefined>;
+  /** The processes this bench spawned (and may pause or stop). */
+  services: Record<ServiceName, Service | undefined>;
+  /** PIDs of the stack's processes it did not spawn, where they could be found (attached mode), with how. */
+  foreignPids: Partial<Record<ServiceName, { pids: number[]; how: string }>>;
   mockUrl: string;
+  /** The credential the mock provider requires (sent by the channel, the bare proxy and mock-direct runs). */
+  mockKey: string;
   bareUrl: string;
   relayUrl: string;
   consoleUrl: string;
-  billingMetricsUrl: string;
+  /** The billing worker's /metrics, when known. */
+  billingMetricsUrl: string | undefined;
+  /** What the mode changes in the report (skipped runs, processes not found, ...). */
+  notes: string[];
   /** Starts relay, billing and console (after the fixtures exist, so that the relay loads the channel). */
   startGateway(): Promise<void>;
   stopRelay(): Promise<void>;
@@ -178,8 +196,12 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   await waitHttp(`${bareUrl}/health`, bare.child, 'bare-proxy');
 
   return {
+    mode: 'own',
     config,
     services,
+    foreignPids: {},
+    mockKey: MOCK_KEY,
+    notes: [],
     mockUrl, bareUrl, relayUrl, consoleUrl,
     billingMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     async startGateway(): Promise<void> {
@@ -196,6 +218,130 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     },
     async close() {
       for (const s of [...children].reverse()) await stopChild(s.child).catch(() => {});
+    },
+  };
+}
+
+export interface AttachOptions {
+  outDir: string;
+  relayUrl: string;
+  mockUrl: string;
+  mockKey: string;
+  consoleUrl: string | undefined;
+  billingMetricsUrl: string | undefined;
+  databaseUrl: string;
+  redisUrl: string;
+  redisPrefix: string;
+  clickhouseUrl: string;
+  clickhouseDatabase: string;
+  /** The stack's KEY_SECRET: the bench seals its API key and the channel's credential with it. */
+  keySecret: string | undefined;
+  /** PIDs given on the command line; the others are looked up by listening port on loopback URLs. */
+  pids: Partial<Record<ServiceName, number[]>>;
+  log: (line: string) => void;
+}
+
+const stripSlash = (u: string): string => u.replace(/\/+$/, '');
+
+/** The local port of a URL whose host is this machine (loopback), else undefined. */
+function localPort(url: string | undefined): number | undefined {
+  if (!url) return undefined;
+  const u = new URL(url);
+  if (!['127.0.0.1', 'localhost', '[::1]', '::1', '0.0.0.0'].includes(u.hostname)) return undefined;
+  return Number(u.port || (u.protocol === 'https:' ? 443 : 80));
+}
+
+async function answers(url: string): Promise<boolean> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    await res.arrayBuffer();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A running stack given by URL: checks that it answers, spawns the bare proxy in front of its mock. */
+export async function attachStack(o: AttachOptions): Promise<Stack> {
+  const root = projectRoot();
+  const logDir = join(o.outDir, 'logs');
+  mkdirSync(logDir, { recursive: true });
+  const notes: string[] = [];
+  const relayUrl = stripSlash(o.relayUrl), mockUrl = stripSlash(o.mockUrl);
+  const consoleUrl = o.consoleUrl ? stripSlash(o.consoleUrl) : '';
+
+  if (!o.keySecret) {
+    throw new Error('--relay-url: the stack\'s KEY_SECRET is needed to seal the bench\'s API key (--key-secret-file .data/key-secret, --key-secret or KEY_SECRET)');
+  }
+  const config = loadConfig({
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: o.databaseUrl,
+    REDIS_URL: o.redisUrl,
+    REDIS_PREFIX: o.redisPrefix,
+    CLICKHOUSE_URL: o.clickhouseUrl,
+    CLICKHOUSE_DATABASE: o.clickhouseDatabase,
+    KEY_SECRET: o.keySecret,
+    SEED_DEMO: 'false',
+  });
+  if (o.keySecret === DEV_KEY_SECRET) notes.push('KEY_SECRET is the development default.');
+
+  for (const [name, url] of [['relay', `${relayUrl}/health`], ['mock provider', `${mockUrl}/v1/models`]] as const) {
+    if (!(await answers(url))) throw new Error(`${name} does not answer ${url}`);
+  }
+  if (consoleUrl && !(await answers(`${consoleUrl}/api/status`))) throw new Error(`console-api does not answer ${consoleUrl}/api/status`);
+  if (!(await isClickHouseReachable(o.clickhouseUrl))) throw new Error(`ClickHouse does not answer ${o.clickhouseUrl}`);
+  o.log(`attached: relay ${relayUrl}, mock ${mockUrl}${consoleUrl ? `, console ${consoleUrl}` : ''}; Postgres, Redis prefix ${o.redisPrefix}, ClickHouse ${o.clickhouseUrl}/${o.clickhouseDatabase} as given (no migration, nothing spawned but the bare proxy)`);
+
+  // The stack's processes on this host: given PIDs first, else the process listening on the URL's port.
+  const foreignPids: Stack['foreignPids'] = {};
+  const ports: Array<[ServiceName, string | undefined]> = [
+    ['relay', relayUrl], ['mock', mockUrl], ['console', consoleUrl || undefined], ['billing', o.billingMetricsUrl], ['clickhouse', o.clickhouseUrl],
+  ];
+  for (const [name, url] of ports) {
+    const given = o.pids[name];
+    if (given?.length) {
+      foreignPids[name] = { pids: given, how: 'given' };
+      continue;
+    }
+    const port = localPort(url);
+    const found = port === undefined ? [] : pidsListeningOn(port);
+    if (found.length) foreignPids[name] = { pids: found, how: `listening on :${port}` };
+  }
+  const missing = (['relay', 'billing', 'mock'] as const).filter((n) => !foreignPids[n]);
+  for (const [name, f] of Object.entries(foreignPids)) o.log(`  ${name}: pid ${f.pids.join(', ')} (${f.how})`);
+  if (missing.length) {
+    notes.push(`No PID found for ${missing.join(', ')} (not on this host, not visible, or no URL given): ${missing.length > 1 ? 'their' : 'its'} CPU and memory are not reported${missing.includes('relay') ? ', nor the relay\'s CPU per request (give --relay-pid)' : ''}.`);
+  }
+  notes.push('Attached to a running stack: the billing-paused runs are skipped (the bench does not stop processes it did not start).');
+
+  // The bare proxy is the bench's own, in front of the given mock.
+  const barePort = await freePort();
+  const bareUrl = `http://127.0.0.1:${barePort}`;
+  const out = createWriteStream(join(logDir, 'bare-proxy.log'));
+  const child = spawn(process.execPath, [resolve(root, 'dist/bench/bare-proxy.js'), '--upstream', mockUrl, '--port', String(barePort), '--api-key', o.mockKey], {
+    cwd: root, env: { ...process.env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.pipe(out);
+  child.stderr!.pipe(out);
+  const bare: Service = { name: 'bare-proxy', pid: child.pid!, url: bareUrl, child };
+  await waitHttp(`${bareUrl}/health`, child, 'bare-proxy');
+
+  return {
+    mode: 'attached',
+    config,
+    services: { mock: undefined, bare, relay: undefined, billing: undefined, console: undefined, clickhouse: undefined },
+    foreignPids,
+    mockUrl, mockKey: o.mockKey, bareUrl, relayUrl, consoleUrl,
+    billingMetricsUrl: o.billingMetricsUrl,
+    notes,
+    async startGateway(): Promise<void> {
+      // Already running.
+    },
+    async stopRelay(): Promise<void> {
+      // Not ours.
+    },
+    async close(): Promise<void> {
+      await stopChild(child).catch(() => {});
     },
   };
 }
