@@ -26,6 +26,8 @@ import { TokenCounter } from './tokens/token-counter.js';
 
 export interface RunningRelay {
   port: number;
+  /** Whether the routes include this enabled channel: lets a caller wait for a reload to land. */
+  hasChannel(id: number): boolean;
   close(): Promise<void>;
 }
 
@@ -116,6 +118,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
 
   return {
     port,
+    hasChannel: (id) => channels.has(id),
     async close() {
       clearInterval(timer);
       uws.us_listen_socket_close(listenSocket);

@@ -33,6 +33,7 @@ export interface GatewayStack {
   keys: RedisKeys;
   quota: QuotaStore;
   billing: RunningBilling;
+  relay: RunningRelay;
   adminToken: string;
   close(): Promise<void>;
 }
@@ -62,7 +63,7 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   const consolePort = typeof address === 'object' && address ? address.port : 0;
 
   const stack: GatewayStack = {
-    config, mock, sql, redis, ch, keys, quota, billing,
+    config, mock, sql, redis, ch, keys, quota, billing, relay,
     relayUrl: `http://127.0.0.1:${relay.port}`,
     consoleUrl: `http://127.0.0.1:${consolePort}`,
     adminToken: '',
@@ -142,6 +143,12 @@ export async function mockChannel(stack: GatewayStack, models: string[], group =
     name: uniqueName('mock-'), base_url: stack.mock.url, key: MOCK_CHANNEL_KEY, models: models.join(','), group, ...extra,
   });
   if (!json.success) throw new Error(`channel creation failed: ${json.message}`);
+  // The relay reloads its routes on the console's announcement; wait until it has.
+  const deadline = Date.now() + 5000;
+  while ((extra.status ?? 1) === 1 && !stack.relay.hasChannel(json.data!.id)) {
+    if (Date.now() > deadline) throw new Error('the relay did not pick up the new channel');
+    await new Promise((r) => setTimeout(r, 10));
+  }
   return json.data!.id;
 }
 

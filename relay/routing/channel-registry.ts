@@ -27,6 +27,7 @@ export class ChannelRegistry {
   readonly #crypto: ApiKeyCrypto;
   #routes = new Map<string, Tiers>();
   #models = new Map<string, Set<string>>();
+  #loaded = new Set<number>();
 
   constructor(sql: Sql, crypto: ApiKeyCrypto) {
     this.#sql = sql;
@@ -75,6 +76,7 @@ export class ChannelRegistry {
     }
     this.#routes = routes;
     this.#models = models;
+    this.#loaded = new Set(channels.keys());
   }
 
   /**
@@ -103,6 +105,11 @@ export class ChannelRegistry {
       for (let i = tier.length - 1; i >= 0; i--) if (!exclude?.has(tier[i]!.channel.id)) return tier[i]!.channel;
     }
     return undefined;
+  }
+
+  /** Whether the last reload included this (enabled) channel. */
+  has(channelId: number): boolean {
+    return this.#loaded.has(channelId);
   }
 
   /** Models some channel serves for a group. */
