@@ -294,7 +294,11 @@ async function main(): Promise<void> {
     ownClickHouse: args['own-clickhouse'] === true,
     relayEntry: args['relay-entry'],
     billingEntry: args['billing-entry'],
-    relayNodeArgs: opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+    // BENCH_RELAY_NODE_ARGS: extra Node flags for the relay, for experiments (e.g. GC settings).
+    relayNodeArgs: [
+      ...(opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
+      ...(process.env.BENCH_RELAY_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    ],
     log,
   });
   const sql = createSql(stack.config, { max: 4 });
