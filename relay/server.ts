@@ -42,7 +42,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const keys = redisKeys(config.REDIS_PREFIX);
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
   const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS);
-  const channels = new ChannelRegistry(sql, crypto);
+  const channels = new ChannelRegistry(sql, crypto, (id, err) =>
+    log.error({ channel: id, err: err.message }, 'channel credential cannot be opened with KEY_SECRET; channel skipped'));
   const pools = new UpstreamPools({
     connections: config.UPSTREAM_CONNECTIONS,
     headersTimeoutMs: config.UPSTREAM_HEADERS_TIMEOUT_MS,

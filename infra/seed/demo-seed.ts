@@ -6,7 +6,7 @@ import { hashPassword } from '../../console-api/auth/password.js';
 import { rebuildAbilities } from '../../console-api/routes/channel.js';
 import type { Config } from '../config.js';
 import type { Sql } from '../postgres/client.js';
-import { createApiKeyCrypto, generateApiKey, maskApiKey } from '../secrets/api-key-crypto.js';
+import { type ApiKeyCrypto, createApiKeyCrypto, generateApiKey, maskApiKey } from '../secrets/api-key-crypto.js';
 
 export const DEMO_USERNAME = 'demo';
 export const ADMIN_USERNAME = 'admin';
@@ -43,7 +43,12 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
       created.push(`administrator ${ADMIN_USERNAME}`);
     }
     const baseUrl = `http://127.0.0.1:${config.MOCK_UPSTREAM_PORT}`;
-    const [channel] = await tx`SELECT id FROM channels WHERE name = ${DEMO_CHANNEL}`;
+    const [channel] = await tx`SELECT id, key_ciphertext FROM channels WHERE name = ${DEMO_CHANNEL}`;
+    if (channel && !opens(crypto, channel.key_ciphertext as Buffer)) {
+      // Sealed under another KEY_SECRET (a database kept from an earlier .data/): re-seal the mock's key.
+      await tx`UPDATE channels SET key_ciphertext = ${crypto.seal(config.MOCK_UPSTREAM_KEY)} WHERE id = ${channel.id}`;
+      created.push(`channel ${DEMO_CHANNEL} credential re-sealed under the current KEY_SECRET`);
+    }
     if (!channel) {
       const [row] = await tx`
         INSERT INTO channels (type, name, base_url, key_ciphertext, models, "group")
@@ -70,8 +75,15 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
     const userId = demo.id as number;
     const [token] = await tx`SELECT key_ciphertext FROM tokens WHERE user_id = ${userId} AND name = ${DEMO_KEY_NAME} AND deleted_at IS NULL`;
     let demoKey: string;
-    if (token) {
+    if (token && opens(crypto, token.key_ciphertext as Buffer)) {
       demoKey = crypto.open(token.key_ciphertext as Buffer);
+    } else if (token) {
+      // Sealed under another KEY_SECRET: the old value cannot be shown, so the demo key is replaced.
+      demoKey = generateApiKey();
+      await tx`
+        UPDATE tokens SET key_hash = ${crypto.hash(demoKey)}, key_ciphertext = ${crypto.seal(demoKey)}, key_mask = ${maskApiKey(demoKey)}
+        WHERE user_id = ${userId} AND name = ${DEMO_KEY_NAME} AND deleted_at IS NULL`;
+      created.push(`API key ${DEMO_KEY_NAME} replaced (it was sealed under another KEY_SECRET)`);
     } else {
       demoKey = generateApiKey();
       await tx`
@@ -81,4 +93,13 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
     }
     return { demoUserId: userId, demoKey, created };
   });
+}
+
+function opens(crypto: ApiKeyCrypto, sealed: Buffer): boolean {
+  try {
+    crypto.open(sealed);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -29,9 +29,12 @@ export class ChannelRegistry {
   #models = new Map<string, Set<string>>();
   #loaded = new Set<number>();
 
-  constructor(sql: Sql, crypto: ApiKeyCrypto) {
+  readonly #onUnreadable: (channelId: number, err: Error) => void;
+
+  constructor(sql: Sql, crypto: ApiKeyCrypto, onUnreadable: (channelId: number, err: Error) => void = () => {}) {
     this.#sql = sql;
     this.#crypto = crypto;
+    this.#onUnreadable = onUnreadable;
   }
 
   async reload(): Promise<void> {
@@ -41,18 +44,29 @@ export class ChannelRegistry {
       FROM abilities a JOIN channels c ON c.id = a.channel_id
       WHERE a.enabled AND c.status = 1`;
     const channels = new Map<number, Channel>();
+    const unreadable = new Set<number>();
     const byRoute = new Map<string, Map<number, Candidate[]>>();
     const models = new Map<string, Set<string>>();
     for (const r of rows as Record<string, unknown>[]) {
       const id = r.id as number;
+      if (unreadable.has(id)) continue;
       let channel = channels.get(id);
       if (!channel) {
+        let apiKey: string;
+        try {
+          apiKey = this.#crypto.open(r.key_ciphertext as Buffer);
+        } catch (err) {
+          // One channel sealed under another KEY_SECRET must not take every route down with it.
+          unreadable.add(id);
+          this.#onUnreadable(id, err as Error);
+          continue;
+        }
         channel = {
           id,
           name: r.name as string,
           type: r.type as number,
           baseUrl: (r.base_url as string).replace(/\/+$/, ''),
-          apiKey: this.#crypto.open(r.key_ciphertext as Buffer),
+          apiKey,
           modelMapping: parseMapping(r.model_mapping as string),
         };
         channels.set(id, channel);

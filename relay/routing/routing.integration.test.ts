@@ -103,6 +103,22 @@ describe('model mapping', () => {
   });
 });
 
+describe('a channel whose credential cannot be opened', () => {
+  it('is skipped, and every other route keeps working', async () => {
+    const [bad] = await stack.sql`
+      INSERT INTO channels (name, base_url, key_ciphertext, models, "group")
+      VALUES ('sealed-elsewhere', ${second.url}, ${Buffer.from('not sealed with this KEY_SECRET, at all')}, 'route-unreadable', 'default')
+      RETURNING id`;
+    await stack.sql`INSERT INTO abilities ("group", model, channel_id) VALUES ('default', 'route-unreadable', ${bad!.id})`;
+    const model = 'route-readable';
+    await mockChannel(stack, [model], 'default', { base_url: second.url });
+    expect(stack.relay.hasChannel(bad!.id as number)).toBe(false);
+    expect((await send(model)).data.type).toBe('message');
+    const err = await send('route-unreadable').catch((e: unknown) => e);
+    expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(404);
+  });
+});
+
 describe('weight', () => {
   it('shares a priority tier by weight', async () => {
     const model = 'route-weight';
