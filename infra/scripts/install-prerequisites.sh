@@ -15,3 +15,8 @@ if [ "$(id -u)" != 0 ]; then echo "missing: ${missing[*]} (run as root to instal
 echo "installing from Debian's packages: ${missing[*]}"
 DEBIAN_FRONTEND=noninteractive apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+if ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)'; then
+  echo "Node.js $(node -v) is installed, but this project needs Node.js 20 (uWebSockets.js binding, engines)." >&2
+  echo "Install Node.js 20 (for example from NodeSource's Debian repository) and run this again." >&2
+  exit 1
+fi
