@@ -64,7 +64,6 @@ const schema = z.object({
   DELIVERED_FLUSH_BYTES: positiveInt.default(256 * 1024),
   RESERVATION_REAP_INTERVAL_MS: positiveInt.default(15_000),
 
-  USAGE_STREAM_MAXLEN: positiveInt.default(1_000_000),
   BILLING_CONSUMER: z.string().default(`${hostname()}-${process.pid}`),
   BILLING_BATCH_SIZE: positiveInt.default(1000),
   BILLING_BLOCK_MS: positiveInt.default(100),
