@@ -168,11 +168,11 @@ class Exchange {
       return this.fail(new RelayError('group_not_allowed', `Group "${record.group || record.userGroup}" is not available to this account.`));
     }
     // Groups that serve the model; a key without cross-group retry stays in the first one.
-    const served = allowed.filter((g) => this.ctx.channels.pick(g, body.model) !== undefined);
+    const served = servingGroups(allowed, this.ctx.channels, body.model, record.crossGroupRetry);
     if (served.length === 0) {
       return this.fail(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${allowed[0]}".`));
     }
-    this.routeGroups = record.crossGroupRetry ? served : served.slice(0, 1);
+    this.routeGroups = served;
     this.group = this.routeGroups[0]!;
     let maxGroupRatio = 0;
     for (const g of this.routeGroups) maxGroupRatio = Math.max(maxGroupRatio, ratios.group(g)!);
@@ -471,7 +471,7 @@ class Exchange {
     const record = this.record!;
     const usage = outcome.kind === 'failed' ? null : outcome.usage;
     const cost = usage ? quotaCost({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cacheTokens: usage.cacheCreationTokens + usage.cacheReadTokens }, this.price) : 0;
-    const content = outcome.kind === 'ok' ? describeCost(this.price) : `${outcome.reason}; ${describeCost(this.price)}`;
+    const content = outcome.kind === 'ok' ? costText(this.price) : `${outcome.reason}; ${costText(this.price)}`;
     const event: UsageEvent = {
       v: 1,
       type: outcome.kind === 'ok' ? LOG_TYPE.consume : outcome.kind === 'partial' ? LOG_TYPE.consume : LOG_TYPE.error,
@@ -519,6 +519,28 @@ export function settleWithRetry(ctx: RelayContext, settlement: Parameters<QuotaS
     ctx.log.warn({ err: (err as Error).message, requestId: settlement.requestId, attempt }, 'settlement failed; retrying');
     setTimeout(() => settleWithRetry(ctx, settlement, attempt + 1), delay).unref();
   });
+}
+
+/** The groups of `allowed` that serve the model, in order; only the first unless `all`. */
+function servingGroups(allowed: readonly string[], channels: ChannelRegistry, model: string, all: boolean): readonly string[] {
+  if (allowed.length === 1) return channels.serves(allowed[0]!, model) ? allowed : [];
+  const served: string[] = [];
+  for (const g of allowed) {
+    if (!channels.serves(g, model)) continue;
+    served.push(g);
+    if (!all) break;
+  }
+  return served;
+}
+
+/** describeCost of the last price seen, kept: a gateway's traffic mostly repeats a few prices. */
+let lastCost: PriceRatios & { text: string } = { model: NaN, completion: NaN, group: NaN, text: '' };
+
+function costText(p: PriceRatios): string {
+  const c = lastCost;
+  if (c.model === p.model && c.completion === p.completion && c.group === p.group) return c.text;
+  lastCost = { model: p.model, completion: p.completion, group: p.group, text: describeCost(p) };
+  return lastCost.text;
 }
 
 function snapshot(p: SseUsageParser): StreamUsage {

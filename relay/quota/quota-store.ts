@@ -71,6 +71,19 @@ export interface BalanceSource {
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
+/** The Redis keys of one API key that do not change between its requests (those of a minute, per minute). */
+interface KeyKeys {
+  userId: number;
+  balance: string;
+  remain: string;
+  minute: number;
+  rpm: string;
+  tpm: string;
+}
+
+/** Cached KeyKeys at most; past it the cache starts over (it only saves string building). */
+const KEY_CACHE_MAX = 10_000;
+
 export class QuotaStore {
   readonly #redis: Redis;
   readonly #keys: RedisKeys;
@@ -79,11 +92,16 @@ export class QuotaStore {
   readonly #settle: ScriptFn;
   readonly #adjust: ScriptFn;
   readonly #adjustOnce: ScriptFn;
+  readonly #deadlinesKey: string;
+  readonly #usageStreamKey: string;
+  readonly #keyKeys = new Map<number, KeyKeys>();
 
   constructor(redis: Redis, keys: RedisKeys, source: BalanceSource) {
     this.#redis = redis;
     this.#keys = keys;
     this.#source = source;
+    this.#deadlinesKey = keys.reservationDeadlines();
+    this.#usageStreamKey = keys.usageStream();
     const defs = defineScripts(redis);
     const bind = (name: string): ScriptFn => {
       const command = defs.get(name)?.command;
@@ -96,14 +114,31 @@ export class QuotaStore {
     this.#adjustOnce = bind('adjustBalanceOnce');
   }
 
+  /** The keys of (userId, tokenId) with those of `minute`, built once per key and minute. */
+  #keysOf(userId: number, tokenId: number, minute: number): KeyKeys {
+    let kk = this.#keyKeys.get(tokenId);
+    if (kk === undefined || kk.userId !== userId) {
+      if (this.#keyKeys.size >= KEY_CACHE_MAX) this.#keyKeys.clear();
+      const k = this.#keys;
+      kk = {
+        userId, balance: k.accountBalance(userId), remain: k.tokenRemain(userId, tokenId),
+        minute, rpm: k.keyRequestsInMinute(userId, tokenId, minute), tpm: k.keyTokensInMinute(userId, tokenId, minute),
+      };
+      this.#keyKeys.set(tokenId, kk);
+    } else if (kk.minute !== minute) {
+      const k = this.#keys;
+      kk.minute = minute;
+      kk.rpm = k.keyRequestsInMinute(userId, tokenId, minute);
+      kk.tpm = k.keyTokensInMinute(userId, tokenId, minute);
+    }
+    return kk;
+  }
+
   async reserve(r: ReserveRequest): Promise<ReserveOutcome> {
     const k = this.#keys;
     const minute = r.minute ?? currentMinute();
-    const keys = [
-      k.accountBalance(r.userId), k.tokenRemain(r.userId, r.tokenId), k.reservation(r.userId, r.requestId),
-      k.keyRequestsInMinute(r.userId, r.tokenId, minute), k.keyTokensInMinute(r.userId, r.tokenId, minute),
-      k.reservationDeadlines(),
-    ];
+    const kk = this.#keysOf(r.userId, r.tokenId, minute);
+    const keys = [kk.balance, kk.remain, k.reservation(r.userId, r.requestId), kk.rpm, kk.tpm, this.#deadlinesKey];
     const args = [
       r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0,
       r.userId, deadlineMember(r.userId, r.requestId),
@@ -137,10 +172,11 @@ export class QuotaStore {
 
   async #settleOrRelease(s: SettleRequest, reaper: boolean): Promise<boolean> {
     const k = this.#keys;
+    const kk = this.#keysOf(s.userId, s.tokenId, s.minute ?? currentMinute());
     const result = await this.#settle(
-      k.accountBalance(s.userId), k.tokenRemain(s.userId, s.tokenId), k.reservation(s.userId, s.requestId),
-      k.usageStream(), k.keyTokensInMinute(s.userId, s.tokenId, s.minute ?? currentMinute()),
-      k.reservationDeadlines(), k.reapedReservation(s.userId, s.requestId),
+      kk.balance, kk.remain, k.reservation(s.userId, s.requestId),
+      this.#usageStreamKey, kk.tpm,
+      this.#deadlinesKey, k.reapedReservation(s.userId, s.requestId),
       s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId), reaper ? '1' : '0',
     );
     return result !== QuotaScriptCode.NoSuchReservation;

@@ -121,6 +121,11 @@ export class ChannelRegistry {
     return undefined;
   }
 
+  /** Whether some channel serves (group, model): pick() without exclusions finds one. */
+  serves(group: string, model: string): boolean {
+    return this.#routes.has(routeOf(group, model));
+  }
+
   /** Whether the last reload included this (enabled) channel. */
   has(channelId: number): boolean {
     return this.#loaded.has(channelId);
