@@ -1,0 +1,64 @@
+// The bench suite attached to a stack that is already running (--relay-url and friends): here the
+// whole gateway runs in this test process on random ports, the bench as a child process. Nothing of
+// the stack is started or stopped by the bench, and every money audit passes.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../infra/project-root.js';
+import { MOCK_CHANNEL_KEY, startGatewayStack, type GatewayStack } from '../infra/testing/gateway-stack.js';
+
+const root = projectRoot();
+const out = mkdtempSync(join(tmpdir(), 'bench-attached-'));
+let stack: GatewayStack;
+
+beforeAll(async () => {
+  stack = await startGatewayStack();
+});
+afterAll(async () => {
+  await stack?.close();
+  rmSync(out, { recursive: true, force: true });
+});
+
+/** Runs the bench without blocking this process: the relay and billing worker it measures live here. */
+function runBench(args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['dist/bench/run-bench.js', ...args], { cwd: root, env: { ...process.env, KEY_SECRET: '' } });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => { output += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { output += d.toString(); });
+    child.on('close', (code) => resolve({ code, output }));
+  });
+}
+
+describe('make bench against a running stack', () => {
+  it('measures the given relay and audits the given databases, starting none of the stack', async () => {
+    expect(existsSync(join(root, 'dist/bench/run-bench.js')), 'dist/ is missing: run `make build`').toBe(true);
+    const c = stack.config;
+    const run = await runBench([
+      '--quick', '--duration', '1', '--warmup', '0.3', '--rates', '500', '--skip-saturation', '--out', out,
+      '--relay-url', stack.relayUrl, '--mock-url', stack.mock.url, '--mock-key', MOCK_CHANNEL_KEY,
+      '--console-url', stack.consoleUrl, '--key-secret', c.KEY_SECRET,
+      '--database-url', c.DATABASE_URL, '--redis-url', c.REDIS_URL, '--redis-prefix', c.REDIS_PREFIX,
+      '--clickhouse-url', c.CLICKHOUSE_URL, '--clickhouse-database', c.CLICKHOUSE_DATABASE,
+    ]);
+    if (run.code !== 0) throw new Error(`bench exited ${run.code}:\n${run.output}`);
+    const report = JSON.parse(readFileSync(join(out, 'latest', 'report.json'), 'utf8')) as {
+      scenarios: Array<{ id: string; runs: Array<{ target: string }>; audit: { pass: boolean; problems: string[] } | null; auditPaused: unknown }>;
+    };
+    const ran = report.scenarios.filter((s) => s.runs.length);
+    expect(ran.map((s) => s.id)).toEqual(['small', 'stream64', 'long', 'mix', 'abort']);
+    for (const s of ran) {
+      expect(s.runs.map((r) => r.target).slice(0, 3)).toEqual(['mock', 'bare', 'relay']);
+      expect(s.audit?.problems).toEqual([]);
+      expect(s.audit?.pass).toBe(true);
+      // Pausing a billing worker the bench does not own is not its business.
+      expect(s.auditPaused ?? null).toBeNull();
+    }
+    expect(readFileSync(join(out, 'latest', 'report.md'), 'utf8')).toContain('**Audit: PASS**');
+    // The stack is still serving after the bench is done with it.
+    const health = await fetch(`${stack.relayUrl}/health`);
+    expect(health.status).toBe(200);
+  }, 180_000);
+});
