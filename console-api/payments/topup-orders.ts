@@ -27,19 +27,8 @@ export interface TopupRow {
   provider_trade_no: string;
 }
 
-/** The contract's Top-up order. */
-export interface TopupOrder {
-  id: number;
-  user_id: number;
-  amount: number;
-  money: number;
-  trade_no: string;
-  payment_method: string;
-  payment_provider: string;
-  status: string;
-  create_time: number;
-  complete_time: number;
-}
+/** The contract's Top-up order: the row without the provider's reference, `money` a number. */
+export type TopupOrder = Omit<TopupRow, 'money' | 'provider_trade_no'> & { money: number };
 
 export function toTopupOrder(r: TopupRow): TopupOrder {
   return {
