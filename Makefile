@@ -37,7 +37,7 @@ migrate: infra ## Apply Postgres and ClickHouse migrations (safe to repeat)
 seed: migrate ## Create the demo account, admin, mock channel and demo API key (idempotent)
 	node dist/infra/seed/seed-main.js
 
-run: seed ## Start the whole stack (relay, billing, console-api, mock provider) and print how to call it
+run: seed ## Start the whole stack (relay, billing, console-api, mock provider, payment sandboxes) and print how to call it
 	@bash infra/scripts/start-stack.sh
 
 test: infra typecheck ## Type-check, then run every test (unit and integration) against the real services
