@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
 import type { QuotaStore } from '../relay/quota/quota-store.js';
+import { startPeriodicJob } from './periodic-job.js';
 
 const BATCH = 100;
 
@@ -35,16 +36,5 @@ export async function finishConsoleFollowUps(d: FollowUpDeps, minAgeSec: number)
 }
 
 export function startConsoleFollowUp(d: FollowUpDeps, intervalMs: number, minAgeSec: number): { stop(): void } {
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    finishConsoleFollowUps(d, minAgeSec)
-      .catch((err: unknown) => d.log.error({ err }, 'console follow-up failed'))
-      .finally(() => {
-        running = false;
-      });
-  }, intervalMs);
-  timer.unref();
-  return { stop: () => clearInterval(timer) };
+  return startPeriodicJob('console follow-up', intervalMs, d.log, () => finishConsoleFollowUps(d, minAgeSec));
 }

@@ -2,6 +2,7 @@
 // account's credit forever. Runs in the billing worker, the one process that is always there.
 import type { Logger } from '../infra/logger.js';
 import type { QuotaStore } from '../relay/quota/quota-store.js';
+import { startPeriodicJob } from './periodic-job.js';
 import { encodeUsageEvent, LOG_TYPE } from './usage-event.js';
 
 const BATCH = 100;
@@ -33,14 +34,5 @@ export function startReservationReaper(quota: QuotaStore, log: Logger, intervalM
     }));
     if (released > 0) log.warn({ released }, 'released expired reservations');
   };
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    reap().catch((err: unknown) => log.error({ err }, 'reservation reaper failed')).finally(() => {
-      running = false;
-    });
-  }, intervalMs);
-  timer.unref();
-  return { stop: () => clearInterval(timer) };
+  return startPeriodicJob('reservation reaper', intervalMs, log, reap);
 }

@@ -9,7 +9,7 @@ import type { Config } from '../../infra/config.js';
 import { createSql, type Sql } from '../../infra/postgres/client.js';
 import { createRedis, type Redis } from '../../infra/redis/client.js';
 import { type RedisKeys, redisKeys } from '../../infra/redis/keys.js';
-import { testConfig } from '../../infra/testing/test-config.js';
+import { testConfig, uniqueName } from '../../infra/testing/test-config.js';
 import { BILLING_GROUP, BillingWorker } from '../../billing/billing-worker.js';
 import { decodeUsageEvent, type UsageEvent } from '../../billing/usage-event.js';
 import { createLogger } from '../../infra/logger.js';
@@ -46,9 +46,7 @@ export interface ConsoleHarness {
   close(): Promise<void>;
 }
 
-export function uniqueName(prefix = 'u'): string {
-  return `${prefix}${randomBytes(5).toString('hex')}`;
-}
+export { uniqueName };
 
 export interface HarnessDeps {
   now?: ConsoleDeps['now'];

@@ -17,7 +17,7 @@ import { createLogger } from '../logger.js';
 import { createSql, type Sql } from '../postgres/client.js';
 import { createRedis, type Redis } from '../redis/client.js';
 import { redisKeys, type RedisKeys } from '../redis/keys.js';
-import { testConfig } from './test-config.js';
+import { testConfig, uniqueName } from './test-config.js';
 import { createTestDatabase } from './test-database.js';
 
 export const MOCK_CHANNEL_KEY = 'sk-ant-mock-channel-credential';
@@ -93,9 +93,7 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   return stack;
 }
 
-export function uniqueName(prefix: string): string {
-  return `${prefix}${randomBytes(5).toString('hex')}`;
-}
+export { uniqueName };
 
 export interface Envelope<T = unknown> {
   success: boolean;

@@ -25,3 +25,8 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     ...overrides,
   });
 }
+
+/** A name no other test run uses: `prefix` and ten hex digits. */
+export function uniqueName(prefix = 'u'): string {
+  return `${prefix}${randomBytes(5).toString('hex')}`;
+}
