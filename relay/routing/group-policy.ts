@@ -30,14 +30,27 @@ function parseJson(raw: string | undefined): unknown {
   }
 }
 
+/** The UserUsableGroups option ({name: description}), or undefined when it is not set. */
+export function usableGroupsOption(options: ReadonlyMap<string, string>): Readonly<Record<string, unknown>> | undefined {
+  const parsed = parseJson(options.get('UserUsableGroups'));
+  return parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
+}
+
+/**
+ * The groups an account of `userGroup` may use, in order: its own group and those of the
+ * UserUsableGroups option, or every priced group when the option is unset; priced groups only. The
+ * relay's routing and the console's groups endpoint both answer from this.
+ */
+export function usableGroupNames(options: ReadonlyMap<string, string>, ratios: Ratios, userGroup: string): string[] {
+  const usable = usableGroupsOption(options);
+  const names = usable ? [userGroup, ...Object.keys(usable)] : Object.keys(ratios.groups());
+  return [...new Set(names)].filter((g) => ratios.group(g) !== undefined);
+}
+
 export function groupPolicyFromOptions(options: ReadonlyMap<string, string>, ratios: Ratios): GroupPolicy {
-  const usableOption = parseJson(options.get('UserUsableGroups'));
-  // Without the option every priced group is open to every account, as the console lists them.
-  const usable = new Set(
-    usableOption && typeof usableOption === 'object' && !Array.isArray(usableOption)
-      ? Object.keys(usableOption)
-      : Object.keys(ratios.groups()),
-  );
+  const usableOption = usableGroupsOption(options);
+  // Without the option every priced group is open to every account (usableGroupNames).
+  const usable = new Set(usableOption ? Object.keys(usableOption) : Object.keys(ratios.groups()));
   const autoOption = parseJson(options.get('AutoGroups'));
   const auto = Array.isArray(autoOption) ? autoOption.filter((g): g is string => typeof g === 'string') : ['default'];
   const limitsOption = parseJson(options.get('GroupRateLimits'));
