@@ -3,9 +3,13 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 NODE_MODULES_STAMP := node_modules/.package-lock.json
 
-# API keys are sealed with KEY_SECRET: a local stack generates one once and keeps it in .data/.
-KEY_SECRET ?= $(shell mkdir -p .data && { [ -s .data/key-secret ] || head -c 32 /dev/urandom | base64 > .data/key-secret; } && cat .data/key-secret)
-export KEY_SECRET
+# Secrets of a local stack, generated once per checkout into .data/ (never a public default): the
+# KEY_SECRET that seals API keys, and the passwords of the demo logins that only `make run` seeds.
+local_secret = $(shell mkdir -p .data && { [ -s .data/$(1) ] || head -c $(2) /dev/urandom | base64 | tr -d '/+=' > .data/$(1); } && cat .data/$(1))
+KEY_SECRET ?= $(call local_secret,key-secret,32)
+DEMO_PASSWORD ?= $(call local_secret,demo-password,12)
+ADMIN_PASSWORD ?= $(call local_secret,admin-password,12)
+export KEY_SECRET DEMO_PASSWORD ADMIN_PASSWORD
 
 .PHONY: help install build typecheck infra migrate seed run test down bench clean
 
@@ -34,14 +38,14 @@ infra: build ## Use Postgres, Redis and ClickHouse at their URLs, or start local
 migrate: infra ## Apply Postgres and ClickHouse migrations (safe to repeat)
 	node dist/infra/migrate-main.js
 
-seed: migrate ## Create the demo account, admin, mock channel and demo API key (idempotent)
-	node dist/infra/seed/seed-main.js
+seed: migrate ## Create the demo account, admin, mock channel and demo API key (idempotent; local demo only)
+	SEED_DEMO=$${SEED_DEMO:-true} node dist/infra/seed/seed-main.js
 
 run: seed ## Start the whole stack (relay, billing, console-api, mock provider, payment sandboxes) and print how to call it
 	@bash infra/scripts/start-stack.sh
 
-test: infra typecheck ## Type-check, then run every test (unit and integration) against the real services
-	npx vitest run
+test: build typecheck ## Type-check, then run every test (unit and integration) against the real services; leaves nothing running
+	@bash infra/scripts/run-tests.sh
 
 bench: build ## Run the benchmark suite on its own stack; report in bench/results/latest/
 	@bash infra/scripts/ensure-services.sh

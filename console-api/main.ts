@@ -7,6 +7,7 @@ import { createSql } from '../infra/postgres/client.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
 import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
+import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { QuotaStore } from '../relay/quota/quota-store.js';
 import { postgresBalanceSource } from '../relay/quota/postgres-balance-source.js';
 import { ensureRootAccount } from './accounts/root-account.js';
@@ -15,6 +16,8 @@ import { buildConsoleApp } from './app.js';
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config, 'console-api');
+  // Refuse a missing KEY_SECRET before touching the database: nothing may be sealed without it.
+  createApiKeyCrypto(config.KEY_SECRET);
   await migratePostgres(config);
   const sql = createSql(config);
   const redis = createRedis(config, 'console-api');

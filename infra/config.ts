@@ -9,6 +9,10 @@ const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
+/**
+ * The development secret earlier versions defaulted to: public, so it is refused everywhere. `make`
+ * generates a random KEY_SECRET into .data/key-secret; tests and the bench set their own.
+ */
 export const DEV_KEY_SECRET = 'dev-only-insecure-key-secret-change-me';
 
 const schema = z.object({
@@ -33,8 +37,14 @@ const schema = z.object({
   // Where the embedded (chdb) ClickHouse keeps its data when no real server answers CLICKHOUSE_URL.
   CLICKHOUSE_LOCAL_PATH: z.string().default('.data/clickhouse'),
 
-  // Encrypts stored API keys (AES-256-GCM) and keys their lookup hash (HMAC-SHA256).
-  KEY_SECRET: z.string().min(16).default(DEV_KEY_SECRET),
+  // Encrypts stored API keys (AES-256-GCM) and keys their lookup hash (HMAC-SHA256). No default: the
+  // processes that seal or look up keys (relay, console-api, seed) refuse to start without it
+  // (infra/secrets/api-key-crypto.ts); the others (billing, migrations) do not need it.
+  KEY_SECRET: z
+    .string()
+    .default('')
+    .refine((s) => s === '' || s.length >= 16, { error: 'must be at least 16 characters (make generates 32 random bytes)' })
+    .refine((s) => s !== DEV_KEY_SECRET, { error: 'is the public development value; generate one: head -c 32 /dev/urandom | base64' }),
   KEY_CACHE_TTL_MS: positiveInt.default(1000),
 
   ROOT_USERNAME: z.string().min(1).default('root'),
@@ -73,10 +83,11 @@ const schema = z.object({
   BILLING_METRICS_HOST: z.string().default('127.0.0.1'),
   BILLING_METRICS_PORT: port.default(9464),
 
-  // `make run` seeds a demo account, an admin, a channel to the mock provider and a demo API key.
-  SEED_DEMO: z.string().default('true').pipe(bool),
-  DEMO_PASSWORD: z.string().min(8).default('demo-password'),
-  ADMIN_PASSWORD: z.string().min(8).default('admin-password'),
+  // `make run` (and only it: it sets SEED_DEMO=true) seeds a demo account, an admin, a channel to the
+  // mock provider and a demo API key. Their passwords have no default: make generates them into .data/.
+  SEED_DEMO: z.string().default('false').pipe(bool),
+  DEMO_PASSWORD: z.string().min(8).optional(),
+  ADMIN_PASSWORD: z.string().min(8).optional(),
   /** The credential the mock provider requires and the seeded channel sends. */
   MOCK_UPSTREAM_KEY: z.string().default('sk-ant-mock-local'),
 });
@@ -89,8 +100,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
     throw new Error(`invalid configuration:\n${lines.join('\n')}`);
   }
-  if (parsed.data.NODE_ENV === 'production' && parsed.data.KEY_SECRET === DEV_KEY_SECRET) {
-    throw new Error('invalid configuration:\n  KEY_SECRET: must be set in production');
+  if (parsed.data.SEED_DEMO && (!parsed.data.DEMO_PASSWORD || !parsed.data.ADMIN_PASSWORD)) {
+    throw new Error('invalid configuration:\n  SEED_DEMO: needs DEMO_PASSWORD and ADMIN_PASSWORD (make run generates both into .data/)');
   }
   return Object.freeze(parsed.data);
 }

@@ -14,7 +14,7 @@ import net from 'node:net';
 import { join, resolve } from 'node:path';
 import { isClickHouseReachable } from '../../infra/clickhouse/ensure.js';
 import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
-import { DEV_KEY_SECRET, loadConfig, type Config } from '../../infra/config.js';
+import { loadConfig, type Config } from '../../infra/config.js';
 import { migratePostgres } from '../../infra/postgres/migrate.js';
 import { projectRoot } from '../../infra/project-root.js';
 import { pidsListeningOn } from './proc.js';
@@ -283,7 +283,6 @@ export async function attachStack(o: AttachOptions): Promise<Stack> {
     KEY_SECRET: o.keySecret,
     SEED_DEMO: 'false',
   });
-  if (o.keySecret === DEV_KEY_SECRET) notes.push('KEY_SECRET is the development default.');
 
   for (const [name, url] of [['relay', `${relayUrl}/health`], ['mock provider', `${mockUrl}/v1/models`]] as const) {
     if (!(await answers(url))) throw new Error(`${name} does not answer ${url}`);

@@ -10,6 +10,13 @@ DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gateway}
 REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 CLICKHOUSE_URL=${CLICKHOUSE_URL:-http://127.0.0.1:8123}
 
+# SKIP_SERVICES (space-separated: postgres redis clickhouse) leaves those alone; STARTED_FILE, when set,
+# receives the name of each service this run started, so the caller can stop exactly those.
+SKIP_SERVICES=${SKIP_SERVICES:-}
+STARTED_FILE=${STARTED_FILE:-}
+skip() { [[ " $SKIP_SERVICES " == *" $1 "* ]]; }
+started() { [ -z "$STARTED_FILE" ] || echo "$1" >> "$STARTED_FILE"; }
+
 hostport() { node -e 'const u=new URL(process.argv[1]); console.log(u.hostname+" "+(u.port||process.argv[2]))' "$1" "$2"; }
 need_pkg() { # command package
   command -v "$1" >/dev/null 2>&1 && return 0
@@ -21,7 +28,9 @@ tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 # --- Postgres ---------------------------------------------------------------------------------------
 read -r PGHOST PGPORT < <(hostport "$DATABASE_URL" 5432)
-if tcp_open "$PGHOST" "$PGPORT"; then
+if skip postgres; then
+  :
+elif tcp_open "$PGHOST" "$PGPORT"; then
   echo "postgres: using $PGHOST:$PGPORT"
 else
   need_pkg psql postgresql
@@ -35,12 +44,15 @@ else
   fi
   "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$PGDATA" -o "-p $PGPORT -k /tmp -c listen_addresses=$PGHOST" -l "$PWD/.run/postgres.log" -w start >/dev/null
   head -1 "$PGDATA/postmaster.pid" > .run/postgres.pid
+  started postgres
   echo "postgres: started locally on $PGHOST:$PGPORT (data in .data/postgres)"
 fi
 
 # --- Redis ------------------------------------------------------------------------------------------
 read -r RHOST RPORT < <(hostport "$REDIS_URL" 6379)
-if tcp_open "$RHOST" "$RPORT"; then
+if skip redis; then
+  :
+elif tcp_open "$RHOST" "$RPORT"; then
   echo "redis: using $RHOST:$RPORT"
 else
   need_pkg redis-server redis-server
@@ -48,11 +60,14 @@ else
   redis-server --daemonize yes --bind "$RHOST" --port "$RPORT" --dir "$PWD/.data/redis" \
     --pidfile "$PWD/.run/redis.pid" --logfile "$PWD/.run/redis.log" --save "" --appendonly no
   for _ in $(seq 50); do tcp_open "$RHOST" "$RPORT" && break; sleep 0.1; done
+  started redis
   echo "redis: started locally on $RHOST:$RPORT"
 fi
 
 # --- ClickHouse -------------------------------------------------------------------------------------
-if curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null 2>&1; then
+if skip clickhouse; then
+  :
+elif curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null 2>&1; then
   echo "clickhouse: using $CLICKHOUSE_URL"
 else
   # The embedded engine (chdb) behind ClickHouse's HTTP interface: infra/clickhouse/local-server.ts.
@@ -60,5 +75,6 @@ else
   echo $! > .run/clickhouse.pid
   for _ in $(seq 100); do curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null 2>&1 && break; sleep 0.2; done
   curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null || { echo "clickhouse: local server did not start, see .run/clickhouse.log" >&2; exit 1; }
+  started clickhouse
   echo "clickhouse: started embedded server at $CLICKHOUSE_URL (data in ${CLICKHOUSE_LOCAL_PATH:-.data/clickhouse})"
 fi

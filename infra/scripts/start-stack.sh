@@ -48,7 +48,8 @@ The gateway is up.
   mock provider $MOCK_URL
   payments      http://127.0.0.1:3091 (epay sandbox), http://127.0.0.1:3092 (card sandbox)
   logs          .run/*.log        stop everything with: make down
-  logins        demo / ${DEMO_PASSWORD:-demo-password}, admin / ${ADMIN_PASSWORD:-admin-password}${ROOT_LINE:+
+  demo logins   demo / ${DEMO_PASSWORD:-?}, admin / ${ADMIN_PASSWORD:-?}
+                (local demo data seeded by make run; passwords generated into .data/)${ROOT_LINE:+
   root          $ROOT_LINE}
 
 Call the relay with the demo key:

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Stops, by PID, every process `make run` started (services first, databases last).
+# Stops, by PID, every process `make run` started (services first, databases last), or only the
+# ones named as arguments (run-tests.sh stops what it started, nothing else).
 cd "$(dirname "$0")/../.."
-for name in relay console-api payment-sandbox billing mock-upstream clickhouse redis postgres; do
+NAMES=("$@")
+[ ${#NAMES[@]} -gt 0 ] || NAMES=(relay console-api payment-sandbox billing mock-upstream clickhouse redis postgres)
+for name in "${NAMES[@]}"; do
   f=.run/$name.pid
   [ -f "$f" ] || continue
   pid=$(cat "$f")

@@ -13,6 +13,11 @@ export interface ApiKeyCrypto {
 }
 
 export function createApiKeyCrypto(secret: string): ApiKeyCrypto {
+  // A process that seals or looks up keys must not run on a missing secret: every key it stored
+  // would be sealed under a value anyone can guess. (The config refuses the old public default.)
+  if (secret.length < 16) {
+    throw new Error('KEY_SECRET is not set: give it 32 random bytes (head -c 32 /dev/urandom | base64); make generates one into .data/key-secret');
+  }
   const hmacKey = createHash('sha256').update('api-key-hash\0' + secret).digest();
   const encKey = createHash('sha256').update('api-key-seal\0' + secret).digest();
   return {

@@ -32,14 +32,14 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
     await tx`SELECT pg_advisory_xact_lock(727200)`;
     let [demo] = await tx`SELECT id FROM users WHERE username = ${DEMO_USERNAME}`;
     if (!demo) {
-      const row = await insertAccount(tx, { username: DEMO_USERNAME, displayName: 'Demo', passwordHash: await hashPassword(config.DEMO_PASSWORD) });
+      const row = await insertAccount(tx, { username: DEMO_USERNAME, displayName: 'Demo', passwordHash: await hashPassword(demoPassword(config.DEMO_PASSWORD)) });
       await tx`UPDATE users SET quota = ${DEMO_QUOTA} WHERE id = ${row.id}`;
       demo = { id: row.id };
       created.push(`account ${DEMO_USERNAME}`);
     }
     const [admin] = await tx`SELECT id FROM users WHERE username = ${ADMIN_USERNAME}`;
     if (!admin) {
-      await insertAccount(tx, { username: ADMIN_USERNAME, displayName: 'Admin', role: 10, passwordHash: await hashPassword(config.ADMIN_PASSWORD) });
+      await insertAccount(tx, { username: ADMIN_USERNAME, displayName: 'Admin', role: 10, passwordHash: await hashPassword(demoPassword(config.ADMIN_PASSWORD)) });
       created.push(`administrator ${ADMIN_USERNAME}`);
     }
     const baseUrl = `http://127.0.0.1:${config.MOCK_UPSTREAM_PORT}`;
@@ -93,6 +93,12 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
     }
     return { demoUserId: userId, demoKey, created };
   });
+}
+
+/** loadConfig refuses SEED_DEMO without both passwords; this keeps the types honest. */
+function demoPassword(p: string | undefined): string {
+  if (!p) throw new Error('the demo seed needs DEMO_PASSWORD and ADMIN_PASSWORD');
+  return p;
 }
 
 function opens(crypto: ApiKeyCrypto, sealed: Buffer): boolean {
