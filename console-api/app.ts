@@ -1,5 +1,6 @@
 // The console API as a Fastify instance (no listen: main.ts listens, tests inject). One module per
 // concern: routes/* register endpoints, auth/* credentials, http/* envelope, errors and validation.
+import { isIP } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { createLogger } from '../infra/logger.js';
 import { makeRequireUser } from './auth/require-user.js';
@@ -29,6 +30,23 @@ const FASTIFY_ERROR_CODES: Record<string, ErrorCode> = {
 
 export type { ConsoleDeps } from './context.js';
 
+/**
+ * TRUSTED_PROXIES (addresses and CIDR blocks separated by commas or spaces) as Fastify's trustProxy;
+ * false when empty. A malformed entry stops the start: a silently ignored proxy would make every
+ * client behind it share the proxy's address, and so its login limits.
+ */
+export function trustedProxies(spec: string): string[] | false {
+  const entries = spec.split(/[,\s]+/).filter(Boolean);
+  for (const entry of entries) {
+    const [address, prefix, extra] = entry.split('/');
+    const family = isIP(address ?? '');
+    const bits = family === 4 ? 32 : 128;
+    const validPrefix = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
+    if (family === 0 || !validPrefix || extra !== undefined) throw new Error(`TRUSTED_PROXIES: "${entry}" is not an IP address or CIDR block`);
+  }
+  return entries.length > 0 ? entries : false;
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** The declared endpoints (http/api.ts), from which the OpenAPI document is built. */
@@ -45,8 +63,18 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     loggerInstance: logger,
     bodyLimit: CONSOLE_BODY_LIMIT,
     routerOptions: { ignoreTrailingSlash: true },
-    trustProxy: false,
+    // request.ip (login and registration throttling) is the client's, not a proxy's: the same
+    // TRUSTED_PROXIES as the relay; the right-most X-Forwarded-For entry not itself trusted.
+    trustProxy: trustedProxies(deps.config.TRUSTED_PROXIES),
   }) as unknown as FastifyInstance;
+
+  // Every console answer is for one caller and many carry a credential (login's session token, the
+  // access token, an API key reveal, ...): no cache, shared or private, may keep any of them. Set on
+  // every response rather than on a list of endpoints that would have to be kept complete by hand.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    return payload;
+  });
 
   app.decorateRequest('account', null);
   // Every route Fastify registers, whatever registered it (the OpenAPI test compares it with the document).
@@ -57,7 +85,10 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   });
 
   app.setErrorHandler((err: FastifyError | ConsoleError, request, reply) => {
-    if (isConsoleError(err)) return reply.status(err.status).send(fail(err.message));
+    if (isConsoleError(err)) {
+      if (err.retryAfterSec !== undefined) reply.header('retry-after', String(err.retryAfterSec));
+      return reply.status(err.status).send(fail(err.message));
+    }
     const mapped = FASTIFY_ERROR_CODES[err.code];
     if (mapped) {
       const e = new ConsoleError(mapped);

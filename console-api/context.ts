@@ -7,6 +7,7 @@ import type { Redis } from '../infra/redis/client.js';
 import { type RedisKeys, redisKeys } from '../infra/redis/keys.js';
 import { type ApiKeyCrypto, createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import type { QuotaStore } from '../relay/quota/quota-store.js';
+import { createPasswordGate, type PasswordGate } from './auth/password-gate.js';
 import type { ConsoleSettings } from './console-settings.js';
 import { type Invalidation, publishInvalidation } from './invalidation.js';
 
@@ -38,6 +39,8 @@ export interface ConsoleContext {
   keys: RedisKeys;
   settings: ConsoleSettings;
   apiKeyCrypto: ApiKeyCrypto;
+  /** Every password hash or verification of this process goes through it (auth/password-gate.ts). */
+  passwords: PasswordGate;
   now(): number;
   /** Announces a change the relay caches; never throws (a failure is logged, caches expire anyway). */
   invalidate(message: Invalidation): Promise<void>;
@@ -45,6 +48,7 @@ export interface ConsoleContext {
 
 export function createContext(deps: ConsoleDeps, logger: Logger): ConsoleContext {
   const keys = redisKeys(deps.config.REDIS_PREFIX);
+  const settings: ConsoleSettings = { ...deps.config, ...deps.settings };
   return {
     config: deps.config,
     sql: deps.sql,
@@ -53,8 +57,9 @@ export function createContext(deps: ConsoleDeps, logger: Logger): ConsoleContext
     quotaStore: deps.quotaStore,
     logger,
     keys,
-    settings: { ...deps.config, ...deps.settings },
+    settings,
     apiKeyCrypto: createApiKeyCrypto(deps.config.KEY_SECRET),
+    passwords: createPasswordGate(settings.PASSWORD_HASH_CONCURRENCY, settings.PASSWORD_HASH_MAX_WAITING),
     now: deps.now ?? (() => Math.floor(Date.now() / 1000)),
     invalidate: async (message) => {
       try {

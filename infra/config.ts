@@ -52,12 +52,21 @@ const schema = z.object({
   SESSION_TTL_SEC: positiveInt.default(7 * 24 * 3600),
   LOGIN_RATE_LIMIT: positiveInt.default(5),
   LOGIN_RATE_WINDOW_SEC: positiveInt.default(60),
+  // Per client address, whatever the username: password spraying from one address (same window).
+  LOGIN_IP_RATE_LIMIT: positiveInt.default(30),
+  REGISTER_RATE_LIMIT: positiveInt.default(10),
+  REGISTER_RATE_WINDOW_SEC: positiveInt.default(3600),
+  // scrypt runs on libuv's thread pool (4 threads, shared with DNS and fs): at most this many hashes
+  // at once, at most PASSWORD_HASH_MAX_WAITING more queued; beyond that the console answers 429.
+  PASSWORD_HASH_CONCURRENCY: positiveInt.default(2),
+  PASSWORD_HASH_MAX_WAITING: z.coerce.number().int().nonnegative().default(32),
   CHANNEL_TEST_TIMEOUT_MS: positiveInt.default(10_000),
   PAYMENT_PROVIDER_TIMEOUT_MS: positiveInt.default(10_000),
   CARDPAY_WEBHOOK_TOLERANCE_SEC: positiveInt.default(300),
 
   MAX_BODY_BYTES: positiveInt.default(8 * 1024 * 1024),
-  // Addresses and CIDR ranges of proxies whose X-Forwarded-For the relay believes (empty: none).
+  // Addresses and CIDR ranges of proxies whose X-Forwarded-For the relay and the console believe
+  // (comma-separated; empty: none, the socket's address is the client's).
   TRUSTED_PROXIES: z.string().default(''),
   // Channels tried per request (first one included) on connection errors, 429 and 5xx.
   RELAY_MAX_TRIES: positiveInt.default(3),

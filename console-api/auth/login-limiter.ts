@@ -1,13 +1,21 @@
-// Login attempts per (username, client address): at most LOGIN_RATE_LIMIT in each window of
-// LOGIN_RATE_WINDOW_SEC (fixed window started by the first attempt); the next ones answer 429 with
-// Retry-After until the window ends. A successful login clears the counter. Every attempt counts
-// (it is incremented before the password is checked), so parallel guesses cannot slip through.
+// Throttles on the public credential endpoints, counted in Redis in fixed windows started by the first
+// attempt. Every attempt counts (the counters are incremented before any password work), so parallel
+// guesses cannot slip through.
 //
-// Key: `<REDIS_PREFIX>:console:login:<sha256(lower-case username), 32 hex>:<client address>`.
-// (To be moved into infra/redis/keys.ts as `loginAttempts(username, ip)`.)
-import type { RedisKeys } from '../../infra/redis/keys.js';
+// Login, two counters per attempt, in one MULTI:
+//   - per (username, client address): LOGIN_RATE_LIMIT per LOGIN_RATE_WINDOW_SEC; a successful login
+//     clears it. Slows guessing one account's password from one place.
+//   - per client address, whatever the username: LOGIN_IP_RATE_LIMIT per LOGIN_RATE_WINDOW_SEC; never
+//     cleared by a success (else an attacker would log into an account of their own to reset it).
+//     Stops password spraying (one common password against many accounts) from one address.
+// Registration, per client address: REGISTER_RATE_LIMIT per REGISTER_RATE_WINDOW_SEC.
+//
+// The client address is request.ip: with TRUSTED_PROXIES set, the one the trusted proxy reports, so
+// clients behind one proxy are not locked out together (app.ts).
 import { createHash } from 'node:crypto';
+import type { RedisKeys } from '../../infra/redis/keys.js';
 import type { ConsoleContext } from '../context.js';
+import { ConsoleError } from '../http/errors.js';
 
 /** The account name is hashed into the key: Redis never holds login names in clear. */
 export function loginAttemptsKey(keys: RedisKeys, username: string, ip: string): string {
@@ -15,16 +23,45 @@ export function loginAttemptsKey(keys: RedisKeys, username: string, ip: string):
   return keys.loginAttempts(who, ip);
 }
 
-/** Counts this attempt; returns the seconds to wait when it is over the limit, else 0. */
-export async function countLoginAttempt(ctx: ConsoleContext, username: string, ip: string): Promise<number> {
-  const key = loginAttemptsKey(ctx.keys, username, ip);
-  const window = ctx.settings.LOGIN_RATE_WINDOW_SEC;
-  const res = await ctx.redis.multi().set(key, 0, 'EX', window, 'NX').incr(key).ttl(key).exec();
-  const attempts = Number(res?.[1]?.[1] ?? 0);
-  const ttl = Number(res?.[2]?.[1] ?? window);
-  return attempts > ctx.settings.LOGIN_RATE_LIMIT ? Math.max(ttl, 1) : 0;
+interface Counted {
+  count: number;
+  ttl: number;
 }
 
+/** Counts one hit on each key (each expiring `windowSec` after its first hit). */
+async function countHits(ctx: ConsoleContext, keys: string[], windowSec: number): Promise<Counted[]> {
+  const tx = ctx.redis.multi();
+  for (const key of keys) tx.set(key, 0, 'EX', windowSec, 'NX').incr(key).ttl(key);
+  const res = (await tx.exec()) ?? [];
+  return keys.map((_k, i) => ({
+    count: Number(res[i * 3 + 1]?.[1] ?? 0),
+    ttl: Math.max(Number(res[i * 3 + 2]?.[1] ?? windowSec), 1),
+  }));
+}
+
+/** Counts this login attempt; throws RATE_LIMITED (with Retry-After) when it is over either limit. */
+export async function countLoginAttempt(ctx: ConsoleContext, username: string, ip: string): Promise<void> {
+  const { LOGIN_RATE_LIMIT, LOGIN_IP_RATE_LIMIT, LOGIN_RATE_WINDOW_SEC } = ctx.settings;
+  const [account, address] = await countHits(ctx, [loginAttemptsKey(ctx.keys, username, ip), ctx.keys.loginAttemptsFromAddress(ip)], LOGIN_RATE_WINDOW_SEC);
+  if (address!.count > LOGIN_IP_RATE_LIMIT) {
+    throw new ConsoleError('RATE_LIMITED', `too many login attempts from this address; retry in ${address!.ttl} s`, { retryAfterSec: address!.ttl });
+  }
+  if (account!.count > LOGIN_RATE_LIMIT) {
+    throw new ConsoleError('RATE_LIMITED', `too many login attempts for this account from this address; retry in ${account!.ttl} s`, {
+      retryAfterSec: account!.ttl,
+    });
+  }
+}
+
+/** After a successful login: that account's counter for this address starts again (the address's does not). */
 export async function clearLoginAttempts(ctx: ConsoleContext, username: string, ip: string): Promise<void> {
   await ctx.redis.del(loginAttemptsKey(ctx.keys, username, ip));
+}
+
+/** Counts this registration; throws RATE_LIMITED (with Retry-After) when the address is over the limit. */
+export async function countRegistration(ctx: ConsoleContext, ip: string): Promise<void> {
+  const [hit] = await countHits(ctx, [ctx.keys.registrationsFromAddress(ip)], ctx.settings.REGISTER_RATE_WINDOW_SEC);
+  if (hit!.count > ctx.settings.REGISTER_RATE_LIMIT) {
+    throw new ConsoleError('RATE_LIMITED', `too many registrations from this address; retry in ${hit!.ttl} s`, { retryAfterSec: hit!.ttl });
+  }
 }

@@ -1,6 +1,7 @@
 // One way to declare a console endpoint: method, path, who may call it, and the zod schemas of its
 // body, query and path parameters. `Api.route` registers the Fastify route (the schemas parse the
-// input at the edge; a failure is a 400 naming the field) and records the declaration, from which
+// input at the edge; a failure is a 400 naming the field; any input with a NUL character or nested
+// too deep is refused the same way first) and records the declaration, from which
 // http/openapi.ts builds the OpenAPI document. A route registered any other way would be missing from
 // the document, which routes/openapi.integration.test.ts checks never happens.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -8,7 +9,7 @@ import type { z } from 'zod';
 import type { UserRow } from '../accounts/account-view.js';
 import type { RequireUser } from '../auth/require-user.js';
 import type { ErrorCode } from './errors.js';
-import { parseInput } from './validation.js';
+import { assertSafeInput, parseInput } from './validation.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -72,11 +73,18 @@ export class Api {
     const methods = Array.isArray(spec.method) ? spec.method : [spec.method];
     this.endpoints.push({ ...(spec as EndpointSpec<Schema, Schema, Schema>), methods });
     const preHandler = typeof spec.access === 'number' ? this.#requireUser(spec.access) : undefined;
+    const bodyMode = spec.bodyMode ?? 'json';
     const routeOptions = {
       method: methods,
       url: spec.path,
       ...(preHandler ? { preHandler } : {}),
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
+        // Before any schema: whatever a handler does with its input, NUL characters never reach
+        // Postgres and deep nesting never reaches recursive code. A raw body stays as received (a
+        // signature covers its bytes; its handler parses it).
+        assertSafeInput(request.params ?? {}, 'path');
+        assertSafeInput(request.query ?? {}, 'query');
+        if (bodyMode === 'json') assertSafeInput(request.body ?? {}, 'body');
         const input = {
           body: (spec.body ? parseInput(spec.body, request.body ?? {}, 'body') : undefined) as Out<B>,
           query: (spec.query ? parseInput(spec.query, request.query ?? {}, 'query') : undefined) as Out<Q>,
@@ -88,7 +96,7 @@ export class Api {
         return handler(input);
       },
     };
-    if ((spec.bodyMode ?? 'json') === 'raw') {
+    if (bodyMode === 'raw') {
       // The body as the exact text received, whatever its content type: a signature covers bytes.
       this.app.register(async (scope) => {
         scope.removeAllContentTypeParsers();

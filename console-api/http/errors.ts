@@ -37,14 +37,17 @@ export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 export class ConsoleError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
+  /** Sent as Retry-After (seconds) by the error handler: a throttled client learns when to come back. */
+  readonly retryAfterSec: number | undefined;
 
   /** `message` replaces the catalogue's text when a more specific one helps (e.g. the bad field). */
-  constructor(code: ErrorCode, message?: string) {
+  constructor(code: ErrorCode, message?: string, opts: { retryAfterSec?: number } = {}) {
     const entry = ERROR_CATALOGUE[code];
     super(message ?? entry.message);
     this.name = 'ConsoleError';
     this.code = code;
     this.status = entry.status;
+    this.retryAfterSec = opts.retryAfterSec;
   }
 }
 

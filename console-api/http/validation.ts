@@ -19,6 +19,57 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root 
   return result.data;
 }
 
+/** Console inputs are flat or a few levels deep (GroupRateLimits is three); 32 leaves room. */
+export const MAX_INPUT_DEPTH = 32;
+
+function fieldName(path: string, root: string): string {
+  const name = path || root;
+  return name.length > 100 ? `${name.slice(0, 100)}…` : name;
+}
+
+/**
+ * The first hostile shape in a parsed input, as a VALIDATION_FAILED message naming the field: a U+0000
+ * anywhere (Postgres text cannot hold it and answers an error), or nesting deeper than MAX_INPUT_DEPTH
+ * (JSON.stringify and other recursive code would overflow the stack). Breadth-first with its own
+ * queue, so the walk itself never recurses, whatever the input.
+ */
+export function hostileInputProblem(input: unknown, root: string): string | undefined {
+  const queue: { value: unknown; path: string; depth: number }[] = [{ value: input, path: '', depth: 0 }];
+  for (let i = 0; i < queue.length; i++) {
+    const { value, path, depth } = queue[i]!;
+    if (typeof value === 'string') {
+      if (value.includes('\u0000')) return `${fieldName(path, root)}: must not contain NUL (U+0000) characters`;
+      continue;
+    }
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= MAX_INPUT_DEPTH) return `${fieldName(path, root)}: is nested more than ${MAX_INPUT_DEPTH} levels deep`;
+    for (const [key, child] of Object.entries(value)) {
+      if (key.includes('\u0000')) return `${fieldName(path, root)}: a property name must not contain NUL (U+0000) characters`;
+      queue.push({ value: child, path: path ? `${path}.${key}` : key, depth: depth + 1 });
+    }
+  }
+  return undefined;
+}
+
+/** Throws VALIDATION_FAILED when hostileInputProblem finds something. */
+export function assertSafeInput(input: unknown, root: string): void {
+  const problem = hostileInputProblem(input, root);
+  if (problem) throw new ConsoleError('VALIDATION_FAILED', problem);
+}
+
+/** Bounds of a Postgres INT (int4) column: a larger value would make the INSERT fail with a 500. */
+export const INT32_MIN = -(2 ** 31);
+export const INT32_MAX = 2 ** 31 - 1;
+
+/** An integer that fits an INT column, at least `min` (default the column's minimum). */
+export function int32(min = INT32_MIN) {
+  return z
+    .number({ error: 'must be an integer' })
+    .int({ error: 'must be an integer' })
+    .min(min, { error: `must be at least ${min}` })
+    .max(INT32_MAX, { error: `must be at most ${INT32_MAX}` });
+}
+
 /** Query strings arrive as strings; an empty value (`?type=`) counts as absent. */
 const blankToUndefined = (v: unknown) => (v === '' || v === null ? undefined : v);
 

@@ -95,6 +95,10 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('CardpayApiAddress', url, '', 'card provider API base URL (checkout sessions are created at <address>/v1/checkout/sessions)', root),
   def('CardpayApiSecret', text(200), '', 'card provider API secret key', secret),
   def('CardpayWebhookSecret', text(200), '', 'card provider webhook signing secret', secret),
+  // Channels: a base_url on a private, loopback or link-local network (a local mock provider, an
+  // in-house proxy) is refused unless this is set; root only, as an administrator's channel test
+  // could otherwise reach the gateway's own databases (routes/channel.ts, channels/upstream-guard.ts).
+  def('ChannelAllowPrivateNetworks', bool, 'false', 'channel base_url may point at private, loopback and link-local addresses (e.g. a provider mock on 127.0.0.1)', root),
   def('CardpayCurrency', z.string().regex(/^[a-z]{3}$/, { error: 'must be a three-letter lower-case currency code' }), 'usd', 'currency of card payments', root),
 ];
 

@@ -1,14 +1,28 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
 
 let h: ConsoleHarness;
 let admin: TestAccount;
+let root: TestAccount;
+// A provider of the administrator's own: it echoes whatever it was sent (the channel key included).
+let echo: Server;
+let echoUrl = '';
 beforeAll(async () => {
   h = await startConsoleHarness();
   admin = await h.account({ role: 10 });
+  root = await h.account({ role: 100 });
+  echo = createServer((req, res) => {
+    res.writeHead(401, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ type: 'error', error: { type: 'authentication_error', message: `key ${String(req.headers['x-api-key'])} is not valid` } }));
+  });
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+  echoUrl = `http://127.0.0.1:${(echo.address() as AddressInfo).port}`;
 });
 afterAll(async () => {
+  await new Promise((r) => echo?.close(r));
   await h?.close();
 });
 
@@ -55,7 +69,7 @@ describe('POST /api/channel/', () => {
   });
 
   it('accepts models as an array, defaults the group, and disables abilities of a disabled channel', async () => {
-    const res = await create({ name: 'c2', base_url: 'http://127.0.0.1:3090', key: 'k', models: ['m1', 'm2', 'm1'], status: 2 });
+    const res = await create({ name: 'c2', base_url: 'https://c2.example.com', key: 'k', models: ['m1', 'm2', 'm1'], status: 2 });
     expect(res.statusCode).toBe(200);
     const id = res.json().data.id;
     const rows = await h.sql<{ group: string; model: string; enabled: boolean }[]>`
@@ -84,5 +98,113 @@ describe('POST /api/channel/', () => {
     const res = await create({ name: 'x', base_url: 'https://x.example', key: 'k', models: 'm' }, user);
     expect(res.statusCode).toBe(403);
     expect(await h.sql`SELECT id FROM channels`).toHaveLength(before.length);
+  });
+});
+
+const put = (payload: unknown, who: TestAccount = admin) =>
+  h.app.inject({ method: 'PUT', url: '/api/channel/', payload: payload as object, headers: who.auth });
+const setOption = (key: string, value: unknown, who: TestAccount = root) =>
+  h.app.inject({ method: 'PUT', url: '/api/option/', payload: { key, value }, headers: who.auth });
+const testChannel = (id: number) => h.app.inject({ method: 'GET', url: `/api/channel/test/${id}`, headers: admin.auth });
+
+describe('channel targets: no private networks unless the root option allows them', () => {
+  it.each([
+    'http://127.0.0.1:8123', 'http://localhost:8123', 'http://0.0.0.0:8123', 'http://2130706433:8123', 'http://[::1]:8123',
+    'http://[::ffff:127.0.0.1]:8123', 'http://[::]:80', 'http://169.254.169.254', 'http://[fe80::1]', 'http://10.0.0.5',
+    'http://192.168.1.1', 'http://[fd00::1]', 'http://100.64.0.1',
+  ])('refuses base_url %s with 400', async (baseUrl) => {
+    const res = await create({ name: 'ssrf', base_url: baseUrl, key: 'k', models: 'm' });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: expect.stringMatching(/^base_url: .*private, loopback or link-local address; .*ChannelAllowPrivateNetworks/) });
+  });
+
+  it('ChannelAllowPrivateNetworks is root-only and lets a private base_url through', async () => {
+    const refused = await setOption('ChannelAllowPrivateNetworks', true, admin);
+    expect(refused.statusCode).toBe(403);
+    expect((await setOption('ChannelAllowPrivateNetworks', true)).statusCode).toBe(200);
+    try {
+      expect((await create({ name: 'local', base_url: 'http://127.0.0.1:3090', key: 'k', models: 'm' })).statusCode).toBe(200);
+    } finally {
+      await setOption('ChannelAllowPrivateNetworks', false);
+    }
+  });
+
+  it('refuses a private base_url on update too', async () => {
+    const id = (await create({ name: 'pub', base_url: 'https://pub.example.com', key: 'k', models: 'm' })).json().data.id;
+    const res = await put({ id, base_url: 'http://169.254.169.254', key: 'k2' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toMatch(/^base_url: 169\.254\.169\.254 is a private, loopback or link-local address/);
+  });
+});
+
+describe('channel credentials stay with their host', () => {
+  it('a new base_url needs the key again; the same base_url or other fields do not', async () => {
+    const id = (await create({ name: 'cred', base_url: 'https://one.example.com/', key: 'the-stored-key', models: 'm' })).json().data.id;
+    const moved = await put({ id, base_url: 'https://attacker.example.net' });
+    expect(moved.statusCode).toBe(400);
+    expect(moved.json()).toEqual({ success: false, message: 'key: is required when base_url changes (the stored key is only sent to the host it was entered for)' });
+    const [row] = await h.sql<{ base_url: string }[]>`SELECT base_url FROM channels WHERE id = ${id}`;
+    expect(row!.base_url).toBe('https://one.example.com');
+    // Unchanged (trailing slash aside) or untouched base_url: no key needed.
+    expect((await put({ id, base_url: 'https://one.example.com/', name: 'renamed' })).statusCode).toBe(200);
+    expect((await put({ id, weight: 7 })).statusCode).toBe(200);
+    // With a new key, the move is allowed.
+    const withKey = await put({ id, base_url: 'https://two.example.com', key: 'a-new-key' });
+    expect(withKey.statusCode).toBe(200);
+    expect(withKey.json().data.base_url).toBe('https://two.example.com');
+  });
+});
+
+describe('GET /api/channel/test/:id', () => {
+  it('a failing upstream answers 200 success:false naming the status and error type, never the upstream body', async () => {
+    expect((await setOption('ChannelAllowPrivateNetworks', true)).statusCode).toBe(200);
+    let id = 0;
+    try {
+      id = (await create({ name: 'echo', base_url: echoUrl, key: 'sk-ant-secret-credential', models: 'claude-haiku-4-5' })).json().data.id;
+      const res = await testChannel(id);
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toMatchObject({ success: false, message: 'channel test failed: HTTP 401 authentication_error', data: { status_code: 401, model: 'claude-haiku-4-5' } });
+      expect(res.body).not.toContain('sk-ant-secret-credential');
+      expect(res.body).not.toContain('is not valid');
+    } finally {
+      await setOption('ChannelAllowPrivateNetworks', false);
+    }
+    // The option off again: the stored private target is refused before anything is sent.
+    const refused = await testChannel(id);
+    expect(refused.statusCode).toBe(200);
+    expect(refused.json()).toMatchObject({ success: false, message: expect.stringMatching(/^channel test refused: base_url 127\.0\.0\.1 is a private, loopback or link-local address/), data: { status_code: 0 } });
+  });
+
+  it('a connection failure answers 200 success:false with the error code only', async () => {
+    expect((await setOption('ChannelAllowPrivateNetworks', true)).statusCode).toBe(200);
+    try {
+      const id = (await create({ name: 'closed', base_url: 'http://127.0.0.1:9', key: 'k', models: 'm' })).json().data.id;
+      const res = await testChannel(id);
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toMatchObject({ success: false, message: 'channel test failed: ECONNREFUSED' });
+    } finally {
+      await setOption('ChannelAllowPrivateNetworks', false);
+    }
+  });
+});
+
+describe('channel integers fit their INT columns', () => {
+  it.each([
+    ['type', { type: 2 ** 31 }, 'type: must be at most 2147483647'],
+    ['weight', { weight: 2 ** 31 }, 'weight: must be at most 2147483647'],
+    ['a huge priority', { priority: 2 ** 60 }, /^priority: /],
+    ['a negative type', { type: -1 }, 'type: must be at least 0'],
+  ])('refuses %s with 400', async (_l, patch, message) => {
+    const res = await create({ name: 'ints', base_url: 'https://x.example', key: 'k', models: 'm', ...patch });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: typeof message === 'string' ? message : expect.stringMatching(message) });
+    const id = (await create({ name: 'ints-ok', base_url: 'https://x.example', key: 'k', models: 'm' })).json().data.id;
+    const upd = await put({ id, ...patch });
+    expect(upd.statusCode).toBe(400);
+  });
+
+  it('accepts the INT bounds themselves', async () => {
+    const res = await create({ name: 'max', base_url: 'https://x.example', key: 'k', models: 'm', type: 2 ** 31 - 1, weight: 2 ** 31 - 1, priority: -(2 ** 40) });
+    expect(res.statusCode, res.body).toBe(200);
   });
 });

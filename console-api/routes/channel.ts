@@ -10,8 +10,10 @@ import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { channelSchema, pageOf } from '../http/schemas.js';
-import { containsPattern, idParams, pageQuery, paging, queryString } from '../http/validation.js';
+import { containsPattern, idParams, int32, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { loadOptions } from '../options/option-catalogue.js';
 import { accountGroups } from '../options/ratios.js';
+import { checkTarget, guardedAgent, PRIVATE_TARGET, PrivateTargetError } from '../channels/upstream-guard.js';
 
 /** new-api's numbering: 1 enabled, 2 disabled by an administrator, 3 disabled automatically. */
 export const CHANNEL_STATUS = { enabled: 1, manuallyDisabled: 2, autoDisabled: 3 } as const;
@@ -48,13 +50,14 @@ const modelMapping = z
 
 export const createChannelBody = z.object({
   name: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100, { error: 'must be at most 100 characters' }),
-  type: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).min(0).optional(),
+  type: int32(0).optional(),
   base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).max(2048),
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(10_000),
   models: commaList('model'),
   group: commaList('group').optional(),
-  priority: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).optional(),
-  weight: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).min(0, { error: 'must be at least 0' }).optional(),
+  // priority is BIGINT (channels and abilities); type and weight are INT columns.
+  priority: safeInt.optional(),
+  weight: int32(0).optional(),
   model_mapping: modelMapping.optional(),
   status: z
     .union([z.literal(1), z.literal(2), z.literal(3)], { error: 'must be 1 (enabled), 2 or 3 (disabled)' })
@@ -123,21 +126,85 @@ export async function rebuildAbilities(tx: Db, channel: ChannelRow): Promise<voi
   }
 }
 
+/** Stored form of a base_url: without trailing slashes. */
+function normaliseBaseUrl(url: string): string {
+  return url.replace(/\/+$/, '');
+}
+
+async function privateNetworksAllowed(db: Db): Promise<boolean> {
+  return (await loadOptions(db)).get<boolean>('ChannelAllowPrivateNetworks');
+}
+
+const PRIVATE_HINT = 'the super administrator\'s option ChannelAllowPrivateNetworks allows such targets';
+
+/** 400 for a base_url on a private, loopback or link-local network, unless the option allows them. */
+async function assertTargetAllowed(db: Db, baseUrl: string): Promise<void> {
+  if (await privateNetworksAllowed(db)) return;
+  try {
+    await checkTarget(baseUrl);
+  } catch (err) {
+    if (err instanceof PrivateTargetError) throw new ConsoleError('VALIDATION_FAILED', `base_url: ${err.message}; ${PRIVATE_HINT}`);
+    throw err;
+  }
+}
+
+/** The first `limit` bytes of a body as text; the rest is not read (an upstream may send anything). */
+async function readHead(body: AsyncIterable<Buffer>, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= limit) break;
+  }
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+}
+
+/** The provider's error type (`authentication_error`) when it has that shape; never its message. */
+function providerErrorType(text: string): string | undefined {
+  try {
+    const type = (JSON.parse(text) as { error?: { type?: unknown } })?.error?.type;
+    return typeof type === 'string' && /^[A-Za-z][A-Za-z0-9_]{0,63}$/.test(type) ? type : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isPrivateTargetError(err: unknown): err is PrivateTargetError {
+  for (let e = err, i = 0; e && i < 5; e = (e as { cause?: unknown }).cause, i++) {
+    if ((e as { code?: unknown }).code === PRIVATE_TARGET) return true;
+  }
+  return false;
+}
+
+/** A connection failure as a stable code (ECONNREFUSED, UND_ERR_HEADERS_TIMEOUT), never its text (addresses). */
+function connectionFailure(err: unknown): string {
+  const code = (err as { code?: unknown })?.code;
+  return typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,47}$/.test(code) ? code : 'connection failed';
+}
+
 export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
   const cols = sql(CHANNEL_COLUMNS);
+  // Channel tests without ChannelAllowPrivateNetworks connect through this: its DNS lookup refuses
+  // private answers, so a name cannot be rebound to 127.0.0.1 between the check and the connection.
+  const guarded = guardedAgent();
+  api.app.addHook('onClose', async () => guarded.close());
 
   api.route({
     method: 'POST', path: '/api/channel/', tag: 'admin: channels', access: ROLE.admin, body: createChannelBody, data: channelSchema,
-    summary: 'Create a channel (its key is sealed and never returned) and its abilities', errors: ['INVALID_JSON', 'UNKNOWN_GROUP'],
+    summary: 'Create a channel (its key is sealed and never returned) and its abilities',
+    description: 'base_url must not be (or resolve to) a private, loopback or link-local address unless the root option ChannelAllowPrivateNetworks is true.',
+    errors: ['INVALID_JSON', 'UNKNOWN_GROUP'],
   }, async ({ body }) => {
     const groups = body.group ?? ['default'];
     await assertGroups(sql, groups);
+    await assertTargetAllowed(sql, body.base_url);
     const channel = await sql.begin(async (tx) => {
       const [row] = await tx<ChannelRow[]>`
         INSERT INTO channels (type, name, base_url, key_ciphertext, status, models, "group", priority, weight,
                               model_mapping, created_time)
-        VALUES (${body.type ?? DEFAULT_CHANNEL_TYPE}, ${body.name}, ${body.base_url.replace(/\/+$/, '')},
+        VALUES (${body.type ?? DEFAULT_CHANNEL_TYPE}, ${body.name}, ${normaliseBaseUrl(body.base_url)},
                 ${ctx.apiKeyCrypto.seal(body.key)}, ${body.status ?? CHANNEL_STATUS.enabled},
                 ${body.models.join(',')}, ${groups.join(',')}, ${body.priority ?? 0}, ${body.weight ?? 1},
                 ${body.model_mapping ?? ''}, ${ctx.now()})
@@ -174,17 +241,28 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'PUT', path: '/api/channel/', tag: 'admin: channels', access: ROLE.admin, body: updateChannelBody, data: channelSchema,
     summary: 'Update a channel: any creation field (key only when given); abilities are rebuilt in the same transaction',
+    description: 'A new base_url needs the key in the same request (the stored key is only ever sent to the host it was ' +
+      'entered for), and is checked like at creation.',
     errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'NOT_FOUND'],
   }, async ({ body }) => {
     if (body.group) await assertGroups(sql, body.group);
+    const baseUrl = body.base_url === undefined ? undefined : normaliseBaseUrl(body.base_url);
+    if (baseUrl !== undefined) {
+      const [current] = await sql<{ base_url: string }[]>`SELECT base_url FROM channels WHERE id = ${body.id}`;
+      if (current && current.base_url !== baseUrl) await assertTargetAllowed(sql, baseUrl);
+    }
     const channel = await sql.begin(async (tx) => {
       const [before] = await tx<ChannelRow[]>`SELECT ${tx(CHANNEL_COLUMNS)} FROM channels WHERE id = ${body.id} FOR UPDATE`;
       if (!before) throw new ConsoleError('NOT_FOUND', 'channel not found');
+      // Otherwise an administrator could send the stored credential to a host of theirs and read it.
+      if (baseUrl !== undefined && baseUrl !== before.base_url && body.key === undefined) {
+        throw new ConsoleError('VALIDATION_FAILED', 'key: is required when base_url changes (the stored key is only sent to the host it was entered for)');
+      }
       const [row] = await tx<ChannelRow[]>`
         UPDATE channels SET
           type = ${body.type ?? before.type},
           name = ${body.name ?? before.name},
-          base_url = ${body.base_url === undefined ? before.base_url : body.base_url.replace(/\/+$/, '')},
+          base_url = ${baseUrl ?? before.base_url},
           ${body.key !== undefined ? tx`key_ciphertext = ${ctx.apiKeyCrypto.seal(body.key)},` : tx``}
           status = ${body.status ?? before.status},
           models = ${body.models ? body.models.join(',') : before.models},
@@ -215,9 +293,12 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'GET', path: '/api/channel/test/:id', tag: 'admin: channels', access: ROLE.admin, params: idParams, query: testChannelQuery,
     data: z.object({ time: z.number(), response_time: z.number().int(), model: z.string(), status_code: z.number().int() }),
     summary: "Send a one-token Messages request to the channel with its key; report the response time",
-    description: 'model: default the first of the channel\'s models (model_mapping applied). A failure is 502 UPSTREAM_FAILED naming the provider\'s status and error.',
-    errors: ['NOT_FOUND', 'UPSTREAM_FAILED'],
-  }, async ({ params, query }) => {
+    description: 'model: default the first of the channel\'s models (model_mapping applied). As new-api, a failed test is ' +
+      'HTTP 200 with success false and a message naming the provider\'s status and error type (never its body), or the ' +
+      'connection error code; data then carries status_code (0 when nothing answered). Without ChannelAllowPrivateNetworks a ' +
+      'base_url that is or resolves to a private, loopback or link-local address is refused the same way.',
+    errors: ['NOT_FOUND'],
+  }, async ({ params, query, request }) => {
     const [row] = await sql<(ChannelRow & { key_ciphertext: Buffer })[]>`SELECT * FROM channels WHERE id = ${params.id}`;
     if (!row) throw new ConsoleError('NOT_FOUND', 'channel not found');
     const requested = query.model ?? row.models.split(',')[0] ?? '';
@@ -228,11 +309,15 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
       mapping = {};
     }
     const model = mapping[requested] ?? requested;
+    const allowPrivate = await privateNetworksAllowed(sql);
     const timeout = ctx.settings.CHANNEL_TEST_TIMEOUT_MS;
     const started = performance.now();
     let status = 0;
-    let detail = '';
+    let failure = '';
     try {
+      // Address literals never reach a DNS lookup: checked here; names are checked here and again
+      // by the guarded agent's own lookup.
+      if (!allowPrivate) await checkTarget(row.base_url);
       const res = await httpRequest(`${row.base_url}/v1/messages`, {
         method: 'POST',
         headers: {
@@ -243,25 +328,26 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
         body: JSON.stringify({ model, max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] }),
         headersTimeout: timeout,
         bodyTimeout: timeout,
+        ...(allowPrivate ? {} : { dispatcher: guarded }),
       });
       status = res.statusCode;
-      const text = await res.body.text();
+      // Read only to find the error type; the body itself is never answered.
+      const head = await readHead(res.body, 64 * 1024);
       if (status !== 200) {
-        try {
-          const e = (JSON.parse(text) as { error?: { type?: string; message?: string } }).error;
-          detail = e ? `${e.type ?? 'error'}: ${e.message ?? ''}` : text.slice(0, 200);
-        } catch {
-          detail = text.slice(0, 200);
-        }
+        const type = providerErrorType(head);
+        failure = `channel test failed: HTTP ${status}${type ? ` ${type}` : ''}`;
       }
     } catch (err) {
-      detail = (err as Error).message;
+      failure = isPrivateTargetError(err)
+        ? `channel test refused: base_url ${(err as Error).message}; ${PRIVATE_HINT}`
+        : `channel test failed: ${connectionFailure(err)}`;
+      if (!isPrivateTargetError(err)) request.log.info({ err, channel: Number(row.id) }, 'channel test could not reach the upstream');
     }
     const elapsedMs = Math.round(performance.now() - started);
-    if (status !== 200) {
-      throw new ConsoleError('UPSTREAM_FAILED', `channel test failed: ${status ? `HTTP ${status} ` : ''}${detail}`.trim());
-    }
+    const data = { time: elapsedMs / 1000, response_time: elapsedMs, model, status_code: status };
+    // An administrator's channel failing is not this server failing: 200 with success false (new-api's answer).
+    if (failure) return { success: false, message: failure, data };
     await sql`UPDATE channels SET response_time = ${elapsedMs}, test_time = ${ctx.now()} WHERE id = ${row.id}`;
-    return ok({ time: elapsedMs / 1000, response_time: elapsedMs, model, status_code: status });
+    return ok(data);
   });
 }

@@ -3,13 +3,15 @@
 // see payments/topup-orders.ts (orders) and the redemption handler below (codes).
 import { z } from 'zod';
 import { LOG_TYPE } from '../../billing/usage-event.js';
+import type { UserRow } from '../accounts/account-view.js';
 import { ROLE } from '../accounts/roles.js';
+import type { Db } from '../db.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { epayPayDataSchema, pageOf, topupInfoSchema, topupOrderSchema } from '../http/schemas.js';
-import { containsPattern, pageQuery, paging, queryString } from '../http/validation.js';
+import { assertSafeInput, containsPattern, pageQuery, paging, queryString } from '../http/validation.js';
 import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { type CardpayEvent, cardpayVerify, createCheckoutSession } from '../payments/cardpay.js';
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
@@ -43,6 +45,21 @@ export const completeTopupBody = z.object({
   trade_no: z.string({ error: 'must be a string' }).trim().min(1, { error: 'is required' }).max(64),
 });
 
+/**
+ * Redeeming a code is its creator crediting the redeemer, so the role rules of a quota edit apply: an
+ * administrator (10) may not credit itself or another administrator; the super administrator may
+ * credit anyone, itself included. Ordinary accounts redeem any code. Throwing rolls back the claim:
+ * the code stays usable.
+ */
+async function assertCreatorMayCredit(tx: Db, creatorId: number, redeemer: UserRow): Promise<void> {
+  if (redeemer.role < ROLE.admin || redeemer.role >= ROLE.root) return;
+  const [creator] = await tx<{ role: number }[]>`SELECT role FROM users WHERE id = ${creatorId}`;
+  if (creator && creator.role > redeemer.role) return;
+  throw new ConsoleError('INSUFFICIENT_ROLE', Number(creatorId) === Number(redeemer.id)
+    ? 'an administrator cannot redeem a code of its own (it would be a quota edit on itself)'
+    : 'an administrator cannot redeem a code created by an account of equal or lower role');
+}
+
 function belowMinimum(min: number): ConsoleError {
   return new ConsoleError('AMOUNT_BELOW_MINIMUM', `amount: must be at least ${min} (the minimum top-up)`);
 }
@@ -58,6 +75,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'POST', path: '/api/user/topup', tag: 'top-up', access: ROLE.user, body: redeemBody, data: z.number().int(),
     summary: 'Redeem a code: data is the quota added; a code works once, even under concurrent attempts',
+    description: 'An administrator (role 10) may redeem only codes created by the super administrator (its own would credit itself).',
     errors: ['INVALID_JSON', 'NOT_FOUND', 'REDEMPTION_UNAVAILABLE', 'FEATURE_DISABLED'],
   }, async ({ body, user }) => {
     const settings = await loadTopupSettings(sql);
@@ -65,10 +83,10 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     const now = ctx.now();
     const credit = await sql.begin(async (tx) => {
       // The conditional UPDATE is the claim: of concurrent attempts exactly one finds status 1.
-      const [code] = await tx<{ id: number; quota: number; name: string }[]>`
+      const [code] = await tx<{ id: number; quota: number; name: string; created_by: number }[]>`
         UPDATE redemptions SET status = 3, redeemed_time = ${now}, used_user_id = ${user.id}
         WHERE key = ${body.key} AND status = 1 AND (expired_time = -1 OR expired_time = 0 OR expired_time > ${now})
-        RETURNING id, quota, name`;
+        RETURNING id, quota, name, created_by`;
       if (!code) {
         const [found] = await tx<{ status: number; expired_time: number }[]>`
           SELECT status, expired_time FROM redemptions WHERE key = ${body.key}`;
@@ -77,6 +95,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
         if (found.status === 2) throw new ConsoleError('REDEMPTION_UNAVAILABLE', 'redemption code is disabled');
         throw new ConsoleError('REDEMPTION_UNAVAILABLE', 'redemption code has expired');
       }
+      await assertCreatorMayCredit(tx, code.created_by, user);
       const recorded = await recordConsoleCredit(tx, {
         requestId: `redeem:${code.id}`,
         type: LOG_TYPE.topup,
@@ -289,13 +308,16 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     } catch {
       throw new ConsoleError('INVALID_JSON');
     }
+    // The raw body skipped Api.route's input guard (its bytes are signed); the parsed event gets it here.
+    assertSafeInput(event, 'body');
     const session = event?.data?.object;
     if (event?.type !== 'checkout.session.completed' || !session || session.payment_status !== 'paid') {
       return ok({ received: true, credited: false });
     }
     const tradeNo = session.client_reference_id || session.metadata?.trade_no || '';
-    if (session.currency && session.currency.toLowerCase() !== s.cardpay.currency) {
-      throw new ConsoleError('PAYMENT_MISMATCH', `currency ${session.currency} is not ${s.cardpay.currency}`);
+    // An event without a currency is a mismatch too: the amount means nothing without its currency.
+    if (typeof session.currency !== 'string' || session.currency.toLowerCase() !== s.cardpay.currency) {
+      throw new ConsoleError('PAYMENT_MISMATCH', `currency ${typeof session.currency === 'string' ? session.currency : '(none)'} is not ${s.cardpay.currency}`);
     }
     const result = await completeOrder(ctx, {
       tradeNo,

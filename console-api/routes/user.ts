@@ -7,7 +7,7 @@ import { findUserByUsername, insertAccount } from '../accounts/account-store.js'
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { issueAccessToken, issueSessionToken, revokeAccessTokens, revokeToken } from '../auth/access-tokens.js';
-import { clearLoginAttempts, countLoginAttempt } from '../auth/login-limiter.js';
+import { clearLoginAttempts, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
 import type { ConsoleContext } from '../context.js';
@@ -103,11 +103,14 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'POST', path: '/api/user/register', tag: 'account', access: 'public', body: registerBody,
-    summary: 'Register an ordinary account', errors: ['INVALID_JSON', 'USERNAME_TAKEN'],
-  }, async ({ body }) => {
+    summary: 'Register an ordinary account',
+    description: 'At most REGISTER_RATE_LIMIT (10) registrations per client address per REGISTER_RATE_WINDOW_SEC (3600 s); then 429 with Retry-After.',
+    errors: ['INVALID_JSON', 'USERNAME_TAKEN', 'RATE_LIMITED'],
+  }, async ({ body, request }) => {
+    await countRegistration(ctx, request.ip);
     await insertAccount(sql, {
       username: body.username,
-      passwordHash: await hashPassword(body.password),
+      passwordHash: await ctx.passwords.run(() => hashPassword(body.password)),
       displayName: body.display_name || body.username,
       email: body.email ?? '',
       role: ROLE.user,
@@ -119,16 +122,14 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'POST', path: '/api/user/login', tag: 'account', access: 'public', body: loginBody, data: loginDataSchema,
     summary: 'Log in: a session token and the account summary',
-    description: 'At most LOGIN_RATE_LIMIT (5) attempts per username and client address per LOGIN_RATE_WINDOW_SEC (60 s); then 429 with Retry-After.',
+    description: 'At most LOGIN_RATE_LIMIT (5) attempts per username and client address and LOGIN_IP_RATE_LIMIT (30) per client ' +
+      'address per LOGIN_RATE_WINDOW_SEC (60 s); then 429 with Retry-After. 429 too when too many password checks are waiting.',
     errors: ['INVALID_JSON', 'INVALID_CREDENTIALS', 'ACCOUNT_BANNED', 'RATE_LIMITED'],
-  }, async ({ body, request, reply }) => {
-    const wait = await countLoginAttempt(ctx, body.username, request.ip);
-    if (wait > 0) {
-      reply.header('retry-after', String(wait));
-      throw new ConsoleError('RATE_LIMITED', `too many login attempts for this account from this address; retry in ${wait} s`);
-    }
+  }, async ({ body, request }) => {
+    await countLoginAttempt(ctx, body.username, request.ip);
     const user = await findUserByUsername(sql, body.username);
-    const valid = user ? await verifyPassword(body.password, user.password_hash) : await burnPasswordCheck(body.password);
+    const valid = await ctx.passwords.run(() =>
+      user ? verifyPassword(body.password, user.password_hash) : burnPasswordCheck(body.password));
     if (!user || !valid) throw new ConsoleError('INVALID_CREDENTIALS');
     if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
     await clearLoginAttempts(ctx, body.username, request.ip);
@@ -172,14 +173,15 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'GET', path: '/api/user/', tag: 'admin: accounts', access: ROLE.admin, query: listUsersQuery,
-    data: pageOf(accountSchema), summary: 'List accounts (paged); optional keyword and group filters',
-  }, async ({ query }) => ok(await listAccounts(sql, query)));
+    data: pageOf(accountSchema),
+    summary: 'List accounts (paged); optional keyword and group filters; an administrator sees only accounts of a lower role',
+  }, async ({ query, user }) => ok(await listAccounts(sql, query, user)));
 
   api.route({
     method: 'GET', path: '/api/user/search', tag: 'admin: accounts', access: ROLE.admin, query: listUsersQuery,
     data: pageOf(accountSchema),
-    summary: 'Search accounts: keyword matches the id exactly, or username, display name or e-mail in part',
-  }, async ({ query }) => ok(await listAccounts(sql, query)));
+    summary: 'Search accounts: keyword matches the id exactly, or username, display name or e-mail in part; an administrator sees only accounts of a lower role',
+  }, async ({ query, user }) => ok(await listAccounts(sql, query, user)));
 
   api.route({
     method: 'GET', path: '/api/user/:id', tag: 'admin: accounts', access: ROLE.admin, params: idParams, data: accountSchema,
@@ -278,13 +280,15 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   });
 }
 
-async function listAccounts(sql: Db, q: z.output<typeof listUsersQuery>): Promise<Page<ReturnType<typeof toAccount>>> {
+/** The same rule as assertCanManage: an administrator lists only lower roles, the super administrator every account. */
+async function listAccounts(sql: Db, q: z.output<typeof listUsersQuery>, caller: UserRow): Promise<Page<ReturnType<typeof toAccount>>> {
   const { page, pageSize, offset } = paging(q);
   const kw = q.keyword;
   const idMatch = kw !== undefined && /^\d{1,15}$/.test(kw) ? Number(kw) : -1;
   const like = kw === undefined ? undefined : containsPattern(kw);
   const where = sql`
     deleted_at IS NULL
+    ${caller.role < ROLE.root ? sql`AND role < ${caller.role}` : sql``}
     ${q.group !== undefined ? sql`AND "group" = ${q.group}` : sql``}
     ${like !== undefined ? sql`AND (id = ${idMatch} OR username ILIKE ${like} OR display_name ILIKE ${like} OR email ILIKE ${like})` : sql``}`;
   const [rows, [count]] = await Promise.all([

@@ -19,8 +19,12 @@ export interface RedisKeys {
   keyTokensInMinute(userId: number, tokenId: number, minute: number): string;
   /** The usage events stream the billing worker consumes. */
   usageStream(): string;
-  /** Failed console logins of one account name (hashed) from one address, in the current window. */
+  /** Console login attempts naming one account (hashed) from one address, in the current window. */
   loginAttempts(who: string, ip: string): string;
+  /** Console login attempts from one address, whatever account they name, in the current window. */
+  loginAttemptsFromAddress(ip: string): string;
+  /** Console registrations from one address, in the current window. */
+  registrationsFromAddress(ip: string): string;
   /** Pub/sub channel on which the console announces changed keys, accounts, channels and options. */
   invalidationChannel(): string;
 }
@@ -36,7 +40,11 @@ export function redisKeys(prefix: string): RedisKeys {
     keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     usageStream: () => `${prefix}:usage`,
-    loginAttempts: (who, ip) => `${prefix}:console:login:${who}:${ip}`,
+    // The address is the hash tag: one MULTI counts an attempt on both login keys of an address, and
+    // Redis Cluster only runs a transaction whose keys share a slot.
+    loginAttempts: (who, ip) => `${prefix}:console:{ip:${ip}}:login:${who}`,
+    loginAttemptsFromAddress: (ip) => `${prefix}:console:{ip:${ip}}:login`,
+    registrationsFromAddress: (ip) => `${prefix}:console:{ip:${ip}}:register`,
     invalidationChannel: () => `${prefix}:invalidate`,
   };
 }

@@ -72,6 +72,10 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
     for (const [key, value] of Object.entries(paymentOptions)) {
       await tx`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO NOTHING`;
     }
+    // The mock provider listens on 127.0.0.1, which channels may not point at by default (the SSRF
+    // guard of console-api/channels/upstream-guard.ts). A demo stack on one machine needs it, so the
+    // seed allows it explicitly, once: set ChannelAllowPrivateNetworks to false to see the guard.
+    await tx`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO NOTHING`;
     const userId = demo.id as number;
     const [token] = await tx`SELECT key_ciphertext FROM tokens WHERE user_id = ${userId} AND name = ${DEMO_KEY_NAME} AND deleted_at IS NULL`;
     let demoKey: string;

@@ -57,6 +57,9 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   const ch = createClickHouse(config);
   const keys = redisKeys(config.REDIS_PREFIX);
   const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql));
+  // The mock provider runs on 127.0.0.1: this stack's channels may point at private addresses (off by
+  // default, see console-api/channels/upstream-guard.ts).
+  await sql`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
   const app: FastifyInstance = buildConsoleApp({ config, sql, redis, clickhouse: ch, quotaStore: quota, logger: log });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
