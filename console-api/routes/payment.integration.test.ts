@@ -171,6 +171,25 @@ describe('card payment (cardpay webhook)', () => {
     expect(await ledgerRows(tradeNo)).toHaveLength(1);
   });
 
+  it('refuses a signed paid event without a currency (an amount without its currency is a mismatch)', async () => {
+    const user = await h.account();
+    const { pay_link: link, trade_no: tradeNo } = (await inject('POST', '/api/user/cardpay/pay', user, { amount: 10 })).json().data;
+    const session = card.sessions.get(String(link).split('/').pop()!)!;
+    session.payment_status = 'paid';
+    const currency = session.currency;
+    delete (session as { currency?: string }).currency;
+    const bare = await card.deliver(session.id);
+    expect(bare.status).toBe(400);
+    expect(JSON.parse(bare.body)).toEqual({ success: false, message: 'currency (none) is not usd' });
+    session.currency = 'eur';
+    expect(JSON.parse((await card.deliver(session.id)).body).message).toBe('currency eur is not usd');
+    expect(await quotaOf(user.user.id)).toBe(0);
+    expect(await order(tradeNo)).toMatchObject({ status: 'pending' });
+    session.currency = currency;
+    expect((await card.deliver(session.id)).status).toBe(200);
+    expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+  });
+
   it('refuses forged, stale and mismatching webhooks without crediting', async () => {
     const user = await h.account();
     const { pay_link: link, trade_no: tradeNo } = (await inject('POST', '/api/user/cardpay/pay', user, { amount: 10 })).json().data;

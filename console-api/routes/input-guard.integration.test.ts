@@ -1,0 +1,97 @@
+// Hostile input answers 400 in the envelope, never 500: NUL characters (Postgres text cannot hold
+// them), integers beyond INT columns, JSON nested deep enough to overflow recursive code.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+
+let h: ConsoleHarness;
+let user: TestAccount;
+let admin: TestAccount;
+beforeAll(async () => {
+  h = await startConsoleHarness();
+  user = await h.account();
+  admin = await h.account({ role: 10 });
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const inject = (method: string, url: string, who: TestAccount | undefined, payload?: unknown) =>
+  h.app.inject({
+    method: method as 'GET', url, ...(who ? { headers: who.auth } : {}),
+    ...(payload === undefined ? {} : { payload: payload as object }),
+  });
+
+describe('NUL characters', () => {
+  it.each([
+    ['login username', 'POST', '/api/user/login', undefined, { username: 'ad\u0000min', password: 'x' }, 'username: must not contain NUL (U+0000) characters'],
+    ['login password', 'POST', '/api/user/login', undefined, { username: 'admin', password: 'pass\u0000word' }, 'password: must not contain NUL (U+0000) characters'],
+    ['register username', 'POST', '/api/user/register', undefined, { username: 'nul\u0000user', password: 'password-123' }, 'username: must not contain NUL (U+0000) characters'],
+    ['register display_name', 'POST', '/api/user/register', undefined, { username: 'nuldisplay', password: 'password-123', display_name: 'a\u0000' }, 'display_name: must not contain NUL (U+0000) characters'],
+    ['an API key name', 'POST', '/api/token/', 'user', { name: 'key\u0000', expired_time: -1, remain_quota: 0, unlimited_quota: true }, 'name: must not contain NUL (U+0000) characters'],
+    ['a redemption code', 'POST', '/api/user/topup', 'user', { key: 'code\u0000' }, 'key: must not contain NUL (U+0000) characters'],
+    ['an option value', 'PUT', '/api/option/', 'admin', { key: 'TopUpLink', value: 'https://x.example/\u0000' }, 'value: must not contain NUL (U+0000) characters'],
+    ['a nested property name', 'PUT', '/api/option/', 'admin', { key: 'ModelRatio', value: { 'a\u0000': 1 } }, 'value: a property name must not contain NUL (U+0000) characters'],
+    ['a channel name', 'POST', '/api/channel/', 'admin', { name: 'c\u0000', base_url: 'https://x.example', key: 'k', models: 'm' }, 'name: must not contain NUL (U+0000) characters'],
+  ])('in %s: 400 naming the field', async (_label, method, url, who, payload, message) => {
+    const res = await inject(method, url, who === 'user' ? user : who === 'admin' ? admin : undefined, payload);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message });
+  });
+
+  it.each([
+    ['/api/token/?keyword=a%00b', 'user'],
+    ['/api/token/search?keyword=%00', 'user'],
+    ['/api/user/?keyword=x%00', 'admin'],
+    ['/api/user/search?keyword=x%00', 'admin'],
+    ['/api/channel/?keyword=%00', 'admin'],
+    ['/api/redemption/?keyword=%00', 'admin'],
+    ['/api/user/topup/self?keyword=%00', 'user'],
+    ['/api/log/self?token_name=%00', 'user'],
+  ])('in the query %s: 400 naming the parameter', async (url, who) => {
+    const res = await inject('GET', url, who === 'admin' ? admin : user);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: expect.stringMatching(/^(keyword|token_name): must not contain NUL \(U\+0000\) characters$/) });
+  });
+
+  it('in a path parameter: 400', async () => {
+    const res = await inject('GET', '/api/user/1%00', admin);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().success).toBe(false);
+  });
+});
+
+describe('deep nesting', () => {
+  it('an option value nested beyond the limit is a 400, even one deep enough to overflow JSON.stringify', async () => {
+    for (const depth of [40, 400_000]) {
+      const payload = `{"key":"ModelRatio","value":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+      const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: { ...admin.auth, 'content-type': 'application/json' }, payload });
+      expect(res.statusCode, `depth ${depth}: ${res.body.slice(0, 200)}`).toBe(400);
+      expect(res.json()).toEqual({ success: false, message: expect.stringMatching(/^value(\.0)*: is nested more than 32 levels deep$/) });
+    }
+    // A value of ordinary depth still works.
+    expect((await inject('PUT', '/api/option/', admin, { key: 'GroupRateLimits', value: { default: { rpm: 10 } } })).statusCode).toBe(200);
+  });
+
+  it('deep nesting in any body is refused before its schema', async () => {
+    const payload = `{"username":"x","password":${'{"a":'.repeat(100)}1${'}'.repeat(100)}}`;
+    const res = await h.app.inject({ method: 'POST', url: '/api/user/login', headers: { 'content-type': 'application/json' }, payload });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toMatch(/^password(\.a)*: is nested more than 32 levels deep$/);
+  });
+});
+
+describe('integers bound for INT columns', () => {
+  it.each([
+    ['type', 2 ** 31], ['type', 1e15], ['weight', 2 ** 31], ['weight', -1],
+  ])('channel %s = %d is a 400, not a Postgres overflow', async (field, value) => {
+    const res = await inject('POST', '/api/channel/', admin, { name: 'ints', base_url: 'https://x.example', key: 'k', models: 'm', [field]: value });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: expect.stringMatching(new RegExp(`^${field}: must be at (most 2147483647|least 0)$`)) });
+  });
+
+  it('API key rate limits stay within INT', async () => {
+    const res = await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, rate_limit_rpm: 2 ** 31 });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toMatch(/^rate_limit_rpm: /);
+  });
+});
