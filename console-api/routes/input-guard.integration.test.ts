@@ -62,7 +62,7 @@ describe('NUL characters', () => {
 
 describe('deep nesting', () => {
   it('an option value nested beyond the limit is a 400, even one deep enough to overflow JSON.stringify', async () => {
-    for (const depth of [40, 400_000]) {
+    for (const depth of [400_000, 40]) {
       const payload = `{"key":"ModelRatio","value":${'['.repeat(depth)}${']'.repeat(depth)}}`;
       const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: { ...admin.auth, 'content-type': 'application/json' }, payload });
       expect(res.statusCode, `depth ${depth}: ${res.body.slice(0, 200)}`).toBe(400);
