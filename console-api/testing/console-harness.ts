@@ -55,7 +55,9 @@ export interface HarnessDeps {
 
 export async function startConsoleHarness(overrides: Record<string, string> = {}, deps: HarnessDeps = {}): Promise<ConsoleHarness> {
   const db = await createTestDatabase('console');
-  const config = testConfig({ DATABASE_URL: db.url, ...overrides });
+  // Every test client is 127.0.0.1: the per-address limits would count all of a file's accounts as
+  // one client. Tests of those limits set them (overrides or deps.settings).
+  const config = testConfig({ DATABASE_URL: db.url, LOGIN_IP_RATE_LIMIT: '1000000', REGISTER_RATE_LIMIT: '1000000', ...overrides });
   const sql = createSql(config, { max: 4 });
   // Ids far above any other test file's, so ClickHouse rows keyed by user_id never collide.
   await sql`SELECT setval('users_id_seq', ${randomInt(1_000_000, 2 ** 31)})`;
