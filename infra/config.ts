@@ -21,6 +21,12 @@ const schema = z.object({
 
   RELAY_HOST: z.string().default('127.0.0.1'),
   RELAY_PORT: port.default(3000),
+  // uWS listens with SO_REUSEPORT unless told otherwise, so a second relay on a taken port would
+  // silently share it: by default the port is taken exclusively and a taken port fails start-up.
+  RELAY_REUSE_PORT: z.string().default('false').pipe(bool),
+  // GET /metrics of the relay (Prometheus), apart from the public port; 0 = a free port, off = none.
+  RELAY_METRICS_HOST: z.string().default('127.0.0.1'),
+  RELAY_METRICS_PORT: z.union([z.literal('off'), port]).default(9465),
   CONSOLE_HOST: z.string().default('127.0.0.1'),
   CONSOLE_PORT: port.default(3001),
   MOCK_UPSTREAM_PORT: port.default(3090),
@@ -46,6 +52,8 @@ const schema = z.object({
     .refine((s) => s === '' || s.length >= 16, { error: 'must be at least 16 characters (make generates 32 random bytes)' })
     .refine((s) => s !== DEV_KEY_SECRET, { error: 'is the public development value; generate one: head -c 32 /dev/urandom | base64' }),
   KEY_CACHE_TTL_MS: positiveInt.default(1000),
+  // Most key records (known and unknown keys) the relay caches; the least recently used go first.
+  KEY_CACHE_MAX_ENTRIES: positiveInt.default(100_000),
 
   ROOT_USERNAME: z.string().min(1).default('root'),
   ROOT_PASSWORD: z.string().min(8).optional(),
@@ -81,6 +89,10 @@ const schema = z.object({
   COUNT_PROMPT_ABOVE_BYTES: positiveInt.default(8192),
   TOKEN_ESTIMATE_FACTOR: z.coerce.number().min(1).default(2),
   DELIVERED_FLUSH_BYTES: positiveInt.default(256 * 1024),
+  // Prompt counts waiting for a worker beyond those running; past it, 529 overloaded_error.
+  TOKEN_QUEUE_MAX: z.coerce.number().int().nonnegative().default(64),
+  // count_tokens calls (and prompt counts for a reservation) per API key per minute.
+  COUNT_TOKENS_PER_MINUTE: positiveInt.default(120),
   RESERVATION_REAP_INTERVAL_MS: positiveInt.default(15_000),
 
   BILLING_CONSUMER: z.string().default(`${hostname()}-${process.pid}`),

@@ -20,6 +20,7 @@ export const RELAY_ERRORS = {
   internal: { status: 500, type: 'api_error', message: 'Internal error.' },
   upstream_unreachable: { status: 500, type: 'api_error', message: 'The model provider could not be reached.' },
   overloaded: { status: 529, type: 'overloaded_error', message: 'The model provider is overloaded.' },
+  relay_overloaded: { status: 529, type: 'overloaded_error', message: 'The relay is overloaded: too many token counts are waiting. Retry shortly.' },
 } as const satisfies Record<string, { status: number; type: string; message: string }>;
 
 export type RelayErrorCode = keyof typeof RELAY_ERRORS;

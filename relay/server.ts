@@ -8,10 +8,11 @@ import { redisKeys } from '../infra/redis/keys.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { ClientAddressResolver } from './auth/client-address.js';
 import { KeyDirectory } from './auth/key-directory.js';
-import { errorBody, RelayError } from './errors.js';
+import { errorBody, RelayError, statusLine } from './errors.js';
 import { subscribeInvalidations } from './invalidation.js';
 import { handleMessages, type RelayContext } from './messages/messages-handler.js';
-import { PROM_CONTENT_TYPE, relayMetrics } from './metrics/relay-metrics.js';
+import { startRelayMetricsServer, type RelayMetricsServer } from './metrics/metrics-server.js';
+import { relayMetrics } from './metrics/relay-metrics.js';
 import { assertNativeUws } from './native-binding.js';
 import { loadOptions } from './pricing/options-source.js';
 import { ratiosFromOptions, type Ratios } from './pricing/ratios.js';
@@ -26,9 +27,45 @@ import { TokenCounter } from './tokens/token-counter.js';
 
 export interface RunningRelay {
   port: number;
+  /** The port of GET /metrics, or null when RELAY_METRICS_PORT is off. */
+  metricsPort: number | null;
   /** Whether the routes include this enabled channel: lets a caller wait for a reload to land. */
   hasChannel(id: number): boolean;
+  /** Closes the listening socket: exchanges in progress go on, new connections are refused. */
+  stopAccepting(): void;
   close(): Promise<void>;
+}
+
+type Handler = (res: uws.HttpResponse, req: uws.HttpRequest) => void;
+
+/**
+ * Every route's handler runs inside this: an exception it throws synchronously would otherwise unwind
+ * through uWS's native code and take the process (and every user's requests) down. It is answered
+ * instead, as Anthropic's error JSON: 400 for a malformed path (URIError), 500 otherwise. An answer
+ * the handler already sent, or an aborted response, makes the write throw: that is ignored, as there
+ * is nobody left to tell.
+ */
+export function guarded(log: Logger, route: string, handler: Handler): Handler {
+  return (res, req) => {
+    try {
+      handler(res, req);
+    } catch (err) {
+      relayMetrics.handlerError();
+      const malformed = err instanceof URIError;
+      if (malformed) log.warn({ route, err: (err as Error).message }, 'malformed request path');
+      else log.error({ route, err }, 'route handler threw');
+      const e = malformed
+        ? new RelayError('invalid_request', 'The request path holds a malformed percent-escape.')
+        : new RelayError('internal');
+      try {
+        res.cork(() => {
+          res.writeStatus(statusLine(e.status)).writeHeader('content-type', 'application/json').end(e.body());
+        });
+      } catch {
+        // Already answered or aborted.
+      }
+    }
+  };
 }
 
 /** Backstop for a missed invalidation message: channels and options are re-read this often. */
@@ -41,7 +78,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const sub = createRedis(config, 'relay-sub', { blocking: true });
   const keys = redisKeys(config.REDIS_PREFIX);
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
-  const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS);
+  const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS, config.KEY_CACHE_MAX_ENTRIES);
   const channels = new ChannelRegistry(sql, crypto, (id, err) =>
     log.error({ channel: id, err: err.message }, 'channel credential cannot be opened with KEY_SECRET; channel skipped'));
   const pools = new UpstreamPools({
@@ -67,11 +104,12 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     options: reloadOptions,
   }, log);
   const timer = setInterval(() => {
+    keyDirectory.purgeStale();
     Promise.all([channels.reload(), reloadOptions()]).catch((err: unknown) => log.error({ err }, 'periodic reload failed'));
   }, RELOAD_INTERVAL_MS);
   timer.unref();
 
-  const tokens = new TokenCounter({ minThreads: 1, maxThreads: config.TOKEN_WORKERS });
+  const tokens = new TokenCounter({ minThreads: 1, maxThreads: config.TOKEN_WORKERS, maxQueue: config.TOKEN_QUEUE_MAX });
   const ctx: RelayContext = {
     log,
     keys: keyDirectory,
@@ -86,48 +124,93 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     reservationTtlMs: config.RESERVATION_TTL_SEC * 1000,
     tokens,
     countPromptAboveBytes: config.COUNT_PROMPT_ABOVE_BYTES,
+    countsPerMinute: config.COUNT_TOKENS_PER_MINUTE,
     tokenEstimateFactor: config.TOKEN_ESTIMATE_FACTOR,
     deliveredFlushBytes: config.DELIVERED_FLUSH_BYTES,
   };
 
   const notFound = new RelayError('not_found');
   const app = uws.App()
-    .post('/v1/messages', (res, req) => handleMessages(ctx, res, req))
-    .post('/v1/messages/count_tokens', (res, req) => handleCountTokens(ctx, res, req))
-    .get('/v1/models', (res, req) => handleListModels(ctx, res, req))
-    .get('/v1/models/:model_id', (res, req) => handleRetrieveModel(ctx, res, req))
-    .get('/metrics', (res) => {
-      const text = relayMetrics.render();
-      res.cork(() => res.writeHeader('content-type', PROM_CONTENT_TYPE).end(text));
-    })
-    .get('/health', (res) => {
+    .post('/v1/messages', guarded(log, 'messages', (res, req) => handleMessages(ctx, res, req)))
+    .post('/v1/messages/count_tokens', guarded(log, 'count_tokens', (res, req) => handleCountTokens(ctx, res, req)))
+    .get('/v1/models', guarded(log, 'list_models', (res, req) => handleListModels(ctx, res, req)))
+    .get('/v1/models/:model_id', guarded(log, 'retrieve_model', (res, req) => handleRetrieveModel(ctx, res, req)))
+    .get('/health', guarded(log, 'health', (res) => {
       res.cork(() => res.writeHeader('content-type', 'application/json').end('{"status":"ok"}'));
-    })
-    .any('/*', (res, req) => {
+    }))
+    .any('/*', guarded(log, 'not_found', (res, req) => {
       const body = errorBody(notFound.type, `${req.getMethod().toUpperCase()} ${req.getUrl()} does not exist.`);
       res.cork(() => res.writeStatus('404 Not Found').writeHeader('content-type', 'application/json').end(body));
-    });
+    }));
 
-  const listenSocket = await new Promise<uws.us_listen_socket>((resolve, reject) => {
-    app.listen(config.RELAY_HOST, config.RELAY_PORT, (socket) => {
-      if (socket) resolve(socket);
-      else reject(new Error(`relay could not listen on ${config.RELAY_HOST}:${config.RELAY_PORT}`));
-    });
-  });
+  const releaseAll = async (): Promise<void> => {
+    clearInterval(timer);
+    await pools.close();
+    await tokens.close();
+    sub.disconnect();
+    await redis.quit();
+    await sql.end({ timeout: 5 });
+  };
+
+  let listenSocket: uws.us_listen_socket;
+  let metrics: RelayMetricsServer | null = null;
+  try {
+    listenSocket = await listenRelay(app, config.RELAY_HOST, config.RELAY_PORT, config.RELAY_REUSE_PORT);
+    if (config.RELAY_METRICS_PORT !== 'off') {
+      try {
+        metrics = await startRelayMetricsServer(config.RELAY_METRICS_HOST, config.RELAY_METRICS_PORT, relayMetrics);
+      } catch (err) {
+        uws.us_listen_socket_close(listenSocket);
+        throw err;
+      }
+    }
+  } catch (err) {
+    await releaseAll();
+    throw err;
+  }
   const port = uws.us_socket_local_port(listenSocket);
-  log.info({ host: config.RELAY_HOST, port }, 'relay listening');
+  log.info({ host: config.RELAY_HOST, port, metricsPort: metrics?.port ?? 'off' }, 'relay listening');
+
+  let listening = true;
+  const stopAccepting = (): void => {
+    if (!listening) return;
+    listening = false;
+    uws.us_listen_socket_close(listenSocket);
+  };
 
   return {
     port,
+    metricsPort: metrics?.port ?? null,
     hasChannel: (id) => channels.has(id),
+    stopAccepting,
     async close() {
-      clearInterval(timer);
-      uws.us_listen_socket_close(listenSocket);
-      await pools.close();
-      await tokens.close();
-      sub.disconnect();
-      await redis.quit();
-      await sql.end({ timeout: 5 });
+      stopAccepting();
+      await metrics?.close();
+      await releaseAll();
     },
   };
+}
+
+/** uWS's listen options (its TypeScript declarations only type them for the port-only form). */
+const LIBUS_LISTEN_DEFAULT = 0;
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+
+/**
+ * Listens on host:port. uWS sets SO_REUSEPORT by default, so a port another process (another relay
+ * left running, a second `make run`) already holds would be shared without a word, each taking part of
+ * the connections. Unless sharing was asked for, the port is taken exclusively, and a taken port is a
+ * start-up error naming it.
+ */
+function listenRelay(app: uws.TemplatedApp, host: string, port: number, reusePort: boolean): Promise<uws.us_listen_socket> {
+  const options = reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
+  const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (s: uws.us_listen_socket | false) => void) => void;
+  return new Promise((resolve, reject) => {
+    listen.call(app, host, port, options, (socket) => {
+      if (socket) return resolve(socket);
+      const why = reusePort
+        ? 'the port is held by a process that does not share it, or the address is not this host\'s'
+        : 'the port is in use, or the address is not this host\'s (RELAY_REUSE_PORT=true shares a port with other relays on purpose)';
+      reject(new Error(`relay could not listen on ${host}:${port}: ${why}`));
+    });
+  });
 }

@@ -17,6 +17,8 @@ export interface RedisKeys {
   keyRequestsInMinute(userId: number, tokenId: number, minute: number): string;
   /** Tokens (input + output) of one API key in one wall-clock minute. */
   keyTokensInMinute(userId: number, tokenId: number, minute: number): string;
+  /** Token counts (count_tokens calls and prompt counts) of one API key in one wall-clock minute. */
+  keyCountsInMinute(userId: number, tokenId: number, minute: number): string;
   /** The usage events stream the billing worker consumes. */
   usageStream(): string;
   /** Console login attempts naming one account (hashed) from one address, in the current window. */
@@ -39,6 +41,7 @@ export function redisKeys(prefix: string): RedisKeys {
     adjustmentApplied: (userId, ledgerId) => `${prefix}:{a${userId}}:adj:${ledgerId}`,
     keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
+    keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,
     usageStream: () => `${prefix}:usage`,
     // The address is the hash tag: one MULTI counts an attempt on both login keys of an address, and
     // Redis Cluster only runs a transaction whose keys share a slot.

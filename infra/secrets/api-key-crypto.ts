@@ -47,6 +47,24 @@ export function generateApiKey(): string {
   return out;
 }
 
+/** KEY_ALPHABET membership by char code (0..127), for hasApiKeyShape's loop. */
+const IN_KEY_ALPHABET = new Uint8Array(128);
+for (let i = 0; i < KEY_ALPHABET.length; i++) IN_KEY_ALPHABET[KEY_ALPHABET.charCodeAt(i)] = 1;
+
+/**
+ * Whether `key` could be one generateApiKey made: `sk-` and KEY_BODY_LENGTH characters of KEY_ALPHABET.
+ * The relay refuses anything else before hashing it or asking Postgres, so made-up values cost
+ * neither a query nor a cache entry. A synchronous loop, no allocation.
+ */
+export function hasApiKeyShape(key: string): boolean {
+  if (key.length !== 3 + KEY_BODY_LENGTH || key.charCodeAt(0) !== 0x73 || key.charCodeAt(1) !== 0x6b || key.charCodeAt(2) !== 0x2d) return false;
+  for (let i = 3; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    if (c >= 128 || IN_KEY_ALPHABET[c] === 0) return false;
+  }
+  return true;
+}
+
 /** What listings show: enough to recognise a key, not enough to use it. */
 export function maskApiKey(key: string): string {
   return `${key.slice(0, 7)}${'*'.repeat(8)}${key.slice(-4)}`;

@@ -22,6 +22,7 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     BILLING_MIN_BATCH_INTERVAL_MS: '0',
     // Several billing workers per machine: each metrics server on a free port.
     BILLING_METRICS_PORT: '0',
+    RELAY_METRICS_PORT: '0',
     ...overrides,
   });
 }

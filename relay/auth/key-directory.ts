@@ -1,6 +1,12 @@
 // Finds the API key record (and its account) behind an `sk-` key. Postgres is asked at most once per
 // key per KEY_CACHE_TTL_MS; the console's invalidation messages drop an entry at once, so a disabled
 // key, a ban or a quota change reaches the relay well within a second.
+//
+// The cache holds unknown keys too (so a client repeating a wrong key costs one query per TTL), which
+// is why it is an LRU capped at KEY_CACHE_MAX_ENTRIES: a stream of made-up keys of the right shape
+// (the shape is checked before anything reaches this class) evicts old entries instead of growing
+// the heap, and purgeStale() (called periodically by the server) drops expired ones.
+import { LRUCache } from 'lru-cache';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 
@@ -23,29 +29,29 @@ export interface ApiKeyRecord {
   userGroup: string;
 }
 
-interface Entry {
-  record: ApiKeyRecord | null;
-  expiresAt: number;
-}
+/** The cached answer for a key no record matches (lru-cache holds no null). */
+const UNKNOWN_KEY = Object.freeze({ unknown: true as const });
+type Cached = ApiKeyRecord | typeof UNKNOWN_KEY;
 
 export class KeyDirectory {
   readonly #sql: Sql;
   readonly #crypto: ApiKeyCrypto;
-  readonly #ttlMs: number;
-  readonly #entries = new Map<string, Entry>();
+  readonly #cache: LRUCache<string, Cached>;
   readonly #inflight = new Map<string, Promise<ApiKeyRecord | null>>();
+  /** Bumped by every invalidation: a lookup that started before one does not cache what it read. */
+  #generation = 0;
 
-  constructor(sql: Sql, crypto: ApiKeyCrypto, ttlMs: number) {
+  constructor(sql: Sql, crypto: ApiKeyCrypto, ttlMs: number, maxEntries: number) {
     this.#sql = sql;
     this.#crypto = crypto;
-    this.#ttlMs = ttlMs;
+    this.#cache = new LRUCache<string, Cached>({ max: maxEntries, ttl: ttlMs, updateAgeOnGet: false });
   }
 
-  /** The cached record, synchronously, or undefined when Postgres must be asked. */
-  peek(key: string, now: number): ApiKeyRecord | null | undefined {
-    const e = this.#entries.get(key);
-    if (e === undefined || e.expiresAt <= now) return undefined;
-    return e.record;
+  /** The cached record (null: known to be unknown), synchronously, or undefined when Postgres must be asked. */
+  peek(key: string): ApiKeyRecord | null | undefined {
+    const e = this.#cache.get(key);
+    if (e === undefined) return undefined;
+    return e === UNKNOWN_KEY ? null : (e as ApiKeyRecord);
   }
 
   lookup(key: string): Promise<ApiKeyRecord | null> {
@@ -58,7 +64,18 @@ export class KeyDirectory {
     return p;
   }
 
+  /** Entries held, expired ones not yet purged included. */
+  get size(): number {
+    return this.#cache.size;
+  }
+
+  /** Drops expired entries (an LRU only drops them when read or evicted). */
+  purgeStale(): void {
+    this.#cache.purgeStale();
+  }
+
   async #load(key: string): Promise<ApiKeyRecord | null> {
+    const generation = this.#generation;
     const rows = await this.#sql`
       SELECT t.id, t.user_id, t.name, t.status, t.expired_time, t.unlimited_quota, t.model_limits_enabled,
              t.model_limits, t.allow_ips, t."group", t.cross_group_retry, t.rate_limit_rpm, t.rate_limit_tpm,
@@ -87,20 +104,24 @@ export class KeyDirectory {
           userGroup: r.user_group as string,
         }
       : null;
-    this.#entries.set(key, { record, expiresAt: Date.now() + this.#ttlMs });
+    if (generation === this.#generation) this.#cache.set(key, record ?? UNKNOWN_KEY);
     return record;
   }
 
   /** Drops every cached entry of one key or of one account. */
   invalidate(filter: { tokenId?: number; userId?: number }): void {
-    for (const [key, e] of this.#entries) {
-      const rec = e.record;
-      if (!rec) continue;
-      if (rec.tokenId === filter.tokenId || rec.userId === filter.userId) this.#entries.delete(key);
+    this.#generation++;
+    const drop: string[] = [];
+    for (const [key, e] of this.#cache.entries()) {
+      if (e === UNKNOWN_KEY) continue;
+      const rec = e as ApiKeyRecord;
+      if (rec.tokenId === filter.tokenId || rec.userId === filter.userId) drop.push(key);
     }
+    for (const key of drop) this.#cache.delete(key);
   }
 
   clear(): void {
-    this.#entries.clear();
+    this.#generation++;
+    this.#cache.clear();
   }
 }

@@ -2,11 +2,19 @@
 // {"input_tokens": N}. Counted locally on the token-counting workers (cl100k_base; what counts is
 // listed in relay/tokens/prompt-text.ts), so it costs no provider call and moves no quota; the figure
 // is an estimate of the provider's, as the model's own tokenizer is not public.
+//
+// It is free for the caller but not for the relay: the workers are shared with every request's
+// billing. So a count is made only for a known key that passes its rules, within the key's
+// COUNT_TOKENS_PER_MINUTE, and only while the counting queue has room (else 529).
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { z } from 'zod';
+import { UNKNOWN_KEY_ERROR } from '../auth/api-key-header.js';
 import { RelayError } from '../errors.js';
-import { checkAccess, lookupKey, readBody, readHead, Reply, servedModels, type FreeEndpointContext } from '../models/key-access.js';
-import type { TokenCounter } from '../tokens/token-counter.js';
+import { beginKeyLookup, checkAccess, readBody, readHead, Reply, servedModels, type FreeEndpointContext } from '../models/key-access.js';
+import { currentMinute, type QuotaStore } from '../quota/quota-store.js';
+import { relayMetrics } from '../metrics/relay-metrics.js';
+import { CountQueueFull, type TokenCounter } from '../tokens/token-counter.js';
+import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
 import { describeIssue } from './messages-request.js';
 
 const block = z.object({ type: z.string() }).loose();
@@ -35,20 +43,40 @@ export async function countTokensResponse(counter: Pick<TokenCounter, 'countProm
   return { input_tokens };
 }
 
+export interface CountTokensContext extends FreeEndpointContext {
+  tokens: TokenCounter;
+  quota: Pick<QuotaStore, 'takeCountSlot'>;
+  /** Token counts (count_tokens calls, prompt counts) per key per minute. */
+  countsPerMinute: number;
+}
+
 /**
- * uWS handler of POST /v1/messages/count_tokens: the key's rules (as for /v1/messages, the model
- * included), a body validated by countTokensRequestSchema, 404 when no channel serves the model for
- * the key's group, then {"input_tokens": N} counted on the workers. No quota moves.
+ * uWS handler of POST /v1/messages/count_tokens: the key (presence and shape from the headers, looked
+ * up while the body streams in; an unknown key is answered without parsing the body), a body
+ * validated by countTokensRequestSchema, the key's rules (as for /v1/messages, the model included),
+ * 404 when no channel serves the model for the key's group, the key's per-minute budget of counts,
+ * then {"input_tokens": N} counted on the workers. No quota moves.
  */
-export function handleCountTokens(ctx: FreeEndpointContext & { tokens: TokenCounter }, res: HttpResponse, req: HttpRequest): void {
+export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, req: HttpRequest): void {
   const head = readHead(ctx, res, req);
   const reply = new Reply(res);
-  if (!head.apiKey) return reply.error(new RelayError('missing_api_key'));
+  const found = beginKeyLookup(ctx, head.apiKey);
+  if (found instanceof RelayError) return reply.error(found);
+  // An unknown key is answered as soon as the lookup says so, the rest of its body dropped unread.
+  if (found instanceof Promise) {
+    found.then((r) => {
+      if (r === UNKNOWN_KEY_ERROR) reply.error(r);
+    }, () => {});
+  }
   (async () => {
     const raw = await readBody(ctx, reply, head);
-    if (!raw || reply.aborted) return;
-    const record = await lookupKey(ctx, head);
+    if (!raw || reply.done) return;
+    const record = found instanceof Promise ? await found : found;
+    if (reply.done) return;
     if (record instanceof RelayError) return reply.error(record);
+    if (jsonNestingExceeds(raw)) {
+      return reply.error(new RelayError('invalid_request', `The request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep.`));
+    }
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8'));
@@ -62,7 +90,20 @@ export function handleCountTokens(ctx: FreeEndpointContext & { tokens: TokenCoun
     if (!servedModels(ctx.channels, access.groups).has(parsed.data.model)) {
       return reply.error(new RelayError('model_not_found', `No channel serves model "${parsed.data.model}" for group "${access.groups[0]}".`));
     }
-    const answer = await countTokensResponse(ctx.tokens, parsed.data, raw);
+    const now = Date.now();
+    if (!(await ctx.quota.takeCountSlot(record.userId, record.tokenId, ctx.countsPerMinute, currentMinute(now)))) {
+      const retryAfter = String(60 - Math.floor((now / 1000) % 60));
+      return reply.error(new RelayError('rate_limited', `Rate limit of ${ctx.countsPerMinute} token counts per minute reached for this API key.`), retryAfter);
+    }
+    if (reply.aborted) return;
+    let answer: { input_tokens: number };
+    try {
+      relayMetrics.promptCounted();
+      answer = await countTokensResponse(ctx.tokens, parsed.data, raw);
+    } catch (err) {
+      if (err instanceof CountQueueFull) return reply.error(new RelayError('relay_overloaded'));
+      throw err;
+    }
     reply.json(200, JSON.stringify(answer));
   })().catch((err: unknown) => {
     ctx.log.error({ err }, 'count_tokens failed');

@@ -2,6 +2,13 @@
 // headers are read synchronously, onAborted is set before the first await, every write after an await
 // is corked, a full socket pauses the provider's body until onWritable, and one idempotent finish()
 // settles the reservation whatever happened.
+//
+// Nothing is done for a request before its key: the forwarded headers and the key's presence and
+// shape are checked from the headers alone, the key is looked up while the body streams in, and an
+// unknown key is answered as soon as the lookup says so, without reading the rest of the body.
+//
+// What users see of a failure (the `content` of their log row) is a stable reason from a short list;
+// the detail (addresses, exception messages) goes to the service log only.
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Dispatcher } from 'undici';
@@ -11,6 +18,7 @@ import type { ClientAddressResolver } from '../auth/client-address.js';
 import type { ApiKeyRecord, KeyDirectory } from '../auth/key-directory.js';
 import { checkKeyRules } from '../auth/key-rules.js';
 import { RelayError, errorBody, statusLine } from '../errors.js';
+import { extractApiKey, keyShapeError, UNKNOWN_KEY_ERROR } from '../auth/api-key-header.js';
 import type { Ratios } from '../pricing/ratios.js';
 import { describeCost, quotaCost, type PriceRatios } from '../pricing/quota-cost.js';
 import { currentMinute, type QuotaStore } from '../quota/quota-store.js';
@@ -18,9 +26,11 @@ import type { Channel, ChannelRegistry } from '../routing/channel-registry.js';
 import type { GroupPolicy } from '../routing/group-policy.js';
 import { SseUsageParser, type StreamUsage } from '../stream/sse-usage-parser.js';
 import { DeliveredTextCounter } from '../tokens/delivered-text-counter.js';
-import { reservationInputTokens, type TokenCounter } from '../tokens/token-counter.js';
+import { CountQueueFull, reservationInputTokens, type TokenCounter } from '../tokens/token-counter.js';
 import type { UpstreamPools } from '../upstream/upstream-pools.js';
 import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';
+import { isHttpFieldValue } from './header-values.js';
+import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
 import { usageOfMessageBody } from './message-usage.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 
@@ -37,8 +47,13 @@ export interface RelayContext {
   maxTries: number;
   reservationTtlMs: number;
   tokens: TokenCounter;
-  /** Bodies larger than this are token-counted for the reservation; smaller ones reserve their byte length. */
+  /**
+   * Bodies larger than this whose byte-bound reservation the balance refuses are token-counted and
+   * reserved again with the counted estimate; smaller ones reserve their byte length only.
+   */
   countPromptAboveBytes: number;
+  /** Token counts (count_tokens calls, prompt counts) per key per minute. */
+  countsPerMinute: number;
   /** Reserved input tokens = min(body bytes, counted × this + 16). */
   tokenEstimateFactor: number;
   /** Batch size of delivered-text counting. */
@@ -51,17 +66,40 @@ const MAX_UPSTREAM_JSON = 32 * 1024 * 1024;
 
 const STREAM_FAILED_EVENT = `event: error\ndata: ${errorBody('api_error', 'The model provider stream failed.')}\n\n`;
 
+/**
+ * Why an exchange failed, as users read it in their log: stable wording, never an address or an
+ * exception message (those go to the service log).
+ */
+const REASON = {
+  clientGone: 'client went away',
+  clientGoneBeforeForwarding: 'client went away before forwarding',
+  clientGoneMidStream: 'client went away mid-stream',
+  connectionFailed: 'provider connection failed',
+  bodyFailed: 'provider answer could not be read',
+  streamFailed: 'provider stream failed',
+  streamCut: 'stream ended without message_stop',
+  noUsage: 'provider answer carried no usage',
+  noChannel: 'no channel answered',
+  relayError: 'relay error',
+} as const;
+
+/** `provider answered HTTP <status>`, built once per status. */
+const httpReasons = new Map<number, string>();
+function httpReason(status: number): string {
+  let r = httpReasons.get(status);
+  if (r === undefined) httpReasons.set(status, (r = `provider answered HTTP ${status}`));
+  return r;
+}
+
+/** A provider's SSE error type, if it looks like one (`overloaded_error`); anything else is not echoed. */
+function providerErrorReason(type: unknown): string {
+  return typeof type === 'string' && /^[a-z_]{1,40}$/.test(type) ? `provider error event: ${type}` : 'provider error event';
+}
+
 type Outcome =
   | { kind: 'ok'; usage: StreamUsage }
   | { kind: 'partial'; usage: StreamUsage; reason: string }
   | { kind: 'failed'; reason: string };
-
-export function extractApiKey(req: HttpRequest): string {
-  const direct = req.getHeader('x-api-key');
-  if (direct) return direct;
-  const auth = req.getHeader('authorization');
-  return auth.length > 7 && auth.slice(0, 7).toLowerCase() === 'bearer ' ? auth.slice(7).trim() : '';
-}
 
 export function handleMessages(ctx: RelayContext, res: HttpResponse, req: HttpRequest): void {
   const ex = new Exchange(ctx, res, req);
@@ -90,6 +128,8 @@ class Exchange {
   upstreamBody: Dispatcher.ResponseData['body'] | null = null;
 
   record: ApiKeyRecord | null = null;
+  /** The key's lookup when the cache did not have it, started before the body is read. */
+  keyLookup: Promise<ApiKeyRecord | null> | null = null;
   body: MessagesRequest | null = null;
   group = '';
   price: PriceRatios = { model: 1, completion: 1, group: 1 };
@@ -121,7 +161,24 @@ class Exchange {
   }
 
   start(): void {
+    // From the headers alone: what is forwarded, then the key. No body byte is kept before these pass.
+    if (!isHttpFieldValue(this.version)) return this.fail(new RelayError('invalid_request', 'anthropic-version: the header holds characters HTTP does not allow.'));
+    if (!isHttpFieldValue(this.beta)) return this.fail(new RelayError('invalid_request', 'anthropic-beta: the header holds characters HTTP does not allow.'));
+    const keyError = keyShapeError(this.apiKey);
+    if (keyError) return this.fail(keyError);
+    const cached = this.ctx.keys.peek(this.apiKey);
+    if (cached === null) return this.fail(UNKNOWN_KEY_ERROR);
     if (this.declaredLength > this.ctx.maxBodyBytes) return this.fail(new RelayError('request_too_large'));
+    if (cached === undefined) {
+      this.keyLookup = this.ctx.keys.lookup(this.apiKey);
+      // An unknown key is answered at once, the rest of its body discarded unread; a failed lookup is
+      // answered by process(), which awaits the same promise.
+      this.keyLookup.then((record) => {
+        if (record === null) this.fail(UNKNOWN_KEY_ERROR);
+      }, () => {});
+    } else {
+      this.record = cached;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     this.res.onData((ab, isLast) => {
@@ -138,7 +195,17 @@ class Exchange {
   }
 
   async process(raw: Buffer): Promise<void> {
-    // The body is validated before anything else, the key included.
+    let record = this.record;
+    if (record === null) {
+      record = await this.keyLookup!;
+      if (this.aborted || this.responded) return;
+      if (!record) return this.fail(UNKNOWN_KEY_ERROR);
+      this.record = record;
+    }
+
+    if (jsonNestingExceeds(raw)) {
+      return this.fail(new RelayError('invalid_request', `The request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep.`));
+    }
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8'));
@@ -149,14 +216,7 @@ class Exchange {
     if (!parsed.success) return this.fail(new RelayError('invalid_request', describeIssue(parsed.error)));
     const body = parsed.data;
     this.body = body;
-
-    if (!this.apiKey) return this.fail(new RelayError('missing_api_key'));
     const now = Date.now();
-    let record = this.ctx.keys.peek(this.apiKey, now);
-    if (record === undefined) record = await this.ctx.keys.lookup(this.apiKey);
-    if (this.aborted) return;
-    if (!record) return this.fail(new RelayError('invalid_api_key'));
-    this.record = record;
 
     const broken = checkKeyRules(record, body.model, this.ip, Math.floor(now / 1000));
     if (broken) return this.fail(new RelayError(broken));
@@ -179,25 +239,21 @@ class Exchange {
     this.price = { model: ratios.model(body.model), completion: ratios.completion(body.model), group: ratios.group(this.group)! };
 
     // The body's byte length bounds its token count from above (a token is at least one byte), so
-    // the reservation covers the worst case and the settled debit never exceeds it.
-    // Large bodies: the prompt counted on a worker (never on the event loop) times a safety factor,
-    // never above the byte bound; a failed count falls back to the byte bound.
-    let counted: number | null = null;
-    if (raw.length > this.ctx.countPromptAboveBytes) {
-      counted = await this.ctx.tokens.countPrompt(raw).catch((err: unknown) => {
-        this.ctx.log.warn({ err, requestId: this.requestId }, 'prompt count failed; reserving the byte bound');
-        return null;
-      });
-      if (this.aborted) return;
-    }
-    const inputBound = reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor);
-    const estimate = quotaCost({ inputTokens: inputBound, outputTokens: body.max_tokens, cacheTokens: 0 }, { ...this.price, group: maxGroupRatio });
+    // a reservation of it covers the worst case and the settled debit never exceeds it. It is tried
+    // first, so the worker pool is never used for a request the key's rules, rate limits or balance
+    // refuse anyway. Only when the balance refuses the byte bound and the body is large is the prompt
+    // counted (on a worker: never on the event loop), and the request reserved again with the counted
+    // estimate (times a safety factor, never above the byte bound). A refused reservation leaves
+    // nothing behind (reserveQuota-6.lua checks everything before it writes, rpm counter included),
+    // so the second try counts the request once. The counts are limited per key and minute like
+    // count_tokens calls, so a key with a small balance cannot keep the workers busy with large bodies.
+    const price = maxGroupRatio === this.price.group ? this.price : { ...this.price, group: maxGroupRatio };
     const groupLimits = policy.rateLimits(allowed[0]!);
     const rpmLimit = record.rateLimitRpm || groupLimits.rpm;
     const tpmLimit = record.rateLimitTpm || groupLimits.tpm;
     this.tpmLimited = tpmLimit > 0;
     this.minute = currentMinute(now);
-    const reserved = await this.ctx.quota.reserve({
+    const reservation = {
       rpmLimit,
       tpmLimit,
       minute: this.minute,
@@ -205,9 +261,22 @@ class Exchange {
       tokenId: record.tokenId,
       tokenLimited: !record.unlimitedQuota,
       requestId: this.requestId,
-      amount: estimate,
+      amount: quotaCost({ inputTokens: raw.length, outputTokens: body.max_tokens, cacheTokens: 0 }, price),
       deadlineMs: now + this.ctx.reservationTtlMs,
-    });
+    };
+    let reserved = await this.ctx.quota.reserve(reservation);
+    if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && raw.length > this.ctx.countPromptAboveBytes) {
+      const counted = await this.countForReservation(raw, record);
+      if (this.aborted) return;
+      if (counted instanceof RelayError) return this.fail(counted);
+      if (counted !== null) {
+        const smaller = quotaCost({ inputTokens: reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor), outputTokens: body.max_tokens, cacheTokens: 0 }, price);
+        if (smaller < reservation.amount) {
+          reservation.amount = smaller;
+          reserved = await this.ctx.quota.reserve(reservation);
+        }
+      }
+    }
     if (reserved === 'insufficient_balance') return this.fail(new RelayError('insufficient_balance'));
     if (reserved === 'insufficient_token_quota') return this.fail(new RelayError('insufficient_key_quota'));
     if (reserved === 'rpm_limited' || reserved === 'tpm_limited') {
@@ -218,9 +287,26 @@ class Exchange {
     if (reserved !== 'reserved') return this.fail(new RelayError('internal'));
     this.reserved = true;
     relayMetrics.reservationOpened();
-    if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away before forwarding' });
+    if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGoneBeforeForwarding });
 
     await this.forward(raw, body);
+  }
+
+  /**
+   * The prompt's token count for a second reservation try; null when it cannot help (the key's counts
+   * of this minute are spent, or counting failed): the byte bound's refusal stands. 529 when the
+   * counting queue is full.
+   */
+  async countForReservation(raw: Buffer, record: ApiKeyRecord): Promise<number | null | RelayError> {
+    if (!(await this.ctx.quota.takeCountSlot(record.userId, record.tokenId, this.ctx.countsPerMinute, this.minute))) return null;
+    try {
+      relayMetrics.promptCounted();
+      return await this.ctx.tokens.countPrompt(raw);
+    } catch (err) {
+      if (err instanceof CountQueueFull) return new RelayError('relay_overloaded');
+      this.ctx.log.warn({ err, requestId: this.requestId }, 'prompt count failed; the byte bound stands');
+      return null;
+    }
   }
 
   /**
@@ -251,7 +337,7 @@ class Exchange {
       if (result === 'done') return;
       lastFailure = result;
       if (next) relayMetrics.upstreamRetry();
-      if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away' });
+      if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });
       channel = next;
       if (next && nextGroup !== groupIndex) {
         groupIndex = nextGroup;
@@ -259,12 +345,13 @@ class Exchange {
         this.price = { ...this.price, group: ratios.group(this.group) ?? this.price.group };
       }
     }
-    this.fail(new RelayError('upstream_unreachable'), lastFailure || 'no channel answered');
+    this.fail(new RelayError('upstream_unreachable'), lastFailure || REASON.noChannel);
   }
 
-  /** One call to one channel: 'done' when the exchange is answered, otherwise why to retry. */
+  /** One call to one channel: 'done' when the exchange is answered, otherwise why to retry (a REASON). */
   async attempt(channel: Channel, raw: Buffer, body: MessagesRequest, mayRetry: boolean): Promise<'done' | string> {
     const mapped = channel.modelMapping?.[body.model];
+    // Safe to stringify: process() refused bodies nested deeper than MAX_JSON_DEPTH.
     const payload = mapped ? Buffer.from(JSON.stringify({ ...body, model: mapped })) : raw;
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -285,9 +372,9 @@ class Exchange {
         signal: controller.signal,
       });
     } catch (err) {
-      if (this.aborted) return 'client went away';
-      this.ctx.log.warn({ channel: channel.id, err: (err as Error).message }, 'upstream connection failed');
-      return `channel ${channel.id}: ${(err as Error).message}`;
+      if (this.aborted) return REASON.clientGone;
+      this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, err: (err as Error).message }, 'upstream connection failed');
+      return REASON.connectionFailed;
     }
     relayMetrics.upstreamLatency(performance.now() - sentAt);
     this.upstreamBody = response.body;
@@ -295,8 +382,11 @@ class Exchange {
     const status = response.statusCode;
     if (status === 429 || status >= 500) {
       const text = await readText(response.body).catch(() => '');
-      if (this.aborted) return 'client went away';
-      if (mayRetry && !this.headersSent) return `channel ${channel.id}: HTTP ${status}`;
+      if (this.aborted) return REASON.clientGone;
+      if (mayRetry && !this.headersSent) {
+        this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider failed; retrying on another channel');
+        return httpReason(status);
+      }
       this.passThroughError(status, text, response.headers);
       return 'done';
     }
@@ -316,14 +406,15 @@ class Exchange {
     try {
       buf = Buffer.from(await response.body.arrayBuffer());
     } catch (err) {
-      if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away' });
-      return this.fail(new RelayError('upstream_unreachable'), `provider body failed: ${(err as Error).message}`);
+      if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });
+      this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: (err as Error).message }, 'provider body failed');
+      return this.fail(new RelayError('upstream_unreachable'), REASON.bodyFailed);
     }
-    if (this.aborted) return this.finish({ kind: 'failed', reason: 'client went away' });
+    if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });
     const usage = usageOfMessageBody(buf);
     this.respond(200, 'application/json', buf);
     if (usage) this.finish({ kind: 'ok', usage });
-    else this.finish({ kind: 'failed', reason: 'provider answer carried no usage' });
+    else this.finish({ kind: 'failed', reason: REASON.noUsage });
   }
 
   pipeStream(response: Dispatcher.ResponseData): void {
@@ -382,18 +473,19 @@ class Exchange {
       }
       this.done(200, cut || parser.error ? 'stream_error' : '');
       void this.settleStream(parser, delivered, parser.error
-        ? `provider error event: ${parser.error.type}`
-        : parser.sawMessageStop ? null : 'stream ended without message_stop');
+        ? providerErrorReason(parser.error.type)
+        : parser.sawMessageStop ? null : REASON.streamCut);
     });
     body.on('error', (err: Error) => {
-      if (this.aborted) return void this.settleStream(parser, delivered, 'client went away mid-stream');
+      if (this.aborted) return void this.settleStream(parser, delivered, REASON.clientGoneMidStream);
       // The client already has a 200: tell it in the stream, as Anthropic does.
       if (!this.responded) {
         this.responded = true;
         res.cork(() => res.end(STREAM_FAILED_EVENT));
       }
       this.done(200, 'stream_error');
-      void this.settleStream(parser, delivered, `provider stream failed: ${err.message}`);
+      this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: err.message }, 'provider stream failed');
+      void this.settleStream(parser, delivered, REASON.streamFailed);
     });
   }
 
@@ -422,11 +514,14 @@ class Exchange {
   }
 
   passThroughError(status: number, text: string, headers: Dispatcher.ResponseData['headers']): void {
+    // A provider's JSON error is Anthropic's own and passes as it is; anything else (a proxy's HTML
+    // page, a stack trace) is replaced by a stable message and logged for operators.
     const isJson = text.startsWith('{') && headerOf(headers['content-type']).includes('json');
-    const body = isJson ? text : errorBody(status === 529 ? 'overloaded_error' : 'api_error', text || `provider answered HTTP ${status}`);
+    if (!isJson && text) this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered a non-JSON error');
+    const body = isJson ? text : errorBody(status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status), httpReason(status));
     const retryAfter = headerOf(headers['retry-after']);
     this.respond(status, 'application/json', body, retryAfter);
-    this.finish({ kind: 'failed', reason: `provider answered HTTP ${status}` });
+    this.finish({ kind: 'failed', reason: httpReason(status) });
   }
 
   respond(status: number, contentType: string, body: string | Buffer, retryAfter?: string): void {
@@ -451,7 +546,7 @@ class Exchange {
 
   crash(err: unknown): void {
     this.ctx.log.error({ err, requestId: this.requestId }, 'relay exchange failed');
-    this.fail(new RelayError('internal'), `relay error: ${(err as Error)?.message}`);
+    this.fail(new RelayError('internal'), REASON.relayError);
   }
 
   onClientAborted(): void {

@@ -1,7 +1,9 @@
-// Input at the edge: the body is validated before anything else, each bad input gets Anthropic's
-// error JSON with the right status, and no quota moves.
+// Input at the edge: the key comes first (from the headers alone, before any body byte is kept), then
+// the body is validated; each bad input gets Anthropic's error JSON with the right status, and no
+// quota moves.
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rawRequest } from '../testing/raw-http.js';
 import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
@@ -33,6 +35,46 @@ async function post(body: string, headers: Record<string, string> = {}) {
 }
 
 const valid = { model: MODEL, max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] };
+
+/** Of our shape, and no account holds it. */
+const UNKNOWN_KEY = 'sk-' + 'A'.repeat(48);
+
+describe('the key before the body', () => {
+  const cases: [string, Record<string, string>, string][] = [
+    ['no key', {}, 'missing_api_key'],
+    ['a key not of our shape', { 'x-api-key': 'sk-unknownunknownunknown' }, 'invalid_api_key'],
+    ['a key of our shape no account holds', { 'x-api-key': UNKNOWN_KEY }, 'invalid_api_key'],
+    ['an unknown key as a bearer token', { authorization: `Bearer ${UNKNOWN_KEY}` }, 'invalid_api_key'],
+  ];
+  for (const path of ['/v1/messages', '/v1/messages/count_tokens']) {
+    for (const [what, headers] of cases) {
+      it(`${path}: answers ${what} with 401 authentication_error, whatever the body`, async () => {
+        for (const body of ['{"model": "x",', JSON.stringify(valid), '[1,2,3]']) {
+          const res = await fetch(`${stack.relayUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+          expect(res.status).toBe(401);
+          expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
+        }
+      });
+
+      it(`${path}: answers ${what} without waiting for the body`, async () => {
+        // 60 KB promised (under MAX_BODY_BYTES), nothing sent: the answer can only come from the
+        // headers and the key's lookup.
+        const head = [`POST ${path} HTTP/1.1`, 'host: relay', 'content-type: application/json', 'content-length: 60000',
+          ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)].join('\r\n');
+        const r = await rawRequest(stack.relay.port, head, '', 3000);
+        expect(r.status).toBe(401);
+        expect(JSON.parse(r.body)).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
+      });
+    }
+  }
+
+  it('names the missing key and the invalid one apart', async () => {
+    const post = (headers: Record<string, string>) => fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers, body: '{' })
+      .then((r) => r.json() as Promise<{ error: { message: string } }>);
+    expect((await post({})).error.message).toMatch(/No API key/);
+    expect((await post({ 'x-api-key': UNKNOWN_KEY })).error.message).toMatch(/Invalid API key/);
+  });
+});
 
 describe('the request body', () => {
   const cases: [string, string, RegExp][] = [

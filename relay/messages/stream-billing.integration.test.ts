@@ -112,8 +112,12 @@ describe('token counting off the event loop', () => {
     const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
     const prompt = 'word '.repeat(210_000);
     expect(prompt.length).toBeGreaterThan(1_000_000);
+    // A prompt is counted only when its byte bound (~1.05 M tokens: cost ~525,000) is more than the
+    // balance allows; the counted estimate (~210,000 tokens × 2: cost ~210,000) fits in 350,000.
+    const modest = await fundedAccount(stack, 350_000);
+    const modestClient = new Anthropic({ apiKey: (await createApiKey(stack, modest)).key, baseURL: stack.relayUrl, maxRetries: 0 });
     let done = false;
-    const big = client.messages.create({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: prompt }] })
+    const big = modestClient.messages.create({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: prompt }] })
       .finally(() => { done = true; });
     let served = 0;
     while (!done) {

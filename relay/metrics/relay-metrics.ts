@@ -1,4 +1,6 @@
-// The relay's Prometheus metrics, served on GET /metrics by relay/server.ts. One module-level instance
+// The relay's Prometheus metrics, served on GET /metrics of RELAY_METRICS_PORT (relay/metrics/
+// metrics-server.ts), not on the public port. A scrape only reads: no metric changes because it was
+// scraped, so two scrapers (or a curl during an incident) see the same figures. One module-level instance
 // (`relayMetrics`) so that each observation on the hot path is a one-line call with numbers and
 // interned strings: no label objects, no closures, no Date objects.
 //
@@ -12,8 +14,16 @@
 //   gateway_relay_stream_pauses_total                   provider body paused on client backpressure
 //   gateway_relay_upstream_retries_total                attempts retried on another channel
 //   gateway_relay_settle_failures_total                 settlements that failed (left to the reaper)
-//   nodejs_eventloop_delay_p99_seconds, process_*       process health
+//   gateway_relay_prompt_counts_total                   prompts sent to the token-counting workers
+//   gateway_relay_handler_errors_total                  exceptions a route handler threw (answered 4xx/5xx)
+//   gateway_relay_unhandled_rejections_total            promise rejections nothing handled (logged, kept serving)
+//   nodejs_eventloop_delay_p99_seconds                  p99 of the last completed window (EVENT_LOOP_WINDOW_MS)
+//   nodejs_eventloop_delay_max_seconds                  largest delay since start
+//   process_*                                           process health
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+
+/** The event-loop p99 is that of the last completed window of this length, rotated by a timer. */
+export const EVENT_LOOP_WINDOW_MS = 15_000;
 import {
   Counter, Counter2, Gauge, Histogram, LATENCY_BUCKETS_SEC, PROM_CONTENT_TYPE, Registry, processMetrics,
 } from './prom.js';
@@ -33,16 +43,27 @@ export class RelayMetrics {
   readonly pauses = this.registry.register(new Counter('gateway_relay_stream_pauses_total', 'Times a provider stream was paused because the client socket was full.'));
   readonly retries = this.registry.register(new Counter('gateway_relay_upstream_retries_total', 'Provider attempts retried on another channel.'));
   readonly settleFailures = this.registry.register(new Counter('gateway_relay_settle_failures_total', 'Settlements that failed; their reservation waits for the reaper.'));
+  readonly promptCounts = this.registry.register(new Counter('gateway_relay_prompt_counts_total', 'Prompts sent to the token-counting workers (count_tokens, and reservations the byte bound did not fit).'));
+  readonly handlerErrors = this.registry.register(new Counter('gateway_relay_handler_errors_total', 'Exceptions thrown by a route handler, caught and answered.'));
+  readonly unhandledRejections = this.registry.register(new Counter('gateway_relay_unhandled_rejections_total', 'Promise rejections nothing handled; logged, the relay kept serving.'));
   readonly #loop: IntervalHistogram;
+  /** Since start, never reset: the all-time maximum. */
+  readonly #loopAllTime: IntervalHistogram;
+  #loopWindowP99 = 0;
 
-  constructor() {
+  /** `windowMs`: the event-loop p99's window (tests shorten it). */
+  constructor(windowMs = EVENT_LOOP_WINDOW_MS) {
     this.#loop = monitorEventLoopDelay({ resolution: 20 });
     this.#loop.enable();
-    this.registry.register(new Gauge('nodejs_eventloop_delay_p99_seconds', 'Event loop delay p99 since the previous scrape.', () => {
-      const v = this.#loop.percentile(99) / 1e9;
+    this.#loopAllTime = monitorEventLoopDelay({ resolution: 20 });
+    this.#loopAllTime.enable();
+    // The window is rotated by a timer, never by a scrape: scraping changes nothing.
+    setInterval(() => {
+      this.#loopWindowP99 = this.#loop.percentile(99) / 1e9;
       this.#loop.reset();
-      return v;
-    }));
+    }, windowMs).unref();
+    this.registry.register(new Gauge('nodejs_eventloop_delay_p99_seconds', `Event loop delay p99 over the last completed ${windowMs / 1000} s window.`, () => this.#loopWindowP99));
+    this.registry.register(new Gauge('nodejs_eventloop_delay_max_seconds', 'Largest event loop delay since the process started.', () => this.#loopAllTime.max / 1e9));
     for (const m of processMetrics()) this.registry.register(m);
   }
 
@@ -83,6 +104,18 @@ export class RelayMetrics {
 
   settleFailed(): void {
     this.settleFailures.value++;
+  }
+
+  promptCounted(): void {
+    this.promptCounts.value++;
+  }
+
+  handlerError(): void {
+    this.handlerErrors.value++;
+  }
+
+  unhandledRejection(): void {
+    this.unhandledRejections.value++;
   }
 
   render(): string {

@@ -1,13 +1,14 @@
 // The key checks shared by the relay's free endpoints (GET /v1/models, POST /v1/messages/count_tokens):
-// the same rules and errors as POST /v1/messages, no quota moved. uWS lifecycle as in
+// the same rules and errors as POST /v1/messages, no quota moved, and the same order: the key's
+// presence and shape from the headers, its lookup before any body is parsed. uWS lifecycle as in
 // messages-handler.ts: headers read synchronously, onAborted set before the first await, writes corked.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Logger } from '../../infra/logger.js';
 import type { ClientAddressResolver } from '../auth/client-address.js';
 import type { ApiKeyRecord, KeyDirectory } from '../auth/key-directory.js';
+import { extractApiKey, keyShapeError, UNKNOWN_KEY_ERROR } from '../auth/api-key-header.js';
 import { checkKeyRules } from '../auth/key-rules.js';
 import { RelayError, statusLine } from '../errors.js';
-import { extractApiKey } from '../messages/messages-handler.js';
 import type { ChannelRegistry } from '../routing/channel-registry.js';
 import type { GroupPolicy } from '../routing/group-policy.js';
 
@@ -31,15 +32,17 @@ export class Reply {
       this.aborted = true;
     });
   }
-  json(status: number, body: string): void {
+  json(status: number, body: string, retryAfter?: string): void {
     if (this.aborted || this.done) return;
     this.done = true;
     this.res.cork(() => {
-      this.res.writeStatus(statusLine(status)).writeHeader('content-type', 'application/json').end(body);
+      this.res.writeStatus(statusLine(status)).writeHeader('content-type', 'application/json');
+      if (retryAfter) this.res.writeHeader('retry-after', retryAfter);
+      this.res.end(body);
     });
   }
-  error(err: RelayError): void {
-    this.json(err.status, err.body());
+  error(err: RelayError, retryAfter?: string): void {
+    this.json(err.status, err.body(), retryAfter);
   }
 }
 
@@ -80,10 +83,21 @@ export async function authorizeKey(ctx: FreeEndpointContext, head: RequestHead, 
 
 /** The key's record, or 401. */
 export async function lookupKey(ctx: FreeEndpointContext, head: RequestHead): Promise<ApiKeyRecord | RelayError> {
-  if (!head.apiKey) return new RelayError('missing_api_key');
-  let record = ctx.keys.peek(head.apiKey, Date.now());
-  if (record === undefined) record = await ctx.keys.lookup(head.apiKey);
-  return record ?? new RelayError('invalid_api_key');
+  const found = beginKeyLookup(ctx, head.apiKey);
+  return found instanceof Promise ? await found : found;
+}
+
+/**
+ * The key's record or its 401: at once when the headers or the cache decide, else a lookup already
+ * under way (so it runs while a body streams in). The promise never rejects with a RelayError; it
+ * rejects only when Postgres fails.
+ */
+export function beginKeyLookup(ctx: Pick<FreeEndpointContext, 'keys'>, apiKey: string): ApiKeyRecord | RelayError | Promise<ApiKeyRecord | RelayError> {
+  const shapeError = keyShapeError(apiKey);
+  if (shapeError) return shapeError;
+  const cached = ctx.keys.peek(apiKey);
+  if (cached !== undefined) return cached ?? UNKNOWN_KEY_ERROR;
+  return ctx.keys.lookup(apiKey).then((record) => record ?? UNKNOWN_KEY_ERROR);
 }
 
 /** The key's rules for `model` (every rule but the model one when null) and its group. */
@@ -108,7 +122,8 @@ export function readBody(ctx: FreeEndpointContext, reply: Reply, head: RequestHe
     const chunks: Buffer[] = [];
     let size = 0;
     reply.res.onData((ab, isLast) => {
-      if (reply.done) return;
+      // Answered already (an unknown key): the rest of the body is dropped unread.
+      if (reply.done) return resolve(null);
       size += ab.byteLength;
       if (size > ctx.maxBodyBytes) {
         reply.error(new RelayError('request_too_large'));

@@ -5,6 +5,16 @@ import { errorBody, RelayError } from '../errors.js';
 import { authorizeKey, readHead, Reply, servedModels, type FreeEndpointContext } from './key-access.js';
 import { allowedModels, listModels, parseListModelsQuery, retrieveModel } from './models-list.js';
 
+/** A percent-encoded path segment, or null when an escape is malformed (decodeURIComponent throws). */
+function decodePathSegment(segment: string): string | null {
+  if (!segment.includes('%')) return segment;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+}
+
 export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): void {
   const head = readHead(ctx, res, req);
   const query = parseListModelsQuery((name) => req.getQuery(name));
@@ -24,8 +34,9 @@ export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, re
 
 export function handleRetrieveModel(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): void {
   const head = readHead(ctx, res, req);
-  const id = decodeURIComponent(req.getParameter(0) ?? '');
+  const id = decodePathSegment(req.getParameter(0) ?? '');
   const reply = new Reply(res);
+  if (id === null) return reply.error(new RelayError('invalid_request', 'model_id: the path holds a malformed percent-escape.'));
   authorizeKey(ctx, head, null)
     .then((access) => {
       if (access instanceof RelayError) return reply.error(access);

@@ -92,6 +92,7 @@ export class QuotaStore {
   readonly #settle: ScriptFn;
   readonly #adjust: ScriptFn;
   readonly #adjustOnce: ScriptFn;
+  readonly #takeRateSlot: ScriptFn;
   readonly #deadlinesKey: string;
   readonly #usageStreamKey: string;
   readonly #keyKeys = new Map<number, KeyKeys>();
@@ -112,6 +113,7 @@ export class QuotaStore {
     this.#settle = bind('settleReservation');
     this.#adjust = bind('adjustBalance');
     this.#adjustOnce = bind('adjustBalanceOnce');
+    this.#takeRateSlot = bind('takeRateSlot');
   }
 
   /** The keys of (userId, tokenId) with those of `minute`, built once per key and minute. */
@@ -163,6 +165,14 @@ export class QuotaStore {
       }
     }
     throw new Error('reserveQuota: balance mirror could not be loaded');
+  }
+
+  /**
+   * Takes one of the key's `perMinute` token counts of `minute` (count_tokens, and prompt counts for
+   * a reservation): false when they are spent. Moves no money.
+   */
+  async takeCountSlot(userId: number, tokenId: number, perMinute: number, minute = currentMinute()): Promise<boolean> {
+    return Number(await this.#takeRateSlot(this.#keys.keyCountsInMinute(userId, tokenId, minute), perMinute, 120)) === 1;
   }
 
   /** Returns false when the reservation was already settled: the caller's second finish is a no-op. */

@@ -17,7 +17,10 @@ export interface TokenCounterOptions {
   minThreads?: number;
   /** Most threads. Default 2 (config TOKEN_WORKERS). */
   maxThreads?: number;
-  /** Tasks waiting for a thread before run() rejects. Default unbounded. */
+  /**
+   * Prompt counts (countPrompt) waiting for a thread beyond those running, before countPrompt refuses
+   * with CountQueueFull. Default unbounded. Delivered-text batches are never refused (see the class).
+   */
   maxQueue?: number;
   /** Worker file; default: see the header. */
   workerFile?: string;
@@ -34,8 +37,23 @@ export function countWorkerFile(): string {
   return file;
 }
 
+/** countPrompt refused at once: more prompt counts are waiting than maxQueue allows. */
+export class CountQueueFull extends Error {
+  constructor() {
+    super('token count queue is full');
+  }
+}
+
+/**
+ * The bound is on prompt counts only, kept here rather than piscina's pool-wide maxQueue: prompt counts
+ * are what a client can ask for at will (count_tokens, large bodies), and refusing one costs nothing.
+ * Delivered-text batches bill text already delivered, so refusing them would lose money; they are
+ * bounded anyway, per stream by DeliveredTextCounter's congestion (it pauses the provider).
+ */
 export class TokenCounter {
   readonly #pool: Piscina<CountTask, CountResult>;
+  readonly #maxPrompts: number;
+  #prompts = 0;
   #closed = false;
 
   constructor(options: TokenCounterOptions = {}) {
@@ -44,9 +62,9 @@ export class TokenCounter {
       filename: options.workerFile ?? countWorkerFile(),
       minThreads: Math.min(maxThreads, Math.max(0, options.minThreads ?? 1)),
       maxThreads,
-      ...(options.maxQueue !== undefined ? { maxQueue: options.maxQueue } : {}),
       idleTimeout: 60_000,
     });
+    this.#maxPrompts = options.maxQueue === undefined ? Infinity : maxThreads + Math.max(0, options.maxQueue);
   }
 
   /** Tokens of a text. */
@@ -61,8 +79,14 @@ export class TokenCounter {
    * of the bytes is made on the event loop, where a parsed object would be structured-cloned.
    */
   async countPrompt(body: unknown): Promise<number> {
+    if (this.#prompts >= this.#maxPrompts) throw new CountQueueFull();
     const task: CountTask = body instanceof Uint8Array ? { kind: 'prompt', json: exact(body) } : { kind: 'prompt', body };
-    return (await this.#run(task)).count;
+    this.#prompts++;
+    try {
+      return (await this.#run(task)).count;
+    } finally {
+      this.#prompts--;
+    }
   }
 
   /**
@@ -74,8 +98,8 @@ export class TokenCounter {
   }
 
   /** Threads currently running and tasks waiting, for metrics. */
-  get stats(): { threads: number; queued: number; completed: number } {
-    return { threads: this.#pool.threads.length, queued: this.#pool.queueSize, completed: this.#pool.completed };
+  get stats(): { threads: number; queued: number; completed: number; prompts: number } {
+    return { threads: this.#pool.threads.length, queued: this.#pool.queueSize, completed: this.#pool.completed, prompts: this.#prompts };
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,192 @@
+// The relay's edges: no request can crash it (a malformed path is a 400, an exception a 500, the
+// process keeps serving); hostile input is a 4xx, never a 500 or a provider retry; what users read of
+// a failure is a stable reason, never an address; /metrics is on its own port, not the public one;
+// a relay does not silently share a port another one holds.
+import { createServer } from 'node:net';
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Config } from '../infra/config.js';
+import { createLogger } from '../infra/logger.js';
+import {
+  billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack,
+  type GatewayStack, type TestAccount,
+} from '../infra/testing/gateway-stack.js';
+import { parsePromText } from './metrics/prom.js';
+import { startRelay } from './server.js';
+import { rawRequest } from './testing/raw-http.js';
+
+const MODEL = 'claude-haiku-4-5';
+const MAPPED = 'mapped-model-edge';
+const FUNDS = 5_000_000;
+let stack: GatewayStack;
+let account: TestAccount;
+let key: string;
+let port: number;
+
+beforeAll(async () => {
+  stack = await startGatewayStack();
+  port = stack.relay.port;
+  await mockChannel(stack, [MODEL]);
+  await mockChannel(stack, [MAPPED], 'default', { model_mapping: JSON.stringify({ [MAPPED]: MODEL }) });
+  account = await fundedAccount(stack, FUNDS);
+  key = (await createApiKey(stack, account)).key;
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+type ErrorJson = { type: string; error: { type: string; message: string } };
+
+async function stillServes(): Promise<void> {
+  const health = await fetch(`${stack.relayUrl}/health`);
+  expect(health.status).toBe(200);
+  const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+  expect((await client.models.list()).data.map((m) => m.id)).toContain(MODEL);
+}
+
+describe('a malformed percent-escape in the path', () => {
+  for (const path of ['/v1/models/%FF', '/v1/models/%E0%A4%A', '/v1/models/%', '/v1/models/abc%zz']) {
+    it(`answers GET ${path} with 400 invalid_request_error, with or without a key, and keeps serving`, async () => {
+      for (const headers of [{}, { 'x-api-key': key }] as Record<string, string>[]) {
+        const res = await fetch(`${stack.relayUrl}${path}`, { headers });
+        expect(res.status).toBe(400);
+        expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+      }
+      await stillServes();
+    });
+  }
+});
+
+describe('bodies nested too deeply', () => {
+  const deep = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+  const body = (levels: number, model = MODEL) =>
+    `{"model":"${model}","max_tokens":5,"metadata":{"x":${deep(levels)}},"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":${deep(levels)}}]}]}`;
+
+  it('count_tokens answers 400 invalid_request_error, not 500', async () => {
+    const res = await fetch(`${stack.relayUrl}/v1/messages/count_tokens`, {
+      method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: body(50_000),
+    });
+    expect(res.status).toBe(400);
+    const json = (await res.json()) as ErrorJson;
+    expect(json.error.type).toBe('invalid_request_error');
+    expect(json.error.message).toMatch(/levels deep/);
+  });
+
+  it('a model-mapped /v1/messages answers 400 invalid_request_error, not 500, and moves no quota', async () => {
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: body(50_000, MAPPED),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as ErrorJson).error.type).toBe('invalid_request_error');
+    await billingSettled(stack);
+    const [u] = await stack.sql`SELECT quota, used_quota FROM users WHERE id = ${account.id}`;
+    expect(u).toEqual({ quota: FUNDS, used_quota: 0 });
+  });
+
+  it('a body within the depth limit is served, mapped to the channel\'s model', async () => {
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: body(20, MAPPED),
+    });
+    expect(res.status).toBe(200);
+    expect((stack.mock.requests.at(-1)!.body as { model: string }).model).toBe(MODEL);
+  });
+});
+
+describe('forwarded headers with characters HTTP does not allow', () => {
+  const payload = JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] });
+  const head = (name: string, value: string) => [
+    'POST /v1/messages HTTP/1.1', 'host: relay', `x-api-key: ${key}`, 'content-type: application/json',
+    `${name}: ${value}`, `content-length: ${Buffer.byteLength(payload)}`,
+  ].join('\r\n');
+
+  // uWS's own parser drops a request with a control character other than HTAB in a header value (it
+  // never reaches the relay's code, and uWS does not answer it); DEL (0x7f) gets through, and undici
+  // refuses to send it.
+  for (const [name, value] of [['anthropic-beta', 'prompt-caching-2024-07-31\x7f'], ['anthropic-version', '2023-06-01\x7f']] as const) {
+    it(`answers ${name}: ${JSON.stringify(value)} with 400 invalid_request_error, before any provider is tried`, async () => {
+      const seen = stack.mock.stats.requests;
+      const r = await rawRequest(port, head(name, value), payload);
+      expect(r.status).toBe(400);
+      expect(JSON.parse(r.body)).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringContaining(name) } });
+      expect(stack.mock.stats.requests).toBe(seen);
+    });
+  }
+
+  it('never forwards a header value with NUL or another control character, and keeps serving', async () => {
+    const seen = stack.mock.stats.requests;
+    for (const value of ['a\x00b', 'a\x01b', 'a\x1bb']) {
+      const r = await rawRequest(port, head('anthropic-beta', value), payload, 300).catch(() => null);
+      if (r) expect(r.status).toBeLessThan(500);
+    }
+    expect(stack.mock.stats.requests).toBe(seen);
+    await stillServes();
+  });
+});
+
+describe('what a failed request tells its user', () => {
+  it('a provider that cannot be reached reads "provider connection failed", without the address or the exception', async () => {
+    const refused = await closedPort();
+    const model = 'unreachable-model-edge';
+    await mockChannel(stack, [model], 'default', { base_url: `http://127.0.0.1:${refused}` });
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).toBe(500);
+    const text = await res.text();
+    expect(text).not.toMatch(/ECONNREFUSED|127\.0\.0\.1|:\d{3,5}\b/);
+    const requestId = res.headers.get('x-gateway-request-id')!;
+    await billingSettled(stack);
+    const rows = await stack.ch.query({ query: 'SELECT content FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: requestId }, format: 'JSONEachRow' });
+    const [row] = (await rows.json()) as { content: string }[];
+    expect(row!.content).toMatch(/^provider connection failed;/);
+    expect(row!.content).not.toMatch(/ECONNREFUSED|127\.0\.0\.1|channel \d/);
+  });
+});
+
+describe('/metrics', () => {
+  it('is not served on the public relay port', async () => {
+    const res = await fetch(`${stack.relayUrl}/metrics`);
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as ErrorJson).error.type).toBe('not_found_error');
+  });
+
+  it('is served on RELAY_METRICS_PORT, and scraping changes no figure', async () => {
+    expect(stack.relay.metricsPort).toBeGreaterThan(0);
+    const url = `http://127.0.0.1:${stack.relay.metricsPort}/metrics`;
+    const first = parsePromText(await (await fetch(url)).text());
+    const second = parsePromText(await (await fetch(url)).text());
+    expect(first.get('gateway_relay_handler_errors_total')).toBeGreaterThanOrEqual(0);
+    expect(second.get('nodejs_eventloop_delay_p99_seconds')).toBe(first.get('nodejs_eventloop_delay_p99_seconds'));
+    expect(second.get('nodejs_eventloop_delay_max_seconds')).toBeGreaterThanOrEqual(first.get('nodejs_eventloop_delay_max_seconds')!);
+  });
+});
+
+describe('a port another relay holds', () => {
+  const config = (p: number, reuse: boolean): Config => ({ ...stack.config, RELAY_PORT: p, RELAY_REUSE_PORT: reuse, RELAY_METRICS_PORT: 'off' });
+  const log = () => createLogger(stack.config, 'test');
+
+  it('fails the start-up naming the port, unless RELAY_REUSE_PORT asks to share it', async () => {
+    const p = await closedPort();
+    const first = await startRelay(config(p, false), log());
+    try {
+      await expect(startRelay(config(p, false), log())).rejects.toThrow(new RegExp(`127\\.0\\.0\\.1:${p}\\b.*in use`));
+      await expect(startRelay(config(p, true), log())).rejects.toThrow(new RegExp(`:${p}\\b`));
+    } finally {
+      await first.close();
+    }
+    const a = await startRelay(config(p, true), log());
+    const b = await startRelay(config(p, true), log());
+    await a.close();
+    await b.close();
+  });
+});
+
+/** A port nothing listens on (taken from the OS, then released). */
+async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const p = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return p;
+}
