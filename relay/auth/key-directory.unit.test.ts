@@ -1,0 +1,111 @@
+// The key cache stays bounded whatever keys arrive: a shape check before any lookup, an LRU capped at
+// KEY_CACHE_MAX_ENTRIES, expired entries purged; invalidation by key or account still drops the
+// entries it should.
+import { describe, expect, it } from 'vitest';
+import type { Sql } from '../../infra/postgres/client.js';
+import { createApiKeyCrypto, generateApiKey, hasApiKeyShape } from '../../infra/secrets/api-key-crypto.js';
+import { beginKeyLookup } from '../models/key-access.js';
+import { MISSING_KEY_ERROR, UNKNOWN_KEY_ERROR } from './api-key-header.js';
+import { KeyDirectory } from './key-directory.js';
+
+const crypto = createApiKeyCrypto('unit-test-secret-0123456789');
+
+/** A Postgres stand-in: every query counted; `known` maps a key's hash to its row. */
+function fakeSql(known = new Map<string, Record<string, unknown>>()) {
+  const calls = { n: 0 };
+  const sql = ((_strings: TemplateStringsArray, hash: Buffer) => {
+    calls.n++;
+    const row = known.get(hash.toString('hex'));
+    return Promise.resolve(row ? [row] : []);
+  }) as unknown as Sql;
+  return { sql, calls };
+}
+
+function row(tokenId: number, userId: number): Record<string, unknown> {
+  return {
+    id: tokenId, user_id: userId, name: 'k', status: 1, expired_time: -1, unlimited_quota: true, model_limits_enabled: false,
+    model_limits: '', allow_ips: null, group: '', cross_group_retry: false, rate_limit_rpm: 0, rate_limit_tpm: 0,
+    username: 'u', user_status: 1, user_group: 'default',
+  };
+}
+
+describe('hasApiKeyShape', () => {
+  it('accepts what generateApiKey makes and nothing else', () => {
+    for (let i = 0; i < 200; i++) expect(hasApiKeyShape(generateApiKey())).toBe(true);
+    const good = generateApiKey();
+    for (const bad of ['', 'sk-', good.slice(0, -1), good + 'A', 'sk_' + good.slice(3), 'SK-' + good.slice(3),
+      good.slice(0, 10) + '-' + good.slice(11), good.slice(0, 10) + 'é' + good.slice(11), good.slice(0, 10) + '\0' + good.slice(11),
+      'sk-unknownunknownunknown', 'sk-ant-mock-channel-credential']) {
+      expect(hasApiKeyShape(bad)).toBe(false);
+    }
+  });
+});
+
+describe('KeyDirectory', () => {
+  it('refuses a key not of our shape without a query or a cache entry', async () => {
+    const { sql, calls } = fakeSql();
+    const dir = new KeyDirectory(sql, crypto, 60_000, 100);
+    expect(beginKeyLookup({ keys: dir }, '')).toBe(MISSING_KEY_ERROR);
+    for (let i = 0; i < 1000; i++) expect(beginKeyLookup({ keys: dir }, `sk-${Math.random().toString(36)}`)).toBe(UNKNOWN_KEY_ERROR);
+    expect(calls.n).toBe(0);
+    expect(dir.size).toBe(0);
+  });
+
+  it('holds at most maxEntries however many unknown keys of our shape arrive, asking once per key', async () => {
+    const { sql, calls } = fakeSql();
+    const dir = new KeyDirectory(sql, crypto, 60_000, 1000);
+    const keys = Array.from({ length: 20_000 }, () => generateApiKey());
+    for (const k of keys) expect(await beginKeyLookup({ keys: dir }, k)).toBe(UNKNOWN_KEY_ERROR);
+    expect(calls.n).toBe(20_000);
+    expect(dir.size).toBe(1000);
+    // The most recent are cached as unknown: no second query.
+    expect(beginKeyLookup({ keys: dir }, keys.at(-1)!)).toBe(UNKNOWN_KEY_ERROR);
+    expect(calls.n).toBe(20_000);
+  });
+
+  it('expires hits and misses after the TTL, and purgeStale removes them', async () => {
+    const known = generateApiKey();
+    const { sql, calls } = fakeSql(new Map([[crypto.hash(known).toString('hex'), row(7, 70)]]));
+    const dir = new KeyDirectory(sql, crypto, 30, 100);
+    expect((await dir.lookup(known))?.tokenId).toBe(7);
+    expect(await dir.lookup(generateApiKey())).toBeNull();
+    expect(dir.peek(known)?.tokenId).toBe(7);
+    expect(dir.size).toBe(2);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(dir.peek(known)).toBeUndefined();
+    dir.purgeStale();
+    expect(dir.size).toBe(0);
+    expect(calls.n).toBe(2);
+  });
+
+  it('drops the entries of a key or of an account on invalidation, and keeps the others', async () => {
+    const a = generateApiKey(), b = generateApiKey(), c = generateApiKey();
+    const { sql } = fakeSql(new Map([
+      [crypto.hash(a).toString('hex'), row(1, 10)], [crypto.hash(b).toString('hex'), row(2, 10)], [crypto.hash(c).toString('hex'), row(3, 30)],
+    ]));
+    const dir = new KeyDirectory(sql, crypto, 60_000, 100);
+    for (const k of [a, b, c]) await dir.lookup(k);
+    dir.invalidate({ tokenId: 1 });
+    expect(dir.peek(a)).toBeUndefined();
+    expect(dir.peek(b)?.tokenId).toBe(2);
+    dir.invalidate({ userId: 10 });
+    expect(dir.peek(b)).toBeUndefined();
+    expect(dir.peek(c)?.tokenId).toBe(3);
+  });
+
+  it('does not cache a record read while an invalidation arrived', async () => {
+    const a = generateApiKey();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    const sql = (async () => {
+      await gate;
+      return [row(1, 10)];
+    }) as unknown as Sql;
+    const dir = new KeyDirectory(sql, crypto, 60_000, 100);
+    const pending = dir.lookup(a);
+    dir.invalidate({ tokenId: 1 });
+    release();
+    expect((await pending)?.tokenId).toBe(1);
+    expect(dir.peek(a)).toBeUndefined();
+  });
+});

@@ -1,0 +1,146 @@
+// The token-counting workers are not free: a prompt is counted only for a known key that passes its
+// rules, and on /v1/messages only when the byte-bound reservation was refused for balance; count_tokens
+// has a per-key budget per minute (429 with retry-after); a full counting queue answers 529. Money
+// stays exact throughout.
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  billingSettled, consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack,
+  type GatewayStack, type TestAccount,
+} from '../../infra/testing/gateway-stack.js';
+import { parsePromText } from '../metrics/prom.js';
+
+const MODEL = 'claude-haiku-4-5';
+// claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (relay/pricing/ratios.ts).
+const cost = (input: number, output: number) => Math.round((input + output * 5) * 0.5);
+const COUNTS_PER_MINUTE = 4;
+const RICH = 100_000_000;
+
+let stack: GatewayStack;
+let rich: TestAccount;
+let richKey: string;
+
+beforeAll(async () => {
+  stack = await startGatewayStack({
+    env: { COUNT_TOKENS_PER_MINUTE: String(COUNTS_PER_MINUTE), COUNT_PROMPT_ABOVE_BYTES: '4096', TOKEN_WORKERS: '1', TOKEN_QUEUE_MAX: '1' },
+  });
+  await mockChannel(stack, [MODEL]);
+  rich = await fundedAccount(stack, RICH);
+  richKey = (await createApiKey(stack, rich)).key;
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function promptCounts(): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${stack.relay.metricsPort}/metrics`)).text();
+  return parsePromText(text).get('gateway_relay_prompt_counts_total') ?? 0;
+}
+
+/** Waits out the end of a minute, so that a budget test stays within one window. */
+async function sameMinute(): Promise<void> {
+  if (new Date().getSeconds() > 50) await new Promise((r) => setTimeout(r, (61 - new Date().getSeconds()) * 1000));
+}
+
+function countTokens(key: string, body: unknown) {
+  return fetch(`${stack.relayUrl}/v1/messages/count_tokens`, {
+    method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+}
+
+const LARGE = 'lorem ipsum dolor sit amet '.repeat(2_000); // ~54 KB: over COUNT_PROMPT_ABOVE_BYTES
+
+describe('/v1/messages', () => {
+  it('does not count a large prompt when the balance covers its byte bound', async () => {
+    const before = await promptCounts();
+    const client = new Anthropic({ apiKey: richKey, baseURL: stack.relayUrl, maxRetries: 0 });
+    const msg = await client.messages.create({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: LARGE }] });
+    expect(msg.type).toBe('message');
+    expect(await promptCounts()).toBe(before);
+  });
+
+  it('counts it when only the counted estimate fits the balance, and bills the actual cost exactly', async () => {
+    await sameMinute();
+    const body = JSON.stringify({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: LARGE }] });
+    // Byte bound ~54,000 tokens (cost ~27,000); counted ~4,000 × 2 (cost ~4,000): 15,000 holds the latter only.
+    const funds = 15_000;
+    expect(cost(Buffer.byteLength(body), 4)).toBeGreaterThan(funds);
+    const modest = await fundedAccount(stack, funds);
+    const key = (await createApiKey(stack, modest)).key;
+    const before = await promptCounts();
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body });
+    expect(res.status).toBe(200);
+    const msg = (await res.json()) as { usage: { input_tokens: number; output_tokens: number } };
+    expect(await promptCounts()).toBe(before + 1);
+    const row = await ledgerRow(stack, res.headers.get('x-gateway-request-id')!);
+    expect(row.quota).toBe(cost(msg.usage.input_tokens, msg.usage.output_tokens));
+    await billingSettled(stack);
+    const [u] = await stack.sql`SELECT quota, used_quota FROM users WHERE id = ${modest.id}`;
+    expect(u!.quota + u!.used_quota).toBe(funds);
+    expect(u!.used_quota).toBe(row.quota);
+  });
+
+  it('refuses a key whose rules fail, or whose rate limit is spent, without counting', async () => {
+    const account = await fundedAccount(stack, 1_000);
+    const key = await createApiKey(stack, account);
+    const body = JSON.stringify({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: LARGE }] });
+    const before = await promptCounts();
+    await consoleCall(stack, 'PUT', '/api/token/', account.token, { id: key.id, rate_limit_rpm: 1 });
+    await stack.redis.set(stack.keys.keyRequestsInMinute(account.id, key.id, Math.floor(Date.now() / 60_000)), 5, 'EX', 120);
+    await new Promise((r) => setTimeout(r, 50));
+    const limited = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key.key, 'content-type': 'application/json' }, body });
+    expect(limited.status).toBe(429);
+    await consoleCall(stack, 'PUT', '/api/token/?status_only=true', account.token, { id: key.id, status: 2 });
+    await new Promise((r) => setTimeout(r, 50));
+    const disabled = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key.key, 'content-type': 'application/json' }, body });
+    expect(disabled.status).toBe(401);
+    const counted = await countTokens(key.key, { model: MODEL, messages: [{ role: 'user', content: LARGE }] });
+    expect(counted.status).toBe(401);
+    expect(await promptCounts()).toBe(before);
+  });
+
+  it('stops counting for a key once its counts of the minute are spent: the byte bound\'s refusal stands', async () => {
+    await sameMinute();
+    const poor = await fundedAccount(stack, 15_000);
+    const key = (await createApiKey(stack, poor)).key;
+    const body = JSON.stringify({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: LARGE }] });
+    for (let i = 0; i < COUNTS_PER_MINUTE; i++) expect((await countTokens(key, { model: MODEL, messages: [{ role: 'user', content: 'x' }] })).status).toBe(200);
+    const before = await promptCounts();
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body });
+    expect(res.status).toBe(402);
+    expect(await promptCounts()).toBe(before);
+  });
+});
+
+describe('count_tokens', () => {
+  it('answers 429 rate_limit_error with retry-after once the key\'s counts of the minute are spent', async () => {
+    await sameMinute();
+    const key = (await createApiKey(stack, rich)).key;
+    const body = { model: MODEL, messages: [{ role: 'user', content: 'hello' }] };
+    for (let i = 0; i < COUNTS_PER_MINUTE; i++) expect((await countTokens(key, body)).status).toBe(200);
+    const before = await promptCounts();
+    const res = await countTokens(key, body);
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(Number(res.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+    expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
+    expect(await promptCounts()).toBe(before);
+    // Through the SDK: its typed error.
+    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+    await expect(client.messages.countTokens({ model: MODEL, messages: [{ role: 'user', content: 'x' }] })).rejects.toBeInstanceOf(Anthropic.RateLimitError);
+  });
+
+  it('answers 529 overloaded_error when the counting queue is full, and counts the others', async () => {
+    // One worker, one waiting: of many large counts sent at once, most are refused at once.
+    const keys = await Promise.all(Array.from({ length: 4 }, () => createApiKey(stack, rich)));
+    const huge = 'word '.repeat(200_000);
+    const answers = await Promise.all(keys.flatMap((k) => Array.from({ length: 3 }, () =>
+      countTokens(k.key, { model: MODEL, messages: [{ role: 'user', content: huge }] }).then(async (r) => ({ status: r.status, json: (await r.json()) as { error?: { type: string } } })))));
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(1);
+    const refused = answers.filter((a) => a.status === 529);
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    for (const r of refused) expect(r.json.error?.type).toBe('overloaded_error');
+    expect(statuses.every((s) => s === 200 || s === 529)).toBe(true);
+  });
+});
