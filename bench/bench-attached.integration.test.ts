@@ -40,6 +40,7 @@ describe('make bench against a running stack', () => {
       '--quick', '--duration', '1', '--warmup', '0.3', '--rates', '500', '--skip-saturation', '--out', out,
       '--relay-url', stack.relayUrl, '--mock-url', stack.mock.url, '--mock-key', MOCK_CHANNEL_KEY,
       '--console-url', stack.consoleUrl, '--key-secret', c.KEY_SECRET,
+      '--relay-metrics-url', `http://127.0.0.1:${stack.relay.metricsPort}/metrics`,
       '--database-url', c.DATABASE_URL, '--redis-url', c.REDIS_URL, '--redis-prefix', c.REDIS_PREFIX,
       '--clickhouse-url', c.CLICKHOUSE_URL, '--clickhouse-database', c.CLICKHOUSE_DATABASE,
     ]);
@@ -57,6 +58,8 @@ describe('make bench against a running stack', () => {
       expect(s.auditPaused ?? null).toBeNull();
     }
     expect(readFileSync(join(out, 'latest', 'report.md'), 'utf8')).toContain('**Audit: PASS**');
+    // The relay's metrics come from RELAY_METRICS_PORT (the relay's own port does not serve them).
+    expect(readFileSync(join(out, 'latest', 'relay-metrics.txt'), 'utf8')).toContain('gateway_relay_requests_total');
     // The stack is still serving after the bench is done with it.
     const health = await fetch(`${stack.relayUrl}/health`);
     expect(health.status).toBe(200);

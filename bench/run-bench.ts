@@ -13,7 +13,7 @@
 //
 // Attached mode, against a stack that is already running (nothing spawned but the bare proxy):
 //   node dist/bench/run-bench.js --relay-url URL --mock-url URL [--console-url URL]
-//        [--billing-metrics-url URL] [--mock-key K] [--key-secret-file F | --key-secret S]
+//        [--relay-metrics-url URL] [--billing-metrics-url URL] [--mock-key K] [--key-secret-file F | --key-secret S]
 //        [--database-url URL] [--redis-url URL] [--redis-prefix P] [--clickhouse-url URL]
 //        [--clickhouse-database DB] [--relay-pid N] [--billing-pid N] [--mock-pid N] [--scale] ...
 // bench/README.md describes what it writes to the target databases and what it skips.
@@ -76,6 +76,7 @@ const { values: args } = parseArgs({
     'mock-key': { type: 'string' },
     'console-url': { type: 'string' },
     'billing-metrics-url': { type: 'string' },
+    'relay-metrics-url': { type: 'string' },
     'key-secret': { type: 'string' },
     'key-secret-file': { type: 'string' },
     'relay-pid': { type: 'string' },
@@ -93,7 +94,7 @@ if (attached && !args['mock-url']) {
   process.stderr.write('--relay-url needs --mock-url: the mock provider the relay\'s channel will point at (the mock-direct and bare-proxy baselines use it too)\n');
   process.exit(2);
 }
-for (const f of ['mock-url', 'console-url', 'billing-metrics-url', 'mock-key', 'key-secret', 'key-secret-file', 'relay-pid', 'billing-pid', 'mock-pid', 'console-pid', 'scale'] as const) {
+for (const f of ['mock-url', 'console-url', 'billing-metrics-url', 'relay-metrics-url', 'mock-key', 'key-secret', 'key-secret-file', 'relay-pid', 'billing-pid', 'mock-pid', 'console-pid', 'scale'] as const) {
   if (!attached && args[f] !== undefined) {
     process.stderr.write(`--${f} only applies with --relay-url (attached to a running stack)\n`);
     process.exit(2);
@@ -138,6 +139,7 @@ const opts = {
     mockUrl: args['mock-url']!,
     consoleUrl: args['console-url'],
     billingMetricsUrl: args['billing-metrics-url'],
+    relayMetricsUrl: args['relay-metrics-url'],
   } : null,
 };
 
@@ -482,7 +484,7 @@ async function main(): Promise<void> {
     }
 
     // --- operator metrics, as scraped at the end of the load (absent until the hooks are applied) ----
-    for (const [name, url] of [['relay', `${stack.relayUrl}/metrics`], ['billing', stack.billingMetricsUrl]] as const) {
+    for (const [name, url] of [['relay', stack.relayMetricsUrl], ['billing', stack.billingMetricsUrl]] as const) {
       if (!url) {
         log(`${name} /metrics: no URL given`);
         continue;
@@ -515,7 +517,7 @@ async function main(): Promise<void> {
     }
 
     // --- report ----------------------------------------------------------------------------------
-    const target = { mode: stack.mode, relayUrl: stack.relayUrl, mockUrl: stack.mockUrl, consoleUrl: stack.consoleUrl || null, billingMetricsUrl: stack.billingMetricsUrl ?? null,
+    const target = { mode: stack.mode, relayUrl: stack.relayUrl, mockUrl: stack.mockUrl, consoleUrl: stack.consoleUrl || null, billingMetricsUrl: stack.billingMetricsUrl ?? null, relayMetricsUrl: stack.relayMetricsUrl ?? null,
       databaseUrl: opts.databaseUrl.replace(/\/\/[^@/]*@/, '//…@'), redisPrefix: stack.config.REDIS_PREFIX, clickhouse: `${stack.config.CLICKHOUSE_URL} ${stack.config.CLICKHOUSE_DATABASE}`,
       pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio };
     const json = { stamp, options: { ...opts, resultsRoot: undefined, databaseUrl: target.databaseUrl }, target, notes, machine: { cores: cpus().length, node: process.version }, scenarios, saturation, curve, profiles, scale };

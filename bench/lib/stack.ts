@@ -65,6 +65,8 @@ export interface Stack {
   consoleUrl: string;
   /** The billing worker's /metrics, when known. */
   billingMetricsUrl: string | undefined;
+  /** The relay's /metrics (on RELAY_METRICS_PORT, not the relay's own port), when known. */
+  relayMetricsUrl: string | undefined;
   /** What the mode changes in the report (skipped runs, processes not found, ...). */
   notes: string[];
   /** Starts relay, billing and console (after the fixtures exist, so that the relay loads the channel). */
@@ -147,7 +149,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     o.log(`clickhouse: using ${chUrl}`);
   }
 
-  const [relayPort, consolePort, mockPort, barePort, metricsPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const [relayPort, consolePort, mockPort, barePort, metricsPort, relayMetricsPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
   const env: Record<string, string> = {
     NODE_ENV: 'production',
     LOG_LEVEL: 'warn',
@@ -167,6 +169,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     SEED_DEMO: 'false',
     BILLING_CONSUMER: 'bench-billing',
     BILLING_METRICS_PORT: String(metricsPort),
+    RELAY_METRICS_PORT: String(relayMetricsPort),
   };
   const config = loadConfig(env);
   o.log('migrating Postgres and ClickHouse');
@@ -204,6 +207,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     notes: [],
     mockUrl, bareUrl, relayUrl, consoleUrl,
     billingMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+    relayMetricsUrl: `http://127.0.0.1:${relayMetricsPort}/metrics`,
     async startGateway(): Promise<void> {
       const billing = add('billing', 'billing', '', spawnService('billing', o.billingEntry ?? 'dist/billing/main.js', env));
       const consoleSvc = add('console', 'console-api', consoleUrl, spawnService('console-api', 'dist/console-api/main.js', env));
@@ -229,6 +233,7 @@ export interface AttachOptions {
   mockKey: string;
   consoleUrl: string | undefined;
   billingMetricsUrl: string | undefined;
+  relayMetricsUrl: string | undefined;
   databaseUrl: string;
   redisUrl: string;
   redisPrefix: string;
@@ -332,6 +337,7 @@ export async function attachStack(o: AttachOptions): Promise<Stack> {
     foreignPids,
     mockUrl, mockKey: o.mockKey, bareUrl, relayUrl, consoleUrl,
     billingMetricsUrl: o.billingMetricsUrl,
+    relayMetricsUrl: o.relayMetricsUrl,
     notes,
     async startGateway(): Promise<void> {
       // Already running.
