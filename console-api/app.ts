@@ -1,7 +1,9 @@
 // The console API as a Fastify instance (no listen: main.ts listens, tests inject). One module per
 // concern: routes/* register endpoints, auth/* credentials, http/* envelope, errors and validation.
+import { STATUS_CODES } from 'node:http';
 import { isIP } from 'node:net';
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import type { Duplex } from 'node:stream';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { createLogger } from '../infra/logger.js';
 import { makeRequireUser } from './auth/require-user.js';
 import { type ConsoleDeps, createContext } from './context.js';
@@ -47,6 +49,24 @@ export function trustedProxies(spec: string): string[] | false {
   return entries.length > 0 ? entries : false;
 }
 
+/**
+ * Node's HTTP parser refused the request (bad header bytes, headers over 16 KiB, a timeout): there is
+ * no request object, only the socket. The envelope is written on it by hand, then the socket closed,
+ * as Node itself does.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 'HEADERS_TOO_LARGE'
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'REQUEST_TIMEOUT' : 'MALFORMED_REQUEST';
+  const e = new ConsoleError(code);
+  const body = JSON.stringify(fail(e.message));
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\nContent-Type: application/json; charset=utf-8\r\n`
+      + `Cache-Control: no-store\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     /** The declared endpoints (http/api.ts), from which the OpenAPI document is built. */
@@ -66,6 +86,14 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     // request.ip (login and registration throttling) is the client's, not a proxy's: the same
     // TRUSTED_PROXIES as the relay; the right-most X-Forwarded-For entry not itself trusted.
     trustProxy: trustedProxies(deps.config.TRUSTED_PROXIES),
+    // What Fastify's router and Node's HTTP parser refuse is still answered in the envelope, so a
+    // client reads the same `{success:false, message}` whatever layer turned its request down.
+    frameworkErrors: (err, _request, reply) => {
+      const code: ErrorCode = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'URI_TOO_LONG' : err.code === 'FST_ERR_BAD_URL' ? 'MALFORMED_URL' : 'MALFORMED_REQUEST';
+      const e = new ConsoleError(code);
+      void (reply as FastifyReply).status(e.status).send(fail(e.message));
+    },
+    clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
 
   // Every console answer is for one caller and many carry a credential (login's session token, the

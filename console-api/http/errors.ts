@@ -5,6 +5,8 @@
 
 export const ERROR_CATALOGUE = {
   VALIDATION_FAILED: { status: 400, message: 'invalid request' },
+  MALFORMED_URL: { status: 400, message: 'the request path is not a valid URL (a malformed percent-escape?)' },
+  MALFORMED_REQUEST: { status: 400, message: 'the request is not valid HTTP' },
   INVALID_JSON: { status: 400, message: 'request body is not valid JSON' },
   UNKNOWN_GROUP: { status: 400, message: 'unknown group' },
   AMOUNT_BELOW_MINIMUM: { status: 400, message: 'amount: below the minimum top-up' },
@@ -25,9 +27,12 @@ export const ERROR_CATALOGUE = {
   USERNAME_TAKEN: { status: 409, message: 'username is already taken' },
   REDEMPTION_UNAVAILABLE: { status: 409, message: 'redemption code is used, disabled or expired' },
   STATE_CONFLICT: { status: 409, message: 'the resource is not in a state that allows this change' },
+  REQUEST_TIMEOUT: { status: 408, message: 'the request took too long to arrive' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'request body is too large' },
+  URI_TOO_LONG: { status: 414, message: 'a path parameter is too long' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'send the body as Content-Type: application/json' },
   RATE_LIMITED: { status: 429, message: 'too many requests, slow down' },
+  HEADERS_TOO_LARGE: { status: 431, message: 'the request headers are too large' },
   INTERNAL: { status: 500, message: 'internal server error' },
   UPSTREAM_FAILED: { status: 502, message: 'the upstream service failed' },
 } as const satisfies Record<string, { status: number; message: string }>;

@@ -1,5 +1,6 @@
 // Hostile input answers 400 in the envelope, never 500: NUL characters (Postgres text cannot hold
 // them), integers beyond INT columns, JSON nested deep enough to overflow recursive code.
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
 
@@ -93,5 +94,45 @@ describe('integers bound for INT columns', () => {
     const res = await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, rate_limit_rpm: 2 ** 31 });
     expect(res.statusCode).toBe(400);
     expect(res.json().message).toMatch(/^rate_limit_rpm: /);
+  });
+});
+
+// What Fastify's router and Node's HTTP parser refuse, on a real socket (inject bypasses the parser).
+describe('requests refused below the routes', () => {
+  let base: { host: string; port: number };
+  beforeAll(async () => {
+    await h.app.listen({ host: '127.0.0.1', port: 0 });
+    const address = h.app.server.address();
+    if (!address || typeof address !== 'object') throw new Error('no address');
+    base = { host: '127.0.0.1', port: address.port };
+  });
+
+  /** Sends raw bytes, returns status and body of the answer (the server closes after it, or we do). */
+  const raw = (bytes: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const socket = connect(base.port, base.host, () => socket.write(bytes));
+    let text = '';
+    socket.setTimeout(5000, () => socket.destroy(new Error('no answer within 5 s')));
+    socket.on('data', (d) => {
+      text += d.toString('latin1');
+      const end = text.indexOf('\r\n\r\n');
+      const length = /content-length: (\d+)/i.exec(text)?.[1];
+      if (end >= 0 && length !== undefined && text.length >= end + 4 + Number(length)) {
+        socket.destroy();
+        resolve({ status: Number(text.slice(9, 12)), body: text.slice(end + 4, end + 4 + Number(length)) });
+      }
+    });
+    socket.on('error', reject);
+  });
+
+  it.each([
+    ['a malformed percent-escape in the path', 'GET /api/channel/%E0%A4%A HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'the request path is not a valid URL (a malformed percent-escape?)'],
+    ['a lone percent sign', 'DELETE /api/redemption/%%/ HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'the request path is not a valid URL (a malformed percent-escape?)'],
+    ['a path parameter over 100 characters', `DELETE /api/channel/1${'0'.repeat(400)} HTTP/1.1\r\nHost: x\r\n\r\n`, 414, 'a path parameter is too long'],
+    ['a control character in a header value', 'GET /api/status HTTP/1.1\r\nHost: x\r\nX-A: a\u0001b\r\n\r\n', 400, 'the request is not valid HTTP'],
+    ['headers over 16 KiB', `GET /api/status HTTP/1.1\r\nHost: x\r\nX-A: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'the request headers are too large'],
+  ])('%s: its status in the envelope', async (_label, bytes, status, message) => {
+    const res = await raw(bytes);
+    expect(res.status, res.body).toBe(status);
+    expect(JSON.parse(res.body)).toEqual({ success: false, message });
   });
 });
