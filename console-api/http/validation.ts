@@ -91,9 +91,16 @@ export const safeInt = z
   .min(Number.MIN_SAFE_INTEGER)
   .max(Number.MAX_SAFE_INTEGER, { error: 'is too large' });
 
-/** `:id` path parameters: a positive integer. */
+/**
+ * `:id` path parameters: a positive integer written in decimal digits only. Number() would also read
+ * ` 1`, `+1`, `1e0` and `0x1` as 1: one row reachable under many names is how a DELETE meant for one
+ * path lands on another, so anything but plain digits is refused.
+ */
 export const idParams = z.object({
-  id: z.coerce.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' }).max(Number.MAX_SAFE_INTEGER),
+  id: z.string({ error: 'must be a positive integer' })
+    .regex(/^[0-9]{1,16}$/, { error: 'must be a positive integer (decimal digits only)' })
+    .transform(Number)
+    .pipe(z.number().int().positive({ error: 'must be a positive integer' }).max(Number.MAX_SAFE_INTEGER, { error: 'is too large' })),
 });
 
 export const DEFAULT_PAGE_SIZE = 10;

@@ -61,6 +61,22 @@ describe('NUL characters', () => {
   });
 });
 
+describe('path ids are plain decimal digits', () => {
+  // Number() reads all of these as the id of an existing key: found by the edge fuzz, where
+  // `DELETE /api/token/%201` deleted key 1.
+  it.each([' 1', '%201', '+1', '1e0', '0x1', '1.0', '01.', '1%20'])('DELETE /api/token/%s: 400, and the key is kept', async (id) => {
+    const created = await inject('POST', '/api/token/', user, { name: 'kept', expired_time: -1, remain_quota: 0, unlimited_quota: true });
+    expect(created.statusCode).toBe(200);
+    const [key] = await h.sql<{ id: number }[]>`SELECT id FROM tokens WHERE user_id = ${user.user.id} AND deleted_at IS NULL ORDER BY id DESC LIMIT 1`;
+    const target = id.replace('1', String(key!.id));
+    const res = await inject('DELETE', `/api/token/${target.replace(/ /g, '%20')}`, user);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: expect.stringMatching(/^id: must be a positive integer/) });
+    const [row] = await h.sql`SELECT deleted_at FROM tokens WHERE id = ${key!.id}`;
+    expect(row!.deleted_at).toBeNull();
+  });
+});
+
 describe('deep nesting', () => {
   it('an option value nested beyond the limit is a 400, even one deep enough to overflow JSON.stringify', async () => {
     for (const depth of [400_000, 40]) {
