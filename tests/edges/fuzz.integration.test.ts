@@ -256,16 +256,52 @@ function anthropicError(a: RawAnswer): string | null {
   return null;
 }
 
-/** A server may answer an oversized upload early and close; the client then sees EPIPE/ECONNRESET. */
-function refusedUpload(req: RawRequest, a: RawAnswer): boolean {
-  return (req.body?.length ?? 0) > 1024 * 1024 && a.closedWithoutAnswer && (a.error === 'EPIPE' || a.error === 'ECONNRESET');
+/**
+ * A server may answer an upload early and close: an oversized one (413), and on the relay any request
+ * whose key it refuses from the headers alone (the body is never read). A client still writing the
+ * body then sees EPIPE/ECONNRESET, and Node drops the answer already received. (fetch and the SDKs
+ * read the early answer: relay/edges.integration.test.ts.)
+ */
+function refusedUpload(req: RawRequest, a: RawAnswer, refusedFromHeaders = false): boolean {
+  return ((req.body?.length ?? 0) > 1024 * 1024 || refusedFromHeaders) && a.closedWithoutAnswer && (a.error === 'EPIPE' || a.error === 'ECONNRESET');
 }
 
-function checkRelayAnswer(req: RawRequest, a: RawAnswer): string | null {
+/**
+ * Whether the relay may answer this request from its headers alone, before its body: every request
+ * but a POST to one of the two body-reading routes with the real key (a key refused from the headers,
+ * an unknown path or method, a GET with a body are all answered at once).
+ */
+function answeredBeforeBody(c: Case): boolean {
+  const path = c.req.target.split('?')[0];
+  return !(presentedKey(c.req) === realKey.key && c.req.method === 'POST' && (path === '/v1/messages' || path === '/v1/messages/count_tokens'));
+}
+
+/** The key the relay reads, as it reads it: the first x-api-key, else a Bearer authorization. */
+function presentedKey(req: RawRequest): string {
+  const value = (name: string) => {
+    const h = req.headers.find(([n]) => n.toLowerCase() === name);
+    return h ? (typeof h[1] === 'string' ? h[1] : h[1].toString('latin1')) : '';
+  };
+  const direct = value('x-api-key');
+  if (direct) return direct;
+  const auth = value('authorization');
+  return auth.slice(0, 7).toLowerCase() === 'bearer ' ? auth.slice(7).trim() : '';
+}
+
+/**
+ * uWebSockets.js (20.30, the build this project must use) neither answers nor closes a connection
+ * whose request its parser rejects (a control character in a header, `_` in a header name): it waits
+ * for its idle timeout, about 10 s. Nothing in JavaScript sees such a request, so for those the test
+ * waits this long, takes silence for the parser's refusal, and checks the relay still answers.
+ */
+const RELAY_PARSER_SILENCE_MS = 600;
+
+function checkRelayAnswer(c: Case, a: RawAnswer): string | null {
+  const req = c.req;
   const broken = breaksHttp(req.method, req.headers, req.target);
-  if (a.timedOut) return 'no answer within 20 s';
+  if (a.timedOut) return broken && a.status === 0 ? null : 'no answer within 20 s';
   if (a.closedWithoutAnswer || (a.status >= 400 && a.status < 500 && !contentType(a) && a.body.length === 0)) {
-    return (broken && httpLayerRefusal(a)) || refusedUpload(req, a) ? null : `no answer from the relay (${show(a)})`;
+    return (broken && httpLayerRefusal(a)) || refusedUpload(req, a, answeredBeforeBody(c)) ? null : `no answer from the relay (${show(a)})`;
   }
   if (a.status >= 500) return `5xx from the relay`;
   if (a.status >= 300 && req.method !== 'HEAD') {
@@ -385,8 +421,18 @@ function messagesBody(countTokens: boolean): fc.Arbitrary<BodySpec> {
   );
 }
 
+/**
+ * Values the relay's own code sees: what HTTP allows, plus DEL, which uWebSockets.js passes through
+ * while undici refuses to send it on. Other control characters never reach JavaScript (see
+ * RELAY_PARSER_SILENCE_MS); they have their own property below.
+ */
+const relayHeaderValue: fc.Arbitrary<string | Buffer> = fc.oneof(
+  { weight: 4, arbitrary: hostileHeaderValue(dictionary, true) },
+  { weight: 1, arbitrary: fc.constantFrom('\x7f', 'a\x7fb', '2023-06-01\x7f', 'tools-2024-04-04,\x7f') },
+);
+
 const anthropicHeaders: fc.Arbitrary<[string, string | Buffer][]> = fc.array(
-  fc.tuple(fc.constantFrom('anthropic-version', 'anthropic-beta'), fc.oneof(fc.constantFrom('2023-06-01', 'prompt-caching-2024-07-31'), hostileHeaderValue(dictionary))),
+  fc.tuple(fc.constantFrom('anthropic-version', 'anthropic-beta'), fc.oneof(fc.constantFrom('2023-06-01', 'prompt-caching-2024-07-31'), relayHeaderValue)),
   { maxLength: 2 },
 );
 
@@ -398,6 +444,8 @@ const relayContentType: fc.Arbitrary<[string, string][]> = fc.oneof(
 interface RelayOp {
   name: string;
   weight: number;
+  /** Cases regardless of FUZZ_RUNS: for requests the parser refuses in silence, each costs the silence. */
+  fixedRuns?: number;
   cases: fc.Arbitrary<Case>;
 }
 
@@ -427,7 +475,7 @@ const relayOps: RelayOp[] = [
   { name: 'GET /v1/models/:model_id', weight: 3, cases: relayCase(rarelyOther('GET'), fc.tuple(fc.oneof(hostileSegment(dictionary, []), fc.constantFrom(MODEL, MAPPED_MODEL)), hostileQuery(['limit'], dictionary)).map(([s, q]) => `/v1/models/${s}${q}`), fc.constant(undefined)) },
   { name: 'GET /health and /metrics', weight: 1, cases: relayCase(rarelyOther('GET'), fc.tuple(fc.constantFrom('/health', '/metrics', '/health/', '/metrics/x'), hostileQuery(['x'], dictionary)).map(([p, q]) => p + q), fc.option(hostileBytes(), { freq: 4, nil: undefined })) },
   { name: 'any other path', weight: 1, cases: relayCase(anyMethod, fc.tuple(fc.constantFrom('/', '/v1/', '/v1/x/', '/v2/', '/api/', '', '*', '/%2e%2e/', '//'), hostileSegment(dictionary, [])).map(([p, s]) => (p === '' || p === '*' ? p || '/' : p + s)), fc.option(hostileBytes(), { freq: 3, nil: undefined })) },
-  { name: 'any route, headers with control characters', weight: 1, cases: relayCase(fc.constantFrom('GET', 'POST'), fc.constantFrom('/v1/messages', '/v1/messages/count_tokens', '/v1/models', `/v1/models/${MODEL}`, '/health'), fc.option(validMessages, { nil: undefined }), relayAuth, anthropicHeaders, protocolHeaders) },
+  { name: 'any route, headers with control characters', weight: 1, fixedRuns: 20, cases: relayCase(fc.constantFrom('GET', 'POST'), fc.constantFrom('/v1/messages', '/v1/messages/count_tokens', '/v1/models', `/v1/models/${MODEL}`, '/health'), fc.option(validMessages, { nil: undefined }), relayAuth, anthropicHeaders, protocolHeaders) },
 ];
 
 // ---------------------------------------------------------------------------- console cases
@@ -570,7 +618,8 @@ function surveyVerdict(test: string): void {
 
 const relayWeight = relayOps.reduce((s, o) => s + o.weight, 0);
 const perConsoleOp = Math.max(10, Math.round((RUNS * (1 - RELAY_SHARE)) / consoleOps.length));
-const fcParams = (name: string, numRuns: number) => ({ seed: seedFor(name), numRuns, interruptAfterTimeLimit: 90_000, markInterruptAsFailure: false });
+// A property that runs out of time fails: answers that take seconds are a finding, not noise.
+const fcParams = (name: string, numRuns: number) => ({ seed: seedFor(name), numRuns, interruptAfterTimeLimit: 120_000, markInterruptAsFailure: true });
 
 describe(`edge fuzz (FUZZ_SEED=${SEED}, FUZZ_RUNS=${RUNS})`, () => {
   describe('relay routes (relay in a child process)', () => {
@@ -581,13 +630,14 @@ describe(`edge fuzz (FUZZ_SEED=${SEED}, FUZZ_RUNS=${RUNS})`, () => {
     }, 60_000);
 
     for (const op of relayOps) {
-      const numRuns = Math.max(10, Math.round((RUNS * RELAY_SHARE * op.weight) / relayWeight));
+      const numRuns = op.fixedRuns ?? Math.max(10, Math.round((RUNS * RELAY_SHARE * op.weight) / relayWeight));
       it(`${op.name}: ${numRuns} hostile requests, each answered without 5xx in Anthropic's envelope`, async () => {
         if (!relayChild?.alive()) throw new Error('the relay under fuzz is not running (see the first relay test)');
         await fc.assert(fc.asyncProperty(op.cases, async (c) => {
           const started = Date.now();
-          const a = await sendRaw(relayChild!.port, c.req);
-          let problem = checkRelayAnswer(c.req, a);
+          const broken = breaksHttp(c.req.method, c.req.headers, c.req.target);
+          const a = await sendRaw(relayChild!.port, c.req, broken ? RELAY_PARSER_SILENCE_MS : undefined);
+          let problem = checkRelayAnswer(c, a);
           if (a.closedWithoutAnswer || a.status >= 500 || a.timedOut) {
             const death = await relayChild!.checkDeath();
             if (death) problem = death;
