@@ -137,6 +137,21 @@ describe('accounts (administration)', () => {
   });
 });
 
+describe('the super administrator cannot lock itself out', () => {
+  it('PUT /api/user/ with its own id and status 2 is refused, as the manage action disable is', async () => {
+    const put = await inject('PUT', '/api/user/', root, { id: root.user.id, status: 2 });
+    expect(put.statusCode, put.body).toBe(403);
+    expect(put.json()).toEqual({ success: false, message: 'you cannot disable, demote or delete your own account' });
+    const manage = await inject('POST', '/api/user/manage', root, { id: root.user.id, action: 'disable' });
+    expect(manage.statusCode).toBe(403);
+    const self = await inject('GET', '/api/user/self', root);
+    expect(self.json().data.status).toBe(1);
+    // Editing itself otherwise stays allowed.
+    const rename = await inject('PUT', '/api/user/', root, { id: root.user.id, display_name: 'Root Renamed' });
+    expect(rename.statusCode, rename.body).toBe(200);
+  });
+});
+
 describe('channels (administration)', () => {
   let id = 0;
   it('creates, lists, shows and updates a channel, rebuilding abilities', async () => {

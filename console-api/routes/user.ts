@@ -201,7 +201,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     if (body.group !== undefined) await assertAccountGroup(sql, body.group);
     const { updated, credit } = await sql.begin(async (tx) => {
       const before = await lockAccount(tx, body.id);
-      assertCanManage(caller, before);
+      // Banning is disabling: the super administrator cannot lock itself out here either.
+      assertCanManage(caller, before, body.status === ACCOUNT_STATUS.banned);
       let credit: RecordedCredit | undefined;
       const delta = body.quota === undefined ? 0 : body.quota - Number(before.quota);
       if (delta !== 0) {
