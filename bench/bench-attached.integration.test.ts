@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../infra/project-root.js';
-import { MOCK_CHANNEL_KEY, startGatewayStack, type GatewayStack } from '../infra/testing/gateway-stack.js';
+import { MOCK_CHANNEL_KEY, startGatewayStack, type GatewayStack } from '../tests/harness/gateway-stack.js';
 
 const root = projectRoot();
 const out = mkdtempSync(join(tmpdir(), 'bench-attached-'));

@@ -10,7 +10,7 @@ import { createLogger } from '../infra/logger.js';
 import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
-} from '../infra/testing/gateway-stack.js';
+} from '../tests/harness/gateway-stack.js';
 import { parsePromText } from './metrics/prom.js';
 import { startRelay } from './server.js';
 import { rawRequest } from './testing/raw-http.js';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   billingSettled, consoleCall, createApiKey, fundedAccount, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
-} from '../../infra/testing/gateway-stack.js';
+} from '../../tests/harness/gateway-stack.js';
 
 const MODEL = 'claude-haiku-4-5';
 const OTHER_MODEL = 'claude-opus-4-5';

@@ -7,7 +7,7 @@ import { rawRequest } from '../testing/raw-http.js';
 import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
-} from '../../infra/testing/gateway-stack.js';
+} from '../../tests/harness/gateway-stack.js';
 
 const MODEL = 'claude-haiku-4-5';
 let stack: GatewayStack;

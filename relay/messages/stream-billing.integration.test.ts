@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
 import {
   createApiKey, fundedAccount, ledgerRow, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
-} from '../../infra/testing/gateway-stack.js';
+} from '../../tests/harness/gateway-stack.js';
 
 const MODEL = 'claude-haiku-4-5';
 // claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (relay/pricing/ratios.ts).

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   billingSettled, consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
-} from '../../infra/testing/gateway-stack.js';
+} from '../../tests/harness/gateway-stack.js';
 import { parsePromText } from '../metrics/prom.js';
 
 const MODEL = 'claude-haiku-4-5';

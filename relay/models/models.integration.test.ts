@@ -1,7 +1,7 @@
 // GET /v1/models and POST /v1/messages/count_tokens through the official SDK.
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack } from '../../infra/testing/gateway-stack.js';
+import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack } from '../../tests/harness/gateway-stack.js';
 
 let stack: GatewayStack;
 let key: string;

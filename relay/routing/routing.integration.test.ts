@@ -6,7 +6,7 @@ import { startMockUpstream, type MockUpstream } from '../../bench/mock-upstream/
 import {
   billingSettled, createApiKey, fundedAccount, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack,
   type GatewayStack,
-} from '../../infra/testing/gateway-stack.js';
+} from '../../tests/harness/gateway-stack.js';
 
 let stack: GatewayStack;
 let failing: MockUpstream;

@@ -36,7 +36,7 @@ import { issueSessionToken } from '../../console-api/auth/access-tokens.js';
 import { hashPassword } from '../../console-api/auth/password.js';
 import {
   consoleCall, createApiKey, mockChannel, startGatewayStack, uniqueName, type GatewayStack, type TestAccount,
-} from '../../infra/testing/gateway-stack.js';
+} from '../harness/gateway-stack.js';
 import {
   bigString, breaksHttp, deepArray, deepObject, describeValue, encodeBody, fromSchema, hostileBytes, hostileHeaders,
   hostileHeaderValue, hostileNumber, hostileQuery, hostileSegment, hostileString, hostileValue, type BodySpec,

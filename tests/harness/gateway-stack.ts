@@ -10,15 +10,15 @@ import { buildConsoleApp } from '../../console-api/app.js';
 import { hashPassword } from '../../console-api/auth/password.js';
 import { QuotaStore } from '../../relay/quota/quota-store.js';
 import { startRelay, type RunningRelay } from '../../relay/server.js';
-import { createClickHouse, createClickHouseAdmin } from '../clickhouse/client.js';
-import { migrateClickHouse } from '../clickhouse/migrate.js';
-import type { Config } from '../config.js';
-import { createLogger } from '../logger.js';
-import { createSql, type Sql } from '../postgres/client.js';
-import { createRedis, type Redis } from '../redis/client.js';
-import { redisKeys, type RedisKeys } from '../redis/keys.js';
-import { testConfig, uniqueName } from './test-config.js';
-import { createTestDatabase } from './test-database.js';
+import { createClickHouse, createClickHouseAdmin } from '../../infra/clickhouse/client.js';
+import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
+import type { Config } from '../../infra/config.js';
+import { createLogger } from '../../infra/logger.js';
+import { createSql, type Sql } from '../../infra/postgres/client.js';
+import { createRedis, type Redis } from '../../infra/redis/client.js';
+import { redisKeys, type RedisKeys } from '../../infra/redis/keys.js';
+import { testConfig, uniqueName } from '../../infra/testing/test-config.js';
+import { createTestDatabase } from '../../infra/testing/test-database.js';
 
 export const MOCK_CHANNEL_KEY = 'sk-ant-mock-channel-credential';
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   billingSettled, consoleCall, createApiKey, fundedAccount, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
-} from './gateway-stack.js';
+} from '../harness/gateway-stack.js';
 
 // claude-haiku-4-5: model ratio 0.5, completion ratio 5 (relay/pricing/ratios.ts); group default: 1.
 const MODEL = 'claude-haiku-4-5';
