@@ -7,7 +7,7 @@
 // served by its channel only, so a 529 still has no other channel to be retried on.
 import { insertAccount } from '../../console-api/accounts/account-store.js';
 import { hashPassword } from '../../console-api/auth/password.js';
-import { rebuildAbilities } from '../../console-api/routes/channel.js';
+import { rebuildAbilities } from '../../console-api/channels/abilities.js';
 import type { Config } from '../../infra/config.js';
 import type { Sql } from '../../infra/postgres/client.js';
 import { createApiKeyCrypto, generateApiKey, maskApiKey } from '../../infra/secrets/api-key-crypto.js';

@@ -1,6 +1,6 @@
 // /api/channel/: administrators add upstream channels. The channel key is sealed with the API-key
 // crypto (AES-256-GCM) and never returned. The abilities rows (group x model) are rebuilt in the same
-// transaction, so routing never sees a channel without its abilities or the reverse.
+// transaction (channels/abilities.ts), so routing never sees a channel without its abilities or the reverse.
 import { request as httpRequest } from 'undici';
 import { z } from 'zod';
 import { ROLE } from '../accounts/roles.js';
@@ -13,10 +13,9 @@ import { channelSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, idParams, int32, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
 import { loadOptions } from '../options/option-catalogue.js';
 import { accountGroups } from '../options/ratios.js';
+import { CHANNEL_STATUS, rebuildAbilities } from '../channels/abilities.js';
 import { checkTarget, guardedAgent, PRIVATE_TARGET, PrivateTargetError } from '../channels/upstream-guard.js';
 
-/** new-api's numbering: 1 enabled, 2 disabled by an administrator, 3 disabled automatically. */
-export const CHANNEL_STATUS = { enabled: 1, manuallyDisabled: 2, autoDisabled: 3 } as const;
 /** new-api's channel type of the Anthropic (Claude) API. */
 export const DEFAULT_CHANNEL_TYPE = 14;
 
@@ -104,26 +103,6 @@ async function assertGroups(db: Db, groups: string[]): Promise<void> {
   const known = await accountGroups(db);
   const unknown = groups.find((g) => !known.includes(g));
   if (unknown !== undefined) throw new ConsoleError('UNKNOWN_GROUP', `group: unknown group "${unknown}"`);
-}
-
-/** Replaces the channel's abilities with one row per (group, model). Run inside the channel's transaction. */
-export async function rebuildAbilities(tx: Db, channel: ChannelRow): Promise<void> {
-  await tx`DELETE FROM abilities WHERE channel_id = ${channel.id}`;
-  const groups = channel.group.split(',').filter(Boolean);
-  const models = channel.models.split(',').filter(Boolean);
-  const rows = groups.flatMap((group) =>
-    models.map((model) => ({
-      group,
-      model,
-      channel_id: channel.id,
-      enabled: channel.status === CHANNEL_STATUS.enabled,
-      priority: channel.priority,
-      weight: channel.weight,
-    })),
-  );
-  if (rows.length > 0) {
-    await tx`INSERT INTO abilities ${tx(rows, 'group', 'model', 'channel_id', 'enabled', 'priority', 'weight')}`;
-  }
 }
 
 /** Stored form of a base_url: without trailing slashes. */

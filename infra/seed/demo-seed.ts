@@ -3,7 +3,7 @@
 // serving the usual Claude model names, and an unlimited API key of the demo account.
 import { insertAccount } from '../../console-api/accounts/account-store.js';
 import { hashPassword } from '../../console-api/auth/password.js';
-import { rebuildAbilities } from '../../console-api/routes/channel.js';
+import { rebuildAbilities } from '../../console-api/channels/abilities.js';
 import type { Config } from '../config.js';
 import type { Sql } from '../postgres/client.js';
 import { type ApiKeyCrypto, createApiKeyCrypto, generateApiKey, maskApiKey } from '../secrets/api-key-crypto.js';
