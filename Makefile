@@ -39,7 +39,7 @@ migrate: infra ## Apply Postgres and ClickHouse migrations (safe to repeat)
 	node dist/infra/migrate-main.js
 
 seed: migrate ## Create the demo account, admin, mock channel and demo API key (idempotent; local demo only)
-	SEED_DEMO=$${SEED_DEMO:-true} node dist/infra/seed/seed-main.js
+	SEED_DEMO=$${SEED_DEMO:-true} node dist/console-api/seed/seed-main.js
 
 run: seed ## Start the whole stack (relay, billing, console-api, mock provider, payment sandboxes) and print how to call it
 	@bash infra/scripts/start-stack.sh

@@ -36,7 +36,7 @@ wait_http payment-sandbox http://127.0.0.1:3091/api/orders
 sleep 0.3
 for name in billing; do kill -0 "$(cat .run/$name.pid)" 2>/dev/null || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
 
-DEMO_KEY=$(node dist/infra/seed/print-demo-key.js)
+DEMO_KEY=$(node dist/console-api/seed/print-demo-key.js)
 # console-api prints a generated root password once, to its stdout; show it here and keep it out of the log file.
 ROOT_LINE=$(grep -h 'Generated password' .run/console-api.log | tail -1 || true)
 [ -n "$ROOT_LINE" ] && sed -i '/Generated password/d' .run/console-api.log

@@ -1,12 +1,12 @@
 // Local demo data for `make run`, created once and found again on later runs: the account `demo`
 // (100 US dollars of quota), an administrator `admin` (role 10), a channel to the mock provider
 // serving the usual Claude model names, and an unlimited API key of the demo account.
-import { insertAccount } from '../../console-api/accounts/account-store.js';
-import { hashPassword } from '../../console-api/auth/password.js';
-import { rebuildAbilities } from '../../console-api/channels/abilities.js';
-import type { Config } from '../config.js';
-import type { Sql } from '../postgres/client.js';
-import { type ApiKeyCrypto, createApiKeyCrypto, generateApiKey, maskApiKey } from '../secrets/api-key-crypto.js';
+import { insertAccount } from '../accounts/account-store.js';
+import { hashPassword } from '../auth/password.js';
+import { rebuildAbilities } from '../channels/abilities.js';
+import type { Config } from '../../infra/config.js';
+import type { Sql } from '../../infra/postgres/client.js';
+import { type ApiKeyCrypto, createApiKeyCrypto, generateApiKey, maskApiKey } from '../../infra/secrets/api-key-crypto.js';
 
 export const DEMO_USERNAME = 'demo';
 export const ADMIN_USERNAME = 'admin';

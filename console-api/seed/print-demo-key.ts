@@ -1,6 +1,6 @@
 // Prints the demo API key (decrypted with KEY_SECRET) for the copy-paste command of `make run`.
-import { loadConfig } from '../config.js';
-import { createSql } from '../postgres/client.js';
+import { loadConfig } from '../../infra/config.js';
+import { createSql } from '../../infra/postgres/client.js';
 import { seedDemo } from './demo-seed.js';
 
 const config = loadConfig();

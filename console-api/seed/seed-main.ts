@@ -1,7 +1,7 @@
-// `make seed`: the demo data (infra/seed/demo-seed.ts), only when SEED_DEMO=true (make run and make
+// `make seed`: the demo data (console-api/seed/demo-seed.ts), only when SEED_DEMO=true (make run and make
 // seed set it; nothing else seeds logins with known passwords).
-import { loadConfig } from '../config.js';
-import { createSql } from '../postgres/client.js';
+import { loadConfig } from '../../infra/config.js';
+import { createSql } from '../../infra/postgres/client.js';
 import { ADMIN_USERNAME, DEMO_USERNAME, seedDemo } from './demo-seed.js';
 
 const config = loadConfig();
