@@ -16,7 +16,7 @@
 //   --api-key              MOCK_API_KEY                 require this key (x-api-key or Authorization: Bearer)
 // LOG_LEVEL as everywhere (infra/config.ts). SIGTERM / SIGINT close the server and exit.
 // Per-request overrides (x-mock-* headers, model names containing -error<status>) are described at
-// the top of mock-upstream.ts.
+// the top of knobs.ts.
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../infra/config.js';
 import { createLogger } from '../../infra/logger.js';

@@ -1,0 +1,100 @@
+// The mock's knobs: its options, and the per-request overrides a test sends in x-mock-* headers or
+// in the model name.
+//
+// Knobs, in precedence order header > option. Headers are for direct tests; a gateway in between
+// usually drops x-mock-*, so the model name and setOptions() are the knobs that go through a proxy.
+//   x-mock-error: <status>            answer that status with the matching Anthropic error type
+//   model containing -error<status>   same, e.g. "claude-x-error529" (status 4xx/5xx)
+//   errorRate (option)                fraction of /v1/messages requests answered 529 overloaded_error
+//   x-mock-output-tokens              output token target (mock-upstream.ts: output_tokens)
+//   x-mock-token-delay-ms             delay between streamed tokens (option tokenDelayMs)
+//   x-mock-first-token-delay-ms       delay before the first token (option firstTokenDelayMs,
+//                                     defaults to the token delay). Non-streaming responses wait
+//                                     first + (n-1)*tokenDelay before answering.
+//   x-mock-fail-after-tokens          stream: socket closed abruptly after N text deltas
+//                                     (option failMidStreamAfterTokens)
+//   x-mock-stream-error-after-tokens  stream: `event: error` overloaded_error after N text deltas,
+//                                     then the response ends cleanly (option streamErrorAfterTokens)
+//   x-mock-cache-read-tokens / x-mock-cache-creation-tokens   usage cache fields
+import type { StopReason } from './wire-format.js';
+
+export interface MockUpstreamOptions {
+  /** Interface to bind. Default 127.0.0.1. */
+  host?: string;
+  /** 0 (default) = a random free port; MockUpstream.port reports the real one. */
+  port?: number;
+  /** When set, requests must carry it in x-api-key or Authorization: Bearer, else 401. */
+  apiKey?: string;
+  /** Output tokens per response unless max_tokens is lower. Default 64. */
+  outputTokens?: number;
+  /** Delay between streamed tokens, ms. Default 0 (tokens are then batched into few writes). */
+  tokenDelayMs?: number;
+  /** Delay before the first token, ms. Default: tokenDelayMs. */
+  firstTokenDelayMs?: number;
+  /** 0..1: fraction of /v1/messages requests answered 529 overloaded_error. Default 0. */
+  errorRate?: number;
+  /** Streams die (socket closed abruptly) after this many text deltas. */
+  failMidStreamAfterTokens?: number;
+  /** Streams send `event: error` (overloaded_error) after this many text deltas, then end. */
+  streamErrorAfterTokens?: number;
+  /** usage.cache_read_input_tokens unless the request header overrides it. Default 0. */
+  cacheReadTokens?: number;
+  /** usage.cache_creation_input_tokens unless the request header overrides it. Default 0. */
+  cacheCreationTokens?: number;
+  /** Request bodies above this many bytes answer 413 request_too_large. Default 32 MiB. */
+  maxBodyBytes?: number;
+  /** How many recent requests `requests` keeps. Default 100. */
+  recordLimit?: number;
+}
+
+function headerInt(headers: Record<string, string>, name: string): number | undefined {
+  const v = headers[name];
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  return Number.isInteger(n) && n >= 0 ? n : undefined;
+}
+
+function optInt(v: number | undefined): number | undefined {
+  return v !== undefined && Number.isFinite(v) && v >= 0 ? Math.floor(v) : undefined;
+}
+
+/** Forced errors: x-mock-error header, then a model name containing -error<status>. */
+export function forcedErrorStatus(headers: Record<string, string>, model: unknown): number | undefined {
+  const h = headerInt(headers, 'x-mock-error');
+  if (h !== undefined && h >= 400 && h <= 599) return h;
+  if (typeof model === 'string') {
+    const m = /-error([45]\d\d)(?!\d)/.exec(model);
+    if (m) return Number(m[1]);
+  }
+  return undefined;
+}
+
+/** What one /v1/messages request gets, headers over options over defaults. */
+export interface MessageKnobs {
+  /** min(max_tokens, target). */
+  outputTokens: number;
+  stopReason: StopReason;
+  cacheReadTokens: number;
+  cacheCreationTokens: number;
+  tokenDelayMs: number;
+  firstTokenDelayMs: number;
+  /** Streams only: close the socket after this many deltas. */
+  failAfterTokens: number | undefined;
+  /** Streams only: send `event: error` after this many deltas. */
+  streamErrorAfterTokens: number | undefined;
+}
+
+export function messageKnobs(headers: Record<string, string>, o: MockUpstreamOptions, maxTokens: number): MessageKnobs {
+  const target = headerInt(headers, 'x-mock-output-tokens') ?? optInt(o.outputTokens) ?? 64;
+  const tokenDelayMs = headerInt(headers, 'x-mock-token-delay-ms') ?? optInt(o.tokenDelayMs) ?? 0;
+  return {
+    outputTokens: Math.min(maxTokens, target),
+    stopReason: maxTokens < target ? 'max_tokens' : 'end_turn',
+    cacheReadTokens: headerInt(headers, 'x-mock-cache-read-tokens') ?? optInt(o.cacheReadTokens) ?? 0,
+    cacheCreationTokens: headerInt(headers, 'x-mock-cache-creation-tokens') ?? optInt(o.cacheCreationTokens) ?? 0,
+    tokenDelayMs,
+    firstTokenDelayMs: headerInt(headers, 'x-mock-first-token-delay-ms') ?? optInt(o.firstTokenDelayMs) ?? tokenDelayMs,
+    failAfterTokens: headerInt(headers, 'x-mock-fail-after-tokens') ?? optInt(o.failMidStreamAfterTokens),
+    streamErrorAfterTokens: headerInt(headers, 'x-mock-stream-error-after-tokens') ?? optInt(o.streamErrorAfterTokens),
+  };
+}

@@ -1,0 +1,283 @@
+// What the mock says on the wire, in Anthropic's Messages API format: the deterministic token
+// accounting a test computes the bill from, request validation with Anthropic's error wording, ids,
+// status lines and error types, the SSE events of a streamed message, rate-limit headers and the
+// model list.
+import { randomBytes } from 'node:crypto';
+
+// ---------------------------------------------------------------------------------------------
+// Token counting
+
+interface TextHolder { type?: unknown; text?: unknown }
+
+function textTokens(text: string): number {
+  return Math.ceil(Buffer.byteLength(text, 'utf8') / 4);
+}
+
+function contentTokens(content: unknown): number {
+  if (typeof content === 'string') return textTokens(content);
+  if (!Array.isArray(content)) return 0;
+  let n = 0;
+  for (const block of content as TextHolder[]) {
+    if (block !== null && typeof block === 'object' && block.type === 'text' && typeof block.text === 'string') {
+      n += textTokens(block.text);
+    }
+  }
+  return n;
+}
+
+/**
+ * The mock's deterministic input token count of a Messages request body: the sum, over every text
+ * piece of `system` (string or text blocks) and of each messages[].content (string or text blocks),
+ * of Math.ceil(utf8ByteLength / 4). Non-text blocks count 0. Tolerates malformed bodies (counts 0).
+ */
+export function countInputTokens(body: unknown): number {
+  if (body === null || typeof body !== 'object') return 0;
+  const b = body as { system?: unknown; messages?: unknown };
+  let n = contentTokens(b.system);
+  if (Array.isArray(b.messages)) {
+    for (const m of b.messages as Array<{ content?: unknown } | null>) {
+      if (m !== null && typeof m === 'object') n += contentTokens(m.content);
+    }
+  }
+  return n;
+}
+
+/** The text of a response with `n` output tokens. */
+export const TOKEN_TEXT = 'tok ';
+export function outputText(n: number): string {
+  return TOKEN_TEXT.repeat(n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request validation (Anthropic-style messages)
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function validateContent(content: unknown, where: string): string | null {
+  if (typeof content === 'string') return null;
+  if (!Array.isArray(content)) return `${where}: Input should be a valid string or a valid list`;
+  for (let i = 0; i < content.length; i++) {
+    const block: unknown = content[i];
+    if (!isObject(block)) return `${where}.${i}: Input should be a valid dictionary or object`;
+    if (typeof block.type !== 'string') return `${where}.${i}.type: Field required`;
+    if (block.type === 'text' && typeof block.text !== 'string') {
+      return `${where}.${i}.text: ${block.text === undefined ? 'Field required' : 'Input should be a valid string'}`;
+    }
+  }
+  return null;
+}
+
+/** null when valid, else the invalid_request_error message. */
+export function validateMessagesBody(body: unknown, opts: { requireMaxTokens: boolean }): string | null {
+  if (!isObject(body)) return 'Input should be a valid dictionary or object to extract fields from';
+  if (body.model === undefined) return 'model: Field required';
+  if (typeof body.model !== 'string') return 'model: Input should be a valid string';
+  if (body.model.length === 0) return 'model: String should have at least 1 character';
+  if (body.messages === undefined) return 'messages: Field required';
+  if (!Array.isArray(body.messages)) return 'messages: Input should be a valid list';
+  if (body.messages.length === 0) return 'messages: at least one message is required';
+  for (let i = 0; i < body.messages.length; i++) {
+    const m: unknown = body.messages[i];
+    if (!isObject(m)) return `messages.${i}: Input should be a valid dictionary or object to extract fields from`;
+    if (m.role === undefined) return `messages.${i}.role: Field required`;
+    if (m.role !== 'user' && m.role !== 'assistant' && m.role !== 'system') {
+      return `messages.${i}.role: Input should be 'user' or 'assistant'`;
+    }
+    if (m.content === undefined) return `messages.${i}.content: Field required`;
+    const err = validateContent(m.content, `messages.${i}.content`);
+    if (err) return err;
+  }
+  if (opts.requireMaxTokens || body.max_tokens !== undefined) {
+    if (body.max_tokens === undefined) return 'max_tokens: Field required';
+    if (typeof body.max_tokens !== 'number' || !Number.isInteger(body.max_tokens)) {
+      return 'max_tokens: Input should be a valid integer';
+    }
+    if (body.max_tokens < 1) return 'max_tokens: Input should be greater than or equal to 1';
+  }
+  if (body.system !== undefined) {
+    const err = validateContent(body.system, 'system');
+    if (err) return err;
+  }
+  if (body.stream !== undefined && typeof body.stream !== 'boolean') return 'stream: Input should be a valid boolean';
+  for (const f of ['temperature', 'top_p'] as const) {
+    const v = body[f];
+    if (v !== undefined && (typeof v !== 'number' || v < 0 || v > 1)) {
+      return `${f}: Input should be a number between 0 and 1`;
+    }
+  }
+  if (body.top_k !== undefined && (typeof body.top_k !== 'number' || !Number.isInteger(body.top_k) || body.top_k < 0)) {
+    return 'top_k: Input should be a non-negative integer';
+  }
+  if (body.stop_sequences !== undefined
+    && (!Array.isArray(body.stop_sequences) || body.stop_sequences.some((s) => typeof s !== 'string'))) {
+    return 'stop_sequences: Input should be a valid list of strings';
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire helpers
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+let idPool = Buffer.alloc(0);
+let idPoolPos = 0;
+
+/** prefix + 24 random base62 characters (msg_…, req_…), as Anthropic's ids look. */
+export function randomId(prefix: string, length = 24): string {
+  if (idPoolPos + length > idPool.length) {
+    idPool = randomBytes(4096);
+    idPoolPos = 0;
+  }
+  let s = prefix;
+  // 248 = 4 * 62: rejection-free enough and unbiased for bytes < 248.
+  while (s.length < prefix.length + length) {
+    if (idPoolPos >= idPool.length) {
+      idPool = randomBytes(4096);
+      idPoolPos = 0;
+    }
+    const b = idPool[idPoolPos++]!;
+    if (b < 248) s += BASE62[b % 62];
+  }
+  return s;
+}
+
+const STATUS_LINE: Record<number, string> = {
+  200: '200 OK', 400: '400 Bad Request', 401: '401 Unauthorized', 402: '402 Payment Required',
+  403: '403 Forbidden', 404: '404 Not Found', 405: '405 Method Not Allowed', 408: '408 Request Timeout',
+  409: '409 Conflict', 413: '413 Payload Too Large', 422: '422 Unprocessable Entity',
+  429: '429 Too Many Requests', 500: '500 Internal Server Error', 502: '502 Bad Gateway',
+  503: '503 Service Unavailable', 504: '504 Gateway Timeout', 529: '529 Overloaded',
+};
+
+export function statusLine(status: number): string {
+  return STATUS_LINE[status] ?? `${status} Error`;
+}
+
+/** The Anthropic error type and a realistic message for an HTTP status. */
+export function errorTypeFor(status: number): { type: string; message: string } {
+  switch (status) {
+    case 400: return { type: 'invalid_request_error', message: 'Invalid request' };
+    case 401: return { type: 'authentication_error', message: 'invalid x-api-key' };
+    case 402: return { type: 'billing_error', message: 'Your credit balance is too low to access the Anthropic API.' };
+    case 403: return { type: 'permission_error', message: 'Your API key does not have permission to use the specified resource.' };
+    case 404: return { type: 'not_found_error', message: 'Not found' };
+    case 409: return { type: 'conflict_error', message: 'Conflict' };
+    case 413: return { type: 'request_too_large', message: 'Request exceeds the maximum allowed number of bytes.' };
+    case 429: return { type: 'rate_limit_error', message: 'This request would exceed the rate limit for your organization. Please retry later.' };
+    case 500: return { type: 'api_error', message: 'Internal server error' };
+    case 504: return { type: 'timeout_error', message: 'Request timed out' };
+    case 529: return { type: 'overloaded_error', message: 'Overloaded' };
+    default:
+      return status >= 500 ? { type: 'api_error', message: 'Internal server error' }
+        : { type: 'invalid_request_error', message: 'Invalid request' };
+  }
+}
+
+function sse(event: string, data: unknown): string {
+  return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+/** One output token of a stream. */
+export const DELTA_EVENT = sse('content_block_delta', {
+  type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: TOKEN_TEXT },
+});
+const PING_EVENT = sse('ping', { type: 'ping' });
+const BLOCK_START_EVENT = sse('content_block_start', {
+  type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' },
+});
+const BLOCK_STOP_EVENT = sse('content_block_stop', { type: 'content_block_stop', index: 0 });
+const MESSAGE_STOP_EVENT = sse('message_stop', { type: 'message_stop' });
+/** A stream's mid-flight failure, as Anthropic sends it when overloaded. */
+export const OVERLOADED_EVENT = sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
+
+export type StopReason = 'max_tokens' | 'end_turn';
+
+export interface MessageUsage {
+  input_tokens: number;
+  cache_creation_input_tokens: number;
+  cache_read_input_tokens: number;
+  cache_creation: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
+  output_tokens: number;
+  service_tier: string;
+}
+
+export function messageUsage(inputTokens: number, cacheRead: number, cacheCreation: number, outputTokens: number): MessageUsage {
+  return {
+    input_tokens: inputTokens,
+    cache_creation_input_tokens: cacheCreation,
+    cache_read_input_tokens: cacheRead,
+    cache_creation: { ephemeral_5m_input_tokens: cacheCreation, ephemeral_1h_input_tokens: 0 },
+    output_tokens: outputTokens,
+    service_tier: 'standard',
+  };
+}
+
+/** The non-streaming answer: one text block of `outputTokens` tokens. */
+export function messageBody(id: string, model: string, usage: MessageUsage, stopReason: StopReason) {
+  return {
+    id, type: 'message', role: 'assistant', model,
+    content: [{ type: 'text', text: outputText(usage.output_tokens) }],
+    stop_reason: stopReason, stop_sequence: null, usage,
+  };
+}
+
+/** Everything a stream sends before its first delta: message_start (output_tokens 1, as Anthropic reports it), the text block's start, a ping. */
+export function streamHead(id: string, model: string, usage: MessageUsage): string {
+  return sse('message_start', {
+    type: 'message_start',
+    message: {
+      id, type: 'message', role: 'assistant', model, content: [],
+      stop_reason: null, stop_sequence: null,
+      usage: { ...usage, output_tokens: 1 },
+    },
+  }) + BLOCK_START_EVENT + PING_EVENT;
+}
+
+/** Everything a completed stream sends after its last delta. */
+export function streamTail(stopReason: StopReason, outputTokens: number): string {
+  return BLOCK_STOP_EVENT + sse('message_delta', {
+    type: 'message_delta',
+    delta: { stop_reason: stopReason, stop_sequence: null },
+    usage: { output_tokens: outputTokens },
+  }) + MESSAGE_STOP_EVENT;
+}
+
+// anthropic-ratelimit-* headers, recomputed at most once a second.
+let rateLimitHeaders: Array<[string, string]> = [];
+let rateLimitSecond = -1;
+export function currentRateLimitHeaders(): Array<[string, string]> {
+  const now = Date.now();
+  const second = Math.floor(now / 1000);
+  if (second !== rateLimitSecond) {
+    rateLimitSecond = second;
+    const reset = new Date((second + 1) * 1000).toISOString().replace('.000Z', 'Z');
+    rateLimitHeaders = [
+      ['anthropic-ratelimit-requests-limit', '4000'],
+      ['anthropic-ratelimit-requests-remaining', '3999'],
+      ['anthropic-ratelimit-requests-reset', reset],
+      ['anthropic-ratelimit-input-tokens-limit', '2000000'],
+      ['anthropic-ratelimit-input-tokens-remaining', '2000000'],
+      ['anthropic-ratelimit-input-tokens-reset', reset],
+      ['anthropic-ratelimit-output-tokens-limit', '400000'],
+      ['anthropic-ratelimit-output-tokens-remaining', '400000'],
+      ['anthropic-ratelimit-output-tokens-reset', reset],
+      ['anthropic-ratelimit-tokens-limit', '2400000'],
+      ['anthropic-ratelimit-tokens-remaining', '2400000'],
+      ['anthropic-ratelimit-tokens-reset', reset],
+    ];
+  }
+  return rateLimitHeaders;
+}
+
+// Ids from the SDK's `Model` union; dates are placeholders (the mock has no source for them).
+export const MODELS: ReadonlyArray<{ id: string; display_name: string; created_at: string }> = [
+  { id: 'claude-opus-4-7', display_name: 'Claude Opus 4.7', created_at: '2026-04-01T00:00:00Z' },
+  { id: 'claude-sonnet-4-6', display_name: 'Claude Sonnet 4.6', created_at: '2026-02-01T00:00:00Z' },
+  { id: 'claude-opus-4-5-20251101', display_name: 'Claude Opus 4.5', created_at: '2025-11-01T00:00:00Z' },
+  { id: 'claude-haiku-4-5-20251001', display_name: 'Claude Haiku 4.5', created_at: '2025-10-01T00:00:00Z' },
+  { id: 'claude-sonnet-4-5-20250929', display_name: 'Claude Sonnet 4.5', created_at: '2025-09-29T00:00:00Z' },
+];
+/** Model ids GET /v1/models lists (newest first). */
+export const MOCK_MODEL_IDS: readonly string[] = MODELS.map((m) => m.id);
