@@ -9,7 +9,7 @@ import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { testConfig } from '../infra/testing/test-config.js';
 import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
-import { encodeUsageEvent, type UsageEvent } from './usage-event.js';
+import { encodeUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
 
 const config = testConfig({ BILLING_CLAIM_IDLE_MS: '200' });
 const sql = createSql(config);

@@ -6,9 +6,9 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
-import { toLogRow } from './log-rows.js';
+import { toLogRow } from '../core/usage/log-rows.js';
 import { settleBatch } from './settle-batch.js';
-import { decodeUsageEvent, type UsageEvent } from './usage-event.js';
+import { decodeUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
 
 export const BILLING_GROUP = 'billing';

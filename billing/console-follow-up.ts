@@ -5,7 +5,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
-import type { QuotaStore } from '../relay/quota/quota-store.js';
+import type { QuotaStore } from '../core/quota/quota-store.js';
 import { startPeriodicJob } from './periodic-job.js';
 
 const BATCH = 100;

@@ -1,9 +1,9 @@
 // Releases reservations past their deadline: a relay that died mid-request must not hold an
 // account's credit forever. Runs in the billing worker, the one process that is always there.
 import type { Logger } from '../infra/logger.js';
-import type { QuotaStore } from '../relay/quota/quota-store.js';
+import type { QuotaStore } from '../core/quota/quota-store.js';
 import { startPeriodicJob } from './periodic-job.js';
-import { encodeUsageEvent, LOG_TYPE } from './usage-event.js';
+import { encodeUsageEvent, LOG_TYPE } from '../core/usage/usage-event.js';
 
 const BATCH = 100;
 

@@ -7,7 +7,7 @@
 //      crash between commit and the ClickHouse insert is repaired by the replay (the log table
 //      collapses the duplicate).
 import type { Sql } from '../infra/postgres/client.js';
-import { LOG_TYPE, movesMoney, type UsageEvent } from './usage-event.js';
+import { LOG_TYPE, movesMoney, type UsageEvent } from '../core/usage/usage-event.js';
 
 export interface SettledEvent {
   id: number;

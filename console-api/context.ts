@@ -6,10 +6,10 @@ import type { Sql } from '../infra/postgres/client.js';
 import type { Redis } from '../infra/redis/client.js';
 import { type RedisKeys, redisKeys } from '../infra/redis/keys.js';
 import { type ApiKeyCrypto, createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
-import type { QuotaStore } from '../relay/quota/quota-store.js';
+import type { QuotaStore } from '../core/quota/quota-store.js';
 import { createPasswordGate, type PasswordGate } from './auth/password-gate.js';
 import type { ConsoleSettings } from './console-settings.js';
-import { type Invalidation, publishInvalidation } from './invalidation.js';
+import { type Invalidation, publishInvalidation } from '../core/invalidation/invalidation.js';
 
 export interface ConsoleDeps {
   config: Config;

@@ -8,8 +8,8 @@ import { migratePostgres } from '../infra/postgres/migrate.js';
 import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
-import { QuotaStore } from '../relay/quota/quota-store.js';
-import { postgresBalanceSource } from '../relay/quota/postgres-balance-source.js';
+import { QuotaStore } from '../core/quota/quota-store.js';
+import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { ensureRootAccount } from './accounts/root-account.js';
 import { buildConsoleApp } from './app.js';
 

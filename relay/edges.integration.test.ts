@@ -11,7 +11,7 @@ import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
 } from '../tests/harness/gateway-stack.js';
-import { parsePromText } from './metrics/prom.js';
+import { parsePromText } from '../core/metrics/prom.js';
 import { startRelay } from './server.js';
 import { rawRequest } from './testing/raw-http.js';
 

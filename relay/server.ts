@@ -14,12 +14,12 @@ import { handleMessages, type RelayContext } from './messages/messages-handler.j
 import { startRelayMetricsServer, type RelayMetricsServer } from './metrics/metrics-server.js';
 import { relayMetrics } from './metrics/relay-metrics.js';
 import { assertNativeUws } from './native-binding.js';
-import { loadOptions } from './pricing/options-source.js';
-import { ratiosFromOptions, type Ratios } from './pricing/ratios.js';
-import { postgresBalanceSource } from './quota/postgres-balance-source.js';
-import { QuotaStore } from './quota/quota-store.js';
+import { loadOptions } from '../core/options/options-source.js';
+import { ratiosFromOptions, type Ratios } from '../core/pricing/ratios.js';
+import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
+import { QuotaStore } from '../core/quota/quota-store.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
-import { groupPolicyFromOptions, type GroupPolicy } from './routing/group-policy.js';
+import { groupPolicyFromOptions, type GroupPolicy } from '../core/groups/group-policy.js';
 import { UpstreamPools } from './upstream/upstream-pools.js';
 import { handleCountTokens } from './messages/count-tokens-handler.js';
 import { handleListModels, handleRetrieveModel } from './models/models-route.js';

@@ -15,7 +15,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { RedisKeys } from '../../infra/redis/keys.js';
-import { FALLBACK_COMPLETION_RATIO } from '../../relay/pricing/ratios.js';
+import { FALLBACK_COMPLETION_RATIO } from '../../core/pricing/ratios.js';
 import { BENCH_MODELS } from './fixtures.js';
 import { Recorder, type Summary } from './stats.js';
 

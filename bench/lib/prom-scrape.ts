@@ -1,7 +1,7 @@
 // Reads a Prometheus histogram from a /metrics endpoint and gives percentiles of what was observed
 // between two scrapes (upper bucket bound, as Prometheus' histogram_quantile would without
 // interpolation). Used for the billing worker's gateway_billing_lag_seconds when it is exposed.
-import { parsePromText } from '../../relay/metrics/prom.js';
+import { parsePromText } from '../../core/metrics/prom.js';
 
 export type Buckets = Array<[le: number, cumulative: number]>;
 

@@ -10,7 +10,7 @@
 //                                                   inserted into ClickHouse (histogram)
 //   gateway_billing_stream_length                   XLEN of the usage stream at scrape time
 //   gateway_billing_stream_pending                  entries delivered and not acknowledged, at scrape time
-import { Counter, Counter1, Gauge, Histogram, LATENCY_BUCKETS_SEC, Registry, processMetrics } from '../../relay/metrics/prom.js';
+import { Counter, Counter1, Gauge, Histogram, LATENCY_BUCKETS_SEC, Registry, processMetrics } from '../../core/metrics/prom.js';
 
 export const BATCH_SIZE_BUCKETS: readonly number[] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
 

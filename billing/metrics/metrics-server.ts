@@ -4,7 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
-import { PROM_CONTENT_TYPE } from '../../relay/metrics/prom.js';
+import { PROM_CONTENT_TYPE } from '../../core/metrics/prom.js';
 import { billingMetrics, type BillingMetrics } from './billing-metrics.js';
 
 export interface MetricsServer {

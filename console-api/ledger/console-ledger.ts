@@ -15,7 +15,7 @@
 // fails after the commit, the billing worker finishes it later (billing/console-follow-up.ts): the
 // mirror update is applied once per ledger id (adjustBalanceOnce-2.lua) and the log row collapses.
 import { randomUUID } from 'node:crypto';
-import { encodeUsageEvent, LOG_TYPE, type UsageEvent } from '../../billing/usage-event.js';
+import { encodeUsageEvent, LOG_TYPE, type UsageEvent } from '../../core/usage/usage-event.js';
 import type { ConsoleContext } from '../context.js';
 import type { Db } from '../db.js';
 

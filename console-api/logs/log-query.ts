@@ -5,8 +5,8 @@
 //   - binds every value as a server-side parameter ({name:Type} + query_params); the SQL text is
 //     assembled only from the constant fragments below.
 import type { ClickHouseClient } from '../../infra/clickhouse/client.js';
-import type { LogEntry } from '../../billing/log-rows.js';
-import { LOG_TYPE } from '../../billing/usage-event.js';
+import type { LogEntry } from '../../core/usage/log-rows.js';
+import { LOG_TYPE } from '../../core/usage/usage-event.js';
 
 export type { LogEntry };
 

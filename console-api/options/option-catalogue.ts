@@ -3,7 +3,7 @@
 // 10 or super administrator 100) and whether it is a secret (never returned by GET /api/option/).
 // README.md "Options" is the documentation of this table.
 import { z } from 'zod';
-import { RATIO_OPTION_KEYS } from '../../relay/pricing/ratios.js';
+import { RATIO_OPTION_KEYS } from '../../core/pricing/ratios.js';
 import type { Db } from '../db.js';
 import { ROLE } from '../accounts/roles.js';
 

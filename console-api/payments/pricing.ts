@@ -1,7 +1,7 @@
 // Prices of a top-up quantity. A quantity is in units of one US dollar of quota (QUOTA_PER_DOLLAR,
 // 500000 quota); the money charged is quantity x unit price x discount, rounded to the cent, where the
 // discount is the coefficient of the largest AmountDiscount key not above the quantity (1 if none).
-import { QUOTA_PER_DOLLAR } from '../../relay/pricing/ratios.js';
+import { QUOTA_PER_DOLLAR } from '../../core/pricing/ratios.js';
 
 export function discountFor(amount: number, table: Readonly<Record<string, number>>): number {
   let best: number | undefined;

@@ -5,7 +5,7 @@
 //   the ledger request id `topup:<trade_no>` (UNIQUE). A repeated or concurrent callback waits for the
 //   lock, then finds the order already `success` and credits nothing.
 import { randomBytes } from 'node:crypto';
-import { LOG_TYPE } from '../../billing/usage-event.js';
+import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import type { ConsoleContext } from '../context.js';
 import type { Db } from '../db.js';
 import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';

@@ -12,7 +12,7 @@ import { ConsoleError } from '../http/errors.js';
 import { channelSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, idParams, int32, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
 import { loadOptions } from '../options/option-catalogue.js';
-import { accountGroups } from '../options/ratios.js';
+import { accountGroups } from '../options/groups.js';
 import { CHANNEL_STATUS, rebuildAbilities } from '../channels/abilities.js';
 import { checkTarget, guardedAgent, PRIVATE_TARGET, PrivateTargetError } from '../channels/upstream-guard.js';
 

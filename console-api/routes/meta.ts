@@ -1,7 +1,7 @@
 // Public endpoints about the service itself: GET /api/status (liveness and the public settings a
 // console front end needs before login) and GET /api/openapi.json (the OpenAPI 3.1 document).
 import { z } from 'zod';
-import { QUOTA_PER_DOLLAR } from '../../relay/pricing/ratios.js';
+import { QUOTA_PER_DOLLAR } from '../../core/pricing/ratios.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';

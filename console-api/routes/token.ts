@@ -1,4 +1,6 @@
-// /api/token/...: the caller's own API keys, on new-api's paths. Creation never returns the key; the
+// /api/token/...: the API-key resource (the contract's and new-api's name is "token"; in this code
+// base a token is a model token, an API key is this, and a console login is a session). The caller's
+// own API keys, on new-api's paths. Creation never returns the key; the
 // owner reveals it with POST /api/token/:id/key. Another account gets 404 for a key it does not own
 // (its existence is not disclosed). Every change publishes {kind: 'token', id, user_id}.
 import { z } from 'zod';
@@ -11,9 +13,9 @@ import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { pageOf, tokenItemSchema } from '../http/schemas.js';
 import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
-import { tokenGroups } from '../options/ratios.js';
-import { firstInvalidIp, normaliseIpList } from '../tokens/ip-list.js';
-import { type TokenListItem, type TokenRow, toTokenListItem } from '../tokens/token-view.js';
+import { tokenGroups } from '../options/groups.js';
+import { firstInvalidIp, normaliseIpList } from '../api-keys/ip-list.js';
+import { type ApiKeyListItem, type ApiKeyRow, toApiKeyListItem } from '../api-keys/api-key-view.js';
 
 export { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../http/validation.js';
 
@@ -83,7 +85,7 @@ export function normaliseModelList(raw: string): string {
 const LIST_COLUMNS = ['id', 'user_id', 'name', 'key_mask', 'status', 'created_time', 'accessed_time', 'expired_time',
   'remain_quota', 'unlimited_quota', 'used_quota', 'model_limits_enabled', 'model_limits', 'allow_ips', 'group',
   'cross_group_retry', 'rate_limit_rpm', 'rate_limit_tpm'] as const;
-type ListRow = Omit<TokenRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>;
+type ListRow = Omit<ApiKeyRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>;
 
 async function findOwnToken(db: Db, userId: number, id: number, lock = false): Promise<ListRow> {
   const [row] = await db<ListRow[]>`
@@ -136,7 +138,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
         ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
       sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM tokens WHERE ${where}`,
     ]);
-    const data: Page<TokenListItem> = { items: rows.map(toTokenListItem), total: Number(count!.total), page, page_size: pageSize };
+    const data: Page<ApiKeyListItem> = { items: rows.map(toApiKeyListItem), total: Number(count!.total), page, page_size: pageSize };
     return data;
   };
 
@@ -153,7 +155,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'GET', path: '/api/token/:id', tag: 'keys', access: ROLE.user, params: idParams, data: tokenItemSchema,
     summary: 'One own key, masked', errors: ['NOT_FOUND'],
-  }, async ({ params, user }) => ok(toTokenListItem(await findOwnToken(sql, Number(user.id), params.id))));
+  }, async ({ params, user }) => ok(toApiKeyListItem(await findOwnToken(sql, Number(user.id), params.id))));
 
   api.route({
     method: 'PUT', path: '/api/token/', tag: 'keys', access: ROLE.user, body: updateTokenBody, query: updateTokenQuery,
@@ -198,7 +200,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
       ctx.logger.error({ err, tokenId: after.id, delta }, 'key quota changed in Postgres but the Redis mirror was not adjusted');
     }
     await ctx.invalidate({ kind: 'token', id: Number(after.id), user_id: Number(user.id) });
-    return ok(toTokenListItem(after));
+    return ok(toApiKeyListItem(after));
   });
 
   api.route({

@@ -2,7 +2,7 @@
 // provider (epay) and the card provider (cardpay), with their callbacks. Crediting is exactly-once:
 // see payments/topup-orders.ts (orders) and the redemption handler below (codes).
 import { z } from 'zod';
-import { LOG_TYPE } from '../../billing/usage-event.js';
+import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import type { UserRow } from '../accounts/account-view.js';
 import { ROLE } from '../accounts/roles.js';
 import type { Db } from '../db.js';

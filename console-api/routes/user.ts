@@ -2,7 +2,7 @@
 // groups, and the administrators' account management (list, search, view, edit, manage). See
 // README.md for each endpoint's contract.
 import { z } from 'zod';
-import { LOG_TYPE } from '../../billing/usage-event.js';
+import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { findUserByUsername, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
@@ -18,7 +18,7 @@ import { ConsoleError } from '../http/errors.js';
 import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
 import { afterConsoleCredit, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
-import { accountGroups, AUTO_GROUP, usableGroups } from '../options/ratios.js';
+import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
 
 const username = z
   .string({ error: 'must be a string' })

@@ -2,7 +2,7 @@
 // (new-api's names): UserUsableGroups {name: description} lists the groups an account may pick for a
 // key besides its own; AutoGroups [names] is the order the `auto` group tries; GroupRateLimits
 // {group: {rpm, tpm}} gives the per-key limits of a group.
-import type { Ratios } from '../pricing/ratios.js';
+import { type Ratios, ratiosFromOptions } from '../pricing/ratios.js';
 
 export const AUTO_GROUP = 'auto';
 export const GROUP_OPTION_KEYS = ['UserUsableGroups', 'AutoGroups', 'GroupRateLimits'] as const;
@@ -45,6 +45,24 @@ export function usableGroupNames(options: ReadonlyMap<string, string>, ratios: R
   const usable = usableGroupsOption(options);
   const names = usable ? [userGroup, ...Object.keys(usable)] : Object.keys(ratios.groups());
   return [...new Set(names)].filter((g) => ratios.group(g) !== undefined);
+}
+
+export interface UsableGroup {
+  ratio: number;
+  /** The UserUsableGroups description, or the name when it has none. */
+  desc: string;
+}
+
+/** usableGroupNames with each group's ratio and description, as the console lists them. */
+export function describeUsableGroups(options: ReadonlyMap<string, string>, userGroup: string): Record<string, UsableGroup> {
+  const ratios = ratiosFromOptions(options);
+  const descriptions = usableGroupsOption(options);
+  const out: Record<string, UsableGroup> = {};
+  for (const name of usableGroupNames(options, ratios, userGroup)) {
+    const desc = descriptions?.[name];
+    out[name] = { ratio: ratios.group(name)!, desc: typeof desc === 'string' && desc !== '' ? desc : name };
+  }
+  return out;
 }
 
 export function groupPolicyFromOptions(options: ReadonlyMap<string, string>, ratios: Ratios): GroupPolicy {

@@ -1,19 +1,37 @@
-// Cache invalidations the console publishes on keys.invalidationChannel() after a committed change
-// the relay caches. The payload is one JSON object; README.md ("Cache invalidation messages") is the
-// reference for subscribers.
-import type { Redis } from '../infra/redis/client.js';
-import type { RedisKeys } from '../infra/redis/keys.js';
+// The cache invalidation message: the console publishes it on keys.invalidationChannel() after a
+// committed change the relay caches, and the relay parses it with the same schema. The payload is one
+// JSON object; README.md ("Cache invalidation messages") is the reference for other subscribers.
+import { z } from 'zod';
+import type { Redis } from '../../infra/redis/client.js';
+import type { RedisKeys } from '../../infra/redis/keys.js';
 
-export type Invalidation =
+// What a subscriber acts on is required; what only describes the change is optional, so a message
+// published by hand (a test, the bench, redis-cli) with just the kind and id still reaches the caches.
+export const invalidationSchema = z.discriminatedUnion('kind', [
   /** An account's quota, group, status or role changed. */
-  | { kind: 'user'; id: number }
+  z.object({ kind: z.literal('user'), id: z.number() }),
   /** An API key was created, changed or deleted; user_id is its owner. */
-  | { kind: 'token'; id: number; user_id: number }
+  z.object({ kind: z.literal('token'), id: z.number(), user_id: z.number().optional() }),
   /** A channel (and so the abilities table) changed. */
-  | { kind: 'channel'; id: number }
+  z.object({ kind: z.literal('channel'), id: z.number().optional() }),
   /** Rows of the options table changed (ratios, groups, ...); keys names them. */
-  | { kind: 'options'; keys: string[] };
+  z.object({ kind: z.literal('options'), keys: z.array(z.string()).optional() }),
+]);
+
+export type Invalidation = z.infer<typeof invalidationSchema>;
 
 export async function publishInvalidation(redis: Redis, keys: RedisKeys, message: Invalidation): Promise<void> {
   await redis.publish(keys.invalidationChannel(), JSON.stringify(message));
+}
+
+/** The message of a raw payload, or undefined when it is not JSON or not a message of the schema. */
+export function parseInvalidation(raw: string): Invalidation | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  const parsed = invalidationSchema.safeParse(json);
+  return parsed.success ? parsed.data : undefined;
 }

@@ -17,7 +17,7 @@ let cached: Map<string, ScriptDef> | undefined;
 
 export function loadScriptDefs(): Map<string, ScriptDef> {
   if (cached) return cached;
-  const dir = join(projectRoot(), 'relay/quota/lua');
+  const dir = join(projectRoot(), 'core/quota/lua');
   cached = new Map();
   for (const file of readdirSync(dir)) {
     const m = /^(\w+)-(\d+)\.lua$/.exec(file);

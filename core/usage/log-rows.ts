@@ -1,5 +1,6 @@
-// A settled usage event as a row of the ClickHouse `logs` table (infra/clickhouse/migrations).
-import type { SettledEvent } from './settle-batch.js';
+// A settled usage event as a row of the ClickHouse `logs` table (infra/clickhouse/migrations). The
+// billing worker writes these rows and the console reads them back, so the shape lives here.
+import type { UsageEvent } from './usage-event.js';
 
 /** The contract's log entry (interface.md, "Log entry"), field for field. */
 export interface LogEntry {
@@ -29,7 +30,8 @@ export interface LogRow extends LogEntry {
   ip: string;
 }
 
-export function toLogRow({ id, event: e }: SettledEvent): LogRow {
+/** `id` is the log id billing assigned to the settled event. */
+export function toLogRow({ id, event: e }: { id: number; event: UsageEvent }): LogRow {
   return {
     id,
     user_id: e.user_id,

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { UNKNOWN_KEY_ERROR } from '../auth/api-key-header.js';
 import { RelayError } from '../errors.js';
 import { beginKeyLookup, checkAccess, readBody, readHead, Reply, servedModels, type FreeEndpointContext } from '../models/key-access.js';
-import { currentMinute, type QuotaStore } from '../quota/quota-store.js';
+import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { CountQueueFull, type TokenCounter } from '../tokens/token-counter.js';
 import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';

@@ -8,7 +8,7 @@ import {
   billingSettled, consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
-import { parsePromText } from '../metrics/prom.js';
+import { parsePromText } from '../../core/metrics/prom.js';
 
 const MODEL = 'claude-haiku-4-5';
 // claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (relay/pricing/ratios.ts).

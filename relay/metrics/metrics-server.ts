@@ -3,7 +3,7 @@
 // operators, not for anyone who can reach the public relay port.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { PROM_CONTENT_TYPE } from './prom.js';
+import { PROM_CONTENT_TYPE } from '../../core/metrics/prom.js';
 import type { RelayMetrics } from './relay-metrics.js';
 
 export interface RelayMetricsServer {

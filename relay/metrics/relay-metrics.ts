@@ -26,7 +26,7 @@ import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 export const EVENT_LOOP_WINDOW_MS = 15_000;
 import {
   Counter, Counter2, Gauge, Histogram, LATENCY_BUCKETS_SEC, PROM_CONTENT_TYPE, Registry, processMetrics,
-} from './prom.js';
+} from '../../core/metrics/prom.js';
 
 export { PROM_CONTENT_TYPE };
 

@@ -1,7 +1,7 @@
 // Scraping reads, never writes: two scrapes in a row give the same event-loop figures.
 import { describe, expect, it } from 'vitest';
-import { parsePromText } from './prom.js';
-import { RelayMetrics } from './relay-metrics.js';
+import { parsePromText } from '../../core/metrics/prom.js';
+import { RelayMetrics, errorTypeForStatus } from './relay-metrics.js';
 
 function block(ms: number): void {
   const end = performance.now() + ms;
@@ -21,5 +21,19 @@ describe('relay metrics', () => {
     expect(second.get('nodejs_eventloop_delay_p99_seconds')).toBe(p99);
     expect(second.get('nodejs_eventloop_delay_max_seconds')).toBe(first.get('nodejs_eventloop_delay_max_seconds'));
     expect(first.get('nodejs_eventloop_delay_max_seconds')).toBeGreaterThan(0.05);
+  });
+
+  it('relay metrics: in flight, outstanding reservations, error types', () => {
+    const m = new RelayMetrics();
+    m.requestStarted();
+    m.requestStarted();
+    m.reservationOpened();
+    m.requestDone(200, '', 1.5);
+    const text = parsePromText(m.render());
+    expect(text.get('gateway_relay_requests_in_flight')).toBe(1);
+    expect(text.get('gateway_relay_reservations_outstanding')).toBe(1);
+    expect(text.get('gateway_relay_requests_total{status="200",error_type=""}')).toBe(1);
+    expect(errorTypeForStatus(529)).toBe('overloaded_error');
+    expect(errorTypeForStatus(200)).toBe('');
   });
 });

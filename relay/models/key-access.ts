@@ -10,7 +10,7 @@ import { extractApiKey, keyShapeError, UNKNOWN_KEY_ERROR } from '../auth/api-key
 import { checkKeyRules } from '../auth/key-rules.js';
 import { RelayError, statusLine } from '../errors.js';
 import type { ChannelRegistry } from '../routing/channel-registry.js';
-import type { GroupPolicy } from '../routing/group-policy.js';
+import type { GroupPolicy } from '../../core/groups/group-policy.js';
 
 export interface FreeEndpointContext {
   log: Logger;
