@@ -1,8 +1,8 @@
-// /api/token/...: the API-key resource (the contract's and new-api's name is "token"; in this code
-// base a token is a model token, an API key is this, and a console login is a session). The caller's
-// own API keys, on new-api's paths. Creation never returns the key; the
-// owner reveals it with POST /api/token/:id/key. Another account gets 404 for a key it does not own
-// (its existence is not disclosed). Every change publishes {kind: 'token', id, user_id}.
+// /api/token/... is the API-key resource: "token" is the contract's (and new-api's) name for an API
+// key, kept on the wire; in the code an API key is called one, and a console login is a session
+// (auth/sessions.ts). The caller's own API keys: creation never returns the key; the owner reveals
+// it with POST /api/token/:id/key. Another account gets 404 for a key it does not own (its existence
+// is not disclosed). Every change publishes {kind: 'token', id, user_id}.
 import { z } from 'zod';
 import { generateApiKey, maskApiKey } from '../../infra/secrets/api-key-crypto.js';
 import { ROLE } from '../accounts/roles.js';

@@ -6,7 +6,7 @@ import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { findUserByUsername, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
-import { issueAccessToken, issueSessionToken, revokeAccessTokens, revokeToken } from '../auth/access-tokens.js';
+import { issueAccessToken, issueSession, revokeAccessTokens, revokeSession } from '../auth/sessions.js';
 import { clearLoginAttempts, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
@@ -133,7 +133,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     if (!user || !valid) throw new ConsoleError('INVALID_CREDENTIALS');
     if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
     await clearLoginAttempts(ctx, body.username, request.ip);
-    const token = await issueSessionToken(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now());
+    const token = await issueSession(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now());
     return ok({ ...toAccountSummary(user), token });
   });
 
@@ -141,7 +141,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     method: ['POST', 'GET'], path: '/api/user/logout', tag: 'account', access: ROLE.user,
     summary: 'Revoke the token this request presents (log out)',
   }, async ({ request }) => {
-    await revokeToken(sql, bearerToken(request.headers.authorization)!, ctx.now());
+    await revokeSession(sql, bearerToken(request.headers.authorization)!, ctx.now());
     return ok();
   });
 

@@ -1,5 +1,5 @@
 // What listings show of an API key: the stored record with `key` masked; never the hash or ciphertext.
-export interface TokenRow {
+export interface ApiKeyRow {
   id: number;
   user_id: number;
   name: string;
@@ -23,12 +23,12 @@ export interface TokenRow {
   deleted_at: number | null;
 }
 
-export type TokenListItem = Omit<TokenRow, 'key_hash' | 'key_ciphertext' | 'key_mask' | 'deleted_at'> & {
+export type ApiKeyListItem = Omit<ApiKeyRow, 'key_hash' | 'key_ciphertext' | 'key_mask' | 'deleted_at'> & {
   /** Masked: `sk-XXXX********YYYY`. The full key only comes from POST /api/token/:id/key. */
   key: string;
 };
 
-export function toTokenListItem(row: Omit<TokenRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>): TokenListItem {
+export function toApiKeyListItem(row: Omit<ApiKeyRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>): ApiKeyListItem {
   return {
     id: Number(row.id),
     user_id: Number(row.user_id),
