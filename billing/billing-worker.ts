@@ -8,7 +8,7 @@ import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
 import { toLogRow } from '../core/usage/log-rows.js';
 import { settleBatch } from './settle-batch.js';
-import { decodeUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
+import { decodeUsageEvent, encodedUsageEventOf, type UsageEvent } from '../core/usage/usage-event.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
 
 export const BILLING_GROUP = 'billing';
@@ -125,7 +125,7 @@ export class BillingWorker {
     const events: UsageEvent[] = [];
     const rejected: Entry[] = [];
     for (const entry of entries) {
-      const raw = fieldOf(entry[1], 'e');
+      const raw = encodedUsageEventOf(entry[1]);
       try {
         if (raw === undefined) throw new Error('entry has no event field');
         events.push(decodeUsageEvent(raw));
@@ -149,9 +149,4 @@ export class BillingWorker {
     this.onBatch(report);
     return report;
   }
-}
-
-function fieldOf(fields: string[], name: string): string | undefined {
-  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
-  return undefined;
 }

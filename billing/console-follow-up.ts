@@ -1,10 +1,10 @@
-// Finishes console credits whose after-commit steps failed (console-api/ledger/console-ledger.ts):
-// a ledger row still `follow_up_pending` a while after it was written gets its Redis mirror update
-// (once per ledger id) and its log event (collapsing in the log table if it was already sent), then is
-// marked done. Runs in the billing worker, next to the reservation reaper.
+// Finishes console credits whose after-commit step failed (console-api/ledger/console-ledger.ts): a
+// ledger row still `follow_up_pending` a while after it was written goes through the same step again
+// (core/ledger/console-credit-follow-up.ts). Runs in the billing worker, next to the reservation reaper.
 import type { Redis } from 'ioredis';
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
+import { finishConsoleCredit } from '../core/ledger/console-credit-follow-up.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
 import { startPeriodicJob } from './periodic-job.js';
 
@@ -26,9 +26,8 @@ export async function finishConsoleFollowUps(d: FollowUpDeps, minAgeSec: number)
     ORDER BY id LIMIT ${BATCH}`;
   let finished = 0;
   for (const r of rows as unknown as { id: number; user_id: number; quota_delta: number; log_event: string | null }[]) {
-    await d.quota.adjustAccountOnce(r.user_id, r.quota_delta, r.id);
-    if (r.log_event) await d.redis.xadd(d.stream, '*', 'e', r.log_event);
-    await d.sql`UPDATE ledger SET follow_up_pending = false, log_event = NULL WHERE id = ${r.id}`;
+    const stores = { sql: d.sql, redis: d.redis, quota: d.quota, usageStream: d.stream };
+    await finishConsoleCredit(stores, { ledgerId: r.id, userId: r.user_id, delta: r.quota_delta, logEvent: r.log_event || null });
     finished++;
   }
   if (finished > 0) d.log.warn({ finished }, 'finished console credits their console could not');

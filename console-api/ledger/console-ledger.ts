@@ -7,15 +7,17 @@
 //      balance, and the caller learns it was a repeat. This is what makes crediting exactly-once;
 //   2. after COMMIT, `afterConsoleCredit` moves the relay's Redis mirror of the balance by the same
 //      delta (a no-op when the mirror is not loaded: it is seeded from Postgres, which has the change),
-//      appends the log event (billing/usage-event.ts, type 1 or 3) to the usage stream, and publishes
+//      appends the log event (core/usage/usage-event.ts, type 1 or 3) to the usage stream, and publishes
 //      `{kind: 'user', id}`. The billing worker writes the ClickHouse log row with the ledger id as log
-//      id and, for these types, moves no money (billing/usage-event.ts movesMoney).
+//      id and, for these types, moves no money (core/usage/usage-event.ts movesMoney).
 //
 // The ledger row is written `follow_up_pending` with its encoded log event; step 2 clears it. If step 2
-// fails after the commit, the billing worker finishes it later (billing/console-follow-up.ts): the
-// mirror update is applied once per ledger id (adjustBalanceOnce-2.lua) and the log row collapses.
+// fails after the commit, the billing worker finishes it later (billing/console-follow-up.ts) with the
+// same code (core/ledger/console-credit-follow-up.ts): the mirror update is applied once per ledger id
+// (adjustBalanceOnce-2.lua) and the log row collapses.
 import { randomUUID } from 'node:crypto';
-import { encodeUsageEvent, LOG_TYPE, type UsageEvent } from '../../core/usage/usage-event.js';
+import { finishConsoleCredit } from '../../core/ledger/console-credit-follow-up.js';
+import { encodeUsageEvent, LOG_TYPE, type UsageEvent, usageEvent } from '../../core/usage/usage-event.js';
 import type { ConsoleContext } from '../context.js';
 import type { Db } from '../db.js';
 
@@ -68,28 +70,17 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
 }
 
 export function consoleUsageEvent(c: RecordedCredit): UsageEvent {
-  return {
-    v: 1,
+  return usageEvent({
     type: c.type,
     request_id: c.requestId,
-    upstream_request_id: '',
     user_id: c.userId,
     quota_delta: c.delta,
     username: c.username,
-    token_id: 0,
-    token_name: '',
-    token_limited: false,
-    channel: 0,
-    model_name: '',
     group: c.group,
     quota: Math.abs(c.delta),
-    prompt_tokens: 0,
-    completion_tokens: 0,
-    is_stream: false,
-    use_time_ms: 0,
     created_at: c.createdAt,
     content: c.content,
-  };
+  });
 }
 
 /**
@@ -99,9 +90,8 @@ export function consoleUsageEvent(c: RecordedCredit): UsageEvent {
  */
 export async function afterConsoleCredit(ctx: ConsoleContext, c: RecordedCredit): Promise<void> {
   try {
-    await ctx.quotaStore.adjustAccountOnce(c.userId, c.delta, c.ledgerId);
-    await ctx.redis.xadd(ctx.keys.usageStream(), '*', 'e', encodeUsageEvent(consoleUsageEvent(c)));
-    await ctx.sql`UPDATE ledger SET follow_up_pending = false, log_event = NULL WHERE id = ${c.ledgerId}`;
+    const stores = { sql: ctx.sql, redis: ctx.redis, quota: ctx.quotaStore, usageStream: ctx.keys.usageStream() };
+    await finishConsoleCredit(stores, { ledgerId: c.ledgerId, userId: c.userId, delta: c.delta, logEvent: encodeUsageEvent(consoleUsageEvent(c)) });
   } catch (err) {
     ctx.logger.error({ err, ledgerId: c.ledgerId }, 'console credit committed; its mirror update or log event is left to the billing follow-up');
   }

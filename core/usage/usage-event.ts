@@ -1,6 +1,8 @@
-// The one schema of what the relay appends to the usage stream and the billing worker applies.
-// Version 1. New fields must be optional, so that an old relay and a new worker (or the reverse)
-// can run side by side during a rolling deploy.
+// The one schema of what the relay and the console append to the usage stream and the billing worker
+// applies, with the one builder and the one append of an event. Version 1. New fields must be
+// optional, so that an old relay and a new worker (or the reverse) can run side by side during a
+// rolling deploy.
+import type { Redis } from 'ioredis';
 import { z } from 'zod';
 
 export const LOG_TYPE = { topup: 1, consume: 2, manage: 3, system: 4, error: 5 } as const;
@@ -40,6 +42,61 @@ export const usageEventSchema = z.object({
 });
 
 export type UsageEvent = z.infer<typeof usageEventSchema>;
+
+/**
+ * The stream entry field holding the encoded event. settleReservation-7.lua appends the relay's events
+ * itself and spells it out too (usage-event.unit.test.ts keeps the two the same).
+ */
+export const USAGE_EVENT_FIELD = 'e';
+
+/** What an event says; every field left out means "not applicable" (no key, no channel, no tokens...). */
+export type UsageEventFields =
+  & Pick<UsageEvent, 'type' | 'request_id' | 'user_id' | 'created_at' | 'content'>
+  & Partial<Omit<UsageEvent, 'v' | 'type' | 'request_id' | 'user_id' | 'created_at' | 'content'>>;
+
+/** The one builder of usage events, whoever emits them (relay settlement, reaper, console credits). */
+export function usageEvent(f: UsageEventFields): UsageEvent {
+  const e: UsageEvent = {
+    v: 1,
+    type: f.type,
+    request_id: f.request_id,
+    upstream_request_id: f.upstream_request_id ?? '',
+    user_id: f.user_id,
+    username: f.username ?? '',
+    token_id: f.token_id ?? 0,
+    token_name: f.token_name ?? '',
+    token_limited: f.token_limited ?? false,
+    channel: f.channel ?? 0,
+    model_name: f.model_name ?? '',
+    group: f.group ?? '',
+    quota: f.quota ?? 0,
+    prompt_tokens: f.prompt_tokens ?? 0,
+    completion_tokens: f.completion_tokens ?? 0,
+    is_stream: f.is_stream ?? false,
+    use_time_ms: f.use_time_ms ?? 0,
+    created_at: f.created_at,
+    content: f.content,
+  };
+  // Optional fields only when given: an event without them is what an older emitter wrote.
+  if (f.quota_delta !== undefined) e.quota_delta = f.quota_delta;
+  if (f.cache_tokens !== undefined) e.cache_tokens = f.cache_tokens;
+  if (f.ip !== undefined) e.ip = f.ip;
+  return e;
+}
+
+/**
+ * Appends an encoded event to the usage stream (`keys.usageStream()`). The relay's settlement appends
+ * inside settleReservation-7.lua instead, atomically with its debit.
+ */
+export async function appendUsageEvent(redis: Redis, stream: string, encoded: string): Promise<void> {
+  await redis.xadd(stream, '*', USAGE_EVENT_FIELD, encoded);
+}
+
+/** The encoded event of a stream entry's field list, or undefined when the entry has none. */
+export function encodedUsageEventOf(fields: readonly string[]): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === USAGE_EVENT_FIELD) return fields[i + 1];
+  return undefined;
+}
 
 export function encodeUsageEvent(event: UsageEvent): string {
   return JSON.stringify(event);

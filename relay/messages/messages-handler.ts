@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Dispatcher } from 'undici';
 import type { Logger } from '../../infra/logger.js';
-import { encodeUsageEvent, LOG_TYPE, type UsageEvent } from '../../core/usage/usage-event.js';
+import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../../core/usage/usage-event.js';
 import type { ClientAddressResolver } from '../auth/client-address.js';
 import type { ApiKeyRecord, KeyDirectory } from '../auth/key-directory.js';
 import { checkKeyRules } from '../auth/key-rules.js';
@@ -567,8 +567,7 @@ class Exchange {
     const usage = outcome.kind === 'failed' ? null : outcome.usage;
     const cost = usage ? quotaCost({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cacheTokens: usage.cacheCreationTokens + usage.cacheReadTokens }, this.price) : 0;
     const content = outcome.kind === 'ok' ? costText(this.price) : `${outcome.reason}; ${costText(this.price)}`;
-    const event: UsageEvent = {
-      v: 1,
+    const event = usageEvent({
       type: outcome.kind === 'ok' ? LOG_TYPE.consume : outcome.kind === 'partial' ? LOG_TYPE.consume : LOG_TYPE.error,
       request_id: this.requestId,
       upstream_request_id: this.upstreamRequestId,
@@ -589,7 +588,7 @@ class Exchange {
       created_at: Math.floor(this.startedAt / 1000),
       content,
       ip: this.ip,
-    };
+    });
     const tokens = this.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
     const settlement = { userId: record.userId, tokenId: record.tokenId, requestId: this.requestId, cost, eventJson: encodeUsageEvent(event), tokens, minute: currentMinute() };
     settleWithRetry(this.ctx, settlement, 0);

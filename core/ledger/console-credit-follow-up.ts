@@ -1,0 +1,35 @@
+// The after-commit step of a console credit (a top-up, a redemption, an administrator's adjustment),
+// the one implementation of it. The console runs it right after its transaction commits
+// (console-api/ledger/console-ledger.ts afterConsoleCredit); the billing worker runs it again for a
+// ledger row still `follow_up_pending` a while later, because the console failed or died in between
+// (billing/console-follow-up.ts). Running it twice is harmless: the mirror moves once per ledger id
+// (adjustBalanceOnce-2.lua) and a repeated log event collapses in the log table.
+import type { Redis } from 'ioredis';
+import type { Sql } from '../../infra/postgres/client.js';
+import type { QuotaStore } from '../quota/quota-store.js';
+import { appendUsageEvent } from '../usage/usage-event.js';
+
+export interface ConsoleCreditStores {
+  sql: Sql;
+  redis: Redis;
+  quota: QuotaStore;
+  /** keys.usageStream() */
+  usageStream: string;
+}
+
+/** A committed ledger row whose follow-up is pending. */
+export interface PendingConsoleCredit {
+  ledgerId: number;
+  userId: number;
+  /** Signed change of users.quota the row recorded. */
+  delta: number;
+  /** The encoded log event kept with the row; null when there is none to append. */
+  logEvent: string | null;
+}
+
+/** Moves the Redis mirror, appends the log event, then marks the ledger row done. Throws on failure. */
+export async function finishConsoleCredit(s: ConsoleCreditStores, c: PendingConsoleCredit): Promise<void> {
+  await s.quota.adjustAccountOnce(c.userId, c.delta, c.ledgerId);
+  if (c.logEvent !== null) await appendUsageEvent(s.redis, s.usageStream, c.logEvent);
+  await s.sql`UPDATE ledger SET follow_up_pending = false, log_event = NULL WHERE id = ${c.ledgerId}`;
+}

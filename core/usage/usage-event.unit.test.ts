@@ -1,0 +1,24 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { projectRoot } from '../../infra/project-root.js';
+import { decodeUsageEvent, encodeUsageEvent, encodedUsageEventOf, LOG_TYPE, USAGE_EVENT_FIELD, usageEvent } from './usage-event.js';
+
+describe('usage event', () => {
+  it('builds a valid event from what it says, the rest "not applicable", optional fields only when given', () => {
+    const e = usageEvent({ type: LOG_TYPE.error, request_id: 'r:expired', user_id: 7, token_id: 3, created_at: 1_700_000_000, content: 'released' });
+    expect(decodeUsageEvent(encodeUsageEvent(e))).toEqual(e);
+    expect(e).toMatchObject({ v: 1, username: '', channel: 0, quota: 0, is_stream: false, use_time_ms: 0 });
+    expect(Object.keys(e)).not.toContain('quota_delta');
+    expect(Object.keys(e)).not.toContain('cache_tokens');
+    expect(Object.keys(e)).not.toContain('ip');
+    expect(usageEvent({ type: LOG_TYPE.manage, request_id: 'manage:x', user_id: 1, created_at: 1, content: '', quota_delta: -5 }).quota_delta).toBe(-5);
+  });
+
+  it('is read from the stream entry field the settlement script writes', () => {
+    const lua = readFileSync(join(projectRoot(), 'core/quota/lua/settleReservation-7.lua'), 'utf8');
+    expect(lua).toContain(`redis.call('XADD', KEYS[4], '*', '${USAGE_EVENT_FIELD}', ARGV[2])`);
+    expect(encodedUsageEventOf(['source_id', '1-0', USAGE_EVENT_FIELD, '{}'])).toBe('{}');
+    expect(encodedUsageEventOf(['other', 'x'])).toBeUndefined();
+  });
+});
