@@ -23,7 +23,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   const keys = redisKeys(config.REDIS_PREFIX);
   const worker = new BillingWorker(redis, sql, ch, log, {
     stream: keys.usageStream(),
-    deadLetterStream: keys.usageStream() + ':dead',
+    deadLetterStream: keys.usageDeadLetterStream(),
     consumer: config.BILLING_CONSUMER,
     batchSize: config.BILLING_BATCH_SIZE,
     blockMs: config.BILLING_BLOCK_MS,

@@ -1,5 +1,7 @@
 // Every failure the relay can answer with: a stable code, the HTTP status and Anthropic's error type.
 // The body is Anthropic's error JSON, so SDK clients raise their usual typed errors.
+import type { ReserveRefusal } from '../core/quota/quota-outcomes.js';
+
 export const RELAY_ERRORS = {
   invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },
   invalid_request: { status: 400, type: 'invalid_request_error', message: 'The request body is invalid.' },
@@ -55,4 +57,24 @@ export class RelayError extends Error {
   body(): string {
     return errorBody(this.type, this.message);
   }
+}
+
+/**
+ * The relay's answer to each refusal of a reservation (core/quota/quota-outcomes.ts maps the Lua codes
+ * to these). A duplicate request id is the relay's own fault: a random UUID collided.
+ */
+export const RESERVE_REFUSAL_ERRORS = {
+  insufficient_balance: 'insufficient_balance',
+  insufficient_token_quota: 'insufficient_key_quota',
+  rpm_limited: 'rate_limited',
+  tpm_limited: 'rate_limited',
+  duplicate: 'internal',
+} as const satisfies Record<ReserveRefusal, RelayErrorCode>;
+
+/** The error of a refused reservation; a rate limit names the key's limit per minute. */
+export function reserveRefusalError(refusal: ReserveRefusal, limits: { rpm: number; tpm: number }): RelayError {
+  const code = RESERVE_REFUSAL_ERRORS[refusal];
+  if (refusal === 'rpm_limited') return new RelayError(code, `Rate limit of ${limits.rpm} requests per minute reached for this API key.`);
+  if (refusal === 'tpm_limited') return new RelayError(code, `Rate limit of ${limits.tpm} tokens per minute reached for this API key.`);
+  return new RelayError(code);
 }

@@ -89,7 +89,7 @@ export async function startConsoleHarness(overrides: Record<string, string> = {}
       if (entries.length === 0) return [];
       await redis.xgroup('CREATE', stream, BILLING_GROUP, '0', 'MKSTREAM').catch(() => undefined);
       const worker = new BillingWorker(redis, sql, clickhouse, createLogger(config, 'test-billing'), {
-        stream, deadLetterStream: `${stream}:dead`, consumer: 'test', batchSize: 1000, blockMs: 10, claimIdleMs: 1000, minBatchIntervalMs: 0,
+        stream, deadLetterStream: keys.usageDeadLetterStream(), consumer: 'test', batchSize: 1000, blockMs: 10, claimIdleMs: 1000, minBatchIntervalMs: 0,
       });
       await worker.processEntries(entries);
       return entries.map(([, fields]) => decodeUsageEvent(fields[fields.indexOf('e') + 1]!));

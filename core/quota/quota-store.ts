@@ -3,23 +3,10 @@
 // already has open reservations and unsettled debits subtracted, so checks need no Postgres round trip.
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../infra/redis/keys.js';
+import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
 import { defineScripts } from './scripts.js';
 
-/** What the Lua scripts return; negative codes are failures (BullMQ's convention). */
-export enum QuotaScriptCode {
-  Ok = 1,
-  BalanceNotLoaded = -1,
-  TokenQuotaNotLoaded = -2,
-  InsufficientBalance = -3,
-  InsufficientTokenQuota = -4,
-  DuplicateReservation = -5,
-  NoSuchReservation = -6,
-  RequestRateLimited = -7,
-  TokenRateLimited = -8,
-}
-
-export type ReserveOutcome =
-  | 'reserved' | 'insufficient_balance' | 'insufficient_token_quota' | 'duplicate' | 'rpm_limited' | 'tpm_limited';
+export type { ReserveOutcome };
 
 export interface ReserveRequest {
   userId: number;
@@ -148,13 +135,9 @@ export class QuotaStore {
     // At most one seed per mirror, then the script's answer is final.
     for (let attempt = 0; attempt < 3; attempt++) {
       const code = Number(await this.#reserve(...keys, ...args));
+      const outcome = RESERVE_OUTCOME_OF_CODE.get(code);
+      if (outcome !== undefined) return outcome;
       switch (code) {
-        case QuotaScriptCode.Ok: return 'reserved';
-        case QuotaScriptCode.InsufficientBalance: return 'insufficient_balance';
-        case QuotaScriptCode.InsufficientTokenQuota: return 'insufficient_token_quota';
-        case QuotaScriptCode.DuplicateReservation: return 'duplicate';
-        case QuotaScriptCode.RequestRateLimited: return 'rpm_limited';
-        case QuotaScriptCode.TokenRateLimited: return 'tpm_limited';
         case QuotaScriptCode.BalanceNotLoaded:
           await this.#redis.set(keys[0]!, await this.#source.accountQuota(r.userId), 'NX');
           break;

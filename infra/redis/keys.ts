@@ -1,5 +1,10 @@
-// Every Redis key of the system is built here. Per-account keys share the hash tag {a<id>} so that
-// one Lua script can touch an account's balance, its key's quota and its reservation in Redis Cluster.
+// Every Redis key of the system is built here. The gateway runs against a single Redis today, not a
+// Redis Cluster. Per-account keys share the hash tag {a<id>}, and the console's login keys of one
+// address share {ip:<address>}, as a cluster would need; but the scripts also touch keys without a
+// hash tag (the usage stream and its dead letters, the open-reservation deadlines: settleReservation-7.lua
+// and reserveQuota-6.lua write them next to an account's keys), so those scripts would be refused by a
+// cluster as they stand. Making cluster mode real (per-slot deadlines and streams) is a later change;
+// until then, no key here may be assumed to be cluster-safe just because it has a tag.
 export interface RedisKeys {
   /** Spendable balance of an account: Postgres quota minus unsettled debits minus open reservations. */
   accountBalance(userId: number): string;
@@ -21,6 +26,8 @@ export interface RedisKeys {
   keyCountsInMinute(userId: number, tokenId: number, minute: number): string;
   /** The usage events stream the billing worker consumes. */
   usageStream(): string;
+  /** Entries of the usage stream the billing worker could not decode, set aside with their source id. */
+  usageDeadLetterStream(): string;
   /** Console login attempts naming one account (hashed) from one address, in the current window. */
   loginAttempts(who: string, ip: string): string;
   /** Console login attempts from one address, whatever account they name, in the current window. */
@@ -43,6 +50,7 @@ export function redisKeys(prefix: string): RedisKeys {
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,
     usageStream: () => `${prefix}:usage`,
+    usageDeadLetterStream: () => `${prefix}:usage:dead`,
     // The address is the hash tag: one MULTI counts an attempt on both login keys of an address, and
     // Redis Cluster only runs a transaction whose keys share a slot.
     loginAttempts: (who, ip) => `${prefix}:console:{ip:${ip}}:login:${who}`,

@@ -17,7 +17,7 @@ import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../../core/usage/usage-e
 import type { ClientAddressResolver } from '../auth/client-address.js';
 import type { ApiKeyRecord, KeyDirectory } from '../auth/key-directory.js';
 import { checkKeyRules } from '../auth/key-rules.js';
-import { RelayError, errorBody, statusLine } from '../errors.js';
+import { RelayError, errorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { extractApiKey, keyShapeError, UNKNOWN_KEY_ERROR } from '../auth/api-key-header.js';
 import type { Ratios } from '../../core/pricing/ratios.js';
 import { describeCost, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
@@ -277,14 +277,12 @@ class Exchange {
         }
       }
     }
-    if (reserved === 'insufficient_balance') return this.fail(new RelayError('insufficient_balance'));
-    if (reserved === 'insufficient_token_quota') return this.fail(new RelayError('insufficient_key_quota'));
-    if (reserved === 'rpm_limited' || reserved === 'tpm_limited') {
-      const retryAfter = String(60 - Math.floor((now / 1000) % 60));
-      const what = reserved === 'rpm_limited' ? `${rpmLimit} requests` : `${tpmLimit} tokens`;
-      return this.fail(new RelayError('rate_limited', `Rate limit of ${what} per minute reached for this API key.`), undefined, retryAfter);
+    if (reserved !== 'reserved') {
+      const refused = reserveRefusalError(reserved, { rpm: rpmLimit, tpm: tpmLimit });
+      // A rate limit lifts when its wall-clock minute ends.
+      const retryAfter = refused.code === 'rate_limited' ? String(60 - Math.floor((now / 1000) % 60)) : undefined;
+      return this.fail(refused, undefined, retryAfter);
     }
-    if (reserved !== 'reserved') return this.fail(new RelayError('internal'));
     this.reserved = true;
     relayMetrics.reservationOpened();
     if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGoneBeforeForwarding });

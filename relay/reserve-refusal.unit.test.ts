@@ -1,0 +1,24 @@
+// Every final answer of reserveQuota-6.lua reaches the client as one relay error, through one table.
+import { describe, expect, it } from 'vitest';
+import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE } from '../core/quota/quota-outcomes.js';
+import { reserveRefusalError } from './errors.js';
+
+describe('reservation refusals', () => {
+  it('maps each refusing script code to its relay error', () => {
+    const answer = (code: QuotaScriptCode) => {
+      const outcome = RESERVE_OUTCOME_OF_CODE.get(code);
+      if (outcome === undefined || outcome === 'reserved') throw new Error(`${code} is not a refusal`);
+      const err = reserveRefusalError(outcome, { rpm: 3, tpm: 1000 });
+      return [err.status, err.code, err.message];
+    };
+    expect(RESERVE_OUTCOME_OF_CODE.get(QuotaScriptCode.Ok)).toBe('reserved');
+    expect(answer(QuotaScriptCode.InsufficientBalance)).toEqual([402, 'insufficient_balance', 'The account balance is too low for this request.']);
+    expect(answer(QuotaScriptCode.InsufficientTokenQuota)).toEqual([402, 'insufficient_key_quota', 'This API key\'s remaining quota is too low for this request.']);
+    expect(answer(QuotaScriptCode.RequestRateLimited)).toEqual([429, 'rate_limited', 'Rate limit of 3 requests per minute reached for this API key.']);
+    expect(answer(QuotaScriptCode.TokenRateLimited)).toEqual([429, 'rate_limited', 'Rate limit of 1000 tokens per minute reached for this API key.']);
+    expect(answer(QuotaScriptCode.DuplicateReservation)).toEqual([500, 'internal', 'Internal error.']);
+    // Not answers: the store seeds the mirror and asks again.
+    expect(RESERVE_OUTCOME_OF_CODE.has(QuotaScriptCode.BalanceNotLoaded)).toBe(false);
+    expect(RESERVE_OUTCOME_OF_CODE.has(QuotaScriptCode.TokenQuotaNotLoaded)).toBe(false);
+  });
+});
