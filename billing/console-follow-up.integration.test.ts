@@ -2,7 +2,7 @@
 // by the billing worker's follow-up: the Redis mirror moves once, the log row appears once.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { afterConsoleCredit, manageRequestId, recordConsoleCredit } from '../console-api/ledger/console-ledger.js';
-import { startConsoleHarness, type ConsoleHarness } from '../console-api/testing/console-harness.js';
+import { startConsoleHarness, type ConsoleHarness } from '../tests/harness/console-harness.js';
 import { createLogger } from '../infra/logger.js';
 import { finishConsoleFollowUps } from './console-follow-up.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ConsoleHarness, startConsoleHarness } from '../testing/console-harness.js';
+import { type ConsoleHarness, startConsoleHarness } from '../../tests/harness/console-harness.js';
 import { ensureRootAccount } from './root-account.js';
 
 // Each harness has a fresh database, so "no account with role 100" holds at the start.

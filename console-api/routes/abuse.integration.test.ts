@@ -3,7 +3,7 @@
 // Cache-Control on answers that carry credentials.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { trustedProxies } from '../app.js';
-import { type ConsoleHarness, type TestAccount, startConsoleHarness, uniqueName } from '../testing/console-harness.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness, uniqueName } from '../../tests/harness/console-harness.js';
 
 let h: ConsoleHarness;
 beforeAll(async () => {

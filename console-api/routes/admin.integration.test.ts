@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type MockUpstream, startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
-import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 import { ACCOUNT, expectShape } from '../testing/contract.js';
 
 let h: ConsoleHarness;

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
-import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 
 let h: ConsoleHarness;
 let admin: TestAccount;

@@ -2,7 +2,7 @@
 // them), integers beyond INT columns, JSON nested deep enough to overflow recursive code.
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 
 let h: ConsoleHarness;
 let user: TestAccount;

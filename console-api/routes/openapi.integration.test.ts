@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CATALOGUE } from '../http/errors.js';
 import { openApiPath } from '../http/openapi.js';
-import { type ConsoleHarness, startConsoleHarness } from '../testing/console-harness.js';
+import { type ConsoleHarness, startConsoleHarness } from '../../tests/harness/console-harness.js';
 
 let h: ConsoleHarness;
 beforeAll(async () => {

@@ -4,7 +4,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CardpaySandbox, cardpaySandboxSignature, startCardpaySandbox } from '../../bench/payment-sandbox/cardpay-sandbox.js';
 import { type EpaySandbox, epaySandboxSign, startEpaySandbox } from '../../bench/payment-sandbox/epay-sandbox.js';
-import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 import { expectShape, TOPUP_INFO, TOPUP_ORDER } from '../testing/contract.js';
 
 const EPAY = { pid: '1001', key: 'epay-merchant-key-123' };

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ConsoleHarness, startConsoleHarness } from '../testing/console-harness.js';
+import { type ConsoleHarness, startConsoleHarness } from '../../tests/harness/console-harness.js';
 
 // A clock the test moves: sessions expire by it.
 let clock = Math.floor(Date.now() / 1000);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
-import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 
 let h: ConsoleHarness;
 let owner: TestAccount;

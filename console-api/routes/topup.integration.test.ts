@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../testing/console-harness.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 import { expectEnvelope, expectShape, LOG_ENTRY, LOG_PAGE, ORDER_PAGE, PAY_METHOD, TOPUP_INFO, TOPUP_ORDER } from '../testing/contract.js';
 
 let h: ConsoleHarness;

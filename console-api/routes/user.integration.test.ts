@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ConsoleHarness, startConsoleHarness, uniqueName } from '../testing/console-harness.js';
+import { type ConsoleHarness, startConsoleHarness, uniqueName } from '../../tests/harness/console-harness.js';
 
 let h: ConsoleHarness;
 beforeAll(async () => {

@@ -14,12 +14,12 @@ import { BILLING_GROUP, BillingWorker } from '../../billing/billing-worker.js';
 import { decodeUsageEvent, type UsageEvent } from '../../core/usage/usage-event.js';
 import { createLogger } from '../../infra/logger.js';
 import { QuotaStore } from '../../core/quota/quota-store.js';
-import { insertAccount } from '../accounts/account-store.js';
-import type { UserRow } from '../accounts/account-view.js';
+import { insertAccount } from '../../console-api/accounts/account-store.js';
+import type { UserRow } from '../../console-api/accounts/account-view.js';
 import { postgresBalanceSource } from '../../core/quota/postgres-balance-source.js';
 import { createTestDatabase } from '../../infra/testing/test-database.js';
-import { hashPassword } from '../auth/password.js';
-import { buildConsoleApp, type ConsoleDeps } from '../app.js';
+import { hashPassword } from '../../console-api/auth/password.js';
+import { buildConsoleApp, type ConsoleDeps } from '../../console-api/app.js';
 
 /** Cheap scrypt parameters for accounts a test inserts directly (the stored hash carries them). */
 const FAST_SCRYPT = { log2N: 10, r: 8, p: 1 };
