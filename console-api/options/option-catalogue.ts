@@ -65,11 +65,11 @@ const root = { writeRole: ROLE.root };
 const secret = { writeRole: ROLE.root, secret: true };
 
 export const OPTION_CATALOGUE: readonly OptionDef[] = [
-  // Pricing (relay/pricing/ratios.ts reads these; changing them publishes {kind: 'options'}).
+  // Pricing (core/pricing/ratios.ts reads these; changing them publishes {kind: 'options'}).
   def('ModelRatio', ratioTable, '{}', 'model name → model ratio (JSON); merged over the built-in defaults'),
   def('CompletionRatio', ratioTable, '{}', 'model name → completion (output) ratio (JSON); default 5'),
   def('GroupRatio', ratioTable, '{"default":1,"vip":1,"svip":1}', 'group name → price ratio (JSON); its keys are the account groups'),
-  // Group policy (relay/routing/group-policy.ts reads these; '' = not set).
+  // Group policy (core/groups/group-policy.ts reads these; '' = not set).
   def('UserUsableGroups', z.union([z.literal(''), json(z.record(z.string(), z.string()), 'an object of group name to description')]), '', 'groups an account may pick for a key besides its own (name → description); unset: every priced group'),
   def('AutoGroups', z.union([z.literal(''), json(z.array(z.string()), 'an array of group names')]), '', 'the order in which the `auto` group tries groups; unset: ["default"]'),
   def('GroupRateLimits', z.union([z.literal(''), json(z.record(z.string(), z.object({ rpm: z.number().int().min(0).optional(), tpm: z.number().int().min(0).optional() })), 'an object of group name to {rpm, tpm}')]), '', 'per-key rate limits of each group'),

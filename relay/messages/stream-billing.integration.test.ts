@@ -9,7 +9,7 @@ import {
 } from '../../tests/harness/gateway-stack.js';
 
 const MODEL = 'claude-haiku-4-5';
-// claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (relay/pricing/ratios.ts).
+// claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (core/pricing/ratios.ts).
 const cost = (input: number, output: number) => Math.round((input + output * 5) * 0.5);
 const FUNDS = 10_000_000;
 

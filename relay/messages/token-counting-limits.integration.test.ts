@@ -11,7 +11,7 @@ import {
 import { parsePromText } from '../../core/metrics/prom.js';
 
 const MODEL = 'claude-haiku-4-5';
-// claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (relay/pricing/ratios.ts).
+// claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (core/pricing/ratios.ts).
 const cost = (input: number, output: number) => Math.round((input + output * 5) * 0.5);
 const COUNTS_PER_MINUTE = 4;
 const RICH = 100_000_000;

@@ -8,7 +8,7 @@ import {
   type GatewayStack, type TestAccount,
 } from '../harness/gateway-stack.js';
 
-// claude-haiku-4-5: model ratio 0.5, completion ratio 5 (relay/pricing/ratios.ts); group default: 1.
+// claude-haiku-4-5: model ratio 0.5, completion ratio 5 (core/pricing/ratios.ts); group default: 1.
 const MODEL = 'claude-haiku-4-5';
 const expectedCost = (input: number, output: number) => Math.round((input + output * 5) * 0.5 * 1);
 

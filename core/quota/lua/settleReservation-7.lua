@@ -17,7 +17,7 @@
   KEYS[7] tombstone of a reaped reservation
 
   ARGV[1] actual cost (integer >= 0; 0 refunds the whole reservation)
-  ARGV[2] usage event (JSON, billing/usage-event.ts)
+  ARGV[2] usage event (JSON, core/usage/usage-event.ts)
   ARGV[3] tokens used (input + output), counted when > 0
   ARGV[4] reservation member of KEYS[6]
   ARGV[5] '1' if this is the reaper releasing the reservation (leaves the tombstone), else '0'
