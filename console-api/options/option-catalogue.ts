@@ -3,6 +3,7 @@
 // 10 or super administrator 100) and whether it is a secret (never returned by GET /api/option/).
 // README.md "Options" is the documentation of this table.
 import { z } from 'zod';
+import { loadOptions } from '../../core/options/options-source.js';
 import { RATIO_OPTION_KEYS } from '../../core/pricing/ratios.js';
 import type { Db } from '../db.js';
 import { ROLE } from '../accounts/roles.js';
@@ -119,9 +120,8 @@ export interface Options {
   get<T>(key: string): T;
 }
 
-export async function loadOptions(db: Db): Promise<Options> {
-  const rows = await db<{ key: string; value: string }[]>`SELECT key, value FROM options`;
-  const stored = new Map(rows.map((r) => [r.key, r.value]));
+export async function loadOptionView(db: Db): Promise<Options> {
+  const stored = await loadOptions(db);
   const raw = (key: string): string => stored.get(key) ?? BY_KEY.get(key)?.default ?? '';
   return {
     raw,

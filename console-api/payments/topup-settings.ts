@@ -1,7 +1,7 @@
 // The payment side of the options table, read once per request: what GET /api/user/topup/info shows
 // and what the payment endpoints check.
 import type { Db } from '../db.js';
-import { loadOptions, type PayMethod } from '../options/option-catalogue.js';
+import { loadOptionView, type PayMethod } from '../options/option-catalogue.js';
 
 export interface TopupSettings {
   serverAddress: string;
@@ -26,7 +26,7 @@ export interface TopupSettings {
 }
 
 export async function loadTopupSettings(db: Db): Promise<TopupSettings> {
-  const o = await loadOptions(db);
+  const o = await loadOptionView(db);
   const epay = { address: o.get<string>('PayAddress'), pid: o.get<string>('EpayId'), key: o.get<string>('EpayKey') };
   const cardpay = {
     apiAddress: o.get<string>('CardpayApiAddress'),

@@ -11,7 +11,7 @@ import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { channelSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, idParams, int32, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
-import { loadOptions } from '../options/option-catalogue.js';
+import { loadOptionView } from '../options/option-catalogue.js';
 import { accountGroups } from '../options/groups.js';
 import { CHANNEL_STATUS, rebuildAbilities } from '../channels/abilities.js';
 import { checkTarget, guardedAgent, PRIVATE_TARGET, PrivateTargetError } from '../channels/upstream-guard.js';
@@ -111,7 +111,7 @@ function normaliseBaseUrl(url: string): string {
 }
 
 async function privateNetworksAllowed(db: Db): Promise<boolean> {
-  return (await loadOptions(db)).get<boolean>('ChannelAllowPrivateNetworks');
+  return (await loadOptionView(db)).get<boolean>('ChannelAllowPrivateNetworks');
 }
 
 const PRIVATE_HINT = 'the super administrator\'s option ChannelAllowPrivateNetworks allows such targets';

@@ -10,7 +10,7 @@ import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { optionItemSchema } from '../http/schemas.js';
 import { describeZodError } from '../http/validation.js';
-import { loadOptions, OPTION_CATALOGUE, optionDef } from '../options/option-catalogue.js';
+import { loadOptionView, OPTION_CATALOGUE, optionDef } from '../options/option-catalogue.js';
 
 export const updateOptionBody = z.object({
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100),
@@ -27,7 +27,7 @@ export function registerOptionRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'GET', path: '/api/option/', tag: 'admin: options', access: ROLE.admin, data: z.array(optionItemSchema),
     summary: 'Every option with its value (secrets blank), who may change it and what it means',
   }, async () => {
-    const o = await loadOptions(sql);
+    const o = await loadOptionView(sql);
     return ok(OPTION_CATALOGUE.map((d) => ({
       key: d.key,
       value: d.secret ? '' : o.raw(d.key),

@@ -1,10 +1,9 @@
-// Every Redis key of the system is built here. The gateway runs against a single Redis today, not a
-// Redis Cluster. Per-account keys share the hash tag {a<id>}, and the console's login keys of one
-// address share {ip:<address>}, as a cluster would need; but the scripts also touch keys without a
-// hash tag (the usage stream and its dead letters, the open-reservation deadlines: settleReservation-7.lua
-// and reserveQuota-6.lua write them next to an account's keys), so those scripts would be refused by a
-// cluster as they stand. Making cluster mode real (per-slot deadlines and streams) is a later change;
-// until then, no key here may be assumed to be cluster-safe just because it has a tag.
+// Every Redis key of the system is built here. The gateway runs on a single Redis, not a Redis
+// Cluster. Per-account keys share the hash tag {a<id>} and a console address's login keys share
+// {ip:<address>}, as a cluster would need, but `usage`, `usage:dead` and `rsv-deadlines` have no tag
+// and are written together with per-account keys (reserveQuota-6.lua, settleReservation-7.lua) or with
+// each other (the billing worker's MULTI), which a cluster refuses across slots. Cluster mode is a later
+// change (per-slot deadline sets and streams); until then nothing here is cluster-ready.
 export interface RedisKeys {
   /** Spendable balance of an account: Postgres quota minus unsettled debits minus open reservations. */
   accountBalance(userId: number): string;
