@@ -1,0 +1,109 @@
+// The bench's command line (flags in run-bench.ts' header and bench/README.md): parsed, checked
+// (a bad combination exits 2 before anything starts) and resolved against the environment and the
+// defaults of the mode (own stack or attached).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { projectRoot } from '../infra/project-root.js';
+
+export function parseBenchOptions() {
+  const { values: args } = parseArgs({
+    options: {
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      quick: { type: 'boolean' },
+      rates: { type: 'string' },
+      scenarios: { type: 'string' },
+      'skip-curve': { type: 'boolean' },
+      'skip-scale': { type: 'boolean' },
+      'skip-saturation': { type: 'boolean' },
+      'scale-rows': { type: 'string' },
+      out: { type: 'string' },
+      'database-url': { type: 'string' },
+      'redis-url': { type: 'string' },
+      'clickhouse-url': { type: 'string' },
+      'clickhouse-database': { type: 'string' },
+      'own-clickhouse': { type: 'boolean' },
+      'relay-entry': { type: 'string' },
+      'billing-entry': { type: 'string' },
+      'redis-prefix': { type: 'string' },
+      // Attached mode: a running stack given by URL.
+      'relay-url': { type: 'string' },
+      'mock-url': { type: 'string' },
+      'mock-key': { type: 'string' },
+      'console-url': { type: 'string' },
+      'billing-metrics-url': { type: 'string' },
+      'relay-metrics-url': { type: 'string' },
+      'key-secret': { type: 'string' },
+      'key-secret-file': { type: 'string' },
+      'relay-pid': { type: 'string' },
+      'billing-pid': { type: 'string' },
+      'mock-pid': { type: 'string' },
+      'console-pid': { type: 'string' },
+      scale: { type: 'boolean' },
+    },
+    strict: true,
+  });
+
+  /** A running stack given by URL (--relay-url): see attachStack in bench/lib/stack.ts. */
+  const attached = args['relay-url'] !== undefined;
+  if (attached && !args['mock-url']) {
+    process.stderr.write('--relay-url needs --mock-url: the mock provider the relay\'s channel will point at (the mock-direct and bare-proxy baselines use it too)\n');
+    process.exit(2);
+  }
+  for (const f of ['mock-url', 'console-url', 'billing-metrics-url', 'relay-metrics-url', 'mock-key', 'key-secret', 'key-secret-file', 'relay-pid', 'billing-pid', 'mock-pid', 'console-pid', 'scale'] as const) {
+    if (!attached && args[f] !== undefined) {
+      process.stderr.write(`--${f} only applies with --relay-url (attached to a running stack)\n`);
+      process.exit(2);
+    }
+  }
+  const keySecret = args['key-secret-file'] !== undefined ? readFileSync(args['key-secret-file'], 'utf8').trim() : (args['key-secret'] ?? process.env.KEY_SECRET);
+
+  const quick = args.quick === true;
+  const opts = {
+    durationMs: Number(args.duration ?? (quick ? 1.5 : 6)) * 1000,
+    warmupMs: Number(args.warmup ?? (quick ? 0.5 : 2)) * 1000,
+    rates: (args.rates ?? (quick ? '500,1000' : '500,1000,2000,3000,4000,6000,8000,10000')).split(',').map(Number),
+    curveMs: quick ? 1000 : 4000,
+    scenarios: (args.scenarios ?? 'small,stream64,long,mix,abort').split(','),
+    curve: args['skip-curve'] !== true,
+    // Attached: the 10-million-row load writes 1,000 accounts and generated log rows into the target
+    // databases, so it runs only when asked for (--scale).
+    scale: args['skip-scale'] !== true && (!attached || args.scale === true),
+    saturation: args['skip-saturation'] !== true,
+    scaleRows: Number(args['scale-rows'] ?? (quick ? 200_000 : 10_000_000)),
+    scaleDurationSec: quick ? 1 : 5,
+    resultsRoot: args.out ?? join(projectRoot(), 'bench/results'),
+    // Own stack: the bench's own databases and a fresh Redis prefix. Attached: the stack's own settings,
+    // with the same environment variables and defaults as the services (infra/config.ts).
+    databaseUrl: args['database-url'] ?? (attached ? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway' : process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_bench'),
+    redisUrl: args['redis-url'] ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0',
+    clickhouseUrl: args['clickhouse-url'] ?? process.env.CLICKHOUSE_URL,
+    clickhouseDatabase: args['clickhouse-database'] ?? (attached ? process.env.CLICKHOUSE_DATABASE ?? 'gateway' : process.env.BENCH_CLICKHOUSE_DATABASE ?? 'gateway_bench'),
+    redisPrefix: args['redis-prefix'] ?? (attached ? process.env.REDIS_PREFIX ?? 'gw' : `bench-${Date.now().toString(36)}`),
+    cpuProf: process.env.BENCH_CPU_PROF === '1' && !attached,
+    attached: attached ? {
+      relayUrl: args['relay-url']!,
+      mockUrl: args['mock-url']!,
+      consoleUrl: args['console-url'],
+      billingMetricsUrl: args['billing-metrics-url'],
+      relayMetricsUrl: args['relay-metrics-url'],
+    } : null,
+  };
+  return { args, opts, attached, keySecret };
+}
+
+export type BenchArgs = ReturnType<typeof parseBenchOptions>['args'];
+/** What report.json records under `options`, in this key order. */
+export type BenchOptions = ReturnType<typeof parseBenchOptions>['opts'];
+
+/** A comma list of PIDs; exits 2 on anything else. */
+export function pidList(v: string | undefined): number[] | undefined {
+  if (v === undefined) return undefined;
+  const pids = v.split(',').map(Number);
+  if (pids.some((p) => !Number.isInteger(p) || p <= 0)) {
+    process.stderr.write(`invalid PID list: ${v}\n`);
+    process.exit(2);
+  }
+  return pids;
+}

@@ -1,0 +1,195 @@
+// The bench's scenarios (the request bodies, offered rates and targets of each) and their runs:
+// every scenario against each of its targets with a warm-up, the money audit after each relay run,
+// the closed-loop saturation runs and the load curve.
+import type { ClickHouseClient } from '@clickhouse/client';
+import { countInputTokens } from './mock-upstream/mock-upstream.js';
+import { LagProbe, type Auditor, type AuditResult, type ModelExpectation } from './lib/audit.js';
+import { cannon } from './lib/cannon.js';
+import { drive } from './lib/driver.js';
+import { ProcSampler, type Watched } from './lib/proc.js';
+import { fmt, saturated, type CurvePoint, type RunFigures, type SaturationRun, type ScenarioReport } from './lib/report.js';
+import type { Stack } from './lib/stack.js';
+import { histogramQuantile, scrapeHistogram } from './lib/prom-scrape.js';
+import type { BenchOptions } from './options.js';
+
+/** relay-billing-paused: the relay with the billing worker stopped (SIGSTOP) for the run, to tell the
+ * relay's own cost from the CPU its billing pipeline (worker, ClickHouse) takes on the same cores. */
+export type Target = 'mock' | 'bare' | 'relay' | 'relay-billing-paused';
+export interface BodySpec { model: string; maxTokens: number; stream: boolean }
+export interface Scenario {
+  id: string;
+  title: string;
+  bodies: BodySpec[];
+  /** Offered requests per second; 0 = closed loop. */
+  rate: number;
+  connections: number;
+  targets: Target[];
+  abortAfterBodyBytes?: number;
+}
+
+const PROMPT = 'Benchmark request: please answer briefly.';
+export const bodyJson = (b: BodySpec): string =>
+  JSON.stringify({ model: b.model, max_tokens: b.maxTokens, stream: b.stream, messages: [{ role: 'user', content: PROMPT }] });
+
+const mixBodies: BodySpec[] = Array.from({ length: 20 }, (_, i) => ({ model: i === 7 ? 'bench-mix-error529' : 'bench-mix', maxTokens: 16, stream: false }));
+export const SCENARIOS: Scenario[] = [
+  { id: 'small', title: 'non-streaming, 16 tokens', bodies: [{ model: 'bench-small', maxTokens: 16, stream: false }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'relay-billing-paused'] },
+  { id: 'stream64', title: 'streaming, 64 tokens', bodies: [{ model: 'bench-stream-64', maxTokens: 64, stream: true }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'relay-billing-paused'] },
+  { id: 'long', title: 'long stream, 4,000 tokens (closed loop)', bodies: [{ model: 'bench-long', maxTokens: 4000, stream: true }], rate: 0, connections: 8, targets: ['mock', 'bare', 'relay'] },
+  { id: 'mix', title: '5% upstream 529 errors', bodies: mixBodies, rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
+  { id: 'abort', title: 'client aborts mid-stream (4,000-token streams cut after 2 KB)', bodies: [{ model: 'bench-abort', maxTokens: 4000, stream: true }], rate: 500, connections: 32, targets: ['mock', 'bare', 'relay'], abortAfterBodyBytes: 2048 },
+];
+/** The request that tells the relay serves the bench key, and warms its caches. */
+export const PROBE_BODY: BodySpec = { model: 'bench-probe', maxTokens: 16, stream: false };
+
+/** What the audit expects the mock to bill for each bench model, given the mock's output cap. */
+export function expectationsFor(outputCap: number): Record<string, ModelExpectation> {
+  const expectations: Record<string, ModelExpectation> = {};
+  for (const b of [...SCENARIOS.flatMap((s) => s.bodies), PROBE_BODY]) {
+    expectations[b.model] = { inputTokens: countInputTokens(JSON.parse(bodyJson(b))), outputTokens: Math.min(b.maxTokens, outputCap) };
+  }
+  return expectations;
+}
+
+export const isRelay = (t: Target): boolean => t === 'relay' || t === 'relay-billing-paused';
+
+/** The stack under test as the runs see it (bench/setup.ts prepares it). */
+export interface RunContext {
+  opts: BenchOptions;
+  log: (line: string) => void;
+  stack: Stack;
+  ch: ClickHouseClient;
+  /** The bench account: LagProbe looks for its log rows. */
+  userId: number;
+  urlOf: Record<Target, string>;
+  headersOf: (target: Target) => Record<string, string>;
+  requestsFor: (target: Target, bodies: BodySpec[]) => Buffer[];
+  auditor: Auditor;
+  /** The money audit since `before`, against the expectations and the relay's group ratio. */
+  audit: (before: Parameters<Auditor['audit']>[0], clientComplete: number) => Promise<AuditResult>;
+  watched: Watched[];
+}
+
+/** `failed`: a money audit did not pass (the bench still writes its report, then exits 1). */
+export async function runScenarios(ctx: RunContext): Promise<{ scenarios: ScenarioReport[]; failed: boolean }> {
+  const { opts, log, stack, ch, urlOf, requestsFor, auditor, audit, watched: w } = ctx;
+  const billingPid = stack.services.billing?.pid;
+  let failed = false;
+  const scenarios: ScenarioReport[] = [];
+  for (const sc of SCENARIOS.filter((s) => opts.scenarios.includes(s.id))) {
+    const report: ScenarioReport = { id: sc.id, title: sc.title, stream: sc.bodies[0]!.stream, rate: sc.rate, connections: sc.connections, runs: [], audit: null, auditPaused: null, lag: null, lagMetric: null };
+    // Billing-paused runs need the billing worker to be the bench's own (SIGSTOP).
+    for (const target of sc.targets.filter((t) => t !== 'relay-billing-paused' || billingPid !== undefined)) {
+      const requests = requestsFor(target, sc.bodies);
+      const before = isRelay(target) ? await auditor.settledBooks() : null;
+      const paused = target === 'relay-billing-paused' && billingPid !== undefined;
+      if (paused) process.kill(billingPid, 'SIGSTOP');
+      log(`${sc.id} → ${target}: warm-up ${opts.warmupMs / 1000} s`);
+      await drive({ url: urlOf[target], requests, connections: sc.connections, rate: sc.rate, durationMs: opts.warmupMs, abortAfterBodyBytes: sc.abortAfterBodyBytes });
+      const probe = target === 'relay' ? new LagProbe(ch, ctx.userId) : null;
+      const lagBefore = target === 'relay' && stack.billingMetricsUrl ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
+      probe?.start();
+      const sampler = new ProcSampler(w);
+      sampler.start();
+      const expectedRps = sc.rate || 1000;
+      const r = await drive({
+        url: urlOf[target], requests, connections: sc.connections, rate: sc.rate, durationMs: opts.durationMs,
+        abortAfterBodyBytes: sc.abortAfterBodyBytes,
+        captureHeader: target === 'relay' && !sc.abortAfterBodyBytes ? 'x-gateway-request-id' : undefined,
+        captureEvery: Math.max(1, Math.round(expectedRps / 50)),
+        onCapture: probe ? (value, endMs) => probe.add(value, endMs) : undefined,
+      });
+      const procs = sampler.stop();
+      if (paused) process.kill(billingPid, 'SIGCONT');
+      const mine = procs.find((p) => p.name === (isRelay(target) ? 'relay' : target === 'bare' ? 'bare proxy' : 'mock'));
+      const handled = r.completed + r.aborted;
+      const run: RunFigures = { target, offered: sc.rate, driver: r, procs, cpuUsPerReq: mine && handled ? (mine.cpuSec * 1e6) / handled : null };
+      report.runs.push(run);
+      log(`${sc.id} → ${target}: ${r.rps.toFixed(0)} req/s, p50 ${fmt(r.latency.p50)} ms, p99 ${fmt(r.latency.p99)} ms, ttfb p50 ${fmt(r.ttfb.p50)} ms` +
+        `${r.aborted ? `, ${r.aborted} aborted` : ''}, status ${JSON.stringify(r.status)}, saturated: ${saturated(procs)}`);
+      if (target === 'relay-billing-paused' && before) {
+        report.auditPaused = await audit(before, r.status['200'] ?? 0);
+        const a = report.auditPaused;
+        log(`${sc.id} (billing paused) audit after the backlog drained: ${a.pass ? 'PASS' : 'FAIL'}${a.problems.length ? ` ${a.problems.join('; ')}` : ''}`);
+        if (!a.pass) failed = true;
+      }
+      if (target === 'relay' && before) {
+        report.lag = await probe!.finish();
+        const clientComplete = sc.abortAfterBodyBytes ? 0 : (r.status['200'] ?? 0);
+        report.audit = await audit(before, clientComplete);
+        const lagAfter = stack.billingMetricsUrl ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
+        if (lagAfter) {
+          const p50 = histogramQuantile(lagBefore, lagAfter, 0.5), p99 = histogramQuantile(lagBefore, lagAfter, 0.99);
+          report.lagMetric = { p50Ms: p50.value * 1000, p99Ms: p99.value * 1000, count: p50.count };
+        }
+        const a = report.audit;
+        log(`${sc.id} audit: ${a.pass ? 'PASS' : 'FAIL'} — debit ${a.pgDebit}, ledger ${a.ledgerSum}, ClickHouse ${a.chSum}, Redis ${a.redisMovement}, formula ${a.formula}` +
+          ` (${a.rows.complete} complete, ${a.rows.partial} partial, ${a.rows.error} error rows); billing lag p50 ${fmt(report.lag.lagMs.p50, 0)} ms p99 ${fmt(report.lag.lagMs.p99, 0)} ms` +
+          `${a.problems.length ? `\n    ${a.problems.join('\n    ')}` : ''}`);
+        if (!a.pass) failed = true;
+      }
+    }
+    scenarios.push(report);
+  }
+  return { scenarios, failed };
+}
+
+/** Closed loop (autocannon) against mock, bare proxy and relay; the relay run is audited too. */
+export async function runSaturation(ctx: RunContext): Promise<{ saturation: SaturationRun[]; audits: ScenarioReport[]; failed: boolean }> {
+  const { opts, log, urlOf, headersOf, auditor, audit, watched: w } = ctx;
+  const audits: ScenarioReport[] = [];
+  let failed = false;
+  const saturation: SaturationRun[] = [];
+  for (const target of ['mock', 'bare', 'relay'] as const) {
+    log(`saturation (autocannon, 64 connections, closed loop) → ${target}`);
+    const spec = { url: urlOf[target], connections: 64, durationSec: Math.max(1, opts.durationMs / 1000), headers: headersOf(target), requests: [{ path: '/v1/messages', body: bodyJson({ model: 'bench-small', maxTokens: 16, stream: false }) }] };
+    await cannon({ ...spec, durationSec: Math.max(1, opts.warmupMs / 1000) });
+    const before = target === 'relay' ? await auditor.settledBooks() : null;
+    const sampler = new ProcSampler(w);
+    sampler.start();
+    const result = await cannon(spec);
+    const procs = sampler.stop();
+    const mine = procs.find((p) => p.name === (target === 'relay' ? 'relay' : target === 'bare' ? 'bare proxy' : 'mock'));
+    saturation.push({ target, result, procs, cpuUsPerReq: mine && result.completed ? (mine.cpuSec * 1e6) / result.completed : null });
+    log(`saturation → ${target}: ${result.rps.toFixed(0)} req/s, p50 ${fmt(result.latency.p50)} ms, p99 ${fmt(result.latency.p99)} ms, saturated: ${saturated(procs)}`);
+    if (before) {
+      const a = await audit(before, 0);
+      log(`saturation audit: ${a.pass ? 'PASS' : 'FAIL'} (debit ${a.pgDebit}, formula ${a.formula}; ${a.rows.complete} complete, ${a.rows.partial} partial, ${a.rows.error} error rows — autocannon cuts in-flight requests at the end)${a.problems.length ? ` ${a.problems.join('; ')}` : ''}`);
+      if (!a.pass) failed = true;
+      audits.push({ id: 'saturation', title: 'closed loop (autocannon) audit', stream: false, rate: 0, connections: 64, runs: [], audit: a, auditPaused: null, lag: null, lagMetric: null });
+    }
+  }
+  return { saturation, audits, failed };
+}
+
+/** Paced non-streaming load in rising steps until the relay no longer holds the rate. */
+export async function runLoadCurve(ctx: RunContext): Promise<CurvePoint[]> {
+  const { opts, log, urlOf, requestsFor, watched: w } = ctx;
+  const curve: CurvePoint[] = [];
+  const body = [{ model: 'bench-small', maxTokens: 16, stream: false }];
+  for (const rate of opts.rates) {
+    const connections = Math.max(16, Math.ceil(rate / 100));
+    const point: Partial<CurvePoint> = { rate };
+    for (const target of ['mock', 'relay'] as const) {
+      const requests = requestsFor(target, body);
+      await drive({ url: urlOf[target], requests, connections, rate, durationMs: Math.min(1000, opts.warmupMs) });
+      const sampler = new ProcSampler(w);
+      sampler.start();
+      const r = await drive({ url: urlOf[target], requests, connections, rate, durationMs: opts.curveMs });
+      const procs = sampler.stop();
+      point[target] = { rps: r.rps, p50: r.latency.p50, p99: r.latency.p99 };
+      if (target === 'relay') {
+        point.relayCpuPct = procs.find((p) => p.name === 'relay')?.cpuPct ?? NaN;
+        point.loadgenCpuPct = procs.find((p) => p.name === 'load generator')?.cpuPct ?? NaN;
+      }
+    }
+    const p = point as CurvePoint;
+    p.addedP50 = p.relay.p50 - p.mock.p50;
+    p.addedP99 = p.relay.p99 - p.mock.p99;
+    p.held = p.relay.rps >= rate * 0.95;
+    curve.push(p);
+    log(`curve ${rate} req/s: relay ${p.relay.rps.toFixed(0)} req/s p99 ${fmt(p.relay.p99)} ms, mock p99 ${fmt(p.mock.p99)} ms, added p99 ${fmt(p.addedP99)} ms, relay CPU ${fmt(p.relayCpuPct, 0)}%, load generator CPU ${fmt(p.loadgenCpuPct, 0)}%`);
+    if (!p.held || p.relay.p99 > 100) break;
+  }
+  return curve;
+}

@@ -1,0 +1,157 @@
+// Getting the stack under test ready for the runs: the stack itself (started, or attached to by
+// URL), then the bench's account, key, channel and prices on it, a relay that serves them, the
+// mock's output cap and the relay's ratios the money audit must use.
+import type { ClickHouseClient } from '@clickhouse/client';
+import type { Redis } from 'ioredis';
+import type { Sql } from '../infra/postgres/client.js';
+import type { RedisKeys } from '../infra/redis/keys.js';
+import { loadOptions } from '../core/options/options-source.js';
+import { FALLBACK_COMPLETION_RATIO, ratiosFromOptions } from '../core/pricing/ratios.js';
+import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
+import { QuotaStore } from '../core/quota/quota-store.js';
+import { Auditor, type AuditResult } from './lib/audit.js';
+import { buildRequest, drive } from './lib/driver.js';
+import { BENCH_MODELS, ensureBenchFixtures } from './lib/fixtures.js';
+import { pidsByComm, type Watched } from './lib/proc.js';
+import { attachStack, startStack, type ServiceName, type Stack } from './lib/stack.js';
+import { pidList, type BenchArgs, type BenchOptions } from './options.js';
+import { bodyJson, expectationsFor, isRelay, PROBE_BODY, type BodySpec, type RunContext, type Target } from './scenarios.js';
+
+export function openStack(
+  { args, opts, keySecret }: { args: BenchArgs; opts: BenchOptions; keySecret: string | undefined },
+  outDir: string,
+  profileDir: string,
+  log: (line: string) => void,
+): Promise<Stack> {
+  return opts.attached ? attachStack({
+    outDir,
+    ...opts.attached,
+    mockKey: args['mock-key'] ?? process.env.MOCK_UPSTREAM_KEY ?? 'sk-ant-mock-local',
+    databaseUrl: opts.databaseUrl,
+    redisUrl: opts.redisUrl,
+    redisPrefix: opts.redisPrefix,
+    clickhouseUrl: opts.clickhouseUrl ?? 'http://127.0.0.1:8123',
+    clickhouseDatabase: opts.clickhouseDatabase,
+    keySecret,
+    pids: { relay: pidList(args['relay-pid']), billing: pidList(args['billing-pid']), mock: pidList(args['mock-pid']), console: pidList(args['console-pid']) },
+    log,
+  }) : startStack({
+    outDir,
+    databaseUrl: opts.databaseUrl,
+    redisUrl: opts.redisUrl,
+    redisPrefix: opts.redisPrefix,
+    clickhouseUrl: opts.clickhouseUrl,
+    clickhouseDatabase: opts.clickhouseDatabase,
+    ownClickHouse: args['own-clickhouse'] === true,
+    relayEntry: args['relay-entry'],
+    billingEntry: args['billing-entry'],
+    // BENCH_RELAY_NODE_ARGS: extra Node flags for the relay, for experiments (e.g. GC settings).
+    relayNodeArgs: [
+      ...(opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
+      ...(process.env.BENCH_RELAY_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    ],
+    log,
+  });
+}
+
+function watched(stack: Stack): Watched[] {
+  const s = stack.services;
+  const w: Watched[] = [{ name: 'load generator', pids: [process.pid] }];
+  const rows: Array<[string, ServiceName]> = [['relay', 'relay'], ['bare proxy', 'bare'], ['mock', 'mock'], ['billing', 'billing'], ['console-api', 'console'], ['clickhouse', 'clickhouse']];
+  for (const [name, key] of rows) {
+    const pids = s[key] ? [s[key].pid] : stack.foreignPids[key]?.pids;
+    if (pids?.length) w.push({ name, pids });
+  }
+  w.push({ name: 'redis-server', pids: pidsByComm('redis-server') });
+  w.push({ name: 'postgres', pids: pidsByComm('postgres') });
+  return w;
+}
+
+/**
+ * Until the relay answers the bench key with 200 (a running relay picks the new key, channel and
+ * prices up from the invalidations, or within its periodic reload). A 401 means the key was sealed
+ * with another KEY_SECRET than the relay's.
+ */
+async function relayReady(relayUrl: string, headers: Record<string, string>, timeoutMs = 15_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    try {
+      const res = await fetch(`${relayUrl}/v1/messages`, { method: 'POST', headers, body: bodyJson(PROBE_BODY), signal: AbortSignal.timeout(5000) });
+      const text = await res.text();
+      if (res.ok) return;
+      last = `HTTP ${res.status} ${text.slice(0, 300)}`;
+      if (res.status === 401) throw new Error(`the relay rejected the bench's API key (${last}): the key is sealed with --key-secret / KEY_SECRET, which must be the relay's own`);
+    } catch (err) {
+      if (err instanceof Error && err.message.startsWith('the relay rejected')) throw err;
+      last = String(err);
+    }
+    if (Date.now() > end) throw new Error(`the relay did not serve the bench's model within ${timeoutMs / 1000} s: ${last}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Output tokens the mock gives a request asking for 4,000 (its --output-tokens cap). */
+async function mockOutputCap(mockUrl: string, headers: Record<string, string>): Promise<number> {
+  const res = await fetch(`${mockUrl}/v1/messages`, { method: 'POST', headers, body: bodyJson({ model: 'bench-probe', maxTokens: 4000, stream: false }), signal: AbortSignal.timeout(10_000) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`the mock provider answered HTTP ${res.status} (${text.slice(0, 200)})${res.status === 401 ? ': --mock-key must be the key it requires (MOCK_UPSTREAM_KEY of the stack)' : ''}`);
+  const n = (JSON.parse(text) as { usage?: { output_tokens?: number } }).usage?.output_tokens;
+  if (typeof n !== 'number') throw new Error('the mock provider\'s answer has no usage.output_tokens');
+  return n;
+}
+
+export interface BenchTarget extends RunContext {
+  /** Output tokens the mock gives at most. */
+  mockOutputCap: number;
+  /** The relay's group ratio of "default", which the audit's formula applies. */
+  groupRatio: number;
+}
+
+/** `notes` gets what the report must say about the target (output cap, group ratio). */
+export async function prepareTarget(
+  { opts, log, stack, sql, redis, ch, keys, notes }: {
+    opts: BenchOptions; log: (line: string) => void; stack: Stack; sql: Sql; redis: Redis; ch: ClickHouseClient; keys: RedisKeys; notes: string[];
+  },
+): Promise<BenchTarget> {
+  const fx = await ensureBenchFixtures(sql, stack.config, stack.mockUrl, stack.mockKey, { exclusive: stack.mode === 'own' });
+  // The balance was reset in Postgres: move a loaded Redis mirror by as much (as the console does
+  // for a top-up), then tell a running relay to reload the account, key, channels and prices.
+  await new QuotaStore(redis, keys, postgresBalanceSource(sql)).adjustAccount(fx.userId, fx.quotaDelta);
+  for (const m of [{ kind: 'user', id: fx.userId }, { kind: 'token', id: fx.tokenId, user_id: fx.userId }, { kind: 'channel', id: fx.channelId }, { kind: 'options', keys: ['ModelRatio'] }]) {
+    await redis.publish(keys.invalidationChannel(), JSON.stringify(m));
+  }
+  if (stack.mode === 'attached') log(`bench account ${fx.userId}, key ${fx.tokenId}, channel ${fx.channelId} → ${stack.mockUrl}; invalidations published on ${keys.invalidationChannel()}`);
+  await stack.startGateway();
+  log(`stack up: relay ${stack.relayUrl}, mock ${stack.mockUrl}, bare proxy ${stack.bareUrl}, console ${stack.consoleUrl || '–'}`);
+  const urlOf: Record<Target, string> = { mock: stack.mockUrl, bare: stack.bareUrl, relay: stack.relayUrl, 'relay-billing-paused': stack.relayUrl };
+  const headersOf = (target: Target): Record<string, string> => ({
+    'content-type': 'application/json',
+    'anthropic-version': '2023-06-01',
+    'x-api-key': isRelay(target) ? fx.apiKey : stack.mockKey,
+  });
+  await relayReady(stack.relayUrl, headersOf('relay'));
+  // What the mock answers with: a mock started without MOCK_OUTPUT_TOKENS (make run) caps output at
+  // 64 tokens, so a 4,000-token stream is 64 tokens long. The expectations follow the mock; the
+  // report says so.
+  const cap = await mockOutputCap(stack.mockUrl, headersOf('mock'));
+  const expectations = expectationsFor(cap);
+  if (cap < 4000) notes.push(`The mock caps output at ${cap} tokens: the long-stream and abort scenarios carry ${cap} tokens, not 4,000 (start the mock with MOCK_OUTPUT_TOKENS=1000000 for the full length).`);
+  // Prices the relay applies: the audit's formula uses the same group and completion ratios.
+  const ratios = ratiosFromOptions(await loadOptions(sql));
+  const groupRatio = ratios.group('default') ?? 1;
+  if (groupRatio !== 1) notes.push(`Group ratio of "default" is ${groupRatio}; the audit's formula applies it.`);
+  const oddCompletion = Object.keys(BENCH_MODELS).filter((m) => ratios.completion(m) !== FALLBACK_COMPLETION_RATIO);
+  if (oddCompletion.length) throw new Error(`CompletionRatio overrides the bench's models (${oddCompletion.join(', ')}): the audit's formula assumes ${FALLBACK_COMPLETION_RATIO}`);
+  const auditor = new Auditor(sql, ch, redis, keys, fx.userId);
+  const audit = (before: Parameters<Auditor['audit']>[0], clientComplete: number): Promise<AuditResult> =>
+    auditor.audit(before, expectations, clientComplete, groupRatio);
+  for (const n of notes) log(`note: ${n}`);
+  const requestsFor = (target: Target, bodies: BodySpec[]): Buffer[] =>
+    bodies.map((b) => buildRequest(urlOf[target], '/v1/messages', headersOf(target), bodyJson(b)));
+  const w = watched(stack);
+
+  // One relay request first: loads the key cache and the balance mirror.
+  await drive({ url: stack.relayUrl, requests: requestsFor('relay', [PROBE_BODY]), connections: 1, rate: 0, durationMs: 200 });
+  return { opts, log, stack, ch, userId: fx.userId, urlOf, headersOf, requestsFor, auditor, audit, watched: w, mockOutputCap: cap, groupRatio };
+}
