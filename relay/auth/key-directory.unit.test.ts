@@ -4,8 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../infra/postgres/client.js';
 import { createApiKeyCrypto, generateApiKey, hasApiKeyShape } from '../../infra/secrets/api-key-crypto.js';
-import { beginKeyLookup } from '../models/key-access.js';
-import { MISSING_KEY_ERROR, UNKNOWN_KEY_ERROR } from './api-key-header.js';
+import { beginKeyLookup, MISSING_KEY_ERROR, UNKNOWN_KEY_ERROR } from './key-check.js';
 import { KeyDirectory } from './key-directory.js';
 
 const crypto = createApiKeyCrypto('unit-test-secret-0123456789');

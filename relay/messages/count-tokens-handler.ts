@@ -8,9 +8,10 @@
 // COUNT_TOKENS_PER_MINUTE, and only while the counting queue has room (else 529).
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { z } from 'zod';
-import { UNKNOWN_KEY_ERROR } from '../auth/api-key-header.js';
+import { beginKeyLookup, checkAccess, UNKNOWN_KEY_ERROR } from '../auth/key-check.js';
 import { RelayError } from '../errors.js';
-import { beginKeyLookup, checkAccess, readBody, readHead, Reply, servedModels, type FreeEndpointContext } from '../models/key-access.js';
+import { readBody, readHead, Reply, type FreeEndpointContext } from '../free-request.js';
+import { servedModels } from '../routing/group-routing.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { CountQueueFull, type TokenCounter } from '../tokens/token-counter.js';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { RelayContext } from './messages-handler.js';
-import { settleWithRetry } from './messages-handler.js';
+import type { RelayContext } from '../relay-context.js';
+import { settleWithRetry } from './settlement.js';
 
 function ctxWith(settle: () => Promise<boolean>) {
   const log = { warn: vi.fn(), error: vi.fn() };

@@ -2,7 +2,9 @@
 // (served for its group, or any group of `auto`, narrowed to its whitelist), in Anthropic's shape. No quota moves.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { errorBody, RelayError } from '../errors.js';
-import { authorizeKey, readHead, Reply, servedModels, type FreeEndpointContext } from './key-access.js';
+import { authorizeKey } from '../auth/key-check.js';
+import { readHead, Reply, type FreeEndpointContext } from '../free-request.js';
+import { servedModels } from '../routing/group-routing.js';
 import { allowedModels, listModels, parseListModelsQuery, retrieveModel } from './models-list.js';
 
 /** A percent-encoded path segment, or null when an escape is malformed (decodeURIComponent throws). */

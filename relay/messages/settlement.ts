@@ -1,0 +1,100 @@
+// The settlement of a reserved exchange: its cost from the usage it ended with, the usage event of its
+// log row, and the call that settles the reservation with both, tried again while Redis fails.
+// Exchange.finish() (messages-handler.ts) calls settleExchange once per reserved exchange.
+import type { Logger } from '../../infra/logger.js';
+import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../../core/usage/usage-event.js';
+import { describeCost, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
+import type { ApiKeyRecord } from '../auth/key-directory.js';
+import type { Channel } from '../routing/channel-registry.js';
+import type { StreamUsage } from '../stream/sse-usage-parser.js';
+import { relayMetrics } from '../metrics/relay-metrics.js';
+import type { MessagesRequest } from './messages-request.js';
+
+export type Outcome =
+  | { kind: 'ok'; usage: StreamUsage }
+  | { kind: 'partial'; usage: StreamUsage; reason: string }
+  | { kind: 'failed'; reason: string };
+
+export interface SettlementContext {
+  log: Logger;
+  quota: Pick<QuotaStore, 'settle'>;
+}
+
+/** What settlement reads of an exchange: messages-handler.ts's Exchange is one, passed as it is. */
+export interface SettledExchange {
+  readonly ctx: SettlementContext;
+  readonly requestId: string;
+  readonly upstreamRequestId: string;
+  readonly startedAt: number;
+  readonly ip: string;
+  readonly record: ApiKeyRecord | null;
+  readonly body: MessagesRequest | null;
+  readonly channel: Channel | null;
+  readonly group: string;
+  readonly price: PriceRatios;
+  readonly tpmLimited: boolean;
+}
+
+/** The actual cost (nothing when the request failed) and its log row, settled against the reservation. */
+export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
+  const record = ex.record!;
+  const usage = outcome.kind === 'failed' ? null : outcome.usage;
+  const cost = usage ? quotaCost({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cacheTokens: usage.cacheCreationTokens + usage.cacheReadTokens }, ex.price) : 0;
+  const content = outcome.kind === 'ok' ? costText(ex.price) : `${outcome.reason}; ${costText(ex.price)}`;
+  const event = usageEvent({
+    type: outcome.kind === 'ok' ? LOG_TYPE.consume : outcome.kind === 'partial' ? LOG_TYPE.consume : LOG_TYPE.error,
+    request_id: ex.requestId,
+    upstream_request_id: ex.upstreamRequestId,
+    user_id: record.userId,
+    username: record.username,
+    token_id: record.tokenId,
+    token_name: record.name,
+    token_limited: !record.unlimitedQuota,
+    channel: ex.channel?.id ?? 0,
+    model_name: ex.body?.model ?? '',
+    group: ex.group,
+    quota: cost,
+    prompt_tokens: usage ? usage.inputTokens + usage.cacheCreationTokens + usage.cacheReadTokens : 0,
+    completion_tokens: usage?.outputTokens ?? 0,
+    cache_tokens: usage ? usage.cacheCreationTokens + usage.cacheReadTokens : 0,
+    is_stream: ex.body?.stream === true,
+    use_time_ms: Date.now() - ex.startedAt,
+    created_at: Math.floor(ex.startedAt / 1000),
+    content,
+    ip: ex.ip,
+  });
+  const tokens = ex.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
+  const settlement = { userId: record.userId, tokenId: record.tokenId, requestId: ex.requestId, cost, eventJson: encodeUsageEvent(event), tokens, minute: currentMinute() };
+  settleWithRetry(ex.ctx, settlement, 0);
+}
+
+/**
+ * The settlement script is idempotent, so a failed call (Redis restarting, a network blip) is simply
+ * tried again; only after the last try does the reservation wait for the reaper, which releases it
+ * and still accepts this settlement late (settleReservation-7.lua).
+ */
+const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
+
+export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): void {
+  ctx.quota.settle(settlement).catch((err: unknown) => {
+    const delay = SETTLE_RETRY_DELAYS_MS[attempt];
+    if (delay === undefined) {
+      relayMetrics.settleFailed();
+      ctx.log.error({ err, requestId: settlement.requestId }, 'settlement failed; the reservation stays open for the reaper');
+      return;
+    }
+    ctx.log.warn({ err: (err as Error).message, requestId: settlement.requestId, attempt }, 'settlement failed; retrying');
+    setTimeout(() => settleWithRetry(ctx, settlement, attempt + 1), delay).unref();
+  });
+}
+
+/** describeCost of the last price seen, kept: a gateway's traffic mostly repeats a few prices. */
+let lastCost: PriceRatios & { text: string } = { model: NaN, completion: NaN, group: NaN, text: '' };
+
+function costText(p: PriceRatios): string {
+  const c = lastCost;
+  if (c.model === p.model && c.completion === p.completion && c.group === p.group) return c.text;
+  lastCost = { model: p.model, completion: p.completion, group: p.group, text: describeCost(p) };
+  return lastCost.text;
+}

@@ -1,0 +1,135 @@
+// A provider's 200 event stream passed on to the client as it arrives, then settled. uWS lifecycle
+// (the exchange's onAborted is set long before): every write is corked, as each runs in a callback of
+// the provider's body; a full socket pauses that body until onWritable, and so does delivered-text
+// counting when it lags. However the stream ends, it ends in the exchange's one finish().
+import type { HttpResponse } from 'uWebSockets.js';
+import type { Dispatcher } from 'undici';
+import type { Logger } from '../../infra/logger.js';
+import { errorBody } from '../errors.js';
+import { relayMetrics } from '../metrics/relay-metrics.js';
+import type { Channel } from '../routing/channel-registry.js';
+import { SseUsageParser, type StreamUsage } from '../stream/sse-usage-parser.js';
+import { DeliveredTextCounter } from '../tokens/delivered-text-counter.js';
+import type { TokenCounter } from '../tokens/token-counter.js';
+import { providerErrorReason, REASON } from './failure-reasons.js';
+import type { Outcome } from './settlement.js';
+
+const STREAM_FAILED_EVENT = `event: error\ndata: ${errorBody('api_error', 'The model provider stream failed.')}\n\n`;
+
+/** What a stream reads and marks of its exchange: messages-handler.ts's Exchange is one, passed as it is. */
+export interface StreamingExchange {
+  readonly ctx: { log: Logger; tokens: TokenCounter; deliveredFlushBytes: number };
+  readonly res: HttpResponse;
+  readonly requestId: string;
+  readonly upstreamRequestId: string;
+  readonly t0: number;
+  readonly channel: Channel | null;
+  readonly aborted: boolean;
+  responded: boolean;
+  headersSent: boolean;
+  done(status: number, errorType: string): void;
+  finish(outcome: Outcome): void;
+}
+
+export function pipeStream(ex: StreamingExchange, response: Dispatcher.ResponseData): void {
+  const body = response.body;
+  const res = ex.res;
+  // Two reasons to pause the provider: the client socket is full, or delivered-text counting lags.
+  let socketFull = false;
+  let countingLags = false;
+  const delivered = new DeliveredTextCounter(ex.ctx.tokens, {
+    flushBytes: ex.ctx.deliveredFlushBytes,
+    onCongestion: (lagging) => {
+      countingLags = lagging;
+      if (lagging) body.pause();
+      else if (!socketFull && !body.destroyed) body.resume();
+    },
+  });
+  const parser = new SseUsageParser(delivered); // payloads handed over in place, no copy
+  ex.headersSent = true;
+  res.cork(() => {
+    res.writeStatus('200 OK')
+      .writeHeader('content-type', 'text/event-stream; charset=utf-8')
+      .writeHeader('cache-control', 'no-cache')
+      .writeHeader('request-id', ex.upstreamRequestId)
+      .writeHeader('x-gateway-request-id', ex.requestId);
+  });
+  const onWritable = (): boolean => {
+    socketFull = false;
+    if (!countingLags) body.resume();
+    return true;
+  };
+  let first = true;
+  body.on('data', (chunk: Buffer) => {
+    parser.push(chunk);
+    if (ex.aborted) return;
+    if (first) {
+      first = false;
+      relayMetrics.streamFirstByte(performance.now() - ex.t0);
+    }
+    let ok = true;
+    res.cork(() => {
+      ok = res.write(chunk);
+    });
+    if (!ok) {
+      socketFull = true;
+      relayMetrics.streamPaused();
+      body.pause();
+      res.onWritable(onWritable);
+    }
+  });
+  body.on('end', () => {
+    // A provider stream that stops before message_stop (and says nothing) died mid-way.
+    const cut = !parser.sawMessageStop && !parser.error;
+    if (!ex.aborted && !ex.responded) {
+      ex.responded = true;
+      res.cork(() => res.end(cut ? STREAM_FAILED_EVENT : undefined));
+    }
+    ex.done(200, cut || parser.error ? 'stream_error' : '');
+    void settleStream(ex, parser, delivered, parser.error
+      ? providerErrorReason(parser.error.type)
+      : parser.sawMessageStop ? null : REASON.streamCut);
+  });
+  body.on('error', (err: Error) => {
+    if (ex.aborted) return void settleStream(ex, parser, delivered, REASON.clientGoneMidStream);
+    // The client already has a 200: tell it in the stream, as Anthropic does.
+    if (!ex.responded) {
+      ex.responded = true;
+      res.cork(() => res.end(STREAM_FAILED_EVENT));
+    }
+    ex.done(200, 'stream_error');
+    ex.ctx.log.warn({ channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
+    void settleStream(ex, parser, delivered, REASON.streamFailed);
+  });
+}
+
+/**
+ * Settles a stream: with the provider's final usage (message_delta) when it sent one, pending
+ * delivered text dropped uncounted; otherwise with the exact token count of the text delivered.
+ * `partialReason` null means the stream completed.
+ */
+async function settleStream(ex: StreamingExchange, parser: SseUsageParser, delivered: DeliveredTextCounter, partialReason: string | null): Promise<void> {
+  let usage: StreamUsage;
+  if (parser.sawMessageDelta) {
+    delivered.discard();
+    usage = snapshot(parser);
+  } else {
+    let output: number;
+    try {
+      output = await delivered.total();
+    } catch (err) {
+      ex.ctx.log.warn({ err, requestId: ex.requestId }, 'delivered-text count failed; billing the delta count');
+      output = snapshot(parser).outputTokens;
+    }
+    usage = { inputTokens: parser.inputTokens, outputTokens: output, cacheCreationTokens: parser.cacheCreationTokens, cacheReadTokens: parser.cacheReadTokens };
+  }
+  if (partialReason === null) ex.finish({ kind: 'ok', usage });
+  else ex.finish({ kind: 'partial', usage, reason: partialReason });
+}
+
+function snapshot(p: SseUsageParser): StreamUsage {
+  // A cut stream has no final message_delta: each text delta passed on is one token of the mock and
+  // a lower bound for real providers; the exact count of delivered text is the token counter's job.
+  const output = p.sawMessageDelta ? p.outputTokens : Math.max(p.outputTokens, p.contentDeltas);
+  return { inputTokens: p.inputTokens, outputTokens: output, cacheCreationTokens: p.cacheCreationTokens, cacheReadTokens: p.cacheReadTokens };
+}

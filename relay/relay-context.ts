@@ -1,0 +1,37 @@
+// What every relay route is handed: the process's clients, caches and settings, built once by
+// server.ts. The free endpoints take the part they need (FreeEndpointContext, CountTokensContext).
+import type { Logger } from '../infra/logger.js';
+import type { GroupPolicy } from '../core/groups/group-policy.js';
+import type { Ratios } from '../core/pricing/ratios.js';
+import type { QuotaStore } from '../core/quota/quota-store.js';
+import type { ClientAddressResolver } from './auth/client-address.js';
+import type { KeyDirectory } from './auth/key-directory.js';
+import type { ChannelRegistry } from './routing/channel-registry.js';
+import type { TokenCounter } from './tokens/token-counter.js';
+import type { UpstreamPools } from './upstream/upstream-pools.js';
+
+export interface RelayContext {
+  log: Logger;
+  keys: KeyDirectory;
+  channels: ChannelRegistry;
+  quota: QuotaStore;
+  pools: UpstreamPools;
+  ratios(): Ratios;
+  groups(): GroupPolicy;
+  clientAddress: ClientAddressResolver;
+  maxBodyBytes: number;
+  maxTries: number;
+  reservationTtlMs: number;
+  tokens: TokenCounter;
+  /**
+   * Bodies larger than this whose byte-bound reservation the balance refuses are token-counted and
+   * reserved again with the counted estimate; smaller ones reserve their byte length only.
+   */
+  countPromptAboveBytes: number;
+  /** Token counts (count_tokens calls, prompt counts) per key per minute. */
+  countsPerMinute: number;
+  /** Reserved input tokens = min(body bytes, counted × this + 16). */
+  tokenEstimateFactor: number;
+  /** Batch size of delivered-text counting. */
+  deliveredFlushBytes: number;
+}
