@@ -4,11 +4,13 @@
 //   npx tsc -p tsconfig.json && node --expose-gc dist/bench/stream-cost.js [relayDir]
 //
 // relayDir (default: this build's relay/) lets the same script run against another build of
-// relay/stream and relay/tokens, e.g. one compiled from git HEAD, to compare before and after.
+// relay/stream and relay/token-count (relay/tokens before its rename), e.g. one compiled from git HEAD,
+// to compare before and after.
 // Both API generations are supported: parser hook `(data) => counter.push(data)` or `new
 // SseUsageParser(counter)` (a sink with pushDelta).
 //
 // CPU is process.cpuUsage() (user + system, all threads: the counting workers included), per stream.
+import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { dirname, join, resolve } from 'node:path';
 
@@ -55,8 +57,10 @@ async function main(): Promise<void> {
   const relayDir = resolve(process.argv[2] ?? join(here, '..', 'relay'));
   const mod = (p: string) => import(pathToFileURL(join(relayDir, p)).href) as Promise<Any>;
   const { SseUsageParser } = await mod('stream/sse-usage-parser.js');
-  const { DeliveredTextCounter } = await mod('tokens/delivered-text-counter.js');
-  const { TokenCounter } = await mod('tokens/token-counter.js');
+  // Builds from before the rename keep the counters in relay/tokens/.
+  const counting = existsSync(join(relayDir, 'token-count')) ? 'token-count' : 'tokens';
+  const { DeliveredTextCounter } = await mod(`${counting}/delivered-text-counter.js`);
+  const { TokenCounter } = await mod(`${counting}/token-counter.js`);
   const tokens = new TokenCounter({ minThreads: 2, maxThreads: 2 });
   await tokens.countText('warm up');
 

@@ -83,7 +83,7 @@ const schema = z.object({
   UPSTREAM_BODY_TIMEOUT_MS: positiveInt.default(300_000),
   // A reservation the relay never settles (crash) expires after this long; see docs/billing.md.
   RESERVATION_TTL_SEC: positiveInt.default(900),
-  // Token counting on worker threads (relay/tokens/): threads; bodies above this size are counted
+  // Token counting on worker threads (relay/token-count/): threads; bodies above this size are counted
   // for the reservation; safety factor of that count; batch size of delivered-text counting.
   TOKEN_WORKERS: positiveInt.default(2),
   COUNT_PROMPT_ABOVE_BYTES: positiveInt.default(8192),

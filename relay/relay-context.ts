@@ -7,7 +7,7 @@ import type { QuotaStore } from '../core/quota/quota-store.js';
 import type { ClientAddressResolver } from './auth/client-address.js';
 import type { KeyDirectory } from './auth/key-directory.js';
 import type { ChannelRegistry } from './routing/channel-registry.js';
-import type { TokenCounter } from './tokens/token-counter.js';
+import type { TokenCounter } from './token-count/token-counter.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
 
 export interface RelayContext {

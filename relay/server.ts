@@ -24,7 +24,7 @@ import { groupPolicyFromOptions, type GroupPolicy } from '../core/groups/group-p
 import { UpstreamPools } from './upstream/upstream-pools.js';
 import { handleCountTokens } from './messages/count-tokens-handler.js';
 import { handleListModels, handleRetrieveModel } from './models/models-route.js';
-import { TokenCounter } from './tokens/token-counter.js';
+import { TokenCounter } from './token-count/token-counter.js';
 
 export interface RunningRelay {
   port: number;

@@ -1,6 +1,6 @@
 // POST /v1/messages/count_tokens, Anthropic's shape: {model, messages, system?, tools?, ...} →
 // {"input_tokens": N}. Counted locally on the token-counting workers (cl100k_base; what counts is
-// listed in relay/tokens/prompt-text.ts), so it costs no provider call and moves no quota; the figure
+// listed in relay/token-count/prompt-text.ts), so it costs no provider call and moves no quota; the figure
 // is an estimate of the provider's, as the model's own tokenizer is not public.
 //
 // It is free for the caller but not for the relay: the workers are shared with every request's
@@ -14,7 +14,7 @@ import { readBody, readHead, Reply, type FreeEndpointContext } from '../free-req
 import { servedModels } from '../routing/group-routing.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
-import { CountQueueFull, type TokenCounter } from '../tokens/token-counter.js';
+import { CountQueueFull, type TokenCounter } from '../token-count/token-counter.js';
 import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
 import { describeIssue } from './messages-request.js';
 

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { countText } from '../tokens/bpe-count.js';
-import { MESSAGE_OVERHEAD } from '../tokens/prompt-text.js';
-import { TokenCounter } from '../tokens/token-counter.js';
+import { countText } from '../token-count/bpe-count.js';
+import { MESSAGE_OVERHEAD } from '../token-count/prompt-text.js';
+import { TokenCounter } from '../token-count/token-counter.js';
 import { describeIssue } from './messages-request.js';
 import { countTokensRequestSchema, countTokensResponse } from './count-tokens-handler.js';
 

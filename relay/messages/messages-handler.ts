@@ -21,7 +21,7 @@ import { quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { currentMinute } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
 import { pickNextChannel, servingGroups } from '../routing/group-routing.js';
-import { CountQueueFull, reservationInputTokens } from '../tokens/token-counter.js';
+import { CountQueueFull, reservationInputTokens } from '../token-count/token-counter.js';
 import { headerOf, readText } from '../upstream/provider-response.js';
 import type { RelayContext } from '../relay-context.js';
 import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';

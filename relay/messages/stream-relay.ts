@@ -9,8 +9,8 @@ import { errorBody } from '../errors.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { Channel } from '../routing/channel-registry.js';
 import { SseUsageParser, type StreamUsage } from '../stream/sse-usage-parser.js';
-import { DeliveredTextCounter } from '../tokens/delivered-text-counter.js';
-import type { TokenCounter } from '../tokens/token-counter.js';
+import { DeliveredTextCounter } from '../token-count/delivered-text-counter.js';
+import type { TokenCounter } from '../token-count/token-counter.js';
 import { providerErrorReason, REASON } from './failure-reasons.js';
 import type { Outcome } from './settlement.js';
 

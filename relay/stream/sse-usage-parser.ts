@@ -7,7 +7,7 @@
 //
 // Content deltas: the `data:` payload of each content_block_delta event is handed over as raw bytes,
 // still without decoding, to a sink (`pushDelta(buf, start, end)`: the bytes in place, valid only
-// during the call; what DeliveredTextCounter in relay/tokens/ takes) or to a function (`(data) => …`:
+// during the call; what DeliveredTextCounter in relay/token-count/ takes) or to a function (`(data) => …`:
 // a view, valid only during the call: copy to keep).
 
 const NL = 0x0a;

@@ -1,4 +1,4 @@
-// The counting worker (run by piscina from dist/relay/tokens/count-worker.js): one task at a time per
+// The counting worker (run by piscina from dist/relay/token-count/count-worker.js): one task at a time per
 // thread, ranks loaded once per thread. Tasks are plain data; see TokenCounter for the API.
 import { countText, countWithCarry, warmUp } from './bpe-count.js';
 import { decodePieces } from './delta-text.js';

@@ -1,4 +1,4 @@
-// Runs the compiled worker (dist/relay/tokens/count-worker.js): build dist/ first (make test does).
+// Runs the compiled worker (dist/relay/token-count/count-worker.js): build dist/ first (make test does).
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';

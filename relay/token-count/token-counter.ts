@@ -2,9 +2,9 @@
 // (cl100k_base, see bpe-count.ts for what a count is). The event loop only posts the task (a copy of
 // the bytes or of the string) and awaits the answer.
 //
-// The worker file is the compiled one, dist/relay/tokens/count-worker.js: the services run from dist/
-// and find it next to this module; tests run this module from its .ts source and use the compiled file
-// under the project root, so dist/ must be built first (`make test` and `make build` do).
+// The worker file is the compiled one, dist/relay/token-count/count-worker.js: the services run from
+// dist/ and find it next to this module; tests run this module from its .ts source and use the compiled
+// file under the project root, so dist/ must be built first (`make test` and `make build` do).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,7 +30,7 @@ export interface TokenCounterOptions {
 export function countWorkerFile(): string {
   const here = fileURLToPath(import.meta.url);
   if (here.endsWith('.js')) return fileURLToPath(new URL('./count-worker.js', import.meta.url));
-  const file = join(projectRoot(), 'dist', 'relay', 'tokens', 'count-worker.js');
+  const file = join(projectRoot(), 'dist', 'relay', 'token-count', 'count-worker.js');
   if (!existsSync(file)) {
     throw new Error(`token counter: ${file} is missing; build dist/ first (npx tsc -p tsconfig.json, or make build)`);
   }
@@ -74,7 +74,7 @@ export class TokenCounter {
 
   /**
    * Prompt tokens of a Messages request body: system, every message's text, tool definitions, plus
-   * fixed amounts for images and message framing (relay/tokens/prompt-text.ts lists what counts).
+   * fixed amounts for images and message framing (relay/token-count/prompt-text.ts lists what counts).
    * Pass the raw body bytes (Buffer/Uint8Array) to have it parsed in the worker as well: only a copy
    * of the bytes is made on the event loop, where a parsed object would be structured-cloned.
    */
