@@ -21,13 +21,16 @@ export interface FollowUpDeps {
 /** One pass over rows pending for longer than `minAgeSec`; returns how many were finished. */
 export async function finishConsoleFollowUps(d: FollowUpDeps, minAgeSec: number): Promise<number> {
   const rows = await d.sql`
-    SELECT id, user_id, quota_delta, log_event FROM ledger
+    SELECT id, user_id, quota_delta, credit_seq, log_event FROM ledger
     WHERE follow_up_pending AND settled_at <= now() - make_interval(secs => ${minAgeSec})
     ORDER BY id LIMIT ${BATCH}`;
   let finished = 0;
-  for (const r of rows as unknown as { id: number; user_id: number; quota_delta: number; log_event: string | null }[]) {
+  for (const r of rows as unknown as { id: number; user_id: number; quota_delta: number; credit_seq: string | number | null; log_event: string | null }[]) {
     const stores = { sql: d.sql, redis: d.redis, quota: d.quota, usageStream: d.stream };
-    await finishConsoleCredit(stores, { ledgerId: r.id, userId: r.user_id, delta: r.quota_delta, logEvent: r.log_event || null });
+    await finishConsoleCredit(stores, {
+      ledgerId: r.id, userId: r.user_id, delta: r.quota_delta,
+      creditSeq: r.credit_seq === null ? null : Number(r.credit_seq), logEvent: r.log_event || null,
+    });
     finished++;
   }
   if (finished > 0) d.log.warn({ finished }, 'finished console credits their console could not');

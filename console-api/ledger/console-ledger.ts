@@ -14,7 +14,9 @@
 // The ledger row is written `follow_up_pending` with its encoded log event; step 2 clears it. If step 2
 // fails after the commit, the billing worker finishes it later (billing/console-follow-up.ts) with the
 // same code (core/ledger/console-credit-follow-up.ts): the mirror update is applied once per ledger id
-// (adjustBalanceOnce-2.lua) and the log row collapses.
+// (adjustBalanceOnce-3.lua) and the log row collapses. The change increments users.credit_seq and keeps
+// the value on the ledger row: a mirror seeded from Postgres after the commit already holds the change,
+// and knows it by the sequence it was seeded with, so neither step adds it again.
 import { randomUUID } from 'node:crypto';
 import { finishConsoleCredit } from '../../core/ledger/console-credit-follow-up.js';
 import { encodeUsageEvent, LOG_TYPE, type UsageEvent, usageEvent } from '../../core/usage/usage-event.js';
@@ -42,6 +44,8 @@ export interface RecordedCredit extends ConsoleCredit {
   group: string;
   /** users.quota after the change. */
   balance: number;
+  /** users.credit_seq after the change, kept on the ledger row. */
+  creditSeq: number;
 }
 
 export function manageRequestId(): string {
@@ -59,13 +63,13 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
     ON CONFLICT (request_id) DO NOTHING
     RETURNING id`;
   if (!row) return undefined;
-  const [user] = await tx<{ username: string; group: string; quota: number }[]>`
-    UPDATE users SET quota = quota + ${credit.delta} WHERE id = ${credit.userId}
-    RETURNING username, "group", quota`;
+  const [user] = await tx<{ username: string; group: string; quota: number; credit_seq: string | number }[]>`
+    UPDATE users SET quota = quota + ${credit.delta}, credit_seq = credit_seq + 1 WHERE id = ${credit.userId}
+    RETURNING username, "group", quota, credit_seq`;
   if (!user) throw new Error(`recordConsoleCredit: no account ${credit.userId}`);
-  const recorded = { ...credit, ledgerId: Number(row.id), username: user.username, group: user.group, balance: Number(user.quota) };
+  const recorded = { ...credit, ledgerId: Number(row.id), username: user.username, group: user.group, balance: Number(user.quota), creditSeq: Number(user.credit_seq) };
   // Kept with the row until the follow-up is done, so that the billing worker can replay it.
-  await tx`UPDATE ledger SET log_event = ${encodeUsageEvent(consoleUsageEvent(recorded))} WHERE id = ${row.id}`;
+  await tx`UPDATE ledger SET log_event = ${encodeUsageEvent(consoleUsageEvent(recorded))}, credit_seq = ${recorded.creditSeq} WHERE id = ${row.id}`;
   return recorded;
 }
 
@@ -91,7 +95,9 @@ export function consoleUsageEvent(c: RecordedCredit): UsageEvent {
 export async function afterConsoleCredit(ctx: ConsoleContext, c: RecordedCredit): Promise<void> {
   try {
     const stores = { sql: ctx.sql, redis: ctx.redis, quota: ctx.quotaStore, usageStream: ctx.keys.usageStream() };
-    await finishConsoleCredit(stores, { ledgerId: c.ledgerId, userId: c.userId, delta: c.delta, logEvent: encodeUsageEvent(consoleUsageEvent(c)) });
+    await finishConsoleCredit(stores, {
+      ledgerId: c.ledgerId, userId: c.userId, delta: c.delta, creditSeq: c.creditSeq, logEvent: encodeUsageEvent(consoleUsageEvent(c)),
+    });
   } catch (err) {
     ctx.logger.error({ err, ledgerId: c.ledgerId }, 'console credit committed; its mirror update or log event is left to the billing follow-up');
   }

@@ -3,7 +3,8 @@
 // (console-api/ledger/console-ledger.ts afterConsoleCredit); the billing worker runs it again for a
 // ledger row still `follow_up_pending` a while later, because the console failed or died in between
 // (billing/console-follow-up.ts). Running it twice is harmless: the mirror moves once per ledger id
-// (adjustBalanceOnce-2.lua) and a repeated log event collapses in the log table.
+// (adjustBalanceOnce-3.lua; not at all when the mirror was seeded from
+// Postgres after the commit: the row's credit_seq is at most the seed's) and a repeated log event collapses in the log table.
 import type { Redis } from 'ioredis';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { QuotaStore } from '../quota/quota-store.js';
@@ -23,13 +24,15 @@ export interface PendingConsoleCredit {
   userId: number;
   /** Signed change of users.quota the row recorded. */
   delta: number;
+  /** users.credit_seq this change produced (ledger.credit_seq); null on rows from before sequences. */
+  creditSeq: number | null;
   /** The encoded log event kept with the row; null when there is none to append. */
   logEvent: string | null;
 }
 
 /** Moves the Redis mirror, appends the log event, then marks the ledger row done. Throws on failure. */
 export async function finishConsoleCredit(s: ConsoleCreditStores, c: PendingConsoleCredit): Promise<void> {
-  await s.quota.adjustAccountOnce(c.userId, c.delta, c.ledgerId);
+  await s.quota.adjustAccountOnce(c.userId, c.delta, c.ledgerId, c.creditSeq);
   if (c.logEvent !== null) await appendUsageEvent(s.redis, s.usageStream, c.logEvent);
   await s.sql`UPDATE ledger SET follow_up_pending = false, log_event = NULL WHERE id = ${c.ledgerId}`;
 }

@@ -8,6 +8,10 @@ export function postgresBalanceSource(sql: Sql): BalanceSource {
       const [row] = await sql`SELECT quota FROM users WHERE id = ${userId}`;
       return Number(row?.quota ?? 0);
     },
+    async accountSeed(userId) {
+      const [row] = await sql`SELECT quota, credit_seq FROM users WHERE id = ${userId}`;
+      return { quota: Number(row?.quota ?? 0), creditSeq: Number(row?.credit_seq ?? 0) };
+    },
     async tokenRemainQuota(tokenId) {
       const [row] = await sql`SELECT remain_quota FROM tokens WHERE id = ${tokenId}`;
       return Number(row?.remain_quota ?? 0);

@@ -192,7 +192,7 @@ describe('adjustBalance-1.lua', () => {
   });
 });
 
-describe('adjustBalanceOnce-2.lua', () => {
+describe('adjustBalanceOnce-3.lua', () => {
   it('applies a console change to the mirror once, however often it is retried', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 100);
@@ -213,6 +213,41 @@ describe('adjustBalanceOnce-2.lua', () => {
     await store.adjustAccountOnce(userId, 500, 91);
     expect(await store.accountBalance(userId)).toBe(600);
   });
+
+  it('skips a change the seeded mirror already holds, and applies a newer one', async () => {
+    const { userId } = ids();
+    const seeded = new QuotaStore(redis, keys, {
+      accountQuota: async () => { throw new Error('accountSeed is preferred'); },
+      tokenRemainQuota: async () => 0,
+      // Postgres after credits 1..3 committed: their follow-ups must not add them again.
+      accountSeed: async () => ({ quota: 1_000, creditSeq: 3 }),
+    });
+    expect(await seeded.seedAccount(userId)).toBe(true);
+    expect(await seeded.seedAccount(userId)).toBe(false);
+    await seeded.adjustAccountOnce(userId, 250, 201, 3);
+    await seeded.adjustAccountOnce(userId, 250, 200, 2);
+    expect(await seeded.accountBalance(userId)).toBe(1_000);
+    await seeded.adjustAccountOnce(userId, -100, 202, 4);
+    await seeded.adjustAccountOnce(userId, -100, 202, 4);
+    expect(await seeded.accountBalance(userId)).toBe(900);
+    // A row from before sequences moves a loaded mirror as it always did.
+    await seeded.adjustAccountOnce(userId, 5, 203, null);
+    expect(await seeded.accountBalance(userId)).toBe(905);
+  });
+});
+
+describe('seedBalance-2.lua', () => {
+  it('seeds the balance and its credit sequence together, and leaves a loaded mirror as it is', async () => {
+    const { userId } = ids();
+    let read = { quota: 700, creditSeq: 9 };
+    const s = new QuotaStore(redis, keys, { accountQuota: async () => 0, tokenRemainQuota: async () => 0, accountSeed: async () => read });
+    await redis.set(keys.accountCreditSeq(userId), 2); // left by an earlier seed of a mirror since lost
+    expect(await s.seedAccount(userId)).toBe(true);
+    expect([await redis.get(keys.accountBalance(userId)), await redis.get(keys.accountCreditSeq(userId))]).toEqual(['700', '9']);
+    read = { quota: 1, creditSeq: 10 };
+    expect(await s.seedAccount(userId)).toBe(false);
+    expect([await redis.get(keys.accountBalance(userId)), await redis.get(keys.accountCreditSeq(userId))]).toEqual(['700', '9']);
+  });
 });
 
 describe('script registration', () => {
@@ -221,7 +256,8 @@ describe('script registration', () => {
     expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 6 });
     expect(defs.get('settleReservation')).toMatchObject({ numberOfKeys: 7 });
     expect(defs.get('adjustBalance')).toMatchObject({ numberOfKeys: 1 });
-    expect(defs.get('adjustBalanceOnce')).toMatchObject({ numberOfKeys: 2 });
+    expect(defs.get('adjustBalanceOnce')).toMatchObject({ numberOfKeys: 3 });
+    expect(defs.get('seedBalance')).toMatchObject({ numberOfKeys: 2 });
     for (const def of defs.values()) expect(def.command).toMatch(new RegExp(`^${def.name}:[0-9a-f]{10}$`));
   });
 });

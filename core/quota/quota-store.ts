@@ -53,6 +53,11 @@ export function currentMinute(nowMs = Date.now()): number {
 /** Reads the book-of-record values when a mirror is missing (first use, or after a Redis restart). */
 export interface BalanceSource {
   accountQuota(userId: number): Promise<number>;
+  /**
+   * users.quota with the users.credit_seq of the same row read, so that a seeded mirror knows which
+   * console changes it already holds. A source without it seeds with sequence 0.
+   */
+  accountSeed?(userId: number): Promise<{ quota: number; creditSeq: number }>;
   tokenRemainQuota(tokenId: number): Promise<number>;
 }
 
@@ -79,6 +84,7 @@ export class QuotaStore {
   readonly #settle: ScriptFn;
   readonly #adjust: ScriptFn;
   readonly #adjustOnce: ScriptFn;
+  readonly #seedBalance: ScriptFn;
   readonly #takeRateSlot: ScriptFn;
   readonly #deadlinesKey: string;
   readonly #usageStreamKey: string;
@@ -100,6 +106,7 @@ export class QuotaStore {
     this.#settle = bind('settleReservation');
     this.#adjust = bind('adjustBalance');
     this.#adjustOnce = bind('adjustBalanceOnce');
+    this.#seedBalance = bind('seedBalance');
     this.#takeRateSlot = bind('takeRateSlot');
   }
 
@@ -139,7 +146,7 @@ export class QuotaStore {
       if (outcome !== undefined) return outcome;
       switch (code) {
         case QuotaScriptCode.BalanceNotLoaded:
-          await this.#redis.set(keys[0]!, await this.#source.accountQuota(r.userId), 'NX');
+          await this.seedAccount(r.userId);
           break;
         case QuotaScriptCode.TokenQuotaNotLoaded:
           await this.#redis.set(keys[1]!, await this.#source.tokenRemainQuota(r.tokenId), 'NX');
@@ -196,6 +203,17 @@ export class QuotaStore {
     return released;
   }
 
+  /**
+   * Loads a missing account mirror from Postgres with the credit sequence it was read with; a loaded
+   * mirror is left alone. Returns whether it seeded.
+   */
+  async seedAccount(userId: number): Promise<boolean> {
+    const seed = this.#source.accountSeed !== undefined
+      ? await this.#source.accountSeed(userId)
+      : { quota: await this.#source.accountQuota(userId), creditSeq: 0 };
+    return Number(await this.#seedBalance(this.#keys.accountBalance(userId), this.#keys.accountCreditSeq(userId), seed.quota, seed.creditSeq)) === 1;
+  }
+
   /** Applies a console-side change (top-up, admin quota edit) to a loaded account mirror. */
   adjustAccount(userId: number, delta: number): Promise<void> {
     return this.#adjustKey(this.#keys.accountBalance(userId), delta);
@@ -203,10 +221,15 @@ export class QuotaStore {
 
   /**
    * Applies the account change recorded as ledger row `ledgerId` to a loaded mirror, once however
-   * often it is called (the marker outlives any retry by far).
+   * often it is called (the marker outlives any retry by far), and not at all when the mirror was
+   * seeded after the change committed (`creditSeq` at most the seed's; null: a row without one).
    */
-  async adjustAccountOnce(userId: number, delta: number, ledgerId: number): Promise<void> {
-    await this.#adjustOnce(this.#keys.accountBalance(userId), this.#keys.adjustmentApplied(userId, ledgerId), delta, ADJUSTMENT_MARKER_TTL_SEC);
+  async adjustAccountOnce(userId: number, delta: number, ledgerId: number, creditSeq: number | null = null): Promise<void> {
+    const k = this.#keys;
+    await this.#adjustOnce(
+      k.accountBalance(userId), k.adjustmentApplied(userId, ledgerId), k.accountCreditSeq(userId),
+      delta, ADJUSTMENT_MARKER_TTL_SEC, creditSeq === null ? '' : creditSeq,
+    );
   }
 
   adjustToken(userId: number, tokenId: number, delta: number): Promise<void> {

@@ -15,6 +15,8 @@ export interface RedisKeys {
   reapedReservation(userId: number, requestId: string): string;
   /** Set once a console change (ledger id) has moved the account's mirror: retries apply it once. */
   adjustmentApplied(userId: number, ledgerId: number): string;
+  /** users.credit_seq the account mirror was seeded with: console changes up to it are in the mirror. */
+  accountCreditSeq(userId: number): string;
   /** Open reservations by deadline (sorted set: score Unix ms, member `<userId>:<requestId>`). */
   reservationDeadlines(): string;
   /** Requests of one API key in one wall-clock minute (`minute` = Unix minutes). */
@@ -45,6 +47,7 @@ export function redisKeys(prefix: string): RedisKeys {
     reapedReservation: (userId, requestId) => `${prefix}:{a${userId}}:reaped:${requestId}`,
     reservationDeadlines: () => `${prefix}:rsv-deadlines`,
     adjustmentApplied: (userId, ledgerId) => `${prefix}:{a${userId}}:adj:${ledgerId}`,
+    accountCreditSeq: (userId) => `${prefix}:{a${userId}}:balance-seq`,
     keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,

@@ -1,0 +1,23 @@
+--[[
+  Applies a console-side change (identified by its ledger id) to the Redis mirror of an account
+  balance at most once, however often it is retried: the console after its commit, and the billing
+  worker's follow-up if the console failed, may both try. A mirror seeded from Postgres after the
+  change committed already holds it (seedBalance-2.lua records the users.credit_seq it was read
+  with); the change is then only marked.
+
+  KEYS[1] account balance
+  KEYS[2] marker of this change having been applied
+  KEYS[3] credit sequence the balance was seeded with (absent: seeded before sequences existed)
+
+  ARGV[1] delta (integer, may be negative)
+  ARGV[2] marker lifetime in seconds
+  ARGV[3] the change's credit sequence (ledger.credit_seq); '' when the row has none
+
+  Returns {2} when already applied, {1, new value} when applied to a loaded mirror, {0} when the mirror
+  is not loaded (it will be seeded from Postgres, which holds the change; the marker is set anyway),
+  {3} when the mirror was seeded from a Postgres state that already held the change.
+]]
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) == false then return {2} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+if ARGV[3] ~= '' and tonumber(ARGV[3]) <= tonumber(redis.call('GET', KEYS[3]) or '-1') then return {3} end
+return {1, redis.call('INCRBY', KEYS[1], ARGV[1])}

@@ -1,0 +1,16 @@
+--[[
+  Seeds a missing account balance mirror from Postgres together with the credit sequence the value
+  was read with, so that a console change committed before the read is not applied to it again
+  (adjustBalanceOnce-3.lua). A mirror already loaded is left as it is, sequence included.
+
+  KEYS[1] account balance
+  KEYS[2] credit sequence of the seed
+
+  ARGV[1] users.quota
+  ARGV[2] users.credit_seq read in the same row
+
+  Returns 1 when seeded, 0 when the mirror was already loaded.
+]]
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') == false then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
