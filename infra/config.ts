@@ -81,7 +81,8 @@ const schema = z.object({
   UPSTREAM_CONNECTIONS: positiveInt.default(256),
   UPSTREAM_HEADERS_TIMEOUT_MS: positiveInt.default(60_000),
   UPSTREAM_BODY_TIMEOUT_MS: positiveInt.default(300_000),
-  // A reservation the relay never settles (crash) expires after this long; see docs/billing.md.
+  // A reservation no live relay renewed for this long (its relay crashed) is released; relays renew
+  // the ones they hold every third of it. See docs/billing.md.
   RESERVATION_TTL_SEC: positiveInt.default(900),
   // Token counting on worker threads (relay/token-count/): threads; bodies above this size are counted
   // for the reservation; safety factor of that count; batch size of delivered-text counting.

@@ -9,6 +9,7 @@ import type { KeyDirectory } from './auth/key-directory.js';
 import type { ChannelRegistry } from './routing/channel-registry.js';
 import type { TokenCounter } from './token-count/token-counter.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
+import type { ReservationHeartbeat } from './messages/reservation-heartbeat.js';
 
 export interface RelayContext {
   log: Logger;
@@ -22,6 +23,8 @@ export interface RelayContext {
   maxBodyBytes: number;
   maxTries: number;
   reservationTtlMs: number;
+  /** Renews the deadlines of the reservations this relay holds, so the reaper leaves them alone. */
+  heartbeat: ReservationHeartbeat;
   tokens: TokenCounter;
   /**
    * Bodies larger than this whose byte-bound reservation the balance refuses are token-counted and

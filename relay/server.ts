@@ -25,6 +25,7 @@ import { UpstreamPools } from './upstream/upstream-pools.js';
 import { handleCountTokens } from './messages/count-tokens-handler.js';
 import { handleListModels, handleRetrieveModel } from './models/models-route.js';
 import { TokenCounter } from './token-count/token-counter.js';
+import { ReservationHeartbeat } from './messages/reservation-heartbeat.js';
 
 export interface RunningRelay {
   port: number;
@@ -110,6 +111,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   }, RELOAD_INTERVAL_MS);
   timer.unref();
 
+  const heartbeat = new ReservationHeartbeat(quota, config.RESERVATION_TTL_SEC * 1000, log);
   const tokens = new TokenCounter({ minThreads: 1, maxThreads: config.TOKEN_WORKERS, maxQueue: config.TOKEN_QUEUE_MAX });
   const ctx: RelayContext = {
     log,
@@ -123,6 +125,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     maxBodyBytes: config.MAX_BODY_BYTES,
     maxTries: config.RELAY_MAX_TRIES,
     reservationTtlMs: config.RESERVATION_TTL_SEC * 1000,
+    heartbeat,
     tokens,
     countPromptAboveBytes: config.COUNT_PROMPT_ABOVE_BYTES,
     countsPerMinute: config.COUNT_TOKENS_PER_MINUTE,
@@ -146,6 +149,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
 
   const releaseAll = async (): Promise<void> => {
     clearInterval(timer);
+    heartbeat.stop();
     await pools.close();
     await tokens.close();
     sub.disconnect();

@@ -12,6 +12,7 @@ export enum QuotaScriptCode {
   NoSuchReservation = -6,
   RequestRateLimited = -7,
   TokenRateLimited = -8,
+  DeadlineRenewed = -9,
 }
 
 export type ReserveOutcome =

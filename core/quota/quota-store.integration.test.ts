@@ -178,6 +178,52 @@ describe('releasing expired reservations', () => {
   });
 });
 
+describe('renewed deadlines (the relay heartbeat)', () => {
+  it('keeps a renewed reservation from the reaper and does not bring back a settled one', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 1_000);
+    const now = Date.now();
+    await store.reserve({ userId, tokenId, tokenLimited: false, requestId, amount: 400, deadlineMs: now - 1 });
+    const settled = `${requestId}-settled`;
+    await store.reserve({ userId, tokenId, tokenLimited: false, requestId: settled, amount: 100, deadlineMs: now - 1 });
+    await store.settle({ userId, tokenId, requestId: settled, cost: 10, eventJson: '{}' });
+    await store.renewDeadlines([{ userId, requestId }, { userId, requestId: settled }], now + 60_000);
+    expect(await redis.zscore(keys.reservationDeadlines(), `${userId}:${settled}`)).toBeNull();
+    const logged: string[] = [];
+    await store.releaseExpired(now, 1000, (r) => { logged.push(r.requestId); return '{}'; });
+    expect(logged).not.toContain(requestId);
+    expect(await redis.exists(keys.reservation(userId, requestId))).toBe(1);
+    expect(await store.accountBalance(userId)).toBe(1_000 - 400 - 10);
+  });
+
+  it('leaves a reservation whose deadline is renewed between the reaper reading it and releasing it', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 1_000);
+    const now = Date.now();
+    await store.reserve({ userId, tokenId, tokenLimited: false, requestId, amount: 400, deadlineMs: now - 1 });
+    const read = redis.zrangebyscore.bind(redis);
+    // The heartbeat lands right after the reaper's read: the script sees the new deadline.
+    (redis as unknown as { zrangebyscore: unknown }).zrangebyscore = async (...args: Parameters<typeof read>) => {
+      const members = await read(...args);
+      await store.renewDeadlines([{ userId, requestId }], now + 60_000);
+      return members;
+    };
+    const logged: string[] = [];
+    try {
+      await store.releaseExpired(now, 1000, (r) => { logged.push(r.requestId); return '{}'; });
+    } finally {
+      delete (redis as unknown as { zrangebyscore?: unknown }).zrangebyscore;
+    }
+    expect(logged).toContain(requestId);
+    expect(await redis.exists(keys.reservation(userId, requestId))).toBe(1);
+    expect(await redis.zscore(keys.reservationDeadlines(), `${userId}:${requestId}`)).toBe(String(now + 60_000));
+    expect(await store.accountBalance(userId)).toBe(600);
+    // Its relay settles it as usual, once.
+    expect(await store.settle({ userId, tokenId, requestId, cost: 50, eventJson: '{}' })).toBe(true);
+    expect(await store.accountBalance(userId)).toBe(950);
+  });
+});
+
 describe('adjustBalance-1.lua', () => {
   it('moves a loaded mirror by the delta and leaves an unloaded one alone', async () => {
     const { userId, tokenId, requestId } = ids();

@@ -41,6 +41,8 @@ export interface ExpiredReservation {
 }
 
 const ADJUSTMENT_MARKER_TTL_SEC = 30 * 24 * 3600;
+/** Reservations per ZADD of a heartbeat: bounds one command's size on a relay with many open requests. */
+const RENEW_BATCH = 1000;
 
 function deadlineMember(userId: number, requestId: string): string {
   return `${userId}:${requestId}`;
@@ -167,23 +169,25 @@ export class QuotaStore {
 
   /** Returns false when the reservation was already settled: the caller's second finish is a no-op. */
   async settle(s: SettleRequest): Promise<boolean> {
-    return this.#settleOrRelease(s, false);
+    return (await this.#settleOrRelease(s, 0)) !== QuotaScriptCode.NoSuchReservation;
   }
 
-  async #settleOrRelease(s: SettleRequest, reaper: boolean): Promise<boolean> {
+  /** `reaperNowMs` > 0: the reaper releasing, unless a relay renewed the deadline past it meanwhile. */
+  async #settleOrRelease(s: SettleRequest, reaperNowMs: number): Promise<unknown> {
     const k = this.#keys;
     const kk = this.#keysOf(s.userId, s.tokenId, s.minute ?? currentMinute());
-    const result = await this.#settle(
+    const args: (string | number)[] = [
       kk.balance, kk.remain, k.reservation(s.userId, s.requestId),
       this.#usageStreamKey, kk.tpm,
       this.#deadlinesKey, k.reapedReservation(s.userId, s.requestId),
-      s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId), reaper ? '1' : '0',
-    );
-    return result !== QuotaScriptCode.NoSuchReservation;
+      s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId), reaperNowMs > 0 ? '1' : '0',
+    ];
+    if (reaperNowMs > 0) args.push(reaperNowMs);
+    return this.#settle(...args);
   }
 
   /**
-   * Releases reservations whose deadline passed (their relay died, or the request outlived
+   * Releases reservations whose deadline passed (their relay died, or stopped renewing them for
    * RESERVATION_TTL_SEC): the whole amount goes back, and a late settlement still bills the actual
    * cost. `event` builds the error event logged for each release. Returns how many were released.
    */
@@ -196,8 +200,9 @@ export class QuotaStore {
       const requestId = member.slice(sep + 1);
       const fields = await this.#redis.hmget(this.#keys.reservation(userId, requestId), 'token', 'amount');
       const expired: ExpiredReservation = { userId, requestId, tokenId: Number(fields[0] ?? 0), amount: Number(fields[1] ?? 0) };
-      const ok = await this.#settleOrRelease({ userId, tokenId: expired.tokenId, requestId, cost: 0, eventJson: event(expired) }, true);
-      if (ok) released++;
+      const result = await this.#settleOrRelease({ userId, tokenId: expired.tokenId, requestId, cost: 0, eventJson: event(expired) }, nowMs);
+      if (result === QuotaScriptCode.DeadlineRenewed) continue;
+      if (result !== QuotaScriptCode.NoSuchReservation) released++;
       else await this.#redis.zrem(this.#keys.reservationDeadlines(), member);
     }
     return released;
@@ -212,6 +217,19 @@ export class QuotaStore {
       ? await this.#source.accountSeed(userId)
       : { quota: await this.#source.accountQuota(userId), creditSeq: 0 };
     return Number(await this.#seedBalance(this.#keys.accountBalance(userId), this.#keys.accountCreditSeq(userId), seed.quota, seed.creditSeq)) === 1;
+  }
+
+  /**
+   * Moves the deadlines of open reservations to `deadlineMs` (the relay's heartbeat,
+   * relay/messages/reservation-heartbeat.ts). XX: a reservation settled or released meanwhile is not
+   * brought back. One ZADD per RENEW_BATCH reservations.
+   */
+  async renewDeadlines(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
+    for (let i = 0; i < held.length; i += RENEW_BATCH) {
+      const args: (string | number)[] = [];
+      for (let j = i; j < Math.min(held.length, i + RENEW_BATCH); j++) args.push(deadlineMs, deadlineMember(held[j]!.userId, held[j]!.requestId));
+      await this.#redis.zadd(this.#deadlinesKey, 'XX', ...args);
+    }
   }
 
   /** Applies a console-side change (top-up, admin quota edit) to a loaded account mirror. */

@@ -214,6 +214,7 @@ class Exchange {
       return this.fail(refused, undefined, retryAfter);
     }
     this.reserved = true;
+    this.ctx.heartbeat.hold(this);
     relayMetrics.reservationOpened();
     if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGoneBeforeForwarding });
 
@@ -387,6 +388,7 @@ class Exchange {
   finish(outcome: Outcome): void {
     if (this.finished || !this.reserved) return;
     this.finished = true;
+    this.ctx.heartbeat.release(this);
     relayMetrics.reservationClosed();
     settleExchange(this, outcome);
   }

@@ -21,15 +21,19 @@
   ARGV[3] tokens used (input + output), counted when > 0
   ARGV[4] reservation member of KEYS[6]
   ARGV[5] '1' if this is the reaper releasing the reservation (leaves the tombstone), else '0'
+  ARGV[6] the reaper's now (Unix ms; reaper only, optional): a deadline a live relay renewed past it
+          since the reaper read the deadline set is not released
 
   Returns
    the stream entry id on success
   -6  no such reservation (already settled, or never made)
+  -9  reaper only: the deadline was renewed (its relay is alive); nothing changed
 ]]
 local cost = tonumber(ARGV[1])
 local reservation = redis.call('HMGET', KEYS[3], 'amount', 'limited')
 local amount, limited
 if reservation[1] then
+  if ARGV[5] == '1' and ARGV[6] and tonumber(redis.call('ZSCORE', KEYS[6], ARGV[4]) or '0') > tonumber(ARGV[6]) then return -9 end
   amount = tonumber(reservation[1])
   limited = reservation[2]
   redis.call('DEL', KEYS[3])

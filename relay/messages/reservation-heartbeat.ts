@@ -1,0 +1,62 @@
+// A live relay keeps the deadlines of the reservations it holds ahead of the reaper: one interval for
+// the whole process (never a timer per request) pushes every open reservation's deadline a TTL ahead,
+// in one ZADD XX per beat. The reaper (billing/reservation-reaper.ts) then releases only what no live
+// relay renews: a reservation whose relay died, or whose settlement failed for good.
+import type { Logger } from '../../infra/logger.js';
+import type { QuotaStore } from '../../core/quota/quota-store.js';
+
+/** What the heartbeat reads of an exchange: messages-handler.ts's Exchange is one, held as it is. */
+export interface HeldReservation {
+  readonly requestId: string;
+  readonly record: { readonly userId: number } | null;
+}
+
+export class ReservationHeartbeat {
+  readonly #open = new Set<HeldReservation>();
+  readonly #quota: Pick<QuotaStore, 'renewDeadlines'>;
+  readonly #ttlMs: number;
+  readonly #log: Logger;
+  readonly #timer: NodeJS.Timeout;
+  #beating = false;
+
+  constructor(quota: Pick<QuotaStore, 'renewDeadlines'>, ttlMs: number, log: Logger) {
+    this.#quota = quota;
+    this.#ttlMs = ttlMs;
+    this.#log = log;
+    // A third of the TTL: two beats may fail (Redis restarting, a long GC pause) before the reaper
+    // could see the deadline pass.
+    this.#timer = setInterval(() => this.beat(), Math.max(1, Math.floor(ttlMs / 3)));
+    this.#timer.unref();
+  }
+
+  get size(): number {
+    return this.#open.size;
+  }
+
+  hold(r: HeldReservation): void {
+    this.#open.add(r);
+  }
+
+  release(r: HeldReservation): void {
+    this.#open.delete(r);
+  }
+
+  /** Renews every held deadline now; the interval calls it, tests may too. */
+  async beat(): Promise<void> {
+    if (this.#beating || this.#open.size === 0) return;
+    this.#beating = true;
+    const held: { userId: number; requestId: string }[] = [];
+    for (const r of this.#open) if (r.record !== null) held.push({ userId: r.record.userId, requestId: r.requestId });
+    try {
+      await this.#quota.renewDeadlines(held, Date.now() + this.#ttlMs);
+    } catch (err) {
+      this.#log.warn({ err: (err as Error).message, open: held.length }, 'reservation heartbeat failed; the next beat tries again');
+    } finally {
+      this.#beating = false;
+    }
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+}
