@@ -22,6 +22,7 @@ import { finishConsoleCredit } from '../../core/ledger/console-credit-follow-up.
 import { encodeUsageEvent, LOG_TYPE, type UsageEvent, usageEvent } from '../../core/usage/usage-event.js';
 import type { ConsoleContext } from '../context.js';
 import type { Db } from '../db.js';
+import { ConsoleError } from '../http/errors.js';
 
 export type ConsoleLogType = typeof LOG_TYPE.topup | typeof LOG_TYPE.manage;
 
@@ -71,6 +72,23 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
   // Kept with the row until the follow-up is done, so that the billing worker can replay it.
   await tx`UPDATE ledger SET log_event = ${encodeUsageEvent(consoleUsageEvent(recorded))}, credit_seq = ${recorded.creditSeq} WHERE id = ${row.id}`;
   return recorded;
+}
+
+/**
+ * Inside the transaction, after the account row is locked: refuses a debit that would take the
+ * spendable balance below zero. Spendable is the relay's mirror, which already has open reservations
+ * and settled-but-unbilled debits taken off (Postgres alone would let the debit spend them again);
+ * the lower of the two when a console change has not reached the mirror yet, Postgres when the mirror
+ * is not loaded. A reservation made between this check and the mirror step still passes: the window is
+ * one round trip, the same as for any two concurrent reservations.
+ */
+export async function assertDebitCovered(ctx: Pick<ConsoleContext, 'quotaStore'>, field: string, userId: number, pgQuota: number, delta: number): Promise<void> {
+  if (delta >= 0) return;
+  const mirror = await ctx.quotaStore.accountBalance(userId);
+  const spendable = mirror === null ? pgQuota : Math.min(mirror, pgQuota);
+  if (spendable + delta < 0) {
+    throw new ConsoleError('VALIDATION_FAILED', `${field}: would make the balance negative (spendable ${spendable}, Postgres ${pgQuota})`);
+  }
 }
 
 export function consoleUsageEvent(c: RecordedCredit): UsageEvent {

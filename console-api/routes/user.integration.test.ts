@@ -147,6 +147,42 @@ describe('GET /api/user/self', () => {
   });
 });
 
+describe('administrator debits (issue 10, item 5)', () => {
+  it('are checked against the spendable mirror, which has open reservations and unbilled debits taken off', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account({ quota: 1000 });
+    const id = target.user.id;
+    // 800 is reserved or settled but not yet billed: Postgres still says 1000.
+    await h.redis.set(h.keys.accountBalance(id), 200);
+    const manage = (value: number) => post('/api/user/manage', { id, action: 'add_quota', value }, admin.auth);
+    const pgQuota = async () => Number((await h.sql`SELECT quota FROM users WHERE id = ${id}`)[0]!.quota);
+
+    const tooMuch = await manage(-500);
+    expect(tooMuch.statusCode).toBe(400);
+    expect(tooMuch.json().message).toMatch(/^value: would make the balance negative \(spendable 200, Postgres 1000\)/);
+    const setTooLow = await put('/api/user/', { id, quota: 400 }, admin.auth);
+    expect(setTooLow.statusCode).toBe(400);
+    expect(setTooLow.json().message).toMatch(/^quota: would make the balance negative \(spendable 200, Postgres 1000\)/);
+    expect([await h.quotaStore.accountBalance(id), await pgQuota()]).toEqual([200, 1000]);
+
+    expect((await manage(-150)).statusCode).toBe(200);
+    expect((await put('/api/user/', { id, quota: 800 }, admin.auth)).statusCode).toBe(200);
+    expect([await h.quotaStore.accountBalance(id), await pgQuota()]).toEqual([0, 800]);
+    // Credits are never refused.
+    expect((await put('/api/user/', { id, quota: 900 }, admin.auth)).statusCode).toBe(200);
+    expect(await h.quotaStore.accountBalance(id)).toBe(100);
+  });
+
+  it('check Postgres when the mirror is not loaded', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account({ quota: 100 });
+    const res = await post('/api/user/manage', { id: target.user.id, action: 'add_quota', value: -150 }, admin.auth);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toMatch(/^value: would make the balance negative \(spendable 100, Postgres 100\)/);
+    expect((await put('/api/user/', { id: target.user.id, quota: 0 }, admin.auth)).statusCode).toBe(200);
+  });
+});
+
 describe('PUT /api/user/ (administrator)', () => {
   it('moves the loaded Redis mirror by the quota delta and publishes an invalidation', async () => {
     const admin = await h.account({ role: 10 });

@@ -17,7 +17,7 @@ import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
-import { afterConsoleCredit, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
+import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
 
 const username = z
@@ -206,6 +206,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       let credit: RecordedCredit | undefined;
       const delta = body.quota === undefined ? 0 : body.quota - Number(before.quota);
       if (delta !== 0) {
+        await assertDebitCovered(ctx, 'quota', Number(before.id), Number(before.quota), delta);
         credit = await recordConsoleCredit(tx, {
           requestId: manageRequestId(), type: LOG_TYPE.manage, userId: Number(before.id), delta,
           content: `administrator ${caller.username} set the balance from ${before.quota} to ${body.quota} (${delta > 0 ? '+' : ''}${delta} quota)`,
@@ -259,9 +260,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
           await tx`UPDATE access_tokens SET revoked_at = ${now} WHERE user_id = ${body.id} AND revoked_at IS NULL`;
           break;
         case 'add_quota':
-          if (Number(target.quota) + body.value < 0) {
-            throw new ConsoleError('VALIDATION_FAILED', `value: would make the balance negative (balance ${target.quota})`);
-          }
+          await assertDebitCovered(ctx, 'value', Number(target.id), Number(target.quota), body.value);
           credit = await recordConsoleCredit(tx, {
             requestId: manageRequestId(), type: LOG_TYPE.manage, userId: Number(target.id), delta: body.value,
             content: `administrator ${caller.username} ${body.value > 0 ? 'added' : 'removed'} ${Math.abs(body.value)} quota${body.reason ? `: ${body.reason}` : ''}`,
