@@ -3,6 +3,7 @@
 import type { Logger } from '../infra/logger.js';
 import type { GroupPolicy } from '../core/groups/group-policy.js';
 import type { Ratios } from '../core/pricing/ratios.js';
+import type { InputBounds } from '../core/pricing/input-bound.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
 import type { ClientAddressResolver } from './auth/client-address.js';
 import type { KeyDirectory } from './auth/key-directory.js';
@@ -18,6 +19,8 @@ export interface RelayContext {
   quota: QuotaStore;
   pools: UpstreamPools;
   ratios(): Ratios;
+  /** What bounds a reservation's input when the bytes do not: context windows, server-tool fees. */
+  inputBounds(): InputBounds;
   groups(): GroupPolicy;
   clientAddress: ClientAddressResolver;
   maxBodyBytes: number;

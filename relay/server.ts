@@ -17,6 +17,7 @@ import { relayMetrics } from './metrics/relay-metrics.js';
 import { assertNativeUws } from './native-binding.js';
 import { loadOptions } from '../core/options/options-source.js';
 import { ratiosFromOptions, type Ratios } from '../core/pricing/ratios.js';
+import { inputBoundsFromOptions, type InputBounds } from '../core/pricing/input-bound.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
@@ -92,9 +93,11 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
 
   let ratios: Ratios;
   let groups: GroupPolicy;
+  let inputBounds: InputBounds;
   const reloadOptions = async () => {
     const options = await loadOptions(sql);
     ratios = ratiosFromOptions(options);
+    inputBounds = inputBoundsFromOptions(options);
     groups = groupPolicyFromOptions(options, ratios);
   };
   await reloadOptions();
@@ -120,6 +123,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     quota,
     pools,
     ratios: () => ratios,
+    inputBounds: () => inputBounds,
     groups: () => groups,
     clientAddress: new ClientAddressResolver(config.TRUSTED_PROXIES),
     maxBodyBytes: config.MAX_BODY_BYTES,

@@ -33,6 +33,19 @@ export const usageEventSchema = z.object({
   prompt_tokens: z.number().int().nonnegative(),
   completion_tokens: z.number().int().nonnegative(),
   cache_tokens: z.number().int().nonnegative().optional(),
+  /**
+   * Relay events: by how much the cost exceeded the reservation (absent when it did not). The
+   * reservation is meant to bound every cost (docs/billing.md), so this marks a bound that failed: the
+   * excess is still debited, as the provider charged it, and is what the balance may go below zero by.
+   */
+  over_reservation: z.number().int().positive().optional(),
+  /**
+   * Relay events: the cache tokens apart, as priced (core/pricing/quota-cost.ts). cache_tokens is
+   * their sum; prompt_tokens counts them too. Absent from older emitters' events.
+   */
+  cache_read_tokens: z.number().int().nonnegative().optional(),
+  cache_write_5m_tokens: z.number().int().nonnegative().optional(),
+  cache_write_1h_tokens: z.number().int().nonnegative().optional(),
   is_stream: z.boolean(),
   use_time_ms: z.number().int().nonnegative(),
   /** Unix seconds at which the request was received. */
@@ -80,6 +93,10 @@ export function usageEvent(f: UsageEventFields): UsageEvent {
   // Optional fields only when given: an event without them is what an older emitter wrote.
   if (f.quota_delta !== undefined) e.quota_delta = f.quota_delta;
   if (f.cache_tokens !== undefined) e.cache_tokens = f.cache_tokens;
+  if (f.over_reservation !== undefined) e.over_reservation = f.over_reservation;
+  if (f.cache_read_tokens !== undefined) e.cache_read_tokens = f.cache_read_tokens;
+  if (f.cache_write_5m_tokens !== undefined) e.cache_write_5m_tokens = f.cache_write_5m_tokens;
+  if (f.cache_write_1h_tokens !== undefined) e.cache_write_1h_tokens = f.cache_write_1h_tokens;
   if (f.ip !== undefined) e.ip = f.ip;
   return e;
 }

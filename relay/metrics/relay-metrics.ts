@@ -14,6 +14,7 @@
 //   gateway_relay_stream_pauses_total                   provider body paused on client backpressure
 //   gateway_relay_upstream_retries_total                attempts retried on another channel
 //   gateway_relay_settle_failures_total                 settlements that failed (left to the reaper)
+//   gateway_relay_over_reservation_total                settlements that cost more than was reserved
 //   gateway_relay_prompt_counts_total                   prompts sent to the token-counting workers
 //   gateway_relay_handler_errors_total                  exceptions a route handler threw (answered 4xx/5xx)
 //   gateway_relay_unhandled_rejections_total            promise rejections nothing handled (logged, kept serving)
@@ -43,6 +44,7 @@ export class RelayMetrics {
   readonly pauses = this.registry.register(new Counter('gateway_relay_stream_pauses_total', 'Times a provider stream was paused because the client socket was full.'));
   readonly retries = this.registry.register(new Counter('gateway_relay_upstream_retries_total', 'Provider attempts retried on another channel.'));
   readonly settleFailures = this.registry.register(new Counter('gateway_relay_settle_failures_total', 'Settlements that failed; their reservation waits for the reaper.'));
+  readonly overReservations = this.registry.register(new Counter('gateway_relay_over_reservation_total', 'Settlements whose cost exceeded the reservation (the bound failed; the excess was still billed).'));
   readonly promptCounts = this.registry.register(new Counter('gateway_relay_prompt_counts_total', 'Prompts sent to the token-counting workers (count_tokens, and reservations the byte bound did not fit).'));
   readonly handlerErrors = this.registry.register(new Counter('gateway_relay_handler_errors_total', 'Exceptions thrown by a route handler, caught and answered.'));
   readonly unhandledRejections = this.registry.register(new Counter('gateway_relay_unhandled_rejections_total', 'Promise rejections nothing handled; logged, the relay kept serving.'));
@@ -65,6 +67,10 @@ export class RelayMetrics {
     this.registry.register(new Gauge('nodejs_eventloop_delay_p99_seconds', `Event loop delay p99 over the last completed ${windowMs / 1000} s window.`, () => this.#loopWindowP99));
     this.registry.register(new Gauge('nodejs_eventloop_delay_max_seconds', 'Largest event loop delay since the process started.', () => this.#loopAllTime.max / 1e9));
     for (const m of processMetrics()) this.registry.register(m);
+  }
+
+  overReservation(): void {
+    this.overReservations.value++;
   }
 
   requestStarted(): void {

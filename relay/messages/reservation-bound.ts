@@ -1,0 +1,74 @@
+// Whether a request's bytes bound its input tokens, read from the parsed body without copying it
+// (docs/billing.md, "Reserve"). A token is at least one byte of the text it encodes, so a body made of
+// text alone costs at most its byte length. Anything the provider turns into tokens it does not take
+// from those bytes (an image or a PDF given by URL, file_id or base64, search results, a container
+// upload, server tools and their results, MCP servers, a block type this code does not know) is
+// bounded only by the model's context window. Client tools are text, but the provider wraps them in a
+// hidden system prompt: a fixed allowance covers it.
+import type { MessagesRequest } from './messages-request.js';
+
+/** extraInputTokens(): the bytes do not bound the input; reserve the context window. */
+export const UNBOUNDED = -1;
+/** Anthropic's tool-use system prompt is 313 to 346 tokens on current models; kept well above. */
+export const TOOL_PROMPT_TOKENS = 1_000;
+/** Per client tool: the wrapping of each definition in that prompt. */
+export const PER_TOOL_TOKENS = 64;
+
+type Block = { type: string; content?: unknown };
+
+/** Tokens the provider adds beyond the bytes (the tools' prompt), or UNBOUNDED. */
+export function extraInputTokens(body: MessagesRequest): number {
+  if (!contentIsText(body.system)) return UNBOUNDED;
+  const messages = body.messages;
+  for (let i = 0; i < messages.length; i++) if (!contentIsText(messages[i]!.content)) return UNBOUNDED;
+  const b = body as Record<string, unknown>;
+  const mcp = b.mcp_servers;
+  if (mcp !== undefined && !(Array.isArray(mcp) && mcp.length === 0)) return UNBOUNDED;
+  const tools = b.tools;
+  if (tools === undefined) return 0;
+  if (!Array.isArray(tools)) return UNBOUNDED;
+  if (tools.length === 0) return 0;
+  for (let i = 0; i < tools.length; i++) {
+    const t = tools[i] as { type?: unknown } | null;
+    // A typed tool (web_search_…, bash_…, computer_…, code_execution_…) is the provider's: its
+    // prompt, and for server tools the results it adds to the input, are not in the request.
+    if (t === null || typeof t !== 'object' || (t.type !== undefined && t.type !== 'custom')) return UNBOUNDED;
+  }
+  return TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * tools.length;
+}
+
+/** How many web searches the request may make: Σ max_uses of its web_search tools (a default when unset). */
+export function webSearchUses(body: MessagesRequest, defaultMaxUses: number): number {
+  const tools = (body as Record<string, unknown>).tools;
+  if (!Array.isArray(tools)) return 0;
+  let n = 0;
+  for (let i = 0; i < tools.length; i++) {
+    const t = tools[i] as { type?: unknown; max_uses?: unknown } | null;
+    if (t === null || typeof t !== 'object' || typeof t.type !== 'string' || !t.type.startsWith('web_search')) continue;
+    const max = t.max_uses;
+    n += typeof max === 'number' && Number.isInteger(max) && max >= 0 ? max : defaultMaxUses;
+  }
+  return n;
+}
+
+function contentIsText(content: unknown): boolean {
+  if (content === undefined || typeof content === 'string') return true;
+  if (!Array.isArray(content)) return false;
+  for (let i = 0; i < content.length; i++) {
+    const block = content[i] as Block | null;
+    if (block === null || typeof block !== 'object') return false;
+    switch (block.type) {
+      case 'text':
+      case 'tool_use':
+      case 'thinking':
+        break;
+      case 'tool_result':
+        // Its content may hold images, documents or search results in turn.
+        if (!contentIsText(block.content)) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
