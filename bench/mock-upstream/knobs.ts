@@ -15,7 +15,9 @@
 //                                     (option failMidStreamAfterTokens)
 //   x-mock-stream-error-after-tokens  stream: `event: error` overloaded_error after N text deltas,
 //                                     then the response ends cleanly (option streamErrorAfterTokens)
-//   x-mock-cache-read-tokens / x-mock-cache-creation-tokens   usage cache fields
+//   x-mock-cache-read-tokens / x-mock-cache-creation-tokens   usage cache fields (creation: 5-minute)
+//   x-mock-cache-creation-1h-tokens   usage.cache_creation.ephemeral_1h_input_tokens (option
+//                                     cacheCreation1hTokens); cache_creation_input_tokens is 5m + 1h
 import type { StopReason } from './wire-format.js';
 
 export interface MockUpstreamOptions {
@@ -39,8 +41,10 @@ export interface MockUpstreamOptions {
   streamErrorAfterTokens?: number;
   /** usage.cache_read_input_tokens unless the request header overrides it. Default 0. */
   cacheReadTokens?: number;
-  /** usage.cache_creation_input_tokens unless the request header overrides it. Default 0. */
+  /** 5-minute cache writes (usage.cache_creation.ephemeral_5m_input_tokens) unless the request header overrides it. Default 0. */
   cacheCreationTokens?: number;
+  /** 1-hour cache writes (usage.cache_creation.ephemeral_1h_input_tokens) unless the request header overrides it. Default 0. */
+  cacheCreation1hTokens?: number;
   /** Request bodies above this many bytes answer 413 request_too_large. Default 32 MiB. */
   maxBodyBytes?: number;
   /** How many recent requests `requests` keeps. Default 100. */
@@ -76,6 +80,7 @@ export interface MessageKnobs {
   stopReason: StopReason;
   cacheReadTokens: number;
   cacheCreationTokens: number;
+  cacheCreation1hTokens: number;
   tokenDelayMs: number;
   firstTokenDelayMs: number;
   /** Streams only: close the socket after this many deltas. */
@@ -92,6 +97,7 @@ export function messageKnobs(headers: Record<string, string>, o: MockUpstreamOpt
     stopReason: maxTokens < target ? 'max_tokens' : 'end_turn',
     cacheReadTokens: headerInt(headers, 'x-mock-cache-read-tokens') ?? optInt(o.cacheReadTokens) ?? 0,
     cacheCreationTokens: headerInt(headers, 'x-mock-cache-creation-tokens') ?? optInt(o.cacheCreationTokens) ?? 0,
+    cacheCreation1hTokens: headerInt(headers, 'x-mock-cache-creation-1h-tokens') ?? optInt(o.cacheCreation1hTokens) ?? 0,
     tokenDelayMs,
     firstTokenDelayMs: headerInt(headers, 'x-mock-first-token-delay-ms') ?? optInt(o.firstTokenDelayMs) ?? tokenDelayMs,
     failAfterTokens: headerInt(headers, 'x-mock-fail-after-tokens') ?? optInt(o.failMidStreamAfterTokens),

@@ -13,6 +13,8 @@
 //   --fail-after-tokens    MOCK_FAIL_AFTER_TOKENS       streams are cut (socket closed) after N deltas
 //   --stream-error-after-tokens MOCK_STREAM_ERROR_AFTER_TOKENS  streams end with an overloaded `event: error` after N deltas
 //   --cache-read-tokens    MOCK_CACHE_READ_TOKENS       usage.cache_read_input_tokens (default 0)
+//   --cache-creation-tokens MOCK_CACHE_CREATION_TOKENS  5-minute cache writes (default 0)
+//   --cache-creation-1h-tokens MOCK_CACHE_CREATION_1H_TOKENS  1-hour cache writes (default 0)
 //   --api-key              MOCK_API_KEY                 require this key (x-api-key or Authorization: Bearer)
 // LOG_LEVEL as everywhere (infra/config.ts). SIGTERM / SIGINT close the server and exit.
 // Per-request overrides (x-mock-* headers, model names containing -error<status>) are described at
@@ -32,6 +34,8 @@ const FLAGS = {
   'fail-after-tokens': 'MOCK_FAIL_AFTER_TOKENS',
   'stream-error-after-tokens': 'MOCK_STREAM_ERROR_AFTER_TOKENS',
   'cache-read-tokens': 'MOCK_CACHE_READ_TOKENS',
+  'cache-creation-tokens': 'MOCK_CACHE_CREATION_TOKENS',
+  'cache-creation-1h-tokens': 'MOCK_CACHE_CREATION_1H_TOKENS',
   'api-key': 'MOCK_API_KEY',
 } as const;
 type Flag = keyof typeof FLAGS;
@@ -68,6 +72,8 @@ function main(): void {
     failMidStreamAfterTokens: num('fail-after-tokens'),
     streamErrorAfterTokens: num('stream-error-after-tokens'),
     cacheReadTokens: num('cache-read-tokens'),
+    cacheCreationTokens: num('cache-creation-tokens'),
+    cacheCreation1hTokens: num('cache-creation-1h-tokens'),
     apiKey: raw('api-key'),
   };
 

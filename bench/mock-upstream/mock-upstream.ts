@@ -13,8 +13,10 @@
 //   output_tokens = min(max_tokens, target) where target = x-mock-output-tokens header, else the
 //                   outputTokens option (default 64). Each output token is the text "tok ".
 //   stop_reason   = 'max_tokens' when max_tokens < target, else 'end_turn'.
-//   cache_read_input_tokens / cache_creation_input_tokens = header x-mock-cache-read-tokens /
-//                   x-mock-cache-creation-tokens, else the options, else 0 (input_tokens unchanged).
+//   cache_read_input_tokens / cache_creation.ephemeral_5m_input_tokens / ephemeral_1h_input_tokens =
+//                   header x-mock-cache-read-tokens / x-mock-cache-creation-tokens /
+//                   x-mock-cache-creation-1h-tokens, else the options, else 0 (input_tokens
+//                   unchanged); cache_creation_input_tokens is the 5m and 1h writes together.
 //
 // Knobs (errors, delays, streams cut or failed mid-way): knobs.ts.
 import uWS from 'uWebSockets.js';
@@ -179,7 +181,7 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
 
     const model = body.model as string;
     const k = messageKnobs(headers, o, body.max_tokens as number);
-    const usage = messageUsage(countInputTokens(body), k.cacheReadTokens, k.cacheCreationTokens, k.outputTokens);
+    const usage = messageUsage(countInputTokens(body), k.cacheReadTokens, k.cacheCreationTokens, k.outputTokens, k.cacheCreation1hTokens);
     const id = randomId('msg_');
 
     if (body.stream !== true) {

@@ -203,12 +203,13 @@ export interface MessageUsage {
   service_tier: string;
 }
 
-export function messageUsage(inputTokens: number, cacheRead: number, cacheCreation: number, outputTokens: number): MessageUsage {
+/** cacheCreation is the 5-minute writes; Anthropic's cache_creation_input_tokens is the sum of both TTLs. */
+export function messageUsage(inputTokens: number, cacheRead: number, cacheCreation: number, outputTokens: number, cacheCreation1h = 0): MessageUsage {
   return {
     input_tokens: inputTokens,
-    cache_creation_input_tokens: cacheCreation,
+    cache_creation_input_tokens: cacheCreation + cacheCreation1h,
     cache_read_input_tokens: cacheRead,
-    cache_creation: { ephemeral_5m_input_tokens: cacheCreation, ephemeral_1h_input_tokens: 0 },
+    cache_creation: { ephemeral_5m_input_tokens: cacheCreation, ephemeral_1h_input_tokens: cacheCreation1h },
     output_tokens: outputTokens,
     service_tier: 'standard',
   };

@@ -1,25 +1,57 @@
-// The price of a request in quota: (input + output × completion_ratio) × model_ratio × group_ratio,
-// rounded to the nearest unit. Cache reads and writes count as input tokens.
+// The price of a request in quota, the one formula the relay settles with and the bench's audit checks:
+//   (input + cache_read × cache_read_ratio + cache_write_5m × cache_write_ratio
+//    + cache_write_1h × cache_write_1h_ratio + output × completion_ratio) × model_ratio × group_ratio,
+// rounded to the nearest unit. The cache ratios are relative to the input price, as Anthropic quotes
+// them (0.1, 1.25 and 2 by default): `input` is Anthropic's input_tokens, which counts neither.
 export interface TokenUsage {
   inputTokens: number;
   outputTokens: number;
-  cacheTokens: number;
+  cacheReadTokens: number;
+  /** Every cache write, 5-minute and 1-hour (Anthropic's cache_creation_input_tokens). */
+  cacheCreationTokens: number;
+  /** The part of cacheCreationTokens written for an hour; the rest is 5-minute. */
+  cacheCreation1hTokens: number;
 }
 
 export interface PriceRatios {
   model: number;
   completion: number;
   group: number;
+  cacheRead: number;
+  cacheWrite: number;
+  cacheWrite1h: number;
 }
 
 export function quotaCost(usage: TokenUsage, r: PriceRatios): number {
-  const weighted = usage.inputTokens + usage.cacheTokens + usage.outputTokens * r.completion;
+  const weighted = usage.inputTokens
+    + usage.cacheReadTokens * r.cacheRead
+    + (usage.cacheCreationTokens - usage.cacheCreation1hTokens) * r.cacheWrite
+    + usage.cacheCreation1hTokens * r.cacheWrite1h
+    + usage.outputTokens * r.completion;
   // Ratios are decimals like 1.5; rounding the float product to an integer keeps every debit exact
   // in integer quota from here on.
   return Math.round(weighted * r.model * r.group);
 }
 
-/** Content of the log row: the ratios that produced the quota, as new-api writes it. */
+/**
+ * The most quotaCost can charge for at most `inputTokens` input tokens of any kind and `outputTokens`
+ * output: every input token priced at the dearest input ratio. A request that asks for no caching
+ * (no cache_control anywhere) can neither read nor write the cache, so its input is plain input.
+ */
+export function quotaCostBound(inputTokens: number, outputTokens: number, r: PriceRatios, mayUseCache: boolean): number {
+  const inputRatio = mayUseCache ? Math.max(1, r.cacheRead, r.cacheWrite, r.cacheWrite1h) : 1;
+  return Math.round((inputTokens * inputRatio + outputTokens * r.completion) * r.model * r.group);
+}
+
+/** Content of the log row: the ratios that produced the quota, as new-api writes it, and the cache ratios. */
 export function describeCost(r: PriceRatios): string {
-  return `model ratio ${r.model}, completion ratio ${r.completion}, group ratio ${r.group}`;
+  return `model ratio ${r.model}, completion ratio ${r.completion}, cache read ratio ${r.cacheRead}, `
+    + `cache write ratio ${r.cacheWrite} (5m) / ${r.cacheWrite1h} (1h), group ratio ${r.group}`;
+}
+
+/** The cache tokens of a usage for the log row's content; empty when the request used no cache. */
+export function describeCacheUsage(u: TokenUsage): string {
+  if (u.cacheReadTokens === 0 && u.cacheCreationTokens === 0) return '';
+  return `; cache read ${u.cacheReadTokens}, cache write 5m ${u.cacheCreationTokens - u.cacheCreation1hTokens}, `
+    + `cache write 1h ${u.cacheCreation1hTokens} tokens`;
 }

@@ -18,13 +18,24 @@ export const DEFAULT_MODEL_RATIO: Readonly<Record<string, number>> = {
 export const FALLBACK_MODEL_RATIO = 1;
 /** Anthropic prices output at five times input for every current model. */
 export const FALLBACK_COMPLETION_RATIO = 5;
+/**
+ * Cache prices relative to input, Anthropic's for every current model: reads 0.1×, 5-minute writes
+ * 1.25×, 1-hour writes 2×. Options CacheRatio and CreateCacheRatio (new-api's names) and
+ * CreateCacheRatio1h (new-api has no 1-hour one) override them per model.
+ */
+export const FALLBACK_CACHE_READ_RATIO = 0.1;
+export const FALLBACK_CACHE_WRITE_RATIO = 1.25;
+export const FALLBACK_CACHE_WRITE_1H_RATIO = 2;
 export const DEFAULT_GROUP_RATIO: Readonly<Record<string, number>> = { default: 1, vip: 1, svip: 1 };
 
-export const RATIO_OPTION_KEYS = ['ModelRatio', 'CompletionRatio', 'GroupRatio'] as const;
+export const RATIO_OPTION_KEYS = ['ModelRatio', 'CompletionRatio', 'GroupRatio', 'CacheRatio', 'CreateCacheRatio', 'CreateCacheRatio1h'] as const;
 
 export interface Ratios {
   model(name: string): number;
   completion(name: string): number;
+  cacheRead(name: string): number;
+  cacheWrite(name: string): number;
+  cacheWrite1h(name: string): number;
   group(name: string): number | undefined;
   groups(): Readonly<Record<string, number>>;
 }
@@ -43,10 +54,16 @@ function parseRatioTable(raw: string | undefined): Record<string, number> {
 export function ratiosFromOptions(options: ReadonlyMap<string, string>): Ratios {
   const model = { ...DEFAULT_MODEL_RATIO, ...parseRatioTable(options.get('ModelRatio')) };
   const completion = parseRatioTable(options.get('CompletionRatio'));
+  const cacheRead = parseRatioTable(options.get('CacheRatio'));
+  const cacheWrite = parseRatioTable(options.get('CreateCacheRatio'));
+  const cacheWrite1h = parseRatioTable(options.get('CreateCacheRatio1h'));
   const group = options.has('GroupRatio') ? parseRatioTable(options.get('GroupRatio')) : { ...DEFAULT_GROUP_RATIO };
   return {
     model: (name) => model[name] ?? FALLBACK_MODEL_RATIO,
     completion: (name) => completion[name] ?? FALLBACK_COMPLETION_RATIO,
+    cacheRead: (name) => cacheRead[name] ?? FALLBACK_CACHE_READ_RATIO,
+    cacheWrite: (name) => cacheWrite[name] ?? FALLBACK_CACHE_WRITE_RATIO,
+    cacheWrite1h: (name) => cacheWrite1h[name] ?? FALLBACK_CACHE_WRITE_1H_RATIO,
     group: (name) => group[name],
     groups: () => group,
   };

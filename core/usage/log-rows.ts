@@ -27,6 +27,9 @@ export interface LogEntry {
 /** A row of the `logs` table: the contract's entry plus what the table keeps besides. */
 export interface LogRow extends LogEntry {
   cache_tokens: number;
+  cache_read_tokens: number;
+  cache_write_5m_tokens: number;
+  cache_write_1h_tokens: number;
   ip: string;
 }
 
@@ -45,6 +48,9 @@ export function toLogRow({ id, event: e }: { id: number; event: UsageEvent }): L
     prompt_tokens: e.prompt_tokens,
     completion_tokens: e.completion_tokens,
     cache_tokens: e.cache_tokens ?? 0,
+    cache_read_tokens: e.cache_read_tokens ?? 0,
+    cache_write_5m_tokens: e.cache_write_5m_tokens ?? 0,
+    cache_write_1h_tokens: e.cache_write_1h_tokens ?? 0,
     // The contract gives use_time in whole seconds; a request under a second rounds up to 1 only if
     // it took any time at all, as new-api reports it.
     use_time: Math.ceil(e.use_time_ms / 1000),

@@ -15,6 +15,13 @@ describe('usage event', () => {
     expect(usageEvent({ type: LOG_TYPE.manage, request_id: 'manage:x', user_id: 1, created_at: 1, content: '', quota_delta: -5 }).quota_delta).toBe(-5);
   });
 
+  it('carries the cache tokens apart, and an event without them (an older relay) still decodes', () => {
+    const e = usageEvent({ type: LOG_TYPE.consume, request_id: 'r:cache', user_id: 7, created_at: 1, content: '', cache_tokens: 6, cache_read_tokens: 3, cache_write_5m_tokens: 2, cache_write_1h_tokens: 1 });
+    expect(decodeUsageEvent(encodeUsageEvent(e))).toMatchObject({ cache_tokens: 6, cache_read_tokens: 3, cache_write_5m_tokens: 2, cache_write_1h_tokens: 1 });
+    const old = usageEvent({ type: LOG_TYPE.consume, request_id: 'r:old', user_id: 7, created_at: 1, content: '', cache_tokens: 6 });
+    expect(Object.keys(decodeUsageEvent(encodeUsageEvent(old)))).not.toContain('cache_read_tokens');
+  });
+
   it('is read from the stream entry field the settlement script writes', () => {
     const lua = readFileSync(join(projectRoot(), 'core/quota/lua/settleReservation-7.lua'), 'utf8');
     expect(lua).toContain(`redis.call('XADD', KEYS[4], '*', '${USAGE_EVENT_FIELD}', ARGV[2])`);

@@ -9,17 +9,27 @@ const message = (usage: unknown, text = 'hello') => Buffer.from(JSON.stringify({
 describe('usageOfMessageBody', () => {
   it('reads the usage object at the end of the message, nested objects included', () => {
     const body = message({ input_tokens: 12, cache_creation_input_tokens: 3, cache_read_input_tokens: 4, cache_creation: { ephemeral_5m_input_tokens: 3 }, output_tokens: 9, service_tier: 'standard' });
-    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 12, outputTokens: 9, cacheCreationTokens: 3, cacheReadTokens: 4 });
+    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 12, outputTokens: 9, cacheCreationTokens: 3, cacheCreation1hTokens: 0, cacheReadTokens: 4 });
+  });
+
+  it('reads the 5-minute / 1-hour split of the cache writes, and takes them all as 5-minute without it', () => {
+    const split = message({ input_tokens: 12, cache_creation_input_tokens: 30, cache_read_input_tokens: 4, cache_creation: { ephemeral_5m_input_tokens: 10, ephemeral_1h_input_tokens: 20 }, output_tokens: 9 });
+    expect(usageOfMessageBody(split)).toEqual({ inputTokens: 12, outputTokens: 9, cacheCreationTokens: 30, cacheCreation1hTokens: 20, cacheReadTokens: 4 });
+    const noSplit = message({ input_tokens: 12, cache_creation_input_tokens: 30, output_tokens: 9 });
+    expect(usageOfMessageBody(noSplit)).toEqual({ inputTokens: 12, outputTokens: 9, cacheCreationTokens: 30, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
+    // A split that disagrees with the total never bills fewer writes than either says.
+    const more = message({ input_tokens: 1, cache_creation_input_tokens: 5, cache_creation: { ephemeral_5m_input_tokens: 4, ephemeral_1h_input_tokens: 3 }, output_tokens: 1 });
+    expect(usageOfMessageBody(more)).toMatchObject({ cacheCreationTokens: 7, cacheCreation1hTokens: 3 });
   });
 
   it('is not fooled by the text "usage": inside the content', () => {
     const body = message({ input_tokens: 1, output_tokens: 2 }, 'the "usage": {"input_tokens": 999} field');
-    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 1, outputTokens: 2, cacheCreationTokens: 0, cacheReadTokens: 0 });
+    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 1, outputTokens: 2, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
   });
 
   it('falls back to the whole body when usage is not last', () => {
     const body = Buffer.from(JSON.stringify({ usage: { input_tokens: 5, output_tokens: 6 }, content: [{ type: 'tool_use', input: { usage: 'x' } }] }));
-    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 5, outputTokens: 6, cacheCreationTokens: 0, cacheReadTokens: 0 });
+    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 5, outputTokens: 6, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
   });
 
   it('answers null for a body without usage or not JSON', () => {

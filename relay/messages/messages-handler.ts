@@ -17,7 +17,8 @@ import type { Dispatcher } from 'undici';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, UNKNOWN_KEY_ERROR } from '../auth/key-check.js';
 import { RelayError, errorBody, reserveRefusalError, statusLine } from '../errors.js';
-import { quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { quotaCostBound, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { mayUseCache } from './cache-control.js';
 import { currentMinute } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
 import { pickNextChannel, servingGroups } from '../routing/group-routing.js';
@@ -67,7 +68,7 @@ class Exchange {
   keyLookup: Promise<ApiKeyRecord | null> | null = null;
   body: MessagesRequest | null = null;
   group = '';
-  price: PriceRatios = { model: 1, completion: 1, group: 1 };
+  price: PriceRatios = { model: 1, completion: 1, group: 1, cacheRead: 1, cacheWrite: 1, cacheWrite1h: 1 };
   /** Groups this request may still be served by, in order (more than one only for `auto`). */
   routeGroups: readonly string[] = [];
   /** Where pickNextChannel found the channel to try next (a GroupCursor). */
@@ -166,7 +167,10 @@ class Exchange {
     this.group = this.routeGroups[0]!;
     let maxGroupRatio = 0;
     for (const g of this.routeGroups) maxGroupRatio = Math.max(maxGroupRatio, ratios.group(g)!);
-    this.price = { model: ratios.model(body.model), completion: ratios.completion(body.model), group: ratios.group(this.group)! };
+    this.price = {
+      model: ratios.model(body.model), completion: ratios.completion(body.model), group: ratios.group(this.group)!,
+      cacheRead: ratios.cacheRead(body.model), cacheWrite: ratios.cacheWrite(body.model), cacheWrite1h: ratios.cacheWrite1h(body.model),
+    };
 
     // The body's byte length bounds its token count from above (a token is at least one byte), so
     // a reservation of it covers the worst case and the settled debit never exceeds it. It is tried
@@ -178,6 +182,8 @@ class Exchange {
     // so the second try counts the request once. The counts are limited per key and minute like
     // count_tokens calls, so a key with a small balance cannot keep the workers busy with large bodies.
     const price = maxGroupRatio === this.price.group ? this.price : { ...this.price, group: maxGroupRatio };
+    // Input tokens can be cache writes (2× for an hour) only where the request sets a breakpoint.
+    const cacheable = mayUseCache(body);
     const groupLimits = policy.rateLimits(allowed[0]!);
     const rpmLimit = record.rateLimitRpm || groupLimits.rpm;
     const tpmLimit = record.rateLimitTpm || groupLimits.tpm;
@@ -191,7 +197,7 @@ class Exchange {
       tokenId: record.tokenId,
       tokenLimited: !record.unlimitedQuota,
       requestId: this.requestId,
-      amount: quotaCost({ inputTokens: raw.length, outputTokens: body.max_tokens, cacheTokens: 0 }, price),
+      amount: quotaCostBound(raw.length, body.max_tokens, price, cacheable),
       deadlineMs: now + this.ctx.reservationTtlMs,
     };
     let reserved = await this.ctx.quota.reserve(reservation);
@@ -200,7 +206,7 @@ class Exchange {
       if (this.aborted) return;
       if (counted instanceof RelayError) return this.fail(counted);
       if (counted !== null) {
-        const smaller = quotaCost({ inputTokens: reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor), outputTokens: body.max_tokens, cacheTokens: 0 }, price);
+        const smaller = quotaCostBound(reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor), body.max_tokens, price, cacheable);
         if (smaller < reservation.amount) {
           reservation.amount = smaller;
           reserved = await this.ctx.quota.reserve(reservation);

@@ -3,7 +3,7 @@
 // Exchange.finish() (messages-handler.ts) calls settleExchange once per reserved exchange.
 import type { Logger } from '../../infra/logger.js';
 import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../../core/usage/usage-event.js';
-import { describeCost, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { describeCacheUsage, describeCost, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import type { Channel } from '../routing/channel-registry.js';
@@ -40,8 +40,12 @@ export interface SettledExchange {
 export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const record = ex.record!;
   const usage = outcome.kind === 'failed' ? null : outcome.usage;
-  const cost = usage ? quotaCost({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cacheTokens: usage.cacheCreationTokens + usage.cacheReadTokens }, ex.price) : 0;
-  const content = outcome.kind === 'ok' ? costText(ex.price) : `${outcome.reason}; ${costText(ex.price)}`;
+  const cost = usage ? quotaCost(usage, ex.price) : 0;
+  const priced = costText(ex.price);
+  // The cache tokens are the only per-request part; a request without cache use builds no string.
+  const cacheText = usage ? describeCacheUsage(usage) : '';
+  const withCache = cacheText === '' ? priced : priced + cacheText;
+  const content = outcome.kind === 'ok' ? withCache : `${outcome.reason}; ${withCache}`;
   const event = usageEvent({
     type: outcome.kind === 'ok' ? LOG_TYPE.consume : outcome.kind === 'partial' ? LOG_TYPE.consume : LOG_TYPE.error,
     request_id: ex.requestId,
@@ -58,6 +62,9 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
     prompt_tokens: usage ? usage.inputTokens + usage.cacheCreationTokens + usage.cacheReadTokens : 0,
     completion_tokens: usage?.outputTokens ?? 0,
     cache_tokens: usage ? usage.cacheCreationTokens + usage.cacheReadTokens : 0,
+    cache_read_tokens: usage?.cacheReadTokens ?? 0,
+    cache_write_5m_tokens: usage ? usage.cacheCreationTokens - usage.cacheCreation1hTokens : 0,
+    cache_write_1h_tokens: usage?.cacheCreation1hTokens ?? 0,
     is_stream: ex.body?.stream === true,
     use_time_ms: Date.now() - ex.startedAt,
     created_at: Math.floor(ex.startedAt / 1000),
@@ -90,11 +97,12 @@ export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<Q
 }
 
 /** describeCost of the last price seen, kept: a gateway's traffic mostly repeats a few prices. */
-let lastCost: PriceRatios & { text: string } = { model: NaN, completion: NaN, group: NaN, text: '' };
+let lastCost: PriceRatios & { text: string } = { model: NaN, completion: NaN, group: NaN, cacheRead: NaN, cacheWrite: NaN, cacheWrite1h: NaN, text: '' };
 
 function costText(p: PriceRatios): string {
   const c = lastCost;
-  if (c.model === p.model && c.completion === p.completion && c.group === p.group) return c.text;
-  lastCost = { model: p.model, completion: p.completion, group: p.group, text: describeCost(p) };
+  if (c.model === p.model && c.completion === p.completion && c.group === p.group
+    && c.cacheRead === p.cacheRead && c.cacheWrite === p.cacheWrite && c.cacheWrite1h === p.cacheWrite1h) return c.text;
+  lastCost = { ...p, text: describeCost(p) };
   return lastCost.text;
 }

@@ -1,5 +1,6 @@
 // Reads Anthropic's SSE stream as it passes through, chunk by chunk, and keeps only the usage:
-// message_start (input and cache tokens), message_delta (output tokens) and error events are parsed;
+// message_start (input and cache tokens, the cache writes split 5-minute / 1-hour), message_delta
+// (output tokens, cache counts when restated) and error events are parsed;
 // the lines of every other event are skipped by scanning for newlines, without decoding or copying.
 // `event:` names are compared byte-wise with the few names of interest: no string per line, and no
 // allocation per chunk unless a line of interest continues in the next chunk (its start is then kept
@@ -43,10 +44,14 @@ export interface ContentDeltaSink {
   pushDelta(buf: Buffer, start: number, end: number): void;
 }
 
+/** Anthropic's usage, as core/pricing's TokenUsage prices it. */
 export interface StreamUsage {
   inputTokens: number;
   outputTokens: number;
+  /** Every cache write, 5-minute and 1-hour. */
   cacheCreationTokens: number;
+  /** The part of cacheCreationTokens written for an hour. */
+  cacheCreation1hTokens: number;
   cacheReadTokens: number;
 }
 
@@ -54,6 +59,7 @@ export class SseUsageParser implements StreamUsage {
   inputTokens = 0;
   outputTokens = 0;
   cacheCreationTokens = 0;
+  cacheCreation1hTokens = 0;
   cacheReadTokens = 0;
   sawMessageStart = false;
   sawMessageDelta = false;
@@ -197,9 +203,10 @@ export class SseUsageParser implements StreamUsage {
       this.sawMessageStart = true;
       if (usage) {
         this.inputTokens = num(usage.input_tokens);
-        this.cacheCreationTokens = num(usage.cache_creation_input_tokens);
         this.cacheReadTokens = num(usage.cache_read_input_tokens);
         this.outputTokens = num(usage.output_tokens);
+        this.cacheCreation1hTokens = 0;
+        this.#cacheWrites(usage);
       }
     } else if (kind === Ev.MessageDelta) {
       const usage = payload.usage as Record<string, unknown> | undefined;
@@ -208,6 +215,9 @@ export class SseUsageParser implements StreamUsage {
         // message_delta's counts are cumulative; input may be restated by some providers.
         if (usage.output_tokens !== undefined) this.outputTokens = num(usage.output_tokens);
         if (usage.input_tokens !== undefined && usage.input_tokens !== null) this.inputTokens = num(usage.input_tokens);
+        // Anthropic restates the cache counts in the final message_delta; they are cumulative too.
+        if (usage.cache_read_input_tokens !== undefined && usage.cache_read_input_tokens !== null) this.cacheReadTokens = num(usage.cache_read_input_tokens);
+        if (usage.cache_creation_input_tokens != null || usage.cache_creation != null) this.#cacheWrites(usage);
       }
     } else if (kind === Ev.Other && ev === Ev.None && payload.type === 'content_block_delta') {
       // A content delta whose keys come in another order.
@@ -216,6 +226,18 @@ export class SseUsageParser implements StreamUsage {
     } else if (kind === Ev.Error) {
       const err = payload.error as { type?: unknown; message?: unknown } | undefined;
       this.error = { type: String(err?.type ?? 'api_error'), message: String(err?.message ?? '') };
+    }
+  }
+
+  #cacheWrites(usage: Record<string, unknown>): void {
+    const split = usage.cache_creation as Record<string, unknown> | null | undefined;
+    const total = num(usage.cache_creation_input_tokens);
+    if (split && typeof split === 'object') {
+      this.cacheCreationTokens = cacheWrites(total, split);
+      this.cacheCreation1hTokens = Math.min(num(split.ephemeral_1h_input_tokens), this.cacheCreationTokens);
+    } else {
+      // A message_delta restates the total without the split: the 1-hour part message_start gave stays.
+      this.cacheCreationTokens = Math.max(total, this.cacheCreation1hTokens);
     }
   }
 
@@ -261,14 +283,26 @@ function num(v: unknown): number {
   return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0;
 }
 
+/**
+ * All cache writes: the split (cache_creation.ephemeral_5m/1h_input_tokens) when the provider gives
+ * it, never less than its cache_creation_input_tokens; without the split every write is 5-minute.
+ */
+function cacheWrites(total: number, split: Record<string, unknown> | null | undefined): number {
+  if (!split || typeof split !== 'object') return total;
+  return Math.max(total, num(split.ephemeral_5m_input_tokens) + num(split.ephemeral_1h_input_tokens));
+}
+
 /** Usage of a non-streaming Message JSON body. */
 export function usageOfMessage(body: unknown): StreamUsage | null {
   const usage = (body as { usage?: Record<string, unknown> } | null)?.usage;
   if (!usage) return null;
+  const split = usage.cache_creation as Record<string, unknown> | null | undefined;
+  const cacheCreationTokens = cacheWrites(num(usage.cache_creation_input_tokens), split);
   return {
     inputTokens: num(usage.input_tokens),
     outputTokens: num(usage.output_tokens),
-    cacheCreationTokens: num(usage.cache_creation_input_tokens),
+    cacheCreationTokens,
+    cacheCreation1hTokens: split && typeof split === 'object' ? Math.min(num(split.ephemeral_1h_input_tokens), cacheCreationTokens) : 0,
     cacheReadTokens: num(usage.cache_read_input_tokens),
   };
 }

@@ -22,6 +22,23 @@ describe('SseUsageParser', () => {
     expect(p).toMatchObject({ inputTokens: 321, outputTokens: 42, cacheCreationTokens: 7, cacheReadTokens: 11, contentDeltas: 5, sawMessageStop: true, error: null });
   });
 
+  it('reads the 5-minute / 1-hour split of the cache writes, kept when message_delta restates the total only', () => {
+    const SPLIT = STREAM
+      .replace('"cache_creation_input_tokens":7,', '"cache_creation_input_tokens":30,"cache_creation":{"ephemeral_5m_input_tokens":10,"ephemeral_1h_input_tokens":20},')
+      .replace('"usage":{"output_tokens":42}', '"usage":{"output_tokens":42,"cache_creation_input_tokens":30,"cache_read_input_tokens":11}');
+    expect(SPLIT).not.toBe(STREAM);
+    const bytes = Buffer.from(SPLIT);
+    for (const size of [1, 7, 64, bytes.length]) {
+      const p = new SseUsageParser();
+      for (let i = 0; i < bytes.length; i += size) p.push(bytes.subarray(i, i + size));
+      expect([p.inputTokens, p.cacheReadTokens, p.cacheCreationTokens, p.cacheCreation1hTokens, p.outputTokens]).toEqual([321, 11, 30, 20, 42]);
+    }
+    // Without the split, every write is 5-minute.
+    const p = new SseUsageParser();
+    p.push(Buffer.from(STREAM));
+    expect([p.cacheCreationTokens, p.cacheCreation1hTokens]).toEqual([7, 0]);
+  });
+
   it('gives the same answer however the stream is cut into chunks', () => {
     const bytes = Buffer.from(STREAM);
     for (let size = 1; size <= 64; size++) {
@@ -100,7 +117,7 @@ describe('SseUsageParser.onContentDelta', () => {
 describe('usageOfMessage', () => {
   it('reads the usage of a non-streaming message', () => {
     expect(usageOfMessage({ usage: { input_tokens: 5, output_tokens: 9, cache_read_input_tokens: 2 } }))
-      .toEqual({ inputTokens: 5, outputTokens: 9, cacheCreationTokens: 0, cacheReadTokens: 2 });
+      .toEqual({ inputTokens: 5, outputTokens: 9, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 2 });
     expect(usageOfMessage({})).toBeNull();
   });
 });

@@ -1,0 +1,123 @@
+// Cache usage is priced as the provider prices it: reads at 0.1× input, 5-minute writes at 1.25×,
+// 1-hour writes at 2× (CacheRatio, CreateCacheRatio, CreateCacheRatio1h), through the official SDK,
+// streamed and not, and the same quota lands in every book: the ledger row, users.quota, the Redis
+// mirror and the ClickHouse log row, whose content and columns carry the cache tokens.
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  billingSettled, consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+} from '../../tests/harness/gateway-stack.js';
+
+const MODEL = 'claude-haiku-4-5';
+// claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1; cache read 0.1, 5-minute
+// write 1.25, 1-hour write 2 (core/pricing/ratios.ts). Written out here, not taken from core/pricing,
+// so that the test checks the formula rather than repeating it.
+const expected = (input: number, read: number, w5m: number, w1h: number, output: number) =>
+  Math.round((input + read * 0.1 + w5m * 1.25 + w1h * 2 + output * 5) * 0.5);
+const FUNDS = 10_000_000;
+// A cached prefix as long as the cache tokens the mock reports (it reports them whatever the prompt),
+// so that, as with a real provider, the body's bytes bound every input token and the reservation
+// (priced at the dearest cache ratio, the request having a breakpoint) bounds the cost.
+const SYSTEM = 'cached context '.repeat(4_000);
+const OUTPUT = 10;
+
+let stack: GatewayStack;
+let account: TestAccount;
+let client: Anthropic;
+
+beforeAll(async () => {
+  stack = await startGatewayStack({ mock: { outputTokens: OUTPUT } });
+  await mockChannel(stack, [MODEL]);
+  account = await fundedAccount(stack, FUNDS);
+  client = new Anthropic({ apiKey: (await createApiKey(stack, account)).key, baseURL: stack.relayUrl, maxRetries: 0 });
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function balance(): Promise<number> {
+  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
+  return Number(u!.quota);
+}
+
+interface Case { name: string; read: number; w5m: number; w1h: number }
+const CASES: Case[] = [
+  { name: '10,000 cache reads at 0.1×', read: 10_000, w5m: 0, w1h: 0 },
+  { name: '10,000 5-minute cache writes at 1.25×', read: 0, w5m: 10_000, w1h: 0 },
+  { name: '10,000 1-hour cache writes at 2×', read: 0, w5m: 0, w1h: 10_000 },
+  { name: 'reads and both writes together', read: 30_000, w5m: 4_000, w1h: 2_001 },
+];
+
+async function ask(stream: boolean): Promise<{ requestId: string; input: number; usage: Anthropic.Usage }> {
+  const params = {
+    model: MODEL, max_tokens: 100, system: [{ type: 'text' as const, text: SYSTEM, cache_control: { type: 'ephemeral' as const } }],
+    messages: [{ role: 'user' as const, content: 'What is cached here?' }],
+  };
+  if (stream) {
+    const s = client.messages.stream(params);
+    const msg = await s.finalMessage();
+    const { response } = await s.withResponse();
+    return { requestId: response.headers.get('x-gateway-request-id')!, input: msg.usage.input_tokens, usage: msg.usage };
+  }
+  const { data, response } = await client.messages.create(params).withResponse();
+  return { requestId: response.headers.get('x-gateway-request-id')!, input: data.usage.input_tokens, usage: data.usage };
+}
+
+describe.each([false, true])('stream %s', (stream) => {
+  it.each(CASES)('$name', async ({ read, w5m, w1h }) => {
+    stack.mock.setOptions({ cacheReadTokens: read, cacheCreationTokens: w5m, cacheCreation1hTokens: w1h });
+    const before = await balance();
+    const { requestId, input, usage } = await ask(stream);
+    // The client sees the provider's usage unchanged.
+    expect(usage).toMatchObject({ cache_read_input_tokens: read, cache_creation_input_tokens: w5m + w1h });
+    const quota = expected(input, read, w5m, w1h, OUTPUT);
+
+    const row = await ledgerRow(stack, requestId);
+    expect(row).toMatchObject({ quota, prompt_tokens: input + read + w5m + w1h, completion_tokens: OUTPUT });
+    const [cols] = await stack.sql`SELECT cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens FROM ledger WHERE request_id = ${requestId}`;
+    expect(cols).toEqual({ cache_read_tokens: read, cache_write_5m_tokens: w5m, cache_write_1h_tokens: w1h });
+    expect(before - await balance()).toBe(quota);
+    expect(await stack.quota.accountBalance(account.id)).toBe(await balance());
+
+    await billingSettled(stack);
+    const logs = await stack.ch.query({
+      query: `SELECT quota, content, prompt_tokens, cache_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens
+              FROM logs FINAL WHERE request_id = {r:String}`,
+      query_params: { r: requestId }, format: 'JSONEachRow',
+    }).then((r) => r.json<Record<string, string | number>>());
+    expect(logs).toHaveLength(1);
+    const log = logs[0]!;
+    expect(Number(log.quota)).toBe(quota);
+    expect([log.cache_tokens, log.cache_read_tokens, log.cache_write_5m_tokens, log.cache_write_1h_tokens].map(Number))
+      .toEqual([read + w5m + w1h, read, w5m, w1h]);
+    expect(log.content).toContain('cache read ratio 0.1, cache write ratio 1.25 (5m) / 2 (1h)');
+    expect(log.content).toContain(`cache read ${read}, cache write 5m ${w5m}, cache write 1h ${w1h}`);
+  });
+});
+
+describe('per-model cache ratios from the options', () => {
+  it('CacheRatio, CreateCacheRatio and CreateCacheRatio1h override the defaults', async () => {
+    const set = async (key: string, value: Record<string, number>) =>
+      expect((await consoleCall(stack, 'PUT', '/api/option/', stack.adminToken, { key, value: JSON.stringify(value) })).status).toBe(200);
+    await set('CacheRatio', { [MODEL]: 0.2 });
+    await set('CreateCacheRatio', { [MODEL]: 1.5 });
+    await set('CreateCacheRatio1h', { [MODEL]: 3 });
+    try {
+      stack.mock.setOptions({ cacheReadTokens: 1_000, cacheCreationTokens: 100, cacheCreation1hTokens: 10 });
+      // The relay applies option changes on the invalidation message, a moment after the write.
+      const deadline = Date.now() + 5_000;
+      for (;;) {
+        const { requestId, input } = await ask(false);
+        const row = await ledgerRow(stack, requestId);
+        const want = Math.round((input + 1_000 * 0.2 + 100 * 1.5 + 10 * 3 + OUTPUT * 5) * 0.5);
+        if (row.quota === want) break;
+        if (Date.now() > deadline) expect(row.quota).toBe(want);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } finally {
+      await set('CacheRatio', {});
+      await set('CreateCacheRatio', {});
+      await set('CreateCacheRatio1h', {});
+    }
+  });
+});
