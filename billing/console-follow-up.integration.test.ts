@@ -107,4 +107,60 @@ describe('console follow-up', () => {
       logs: { n: Number(logs!.n), credited: Number(logs!.credited), spent: Number(logs!.spent) },
     }).toEqual({ mirror: 1_150, users: 1_150, ledger: 1_150, logs: { n: 1, credited: 250, spent: 100 } });
   });
+
+  describe('key quota edits (issue 10, item 5)', () => {
+    async function limitedKey(remain: number) {
+      const owner = await h.account();
+      const name = `k-${owner.user.id}`;
+      const res = await h.app.inject({
+        method: 'POST', url: '/api/token/', headers: owner.auth,
+        payload: { name, expired_time: -1, remain_quota: remain, unlimited_quota: false, group: '' },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      const [row] = await h.sql`SELECT id FROM tokens WHERE user_id = ${owner.user.id} AND name = ${name}`;
+      return { owner, userId: Number(owner.user.id), tokenId: Number(row!.id) };
+    }
+    const edit = (k: Awaited<ReturnType<typeof limitedKey>>, remain: number) =>
+      h.app.inject({ method: 'PUT', url: '/api/token/', headers: k.owner.auth, payload: { id: k.tokenId, remain_quota: remain } });
+    /** Runs `f` while every Redis step of the console's quota store fails. */
+    async function withRedisStepFailing<T>(f: () => Promise<T>): Promise<T> {
+      const store = h.quotaStore as unknown as Record<string, unknown>;
+      const saved = ['adjustToken', 'adjustTokenOnce'].map((name) => [name, store[name]] as const);
+      for (const [name] of saved) store[name] = async () => { throw new Error('redis down'); };
+      try {
+        return await f();
+      } finally {
+        for (const [name, fn] of saved) store[name] = fn;
+      }
+    }
+
+    it('finishes an edit whose Redis step failed, once', async () => {
+      const k = await limitedKey(1_000);
+      await h.redis.set(h.keys.tokenRemain(k.userId, k.tokenId), 900); // loaded, 100 reserved
+      expect((await withRedisStepFailing(() => edit(k, 1_500))).statusCode).toBe(200);
+      expect(await h.quotaStore.tokenRemain(k.userId, k.tokenId)).toBe(900);
+      await finishConsoleFollowUps(deps(), 0);
+      await finishConsoleFollowUps(deps(), 0);
+      expect(await h.quotaStore.tokenRemain(k.userId, k.tokenId)).toBe(1_400);
+      // The console's own step and a follow-up of the same edit move the mirror once.
+      expect((await edit(k, 1_200)).statusCode).toBe(200);
+      await finishConsoleFollowUps(deps(), 0);
+      expect(await h.quotaStore.tokenRemain(k.userId, k.tokenId)).toBe(1_100);
+    });
+
+    it('does not apply an edit again to a key mirror reseeded after its commit', async () => {
+      const k = await limitedKey(1_000);
+      await h.redis.set(h.keys.tokenRemain(k.userId, k.tokenId), 1_000);
+      expect((await withRedisStepFailing(() => edit(k, 1_500))).statusCode).toBe(200);
+      await h.redis.del(h.keys.tokenRemain(k.userId, k.tokenId));
+      const requestId = `req-${k.tokenId}-key-refill`;
+      await h.redis.set(h.keys.accountBalance(k.userId), 1_000_000);
+      expect(await h.quotaStore.reserve({ userId: k.userId, tokenId: k.tokenId, tokenLimited: true, requestId, amount: 100, deadlineMs: Date.now() + 60_000 })).toBe('reserved');
+      expect(await h.quotaStore.tokenRemain(k.userId, k.tokenId)).toBe(1_400);
+      await finishConsoleFollowUps(deps(), 0);
+      expect(await h.quotaStore.tokenRemain(k.userId, k.tokenId)).toBe(1_400);
+      const [row] = await h.sql`SELECT remain_quota FROM tokens WHERE id = ${k.tokenId}`;
+      expect(Number(row!.remain_quota)).toBe(1_500);
+    });
+  });
 });

@@ -5,6 +5,7 @@
 // is not disclosed). Every change publishes {kind: 'token', id, user_id}.
 import { z } from 'zod';
 import { generateApiKey, maskApiKey } from '../../infra/secrets/api-key-crypto.js';
+import { finishKeyQuotaEdit, type PendingKeyQuotaEdit } from '../../core/ledger/console-credit-follow-up.js';
 import { ROLE } from '../accounts/roles.js';
 import type { ConsoleContext } from '../context.js';
 import type { Db } from '../db.js';
@@ -161,7 +162,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'PUT', path: '/api/token/', tag: 'keys', access: ROLE.user, body: updateTokenBody, query: updateTokenQuery,
     data: tokenItemSchema, errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'NOT_FOUND'],
     summary: 'Update an own key (any creation field, status); with ?status_only=true only the status changes',
-    description: 'A changed remain_quota moves the relay\'s Redis mirror of the key by the same delta after the commit.',
+    description: 'A changed remain_quota moves the relay\'s Redis mirror of the key by the same delta after the commit, once (retried by the billing worker if that step fails).',
   }, async ({ body, query, user }) => {
     const statusOnly = query.status_only === 'true';
     if (statusOnly && body.status === undefined) throw new ConsoleError('VALIDATION_FAILED', 'status: is required with status_only=true');
@@ -170,7 +171,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
       throw new ConsoleError('VALIDATION_FAILED', 'expired_time: must be -1 (never expires) or a future Unix time');
     }
     if (b.group !== undefined) await assertTokenGroup(sql, b.group, user.group);
-    const { after, delta } = await sql.begin(async (tx) => {
+    const { after, quotaEdit } = await sql.begin(async (tx) => {
       const before = await findOwnToken(tx, Number(user.id), b.id, true);
       const expiry = b.expired_time ?? Number(before.expired_time);
       if (b.status === TOKEN_STATUS.enabled && expiry !== -1 && expiry <= ctx.now()) {
@@ -192,12 +193,24 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
           rate_limit_tpm = ${b.rate_limit_tpm ?? before.rate_limit_tpm}
         WHERE id = ${b.id}
         RETURNING ${tx(LIST_COLUMNS as unknown as string[])}`;
-      return { after: row!, delta: Number(row!.remain_quota) - Number(before.remain_quota) };
+      const delta = Number(row!.remain_quota) - Number(before.remain_quota);
+      if (delta === 0) return { after: row!, quotaEdit: undefined };
+      // Kept pending until the mirror step is done, so that the billing worker can retry it.
+      const [seq] = await tx<{ quota_seq: string }[]>`UPDATE tokens SET quota_seq = quota_seq + 1 WHERE id = ${b.id} RETURNING quota_seq`;
+      const [e] = await tx<{ id: string }[]>`
+        INSERT INTO key_quota_edits (user_id, token_id, delta, quota_seq)
+        VALUES (${user.id}, ${b.id}, ${delta}, ${seq!.quota_seq}) RETURNING id`;
+      const quotaEdit: PendingKeyQuotaEdit = {
+        editId: Number(e!.id), userId: Number(user.id), tokenId: Number(row!.id), delta, quotaSeq: Number(seq!.quota_seq),
+      };
+      return { after: row!, quotaEdit };
     });
-    try {
-      await ctx.quotaStore.adjustToken(Number(user.id), Number(after.id), delta);
-    } catch (err) {
-      ctx.logger.error({ err, tokenId: after.id, delta }, 'key quota changed in Postgres but the Redis mirror was not adjusted');
+    if (quotaEdit !== undefined) {
+      try {
+        await finishKeyQuotaEdit({ sql: ctx.sql, quota: ctx.quotaStore }, quotaEdit);
+      } catch (err) {
+        ctx.logger.error({ err, ...quotaEdit }, 'key quota edit committed; its mirror update is left to the billing follow-up');
+      }
     }
     await ctx.invalidate({ kind: 'token', id: Number(after.id), user_id: Number(user.id) });
     return ok(toApiKeyListItem(after));

@@ -36,3 +36,23 @@ export async function finishConsoleCredit(s: ConsoleCreditStores, c: PendingCons
   if (c.logEvent !== null) await appendUsageEvent(s.redis, s.usageStream, c.logEvent);
   await s.sql`UPDATE ledger SET follow_up_pending = false, log_event = NULL WHERE id = ${c.ledgerId}`;
 }
+
+/** A key's remain_quota edit (key_quota_edits row) whose mirror step is pending. */
+export interface PendingKeyQuotaEdit {
+  editId: number;
+  userId: number;
+  tokenId: number;
+  delta: number;
+  /** tokens.quota_seq the edit produced. */
+  quotaSeq: number;
+}
+
+/**
+ * The after-commit step of a key quota edit (console-api/routes/token.ts), run again by the billing
+ * worker for a row still pending: moves a loaded key mirror once, then marks the row done. Throws on
+ * failure. There is no log event: a key's quota is a limit inside the account's, no money moves.
+ */
+export async function finishKeyQuotaEdit(s: Pick<ConsoleCreditStores, 'sql' | 'quota'>, e: PendingKeyQuotaEdit): Promise<void> {
+  await s.quota.adjustTokenOnce(e.userId, e.tokenId, e.delta, e.editId, e.quotaSeq);
+  await s.sql`UPDATE key_quota_edits SET follow_up_pending = false WHERE id = ${e.editId}`;
+}

@@ -16,5 +16,9 @@ export function postgresBalanceSource(sql: Sql): BalanceSource {
       const [row] = await sql`SELECT remain_quota FROM tokens WHERE id = ${tokenId}`;
       return Number(row?.remain_quota ?? 0);
     },
+    async tokenSeed(tokenId) {
+      const [row] = await sql`SELECT remain_quota, quota_seq FROM tokens WHERE id = ${tokenId}`;
+      return { remain: Number(row?.remain_quota ?? 0), quotaSeq: Number(row?.quota_seq ?? 0) };
+    },
   };
 }

@@ -60,6 +60,8 @@ export interface BalanceSource {
    * console changes it already holds. A source without it seeds with sequence 0.
    */
   accountSeed?(userId: number): Promise<{ quota: number; creditSeq: number }>;
+  /** tokens.remain_quota with the tokens.quota_seq of the same row read (see accountSeed). */
+  tokenSeed?(tokenId: number): Promise<{ remain: number; quotaSeq: number }>;
   tokenRemainQuota(tokenId: number): Promise<number>;
 }
 
@@ -151,7 +153,7 @@ export class QuotaStore {
           await this.seedAccount(r.userId);
           break;
         case QuotaScriptCode.TokenQuotaNotLoaded:
-          await this.#redis.set(keys[1]!, await this.#source.tokenRemainQuota(r.tokenId), 'NX');
+          await this.seedToken(r.userId, r.tokenId);
           break;
         default: throw new Error(`reserveQuota returned unexpected ${code}`);
       }
@@ -252,6 +254,28 @@ export class QuotaStore {
 
   adjustToken(userId: number, tokenId: number, delta: number): Promise<void> {
     return this.#adjustKey(this.#keys.tokenRemain(userId, tokenId), delta);
+  }
+
+  /** seedAccount for a limited key's mirror, with the tokens.quota_seq it was read with. */
+  async seedToken(userId: number, tokenId: number): Promise<boolean> {
+    const seed = this.#source.tokenSeed !== undefined
+      ? await this.#source.tokenSeed(tokenId)
+      : { remain: await this.#source.tokenRemainQuota(tokenId), quotaSeq: 0 };
+    const k = this.#keys;
+    return Number(await this.#seedBalance(k.tokenRemain(userId, tokenId), k.tokenQuotaSeq(userId, tokenId), seed.remain, seed.quotaSeq)) === 1;
+  }
+
+  /**
+   * adjustAccountOnce for a key's remain_quota edit (key_quota_edits row `editId`, its tokens.quota_seq
+   * `quotaSeq`): once however often the console and the follow-up try, not at all on a mirror seeded
+   * after the edit committed.
+   */
+  async adjustTokenOnce(userId: number, tokenId: number, delta: number, editId: number, quotaSeq: number): Promise<void> {
+    const k = this.#keys;
+    await this.#adjustOnce(
+      k.tokenRemain(userId, tokenId), k.keyQuotaEditApplied(userId, editId), k.tokenQuotaSeq(userId, tokenId),
+      delta, ADJUSTMENT_MARKER_TTL_SEC, quotaSeq,
+    );
   }
 
   async #adjustKey(key: string, delta: number): Promise<void> {

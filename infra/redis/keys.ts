@@ -17,6 +17,10 @@ export interface RedisKeys {
   adjustmentApplied(userId: number, ledgerId: number): string;
   /** users.credit_seq the account mirror was seeded with: console changes up to it are in the mirror. */
   accountCreditSeq(userId: number): string;
+  /** tokens.quota_seq a limited key's mirror was seeded with (accountCreditSeq for a key). */
+  tokenQuotaSeq(userId: number, tokenId: number): string;
+  /** Set once a key's remain_quota edit (key_quota_edits id) has moved the key's mirror. */
+  keyQuotaEditApplied(userId: number, editId: number): string;
   /** Open reservations by deadline (sorted set: score Unix ms, member `<userId>:<requestId>`). */
   reservationDeadlines(): string;
   /** Requests of one API key in one wall-clock minute (`minute` = Unix minutes). */
@@ -48,6 +52,8 @@ export function redisKeys(prefix: string): RedisKeys {
     reservationDeadlines: () => `${prefix}:rsv-deadlines`,
     adjustmentApplied: (userId, ledgerId) => `${prefix}:{a${userId}}:adj:${ledgerId}`,
     accountCreditSeq: (userId) => `${prefix}:{a${userId}}:balance-seq`,
+    tokenQuotaSeq: (userId, tokenId) => `${prefix}:{a${userId}}:token:${tokenId}:remain-seq`,
+    keyQuotaEditApplied: (userId, editId) => `${prefix}:{a${userId}}:key-adj:${editId}`,
     keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,

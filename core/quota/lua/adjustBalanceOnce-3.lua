@@ -1,17 +1,18 @@
 --[[
-  Applies a console-side change (identified by its ledger id) to the Redis mirror of an account
-  balance at most once, however often it is retried: the console after its commit, and the billing
-  worker's follow-up if the console failed, may both try. A mirror seeded from Postgres after the
-  change committed already holds it (seedBalance-2.lua records the users.credit_seq it was read
-  with); the change is then only marked.
+  Applies a console-side change (identified by its ledger id, or its key_quota_edits id for a key)
+  to the Redis mirror of an account balance or of a key's remaining quota at most once, however often
+  it is retried: the console after its commit, and the billing worker's follow-up if the console
+  failed, may both try. A mirror seeded from Postgres after the change committed already holds it
+  (seedBalance-2.lua records the users.credit_seq or tokens.quota_seq it was read with); the change
+  is then only marked.
 
-  KEYS[1] account balance
+  KEYS[1] account balance or key remaining quota
   KEYS[2] marker of this change having been applied
-  KEYS[3] credit sequence the balance was seeded with (absent: seeded before sequences existed)
+  KEYS[3] sequence the mirror was seeded with (absent: seeded before sequences existed)
 
   ARGV[1] delta (integer, may be negative)
   ARGV[2] marker lifetime in seconds
-  ARGV[3] the change's credit sequence (ledger.credit_seq); '' when the row has none
+  ARGV[3] the change's sequence (ledger.credit_seq, key_quota_edits.quota_seq); '' when it has none
 
   Returns {2} when already applied, {1, new value} when applied to a loaded mirror, {0} when the mirror
   is not loaded (it will be seeded from Postgres, which holds the change; the marker is set anyway),

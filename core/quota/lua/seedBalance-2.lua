@@ -1,13 +1,14 @@
 --[[
-  Seeds a missing account balance mirror from Postgres together with the credit sequence the value
-  was read with, so that a console change committed before the read is not applied to it again
-  (adjustBalanceOnce-3.lua). A mirror already loaded is left as it is, sequence included.
+  Seeds a missing account balance (or key remaining quota) mirror from Postgres together with the
+  sequence the value was read with, so that a console change committed before the read is not
+  applied to it again (adjustBalanceOnce-3.lua). A mirror already loaded is left as it is, sequence
+  included.
 
-  KEYS[1] account balance
-  KEYS[2] credit sequence of the seed
+  KEYS[1] account balance or key remaining quota
+  KEYS[2] sequence of the seed
 
-  ARGV[1] users.quota
-  ARGV[2] users.credit_seq read in the same row
+  ARGV[1] users.quota or tokens.remain_quota
+  ARGV[2] users.credit_seq or tokens.quota_seq read in the same row
 
   Returns 1 when seeded, 0 when the mirror was already loaded.
 ]]
