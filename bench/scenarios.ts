@@ -42,11 +42,18 @@ export const SCENARIOS: Scenario[] = [
 /** The request that tells the relay serves the bench key, and warms its caches. */
 export const PROBE_BODY: BodySpec = { model: 'bench-probe', maxTokens: 16, stream: false };
 
-/** What the audit expects the mock to bill for each bench model, given the mock's output cap. */
-export function expectationsFor(outputCap: number): Record<string, ModelExpectation> {
+/** The cache usage the mock reports on every answer (its cache knobs). */
+export interface MockCacheUsage {
+  cacheReadTokens: number;
+  cacheCreationTokens: number;
+  cacheCreation1hTokens: number;
+}
+
+/** What the audit expects the mock to bill for each bench model, given the mock's output cap and cache usage. */
+export function expectationsFor(outputCap: number, cache: MockCacheUsage): Record<string, ModelExpectation> {
   const expectations: Record<string, ModelExpectation> = {};
   for (const b of [...SCENARIOS.flatMap((s) => s.bodies), PROBE_BODY]) {
-    expectations[b.model] = { inputTokens: countInputTokens(JSON.parse(bodyJson(b))), outputTokens: Math.min(b.maxTokens, outputCap) };
+    expectations[b.model] = { inputTokens: countInputTokens(JSON.parse(bodyJson(b))), outputTokens: Math.min(b.maxTokens, outputCap), ...cache };
   }
   return expectations;
 }

@@ -6,7 +6,9 @@ import type { Redis } from 'ioredis';
 import type { Sql } from '../infra/postgres/client.js';
 import type { RedisKeys } from '../infra/redis/keys.js';
 import { loadOptions } from '../core/options/options-source.js';
-import { FALLBACK_COMPLETION_RATIO, ratiosFromOptions } from '../core/pricing/ratios.js';
+import {
+  FALLBACK_CACHE_READ_RATIO, FALLBACK_CACHE_WRITE_1H_RATIO, FALLBACK_CACHE_WRITE_RATIO, FALLBACK_COMPLETION_RATIO, ratiosFromOptions,
+} from '../core/pricing/ratios.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { Auditor, type AuditResult } from './lib/audit.js';
@@ -15,7 +17,8 @@ import { BENCH_MODELS, ensureBenchFixtures } from './lib/fixtures.js';
 import { pidsByComm, type Watched } from './lib/proc.js';
 import { attachStack, startStack, type ServiceName, type Stack } from './lib/stack.js';
 import { pidList, type BenchArgs, type BenchOptions } from './options.js';
-import { bodyJson, expectationsFor, isRelay, PROBE_BODY, type BodySpec, type RunContext, type Target } from './scenarios.js';
+import type { MessageUsage } from './mock-upstream/wire-format.js';
+import { bodyJson, expectationsFor, isRelay, PROBE_BODY, type BodySpec, type MockCacheUsage, type RunContext, type Target } from './scenarios.js';
 
 export function openStack(
   { args, opts, keySecret }: { args: BenchArgs; opts: BenchOptions; keySecret: string | undefined },
@@ -91,14 +94,19 @@ async function relayReady(relayUrl: string, headers: Record<string, string>, tim
   }
 }
 
-/** Output tokens the mock gives a request asking for 4,000 (its --output-tokens cap). */
-async function mockOutputCap(mockUrl: string, headers: Record<string, string>): Promise<number> {
+/** Output tokens the mock gives a request asking for 4,000 (its --output-tokens cap), and the cache usage it reports. */
+async function mockUsage(mockUrl: string, headers: Record<string, string>): Promise<{ cap: number; cache: MockCacheUsage }> {
   const res = await fetch(`${mockUrl}/v1/messages`, { method: 'POST', headers, body: bodyJson({ model: 'bench-probe', maxTokens: 4000, stream: false }), signal: AbortSignal.timeout(10_000) });
   const text = await res.text();
   if (!res.ok) throw new Error(`the mock provider answered HTTP ${res.status} (${text.slice(0, 200)})${res.status === 401 ? ': --mock-key must be the key it requires (MOCK_UPSTREAM_KEY of the stack)' : ''}`);
-  const n = (JSON.parse(text) as { usage?: { output_tokens?: number } }).usage?.output_tokens;
-  if (typeof n !== 'number') throw new Error('the mock provider\'s answer has no usage.output_tokens');
-  return n;
+  const u = (JSON.parse(text) as { usage?: MessageUsage }).usage;
+  if (typeof u?.output_tokens !== 'number') throw new Error('the mock provider\'s answer has no usage.output_tokens');
+  const cache = {
+    cacheReadTokens: u.cache_read_input_tokens ?? 0,
+    cacheCreationTokens: u.cache_creation_input_tokens ?? 0,
+    cacheCreation1hTokens: u.cache_creation?.ephemeral_1h_input_tokens ?? 0,
+  };
+  return { cap: u.output_tokens, cache };
 }
 
 export interface BenchTarget extends RunContext {
@@ -134,8 +142,11 @@ export async function prepareTarget(
   // What the mock answers with: a mock started without MOCK_OUTPUT_TOKENS (make run) caps output at
   // 64 tokens, so a 4,000-token stream is 64 tokens long. The expectations follow the mock; the
   // report says so.
-  const cap = await mockOutputCap(stack.mockUrl, headersOf('mock'));
-  const expectations = expectationsFor(cap);
+  const { cap, cache } = await mockUsage(stack.mockUrl, headersOf('mock'));
+  const expectations = expectationsFor(cap, cache);
+  if (cache.cacheReadTokens + cache.cacheCreationTokens > 0) {
+    notes.push(`The mock reports ${cache.cacheReadTokens} cache reads, ${cache.cacheCreationTokens - cache.cacheCreation1hTokens} 5-minute and ${cache.cacheCreation1hTokens} 1-hour cache writes per request; the audit prices them at the default cache ratios.`);
+  }
   if (cap < 4000) notes.push(`The mock caps output at ${cap} tokens: the long-stream and abort scenarios carry ${cap} tokens, not 4,000 (start the mock with MOCK_OUTPUT_TOKENS=1000000 for the full length).`);
   // Prices the relay applies: the audit's formula uses the same group and completion ratios.
   const ratios = ratiosFromOptions(await loadOptions(sql));
@@ -143,6 +154,9 @@ export async function prepareTarget(
   if (groupRatio !== 1) notes.push(`Group ratio of "default" is ${groupRatio}; the audit's formula applies it.`);
   const oddCompletion = Object.keys(BENCH_MODELS).filter((m) => ratios.completion(m) !== FALLBACK_COMPLETION_RATIO);
   if (oddCompletion.length) throw new Error(`CompletionRatio overrides the bench's models (${oddCompletion.join(', ')}): the audit's formula assumes ${FALLBACK_COMPLETION_RATIO}`);
+  const oddCache = Object.keys(BENCH_MODELS).filter((m) =>
+    ratios.cacheRead(m) !== FALLBACK_CACHE_READ_RATIO || ratios.cacheWrite(m) !== FALLBACK_CACHE_WRITE_RATIO || ratios.cacheWrite1h(m) !== FALLBACK_CACHE_WRITE_1H_RATIO);
+  if (oddCache.length) throw new Error(`CacheRatio, CreateCacheRatio or CreateCacheRatio1h override the bench's models (${oddCache.join(', ')}): the audit's formula assumes the defaults`);
   const auditor = new Auditor(sql, ch, redis, keys, fx.userId);
   const audit = (before: Parameters<Auditor['audit']>[0], clientComplete: number): Promise<AuditResult> =>
     auditor.audit(before, expectations, clientComplete, groupRatio);

@@ -9,13 +9,17 @@
 // and the formula applied to the usage the mock returned, computed here independently of the relay:
 // every row's model is one scenario's (bench/lib/fixtures.ts BENCH_MODELS), whose request body fixes
 // its input tokens (countInputTokens) and full output (max_tokens); a row of a complete answer must
-// carry exactly that usage, a row of a cut stream at most that output, an error row nothing. The
-// expected debit is Σ round((input + output × completion_ratio) × model_ratio × group_ratio).
+// carry exactly that usage, a row of a cut stream at most that output, an error row nothing. The mock
+// reports the same cache usage for every request (its cache knobs, read off its answer by
+// bench/setup.ts): every row must carry it in its cache columns. The expected debit is core/pricing's
+// formula, Σ quotaCost: round((input + cache_read × 0.1 + cache_write_5m × 1.25 + cache_write_1h × 2
+// + output × completion_ratio) × model_ratio × group_ratio) with the default cache ratios.
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { RedisKeys } from '../../infra/redis/keys.js';
-import { FALLBACK_COMPLETION_RATIO } from '../../core/pricing/ratios.js';
+import { quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { FALLBACK_CACHE_READ_RATIO, FALLBACK_CACHE_WRITE_1H_RATIO, FALLBACK_CACHE_WRITE_RATIO, FALLBACK_COMPLETION_RATIO } from '../../core/pricing/ratios.js';
 import { BENCH_MODELS } from './fixtures.js';
 import { Recorder, type Summary } from './stats.js';
 
@@ -30,8 +34,13 @@ export interface Books {
 }
 
 export interface ModelExpectation {
+  /** Anthropic's input_tokens: neither cache reads nor writes. */
   inputTokens: number;
   outputTokens: number;
+  cacheReadTokens: number;
+  /** Every cache write; cacheCreation1hTokens of them for an hour. */
+  cacheCreationTokens: number;
+  cacheCreation1hTokens: number;
 }
 
 export interface AuditResult {
@@ -108,11 +117,11 @@ export class Auditor {
     const drainMs = await this.drain();
     const after = await this.books();
     const rows = await this.sql`
-      SELECT model_name, type, quota, prompt_tokens, completion_tokens FROM ledger
+      SELECT model_name, type, quota, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens FROM ledger
       WHERE user_id = ${this.userId} AND id > ${before.ledgerMaxId}`;
     const problems: string[] = [];
     let formula = 0, complete = 0, partial = 0, error = 0;
-    for (const r of rows as unknown as Array<{ model_name: string; type: number; quota: number; prompt_tokens: number; completion_tokens: number }>) {
+    for (const r of rows as unknown as Array<{ model_name: string; type: number; quota: number; prompt_tokens: number; completion_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number }>) {
       const exp = expectations[r.model_name];
       const modelRatio = BENCH_MODELS[r.model_name];
       if (!exp || modelRatio === undefined) {
@@ -124,11 +133,20 @@ export class Auditor {
         if (Number(r.quota) !== 0) problems.push(`error row of ${r.model_name} debited ${r.quota}`);
         continue;
       }
-      if (r.prompt_tokens !== exp.inputTokens) problems.push(`${r.model_name}: prompt_tokens ${r.prompt_tokens}, the mock counted ${exp.inputTokens}`);
+      // prompt_tokens counts the cache tokens too, as new-api's log does.
+      const prompt = exp.inputTokens + exp.cacheReadTokens + exp.cacheCreationTokens;
+      if (r.prompt_tokens !== prompt) problems.push(`${r.model_name}: prompt_tokens ${r.prompt_tokens}, the mock counted ${prompt}`);
+      const cache = [r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens];
+      const cacheExpected = [exp.cacheReadTokens, exp.cacheCreationTokens - exp.cacheCreation1hTokens, exp.cacheCreation1hTokens];
+      if (cache.join() !== cacheExpected.join()) problems.push(`${r.model_name}: cache read / 5m / 1h ${cache.join(' / ')}, the mock reported ${cacheExpected.join(' / ')}`);
       if (r.completion_tokens === exp.outputTokens) complete++;
       else if (r.completion_tokens < exp.outputTokens) partial++;
       else problems.push(`${r.model_name}: completion_tokens ${r.completion_tokens} above the ${exp.outputTokens} the mock sends`);
-      formula += Math.round((exp.inputTokens + r.completion_tokens * FALLBACK_COMPLETION_RATIO) * modelRatio * groupRatio);
+      const price: PriceRatios = {
+        model: modelRatio, completion: FALLBACK_COMPLETION_RATIO, group: groupRatio,
+        cacheRead: FALLBACK_CACHE_READ_RATIO, cacheWrite: FALLBACK_CACHE_WRITE_RATIO, cacheWrite1h: FALLBACK_CACHE_WRITE_1H_RATIO,
+      };
+      formula += quotaCost({ ...exp, outputTokens: r.completion_tokens }, price);
     }
     const pgDebit = before.pgQuota - after.pgQuota;
     const ledgerSum = after.ledgerSum - before.ledgerSum;

@@ -189,9 +189,12 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     return s;
   };
 
-  // The mock answers with as many tokens as max_tokens asks (each scenario sets max_tokens).
+  // The mock answers with as many tokens as max_tokens asks (each scenario sets max_tokens), and
+  // reports some cache usage on every answer, so that the money audit covers cache pricing: few
+  // enough tokens that the bench's short prompts still bound them, as a real prompt bounds its cache.
   const mock = add('mock', 'mock-upstream', mockUrl, spawnService('mock-upstream', 'dist/bench/mock-upstream/main.js', {
     ...env, MOCK_API_KEY: MOCK_KEY, MOCK_OUTPUT_TOKENS: '1000000',
+    MOCK_CACHE_READ_TOKENS: '40', MOCK_CACHE_CREATION_TOKENS: '8', MOCK_CACHE_CREATION_1H_TOKENS: '4',
   }));
   const bare = add('bare', 'bare-proxy', bareUrl, spawnService('bare-proxy', 'dist/bench/bare-proxy.js', env,
     ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY]));
