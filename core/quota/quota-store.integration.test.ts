@@ -283,6 +283,27 @@ describe('adjustBalanceOnce-3.lua', () => {
 });
 
 describe('seedBalance-2.lua', () => {
+  it('refuses a seed read before a change that reached Redis while the mirror was unloaded, and reads again', async () => {
+    const { userId } = ids();
+    let pgRow = { quota: 1_000, creditSeq: 3 };
+    let reads = 0;
+    const s: QuotaStore = new QuotaStore(redis, keys, {
+      accountQuota: async () => 0, tokenRemainQuota: async () => 0,
+      accountSeed: async () => {
+        const read = pgRow;
+        if (reads++ === 0) {
+          // Between this read and the seed, a credit commits (seq 4) and its mirror step finds no mirror.
+          pgRow = { quota: 1_250, creditSeq: 4 };
+          await s.adjustAccountOnce(userId, 250, 301, 4);
+        }
+        return read;
+      },
+    });
+    await s.seedAccount(userId);
+    expect(await s.accountBalance(userId)).toBe(1_250);
+    expect(reads).toBe(2);
+  });
+
   it('seeds the balance and its credit sequence together, and leaves a loaded mirror as it is', async () => {
     const { userId } = ids();
     let read = { quota: 700, creditSeq: 9 };

@@ -41,6 +41,10 @@ export interface ExpiredReservation {
 }
 
 const ADJUSTMENT_MARKER_TTL_SEC = 30 * 24 * 3600;
+/** seedBalance-2.lua: the Postgres read is older than a change already in Redis. */
+const SEED_STALE = -1;
+/** Reads of Postgres per seed: each stale one means a console change committed meanwhile. */
+const SEED_ATTEMPTS = 3;
 /** Reservations per ZADD of a heartbeat: bounds one command's size on a relay with many open requests. */
 const RENEW_BATCH = 1000;
 
@@ -212,13 +216,19 @@ export class QuotaStore {
 
   /**
    * Loads a missing account mirror from Postgres with the credit sequence it was read with; a loaded
-   * mirror is left alone. Returns whether it seeded.
+   * mirror is left alone. Returns whether it seeded. A read that a console change overtook is read
+   * again (seedBalance-2.lua).
    */
   async seedAccount(userId: number): Promise<boolean> {
-    const seed = this.#source.accountSeed !== undefined
-      ? await this.#source.accountSeed(userId)
-      : { quota: await this.#source.accountQuota(userId), creditSeq: 0 };
-    return Number(await this.#seedBalance(this.#keys.accountBalance(userId), this.#keys.accountCreditSeq(userId), seed.quota, seed.creditSeq)) === 1;
+    const k = this.#keys;
+    for (let attempt = 0; attempt < SEED_ATTEMPTS; attempt++) {
+      const seed = this.#source.accountSeed !== undefined
+        ? await this.#source.accountSeed(userId)
+        : { quota: await this.#source.accountQuota(userId), creditSeq: 0 };
+      const code = Number(await this.#seedBalance(k.accountBalance(userId), k.accountCreditSeq(userId), seed.quota, seed.creditSeq));
+      if (code !== SEED_STALE) return code === 1;
+    }
+    return false;
   }
 
   /**
@@ -258,11 +268,15 @@ export class QuotaStore {
 
   /** seedAccount for a limited key's mirror, with the tokens.quota_seq it was read with. */
   async seedToken(userId: number, tokenId: number): Promise<boolean> {
-    const seed = this.#source.tokenSeed !== undefined
-      ? await this.#source.tokenSeed(tokenId)
-      : { remain: await this.#source.tokenRemainQuota(tokenId), quotaSeq: 0 };
     const k = this.#keys;
-    return Number(await this.#seedBalance(k.tokenRemain(userId, tokenId), k.tokenQuotaSeq(userId, tokenId), seed.remain, seed.quotaSeq)) === 1;
+    for (let attempt = 0; attempt < SEED_ATTEMPTS; attempt++) {
+      const seed = this.#source.tokenSeed !== undefined
+        ? await this.#source.tokenSeed(tokenId)
+        : { remain: await this.#source.tokenRemainQuota(tokenId), quotaSeq: 0 };
+      const code = Number(await this.#seedBalance(k.tokenRemain(userId, tokenId), k.tokenQuotaSeq(userId, tokenId), seed.remain, seed.quotaSeq));
+      if (code !== SEED_STALE) return code === 1;
+    }
+    return false;
   }
 
   /**

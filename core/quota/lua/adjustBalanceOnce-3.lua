@@ -17,8 +17,17 @@
   Returns {2} when already applied, {1, new value} when applied to a loaded mirror, {0} when the mirror
   is not loaded (it will be seeded from Postgres, which holds the change; the marker is set anyway),
   {3} when the mirror was seeded from a Postgres state that already held the change.
+
+  An unloaded mirror's KEYS[3] is raised to the change's sequence: a seed read from Postgres before
+  the change committed and written after this call would lack it, and seedBalance-2.lua refuses a
+  seed older than KEYS[3] (the caller reads Postgres again).
 ]]
 if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) == false then return {2} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if ARGV[3] ~= '' and tonumber(ARGV[3]) > tonumber(redis.call('GET', KEYS[3]) or '-1') then
+    redis.call('SET', KEYS[3], ARGV[3])
+  end
+  return {0}
+end
 if ARGV[3] ~= '' and tonumber(ARGV[3]) <= tonumber(redis.call('GET', KEYS[3]) or '-1') then return {3} end
 return {1, redis.call('INCRBY', KEYS[1], ARGV[1])}

@@ -10,8 +10,13 @@
   ARGV[1] users.quota or tokens.remain_quota
   ARGV[2] users.credit_seq or tokens.quota_seq read in the same row
 
-  Returns 1 when seeded, 0 when the mirror was already loaded.
+  Returns 1 when seeded, 0 when the mirror was already loaded, -1 when the read is older than a
+  change that reached Redis while the mirror was unloaded (adjustBalanceOnce-3.lua raised KEYS[2]
+  past ARGV[2]): the caller reads Postgres again. Sequences only grow, so a fresh read is never
+  refused.
 ]]
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') == false then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if tonumber(ARGV[2]) < tonumber(redis.call('GET', KEYS[2]) or '-1') then return -1 end
+redis.call('SET', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], ARGV[2])
 return 1
