@@ -18,6 +18,9 @@
 //   x-mock-cache-read-tokens / x-mock-cache-creation-tokens   usage cache fields (creation: 5-minute)
 //   x-mock-cache-creation-1h-tokens   usage.cache_creation.ephemeral_1h_input_tokens (option
 //                                     cacheCreation1hTokens); cache_creation_input_tokens is 5m + 1h
+//   x-mock-document-tokens / x-mock-image-tokens   input tokens each document / image block adds
+//                                     (options documentInputTokens / imageInputTokens, default 0):
+//                                     a few bytes that cost many tokens, as a PDF given by URL does
 import type { StopReason } from './wire-format.js';
 
 export interface MockUpstreamOptions {
@@ -45,6 +48,10 @@ export interface MockUpstreamOptions {
   cacheCreationTokens?: number;
   /** 1-hour cache writes (usage.cache_creation.ephemeral_1h_input_tokens) unless the request header overrides it. Default 0. */
   cacheCreation1hTokens?: number;
+  /** Input tokens each `document` block adds (in messages, at any depth of tool results). Default 0. */
+  documentInputTokens?: number;
+  /** Input tokens each `image` block adds, likewise. Default 0. */
+  imageInputTokens?: number;
   /** Request bodies above this many bytes answer 413 request_too_large. Default 32 MiB. */
   maxBodyBytes?: number;
   /** How many recent requests `requests` keeps. Default 100. */
@@ -81,6 +88,8 @@ export interface MessageKnobs {
   cacheReadTokens: number;
   cacheCreationTokens: number;
   cacheCreation1hTokens: number;
+  documentInputTokens: number;
+  imageInputTokens: number;
   tokenDelayMs: number;
   firstTokenDelayMs: number;
   /** Streams only: close the socket after this many deltas. */
@@ -98,6 +107,8 @@ export function messageKnobs(headers: Record<string, string>, o: MockUpstreamOpt
     cacheReadTokens: headerInt(headers, 'x-mock-cache-read-tokens') ?? optInt(o.cacheReadTokens) ?? 0,
     cacheCreationTokens: headerInt(headers, 'x-mock-cache-creation-tokens') ?? optInt(o.cacheCreationTokens) ?? 0,
     cacheCreation1hTokens: headerInt(headers, 'x-mock-cache-creation-1h-tokens') ?? optInt(o.cacheCreation1hTokens) ?? 0,
+    documentInputTokens: headerInt(headers, 'x-mock-document-tokens') ?? optInt(o.documentInputTokens) ?? 0,
+    imageInputTokens: headerInt(headers, 'x-mock-image-tokens') ?? optInt(o.imageInputTokens) ?? 0,
     tokenDelayMs,
     firstTokenDelayMs: headerInt(headers, 'x-mock-first-token-delay-ms') ?? optInt(o.firstTokenDelayMs) ?? tokenDelayMs,
     failAfterTokens: headerInt(headers, 'x-mock-fail-after-tokens') ?? optInt(o.failMidStreamAfterTokens),

@@ -17,6 +17,8 @@
 //                   header x-mock-cache-read-tokens / x-mock-cache-creation-tokens /
 //                   x-mock-cache-creation-1h-tokens, else the options, else 0 (input_tokens
 //                   unchanged); cache_creation_input_tokens is the 5m and 1h writes together.
+//   plus, when set, documentInputTokens per `document` block and imageInputTokens per `image` block
+//                   (knobs.ts): media that costs far more tokens than its bytes.
 //
 // Knobs (errors, delays, streams cut or failed mid-way): knobs.ts.
 import uWS from 'uWebSockets.js';
@@ -25,7 +27,7 @@ import { exchanges, readBody, readHeaders, type Exchange } from './exchange.js';
 import { forcedErrorStatus, messageKnobs, type MockUpstreamOptions } from './knobs.js';
 import { writeStream } from './stream-writer.js';
 import {
-  countInputTokens, currentRateLimitHeaders, errorTypeFor, messageBody, messageUsage, MODELS, randomId, statusLine,
+  countInputTokens, currentRateLimitHeaders, mediaInputTokens, errorTypeFor, messageBody, messageUsage, MODELS, randomId, statusLine,
   streamHead, streamTail, validateMessagesBody,
 } from './wire-format.js';
 
@@ -181,7 +183,8 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
 
     const model = body.model as string;
     const k = messageKnobs(headers, o, body.max_tokens as number);
-    const usage = messageUsage(countInputTokens(body), k.cacheReadTokens, k.cacheCreationTokens, k.outputTokens, k.cacheCreation1hTokens);
+    const input = countInputTokens(body) + mediaInputTokens(body, k.documentInputTokens, k.imageInputTokens);
+    const usage = messageUsage(input, k.cacheReadTokens, k.cacheCreationTokens, k.outputTokens, k.cacheCreation1hTokens);
     const id = randomId('msg_');
 
     if (body.stream !== true) {

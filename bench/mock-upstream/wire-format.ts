@@ -42,6 +42,34 @@ export function countInputTokens(body: unknown): number {
   return n;
 }
 
+/**
+ * Input tokens the media blocks of a request add: `perDocument` for each `document` block and
+ * `perImage` for each `image` block, in `system` and messages[].content, tool results included.
+ */
+export function mediaInputTokens(body: unknown, perDocument: number, perImage: number): number {
+  if ((perDocument === 0 && perImage === 0) || body === null || typeof body !== 'object') return 0;
+  const b = body as { system?: unknown; messages?: unknown };
+  let n = mediaTokens(b.system, perDocument, perImage);
+  if (Array.isArray(b.messages)) {
+    for (const m of b.messages as Array<{ content?: unknown } | null>) {
+      if (m !== null && typeof m === 'object') n += mediaTokens(m.content, perDocument, perImage);
+    }
+  }
+  return n;
+}
+
+function mediaTokens(content: unknown, perDocument: number, perImage: number): number {
+  if (!Array.isArray(content)) return 0;
+  let n = 0;
+  for (const block of content as Array<{ type?: unknown; content?: unknown } | null>) {
+    if (block === null || typeof block !== 'object') continue;
+    if (block.type === 'document') n += perDocument;
+    else if (block.type === 'image') n += perImage;
+    else if (block.type === 'tool_result') n += mediaTokens(block.content, perDocument, perImage);
+  }
+  return n;
+}
+
 /** The text of a response with `n` output tokens. */
 export const TOKEN_TEXT = 'tok ';
 export function outputText(n: number): string {

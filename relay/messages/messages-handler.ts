@@ -31,6 +31,8 @@ import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
 import { usageOfMessageBody } from './message-usage.js';
 import { httpReason, REASON } from './failure-reasons.js';
 import { settleExchange, type Outcome } from './settlement.js';
+import { extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { pipeStream } from './stream-relay.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 
@@ -59,6 +61,8 @@ class Exchange {
   responded = false;
   finished = false;
   reserved = false;
+  /** What the reservation took; settlement flags a cost above it (settlement.ts). */
+  reservedAmount = 0;
   headersSent = false;
   upstream: AbortController | null = null;
   upstreamBody: Dispatcher.ResponseData['body'] | null = null;
@@ -181,6 +185,9 @@ class Exchange {
     // nothing behind (reserveQuota-6.lua checks everything before it writes, rpm counter included),
     // so the second try counts the request once. The counts are limited per key and minute like
     // count_tokens calls, so a key with a small balance cannot keep the workers busy with large bodies.
+    // The bytes bound only text: a request with media, server tools or blocks this relay does not know
+    // reserves the model's context window instead (reservation-bound.ts), and counting cannot shrink
+    // that; client tools add their hidden prompt's allowance; web searches are reserved at their fee.
     const price = maxGroupRatio === this.price.group ? this.price : { ...this.price, group: maxGroupRatio };
     // Input tokens can be cache writes (2× for an hour) only where the request sets a breakpoint.
     const cacheable = mayUseCache(body);
@@ -189,6 +196,12 @@ class Exchange {
     const tpmLimit = record.rateLimitTpm || groupLimits.tpm;
     this.tpmLimited = tpmLimit > 0;
     this.minute = currentMinute(now);
+    const bounds = this.ctx.inputBounds();
+    const extraInput = extraInputTokens(body);
+    const contextWindow = bounds.contextWindow(body.model, this.beta.includes(CONTEXT_1M_BETA));
+    const inputBound = extraInput === UNBOUNDED ? contextWindow : Math.min(contextWindow, raw.length + extraInput);
+    const searches = webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES);
+    const fees = searches === 0 ? 0 : Math.round(searches * bounds.webSearchCallPrice * price.group);
     const reservation = {
       rpmLimit,
       tpmLimit,
@@ -197,16 +210,17 @@ class Exchange {
       tokenId: record.tokenId,
       tokenLimited: !record.unlimitedQuota,
       requestId: this.requestId,
-      amount: quotaCostBound(raw.length, body.max_tokens, price, cacheable),
+      amount: quotaCostBound(inputBound, body.max_tokens, price, cacheable) + fees,
       deadlineMs: now + this.ctx.reservationTtlMs,
     };
     let reserved = await this.ctx.quota.reserve(reservation);
-    if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && raw.length > this.ctx.countPromptAboveBytes) {
+    if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
       const counted = await this.countForReservation(raw, record);
       if (this.aborted) return;
       if (counted instanceof RelayError) return this.fail(counted);
       if (counted !== null) {
-        const smaller = quotaCostBound(reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor), body.max_tokens, price, cacheable);
+        const counts = Math.min(contextWindow, reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor) + extraInput);
+        const smaller = quotaCostBound(counts, body.max_tokens, price, cacheable) + fees;
         if (smaller < reservation.amount) {
           reservation.amount = smaller;
           reserved = await this.ctx.quota.reserve(reservation);
@@ -220,6 +234,7 @@ class Exchange {
       return this.fail(refused, undefined, retryAfter);
     }
     this.reserved = true;
+    this.reservedAmount = reservation.amount;
     this.ctx.heartbeat.hold(this);
     relayMetrics.reservationOpened();
     if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGoneBeforeForwarding });

@@ -34,6 +34,8 @@ export interface SettledExchange {
   readonly group: string;
   readonly price: PriceRatios;
   readonly tpmLimited: boolean;
+  /** What the reservation took; a cost above it is flagged. Absent: not checked. */
+  readonly reservedAmount?: number;
 }
 
 /** The actual cost (nothing when the request failed) and its log row, settled against the reservation. */
@@ -41,6 +43,14 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const record = ex.record!;
   const usage = outcome.kind === 'failed' ? null : outcome.usage;
   const cost = usage ? quotaCost(usage, ex.price) : 0;
+  // The provider charged what it reports, so an excess is billed all the same (settleReservation-7.lua
+  // debits it, and only it may take the balance below zero); it is flagged, logged and counted,
+  // because it means the reservation's bound (messages-handler.ts, reservation-bound.ts) failed.
+  const over = ex.reservedAmount !== undefined && cost > ex.reservedAmount ? cost - ex.reservedAmount : 0;
+  if (over > 0) {
+    relayMetrics.overReservation();
+    ex.ctx.log.error({ requestId: ex.requestId, model: ex.body?.model, reserved: ex.reservedAmount, cost, usage }, 'cost exceeded the reservation; the excess is billed');
+  }
   const priced = costText(ex.price);
   // The cache tokens are the only per-request part; a request without cache use builds no string.
   const cacheText = usage ? describeCacheUsage(usage) : '';
@@ -70,6 +80,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
     created_at: Math.floor(ex.startedAt / 1000),
     content,
     ip: ex.ip,
+    over_reservation: over > 0 ? over : undefined,
   });
   const tokens = ex.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
   const settlement = { userId: record.userId, tokenId: record.tokenId, requestId: ex.requestId, cost, eventJson: encodeUsageEvent(event), tokens, minute: currentMinute() };

@@ -1,0 +1,103 @@
+import { describe, expect, it, vi } from 'vitest';
+import { inputBoundsFromOptions, DEFAULT_WEB_SEARCH_CALL_PRICE } from '../../core/pricing/input-bound.js';
+import { decodeUsageEvent } from '../../core/usage/usage-event.js';
+import { relayMetrics } from '../metrics/relay-metrics.js';
+import { messagesRequestSchema } from './messages-request.js';
+import { extraInputTokens, PER_TOOL_TOKENS, TOOL_PROMPT_TOKENS, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { settleExchange, type SettledExchange } from './settlement.js';
+
+const request = (extra: Record<string, unknown>, content: unknown = 'hello') =>
+  messagesRequestSchema.parse({ model: 'claude-haiku-4-5', max_tokens: 10, messages: [{ role: 'user', content }], ...extra });
+
+describe('what bounds a reservation', () => {
+  it('bounds text by its bytes: strings, text, tool_use, thinking, and tool results of text', () => {
+    expect(extraInputTokens(request({ system: 'be brief' }))).toBe(0);
+    expect(extraInputTokens(request({ system: [{ type: 'text', text: 'x' }] }, [
+      { type: 'text', text: 'a' },
+      { type: 'thinking', thinking: 'b', signature: 's' },
+      { type: 'tool_use', id: 't', name: 'n', input: {} },
+      { type: 'tool_result', tool_use_id: 't', content: [{ type: 'text', text: 'r' }] },
+      { type: 'tool_result', tool_use_id: 't', content: 'plain' },
+    ]))).toBe(0);
+  });
+
+  it('gives up the byte bound for media, search results, server tools, MCP and unknown blocks, at any depth', () => {
+    for (const block of [
+      { type: 'image', source: { type: 'url', url: 'https://x/y.png' } },
+      { type: 'document', source: { type: 'file', file_id: 'file_1' } },
+      { type: 'search_result', source: 's', title: 't', content: [] },
+      { type: 'container_upload', file_id: 'f' },
+      { type: 'redacted_thinking', data: 'abc' },
+      { type: 'web_search_tool_result', tool_use_id: 't', content: [] },
+      { type: 'something_new' },
+      { type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA' } }] },
+    ]) expect(extraInputTokens(request({}, [block])), block.type).toBe(UNBOUNDED);
+    expect(extraInputTokens(request({ system: [{ type: 'document', source: { type: 'url', url: 'u' } }] }))).toBe(UNBOUNDED);
+    expect(extraInputTokens(request({ tools: [{ type: 'web_search_20250305', name: 'web_search' }] }))).toBe(UNBOUNDED);
+    expect(extraInputTokens(request({ tools: [{ type: 'bash_20250124', name: 'bash' }] }))).toBe(UNBOUNDED);
+    expect(extraInputTokens(request({ mcp_servers: [{ type: 'url', url: 'https://m', name: 'm' }] }))).toBe(UNBOUNDED);
+  });
+
+  it('adds the hidden tool prompt of client tools to the byte bound', () => {
+    const tool = { name: 'get_weather', input_schema: { type: 'object' } };
+    expect(extraInputTokens(request({ tools: [tool, { ...tool, type: 'custom' }] }))).toBe(TOOL_PROMPT_TOKENS + 2 * PER_TOOL_TOKENS);
+    expect(extraInputTokens(request({ tools: [] }))).toBe(0);
+  });
+
+  it('counts the web searches a request may make: max_uses, or the default', () => {
+    expect(webSearchUses(request({ tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 3 }, { name: 'x', input_schema: {} }] }), 20)).toBe(3);
+    expect(webSearchUses(request({ tools: [{ type: 'web_search_20250305', name: 'web_search' }] }), 20)).toBe(20);
+    expect(webSearchUses(request({}), 20)).toBe(0);
+  });
+
+  it('reads context windows and the search price from the options, with defaults', () => {
+    const d = inputBoundsFromOptions(new Map());
+    expect(d.contextWindow('claude-sonnet-4-5', false)).toBe(200_000);
+    expect(d.contextWindow('claude-sonnet-4-5', true)).toBe(1_000_000);
+    expect(d.webSearchCallPrice).toBe(DEFAULT_WEB_SEARCH_CALL_PRICE);
+    expect(DEFAULT_WEB_SEARCH_CALL_PRICE).toBe(5_000);
+    const o = inputBoundsFromOptions(new Map([['ModelContextWindow', '{"big":2000000,"bad":-1}'], ['WebSearchCallPrice', '7000']]));
+    expect(o.contextWindow('big', true)).toBe(2_000_000);
+    expect(o.contextWindow('bad', false)).toBe(200_000);
+    expect(o.webSearchCallPrice).toBe(7000);
+    expect(inputBoundsFromOptions(new Map([['ModelContextWindow', 'not json']])).contextWindow('m', false)).toBe(200_000);
+  });
+});
+
+describe('a cost above the reservation', () => {
+  function exchange(reservedAmount: number) {
+    const settle = vi.fn(async () => true);
+    const log = { warn: vi.fn(), error: vi.fn() };
+    const ex = {
+      ctx: { quota: { settle }, log },
+      requestId: 'r1', upstreamRequestId: '', startedAt: Date.now(), ip: '', group: 'default', tpmLimited: false,
+      record: { userId: 1, tokenId: 2, username: 'u', name: 'k', unlimitedQuota: true },
+      body: { model: 'm', stream: false }, channel: null,
+      price: { model: 1, completion: 1, group: 1, cacheRead: 1, cacheWrite: 1, cacheWrite1h: 1 },
+      reservedAmount,
+    } as unknown as SettledExchange;
+    return { ex, settle, log };
+  }
+  const usage = { inputTokens: 100, outputTokens: 10, cacheReadTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0 };
+
+  it('is billed in full, flagged on the event, logged and counted', () => {
+    const { ex, settle, log } = exchange(50);
+    const before = relayMetrics.overReservations.value;
+    settleExchange(ex, { kind: 'ok', usage } as never);
+    const s = (settle.mock.calls[0] as unknown as [{ cost: number; eventJson: string }])[0];
+    expect(s.cost).toBe(110);
+    expect(decodeUsageEvent(s.eventJson).over_reservation).toBe(60);
+    expect(log.error).toHaveBeenCalledTimes(1);
+    expect(relayMetrics.overReservations.value).toBe(before + 1);
+  });
+
+  it('leaves a cost within the reservation unflagged', () => {
+    const { ex, settle, log } = exchange(110);
+    const before = relayMetrics.overReservations.value;
+    settleExchange(ex, { kind: 'ok', usage } as never);
+    const s = (settle.mock.calls[0] as unknown as [{ eventJson: string }])[0];
+    expect(JSON.parse(s.eventJson)).not.toHaveProperty('over_reservation');
+    expect(log.error).not.toHaveBeenCalled();
+    expect(relayMetrics.overReservations.value).toBe(before);
+  });
+});

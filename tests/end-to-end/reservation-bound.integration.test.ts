@@ -1,0 +1,103 @@
+// The reservation bounds every cost (docs/billing.md, "Reserve"): requests whose few bytes cost many
+// input tokens (a PDF given by URL) must not take a small balance below zero. The mock charges 50,000
+// input tokens per document, far more than the bytes of its block; before the reservation bounded
+// such blocks by the model's context window, 40 concurrent requests from 200,000 quota were all
+// answered and the balance ended far below zero.
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack,
+} from '../harness/gateway-stack.js';
+import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
+
+// claude-3-haiku-20240307: model ratio 0.125, completion ratio 5 (core/pricing/ratios.ts); group 1.
+const MODEL = 'claude-3-haiku-20240307';
+const DOCUMENT_TOKENS = 50_000;
+const FUNDS = 200_000;
+const REQUESTS = 40;
+
+let stack: GatewayStack;
+
+beforeAll(async () => {
+  // A token delay keeps the requests in flight together, as concurrent clients would be.
+  stack = await startGatewayStack({ mock: { documentInputTokens: DOCUMENT_TOKENS, tokenDelayMs: 5 } });
+  await mockChannel(stack, [MODEL]);
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function usageEventsOf(userId: number): Promise<Record<string, unknown>[]> {
+  const rs = await stack.ch.query({
+    query: 'SELECT request_id, quota, prompt_tokens FROM logs FINAL WHERE user_id = {u:UInt64} AND type IN (2, 5)',
+    query_params: { u: userId },
+    format: 'JSONEachRow',
+  });
+  return rs.json<Record<string, unknown>>();
+}
+
+describe('the reservation bounds what media costs', () => {
+  it('concurrent document requests never take Postgres or the Redis mirror below zero, and every answer is billed', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account);
+    const overBefore = relayMetrics.overReservations.value;
+    const client = new Anthropic({ apiKey: key.key, baseURL: stack.relayUrl, maxRetries: 0 });
+
+    let lowest = FUNDS;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const b = await stack.quota.accountBalance(account.id);
+        if (b !== null) lowest = Math.min(lowest, b);
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+
+    const results = await Promise.all(Array.from({ length: REQUESTS }, async (_, i) => {
+      try {
+        const { data, response } = await client.messages.create({
+          model: MODEL,
+          max_tokens: 16,
+          messages: [{
+            role: 'user',
+            content: [
+              { type: 'document', source: { type: 'url', url: `https://example.com/report-${i}.pdf` } },
+              { type: 'text', text: 'Summarise this report.' },
+            ],
+          }],
+        }).withResponse();
+        return { status: 200, requestId: response.headers.get('x-gateway-request-id')!, input: data.usage.input_tokens };
+      } catch (err) {
+        if (err instanceof Anthropic.APIError) return { status: err.status ?? 0, requestId: '', input: 0 };
+        throw err;
+      }
+    }));
+    const answered = results.filter((r) => r.status === 200);
+    const refused = results.filter((r) => r.status !== 200);
+    // An answer may reach the client before its settlement reaches the stream: wait for each row.
+    for (const r of answered) await ledgerRow(stack, r.requestId);
+    await billingSettled(stack);
+    sampling = false;
+    await sampler;
+    // Some are answered, the rest refused for the balance, none for anything else.
+    expect(answered.length).toBeGreaterThan(0);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(new Set(refused.map((r) => r.status))).toEqual(new Set([402]));
+    for (const r of answered) expect(r.input).toBeGreaterThanOrEqual(DOCUMENT_TOKENS);
+
+    // Every answered request was billed, once, and nothing else was.
+    const ledger = await stack.sql`SELECT request_id, quota FROM ledger WHERE user_id = ${account.id} AND type IN (2, 5)`;
+    expect(ledger.filter((r) => Number(r.quota) > 0).map((r) => r.request_id).sort()).toEqual(answered.map((r) => r.requestId).sort());
+    const debited = ledger.reduce((s, r) => s + Number(r.quota), 0);
+    const [user] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
+    expect(Number(user!.quota)).toBe(FUNDS - debited);
+    expect(Number(user!.quota)).toBeGreaterThanOrEqual(0);
+    expect(await stack.quota.accountBalance(account.id)).toBe(FUNDS - debited);
+    expect(lowest).toBeGreaterThanOrEqual(0);
+
+    // The logs say the same, and no request cost more than its reservation.
+    const logs = await usageEventsOf(account.id);
+    expect(logs.reduce((s, r) => s + Number(r.quota), 0)).toBe(debited);
+    expect(relayMetrics.overReservations.value).toBe(overBefore);
+  }, 60_000);
+});
