@@ -38,6 +38,14 @@ import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 
 const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 
+/** Errors of the connect phase: the request was never written, so no provider can be generating it. */
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+
+function reachedProvider(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return !(typeof code === 'string' && NOT_SENT_CODES.has(code));
+}
+
 export function handleMessages(ctx: RelayContext, res: HttpResponse, req: HttpRequest): void {
   const ex = new Exchange(ctx, res, req);
   ex.start();
@@ -64,6 +72,12 @@ class Exchange {
   /** What the reservation took; settlement flags a cost above it (settlement.ts). */
   reservedAmount = 0;
   headersSent = false;
+  /**
+   * The provider answered 200 and has not yet said what it bills: a JSON answer being read (generated
+   * in full already), or a stream before its message_start. A client leaving then does not cancel the
+   * provider until it has (onClientAborted).
+   */
+  usagePending = false;
   upstream: AbortController | null = null;
   upstreamBody: Dispatcher.ResponseData['body'] | null = null;
 
@@ -317,7 +331,12 @@ class Exchange {
     } catch (err) {
       if (this.aborted) return REASON.clientGone;
       this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, err: (err as Error).message }, 'upstream connection failed');
-      return REASON.connectionFailed;
+      // Only a request that never reached the provider goes to another channel: once it may have
+      // started generating (a headers timeout, a connection lost after the request was written), the
+      // first provider bills it whatever happens, and a second would generate and bill it again.
+      if (mayRetry && !reachedProvider(err)) return REASON.connectionFailed;
+      this.fail(new RelayError('upstream_unreachable'), reachedProvider(err) ? REASON.noAnswer : REASON.connectionFailed);
+      return 'done';
     }
     relayMetrics.upstreamLatency(performance.now() - sentAt);
     this.upstreamBody = response.body;
@@ -346,15 +365,19 @@ class Exchange {
 
   async sendMessage(response: Dispatcher.ResponseData): Promise<void> {
     let buf: Buffer;
+    this.usagePending = true;
     try {
       buf = Buffer.from(await response.body.arrayBuffer());
     } catch (err) {
+      this.usagePending = false;
       if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });
       this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: (err as Error).message }, 'provider body failed');
       return this.fail(new RelayError('upstream_unreachable'), REASON.bodyFailed);
     }
-    if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });
+    this.usagePending = false;
     const usage = usageOfMessageBody(buf);
+    // Generated in full: the provider bills it though the client left before it was delivered.
+    if (this.aborted) return this.finish(usage ? { kind: 'partial', usage, reason: REASON.clientGoneUndelivered } : { kind: 'failed', reason: REASON.clientGone });
     this.respond(200, 'application/json', buf);
     if (usage) this.finish({ kind: 'ok', usage });
     else this.finish({ kind: 'failed', reason: REASON.noUsage });
@@ -400,9 +423,16 @@ class Exchange {
     this.done(499, 'client_closed');
     this.aborted = true;
     this.responded = true;
+    const body = this.upstreamBody;
+    // The provider's usage is read before it is cancelled: sendMessage or the stream (stream-relay.ts)
+    // cancels it once known. A paused stream is resumed to reach it; nothing more is written.
+    if (this.usagePending && body && !body.destroyed) {
+      if (body.isPaused()) body.resume();
+      return;
+    }
     this.upstream?.abort();
     // A stream in progress settles from its 'error' or 'end' handler with what was delivered.
-    if (this.upstreamBody && !this.upstreamBody.destroyed) this.upstreamBody.destroy(new Error('client went away'));
+    if (body && !body.destroyed) body.destroy(new Error('client went away'));
   }
 
   /** Settles the reservation exactly once: the actual cost, or nothing when the request failed. */

@@ -25,6 +25,8 @@ export interface StreamingExchange {
   readonly t0: number;
   readonly channel: Channel | null;
   readonly aborted: boolean;
+  /** True until message_start: a client leaving before it does not cancel the provider (messages-handler.ts). */
+  usagePending: boolean;
   responded: boolean;
   headersSent: boolean;
   done(status: number, errorType: string): void;
@@ -47,6 +49,7 @@ export function pipeStream(ex: StreamingExchange, response: Dispatcher.ResponseD
   });
   const parser = new SseUsageParser(delivered); // payloads handed over in place, no copy
   ex.headersSent = true;
+  ex.usagePending = true;
   res.cork(() => {
     res.writeStatus('200 OK')
       .writeHeader('content-type', 'text/event-stream; charset=utf-8')
@@ -62,6 +65,11 @@ export function pipeStream(ex: StreamingExchange, response: Dispatcher.ResponseD
   let first = true;
   body.on('data', (chunk: Buffer) => {
     parser.push(chunk);
+    if (ex.usagePending && parser.sawMessageStart) {
+      ex.usagePending = false;
+      // The client left before the provider said what it bills; now it has, so stop it.
+      if (ex.aborted) return void body.destroy(new Error('client went away'));
+    }
     if (ex.aborted) return;
     if (first) {
       first = false;
