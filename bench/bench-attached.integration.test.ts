@@ -59,7 +59,10 @@ describe('make bench against a running stack', () => {
     }
     expect(readFileSync(join(out, 'latest', 'report.md'), 'utf8')).toContain('**Audit: PASS**');
     // The relay's metrics come from RELAY_METRICS_PORT (the relay's own port does not serve them).
-    expect(readFileSync(join(out, 'latest', 'relay-metrics.txt'), 'utf8')).toContain('gateway_relay_requests_total');
+    const relayMetricsText = readFileSync(join(out, 'latest', 'relay-metrics.txt'), 'utf8');
+    expect(relayMetricsText).toContain('gateway_relay_requests_total');
+    // No request of the mock's traffic cost more than its reservation (docs/billing.md, "Reserve").
+    expect(relayMetricsText).toMatch(/^gateway_relay_over_reservation_total 0$/m);
     // The stack is still serving after the bench is done with it.
     const health = await fetch(`${stack.relayUrl}/health`);
     expect(health.status).toBe(200);
