@@ -86,10 +86,14 @@ describe('POST /v1/messages (non-streaming)', () => {
 
   it('per-request output tokens and cache usage via headers', async () => {
     const msg = await client.messages.create({ model: MODEL, max_tokens: 50, messages }, {
-      headers: { 'x-mock-output-tokens': '7', 'x-mock-cache-read-tokens': '11', 'x-mock-cache-creation-tokens': '5' },
+      headers: { 'x-mock-output-tokens': '7', 'x-mock-cache-read-tokens': '11', 'x-mock-cache-creation-tokens': '5', 'x-mock-cache-creation-1h-tokens': '3' },
     });
     expect(msg.stop_reason).toBe('end_turn');
-    expect(msg.usage).toMatchObject({ input_tokens: EXPECTED_NO_SYSTEM, output_tokens: 7, cache_read_input_tokens: 11, cache_creation_input_tokens: 5 });
+    // cache_creation_input_tokens is both TTLs together, as Anthropic reports it.
+    expect(msg.usage).toMatchObject({
+      input_tokens: EXPECTED_NO_SYSTEM, output_tokens: 7, cache_read_input_tokens: 11, cache_creation_input_tokens: 8,
+      cache_creation: { ephemeral_5m_input_tokens: 5, ephemeral_1h_input_tokens: 3 },
+    });
   });
 
   it('setOptions changes behaviour of later requests', async () => {
