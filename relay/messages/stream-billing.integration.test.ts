@@ -112,12 +112,14 @@ describe('token counting off the event loop', () => {
     const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
     const prompt = 'word '.repeat(210_000);
     expect(prompt.length).toBeGreaterThan(1_000_000);
-    // A prompt is counted only when its byte bound (~1.05 M tokens: cost ~525,000) is more than the
-    // balance allows; the counted estimate (~210,000 tokens × 2: cost ~210,000) fits in 350,000.
+    // A prompt is counted only when its byte bound is more than the balance allows. The bound is never
+    // above the model's context window, so the request asks for the 1M window (context-1m beta): its
+    // bound is then 1,000,000 tokens (cost ~500,000), and the counted estimate (~210,000 tokens × 2:
+    // cost ~210,000) fits in 350,000. With the 200k window it would reserve 100,010 and not be counted.
     const modest = await fundedAccount(stack, 350_000);
     const modestClient = new Anthropic({ apiKey: (await createApiKey(stack, modest)).key, baseURL: stack.relayUrl, maxRetries: 0 });
     let done = false;
-    const big = modestClient.messages.create({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: prompt }] })
+    const big = modestClient.messages.create({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: prompt }] }, { headers: { 'anthropic-beta': 'context-1m-2025-08-07' } })
       .finally(() => { done = true; });
     let served = 0;
     while (!done) {
