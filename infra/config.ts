@@ -80,6 +80,10 @@ const schema = z.object({
   RELAY_MAX_TRIES: positiveInt.default(3),
   UPSTREAM_CONNECTIONS: positiveInt.default(256),
   UPSTREAM_HEADERS_TIMEOUT_MS: positiveInt.default(60_000),
+  // A non-streaming answer's headers arrive only once the whole generation is done, so they get a
+  // wait as long as the provider's own limit (Anthropic's SDK waits 10 minutes): a shorter one would
+  // give up on generations the provider finishes and bills, and they may not be retried elsewhere.
+  UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS: positiveInt.default(600_000),
   UPSTREAM_BODY_TIMEOUT_MS: positiveInt.default(300_000),
   // A reservation no live relay renewed for this long (its relay crashed) is released; relays renew
   // the ones they hold every third of it. See docs/billing.md.

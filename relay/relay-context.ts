@@ -25,6 +25,10 @@ export interface RelayContext {
   clientAddress: ClientAddressResolver;
   maxBodyBytes: number;
   maxTries: number;
+  /** Wait for a streaming answer's headers (they come before the generation). */
+  streamHeadersTimeoutMs: number;
+  /** Wait for a non-streaming answer's headers (they come after the whole generation). */
+  messageHeadersTimeoutMs: number;
   reservationTtlMs: number;
   /** Renews the deadlines of the reservations this relay holds, so the reaper leaves them alone. */
   heartbeat: ReservationHeartbeat;

@@ -128,6 +128,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     clientAddress: new ClientAddressResolver(config.TRUSTED_PROXIES),
     maxBodyBytes: config.MAX_BODY_BYTES,
     maxTries: config.RELAY_MAX_TRIES,
+    streamHeadersTimeoutMs: config.UPSTREAM_HEADERS_TIMEOUT_MS,
+    messageHeadersTimeoutMs: config.UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS,
     reservationTtlMs: config.RESERVATION_TTL_SEC * 1000,
     heartbeat,
     tokens,

@@ -327,6 +327,7 @@ class Exchange {
         headers,
         body: payload,
         signal: controller.signal,
+        headersTimeout: body.stream === true ? this.ctx.streamHeadersTimeoutMs : this.ctx.messageHeadersTimeoutMs,
       });
     } catch (err) {
       if (this.aborted) return REASON.clientGone;

@@ -60,7 +60,7 @@ beforeAll(async () => {
   provider = createServer(scripted);
   await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
   providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
-  stack = await startGatewayStack({ env: { UPSTREAM_HEADERS_TIMEOUT_MS: '500' } });
+  stack = await startGatewayStack({ env: { UPSTREAM_HEADERS_TIMEOUT_MS: '500', UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS: '500' } });
   await mockChannel(stack, ['json-late-body', 'stream-late-start'], 'default', { base_url: providerUrl });
 });
 afterAll(async () => {
