@@ -14,7 +14,8 @@ const out = mkdtempSync(join(tmpdir(), 'bench-attached-'));
 let stack: GatewayStack;
 
 beforeAll(async () => {
-  stack = await startGatewayStack();
+  // The running stack's mock charges image and document blocks; the bench learns how much from its answers.
+  stack = await startGatewayStack({ mock: { imageInputTokens: 1200, documentInputTokens: 2500 } });
 });
 afterAll(async () => {
   await stack?.close();
@@ -46,7 +47,8 @@ describe('make bench against a running stack', () => {
     ]);
     if (run.code !== 0) throw new Error(`bench exited ${run.code}:\n${run.output}`);
     const report = JSON.parse(readFileSync(join(out, 'latest', 'report.json'), 'utf8')) as {
-      scenarios: Array<{ id: string; runs: Array<{ target: string }>; audit: { pass: boolean; problems: string[] } | null; auditPaused: unknown }>;
+      scenarios: Array<{ id: string; runs: Array<{ target: string }>; audit: { pass: boolean; problems: string[]; rows: { media: number } } | null; auditPaused: unknown }>;
+      target: { mockMediaTokens: { image: number; document: number } };
     };
     const ran = report.scenarios.filter((s) => s.runs.length);
     expect(ran.map((s) => s.id)).toEqual(['small', 'stream64', 'long', 'mix', 'abort']);
@@ -57,6 +59,8 @@ describe('make bench against a running stack', () => {
       // Pausing a billing worker the bench does not own is not its business.
       expect(s.auditPaused ?? null).toBeNull();
     }
+    expect(report.target.mockMediaTokens).toEqual({ image: 1200, document: 2500 });
+    expect(ran.find((s) => s.id === 'mix')!.audit!.rows.media).toBeGreaterThan(0);
     expect(readFileSync(join(out, 'latest', 'report.md'), 'utf8')).toContain('**Audit: PASS**');
     // The relay's metrics come from RELAY_METRICS_PORT (the relay's own port does not serve them).
     const relayMetricsText = readFileSync(join(out, 'latest', 'relay-metrics.txt'), 'utf8');

@@ -18,11 +18,13 @@ interface Report {
   scenarios: Array<{
     id: string;
     runs: Array<{ target: string; driver: { completed: number; aborted: number; status: Record<string, number> }; cpuUsPerReq: number | null }>;
-    audit: { pass: boolean; problems: string[]; pgDebit: number; formula: number } | null;
+    media?: string | null;
+    audit: { pass: boolean; problems: string[]; pgDebit: number; formula: number; rows: { media: number } } | null;
     auditPaused: { pass: boolean; problems: string[] } | null;
   }>;
   curve: Array<{ rate: number; relay: { rps: number } }>;
   scale: { queries: Array<{ name: string; result: { completed: number; status: Record<string, number> } }> } | null;
+  target: { mockMediaTokens: { image: number; document: number } };
 }
 
 describe('make bench (tiny)', () => {
@@ -58,6 +60,12 @@ describe('make bench (tiny)', () => {
     // 5% of the mix is the mock's 529, passed through (one channel, nothing to retry on).
     const mixRelay = report.scenarios.find((s) => s.id === 'mix')!.runs.find((r) => r.target === 'relay')!;
     expect(mixRelay.driver.status['529']).toBeGreaterThan(0);
+    // The mix carries images and documents by URL, which the mock charges (bench/lib/stack.ts), and
+    // its audit priced those rows with the charged tokens.
+    expect(report.target.mockMediaTokens).toEqual({ image: 1600, document: 3000 });
+    const mix = report.scenarios.find((s) => s.id === 'mix')!;
+    expect(mix.media).toBeTruthy();
+    expect(mix.audit!.rows.media).toBeGreaterThan(0);
     // The abort storm aborted.
     expect(report.scenarios.find((s) => s.id === 'abort')!.runs.find((r) => r.target === 'relay')!.driver.aborted).toBeGreaterThan(0);
     // CPU accounting was read for the relay.
@@ -65,6 +73,10 @@ describe('make bench (tiny)', () => {
     expect(report.curve.length).toBe(1);
     expect(report.scale!.queries.length).toBeGreaterThan(0);
     for (const q of report.scale!.queries) expect(q.result.status['200'] ?? 0).toBeGreaterThan(0);
-    expect(readFileSync(join(latest, 'report.md'), 'utf8')).toContain('**Audit: PASS**');
+    const md = readFileSync(join(latest, 'report.md'), 'utf8');
+    expect(md).toContain('**Audit: PASS**');
+    expect(md).toContain('mix carries media');
+    // No request of the bench's traffic, media included, cost more than its reservation (docs/billing.md, "Reserve").
+    expect(readFileSync(join(latest, 'relay-metrics.txt'), 'utf8')).toMatch(/^gateway_relay_over_reservation_total 0$/m);
   }, 180_000);
 });

@@ -81,7 +81,7 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => interrupt('SIGTERM'));
   try {
     const ctx = await prepareTarget({ opts, log, stack, sql, redis, ch, keys, notes });
-    const { mockOutputCap: cap, groupRatio } = ctx;
+    const { mockOutputCap: cap, groupRatio, mockMediaTokens } = ctx;
 
     const { scenarios, failed: scenarioAuditFailed } = await runScenarios(ctx);
     const { saturation, audits: saturationAudits, failed: saturationAuditFailed } = opts.saturation
@@ -127,7 +127,7 @@ async function main(): Promise<void> {
     // --- report ----------------------------------------------------------------------------------
     const target = { mode: stack.mode, relayUrl: stack.relayUrl, mockUrl: stack.mockUrl, consoleUrl: stack.consoleUrl || null, billingMetricsUrl: stack.billingMetricsUrl ?? null, relayMetricsUrl: stack.relayMetricsUrl ?? null,
       databaseUrl: opts.databaseUrl.replace(/\/\/[^@/]*@/, '//…@'), redisPrefix: stack.config.REDIS_PREFIX, clickhouse: `${stack.config.CLICKHOUSE_URL} ${stack.config.CLICKHOUSE_DATABASE}`,
-      pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio };
+      pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio, mockMediaTokens };
     const json = { stamp, options: { ...opts, resultsRoot: undefined, databaseUrl: target.databaseUrl }, target, notes, machine: { cores: cpus().length, node: process.version }, scenarios, saturation, curve, profiles, scale };
     const md = reportMarkdown({ stamp, warmupMs: opts.warmupMs, durationMs: opts.durationMs, scaleDurationSec: opts.scaleDurationSec }, scenarios, saturation, curve, profiles, scale, target, notes);
     const dir = writeReport(opts.resultsRoot, stamp, json, md, svgChart(curve));

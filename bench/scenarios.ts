@@ -15,7 +15,8 @@ import type { BenchOptions } from './options.js';
 /** relay-billing-paused: the relay with the billing worker stopped (SIGSTOP) for the run, to tell the
  * relay's own cost from the CPU its billing pipeline (worker, ClickHouse) takes on the same cores. */
 export type Target = 'mock' | 'bare' | 'relay' | 'relay-billing-paused';
-export interface BodySpec { model: string; maxTokens: number; stream: boolean }
+/** media: image / document blocks (by URL) the request carries before its text. */
+export interface BodySpec { model: string; maxTokens: number; stream: boolean; media?: { images?: number; documents?: number } }
 export interface Scenario {
   id: string;
   title: string;
@@ -25,18 +26,35 @@ export interface Scenario {
   connections: number;
   targets: Target[];
   abortAfterBodyBytes?: number;
+  /** Which of its requests carry images or documents (the report says so). */
+  media?: string;
 }
 
 const PROMPT = 'Benchmark request: please answer briefly.';
-export const bodyJson = (b: BodySpec): string =>
-  JSON.stringify({ model: b.model, max_tokens: b.maxTokens, stream: b.stream, messages: [{ role: 'user', content: PROMPT }] });
+const IMAGE_BLOCK = { type: 'image', source: { type: 'url', url: 'https://bench.invalid/photo.png' } };
+const DOCUMENT_BLOCK = { type: 'document', source: { type: 'url', url: 'https://bench.invalid/paper.pdf' } };
+export const bodyJson = (b: BodySpec): string => {
+  const content = b.media
+    ? [...Array<unknown>(b.media.images ?? 0).fill(IMAGE_BLOCK), ...Array<unknown>(b.media.documents ?? 0).fill(DOCUMENT_BLOCK), { type: 'text', text: PROMPT }]
+    : PROMPT;
+  return JSON.stringify({ model: b.model, max_tokens: b.maxTokens, stream: b.stream, messages: [{ role: 'user', content }] });
+};
 
-const mixBodies: BodySpec[] = Array.from({ length: 20 }, (_, i) => ({ model: i === 7 ? 'bench-mix-error529' : 'bench-mix', maxTokens: 16, stream: false }));
+// Each media request has its own model name, so the audit knows how many blocks the mock charged.
+const MIX_MEDIA: Readonly<Record<number, BodySpec>> = {
+  3: { model: 'bench-mix-image', maxTokens: 16, stream: false, media: { images: 1 } },
+  13: { model: 'bench-mix-document', maxTokens: 16, stream: false, media: { documents: 1 } },
+  17: { model: 'bench-mix-media', maxTokens: 16, stream: false, media: { images: 2, documents: 1 } },
+};
+const mixBodies: BodySpec[] = Array.from({ length: 20 }, (_, i) => MIX_MEDIA[i] ?? ({ model: i === 7 ? 'bench-mix-error529' : 'bench-mix', maxTokens: 16, stream: false }));
 export const SCENARIOS: Scenario[] = [
   { id: 'small', title: 'non-streaming, 16 tokens', bodies: [{ model: 'bench-small', maxTokens: 16, stream: false }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'relay-billing-paused'] },
   { id: 'stream64', title: 'streaming, 64 tokens', bodies: [{ model: 'bench-stream-64', maxTokens: 64, stream: true }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'relay-billing-paused'] },
   { id: 'long', title: 'long stream, 4,000 tokens (closed loop)', bodies: [{ model: 'bench-long', maxTokens: 4000, stream: true }], rate: 0, connections: 8, targets: ['mock', 'bare', 'relay'] },
-  { id: 'mix', title: '5% upstream 529 errors', bodies: mixBodies, rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
+  {
+    id: 'mix', title: '5% upstream 529 errors, 15% media', bodies: mixBodies, rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'],
+    media: '15% of requests carry media by URL: 5% one image, 5% one PDF document, 5% two images and a document',
+  },
   { id: 'abort', title: 'client aborts mid-stream (4,000-token streams cut after 2 KB)', bodies: [{ model: 'bench-abort', maxTokens: 4000, stream: true }], rate: 500, connections: 32, targets: ['mock', 'bare', 'relay'], abortAfterBodyBytes: 2048 },
 ];
 /** The request that tells the relay serves the bench key, and warms its caches. */
@@ -49,11 +67,17 @@ export interface MockCacheUsage {
   cacheCreation1hTokens: number;
 }
 
-/** What the audit expects the mock to bill for each bench model, given the mock's output cap and cache usage. */
-export function expectationsFor(outputCap: number, cache: MockCacheUsage): Record<string, ModelExpectation> {
+/** Input tokens the mock charges for each image and each document block (its media knobs). */
+export interface MockMediaTokens { image: number; document: number }
+
+/** What the audit expects the mock to bill for each bench model, given the mock's output cap, cache usage and media charges. */
+export function expectationsFor(outputCap: number, cache: MockCacheUsage, media: MockMediaTokens): Record<string, ModelExpectation> {
   const expectations: Record<string, ModelExpectation> = {};
   for (const b of [...SCENARIOS.flatMap((s) => s.bodies), PROBE_BODY]) {
-    expectations[b.model] = { inputTokens: countInputTokens(JSON.parse(bodyJson(b))), outputTokens: Math.min(b.maxTokens, outputCap), ...cache };
+    const mediaTokens = (b.media?.images ?? 0) * media.image + (b.media?.documents ?? 0) * media.document;
+    expectations[b.model] = {
+      inputTokens: countInputTokens(JSON.parse(bodyJson(b))) + mediaTokens, outputTokens: Math.min(b.maxTokens, outputCap), ...cache, mediaTokens,
+    };
   }
   return expectations;
 }
@@ -84,7 +108,7 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
   let failed = false;
   const scenarios: ScenarioReport[] = [];
   for (const sc of SCENARIOS.filter((s) => opts.scenarios.includes(s.id))) {
-    const report: ScenarioReport = { id: sc.id, title: sc.title, stream: sc.bodies[0]!.stream, rate: sc.rate, connections: sc.connections, runs: [], audit: null, auditPaused: null, lag: null, lagMetric: null };
+    const report: ScenarioReport = { id: sc.id, title: sc.title, media: sc.media ?? null, stream: sc.bodies[0]!.stream, rate: sc.rate, connections: sc.connections, runs: [], audit: null, auditPaused: null, lag: null, lagMetric: null };
     // Billing-paused runs need the billing worker to be the bench's own (SIGSTOP).
     for (const target of sc.targets.filter((t) => t !== 'relay-billing-paused' || billingPid !== undefined)) {
       const requests = requestsFor(target, sc.bodies);

@@ -18,7 +18,7 @@ import { pidsByComm, type Watched } from './lib/proc.js';
 import { attachStack, startStack, type ServiceName, type Stack } from './lib/stack.js';
 import { pidList, type BenchArgs, type BenchOptions } from './options.js';
 import type { MessageUsage } from './mock-upstream/wire-format.js';
-import { bodyJson, expectationsFor, isRelay, PROBE_BODY, type BodySpec, type MockCacheUsage, type RunContext, type Target } from './scenarios.js';
+import { bodyJson, expectationsFor, isRelay, PROBE_BODY, type BodySpec, type MockCacheUsage, type MockMediaTokens, type RunContext, type Target } from './scenarios.js';
 
 export function openStack(
   { args, opts, keySecret }: { args: BenchArgs; opts: BenchOptions; keySecret: string | undefined },
@@ -109,11 +109,30 @@ async function mockUsage(mockUrl: string, headers: Record<string, string>): Prom
   return { cap: u.output_tokens, cache };
 }
 
+/**
+ * Input tokens the mock charges per image and per document block: the input_tokens of a request with
+ * one such block less that of the same text alone (its knobs, as a running mock was started with them).
+ */
+async function mockMediaTokens(mockUrl: string, headers: Record<string, string>): Promise<MockMediaTokens> {
+  const input = async (media: BodySpec['media']): Promise<number> => {
+    const res = await fetch(`${mockUrl}/v1/messages`, { method: 'POST', headers, body: bodyJson({ ...PROBE_BODY, media }), signal: AbortSignal.timeout(10_000) });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`the mock provider answered a media request HTTP ${res.status} (${text.slice(0, 200)})`);
+    const n = (JSON.parse(text) as { usage?: MessageUsage }).usage?.input_tokens;
+    if (typeof n !== 'number') throw new Error('the mock provider\'s answer has no usage.input_tokens');
+    return n;
+  };
+  const [text, image, document] = await Promise.all([input({}), input({ images: 1 }), input({ documents: 1 })]);
+  return { image: image - text, document: document - text };
+}
+
 export interface BenchTarget extends RunContext {
   /** Output tokens the mock gives at most. */
   mockOutputCap: number;
   /** The relay's group ratio of "default", which the audit's formula applies. */
   groupRatio: number;
+  /** Input tokens the mock charges per image / document block. */
+  mockMediaTokens: MockMediaTokens;
 }
 
 /** `notes` gets what the report must say about the target (output cap, group ratio). */
@@ -143,7 +162,9 @@ export async function prepareTarget(
   // 64 tokens, so a 4,000-token stream is 64 tokens long. The expectations follow the mock; the
   // report says so.
   const { cap, cache } = await mockUsage(stack.mockUrl, headersOf('mock'));
-  const expectations = expectationsFor(cap, cache);
+  const media = await mockMediaTokens(stack.mockUrl, headersOf('mock'));
+  const expectations = expectationsFor(cap, cache, media);
+  notes.push(`The mock charges ${media.image} input tokens per image and ${media.document} per document block (the mix scenario's media requests); the audit's formula counts them.`);
   if (cache.cacheReadTokens + cache.cacheCreationTokens > 0) {
     notes.push(`The mock reports ${cache.cacheReadTokens} cache reads, ${cache.cacheCreationTokens - cache.cacheCreation1hTokens} 5-minute and ${cache.cacheCreation1hTokens} 1-hour cache writes per request; the audit prices them at the default cache ratios.`);
   }
@@ -167,5 +188,5 @@ export async function prepareTarget(
 
   // One relay request first: loads the key cache and the balance mirror.
   await drive({ url: stack.relayUrl, requests: requestsFor('relay', [PROBE_BODY]), connections: 1, rate: 0, durationMs: 200 });
-  return { opts, log, stack, ch, userId: fx.userId, urlOf, headersOf, requestsFor, auditor, audit, watched: w, mockOutputCap: cap, groupRatio };
+  return { opts, log, stack, ch, userId: fx.userId, urlOf, headersOf, requestsFor, auditor, audit, watched: w, mockOutputCap: cap, groupRatio, mockMediaTokens: media };
 }

@@ -11,9 +11,13 @@
 // its input tokens (countInputTokens) and full output (max_tokens); a row of a complete answer must
 // carry exactly that usage, a row of a cut stream at most that output, an error row nothing. The mock
 // reports the same cache usage for every request (its cache knobs, read off its answer by
-// bench/setup.ts): every row must carry it in its cache columns. The expected debit is core/pricing's
-// formula, Σ quotaCost: round((input + cache_read × 0.1 + cache_write_5m × 1.25 + cache_write_1h × 2
-// + output × completion_ratio) × model_ratio × group_ratio) with the default cache ratios.
+// bench/setup.ts): every row must carry it in its cache columns. Media requests (image and document
+// blocks by URL, the mix scenario's bench-mix-image / -document / -media) are charged the input tokens
+// the mock adds per block (its media knobs, read off its answers by bench/setup.ts the same way), which
+// their expected input_tokens include; the relay reserves the model's context window for them. The
+// expected debit is core/pricing's formula, Σ quotaCost: round((input + cache_read × 0.1 +
+// cache_write_5m × 1.25 + cache_write_1h × 2 + output × completion_ratio) × model_ratio × group_ratio)
+// with the default cache ratios.
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
 import type { Sql } from '../../infra/postgres/client.js';
@@ -41,6 +45,8 @@ export interface ModelExpectation {
   /** Every cache write; cacheCreation1hTokens of them for an hour. */
   cacheCreationTokens: number;
   cacheCreation1hTokens: number;
+  /** Of inputTokens, what the request's image and document blocks add. */
+  mediaTokens?: number;
 }
 
 export interface AuditResult {
@@ -50,7 +56,8 @@ export interface AuditResult {
   chSum: number;
   redisMovement: number | null;
   formula: number;
-  rows: { ledger: number; clickhouse: number; complete: number; partial: number; error: number };
+  /** media: the billed rows of requests with images or documents (their charged tokens are in the formula). */
+  rows: { ledger: number; clickhouse: number; complete: number; partial: number; error: number; media: number };
   problems: string[];
   drainMs: number;
 }
@@ -120,7 +127,7 @@ export class Auditor {
       SELECT model_name, type, quota, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens FROM ledger
       WHERE user_id = ${this.userId} AND id > ${before.ledgerMaxId}`;
     const problems: string[] = [];
-    let formula = 0, complete = 0, partial = 0, error = 0;
+    let formula = 0, complete = 0, partial = 0, error = 0, media = 0;
     for (const r of rows as unknown as Array<{ model_name: string; type: number; quota: number; prompt_tokens: number; completion_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number }>) {
       const exp = expectations[r.model_name];
       const modelRatio = BENCH_MODELS[r.model_name];
@@ -139,6 +146,7 @@ export class Auditor {
       const cache = [r.cache_read_tokens, r.cache_write_5m_tokens, r.cache_write_1h_tokens];
       const cacheExpected = [exp.cacheReadTokens, exp.cacheCreationTokens - exp.cacheCreation1hTokens, exp.cacheCreation1hTokens];
       if (cache.join() !== cacheExpected.join()) problems.push(`${r.model_name}: cache read / 5m / 1h ${cache.join(' / ')}, the mock reported ${cacheExpected.join(' / ')}`);
+      if (exp.mediaTokens) media++;
       if (r.completion_tokens === exp.outputTokens) complete++;
       else if (r.completion_tokens < exp.outputTokens) partial++;
       else problems.push(`${r.model_name}: completion_tokens ${r.completion_tokens} above the ${exp.outputTokens} the mock sends`);
@@ -164,7 +172,7 @@ export class Auditor {
     return {
       pass: problems.length === 0,
       pgDebit, ledgerSum, chSum, redisMovement, formula,
-      rows: { ledger: ledgerRows, clickhouse: chRows, complete, partial, error },
+      rows: { ledger: ledgerRows, clickhouse: chRows, complete, partial, error, media },
       problems,
       drainMs,
     };

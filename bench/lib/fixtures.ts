@@ -14,7 +14,11 @@ import { createApiKeyCrypto, generateApiKey, maskApiKey } from '../../infra/secr
 
 export const BENCH_USERNAME = 'bench-load';
 export const BENCH_PASSWORD = 'bench-load-password';
-/** 20 million US dollars: no scenario can run the account dry. */
+/**
+ * 20 million US dollars: no scenario can run the account dry, and the open reservations never come
+ * near it (a media request reserves its model's whole context window, 200,000 × 1.5 + 16 × 5 × 1.5 =
+ * 300,120 quota; 32 of them in flight hold under 10 million).
+ */
 export const BENCH_BALANCE = 10_000_000_000_000;
 const CHANNEL_NAME = 'bench-mock';
 const KEY_NAME = 'bench-load-key';
@@ -26,6 +30,9 @@ export const BENCH_MODELS: Readonly<Record<string, number>> = {
   'bench-long': 0.5,
   'bench-mix': 1.5,
   'bench-mix-error529': 1.5,
+  'bench-mix-image': 1.5,
+  'bench-mix-document': 1.5,
+  'bench-mix-media': 1.5,
   'bench-abort': 0.5,
   'bench-probe': 1.5,
 };

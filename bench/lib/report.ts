@@ -33,6 +33,8 @@ export interface RunFigures {
 export interface ScenarioReport {
   id: string;
   title: string;
+  /** Which of the scenario's requests carry images or documents, when any do. */
+  media?: string | null;
   stream: boolean;
   rate: number;
   connections: number;
@@ -166,11 +168,13 @@ export function reportMarkdown(
   L.push('');
   L.push('## Money audit', '');
   L.push('After each relay run, once the usage stream is drained and no reservation is open: the Postgres debit (users.quota), Σ ledger.quota, Σ ClickHouse logs.quota FINAL, the Redis balance movement and the formula over the usage the mock returned must all be equal.', '');
-  L.push('| run | result | users.quota debit | Σ ledger | Σ ClickHouse | Redis movement | formula | rows complete / partial / error | drain ms |');
+  for (const s of scenarios) if (s.media) L.push(`- ${s.id} carries media: ${s.media}; the formula includes the input tokens the mock charges for each block.`);
+  if (scenarios.some((s) => s.media)) L.push('');
+  L.push('| run | result | users.quota debit | Σ ledger | Σ ClickHouse | Redis movement | formula | rows complete / partial / error (with media) | drain ms |');
   L.push('|---|---|---|---|---|---|---|---|---|');
   for (const s of scenarios) for (const [name, a] of [[s.id, s.audit], [`${s.id} (billing paused, then drained)`, s.auditPaused]] as const) {
     if (!a) continue;
-    L.push(`| ${name} | ${a.pass ? 'PASS' : `FAIL: ${a.problems.join('; ')}`} | ${a.pgDebit} | ${a.ledgerSum} | ${a.chSum} | ${a.redisMovement ?? '–'} | ${a.formula} | ${a.rows.complete} / ${a.rows.partial} / ${a.rows.error} | ${a.drainMs} |`);
+    L.push(`| ${name} | ${a.pass ? 'PASS' : `FAIL: ${a.problems.join('; ')}`} | ${a.pgDebit} | ${a.ledgerSum} | ${a.chSum} | ${a.redisMovement ?? '–'} | ${a.formula} | ${a.rows.complete} / ${a.rows.partial} / ${a.rows.error}${a.rows.media ? ` (${a.rows.media})` : ''} | ${a.drainMs} |`);
   }
   const allPass = scenarios.every((s) => (!s.audit || s.audit.pass) && (!s.auditPaused || s.auditPaused.pass));
   L.push('', `**Audit: ${allPass ? 'PASS' : 'FAIL'}**`, '');

@@ -192,9 +192,13 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   // The mock answers with as many tokens as max_tokens asks (each scenario sets max_tokens), and
   // reports some cache usage on every answer, so that the money audit covers cache pricing: few
   // enough tokens that the bench's short prompts still bound them, as a real prompt bounds its cache.
+  // Image and document blocks (the mix scenario's media requests, given by URL) cost what the
+  // provider charges for a ~1,100 px image and a two-page PDF: a few bytes that the body's length
+  // does not bound, so the audit covers the relay's context-window reservation too.
   const mock = add('mock', 'mock-upstream', mockUrl, spawnService('mock-upstream', 'dist/bench/mock-upstream/main.js', {
     ...env, MOCK_API_KEY: MOCK_KEY, MOCK_OUTPUT_TOKENS: '1000000',
     MOCK_CACHE_READ_TOKENS: '40', MOCK_CACHE_CREATION_TOKENS: '8', MOCK_CACHE_CREATION_1H_TOKENS: '4',
+    MOCK_DOCUMENT_TOKENS: '3000', MOCK_IMAGE_TOKENS: '1600',
   }));
   const bare = add('bare', 'bare-proxy', bareUrl, spawnService('bare-proxy', 'dist/bench/bare-proxy.js', env,
     ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY]));

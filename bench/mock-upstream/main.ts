@@ -15,6 +15,8 @@
 //   --cache-read-tokens    MOCK_CACHE_READ_TOKENS       usage.cache_read_input_tokens (default 0)
 //   --cache-creation-tokens MOCK_CACHE_CREATION_TOKENS  5-minute cache writes (default 0)
 //   --cache-creation-1h-tokens MOCK_CACHE_CREATION_1H_TOKENS  1-hour cache writes (default 0)
+//   --document-tokens      MOCK_DOCUMENT_TOKENS         input tokens each `document` block adds (default 0)
+//   --image-tokens         MOCK_IMAGE_TOKENS            input tokens each `image` block adds (default 0)
 //   --api-key              MOCK_API_KEY                 require this key (x-api-key or Authorization: Bearer)
 // LOG_LEVEL as everywhere (infra/config.ts). SIGTERM / SIGINT close the server and exit.
 // Per-request overrides (x-mock-* headers, model names containing -error<status>) are described at
@@ -36,6 +38,8 @@ const FLAGS = {
   'cache-read-tokens': 'MOCK_CACHE_READ_TOKENS',
   'cache-creation-tokens': 'MOCK_CACHE_CREATION_TOKENS',
   'cache-creation-1h-tokens': 'MOCK_CACHE_CREATION_1H_TOKENS',
+  'document-tokens': 'MOCK_DOCUMENT_TOKENS',
+  'image-tokens': 'MOCK_IMAGE_TOKENS',
   'api-key': 'MOCK_API_KEY',
 } as const;
 type Flag = keyof typeof FLAGS;
@@ -74,6 +78,8 @@ function main(): void {
     cacheReadTokens: num('cache-read-tokens'),
     cacheCreationTokens: num('cache-creation-tokens'),
     cacheCreation1hTokens: num('cache-creation-1h-tokens'),
+    documentInputTokens: num('document-tokens'),
+    imageInputTokens: num('image-tokens'),
     apiKey: raw('api-key'),
   };
 
