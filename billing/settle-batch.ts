@@ -26,7 +26,7 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
     const inserted = await tx`
       INSERT INTO ledger (request_id, type, user_id, token_id, channel_id, model_name, "group", quota,
                           prompt_tokens, completion_tokens, cache_read_tokens, cache_write_5m_tokens,
-                          cache_write_1h_tokens, created_at)
+                          cache_write_1h_tokens, web_search_requests, created_at)
       SELECT * FROM unnest(
         ${batch.map((e) => e.request_id)}::text[], ${batch.map((e) => e.type)}::int[],
         ${batch.map((e) => e.user_id)}::bigint[], ${batch.map((e) => e.token_id)}::bigint[],
@@ -34,7 +34,7 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
         ${batch.map((e) => e.group)}::text[], ${batch.map((e) => e.quota)}::bigint[],
         ${batch.map((e) => e.prompt_tokens)}::int[], ${batch.map((e) => e.completion_tokens)}::int[],
         ${batch.map((e) => e.cache_read_tokens ?? 0)}::int[], ${batch.map((e) => e.cache_write_5m_tokens ?? 0)}::int[],
-        ${batch.map((e) => e.cache_write_1h_tokens ?? 0)}::int[],
+        ${batch.map((e) => e.cache_write_1h_tokens ?? 0)}::int[], ${batch.map((e) => e.web_search_requests ?? 0)}::int[],
         ${batch.map((e) => e.created_at)}::bigint[])
       ON CONFLICT (request_id) DO NOTHING
       RETURNING id, request_id`;

@@ -21,6 +21,9 @@
 //   x-mock-document-tokens / x-mock-image-tokens   input tokens each document / image block adds
 //                                     (options documentInputTokens / imageInputTokens, default 0):
 //                                     a few bytes that cost many tokens, as a PDF given by URL does
+//   x-mock-web-search-requests        usage.server_tool_use.web_search_requests of the answer (option
+//                                     webSearchRequests, default 0: the field is then left out); a
+//                                     stream reports them in message_delta, message_start says 0
 import type { StopReason } from './wire-format.js';
 
 export interface MockUpstreamOptions {
@@ -52,6 +55,8 @@ export interface MockUpstreamOptions {
   documentInputTokens?: number;
   /** Input tokens each `image` block adds, likewise. Default 0. */
   imageInputTokens?: number;
+  /** usage.server_tool_use.web_search_requests unless the request header overrides it. Default 0. */
+  webSearchRequests?: number;
   /** Request bodies above this many bytes answer 413 request_too_large. Default 32 MiB. */
   maxBodyBytes?: number;
   /** How many recent requests `requests` keeps. Default 100. */
@@ -90,6 +95,7 @@ export interface MessageKnobs {
   cacheCreation1hTokens: number;
   documentInputTokens: number;
   imageInputTokens: number;
+  webSearchRequests: number;
   tokenDelayMs: number;
   firstTokenDelayMs: number;
   /** Streams only: close the socket after this many deltas. */
@@ -109,6 +115,7 @@ export function messageKnobs(headers: Record<string, string>, o: MockUpstreamOpt
     cacheCreation1hTokens: headerInt(headers, 'x-mock-cache-creation-1h-tokens') ?? optInt(o.cacheCreation1hTokens) ?? 0,
     documentInputTokens: headerInt(headers, 'x-mock-document-tokens') ?? optInt(o.documentInputTokens) ?? 0,
     imageInputTokens: headerInt(headers, 'x-mock-image-tokens') ?? optInt(o.imageInputTokens) ?? 0,
+    webSearchRequests: headerInt(headers, 'x-mock-web-search-requests') ?? optInt(o.webSearchRequests) ?? 0,
     tokenDelayMs,
     firstTokenDelayMs: headerInt(headers, 'x-mock-first-token-delay-ms') ?? optInt(o.firstTokenDelayMs) ?? tokenDelayMs,
     failAfterTokens: headerInt(headers, 'x-mock-fail-after-tokens') ?? optInt(o.failMidStreamAfterTokens),

@@ -96,6 +96,24 @@ describe('POST /v1/messages (non-streaming)', () => {
     });
   });
 
+  it('web searches via header or option: usage.server_tool_use, in message_delta when streamed', async () => {
+    const msg = await client.messages.create({ model: MODEL, max_tokens: 50, messages }, { headers: { 'x-mock-web-search-requests': '3' } });
+    expect(msg.usage.server_tool_use).toEqual({ web_search_requests: 3 });
+    const plain = await client.messages.create({ model: MODEL, max_tokens: 50, messages });
+    expect(plain.usage).not.toHaveProperty('server_tool_use');
+    mock.setOptions({ webSearchRequests: 2 });
+    try {
+      const events = [];
+      for await (const ev of await client.messages.create({ model: MODEL, max_tokens: 50, messages, stream: true })) events.push(ev);
+      const start = events.find((e) => e.type === 'message_start');
+      const delta = events.find((e) => e.type === 'message_delta');
+      expect(start?.type === 'message_start' && start.message.usage.server_tool_use).toEqual({ web_search_requests: 0 });
+      expect(delta?.type === 'message_delta' && delta.usage.server_tool_use).toEqual({ web_search_requests: 2 });
+    } finally {
+      mock.setOptions({ webSearchRequests: 0 });
+    }
+  });
+
   it('setOptions changes behaviour of later requests', async () => {
     mock.setOptions({ outputTokens: 2 });
     const msg = await client.messages.create({ model: MODEL, max_tokens: 50, messages });

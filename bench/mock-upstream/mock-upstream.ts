@@ -184,7 +184,7 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
     const model = body.model as string;
     const k = messageKnobs(headers, o, body.max_tokens as number);
     const input = countInputTokens(body) + mediaInputTokens(body, k.documentInputTokens, k.imageInputTokens);
-    const usage = messageUsage(input, k.cacheReadTokens, k.cacheCreationTokens, k.outputTokens, k.cacheCreation1hTokens);
+    const usage = messageUsage(input, k.cacheReadTokens, k.cacheCreationTokens, k.outputTokens, k.cacheCreation1hTokens, k.webSearchRequests);
     const id = randomId('msg_');
 
     if (body.stream !== true) {
@@ -199,7 +199,7 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
     stats.streams++;
     writeStream(ex, {
       head: streamHead(id, model, usage),
-      tail: streamTail(k.stopReason, k.outputTokens),
+      tail: streamTail(k.stopReason, k.outputTokens, k.webSearchRequests),
       outputTokens: k.outputTokens,
       failAfterTokens: k.failAfterTokens,
       streamErrorAfterTokens: k.streamErrorAfterTokens,

@@ -229,11 +229,13 @@ export interface MessageUsage {
   cache_creation: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
   output_tokens: number;
   service_tier: string;
+  /** Only when the answer made server-tool calls, as the provider bills each web search apart. */
+  server_tool_use?: { web_search_requests: number };
 }
 
 /** cacheCreation is the 5-minute writes; Anthropic's cache_creation_input_tokens is the sum of both TTLs. */
-export function messageUsage(inputTokens: number, cacheRead: number, cacheCreation: number, outputTokens: number, cacheCreation1h = 0): MessageUsage {
-  return {
+export function messageUsage(inputTokens: number, cacheRead: number, cacheCreation: number, outputTokens: number, cacheCreation1h = 0, webSearchRequests = 0): MessageUsage {
+  const usage: MessageUsage = {
     input_tokens: inputTokens,
     cache_creation_input_tokens: cacheCreation + cacheCreation1h,
     cache_read_input_tokens: cacheRead,
@@ -241,6 +243,8 @@ export function messageUsage(inputTokens: number, cacheRead: number, cacheCreati
     output_tokens: outputTokens,
     service_tier: 'standard',
   };
+  if (webSearchRequests > 0) usage.server_tool_use = { web_search_requests: webSearchRequests };
+  return usage;
 }
 
 /** The non-streaming answer: one text block of `outputTokens` tokens. */
@@ -259,17 +263,18 @@ export function streamHead(id: string, model: string, usage: MessageUsage): stri
     message: {
       id, type: 'message', role: 'assistant', model, content: [],
       stop_reason: null, stop_sequence: null,
-      usage: { ...usage, output_tokens: 1 },
+      // Searches happen during the generation: message_start counts none, message_delta all.
+      usage: usage.server_tool_use ? { ...usage, output_tokens: 1, server_tool_use: { web_search_requests: 0 } } : { ...usage, output_tokens: 1 },
     },
   }) + BLOCK_START_EVENT + PING_EVENT;
 }
 
 /** Everything a completed stream sends after its last delta. */
-export function streamTail(stopReason: StopReason, outputTokens: number): string {
+export function streamTail(stopReason: StopReason, outputTokens: number, webSearchRequests = 0): string {
   return BLOCK_STOP_EVENT + sse('message_delta', {
     type: 'message_delta',
     delta: { stop_reason: stopReason, stop_sequence: null },
-    usage: { output_tokens: outputTokens },
+    usage: webSearchRequests > 0 ? { output_tokens: outputTokens, server_tool_use: { web_search_requests: webSearchRequests } } : { output_tokens: outputTokens },
   }) + MESSAGE_STOP_EVENT;
 }
 

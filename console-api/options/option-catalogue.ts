@@ -76,7 +76,7 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('GroupRatio', ratioTable, '{"default":1,"vip":1,"svip":1}', 'group name → price ratio (JSON); its keys are the account groups'),
   // Reservation bounds (core/pricing/input-bound.ts): what a request reserves when its bytes do not bound its input.
   def('ModelContextWindow', json(z.record(z.string(), z.number().int().positive()), 'an object of model name to positive integer'), '{}', 'model name → context window in tokens (JSON), merged over the default 200000; a request with the context-1m beta header reserves at least 1000000. Media, server tools and unknown blocks reserve this window'),
-  def('WebSearchCallPrice', decimal, String(DEFAULT_WEB_SEARCH_CALL_PRICE), 'quota reserved per web search (times the group ratio) for each web_search tool\'s max_uses, 20 when unset; default $10 per 1000 searches'),
+  def('WebSearchCallPrice', decimal, String(DEFAULT_WEB_SEARCH_CALL_PRICE), 'quota per web search, times the group ratio: billed for each search the provider reports (usage.server_tool_use.web_search_requests) and reserved for each web_search tool\'s max_uses, 20 when unset; default $10 per 1000 searches'),
   // Group policy (core/groups/group-policy.ts reads these; '' = not set).
   def('UserUsableGroups', z.union([z.literal(''), json(z.record(z.string(), z.string()), 'an object of group name to description')]), '', 'groups an account may pick for a key besides its own (name → description); unset: every priced group'),
   def('AutoGroups', z.union([z.literal(''), json(z.array(z.string()), 'an array of group names')]), '', 'the order in which the `auto` group tries groups; unset: ["default"]'),

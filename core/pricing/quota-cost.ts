@@ -1,7 +1,10 @@
 // The price of a request in quota, the one formula the relay settles with and the bench's audit checks:
 //   (input + cache_read × cache_read_ratio + cache_write_5m × cache_write_ratio
 //    + cache_write_1h × cache_write_1h_ratio + output × completion_ratio) × model_ratio × group_ratio,
-// rounded to the nearest unit. The cache ratios are relative to the input price, as Anthropic quotes
+// rounded to the nearest unit, plus the server-tool fees: round(web_search_requests × web_search_price
+// × group_ratio), rounded apart as the reservation rounds them (messages-handler.ts), so that a request
+// making no more searches than it reserved never costs more than its reservation.
+// The cache ratios are relative to the input price, as Anthropic quotes
 // them (0.1, 1.25 and 2 by default): `input` is Anthropic's input_tokens, which counts neither.
 export interface TokenUsage {
   inputTokens: number;
@@ -11,6 +14,8 @@ export interface TokenUsage {
   cacheCreationTokens: number;
   /** The part of cacheCreationTokens written for an hour; the rest is 5-minute. */
   cacheCreation1hTokens: number;
+  /** Anthropic's usage.server_tool_use.web_search_requests; absent is none. */
+  webSearchRequests?: number;
 }
 
 export interface PriceRatios {
@@ -20,6 +25,8 @@ export interface PriceRatios {
   cacheRead: number;
   cacheWrite: number;
   cacheWrite1h: number;
+  /** Quota per web search before the group ratio (option WebSearchCallPrice); absent: searches are free. */
+  webSearch?: number;
 }
 
 export function quotaCost(usage: TokenUsage, r: PriceRatios): number {
@@ -30,7 +37,14 @@ export function quotaCost(usage: TokenUsage, r: PriceRatios): number {
     + usage.outputTokens * r.completion;
   // Ratios are decimals like 1.5; rounding the float product to an integer keeps every debit exact
   // in integer quota from here on.
-  return Math.round(weighted * r.model * r.group);
+  const tokens = Math.round(weighted * r.model * r.group);
+  const searches = usage.webSearchRequests;
+  return searches ? tokens + webSearchFee(searches, r.webSearch ?? 0, r.group) : tokens;
+}
+
+/** What `searches` web searches cost (and reserve): their price in quota times the group ratio, rounded once. */
+export function webSearchFee(searches: number, price: number, group: number): number {
+  return searches === 0 ? 0 : Math.round(searches * price * group);
 }
 
 /**
@@ -47,6 +61,12 @@ export function quotaCostBound(inputTokens: number, outputTokens: number, r: Pri
 export function describeCost(r: PriceRatios): string {
   return `model ratio ${r.model}, completion ratio ${r.completion}, cache read ratio ${r.cacheRead}, `
     + `cache write ratio ${r.cacheWrite} (5m) / ${r.cacheWrite1h} (1h), group ratio ${r.group}`;
+}
+
+/** The web searches of a usage for the log row's content; empty when the request made none. */
+export function describeWebSearch(u: TokenUsage, r: PriceRatios): string {
+  const n = u.webSearchRequests;
+  return n ? `; web search ${n} × ${r.webSearch ?? 0} quota × group ratio ${r.group}` : '';
 }
 
 /** The cache tokens of a usage for the log row's content; empty when the request used no cache. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeCacheUsage, describeCost, quotaCost, quotaCostBound, type PriceRatios } from './quota-cost.js';
+import { describeCacheUsage, describeCost, describeWebSearch, quotaCost, quotaCostBound, webSearchFee, type PriceRatios } from './quota-cost.js';
 import { ratiosFromOptions } from './ratios.js';
 
 const haiku: PriceRatios = { model: 0.5, completion: 5, group: 1, cacheRead: 0.1, cacheWrite: 1.25, cacheWrite1h: 2 };
@@ -24,6 +24,21 @@ describe('quotaCost', () => {
     expect(quotaCostBound(1000, 50, haiku, false)).toBe(Math.round((1000 + 250) * 0.5));
     // A cache read ratio above 1 (an operator's choice) raises the bound too.
     expect(quotaCostBound(1000, 0, { ...haiku, cacheRead: 3 }, true)).toBe(1500);
+  });
+
+  it('adds each web search at its price times the group ratio, rounded apart as the reservation rounds it', () => {
+    const priced = { ...haiku, webSearch: 5_000 };
+    expect(quotaCost(usage({ inputTokens: 9, outputTokens: 10, webSearchRequests: 3 }), priced)).toBe(Math.round((9 + 50) * 0.5) + 15_000);
+    expect(quotaCost(usage({ inputTokens: 9, outputTokens: 10, webSearchRequests: 3 }), { ...priced, group: 2 })).toBe(59 + 30_000);
+    expect(quotaCost(usage({ inputTokens: 9, webSearchRequests: 0 }), priced)).toBe(5);
+    // No price given: searches are free (a caller that does not bill them).
+    expect(quotaCost(usage({ inputTokens: 9, webSearchRequests: 3 }), haiku)).toBe(5);
+    // The reservation of max_uses searches bounds the fee of any fewer.
+    expect(webSearchFee(3, 5_000, 0.7)).toBeLessThanOrEqual(webSearchFee(5, 5_000, 0.7));
+    expect(webSearchFee(3, 333, 0.7)).toBe(Math.round(3 * 333 * 0.7));
+    expect(webSearchFee(0, 5_000, 1)).toBe(0);
+    expect(describeWebSearch(usage({ webSearchRequests: 3 }), priced)).toBe('; web search 3 × 5000 quota × group ratio 1');
+    expect(describeWebSearch(usage({}), priced)).toBe('');
   });
 
   it('describes the ratios and, only when there are any, the cache tokens', () => {

@@ -30,6 +30,7 @@ export interface LogRow extends LogEntry {
   cache_read_tokens: number;
   cache_write_5m_tokens: number;
   cache_write_1h_tokens: number;
+  web_search_requests: number;
   ip: string;
 }
 
@@ -51,6 +52,7 @@ export function toLogRow({ id, event: e }: { id: number; event: UsageEvent }): L
     cache_read_tokens: e.cache_read_tokens ?? 0,
     cache_write_5m_tokens: e.cache_write_5m_tokens ?? 0,
     cache_write_1h_tokens: e.cache_write_1h_tokens ?? 0,
+    web_search_requests: e.web_search_requests ?? 0,
     // The contract gives use_time in whole seconds; a request under a second rounds up to 1 only if
     // it took any time at all, as new-api reports it.
     use_time: Math.ceil(e.use_time_ms / 1000),

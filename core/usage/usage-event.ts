@@ -46,6 +46,11 @@ export const usageEventSchema = z.object({
   cache_read_tokens: z.number().int().nonnegative().optional(),
   cache_write_5m_tokens: z.number().int().nonnegative().optional(),
   cache_write_1h_tokens: z.number().int().nonnegative().optional(),
+  /**
+   * Relay events: the provider's usage.server_tool_use.web_search_requests, each billed at
+   * WebSearchCallPrice × group ratio within `quota` (core/pricing/quota-cost.ts). Absent: none.
+   */
+  web_search_requests: z.number().int().positive().optional(),
   is_stream: z.boolean(),
   use_time_ms: z.number().int().nonnegative(),
   /** Unix seconds at which the request was received. */
@@ -97,6 +102,7 @@ export function usageEvent(f: UsageEventFields): UsageEvent {
   if (f.cache_read_tokens !== undefined) e.cache_read_tokens = f.cache_read_tokens;
   if (f.cache_write_5m_tokens !== undefined) e.cache_write_5m_tokens = f.cache_write_5m_tokens;
   if (f.cache_write_1h_tokens !== undefined) e.cache_write_1h_tokens = f.cache_write_1h_tokens;
+  if (f.web_search_requests !== undefined) e.web_search_requests = f.web_search_requests;
   if (f.ip !== undefined) e.ip = f.ip;
   return e;
 }

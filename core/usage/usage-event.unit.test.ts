@@ -22,6 +22,13 @@ describe('usage event', () => {
     expect(Object.keys(decodeUsageEvent(encodeUsageEvent(old)))).not.toContain('cache_read_tokens');
   });
 
+  it('carries the web searches when there were any, and an event without them still decodes', () => {
+    const e = usageEvent({ type: LOG_TYPE.consume, request_id: 'r:search', user_id: 7, created_at: 1, content: '', web_search_requests: 3 });
+    expect(decodeUsageEvent(encodeUsageEvent(e)).web_search_requests).toBe(3);
+    const none = usageEvent({ type: LOG_TYPE.consume, request_id: 'r:none', user_id: 7, created_at: 1, content: '' });
+    expect(Object.keys(decodeUsageEvent(encodeUsageEvent(none)))).not.toContain('web_search_requests');
+  });
+
   it('is read from the stream entry field the settlement script writes', () => {
     const lua = readFileSync(join(projectRoot(), 'core/quota/lua/settleReservation-7.lua'), 'utf8');
     expect(lua).toContain(`redis.call('XADD', KEYS[4], '*', '${USAGE_EVENT_FIELD}', ARGV[2])`);

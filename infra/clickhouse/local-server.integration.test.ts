@@ -290,7 +290,7 @@ describe('local ClickHouse server', () => {
   it('migrates once, and a second run is a no-op', async () => {
     const config = loadConfig({ CLICKHOUSE_URL: url, CLICKHOUSE_DATABASE: 't_migrate', LOG_LEVEL: 'silent' });
     const first = await migrateClickHouse(config);
-    expect(first).toEqual(['001_logs.sql', '002_logs_force_merge.sql', '003_logs_cache_tokens.sql']);
+    expect(first).toEqual(['001_logs.sql', '002_logs_force_merge.sql', '003_logs_cache_tokens.sql', '004_logs_web_search_requests.sql']);
     expect(await migrateClickHouse(config)).toEqual([]);
     const ch = createClickHouse(config);
     clients.push(ch);

@@ -22,6 +22,13 @@ describe('usageOfMessageBody', () => {
     expect(usageOfMessageBody(more)).toMatchObject({ cacheCreationTokens: 7, cacheCreation1hTokens: 3 });
   });
 
+  it('reads usage.server_tool_use.web_search_requests, left out when there were none', () => {
+    const body = message({ input_tokens: 12, output_tokens: 9, server_tool_use: { web_search_requests: 3 } });
+    expect(usageOfMessageBody(body)).toEqual({ inputTokens: 12, outputTokens: 9, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0, webSearchRequests: 3 });
+    expect(usageOfMessageBody(message({ input_tokens: 1, output_tokens: 1, server_tool_use: { web_search_requests: 0 } }))).not.toHaveProperty('webSearchRequests');
+    expect(usageOfMessageBody(message({ input_tokens: 1, output_tokens: 1, server_tool_use: null }))).not.toHaveProperty('webSearchRequests');
+  });
+
   it('is not fooled by the text "usage": inside the content', () => {
     const body = message({ input_tokens: 1, output_tokens: 2 }, 'the "usage": {"input_tokens": 999} field');
     expect(usageOfMessageBody(body)).toEqual({ inputTokens: 1, outputTokens: 2, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });

@@ -17,7 +17,7 @@ import type { Dispatcher } from 'undici';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, UNKNOWN_KEY_ERROR } from '../auth/key-check.js';
 import { RelayError, errorBody, reserveRefusalError, statusLine } from '../errors.js';
-import { quotaCostBound, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { mayUseCache } from './cache-control.js';
 import { currentMinute } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
@@ -188,6 +188,7 @@ class Exchange {
     this.price = {
       model: ratios.model(body.model), completion: ratios.completion(body.model), group: ratios.group(this.group)!,
       cacheRead: ratios.cacheRead(body.model), cacheWrite: ratios.cacheWrite(body.model), cacheWrite1h: ratios.cacheWrite1h(body.model),
+      webSearch: this.ctx.inputBounds().webSearchCallPrice,
     };
 
     // The body's byte length bounds its token count from above (a token is at least one byte), so
@@ -215,7 +216,8 @@ class Exchange {
     const contextWindow = bounds.contextWindow(body.model, this.beta.includes(CONTEXT_1M_BETA));
     const inputBound = extraInput === UNBOUNDED ? contextWindow : Math.min(contextWindow, raw.length + extraInput);
     const searches = webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES);
-    const fees = searches === 0 ? 0 : Math.round(searches * bounds.webSearchCallPrice * price.group);
+    // Settlement bills the searches made with the same fee (quotaCost), so max_uses bounds them.
+    const fees = webSearchFee(searches, price.webSearch ?? bounds.webSearchCallPrice, price.group);
     const reservation = {
       rpmLimit,
       tpmLimit,

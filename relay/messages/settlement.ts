@@ -3,7 +3,7 @@
 // Exchange.finish() (messages-handler.ts) calls settleExchange once per reserved exchange.
 import type { Logger } from '../../infra/logger.js';
 import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../../core/usage/usage-event.js';
-import { describeCacheUsage, describeCost, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { describeCacheUsage, describeCost, describeWebSearch, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import type { Channel } from '../routing/channel-registry.js';
@@ -55,7 +55,9 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   // The cache tokens are the only per-request part; a request without cache use builds no string.
   const cacheText = usage ? describeCacheUsage(usage) : '';
   const withCache = cacheText === '' ? priced : priced + cacheText;
-  const content = outcome.kind === 'ok' ? withCache : `${outcome.reason}; ${withCache}`;
+  const searches = usage?.webSearchRequests ?? 0;
+  const withSearch = searches === 0 ? withCache : withCache + describeWebSearch(usage!, ex.price);
+  const content = outcome.kind === 'ok' ? withSearch : `${outcome.reason}; ${withSearch}`;
   const event = usageEvent({
     type: outcome.kind === 'ok' ? LOG_TYPE.consume : outcome.kind === 'partial' ? LOG_TYPE.consume : LOG_TYPE.error,
     request_id: ex.requestId,
@@ -75,6 +77,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
     cache_read_tokens: usage?.cacheReadTokens ?? 0,
     cache_write_5m_tokens: usage ? usage.cacheCreationTokens - usage.cacheCreation1hTokens : 0,
     cache_write_1h_tokens: usage?.cacheCreation1hTokens ?? 0,
+    web_search_requests: searches > 0 ? searches : undefined,
     is_stream: ex.body?.stream === true,
     use_time_ms: Date.now() - ex.startedAt,
     created_at: Math.floor(ex.startedAt / 1000),

@@ -129,7 +129,7 @@ async function settleStream(ex: StreamingExchange, parser: SseUsageParser, deliv
       ex.ctx.log.warn({ err, requestId: ex.requestId }, 'delivered-text count failed; billing the delta count');
       output = snapshot(parser).outputTokens;
     }
-    usage = { inputTokens: parser.inputTokens, outputTokens: output, cacheCreationTokens: parser.cacheCreationTokens, cacheCreation1hTokens: parser.cacheCreation1hTokens, cacheReadTokens: parser.cacheReadTokens };
+    usage = { inputTokens: parser.inputTokens, outputTokens: output, cacheCreationTokens: parser.cacheCreationTokens, cacheCreation1hTokens: parser.cacheCreation1hTokens, cacheReadTokens: parser.cacheReadTokens, webSearchRequests: parser.webSearchRequests };
   }
   if (partialReason === null) ex.finish({ kind: 'ok', usage });
   else ex.finish({ kind: 'partial', usage, reason: partialReason });
@@ -139,5 +139,5 @@ function snapshot(p: SseUsageParser): StreamUsage {
   // A cut stream has no final message_delta: each text delta passed on is one token of the mock and
   // a lower bound for real providers; the exact count of delivered text is the token counter's job.
   const output = p.sawMessageDelta ? p.outputTokens : Math.max(p.outputTokens, p.contentDeltas);
-  return { inputTokens: p.inputTokens, outputTokens: output, cacheCreationTokens: p.cacheCreationTokens, cacheCreation1hTokens: p.cacheCreation1hTokens, cacheReadTokens: p.cacheReadTokens };
+  return { inputTokens: p.inputTokens, outputTokens: output, cacheCreationTokens: p.cacheCreationTokens, cacheCreation1hTokens: p.cacheCreation1hTokens, cacheReadTokens: p.cacheReadTokens, webSearchRequests: p.webSearchRequests };
 }

@@ -1,6 +1,6 @@
 // Reads Anthropic's SSE stream as it passes through, chunk by chunk, and keeps only the usage:
 // message_start (input and cache tokens, the cache writes split 5-minute / 1-hour), message_delta
-// (output tokens, cache counts when restated) and error events are parsed;
+// (output tokens, cache counts when restated, web searches) and error events are parsed;
 // the lines of every other event are skipped by scanning for newlines, without decoding or copying.
 // `event:` names are compared byte-wise with the few names of interest: no string per line, and no
 // allocation per chunk unless a line of interest continues in the next chunk (its start is then kept
@@ -53,6 +53,8 @@ export interface StreamUsage {
   /** The part of cacheCreationTokens written for an hour. */
   cacheCreation1hTokens: number;
   cacheReadTokens: number;
+  /** usage.server_tool_use.web_search_requests: each search is billed apart (core/pricing/quota-cost.ts). */
+  webSearchRequests?: number;
 }
 
 export class SseUsageParser implements StreamUsage {
@@ -61,6 +63,7 @@ export class SseUsageParser implements StreamUsage {
   cacheCreationTokens = 0;
   cacheCreation1hTokens = 0;
   cacheReadTokens = 0;
+  webSearchRequests = 0;
   sawMessageStart = false;
   sawMessageDelta = false;
   sawMessageStop = false;
@@ -207,6 +210,7 @@ export class SseUsageParser implements StreamUsage {
         this.outputTokens = num(usage.output_tokens);
         this.cacheCreation1hTokens = 0;
         this.#cacheWrites(usage);
+        this.webSearchRequests = webSearches(usage);
       }
     } else if (kind === Ev.MessageDelta) {
       const usage = payload.usage as Record<string, unknown> | undefined;
@@ -218,6 +222,8 @@ export class SseUsageParser implements StreamUsage {
         // Anthropic restates the cache counts in the final message_delta; they are cumulative too.
         if (usage.cache_read_input_tokens !== undefined && usage.cache_read_input_tokens !== null) this.cacheReadTokens = num(usage.cache_read_input_tokens);
         if (usage.cache_creation_input_tokens != null || usage.cache_creation != null) this.#cacheWrites(usage);
+        // The searches happen during the generation: message_start says 0, the final delta all of them.
+        if (usage.server_tool_use != null) this.webSearchRequests = Math.max(this.webSearchRequests, webSearches(usage));
       }
     } else if (kind === Ev.Other && ev === Ev.None && payload.type === 'content_block_delta') {
       // A content delta whose keys come in another order.
@@ -292,17 +298,27 @@ function cacheWrites(total: number, split: Record<string, unknown> | null | unde
   return Math.max(total, num(split.ephemeral_5m_input_tokens) + num(split.ephemeral_1h_input_tokens));
 }
 
+/** usage.server_tool_use.web_search_requests, 0 when absent. */
+function webSearches(usage: Record<string, unknown>): number {
+  const s = usage.server_tool_use as Record<string, unknown> | null | undefined;
+  return s && typeof s === 'object' ? num(s.web_search_requests) : 0;
+}
+
 /** Usage of a non-streaming Message JSON body. */
 export function usageOfMessage(body: unknown): StreamUsage | null {
   const usage = (body as { usage?: Record<string, unknown> } | null)?.usage;
   if (!usage) return null;
   const split = usage.cache_creation as Record<string, unknown> | null | undefined;
   const cacheCreationTokens = cacheWrites(num(usage.cache_creation_input_tokens), split);
-  return {
+  const searches = webSearches(usage);
+  const u: StreamUsage = {
     inputTokens: num(usage.input_tokens),
     outputTokens: num(usage.output_tokens),
     cacheCreationTokens,
     cacheCreation1hTokens: split && typeof split === 'object' ? Math.min(num(split.ephemeral_1h_input_tokens), cacheCreationTokens) : 0,
     cacheReadTokens: num(usage.cache_read_input_tokens),
   };
+  // Only when there were any, as the field is optional: most answers make no search.
+  if (searches > 0) u.webSearchRequests = searches;
+  return u;
 }

@@ -39,6 +39,26 @@ describe('SseUsageParser', () => {
     expect([p.cacheCreationTokens, p.cacheCreation1hTokens]).toEqual([7, 0]);
   });
 
+  it('reads the web searches of the final message_delta (message_start says 0), however the stream is cut', () => {
+    const SEARCH = STREAM
+      .replace('"cache_read_input_tokens":11}', '"cache_read_input_tokens":11,"server_tool_use":{"web_search_requests":0}}')
+      .replace('"usage":{"output_tokens":42}', '"usage":{"output_tokens":42,"server_tool_use":{"web_search_requests":3}}');
+    expect(SEARCH).not.toBe(STREAM);
+    const bytes = Buffer.from(SEARCH);
+    for (const size of [1, 5, 64, bytes.length]) {
+      const p = new SseUsageParser();
+      for (let i = 0; i < bytes.length; i += size) p.push(bytes.subarray(i, i + size));
+      expect([p.inputTokens, p.outputTokens, p.webSearchRequests]).toEqual([321, 42, 3]);
+    }
+    // A delta without server_tool_use keeps what message_start said; none at all is 0.
+    const p = new SseUsageParser();
+    p.push(Buffer.from(STREAM.replace('"cache_read_input_tokens":11}', '"cache_read_input_tokens":11,"server_tool_use":{"web_search_requests":2}}')));
+    expect(p.webSearchRequests).toBe(2);
+    const none = new SseUsageParser();
+    none.push(Buffer.from(STREAM));
+    expect(none.webSearchRequests).toBe(0);
+  });
+
   it('gives the same answer however the stream is cut into chunks', () => {
     const bytes = Buffer.from(STREAM);
     for (let size = 1; size <= 64; size++) {
