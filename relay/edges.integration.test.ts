@@ -13,7 +13,7 @@ import {
 } from '../tests/harness/gateway-stack.js';
 import { parsePromText } from '../core/metrics/prom.js';
 import { startRelay } from './server.js';
-import { rawRequest } from './testing/raw-http.js';
+import { rawRequest } from '../tests/harness/raw-http.js';
 
 const MODEL = 'claude-haiku-4-5';
 const MAPPED = 'mapped-model-edge';

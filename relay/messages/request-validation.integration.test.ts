@@ -3,7 +3,7 @@
 // quota moves.
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rawRequest } from '../testing/raw-http.js';
+import { rawRequest } from '../../tests/harness/raw-http.js';
 import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
