@@ -36,12 +36,12 @@ describe('console follow-up', () => {
     expect(await h.quotaStore.accountBalance(userId)).toBe(1_000);
 
     expect(await finishConsoleFollowUps(deps(), 0)).toBeGreaterThanOrEqual(1);
-    expect(await finishConsoleFollowUps(deps(), 0)).toBe(0);
     expect(await h.quotaStore.accountBalance(userId)).toBe(1_250);
-    expect(await ledgerRow(requestId)).toMatchObject({ follow_up_pending: false, log_event: null });
 
     const events = await h.drainUsageStream();
     expect(events.filter((e) => e.request_id === requestId)).toHaveLength(1);
+    expect(await ledgerRow(requestId)).toMatchObject({ follow_up_pending: false, log_event: null });
+    expect(await finishConsoleFollowUps(deps(), 0)).toBe(0);
     const rs = await h.clickhouse.query({
       query: 'SELECT count() AS n, sum(quota) AS q FROM logs FINAL WHERE user_id = {u:UInt64} AND type = 3',
       query_params: { u: userId }, format: 'JSONEachRow',
@@ -62,6 +62,7 @@ describe('console follow-up', () => {
     const consoleCtx = { quotaStore: h.quotaStore, redis: h.redis, keys: h.keys, sql: h.sql, logger: createLogger(h.config, 'x'), invalidate: async () => {} };
     await afterConsoleCredit(consoleCtx as unknown as Parameters<typeof afterConsoleCredit>[0], credit!);
     expect(await h.quotaStore.accountBalance(userId)).toBe(400);
+    await h.drainUsageStream();
     expect(await ledgerRow(credit!.requestId)).toMatchObject({ follow_up_pending: false });
   });
 
@@ -87,8 +88,8 @@ describe('console follow-up', () => {
     expect(await h.quotaStore.accountBalance(userId)).toBe(1_150);
 
     await finishConsoleFollowUps(deps(), 0);
-    expect(await ledgerRow(credit!.requestId)).toMatchObject({ follow_up_pending: false });
     await h.drainUsageStream();
+    expect(await ledgerRow(credit!.requestId)).toMatchObject({ follow_up_pending: false });
 
     const [u] = await h.sql`SELECT quota FROM users WHERE id = ${userId}`;
     const [l] = await h.sql`
@@ -106,6 +107,46 @@ describe('console follow-up', () => {
       ledger: 1_000 + Number(l!.credits) - Number(l!.spent),
       logs: { n: Number(logs!.n), credited: Number(logs!.credited), spent: Number(logs!.spent) },
     }).toEqual({ mirror: 1_150, users: 1_150, ledger: 1_150, logs: { n: 1, credited: 250, spent: 100 } });
+  });
+
+  it('logs a credit whose appended event was lost before billing read it (Redis restart without persistence)', async () => {
+    const user = await h.account({ quota: 1_000 });
+    const userId = Number(user.user.id);
+    await h.redis.set(h.keys.accountBalance(userId), 1_000);
+    const credit = await h.sql.begin((tx) => recordConsoleCredit(tx, {
+      requestId: manageRequestId(), type: 3, userId, delta: 250, content: 'admin adjustment', createdAt: Math.floor(Date.now() / 1000),
+    }));
+    const consoleCtx = { quotaStore: h.quotaStore, redis: h.redis, keys: h.keys, sql: h.sql, logger: createLogger(h.config, 'x'), invalidate: async () => {} };
+    await afterConsoleCredit(consoleCtx as unknown as Parameters<typeof afterConsoleCredit>[0], credit!);
+    // The append succeeded; Redis then loses the entry before the billing worker reads it.
+    const stream = h.keys.usageStream();
+    const entries = (await h.redis.xrange(stream, '-', '+')) as [string, string[]][];
+    const lost = entries.filter(([, f]) => f.some((v) => v.includes(credit!.requestId))).map(([id]) => id);
+    expect(lost).toHaveLength(1);
+    await h.redis.xdel(stream, ...lost);
+    await h.drainUsageStream();
+
+    await finishConsoleFollowUps(deps(), 0);
+    await h.drainUsageStream();
+    // A second pass once the log row landed finds nothing left to do.
+    await finishConsoleFollowUps(deps(), 0);
+    await h.drainUsageStream();
+
+    const rs = await h.clickhouse.query({
+      query: 'SELECT count() AS n, sum(quota) AS q FROM logs FINAL WHERE user_id = {u:UInt64} AND type = 3',
+      query_params: { u: userId }, format: 'JSONEachRow',
+    });
+    const [row] = await rs.json<{ n: number | string; q: number | string }>();
+    const [u] = await h.sql`SELECT quota FROM users WHERE id = ${userId}`;
+    const [l] = await h.sql`SELECT count(*)::int AS n, sum(quota_delta)::int AS q FROM ledger WHERE user_id = ${userId} AND type = 3`;
+    expect({
+      logs: { n: Number(row!.n), q: Number(row!.q) },
+      ledger: l, users: Number(u!.quota), mirror: await h.quotaStore.accountBalance(userId),
+      row: await ledgerRow(credit!.requestId),
+    }).toMatchObject({
+      logs: { n: 1, q: 250 }, ledger: { n: 1, q: 250 }, users: 1_250, mirror: 1_250,
+      row: { follow_up_pending: false, log_event: null },
+    });
   });
 
   describe('key quota edits (issue 10, item 5)', () => {

@@ -11,7 +11,8 @@
 //      `{kind: 'user', id}`. The billing worker writes the ClickHouse log row with the ledger id as log
 //      id and, for these types, moves no money (core/usage/usage-event.ts movesMoney).
 //
-// The ledger row is written `follow_up_pending` with its encoded log event; step 2 clears it. If step 2
+// The ledger row is written `follow_up_pending` with its encoded log event; the billing worker clears it
+// when it settles that event (an appended entry can still be lost with Redis). If step 2
 // fails after the commit, the billing worker finishes it later (billing/console-follow-up.ts) with the
 // same code (core/ledger/console-credit-follow-up.ts): the mirror update is applied once per ledger id
 // (adjustBalanceOnce-3.lua) and the log row collapses. The change increments users.credit_seq and keeps
@@ -106,7 +107,7 @@ export function consoleUsageEvent(c: RecordedCredit): UsageEvent {
 }
 
 /**
- * After COMMIT: Redis mirror, log event, invalidation, then the ledger row is marked done. Never
+ * After COMMIT: Redis mirror, log event, invalidation; the billing worker marks the row done. Never
  * throws: what fails here stays pending, and the billing worker's follow-up finishes it
  * (billing/console-follow-up.ts); both steps are idempotent, so doing them twice is harmless.
  */

@@ -5,6 +5,7 @@
 // (billing/console-follow-up.ts). Running it twice is harmless: the mirror moves once per ledger id
 // (adjustBalanceOnce-3.lua; not at all when the mirror was seeded from
 // Postgres after the commit: the row's credit_seq is at most the seed's) and a repeated log event collapses in the log table.
+// The row stays pending until the billing worker has settled its log event, not merely appended it.
 import type { Redis } from 'ioredis';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { QuotaStore } from '../quota/quota-store.js';
@@ -30,11 +31,22 @@ export interface PendingConsoleCredit {
   logEvent: string | null;
 }
 
-/** Moves the Redis mirror, appends the log event, then marks the ledger row done. Throws on failure. */
+/**
+ * Moves the Redis mirror and appends the log event. Throws on failure. A row with a log event stays
+ * pending: an appended entry is not yet a log row (a Redis restart without persistence loses it
+ * before the billing worker reads it), so the row is marked done by the billing worker in the
+ * transaction that settles its event (billing/settle-batch.ts), and until then the follow-up appends
+ * it again. settled_at records the last append, so a slow billing worker sees one repeat per
+ * follow-up age, not one per pass; repeats collapse (unique request_id, ReplacingMergeTree log).
+ */
 export async function finishConsoleCredit(s: ConsoleCreditStores, c: PendingConsoleCredit): Promise<void> {
   await s.quota.adjustAccountOnce(c.userId, c.delta, c.ledgerId, c.creditSeq);
-  if (c.logEvent !== null) await appendUsageEvent(s.redis, s.usageStream, c.logEvent);
-  await s.sql`UPDATE ledger SET follow_up_pending = false, log_event = NULL WHERE id = ${c.ledgerId}`;
+  if (c.logEvent === null) {
+    await s.sql`UPDATE ledger SET follow_up_pending = false WHERE id = ${c.ledgerId}`;
+    return;
+  }
+  await appendUsageEvent(s.redis, s.usageStream, c.logEvent);
+  await s.sql`UPDATE ledger SET settled_at = now() WHERE id = ${c.ledgerId} AND follow_up_pending`;
 }
 
 /** A key's remain_quota edit (key_quota_edits row) whose mirror step is pending. */
