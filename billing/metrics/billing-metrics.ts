@@ -10,6 +10,15 @@
 //                                                   inserted into ClickHouse (histogram)
 //   gateway_billing_stream_length                   XLEN of the usage stream at scrape time
 //   gateway_billing_stream_pending                  entries delivered and not acknowledged, at scrape time
+//   gateway_billing_log_outbox_rows                 log rows committed in Postgres and not yet sent to
+//                                                   ClickHouse, after the last drain pass (grows while
+//                                                   ClickHouse is down; the debits do not wait for it)
+//   gateway_billing_group_recreated_total           times the consumer group was found gone (a Redis
+//                                                   restart without the stream) and recreated
+//   gateway_billing_consuming                       1 when the last read/settle round succeeded, 0 while
+//                                                   the worker is failing (alert on 0 for more than a minute)
+//   gateway_billing_last_error_timestamp_seconds    when the last round failed (0: never); GET /health
+//                                                   of the metrics server carries its message
 import { Counter, Counter1, Gauge, Histogram, LATENCY_BUCKETS_SEC, Registry, processMetrics } from '../../core/metrics/prom.js';
 
 export const BATCH_SIZE_BUCKETS: readonly number[] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
@@ -24,6 +33,12 @@ export class BillingMetrics {
   readonly lag = this.registry.register(new Histogram('gateway_billing_lag_seconds', 'Request end (stream entry time) to its log row in ClickHouse.', LATENCY_BUCKETS_SEC));
   readonly streamLength = this.registry.register(new Gauge('gateway_billing_stream_length', 'Entries in the usage stream (XLEN) at scrape time.'));
   readonly streamPending = this.registry.register(new Gauge('gateway_billing_stream_pending', 'Entries delivered to the group and not acknowledged, at scrape time.'));
+  readonly outboxRows = this.registry.register(new Gauge('gateway_billing_log_outbox_rows', 'Log rows committed in Postgres and not yet in ClickHouse (log_outbox), after the last drain pass.'));
+  readonly groupsRecreated = this.registry.register(new Counter('gateway_billing_group_recreated_total', 'Times the billing consumer group was gone (Redis restarted without the stream) and was recreated.'));
+  readonly consuming = this.registry.register(new Gauge('gateway_billing_consuming', '1 when the last read and settle round succeeded, 0 while failing.'));
+  readonly lastErrorAt = this.registry.register(new Gauge('gateway_billing_last_error_timestamp_seconds', 'Unix time of the last failed round (0: none).'));
+  #lastError: string | null = null;
+  #lastOkAt = 0;
 
   constructor() {
     for (const m of processMetrics()) this.registry.register(m);
@@ -48,6 +63,34 @@ export class BillingMetrics {
 
   batchFailed(): void {
     this.failures.value++;
+  }
+
+  /** A round (read, and settle if anything came) succeeded. Called once per loop: no allocation. */
+  consumed(nowMs = Date.now()): void {
+    this.#lastOkAt = nowMs;
+    this.consuming.set(1);
+  }
+
+  failed(err: unknown, nowMs = Date.now()): void {
+    this.#lastError = String((err as Error)?.message ?? err).slice(0, 500);
+    this.lastErrorAt.set(nowMs / 1000);
+    this.consuming.set(0);
+  }
+
+  groupRecreated(): void {
+    this.groupsRecreated.inc();
+  }
+
+  /** GET /health: 'failing' while the last round failed, so a probe sees a stuck worker. */
+  health(): { status: 'ok' | 'failing'; lastOkAt: number | null; lastErrorAt: number | null; lastError: string | null; groupRecreated: number } {
+    const errAt = this.lastErrorAt.value * 1000;
+    return {
+      status: errAt > this.#lastOkAt ? 'failing' : 'ok',
+      lastOkAt: this.#lastOkAt || null,
+      lastErrorAt: errAt || null,
+      lastError: this.#lastError,
+      groupRecreated: this.groupsRecreated.value,
+    };
   }
 
   render(): string {

@@ -1,5 +1,5 @@
-// GET /metrics of the billing worker on a small node:http server (the worker has no HTTP server of
-// its own). Stream length and pending count are read from Redis at scrape time; a Redis error leaves
+// GET /metrics and GET /health of the billing worker on a small node:http server (the worker has no
+// HTTP server of its own). Stream length and pending count are read from Redis at scrape time; a Redis error leaves
 // the previous values in place rather than failing the scrape.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -44,6 +44,14 @@ export async function startBillingMetricsServer(opts: MetricsServerOptions): Pro
       }, () => {
         res.writeHead(500).end();
       });
+      return;
+    }
+    if (req.method === 'GET' && req.url === '/health') {
+      // 503 while the worker's rounds fail, so an orchestrator's probe sees a worker that is stuck
+      // (Redis, Postgres or ClickHouse unreachable) rather than a process that merely runs.
+      const health = metrics.health();
+      res.writeHead(health.status === 'ok' ? 200 : 503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(health));
       return;
     }
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
