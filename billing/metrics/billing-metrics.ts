@@ -10,9 +10,6 @@
 //                                                   inserted into ClickHouse (histogram)
 //   gateway_billing_stream_length                   XLEN of the usage stream at scrape time
 //   gateway_billing_stream_pending                  entries delivered and not acknowledged, at scrape time
-//   gateway_billing_log_outbox_rows                 log rows committed in Postgres and not yet sent to
-//                                                   ClickHouse, after the last drain pass (grows while
-//                                                   ClickHouse is down; the debits do not wait for it)
 //   gateway_billing_group_recreated_total           times the consumer group was found gone (a Redis
 //                                                   restart without the stream) and recreated
 //   gateway_billing_consuming                       1 when the last read/settle round succeeded, 0 while
@@ -33,7 +30,6 @@ export class BillingMetrics {
   readonly lag = this.registry.register(new Histogram('gateway_billing_lag_seconds', 'Request end (stream entry time) to its log row in ClickHouse.', LATENCY_BUCKETS_SEC));
   readonly streamLength = this.registry.register(new Gauge('gateway_billing_stream_length', 'Entries in the usage stream (XLEN) at scrape time.'));
   readonly streamPending = this.registry.register(new Gauge('gateway_billing_stream_pending', 'Entries delivered to the group and not acknowledged, at scrape time.'));
-  readonly outboxRows = this.registry.register(new Gauge('gateway_billing_log_outbox_rows', 'Log rows committed in Postgres and not yet in ClickHouse (log_outbox), after the last drain pass.'));
   readonly groupsRecreated = this.registry.register(new Counter('gateway_billing_group_recreated_total', 'Times the billing consumer group was gone (Redis restarted without the stream) and was recreated.'));
   readonly consuming = this.registry.register(new Gauge('gateway_billing_consuming', '1 when the last read and settle round succeeded, 0 while failing.'));
   readonly lastErrorAt = this.registry.register(new Gauge('gateway_billing_last_error_timestamp_seconds', 'Unix time of the last failed round (0: none).'));
