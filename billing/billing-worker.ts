@@ -1,12 +1,14 @@
-// Consumes the usage stream through a consumer group and settles each batch: Postgres first (the
-// money, idempotent by request id), then ClickHouse (the log rows), then XACK + XDEL. An entry is
-// acknowledged only after both writes succeeded; if this process dies in between, the entry stays
-// pending and another worker claims it after BILLING_CLAIM_IDLE_MS, and replaying it is harmless.
+// Consumes the usage stream through a consumer group and settles each batch: Postgres (the money,
+// idempotent by request id, and the batch's log rows into log_outbox in the same transaction), then
+// XACK + XDEL. An entry is acknowledged only after Postgres committed; if this process dies in
+// between, the entry stays pending and another worker claims it after BILLING_CLAIM_IDLE_MS, and
+// replaying it is harmless. A separate loop drains log_outbox into ClickHouse, so a ClickHouse outage
+// delays the log rows only, never the debits or the acknowledgements.
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
-import { toLogRow } from '../core/usage/log-rows.js';
+import { drainLogOutbox, logOutboxBacklog } from './log-outbox.js';
 import { settleBatch } from './settle-batch.js';
 import { decodeUsageEvent, encodedUsageEventOf, type UsageEvent } from '../core/usage/usage-event.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
@@ -51,6 +53,11 @@ export class BillingWorker {
   #running = false;
   #loop: Promise<void> | null = null;
   #lastClaim = 0;
+  #drainLoop: Promise<void> | null = null;
+  #drainRequested = false;
+  /** ClickHouse failing: batches do not cut the backoff short, and stop skips the last pass. */
+  #drainFailing = false;
+  #wake: (() => void) | null = null;
   /** Called after each settled batch; the tests and metrics listen here. */
   onBatch: (report: BatchReport) => void = () => {};
 
@@ -66,11 +73,70 @@ export class BillingWorker {
     await this.#ensureGroup();
     this.#running = true;
     this.#loop = this.#run();
+    this.#drainLoop = this.#drainOutbox();
   }
 
   async stop(): Promise<void> {
     this.#running = false;
     await this.#loop;
+    this.#requestDrain();
+    await this.#drainLoop;
+  }
+
+  /**
+   * Sends the queued log rows to ClickHouse until none is left; throws if ClickHouse fails (the rows
+   * stay queued). For callers that settle with processEntries and no running loop (tests, tools).
+   */
+  async drainOutbox(): Promise<number> {
+    let sent = 0;
+    for (let n; (n = await drainLogOutbox(this.#sql, this.#ch, this.#outboxLimit())) > 0;) sent += n;
+    return sent;
+  }
+
+  // Catching up on an outage's backlog in fewer, larger inserts, which ClickHouse prefers.
+  #outboxLimit(): number {
+    return Math.max(this.#opts.batchSize, 5000);
+  }
+
+  /** After a settled batch (its rows are queued) and on stop (a last pass); never lost mid-pass. */
+  #requestDrain(): void {
+    this.#drainRequested = true;
+    if (!this.#drainFailing || !this.#running) this.#wake?.();
+  }
+
+  async #drainOutbox(): Promise<void> {
+    let backoff = 100;
+    let stopping = false;
+    while (!stopping) {
+      stopping = !this.#running; // one last pass after stop, then out
+      if (stopping && this.#drainFailing) break;
+      this.#drainRequested = false;
+      let wait = 1000; // rows queued by other workers, or left by a failed pass
+      try {
+        const limit = this.#outboxLimit();
+        const sent = await drainLogOutbox(this.#sql, this.#ch, limit);
+        if (sent === limit) wait = 0;
+        billingMetrics.outboxRows.set(sent === 0 ? 0 : await logOutboxBacklog(this.#sql));
+        backoff = 100;
+        this.#drainFailing = false;
+      } catch (err) {
+        this.#drainFailing = true;
+        this.#log.error({ err }, 'log rows could not be sent to ClickHouse; they stay in log_outbox and are retried');
+        await logOutboxBacklog(this.#sql).then((n) => billingMetrics.outboxRows.set(n), () => undefined);
+        wait = backoff;
+        backoff = Math.min(backoff * 2, 5000);
+      }
+      if (wait === 0) stopping = false; // a full chunk: more may be queued, stopping or not
+      if (stopping || wait === 0 || (this.#drainRequested && !this.#drainFailing)) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, wait);
+        this.#wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.#wake = null;
+    }
   }
 
   /** Whether the group exists now; true when this call created it. */
@@ -163,9 +229,6 @@ export class BillingWorker {
       }
     }
     const settled = await settleBatch(this.#sql, events);
-    if (settled.length) {
-      await this.#ch.insert({ table: 'logs', values: settled.map(toLogRow), format: 'JSONEachRow' });
-    }
     const ids = entries.map((e) => e[0]);
     const multi = this.#redis.multi();
     for (const [id, fields] of rejected) multi.xadd(deadLetterStream, '*', 'source_id', id, ...fields);
@@ -174,6 +237,7 @@ export class BillingWorker {
     const applied = settled.filter((s) => s.applied).length;
     const report = { entries: entries.length, applied, replayed: settled.length - applied, rejected: rejected.length };
     billingMetrics.batch(ids, report, startedAt);
+    if (settled.length) this.#requestDrain();
     this.onBatch(report);
     return report;
   }

@@ -3,11 +3,14 @@
 //   2. each event inserts its ledger row; the UNIQUE request_id makes a replayed event insert nothing;
 //   3. only relay events whose ledger row is new move money: the account (quota, used_quota,
 //      request_count), the key (remain_quota when limited, used_quota) and the channel (used_quota);
-//   4. every event of the batch, new or replayed, gets its log id back for the ClickHouse row, so a
-//      crash between commit and the ClickHouse insert is repaired by the replay (the log table
-//      collapses the duplicate).
+//   4. every event of the batch, new or replayed, gets its log row (with the ledger id as log id)
+//      written to the log_outbox in the same transaction, from which the worker drains it to
+//      ClickHouse: the money never waits for ClickHouse, and no committed ledger row lacks its log
+//      row. Replays write theirs again (ON CONFLICT: no-op while still queued) so that a ledger row
+//      committed before the outbox existed still gets its log row; the log table collapses duplicates.
 import type { Sql } from '../infra/postgres/client.js';
 import { LOG_TYPE, movesMoney, type UsageEvent } from '../core/usage/usage-event.js';
+import { toLogRow } from '../core/usage/log-rows.js';
 
 export interface SettledEvent {
   id: number;
@@ -97,6 +100,11 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
         FROM unnest(${[...channels.keys()]}::bigint[], ${[...channels.values()]}::bigint[]) AS d(id, q)
         WHERE channels.id = d.id`;
     }
-    return batch.map((event) => ({ id: ids.get(event.request_id)!, event, applied: freshIds.has(event.request_id) }));
+    const settled = batch.map((event) => ({ id: ids.get(event.request_id)!, event, applied: freshIds.has(event.request_id) }));
+    await tx`
+      INSERT INTO log_outbox (id, row)
+      SELECT d.id, d.r::jsonb FROM unnest(${settled.map((s) => s.id)}::bigint[], ${settled.map((s) => JSON.stringify(toLogRow(s)))}::text[]) AS d(id, r)
+      ON CONFLICT (id) DO NOTHING`;
+    return settled;
   });
 }

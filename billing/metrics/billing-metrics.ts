@@ -3,13 +3,17 @@
 //
 //   gateway_billing_batches_total, gateway_billing_batch_failures_total
 //   gateway_billing_batch_size                      entries per settled batch (histogram)
-//   gateway_billing_batch_duration_seconds          Postgres + ClickHouse + XACK of one batch
+//   gateway_billing_batch_duration_seconds          Postgres (ledger, debits, log outbox) + XACK of one batch
 //   gateway_billing_events_total{result}            applied | replayed | rejected
 //   gateway_billing_lag_seconds                     request end (the stream entry id's time, set by
-//                                                   XADD inside the settlement script) -> its log row
-//                                                   inserted into ClickHouse (histogram)
+//                                                   XADD inside the settlement script) -> its batch
+//                                                   committed in Postgres and acknowledged (histogram;
+//                                                   the log row reaches ClickHouse from the outbox)
 //   gateway_billing_stream_length                   XLEN of the usage stream at scrape time
 //   gateway_billing_stream_pending                  entries delivered and not acknowledged, at scrape time
+//   gateway_billing_log_outbox_rows                 log rows committed in Postgres and not yet sent to
+//                                                   ClickHouse, after the last drain pass (grows while
+//                                                   ClickHouse is down; the debits do not wait for it)
 //   gateway_billing_group_recreated_total           times the consumer group was found gone (a Redis
 //                                                   restart without the stream) and recreated
 //   gateway_billing_consuming                       1 when the last read/settle round succeeded, 0 while
@@ -25,11 +29,12 @@ export class BillingMetrics {
   readonly batches = this.registry.register(new Counter('gateway_billing_batches_total', 'Batches settled.'));
   readonly failures = this.registry.register(new Counter('gateway_billing_batch_failures_total', 'Batches that failed and will be retried.'));
   readonly size = this.registry.register(new Histogram('gateway_billing_batch_size', 'Entries per settled batch.', BATCH_SIZE_BUCKETS));
-  readonly duration = this.registry.register(new Histogram('gateway_billing_batch_duration_seconds', 'Time to settle one batch (Postgres, ClickHouse, XACK).', LATENCY_BUCKETS_SEC));
+  readonly duration = this.registry.register(new Histogram('gateway_billing_batch_duration_seconds', 'Time to settle one batch (Postgres, XACK).', LATENCY_BUCKETS_SEC));
   readonly events = this.registry.register(new Counter1('gateway_billing_events_total', 'Usage events by result.', 'result'));
-  readonly lag = this.registry.register(new Histogram('gateway_billing_lag_seconds', 'Request end (stream entry time) to its log row in ClickHouse.', LATENCY_BUCKETS_SEC));
+  readonly lag = this.registry.register(new Histogram('gateway_billing_lag_seconds', 'Request end (stream entry time) to its batch committed in Postgres.', LATENCY_BUCKETS_SEC));
   readonly streamLength = this.registry.register(new Gauge('gateway_billing_stream_length', 'Entries in the usage stream (XLEN) at scrape time.'));
   readonly streamPending = this.registry.register(new Gauge('gateway_billing_stream_pending', 'Entries delivered to the group and not acknowledged, at scrape time.'));
+  readonly outboxRows = this.registry.register(new Gauge('gateway_billing_log_outbox_rows', 'Log rows committed in Postgres and not yet in ClickHouse (log_outbox), after the last drain pass.'));
   readonly groupsRecreated = this.registry.register(new Counter('gateway_billing_group_recreated_total', 'Times the billing consumer group was gone (Redis restarted without the stream) and was recreated.'));
   readonly consuming = this.registry.register(new Gauge('gateway_billing_consuming', '1 when the last read and settle round succeeded, 0 while failing.'));
   readonly lastErrorAt = this.registry.register(new Gauge('gateway_billing_last_error_timestamp_seconds', 'Unix time of the last failed round (0: none).'));

@@ -92,6 +92,7 @@ export async function startConsoleHarness(overrides: Record<string, string> = {}
         stream, deadLetterStream: keys.usageDeadLetterStream(), consumer: 'test', batchSize: 1000, blockMs: 10, claimIdleMs: 1000, minBatchIntervalMs: 0,
       });
       await worker.processEntries(entries);
+      await worker.drainOutbox();
       return entries.map(([, fields]) => decodeUsageEvent(fields[fields.indexOf('e') + 1]!));
     },
     async close() {
