@@ -11,7 +11,7 @@ DEMO_PASSWORD ?= $(call local_secret,demo-password,12)
 ADMIN_PASSWORD ?= $(call local_secret,admin-password,12)
 export KEY_SECRET DEMO_PASSWORD ADMIN_PASSWORD
 
-.PHONY: help install build typecheck infra migrate seed run test down bench clean
+.PHONY: help install build typecheck infra migrate seed run test down bench clean replay-dead-letters
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ test: build typecheck ## Type-check, then run every test (unit and integration) 
 bench: build ## Run the benchmark suite on its own stack; report in bench/results/latest/
 	@bash infra/scripts/ensure-services.sh
 	node dist/bench/run-bench.js
+
+replay-dead-letters: build ## Move dead-lettered usage events that decode now back to the usage stream (idempotent; see docs/billing.md)
+	node dist/billing/replay-dead-letters.js
 
 down: ## Stop, by PID, everything `make run` started
 	@bash infra/scripts/stop-all.sh

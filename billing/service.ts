@@ -10,6 +10,7 @@ import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
 import { startBillingMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
 import { startConsoleFollowUp } from './console-follow-up.js';
 import { startReservationReaper } from './reservation-reaper.js';
+import { startDeadLetterGauge } from './replay-dead-letters.js';
 
 export interface RunningBilling {
   worker: BillingWorker;
@@ -36,6 +37,8 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS);
   // A console's own after-commit step normally finishes within milliseconds; a row pending for 30 s
   // belongs to a console that failed or died.
+  // Dead letters moved money in Redis only: the gauge is how an operator learns to replay them.
+  const deadLetters = startDeadLetterGauge(commands, keys.usageDeadLetterStream(), config.RESERVATION_REAP_INTERVAL_MS, log);
   const followUp = startConsoleFollowUp({ sql, redis: commands, quota, stream: keys.usageStream(), log }, config.RESERVATION_REAP_INTERVAL_MS, 30);
   // Prometheus /metrics; a port already taken is logged, not fatal: billing matters more than its metrics.
   let metrics: MetricsServer | null = null;
@@ -50,6 +53,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     async close() {
       reaper.stop();
       followUp.stop();
+      deadLetters.stop();
       await metrics?.close();
       await worker.stop();
       redis.disconnect();

@@ -1,0 +1,83 @@
+// A relay event the billing worker dead-lettered has moved the Redis mirror and nothing else: the
+// operator sees it on gateway_billing_dead_letters, and the replay command bills it exactly once,
+// however often it is run (issue 15, item 6).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startConsoleHarness, type ConsoleHarness } from '../tests/harness/console-harness.js';
+import { encodeUsageEvent, usageEvent } from '../core/usage/usage-event.js';
+import { BillingMetrics } from './metrics/billing-metrics.js';
+import { startBillingMetricsServer } from './metrics/metrics-server.js';
+import { deadLetterGauge, replayDeadLetters } from './replay-dead-letters.js';
+
+let h: ConsoleHarness;
+beforeAll(async () => {
+  h = await startConsoleHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+describe('dead letters', () => {
+  it('are visible on the metric and replayed into Postgres and the log exactly once', async () => {
+    const user = await h.account({ quota: 1_000 });
+    const userId = Number(user.user.id);
+    await h.redis.set(h.keys.accountBalance(userId), 1_000);
+    const requestId = `req-${userId}-dead`;
+    expect(await h.quotaStore.reserve({ userId, tokenId: 0, tokenLimited: false, requestId, amount: 100, deadlineMs: Date.now() + 60_000 })).toBe('reserved');
+    const event = usageEvent({ type: 2, request_id: requestId, user_id: userId, quota: 100, created_at: Math.floor(Date.now() / 1000), content: '' });
+    await h.quotaStore.settle({ userId, tokenId: 0, requestId, cost: 100, eventJson: encodeUsageEvent(event) });
+    expect(await h.quotaStore.accountBalance(userId)).toBe(900);
+
+    // What billing-worker.ts does with an event its decoder rejects (a worker older than the relay).
+    const stream = h.keys.usageStream();
+    const dead = h.keys.usageDeadLetterStream();
+    const [[sourceId, fields]] = (await h.redis.xrange(stream, '-', '+')) as [string, string[]][] as [[string, string[]]];
+    await h.redis.multi().xadd(dead, '*', 'source_id', sourceId, ...fields).xdel(stream, sourceId).exec();
+    await h.drainUsageStream();
+
+    const metrics = new BillingMetrics();
+    const gauge = deadLetterGauge(h.redis, dead, metrics);
+    const server = await startBillingMetricsServer({ host: '127.0.0.1', port: 0, metrics });
+    const scrape = async () => {
+      await gauge.refresh();
+      const body = await (await fetch(`http://127.0.0.1:${server.port}/metrics`)).text();
+      return Number(/^gateway_billing_dead_letters (\S+)$/m.exec(body)?.[1]);
+    };
+    try {
+      expect(await scrape()).toBe(1);
+
+      const books = async () => {
+        const [u] = await h.sql`SELECT quota FROM users WHERE id = ${userId}`;
+        const [l] = await h.sql`SELECT count(*)::int AS n, coalesce(sum(quota), 0)::int AS q FROM ledger WHERE user_id = ${userId} AND type = 2`;
+        const rs = await h.clickhouse.query({
+          query: 'SELECT count() AS n, sum(quota) AS q FROM logs FINAL WHERE user_id = {u:UInt64} AND type = 2',
+          query_params: { u: userId }, format: 'JSONEachRow',
+        });
+        const [c] = await rs.json<{ n: number | string; q: number | string }>();
+        return { users: Number(u!.quota), ledger: l, logs: { n: Number(c!.n), q: Number(c!.q) }, mirror: await h.quotaStore.accountBalance(userId) };
+      };
+      expect(await books()).toEqual({ users: 1_000, ledger: { n: 0, q: 0 }, logs: { n: 0, q: 0 }, mirror: 900 });
+
+      expect(await replayDeadLetters(h.redis, { stream, deadLetterStream: dead })).toEqual({ replayed: 1, kept: [] });
+      await h.drainUsageStream();
+      const once = { users: 900, ledger: { n: 1, q: 100 }, logs: { n: 1, q: 100 }, mirror: 900 };
+      expect(await books()).toEqual(once);
+      expect(await scrape()).toBe(0);
+
+      // Run again: nothing left to replay. A copy dead-lettered a second time is billed no more.
+      expect(await replayDeadLetters(h.redis, { stream, deadLetterStream: dead })).toEqual({ replayed: 0, kept: [] });
+      await h.redis.xadd(dead, '*', 'source_id', sourceId, ...fields);
+      expect(await replayDeadLetters(h.redis, { stream, deadLetterStream: dead })).toEqual({ replayed: 1, kept: [] });
+      await h.drainUsageStream();
+      expect(await books()).toEqual(once);
+
+      // An entry that still does not decode stays where the operator sees it.
+      await h.redis.xadd(dead, '*', 'source_id', '1-1', 'e', '{"not":"an event"}');
+      const report = await replayDeadLetters(h.redis, { stream, deadLetterStream: dead });
+      expect(report).toMatchObject({ replayed: 0, kept: [{ sourceId: '1-1' }] });
+      expect(await scrape()).toBe(1);
+      expect(await h.redis.xlen(stream)).toBe(0);
+    } finally {
+      await server.close();
+    }
+  });
+});
