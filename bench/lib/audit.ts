@@ -98,7 +98,7 @@ export class Auditor {
     return this.books();
   }
 
-  /** Until the usage stream is empty and no reservation of the account is open. */
+  /** Until the usage stream is empty, no reservation of the account is open and none of its log rows waits in the outbox. */
   async drain(timeoutMs = 60_000): Promise<number> {
     const t0 = Date.now();
     const stream = this.keys.usageStream();
@@ -107,6 +107,9 @@ export class Auditor {
       const len = await this.redis.xlen(stream);
       let open = 0;
       if (len === 0) {
+        // Acknowledged entries are in Postgres; their log rows reach ClickHouse as the outbox drains.
+        const [q] = await this.sql`SELECT COUNT(*)::int AS n FROM log_outbox WHERE (row->>'user_id')::bigint = ${this.userId}`;
+        open += q!.n as number;
         let cursor = '0';
         do {
           const [next, found] = await this.redis.scan(cursor, 'MATCH', rsvPattern, 'COUNT', 10_000);
@@ -115,7 +118,7 @@ export class Auditor {
         } while (cursor !== '0');
       }
       if (len === 0 && open === 0) return Date.now() - t0;
-      if (Date.now() - t0 > timeoutMs) throw new Error(`billing did not drain in ${timeoutMs} ms: ${len} stream entries, ${open} open reservations`);
+      if (Date.now() - t0 > timeoutMs) throw new Error(`billing did not drain in ${timeoutMs} ms: ${len} stream entries, ${open} open reservations and queued log rows`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }

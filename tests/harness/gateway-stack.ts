@@ -171,14 +171,16 @@ export async function createApiKey(stack: GatewayStack, account: TestAccount, in
   return { id: item.id, key: revealed.json.data!.key };
 }
 
-/** Waits until the usage stream is empty and nothing is pending: every settled request is billed. */
+/** Waits until the usage stream and the log outbox are empty: every settled request is billed and logged. */
 export async function billingSettled(stack: GatewayStack, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const stream = stack.keys.usageStream();
   for (;;) {
     const len = await stack.redis.xlen(stream);
-    if (len === 0) return;
-    if (Date.now() > deadline) throw new Error(`billing did not settle: ${len} entries left`);
+    // An acknowledged entry is in Postgres; its log row reaches ClickHouse when the outbox drains.
+    const [outbox] = len === 0 ? await stack.sql`SELECT EXISTS (SELECT 1 FROM log_outbox) AS queued` : [{ queued: true }];
+    if (len === 0 && !outbox!.queued) return;
+    if (Date.now() > deadline) throw new Error(`billing did not settle: ${len} entries left, log outbox ${outbox!.queued ? 'not ' : ''}empty`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }
