@@ -3,6 +3,7 @@ import { createClickHouse } from '../infra/clickhouse/client.js';
 import { createLogger, type Logger } from '../infra/logger.js';
 import { createSql } from '../infra/postgres/client.js';
 import { createRedis } from '../infra/redis/client.js';
+import { checkRedisPersistence } from '../infra/redis/persistence.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
@@ -33,6 +34,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   });
   await worker.start();
   const commands = createRedis(config, 'billing-reaper');
+  void checkRedisPersistence(commands, log, 'billing');
   const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql));
   const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS);
   // A console's own after-commit step normally finishes within milliseconds; a row pending for 30 s

@@ -4,6 +4,7 @@ import type { Config } from '../infra/config.js';
 import { createLogger, type Logger } from '../infra/logger.js';
 import { createSql } from '../infra/postgres/client.js';
 import { createRedis } from '../infra/redis/client.js';
+import { checkRedisPersistence } from '../infra/redis/persistence.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { ClientAddressResolver } from './auth/client-address.js';
@@ -79,6 +80,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const sql = createSql(config);
   const redis = createRedis(config, 'relay');
   const sub = createRedis(config, 'relay-sub', { blocking: true });
+  // Not awaited: a warning, never a reason to start later.
+  void checkRedisPersistence(redis, log, 'relay');
   const keys = redisKeys(config.REDIS_PREFIX);
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
   const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS, config.KEY_CACHE_MAX_ENTRIES);
