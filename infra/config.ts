@@ -76,6 +76,10 @@ const schema = z.object({
   // Addresses and CIDR ranges of proxies whose X-Forwarded-For the relay and the console believe
   // (comma-separated; empty: none, the socket's address is the client's).
   TRUSTED_PROXIES: z.string().default(''),
+  // The longest the relay waits for one Redis command (a reservation, a settlement): a Redis that stops
+  // answering on an open connection would otherwise hold every new request until it returns. A timed
+  // out reservation is answered 529 and released; a timed out settlement is tried again.
+  RELAY_REDIS_COMMAND_TIMEOUT_MS: positiveInt.default(2000),
   // Channels tried per request (first one included) on connection errors, 429 and 5xx.
   RELAY_MAX_TRIES: positiveInt.default(3),
   UPSTREAM_CONNECTIONS: positiveInt.default(256),

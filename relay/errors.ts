@@ -22,6 +22,7 @@ export const RELAY_ERRORS = {
   internal: { status: 500, type: 'api_error', message: 'Internal error.' },
   upstream_unreachable: { status: 500, type: 'api_error', message: 'The model provider could not be reached.' },
   overloaded: { status: 529, type: 'overloaded_error', message: 'The model provider is overloaded.' },
+  quota_store_unavailable: { status: 529, type: 'overloaded_error', message: 'The relay cannot reach its quota store, so it takes no request until it returns. Retry shortly.' },
   relay_overloaded: { status: 529, type: 'overloaded_error', message: 'The relay is overloaded: too many token counts are waiting. Retry shortly.' },
 } as const satisfies Record<string, { status: number; type: string; message: string }>;
 

@@ -17,6 +17,8 @@ export interface RelayContext {
   keys: KeyDirectory;
   channels: ChannelRegistry;
   quota: QuotaStore;
+  /** Whether the quota store's Redis connection is up: a request is refused at once (529) when not. */
+  quotaReady(): boolean;
   pools: UpstreamPools;
   ratios(): Ratios;
   /** What bounds a reservation's input when the bytes do not: context windows, server-tool fees. */

@@ -78,7 +78,7 @@ const RELOAD_INTERVAL_MS = 10_000;
 export async function startRelay(config: Config, log: Logger = createLogger(config, 'relay')): Promise<RunningRelay> {
   assertNativeUws();
   const sql = createSql(config);
-  const redis = createRedis(config, 'relay');
+  const redis = createRedis(config, 'relay', { commandTimeoutMs: config.RELAY_REDIS_COMMAND_TIMEOUT_MS });
   const sub = createRedis(config, 'relay-sub', { blocking: true });
   // Not awaited: a warning, never a reason to start later.
   void checkRedisPersistence(redis, log, 'relay');
@@ -124,6 +124,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     keys: keyDirectory,
     channels,
     quota,
+    quotaReady: () => redis.status === 'ready',
     pools,
     ratios: () => ratios,
     inputBounds: () => inputBounds,

@@ -19,7 +19,7 @@ import { extractApiKey, keyRouteGroups, peekKey, UNKNOWN_KEY_ERROR } from '../au
 import { RelayError, errorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { mayUseCache } from './cache-control.js';
-import { currentMinute } from '../../core/quota/quota-store.js';
+import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
 import { pickNextChannel, servingGroups } from '../routing/group-routing.js';
 import { CountQueueFull, reservationInputTokens } from '../token-count/token-counter.js';
@@ -50,6 +50,8 @@ export function handleMessages(ctx: RelayContext, res: HttpResponse, req: HttpRe
   const ex = new Exchange(ctx, res, req);
   ex.start();
 }
+
+const QUOTA_STORE_UNAVAILABLE = new RelayError('quota_store_unavailable');
 
 /** One POST /v1/messages; stream-relay.ts and settlement.ts take it as it is (StreamingExchange, SettledExchange). */
 class Exchange {
@@ -229,7 +231,10 @@ class Exchange {
       amount: quotaCostBound(inputBound, body.max_tokens, price, cacheable) + fees,
       deadlineMs: now + this.ctx.reservationTtlMs,
     };
-    let reserved = await this.ctx.quota.reserve(reservation);
+    // Redis away: refused before anything is reserved, rather than queued until it returns.
+    if (!this.ctx.quotaReady()) return this.fail(QUOTA_STORE_UNAVAILABLE);
+    let reserved = await this.tryReserve(reservation);
+    if (reserved === null) return;
     if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
       const counted = await this.countForReservation(raw, record);
       if (this.aborted) return;
@@ -239,7 +244,8 @@ class Exchange {
         const smaller = quotaCostBound(counts, body.max_tokens, price, cacheable) + fees;
         if (smaller < reservation.amount) {
           reservation.amount = smaller;
-          reserved = await this.ctx.quota.reserve(reservation);
+          reserved = await this.tryReserve(reservation);
+          if (reserved === null) return;
         }
       }
     }
@@ -395,6 +401,27 @@ class Exchange {
     const retryAfter = headerOf(headers['retry-after']);
     this.respond(status, 'application/json', body, retryAfter);
     this.finish({ kind: 'failed', reason: httpReason(status) });
+  }
+
+  /**
+   * The reservation's outcome, or null when its call failed (Redis went away, or did not answer within
+   * RELAY_REDIS_COMMAND_TIMEOUT_MS) and the exchange was answered 529. Redis may have made it all the
+   * same (a stalled server runs the queued script once it resumes), so the exchange is settled as
+   * failed: that releases such a reservation, and changes nothing when there is none
+   * (settleReservation-7.lua answers -6).
+   */
+  async tryReserve(r: Parameters<QuotaStore['reserve']>[0]): Promise<Awaited<ReturnType<QuotaStore['reserve']>> | null> {
+    try {
+      return await this.ctx.quota.reserve(r);
+    } catch (err) {
+      this.ctx.log.warn({ err: (err as Error).message, requestId: this.requestId }, 'reservation call failed; answered 529, settling it as failed');
+      this.reserved = true;
+      this.reservedAmount = r.amount;
+      this.ctx.heartbeat.hold(this);
+      relayMetrics.reservationOpened();
+      this.fail(QUOTA_STORE_UNAVAILABLE);
+      return null;
+    }
   }
 
   respond(status: number, contentType: string, body: string | Buffer, retryAfter?: string): void {
