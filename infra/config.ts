@@ -80,6 +80,9 @@ const schema = z.object({
   // answering on an open connection would otherwise hold every new request until it returns. A timed
   // out reservation is answered 529 and released; a timed out settlement is tried again.
   RELAY_REDIS_COMMAND_TIMEOUT_MS: positiveInt.default(2000),
+  // On SIGTERM the relay stops accepting, and waits this long at most for the exchanges in progress
+  // and their settlements before it closes (what is left open is released by the reaper).
+  RELAY_SHUTDOWN_GRACE_MS: z.coerce.number().int().nonnegative().default(30_000),
   // Channels tried per request (first one included) on connection errors, 429 and 5xx.
   RELAY_MAX_TRIES: positiveInt.default(3),
   UPSTREAM_CONNECTIONS: positiveInt.default(256),

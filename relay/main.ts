@@ -15,9 +15,21 @@ try {
     close: () => relay.close(),
     exit: (code) => process.exit(code),
   });
-  const stop = () => {
-    log.info('relay stopping');
-    relay.close().then(() => process.exit(0), () => process.exit(1));
+  // A deploy's SIGTERM must not cut the streams in progress nor lose their settlements: the relay
+  // stops accepting and drains for RELAY_SHUTDOWN_GRACE_MS at most; a second signal ends it at once
+  // (the handlers are once: the default action). What is still open after the grace is left to the
+  // reaper (reservations) and to the spool (settlements).
+  const stop = (signal: NodeJS.Signals) => {
+    log.info({ signal, graceMs: config.RELAY_SHUTDOWN_GRACE_MS }, 'relay stopping: draining the exchanges in progress');
+    relay.drain(config.RELAY_SHUTDOWN_GRACE_MS)
+      .then((drained) => {
+        if (!drained) log.warn({ inFlight: relayMetrics.inFlight.value }, 'shutdown grace over; closing with exchanges still in progress');
+        return relay.close();
+      })
+      .then(() => process.exit(0), (err: unknown) => {
+        log.error({ err }, 'relay close failed');
+        process.exit(1);
+      });
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

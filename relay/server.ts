@@ -12,6 +12,7 @@ import { KeyDirectory } from './auth/key-directory.js';
 import { errorBody, RelayError, statusLine } from './errors.js';
 import { subscribeInvalidations } from './invalidation.js';
 import { handleMessages } from './messages/messages-handler.js';
+import { settlementsInFlight } from './messages/settlement.js';
 import type { RelayContext } from './relay-context.js';
 import { startRelayMetricsServer, type RelayMetricsServer } from './metrics/metrics-server.js';
 import { relayMetrics } from './metrics/relay-metrics.js';
@@ -37,6 +38,12 @@ export interface RunningRelay {
   hasChannel(id: number): boolean;
   /** Closes the listening socket: exchanges in progress go on, new connections are refused. */
   stopAccepting(): void;
+  /**
+   * Stops accepting, then waits until no exchange is in progress and every settlement was taken by
+   * Redis or given up, for graceMs at most: true when all finished. Exchanges are counted per process
+   * (gateway_relay_requests_in_flight), so a test process running several relays waits for them all.
+   */
+  drain(graceMs: number): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -71,6 +78,9 @@ export function guarded(log: Logger, route: string, handler: Handler): Handler {
     }
   };
 }
+
+/** How often a draining relay looks whether its exchanges and settlements are done. */
+const DRAIN_POLL_MS = 25;
 
 /** Backstop for a missed invalidation message: channels and options are re-read this often. */
 const RELOAD_INTERVAL_MS = 10_000;
@@ -198,6 +208,15 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     metricsPort: metrics?.port ?? null,
     hasChannel: (id) => channels.has(id),
     stopAccepting,
+    async drain(graceMs) {
+      stopAccepting();
+      const deadline = Date.now() + graceMs;
+      while (relayMetrics.inFlight.value > 0 || heartbeat.size > 0 || settlementsInFlight() > 0) {
+        if (Date.now() >= deadline) return false;
+        await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
+      }
+      return true;
+    },
     async close() {
       stopAccepting();
       await metrics?.close();

@@ -98,9 +98,11 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
 const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
 
 export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): void {
-  ctx.quota.settle(settlement).catch((err: unknown) => {
+  if (attempt === 0) settling++;
+  settleCall(ctx, settlement).catch((err: unknown) => {
     const delay = SETTLE_RETRY_DELAYS_MS[attempt];
     if (delay === undefined) {
+      settling--;
       relayMetrics.settleFailed();
       ctx.log.error({ err, requestId: settlement.requestId }, 'settlement failed; the reservation stays open for the reaper');
       return;
@@ -108,6 +110,22 @@ export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<Q
     ctx.log.warn({ err: (err as Error).message, requestId: settlement.requestId, attempt }, 'settlement failed; retrying');
     setTimeout(() => settleWithRetry(ctx, settlement, attempt + 1), delay).unref();
   });
+}
+
+/**
+ * Settlements neither taken by Redis yet nor given up: a relay shutting down waits for them
+ * (server.ts, RunningRelay.drain) before it closes its Redis connection.
+ */
+let settling = 0;
+
+export function settlementsInFlight(): number {
+  return settling;
+}
+
+function settleCall(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0]): Promise<boolean> {
+  const call = ctx.quota.settle(settlement);
+  call.then(() => { settling--; }, () => {});
+  return call;
 }
 
 /** describeCost of the last price seen, kept: a gateway's traffic mostly repeats a few prices. */

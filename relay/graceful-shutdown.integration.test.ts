@@ -1,0 +1,172 @@
+// SIGTERM to a relay process (node dist/relay/main.js, as deployed: make build first) in the middle of
+// a slow stream: the relay stops accepting, the stream is finished to the client, its settlement is
+// taken by Redis before the process goes, the request is billed exactly once, and the exit code is 0.
+// The same for a request whose body is still arriving when the signal comes: it is served, not cut.
+import Anthropic from '@anthropic-ai/sdk';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../infra/project-root.js';
+import {
+  createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+} from '../tests/harness/gateway-stack.js';
+
+const MODEL = 'claude-haiku-4-5';
+// claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (core/pricing/ratios.ts).
+const cost = (input: number, output: number) => Math.round((input + output * 5) * 0.5);
+const FUNDS = 10_000_000;
+const OUTPUT = 60;
+const TOKEN_DELAY_MS = 40;
+
+let stack: GatewayStack;
+let account: TestAccount;
+let key: string;
+let spoolDir: string;
+
+beforeAll(async () => {
+  stack = await startGatewayStack({ mock: { tokenDelayMs: TOKEN_DELAY_MS, outputTokens: OUTPUT } });
+  await mockChannel(stack, [MODEL]);
+  account = await fundedAccount(stack, FUNDS);
+  key = (await createApiKey(stack, account)).key;
+  spoolDir = mkdtempSync(join(tmpdir(), 'relay-shutdown-'));
+});
+afterAll(async () => {
+  await stack?.close();
+  if (spoolDir) rmSync(spoolDir, { recursive: true, force: true });
+});
+
+interface RelayProcess {
+  proc: ChildProcess;
+  url: string;
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+/** The relay as deployed, on this stack's database, Redis prefix and key secret. */
+async function startRelayProcess(): Promise<RelayProcess> {
+  const c = stack.config;
+  const env: Record<string, string> = {
+    ...process.env as Record<string, string>,
+    NODE_ENV: 'test', LOG_LEVEL: 'info',
+    DATABASE_URL: c.DATABASE_URL, REDIS_URL: c.REDIS_URL, REDIS_PREFIX: c.REDIS_PREFIX, KEY_SECRET: c.KEY_SECRET,
+    CLICKHOUSE_URL: c.CLICKHOUSE_URL, CLICKHOUSE_DATABASE: c.CLICKHOUSE_DATABASE,
+    RELAY_HOST: '127.0.0.1', RELAY_PORT: '0', RELAY_METRICS_PORT: 'off', RELAY_SPOOL_DIR: spoolDir,
+    RELAY_SHUTDOWN_GRACE_MS: '20000',
+  };
+  const proc = spawn(process.execPath, [join(projectRoot(), 'dist/relay/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the relay did not start:\n${output}`)), 10_000);
+    const onData = (d: Buffer) => {
+      output += d.toString();
+      const m = /"port":(\d+)[^\n]*relay listening|relay listening[^\n]*"port":(\d+)/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1] ?? m[2]));
+      }
+    };
+    proc.stdout!.on('data', onData);
+    proc.stderr!.on('data', (d: Buffer) => { output += d.toString(); });
+    void exited.then((code) => reject(new Error(`the relay exited (${code}) before listening:\n${output}`)));
+  });
+  return { proc, url: `http://127.0.0.1:${port}`, output: () => output, exited };
+}
+
+async function balance(): Promise<number> {
+  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
+  return u!.quota as number;
+}
+
+describe('a relay process sent SIGTERM during a slow stream', () => {
+  it('finishes the stream, bills it exactly once, and exits 0', async () => {
+    const relay = await startRelayProcess();
+    try {
+      const before = await balance();
+      const client = new Anthropic({ apiKey: key, baseURL: relay.url, maxRetries: 0 });
+      const stream = client.messages.stream({ model: MODEL, max_tokens: OUTPUT, messages: [{ role: 'user', content: 'Tell me a story' }] });
+      let deltas = 0;
+      let input = 0;
+      let signalled = false;
+      stream.on('streamEvent', (e) => {
+        if (e.type === 'message_start') input = e.message.usage.input_tokens;
+        if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') {
+          deltas++;
+          if (deltas === 5 && !signalled) {
+            signalled = true;
+            relay.proc.kill('SIGTERM');
+          }
+        }
+      });
+      const message = await stream.finalMessage();
+      const { response } = await stream.withResponse();
+      const requestId = response.headers.get('x-gateway-request-id')!;
+      expect(signalled).toBe(true);
+      expect(deltas).toBe(OUTPUT);
+      expect(message.usage.output_tokens).toBe(OUTPUT);
+
+      // The relay no longer accepts connections while it drains, and goes with exit code 0.
+      await expect(fetch(`${relay.url}/health`)).rejects.toThrow();
+      expect(await relay.exited).toBe(0);
+
+      const row = await ledgerRow(stack, requestId);
+      expect(row).toMatchObject({ completion_tokens: OUTPUT, prompt_tokens: input, quota: cost(input, OUTPUT) });
+      const rows = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE request_id = ${requestId}`;
+      expect(rows[0]!.n).toBe(1);
+      expect(await balance()).toBe(before - cost(input, OUTPUT));
+      expect(await stack.quota.accountBalance(account.id)).toBe(before - cost(input, OUTPUT));
+      // Nothing left open for the reaper.
+      expect(await stack.redis.zcard(stack.keys.reservationDeadlines())).toBe(0);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
+    } finally {
+      if (relay.proc.exitCode === null) relay.proc.kill('SIGKILL');
+    }
+  }, 30_000);
+
+  it('serves a request whose body was still arriving, bills it exactly once, and exits 0', async () => {
+    const relay = await startRelayProcess();
+    try {
+      const before = await balance();
+      const body = JSON.stringify({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'Hi' }] });
+      const cut = Math.floor(body.length / 2);
+      const answer = new Promise<{ status: number; body: string; requestId: string }>((resolve, reject) => {
+        const req = request(`${relay.url}/v1/messages`, {
+          method: 'POST',
+          headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01', 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+        }, (res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => { text += d.toString(); });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, requestId: String(res.headers['x-gateway-request-id'] ?? '') }));
+          res.on('error', reject);
+        });
+        req.on('error', reject);
+        req.write(body.slice(0, cut));
+        // The relay has the request's headers (the exchange is in progress) when the signal comes.
+        setTimeout(() => {
+          relay.proc.kill('SIGTERM');
+          setTimeout(() => req.end(body.slice(cut)), 300);
+        }, 200);
+      });
+      const { status, body: text, requestId } = await answer;
+      expect(status).toBe(200);
+      const message = JSON.parse(text) as { usage: { input_tokens: number; output_tokens: number } };
+      expect(await relay.exited).toBe(0);
+
+      const { input_tokens: input, output_tokens: output } = message.usage;
+      const row = await ledgerRow(stack, requestId);
+      expect(row).toMatchObject({ completion_tokens: output, prompt_tokens: input, quota: cost(input, output) });
+      const rows = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE request_id = ${requestId}`;
+      expect(rows[0]!.n).toBe(1);
+      expect(await balance()).toBe(before - cost(input, output));
+      expect(await stack.quota.accountBalance(account.id)).toBe(before - cost(input, output));
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
+    } finally {
+      if (relay.proc.exitCode === null) relay.proc.kill('SIGKILL');
+    }
+  }, 30_000);
+});
