@@ -106,6 +106,10 @@ const schema = z.object({
   // count_tokens calls (and prompt counts for a reservation) per API key per minute.
   COUNT_TOKENS_PER_MINUTE: positiveInt.default(120),
   RESERVATION_REAP_INTERVAL_MS: positiveInt.default(15_000),
+  // Where each relay process writes its settlements until Redis took them (one file per process, in a
+  // subdirectory per REDIS_PREFIX); a relay started here replays those of relays that died. Keep it on
+  // local disk that survives a restart of the relay (relay/messages/settlement-spool.ts).
+  RELAY_SPOOL_DIR: z.string().min(1).default('.data/relay-spool'),
 
   BILLING_CONSUMER: z.string().default(`${hostname()}-${process.pid}`),
   BILLING_BATCH_SIZE: positiveInt.default(1000),

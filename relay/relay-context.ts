@@ -11,6 +11,7 @@ import type { ChannelRegistry } from './routing/channel-registry.js';
 import type { TokenCounter } from './token-count/token-counter.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
 import type { ReservationHeartbeat } from './messages/reservation-heartbeat.js';
+import type { SettlementSpool } from './messages/settlement-spool.js';
 
 export interface RelayContext {
   log: Logger;
@@ -34,6 +35,8 @@ export interface RelayContext {
   reservationTtlMs: number;
   /** Renews the deadlines of the reservations this relay holds, so the reaper leaves them alone. */
   heartbeat: ReservationHeartbeat;
+  /** Settlements on disk until Redis took them (settlement-spool.ts). */
+  spool?: SettlementSpool;
   tokens: TokenCounter;
   /**
    * Bodies larger than this whose byte-bound reservation the balance refuses are token-counted and

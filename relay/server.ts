@@ -29,6 +29,8 @@ import { handleCountTokens } from './messages/count-tokens-handler.js';
 import { handleListModels, handleRetrieveModel } from './models/models-route.js';
 import { TokenCounter } from './token-count/token-counter.js';
 import { ReservationHeartbeat } from './messages/reservation-heartbeat.js';
+import { SettlementSpool } from './messages/settlement-spool.js';
+import { join } from 'node:path';
 
 export interface RunningRelay {
   port: number;
@@ -128,6 +130,13 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   timer.unref();
 
   const heartbeat = new ReservationHeartbeat(quota, config.RESERVATION_TTL_SEC * 1000, log);
+  const spool = SettlementSpool.open(join(config.RELAY_SPOOL_DIR, config.REDIS_PREFIX), log);
+  const replaySpool = (): void => {
+    spool.replay((s) => quota.settle(s)).catch((err: unknown) => log.error({ err }, 'settlement spool replay failed'));
+  };
+  // Redis answering again: what its outage stalled goes through, in order.
+  redis.on('ready', replaySpool);
+  replaySpool();
   const tokens = new TokenCounter({ minThreads: 1, maxThreads: config.TOKEN_WORKERS, maxQueue: config.TOKEN_QUEUE_MAX });
   const ctx: RelayContext = {
     log,
@@ -146,6 +155,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     messageHeadersTimeoutMs: config.UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS,
     reservationTtlMs: config.RESERVATION_TTL_SEC * 1000,
     heartbeat,
+    spool,
     tokens,
     countPromptAboveBytes: config.COUNT_PROMPT_ABOVE_BYTES,
     countsPerMinute: config.COUNT_TOKENS_PER_MINUTE,
@@ -175,6 +185,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     sub.disconnect();
     await redis.quit();
     await sql.end({ timeout: 5 });
+    spool.close();
   };
 
   let listenSocket: uws.us_listen_socket;

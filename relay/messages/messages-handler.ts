@@ -387,9 +387,10 @@ class Exchange {
     const usage = usageOfMessageBody(buf);
     // Generated in full: the provider bills it though the client left before it was delivered.
     if (this.aborted) return this.finish(usage ? { kind: 'partial', usage, reason: REASON.clientGoneUndelivered } : { kind: 'failed', reason: REASON.clientGone });
-    this.respond(200, 'application/json', buf);
+    // Settled (on the spool's disk) before the answer's last byte goes out: see settlement-spool.ts.
     if (usage) this.finish({ kind: 'ok', usage });
     else this.finish({ kind: 'failed', reason: REASON.noUsage });
+    this.respond(200, 'application/json', buf);
   }
 
   passThroughError(status: number, text: string, headers: Dispatcher.ResponseData['headers']): void {

@@ -10,6 +10,7 @@ import type { Channel } from '../routing/channel-registry.js';
 import type { StreamUsage } from '../stream/sse-usage-parser.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { MessagesRequest } from './messages-request.js';
+import type { SettlementSpool } from './settlement-spool.js';
 
 export type Outcome =
   | { kind: 'ok'; usage: StreamUsage }
@@ -19,6 +20,8 @@ export type Outcome =
 export interface SettlementContext {
   log: Logger;
   quota: Pick<QuotaStore, 'settle'>;
+  /** Where settlements wait for Redis on disk (settlement-spool.ts); absent in unit tests only. */
+  spool?: SettlementSpool;
 }
 
 /** What settlement reads of an exchange: messages-handler.ts's Exchange is one, passed as it is. */
@@ -87,24 +90,29 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   });
   const tokens = ex.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
   const settlement = { userId: record.userId, tokenId: record.tokenId, requestId: ex.requestId, cost, eventJson: encodeUsageEvent(event), tokens, minute: currentMinute() };
+  // Synchronously on disk before the caller ends the client's answer: a relay killed from here on
+  // leaves the settlement to the next one's replay.
+  ex.ctx.spool?.add(settlement);
   settleWithRetry(ex.ctx, settlement, 0);
 }
 
 /**
  * The settlement script is idempotent, so a failed call (Redis restarting, a network blip) is simply
- * tried again; only after the last try does the reservation wait for the reaper, which releases it
- * and still accepts this settlement late (settleReservation-7.lua).
+ * tried again; after the last try it stays in the spool, replayed when Redis answers again or by the
+ * next relay started on the spool's directory; meanwhile the reaper may release the reservation, and
+ * the late settlement is still accepted (settleReservation-7.lua).
  */
 const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
 
 export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): void {
   if (attempt === 0) settling++;
-  settleCall(ctx, settlement).catch((err: unknown) => {
+  settleCall(ctx, settlement).then(() => ctx.spool?.done(settlement.requestId), (err: unknown) => {
     const delay = SETTLE_RETRY_DELAYS_MS[attempt];
     if (delay === undefined) {
       settling--;
       relayMetrics.settleFailed();
-      ctx.log.error({ err, requestId: settlement.requestId }, 'settlement failed; the reservation stays open for the reaper');
+      ctx.spool?.stalled(settlement.requestId);
+      ctx.log.error({ err, requestId: settlement.requestId }, 'settlement failed; kept in the spool until Redis answers again');
       return;
     }
     ctx.log.warn({ err: (err as Error).message, requestId: settlement.requestId, attempt }, 'settlement failed; retrying');

@@ -89,34 +89,33 @@ export function pipeStream(ex: StreamingExchange, response: Dispatcher.ResponseD
   body.on('end', () => {
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
     const cut = !parser.sawMessageStop && !parser.error;
-    if (!ex.aborted && !ex.responded) {
-      ex.responded = true;
-      res.cork(() => res.end(cut ? STREAM_FAILED_EVENT : undefined));
-    }
     ex.done(200, cut || parser.error ? 'stream_error' : '');
+    // The stream is ended once its settlement is on the spool's disk (settlement-spool.ts).
     void settleStream(ex, parser, delivered, parser.error
       ? providerErrorReason(parser.error.type)
-      : parser.sawMessageStop ? null : REASON.streamCut);
+      : parser.sawMessageStop ? null : REASON.streamCut, () => endStream(ex, cut ? STREAM_FAILED_EVENT : undefined));
   });
   body.on('error', (err: Error) => {
     if (ex.aborted) return void settleStream(ex, parser, delivered, REASON.clientGoneMidStream);
-    // The client already has a 200: tell it in the stream, as Anthropic does.
-    if (!ex.responded) {
-      ex.responded = true;
-      res.cork(() => res.end(STREAM_FAILED_EVENT));
-    }
     ex.done(200, 'stream_error');
     ex.ctx.log.warn({ channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
-    void settleStream(ex, parser, delivered, REASON.streamFailed);
+    // The client already has a 200: it is told in the stream, as Anthropic does, once settled.
+    void settleStream(ex, parser, delivered, REASON.streamFailed, () => endStream(ex, STREAM_FAILED_EVENT));
   });
 }
 
+function endStream(ex: StreamingExchange, last: string | undefined): void {
+  if (ex.aborted || ex.responded) return;
+  ex.responded = true;
+  ex.res.cork(() => ex.res.end(last));
+}
+
 /**
- * Settles a stream: with the provider's final usage (message_delta) when it sent one, pending
+ * Settles a stream, then calls `settled` (which ends the client's stream): with the provider's final usage (message_delta) when it sent one, pending
  * delivered text dropped uncounted; otherwise with the exact token count of the text delivered.
  * `partialReason` null means the stream completed.
  */
-async function settleStream(ex: StreamingExchange, parser: SseUsageParser, delivered: DeliveredTextCounter, partialReason: string | null): Promise<void> {
+async function settleStream(ex: StreamingExchange, parser: SseUsageParser, delivered: DeliveredTextCounter, partialReason: string | null, settled?: () => void): Promise<void> {
   let usage: StreamUsage;
   if (parser.sawMessageDelta) {
     delivered.discard();
@@ -133,6 +132,7 @@ async function settleStream(ex: StreamingExchange, parser: SseUsageParser, deliv
   }
   if (partialReason === null) ex.finish({ kind: 'ok', usage });
   else ex.finish({ kind: 'partial', usage, reason: partialReason });
+  settled?.();
 }
 
 function snapshot(p: SseUsageParser): StreamUsage {

@@ -1,0 +1,84 @@
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Logger } from '../../infra/logger.js';
+import { pendingIn, SettlementSpool } from './settlement-spool.js';
+
+const log = { info: vi.fn(), warn: vi.fn(), error: vi.fn() } as unknown as Logger;
+const s = (requestId: string, cost = 7) => ({ userId: 1, tokenId: 2, requestId, cost, eventJson: '{"a":"b\\n"}', tokens: 3, minute: 9 });
+const dirs: string[] = [];
+const dir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'spool-unit-'));
+  dirs.push(d);
+  return d;
+};
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+describe('pendingIn', () => {
+  it('keeps the settlements without a done line, in order, and skips a torn line', () => {
+    const text = `S ${JSON.stringify(s('a'))}\nS ${JSON.stringify(s('b'))}\nD a\nS ${JSON.stringify(s('c'))}\nS {"userId":1,"tok`;
+    expect(pendingIn(text).map((x) => x.requestId)).toEqual(['b', 'c']);
+    expect(pendingIn(text)[0]).toEqual(s('b'));
+  });
+});
+
+describe('SettlementSpool', () => {
+  it('writes each settlement at once and its done line when Redis took it', () => {
+    const spool = SettlementSpool.open(dir(), log);
+    spool.add(s('a'));
+    expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['a']);
+    spool.done('a');
+    expect(pendingIn(readFileSync(spool.path, 'utf8'))).toEqual([]);
+    expect(spool.pendingCount).toBe(0);
+    spool.close();
+  });
+
+  it('takes over the file of a relay that is gone and replays it in order, stopping at a failure', async () => {
+    const d = dir();
+    writeFileSync(join(d, 'relay-4194305-00aa.spool'), [s('x'), s('y'), s('z')].map((x) => `S ${JSON.stringify(x)}\n`).join('') + 'D y\n');
+    const spool = SettlementSpool.open(d, log);
+    expect(spool.pendingCount).toBe(2);
+    const seen: string[] = [];
+    let fail = true;
+    const settle = async (x: { requestId: string }) => {
+      if (x.requestId === 'z' && fail) throw new Error('down');
+      seen.push(x.requestId);
+    };
+    expect(await spool.replay(settle)).toBe(1);
+    expect(spool.pendingCount).toBe(1);
+    fail = false;
+    expect(await spool.replay(settle)).toBe(1);
+    expect(seen).toEqual(['x', 'z']);
+    expect(spool.pendingCount).toBe(0);
+    spool.close();
+  });
+
+  it('leaves a live relay\'s file alone', () => {
+    const d = dir();
+    const other = join(d, `relay-${process.ppid}-00bb.spool`);
+    writeFileSync(other, `S ${JSON.stringify(s('q'))}\n`);
+    const spool = SettlementSpool.open(d, log);
+    expect(spool.pendingCount).toBe(0);
+    expect(readFileSync(other, 'utf8')).toContain('"q"');
+    spool.close();
+  });
+
+  it('empties its file once everything in it is done, and keeps the pending lines when it compacts', () => {
+    const spool = SettlementSpool.open(dir(), log);
+    for (let i = 0; i < 400; i++) spool.add(s(`r${i}`));
+    for (let i = 0; i < 400; i++) spool.done(`r${i}`);
+    expect(statSync(spool.path).size).toBeLessThan(64 * 1024);
+    spool.add(s('kept'));
+    const big = 'x'.repeat(4096);
+    for (let i = 0; i < 1100; i++) {
+      spool.add({ ...s(`b${i}`), eventJson: big });
+      spool.done(`b${i}`);
+    }
+    expect(statSync(spool.path).size).toBeLessThan(1024 * 1024);
+    expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['kept']);
+    spool.close();
+  });
+});
