@@ -191,6 +191,10 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   let listenSocket: uws.us_listen_socket;
   let metrics: RelayMetricsServer | null = null;
   try {
+    // Listen once the quota store's connection is up: a request arriving before would be refused
+    // with 529 although nothing is wrong. Bounded, so a relay whose Redis is down still starts (and
+    // answers 529 until Redis is back) rather than hanging.
+    await redisReady(redis, STARTUP_REDIS_WAIT_MS);
     listenSocket = await listenRelay(app, config.RELAY_HOST, config.RELAY_PORT, config.RELAY_REUSE_PORT);
     if (config.RELAY_METRICS_PORT !== 'off') {
       try {
@@ -246,6 +250,22 @@ const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
  * the connections. Unless sharing was asked for, the port is taken exclusively, and a taken port is a
  * start-up error naming it.
  */
+/** How long start-up waits for the relay's Redis connection before listening anyway. */
+const STARTUP_REDIS_WAIT_MS = 5_000;
+
+function redisReady(redis: ReturnType<typeof createRedis>, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      redis.off('ready', done);
+      resolve();
+    };
+    const timer = setTimeout(done, timeoutMs);
+    redis.once('ready', done);
+  });
+}
+
 function listenRelay(app: uws.TemplatedApp, host: string, port: number, reusePort: boolean): Promise<uws.us_listen_socket> {
   const options = reusePort ? LIBUS_LISTEN_DEFAULT : LIBUS_LISTEN_EXCLUSIVE_PORT;
   const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (s: uws.us_listen_socket | false) => void) => void;
