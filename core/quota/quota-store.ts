@@ -262,10 +262,6 @@ export class QuotaStore {
     );
   }
 
-  adjustToken(userId: number, tokenId: number, delta: number): Promise<void> {
-    return this.#adjustKey(this.#keys.tokenRemain(userId, tokenId), delta);
-  }
-
   /** seedAccount for a limited key's mirror, with the tokens.quota_seq it was read with. */
   async seedToken(userId: number, tokenId: number): Promise<boolean> {
     const k = this.#keys;

@@ -187,10 +187,11 @@ class Exchange {
     this.group = this.routeGroups[0]!;
     let maxGroupRatio = 0;
     for (const g of this.routeGroups) maxGroupRatio = Math.max(maxGroupRatio, ratios.group(g)!);
+    const bounds = this.ctx.inputBounds();
     this.price = {
       model: ratios.model(body.model), completion: ratios.completion(body.model), group: ratios.group(this.group)!,
       cacheRead: ratios.cacheRead(body.model), cacheWrite: ratios.cacheWrite(body.model), cacheWrite1h: ratios.cacheWrite1h(body.model),
-      webSearch: this.ctx.inputBounds().webSearchCallPrice,
+      webSearch: bounds.webSearchCallPrice,
     };
 
     // The body's byte length bounds its token count from above (a token is at least one byte), so
@@ -213,13 +214,12 @@ class Exchange {
     const tpmLimit = record.rateLimitTpm || groupLimits.tpm;
     this.tpmLimited = tpmLimit > 0;
     this.minute = currentMinute(now);
-    const bounds = this.ctx.inputBounds();
     const extraInput = extraInputTokens(body);
     const contextWindow = bounds.contextWindow(body.model, this.beta.includes(CONTEXT_1M_BETA));
     const inputBound = extraInput === UNBOUNDED ? contextWindow : Math.min(contextWindow, raw.length + extraInput);
     const searches = webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES);
     // Settlement bills the searches made with the same fee (quotaCost), so max_uses bounds them.
-    const fees = webSearchFee(searches, price.webSearch ?? bounds.webSearchCallPrice, price.group);
+    const fees = webSearchFee(searches, bounds.webSearchCallPrice, price.group);
     const reservation = {
       rpmLimit,
       tpmLimit,
