@@ -11,7 +11,7 @@ DEMO_PASSWORD ?= $(call local_secret,demo-password,12)
 ADMIN_PASSWORD ?= $(call local_secret,admin-password,12)
 export KEY_SECRET DEMO_PASSWORD ADMIN_PASSWORD
 
-.PHONY: help install build typecheck infra migrate seed run test down bench clean replay-dead-letters
+.PHONY: help install build typecheck infra migrate seed run test down bench clean replay-dead-letters cluster-up cluster-down
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,12 +25,16 @@ $(NODE_MODULES_STAMP): package.json package-lock.json
 
 install: $(NODE_MODULES_STAMP) ## Install system prerequisites and npm dependencies (only what is missing)
 
-build: install ## Compile TypeScript into dist/ (TypeScript 7, strict)
+build: install ## Compile TypeScript into dist/ (TypeScript 7, strict) and build the web console into dist/console-web
 	npx tsc -p tsconfig.json
+	@# The web console's API types come from the console's own OpenAPI document (console-web/README.md).
+	node dist/console-api/http/write-web-api-types.js
+	npx vite build --config console-web/vite.config.ts --logLevel warn
 
 typecheck: install ## Type-check sources and tests without writing dist/
 	npx tsc --noEmit -p tsconfig.json
 	npx tsc --noEmit -p tsconfig.test.json
+	npx tsc --noEmit -p console-web/tsconfig.json
 
 infra: build ## Use Postgres, Redis and ClickHouse at their URLs, or start local ones under .data/
 	@bash infra/scripts/ensure-services.sh
@@ -51,8 +55,19 @@ bench: build ## Run the benchmark suite on its own stack; report in bench/result
 	@bash infra/scripts/ensure-services.sh
 	node dist/bench/run-bench.js
 
+.PHONY: chaos
+chaos: build ## Run the chaos suite with the issue's fault durations (CHAOS_SCALE=1): every fault on a stack of its own, the money audit after each; report in .data/chaos/
+	@bash infra/scripts/ensure-services.sh
+	CHAOS_SCALE=$${CHAOS_SCALE:-1} npx vitest run tests/chaos/chaos.integration.test.ts
+
 replay-dead-letters: build ## Move dead-lettered usage events that decode now back to the usage stream (idempotent; see docs/billing.md)
 	node dist/billing/replay-dead-letters.js
+
+cluster-up: seed ## Like run, scaled out: Redis Cluster (3 masters + 3 replicas, 7000-7005), 2 relays (3000, 3002), 2 billing workers
+	@bash infra/scripts/cluster-up.sh
+
+cluster-down: ## Stop, by PID, everything `make cluster-up` started, the Redis Cluster included
+	@bash infra/scripts/cluster-down.sh
 
 down: ## Stop, by PID, everything `make run` started
 	@bash infra/scripts/stop-all.sh

@@ -17,10 +17,14 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 interface Report {
   scenarios: Array<{
     id: string;
-    runs: Array<{ target: string; driver: { completed: number; aborted: number; status: Record<string, number> }; cpuUsPerReq: number | null }>;
+    runs: Array<{
+      target: string; driver: { completed: number; aborted: number; status: Record<string, number> }; cpuUsPerReq: number | null;
+      runtime?: { loopSamples: number; gcCount: number } | null; redis?: { callsPerReq: number; top: Array<{ command: string }> } | null;
+    }>;
     media?: string | null;
     audit: { pass: boolean; problems: string[]; pgDebit: number; formula: number; rows: { media: number } } | null;
     auditPaused: { pass: boolean; problems: string[] } | null;
+    channelFailure?: { disabled: boolean; revokedAtSec: number; statusReason: string } | null;
   }>;
   curve: Array<{ rate: number; relay: { rps: number } }>;
   scale: { queries: Array<{ name: string; result: { completed: number; status: Record<string, number> } }> } | null;
@@ -48,7 +52,7 @@ describe('make bench (tiny)', () => {
     const report = JSON.parse(readFileSync(join(latest, 'report.json'), 'utf8')) as Report;
 
     const ids = report.scenarios.filter((s) => s.runs.length).map((s) => s.id);
-    expect(ids).toEqual(['small', 'stream64', 'long', 'mix', 'abort']);
+    expect(ids).toEqual(['small', 'stream64', 'long', 'mix', 'chat', 'chat-stream64', 'abort']);
     for (const s of report.scenarios.filter((x) => x.runs.length)) {
       expect(s.runs.map((r) => r.target).slice(0, 3)).toEqual(['mock', 'bare', 'relay']);
       for (const r of s.runs) expect(r.driver.completed + r.driver.aborted).toBeGreaterThan(0);
@@ -66,6 +70,11 @@ describe('make bench (tiny)', () => {
     const mix = report.scenarios.find((s) => s.id === 'mix')!;
     expect(mix.media).toBeTruthy();
     expect(mix.audit!.rows.media).toBeGreaterThan(0);
+    // A channel's key was revoked mid-run: the relay disabled it by itself, and the audit above passed
+    // (its refused attempts billed nothing, the other channel's answers once).
+    expect(mix.channelFailure?.revokedAtSec).toBeGreaterThan(0);
+    expect(mix.channelFailure?.disabled).toBe(true);
+    expect(mix.channelFailure?.statusReason).toContain('consecutive channel faults');
     // The abort storm aborted.
     expect(report.scenarios.find((s) => s.id === 'abort')!.runs.find((r) => r.target === 'relay')!.driver.aborted).toBeGreaterThan(0);
     // CPU accounting was read for the relay.
@@ -78,5 +87,17 @@ describe('make bench (tiny)', () => {
     expect(md).toContain('mix carries media');
     // No request of the bench's traffic, media included, cost more than its reservation (docs/billing.md, "Reserve").
     expect(readFileSync(join(latest, 'relay-metrics.txt'), 'utf8')).toMatch(/^gateway_relay_over_reservation_total 0$/m);
+    // What the relay waited on (issue 17): its loop delay histogram was scraped around the run, and
+    // Redis ran the reservation and settlement scripts for it.
+    const smallRelay = report.scenarios[0]!.runs.find((r) => r.target === 'relay')!;
+    expect(smallRelay.runtime!.loopSamples).toBeGreaterThan(0);
+    expect(smallRelay.redis!.callsPerReq).toBeGreaterThan(0);
+    expect(smallRelay.redis!.top.map((t) => t.command)).toContain('evalsha');
+    expect(md).toContain('## What the relay waited on');
+    expect(md).toContain('## Targets (issue 17)');
+    // The peer (Portkey) answered the small scenario through the same mock, in the same run.
+    const peer = report.scenarios[0]!.runs.find((r) => r.target === 'peer');
+    expect(peer?.driver.status['200'] ?? 0).toBeGreaterThan(0);
+    expect(md).toContain("## Peer: the same scenarios through Portkey's gateway");
   }, 180_000);
 });

@@ -5,7 +5,7 @@
 // profiles/) and bench/results/latest/.
 //
 //   node dist/bench/run-bench.js [--duration 6] [--warmup 2] [--quick] [--rates 500,1000,...]
-//        [--scenarios small,stream64,long,mix,abort] [--skip-curve] [--skip-scale] [--scale-rows N]
+//        [--scenarios small,stream64,long,mix,chat,chat-stream64,abort] [--skip-curve] [--skip-scale] [--scale-rows N]
 //        [--out DIR] [--database-url URL] [--redis-url URL] [--clickhouse-url URL]
 //        [--clickhouse-database DB] [--own-clickhouse] [--relay-entry dist/relay/main.js]
 //        [--billing-entry dist/billing/main.js] [--skip-saturation]
@@ -25,12 +25,11 @@
 // Where things are: options.ts (the flags), setup.ts (the stack and the bench account on it),
 // scenarios.ts (what is run and how), lib/report.ts (report.md, report.json, the chart).
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { createClickHouse } from '../infra/clickhouse/client.js';
 import { createSql } from '../infra/postgres/client.js';
-import { createRedis } from '../infra/redis/client.js';
-import { redisKeys } from '../infra/redis/keys.js';
+import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { runConsoleScale, type ScaleResult } from './lib/console-scale.js';
 import { summarizeProfileDir, type ProfileSummary } from './lib/cpu-profile.js';
 import { ProcSampler } from './lib/proc.js';
@@ -57,8 +56,11 @@ async function main(): Promise<void> {
   const sql = createSql(stack.config, { max: 4 });
   const redis = createRedis(stack.config, 'bench');
   const ch = createClickHouse(stack.config);
-  const keys = redisKeys(stack.config.REDIS_PREFIX);
+  // The layout of the stack's Redis: --redis-url redis+cluster://... runs the whole bench on a cluster.
+  const keys = redisKeysFor(stack.config);
   const notes = [...stack.notes];
+  // Figures taken on a busy machine measure the contention too: the report says how busy it was.
+  notes.push(`Load average (1, 5, 15 min) at the start: ${loadavg().map((l) => l.toFixed(2)).join(', ')} on ${cpus().length} cores.`);
   if (process.env.BENCH_CPU_PROF === '1' && attached) notes.push('BENCH_CPU_PROF ignored: the relay is not the bench\'s to restart with --cpu-prof.');
   if (attached && args['skip-scale'] !== true && args.scale !== true) notes.push('Console at scale skipped (it writes 1,000 accounts and generated log rows into the target databases): --scale runs it.');
   let failed = false;
@@ -127,7 +129,7 @@ async function main(): Promise<void> {
     // --- report ----------------------------------------------------------------------------------
     const target = { mode: stack.mode, relayUrl: stack.relayUrl, mockUrl: stack.mockUrl, consoleUrl: stack.consoleUrl || null, billingMetricsUrl: stack.billingMetricsUrl ?? null, relayMetricsUrl: stack.relayMetricsUrl ?? null,
       databaseUrl: opts.databaseUrl.replace(/\/\/[^@/]*@/, '//…@'), redisPrefix: stack.config.REDIS_PREFIX, clickhouse: `${stack.config.CLICKHOUSE_URL} ${stack.config.CLICKHOUSE_DATABASE}`,
-      pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio, mockMediaTokens };
+      pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio, mockMediaTokens, peerVersion: stack.peerVersion ?? null };
     const json = { stamp, options: { ...opts, resultsRoot: undefined, databaseUrl: target.databaseUrl }, target, notes, machine: { cores: cpus().length, node: process.version }, scenarios, saturation, curve, profiles, scale };
     const md = reportMarkdown({ stamp, warmupMs: opts.warmupMs, durationMs: opts.durationMs, scaleDurationSec: opts.scaleDurationSec }, scenarios, saturation, curve, profiles, scale, target, notes);
     const dir = writeReport(opts.resultsRoot, stamp, json, md, svgChart(curve));

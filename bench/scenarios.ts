@@ -10,13 +10,23 @@ import { ProcSampler, type Watched } from './lib/proc.js';
 import { fmt, saturated, type CurvePoint, type RunFigures, type SaturationRun, type ScenarioReport } from './lib/report.js';
 import type { Stack } from './lib/stack.js';
 import { histogramQuantile, scrapeHistogram } from './lib/prom-scrape.js';
+import { PEER_NAME } from './lib/peer-gateway.js';
+import { redisDelta, redisSnapshot, runtimeDelta, runtimeSnapshot } from './lib/runtime-figures.js';
+import type { Redis } from 'ioredis';
 import type { BenchOptions } from './options.js';
+import { FAILING_CHANNEL_NAME, type ChannelFailure } from './lib/channel-failure.js';
 
 /** relay-billing-paused: the relay with the billing worker stopped (SIGSTOP) for the run, to tell the
  * relay's own cost from the CPU its billing pipeline (worker, ClickHouse) takes on the same cores. */
-export type Target = 'mock' | 'bare' | 'relay' | 'relay-billing-paused';
-/** media: image / document blocks (by URL) the request carries before its text. */
-export interface BodySpec { model: string; maxTokens: number; stream: boolean; media?: { images?: number; documents?: number } }
+/** peer: the same request through Portkey's gateway (lib/peer-gateway.ts), when it started. */
+export type Target = 'mock' | 'bare' | 'relay' | 'relay-billing-paused' | 'peer';
+/**
+ * media: image / document blocks (by URL) the request carries before its text. protocol 'openai': the
+ * relay is sent the request as Chat Completions (POST /v1/chat/completions, converted to the
+ * Anthropic mock's Messages), the mock and the bare proxy its Anthropic equivalent (bodyJson): the
+ * same mock direct, so "added" is the conversion's cost too.
+ */
+export interface BodySpec { model: string; maxTokens: number; stream: boolean; media?: { images?: number; documents?: number }; protocol?: 'openai' }
 export interface Scenario {
   id: string;
   title: string;
@@ -40,6 +50,17 @@ export const bodyJson = (b: BodySpec): string => {
   return JSON.stringify({ model: b.model, max_tokens: b.maxTokens, stream: b.stream, messages: [{ role: 'user', content }] });
 };
 
+/** The Chat Completions form of a (text-only) body, as OpenAI's SDK sends it; streams ask for their usage. */
+export const chatBodyJson = (b: BodySpec): string => JSON.stringify({
+  model: b.model, max_tokens: b.maxTokens, stream: b.stream, ...(b.stream ? { stream_options: { include_usage: true } } : {}),
+  messages: [{ role: 'user', content: PROMPT }],
+});
+
+/** Path and body of a request of `b` to a target: Chat Completions only to the relay. */
+export function requestOf(b: BodySpec, relay: boolean): { path: string; body: string } {
+  return b.protocol === 'openai' && relay ? { path: '/v1/chat/completions', body: chatBodyJson(b) } : { path: '/v1/messages', body: bodyJson(b) };
+}
+
 // Each media request has its own model name, so the audit knows how many blocks the mock charged.
 const MIX_MEDIA: Readonly<Record<number, BodySpec>> = {
   3: { model: 'bench-mix-image', maxTokens: 16, stream: false, media: { images: 1 } },
@@ -48,13 +69,15 @@ const MIX_MEDIA: Readonly<Record<number, BodySpec>> = {
 };
 const mixBodies: BodySpec[] = Array.from({ length: 20 }, (_, i) => MIX_MEDIA[i] ?? ({ model: i === 7 ? 'bench-mix-error529' : 'bench-mix', maxTokens: 16, stream: false }));
 export const SCENARIOS: Scenario[] = [
-  { id: 'small', title: 'non-streaming, 16 tokens', bodies: [{ model: 'bench-small', maxTokens: 16, stream: false }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'relay-billing-paused'] },
-  { id: 'stream64', title: 'streaming, 64 tokens', bodies: [{ model: 'bench-stream-64', maxTokens: 64, stream: true }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'relay-billing-paused'] },
-  { id: 'long', title: 'long stream, 4,000 tokens (closed loop)', bodies: [{ model: 'bench-long', maxTokens: 4000, stream: true }], rate: 0, connections: 8, targets: ['mock', 'bare', 'relay'] },
+  { id: 'small', title: 'non-streaming, 16 tokens', bodies: [{ model: 'bench-small', maxTokens: 16, stream: false }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'relay-billing-paused', 'peer'] },
+  { id: 'stream64', title: 'streaming, 64 tokens', bodies: [{ model: 'bench-stream-64', maxTokens: 64, stream: true }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'relay-billing-paused', 'peer'] },
+  { id: 'long', title: 'long stream, 4,000 tokens (closed loop)', bodies: [{ model: 'bench-long', maxTokens: 4000, stream: true }], rate: 0, connections: 8, targets: ['mock', 'bare', 'relay', 'peer'] },
   {
-    id: 'mix', title: '5% upstream 529 errors, 15% media', bodies: mixBodies, rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'],
+    id: 'mix', title: '5% upstream 529 errors, 15% media', bodies: mixBodies, rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'peer'],
     media: '15% of requests carry media by URL: 5% one image, 5% one PDF document, 5% two images and a document',
   },
+  { id: 'chat', title: 'chat completions in (OpenAI SDK\'s wire format), Anthropic channel: non-streaming, 16 tokens', bodies: [{ model: 'bench-chat', maxTokens: 16, stream: false, protocol: 'openai' }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
+  { id: 'chat-stream64', title: 'chat completions in, Anthropic channel: streaming, 64 tokens', bodies: [{ model: 'bench-chat-stream-64', maxTokens: 64, stream: true, protocol: 'openai' }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
   { id: 'abort', title: 'client aborts mid-stream (4,000-token streams cut after 2 KB)', bodies: [{ model: 'bench-abort', maxTokens: 4000, stream: true }], rate: 500, connections: 32, targets: ['mock', 'bare', 'relay'], abortAfterBodyBytes: 2048 },
 ];
 /** The request that tells the relay serves the bench key, and warms its caches. */
@@ -75,14 +98,18 @@ export function expectationsFor(outputCap: number, cache: MockCacheUsage, media:
   const expectations: Record<string, ModelExpectation> = {};
   for (const b of [...SCENARIOS.flatMap((s) => s.bodies), PROBE_BODY]) {
     const mediaTokens = (b.media?.images ?? 0) * media.image + (b.media?.documents ?? 0) * media.document;
+    // A Chat Completions body reaches the mock as bodyJson's text in one text block: the same count.
     expectations[b.model] = {
       inputTokens: countInputTokens(JSON.parse(bodyJson(b))) + mediaTokens, outputTokens: Math.min(b.maxTokens, outputCap), ...cache, mediaTokens,
+      protocol: b.protocol ?? 'anthropic',
     };
   }
   return expectations;
 }
 
 export const isRelay = (t: Target): boolean => t === 'relay' || t === 'relay-billing-paused';
+/** The watched process (bench/setup.ts) that serves a target. */
+export const procName = (t: Target): string => (isRelay(t) ? 'relay' : t === 'bare' ? 'bare proxy' : t === 'peer' ? PEER_NAME : 'mock');
 
 /** The stack under test as the runs see it (bench/setup.ts prepares it). */
 export interface RunContext {
@@ -90,6 +117,8 @@ export interface RunContext {
   log: (line: string) => void;
   stack: Stack;
   ch: ClickHouseClient;
+  /** The stack's Redis: INFO commandstats and INFO cpu around each relay run. */
+  redis: Redis;
   /** The bench account: LagProbe looks for its log rows. */
   userId: number;
   urlOf: Record<Target, string>;
@@ -99,6 +128,8 @@ export interface RunContext {
   /** The money audit since `before`, against the expectations and the relay's group ratio. */
   audit: (before: Parameters<Auditor['audit']>[0], clientComplete: number) => Promise<AuditResult>;
   watched: Watched[];
+  /** Fails the errors scenario's second channel `afterMs` into `run` (own stack only: lib/channel-failure.ts). */
+  failChannelDuring?: <T>(afterMs: number, run: () => Promise<T>) => Promise<{ result: T; failure: ChannelFailure }>;
 }
 
 /** `failed`: a money audit did not pass (the bench still writes its report, then exits 1). */
@@ -110,7 +141,7 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
   for (const sc of SCENARIOS.filter((s) => opts.scenarios.includes(s.id))) {
     const report: ScenarioReport = { id: sc.id, title: sc.title, media: sc.media ?? null, stream: sc.bodies[0]!.stream, rate: sc.rate, connections: sc.connections, runs: [], audit: null, auditPaused: null, lag: null, lagMetric: null };
     // Billing-paused runs need the billing worker to be the bench's own (SIGSTOP).
-    for (const target of sc.targets.filter((t) => t !== 'relay-billing-paused' || billingPid !== undefined)) {
+    for (const target of sc.targets.filter((t) => (t !== 'relay-billing-paused' || billingPid !== undefined) && (t !== 'peer' || stack.peerUrl !== undefined))) {
       const requests = requestsFor(target, sc.bodies);
       const before = isRelay(target) ? await auditor.settledBooks() : null;
       const paused = target === 'relay-billing-paused' && billingPid !== undefined;
@@ -120,21 +151,37 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
       const probe = target === 'relay' ? new LagProbe(ch, ctx.userId) : null;
       const lagBefore = target === 'relay' && stack.billingMetricsUrl ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
       probe?.start();
+      const [rt0, rd0] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl), redisSnapshot(ctx.redis)]) : [null, null];
       const sampler = new ProcSampler(w);
       sampler.start();
       const expectedRps = sc.rate || 1000;
-      const r = await drive({
+      const driveRun = () => drive({
         url: urlOf[target], requests, connections: sc.connections, rate: sc.rate, durationMs: opts.durationMs,
         abortAfterBodyBytes: sc.abortAfterBodyBytes,
         captureHeader: target === 'relay' && !sc.abortAfterBodyBytes ? 'x-gateway-request-id' : undefined,
         captureEvery: Math.max(1, Math.round(expectedRps / 50)),
         onCapture: probe ? (value, endMs) => probe.add(value, endMs) : undefined,
       });
+      // The errors scenario: a channel's provider key is revoked a third of the way into the relay run.
+      const failing = sc.id === 'mix' && target === 'relay' && ctx.failChannelDuring
+        ? await ctx.failChannelDuring(opts.durationMs / 3, driveRun)
+        : null;
+      const r = failing ? failing.result : await driveRun();
+      if (failing) {
+        report.channelFailure = failing.failure;
+        const f = failing.failure;
+        log(`${sc.id} → relay: channel ${f.channelId} (${FAILING_CHANNEL_NAME}) key revoked at ${f.revokedAtSec.toFixed(1)} s: ${f.disabled ? `disabled automatically (${f.statusReason})` : 'NOT disabled'}`);
+        if (!f.disabled) failed = true;
+      }
       const procs = sampler.stop();
+      const [rt1, rd1] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl), redisSnapshot(ctx.redis)]) : [null, null];
       if (paused) process.kill(billingPid, 'SIGCONT');
-      const mine = procs.find((p) => p.name === (isRelay(target) ? 'relay' : target === 'bare' ? 'bare proxy' : 'mock'));
+      const mine = procs.find((p) => p.name === procName(target));
       const handled = r.completed + r.aborted;
-      const run: RunFigures = { target, offered: sc.rate, driver: r, procs, cpuUsPerReq: mine && handled ? (mine.cpuSec * 1e6) / handled : null };
+      const run: RunFigures = {
+        target, offered: sc.rate, driver: r, procs, cpuUsPerReq: mine && handled ? (mine.cpuSec * 1e6) / handled : null,
+        runtime: runtimeDelta(rt0, rt1, handled), redis: redisDelta(rd0, rd1, handled),
+      };
       report.runs.push(run);
       log(`${sc.id} → ${target}: ${r.rps.toFixed(0)} req/s, p50 ${fmt(r.latency.p50)} ms, p99 ${fmt(r.latency.p99)} ms, ttfb p50 ${fmt(r.ttfb.p50)} ms` +
         `${r.aborted ? `, ${r.aborted} aborted` : ''}, status ${JSON.stringify(r.status)}, saturated: ${saturated(procs)}`);
@@ -171,17 +218,22 @@ export async function runSaturation(ctx: RunContext): Promise<{ saturation: Satu
   const audits: ScenarioReport[] = [];
   let failed = false;
   const saturation: SaturationRun[] = [];
-  for (const target of ['mock', 'bare', 'relay'] as const) {
+  for (const target of (['mock', 'bare', 'relay', 'peer'] as const).filter((t) => t !== 'peer' || ctx.stack.peerUrl !== undefined)) {
     log(`saturation (autocannon, 64 connections, closed loop) → ${target}`);
     const spec = { url: urlOf[target], connections: 64, durationSec: Math.max(1, opts.durationMs / 1000), headers: headersOf(target), requests: [{ path: '/v1/messages', body: bodyJson({ model: 'bench-small', maxTokens: 16, stream: false }) }] };
     await cannon({ ...spec, durationSec: Math.max(1, opts.warmupMs / 1000) });
     const before = target === 'relay' ? await auditor.settledBooks() : null;
+    const [rt0, rd0] = target === 'relay' ? await Promise.all([runtimeSnapshot(ctx.stack.relayMetricsUrl), redisSnapshot(ctx.redis)]) : [null, null];
     const sampler = new ProcSampler(w);
     sampler.start();
     const result = await cannon(spec);
     const procs = sampler.stop();
-    const mine = procs.find((p) => p.name === (target === 'relay' ? 'relay' : target === 'bare' ? 'bare proxy' : 'mock'));
-    saturation.push({ target, result, procs, cpuUsPerReq: mine && result.completed ? (mine.cpuSec * 1e6) / result.completed : null });
+    const [rt1, rd1] = target === 'relay' ? await Promise.all([runtimeSnapshot(ctx.stack.relayMetricsUrl), redisSnapshot(ctx.redis)]) : [null, null];
+    const mine = procs.find((p) => p.name === procName(target));
+    saturation.push({
+      target, result, procs, cpuUsPerReq: mine && result.completed ? (mine.cpuSec * 1e6) / result.completed : null,
+      runtime: runtimeDelta(rt0, rt1, result.completed), redis: redisDelta(rd0, rd1, result.completed),
+    });
     log(`saturation → ${target}: ${result.rps.toFixed(0)} req/s, p50 ${fmt(result.latency.p50)} ms, p99 ${fmt(result.latency.p99)} ms, saturated: ${saturated(procs)}`);
     if (before) {
       const a = await audit(before, 0);

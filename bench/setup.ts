@@ -18,7 +18,9 @@ import { pidsByComm, type Watched } from './lib/proc.js';
 import { attachStack, startStack, type ServiceName, type Stack } from './lib/stack.js';
 import { pidList, type BenchArgs, type BenchOptions } from './options.js';
 import type { MessageUsage } from './mock-upstream/wire-format.js';
-import { bodyJson, expectationsFor, isRelay, PROBE_BODY, type BodySpec, type MockCacheUsage, type MockMediaTokens, type RunContext, type Target } from './scenarios.js';
+import { bodyJson, expectationsFor, isRelay, PROBE_BODY, requestOf, type BodySpec, type MockCacheUsage, type MockMediaTokens, type RunContext, type Target } from './scenarios.js';
+import { ensureFailingChannel, failChannelDuring } from './lib/channel-failure.js';
+import { PEER_NAME, peerHeaders } from './lib/peer-gateway.js';
 
 export function openStack(
   { args, opts, keySecret }: { args: BenchArgs; opts: BenchOptions; keySecret: string | undefined },
@@ -60,7 +62,7 @@ export function openStack(
 function watched(stack: Stack): Watched[] {
   const s = stack.services;
   const w: Watched[] = [{ name: 'load generator', pids: [process.pid] }];
-  const rows: Array<[string, ServiceName]> = [['relay', 'relay'], ['bare proxy', 'bare'], ['mock', 'mock'], ['billing', 'billing'], ['console-api', 'console'], ['clickhouse', 'clickhouse']];
+  const rows: Array<[string, ServiceName]> = [['relay', 'relay'], ['bare proxy', 'bare'], ['mock', 'mock'], ['billing', 'billing'], ['console-api', 'console'], ['clickhouse', 'clickhouse'], [PEER_NAME, 'peer']];
   for (const [name, key] of rows) {
     const pids = s[key] ? [s[key].pid] : stack.foreignPids[key]?.pids;
     if (pids?.length) w.push({ name, pids });
@@ -142,6 +144,8 @@ export async function prepareTarget(
   },
 ): Promise<BenchTarget> {
   const fx = await ensureBenchFixtures(sql, stack.config, stack.mockUrl, stack.mockKey, { exclusive: stack.mode === 'own' });
+  // After the fixtures, which disable every other channel of the bench's own database.
+  const failingChannelId = stack.mode === 'own' ? await ensureFailingChannel(sql, stack.config, stack.mockUrl) : undefined;
   // The balance was reset in Postgres: move a loaded Redis mirror by as much (as the console does
   // for a top-up), then tell a running relay to reload the account, key, channels and prices.
   await new QuotaStore(redis, keys, postgresBalanceSource(sql)).adjustAccount(fx.userId, fx.quotaDelta);
@@ -151,11 +155,12 @@ export async function prepareTarget(
   if (stack.mode === 'attached') log(`bench account ${fx.userId}, key ${fx.tokenId}, channel ${fx.channelId} → ${stack.mockUrl}; invalidations published on ${keys.invalidationChannel()}`);
   await stack.startGateway();
   log(`stack up: relay ${stack.relayUrl}, mock ${stack.mockUrl}, bare proxy ${stack.bareUrl}, console ${stack.consoleUrl || '–'}`);
-  const urlOf: Record<Target, string> = { mock: stack.mockUrl, bare: stack.bareUrl, relay: stack.relayUrl, 'relay-billing-paused': stack.relayUrl };
+  const urlOf: Record<Target, string> = { mock: stack.mockUrl, bare: stack.bareUrl, relay: stack.relayUrl, 'relay-billing-paused': stack.relayUrl, peer: stack.peerUrl ?? '' };
   const headersOf = (target: Target): Record<string, string> => ({
     'content-type': 'application/json',
     'anthropic-version': '2023-06-01',
     'x-api-key': isRelay(target) ? fx.apiKey : stack.mockKey,
+    ...(target === 'peer' ? peerHeaders(stack.mockUrl) : {}),
   });
   await relayReady(stack.relayUrl, headersOf('relay'));
   // What the mock answers with: a mock started without MOCK_OUTPUT_TOKENS (make run) caps output at
@@ -183,10 +188,14 @@ export async function prepareTarget(
     auditor.audit(before, expectations, clientComplete, groupRatio);
   for (const n of notes) log(`note: ${n}`);
   const requestsFor = (target: Target, bodies: BodySpec[]): Buffer[] =>
-    bodies.map((b) => buildRequest(urlOf[target], '/v1/messages', headersOf(target), bodyJson(b)));
+    bodies.map((b) => {
+      const r = requestOf(b, isRelay(target));
+      return buildRequest(urlOf[target], r.path, headersOf(target), r.body);
+    });
   const w = watched(stack);
 
   // One relay request first: loads the key cache and the balance mirror.
   await drive({ url: stack.relayUrl, requests: requestsFor('relay', [PROBE_BODY]), connections: 1, rate: 0, durationMs: 200 });
-  return { opts, log, stack, ch, userId: fx.userId, urlOf, headersOf, requestsFor, auditor, audit, watched: w, mockOutputCap: cap, groupRatio, mockMediaTokens: media };
+  return { opts, log, stack, ch, redis, userId: fx.userId, urlOf, headersOf, requestsFor, auditor, audit, watched: w, mockOutputCap: cap, groupRatio, mockMediaTokens: media,
+    failChannelDuring: failingChannelId === undefined ? undefined : (afterMs, run) => failChannelDuring(sql, stack.mockUrl, failingChannelId, afterMs, run) };
 }

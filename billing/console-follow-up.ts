@@ -15,7 +15,6 @@ export interface FollowUpDeps {
   sql: Sql;
   redis: Redis;
   quota: QuotaStore;
-  stream: string;
   log: Logger;
 }
 
@@ -27,7 +26,7 @@ export async function finishConsoleFollowUps(d: FollowUpDeps, minAgeSec: number)
     ORDER BY id LIMIT ${BATCH}`;
   let finished = 0;
   for (const r of rows as unknown as { id: number; user_id: number; quota_delta: number; credit_seq: string | number | null; log_event: string | null }[]) {
-    const stores = { sql: d.sql, redis: d.redis, quota: d.quota, usageStream: d.stream };
+    const stores = { sql: d.sql, redis: d.redis, quota: d.quota };
     await finishConsoleCredit(stores, {
       ledgerId: r.id, userId: r.user_id, delta: r.quota_delta,
       creditSeq: r.credit_seq === null ? null : Number(r.credit_seq), logEvent: r.log_event || null,

@@ -66,7 +66,7 @@ export async function replayDeadLetters(redis: Redis, s: DeadLetterStreams): Pro
 const gauges = new WeakMap<BillingMetrics, Gauge>();
 
 /** Registers gateway_billing_dead_letters on the worker's metrics; refresh() reads XLEN into it. */
-export function deadLetterGauge(redis: Redis, deadLetterStream: string, metrics: BillingMetrics = billingMetrics): { gauge: Gauge; refresh(): Promise<void> } {
+export function deadLetterGauge(redis: Redis, deadLetterStream: string | string[], metrics: BillingMetrics = billingMetrics): { gauge: Gauge; refresh(): Promise<void> } {
   let gauge = gauges.get(metrics);
   if (!gauge) {
     gauge = metrics.registry.register(new Gauge('gateway_billing_dead_letters',
@@ -74,10 +74,12 @@ export function deadLetterGauge(redis: Redis, deadLetterStream: string, metrics:
     gauges.set(metrics, gauge);
   }
   const g = gauge;
-  return { gauge: g, refresh: async () => g.set(await redis.xlen(deadLetterStream)) };
+  // Sharded layout: one dead-letter stream per shard, summed.
+  const streams = Array.isArray(deadLetterStream) ? deadLetterStream : [deadLetterStream];
+  return { gauge: g, refresh: async () => g.set((await Promise.all(streams.map((d) => redis.xlen(d)))).reduce((a, b) => a + b, 0)) };
 }
 
-export function startDeadLetterGauge(redis: Redis, deadLetterStream: string, intervalMs: number, log: Logger): { stop(): void } {
+export function startDeadLetterGauge(redis: Redis, deadLetterStream: string | string[], intervalMs: number, log: Logger): { stop(): void } {
   const g = deadLetterGauge(redis, deadLetterStream);
   void g.refresh().catch(() => undefined);
   return startPeriodicJob('dead-letter gauge', intervalMs, log, g.refresh);
@@ -85,13 +87,18 @@ export function startDeadLetterGauge(redis: Redis, deadLetterStream: string, int
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { loadConfig } = await import('../infra/config.js');
-  const { createRedis } = await import('../infra/redis/client.js');
-  const { redisKeys } = await import('../infra/redis/keys.js');
+  const { createRedis, redisKeysFor } = await import('../infra/redis/client.js');
   const config = loadConfig();
-  const keys = redisKeys(config.REDIS_PREFIX);
+  const keys = redisKeysFor(config);
   const redis = createRedis(config, 'replay-dead-letters');
   try {
-    const report = await replayDeadLetters(redis, { stream: keys.usageStream(), deadLetterStream: keys.usageDeadLetterStream() });
+    // Each shard's dead letters go back to that shard's stream (the same slot: one MULTI).
+    const report: ReplayReport = { replayed: 0, kept: [] };
+    for (let shard = 0; shard < keys.streamShards; shard++) {
+      const r = await replayDeadLetters(redis, { stream: keys.usageStream(shard), deadLetterStream: keys.usageDeadLetterStream(shard) });
+      report.replayed += r.replayed;
+      report.kept.push(...r.kept);
+    }
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     process.exitCode = report.kept.length ? 2 : 0;
   } finally {

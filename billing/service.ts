@@ -2,15 +2,15 @@ import type { Config } from '../infra/config.js';
 import { createClickHouse } from '../infra/clickhouse/client.js';
 import { createLogger, type Logger } from '../infra/logger.js';
 import { createSql } from '../infra/postgres/client.js';
-import { createRedis } from '../infra/redis/client.js';
+import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { checkRedisPersistence } from '../infra/redis/persistence.js';
-import { redisKeys } from '../infra/redis/keys.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
 import { startBillingMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
 import { startConsoleFollowUp } from './console-follow-up.js';
 import { startReservationReaper } from './reservation-reaper.js';
+import { startLowBalanceNotices } from './low-balance-notices.js';
 import { startDeadLetterGauge } from './replay-dead-letters.js';
 
 export interface RunningBilling {
@@ -19,10 +19,14 @@ export interface RunningBilling {
 }
 
 export async function startBilling(config: Config, log: Logger = createLogger(config, 'billing')): Promise<RunningBilling> {
-  const redis = createRedis(config, 'billing', { blocking: true });
+  const keys = redisKeysFor(config);
+  const sharded = keys.shards > 0;
+  // Sharded, the worker polls many streams without blocking (a cluster client shares one connection per node).
+  const redis = createRedis(config, 'billing', { blocking: !sharded });
   const sql = createSql(config);
   const ch = createClickHouse(config);
-  const keys = redisKeys(config.REDIS_PREFIX);
+  const commands = createRedis(config, 'billing-reaper');
+  const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql));
   const worker = new BillingWorker(redis, sql, ch, log, {
     stream: keys.usageStream(),
     deadLetterStream: keys.usageDeadLetterStream(),
@@ -31,21 +35,27 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     blockMs: config.BILLING_BLOCK_MS,
     minBatchIntervalMs: config.BILLING_MIN_BATCH_INTERVAL_MS,
     claimIdleMs: config.BILLING_CLAIM_IDLE_MS,
+    logFlushIntervalMs: config.BILLING_LOG_FLUSH_INTERVAL_MS,
+    logBatchSize: config.BILLING_LOG_BATCH_SIZE,
+    ...(sharded ? { sharded: { keys, leaseMs: config.BILLING_SHARD_LEASE_MS } } : {}),
+    // Debits a Redis restart took out of the mirrors before their commit are put back after it.
+    mirrors: { keys, quota },
   });
   await worker.start();
-  const commands = createRedis(config, 'billing-reaper');
   void checkRedisPersistence(commands, log, 'billing');
-  const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql));
   const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS);
   // A console's own after-commit step normally finishes within milliseconds; a row pending for 30 s
   // belongs to a console that failed or died.
   // Dead letters moved money in Redis only: the gauge is how an operator learns to replay them.
-  const deadLetters = startDeadLetterGauge(commands, keys.usageDeadLetterStream(), config.RESERVATION_REAP_INTERVAL_MS, log);
-  const followUp = startConsoleFollowUp({ sql, redis: commands, quota, stream: keys.usageStream(), log }, config.RESERVATION_REAP_INTERVAL_MS, 30);
+  const shardList = Array.from({ length: keys.streamShards }, (_, i) => i);
+  const deadLetters = startDeadLetterGauge(commands, shardList.map((i) => keys.usageDeadLetterStream(i)), config.RESERVATION_REAP_INTERVAL_MS, log);
+  const followUp = startConsoleFollowUp({ sql, redis: commands, quota, log }, config.RESERVATION_REAP_INTERVAL_MS, 30);
+  // Low-balance notices queued by settlements: sent apart from them, retried, never blocking billing.
+  const notices = startLowBalanceNotices({ sql, log }, config.RESERVATION_REAP_INTERVAL_MS);
   // Prometheus /metrics; a port already taken is logged, not fatal: billing matters more than its metrics.
   let metrics: MetricsServer | null = null;
   try {
-    metrics = await startBillingMetricsServer({ host: config.BILLING_METRICS_HOST, port: config.BILLING_METRICS_PORT, redis: commands, stream: keys.usageStream(), group: BILLING_GROUP });
+    metrics = await startBillingMetricsServer({ host: config.BILLING_METRICS_HOST, port: config.BILLING_METRICS_PORT, redis: commands, stream: shardList.map((i) => keys.usageStream(i)), group: BILLING_GROUP });
   } catch (err) {
     log.warn({ err, port: config.BILLING_METRICS_PORT }, 'billing metrics server could not listen');
   }
@@ -55,6 +65,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     async close() {
       reaper.stop();
       followUp.stop();
+      notices.stop();
       deadLetters.stop();
       await metrics?.close();
       await worker.stop();

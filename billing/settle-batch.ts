@@ -8,15 +8,24 @@
 //      ClickHouse: the money never waits for ClickHouse, and no committed ledger row lacks its log
 //      row. Replays write theirs again (ON CONFLICT: no-op while still queued) so that a ledger row
 //      committed before the outbox existed still gets its log row; the log table collapses duplicates.
+//   5. each account (and limited key) it debits gets a new users.credit_seq (tokens.quota_seq): the
+//      version of that balance in Postgres, which a mirror refilled from Postgres records
+//      (seedBalance-2.lua). A batch whose debits a Redis restart took out of the mirrors compares it
+//      with the refilled mirror's to know whether that mirror holds them (billing/mirror-repair.ts).
 import type { Sql } from '../infra/postgres/client.js';
 import { LOG_TYPE, movesMoney, type UsageEvent } from '../core/usage/usage-event.js';
 import { toLogRow } from '../core/usage/log-rows.js';
+import { queueLowBalanceNotices, type SettledBalance } from './low-balance-notices.js';
 
 export interface SettledEvent {
   id: number;
   event: UsageEvent;
   /** False for a replay whose money had already moved. */
   applied: boolean;
+  /** Applied and moving money: users.credit_seq after this batch debited the account. */
+  accountSeq?: number;
+  /** Applied on a limited key: tokens.quota_seq after this batch debited the key. */
+  keySeq?: number;
 }
 
 export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Promise<SettledEvent[]> {
@@ -29,7 +38,7 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
     const inserted = await tx`
       INSERT INTO ledger (request_id, type, user_id, token_id, channel_id, model_name, "group", quota,
                           prompt_tokens, completion_tokens, cache_read_tokens, cache_write_5m_tokens,
-                          cache_write_1h_tokens, web_search_requests, created_at)
+                          cache_write_1h_tokens, web_search_requests, protocol, created_at)
       SELECT * FROM unnest(
         ${batch.map((e) => e.request_id)}::text[], ${batch.map((e) => e.type)}::int[],
         ${batch.map((e) => e.user_id)}::bigint[], ${batch.map((e) => e.token_id)}::bigint[],
@@ -38,7 +47,7 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
         ${batch.map((e) => e.prompt_tokens)}::int[], ${batch.map((e) => e.completion_tokens)}::int[],
         ${batch.map((e) => e.cache_read_tokens ?? 0)}::int[], ${batch.map((e) => e.cache_write_5m_tokens ?? 0)}::int[],
         ${batch.map((e) => e.cache_write_1h_tokens ?? 0)}::int[], ${batch.map((e) => e.web_search_requests ?? 0)}::int[],
-        ${batch.map((e) => e.created_at)}::bigint[])
+        ${batch.map((e) => e.protocol ?? 'anthropic')}::text[], ${batch.map((e) => e.created_at)}::bigint[])
       ON CONFLICT (request_id) DO NOTHING
       RETURNING id, request_id`;
     const ids = new Map<string, number>();
@@ -77,22 +86,31 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
       }
       if (e.channel > 0) channels.set(e.channel, (channels.get(e.channel) ?? 0) + e.quota);
     }
+    const accountSeqs = new Map<number, number>();
+    const keySeqs = new Map<number, number>();
     if (users.size) {
-      await tx`
+      const balances = await tx<(SettledBalance & { credit_seq: number | string })[]>`
         UPDATE users SET quota = users.quota - d.q, used_quota = users.used_quota + d.q,
-                         request_count = users.request_count + d.n
+                         request_count = users.request_count + d.n, credit_seq = users.credit_seq + 1
         FROM unnest(${[...users.keys()]}::bigint[], ${[...users.values()].map((u) => u.quota)}::bigint[],
                     ${[...users.values()].map((u) => u.requests)}::bigint[]) AS d(id, q, n)
-        WHERE users.id = d.id`;
+        WHERE users.id = d.id
+        RETURNING users.id, users.quota, d.q AS debit, users.setting, users.credit_seq`;
+      for (const b of balances) accountSeqs.set(Number(b.id), Number(b.credit_seq));
+      // A balance this batch took below its owner's warning threshold: the notice commits with the debit.
+      await queueLowBalanceNotices(tx, balances, Math.floor(Date.now() / 1000));
     }
     if (tokens.size) {
-      await tx`
+      const keys = await tx<{ id: number | string; quota_seq: number | string }[]>`
         UPDATE tokens SET remain_quota = tokens.remain_quota - d.debit, used_quota = tokens.used_quota + d.used,
-                          accessed_time = GREATEST(tokens.accessed_time, d.at)
+                          accessed_time = GREATEST(tokens.accessed_time, d.at),
+                          quota_seq = tokens.quota_seq + (d.debit <> 0)::int
         FROM unnest(${[...tokens.keys()]}::bigint[], ${[...tokens.values()].map((t) => t.limitedDebit)}::bigint[],
                     ${[...tokens.values()].map((t) => t.used)}::bigint[], ${[...tokens.values()].map((t) => t.at)}::bigint[])
              AS d(id, debit, used, at)
-        WHERE tokens.id = d.id`;
+        WHERE tokens.id = d.id
+        RETURNING tokens.id, tokens.quota_seq`;
+      for (const k of keys) keySeqs.set(Number(k.id), Number(k.quota_seq));
     }
     if (channels.size) {
       await tx`
@@ -100,7 +118,14 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
         FROM unnest(${[...channels.keys()]}::bigint[], ${[...channels.values()]}::bigint[]) AS d(id, q)
         WHERE channels.id = d.id`;
     }
-    const settled = batch.map((event) => ({ id: ids.get(event.request_id)!, event, applied: freshIds.has(event.request_id) }));
+    const settled = batch.map((event): SettledEvent => {
+      const s: SettledEvent = { id: ids.get(event.request_id)!, event, applied: freshIds.has(event.request_id) };
+      if (s.applied && movesMoney(event)) {
+        s.accountSeq = accountSeqs.get(event.user_id);
+        if (event.token_limited && event.token_id > 0) s.keySeq = keySeqs.get(event.token_id);
+      }
+      return s;
+    });
     await tx`
       INSERT INTO log_outbox (id, row)
       SELECT d.id, d.r::jsonb FROM unnest(${settled.map((s) => s.id)}::bigint[], ${settled.map((s) => JSON.stringify(toLogRow(s)))}::text[]) AS d(id, r)

@@ -5,11 +5,13 @@ import { isIP } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { createLogger } from '../infra/logger.js';
+import { registerBrowserSession } from './auth/browser-session.js';
 import { makeRequireUser } from './auth/require-user.js';
 import { type ConsoleDeps, createContext } from './context.js';
 import { fail } from './http/envelope.js';
 import { Api } from './http/api.js';
 import { ConsoleError, type ErrorCode, isConsoleError } from './http/errors.js';
+import { registerWebConsole, serveWebConsole, webConsoleDir } from './http/web-console.js';
 import { registerChannelRoutes } from './routes/channel.js';
 import { registerLogRoutes } from './routes/log.js';
 import { registerMetaRoutes } from './routes/meta.js';
@@ -129,7 +131,13 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     return reply.status(500).send(fail(new ConsoleError('INTERNAL').message));
   });
 
-  app.setNotFoundHandler((_request, reply) => {
+  // The web console (static files, CSP) and its cookie sign-in (with CSRF): auth/browser-session.ts.
+  const webDir = webConsoleDir(deps.config.CONSOLE_WEB_DIR);
+  registerWebConsole(app, webDir);
+  registerBrowserSession(app, deps.config.SESSION_TTL_SEC);
+
+  app.setNotFoundHandler((request, reply) => {
+    if (serveWebConsole(webDir, request, reply)) return reply;
     const e = new ConsoleError('ROUTE_NOT_FOUND');
     return reply.status(e.status).send(fail(e.message));
   });

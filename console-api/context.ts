@@ -3,8 +3,8 @@ import type { ClickHouseClient } from '../infra/clickhouse/client.js';
 import type { Config } from '../infra/config.js';
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
-import type { Redis } from '../infra/redis/client.js';
-import { type RedisKeys, redisKeys } from '../infra/redis/keys.js';
+import { redisKeysFor, type Redis } from '../infra/redis/client.js';
+import type { RedisKeys } from '../infra/redis/keys.js';
 import { type ApiKeyCrypto, createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
 import { createPasswordGate, type PasswordGate } from './auth/password-gate.js';
@@ -47,7 +47,7 @@ export interface ConsoleContext {
 }
 
 export function createContext(deps: ConsoleDeps, logger: Logger): ConsoleContext {
-  const keys = redisKeys(deps.config.REDIS_PREFIX);
+  const keys = redisKeysFor(deps.config);
   const settings: ConsoleSettings = { ...deps.config, ...deps.settings };
   return {
     config: deps.config,

@@ -5,8 +5,7 @@ import { loadConfig } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { createSql } from '../infra/postgres/client.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
-import { createRedis } from '../infra/redis/client.js';
-import { redisKeys } from '../infra/redis/keys.js';
+import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
@@ -22,7 +21,7 @@ async function main(): Promise<void> {
   const sql = createSql(config);
   const redis = createRedis(config, 'console-api');
   const clickhouse = createClickHouse(config);
-  const quotaStore = new QuotaStore(redis, redisKeys(config.REDIS_PREFIX), postgresBalanceSource(sql));
+  const quotaStore = new QuotaStore(redis, redisKeysFor(config), postgresBalanceSource(sql));
 
   // A generated root password goes to stdout once, deliberately not through the logger.
   await ensureRootAccount(sql, config, (line) => process.stdout.write(`${line}\n`));

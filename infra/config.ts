@@ -29,13 +29,35 @@ const schema = z.object({
   RELAY_METRICS_PORT: z.union([z.literal('off'), port]).default(9465),
   CONSOLE_HOST: z.string().default('127.0.0.1'),
   CONSOLE_PORT: port.default(3001),
+  // The built web console console-api serves at / (make build writes it); empty = dist/console-web.
+  CONSOLE_WEB_DIR: z.string().default(''),
   MOCK_UPSTREAM_PORT: port.default(3090),
+  /** The OpenAI-format mock provider (bench/mock-upstream-openai/, `make run`'s channel of type 1). */
+  MOCK_OPENAI_PORT: port.default(3093),
 
   DATABASE_URL: z.string().default('postgres://postgres@127.0.0.1:5432/gateway'),
   PG_POOL_MAX: positiveInt.default(10),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379/0'),
   // Every Redis key starts with this, so that two stacks (or two test files) can share one server.
   REDIS_PREFIX: z.string().default('gw'),
+  // Redis Cluster: seed nodes `host:port,host:port` (or REDIS_URL=redis+cluster://host:port,host:port).
+  // Unset: one Redis at REDIS_URL. infra/redis/client.ts, docs/scaling.md.
+  REDIS_CLUSTER_NODES: z.string().optional(),
+  // Virtual shards accounts are spread over (user id modulo this): each has its own usage stream and
+  // deadline set in its accounts' slot. 0 = the unsharded single-Redis layout; unset = 0 on one Redis,
+  // 64 on a cluster (which requires > 0). Fixed for the life of the data: changing it orphans mirrors
+  // and unbilled stream entries.
+  REDIS_SHARDS: z.coerce.number().int().min(0).max(16384).optional(),
+  // A relay marks a settlement done in its spool only once this many replicas have it (WAIT, one per
+  // shard per batch of settlements, on a connection of its own); until then it is replayed, so a
+  // failover cannot lose it. Unset = 1 on a cluster, 0 (no WAIT) on one Redis. 0 on a cluster without
+  // replicas. docs/scaling.md, "Failover".
+  REDIS_SETTLE_WAIT_REPLICAS: z.coerce.number().int().min(0).optional(),
+  // How long a WAIT waits for the replicas; past it the batch's settlements are replayed later.
+  REDIS_SETTLE_WAIT_MS: positiveInt.default(1000),
+  // A billing worker's hold on a shard's stream lasts this long unless renewed (every third of it):
+  // a worker that died gives its shards up to the others after at most this.
+  BILLING_SHARD_LEASE_MS: positiveInt.default(10_000),
   CLICKHOUSE_URL: z.string().url().default('http://127.0.0.1:8123'),
   CLICKHOUSE_DATABASE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('gateway'),
   CLICKHOUSE_USER: z.string().default('default'),
@@ -54,6 +76,9 @@ const schema = z.object({
   KEY_CACHE_TTL_MS: positiveInt.default(1000),
   // Most key records (known and unknown keys) the relay caches; the least recently used go first.
   KEY_CACHE_MAX_ENTRIES: positiveInt.default(100_000),
+  // While Postgres cannot be reached, a key read within this long past its TTL is still served from
+  // the cache (relay/auth/key-directory.ts); 0: every key past its TTL fails with Postgres.
+  KEY_CACHE_STALE_MS: z.coerce.number().int().nonnegative().default(300_000),
 
   ROOT_USERNAME: z.string().min(1).default('root'),
   ROOT_PASSWORD: z.string().min(8).optional(),
@@ -85,6 +110,25 @@ const schema = z.object({
   RELAY_SHUTDOWN_GRACE_MS: z.coerce.number().int().nonnegative().default(30_000),
   // Channels tried per request (first one included) on connection errors, 429 and 5xx.
   RELAY_MAX_TRIES: positiveInt.default(3),
+  // Channel health (relay/routing/channel-health.ts, README "Routing"): a channel is disabled
+  // automatically (status 3) after this many channel faults in a row (401/403, credit balance too
+  // low), 0 = rule off; or when faults reach this fraction of its attempts over the window, with at
+  // least the minimum attempts, 0 = rule off. Each channel may override both (fault_threshold,
+  // fault_rate_threshold) or opt out (auto_ban false).
+  CHANNEL_FAULTS_TO_DISABLE: z.coerce.number().int().nonnegative().default(5),
+  CHANNEL_FAULT_RATE_TO_DISABLE: z.coerce.number().min(0).max(1).default(0.5),
+  CHANNEL_FAULT_WINDOW_SEC: positiveInt.default(60),
+  CHANNEL_FAULT_RATE_MIN_ATTEMPTS: positiveInt.default(20),
+  // How often a relay reports its channels' successes to Redis (never on the request path).
+  CHANNEL_HEALTH_FLUSH_MS: positiveInt.default(1000),
+  // The console's prober: first probe of an automatically disabled channel this long after it was
+  // disabled, then doubling after each failed probe up to the maximum; the scan runs every tick.
+  CHANNEL_PROBE_FIRST_SEC: positiveInt.default(30),
+  CHANNEL_PROBE_MAX_SEC: positiveInt.default(1800),
+  CHANNEL_PROBE_TICK_MS: positiveInt.default(5000),
+  // POSTed a JSON notice when a channel is disabled automatically or re-enabled by a probe; empty =
+  // none. Same outbound rules as channels (core/net/outbound-guard.ts; ChannelAllowPrivateNetworks).
+  CHANNEL_HEALTH_WEBHOOK_URL: z.union([z.literal(''), z.url({ protocol: /^https?$/ })]).default(''),
   UPSTREAM_CONNECTIONS: positiveInt.default(256),
   UPSTREAM_HEADERS_TIMEOUT_MS: positiveInt.default(60_000),
   // A non-streaming answer's headers arrive only once the whole generation is done, so they get a
@@ -110,12 +154,20 @@ const schema = z.object({
   // subdirectory per REDIS_PREFIX); a relay started here replays those of relays that died. Keep it on
   // local disk that survives a restart of the relay (relay/messages/settlement-spool.ts).
   RELAY_SPOOL_DIR: z.string().min(1).default('.data/relay-spool'),
+  // While settlements whose retries gave up are in the spool, the relay replays them this often: a
+  // Redis that resumes on the same connection (SIGSTOP/SIGCONT, a network black hole) sends no 'ready'.
+  RELAY_SPOOL_REPLAY_INTERVAL_MS: positiveInt.default(5000),
 
   BILLING_CONSUMER: z.string().default(`${hostname()}-${process.pid}`),
   BILLING_BATCH_SIZE: positiveInt.default(1000),
   BILLING_BLOCK_MS: positiveInt.default(100),
   BILLING_MIN_BATCH_INTERVAL_MS: z.coerce.number().int().nonnegative().default(200),
   BILLING_CLAIM_IDLE_MS: positiveInt.default(30_000),
+  // The log outbox's own clock (billing/log-outbox.ts): log rows go to ClickHouse once a second in
+  // inserts of up to BILLING_LOG_BATCH_SIZE rows, while settlements keep their 200 ms; ClickHouse pays
+  // per insert statement (docs/performance.md, issue 17). 0: a pass after every settled batch.
+  BILLING_LOG_FLUSH_INTERVAL_MS: z.coerce.number().int().nonnegative().default(500),
+  BILLING_LOG_BATCH_SIZE: positiveInt.default(5000),
   // GET /metrics of the billing worker (Prometheus); port 0 = a random free port.
   BILLING_METRICS_HOST: z.string().default('127.0.0.1'),
   BILLING_METRICS_PORT: port.default(9464),
@@ -127,6 +179,8 @@ const schema = z.object({
   ADMIN_PASSWORD: z.string().min(8).optional(),
   /** The credential the mock provider requires and the seeded channel sends. */
   MOCK_UPSTREAM_KEY: z.string().default('sk-ant-mock-local'),
+  /** The credential the OpenAI-format mock requires and the seeded OpenAI-format channel sends. */
+  MOCK_OPENAI_KEY: z.string().default('sk-proj-mock-local'),
 });
 
 export type Config = Readonly<z.infer<typeof schema>>;

@@ -1,5 +1,7 @@
 // Every failure the relay can answer with: a stable code, the HTTP status and Anthropic's error type.
-// The body is Anthropic's error JSON, so SDK clients raise their usual typed errors.
+// The body is Anthropic's error JSON on Anthropic's routes and OpenAI's on /v1/chat/completions
+// (openaiBody: the same status, OpenAI's type, our stable code as `code`), so either SDK raises its
+// usual typed errors.
 import type { ReserveRefusal } from '../core/quota/quota-outcomes.js';
 
 export const RELAY_ERRORS = {
@@ -23,6 +25,7 @@ export const RELAY_ERRORS = {
   upstream_unreachable: { status: 500, type: 'api_error', message: 'The model provider could not be reached.' },
   overloaded: { status: 529, type: 'overloaded_error', message: 'The model provider is overloaded.' },
   quota_store_unavailable: { status: 529, type: 'overloaded_error', message: 'The relay cannot reach its quota store, so it takes no request until it returns. Retry shortly.' },
+  key_store_unavailable: { status: 529, type: 'overloaded_error', message: 'The relay cannot reach its account database to check this API key. Retry shortly.' },
   relay_overloaded: { status: 529, type: 'overloaded_error', message: 'The relay is overloaded: too many token counts are waiting. Retry shortly.' },
 } as const satisfies Record<string, { status: number; type: string; message: string }>;
 
@@ -44,6 +47,27 @@ export function errorBody(type: string, message: string): string {
   return JSON.stringify({ type: 'error', error: { type, message } });
 }
 
+/**
+ * OpenAI's error `type` for an Anthropic one: OpenAI's SDK raises by status, but tools read the type
+ * (insufficient_quota, rate_limit_exceeded, server_error are OpenAI's own words).
+ */
+export function openaiErrorType(anthropicType: string): string {
+  switch (anthropicType) {
+    case 'billing_error': return 'insufficient_quota';
+    case 'rate_limit_error': return 'rate_limit_exceeded';
+    case 'authentication_error': return 'authentication_error';
+    case 'permission_error': return 'permission_error';
+    case 'not_found_error': return 'not_found_error';
+    case 'api_error': case 'overloaded_error': case 'timeout_error': return 'server_error';
+    default: return 'invalid_request_error';
+  }
+}
+
+/** OpenAI's error JSON: `{"error": {"message", "type", "param", "code"}}`. */
+export function openaiErrorBody(type: string, message: string, code: string | null = null): string {
+  return JSON.stringify({ error: { message, type, param: null, code } });
+}
+
 export class RelayError extends Error {
   readonly status: number;
   readonly type: string;
@@ -57,6 +81,10 @@ export class RelayError extends Error {
   }
   body(): string {
     return errorBody(this.type, this.message);
+  }
+  /** The same failure in OpenAI's error JSON (POST /v1/chat/completions). */
+  openaiBody(): string {
+    return openaiErrorBody(openaiErrorType(this.type), this.message, this.code);
   }
 }
 

@@ -8,6 +8,7 @@ import type { Logger } from '../infra/logger.js';
 import type { ClientAddressResolver } from './auth/client-address.js';
 import { extractApiKey, type KeyCheckContext, type KeyedRequest } from './auth/key-check.js';
 import { RelayError, statusLine } from './errors.js';
+import { closesConnection } from './connection-draining.js';
 import type { ChannelRegistry } from './routing/channel-registry.js';
 
 export interface FreeEndpointContext extends KeyCheckContext {
@@ -34,7 +35,7 @@ export class Reply {
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status)).writeHeader('content-type', 'application/json');
       if (retryAfter) this.res.writeHeader('retry-after', retryAfter);
-      this.res.end(body);
+      this.res.end(body, closesConnection());
     });
   }
   error(err: RelayError, retryAfter?: string): void {

@@ -55,6 +55,8 @@ async function startRelayProcess(): Promise<RelayProcess> {
     CLICKHOUSE_URL: c.CLICKHOUSE_URL, CLICKHOUSE_DATABASE: c.CLICKHOUSE_DATABASE,
     RELAY_HOST: '127.0.0.1', RELAY_PORT: '0', RELAY_METRICS_PORT: 'off', RELAY_SPOOL_DIR: spoolDir,
     RELAY_SHUTDOWN_GRACE_MS: '20000',
+    // The stack's Redis Cluster, when the relay set runs on one (tests/harness/gateway-stack.ts).
+    ...(c.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: c.REDIS_CLUSTER_NODES, REDIS_SHARDS: String(c.REDIS_SHARDS ?? '') } : {}),
   };
   const proc = spawn(process.execPath, [join(projectRoot(), 'dist/relay/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';

@@ -8,6 +8,7 @@ import type { QuotaStore } from '../core/quota/quota-store.js';
 import type { ClientAddressResolver } from './auth/client-address.js';
 import type { KeyDirectory } from './auth/key-directory.js';
 import type { ChannelRegistry } from './routing/channel-registry.js';
+import type { ChannelHealth } from './routing/channel-health.js';
 import type { TokenCounter } from './token-count/token-counter.js';
 import type { UpstreamPools } from './upstream/upstream-pools.js';
 import type { ReservationHeartbeat } from './messages/reservation-heartbeat.js';
@@ -17,6 +18,8 @@ export interface RelayContext {
   log: Logger;
   keys: KeyDirectory;
   channels: ChannelRegistry;
+  /** Per-channel fault counting and automatic disabling (routing/channel-health.ts). */
+  health?: ChannelHealth;
   quota: QuotaStore;
   /** Whether the quota store's Redis connection is up: a request is refused at once (529) when not. */
   quotaReady(): boolean;

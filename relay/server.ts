@@ -3,15 +3,15 @@ import uws from 'uWebSockets.js';
 import type { Config } from '../infra/config.js';
 import { createLogger, type Logger } from '../infra/logger.js';
 import { createSql } from '../infra/postgres/client.js';
-import { createRedis } from '../infra/redis/client.js';
+import { createRedis, redisKeysFor, settleWaitReplicas } from '../infra/redis/client.js';
 import { checkRedisPersistence } from '../infra/redis/persistence.js';
-import { redisKeys } from '../infra/redis/keys.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { ClientAddressResolver } from './auth/client-address.js';
 import { KeyDirectory } from './auth/key-directory.js';
 import { errorBody, RelayError, statusLine } from './errors.js';
+import { closeConnectionsAfterAnswer } from './connection-draining.js';
 import { subscribeInvalidations } from './invalidation.js';
-import { handleMessages } from './messages/messages-handler.js';
+import { handleChatCompletions, handleMessages } from './messages/messages-handler.js';
 import { settlementsInFlight } from './messages/settlement.js';
 import type { RelayContext } from './relay-context.js';
 import { startRelayMetricsServer, type RelayMetricsServer } from './metrics/metrics-server.js';
@@ -23,6 +23,9 @@ import { inputBoundsFromOptions, type InputBounds } from '../core/pricing/input-
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
+import { ChannelHealth, healthSettingsFromConfig } from './routing/channel-health.js';
+import { channelMetrics } from './metrics/channel-metrics.js';
+import { publishInvalidation } from '../core/invalidation/invalidation.js';
 import { groupPolicyFromOptions, type GroupPolicy } from '../core/groups/group-policy.js';
 import { UpstreamPools } from './upstream/upstream-pools.js';
 import { handleCountTokens } from './messages/count-tokens-handler.js';
@@ -30,6 +33,7 @@ import { handleListModels, handleRetrieveModel } from './models/models-route.js'
 import { TokenCounter } from './token-count/token-counter.js';
 import { ReservationHeartbeat } from './messages/reservation-heartbeat.js';
 import { SettlementSpool } from './messages/settlement-spool.js';
+import { replicationCheck } from './messages/settlement-confirm.js';
 import { join } from 'node:path';
 
 export interface RunningRelay {
@@ -58,7 +62,7 @@ type Handler = (res: uws.HttpResponse, req: uws.HttpRequest) => void;
  * the handler already sent, or an aborted response, makes the write throw: that is ignored, as there
  * is nobody left to tell.
  */
-export function guarded(log: Logger, route: string, handler: Handler): Handler {
+export function guarded(log: Logger, route: string, handler: Handler, format: 'anthropic' | 'openai' = 'anthropic'): Handler {
   return (res, req) => {
     try {
       handler(res, req);
@@ -72,7 +76,7 @@ export function guarded(log: Logger, route: string, handler: Handler): Handler {
         : new RelayError('internal');
       try {
         res.cork(() => {
-          res.writeStatus(statusLine(e.status)).writeHeader('content-type', 'application/json').end(e.body());
+          res.writeStatus(statusLine(e.status)).writeHeader('content-type', 'application/json').end(format === 'openai' ? e.openaiBody() : e.body());
         });
       } catch {
         // Already answered or aborted.
@@ -86,25 +90,37 @@ const DRAIN_POLL_MS = 25;
 
 /** Backstop for a missed invalidation message: channels and options are re-read this often. */
 const RELOAD_INTERVAL_MS = 10_000;
+/** Life of a settled reservation's marker with replicas (docs/scaling.md, "Failover"). */
+const SETTLED_MARKER_SEC = 600;
 
 export async function startRelay(config: Config, log: Logger = createLogger(config, 'relay')): Promise<RunningRelay> {
   assertNativeUws();
-  const sql = createSql(config);
+  // No array parameters on the relay: its connections skip the type fetch (infra/postgres/client.ts).
+  const sql = createSql(config, { fetchTypes: false });
   const redis = createRedis(config, 'relay', { commandTimeoutMs: config.RELAY_REDIS_COMMAND_TIMEOUT_MS });
   const sub = createRedis(config, 'relay-sub', { blocking: true });
   // Not awaited: a warning, never a reason to start later.
   void checkRedisPersistence(redis, log, 'relay');
-  const keys = redisKeys(config.REDIS_PREFIX);
+  const keys = redisKeysFor(config);
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
-  const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS, config.KEY_CACHE_MAX_ENTRIES);
+  const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS, config.KEY_CACHE_MAX_ENTRIES, config.KEY_CACHE_STALE_MS);
   const channels = new ChannelRegistry(sql, crypto, (id, err) =>
-    log.error({ channel: id, err: err.message }, 'channel credential cannot be opened with KEY_SECRET; channel skipped'));
+    log.error({ channel: id, err: err.message }, 'channel credential cannot be opened with KEY_SECRET; channel skipped'),
+  (id, joined) => channelMetrics.routeChanged(id, joined));
   const pools = new UpstreamPools({
     connections: config.UPSTREAM_CONNECTIONS,
     headersTimeoutMs: config.UPSTREAM_HEADERS_TIMEOUT_MS,
     bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
   });
-  const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql));
+  // With replicas a settled reservation leaves a marker, so that one a failover lost still bills
+  // (settleReservation-7.lua); it outlives the replays of a relay restarted within minutes.
+  const waitReplicas = settleWaitReplicas(config);
+  const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql), { settledMarkerSec: waitReplicas > 0 ? SETTLED_MARKER_SEC : 0 });
+  const health = new ChannelHealth({
+    redis, keys, sql, settings: healthSettingsFromConfig(config), log, metrics: channelMetrics,
+    announce: (id) => publishInvalidation(redis, keys, { kind: 'channel', id }),
+  });
+  health.start();
 
   let ratios: Ratios;
   let groups: GroupPolicy;
@@ -117,12 +133,14 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   };
   await reloadOptions();
   await channels.reload();
-  await subscribeInvalidations(sub, keys.invalidationChannel(), {
+  // Not awaited unbounded: the subscription waits for Redis, and a relay started while its Redis is
+  // down must still listen (and answer 529) rather than hang until Redis returns.
+  const subscribed = subscribeInvalidations(sub, keys.invalidationChannel(), {
     token: (id) => keyDirectory.invalidate({ tokenId: id }),
     user: (id) => keyDirectory.invalidate({ userId: id }),
     channels: () => channels.reload(),
     options: reloadOptions,
-  }, log);
+  }, log).catch((err: unknown) => log.error({ err }, 'invalidation subscription failed'));
   const timer = setInterval(() => {
     keyDirectory.purgeStale();
     Promise.all([channels.reload(), reloadOptions()]).catch((err: unknown) => log.error({ err }, 'periodic reload failed'));
@@ -131,17 +149,23 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
 
   const heartbeat = new ReservationHeartbeat(quota, config.RESERVATION_TTL_SEC * 1000, log);
   const spool = SettlementSpool.open(join(config.RELAY_SPOOL_DIR, config.REDIS_PREFIX), log);
+  // WAIT holds its connection until the replicas answer: never the hot path's.
+  const replication = waitReplicas > 0 ? createRedis(config, 'relay-settle-wait', { blocking: true }) : null;
+  if (replication) spool.confirmReplicationWith(replicationCheck(replication, keys, waitReplicas, config.REDIS_SETTLE_WAIT_MS, log));
   const replaySpool = (): void => {
     spool.replay((s) => quota.settle(s)).catch((err: unknown) => log.error({ err }, 'settlement spool replay failed'));
   };
   // Redis answering again: what its outage stalled goes through, in order.
   redis.on('ready', replaySpool);
   replaySpool();
+  // A Redis resuming on the same connection (SIGSTOP/SIGCONT) sends no 'ready': retried while any is stalled.
+  spool.replayEvery(config.RELAY_SPOOL_REPLAY_INTERVAL_MS, (s) => quota.settle(s));
   const tokens = new TokenCounter({ minThreads: 1, maxThreads: config.TOKEN_WORKERS, maxQueue: config.TOKEN_QUEUE_MAX });
   const ctx: RelayContext = {
     log,
     keys: keyDirectory,
     channels,
+    health,
     quota,
     quotaReady: () => redis.status === 'ready',
     pools,
@@ -166,6 +190,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const notFound = new RelayError('not_found');
   const app = uws.App()
     .post('/v1/messages', guarded(log, 'messages', (res, req) => handleMessages(ctx, res, req)))
+    .post('/v1/chat/completions', guarded(log, 'chat_completions', (res, req) => handleChatCompletions(ctx, res, req), 'openai'))
     .post('/v1/messages/count_tokens', guarded(log, 'count_tokens', (res, req) => handleCountTokens(ctx, res, req)))
     .get('/v1/models', guarded(log, 'list_models', (res, req) => handleListModels(ctx, res, req)))
     .get('/v1/models/:model_id', guarded(log, 'retrieve_model', (res, req) => handleRetrieveModel(ctx, res, req)))
@@ -180,9 +205,11 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const releaseAll = async (): Promise<void> => {
     clearInterval(timer);
     heartbeat.stop();
+    await health.stop().catch(() => {});
     await pools.close();
     await tokens.close();
     sub.disconnect();
+    replication?.disconnect();
     await redis.quit();
     await sql.end({ timeout: 5 });
     spool.close();
@@ -194,7 +221,10 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     // Listen once the quota store's connection is up: a request arriving before would be refused
     // with 529 although nothing is wrong. Bounded, so a relay whose Redis is down still starts (and
     // answers 529 until Redis is back) rather than hanging.
-    await redisReady(redis, STARTUP_REDIS_WAIT_MS);
+    await Promise.race([
+      Promise.all([redisReady(redis, STARTUP_REDIS_WAIT_MS), subscribed]),
+      new Promise((resolve) => setTimeout(resolve, STARTUP_REDIS_WAIT_MS).unref()),
+    ]);
     listenSocket = await listenRelay(app, config.RELAY_HOST, config.RELAY_PORT, config.RELAY_REUSE_PORT);
     if (config.RELAY_METRICS_PORT !== 'off') {
       try {
@@ -225,8 +255,9 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     stopAccepting,
     async drain(graceMs) {
       stopAccepting();
+      closeConnectionsAfterAnswer();
       const deadline = Date.now() + graceMs;
-      while (relayMetrics.inFlight.value > 0 || heartbeat.size > 0 || settlementsInFlight() > 0) {
+      while (relayMetrics.inFlight.value > 0 || heartbeat.size > 0 || settlementsInFlight() > 0 || spool.confirming) {
         if (Date.now() >= deadline) return false;
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       }

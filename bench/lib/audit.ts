@@ -17,7 +17,9 @@
 // their expected input_tokens include; the relay reserves the model's context window for them. The
 // expected debit is core/pricing's formula, Σ quotaCost: round((input + cache_read × 0.1 +
 // cache_write_5m × 1.25 + cache_write_1h × 2 + output × completion_ratio) × model_ratio × group_ratio)
-// with the default cache ratios.
+// with the default cache ratios. Both protocols: each row's ledger protocol must be its scenario's
+// (`openai` for the chat-completions scenarios, `anthropic` for the rest), and the rows of each are
+// counted apart (rows.openai).
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
 import type { Sql } from '../../infra/postgres/client.js';
@@ -47,6 +49,8 @@ export interface ModelExpectation {
   cacheCreation1hTokens: number;
   /** Of inputTokens, what the request's image and document blocks add. */
   mediaTokens?: number;
+  /** The protocol the requests come in: the ledger's `protocol` of each row. Absent: anthropic. */
+  protocol?: 'anthropic' | 'openai';
 }
 
 export interface AuditResult {
@@ -57,7 +61,7 @@ export interface AuditResult {
   redisMovement: number | null;
   formula: number;
   /** media: the billed rows of requests with images or documents (their charged tokens are in the formula). */
-  rows: { ledger: number; clickhouse: number; complete: number; partial: number; error: number; media: number };
+  rows: { ledger: number; clickhouse: number; complete: number; partial: number; error: number; media: number; openai: number };
   problems: string[];
   drainMs: number;
 }
@@ -101,21 +105,29 @@ export class Auditor {
   /** Until the usage stream is empty, no reservation of the account is open and none of its log rows waits in the outbox. */
   async drain(timeoutMs = 60_000): Promise<number> {
     const t0 = Date.now();
-    const stream = this.keys.usageStream();
-    const rsvPattern = this.keys.reservation(this.userId, '*');
+    // The account's shard's stream and deadline set (the only ones in the unsharded layout).
+    const shard = this.keys.shardOf(this.userId);
+    const stream = this.keys.usageStream(shard);
+    const deadlines = this.keys.reservationDeadlines(shard);
     for (;;) {
-      const len = await this.redis.xlen(stream);
+      // Reservations first, then the stream, then the outbox: a settlement removes its reservation and
+      // appends its event in one script, and the billing worker commits the outbox row before it
+      // deletes the entry, so each read sees what the one before it missed. The other order saw
+      // neither when a settlement landed between the reads, and the audit faked "Redis ≠ Postgres".
+      // Every open reservation has its member `<user id>:<request id>` in the deadline set: one key,
+      // so this reads the right node of a cluster too (SCAN would read one node).
       let open = 0;
+      let cursor = '0';
+      do {
+        const [next, found] = await this.redis.zscan(deadlines, cursor, 'MATCH', `${this.userId}:*`, 'COUNT', 10_000);
+        cursor = next;
+        open += found.length / 2;
+      } while (cursor !== '0');
+      const len = open === 0 ? await this.redis.xlen(stream) : -1;
       if (len === 0) {
         // Acknowledged entries are in Postgres; their log rows reach ClickHouse as the outbox drains.
         const [q] = await this.sql`SELECT COUNT(*)::int AS n FROM log_outbox WHERE (row->>'user_id')::bigint = ${this.userId}`;
         open += q!.n as number;
-        let cursor = '0';
-        do {
-          const [next, found] = await this.redis.scan(cursor, 'MATCH', rsvPattern, 'COUNT', 10_000);
-          cursor = next;
-          open += found.length;
-        } while (cursor !== '0');
       }
       if (len === 0 && open === 0) return Date.now() - t0;
       if (Date.now() - t0 > timeoutMs) throw new Error(`billing did not drain in ${timeoutMs} ms: ${len} stream entries, ${open} open reservations and queued log rows`);
@@ -127,17 +139,19 @@ export class Auditor {
     const drainMs = await this.drain();
     const after = await this.books();
     const rows = await this.sql`
-      SELECT model_name, type, quota, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens FROM ledger
+      SELECT model_name, type, quota, prompt_tokens, completion_tokens, cache_read_tokens, cache_write_5m_tokens, cache_write_1h_tokens, protocol FROM ledger
       WHERE user_id = ${this.userId} AND id > ${before.ledgerMaxId}`;
     const problems: string[] = [];
-    let formula = 0, complete = 0, partial = 0, error = 0, media = 0;
-    for (const r of rows as unknown as Array<{ model_name: string; type: number; quota: number; prompt_tokens: number; completion_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number }>) {
+    let formula = 0, complete = 0, partial = 0, error = 0, media = 0, openai = 0;
+    for (const r of rows as unknown as Array<{ model_name: string; type: number; quota: number; prompt_tokens: number; completion_tokens: number; cache_read_tokens: number; cache_write_5m_tokens: number; cache_write_1h_tokens: number; protocol: string }>) {
       const exp = expectations[r.model_name];
       const modelRatio = BENCH_MODELS[r.model_name];
       if (!exp || modelRatio === undefined) {
         problems.push(`unexpected model ${r.model_name}`);
         continue;
       }
+      if (r.protocol !== (exp.protocol ?? 'anthropic')) problems.push(`${r.model_name}: ledger protocol ${r.protocol}, the requests came in ${exp.protocol ?? 'anthropic'}`);
+      if (r.protocol === 'openai') openai++;
       if (r.type === 5) {
         error++;
         if (Number(r.quota) !== 0) problems.push(`error row of ${r.model_name} debited ${r.quota}`);
@@ -175,7 +189,7 @@ export class Auditor {
     return {
       pass: problems.length === 0,
       pgDebit, ledgerSum, chSum, redisMovement, formula,
-      rows: { ledger: ledgerRows, clickhouse: chRows, complete, partial, error, media },
+      rows: { ledger: ledgerRows, clickhouse: chRows, complete, partial, error, media, openai },
       problems,
       drainMs,
     };

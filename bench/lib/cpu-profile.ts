@@ -27,6 +27,8 @@ export interface HotFunction {
 
 export interface ProfileSummary {
   file: string;
+  /** 'main' (the event loop) or 'worker' (a token-counting thread: its wait for work counts as idle). */
+  thread: 'main' | 'worker';
   totalMs: number;
   /** Self time outside (idle). */
   busyMs: number;
@@ -60,7 +62,8 @@ export function summarizeProfile(file: string, topN = 25): ProfileSummary {
     const n = byId.get(id)!;
     const { functionName, url, lineNumber } = n.callFrame;
     total += us;
-    if (functionName === '(idle)') {
+    // A piscina worker blocks in Atomics.wait between tasks: waiting, not working.
+    if (functionName === '(idle)' || functionName === 'atomicsWaitLoop') {
       idle += us;
       continue;
     }
@@ -75,13 +78,14 @@ export function summarizeProfile(file: string, topN = 25): ProfileSummary {
     areaTime.set(area, (areaTime.get(area) ?? 0) + us);
   }
   const busy = total - idle;
+  const thread = p.nodes.some((n) => n.callFrame.functionName === 'atomicsWaitLoop') ? 'worker' : 'main';
   const top = [...fnTime.values()].sort((a, b) => b.us - a.us).slice(0, topN).map((e) => ({
     function: e.fn, location: e.loc, selfMs: e.us / 1000, selfPct: busy > 0 ? (e.us / busy) * 100 : 0,
   }));
   const byArea = [...areaTime.entries()].sort((a, b) => b[1] - a[1]).slice(0, 20).map(([area, us]) => ({
     area, selfMs: us / 1000, pctOfBusy: busy > 0 ? (us / busy) * 100 : 0,
   }));
-  return { file, totalMs: total / 1000, busyMs: busy / 1000, top, byArea };
+  return { file, thread, totalMs: total / 1000, busyMs: busy / 1000, top, byArea };
 }
 
 export function summarizeProfileDir(dir: string): ProfileSummary[] {
@@ -91,5 +95,6 @@ export function summarizeProfileDir(dir: string): ProfileSummary[] {
   } catch {
     return [];
   }
-  return files.map((f) => summarizeProfile(join(dir, f)));
+  // The event loop's profile first: the one the hot path runs on.
+  return files.map((f) => summarizeProfile(join(dir, f))).sort((a, b) => (a.thread === b.thread ? b.busyMs - a.busyMs : a.thread === 'main' ? -1 : 1));
 }

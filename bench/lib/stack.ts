@@ -18,6 +18,8 @@ import { loadConfig, type Config } from '../../infra/config.js';
 import { migratePostgres } from '../../infra/postgres/migrate.js';
 import { projectRoot } from '../../infra/project-root.js';
 import { pidsListeningOn } from './proc.js';
+import { startPeerGateway } from './peer-gateway.js';
+import { FAILING_CHANNEL_KEY } from './channel-failure.js';
 
 export const BENCH_KEY_SECRET = 'bench-only-key-secret-0123456789abcdef';
 export const MOCK_KEY = 'sk-ant-mock-bench';
@@ -47,7 +49,7 @@ export interface Service {
   child: ChildProcess;
 }
 
-export type ServiceName = 'mock' | 'bare' | 'relay' | 'billing' | 'console' | 'clickhouse';
+export type ServiceName = 'mock' | 'bare' | 'relay' | 'billing' | 'console' | 'clickhouse' | 'peer';
 
 export interface Stack {
   /** 'own': every process spawned here; 'attached': a running stack given by URL (only the bare proxy is ours). */
@@ -61,6 +63,9 @@ export interface Stack {
   /** The credential the mock provider requires (sent by the channel, the bare proxy and mock-direct runs). */
   mockKey: string;
   bareUrl: string;
+  /** The peer gateway (Portkey, lib/peer-gateway.ts) in front of the same mock; undefined when it could not start. */
+  peerUrl: string | undefined;
+  peerVersion: string | undefined;
   relayUrl: string;
   consoleUrl: string;
   /** The billing worker's /metrics, when known. */
@@ -181,7 +186,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   const relayUrl = `http://127.0.0.1:${relayPort}`;
   const consoleUrl = `http://127.0.0.1:${consolePort}`;
 
-  const services: Stack['services'] = { mock: undefined, bare: undefined, relay: undefined, billing: undefined, console: undefined, clickhouse };
+  const services: Stack['services'] = { mock: undefined, bare: undefined, relay: undefined, billing: undefined, console: undefined, clickhouse, peer: undefined };
   const add = (key: keyof Stack['services'], name: string, url: string, child: ChildProcess): Service => {
     const s = { name, pid: child.pid!, url, child };
     services[key] = s;
@@ -199,14 +204,22 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     ...env, MOCK_API_KEY: MOCK_KEY, MOCK_OUTPUT_TOKENS: '1000000',
     MOCK_CACHE_READ_TOKENS: '40', MOCK_CACHE_CREATION_TOKENS: '8', MOCK_CACHE_CREATION_1H_TOKENS: '4',
     MOCK_DOCUMENT_TOKENS: '3000', MOCK_IMAGE_TOKENS: '1600',
+    // The errors scenario's second channel, whose key the bench revokes mid-run (lib/channel-failure.ts).
+    MOCK_API_KEYS: FAILING_CHANNEL_KEY, MOCK_CONTROL: 'true',
   }));
   const bare = add('bare', 'bare-proxy', bareUrl, spawnService('bare-proxy', 'dist/bench/bare-proxy.js', env,
     ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY]));
   await waitHttp(`${mockUrl}/v1/models`, mock.child, 'mock-upstream');
   await waitHttp(`${bareUrl}/health`, bare.child, 'bare-proxy');
+  const peer = await startPeer(logDir, o.log);
+  if (peer) {
+    services.peer = peer;
+    children.push(peer);
+  }
 
   return {
     mode: 'own',
+    peerUrl: peer?.url, peerVersion: peer?.version,
     config,
     services,
     foreignPids: {},
@@ -336,11 +349,13 @@ export async function attachStack(o: AttachOptions): Promise<Stack> {
   child.stderr!.pipe(out);
   const bare: Service = { name: 'bare-proxy', pid: child.pid!, url: bareUrl, child };
   await waitHttp(`${bareUrl}/health`, child, 'bare-proxy');
+  const peer = await startPeer(logDir, o.log);
 
   return {
     mode: 'attached',
+    peerUrl: peer?.url, peerVersion: peer?.version,
     config,
-    services: { mock: undefined, bare, relay: undefined, billing: undefined, console: undefined, clickhouse: undefined },
+    services: { mock: undefined, bare, relay: undefined, billing: undefined, console: undefined, clickhouse: undefined, peer },
     foreignPids,
     mockUrl, mockKey: o.mockKey, bareUrl, relayUrl, consoleUrl,
     billingMetricsUrl: o.billingMetricsUrl,
@@ -354,6 +369,19 @@ export async function attachStack(o: AttachOptions): Promise<Stack> {
     },
     async close(): Promise<void> {
       await stopChild(child).catch(() => {});
+      if (peer) await stopChild(peer.child).catch(() => {});
     },
   };
+}
+
+/** The peer gateway on a free port; a failure to start is logged and the peer runs are skipped. */
+async function startPeer(logDir: string, log: (line: string) => void): Promise<(Service & { version: string }) | undefined> {
+  try {
+    const peer = await startPeerGateway(await freePort(), logDir);
+    log(`peer: Portkey gateway ${peer.version} at ${peer.url}`);
+    return peer;
+  } catch (err) {
+    log(`peer: not started (${(err as Error).message}); the peer runs are skipped`);
+    return undefined;
+  }
 }

@@ -1,7 +1,8 @@
 // One request and its response on uWebSockets.js, and the bookkeeping every handler needs: when
 // `res` may still be touched, the timer or drain callback to cancel when the exchange ends, and the
 // body collected from uWS' chunks.
-import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import uWS from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { randomId } from './wire-format.js';
 
 export interface Exchange {
@@ -87,4 +88,17 @@ export function readBody(ex: Exchange, max: number, onBody: (raw: Buffer | null)
     }
     if (isLast && !ex.aborted) onBody(tooLarge ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
   });
+}
+
+/** A mock's app listening on host:port (0: any free port), with the URL a client uses to reach it. */
+export async function listenMock(app: TemplatedApp, host: string, port: number, what: string): Promise<{ listenSocket: us_listen_socket; port: number; url: string }> {
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen(host, port, (s) => {
+      if (s) resolve(s);
+      else reject(new Error(`${what}: cannot listen on ${host}:${port}`));
+    });
+  });
+  const bound = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
+  const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+  return { listenSocket, port: bound, url: `http://${urlHost}:${bound}` };
 }

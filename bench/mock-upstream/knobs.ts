@@ -24,6 +24,10 @@
 //   x-mock-web-search-requests        usage.server_tool_use.web_search_requests of the answer (option
 //                                     webSearchRequests, default 0: the field is then left out); a
 //                                     stream reports them in message_delta, message_start says 0
+//   keyFailures (option)              per credential: a key listed fails every request it makes (the
+//                                     provider revoked it, forbade it, or its account ran out of
+//                                     credit), whatever else it asks; setOptions() or PUT
+//                                     /mock/key-failures (option control) change the list at run time
 import type { StopReason } from './wire-format.js';
 
 export interface MockUpstreamOptions {
@@ -31,8 +35,14 @@ export interface MockUpstreamOptions {
   host?: string;
   /** 0 (default) = a random free port; MockUpstream.port reports the real one. */
   port?: number;
-  /** When set, requests must carry it in x-api-key or Authorization: Bearer, else 401. */
+  /** When set, requests must carry it (or one of apiKeys) in x-api-key or Authorization: Bearer, else 401. */
   apiKey?: string;
+  /** More keys accepted besides apiKey (several channels with credentials of their own). */
+  apiKeys?: readonly string[];
+  /** Keys that fail every request, and how (KEY_FAILURES). */
+  keyFailures?: Readonly<Record<string, KeyFailure>>;
+  /** Serve PUT /mock/key-failures (a JSON object: key → failure, or null to accept the key again). */
+  control?: boolean;
   /** Output tokens per response unless max_tokens is lower. Default 64. */
   outputTokens?: number;
   /** Delay between streamed tokens, ms. Default 0 (tokens are then batched into few writes). */
@@ -61,6 +71,19 @@ export interface MockUpstreamOptions {
   maxBodyBytes?: number;
   /** How many recent requests `requests` keeps. Default 100. */
   recordLimit?: number;
+}
+
+/** How a listed key fails: the answer a real provider gives in that case. */
+export type KeyFailure = 'revoked' | 'forbidden' | 'no_credit';
+
+export const KEY_FAILURES: Readonly<Record<KeyFailure, { status: number; message: string }>> = {
+  revoked: { status: 401, message: 'invalid x-api-key' },
+  forbidden: { status: 403, message: 'Your API key does not have permission to use the specified resource.' },
+  no_credit: { status: 400, message: 'Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.' },
+};
+
+export function isKeyFailure(v: unknown): v is KeyFailure {
+  return typeof v === 'string' && Object.hasOwn(KEY_FAILURES, v);
 }
 
 function headerInt(headers: Record<string, string>, name: string): number | undefined {

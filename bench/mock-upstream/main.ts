@@ -18,6 +18,9 @@
 //   --document-tokens      MOCK_DOCUMENT_TOKENS         input tokens each `document` block adds (default 0)
 //   --image-tokens         MOCK_IMAGE_TOKENS            input tokens each `image` block adds (default 0)
 //   --api-key              MOCK_API_KEY                 require this key (x-api-key or Authorization: Bearer)
+//   --api-keys             MOCK_API_KEYS                more accepted keys, comma-separated
+//   --key-failures         MOCK_KEY_FAILURES            keys that fail: key=revoked|forbidden|no_credit, comma-separated
+//   --control              MOCK_CONTROL                 true: serve PUT /mock/key-failures (change the list at run time)
 // LOG_LEVEL as everywhere (infra/config.ts). SIGTERM / SIGINT close the server and exit.
 // Per-request overrides (x-mock-* headers, model names containing -error<status>) are described at
 // the top of knobs.ts.
@@ -25,6 +28,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../../infra/config.js';
 import { createLogger } from '../../infra/logger.js';
 import { startMockUpstream, type MockUpstreamOptions } from './mock-upstream.js';
+import { isKeyFailure, type KeyFailure } from './knobs.js';
 
 const FLAGS = {
   host: 'MOCK_UPSTREAM_HOST',
@@ -41,6 +45,9 @@ const FLAGS = {
   'document-tokens': 'MOCK_DOCUMENT_TOKENS',
   'image-tokens': 'MOCK_IMAGE_TOKENS',
   'api-key': 'MOCK_API_KEY',
+  'api-keys': 'MOCK_API_KEYS',
+  'key-failures': 'MOCK_KEY_FAILURES',
+  control: 'MOCK_CONTROL',
 } as const;
 type Flag = keyof typeof FLAGS;
 
@@ -81,11 +88,14 @@ function main(): void {
     documentInputTokens: num('document-tokens'),
     imageInputTokens: num('image-tokens'),
     apiKey: raw('api-key'),
+    apiKeys: raw('api-keys')?.split(',').map((k) => k.trim()).filter(Boolean),
+    keyFailures: keyFailures(raw('key-failures')),
+    control: raw('control') === 'true' || raw('control') === '1',
   };
 
   startMockUpstream(options).then((mock) => {
-    const { apiKey, ...shown } = options;
-    log.info({ url: mock.url, ...shown, apiKeyRequired: apiKey !== undefined }, 'mock upstream listening');
+    const { apiKey, apiKeys, keyFailures: failing, ...shown } = options;
+    log.info({ url: mock.url, ...shown, apiKeyRequired: apiKey !== undefined, extraKeys: apiKeys?.length ?? 0, failingKeys: Object.keys(failing ?? {}).length }, 'mock upstream listening');
     let closing = false;
     const shutdown = (signal: string): void => {
       if (closing) return;
@@ -102,6 +112,19 @@ function main(): void {
     log.fatal({ err }, 'mock upstream failed to start');
     process.exit(1);
   });
+}
+
+/** `key=revoked,key2=no_credit` → the keyFailures option. */
+function keyFailures(spec: string | undefined): Record<string, KeyFailure> | undefined {
+  if (!spec) return undefined;
+  const out: Record<string, KeyFailure> = {};
+  for (const entry of spec.split(',').map((e) => e.trim()).filter(Boolean)) {
+    const at = entry.lastIndexOf('=');
+    const failure = entry.slice(at + 1);
+    if (at <= 0 || !isKeyFailure(failure)) throw new Error(`invalid --key-failures / MOCK_KEY_FAILURES entry (key=revoked|forbidden|no_credit): ${entry.slice(at + 1)}`);
+    out[entry.slice(0, at)] = failure;
+  }
+  return out;
 }
 
 main();

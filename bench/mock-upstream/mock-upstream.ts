@@ -19,16 +19,20 @@
 //                   unchanged); cache_creation_input_tokens is the 5m and 1h writes together.
 //   plus, when set, documentInputTokens per `document` block and imageInputTokens per `image` block
 //                   (knobs.ts): media that costs far more tokens than its bytes.
+//   tool calls:     a request whose tool_choice forces a tool (`any`, `tool`) and whose last message
+//                   holds no tool_result is answered with a tool_use block (stop_reason tool_use),
+//                   arguments "tok" per string property and 1 per number (wire-format.ts,
+//                   forcedTool), output_tokens as above; streamed in one write.
 //
 // Knobs (errors, delays, streams cut or failed mid-way): knobs.ts.
 import uWS from 'uWebSockets.js';
-import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import { exchanges, readBody, readHeaders, type Exchange } from './exchange.js';
-import { forcedErrorStatus, messageKnobs, type MockUpstreamOptions } from './knobs.js';
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { exchanges, listenMock, readBody, readHeaders, type Exchange } from './exchange.js';
+import { forcedErrorStatus, isKeyFailure, KEY_FAILURES, messageKnobs, type KeyFailure, type MockUpstreamOptions } from './knobs.js';
 import { writeStream } from './stream-writer.js';
 import {
-  countInputTokens, currentRateLimitHeaders, mediaInputTokens, errorTypeFor, messageBody, messageUsage, MODELS, randomId, statusLine,
-  streamHead, streamTail, validateMessagesBody,
+  countInputTokens, currentRateLimitHeaders, mediaInputTokens, errorTypeFor, forcedTool, messageBody, messageUsage, MODELS, randomId, statusLine,
+  streamHead, streamTail, toolUseMessageBody, toolUseStream, validateMessagesBody,
 } from './wire-format.js';
 
 export type { MockUpstreamOptions } from './knobs.js';
@@ -121,13 +125,19 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
     }, status === 429, extra);
   }
 
-  /** 401 unless the request carries the configured key. true = authorized. */
+  /** 401 unless the request carries an accepted key; a key told to fail fails. true = authorized. */
   function authorize(ex: Exchange, headers: Record<string, string>): boolean {
-    const key = options.apiKey;
-    if (!key) return true;
     const auth = headers['authorization'];
     const given = headers['x-api-key'] ?? (auth?.toLowerCase().startsWith('bearer ') ? auth.slice(7).trim() : undefined);
-    if (given === key) return true;
+    const failure = given !== undefined ? options.keyFailures?.[given] : undefined;
+    if (failure !== undefined) {
+      const f = KEY_FAILURES[failure];
+      sendError(ex, f.status, f.message);
+      return false;
+    }
+    const key = options.apiKey;
+    if (!key) return true;
+    if (given === key || (given !== undefined && options.apiKeys?.includes(given))) return true;
     sendError(ex, 401, given === undefined ? 'x-api-key header is required' : 'invalid x-api-key');
     return false;
   }
@@ -186,6 +196,21 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
     const input = countInputTokens(body) + mediaInputTokens(body, k.documentInputTokens, k.imageInputTokens);
     const usage = messageUsage(input, k.cacheReadTokens, k.cacheCreationTokens, k.outputTokens, k.cacheCreation1hTokens, k.webSearchRequests);
     const id = randomId('msg_');
+
+    const tool = forcedTool(body);
+    if (tool) {
+      const toolUseId = randomId('toolu_');
+      if (body.stream !== true) return sendJson(ex, 200, toolUseMessageBody(id, model, usage, tool, toolUseId), true);
+      stats.streams++;
+      ex.res.cork(() => {
+        ex.res.writeStatus('200 OK');
+        writeCommonHeaders(ex, 'text/event-stream; charset=utf-8', true);
+        ex.res.writeHeader('cache-control', 'no-cache');
+        ex.res.end(toolUseStream(id, model, usage, tool, toolUseId));
+      });
+      finish(ex);
+      return;
+    }
 
     if (body.stream !== true) {
       const message = messageBody(id, model, usage, k.stopReason);
@@ -268,6 +293,33 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
     sendJson(ex, 200, modelInfo(m));
   });
 
+  // Run-time control of the per-key failures, for a mock in its own process (the bench's).
+  app.put('/mock/key-failures', (res, req) => {
+    if (!options.control) {
+      const ex = begin(res);
+      record('PUT', req.getUrl(), readHeaders(req), undefined, ex);
+      return sendError(ex, 404, 'Not Found');
+    }
+    const ex = begin(res);
+    readBody(ex, 64 * 1024, (raw) => {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(raw?.toString('utf8') ?? '');
+      } catch {
+        return sendError(ex, 400, 'a JSON object of key to failure (revoked, forbidden, no_credit) or null');
+      }
+      if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return sendError(ex, 400, 'a JSON object of key to failure (revoked, forbidden, no_credit) or null');
+      const next: Record<string, KeyFailure> = { ...options.keyFailures };
+      for (const [k, v] of Object.entries(parsed)) {
+        if (v === null) delete next[k];
+        else if (isKeyFailure(v)) next[k] = v;
+        else return sendError(ex, 400, `${k}: must be revoked, forbidden, no_credit or null`);
+      }
+      options = { ...options, keyFailures: next };
+      sendJson(ex, 200, { key_failures: Object.keys(next).length });
+    });
+  });
+
   app.any('/*', (res, req) => {
     const ex = begin(res);
     const method = req.getMethod().toUpperCase();
@@ -277,19 +329,12 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
 
   // --- listen ----------------------------------------------------------------------------------------
 
-  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(host, opts.port ?? 0, (s) => {
-      if (s) resolve(s);
-      else reject(new Error(`mock upstream: cannot listen on ${host}:${opts.port ?? 0}`));
-    });
-  });
-  const port = uWS.us_socket_local_port(listenSocket as unknown as uWS.us_socket);
-  const urlHost = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+  const { listenSocket, port, url } = await listenMock(app, host, opts.port ?? 0, 'mock upstream');
   let closed = false;
 
   return {
     port,
-    url: `http://${urlHost}:${port}`,
+    url,
     requests: recorded,
     stats,
     setOptions(partial) {

@@ -17,6 +17,10 @@ export interface MessageStream {
   streamErrorAfterTokens: number | undefined;
   tokenDelayMs: number;
   firstTokenDelayMs: number;
+  /** One output token's event; default Anthropic's text delta (the OpenAI mock passes its chunk). */
+  delta?: string;
+  /** The mid-stream failure; default Anthropic's overloaded `event: error`. */
+  errorEvent?: string;
 }
 
 export interface StreamCounters {
@@ -47,6 +51,8 @@ export function writeStream(
 
   let sent = 0;
   const res = ex.res;
+  const delta = stream.delta ?? DELTA_EVENT;
+  const errorEvent = stream.errorEvent ?? OVERLOADED_EVENT;
 
   const dropConnection = (): void => {
     counters.dropped++;
@@ -64,7 +70,7 @@ export function writeStream(
     res.cork(() => {
       if (count > 0) {
         // uWS buffers all of a write(); false = backpressure: produce nothing more until the drain.
-        ok = res.write(count === 1 ? DELTA_EVENT : DELTA_EVENT.repeat(count));
+        ok = res.write(count === 1 ? delta : delta.repeat(count));
         sent += count;
         counters.tokensStreamed += count;
       }
@@ -74,7 +80,7 @@ export function writeStream(
         finish(ex);
       } else if (ending === 'error') {
         counters.errors++;
-        res.end(OVERLOADED_EVENT);
+        res.end(errorEvent);
         finish(ex);
       }
     });

@@ -315,3 +315,58 @@ export const MODELS: ReadonlyArray<{ id: string; display_name: string; created_a
 ];
 /** Model ids GET /v1/models lists (newest first). */
 export const MOCK_MODEL_IDS: readonly string[] = MODELS.map((m) => m.id);
+
+// ---------------------------------------------------------------------------------------------
+// Tool calls
+
+/**
+ * The tool the answer calls, or null for a text answer: a request whose tool_choice forces a tool
+ * (`any`: the first tool, `tool`: the named one) calls it, unless its last message already carries a
+ * tool_result (the round trip is then answered in text).
+ */
+export function forcedTool(body: Record<string, unknown>): { name: string; input: Record<string, unknown> } | null {
+  const tools = body.tools as Array<{ name?: unknown; input_schema?: unknown }> | undefined;
+  const choice = body.tool_choice as { type?: unknown; name?: unknown } | undefined;
+  if (!Array.isArray(tools) || tools.length === 0 || (choice?.type !== 'any' && choice?.type !== 'tool')) return null;
+  const messages = body.messages as Array<{ content?: unknown }>;
+  const last = messages[messages.length - 1]?.content;
+  if (Array.isArray(last) && last.some((b: { type?: unknown } | null) => b?.type === 'tool_result')) return null;
+  const tool = choice.type === 'tool' ? tools.find((t) => t.name === choice.name) : tools[0];
+  if (!tool || typeof tool.name !== 'string') return null;
+  return { name: tool.name, input: toolInput(tool.input_schema) };
+}
+
+/** Deterministic arguments: "tok" for each string property of the schema, 1 for each number. */
+export function toolInput(schema: unknown): Record<string, unknown> {
+  const props = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties;
+  const input: Record<string, unknown> = {};
+  if (props && typeof props === 'object') {
+    for (const [k, v] of Object.entries(props)) input[k] = v?.type === 'number' || v?.type === 'integer' ? 1 : 'tok';
+  }
+  return input;
+}
+
+/** The non-streaming answer calling a tool. */
+export function toolUseMessageBody(id: string, model: string, usage: MessageUsage, tool: { name: string; input: Record<string, unknown> }, toolUseId: string) {
+  return {
+    id, type: 'message', role: 'assistant', model,
+    content: [{ type: 'tool_use', id: toolUseId, name: tool.name, input: tool.input }],
+    stop_reason: 'tool_use', stop_sequence: null, usage,
+  };
+}
+
+/** A whole streamed answer calling a tool: its arguments in two input_json_delta pieces. */
+export function toolUseStream(id: string, model: string, usage: MessageUsage, tool: { name: string; input: Record<string, unknown> }, toolUseId: string): string {
+  const json = JSON.stringify(tool.input);
+  const half = Math.floor(json.length / 2);
+  return sse('message_start', {
+    type: 'message_start',
+    message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
+  })
+    + sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: toolUseId, name: tool.name, input: {} } })
+    + sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: json.slice(0, half) } })
+    + sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: json.slice(half) } })
+    + sse('content_block_stop', { type: 'content_block_stop', index: 0 })
+    + sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { output_tokens: usage.output_tokens } })
+    + MESSAGE_STOP_EVENT;
+}

@@ -16,7 +16,8 @@ export interface MetricsServerOptions {
   host: string;
   port: number;
   redis?: Redis;
-  stream?: string;
+  /** The usage stream, or every shard's stream (the gauges then sum them). */
+  stream?: string | string[];
   group?: string;
   metrics?: BillingMetrics;
 }
@@ -25,13 +26,15 @@ export async function startBillingMetricsServer(opts: MetricsServerOptions): Pro
   const metrics = opts.metrics ?? billingMetrics;
   const refresh = async (): Promise<void> => {
     if (!opts.redis || !opts.stream) return;
+    const redis = opts.redis;
+    const group = opts.group;
     try {
-      const [len, pending] = await Promise.all([
-        opts.redis.xlen(opts.stream),
-        opts.group ? (opts.redis.xpending(opts.stream, opts.group) as Promise<[number, ...unknown[]]>) : Promise.resolve([0] as [number]),
-      ]);
-      metrics.streamLength.set(len);
-      metrics.streamPending.set(Number(pending[0]) || 0);
+      const counts = await Promise.all((Array.isArray(opts.stream) ? opts.stream : [opts.stream]).map((stream) => Promise.all([
+        redis.xlen(stream),
+        group ? (redis.xpending(stream, group) as Promise<[number, ...unknown[]]>).catch(() => [0] as [number]) : Promise.resolve([0] as [number]),
+      ])));
+      metrics.streamLength.set(counts.reduce((n, [len]) => n + len, 0));
+      metrics.streamPending.set(counts.reduce((n, [, pending]) => n + (Number(pending[0]) || 0), 0));
     } catch {
       // keep the last values
     }

@@ -1,4 +1,5 @@
 // The Account resource of the contract, built from a `users` row. password_hash never leaves here.
+import { publicSettingText } from '../../core/notices/notice-setting.js';
 import { type Permissions, permissionsForRole } from './roles.js';
 
 /** A `users` row as postgres.js returns it (BIGINT already parsed to number by infra/postgres/client). */
@@ -58,7 +59,8 @@ export function toAccount(row: UserRow): Account {
     aff_quota: Number(row.aff_quota),
     aff_history_quota: Number(row.aff_history_quota),
     inviter_id: Number(row.inviter_id),
-    setting: row.setting,
+    // The webhook secret is the account's signing key: kept, never shown back.
+    setting: publicSettingText(row.setting),
     card_provider_customer: row.card_provider_customer,
     sidebar_modules: row.sidebar_modules,
     permissions: permissionsForRole(Number(row.role)),

@@ -2,9 +2,10 @@
 // (the channel routes, the demo seed, the bench's fixtures) rebuilds them in the same transaction, so
 // routing never sees a channel without its abilities or the reverse.
 import type { Db } from '../db.js';
+import { CHANNEL_STATUS } from '../../core/channels/channel-status.js';
 
-/** new-api's numbering: 1 enabled, 2 disabled by an administrator, 3 disabled automatically. */
-export const CHANNEL_STATUS = { enabled: 1, manuallyDisabled: 2, autoDisabled: 3 } as const;
+// new-api's numbering, shared with the relay, which disables channels automatically.
+export { CHANNEL_STATUS };
 
 /** The columns of a channel row that its abilities are made from. */
 export interface AbilitySource {

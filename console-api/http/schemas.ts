@@ -51,6 +51,8 @@ export const logEntrySchema = z.object({
   token_name: z.string(), model_name: z.string(), quota: int, prompt_tokens: int, completion_tokens: int,
   use_time: int, is_stream: z.boolean(), channel: int, token_id: int, group: z.string(), request_id: z.string(),
   upstream_request_id: z.string(),
+  // Additive to the contract's log entry (ClickHouse migration 005): rows older than it read 'anthropic'.
+  protocol: z.enum(['anthropic', 'openai']).describe('the API the request came in by: anthropic (POST /v1/messages) or openai (POST /v1/chat/completions)'),
 });
 
 export const statSchema = z.object({ quota: int, rpm: int, tpm: int });
@@ -71,6 +73,10 @@ export const channelSchema = z.object({
   id: int, type: int, name: z.string(), base_url: z.string(), status: int, models: z.string(), group: z.string(),
   priority: int, weight: int, model_mapping: z.string(), created_time: int, used_quota: int, response_time: int,
   test_time: int,
+  // Channel health: why and when the status last changed, the last probe, the next one (status 3 only),
+  // and the automatic-disabling overrides (null: the fleet's setting).
+  status_reason: z.string(), status_time: int, probe_time: int, probe_result: z.string(), probe_failures: int,
+  next_probe_time: int, auto_ban: z.boolean(), fault_threshold: int.nullable(), fault_rate_threshold: z.number().nullable(),
 });
 
 export const redemptionSchema = z.object({

@@ -38,6 +38,11 @@ export interface ConsoleCredit {
   content: string;
   /** Unix seconds. */
   createdAt: number;
+  /**
+   * Signed change of users.aff_quota (referral quota, console-api/referrals/): an inviter's reward is
+   * positive (aff_history_quota rises with it), a transfer to the balance negative. Default 0.
+   */
+  affDelta?: number;
 }
 
 export interface RecordedCredit extends ConsoleCredit {
@@ -59,14 +64,17 @@ export function manageRequestId(): string {
  * (and changes nothing) when a ledger row with this request id already exists.
  */
 export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promise<RecordedCredit | undefined> {
+  const affDelta = credit.affDelta ?? 0;
   const [row] = await tx<{ id: number }[]>`
-    INSERT INTO ledger (request_id, type, user_id, quota, quota_delta, created_at, follow_up_pending)
-    VALUES (${credit.requestId}, ${credit.type}, ${credit.userId}, ${Math.abs(credit.delta)}, ${credit.delta}, ${credit.createdAt}, true)
+    INSERT INTO ledger (request_id, type, user_id, quota, quota_delta, aff_quota_delta, created_at, follow_up_pending)
+    VALUES (${credit.requestId}, ${credit.type}, ${credit.userId}, ${Math.abs(credit.delta)}, ${credit.delta}, ${affDelta}, ${credit.createdAt}, true)
     ON CONFLICT (request_id) DO NOTHING
     RETURNING id`;
   if (!row) return undefined;
   const [user] = await tx<{ username: string; group: string; quota: number; credit_seq: string | number }[]>`
-    UPDATE users SET quota = quota + ${credit.delta}, credit_seq = credit_seq + 1 WHERE id = ${credit.userId}
+    UPDATE users SET quota = quota + ${credit.delta}, credit_seq = credit_seq + 1,
+      aff_quota = aff_quota + ${affDelta}, aff_history_quota = aff_history_quota + ${Math.max(affDelta, 0)}
+    WHERE id = ${credit.userId}
     RETURNING username, "group", quota, credit_seq`;
   if (!user) throw new Error(`recordConsoleCredit: no account ${credit.userId}`);
   const recorded = { ...credit, ledgerId: Number(row.id), username: user.username, group: user.group, balance: Number(user.quota), creditSeq: Number(user.credit_seq) };
@@ -100,7 +108,8 @@ export function consoleUsageEvent(c: RecordedCredit): UsageEvent {
     quota_delta: c.delta,
     username: c.username,
     group: c.group,
-    quota: Math.abs(c.delta),
+    // A referral reward moves aff_quota only: its log row shows that amount (the content says where).
+    quota: Math.abs(c.delta) || Math.abs(c.affDelta ?? 0),
     created_at: c.createdAt,
     content: c.content,
   });

@@ -1,6 +1,6 @@
-// The log queries against the migrated `logs` table, before and after the background merge that
-// migration 002 forces: a replayed request counts once while it sits in a second part, and the merged
-// partition (one part, read without FINAL's merge) gives exactly the same answers.
+// The log queries against the migrated `logs` table, before and after a merge: a replayed request
+// counts once while it sits in a second part, and the merged partition gives exactly the same answers.
+// No query reads FINAL, so nothing forces merges any more (migration 010 undid 002's).
 import { randomInt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ClickHouseClient, createClickHouse } from '../../infra/clickhouse/client.js';
@@ -60,19 +60,19 @@ afterAll(async () => {
   await ch?.close();
 });
 
-describe('log queries and the forced merge of migration 002', () => {
-  it('the logs table merges a partition whose parts are all older than a minute', async () => {
+describe('log queries before and after a merge', () => {
+  it('the logs table is merged by the ordinary policy (010 reset 002\'s forced merge)', async () => {
     const [t] = await (await ch.query({
       query: "SELECT engine_full FROM system.tables WHERE database = currentDatabase() AND name = 'logs'",
       format: 'JSONEachRow',
     })).json<{ engine_full: string }>();
-    expect(t?.engine_full).toMatch(/min_age_to_force_merge_seconds = 60\b/);
-    expect(t?.engine_full).toMatch(/min_age_to_force_merge_on_partition_only = 1\b/);
+    expect(t?.engine_full).toMatch(/^ReplacingMergeTree/);
+    expect(t?.engine_full).not.toMatch(/min_age_to_force_merge/);
   });
 
   it('counts every replay once while it is in another part, and identically once the partitions are merged', async () => {
     expect(await snapshot()).toEqual(EXPECTED);
-    // What the forced merge does a minute later, now: one part per partition, the duplicates gone.
+    // What a merge does, now: one part per partition, the duplicates gone.
     for (const partition of ['200303', '200304']) {
       await ch.command({ query: `OPTIMIZE TABLE logs PARTITION ${partition} FINAL` });
     }
@@ -84,5 +84,104 @@ describe('log queries and the forced merge of migration 002', () => {
     expect(Number(parts)).toBe(2);
     expect(Number(stored)).toBeGreaterThanOrEqual(5);
     expect(await snapshot()).toEqual(EXPECTED);
+  });
+});
+
+// The quarter-hour table (migration 009) and the deep-page skip against the reference answer: the same
+// question asked of `logs FINAL` row by row, on an account with 3,000 requests over 30 hours, some
+// replayed in later inserts (the outbox's lost delete), some sharing a second.
+describe('log_stats_15m and deep pages give the reference answers', () => {
+  const user = randomInt(4_000_000_000, 5_000_000_000);
+  const T0 = Date.UTC(2003, 5, 1, 0, 7, 13) / 1000;
+  const mk = (n: number) => ({
+    id: n, user_id: user, created_at: T0 + Math.floor(n * 36.1), type: n % 17 === 0 ? 5 : 2, content: '', username: 'u',
+    token_name: `k${n % 3}`, model_name: n % 2 ? 'm1' : 'm2', quota: 10 + (n % 97), prompt_tokens: n % 50, completion_tokens: 3,
+    use_time: 1, is_stream: false, channel: 1 + (n % 2), token_id: 1, group: 'default', request_id: `deep-${n}`, upstream_request_id: '',
+  });
+  const all = Array.from({ length: 3000 }, (_, n) => mk(n));
+  const reference = async (where: string, params: Record<string, unknown>) => {
+    const [r] = await (await ch.query({
+      query: `SELECT count() AS n, sum(quota) AS q FROM logs FINAL WHERE user_id = {u:UInt64} AND ${where}`,
+      query_params: { u: user, ...params }, format: 'JSONEachRow',
+    })).json<{ n: string; q: string }>();
+    return { n: Number(r!.n), q: Number(r!.q) };
+  };
+
+  beforeAll(async () => {
+    const insert = (values: object[]) => ch.insert({ table: 'logs', values, format: 'JSONEachRow' });
+    await insert(all.slice(0, 2000));
+    await insert(all.slice(2000));
+    // Replays in parts of their own, and a replay inside one insert.
+    await insert([all[5]!, all[2500]!, all[2500]!]);
+    await insert(all.slice(100, 160));
+  });
+
+  it('counts each replay once in the quarter-hour table', async () => {
+    const [s] = await (await ch.query({
+      query: 'SELECT sum(requests) AS n, sum(quota) AS q FROM log_stats_15m WHERE user_id = {u:UInt64}', query_params: { u: user }, format: 'JSONEachRow',
+    })).json<{ n: string; q: string }>();
+    const ref = await reference('1', {});
+    expect(ref.n).toBe(3000);
+    expect({ n: Number(s!.n), q: Number(s!.q) }).toEqual(ref);
+  });
+
+  it('stat over ranges cutting quarter hours, with filters, equals the row-by-row sum', async () => {
+    const ranges: Array<[number | undefined, number | undefined]> = [
+      [undefined, undefined], [T0 + 1, T0 + 30 * 3600], [T0 + 899, T0 + 900 * 7 + 13], [T0 + 450, T0 + 460], [T0 + 3 * 3600, undefined], [undefined, T0 + 5000],
+    ];
+    for (const [start, end] of ranges) {
+      for (const extra of [{}, { tokenName: 'k1' }, { modelName: 'm2', channel: 1 }, { type: 5 }]) {
+        const stat = await queryLogStat(ch, { userId: user, startTimestamp: start, endTimestamp: end, ...extra }, T0 + 100 * 86400);
+        const where = [`type = ${(extra as { type?: number }).type ?? 2}`];
+        if (start) where.push(`created_at >= toDateTime(${start})`);
+        if (end) where.push(`created_at <= toDateTime(${end})`);
+        if ('tokenName' in extra) where.push(`token_name = '${extra.tokenName}'`);
+        if ('modelName' in extra) where.push(`model_name = '${extra.modelName}' AND channel = ${extra.channel}`);
+        const ref = await reference(where.join(' AND '), {});
+        expect({ start, end, extra, quota: stat.quota }).toEqual({ start, end, extra, quota: ref.q });
+        const list = await queryLogs(ch, { userId: user, startTimestamp: start, endTimestamp: end, ...extra }, { page: 1, pageSize: 5 });
+        if (!('type' in extra)) {
+          const refAll = await reference(where.slice(1).join(' AND ') || '1', {});
+          expect(list.total).toBe(refAll.n);
+        }
+      }
+    }
+  });
+
+  it('deep pages (skipped by bucket counts) and shallow pages equal the reference order', async () => {
+    const refPage = async (where: string, offset: number, limit: number) => (await (await ch.query({
+      query: `SELECT request_id FROM logs FINAL WHERE user_id = {u:UInt64} AND ${where} ORDER BY created_at DESC, request_id DESC LIMIT ${limit} OFFSET ${offset}`,
+      query_params: { u: user }, format: 'JSONEachRow',
+    })).json<{ request_id: string }>()).map((r) => r.request_id);
+    const cases: Array<[Parameters<typeof queryLogs>[1], string]> = [
+      [{ userId: user }, '1'],
+      [{ userId: user, tokenName: 'k2' }, "token_name = 'k2'"],
+      [{ userId: user, startTimestamp: T0 + 1000, endTimestamp: T0 + 100_000 }, `created_at >= toDateTime(${T0 + 1000}) AND created_at <= toDateTime(${T0 + 100_000})`],
+    ];
+    for (const [filters, where] of cases) {
+      // Pages read whole (up to WHOLE_ROWS_UP_TO rows), by keys then rows (p=8, 100), after a bucket skip.
+      for (const [page, pageSize] of [[1, 10], [3, 50], [8, 100], [21, 100], [29, 100], [30, 100], [41, 50], [2950, 1]]) {
+        const got = await queryLogs(ch, filters, { page: page!, pageSize: pageSize! });
+        expect({ filters, page, ids: got.items.map((i) => i.request_id) })
+          .toEqual({ filters, page, ids: await refPage(where, (page! - 1) * pageSize!, pageSize!) });
+      }
+    }
+  });
+
+  it('a page past the end has no items and still the total', async () => {
+    const past = await queryLogs(ch, { userId: user, tokenName: 'k0' }, { page: 500, pageSize: 100 });
+    expect(past.items).toEqual([]);
+    expect(past.total).toBe((await reference("token_name = 'k0'", {})).n);
+  });
+
+  it('per-day sums from the quarter-hour table (whole-hour and quarter-hour offsets) and from logs (other offsets) agree', async () => {
+    const { queryDailyUsage } = await import('./daily-usage.js');
+    const now = T0 + 2 * 86400;
+    for (const offset of [0, 330, -45, 7]) {
+      const days = await queryDailyUsage(ch, user, 5, offset, now);
+      const total = days.reduce((a, d) => a + d.quota, 0);
+      const ref = await reference(`type = 2 AND created_at >= toDateTime(${days[0]!.day})`, {});
+      expect({ offset, total, requests: days.reduce((a, d) => a + d.requests, 0) }).toEqual({ offset, total: ref.q, requests: ref.n });
+    }
   });
 });

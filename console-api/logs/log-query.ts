@@ -1,7 +1,12 @@
-// Queries of the request log in ClickHouse (infra/clickhouse/migrations/001_logs.sql). Every query:
-//   - reads `logs FINAL`, so a replayed request (same user_id, created_at, request_id) counts once even
-//     before ReplacingMergeTree merges the parts;
-//   - is scoped to one user_id;
+// Queries of the request log in ClickHouse (infra/clickhouse/migrations/001_logs.sql, 009_log_stats.sql).
+// Plans and measurements: docs/log-query-plans.md. Every query:
+//   - is scoped to one user_id, the first column of every sorting key read here;
+//   - counts a replayed request (same user_id, created_at, request_id: what ReplacingMergeTree
+//     collapses) once without FINAL: sums and counts come from log_stats_15m, which counts each key
+//     the first time it is inserted, and raw rows are read through `LIMIT 1 BY created_at, request_id`
+//     in the table's own order, so a replay in another part is dropped where it stands;
+//   - reads whole quarter hours from log_stats_15m and only the partial quarter hours at the edges of
+//     the range from `logs`;
 //   - binds every value as a server-side parameter ({name:Type} + query_params); the SQL text is
 //     assembled only from the constant fragments below.
 import type { ClickHouseClient } from '../../infra/clickhouse/client.js';
@@ -104,6 +109,7 @@ interface RawLogRow {
   group: string;
   request_id: string;
   upstream_request_id: string;
+  protocol: string;
 }
 
 /** ClickHouse's JSON formats quote (U)Int64 as strings: every integer is converted here. */
@@ -127,7 +133,116 @@ export function toLogEntry(r: RawLogRow): LogEntry {
     group: r.group,
     request_id: r.request_id,
     upstream_request_id: r.upstream_request_id,
+    protocol: r.protocol,
   };
+}
+
+/** log_stats_15m's buckets (toStartOfFifteenMinutes): every UTC offset in use is a multiple. */
+export const BUCKET_SEC = 900;
+/** Below this offset a page is read straight from `logs` (the read in key order stops after offset + limit rows). */
+export const SKIP_BY_BUCKETS_FROM_OFFSET = 2000;
+const DEDUP = 'LIMIT 1 BY created_at, request_id';
+
+/** log_stats_15m keeps every filter's column but the request ids: those read `logs` alone. */
+function fitsStats(f: LogFilters): boolean {
+  return f.requestId === undefined && f.upstreamRequestId === undefined;
+}
+
+export interface RangeSplit {
+  /** Whole quarter hours [from, to) inside the range, read from log_stats_15m; null when none fits. */
+  buckets: { from: number; to: number } | null;
+  /** Inclusive ranges of seconds read from `logs`: the partial quarter hours at the range's edges. */
+  raw: Array<[number, number]>;
+}
+
+/** The range [start, end] (seconds, inclusive; undefined or 0: open) as whole buckets and raw edges. */
+export function splitRange(start: number | undefined, end: number | undefined): RangeSplit {
+  const s = start ? clampTs(start) : 0;
+  const e = end ? clampTs(end) : MAX_UINT32;
+  if (s > e) return { buckets: null, raw: [] };
+  const from = Math.ceil(s / BUCKET_SEC) * BUCKET_SEC;
+  const to = Math.floor((e + 1) / BUCKET_SEC) * BUCKET_SEC;
+  if (from >= to) return { buckets: null, raw: [[s, e]] };
+  const raw: Array<[number, number]> = [];
+  if (s < from) raw.push([s, from - 1]);
+  if (end && to <= e) raw.push([to, e]);
+  return { buckets: { from, to }, raw };
+}
+
+function bucketClause(b: { from: number; to: number }, params: Params): string {
+  params.b_from = b.from;
+  params.b_to = b.to;
+  return 'bucket >= toDateTime({b_from:UInt32}) AND bucket < toDateTime({b_to:UInt32})';
+}
+
+function rawClause(raw: Array<[number, number]>, params: Params): string {
+  if (!raw.length) return '0';
+  return raw.map(([a, b], i) => {
+    params[`r${i}_from`] = a;
+    params[`r${i}_to`] = b;
+    return `(created_at >= toDateTime({r${i}_from:UInt32}) AND created_at <= toDateTime({r${i}_to:UInt32}))`;
+  }).join(' OR ');
+}
+
+/**
+ * SQL of one row per aggregate: requests and quota in the range, from whole buckets plus the raw
+ * edges (each request once). `attr` is the filters' WHERE; params receive the range's bounds.
+ */
+function rangeSumsSql(f: LogFilters, attr: string, params: Params): string {
+  if (!fitsStats(f)) {
+    const range = timeRange(f, params);
+    return `SELECT count() AS requests, sum(quota) AS quota
+            FROM (SELECT quota, created_at, request_id FROM logs WHERE ${[attr, ...range].join(' AND ')} ${DEDUP})`;
+  }
+  const split = splitRange(f.startTimestamp, f.endTimestamp);
+  const parts: string[] = [];
+  if (split.buckets) {
+    parts.push(`SELECT sum(requests) AS requests, sum(quota) AS quota FROM log_stats_15m WHERE ${attr} AND ${bucketClause(split.buckets, params)}`);
+  }
+  if (split.raw.length) {
+    parts.push(`SELECT count() AS requests, sum(quota) AS quota
+                FROM (SELECT quota, created_at, request_id FROM logs WHERE ${attr} AND (${rawClause(split.raw, params)}) ${DEDUP})`);
+  }
+  if (!parts.length) return 'SELECT toUInt64(0) AS requests, toInt64(0) AS quota';
+  return `SELECT sum(requests) AS requests, sum(quota) AS quota FROM (${parts.join(' UNION ALL ')})`;
+}
+
+const LIST_COLUMNS = `id, user_id, toUnixTimestamp(created_at) AS created_at_unix, type, content, username,
+                 token_name, model_name, quota, prompt_tokens, completion_tokens, use_time, is_stream,
+                 channel, token_id, \`group\`, request_id, upstream_request_id, protocol`;
+
+/**
+ * Where a deep page starts: the newest bucket boundary T with at most `offset` requests at or after
+ * it (from the bucket counts, each request once), so the page is read below T with what remains of
+ * the offset (less than one bucket's rows) instead of skipping `offset` rows of `logs`.
+ */
+async function skipByBuckets(ch: ClickHouseClient, f: LogFilters, attr: string, baseParams: Params, offset: number): Promise<{ before: number; skipped: number } | null> {
+  const split = splitRange(f.startTimestamp, f.endTimestamp);
+  if (!split.buckets) return null;
+  const params: Params = { ...baseParams };
+  // The raw tail (the partial quarter hour at the end of the range) is newer than every bucket.
+  const tail = split.raw.filter(([a]) => a >= split.buckets!.to);
+  const tailSql = tail.length
+    ? ` UNION ALL SELECT toUInt32(${MAX_UINT32}) AS b, count() AS n
+        FROM (SELECT created_at, request_id FROM logs WHERE ${attr} AND (${rawClause(tail, params)}) ${DEDUP})`
+    : '';
+  const rs = await ch.query({
+    query: `
+      SELECT b, n FROM (
+        SELECT toUnixTimestamp(bucket) AS b, sum(requests) AS n FROM log_stats_15m
+        WHERE ${attr} AND ${bucketClause(split.buckets, params)} GROUP BY bucket${tailSql})
+      ORDER BY b DESC`,
+    query_params: params,
+    format: 'JSONCompactEachRow',
+  });
+  const rows = await rs.json<[number | string, number | string]>();
+  let newer = 0;
+  for (const [bRaw, nRaw] of rows) {
+    const b = Number(bRaw), n = Number(nRaw);
+    if (newer + n > offset) return b === MAX_UINT32 ? null : { before: b + BUCKET_SEC, skipped: newer };
+    newer += n;
+  }
+  return { before: split.buckets.from, skipped: newer };
 }
 
 export async function queryLogs(
@@ -136,29 +251,117 @@ export async function queryLogs(
   page: { page: number; pageSize: number },
 ): Promise<{ items: LogEntry[]; total: number }> {
   const { clauses, params } = attributeFilters(filters);
-  clauses.push(...timeRange(filters, params));
-  const where = clauses.join(' AND ');
-  const listParams: Params = { ...params, limit: page.pageSize, offset: (page.page - 1) * page.pageSize };
-  const [rows, count] = await Promise.all([
-    ch
-      .query({
-        query: `
-          SELECT id, user_id, toUnixTimestamp(created_at) AS created_at_unix, type, content, username,
-                 token_name, model_name, quota, prompt_tokens, completion_tokens, use_time, is_stream,
-                 channel, token_id, \`group\`, request_id, upstream_request_id
-          FROM logs FINAL
-          WHERE ${where}
-          ORDER BY created_at DESC, id DESC
-          LIMIT {limit:UInt32} OFFSET {offset:UInt64}`,
-        query_params: listParams,
-        format: 'JSONEachRow',
-      })
-      .then((rs) => rs.json<RawLogRow>()),
-    ch
-      .query({ query: `SELECT count() AS total FROM logs FINAL WHERE ${where}`, query_params: params, format: 'JSONEachRow' })
-      .then((rs) => rs.json<{ total: string | number }>()),
-  ]);
-  return { items: rows.map(toLogEntry), total: Number(count[0]?.total ?? 0) };
+  const attr = clauses.join(' AND ');
+  const listParams: Params = { ...params };
+  const where = [attr, ...timeRange(filters, listParams)];
+  let offset = (page.page - 1) * page.pageSize;
+  if (offset >= SKIP_BY_BUCKETS_FROM_OFFSET && fitsStats(filters)) {
+    const skip = await skipByBuckets(ch, filters, attr, params, offset);
+    if (skip && skip.skipped > 0) {
+      where.push('created_at < toDateTime({before:UInt32})');
+      listParams.before = skip.before;
+      offset -= skip.skipped;
+    }
+  }
+  // The total rides on the keys' statement as a scalar subquery: one statement less in the queue.
+  // Its parameters are the same values under the same names, plus the range's own.
+  const totalSql = `(SELECT requests FROM (${rangeSumsSql(filters, attr, listParams)}))`;
+  const { items, total } = await pageRows(ch, where.join(' AND '), listParams, filters.userId, offset, page.pageSize, totalSql);
+  if (total !== null) return { items, total };
+  // No key on this page (past the end): the total alone.
+  const [count] = await ch.query({ query: `SELECT ${totalSql} AS requests`, query_params: listParams, format: 'JSONEachRow' })
+    .then((rs) => rs.json<{ requests: string | number }>());
+  return { items, total: Number(count?.requests ?? 0) };
+}
+
+/**
+ * Keys read beyond the page: replays not merged away yet (rare: an outbox insert replayed after its
+ * delete was lost) would otherwise shorten it. When they eat the slack the read is repeated, larger.
+ */
+export const LIST_SLACK = 8;
+
+/**
+ * Up to this many rows (skipped + shown), a page is read whole in one read: one MergeTree read fewer
+ * (3-6 ms on the embedded server whatever it reads) for a few hundred rows more on the wire.
+ */
+export const WHOLE_ROWS_UP_TO = 500;
+
+/** A page read with every column in key order, replays dropped; null when replays ate the slack. */
+async function wholeRowsPage(
+  ch: ClickHouseClient, where: string, params: Params, skip: number, limit: number, totalSql: string,
+): Promise<{ items: LogEntry[]; total: number | null } | null> {
+  const want = skip + limit + LIST_SLACK;
+  const rows = await ch.query({
+    query: `
+      SELECT ${LIST_COLUMNS}, ${totalSql} AS total FROM logs
+      WHERE ${where}
+      ORDER BY created_at DESC, request_id DESC
+      LIMIT {want:UInt64}`,
+    query_params: { ...params, want },
+    format: 'JSONEachRow',
+  }).then((rs) => rs.json<RawLogRow & { total: string | number }>());
+  const distinct = rows.filter((r, i) => i === 0 || r.request_id !== rows[i - 1]!.request_id || r.created_at_unix !== rows[i - 1]!.created_at_unix);
+  if (distinct.length < skip + limit && rows.length === want) return null;
+  return { items: distinct.slice(skip, skip + limit).map(toLogEntry), total: rows.length ? Number(rows[0]!.total) : null };
+}
+
+/**
+ * A page in two reads. First the keys (created_at, request_id) in the table's own order, skipping
+ * `skip` distinct keys: two narrow columns, and ClickHouse stops reading at the limit (a LIMIT 1 BY
+ * here would make it read every row of the account). Replays sit next to their original in this
+ * order and are dropped in between, so the page is exact however many there are. Then the page's
+ * rows by their keys, a range of the sorting key.
+ */
+async function pageRows(
+  ch: ClickHouseClient, where: string, params: Params, userId: number, skip: number, limit: number, totalSql: string,
+): Promise<{ items: LogEntry[]; total: number | null }> {
+  if (skip + limit <= WHOLE_ROWS_UP_TO) {
+    const page = await wholeRowsPage(ch, where, params, skip, limit, totalSql);
+    if (page) return page;
+  }
+  let want = skip + limit + LIST_SLACK;
+  let keys: Array<[number, string]>;
+  let total: number | null = null;
+  for (;;) {
+    const rows = await ch.query({
+      query: `
+        SELECT toUnixTimestamp(created_at) AS t, request_id AS r, ${totalSql} AS total FROM logs
+        WHERE ${where}
+        ORDER BY created_at DESC, request_id DESC
+        LIMIT {want:UInt64}`,
+      query_params: { ...params, want },
+      format: 'JSONCompactEachRow',
+    }).then((rs) => rs.json<[number | string, string, number | string]>());
+    if (rows.length) total = Number(rows[0]![2]);
+    const distinct: Array<[number, string]> = [];
+    for (const [t, r] of rows) {
+      const last = distinct[distinct.length - 1];
+      if (!last || last[0] !== Number(t) || last[1] !== r) distinct.push([Number(t), r]);
+    }
+    if (distinct.length >= skip + limit || rows.length < want) {
+      keys = distinct.slice(skip, skip + limit);
+      break;
+    }
+    want *= 2;
+  }
+  if (!keys.length) return { items: [], total };
+  const rows = await ch.query({
+    query: `
+      SELECT ${LIST_COLUMNS}
+      FROM logs
+      WHERE user_id = {user_id:UInt64} AND created_at >= toDateTime({k_min:UInt32}) AND created_at <= toDateTime({k_max:UInt32})
+        AND request_id IN {k_ids:Array(String)}
+      ORDER BY created_at DESC, request_id DESC`,
+    query_params: { user_id: userId, k_min: keys[keys.length - 1]![0], k_max: keys[0]![0], k_ids: keys.map(([, r]) => r) },
+    format: 'JSONEachRow',
+  }).then((rs) => rs.json<RawLogRow>());
+  const byKey = new Map<string, RawLogRow>();
+  for (const r of rows) byKey.set(`${Number(r.created_at_unix)}:${r.request_id}`, r);
+  const items = keys.flatMap(([t, r]) => {
+    const row = byKey.get(`${t}:${r}`);
+    return row ? [toLogEntry(row)] : [];
+  });
+  return { items, total };
 }
 
 /** The window of rpm and tpm. */
@@ -167,24 +370,37 @@ export const RATE_WINDOW_SEC = 60;
 /**
  * quota: sum over the time range and filters; rpm / tpm: requests and prompt+completion tokens in the
  * RATE_WINDOW_SEC before `nowSec`, with the same filters except the time range. Without a type filter
- * only consumption entries (type 2) count, so a top-up never shows as consumed quota.
+ * only consumption entries (type 2) count, so a top-up never shows as consumed quota. One statement:
+ * the range's whole buckets from log_stats_15m, its edges and the last minute from one read of logs.
  */
 export async function queryLogStat(ch: ClickHouseClient, filters: LogFilters, nowSec: number): Promise<LogStat> {
-  const { clauses, params } = attributeFilters({ ...filters, type: filters.type || LOG_TYPE.consume });
-  const range = timeRange(filters, params);
+  const f = { ...filters, type: filters.type || LOG_TYPE.consume };
+  const { clauses, params } = attributeFilters(f);
+  const attr = clauses.join(' AND ');
   params.recent_from = clampTs(nowSec - RATE_WINDOW_SEC);
-  const inRange = range.length ? range.join(' AND ') : '1';
   const recent = 'created_at >= toDateTime({recent_from:UInt32})';
+  // One read of `logs` for both the range's raw rows (its partial edges, or all of it when a request
+  // id filters) and the last minute: the two usually overlap (a range ending now), and each read of a
+  // MergeTree costs the embedded server a few milliseconds whatever it reads.
+  let bucketSql = '';
+  let rawWhere: string;
+  if (fitsStats(f)) {
+    const split = splitRange(f.startTimestamp, f.endTimestamp);
+    if (split.buckets) bucketSql = `(SELECT sum(quota) FROM log_stats_15m WHERE ${attr} AND ${bucketClause(split.buckets, params)}) + `;
+    rawWhere = rawClause(split.raw, params);
+  } else {
+    const range = timeRange(f, params);
+    rawWhere = range.length ? range.join(' AND ') : '1';
+  }
   const rs = await ch.query({
     query: `
-      SELECT sumIf(quota, ${inRange}) AS quota,
-             countIf(${recent}) AS rpm,
+      SELECT ${bucketSql}sumIf(quota, ${rawWhere}) AS quota, countIf(${recent}) AS rpm,
              sumIf(toUInt64(prompt_tokens) + toUInt64(completion_tokens), ${recent}) AS tpm
-      FROM logs FINAL
-      WHERE ${clauses.join(' AND ')} AND ((${inRange}) OR ${recent})`,
+      FROM (SELECT quota, prompt_tokens, completion_tokens, created_at, request_id FROM logs
+            WHERE ${attr} AND ((${rawWhere}) OR ${recent}) ${DEDUP})`,
     query_params: params,
     format: 'JSONEachRow',
   });
-  const [row] = await rs.json<{ quota: string | number; rpm: string | number; tpm: string | number }>();
+  const [row] = await rs.json<{ quota: string | number | null; rpm: string | number; tpm: string | number }>();
   return { quota: Number(row?.quota ?? 0), rpm: Number(row?.rpm ?? 0), tpm: Number(row?.tpm ?? 0) };
 }

@@ -76,6 +76,7 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('GroupRatio', ratioTable, '{"default":1,"vip":1,"svip":1}', 'group name → price ratio (JSON); its keys are the account groups'),
   // Reservation bounds (core/pricing/input-bound.ts): what a request reserves when its bytes do not bound its input.
   def('ModelContextWindow', json(z.record(z.string(), z.number().int().positive()), 'an object of model name to positive integer'), '{}', 'model name → context window in tokens (JSON), merged over the default 200000; a request with the context-1m beta header reserves at least 1000000. Media, server tools and unknown blocks reserve this window'),
+  def('ModelMaxOutputTokens', json(z.record(z.string(), z.number().int().positive()), 'an object of model name to positive integer'), '{}', 'model name → output tokens (JSON): the bound a /v1/chat/completions request that sets no max_tokens / max_completion_tokens is reserved for and sent with; default 4096'),
   def('WebSearchCallPrice', decimal, String(DEFAULT_WEB_SEARCH_CALL_PRICE), 'quota per web search, times the group ratio: billed for each search the provider reports (usage.server_tool_use.web_search_requests) and reserved for each web_search tool\'s max_uses, 20 when unset; default $10 per 1000 searches'),
   // Group policy (core/groups/group-policy.ts reads these; '' = not set).
   def('UserUsableGroups', z.union([z.literal(''), json(z.record(z.string(), z.string()), 'an object of group name to description')]), '', 'groups an account may pick for a key besides its own (name → description); unset: every priced group'),
@@ -105,8 +106,30 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('CardpayWebhookSecret', text(200), '', 'card provider webhook signing secret', secret),
   // Channels: a base_url on a private, loopback or link-local network (a local mock provider, an
   // in-house proxy) is refused unless this is set; root only, as an administrator's channel test
-  // could otherwise reach the gateway's own databases (routes/channel.ts, channels/upstream-guard.ts).
+  // could otherwise reach the gateway's own databases (routes/channel.ts, core/net/outbound-guard.ts).
   def('ChannelAllowPrivateNetworks', bool, 'false', 'channel base_url may point at private, loopback and link-local addresses (e.g. a provider mock on 127.0.0.1)', root),
+  // Registration (routes/user.ts) and referrals (referrals/referrals.ts); new-api's names where it has them.
+  def('RegisterEnabled', bool, 'true', 'new accounts may be created (password registration and first sign-on alike)'),
+  def('PasswordRegisterEnabled', bool, 'true', 'POST /api/user/register is open (sign-on may still create accounts when RegisterEnabled)'),
+  def('EmailVerificationEnabled', bool, 'false', 'registration needs an e-mail address and the code sent to it (GET /api/verification)'),
+  def('PasswordMinLength', int(8), '8', 'minimum password length at registration, reset and change (at least 8; at most 64 is always the maximum)'),
+  def('PasswordRequireLetterAndDigit', bool, 'false', 'a password must contain at least one letter and one digit'),
+  def('QuotaForInviter', int(0), '0', 'referral reward (quota) added to the inviter\'s aff_quota for each account registered with its aff_code'),
+  def('QuotaForInvitee', int(0), '0', 'quota added to the balance of an account registered with an aff_code'),
+  def('AffTransferMinQuota', int(1), '500000', 'smallest referral quota POST /api/user/aff_transfer moves to the balance (default 500000 = $1, new-api\'s QuotaPerUnit)'),
+  // E-mail (email/): SMTP credentials, super administrator only.
+  def('SMTPServer', text(255), '', 'SMTP host for verification codes, password resets and low-balance notices; empty: e-mail is off', root),
+  def('SMTPPort', int(1), '587', 'SMTP port (465 implies TLS from the start)', root),
+  def('SMTPSSLEnabled', bool, 'false', 'TLS from the first byte (SMTPS) instead of STARTTLS', root),
+  def('SMTPAccount', text(255), '', 'SMTP user name; empty: no authentication', root),
+  def('SMTPFrom', text(255), '', 'From address of the e-mails; default SMTPAccount', root),
+  def('SMTPToken', text(500), '', 'SMTP password', secret),
+  // Single sign-on (oidc/): OpenID Connect, super administrator only. new-api's names.
+  def('oidc.enabled', bool, 'false', 'OpenID Connect sign-on (GET /api/oauth/oidc/start, GET /api/oauth/oidc)', root),
+  def('oidc.well_known', url, '', 'issuer URL; its /.well-known/openid-configuration is discovered', root),
+  def('oidc.client_id', text(500), '', 'client id registered at the provider', root),
+  def('oidc.client_secret', text(500), '', 'client secret registered at the provider', secret),
+  def('oidc.allowed_email_domains', text(2000), '', 'comma-separated e-mail domains allowed to sign on (the provider must assert email_verified); empty: any', root),
   def('CardpayCurrency', z.string().regex(/^[a-z]{3}$/, { error: 'must be a three-letter lower-case currency code' }), 'usd', 'currency of card payments', root),
 ];
 

@@ -208,3 +208,32 @@ describe('channel integers fit their INT columns', () => {
     expect(res.statusCode, res.body).toBe(200);
   });
 });
+
+describe('channel health fields', () => {
+  it('takes the automatic-disabling overrides and shows the status and probe record', async () => {
+    const created = await create({ name: 'health', base_url: 'https://h.example.com', key: 'k', models: 'm', auto_ban: 0, fault_threshold: 2, fault_rate_threshold: 0.25 });
+    expect(created.statusCode, created.body).toBe(200);
+    const id = created.json().data.id as number;
+    expect(created.json().data).toMatchObject({
+      auto_ban: false, fault_threshold: 2, fault_rate_threshold: 0.25, status_reason: '', status_time: 0,
+      probe_time: 0, probe_result: '', probe_failures: 0, next_probe_time: 0,
+    });
+    // null goes back to the fleet's setting; an omitted field stays.
+    const updated = await put({ id, auto_ban: true, fault_threshold: null });
+    expect(updated.json().data).toMatchObject({ auto_ban: true, fault_threshold: null, fault_rate_threshold: 0.25 });
+    expect((await put({ id, fault_rate_threshold: 1.5 })).statusCode).toBe(400);
+    expect((await put({ id, fault_threshold: -1 })).statusCode).toBe(400);
+  });
+
+  it('records an administrator\'s status change (reason, time) without a webhook notice, restarting the fault counts', async () => {
+    const id = (await create({ name: 'manual', base_url: 'https://m.example.com', key: 'k', models: 'm' })).json().data.id as number;
+    const res = await put({ id, status: 2 });
+    expect(res.json().data).toMatchObject({ status: 2, status_reason: 'set by an administrator' });
+    expect(res.json().data.status_time).toBeGreaterThan(0);
+    const [row] = await h.sql<{ status_time: number; status_notified_time: number }[]>`SELECT status_time, status_notified_time FROM channels WHERE id = ${id}`;
+    expect(Number(row!.status_notified_time)).toBe(Number(row!.status_time));
+    // Other fields alone leave the status record as it is.
+    const before = res.json().data.status_time;
+    expect((await put({ id, weight: 3 })).json().data.status_time).toBe(before);
+  });
+});

@@ -14,7 +14,10 @@ import { containsPattern, idParams, int32, pageQuery, paging, queryString, safeI
 import { loadOptionView } from '../options/option-catalogue.js';
 import { accountGroups } from '../options/groups.js';
 import { CHANNEL_STATUS, rebuildAbilities } from '../channels/abilities.js';
-import { checkTarget, guardedAgent, PRIVATE_TARGET, PrivateTargetError } from '../channels/upstream-guard.js';
+import { ChannelProber } from '../channels/channel-prober.js';
+import { checkTarget, guardedAgent, PRIVATE_TARGET, PrivateTargetError } from '../../core/net/outbound-guard.js';
+import { oneTokenRequest } from '../../core/channels/output-limit.js';
+import { providerErrorType, readHead } from '../channels/provider-answer.js';
 
 /** new-api's channel type of the Anthropic (Claude) API. */
 export const DEFAULT_CHANNEL_TYPE = 14;
@@ -61,6 +64,12 @@ export const createChannelBody = z.object({
   status: z
     .union([z.literal(1), z.literal(2), z.literal(3)], { error: 'must be 1 (enabled), 2 or 3 (disabled)' })
     .optional(),
+  // Channel health (README "Routing"): whether the relays may disable it automatically, and its own
+  // thresholds instead of the fleet's (null: the fleet's setting; 0: that rule off).
+  auto_ban: z.union([z.boolean(), z.literal(0), z.literal(1)], { error: 'must be true, false, 0 or 1' })
+    .transform((v) => v === true || v === 1).optional(),
+  fault_threshold: z.union([int32(0), z.null()], { error: 'must be an integer >= 0 or null' }).optional(),
+  fault_rate_threshold: z.union([z.number().min(0).max(1), z.null()], { error: 'must be a number from 0 to 1, or null' }).optional(),
 });
 
 export const updateChannelBody = createChannelBody.partial().extend({
@@ -85,10 +94,21 @@ interface ChannelRow {
   used_quota: number;
   response_time?: number;
   test_time?: number;
+  status_reason: string;
+  status_time: number;
+  probe_time: number;
+  probe_result: string;
+  probe_failures: number;
+  next_probe_time: number;
+  auto_ban: boolean;
+  fault_threshold: number | null;
+  fault_rate_threshold: number | null;
 }
 
 const CHANNEL_COLUMNS = ['id', 'type', 'name', 'base_url', 'status', 'models', 'group', 'priority', 'weight',
-  'model_mapping', 'created_time', 'used_quota', 'response_time', 'test_time'];
+  'model_mapping', 'created_time', 'used_quota', 'response_time', 'test_time',
+  'status_reason', 'status_time', 'probe_time', 'probe_result', 'probe_failures', 'next_probe_time', 'auto_ban',
+  'fault_threshold', 'fault_rate_threshold'];
 
 export function toChannel(r: ChannelRow) {
   return {
@@ -96,6 +116,11 @@ export function toChannel(r: ChannelRow) {
     models: r.models, group: r.group, priority: Number(r.priority), weight: Number(r.weight),
     model_mapping: r.model_mapping, created_time: Number(r.created_time), used_quota: Number(r.used_quota),
     response_time: Number(r.response_time ?? 0), test_time: Number(r.test_time ?? 0),
+    status_reason: r.status_reason ?? '', status_time: Number(r.status_time ?? 0),
+    probe_time: Number(r.probe_time ?? 0), probe_result: r.probe_result ?? '', probe_failures: Number(r.probe_failures ?? 0),
+    next_probe_time: Number(r.next_probe_time ?? 0), auto_ban: r.auto_ban ?? true,
+    fault_threshold: r.fault_threshold === null || r.fault_threshold === undefined ? null : Number(r.fault_threshold),
+    fault_rate_threshold: r.fault_rate_threshold === null || r.fault_rate_threshold === undefined ? null : Number(r.fault_rate_threshold),
   };
 }
 
@@ -127,28 +152,6 @@ async function assertTargetAllowed(db: Db, baseUrl: string): Promise<void> {
   }
 }
 
-/** The first `limit` bytes of a body as text; the rest is not read (an upstream may send anything). */
-async function readHead(body: AsyncIterable<Buffer>, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size >= limit) break;
-  }
-  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
-}
-
-/** The provider's error type (`authentication_error`) when it has that shape; never its message. */
-function providerErrorType(text: string): string | undefined {
-  try {
-    const type = (JSON.parse(text) as { error?: { type?: unknown } })?.error?.type;
-    return typeof type === 'string' && /^[A-Za-z][A-Za-z0-9_]{0,63}$/.test(type) ? type : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 function isPrivateTargetError(err: unknown): err is PrivateTargetError {
   for (let e = err, i = 0; e && i < 5; e = (e as { cause?: unknown }).cause, i++) {
     if ((e as { code?: unknown }).code === PRIVATE_TARGET) return true;
@@ -169,6 +172,21 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
   // private answers, so a name cannot be rebound to 127.0.0.1 between the check and the connection.
   const guarded = guardedAgent();
   api.app.addHook('onClose', async () => guarded.close());
+  // The fleet's channel prober and health notifier (channels/channel-prober.ts): runs while the app
+  // does; several console processes share the work through Postgres row claims.
+  const prober = new ChannelProber({
+    sql, crypto: ctx.apiKeyCrypto, log: ctx.logger,
+    settings: {
+      firstProbeSec: ctx.config.CHANNEL_PROBE_FIRST_SEC, maxProbeSec: ctx.config.CHANNEL_PROBE_MAX_SEC,
+      tickMs: ctx.config.CHANNEL_PROBE_TICK_MS, timeoutMs: ctx.settings.CHANNEL_TEST_TIMEOUT_MS,
+      webhookUrl: ctx.config.CHANNEL_HEALTH_WEBHOOK_URL,
+    },
+    privateNetworksAllowed: () => privateNetworksAllowed(sql),
+    invalidate: (message) => ctx.invalidate(message),
+    now: () => ctx.now(),
+  });
+  api.app.addHook('onReady', async () => prober.start());
+  api.app.addHook('onClose', async () => prober.stop());
 
   api.route({
     method: 'POST', path: '/api/channel/', tag: 'admin: channels', access: ROLE.admin, body: createChannelBody, data: channelSchema,
@@ -182,11 +200,12 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
     const channel = await sql.begin(async (tx) => {
       const [row] = await tx<ChannelRow[]>`
         INSERT INTO channels (type, name, base_url, key_ciphertext, status, models, "group", priority, weight,
-                              model_mapping, created_time)
+                              model_mapping, created_time, auto_ban, fault_threshold, fault_rate_threshold)
         VALUES (${body.type ?? DEFAULT_CHANNEL_TYPE}, ${body.name}, ${normaliseBaseUrl(body.base_url)},
                 ${ctx.apiKeyCrypto.seal(body.key)}, ${body.status ?? CHANNEL_STATUS.enabled},
                 ${body.models.join(',')}, ${groups.join(',')}, ${body.priority ?? 0}, ${body.weight ?? 1},
-                ${body.model_mapping ?? ''}, ${ctx.now()})
+                ${body.model_mapping ?? ''}, ${ctx.now()}, ${body.auto_ban ?? true}, ${body.fault_threshold ?? null},
+                ${body.fault_rate_threshold ?? null})
         RETURNING ${tx(CHANNEL_COLUMNS)}`;
       await rebuildAbilities(tx, row!);
       return row!;
@@ -237,6 +256,10 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
       if (baseUrl !== undefined && baseUrl !== before.base_url && body.key === undefined) {
         throw new ConsoleError('VALIDATION_FAILED', 'key: is required when base_url changes (the stored key is only sent to the host it was entered for)');
       }
+      // An administrator's status change is recorded like the automatic ones, without a webhook
+      // notice (status_notified_time), and restarts the relays' fault counts (status_time).
+      const statusChanged = body.status !== undefined && body.status !== Number(before.status);
+      const now = ctx.now();
       const [row] = await tx<ChannelRow[]>`
         UPDATE channels SET
           type = ${body.type ?? before.type},
@@ -248,7 +271,13 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
           "group" = ${body.group ? body.group.join(',') : before.group},
           priority = ${body.priority ?? before.priority},
           weight = ${body.weight ?? before.weight},
-          model_mapping = ${body.model_mapping ?? before.model_mapping}
+          model_mapping = ${body.model_mapping ?? before.model_mapping},
+          auto_ban = ${body.auto_ban ?? before.auto_ban},
+          fault_threshold = ${body.fault_threshold === undefined ? before.fault_threshold : body.fault_threshold},
+          fault_rate_threshold = ${body.fault_rate_threshold === undefined ? before.fault_rate_threshold : body.fault_rate_threshold},
+          ${statusChanged ? tx`status_reason = 'set by an administrator', status_time = ${now}, status_notified_time = ${now},
+                               probe_failures = 0, next_probe_time = ${now},` : tx``}
+          id = id
         WHERE id = ${body.id}
         RETURNING ${tx(CHANNEL_COLUMNS)}`;
       await rebuildAbilities(tx, row!);
@@ -271,8 +300,11 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'GET', path: '/api/channel/test/:id', tag: 'admin: channels', access: ROLE.admin, params: idParams, query: testChannelQuery,
     data: z.object({ time: z.number(), response_time: z.number().int(), model: z.string(), status_code: z.number().int() }),
-    summary: "Send a one-token Messages request to the channel with its key; report the response time",
-    description: 'model: default the first of the channel\'s models (model_mapping applied). As new-api, a failed test is ' +
+    summary: "Send a one-token request to the channel with its key; report the response time",
+    description: 'model: default the first of the channel\'s models (model_mapping applied). The request is a Messages call ' +
+      '(POST {base_url}/v1/messages, x-api-key, max_tokens 1), or for an OpenAI-format channel (type 1) a Chat Completions call ' +
+      '(POST {base_url}/v1/chat/completions, Authorization: Bearer, max_tokens 1, max_completion_tokens 1 for OpenAI\'s ' +
+      'reasoning models o1, o3, o4, gpt-5…). As new-api, a failed test is ' +
       'HTTP 200 with success false and a message naming the provider\'s status and error type (never its body), or the ' +
       'connection error code; data then carries status_code (0 when nothing answered). Without ChannelAllowPrivateNetworks a ' +
       'base_url that is or resolves to a private, loopback or link-local address is refused the same way.',
@@ -297,14 +329,13 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
       // Address literals never reach a DNS lookup: checked here; names are checked here and again
       // by the guarded agent's own lookup.
       if (!allowPrivate) await checkTarget(row.base_url);
-      const res = await httpRequest(`${row.base_url}/v1/messages`, {
+      // One output token in the channel's format: Messages for Anthropic, Chat Completions with a
+      // Bearer key for an OpenAI-format channel (type 1).
+      const call = oneTokenRequest(Number(row.type), row.base_url, ctx.apiKeyCrypto.open(row.key_ciphertext), model, 'hi');
+      const res = await httpRequest(call.url, {
         method: 'POST',
-        headers: {
-          'x-api-key': ctx.apiKeyCrypto.open(row.key_ciphertext),
-          'anthropic-version': '2023-06-01',
-          'content-type': 'application/json',
-        },
-        body: JSON.stringify({ model, max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] }),
+        headers: call.headers,
+        body: call.body,
         headersTimeout: timeout,
         bodyTimeout: timeout,
         ...(allowPrivate ? {} : { dispatcher: guarded }),

@@ -37,6 +37,8 @@ const LOG_FIELDS: Record<string, 'number' | 'string' | 'boolean'> = {
   token_name: 'string', model_name: 'string', quota: 'number', prompt_tokens: 'number', completion_tokens: 'number',
   use_time: 'number', is_stream: 'boolean', channel: 'number', token_id: 'number', group: 'string',
   request_id: 'string', upstream_request_id: 'string',
+  // Additive to the contract: which API the request came in by (ClickHouse migration 005).
+  protocol: 'string',
 };
 
 let r1: ReturnType<typeof row>;
@@ -49,7 +51,7 @@ beforeAll(async () => {
   h = await startConsoleHarness();
   me = await h.account();
   someoneElse = await h.account();
-  r1 = row(me, { created_at: now - 30, quota: 100, prompt_tokens: 10, completion_tokens: 5, is_stream: true, request_id: 'req-1', upstream_request_id: 'up-1' });
+  r1 = row(me, { created_at: now - 30, quota: 100, prompt_tokens: 10, completion_tokens: 5, is_stream: true, request_id: 'req-1', upstream_request_id: 'up-1', protocol: 'openai' });
   r2 = row(me, { created_at: now - 20, quota: 200, prompt_tokens: 20, completion_tokens: 10, model_name: 'm2', token_name: 'k2', group: 'vip', channel: 4, request_id: 'req-2' });
   r3 = row(me, { created_at: now - 3600, quota: 400, prompt_tokens: 100, completion_tokens: 100, request_id: 'req-3' });
   r4 = row(me, { created_at: now - 10, type: 1, quota: 10_000, token_name: '', model_name: '', request_id: 'req-4', content: 'top-up' });
@@ -90,6 +92,18 @@ describe('GET /api/log/self', () => {
     expect(data.items[3]).toEqual({ ...r1 });
     expect(data.items[3]!.is_stream).toBe(true);
     expect(data.items[2]!.is_stream).toBe(false);
+    // A row written without a protocol (every row before /v1/chat/completions) reads 'anthropic'.
+    expect(data.items.map((i) => i.protocol)).toEqual(['anthropic', 'anthropic', 'anthropic', 'openai', 'anthropic']);
+  });
+
+  it('documents protocol in the OpenAPI document\'s log entry', async () => {
+    const doc = (await h.app.inject({ method: 'GET', url: '/api/openapi.json' })).json();
+    for (const path of ['/api/log/self']) {
+      const entry = doc.paths[path].get.responses['200'].content['application/json'].schema.properties.data.properties.items.items;
+      expect(entry.required, path).toContain('protocol');
+      expect(entry.properties.protocol, path).toMatchObject({ type: 'string', enum: ['anthropic', 'openai'] });
+      expect(entry.properties.protocol.description, path).toMatch(/chat\/completions/);
+    }
   });
 
   it('filters by every parameter of the contract', async () => {

@@ -8,6 +8,7 @@ import { ok, type Page } from '../http/envelope.js';
 import { logEntrySchema, pageOf, statSchema } from '../http/schemas.js';
 import { queryInt, queryString } from '../http/validation.js';
 import { type LogEntry, type LogFilters, queryLogStat, queryLogs } from '../logs/log-query.js';
+import { queryDailyUsage } from '../logs/daily-usage.js';
 
 export const LOG_DEFAULT_PAGE_SIZE = 10;
 export const LOG_MAX_PAGE_SIZE = 100;
@@ -38,7 +39,22 @@ export const logStatQuery = z.object({
   group: queryString(),
 });
 
+export const logDailyQuery = z.object({
+  days: queryInt({ min: 1, max: 90 }),
+  utc_offset: queryInt({ min: -720, max: 840 }),
+});
+
+const int = z.number().int();
+const dailyUsageSchema = z.array(z.object({ day: int, requests: int, quota: int, prompt_tokens: int, completion_tokens: int }));
+
 export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
+  api.route({
+    method: 'GET', path: '/api/log/self/daily', tag: 'logs', access: ROLE.user, query: logDailyQuery, data: dailyUsageSchema,
+    summary: "The caller's consumption per day: requests, quota and tokens for each of the last `days` (default 30, at most 90) days, oldest first",
+    description: 'Days are local to `utc_offset` (minutes east of UTC, default 0); `day` is the Unix time of that local midnight. ' +
+      'Every day is present (zeros when nothing was consumed); only consumption entries (type 2) count.',
+  }, async ({ query: q, user }) => ok(await queryDailyUsage(ctx.clickhouse, Number(user.id), q.days ?? 30, q.utc_offset ?? 0, ctx.now())));
+
   api.route({
     method: 'GET', path: '/api/log/self', tag: 'logs', access: ROLE.user, query: logSelfQuery, data: pageOf(logEntrySchema),
     summary: "The caller's request log, newest first, paged from 1; every filter of the contract",

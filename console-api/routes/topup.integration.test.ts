@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
-import { expectEnvelope, expectShape, LOG_ENTRY, LOG_PAGE, ORDER_PAGE, PAY_METHOD, TOPUP_INFO, TOPUP_ORDER } from '../testing/contract.js';
+import { expectEnvelope, expectShape, LOG_PAGE, ORDER_PAGE, PAY_METHOD, TOPUP_INFO, TOPUP_ORDER, SERVED_LOG_ENTRY } from '../testing/contract.js';
 
 let h: ConsoleHarness;
 let admin: TestAccount;
@@ -114,7 +114,7 @@ describe('POST /api/user/topup (redeem a code)', () => {
     const logs = (await inject('GET', '/api/log/self?type=1', user)).json().data;
     expectShape(logs, LOG_PAGE);
     expect(logs.total).toBe(1);
-    expectShape(logs.items[0], LOG_ENTRY, 'items[]');
+    expectShape(logs.items[0], SERVED_LOG_ENTRY, 'items[]');
     expect(logs.items[0]).toMatchObject({ id: Number(ledgerId), type: 1, quota: 250_000, user_id: user.user.id, username: user.user.username });
     // A top-up is not consumption: the stat does not count it.
     expect((await inject('GET', '/api/log/self/stat', user)).json().data.quota).toBe(0);

@@ -6,7 +6,7 @@ import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { findUserByUsername, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
-import { issueAccessToken, issueSession, revokeAccessTokens, revokeSession } from '../auth/sessions.js';
+import { hashCredential, issueAccessToken, issueSession, revokeAccessTokens, revokeSession } from '../auth/sessions.js';
 import { clearLoginAttempts, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
@@ -19,6 +19,13 @@ import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/sc
 import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
 import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
+import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
+import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
+import { consumeEmailCode } from '../email/email-codes.js';
+import { registerEmailRoutes } from '../email/email-routes.js';
+import { registerSettingRoutes } from '../notices/setting-routes.js';
+import { registerOidcRoutes } from '../oidc/oidc-routes.js';
+import { resolveSession } from '../auth/sessions.js';
 
 const username = z
   .string({ error: 'must be a string' })
@@ -33,12 +40,26 @@ export const registerBody = z.object({
     .min(8, { error: 'must be at least 8 characters' })
     .max(64, { error: 'must be at most 64 characters' }),
   display_name: z.string({ error: 'must be a string' }).max(50, { error: 'must be at most 50 characters' }).optional(),
-  email: z.union([z.literal(''), z.email({ error: 'must be an e-mail address' })]).optional(),
+  email: z.union([z.literal(''), z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' })]).optional(),
+  /** The inviter's invitation code (referrals/referrals.ts). */
+  aff_code: z.string({ error: 'must be a string' }).max(AFF_CODE_MAX_LENGTH, { error: `must be at most ${AFF_CODE_MAX_LENGTH} characters` }).optional(),
+  /** The code mailed by GET /api/verification, when EmailVerificationEnabled. */
+  verification_code: z.string({ error: 'must be a string' }).max(64, { error: 'must be at most 64 characters' }).optional(),
+});
+
+export const affTransferBody = z.object({
+  quota: safeInt.positive({ error: 'must be a positive integer' }),
 });
 
 export const loginBody = z.object({
   username: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(64),
   password: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(128),
+});
+
+export const updateSelfBody = z.object({
+  display_name: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }).max(50, { error: 'must be at most 50 characters' }).optional(),
+  password: registerBody.shape.password.optional(),
+  original_password: z.string({ error: 'must be a string' }).max(128).optional(),
 });
 
 const accountId = z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' });
@@ -103,19 +124,40 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'POST', path: '/api/user/register', tag: 'account', access: 'public', body: registerBody,
-    summary: 'Register an ordinary account',
-    description: 'At most REGISTER_RATE_LIMIT (10) registrations per client address per REGISTER_RATE_WINDOW_SEC (3600 s); then 429 with Retry-After.',
-    errors: ['INVALID_JSON', 'USERNAME_TAKEN', 'RATE_LIMITED'],
+    summary: 'Register an ordinary account (optionally with an inviter\'s aff_code)',
+    description: 'At most REGISTER_RATE_LIMIT (10) registrations per client address per REGISTER_RATE_WINDOW_SEC (3600 s); then 429 with Retry-After. ' +
+      'Options: RegisterEnabled and PasswordRegisterEnabled (403 when off), EmailVerificationEnabled (email and verification_code required), ' +
+      'PasswordMinLength, PasswordRequireLetterAndDigit; an aff_code counts in the inviter\'s aff_count and pays QuotaForInviter (to its aff_quota) and QuotaForInvitee (to the new balance).',
+    errors: ['INVALID_JSON', 'USERNAME_TAKEN', 'RATE_LIMITED', 'FEATURE_DISABLED', 'INVALID_CODE'],
   }, async ({ body, request }) => {
+    const policy = await loadRegistrationPolicy(sql);
+    if (!policy.registerEnabled || !policy.passwordRegisterEnabled) throw new ConsoleError('FEATURE_DISABLED', 'registration is closed');
+    assertPasswordRules(policy, body.password);
+    const email = body.email ?? '';
+    if (policy.emailVerificationRequired && (email === '' || !body.verification_code)) {
+      throw new ConsoleError('VALIDATION_FAILED', 'verification_code: registration needs an e-mail address and the code sent to it (GET /api/verification)');
+    }
     await countRegistration(ctx, request.ip);
-    await insertAccount(sql, {
-      username: body.username,
-      passwordHash: await ctx.passwords.run(() => hashPassword(body.password)),
-      displayName: body.display_name || body.username,
-      email: body.email ?? '',
-      role: ROLE.user,
-      group: 'default',
+    const passwordHash = await ctx.passwords.run(() => hashPassword(body.password));
+    // A logged-in caller registering with its own code is a self-invitation too.
+    const bearer = bearerToken(request.headers.authorization);
+    const caller = body.aff_code && bearer ? await resolveSession(sql, bearer, ctx.now()) : undefined;
+    const credits = await sql.begin(async (tx) => {
+      if (policy.emailVerificationRequired) await consumeEmailCode(ctx, tx, 'register', email, body.verification_code!);
+      const account = await insertAccount(tx, {
+        username: body.username,
+        passwordHash,
+        displayName: body.display_name || body.username,
+        email,
+        role: ROLE.user,
+        group: 'default',
+      });
+      if (!body.aff_code) return [];
+      return acceptInvitation(tx, account, body.aff_code, { inviter: policy.quotaForInviter, invitee: policy.quotaForInvitee }, ctx.now(),
+        caller ? Number(caller.id) : undefined);
     });
+    // Committed: each referral credit moves its mirror once and appends its log event.
+    for (const c of credits) await afterConsoleCredit(ctx, c);
     return ok();
   });
 
@@ -161,6 +203,31 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ user }) => ok(toAccount(user)));
 
   api.route({
+    method: 'PUT', path: '/api/user/self', tag: 'account', access: ROLE.user, body: updateSelfBody, data: accountSchema,
+    summary: 'Edit the own account: display name; password (with original_password; revokes the other sessions)',
+    errors: ['INVALID_JSON', 'INVALID_CREDENTIALS'],
+  }, async ({ body, user, request }) => {
+    if (body.password !== undefined) {
+      // The operator's password rules (PasswordMinLength, PasswordRequireLetterAndDigit) hold here too.
+      assertPasswordRules(await loadRegistrationPolicy(sql), body.password);
+      const valid = await ctx.passwords.run(() => verifyPassword(body.original_password ?? '', user.password_hash));
+      if (!valid) throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the current password is incorrect');
+    }
+    const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
+    const [updated] = await sql.begin(async (tx) => {
+      if (hash !== undefined) {
+        // Whoever knew the old password may hold a session: every other session and access token ends.
+        await tx`UPDATE access_tokens SET revoked_at = ${ctx.now()}
+                 WHERE user_id = ${user.id} AND revoked_at IS NULL AND token_hash <> ${hashCredential(bearerToken(request.headers.authorization)!)}`;
+      }
+      return tx<UserRow[]>`
+        UPDATE users SET display_name = ${body.display_name ?? user.display_name}, password_hash = ${hash ?? user.password_hash}
+        WHERE id = ${user.id} RETURNING *`;
+    });
+    return ok(toAccount(updated!));
+  });
+
+  api.route({
     method: 'GET', path: '/api/user/self/groups', tag: 'account', access: ROLE.user, data: groupsSchema,
     summary: 'The groups the account may use and their ratios; `auto` has a text ratio',
   }, async ({ user }) => {
@@ -168,6 +235,27 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     data[AUTO_GROUP] = { ratio: AUTO_GROUP_RATIO_LABEL, desc: 'automatic selection of an available group' };
     return ok(data);
   });
+
+  api.route({
+    method: 'GET', path: '/api/user/aff', tag: 'account', access: ROLE.user, data: z.string(),
+    summary: 'The own invitation code (aff_code), to be passed as aff_code at registration',
+  }, async ({ user }) => ok(user.aff_code));
+
+  api.route({
+    method: 'POST', path: '/api/user/aff_transfer', tag: 'account', access: ROLE.user, body: affTransferBody,
+    summary: 'Move referral quota (aff_quota) to the balance: at least AffTransferMinQuota, at most aff_quota',
+    description: 'One transaction: aff_quota − quota, balance + quota, a ledger row (aff_quota_delta −quota) and a top-up log row (type 1); the relay\'s balance mirror moves once.',
+    errors: ['INVALID_JSON'],
+  }, async ({ body, user }) => {
+    const policy = await loadRegistrationPolicy(sql);
+    const credit = await transferAffQuota(ctx, Number(user.id), body.quota, policy.affTransferMinQuota);
+    await afterConsoleCredit(ctx, credit);
+    return ok();
+  });
+
+  registerSettingRoutes(api, ctx);
+  registerEmailRoutes(api, ctx);
+  registerOidcRoutes(api, ctx);
 
   // ------------------------------------------------------------------ administration (role >= 10)
 

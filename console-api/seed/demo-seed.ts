@@ -1,6 +1,7 @@
 // Local demo data for `make run`, created once and found again on later runs: the account `demo`
 // (100 US dollars of quota), an administrator `admin` (role 10), a channel to the mock provider
-// serving the usual Claude model names, and an unlimited API key of the demo account.
+// serving the usual Claude model names, an OpenAI-format channel (type 1) to the OpenAI-format mock
+// serving GPT model names, and an unlimited API key of the demo account.
 import { insertAccount } from '../accounts/account-store.js';
 import { hashPassword } from '../auth/password.js';
 import { rebuildAbilities } from '../channels/abilities.js';
@@ -13,6 +14,9 @@ export const ADMIN_USERNAME = 'admin';
 export const DEMO_QUOTA = 100 * 500_000;
 const DEMO_CHANNEL = 'mock-anthropic';
 const DEMO_KEY_NAME = 'demo';
+const DEMO_OPENAI_CHANNEL = 'mock-openai';
+/** The names bench/mock-upstream-openai/ lists (OPENAI_MODELS). */
+const DEMO_OPENAI_MODELS = ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1'];
 const DEMO_MODELS = [
   'claude-haiku-4-5', 'claude-sonnet-4-5', 'claude-opus-4-5', 'claude-opus-4-1', 'claude-sonnet-4-20250514',
   'claude-3-7-sonnet-20250219', 'claude-3-5-haiku-20241022',
@@ -57,6 +61,21 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
       await rebuildAbilities(tx, row as never);
       created.push(`channel ${DEMO_CHANNEL} -> ${baseUrl}`);
     }
+    // The OpenAI-format mock, so /v1/chat/completions (and /v1/messages) reach a channel of type 1 too.
+    const openaiUrl = `http://127.0.0.1:${config.MOCK_OPENAI_PORT}`;
+    const [openaiChannel] = await tx`SELECT id, key_ciphertext FROM channels WHERE name = ${DEMO_OPENAI_CHANNEL}`;
+    if (openaiChannel && !opens(crypto, openaiChannel.key_ciphertext as Buffer)) {
+      await tx`UPDATE channels SET key_ciphertext = ${crypto.seal(config.MOCK_OPENAI_KEY)} WHERE id = ${openaiChannel.id}`;
+      created.push(`channel ${DEMO_OPENAI_CHANNEL} credential re-sealed under the current KEY_SECRET`);
+    }
+    if (!openaiChannel) {
+      const [row] = await tx`
+        INSERT INTO channels (type, name, base_url, key_ciphertext, models, "group")
+        VALUES (1, ${DEMO_OPENAI_CHANNEL}, ${openaiUrl}, ${crypto.seal(config.MOCK_OPENAI_KEY)}, ${DEMO_OPENAI_MODELS.join(',')}, 'default')
+        RETURNING *`;
+      await rebuildAbilities(tx, row as never);
+      created.push(`channel ${DEMO_OPENAI_CHANNEL} -> ${openaiUrl}`);
+    }
     // Point the console's payment options at the local sandboxes (bench/payment-sandbox), once: an
     // administrator's later change is kept.
     const paymentOptions: Record<string, string> = {
@@ -73,7 +92,7 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
       await tx`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO NOTHING`;
     }
     // The mock provider listens on 127.0.0.1, which channels may not point at by default (the SSRF
-    // guard of console-api/channels/upstream-guard.ts). A demo stack on one machine needs it, so the
+    // guard of core/net/outbound-guard.ts). A demo stack on one machine needs it, so the
     // seed allows it explicitly, once: set ChannelAllowPrivateNetworks to false to see the guard.
     await tx`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO NOTHING`;
     const userId = demo.id as number;

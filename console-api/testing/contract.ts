@@ -38,6 +38,13 @@ export const LOG_ENTRY: Shape = {
   request_id: 'string', upstream_request_id: 'string',
 };
 
+/**
+ * A log entry as this gateway serves it: the contract's fields plus the documented additions (the
+ * OpenAPI document and console-api/README.md list them). The contract's own fields keep their names
+ * and types; an addition is never renamed or dropped from this list without a README change.
+ */
+export const SERVED_LOG_ENTRY: Shape = { ...LOG_ENTRY, protocol: 'string' };
+
 export const USAGE_STAT: Shape = { quota: 'integer', rpm: 'integer', tpm: 'integer' };
 
 export const ACCOUNT: Shape = {

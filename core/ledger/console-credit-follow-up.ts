@@ -14,9 +14,8 @@ import { appendUsageEvent } from '../usage/usage-event.js';
 export interface ConsoleCreditStores {
   sql: Sql;
   redis: Redis;
+  /** Also names the account's usage stream (its shard's, in the sharded layout). */
   quota: QuotaStore;
-  /** keys.usageStream() */
-  usageStream: string;
 }
 
 /** A committed ledger row whose follow-up is pending. */
@@ -45,7 +44,7 @@ export async function finishConsoleCredit(s: ConsoleCreditStores, c: PendingCons
     await s.sql`UPDATE ledger SET follow_up_pending = false WHERE id = ${c.ledgerId}`;
     return;
   }
-  await appendUsageEvent(s.redis, s.usageStream, c.logEvent);
+  await appendUsageEvent(s.redis, s.quota.usageStreamOf(c.userId), c.logEvent);
   await s.sql`UPDATE ledger SET settled_at = now() WHERE id = ${c.ledgerId} AND follow_up_pending`;
 }
 

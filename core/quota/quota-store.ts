@@ -30,8 +30,23 @@ export interface SettleRequest {
   eventJson: string;
   /** Input + output tokens, counted against the key's tokens-per-minute budget when given. */
   tokens?: number;
+  /** Unix minute the settlement was made (relay: when the answer ended); bounds the lost-reservation check. */
   minute?: number;
+  /** The key is limited: a reservation lost in a failover is then also debited from the key's quota. */
+  limited?: boolean;
 }
+
+export interface QuotaStoreOptions {
+  /**
+   * Seconds a settled reservation's marker lives (Redis with replicas; 0: none). With it a settlement
+   * whose reservation a failover lost still bills (settleReservation-7.lua), if it arrives within
+   * this time minus LOST_RESERVATION_MARGIN_SEC of its `minute`.
+   */
+  settledMarkerSec?: number;
+}
+
+/** Margin for clock skew between relays and Redis in the lost-reservation bound. */
+const LOST_RESERVATION_MARGIN_SEC = 60;
 
 export interface ExpiredReservation {
   userId: number;
@@ -74,6 +89,9 @@ type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 /** The Redis keys of one API key that do not change between its requests (those of a minute, per minute). */
 interface KeyKeys {
   userId: number;
+  /** The account's shard's usage stream and deadline set (one global pair when unsharded). */
+  stream: string;
+  deadlines: string;
   balance: string;
   remain: string;
   minute: number;
@@ -94,16 +112,14 @@ export class QuotaStore {
   readonly #adjustOnce: ScriptFn;
   readonly #seedBalance: ScriptFn;
   readonly #takeRateSlot: ScriptFn;
-  readonly #deadlinesKey: string;
-  readonly #usageStreamKey: string;
   readonly #keyKeys = new Map<number, KeyKeys>();
+  readonly #settledMarkerSec: number;
 
-  constructor(redis: Redis, keys: RedisKeys, source: BalanceSource) {
+  constructor(redis: Redis, keys: RedisKeys, source: BalanceSource, opts: QuotaStoreOptions = {}) {
     this.#redis = redis;
     this.#keys = keys;
     this.#source = source;
-    this.#deadlinesKey = keys.reservationDeadlines();
-    this.#usageStreamKey = keys.usageStream();
+    this.#settledMarkerSec = opts.settledMarkerSec ?? 0;
     const defs = defineScripts(redis);
     const bind = (name: string): ScriptFn => {
       const command = defs.get(name)?.command;
@@ -124,8 +140,10 @@ export class QuotaStore {
     if (kk === undefined || kk.userId !== userId) {
       if (this.#keyKeys.size >= KEY_CACHE_MAX) this.#keyKeys.clear();
       const k = this.#keys;
+      const shard = k.shardOf(userId);
       kk = {
-        userId, balance: k.accountBalance(userId), remain: k.tokenRemain(userId, tokenId),
+        userId, stream: k.usageStream(shard), deadlines: k.reservationDeadlines(shard),
+        balance: k.accountBalance(userId), remain: k.tokenRemain(userId, tokenId),
         minute, rpm: k.keyRequestsInMinute(userId, tokenId, minute), tpm: k.keyTokensInMinute(userId, tokenId, minute),
       };
       this.#keyKeys.set(tokenId, kk);
@@ -142,7 +160,7 @@ export class QuotaStore {
     const k = this.#keys;
     const minute = r.minute ?? currentMinute();
     const kk = this.#keysOf(r.userId, r.tokenId, minute);
-    const keys = [kk.balance, kk.remain, k.reservation(r.userId, r.requestId), kk.rpm, kk.tpm, this.#deadlinesKey];
+    const keys = [kk.balance, kk.remain, k.reservation(r.userId, r.requestId), kk.rpm, kk.tpm, kk.deadlines];
     const args = [
       r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0,
       r.userId, deadlineMember(r.userId, r.requestId),
@@ -184,11 +202,17 @@ export class QuotaStore {
     const kk = this.#keysOf(s.userId, s.tokenId, s.minute ?? currentMinute());
     const args: (string | number)[] = [
       kk.balance, kk.remain, k.reservation(s.userId, s.requestId),
-      this.#usageStreamKey, kk.tpm,
-      this.#deadlinesKey, k.reapedReservation(s.userId, s.requestId),
+      kk.stream, kk.tpm,
+      kk.deadlines, k.reapedReservation(s.userId, s.requestId),
       s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId), reaperNowMs > 0 ? '1' : '0',
     ];
     if (reaperNowMs > 0) args.push(reaperNowMs);
+    else if (this.#settledMarkerSec > 0) {
+      // A settlement without both (spooled by an older relay) is never taken for a lost reservation.
+      const lostUntil = s.limited === undefined || s.minute === undefined ? '' : s.minute * 60_000 + (this.#settledMarkerSec - LOST_RESERVATION_MARGIN_SEC) * 1000;
+      args.push('', s.limited ? '1' : '0', this.#settledMarkerSec);
+      if (lostUntil !== '') args.push(lostUntil);
+    }
     return this.#settle(...args);
   }
 
@@ -198,7 +222,14 @@ export class QuotaStore {
    * cost. `event` builds the error event logged for each release. Returns how many were released.
    */
   async releaseExpired(nowMs: number, limit: number, event: (r: ExpiredReservation) => string): Promise<number> {
-    const members = await this.#redis.zrangebyscore(this.#keys.reservationDeadlines(), '-inf', nowMs, 'LIMIT', 0, limit);
+    let released = 0;
+    for (let shard = 0; shard < this.#keys.streamShards; shard++) released += await this.#releaseExpiredOf(shard, nowMs, limit, event);
+    return released;
+  }
+
+  async #releaseExpiredOf(shard: number, nowMs: number, limit: number, event: (r: ExpiredReservation) => string): Promise<number> {
+    const deadlines = this.#keys.reservationDeadlines(shard);
+    const members = await this.#redis.zrangebyscore(deadlines, '-inf', nowMs, 'LIMIT', 0, limit);
     let released = 0;
     for (const member of members) {
       const sep = member.indexOf(':');
@@ -209,7 +240,7 @@ export class QuotaStore {
       const result = await this.#settleOrRelease({ userId, tokenId: expired.tokenId, requestId, cost: 0, eventJson: event(expired) }, nowMs);
       if (result === QuotaScriptCode.DeadlineRenewed) continue;
       if (result !== QuotaScriptCode.NoSuchReservation) released++;
-      else await this.#redis.zrem(this.#keys.reservationDeadlines(), member);
+      else await this.#redis.zrem(deadlines, member);
     }
     return released;
   }
@@ -237,11 +268,26 @@ export class QuotaStore {
    * brought back. One ZADD per RENEW_BATCH reservations.
    */
   async renewDeadlines(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
-    for (let i = 0; i < held.length; i += RENEW_BATCH) {
-      const args: (string | number)[] = [];
-      for (let j = i; j < Math.min(held.length, i + RENEW_BATCH); j++) args.push(deadlineMs, deadlineMember(held[j]!.userId, held[j]!.requestId));
-      await this.#redis.zadd(this.#deadlinesKey, 'XX', ...args);
+    // One deadline set per shard: the reservations are grouped by their account's shard.
+    const byShard = new Map<number, string[]>();
+    for (const h of held) {
+      const shard = this.#keys.shardOf(h.userId);
+      let members = byShard.get(shard);
+      if (members === undefined) byShard.set(shard, members = []);
+      members.push(deadlineMember(h.userId, h.requestId));
     }
+    for (const [shard, members] of byShard) {
+      for (let i = 0; i < members.length; i += RENEW_BATCH) {
+        const args: (string | number)[] = [];
+        for (let j = i; j < Math.min(members.length, i + RENEW_BATCH); j++) args.push(deadlineMs, members[j]!);
+        await this.#redis.zadd(this.#keys.reservationDeadlines(shard), 'XX', ...args);
+      }
+    }
+  }
+
+  /** The usage stream an account's events go to (its shard's). */
+  usageStreamOf(userId: number): string {
+    return this.#keys.usageStream(this.#keys.shardOf(userId));
   }
 
   /** Applies a console-side change (top-up, admin quota edit) to a loaded account mirror. */
@@ -285,6 +331,21 @@ export class QuotaStore {
     await this.#adjustOnce(
       k.tokenRemain(userId, tokenId), k.keyQuotaEditApplied(userId, editId), k.tokenQuotaSeq(userId, tokenId),
       delta, ADJUSTMENT_MARKER_TTL_SEC, quotaSeq,
+    );
+  }
+
+  /**
+   * Debits a limited key's mirror by `debit` once (marker: the key and `ledgerId`), unless the mirror
+   * was seeded from a Postgres state whose tokens.quota_seq is at least `quotaSeq` (it holds the debit
+   * already); an unloaded mirror is only marked, and raises the sequence a seed must reach. The
+   * billing worker's repair of debits a Redis restart took out of the mirror (billing/mirror-repair.ts);
+   * adjustAccountOnce with a negative delta is its account side.
+   */
+  async debitTokenOnce(userId: number, tokenId: number, debit: number, ledgerId: number, quotaSeq: number): Promise<void> {
+    const k = this.#keys;
+    await this.#adjustOnce(
+      k.tokenRemain(userId, tokenId), k.keyDebitApplied(userId, tokenId, ledgerId), k.tokenQuotaSeq(userId, tokenId),
+      -debit, ADJUSTMENT_MARKER_TTL_SEC, quotaSeq,
     );
   }
 

@@ -2,7 +2,7 @@
 // billing worker writes these rows and the console reads them back, so the shape lives here.
 import type { UsageEvent } from './usage-event.js';
 
-/** The contract's log entry (interface.md, "Log entry"), field for field. */
+/** The contract's log entry (interface.md, "Log entry"), field for field, and `protocol` (additive). */
 export interface LogEntry {
   id: number;
   user_id: number;
@@ -22,6 +22,8 @@ export interface LogEntry {
   group: string;
   request_id: string;
   upstream_request_id: string;
+  /** The protocol the client spoke: `anthropic` (/v1/messages) or `openai` (/v1/chat/completions). */
+  protocol: string;
 }
 
 /** A row of the `logs` table: the contract's entry plus what the table keeps besides. */
@@ -63,5 +65,6 @@ export function toLogRow({ id, event: e }: { id: number; event: UsageEvent }): L
     request_id: e.request_id,
     upstream_request_id: e.upstream_request_id,
     ip: e.ip ?? '',
+    protocol: e.protocol ?? 'anthropic',
   };
 }

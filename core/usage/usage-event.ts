@@ -52,6 +52,11 @@ export const usageEventSchema = z.object({
    */
   web_search_requests: z.number().int().positive().optional(),
   is_stream: z.boolean(),
+  /**
+   * Relay events: the protocol the client spoke, `anthropic` (POST /v1/messages) or `openai` (POST
+   * /v1/chat/completions). Absent: anthropic (older emitters knew no other).
+   */
+  protocol: z.enum(['anthropic', 'openai']).optional(),
   use_time_ms: z.number().int().nonnegative(),
   /** Unix seconds at which the request was received. */
   created_at: z.number().int().positive(),
@@ -104,6 +109,7 @@ export function usageEvent(f: UsageEventFields): UsageEvent {
   if (f.cache_write_1h_tokens !== undefined) e.cache_write_1h_tokens = f.cache_write_1h_tokens;
   if (f.web_search_requests !== undefined) e.web_search_requests = f.web_search_requests;
   if (f.ip !== undefined) e.ip = f.ip;
+  if (f.protocol !== undefined) e.protocol = f.protocol;
   return e;
 }
 

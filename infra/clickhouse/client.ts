@@ -22,8 +22,9 @@ function baseOptions(config: Config) {
   };
 }
 
-export function createClickHouse(config: Config): ClickHouseClient {
-  return createClient({ ...baseOptions(config), database: config.CLICKHOUSE_DATABASE });
+/** `requestTimeoutMs`: longer than the default 30 s for statements that rewrite a table (migrations). */
+export function createClickHouse(config: Config, requestTimeoutMs?: number): ClickHouseClient {
+  return createClient({ ...baseOptions(config), database: config.CLICKHOUSE_DATABASE, ...(requestTimeoutMs ? { request_timeout: requestTimeoutMs } : {}) });
 }
 
 /** Connected to the server's `default` database: for CREATE DATABASE before the real one exists. */

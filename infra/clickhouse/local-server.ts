@@ -26,6 +26,9 @@ export interface LocalClickHouseOptions {
   logger?: Logger;
 }
 
+/** How long close() lets the requests in progress finish before it cuts their connections. */
+const CLOSE_GRACE_MS = 3_000;
+
 export interface LocalClickHouse {
   port: number;
   close(): Promise<void>;
@@ -133,29 +136,51 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
       currentDatabase = r.database;
     }
     if (/^\s*USE\b/i.test(r.query)) currentDatabase = undefined;
-    try {
-      if (r.settings.length) await session.queryAsync(`SET ${r.settings.map(([n, v]) => `${n} = ${quoteString(v)}`).join(', ')}`);
-      const insert = r.body.length > 0 && Object.keys(r.params).length === 0 ? SIMPLE_INSERT.exec(r.query) : null;
-      const columns = insert?.[2]?.split(',').map((c) => c.trim().replace(/^`(.*)`$/, '$1'));
-      if (insert && RAW_INSERT_FORMATS.has(insert[3]!) && (columns ?? []).every((c) => IDENT_RE.test(c))) {
-        // Bytes go to the engine's parser untouched (no string round trip), and we learn rows written.
-        const s = await session.insert({
-          table: insert[1]!,
-          values: r.body,
-          format: insert[3] as RawInsertFormat,
-          ...(columns?.length ? { columns } : {}),
-        });
-        return { output: Buffer.alloc(0), readRows: 0, readBytes: 0, writtenRows: s.rowsWritten, writtenBytes: s.bytesWritten, elapsed: s.elapsed };
-      }
-      const sql = r.body.length > 0 ? `${r.query}\n${r.body.toString('utf8')}` : r.query;
-      const result = Object.keys(r.params).length
-        ? await session.queryBindAsync(sql, r.params, { format: r.format })
-        : await session.queryAsync(sql, { format: r.format });
-      return { output: Buffer.from(result.bytes()), readRows: result.rowsRead, readBytes: result.bytesRead, writtenRows: 0, writtenBytes: 0, elapsed: result.elapsed };
-    } finally {
-      // One by one: an unknown name must not keep the others from being reset.
-      for (const [name] of r.settings) await session.queryAsync(`SET ${name} = DEFAULT`).catch(() => {});
+    await applySettings(r.settings);
+    const insert = r.body.length > 0 && Object.keys(r.params).length === 0 ? SIMPLE_INSERT.exec(r.query) : null;
+    const columns = insert?.[2]?.split(',').map((c) => c.trim().replace(/^`(.*)`$/, '$1'));
+    if (insert && RAW_INSERT_FORMATS.has(insert[3]!) && (columns ?? []).every((c) => IDENT_RE.test(c))) {
+      // Bytes go to the engine's parser untouched (no string round trip), and we learn rows written.
+      const s = await session.insert({
+        table: insert[1]!,
+        values: r.body,
+        format: insert[3] as RawInsertFormat,
+        ...(columns?.length ? { columns } : {}),
+      });
+      return { output: Buffer.alloc(0), readRows: 0, readBytes: 0, writtenRows: s.rowsWritten, writtenBytes: s.bytesWritten, elapsed: s.elapsed };
     }
+    const sql = r.body.length > 0 ? `${r.query}\n${r.body.toString('utf8')}` : r.query;
+    const result = Object.keys(r.params).length
+      ? await session.queryBindAsync(sql, r.params, { format: r.format })
+      : await session.queryAsync(sql, { format: r.format });
+    return { output: Buffer.from(result.bytes()), readRows: result.rowsRead, readBytes: result.bytesRead, writtenRows: 0, writtenBytes: 0, elapsed: result.elapsed };
+  }
+
+  // The settings the session holds (name → value), so that a request whose settings equal the
+  // previous one's costs no SET at all. The client sends the same settings with every request
+  // (date_time_input_format at least); setting them before and resetting them after each query was
+  // two more engine calls per statement, in the one queue every request waits in. A request gets
+  // exactly its own settings: the others' are reset to DEFAULT first, in the same SET.
+  const sessionSettings = new Map<string, string>();
+  async function applySettings(wanted: [string, string][]): Promise<void> {
+    const want = new Map(wanted);
+    const changes: string[] = [];
+    for (const [name] of sessionSettings) if (!want.has(name)) changes.push(`${name} = DEFAULT`);
+    for (const [name, value] of want) if (sessionSettings.get(name) !== value) changes.push(`${name} = ${quoteString(value)}`);
+    if (!changes.length) return;
+    try {
+      await session.queryAsync(`SET ${changes.join(', ')}`);
+    } catch (err) {
+      // An unknown name or a bad value: back to every default, one by one (an unknown name must not
+      // keep the others from being reset), and the request fails as the server's would.
+      for (const name of new Set([...sessionSettings.keys(), ...want.keys()])) {
+        await session.queryAsync(`SET ${name} = DEFAULT`).catch(() => {});
+      }
+      sessionSettings.clear();
+      throw err;
+    }
+    for (const [name] of [...sessionSettings]) if (!want.has(name)) sessionSettings.delete(name);
+    for (const [name, value] of want) sessionSettings.set(name, value);
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -210,6 +235,8 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
   }
 
   const server = createServer((req, res) => {
+    // Stopping: this answer is the connection's last, so a client that keeps reusing its socket lets go.
+    if (closing) res.shouldKeepAlive = false;
     handle(req, res).catch((err) => {
       options.logger?.error({ err }, 'local clickhouse handler crashed');
       res.destroy();
@@ -230,8 +257,13 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
     close() {
       closing ??= (async () => {
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+        // server.close() waits for every connection to end, and a kept-alive one only ends when its
+        // client hangs up: idle ones are closed now, busy ones after their answer (above), and what
+        // is still open after the grace (a client that never stops sending) is cut.
         server.closeIdleConnections();
+        const cut = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
         await stopped;
+        clearTimeout(cut);
         await tail;
         session.close();
         await drainPending();

@@ -19,7 +19,9 @@ export async function migrateClickHouse(config: Config, dir = migrationsDir()): 
     await admin.close();
   }
   const files = readdirSync(dir).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
-  const ch = createClickHouse(config);
+  // A migration may backfill a table from `logs` (009: 10 M rows take about a minute on the embedded
+  // server): far longer than a service's 30 s request timeout.
+  const ch = createClickHouse(config, 15 * 60_000);
   const applied: string[] = [];
   try {
     // ReplacingMergeTree on name: two processes migrating at once leave one row per file.

@@ -1,17 +1,84 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type { Config } from '../config.js';
+import { redisKeys, type RedisKeys } from './keys.js';
+
+/** Seed nodes of a Redis Cluster, or null for a single Redis (REDIS_CLUSTER_NODES, redis+cluster:// URL). */
+export function redisClusterNodes(config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES'>): { host: string; port: number }[] | null {
+  let list = config.REDIS_CLUSTER_NODES?.trim();
+  if (!list && config.REDIS_URL.startsWith('redis+cluster://')) list = config.REDIS_URL.slice('redis+cluster://'.length).replace(/\/.*$/, '');
+  if (!list) return null;
+  return list.split(',').map((s) => s.trim()).filter(Boolean).map((hostPort) => {
+    const m = /^(.+):(\d+)$/.exec(hostPort);
+    if (!m) throw new Error(`Redis Cluster node "${hostPort}" is not host:port`);
+    return { host: m[1]!, port: Number(m[2]) };
+  });
+}
+
+/** Virtual shards of the key layout (infra/redis/keys.ts): REDIS_SHARDS, else 64 on a cluster and 0 on one Redis. */
+export function redisShardCount(config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SHARDS'>): number {
+  const cluster = redisClusterNodes(config) !== null;
+  const shards = config.REDIS_SHARDS ?? (cluster ? 64 : 0);
+  if (cluster && shards === 0) throw new Error('REDIS_SHARDS=0 (the unsharded layout) cannot run on a Redis Cluster: its scripts would touch several slots');
+  return shards;
+}
+
+/** Replicas a settlement must reach before a relay's spool lets it go: REDIS_SETTLE_WAIT_REPLICAS, else 1 on a cluster, 0 on one Redis. */
+export function settleWaitReplicas(config: Pick<Config, 'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SETTLE_WAIT_REPLICAS'>): number {
+  return config.REDIS_SETTLE_WAIT_REPLICAS ?? (redisClusterNodes(config) !== null ? 1 : 0);
+}
 
 /**
  * `blocking` connections carry XREADGROUP BLOCK and SUBSCRIBE: they must not share auto-pipelined
  * batches with ordinary commands. `commandTimeoutMs`: a command unanswered this long fails (the relay's
  * hot path must not wait on a stalled Redis); unset, a command waits as long as its connection lives.
+ *
+ * On a cluster the client is an ioredis Cluster, typed as Redis: it has the same command methods, routes
+ * each command by its key's slot, follows MOVED/ASK and a failover (a replica promoted), and runs a
+ * script by EVALSHA on the key's master, sending it once with EVAL where that master lacks it
+ * (core/quota/scripts.ts also loads them on every master up front). Multi-key commands, scripts and
+ * MULTI must name keys of one slot, which the sharded key layout guarantees.
  */
 export function createRedis(config: Config, name: string, opts: { blocking?: boolean; commandTimeoutMs?: number } = {}): Redis {
-  return new Redis(config.REDIS_URL, {
+  const redisOptions = {
     connectionName: name,
     maxRetriesPerRequest: opts.blocking ? null : 2,
-    enableAutoPipelining: !opts.blocking,
     ...(opts.commandTimeoutMs !== undefined ? { commandTimeout: opts.commandTimeoutMs } : {}),
+  };
+  const nodes = redisClusterNodes(config);
+  if (nodes === null) return new Redis(config.REDIS_URL, { ...redisOptions, enableAutoPipelining: !opts.blocking });
+  const cluster = new Cluster(nodes, {
+    redisOptions,
+    // Auto-pipelining groups commands per node, so it stays on for ordinary connections.
+    enableAutoPipelining: !opts.blocking,
+    // A failover takes a few seconds (cluster-node-timeout, then the replica's election): commands
+    // wait for the new master rather than fail at once.
+    retryDelayOnFailover: 200,
+    retryDelayOnClusterDown: 300,
+    retryDelayOnTryAgain: 100,
+    maxRedirections: 32,
+    slotsRefreshTimeout: 2000,
   });
+  return cluster as unknown as Redis;
 }
 export type { Redis };
+
+/** The key layout of this configuration: REDIS_PREFIX with its shard count (redisShardCount). */
+export function redisKeysFor(config: Config): RedisKeys {
+  return redisKeys(config.REDIS_PREFIX, redisShardCount(config));
+}
+
+/**
+ * Deletes every key starting with `prefix:` (a test stack's or the bench's own), on each master of a
+ * cluster (KEYS answers for one node only) or on the single Redis; one key per DEL, as a cluster needs.
+ */
+export async function deleteKeysWithPrefix(redis: Redis, prefix: string): Promise<void> {
+  const nodes = redis.isCluster ? (redis as unknown as Cluster).nodes('master') : [redis];
+  for (const node of nodes) {
+    const left = await node.keys(`${prefix}:*`);
+    if (!redis.isCluster) {
+      if (left.length) await node.del(...left);
+      continue;
+    }
+    await Promise.all(left.map((k) => redis.del(k)));
+  }
+}

@@ -1,18 +1,37 @@
-// Every Redis key of the system is built here. The gateway runs on a single Redis, not a Redis
-// Cluster. Per-account keys share the hash tag {a<id>} and a console address's login keys share
-// {ip:<address>}, as a cluster would need, but `usage`, `usage:dead` and `rsv-deadlines` have no tag
-// and are written together with per-account keys (reserveQuota-6.lua, settleReservation-7.lua) or with
-// each other (the billing worker's MULTI), which a cluster refuses across slots. Cluster mode is a later
-// change (per-slot deadline sets and streams); until then nothing here is cluster-ready.
+// Every Redis key of the system is built here, for two layouts.
+//
+// Unsharded (shards = 0, the default on a single Redis): the layout of before, unchanged, so an
+// upgraded single-node gateway finds its stream, deadlines and mirrors where it left them. Per-account
+// keys share the hash tag {a<id>}; the usage stream, its dead letters and the deadline set are global.
+//
+// Sharded (shards > 0; required on a Redis Cluster, REDIS_CLUSTER_NODES): each account belongs to one
+// of `shards` virtual shards (user id modulo shards, fixed for the life of the data: changing it moves
+// every mirror and orphans unbilled stream entries), and every key of an account carries its shard's
+// hash tag {s<shard>}, as do that shard's usage stream, dead letters and deadline set. So each Lua
+// script (reserveQuota, settleReservation, ...) and the billing worker's MULTI touch one slot, which
+// a cluster requires; the shards spread over the masters by slot. A console address's login keys share
+// {ip:<address>} in both layouts.
 export interface RedisKeys {
+  /** Virtual shards: 0 in the unsharded layout. */
+  readonly shards: number;
+  /** The shards whose streams and deadline sets exist: 0 .. streamShards-1 (1 when unsharded). */
+  readonly streamShards: number;
+  /** The shard of an account (0 when unsharded). */
+  shardOf(userId: number): number;
   /** Spendable balance of an account: Postgres quota minus unsettled debits minus open reservations. */
   accountBalance(userId: number): string;
   /** Remaining quota of a limited API key, on the same terms as accountBalance. */
   tokenRemain(userId: number, tokenId: number): string;
   /** One open reservation (a hash), removed by settlement. */
   reservation(userId: number, requestId: string): string;
-  /** Left by the reaper when it releases an expired reservation, so a late settlement still bills. */
+  /**
+   * Left by the reaper when it releases an expired reservation, so a late settlement still bills; with
+   * replicas also the marker 'S' of a settled one (settleReservation-7.lua), so a failover's lost
+   * reservation is told from a settled one.
+   */
   reapedReservation(userId: number, requestId: string): string;
+  /** Written by a relay before WAIT on its shard's master: WAIT counts replicas that have this write and all before it. */
+  replicationProbe(shard?: number): string;
   /** Set once a console change (ledger id) has moved the account's mirror: retries apply it once. */
   adjustmentApplied(userId: number, ledgerId: number): string;
   /** users.credit_seq the account mirror was seeded with: console changes up to it are in the mirror. */
@@ -21,18 +40,33 @@ export interface RedisKeys {
   tokenQuotaSeq(userId: number, tokenId: number): string;
   /** Set once a key's remain_quota edit (key_quota_edits id) has moved the key's mirror. */
   keyQuotaEditApplied(userId: number, editId: number): string;
-  /** Open reservations by deadline (sorted set: score Unix ms, member `<userId>:<requestId>`). */
-  reservationDeadlines(): string;
+  /**
+   * Set once the billing worker moved a limited key's mirror by debits that a Redis restart took out
+   * of it (billing/mirror-repair.ts; ledger id: the first of those debits), as adjustmentApplied is for the account.
+   */
+  keyDebitApplied(userId: number, tokenId: number, ledgerId: number): string;
+  /**
+   * A random id of this Redis's data, created (SET NX) by the billing worker when missing: it vanishes
+   * with the data, so a new id tells the worker that the mirrors its batch debited were lost.
+   * On the shard's node, with the shard's stream.
+   */
+  redisIncarnation(shard?: number): string;
+  /** Open reservations of a shard by deadline (sorted set: score Unix ms, member `<userId>:<requestId>`). */
+  reservationDeadlines(shard?: number): string;
   /** Requests of one API key in one wall-clock minute (`minute` = Unix minutes). */
   keyRequestsInMinute(userId: number, tokenId: number, minute: number): string;
   /** Tokens (input + output) of one API key in one wall-clock minute. */
   keyTokensInMinute(userId: number, tokenId: number, minute: number): string;
   /** Token counts (count_tokens calls and prompt counts) of one API key in one wall-clock minute. */
   keyCountsInMinute(userId: number, tokenId: number, minute: number): string;
-  /** The usage events stream the billing worker consumes. */
-  usageStream(): string;
-  /** Entries of the usage stream the billing worker could not decode, set aside with their source id. */
-  usageDeadLetterStream(): string;
+  /** The usage events stream of a shard, which the billing workers consume. */
+  usageStream(shard?: number): string;
+  /** Entries of a shard's usage stream the billing worker could not decode, set aside with their source id. */
+  usageDeadLetterStream(shard?: number): string;
+  /** Which billing worker consumes a shard's stream now (a lease: value the worker's name, with a TTL). */
+  billingShardLease(shard: number): string;
+  /** Billing workers alive (hash: worker name -> Unix ms its registration runs out), to share the shards. */
+  billingWorkers(): string;
   /** Console login attempts naming one account (hashed) from one address, in the current window. */
   loginAttempts(who: string, ip: string): string;
   /** Console login attempts from one address, whatever account they name, in the current window. */
@@ -41,29 +75,83 @@ export interface RedisKeys {
   registrationsFromAddress(ip: string): string;
   /** Pub/sub channel on which the console announces changed keys, accounts, channels and options. */
   invalidationChannel(): string;
+  /** A channel's recent faults (sorted set: score Unix ms), since its last success or status change. */
+  channelFaults(channelId: number): string;
+  /** A channel's attempts and faults per time bucket of the fault-rate window (a hash). */
+  channelOutcomes(channelId: number): string;
 }
 
-export function redisKeys(prefix: string): RedisKeys {
+export function redisKeys(prefix: string, shards = 0): RedisKeys {
+  if (!Number.isInteger(shards) || shards < 0) throw new Error(`shards must be a whole number >= 0, got ${shards}`);
+  if (shards === 0) return unshardedKeys(prefix);
+  // A per-account key: the shard's tag first (the slot), then the account.
+  const a = (userId: number) => `${prefix}:{s${userId % shards}}:a${userId}`;
   return {
-    accountBalance: (userId) => `${prefix}:{a${userId}}:balance`,
-    tokenRemain: (userId, tokenId) => `${prefix}:{a${userId}}:token:${tokenId}:remain`,
-    reservation: (userId, requestId) => `${prefix}:{a${userId}}:rsv:${requestId}`,
-    reapedReservation: (userId, requestId) => `${prefix}:{a${userId}}:reaped:${requestId}`,
-    reservationDeadlines: () => `${prefix}:rsv-deadlines`,
-    adjustmentApplied: (userId, ledgerId) => `${prefix}:{a${userId}}:adj:${ledgerId}`,
-    accountCreditSeq: (userId) => `${prefix}:{a${userId}}:balance-seq`,
-    tokenQuotaSeq: (userId, tokenId) => `${prefix}:{a${userId}}:token:${tokenId}:remain-seq`,
-    keyQuotaEditApplied: (userId, editId) => `${prefix}:{a${userId}}:key-adj:${editId}`,
-    keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
-    keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
-    keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,
-    usageStream: () => `${prefix}:usage`,
-    usageDeadLetterStream: () => `${prefix}:usage:dead`,
+    shards,
+    streamShards: shards,
+    shardOf: (userId) => userId % shards,
+    accountBalance: (userId) => `${a(userId)}:balance`,
+    tokenRemain: (userId, tokenId) => `${a(userId)}:token:${tokenId}:remain`,
+    reservation: (userId, requestId) => `${a(userId)}:rsv:${requestId}`,
+    reapedReservation: (userId, requestId) => `${a(userId)}:reaped:${requestId}`,
+    reservationDeadlines: (shard = 0) => `${prefix}:{s${shard}}:rsv-deadlines`,
+    replicationProbe: (shard = 0) => `${prefix}:{s${shard}}:repl-probe`,
+    adjustmentApplied: (userId, ledgerId) => `${a(userId)}:adj:${ledgerId}`,
+    accountCreditSeq: (userId) => `${a(userId)}:balance-seq`,
+    tokenQuotaSeq: (userId, tokenId) => `${a(userId)}:token:${tokenId}:remain-seq`,
+    keyQuotaEditApplied: (userId, editId) => `${a(userId)}:key-adj:${editId}`,
+    keyDebitApplied: (userId, tokenId, ledgerId) => `${a(userId)}:token:${tokenId}:debit-adj:${ledgerId}`,
+    redisIncarnation: (shard = 0) => `${prefix}:{s${shard}}:incarnation`,
+    keyRequestsInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:rpm:${minute}`,
+    keyTokensInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:tpm:${minute}`,
+    keyCountsInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:count:${minute}`,
+    usageStream: (shard = 0) => `${prefix}:{s${shard}}:usage`,
+    usageDeadLetterStream: (shard = 0) => `${prefix}:{s${shard}}:usage:dead`,
+    billingShardLease: (shard) => `${prefix}:{s${shard}}:billing-lease`,
+    billingWorkers: () => `${prefix}:billing-workers`,
+    ...consoleKeys(prefix),
+  };
+}
+
+function consoleKeys(prefix: string): Pick<RedisKeys, 'loginAttempts' | 'loginAttemptsFromAddress' | 'registrationsFromAddress' | 'invalidationChannel' | 'channelFaults' | 'channelOutcomes'> {
+  return {
     // The address is the hash tag: one MULTI counts an attempt on both login keys of an address, and
     // Redis Cluster only runs a transaction whose keys share a slot.
     loginAttempts: (who, ip) => `${prefix}:console:{ip:${ip}}:login:${who}`,
     loginAttemptsFromAddress: (ip) => `${prefix}:console:{ip:${ip}}:login`,
     registrationsFromAddress: (ip) => `${prefix}:console:{ip:${ip}}:register`,
+    // Published with PUBLISH, which a cluster delivers to the subscribers of every node.
     invalidationChannel: () => `${prefix}:invalidate`,
+    // One hash tag per channel: recordChannelOutcome-2.lua writes both of a channel's keys at once.
+    channelFaults: (channelId) => `${prefix}:{ch${channelId}}:faults`,
+    channelOutcomes: (channelId) => `${prefix}:{ch${channelId}}:outcomes`,
+  };
+}
+
+function unshardedKeys(prefix: string): RedisKeys {
+  return {
+    shards: 0,
+    streamShards: 1,
+    shardOf: () => 0,
+    accountBalance: (userId) => `${prefix}:{a${userId}}:balance`,
+    tokenRemain: (userId, tokenId) => `${prefix}:{a${userId}}:token:${tokenId}:remain`,
+    reservation: (userId, requestId) => `${prefix}:{a${userId}}:rsv:${requestId}`,
+    reapedReservation: (userId, requestId) => `${prefix}:{a${userId}}:reaped:${requestId}`,
+    reservationDeadlines: () => `${prefix}:rsv-deadlines`,
+    replicationProbe: () => `${prefix}:repl-probe`,
+    adjustmentApplied: (userId, ledgerId) => `${prefix}:{a${userId}}:adj:${ledgerId}`,
+    accountCreditSeq: (userId) => `${prefix}:{a${userId}}:balance-seq`,
+    tokenQuotaSeq: (userId, tokenId) => `${prefix}:{a${userId}}:token:${tokenId}:remain-seq`,
+    keyQuotaEditApplied: (userId, editId) => `${prefix}:{a${userId}}:key-adj:${editId}`,
+    keyDebitApplied: (userId, tokenId, ledgerId) => `${prefix}:{a${userId}}:token:${tokenId}:debit-adj:${ledgerId}`,
+    redisIncarnation: () => `${prefix}:incarnation`,
+    keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
+    keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
+    keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,
+    usageStream: () => `${prefix}:usage`,
+    usageDeadLetterStream: () => `${prefix}:usage:dead`,
+    billingShardLease: () => `${prefix}:billing-lease`,
+    billingWorkers: () => `${prefix}:billing-workers`,
+    ...consoleKeys(prefix),
   };
 }

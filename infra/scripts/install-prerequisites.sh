@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# What a fresh Debian machine lacks for this project: Node.js 20 with npm, curl, and a C toolchain for
-# native addons. Runs as root; does nothing when everything is present.
+# What a fresh Debian machine lacks for this project: Node.js 20 with npm, curl, a C toolchain for
+# native addons, and Chromium for the web console's browser tests (driven by playwright-core). Runs as
+# root; does nothing when everything is present.
 set -euo pipefail
 missing=()
 command -v curl >/dev/null || missing+=(curl)
 command -v make >/dev/null || missing+=(make)
 command -v g++ >/dev/null || missing+=(g++)
 command -v python3 >/dev/null || missing+=(python3)
+command -v chromium >/dev/null || missing+=(chromium)
 if ! command -v node >/dev/null || ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)'; then
   missing+=(nodejs npm)
 fi

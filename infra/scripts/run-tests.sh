@@ -15,4 +15,20 @@ stop_started() {
 }
 trap stop_started EXIT
 SKIP_SERVICES=clickhouse bash infra/scripts/ensure-services.sh
-npx vitest run "$@"
+# tests/cluster starts Redis Clusters of its own on ports 7100-7105 and 7120-7125 (and stops them) when asked to.
+export TEST_REDIS_CLUSTER=${TEST_REDIS_CLUSTER:-start}
+status=0
+npx vitest run "$@" || status=$?
+# Second pass, on the whole run only (no arguments; TEST_RELAY_CLUSTER=0 leaves it out): the relay test
+# set again on two relays over a Redis Cluster of its own (ports 7110-7115), each test stack with 16
+# shards and a second billing worker (tests/harness/gateway-stack.ts). Tests bound to one Redis or one
+# relay process skip themselves there, saying why.
+if [ $# -eq 0 ] && [ "${TEST_RELAY_CLUSTER:-1}" != 0 ]; then
+  relay_cluster_dir=$(mktemp -d)
+  stop_relay_cluster() { bash infra/scripts/redis-cluster.sh stop 7110 "$relay_cluster_dir" || true; rm -rf "$relay_cluster_dir"; }
+  trap 'stop_relay_cluster; stop_started' EXIT
+  bash infra/scripts/redis-cluster.sh start 7110 "$relay_cluster_dir"
+  TEST_REDIS_CLUSTER_NODES=$(bash infra/scripts/redis-cluster.sh nodes 7110) TEST_GATEWAY_RELAYS=2 TEST_REDIS_CLUSTER= \
+    npx vitest run relay || status=$?
+fi
+exit $status

@@ -21,41 +21,23 @@ wait_http() { # name url
 RELAY_URL="http://${RELAY_HOST:-127.0.0.1}:${RELAY_PORT:-3000}"
 CONSOLE_URL="http://${CONSOLE_HOST:-127.0.0.1}:${CONSOLE_PORT:-3001}"
 MOCK_URL="http://127.0.0.1:${MOCK_UPSTREAM_PORT:-3090}"
+MOCK_OPENAI_URL="http://127.0.0.1:${MOCK_OPENAI_PORT:-3093}"
 
 # The mock provider requires the credential the seeded channel sends.
 export MOCK_API_KEY=${MOCK_UPSTREAM_KEY:-sk-ant-mock-local}
 start mock-upstream dist/bench/mock-upstream/main.js
+# The OpenAI-format mock (channel type 1); it reads MOCK_OPENAI_PORT and MOCK_OPENAI_KEY itself.
+start mock-openai dist/bench/mock-upstream-openai/main.js
 start billing dist/billing/main.js
 start console-api dist/console-api/main.js
 CONSOLE_URL=$CONSOLE_URL start payment-sandbox dist/bench/payment-sandbox/main.js
 start relay dist/relay/main.js
 wait_http mock-upstream "$MOCK_URL/v1/models"
+wait_http mock-openai "$MOCK_OPENAI_URL/v1/models"
 wait_http console-api "$CONSOLE_URL/api/status"
 wait_http relay "$RELAY_URL/health"
 wait_http payment-sandbox http://127.0.0.1:3091/api/orders
 sleep 0.3
 for name in billing; do kill -0 "$(cat .run/$name.pid)" 2>/dev/null || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
 
-DEMO_KEY=$(node dist/console-api/seed/print-demo-key.js)
-# console-api prints a generated root password once, to its stdout; show it here and keep it out of the log file.
-ROOT_LINE=$(grep -h 'Generated password' .run/console-api.log | tail -1 || true)
-[ -n "$ROOT_LINE" ] && sed -i '/Generated password/d' .run/console-api.log
-cat <<MSG
-
-The gateway is up.
-  relay         $RELAY_URL        (POST /v1/messages)
-  console-api   $CONSOLE_URL        (GET /api/...; endpoints in console-api/README.md)
-  mock provider $MOCK_URL
-  payments      http://127.0.0.1:3091 (epay sandbox), http://127.0.0.1:3092 (card sandbox)
-  logs          .run/*.log        stop everything with: make down
-  demo logins   demo / ${DEMO_PASSWORD:-?}, admin / ${ADMIN_PASSWORD:-?}
-                (local demo data seeded by make run; passwords generated into .data/)${ROOT_LINE:+
-  root          $ROOT_LINE}
-
-Call the relay with the demo key:
-
-  curl -sN $RELAY_URL/v1/messages \\
-    -H 'x-api-key: $DEMO_KEY' -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' \\
-    -d '{"model":"claude-sonnet-4-5","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"Hello"}]}'
-
-MSG
+RELAY_URL=$RELAY_URL CONSOLE_URL=$CONSOLE_URL MOCK_URL=$MOCK_URL MOCK_OPENAI_URL=$MOCK_OPENAI_URL bash infra/scripts/how-to-call.sh

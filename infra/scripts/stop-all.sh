@@ -3,7 +3,7 @@
 # ones named as arguments (run-tests.sh stops what it started, nothing else).
 cd "$(dirname "$0")/../.."
 NAMES=("$@")
-[ ${#NAMES[@]} -gt 0 ] || NAMES=(relay console-api payment-sandbox billing mock-upstream clickhouse redis postgres)
+[ ${#NAMES[@]} -gt 0 ] || NAMES=(relay console-api payment-sandbox billing mock-upstream mock-openai clickhouse redis postgres)
 for name in "${NAMES[@]}"; do
   f=.run/$name.pid
   [ -f "$f" ] || continue

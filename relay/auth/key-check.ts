@@ -39,14 +39,25 @@ export function peekKey(keys: KeyDirectory, apiKey: string): ApiKeyRecord | Rela
 }
 
 /**
- * The key's record or its 401: at once when the headers or the cache decide, else a lookup already
- * under way (so it runs while a body streams in). The promise never rejects with a RelayError; it
- * rejects only when Postgres fails.
+ * Postgres could not be asked and the cache holds nothing recent enough (key-directory.ts): a
+ * dependency outage, answered 529 like the quota store's, never 500.
+ */
+export const KEY_STORE_UNAVAILABLE = new RelayError('key_store_unavailable');
+
+/** The lookup's answer: the record, the 401 of an unknown key, or 529 when Postgres failed. */
+export function settleKeyLookup(lookup: Promise<ApiKeyRecord | null>): Promise<ApiKeyRecord | RelayError> {
+  return lookup.then((record) => record ?? UNKNOWN_KEY_ERROR, () => KEY_STORE_UNAVAILABLE);
+}
+
+/**
+ * The key's record or its error: at once when the headers or the cache decide, else a lookup already
+ * under way (so it runs while a body streams in). The promise never rejects: a failed Postgres read
+ * resolves to KEY_STORE_UNAVAILABLE.
  */
 export function beginKeyLookup(ctx: { keys: KeyDirectory }, apiKey: string): ApiKeyRecord | RelayError | Promise<ApiKeyRecord | RelayError> {
   const known = peekKey(ctx.keys, apiKey);
   if (known !== undefined) return known;
-  return ctx.keys.lookup(apiKey).then((record) => record ?? UNKNOWN_KEY_ERROR);
+  return settleKeyLookup(ctx.keys.lookup(apiKey));
 }
 
 /** What the key checks need of a request: its key and the client's address. */

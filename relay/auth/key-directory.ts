@@ -6,6 +6,12 @@
 // is why it is an LRU capped at KEY_CACHE_MAX_ENTRIES: a stream of made-up keys of the right shape
 // (the shape is checked before anything reaches this class) evicts old entries instead of growing
 // the heap, and purgeStale() (called periodically by the server) drops expired ones.
+//
+// Postgres unreachable: an entry past its TTL but read within KEY_CACHE_STALE_MS is served as it was
+// (and not asked for again for another TTL), so the keys in use keep working through a short outage
+// on the Redis mirrors; a key without such an entry fails its lookup (the routes answer 529
+// key_store_unavailable). A key revoked meanwhile stops at the first re-read once Postgres answers, a
+// TTL later at most; an invalidation message (Redis) drops the entry at once, outage or not.
 import { LRUCache } from 'lru-cache';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
@@ -33,25 +39,43 @@ export interface ApiKeyRecord {
 const UNKNOWN_KEY = Object.freeze({ unknown: true as const });
 type Cached = ApiKeyRecord | typeof UNKNOWN_KEY;
 
+/**
+ * A key read not answered by then counts as failed. Postgres answers one in milliseconds; a Postgres
+ * that cannot be reached does not refuse the query, postgres.js holds it while it reconnects (for
+ * seconds, measured: 3 s and more behind a cut TCP proxy), and every request with that key would wait
+ * with it.
+ */
+export const KEY_LOOKUP_TIMEOUT_MS = 2_000;
+
+interface Entry {
+  readonly value: Cached;
+  /** Until then the entry is served without asking Postgres (a TTL after the last read, or failed re-read). */
+  freshUntil: number;
+}
+
 export class KeyDirectory {
   readonly #sql: Sql;
   readonly #crypto: ApiKeyCrypto;
-  readonly #cache: LRUCache<string, Cached>;
+  readonly #cache: LRUCache<string, Entry>;
+  readonly #ttlMs: number;
   readonly #inflight = new Map<string, Promise<ApiKeyRecord | null>>();
   /** Bumped by every invalidation: a lookup that started before one does not cache what it read. */
   #generation = 0;
 
-  constructor(sql: Sql, crypto: ApiKeyCrypto, ttlMs: number, maxEntries: number) {
+  /** `staleMs`: how long past its TTL an entry may still answer while Postgres cannot (0: never). */
+  constructor(sql: Sql, crypto: ApiKeyCrypto, ttlMs: number, maxEntries: number, staleMs = 0) {
     this.#sql = sql;
     this.#crypto = crypto;
-    this.#cache = new LRUCache<string, Cached>({ max: maxEntries, ttl: ttlMs, updateAgeOnGet: false });
+    this.#ttlMs = ttlMs;
+    // The LRU's own TTL counts from the last successful read (set), so it ends the stale window.
+    this.#cache = new LRUCache<string, Entry>({ max: maxEntries, ttl: ttlMs + staleMs, updateAgeOnGet: false });
   }
 
   /** The cached record (null: known to be unknown), synchronously, or undefined when Postgres must be asked. */
   peek(key: string): ApiKeyRecord | null | undefined {
     const e = this.#cache.get(key);
-    if (e === undefined) return undefined;
-    return e === UNKNOWN_KEY ? null : (e as ApiKeyRecord);
+    if (e === undefined || Date.now() >= e.freshUntil) return undefined;
+    return valueOf(e);
   }
 
   lookup(key: string): Promise<ApiKeyRecord | null> {
@@ -76,12 +100,16 @@ export class KeyDirectory {
 
   async #load(key: string): Promise<ApiKeyRecord | null> {
     const generation = this.#generation;
-    const rows = await this.#sql`
-      SELECT t.id, t.user_id, t.name, t.status, t.expired_time, t.unlimited_quota, t.model_limits_enabled,
-             t.model_limits, t.allow_ips, t."group", t.cross_group_retry, t.rate_limit_rpm, t.rate_limit_tpm,
-             u.username, u.status AS user_status, u."group" AS user_group
-      FROM tokens t JOIN users u ON u.id = t.user_id
-      WHERE t.key_hash = ${this.#crypto.hash(key)} AND t.deleted_at IS NULL AND u.deleted_at IS NULL`;
+    let rows;
+    try {
+      rows = await withTimeout(this.#read(key), KEY_LOOKUP_TIMEOUT_MS);
+    } catch (err) {
+      // An entry an invalidation dropped meanwhile is gone from the cache: never served stale.
+      const stale = this.#cache.get(key);
+      if (stale === undefined) throw err;
+      stale.freshUntil = Date.now() + this.#ttlMs;
+      return valueOf(stale);
+    }
     const r = rows[0] as Record<string, unknown> | undefined;
     const record: ApiKeyRecord | null = r
       ? {
@@ -104,8 +132,17 @@ export class KeyDirectory {
           userGroup: r.user_group as string,
         }
       : null;
-    if (generation === this.#generation) this.#cache.set(key, record ?? UNKNOWN_KEY);
+    if (generation === this.#generation) this.#cache.set(key, { value: record ?? UNKNOWN_KEY, freshUntil: Date.now() + this.#ttlMs });
     return record;
+  }
+
+  #read(key: string) {
+    return this.#sql`
+      SELECT t.id, t.user_id, t.name, t.status, t.expired_time, t.unlimited_quota, t.model_limits_enabled,
+             t.model_limits, t.allow_ips, t."group", t.cross_group_retry, t.rate_limit_rpm, t.rate_limit_tpm,
+             u.username, u.status AS user_status, u."group" AS user_group
+      FROM tokens t JOIN users u ON u.id = t.user_id
+      WHERE t.key_hash = ${this.#crypto.hash(key)} AND t.deleted_at IS NULL AND u.deleted_at IS NULL`;
   }
 
   /** Drops every cached entry of one key or of one account. */
@@ -113,8 +150,8 @@ export class KeyDirectory {
     this.#generation++;
     const drop: string[] = [];
     for (const [key, e] of this.#cache.entries()) {
-      if (e === UNKNOWN_KEY) continue;
-      const rec = e as ApiKeyRecord;
+      if (e.value === UNKNOWN_KEY) continue;
+      const rec = e.value as ApiKeyRecord;
       if (rec.tokenId === filter.tokenId || rec.userId === filter.userId) drop.push(key);
     }
     for (const key of drop) this.#cache.delete(key);
@@ -124,4 +161,16 @@ export class KeyDirectory {
     this.#generation++;
     this.#cache.clear();
   }
+}
+
+function valueOf(e: Entry): ApiKeyRecord | null {
+  return e.value === UNKNOWN_KEY ? null : (e.value as ApiKeyRecord);
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`key lookup: Postgres did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }

@@ -1,11 +1,11 @@
 // The key cache stays bounded whatever keys arrive: a shape check before any lookup, an LRU capped at
 // KEY_CACHE_MAX_ENTRIES, expired entries purged; invalidation by key or account still drops the
-// entries it should.
-import { describe, expect, it } from 'vitest';
+// entries it should. While Postgres fails: the stale window (KEY_CACHE_STALE_MS), 529 beyond it.
+import { describe, expect, it, vi } from 'vitest';
 import type { Sql } from '../../infra/postgres/client.js';
 import { createApiKeyCrypto, generateApiKey, hasApiKeyShape } from '../../infra/secrets/api-key-crypto.js';
-import { beginKeyLookup, MISSING_KEY_ERROR, UNKNOWN_KEY_ERROR } from './key-check.js';
-import { KeyDirectory } from './key-directory.js';
+import { beginKeyLookup, KEY_STORE_UNAVAILABLE, MISSING_KEY_ERROR, UNKNOWN_KEY_ERROR } from './key-check.js';
+import { KEY_LOOKUP_TIMEOUT_MS, KeyDirectory } from './key-directory.js';
 
 const crypto = createApiKeyCrypto('unit-test-secret-0123456789');
 
@@ -106,5 +106,69 @@ describe('KeyDirectory', () => {
     release();
     expect((await pending)?.tokenId).toBe(1);
     expect(dir.peek(a)).toBeUndefined();
+  });
+});
+
+describe('KeyDirectory while Postgres fails', () => {
+  /** A Postgres stand-in that answers, fails or never answers, as `mode` says at the time of the query. */
+  function flakySql(known: Map<string, Record<string, unknown>>) {
+    const state = { mode: 'up' as 'up' | 'down' | 'hung', calls: 0 };
+    const sql = ((_strings: TemplateStringsArray, hash: Buffer) => {
+      state.calls++;
+      if (state.mode === 'down') return Promise.reject(new Error('connect ECONNREFUSED'));
+      if (state.mode === 'hung') return new Promise(() => {});
+      const r = known.get(hash.toString('hex'));
+      return Promise.resolve(r ? [r] : []);
+    }) as unknown as Sql;
+    return { sql, state };
+  }
+
+  it('serves an entry past its TTL within the stale window, asks again a TTL later, and refuses past the window', async () => {
+    // Real time (lru-cache keeps its own clock): a 50 ms TTL, a 400 ms window.
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const key = generateApiKey();
+    const { sql, state } = flakySql(new Map([[crypto.hash(key).toString('hex'), row(5, 9)]]));
+    const dir = new KeyDirectory(sql, crypto, 50, 100, 400);
+    expect(await beginKeyLookup({ keys: dir }, key)).toMatchObject({ tokenId: 5 });
+    state.mode = 'down';
+    await sleep(80);
+    expect(dir.peek(key)).toBeUndefined();
+    expect(await beginKeyLookup({ keys: dir }, key)).toMatchObject({ tokenId: 5 });
+    // The failed re-read counts as one for the TTL: no query per request during the outage.
+    const calls = state.calls;
+    expect(beginKeyLookup({ keys: dir }, key)).toMatchObject({ tokenId: 5 });
+    expect(state.calls).toBe(calls);
+    // Past the stale window (from the last successful read) the lookup fails: 529.
+    await sleep(450);
+    expect(await beginKeyLookup({ keys: dir }, key)).toBe(KEY_STORE_UNAVAILABLE);
+    // Postgres back: read again.
+    state.mode = 'up';
+    expect(await beginKeyLookup({ keys: dir }, key)).toMatchObject({ tokenId: 5 });
+  });
+
+  it('never serves stale what an invalidation dropped, nor a key it never read', async () => {
+    const key = generateApiKey();
+    const { sql, state } = flakySql(new Map([[crypto.hash(key).toString('hex'), row(5, 9)]]));
+    const dir = new KeyDirectory(sql, crypto, 1, 100, 60_000);
+    expect(await beginKeyLookup({ keys: dir }, key)).toMatchObject({ tokenId: 5 });
+    state.mode = 'down';
+    dir.invalidate({ userId: 9 });
+    await new Promise((r) => setTimeout(r, 5));
+    expect(await beginKeyLookup({ keys: dir }, key)).toBe(KEY_STORE_UNAVAILABLE);
+    expect(await beginKeyLookup({ keys: dir }, generateApiKey())).toBe(KEY_STORE_UNAVAILABLE);
+  });
+
+  it('counts a read Postgres holds unanswered as failed after KEY_LOOKUP_TIMEOUT_MS', async () => {
+    vi.useFakeTimers();
+    try {
+      const { sql, state } = flakySql(new Map());
+      state.mode = 'hung';
+      const dir = new KeyDirectory(sql, crypto, 1000, 100, 10_000);
+      const found = beginKeyLookup({ keys: dir }, generateApiKey());
+      vi.advanceTimersByTime(KEY_LOOKUP_TIMEOUT_MS);
+      expect(await found).toBe(KEY_STORE_UNAVAILABLE);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -1,4 +1,5 @@
-// POST /v1/messages, one exchange from key check to settlement, following the uWS lifecycle:
+// POST /v1/messages and POST /v1/chat/completions, one exchange from key check to settlement, following
+// the uWS lifecycle:
 // headers are read synchronously, onAborted is set before the first await, every write after an await
 // is corked, a full socket pauses the provider's body until onWritable (stream-relay.ts), and one
 // idempotent finish() settles the reservation whatever happened (settlement.ts).
@@ -11,32 +12,53 @@
 //
 // What users see of a failure (the `content` of their log row) is a stable reason from a short list
 // (failure-reasons.ts); the detail (addresses, exception messages) goes to the service log only.
+//
+// Two protocols, one lifecycle. The client's protocol (`protocol`: Anthropic on /v1/messages, OpenAI
+// on /v1/chat/completions) decides how the body is read and how errors are written; the request is
+// priced, reserved and settled in Anthropic's form (`body`: a Chat Completions request is converted
+// first, providers/anthropic/from-chat.ts). The channel's provider (providers/registry.ts, by channel
+// type) decides where the request goes, how it authenticates and how its usage is read. When both
+// speak the same protocol the client's bytes go out and the provider's come back as they are;
+// otherwise the request and the answer are converted (convertRequest, convertAnswer, the stream's
+// rewriter).
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Dispatcher } from 'undici';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
-import { extractApiKey, keyRouteGroups, peekKey, UNKNOWN_KEY_ERROR } from '../auth/key-check.js';
-import { RelayError, errorBody, reserveRefusalError, statusLine } from '../errors.js';
+import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth/key-check.js';
+import { RelayError, errorBody, openaiErrorBody, openaiErrorType, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { mayUseCache } from './cache-control.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
 import { pickNextChannel, servingGroups } from '../routing/group-routing.js';
+import { affinityOf, endUserOf } from '../routing/affinity.js';
+import { exchangeEnded, providerAnswered, providerFailed, providerUnreachable } from '../routing/channel-outcomes.js';
+import { isRetriedFault } from '../../core/channels/provider-fault.js';
 import { CountQueueFull, reservationInputTokens } from '../token-count/token-counter.js';
 import { headerOf, readText } from '../upstream/provider-response.js';
 import type { RelayContext } from '../relay-context.js';
 import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';
 import { isHttpFieldValue } from './header-values.js';
 import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
-import { usageOfMessageBody } from './message-usage.js';
 import { httpReason, REASON } from './failure-reasons.js';
+import { chatRequestSchema, type ChatRequest } from '../chat-completions/chat-request.js';
+import type { Protocol, Provider } from '../providers/provider.js';
+import { providerOf } from '../providers/registry.js';
+import { anthropicOnlyRefusal, chatToMessages } from '../providers/anthropic/from-chat.js';
+import { AnthropicToChatStream, messageToChat } from '../providers/anthropic/to-chat.js';
+import { messagesToChat } from '../providers/openai/from-messages.js';
+import { outputLimitField } from '../../core/channels/output-limit.js';
+import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../providers/openai/to-messages.js';
 import { settleExchange, type Outcome } from './settlement.js';
 import { extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
-import { pipeStream } from './stream-relay.js';
+import { pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
+import { closesConnection } from '../connection-draining.js';
 
-const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
+/** What an OpenAI client is told last of a provider stream that failed or was cut (OpenAI's SDK raises it). */
+const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The model provider stream failed.', 'stream_failed')}\n\n`;
 
 /** Errors of the connect phase: the request was never written, so no provider can be generating it. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -46,16 +68,27 @@ function reachedProvider(err: unknown): boolean {
   return !(typeof code === 'string' && NOT_SENT_CODES.has(code));
 }
 
+/** POST /v1/messages: Anthropic Messages in. */
 export function handleMessages(ctx: RelayContext, res: HttpResponse, req: HttpRequest): void {
-  const ex = new Exchange(ctx, res, req);
+  const ex = new Exchange(ctx, res, req, 'anthropic');
+  ex.start();
+}
+
+/** POST /v1/chat/completions: OpenAI Chat Completions in. */
+export function handleChatCompletions(ctx: RelayContext, res: HttpResponse, req: HttpRequest): void {
+  const ex = new Exchange(ctx, res, req, 'openai');
   ex.start();
 }
 
 const QUOTA_STORE_UNAVAILABLE = new RelayError('quota_store_unavailable');
 
-/** One POST /v1/messages; stream-relay.ts and settlement.ts take it as it is (StreamingExchange, SettledExchange). */
+/** One request of either protocol; stream-relay.ts and settlement.ts take it as it is (StreamingExchange, SettledExchange). */
 class Exchange {
   readonly ctx: RelayContext;
+  /** The protocol the client speaks: how its body is read and its errors written. */
+  readonly protocol: Protocol;
+  /** The response header that carries the provider's request id, as the client's SDK reads it. */
+  readonly requestIdHeader: string;
   readonly res: HttpResponse;
   readonly requestId = randomUUID();
   readonly startedAt = Date.now();
@@ -84,23 +117,37 @@ class Exchange {
   upstreamBody: Dispatcher.ResponseData['body'] | null = null;
 
   record: ApiKeyRecord | null = null;
-  /** The key's lookup when the cache did not have it, started before the body is read. */
-  keyLookup: Promise<ApiKeyRecord | null> | null = null;
+  /**
+   * The key's lookup when the cache did not have it, started before the body is read: the record, or
+   * the error to answer (401 unknown key, 529 when Postgres could not be asked). Never rejects.
+   */
+  keyLookup: Promise<ApiKeyRecord | RelayError> | null = null;
+  /** The request in Anthropic's form: what is priced, reserved and settled (converted from `chat`). */
   body: MessagesRequest | null = null;
+  /** The client's Chat Completions request (protocol 'openai'). */
+  chat: ChatRequest | null = null;
+  /** The client's body bytes. */
+  raw: Buffer | null = null;
   group = '';
   price: PriceRatios = { model: 1, completion: 1, group: 1, cacheRead: 1, cacheWrite: 1, cacheWrite1h: 1 };
   /** Groups this request may still be served by, in order (more than one only for `auto`). */
   routeGroups: readonly string[] = [];
   /** Where pickNextChannel found the channel to try next (a GroupCursor). */
   nextGroupIndex = 0;
+  /** Cache affinity (routing/affinity.ts): the key and end user's hash, so they keep their channel. */
+  affinity = 0;
+  /** When the request went to the channel that answered it (per-channel latency). */
+  channelSentAt = 0;
   minute = 0;
   tpmLimited = false;
   channel: Channel | null = null;
   upstreamRequestId = '';
 
-  constructor(ctx: RelayContext, res: HttpResponse, req: HttpRequest) {
+  constructor(ctx: RelayContext, res: HttpResponse, req: HttpRequest, protocol: Protocol) {
     this.ctx = ctx;
     this.res = res;
+    this.protocol = protocol;
+    this.requestIdHeader = protocol === 'openai' ? 'x-request-id' : 'request-id';
     this.apiKey = extractApiKey(req);
     this.version = req.getHeader('anthropic-version');
     this.beta = req.getHeader('anthropic-beta');
@@ -126,12 +173,12 @@ class Exchange {
     if (known instanceof RelayError) return this.fail(known);
     if (this.declaredLength > this.ctx.maxBodyBytes) return this.fail(new RelayError('request_too_large'));
     if (known === undefined) {
-      this.keyLookup = this.ctx.keys.lookup(this.apiKey);
-      // An unknown key is answered at once, the rest of its body discarded unread; a failed lookup is
-      // answered by process(), which awaits the same promise.
-      this.keyLookup.then((record) => {
-        if (record === null) this.fail(UNKNOWN_KEY_ERROR);
-      }, () => {});
+      this.keyLookup = settleKeyLookup(this.ctx.keys.lookup(this.apiKey));
+      // An unknown key (or a lookup Postgres failed) is answered at once, the rest of its body
+      // discarded unread; process() awaits the same promise.
+      void this.keyLookup.then((record) => {
+        if (record instanceof RelayError) this.fail(record);
+      });
     } else {
       this.record = known;
     }
@@ -153,9 +200,10 @@ class Exchange {
   async process(raw: Buffer): Promise<void> {
     let record = this.record;
     if (record === null) {
-      record = await this.keyLookup!;
+      const found = await this.keyLookup!;
       if (this.aborted || this.responded) return;
-      if (!record) return this.fail(UNKNOWN_KEY_ERROR);
+      if (found instanceof RelayError) return this.fail(found);
+      record = found;
       this.record = record;
     }
 
@@ -168,10 +216,11 @@ class Exchange {
     } catch {
       return this.fail(new RelayError('invalid_json'));
     }
-    const parsed = messagesRequestSchema.safeParse(json);
-    if (!parsed.success) return this.fail(new RelayError('invalid_request', describeIssue(parsed.error)));
-    const body = parsed.data;
+    const body = this.readBody(json);
+    if (body instanceof RelayError) return this.fail(body);
     this.body = body;
+    this.raw = raw;
+    this.affinity = affinityOf(record.tokenId, endUserOf(body));
     const now = Date.now();
 
     const policy = this.ctx.groups();
@@ -228,7 +277,7 @@ class Exchange {
       tokenId: record.tokenId,
       tokenLimited: !record.unlimitedQuota,
       requestId: this.requestId,
-      amount: quotaCostBound(inputBound, body.max_tokens, price, cacheable) + fees,
+      amount: quotaCostBound(inputBound, this.outputBound(), price, cacheable) + fees,
       deadlineMs: now + this.ctx.reservationTtlMs,
     };
     // Redis away: refused before anything is reserved, rather than queued until it returns.
@@ -236,12 +285,12 @@ class Exchange {
     let reserved = await this.tryReserve(reservation);
     if (reserved === null) return;
     if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
-      const counted = await this.countForReservation(raw, record);
+      const counted = await this.countForReservation(this.anthropicBytes(), record);
       if (this.aborted) return;
       if (counted instanceof RelayError) return this.fail(counted);
       if (counted !== null) {
         const counts = Math.min(contextWindow, reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor) + extraInput);
-        const smaller = quotaCostBound(counts, body.max_tokens, price, cacheable) + fees;
+        const smaller = quotaCostBound(counts, this.outputBound(), price, cacheable) + fees;
         if (smaller < reservation.amount) {
           reservation.amount = smaller;
           reserved = await this.tryReserve(reservation);
@@ -262,6 +311,39 @@ class Exchange {
     if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGoneBeforeForwarding });
 
     await this.forward(raw, body);
+  }
+
+  /** The request in Anthropic's form, from the client's JSON; a 400 when it is not a valid request of its protocol. */
+  readBody(json: unknown): MessagesRequest | RelayError {
+    if (this.protocol === 'anthropic') {
+      const parsed = messagesRequestSchema.safeParse(json);
+      return parsed.success ? parsed.data : new RelayError('invalid_request', describeIssue(parsed.error));
+    }
+    const parsed = chatRequestSchema.safeParse(json);
+    if (!parsed.success) return new RelayError('invalid_request', describeIssue(parsed.error));
+    this.chat = parsed.data;
+    // A request that sets no output bound gets the model's (option ModelMaxOutputTokens).
+    return chatToMessages(parsed.data, this.ctx.inputBounds().maxOutputTokens(parsed.data.model));
+  }
+
+  /**
+   * The output tokens reserved: max_tokens of the Anthropic form (the client's max_completion_tokens,
+   * else its max_tokens, else the model's ModelMaxOutputTokens, 4096 by default), times the `n` choices a Chat Completions request
+   * asks for (the provider bills every choice's tokens; only an OpenAI-format channel serves n > 1).
+   * convertRequest makes the provider's request carry this bound.
+   */
+  outputBound(): number {
+    const n = this.chat?.n;
+    return this.body!.max_tokens * (typeof n === 'number' && n > 1 ? n : 1);
+  }
+
+  /** The request's Anthropic form as bytes, for the token counter (which reads Messages bodies). */
+  anthropicBytes(): Buffer {
+    return this.protocol === 'anthropic' ? this.raw! : Buffer.from(JSON.stringify(this.body));
+  }
+
+  countPromptTokens(): Promise<number> {
+    return this.ctx.tokens.countPrompt(this.anthropicBytes());
   }
 
   /**
@@ -292,7 +374,7 @@ class Exchange {
     let lastFailure = '';
     let attempt = 0;
     let groupIndex = 0;
-    let channel = this.ctx.channels.pick(this.routeGroups[0]!, body.model);
+    let channel = this.ctx.channels.pick(this.routeGroups[0]!, body.model, undefined, this.affinity);
     while (channel && attempt < this.ctx.maxTries) {
       tried.add(channel.id);
       this.channel = channel;
@@ -315,22 +397,20 @@ class Exchange {
 
   /** One call to one channel: 'done' when the exchange is answered, otherwise why to retry (a REASON). */
   async attempt(channel: Channel, raw: Buffer, body: MessagesRequest, mayRetry: boolean): Promise<'done' | string> {
-    const mapped = channel.modelMapping?.[body.model];
-    // Safe to stringify: process() refused bodies nested deeper than MAX_JSON_DEPTH.
-    const payload = mapped ? Buffer.from(JSON.stringify({ ...body, model: mapped })) : raw;
-    const headers: Record<string, string> = {
-      'content-type': 'application/json',
-      'x-api-key': channel.apiKey,
-      'anthropic-version': this.version || DEFAULT_ANTHROPIC_VERSION,
-    };
-    if (this.beta) headers['anthropic-beta'] = this.beta;
+    const provider = providerOf(channel);
+    const payload = this.convertRequest(provider, channel.modelMapping?.[body.model], raw, body);
+    if (payload instanceof RelayError) {
+      this.fail(payload);
+      return 'done';
+    }
+    const headers = provider.headers(channel, { version: this.version, beta: this.beta });
     const controller = new AbortController();
     this.upstream = controller;
     let response: Dispatcher.ResponseData;
     const sentAt = performance.now();
     try {
       response = await this.ctx.pools.for(channel.baseUrl).request({
-        path: '/v1/messages',
+        path: provider.path,
         method: 'POST',
         headers,
         body: payload,
@@ -339,6 +419,7 @@ class Exchange {
       });
     } catch (err) {
       if (this.aborted) return REASON.clientGone;
+      providerUnreachable(channel);
       this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, err: (err as Error).message }, 'upstream connection failed');
       // Only a request that never reached the provider goes to another channel: once it may have
       // started generating (a headers timeout, a connection lost after the request was written), the
@@ -349,30 +430,107 @@ class Exchange {
     }
     relayMetrics.upstreamLatency(performance.now() - sentAt);
     this.upstreamBody = response.body;
-    this.upstreamRequestId = headerOf(response.headers['request-id']);
+    this.upstreamRequestId = headerOf(response.headers[provider.requestIdHeader]);
     const status = response.statusCode;
     if (status === 429 || status >= 500) {
       const text = await readText(response.body).catch(() => '');
       if (this.aborted) return REASON.clientGone;
+      providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt);
       if (mayRetry && !this.headersSent) {
         this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider failed; retrying on another channel');
         return httpReason(status);
       }
-      this.passThroughError(status, text, response.headers);
+      this.passThroughError(status, text, response.headers, provider);
       return 'done';
     }
     if (status !== 200) {
       const text = await readText(response.body).catch(() => '');
-      this.passThroughError(status, text, response.headers);
+      if (this.aborted) return REASON.clientGone;
+      // The channel's own credential or account refused (routing/channel-outcomes.ts): counted
+      // against it and retried elsewhere like a 5xx; the client's own bad request is passed through.
+      if (isRetriedFault(providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt))) {
+        if (mayRetry && !this.headersSent) {
+          this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
+          return httpReason(status);
+        }
+        // No channel left: the provider's 401 or 403 would tell the client its own key is bad.
+        this.fail(new RelayError('upstream_unreachable'), httpReason(status));
+        return 'done';
+      }
+      this.passThroughError(status, text, response.headers, provider);
       return 'done';
     }
+    this.channelSentAt = sentAt;
+    providerAnswered(this.ctx.health, channel, performance.now() - sentAt);
     const contentType = headerOf(response.headers['content-type']);
-    if (contentType.startsWith('text/event-stream')) pipeStream(this, response);
-    else await this.sendMessage(response);
+    if (contentType.startsWith('text/event-stream')) {
+      pipeStream(this, response, {
+        provider,
+        rewriter: this.streamRewriter(provider),
+        failedEvent: this.protocol === 'openai' ? CHAT_STREAM_FAILED_EVENT : STREAM_FAILED_EVENT,
+        requestIdHeader: this.requestIdHeader,
+      });
+    } else await this.sendMessage(response, provider);
     return 'done';
   }
 
-  async sendMessage(response: Dispatcher.ResponseData): Promise<void> {
+  /**
+   * The bytes sent to the provider: the client's own when the provider speaks its protocol and
+   * nothing changes, else rewritten (the channel's model name; a Chat Completions stream asked for
+   * its usage, which is what it is billed by; the output bound it was reserved at) or converted. A
+   * 400 when the request holds what the provider's format cannot carry. Safe to stringify: process()
+   * refused bodies nested deeper than MAX_JSON_DEPTH.
+   */
+  convertRequest(provider: Provider, mapped: string | undefined, raw: Buffer, body: MessagesRequest): Buffer | RelayError {
+    const model = mapped ?? body.model;
+    if (provider.protocol === 'anthropic') {
+      if (this.protocol === 'anthropic' && !mapped) return raw;
+      if (this.protocol === 'openai') {
+        const refused = anthropicOnlyRefusal(this.chat!);
+        if (refused) return refused;
+      }
+      return Buffer.from(JSON.stringify(mapped ? { ...body, model } : body));
+    }
+    if (this.protocol === 'openai') {
+      const chat = this.chat!;
+      const askUsage = chat.stream === true && chat.stream_options?.include_usage !== true;
+      // The provider generates no more than reserved (body.max_tokens per choice): a request without
+      // a bound gets it, in the field its model takes (core/channels/output-limit.ts); a max_tokens above the
+      // max_completion_tokens it was reserved at is lowered, for providers that read max_tokens only.
+      const unbounded = (chat.max_completion_tokens ?? chat.max_tokens ?? null) === null;
+      const lower = !unbounded && chat.max_completion_tokens != null && chat.max_tokens != null && chat.max_tokens > body.max_tokens;
+      if (!mapped && !askUsage && !unbounded && !lower) return raw;
+      const out: Record<string, unknown> = { ...chat, model };
+      if (askUsage) out.stream_options = { ...chat.stream_options, include_usage: true };
+      if (unbounded) {
+        delete out.max_tokens;
+        delete out.max_completion_tokens;
+        out[outputLimitField(model)] = body.max_tokens;
+      }
+      if (lower) out.max_tokens = body.max_tokens;
+      return Buffer.from(JSON.stringify(out));
+    }
+    const converted = messagesToChat(body, model);
+    return converted instanceof RelayError ? converted : Buffer.from(JSON.stringify(converted));
+  }
+
+  /** How a 200 stream reaches the client: as it is, or converted (or, OpenAI to OpenAI, without the usage chunk it did not ask for). */
+  streamRewriter(provider: Provider): StreamRewriter | null {
+    if (provider.protocol === this.protocol) {
+      const chat = this.chat;
+      return chat && chat.stream_options?.include_usage !== true ? new ChatUsageFilter() : null;
+    }
+    if (this.protocol === 'openai') return new AnthropicToChatStream(this.body!.model, this.chat!.stream_options?.include_usage === true);
+    return new ChatToAnthropicStream(this.body!.model);
+  }
+
+  /** A JSON answer in the client's protocol; null when it cannot be read. */
+  convertAnswer(buf: Buffer, provider: Provider): Buffer | string | null {
+    if (provider.protocol === this.protocol) return buf;
+    return this.protocol === 'openai' ? messageToChat(buf, this.body!.model) : chatToMessage(buf, this.body!.model);
+  }
+
+  async sendMessage(response: Dispatcher.ResponseData, provider: Provider): Promise<void> {
     let buf: Buffer;
     this.usagePending = true;
     try {
@@ -384,21 +542,28 @@ class Exchange {
       return this.fail(new RelayError('upstream_unreachable'), REASON.bodyFailed);
     }
     this.usagePending = false;
-    const usage = usageOfMessageBody(buf);
+    const usage = provider.usageOfBody(buf);
     // Generated in full: the provider bills it though the client left before it was delivered.
     if (this.aborted) return this.finish(usage ? { kind: 'partial', usage, reason: REASON.clientGoneUndelivered } : { kind: 'failed', reason: REASON.clientGone });
+    const answer = this.convertAnswer(buf, provider);
     // Settled (on the spool's disk) before the answer's last byte goes out: see settlement-spool.ts.
     if (usage) this.finish({ kind: 'ok', usage });
     else this.finish({ kind: 'failed', reason: REASON.noUsage });
-    this.respond(200, 'application/json', buf);
+    if (answer === null) return this.fail(new RelayError('upstream_unreachable', 'The model provider\'s answer could not be read.'), REASON.bodyFailed);
+    this.respond(200, 'application/json', answer);
   }
 
-  passThroughError(status: number, text: string, headers: Dispatcher.ResponseData['headers']): void {
-    // A provider's JSON error is Anthropic's own and passes as it is; anything else (a proxy's HTML
-    // page, a stack trace) is replaced by a stable message and logged for operators.
+  passThroughError(status: number, text: string, headers: Dispatcher.ResponseData['headers'], provider: Provider): void {
+    // A provider's JSON error in the client's protocol passes as it is; one in the other protocol
+    // keeps its message in the client's shape; anything else (a proxy's HTML page, a stack trace) is
+    // replaced by a stable message and logged for operators.
     const isJson = text.startsWith('{') && headerOf(headers['content-type']).includes('json');
     if (!isJson && text) this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered a non-JSON error');
-    const body = isJson ? text : errorBody(status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status), httpReason(status));
+    const type = status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status);
+    const message = isJson ? providerErrorMessage(text) ?? httpReason(status) : httpReason(status);
+    const body = isJson && provider.protocol === this.protocol ? text
+      : this.protocol === 'openai' ? openaiErrorBody(openaiErrorType(type), message, null)
+        : errorBody(type, message);
     const retryAfter = headerOf(headers['retry-after']);
     this.respond(status, 'application/json', body, retryAfter);
     this.finish({ kind: 'failed', reason: httpReason(status) });
@@ -433,15 +598,15 @@ class Exchange {
     const res = this.res;
     res.cork(() => {
       res.writeStatus(statusLine(status)).writeHeader('content-type', contentType);
-      if (this.upstreamRequestId) res.writeHeader('request-id', this.upstreamRequestId);
+      if (this.upstreamRequestId) res.writeHeader(this.requestIdHeader, this.upstreamRequestId);
       res.writeHeader('x-gateway-request-id', this.requestId);
       if (retryAfter) res.writeHeader('retry-after', retryAfter);
-      res.end(body);
+      res.end(body, closesConnection());
     });
   }
 
   fail(err: RelayError, reason?: string, retryAfter?: string): void {
-    this.respond(err.status, 'application/json', err.body(), retryAfter);
+    this.respond(err.status, 'application/json', this.protocol === 'openai' ? err.openaiBody() : err.body(), retryAfter);
     if (this.reserved) this.finish({ kind: 'failed', reason: reason ?? err.message });
   }
 
@@ -470,8 +635,19 @@ class Exchange {
   finish(outcome: Outcome): void {
     if (this.finished || !this.reserved) return;
     this.finished = true;
+    if (this.channel !== null && this.channelSentAt > 0) exchangeEnded(this.channel, performance.now() - this.channelSentAt);
     this.ctx.heartbeat.release(this);
     relayMetrics.reservationClosed();
     settleExchange(this, outcome);
+  }
+}
+
+/** The message of a provider's JSON error, Anthropic's or OpenAI's shape alike (`error.message`). */
+function providerErrorMessage(text: string): string | null {
+  try {
+    const m = (JSON.parse(text) as { error?: { message?: unknown } } | null)?.error?.message;
+    return typeof m === 'string' && m ? m : null;
+  } catch {
+    return null;
   }
 }

@@ -12,13 +12,16 @@
 //
 // A relay starting up takes over the files of relays that are no longer running (their pid is gone)
 // and replays their pending settlements in order, as it does its own stalled ones when Redis answers
-// again. settleReservation-7.lua is idempotent per reservation, so a settlement replayed after Redis
+// again, and every RELAY_SPOOL_REPLAY_INTERVAL_MS while any is stalled (a Redis paused with SIGSTOP,
+// or behind a network black hole, resumes on the same connection: no 'ready' says it is back).
+// settleReservation-7.lua is idempotent per reservation, so a settlement replayed after Redis
 // had already taken it changes nothing (it answers -6).
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, unlinkSync, writeSync, ftruncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../infra/logger.js';
 import type { SettleRequest } from '../../core/quota/quota-store.js';
+import type { ReplicationCheck } from './settlement-confirm.js';
 
 /** The files of the spools open in this process (tests run several relays in one). */
 const openHere = new Set<string>();
@@ -49,6 +52,14 @@ export class SettlementSpool {
   readonly #pending = new Map<string, Entry>();
   #replaying = false;
   #writeErrors = 0;
+  /** Settlements whose retries gave up, not yet replayed. */
+  #stalledCount = 0;
+  #replayTimer: NodeJS.Timeout | null = null;
+  /** With replicas (settlement-confirm.ts): settlements Redis took are done only once replicas have them. */
+  #replicated: ReplicationCheck | null = null;
+  /** Taken by Redis, waiting for the next replication check. */
+  #unconfirmed: SettleRequest[] = [];
+  #confirming = false;
 
   private constructor(dir: string, log: Logger) {
     this.#dir = dir;
@@ -68,6 +79,9 @@ export class SettlementSpool {
 
   get path(): string { return this.#path; }
   get pendingCount(): number { return this.#pending.size; }
+  get stalledCount(): number { return this.#stalledCount; }
+  /** Settlements Redis took wait for (or are in) a replication check: a draining relay waits for it. */
+  get confirming(): boolean { return this.#confirming; }
 
   /** Writes the settlement down; call before the client sees the end of the answer. */
   add(s: SettleRequest): void {
@@ -78,11 +92,51 @@ export class SettlementSpool {
     this.#write(line);
   }
 
-  /** Redis took the settlement (or had it already): it leaves the spool. */
+  /** From now on a settlement Redis took leaves the spool only once `check` says its replicas have it. */
+  confirmReplicationWith(check: ReplicationCheck): void {
+    this.#replicated = check;
+  }
+
+  /**
+   * Redis answered the settle script: done, or with replicas once they have it (checked for all the
+   * settlements answered meanwhile at once); one they are not confirmed to have is replayed later.
+   */
+  settled(requestId: string): void {
+    if (this.#replicated === null) return this.done(requestId);
+    const e = this.#pending.get(requestId);
+    if (!e) return;
+    this.#unconfirmed.push(e.s);
+    if (!this.#confirming) {
+      this.#confirming = true;
+      setImmediate(() => void this.#confirm());
+    }
+  }
+
+  async #confirm(): Promise<void> {
+    while (this.#unconfirmed.length > 0) {
+      const batch = this.#unconfirmed;
+      this.#unconfirmed = [];
+      let confirmed = new Set<string>();
+      try {
+        confirmed = new Set((await this.#replicated!(batch)).map((s) => s.requestId));
+      } catch (err) {
+        this.#log.warn({ err: (err as Error).message }, 'settlement replication check failed; replayed later');
+      }
+      for (const s of batch) {
+        if (confirmed.has(s.requestId)) this.done(s.requestId);
+        else this.stalled(s.requestId);
+      }
+      if (confirmed.size < batch.length) this.#log.warn({ unconfirmed: batch.length - confirmed.size }, 'settlements not confirmed on a replica; kept in the spool for replay');
+    }
+    this.#confirming = false;
+  }
+
+  /** Redis took the settlement (or had it already), and its replicas too where asked: it leaves the spool. */
   done(requestId: string): void {
     const e = this.#pending.get(requestId);
     if (!e) return;
     this.#pending.delete(requestId);
+    if (e.stalled) this.#stalledCount--;
     this.#pendingBytes -= e.line.length;
     this.#write(`D ${requestId}\n`);
     if (this.#pending.size === 0 ? this.#bytes >= TRUNCATE_BYTES : this.#bytes >= COMPACT_BYTES && this.#bytes >= 2 * this.#pendingBytes) this.#compact();
@@ -91,7 +145,23 @@ export class SettlementSpool {
   /** Its retries gave up: kept for the next replay. */
   stalled(requestId: string): void {
     const e = this.#pending.get(requestId);
-    if (e) e.stalled = true;
+    if (e && !e.stalled) {
+      e.stalled = true;
+      this.#stalledCount++;
+    }
+  }
+
+  /**
+   * Replays every `intervalMs` while settlements are stalled: the relay's Redis may come back without
+   * its connection having dropped (a paused process, a network black hole), and no 'ready' follows.
+   * Stopped by close().
+   */
+  replayEvery(intervalMs: number, settle: (s: SettleRequest) => Promise<unknown>): void {
+    if (this.#replayTimer) clearInterval(this.#replayTimer);
+    this.#replayTimer = setInterval(() => {
+      if (this.#stalledCount > 0) this.replay(settle).catch((err: unknown) => this.#log.error({ err }, 'settlement spool replay failed'));
+    }, intervalMs);
+    this.#replayTimer.unref();
   }
 
   /**
@@ -107,14 +177,16 @@ export class SettlementSpool {
       for (const [id, e] of [...this.#pending]) {
         if (!e.stalled) continue;
         e.stalled = false;
+        this.#stalledCount--;
         try {
           await settle(e.s);
         } catch (err) {
           e.stalled = true;
+          this.#stalledCount++;
           this.#log.warn({ err: (err as Error).message, pending: this.#pending.size }, 'settlement spool replay stopped; Redis failed again');
           break;
         }
-        this.done(id);
+        this.settled(id);
         n++;
       }
     } finally {
@@ -126,6 +198,8 @@ export class SettlementSpool {
 
   /** Closes the file; removes it when nothing in it is pending (else the next relay replays it). */
   close(): void {
+    if (this.#replayTimer) clearInterval(this.#replayTimer);
+    this.#replayTimer = null;
     if (this.#fd < 0) return;
     closeSync(this.#fd);
     this.#fd = -1;
@@ -192,7 +266,7 @@ export class SettlementSpool {
       for (const s of pendingIn(readFileSync(o.path, 'utf8'))) {
         if (this.#pending.has(s.requestId)) continue;
         this.add(s);
-        this.#pending.get(s.requestId)!.stalled = true;
+        this.stalled(s.requestId);
       }
       // Its pending lines are in this spool's file now.
       unlinkSync(o.path);

@@ -82,3 +82,32 @@ describe('SettlementSpool', () => {
     spool.close();
   });
 });
+
+describe('SettlementSpool periodic replay', () => {
+  it('replays stalled settlements on its interval while any is stalled, and stops with close', async () => {
+    const spool = SettlementSpool.open(dir(), log);
+    spool.add(s('a'));
+    spool.add(s('b'));
+    spool.stalled('a');
+    expect(spool.stalledCount).toBe(1);
+    const seen: string[] = [];
+    let down = true;
+    spool.replayEvery(20, async (x) => {
+      seen.push(x.requestId);
+      if (down) throw new Error('Command timed out');
+    });
+    // Redis still silent: each tick tries the first stalled one and keeps it.
+    await vi.waitFor(() => expect(seen.length).toBeGreaterThanOrEqual(2), { timeout: 2000 });
+    expect(spool.stalledCount).toBe(1);
+    down = false;
+    await vi.waitFor(() => expect(spool.stalledCount).toBe(0), { timeout: 2000 });
+    // b was never given up: it is the settle retry's, not the replay's.
+    expect(spool.pendingCount).toBe(1);
+    expect(new Set(seen)).toEqual(new Set(['a']));
+    spool.close();
+    const after = seen.length;
+    spool.stalled('b');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(seen.length).toBe(after);
+  });
+});

@@ -37,6 +37,8 @@ export interface SettledExchange {
   readonly group: string;
   readonly price: PriceRatios;
   readonly tpmLimited: boolean;
+  /** The protocol the client spoke, written to its log row. */
+  readonly protocol?: 'anthropic' | 'openai';
   /** What the reservation took; a cost above it is flagged. Absent: not checked. */
   readonly reservedAmount?: number;
 }
@@ -82,6 +84,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
     cache_write_1h_tokens: usage?.cacheCreation1hTokens ?? 0,
     web_search_requests: searches > 0 ? searches : undefined,
     is_stream: ex.body?.stream === true,
+    protocol: ex.protocol,
     use_time_ms: Date.now() - ex.startedAt,
     created_at: Math.floor(ex.startedAt / 1000),
     content,
@@ -89,7 +92,10 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
     over_reservation: over > 0 ? over : undefined,
   });
   const tokens = ex.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
-  const settlement = { userId: record.userId, tokenId: record.tokenId, requestId: ex.requestId, cost, eventJson: encodeUsageEvent(event), tokens, minute: currentMinute() };
+  const settlement = {
+    userId: record.userId, tokenId: record.tokenId, requestId: ex.requestId, cost, eventJson: encodeUsageEvent(event), tokens,
+    minute: currentMinute(), limited: !record.unlimitedQuota,
+  };
   // Synchronously on disk before the caller ends the client's answer: a relay killed from here on
   // leaves the settlement to the next one's replay.
   ex.ctx.spool?.add(settlement);
@@ -106,7 +112,7 @@ const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
 
 export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): void {
   if (attempt === 0) settling++;
-  settleCall(ctx, settlement).then(() => ctx.spool?.done(settlement.requestId), (err: unknown) => {
+  settleCall(ctx, settlement).then(() => ctx.spool?.settled(settlement.requestId), (err: unknown) => {
     const delay = SETTLE_RETRY_DELAYS_MS[attempt];
     if (delay === undefined) {
       settling--;

@@ -20,14 +20,19 @@
 //   gateway_relay_unhandled_rejections_total            promise rejections nothing handled (logged, kept serving)
 //   nodejs_eventloop_delay_p99_seconds                  p99 of the last completed window (EVENT_LOOP_WINDOW_MS)
 //   nodejs_eventloop_delay_max_seconds                  largest delay since start
+//   nodejs_eventloop_delay_seconds                      event-loop delay histogram (relay/metrics/runtime-metrics.ts)
+//   nodejs_gc_duration_seconds{kind}                    GC pauses by kind (minor, major, incremental, weakcb)
 //   process_*                                           process health
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 
 /** The event-loop p99 is that of the last completed window of this length, rotated by a timer. */
 export const EVENT_LOOP_WINDOW_MS = 15_000;
+const LOOP_RESOLUTION_MS = 20;
+const LOOP_RESOLUTION_NS = LOOP_RESOLUTION_MS * 1e6;
 import {
   Counter, Counter2, Gauge, Histogram, LATENCY_BUCKETS_SEC, PROM_CONTENT_TYPE, Registry, processMetrics,
 } from '../../core/metrics/prom.js';
+import { EventLoopDelayHistogram, GcPauseHistogram } from './runtime-metrics.js';
 
 export { PROM_CONTENT_TYPE };
 
@@ -55,19 +60,26 @@ export class RelayMetrics {
 
   /** `windowMs`: the event-loop p99's window (tests shorten it). */
   constructor(windowMs = EVENT_LOOP_WINDOW_MS) {
-    this.#loop = monitorEventLoopDelay({ resolution: 20 });
+    this.#loop = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
     this.#loop.enable();
-    this.#loopAllTime = monitorEventLoopDelay({ resolution: 20 });
+    this.#loopAllTime = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
     this.#loopAllTime.enable();
     // The window is rotated by a timer, never by a scrape: scraping changes nothing.
     setInterval(() => {
-      this.#loopWindowP99 = this.#loop.percentile(99) / 1e9;
+      // A sample is the time between two ticks of the 20 ms timer: the delay is what exceeds it.
+      this.#loopWindowP99 = Math.max(0, this.#loop.percentile(99) - LOOP_RESOLUTION_NS) / 1e9;
       this.#loop.reset();
     }, windowMs).unref();
     this.registry.register(new Gauge('nodejs_eventloop_delay_p99_seconds', `Event loop delay p99 over the last completed ${windowMs / 1000} s window.`, () => this.#loopWindowP99));
-    this.registry.register(new Gauge('nodejs_eventloop_delay_max_seconds', 'Largest event loop delay since the process started.', () => this.#loopAllTime.max / 1e9));
+    this.registry.register(new Gauge('nodejs_eventloop_delay_max_seconds', 'Largest event loop delay since the process started.', () => Math.max(0, this.#loopAllTime.max - LOOP_RESOLUTION_NS) / 1e9));
+    this.loopDelay = this.registry.register(new EventLoopDelayHistogram());
+    this.gcPauses = this.registry.register(new GcPauseHistogram());
     for (const m of processMetrics()) this.registry.register(m);
   }
+
+  /** The event-loop delay and GC pause histograms: what the loop waited on, for the bench's report. */
+  readonly loopDelay: EventLoopDelayHistogram;
+  readonly gcPauses: GcPauseHistogram;
 
   overReservation(): void {
     this.overReservations.value++;

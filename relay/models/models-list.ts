@@ -105,3 +105,21 @@ export function listModels(ids: Iterable<string>, query: ListModelsQuery): Model
 export function retrieveModel(allowed: ReadonlySet<string>, id: string): ModelInfo | null {
   return allowed.has(id) ? modelInfo(id) : null;
 }
+
+/** A model in OpenAI's shape (GET /v1/models for OpenAI clients): created in Unix seconds. */
+export interface OpenAIModel {
+  id: string;
+  object: 'model';
+  created: number;
+  owned_by: string;
+}
+
+export function openaiModel(id: string): OpenAIModel {
+  const m = modelInfo(id);
+  return { id, object: 'model', created: Math.floor(Date.parse(m.created_at) / 1000), owned_by: id.startsWith('claude') ? 'anthropic' : 'system' };
+}
+
+/** OpenAI's list: every model the key may use, newest first, unpaged (OpenAI's endpoint has no paging). */
+export function openaiModelList(ids: Iterable<string>): { object: 'list'; data: OpenAIModel[] } {
+  return { object: 'list', data: [...new Set(ids)].map(modelInfo).sort(compare).map((m) => openaiModel(m.id)) };
+}

@@ -1,11 +1,20 @@
 // uWS handlers of GET /v1/models and GET /v1/models/{model_id}: the models the key may use
 // (served for its group, or any group of `auto`, narrowed to its whitelist), in Anthropic's shape. No quota moves.
+// A client that sends no anthropic-version header (OpenAI's SDK and most OpenAI tools) is answered in
+// OpenAI's shape instead (`{object: "list", data: [{id, object: "model", created, owned_by}]}`);
+// Anthropic's SDK always sends the header. Errors stay Anthropic's JSON on these routes whoever asks:
+// OpenAI's SDK reads its `error.message` and `error.type` all the same.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { errorBody, RelayError } from '../errors.js';
+import { RelayError } from '../errors.js';
 import { authorizeKey } from '../auth/key-check.js';
 import { readHead, Reply, type FreeEndpointContext } from '../free-request.js';
 import { servedModels } from '../routing/group-routing.js';
-import { allowedModels, listModels, parseListModelsQuery, retrieveModel } from './models-list.js';
+import { allowedModels, listModels, openaiModel, openaiModelList, parseListModelsQuery, retrieveModel } from './models-list.js';
+
+/** Whether the client asked in OpenAI's manner (no anthropic-version): read before any await. */
+function wantsOpenAI(req: HttpRequest): boolean {
+  return req.getHeader('anthropic-version') === '';
+}
 
 /** A percent-encoded path segment, or null when an escape is malformed (decodeURIComponent throws). */
 function decodePathSegment(segment: string): string | null {
@@ -19,14 +28,15 @@ function decodePathSegment(segment: string): string | null {
 
 export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): void {
   const head = readHead(ctx, res, req);
+  const openai = wantsOpenAI(req);
   const query = parseListModelsQuery((name) => req.getQuery(name));
   const reply = new Reply(res);
-  if (typeof query === 'string') return reply.json(400, errorBody('invalid_request_error', query));
+  if (typeof query === 'string') return reply.error(new RelayError('invalid_request', query));
   authorizeKey(ctx, head, null)
     .then((access) => {
       if (access instanceof RelayError) return reply.error(access);
       const allowed = allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits);
-      reply.json(200, JSON.stringify(listModels(allowed, query)));
+      reply.json(200, JSON.stringify(openai ? openaiModelList(allowed) : listModels(allowed, query)));
     })
     .catch((err: unknown) => {
       ctx.log.error({ err }, 'list models failed');
@@ -36,6 +46,7 @@ export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, re
 
 export function handleRetrieveModel(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): void {
   const head = readHead(ctx, res, req);
+  const openai = wantsOpenAI(req);
   const id = decodePathSegment(req.getParameter(0) ?? '');
   const reply = new Reply(res);
   if (id === null) return reply.error(new RelayError('invalid_request', 'model_id: the path holds a malformed percent-escape.'));
@@ -44,7 +55,7 @@ export function handleRetrieveModel(ctx: FreeEndpointContext, res: HttpResponse,
       if (access instanceof RelayError) return reply.error(access);
       const model = retrieveModel(allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits), id);
       if (!model) return reply.error(new RelayError('not_found', `model: ${id}`));
-      reply.json(200, JSON.stringify(model));
+      reply.json(200, JSON.stringify(openai ? openaiModel(id) : model));
     })
     .catch((err: unknown) => {
       ctx.log.error({ err }, 'retrieve model failed');

@@ -1,7 +1,24 @@
 // Which channels serve a (group, model) pair, precomputed from the abilities table into priority
-// tiers, so that picking a channel on the hot path is a map lookup and a weighted draw.
+// tiers, so that picking a channel on the hot path is a map lookup and, within the tier, a hash per
+// candidate (cache affinity by rendezvous hashing, affinity.ts) or a weighted draw.
+//
+// Only enabled channels (status 1) are loaded: a channel disabled automatically (status 3) leaves
+// every relay's routes on the reload its invalidation message triggers (channel-health.ts).
 import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
+import { channelSeed, rendezvousScore } from './affinity.js';
+
+/** When a channel is disabled automatically: its overrides of the fleet's settings (channel-health.ts). */
+export interface ChannelHealthRules {
+  /** false: never disabled automatically. */
+  autoBan: boolean;
+  /** Consecutive channel faults that disable it; null: the fleet's CHANNEL_FAULTS_TO_DISABLE. */
+  faultThreshold: number | null;
+  /** Fault rate that disables it; null: the fleet's CHANNEL_FAULT_RATE_TO_DISABLE. */
+  faultRateThreshold: number | null;
+  /** Its last status change, Unix ms: faults recorded before it no longer count. */
+  epochMs: number;
+}
 
 export interface Channel {
   id: number;
@@ -12,6 +29,9 @@ export interface Channel {
   apiKey: string;
   /** Request model → provider model, when the channel renames models. */
   modelMapping: Readonly<Record<string, string>> | null;
+  health: ChannelHealthRules;
+  /** Its rendezvous-hashing seed (affinity.ts). */
+  seed: number;
 }
 
 interface Candidate {
@@ -28,19 +48,29 @@ export class ChannelRegistry {
   #routes = new Map<string, Tiers>();
   #models = new Map<string, Set<string>>();
   #loaded = new Set<number>();
+  #channels = new Map<number, Channel>();
 
   readonly #onUnreadable: (channelId: number, err: Error) => void;
+  readonly #onRouteChange: (channelId: number, joined: boolean) => void;
+  #reloaded = false;
 
-  constructor(sql: Sql, crypto: ApiKeyCrypto, onUnreadable: (channelId: number, err: Error) => void = () => {}) {
+  /**
+   * `onRouteChange`: a channel joined or left the routes between two reloads (enabled again, disabled
+   * automatically or by an administrator, created, deleted); not called for the first load.
+   */
+  constructor(sql: Sql, crypto: ApiKeyCrypto, onUnreadable: (channelId: number, err: Error) => void = () => {},
+    onRouteChange: (channelId: number, joined: boolean) => void = () => {}) {
     this.#sql = sql;
     this.#crypto = crypto;
     this.#onUnreadable = onUnreadable;
+    this.#onRouteChange = onRouteChange;
   }
 
   async reload(): Promise<void> {
     const rows = await this.#sql`
       SELECT a."group" AS ability_group, a.model, a.priority AS ability_priority, a.weight AS ability_weight,
-             c.id, c.name, c.type, c.base_url, c.key_ciphertext, c.model_mapping
+             c.id, c.name, c.type, c.base_url, c.key_ciphertext, c.model_mapping,
+             c.auto_ban, c.fault_threshold, c.fault_rate_threshold, c.status_time
       FROM abilities a JOIN channels c ON c.id = a.channel_id
       WHERE a.enabled AND c.status = 1`;
     const channels = new Map<number, Channel>();
@@ -68,6 +98,13 @@ export class ChannelRegistry {
           baseUrl: (r.base_url as string).replace(/\/+$/, ''),
           apiKey,
           modelMapping: parseMapping(r.model_mapping as string),
+          health: {
+            autoBan: r.auto_ban as boolean,
+            faultThreshold: r.fault_threshold === null ? null : Number(r.fault_threshold),
+            faultRateThreshold: r.fault_rate_threshold === null ? null : Number(r.fault_rate_threshold),
+            epochMs: Number(r.status_time) * 1000,
+          },
+          seed: channelSeed(id),
         };
         channels.set(id, channel);
       }
@@ -88,37 +125,36 @@ export class ChannelRegistry {
     for (const [key, tiers] of byRoute) {
       routes.set(key, [...tiers.entries()].sort((a, b) => b[0] - a[0]).map(([, c]) => c));
     }
+    const before = this.#loaded;
     this.#routes = routes;
     this.#models = models;
     this.#loaded = new Set(channels.keys());
+    this.#channels = channels;
+    if (this.#reloaded) {
+      for (const id of this.#loaded) if (!before.has(id)) this.#onRouteChange(id, true);
+      for (const id of before) if (!this.#loaded.has(id)) this.#onRouteChange(id, false);
+    }
+    this.#reloaded = true;
   }
 
   /**
    * The channel to try for (group, model): the highest priority tier that still has a channel not in
-   * `exclude`, then a draw weighted by `weight` within it.
+   * `exclude`, then within it the rendezvous winner for `affinity` (affinity.ts), or without one a
+   * draw weighted by `weight`. Channels of weight 0 are taken only when every open one has weight 0.
    */
-  pick(group: string, model: string, exclude?: ReadonlySet<number>): Channel | undefined {
+  pick(group: string, model: string, exclude?: ReadonlySet<number>, affinity?: number): Channel | undefined {
     const tiers = this.#routes.get(routeOf(group, model));
     if (!tiers) return undefined;
     for (const tier of tiers) {
-      let total = 0;
-      let open = 0;
-      for (const c of tier) {
-        if (exclude?.has(c.channel.id)) continue;
-        total += c.weight;
-        open++;
-      }
-      if (open === 0) continue;
-      // All weights zero: a uniform draw among the open ones.
-      let point = Math.random() * (total > 0 ? total : open);
-      for (const c of tier) {
-        if (exclude?.has(c.channel.id)) continue;
-        point -= total > 0 ? c.weight : 1;
-        if (point < 0) return c.channel;
-      }
-      for (let i = tier.length - 1; i >= 0; i--) if (!exclude?.has(tier[i]!.channel.id)) return tier[i]!.channel;
+      const found = affinity === undefined ? drawByWeight(tier, exclude) : rendezvous(tier, exclude, affinity);
+      if (found) return found;
     }
     return undefined;
+  }
+
+  /** The enabled channel of this id, if the last reload loaded it. */
+  channel(channelId: number): Channel | undefined {
+    return this.#channels.get(channelId);
   }
 
   /** Whether some channel serves (group, model): pick() without exclusions finds one. */
@@ -135,6 +171,53 @@ export class ChannelRegistry {
   modelsOf(group: string): ReadonlySet<string> {
     return this.#models.get(group) ?? new Set();
   }
+}
+
+/** The rendezvous winner among the tier's channels not in `exclude`; undefined when none is open. */
+function rendezvous(tier: readonly Candidate[], exclude: ReadonlySet<number> | undefined, affinity: number): Channel | undefined {
+  let best: Channel | undefined;
+  let bestScore = -1;
+  let anyWeighted = false;
+  for (const c of tier) {
+    if (c.weight <= 0 || exclude?.has(c.channel.id)) continue;
+    anyWeighted = true;
+    const score = rendezvousScore(affinity, c.channel.seed, c.weight);
+    if (score > bestScore) {
+      bestScore = score;
+      best = c.channel;
+    }
+  }
+  if (anyWeighted) return best;
+  // Every open channel has weight 0: each counts as 1.
+  for (const c of tier) {
+    if (exclude?.has(c.channel.id)) continue;
+    const score = rendezvousScore(affinity, c.channel.seed, 1);
+    if (score > bestScore) {
+      bestScore = score;
+      best = c.channel;
+    }
+  }
+  return best;
+}
+
+/** A draw weighted by `weight` among the tier's channels not in `exclude` (uniform when all weigh 0). */
+function drawByWeight(tier: readonly Candidate[], exclude: ReadonlySet<number> | undefined): Channel | undefined {
+  let total = 0;
+  let open = 0;
+  for (const c of tier) {
+    if (exclude?.has(c.channel.id)) continue;
+    total += c.weight;
+    open++;
+  }
+  if (open === 0) return undefined;
+  let point = Math.random() * (total > 0 ? total : open);
+  for (const c of tier) {
+    if (exclude?.has(c.channel.id)) continue;
+    point -= total > 0 ? c.weight : 1;
+    if (point < 0) return c.channel;
+  }
+  for (let i = tier.length - 1; i >= 0; i--) if (!exclude?.has(tier[i]!.channel.id)) return tier[i]!.channel;
+  return undefined;
 }
 
 function routeOf(group: string, model: string): string {

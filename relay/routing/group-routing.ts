@@ -29,16 +29,18 @@ export interface GroupCursor {
   readonly routeGroups: readonly string[];
   /** Index in routeGroups of the group pickNextChannel last found a channel in. */
   nextGroupIndex: number;
+  /** The request's cache-affinity hash (affinity.ts affinityOf); absent: a weighted draw. */
+  readonly affinity?: number;
 }
 
 /**
- * The next channel not in `tried`: within group `from` by priority then weight, else in the groups
+ * The next channel not in `tried`: within group `from` by priority then affinity (or weight), else in the groups
  * after it, in order. The group it came from is left in `cursor.nextGroupIndex`.
  */
 export function pickNextChannel(channels: ChannelRegistry, cursor: GroupCursor, from: number, model: string, tried: ReadonlySet<number>): Channel | undefined {
   const groups = cursor.routeGroups;
   for (let i = from; i < groups.length; i++) {
-    const next = channels.pick(groups[i]!, model, tried);
+    const next = channels.pick(groups[i]!, model, tried, cursor.affinity);
     if (next) {
       cursor.nextGroupIndex = i;
       return next;

@@ -28,9 +28,9 @@ afterAll(async () => {
 
 const client = () => new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
 
-async function send(model: string, apiKey = key) {
+async function send(model: string, apiKey = key, endUser?: string) {
   const { data, response } = await new Anthropic({ apiKey, baseURL: stack.relayUrl, maxRetries: 0 }).messages
-    .create({ model, max_tokens: 4, messages: [{ role: 'user', content: 'route me' }] }).withResponse();
+    .create({ model, max_tokens: 4, messages: [{ role: 'user', content: 'route me' }], ...(endUser ? { metadata: { user_id: endUser } } : {}) }).withResponse();
   return { data, requestId: response.headers.get('x-gateway-request-id')! };
 }
 
@@ -120,14 +120,16 @@ describe('a channel whose credential cannot be opened', () => {
 });
 
 describe('weight', () => {
-  it('shares a priority tier by weight', async () => {
+  // Cache affinity keeps one key (or end user) on one channel, so the weights share the keys and end
+  // users of a tier (channel-health.integration.test.ts checks the affinity itself).
+  it('shares a priority tier by weight, over end users', async () => {
     const model = 'route-weight';
     const heavy = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY });
     const light = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY });
     try {
       await mockChannel(stack, [model], 'default', { base_url: heavy.url, weight: 3 });
       await mockChannel(stack, [model], 'default', { base_url: light.url, weight: 1 });
-      for (let i = 0; i < 10; i++) await Promise.all(Array.from({ length: 20 }, () => send(model)));
+      for (let i = 0; i < 10; i++) await Promise.all(Array.from({ length: 20 }, (_, j) => send(model, key, `weight-user-${i * 20 + j}`)));
       const share = heavy.stats.requests / (heavy.stats.requests + light.stats.requests);
       expect(heavy.stats.requests + light.stats.requests).toBe(200);
       // 3:1 gives 0.75; the bounds are more than five standard deviations wide.

@@ -100,8 +100,22 @@ export class DeliveredTextCounter {
     if (this.#done) return;
     this.payloads++;
     if (!findDeltaText(buf, start, end, range) || range.end === range.start) return;
-    const s = range.start;
-    const n = range.end - s;
+    this.#appendPiece(buf, range.start, range.end);
+  }
+
+  /**
+   * A delta's text the caller already found: buf[start, end) are the raw bytes between a JSON
+   * string's quotes, escapes and all (a Chat Completions chunk's `content`, relay/providers/openai/
+   * chat-usage.ts), valid only during the call.
+   */
+  pushText(buf: Buffer, start: number, end: number): void {
+    if (this.#done) return;
+    this.payloads++;
+    if (end > start) this.#appendPiece(buf, start, end);
+  }
+
+  #appendPiece(buf: Buffer, s: number, e: number): void {
+    const n = e - s;
     const at = this.#pendingBytes;
     const need = at + n + 1;
     if (need > this.#pending.length) {

@@ -6,6 +6,8 @@
 //   infra                         the ground floor (config, clients, migrations, local services):
 //                                 imports none of the three, nor core, nor bench
 //   bench                         may import product code
+//   console-web                   the browser console: talks to console-api over HTTP only, imports
+//                                 no other folder (its API types are generated into it)
 //   tests                         *.test.ts files anywhere and everything under tests/: may import anything
 //
 // Nothing but tests and bench imports bench. No exceptions: a violation is fixed by moving code, not
@@ -16,7 +18,7 @@ import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../infra/project-root.js';
 
 const PROCESSES = ['relay', 'billing', 'console-api'] as const;
-const SCANNED = ['core', 'infra', ...PROCESSES, 'bench', 'tests'] as const;
+const SCANNED = ['core', 'infra', ...PROCESSES, 'bench', 'tests', 'console-web'] as const;
 
 /** Top-level folders each folder's product (non-test) files must not import. */
 const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
@@ -26,6 +28,7 @@ const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   core: [...PROCESSES, 'bench', 'tests'],
   infra: ['core', ...PROCESSES, 'bench', 'tests'],
   bench: ['tests'],
+  'console-web': ['core', 'infra', ...PROCESSES, 'bench', 'tests'],
 };
 
 function sourceFiles(dir: string, out: string[] = []): string[] {
@@ -33,7 +36,7 @@ function sourceFiles(dir: string, out: string[] = []): string[] {
     const path = posix.join(dir, entry.name);
     if (entry.isDirectory()) {
       if (entry.name !== 'node_modules' && entry.name !== 'results') sourceFiles(path, out);
-    } else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) {
+    } else if (/\.tsx?$/.test(entry.name) && !entry.name.endsWith('.d.ts')) {
       out.push(path);
     }
   }
@@ -53,7 +56,7 @@ export function importSpecifiers(source: string): string[] {
 }
 
 function isTest(file: string): boolean {
-  return file.startsWith('tests/') || file.endsWith('.test.ts');
+  return file.startsWith('tests/') || /\.test\.tsx?$/.test(file);
 }
 
 export function violations(): string[] {

@@ -347,6 +347,13 @@ function checkConsoleAnswer(op: ConsoleOp | null, req: RawRequest, a: RawAnswer)
   return null;
 }
 
+/** A GET or HEAD outside /api/ is the web console's: its page (index.html) for a client-side route. */
+function webConsolePage(req: RawRequest, a: RawAnswer): boolean {
+  const path = req.target.split('?')[0]!;
+  const outsideApi = path.startsWith('/') && !path.startsWith('//') && path !== '/api' && !path.startsWith('/api/');
+  return (req.method === 'GET' || req.method === 'HEAD') && outsideApi && a.status === 200 && contentType(a).startsWith('text/html');
+}
+
 // ---------------------------------------------------------------------------- cases
 
 /** A request with a printable form for fast-check's reports (bodies can be megabytes). */
@@ -676,7 +683,7 @@ describe(`edge fuzz (FUZZ_SEED=${SEED}, FUZZ_RUNS=${RUNS})`, () => {
         const started = Date.now();
         const req: RawRequest = { method, target: t, headers: [...credHeader(cred), ...extra] };
         const a = await sendRaw(consolePort, req);
-        verdict(otherPaths, checkConsoleAnswer(null, req, a), makeCase(req, typeof cred === 'string' ? cred : cred.label, '(none)').label, a, started);
+        verdict(otherPaths, webConsolePage(req, a) ? null : checkConsoleAnswer(null, req, a), makeCase(req, typeof cred === 'string' ? cred : cred.label, '(none)').label, a, started);
       }), fcParams(otherPaths, perConsoleOp * 2));
       surveyVerdict(otherPaths);
     }, 600_000);

@@ -148,6 +148,7 @@ describe('a request through relay, billing and console', () => {
       group: 'default',
       request_id: bills[0]!.requestId,
       upstream_request_id: expect.stringMatching(/^req_/),
+      protocol: 'anthropic',
     });
     expect(item.channel).toBeGreaterThan(0);
     expect(Math.abs((item.created_at as number) - Date.now() / 1000)).toBeLessThan(120);

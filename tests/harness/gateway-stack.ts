@@ -1,6 +1,13 @@
 // The whole gateway in one test process: mock provider, relay, billing worker and console-api, on the
 // real Postgres, Redis and ClickHouse, each with this stack's own Redis prefix.
+//
+// Scaled out on request (docs/scaling.md): TEST_REDIS_CLUSTER_NODES=host:port,... puts every stack on
+// that Redis Cluster (16 virtual shards); TEST_GATEWAY_RELAYS=2 starts a second relay and makes
+// relayUrl a round-robin TCP balancer over both (per connection, as an L4 load balancer does), and a
+// second billing worker. So `TEST_REDIS_CLUSTER_NODES=... TEST_GATEWAY_RELAYS=2 npx vitest run relay`
+// runs the relay test set on two relays over a cluster. `relay` stays the first relay.
 import { randomBytes } from 'node:crypto';
+import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { FastifyInstance } from 'fastify';
 import { startMockUpstream, type MockUpstream, type MockUpstreamOptions } from '../../bench/mock-upstream/mock-upstream.js';
@@ -15,8 +22,8 @@ import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
 import type { Config } from '../../infra/config.js';
 import { createLogger } from '../../infra/logger.js';
 import { createSql, type Sql } from '../../infra/postgres/client.js';
-import { createRedis, type Redis } from '../../infra/redis/client.js';
-import { redisKeys, type RedisKeys } from '../../infra/redis/keys.js';
+import { createRedis, deleteKeysWithPrefix, redisKeysFor, type Redis } from '../../infra/redis/client.js';
+import type { RedisKeys } from '../../infra/redis/keys.js';
 import { testConfig, uniqueName } from '../../infra/testing/test-config.js';
 import { createTestDatabase } from '../../infra/testing/test-database.js';
 
@@ -34,6 +41,8 @@ export interface GatewayStack {
   quota: QuotaStore;
   billing: RunningBilling;
   relay: RunningRelay;
+  /** Every relay of the stack (TEST_GATEWAY_RELAYS), the first being `relay`. */
+  relays: RunningRelay[];
   adminToken: string;
   close(): Promise<void>;
 }
@@ -49,20 +58,27 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   // A ClickHouse database of its own too: user ids restart in each new Postgres database.
   // Every client of a test stack is 127.0.0.1: the console's per-address login and registration
   // limits would count all of a file's accounts as one client (opts.env may set them back).
+  const cluster: Record<string, string> = process.env.TEST_REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: process.env.TEST_REDIS_CLUSTER_NODES, REDIS_SHARDS: '16' } : {};
   const config = testConfig({
-    DATABASE_URL: db.url, CLICKHOUSE_DATABASE: db.name, LOGIN_IP_RATE_LIMIT: '1000000', REGISTER_RATE_LIMIT: '1000000', ...opts.env,
+    DATABASE_URL: db.url, CLICKHOUSE_DATABASE: db.name, LOGIN_IP_RATE_LIMIT: '1000000', REGISTER_RATE_LIMIT: '1000000', ...cluster, ...opts.env,
   });
   await migrateClickHouse(config);
   const log = createLogger(config, 'test');
   const relay: RunningRelay = await startRelay(config, log);
+  const relays = [relay];
+  for (let i = 1; i < Number(process.env.TEST_GATEWAY_RELAYS ?? 1); i++) relays.push(await startRelay(config, log));
   const billing = await startBilling(config, log);
+  const moreBilling: RunningBilling[] = [];
+  // A second billing worker shares the shard streams (the sharded layout) under its own consumer name.
+  if (relays.length > 1 && config.REDIS_CLUSTER_NODES) moreBilling.push(await startBilling({ ...config, BILLING_CONSUMER: `${config.BILLING_CONSUMER}-2` }, log));
+  const balancer = relays.length > 1 ? await roundRobin(relays.map((r) => r.port)) : null;
   const sql = createSql(config);
   const redis = createRedis(config, 'test');
   const ch = createClickHouse(config);
-  const keys = redisKeys(config.REDIS_PREFIX);
+  const keys = redisKeysFor(config);
   const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql));
   // The mock provider runs on 127.0.0.1: this stack's channels may point at private addresses (off by
-  // default, see console-api/channels/upstream-guard.ts).
+  // default, see core/net/outbound-guard.ts).
   await sql`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
   const app: FastifyInstance = buildConsoleApp({ config, sql, redis, clickhouse: ch, quotaStore: quota, logger: log });
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -70,17 +86,18 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   const consolePort = typeof address === 'object' && address ? address.port : 0;
 
   const stack: GatewayStack = {
-    config, mock, sql, redis, ch, keys, quota, billing, relay,
-    relayUrl: `http://127.0.0.1:${relay.port}`,
+    config, mock, sql, redis, ch, keys, quota, billing, relay, relays,
+    relayUrl: `http://127.0.0.1:${balancer?.port ?? relay.port}`,
     consoleUrl: `http://127.0.0.1:${consolePort}`,
     adminToken: '',
     async close() {
       await app.close();
-      await relay.close();
+      await balancer?.close();
+      for (const r of relays) await r.close();
+      for (const b of moreBilling) await b.close();
       await billing.close();
       await mock.close();
-      const left = await redis.keys(`${config.REDIS_PREFIX}:*`);
-      if (left.length) await redis.del(...left);
+      await deleteKeysWithPrefix(redis, config.REDIS_PREFIX);
       await redis.quit();
       await sql.end({ timeout: 5 });
       await ch.close();
@@ -101,6 +118,31 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
 }
 
 export { uniqueName };
+
+/** A TCP balancer handing each new connection to the next port in turn. */
+async function roundRobin(ports: number[]): Promise<{ port: number; close(): Promise<void> }> {
+  let next = 0;
+  const open = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = connect(ports[next++ % ports.length]!, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      open.add(s);
+      s.once('close', () => open.delete(s));
+      s.on('error', () => { client.destroy(); upstream.destroy(); });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : 0,
+    close: () => new Promise<void>((resolve) => {
+      for (const s of open) s.destroy();
+      server.close(() => resolve());
+    }),
+  };
+}
 
 export interface Envelope<T = unknown> {
   success: boolean;
@@ -150,7 +192,7 @@ export async function mockChannel(stack: GatewayStack, models: string[], group =
   if (!json.success) throw new Error(`channel creation failed: ${json.message}`);
   // The relay reloads its routes on the console's announcement; wait until it has.
   const deadline = Date.now() + 5000;
-  while ((extra.status ?? 1) === 1 && !stack.relay.hasChannel(json.data!.id)) {
+  while ((extra.status ?? 1) === 1 && !stack.relays.every((r) => r.hasChannel(json.data!.id))) {
     if (Date.now() > deadline) throw new Error('the relay did not pick up the new channel');
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -171,12 +213,16 @@ export async function createApiKey(stack: GatewayStack, account: TestAccount, in
   return { id: item.id, key: revealed.json.data!.key };
 }
 
-/** Waits until the usage stream and the log outbox are empty: every settled request is billed and logged. */
+/**
+ * Waits until the usage stream (every shard's, in the sharded layout) and the log outbox are empty:
+ * every settled request is billed and logged.
+ */
 export async function billingSettled(stack: GatewayStack, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  const stream = stack.keys.usageStream();
+  const streams = Array.from({ length: stack.keys.streamShards }, (_, s) => stack.keys.usageStream(s));
   for (;;) {
-    const len = await stack.redis.xlen(stream);
+    let len = 0;
+    for (const stream of streams) len += await stack.redis.xlen(stream);
     // An acknowledged entry is in Postgres; its log row reaches ClickHouse when the outbox drains.
     const [outbox] = len === 0 ? await stack.sql`SELECT EXISTS (SELECT 1 FROM log_outbox) AS queued` : [{ queued: true }];
     if (len === 0 && !outbox!.queued) return;

@@ -1,4 +1,6 @@
-// Where a channel may point. A channel's base_url is where the console's channel test (and the relay)
+// Where the gateway may send requests to addresses its users chose: a channel's base_url (console-api
+// routes/channel.ts) and a low-balance notice webhook (billing/low-balance-notices.ts, validated by
+// console-api/notices/setting-routes.ts), both under the same root option. A channel's base_url is where the console's channel test (and the relay)
 // send the channel's sealed credential and the caller's request; pointed at the gateway's own network
 // it would reach services that trust their neighbours (ClickHouse on 127.0.0.1:8123, Redis, cloud
 // metadata on 169.254.169.254). Unless the root option ChannelAllowPrivateNetworks is set, only public

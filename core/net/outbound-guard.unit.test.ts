@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkTarget, guardedAgent, isPublicAddress, PRIVATE_TARGET, PrivateTargetError } from './upstream-guard.js';
+import { checkTarget, guardedAgent, isPublicAddress, PRIVATE_TARGET, PrivateTargetError } from './outbound-guard.js';
 
 describe('isPublicAddress', () => {
   it.each([

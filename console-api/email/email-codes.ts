@@ -1,0 +1,119 @@
+// One-time codes sent by e-mail: binding an address to an account, registering with a verified address
+// (EmailVerificationEnabled), resetting a forgotten password. A code is 6 digits for a person to type
+// (a reset code 32 hex characters, as it also travels in a link), valid EMAIL_CODE_TTL_SEC, used once,
+// and dead after EMAIL_CODE_MAX_ATTEMPTS wrong tries. Only an HMAC (the server's KEY_SECRET) of
+// purpose, address and code is stored (email_codes, migration 012): a database dump holds no usable
+// code, and the code never reaches a log (it travels in request bodies, never in a URL).
+//
+// Rate limits, counted on the same rows under a transaction-scoped advisory lock so that parallel
+// requests are counted one after the other: per address EMAIL_CODES_PER_ADDRESS, per account
+// EMAIL_CODES_PER_ACCOUNT and per client address EMAIL_CODES_PER_CLIENT, each per hour.
+import { createHmac, randomBytes, randomInt } from 'node:crypto';
+import { loadSmtpSettings, sendMail } from '../../core/email/mailer.js';
+import type { ConsoleContext } from '../context.js';
+import type { Db } from '../db.js';
+import { ConsoleError } from '../http/errors.js';
+
+export type CodePurpose = 'bind' | 'register' | 'reset';
+
+export const EMAIL_CODE_TTL_SEC = 600;
+export const EMAIL_CODE_MAX_ATTEMPTS = 5;
+export const EMAIL_CODE_WINDOW_SEC = 3600;
+export const EMAIL_CODES_PER_ADDRESS = 5;
+export const EMAIL_CODES_PER_ACCOUNT = 5;
+export const EMAIL_CODES_PER_CLIENT = 20;
+
+/** Addresses compare without case; stored as given but looked up lower-cased. */
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+function codeHash(ctx: ConsoleContext, purpose: CodePurpose, email: string, code: string): Buffer {
+  return createHmac('sha256', ctx.config.KEY_SECRET).update(`email-code\0${purpose}\0${email}\0${code}`).digest();
+}
+
+function newCode(purpose: CodePurpose): string {
+  return purpose === 'reset' ? randomBytes(16).toString('hex') : String(randomInt(0, 1_000_000)).padStart(6, '0');
+}
+
+export interface IssueCode {
+  purpose: CodePurpose;
+  email: string;
+  /** The account the code is for (bind: the caller; reset: the address's owner); 0 for registration. */
+  userId: number;
+  clientIp: string;
+}
+
+/**
+ * Counts the request against the limits, stores the code's HMAC and returns the code (to be mailed,
+ * never logged). Earlier open codes of the same purpose and address stop working.
+ */
+export async function issueEmailCode(ctx: ConsoleContext, r: IssueCode): Promise<string> {
+  const email = normalizeEmail(r.email);
+  const code = newCode(r.purpose);
+  const now = ctx.now();
+  const since = now - EMAIL_CODE_WINDOW_SEC;
+  await ctx.sql.begin(async (tx) => {
+    // The count and the insert of two parallel requests sharing a client address, an account or an
+    // address do not interleave; the locks are always taken in this order, so two requests never wait
+    // on each other crosswise.
+    await tx`SELECT pg_advisory_xact_lock(hashtext(${`email-code-client:${r.clientIp}`}))`;
+    if (r.userId !== 0) await tx`SELECT pg_advisory_xact_lock(hashtext(${`email-code-account:${r.userId}`}))`;
+    await tx`SELECT pg_advisory_xact_lock(hashtext(${`email-code:${email}`}))`;
+    const [counts] = await tx<{ address: number; account: number; client: number }[]>`
+      SELECT
+        (SELECT count(*) FROM email_codes WHERE email = ${email} AND created_at > ${since})::int AS address,
+        (SELECT count(*) FROM email_codes WHERE ${r.userId} <> 0 AND user_id = ${r.userId} AND created_at > ${since})::int AS account,
+        (SELECT count(*) FROM email_codes WHERE client_ip = ${r.clientIp} AND created_at > ${since})::int AS client`;
+    const limited = counts!.address >= EMAIL_CODES_PER_ADDRESS ? 'this address'
+      : counts!.account >= EMAIL_CODES_PER_ACCOUNT ? 'this account'
+      : counts!.client >= EMAIL_CODES_PER_CLIENT ? 'this client address' : undefined;
+    if (limited) {
+      throw new ConsoleError('RATE_LIMITED', `too many verification e-mails for ${limited}; retry later`, { retryAfterSec: EMAIL_CODE_WINDOW_SEC });
+    }
+    await tx`UPDATE email_codes SET used_at = ${now} WHERE purpose = ${r.purpose} AND email = ${email} AND used_at IS NULL`;
+    // Rows older than a day count for nothing: the address's are dropped as it asks again.
+    await tx`DELETE FROM email_codes WHERE email = ${email} AND created_at < ${now - 86_400}`;
+    await tx`
+      INSERT INTO email_codes (purpose, email, user_id, client_ip, code_hash, created_at, expires_at)
+      VALUES (${r.purpose}, ${email}, ${r.userId}, ${r.clientIp}, ${codeHash(ctx, r.purpose, email, code)}, ${now}, ${now + EMAIL_CODE_TTL_SEC})`;
+  });
+  return code;
+}
+
+/**
+ * Uses a code: inside `tx` (the change the code allows commits with its use, or neither happens).
+ * Returns the account the code was issued for. A wrong code counts an attempt on the address's open
+ * code, outside `tx` (it must stay counted though the caller's transaction rolls back).
+ */
+export async function consumeEmailCode(ctx: ConsoleContext, tx: Db, purpose: CodePurpose, rawEmail: string, code: string): Promise<number> {
+  const email = normalizeEmail(rawEmail);
+  const now = ctx.now();
+  const [row] = await tx<{ user_id: number }[]>`
+    UPDATE email_codes SET used_at = ${now}
+    WHERE id = (
+      SELECT id FROM email_codes
+      WHERE purpose = ${purpose} AND email = ${email} AND used_at IS NULL
+      ORDER BY id DESC LIMIT 1)
+      AND code_hash = ${codeHash(ctx, purpose, email, code)} AND expires_at > ${now} AND attempts < ${EMAIL_CODE_MAX_ATTEMPTS}
+      AND used_at IS NULL
+    RETURNING user_id`;
+  if (row) return Number(row.user_id);
+  await ctx.sql`
+    UPDATE email_codes SET attempts = attempts + 1
+    WHERE purpose = ${purpose} AND email = ${email} AND used_at IS NULL AND expires_at > ${now}`;
+  throw new ConsoleError('INVALID_CODE');
+}
+
+/** Mails a code; EMAIL_NOT_CONFIGURED when SMTPServer is not set, UPSTREAM_FAILED when sending fails. */
+export async function mailCode(ctx: ConsoleContext, to: string, subject: string, text: string): Promise<void> {
+  const smtp = await loadSmtpSettings(ctx.sql);
+  if (!smtp) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
+  try {
+    await sendMail(smtp, { to, subject, text });
+  } catch (err) {
+    // The SMTP server's answer only: the message (and its code) stays out of the log.
+    ctx.logger.warn({ smtpError: (err as Error).message, smtpHost: smtp.host }, 'sending a verification e-mail failed');
+    throw new ConsoleError('UPSTREAM_FAILED', 'the e-mail could not be sent; retry later');
+  }
+}

@@ -1,0 +1,119 @@
+// E-mail endpoints, new-api's paths: a verification code (registration or binding), binding an
+// address to the account, and resetting a forgotten password. Codes: email-codes.ts. The code-carrying
+// requests are POSTs with JSON bodies (new-api sends some as query strings): a URL is what access logs
+// and proxies keep.
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
+import type { UserRow } from '../accounts/account-view.js';
+import { hashPassword } from '../auth/password.js';
+import { bearerToken } from '../auth/require-user.js';
+import { resolveSession } from '../auth/sessions.js';
+import type { ConsoleContext } from '../context.js';
+import type { Api } from '../http/api.js';
+import { ok } from '../http/envelope.js';
+import { ConsoleError } from '../http/errors.js';
+import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
+import { consumeEmailCode, EMAIL_CODE_TTL_SEC, issueEmailCode, mailCode, normalizeEmail } from './email-codes.js';
+
+const email = z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' });
+
+export const verificationQuery = z.object({
+  email,
+  /** register (default, no login) or bind (the logged-in account binds the address). */
+  purpose: z.enum(['register', 'bind'], { error: 'must be register or bind' }).optional(),
+});
+export const emailBindBody = z.object({ email, code: z.string({ error: 'must be a string' }).min(1).max(64) });
+export const resetRequestQuery = z.object({ email });
+export const resetBody = z.object({
+  email,
+  token: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(64),
+  /** The new password; when absent one is generated and returned (new-api returns a generated one). */
+  password: z.string({ error: 'must be a string' }).min(8, { error: 'must be at least 8 characters' }).max(64, { error: 'must be at most 64 characters' }).optional(),
+});
+
+async function accountByEmail(ctx: ConsoleContext, address: string): Promise<UserRow | undefined> {
+  const [row] = await ctx.sql<UserRow[]>`
+    SELECT * FROM users WHERE lower(email) = ${normalizeEmail(address)} AND deleted_at IS NULL ORDER BY id LIMIT 1`;
+  return row;
+}
+
+export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
+  const { sql } = ctx;
+
+  api.route({
+    method: 'GET', path: '/api/verification', tag: 'account: e-mail', access: 'public', query: verificationQuery,
+    summary: 'Mail a 6-digit verification code: for registration (purpose=register) or to bind the address to the logged-in account (purpose=bind)',
+    description: 'Valid 10 minutes, single use, 5 wrong tries; at most 5 codes per address, 5 per account and 20 per client address per hour (429). ' +
+      '409 when the address already belongs to an account. 403 when SMTPServer is not set.',
+    errors: ['EMAIL_TAKEN', 'RATE_LIMITED', 'FEATURE_DISABLED', 'UPSTREAM_FAILED', 'UNAUTHENTICATED'],
+  }, async ({ query, request }) => {
+    const purpose = query.purpose ?? 'register';
+    let userId = 0;
+    if (purpose === 'bind') {
+      const bearer = bearerToken(request.headers.authorization);
+      const user = bearer ? await resolveSession(sql, bearer, ctx.now()) : undefined;
+      if (!user) throw new ConsoleError('UNAUTHENTICATED');
+      userId = Number(user.id);
+    }
+    if (await accountByEmail(ctx, query.email)) throw new ConsoleError('EMAIL_TAKEN');
+    const code = await issueEmailCode(ctx, { purpose, email: query.email, userId, clientIp: request.ip });
+    await mailCode(ctx, query.email, 'Your verification code',
+      `Your verification code is ${code}. It is valid for ${EMAIL_CODE_TTL_SEC / 60} minutes and can be used once.\n` +
+      'If you did not ask for it, ignore this message.');
+    return ok();
+  });
+
+  api.route({
+    method: 'POST', path: '/api/oauth/email/bind', tag: 'account: e-mail', access: ROLE.user, body: emailBindBody,
+    summary: 'Bind an e-mail address to the account with the code GET /api/verification?purpose=bind mailed to it',
+    errors: ['INVALID_JSON', 'INVALID_CODE', 'EMAIL_TAKEN'],
+  }, async ({ body, user }) => {
+    await sql.begin(async (tx) => {
+      const owner = await consumeEmailCode(ctx, tx, 'bind', body.email, body.code);
+      if (owner !== Number(user.id)) throw new ConsoleError('INVALID_CODE');
+      const [taken] = await tx`SELECT 1 FROM users WHERE lower(email) = ${normalizeEmail(body.email)} AND id <> ${user.id} AND deleted_at IS NULL`;
+      if (taken) throw new ConsoleError('EMAIL_TAKEN');
+      await tx`UPDATE users SET email = ${body.email.trim()} WHERE id = ${user.id}`;
+    });
+    return ok();
+  });
+
+  api.route({
+    method: 'GET', path: '/api/reset_password', tag: 'account: e-mail', access: 'public', query: resetRequestQuery,
+    summary: 'Mail a password reset code to the address, when an account has it',
+    description: 'Answers success whether or not an account has the address (no account enumeration); the same limits as GET /api/verification. ' +
+      'The code is valid 10 minutes, once.',
+    errors: ['RATE_LIMITED', 'FEATURE_DISABLED', 'UPSTREAM_FAILED'],
+  }, async ({ query, request }) => {
+    const user = await accountByEmail(ctx, query.email);
+    if (!user || user.status !== ACCOUNT_STATUS.enabled) return ok();
+    const code = await issueEmailCode(ctx, { purpose: 'reset', email: query.email, userId: Number(user.id), clientIp: request.ip });
+    await mailCode(ctx, user.email, 'Password reset',
+      `Someone asked to reset the password of the account ${user.username}.\n` +
+      `Reset code: ${code}\nValid for ${EMAIL_CODE_TTL_SEC / 60} minutes, once (POST /api/user/reset with email and token).\n` +
+      'If it was not you, ignore this message: the password stays as it is.');
+    return ok();
+  });
+
+  api.route({
+    method: 'POST', path: '/api/user/reset', tag: 'account: e-mail', access: 'public', body: resetBody, data: z.string(),
+    summary: 'Reset the password with the mailed code; data is the new password (generated when none is given)',
+    description: 'Every session and access token of the account is revoked. The password rules of the options apply to a given password.',
+    errors: ['INVALID_JSON', 'INVALID_CODE'],
+  }, async ({ body }) => {
+    const policy = await loadRegistrationPolicy(sql);
+    // A generated password meets any rule of the options: long enough, a letter and a digit.
+    const length = Math.max(16, policy.passwordMinLength);
+    const password = body.password ?? `${randomBytes(length).toString('base64url').slice(0, length - 2)}a7`;
+    if (body.password !== undefined) assertPasswordRules(policy, body.password);
+    const hash = await ctx.passwords.run(() => hashPassword(password));
+    const now = ctx.now();
+    await sql.begin(async (tx) => {
+      const userId = await consumeEmailCode(ctx, tx, 'reset', body.email, body.token);
+      await tx`UPDATE users SET password_hash = ${hash} WHERE id = ${userId}`;
+      await tx`UPDATE access_tokens SET revoked_at = ${now} WHERE user_id = ${userId} AND revoked_at IS NULL`;
+    });
+    return ok(password);
+  });
+}

@@ -1,0 +1,258 @@
+// Single sign-on with a generic OpenID Connect provider (new-api's "OIDC" login and its options
+// oidc.enabled, oidc.well_known, oidc.client_id, oidc.client_secret; plus oidc.allowed_email_domains).
+// openid-client is the relying party:
+//   GET /api/oauth/oidc/start  the authorization URL: authorization code flow with PKCE (S256), a
+//                              random state and nonce. The verifier and nonce stay here (oidc_states,
+//                              migration 012, keyed by the state's SHA-256), never in the browser.
+//                              With a console credential it starts a binding of the caller's account.
+//   GET /api/oauth/oidc        the redirect URI (<ServerAddress>/api/oauth/oidc): the state is used
+//                              once (deleted as it is read), the code exchanged with the verifier, the
+//                              ID token's issuer, audience, signature and nonce checked by openid-client.
+// A sign-in finds the account by users.oidc_id (the ID token's `sub`) and opens a session exactly as
+// password login does (auth/sessions.ts issueSession); a browser's navigation (Sec-Fetch-Mode:
+// navigate) gets it as the web console's cookies (auth/browser-session.ts) and a 303 to /; an unknown identity creates an account when
+// RegisterEnabled (with the invitation code given at start, as registration takes it), unless its
+// e-mail address belongs to an existing account: that account must log in and bind (an identity
+// provider asserting an address is not proof enough to take over an account that has it).
+// The issuer's discovery is cached for DISCOVERY_TTL_MS; an http issuer is accepted on loopback only.
+// Changing oidc.well_known to another issuer: subjects of different issuers may collide, so clear the
+// accounts' oidc_id first.
+import { createHash, randomBytes } from 'node:crypto';
+import * as oidc from 'openid-client';
+import { z } from 'zod';
+import { findUserById, insertAccount } from '../accounts/account-store.js';
+import { type UserRow, toAccountSummary } from '../accounts/account-view.js';
+import { ACCOUNT_STATUS } from '../accounts/roles.js';
+import { hashPassword } from '../auth/password.js';
+import { bearerToken } from '../auth/require-user.js';
+import { setSessionCookies } from '../auth/browser-session.js';
+import { issueSession, resolveSession } from '../auth/sessions.js';
+import type { ConsoleContext } from '../context.js';
+import type { Api } from '../http/api.js';
+import { ok } from '../http/envelope.js';
+import { ConsoleError } from '../http/errors.js';
+import { loginDataSchema } from '../http/schemas.js';
+import { loadOptionView } from '../options/option-catalogue.js';
+import { afterConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
+import { acceptInvitation, AFF_CODE_MAX_LENGTH } from '../referrals/referrals.js';
+import { loadRegistrationPolicy } from '../registration/registration-policy.js';
+
+export const OIDC_STATE_TTL_SEC = 600;
+const DISCOVERY_TTL_MS = 5 * 60_000;
+const DISCOVERY_TIMEOUT_SEC = 10;
+
+export const oidcStartQuery = z.object({
+  aff_code: z.string({ error: 'must be a string' }).max(AFF_CODE_MAX_LENGTH).optional(),
+});
+export const oidcCallbackQuery = z.object({
+  code: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(2048),
+  state: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(512),
+  iss: z.string().max(2048).optional(),
+  session_state: z.string().max(2048).optional(),
+});
+
+interface OidcSettings {
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  allowedDomains: string[];
+  redirectUri: string;
+}
+
+async function loadOidcSettings(ctx: ConsoleContext): Promise<OidcSettings> {
+  const o = await loadOptionView(ctx.sql);
+  const issuer = o.get<string>('oidc.well_known');
+  const clientId = o.get<string>('oidc.client_id');
+  if (!o.get<boolean>('oidc.enabled') || issuer === '' || clientId === '') throw new ConsoleError('FEATURE_DISABLED', 'OpenID Connect sign-on is not enabled');
+  return {
+    issuer,
+    clientId,
+    clientSecret: o.get<string>('oidc.client_secret'),
+    allowedDomains: o.get<string>('oidc.allowed_email_domains').split(',').map((d) => d.trim().toLowerCase()).filter(Boolean),
+    redirectUri: `${o.get<string>('ServerAddress')}/api/oauth/oidc`,
+  };
+}
+
+const discoveries = new Map<string, { config: oidc.Configuration; at: number }>();
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+async function discover(ctx: ConsoleContext, s: OidcSettings): Promise<oidc.Configuration> {
+  const key = createHash('sha256').update(`${s.issuer}\0${s.clientId}\0${s.clientSecret}`).digest('hex');
+  const cached = discoveries.get(key);
+  if (cached && Date.now() - cached.at < DISCOVERY_TTL_MS) return cached.config;
+  const url = new URL(s.issuer);
+  const insecure = url.protocol === 'http:';
+  if (insecure && !isLoopback(url.hostname)) throw new ConsoleError('FEATURE_DISABLED', 'oidc.well_known must be an https URL (http only on loopback)');
+  try {
+    const config = await oidc.discovery(url, s.clientId, s.clientSecret || undefined, undefined, {
+      timeout: DISCOVERY_TIMEOUT_SEC,
+      ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
+    });
+    discoveries.set(key, { config, at: Date.now() });
+    return config;
+  } catch (err) {
+    ctx.logger.warn({ oidcError: (err as Error).message, issuer: s.issuer }, 'OpenID Connect discovery failed');
+    throw new ConsoleError('UPSTREAM_FAILED', 'the OpenID provider could not be reached (discovery failed)');
+  }
+}
+
+const stateHash = (state: string): Buffer => createHash('sha256').update(state, 'utf8').digest();
+
+/** A username for a new account from the provider's claims: 3–20 characters, no spaces; a suffix when taken. */
+function usernameFrom(claims: Record<string, unknown>, attempt: number): string {
+  const raw = String(claims.preferred_username ?? (typeof claims.email === 'string' ? claims.email.split('@')[0] : '') ?? '');
+  let base = raw.replace(/[^\p{L}\p{N}_.-]/gu, '').slice(0, 13);
+  if (base.length < 3) base = 'oidc';
+  return attempt === 0 && base.length >= 3 ? base : `${base}_${randomBytes(3).toString('hex')}`;
+}
+
+function assertAllowedDomain(s: OidcSettings, email: string, verified: boolean): void {
+  if (s.allowedDomains.length === 0) return;
+  const domain = email.split('@')[1]?.toLowerCase() ?? '';
+  if (!verified || !s.allowedDomains.includes(domain)) {
+    throw new ConsoleError('INSUFFICIENT_ROLE', 'this sign-on identity has no verified e-mail address in an allowed domain (oidc.allowed_email_domains)');
+  }
+}
+
+export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
+  const { sql } = ctx;
+
+  api.route({
+    method: 'GET', path: '/api/oauth/oidc/start', tag: 'account: sign-on', access: 'public', query: oidcStartQuery,
+    data: z.object({ authorization_url: z.string() }),
+    summary: 'Start OpenID Connect sign-on: the provider URL to send the browser to (PKCE, state, nonce); with a console credential, binds the caller\'s account',
+    description: 'The state is valid 10 minutes, once. aff_code is applied if the sign-on creates an account.',
+    errors: ['FEATURE_DISABLED', 'UPSTREAM_FAILED'],
+  }, async ({ query, request }) => {
+    const s = await loadOidcSettings(ctx);
+    const config = await discover(ctx, s);
+    const bearer = bearerToken(request.headers.authorization);
+    const binder = bearer ? await resolveSession(sql, bearer, ctx.now()) : undefined;
+    if (bearer && !binder) throw new ConsoleError('INVALID_ACCESS_TOKEN');
+    const state = oidc.randomState();
+    const nonce = oidc.randomNonce();
+    const verifier = oidc.randomPKCECodeVerifier();
+    const now = ctx.now();
+    await sql`DELETE FROM oidc_states WHERE expires_at <= ${now}`;
+    await sql`
+      INSERT INTO oidc_states (state_hash, code_verifier, nonce, bind_user_id, aff_code, expires_at)
+      VALUES (${stateHash(state)}, ${verifier}, ${nonce}, ${binder ? Number(binder.id) : 0}, ${query.aff_code ?? ''}, ${now + OIDC_STATE_TTL_SEC})`;
+    const url = oidc.buildAuthorizationUrl(config, {
+      redirect_uri: s.redirectUri,
+      scope: 'openid email profile',
+      response_type: 'code',
+      state,
+      nonce,
+      code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+    });
+    return ok({ authorization_url: url.href });
+  });
+
+  api.route({
+    method: 'GET', path: '/api/oauth/oidc', tag: 'account: sign-on', access: 'public', query: oidcCallbackQuery, data: loginDataSchema,
+    summary: 'The OpenID Connect redirect URI: signs in (a session token, as login), creates the account, or binds it (token empty); a browser navigation gets the web console\'s session cookies and a 303 to /',
+    description: 'Signing in finds the account by oidc_id; an unknown identity creates an account when RegisterEnabled, unless its e-mail belongs ' +
+      'to an account (409: log in and bind). oidc.allowed_email_domains, when set, needs a verified e-mail address in one of the domains.',
+    errors: ['FEATURE_DISABLED', 'UPSTREAM_FAILED', 'INVALID_CODE', 'STATE_CONFLICT', 'ACCOUNT_BANNED', 'INSUFFICIENT_ROLE'],
+  }, async ({ request, reply }) => {
+    // A browser arriving from the provider (a top-level navigation) goes back to the web console,
+    // signed in by its session cookie; an API client reads the JSON answer.
+    const browser = request.headers['sec-fetch-mode'] === 'navigate';
+    const s = await loadOidcSettings(ctx);
+    const config = await discover(ctx, s);
+    const params = new URL(request.url, 'http://callback').searchParams;
+    const now = ctx.now();
+    // Used once: whoever presents the state first consumes it.
+    const [pending] = await sql<{ code_verifier: string; nonce: string; bind_user_id: number; aff_code: string }[]>`
+      DELETE FROM oidc_states WHERE state_hash = ${stateHash(params.get('state') ?? '')} AND expires_at > ${now}
+      RETURNING code_verifier, nonce, bind_user_id, aff_code`;
+    if (!pending) throw new ConsoleError('INVALID_CODE', 'the sign-on state is unknown, expired or already used; start again');
+    const currentUrl = new URL(s.redirectUri);
+    currentUrl.search = params.toString();
+    let claims: Record<string, unknown>;
+    try {
+      const tokens = await oidc.authorizationCodeGrant(config, currentUrl, {
+        pkceCodeVerifier: pending.code_verifier,
+        expectedState: params.get('state')!,
+        expectedNonce: pending.nonce,
+        idTokenExpected: true,
+      }, { redirect_uri: s.redirectUri });
+      claims = { ...tokens.claims() };
+      if (claims.email === undefined && tokens.access_token) {
+        const info = await oidc.fetchUserInfo(config, tokens.access_token, String(claims.sub));
+        claims = { ...info, ...claims, email: info.email, email_verified: info.email_verified };
+      }
+    } catch (err) {
+      // The provider's or the library's reason (a bad code, a failed check): never the tokens.
+      ctx.logger.warn({ oidcError: (err as Error).message }, 'OpenID Connect code exchange refused');
+      throw new ConsoleError('INVALID_CODE', 'the sign-on could not be completed (the provider refused the code or a check failed); start again');
+    }
+    const subject = String(claims.sub ?? '');
+    const email = typeof claims.email === 'string' ? claims.email : '';
+    const verified = claims.email_verified === true;
+    assertAllowedDomain(s, email, verified);
+
+    const [owner] = await sql<UserRow[]>`SELECT * FROM users WHERE oidc_id = ${subject} AND deleted_at IS NULL`;
+    if (Number(pending.bind_user_id) !== 0) {
+      if (owner && Number(owner.id) !== Number(pending.bind_user_id)) {
+        throw new ConsoleError('STATE_CONFLICT', 'this sign-on identity is already bound to another account');
+      }
+      await sql`UPDATE users SET oidc_id = ${subject} WHERE id = ${pending.bind_user_id} AND deleted_at IS NULL`;
+      const bound = await findUserById(sql, Number(pending.bind_user_id));
+      if (!bound) throw new ConsoleError('NOT_FOUND', 'account not found');
+      if (browser) return reply.redirect('/', 303);
+      return ok({ ...toAccountSummary(bound), token: '' });
+    }
+
+    let user = owner;
+    if (!user) user = await createOidcAccount(ctx, claims, email, verified, pending.aff_code);
+    if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
+    // The same session as a password login.
+    const token = await issueSession(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now());
+    if (browser) {
+      setSessionCookies(reply, token, ctx.config.SESSION_TTL_SEC);
+      return reply.redirect('/', 303);
+    }
+    return ok({ ...toAccountSummary(user), token });
+  });
+}
+
+async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unknown>, email: string, verified: boolean, affCode: string): Promise<UserRow> {
+  const { sql } = ctx;
+  const policy = await loadRegistrationPolicy(sql);
+  if (!policy.registerEnabled) throw new ConsoleError('FEATURE_DISABLED', 'registration is closed');
+  if (email !== '') {
+    const [taken] = await sql`SELECT 1 FROM users WHERE lower(email) = ${email.toLowerCase()} AND deleted_at IS NULL`;
+    if (taken) throw new ConsoleError('STATE_CONFLICT', 'an account with this e-mail address exists: log in to it and bind sign-on (GET /api/oauth/oidc/start with its credential)');
+  }
+  // No password: the account signs in through its provider (a password can be set by a reset).
+  const passwordHash = await ctx.passwords.run(() => hashPassword(randomBytes(32).toString('base64url')));
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const { user, credits } = await sql.begin(async (tx) => {
+        const created = await insertAccount(tx, {
+          username: usernameFrom(claims, attempt),
+          passwordHash,
+          displayName: String(claims.name ?? '').slice(0, 50) || undefined,
+          email: verified ? email : '',
+        });
+        const [withOidc] = await tx<UserRow[]>`UPDATE users SET oidc_id = ${String(claims.sub)} WHERE id = ${created.id} RETURNING *`;
+        const credits: RecordedCredit[] = affCode
+          ? await acceptInvitation(tx, withOidc!, affCode, { inviter: policy.quotaForInviter, invitee: policy.quotaForInvitee }, ctx.now())
+          : [];
+        return { user: withOidc!, credits };
+      });
+      for (const c of credits) await afterConsoleCredit(ctx, c);
+      return (await findUserById(sql, Number(user.id))) ?? user;
+    } catch (err) {
+      if (err instanceof ConsoleError && err.code === 'USERNAME_TAKEN' && attempt < 5) continue;
+      // The same identity's callback finishing twice at once: the unique oidc_id lets one account exist.
+      if ((err as { constraint_name?: string }).constraint_name === 'users_oidc_id') throw new ConsoleError('STATE_CONFLICT', 'this sign-on identity was just bound to an account; sign in again');
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,44 @@
+// The demo seed of `make run` on a Postgres database of its own: both demo channels (the Anthropic
+// mock, type 14, and the OpenAI-format mock, type 1) with their abilities and sealed credentials,
+// and nothing created twice when it runs again.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSql, type Sql } from '../../infra/postgres/client.js';
+import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
+import { testConfig } from '../../infra/testing/test-config.js';
+import { createTestDatabase, type TestDatabase } from '../../infra/testing/test-database.js';
+import { seedDemo } from './demo-seed.js';
+
+let db: TestDatabase;
+let sql: Sql;
+const env = { DEMO_PASSWORD: 'demo-password-1', ADMIN_PASSWORD: 'admin-password-1', MOCK_OPENAI_PORT: '3193', MOCK_OPENAI_KEY: 'sk-proj-seed-test' };
+
+beforeAll(async () => {
+  db = await createTestDatabase('seed');
+  sql = createSql(testConfig({ DATABASE_URL: db.url }));
+}, 60_000);
+afterAll(async () => {
+  await sql?.end({ timeout: 5 });
+  await db?.drop();
+});
+
+describe('seedDemo', () => {
+  it('creates the Anthropic and the OpenAI-format demo channels once, with their abilities', async () => {
+    const config = testConfig({ DATABASE_URL: db.url, ...env });
+    const first = await seedDemo(sql, config);
+    expect(first.created).toEqual(expect.arrayContaining(['channel mock-openai -> http://127.0.0.1:3193']));
+    const channels = await sql<{ name: string; type: number; base_url: string; models: string; key_ciphertext: Buffer }[]>`
+      SELECT name, type, base_url, models, key_ciphertext FROM channels ORDER BY name`;
+    expect(channels.map((c) => [c.name, Number(c.type)])).toEqual([['mock-anthropic', 14], ['mock-openai', 1]]);
+    const openai = channels[1]!;
+    expect(openai).toMatchObject({ base_url: 'http://127.0.0.1:3193', models: 'gpt-4o-mini,gpt-4o,gpt-4.1' });
+    expect(createApiKeyCrypto(config.KEY_SECRET).open(openai.key_ciphertext)).toBe('sk-proj-seed-test');
+    const abilities = await sql<{ model: string }[]>`
+      SELECT a.model FROM abilities a JOIN channels c ON c.id = a.channel_id WHERE c.name = 'mock-openai' AND a.enabled ORDER BY a.model`;
+    expect(abilities.map((a) => a.model)).toEqual(['gpt-4.1', 'gpt-4o', 'gpt-4o-mini']);
+
+    const again = await seedDemo(sql, config);
+    expect(again.created).toEqual([]);
+    expect(again.demoKey).toBe(first.demoKey);
+    expect(await sql`SELECT id FROM channels`).toHaveLength(2);
+  });
+});

@@ -1,0 +1,79 @@
+// The console API client: openapi-fetch typed by schema.gen.ts (generated from the OpenAPI document
+// the console serves), so every path, parameter and body is checked against the API at build time.
+// The session is the HttpOnly cookie console-api sets at login; every request carries the CSRF token
+// of that session (the readable console_csrf cookie) and asks login for the cookie mode.
+import createClient, { type Middleware } from 'openapi-fetch';
+import type { paths } from './schema.gen';
+
+export type { paths };
+
+export const CSRF_COOKIE = 'console_csrf';
+
+export function readCookie(cookies: string, name: string): string | undefined {
+  for (const part of cookies.split(';')) {
+    const [k, ...v] = part.trim().split('=');
+    if (k === name) return decodeURIComponent(v.join('='));
+  }
+  return undefined;
+}
+
+/** Raised by `call` for a failed answer: the API's own message, and its HTTP status. */
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(message: string, status: number) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+  }
+}
+
+const listeners = new Set<() => void>();
+/** Called when an answer says the session is gone (401): the application shows the login page. */
+export function onSignedOut(fn: () => void): () => void {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+/** A 401 from these means a wrong password was typed, not that the session is gone. */
+export function checksCredentials(request: Request): boolean {
+  const path = new URL(request.url).pathname;
+  return path === '/api/user/login' || (path === '/api/user/self' && request.method === 'PUT');
+}
+
+const session: Middleware = {
+  onRequest({ request }) {
+    const csrf = readCookie(document.cookie, CSRF_COOKIE);
+    if (csrf) request.headers.set('x-csrf-token', csrf);
+    request.headers.set('x-console-session', 'cookie');
+    return request;
+  },
+  onResponse({ response, request }) {
+    if (response.status === 401 && !checksCredentials(request)) for (const fn of listeners) fn();
+    return response;
+  },
+};
+
+export const api = createClient<paths>({ baseUrl: location.origin, credentials: 'same-origin' });
+api.use(session);
+
+type Envelope = { success: boolean; message: string; data?: unknown };
+// The success member of openapi-fetch's result union, and its envelope's data (absent: undefined).
+type DataOf<R> = R extends { data: infer E; error?: never } ? (E extends { data?: infer D } ? Exclude<D, undefined> : undefined) : never;
+
+/**
+ * Awaits an openapi-fetch call and returns the envelope's `data`; a failure (HTTP error, or success
+ * false) throws ApiError with the API's message, for the form that made the call to show.
+ */
+export async function call<R extends { data?: unknown; error?: unknown; response: Response }>(pending: Promise<R>): Promise<DataOf<R>> {
+  let result: R;
+  try {
+    result = await pending;
+  } catch (err) {
+    throw new ApiError(`the console could not be reached (${err instanceof Error ? err.message : String(err)})`, 0);
+  }
+  const body = (result.data ?? result.error) as Envelope | undefined;
+  if (!result.response.ok || !body || body.success === false) {
+    throw new ApiError(body?.message || `HTTP ${result.response.status}`, result.response.status);
+  }
+  return body.data as DataOf<R>;
+}

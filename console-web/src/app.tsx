@@ -1,0 +1,120 @@
+// The shell: who is signed in (GET /api/user/self through the session cookie), the navigation, and
+// the page of the current path. Administrator pages are listed only for role >= 10 and each one
+// also refuses to render below it; the API refuses the calls anyway.
+import { useEffect, useState } from 'preact/hooks';
+import { api, call, onSignedOut } from './api/client';
+import type { Account } from './api/types';
+import { ErrorText, Loading, errorText } from './components/ui';
+import { ROLE, ROLE_NAMES } from './format';
+import { linkClick, navigate, usePath } from './router';
+import { AuthPage } from './pages/auth';
+import { DashboardPage } from './pages/dashboard';
+import { KeysPage } from './pages/keys';
+import { LogsPage } from './pages/logs';
+import { TopupPage } from './pages/topup';
+import { ProfilePage } from './pages/profile';
+import { AdminUsersPage } from './pages/admin/users';
+import { AdminChannelsPage } from './pages/admin/channels';
+import { AdminRedemptionsPage } from './pages/admin/redemptions';
+import { AdminOptionsPage } from './pages/admin/options';
+import { AdminTopupsPage } from './pages/admin/topups';
+
+export interface PageProps {
+  account: Account;
+  /** Reads the account again (balance after a redemption, a new display name). */
+  refreshAccount: () => void;
+}
+
+const USER_PAGES = [
+  { path: '/', title: 'Dashboard', page: DashboardPage },
+  { path: '/keys', title: 'API keys', page: KeysPage },
+  { path: '/logs', title: 'Usage logs', page: LogsPage },
+  { path: '/topup', title: 'Top up', page: TopupPage },
+  { path: '/profile', title: 'Profile', page: ProfilePage },
+];
+const ADMIN_PAGES = [
+  { path: '/admin/users', title: 'Accounts', page: AdminUsersPage },
+  { path: '/admin/channels', title: 'Channels', page: AdminChannelsPage },
+  { path: '/admin/redemptions', title: 'Redemption codes', page: AdminRedemptionsPage },
+  { path: '/admin/options', title: 'Options', page: AdminOptionsPage },
+  { path: '/admin/topups', title: 'Top-up orders', page: AdminTopupsPage },
+];
+
+/** new-api's console paths (/console/topup, which payment providers return to) are this console's. */
+export function pagePath(raw: string): string {
+  return raw.startsWith('/console/') ? raw.slice('/console'.length) : raw === '/console' ? '/' : raw;
+}
+
+export function App() {
+  const path = pagePath(usePath());
+  const [account, setAccount] = useState<Account | null | undefined>(undefined);
+  const [loadError, setLoadError] = useState<string | null>(null);
+
+  const refreshAccount = () => {
+    call(api.GET('/api/user/self')).then(
+      (a) => { setAccount(a); setLoadError(null); },
+      (err: unknown) => {
+        if ((err as { status?: number }).status === 401) setAccount(null);
+        else setLoadError(errorText(err));
+      },
+    );
+  };
+  useEffect(refreshAccount, []);
+  // After a page change, the keyboard and screen reader start at the new page's heading.
+  useEffect(() => {
+    const h1 = document.querySelector<HTMLElement>('main h1');
+    if (h1) {
+      document.title = `${h1.textContent} · Gateway console`;
+      if (document.activeElement === document.body || document.activeElement?.closest('nav')) h1.focus();
+    }
+  }, [path, account === null]);
+  useEffect(() => onSignedOut(() => setAccount(null)), []);
+  // Signed in on the login or register address: the dashboard.
+  useEffect(() => {
+    if (account && (path === '/login' || path === '/register')) navigate('/');
+  }, [account, path]);
+
+  if (account === undefined) return loadError ? <main class="auth"><ErrorText error={loadError} /></main> : <main class="auth"><Loading /></main>;
+  if (account === null) {
+    return <AuthPage mode={path === '/register' ? 'register' : 'login'} onLoggedIn={() => { refreshAccount(); if (path === '/login' || path === '/register') navigate('/'); }} />;
+  }
+
+  const isAdmin = account.role >= ROLE.admin;
+  const all = [...USER_PAGES, ...ADMIN_PAGES];
+  const current = all.find((p) => p.path === path);
+  const adminOnly = ADMIN_PAGES.some((p) => p.path === path);
+  const Page = current?.page;
+
+  const logout = async () => {
+    try { await call(api.POST('/api/user/logout')); } finally { setAccount(null); navigate('/'); }
+  };
+
+  return (
+    <div class="shell">
+      <a class="skip" href="#main">Skip to the page</a>
+      <header class="top">
+        <span class="brand">Gateway console</span>
+        <span class="who">{account.display_name || account.username} · {ROLE_NAMES[account.role] ?? `role ${account.role}`}</span>
+        <button type="button" onClick={() => void logout()}>Log out</button>
+      </header>
+      <nav class="side" aria-label="Main">
+        <ul>
+          {USER_PAGES.map((p) => <li key={p.path}><a href={p.path} aria-current={p.path === path ? 'page' : undefined} onClick={linkClick}>{p.title}</a></li>)}
+        </ul>
+        {isAdmin && (
+          <>
+            <h2 class="nav-head">Administration</h2>
+            <ul>
+              {ADMIN_PAGES.map((p) => <li key={p.path}><a href={p.path} aria-current={p.path === path ? 'page' : undefined} onClick={linkClick}>{p.title}</a></li>)}
+            </ul>
+          </>
+        )}
+      </nav>
+      <main class="content" id="main">
+        {!Page ? <><h1>Not found</h1><p>No page at {path}.</p></>
+          : adminOnly && !isAdmin ? <><h1 tabIndex={-1}>{current!.title}</h1><p class="error" role="alert">This page is for administrators.</p></>
+          : <><h1 tabIndex={-1}>{current!.title}</h1><Page account={account} refreshAccount={refreshAccount} /></>}
+      </main>
+    </div>
+  );
+}

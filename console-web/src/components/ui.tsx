@@ -1,0 +1,143 @@
+// Small building blocks every page uses: labelled fields, errors next to their cause, loading states,
+// paging. Every control has a visible label; every button has text.
+import type { ComponentChildren, JSX } from 'preact';
+import { useCallback, useEffect, useId, useRef, useState } from 'preact/hooks';
+import { ApiError } from '../api/client';
+
+type InputProps = Omit<JSX.InputHTMLAttributes<HTMLInputElement>, 'label' | 'onInput' | 'value'> & {
+  label: string;
+  value: string;
+  onValue: (v: string) => void;
+  error?: string | undefined;
+  hint?: string;
+};
+
+export function Field({ label, value, onValue, error, hint, ...rest }: InputProps) {
+  const id = useId();
+  return (
+    <div class="field">
+      <label for={id}>{label}</label>
+      <input id={id} value={value} onInput={(e) => onValue((e.currentTarget as HTMLInputElement).value)}
+        aria-invalid={error ? true : undefined} aria-describedby={error ? `${id}-err` : hint ? `${id}-hint` : undefined} {...rest} />
+      {hint && !error && <small id={`${id}-hint`} class="hint">{hint}</small>}
+      {error && <small id={`${id}-err`} class="error" role="alert">{error}</small>}
+    </div>
+  );
+}
+
+export function Checkbox({ label, checked, onChecked, disabled }: { label: string; checked: boolean; onChecked: (v: boolean) => void; disabled?: boolean }) {
+  const id = useId();
+  return (
+    <div class="field checkbox">
+      <input id={id} type="checkbox" checked={checked} disabled={disabled} onChange={(e) => onChecked((e.currentTarget as HTMLInputElement).checked)} />
+      <label for={id}>{label}</label>
+    </div>
+  );
+}
+
+export function Select({ label, value, onValue, options }: { label: string; value: string; onValue: (v: string) => void; options: { value: string; label: string }[] }) {
+  const id = useId();
+  return (
+    <div class="field">
+      <label for={id}>{label}</label>
+      <select id={id} value={value} onChange={(e) => onValue((e.currentTarget as HTMLSelectElement).value)}>
+        {options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
+      </select>
+    </div>
+  );
+}
+
+export function ErrorText({ error }: { error: string | null | undefined }) {
+  if (!error) return null;
+  return <p class="error" role="alert">{error}</p>;
+}
+
+export function Loading({ what = 'Loading' }: { what?: string }) {
+  return <p class="loading" role="status" aria-live="polite">{what}…</p>;
+}
+
+export function Card({ title, children, actions }: { title: string; children: ComponentChildren; actions?: ComponentChildren }) {
+  return (
+    <section class="card" aria-label={title}>
+      <header class="card-head"><h2>{title}</h2>{actions}</header>
+      {children}
+    </section>
+  );
+}
+
+export function errorText(err: unknown): string {
+  if (err instanceof ApiError) return err.message;
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** A load that shows its state: data, error, loading; reload() repeats it (e.g. after a change). */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T | undefined; error: string | null; loading: boolean; reload: () => void } {
+  const [state, setState] = useState<{ data: T | undefined; error: string | null; loading: boolean }>({ data: undefined, error: null, loading: true });
+  const [tick, setTick] = useState(0);
+  const seq = useRef(0);
+  useEffect(() => {
+    const mine = ++seq.current;
+    setState((s) => ({ ...s, loading: true, error: null }));
+    load().then(
+      (data) => mine === seq.current && setState({ data, error: null, loading: false }),
+      (err: unknown) => mine === seq.current && setState((s) => ({ data: s.data, error: errorText(err), loading: false })),
+    );
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [...deps, tick]);
+  const reload = useCallback(() => setTick((t) => t + 1), []);
+  return { ...state, reload };
+}
+
+/** An action button's state: busy while it runs, its error next to it. */
+export function useAction(): { busy: boolean; error: string | null; run: (fn: () => Promise<void>) => Promise<void>; setError: (e: string | null) => void } {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const run = useCallback(async (fn: () => Promise<void>) => {
+    setBusy(true);
+    setError(null);
+    try {
+      await fn();
+    } catch (err) {
+      setError(errorText(err));
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { busy, error, run, setError };
+}
+
+export function pageCount(total: number, pageSize: number): number {
+  return Math.max(1, Math.ceil(total / pageSize));
+}
+
+export function Pager({ page, pageSize, total, onPage, label = 'Pages' }: { page: number; pageSize: number; total: number; onPage: (p: number) => void; label?: string }) {
+  const pages = pageCount(total, pageSize);
+  return (
+    <nav class="pager" aria-label={label}>
+      <button type="button" disabled={page <= 1} onClick={() => onPage(page - 1)}>Previous</button>
+      <span>Page {page} of {pages} ({total} in all)</span>
+      <button type="button" disabled={page >= pages} onClick={() => onPage(page + 1)}>Next</button>
+    </nav>
+  );
+}
+
+export function CopyButton({ text, label = 'Copy' }: { text: string; label?: string }) {
+  const [done, setDone] = useState(false);
+  return (
+    <button type="button" onClick={() => {
+      void navigator.clipboard?.writeText(text).then(() => setDone(true), () => setDone(false));
+    }}>{done ? 'Copied' : label}</button>
+  );
+}
+
+/**
+ * The API names the field at fault as "field: reason": such an error goes next to that field, any
+ * other next to the form's button. Returns [errors by field, the rest].
+ */
+export function splitFieldError(message: string | null, fields: readonly string[]): [Record<string, string>, string | null] {
+  if (!message) return [{}, null];
+  const m = /^([a-z_]+(?:\.[a-z_0-9]+)*): (.+)$/.exec(message);
+  const field = m?.[1]?.split('.')[0];
+  if (m && field && fields.includes(field)) return [{ [field]: m[2]! }, null];
+  return [{}, message];
+}

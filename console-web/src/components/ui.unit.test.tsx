@@ -1,0 +1,73 @@
+// @vitest-environment happy-dom
+import { cleanup, fireEvent, render, screen } from '@testing-library/preact';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { dollars, maskKey } from '../format';
+import { logQuery, EMPTY_LOG_FILTERS } from '../pages/logs';
+import { summarise } from '../pages/dashboard';
+import { epayRedirectUrl } from '../pages/topup';
+import { optionSection } from '../pages/admin/options';
+import { accountGroups } from '../pages/admin/users';
+import { readCookie } from '../api/client';
+import { Pager, pageCount, splitFieldError } from './ui';
+
+afterEach(cleanup);
+
+describe('splitFieldError', () => {
+  it('a "field: reason" message goes to its field, anything else to the form', () => {
+    expect(splitFieldError('username: must be at least 3 characters', ['username'])).toEqual([{ username: 'must be at least 3 characters' }, null]);
+    expect(splitFieldError('username or password is incorrect', ['username'])).toEqual([{}, 'username or password is incorrect']);
+    expect(splitFieldError('quota: too big', ['username'])).toEqual([{}, 'quota: too big']);
+    expect(splitFieldError(null, ['username'])).toEqual([{}, null]);
+  });
+});
+
+describe('Pager', () => {
+  it('pages within bounds', () => {
+    expect(pageCount(0, 10)).toBe(1);
+    expect(pageCount(21, 10)).toBe(3);
+    const onPage = vi.fn();
+    render(<Pager page={1} pageSize={10} total={21} onPage={onPage} />);
+    expect((screen.getByRole('button', { name: 'Previous' }) as HTMLButtonElement).disabled).toBe(true);
+    fireEvent.click(screen.getByRole('button', { name: 'Next' }));
+    expect(onPage).toHaveBeenCalledWith(2);
+    expect(screen.getByText('Page 1 of 3 (21 in all)')).toBeTruthy();
+  });
+});
+
+describe('logQuery', () => {
+  it('sends only the filters given, times as Unix seconds', () => {
+    expect(logQuery(EMPTY_LOG_FILTERS, 1, 20)).toEqual({ p: 1, page_size: 20 });
+    const q = logQuery({ ...EMPTY_LOG_FILTERS, type: '2', tokenName: ' ci ', modelName: 'm', group: 'g', from: '2026-01-02T03:04', requestId: 'r', upstreamRequestId: 'u' }, 3, 50);
+    expect(q).toEqual({
+      p: 3, page_size: 50, type: 2, token_name: 'ci', model_name: 'm', group: 'g',
+      start_timestamp: Math.floor(new Date('2026-01-02T03:04').getTime() / 1000), request_id: 'r', upstream_request_id: 'u',
+    });
+  });
+});
+
+describe('display rules', () => {
+  it('quota in dollars, keys masked', () => {
+    expect(dollars(500_000)).toBe('$1.000');
+    expect(dollars(1_250)).toBe('$0.0025');
+    expect(maskKey('sk-abcdefghijklmnopqrstuvwxyz')).toBe('sk-abcd…wxyz');
+    expect(maskKey('short')).toBe('•••••');
+  });
+
+  it('summarises the days; today is the last', () => {
+    const day = (d: number, requests: number, quota: number) => ({ day: d, requests, quota, prompt_tokens: requests * 10, completion_tokens: requests });
+    expect(summarise([day(1, 2, 100), day(2, 3, 50)])).toEqual({ requests: 5, quota: 150, promptTokens: 50, completionTokens: 5, todayRequests: 3, todayQuota: 50 });
+    expect(summarise([])).toMatchObject({ requests: 0, todayRequests: 0 });
+  });
+
+  it('builds the epay redirect, reads cookies, sorts options', () => {
+    expect(epayRedirectUrl('https://pay.example/submit.php', { pid: '1', sign: 'a b' })).toBe('https://pay.example/submit.php?pid=1&sign=a+b');
+    expect(readCookie('a=1; console_csrf=x%3Dy; b=2', 'console_csrf')).toBe('x=y');
+    expect(readCookie('a=1', 'console_csrf')).toBeUndefined();
+    expect(optionSection('ModelRatio')).toBe('Ratios and prices');
+    expect(optionSection('GroupRatio')).toBe('Ratios and prices');
+    expect(optionSection('EpayKey')).toBe('Payments and top-up');
+    expect(accountGroups([{ key: 'GroupRatio', value: '{"default":1,"vip":2}' }])).toEqual(['default', 'vip']);
+    expect(accountGroups([{ key: 'GroupRatio', value: 'not json' }])).toEqual([]);
+    expect(accountGroups(undefined)).toEqual([]);
+  });
+});

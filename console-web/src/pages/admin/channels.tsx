@@ -1,0 +1,109 @@
+import { useState } from 'preact/hooks';
+import { api, call } from '../../api/client';
+import type { Channel } from '../../api/types';
+import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useLoad } from '../../components/ui';
+import { dateTime, dollars } from '../../format';
+
+const PAGE_SIZE = 20;
+const STATUS: Record<number, string> = { 1: 'Enabled', 2: 'Disabled', 3: 'Disabled (automatic)' };
+
+export function AdminChannelsPage() {
+  const [page, setPage] = useState(1);
+  const [keyword, setKeyword] = useState('');
+  const [search, setSearch] = useState('');
+  const [editing, setEditing] = useState<Channel | 'new' | null>(null);
+  const list = useLoad(() => call(api.GET('/api/channel/', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  return (
+    <>
+      {editing && <ChannelForm key={editing === 'new' ? 'new' : editing.id} channel={editing === 'new' ? null : editing} onDone={() => { setEditing(null); list.reload(); }} />}
+      <Card title="Channels" actions={editing === null ? <button type="button" class="primary" onClick={() => setEditing('new')}>Create channel</button> : undefined}>
+        <form class="filters" aria-label="Search channels" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }}>
+          <Field label="Search channels" value={keyword} onValue={setKeyword} />
+          <button type="submit">Search</button>
+        </form>
+        {list.loading && <Loading what="Loading channels" />}
+        <ErrorText error={list.error} />
+        {list.data && (list.data.items.length === 0 ? <p>No channels.</p> : (
+          <table>
+            <thead><tr><th>Id</th><th>Name</th><th>Base URL</th><th>Models</th><th>Group</th><th>Status</th><th>Priority</th><th>Weight</th><th>Used</th><th>Last test</th><th>Actions</th></tr></thead>
+            <tbody>{list.data.items.map((c) => <ChannelRow key={c.id} c={c} onEdit={() => setEditing(c)} onChanged={list.reload} />)}</tbody>
+          </table>
+        ))}
+        {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Channel pages" />}
+      </Card>
+    </>
+  );
+}
+
+function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; onChanged: () => void }) {
+  const action = useAction();
+  const [tested, setTested] = useState<string | null>(null);
+  const [confirming, setConfirming] = useState(false);
+  const setStatus = (status: 1 | 2) => action.run(async () => { await call(api.PUT('/api/channel/', { body: { id: c.id, status } })); onChanged(); });
+  const test = () => action.run(async () => {
+    setTested(null);
+    const r = await call(api.GET('/api/channel/test/{id}', { params: { path: { id: String(c.id) }, query: {} } }));
+    setTested(`OK: ${r.model} answered in ${r.response_time} ms`);
+    onChanged();
+  });
+  return (
+    <tr>
+      <td>{c.id}</td><td>{c.name}</td><td><code>{c.base_url}</code></td><td class="content">{c.models}</td><td>{c.group}</td>
+      <td>{STATUS[c.status] ?? c.status}</td><td>{c.priority}</td><td>{c.weight}</td><td>{dollars(c.used_quota)}</td>
+      <td>{c.test_time ? `${dateTime(c.test_time)} (${c.response_time} ms)` : '—'}</td>
+      <td class="actions">
+        <button type="button" onClick={onEdit} aria-label={`Edit channel ${c.name}`}>Edit</button>
+        <button type="button" disabled={action.busy} onClick={() => void test()} aria-label={`Test channel ${c.name}`}>Test</button>
+        {c.status === 1
+          ? <button type="button" disabled={action.busy} onClick={() => void setStatus(2)} aria-label={`Disable channel ${c.name}`}>Disable</button>
+          : <button type="button" disabled={action.busy} onClick={() => void setStatus(1)} aria-label={`Enable channel ${c.name}`}>Enable</button>}
+        {confirming
+          ? <><button type="button" class="danger" onClick={() => void action.run(async () => { await call(api.DELETE('/api/channel/{id}', { params: { path: { id: String(c.id) } } })); onChanged(); })}>Confirm delete</button><button type="button" onClick={() => setConfirming(false)}>Keep</button></>
+          : <button type="button" class="danger" onClick={() => setConfirming(true)} aria-label={`Delete channel ${c.name}`}>Delete</button>}
+        {tested && <p class="ok" role="status">{tested}</p>}
+        <ErrorText error={action.error} />
+      </td>
+    </tr>
+  );
+}
+
+const FIELDS = ['name', 'base_url', 'key', 'models', 'group', 'priority', 'weight', 'model_mapping', 'status'] as const;
+
+function ChannelForm({ channel, onDone }: { channel: Channel | null; onDone: () => void }) {
+  const [f, setF] = useState({
+    name: channel?.name ?? '', base_url: channel?.base_url ?? '', key: '', models: channel?.models ?? '', group: channel?.group ?? 'default',
+    priority: String(channel?.priority ?? 0), weight: String(channel?.weight ?? 1), model_mapping: channel?.model_mapping ?? '', status: String(channel?.status ?? 1),
+  });
+  const action = useAction();
+  const [fe, formError] = splitFieldError(action.error, FIELDS);
+  const set = (k: keyof typeof f) => (v: string) => setF((s) => ({ ...s, [k]: v }));
+  const title = channel ? `Edit channel ${channel.name}` : 'New channel';
+  return (
+    <Card title={title}>
+      <form aria-label={title} onSubmit={(e) => {
+        e.preventDefault();
+        void action.run(async () => {
+          const common = {
+            name: f.name, base_url: f.base_url, models: f.models, group: f.group, priority: Number(f.priority), weight: Number(f.weight),
+            model_mapping: f.model_mapping || null, status: (Number(f.status) === 2 ? 2 : 1) as 1 | 2,
+          };
+          if (channel) await call(api.PUT('/api/channel/', { body: { id: channel.id, ...common, ...(f.key ? { key: f.key } : {}) } }));
+          else await call(api.POST('/api/channel/', { body: { ...common, key: f.key } }));
+          onDone();
+        });
+      }}>
+        <Field label="Name" value={f.name} onValue={set('name')} required error={fe.name} />
+        <Field label="Base URL" type="url" value={f.base_url} onValue={set('base_url')} required error={fe.base_url} hint="the provider's address, e.g. https://api.anthropic.com" />
+        <Field label="Channel key" type="password" autoComplete="off" value={f.key} onValue={set('key')} required={!channel} error={fe.key} hint={channel ? 'leave empty to keep the stored key' : 'stored encrypted; never shown again'} />
+        <Field label="Models" value={f.models} onValue={set('models')} required error={fe.models} hint="comma-separated" />
+        <Field label="Groups" value={f.group} onValue={set('group')} error={fe.group} hint="comma-separated" />
+        <Field label="Priority" type="number" value={f.priority} onValue={set('priority')} error={fe.priority} hint="higher is tried first" />
+        <Field label="Weight" type="number" min={0} value={f.weight} onValue={set('weight')} error={fe.weight} hint="share among channels of the same priority" />
+        <Field label="Model mapping (JSON)" value={f.model_mapping} onValue={set('model_mapping')} error={fe.model_mapping} hint='e.g. {"claude-x": "claude-y"}' />
+        <Select label="Status" value={f.status} onValue={set('status')} options={[{ value: '1', label: 'Enabled' }, { value: '2', label: 'Disabled' }]} />
+        <div class="buttons"><button type="submit" class="primary" disabled={action.busy}>{channel ? 'Save channel' : 'Create channel'}</button><button type="button" onClick={onDone}>Cancel</button></div>
+        <ErrorText error={formError} />
+      </form>
+    </Card>
+  );
+}

@@ -1,0 +1,93 @@
+import { useState } from 'preact/hooks';
+import { api, call } from '../../api/client';
+import type { Redemption } from '../../api/types';
+import { Card, CopyButton, ErrorText, Field, Loading, Pager, splitFieldError, useAction, useLoad } from '../../components/ui';
+import { dateTime, dollars, fromLocalInput, QUOTA_PER_DOLLAR } from '../../format';
+
+const PAGE_SIZE = 20;
+const STATUS: Record<number, string> = { 1: 'Unused', 2: 'Disabled', 3: 'Used' };
+
+export function AdminRedemptionsPage() {
+  const [page, setPage] = useState(1);
+  const [keyword, setKeyword] = useState('');
+  const [search, setSearch] = useState('');
+  const [created, setCreated] = useState<string[] | null>(null);
+  const list = useLoad(() => call(api.GET('/api/redemption/', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  return (
+    <>
+      <CreateCodes onCreated={(codes) => { setCreated(codes); setPage(1); list.reload(); }} />
+      {created && (
+        <Card title="New codes">
+          <pre class="codes" data-testid="new-codes">{created.join('\n')}</pre>
+          <div class="buttons"><CopyButton text={created.join('\n')} label="Copy codes" /><button type="button" onClick={() => setCreated(null)}>Hide</button></div>
+        </Card>
+      )}
+      <Card title="Codes">
+        <form class="filters" aria-label="Search codes" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }}>
+          <Field label="Name contains, or the exact code" value={keyword} onValue={setKeyword} />
+          <button type="submit">Search</button>
+        </form>
+        {list.loading && <Loading what="Loading codes" />}
+        <ErrorText error={list.error} />
+        {list.data && (list.data.items.length === 0 ? <p>No codes.</p> : (
+          <table>
+            <thead><tr><th>Id</th><th>Name</th><th>Code</th><th>Value</th><th>Status</th><th>Created</th><th>Redeemed</th><th>Expires</th><th>Actions</th></tr></thead>
+            <tbody>{list.data.items.map((r) => <CodeRow key={r.id} r={r} onChanged={list.reload} />)}</tbody>
+          </table>
+        ))}
+        {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Code pages" />}
+      </Card>
+    </>
+  );
+}
+
+function CodeRow({ r, onChanged }: { r: Redemption; onChanged: () => void }) {
+  const action = useAction();
+  const setStatus = (status: 1 | 2) => action.run(async () => {
+    await call(api.PUT('/api/redemption/', { params: { query: { status_only: 'true' } }, body: { id: r.id, status } }));
+    onChanged();
+  });
+  return (
+    <tr>
+      <td>{r.id}</td><td>{r.name}</td><td><code>{r.key}</code></td><td>{dollars(r.quota)}</td><td>{STATUS[r.status] ?? r.status}</td>
+      <td>{dateTime(r.created_time)}</td><td>{r.redeemed_time ? `${dateTime(r.redeemed_time)} by #${r.used_user_id}` : '—'}</td>
+      <td>{r.expired_time > 0 ? dateTime(r.expired_time) : 'Never'}</td>
+      <td class="actions">
+        {r.status === 1 && <button type="button" disabled={action.busy} onClick={() => void setStatus(2)} aria-label={`Disable code ${r.id}`}>Disable</button>}
+        {r.status === 2 && <button type="button" disabled={action.busy} onClick={() => void setStatus(1)} aria-label={`Enable code ${r.id}`}>Enable</button>}
+        <button type="button" class="danger" disabled={action.busy} onClick={() => void action.run(async () => { await call(api.DELETE('/api/redemption/{id}', { params: { path: { id: String(r.id) } } })); onChanged(); })} aria-label={`Delete code ${r.id}`}>Delete</button>
+        <ErrorText error={action.error} />
+      </td>
+    </tr>
+  );
+}
+
+function CreateCodes({ onCreated }: { onCreated: (codes: string[]) => void }) {
+  const [name, setName] = useState('');
+  const [value, setValue] = useState('10');
+  const [count, setCount] = useState('1');
+  const [expires, setExpires] = useState('');
+  const action = useAction();
+  const [fe, formError] = splitFieldError(action.error, ['name', 'quota', 'count', 'expired_time']);
+  return (
+    <Card title="Create codes">
+      <form aria-label="Create codes" onSubmit={(e) => {
+        e.preventDefault();
+        void action.run(async () => {
+          const at = fromLocalInput(expires);
+          const codes = await call(api.POST('/api/redemption/', { body: {
+            name: name.trim(), quota: Math.round(Number(value) * QUOTA_PER_DOLLAR), count: Number(count), expired_time: at ?? -1,
+          } }));
+          onCreated(codes as string[]);
+        });
+      }}>
+        <Field label="Name" value={name} onValue={setName} required maxLength={50} error={fe.name} />
+        <Field label="Value per code (US dollars)" inputMode="decimal" value={value} onValue={setValue} required error={fe.quota} />
+        <Field label="How many" type="number" min={1} max={100} value={count} onValue={setCount} error={fe.count} hint="1 to 100" />
+        <Field label="Expires at" type="datetime-local" value={expires} onValue={setExpires} error={fe.expired_time} hint="empty: never" />
+        <button type="submit" class="primary" disabled={action.busy}>Create codes</button>
+        <ErrorText error={formError} />
+      </form>
+    </Card>
+  );
+}

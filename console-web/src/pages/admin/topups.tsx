@@ -1,0 +1,59 @@
+import { useState } from 'preact/hooks';
+import { api, call } from '../../api/client';
+import type { PageProps } from '../../app';
+import { Card, ErrorText, Field, Loading, Pager, Select, useAction, useLoad } from '../../components/ui';
+import { dateTime, ROLE } from '../../format';
+
+const PAGE_SIZE = 20;
+
+export function AdminTopupsPage({ account }: PageProps) {
+  const [page, setPage] = useState(1);
+  const [form, setForm] = useState({ keyword: '', userId: '', status: '' });
+  const [applied, setApplied] = useState(form);
+  const orders = useLoad(() => call(api.GET('/api/user/topup', { params: { query: {
+    p: page, page_size: PAGE_SIZE,
+    ...(applied.keyword ? { keyword: applied.keyword } : {}),
+    ...(applied.userId ? { user_id: Number(applied.userId) } : {}),
+    ...(applied.status === 'pending' || applied.status === 'success' ? { status: applied.status } : {}),
+  } } })), [page, applied]);
+  const isRoot = account.role >= ROLE.root;
+  return (
+    <Card title="All top-up orders">
+      <form class="filters" aria-label="Order filters" onSubmit={(e) => { e.preventDefault(); setPage(1); setApplied(form); }}>
+        <Field label="Order number contains" value={form.keyword} onValue={(v) => setForm((s) => ({ ...s, keyword: v }))} />
+        <Field label="Account id" inputMode="numeric" value={form.userId} onValue={(v) => setForm((s) => ({ ...s, userId: v }))} />
+        <Select label="Status" value={form.status} onValue={(v) => setForm((s) => ({ ...s, status: v }))} options={[{ value: '', label: 'Any' }, { value: 'pending', label: 'Awaiting payment' }, { value: 'success', label: 'Completed' }]} />
+        <button type="submit">Search</button>
+      </form>
+      {orders.loading && <Loading what="Loading orders" />}
+      <ErrorText error={orders.error} />
+      {orders.data && (orders.data.items.length === 0 ? <p>No orders.</p> : (
+        <table>
+          <thead><tr><th>Order number</th><th>Account</th><th>Amount</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th>{isRoot && <th>Actions</th>}</tr></thead>
+          <tbody>{orders.data.items.map((o) => (
+            <tr key={o.id}>
+              <td><code>{o.trade_no}</code></td><td>#{o.user_id}</td><td>{o.amount}</td><td>{o.money}</td><td>{o.payment_method}</td><td>{o.payment_provider}</td>
+              <td>{o.status === 'success' ? 'Completed' : o.status === 'pending' ? 'Awaiting payment' : o.status}</td>
+              <td>{dateTime(o.create_time)}</td><td>{dateTime(o.complete_time)}</td>
+              {isRoot && <td>{o.status === 'pending' && <CompleteButton tradeNo={o.trade_no} onDone={orders.reload} />}</td>}
+            </tr>
+          ))}</tbody>
+        </table>
+      ))}
+      {orders.data && <Pager page={page} pageSize={PAGE_SIZE} total={orders.data.total} onPage={setPage} label="Order pages" />}
+    </Card>
+  );
+}
+
+/** Root only: credit an order whose payment arrived outside the provider's callback. */
+function CompleteButton({ tradeNo, onDone }: { tradeNo: string; onDone: () => void }) {
+  const action = useAction();
+  const [confirm, setConfirm] = useState(false);
+  return confirm ? (
+    <>
+      <button type="button" class="danger" disabled={action.busy} onClick={() => void action.run(async () => { await call(api.POST('/api/user/topup/complete', { body: { trade_no: tradeNo } })); onDone(); })}>Confirm: mark paid</button>
+      <button type="button" onClick={() => setConfirm(false)}>Cancel</button>
+      <ErrorText error={action.error} />
+    </>
+  ) : <button type="button" onClick={() => setConfirm(true)} aria-label={`Mark order ${tradeNo} paid`}>Mark paid</button>;
+}

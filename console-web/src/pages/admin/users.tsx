@@ -1,0 +1,124 @@
+import { useState } from 'preact/hooks';
+import { api, call } from '../../api/client';
+import type { Account } from '../../api/types';
+import type { PageProps } from '../../app';
+import { Card, ErrorText, Field, Loading, Pager, Select, useAction, useLoad } from '../../components/ui';
+import { dollars, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
+
+const PAGE_SIZE = 20;
+
+/** The account groups: the keys of the GroupRatio option. */
+export function accountGroups(options: { key: string; value: string }[] | undefined): string[] {
+  const raw = options?.find((o) => o.key === 'GroupRatio')?.value;
+  try {
+    return raw ? Object.keys(JSON.parse(raw) as Record<string, unknown>) : [];
+  } catch {
+    return [];
+  }
+}
+
+export function AdminUsersPage({ account: me }: PageProps) {
+  const [page, setPage] = useState(1);
+  const [keyword, setKeyword] = useState('');
+  const [search, setSearch] = useState('');
+  const [editing, setEditing] = useState<Account | null>(null);
+  const options = useLoad(() => call(api.GET('/api/option/')), []);
+  const list = useLoad(() => call(api.GET('/api/user/search', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  return (
+    <>
+      {editing && <EditAccount key={editing.id} a={editing} groups={accountGroups(options.data)} onDone={() => { setEditing(null); list.reload(); }} />}
+      <Card title="Accounts">
+        <form class="filters" aria-label="Search accounts" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }}>
+          <Field label="Id, username, display name or e-mail" value={keyword} onValue={setKeyword} />
+          <button type="submit">Search</button>
+        </form>
+        {list.loading && <Loading what="Loading accounts" />}
+        <ErrorText error={list.error} />
+        {list.data && (
+          <table>
+            <thead><tr><th>Id</th><th>Username</th><th>Display name</th><th>Role</th><th>Status</th><th>Group</th><th>Balance</th><th>Used</th><th>Requests</th><th>Actions</th></tr></thead>
+            <tbody>{list.data.items.map((a) => <AccountRow key={a.id} a={a} me={me} onEdit={() => setEditing(a)} onChanged={list.reload} />)}</tbody>
+          </table>
+        )}
+        {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Account pages" />}
+      </Card>
+    </>
+  );
+}
+
+type ManageAction = 'disable' | 'enable' | 'promote' | 'demote' | 'delete';
+
+function AccountRow({ a, me, onEdit, onChanged }: { a: Account; me: Account; onEdit: () => void; onChanged: () => void }) {
+  const action = useAction();
+  const [confirmDelete, setConfirmDelete] = useState(false);
+  const manage = (act: ManageAction) => action.run(async () => {
+    await call(api.POST('/api/user/manage', { body: { id: a.id, action: act } }));
+    onChanged();
+  });
+  const isRoot = me.role >= ROLE.root;
+  const self = a.id === me.id;
+  return (
+    <tr>
+      <td>{a.id}</td><td>{a.username}</td><td>{a.display_name}</td><td>{ROLE_NAMES[a.role] ?? a.role}</td>
+      <td>{a.status === 1 ? 'Enabled' : 'Banned'}</td><td>{a.group}</td><td>{dollars(a.quota)}</td><td>{dollars(a.used_quota)}</td><td>{a.request_count}</td>
+      <td class="actions">
+        <button type="button" onClick={onEdit} aria-label={`Edit ${a.username}`}>Edit</button>
+        {!self && (a.status === 1
+          ? <button type="button" disabled={action.busy} onClick={() => void manage('disable')} aria-label={`Ban ${a.username}`}>Ban</button>
+          : <button type="button" disabled={action.busy} onClick={() => void manage('enable')} aria-label={`Unban ${a.username}`}>Unban</button>)}
+        {isRoot && !self && a.role < ROLE.admin && <button type="button" disabled={action.busy} onClick={() => void manage('promote')} aria-label={`Make ${a.username} an administrator`}>Make administrator</button>}
+        {isRoot && !self && a.role === ROLE.admin && <button type="button" disabled={action.busy} onClick={() => void manage('demote')} aria-label={`Make ${a.username} an ordinary user`}>Make ordinary user</button>}
+        {!self && (confirmDelete
+          ? <><button type="button" class="danger" onClick={() => void manage('delete')}>Confirm delete</button><button type="button" onClick={() => setConfirmDelete(false)}>Keep</button></>
+          : <button type="button" class="danger" onClick={() => setConfirmDelete(true)} aria-label={`Delete ${a.username}`}>Delete</button>)}
+        <ErrorText error={action.error} />
+      </td>
+    </tr>
+  );
+}
+
+function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDone: () => void }) {
+  const [group, setGroup] = useState(a.group);
+  const [displayName, setDisplayName] = useState(a.display_name);
+  const [status, setStatus] = useState(String(a.status));
+  const [balance, setBalance] = useState(String(a.quota / QUOTA_PER_DOLLAR));
+  const [add, setAdd] = useState('');
+  const [reason, setReason] = useState('');
+  const save = useAction();
+  const credit = useAction();
+  return (
+    <Card title={`Edit account ${a.username}`}>
+      <form aria-label={`Edit account ${a.username}`} onSubmit={(e) => {
+        e.preventDefault();
+        void save.run(async () => {
+          const dollarsValue = Number(balance);
+          if (!Number.isFinite(dollarsValue) || dollarsValue < 0) throw new Error('Balance: a dollar amount of 0 or more');
+          await call(api.PUT('/api/user/', { body: { id: a.id, group, display_name: displayName, status: status === '2' ? 2 : 1, quota: Math.round(dollarsValue * QUOTA_PER_DOLLAR) } }));
+          onDone();
+        });
+      }}>
+        <Field label="Display name" value={displayName} onValue={setDisplayName} />
+        <Field label="Group" value={group} onValue={setGroup} list="account-groups" hint={groups.length ? `one of ${groups.join(', ')}` : undefined} />
+        <datalist id="account-groups">{groups.map((g) => <option key={g} value={g} />)}</datalist>
+        <Select label="Status" value={status} onValue={setStatus} options={[{ value: '1', label: 'Enabled' }, { value: '2', label: 'Banned' }]} />
+        <Field label="Balance (US dollars)" inputMode="decimal" value={balance} onValue={setBalance} hint="sets the balance; the change is logged" />
+        <div class="buttons"><button type="submit" class="primary" disabled={save.busy}>Save account</button><button type="button" onClick={onDone}>Cancel</button></div>
+        <ErrorText error={save.error} />
+      </form>
+      <form class="inline" aria-label="Add or remove quota" onSubmit={(e) => {
+        e.preventDefault();
+        void credit.run(async () => {
+          const value = Math.round(Number(add) * QUOTA_PER_DOLLAR);
+          if (!Number.isFinite(value) || value === 0) throw new Error('Amount: a non-zero dollar amount (negative removes)');
+          await call(api.POST('/api/user/manage', { body: { id: a.id, action: 'add_quota', value, ...(reason ? { reason } : {}) } }));
+          onDone();
+        });
+      }}>
+        <Field label="Add to balance (US dollars)" inputMode="decimal" value={add} onValue={setAdd} hint="negative removes" />
+        <Field label="Reason" value={reason} onValue={setReason} />
+        <button type="submit" disabled={credit.busy}>Add quota</button>
+        <ErrorText error={credit.error} />
+      </form>
+    </Card>
+  );
+}

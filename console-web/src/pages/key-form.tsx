@@ -1,0 +1,129 @@
+// The API key form (create and edit): every field of the contract's creation input. The form keeps
+// text as typed; keyInput() turns it into the request body and says which field is wrong.
+import { useState } from 'preact/hooks';
+import type { ApiKey, ApiKeyInput, Groups } from '../api/types';
+import { Checkbox, ErrorText, Field, Select, splitFieldError, useAction } from '../components/ui';
+import { fromLocalInput, QUOTA_PER_DOLLAR, toLocalInput } from '../format';
+
+export interface KeyFormState {
+  name: string;
+  neverExpires: boolean;
+  expiresAt: string;
+  unlimited: boolean;
+  quotaDollars: string;
+  modelLimitsEnabled: boolean;
+  modelLimits: string;
+  allowIps: string;
+  group: string;
+  crossGroupRetry: boolean;
+}
+
+export const EMPTY_KEY_FORM: KeyFormState = {
+  name: '', neverExpires: true, expiresAt: '', unlimited: true, quotaDollars: '', modelLimitsEnabled: false,
+  modelLimits: '', allowIps: '', group: '', crossGroupRetry: false,
+};
+
+export function formFromKey(k: ApiKey): KeyFormState {
+  return {
+    name: k.name,
+    neverExpires: k.expired_time === -1,
+    expiresAt: k.expired_time === -1 ? '' : toLocalInput(k.expired_time),
+    unlimited: k.unlimited_quota,
+    quotaDollars: String(k.remain_quota / QUOTA_PER_DOLLAR),
+    modelLimitsEnabled: k.model_limits_enabled,
+    modelLimits: k.model_limits,
+    allowIps: k.allow_ips ?? '',
+    group: k.group,
+    crossGroupRetry: k.cross_group_retry,
+  };
+}
+
+/** The request body, or the field at fault and why. */
+export function keyInput(f: KeyFormState, nowSec: number): { body: ApiKeyInput } | { field: keyof KeyFormState; error: string } {
+  const name = f.name.trim();
+  if (!name) return { field: 'name', error: 'a name is required' };
+  if (name.length > 50) return { field: 'name', error: 'at most 50 characters' };
+  let expired = -1;
+  if (!f.neverExpires) {
+    const at = fromLocalInput(f.expiresAt);
+    if (at === undefined) return { field: 'expiresAt', error: 'choose a date and time, or tick "Never expires"' };
+    if (at <= nowSec) return { field: 'expiresAt', error: 'must be in the future' };
+    expired = at;
+  }
+  let remain = 0;
+  if (!f.unlimited) {
+    const dollars = Number(f.quotaDollars);
+    if (f.quotaDollars.trim() === '' || !Number.isFinite(dollars) || dollars < 0) return { field: 'quotaDollars', error: 'a dollar amount of 0 or more' };
+    remain = Math.round(dollars * QUOTA_PER_DOLLAR);
+  }
+  const models = f.modelLimits.split(',').map((m) => m.trim()).filter(Boolean).join(',');
+  if (f.modelLimitsEnabled && !models) return { field: 'modelLimits', error: 'list at least one model, or untick the whitelist' };
+  return {
+    body: {
+      name,
+      expired_time: expired,
+      remain_quota: remain,
+      unlimited_quota: f.unlimited,
+      model_limits_enabled: f.modelLimitsEnabled,
+      model_limits: f.modelLimitsEnabled ? models : '',
+      allow_ips: f.allowIps.trim() === '' ? '' : f.allowIps.trim(),
+      group: f.group,
+      cross_group_retry: f.group === 'auto' && f.crossGroupRetry,
+    },
+  };
+}
+
+const API_FIELDS: Record<string, keyof KeyFormState> = {
+  name: 'name', expired_time: 'expiresAt', remain_quota: 'quotaDollars', model_limits: 'modelLimits', allow_ips: 'allowIps', group: 'group',
+};
+
+export function KeyForm({ initial, groups, submitLabel, onSubmit, onCancel }: {
+  initial: KeyFormState;
+  groups: Groups | undefined;
+  submitLabel: string;
+  onSubmit: (body: ApiKeyInput) => Promise<void>;
+  onCancel: () => void;
+}) {
+  const [f, setF] = useState(initial);
+  const [local, setLocal] = useState<{ field: keyof KeyFormState; error: string } | null>(null);
+  const action = useAction();
+  const set = <K extends keyof KeyFormState>(k: K) => (v: KeyFormState[K]) => setF((s) => ({ ...s, [k]: v }));
+  const [apiErrors, formError] = splitFieldError(action.error, Object.keys(API_FIELDS));
+  const err = (k: keyof KeyFormState): string | undefined => {
+    if (local?.field === k) return local.error;
+    const apiField = Object.entries(API_FIELDS).find(([, v]) => v === k)?.[0];
+    return apiField ? apiErrors[apiField] : undefined;
+  };
+
+  const submit = (e: Event) => {
+    e.preventDefault();
+    const r = keyInput(f, Math.floor(Date.now() / 1000));
+    if ('field' in r) { setLocal(r); return; }
+    setLocal(null);
+    void action.run(() => onSubmit(r.body));
+  };
+
+  const groupOptions = [{ value: '', label: 'Account group (default)' },
+    ...Object.entries(groups ?? {}).map(([name, g]) => ({ value: name, label: `${name} — ratio ${g.ratio}${g.desc ? ` (${g.desc})` : ''}` }))];
+
+  return (
+    <form class="panel" onSubmit={submit} aria-label={submitLabel}>
+      <Field label="Name" value={f.name} onValue={set('name')} maxLength={50} required error={err('name')} />
+      <Checkbox label="Never expires" checked={f.neverExpires} onChecked={set('neverExpires')} />
+      {!f.neverExpires && <Field label="Expires at" type="datetime-local" value={f.expiresAt} onValue={set('expiresAt')} error={err('expiresAt')} />}
+      <Checkbox label="Unlimited quota" checked={f.unlimited} onChecked={set('unlimited')} />
+      {!f.unlimited && <Field label="Quota (US dollars)" inputMode="decimal" value={f.quotaDollars} onValue={set('quotaDollars')} error={err('quotaDollars')} hint="500,000 quota = $1" />}
+      <Checkbox label="Limit to these models" checked={f.modelLimitsEnabled} onChecked={set('modelLimitsEnabled')} />
+      {f.modelLimitsEnabled && <Field label="Models (comma-separated)" value={f.modelLimits} onValue={set('modelLimits')} error={err('modelLimits')} />}
+      <Field label="Allowed IP addresses" value={f.allowIps} onValue={set('allowIps')} error={err('allowIps')} hint="comma-separated addresses or CIDR blocks; empty allows any" />
+      <Select label="Group" value={f.group} onValue={set('group')} options={groupOptions} />
+      {err('group') && <p class="error" role="alert">{err('group')}</p>}
+      <Checkbox label="Retry in other groups (auto group only)" checked={f.crossGroupRetry} onChecked={set('crossGroupRetry')} disabled={f.group !== 'auto'} />
+      <div class="buttons">
+        <button type="submit" class="primary" disabled={action.busy}>{action.busy ? 'Saving…' : submitLabel}</button>
+        <button type="button" onClick={onCancel}>Cancel</button>
+      </div>
+      <ErrorText error={formError} />
+    </form>
+  );
+}

@@ -1,0 +1,102 @@
+import { useState } from 'preact/hooks';
+import { api, call } from '../api/client';
+import type { ApiKey, ApiKeyInput } from '../api/types';
+import { Card, CopyButton, ErrorText, Field, Loading, Pager, useAction, useLoad } from '../components/ui';
+import { dateTime, dollars } from '../format';
+import { EMPTY_KEY_FORM, formFromKey, KeyForm } from './key-form';
+
+const PAGE_SIZE = 10;
+
+export function KeysPage() {
+  const [page, setPage] = useState(1);
+  const [keyword, setKeyword] = useState('');
+  const [search, setSearch] = useState('');
+  const [editing, setEditing] = useState<ApiKey | 'new' | null>(null);
+  const [revealed, setRevealed] = useState<{ name: string; key: string } | null>(null);
+  const list = useLoad(() => call(api.GET('/api/token/', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  const groups = useLoad(() => call(api.GET('/api/user/self/groups')), []);
+
+  const create = async (body: ApiKeyInput) => {
+    await call(api.POST('/api/token/', { body }));
+    // The creation answer carries no key (the contract): find the new key, newest first, and show
+    // its value this once.
+    const fresh = await call(api.GET('/api/token/', { params: { query: { p: 1, page_size: 20, keyword: body.name } } }));
+    const mine = fresh.items.find((k) => k.name === body.name);
+    if (mine) {
+      const { key } = await call(api.POST('/api/token/{id}/key', { params: { path: { id: String(mine.id) } } }));
+      setRevealed({ name: mine.name, key });
+    }
+    setEditing(null);
+    setPage(1);
+    list.reload();
+  };
+  const update = (id: number) => async (body: ApiKeyInput) => {
+    await call(api.PUT('/api/token/', { body: { id, ...body } }));
+    setEditing(null);
+    list.reload();
+  };
+
+  return (
+    <>
+      {revealed && (
+        <div class="reveal" role="region" aria-label="New API key">
+          <h2>Your new key “{revealed.name}”</h2>
+          <p>Copy it now: it is shown only this once, and masked from now on.</p>
+          <p><code class="key" data-testid="new-key">{revealed.key}</code></p>
+          <div class="buttons"><CopyButton text={revealed.key} label="Copy key" /><button type="button" onClick={() => setRevealed(null)}>I have copied it</button></div>
+        </div>
+      )}
+      {editing === 'new' && <KeyForm initial={EMPTY_KEY_FORM} groups={groups.data} submitLabel="Create key" onSubmit={create} onCancel={() => setEditing(null)} />}
+      {editing && editing !== 'new' && <KeyForm key={editing.id} initial={formFromKey(editing)} groups={groups.data} submitLabel="Save key" onSubmit={update(editing.id)} onCancel={() => setEditing(null)} />}
+      <Card title="Your keys" actions={editing === null ? <button type="button" class="primary" onClick={() => { setRevealed(null); setEditing('new'); }}>Create key</button> : undefined}>
+        <form class="filters" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }} aria-label="Search keys">
+          <Field label="Search by name" value={keyword} onValue={setKeyword} />
+          <button type="submit">Search</button>
+        </form>
+        {list.loading && <Loading what="Loading keys" />}
+        <ErrorText error={list.error} />
+        {list.data && (list.data.items.length === 0 ? <p>No keys{search ? ` named like “${search}”` : ''} yet.</p> : (
+          <table>
+            <thead><tr><th>Name</th><th>Key</th><th>Status</th><th>Quota left</th><th>Used</th><th>Expires</th><th>Group</th><th>Actions</th></tr></thead>
+            <tbody>{list.data.items.map((k) => <KeyRow key={k.id} k={k} onEdit={() => setEditing(k)} onChanged={list.reload} />)}</tbody>
+          </table>
+        ))}
+        {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Key pages" />}
+      </Card>
+    </>
+  );
+}
+
+function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onChanged: () => void }) {
+  const action = useAction();
+  const [confirming, setConfirming] = useState(false);
+  const enabled = k.status === 1;
+  const toggle = () => action.run(async () => {
+    await call(api.PUT('/api/token/', { params: { query: { status_only: 'true' } }, body: { id: k.id, status: enabled ? 2 : 1 } }));
+    onChanged();
+  });
+  const remove = () => action.run(async () => {
+    await call(api.DELETE('/api/token/{id}', { params: { path: { id: String(k.id) } } }));
+    onChanged();
+  });
+  const statusText = k.status === 1 ? 'Enabled' : k.status === 2 ? 'Disabled' : k.status === 3 ? 'Expired' : k.status === 4 ? 'Exhausted' : String(k.status);
+  return (
+    <tr>
+      <td>{k.name}</td>
+      <td><code>{k.key}</code></td>
+      <td>{statusText}</td>
+      <td>{k.unlimited_quota ? 'Unlimited' : dollars(k.remain_quota)}</td>
+      <td>{dollars(k.used_quota)}</td>
+      <td>{k.expired_time === -1 ? 'Never' : dateTime(k.expired_time)}</td>
+      <td>{k.group || '—'}{k.model_limits_enabled ? ` · models: ${k.model_limits}` : ''}</td>
+      <td class="actions">
+        <button type="button" onClick={onEdit} aria-label={`Edit ${k.name}`}>Edit</button>
+        <button type="button" disabled={action.busy} onClick={() => void toggle()} aria-label={`${enabled ? 'Disable' : 'Enable'} ${k.name}`}>{enabled ? 'Disable' : 'Enable'}</button>
+        {confirming
+          ? <><button type="button" class="danger" disabled={action.busy} onClick={() => void remove()} aria-label={`Confirm deleting ${k.name}`}>Confirm delete</button><button type="button" onClick={() => setConfirming(false)}>Keep</button></>
+          : <button type="button" class="danger" onClick={() => setConfirming(true)} aria-label={`Delete ${k.name}`}>Delete</button>}
+        <ErrorText error={action.error} />
+      </td>
+    </tr>
+  );
+}

@@ -1,0 +1,95 @@
+import { useState } from 'preact/hooks';
+import { api, call } from '../api/client';
+import type { LogQuery } from '../api/types';
+import { Card, ErrorText, Field, Loading, Pager, Select, useLoad } from '../components/ui';
+import { dateTime, dollars, fromLocalInput, LOG_TYPES } from '../format';
+
+export interface LogFilterForm {
+  type: string;
+  tokenName: string;
+  modelName: string;
+  group: string;
+  from: string;
+  to: string;
+  requestId: string;
+  upstreamRequestId: string;
+}
+
+export const EMPTY_LOG_FILTERS: LogFilterForm = { type: '0', tokenName: '', modelName: '', group: '', from: '', to: '', requestId: '', upstreamRequestId: '' };
+
+/** The filters as /api/log/self's query: empty fields are left out. */
+export function logQuery(f: LogFilterForm, page: number, pageSize: number): LogQuery {
+  const q: LogQuery = { p: page, page_size: pageSize };
+  if (f.type !== '0') q.type = Number(f.type);
+  if (f.tokenName.trim()) q.token_name = f.tokenName.trim();
+  if (f.modelName.trim()) q.model_name = f.modelName.trim();
+  if (f.group.trim()) q.group = f.group.trim();
+  const from = fromLocalInput(f.from);
+  const to = fromLocalInput(f.to);
+  if (from !== undefined) q.start_timestamp = from;
+  if (to !== undefined) q.end_timestamp = to;
+  if (f.requestId.trim()) q.request_id = f.requestId.trim();
+  if (f.upstreamRequestId.trim()) q.upstream_request_id = f.upstreamRequestId.trim();
+  return q;
+}
+
+export function LogsPage() {
+  const [form, setForm] = useState(EMPTY_LOG_FILTERS);
+  const [applied, setApplied] = useState(EMPTY_LOG_FILTERS);
+  const [page, setPage] = useState(1);
+  const [pageSize, setPageSize] = useState(20);
+  const logs = useLoad(() => call(api.GET('/api/log/self', { params: { query: logQuery(applied, page, pageSize) } })), [applied, page, pageSize]);
+  const set = (k: keyof LogFilterForm) => (v: string) => setForm((s) => ({ ...s, [k]: v }));
+
+  return (
+    <Card title="Requests and other entries">
+      <form class="filters" aria-label="Log filters" onSubmit={(e) => { e.preventDefault(); setPage(1); setApplied(form); logs.reload(); }}>
+        <Select label="Type" value={form.type} onValue={set('type')} options={[{ value: '0', label: 'All' }, ...Object.entries(LOG_TYPES).map(([v, l]) => ({ value: v, label: l }))]} />
+        <Field label="API key name" value={form.tokenName} onValue={set('tokenName')} />
+        <Field label="Model" value={form.modelName} onValue={set('modelName')} />
+        <Field label="Group" value={form.group} onValue={set('group')} />
+        <Field label="From" type="datetime-local" value={form.from} onValue={set('from')} />
+        <Field label="To" type="datetime-local" value={form.to} onValue={set('to')} />
+        <Field label="Request ID" value={form.requestId} onValue={set('requestId')} />
+        <Field label="Upstream request ID" value={form.upstreamRequestId} onValue={set('upstreamRequestId')} />
+        <div class="buttons">
+          <button type="submit" class="primary">Apply filters</button>
+          <button type="button" onClick={() => { setForm(EMPTY_LOG_FILTERS); setApplied(EMPTY_LOG_FILTERS); setPage(1); }}>Clear</button>
+        </div>
+      </form>
+      {logs.loading && <Loading what="Loading logs" />}
+      <ErrorText error={logs.error} />
+      {logs.data && (logs.data.items.length === 0 ? <p>No entries match.</p> : (
+        <div class="scroll">
+          <table class="logs">
+            <thead><tr><th>Time</th><th>Type</th><th>Key</th><th>Model</th><th>Prompt</th><th>Completion</th><th>Cost</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th><th>Details</th></tr></thead>
+            <tbody>
+              {logs.data.items.map((l) => (
+                <tr key={`${l.request_id}-${l.id}`}>
+                  <td>{dateTime(l.created_at)}</td>
+                  <td>{LOG_TYPES[l.type] ?? l.type}</td>
+                  <td>{l.token_name}</td>
+                  <td>{l.model_name}</td>
+                  <td>{l.prompt_tokens}</td>
+                  <td>{l.completion_tokens}</td>
+                  <td title={`${l.quota} quota`}>{dollars(l.quota)}</td>
+                  <td>{l.use_time} s</td>
+                  <td>{l.is_stream ? 'Yes' : 'No'}</td>
+                  <td>{l.group}</td>
+                  <td><code>{l.request_id}</code></td>
+                  <td class="content">{l.content}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ))}
+      {logs.data && (
+        <div class="pager-row">
+          <Pager page={page} pageSize={logs.data.page_size} total={logs.data.total} onPage={setPage} label="Log pages" />
+          <Select label="Rows per page" value={String(pageSize)} onValue={(v) => { setPageSize(Number(v)); setPage(1); }} options={['10', '20', '50', '100'].map((v) => ({ value: v, label: v }))} />
+        </div>
+      )}
+    </Card>
+  );
+}

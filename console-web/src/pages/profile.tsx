@@ -1,0 +1,113 @@
+import { useState } from 'preact/hooks';
+import { api, call } from '../api/client';
+import type { PageProps } from '../app';
+import { Card, CopyButton, ErrorText, Field, splitFieldError, useAction } from '../components/ui';
+import { QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
+
+export function ProfilePage({ account, refreshAccount }: PageProps) {
+  return (
+    <>
+      <Card title="Account">
+        <dl class="facts">
+          <div><dt>Username</dt><dd>{account.username}</dd></div>
+          <div><dt>Role</dt><dd>{ROLE_NAMES[account.role] ?? account.role}</dd></div>
+          <div><dt>Group</dt><dd>{account.group}</dd></div>
+          <div><dt>E-mail</dt><dd>{account.email || '—'}</dd></div>
+          <div><dt>Invitation link</dt><dd><code>{`${location.origin}/register?aff=${account.aff_code}`}</code> <CopyButton text={`${location.origin}/register?aff=${account.aff_code}`} label="Copy link" /></dd></div>
+          <div><dt>Invited accounts</dt><dd>{account.aff_count}</dd></div>
+          <div><dt>Referral quota</dt><dd>{quotaText(account.aff_quota)} (earned in all: {quotaText(account.aff_history_quota)})</dd></div>
+        </dl>
+        {account.aff_quota > 0 && <AffTransfer available={account.aff_quota} onDone={refreshAccount} />}
+      </Card>
+      <DisplayName current={account.display_name} onSaved={refreshAccount} />
+      <PasswordChange />
+      <AccessToken />
+    </>
+  );
+}
+
+function AffTransfer({ available, onDone }: { available: number; onDone: () => void }) {
+  const [dollarsText, setDollarsText] = useState(String(available / QUOTA_PER_DOLLAR));
+  const action = useAction();
+  const [fe, formError] = splitFieldError(action.error, ['quota']);
+  return (
+    <form class="inline" aria-label="Move referral quota to the balance" onSubmit={(e) => {
+      e.preventDefault();
+      void action.run(async () => {
+        await call(api.POST('/api/user/aff_transfer', { body: { quota: Math.round(Number(dollarsText) * QUOTA_PER_DOLLAR) } }));
+        onDone();
+      });
+    }}>
+      <Field label="Referral quota to move (US dollars)" inputMode="decimal" value={dollarsText} onValue={setDollarsText} error={fe.quota ?? formError ?? undefined} />
+      <button type="submit" disabled={action.busy}>Move to balance</button>
+    </form>
+  );
+}
+
+function DisplayName({ current, onSaved }: { current: string; onSaved: () => void }) {
+  const [name, setName] = useState(current);
+  const [saved, setSaved] = useState(false);
+  const action = useAction();
+  const [fe, formError] = splitFieldError(action.error, ['display_name']);
+  return (
+    <Card title="Display name">
+      <form class="inline" aria-label="Display name" onSubmit={(e) => {
+        e.preventDefault();
+        setSaved(false);
+        void action.run(async () => { await call(api.PUT('/api/user/self', { body: { display_name: name } })); setSaved(true); onSaved(); });
+      }}>
+        <Field label="Display name" value={name} onValue={setName} maxLength={50} error={fe.display_name ?? formError ?? undefined} />
+        <button type="submit" class="primary" disabled={action.busy}>Save name</button>
+      </form>
+      {saved && <p class="ok" role="status">Saved.</p>}
+    </Card>
+  );
+}
+
+function PasswordChange() {
+  const [original, setOriginal] = useState('');
+  const [next, setNext] = useState('');
+  const [again, setAgain] = useState('');
+  const [saved, setSaved] = useState(false);
+  const action = useAction();
+  const [fe, formError] = splitFieldError(action.error, ['password', 'original_password']);
+  const mismatch = again !== '' && again !== next ? 'the two new passwords differ' : undefined;
+  return (
+    <Card title="Password">
+      <form aria-label="Change password" onSubmit={(e) => {
+        e.preventDefault();
+        setSaved(false);
+        if (next !== again) return;
+        void action.run(async () => {
+          await call(api.PUT('/api/user/self', { body: { original_password: original, password: next } }));
+          setSaved(true); setOriginal(''); setNext(''); setAgain('');
+        });
+      }}>
+        <Field label="Current password" type="password" autoComplete="current-password" value={original} onValue={setOriginal} required error={fe.original_password} />
+        <Field label="New password" type="password" autoComplete="new-password" value={next} onValue={setNext} required error={fe.password} hint="8 to 64 characters" />
+        <Field label="New password again" type="password" autoComplete="new-password" value={again} onValue={setAgain} required error={mismatch} />
+        <button type="submit" class="primary" disabled={action.busy}>Change password</button>
+        <ErrorText error={formError} />
+      </form>
+      {saved && <p class="ok" role="status">Password changed; your other sessions and access token were signed out.</p>}
+    </Card>
+  );
+}
+
+function AccessToken() {
+  const [token, setToken] = useState<string | null>(null);
+  const [revoked, setRevoked] = useState<number | null>(null);
+  const action = useAction();
+  return (
+    <Card title="Access token">
+      <p>An access token lets scripts call this console's API (<code>Authorization: Bearer …</code>). Issuing one revokes the previous one.</p>
+      <div class="buttons">
+        <button type="button" disabled={action.busy} onClick={() => void action.run(async () => { setRevoked(null); setToken(await call(api.GET('/api/user/token'))); })}>Issue access token</button>
+        <button type="button" class="danger" disabled={action.busy} onClick={() => void action.run(async () => { setToken(null); setRevoked((await call(api.DELETE('/api/user/token'))).revoked); })}>Revoke access token</button>
+      </div>
+      {token && <p role="status"><code class="key">{token}</code> <CopyButton text={token} label="Copy token" /> Shown once.</p>}
+      {revoked !== null && <p role="status">{revoked === 0 ? 'There was no access token.' : 'Access token revoked.'}</p>}
+      <ErrorText error={action.error} />
+    </Card>
+  );
+}

@@ -1,0 +1,142 @@
+import { useState } from 'preact/hooks';
+import { api, call } from '../api/client';
+import type { TopupInfo, TopupOrder } from '../api/types';
+import { Card, ErrorText, Field, Loading, Pager, splitFieldError, useAction, useLoad } from '../components/ui';
+import type { PageProps } from '../app';
+import { dateTime, dollars, quotaText } from '../format';
+
+/** Where an epay request goes: its URL with the signed parameters (the provider accepts GET). */
+export function epayRedirectUrl(url: string, params: Record<string, string>): string {
+  const u = new URL(url);
+  for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
+  return u.toString();
+}
+
+export function TopupPage({ account, refreshAccount }: PageProps) {
+  const info = useLoad(() => call(api.GET('/api/user/topup/info')), []);
+  return (
+    <>
+      <div class="tiles"><div class="tile" role="group" aria-label="Balance"><div class="tile-label">Balance</div><div class="tile-value" data-testid="balance">{dollars(account.quota)}</div><div class="tile-detail">{account.quota.toLocaleString('en-US')} quota</div></div></div>
+      {new URLSearchParams(location.search).has('paid') && <p class="ok" role="status">Back from the payment provider: the order below is completed once the provider confirms the payment.</p>}
+      {info.loading && <Loading what="Loading payment options" />}
+      <ErrorText error={info.error} />
+      {info.data && (info.data.enable_redemption ? <Redeem onRedeemed={refreshAccount} /> : <p>Redemption codes are switched off.</p>)}
+      {info.data && <OnlinePayment info={info.data} />}
+      <Orders />
+    </>
+  );
+}
+
+function Redeem({ onRedeemed }: { onRedeemed: () => void }) {
+  const [code, setCode] = useState('');
+  const [added, setAdded] = useState<number | null>(null);
+  const action = useAction();
+  const [fieldErrors, formError] = splitFieldError(action.error, ['key']);
+  return (
+    <Card title="Redeem a code">
+      <form class="inline" aria-label="Redeem a code" onSubmit={(e) => {
+        e.preventDefault();
+        setAdded(null);
+        void action.run(async () => {
+          const quota = await call(api.POST('/api/user/topup', { body: { key: code.trim() } }));
+          setAdded(quota);
+          setCode('');
+          onRedeemed();
+        });
+      }}>
+        <Field label="Redemption code" value={code} onValue={setCode} required autoComplete="off" error={fieldErrors.key ?? formError ?? undefined} />
+        <button type="submit" class="primary" disabled={action.busy || !code.trim()}>{action.busy ? 'Redeeming…' : 'Redeem'}</button>
+      </form>
+      {added !== null && <p class="ok" role="status">Added {quotaText(added)} to your balance.</p>}
+    </Card>
+  );
+}
+
+function OnlinePayment({ info }: { info: TopupInfo }) {
+  const [amount, setAmount] = useState(String(info.amount_options[0] ?? info.min_topup ?? 1));
+  const [price, setPrice] = useState<string | null>(null);
+  const action = useAction();
+  const online = info.enable_online_topup && info.pay_methods.length > 0;
+  const card = info.enable_cardpay_topup;
+  if (!online && !card) {
+    return (
+      <Card title="Pay online">
+        {info.topup_link ? <p>Top up at <a href={info.topup_link} rel="noopener noreferrer">{info.topup_link}</a>.</p> : <p>Online payment is not enabled on this service.</p>}
+      </Card>
+    );
+  }
+  const n = Number(amount);
+  const [fieldErrors, formError] = splitFieldError(action.error, ['amount', 'payment_method']);
+  const quote = () => action.run(async () => {
+    setPrice(await call(api.POST('/api/user/amount', { body: { amount: n } })));
+  });
+  const payEpay = (method: string) => action.run(async () => {
+    const d = await call(api.POST('/api/user/pay', { body: { amount: n, payment_method: method } }));
+    location.assign(epayRedirectUrl(d.url, d.params));
+  });
+  const payCard = () => action.run(async () => {
+    const d = await call(api.POST('/api/user/cardpay/pay', { body: { amount: n } }));
+    location.assign(d.pay_link);
+  });
+  return (
+    <Card title="Pay online">
+      <div class="quick" role="group" aria-label="Amounts">
+        {info.amount_options.map((a) => (
+          <button type="button" key={a} aria-pressed={String(a) === amount} onClick={() => { setAmount(String(a)); setPrice(null); }}>
+            {a}{info.discount[String(a)] ? ` (×${info.discount[String(a)]})` : ''}
+          </button>
+        ))}
+      </div>
+      <Field label="Amount" type="number" min={1} value={amount} onValue={(v) => { setAmount(v); setPrice(null); }}
+        hint={`minimum ${info.min_topup}${card ? `; by card ${info.cardpay_min_topup}` : ''}`} error={fieldErrors.amount ?? fieldErrors.payment_method} />
+      <div class="buttons">
+        {online && <button type="button" disabled={action.busy} onClick={() => void quote()}>Show price</button>}
+        {online && info.pay_methods.map((m) => (
+          <button type="button" key={m.type} class="primary" disabled={action.busy} onClick={() => void payEpay(m.type)}>Pay with {m.name}</button>
+        ))}
+        {card && <button type="button" class="primary" disabled={action.busy} onClick={() => void payCard()}>Pay by card</button>}
+      </div>
+      {price !== null && <p role="status">To pay: {price}</p>}
+      <ErrorText error={formError} />
+      <p class="hint">You are sent to the payment provider's page and come back here once paid; the order appears below.</p>
+    </Card>
+  );
+}
+
+const ORDER_PAGE_SIZE = 10;
+
+export function OrderTable({ items }: { items: TopupOrder[] }) {
+  return (
+    <table>
+      <thead><tr><th>Order number</th><th>Amount</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th></tr></thead>
+      <tbody>
+        {items.map((o) => (
+          <tr key={o.id}>
+            <td><code>{o.trade_no}</code></td><td>{o.amount}</td><td>{o.money}</td><td>{o.payment_method}</td><td>{o.payment_provider}</td>
+            <td>{o.status === 'success' ? 'Completed' : o.status === 'pending' ? 'Awaiting payment' : o.status}</td>
+            <td>{dateTime(o.create_time)}</td><td>{dateTime(o.complete_time)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function Orders() {
+  const [page, setPage] = useState(1);
+  const [keyword, setKeyword] = useState('');
+  const [search, setSearch] = useState('');
+  const orders = useLoad(() => call(api.GET('/api/user/topup/self', { params: { query: { page, page_size: ORDER_PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  return (
+    <Card title="Your orders">
+      <form class="filters" aria-label="Search orders" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }}>
+        <Field label="Order number contains" value={keyword} onValue={setKeyword} />
+        <button type="submit">Search</button>
+      </form>
+      {orders.loading && <Loading what="Loading orders" />}
+      <ErrorText error={orders.error} />
+      {orders.data && (orders.data.items.length === 0 ? <p>No orders.</p> : <OrderTable items={orders.data.items} />)}
+      {orders.data && <Pager page={page} pageSize={ORDER_PAGE_SIZE} total={orders.data.total} onPage={setPage} label="Order pages" />}
+    </Card>
+  );
+}

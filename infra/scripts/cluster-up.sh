@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# `make cluster-up`: the gateway scaled out on this machine. A Redis Cluster of 3 masters and 3
+# replicas (ports 7000-7005, AOF, data in .data/redis-cluster/), 2 relays (3000 and 3002), 2 billing
+# workers sharing the shard streams, the console-api (3001), the mock provider and payment sandboxes,
+# on the same Postgres and ClickHouse as `make run` (already migrated and seeded by make). PIDs in
+# .run/, logs in .run/*.log; `make cluster-down` stops it all. Prints what `make run` prints.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mkdir -p .run
+
+CLUSTER_BASE_PORT=${CLUSTER_BASE_PORT:-7000}
+export REDIS_CLUSTER_NODES=${REDIS_CLUSTER_NODES:-$(bash infra/scripts/redis-cluster.sh nodes "$CLUSTER_BASE_PORT")}
+export REDIS_SHARDS=${REDIS_SHARDS:-64}
+
+for name in relay console-api billing; do
+  if [ -f ".run/$name.pid" ] && kill -0 "$(cat ".run/$name.pid")" 2>/dev/null; then
+    echo "$name of make run is running (pid $(cat ".run/$name.pid")): make down first" >&2; exit 1
+  fi
+done
+bash infra/scripts/redis-cluster.sh start "$CLUSTER_BASE_PORT" .data/redis-cluster
+
+start() { # name script [VAR=value ...]
+  local name=$1 script=$2; shift 2
+  if [ -f ".run/$name.pid" ] && kill -0 "$(cat ".run/$name.pid")" 2>/dev/null; then
+    echo "$name: already running (pid $(cat ".run/$name.pid"))"; return
+  fi
+  env "$@" nohup node "$script" >> ".run/$name.log" 2>&1 &
+  echo $! > ".run/$name.pid"
+}
+wait_http() { # name url
+  for _ in $(seq 100); do curl -s -o /dev/null --max-time 1 "$2" && return 0; sleep 0.1; done
+  echo "$1 did not come up; last lines of .run/$1.log:" >&2; tail -20 ".run/$1.log" >&2; exit 1
+}
+
+HOST=${RELAY_HOST:-127.0.0.1}
+RELAY_URL="http://$HOST:3000"
+RELAY2_URL="http://$HOST:3002"
+CONSOLE_URL="http://${CONSOLE_HOST:-127.0.0.1}:${CONSOLE_PORT:-3001}"
+MOCK_URL="http://127.0.0.1:${MOCK_UPSTREAM_PORT:-3090}"
+
+export MOCK_API_KEY=${MOCK_UPSTREAM_KEY:-sk-ant-mock-local}
+start mock-upstream dist/bench/mock-upstream/main.js
+start mock-openai dist/bench/mock-upstream-openai/main.js
+start billing dist/billing/main.js BILLING_CONSUMER=billing-1 BILLING_METRICS_PORT=9464
+start billing-2 dist/billing/main.js BILLING_CONSUMER=billing-2 BILLING_METRICS_PORT=9466
+start console-api dist/console-api/main.js
+CONSOLE_URL=$CONSOLE_URL start payment-sandbox dist/bench/payment-sandbox/main.js
+start relay dist/relay/main.js RELAY_PORT=3000 RELAY_METRICS_PORT=9465
+start relay-2 dist/relay/main.js RELAY_PORT=3002 RELAY_METRICS_PORT=9467
+wait_http mock-upstream "$MOCK_URL/v1/models"
+wait_http mock-openai "http://127.0.0.1:${MOCK_OPENAI_PORT:-3093}/v1/models"
+wait_http console-api "$CONSOLE_URL/api/status"
+wait_http relay "$RELAY_URL/health"
+wait_http relay-2 "$RELAY2_URL/health"
+wait_http payment-sandbox http://127.0.0.1:3091/api/orders
+sleep 0.3
+for name in billing billing-2; do kill -0 "$(cat .run/$name.pid)" 2>/dev/null || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
+
+EXTRA_LINES="  relay 2       $RELAY2_URL        (the same gateway: any relay serves any key)
+  redis cluster $REDIS_CLUSTER_NODES ($REDIS_SHARDS shards; billing workers: 2, metrics on 9464 and 9466)" \
+STOP_COMMAND="make cluster-down" \
+RELAY_URL=$RELAY_URL CONSOLE_URL=$CONSOLE_URL MOCK_URL=$MOCK_URL bash infra/scripts/how-to-call.sh

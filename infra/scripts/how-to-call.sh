@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The "how to call it" text of a running local stack (make run, make cluster-up): its URLs, the demo
+# logins and a curl command with the demo key. Reads RELAY_URL, CONSOLE_URL, MOCK_URL, MOCK_OPENAI_URL
+# (optional: the OpenAI-format mock); EXTRA_LINES (optional) is printed under the URLs.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+STOP_COMMAND=${STOP_COMMAND:-make down}
+DEMO_KEY=$(node dist/console-api/seed/print-demo-key.js)
+# console-api prints a generated root password once, to its stdout; show it here and keep it out of the log file.
+ROOT_LINE=$(grep -h 'Generated password' .run/console-api.log | tail -1 || true)
+[ -n "$ROOT_LINE" ] && sed -i '/Generated password/d' .run/console-api.log
+cat <<MSG
+
+The gateway is up.
+  web console   $CONSOLE_URL/       (open it in a browser; log in with a demo login below)
+  relay         $RELAY_URL        (POST /v1/messages, POST /v1/chat/completions)
+  console-api   $CONSOLE_URL        (GET /api/...; endpoints in console-api/README.md)
+  mock provider $MOCK_URL${MOCK_OPENAI_URL:+
+  mock OpenAI   $MOCK_OPENAI_URL  (an OpenAI-format channel, type 1: gpt-4o-mini, gpt-4o, gpt-4.1)}
+  payments      http://127.0.0.1:3091 (epay sandbox), http://127.0.0.1:3092 (card sandbox)
+${EXTRA_LINES:+$EXTRA_LINES
+}  logs          .run/*.log        stop everything with: $STOP_COMMAND
+  demo logins   demo / ${DEMO_PASSWORD:-?}, admin / ${ADMIN_PASSWORD:-?}
+                (local demo data seeded by make run; passwords generated into .data/)${ROOT_LINE:+
+  root          $ROOT_LINE}
+
+Call the relay with the demo key:
+
+  curl -sN $RELAY_URL/v1/messages \\
+    -H 'x-api-key: $DEMO_KEY' -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' \\
+    -d '{"model":"claude-sonnet-4-5","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"Hello"}]}'
+
+or as an OpenAI client (a Claude model is converted; a GPT model goes to the OpenAI-format channel):
+
+  curl -sN $RELAY_URL/v1/chat/completions \\
+    -H 'authorization: Bearer $DEMO_KEY' -H 'content-type: application/json' \\
+    -d '{"model":"gpt-4o-mini","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"Hello"}]}'
+
+MSG

@@ -1,0 +1,93 @@
+// Hostile bodies on POST /v1/chat/completions, to an Anthropic channel and to an OpenAI-format one:
+// every answer is a 200 or a 4xx in OpenAI's error JSON, never a 5xx, and the relay keeps serving.
+// Seeded (fast-check): FUZZ_SEED replays a run, FUZZ_RUNS sets the number of bodies (150).
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
+import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack } from '../../tests/harness/gateway-stack.js';
+
+const SEED = Number(process.env.FUZZ_SEED ?? 14_2026);
+const RUNS = Number(process.env.FUZZ_RUNS ?? 150);
+const OPENAI_KEY = 'sk-proj-hostile-input';
+
+let stack: GatewayStack;
+let openaiMock: MockOpenAI;
+let apiKey: string;
+
+beforeAll(async () => {
+  stack = await startGatewayStack({ mock: { outputTokens: 3 } });
+  openaiMock = await startMockOpenAI({ apiKey: OPENAI_KEY, outputTokens: 3 });
+  await mockChannel(stack, ['claude-haiku-4-5']);
+  await mockChannel(stack, ['gpt-4o-mini'], 'default', { base_url: openaiMock.url, key: OPENAI_KEY, type: 1 });
+  apiKey = (await createApiKey(stack, await fundedAccount(stack, 100_000_000))).key;
+});
+afterAll(async () => {
+  await openaiMock?.close();
+  await stack?.close();
+});
+
+const text = fc.oneof(fc.string({ maxLength: 20 }), fc.constantFrom('', 'hi', 'data:image/png;base64,AAAA', 'https://x.invalid/a.png', '{', '\u0000'));
+const part = fc.oneof(
+  fc.record({ type: fc.constantFrom('text', 'image_url', 'file', 'input_audio', 'refusal', 'x'), text: fc.option(text, { nil: undefined }) }),
+  fc.record({ type: fc.constant('image_url'), image_url: fc.oneof(fc.record({ url: fc.oneof(text, fc.integer()) }), text, fc.constant(null)) }),
+  fc.record({ type: fc.constant('file'), file: fc.oneof(fc.record({ file_data: text }), fc.record({ file_id: text })) }),
+  fc.anything({ maxDepth: 2 }),
+);
+const toolCall = fc.oneof(
+  fc.record({ id: text, type: fc.constant('function'), function: fc.record({ name: text, arguments: fc.oneof(text, fc.constant('{"a":1}'), fc.constant('[1]'), fc.integer()) }) }),
+  fc.anything({ maxDepth: 2 }),
+);
+const message = fc.oneof(
+  fc.record({ role: fc.constantFrom('system', 'developer', 'user', 'assistant', 'tool', 'function', 'robot'), content: fc.oneof(text, fc.array(part, { maxLength: 3 }), fc.constant(null), fc.integer()) }, { requiredKeys: ['role'] }),
+  fc.record({ role: fc.constant('assistant'), content: fc.constant(null), tool_calls: fc.oneof(fc.array(toolCall, { maxLength: 2 }), fc.anything({ maxDepth: 1 })) }),
+  fc.record({ role: fc.constant('tool'), tool_call_id: fc.oneof(text, fc.integer()), content: fc.oneof(text, fc.array(part, { maxLength: 2 })) }),
+  fc.anything({ maxDepth: 2 }),
+);
+const body = fc.oneof(
+  { weight: 5, arbitrary: fc.record({
+    model: fc.constantFrom('claude-haiku-4-5', 'gpt-4o-mini', '', 'nope'),
+    messages: fc.oneof(fc.array(message, { minLength: 0, maxLength: 4 }), fc.anything({ maxDepth: 1 })),
+    max_tokens: fc.oneof(fc.integer({ min: -2, max: 50 }), fc.constant(null), fc.double()),
+    max_completion_tokens: fc.oneof(fc.integer({ min: -2, max: 50 }), fc.constant(null)),
+    stream: fc.oneof(fc.boolean(), fc.constant('yes')),
+    stream_options: fc.oneof(fc.record({ include_usage: fc.oneof(fc.boolean(), fc.integer()) }), fc.constant(null), fc.integer()),
+    n: fc.integer({ min: -1, max: 3 }),
+    temperature: fc.oneof(fc.double({ min: -1, max: 3, noNaN: true }), text),
+    stop: fc.oneof(text, fc.array(text, { maxLength: 6 }), fc.constant(null)),
+    tools: fc.oneof(fc.array(fc.oneof(fc.record({ type: fc.constant('function'), function: fc.record({ name: text, parameters: fc.anything({ maxDepth: 2 }) }) }), fc.anything({ maxDepth: 2 })), { maxLength: 2 }), fc.constant(null)),
+    tool_choice: fc.oneof(fc.constantFrom('auto', 'none', 'required', 'any'), fc.record({ type: fc.constantFrom('function', 'tool'), function: fc.record({ name: text }) }), fc.anything({ maxDepth: 1 })),
+    response_format: fc.oneof(fc.record({ type: fc.constantFrom('text', 'json_object', 'json_schema') }), fc.anything({ maxDepth: 1 })),
+  }, { requiredKeys: ['model', 'messages'] }) },
+  { weight: 1, arbitrary: fc.anything({ maxDepth: 3 }) },
+);
+
+function openaiError(status: number, raw: string): string | null {
+  if (status === 200) return null;
+  if (status >= 500) return `${status} from the relay: ${raw.slice(0, 300)}`;
+  let j: { error?: { message?: unknown; type?: unknown; code?: unknown } };
+  try {
+    j = JSON.parse(raw) as typeof j;
+  } catch {
+    return `${status} not JSON: ${raw.slice(0, 200)}`;
+  }
+  if (typeof j.error?.message !== 'string' || typeof j.error.type !== 'string') return `${status} outside OpenAI's error JSON: ${raw.slice(0, 200)}`;
+  return null;
+}
+
+describe(`hostile bodies on /v1/chat/completions (FUZZ_SEED=${SEED})`, () => {
+  it(`${RUNS} bodies: a 200 or a 4xx in OpenAI's error JSON, never a 5xx`, async () => {
+    await fc.assert(fc.asyncProperty(body, async (b) => {
+      const res = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+        method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(b) ?? 'null',
+      });
+      const problem = openaiError(res.status, await res.text());
+      if (problem) throw new Error(problem);
+    }), { numRuns: RUNS, seed: SEED });
+    // Still serving.
+    const ok = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'claude-haiku-4-5', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(ok.status).toBe(200);
+  });
+});

@@ -1,0 +1,394 @@
+// POST /v1/chat/completions through the relay to an Anthropic channel, with the official `openai` SDK
+// unchanged (base URL only): the request is converted to Anthropic's Messages (what the mock received
+// is checked), the answer converted back, and every request billed exactly (ledger, users.quota,
+// the Redis mirror, the ClickHouse log row, whose `protocol` says `openai`). Bad input answers
+// OpenAI's error JSON with the right status.
+import OpenAI from 'openai';
+import { ChatCompletionStream } from 'openai/lib/ChatCompletionStream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countInputTokens, startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
+import {
+  createApiKey, fundedAccount, ledgerRow, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+} from '../../tests/harness/gateway-stack.js';
+
+const MODEL = 'claude-haiku-4-5';
+// claude-haiku-4-5: model ratio 0.5, completion ratio 5, cache reads 0.1, group default 1. Written out
+// here, not taken from core/pricing, so that the test checks the formula rather than repeating it.
+const cost = (input: number, output: number, cacheRead = 0) => Math.round((input + cacheRead * 0.1 + output * 5) * 0.5);
+const FUNDS = 10_000_000;
+const OUTPUT = 12;
+const IMAGE_TOKENS = 1_000;
+
+let stack: GatewayStack;
+let account: TestAccount;
+let client: OpenAI;
+let apiKey: string;
+
+beforeAll(async () => {
+  stack = await startGatewayStack({ mock: { outputTokens: OUTPUT, imageInputTokens: IMAGE_TOKENS } });
+  await mockChannel(stack, [MODEL, 'claude-x-error429', 'claude-x-error400']);
+  account = await fundedAccount(stack, FUNDS);
+  apiKey = (await createApiKey(stack, account)).key;
+  client = new OpenAI({ apiKey, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+async function balance(): Promise<number> {
+  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
+  return Number(u!.quota);
+}
+
+/** The last body the mock provider received: what the relay converted the request to. */
+function providerBody(): Record<string, unknown> {
+  return stack.mock.requests[stack.mock.requests.length - 1]!.body as Record<string, unknown>;
+}
+
+async function logRow(requestId: string): Promise<{ quota: number; prompt_tokens: number; completion_tokens: number; protocol: string; is_stream: boolean }> {
+  const rs = await stack.ch.query({
+    query: 'SELECT quota, prompt_tokens, completion_tokens, protocol, is_stream FROM logs FINAL WHERE request_id = {r:String}',
+    query_params: { r: requestId }, format: 'JSONEachRow',
+  });
+  const rows = await rs.json<{ quota: string | number; prompt_tokens: number; completion_tokens: number; protocol: string; is_stream: boolean }>();
+  expect(rows).toHaveLength(1);
+  return { ...rows[0]!, quota: Number(rows[0]!.quota) };
+}
+
+/** Every book agrees on one request's bill: ledger, log row, account balance, Redis mirror. */
+async function expectBilled(requestId: string, before: number, input: number, output: number, stream: boolean): Promise<void> {
+  const row = await ledgerRow(stack, requestId);
+  expect(row).toMatchObject({ prompt_tokens: input, completion_tokens: output, quota: cost(input, output) });
+  const [ledger] = await stack.sql`SELECT protocol FROM ledger WHERE request_id = ${requestId}`;
+  expect(ledger!.protocol).toBe('openai');
+  expect(await logRow(requestId)).toEqual({ quota: cost(input, output), prompt_tokens: input, completion_tokens: output, protocol: 'openai', is_stream: stream });
+  expect(await balance()).toBe(before - cost(input, output));
+  expect(await stack.quota.accountBalance(account.id)).toBe(before - cost(input, output));
+}
+
+describe('a non-streaming chat completion', () => {
+  it('is converted to Messages and back, and billed exactly', async () => {
+    const before = await balance();
+    const { data, response } = await client.chat.completions.create({
+      model: MODEL,
+      max_completion_tokens: 100,
+      temperature: 1.5,
+      stop: ['\n\nHuman:'],
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'developer', content: 'Answer in English.' },
+        { role: 'user', content: 'Say hello' },
+        { role: 'assistant', content: 'Hello.' },
+        { role: 'user', content: [{ type: 'text', text: 'Again, please' }] },
+      ],
+    }).withResponse();
+    const sent = providerBody();
+    expect(sent).toMatchObject({
+      model: MODEL, max_tokens: 100, temperature: 1, stop_sequences: ['\n\nHuman:'],
+      system: 'You are terse.\n\nAnswer in English.',
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'Say hello' }] },
+        { role: 'assistant', content: [{ type: 'text', text: 'Hello.' }] },
+        { role: 'user', content: [{ type: 'text', text: 'Again, please' }] },
+      ],
+    });
+    const input = countInputTokens(sent);
+    expect(data.object).toBe('chat.completion');
+    expect(data.model).toBe(MODEL);
+    expect(data.choices).toHaveLength(1);
+    expect(data.choices[0]!.message).toMatchObject({ role: 'assistant', content: 'tok '.repeat(OUTPUT) });
+    expect(data.choices[0]!.finish_reason).toBe('stop');
+    expect(data.usage).toMatchObject({ prompt_tokens: input, completion_tokens: OUTPUT, total_tokens: input + OUTPUT, prompt_tokens_details: { cached_tokens: 0 } });
+    expect(response.headers.get('x-request-id')).toMatch(/^req_/);
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, input, OUTPUT, false);
+  });
+
+  it('maps max_tokens below the answer to finish_reason length', async () => {
+    const before = await balance();
+    const { data, response } = await client.chat.completions.create({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'Count to ten' }] }).withResponse();
+    expect(data.choices[0]!.message.content).toBe('tok '.repeat(5));
+    expect(data.choices[0]!.finish_reason).toBe('length');
+    expect(data.usage!.completion_tokens).toBe(5);
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, data.usage!.prompt_tokens, 5, false);
+  });
+});
+
+describe('a streamed chat completion', () => {
+  it('with include_usage: content chunks, a finish_reason, the usage chunk and [DONE]; billed exactly', async () => {
+    const before = await balance();
+    const { data: stream, response } = await client.chat.completions.create({
+      model: MODEL, max_tokens: 100, stream: true, stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'Tell me a story' }],
+    }).withResponse();
+    let text = '';
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | undefined;
+    let chunks = 0;
+    for await (const chunk of stream) {
+      chunks++;
+      expect(chunk.object).toBe('chat.completion.chunk');
+      if (chunk.usage) {
+        expect(chunk.choices).toHaveLength(0);
+        usage = chunk.usage;
+      }
+      for (const c of chunk.choices) {
+        text += c.delta.content ?? '';
+        if (c.finish_reason) finish = c.finish_reason;
+      }
+    }
+    const input = countInputTokens(providerBody());
+    expect(text).toBe('tok '.repeat(OUTPUT));
+    expect(finish).toBe('stop');
+    expect(chunks).toBe(OUTPUT + 3);
+    expect(usage).toMatchObject({ prompt_tokens: input, completion_tokens: OUTPUT, total_tokens: input + OUTPUT });
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, input, OUTPUT, true);
+  });
+
+  it('without include_usage: no usage chunk reaches the client, the request is billed all the same', async () => {
+    const before = await balance();
+    const res = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'Tell me a story' }] }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const body = await res.text();
+    const events = body.split('\n\n').filter((e) => e !== '');
+    expect(events[events.length - 1]).toBe('data: [DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.slice('data: '.length)) as { choices: unknown[]; usage?: unknown });
+    expect(chunks.every((c) => c.choices.length === 1 && c.usage === undefined)).toBe(true);
+    // The default max_tokens of a request that sets none (4096) reached the provider.
+    expect(providerBody().max_tokens).toBe(4096);
+    await expectBilled(res.headers.get('x-gateway-request-id')!, before, countInputTokens(providerBody()), OUTPUT, true);
+  });
+});
+
+describe('a stream cut short', () => {
+  it('a client leaving pays exactly the tokens delivered and the input the provider reported', async () => {
+    // 150 ms between tokens: the client's abort lands long before the next token, even on a loaded
+    // machine (at 30 ms a descheduled test process saw a tenth token already in its socket).
+    const slow = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY, tokenDelayMs: 150, outputTokens: 300 });
+    try {
+      await mockChannel(stack, ['claude-slow'], 'default', { base_url: slow.url });
+      const before = await balance();
+      const K = 9;
+      const controller = new AbortController();
+      const { data: stream, response } = await client.chat.completions.create({
+        model: 'claude-slow', max_tokens: 300, stream: true, messages: [{ role: 'user', content: 'Tell me a long story about the sea' }],
+      }, { signal: controller.signal }).withResponse();
+      let text = '';
+      try {
+        for await (const chunk of stream) {
+          text += chunk.choices[0]?.delta.content ?? '';
+          if (text === 'tok '.repeat(K)) {
+            controller.abort();
+            break;
+          }
+        }
+      } catch {
+        // aborted
+      }
+      expect(text).toBe('tok '.repeat(K));
+      const input = countInputTokens(slow.requests[slow.requests.length - 1]!.body);
+      // claude-slow has no ratio of its own: model ratio 1, completion ratio 5.
+      const quota = input + K * 5;
+      const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
+      expect(row).toMatchObject({ prompt_tokens: input, completion_tokens: K, quota });
+      expect(await balance()).toBe(before - quota);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(slow.stats.aborted).toBe(1);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it('a provider dying mid-stream: the OpenAI client raises an error, the tokens delivered are billed', async () => {
+    const dying = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY, tokenDelayMs: 5, failMidStreamAfterTokens: 6 });
+    try {
+      await mockChannel(stack, ['claude-dying'], 'default', { base_url: dying.url });
+      const { data: stream, response } = await client.chat.completions.create({ model: 'claude-dying', stream: true, messages: [{ role: 'user', content: 'hi there' }] }).withResponse();
+      let text = '';
+      const err = await (async () => {
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+      })().then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.APIError);
+      expect((err as InstanceType<typeof OpenAI.APIError>).message).toMatch(/stream failed/);
+      expect(text).toBe('tok '.repeat(6));
+      const input = countInputTokens(dying.requests[dying.requests.length - 1]!.body);
+      const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
+      expect(row).toMatchObject({ prompt_tokens: input, completion_tokens: 6, quota: input + 6 * 5 });
+    } finally {
+      await dying.close();
+    }
+  });
+});
+
+describe('a tool call round trip', () => {
+  const tools: OpenAI.ChatCompletionTool[] = [{
+    type: 'function',
+    function: { name: 'get_weather', description: 'The weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city'] } },
+  }];
+
+  it('tools and tool_choice go out as Anthropic tools; tool_use comes back as tool_calls, the result goes back as tool_result', async () => {
+    const before = await balance();
+    const first = await client.chat.completions.create({
+      model: MODEL, max_tokens: 50, tools, tool_choice: 'required', parallel_tool_calls: false,
+      messages: [{ role: 'user', content: 'Weather in Paris?' }],
+    }).withResponse();
+    expect(providerBody()).toMatchObject({
+      tools: [{ name: 'get_weather', description: 'The weather of a city', input_schema: (tools[0] as OpenAI.ChatCompletionFunctionTool).function.parameters }],
+      tool_choice: { type: 'any', disable_parallel_tool_use: true },
+    });
+    const input1 = countInputTokens(providerBody());
+    const choice = first.data.choices[0]!;
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.content).toBeNull();
+    const call = choice.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call.type).toBe('function');
+    expect(call.id).toMatch(/^toolu_/);
+    expect(call.function.name).toBe('get_weather');
+    expect(JSON.parse(call.function.arguments)).toEqual({ city: 'tok', days: 1 });
+    await expectBilled(first.response.headers.get('x-gateway-request-id')!, before, input1, OUTPUT, false);
+
+    const middle = await balance();
+    const second = await client.chat.completions.create({
+      model: MODEL, max_tokens: 50, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+      messages: [
+        { role: 'user', content: 'Weather in Paris?' },
+        choice.message,
+        { role: 'tool', tool_call_id: call.id, content: 'Sunny, 24 °C' },
+      ],
+    }).withResponse();
+    const sent = providerBody();
+    expect(sent.tool_choice).toEqual({ type: 'tool', name: 'get_weather' });
+    expect(sent.messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }] },
+      { role: 'assistant', content: [{ type: 'tool_use', id: call.id, name: 'get_weather', input: { city: 'tok', days: 1 } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.id, content: 'Sunny, 24 °C' }] },
+    ]);
+    expect(second.data.choices[0]!.message.content).toBe('tok '.repeat(OUTPUT));
+    expect(second.data.choices[0]!.finish_reason).toBe('stop');
+    await expectBilled(second.response.headers.get('x-gateway-request-id')!, middle, countInputTokens(sent), OUTPUT, false);
+  });
+
+  it('streamed: the tool call arrives as tool_calls deltas the SDK assembles', async () => {
+    const before = await balance();
+    const { data, response } = await client.chat.completions.create({
+      model: MODEL, max_tokens: 50, tools, tool_choice: 'required', stream: true, stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'Weather in Paris?' }],
+    }).withResponse();
+    // The SDK's own accumulator of tool-call deltas, as client.chat.completions.stream() uses it.
+    const final = await ChatCompletionStream.fromReadableStream(data.toReadableStream()).finalChatCompletion();
+    const call = final.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(final.choices[0]!.finish_reason).toBe('tool_calls');
+    expect(call.function.name).toBe('get_weather');
+    expect(JSON.parse(call.function.arguments)).toEqual({ city: 'tok', days: 1 });
+    const input = countInputTokens(providerBody());
+    expect(final.usage).toMatchObject({ prompt_tokens: input, completion_tokens: OUTPUT });
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, input, OUTPUT, true);
+  });
+});
+
+describe('image input', () => {
+  it('a data URL becomes a base64 image block, a URL a url image block; the image tokens are billed', async () => {
+    const before = await balance();
+    const png = Buffer.from('89504e470d0a1a0a', 'hex').toString('base64');
+    const { data, response } = await client.chat.completions.create({
+      model: MODEL, max_tokens: 100,
+      messages: [{ role: 'user', content: [
+        { type: 'text', text: 'What is in these images?' },
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${png}` } },
+        { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg', detail: 'low' } },
+      ] }],
+    }).withResponse();
+    const sent = providerBody();
+    expect((sent.messages as Array<{ content: unknown }>)[0]!.content).toEqual([
+      { type: 'text', text: 'What is in these images?' },
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } },
+      { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
+    ]);
+    // The mock's count: the text, plus IMAGE_TOKENS per image block.
+    const input = countInputTokens(sent) + 2 * IMAGE_TOKENS;
+    expect(data.usage!.prompt_tokens).toBe(input);
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, input, OUTPUT, false);
+  });
+});
+
+describe('GET /v1/models', () => {
+  it('answers OpenAI\'s list to OpenAI\'s SDK', async () => {
+    const ids: string[] = [];
+    for await (const m of client.models.list()) {
+      expect(m.object).toBe('model');
+      expect(typeof m.created).toBe('number');
+      ids.push(m.id);
+    }
+    expect(ids).toContain(MODEL);
+    const one = await client.models.retrieve(MODEL);
+    expect(one).toMatchObject({ id: MODEL, object: 'model', owned_by: 'anthropic' });
+  });
+});
+
+describe('errors', () => {
+  const raw = (body: unknown, headers: Record<string, string> = {}) => fetch(`${stack.relayUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+
+  it.each([
+    ['no messages', { model: MODEL }, /^messages/],
+    ['an empty model', { model: '', messages: [{ role: 'user', content: 'hi' }] }, /^model/],
+    ['an unknown role', { model: MODEL, messages: [{ role: 'robot', content: 'hi' }] }, /role/],
+    ['n of 2', { model: MODEL, n: 2, messages: [{ role: 'user', content: 'hi' }] }, /^n:/],
+    ['a tool message without tool_call_id', { model: MODEL, messages: [{ role: 'tool', content: 'x' }] }, /tool_call_id/],
+    ['unparsable tool arguments', { model: MODEL, messages: [{ role: 'assistant', tool_calls: [{ id: 'a', type: 'function', function: { name: 'f', arguments: '{' } }] }] }, /arguments/],
+    ['an audio part', { model: MODEL, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'x', format: 'wav' } }] }] }, /input_audio/],
+    ['response_format json_schema', { model: MODEL, response_format: { type: 'json_schema', json_schema: { name: 'x' } }, messages: [{ role: 'user', content: 'hi' }] }, /response_format/],
+    ['temperature above 2', { model: MODEL, temperature: 3, messages: [{ role: 'user', content: 'hi' }] }, /temperature/],
+  ])('%s: 400 in OpenAI\'s error JSON', async (_name, body, message) => {
+    const res = await raw(body);
+    expect(res.status).toBe(400);
+    const json = await res.json() as { error: { message: string; type: string; param: unknown; code: string } };
+    expect(json.error.type).toBe('invalid_request_error');
+    expect(json.error.code).toBe('invalid_request');
+    expect(json.error.param).toBeNull();
+    expect(json.error.message).toMatch(message);
+  });
+
+  it('malformed JSON: 400', async () => {
+    const res = await raw('{"model":');
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_json' } });
+  });
+
+  it('the SDK raises its typed errors: unknown key 401, unknown model 404, provider 429 and 400 passed on', async () => {
+    const stranger = new OpenAI({ apiKey: 'sk-' + 'a'.repeat(48), baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
+    const unauthorized = await stranger.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(unauthorized).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect((unauthorized as InstanceType<typeof OpenAI.AuthenticationError>).code).toBe('invalid_api_key');
+
+    const missing = await client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+
+    const limited = await client.chat.completions.create({ model: 'claude-x-error429', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(limited).toBeInstanceOf(OpenAI.RateLimitError);
+    expect((limited as InstanceType<typeof OpenAI.RateLimitError>).type).toBe('rate_limit_exceeded');
+    expect((limited as InstanceType<typeof OpenAI.RateLimitError>).message).toMatch(/rate limit/);
+
+    const refused = await client.chat.completions.create({ model: 'claude-x-error400', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).type).toBe('invalid_request_error');
+  });
+
+  it('a balance too low: 402 insufficient_quota, nothing billed', async () => {
+    const poor = await fundedAccount(stack, 10);
+    const poorClient = new OpenAI({ apiKey: (await createApiKey(stack, poor)).key, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
+    const err = await poorClient.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(402);
+    expect((err as InstanceType<typeof OpenAI.APIError>).type).toBe('insufficient_quota');
+    const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${poor.id}`;
+    expect(Number(u!.quota)).toBe(10);
+  });
+});

@@ -1,0 +1,317 @@
+// OpenAI-format channels (channel type 1) behind the relay, against the OpenAI-format mock
+// (bench/mock-upstream-openai/), with the official SDKs unchanged (base URL only):
+//   - /v1/chat/completions passed through without conversion (what the mock received is what the
+//     client sent, but for stream_options.include_usage, forced on; the extra usage chunk is left out
+//     for a client that did not ask), metered from the provider's `usage` (cached tokens as cache
+//     reads), a cut stream billed for its delivered tokens;
+//   - /v1/messages converted to Chat Completions and back.
+// Every bill exact in every book: ledger, users.quota, the Redis mirror, the ClickHouse log row.
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { ChatCompletionStream } from 'openai/lib/ChatCompletionStream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countPromptTokens, startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
+import {
+  createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+} from '../../tests/harness/gateway-stack.js';
+
+const MODEL = 'gpt-4o-mini';
+const OPENAI_KEY = 'sk-proj-mock-openai-channel-credential';
+// gpt-4o-mini has no ratio of its own: model ratio 1, completion ratio 5, cache reads 0.1 (the
+// defaults of core/pricing/ratios.ts), group default 1. Written out, not taken from core/pricing.
+const cost = (input: number, output: number, cacheRead = 0) => Math.round(input + cacheRead * 0.1 + output * 5);
+const FUNDS = 10_000_000;
+const OUTPUT = 9;
+const CACHED = 4;
+const IMAGE_TOKENS = 700;
+
+let stack: GatewayStack;
+let openaiMock: MockOpenAI;
+let account: TestAccount;
+let apiKey: string;
+let openai: OpenAI;
+let anthropic: Anthropic;
+
+beforeAll(async () => {
+  stack = await startGatewayStack();
+  openaiMock = await startMockOpenAI({ apiKey: OPENAI_KEY, outputTokens: OUTPUT, cachedTokens: CACHED, imageInputTokens: IMAGE_TOKENS });
+  await mockChannel(stack, [MODEL, 'gpt-x-error429', 'gpt-x-error400'], 'default', { base_url: openaiMock.url, key: OPENAI_KEY, type: 1 });
+  account = await fundedAccount(stack, FUNDS);
+  apiKey = (await createApiKey(stack, account)).key;
+  openai = new OpenAI({ apiKey, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
+  anthropic = new Anthropic({ apiKey, baseURL: stack.relayUrl, maxRetries: 0 });
+});
+afterAll(async () => {
+  await openaiMock?.close();
+  await stack?.close();
+});
+
+async function balance(): Promise<number> {
+  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
+  return Number(u!.quota);
+}
+
+function providerRequest(): { body: Record<string, unknown>; headers: Record<string, string>; requestId: string } {
+  const r = openaiMock.requests[openaiMock.requests.length - 1]!;
+  return { body: r.body as Record<string, unknown>, headers: r.headers, requestId: r.requestId };
+}
+
+/** Every book agrees: ledger (tokens, quota, protocol), log row, account balance, Redis mirror. */
+async function expectBilled(requestId: string, before: number, u: { input: number; cached: number; output: number }, protocol: 'openai' | 'anthropic'): Promise<void> {
+  const quota = cost(u.input, u.output, u.cached);
+  const row = await ledgerRow(stack, requestId);
+  expect(row).toMatchObject({ prompt_tokens: u.input + u.cached, completion_tokens: u.output, quota });
+  const [ledger] = await stack.sql`SELECT protocol, cache_read_tokens FROM ledger WHERE request_id = ${requestId}`;
+  expect(ledger).toMatchObject({ protocol, cache_read_tokens: u.cached });
+  const rs = await stack.ch.query({
+    query: 'SELECT quota, protocol, cache_read_tokens FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: requestId }, format: 'JSONEachRow',
+  });
+  const logs = await rs.json<{ quota: string | number; protocol: string; cache_read_tokens: number }>();
+  expect(logs.map((l) => ({ ...l, quota: Number(l.quota) }))).toEqual([{ quota, protocol, cache_read_tokens: u.cached }]);
+  expect(await balance()).toBe(before - quota);
+  expect(await stack.quota.accountBalance(account.id)).toBe(before - quota);
+}
+
+describe('/v1/chat/completions to an OpenAI-format channel', () => {
+  it('non-streaming: passed through unconverted, with the channel credential; billed from its usage', async () => {
+    const before = await balance();
+    const request = {
+      model: MODEL, max_tokens: 50, temperature: 1.7, seed: 7, logit_bias: { '50256': -100 },
+      messages: [{ role: 'system' as const, content: 'You are a terse assistant.' }, { role: 'user' as const, content: 'Say hello to everyone here' }],
+    };
+    const { data, response } = await openai.chat.completions.create(request).withResponse();
+    const sent = providerRequest();
+    // Byte for byte what the client sent: OpenAI-only fields (seed, logit_bias, temperature above 1) kept.
+    expect(sent.body).toEqual(request);
+    expect(sent.headers.authorization).toBe(`Bearer ${OPENAI_KEY}`);
+    expect(response.headers.get('x-request-id')).toBe(sent.requestId);
+    expect(data).toMatchObject({ object: 'chat.completion', model: MODEL, system_fingerprint: 'fp_mock' });
+    expect(data.choices[0]!.message.content).toBe('tok '.repeat(OUTPUT));
+    const prompt = countPromptTokens(request);
+    expect(data.usage).toMatchObject({ prompt_tokens: prompt, completion_tokens: OUTPUT, prompt_tokens_details: { cached_tokens: CACHED } });
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, { input: prompt - CACHED, cached: CACHED, output: OUTPUT }, 'openai');
+    // The log row's upstream_request_id is the provider's x-request-id.
+    const rs = await stack.ch.query({
+      query: 'SELECT upstream_request_id FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: response.headers.get('x-gateway-request-id')! }, format: 'JSONEachRow',
+    });
+    expect(await rs.json()).toEqual([{ upstream_request_id: sent.requestId }]);
+  });
+
+  it('streamed with include_usage: the provider\'s chunks as they are, usage chunk included', async () => {
+    const before = await balance();
+    const { data: stream, response } = await openai.chat.completions.create({
+      model: MODEL, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'Tell me a long story please' }],
+    }).withResponse();
+    let text = '';
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) text += c.delta.content ?? '';
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toBe('tok '.repeat(OUTPUT));
+    const prompt = countPromptTokens(providerRequest().body);
+    expect(usage).toMatchObject({ prompt_tokens: prompt, completion_tokens: OUTPUT });
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, { input: prompt - CACHED, cached: CACHED, output: OUTPUT }, 'openai');
+  });
+
+  it('streamed without include_usage: the relay asks the provider for it, the client never sees the usage chunk', async () => {
+    const before = await balance();
+    const res = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'Tell me a long story please' }] }),
+    });
+    const body = await res.text();
+    expect(providerRequest().body.stream_options).toEqual({ include_usage: true });
+    const events = body.split('\n\n').filter((e) => e !== '');
+    expect(events[events.length - 1]).toBe('data: [DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.slice('data: '.length)) as { choices: unknown[] });
+    expect(chunks.length).toBe(OUTPUT + 2);
+    expect(chunks.every((c) => c.choices.length === 1)).toBe(true);
+    const prompt = countPromptTokens(providerRequest().body);
+    await expectBilled(res.headers.get('x-gateway-request-id')!, before, { input: prompt - CACHED, cached: CACHED, output: OUTPUT }, 'openai');
+  });
+
+  it('a tool call round trip', async () => {
+    const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }];
+    const before = await balance();
+    const first = await openai.chat.completions.create({ model: MODEL, tools, tool_choice: 'required', messages: [{ role: 'user', content: 'Look up the weather in Paris' }] }).withResponse();
+    const call = first.data.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(first.data.choices[0]!.finish_reason).toBe('tool_calls');
+    expect(JSON.parse(call.function.arguments)).toEqual({ q: 'tok' });
+    const prompt1 = countPromptTokens(providerRequest().body);
+    await expectBilled(first.response.headers.get('x-gateway-request-id')!, before, { input: prompt1 - CACHED, cached: CACHED, output: OUTPUT }, 'openai');
+
+    const middle = await balance();
+    const { data: stream, response } = await openai.chat.completions.create({
+      model: MODEL, tools, stream: true, stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: 'Look up the weather in Paris' }, first.data.choices[0]!.message, { role: 'tool', tool_call_id: call.id, content: 'Sunny and warm today' }],
+    }).withResponse();
+    const final = await ChatCompletionStream.fromReadableStream(stream.toReadableStream()).finalChatCompletion();
+    expect(final.choices[0]!.message.content).toBe('tok '.repeat(OUTPUT));
+    const prompt2 = countPromptTokens(providerRequest().body);
+    await expectBilled(response.headers.get('x-gateway-request-id')!, middle, { input: prompt2 - CACHED, cached: CACHED, output: OUTPUT }, 'openai');
+  });
+
+  it('image input passes as image_url; its tokens are billed', async () => {
+    const before = await balance();
+    const { data, response } = await openai.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'What do you see in this?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }] }],
+    }).withResponse();
+    const prompt = countPromptTokens(providerRequest().body, IMAGE_TOKENS);
+    expect(data.usage!.prompt_tokens).toBe(prompt);
+    expect(prompt).toBeGreaterThan(IMAGE_TOKENS);
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, { input: prompt - CACHED, cached: CACHED, output: OUTPUT }, 'openai');
+  });
+
+  it('a client leaving mid-stream pays the tokens delivered and its prompt, counted here', async () => {
+    openaiMock.setOptions({ tokenDelayMs: 30, outputTokens: 300 });
+    try {
+      const before = await balance();
+      const K = 7;
+      const controller = new AbortController();
+      const { data: stream, response } = await openai.chat.completions.create({
+        model: MODEL, stream: true, messages: [{ role: 'user', content: 'Tell me a very long story about the sea' }],
+      }, { signal: controller.signal }).withResponse();
+      let deltas = 0;
+      try {
+        for await (const chunk of stream) {
+          if (chunk.choices[0]?.delta.content) deltas++;
+          if (deltas === K) controller.abort();
+        }
+      } catch {
+        // aborted
+      }
+      expect(deltas).toBe(K);
+      const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
+      // The provider never sent its usage: the K tokens delivered, and the prompt counted (cl100k).
+      expect(row.completion_tokens).toBe(K);
+      expect(row.prompt_tokens).toBeGreaterThan(0);
+      expect(row.quota).toBe(cost(row.prompt_tokens, K));
+      expect(await balance()).toBe(before - row.quota);
+    } finally {
+      openaiMock.setOptions({ tokenDelayMs: 0, outputTokens: OUTPUT });
+    }
+  });
+
+  it('a provider that dies mid-stream: the client gets an error, the tokens delivered are billed', async () => {
+    openaiMock.setOptions({ failMidStreamAfterTokens: 5, tokenDelayMs: 5 });
+    try {
+      const { data: stream, response } = await openai.chat.completions.create({ model: MODEL, stream: true, messages: [{ role: 'user', content: 'Tell me a story' }] }).withResponse();
+      let text = '';
+      const err = await (async () => {
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+      })().then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.APIError);
+      expect(text).toBe('tok '.repeat(5));
+      const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
+      expect(row.completion_tokens).toBe(5);
+      expect(row.quota).toBe(cost(row.prompt_tokens, 5));
+    } finally {
+      openaiMock.setOptions({ failMidStreamAfterTokens: undefined, tokenDelayMs: 0 });
+    }
+  });
+
+  it('a channel\'s model mapping renames the model; everything else of the body stays the client\'s', async () => {
+    await mockChannel(stack, ['gpt-alias'], 'default', { base_url: openaiMock.url, key: OPENAI_KEY, type: 1, model_mapping: { 'gpt-alias': MODEL } });
+    const before = await balance();
+    const res = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-alias', stream: true, stream_options: { include_usage: false }, seed: 3, messages: [{ role: 'user', content: 'Tell me something' }] }),
+    });
+    await res.text();
+    // max_tokens: the bound it was reserved at, as the client set none (openai-channel-bounds.integration.test.ts).
+    expect(providerRequest().body).toEqual({ model: MODEL, stream: true, stream_options: { include_usage: true }, seed: 3, max_tokens: 4096, messages: [{ role: 'user', content: 'Tell me something' }] });
+    const prompt = countPromptTokens(providerRequest().body);
+    // Priced under the name the client asked for, as on the Anthropic path.
+    const requestId = res.headers.get('x-gateway-request-id')!;
+    await expectBilled(requestId, before, { input: prompt - CACHED, cached: CACHED, output: OUTPUT }, 'openai');
+    const [row] = await stack.sql`SELECT model_name FROM ledger WHERE request_id = ${requestId}`;
+    expect(row!.model_name).toBe('gpt-alias');
+  });
+
+  it('provider errors pass as they are: OpenAI\'s JSON, status and request id', async () => {
+    const limited = await openai.chat.completions.create({ model: 'gpt-x-error429', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(limited).toBeInstanceOf(OpenAI.RateLimitError);
+    expect((limited as InstanceType<typeof OpenAI.RateLimitError>).code).toBe('rate_limit_exceeded');
+    expect((limited as InstanceType<typeof OpenAI.RateLimitError>).requestID).toMatch(/^req_[0-9a-f]{32}$/);
+    const bad = await openai.chat.completions.create({ model: 'gpt-x-error400', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
+  });
+});
+
+describe('/v1/messages to an OpenAI-format channel', () => {
+  it('non-streaming: converted to Chat Completions and back; billed exactly', async () => {
+    const before = await balance();
+    const { data, response } = await anthropic.messages.create({
+      model: MODEL, max_tokens: 40, system: 'You are terse.', stop_sequences: ['END'],
+      messages: [{ role: 'user', content: 'Say hello to the world' }, { role: 'assistant', content: 'Hello.' }, { role: 'user', content: [{ type: 'text', text: 'Again' }] }],
+    }).withResponse();
+    expect(providerRequest().body).toEqual({
+      model: MODEL, max_tokens: 40, stop: ['END'],
+      messages: [
+        { role: 'system', content: 'You are terse.' },
+        { role: 'user', content: 'Say hello to the world' },
+        { role: 'assistant', content: 'Hello.' },
+        { role: 'user', content: 'Again' },
+      ],
+    });
+    expect(data.type).toBe('message');
+    expect(data.content).toEqual([{ type: 'text', text: 'tok '.repeat(OUTPUT) }]);
+    expect(data.stop_reason).toBe('end_turn');
+    const prompt = countPromptTokens(providerRequest().body);
+    expect(data.usage).toMatchObject({ input_tokens: prompt - CACHED, cache_read_input_tokens: CACHED, output_tokens: OUTPUT });
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, { input: prompt - CACHED, cached: CACHED, output: OUTPUT }, 'anthropic');
+  });
+
+  it('streamed: Anthropic\'s events from the chunks; the SDK assembles the message and its usage', async () => {
+    const before = await balance();
+    const stream = anthropic.messages.stream({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'Count for me please' }] });
+    const message = await stream.finalMessage();
+    const sent = providerRequest().body;
+    expect(sent).toMatchObject({ stream: true, stream_options: { include_usage: true } });
+    expect(message.content).toEqual([{ type: 'text', text: 'tok '.repeat(5) }]);
+    expect(message.stop_reason).toBe('max_tokens');
+    const prompt = countPromptTokens(sent);
+    expect(message.usage).toMatchObject({ input_tokens: prompt - CACHED, output_tokens: 5 });
+    const { response } = await stream.withResponse();
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, { input: prompt - CACHED, cached: CACHED, output: 5 }, 'anthropic');
+  });
+
+  it('a tool use round trip', async () => {
+    const tools: Anthropic.Tool[] = [{ name: 'lookup', description: 'Look it up', input_schema: { type: 'object', properties: { q: { type: 'string' }, n: { type: 'number' } } } }];
+    const first = await anthropic.messages.create({ model: MODEL, max_tokens: 50, tools, tool_choice: { type: 'any' }, messages: [{ role: 'user', content: 'Look up Paris' }] });
+    expect(providerRequest().body).toMatchObject({ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'lookup', description: 'Look it up', parameters: tools[0]!.input_schema } }] });
+    expect(first.stop_reason).toBe('tool_use');
+    const use = first.content.find((b) => b.type === 'tool_use') as Anthropic.ToolUseBlock;
+    expect(use).toMatchObject({ name: 'lookup', input: { q: 'tok', n: 1 } });
+
+    const stream = anthropic.messages.stream({
+      model: MODEL, max_tokens: 50, tools,
+      messages: [{ role: 'user', content: 'Look up Paris' }, { role: 'assistant', content: first.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'Sunny' }] }],
+    });
+    const final = await stream.finalMessage();
+    expect(providerRequest().body.messages).toEqual([
+      { role: 'user', content: 'Look up Paris' },
+      { role: 'assistant', content: null, tool_calls: [{ id: use.id, type: 'function', function: { name: 'lookup', arguments: JSON.stringify({ q: 'tok', n: 1 }) } }] },
+      { role: 'tool', tool_call_id: use.id, content: 'Sunny' },
+    ]);
+    expect(final.content).toEqual([{ type: 'text', text: 'tok '.repeat(OUTPUT) }]);
+  });
+
+  it('a provider error reaches the Anthropic client in Anthropic\'s shape', async () => {
+    const err = await anthropic.messages.create({ model: 'gpt-x-error429', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.RateLimitError);
+    expect((err as InstanceType<typeof Anthropic.RateLimitError>).error).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
+  });
+
+  it('what Chat Completions cannot carry is refused with Anthropic\'s 400', async () => {
+    const err = await anthropic.messages.create({
+      model: MODEL, max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'x' } }] }],
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((err as InstanceType<typeof Anthropic.BadRequestError>).message).toMatch(/document/);
+  });
+});

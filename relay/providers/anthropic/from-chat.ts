@@ -1,0 +1,242 @@
+// A Chat Completions request as an Anthropic Messages request: what a /v1/chat/completions request
+// becomes on its way to an Anthropic channel, and the form the relay prices and reserves every
+// request in (messages-handler.ts).
+//
+//   system and developer messages        → `system` (text joined by blank lines, wherever they stand)
+//   user / assistant content (string or parts) → text blocks; image_url → image block (a data: URL
+//                                            as base64, any other URL as a url source); file with
+//                                            file_data (a PDF as a data: URL) → document block
+//   assistant tool_calls                 → tool_use blocks (arguments parsed as JSON)
+//   tool messages                        → tool_result blocks in a user turn (consecutive turns of
+//                                            one role are merged, as Anthropic alternates them)
+//   tools (function) / tool_choice       → tools with input_schema / auto, none, any (required),
+//                                            tool (a named function); parallel_tool_calls false →
+//                                            disable_parallel_tool_use
+//   stop → stop_sequences; temperature (clamped to Anthropic's 0..1), top_p; user → metadata.user_id
+//   max_completion_tokens, else max_tokens, else the model's default bound (option
+//   ModelMaxOutputTokens, DEFAULT_MAX_OUTPUT_TOKENS = 4096 when unset) → max_tokens
+// Refused (400) on every channel: audio input and output (`audio`, `modalities` other than text),
+// `web_search_options`, `prediction`, `service_tier` other than auto/default/flex (unpricedFieldRefusal),
+// legacy `function` messages and functions, tools other than functions. Refused when routed to an
+// Anthropic channel (anthropicOnlyRefusal): n > 1, response_format other than text.
+// Ignored: logprobs, seed, presence/frequency penalties, logit_bias, reasoning_effort, service_tier,
+// store, metadata.
+import { RelayError } from '../../errors.js';
+import { DEFAULT_MAX_OUTPUT_TOKENS } from '../../../core/pricing/input-bound.js';
+import type { ChatMessage, ChatRequest } from '../../chat-completions/chat-request.js';
+import type { MessagesRequest } from '../../messages/messages-request.js';
+
+/** max_tokens of a converted request that set neither max_tokens nor max_completion_tokens, and no option says otherwise. */
+export const DEFAULT_MAX_TOKENS = DEFAULT_MAX_OUTPUT_TOKENS;
+
+type Block = Record<string, unknown> & { type: string };
+interface Turn { role: 'user' | 'assistant'; content: Block[] }
+
+const DATA_URL = /^data:([^;,]+);base64,(.*)$/s;
+
+function invalid(message: string): RelayError {
+  return new RelayError('invalid_request', message);
+}
+
+function textOf(content: ChatMessage['content'], where: string): string | RelayError {
+  if (content === null || content === undefined) return '';
+  if (typeof content === 'string') return content;
+  let out = '';
+  for (const p of content) {
+    if (p.type !== 'text' || typeof p.text !== 'string') return invalid(`${where}: only text parts are allowed here`);
+    out += (out ? '\n' : '') + p.text;
+  }
+  return out;
+}
+
+function imageBlock(part: Record<string, unknown>, where: string): Block | RelayError {
+  const image = part.image_url as { url?: unknown } | string | undefined;
+  const url = typeof image === 'string' ? image : image?.url;
+  if (typeof url !== 'string' || !url) return invalid(`${where}.image_url.url: required string`);
+  const data = DATA_URL.exec(url);
+  if (data) return { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } };
+  if (url.startsWith('data:')) return invalid(`${where}.image_url.url: a data URL must be base64`);
+  return { type: 'image', source: { type: 'url', url } };
+}
+
+function fileBlock(part: Record<string, unknown>, where: string): Block | RelayError {
+  const file = part.file as { file_data?: unknown } | undefined;
+  const data = typeof file?.file_data === 'string' ? DATA_URL.exec(file.file_data) : null;
+  if (!data) return invalid(`${where}.file: only file_data as a base64 data URL is converted (file_id is not)`);
+  return { type: 'document', source: { type: 'base64', media_type: data[1], data: data[2] } };
+}
+
+function contentBlocks(content: ChatMessage['content'], where: string, user: boolean): Block[] | RelayError {
+  if (content === null || content === undefined) return [];
+  if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }];
+  const blocks: Block[] = [];
+  for (let i = 0; i < content.length; i++) {
+    const p = content[i]!;
+    const at = `${where}.${i}`;
+    if (p.type === 'text') {
+      if (typeof p.text !== 'string') return invalid(`${at}.text: required string`);
+      if (p.text !== '') blocks.push({ type: 'text', text: p.text });
+    } else if (p.type === 'refusal' && !user) {
+      if (typeof p.refusal === 'string' && p.refusal !== '') blocks.push({ type: 'text', text: p.refusal });
+    } else if (p.type === 'image_url' && user) {
+      const b = imageBlock(p, at);
+      if (b instanceof RelayError) return b;
+      blocks.push(b);
+    } else if (p.type === 'file' && user) {
+      const b = fileBlock(p, at);
+      if (b instanceof RelayError) return b;
+      blocks.push(b);
+    } else {
+      return invalid(`${at}.type: content parts of type "${p.type}" are not converted for this model's provider`);
+    }
+  }
+  return blocks;
+}
+
+function toolUses(calls: unknown, where: string): Block[] | RelayError {
+  if (calls === undefined || calls === null) return [];
+  if (!Array.isArray(calls)) return invalid(`${where}: must be an array`);
+  const out: Block[] = [];
+  for (let i = 0; i < calls.length; i++) {
+    const c = calls[i] as { id?: unknown; type?: unknown; function?: { name?: unknown; arguments?: unknown } } | null;
+    const at = `${where}.${i}`;
+    if (!c || typeof c.id !== 'string' || typeof c.function?.name !== 'string') return invalid(`${at}: id and function.name are required strings`);
+    let input: unknown = {};
+    const args = c.function.arguments;
+    if (typeof args === 'string' && args.trim() !== '') {
+      try {
+        input = JSON.parse(args);
+      } catch {
+        return invalid(`${at}.function.arguments: not valid JSON`);
+      }
+    }
+    if (!input || typeof input !== 'object' || Array.isArray(input)) return invalid(`${at}.function.arguments: must be a JSON object`);
+    out.push({ type: 'tool_use', id: c.id, name: c.function.name, input });
+  }
+  return out;
+}
+
+function push(turns: Turn[], role: Turn['role'], blocks: Block[]): void {
+  if (blocks.length === 0) return;
+  const last = turns[turns.length - 1];
+  if (last && last.role === role) last.content.push(...blocks);
+  else turns.push({ role, content: blocks });
+}
+
+function convertTools(chat: ChatRequest): Record<string, unknown> | RelayError {
+  const out: Record<string, unknown> = {};
+  if (chat.tools && chat.tools.length > 0) {
+    const tools: Record<string, unknown>[] = [];
+    for (let i = 0; i < chat.tools.length; i++) {
+      const t = chat.tools[i]!;
+      const f = t.function as { name?: unknown; description?: unknown; parameters?: unknown } | undefined;
+      if (t.type !== 'function' || typeof f?.name !== 'string') return invalid(`tools.${i}: only function tools with a name are converted`);
+      const tool: Record<string, unknown> = { name: f.name, input_schema: f.parameters && typeof f.parameters === 'object' ? f.parameters : { type: 'object', properties: {} } };
+      if (typeof f.description === 'string') tool.description = f.description;
+      tools.push(tool);
+    }
+    out.tools = tools;
+  }
+  const choice = chat.tool_choice;
+  let toolChoice: Record<string, unknown> | undefined;
+  if (choice === 'auto') toolChoice = { type: 'auto' };
+  else if (choice === 'none') toolChoice = { type: 'none' };
+  else if (choice === 'required') toolChoice = { type: 'any' };
+  else if (typeof choice === 'string') return invalid(`tool_choice: "${choice}" is not one of auto, none, required`);
+  else if (choice && typeof choice === 'object') {
+    const name = (choice.function as { name?: unknown } | undefined)?.name;
+    if (choice.type !== 'function' || typeof name !== 'string') return invalid('tool_choice: a named choice needs type "function" and function.name');
+    toolChoice = { type: 'tool', name };
+  }
+  if (chat.parallel_tool_calls === false && out.tools) toolChoice = { ...(toolChoice ?? { type: 'auto' }), disable_parallel_tool_use: true };
+  if (toolChoice && out.tools) out.tool_choice = toolChoice;
+  return out;
+}
+
+/** Service tiers the provider bills at most at the model's standard price, which the ratios express. */
+const PRICED_SERVICE_TIERS = new Set(['auto', 'default', 'flex']);
+
+/**
+ * Fields that make an OpenAI-format provider bill what the relay can neither price nor bound, refused
+ * whatever the channel (money bound, docs/billing.md): audio output (audio tokens, priced apart),
+ * web search (a fee per search the usage does not report), predicted outputs (rejected prediction
+ * tokens billed beyond max_completion_tokens), service tiers dearer than the standard price.
+ */
+export function unpricedFieldRefusal(chat: ChatRequest): RelayError | null {
+  const c = chat as Record<string, unknown>;
+  if (c.audio !== undefined && c.audio !== null) return invalid('audio: audio output is not served by this gateway');
+  const modalities = c.modalities;
+  if (Array.isArray(modalities) && modalities.some((m) => m !== 'text')) return invalid('modalities: only "text" is served by this gateway');
+  if (c.web_search_options !== undefined && c.web_search_options !== null) return invalid('web_search_options: web search is not served on /v1/chat/completions by this gateway');
+  if (c.prediction !== undefined && c.prediction !== null) return invalid('prediction: predicted outputs are not served by this gateway');
+  const tier = c.service_tier;
+  if (tier !== undefined && tier !== null && !(typeof tier === 'string' && PRICED_SERVICE_TIERS.has(tier))) return invalid('service_tier: only "auto", "default" and "flex" are served by this gateway');
+  return null;
+}
+
+/**
+ * What an Anthropic channel cannot carry, checked when the request is routed to one (an OpenAI-format
+ * channel passes it): several choices, a response format other than text.
+ */
+export function anthropicOnlyRefusal(chat: ChatRequest): RelayError | null {
+  if (chat.n !== undefined && chat.n !== null && chat.n > 1) return invalid('n: only 1 choice is generated by this model\'s provider');
+  const format = (chat as { response_format?: { type?: unknown } | null }).response_format;
+  if (format && format.type !== 'text') return invalid('response_format: only "text" is converted for this model\'s provider');
+  return null;
+}
+
+/**
+ * The request in Anthropic's form: what an Anthropic channel is sent (after anthropicOnlyRefusal),
+ * and what every request is priced and reserved by (max_tokens is the output bound of one choice).
+ */
+export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX_TOKENS): MessagesRequest | RelayError {
+  const unpriced = unpricedFieldRefusal(chat);
+  if (unpriced) return unpriced;
+  if ((chat as { functions?: unknown }).functions !== undefined) return invalid('functions: deprecated; send tools instead');
+
+  const system: string[] = [];
+  const turns: Turn[] = [];
+  for (let i = 0; i < chat.messages.length; i++) {
+    const m = chat.messages[i]!;
+    const where = `messages.${i}`;
+    if (m.role === 'system' || m.role === 'developer') {
+      const text = textOf(m.content, `${where}.content`);
+      if (text instanceof RelayError) return text;
+      if (text) system.push(text);
+    } else if (m.role === 'user') {
+      const blocks = contentBlocks(m.content, `${where}.content`, true);
+      if (blocks instanceof RelayError) return blocks;
+      push(turns, 'user', blocks);
+    } else if (m.role === 'assistant') {
+      const blocks = contentBlocks(m.content, `${where}.content`, false);
+      if (blocks instanceof RelayError) return blocks;
+      const uses = toolUses(m.tool_calls, `${where}.tool_calls`);
+      if (uses instanceof RelayError) return uses;
+      push(turns, 'assistant', [...blocks, ...uses]);
+    } else if (m.role === 'tool') {
+      if (typeof m.tool_call_id !== 'string' || !m.tool_call_id) return invalid(`${where}.tool_call_id: required string`);
+      const text = textOf(m.content, `${where}.content`);
+      if (text instanceof RelayError) return text;
+      push(turns, 'user', [{ type: 'tool_result', tool_use_id: m.tool_call_id, content: text }]);
+    } else {
+      return invalid(`${where}.role: "function" messages are deprecated; send tool messages instead`);
+    }
+  }
+  if (turns.length === 0) return invalid('messages: at least one user or assistant message with content is required');
+
+  const tools = convertTools(chat);
+  if (tools instanceof RelayError) return tools;
+  const body: MessagesRequest = {
+    model: chat.model,
+    messages: turns as MessagesRequest['messages'],
+    max_tokens: chat.max_completion_tokens ?? chat.max_tokens ?? defaultMaxTokens,
+    ...tools,
+  };
+  if (system.length > 0) body.system = system.join('\n\n');
+  if (chat.stream === true) body.stream = true;
+  if (typeof chat.temperature === 'number') body.temperature = Math.min(1, chat.temperature);
+  if (typeof chat.top_p === 'number') body.top_p = chat.top_p;
+  if (chat.stop !== undefined && chat.stop !== null) body.stop_sequences = typeof chat.stop === 'string' ? [chat.stop] : chat.stop;
+  if (chat.user) body.metadata = { user_id: chat.user };
+  return body;
+}

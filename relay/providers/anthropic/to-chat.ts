@@ -1,0 +1,197 @@
+// An Anthropic Messages answer as a Chat Completions answer, for /v1/chat/completions requests served
+// by an Anthropic channel.
+//
+//   text blocks → message.content (joined); tool_use → message.tool_calls (input as JSON arguments);
+//   thinking and server-tool blocks are not converted (left out).
+//   stop_reason: end_turn, stop_sequence, pause_turn → stop; max_tokens, model_context_window_exceeded
+//   → length; tool_use → tool_calls; refusal → content_filter.
+//   usage: prompt_tokens = input + cache reads + cache writes (OpenAI counts the cached part inside),
+//   prompt_tokens_details.cached_tokens = cache reads, completion_tokens = output.
+//
+// Streamed (AnthropicToChatStream), event by event as they arrive: message_start → a first chunk with
+// the assistant role; text deltas → content deltas; a tool_use block → a tool_calls delta with its id
+// and name, its input_json_delta pieces → arguments deltas; message_delta → a chunk with the
+// finish_reason; message_stop → the usage chunk (only when the client asked for it with
+// stream_options.include_usage) and `data: [DONE]`; an error event → `data: {"error": …}` (OpenAI's
+// SDK raises it). ping, block stops and thinking deltas send nothing.
+import { StringDecoder } from 'node:string_decoder';
+import { openaiErrorBody, openaiErrorType } from '../../errors.js';
+import type { StreamRewriter } from '../../messages/stream-relay.js';
+
+export function finishReasonOf(stopReason: unknown): string {
+  switch (stopReason) {
+    case 'max_tokens': case 'model_context_window_exceeded': return 'length';
+    case 'tool_use': return 'tool_calls';
+    case 'refusal': return 'content_filter';
+    default: return 'stop';
+  }
+}
+
+function n(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0;
+}
+
+export interface ChatUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+  completion_tokens_details: { reasoning_tokens: number };
+}
+
+export function chatUsageOf(usage: Record<string, unknown> | undefined | null): ChatUsage {
+  const u = usage ?? {};
+  const cacheRead = n(u.cache_read_input_tokens);
+  const prompt = n(u.input_tokens) + cacheRead + n(u.cache_creation_input_tokens);
+  const completion = n(u.output_tokens);
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cacheRead },
+    completion_tokens_details: { reasoning_tokens: 0 },
+  };
+}
+
+function chatId(messageId: unknown): string {
+  return typeof messageId === 'string' && messageId ? `chatcmpl-${messageId}` : `chatcmpl-${Date.now().toString(36)}`;
+}
+
+/** The Chat Completion of an Anthropic Message body; `model` is the name the client asked for. */
+export function messageToChat(body: Buffer, model: string): string | null {
+  let m: Record<string, unknown>;
+  try {
+    m = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
+  let text: string | null = null;
+  const toolCalls: unknown[] = [];
+  if (Array.isArray(m.content)) {
+    for (const b of m.content as Array<Record<string, unknown>>) {
+      if (b?.type === 'text' && typeof b.text === 'string') text = (text ?? '') + b.text;
+      else if (b?.type === 'tool_use') toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
+    }
+  }
+  const message: Record<string, unknown> = { role: 'assistant', content: text, refusal: null };
+  if (toolCalls.length > 0) message.tool_calls = toolCalls;
+  return JSON.stringify({
+    id: chatId(m.id),
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: finishReasonOf(m.stop_reason) }],
+    usage: chatUsageOf(m.usage as Record<string, unknown> | undefined),
+  });
+}
+
+const DONE = 'data: [DONE]\n\n';
+
+/** Anthropic SSE in, Chat Completions chunks out, one event at a time. */
+export class AnthropicToChatStream implements StreamRewriter {
+  readonly #model: string;
+  readonly #includeUsage: boolean;
+  readonly #created = Math.floor(Date.now() / 1000);
+  readonly #decoder = new StringDecoder('utf8');
+  #partial = '';
+  #event = '';
+  #id = '';
+  /** Anthropic block index → OpenAI tool_calls index, for tool_use blocks. */
+  #tools = new Map<number, number>();
+  #usage: Record<string, unknown> = {};
+
+  constructor(model: string, includeUsage: boolean) {
+    this.#model = model;
+    this.#includeUsage = includeUsage;
+  }
+
+  push(chunk: Buffer): string {
+    const text = this.#partial + this.#decoder.write(chunk);
+    let out = '';
+    let pos = 0;
+    for (;;) {
+      const nl = text.indexOf('\n', pos);
+      if (nl < 0) break;
+      let end = nl;
+      if (end > pos && text.charCodeAt(end - 1) === 13) end--;
+      out += this.#line(text.slice(pos, end));
+      pos = nl + 1;
+    }
+    this.#partial = pos === 0 ? text : text.slice(pos);
+    return out;
+  }
+
+  #line(line: string): string {
+    if (line === '') {
+      this.#event = '';
+      return '';
+    }
+    if (line.startsWith('event:')) {
+      this.#event = line.slice(6).trim();
+      return '';
+    }
+    if (!line.startsWith('data:')) return '';
+    let data: Record<string, unknown>;
+    try {
+      data = JSON.parse(line.slice(5)) as Record<string, unknown>;
+    } catch {
+      return '';
+    }
+    return this.#convert(this.#event || String(data.type ?? ''), data);
+  }
+
+  #chunk(delta: Record<string, unknown>, finishReason: string | null = null): string {
+    return `data: ${JSON.stringify({
+      id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    })}\n\n`;
+  }
+
+  #convert(type: string, data: Record<string, unknown>): string {
+    switch (type) {
+      case 'message_start': {
+        const message = data.message as Record<string, unknown> | undefined;
+        this.#id = chatId(message?.id);
+        this.#usage = { ...(message?.usage as Record<string, unknown> | undefined) };
+        return this.#chunk({ role: 'assistant', content: '' });
+      }
+      case 'content_block_start': {
+        const block = data.content_block as Record<string, unknown> | undefined;
+        if (block?.type !== 'tool_use') return '';
+        const index = this.#tools.size;
+        this.#tools.set(n(data.index), index);
+        return this.#chunk({ tool_calls: [{ index, id: block.id, type: 'function', function: { name: block.name, arguments: '' } }] });
+      }
+      case 'content_block_delta': {
+        const delta = data.delta as Record<string, unknown> | undefined;
+        if (delta?.type === 'text_delta' && typeof delta.text === 'string') return this.#chunk({ content: delta.text });
+        if (delta?.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
+          const index = this.#tools.get(n(data.index));
+          if (index === undefined || delta.partial_json === '') return '';
+          return this.#chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] });
+        }
+        return '';
+      }
+      case 'message_delta': {
+        const usage = data.usage as Record<string, unknown> | undefined;
+        if (usage) for (const [k, v] of Object.entries(usage)) if (v !== null && v !== undefined) this.#usage[k] = v;
+        const delta = data.delta as Record<string, unknown> | undefined;
+        return this.#chunk({}, finishReasonOf(delta?.stop_reason));
+      }
+      case 'message_stop': {
+        if (!this.#includeUsage) return DONE;
+        const usageChunk = `data: ${JSON.stringify({
+          id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model, choices: [], usage: chatUsageOf(this.#usage),
+        })}\n\n`;
+        return usageChunk + DONE;
+      }
+      case 'error': {
+        const e = data.error as { type?: unknown; message?: unknown } | undefined;
+        const t = typeof e?.type === 'string' ? e.type : 'api_error';
+        return `data: ${openaiErrorBody(openaiErrorType(t), typeof e?.message === 'string' ? e.message : 'The model provider stream failed.', t)}\n\n`;
+      }
+      default:
+        return '';
+    }
+  }
+}

@@ -1,0 +1,216 @@
+// The conversions between Anthropic Messages and OpenAI Chat Completions, request and answer, and
+// the stream rewriters and meter fed the providers' real streams (the mocks' wire formats) cut at
+// every byte: what comes out never depends on where the network split the stream.
+import { describe, expect, it } from 'vitest';
+import { messageUsage, streamHead, streamTail, DELTA_EVENT, toolUseStream } from '../../bench/mock-upstream/wire-format.js';
+import type { ChatRequest } from '../chat-completions/chat-request.js';
+import { RelayError } from '../errors.js';
+import type { MessagesRequest } from '../messages/messages-request.js';
+import { chatToMessages, DEFAULT_MAX_TOKENS } from './anthropic/from-chat.js';
+import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
+import { ChatStreamMeter } from './openai/chat-usage.js';
+import { messagesToChat } from './openai/from-messages.js';
+import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from './openai/to-messages.js';
+
+/** Feeds `whole` in pieces of `size` bytes; returns what the rewriter wrote. */
+function feed(rewriter: { push(chunk: Buffer): string | Buffer }, whole: Buffer, size: number): string {
+  let out = '';
+  for (let i = 0; i < whole.length; i += size) out += rewriter.push(whole.subarray(i, i + size)).toString();
+  return out;
+}
+
+const SIZES = [1, 2, 3, 7, 16, 64, 100_000];
+
+function dataEvents(sse: string): unknown[] {
+  return sse.split('\n\n').filter((e) => e !== '').map((e) => {
+    const data = e.split('\n').find((l) => l.startsWith('data: '))!.slice(6);
+    return data === '[DONE]' ? '[DONE]' : JSON.parse(data);
+  });
+}
+
+// An Anthropic stream as the mock writes it, with a multi-byte character to be split mid-way.
+const usage = messageUsage(11, 5, 0, 3);
+const anthropicStream = Buffer.from(streamHead('msg_1', 'claude-x', usage) + DELTA_EVENT + DELTA_EVENT.replace('tok ', 'é€ ') + DELTA_EVENT + streamTail('end_turn', 3));
+
+const chatChunk = (delta: unknown, finish: string | null = null) =>
+  `data: {"id":"chatcmpl-9","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":${JSON.stringify(delta)},"finish_reason":${finish ? `"${finish}"` : 'null'}}],"usage":null}\n\n`;
+const chatUsage = 'data: {"id":"chatcmpl-9","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":4,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":6}}}\n\n';
+const chatStream = Buffer.from(
+  chatChunk({ role: 'assistant', content: '' }) + chatChunk({ content: 'Hé' }) + chatChunk({ content: 'llo' })
+  + chatChunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '' } }] })
+  + chatChunk({ tool_calls: [{ index: 0, function: { arguments: '{"a":' } }] }) + chatChunk({ tool_calls: [{ index: 0, function: { arguments: '1}' } }] })
+  + chatChunk({}, 'tool_calls') + chatUsage + 'data: [DONE]\n\n',
+);
+
+describe('AnthropicToChatStream', () => {
+  it.each(SIZES)('chunks of %i bytes: role, content, finish_reason, usage when asked, [DONE]', (size) => {
+    const events = dataEvents(feed(new AnthropicToChatStream('my-model', true), anthropicStream, size));
+    expect(events[events.length - 1]).toBe('[DONE]');
+    const chunks = events.slice(0, -1) as Array<{ model: string; choices: Array<{ delta: { content?: string; role?: string }; finish_reason: string | null }>; usage?: unknown }>;
+    expect(chunks[0]!.choices[0]!.delta.role).toBe('assistant');
+    expect(chunks.every((c) => c.model === 'my-model')).toBe(true);
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('tok é€ tok ');
+    expect(chunks[chunks.length - 2]!.choices[0]!.finish_reason).toBe('stop');
+    expect(chunks[chunks.length - 1]).toMatchObject({ choices: [], usage: { prompt_tokens: 16, completion_tokens: 3, total_tokens: 19, prompt_tokens_details: { cached_tokens: 5 } } });
+  });
+
+  it('leaves the usage chunk out when the client did not ask; a tool_use becomes tool_calls deltas', () => {
+    const tool = Buffer.from(toolUseStream('msg_2', 'claude-x', usage, { name: 'lookup', input: { q: 'tok' } }, 'toolu_1'));
+    const events = dataEvents(feed(new AnthropicToChatStream('m', false), tool, 5));
+    expect(events[events.length - 1]).toBe('[DONE]');
+    const chunks = events.slice(0, -1) as Array<{ choices: Array<{ delta: { tool_calls?: Array<{ index: number; id?: string; function: { name?: string; arguments: string } }> }; finish_reason: string | null }> }>;
+    expect(chunks.every((c) => c.choices.length === 1)).toBe(true);
+    const calls = chunks.flatMap((c) => c.choices[0]!.delta.tool_calls ?? []);
+    expect(calls[0]).toMatchObject({ index: 0, id: 'toolu_1', function: { name: 'lookup', arguments: '' } });
+    expect(calls.map((c) => c.function.arguments).join('')).toBe('{"q":"tok"}');
+    expect(chunks[chunks.length - 1]!.choices[0]!.finish_reason).toBe('tool_calls');
+  });
+
+  it('an error event becomes OpenAI\'s error object', () => {
+    const out = new AnthropicToChatStream('m', false).push(Buffer.from('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'));
+    expect(dataEvents(out)).toEqual([{ error: { message: 'Overloaded', type: 'server_error', param: null, code: 'overloaded_error' } }]);
+  });
+});
+
+describe('ChatToAnthropicStream', () => {
+  it.each(SIZES)('chunks of %i bytes: message_start, a text block, a tool_use block, message_delta with the usage, message_stop', (size) => {
+    const out = feed(new ChatToAnthropicStream('asked-model'), chatStream, size);
+    const events = out.split('\n\n').filter((e) => e).map((e) => ({ event: e.split('\n')[0]!.slice(7), data: JSON.parse(e.split('\n')[1]!.slice(6)) as Record<string, unknown> }));
+    expect(events.map((e) => e.event)).toEqual([
+      'message_start', 'content_block_start', 'content_block_delta', 'content_block_delta', 'content_block_stop',
+      'content_block_start', 'content_block_delta', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop',
+    ]);
+    expect(events[0]!.data).toMatchObject({ message: { id: 'msg_9', model: 'asked-model', role: 'assistant' } });
+    expect(events[2]!.data).toMatchObject({ index: 0, delta: { type: 'text_delta', text: 'Hé' } });
+    expect(events[5]!.data).toMatchObject({ index: 1, content_block: { type: 'tool_use', id: 'call_1', name: 'f' } });
+    expect(events[6]!.data).toMatchObject({ index: 1, delta: { type: 'input_json_delta', partial_json: '{"a":' } });
+    expect(events[9]!.data).toEqual({ type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { input_tokens: 14, cache_creation_input_tokens: 0, cache_read_input_tokens: 6, output_tokens: 4 } });
+  });
+});
+
+describe('ChatUsageFilter', () => {
+  it.each(SIZES)('chunks of %i bytes: the usage chunk is left out, everything else passes unchanged', (size) => {
+    expect(feed(new ChatUsageFilter(), chatStream, size)).toBe(chatStream.toString().replace(chatUsage, ''));
+  });
+
+  it('passes a chunk that cannot hold the usage as the same buffer, uncopied', () => {
+    const chunk = Buffer.from(chatChunk({ content: 'x' }));
+    expect(new ChatUsageFilter().push(chunk)).toBe(chunk);
+  });
+});
+
+describe('ChatStreamMeter', () => {
+  it('reads an error chunk, and text with escapes and quotes in place', () => {
+    const texts: string[] = [];
+    const meter = new ChatStreamMeter({ pushDelta: () => {}, pushText: (buf, start, end) => texts.push(buf.toString('utf8', start, end)) });
+    meter.push(Buffer.from(chatChunk({ content: 'say "content":"x" \\ done' }) + 'data: {"error":{"message":"boom","type":"server_error"}}\n\n'));
+    expect(texts).toEqual([JSON.stringify('say "content":"x" \\ done').slice(1, -1)]);
+    expect(meter.error).toEqual({ type: 'server_error', message: 'boom' });
+    expect(meter.sawMessageDelta).toBe(false);
+  });
+
+  it.each(SIZES)('chunks of %i bytes: usage with the cached tokens apart, the end, the deltas', (size) => {
+    const delivered: string[] = [];
+    const meter = new ChatStreamMeter({
+      pushDelta: () => { throw new Error('a Chat Completions stream hands over text, not Anthropic payloads'); },
+      pushText: (buf, start, end) => delivered.push(JSON.parse(`"${buf.toString('utf8', start, end)}"`) as string),
+    });
+    for (let i = 0; i < chatStream.length; i += size) meter.push(chatStream.subarray(i, i + size));
+    expect(meter).toMatchObject({ inputTokens: 14, cacheReadTokens: 6, outputTokens: 4, sawMessageStart: true, sawMessageDelta: true, sawMessageStop: true, contentDeltas: 4, error: null });
+    expect(delivered.join('')).toBe('Héllo{"a":1}');
+  });
+});
+
+describe('chatToMessages', () => {
+  const chat = (extra: Partial<ChatRequest>): ChatRequest => ({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...extra }) as ChatRequest;
+
+  it('joins system and developer messages, merges tool results into one user turn, maps the tools', () => {
+    const out = chatToMessages(chat({
+      messages: [
+        { role: 'system', content: 'A' },
+        { role: 'user', content: 'q' },
+        { role: 'developer', content: [{ type: 'text', text: 'B' }] },
+        { role: 'assistant', content: null, tool_calls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{}' } }, { id: 't2', type: 'function', function: { name: 'f', arguments: '' } }] },
+        { role: 'tool', tool_call_id: 't1', content: 'r1' },
+        { role: 'tool', tool_call_id: 't2', content: [{ type: 'text', text: 'r2' }] },
+        { role: 'user', content: 'next' },
+      ],
+      tools: [{ type: 'function', function: { name: 'f' } }],
+      tool_choice: 'auto',
+      stream: true,
+    })) as MessagesRequest;
+    expect(out).toEqual({
+      model: 'm', max_tokens: DEFAULT_MAX_TOKENS, stream: true, system: 'A\n\nB',
+      tools: [{ name: 'f', input_schema: { type: 'object', properties: {} } }],
+      tool_choice: { type: 'auto' },
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'q' }] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: {} }, { type: 'tool_use', id: 't2', name: 'f', input: {} }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'r1' }, { type: 'tool_result', tool_use_id: 't2', content: 'r2' }, { type: 'text', text: 'next' }] },
+      ],
+    });
+  });
+
+  it('max_completion_tokens wins over max_tokens; a PDF file part becomes a document', () => {
+    const out = chatToMessages(chat({
+      max_tokens: 10, max_completion_tokens: 20,
+      messages: [{ role: 'user', content: [{ type: 'file', file: { file_data: 'data:application/pdf;base64,JVBE' } }] }],
+    })) as MessagesRequest;
+    expect(out.max_tokens).toBe(20);
+    expect(out.messages[0]!.content).toEqual([{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBE' } }]);
+  });
+
+  it('refuses what it cannot carry', () => {
+    expect(chatToMessages(chat({ messages: [{ role: 'system', content: 'only a system message' }] }))).toBeInstanceOf(RelayError);
+    expect(chatToMessages(chat({ tool_choice: 'sometimes', tools: [{ type: 'function', function: { name: 'f' } }] }))).toBeInstanceOf(RelayError);
+    expect(chatToMessages(chat({ tools: [{ type: 'custom', custom: { name: 'g' } }] }))).toBeInstanceOf(RelayError);
+  });
+});
+
+describe('messagesToChat', () => {
+  it('puts tool results before the rest of their user turn, images as image_url parts', () => {
+    const out = messagesToChat({
+      model: 'm', max_tokens: 5, system: [{ type: 'text', text: 'S' }],
+      messages: [{ role: 'user', content: [
+        { type: 'tool_result', tool_use_id: 't', content: [{ type: 'text', text: 'r' }] },
+        { type: 'text', text: 'look' },
+        { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AAA' } },
+      ] }],
+      tools: [{ name: 'f', input_schema: { type: 'object' } }],
+      tool_choice: { type: 'tool', name: 'f', disable_parallel_tool_use: true },
+      metadata: { user_id: 'u1' },
+    } as MessagesRequest, 'mapped');
+    expect(out).toEqual({
+      model: 'mapped', max_tokens: 5, user: 'u1', parallel_tool_calls: false,
+      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+      tool_choice: { type: 'function', function: { name: 'f' } },
+      messages: [
+        { role: 'system', content: 'S' },
+        { role: 'tool', tool_call_id: 't', content: 'r' },
+        { role: 'user', content: [{ type: 'text', text: 'look' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAA' } }] },
+      ],
+    });
+  });
+
+  it('refuses server tools', () => {
+    expect(messagesToChat({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'web_search_20250305', name: 'web_search' }] } as MessagesRequest, 'm')).toBeInstanceOf(RelayError);
+  });
+});
+
+describe('JSON answers', () => {
+  it('an Anthropic Message as a Chat Completion and a Chat Completion as a Message', () => {
+    const message = Buffer.from(JSON.stringify({ id: 'msg_5', content: [{ type: 'thinking', thinking: 'hmm' }, { type: 'text', text: 'Hi' }, { type: 'tool_use', id: 'tu', name: 'f', input: { a: 1 } }], stop_reason: 'tool_use', usage: { input_tokens: 3, cache_read_input_tokens: 4, cache_creation_input_tokens: 2, output_tokens: 7 } }));
+    expect(JSON.parse(messageToChat(message, 'asked')!)).toMatchObject({
+      id: 'chatcmpl-msg_5', object: 'chat.completion', model: 'asked',
+      choices: [{ index: 0, finish_reason: 'tool_calls', message: { role: 'assistant', content: 'Hi', tool_calls: [{ id: 'tu', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] } }],
+      usage: { prompt_tokens: 9, completion_tokens: 7, total_tokens: 16, prompt_tokens_details: { cached_tokens: 4 } },
+    });
+    const completion = Buffer.from(JSON.stringify({ id: 'chatcmpl-7', choices: [{ message: { content: 'Yo', tool_calls: [{ id: 'c', function: { name: 'g', arguments: 'not json' } }] }, finish_reason: 'length' }], usage: { prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 3 } } }));
+    expect(JSON.parse(chatToMessage(completion, 'asked')!)).toEqual({
+      id: 'msg_7', type: 'message', role: 'assistant', model: 'asked',
+      content: [{ type: 'text', text: 'Yo' }, { type: 'tool_use', id: 'c', name: 'g', input: {} }],
+      stop_reason: 'max_tokens', stop_sequence: null,
+      usage: { input_tokens: 7, cache_creation_input_tokens: 0, cache_read_input_tokens: 3, output_tokens: 2 },
+    });
+  });
+});

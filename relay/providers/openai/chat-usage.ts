@@ -1,0 +1,200 @@
+// The usage of a Chat Completions answer, priced with the same formula as Anthropic's
+// (core/pricing/quota-cost.ts): OpenAI's prompt_tokens includes the cached tokens
+// (usage.prompt_tokens_details.cached_tokens), so input = prompt_tokens - cached_tokens and the cached
+// ones are cache reads; completion_tokens (reasoning included) is the output. OpenAI reports no cache
+// writes.
+//
+// ChatStreamMeter reads a streamed answer as it passes, without decoding or parsing the ordinary
+// chunks: `data: [DONE]` marks the end; only a chunk holding the byte sequence `"usage":{` or
+// `"error":` (neither can occur inside a JSON string, whose quotes would be escaped) is parsed: the
+// usage (the last chunk, with stream_options.include_usage) or a failure. In every other chunk the raw
+// bytes of each `"content"`, `"reasoning_content"` and tool-call `"arguments"` string are found in
+// place and handed to the delivered-text counter (pushText, no copy), so that a cut stream is billed
+// for the text delivered, as on the Anthropic path. Nothing is kept but a line split across chunks.
+import type { StreamUsage } from '../../stream/sse-usage-parser.js';
+import type { DeliveredTextSink, StreamMeter } from '../provider.js';
+
+function num(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0;
+}
+
+/** Our usage of a Chat Completions `usage` object; null when it is not one. */
+export function usageOfChatUsage(usage: unknown): StreamUsage | null {
+  if (!usage || typeof usage !== 'object') return null;
+  const u = usage as Record<string, unknown>;
+  if (u.prompt_tokens === undefined && u.completion_tokens === undefined) return null;
+  const prompt = num(u.prompt_tokens);
+  const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
+  const cached = Math.min(prompt, details && typeof details === 'object' ? num(details.cached_tokens) : 0);
+  return { inputTokens: prompt - cached, outputTokens: num(u.completion_tokens), cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: cached };
+}
+
+export function usageOfChatBody(body: Buffer): StreamUsage | null {
+  try {
+    return usageOfChatUsage((JSON.parse(body.toString('utf8')) as { usage?: unknown }).usage);
+  } catch {
+    return null;
+  }
+}
+
+const NL = 0x0a;
+const CR = 0x0d;
+const SPACE = 0x20;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const DATA = Buffer.from('data:');
+const DONE = Buffer.from('[DONE]');
+/**
+ * The byte sequences looked for, none of which can occur inside a JSON string (its quotes would be
+ * escaped): the usage and error keys (their chunk is parsed), then the string values that are
+ * delivered output: the text, the reasoning, the tool-call arguments.
+ */
+const NEEDLES = [Buffer.from('"usage":{'), Buffer.from('"error":'), Buffer.from('"content":"'), Buffer.from('"reasoning_content":"'), Buffer.from('"arguments":"')];
+const USAGE = 0;
+const ERROR = 1;
+const FIRST_TEXT = 2;
+
+function startsWith(buf: Buffer, at: number, end: number, word: Buffer): boolean {
+  if (end - at < word.length) return false;
+  for (let k = 0; k < word.length; k++) if (buf[at + k] !== word[k]) return false;
+  return true;
+}
+
+/** Index of the quote closing the JSON string whose contents start at `from`, or -1 before `end`. */
+function closingQuote(buf: Buffer, from: number, end: number): number {
+  for (let i = from; i < end; i++) {
+    const c = buf[i];
+    if (c === BACKSLASH) i++;
+    else if (c === QUOTE) return i;
+  }
+  return -1;
+}
+
+export class ChatStreamMeter implements StreamMeter {
+  inputTokens = 0;
+  outputTokens = 0;
+  cacheCreationTokens = 0;
+  cacheCreation1hTokens = 0;
+  cacheReadTokens = 0;
+  sawMessageStart = false;
+  sawMessageDelta = false;
+  sawMessageStop = false;
+  contentDeltas = 0;
+  error: { type: string; message: string } | null = null;
+  readonly inputOnlyAtEnd = true;
+  readonly #sink: DeliveredTextSink | null;
+  /** The start of a line that continues in the next chunk; null when none. */
+  #partial: Buffer | null = null;
+  /**
+   * Per needle, where it next occurs in the chunk being read: -1 nowhere after, below the line's
+   * start when not yet looked for. Each needle is searched for once per occurrence, not once per line
+   * (a chunk can hold hundreds of lines).
+   */
+  readonly #next = new Int32Array(NEEDLES.length);
+
+  constructor(sink?: DeliveredTextSink) {
+    this.#sink = sink ?? null;
+  }
+
+  push(chunk: Buffer): void {
+    let buf = chunk;
+    if (this.#partial) {
+      // A line spanning chunks: the rare case, joined once.
+      buf = Buffer.concat([this.#partial, chunk]);
+      this.#partial = null;
+    }
+    let pos = 0;
+    const len = buf.length;
+    this.#next.fill(-2);
+    while (pos < len) {
+      const nl = buf.indexOf(NL, pos);
+      if (nl < 0) {
+        this.#partial = Buffer.from(buf.subarray(pos));
+        return;
+      }
+      let end = nl;
+      if (end > pos && buf[end - 1] === CR) end--;
+      if (end > pos) this.#line(buf, pos, end);
+      pos = nl + 1;
+    }
+  }
+
+  #line(buf: Buffer, start: number, end: number): void {
+    if (!startsWith(buf, start, end, DATA)) return;
+    let s = start + DATA.length;
+    while (s < end && buf[s] === SPACE) s++;
+    if (startsWith(buf, s, end, DONE)) {
+      this.sawMessageStop = true;
+      return;
+    }
+    // The chunk that carries the usage (once per stream) or an error is parsed whole.
+    if (this.#find(buf, USAGE, s, end) >= 0 || this.#find(buf, ERROR, s, end) >= 0) {
+      this.#parsed(buf, s, end);
+      return;
+    }
+    this.sawMessageStart = true;
+    // The text of every other chunk is found in place, without decoding or parsing.
+    for (let k = FIRST_TEXT; k < NEEDLES.length; k++) {
+      let at = this.#find(buf, k, s, end);
+      while (at >= 0) {
+        const from = at + NEEDLES[k]!.length;
+        const close = closingQuote(buf, from, end);
+        if (close < 0) break;
+        if (close > from) {
+          this.contentDeltas++;
+          this.#sink?.pushText(buf, from, close);
+        }
+        at = this.#find(buf, k, close + 1, end);
+      }
+    }
+  }
+
+  /** Where needle k occurs in buf[from, end), or -1. */
+  #find(buf: Buffer, k: number, from: number, end: number): number {
+    let at = this.#next[k]!;
+    if (at !== -1 && at < from) this.#next[k] = at = buf.indexOf(NEEDLES[k]!, from);
+    return at >= 0 && at + NEEDLES[k]!.length <= end ? at : -1;
+  }
+
+  #parsed(buf: Buffer, start: number, end: number): void {
+    let chunk: Record<string, unknown>;
+    try {
+      chunk = JSON.parse(buf.toString('utf8', start, end)) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    if (chunk.error && typeof chunk.error === 'object') {
+      const e = chunk.error as { type?: unknown; code?: unknown; message?: unknown };
+      this.error = { type: String(e.type ?? e.code ?? 'api_error'), message: String(e.message ?? '') };
+      return;
+    }
+    this.sawMessageStart = true;
+    const usage = usageOfChatUsage(chunk.usage);
+    if (usage) {
+      this.sawMessageDelta = true;
+      this.inputTokens = usage.inputTokens;
+      this.outputTokens = usage.outputTokens;
+      this.cacheReadTokens = usage.cacheReadTokens;
+    }
+    // Some providers put the last text in the usage chunk: counted like any other.
+    const choices = chunk.choices;
+    if (!Array.isArray(choices)) return;
+    for (const choice of choices as Array<{ delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown } } | null>) {
+      const delta = choice?.delta;
+      if (!delta) continue;
+      this.#text(delta.content);
+      this.#text(delta.reasoning_content);
+      if (Array.isArray(delta.tool_calls)) {
+        for (const call of delta.tool_calls as Array<{ function?: { arguments?: unknown } } | null>) this.#text(call?.function?.arguments);
+      }
+    }
+  }
+
+  #text(text: unknown): void {
+    if (typeof text !== 'string' || text === '') return;
+    this.contentDeltas++;
+    if (!this.#sink) return;
+    const raw = Buffer.from(JSON.stringify(text));
+    this.#sink.pushText(raw, 1, raw.length - 1);
+  }
+}

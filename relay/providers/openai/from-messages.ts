@@ -1,0 +1,127 @@
+// An Anthropic Messages request as a Chat Completions request: what a /v1/messages request becomes on
+// its way to an OpenAI-format channel.
+//
+//   system (string or text blocks)       → a system message
+//   text blocks                          → text content (a string when text only, else parts)
+//   image blocks (base64, url)           → image_url parts (base64 as a data: URL)
+//   assistant tool_use blocks            → tool_calls (input as JSON arguments)
+//   user tool_result blocks              → tool messages, before the rest of that user turn
+//   tools / tool_choice                  → function tools / auto, none, required (any), a named
+//                                            function (tool); disable_parallel_tool_use → parallel_tool_calls false
+//   stop_sequences → stop; temperature, top_p; metadata.user_id → user
+//   max_tokens                           → max_tokens, or max_completion_tokens for OpenAI's
+//                                            reasoning models (core/channels/output-limit.ts)
+//   stream → stream with stream_options.include_usage (the answer is billed by its usage)
+// Refused (400): document blocks, server tools (web search…), tool results holding anything but text.
+// Left out: thinking blocks and the thinking setting, cache_control, top_k, anthropic-beta features.
+import { RelayError } from '../../errors.js';
+import type { MessagesRequest } from '../../messages/messages-request.js';
+import { outputLimitField } from '../../../core/channels/output-limit.js';
+
+type Block = Record<string, unknown> & { type: string };
+
+function invalid(message: string): RelayError {
+  return new RelayError('invalid_request', message);
+}
+
+function blocksOf(content: unknown): Block[] {
+  if (typeof content === 'string') return [{ type: 'text', text: content }];
+  return Array.isArray(content) ? (content as Block[]) : [];
+}
+
+function textOfBlocks(content: unknown, where: string): string | RelayError {
+  let out = '';
+  for (const b of blocksOf(content)) {
+    if (b.type !== 'text' || typeof b.text !== 'string') return invalid(`${where}: only text blocks are converted for this model's provider`);
+    out += (out ? '\n' : '') + b.text;
+  }
+  return out;
+}
+
+function imagePart(b: Block, where: string): Record<string, unknown> | RelayError {
+  const source = b.source as { type?: unknown; media_type?: unknown; data?: unknown; url?: unknown } | undefined;
+  if (source?.type === 'base64' && typeof source.media_type === 'string' && typeof source.data === 'string') {
+    return { type: 'image_url', image_url: { url: `data:${source.media_type};base64,${source.data}` } };
+  }
+  if (source?.type === 'url' && typeof source.url === 'string') return { type: 'image_url', image_url: { url: source.url } };
+  return invalid(`${where}.source: only base64 and url images are converted`);
+}
+
+export function messagesToChat(body: MessagesRequest, model: string): Record<string, unknown> | RelayError {
+  const messages: Record<string, unknown>[] = [];
+  if (body.system !== undefined) {
+    const system = textOfBlocks(body.system, 'system');
+    if (system instanceof RelayError) return system;
+    if (system) messages.push({ role: 'system', content: system });
+  }
+  for (let i = 0; i < body.messages.length; i++) {
+    const m = body.messages[i]!;
+    const where = `messages.${i}.content`;
+    const blocks = blocksOf(m.content);
+    const parts: Record<string, unknown>[] = [];
+    const toolCalls: Record<string, unknown>[] = [];
+    let textOnly = true;
+    for (let j = 0; j < blocks.length; j++) {
+      const b = blocks[j]!;
+      const at = `${where}.${j}`;
+      if (b.type === 'text') {
+        if (typeof b.text === 'string') parts.push({ type: 'text', text: b.text });
+      } else if (b.type === 'image' && m.role === 'user') {
+        const p = imagePart(b, at);
+        if (p instanceof RelayError) return p;
+        parts.push(p);
+        textOnly = false;
+      } else if (b.type === 'tool_use' && m.role === 'assistant') {
+        toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
+      } else if (b.type === 'tool_result' && m.role === 'user') {
+        const text = textOfBlocks(b.content ?? '', `${at}.content`);
+        if (text instanceof RelayError) return text;
+        messages.push({ role: 'tool', tool_call_id: b.tool_use_id, content: text });
+      } else if (b.type === 'thinking' || b.type === 'redacted_thinking') {
+        // Not carried over: an OpenAI-format model has no use for another model's signed thinking.
+      } else {
+        return invalid(`${at}.type: blocks of type "${b.type}" are not converted for this model's provider`);
+      }
+    }
+    if (m.role === 'assistant') {
+      const text = parts.map((p) => p.text as string).join('');
+      if (text === '' && toolCalls.length === 0) continue;
+      const out: Record<string, unknown> = { role: 'assistant', content: text === '' ? null : text };
+      if (toolCalls.length > 0) out.tool_calls = toolCalls;
+      messages.push(out);
+    } else if (parts.length > 0) {
+      messages.push({ role: 'user', content: textOnly ? parts.map((p) => p.text as string).join('\n') : parts });
+    }
+  }
+
+  // The bound the request was reserved at, in the field the model takes (core/channels/output-limit.ts).
+  const chat: Record<string, unknown> = { model, messages, [outputLimitField(model)]: body.max_tokens };
+  const tools = body.tools as Array<Record<string, unknown>> | undefined;
+  if (Array.isArray(tools) && tools.length > 0) {
+    const out: Record<string, unknown>[] = [];
+    for (let i = 0; i < tools.length; i++) {
+      const t = tools[i]!;
+      if ((t.type !== undefined && t.type !== 'custom') || typeof t.name !== 'string') return invalid(`tools.${i}: server tools are not converted for this model's provider`);
+      const fn: Record<string, unknown> = { name: t.name, parameters: t.input_schema ?? { type: 'object', properties: {} } };
+      if (typeof t.description === 'string') fn.description = t.description;
+      out.push({ type: 'function', function: fn });
+    }
+    chat.tools = out;
+    const choice = body.tool_choice as { type?: unknown; name?: unknown; disable_parallel_tool_use?: unknown } | undefined;
+    if (choice?.type === 'auto') chat.tool_choice = 'auto';
+    else if (choice?.type === 'none') chat.tool_choice = 'none';
+    else if (choice?.type === 'any') chat.tool_choice = 'required';
+    else if (choice?.type === 'tool' && typeof choice.name === 'string') chat.tool_choice = { type: 'function', function: { name: choice.name } };
+    if (choice?.disable_parallel_tool_use === true) chat.parallel_tool_calls = false;
+  }
+  if (Array.isArray(body.stop_sequences)) chat.stop = body.stop_sequences;
+  if (typeof body.temperature === 'number') chat.temperature = body.temperature;
+  if (typeof body.top_p === 'number') chat.top_p = body.top_p;
+  const user = (body.metadata as { user_id?: unknown } | undefined)?.user_id;
+  if (typeof user === 'string' && user) chat.user = user;
+  if (body.stream === true) {
+    chat.stream = true;
+    chat.stream_options = { include_usage: true };
+  }
+  return chat;
+}

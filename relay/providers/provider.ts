@@ -1,0 +1,59 @@
+// What the relay needs to know of a provider's wire format, as data: one small module per format
+// (providers/anthropic/, providers/openai/), one static registry (registry.ts), as Portkey keeps
+// src/providers/*. The exchange's lifecycle (messages-handler.ts) is the same for every provider: it
+// asks the channel's provider where to send, how to authenticate, how to read the usage of an answer,
+// and (when the client spoke the other protocol) how to convert the request and the answer.
+import type { Channel } from '../routing/channel-registry.js';
+import type { StreamUsage } from '../stream/sse-usage-parser.js';
+import type { ContentDeltaSink } from '../stream/sse-usage-parser.js';
+
+/** Where a meter hands the delivered text (DeliveredTextCounter): Anthropic delta payloads, or text found already. */
+export interface DeliveredTextSink extends ContentDeltaSink {
+  /** buf[start, end): the raw bytes between a JSON string's quotes, valid only during the call. */
+  pushText(buf: Buffer, start: number, end: number): void;
+}
+
+/** The two API formats: Anthropic Messages (`/v1/messages`) and OpenAI Chat Completions (`/v1/chat/completions`). */
+export type Protocol = 'anthropic' | 'openai';
+
+/**
+ * Reads the usage of a provider's event stream as it passes, chunk by chunk. SseUsageParser is the
+ * Anthropic one; openai/chat-stream-meter.ts the Chat Completions one.
+ */
+export interface StreamMeter extends StreamUsage {
+  push(chunk: Buffer): void;
+  /** The provider said what the request's input costs (or, when it never does before the end, that it started). */
+  readonly sawMessageStart: boolean;
+  /** The provider's final usage arrived. */
+  readonly sawMessageDelta: boolean;
+  /** The stream completed (message_stop, `data: [DONE]`). */
+  readonly sawMessageStop: boolean;
+  /** Text deltas passed through: each one token of the mocks, a lower bound for real providers. */
+  readonly contentDeltas: number;
+  readonly error: { type: string; message: string } | null;
+  /**
+   * True when the stream states the input tokens only with its final usage (Chat Completions): a
+   * stream cut before has its prompt counted locally.
+   */
+  readonly inputOnlyAtEnd?: boolean;
+}
+
+export interface ProviderRequestHeaders {
+  /** The client's anthropic-version and anthropic-beta (Anthropic providers only). */
+  version: string;
+  beta: string;
+}
+
+export interface Provider {
+  readonly protocol: Protocol;
+  /** Path appended to the channel's base URL. */
+  readonly path: string;
+  /** Lower-case name of the header that carries the provider's request id. */
+  readonly requestIdHeader: string;
+  /** Headers of a request to this provider, its credential included. */
+  headers(channel: Channel, client: ProviderRequestHeaders): Record<string, string>;
+  /** Usage of a non-streaming answer's body; null when it has none. */
+  usageOfBody(body: Buffer): StreamUsage | null;
+  /** A fresh meter for one streamed answer; delivered text goes to `delivered` (for cut streams). */
+  streamMeter(delivered: DeliveredTextSink): StreamMeter;
+}
