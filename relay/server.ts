@@ -87,6 +87,12 @@ export function guarded(log: Logger, route: string, handler: Handler, format: 'a
 
 /** How often a draining relay looks whether its exchanges and settlements are done. */
 const DRAIN_POLL_MS = 25;
+/**
+ * How long nothing must be in flight before a draining relay closes. A client that sent its request on
+ * a kept-alive connection just before the drain began (its answer before had no `Connection: close`)
+ * has it on the wire; closing at the first idle instant would reset it unanswered.
+ */
+const DRAIN_QUIET_MS = 100;
 
 /** Backstop for a missed invalidation message: channels and options are re-read this often. */
 const RELOAD_INTERVAL_MS = 10_000;
@@ -257,11 +263,16 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       stopAccepting();
       closeConnectionsAfterAnswer();
       const deadline = Date.now() + graceMs;
-      while (relayMetrics.inFlight.value > 0 || heartbeat.size > 0 || settlementsInFlight() > 0 || spool.confirming) {
-        if (Date.now() >= deadline) return false;
+      let quietSince = 0;
+      for (;;) {
+        const busy = relayMetrics.inFlight.value > 0 || heartbeat.size > 0 || settlementsInFlight() > 0 || spool.confirming;
+        const now = Date.now();
+        if (busy) quietSince = 0;
+        else if (quietSince === 0) quietSince = now;
+        else if (now - quietSince >= DRAIN_QUIET_MS) return true;
+        if (now >= deadline) return !busy;
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       }
-      return true;
     },
     async close() {
       stopAccepting();
