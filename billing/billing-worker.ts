@@ -9,8 +9,10 @@
 // holds leases on a fair share of the shards (shard-leases.ts: no shard read by two workers at once),
 // reads each held stream without blocking (a blocking read would hold a cluster node's connection),
 // settles what all of them gave in one Postgres batch, and acknowledges each shard's entries in a MULTI
-// on that shard's slot; with nothing to read it waits BILLING_BLOCK_MS. Shards it gains are read from
-// their pending entries (claimed once idle at the worker that lost them) before new ones.
+// on that shard's slot; with nothing to read it waits BILLING_BLOCK_MS. A shard it gains is read from
+// its pending entries first: those the worker that held it before read and never acknowledged are
+// claimed at once, not after BILLING_CLAIM_IDLE_MS (the lease says their reader no longer holds the
+// shard; if it is still finishing a batch, the ledger's unique request id makes the overlap harmless).
 import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
@@ -111,6 +113,8 @@ export class BillingWorker {
   /** Held shards whose own pending entries are read before new ones (just gained, or after a failure). */
   readonly #readPending = new Set<number>();
   readonly #lastClaimOf = new Map<number, number>();
+  /** Shards gained since their pending entries were last all claimed (#nextSharded). */
+  readonly #claimOnGain = new Set<number>();
   /** Mirror repairs whose Redis call failed: tried again before each batch. */
   #repairs: LostDebit[] = [];
   /** Called after each settled batch; the tests and metrics listen here. */
@@ -344,10 +348,12 @@ export class BillingWorker {
     for (const s of lost) {
       this.#readPending.delete(s);
       this.#lastClaimOf.delete(s);
+      this.#claimOnGain.delete(s);
     }
     for (const s of gained) {
       await this.#ensureGroup(this.#opts.sharded!.keys.usageStream(s));
       this.#readPending.add(s);
+      this.#claimOnGain.add(s);
     }
     if (gained.length || lost.length) this.#log.info({ gained, lost, held: leases.held().length }, 'billing shards changed hands');
   }
@@ -402,6 +408,14 @@ export class BillingWorker {
         batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', count, 'STREAMS', stream, '0'));
         if (batch.entries.length) return batch;
         this.#readPending.delete(shard);
+      }
+      if (this.#claimOnGain.has(shard)) {
+        // Whatever idle time: the consumer that read these lost the shard (a worker that died, or one
+        // cut off from the shard's master in a failover). Claimed a batch a round until none is left.
+        batch.entries = await this.#readIn(batch, (m) => m.xautoclaim(stream, BILLING_GROUP, consumer, 0, '0-0', 'COUNT', count));
+        if (batch.entries.length) return batch;
+        this.#claimOnGain.delete(shard);
+        this.#lastClaimOf.set(shard, now);
       }
       if (now - (this.#lastClaimOf.get(shard) ?? 0) >= Math.min(claimIdleMs, 5000)) {
         this.#lastClaimOf.set(shard, now);

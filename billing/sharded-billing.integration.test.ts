@@ -26,10 +26,10 @@ const log = createLogger(config, 'sharded-billing-test');
 const accounts: { userId: number; tokenId: number }[] = [];
 const workers: BillingWorker[] = [];
 
-function worker(consumer: string): BillingWorker {
+function worker(consumer: string, claimIdleMs = 300): BillingWorker {
   const w = new BillingWorker(redis, sql, ch, log, {
     stream: keys.usageStream(), deadLetterStream: keys.usageDeadLetterStream(), consumer,
-    batchSize: 100, blockMs: 20, claimIdleMs: 300, minBatchIntervalMs: 0, sharded: { keys, leaseMs: LEASE_MS },
+    batchSize: 100, blockMs: 20, claimIdleMs, minBatchIntervalMs: 0, sharded: { keys, leaseMs: LEASE_MS },
   });
   workers.push(w);
   return w;
@@ -144,6 +144,28 @@ describe('billing workers on shard streams', () => {
     expect(after.quota - before.quota).toBe(2 * SHARDS * 11 + 13);
     expect(after.distinct).toBe(after.rows);
     expect(b.heldShards()).toHaveLength(SHARDS);
+  });
+
+  it('a worker gaining a shard bills what its former holder read at once, not after the claim idle time', async () => {
+    const b = workers[1]!;
+    await b.stop();
+    const before = await ledger();
+    // The shard's former holder read 3 entries and was cut off (its lease runs out, nobody renews it).
+    const shard = keys.shardOf(accounts[5]!.userId);
+    await redis.set(keys.billingShardLease(shard), 'cut-off-worker', 'PX', LEASE_MS);
+    for (let i = 0; i < 3; i++) await redis.xadd(keys.usageStream(shard), '*', 'e', encodeUsageEvent(usage(accounts[5]!, 17)));
+    await redis.xreadgroup('GROUP', BILLING_GROUP, 'cut-off-worker', 'COUNT', 100, 'STREAMS', keys.usageStream(shard), '>');
+    // Claim idle time a minute: only the lease hand-over can bring these in within the wait below (before,
+    // they waited out BILLING_CLAIM_IDLE_MS, 30 s by default: the cluster failover test's books closed late).
+    const c = worker('wc', 60_000);
+    await c.start();
+    await waitFor(() => c.heldShards().includes(shard), 10_000);
+    await waitFor(async () => (await ledger()).rows === before.rows + 3, 10_000);
+    const after = await ledger();
+    expect(after.quota - before.quota).toBe(3 * 17);
+    expect(after.distinct).toBe(after.rows);
+    await waitFor(streamsEmpty);
+    expect(((await redis.xpending(keys.usageStream(shard), BILLING_GROUP)) as [number])[0]).toBe(0);
   });
 });
 
