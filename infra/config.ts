@@ -62,6 +62,11 @@ const schema = z.object({
   CLICKHOUSE_DATABASE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('gateway'),
   CLICKHOUSE_USER: z.string().default('default'),
   CLICKHOUSE_PASSWORD: z.string().default(''),
+  // A ClickHouse cluster (a name of the servers' remote_servers): migrations are the set in
+  // infra/clickhouse/migrations-cluster (ReplicatedReplacingMergeTree shards behind a Distributed
+  // `logs`, every statement ON CLUSTER). Empty: one server, infra/clickhouse/migrations. Chosen before
+  // the first migration and never changed: the two sets build different tables. docs/scaling.md.
+  CLICKHOUSE_CLUSTER: z.string().regex(/^([A-Za-z_][A-Za-z0-9_]*)?$/, { error: 'must be empty or a cluster name of letters, digits and _' }).default(''),
   // Where the embedded (chdb) ClickHouse keeps its data when no real server answers CLICKHOUSE_URL.
   CLICKHOUSE_LOCAL_PATH: z.string().default('.data/clickhouse'),
 

@@ -24,6 +24,8 @@ export interface LocalClickHouseOptions {
   /** Its password; default '' (no password). */
   password?: string;
   logger?: Logger;
+  /** Extra engine arguments, e.g. `--config-file=...` (remote_servers, macros): chdb's connectionArgs. */
+  connectionArgs?: string[];
 }
 
 /** How long close() lets the requests in progress finish before it cuts their connections. */
@@ -114,7 +116,7 @@ interface ParsedRequest {
 
 export async function startLocalClickHouse(options: LocalClickHouseOptions): Promise<LocalClickHouse> {
   mkdirSync(options.dataPath, { recursive: true });
-  const session = new Session(options.dataPath);
+  const session = new Session(options.dataPath, options.connectionArgs ? { connectionArgs: options.connectionArgs } : {});
   const expectedUser = options.user ?? 'default';
   const expectedPassword = options.password ?? '';
 

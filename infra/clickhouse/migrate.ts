@@ -1,42 +1,92 @@
 // Applies infra/clickhouse/migrations/NNN_name.sql in order, each once. ClickHouse has no transactions
 // and accepts one statement per request, so a file is split into statements which should each be
 // idempotent (IF NOT EXISTS): a file interrupted half-way is simply run again from the start.
+//
+// With CLICKHOUSE_CLUSTER set, the set applied is infra/clickhouse/migrations-cluster/ instead, every
+// `{cluster}` in it replaced by the setting (checked to be an identifier by infra/config.ts, so it
+// can be spliced into the quoted name). A separate set rather than the single-server files run
+// through a rewrite: the single set is a history (columns added by ALTERs, a setting set by 002 and
+// reset by 010, a backfill INSERT that cannot run ON CLUSTER) while a cluster starts from the end
+// state, and each table there is two (a replicated local table and a Distributed one over it) with
+// the views on the local one. A rewrite producing that would be harder to review than the DDL itself.
+// The two sets are kept in step by infra/clickhouse/migrate-cluster.integration.test.ts, which
+// compares the columns they produce: a new migration needs its counterpart in both directories.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config.js';
 import { projectRoot } from '../project-root.js';
-import { createClickHouse, createClickHouseAdmin } from './client.js';
+import { type ClickHouseClient, createClickHouse, createClickHouseAdmin } from './client.js';
 
-export function migrationsDir(): string {
-  return join(projectRoot(), 'infra/clickhouse/migrations');
+/** The migrations for one server (`cluster` empty) or for the cluster set. */
+export function migrationsDir(cluster = ''): string {
+  return join(projectRoot(), cluster ? 'infra/clickhouse/migrations-cluster' : 'infra/clickhouse/migrations');
 }
 
-export async function migrateClickHouse(config: Config, dir = migrationsDir()): Promise<string[]> {
+export function migrationFiles(dir: string): string[] {
+  return readdirSync(dir).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
+}
+
+/** The statements of one migration file as sent: on a cluster, `{cluster}` replaced by its name. */
+export function migrationStatements(config: Config, path: string): string[] {
+  const statements = splitStatements(readFileSync(path, 'utf8'));
+  const cluster = config.CLICKHOUSE_CLUSTER;
+  return cluster ? statements.map((s) => s.replaceAll('{cluster}', cluster)) : statements;
+}
+
+/**
+ * What exists before the first migration: the database and the table recording applied migrations.
+ * On a cluster both are created on every host, and schema_migrations is ONE replicated table for the
+ * whole cluster (a Keeper path without {shard}; the replica name with it, unique even where the
+ * servers number their replicas per shard): migrate may be run against any host, and every host must
+ * see what was applied, including after the host that ran it is gone.
+ */
+export function bootstrapStatements(config: Config): { database: string; migrationsTable: string } {
+  const cluster = config.CLICKHOUSE_CLUSTER;
+  const onCluster = cluster ? ` ON CLUSTER '${cluster}'` : '';
+  // ReplacingMergeTree on name: two processes migrating at once leave one row per file.
+  const engine = cluster
+    ? "ReplicatedReplacingMergeTree('/clickhouse/tables/all/{database}/schema_migrations', '{shard}-{replica}')"
+    : 'ReplacingMergeTree';
+  return {
+    database: `CREATE DATABASE IF NOT EXISTS \`${config.CLICKHOUSE_DATABASE}\`${onCluster}`,
+    migrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations${onCluster} (name String, applied_at DateTime DEFAULT now())
+        ENGINE = ${engine} ORDER BY name`,
+  };
+}
+
+/**
+ * `rewrite` is applied to every statement sent, after the `{cluster}` substitution: the single-host
+ * rehearsal of the cluster set (migrate-cluster.integration.test.ts) uses it to take out what needs
+ * Keeper. Identity otherwise.
+ */
+export async function migrateClickHouse(
+  config: Config,
+  dir = migrationsDir(config.CLICKHOUSE_CLUSTER),
+  rewrite: (statement: string) => string = (s) => s,
+): Promise<string[]> {
+  const bootstrap = bootstrapStatements(config);
   const admin = createClickHouseAdmin(config);
   try {
-    await admin.command({ query: `CREATE DATABASE IF NOT EXISTS \`${config.CLICKHOUSE_DATABASE}\`` });
+    await admin.command({ query: rewrite(bootstrap.database) });
   } finally {
     await admin.close();
   }
-  const files = readdirSync(dir).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
+  const files = migrationFiles(dir);
   // A migration may backfill a table from `logs` (009: 10 M rows take about a minute on the embedded
   // server): far longer than a service's 30 s request timeout.
   const ch = createClickHouse(config, 15 * 60_000);
   const applied: string[] = [];
   try {
-    // ReplacingMergeTree on name: two processes migrating at once leave one row per file.
-    await ch.command({
-      query: `CREATE TABLE IF NOT EXISTS schema_migrations (name String, applied_at DateTime DEFAULT now())
-        ENGINE = ReplacingMergeTree ORDER BY name`,
-    });
+    await refuseOtherSet(ch, config);
+    await ch.command({ query: rewrite(bootstrap.migrationsTable) });
     const rows = await (await ch.query({ query: 'SELECT name FROM schema_migrations FINAL', format: 'JSONEachRow' }))
       .json<{ name: string }>();
     const done = new Set(rows.map((r) => r.name));
     for (const file of files) {
       if (done.has(file)) continue;
       try {
-        for (const statement of splitStatements(readFileSync(join(dir, file), 'utf8'))) {
-          await ch.command({ query: statement });
+        for (const statement of migrationStatements(config, join(dir, file))) {
+          await ch.command({ query: rewrite(statement) });
         }
       } catch (err) {
         throw new Error(`clickhouse migration ${file} failed: ${(err as Error).message}`, { cause: err });
@@ -48,6 +98,23 @@ export async function migrateClickHouse(config: Config, dir = migrationsDir()): 
     await ch.close();
   }
   return applied;
+}
+
+// Both sets name their files alike (001_logs.sql, 009_log_stats.sql), so a database migrated with one
+// set would look up to date to the other, which would then create nothing (IF NOT EXISTS) while the
+// services expect the other layout. `logs` tells them apart: Distributed only on a cluster.
+async function refuseOtherSet(ch: ClickHouseClient, config: Config): Promise<void> {
+  const rows = await (await ch.query({
+    query: "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = 'logs'",
+    format: 'JSONEachRow',
+  })).json<{ engine: string }>();
+  const engine = rows[0]?.engine;
+  if (engine === undefined || (engine === 'Distributed') === Boolean(config.CLICKHOUSE_CLUSTER)) return;
+  throw new Error(
+    `clickhouse database ${config.CLICKHOUSE_DATABASE}: its logs table is ${engine}, made by the `
+    + `${engine === 'Distributed' ? 'cluster' : 'single-server'} migrations, but CLICKHOUSE_CLUSTER is `
+    + `${config.CLICKHOUSE_CLUSTER ? `'${config.CLICKHOUSE_CLUSTER}'` : 'empty'}: set it as when the database was created`,
+  );
 }
 
 /** Splits SQL on the `;` that end statements (not those in strings, quoted names or comments). */
