@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 export type { ClickHouseClient };
 
 // The same settings against the embedded server (local-server.ts) and a real one.
-function baseOptions(config: Config) {
+export function clickHouseOptions(config: Config) {
   return {
     url: config.CLICKHOUSE_URL,
     username: config.CLICKHOUSE_USER,
@@ -18,16 +18,31 @@ function baseOptions(config: Config) {
     clickhouse_settings: {
       // Rows may carry ISO-8601 timestamps ('2024-05-01T12:00:00Z') as well as 'YYYY-MM-DD hh:mm:ss'.
       date_time_input_format: 'best_effort' as const,
+      ...(config.CLICKHOUSE_CLUSTER ? CLUSTER_SETTINGS : {}),
     },
   };
 }
 
+/**
+ * On a cluster (CLICKHOUSE_CLUSTER, infra/clickhouse/migrations-cluster/): the first-seen filter that
+ * keeps log_stats_15m exact counts a key once per replica that received its insert (a materialized
+ * view fires on that replica only), so every insert of a shard goes to the same replica while it is
+ * healthy: replicas in their configured order, the local one not preferred. And an insert into the
+ * Distributed `logs` returns once the shards have the rows, not once they are queued on the node that
+ * took them: billing deletes its outbox rows on that answer (billing/log-outbox.ts).
+ */
+const CLUSTER_SETTINGS = {
+  load_balancing: 'in_order',
+  prefer_localhost_replica: 0,
+  distributed_foreground_insert: 1,
+} as Record<string, unknown>;
+
 /** `requestTimeoutMs`: longer than the default 30 s for statements that rewrite a table (migrations). */
 export function createClickHouse(config: Config, requestTimeoutMs?: number): ClickHouseClient {
-  return createClient({ ...baseOptions(config), database: config.CLICKHOUSE_DATABASE, ...(requestTimeoutMs ? { request_timeout: requestTimeoutMs } : {}) });
+  return createClient({ ...clickHouseOptions(config), database: config.CLICKHOUSE_DATABASE, ...(requestTimeoutMs ? { request_timeout: requestTimeoutMs } : {}) });
 }
 
 /** Connected to the server's `default` database: for CREATE DATABASE before the real one exists. */
 export function createClickHouseAdmin(config: Config): ClickHouseClient {
-  return createClient(baseOptions(config));
+  return createClient(clickHouseOptions(config));
 }

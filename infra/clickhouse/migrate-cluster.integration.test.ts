@@ -20,7 +20,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryDailyUsage } from '../../console-api/logs/daily-usage.js';
 import { queryLogStat, queryLogs } from '../../console-api/logs/log-query.js';
 import { testConfig } from '../testing/test-config.js';
-import { type ClickHouseClient, createClickHouse, createClickHouseAdmin } from './client.js';
+import { createClient } from '@clickhouse/client';
+import { type ClickHouseClient, clickHouseOptions, createClickHouse, createClickHouseAdmin } from './client.js';
 import { type LocalClickHouse, startLocalClickHouse } from './local-server.js';
 import { bootstrapStatements, migrateClickHouse, migrationFiles, migrationStatements, migrationsDir } from './migrate.js';
 
@@ -186,7 +187,16 @@ describe('single-host rehearsal of the cluster set', () => {
     expect(await migrateClickHouse(single)).toEqual(migrationFiles(migrationsDir()));
     expect(await migrateClickHouse(clustered, undefined, rehearsalRewrite)).toEqual(['001_logs.sql', '009_log_stats.sql']);
     singleCh = client(single);
-    clusterCh = client(clustered);
+    // The gateway's client on a cluster sends the settings that route each shard's inserts to one
+    // replica; the rehearsal's one replica is the embedded server itself, which serves no TCP, so it
+    // is reached in-process (prefer_localhost_replica 1) and the rest is kept.
+    const options = clickHouseOptions(clustered);
+    expect(options.clickhouse_settings).toMatchObject({ load_balancing: 'in_order', prefer_localhost_replica: 0, distributed_foreground_insert: 1 });
+    expect(clickHouseOptions(single).clickhouse_settings).not.toHaveProperty('prefer_localhost_replica');
+    clusterCh = createClient({
+      ...options, database: clustered.CLICKHOUSE_DATABASE, clickhouse_settings: { ...options.clickhouse_settings, prefer_localhost_replica: 1 },
+    });
+    clients.push(clusterCh);
   });
 
   it('records its migrations once, and refuses a database made by the other set', async () => {

@@ -18,8 +18,8 @@
 -- log_keys (EmbeddedRocksDB cannot be replicated) holds the keys of the inserts THIS replica received.
 -- A replay is caught when it reaches the replica that took the original. Which replica an insert
 -- reaches is the Distributed table's choice (load_balancing; with prefer_localhost_replica the host
--- the client called, if it is one of the shard's replicas), so the gateway's ClickHouse user needs a
--- settings profile with load_balancing = 'in_order' and prefer_localhost_replica = 0: each shard's
+-- the client called, if it is one of the shard's replicas), so the gateway's client sends
+-- load_balancing = 'in_order' and prefer_localhost_replica = 0 (infra/clickhouse/client.ts): each shard's
 -- inserts then go to its first healthy replica, whichever host billing called (docs/scaling.md). A
 -- replay that crosses a replica switch (the first replica down between an insert and its replay) can
 -- be counted twice in log_stats_15m; `logs` itself still collapses it (ReplacingMergeTree, replicated).
