@@ -59,4 +59,4 @@ for name in billing billing-2; do kill -0 "$(cat .run/$name.pid)" 2>/dev/null ||
 EXTRA_LINES="  relay 2       $RELAY2_URL        (the same gateway: any relay serves any key)
   redis cluster $REDIS_CLUSTER_NODES ($REDIS_SHARDS shards; billing workers: 2, metrics on 9464 and 9466)" \
 STOP_COMMAND="make cluster-down" \
-RELAY_URL=$RELAY_URL CONSOLE_URL=$CONSOLE_URL MOCK_URL=$MOCK_URL bash infra/scripts/how-to-call.sh
+MOCK_OPENAI_URL="http://127.0.0.1:${MOCK_OPENAI_PORT:-3093}" RELAY_URL=$RELAY_URL CONSOLE_URL=$CONSOLE_URL MOCK_URL=$MOCK_URL bash infra/scripts/how-to-call.sh
