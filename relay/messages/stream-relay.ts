@@ -1,7 +1,8 @@
 // A provider's 200 event stream passed on to the client as it arrives, then settled. uWS lifecycle
 // (the exchange's onAborted is set long before): every write is corked, as each runs in a callback of
-// the provider's body; a full socket pauses that body until onWritable, and so does delivered-text
-// counting when it lags. However the stream ends, it ends in the exchange's one finish().
+// the provider's body, and what arrives in one tick goes out in one cork (ClientStream); a full socket
+// pauses that body until onWritable, and so does delivered-text counting when it lags. However the
+// stream ends, it ends in the exchange's one finish().
 //
 // The provider's format decides how the usage is read (its StreamMeter: SseUsageParser for Anthropic,
 // ChatStreamMeter for Chat Completions); when the client speaks the other protocol, a StreamRewriter
@@ -62,7 +63,6 @@ export interface StreamingExchange {
 
 export function pipeStream(ex: StreamingExchange, response: Dispatcher.ResponseData, format: StreamFormat): void {
   const body = response.body;
-  const res = ex.res;
   // Two reasons to pause the provider: the client socket is full, or delivered-text counting lags.
   let socketFull = false;
   let countingLags = false;
@@ -79,21 +79,17 @@ export function pipeStream(ex: StreamingExchange, response: Dispatcher.ResponseD
   const failedEvent = format.failedEvent;
   ex.headersSent = true;
   ex.usagePending = true;
-  res.cork(() => {
-    res.writeStatus('200 OK')
-      .writeHeader('content-type', 'text/event-stream; charset=utf-8')
-      .writeHeader('cache-control', 'no-cache')
-      .writeHeader(format.requestIdHeader, ex.upstreamRequestId)
-      .writeHeader('x-gateway-request-id', ex.requestId);
-    // A stream cannot end with uWS's closeConnection (the socket closes before the last chunk): the
-    // client is told to hang up instead (connection-draining.ts).
-    if (closesConnection()) res.writeHeader('connection', 'close');
-  });
   const onWritable = (): boolean => {
     socketFull = false;
     if (!countingLags) body.resume();
     return true;
   };
+  const client = new ClientStream(ex, format.requestIdHeader, () => {
+    socketFull = true;
+    relayMetrics.streamPaused();
+    body.pause();
+    ex.res.onWritable(onWritable);
+  });
   let first = true;
   body.on('data', (chunk: Buffer) => {
     parser.push(chunk);
@@ -108,17 +104,7 @@ export function pipeStream(ex: StreamingExchange, response: Dispatcher.ResponseD
       relayMetrics.streamFirstByte(performance.now() - ex.t0);
     }
     const out = rewriter === null ? chunk : rewriter.push(chunk);
-    if (out.length === 0) return;
-    let ok = true;
-    res.cork(() => {
-      ok = res.write(out);
-    });
-    if (!ok) {
-      socketFull = true;
-      relayMetrics.streamPaused();
-      body.pause();
-      res.onWritable(onWritable);
-    }
+    if (out.length > 0) client.write(out);
   });
   body.on('end', () => {
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
@@ -127,21 +113,119 @@ export function pipeStream(ex: StreamingExchange, response: Dispatcher.ResponseD
     // The stream is ended once its settlement is on the spool's disk (settlement-spool.ts).
     void settleStream(ex, parser, delivered, parser.error
       ? providerErrorReason(parser.error.type)
-      : parser.sawMessageStop ? null : REASON.streamCut, () => endStream(ex, cut ? failedEvent : undefined));
+      : parser.sawMessageStop ? null : REASON.streamCut, () => client.end(cut ? failedEvent : undefined));
   });
   body.on('error', (err: Error) => {
     if (ex.aborted) return void settleStream(ex, parser, delivered, REASON.clientGoneMidStream);
     ex.done(200, 'stream_error');
     ex.ctx.log.warn({ channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
     // The client already has a 200: it is told in the stream, as Anthropic does, once settled.
-    void settleStream(ex, parser, delivered, REASON.streamFailed, () => endStream(ex, failedEvent));
+    void settleStream(ex, parser, delivered, REASON.streamFailed, () => client.end(failedEvent));
   });
 }
 
-function endStream(ex: StreamingExchange, last: string | undefined): void {
-  if (ex.aborted || ex.responded) return;
-  ex.responded = true;
-  ex.res.cork(() => ex.res.end(last));
+/**
+ * The client's side of one stream: the status line and headers, the chunks in order, then the end,
+ * written in as few socket sends as the provider's timing allows.
+ *
+ * Why: outside a uWS callback every res.cork() ends in one send() to the client's socket, and those
+ * sends were the largest cost of a stream on the relay's event loop (docs/performance.md). A
+ * provider's answer often arrives in one socket read that undici hands over as several chunks and
+ * its end within the same tick: written as they came, that was one send for the headers, one per
+ * chunk and one for the end. Now the headers and the chunks are queued and written in one cork, at
+ * the end of the tick they arrived in, or together with the end when the stream ends in that tick.
+ * The client receives the same bytes, in the same order, with the same chunk framing (one write per
+ * chunk), microseconds later at most; nothing waits for a later event.
+ *
+ * When: a flush is scheduled as a nextTick that queues a microtask. Node runs every pending nextTick
+ * before any microtask, and the provider body's 'end' is emitted on a nextTick queued while undici
+ * parses the read that ends it; so the 'end' handler runs first, and a stream settled synchronously
+ * (it ended with its usage) writes everything queued with its end (end()). The settlement still
+ * precedes the end on the wire: end() is only called once settled.
+ */
+class ClientStream {
+  readonly #ex: StreamingExchange;
+  readonly #requestIdHeader: string;
+  readonly #onFull: () => void;
+  /** The status line and headers are still to be written (with the first flush). */
+  #headPending = true;
+  #queue: (Buffer | string)[] = [];
+  #scheduled = false;
+  /** What the cork writes last (end()), or null for a flush that leaves the stream open. */
+  #last: string | undefined | null = null;
+  /** The last cork's writes found the client's socket full. */
+  #full = false;
+  readonly #corked = (): void => this.#writeCorked();
+  readonly #flushNow = (): void => this.#flush();
+
+  /** onFull: the client's socket took a write only into uWS's buffer: pause the provider until onWritable. */
+  constructor(ex: StreamingExchange, requestIdHeader: string, onFull: () => void) {
+    this.#ex = ex;
+    this.#requestIdHeader = requestIdHeader;
+    this.#onFull = onFull;
+    // The headers go out at the end of this tick even if no chunk is there yet to go with them.
+    this.#schedule();
+  }
+
+  /** Queues one chunk for the client (the chunk is kept, not copied: undici's and the rewriters' are not reused). */
+  write(chunk: Buffer | string): void {
+    this.#queue.push(chunk);
+    this.#schedule();
+  }
+
+  /** Writes what is queued and ends the stream, `last` (if any) as its last bytes. */
+  end(last: string | undefined): void {
+    const ex = this.#ex;
+    if (ex.aborted || ex.responded) return;
+    ex.responded = true;
+    this.#last = last;
+    ex.res.cork(this.#corked);
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    process.nextTick(queueMicrotask, this.#flushNow);
+  }
+
+  #flush(): void {
+    this.#scheduled = false;
+    const ex = this.#ex;
+    // A client gone gets nothing more; an ended stream already wrote its queue with its end.
+    if (ex.aborted || ex.responded) {
+      this.#queue.length = 0;
+      return;
+    }
+    if (!this.#headPending && this.#queue.length === 0) return;
+    this.#last = null;
+    ex.res.cork(this.#corked);
+    if (this.#full) {
+      this.#full = false;
+      this.#onFull();
+    }
+  }
+
+  /** Inside res.cork(): the head if pending, the queued chunks, and the end for end(). */
+  #writeCorked(): void {
+    const res = this.#ex.res;
+    if (this.#headPending) {
+      this.#headPending = false;
+      res.writeStatus('200 OK')
+        .writeHeader('content-type', 'text/event-stream; charset=utf-8')
+        .writeHeader('cache-control', 'no-cache')
+        .writeHeader(this.#requestIdHeader, this.#ex.upstreamRequestId)
+        .writeHeader('x-gateway-request-id', this.#ex.requestId);
+      // A stream cannot end with uWS's closeConnection (the socket closes before the last chunk): the
+      // client is told to hang up instead (connection-draining.ts).
+      if (closesConnection()) res.writeHeader('connection', 'close');
+    }
+    const queue = this.#queue;
+    // Every queued chunk is written even after one reports a full socket: uWS buffers all of a
+    // write, and they are at most what one read of the provider's socket held.
+    for (let i = 0; i < queue.length; i++) if (!res.write(queue[i]!)) this.#full = true;
+    queue.length = 0;
+    if (this.#last !== null) res.end(this.#last);
+  }
 }
 
 /**

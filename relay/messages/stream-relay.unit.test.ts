@@ -1,0 +1,196 @@
+// pipeStream's writes to the client (stream-relay.ts, ClientStream): the head, the provider's chunks
+// and the end reach the client in order and complete, in one corked write per tick of provider data
+// (each cork is one send() to the client's socket), the end never before the settlement, nothing
+// after the client left, and a full socket pauses the provider until uWS says it is writable.
+// The provider's body is a real Readable fed as undici feeds it; the uWS response is a recording fake.
+import { Readable } from 'node:stream';
+import type { Dispatcher } from 'undici';
+import type { HttpResponse } from 'uWebSockets.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createLogger } from '../../infra/logger.js';
+import { testConfig } from '../../infra/testing/test-config.js';
+import { SseUsageParser } from '../stream/sse-usage-parser.js';
+import { TokenCounter } from '../token-count/token-counter.js';
+import type { Outcome } from './settlement.js';
+import { pipeStream, STREAM_FAILED_EVENT, type StreamingExchange } from './stream-relay.js';
+
+const log = createLogger(testConfig(), 'test');
+let tokens: TokenCounter;
+beforeAll(() => {
+  tokens = new TokenCounter({ minThreads: 1, maxThreads: 1 });
+});
+afterAll(async () => {
+  await tokens.close();
+});
+
+function sse(name: string, data: unknown): string {
+  return `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+const START = sse('message_start', { type: 'message_start', message: { id: 'msg_1', usage: { input_tokens: 10, output_tokens: 1 } } });
+const DELTA = sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'tok ' } });
+const TAIL = sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 3 } })
+  + sse('message_stop', { type: 'message_stop' });
+
+type Call = ['cork'] | ['uncork'] | ['status', string] | ['header', string, string] | ['write', string] | ['end', string | undefined] | ['onWritable'] | ['finish', Outcome];
+
+/** A uWS response that records its calls; `full` makes write() report a full socket. */
+function fakeRes(calls: Call[], opts: { full?: () => boolean; ended?: () => boolean } = {}) {
+  let writable: (() => boolean) | null = null;
+  const res = {
+    cork(fn: () => void) {
+      calls.push(['cork']);
+      fn();
+      calls.push(['uncork']);
+      return res;
+    },
+    writeStatus(s: string) { calls.push(['status', s]); return res; },
+    writeHeader(k: string, v: string) { calls.push(['header', k, v]); return res; },
+    write(b: Buffer | string) {
+      calls.push(['write', b.toString()]);
+      return !(opts.full?.() ?? false);
+    },
+    end(b?: string) { calls.push(['end', b]); return res; },
+    onWritable(fn: () => boolean) { calls.push(['onWritable']); writable = fn; return res; },
+  };
+  return { res: res as unknown as HttpResponse, drain: () => writable?.() };
+}
+
+function exchange(calls: Call[], res: HttpResponse): StreamingExchange & { aborted: boolean } {
+  return {
+    ctx: { log, tokens, deliveredFlushBytes: 256 * 1024 },
+    res,
+    requestId: 'req_gw',
+    upstreamRequestId: 'req_up',
+    t0: performance.now(),
+    channel: null,
+    aborted: false,
+    usagePending: false,
+    responded: false,
+    headersSent: false,
+    done() {},
+    finish(outcome: Outcome) { calls.push(['finish', outcome]); },
+    countPromptTokens: () => Promise.resolve(0),
+  };
+}
+
+function start(calls: Call[], opts: Parameters<typeof fakeRes>[1] = {}) {
+  const { res, drain } = fakeRes(calls, opts);
+  const ex = exchange(calls, res);
+  const body = new Readable({ read() {} });
+  pipeStream(ex, { body } as unknown as Dispatcher.ResponseData, {
+    provider: { streamMeter: (sink) => new SseUsageParser(sink) },
+    rewriter: null,
+    failedEvent: STREAM_FAILED_EVENT,
+    requestIdHeader: 'request-id',
+  });
+  return { ex, body, drain };
+}
+
+const tick = () => new Promise<void>((r) => setImmediate(r));
+const corks = (calls: Call[]) => calls.filter((c) => c[0] === 'cork').length;
+const written = (calls: Call[]) => calls.filter((c) => c[0] === 'write' || c[0] === 'end').map((c) => c[1] ?? '').join('');
+const HEAD: Call[] = [
+  ['status', '200 OK'],
+  ['header', 'content-type', 'text/event-stream; charset=utf-8'],
+  ['header', 'cache-control', 'no-cache'],
+  ['header', 'request-id', 'req_up'],
+  ['header', 'x-gateway-request-id', 'req_gw'],
+];
+
+describe('pipeStream writes to the client', () => {
+  it('writes a stream that arrives in one read, head, chunks and end, in one cork after its settlement', async () => {
+    const calls: Call[] = [];
+    const { body } = start(calls);
+    // undici hands over one socket read as several chunks and its end, synchronously.
+    body.push(Buffer.from(START));
+    body.push(Buffer.from(DELTA.repeat(3)));
+    body.push(Buffer.from(TAIL));
+    body.push(null);
+    await tick();
+    const finish = calls.findIndex((c) => c[0] === 'finish');
+    expect(calls[finish]).toEqual(['finish', { kind: 'ok', usage: expect.objectContaining({ inputTokens: 10, outputTokens: 3 }) }]);
+    expect(calls.slice(finish + 1)).toEqual([
+      ['cork'], ...HEAD, ['write', START], ['write', DELTA.repeat(3)], ['write', TAIL], ['end', undefined], ['uncork'],
+    ]);
+    expect(corks(calls)).toBe(1);
+  });
+
+  it('sends the head at once when no chunk comes with it, then each later chunk as it comes', async () => {
+    const calls: Call[] = [];
+    const { body } = start(calls);
+    await tick();
+    expect(calls).toEqual([['cork'], ...HEAD, ['uncork']]);
+    body.push(Buffer.from(START));
+    await tick();
+    expect(calls.slice(-3)).toEqual([['cork'], ['write', START], ['uncork']]);
+    // Two chunks in one tick share a cork; a chunk split mid-line passes as it came.
+    body.push(Buffer.from(DELTA.slice(0, 7)));
+    body.push(Buffer.from(DELTA.slice(7)));
+    await tick();
+    expect(calls.slice(-4)).toEqual([['cork'], ['write', DELTA.slice(0, 7)], ['write', DELTA.slice(7)], ['uncork']]);
+    body.push(Buffer.from(TAIL));
+    await tick();
+    body.push(null);
+    await tick();
+    expect(calls.slice(-4)).toEqual([['finish', expect.objectContaining({ kind: 'ok' })], ['cork'], ['end', undefined], ['uncork']]);
+    expect(written(calls)).toBe(START + DELTA + TAIL);
+    expect(corks(calls)).toBe(5);
+  });
+
+  it('ends a cut stream with the failed event after settling what was delivered, the queued chunks first', async () => {
+    const calls: Call[] = [];
+    const { body } = start(calls);
+    body.push(Buffer.from(START));
+    body.push(Buffer.from(DELTA.repeat(2)));
+    body.push(null); // no message_delta, no message_stop: cut
+    // The delivered text is counted by a worker first.
+    await vi.waitFor(() => expect(calls.some((c) => c[0] === 'end')).toBe(true), { timeout: 20_000 });
+    const finish = calls.findIndex((c) => c[0] === 'finish');
+    expect(calls[finish]).toEqual(['finish', { kind: 'partial', reason: expect.any(String), usage: expect.objectContaining({ inputTokens: 10, outputTokens: 2 }) }]);
+    expect(written(calls)).toBe(START + DELTA.repeat(2) + STREAM_FAILED_EVENT);
+    const end = calls.findIndex((c) => c[0] === 'end');
+    expect(end).toBeGreaterThan(finish);
+  });
+
+  it('writes nothing more once the client left, the queued chunks included', async () => {
+    const calls: Call[] = [];
+    const { ex, body } = start(calls);
+    // The client goes away in the tick its first chunk was queued, before the queue is written
+    // (messages-handler.ts's onClientAborted sets both).
+    body.once('data', () => {
+      ex.aborted = true;
+      ex.responded = true;
+    });
+    body.push(Buffer.from(START));
+    body.push(Buffer.from(TAIL));
+    body.push(null);
+    await tick();
+    expect(calls.filter((c) => c[0] !== 'finish')).toEqual([]);
+    expect(calls.filter((c) => c[0] === 'finish')).toHaveLength(1);
+  });
+
+  it('pauses the provider when the client socket is full, and resumes it once writable', async () => {
+    const calls: Call[] = [];
+    let full = true;
+    const { body, drain } = start(calls, { full: () => full });
+    body.push(Buffer.from(START));
+    body.push(Buffer.from(DELTA));
+    await tick();
+    // Both chunks of the tick are written (uWS buffers them), then the provider waits.
+    expect(calls.filter((c) => c[0] === 'write')).toHaveLength(2);
+    expect(calls.at(-1)).toEqual(['onWritable']);
+    expect(body.isPaused()).toBe(true);
+    body.push(Buffer.from(DELTA));
+    await tick();
+    expect(calls.filter((c) => c[0] === 'write')).toHaveLength(2);
+    full = false;
+    drain();
+    expect(body.isPaused()).toBe(false);
+    body.push(Buffer.from(TAIL));
+    body.push(null);
+    await tick();
+    expect(written(calls)).toBe(START + DELTA + DELTA + TAIL);
+    expect(calls.at(-1)).toEqual(['uncork']);
+    expect(calls.at(-2)).toEqual(['end', undefined]);
+  });
+});
