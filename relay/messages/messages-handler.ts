@@ -53,6 +53,7 @@ import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../provid
 import { settleExchange, type Outcome } from './settlement.js';
 import { extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
+import { UpstreamAbort } from '../upstream/upstream-abort.js';
 import { pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 import { closesConnection } from '../connection-draining.js';
@@ -113,7 +114,7 @@ class Exchange {
    * provider until it has (onClientAborted).
    */
   usagePending = false;
-  upstream: AbortController | null = null;
+  upstream: UpstreamAbort | null = null;
   upstreamBody: Dispatcher.ResponseData['body'] | null = null;
 
   record: ApiKeyRecord | null = null;
@@ -404,7 +405,7 @@ class Exchange {
       return 'done';
     }
     const headers = provider.headers(channel, { version: this.version, beta: this.beta });
-    const controller = new AbortController();
+    const controller = new UpstreamAbort();
     this.upstream = controller;
     let response: Dispatcher.ResponseData;
     const sentAt = performance.now();
@@ -414,7 +415,8 @@ class Exchange {
         method: 'POST',
         headers,
         body: payload,
-        signal: controller.signal,
+        // Not an AbortSignal, but all of one undici uses (upstream-abort.ts).
+        signal: controller as unknown as AbortSignal,
         headersTimeout: body.stream === true ? this.ctx.streamHeadersTimeoutMs : this.ctx.messageHeadersTimeoutMs,
       });
     } catch (err) {
