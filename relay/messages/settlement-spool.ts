@@ -3,7 +3,8 @@
 //
 // One append-only file per relay process, `relay-<pid>-<random>.spool` under the directory: a line
 // `S <settlement JSON>` is written before the client sees the end of its answer, a line `D <requestId>`
-// once Redis answered the settle script. Each line is one synchronous write(2) with no fsync: the
+// once Redis answered the settle script (the done lines of one tick in one write, after it: they gate
+// no answer). Each write is one synchronous write(2) with no fsync: the
 // kernel keeps it whatever happens to the process (kill -9 included), and it costs ~6 µs per request
 // for both lines (measured). A machine crash can lose the lines the kernel had not yet written back;
 // fsync in small groups (every few ms) would cover that at the price of a disk flush per group
@@ -60,6 +61,9 @@ export class SettlementSpool {
   /** Taken by Redis, waiting for the next replication check. */
   #unconfirmed: SettleRequest[] = [];
   #confirming = false;
+  /** Done lines of this tick, written together (#flushDone). */
+  #doneLines = '';
+  #doneScheduled = false;
 
   private constructor(dir: string, log: Logger) {
     this.#dir = dir;
@@ -138,9 +142,24 @@ export class SettlementSpool {
     this.#pending.delete(requestId);
     if (e.stalled) this.#stalledCount--;
     this.#pendingBytes -= e.line.length;
-    this.#write(`D ${requestId}\n`);
-    if (this.#pending.size === 0 ? this.#bytes >= TRUNCATE_BYTES : this.#bytes >= COMPACT_BYTES && this.#bytes >= 2 * this.#pendingBytes) this.#compact();
+    // Written with the others of this tick in one write: a done line gates no answer, and one lost to
+    // a kill before it was written only makes the next relay replay a settlement Redis already has,
+    // which the settle script answers "already settled".
+    this.#doneLines += `D ${requestId}\n`;
+    if (!this.#doneScheduled) {
+      this.#doneScheduled = true;
+      setImmediate(this.#flushDone);
+    }
   }
+
+  readonly #flushDone = (): void => {
+    this.#doneScheduled = false;
+    if (this.#doneLines === '') return;
+    const lines = this.#doneLines;
+    this.#doneLines = '';
+    this.#write(lines);
+    if (this.#pending.size === 0 ? this.#bytes >= TRUNCATE_BYTES : this.#bytes >= COMPACT_BYTES && this.#bytes >= 2 * this.#pendingBytes) this.#compact();
+  };
 
   /** Its retries gave up: kept for the next replay. */
   stalled(requestId: string): void {
@@ -201,6 +220,7 @@ export class SettlementSpool {
     if (this.#replayTimer) clearInterval(this.#replayTimer);
     this.#replayTimer = null;
     if (this.#fd < 0) return;
+    this.#flushDone();
     closeSync(this.#fd);
     this.#fd = -1;
     openHere.delete(this.#path);

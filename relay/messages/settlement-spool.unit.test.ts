@@ -13,6 +13,8 @@ const dir = () => {
   dirs.push(d);
   return d;
 };
+const tick = () => new Promise((r) => setImmediate(r));
+
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
@@ -26,14 +28,24 @@ describe('pendingIn', () => {
 });
 
 describe('SettlementSpool', () => {
-  it('writes each settlement at once and its done line when Redis took it', () => {
+  it('writes each settlement at once, and the done lines of a tick together after it', async () => {
     const spool = SettlementSpool.open(dir(), log);
     spool.add(s('a'));
-    expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['a']);
+    spool.add(s('b'));
+    spool.add(s('c'));
+    expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['a', 'b', 'c']);
     spool.done('a');
-    expect(pendingIn(readFileSync(spool.path, 'utf8'))).toEqual([]);
-    expect(spool.pendingCount).toBe(0);
-    spool.close();
+    spool.done('c');
+    expect(spool.pendingCount).toBe(1);
+    // Not yet on disk: a kill now replays a and c, which Redis answers "already settled".
+    expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['a', 'b', 'c']);
+    await tick();
+    const text = readFileSync(spool.path, 'utf8');
+    expect(pendingIn(text).map((x) => x.requestId)).toEqual(['b']);
+    expect(text.endsWith('D a\nD c\n')).toBe(true);
+    spool.done('b');
+    spool.close(); // writes what is left of the tick's done lines, then removes the file: nothing is pending
+    expect(() => statSync(spool.path)).toThrow(/ENOENT/);
   });
 
   it('takes over the file of a relay that is gone and replays it in order, stopping at a failure', async () => {
@@ -66,17 +78,20 @@ describe('SettlementSpool', () => {
     spool.close();
   });
 
-  it('empties its file once everything in it is done, and keeps the pending lines when it compacts', () => {
+  it('empties its file once everything in it is done, and keeps the pending lines when it compacts', async () => {
     const spool = SettlementSpool.open(dir(), log);
     for (let i = 0; i < 400; i++) spool.add(s(`r${i}`));
     for (let i = 0; i < 400; i++) spool.done(`r${i}`);
+    await tick();
     expect(statSync(spool.path).size).toBeLessThan(64 * 1024);
     spool.add(s('kept'));
     const big = 'x'.repeat(4096);
     for (let i = 0; i < 1100; i++) {
       spool.add({ ...s(`b${i}`), eventJson: big });
       spool.done(`b${i}`);
+      if (i % 10 === 9) await tick();
     }
+    await tick();
     expect(statSync(spool.path).size).toBeLessThan(1024 * 1024);
     expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['kept']);
     spool.close();
