@@ -68,7 +68,8 @@ function watched(stack: Stack): Watched[] {
     if (pids?.length) w.push({ name, pids });
   }
   w.push({ name: 'redis-server', pids: pidsByComm('redis-server') });
-  w.push({ name: 'postgres', pids: pidsByComm('postgres') });
+  // Every backend, those the pools open during a run included (billing's batches run in them).
+  w.push({ name: 'postgres', pids: pidsByComm('postgres'), comm: 'postgres' });
   return w;
 }
 

@@ -116,6 +116,12 @@ export function pidsListeningOn(port: number): number[] {
 export interface Watched {
   name: string;
   pids: number[];
+  /**
+   * Found again by command name at each end of a window, for servers that fork a process per
+   * connection (Postgres: a pool reconnecting after its idle timeout gets new backends mid-run). A
+   * process found only at the end started within the window: all of its CPU time is counted.
+   */
+  comm?: string;
 }
 
 export interface ProcUsage {
@@ -140,12 +146,13 @@ export class ProcSampler {
   #timer: NodeJS.Timeout | undefined;
 
   constructor(watched: Watched[]) {
-    this.#watched = watched.filter((w) => w.pids.length > 0);
+    this.#watched = watched.filter((w) => w.pids.length > 0 || w.comm !== undefined);
   }
 
-  /** CPU seconds per pid; a pid that is gone (or new) at either end counts nothing. */
+  /** CPU seconds per pid; a pid gone at the end counts nothing, one new at the end counts it all (Watched.comm). */
   #readCpu(w: Watched): Map<number, number> {
     const m = new Map<number, number>();
+    if (w.comm !== undefined) w.pids = pidsByComm(w.comm);
     for (const p of w.pids) {
       const c = cpuSeconds(p);
       if (Number.isFinite(c)) m.set(p, c);
@@ -153,11 +160,12 @@ export class ProcSampler {
     return m;
   }
 
-  #delta(before: Map<number, number>, after: Map<number, number>): number {
+  #delta(w: Watched, before: Map<number, number>, after: Map<number, number>): number {
     let s = 0;
     for (const [pid, c] of after) {
       const b = before.get(pid);
       if (b !== undefined) s += c - b;
+      else if (w.comm !== undefined) s += c;
     }
     return s;
   }
@@ -188,7 +196,7 @@ export class ProcSampler {
     const wall = (performance.now() - this.#t0) / 1000;
     const m1 = machineJiffies();
     const usages = this.#watched.map((w, i) => {
-      const cpuSec = this.#delta(this.#cpu0[i]!, this.#readCpu(w));
+      const cpuSec = this.#delta(w, this.#cpu0[i]!, this.#readCpu(w));
       const s = this.#samples[i]!;
       s.push(this.#sumRss(w));
       return {
