@@ -1,8 +1,8 @@
 // The baseline of what proxying alone costs on this stack: uWebSockets.js in, an undici Pool out, no
 // key check, no reservation, no billing, no body parsing. It forwards POST /v1/messages to the
-// upstream with the upstream credential, streams an SSE answer chunk by chunk with the same
-// backpressure handling as the relay (pause the provider body when uWS' write() returns false, resume
-// in onWritable), and passes other answers through whole.
+// upstream with the upstream credential, streams an SSE answer with the same writes per tick and
+// backpressure handling as the relay (the chunks of one tick in one cork; pause the provider body
+// when uWS' write() returns false, resume in onWritable), and passes other answers through whole.
 //
 //   node dist/bench/bare-proxy.js --upstream http://127.0.0.1:3090 [--port 0] [--api-key K]
 // prints `bare-proxy listening <port>` once ready.
@@ -65,25 +65,56 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
         const ct = first(up.headers['content-type']);
         const requestId = first(up.headers['request-id']);
         if (up.statusCode === 200 && ct.startsWith('text/event-stream')) {
-          res.cork(() => {
-            res.writeStatus('200 OK').writeHeader('content-type', ct).writeHeader('cache-control', 'no-cache');
-            if (requestId) res.writeHeader('request-id', requestId);
-          });
+          // What arrives in one tick goes out in one cork (one send), as the relay does
+          // (relay/messages/stream-relay.ts, ClientStream): a baseline that sent each chunk on its own
+          // would flatter the relay's stream ratio.
+          let head = true;
+          let queue: Buffer[] = [];
+          let scheduled = false;
+          let ended = false;
+          const writeQueued = (): boolean => {
+            if (head) {
+              head = false;
+              res.writeStatus('200 OK').writeHeader('content-type', ct).writeHeader('cache-control', 'no-cache');
+              if (requestId) res.writeHeader('request-id', requestId);
+            }
+            let ok = true;
+            for (const c of queue) ok = res.write(c) && ok;
+            queue = [];
+            return ok;
+          };
           const onWritable = (): boolean => {
             up.body.resume();
             return true;
           };
-          up.body.on('data', (chunk: Buffer) => {
-            if (aborted) return;
+          const flush = (): void => {
+            scheduled = false;
+            if (aborted || ended || (!head && queue.length === 0)) return;
             let ok = true;
-            res.cork(() => { ok = res.write(chunk); });
+            res.cork(() => { ok = writeQueued(); });
             if (!ok) {
               up.body.pause();
               res.onWritable(onWritable);
             }
+          };
+          // After the tick's other callbacks (the body's 'end' is emitted on a nextTick): see ClientStream.
+          const schedule = (): void => {
+            if (scheduled) return;
+            scheduled = true;
+            process.nextTick(() => queueMicrotask(flush));
+          };
+          schedule();
+          up.body.on('data', (chunk: Buffer) => {
+            if (aborted) return;
+            queue.push(chunk);
+            schedule();
           });
-          up.body.on('end', () => { if (!aborted) res.cork(() => res.end()); });
-          up.body.on('error', () => { if (!aborted) res.cork(() => res.close()); });
+          up.body.on('end', () => {
+            if (aborted) return;
+            ended = true;
+            res.cork(() => { writeQueued(); res.end(); });
+          });
+          up.body.on('error', () => { if (!aborted) { ended = true; res.cork(() => res.close()); } });
           return;
         }
         up.body.arrayBuffer().then((buf) => {
