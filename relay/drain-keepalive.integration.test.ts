@@ -12,7 +12,6 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -21,6 +20,7 @@ import { projectRoot } from '../infra/project-root.js';
 import {
   createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack,
 } from '../tests/harness/gateway-stack.js';
+import { freePort } from '../infra/testing/free-port.js';
 
 const MODEL = 'claude-haiku-4-5';
 let stack: GatewayStack;
@@ -38,17 +38,6 @@ afterAll(async () => {
   await stack?.close();
   if (spoolDir) rmSync(spoolDir, { recursive: true, force: true });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 describe('a relay process', () => {
   it('counts every failed exchange out, and drains on SIGTERM while clients keep their connections busy', async () => {

@@ -10,7 +10,6 @@
 // from their listening ports when they run on this host (for CPU and memory figures).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
-import net from 'node:net';
 import { join, resolve } from 'node:path';
 import { isClickHouseReachable } from '../../infra/clickhouse/ensure.js';
 import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
@@ -20,6 +19,7 @@ import { projectRoot } from '../../infra/project-root.js';
 import { pidsListeningOn } from './proc.js';
 import { startPeerGateway } from './peer-gateway.js';
 import { FAILING_CHANNEL_KEY } from './channel-failure.js';
+import { freePort } from '../../infra/testing/free-port.js';
 
 export const BENCH_KEY_SECRET = 'bench-only-key-secret-0123456789abcdef';
 export const MOCK_KEY = 'sk-ant-mock-bench';
@@ -78,17 +78,6 @@ export interface Stack {
   startGateway(): Promise<void>;
   stopRelay(): Promise<void>;
   close(): Promise<void>;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function waitHttp(url: string, child: ChildProcess, name: string, timeoutMs = 30_000): Promise<void> {

@@ -6,13 +6,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../project-root.js';
 import { isClickHouseReachable } from './ensure.js';
+import { freePort } from '../testing/free-port.js';
 
 let proc: ChildProcess | null = null;
 let dataPath = '';
@@ -21,17 +21,6 @@ afterAll(() => {
   if (proc && proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
   if (dataPath) rmSync(dataPath, { recursive: true, force: true });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** GET /ping on `agent`'s kept-alive socket; resolves once the answer is read. */
 function ping(url: string, agent: Agent): Promise<void> {

@@ -5,13 +5,13 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
+import { freePort } from '../../infra/testing/free-port.js';
 
 const MODEL = 'claude-haiku-4-5';
 const FUNDS = 10_000_000;
@@ -24,17 +24,6 @@ let redisProc: ChildProcess | null = null;
 let stack: GatewayStack;
 let account: TestAccount;
 let key: string;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function startRedis(): Promise<void> {
   const proc = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--dir', redisDir], { stdio: 'ignore' });
