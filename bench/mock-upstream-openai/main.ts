@@ -18,6 +18,7 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../infra/config.js';
 import { createLogger } from '../../infra/logger.js';
+import { closeOnSignal } from '../lib/close-on-signal.js';
 import { startMockOpenAI } from './mock-openai.js';
 
 const FLAGS = {
@@ -61,18 +62,7 @@ function main(): void {
   startMockOpenAI(options).then((mock) => {
     const { apiKey: _key, ...shown } = options;
     log.info({ url: mock.url, ...shown }, 'mock openai listening');
-    let closing = false;
-    const shutdown = (signal: string): void => {
-      if (closing) return;
-      closing = true;
-      log.info({ signal, stats: mock.stats }, 'mock openai closing');
-      mock.close().then(() => process.exit(0), (err: unknown) => {
-        log.error({ err }, 'mock openai close failed');
-        process.exit(1);
-      });
-    };
-    process.on('SIGTERM', () => shutdown('SIGTERM'));
-    process.on('SIGINT', () => shutdown('SIGINT'));
+    closeOnSignal('mock openai', log, mock);
   }, (err: unknown) => {
     log.fatal({ err }, 'mock openai failed to start');
     process.exit(1);

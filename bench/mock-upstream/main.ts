@@ -27,6 +27,7 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../infra/config.js';
 import { createLogger } from '../../infra/logger.js';
+import { closeOnSignal } from '../lib/close-on-signal.js';
 import { startMockUpstream, type MockUpstreamOptions } from './mock-upstream.js';
 import { isKeyFailure, type KeyFailure } from './knobs.js';
 
@@ -96,18 +97,7 @@ function main(): void {
   startMockUpstream(options).then((mock) => {
     const { apiKey, apiKeys, keyFailures: failing, ...shown } = options;
     log.info({ url: mock.url, ...shown, apiKeyRequired: apiKey !== undefined, extraKeys: apiKeys?.length ?? 0, failingKeys: Object.keys(failing ?? {}).length }, 'mock upstream listening');
-    let closing = false;
-    const shutdown = (signal: string): void => {
-      if (closing) return;
-      closing = true;
-      log.info({ signal, stats: mock.stats }, 'mock upstream closing');
-      mock.close().then(() => process.exit(0), (err: unknown) => {
-        log.error({ err }, 'mock upstream close failed');
-        process.exit(1);
-      });
-    };
-    process.on('SIGTERM', () => shutdown('SIGTERM'));
-    process.on('SIGINT', () => shutdown('SIGINT'));
+    closeOnSignal('mock upstream', log, mock);
   }, (err: unknown) => {
     log.fatal({ err }, 'mock upstream failed to start');
     process.exit(1);
