@@ -162,6 +162,10 @@ const schema = z.object({
   // While settlements whose retries gave up are in the spool, the relay replays them this often: a
   // Redis that resumes on the same connection (SIGSTOP/SIGCONT, a network black hole) sends no 'ready'.
   RELAY_SPOOL_REPLAY_INTERVAL_MS: positiveInt.default(5000),
+  // How long a settlement may wait to go to Redis with the next reservation, in one write and one
+  // script call with the others of that time (core/quota/quota-store.ts, settleSoon): the answer is
+  // already on its way and the settlement in the spool, so only the refund of the reservation waits.
+  RELAY_SETTLE_DELAY_MS: z.coerce.number().int().nonnegative().max(1000).default(2),
 
   BILLING_CONSUMER: z.string().default(`${hostname()}-${process.pid}`),
   BILLING_BATCH_SIZE: positiveInt.default(1000),

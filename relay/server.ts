@@ -119,9 +119,12 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
   });
   // With replicas a settled reservation leaves a marker, so that one a failover lost still bills
-  // (settleReservation-7.lua); it outlives the replays of a relay restarted within minutes.
+  // (settleReservations-7n.lua); it outlives the replays of a relay restarted within minutes.
   const waitReplicas = settleWaitReplicas(config);
-  const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql), { settledMarkerSec: waitReplicas > 0 ? SETTLED_MARKER_SEC : 0 });
+  const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql), {
+    settledMarkerSec: waitReplicas > 0 ? SETTLED_MARKER_SEC : 0,
+    settleDelayMs: config.RELAY_SETTLE_DELAY_MS,
+  });
   const health = new ChannelHealth({
     redis, keys, sql, settings: healthSettingsFromConfig(config), log, metrics: channelMetrics,
     announce: (id) => publishInvalidation(redis, keys, { kind: 'channel', id }),

@@ -38,7 +38,7 @@ describe('Auditor.drain', () => {
     const deadlines = keys.reservationDeadlines(shard);
     const member = `${USER_ID}:req-1`;
     await redis.zadd(deadlines, Date.now() + 60_000, member);
-    // The settlement (as settleReservation does it, in one step) runs right after the drain's first
+    // The settlement (as settleReservations does it, in one step) runs right after the drain's first
     // read of Redis, whichever it is (the stream or the reservations); a stand-in billing worker takes the event off the stream 300 ms later.
     let settledAt = 0;
     let consumed: Promise<unknown> = Promise.resolve();

@@ -92,7 +92,7 @@ describe('reserveQuota-6.lua', () => {
   });
 });
 
-describe('settleReservation-7.lua', () => {
+describe('settleReservations-7n.lua', () => {
   it('returns the unused part, debits the actual cost and appends the event, once', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 1_000);
@@ -119,7 +119,115 @@ describe('settleReservation-7.lua', () => {
   });
 });
 
-describe('rate limits in reserveQuota-6.lua and settleReservation-7.lua', () => {
+describe('settlements in one call (settleMany, settleSoon)', () => {
+  const source = { accountQuota: async (id: number) => pg.account.get(id) ?? 0, tokenRemainQuota: async (id: number) => pg.token.get(id) ?? 0 };
+
+  it('settles each of a batch on its own terms: one already settled does not stop the others', async () => {
+    const a = ids(); const b = ids(); const c = ids();
+    pg.account.set(a.userId, 1_000); pg.account.set(b.userId, 2_000); pg.account.set(c.userId, 3_000);
+    pg.token.set(c.tokenId, 500);
+    await store.reserve({ ...a, tokenLimited: false, amount: 400, deadlineMs: 1 });
+    await store.reserve({ ...b, tokenLimited: false, amount: 700, deadlineMs: 1 });
+    await store.reserve({ ...c, tokenLimited: true, amount: 300, deadlineMs: 1 });
+    expect(await store.settle({ ...b, cost: 10, eventJson: '{"b":1}' })).toBe(true);
+    const before = (await streamEvents()).length;
+    const settled = await store.settleMany([
+      { ...a, cost: 123, eventJson: '{"a":2}' },
+      { ...b, cost: 10, eventJson: '{"b":2}' },
+      { ...c, cost: 250, eventJson: '{"c":2}' },
+    ]);
+    expect(settled).toEqual([true, false, true]);
+    expect(await store.accountBalance(a.userId)).toBe(1_000 - 123);
+    expect(await store.accountBalance(b.userId)).toBe(2_000 - 10);
+    expect(await store.accountBalance(c.userId)).toBe(3_000 - 250);
+    expect(await store.tokenRemain(c.userId, c.tokenId)).toBe(500 - 250);
+    expect((await streamEvents()).slice(before)).toEqual(['{"a":2}', '{"c":2}']);
+  });
+
+  it('sends queued settlements ahead of the next reservation, whose check sees their refunds', async () => {
+    const slow = new QuotaStore(redis, keys, source, { settleDelayMs: 60_000 });
+    const { userId, tokenId } = ids();
+    pg.account.set(userId, 1_000);
+    const first = { userId, tokenId, requestId: `${userId}-1` };
+    const second = { userId, tokenId, requestId: `${userId}-2` };
+    expect(await slow.reserve({ ...first, tokenLimited: false, amount: 600, deadlineMs: 1 })).toBe('reserved');
+    expect(await slow.reserve({ ...second, tokenLimited: false, amount: 400, deadlineMs: 1 })).toBe('reserved');
+    const settledFirst = slow.settleSoon({ ...first, cost: 100, eventJson: '{}' });
+    const settledSecond = slow.settleSoon({ ...second, cost: 50, eventJson: '{}' });
+    await new Promise((r) => setTimeout(r, 50));
+    // Still queued: nothing refunded yet.
+    expect(await slow.accountBalance(userId)).toBe(0);
+    // 850 fits only once both refunds (500 + 350) are in.
+    expect(await slow.reserve({ userId, tokenId, requestId: `${userId}-3`, tokenLimited: false, amount: 850, deadlineMs: 1 })).toBe('reserved');
+    expect(await settledFirst).toBe(true);
+    expect(await settledSecond).toBe(true);
+    expect(await slow.accountBalance(userId)).toBe(1_000 - 100 - 50 - 850);
+  });
+
+  it('sends queued settlements after the delay when no reservation comes', async () => {
+    const quiet = new QuotaStore(redis, keys, source, { settleDelayMs: 5 });
+    const r = ids();
+    pg.account.set(r.userId, 1_000);
+    await quiet.reserve({ ...r, tokenLimited: false, amount: 600, deadlineMs: 1 });
+    expect(await quiet.settleSoon({ ...r, cost: 1, eventJson: '{}' })).toBe(true);
+    expect(await quiet.accountBalance(r.userId)).toBe(999);
+  });
+
+  it('sends a full batch at once, without waiting for the delay', async () => {
+    const slow = new QuotaStore(redis, keys, source, { settleDelayMs: 60_000 });
+    const { userId, tokenId } = ids();
+    pg.account.set(userId, 1_000_000);
+    const reqs = Array.from({ length: 130 }, (_, i) => ({ userId, tokenId, requestId: `${userId}-b${i}` }));
+    for (const q of reqs) await slow.reserve({ ...q, tokenLimited: false, amount: 10, deadlineMs: 1 });
+    const answers = reqs.map((q) => slow.settleSoon({ ...q, cost: 3, eventJson: '{}' }));
+    expect(await Promise.all(answers.slice(0, 128))).toEqual(Array(128).fill(true));
+    expect(await slow.accountBalance(userId)).toBe(1_000_000 - 128 * 3 - 2 * 10);
+    // The last two wait for the next reservation.
+    await slow.reserve({ userId, tokenId, requestId: `${userId}-next`, tokenLimited: false, amount: 1, deadlineMs: 1 });
+    expect(await Promise.all(answers.slice(128))).toEqual([true, true]);
+    expect(await slow.accountBalance(userId)).toBe(1_000_000 - 130 * 3 - 1);
+  });
+
+  it('sends one call per shard in the sharded layout, each event to its shard\'s stream', async () => {
+    const sharded = redisKeys(config.REDIS_PREFIX, 4);
+    const store4 = new QuotaStore(redis, sharded, source, { settleDelayMs: 1 });
+    const users = [ids(), ids(), ids(), ids()];
+    for (const u of users) {
+      pg.account.set(u.userId, 1_000);
+      await store4.reserve({ ...u, tokenLimited: false, amount: 100, deadlineMs: 1 });
+    }
+    const lengths = async () => Promise.all([0, 1, 2, 3].map((s) => redis.xlen(sharded.usageStream(s))));
+    const before = await lengths();
+    expect(await Promise.all(users.map((u) => store4.settleSoon({ ...u, cost: 7, eventJson: '{}' })))).toEqual([true, true, true, true]);
+    const after = await lengths();
+    for (const s of [0, 1, 2, 3]) expect(after[s]! - before[s]!).toBe(users.filter((u) => sharded.shardOf(u.userId) === s).length);
+    for (const u of users) expect(await store4.accountBalance(u.userId)).toBe(993);
+  });
+
+  it('fails every settlement of a call that Redis refuses, and each retried alone is billed once', async () => {
+    const quiet = new QuotaStore(redis, keys, source, { settleDelayMs: 1 });
+    const good = ids(); const bad = ids();
+    pg.account.set(good.userId, 1_000); pg.account.set(bad.userId, 1_000);
+    await quiet.reserve({ ...good, tokenLimited: false, amount: 500, deadlineMs: 1 });
+    await quiet.reserve({ ...bad, tokenLimited: false, amount: 500, deadlineMs: 1 });
+    // A balance of the wrong type makes the script fail on the second settlement, after the first ran.
+    await redis.del(keys.accountBalance(bad.userId));
+    await redis.hset(keys.accountBalance(bad.userId), 'x', '1');
+    const before = (await streamEvents()).length;
+    const answers = await Promise.allSettled([
+      quiet.settleSoon({ ...good, cost: 40, eventJson: '{"good":1}' }),
+      quiet.settleSoon({ ...bad, cost: 40, eventJson: '{"bad":1}' }),
+    ]);
+    expect(answers.map((a) => a.status)).toEqual(['rejected', 'rejected']);
+    // The retry of the one that did run answers "already settled" and moves nothing.
+    expect(await quiet.settle({ ...good, cost: 40, eventJson: '{"good":1}' })).toBe(false);
+    expect(await quiet.accountBalance(good.userId)).toBe(1_000 - 40);
+    expect((await streamEvents()).slice(before)).toEqual(['{"good":1}']);
+    await redis.del(keys.accountBalance(bad.userId));
+  });
+});
+
+describe('rate limits in reserveQuota-6.lua and settleReservations-7n.lua', () => {
   it('refuses the request over the per-minute request limit without moving quota', async () => {
     const { userId, tokenId } = ids();
     pg.account.set(userId, 10_000);
@@ -321,7 +429,7 @@ describe('script registration', () => {
   it('names each command name:version with the key count from the file name', () => {
     const defs = loadScriptDefs();
     expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 6 });
-    expect(defs.get('settleReservation')).toMatchObject({ numberOfKeys: 7 });
+    expect(defs.get('settleReservations')).toMatchObject({ numberOfKeys: 7, batch: true });
     expect(defs.get('adjustBalance')).toMatchObject({ numberOfKeys: 1 });
     expect(defs.get('adjustBalanceOnce')).toMatchObject({ numberOfKeys: 3 });
     expect(defs.get('seedBalance')).toMatchObject({ numberOfKeys: 2 });

@@ -4,7 +4,7 @@
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../infra/redis/keys.js';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
-import { defineScripts } from './scripts.js';
+import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
 
 export type { ReserveOutcome };
 
@@ -39,10 +39,16 @@ export interface SettleRequest {
 export interface QuotaStoreOptions {
   /**
    * Seconds a settled reservation's marker lives (Redis with replicas; 0: none). With it a settlement
-   * whose reservation a failover lost still bills (settleReservation-7.lua), if it arrives within
+   * whose reservation a failover lost still bills (settleReservations-7n.lua), if it arrives within
    * this time minus LOST_RESERVATION_MARGIN_SEC of its `minute`.
    */
   settledMarkerSec?: number;
+  /**
+   * Milliseconds a settlement given to settleSoon may wait for the next reservation, to go to Redis in
+   * the same write (default 2). Under load a reservation comes sooner, so settlements cost Redis no
+   * wake-up of their own; a quiet relay sends them when this runs out.
+   */
+  settleDelayMs?: number;
 }
 
 /** Margin for clock skew between relays and Redis in the lost-reservation bound. */
@@ -60,6 +66,8 @@ const ADJUSTMENT_MARKER_TTL_SEC = 30 * 24 * 3600;
 const SEED_STALE = -1;
 /** Reads of Postgres per seed: each stale one means a console change committed meanwhile. */
 const SEED_ATTEMPTS = 3;
+/** Settlements per call of settleReservations-7n.lua: bounds how long one call holds Redis (~10 µs each). */
+const SETTLE_BATCH_MAX = 128;
 /** Reservations per ZADD of a heartbeat: bounds one command's size on a relay with many open requests. */
 const RENEW_BATCH = 1000;
 
@@ -107,19 +115,24 @@ export class QuotaStore {
   readonly #keys: RedisKeys;
   readonly #source: BalanceSource;
   readonly #reserve: ScriptFn;
-  readonly #settle: ScriptFn;
+  readonly #settleScript: BatchScriptFn;
   readonly #adjust: ScriptFn;
   readonly #adjustOnce: ScriptFn;
   readonly #seedBalance: ScriptFn;
   readonly #takeRateSlot: ScriptFn;
   readonly #keyKeys = new Map<number, KeyKeys>();
   readonly #settledMarkerSec: number;
+  readonly #settleDelayMs: number;
+  /** settleSoon's settlements not yet sent, with their callers' promises. */
+  #queued: { s: SettleRequest; resolve: (settled: boolean) => void; reject: (err: unknown) => void }[] = [];
+  #queueTimer: NodeJS.Timeout | null = null;
 
   constructor(redis: Redis, keys: RedisKeys, source: BalanceSource, opts: QuotaStoreOptions = {}) {
     this.#redis = redis;
     this.#keys = keys;
     this.#source = source;
     this.#settledMarkerSec = opts.settledMarkerSec ?? 0;
+    this.#settleDelayMs = opts.settleDelayMs ?? 2;
     const defs = defineScripts(redis);
     const bind = (name: string): ScriptFn => {
       const command = defs.get(name)?.command;
@@ -127,7 +140,7 @@ export class QuotaStore {
       return (redis as unknown as Record<string, ScriptFn>)[command]!.bind(redis);
     };
     this.#reserve = bind('reserveQuota');
-    this.#settle = bind('settleReservation');
+    this.#settleScript = batchScript(redis, defs.get('settleReservations')!);
     this.#adjust = bind('adjustBalance');
     this.#adjustOnce = bind('adjustBalanceOnce');
     this.#seedBalance = bind('seedBalance');
@@ -165,6 +178,8 @@ export class QuotaStore {
       r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0,
       r.userId, deadlineMember(r.userId, r.requestId),
     ];
+    // Queued settlements go first, in the same write: their refunds count for this reservation.
+    if (this.#queued.length > 0) this.#sendQueued();
     // At most one seed per mirror, then the script's answer is final.
     for (let attempt = 0; attempt < 3; attempt++) {
       const code = Number(await this.#reserve(...keys, ...args));
@@ -196,24 +211,79 @@ export class QuotaStore {
     return (await this.#settleOrRelease(s, 0)) !== QuotaScriptCode.NoSuchReservation;
   }
 
+  /**
+   * settle, sent with the next reservation this store makes or after settleDelayMs, whichever comes
+   * first, together with the other settlements queued meanwhile: one script call per shard. The relay
+   * settles this way (its spool holds each settlement until Redis answers); a failed call fails every
+   * settlement it carried, and each is tried again on its own.
+   */
+  settleSoon(s: SettleRequest): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      this.#queued.push({ s, resolve, reject });
+      if (this.#queued.length >= SETTLE_BATCH_MAX) this.#sendQueued();
+      else if (this.#queueTimer === null) this.#queueTimer = setTimeout(() => this.#sendQueued(), this.#settleDelayMs);
+    });
+  }
+
+  #sendQueued(): void {
+    if (this.#queueTimer !== null) {
+      clearTimeout(this.#queueTimer);
+      this.#queueTimer = null;
+    }
+    const queued = this.#queued;
+    this.#queued = [];
+    // One call per shard: a script's keys must share one slot on a cluster.
+    const byShard = new Map<number, typeof queued>();
+    for (const q of queued) {
+      const shard = this.#keys.shardOf(q.s.userId);
+      const list = byShard.get(shard);
+      if (list === undefined) byShard.set(shard, [q]);
+      else list.push(q);
+    }
+    for (const list of byShard.values()) {
+      this.settleMany(list.map((q) => q.s)).then(
+        (settled) => { for (let i = 0; i < list.length; i++) list[i]!.resolve(settled[i]!); },
+        (err: unknown) => { for (const q of list) q.reject(err); },
+      );
+    }
+  }
+
+  /**
+   * Settles several reservations in one script call per SETTLE_BATCH_MAX (of one shard on a cluster:
+   * their keys must share a slot). For each, false when it was already settled.
+   */
+  async settleMany(list: readonly SettleRequest[]): Promise<boolean[]> {
+    const settled: boolean[] = [];
+    for (let i = 0; i < list.length; i += SETTLE_BATCH_MAX) {
+      const keys: string[] = [];
+      const args: (string | number)[] = [];
+      for (let j = i; j < Math.min(list.length, i + SETTLE_BATCH_MAX); j++) this.#settleItem(list[j]!, 0, keys, args);
+      const results = await this.#settleScript(keys, args) as unknown[];
+      for (const r of results) settled.push(r !== QuotaScriptCode.NoSuchReservation);
+    }
+    return settled;
+  }
+
   /** `reaperNowMs` > 0: the reaper releasing, unless a relay renewed the deadline past it meanwhile. */
   async #settleOrRelease(s: SettleRequest, reaperNowMs: number): Promise<unknown> {
+    const keys: string[] = [];
+    const args: (string | number)[] = [];
+    this.#settleItem(s, reaperNowMs, keys, args);
+    return ((await this.#settleScript(keys, args)) as unknown[])[0];
+  }
+
+  /** Appends one settlement's 7 keys and 9 arguments (settleReservations-7n.lua). */
+  #settleItem(s: SettleRequest, reaperNowMs: number, keys: string[], args: (string | number)[]): void {
     const k = this.#keys;
     const kk = this.#keysOf(s.userId, s.tokenId, s.minute ?? currentMinute());
-    const args: (string | number)[] = [
-      kk.balance, kk.remain, k.reservation(s.userId, s.requestId),
-      kk.stream, kk.tpm,
-      kk.deadlines, k.reapedReservation(s.userId, s.requestId),
-      s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId), reaperNowMs > 0 ? '1' : '0',
-    ];
-    if (reaperNowMs > 0) args.push(reaperNowMs);
+    keys.push(kk.balance, kk.remain, k.reservation(s.userId, s.requestId), kk.stream, kk.tpm, kk.deadlines, k.reapedReservation(s.userId, s.requestId));
+    args.push(s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId));
+    if (reaperNowMs > 0) args.push('1', reaperNowMs, '', '', '');
     else if (this.#settledMarkerSec > 0) {
       // A settlement without both (spooled by an older relay) is never taken for a lost reservation.
       const lostUntil = s.limited === undefined || s.minute === undefined ? '' : s.minute * 60_000 + (this.#settledMarkerSec - LOST_RESERVATION_MARGIN_SEC) * 1000;
-      args.push('', s.limited ? '1' : '0', this.#settledMarkerSec);
-      if (lostUntil !== '') args.push(lostUntil);
-    }
-    return this.#settle(...args);
+      args.push('0', '', s.limited ? '1' : '0', this.#settledMarkerSec, lostUntil);
+    } else args.push('0', '', '', '', '');
   }
 
   /**

@@ -30,8 +30,8 @@ describe('usage event', () => {
   });
 
   it('is read from the stream entry field the settlement script writes', () => {
-    const lua = readFileSync(join(projectRoot(), 'core/quota/lua/settleReservation-7.lua'), 'utf8');
-    expect(lua).toContain(`redis.call('XADD', KEYS[4], '*', '${USAGE_EVENT_FIELD}', ARGV[2])`);
+    const lua = readFileSync(join(projectRoot(), 'core/quota/lua/settleReservations-7n.lua'), 'utf8');
+    expect(lua).toContain(`redis.call('XADD', KEYS[k + 4], '*', '${USAGE_EVENT_FIELD}', ARGV[a + 2])`);
     expect(encodedUsageEventOf(['source_id', '1-0', USAGE_EVENT_FIELD, '{}'])).toBe('{}');
     expect(encodedUsageEventOf(['other', 'x'])).toBeUndefined();
   });

@@ -8,7 +8,7 @@
 // of `shards` virtual shards (user id modulo shards, fixed for the life of the data: changing it moves
 // every mirror and orphans unbilled stream entries), and every key of an account carries its shard's
 // hash tag {s<shard>}, as do that shard's usage stream, dead letters and deadline set. So each Lua
-// script (reserveQuota, settleReservation, ...) and the billing worker's MULTI touch one slot, which
+// script (reserveQuota, settleReservations, ...) and the billing worker's MULTI touch one slot, which
 // a cluster requires; the shards spread over the masters by slot. A console address's login keys share
 // {ip:<address>} in both layouts.
 export interface RedisKeys {
@@ -26,7 +26,7 @@ export interface RedisKeys {
   reservation(userId: number, requestId: string): string;
   /**
    * Left by the reaper when it releases an expired reservation, so a late settlement still bills; with
-   * replicas also the marker 'S' of a settled one (settleReservation-7.lua), so a failover's lost
+   * replicas also the marker 'S' of a settled one (settleReservations-7n.lua), so a failover's lost
    * reservation is told from a settled one.
    */
   reapedReservation(userId: number, requestId: string): string;

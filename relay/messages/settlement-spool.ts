@@ -15,7 +15,7 @@
 // and replays their pending settlements in order, as it does its own stalled ones when Redis answers
 // again, and every RELAY_SPOOL_REPLAY_INTERVAL_MS while any is stalled (a Redis paused with SIGSTOP,
 // or behind a network black hole, resumes on the same connection: no 'ready' says it is back).
-// settleReservation-7.lua is idempotent per reservation, so a settlement replayed after Redis
+// settleReservations-7n.lua is idempotent per reservation, so a settlement replayed after Redis
 // had already taken it changes nothing (it answers -6).
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, unlinkSync, writeSync, ftruncateSync } from 'node:fs';
 import { join } from 'node:path';

@@ -19,7 +19,7 @@ export type Outcome =
 
 export interface SettlementContext {
   log: Logger;
-  quota: Pick<QuotaStore, 'settle'>;
+  quota: Pick<QuotaStore, 'settle' | 'settleSoon'>;
   /** Where settlements wait for Redis on disk (settlement-spool.ts); absent in unit tests only. */
   spool?: SettlementSpool;
 }
@@ -48,7 +48,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const record = ex.record!;
   const usage = outcome.kind === 'failed' ? null : outcome.usage;
   const cost = usage ? quotaCost(usage, ex.price) : 0;
-  // The provider charged what it reports, so an excess is billed all the same (settleReservation-7.lua
+  // The provider charged what it reports, so an excess is billed all the same (settleReservations-7n.lua
   // debits it, and only it may take the balance below zero); it is flagged, logged and counted,
   // because it means the reservation's bound (messages-handler.ts, reservation-bound.ts) failed.
   const over = ex.reservedAmount !== undefined && cost > ex.reservedAmount ? cost - ex.reservedAmount : 0;
@@ -106,13 +106,13 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
  * The settlement script is idempotent, so a failed call (Redis restarting, a network blip) is simply
  * tried again; after the last try it stays in the spool, replayed when Redis answers again or by the
  * next relay started on the spool's directory; meanwhile the reaper may release the reservation, and
- * the late settlement is still accepted (settleReservation-7.lua).
+ * the late settlement is still accepted (settleReservations-7n.lua).
  */
 const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
 
 export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): void {
   if (attempt === 0) settling++;
-  settleCall(ctx, settlement).then(() => ctx.spool?.settled(settlement.requestId), (err: unknown) => {
+  settleCall(ctx, settlement, attempt).then(() => ctx.spool?.settled(settlement.requestId), (err: unknown) => {
     const delay = SETTLE_RETRY_DELAYS_MS[attempt];
     if (delay === undefined) {
       settling--;
@@ -136,8 +136,9 @@ export function settlementsInFlight(): number {
   return settling;
 }
 
-function settleCall(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0]): Promise<boolean> {
-  const call = ctx.quota.settle(settlement);
+/** The first try waits for the next reservation's write (QuotaStore.settleSoon); a retry goes at once. */
+function settleCall(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): Promise<boolean> {
+  const call = attempt === 0 ? ctx.quota.settleSoon(settlement) : ctx.quota.settle(settlement);
   call.then(() => { settling--; }, () => {});
   return call;
 }

@@ -17,6 +17,7 @@ import { buildConsoleApp } from '../../console-api/app.js';
 import { hashPassword } from '../../console-api/auth/password.js';
 import { QuotaStore } from '../../core/quota/quota-store.js';
 import { startRelay, type RunningRelay } from '../../relay/server.js';
+import { settlementsInFlight } from '../../relay/messages/settlement.js';
 import { createClickHouse, createClickHouseAdmin } from '../../infra/clickhouse/client.js';
 import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
 import type { Config } from '../../infra/config.js';
@@ -214,13 +215,19 @@ export async function createApiKey(stack: GatewayStack, account: TestAccount, in
 }
 
 /**
- * Waits until the usage stream (every shard's, in the sharded layout) and the log outbox are empty:
- * every settled request is billed and logged.
+ * Waits until this process's relays have handed every settlement to Redis (they send them a few
+ * milliseconds after the answer, QuotaStore.settleSoon), then until the usage stream (every shard's,
+ * in the sharded layout) and the log outbox are empty: every answered request is billed and logged.
  */
 export async function billingSettled(stack: GatewayStack, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const streams = Array.from({ length: stack.keys.streamShards }, (_, s) => stack.keys.usageStream(s));
   for (;;) {
+    if (settlementsInFlight() > 0) {
+      if (Date.now() > deadline) throw new Error(`billing did not settle: ${settlementsInFlight()} settlements not taken by Redis`);
+      await new Promise((r) => setTimeout(r, 5));
+      continue;
+    }
     let len = 0;
     for (const stream of streams) len += await stack.redis.xlen(stream);
     // An acknowledged entry is in Postgres; its log row reaches ClickHouse when the outbox drains.

@@ -1,0 +1,103 @@
+--[[
+  Settles reservations, one or many in a call (a relay sends those of a few milliseconds together,
+  one call per shard): for each, gives back what was reserved, debits the actual cost, counts the
+  tokens against the key's per-minute token budget, and appends the usage event to the billing
+  stream, atomically, so that a debit in Redis always has its event and the other way round. A second
+  call for the same reservation changes nothing. Each settlement is independent of the others in the
+  call: one already settled does not stop the next.
+
+  A reservation the reaper already released (its deadline passed: the relay seemed dead) left a
+  tombstone; a settlement that arrives after that still debits the actual cost, from the balance the
+  reaper restored, so a very long request is billed exactly, never twice and never for free.
+
+  KEYS, 7 per settlement (settlement i uses KEYS[7*(i-1)+1 .. 7*i]):
+   1 account balance
+   2 key remaining quota (touched only if the key is limited)
+   3 reservation
+   4 usage stream
+   5 key's token counter of the current minute
+   6 open reservations by deadline (sorted set)
+   7 tombstone of a reaped reservation; with ARGV 8 > 0 also the marker of a settled one
+
+  ARGV, 9 per settlement ('' where absent):
+   1 actual cost (integer >= 0; 0 refunds the whole reservation)
+   2 usage event (JSON, core/usage/usage-event.ts)
+   3 tokens used (input + output), counted when > 0
+   4 reservation member of KEYS 6
+   5 '1' if this is the reaper releasing the reservation (leaves the tombstone), else '0'
+   6 the reaper's now (Unix ms; reaper only, '' otherwise): a deadline a live relay renewed past it
+     since the reaper read the deadline set is not released
+   7 relay only, with replicas: '1' if the key is limited, for a lost reservation
+   8 relay only, with replicas: seconds a settled reservation's marker (KEYS 7 = 'S') lives; 0 or '':
+     no marker
+   9 relay only, with replicas: Unix ms before which a missing reservation with neither marker nor
+     tombstone was lost, not settled; '': never taken for lost
+
+  A Redis failover loses the writes its master had not yet sent to the replica (replication is
+  asynchronous): a reservation can vanish before its settlement arrives, or a settlement vanish and be
+  replayed from the relay's spool. With the marker, "already settled" (marker) and "reaped"
+  (tombstone) are told from "lost" (neither): a lost reservation's settlement debits the cost alone,
+  as the lost reservation's hold went with it, and emits its event, once (it leaves the marker). The
+  marker outlives any replay the relay can send before ARGV 9, so a settlement that did run is never
+  taken for a lost one.
+
+  Returns an array, one element per settlement, in order:
+   the stream entry id on success
+  -6  no such reservation (already settled, or never made)
+  -9  reaper only: the deadline was renewed (its relay is alive); nothing changed
+]]
+local now
+
+local function settleOne(k, a)
+  local cost = tonumber(ARGV[a + 1])
+  local markerSec = tonumber(ARGV[a + 8]) or 0
+  local reaper = ARGV[a + 5] == '1'
+  local reservation = redis.call('HMGET', KEYS[k + 3], 'amount', 'limited')
+  local amount, limited
+  if reservation[1] then
+    local reaperNow = tonumber(ARGV[a + 6])
+    if reaper and reaperNow and tonumber(redis.call('ZSCORE', KEYS[k + 6], ARGV[a + 4]) or '0') > reaperNow then return -9 end
+    amount = tonumber(reservation[1])
+    limited = reservation[2]
+    redis.call('DEL', KEYS[k + 3])
+    redis.call('ZREM', KEYS[k + 6], ARGV[a + 4])
+    if reaper then redis.call('SET', KEYS[k + 7], limited, 'EX', 86400)
+    elseif markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec) end
+  else
+    if reaper then return -6 end
+    limited = redis.call('GET', KEYS[k + 7])
+    if limited == 'S' then return -6 end
+    if not limited then
+      -- Neither settled nor reaped here: lost in a failover, if the relay says it may be.
+      local lostUntil = tonumber(ARGV[a + 9])
+      if markerSec <= 0 or not lostUntil then return -6 end
+      if not now then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      end
+      if now >= lostUntil then return -6 end
+      limited = ARGV[a + 7]
+    end
+    -- Late settlement after the reaper refunded everything, or a lost reservation: the cost alone.
+    amount = 0
+    if markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec) else redis.call('DEL', KEYS[k + 7]) end
+  end
+
+  local delta = amount - cost
+  if delta ~= 0 then
+    redis.call('INCRBY', KEYS[k + 1], delta)
+    if limited == '1' then redis.call('INCRBY', KEYS[k + 2], delta) end
+  end
+  local tokens = tonumber(ARGV[a + 3])
+  if tokens > 0 then
+    redis.call('INCRBY', KEYS[k + 5], tokens)
+    redis.call('EXPIRE', KEYS[k + 5], 120)
+  end
+  return redis.call('XADD', KEYS[k + 4], '*', 'e', ARGV[a + 2])
+end
+
+local results = {}
+for i = 0, #KEYS / 7 - 1 do
+  results[i + 1] = settleOne(i * 7, i * 9)
+end
+return results
