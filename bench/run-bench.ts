@@ -34,6 +34,7 @@ import { runConsoleScale, type ScaleResult } from './lib/console-scale.js';
 import { summarizeProfileDir, type ProfileSummary } from './lib/cpu-profile.js';
 import { ProcSampler } from './lib/proc.js';
 import { reportMarkdown, svgChart, writeReport, type CurvePoint } from './lib/report.js';
+import { measureRedisRoundTripFloor } from './lib/redis-floor.js';
 import { parseBenchOptions } from './options.js';
 import { runLoadCurve, runSaturation, runScenarios } from './scenarios.js';
 import { openStack, prepareTarget } from './setup.js';
@@ -92,6 +93,9 @@ async function main(): Promise<void> {
     scenarios.push(...saturationAudits);
     failed = scenarioAuditFailed || saturationAuditFailed;
     const curve: CurvePoint[] = opts.curve ? await runLoadCurve(ctx) : [];
+    // The floor under "Redis CPU per request": one round trip per request at the scenarios' rate.
+    const redisFloor = stack.config.REDIS_CLUSTER_NODES ? null : await measureRedisRoundTripFloor(stack.config.REDIS_URL, 2000, 2000);
+    if (redisFloor) log(`Redis round-trip floor: ${redisFloor.cpuUsPerRoundTrip.toFixed(1)} µs of Redis CPU per PING at ${redisFloor.rate}/s`);
 
     // --- operator metrics, as scraped at the end of the load (absent until the hooks are applied) ----
     for (const [name, url] of [['relay', stack.relayMetricsUrl], ['billing', stack.billingMetricsUrl]] as const) {
@@ -129,7 +133,7 @@ async function main(): Promise<void> {
     // --- report ----------------------------------------------------------------------------------
     const target = { mode: stack.mode, relayUrl: stack.relayUrl, mockUrl: stack.mockUrl, consoleUrl: stack.consoleUrl || null, billingMetricsUrl: stack.billingMetricsUrl ?? null, relayMetricsUrl: stack.relayMetricsUrl ?? null,
       databaseUrl: opts.databaseUrl.replace(/\/\/[^@/]*@/, '//…@'), redisPrefix: stack.config.REDIS_PREFIX, clickhouse: `${stack.config.CLICKHOUSE_URL} ${stack.config.CLICKHOUSE_DATABASE}`,
-      pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio, mockMediaTokens, peerVersion: stack.peerVersion ?? null };
+      pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio, mockMediaTokens, peerVersion: stack.peerVersion ?? null, redisFloor };
     const json = { stamp, options: { ...opts, resultsRoot: undefined, databaseUrl: target.databaseUrl }, target, notes, machine: { cores: cpus().length, node: process.version }, scenarios, saturation, curve, profiles, scale };
     const md = reportMarkdown({ stamp, warmupMs: opts.warmupMs, durationMs: opts.durationMs, scaleDurationSec: opts.scaleDurationSec }, scenarios, saturation, curve, profiles, scale, target, notes);
     const dir = writeReport(opts.resultsRoot, stamp, json, md, svgChart(curve));

@@ -10,6 +10,7 @@ import type { ProfileSummary } from './cpu-profile.js';
 import type { DriveResult } from './driver.js';
 import { MACHINE, OTHERS, type ProcUsage } from './proc.js';
 import type { RedisFigures, RuntimeFigures } from './runtime-figures.js';
+import type { RedisRoundTripFloor } from './redis-floor.js';
 import type { Summary } from './stats.js';
 import type { ChannelFailure } from './channel-failure.js';
 
@@ -65,6 +66,8 @@ export interface ReportTarget {
   redisPrefix: string;
   clickhouse: string;
   pids: Record<string, { pids: number[]; how: string }>;
+  /** One Redis round trip's CPU at the scenarios' rate (lib/redis-floor.ts), measured in the same run. */
+  redisFloor?: RedisRoundTripFloor | null;
   /** The peer gateway's version when it ran (lib/peer-gateway.ts). */
   peerVersion?: string | null;
 }
@@ -309,7 +312,10 @@ export function reportMarkdown(
     L.push(`| added p99 at 2,000 req/s, billing running | ${fmt(addedRunning)} ms | ${peerRatio(sr, sPeer) || '–'} | ≤ 2 ms | ${verdict(addedRunning, (x) => x <= 2)} |`);
     L.push(`| stream TTFB added, p99 (stream64) | ${fmt(ttfbAdded)} ms | – | ≤ 1 ms | ${verdict(ttfbAdded, (x) => x <= 1)} |`);
     L.push(`| highest rate with added p99 < 1 ms | ${Number.isFinite(bestRate) ? (bestRate ? `${bestRate} req/s` : 'none') : '–'} | – | ≥ 4,000 req/s | ${verdict(bestRate, (x) => x >= 4000)} |`);
-    L.push(`| Redis CPU per request (small, whole server) | ${fmt(redisCpu, 1)} µs | – | ≤ 20 µs | ${verdict(redisCpu, (x) => x <= 20)} |`);
+    const floor = target.redisFloor?.cpuUsPerRoundTrip ?? NaN;
+    const floorText = Number.isFinite(floor) ? `floor: one PING round trip at ${target.redisFloor!.rate}/s costs ${fmt(floor, 1)} µs` : '–';
+    const floorVerdict = Number.isFinite(floor) && floor > 20 ? ' (below the floor of one round trip per request: needs fewer round trips than requests)' : '';
+    L.push(`| Redis CPU per request (small, whole server) | ${fmt(redisCpu, 1)} µs | ${floorText} | ≤ 20 µs | ${verdict(redisCpu, (x) => x <= 20)}${redisCpu > 20 ? floorVerdict : ''} |`);
     L.push(`| console log and stat queries at ${scale ? scale.rows.toLocaleString('en') : '10 M'} rows, p99 | ${fmt(worstQuery, 1)} ms (worst query) | – | ≤ 50 ms | ${verdict(worstQuery, (x) => x <= 50)} |`);
     L.push('');
   }
