@@ -36,7 +36,7 @@ import uWS from 'uWebSockets.js';
 import type { HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { randomBytes } from 'node:crypto';
 import { exchanges, listenMock, readBody, readHeaders, type Exchange } from '../mock-upstream/exchange.js';
-import { forcedErrorStatus } from '../mock-upstream/knobs.js';
+import { forcedErrorStatus, headerInt } from '../mock-upstream/knobs.js';
 import type { MockUpstream, MockUpstreamStats, RecordedRequest } from '../mock-upstream/mock-upstream.js';
 import { writeStream } from '../mock-upstream/stream-writer.js';
 import { randomId, statusLine, toolInput, TOKEN_TEXT } from '../mock-upstream/wire-format.js';
@@ -139,12 +139,6 @@ function forcedFunction(body: Record<string, unknown>): { name: string; input: R
   else if (choice && typeof choice === 'object') tool = tools.find((t) => t.function?.name === choice.function?.name);
   const name = tool?.function?.name;
   return typeof name === 'string' ? { name, input: toolInput(tool!.function!.parameters) } : null;
-}
-
-function headerInt(headers: Record<string, string>, name: string): number | undefined {
-  const v = headers[name];
-  const n = v === undefined || v === '' ? NaN : Number(v);
-  return Number.isInteger(n) && n >= 0 ? n : undefined;
 }
 
 export type MockOpenAI = Omit<MockUpstream, 'setOptions'> & { setOptions(partial: Partial<MockOpenAIOptions>): void };

@@ -86,7 +86,8 @@ export function isKeyFailure(v: unknown): v is KeyFailure {
   return typeof v === 'string' && Object.hasOwn(KEY_FAILURES, v);
 }
 
-function headerInt(headers: Record<string, string>, name: string): number | undefined {
+/** A knob header's whole non-negative number; absent, empty or anything else: undefined. Both mocks read their headers with it. */
+export function headerInt(headers: Record<string, string>, name: string): number | undefined {
   const v = headers[name];
   if (v === undefined || v === '') return undefined;
   const n = Number(v);
