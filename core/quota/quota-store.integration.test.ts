@@ -204,6 +204,16 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
     for (const u of users) expect(await store4.accountBalance(u.userId)).toBe(993);
   });
 
+  it('loads the batch script again on a Redis that lost it (restart, failover to a replica)', async () => {
+    const r = ids();
+    pg.account.set(r.userId, 1_000);
+    await store.reserve({ ...r, tokenLimited: false, amount: 300, deadlineMs: 1 });
+    // Every script of this server goes; ioredis's own commands reload theirs the same way.
+    await redis.script('FLUSH');
+    expect(await store.settleMany([{ ...r, cost: 25, eventJson: '{}' }])).toEqual([true]);
+    expect(await store.accountBalance(r.userId)).toBe(975);
+  });
+
   it('fails every settlement of a call that Redis refuses, and each retried alone is billed once', async () => {
     const quiet = new QuotaStore(redis, keys, source, { settleDelayMs: 1 });
     const good = ids(); const bad = ids();
