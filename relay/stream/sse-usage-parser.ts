@@ -11,13 +11,9 @@
 // during the call; what DeliveredTextCounter in relay/token-count/ takes) or to a function (`(data) => …`:
 // a view, valid only during the call: copy to keep).
 
-const NL = 0x0a;
-const CR = 0x0d;
-const SPACE = 0x20;
-const TAB = 0x09;
+import { Byte, DATA_PREFIX, LineCarry, lineEnd, rangeEquals, startsWith } from './sse-bytes.js';
 
 const EVENT = Buffer.from('event:');
-const DATA = Buffer.from('data:');
 const N_MESSAGE_START = Buffer.from('message_start');
 const N_MESSAGE_DELTA = Buffer.from('message_delta');
 const N_MESSAGE_STOP = Buffer.from('message_stop');
@@ -25,8 +21,6 @@ const N_CONTENT_BLOCK_DELTA = Buffer.from('content_block_delta');
 const N_ERROR = Buffer.from('error');
 /** How a data-only stream's content_block_delta payload begins (Anthropic's key order). */
 const DATA_CONTENT_DELTA = Buffer.from('{"type":"content_block_delta"');
-/** A kept partial line buffer larger than this is dropped once used rather than kept for the next. */
-const KEEP_PARTIAL_BYTES = 16 * 1024;
 
 const enum Ev { None, MessageStart, MessageDelta, Error, ContentDelta, Other }
 
@@ -75,10 +69,8 @@ export class SseUsageParser implements StreamUsage {
   readonly #sink: ContentDeltaSink | null;
 
   #event = Ev.None;
-  /** The start of a line that continues in a later chunk (bytes [0, #partialBytes)); reused. */
-  #partial: Buffer | null = null;
-  #partialBytes = 0;
-  #inPartial = false;
+  /** A line of interest that continues in a later chunk. */
+  readonly #carry = new LineCarry();
   /** Inside a line that started in an earlier chunk and is of no interest. */
   #skipping = false;
 
@@ -100,70 +92,51 @@ export class SseUsageParser implements StreamUsage {
     let pos = 0;
     const len = chunk.length;
     if (this.#skipping) {
-      const nl = chunk.indexOf(NL);
+      const nl = chunk.indexOf(Byte.NL);
       if (nl < 0) return;
       this.#skipping = false;
       pos = nl + 1;
-    } else if (this.#inPartial) {
-      // A line spanning chunks is gathered in one reused buffer and read when its end arrives.
-      const nl = chunk.indexOf(NL);
-      this.#append(chunk, nl < 0 ? len : nl);
-      if (nl < 0) return;
-      const line = this.#partial!;
-      let end = this.#partialBytes;
-      this.#inPartial = false;
-      this.#partialBytes = 0;
-      if (line.length > KEEP_PARTIAL_BYTES) this.#partial = null;
-      if (end > 0 && line[end - 1] === CR) end--;
-      this.#line(line, 0, end);
+    } else if (this.#carry.carrying) {
+      // A line spanning chunks is gathered and read when its end arrives.
+      const nl = chunk.indexOf(Byte.NL);
+      if (nl < 0) {
+        this.#carry.append(chunk, 0, len);
+        return;
+      }
+      const line = this.#carry.finish(chunk, nl);
+      this.#line(line, 0, this.#carry.end);
       pos = nl + 1;
     }
     while (pos < len) {
       const c = chunk[pos];
       // The blank line that ends an event, found without a search.
-      if (c === NL) {
+      if (c === Byte.NL) {
         this.#event = Ev.None;
         pos++;
         continue;
       }
-      if (c === CR && pos + 1 < len && chunk[pos + 1] === NL) {
+      if (c === Byte.CR && pos + 1 < len && chunk[pos + 1] === Byte.NL) {
         this.#event = Ev.None;
         pos += 2;
         continue;
       }
-      const nl = chunk.indexOf(NL, pos);
+      const nl = chunk.indexOf(Byte.NL, pos);
       if (nl < 0) {
         this.#keepPartial(chunk, pos);
         return;
       }
-      let end = nl;
-      if (end > pos && chunk[end - 1] === CR) end--;
-      this.#line(chunk, pos, end);
+      this.#line(chunk, pos, lineEnd(chunk, pos, nl));
       pos = nl + 1;
     }
   }
 
   #keepPartial(buf: Buffer, pos: number): void {
     // A data line of an event we skip needs only its end found, not its bytes.
-    if (this.#event === Ev.Other && startsWith(buf, pos, buf.length, DATA)) {
+    if (this.#event === Ev.Other && startsWith(buf, pos, buf.length, DATA_PREFIX)) {
       this.#skipping = true;
       return;
     }
-    this.#inPartial = true;
-    this.#partialBytes = 0;
-    this.#append(buf.subarray(pos), buf.length - pos);
-  }
-
-  #append(src: Buffer, n: number): void {
-    const at = this.#partialBytes;
-    let dst = this.#partial;
-    if (!dst || at + n > dst.length) {
-      const grown = Buffer.allocUnsafeSlow(Math.max(256, at + n, dst ? dst.length * 2 : 0));
-      if (dst && at > 0) dst.copy(grown, 0, 0, at);
-      this.#partial = dst = grown;
-    }
-    src.copy(dst, at, 0, n);
-    this.#partialBytes = at + n;
+    this.#carry.begin(buf, pos, buf.length);
   }
 
   #line(buf: Buffer, start: number, end: number): void {
@@ -176,10 +149,10 @@ export class SseUsageParser implements StreamUsage {
       if (startsWith(buf, start, end, EVENT)) this.#eventLine(buf, start + EVENT.length, end);
       return;
     }
-    if (c !== 0x64 /* d */ || !startsWith(buf, start, end, DATA)) return;
+    if (c !== 0x64 /* d */ || !startsWith(buf, start, end, DATA_PREFIX)) return;
     const ev = this.#event;
     if (ev === Ev.Other) return;
-    const from = start + DATA.length;
+    const from = start + DATA_PREFIX.length;
     if (ev === Ev.ContentDelta) {
       this.#delta(buf, from, end);
       return;
@@ -187,7 +160,7 @@ export class SseUsageParser implements StreamUsage {
     if (ev === Ev.None) {
       // Streams without `event:` lines carry the type in the data; a content delta needs no parse.
       let s = from;
-      while (s < end && (buf[s] === SPACE || buf[s] === TAB)) s++;
+      while (s < end && (buf[s] === Byte.SPACE || buf[s] === Byte.TAB)) s++;
       if (startsWith(buf, s, end, DATA_CONTENT_DELTA)) {
         this.contentDeltas++;
         if (this.#wantsDeltas) this.#delta(buf, from, end);
@@ -254,35 +227,18 @@ export class SseUsageParser implements StreamUsage {
 
   /** `event:` line, name in buf[start, end) with surrounding whitespace. */
   #eventLine(buf: Buffer, start: number, end: number): void {
-    while (start < end && (buf[start] === SPACE || buf[start] === TAB)) start++;
-    while (end > start && (buf[end - 1] === SPACE || buf[end - 1] === TAB || buf[end - 1] === CR)) end--;
-    const n = end - start;
+    while (start < end && (buf[start] === Byte.SPACE || buf[start] === Byte.TAB)) start++;
+    while (end > start && (buf[end - 1] === Byte.SPACE || buf[end - 1] === Byte.TAB || buf[end - 1] === Byte.CR)) end--;
     let ev = Ev.Other;
-    if (n === 19) {
-      if (equals(buf, start, N_CONTENT_BLOCK_DELTA)) {
-        this.contentDeltas++;
-        if (this.#wantsDeltas) ev = Ev.ContentDelta;
-      }
-    } else if (n === 13) {
-      if (equals(buf, start, N_MESSAGE_DELTA)) ev = Ev.MessageDelta;
-      else if (equals(buf, start, N_MESSAGE_START)) ev = Ev.MessageStart;
-    } else if (n === 12) {
-      if (equals(buf, start, N_MESSAGE_STOP)) this.sawMessageStop = true;
-    } else if (n === 5) {
-      if (equals(buf, start, N_ERROR)) ev = Ev.Error;
-    }
+    if (rangeEquals(buf, start, end, N_CONTENT_BLOCK_DELTA)) {
+      this.contentDeltas++;
+      if (this.#wantsDeltas) ev = Ev.ContentDelta;
+    } else if (rangeEquals(buf, start, end, N_MESSAGE_DELTA)) ev = Ev.MessageDelta;
+    else if (rangeEquals(buf, start, end, N_MESSAGE_START)) ev = Ev.MessageStart;
+    else if (rangeEquals(buf, start, end, N_MESSAGE_STOP)) this.sawMessageStop = true;
+    else if (rangeEquals(buf, start, end, N_ERROR)) ev = Ev.Error;
     this.#event = ev;
   }
-}
-
-/** buf[start, start + word.length) equals word (the caller checked the length fits). */
-function equals(buf: Buffer, start: number, word: Buffer): boolean {
-  for (let k = word.length - 1; k >= 0; k--) if (buf[start + k] !== word[k]) return false;
-  return true;
-}
-
-function startsWith(buf: Buffer, start: number, end: number, prefix: Buffer): boolean {
-  return end - start >= prefix.length && equals(buf, start, prefix);
 }
 
 function num(v: unknown): number {

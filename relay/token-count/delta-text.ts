@@ -12,15 +12,14 @@
 // the pieces joined equals joining the pieces decoded, \uXXXX surrogate halves in separate deltas
 // included: one JSON.parse per batch, and one per piece only when some piece is not a valid string.
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
+import { Byte, closingQuote, rangeEquals, startsWith } from '../stream/sse-bytes.js';
+
 const COLON = 0x3a;
 const COMMA = 0x2c;
 const LBRACE = 0x7b;
 const RBRACE = 0x7d;
 const LBRACKET = 0x5b;
 const RBRACKET = 0x5d;
-const NL = 0x0a;
 
 const K_DELTA = Buffer.from('delta');
 const K_TYPE = Buffer.from('type');
@@ -38,7 +37,7 @@ export interface TextRange {
 }
 
 function isWs(c: number): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+  return c === Byte.SPACE || c === Byte.NL || c === Byte.CR || c === Byte.TAB;
 }
 
 function skipWs(b: Buffer, i: number, end: number): number {
@@ -46,29 +45,19 @@ function skipWs(b: Buffer, i: number, end: number): number {
   return i;
 }
 
-/** `i` just after an opening quote: the index of the closing (unescaped) quote, or -1. */
-function stringEnd(b: Buffer, i: number, end: number): number {
-  for (; i < end; i++) {
-    const c = b[i]!;
-    if (c === QUOTE) return i;
-    if (c === BACKSLASH) i++;
-  }
-  return -1;
-}
-
 /** `i` at the start of a value: the index just after it, or -1. */
 function skipValue(b: Buffer, i: number, end: number): number {
   const c = b[i];
-  if (c === QUOTE) {
-    const q = stringEnd(b, i + 1, end);
+  if (c === Byte.QUOTE) {
+    const q = closingQuote(b, i + 1, end);
     return q < 0 ? -1 : q + 1;
   }
   if (c === LBRACE || c === LBRACKET) {
     let depth = 0;
     for (; i < end; i++) {
       const d = b[i]!;
-      if (d === QUOTE) {
-        i = stringEnd(b, i + 1, end);
+      if (d === Byte.QUOTE) {
+        i = closingQuote(b, i + 1, end);
         if (i < 0) return -1;
       } else if (d === LBRACE || d === LBRACKET) depth++;
       else if (d === RBRACE || d === RBRACKET) {
@@ -83,13 +72,6 @@ function skipValue(b: Buffer, i: number, end: number): number {
     if (d === COMMA || d === RBRACE || d === RBRACKET || isWs(d)) return i;
   }
   return i;
-}
-
-function equals(b: Buffer, start: number, end: number, word: Buffer): boolean {
-  const n = word.length;
-  if (end - start !== n) return false;
-  for (let k = 0; k < n; k++) if (b[start + k] !== word[k]) return false;
-  return true;
 }
 
 // The members of the object being walked (walkObject), found by key.
@@ -111,26 +93,26 @@ function walkObject(b: Buffer, i: number, end: number, top: boolean): boolean {
   i = skipWs(b, i + 1, end);
   if (b[i] === RBRACE) return true;
   for (;;) {
-    if (i >= end || b[i] !== QUOTE) return false;
+    if (i >= end || b[i] !== Byte.QUOTE) return false;
     const ks = i + 1;
-    const ke = stringEnd(b, ks, end);
+    const ke = closingQuote(b, ks, end);
     if (ke < 0) return false;
     i = skipWs(b, ke + 1, end);
     if (b[i] !== COLON) return false;
     i = skipWs(b, i + 1, end);
     if (i >= end) return false;
-    if (b[i] === QUOTE && !top) {
+    if (b[i] === Byte.QUOTE && !top) {
       const vs = i + 1;
-      const ve = stringEnd(b, vs, end);
+      const ve = closingQuote(b, vs, end);
       if (ve < 0) return false;
       const n = ke - ks;
-      if (n === 4 && equals(b, ks, ke, K_TYPE)) { typeStart = vs; typeEnd = ve; }
-      else if (n === 4 && equals(b, ks, ke, K_TEXT)) { textStart = vs; textEnd = ve; }
-      else if (n === 8 && equals(b, ks, ke, K_THINKING)) { thinkingStart = vs; thinkingEnd = ve; }
-      else if (n === 12 && equals(b, ks, ke, K_PARTIAL_JSON)) { jsonStart = vs; jsonEnd = ve; }
+      if (n === 4 && rangeEquals(b, ks, ke, K_TYPE)) { typeStart = vs; typeEnd = ve; }
+      else if (n === 4 && rangeEquals(b, ks, ke, K_TEXT)) { textStart = vs; textEnd = ve; }
+      else if (n === 8 && rangeEquals(b, ks, ke, K_THINKING)) { thinkingStart = vs; thinkingEnd = ve; }
+      else if (n === 12 && rangeEquals(b, ks, ke, K_PARTIAL_JSON)) { jsonStart = vs; jsonEnd = ve; }
       i = ve + 1;
     } else {
-      if (top && b[i] === LBRACE && deltaAt < 0 && equals(b, ks, ke, K_DELTA)) {
+      if (top && b[i] === LBRACE && deltaAt < 0 && rangeEquals(b, ks, ke, K_DELTA)) {
         // The rest of the top object does not matter.
         deltaAt = i;
         return true;
@@ -174,11 +156,9 @@ function anthropicLayout(b: Buffer, i: number, end: number, out: TextRange): boo
   if (c === 0x74 /* t */) word = b[i + TYPE_AT + 1] === 0x65 /* e */ ? P_TEXT : P_THINKING;
   else if (c === 0x69 /* i */) word = P_INPUT_JSON;
   else return false; // signature_delta, citations_delta, …: the walk decides
-  const n = word.length;
-  if (end - i < n) return false;
-  for (let k = 0; k < n; k++) if (b[i + k] !== word[k]) return false;
+  if (!startsWith(b, i, end, word)) return false;
   const vs = i + word.length;
-  const ve = stringEnd(b, vs, end);
+  const ve = closingQuote(b, vs, end);
   // The delta object must end right after the text: then no other member can change the answer.
   if (ve < 0 || ve + 1 >= end || b[ve + 1] !== RBRACE) return false;
   out.start = vs;
@@ -197,17 +177,17 @@ export function findDeltaText(b: Buffer, start: number, end: number, out: TextRa
   if (b[i] !== LBRACE || !walkObject(b, i, end, true) || deltaAt < 0) return false;
   typeStart = typeEnd = textStart = textEnd = thinkingStart = thinkingEnd = jsonStart = jsonEnd = -1;
   if (!walkObject(b, deltaAt, end, false)) return false;
-  if (textStart >= 0 && (typeStart < 0 || equals(b, typeStart, typeEnd, T_TEXT))) {
+  if (textStart >= 0 && (typeStart < 0 || rangeEquals(b, typeStart, typeEnd, T_TEXT))) {
     out.start = textStart;
     out.end = textEnd;
     return true;
   }
-  if (thinkingStart >= 0 && typeStart >= 0 && equals(b, typeStart, typeEnd, T_THINKING)) {
+  if (thinkingStart >= 0 && typeStart >= 0 && rangeEquals(b, typeStart, typeEnd, T_THINKING)) {
     out.start = thinkingStart;
     out.end = thinkingEnd;
     return true;
   }
-  if (jsonStart >= 0 && typeStart >= 0 && equals(b, typeStart, typeEnd, T_INPUT_JSON)) {
+  if (jsonStart >= 0 && typeStart >= 0 && rangeEquals(b, typeStart, typeEnd, T_INPUT_JSON)) {
     out.start = jsonStart;
     out.end = jsonEnd;
     return true;
@@ -240,7 +220,7 @@ export function deltaText(batch: Buffer): string {
   let text = '';
   let pos = 0;
   while (pos < batch.length) {
-    let nl = batch.indexOf(NL, pos);
+    let nl = batch.indexOf(Byte.NL, pos);
     if (nl < 0) nl = batch.length;
     if (findDeltaText(batch, pos, nl, range)) {
       try {

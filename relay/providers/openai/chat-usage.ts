@@ -11,6 +11,7 @@
 // bytes of each `"content"`, `"reasoning_content"` and tool-call `"arguments"` string are found in
 // place and handed to the delivered-text counter (pushText, no copy), so that a cut stream is billed
 // for the text delivered, as on the Anthropic path. Nothing is kept but a line split across chunks.
+import { Byte, DATA_PREFIX, LineCarry, closingQuote, lineEnd, startsWith } from '../../stream/sse-bytes.js';
 import type { StreamUsage } from '../../stream/sse-usage-parser.js';
 import type { DeliveredTextSink, StreamMeter } from '../provider.js';
 
@@ -37,12 +38,6 @@ export function usageOfChatBody(body: Buffer): StreamUsage | null {
   }
 }
 
-const NL = 0x0a;
-const CR = 0x0d;
-const SPACE = 0x20;
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const DATA = Buffer.from('data:');
 const DONE = Buffer.from('[DONE]');
 /**
  * The byte sequences looked for, none of which can occur inside a JSON string (its quotes would be
@@ -53,22 +48,6 @@ const NEEDLES = [Buffer.from('"usage":{'), Buffer.from('"error":'), Buffer.from(
 const USAGE = 0;
 const ERROR = 1;
 const FIRST_TEXT = 2;
-
-function startsWith(buf: Buffer, at: number, end: number, word: Buffer): boolean {
-  if (end - at < word.length) return false;
-  for (let k = 0; k < word.length; k++) if (buf[at + k] !== word[k]) return false;
-  return true;
-}
-
-/** Index of the quote closing the JSON string whose contents start at `from`, or -1 before `end`. */
-function closingQuote(buf: Buffer, from: number, end: number): number {
-  for (let i = from; i < end; i++) {
-    const c = buf[i];
-    if (c === BACKSLASH) i++;
-    else if (c === QUOTE) return i;
-  }
-  return -1;
-}
 
 export class ChatStreamMeter implements StreamMeter {
   inputTokens = 0;
@@ -83,12 +62,12 @@ export class ChatStreamMeter implements StreamMeter {
   error: { type: string; message: string } | null = null;
   readonly inputOnlyAtEnd = true;
   readonly #sink: DeliveredTextSink | null;
-  /** The start of a line that continues in the next chunk; null when none. */
-  #partial: Buffer | null = null;
+  /** A line that continues in a later chunk. */
+  readonly #carry = new LineCarry();
   /**
-   * Per needle, where it next occurs in the chunk being read: -1 nowhere after, below the line's
-   * start when not yet looked for. Each needle is searched for once per occurrence, not once per line
-   * (a chunk can hold hundreds of lines).
+   * Per needle, where it next occurs in the buffer being read (the chunk, or the carried line): -1
+   * nowhere after, below the line's start when not yet looked for. Each needle is searched for once
+   * per occurrence, not once per line (a chunk can hold hundreds of lines).
    */
   readonly #next = new Int32Array(NEEDLES.length);
 
@@ -97,32 +76,42 @@ export class ChatStreamMeter implements StreamMeter {
   }
 
   push(chunk: Buffer): void {
-    let buf = chunk;
-    if (this.#partial) {
-      // A line spanning chunks: the rare case, joined once.
-      buf = Buffer.concat([this.#partial, chunk]);
-      this.#partial = null;
-    }
     let pos = 0;
-    const len = buf.length;
-    this.#next.fill(-2);
-    while (pos < len) {
-      const nl = buf.indexOf(NL, pos);
+    const len = chunk.length;
+    const carry = this.#carry;
+    if (carry.carrying) {
+      const nl = chunk.indexOf(Byte.NL);
       if (nl < 0) {
-        this.#partial = Buffer.from(buf.subarray(pos));
+        carry.append(chunk, 0, len);
         return;
       }
-      let end = nl;
-      if (end > pos && buf[end - 1] === CR) end--;
-      if (end > pos) this.#line(buf, pos, end);
+      const line = carry.finish(chunk, nl);
+      if (carry.end > 0) {
+        this.#next.fill(-2);
+        // A view that ends with the line: indexOf, which finds the needles, would otherwise search
+        // on through the stale bytes after it in the reused buffer.
+        this.#line(line.subarray(0, carry.end), 0, carry.end);
+      }
+      pos = nl + 1;
+    }
+    // The needles' positions found in the carried line are not positions in the chunk.
+    this.#next.fill(-2);
+    while (pos < len) {
+      const nl = chunk.indexOf(Byte.NL, pos);
+      if (nl < 0) {
+        carry.begin(chunk, pos, len);
+        return;
+      }
+      const end = lineEnd(chunk, pos, nl);
+      if (end > pos) this.#line(chunk, pos, end);
       pos = nl + 1;
     }
   }
 
   #line(buf: Buffer, start: number, end: number): void {
-    if (!startsWith(buf, start, end, DATA)) return;
-    let s = start + DATA.length;
-    while (s < end && buf[s] === SPACE) s++;
+    if (!startsWith(buf, start, end, DATA_PREFIX)) return;
+    let s = start + DATA_PREFIX.length;
+    while (s < end && buf[s] === Byte.SPACE) s++;
     if (startsWith(buf, s, end, DONE)) {
       this.sawMessageStop = true;
       return;
