@@ -55,6 +55,7 @@ export function openStack(
       ...(opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
       ...(process.env.BENCH_RELAY_NODE_ARGS ?? '').split(' ').filter(Boolean),
     ],
+    billingNodeArgs: (process.env.BENCH_BILLING_NODE_ARGS ?? '').split(' ').filter(Boolean),
     log,
   });
 }

@@ -35,6 +35,8 @@ export interface StackOptions {
   ownClickHouse?: boolean;
   /** Node flags for the relay (e.g. --cpu-prof). */
   relayNodeArgs?: string[];
+  /** Node flags for the billing worker (BENCH_BILLING_NODE_ARGS, e.g. --cpu-prof --cpu-prof-dir DIR). */
+  billingNodeArgs?: string[];
   /** Relay entry point (default dist/relay/main.js). */
   relayEntry?: string;
   /** Billing worker entry point (default dist/billing/main.js). */
@@ -218,7 +220,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     billingMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     relayMetricsUrl: `http://127.0.0.1:${relayMetricsPort}/metrics`,
     async startGateway(): Promise<void> {
-      const billing = add('billing', 'billing', '', spawnService('billing', o.billingEntry ?? 'dist/billing/main.js', env));
+      const billing = add('billing', 'billing', '', spawnService('billing', o.billingEntry ?? 'dist/billing/main.js', env, [], o.billingNodeArgs ?? []));
       const consoleSvc = add('console', 'console-api', consoleUrl, spawnService('console-api', 'dist/console-api/main.js', env));
       const relay = add('relay', 'relay', relayUrl, spawnService('relay', o.relayEntry ?? 'dist/relay/main.js', env, [], o.relayNodeArgs ?? []));
       await waitHttp(`${relayUrl}/health`, relay.child, 'relay');
