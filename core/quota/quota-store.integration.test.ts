@@ -214,6 +214,20 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
     expect(await store.accountBalance(r.userId)).toBe(975);
   });
 
+  it('answers settleMany in the order asked when its settlements span shards', async () => {
+    const sharded = redisKeys(config.REDIS_PREFIX, 4);
+    const store4 = new QuotaStore(redis, sharded, source);
+    const users = [ids(), ids(), ids(), ids(), ids()];
+    for (const u of users) {
+      pg.account.set(u.userId, 1_000);
+      await store4.reserve({ ...u, tokenLimited: false, amount: 100, deadlineMs: 1 });
+    }
+    expect(new Set(users.map((u) => sharded.shardOf(u.userId))).size).toBeGreaterThan(1);
+    expect(await store4.settle({ ...users[2]!, cost: 5, eventJson: '{}' })).toBe(true);
+    expect(await store4.settleMany(users.map((u) => ({ ...u, cost: 5, eventJson: '{}' })))).toEqual([true, true, false, true, true]);
+    for (const u of users) expect(await store4.accountBalance(u.userId)).toBe(995);
+  });
+
   it('fails every settlement of a call that Redis refuses, and each retried alone is billed once', async () => {
     const quiet = new QuotaStore(redis, keys, source, { settleDelayMs: 1 });
     const good = ids(); const bad = ids();

@@ -232,27 +232,28 @@ export class QuotaStore {
     }
     const queued = this.#queued;
     this.#queued = [];
-    // One call per shard: a script's keys must share one slot on a cluster.
-    const byShard = new Map<number, typeof queued>();
-    for (const q of queued) {
-      const shard = this.#keys.shardOf(q.s.userId);
-      const list = byShard.get(shard);
-      if (list === undefined) byShard.set(shard, [q]);
-      else list.push(q);
-    }
-    for (const list of byShard.values()) {
-      this.settleMany(list.map((q) => q.s)).then(
+    // A call per shard, each answering its own callers: one shard failing holds up no other.
+    for (const list of this.#byShard(queued, (q) => q.s.userId).values()) {
+      this.#settleShard(list.map((q) => q.s)).then(
         (settled) => { for (let i = 0; i < list.length; i++) list[i]!.resolve(settled[i]!); },
         (err: unknown) => { for (const q of list) q.reject(err); },
       );
     }
   }
 
-  /**
-   * Settles several reservations in one script call per SETTLE_BATCH_MAX (of one shard on a cluster:
-   * their keys must share a slot). For each, false when it was already settled.
-   */
+  /** Settles several reservations, one script call per shard and SETTLE_BATCH_MAX. For each, in order, false when it was already settled. */
   async settleMany(list: readonly SettleRequest[]): Promise<boolean[]> {
+    const settled: boolean[] = new Array<boolean>(list.length);
+    const groups = this.#byShard(list.map((s, at) => ({ s, at })), (x) => x.s.userId);
+    await Promise.all([...groups.values()].map(async (group) => {
+      const results = await this.#settleShard(group.map((x) => x.s));
+      for (let i = 0; i < group.length; i++) settled[group[i]!.at] = results[i]!;
+    }));
+    return settled;
+  }
+
+  /** settleMany for the settlements of one shard (a script's keys must share a slot on a cluster). */
+  async #settleShard(list: readonly SettleRequest[]): Promise<boolean[]> {
     const settled: boolean[] = [];
     for (let i = 0; i < list.length; i += SETTLE_BATCH_MAX) {
       const keys: string[] = [];
@@ -262,6 +263,18 @@ export class QuotaStore {
       for (const r of results) settled.push(r !== QuotaScriptCode.NoSuchReservation);
     }
     return settled;
+  }
+
+  /** Items grouped by their account's shard, in order within each. */
+  #byShard<T>(items: readonly T[], userIdOf: (item: T) => number): Map<number, T[]> {
+    const groups = new Map<number, T[]>();
+    for (const item of items) {
+      const shard = this.#keys.shardOf(userIdOf(item));
+      const group = groups.get(shard);
+      if (group === undefined) groups.set(shard, [item]);
+      else group.push(item);
+    }
+    return groups;
   }
 
   /** `reaperNowMs` > 0: the reaper releasing, unless a relay renewed the deadline past it meanwhile. */
@@ -338,18 +351,11 @@ export class QuotaStore {
    * brought back. One ZADD per RENEW_BATCH reservations.
    */
   async renewDeadlines(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
-    // One deadline set per shard: the reservations are grouped by their account's shard.
-    const byShard = new Map<number, string[]>();
-    for (const h of held) {
-      const shard = this.#keys.shardOf(h.userId);
-      let members = byShard.get(shard);
-      if (members === undefined) byShard.set(shard, members = []);
-      members.push(deadlineMember(h.userId, h.requestId));
-    }
-    for (const [shard, members] of byShard) {
-      for (let i = 0; i < members.length; i += RENEW_BATCH) {
+    // One deadline set per shard.
+    for (const [shard, group] of this.#byShard(held, (h) => h.userId)) {
+      for (let i = 0; i < group.length; i += RENEW_BATCH) {
         const args: (string | number)[] = [];
-        for (let j = i; j < Math.min(members.length, i + RENEW_BATCH); j++) args.push(deadlineMs, members[j]!);
+        for (let j = i; j < Math.min(group.length, i + RENEW_BATCH); j++) args.push(deadlineMs, deadlineMember(group[j]!.userId, group[j]!.requestId));
         await this.#redis.zadd(this.#keys.reservationDeadlines(shard), 'XX', ...args);
       }
     }
