@@ -126,13 +126,9 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
       }
       return s;
     });
-    // The batch's rows as one JSON document: as a text[] parameter, every row's quotes were escaped
-    // by the client (postgres.js arrayEscape, most of the billing worker's own CPU after the sockets)
-    // and unescaped again by Postgres.
-    const rows = tx.json(settled.map((s) => ({ id: s.id, row: toLogRow(s) })) as unknown as Parameters<typeof tx.json>[0]);
     await tx`
       INSERT INTO log_outbox (id, row)
-      SELECT (e->>'id')::bigint, e->'row' FROM jsonb_array_elements(${rows}) AS e
+      SELECT d.id, d.r::jsonb FROM unnest(${settled.map((s) => s.id)}::bigint[], ${settled.map((s) => JSON.stringify(toLogRow(s)))}::text[]) AS d(id, r)
       ON CONFLICT (id) DO NOTHING`;
     return settled;
   });
