@@ -166,6 +166,11 @@ const schema = z.object({
   // script call with the others of that time (core/quota/quota-store.ts, settleSoon): the answer is
   // already on its way and the settlement in the spool, so only the refund of the reservation waits.
   RELAY_SETTLE_DELAY_MS: z.coerce.number().int().nonnegative().max(1000).default(2),
+  // Credit held by the relay (core/quota/credit-slices.ts): a slice of an account's balance worth this
+  // many requests' estimates, reserved from in memory; 0 reserves every request in Redis.
+  RELAY_CREDIT_SLICE_REQUESTS: z.coerce.number().int().nonnegative().max(1000).default(16),
+  // A slice's deadline, renewed every third of it: how long a killed relay's slices wait for the reaper.
+  RELAY_CREDIT_SLICE_TTL_MS: z.coerce.number().int().min(100).max(3_600_000).default(15_000),
 
   BILLING_CONSUMER: z.string().default(`${hostname()}-${process.pid}`),
   BILLING_BATCH_SIZE: positiveInt.default(1000),

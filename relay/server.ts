@@ -22,6 +22,7 @@ import { ratiosFromOptions, type Ratios } from '../core/pricing/ratios.js';
 import { inputBoundsFromOptions, type InputBounds } from '../core/pricing/input-bound.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
+import { DEFAULT_CREDIT_SLICE_OPTIONS } from '../core/quota/credit-slices.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
 import { ChannelHealth, healthSettingsFromConfig } from './routing/channel-health.js';
 import { channelMetrics } from './metrics/channel-metrics.js';
@@ -50,6 +51,11 @@ export interface RunningRelay {
    * (gateway_relay_requests_in_flight), so a test process running several relays waits for them all.
    */
   drain(graceMs: number): Promise<boolean>;
+  /**
+   * Returns the credit slices whose requests are all settled (core/quota/credit-slices.ts), as a
+   * drain does; the test harness calls it before it reads balances, which slices hold back.
+   */
+  returnCreditSlices(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -124,6 +130,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql), {
     settledMarkerSec: waitReplicas > 0 ? SETTLED_MARKER_SEC : 0,
     settleDelayMs: config.RELAY_SETTLE_DELAY_MS,
+    creditSlices: { ...DEFAULT_CREDIT_SLICE_OPTIONS, requests: config.RELAY_CREDIT_SLICE_REQUESTS, ttlMs: config.RELAY_CREDIT_SLICE_TTL_MS },
+    log,
   });
   const health = new ChannelHealth({
     redis, keys, sql, settings: healthSettingsFromConfig(config), log, metrics: channelMetrics,
@@ -146,7 +154,10 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   // down must still listen (and answer 529) rather than hang until Redis returns.
   const subscribed = subscribeInvalidations(sub, keys.invalidationChannel(), {
     token: (id) => keyDirectory.invalidate({ tokenId: id }),
-    user: (id) => keyDirectory.invalidate({ userId: id }),
+    user: (id) => {
+      keyDirectory.invalidate({ userId: id });
+      quota.retireSlicesOf(id);
+    },
     channels: () => channels.reload(),
     options: reloadOptions,
   }, log).catch((err: unknown) => log.error({ err }, 'invalidation subscription failed'));
@@ -214,6 +225,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const releaseAll = async (): Promise<void> => {
     clearInterval(timer);
     heartbeat.stop();
+    quota.stop();
     await health.stop().catch(() => {});
     await pools.close();
     await tokens.close();
@@ -268,7 +280,12 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       const deadline = Date.now() + graceMs;
       let quietSince = 0;
       for (;;) {
-        const busy = relayMetrics.inFlight.value > 0 || heartbeat.size > 0 || settlementsInFlight() > 0 || spool.confirming;
+        let busy = relayMetrics.inFlight.value > 0 || heartbeat.size > 0 || settlementsInFlight() > 0 || spool.confirming;
+        // Settled: the credit slices go back now rather than to the reaper after RESERVATION_TTL_SEC.
+        if (!busy && quota.slicesHeld > 0) {
+          await quota.returnSlices().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'credit slices not returned; the reaper will'));
+          busy = quota.slicesHeld > 0 && Date.now() < deadline;
+        }
         const now = Date.now();
         if (busy) quietSince = 0;
         else if (quietSince === 0) quietSince = now;
@@ -277,6 +294,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
         await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       }
     },
+    returnCreditSlices: () => quota.returnSlices(),
     async close() {
       stopAccepting();
       await metrics?.close();

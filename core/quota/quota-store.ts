@@ -5,6 +5,8 @@ import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../infra/redis/keys.js';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
 import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
+import { CreditSlices, type CreditSliceOptions } from './credit-slices.js';
+import type { Logger } from '../../infra/logger.js';
 
 export type { ReserveOutcome };
 
@@ -34,6 +36,11 @@ export interface SettleRequest {
   minute?: number;
   /** The key is limited: a reservation lost in a failover is then also debited from the key's quota. */
   limited?: boolean;
+  /**
+   * The credit slice the request was reserved from (credit-slices.ts), when it was: it has no
+   * reservation of its own and is settled against the slice. Kept in the spool, so a replay finds it.
+   */
+  slice?: string;
 }
 
 export interface QuotaStoreOptions {
@@ -49,6 +56,13 @@ export interface QuotaStoreOptions {
    * wake-up of their own; a quiet relay sends them when this runs out.
    */
   settleDelayMs?: number;
+  /**
+   * Credit held by this process (the relay): requests of unlimited keys without rate limits are
+   * reserved in memory from a slice of their account's balance (credit-slices.ts). Off with replicas
+   * (settledMarkerSec > 0): a failover could lose a slice with the record of what it settled.
+   */
+  creditSlices?: CreditSliceOptions;
+  log?: Logger;
 }
 
 /** Margin for clock skew between relays and Redis in the lost-reservation bound. */
@@ -126,6 +140,9 @@ export class QuotaStore {
   /** settleSoon's settlements not yet sent, with their callers' promises. */
   #queued: { s: SettleRequest; resolve: (settled: boolean) => void; reject: (err: unknown) => void }[] = [];
   #queueTimer: NodeJS.Timeout | null = null;
+  readonly #settleDrawsScript: BatchScriptFn;
+  readonly #releaseSlice: ScriptFn;
+  readonly #slices: CreditSlices | null;
 
   constructor(redis: Redis, keys: RedisKeys, source: BalanceSource, opts: QuotaStoreOptions = {}) {
     this.#redis = redis;
@@ -145,6 +162,20 @@ export class QuotaStore {
     this.#adjustOnce = bind('adjustBalanceOnce');
     this.#seedBalance = bind('seedBalance');
     this.#takeRateSlot = bind('takeRateSlot');
+    this.#settleDrawsScript = batchScript(redis, defs.get('settleSliceDraws')!);
+    this.#releaseSlice = bind('releaseCreditSlice');
+    const sliceOpts = opts.creditSlices;
+    this.#slices = sliceOpts !== undefined && sliceOpts.requests > 0 && this.#settledMarkerSec === 0
+      ? new CreditSlices(keys, {
+        take: bind('takeCreditSlice'),
+        release: this.#releaseSlice,
+        renew: (held, deadlineMs) => this.#renewDeadlines(held, deadlineMs),
+        seedAccount: (userId) => this.seedAccount(userId),
+        beforeTake: () => { if (this.#queued.length > 0) this.#sendQueued(); },
+      }, sliceOpts, opts.log)
+      : null;
+    const slices = this.#slices;
+    if (slices !== null) redis.on('ready', () => slices.retireAll());
   }
 
   /** The keys of (userId, tokenId) with those of `minute`, built once per key and minute. */
@@ -170,6 +201,8 @@ export class QuotaStore {
   }
 
   async reserve(r: ReserveRequest): Promise<ReserveOutcome> {
+    // Per-key quotas and rate limits are checked in Redis per request; everything else may come from a slice.
+    if (this.#slices !== null && !r.tokenLimited && !(r.rpmLimit! > 0) && !(r.tpmLimit! > 0) && await this.#slices.draw(r)) return 'reserved';
     const k = this.#keys;
     const minute = r.minute ?? currentMinute();
     const kk = this.#keysOf(r.userId, r.tokenId, minute);
@@ -208,7 +241,31 @@ export class QuotaStore {
 
   /** Returns false when the reservation was already settled: the caller's second finish is a no-op. */
   async settle(s: SettleRequest): Promise<boolean> {
-    return (await this.#settleOrRelease(s, 0)) !== QuotaScriptCode.NoSuchReservation;
+    return (await this.#settleShard([s]))[0]!;
+  }
+
+  /** The credit slice `requestId` was reserved from, for its settlement record; undefined when it has a reservation of its own. */
+  sliceOf(requestId: string): string | undefined {
+    return this.#slices?.sliceOf(requestId);
+  }
+
+  /** Returns every credit slice this store holds whose requests are settled (a relay draining; tests before reading a balance). */
+  returnSlices(): Promise<void> {
+    return this.#slices?.returnAll() ?? Promise.resolve();
+  }
+
+  /** The account changed in the console: the slice its requests reserve from goes back (credit-slices.ts). */
+  retireSlicesOf(userId: number): void {
+    this.#slices?.retireAccount(userId);
+  }
+
+  /** Credit slices not yet returned. */
+  get slicesHeld(): number {
+    return this.#slices?.liveCount ?? 0;
+  }
+
+  stop(): void {
+    this.#slices?.stop();
   }
 
   /**
@@ -252,17 +309,57 @@ export class QuotaStore {
     return settled;
   }
 
-  /** settleMany for the settlements of one shard (a script's keys must share a slot on a cluster). */
+  /**
+   * settleMany for the settlements of one shard (a script's keys must share a slot on a cluster):
+   * those of requests reserved alone by settleReservations-7n.lua, those reserved from a credit slice
+   * by settleSliceDraws-4n.lua, both calls in the same write.
+   */
   async #settleShard(list: readonly SettleRequest[]): Promise<boolean[]> {
-    const settled: boolean[] = [];
+    const settled: boolean[] = new Array<boolean>(list.length);
+    const calls: Promise<void>[] = [];
     for (let i = 0; i < list.length; i += SETTLE_BATCH_MAX) {
+      const end = Math.min(list.length, i + SETTLE_BATCH_MAX);
       const keys: string[] = [];
       const args: (string | number)[] = [];
-      for (let j = i; j < Math.min(list.length, i + SETTLE_BATCH_MAX); j++) this.#settleItem(list[j]!, 0, keys, args);
-      const results = await this.#settleScript(keys, args) as unknown[];
-      for (const r of results) settled.push(r !== QuotaScriptCode.NoSuchReservation);
+      const at: number[] = [];
+      let drawKeys: string[] | undefined;
+      let drawArgs: (string | number)[] | undefined;
+      const drawAt: number[] = [];
+      for (let j = i; j < end; j++) {
+        const s = list[j]!;
+        const slice = s.slice ?? this.#slices?.sliceOf(s.requestId);
+        if (slice === undefined) {
+          this.#settleItem(s, 0, keys, args);
+          at.push(j);
+        } else {
+          this.#settleDrawItem(s, slice, drawKeys ??= [], drawArgs ??= []);
+          drawAt.push(j);
+        }
+      }
+      if (at.length > 0) {
+        calls.push((this.#settleScript(keys, args) as Promise<unknown[]>).then((results) => {
+          for (let r = 0; r < results.length; r++) settled[at[r]!] = results[r] !== QuotaScriptCode.NoSuchReservation;
+        }));
+      }
+      if (drawAt.length > 0) {
+        calls.push((this.#settleDrawsScript(drawKeys!, drawArgs!) as Promise<number[]>).then((results) => {
+          for (let r = 0; r < results.length; r++) {
+            const code = Number(results[r]);
+            settled[drawAt[r]!] = code !== QuotaScriptCode.NoSuchReservation;
+            this.#slices?.settled(list[drawAt[r]!]!.requestId, code);
+          }
+        }));
+      }
     }
+    await Promise.all(calls);
     return settled;
+  }
+
+  /** Appends one settlement of a request reserved from a credit slice: 4 keys and 3 arguments (settleSliceDraws-4n.lua). */
+  #settleDrawItem(s: SettleRequest, slice: string, keys: string[], args: (string | number)[]): void {
+    const k = this.#keys;
+    keys.push(k.accountBalance(s.userId), k.reservation(s.userId, slice), k.reapedReservation(s.userId, slice), this.usageStreamOf(s.userId));
+    args.push(s.cost, s.eventJson, s.requestId);
   }
 
   /** Items grouped by their account's shard, in order within each. */
@@ -318,7 +415,17 @@ export class QuotaStore {
       const sep = member.indexOf(':');
       const userId = Number(member.slice(0, sep));
       const requestId = member.slice(sep + 1);
-      const fields = await this.#redis.hmget(this.#keys.reservation(userId, requestId), 'token', 'amount');
+      const fields = await this.#redis.hmget(this.#keys.reservation(userId, requestId), 'token', 'amount', 'slice');
+      if (fields[2] === '1') {
+        // A relay's credit slice: its amount goes back, its tombstone keeps what it settled; no log row (no request).
+        const k = this.#keys;
+        const [code] = await this.#releaseSlice(
+          k.reservation(userId, requestId), k.accountBalance(userId), deadlines, k.reapedReservation(userId, requestId), 'reap', 0, member, nowMs,
+        ) as [number, number];
+        if (code === QuotaScriptCode.Ok) released++;
+        else if (code === QuotaScriptCode.NoSuchReservation) await this.#redis.zrem(deadlines, member);
+        continue;
+      }
       const expired: ExpiredReservation = { userId, requestId, tokenId: Number(fields[0] ?? 0), amount: Number(fields[1] ?? 0) };
       const result = await this.#settleOrRelease({ userId, tokenId: expired.tokenId, requestId, cost: 0, eventJson: event(expired) }, nowMs);
       if (result === QuotaScriptCode.DeadlineRenewed) continue;
@@ -351,6 +458,12 @@ export class QuotaStore {
    * brought back. One ZADD per RENEW_BATCH reservations.
    */
   async renewDeadlines(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
+    const slices = this.#slices;
+    // A request reserved from a slice has no deadline of its own; the slices renew theirs on their own clock.
+    return this.#renewDeadlines(slices === null ? held : held.filter((h) => !slices.isDraw(h.requestId)), deadlineMs);
+  }
+
+  async #renewDeadlines(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
     // One deadline set per shard.
     for (const [shard, group] of this.#byShard(held, (h) => h.userId)) {
       for (let i = 0; i < group.length; i += RENEW_BATCH) {

@@ -69,7 +69,7 @@ describe('a cost above the reservation', () => {
     const settle = vi.fn(async () => true);
     const log = { warn: vi.fn(), error: vi.fn() };
     const ex = {
-      ctx: { quota: { settle, settleSoon: settle }, log },
+      ctx: { quota: { settle, settleSoon: settle, sliceOf: () => undefined }, log },
       requestId: 'r1', upstreamRequestId: '', startedAt: Date.now(), ip: '', group: 'default', tpmLimited: false,
       record: { userId: 1, tokenId: 2, username: 'u', name: 'k', unlimitedQuota: true },
       body: { model: 'm', stream: false }, channel: null,

@@ -26,7 +26,10 @@ beforeAll(async () => {
   });
   await mockChannel(stack, [MODEL]);
   account = await fundedAccount(stack, FUNDS);
-  key = await createApiKey(stack, account);
+  // A limited key: its requests are reserved one by one in Redis, with the deadlines this file is
+  // about (an unlimited key's come from a credit slice, whose deadline renews on its own clock:
+  // core/quota/credit-slices.integration.test.ts).
+  key = await createApiKey(stack, account, { unlimited_quota: false, remain_quota: FUNDS });
 });
 afterAll(async () => {
   await stack?.close();

@@ -4,7 +4,7 @@ import { settleWithRetry } from './settlement.js';
 
 function ctxWith(settle: () => Promise<boolean>) {
   const log = { warn: vi.fn(), error: vi.fn() };
-  return { ctx: { quota: { settle, settleSoon: settle }, log } as unknown as RelayContext, log };
+  return { ctx: { quota: { settle, settleSoon: settle, sliceOf: () => undefined }, log } as unknown as RelayContext, log };
 }
 const settlement = { userId: 1, tokenId: 2, requestId: 'r', cost: 5, eventJson: '{}' };
 

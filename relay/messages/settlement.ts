@@ -19,7 +19,7 @@ export type Outcome =
 
 export interface SettlementContext {
   log: Logger;
-  quota: Pick<QuotaStore, 'settle' | 'settleSoon'>;
+  quota: Pick<QuotaStore, 'settle' | 'settleSoon' | 'sliceOf'>;
   /** Where settlements wait for Redis on disk (settlement-spool.ts); absent in unit tests only. */
   spool?: SettlementSpool;
 }
@@ -94,7 +94,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const tokens = ex.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
   const settlement = {
     userId: record.userId, tokenId: record.tokenId, requestId: ex.requestId, cost, eventJson: encodeUsageEvent(event), tokens,
-    minute: currentMinute(), limited: !record.unlimitedQuota,
+    minute: currentMinute(), limited: !record.unlimitedQuota, slice: ex.ctx.quota.sliceOf(ex.requestId),
   };
   // Synchronously on disk before the caller ends the client's answer: a relay killed from here on
   // leaves the settlement to the next one's replay.

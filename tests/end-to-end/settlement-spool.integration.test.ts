@@ -67,7 +67,7 @@ async function startRelayChild(): Promise<{ proc: ChildProcess; port: number; ou
   const env = {
     DATABASE_URL: stack.config.DATABASE_URL, CLICKHOUSE_DATABASE: stack.config.CLICKHOUSE_DATABASE,
     REDIS_PREFIX: stack.config.REDIS_PREFIX, KEY_SECRET: stack.config.KEY_SECRET, LOG_LEVEL: 'warn',
-    REDIS_URL: `redis://127.0.0.1:${proxy.port}/0`, RELAY_SPOOL_DIR: spoolDir,
+    REDIS_URL: `redis://127.0.0.1:${proxy.port}/0`, RELAY_SPOOL_DIR: spoolDir, RELAY_CREDIT_SLICE_TTL_MS: '1000',
   };
   const script = fileURLToPath(new URL('./spool-relay-child.mjs', import.meta.url));
   const proc = fork(script, [], { execArgv: [], stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env: { ...process.env, SPOOL_RELAY_ENV: JSON.stringify(env) } });
@@ -93,7 +93,8 @@ async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 
 beforeAll(async () => {
   // Non-streaming answers come after 1.5 s, streams deliver their first token then: time to cut Redis
   // after the reservations.
-  stack = await startGatewayStack({ mock: { firstTokenDelayMs: 1500, tokenDelayMs: 5 } });
+  // The reaper looks often: it gives back the credit slice the killed relay held.
+  stack = await startGatewayStack({ mock: { firstTokenDelayMs: 1500, tokenDelayMs: 5 }, env: { RESERVATION_REAP_INTERVAL_MS: '200' } });
   await mockChannel(stack, [MODEL]);
   const url = new URL(stack.config.REDIS_URL);
   proxy = await CuttableProxy.start({ host: url.hostname, port: Number(url.port || 6379) });
@@ -158,6 +159,9 @@ describe('settlement spool', () => {
       expect(ledger!.d).toBe(answered);
       expect(Number(ledger!.q)).toBeGreaterThan(0);
       expect(Number(user!.quota)).toBe(FUNDS - Number(ledger!.q));
+      // What the killed relay's credit slice held comes back when the reaper finds its deadline passed.
+      await waitFor('the killed relay\'s credit slice to be given back', async () =>
+        !(await stack.redis.zrange(stack.keys.reservationDeadlines(), '0', '-1')).some((m) => m.startsWith(`${account.id}:`)));
       expect(await stack.quota.accountBalance(account.id)).toBe(Number(user!.quota));
     } finally {
       relay.proc.kill('SIGKILL');

@@ -228,6 +228,8 @@ export async function billingSettled(stack: GatewayStack, timeoutMs = 15_000): P
       await new Promise((r) => setTimeout(r, 5));
       continue;
     }
+    // What the relays' credit slices hold back would show in every balance the test reads next.
+    await Promise.all(stack.relays.map((r) => r.returnCreditSlices()));
     let len = 0;
     for (const stream of streams) len += await stack.redis.xlen(stream);
     // An acknowledged entry is in Postgres; its log row reaches ClickHouse when the outbox drains.

@@ -1,0 +1,319 @@
+// Credit held by the relay (credit-slices.ts and its scripts takeCreditSlice-3, settleSliceDraws-4n,
+// releaseCreditSlice-4) against a real Redis: every unit that leaves a balance is a settled cost or
+// comes back, whatever order settlements, returns, trims and the reaper come in.
+import { createServer, connect, type AddressInfo } from 'node:net';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { createRedis } from '../../infra/redis/client.js';
+import { redisKeys } from '../../infra/redis/keys.js';
+import { testConfig } from '../../infra/testing/test-config.js';
+import { DEFAULT_CREDIT_SLICE_OPTIONS, type CreditSliceOptions } from './credit-slices.js';
+import { QuotaStore, type ReserveRequest } from './quota-store.js';
+
+const config = testConfig();
+const redis = createRedis(config, 'slices-test');
+const keys = redisKeys(config.REDIS_PREFIX);
+const pg = new Map<number, number>();
+const source = { accountQuota: async (id: number) => pg.get(id) ?? 0, tokenRemainQuota: async () => 0 };
+const stores: QuotaStore[] = [];
+
+function slicedStore(opts: Partial<CreditSliceOptions> = {}, settledMarkerSec = 0): QuotaStore {
+  const store = new QuotaStore(redis, keys, source, { creditSlices: { ...DEFAULT_CREDIT_SLICE_OPTIONS, ...opts }, settledMarkerSec });
+  stores.push(store);
+  return store;
+}
+
+let seq = 0;
+const newUser = (balance: number) => {
+  const userId = 7000 + ++seq;
+  pg.set(userId, balance);
+  return userId;
+};
+const request = (userId: number, n: number | string, amount: number, deadlineMs = Date.now() + 60_000): ReserveRequest =>
+  ({ userId, tokenId: userId * 10, tokenLimited: false, requestId: `r${userId}-${n}`, amount, deadlineMs });
+const settlement = (r: ReserveRequest, cost: number) =>
+  ({ userId: r.userId, tokenId: r.tokenId, requestId: r.requestId, cost, eventJson: JSON.stringify({ id: r.requestId, cost }) });
+
+afterAll(async () => {
+  for (const s of stores) s.stop();
+  const found = await redis.keys(`${config.REDIS_PREFIX}:*`);
+  if (found.length) await redis.del(...found);
+  await redis.quit();
+});
+
+beforeEach(() => pg.clear());
+
+async function events(): Promise<{ id: string; cost: number }[]> {
+  const entries = (await redis.xrange(keys.usageStream(), '-', '+')) as [string, string[]][];
+  return entries.map(([, f]) => JSON.parse(f[1]!) as { id: string; cost: number });
+}
+
+async function eventsOf(userId: number): Promise<{ id: string; cost: number }[]> {
+  return (await events()).filter((e) => e.id?.startsWith(`r${userId}-`));
+}
+
+async function slicesOf(userId: number): Promise<Record<string, string>[]> {
+  const found = await redis.keys(`${keys.reservation(userId, 'slice-')}*`);
+  return Promise.all(found.map((k) => redis.hgetall(k)));
+}
+
+describe('requests reserved from a slice of the balance', () => {
+  it('takes one slice for many requests, settles each against it and gives the rest back: the balance moves by the costs alone', async () => {
+    const store = slicedStore();
+    const userId = newUser(1_000_000);
+    const reqs = Array.from({ length: 20 }, (_, i) => request(userId, i, 100));
+    for (const r of reqs.slice(0, 16)) expect(await store.reserve(r)).toBe('reserved');
+    // One slice of 16 requests' worth; no reservation of their own.
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 1_600);
+    expect(await redis.exists(keys.reservation(userId, reqs[0]!.requestId))).toBe(0);
+    expect(store.sliceOf(reqs[0]!.requestId)).toMatch(/^slice-/);
+    // The 17th does not fit: a second slice.
+    for (const r of reqs.slice(16)) expect(await store.reserve(r)).toBe('reserved');
+    expect(await store.accountBalance(userId)).toBeLessThanOrEqual(1_000_000 - 3_200 + 1_600);
+
+    const costs = reqs.map((_, i) => (i % 5 === 0 ? 0 : 37 + i));
+    // One over its reservation: the provider billed it, so it is debited all the same.
+    costs[7] = 250;
+    expect(await store.settleMany(reqs.map((r, i) => settlement(r, costs[i]!)))).toEqual(reqs.map(() => true));
+    await store.returnSlices();
+    const total = costs.reduce((a, b) => a + b, 0);
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - total);
+    expect((await eventsOf(userId)).map((e) => e.cost).reduce((a, b) => a + b, 0)).toBe(total);
+    expect(await eventsOf(userId)).toHaveLength(20);
+    expect(await slicesOf(userId)).toEqual([]);
+    expect(store.slicesHeld).toBe(0);
+    const members = await redis.zrange(keys.reservationDeadlines(), '0', '-1');
+    expect(members.filter((m) => m.startsWith(`${userId}:`))).toEqual([]);
+  });
+
+  it('settles a request once however often its settlement comes (a retry, a replay from the spool by another process)', async () => {
+    const store = slicedStore();
+    const userId = newUser(1_000_000);
+    const r = request(userId, 'once', 500);
+    await store.reserve(r);
+    const slice = store.sliceOf(r.requestId)!;
+    expect(await store.settle(settlement(r, 120))).toBe(true);
+    // A replay carries the slice's id from the spool; the store that replays it never reserved it.
+    const other = slicedStore();
+    expect(await other.settle({ ...settlement(r, 120), slice })).toBe(false);
+    expect(await store.settle({ ...settlement(r, 120), slice })).toBe(false);
+    await store.returnSlices();
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 120);
+    expect(await eventsOf(userId)).toHaveLength(1);
+  });
+
+  it('takes one slice for a burst of concurrent requests of one account, not one each', async () => {
+    const store = slicedStore();
+    const userId = newUser(10_000_000);
+    const reqs = Array.from({ length: 48 }, (_, i) => request(userId, `c${i}`, 1_000));
+    expect(await Promise.all(reqs.map((r) => store.reserve(r)))).toEqual(reqs.map(() => 'reserved'));
+    // 48 requests of 16-request slices: 3 slices (4 if one raced a retirement), never 48.
+    expect(store.slicesHeld).toBeLessThanOrEqual(4);
+    await store.settleMany(reqs.map((r) => settlement(r, 10)));
+    await store.returnSlices();
+    expect(await store.accountBalance(userId)).toBe(10_000_000 - 480);
+  });
+
+  it('reserves alone when the balance is too low for a slice, and refuses exactly at the balance', async () => {
+    const store = slicedStore();
+    // A slice of 16 × 100 needs a balance of 8 slices: 12,800.
+    const userId = newUser(12_799);
+    const r = request(userId, 'alone', 100);
+    expect(await store.reserve(r)).toBe('reserved');
+    expect(store.sliceOf(r.requestId)).toBeUndefined();
+    expect(await redis.hget(keys.reservation(userId, r.requestId), 'amount')).toBe('100');
+    expect(await store.accountBalance(userId)).toBe(12_699);
+    expect(await store.reserve(request(userId, 'too-big', 12_700))).toBe('insufficient_balance');
+    expect(await store.settle(settlement(r, 40))).toBe(true);
+    expect(await store.accountBalance(userId)).toBe(12_759);
+  });
+
+  it('reserves limited keys and keys with rate limits alone: their checks are per key in Redis', async () => {
+    const store = slicedStore();
+    const userId = newUser(10_000_000);
+    const limited = { ...request(userId, 'limited', 100), tokenLimited: true };
+    const withRpm = { ...request(userId, 'rpm', 100), rpmLimit: 5 };
+    expect(await store.reserve(withRpm)).toBe('reserved');
+    expect(store.sliceOf(withRpm.requestId)).toBeUndefined();
+    expect(await redis.exists(keys.reservation(userId, withRpm.requestId))).toBe(1);
+    // The limited key's quota mirror is not loaded (source gives 0): refused by its own check, not served from a slice.
+    expect(await store.reserve(limited)).toBe('insufficient_token_quota');
+    expect(store.slicesHeld).toBe(0);
+  });
+
+  it('takes no slices on a Redis with replicas (a failover could lose what a slice settled)', async () => {
+    const store = slicedStore({}, 600);
+    const userId = newUser(10_000_000);
+    const r = request(userId, 'replicas', 100);
+    expect(await store.reserve(r)).toBe('reserved');
+    expect(store.sliceOf(r.requestId)).toBeUndefined();
+    expect(store.slicesHeld).toBe(0);
+  });
+
+  it('returns an idle slice by itself', async () => {
+    const store = slicedStore({ idleMs: 40 });
+    const userId = newUser(1_000_000);
+    const r = request(userId, 'idle', 100);
+    await store.reserve(r);
+    await store.settle(settlement(r, 30));
+    expect(store.slicesHeld).toBe(1);
+    for (let i = 0; i < 100 && store.slicesHeld > 0; i++) await new Promise((done) => setTimeout(done, 10));
+    expect(store.slicesHeld).toBe(0);
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 30);
+  });
+
+  it('keeps only what running requests reserved when an account changes, and returns the rest once they settle', async () => {
+    const store = slicedStore();
+    const userId = newUser(1_000_000);
+    const running = request(userId, 'running', 300);
+    await store.reserve(running);
+    store.retireSlicesOf(userId);
+    for (let i = 0; i < 100 && (await store.accountBalance(userId)) !== 1_000_000 - 300; i++) await new Promise((done) => setTimeout(done, 5));
+    // Trimmed to the running request's 300.
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 300);
+    // The next request takes a new slice rather than the retired one.
+    const next = request(userId, 'next', 300);
+    await store.reserve(next);
+    expect(store.sliceOf(next.requestId)).not.toBe(store.sliceOf(running.requestId));
+    // The running one costs more than it reserved: the excess is debited when its slice goes back.
+    await store.settleMany([settlement(running, 450), settlement(next, 100)]);
+    await store.returnSlices();
+    for (let i = 0; i < 100 && store.slicesHeld > 0; i++) await new Promise((done) => setTimeout(done, 5));
+    expect(store.slicesHeld).toBe(0);
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 550);
+    expect(await slicesOf(userId)).toEqual([]);
+  });
+});
+
+describe('a Redis that lost its data', () => {
+  it('reserves from no slice made before the connection was made again: a restarted Redis may not have it', async () => {
+    const conn = createRedis(config, 'slices-reconnect');
+    const store = new QuotaStore(conn, keys, source, { creditSlices: DEFAULT_CREDIT_SLICE_OPTIONS });
+    stores.push(store);
+    try {
+      const userId = newUser(1_000_000);
+      const before = request(userId, 'before', 100);
+      await store.reserve(before);
+      const lost = store.sliceOf(before.requestId)!;
+      // A restart without persistence: the slice and the mirror are gone.
+      await redis.del(keys.reservation(userId, lost), keys.accountBalance(userId));
+      const ready = new Promise((done) => conn.once('ready', done));
+      conn.disconnect(true);
+      await ready;
+      const after = request(userId, 'after', 100);
+      expect(await store.reserve(after)).toBe('reserved');
+      expect(store.sliceOf(after.requestId)).not.toBe(lost);
+      // Billed: settled against a slice that exists.
+      expect(await store.settle(settlement(after, 25))).toBe(true);
+      await store.returnSlices();
+      expect(await store.accountBalance(userId)).toBe(1_000_000 - 25);
+    } finally {
+      await conn.quit();
+    }
+  });
+});
+
+describe('a slice whose relay died (the reaper)', () => {
+  const reaper = new QuotaStore(redis, keys, source);
+  const passed = () => new Promise((done) => setTimeout(done, 5));
+
+  it('gives a dead relay\'s slice back with no log row, bills a late settlement of its request once, and none twice', async () => {
+    // A deadline 1 ms ahead: dead at once.
+    const dead = slicedStore({ ttlMs: 1 });
+    const userId = newUser(1_000_000);
+    const r = request(userId, 'late', 200);
+    await dead.reserve(r);
+    dead.stop();
+    const slice = dead.sliceOf(r.requestId)!;
+    expect(await dead.accountBalance(userId)).toBe(1_000_000 - 3_200);
+
+    await passed();
+    const logged: string[] = [];
+    expect(await reaper.releaseExpired(Date.now(), 1000, (x) => { logged.push(x.requestId); return '{}'; })).toBeGreaterThanOrEqual(1);
+    expect(logged).not.toContain(slice);
+    expect(await reaper.accountBalance(userId)).toBe(1_000_000);
+    expect(await redis.hget(keys.reapedReservation(userId, slice), 'slice')).toBe('1');
+
+    // The spool's replay (another process): debited from the restored balance, once.
+    const replaying = slicedStore();
+    expect(await replaying.settle({ ...settlement(r, 90), slice })).toBe(true);
+    expect(await replaying.settle({ ...settlement(r, 90), slice })).toBe(false);
+    expect(await replaying.accountBalance(userId)).toBe(1_000_000 - 90);
+    expect(await eventsOf(userId)).toEqual([{ id: r.requestId, cost: 90 }]);
+    // The dead relay's own store, had it lived: its return finds nothing to give back.
+    await dead.returnSlices();
+    expect(await dead.accountBalance(userId)).toBe(1_000_000 - 90);
+  });
+
+  it('stops reserving from a slice its settlement found reaped', async () => {
+    const store = slicedStore({ ttlMs: 1 });
+    const userId = newUser(1_000_000);
+    const first = request(userId, 'a', 200);
+    await store.reserve(first);
+    const slice = store.sliceOf(first.requestId)!;
+    await passed();
+    await reaper.releaseExpired(Date.now(), 1000, () => '{}');
+    expect(await store.settle(settlement(first, 50))).toBe(true);
+    const second = request(userId, 'b', 200);
+    await store.reserve(second);
+    expect(store.sliceOf(second.requestId)).not.toBe(slice);
+    await store.settle(settlement(second, 60));
+    await store.returnSlices();
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 110);
+  });
+
+  it('keeps the slices of a live relay from the reaper (they renew their deadlines), and not those of a stopped one', async () => {
+    const store = slicedStore({ ttlMs: 150, idleMs: 60_000 });
+    const userId = newUser(1_000_000);
+    const r = request(userId, 'renewed', 200);
+    await store.reserve(r);
+    await new Promise((done) => setTimeout(done, 400));
+    await reaper.releaseExpired(Date.now(), 1000, () => '{}');
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 3_200);
+    expect(await store.settle(settlement(r, 70))).toBe(true);
+    // Killed: nothing renews its slice any more.
+    store.stop();
+    await new Promise((done) => setTimeout(done, 300));
+    await reaper.releaseExpired(Date.now(), 1000, () => '{}');
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 70);
+    expect(await eventsOf(userId)).toEqual([{ id: r.requestId, cost: 70 }]);
+  });
+});
+
+describe('a slice taken while Redis does not answer', () => {
+  it('gives back a slice whose take timed out once Redis runs it', async () => {
+    // A proxy that holds what the store sends for 200 ms, then passes it on: the take times out at the
+    // store, and Redis runs it afterwards, as a stalled server runs what it had queued.
+    let holdUntil = 0;
+    const proxy = createServer((client) => {
+      const upstream = connect(Number(new URL(config.REDIS_URL).port || 6379), new URL(config.REDIS_URL).hostname);
+      client.on('data', (d) => {
+        const wait = holdUntil - Date.now();
+        if (wait > 0) setTimeout(() => upstream.write(d), wait);
+        else upstream.write(d);
+      });
+      upstream.on('data', (d) => client.write(d));
+      const end = () => { client.destroy(); upstream.destroy(); };
+      client.on('close', end).on('error', end);
+      upstream.on('close', end).on('error', end);
+    });
+    await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
+    const port = (proxy.address() as AddressInfo).port;
+    const slow = createRedis({ ...config, REDIS_URL: `redis://127.0.0.1:${port}/${new URL(config.REDIS_URL).pathname.slice(1) || '0'}` }, 'slices-timeout', { commandTimeoutMs: 50 });
+    const store = new QuotaStore(slow, keys, source, { creditSlices: { ...DEFAULT_CREDIT_SLICE_OPTIONS, idleMs: 40 } });
+    stores.push(store);
+    try {
+      const userId = newUser(1_000_000);
+      await store.seedAccount(userId);
+      holdUntil = Date.now() + 200;
+      await expect(store.reserve(request(userId, 'timed-out', 100))).rejects.toThrow();
+      const deadline = Date.now() + 5_000;
+      while (store.slicesHeld > 0 && Date.now() < deadline) await new Promise((done) => setTimeout(done, 20));
+      expect(store.slicesHeld).toBe(0);
+      expect(await store.accountBalance(userId)).toBe(1_000_000);
+      expect(await slicesOf(userId)).toEqual([]);
+    } finally {
+      slow.disconnect();
+      await new Promise((done) => proxy.close(done));
+    }
+  });
+});

@@ -1,0 +1,332 @@
+// Credit held by the relay: instead of one Redis round trip per request to reserve its estimate, a
+// relay takes a slice of an account's balance (takeCreditSlice-3.lua) and reserves the account's next
+// requests from it in memory. On this machine a round trip costs Redis more CPU than any script in it
+// (docs/performance.md, "the Redis round-trip floor"), so fewer round trips than requests is what brings
+// Redis's work per request down; it also spares the relay an ioredis command per request.
+//
+// Money stays exact because a slice is a reservation like any other: its amount left the balance when
+// it was taken, each request reserved from it is settled against it (settleSliceDraws-4n.lua: the cost
+// debited from the slice, the usage event appended, once per request), and what is left goes back when
+// the slice is returned (releaseCreditSlice-4.lua). A relay that dies leaves its slices to the reaper,
+// which returns them like expired reservations and keeps a tombstone so a late settlement from the
+// spool still bills once.
+//
+// What a slice does not do: limited keys and keys with rate limits reserve per request (their checks
+// are per key, in Redis); nor do accounts whose balance is below `balanceShare` slices (the script
+// refuses, the caller reserves the request alone), so a relay never sits on a large share of an
+// account near its end, and "insufficient balance" is decided by Redis for those. A slice is
+// retired once it is idle for `idleMs`, older than `maxAgeMs`, too small for the next request, or its
+// account changed in the console; a retired slice keeps only what its running requests reserved
+// ('trim') and is returned once they are settled.
+import type { Logger } from '../../infra/logger.js';
+import type { RedisKeys } from '../../infra/redis/keys.js';
+import { QuotaScriptCode } from './quota-outcomes.js';
+
+export interface CreditSliceOptions {
+  /** A slice holds this many times the estimate of the request that takes it; 0 turns slices off. */
+  requests: number;
+  /** A slice is only taken from a balance of at least this many slices. */
+  balanceShare: number;
+  /** A slice nothing reserved from for this long is returned. */
+  idleMs: number;
+  /** A slice is retired this long after it was taken, however busy. */
+  maxAgeMs: number;
+  /**
+   * A slice's deadline is this far ahead, renewed every third of it while the relay lives: a relay
+   * killed holding slices leaves them to the reaper for this long at most (plus its interval), far
+   * shorter than a request's RESERVATION_TTL_SEC.
+   */
+  ttlMs: number;
+}
+
+export const DEFAULT_CREDIT_SLICE_OPTIONS: CreditSliceOptions = { requests: 16, balanceShare: 8, idleMs: 1000, maxAgeMs: 10_000, ttlMs: 15_000 };
+
+/** What a draw needs of a reservation request (QuotaStore's ReserveRequest). */
+export interface SliceDrawRequest {
+  userId: number;
+  requestId: string;
+  amount: number;
+  deadlineMs: number;
+}
+
+type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
+
+export interface CreditSliceScripts {
+  take: ScriptFn;
+  release: ScriptFn;
+  /** Moves the deadlines of these reservations (the live slices) to deadlineMs, only where they exist. */
+  renew(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void>;
+  /** Loads a missing account mirror from Postgres (QuotaStore.seedAccount). */
+  seedAccount(userId: number): Promise<boolean>;
+  /** Called before a slice is taken: settlements waiting to go go in the same write (their refunds count). */
+  beforeTake(): void;
+}
+
+interface Slice {
+  readonly userId: number;
+  /** The slice's reservation id (`slice-<relay>-<n>`): its hash is keys.reservation(userId, id). */
+  readonly id: string;
+  /** What requests may still reserve from it. */
+  available: number;
+  /** Requests reserved from it whose settlement Redis has not yet taken, and what they reserved. */
+  open: number;
+  openAmount: number;
+  readonly takenAt: number;
+  lastDrawAt: number;
+  retired: boolean;
+  /** A trim or return call is on its way. */
+  releasing: boolean;
+  trimmed: boolean;
+}
+
+interface Draw {
+  readonly slice: Slice;
+  readonly amount: number;
+}
+
+/** settleSliceDraws-4n.lua's answer for a request whose slice the reaper had released. */
+export const SETTLED_AGAINST_BALANCE = 2;
+
+export class CreditSlices {
+  readonly #keys: RedisKeys;
+  readonly #scripts: CreditSliceScripts;
+  readonly #opts: CreditSliceOptions;
+  readonly #log: Logger | undefined;
+  /** Slice ids are unique per process and time, so a restarted relay never takes an id its predecessor held. */
+  readonly #idPrefix = `slice-${process.pid.toString(36)}${Date.now().toString(36)}-`;
+  #seq = 0;
+  /** The slice each account's requests reserve from now. */
+  readonly #current = new Map<number, Slice>();
+  /** Every slice not yet returned: current, retired with running requests, or being returned. */
+  readonly #live = new Set<Slice>();
+  readonly #draws = new Map<string, Draw>();
+  /** A take in flight per account: the requests arriving meanwhile wait for it rather than take their own. */
+  readonly #taking = new Map<number, Promise<Slice | null>>();
+  readonly #timer: NodeJS.Timeout;
+  #renewedAt = Date.now();
+  #renewing = false;
+
+  constructor(keys: RedisKeys, scripts: CreditSliceScripts, opts: CreditSliceOptions, log?: Logger) {
+    this.#keys = keys;
+    this.#scripts = scripts;
+    this.#opts = opts;
+    this.#log = log;
+    this.#timer = setInterval(() => this.sweep(Date.now()), Math.max(10, Math.floor(Math.min(opts.idleMs / 4, opts.ttlMs / 3))));
+    this.#timer.unref();
+  }
+
+  /**
+   * Reserves `r.amount` from the account's slice, taking one when there is none or it is too small.
+   * False: no slice could be had (balance too low for one, or the amount is 0); the caller reserves
+   * the request alone. Throws when Redis fails.
+   */
+  async draw(r: SliceDrawRequest): Promise<boolean> {
+    if (r.amount <= 0) return false;
+    const now = Date.now();
+    const current = this.#current.get(r.userId);
+    if (current !== undefined && this.#drawFrom(current, r, now)) return true;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const taken = await this.#take(r);
+      if (taken === null) return false;
+      if (this.#drawFrom(taken, r, Date.now())) return true;
+    }
+    return false;
+  }
+
+  #drawFrom(s: Slice, r: SliceDrawRequest, now: number): boolean {
+    if (s.retired) return false;
+    if (s.available < r.amount || now - s.takenAt >= this.#opts.maxAgeMs) {
+      this.#retire(s);
+      return false;
+    }
+    s.available -= r.amount;
+    s.open++;
+    s.openAmount += r.amount;
+    s.lastDrawAt = now;
+    this.#draws.set(r.requestId, { slice: s, amount: r.amount });
+    return true;
+  }
+
+  #take(r: SliceDrawRequest): Promise<Slice | null> {
+    const inFlight = this.#taking.get(r.userId);
+    if (inFlight !== undefined) return inFlight;
+    const taking = this.#takeSlice(r).finally(() => this.#taking.delete(r.userId));
+    this.#taking.set(r.userId, taking);
+    return taking;
+  }
+
+  async #takeSlice(r: SliceDrawRequest): Promise<Slice | null> {
+    const size = r.amount * this.#opts.requests;
+    if (!Number.isSafeInteger(size * this.#opts.balanceShare)) return null;
+    const id = this.#idPrefix + (++this.#seq).toString(36);
+    const k = this.#keys;
+    const shard = k.shardOf(r.userId);
+    for (let attempt = 0; attempt < 2; attempt++) {
+      this.#scripts.beforeTake();
+      let code: number;
+      try {
+        code = Number(await this.#scripts.take(
+          k.accountBalance(r.userId), k.reservation(r.userId, id), k.reservationDeadlines(shard),
+          size, size * this.#opts.balanceShare, Date.now() + this.#opts.ttlMs, r.userId, `${r.userId}:${id}`,
+        ));
+      } catch (err) {
+        // Timed out or cut off: Redis may still run the script (a stalled server runs what it queued
+        // once it resumes). The slice is given back as one that may exist: returning one that does not
+        // changes nothing.
+        const maybe = this.#newSlice(r.userId, id, 0);
+        maybe.retired = true;
+        this.#live.add(maybe);
+        this.#release(maybe);
+        throw err;
+      }
+      if (code === QuotaScriptCode.BalanceNotLoaded) {
+        await this.#scripts.seedAccount(r.userId);
+        continue;
+      }
+      if (code !== QuotaScriptCode.Ok) return null;
+      const s = this.#newSlice(r.userId, id, size);
+      const before = this.#current.get(r.userId);
+      if (before !== undefined) this.#retire(before);
+      this.#current.set(r.userId, s);
+      this.#live.add(s);
+      return s;
+    }
+    return null;
+  }
+
+  #newSlice(userId: number, id: string, size: number): Slice {
+    const now = Date.now();
+    return { userId, id, available: size, open: 0, openAmount: 0, takenAt: now, lastDrawAt: now, retired: false, releasing: false, trimmed: false };
+  }
+
+  /** The slice a request was reserved from (its settlement names it, so a replay from the spool finds it), or undefined. */
+  sliceOf(requestId: string): string | undefined {
+    return this.#draws.get(requestId)?.slice.id;
+  }
+
+  /**
+   * Redis took a draw's settlement (settleSliceDraws-4n.lua's `code`): the slice no longer waits for
+   * it. A slice the reaper had released is retired and forgotten.
+   */
+  settled(requestId: string, code: number): void {
+    const d = this.#draws.get(requestId);
+    if (d === undefined) return;
+    this.#draws.delete(requestId);
+    const s = d.slice;
+    s.open--;
+    s.openAmount -= d.amount;
+    // Reaped: retired, and its release answers "no such slice", which forgets it.
+    if (code === SETTLED_AGAINST_BALANCE) this.#retire(s);
+    else if (s.retired && s.open === 0) this.#release(s);
+  }
+
+  /** Whether the request was reserved from a slice (it has no reservation of its own). */
+  isDraw(requestId: string): boolean {
+    return this.#draws.has(requestId);
+  }
+
+  /**
+   * Retires every slice: the connection to Redis was made again, and a Redis that restarted without
+   * its data no longer has them, so none may be reserved from on faith. Those Redis still has go back.
+   */
+  retireAll(): void {
+    for (const s of this.#live) this.#retire(s);
+  }
+
+  /** The account changed in the console (a lowered quota, a disabled user): its slice goes back. */
+  retireAccount(userId: number): void {
+    const s = this.#current.get(userId);
+    if (s !== undefined) this.#retire(s);
+  }
+
+  /** Retires idle and old slices, trims retired ones to their running requests, returns finished ones, renews the rest. */
+  sweep(now: number): void {
+    if (now - this.#renewedAt >= this.#opts.ttlMs / 3) this.#renew(now);
+    for (const s of this.#live) {
+      if (!s.retired && (now - s.lastDrawAt >= this.#opts.idleMs || now - s.takenAt >= this.#opts.maxAgeMs)) this.#retire(s);
+      else if (s.retired && !s.releasing) this.#release(s);
+    }
+  }
+
+  /**
+   * Retires every slice and returns those with no running request, waiting for Redis's answers: a
+   * draining relay calls it once its settlements are taken, and the test harness before it reads
+   * balances. A slice still busy is left to the next sweep (or the reaper).
+   */
+  async returnAll(): Promise<void> {
+    for (const s of this.#live) {
+      if (!s.retired) {
+        s.retired = true;
+        if (this.#current.get(s.userId) === s) this.#current.delete(s.userId);
+      }
+    }
+    await Promise.all([...this.#live].filter((s) => s.open === 0).map((s) => this.#releaseNow(s)));
+  }
+
+  /** Slices not yet returned (for metrics and tests). */
+  get liveCount(): number {
+    return this.#live.size;
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+
+  #renew(now: number): void {
+    if (this.#renewing || this.#live.size === 0) return;
+    this.#renewing = true;
+    const held: { userId: number; requestId: string }[] = [];
+    for (const s of this.#live) held.push({ userId: s.userId, requestId: s.id });
+    this.#scripts.renew(held, now + this.#opts.ttlMs).then(
+      () => { this.#renewedAt = now; },
+      (err: unknown) => this.#log?.warn({ err: (err as Error).message, slices: held.length }, 'credit slice deadlines not renewed; the next sweep tries again'),
+    ).finally(() => { this.#renewing = false; });
+  }
+
+  #retire(s: Slice): void {
+    if (!s.retired) {
+      s.retired = true;
+      if (this.#current.get(s.userId) === s) this.#current.delete(s.userId);
+    }
+    if (!s.releasing) this.#release(s);
+  }
+
+  #forget(s: Slice): void {
+    this.#live.delete(s);
+    if (this.#current.get(s.userId) === s) this.#current.delete(s.userId);
+  }
+
+  /** Trims a retired slice with running requests to what they reserved, or returns one without. */
+  #release(s: Slice): void {
+    if (s.releasing || (s.open > 0 && s.trimmed)) return;
+    this.#releaseNow(s).catch((err: unknown) => {
+      this.#log?.warn({ err: (err as Error).message, slice: s.id }, 'credit slice not returned yet; the next sweep tries again');
+    });
+  }
+
+  async #releaseNow(s: Slice): Promise<void> {
+    if (s.releasing) return;
+    const k = this.#keys;
+    const trim = s.open > 0;
+    if (trim && s.trimmed) return;
+    s.releasing = true;
+    try {
+      const [code] = await this.#scripts.release(
+        k.reservation(s.userId, s.id), k.accountBalance(s.userId), k.reservationDeadlines(k.shardOf(s.userId)),
+        k.reapedReservation(s.userId, s.id), trim ? 'trim' : 'return', trim ? s.openAmount : 0, `${s.userId}:${s.id}`, '',
+      ) as [number, number];
+      if (trim) {
+        s.trimmed = true;
+        s.available = 0;
+        // Reaped meanwhile: nothing left to give back.
+        if (code === QuotaScriptCode.NoSuchReservation && s.open === 0) this.#forget(s);
+      } else {
+        this.#forget(s);
+      }
+    } finally {
+      s.releasing = false;
+    }
+    // Its last request settled while the trim was on its way.
+    if (trim && s.open === 0 && this.#live.has(s)) this.#release(s);
+  }
+}
