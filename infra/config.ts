@@ -169,6 +169,9 @@ const schema = z.object({
   // Credit held by the relay (core/quota/credit-slices.ts): a slice of an account's balance worth this
   // many requests' estimates, reserved from in memory; 0 reserves every request in Redis.
   RELAY_CREDIT_SLICE_REQUESTS: z.coerce.number().int().nonnegative().max(1000).default(16),
+  // How long the settlement of a request reserved from a slice may wait to go to Redis with others
+  // (RELAY_SETTLE_DELAY_MS for those with a reservation of their own): it refunds nothing anyone waits for.
+  RELAY_CREDIT_SLICE_SETTLE_DELAY_MS: z.coerce.number().int().nonnegative().max(1000).default(10),
   // A slice's deadline, renewed every third of it: how long a killed relay's slices wait for the reaper.
   RELAY_CREDIT_SLICE_TTL_MS: z.coerce.number().int().min(100).max(3_600_000).default(15_000),
 

@@ -130,6 +130,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql), {
     settledMarkerSec: waitReplicas > 0 ? SETTLED_MARKER_SEC : 0,
     settleDelayMs: config.RELAY_SETTLE_DELAY_MS,
+    drawSettleDelayMs: config.RELAY_CREDIT_SLICE_SETTLE_DELAY_MS,
     creditSlices: { ...DEFAULT_CREDIT_SLICE_OPTIONS, requests: config.RELAY_CREDIT_SLICE_REQUESTS, ttlMs: config.RELAY_CREDIT_SLICE_TTL_MS },
     log,
   });

@@ -184,6 +184,30 @@ describe('requests reserved from a slice of the balance', () => {
   });
 });
 
+describe('settlements of requests reserved from a slice', () => {
+  it('wait longer to go to Redis (drawSettleDelayMs), and go at once with a settlement that may not wait', async () => {
+    const store = new QuotaStore(redis, keys, source, { creditSlices: DEFAULT_CREDIT_SLICE_OPTIONS, settleDelayMs: 1, drawSettleDelayMs: 5_000 });
+    stores.push(store);
+    const userId = newUser(1_000_000);
+    const drawn = request(userId, 'drawn', 100);
+    await store.reserve(drawn);
+    expect(store.sliceOf(drawn.requestId)).toBeDefined();
+    const drawnSettled = store.settleSoon(settlement(drawn, 10));
+    await new Promise((done) => setTimeout(done, 30));
+    expect(await eventsOf(userId)).toEqual([]);
+    // A limited key's request has a reservation of its own, whose refund the next reservation may need.
+    const own = { ...request(userId, 'own', 100), tokenLimited: true };
+    await store.seedToken(userId, own.tokenId);
+    await redis.set(keys.tokenRemain(userId, own.tokenId), 1_000);
+    expect(await store.reserve(own)).toBe('reserved');
+    expect(await store.settleSoon(settlement(own, 20))).toBe(true);
+    expect(await drawnSettled).toBe(true);
+    expect((await eventsOf(userId)).map((e) => e.cost).sort()).toEqual([10, 20]);
+    await store.returnSlices();
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 30);
+  });
+});
+
 describe('a Redis that lost its data', () => {
   it('reserves from no slice made before the connection was made again: a restarted Redis may not have it', async () => {
     const conn = createRedis(config, 'slices-reconnect');

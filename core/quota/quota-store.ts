@@ -57,6 +57,12 @@ export interface QuotaStoreOptions {
    */
   settleDelayMs?: number;
   /**
+   * settleDelayMs for the settlements of requests reserved from a credit slice (default 10): they
+   * give back nothing a reservation waits for (the slice's part was already counted out in memory),
+   * so they may wait longer and go to Redis in larger calls; only billing waits for them.
+   */
+  drawSettleDelayMs?: number;
+  /**
    * Credit held by this process (the relay): requests of unlimited keys without rate limits are
    * reserved in memory from a slice of their account's balance (credit-slices.ts). Off with replicas
    * (settledMarkerSec > 0): a failover could lose a slice with the record of what it settled.
@@ -137,6 +143,9 @@ export class QuotaStore {
   readonly #keyKeys = new Map<number, KeyKeys>();
   readonly #settledMarkerSec: number;
   readonly #settleDelayMs: number;
+  readonly #drawSettleDelayMs: number;
+  /** When the queue's timer fires: a settlement that may not wait as long as the timer brings it forward. */
+  #queueDueAt = 0;
   /** settleSoon's settlements not yet sent, with their callers' promises. */
   #queued: { s: SettleRequest; resolve: (settled: boolean) => void; reject: (err: unknown) => void }[] = [];
   #queueTimer: NodeJS.Timeout | null = null;
@@ -150,6 +159,7 @@ export class QuotaStore {
     this.#source = source;
     this.#settledMarkerSec = opts.settledMarkerSec ?? 0;
     this.#settleDelayMs = opts.settleDelayMs ?? 2;
+    this.#drawSettleDelayMs = Math.max(this.#settleDelayMs, opts.drawSettleDelayMs ?? 10);
     const defs = defineScripts(redis);
     const bind = (name: string): ScriptFn => {
       const command = defs.get(name)?.command;
@@ -269,16 +279,24 @@ export class QuotaStore {
   }
 
   /**
-   * settle, sent with the next reservation this store makes or after settleDelayMs, whichever comes
-   * first, together with the other settlements queued meanwhile: one script call per shard. The relay
+   * settle, sent with the next reservation this store makes or after settleDelayMs (drawSettleDelayMs
+   * for a request reserved from a credit slice), whichever comes first, together with the other
+   * settlements queued meanwhile: one script call per shard. The relay
    * settles this way (its spool holds each settlement until Redis answers); a failed call fails every
    * settlement it carried, and each is tried again on its own.
    */
   settleSoon(s: SettleRequest): Promise<boolean> {
     return new Promise((resolve, reject) => {
       this.#queued.push({ s, resolve, reject });
-      if (this.#queued.length >= SETTLE_BATCH_MAX) this.#sendQueued();
-      else if (this.#queueTimer === null) this.#queueTimer = setTimeout(() => this.#sendQueued(), this.#settleDelayMs);
+      if (this.#queued.length >= SETTLE_BATCH_MAX) return this.#sendQueued();
+      const delay = s.slice !== undefined || this.#slices?.isDraw(s.requestId) === true ? this.#drawSettleDelayMs : this.#settleDelayMs;
+      const dueAt = Date.now() + delay;
+      if (this.#queueTimer !== null) {
+        if (dueAt >= this.#queueDueAt) return;
+        clearTimeout(this.#queueTimer);
+      }
+      this.#queueDueAt = dueAt;
+      this.#queueTimer = setTimeout(() => this.#sendQueued(), delay);
     });
   }
 
