@@ -113,6 +113,28 @@ describe('requests reserved from a slice of the balance', () => {
     expect(await store.accountBalance(userId)).toBe(10_000_000 - 480);
   });
 
+  it('gives a busy account larger slices, and one of the first size when the balance cannot spare a larger', async () => {
+    const store = slicedStore();
+    const userId = newUser(1_000_000);
+    const reqs = Array.from({ length: 17 }, (_, i) => request(userId, `busy${i}`, 100));
+    for (const r of reqs) await store.reserve(r);
+    // The first slice (16 × 100) spent at once: the next holds 32 × 100.
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 1_600 - 3_200);
+    await store.settleMany(reqs.map((r) => settlement(r, 5)));
+    await store.returnSlices();
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 85);
+
+    // 20,000: a slice of 1,600 needs 12,800, one of 3,200 would need 25,600.
+    const tight = newUser(20_000);
+    const first = Array.from({ length: 17 }, (_, i) => request(tight, `tight${i}`, 100));
+    for (const r of first) expect(await store.reserve(r)).toBe('reserved');
+    expect(store.sliceOf(first[16]!.requestId)).toMatch(/^slice-/);
+    expect(await store.accountBalance(tight)).toBe(20_000 - 1_600 - 1_600);
+    await store.settleMany(first.map((r) => settlement(r, 1)));
+    await store.returnSlices();
+    expect(await store.accountBalance(tight)).toBe(20_000 - 17);
+  });
+
   it('reserves alone when the balance is too low for a slice, and refuses exactly at the balance', async () => {
     const store = slicedStore();
     // A slice of 16 × 100 needs a balance of 8 slices: 12,800.

@@ -23,7 +23,12 @@ import type { RedisKeys } from '../../infra/redis/keys.js';
 import { QuotaScriptCode } from './quota-outcomes.js';
 
 export interface CreditSliceOptions {
-  /** A slice holds this many times the estimate of the request that takes it; 0 turns slices off. */
+  /**
+   * A slice holds this many times the estimate of the request that takes it; 0 turns slices off. An
+   * account that spends its slice within `idleMs` gets one twice as large next time, up to
+   * SLICE_GROWTH_MAX times this: a busy account costs a round trip per hundreds of requests, a quiet
+   * one holds little.
+   */
   requests: number;
   /** A slice is only taken from a balance of at least this many slices. */
   balanceShare: number;
@@ -66,6 +71,8 @@ interface Slice {
   readonly userId: number;
   /** The slice's reservation id (`slice-<relay>-<n>`): its hash is keys.reservation(userId, id). */
   readonly id: string;
+  /** How many estimates it was taken for (CreditSliceOptions.requests, grown for a busy account). */
+  readonly requests: number;
   /** What requests may still reserve from it. */
   available: number;
   /** Requests reserved from it whose settlement Redis has not yet taken, and what they reserved. */
@@ -83,6 +90,9 @@ interface Draw {
   readonly slice: Slice;
   readonly amount: number;
 }
+
+/** How many times `requests` a slice may grow to for a busy account. */
+export const SLICE_GROWTH_MAX = 16;
 
 /** settleSliceDraws-4n.lua's answer for a request whose slice the reaper had released. */
 export const SETTLED_AGAINST_BALANCE = 2;
@@ -125,8 +135,11 @@ export class CreditSlices {
     const now = Date.now();
     const current = this.#current.get(r.userId);
     if (current !== undefined && this.#drawFrom(current, r, now)) return true;
+    // Spent within idleMs of its take: the account is busy, and its next slice twice as large.
+    const base = this.#opts.requests;
+    const requests = current !== undefined && now - current.takenAt < this.#opts.idleMs ? Math.min(current.requests * 2, base * SLICE_GROWTH_MAX) : base;
     for (let attempt = 0; attempt < 2; attempt++) {
-      const taken = await this.#take(r);
+      const taken = await this.#take(r, requests);
       if (taken === null) return false;
       if (this.#drawFrom(taken, r, Date.now())) return true;
     }
@@ -147,21 +160,22 @@ export class CreditSlices {
     return true;
   }
 
-  #take(r: SliceDrawRequest): Promise<Slice | null> {
+  #take(r: SliceDrawRequest, requests: number): Promise<Slice | null> {
     const inFlight = this.#taking.get(r.userId);
     if (inFlight !== undefined) return inFlight;
-    const taking = this.#takeSlice(r).finally(() => this.#taking.delete(r.userId));
+    const taking = this.#takeSlice(r, requests).finally(() => this.#taking.delete(r.userId));
     this.#taking.set(r.userId, taking);
     return taking;
   }
 
-  async #takeSlice(r: SliceDrawRequest): Promise<Slice | null> {
-    const size = r.amount * this.#opts.requests;
-    if (!Number.isSafeInteger(size * this.#opts.balanceShare)) return null;
+  async #takeSlice(r: SliceDrawRequest, grownRequests: number): Promise<Slice | null> {
+    let requests = grownRequests;
     const id = this.#idPrefix + (++this.#seq).toString(36);
     const k = this.#keys;
     const shard = k.shardOf(r.userId);
-    for (let attempt = 0; attempt < 2; attempt++) {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const size = r.amount * requests;
+      if (!Number.isSafeInteger(size * this.#opts.balanceShare)) return null;
       this.#scripts.beforeTake();
       let code: number;
       try {
@@ -173,7 +187,7 @@ export class CreditSlices {
         // Timed out or cut off: Redis may still run the script (a stalled server runs what it queued
         // once it resumes). The slice is given back as one that may exist: returning one that does not
         // changes nothing.
-        const maybe = this.#newSlice(r.userId, id, 0);
+        const maybe = this.#newSlice(r.userId, id, 0, requests);
         maybe.retired = true;
         this.#live.add(maybe);
         this.#release(maybe);
@@ -183,8 +197,13 @@ export class CreditSlices {
         await this.#scripts.seedAccount(r.userId);
         continue;
       }
+      if (code === QuotaScriptCode.InsufficientBalance && requests > this.#opts.requests) {
+        // Too much of this balance for a grown slice: one of the first size may still be had.
+        requests = this.#opts.requests;
+        continue;
+      }
       if (code !== QuotaScriptCode.Ok) return null;
-      const s = this.#newSlice(r.userId, id, size);
+      const s = this.#newSlice(r.userId, id, size, requests);
       const before = this.#current.get(r.userId);
       if (before !== undefined) this.#retire(before);
       this.#current.set(r.userId, s);
@@ -194,9 +213,9 @@ export class CreditSlices {
     return null;
   }
 
-  #newSlice(userId: number, id: string, size: number): Slice {
+  #newSlice(userId: number, id: string, size: number, requests: number): Slice {
     const now = Date.now();
-    return { userId, id, available: size, open: 0, openAmount: 0, takenAt: now, lastDrawAt: now, retired: false, releasing: false, trimmed: false };
+    return { userId, id, requests, available: size, open: 0, openAmount: 0, takenAt: now, lastDrawAt: now, retired: false, releasing: false, trimmed: false };
   }
 
   /** The slice a request was reserved from (its settlement names it, so a replay from the spool finds it), or undefined. */
