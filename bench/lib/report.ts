@@ -306,7 +306,7 @@ export function reportMarkdown(
     const sPeer = small && run(small, 'peer');
     L.push('## Targets (issue 17)', '', 'Measured in this run on a shared machine; each verdict compares with the target only.', '');
     L.push('| measure | relay | bare hop / peer | target | verdict |', '|---|---|---|---|---|');
-    L.push(`| saturation, 64 connections, non-streaming | ${relaySat ? fmt(relaySat.result.rps, 0) : '–'} req/s | bare ${bareSat ? fmt(bareSat.result.rps, 0) : '–'}, peer ${peerSat ? fmt(peerSat.result.rps, 0) : '–'} req/s | ≥ 0.8× bare | ${fmt(satRatio)}× bare: ${verdict(satRatio, (x) => x >= 0.8)} |`);
+    L.push(`| saturation, 64 connections, non-streaming | ${relaySat ? fmt(relaySat.result.rps, 0) : '–'} req/s | bare ${bareSat ? fmt(bareSat.result.rps, 0) : '–'}, peer ${peerSat ? fmt(peerSat.result.rps, 0) : '–'} req/s | ≥ 0.8× bare | ${fmt(satRatio)}× bare: ${verdict(satRatio, (x) => x >= 0.8)}${satRatio < 0.8 ? meteredCeiling(relaySat, bareSat) : ''} |`);
     L.push(`| relay CPU per request at 2,000 req/s | ${fmt(sr?.cpuUsPerReq, 0)} µs | bare ${fmt(sb?.cpuUsPerReq, 0)} µs, peer ${fmt(sPeer?.cpuUsPerReq, 0)} µs | ≤ 1.3× bare | ${fmt(cpuRatio)}×: ${verdict(cpuRatio, (x) => x <= 1.3)} |`);
     L.push(`| added p99 at 2,000 req/s, billing paused | ${fmt(addedPaused)} ms | – | ≤ 1 ms | ${verdict(addedPaused, (x) => x <= 1)} |`);
     L.push(`| added p99 at 2,000 req/s, billing running | ${fmt(addedRunning)} ms | ${peerRatio(sr, sPeer) || '–'} | ≤ 2 ms | ${verdict(addedRunning, (x) => x <= 2)} |`);
@@ -353,4 +353,29 @@ export function reportMarkdown(
   L.push(`| log queries p99 < 50 ms at 10 M rows | ${fmt(maxQ, 1)} ms (worst query) | ${check(Number.isFinite(maxQ) ? maxQ < 50 : null)} |`);
   L.push('');
   return L.join('\n');
+}
+
+/** The processes a metered request needs besides the relay, which the bare hop does without. */
+const METERING_PROCESSES = ['billing', 'postgres', 'clickhouse', 'redis-server'];
+/** The bare hop's run: the hop, its load generator and the mock. */
+const BARE_HOP_PROCESSES = ['load generator', 'bare proxy', 'mock'];
+
+/**
+ * What the saturation target would need of the cores: the CPU per request that metering costs on the
+ * same cores (billing worker, Postgres, ClickHouse, Redis, measured at the relay's saturation), added
+ * to what the bare hop and its load generator and mock cost per request, bounds the throughput of even
+ * a relay as cheap as the bare hop. Said when that bound is itself under the target.
+ */
+export function meteredCeiling(relaySat: SaturationRun | undefined, bareSat: SaturationRun | undefined): string {
+  if (!relaySat || !bareSat || !relaySat.result.completed || !bareSat.result.completed) return '';
+  const usPerReq = (run: SaturationRun, names: readonly string[]): number =>
+    run.procs.filter((p) => names.includes(p.name)).reduce((a, p) => a + p.cpuSec, 0) * 1e6 / run.result.completed;
+  const metering = usPerReq(relaySat, METERING_PROCESSES);
+  const bareTotal = usPerReq(bareSat, BARE_HOP_PROCESSES);
+  if (!(metering > 0 && bareTotal > 0)) return '';
+  const ceiling = (cpus().length * 1e6) / (metering + bareTotal);
+  const ratio = ceiling / bareSat.result.rps;
+  return ratio < 0.8
+    ? ` (not reachable on these cores with metering on them: billing, Postgres, ClickHouse and Redis took ${fmt(metering, 0)} µs of CPU per request, so even a relay as cheap as the bare hop would top out near ${fmt(ceiling, 0)} req/s = ${fmt(ratio)}× bare)`
+    : ` (metering took ${fmt(metering, 0)} µs of CPU per request: a relay as cheap as the bare hop could reach ${fmt(ratio)}× bare)`;
 }

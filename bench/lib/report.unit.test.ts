@@ -1,0 +1,32 @@
+// The saturation verdict's bound: what metering costs per request on the shared cores, added to what
+// the bare hop's run costs, caps even a relay as cheap as the bare hop.
+import { cpus } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import type { ProcUsage } from './proc.js';
+import { meteredCeiling, type SaturationRun } from './report.js';
+
+function run(target: string, completed: number, rps: number, cpuSec: Record<string, number>): SaturationRun {
+  const procs = Object.entries(cpuSec).map(([name, sec]) => ({ name, cpuSec: sec, cpuPct: 0, rssStartMb: 0, rssMaxMb: 0, rssEndMb: 0, rssSamples: [] }) as unknown as ProcUsage);
+  return { target, cpuUsPerReq: null, procs, result: { durationSec: 5, completed, rps, errors: 0, timeouts: 0, status: {}, latency: {} as SaturationRun['result']['latency'] } };
+}
+
+describe('meteredCeiling', () => {
+  const cores = cpus().length;
+  // Bare: 100,000 requests for 3 + 3 + 1 s of CPU (load generator, hop, mock): 70 µs each.
+  const bare = run('bare', 100_000, 20_000, { 'load generator': 3, 'bare proxy': 3, mock: 1, 'machine (all processes)': 7.5, 'other processes': 0.5 });
+
+  it('says the target is out of reach when metering alone leaves less than 0.8× bare', () => {
+    // Metering: 1 + 1 + 0.6 + 0.4 s for 20,000 requests = 150 µs each; with the bare run's 70 µs, 220 µs a request.
+    const relay = run('relay', 20_000, 4_000, { relay: 5, billing: 1, postgres: 1, clickhouse: 0.6, 'redis-server': 0.4, 'machine (all processes)': 9 });
+    const ceiling = (cores * 1e6) / 220;
+    const text = meteredCeiling(relay, bare);
+    expect(text).toContain('took 150 µs of CPU per request');
+    expect(text).toContain(`near ${ceiling.toFixed(0)} req/s`);
+    expect(ceiling / 20_000 < 0.8 ? text.startsWith(' (not reachable') : text.startsWith(' (metering took')).toBe(true);
+  });
+
+  it('says nothing without both runs', () => {
+    expect(meteredCeiling(undefined, bare)).toBe('');
+    expect(meteredCeiling(run('relay', 0, 0, {}), bare)).toBe('');
+  });
+});
