@@ -15,9 +15,11 @@ const keys = redisKeys(config.REDIS_PREFIX);
 const pg = new Map<number, number>();
 const source = { accountQuota: async (id: number) => pg.get(id) ?? 0, tokenRemainQuota: async () => 0 };
 const stores: QuotaStore[] = [];
+// Every request of these tests may take a slice at once; the busy gate has its own test.
+const SLICES: CreditSliceOptions = { ...DEFAULT_CREDIT_SLICE_OPTIONS, busyStreak: 1 };
 
 function slicedStore(opts: Partial<CreditSliceOptions> = {}, settledMarkerSec = 0): QuotaStore {
-  const store = new QuotaStore(redis, keys, source, { creditSlices: { ...DEFAULT_CREDIT_SLICE_OPTIONS, ...opts }, settledMarkerSec });
+  const store = new QuotaStore(redis, keys, source, { creditSlices: { ...SLICES, ...opts }, settledMarkerSec });
   stores.push(store);
   return store;
 }
@@ -135,6 +137,27 @@ describe('requests reserved from a slice of the balance', () => {
     expect(await store.accountBalance(tight)).toBe(20_000 - 17);
   });
 
+  it('reserves a quiet account\'s requests one by one, and takes a slice once its requests come close together', async () => {
+    const store = slicedStore({ busyStreak: 4, busyGapMs: 500 });
+    const userId = newUser(1_000_000);
+    const quiet = [request(userId, 'q0', 100), request(userId, 'q1', 100)];
+    await store.reserve(quiet[0]!);
+    await new Promise((done) => setTimeout(done, 600));
+    await store.reserve(quiet[1]!);
+    await new Promise((done) => setTimeout(done, 600));
+    for (const r of quiet) {
+      expect(store.sliceOf(r.requestId)).toBeUndefined();
+      expect(await redis.hget(keys.reservation(userId, r.requestId), 'amount')).toBe('100');
+    }
+    // Four within 500 ms of each other: the fourth takes a slice.
+    const burst = Array.from({ length: 4 }, (_, i) => request(userId, `b${i}`, 100));
+    for (const r of burst) await store.reserve(r);
+    expect(burst.map((r) => store.sliceOf(r.requestId) !== undefined)).toEqual([false, false, false, true]);
+    await store.settleMany([...quiet, ...burst].map((r) => settlement(r, 7)));
+    await store.returnSlices();
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 42);
+  });
+
   it('reserves alone when the balance is too low for a slice, and refuses exactly at the balance', async () => {
     const store = slicedStore();
     // A slice of 16 × 100 needs a balance of 8 slices: 12,800.
@@ -208,7 +231,7 @@ describe('requests reserved from a slice of the balance', () => {
 
 describe('settlements of requests reserved from a slice', () => {
   it('wait longer to go to Redis (drawSettleDelayMs), and go at once with a settlement that may not wait', async () => {
-    const store = new QuotaStore(redis, keys, source, { creditSlices: DEFAULT_CREDIT_SLICE_OPTIONS, settleDelayMs: 1, drawSettleDelayMs: 5_000 });
+    const store = new QuotaStore(redis, keys, source, { creditSlices: SLICES, settleDelayMs: 1, drawSettleDelayMs: 5_000 });
     stores.push(store);
     const userId = newUser(1_000_000);
     const drawn = request(userId, 'drawn', 100);
@@ -233,7 +256,7 @@ describe('settlements of requests reserved from a slice', () => {
 describe('a Redis that lost its data', () => {
   it('reserves from no slice made before the connection was made again: a restarted Redis may not have it', async () => {
     const conn = createRedis(config, 'slices-reconnect');
-    const store = new QuotaStore(conn, keys, source, { creditSlices: DEFAULT_CREDIT_SLICE_OPTIONS });
+    const store = new QuotaStore(conn, keys, source, { creditSlices: SLICES });
     stores.push(store);
     try {
       const userId = newUser(1_000_000);
@@ -345,7 +368,7 @@ describe('a slice taken while Redis does not answer', () => {
     await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
     const port = (proxy.address() as AddressInfo).port;
     const slow = createRedis({ ...config, REDIS_URL: `redis://127.0.0.1:${port}/${new URL(config.REDIS_URL).pathname.slice(1) || '0'}` }, 'slices-timeout', { commandTimeoutMs: 50 });
-    const store = new QuotaStore(slow, keys, source, { creditSlices: { ...DEFAULT_CREDIT_SLICE_OPTIONS, idleMs: 40 } });
+    const store = new QuotaStore(slow, keys, source, { creditSlices: { ...SLICES, idleMs: 40 } });
     stores.push(store);
     try {
       const userId = newUser(1_000_000);

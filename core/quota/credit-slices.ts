@@ -42,9 +42,18 @@ export interface CreditSliceOptions {
    * shorter than a request's RESERVATION_TTL_SEC.
    */
   ttlMs: number;
+  /**
+   * An account takes a slice once this many of its requests came each within `busyGapMs` of the one
+   * before: a quiet account's requests are reserved one by one, since a slice would cost it a take
+   * and a return (two round trips) for the one or two requests it serves.
+   */
+  busyStreak: number;
+  busyGapMs: number;
 }
 
-export const DEFAULT_CREDIT_SLICE_OPTIONS: CreditSliceOptions = { requests: 16, balanceShare: 8, idleMs: 1000, maxAgeMs: 10_000, ttlMs: 15_000 };
+export const DEFAULT_CREDIT_SLICE_OPTIONS: CreditSliceOptions = {
+  requests: 16, balanceShare: 8, idleMs: 1000, maxAgeMs: 10_000, ttlMs: 15_000, busyStreak: 4, busyGapMs: 100,
+};
 
 /** What a draw needs of a reservation request (QuotaStore's ReserveRequest). */
 export interface SliceDrawRequest {
@@ -112,6 +121,8 @@ export class CreditSlices {
   readonly #draws = new Map<string, Draw>();
   /** A take in flight per account: the requests arriving meanwhile wait for it rather than take their own. */
   readonly #taking = new Map<number, Promise<Slice | null>>();
+  /** Accounts without a slice: when their last request came, and how many came each within busyGapMs of the last. */
+  readonly #arrivals = new Map<number, { at: number; streak: number }>();
   readonly #timer: NodeJS.Timeout;
   #renewedAt = Date.now();
   #renewing = false;
@@ -135,6 +146,7 @@ export class CreditSlices {
     const now = Date.now();
     const current = this.#current.get(r.userId);
     if (current !== undefined && this.#drawFrom(current, r, now)) return true;
+    if (current === undefined && !this.#busy(r.userId, now)) return false;
     // Spent within idleMs of its take: the account is busy, and its next slice twice as large.
     const base = this.#opts.requests;
     const requests = current !== undefined && now - current.takenAt < this.#opts.idleMs ? Math.min(current.requests * 2, base * SLICE_GROWTH_MAX) : base;
@@ -144,6 +156,18 @@ export class CreditSlices {
       if (this.#drawFrom(taken, r, Date.now())) return true;
     }
     return false;
+  }
+
+  /** Counts a request of an account without a slice: true once the account is busy enough for one. */
+  #busy(userId: number, now: number): boolean {
+    const a = this.#arrivals.get(userId);
+    if (a === undefined) {
+      this.#arrivals.set(userId, { at: now, streak: 1 });
+      return this.#opts.busyStreak <= 1;
+    }
+    a.streak = now - a.at <= this.#opts.busyGapMs ? a.streak + 1 : 1;
+    a.at = now;
+    return a.streak >= this.#opts.busyStreak;
   }
 
   #drawFrom(s: Slice, r: SliceDrawRequest, now: number): boolean {
@@ -261,6 +285,7 @@ export class CreditSlices {
   /** Retires idle and old slices, trims retired ones to their running requests, returns finished ones, renews the rest. */
   sweep(now: number): void {
     if (now - this.#renewedAt >= this.#opts.ttlMs / 3) this.#renew(now);
+    for (const [userId, a] of this.#arrivals) if (now - a.at > this.#opts.busyGapMs) this.#arrivals.delete(userId);
     for (const s of this.#live) {
       if (!s.retired && (now - s.lastDrawAt >= this.#opts.idleMs || now - s.takenAt >= this.#opts.maxAgeMs)) this.#retire(s);
       else if (s.retired && !s.releasing) this.#release(s);
