@@ -67,7 +67,7 @@ describe('requests reserved from a slice of the balance', () => {
     // One slice of 16 requests' worth; no reservation of their own.
     expect(await store.accountBalance(userId)).toBe(1_000_000 - 1_600);
     expect(await redis.exists(keys.reservation(userId, reqs[0]!.requestId))).toBe(0);
-    expect(store.sliceOf(reqs[0]!.requestId)).toMatch(/^slice-/);
+    expect(store.sliceOf(reqs[0]!.requestId)?.id).toMatch(/^slice-/);
     // The 17th does not fit: a second slice.
     for (const r of reqs.slice(16)) expect(await store.reserve(r)).toBe('reserved');
     expect(await store.accountBalance(userId)).toBeLessThanOrEqual(1_000_000 - 3_200 + 1_600);
@@ -130,7 +130,7 @@ describe('requests reserved from a slice of the balance', () => {
     const tight = newUser(20_000);
     const first = Array.from({ length: 17 }, (_, i) => request(tight, `tight${i}`, 100));
     for (const r of first) expect(await store.reserve(r)).toBe('reserved');
-    expect(store.sliceOf(first[16]!.requestId)).toMatch(/^slice-/);
+    expect(store.sliceOf(first[16]!.requestId)?.id).toMatch(/^slice-/);
     expect(await store.accountBalance(tight)).toBe(20_000 - 1_600 - 1_600);
     await store.settleMany(first.map((r) => settlement(r, 1)));
     await store.returnSlices();
@@ -218,7 +218,7 @@ describe('requests reserved from a slice of the balance', () => {
     // The next request takes a new slice rather than the retired one.
     const next = request(userId, 'next', 300);
     await store.reserve(next);
-    expect(store.sliceOf(next.requestId)).not.toBe(store.sliceOf(running.requestId));
+    expect(store.sliceOf(next.requestId)?.id).not.toBe(store.sliceOf(running.requestId)?.id);
     // The running one costs more than it reserved: the excess is debited when its slice goes back.
     await store.settleMany([settlement(running, 450), settlement(next, 100)]);
     await store.returnSlices();
@@ -264,13 +264,13 @@ describe('a Redis that lost its data', () => {
       await store.reserve(before);
       const lost = store.sliceOf(before.requestId)!;
       // A restart without persistence: the slice and the mirror are gone.
-      await redis.del(keys.reservation(userId, lost), keys.accountBalance(userId));
+      await redis.del(keys.reservation(userId, lost.id), keys.accountBalance(userId));
       const ready = new Promise((done) => conn.once('ready', done));
       conn.disconnect(true);
       await ready;
       const after = request(userId, 'after', 100);
       expect(await store.reserve(after)).toBe('reserved');
-      expect(store.sliceOf(after.requestId)).not.toBe(lost);
+      expect(store.sliceOf(after.requestId)?.id).not.toBe(lost.id);
       // Billed: settled against a slice that exists.
       expect(await store.settle(settlement(after, 25))).toBe(true);
       await store.returnSlices();
@@ -298,9 +298,9 @@ describe('a slice whose relay died (the reaper)', () => {
     await passed();
     const logged: string[] = [];
     expect(await reaper.releaseExpired(Date.now(), 1000, (x) => { logged.push(x.requestId); return '{}'; })).toBeGreaterThanOrEqual(1);
-    expect(logged).not.toContain(slice);
+    expect(logged).not.toContain(slice.id);
     expect(await reaper.accountBalance(userId)).toBe(1_000_000);
-    expect(await redis.hget(keys.reapedReservation(userId, slice), 'slice')).toBe('1');
+    expect(await redis.hget(keys.reapedReservation(userId, slice.id), 'slice')).toBe('1');
 
     // The spool's replay (another process): debited from the restored balance, once.
     const replaying = slicedStore();
@@ -324,7 +324,7 @@ describe('a slice whose relay died (the reaper)', () => {
     expect(await store.settle(settlement(first, 50))).toBe(true);
     const second = request(userId, 'b', 200);
     await store.reserve(second);
-    expect(store.sliceOf(second.requestId)).not.toBe(slice);
+    expect(store.sliceOf(second.requestId)?.id).not.toBe(slice.id);
     await store.settle(settlement(second, 60));
     await store.returnSlices();
     expect(await store.accountBalance(userId)).toBe(1_000_000 - 110);

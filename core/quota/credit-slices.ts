@@ -84,6 +84,8 @@ interface Slice {
   readonly requests: number;
   /** What requests may still reserve from it. */
   available: number;
+  /** Requests reserved from it so far: each one's number is its record in the slice (settleSliceDraws-4n.lua). */
+  drawn: number;
   /** Requests reserved from it whose settlement Redis has not yet taken, and what they reserved. */
   open: number;
   openAmount: number;
@@ -98,6 +100,14 @@ interface Slice {
 interface Draw {
   readonly slice: Slice;
   readonly amount: number;
+  /** Its settlement's reference to the slice: the slice's id and the draw's number in it. */
+  readonly ref: SliceDraw;
+}
+
+/** Which slice a request was reserved from, and its number there (its record in the slice's hash). */
+export interface SliceDraw {
+  readonly id: string;
+  readonly draw: number;
 }
 
 /** How many times `requests` a slice may grow to for a busy account. */
@@ -180,7 +190,7 @@ export class CreditSlices {
     s.open++;
     s.openAmount += r.amount;
     s.lastDrawAt = now;
-    this.#draws.set(r.requestId, { slice: s, amount: r.amount });
+    this.#draws.set(r.requestId, { slice: s, amount: r.amount, ref: { id: s.id, draw: ++s.drawn } });
     return true;
   }
 
@@ -239,12 +249,12 @@ export class CreditSlices {
 
   #newSlice(userId: number, id: string, size: number, requests: number): Slice {
     const now = Date.now();
-    return { userId, id, requests, available: size, open: 0, openAmount: 0, takenAt: now, lastDrawAt: now, retired: false, releasing: false, trimmed: false };
+    return { userId, id, requests, available: size, drawn: 0, open: 0, openAmount: 0, takenAt: now, lastDrawAt: now, retired: false, releasing: false, trimmed: false };
   }
 
   /** The slice a request was reserved from (its settlement names it, so a replay from the spool finds it), or undefined. */
-  sliceOf(requestId: string): string | undefined {
-    return this.#draws.get(requestId)?.slice.id;
+  sliceOf(requestId: string): SliceDraw | undefined {
+    return this.#draws.get(requestId)?.ref;
   }
 
   /**

@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../infra/redis/keys.js';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
 import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
-import { CreditSlices, type CreditSliceOptions } from './credit-slices.js';
+import { CreditSlices, type CreditSliceOptions, type SliceDraw } from './credit-slices.js';
 import type { Logger } from '../../infra/logger.js';
 
 export type { ReserveOutcome };
@@ -40,7 +40,7 @@ export interface SettleRequest {
    * The credit slice the request was reserved from (credit-slices.ts), when it was: it has no
    * reservation of its own and is settled against the slice. Kept in the spool, so a replay finds it.
    */
-  slice?: string;
+  slice?: SliceDraw;
 }
 
 export interface QuotaStoreOptions {
@@ -255,7 +255,7 @@ export class QuotaStore {
   }
 
   /** The credit slice `requestId` was reserved from, for its settlement record; undefined when it has a reservation of its own. */
-  sliceOf(requestId: string): string | undefined {
+  sliceOf(requestId: string): SliceDraw | undefined {
     return this.#slices?.sliceOf(requestId);
   }
 
@@ -374,10 +374,10 @@ export class QuotaStore {
   }
 
   /** Appends one settlement of a request reserved from a credit slice: 4 keys and 3 arguments (settleSliceDraws-4n.lua). */
-  #settleDrawItem(s: SettleRequest, slice: string, keys: string[], args: (string | number)[]): void {
+  #settleDrawItem(s: SettleRequest, slice: SliceDraw, keys: string[], args: (string | number)[]): void {
     const k = this.#keys;
-    keys.push(k.accountBalance(s.userId), k.reservation(s.userId, slice), k.reapedReservation(s.userId, slice), this.usageStreamOf(s.userId));
-    args.push(s.cost, s.eventJson, s.requestId);
+    keys.push(k.accountBalance(s.userId), k.reservation(s.userId, slice.id), k.reapedReservation(s.userId, slice.id), this.usageStreamOf(s.userId));
+    args.push(s.cost, s.eventJson, slice.draw);
   }
 
   /** Items grouped by their account's shard, in order within each. */

@@ -2,8 +2,9 @@
   Settles requests a relay reserved from its slice of an account's balance (takeCreditSlice-3.lua), one
   or many in a call (with the relay's other settlements of a few milliseconds, one call per shard): for
   each, debits the actual cost from the slice and appends the usage event to the billing stream,
-  atomically. The slice records each request it settled (field `d:<request id>`), so a second call for
-  the same request (a retry after a lost answer, a replay from the relay's spool) changes nothing.
+  atomically. The slice records each request it settled (a field named by the request's number in
+  the slice: short, so the record stays cheap to look up), so a second call for the same request (a
+  retry after a lost answer, a replay from the relay's spool) changes nothing.
 
   A slice the reaper released (its relay seemed dead) was renamed to its tombstone with those records:
   a settlement that arrives after that debits the balance the reaper restored instead, once. A request
@@ -19,7 +20,7 @@
   ARGV, 3 per settlement:
    1 actual cost (integer >= 0)
    2 usage event (JSON, core/usage/usage-event.ts)
-   3 request id
+   3 the request's number in the slice (1, 2, ...)
 
   Returns an array, one element per settlement, in order:
    1  settled against the slice
@@ -31,7 +32,7 @@ for i = 0, #KEYS / 4 - 1 do
   local k = i * 4
   local a = i * 3
   local cost = tonumber(ARGV[a + 1])
-  local done = 'd:' .. ARGV[a + 3]
+  local done = ARGV[a + 3]
   local result
   if redis.call('EXISTS', KEYS[k + 2]) == 1 then
     if redis.call('HSETNX', KEYS[k + 2], done, 1) == 0 then
