@@ -92,8 +92,8 @@ interface Slice {
   readonly takenAt: number;
   lastDrawAt: number;
   retired: boolean;
-  /** A trim or return call is on its way. */
-  releasing: boolean;
+  /** The trim or return call on its way, if any. */
+  releasing: Promise<void> | null;
   trimmed: boolean;
 }
 
@@ -249,7 +249,7 @@ export class CreditSlices {
 
   #newSlice(userId: number, id: string, size: number, requests: number): Slice {
     const now = Date.now();
-    return { userId, id, requests, available: size, drawn: 0, open: 0, openAmount: 0, takenAt: now, lastDrawAt: now, retired: false, releasing: false, trimmed: false };
+    return { userId, id, requests, available: size, drawn: 0, open: 0, openAmount: 0, takenAt: now, lastDrawAt: now, retired: false, releasing: null, trimmed: false };
   }
 
   /** The slice a request was reserved from (its settlement names it, so a replay from the spool finds it), or undefined. */
@@ -298,7 +298,7 @@ export class CreditSlices {
     for (const [userId, a] of this.#arrivals) if (now - a.at > this.#opts.busyGapMs) this.#arrivals.delete(userId);
     for (const s of this.#live) {
       if (!s.retired && (now - s.lastDrawAt >= this.#opts.idleMs || now - s.takenAt >= this.#opts.maxAgeMs)) this.#retire(s);
-      else if (s.retired && !s.releasing) this.#release(s);
+      else if (s.retired && s.releasing === null) this.#release(s);
     }
   }
 
@@ -314,7 +314,13 @@ export class CreditSlices {
         if (this.#current.get(s.userId) === s) this.#current.delete(s.userId);
       }
     }
-    await Promise.all([...this.#live].filter((s) => s.open === 0).map((s) => this.#releaseNow(s)));
+    // A call already on its way (the sweep's, or a trim whose last request settled meanwhile) is
+    // waited for, and what it left to return returned.
+    for (let pass = 0; pass < 3; pass++) {
+      const idle = [...this.#live].filter((s) => s.open === 0);
+      if (idle.length === 0) return;
+      await Promise.all(idle.map((s) => this.#releaseNow(s)));
+    }
   }
 
   /** Slices not yet returned (for metrics and tests). */
@@ -342,7 +348,7 @@ export class CreditSlices {
       s.retired = true;
       if (this.#current.get(s.userId) === s) this.#current.delete(s.userId);
     }
-    if (!s.releasing) this.#release(s);
+    if (s.releasing === null) this.#release(s);
   }
 
   #forget(s: Slice): void {
@@ -352,35 +358,34 @@ export class CreditSlices {
 
   /** Trims a retired slice with running requests to what they reserved, or returns one without. */
   #release(s: Slice): void {
-    if (s.releasing || (s.open > 0 && s.trimmed)) return;
+    if (s.releasing !== null || (s.open > 0 && s.trimmed)) return;
     this.#releaseNow(s).catch((err: unknown) => {
       this.#log?.warn({ err: (err as Error).message, slice: s.id }, 'credit slice not returned yet; the next sweep tries again');
     });
   }
 
-  async #releaseNow(s: Slice): Promise<void> {
-    if (s.releasing) return;
-    const k = this.#keys;
+  #releaseNow(s: Slice): Promise<void> {
+    if (s.releasing !== null) return s.releasing;
+    if (s.open > 0 && s.trimmed) return Promise.resolve();
     const trim = s.open > 0;
-    if (trim && s.trimmed) return;
-    s.releasing = true;
-    try {
-      const [code] = await this.#scripts.release(
-        k.reservation(s.userId, s.id), k.accountBalance(s.userId), k.reservationDeadlines(k.shardOf(s.userId)),
-        k.reapedReservation(s.userId, s.id), trim ? 'trim' : 'return', trim ? s.openAmount : 0, `${s.userId}:${s.id}`, '',
-      ) as [number, number];
-      if (trim) {
-        s.trimmed = true;
-        s.available = 0;
-        // Reaped meanwhile: nothing left to give back.
-        if (code === QuotaScriptCode.NoSuchReservation && s.open === 0) this.#forget(s);
-      } else {
-        this.#forget(s);
-      }
-    } finally {
-      s.releasing = false;
-    }
-    // Its last request settled while the trim was on its way.
-    if (trim && s.open === 0 && this.#live.has(s)) this.#release(s);
+    s.releasing = this.#releaseCall(s, trim).finally(() => {
+      s.releasing = null;
+      // Its last request settled while the trim was on its way: the return follows.
+      if (trim && s.trimmed && s.open === 0 && this.#live.has(s)) this.#release(s);
+    });
+    return s.releasing;
+  }
+
+  async #releaseCall(s: Slice, trim: boolean): Promise<void> {
+    const k = this.#keys;
+    const [code] = await this.#scripts.release(
+      k.reservation(s.userId, s.id), k.accountBalance(s.userId), k.reservationDeadlines(k.shardOf(s.userId)),
+      k.reapedReservation(s.userId, s.id), trim ? 'trim' : 'return', trim ? s.openAmount : 0, `${s.userId}:${s.id}`, '',
+    ) as [number, number];
+    if (!trim) return this.#forget(s);
+    s.trimmed = true;
+    s.available = 0;
+    // Reaped meanwhile: nothing left to give back.
+    if (code === QuotaScriptCode.NoSuchReservation && s.open === 0) this.#forget(s);
   }
 }
