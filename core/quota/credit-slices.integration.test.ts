@@ -11,6 +11,9 @@ import { QuotaStore, type ReserveRequest } from './quota-store.js';
 
 const config = testConfig();
 const redis = createRedis(config, 'slices-test');
+// Each test builds its own stores on this one connection (a relay has one store per connection), each
+// listening for 'ready' until afterAll stops it.
+redis.setMaxListeners(64);
 const keys = redisKeys(config.REDIS_PREFIX);
 const pg = new Map<number, number>();
 const source = { accountQuota: async (id: number) => pg.get(id) ?? 0, tokenRemainQuota: async () => 0 };

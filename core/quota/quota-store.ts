@@ -151,6 +151,8 @@ export class QuotaStore {
   #queueTimer: NodeJS.Timeout | null = null;
   readonly #settleDrawsScript: BatchScriptFn;
   readonly #releaseSlice: ScriptFn;
+  /** Retires the credit slices when the connection is made again (credit-slices.ts retireAll); removed by stop(). */
+  #onReady: (() => void) | null = null;
   readonly #slices: CreditSlices | null;
 
   constructor(redis: Redis, keys: RedisKeys, source: BalanceSource, opts: QuotaStoreOptions = {}) {
@@ -185,7 +187,10 @@ export class QuotaStore {
       }, sliceOpts, opts.log)
       : null;
     const slices = this.#slices;
-    if (slices !== null) redis.on('ready', () => slices.retireAll());
+    if (slices !== null) {
+      this.#onReady = () => slices.retireAll();
+      redis.on('ready', this.#onReady);
+    }
   }
 
   /** The keys of (userId, tokenId) with those of `minute`, built once per key and minute. */
@@ -274,8 +279,11 @@ export class QuotaStore {
     return this.#slices?.liveCount ?? 0;
   }
 
+  /** Stops the credit slices' clock and listener (the connection is the caller's to close). */
   stop(): void {
     this.#slices?.stop();
+    if (this.#onReady !== null) this.#redis.off('ready', this.#onReady);
+    this.#onReady = null;
   }
 
   /**
