@@ -60,7 +60,6 @@ export interface SliceDrawRequest {
   userId: number;
   requestId: string;
   amount: number;
-  deadlineMs: number;
 }
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
@@ -112,9 +111,6 @@ export interface SliceDraw {
 
 /** How many times `requests` a slice may grow to for a busy account. */
 export const SLICE_GROWTH_MAX = 16;
-
-/** settleSliceDraws-4n.lua's answer for a request whose slice the reaper had released. */
-export const SETTLED_AGAINST_BALANCE = 2;
 
 export class CreditSlices {
   readonly #keys: RedisKeys;
@@ -269,7 +265,7 @@ export class CreditSlices {
     s.open--;
     s.openAmount -= d.amount;
     // Reaped: retired, and its release answers "no such slice", which forgets it.
-    if (code === SETTLED_AGAINST_BALANCE) this.#retire(s);
+    if (code === QuotaScriptCode.SettledAgainstBalance) this.#retire(s);
     else if (s.retired && s.open === 0) this.#release(s);
   }
 
@@ -308,12 +304,7 @@ export class CreditSlices {
    * balances. A slice still busy is left to the next sweep (or the reaper).
    */
   async returnAll(): Promise<void> {
-    for (const s of this.#live) {
-      if (!s.retired) {
-        s.retired = true;
-        if (this.#current.get(s.userId) === s) this.#current.delete(s.userId);
-      }
-    }
+    for (const s of this.#live) this.#markRetired(s);
     // A call already on its way (the sweep's, or a trim whose last request settled meanwhile) is
     // waited for, and what it left to return returned.
     for (let pass = 0; pass < 3; pass++) {
@@ -343,17 +334,21 @@ export class CreditSlices {
     ).finally(() => { this.#renewing = false; });
   }
 
+  /** No request is reserved from the slice any more (returnAll, #retire). */
+  #markRetired(s: Slice): void {
+    s.retired = true;
+    if (this.#current.get(s.userId) === s) this.#current.delete(s.userId);
+  }
+
+  /** Retires the slice and gives back what it need not keep (trim or return). */
   #retire(s: Slice): void {
-    if (!s.retired) {
-      s.retired = true;
-      if (this.#current.get(s.userId) === s) this.#current.delete(s.userId);
-    }
+    this.#markRetired(s);
     if (s.releasing === null) this.#release(s);
   }
 
   #forget(s: Slice): void {
     this.#live.delete(s);
-    if (this.#current.get(s.userId) === s) this.#current.delete(s.userId);
+    this.#markRetired(s);
   }
 
   /** Trims a retired slice with running requests to what they reserved, or returns one without. */

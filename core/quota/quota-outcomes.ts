@@ -13,6 +13,8 @@ export enum QuotaScriptCode {
   RequestRateLimited = -7,
   TokenRateLimited = -8,
   DeadlineRenewed = -9,
+  /** settleSliceDraws-4n.lua: settled against the balance, as the reaper had released the request's slice. */
+  SettledAgainstBalance = 2,
 }
 
 export type ReserveOutcome =

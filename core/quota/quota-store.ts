@@ -217,7 +217,7 @@ export class QuotaStore {
 
   async reserve(r: ReserveRequest): Promise<ReserveOutcome> {
     // Per-key quotas and rate limits are checked in Redis per request; everything else may come from a slice.
-    if (this.#slices !== null && !r.tokenLimited && !(r.rpmLimit! > 0) && !(r.tpmLimit! > 0) && await this.#slices.draw(r)) return 'reserved';
+    if (this.#slices !== null && !r.tokenLimited && (r.rpmLimit ?? 0) <= 0 && (r.tpmLimit ?? 0) <= 0 && await this.#slices.draw(r)) return 'reserved';
     const k = this.#keys;
     const minute = r.minute ?? currentMinute();
     const kk = this.#keysOf(r.userId, r.tokenId, minute);
