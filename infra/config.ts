@@ -69,6 +69,8 @@ const schema = z.object({
   CLICKHOUSE_CLUSTER: z.string().regex(/^([A-Za-z_][A-Za-z0-9_]*)?$/, { error: 'must be empty or a cluster name of letters, digits and _' }).default(''),
   // Where the embedded (chdb) ClickHouse keeps its data when no real server answers CLICKHOUSE_URL.
   CLICKHOUSE_LOCAL_PATH: z.string().default('.data/clickhouse'),
+  // Statements the embedded ClickHouse runs at once (engine connections; writes still one at a time).
+  CLICKHOUSE_LOCAL_CONNECTIONS: positiveInt.default(4),
 
   // Encrypts stored API keys (AES-256-GCM) and keys their lookup hash (HMAC-SHA256). No default: the
   // processes that seal or look up keys (relay, console-api, seed) refuse to start without it

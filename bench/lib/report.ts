@@ -249,7 +249,7 @@ export function reportMarkdown(
       const one = q.single ? `${fmt(q.single.latency.p50, 1)} / ${fmt(q.single.latency.p99, 1)}` : '–';
       L.push(`| ${q.name} | ${fmt(q.result.rps, 1)} | ${fmt(q.result.latency.p50, 1)} | ${fmt(q.result.latency.p99, 1)} | ${non2xx} | ${one} |`);
     }
-    L.push('', 'The embedded ClickHouse runs one statement at a time: at 4 connections a request also waits for the others\' statements; the last column is the query alone.');
+    L.push('', 'The embedded ClickHouse runs reads on CLICKHOUSE_LOCAL_CONNECTIONS engine connections (default 4) and shares the cores with them: at 4 connections a request also waits for a core; the last column is the query alone.');
     L.push('');
   }
   if (profiles.length) {

@@ -1,5 +1,6 @@
 // Serves ClickHouse's HTTP interface on CLICKHOUSE_URL from the embedded engine (chdb), with its data
-// in CLICKHOUSE_LOCAL_PATH. One process owns the data directory: chdb allows no second one.
+// in CLICKHOUSE_LOCAL_PATH. One process owns the data directory: chdb allows no second one (it opens
+// CLICKHOUSE_LOCAL_CONNECTIONS engine connections to it, so that reads run in parallel).
 import { loadConfig } from '../config.js';
 import { createLogger } from '../logger.js';
 import { startLocalClickHouse } from './local-server.js';
@@ -11,6 +12,7 @@ const server = await startLocalClickHouse({
   host: url.hostname,
   port: Number(url.port || 8123),
   dataPath: config.CLICKHOUSE_LOCAL_PATH,
+  connections: config.CLICKHOUSE_LOCAL_CONNECTIONS,
   user: config.CLICKHOUSE_USER,
   password: config.CLICKHOUSE_PASSWORD,
   logger,

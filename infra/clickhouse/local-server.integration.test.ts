@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config.js';
 import { createClickHouse } from './client.js';
 import { isClickHouseReachable } from './ensure.js';
-import { type LocalClickHouse, startLocalClickHouse, unescapeParam } from './local-server.js';
+import { type LocalClickHouse, quoteString, startLocalClickHouse } from './local-server.js';
 import { migrateClickHouse, migrationsDir, splitStatements } from './migrate.js';
 
 let server: LocalClickHouse;
@@ -160,6 +160,71 @@ describe('local ClickHouse server', () => {
     reads.forEach((rows, i) => expect(rows).toEqual([i % 2 ? { v: 'a', db: 't_db_a' } : { v: 'b', db: 't_db_b' }]));
     const plain = await (await client().query({ query: 'SELECT currentDatabase() AS db', format: 'JSONEachRow' })).json();
     expect(plain).toEqual([{ db: 'default' }]);
+  });
+
+  it('runs a short read beside a long one, on another engine connection', async () => {
+    const c = client();
+    const order: string[] = [];
+    const long = c.query({ query: 'SELECT sum(sleepEachRow(0.25)) AS s FROM numbers(6)', format: 'JSONEachRow' })
+      .then((r) => r.json()).then(() => order.push('long'));
+    await new Promise((r) => setTimeout(r, 100));
+    const short = await (await c.query({ query: 'SELECT 42 AS answer', format: 'JSONEachRow' })).json();
+    order.push('short');
+    expect(short).toEqual([{ answer: 42 }]);
+    await long;
+    expect(order).toEqual(['short', 'long']);
+  });
+
+  it('keeps each statement its own parameters while statements run at once', async () => {
+    const db = await createDatabase('t_params_parallel');
+    await db.command({ query: 'CREATE TABLE n (k UInt64) ENGINE = MergeTree ORDER BY k' });
+    await db.command({ query: 'INSERT INTO n SELECT number FROM numbers(100000)' });
+    const results = await Promise.all(Array.from({ length: 64 }, async (_, i) => {
+      const tag = `q${i} it's \\ "${i}"\t✓`;
+      const [row] = await (await db.query({
+        query: `SELECT {tag:String} AS tag, {ids:Array(UInt64)} AS ids, sum(k) AS s, count() AS c
+                FROM n WHERE k >= {from:UInt64} AND k < {from:UInt64} + {len:UInt32}`,
+        query_params: { tag, ids: [i, i + 1], from: i * 1000, len: 100 + i },
+        format: 'JSONEachRow',
+        clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
+      })).json<{ tag: string; ids: number[]; s: number; c: number }>();
+      return { i, tag, row: row! };
+    }));
+    for (const { i, tag, row } of results) {
+      const len = 100 + i;
+      expect(row).toEqual({ tag, ids: [i, i + 1], s: len * i * 1000 + (len * (len - 1)) / 2, c: len });
+    }
+  });
+
+  it('refuses a placeholder given no value, also on a connection where an earlier statement set it', async () => {
+    const c = client();
+    const query = 'SELECT {stale:String} AS v';
+    // One round of statements on every connection with the value, then the same statement without it.
+    await Promise.all(Array.from({ length: 8 }, () => c.query({ query, query_params: { stale: 'old' }, format: 'JSONEachRow' }).then((r) => r.json())));
+    const errors = await Promise.all(Array.from({ length: 8 }, () => thrown(c.query({ query, format: 'JSONEachRow' }))));
+    for (const err of errors) {
+      expect(err.code).toBe('456');
+      expect(err.type).toBe('UNKNOWN_QUERY_PARAMETER');
+    }
+  });
+
+  it('runs one write at a time, and reads beside them', async () => {
+    const db = await createDatabase('t_writes');
+    await db.command({ query: 'CREATE TABLE w (step String, n UInt64) ENGINE = MergeTree ORDER BY step' });
+    const order: string[] = [];
+    const slow = db.command({
+      query: "INSERT INTO w SELECT 'slow', number FROM numbers(4) WHERE sleepEachRow(0.25) = 0",
+    }).then(() => order.push('slow write'));
+    await new Promise((r) => setTimeout(r, 100));
+    const quick = db.insert({ table: 'w', values: [{ step: 'quick', n: 0 }], format: 'JSONEachRow' })
+      .then(() => order.push('quick write'));
+    const read = db.query({ query: 'SELECT count() AS n FROM w', format: 'JSONEachRow' })
+      .then((r) => r.json()).then(() => order.push('read'));
+    await Promise.all([slow, quick, read]);
+    expect(order).toEqual(['read', 'slow write', 'quick write']);
+    const rows = await (await db.query({ query: 'SELECT step, count() AS n FROM w GROUP BY step ORDER BY step', format: 'JSONEachRow' }))
+      .json<{ step: string; n: number | string }>();
+    expect(rows.map((r) => [r.step, Number(r.n)])).toEqual([['quick', 1], ['slow', 4]]);
   });
 
   it('applies clickhouse_settings to that request only', async () => {
@@ -328,9 +393,10 @@ describe('helpers', () => {
     ]);
   });
 
-  it('undoes the client escaping of param values', () => {
-    expect(unescapeParam("it\\'s \\\\ \\t", 'String')).toBe("it's \\ \t");
-    expect(unescapeParam('\\N', 'Nullable(String)')).toBeNull();
-    expect(unescapeParam("['o\\'neil','x']", 'Array(String)')).toBe("['o''neil','x']");
+  it('quotes any string as one SQL string literal', () => {
+    expect(quoteString("it's")).toBe("'it\\'s'");
+    expect(quoteString('a\\b')).toBe("'a\\\\b'");
+    expect(quoteString('tab\there\nnul\0')).toBe("'tab\\x09here\\x0anul\\x00'");
+    expect(quoteString("'; DROP TABLE t; --")).toBe("'\\'; DROP TABLE t; --'");
   });
 });

@@ -3,9 +3,18 @@
 // implemented: /ping, queries by URL and/or body, `database`, `param_*` (bound by the engine, never
 // spliced), settings, `default_format`, gzip both ways, user/password, and ClickHouse's error format.
 //
-// chdb binds one data directory per process and keeps per-connection state (current database,
-// `SET`), so every request runs through ONE queue on ONE Session: `USE db`, `SET ...`, the query,
-// `SET ... = DEFAULT`. A long query blocks the others; fine for local development.
+// chdb binds one data directory per process, and since chdb 3.1 any number of connections (Sessions)
+// to it, each with its own state (current database, `SET`) and running its statements in parallel
+// with the others'. The server keeps a pool of them (`connections`): a read takes a free one, so a
+// console query no longer waits behind every other statement; writes (INSERT, DDL, anything that is
+// not a read) also take one, but one write at a time, as before (the log tables' first-seen filter
+// relies on two inserts of one key never running at once: infra/clickhouse/migrations/009).
+//
+// Query parameters are not bound with chdb's queryBindAsync: chdb runs every parameterized statement
+// of the process through one queue (its libchdb does not isolate parameters between connections). They
+// go in the statement's own engine call as `SET param_<name> = '<value>'`, the value exactly as the
+// HTTP interface received it and quoted as a string literal; the engine parses it as the placeholder's
+// type, as the server does with param_<name> URL parameters.
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -26,7 +35,12 @@ export interface LocalClickHouseOptions {
   logger?: Logger;
   /** Extra engine arguments, e.g. `--config-file=...` (remote_servers, macros): chdb's connectionArgs. */
   connectionArgs?: string[];
+  /** Engine connections, i.e. statements that can run at once; default DEFAULT_LOCAL_CONNECTIONS. */
+  connections?: number;
 }
+
+/** Four statements at once: more than the cores of a small machine, so a short read never queues behind a long one. */
+export const DEFAULT_LOCAL_CONNECTIONS = 4;
 
 /** How long close() lets the requests in progress finish before it cuts their connections. */
 const CLOSE_GRACE_MS = 3_000;
@@ -100,6 +114,8 @@ type RawInsertFormat = 'JSONEachRow' | 'JSONCompactEachRow' | 'CSV' | 'CSVWithNa
   | 'TSVWithNames' | 'TabSeparatedWithNames';
 const IDENT = '[A-Za-z_][A-Za-z0-9_]*';
 const IDENT_RE = new RegExp(`^${IDENT}$`);
+// Statements that only read: they run on any free connection, in parallel. Anything else is a write.
+const READ_STATEMENT = /^[\s(]*(?:SELECT|WITH|SHOW|DESC|DESCRIBE|EXPLAIN|EXISTS)\b/i;
 const SIMPLE_INSERT = new RegExp(
   `^\\s*INSERT\\s+INTO\\s+(?:TABLE\\s+)?(${IDENT}(?:\\.${IDENT})?)\\s*(?:\\(([^)]*)\\))?\\s*FORMAT\\s+(\\w+)\\s*$`,
   'i',
@@ -111,35 +127,76 @@ interface ParsedRequest {
   database: string;
   format: string;
   settings: [string, string][];
-  params: Record<string, string | null>;
+  /** name → the value as received (ClickHouse's escaped text form), parsed by the engine. */
+  params: Record<string, string>;
+}
+
+/** One engine connection and the state it holds between statements. */
+interface Lane {
+  session: Session;
+  /** undefined: unknown (a statement may have run `USE`). */
+  database: string | undefined;
+  /** The settings it holds (name → value), so that equal settings cost no SET at all. */
+  settings: Map<string, string>;
+  /** The names of the query parameters it holds, to refuse a statement that would read a stale one. */
+  params: Set<string>;
 }
 
 export async function startLocalClickHouse(options: LocalClickHouseOptions): Promise<LocalClickHouse> {
   mkdirSync(options.dataPath, { recursive: true });
-  const session = new Session(options.dataPath, options.connectionArgs ? { connectionArgs: options.connectionArgs } : {});
+  const sessionOptions = options.connectionArgs ? { connectionArgs: options.connectionArgs } : {};
+  const count = Math.max(1, Math.trunc(options.connections ?? DEFAULT_LOCAL_CONNECTIONS));
+  const lanes: Lane[] = [];
+  for (let i = 0; i < count; i++) {
+    lanes.push({ session: new Session(options.dataPath, sessionOptions), database: 'default', settings: new Map(), params: new Set() });
+  }
   const expectedUser = options.user ?? 'default';
   const expectedPassword = options.password ?? '';
 
-  let tail: Promise<unknown> = Promise.resolve();
-  function serialized<T>(fn: () => Promise<T>): Promise<T> {
-    const run = tail.then(fn, fn);
-    tail = run.catch(() => {});
+  // Free lanes, and the statements waiting for one in arrival order.
+  const idle = [...lanes];
+  const waiting: Array<(lane: Lane) => void> = [];
+  let running = 0;
+  let allIdle: (() => void) | undefined;
+  async function onLane<T>(fn: (lane: Lane) => Promise<T>): Promise<T> {
+    running++;
+    const lane = idle.pop() ?? (await new Promise<Lane>((resolve) => waiting.push(resolve)));
+    try {
+      return await fn(lane);
+    } finally {
+      running--;
+      const next = waiting.shift();
+      if (next) next(lane);
+      else idle.push(lane);
+      if (running === 0) allIdle?.();
+    }
+  }
+  let writes: Promise<unknown> = Promise.resolve();
+  function oneWriteAtATime<T>(fn: () => Promise<T>): Promise<T> {
+    const run = writes.then(fn, fn);
+    writes = run.catch(() => {});
     return run;
   }
 
-  const first = await session.queryAsync('SELECT version() AS v, timezone() AS tz', { format: 'JSONEachRow' });
+  const first = await lanes[0]!.session.queryAsync('SELECT version() AS v, timezone() AS tz', { format: 'JSONEachRow' });
   const { v: version, tz: timezone } = first.json<{ v: string; tz: string }>();
-  let currentDatabase: string | undefined = 'default';
 
-  async function execute(r: ParsedRequest) {
-    if (r.database !== currentDatabase) {
-      currentDatabase = undefined;
+  function execute(r: ParsedRequest) {
+    const run = () => onLane((lane) => executeOn(lane, r));
+    return READ_STATEMENT.test(r.query) && r.body.length === 0 ? run() : oneWriteAtATime(run);
+  }
+
+  async function executeOn(lane: Lane, r: ParsedRequest) {
+    const { session } = lane;
+    if (r.database !== lane.database) {
+      lane.database = undefined;
       await session.queryAsync(`USE ${quoteIdent(r.database)}`);
-      currentDatabase = r.database;
+      lane.database = r.database;
     }
-    if (/^\s*USE\b/i.test(r.query)) currentDatabase = undefined;
-    await applySettings(r.settings);
-    const insert = r.body.length > 0 && Object.keys(r.params).length === 0 ? SIMPLE_INSERT.exec(r.query) : null;
+    if (/^\s*USE\b/i.test(r.query)) lane.database = undefined;
+    await applySettings(lane, r.settings);
+    const paramNames = Object.keys(r.params);
+    const insert = r.body.length > 0 && paramNames.length === 0 ? SIMPLE_INSERT.exec(r.query) : null;
     const columns = insert?.[2]?.split(',').map((c) => c.trim().replace(/^`(.*)`$/, '$1'));
     if (insert && RAW_INSERT_FORMATS.has(insert[3]!) && (columns ?? []).every((c) => IDENT_RE.test(c))) {
       // Bytes go to the engine's parser untouched (no string round trip), and we learn rows written.
@@ -151,38 +208,45 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
       });
       return { output: Buffer.alloc(0), readRows: 0, readBytes: 0, writtenRows: s.rowsWritten, writtenBytes: s.bytesWritten, elapsed: s.elapsed };
     }
+    // A placeholder this request gives no value for must fail as on the server ("not set"), not read
+    // the value an earlier statement left on this connection.
+    for (const name of placeholderTypes(r.query).keys()) {
+      if (!(name in r.params) && lane.params.has(name)) {
+        throw new ClickHouseHttpError(456, 'UNKNOWN_QUERY_PARAMETER', `Substitution \`${name}\` is not set.`);
+      }
+    }
     const sql = r.body.length > 0 ? `${r.query}\n${r.body.toString('utf8')}` : r.query;
-    const result = Object.keys(r.params).length
-      ? await session.queryBindAsync(sql, r.params, { format: r.format })
-      : await session.queryAsync(sql, { format: r.format });
+    const setParams = paramNames.length
+      ? `SET ${paramNames.map((name) => `param_${name} = ${quoteString(r.params[name]!)}`).join(', ')};\n`
+      : '';
+    for (const name of paramNames) lane.params.add(name);
+    const result = await session.queryAsync(setParams + sql, { format: r.format });
     return { output: Buffer.from(result.bytes()), readRows: result.rowsRead, readBytes: result.bytesRead, writtenRows: 0, writtenBytes: 0, elapsed: result.elapsed };
   }
 
-  // The settings the session holds (name → value), so that a request whose settings equal the
-  // previous one's costs no SET at all. The client sends the same settings with every request
-  // (date_time_input_format at least); setting them before and resetting them after each query was
-  // two more engine calls per statement, in the one queue every request waits in. A request gets
-  // exactly its own settings: the others' are reset to DEFAULT first, in the same SET.
-  const sessionSettings = new Map<string, string>();
-  async function applySettings(wanted: [string, string][]): Promise<void> {
+  // The client sends the same settings with every request (date_time_input_format at least); setting
+  // them before and resetting them after each query was two more engine calls per statement. A request
+  // gets exactly its own settings: the others' are reset to DEFAULT first, in the same SET.
+  async function applySettings(lane: Lane, wanted: [string, string][]): Promise<void> {
+    const held = lane.settings;
     const want = new Map(wanted);
     const changes: string[] = [];
-    for (const [name] of sessionSettings) if (!want.has(name)) changes.push(`${name} = DEFAULT`);
-    for (const [name, value] of want) if (sessionSettings.get(name) !== value) changes.push(`${name} = ${quoteString(value)}`);
+    for (const [name] of held) if (!want.has(name)) changes.push(`${name} = DEFAULT`);
+    for (const [name, value] of want) if (held.get(name) !== value) changes.push(`${name} = ${quoteString(value)}`);
     if (!changes.length) return;
     try {
-      await session.queryAsync(`SET ${changes.join(', ')}`);
+      await lane.session.queryAsync(`SET ${changes.join(', ')}`);
     } catch (err) {
       // An unknown name or a bad value: back to every default, one by one (an unknown name must not
       // keep the others from being reset), and the request fails as the server's would.
-      for (const name of new Set([...sessionSettings.keys(), ...want.keys()])) {
-        await session.queryAsync(`SET ${name} = DEFAULT`).catch(() => {});
+      for (const name of new Set([...held.keys(), ...want.keys()])) {
+        await lane.session.queryAsync(`SET ${name} = DEFAULT`).catch(() => {});
       }
-      sessionSettings.clear();
+      held.clear();
       throw err;
     }
-    for (const [name] of [...sessionSettings]) if (!want.has(name)) sessionSettings.delete(name);
-    for (const [name, value] of want) sessionSettings.set(name, value);
+    for (const [name] of [...held]) if (!want.has(name)) held.delete(name);
+    for (const [name, value] of want) held.set(name, value);
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -209,7 +273,7 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
       }
       authenticate(req, url, expectedUser, expectedPassword);
       const r = await readRequest(req, url);
-      const out = await serialized(() => execute(r));
+      const out = await execute(r);
       const summary = {
         read_rows: String(out.readRows), read_bytes: String(out.readBytes),
         written_rows: String(out.writtenRows), written_bytes: String(out.writtenBytes),
@@ -266,8 +330,8 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
         const cut = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
         await stopped;
         clearTimeout(cut);
-        await tail;
-        session.close();
+        if (running > 0) await new Promise<void>((resolve) => { allIdle = resolve; });
+        for (const lane of lanes) lane.session.close();
         await drainPending();
       })();
       return closing;
@@ -299,7 +363,7 @@ function authenticate(req: IncomingMessage, url: URL, user: string, password: st
 async function readRequest(req: IncomingMessage, url: URL): Promise<ParsedRequest> {
   let body = await readBody(req);
   let query = url.searchParams.get('query') ?? '';
-  const params: Record<string, string | null> = {};
+  const params: Record<string, string> = {};
   const settings: [string, string][] = [];
   const fields = new Map<string, string>([...url.searchParams]);
   const boundary = /^multipart\/form-data;.*boundary=("?)([^";]+)\1/i.exec(header(req, 'content-type') ?? '')?.[2];
@@ -314,15 +378,15 @@ async function readRequest(req: IncomingMessage, url: URL): Promise<ParsedReques
   }
   if (!query.trim()) throw new ClickHouseHttpError(62, 'SYNTAX_ERROR', 'Empty query.');
   for (const [name, value] of fields) {
-    if (name.startsWith('param_')) params[name.slice(6)] = value;
+    if (name.startsWith('param_')) {
+      if (!IDENT_RE.test(name.slice(6))) throw new ClickHouseHttpError(62, 'SYNTAX_ERROR', `Bad query parameter name '${name}'.`);
+      params[name.slice(6)] = value;
+    }
     else if (!PROTOCOL_PARAMS.has(name)) {
       if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new ClickHouseHttpError(115, 'UNKNOWN_SETTING', `Unknown setting '${name}'.`);
       settings.push([name, value]);
     }
   }
-  // The client escapes values in ClickHouse's text form, chdb escapes again: undo ours first.
-  const types = placeholderTypes(query);
-  for (const [name, raw] of Object.entries(params)) params[name] = unescapeParam(raw ?? '', types.get(name) ?? 'String');
   const explicitFormat = /^\s*INSERT\b/i.test(query) ? undefined : /\bFORMAT\s+(\w+)\s*;?\s*$/i.exec(query)?.[1];
   return {
     query,
@@ -367,38 +431,6 @@ function placeholderTypes(query: string): Map<string, string> {
   return types;
 }
 
-/**
- * Turns a param value as ClickHouse receives it (escaped text: `\\`, `\'`, `\t`...) into the string
- * that chdb's queryBindAsync escapes back into the same engine input. chdb escapes only
- * `\ \0 \b \f \n \r \t`, so other sequences are replaced by equivalents: `\'` is `'` in plain text
- * and `''` inside a quoted element of an Array/Tuple/Map value.
- */
-export function unescapeParam(raw: string, type: string): string | null {
-  if (raw === '\\N') return null;
-  const composite = /^(?:Nullable\(|LowCardinality\()*(Array|Tuple|Map|Nested)\b/i.test(type);
-  let out = '';
-  let quoted = false;
-  for (let i = 0; i < raw.length; i++) {
-    const c = raw[i]!;
-    if (c === "'" && composite) quoted = !quoted;
-    if (c !== '\\' || i + 1 === raw.length) {
-      out += c;
-      continue;
-    }
-    const e = raw[++i]!;
-    if (e === "'") out += composite && quoted ? "''" : "'";
-    else if (e === 'x' && /^[0-9a-fA-F]{2}$/.test(raw.slice(i + 1, i + 3))) {
-      out += String.fromCharCode(parseInt(raw.slice(i + 1, i + 3), 16));
-      i += 2;
-    } else out += ESCAPES[e] ?? e;
-  }
-  return out;
-}
-
-const ESCAPES: Record<string, string> = {
-  '\\': '\\', '0': '\0', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t', a: '\x07', v: '\v',
-};
-
 function toClickHouseError(err: unknown): { code: number; type: string; message: string } {
   if (err instanceof ClickHouseHttpError) return { code: err.code, type: err.type, message: err.message };
   const e = err as { clickhouseCode?: number; message?: string };
@@ -429,6 +461,8 @@ function quoteIdent(name: string): string {
   return `\`${name.replaceAll('\\', '\\\\').replaceAll('`', '\\`')}\``;
 }
 
-function quoteString(value: string): string {
-  return `'${value.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+/** A string literal of exactly `value`: backslash, quote and control characters escaped. */
+export function quoteString(value: string): string {
+  // eslint-disable-next-line no-control-regex
+  return `'${value.replace(/[\\'\x00-\x1f\x7f]/g, (c) => (c === '\\' || c === "'" ? `\\${c}` : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`))}'`;
 }
