@@ -71,6 +71,8 @@ const schema = z.object({
   CLICKHOUSE_LOCAL_PATH: z.string().default('.data/clickhouse'),
   // Statements the embedded ClickHouse runs at once (engine connections; writes still one at a time).
   CLICKHOUSE_LOCAL_CONNECTIONS: positiveInt.default(4),
+  // Its cache of decompressed blocks, which the console's log reads use (0: none).
+  CLICKHOUSE_LOCAL_UNCOMPRESSED_CACHE_MB: z.coerce.number().int().min(0).default(256),
 
   // Encrypts stored API keys (AES-256-GCM) and keys their lookup hash (HMAC-SHA256). No default: the
   // processes that seal or look up keys (relay, console-api, seed) refuse to start without it

@@ -39,6 +39,13 @@ export interface LogStat {
 
 type Params = Record<string, string | number>;
 
+/**
+ * Settings of every console read: the account's newest blocks, which most of these short reads touch,
+ * from ClickHouse's cache of decompressed blocks (a server's `uncompressed_cache_size`; the embedded
+ * server sets it, CLICKHOUSE_LOCAL_UNCOMPRESSED_CACHE_MB) instead of decompressing them again.
+ */
+export const LOG_READ_SETTINGS = { use_uncompressed_cache: 1 } as const;
+
 const MAX_UINT32 = 0xffff_ffff;
 const clampTs = (ts: number) => Math.min(Math.max(Math.trunc(ts), 0), MAX_UINT32);
 
@@ -175,12 +182,12 @@ function bucketClause(b: { from: number; to: number }, params: Params): string {
   return 'bucket >= toDateTime({b_from:UInt32}) AND bucket < toDateTime({b_to:UInt32})';
 }
 
-function rawClause(raw: Array<[number, number]>, params: Params): string {
+function rawClause(raw: Array<[number, number]>, params: Params, prefix = 'r'): string {
   if (!raw.length) return '0';
   return raw.map(([a, b], i) => {
-    params[`r${i}_from`] = a;
-    params[`r${i}_to`] = b;
-    return `(created_at >= toDateTime({r${i}_from:UInt32}) AND created_at <= toDateTime({r${i}_to:UInt32}))`;
+    params[`${prefix}${i}_from`] = a;
+    params[`${prefix}${i}_to`] = b;
+    return `(created_at >= toDateTime({${prefix}${i}_from:UInt32}) AND created_at <= toDateTime({${prefix}${i}_to:UInt32}))`;
   }).join(' OR ');
 }
 
@@ -214,35 +221,43 @@ const LIST_COLUMNS = `id, user_id, toUnixTimestamp(created_at) AS created_at_uni
 /**
  * Where a deep page starts: the newest bucket boundary T with at most `offset` requests at or after
  * it (from the bucket counts, each request once), so the page is read below T with what remains of
- * the offset (less than one bucket's rows) instead of skipping `offset` rows of `logs`.
+ * the offset (less than one bucket's rows) instead of skipping `offset` rows of `logs`. The same
+ * counts, with the range's raw edges, are the range's total: the page's statement need not sum the
+ * buckets a second time.
  */
-async function skipByBuckets(ch: ClickHouseClient, f: LogFilters, attr: string, baseParams: Params, offset: number): Promise<{ before: number; skipped: number } | null> {
+async function skipByBuckets(
+  ch: ClickHouseClient, f: LogFilters, attr: string, baseParams: Params, offset: number,
+): Promise<{ total: number; skip: { before: number; skipped: number } | null } | null> {
   const split = splitRange(f.startTimestamp, f.endTimestamp);
   if (!split.buckets) return null;
   const params: Params = { ...baseParams };
-  // The raw tail (the partial quarter hour at the end of the range) is newer than every bucket.
-  const tail = split.raw.filter(([a]) => a >= split.buckets!.to);
-  const tailSql = tail.length
-    ? ` UNION ALL SELECT toUInt32(${MAX_UINT32}) AS b, count() AS n
-        FROM (SELECT created_at, request_id FROM logs WHERE ${attr} AND (${rawClause(tail, params)}) ${DEDUP})`
+  // The raw tail (the partial quarter hour at the end of the range) is newer than every bucket, the
+  // raw head (at its start) older: they sort first and last.
+  const rawRow = (edges: Array<[number, number]>, b: string, prefix: string) => edges.length
+    ? ` UNION ALL SELECT toInt64(${b}) AS b, count() AS n
+        FROM (SELECT created_at, request_id FROM logs WHERE ${attr} AND (${rawClause(edges, params, prefix)}) ${DEDUP})`
     : '';
+  const tail = rawRow(split.raw.filter(([a]) => a >= split.buckets!.to), String(MAX_UINT32), 'tail');
+  const head = rawRow(split.raw.filter(([a]) => a < split.buckets!.from), '-1', 'head');
   const rs = await ch.query({
     query: `
       SELECT b, n FROM (
-        SELECT toUnixTimestamp(bucket) AS b, sum(requests) AS n FROM log_stats_15m
-        WHERE ${attr} AND ${bucketClause(split.buckets, params)} GROUP BY bucket${tailSql})
+        SELECT toInt64(toUnixTimestamp(bucket)) AS b, sum(requests) AS n FROM log_stats_15m
+        WHERE ${attr} AND ${bucketClause(split.buckets, params)} GROUP BY bucket${tail}${head})
       ORDER BY b DESC`,
     query_params: params,
     format: 'JSONCompactEachRow',
+    clickhouse_settings: LOG_READ_SETTINGS,
   });
-  const rows = await rs.json<[number | string, number | string]>();
+  const rows = (await rs.json<[number | string, number | string]>()).map(([b, n]) => [Number(b), Number(n)] as const);
+  const total = rows.reduce((sum, [, n]) => sum + n, 0);
   let newer = 0;
-  for (const [bRaw, nRaw] of rows) {
-    const b = Number(bRaw), n = Number(nRaw);
-    if (newer + n > offset) return b === MAX_UINT32 ? null : { before: b + BUCKET_SEC, skipped: newer };
+  for (const [b, n] of rows) {
+    if (b < 0) break;
+    if (newer + n > offset) return { total, skip: b === MAX_UINT32 ? null : { before: b + BUCKET_SEC, skipped: newer } };
     newer += n;
   }
-  return { before: split.buckets.from, skipped: newer };
+  return { total, skip: { before: split.buckets.from, skipped: newer } };
 }
 
 export async function queryLogs(
@@ -255,21 +270,26 @@ export async function queryLogs(
   const listParams: Params = { ...params };
   const where = [attr, ...timeRange(filters, listParams)];
   let offset = (page.page - 1) * page.pageSize;
+  let totalSql: string | undefined;
   if (offset >= SKIP_BY_BUCKETS_FROM_OFFSET && fitsStats(filters)) {
-    const skip = await skipByBuckets(ch, filters, attr, params, offset);
-    if (skip && skip.skipped > 0) {
+    const counted = await skipByBuckets(ch, filters, attr, params, offset);
+    if (counted) {
+      totalSql = '{total:UInt64}';
+      listParams.total = counted.total;
+    }
+    if (counted?.skip && counted.skip.skipped > 0) {
       where.push('created_at < toDateTime({before:UInt32})');
-      listParams.before = skip.before;
-      offset -= skip.skipped;
+      listParams.before = counted.skip.before;
+      offset -= counted.skip.skipped;
     }
   }
-  // The total rides on the keys' statement as a scalar subquery: one statement less in the queue.
-  // Its parameters are the same values under the same names, plus the range's own.
-  const totalSql = `(SELECT requests FROM (${rangeSumsSql(filters, attr, listParams)}))`;
+  // Otherwise the total rides on the keys' statement as a scalar subquery: one statement less. Its
+  // parameters are the same values under the same names, plus the range's own.
+  totalSql ??= `(SELECT requests FROM (${rangeSumsSql(filters, attr, listParams)}))`;
   const { items, total } = await pageRows(ch, where.join(' AND '), listParams, filters.userId, offset, page.pageSize, totalSql);
   if (total !== null) return { items, total };
   // No key on this page (past the end): the total alone.
-  const [count] = await ch.query({ query: `SELECT ${totalSql} AS requests`, query_params: listParams, format: 'JSONEachRow' })
+  const [count] = await ch.query({ query: `SELECT ${totalSql} AS requests`, query_params: listParams, format: 'JSONEachRow', clickhouse_settings: LOG_READ_SETTINGS })
     .then((rs) => rs.json<{ requests: string | number }>());
   return { items, total: Number(count?.requests ?? 0) };
 }
@@ -299,6 +319,7 @@ async function wholeRowsPage(
       LIMIT {want:UInt64}`,
     query_params: { ...params, want },
     format: 'JSONEachRow',
+    clickhouse_settings: LOG_READ_SETTINGS,
   }).then((rs) => rs.json<RawLogRow & { total: string | number }>());
   const distinct = rows.filter((r, i) => i === 0 || r.request_id !== rows[i - 1]!.request_id || r.created_at_unix !== rows[i - 1]!.created_at_unix);
   if (distinct.length < skip + limit && rows.length === want) return null;
@@ -331,6 +352,7 @@ async function pageRows(
         LIMIT {want:UInt64}`,
       query_params: { ...params, want },
       format: 'JSONCompactEachRow',
+      clickhouse_settings: LOG_READ_SETTINGS,
     }).then((rs) => rs.json<[number | string, string, number | string]>());
     if (rows.length) total = Number(rows[0]![2]);
     const distinct: Array<[number, string]> = [];
@@ -354,6 +376,7 @@ async function pageRows(
       ORDER BY created_at DESC, request_id DESC`,
     query_params: { user_id: userId, k_min: keys[keys.length - 1]![0], k_max: keys[0]![0], k_ids: keys.map(([, r]) => r) },
     format: 'JSONEachRow',
+    clickhouse_settings: LOG_READ_SETTINGS,
   }).then((rs) => rs.json<RawLogRow>());
   const byKey = new Map<string, RawLogRow>();
   for (const r of rows) byKey.set(`${Number(r.created_at_unix)}:${r.request_id}`, r);
@@ -400,6 +423,7 @@ export async function queryLogStat(ch: ClickHouseClient, filters: LogFilters, no
             WHERE ${attr} AND ((${rawWhere}) OR ${recent}) ${DEDUP})`,
     query_params: params,
     format: 'JSONEachRow',
+    clickhouse_settings: LOG_READ_SETTINGS,
   });
   const [row] = await rs.json<{ quota: string | number | null; rpm: string | number; tpm: string | number }>();
   return { quota: Number(row?.quota ?? 0), rpm: Number(row?.rpm ?? 0), tpm: Number(row?.tpm ?? 0) };

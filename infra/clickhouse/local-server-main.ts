@@ -13,6 +13,7 @@ const server = await startLocalClickHouse({
   port: Number(url.port || 8123),
   dataPath: config.CLICKHOUSE_LOCAL_PATH,
   connections: config.CLICKHOUSE_LOCAL_CONNECTIONS,
+  uncompressedCacheMb: config.CLICKHOUSE_LOCAL_UNCOMPRESSED_CACHE_MB,
   user: config.CLICKHOUSE_USER,
   password: config.CLICKHOUSE_PASSWORD,
   logger,

@@ -227,6 +227,13 @@ describe('local ClickHouse server', () => {
     expect(rows.map((r) => [r.step, Number(r.n)])).toEqual([['quick', 1], ['slow', 4]]);
   });
 
+  it('keeps a cache of decompressed blocks for the reads that ask for it', async () => {
+    const [row] = await (await client().query({
+      query: "SELECT value FROM system.server_settings WHERE name = 'uncompressed_cache_size'", format: 'JSONEachRow',
+    })).json<{ value: string }>();
+    expect(Number(row!.value)).toBe(256 * 1024 * 1024);
+  });
+
   it('applies clickhouse_settings to that request only', async () => {
     const c = client();
     const err = await thrown(c.query({

@@ -37,6 +37,8 @@ export interface LocalClickHouseOptions {
   connectionArgs?: string[];
   /** Engine connections, i.e. statements that can run at once; default DEFAULT_LOCAL_CONNECTIONS. */
   connections?: number;
+  /** The engine's cache of decompressed blocks (`uncompressed_cache_size`), MiB; default 256, 0: none. */
+  uncompressedCacheMb?: number;
 }
 
 /** Four statements at once: more than the cores of a small machine, so a short read never queues behind a long one. */
@@ -144,7 +146,10 @@ interface Lane {
 
 export async function startLocalClickHouse(options: LocalClickHouseOptions): Promise<LocalClickHouse> {
   mkdirSync(options.dataPath, { recursive: true });
-  const sessionOptions = options.connectionArgs ? { connectionArgs: options.connectionArgs } : {};
+  // Console reads ask for the cache of decompressed blocks (console-api/logs/log-query.ts); a server
+  // has none unless given a size.
+  const cacheBytes = Math.max(0, Math.trunc((options.uncompressedCacheMb ?? 256) * 1024 * 1024));
+  const sessionOptions = { connectionArgs: [`--uncompressed_cache_size=${cacheBytes}`, ...(options.connectionArgs ?? [])] };
   const count = Math.max(1, Math.trunc(options.connections ?? DEFAULT_LOCAL_CONNECTIONS));
   const lanes: Lane[] = [];
   for (let i = 0; i < count; i++) {
