@@ -56,6 +56,8 @@ export function openStack(
       ...(process.env.BENCH_RELAY_NODE_ARGS ?? '').split(' ').filter(Boolean),
     ],
     billingNodeArgs: (process.env.BENCH_BILLING_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    consoleNodeArgs: (process.env.BENCH_CONSOLE_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    clickhouseNodeArgs: (process.env.BENCH_CLICKHOUSE_NODE_ARGS ?? '').split(' ').filter(Boolean),
     log,
   });
 }

@@ -37,6 +37,9 @@ export interface StackOptions {
   relayNodeArgs?: string[];
   /** Node flags for the billing worker (BENCH_BILLING_NODE_ARGS, e.g. --cpu-prof --cpu-prof-dir DIR). */
   billingNodeArgs?: string[];
+  /** Node flags for the console-api and the embedded ClickHouse (BENCH_CONSOLE_NODE_ARGS, BENCH_CLICKHOUSE_NODE_ARGS). */
+  consoleNodeArgs?: string[];
+  clickhouseNodeArgs?: string[];
   /** Relay entry point (default dist/relay/main.js). */
   relayEntry?: string;
   /** Billing worker entry point (default dist/billing/main.js). */
@@ -133,7 +136,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     o.log(`clickhouse: starting the embedded server at ${chUrl} (data in .data/clickhouse-bench)`);
     const child = spawnService('clickhouse', 'dist/infra/clickhouse/local-server-main.js', {
       CLICKHOUSE_URL: chUrl, CLICKHOUSE_LOCAL_PATH: join(root, '.data/clickhouse-bench'), LOG_LEVEL: 'warn',
-    });
+    }, [], o.clickhouseNodeArgs ?? []);
     clickhouse = { name: 'clickhouse', pid: child.pid!, url: chUrl, child };
     children.push(clickhouse);
     const end = Date.now() + 60_000;
@@ -221,7 +224,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     relayMetricsUrl: `http://127.0.0.1:${relayMetricsPort}/metrics`,
     async startGateway(): Promise<void> {
       const billing = add('billing', 'billing', '', spawnService('billing', o.billingEntry ?? 'dist/billing/main.js', env, [], o.billingNodeArgs ?? []));
-      const consoleSvc = add('console', 'console-api', consoleUrl, spawnService('console-api', 'dist/console-api/main.js', env));
+      const consoleSvc = add('console', 'console-api', consoleUrl, spawnService('console-api', 'dist/console-api/main.js', env, [], o.consoleNodeArgs ?? []));
       const relay = add('relay', 'relay', relayUrl, spawnService('relay', o.relayEntry ?? 'dist/relay/main.js', env, [], o.relayNodeArgs ?? []));
       await waitHttp(`${relayUrl}/health`, relay.child, 'relay');
       await waitHttp(`${consoleUrl}/api/status`, consoleSvc.child, 'console-api');

@@ -5,7 +5,7 @@
 // each replay once (LIMIT 1 BY its key). Plans: docs/log-query-plans.md.
 import type { ClickHouseClient } from '../../infra/clickhouse/client.js';
 import { LOG_TYPE } from '../../core/usage/usage-event.js';
-import { BUCKET_SEC, LOG_READ_SETTINGS } from './log-query.js';
+import { BOUNDED_READ_SETTINGS, BUCKET_SEC, LOG_READ_SETTINGS } from './log-query.js';
 
 export interface DailyUsage {
   /** Unix seconds of the day's local midnight (by the requested UTC offset). */
@@ -49,7 +49,7 @@ export async function queryDailyUsage(ch: ClickHouseClient, userId: number, days
       GROUP BY day_index`,
     query_params: { user_id: userId, type: LOG_TYPE.consume, offset: offsetSec, from_ts: fromTs },
     format: 'JSONEachRow',
-    clickhouse_settings: LOG_READ_SETTINGS,
+    clickhouse_settings: fromStats ? BOUNDED_READ_SETTINGS : LOG_READ_SETTINGS,
   });
   const rows = await rs.json<Record<'day_index' | 'requests' | 'quota' | 'prompt_tokens' | 'completion_tokens', string | number>>();
   const byDay = new Map(rows.map((r) => [Number(r.day_index), r]));

@@ -46,6 +46,18 @@ type Params = Record<string, string | number>;
  */
 export const LOG_READ_SETTINGS = { use_uncompressed_cache: 1 } as const;
 
+/**
+ * A read bounded by the quarter-hour table or by a LIMIT in key order runs on one thread: for a few
+ * thousand rows, starting a second costs more than it saves (measured on the embedded server: 7.3
+ * against 9.3 ms of CPU for a first page, docs/performance.md). A read that scans an account's raw
+ * rows (a request-id filter) keeps the server's threads.
+ */
+export const BOUNDED_READ_SETTINGS = { ...LOG_READ_SETTINGS, max_threads: 1 } as const;
+
+function readSettings(f: LogFilters): typeof LOG_READ_SETTINGS | typeof BOUNDED_READ_SETTINGS {
+  return fitsStats(f) ? BOUNDED_READ_SETTINGS : LOG_READ_SETTINGS;
+}
+
 const MAX_UINT32 = 0xffff_ffff;
 const clampTs = (ts: number) => Math.min(Math.max(Math.trunc(ts), 0), MAX_UINT32);
 
@@ -247,7 +259,7 @@ async function skipByBuckets(
       ORDER BY b DESC`,
     query_params: params,
     format: 'JSONCompactEachRow',
-    clickhouse_settings: LOG_READ_SETTINGS,
+    clickhouse_settings: BOUNDED_READ_SETTINGS,
   });
   const rows = (await rs.json<[number | string, number | string]>()).map(([b, n]) => [Number(b), Number(n)] as const);
   const total = rows.reduce((sum, [, n]) => sum + n, 0);
@@ -286,10 +298,10 @@ export async function queryLogs(
   // Otherwise the total rides on the keys' statement as a scalar subquery: one statement less. Its
   // parameters are the same values under the same names, plus the range's own.
   totalSql ??= `(SELECT requests FROM (${rangeSumsSql(filters, attr, listParams)}))`;
-  const { items, total } = await pageRows(ch, where.join(' AND '), listParams, filters.userId, offset, page.pageSize, totalSql);
+  const { items, total } = await pageRows(ch, where.join(' AND '), listParams, filters.userId, offset, page.pageSize, totalSql, readSettings(filters));
   if (total !== null) return { items, total };
   // No key on this page (past the end): the total alone.
-  const [count] = await ch.query({ query: `SELECT ${totalSql} AS requests`, query_params: listParams, format: 'JSONEachRow', clickhouse_settings: LOG_READ_SETTINGS })
+  const [count] = await ch.query({ query: `SELECT ${totalSql} AS requests`, query_params: listParams, format: 'JSONEachRow', clickhouse_settings: readSettings(filters) })
     .then((rs) => rs.json<{ requests: string | number }>());
   return { items, total: Number(count?.requests ?? 0) };
 }
@@ -309,6 +321,7 @@ export const WHOLE_ROWS_UP_TO = 500;
 /** A page read with every column in key order, replays dropped; null when replays ate the slack. */
 async function wholeRowsPage(
   ch: ClickHouseClient, where: string, params: Params, skip: number, limit: number, totalSql: string,
+  settings: ReturnType<typeof readSettings>,
 ): Promise<{ items: LogEntry[]; total: number | null } | null> {
   const want = skip + limit + LIST_SLACK;
   const rows = await ch.query({
@@ -319,7 +332,7 @@ async function wholeRowsPage(
       LIMIT {want:UInt64}`,
     query_params: { ...params, want },
     format: 'JSONEachRow',
-    clickhouse_settings: LOG_READ_SETTINGS,
+    clickhouse_settings: settings,
   }).then((rs) => rs.json<RawLogRow & { total: string | number }>());
   const distinct = rows.filter((r, i) => i === 0 || r.request_id !== rows[i - 1]!.request_id || r.created_at_unix !== rows[i - 1]!.created_at_unix);
   if (distinct.length < skip + limit && rows.length === want) return null;
@@ -335,9 +348,10 @@ async function wholeRowsPage(
  */
 async function pageRows(
   ch: ClickHouseClient, where: string, params: Params, userId: number, skip: number, limit: number, totalSql: string,
+  settings: ReturnType<typeof readSettings>,
 ): Promise<{ items: LogEntry[]; total: number | null }> {
   if (skip + limit <= WHOLE_ROWS_UP_TO) {
-    const page = await wholeRowsPage(ch, where, params, skip, limit, totalSql);
+    const page = await wholeRowsPage(ch, where, params, skip, limit, totalSql, settings);
     if (page) return page;
   }
   let want = skip + limit + LIST_SLACK;
@@ -352,7 +366,7 @@ async function pageRows(
         LIMIT {want:UInt64}`,
       query_params: { ...params, want },
       format: 'JSONCompactEachRow',
-      clickhouse_settings: LOG_READ_SETTINGS,
+      clickhouse_settings: settings,
     }).then((rs) => rs.json<[number | string, string, number | string]>());
     if (rows.length) total = Number(rows[0]![2]);
     const distinct: Array<[number, string]> = [];
@@ -376,7 +390,7 @@ async function pageRows(
       ORDER BY created_at DESC, request_id DESC`,
     query_params: { user_id: userId, k_min: keys[keys.length - 1]![0], k_max: keys[0]![0], k_ids: keys.map(([, r]) => r) },
     format: 'JSONEachRow',
-    clickhouse_settings: LOG_READ_SETTINGS,
+    clickhouse_settings: BOUNDED_READ_SETTINGS,
   }).then((rs) => rs.json<RawLogRow>());
   const byKey = new Map<string, RawLogRow>();
   for (const r of rows) byKey.set(`${Number(r.created_at_unix)}:${r.request_id}`, r);
@@ -423,7 +437,7 @@ export async function queryLogStat(ch: ClickHouseClient, filters: LogFilters, no
             WHERE ${attr} AND ((${rawWhere}) OR ${recent}) ${DEDUP})`,
     query_params: params,
     format: 'JSONEachRow',
-    clickhouse_settings: LOG_READ_SETTINGS,
+    clickhouse_settings: readSettings(f),
   });
   const [row] = await rs.json<{ quota: string | number | null; rpm: string | number; tpm: string | number }>();
   return { quota: Number(row?.quota ?? 0), rpm: Number(row?.rpm ?? 0), tpm: Number(row?.tpm ?? 0) };
