@@ -125,9 +125,7 @@ async function main(): Promise<void> {
     if (opts.scale && !stack.consoleUrl) notes.push('Console at scale skipped: no --console-url.');
     if (opts.scale && stack.consoleUrl) {
       log(`console scale: ensuring ${opts.scaleRows.toLocaleString('en')} generated log rows`);
-      const sampler = new ProcSampler(ctx.watched);
-      scale = await runConsoleScale(sql, ch, stack.consoleUrl, { rows: opts.scaleRows, connections: 4, durationSec: opts.scaleDurationSec, log });
-      void sampler;
+      scale = await runConsoleScale(sql, ch, stack.consoleUrl, { rows: opts.scaleRows, connections: 4, durationSec: opts.scaleDurationSec, log, watched: ctx.watched });
     }
 
     // --- report ----------------------------------------------------------------------------------

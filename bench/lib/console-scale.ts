@@ -8,6 +8,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import { hashPassword } from '../../console-api/auth/password.js';
 import type { Sql } from '../../infra/postgres/client.js';
 import { cannon, type CannonResult } from './cannon.js';
+import { MACHINE, ProcSampler, type Watched } from './proc.js';
 
 export const SCALE_USERS = 1000;
 export const SCALE_PASSWORD = 'bench-logs-password';
@@ -19,6 +20,8 @@ export interface ScaleOptions {
   connections: number;
   durationSec: number;
   log: (line: string) => void;
+  /** Processes whose CPU is measured around each query's concurrent run. */
+  watched?: Watched[];
 }
 
 export interface ScaleQuery {
@@ -27,6 +30,11 @@ export interface ScaleQuery {
   result: CannonResult;
   /** The same query from one connection: its own latency, without the wait behind the others. */
   single: CannonResult;
+  /**
+   * CPU ms per request of the concurrent run, by process (console-api, clickhouse, postgres, load
+   * generator) and for the whole machine (MACHINE): what each request costs the shared cores.
+   */
+  cpuMsPerRequest?: Record<string, number>;
 }
 
 export interface ScaleResult {
@@ -145,12 +153,19 @@ export async function runConsoleScale(sql: Sql, ch: ClickHouseClient, consoleUrl
     const probe = await fetch(consoleUrl + q.path, { headers });
     const body = (await probe.json()) as { success: boolean; message: string };
     if (!body.success) o.log(`console scale: ${q.name} answered ${probe.status} ${body.message}`);
-    // One connection, then the configured concurrency: the embedded ClickHouse runs one statement at a
-    // time, so the second adds the queue to the first.
+    // One connection, then the configured concurrency: the second adds the wait for the shared cores.
     const single = await cannon({ url: consoleUrl, method: 'GET', connections: 1, durationSec: o.durationSec, headers, requests: [{ path: q.path }], timeoutSec: 60 });
+    const sampler = o.watched ? new ProcSampler(o.watched) : undefined;
+    sampler?.start();
     const result = await cannon({ url: consoleUrl, method: 'GET', connections: o.connections, durationSec: o.durationSec, headers, requests: [{ path: q.path }], timeoutSec: 60 });
+    const usage = sampler?.stop();
+    const served = Object.values(result.status).reduce((a, n) => a + n, 0);
+    const cpuMsPerRequest = usage && served > 0
+      ? Object.fromEntries(usage.filter((u) => ['console-api', 'clickhouse', 'postgres', 'load generator', MACHINE].includes(u.name))
+        .map((u) => [u.name, (u.cpuSec * 1000) / served]))
+      : undefined;
     o.log(`console scale: ${q.name}: p50 ${result.latency.p50.toFixed(1)} ms, p99 ${result.latency.p99.toFixed(1)} ms, ${result.rps.toFixed(1)} req/s (1 connection: p50 ${single.latency.p50.toFixed(1)} ms, p99 ${single.latency.p99.toFixed(1)} ms)`);
-    out.push({ name: q.name, path: q.path, result, single });
+    out.push({ name: q.name, path: q.path, result, single, ...(cpuMsPerRequest ? { cpuMsPerRequest } : {}) });
   }
   return { rows: o.rows, heavyUserRows: Number(heavyRows), loadSec, queries: out };
 }

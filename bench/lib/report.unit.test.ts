@@ -3,7 +3,8 @@
 import { cpus } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { ProcUsage } from './proc.js';
-import { meteredCeiling, type SaturationRun } from './report.js';
+import type { ScaleQuery } from './console-scale.js';
+import { closedLoopWait, meteredCeiling, type SaturationRun } from './report.js';
 
 function run(target: string, completed: number, rps: number, cpuSec: Record<string, number>): SaturationRun {
   const procs = Object.entries(cpuSec).map(([name, sec]) => ({ name, cpuSec: sec, cpuPct: 0, rssStartMb: 0, rssMaxMb: 0, rssEndMb: 0, rssSamples: [] }) as unknown as ProcUsage);
@@ -28,5 +29,27 @@ describe('meteredCeiling', () => {
   it('says nothing without both runs', () => {
     expect(meteredCeiling(undefined, bare)).toBe('');
     expect(meteredCeiling(run('relay', 0, 0, {}), bare)).toBe('');
+  });
+});
+
+describe('closedLoopWait', () => {
+  const cores = cpus().length;
+  const query = (cpuMsPerRequest?: Record<string, number>): ScaleQuery => ({
+    name: 'list, deep page', path: '/api/log/self?p=9',
+    result: { rps: 70, latency: { p50: 52.4, p99: 91 } } as unknown as ScaleQuery['result'],
+    single: {} as ScaleQuery['single'],
+    ...(cpuMsPerRequest ? { cpuMsPerRequest } : {}),
+  });
+
+  it("bounds the mean latency by Little's law from the machine's CPU per request", () => {
+    const text = closedLoopWait(query({ 'machine (all processes)': 25, clickhouse: 17, 'console-api': 4, postgres: 1, 'load generator': 2 }), 4);
+    expect(text).toContain('25.0 ms of the machine\'s CPU per request, ClickHouse 17.0, console-api 4.0, Postgres 1.0, load generator 2.0');
+    expect(text).toContain(`with 4 requests in flight on ${cores} cores a request takes ≥ ${((4 * 25) / cores).toFixed(1)} ms on average`);
+    expect(text).toContain('its p50 was 52.4 ms');
+  });
+
+  it('says nothing without CPU figures', () => {
+    expect(closedLoopWait(query(), 4)).toBe('');
+    expect(closedLoopWait(query({ 'machine (all processes)': 0 }), 4)).toBe('');
   });
 });
