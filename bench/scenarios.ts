@@ -108,6 +108,11 @@ export function expectationsFor(outputCap: number, cache: MockCacheUsage, media:
 }
 
 export const isRelay = (t: Target): boolean => t === 'relay' || t === 'relay-billing-paused';
+/** The relay's process id, started by the bench or found on its port (for its main thread's schedstat). */
+function relayPid(stack: Stack): number | undefined {
+  return stack.services.relay?.pid ?? stack.foreignPids.relay?.pids[0];
+}
+
 /** The watched process (bench/setup.ts) that serves a target. */
 export const procName = (t: Target): string => (isRelay(t) ? 'relay' : t === 'bare' ? 'bare proxy' : t === 'peer' ? PEER_NAME : 'mock');
 
@@ -151,7 +156,7 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
       const probe = target === 'relay' ? new LagProbe(ch, ctx.userId) : null;
       const lagBefore = target === 'relay' && stack.billingMetricsUrl ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
       probe?.start();
-      const [rt0, rd0] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl), redisSnapshot(ctx.redis)]) : [null, null];
+      const [rt0, rd0] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl, relayPid(stack)), redisSnapshot(ctx.redis)]) : [null, null];
       const sampler = new ProcSampler(w);
       sampler.start();
       const expectedRps = sc.rate || 1000;
@@ -174,7 +179,7 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
         if (!f.disabled) failed = true;
       }
       const procs = sampler.stop();
-      const [rt1, rd1] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl), redisSnapshot(ctx.redis)]) : [null, null];
+      const [rt1, rd1] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl, relayPid(stack)), redisSnapshot(ctx.redis)]) : [null, null];
       if (paused) process.kill(billingPid, 'SIGCONT');
       const mine = procs.find((p) => p.name === procName(target));
       const handled = r.completed + r.aborted;
@@ -223,12 +228,12 @@ export async function runSaturation(ctx: RunContext): Promise<{ saturation: Satu
     const spec = { url: urlOf[target], connections: 64, durationSec: Math.max(1, opts.durationMs / 1000), headers: headersOf(target), requests: [{ path: '/v1/messages', body: bodyJson({ model: 'bench-small', maxTokens: 16, stream: false }) }] };
     await cannon({ ...spec, durationSec: Math.max(1, opts.warmupMs / 1000) });
     const before = target === 'relay' ? await auditor.settledBooks() : null;
-    const [rt0, rd0] = target === 'relay' ? await Promise.all([runtimeSnapshot(ctx.stack.relayMetricsUrl), redisSnapshot(ctx.redis)]) : [null, null];
+    const [rt0, rd0] = target === 'relay' ? await Promise.all([runtimeSnapshot(ctx.stack.relayMetricsUrl, relayPid(ctx.stack)), redisSnapshot(ctx.redis)]) : [null, null];
     const sampler = new ProcSampler(w);
     sampler.start();
     const result = await cannon(spec);
     const procs = sampler.stop();
-    const [rt1, rd1] = target === 'relay' ? await Promise.all([runtimeSnapshot(ctx.stack.relayMetricsUrl), redisSnapshot(ctx.redis)]) : [null, null];
+    const [rt1, rd1] = target === 'relay' ? await Promise.all([runtimeSnapshot(ctx.stack.relayMetricsUrl, relayPid(ctx.stack)), redisSnapshot(ctx.redis)]) : [null, null];
     const mine = procs.find((p) => p.name === procName(target));
     saturation.push({
       target, result, procs, cpuUsPerReq: mine && result.completed ? (mine.cpuSec * 1e6) / result.completed : null,

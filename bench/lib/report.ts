@@ -218,12 +218,13 @@ export function reportMarkdown(
   };
   if (waits.length) {
     L.push('## What the relay waited on (per relay run)', '');
-    L.push('Event-loop delay: the relay\'s `nodejs_eventloop_delay_seconds` between two scrapes around the run (bucket upper bounds; mean from the sum). GC: its `nodejs_gc_duration_seconds` by kind. Redis: `INFO commandstats` and `INFO cpu` of the whole server around the run, per request the run handled (commands run inside scripts counted as Redis counts them; a Redis shared with other work adds that work).', '');
-    L.push('| run | loop delay p50 / p99 / mean ms | GC pauses: count, ms (by kind) | GC µs/req | Redis calls/req | Redis exec µs/req | Redis CPU µs/req | top Redis commands (calls/req, µs/call) | billing / ClickHouse CPU µs/req |', '|---|---|---|---|---|---|---|---|---|');
+    L.push('Event-loop delay: the relay\'s `nodejs_eventloop_delay_seconds` between two scrapes around the run (bucket upper bounds; mean from the sum). GC: its `nodejs_gc_duration_seconds` by kind. Redis: `INFO commandstats` and `INFO cpu` of the whole server around the run, per request the run handled (commands run inside scripts counted as Redis counts them; a Redis shared with other work adds that work). Event-loop thread: the kernel\'s schedstat of the relay\'s main thread around the run, ms per second on a core and ms per second runnable but waiting for a core that another thread or process held (that wait per request in parentheses).', '');
+    L.push('| run | loop delay p50 / p99 / mean ms | event-loop thread: on a core / waiting for one, ms per s (wait µs/req) | GC pauses: count, ms (by kind) | GC µs/req | Redis calls/req | Redis exec µs/req | Redis CPU µs/req | top Redis commands (calls/req, µs/call) | billing / ClickHouse CPU µs/req |', '|---|---|---|---|---|---|---|---|---|---|');
     for (const [name, rt, rd, procs, n] of waits) {
       const gc = rt ? `${rt.gcCount}, ${fmt(rt.gcMs, 1)} (${rt.gc.map((g) => `${g.kind} ${g.count}/${fmt(g.ms, 1)}`).join(', ') || 'none'})` : '–';
       const top = rd ? rd.top.slice(0, 4).map((t) => `${t.command} ${fmt(t.callsPerReq, 2)}, ${fmt(t.usPerCall, 1)}`).join('; ') : '–';
-      L.push(`| ${name} | ${rt ? `${fmt(rt.loopP50Ms, 1)} / ${fmt(rt.loopP99Ms, 1)} / ${fmt(rt.loopMeanMs, 2)}` : '–'} | ${gc} | ${rt ? fmt(rt.gcUsPerReq, 1) : '–'} | ${rd ? fmt(rd.callsPerReq, 2) : '–'} | ${rd ? fmt(rd.execUsPerReq, 1) : '–'} | ${rd ? fmt(rd.cpuUsPerReq, 1) : '–'} | ${top} | ${perReq(procs, 'billing', n)} / ${perReq(procs, 'clickhouse', n)} |`);
+      const sched = rt && Number.isFinite(rt.mainWaitMsPerSec) ? `${fmt(rt.mainOnCpuMsPerSec, 0)} / ${fmt(rt.mainWaitMsPerSec, 1)} (${fmt(rt.mainWaitUsPerReq, 1)})` : '–';
+      L.push(`| ${name} | ${rt ? `${fmt(rt.loopP50Ms, 1)} / ${fmt(rt.loopP99Ms, 1)} / ${fmt(rt.loopMeanMs, 2)}` : '–'} | ${sched} | ${gc} | ${rt ? fmt(rt.gcUsPerReq, 1) : '–'} | ${rd ? fmt(rd.callsPerReq, 2) : '–'} | ${rd ? fmt(rd.execUsPerReq, 1) : '–'} | ${rd ? fmt(rd.cpuUsPerReq, 1) : '–'} | ${top} | ${perReq(procs, 'billing', n)} / ${perReq(procs, 'clickhouse', n)} |`);
     }
     L.push('');
   }

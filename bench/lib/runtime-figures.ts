@@ -2,7 +2,10 @@
 // and GC pauses (nodejs_eventloop_delay_seconds and nodejs_gc_duration_seconds of its /metrics,
 // relay/metrics/runtime-metrics.ts) and Redis' own accounting (INFO commandstats and INFO cpu), each
 // divided by the requests the run handled. Redis is the whole server's: on a Redis shared with other
-// work, its figures include that work (the report says so).
+// work, its figures include that work (the report says so). And the scheduler's accounting of the
+// relay's event-loop thread (/proc/<pid>/task/<pid>/schedstat: time on a core, time runnable but
+// waiting for one), which tells a relay busy with its own work from one waiting for a core.
+import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import { parsePromText } from '../../core/metrics/prom.js';
 import { histogramQuantile, type Buckets } from './prom-scrape.js';
@@ -11,6 +14,19 @@ export interface RuntimeSnapshot {
   loop: Buckets | null;
   loopSum: number;
   gc: Map<string, { count: number; seconds: number }>;
+  /** The event-loop thread's schedstat (ns on a core, ns waiting for one) and when it was read; null off Linux. */
+  sched: { onCpuNs: number; waitNs: number; atMs: number } | null;
+}
+
+/** /proc/<pid>/task/<pid>/schedstat of a process's main thread, or null when it cannot be read. */
+export function mainThreadSchedstat(pid: number | undefined): RuntimeSnapshot['sched'] {
+  if (!pid) return null;
+  try {
+    const [onCpu, wait] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+    return Number.isFinite(onCpu) && Number.isFinite(wait) ? { onCpuNs: onCpu!, waitNs: wait!, atMs: performance.now() } : null;
+  } catch {
+    return null;
+  }
 }
 
 export interface RuntimeFigures {
@@ -25,10 +41,18 @@ export interface RuntimeFigures {
   gcMs: number;
   /** GC pause time per request, µs. */
   gcUsPerReq: number;
+  /**
+   * The event-loop thread over the run: ms per second on a core and ms per second runnable but waiting
+   * for a core (another process or thread had it), and that wait per request (µs). NaN without schedstat.
+   */
+  mainOnCpuMsPerSec: number;
+  mainWaitMsPerSec: number;
+  mainWaitUsPerReq: number;
 }
 
-export async function runtimeSnapshot(metricsUrl: string | undefined): Promise<RuntimeSnapshot | null> {
+export async function runtimeSnapshot(metricsUrl: string | undefined, pid?: number): Promise<RuntimeSnapshot | null> {
   if (!metricsUrl) return null;
+  const sched = mainThreadSchedstat(pid);
   try {
     const res = await fetch(metricsUrl, { signal: AbortSignal.timeout(2000) });
     if (!res.ok) return null;
@@ -46,7 +70,7 @@ export async function runtimeSnapshot(metricsUrl: string | undefined): Promise<R
         gc.set(g[2]!, e);
       }
     }
-    return { loop: loop.length ? loop.sort((a, b) => a[0] - b[0]) : null, loopSum: m.get('nodejs_eventloop_delay_seconds_sum') ?? 0, gc };
+    return { loop: loop.length ? loop.sort((a, b) => a[0] - b[0]) : null, loopSum: m.get('nodejs_eventloop_delay_seconds_sum') ?? 0, gc, sched };
   } catch {
     return null;
   }
@@ -62,10 +86,16 @@ export function runtimeDelta(before: RuntimeSnapshot | null, after: RuntimeSnaps
   }).filter((g) => g.count > 0);
   const gcCount = gc.reduce((s, g) => s + g.count, 0);
   const gcMs = gc.reduce((s, g) => s + g.ms, 0);
+  const s0 = before.sched, s1 = after.sched;
+  const wallSec = s0 && s1 ? (s1.atMs - s0.atMs) / 1000 : NaN;
+  const waitMs = s0 && s1 ? (s1.waitNs - s0.waitNs) / 1e6 : NaN;
   return {
     loopP50Ms: p50.value * 1000, loopP99Ms: p99.value * 1000,
     loopMeanMs: p50.count ? ((after.loopSum - before.loopSum) / p50.count) * 1000 : NaN, loopSamples: p50.count,
     gc, gcCount, gcMs, gcUsPerReq: requests ? (gcMs * 1000) / requests : NaN,
+    mainOnCpuMsPerSec: s0 && s1 && wallSec > 0 ? (s1.onCpuNs - s0.onCpuNs) / 1e6 / wallSec : NaN,
+    mainWaitMsPerSec: wallSec > 0 ? waitMs / wallSec : NaN,
+    mainWaitUsPerReq: requests > 0 ? (waitMs * 1000) / requests : NaN,
   };
 }
 

@@ -161,19 +161,14 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
   // Free lanes, and the statements waiting for one in arrival order.
   const idle = [...lanes];
   const waiting: Array<(lane: Lane) => void> = [];
-  let running = 0;
-  let allIdle: (() => void) | undefined;
   async function onLane<T>(fn: (lane: Lane) => Promise<T>): Promise<T> {
-    running++;
     const lane = idle.pop() ?? (await new Promise<Lane>((resolve) => waiting.push(resolve)));
     try {
       return await fn(lane);
     } finally {
-      running--;
       const next = waiting.shift();
       if (next) next(lane);
       else idle.push(lane);
-      if (running === 0) allIdle?.();
     }
   }
   let writes: Promise<unknown> = Promise.resolve();
@@ -186,9 +181,18 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
   const first = await lanes[0]!.session.queryAsync('SELECT version() AS v, timezone() AS tz', { format: 'JSONEachRow' });
   const { v: version, tz: timezone } = first.json<{ v: string; tz: string }>();
 
-  function execute(r: ParsedRequest) {
+  // Statements accepted and not finished, queued ones included: close() waits for them before it closes
+  // the engine connections under them.
+  let running = 0;
+  let allDone: (() => void) | undefined;
+  async function execute(r: ParsedRequest) {
     const run = () => onLane((lane) => executeOn(lane, r));
-    return READ_STATEMENT.test(r.query) && r.body.length === 0 ? run() : oneWriteAtATime(run);
+    running++;
+    try {
+      return await (READ_STATEMENT.test(r.query) && r.body.length === 0 ? run() : oneWriteAtATime(run));
+    } finally {
+      if (--running === 0) allDone?.();
+    }
   }
 
   async function executeOn(lane: Lane, r: ParsedRequest) {
@@ -335,7 +339,7 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
         const cut = setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS);
         await stopped;
         clearTimeout(cut);
-        if (running > 0) await new Promise<void>((resolve) => { allIdle = resolve; });
+        if (running > 0) await new Promise<void>((resolve) => { allDone = resolve; });
         for (const lane of lanes) lane.session.close();
         await drainPending();
       })();
