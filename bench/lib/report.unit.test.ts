@@ -4,7 +4,8 @@ import { cpus } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { ProcUsage } from './proc.js';
 import type { ScaleQuery } from './console-scale.js';
-import { closedLoopWait, meteredCeiling, type SaturationRun } from './report.js';
+import { closedLoopWait, coreWait, meteredCeiling, type SaturationRun } from './report.js';
+import type { RuntimeFigures } from './runtime-figures.js';
 
 function run(target: string, completed: number, rps: number, cpuSec: Record<string, number>): SaturationRun {
   const procs = Object.entries(cpuSec).map(([name, sec]) => ({ name, cpuSec: sec, cpuPct: 0, rssStartMb: 0, rssMaxMb: 0, rssEndMb: 0, rssSamples: [] }) as unknown as ProcUsage);
@@ -51,5 +52,20 @@ describe('closedLoopWait', () => {
   it('says nothing without CPU figures', () => {
     expect(closedLoopWait(query(), 4)).toBe('');
     expect(closedLoopWait(query({ 'machine (all processes)': 0 }), 4)).toBe('');
+  });
+});
+
+describe('coreWait', () => {
+  const figures = (mainWaitMsPerSec: number) => ({ runtime: { mainWaitMsPerSec } as RuntimeFigures });
+
+  it('gives the event-loop thread\'s wait for a core, running and with billing paused', () => {
+    const text = coreWait(figures(264.8), figures(125.9));
+    expect(text).toContain('waited for a core 265 ms of every second, 126 ms with billing paused');
+  });
+
+  it('says nothing without the running figure, and leaves out a missing paused one', () => {
+    expect(coreWait(undefined, figures(10))).toBe('');
+    expect(coreWait(figures(NaN), figures(10))).toBe('');
+    expect(coreWait(figures(40), { runtime: null })).toContain('40 ms of every second:');
   });
 });
