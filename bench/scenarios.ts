@@ -165,7 +165,7 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
         abortAfterBodyBytes: sc.abortAfterBodyBytes,
         captureHeader: target === 'relay' && !sc.abortAfterBodyBytes ? 'x-gateway-request-id' : undefined,
         captureEvery: Math.max(1, Math.round(expectedRps / 50)),
-        onCapture: probe ? (value, endMs) => probe.add(value, endMs) : undefined,
+        onCapture: probe ? (value, endMs, startMs) => probe.add(value, endMs, startMs) : undefined,
       });
       // The errors scenario: a channel's provider key is revoked a third of the way into the relay run.
       const failing = sc.id === 'mix' && target === 'relay' && ctx.failChannelDuring

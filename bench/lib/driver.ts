@@ -23,8 +23,8 @@ export interface DriveSpec {
   abortAfterBodyBytes?: number;
   /** Lower-case header name to capture from 2xx responses, with the wall-clock end time. */
   captureHeader?: string;
-  /** Called at once with each captured header value and the response's wall-clock end time. */
-  onCapture?: (value: string, endMs: number) => void;
+  /** Called at once with each captured header value and the response's wall-clock end and start times. */
+  onCapture?: (value: string, endMs: number, startMs: number) => void;
   /** Capture one response in this many (default 1). */
   captureEvery?: number;
   /** Longest wait for in-flight responses after the duration (default 30 s). */
@@ -173,7 +173,7 @@ export async function drive(spec: DriveSpec): Promise<DriveResult> {
           if (m) {
             const c = { value: m[1]!.trim(), endMs: Date.now() };
             captured.push(c);
-            spec.onCapture?.(c.value, c.endMs);
+            spec.onCapture?.(c.value, c.endMs, c.endMs - (end - sentAt));
           }
         }
       }
