@@ -1,7 +1,8 @@
 // ClickHouse's HTTP interface over the embedded chdb engine, so that services use @clickhouse/client
 // against a local data directory exactly as against a real server. Only what the client uses is
-// implemented: /ping, queries by URL and/or body, `database`, `param_*` (bound by the engine, never
-// spliced), settings, `default_format`, gzip both ways, user/password, and ClickHouse's error format.
+// implemented: /ping, queries by URL and/or body, `database`, `param_*` (parsed by the engine as their
+// placeholders' types, never spliced into the statement: below), settings, `default_format`, gzip both
+// ways, user/password, and ClickHouse's error format.
 //
 // chdb binds one data directory per process, and since chdb 3.1 any number of connections (Sessions)
 // to it, each with its own state (current database, `SET`) and running its statements in parallel
