@@ -353,7 +353,8 @@ export class CreditSlices {
 
   /** Trims a retired slice with running requests to what they reserved, or returns one without. */
   #release(s: Slice): void {
-    if (s.releasing !== null || (s.open > 0 && s.trimmed)) return;
+    // A call on its way already has its own warning; #releaseNow decides whether one is due.
+    if (s.releasing !== null) return;
     this.#releaseNow(s).catch((err: unknown) => {
       this.#log?.warn({ err: (err as Error).message, slice: s.id }, 'credit slice not returned yet; the next sweep tries again');
     });
