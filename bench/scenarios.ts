@@ -8,7 +8,7 @@ import { cannon } from './lib/cannon.js';
 import { drive } from './lib/driver.js';
 import { ProcSampler, type Watched } from './lib/proc.js';
 import { fmt, saturated, type CurvePoint, type RunFigures, type SaturationRun, type ScenarioReport } from './lib/report.js';
-import type { Stack } from './lib/stack.js';
+import { servicePids, type Stack } from './lib/stack.js';
 import { histogramQuantile, scrapeHistogram } from './lib/prom-scrape.js';
 import { PEER_NAME } from './lib/peer-gateway.js';
 import { redisDelta, redisSnapshot, runtimeDelta, runtimeSnapshot } from './lib/runtime-figures.js';
@@ -109,9 +109,7 @@ export function expectationsFor(outputCap: number, cache: MockCacheUsage, media:
 
 export const isRelay = (t: Target): boolean => t === 'relay' || t === 'relay-billing-paused';
 /** The relay's process id, started by the bench or found on its port (for its main thread's schedstat). */
-function relayPid(stack: Stack): number | undefined {
-  return stack.services.relay?.pid ?? stack.foreignPids.relay?.pids[0];
-}
+const relayPid = (stack: Stack): number | undefined => servicePids(stack, 'relay')?.[0];
 
 /** The watched process (bench/setup.ts) that serves a target. */
 export const procName = (t: Target): string => (isRelay(t) ? 'relay' : t === 'bare' ? 'bare proxy' : t === 'peer' ? PEER_NAME : 'mock');

@@ -15,7 +15,7 @@ import { Auditor, type AuditResult } from './lib/audit.js';
 import { buildRequest, drive } from './lib/driver.js';
 import { BENCH_MODELS, ensureBenchFixtures } from './lib/fixtures.js';
 import { pidsByComm, type Watched } from './lib/proc.js';
-import { attachStack, startStack, type ServiceName, type Stack } from './lib/stack.js';
+import { attachStack, servicePids, startStack, type ServiceName, type Stack } from './lib/stack.js';
 import { pidList, type BenchArgs, type BenchOptions } from './options.js';
 import type { MessageUsage } from './mock-upstream/wire-format.js';
 import { bodyJson, expectationsFor, isRelay, PROBE_BODY, requestOf, type BodySpec, type MockCacheUsage, type MockMediaTokens, type RunContext, type Target } from './scenarios.js';
@@ -63,11 +63,10 @@ export function openStack(
 }
 
 function watched(stack: Stack): Watched[] {
-  const s = stack.services;
   const w: Watched[] = [{ name: 'load generator', pids: [process.pid] }];
   const rows: Array<[string, ServiceName]> = [['relay', 'relay'], ['bare proxy', 'bare'], ['mock', 'mock'], ['billing', 'billing'], ['console-api', 'console'], ['clickhouse', 'clickhouse'], [PEER_NAME, 'peer']];
   for (const [name, key] of rows) {
-    const pids = s[key] ? [s[key].pid] : stack.foreignPids[key]?.pids;
+    const pids = servicePids(stack, key);
     if (pids?.length) w.push({ name, pids });
   }
   w.push({ name: 'redis-server', pids: pidsByComm('redis-server') });

@@ -44,6 +44,9 @@ export interface ScaleResult {
   queries: ScaleQuery[];
 }
 
+/** The processes whose CPU per request the report gives for each query, besides the whole machine. */
+export const SCALE_CPU_PROCESSES = ['clickhouse', 'console-api', 'postgres', 'load generator'] as const;
+
 const username = (i: number): string => `bench-logs-${String(i).padStart(4, '0')}`;
 
 async function ensureAccounts(sql: Sql): Promise<number[]> {
@@ -159,10 +162,9 @@ export async function runConsoleScale(sql: Sql, ch: ClickHouseClient, consoleUrl
     sampler?.start();
     const result = await cannon({ url: consoleUrl, method: 'GET', connections: o.connections, durationSec: o.durationSec, headers, requests: [{ path: q.path }], timeoutSec: 60 });
     const usage = sampler?.stop();
-    const served = Object.values(result.status).reduce((a, n) => a + n, 0);
-    const cpuMsPerRequest = usage && served > 0
-      ? Object.fromEntries(usage.filter((u) => ['console-api', 'clickhouse', 'postgres', 'load generator', MACHINE].includes(u.name))
-        .map((u) => [u.name, (u.cpuSec * 1000) / served]))
+    const cpuMsPerRequest = usage && result.completed > 0
+      ? Object.fromEntries(usage.filter((u) => u.name === MACHINE || (SCALE_CPU_PROCESSES as readonly string[]).includes(u.name))
+        .map((u) => [u.name, (u.cpuSec * 1000) / result.completed]))
       : undefined;
     o.log(`console scale: ${q.name}: p50 ${result.latency.p50.toFixed(1)} ms, p99 ${result.latency.p99.toFixed(1)} ms, ${result.rps.toFixed(1)} req/s (1 connection: p50 ${single.latency.p50.toFixed(1)} ms, p99 ${single.latency.p99.toFixed(1)} ms)`);
     out.push({ name: q.name, path: q.path, result, single, ...(cpuMsPerRequest ? { cpuMsPerRequest } : {}) });

@@ -5,7 +5,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import type { AuditResult } from './audit.js';
 import type { CannonResult } from './cannon.js';
-import type { ScaleQuery, ScaleResult } from './console-scale.js';
+import { SCALE_CPU_PROCESSES, type ScaleQuery, type ScaleResult } from './console-scale.js';
 import type { ProfileSummary } from './cpu-profile.js';
 import type { DriveResult } from './driver.js';
 import { MACHINE, OTHERS, type ProcUsage } from './proc.js';
@@ -249,7 +249,7 @@ export function reportMarkdown(
       const non2xx = Object.entries(q.result.status).filter(([k]) => !k.startsWith('2')).reduce((a, [, v]) => a + v, 0);
       const one = q.single ? `${fmt(q.single.latency.p50, 1)} / ${fmt(q.single.latency.p99, 1)}` : '–';
       const c = q.cpuMsPerRequest;
-      const cpu = c ? `${fmt(c[MACHINE], 1)} (${['clickhouse', 'console-api', 'postgres', 'load generator'].map((n) => fmt(c[n], 1)).join(' / ')})` : '–';
+      const cpu = c ? `${fmt(c[MACHINE], 1)} (${SCALE_CPU_PROCESSES.map((n) => fmt(c[n], 1)).join(' / ')})` : '–';
       L.push(`| ${q.name} | ${fmt(q.result.rps, 1)} | ${fmt(q.result.latency.p50, 1)} | ${fmt(q.result.latency.p99, 1)} | ${non2xx} | ${one} | ${cpu} |`);
     }
     L.push('', 'The embedded ClickHouse runs reads on CLICKHOUSE_LOCAL_CONNECTIONS engine connections (default 4) and shares the cores with them: at 4 connections a request also waits for a core; the 1-connection column is the query alone. CPU per request is each process\'s CPU time over the 4-connection run divided by its requests; "machine" is every process on the host.');

@@ -56,6 +56,12 @@ export interface Service {
 
 export type ServiceName = 'mock' | 'bare' | 'relay' | 'billing' | 'console' | 'clickhouse' | 'peer';
 
+/** A service's processes: the one the bench spawned, or those found for it (attached mode); undefined when neither. */
+export function servicePids(stack: Pick<Stack, 'services' | 'foreignPids'>, key: ServiceName): number[] | undefined {
+  const own = stack.services[key];
+  return own ? [own.pid] : stack.foreignPids[key]?.pids;
+}
+
 export interface Stack {
   /** 'own': every process spawned here; 'attached': a running stack given by URL (only the bare proxy is ours). */
   mode: 'own' | 'attached';

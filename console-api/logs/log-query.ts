@@ -64,7 +64,9 @@ export const LOG_READ_SETTINGS = {
  */
 export const BOUNDED_READ_SETTINGS = { ...LOG_READ_SETTINGS, max_threads: 1 } as const;
 
-function readSettings(f: LogFilters): typeof LOG_READ_SETTINGS | typeof BOUNDED_READ_SETTINGS {
+type ReadSettings = typeof LOG_READ_SETTINGS | typeof BOUNDED_READ_SETTINGS;
+
+function readSettings(f: LogFilters): ReadSettings {
   return fitsStats(f) ? BOUNDED_READ_SETTINGS : LOG_READ_SETTINGS;
 }
 
@@ -312,10 +314,11 @@ export async function queryLogs(
   // Otherwise the total rides on the keys' statement as a scalar subquery: one statement less. Its
   // parameters are the same values under the same names, plus the range's own.
   totalSql ??= `(SELECT requests FROM (${rangeSumsSql(filters, attr, listParams)}))`;
-  const { items, total } = await pageRows(ch, where.join(' AND '), listParams, filters.userId, offset, page.pageSize, totalSql, readSettings(filters));
+  const settings = readSettings(filters);
+  const { items, total } = await pageRows(ch, where.join(' AND '), listParams, filters.userId, offset, page.pageSize, totalSql, settings);
   if (total !== null) return { items, total };
   // No key on this page (past the end): the total alone.
-  const [count] = await ch.query({ query: `SELECT ${totalSql} AS requests`, query_params: listParams, format: 'JSONEachRow', clickhouse_settings: readSettings(filters) })
+  const [count] = await ch.query({ query: `SELECT ${totalSql} AS requests`, query_params: listParams, format: 'JSONEachRow', clickhouse_settings: settings })
     .then((rs) => rs.json<{ requests: string | number }>());
   return { items, total: Number(count?.requests ?? 0) };
 }
@@ -335,7 +338,7 @@ export const WHOLE_ROWS_UP_TO = 500;
 /** A page read with every column in key order, replays dropped; null when replays ate the slack. */
 async function wholeRowsPage(
   ch: ClickHouseClient, where: string, params: Params, skip: number, limit: number, totalSql: string,
-  settings: ReturnType<typeof readSettings>,
+  settings: ReadSettings,
 ): Promise<{ items: LogEntry[]; total: number | null } | null> {
   const want = skip + limit + LIST_SLACK;
   const rows = await ch.query({
@@ -362,7 +365,7 @@ async function wholeRowsPage(
  */
 async function pageRows(
   ch: ClickHouseClient, where: string, params: Params, userId: number, skip: number, limit: number, totalSql: string,
-  settings: ReturnType<typeof readSettings>,
+  settings: ReadSettings,
 ): Promise<{ items: LogEntry[]; total: number | null }> {
   if (skip + limit <= WHOLE_ROWS_UP_TO) {
     const page = await wholeRowsPage(ch, where, params, skip, limit, totalSql, settings);

@@ -473,6 +473,5 @@ function quoteIdent(name: string): string {
 
 /** A string literal of exactly `value`: backslash, quote and control characters escaped. */
 export function quoteString(value: string): string {
-  // eslint-disable-next-line no-control-regex
   return `'${value.replace(/[\\'\x00-\x1f\x7f]/g, (c) => (c === '\\' || c === "'" ? `\\${c}` : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`))}'`;
 }
