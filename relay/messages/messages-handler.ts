@@ -36,7 +36,8 @@ import { affinityOf, endUserOf } from '../routing/affinity.js';
 import { exchangeEnded, providerAnswered, providerFailed, providerUnreachable } from '../routing/channel-outcomes.js';
 import { isRetriedFault } from '../../core/channels/provider-fault.js';
 import { CountQueueFull, reservationInputTokens } from '../token-count/token-counter.js';
-import { headerOf, readText } from '../upstream/provider-response.js';
+import { MAX_UPSTREAM_JSON, StreamedAnswer, WholeAnswer, type ProviderAnswer } from '../upstream/provider-response.js';
+import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
 import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';
 import { isHttpFieldValue } from './header-values.js';
@@ -114,7 +115,8 @@ class Exchange {
    * provider until it has (onClientAborted).
    */
   usagePending = false;
-  upstream: UpstreamAbort | null = null;
+  /** Cancels the call to the provider in progress. */
+  upstream: UpstreamAbort | BufferedCall | null = null;
   upstreamBody: Dispatcher.ResponseData['body'] | null = null;
 
   record: ApiKeyRecord | null = null;
@@ -405,20 +407,31 @@ class Exchange {
       return 'done';
     }
     const headers = provider.headers(channel, { version: this.version, beta: this.beta });
-    const controller = new UpstreamAbort();
-    this.upstream = controller;
-    let response: Dispatcher.ResponseData;
+    const pool = this.ctx.pools.for(channel.baseUrl);
+    let answer: ProviderAnswer;
     const sentAt = performance.now();
     try {
-      response = await this.ctx.pools.for(channel.baseUrl).request({
-        path: provider.path,
-        method: 'POST',
-        headers,
-        body: payload,
-        // Not an AbortSignal, but all of one undici uses (upstream-abort.ts).
-        signal: controller as unknown as AbortSignal,
-        headersTimeout: body.stream === true ? this.ctx.streamHeadersTimeoutMs : this.ctx.messageHeadersTimeoutMs,
-      });
+      if (body.stream === true) {
+        const controller = new UpstreamAbort();
+        this.upstream = controller;
+        const response = await pool.request({
+          path: provider.path,
+          method: 'POST',
+          headers,
+          body: payload,
+          // Not an AbortSignal, but all of one undici uses (upstream-abort.ts).
+          signal: controller as unknown as AbortSignal,
+          headersTimeout: this.ctx.streamHeadersTimeoutMs,
+        });
+        this.upstreamBody = response.body;
+        answer = new StreamedAnswer(response);
+      } else {
+        // Read whole, without a stream (buffered-call.ts).
+        const call = new BufferedCall(MAX_UPSTREAM_JSON);
+        this.upstream = call;
+        pool.dispatch({ path: provider.path, method: 'POST', headers, body: payload, headersTimeout: this.ctx.messageHeadersTimeoutMs }, call);
+        answer = new WholeAnswer(await call.answer);
+      }
     } catch (err) {
       if (this.aborted) return REASON.clientGone;
       providerUnreachable(channel);
@@ -430,23 +443,22 @@ class Exchange {
       this.fail(new RelayError('upstream_unreachable'), reachedProvider(err) ? REASON.noAnswer : REASON.connectionFailed);
       return 'done';
     }
-    relayMetrics.upstreamLatency(performance.now() - sentAt);
-    this.upstreamBody = response.body;
-    this.upstreamRequestId = headerOf(response.headers[provider.requestIdHeader]);
-    const status = response.statusCode;
+    relayMetrics.upstreamLatency(answer.headersAt - sentAt);
+    this.upstreamRequestId = answer.header(provider.requestIdHeader);
+    const status = answer.statusCode;
     if (status === 429 || status >= 500) {
-      const text = await readText(response.body).catch(() => '');
+      const text = await answer.text().catch(() => '');
       if (this.aborted) return REASON.clientGone;
       providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt);
       if (mayRetry && !this.headersSent) {
         this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider failed; retrying on another channel');
         return httpReason(status);
       }
-      this.passThroughError(status, text, response.headers, provider);
+      this.passThroughError(status, text, answer, provider);
       return 'done';
     }
     if (status !== 200) {
-      const text = await readText(response.body).catch(() => '');
+      const text = await answer.text().catch(() => '');
       if (this.aborted) return REASON.clientGone;
       // The channel's own credential or account refused (routing/channel-outcomes.ts): counted
       // against it and retried elsewhere like a 5xx; the client's own bad request is passed through.
@@ -459,20 +471,19 @@ class Exchange {
         this.fail(new RelayError('upstream_unreachable'), httpReason(status));
         return 'done';
       }
-      this.passThroughError(status, text, response.headers, provider);
+      this.passThroughError(status, text, answer, provider);
       return 'done';
     }
     this.channelSentAt = sentAt;
-    providerAnswered(this.ctx.health, channel, performance.now() - sentAt);
-    const contentType = headerOf(response.headers['content-type']);
-    if (contentType.startsWith('text/event-stream')) {
-      pipeStream(this, response, {
+    providerAnswered(this.ctx.health, channel, answer.headersAt - sentAt);
+    if (answer.header('content-type').startsWith('text/event-stream')) {
+      pipeStream(this, answer.stream(), {
         provider,
         rewriter: this.streamRewriter(provider),
         failedEvent: this.protocol === 'openai' ? CHAT_STREAM_FAILED_EVENT : STREAM_FAILED_EVENT,
         requestIdHeader: this.requestIdHeader,
       });
-    } else await this.sendMessage(response, provider);
+    } else await this.sendMessage(answer, provider);
     return 'done';
   }
 
@@ -532,11 +543,11 @@ class Exchange {
     return this.protocol === 'openai' ? messageToChat(buf, this.body!.model) : chatToMessage(buf, this.body!.model);
   }
 
-  async sendMessage(response: Dispatcher.ResponseData, provider: Provider): Promise<void> {
+  async sendMessage(provided: ProviderAnswer, provider: Provider): Promise<void> {
     let buf: Buffer;
     this.usagePending = true;
     try {
-      buf = Buffer.from(await response.body.arrayBuffer());
+      buf = await provided.bytes();
     } catch (err) {
       this.usagePending = false;
       if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });
@@ -555,18 +566,18 @@ class Exchange {
     this.respond(200, 'application/json', answer);
   }
 
-  passThroughError(status: number, text: string, headers: Dispatcher.ResponseData['headers'], provider: Provider): void {
+  passThroughError(status: number, text: string, answer: ProviderAnswer, provider: Provider): void {
     // A provider's JSON error in the client's protocol passes as it is; one in the other protocol
     // keeps its message in the client's shape; anything else (a proxy's HTML page, a stack trace) is
     // replaced by a stable message and logged for operators.
-    const isJson = text.startsWith('{') && headerOf(headers['content-type']).includes('json');
+    const isJson = text.startsWith('{') && answer.header('content-type').includes('json');
     if (!isJson && text) this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered a non-JSON error');
     const type = status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status);
     const message = isJson ? providerErrorMessage(text) ?? httpReason(status) : httpReason(status);
     const body = isJson && provider.protocol === this.protocol ? text
       : this.protocol === 'openai' ? openaiErrorBody(openaiErrorType(type), message, null)
         : errorBody(type, message);
-    const retryAfter = headerOf(headers['retry-after']);
+    const retryAfter = answer.header('retry-after');
     this.respond(status, 'application/json', body, retryAfter);
     this.finish({ kind: 'failed', reason: httpReason(status) });
   }
@@ -628,6 +639,8 @@ class Exchange {
       if (body.isPaused()) body.resume();
       return;
     }
+    // A JSON answer read whole whose 200 has arrived is generated in full: it is read to its usage.
+    if (this.upstream instanceof BufferedCall && this.upstream.statusCode === 200) return;
     this.upstream?.abort();
     // A stream in progress settles from its 'error' or 'end' handler with what was delivered.
     if (body && !body.destroyed) body.destroy(new Error('client went away'));

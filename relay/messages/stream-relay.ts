@@ -9,7 +9,7 @@
 // turns each provider chunk into the client's events as it arrives (nothing is held back but a
 // partial line). Same protocol on both sides: the provider's bytes are written as they are.
 import type { HttpResponse } from 'uWebSockets.js';
-import type { Dispatcher } from 'undici';
+import type { Readable } from 'node:stream';
 import type { Logger } from '../../infra/logger.js';
 import { errorBody } from '../errors.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
@@ -61,8 +61,8 @@ export interface StreamingExchange {
   countPromptTokens(): Promise<number>;
 }
 
-export function pipeStream(ex: StreamingExchange, response: Dispatcher.ResponseData, format: StreamFormat): void {
-  const body = response.body;
+/** `body`: the provider's body as undici's request() gives it (or a Readable of an answer read whole). */
+export function pipeStream(ex: StreamingExchange, body: Readable, format: StreamFormat): void {
   // Two reasons to pause the provider: the client socket is full, or delivered-text counting lags.
   let socketFull = false;
   let countingLags = false;

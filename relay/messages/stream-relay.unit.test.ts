@@ -4,7 +4,6 @@
 // after the client left, and a full socket pauses the provider until uWS says it is writable.
 // The provider's body is a real Readable fed as undici feeds it; the uWS response is a recording fake.
 import { Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
 import type { HttpResponse } from 'uWebSockets.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../infra/logger.js';
@@ -77,7 +76,7 @@ function start(calls: Call[], opts: Parameters<typeof fakeRes>[1] = {}) {
   const { res, drain } = fakeRes(calls, opts);
   const ex = exchange(calls, res);
   const body = new Readable({ read() {} });
-  pipeStream(ex, { body } as unknown as Dispatcher.ResponseData, {
+  pipeStream(ex, body, {
     provider: { streamMeter: (sink) => new SseUsageParser(sink) },
     rewriter: null,
     failedEvent: STREAM_FAILED_EVENT,
