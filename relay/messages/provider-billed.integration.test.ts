@@ -32,6 +32,13 @@ function scripted(req: IncomingMessage, res: ServerResponse): void {
     const t0 = Date.now();
     res.on('close', () => closedAfter.push(Date.now() - t0));
     const message = { id: 'msg_1', type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null };
+    if (model === 'json-cut-body' || model === 'overloaded-cut-body') {
+      // Headers, the start of a body, then the connection is lost.
+      res.writeHead(model === 'json-cut-body' ? 200 : 529, { 'content-type': 'application/json' });
+      res.write('{"type":"message","usage":{"input_tok');
+      setTimeout(() => res.socket?.destroy(), 50);
+      return;
+    }
     if (model === 'json-late-body') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.flushHeaders();
@@ -61,7 +68,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
   providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
   stack = await startGatewayStack({ env: { UPSTREAM_HEADERS_TIMEOUT_MS: '500', UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS: '500' } });
-  await mockChannel(stack, ['json-late-body', 'stream-late-start'], 'default', { base_url: providerUrl });
+  await mockChannel(stack, ['json-late-body', 'stream-late-start', 'json-cut-body', 'overloaded-cut-body'], 'default', { base_url: providerUrl });
 });
 afterAll(async () => {
   await stack?.close();
@@ -117,6 +124,24 @@ describe('a JSON answer the client left before it was delivered', () => {
     expect(row).toMatchObject({ prompt_tokens: INPUT, completion_tokens: OUTPUT, quota: cost(INPUT, OUTPUT), type: 2 });
     await expectDebited(acct, cost(INPUT, OUTPUT));
   });
+});
+
+describe('a JSON answer whose connection is lost mid-body', () => {
+  // The provider said nothing of what it bills: nothing is debited, the reservation is released, the
+  // client is told in Anthropic's error format, and the log row says why.
+  for (const [model, status, type] of [['json-cut-body', 500, 'api_error'], ['overloaded-cut-body', 529, 'overloaded_error']] as const) {
+    it(`${model}: answered ${status} ${type}, billed nothing`, async () => {
+      const { acct, key } = await account();
+      const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+      const err = await client.messages.create({ model, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(Anthropic.APIError);
+      expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(status);
+      expect((err as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: 'error', error: { type } });
+      const row = await onlyRow(acct);
+      expect(row).toMatchObject({ quota: 0, type: 5 });
+      await expectDebited(acct, 0);
+    });
+  }
 });
 
 describe('a stream the client left before message_start', () => {

@@ -11,7 +11,9 @@
 //
 // Behaviour kept from request(): the same errors reach the caller (undici's, or the DOMException
 // AbortError that an aborted AbortSignal gives), headersTimeout / bodyTimeout come from the options,
-// 1xx answers are skipped. A body over `maxBytes` stops the call (the provider's connection is
+// 1xx answers are skipped. As with request(), a failure before the headers rejects the call, and one
+// after them is the body's: the answer comes with its status, headers and `bodyError`, so the caller
+// tells a provider that never answered from an answer whose body broke. A body over `maxBytes` stops the call (the provider's connection is
 // closed) and is returned `truncated`: a misbehaving provider or proxy must not make the relay
 // buffer without limit.
 import type { Dispatcher } from 'undici';
@@ -23,6 +25,8 @@ export interface BufferedAnswer {
   /** The body; only what came before the bound when `truncated`. */
   readonly body: Buffer;
   readonly truncated: boolean;
+  /** The body failed after the headers (connection lost, body timeout, cancelled): `body` is incomplete. */
+  readonly bodyError: Error | null;
   /** performance.now() when the answer's headers arrived. */
   readonly headersAt: number;
 }
@@ -69,7 +73,10 @@ export class BufferedCall implements Dispatcher.DispatchHandler {
     });
   }
 
-  /** Cancels the call (the client left): the answer rejects with an AbortError unless it has settled. */
+  /**
+   * Cancels the call (the client left) with a DOMException AbortError: the answer rejects with it
+   * before the headers, and comes with it as `bodyError` after them. Nothing once it has settled.
+   */
   abort(): void {
     if (this.#settled || this.#abortReason) return;
     this.#abortReason = new DOMException('This operation was aborted', 'AbortError') as unknown as Error;
@@ -109,6 +116,7 @@ export class BufferedCall implements Dispatcher.DispatchHandler {
 
   onError(err: Error): void {
     if (this.#settled) return;
+    if (this.statusCode !== 0) return this.#finish(false, err);
     this.#settled = true;
     this.#chunks = [];
     this.#reject(err);
@@ -118,12 +126,12 @@ export class BufferedCall implements Dispatcher.DispatchHandler {
     this.onError(new Error('provider answered with a protocol upgrade'));
   }
 
-  #finish(truncated: boolean): void {
+  #finish(truncated: boolean, bodyError: Error | null = null): void {
     if (this.#settled) return;
     this.#settled = true;
     const chunks = this.#chunks;
     this.#chunks = [];
     const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.#bytes);
-    this.#resolve({ statusCode: this.statusCode, rawHeaders: this.#rawHeaders, body, truncated, headersAt: this.#headersAt });
+    this.#resolve({ statusCode: this.statusCode, rawHeaders: this.#rawHeaders, body, truncated, bodyError, headersAt: this.#headersAt });
   }
 }

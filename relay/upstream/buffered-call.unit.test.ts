@@ -1,11 +1,13 @@
 // BufferedCall reads a provider's answer whole through a real undici Pool against a real HTTP server:
 // what request() + arrayBuffer() gave (status, headers, body, the same errors), the cancel before and
-// after the headers, the size bound, a connection lost mid-body, a headers timeout.
+// after the headers, the size bound, a connection lost mid-body, the headers and body timeouts, and
+// WholeAnswer's reading of it.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Pool, errors, type Dispatcher } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BufferedCall, rawHeader } from './buffered-call.js';
+import { WholeAnswer } from './provider-response.js';
 
 let server: Server;
 let pool: Pool;
@@ -105,29 +107,41 @@ describe('BufferedCall', () => {
     expect((err as DOMException).name).toBe('AbortError');
   });
 
-  it('cancels a call whose body is arriving, and the pool serves the next call', async () => {
+  it('cancels a call whose body is arriving: the answer comes with the AbortError as its body\'s, and the pool serves the next call', async () => {
     const c = call('/slow-body');
     for (let i = 0; i < 50 && c.statusCode === 0; i++) await new Promise((r) => setTimeout(r, 5));
     expect(c.statusCode).toBe(200);
     c.abort();
-    expect(((await c.answer.then(() => null, (e: unknown) => e)) as DOMException).name).toBe('AbortError');
+    const a = await c.answer;
+    expect(a.statusCode).toBe(200);
+    expect(rawHeader(a.rawHeaders, 'content-type')).toBe('application/json');
+    expect((a.bodyError as unknown as DOMException).name).toBe('AbortError');
+    const whole = new WholeAnswer(a);
+    expect(((await whole.bytes().then(() => null, (e: unknown) => e)) as DOMException).name).toBe('AbortError');
+    expect(((await whole.text().then(() => null, (e: unknown) => e)) as DOMException).name).toBe('AbortError');
     expect((await call('/ok').answer).statusCode).toBe(200);
   });
 
   it('stops reading at the bound and closes the connection, giving what came before it', async () => {
     const a = await call('/big', 100_000).answer;
     expect(a.truncated).toBe(true);
+    expect(a.bodyError).toBe(null);
     expect(a.body.length).toBe(100_000);
     expect(a.body.equals(BIG.subarray(0, 100_000))).toBe(true);
+    // An error's text is what came before the bound; a whole body over it is not read at all.
+    expect(await new WholeAnswer(a).text()).toBe(BIG.subarray(0, 100_000).toString());
+    expect(await new WholeAnswer(a).bytes().then(() => 'read', (e: Error) => e.message)).toMatch(/over/);
     const whole = await call('/big', BIG.length).answer;
     expect(whole.truncated).toBe(false);
     expect(whole.body.equals(BIG)).toBe(true);
     expect((await call('/ok').answer).statusCode).toBe(200);
   });
 
-  it('rejects with undici\'s error when the connection is lost mid-body', async () => {
-    const err = await call('/half').answer.then(() => null, (e: unknown) => e);
-    expect(err).toBeInstanceOf(errors.UndiciError);
+  it('gives undici\'s error as the body\'s when the connection is lost mid-body', async () => {
+    const a = await call('/half').answer;
+    expect(a.statusCode).toBe(200);
+    expect(a.bodyError).toBeInstanceOf(errors.UndiciError);
+    expect(await new WholeAnswer(a).bytes().then(() => null, (e: unknown) => e)).toBe(a.bodyError);
   });
 
   it('rejects with undici\'s headers timeout', async () => {
@@ -135,9 +149,9 @@ describe('BufferedCall', () => {
     expect(err).toBeInstanceOf(errors.HeadersTimeoutError);
   });
 
-  it('rejects with undici\'s body timeout', async () => {
-    const err = await call('/slow-body', 1024, { bodyTimeout: 50 }).answer.then(() => null, (e: unknown) => e);
-    expect(err).toBeInstanceOf(errors.BodyTimeoutError);
+  it('gives undici\'s body timeout as the body\'s error', async () => {
+    const a = await call('/slow-body', 1024, { bodyTimeout: 50 }).answer;
+    expect(a.bodyError).toBeInstanceOf(errors.BodyTimeoutError);
   });
 
   it('rejects a connection that fails with the connect error', async () => {

@@ -33,7 +33,7 @@ export interface ProviderAnswer {
   readonly headersAt: number;
   /** A header's first value ('' when absent); `name` in lower case. */
   header(name: string): string;
-  /** The body as text, at most MAX_UPSTREAM_JSON bytes of it: an error's. */
+  /** The body as text, at most MAX_UPSTREAM_JSON bytes of it: an error's. Rejects when the body failed. */
   text(): Promise<string>;
   /** The whole body; rejects when it could not be read, or is over MAX_UPSTREAM_JSON. */
   bytes(): Promise<Buffer>;
@@ -73,7 +73,10 @@ export class WholeAnswer implements ProviderAnswer {
   }
 
   header(name: string): string { return rawHeader(this.#a.rawHeaders, name); }
-  text(): Promise<string> { return Promise.resolve(this.#a.body.toString('utf8')); }
-  bytes(): Promise<Buffer> { return this.#a.truncated ? Promise.reject(OVER_BOUND) : Promise.resolve(this.#a.body); }
+  text(): Promise<string> { return this.#a.bodyError ? Promise.reject(this.#a.bodyError) : Promise.resolve(this.#a.body.toString('utf8')); }
+  bytes(): Promise<Buffer> {
+    if (this.#a.bodyError) return Promise.reject(this.#a.bodyError);
+    return this.#a.truncated ? Promise.reject(OVER_BOUND) : Promise.resolve(this.#a.body);
+  }
   stream(): Readable { return Readable.from([this.#a.body]); }
 }
