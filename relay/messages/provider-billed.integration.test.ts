@@ -1,7 +1,8 @@
 // What the provider bills is billed, even when the client never sees the answer: a JSON answer
 // received in full after the client left, a stream the client left before message_start (the relay
 // reads on until message_start says what the provider bills, then cancels), and a request that may
-// have started generating is never sent to a second channel.
+// have started generating is never sent to a second channel. A JSON answer whose connection breaks
+// mid-body bills nothing; a stream answered to a request that did not ask for one is passed on and billed.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
@@ -39,6 +40,20 @@ function scripted(req: IncomingMessage, res: ServerResponse): void {
       setTimeout(() => res.socket?.destroy(), 50);
       return;
     }
+    if (model === 'sse-for-json') {
+      // A provider that streams although the request did not ask to.
+      const events = [
+        ['message_start', { type: 'message_start', message: { ...message, usage: { input_tokens: INPUT, output_tokens: 0 } } }],
+        ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
+        ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'tok '.repeat(OUTPUT) } }],
+        ['content_block_stop', { type: 'content_block_stop', index: 0 }],
+        ['message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: OUTPUT } }],
+        ['message_stop', { type: 'message_stop' }],
+      ] as const;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(events.map(([e, d]) => `event: ${e}\ndata: ${JSON.stringify(d)}\n\n`).join(''));
+      return;
+    }
     if (model === 'json-late-body') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.flushHeaders();
@@ -68,7 +83,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
   providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
   stack = await startGatewayStack({ env: { UPSTREAM_HEADERS_TIMEOUT_MS: '500', UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS: '500' } });
-  await mockChannel(stack, ['json-late-body', 'stream-late-start', 'json-cut-body', 'overloaded-cut-body'], 'default', { base_url: providerUrl });
+  await mockChannel(stack, ['json-late-body', 'stream-late-start', 'json-cut-body', 'overloaded-cut-body', 'sse-for-json'], 'default', { base_url: providerUrl });
 });
 afterAll(async () => {
   await stack?.close();
@@ -142,6 +157,21 @@ describe('a JSON answer whose connection is lost mid-body', () => {
       await expectDebited(acct, 0);
     });
   }
+});
+
+describe('a stream answered to a request that did not ask for one', () => {
+  it('is passed on as the provider sent it and billed its usage', async () => {
+    const { acct, key } = await account();
+    const res = await post(key, { model: 'sse-for-json', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }, new AbortController().signal);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const text = await res.text();
+    expect(text.match(/^event: /gm)).toHaveLength(6);
+    expect(text).toContain('event: message_stop');
+    const row = await onlyRow(acct);
+    expect(row).toMatchObject({ prompt_tokens: INPUT, completion_tokens: OUTPUT, quota: cost(INPUT, OUTPUT), type: 2 });
+    await expectDebited(acct, cost(INPUT, OUTPUT));
+  });
 });
 
 describe('a stream the client left before message_start', () => {
