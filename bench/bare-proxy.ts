@@ -4,10 +4,17 @@
 // backpressure handling as the relay (the chunks of one tick in one cork; pause the provider body
 // when uWS' write() returns false, resume in onWritable), and passes other answers through whole.
 //
-//   node dist/bench/bare-proxy.js --upstream http://127.0.0.1:3090 [--port 0] [--api-key K]
+//   node dist/bench/bare-proxy.js --upstream http://127.0.0.1:3090 [--port 0] [--api-key K] [--upstream-api request]
 // prints `bare-proxy listening <port>` once ready.
+//
+// A request whose bytes do not ask to stream (no `"stream":true`) reads its answer whole through
+// undici's dispatch() (relay/upstream/buffered-call.ts), as the relay does: a baseline that read it
+// through request() would flatter the relay's ratio by what that costs (docs/performance.md, "A JSON
+// answer read without a stream"). `--upstream-api request` (the bench's BENCH_BARE_UPSTREAM_API=request)
+// gives the earlier baseline, request() for every answer.
 import { parseArgs } from 'node:util';
 import { Pool, type Dispatcher } from 'undici';
+import { BufferedCall, rawHeader } from '../relay/upstream/buffered-call.js';
 import uWS from 'uWebSockets.js';
 import type { HttpResponse } from 'uWebSockets.js';
 
@@ -18,6 +25,8 @@ export interface BareProxyOptions {
   /** Sent as x-api-key upstream (the relay sends its channel's credential the same way). */
   apiKey?: string;
   connections?: number;
+  /** How a request that does not ask to stream reads its answer: dispatch() (default, as the relay) or request(). */
+  upstreamApi?: 'request' | 'dispatch';
 }
 
 export interface BareProxy {
@@ -44,15 +53,38 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
     const apiKey = opts.apiKey ?? req.getHeader('x-api-key');
     let aborted = false;
     let upstreamBody: Dispatcher.ResponseData['body'] | null = null;
+    let wholeCall: BufferedCall | null = null;
     res.onAborted(() => {
       aborted = true;
       upstreamBody?.destroy();
+      wholeCall?.abort();
     });
     const chunks: Buffer[] = [];
     res.onData((ab, isLast) => {
       chunks.push(Buffer.from(new Uint8Array(ab)));
       if (!isLast) return;
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      if (opts.upstreamApi !== 'request' && body.indexOf('"stream":true') < 0) {
+        const call = new BufferedCall(32 * 1024 * 1024);
+        wholeCall = call;
+        pool.dispatch({
+          path: '/v1/messages',
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': apiKey, 'anthropic-version': version },
+          body,
+        }, call);
+        call.answer.then((a) => {
+          if (aborted) return;
+          if (a.bodyError || a.truncated) return void res.cork(() => res.writeStatus('502 Bad Gateway').end());
+          const requestId = rawHeader(a.rawHeaders, 'request-id');
+          res.cork(() => {
+            res.writeStatus(statusLine(a.statusCode)).writeHeader('content-type', rawHeader(a.rawHeaders, 'content-type') || 'application/json');
+            if (requestId) res.writeHeader('request-id', requestId);
+            res.end(a.body);
+          });
+        }, () => { if (!aborted) res.cork(() => res.writeStatus('502 Bad Gateway').end()); });
+        return;
+      }
       pool.request({
         path: '/v1/messages',
         method: 'POST',
@@ -149,13 +181,18 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
 // Run as a process when executed directly.
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({
-    options: { upstream: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'api-key': { type: 'string' } },
+    options: { upstream: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'api-key': { type: 'string' }, 'upstream-api': { type: 'string' } },
   });
   if (!values.upstream) {
-    process.stderr.write('usage: bare-proxy --upstream <url> [--port N] [--host H] [--api-key K]\n');
+    process.stderr.write('usage: bare-proxy --upstream <url> [--port N] [--host H] [--api-key K] [--upstream-api request|dispatch]\n');
     process.exit(2);
   }
-  const proxy = await startBareProxy({ upstream: values.upstream, port: Number(values.port ?? 0), host: values.host, apiKey: values['api-key'] });
+  const api = values['upstream-api'] ?? 'dispatch';
+  if (api !== 'request' && api !== 'dispatch') {
+    process.stderr.write('--upstream-api: request or dispatch\n');
+    process.exit(2);
+  }
+  const proxy = await startBareProxy({ upstream: values.upstream, port: Number(values.port ?? 0), host: values.host, apiKey: values['api-key'], upstreamApi: api });
   process.stdout.write(`bare-proxy listening ${proxy.port}\n`);
   const stop = (): void => { proxy.close().then(() => process.exit(0), () => process.exit(1)); };
   process.once('SIGTERM', stop);

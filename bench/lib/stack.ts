@@ -208,7 +208,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     MOCK_API_KEYS: FAILING_CHANNEL_KEY, MOCK_CONTROL: 'true',
   }));
   const bare = add('bare', 'bare-proxy', bareUrl, spawnService('bare-proxy', 'dist/bench/bare-proxy.js', env,
-    ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY]));
+    ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY, ...bareUpstreamApiArgs()]));
   await waitHttp(`${mockUrl}/v1/models`, mock.child, 'mock-upstream');
   await waitHttp(`${bareUrl}/health`, bare.child, 'bare-proxy');
   const peer = await startPeer(logDir, o.log);
@@ -342,7 +342,7 @@ export async function attachStack(o: AttachOptions): Promise<Stack> {
   const barePort = await freePort();
   const bareUrl = `http://127.0.0.1:${barePort}`;
   const out = createWriteStream(join(logDir, 'bare-proxy.log'));
-  const child = spawn(process.execPath, [resolve(root, 'dist/bench/bare-proxy.js'), '--upstream', mockUrl, '--port', String(barePort), '--api-key', o.mockKey], {
+  const child = spawn(process.execPath, [resolve(root, 'dist/bench/bare-proxy.js'), '--upstream', mockUrl, '--port', String(barePort), '--api-key', o.mockKey, ...bareUpstreamApiArgs()], {
     cwd: root, env: { ...process.env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout!.pipe(out);
@@ -384,4 +384,10 @@ async function startPeer(logDir: string, log: (line: string) => void): Promise<(
     log(`peer: not started (${(err as Error).message}); the peer runs are skipped`);
     return undefined;
   }
+}
+
+/** BENCH_BARE_UPSTREAM_API=request: the bare hop reads every answer through request(), the baseline before 2026-11-24 (bare-proxy.ts). */
+function bareUpstreamApiArgs(): string[] {
+  const api = process.env.BENCH_BARE_UPSTREAM_API;
+  return api ? ['--upstream-api', api] : [];
 }
