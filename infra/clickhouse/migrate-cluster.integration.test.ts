@@ -122,11 +122,12 @@ describe('the cluster migration set', () => {
     const ch = createClickHouseAdmin(clustered);
     clients.push(ch);
     const statements = clusterStatements();
-    // schema_migrations and the database, 001's two tables, 009's four tables and three views.
-    expect(statements.length).toBe(2 + 2 + 7);
+    // schema_migrations and the database, 001's two tables, 009's four tables and three views, 011's setting.
+    expect(statements.length).toBe(2 + 2 + 7 + 1);
     for (const q of statements) {
       expect(q).not.toContain('{cluster}');
-      expect(q).toMatch(/^CREATE (TABLE|DATABASE|MATERIALIZED VIEW) IF NOT EXISTS /);
+      // Idempotent: created only when missing, or a setting set to a value.
+      expect(q).toMatch(/^(CREATE (TABLE|DATABASE|MATERIALIZED VIEW) IF NOT EXISTS |ALTER TABLE \w+ ON CLUSTER '\w+' MODIFY SETTING )/);
       const [parsed] = await rows<{ f: string }>(ch, 'SELECT formatQuery({q:String}) AS f', { q });
       // The parser's own reading: the statement is distributed to the setting's cluster.
       expect(parsed?.f, q).toContain(`ON CLUSTER ${CLUSTER}`);
@@ -185,7 +186,7 @@ describe('single-host rehearsal of the cluster set', () => {
 
   beforeAll(async () => {
     expect(await migrateClickHouse(single)).toEqual(migrationFiles(migrationsDir()));
-    expect(await migrateClickHouse(clustered, undefined, rehearsalRewrite)).toEqual(['001_logs.sql', '009_log_stats.sql']);
+    expect(await migrateClickHouse(clustered, undefined, rehearsalRewrite)).toEqual(['001_logs.sql', '009_log_stats.sql', '011_log_keys_write_batches.sql']);
     singleCh = client(single);
     // The gateway's client on a cluster sends the settings that route each shard's inserts to one
     // replica; the rehearsal's one replica is the embedded server itself, which serves no TCP, so it
@@ -233,6 +234,9 @@ describe('single-host rehearsal of the cluster set', () => {
       'ReplacingMergeTree PARTITION BY toYYYYMM(created_at) ORDER BY (user_id, created_at, request_id) SETTINGS index_granularity = 8192');
     expect(await engine('mig_cluster', 'log_stats_15m_local')).toBe(await engine('mig_single', 'log_stats_15m'));
     expect(await engine('mig_cluster', 'log_stats_15m')).toBe(`Distributed('${CLUSTER}', 'mig_cluster', 'log_stats_15m_local', user_id)`);
+    // The first-seen filter's keys as RocksDB write batches (011), on both sets.
+    expect(await engine('mig_single', 'log_keys')).toMatch(/^EmbeddedRocksDB PRIMARY KEY key SETTINGS .*optimize_for_bulk_insert = 0/);
+    expect(await engine('mig_cluster', 'log_keys')).toBe(await engine('mig_single', 'log_keys'));
     const indexes = (db: string, table: string) => rows(singleCh,
       `SELECT name, type_full, expr, granularity FROM system.data_skipping_indices
        WHERE database = {db:String} AND table = {table:String} ORDER BY name`, { db, table });

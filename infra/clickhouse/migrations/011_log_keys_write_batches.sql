@@ -1,0 +1,12 @@
+-- log_keys (migration 009, the first-seen filter's keys) takes its inserts as RocksDB write batches
+-- into the memtable instead of one SST file per insert (EmbeddedRocksDB's default,
+-- optimize_for_bulk_insert = 1).
+--
+-- Why: the log outbox inserts ~1,000 rows at a time, twice a second, and the keys are hashes, so
+-- every such file overlaps the whole key range and each L0 compaction rewrites the table's first
+-- level. With 10 M keys already stored, 120 inserts of 1,000 rows read 286 MB in compactions, and a
+-- logged row cost the embedded server 89-98 µs of CPU, against 77-78 µs with write batches (the
+-- memtable absorbs the keys and is flushed 64 MB at a time); docs/performance.md, "ClickHouse's
+-- ingest". The keys are as durable either way (RocksDB's WAL, like the parts, is not fsynced).
+-- Metadata only; the counterpart of migrations-cluster/011.
+ALTER TABLE log_keys MODIFY SETTING optimize_for_bulk_insert = 0
