@@ -2,6 +2,7 @@
 // down. No other module reads process.env: a test builds its own Config with loadConfig({...}).
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { DEFAULT_LOCAL_CONNECTIONS, DEFAULT_LOCAL_UNCOMPRESSED_CACHE_MB } from './clickhouse/local-defaults.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
@@ -70,9 +71,9 @@ const schema = z.object({
   // Where the embedded (chdb) ClickHouse keeps its data when no real server answers CLICKHOUSE_URL.
   CLICKHOUSE_LOCAL_PATH: z.string().default('.data/clickhouse'),
   // Statements the embedded ClickHouse runs at once (engine connections; writes still one at a time).
-  CLICKHOUSE_LOCAL_CONNECTIONS: positiveInt.default(4),
+  CLICKHOUSE_LOCAL_CONNECTIONS: positiveInt.default(DEFAULT_LOCAL_CONNECTIONS),
   // Its cache of decompressed blocks, which the console's log reads use (0: none).
-  CLICKHOUSE_LOCAL_UNCOMPRESSED_CACHE_MB: z.coerce.number().int().min(0).default(256),
+  CLICKHOUSE_LOCAL_UNCOMPRESSED_CACHE_MB: z.coerce.number().int().min(0).default(DEFAULT_LOCAL_UNCOMPRESSED_CACHE_MB),
 
   // Encrypts stored API keys (AES-256-GCM) and keys their lookup hash (HMAC-SHA256). No default: the
   // processes that seal or look up keys (relay, console-api, seed) refuse to start without it

@@ -24,6 +24,7 @@ import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { Session, drainPending } from 'chdb';
 import type { Logger } from 'pino';
+import { DEFAULT_LOCAL_CONNECTIONS, DEFAULT_LOCAL_UNCOMPRESSED_CACHE_MB } from './local-defaults.js';
 
 export interface LocalClickHouseOptions {
   host: string;
@@ -38,12 +39,9 @@ export interface LocalClickHouseOptions {
   connectionArgs?: string[];
   /** Engine connections, i.e. statements that can run at once; default DEFAULT_LOCAL_CONNECTIONS. */
   connections?: number;
-  /** The engine's cache of decompressed blocks (`uncompressed_cache_size`), MiB; default 256, 0: none. */
+  /** The engine's cache of decompressed blocks (`uncompressed_cache_size`), MiB; default DEFAULT_LOCAL_UNCOMPRESSED_CACHE_MB, 0: none. */
   uncompressedCacheMb?: number;
 }
-
-/** Four statements at once: more than the cores of a small machine, so a short read never queues behind a long one. */
-export const DEFAULT_LOCAL_CONNECTIONS = 4;
 
 /** How long close() lets the requests in progress finish before it cuts their connections. */
 const CLOSE_GRACE_MS = 3_000;
@@ -149,7 +147,7 @@ export async function startLocalClickHouse(options: LocalClickHouseOptions): Pro
   mkdirSync(options.dataPath, { recursive: true });
   // Console reads ask for the cache of decompressed blocks (console-api/logs/log-query.ts); a server
   // has none unless given a size.
-  const cacheBytes = Math.max(0, Math.trunc((options.uncompressedCacheMb ?? 256) * 1024 * 1024));
+  const cacheBytes = Math.max(0, Math.trunc((options.uncompressedCacheMb ?? DEFAULT_LOCAL_UNCOMPRESSED_CACHE_MB) * 1024 * 1024));
   const sessionOptions = { connectionArgs: [`--uncompressed_cache_size=${cacheBytes}`, ...(options.connectionArgs ?? [])] };
   const count = Math.max(1, Math.trunc(options.connections ?? DEFAULT_LOCAL_CONNECTIONS));
   const lanes: Lane[] = [];
