@@ -15,8 +15,12 @@
 import { parseArgs } from 'node:util';
 import { Pool, type Dispatcher } from 'undici';
 import { BufferedCall, rawHeader } from '../relay/upstream/buffered-call.js';
+import { MAX_UPSTREAM_JSON } from '../relay/upstream/provider-response.js';
 import uWS from 'uWebSockets.js';
 import type { HttpResponse } from 'uWebSockets.js';
+
+/** How the bare hop reads an answer to a request that does not ask to stream. */
+export type BareUpstreamApi = 'request' | 'dispatch';
 
 export interface BareProxyOptions {
   upstream: string;
@@ -26,7 +30,7 @@ export interface BareProxyOptions {
   apiKey?: string;
   connections?: number;
   /** How a request that does not ask to stream reads its answer: dispatch() (default, as the relay) or request(). */
-  upstreamApi?: 'request' | 'dispatch';
+  upstreamApi?: BareUpstreamApi;
 }
 
 export interface BareProxy {
@@ -37,6 +41,19 @@ export interface BareProxy {
 const STATUS_TEXT: Record<number, string> = { 200: '200 OK', 400: '400 Bad Request', 401: '401 Unauthorized', 404: '404 Not Found', 429: '429 Too Many Requests', 500: '500 Internal Server Error', 529: '529 Overloaded' };
 const statusLine = (s: number): string => STATUS_TEXT[s] ?? `${s} Status`;
 const first = (v: string | string[] | undefined): string => (Array.isArray(v) ? (v[0] ?? '') : (v ?? ''));
+
+/** An answer read whole, passed on with its status, type and request id. */
+function sendWhole(res: HttpResponse, status: number, contentType: string, requestId: string, body: Buffer | ArrayBuffer): void {
+  res.cork(() => {
+    res.writeStatus(statusLine(status)).writeHeader('content-type', contentType || 'application/json');
+    if (requestId) res.writeHeader('request-id', requestId);
+    res.end(body);
+  });
+}
+
+function badGateway(res: HttpResponse): void {
+  res.cork(() => res.writeStatus('502 Bad Gateway').end());
+}
 
 export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy> {
   const pool = new Pool(opts.upstream, {
@@ -65,7 +82,7 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
       if (!isLast) return;
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       if (opts.upstreamApi !== 'request' && body.indexOf('"stream":true') < 0) {
-        const call = new BufferedCall(32 * 1024 * 1024);
+        const call = new BufferedCall(MAX_UPSTREAM_JSON);
         wholeCall = call;
         pool.dispatch({
           path: '/v1/messages',
@@ -75,14 +92,9 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
         }, call);
         call.answer.then((a) => {
           if (aborted) return;
-          if (a.bodyError || a.truncated) return void res.cork(() => res.writeStatus('502 Bad Gateway').end());
-          const requestId = rawHeader(a.rawHeaders, 'request-id');
-          res.cork(() => {
-            res.writeStatus(statusLine(a.statusCode)).writeHeader('content-type', rawHeader(a.rawHeaders, 'content-type') || 'application/json');
-            if (requestId) res.writeHeader('request-id', requestId);
-            res.end(a.body);
-          });
-        }, () => { if (!aborted) res.cork(() => res.writeStatus('502 Bad Gateway').end()); });
+          if (a.bodyError || a.truncated) return badGateway(res);
+          sendWhole(res, a.statusCode, rawHeader(a.rawHeaders, 'content-type'), rawHeader(a.rawHeaders, 'request-id'), a.body);
+        }, () => { if (!aborted) badGateway(res); });
         return;
       }
       pool.request({
@@ -151,14 +163,10 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
         }
         up.body.arrayBuffer().then((buf) => {
           if (aborted) return;
-          res.cork(() => {
-            res.writeStatus(statusLine(up.statusCode)).writeHeader('content-type', ct || 'application/json');
-            if (requestId) res.writeHeader('request-id', requestId);
-            res.end(buf);
-          });
-        }, () => { if (!aborted) res.cork(() => res.writeStatus('502 Bad Gateway').end()); });
+          sendWhole(res, up.statusCode, ct, requestId, buf);
+        }, () => { if (!aborted) badGateway(res); });
       }, () => {
-        if (!aborted) res.cork(() => res.writeStatus('502 Bad Gateway').end());
+        if (!aborted) badGateway(res);
       });
     });
   });

@@ -16,6 +16,7 @@ import { buildRequest, drive } from './lib/driver.js';
 import { BENCH_MODELS, ensureBenchFixtures } from './lib/fixtures.js';
 import { pidsByComm, type Watched } from './lib/proc.js';
 import { attachStack, servicePids, startStack, type ServiceName, type Stack } from './lib/stack.js';
+import type { BareUpstreamApi } from './bare-proxy.js';
 import { pidList, type BenchArgs, type BenchOptions } from './options.js';
 import type { MessageUsage } from './mock-upstream/wire-format.js';
 import { bodyJson, expectationsFor, isRelay, PROBE_BODY, requestOf, type BodySpec, type MockCacheUsage, type MockMediaTokens, type RunContext, type Target } from './scenarios.js';
@@ -39,6 +40,7 @@ export function openStack(
     clickhouseDatabase: opts.clickhouseDatabase,
     keySecret,
     pids: { relay: pidList(args['relay-pid']), billing: pidList(args['billing-pid']), mock: pidList(args['mock-pid']), console: pidList(args['console-pid']) },
+    bareUpstreamApi: bareUpstreamApi(process.env.BENCH_BARE_UPSTREAM_API),
     log,
   }) : startStack({
     outDir,
@@ -58,8 +60,16 @@ export function openStack(
     billingNodeArgs: (process.env.BENCH_BILLING_NODE_ARGS ?? '').split(' ').filter(Boolean),
     consoleNodeArgs: (process.env.BENCH_CONSOLE_NODE_ARGS ?? '').split(' ').filter(Boolean),
     clickhouseNodeArgs: (process.env.BENCH_CLICKHOUSE_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    bareUpstreamApi: bareUpstreamApi(process.env.BENCH_BARE_UPSTREAM_API),
     log,
   });
+}
+
+/** BENCH_BARE_UPSTREAM_API: `request` gives the bare hop's baseline of the runs before 2026-11-24 (bare-proxy.ts). */
+function bareUpstreamApi(value: string | undefined): BareUpstreamApi | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (value === 'request' || value === 'dispatch') return value;
+  throw new Error(`BENCH_BARE_UPSTREAM_API: request or dispatch, not "${value}"`);
 }
 
 function watched(stack: Stack): Watched[] {

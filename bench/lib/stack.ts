@@ -20,6 +20,7 @@ import { pidsListeningOn } from './proc.js';
 import { startPeerGateway } from './peer-gateway.js';
 import { FAILING_CHANNEL_KEY } from './channel-failure.js';
 import { freePort } from '../../infra/testing/free-port.js';
+import type { BareUpstreamApi } from '../bare-proxy.js';
 
 export const BENCH_KEY_SECRET = 'bench-only-key-secret-0123456789abcdef';
 export const MOCK_KEY = 'sk-ant-mock-bench';
@@ -40,6 +41,8 @@ export interface StackOptions {
   /** Node flags for the console-api and the embedded ClickHouse (BENCH_CONSOLE_NODE_ARGS, BENCH_CLICKHOUSE_NODE_ARGS). */
   consoleNodeArgs?: string[];
   clickhouseNodeArgs?: string[];
+  /** How the bare hop reads a JSON answer (bare-proxy.ts; BENCH_BARE_UPSTREAM_API); its default when absent. */
+  bareUpstreamApi?: BareUpstreamApi;
   /** Relay entry point (default dist/relay/main.js). */
   relayEntry?: string;
   /** Billing worker entry point (default dist/billing/main.js). */
@@ -208,7 +211,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     MOCK_API_KEYS: FAILING_CHANNEL_KEY, MOCK_CONTROL: 'true',
   }));
   const bare = add('bare', 'bare-proxy', bareUrl, spawnService('bare-proxy', 'dist/bench/bare-proxy.js', env,
-    ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY, ...bareUpstreamApiArgs()]));
+    ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY, ...bareUpstreamApiArgs(o.bareUpstreamApi)]));
   await waitHttp(`${mockUrl}/v1/models`, mock.child, 'mock-upstream');
   await waitHttp(`${bareUrl}/health`, bare.child, 'bare-proxy');
   const peer = await startPeer(logDir, o.log);
@@ -263,6 +266,8 @@ export interface AttachOptions {
   keySecret: string | undefined;
   /** PIDs given on the command line; the others are looked up by listening port on loopback URLs. */
   pids: Partial<Record<ServiceName, number[]>>;
+  /** How the bare hop reads a JSON answer (bare-proxy.ts; BENCH_BARE_UPSTREAM_API); its default when absent. */
+  bareUpstreamApi?: BareUpstreamApi;
   log: (line: string) => void;
 }
 
@@ -342,7 +347,7 @@ export async function attachStack(o: AttachOptions): Promise<Stack> {
   const barePort = await freePort();
   const bareUrl = `http://127.0.0.1:${barePort}`;
   const out = createWriteStream(join(logDir, 'bare-proxy.log'));
-  const child = spawn(process.execPath, [resolve(root, 'dist/bench/bare-proxy.js'), '--upstream', mockUrl, '--port', String(barePort), '--api-key', o.mockKey, ...bareUpstreamApiArgs()], {
+  const child = spawn(process.execPath, [resolve(root, 'dist/bench/bare-proxy.js'), '--upstream', mockUrl, '--port', String(barePort), '--api-key', o.mockKey, ...bareUpstreamApiArgs(o.bareUpstreamApi)], {
     cwd: root, env: { ...process.env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout!.pipe(out);
@@ -386,8 +391,6 @@ async function startPeer(logDir: string, log: (line: string) => void): Promise<(
   }
 }
 
-/** BENCH_BARE_UPSTREAM_API=request: the bare hop reads every answer through request(), the baseline before 2026-11-24 (bare-proxy.ts). */
-function bareUpstreamApiArgs(): string[] {
-  const api = process.env.BENCH_BARE_UPSTREAM_API;
+function bareUpstreamApiArgs(api: BareUpstreamApi | undefined): string[] {
   return api ? ['--upstream-api', api] : [];
 }

@@ -13,9 +13,9 @@
 // AbortError that an aborted AbortSignal gives), headersTimeout / bodyTimeout come from the options,
 // 1xx answers are skipped. As with request(), a failure before the headers rejects the call, and one
 // after them is the body's: the answer comes with its status, headers and `bodyError`, so the caller
-// tells a provider that never answered from an answer whose body broke. A body over `maxBytes` stops the call (the provider's connection is
-// closed) and is returned `truncated`: a misbehaving provider or proxy must not make the relay
-// buffer without limit.
+// tells a provider that never answered from an answer whose body broke. A body over `maxBytes` stops
+// the call (the provider's connection is closed) and is returned `truncated`: a misbehaving provider
+// or proxy must not make the relay buffer without limit.
 import type { Dispatcher } from 'undici';
 
 export interface BufferedAnswer {

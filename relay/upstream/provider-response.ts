@@ -13,7 +13,7 @@ export function headerOf(v: string | string[] | undefined): string {
   return Array.isArray(v) ? (v[0] ?? '') : (v ?? '');
 }
 
-export async function readText(body: Dispatcher.ResponseData['body']): Promise<string> {
+async function readText(body: Dispatcher.ResponseData['body']): Promise<string> {
   let size = 0;
   const chunks: Buffer[] = [];
   for await (const chunk of body) {
