@@ -157,12 +157,13 @@ export class BillingWorker {
   }
 
   /**
-   * Sends the queued log rows to ClickHouse until none is left; throws if ClickHouse fails (the rows
-   * stay queued). For callers that settle with processEntries and no running loop (tests, tools).
+   * Sends the queued log rows to ClickHouse until none is left (waiting for another worker's drain
+   * to end); throws if ClickHouse fails (the rows stay queued). For callers that settle with
+   * processEntries and no running loop (tests, tools).
    */
   async drainOutbox(): Promise<number> {
     let sent = 0;
-    for (let n; (n = await drainLogOutbox(this.#sql, this.#ch, this.#outboxLimit())) > 0;) sent += n;
+    for (let n; (n = await drainLogOutbox(this.#sql, this.#ch, this.#outboxLimit(), { wait: true })) > 0;) sent += n;
     return sent;
   }
 
@@ -198,8 +199,9 @@ export class BillingWorker {
       try {
         const limit = this.#outboxLimit();
         const sent = await drainLogOutbox(this.#sql, this.#ch, limit);
-        if (sent === limit) wait = 0;
-        billingMetrics.outboxRows.set(sent === 0 ? 0 : await logOutboxBacklog(this.#sql));
+        if (sent >= limit) wait = 0; // a full batch (and perhaps one left open before it): more may be queued
+        // Another worker holds the drain (DRAIN_BUSY): the backlog is its to report.
+        if (sent >= 0) billingMetrics.outboxRows.set(sent === 0 ? 0 : await logOutboxBacklog(this.#sql));
         // On its own clock the next pass starts `interval` after this one started, not after it ended.
         if (wait > 0 && interval > 0) wait = Math.max(1, interval - (Date.now() - startedAt));
         backoff = 100;

@@ -1,20 +1,98 @@
 // Moves log rows from the Postgres log_outbox (written with the ledger rows, billing/settle-batch.ts)
-// to ClickHouse: insert, then delete what was inserted, in one Postgres transaction whose row locks
-// (SKIP LOCKED) keep two workers from sending the same rows. If ClickHouse fails, the rows stay and
-// the next pass retries them; if the delete is lost after ClickHouse took them, the replayed insert
-// collapses in the ReplacingMergeTree (same ordering key), so nothing is counted twice.
+// to ClickHouse, each row counted once in ClickHouse's stats, under any fault:
+//   1. claimLogBatch fixes a batch in Postgres and commits it: the lowest queued row ids and a random
+//      token (log_outbox_batches, Postgres migration 015);
+//   2. sendLogBatch inserts those rows with the token as insert_deduplication_token, then deletes the
+//      rows and the batch, in one Postgres transaction.
+// If ClickHouse took the insert but the delete was lost (the worker, its connection or Postgres died
+// between the two), the batch is still there and is sent again before any new one, with the same
+// rows and token: ClickHouse drops the repeat whole, in `logs` and in the log_stats_15m its view
+// feeds (both tables keep a deduplication window, ClickHouse migration 012). `logs` still collapses a
+// repeated request in its ReplacingMergeTree, so a row is never shown twice either.
+//
+// Every step runs under one transaction-scoped advisory lock, so one worker drains at a time (the
+// others' passes find it taken and return, or wait for it when asked to): a batch is claimed only when none is open, so batches
+// never overlap and the window only ever needs to hold the one insert before the repeat. One insert
+// at a time of up to the pass's limit is also what ClickHouse prefers to many small ones.
 import type { ClickHouseClient } from '@clickhouse/client';
+import type postgres from 'postgres';
 import type { Sql } from '../infra/postgres/client.js';
 
-/** Sends up to `limit` queued log rows; returns how many were sent (0: nothing queued). */
-export async function drainLogOutbox(sql: Sql, ch: ClickHouseClient, limit: number): Promise<number> {
+const DRAIN_LOCK_ID = 727_009;
+
+// A drainer whose connection hangs inside its transaction would hold the lock, and so every worker's
+// drain, until TCP noticed; Postgres ends such a session sooner. Longer than the ClickHouse client's
+// request timeout (30 s, infra/clickhouse/client.ts), the longest a transaction legitimately idles.
+const DRAIN_IDLE_TIMEOUT = '90s';
+
+/** What a pass returns when another worker holds the drain (and the pass was not asked to wait). */
+export const DRAIN_BUSY = -1;
+
+export interface DrainOptions {
+  /** Wait for a drain another worker holds instead of returning DRAIN_BUSY (tools and tests). */
+  wait?: boolean;
+}
+
+/**
+ * One pass: the batch left open by an earlier pass (if any), then a new batch of up to `limit` rows.
+ * Returns how many rows ClickHouse took (0: nothing queued), or DRAIN_BUSY.
+ */
+export async function drainLogOutbox(sql: Sql, ch: ClickHouseClient, limit: number, options: DrainOptions = {}): Promise<number> {
+  const left = await sendLogBatch(sql, ch, options);
+  if (left === DRAIN_BUSY) return DRAIN_BUSY;
+  if (!(await claimLogBatch(sql, limit, options))) return left;
+  const sent = await sendLogBatch(sql, ch, options);
+  return left + Math.max(sent, 0);
+}
+
+/** Fixes the next batch if none is open; false if there is nothing to claim or the drain is taken. */
+export async function claimLogBatch(sql: Sql, limit: number, options: DrainOptions = {}): Promise<boolean> {
   return sql.begin(async (tx) => {
-    const rows = (await tx`SELECT id, row FROM log_outbox ORDER BY id LIMIT ${limit} FOR UPDATE SKIP LOCKED`) as unknown as { id: string | number; row: Record<string, unknown> }[];
-    if (rows.length === 0) return 0;
-    await ch.insert({ table: 'logs', values: rows.map((r) => r.row), format: 'JSONEachRow' });
-    await tx`DELETE FROM log_outbox WHERE id = ANY(${rows.map((r) => r.id)}::bigint[])`;
+    if (!(await lockDrain(tx, options))) return false;
+    const [open] = await tx`SELECT EXISTS (SELECT 1 FROM log_outbox_batches) AS open`;
+    if (open!.open) return false;
+    const claimed = await tx`
+      INSERT INTO log_outbox_batches (row_ids)
+      SELECT array_agg(id ORDER BY id) FROM (SELECT id FROM log_outbox ORDER BY id LIMIT ${limit}) AS q
+      HAVING count(*) > 0
+      RETURNING id`;
+    return claimed.length > 0;
+  });
+}
+
+/**
+ * Sends the open batch, if any: its rows to ClickHouse with its token, then deletes them. Returns the
+ * rows sent, 0 if no batch is open, DRAIN_BUSY; throws if ClickHouse does (the batch stays open and
+ * is sent again, with the same token, by the next pass of any worker).
+ */
+export async function sendLogBatch(sql: Sql, ch: ClickHouseClient, options: DrainOptions = {}): Promise<number> {
+  return sql.begin(async (tx) => {
+    if (!(await lockDrain(tx, options))) return DRAIN_BUSY;
+    await tx.unsafe(`SET LOCAL idle_in_transaction_session_timeout = '${DRAIN_IDLE_TIMEOUT}'`);
+    const [batch] = (await tx`SELECT id, token, row_ids FROM log_outbox_batches ORDER BY id LIMIT 1`) as unknown as
+      { id: number; token: string; row_ids: number[] }[];
+    if (!batch) return 0;
+    const rows = (await tx`SELECT row FROM log_outbox WHERE id = ANY(${batch.row_ids}::bigint[]) ORDER BY id`) as unknown as
+      { row: Record<string, unknown> }[];
+    if (rows.length > 0) {
+      await ch.insert({
+        table: 'logs', values: rows.map((r) => r.row), format: 'JSONEachRow',
+        clickhouse_settings: { insert_deduplication_token: `log-outbox-${batch.token}` },
+      });
+    }
+    await tx`DELETE FROM log_outbox WHERE id = ANY(${batch.row_ids}::bigint[])`;
+    await tx`DELETE FROM log_outbox_batches WHERE id = ${batch.id}`;
     return rows.length;
   });
+}
+
+async function lockDrain(tx: postgres.ISql<Record<string, never>>, { wait = false }: DrainOptions): Promise<boolean> {
+  if (wait) {
+    await tx`SELECT pg_advisory_xact_lock(${DRAIN_LOCK_ID})`;
+    return true;
+  }
+  const [lock] = await tx`SELECT pg_try_advisory_xact_lock(${DRAIN_LOCK_ID}) AS held`;
+  return lock!.held as boolean;
 }
 
 /** Rows waiting for ClickHouse (the backlog gauge). */

@@ -3,11 +3,12 @@
 //   2. each event inserts its ledger row; the UNIQUE request_id makes a replayed event insert nothing;
 //   3. only relay events whose ledger row is new move money: the account (quota, used_quota,
 //      request_count), the key (remain_quota when limited, used_quota) and the channel (used_quota);
-//   4. every event of the batch, new or replayed, gets its log row (with the ledger id as log id)
-//      written to the log_outbox in the same transaction, from which the worker drains it to
-//      ClickHouse: the money never waits for ClickHouse, and no committed ledger row lacks its log
-//      row. Replays write theirs again (ON CONFLICT: no-op while still queued) so that a ledger row
-//      committed before the outbox existed still gets its log row; the log table collapses duplicates.
+//   4. each ledger row gets its log row (with the ledger id as log id) written to the log_outbox
+//      once, in the transaction that makes it count: the one inserting a relay event's ledger row, or
+//      the one clearing a console credit's follow-up (the console wrote that ledger row). The worker
+//      drains the outbox to ClickHouse (billing/log-outbox.ts): the money never waits for ClickHouse,
+//      no committed ledger row lacks its log row, and a replayed event (a stream entry delivered
+//      again, a spool replayed) writes none, so ClickHouse's stats count each request once.
 //   5. each account (and limited key) it debits gets a new users.credit_seq (tokens.quota_seq): the
 //      version of that balance in Postgres, which a mirror refilled from Postgres records
 //      (seedBalance-2.lua). A batch whose debits a Redis restart took out of the mirrors compares it
@@ -54,6 +55,8 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
     for (const r of inserted as unknown as { id: number; request_id: string }[]) ids.set(r.request_id, r.id);
     const fresh = batch.filter((e) => ids.has(e.request_id));
     const freshIds = new Set(ids.keys());
+    // The events whose log row this transaction writes (step 4).
+    const firstLogged = new Set(freshIds);
 
     const replayed = batch.filter((e) => !ids.has(e.request_id)).map((e) => e.request_id);
     if (replayed.length) {
@@ -63,7 +66,8 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
       // its event is settled, so that a stream entry lost before this point is appended again.
       const credits = batch.filter((e) => !movesMoney(e) && !freshIds.has(e.request_id)).map((e) => ids.get(e.request_id)).filter((id) => id !== undefined);
       if (credits.length) {
-        await tx`UPDATE ledger SET follow_up_pending = false, log_event = NULL WHERE id = ANY(${credits}::bigint[]) AND follow_up_pending`;
+        const cleared = await tx`UPDATE ledger SET follow_up_pending = false, log_event = NULL WHERE id = ANY(${credits}::bigint[]) AND follow_up_pending RETURNING request_id`;
+        for (const r of cleared as unknown as { request_id: string }[]) firstLogged.add(r.request_id);
       }
     }
 
@@ -126,10 +130,13 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
       }
       return s;
     });
-    await tx`
-      INSERT INTO log_outbox (id, row)
-      SELECT d.id, d.r::jsonb FROM unnest(${settled.map((s) => s.id)}::bigint[], ${settled.map((s) => JSON.stringify(toLogRow(s)))}::text[]) AS d(id, r)
-      ON CONFLICT (id) DO NOTHING`;
+    const logged = settled.filter((s) => firstLogged.has(s.event.request_id));
+    if (logged.length) {
+      await tx`
+        INSERT INTO log_outbox (id, row)
+        SELECT d.id, d.r::jsonb FROM unnest(${logged.map((s) => s.id)}::bigint[], ${logged.map((s) => JSON.stringify(toLogRow(s)))}::text[]) AS d(id, r)
+        ON CONFLICT (id) DO NOTHING`;
+    }
     return settled;
   });
 }

@@ -1,7 +1,8 @@
-// The log queries against the migrated `logs` table, before and after a merge: a replayed request
-// counts once while it sits in a second part, and the merged partition gives exactly the same answers.
-// No query reads FINAL, so nothing forces merges any more (migration 010 undid 002's).
-import { randomInt } from 'node:crypto';
+// The log queries against the migrated `logs` table, before and after a merge: rows in two batches
+// (parts in both partitions), each batch sent again with its token as the outbox does after a lost
+// delete (dropped on insert, billing/log-outbox.ts), and the merged partitions give exactly the same
+// answers. No query reads FINAL, so nothing forces merges any more (migration 010 undid 002's).
+import { randomInt, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ClickHouseClient, createClickHouse } from '../../infra/clickhouse/client.js';
 import { testConfig } from '../../infra/testing/test-config.js';
@@ -50,11 +51,12 @@ const EXPECTED = {
 
 beforeAll(async () => {
   ch = createClickHouse(testConfig());
-  const insert = (values: object[]) => ch.insert({ table: 'logs', values, format: 'JSONEachRow' });
-  await insert(rows);
-  // Replays, each in a part of its own, in both partitions.
-  await insert([rows[0]!, rows[3]!]);
-  await insert([rows[0]!, rows[2]!]);
+  const run = randomUUID();
+  const send = (values: object[], batch: string) =>
+    ch.insert({ table: 'logs', values, format: 'JSONEachRow', clickhouse_settings: { insert_deduplication_token: `log-outbox-${run}-${batch}` } });
+  const batches = { a: [rows[0]!, rows[3]!], b: [rows[1]!, rows[2]!, rows[4]!] };
+  for (const [name, values] of Object.entries(batches)) await send(values, name);
+  for (const [name, values] of Object.entries(batches)) await send(values, name);
 });
 afterAll(async () => {
   await ch?.close();
@@ -70,7 +72,7 @@ describe('log queries before and after a merge', () => {
     expect(t?.engine_full).not.toMatch(/min_age_to_force_merge/);
   });
 
-  it('counts every replay once while it is in another part, and identically once the partitions are merged', async () => {
+  it('counts every request once while its batches are in parts of their own, and identically once the partitions are merged', async () => {
     expect(await snapshot()).toEqual(EXPECTED);
     // What a merge does, now: one part per partition, the duplicates gone.
     for (const partition of ['200303', '200304']) {
@@ -89,7 +91,7 @@ describe('log queries before and after a merge', () => {
 
 // The quarter-hour table (migration 009) and the deep-page skip against the reference answer: the same
 // question asked of `logs FINAL` row by row, on an account with 3,000 requests over 30 hours, some
-// replayed in later inserts (the outbox's lost delete), some sharing a second.
+// batches sent again with their token (the outbox's lost delete), some requests sharing a second.
 describe('log_stats_15m and deep pages give the reference answers', () => {
   const user = randomInt(4_000_000_000, 5_000_000_000);
   const T0 = Date.UTC(2003, 5, 1, 0, 7, 13) / 1000;
@@ -108,12 +110,13 @@ describe('log_stats_15m and deep pages give the reference answers', () => {
   };
 
   beforeAll(async () => {
-    const insert = (values: object[]) => ch.insert({ table: 'logs', values, format: 'JSONEachRow' });
-    await insert(all.slice(0, 2000));
-    await insert(all.slice(2000));
-    // Replays in parts of their own, and a replay inside one insert.
-    await insert([all[5]!, all[2500]!, all[2500]!]);
-    await insert(all.slice(100, 160));
+    const run = randomUUID();
+    const send = (values: object[], batch: string) =>
+      ch.insert({ table: 'logs', values, format: 'JSONEachRow', clickhouse_settings: { insert_deduplication_token: `log-outbox-${run}-${batch}` } });
+    await send(all.slice(0, 2000), 'a');
+    await send(all.slice(2000), 'b');
+    await send(all.slice(2000), 'b');
+    await send(all.slice(0, 2000), 'a');
   });
 
   it('counts each replay once in the quarter-hour table', async () => {

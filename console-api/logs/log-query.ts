@@ -1,10 +1,11 @@
-// Queries of the request log in ClickHouse (infra/clickhouse/migrations/001_logs.sql, 009_log_stats.sql).
+// Queries of the request log in ClickHouse (infra/clickhouse/migrations/001_logs.sql, 009_log_stats.sql,
+// 012_log_stats_from_logs.sql).
 // Plans and measurements: docs/log-query-plans.md. Every query:
 //   - is scoped to one user_id, the first column of every sorting key read here;
-//   - counts a replayed request (same user_id, created_at, request_id: what ReplacingMergeTree
-//     collapses) once without FINAL: sums and counts come from log_stats_15m, which counts each key
-//     the first time it is inserted, and raw rows are read through `LIMIT 1 BY created_at, request_id`
-//     in the table's own order, so a replay in another part is dropped where it stands;
+//   - reads no FINAL: sums and counts come from log_stats_15m, which counts each request once because
+//     each reaches `logs` once (a repeated outbox batch is dropped on insert: billing/log-outbox.ts,
+//     migration 012), and raw rows are read through `LIMIT 1 BY created_at, request_id` in the table's
+//     own order, so a row inserted twice some other way is still listed once;
 //   - reads whole quarter hours from log_stats_15m and only the partial quarter hours at the edges of
 //     the range from `logs`;
 //   - binds every value as a server-side parameter ({name:Type} + query_params); the SQL text is

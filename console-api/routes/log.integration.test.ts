@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 
@@ -56,10 +57,12 @@ beforeAll(async () => {
   r3 = row(me, { created_at: now - 3600, quota: 400, prompt_tokens: 100, completion_tokens: 100, request_id: 'req-3' });
   r4 = row(me, { created_at: now - 10, type: 1, quota: 10_000, token_name: '', model_name: '', request_id: 'req-4', content: 'top-up' });
   r5 = row(me, { created_at: now - 5, type: 5, quota: 0, request_id: 'req-5', content: 'upstream error' });
-  const insert = (values: object[]) => h.clickhouse.insert({ table: 'logs', values, format: 'JSONEachRow' });
-  await insert([r1, r2, r3, r4, r5, row(someoneElse, { created_at: now - 15, quota: 999, prompt_tokens: 1000 })]);
-  // The billing worker replays r1 (same user, time and request id) into a second part.
-  await insert([r1]);
+  const batch = [r1, r2, r3, r4, r5, row(someoneElse, { created_at: now - 15, quota: 999, prompt_tokens: 1000 })];
+  // The billing worker sends the batch again with its token (its delete was lost): ClickHouse drops it.
+  const token = `log-outbox-${randomUUID()}`;
+  for (let i = 0; i < 2; i++) {
+    await h.clickhouse.insert({ table: 'logs', values: batch, format: 'JSONEachRow', clickhouse_settings: { insert_deduplication_token: token } });
+  }
 });
 afterAll(async () => {
   await h?.close();

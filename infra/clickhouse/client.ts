@@ -24,16 +24,13 @@ export function clickHouseOptions(config: Config) {
 }
 
 /**
- * On a cluster (CLICKHOUSE_CLUSTER, infra/clickhouse/migrations-cluster/): the first-seen filter that
- * keeps log_stats_15m exact counts a key once per replica that received its insert (a materialized
- * view fires on that replica only), so every insert of a shard goes to the same replica while it is
- * healthy: replicas in their configured order, the local one not preferred. And an insert into the
+ * On a cluster (CLICKHOUSE_CLUSTER, infra/clickhouse/migrations-cluster/): an insert into the
  * Distributed `logs` returns once the shards have the rows, not once they are queued on the node that
- * took them: billing deletes its outbox rows on that answer (billing/log-outbox.ts).
+ * took them: billing deletes its outbox rows on that answer (billing/log-outbox.ts), and each shard's
+ * part of the insert carries the batch's insert_deduplication_token, which that shard's replicated
+ * tables check through Keeper whichever replica receives a repeat.
  */
 const CLUSTER_SETTINGS = {
-  load_balancing: 'in_order',
-  prefer_localhost_replica: 0,
   distributed_foreground_insert: 1,
 } as Record<string, unknown>;
 

@@ -369,7 +369,7 @@ describe('local ClickHouse server', () => {
     clients.push(ch);
     const tables = await (await ch.query({ query: 'SHOW TABLES', format: 'JSONEachRow' })).json<{ name: string }>();
     expect(tables.map((t) => t.name).sort()).toEqual([
-      'log_keys', 'log_keys_mv', 'log_stats_15m', 'log_stats_15m_mv', 'logs', 'logs_first_seen', 'logs_first_seen_mv', 'schema_migrations',
+      'log_stats_15m', 'log_stats_15m_from_logs_mv', 'logs', 'schema_migrations',
     ]);
     const applied = await (await ch.query({ query: 'SELECT name FROM schema_migrations FINAL', format: 'JSONEachRow' })).json();
     expect((applied as { name: string }[]).map((r) => r.name).sort()).toEqual(first);

@@ -8,8 +8,9 @@
 // to it, each with its own state (current database, `SET`) and running its statements in parallel
 // with the others'. The server keeps a pool of them (`connections`): a read takes a free one, so a
 // console query no longer waits behind every other statement; writes (INSERT, DDL, anything that is
-// not a read) also take one, but one write at a time, as before (the log tables' first-seen filter
-// relies on two inserts of one key never running at once: infra/clickhouse/migrations/009).
+// not a read) also take one, but one write at a time, as before (migration 009's first-seen filter
+// needed it; kept, as a real server's billing also sends one log insert at a time:
+// billing/log-outbox.ts).
 //
 // Query parameters are not bound with chdb's queryBindAsync: chdb runs every parameterized statement
 // of the process through one queue (its libchdb does not isolate parameters between connections). They

@@ -11,8 +11,9 @@
 // So: (a) every statement is parsed by ClickHouse's parser as sent; (b) the set is created as written
 // but for ON CLUSTER, to check the replicated engines; (c) the rehearsal runs the set through
 // migrate.ts with the smallest rewrite that lets rows in (ON CLUSTER dropped, Replicated*MergeTree(path,
-// replica) -> *MergeTree; Distributed kept) and compares it with the single-server set: the same
-// columns and keys, the same console answers, exact statistics after a replayed insert.
+// replica) -> *MergeTree; Distributed kept; the replicated tables' default deduplication window given
+// to their stand-ins) and compares it with the single-server set: the same columns and keys, the same
+// console answers, exact statistics after a repeated insert.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -57,6 +58,11 @@ function rehearsalRewrite(statement: string): string {
     .replace(/\s+ON CLUSTER '\w+'/g, '')
     .replace(/\bReplicated(\w*MergeTree)\('[^']*', '[^']*'\)/g, '$1');
 }
+
+// A replicated table drops a repeated insert by default (replicated_deduplication_window, checked on
+// the keeper database below); a plain stand-in does only with a window of its own.
+const STAND_INS_DEDUPLICATE = ['logs_local', 'log_stats_15m_local']
+  .map((t) => `ALTER TABLE ${t} MODIFY SETTING non_replicated_deduplication_window = 1000`);
 
 const clusterDir = migrationsDir(CLUSTER);
 const clusterStatements = (config = clustered) => [
@@ -122,12 +128,13 @@ describe('the cluster migration set', () => {
     const ch = createClickHouseAdmin(clustered);
     clients.push(ch);
     const statements = clusterStatements();
-    // schema_migrations and the database, 001's two tables, 009's four tables and three views, 011's setting.
-    expect(statements.length).toBe(2 + 2 + 7 + 1);
+    // schema_migrations and the database, 001's two tables, 009's four tables and three views, 011's
+    // setting, 012's three views dropped, one created and two tables dropped.
+    expect(statements.length).toBe(2 + 2 + 7 + 1 + 6);
     for (const q of statements) {
       expect(q).not.toContain('{cluster}');
-      // Idempotent: created only when missing, or a setting set to a value.
-      expect(q).toMatch(/^(CREATE (TABLE|DATABASE|MATERIALIZED VIEW) IF NOT EXISTS |ALTER TABLE \w+ ON CLUSTER '\w+' MODIFY SETTING )/);
+      // Idempotent: created only when missing, dropped only when there, or a setting set to a value.
+      expect(q).toMatch(/^(CREATE (TABLE|DATABASE|MATERIALIZED VIEW) IF NOT EXISTS |DROP (TABLE|VIEW) IF EXISTS \w+ ON CLUSTER '\w+'$|ALTER TABLE \w+ ON CLUSTER '\w+' MODIFY SETTING )/);
       const [parsed] = await rows<{ f: string }>(ch, 'SELECT formatQuery({q:String}) AS f', { q });
       // The parser's own reading: the statement is distributed to the setting's cluster.
       expect(parsed?.f, q).toContain(`ON CLUSTER ${CLUSTER}`);
@@ -154,11 +161,14 @@ describe('the cluster migration set', () => {
     const tables = await rows<{ name: string; engine: string; engine_full: string }>(ch,
       `SELECT name, engine, engine_full FROM system.tables WHERE database = 'mig_keeper' ORDER BY name`);
     expect(Object.fromEntries(tables.map((t) => [t.name, t.engine]))).toEqual({
-      log_keys: 'EmbeddedRocksDB', log_keys_mv: 'MaterializedView', log_stats_15m: 'Distributed',
-      log_stats_15m_local: 'ReplicatedSummingMergeTree', log_stats_15m_mv: 'MaterializedView', logs: 'Distributed',
-      logs_first_seen: 'Null', logs_first_seen_mv: 'MaterializedView', logs_local: 'ReplicatedReplacingMergeTree',
-      schema_migrations: 'ReplicatedReplacingMergeTree',
+      log_stats_15m: 'Distributed', log_stats_15m_local: 'ReplicatedSummingMergeTree', log_stats_15m_from_logs_mv: 'MaterializedView',
+      logs: 'Distributed', logs_local: 'ReplicatedReplacingMergeTree', schema_migrations: 'ReplicatedReplacingMergeTree',
     });
+    // What drops a repeated outbox batch on a cluster: the replicated tables' own window, by default.
+    const windows = await rows<{ name: string; value: string }>(ch,
+      `SELECT name, value FROM system.merge_tree_settings
+       WHERE name IN ('replicated_deduplication_window', 'replicated_deduplication_window_seconds') ORDER BY name`);
+    expect(windows.map((w) => [w.name, Number(w.value)])).toEqual([['replicated_deduplication_window', 10000], ['replicated_deduplication_window_seconds', 3600]]);
     expect(tables.find((t) => t.name === 'logs')!.engine_full).toBe(`Distributed('${CLUSTER}', 'mig_keeper', 'logs_local', user_id)`);
     await dropKeeperDatabase();
   });
@@ -186,14 +196,16 @@ describe('single-host rehearsal of the cluster set', () => {
 
   beforeAll(async () => {
     expect(await migrateClickHouse(single)).toEqual(migrationFiles(migrationsDir()));
-    expect(await migrateClickHouse(clustered, undefined, rehearsalRewrite)).toEqual(['001_logs.sql', '009_log_stats.sql', '011_log_keys_write_batches.sql']);
+    expect(await migrateClickHouse(clustered, undefined, rehearsalRewrite)).toEqual(
+      ['001_logs.sql', '009_log_stats.sql', '011_log_keys_write_batches.sql', '012_log_stats_from_logs.sql']);
     singleCh = client(single);
+    for (const query of STAND_INS_DEDUPLICATE) await client(clustered).command({ query });
     // The gateway's client on a cluster sends the settings that route each shard's inserts to one
     // replica; the rehearsal's one replica is the embedded server itself, which serves no TCP, so it
     // is reached in-process (prefer_localhost_replica 1) and the rest is kept.
     const options = clickHouseOptions(clustered);
-    expect(options.clickhouse_settings).toMatchObject({ load_balancing: 'in_order', prefer_localhost_replica: 0, distributed_foreground_insert: 1 });
-    expect(clickHouseOptions(single).clickhouse_settings).not.toHaveProperty('prefer_localhost_replica');
+    expect(options.clickhouse_settings).toMatchObject({ distributed_foreground_insert: 1 });
+    expect(clickHouseOptions(single).clickhouse_settings).not.toHaveProperty('distributed_foreground_insert');
     clusterCh = createClient({
       ...options, database: clustered.CLICKHOUSE_DATABASE, clickhouse_settings: { ...options.clickhouse_settings, prefer_localhost_replica: 1 },
     });
@@ -223,49 +235,52 @@ describe('single-host rehearsal of the cluster set', () => {
     const singleStats = await columns('mig_single', 'log_stats_15m');
     expect(await columns('mig_cluster', 'log_stats_15m_local')).toEqual(singleStats);
     expect(await columns('mig_cluster', 'log_stats_15m')).toEqual(unkeyed(singleStats));
-    for (const t of ['log_keys', 'logs_first_seen']) expect(await columns('mig_cluster', t), t).toEqual(await columns('mig_single', t));
+    // 012 took the first-seen filter out of both.
+    const gone = `SELECT name FROM system.tables WHERE database = {db:String} AND name IN ('log_keys', 'logs_first_seen', 'log_keys_mv', 'logs_first_seen_mv', 'log_stats_15m_mv')`;
+    for (const db of ['mig_single', 'mig_cluster']) expect(await rows(singleCh, gone, { db }), db).toEqual([]);
 
-    // Engines, partitioning, ordering and settings: the rewrite only took the replication out, so the
-    // engine clauses must read the same; and the same skip indexes.
+    // Engines, partitioning, ordering and settings: the rewrite only took the replication out (and the
+    // stand-ins were given the window a replicated table has), so the engine clauses must read the
+    // same; and the same skip indexes.
     const engine = async (db: string, name: string) =>
       (await rows<{ e: string }>(singleCh, 'SELECT engine_full AS e FROM system.tables WHERE database = {db:String} AND name = {name:String}', { db, name }))[0]?.e;
     expect(await engine('mig_cluster', 'logs_local')).toBe(await engine('mig_single', 'logs'));
     expect(await engine('mig_single', 'logs')).toBe(
-      'ReplacingMergeTree PARTITION BY toYYYYMM(created_at) ORDER BY (user_id, created_at, request_id) SETTINGS index_granularity = 8192');
+      'ReplacingMergeTree PARTITION BY toYYYYMM(created_at) ORDER BY (user_id, created_at, request_id) SETTINGS index_granularity = 8192, non_replicated_deduplication_window = 1000');
+    expect(await engine('mig_single', 'log_stats_15m')).toMatch(/^SummingMergeTree .* SETTINGS .*non_replicated_deduplication_window = 1000/);
     expect(await engine('mig_cluster', 'log_stats_15m_local')).toBe(await engine('mig_single', 'log_stats_15m'));
     expect(await engine('mig_cluster', 'log_stats_15m')).toBe(`Distributed('${CLUSTER}', 'mig_cluster', 'log_stats_15m_local', user_id)`);
-    // The first-seen filter's keys as RocksDB write batches (011), on both sets.
-    expect(await engine('mig_single', 'log_keys')).toMatch(/^EmbeddedRocksDB PRIMARY KEY key SETTINGS .*optimize_for_bulk_insert = 0/);
-    expect(await engine('mig_cluster', 'log_keys')).toBe(await engine('mig_single', 'log_keys'));
     const indexes = (db: string, table: string) => rows(singleCh,
       `SELECT name, type_full, expr, granularity FROM system.data_skipping_indices
        WHERE database = {db:String} AND table = {table:String} ORDER BY name`, { db, table });
     expect(await indexes('mig_cluster', 'logs_local')).toEqual(await indexes('mig_single', 'logs'));
     expect(await indexes('mig_single', 'logs')).toHaveLength(2);
 
-    // The chain hangs off the local tables (a view on the Distributed `logs` would fire on whichever
+    // The view hangs off the local table (a view on the Distributed `logs` would fire on whichever
     // host received the insert, not on the account's shard; one shard here could not tell).
     const dependents = async (db: string, name: string) => (await rows<{ d: string[] }>(singleCh,
       'SELECT dependencies_table AS d FROM system.tables WHERE database = {db:String} AND name = {name:String}', { db, name }))[0]?.d;
-    expect(await dependents('mig_cluster', 'logs_local')).toEqual(['logs_first_seen_mv']);
+    expect(await dependents('mig_cluster', 'logs_local')).toEqual(['log_stats_15m_from_logs_mv']);
     expect(await dependents('mig_cluster', 'logs')).toEqual([]);
-    expect((await dependents('mig_cluster', 'logs_first_seen'))?.sort()).toEqual(['log_keys_mv', 'log_stats_15m_mv']);
-    expect(await dependents('mig_single', 'logs')).toEqual(['logs_first_seen_mv']);
+    expect(await dependents('mig_single', 'logs')).toEqual(['log_stats_15m_from_logs_mv']);
   });
 
-  it('counts a replayed insert once: rows reach logs_local through `logs`, the local chain fills log_stats_15m exactly', async () => {
+  it('drops a repeated outbox batch whole: rows reach logs_local through `logs` once, log_stats_15m counts each once', async () => {
+    // Two batches as billing/log-outbox.ts sends them, each with its token; both sent again with the
+    // same token (a delete lost after ClickHouse took the insert), the second twice.
+    const batches = [{ token: 'log-outbox-a', rows: LOG_ROWS.slice(0, 6) }, { token: 'log-outbox-b', rows: LOG_ROWS.slice(6) }];
     for (const ch of [singleCh, clusterCh]) {
-      const insert = (values: object[]) => ch.insert({ table: 'logs', values, format: 'JSONEachRow' });
-      await insert(LOG_ROWS);
-      // The outbox's replay of a batch whose delete was lost: the same rows again, in parts of their own.
-      await insert(LOG_ROWS);
-      await insert([LOG_ROWS[0]!, LOG_ROWS[7]!]);
+      const send = (b: (typeof batches)[number]) => ch.insert({
+        table: 'logs', values: b.rows, format: 'JSONEachRow', clickhouse_settings: { insert_deduplication_token: b.token },
+      });
+      for (const b of [...batches, ...batches, batches[1]!]) await send(b);
     }
-    // Through the Distributed table into the local one: every inserted row is there, replays unmerged.
-    const local = await rows<Record<string, unknown>>(clusterCh,
-      'SELECT count() AS n, uniqExact(user_id, created_at, request_id) AS keys FROM logs_local');
-    expect(numeric(local)).toEqual([{ n: 2 * LOG_ROWS.length + 2, keys: LOG_ROWS.length }]);
-    expect(numeric(await rows(clusterCh, 'SELECT count() AS n FROM log_keys'))).toEqual([{ n: LOG_ROWS.length }]);
+    // Through the Distributed table into the local one: every row once, the repeats dropped on insert
+    // (not merged away later), though each batch spans two months (two parts).
+    for (const [ch, table] of [[clusterCh, 'logs_local'], [singleCh, 'logs']] as const) {
+      const stored = await rows<Record<string, unknown>>(ch, `SELECT count() AS n, uniqExact(user_id, created_at, request_id) AS keys FROM ${table}`);
+      expect(numeric(stored), table).toEqual([{ n: LOG_ROWS.length, keys: LOG_ROWS.length }]);
+    }
 
     const statsSql = (table: string) => `SELECT user_id, toUnixTimestamp(bucket) AS bucket, type, token_name,
         sum(requests) AS requests, sum(quota) AS quota, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens
