@@ -1,7 +1,7 @@
 // Moves log rows from the Postgres log_outbox (written with the ledger rows, billing/settle-batch.ts)
 // to ClickHouse, each row counted once in ClickHouse's stats, under any fault:
-//   1. claimLogBatch fixes a batch in Postgres and commits it: the lowest queued row ids and a random
-//      token (log_outbox_batches, Postgres migration 015);
+//   1. claimLogBatch fixes a batch in Postgres and commits it, unless one is open already: the lowest
+//      queued row ids and a random token (log_outbox_batches, Postgres migration 015);
 //   2. sendLogBatch inserts those rows with the token as insert_deduplication_token, then deletes the
 //      rows and the batch, in one Postgres transaction.
 // If ClickHouse took the insert but the delete was lost (the worker, its connection or Postgres died
@@ -34,23 +34,24 @@ export interface DrainOptions {
 }
 
 /**
- * One pass: the batch left open by an earlier pass (if any), then a new batch of up to `limit` rows.
- * Returns how many rows ClickHouse took (0: nothing queued), or DRAIN_BUSY.
+ * One pass, two transactions: the batch an earlier pass left open or else a new one of up to `limit`
+ * rows, then that batch sent. Returns how many rows ClickHouse took (0: nothing queued), or DRAIN_BUSY.
  */
 export async function drainLogOutbox(sql: Sql, ch: ClickHouseClient, limit: number, options: DrainOptions = {}): Promise<number> {
-  const left = await sendLogBatch(sql, ch, options);
-  if (left === DRAIN_BUSY) return DRAIN_BUSY;
-  if (!(await claimLogBatch(sql, limit, options))) return left;
-  const sent = await sendLogBatch(sql, ch, options);
-  return left + Math.max(sent, 0);
+  const open = await claimLogBatch(sql, limit, options);
+  if (open !== true) return open === false ? 0 : DRAIN_BUSY;
+  return sendLogBatch(sql, ch, options);
 }
 
-/** Fixes the next batch if none is open; false if there is nothing to claim or the drain is taken. */
-export async function claimLogBatch(sql: Sql, limit: number, options: DrainOptions = {}): Promise<boolean> {
+/**
+ * Makes sure a batch is open: the one an earlier pass left (its rows are not chosen again), or else a
+ * new one, committed. false: nothing queued; DRAIN_BUSY: another worker holds the drain.
+ */
+export async function claimLogBatch(sql: Sql, limit: number, options: DrainOptions = {}): Promise<boolean | typeof DRAIN_BUSY> {
   return sql.begin(async (tx) => {
-    if (!(await lockDrain(tx, options))) return false;
-    const [open] = await tx`SELECT EXISTS (SELECT 1 FROM log_outbox_batches) AS open`;
-    if (open!.open) return false;
+    if (!(await lockDrain(tx, options))) return DRAIN_BUSY;
+    const [left] = await tx`SELECT EXISTS (SELECT 1 FROM log_outbox_batches) AS open`;
+    if (left!.open) return true;
     const claimed = await tx`
       INSERT INTO log_outbox_batches (row_ids)
       SELECT array_agg(id ORDER BY id) FROM (SELECT id FROM log_outbox ORDER BY id LIMIT ${limit}) AS q
