@@ -15,7 +15,9 @@
 -- `logs` stays a ReplacingMergeTree read FINAL: a row inserted twice some other way is still shown once.
 --
 -- Run before the services start (as every migration): an insert between the views' drop and the new
--- view's creation would not be counted. Each statement is idempotent.
+-- view's creation would not be counted. And after the old billing workers stopped cleanly (each ends
+-- with a last pass): rows an old worker had inserted when it was killed, without their delete, would
+-- be sent again by the new code in a batch of its own and counted twice. Each statement is idempotent.
 ALTER TABLE logs MODIFY SETTING non_replicated_deduplication_window = 1000;
 ALTER TABLE log_stats_15m MODIFY SETTING non_replicated_deduplication_window = 1000;
 DROP VIEW IF EXISTS logs_first_seen_mv;
