@@ -11,9 +11,10 @@
 // repeated request in its ReplacingMergeTree, so a row is never shown twice either.
 //
 // Every step runs under one transaction-scoped advisory lock, so one worker drains at a time (the
-// others' passes find it taken and return, or wait for it when asked to): a batch is claimed only when none is open, so batches
-// never overlap and the window only ever needs to hold the one insert before the repeat. One insert
-// at a time of up to the pass's limit is also what ClickHouse prefers to many small ones.
+// others' passes find it taken and return, or wait for it when asked to): a batch is claimed only
+// when none is open, so batches never overlap and the window only ever needs to hold the one insert
+// before the repeat. One insert at a time of up to the pass's limit is also what ClickHouse prefers
+// to many small ones.
 import type { ClickHouseClient } from '@clickhouse/client';
 import type postgres from 'postgres';
 import type { Sql } from '../infra/postgres/client.js';
@@ -78,7 +79,13 @@ export async function sendLogBatch(sql: Sql, ch: ClickHouseClient, options: Drai
     if (rows.length > 0) {
       await ch.insert({
         table: 'logs', values: rows.map((r) => r.row), format: 'JSONEachRow',
-        clickhouse_settings: { insert_deduplication_token: `log-outbox-${batch.token}` },
+        clickhouse_settings: {
+          insert_deduplication_token: `log-outbox-${batch.token}`,
+          // Both default to 1 on current servers; said here so that a server profile or an older
+          // server (the second defaulted to 0 before) cannot count a repeat in the stats.
+          insert_deduplicate: 1,
+          deduplicate_blocks_in_dependent_materialized_views: 1,
+        },
       });
     }
     await tx`DELETE FROM log_outbox WHERE id = ANY(${batch.row_ids}::bigint[])`;
