@@ -204,7 +204,7 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
           report.lagMetric = { p50Ms: p50.value * 1000, p99Ms: p99.value * 1000, count: p50.count };
         }
         const a = report.audit;
-        log(`${sc.id} audit: ${a.pass ? 'PASS' : 'FAIL'} — debit ${a.pgDebit}, ledger ${a.ledgerSum}, ClickHouse ${a.chSum}, Redis ${a.redisMovement}, formula ${a.formula}` +
+        log(`${sc.id} audit: ${a.pass ? 'PASS' : 'FAIL'} — debit ${a.pgDebit}, ledger ${a.ledgerSum}, ClickHouse ${a.chSum}, stats ${a.statsSum}, Redis ${a.redisMovement}, formula ${a.formula}` +
           ` (${a.rows.complete} complete, ${a.rows.partial} partial, ${a.rows.error} error rows); billing lag p50 ${fmt(report.lag.lagMs.p50, 0)} ms p99 ${fmt(report.lag.lagMs.p99, 0)} ms` +
           `${a.problems.length ? `\n    ${a.problems.join('\n    ')}` : ''}`);
         if (!a.pass) failed = true;

@@ -36,6 +36,9 @@ export interface Books {
   ledgerRows: number;
   chSum: number;
   chRows: number;
+  /** What the console's sums and totals read: log_stats_15m (requests counted at insert, never merged away). */
+  statsSum: number;
+  statsRows: number;
   redisBalance: number | null;
 }
 
@@ -58,6 +61,8 @@ export interface AuditResult {
   pgDebit: number;
   ledgerSum: number;
   chSum: number;
+  /** Σ quota in log_stats_15m over the run: what the console shows. */
+  statsSum: number;
   redisMovement: number | null;
   formula: number;
   /** media: the billed rows of requests with images or documents (their charged tokens are in the formula). */
@@ -76,11 +81,15 @@ export class Auditor {
   ) {}
 
   async books(): Promise<Books> {
-    const [[u], [l], chRows, bal] = await Promise.all([
+    const [[u], [l], chRows, statsRows, bal] = await Promise.all([
       this.sql`SELECT quota FROM users WHERE id = ${this.userId}`,
       this.sql`SELECT COALESCE(MAX(id), 0) AS max_id, COALESCE(SUM(quota), 0) AS s, COUNT(*) AS n FROM ledger WHERE user_id = ${this.userId}`,
       this.ch.query({
         query: 'SELECT sum(quota) AS s, count() AS n FROM logs FINAL WHERE user_id = {u:UInt64}',
+        query_params: { u: this.userId }, format: 'JSONEachRow',
+      }).then((r) => r.json<{ s: string; n: string }>()),
+      this.ch.query({
+        query: 'SELECT sum(quota) AS s, sum(requests) AS n FROM log_stats_15m WHERE user_id = {u:UInt64}',
         query_params: { u: this.userId }, format: 'JSONEachRow',
       }).then((r) => r.json<{ s: string; n: string }>()),
       this.redis.get(this.keys.accountBalance(this.userId)),
@@ -92,6 +101,8 @@ export class Auditor {
       ledgerRows: Number(l!.n),
       chSum: Number(chRows[0]?.s ?? 0),
       chRows: Number(chRows[0]?.n ?? 0),
+      statsSum: Number(statsRows[0]?.s ?? 0),
+      statsRows: Number(statsRows[0]?.n ?? 0),
       redisBalance: bal === null ? null : Number(bal),
     };
   }
@@ -179,16 +190,19 @@ export class Auditor {
     const redisMovement = before.redisBalance === null || after.redisBalance === null ? null : before.redisBalance - after.redisBalance;
     const ledgerRows = after.ledgerRows - before.ledgerRows;
     const chRows = after.chRows - before.chRows;
+    const statsSum = after.statsSum - before.statsSum;
+    const statsRows = after.statsRows - before.statsRows;
     if (pgDebit !== ledgerSum) problems.push(`users.quota debit ${pgDebit} ≠ Σ ledger ${ledgerSum}`);
     if (ledgerSum !== chSum) problems.push(`Σ ledger ${ledgerSum} ≠ Σ ClickHouse logs ${chSum}`);
     if (redisMovement !== null && redisMovement !== pgDebit) problems.push(`Redis balance moved ${redisMovement} ≠ Postgres debit ${pgDebit}`);
     if (after.redisBalance !== null && after.redisBalance !== after.pgQuota) problems.push(`Redis mirror ${after.redisBalance} ≠ users.quota ${after.pgQuota} after drain`);
     if (formula !== pgDebit) problems.push(`formula ${formula} ≠ Postgres debit ${pgDebit}`);
     if (ledgerRows !== chRows) problems.push(`${ledgerRows} ledger rows ≠ ${chRows} ClickHouse rows`);
+    if (statsSum !== chSum || statsRows !== chRows) problems.push(`log_stats_15m ${statsRows} requests, Σ ${statsSum} ≠ logs ${chRows} rows, Σ ${chSum}`);
     if (complete < clientComplete) problems.push(`${complete} complete rows < ${clientComplete} complete answers the client received`);
     return {
       pass: problems.length === 0,
-      pgDebit, ledgerSum, chSum, redisMovement, formula,
+      pgDebit, ledgerSum, chSum, statsSum, redisMovement, formula,
       rows: { ledger: ledgerRows, clickhouse: chRows, complete, partial, error, media, openai },
       problems,
       drainMs,

@@ -180,14 +180,14 @@ export function reportMarkdown(
   }
   L.push('');
   L.push('## Money audit', '');
-  L.push('After each relay run, once the usage stream is drained and no reservation is open: the Postgres debit (users.quota), Σ ledger.quota, Σ ClickHouse logs.quota FINAL, the Redis balance movement and the formula over the usage the mock returned must all be equal.', '');
+  L.push('After each relay run, once the usage stream is drained and no reservation is open: the Postgres debit (users.quota), Σ ledger.quota, Σ ClickHouse logs.quota FINAL, Σ quota in log_stats_15m (what the console reads for its sums and totals; its requests must also equal the log rows), the Redis balance movement and the formula over the usage the mock returned must all be equal.', '');
   for (const s of scenarios) if (s.media) L.push(`- ${s.id} carries media: ${s.media}; the formula includes the input tokens the mock charges for each block.`);
   if (scenarios.some((s) => s.media)) L.push('');
-  L.push('| run | result | users.quota debit | Σ ledger | Σ ClickHouse | Redis movement | formula | rows complete / partial / error (with media) | drain ms |');
-  L.push('|---|---|---|---|---|---|---|---|---|');
+  L.push('| run | result | users.quota debit | Σ ledger | Σ ClickHouse | Σ log_stats_15m | Redis movement | formula | rows complete / partial / error (with media) | drain ms |');
+  L.push('|---|---|---|---|---|---|---|---|---|---|');
   for (const s of scenarios) for (const [name, a] of [[s.id, s.audit], [`${s.id} (billing paused, then drained)`, s.auditPaused]] as const) {
     if (!a) continue;
-    L.push(`| ${name} | ${a.pass ? 'PASS' : `FAIL: ${a.problems.join('; ')}`} | ${a.pgDebit} | ${a.ledgerSum} | ${a.chSum} | ${a.redisMovement ?? '–'} | ${a.formula} | ${a.rows.complete} / ${a.rows.partial} / ${a.rows.error}${a.rows.media ? ` (${a.rows.media})` : ''} | ${a.drainMs} |`);
+    L.push(`| ${name} | ${a.pass ? 'PASS' : `FAIL: ${a.problems.join('; ')}`} | ${a.pgDebit} | ${a.ledgerSum} | ${a.chSum} | ${a.statsSum} | ${a.redisMovement ?? '–'} | ${a.formula} | ${a.rows.complete} / ${a.rows.partial} / ${a.rows.error}${a.rows.media ? ` (${a.rows.media})` : ''} | ${a.drainMs} |`);
   }
   const allPass = scenarios.every((s) => (!s.audit || s.audit.pass) && (!s.auditPaused || s.auditPaused.pass));
   L.push('', `**Audit: ${allPass ? 'PASS' : 'FAIL'}**`, '');
