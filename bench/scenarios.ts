@@ -122,7 +122,7 @@ export interface RunContext {
   ch: ClickHouseClient;
   /** The stack's Redis: INFO commandstats and INFO cpu around each relay run. */
   redis: Redis;
-  /** The bench account: LagProbe looks for its log rows. */
+  /** The bench account: LagProbe watches its log rows. */
   userId: number;
   urlOf: Record<Target, string>;
   headersOf: (target: Target) => Record<string, string>;
@@ -151,7 +151,7 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
       if (paused) process.kill(billingPid, 'SIGSTOP');
       log(`${sc.id} → ${target}: warm-up ${opts.warmupMs / 1000} s`);
       await drive({ url: urlOf[target], requests, connections: sc.connections, rate: sc.rate, durationMs: opts.warmupMs, abortAfterBodyBytes: sc.abortAfterBodyBytes });
-      const probe = target === 'relay' ? new LagProbe(ch, ctx.userId) : null;
+      const probe = target === 'relay' ? new LagProbe(ch, auditor.sql, ctx.userId) : null;
       const lagBefore = target === 'relay' && stack.billingMetricsUrl ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
       probe?.start();
       const [rt0, rd0] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl, relayPid(stack)), redisSnapshot(ctx.redis)]) : [null, null];

@@ -210,29 +210,33 @@ export class Auditor {
   }
 }
 
-/** Before the oldest pending request's start, the seconds a poll also reads (created_at is whole seconds). */
+/** Before the oldest checked request's start, the seconds the ClickHouse check also reads (created_at is whole seconds). */
 const LAG_PROBE_MARGIN_SEC = 2;
 
 /**
  * Billing lag: request ids captured from responses (x-gateway-request-id) with the time the client saw
- * the response end; polled in ClickHouse until their row is there. Resolution: the poll interval plus
- * one query (reported with the figure). A poll reads only the bench account's rows created since the
- * oldest pending request started (its sorting key's range; the row's created_at is its request's
- * start): the account keeps every earlier run's rows, and a poll that read them all cost ClickHouse
- * 5-8 ms of CPU, 20 times a second, on the cores the measured relay runs on.
+ * the response end, until their log row is in ClickHouse. Watched in Postgres, every 100 ms: a row is
+ * in ClickHouse once its ledger row exists and its outbox row is gone, because the log outbox deletes
+ * a batch's rows in the transaction that commits after ClickHouse took their insert
+ * (billing/log-outbox.ts); the figure is later than ClickHouse's own visibility by that delete and
+ * commit (a few ms), inside the poll's resolution. Each id found is then looked up in ClickHouse once,
+ * at the end: an id Postgres says was sent and ClickHouse lacks counts as missing. Polling ClickHouse
+ * itself cost it 5-15 ms of CPU a poll (most of it the embedded engine's fixed cost per statement,
+ * docs/performance.md), 10 times a second, on the cores the measured relay runs on; a Postgres poll
+ * is two index lookups per id.
  */
 export class LagProbe {
   /** request id → [response end, request start], wall-clock ms. */
   readonly #pending = new Map<string, [number, number]>();
+  /** Found in Postgres as sent to ClickHouse: request id → request start (bounds the check's read). */
+  readonly #sent = new Map<string, number>();
   readonly #rec = new Recorder();
   #timer: NodeJS.Timeout | undefined;
   #busy = false;
   queries = 0;
   queryMs = new Recorder();
 
-  // Every 100 ms: each poll costs ClickHouse a few ms of CPU on the cores the relay is measured on, and
-  // the lag it measures is 300-900 ms.
-  constructor(readonly ch: ClickHouseClient, readonly userId: number, readonly intervalMs = 100) {}
+  constructor(readonly ch: ClickHouseClient, readonly sql: Sql, readonly userId: number, readonly intervalMs = 100) {}
 
   add(requestId: string, endMs: number, startMs = endMs): void {
     this.#pending.set(requestId, [endMs, Math.min(startMs, endMs)]);
@@ -247,24 +251,19 @@ export class LagProbe {
     this.#busy = true;
     try {
       const ids = [...this.#pending.keys()].slice(0, 500);
-      let oldestStartMs = Infinity;
-      for (const id of ids) oldestStartMs = Math.min(oldestStartMs, this.#pending.get(id)![1]);
-      const since = Math.max(0, Math.floor(oldestStartMs / 1000) - LAG_PROBE_MARGIN_SEC);
       const t0 = performance.now();
-      const rows = await this.ch.query({
-        query: `SELECT request_id FROM logs
-                WHERE user_id = {u:UInt64} AND created_at >= toDateTime({since:UInt32}) AND request_id IN {ids:Array(String)}`,
-        query_params: { u: this.userId, since, ids }, format: 'JSONEachRow',
-      }).then((r) => r.json<{ request_id: string }>());
+      const rows = await this.sql<{ request_id: string }[]>`
+        SELECT l.request_id FROM ledger l
+        WHERE l.request_id = ANY(${ids}::text[]) AND NOT EXISTS (SELECT 1 FROM log_outbox o WHERE o.id = l.id)`;
       const now = Date.now();
       this.queries++;
       this.queryMs.record(performance.now() - t0);
       for (const { request_id } of rows) {
-        const end = this.#pending.get(request_id)?.[0];
-        if (end !== undefined) {
-          this.#rec.record(Math.max(0, now - end));
-          this.#pending.delete(request_id);
-        }
+        const times = this.#pending.get(request_id);
+        if (times === undefined) continue;
+        this.#rec.record(Math.max(0, now - times[0]));
+        this.#pending.delete(request_id);
+        this.#sent.set(request_id, times[1]);
       }
     } catch {
       // next poll
@@ -273,11 +272,25 @@ export class LagProbe {
     }
   }
 
-  /** Polls until every captured id is found (or the timeout), then stops. */
+  /** Polls until every captured id is found (or the timeout), stops, and checks the found ones in ClickHouse. */
   async finish(timeoutMs = 30_000): Promise<{ lagMs: Summary; missing: number; pollQueryMs: Summary }> {
     const end = Date.now() + timeoutMs;
     while (this.#pending.size > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, this.intervalMs));
     clearInterval(this.#timer);
-    return { lagMs: this.#rec.summary(), missing: this.#pending.size, pollQueryMs: this.queryMs.summary() };
+    while (this.#busy) await new Promise((r) => setTimeout(r, 10));
+    let missing = this.#pending.size;
+    const sent = [...this.#sent];
+    // Query parameters travel in the URL: a few hundred ids per query keep it under the server's limit.
+    for (let i = 0; i < sent.length; i += 200) {
+      const chunk = sent.slice(i, i + 200);
+      const since = Math.max(0, Math.floor(Math.min(...chunk.map(([, startMs]) => startMs)) / 1000) - LAG_PROBE_MARGIN_SEC);
+      const found = await this.ch.query({
+        query: `SELECT DISTINCT request_id FROM logs
+                WHERE user_id = {u:UInt64} AND created_at >= toDateTime({since:UInt32}) AND request_id IN {ids:Array(String)}`,
+        query_params: { u: this.userId, since, ids: chunk.map(([id]) => id) }, format: 'JSONEachRow',
+      }).then((r) => r.json<{ request_id: string }>());
+      missing += chunk.length - found.length;
+    }
+    return { lagMs: this.#rec.summary(), missing, pollQueryMs: this.queryMs.summary() };
   }
 }

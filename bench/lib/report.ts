@@ -191,7 +191,7 @@ export function reportMarkdown(
   }
   const allPass = scenarios.every((s) => (!s.audit || s.audit.pass) && (!s.auditPaused || s.auditPaused.pass));
   L.push('', `**Audit: ${allPass ? 'PASS' : 'FAIL'}**`, '');
-  L.push('Billing lag = client saw the response end → its row is visible in ClickHouse (`logs`), polled every 100 ms, each poll reading the rows created since the oldest pending request started (resolution: poll interval + one query). In parentheses, when the billing worker exposes /metrics: its gateway_billing_lag_seconds (stream entry time → batch committed in Postgres; the ClickHouse row follows from the log outbox, which the polled figure includes), as bucket upper bounds.', '');
+  L.push('Billing lag = client saw the response end → its log row is in ClickHouse, watched in Postgres every 100 ms (its ledger row committed and its outbox row gone: the outbox deletes rows in the transaction that commits after ClickHouse took them), every row so found then checked in ClickHouse once at the end (resolution: poll interval + one query; not found = missing). In parentheses, when the billing worker exposes /metrics: its gateway_billing_lag_seconds (stream entry time → batch committed in Postgres; the ClickHouse row follows from the log outbox, which the polled figure includes), as bucket upper bounds.', '');
   for (const s of scenarios) if (s.lag) L.push(`- ${s.id}: ${s.lag.lagMs.count} requests sampled, ${s.lag.missing} not found, poll query p50 ${fmt(s.lag.pollQueryMs.p50, 1)} ms / p99 ${fmt(s.lag.pollQueryMs.p99, 1)} ms`);
   L.push('');
 
