@@ -16,8 +16,7 @@
 // before the repeat. One insert at a time of up to the pass's limit is also what ClickHouse prefers
 // to many small ones.
 import type { ClickHouseClient } from '@clickhouse/client';
-import type postgres from 'postgres';
-import type { Sql } from '../infra/postgres/client.js';
+import type { Queryable, Sql } from '../infra/postgres/client.js';
 
 const DRAIN_LOCK_ID = 727_009;
 
@@ -94,7 +93,7 @@ export async function sendLogBatch(sql: Sql, ch: ClickHouseClient, options: Drai
   });
 }
 
-async function lockDrain(tx: postgres.ISql<Record<string, never>>, { wait = false }: DrainOptions): Promise<boolean> {
+async function lockDrain(tx: Queryable, { wait = false }: DrainOptions): Promise<boolean> {
   if (wait) {
     await tx`SELECT pg_advisory_xact_lock(${DRAIN_LOCK_ID})`;
     return true;

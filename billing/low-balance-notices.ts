@@ -15,10 +15,9 @@
 // ChannelAllowPrivateNetworks) and is signed: X-Webhook-Timestamp (Unix seconds) and
 // X-Webhook-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" with the account's secret>.
 import { createHmac } from 'node:crypto';
-import type postgres from 'postgres';
 import { request } from 'undici';
 import type { Logger } from '../infra/logger.js';
-import type { Sql } from '../infra/postgres/client.js';
+import type { Queryable, Sql } from '../infra/postgres/client.js';
 import { loadSmtpSettings, sendMail } from '../core/email/mailer.js';
 import { checkTarget, guardedAgent } from '../core/net/outbound-guard.js';
 import { parseNoticeSetting, warningThreshold } from '../core/notices/notice-setting.js';
@@ -31,8 +30,6 @@ export const NOTICE_TIMEOUT_MS = 5_000;
 /** Delay before the n-th retry: 30 s, 60 s, 120 s, 240 s. */
 export const noticeRetryDelaySec = (attempt: number): number => 30 * 2 ** (attempt - 1);
 
-/** The settlement's transaction (or the pool: queueing needs nothing else). */
-type Tx = postgres.ISql<Record<string, never>>;
 
 /** What the settlement's UPDATE of users returned: the balance after the batch and the batch's debit. */
 export interface SettledBalance {
@@ -43,7 +40,7 @@ export interface SettledBalance {
 }
 
 /** Step 1, inside the settlement transaction: a notice row for each balance that crossed its threshold. */
-export async function queueLowBalanceNotices(tx: Tx, balances: readonly SettledBalance[], nowSec: number): Promise<number> {
+export async function queueLowBalanceNotices(tx: Queryable, balances: readonly SettledBalance[], nowSec: number): Promise<number> {
   const crossed: { userId: number; balance: number; threshold: number }[] = [];
   for (const b of balances) {
     if (!b.setting) continue;

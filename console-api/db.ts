@@ -1,4 +1,4 @@
-import type postgres from 'postgres';
+import type { Queryable } from '../infra/postgres/client.js';
 
 /** Either the pool or a transaction: what a function that only runs queries needs. */
-export type Db = postgres.ISql<Record<string, never>>;
+export type Db = Queryable;

@@ -1,9 +1,6 @@
 // The options table (new-api's key → value settings: ratios, groups, ...) as the relay and the console
 // both read it; each parses the values it needs (core/pricing/ratios.ts, core/groups/group-policy.ts).
-import type postgres from 'postgres';
-
-/** The pool or a transaction: reading options needs nothing else. */
-type Queryable = postgres.ISql<Record<string, never>>;
+import type { Queryable } from '../../infra/postgres/client.js';
 
 /**
  * The options table as a map, or only the rows named by `keys`. The relay reads it at start and

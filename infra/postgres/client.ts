@@ -3,6 +3,9 @@ import type { Config } from '../config.js';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 
+/** Either the pool or a transaction: what a function that only runs queries needs. */
+export type Queryable = postgres.ISql<Record<string, never>>;
+
 // BIGINT columns come back as JS numbers: every quota fits well inside 2^53 (18 billion US dollars).
 //
 // fetchTypes false skips postgres.js's array-type query on each new connection. That query's failure
