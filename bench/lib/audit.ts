@@ -71,6 +71,18 @@ export interface AuditResult {
   drainMs: number;
 }
 
+/**
+ * log_stats_15m against `logs` FINAL over a run (from `before` to `after`): what the console's sums and
+ * totals read must count every logged request once. The problem, or null when they agree.
+ */
+export function statsMismatch(before: Books, after: Books): string | null {
+  const statsSum = after.statsSum - before.statsSum;
+  const statsRows = after.statsRows - before.statsRows;
+  const chSum = after.chSum - before.chSum;
+  const chRows = after.chRows - before.chRows;
+  return statsSum === chSum && statsRows === chRows ? null : `log_stats_15m ${statsRows} requests, Σ ${statsSum} ≠ logs ${chRows} rows, Σ ${chSum}`;
+}
+
 export class Auditor {
   constructor(
     readonly sql: Sql,
@@ -190,19 +202,18 @@ export class Auditor {
     const redisMovement = before.redisBalance === null || after.redisBalance === null ? null : before.redisBalance - after.redisBalance;
     const ledgerRows = after.ledgerRows - before.ledgerRows;
     const chRows = after.chRows - before.chRows;
-    const statsSum = after.statsSum - before.statsSum;
-    const statsRows = after.statsRows - before.statsRows;
     if (pgDebit !== ledgerSum) problems.push(`users.quota debit ${pgDebit} ≠ Σ ledger ${ledgerSum}`);
     if (ledgerSum !== chSum) problems.push(`Σ ledger ${ledgerSum} ≠ Σ ClickHouse logs ${chSum}`);
     if (redisMovement !== null && redisMovement !== pgDebit) problems.push(`Redis balance moved ${redisMovement} ≠ Postgres debit ${pgDebit}`);
     if (after.redisBalance !== null && after.redisBalance !== after.pgQuota) problems.push(`Redis mirror ${after.redisBalance} ≠ users.quota ${after.pgQuota} after drain`);
     if (formula !== pgDebit) problems.push(`formula ${formula} ≠ Postgres debit ${pgDebit}`);
     if (ledgerRows !== chRows) problems.push(`${ledgerRows} ledger rows ≠ ${chRows} ClickHouse rows`);
-    if (statsSum !== chSum || statsRows !== chRows) problems.push(`log_stats_15m ${statsRows} requests, Σ ${statsSum} ≠ logs ${chRows} rows, Σ ${chSum}`);
+    const stats = statsMismatch(before, after);
+    if (stats) problems.push(stats);
     if (complete < clientComplete) problems.push(`${complete} complete rows < ${clientComplete} complete answers the client received`);
     return {
       pass: problems.length === 0,
-      pgDebit, ledgerSum, chSum, statsSum, redisMovement, formula,
+      pgDebit, ledgerSum, chSum, statsSum: after.statsSum - before.statsSum, redisMovement, formula,
       rows: { ledger: ledgerRows, clickhouse: chRows, complete, partial, error, media, openai },
       problems,
       drainMs,

@@ -13,7 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { FALLBACK_CACHE_READ_RATIO, FALLBACK_CACHE_WRITE_1H_RATIO, FALLBACK_CACHE_WRITE_RATIO, FALLBACK_COMPLETION_RATIO } from '../../core/pricing/ratios.js';
-import { Auditor, type Books } from '../../bench/lib/audit.js';
+import { Auditor, statsMismatch, type Books } from '../../bench/lib/audit.js';
 import { BENCH_MODELS } from '../../bench/lib/fixtures.js';
 import { expectationsFor } from '../../bench/scenarios.js';
 import { MOCK_CACHE, startChaosStack, type ChaosStack } from './chaos-stack.js';
@@ -209,10 +209,8 @@ async function audit(s: ChaosStack, auditor: Auditor, before: Books, figures: Lo
   if (pgDebit !== ledgerSum) problems.push(`users.quota debit ${pgDebit} ≠ Σ ledger ${ledgerSum}`);
   if (ledgerSum !== chSum) problems.push(`Σ ledger ${ledgerSum} ≠ Σ ClickHouse logs ${chSum}`);
   if (after.ledgerRows - before.ledgerRows !== after.chRows - before.chRows) problems.push(`${after.ledgerRows - before.ledgerRows} ledger rows ≠ ${after.chRows - before.chRows} ClickHouse rows`);
-  // What the console shows (its sums and totals): the quarter-hour table, each request counted once.
-  const statsSum = after.statsSum - before.statsSum;
-  const statsRows = after.statsRows - before.statsRows;
-  if (statsSum !== chSum || statsRows !== after.chRows - before.chRows) problems.push(`log_stats_15m ${statsRows} requests, Σ ${statsSum} ≠ logs ${after.chRows - before.chRows} rows, Σ ${chSum}`);
+  const stats = statsMismatch(before, after);
+  if (stats) problems.push(stats);
   if (before.redisBalance === null || after.redisBalance === null) problems.push('the Redis mirror was not loaded');
   else {
     if (before.redisBalance - after.redisBalance !== pgDebit) problems.push(`Redis mirror moved ${before.redisBalance - after.redisBalance} ≠ Postgres debit ${pgDebit}`);
