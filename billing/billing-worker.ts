@@ -199,14 +199,15 @@ export class BillingWorker {
       try {
         const limit = this.#outboxLimit();
         const sent = await drainLogOutbox(this.#sql, this.#ch, limit);
-        if (sent >= limit) wait = 0; // a full batch (and perhaps one left open before it): more may be queued
+        // A full batch (one left open may have been claimed under a larger limit): more may be queued.
+        if (sent >= limit) wait = 0;
         // Another worker holds the drain (DRAIN_BUSY): the backlog is its to report.
         if (sent >= 0) billingMetrics.outboxRows.set(sent === 0 ? 0 : await logOutboxBacklog(this.#sql));
         // On its own clock the next pass starts `interval` after this one started, not after it ended.
         if (wait > 0 && interval > 0) wait = Math.max(1, interval - (Date.now() - startedAt));
         backoff = 100;
         this.#drainFailing = false;
-        this.onLogPass(sent);
+        this.onLogPass(Math.max(sent, 0));
       } catch (err) {
         this.#drainFailing = true;
         this.#log.error({ err }, 'log rows could not be sent to ClickHouse; they stay in log_outbox and are retried');
