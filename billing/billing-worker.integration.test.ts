@@ -8,7 +8,7 @@ import { createSql } from '../infra/postgres/client.js';
 import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { testConfig } from '../infra/testing/test-config.js';
-import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
+import { BILLING_GROUP, BillingWorker, type BatchReport } from './billing-worker.js';
 import { encodeUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
 
 const config = testConfig({ BILLING_CLAIM_IDLE_MS: '200' });
@@ -123,6 +123,30 @@ describe('BillingWorker', () => {
     const dead = (await redis.xrange(stream + ':dead', '-', '+')) as [string, string[]][];
     expect(dead).toHaveLength(1);
     expect(dead[0]![1]).toContain('{"v":1,"type":"nonsense"}');
+  });
+
+  it('settles each event of an entry holding several (a relay\'s settlement call), dead-lettering only the one that does not decode', async () => {
+    const before = await account();
+    const beforeLogged = await loggedQuota();
+    await redis.del(stream + ':dead');
+    const [a, b] = [usage(11), usage(13)];
+    const bad = '{"v":1,"type":"nonsense"}';
+    const id = await redis.xadd(stream, '*', 'e', [encodeUsageEvent(a), bad, encodeUsageEvent(b)].join('\n'));
+    const w = worker('w5');
+    const reports: BatchReport[] = [];
+    w.onBatch = (r) => reports.push(r);
+    await w.start();
+    await waitFor(async () => (await redis.xlen(stream)) === 0);
+    await w.drainOutbox();
+    await w.stop();
+    expect(reports).toEqual([{ entries: 1, events: 3, applied: 2, replayed: 0, rejected: 1 }]);
+    const after = await account();
+    expect(after.quota).toBe(before.quota - 24);
+    expect(after.request_count).toBe(before.request_count + 2);
+    expect(await loggedQuota()).toEqual({ n: beforeLogged.n + 2, q: beforeLogged.q + 24 });
+    // The dead letter holds the bad event alone, under its entry's id: replaying it cannot repeat the others.
+    const dead = (await redis.xrange(stream + ':dead', '-', '+')) as [string, string[]][];
+    expect(dead.map(([, f]) => f)).toEqual([['source_id', id, 'e', bad]]);
   });
 
   it('gathers events arriving during the minimum batch interval into one batch', async () => {

@@ -22,7 +22,7 @@ import type { RedisKeys } from '../infra/redis/keys.js';
 import { ShardLeases } from './shard-leases.js';
 import { drainLogOutbox, logOutboxBacklog } from './log-outbox.js';
 import { settleBatch, type SettledEvent } from './settle-batch.js';
-import { decodeUsageEvent, encodedUsageEventOf, type UsageEvent } from '../core/usage/usage-event.js';
+import { decodeUsageEvent, encodedUsageEventsOf, withEncodedUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
 import { INCARNATION_FIELD, lostDebits, repairMirrors, type LostDebit } from './mirror-repair.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
@@ -86,7 +86,10 @@ function groupLost(err: unknown): boolean {
 }
 
 export interface BatchReport {
+  /** Stream entries read (a relay's settlement call appends its events as one entry). */
   entries: number;
+  /** Events in them, decodable or not. */
+  events: number;
   applied: number;
   replayed: number;
   rejected: number;
@@ -443,18 +446,28 @@ export class BillingWorker {
     const madeIn: (string | undefined)[] = [];
     const batchOf: number[] = [];
     let rejectedCount = 0;
+    let eventCount = 0;
     const rejectedOf = batches.map((b, bi) => {
       const rejected: Entry[] = [];
       for (const entry of b.entries) {
-        const raw = encodedUsageEventOf(entry[1]);
-        try {
-          if (raw === undefined) throw new Error('entry has no event field');
-          events.push(decodeUsageEvent(raw));
-          madeIn.push(incarnationOf(entry[1], b.incarnation));
-          batchOf.push(bi);
-        } catch (err) {
-          this.#log.error({ err, id: entry[0], stream: b.stream }, 'undecodable usage event moved to the dead-letter stream');
+        const texts = encodedUsageEventsOf(entry[1]);
+        if (texts === undefined) {
+          this.#log.error({ id: entry[0], stream: b.stream }, 'usage stream entry without an event moved to the dead-letter stream');
           rejected.push(entry);
+          continue;
+        }
+        const made = incarnationOf(entry[1], b.incarnation);
+        eventCount += texts.length;
+        for (const text of texts) {
+          try {
+            events.push(decodeUsageEvent(text));
+            madeIn.push(made);
+            batchOf.push(bi);
+          } catch (err) {
+            // Alone: the entry's other events are settled, and a replay of this one cannot repeat them.
+            this.#log.error({ err, id: entry[0], stream: b.stream }, 'undecodable usage event moved to the dead-letter stream');
+            rejected.push(texts.length === 1 ? entry : [entry[0], withEncodedUsageEvent(entry[1], text)]);
+          }
         }
       }
       rejectedCount += rejected.length;
@@ -478,7 +491,7 @@ export class BillingWorker {
       return multi.exec();
     }));
     const applied = settled.filter((s) => s.applied).length;
-    const report = { entries: ids.length, applied, replayed: settled.length - applied, rejected: rejectedCount };
+    const report = { entries: ids.length, events: eventCount, applied, replayed: settled.length - applied, rejected: rejectedCount };
     billingMetrics.batch(ids, report, startedAt);
     if (settled.length) this.#requestDrain(settled.length);
     this.onBatch(report);

@@ -2,7 +2,7 @@
 // BILLING_METRICS_PORT (default 9464).
 //
 //   gateway_billing_batches_total, gateway_billing_batch_failures_total
-//   gateway_billing_batch_size                      entries per settled batch (histogram)
+//   gateway_billing_batch_size                      usage events per settled batch (histogram)
 //   gateway_billing_batch_duration_seconds          Postgres (ledger, debits, log outbox) + XACK of one batch
 //   gateway_billing_events_total{result}            applied | replayed | rejected
 //   gateway_billing_lag_seconds                     request end (the stream entry id's time, set by
@@ -28,7 +28,7 @@ export class BillingMetrics {
   readonly registry = new Registry();
   readonly batches = this.registry.register(new Counter('gateway_billing_batches_total', 'Batches settled.'));
   readonly failures = this.registry.register(new Counter('gateway_billing_batch_failures_total', 'Batches that failed and will be retried.'));
-  readonly size = this.registry.register(new Histogram('gateway_billing_batch_size', 'Entries per settled batch.', BATCH_SIZE_BUCKETS));
+  readonly size = this.registry.register(new Histogram('gateway_billing_batch_size', 'Usage events per settled batch.', BATCH_SIZE_BUCKETS));
   readonly duration = this.registry.register(new Histogram('gateway_billing_batch_duration_seconds', 'Time to settle one batch (Postgres, XACK).', LATENCY_BUCKETS_SEC));
   readonly events = this.registry.register(new Counter1('gateway_billing_events_total', 'Usage events by result.', 'result'));
   readonly lag = this.registry.register(new Histogram('gateway_billing_lag_seconds', 'Request end (stream entry time) to its batch committed in Postgres.', LATENCY_BUCKETS_SEC));
@@ -49,9 +49,9 @@ export class BillingMetrics {
    * One settled batch. `entryIds` are the Redis stream ids ("<ms>-<seq>"): their millisecond part is
    * when the relay settled the request, so now − that is the request's billing lag.
    */
-  batch(entryIds: readonly string[], report: { applied: number; replayed: number; rejected: number }, startedAtMs: number, nowMs = Date.now()): void {
+  batch(entryIds: readonly string[], report: { events: number; applied: number; replayed: number; rejected: number }, startedAtMs: number, nowMs = Date.now()): void {
     this.batches.value++;
-    this.size.observe(entryIds.length);
+    this.size.observe(report.events);
     this.duration.observe((nowMs - startedAtMs) / 1000);
     if (report.applied) this.events.inc('applied', report.applied);
     if (report.replayed) this.events.inc('replayed', report.replayed);

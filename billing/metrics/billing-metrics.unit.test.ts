@@ -5,7 +5,7 @@ import { BillingMetrics } from './billing-metrics.js';
 describe('billing metrics', () => {
   it('billing lag comes from the stream entry ids', () => {
     const m = new BillingMetrics();
-    m.batch(['1000-0', '1900-3'], { applied: 2, replayed: 0, rejected: 0 }, 1950, 2000);
+    m.batch(['1000-0', '1900-3'], { events: 2, applied: 2, replayed: 0, rejected: 0 }, 1950, 2000);
     const text = parsePromText(m.render());
     expect(text.get('gateway_billing_lag_seconds_bucket{le="0.1"}')).toBe(1); // 100 ms
     expect(text.get('gateway_billing_lag_seconds_bucket{le="1"}')).toBe(2); // 1000 ms

@@ -5,9 +5,11 @@ import { createServer, connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { createRedis } from '../../infra/redis/client.js';
 import { redisKeys } from '../../infra/redis/keys.js';
+import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { DEFAULT_CREDIT_SLICE_OPTIONS, type CreditSliceOptions } from './credit-slices.js';
 import { QuotaStore, type ReserveRequest } from './quota-store.js';
+import { batchScript, loadScriptDefs } from './scripts.js';
 
 const config = testConfig();
 const redis = createRedis(config, 'slices-test');
@@ -49,7 +51,7 @@ beforeEach(() => pg.clear());
 
 async function events(): Promise<{ id: string; cost: number }[]> {
   const entries = (await redis.xrange(keys.usageStream(), '-', '+')) as [string, string[]][];
-  return entries.map(([, f]) => JSON.parse(f[1]!) as { id: string; cost: number });
+  return entries.flatMap(([, f]) => encodedUsageEventsOf(f) ?? []).map((e) => JSON.parse(e) as { id: string; cost: number });
 }
 
 async function eventsOf(userId: number): Promise<{ id: string; cost: number }[]> {
@@ -390,5 +392,87 @@ describe('a slice taken while Redis does not answer', () => {
       slow.disconnect();
       await new Promise((done) => proxy.close(done));
     }
+  });
+});
+
+describe('settleSliceDraws-4n.lua', () => {
+  const settleDraws = batchScript(redis, loadScriptDefs().get('settleSliceDraws')!);
+  const stream = keys.usageStream();
+  const entriesSince = async (id: string) => ((await redis.xrange(stream, `(${id}`, '+')) as [string, string[]][]);
+  const lastId = async () => ((await redis.xrevrange(stream, '+', '-', 'COUNT', 1)) as [string, string[]][])[0]?.[0] ?? '0-0';
+  /** One call settling draws `ns` of slice `sliceId` at cost n each. */
+  const call = (userId: number, sliceId: string, ns: number[]) => {
+    const k: string[] = [];
+    const a: (string | number)[] = [];
+    for (const n of ns) {
+      k.push(keys.accountBalance(userId), keys.reservation(userId, sliceId), keys.reapedReservation(userId, sliceId), stream);
+      a.push(n, JSON.stringify({ id: `draw-${n}`, cost: n }), n);
+    }
+    return settleDraws(k, a) as Promise<number[]>;
+  };
+  const sum = (ns: number[]) => ns.reduce((x, n) => x + n, 0);
+  const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+  it('records each draw once as a bit, debits the slice by the costs, and appends a call\'s events as one entry', async () => {
+    const userId = newUser(0);
+    const slice = keys.reservation(userId, 'slice-bits');
+    await redis.hset(slice, 'amount', 1_000_000, 'limited', '0', 'token', 0, 'user', userId, 'deadline', Date.now() + 60_000, 'slice', '1');
+    const from = await lastId();
+    const first = range(1, 70);
+    expect(await call(userId, 'slice-bits', first)).toEqual(first.map(() => 1));
+    expect(Number(await redis.hget(slice, 'amount'))).toBe(1_000_000 - sum(first));
+    const entries = await entriesSince(from);
+    expect(entries).toHaveLength(1);
+    expect(encodedUsageEventsOf(entries[0]![1])!.map((e) => (JSON.parse(e) as { id: string }).id)).toEqual(first.map((n) => `draw-${n}`));
+    // 70 records in three fields of 30 bits, beside the slice's six.
+    expect(await redis.hlen(slice)).toBe(6 + 3);
+
+    // Replays of draws at every field's edges, with one new draw: only the new one moves anything.
+    const from2 = await lastId();
+    expect(await call(userId, 'slice-bits', [1, 30, 31, 60, 61, 70, 71, 71])).toEqual([-6, -6, -6, -6, -6, -6, 1, -6]);
+    expect(Number(await redis.hget(slice, 'amount'))).toBe(1_000_000 - sum(first) - 71);
+    const entries2 = await entriesSince(from2);
+    expect(entries2.map(([, f]) => encodedUsageEventsOf(f))).toEqual([[JSON.stringify({ id: 'draw-71', cost: 71 })]]);
+    // A call that settles nothing appends nothing.
+    const from3 = await lastId();
+    expect(await call(userId, 'slice-bits', [2, 3])).toEqual([-6, -6]);
+    expect(await entriesSince(from3)).toEqual([]);
+  });
+
+  it('honours the one-field-per-draw record of a relay from before the bits', async () => {
+    const userId = newUser(0);
+    const slice = keys.reservation(userId, 'slice-old');
+    await redis.hset(slice, 'amount', 10_000, 'limited', '0', 'token', 0, 'user', userId, 'deadline', Date.now() + 60_000, 'slice', '1', '5', '1');
+    expect(await call(userId, 'slice-old', [5, 6])).toEqual([-6, 1]);
+    expect(Number(await redis.hget(slice, 'amount'))).toBe(10_000 - 6);
+  });
+
+  it('settles a reaped slice\'s draw against the balance once, and leaves the draws of a call before a failing one billed with their events', async () => {
+    const userId = newUser(0);
+    const balance = keys.accountBalance(userId);
+    await redis.set(balance, 5_000);
+    const slice = keys.reservation(userId, 'slice-reaped');
+    await redis.hset(slice, 'amount', 0, 'limited', '0', 'token', 0, 'user', userId, 'deadline', 1, 'slice', '1');
+    expect(await call(userId, 'slice-reaped', [3])).toEqual([1]);
+    // What releaseCreditSlice-4.lua's 'reap' leaves: the slice renamed to its tombstone, records kept.
+    await redis.rename(slice, keys.reapedReservation(userId, 'slice-reaped'));
+    expect(await call(userId, 'slice-reaped', [3, 40, 40])).toEqual([-6, 2, -6]);
+    expect(await redis.get(balance)).toBe(String(5_000 - 40));
+
+    // A live slice's draw, then a reaped one's whose balance is of the wrong type: the script fails on
+    // the second after the first was recorded and debited; the first's event still goes out, once.
+    const other = newUser(0);
+    const live = keys.reservation(other, 'slice-live');
+    await redis.hset(live, 'amount', 10_000, 'limited', '0', 'token', 0, 'user', other, 'deadline', Date.now() + 60_000, 'slice', '1');
+    await redis.hset(keys.reapedReservation(other, 'slice-dead'), 'amount', 0, 'slice', '1');
+    await redis.hset(keys.accountBalance(other), 'x', '1');
+    const from = await lastId();
+    const k = [keys.accountBalance(other), live, keys.reapedReservation(other, 'slice-live'), stream,
+      keys.accountBalance(other), keys.reservation(other, 'slice-dead'), keys.reapedReservation(other, 'slice-dead'), stream];
+    await expect(settleDraws(k, [7, '{"id":"live-7"}', 7, 9, '{"id":"dead-9"}', 9])).rejects.toThrow(/WRONGTYPE/);
+    expect(Number(await redis.hget(live, 'amount'))).toBe(10_000 - 7);
+    expect((await entriesSince(from)).map(([, f]) => encodedUsageEventsOf(f))).toEqual([['{"id":"live-7"}']]);
+    expect(await call(other, 'slice-live', [7])).toEqual([-6]);
+    await redis.del(keys.accountBalance(other));
   });
 });

@@ -2,9 +2,10 @@
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { createRedis } from '../../infra/redis/client.js';
 import { redisKeys } from '../../infra/redis/keys.js';
+import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
-import { QuotaStore } from './quota-store.js';
-import { loadScriptDefs } from './scripts.js';
+import { currentMinute, deadlineMember, QuotaStore } from './quota-store.js';
+import { batchScript, loadScriptDefs } from './scripts.js';
 
 const config = testConfig();
 const redis = createRedis(config, 'quota-test');
@@ -31,7 +32,7 @@ beforeEach(() => {
 
 async function streamEvents(): Promise<string[]> {
   const entries = (await redis.xrange(keys.usageStream(), '-', '+')) as [string, string[]][];
-  return entries.map(([, f]) => f[1]!);
+  return entries.flatMap(([, f]) => encodedUsageEventsOf(f) ?? []);
 }
 
 describe('reserveQuota-6.lua', () => {
@@ -108,6 +109,28 @@ describe('settleReservations-7n.lua', () => {
     const events = await streamEvents();
     expect(events.length - before).toBe(1);
     expect(events.at(-1)).toBe(`{"r":"${requestId}"}`);
+  });
+
+  it('appends the events of a call as one stream entry, one event per line, and answers its id for each', async () => {
+    const rs = [ids(), ids(), ids()];
+    for (const r of rs) {
+      pg.account.set(r.userId, 1_000);
+      await store.reserve({ ...r, tokenLimited: false, amount: 100, deadlineMs: 1 });
+    }
+    const settle = batchScript(redis, loadScriptDefs().get('settleReservations')!);
+    const k: string[] = [];
+    const a: (string | number)[] = [];
+    // The second twice: its repeat answers "already settled" and adds no line.
+    for (const r of [rs[0]!, rs[1]!, rs[1]!, rs[2]!]) {
+      k.push(keys.accountBalance(r.userId), keys.tokenRemain(r.userId, r.tokenId), keys.reservation(r.userId, r.requestId), keys.usageStream(),
+        keys.keyTokensInMinute(r.userId, r.tokenId, currentMinute()), keys.reservationDeadlines(), keys.reapedReservation(r.userId, r.requestId));
+      a.push(10, `{"r":"${r.requestId}"}`, 0, deadlineMember(r.userId, r.requestId), '0', '', '', '', '');
+    }
+    const answers = (await settle(k, a)) as unknown[];
+    const entry = (await redis.xrevrange(keys.usageStream(), '+', '-', 'COUNT', 1)) as [string, string[]][];
+    expect(answers).toEqual([entry[0]![0], entry[0]![0], -6, entry[0]![0]]);
+    expect(encodedUsageEventsOf(entry[0]![1])).toEqual(rs.map((r) => `{"r":"${r.requestId}"}`));
+    for (const r of rs) expect(await store.accountBalance(r.userId)).toBe(990);
   });
 
   it('refunds the whole reservation when the cost is zero', async () => {
@@ -196,7 +219,8 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
       pg.account.set(u.userId, 1_000);
       await store4.reserve({ ...u, tokenLimited: false, amount: 100, deadlineMs: 1 });
     }
-    const lengths = async () => Promise.all([0, 1, 2, 3].map((s) => redis.xlen(sharded.usageStream(s))));
+    // Events, not entries: a call's events are one entry (settleReservations-7n.lua).
+    const lengths = async () => Promise.all([0, 1, 2, 3].map(async (s) => ((await redis.xrange(sharded.usageStream(s), '-', '+')) as [string, string[]][]).flatMap(([, f]) => encodedUsageEventsOf(f) ?? []).length));
     const before = await lengths();
     expect(await Promise.all(users.map((u) => store4.settleSoon({ ...u, cost: 7, eventJson: '{}' })))).toEqual([true, true, true, true]);
     const after = await lengths();

@@ -91,7 +91,8 @@ const SETTLE_BATCH_MAX = 128;
 /** Reservations per ZADD of a heartbeat: bounds one command's size on a relay with many open requests. */
 const RENEW_BATCH = 1000;
 
-function deadlineMember(userId: number, requestId: string): string {
+/** The member of the deadline set that names a reservation (settleReservations-7n.lua ARGV 4). */
+export function deadlineMember(userId: number, requestId: string): string {
   return `${userId}:${requestId}`;
 }
 

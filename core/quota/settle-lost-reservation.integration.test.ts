@@ -4,6 +4,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRedis } from '../../infra/redis/client.js';
 import { redisKeys } from '../../infra/redis/keys.js';
+import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { currentMinute, QuotaStore } from './quota-store.js';
 
@@ -25,7 +26,7 @@ afterAll(async () => {
 
 async function eventsOf(requestId: string): Promise<number> {
   const entries = (await redis.xrange(keys.usageStream(), '-', '+')) as [string, string[]][];
-  return entries.filter(([, f]) => f[1] === `{"request_id":"${requestId}"}`).length;
+  return entries.flatMap(([, f]) => encodedUsageEventsOf(f) ?? []).filter((e) => e === `{"request_id":"${requestId}"}`).length;
 }
 
 function settlement(r: ReturnType<typeof ids>, extra: { minute?: number; limited?: boolean } = {}) {

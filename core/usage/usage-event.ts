@@ -121,10 +121,27 @@ export async function appendUsageEvent(redis: Redis, stream: string, encoded: st
   await redis.xadd(stream, '*', USAGE_EVENT_FIELD, encoded);
 }
 
-/** The encoded event of a stream entry's field list, or undefined when the entry has none. */
+/** The event field's text of a stream entry's field list, or undefined when the entry has none. */
 export function encodedUsageEventOf(fields: readonly string[]): string | undefined {
   for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === USAGE_EVENT_FIELD) return fields[i + 1];
   return undefined;
+}
+
+/**
+ * The encoded events of a stream entry's field list, or undefined when the entry has none. The relay's
+ * settlement scripts append the events of one call as one entry, their texts joined by newlines
+ * (settleSliceDraws-4n.lua says why; encodeUsageEvent never writes a raw newline); every other
+ * emitter appends one event per entry, which reads as a list of one.
+ */
+export function encodedUsageEventsOf(fields: readonly string[]): string[] | undefined {
+  return encodedUsageEventOf(fields)?.split('\n');
+}
+
+/** The field list with its event field holding `encoded` alone (one event of an entry, dead-lettered). */
+export function withEncodedUsageEvent(fields: readonly string[], encoded: string): string[] {
+  const out = fields.slice();
+  for (let i = 0; i + 1 < out.length; i += 2) if (out[i] === USAGE_EVENT_FIELD) out[i + 1] = encoded;
+  return out;
 }
 
 export function encodeUsageEvent(event: UsageEvent): string {

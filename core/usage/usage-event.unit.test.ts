@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../infra/project-root.js';
-import { decodeUsageEvent, encodeUsageEvent, encodedUsageEventOf, LOG_TYPE, USAGE_EVENT_FIELD, usageEvent } from './usage-event.js';
+import { decodeUsageEvent, encodeUsageEvent, encodedUsageEventOf, encodedUsageEventsOf, LOG_TYPE, USAGE_EVENT_FIELD, usageEvent, withEncodedUsageEvent } from './usage-event.js';
 
 describe('usage event', () => {
   it('builds a valid event from what it says, the rest "not applicable", optional fields only when given', () => {
@@ -29,10 +29,20 @@ describe('usage event', () => {
     expect(Object.keys(decodeUsageEvent(encodeUsageEvent(none)))).not.toContain('web_search_requests');
   });
 
-  it('is read from the stream entry field the settlement script writes', () => {
-    const lua = readFileSync(join(projectRoot(), 'core/quota/lua/settleReservations-7n.lua'), 'utf8');
-    expect(lua).toContain(`redis.call('XADD', KEYS[k + 4], '*', '${USAGE_EVENT_FIELD}', ARGV[a + 2])`);
+  it('is read from the stream entry field the settlement scripts write, one event per line', () => {
+    for (const file of ['settleReservations-7n.lua', 'settleSliceDraws-4n.lua']) {
+      const lua = readFileSync(join(projectRoot(), 'core/quota/lua', file), 'utf8');
+      expect(lua).toContain(`redis.call('XADD', stream, '*', '${USAGE_EVENT_FIELD}', table.concat(events[stream], '\\n'))`);
+    }
     expect(encodedUsageEventOf(['source_id', '1-0', USAGE_EVENT_FIELD, '{}'])).toBe('{}');
     expect(encodedUsageEventOf(['other', 'x'])).toBeUndefined();
+    const a = usageEvent({ type: LOG_TYPE.consume, request_id: 'r:a', user_id: 7, created_at: 1, content: 'a\nb' });
+    const b = usageEvent({ type: LOG_TYPE.error, request_id: 'r:b', user_id: 7, created_at: 1, content: '' });
+    // A newline inside a field is escaped by the encoder, so lines split events and nothing else.
+    const joined = [encodeUsageEvent(a), encodeUsageEvent(b)].join('\n');
+    expect(encodedUsageEventsOf([USAGE_EVENT_FIELD, joined])!.map(decodeUsageEvent)).toEqual([a, b]);
+    expect(encodedUsageEventsOf([USAGE_EVENT_FIELD, encodeUsageEvent(a)])).toEqual([encodeUsageEvent(a)]);
+    expect(encodedUsageEventsOf(['other', 'x'])).toBeUndefined();
+    expect(withEncodedUsageEvent(['i', '7', USAGE_EVENT_FIELD, joined], 'x')).toEqual(['i', '7', USAGE_EVENT_FIELD, 'x']);
   });
 });

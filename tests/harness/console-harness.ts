@@ -11,7 +11,7 @@ import { createRedis, type Redis } from '../../infra/redis/client.js';
 import { type RedisKeys, redisKeys } from '../../infra/redis/keys.js';
 import { testConfig, uniqueName } from '../../infra/testing/test-config.js';
 import { BILLING_GROUP, BillingWorker } from '../../billing/billing-worker.js';
-import { decodeUsageEvent, type UsageEvent } from '../../core/usage/usage-event.js';
+import { decodeUsageEvent, encodedUsageEventsOf, type UsageEvent } from '../../core/usage/usage-event.js';
 import { createLogger } from '../../infra/logger.js';
 import { QuotaStore } from '../../core/quota/quota-store.js';
 import { insertAccount } from '../../console-api/accounts/account-store.js';
@@ -93,7 +93,7 @@ export async function startConsoleHarness(overrides: Record<string, string> = {}
       });
       await worker.processEntries(entries);
       await worker.drainOutbox();
-      return entries.map(([, fields]) => decodeUsageEvent(fields[fields.indexOf('e') + 1]!));
+      return entries.flatMap(([, fields]) => (encodedUsageEventsOf(fields) ?? []).map(decodeUsageEvent));
     },
     async close() {
       await app.close();

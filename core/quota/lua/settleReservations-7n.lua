@@ -14,7 +14,7 @@
    1 account balance
    2 key remaining quota (touched only if the key is limited)
    3 reservation
-   4 usage stream
+   4 usage stream (the call's events go to it as one entry, their JSON texts joined by newlines)
    5 key's token counter of the current minute
    6 open reservations by deadline (sorted set)
    7 tombstone of a reaped reservation; with ARGV 8 > 0 also the marker of a settled one
@@ -42,7 +42,7 @@
   taken for a lost one.
 
   Returns an array, one element per settlement, in order:
-   the stream entry id on success
+   the stream entry id on success (the entry holds the other events of the call too)
   -6  no such reservation (already settled, or never made)
   -9  reaper only: the deadline was renewed (its relay is alive); nothing changed
 ]]
@@ -93,11 +93,41 @@ local function settleOne(k, a)
     redis.call('INCRBY', KEYS[k + 5], tokens)
     redis.call('EXPIRE', KEYS[k + 5], 120)
   end
-  return redis.call('XADD', KEYS[k + 4], '*', 'e', ARGV[a + 2])
+  return 1
 end
 
+-- The events of a call go out as one stream entry per stream (settleSliceDraws-4n.lua says why), after
+-- the settlements. A command that fails inside a script does not undo the writes before it, so a
+-- settlement that fails (a key of the wrong type) still lets those before it go out with their events,
+-- as when each appended its own: a debit in Redis never goes without its event.
 local results = {}
-for i = 0, #KEYS / 7 - 1 do
-  results[i + 1] = settleOne(i * 7, i * 9)
+local streams = {}
+local events = {}
+local settledIn = {}
+
+local function settleAll()
+  for i = 0, #KEYS / 7 - 1 do
+    local result = settleOne(i * 7, i * 9)
+    if result == 1 then
+      local stream = KEYS[i * 7 + 4]
+      local list = events[stream]
+      if not list then
+        list = {}
+        events[stream] = list
+        settledIn[stream] = {}
+        streams[#streams + 1] = stream
+      end
+      list[#list + 1] = ARGV[i * 9 + 2]
+      table.insert(settledIn[stream], i + 1)
+    end
+    results[i + 1] = result
+  end
 end
+
+local ok, err = pcall(settleAll)
+for _, stream in ipairs(streams) do
+  local id = redis.call('XADD', stream, '*', 'e', table.concat(events[stream], '\n'))
+  for _, at in ipairs(settledIn[stream]) do results[at] = id end
+end
+if not ok then return redis.error_reply(type(err) == 'table' and err.err or tostring(err)) end
 return results
