@@ -76,6 +76,15 @@ describe('dead letters', () => {
       expect(report).toMatchObject({ replayed: 0, kept: [{ sourceId: '1-1' }] });
       expect(await scrape()).toBe(1);
       expect(await h.redis.xlen(stream)).toBe(0);
+
+      // A relay's entry of two events (one settlement call), dead-lettered whole by a worker from
+      // before such entries: replayed whole, each of its events billed once.
+      const createdAt = Math.floor(Date.now() / 1000);
+      const joined = [0, 1].map((i) => encodeUsageEvent(usageEvent({ type: 2, request_id: `req-${userId}-joined-${i}`, user_id: userId, quota: 10, created_at: createdAt, content: '' }))).join('\n');
+      await h.redis.xadd(dead, '*', 'source_id', '2-2', 'e', joined);
+      expect(await replayDeadLetters(h.redis, { stream, deadLetterStream: dead })).toMatchObject({ replayed: 1, kept: [{ sourceId: '1-1' }] });
+      expect(await h.drainUsageStream()).toHaveLength(2);
+      expect(await books()).toEqual({ users: 880, ledger: { n: 3, q: 120 }, logs: { n: 3, q: 120 }, mirror: 900 });
     } finally {
       await server.close();
     }

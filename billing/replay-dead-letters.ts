@@ -11,7 +11,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../infra/logger.js';
 import { Gauge } from '../core/metrics/prom.js';
-import { decodeUsageEvent, encodedUsageEventOf } from '../core/usage/usage-event.js';
+import { decodeUsageEvent, encodedUsageEventsOf } from '../core/usage/usage-event.js';
 import { billingMetrics, type BillingMetrics } from './metrics/billing-metrics.js';
 import { startPeriodicJob } from './periodic-job.js';
 
@@ -45,9 +45,11 @@ export async function replayDeadLetters(redis: Redis, s: DeadLetterStreams): Pro
         else original.push(fields[i]!, fields[i + 1]!);
       }
       try {
-        const raw = encodedUsageEventOf(original);
-        if (raw === undefined) throw new Error('entry has no event field');
-        decodeUsageEvent(raw);
+        // Several events when a worker from before the settlement scripts joined them dead-lettered
+        // the relay's entry whole: replayed whole, the worker splits it again.
+        const texts = encodedUsageEventsOf(original);
+        if (texts === undefined) throw new Error('entry has no event field');
+        for (const text of texts) decodeUsageEvent(text);
       } catch (err) {
         report.kept.push({ id, sourceId, error: String((err as Error).message ?? err).slice(0, 300) });
         continue;
