@@ -149,6 +149,24 @@ describe('BillingWorker', () => {
     expect(dead.map(([, f]) => f)).toEqual([['source_id', id, 'e', bad]]);
   });
 
+  it('reads about batchSize events a batch when each entry holds many', async () => {
+    const before = await account();
+    // A backlog of 12 relay entries of 25 events each, read with batchSize 50.
+    for (let i = 0; i < 12; i++) await redis.xadd(stream, '*', 'e', Array.from({ length: 25 }, () => encodeUsageEvent(usage(1))).join('\n'));
+    const w = new BillingWorker(redis, sql, ch, log, {
+      stream, deadLetterStream: stream + ':dead', consumer: 'w6', batchSize: 50, blockMs: 20, claimIdleMs: 200, minBatchIntervalMs: 0,
+    });
+    const reports: BatchReport[] = [];
+    w.onBatch = (r) => reports.push(r);
+    await w.start();
+    await waitFor(async () => (await redis.xlen(stream)) === 0);
+    await w.stop();
+    expect(reports.reduce((n, r) => n + r.events, 0)).toBe(300);
+    // The first read guesses 16 events an entry (3 entries); from then on, 2 entries of 25.
+    expect(reports.map((r) => r.events)).toEqual([75, 50, 50, 50, 50, 25]);
+    expect((await account()).quota).toBe(before.quota - 300);
+  });
+
   it('gathers events arriving during the minimum batch interval into one batch', async () => {
     const before = await account();
     const w = worker('w4', 200, 400);

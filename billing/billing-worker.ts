@@ -111,6 +111,15 @@ export class BillingWorker {
   /** ClickHouse failing: batches do not cut the backoff short, and stop skips the last pass. */
   #drainFailing = false;
   #wake: (() => void) | null = null;
+  /**
+   * Events per stream entry in the last batch read: a relay's settlement call appends its events as
+   * one entry (up to SETTLE_BATCH_MAX; about a dozen at 2,000 req/s in the bench), a console change or
+   * the reaper one each. Reads ask for about batchSize events' worth of entries (#entriesPerRead).
+   * Before the first batch it is taken as 16: a first read into a backlog of full entries then holds
+   * at most SETTLE_BATCH_MAX / 16 = 8 times batchSize events, and a first read of single events does
+   * not count as a full batch (which would skip minBatchIntervalMs).
+   */
+  #eventsPerEntry = 16;
   #leases: ShardLeases | null = null;
   #nextLeaseRefresh = 0;
   /** Held shards whose own pending entries are read before new ones (just gained, or after a failure). */
@@ -244,19 +253,25 @@ export class BillingWorker {
     }
   }
 
+  /** Stream entries a read asks for: about batchSize events (#eventsPerEntry). */
+  #entriesPerRead(): number {
+    return Math.max(1, Math.floor(this.#opts.batchSize / this.#eventsPerEntry));
+  }
+
   async #run(): Promise<void> {
     let backoff = 100;
     while (this.#running) {
       try {
         const startedAt = Date.now();
         await this.#retryRepairs();
-        const batch = await this.#next();
+        const asked = this.#entriesPerRead();
+        const batch = await this.#next(asked);
         const entries = batch.entries;
         if (entries.length) await this.#settle([batch]);
         billingMetrics.consumed();
         backoff = 100;
         const rest = this.#opts.minBatchIntervalMs - (Date.now() - startedAt);
-        if (entries.length > 0 && entries.length < this.#opts.batchSize && rest > 0 && this.#running) {
+        if (entries.length > 0 && entries.length < asked && rest > 0 && this.#running) {
           await new Promise((r) => setTimeout(r, rest));
         }
       } catch (err) {
@@ -284,33 +299,33 @@ export class BillingWorker {
   }
 
   /** Own pending entries first (a batch that failed), then entries idle at dead consumers, then new ones. */
-  async #next(): Promise<StreamBatch> {
-    const { stream, deadLetterStream, consumer, batchSize, blockMs, claimIdleMs } = this.#opts;
+  async #next(readCount: number): Promise<StreamBatch> {
+    const { stream, deadLetterStream, consumer, blockMs, claimIdleMs } = this.#opts;
     const batch: StreamBatch = { stream, deadLetterStream, entries: [] };
     if (this.#opts.mirrors) {
       batch.incarnationKey = this.#opts.mirrors.keys.redisIncarnation();
-      batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', batchSize, 'STREAMS', stream, '0'));
+      batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, '0'));
     } else {
-      batch.entries = await this.#read('0', undefined);
+      batch.entries = await this.#read('0', undefined, readCount);
     }
     if (batch.entries.length) return batch;
     const now = Date.now();
     if (now - this.#lastClaim >= Math.min(claimIdleMs, 5000)) {
       this.#lastClaim = now;
-      batch.entries = await this.#readIn(batch, (m) => m.xautoclaim(stream, BILLING_GROUP, consumer, claimIdleMs, '0-0', 'COUNT', batchSize));
+      batch.entries = await this.#readIn(batch, (m) => m.xautoclaim(stream, BILLING_GROUP, consumer, claimIdleMs, '0-0', 'COUNT', readCount));
       if (batch.entries.length) return batch;
     }
     if (!this.#opts.mirrors) {
-      batch.entries = await this.#read('>', blockMs);
+      batch.entries = await this.#read('>', blockMs, readCount);
       return batch;
     }
     // A blocking read cannot run in a MULTI: wait until the stream grows past its last id, then read.
-    batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', batchSize, 'STREAMS', stream, '>'));
+    batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, '>'));
     if (batch.entries.length) return batch;
     const info = (await this.#redis.xinfo('STREAM', stream).catch(() => [])) as unknown[];
     const at = info.indexOf('last-generated-id');
     await this.#redis.xread('COUNT', 1, 'BLOCK', blockMs, 'STREAMS', stream, at >= 0 ? String(info[at + 1]) : '0-0');
-    batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', batchSize, 'STREAMS', stream, '>'));
+    batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, '>'));
     return batch;
   }
 
@@ -338,11 +353,11 @@ export class BillingWorker {
     if (this.#repairs.length && this.#opts.mirrors) this.#repairs = await repairMirrors(this.#opts.mirrors.quota, this.#repairs, this.#log);
   }
 
-  async #read(id: string, blockMs: number | undefined): Promise<Entry[]> {
-    const { stream, consumer, batchSize } = this.#opts;
+  async #read(id: string, blockMs: number | undefined, readCount: number): Promise<Entry[]> {
+    const { stream, consumer } = this.#opts;
     const res = (blockMs === undefined
-      ? await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', batchSize, 'STREAMS', stream, id)
-      : await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', batchSize, 'BLOCK', blockMs, 'STREAMS', stream, id)) as
+      ? await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, id)
+      : await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'BLOCK', blockMs, 'STREAMS', stream, id)) as
       [string, Entry[]][] | null;
     return res?.[0]?.[1] ?? [];
   }
@@ -371,13 +386,14 @@ export class BillingWorker {
         if (Date.now() >= this.#nextLeaseRefresh) await this.#refreshLeases();
         await this.#retryRepairs();
         const startedAt = Date.now();
-        const batches = await this.#nextSharded();
+        const asked = this.#entriesPerRead();
+        const batches = await this.#nextSharded(asked);
         const count = batches.reduce((n, b) => n + b.entries.length, 0);
         if (count) await this.#settle(batches);
         billingMetrics.consumed();
         backoff = 100;
         const rest = (count === 0 ? this.#opts.blockMs : this.#opts.minBatchIntervalMs) - (Date.now() - startedAt);
-        if (count < this.#opts.batchSize && rest > 0 && this.#running) await new Promise((r) => setTimeout(r, rest));
+        if (count < asked && rest > 0 && this.#running) await new Promise((r) => setTimeout(r, rest));
       } catch (err) {
         billingMetrics.failed(err);
         billingMetrics.batchFailed();
@@ -397,14 +413,14 @@ export class BillingWorker {
   }
 
   /** Per held shard: own pending entries first, then entries idle at other consumers, then new ones. */
-  async #nextSharded(): Promise<StreamBatch[]> {
-    const { consumer, batchSize, claimIdleMs } = this.#opts;
+  async #nextSharded(readCount: number): Promise<StreamBatch[]> {
+    const { consumer, claimIdleMs } = this.#opts;
     const keys = this.#opts.sharded!.keys;
     const held = this.heldShards();
     // A full batch from each shard: traffic is uneven (one busy account is one busy shard), and a share
     // of the batch per shard starved a hot shard to batchSize / shards entries per round (the bench on
     // make cluster-up: 8 s of billing lag at 1,250 req/s). Several busy shards make a larger batch.
-    const count = batchSize;
+    const count = readCount;
     const now = Date.now();
     return Promise.all(held.map(async (shard): Promise<StreamBatch> => {
       const stream = keys.usageStream(shard);
@@ -491,6 +507,7 @@ export class BillingWorker {
       return multi.exec();
     }));
     const applied = settled.filter((s) => s.applied).length;
+    if (ids.length > 0) this.#eventsPerEntry = Math.max(1, eventCount / ids.length);
     const report = { entries: ids.length, events: eventCount, applied, replayed: settled.length - applied, rejected: rejectedCount };
     billingMetrics.batch(ids, report, startedAt);
     if (settled.length) this.#requestDrain(settled.length);

@@ -86,7 +86,10 @@ const ADJUSTMENT_MARKER_TTL_SEC = 30 * 24 * 3600;
 const SEED_STALE = -1;
 /** Reads of Postgres per seed: each stale one means a console change committed meanwhile. */
 const SEED_ATTEMPTS = 3;
-/** Settlements per call of settleReservations-7n.lua: bounds how long one call holds Redis (~10 µs each). */
+/**
+ * Settlements per call of a settlement script: bounds how long one call holds Redis (~10 µs each), and
+ * so the events of one usage stream entry (a call's events are one entry).
+ */
 const SETTLE_BATCH_MAX = 128;
 /** Reservations per ZADD of a heartbeat: bounds one command's size on a relay with many open requests. */
 const RENEW_BATCH = 1000;
