@@ -4,7 +4,7 @@ import { cpus } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { ProcUsage } from './proc.js';
 import type { ScaleQuery } from './console-scale.js';
-import { closedLoopWait, coreWait, meteredCeiling, type SaturationRun } from './report.js';
+import { addedVerdict, closedLoopWait, coreWait, meteredCeiling, type SaturationRun } from './report.js';
 import type { RuntimeFigures } from './runtime-figures.js';
 
 function run(target: string, completed: number, rps: number, cpuSec: Record<string, number>): SaturationRun {
@@ -67,5 +67,14 @@ describe('coreWait', () => {
     expect(coreWait(undefined, figures(10))).toBe('');
     expect(coreWait(figures(NaN), figures(10))).toBe('');
     expect(coreWait(figures(40), { runtime: null })).toContain('40 ms of every second:');
+  });
+});
+
+describe('addedVerdict', () => {
+  it('takes a negative added latency for a disturbed direct run, not for the target met', () => {
+    expect(addedVerdict(-0.1, 1, 7.2, 7.3)).toBe("not measured (the mock's own p99, 7.30 ms, exceeded the relay's, 7.20 ms: the direct run was disturbed)");
+    expect(addedVerdict(0.4, 1, 1.5, 1.1)).toBe('met');
+    expect(addedVerdict(1.4, 1, 2.5, 1.1)).toBe('not met');
+    expect(addedVerdict(NaN, 1, undefined, undefined)).toBe('–');
   });
 });
