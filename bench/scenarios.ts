@@ -11,7 +11,7 @@ import { fmt, saturated, type CurvePoint, type RunFigures, type SaturationRun, t
 import { servicePids, type Stack } from './lib/stack.js';
 import { histogramQuantile, scrapeHistogram } from './lib/prom-scrape.js';
 import { PEER_NAME } from './lib/peer-gateway.js';
-import { redisDelta, redisSnapshot, runtimeDelta, runtimeSnapshot } from './lib/runtime-figures.js';
+import { endWaitSnapshot, endWaits, redisDelta, redisSnapshot, runtimeDelta, runtimeSnapshot } from './lib/runtime-figures.js';
 import type { Redis } from 'ioredis';
 import type { BenchOptions } from './options.js';
 import { FAILING_CHANNEL_NAME, type ChannelFailure } from './lib/channel-failure.js';
@@ -155,6 +155,7 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
       const lagBefore = target === 'relay' && stack.billingMetricsUrl ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
       probe?.start();
       const [rt0, rd0] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl, relayPid(stack)), redisSnapshot(ctx.redis)]) : [null, null];
+      const ends0 = endWaitSnapshot(servicePids(stack, 'mock')?.[0]);
       const sampler = new ProcSampler(w);
       sampler.start();
       const expectedRps = sc.rate || 1000;
@@ -177,13 +178,14 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
         if (!f.disabled) failed = true;
       }
       const procs = sampler.stop();
+      const ends = endWaits(ends0, endWaitSnapshot(servicePids(stack, 'mock')?.[0]));
       const [rt1, rd1] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl, relayPid(stack)), redisSnapshot(ctx.redis)]) : [null, null];
       if (paused) process.kill(billingPid, 'SIGCONT');
       const mine = procs.find((p) => p.name === procName(target));
       const handled = r.completed + r.aborted;
       const run: RunFigures = {
         target, offered: sc.rate, driver: r, procs, cpuUsPerReq: mine && handled ? (mine.cpuSec * 1e6) / handled : null,
-        runtime: runtimeDelta(rt0, rt1, handled), redis: redisDelta(rd0, rd1, handled),
+        runtime: runtimeDelta(rt0, rt1, handled), redis: redisDelta(rd0, rd1, handled), endWaits: ends,
       };
       report.runs.push(run);
       log(`${sc.id} → ${target}: ${r.rps.toFixed(0)} req/s, p50 ${fmt(r.latency.p50)} ms, p99 ${fmt(r.latency.p99)} ms, ttfb p50 ${fmt(r.ttfb.p50)} ms` +

@@ -9,7 +9,7 @@ import { SCALE_CPU_PROCESSES, type ScaleQuery, type ScaleResult } from './consol
 import type { ProfileSummary } from './cpu-profile.js';
 import type { DriveResult } from './driver.js';
 import { MACHINE, OTHERS, type ProcUsage } from './proc.js';
-import type { RedisFigures, RuntimeFigures } from './runtime-figures.js';
+import type { EndWaits, RedisFigures, RuntimeFigures } from './runtime-figures.js';
 import type { RedisRoundTripFloor } from './redis-floor.js';
 import type { Summary } from './stats.js';
 import type { ChannelFailure } from './channel-failure.js';
@@ -35,6 +35,8 @@ export interface RunFigures {
   runtime?: RuntimeFigures | null;
   /** Relay runs: Redis commands and CPU per request (INFO commandstats, INFO cpu). */
   redis?: RedisFigures | null;
+  /** Every run: what the load generator's and the mock's main threads waited for a core. */
+  endWaits?: EndWaits | null;
 }
 
 export interface ScenarioReport {
@@ -205,10 +207,11 @@ export function reportMarkdown(
     L.push(`| saturation → ${r.target} | ${names.map((n) => fmt(r.procs.find((p) => p.name === n)?.cpuPct, 0)).join(' | ')} |`);
   }
   L.push('');
-  type Wait = [string, RunFigures['runtime'], RunFigures['redis'], ProcUsage[], number];
+  /** The run's name and figures, its requests, its ends' waits and those of its scenario's direct run. */
+  type Wait = [string, RunFigures['runtime'], RunFigures['redis'], ProcUsage[], number, EndWaits | null | undefined, EndWaits | null | undefined];
   const waits: Wait[] = [
-    ...scenarios.flatMap((s) => s.runs.filter((r) => r.runtime || r.redis).map((r) => [`${s.id} → ${r.target}`, r.runtime, r.redis, r.procs, r.driver.completed + r.driver.aborted] as Wait)),
-    ...saturation.filter((r) => r.runtime || r.redis).map((r) => [`saturation → ${r.target}`, r.runtime, r.redis, r.procs, r.result.completed] as Wait),
+    ...scenarios.flatMap((s) => s.runs.filter((r) => r.runtime || r.redis).map((r) => [`${s.id} → ${r.target}`, r.runtime, r.redis, r.procs, r.driver.completed + r.driver.aborted, r.endWaits, s.runs.find((m) => m.target === 'mock')?.endWaits] as Wait)),
+    ...saturation.filter((r) => r.runtime || r.redis).map((r) => [`saturation → ${r.target}`, r.runtime, r.redis, r.procs, r.result.completed, null, null] as Wait),
   ];
   // The billing worker's and ClickHouse's CPU during the run, per request the relay handled: the
   // billing pipeline shares the cores with the relay.
@@ -218,13 +221,14 @@ export function reportMarkdown(
   };
   if (waits.length) {
     L.push('## What the relay waited on (per relay run)', '');
-    L.push('Event-loop delay: the relay\'s `nodejs_eventloop_delay_seconds` between two scrapes around the run (bucket upper bounds; mean from the sum). GC: its `nodejs_gc_duration_seconds` by kind. Redis: `INFO commandstats` and `INFO cpu` of the whole server around the run, per request the run handled (commands run inside scripts counted as Redis counts them; a Redis shared with other work adds that work). Event-loop thread: the kernel\'s schedstat of the relay\'s main thread around the run, ms per second on a core and ms per second runnable but waiting for a core that another thread or process held (that wait per request in parentheses).', '');
-    L.push('| run | loop delay p50 / p99 / mean ms | event-loop thread: on a core / waiting for one, ms per s (wait µs/req) | GC pauses: count, ms (by kind) | GC µs/req | Redis calls/req | Redis exec µs/req | Redis CPU µs/req | top Redis commands (calls/req, µs/call) | billing / ClickHouse CPU µs/req |', '|---|---|---|---|---|---|---|---|---|---|');
-    for (const [name, rt, rd, procs, n] of waits) {
+    L.push('Event-loop delay: the relay\'s `nodejs_eventloop_delay_seconds` between two scrapes around the run (bucket upper bounds; mean from the sum). GC: its `nodejs_gc_duration_seconds` by kind. Redis: `INFO commandstats` and `INFO cpu` of the whole server around the run, per request the run handled (commands run inside scripts counted as Redis counts them; a Redis shared with other work adds that work). Event-loop thread: the kernel\'s schedstat of the relay\'s main thread around the run, ms per second on a core and ms per second runnable but waiting for a core that another thread or process held (that wait per request in parentheses). Ends: the same wait of the load generator\'s main thread (it times every request) and of the mock\'s, in this run and in the scenario\'s direct run (load generator → mock, which the added latency subtracts): a latency measured end to end includes them.', '');
+    L.push('| run | loop delay p50 / p99 / mean ms | event-loop thread: on a core / waiting for one, ms per s (wait µs/req) | GC pauses: count, ms (by kind) | GC µs/req | Redis calls/req | Redis exec µs/req | Redis CPU µs/req | top Redis commands (calls/req, µs/call) | billing / ClickHouse CPU µs/req | ends waiting for a core, ms per s: load generator / mock (direct run) |', '|---|---|---|---|---|---|---|---|---|---|---|');
+    const ends = (e?: EndWaits | null): string => (e ? `${fmt(e.loadGeneratorMsPerSec, 1)} / ${fmt(e.mockMsPerSec, 1)}` : '–');
+    for (const [name, rt, rd, procs, n, run, direct] of waits) {
       const gc = rt ? `${rt.gcCount}, ${fmt(rt.gcMs, 1)} (${rt.gc.map((g) => `${g.kind} ${g.count}/${fmt(g.ms, 1)}`).join(', ') || 'none'})` : '–';
       const top = rd ? rd.top.slice(0, 4).map((t) => `${t.command} ${fmt(t.callsPerReq, 2)}, ${fmt(t.usPerCall, 1)}`).join('; ') : '–';
       const sched = rt && Number.isFinite(rt.mainWaitMsPerSec) ? `${fmt(rt.mainOnCpuMsPerSec, 0)} / ${fmt(rt.mainWaitMsPerSec, 1)} (${fmt(rt.mainWaitUsPerReq, 1)})` : '–';
-      L.push(`| ${name} | ${rt ? `${fmt(rt.loopP50Ms, 1)} / ${fmt(rt.loopP99Ms, 1)} / ${fmt(rt.loopMeanMs, 2)}` : '–'} | ${sched} | ${gc} | ${rt ? fmt(rt.gcUsPerReq, 1) : '–'} | ${rd ? fmt(rd.callsPerReq, 2) : '–'} | ${rd ? fmt(rd.execUsPerReq, 1) : '–'} | ${rd ? fmt(rd.cpuUsPerReq, 1) : '–'} | ${top} | ${perReq(procs, 'billing', n)} / ${perReq(procs, 'clickhouse', n)} |`);
+      L.push(`| ${name} | ${rt ? `${fmt(rt.loopP50Ms, 1)} / ${fmt(rt.loopP99Ms, 1)} / ${fmt(rt.loopMeanMs, 2)}` : '–'} | ${sched} | ${gc} | ${rt ? fmt(rt.gcUsPerReq, 1) : '–'} | ${rd ? fmt(rd.callsPerReq, 2) : '–'} | ${rd ? fmt(rd.execUsPerReq, 1) : '–'} | ${rd ? fmt(rd.cpuUsPerReq, 1) : '–'} | ${top} | ${perReq(procs, 'billing', n)} / ${perReq(procs, 'clickhouse', n)} | ${ends(run)} (${ends(direct)}) |`);
     }
     L.push('');
   }
@@ -313,8 +317,8 @@ export function reportMarkdown(
     L.push(`| relay CPU per request at 2,000 req/s | ${fmt(sr?.cpuUsPerReq, 0)} µs | bare ${fmt(sb?.cpuUsPerReq, 0)} µs, peer ${fmt(sPeer?.cpuUsPerReq, 0)} µs | ≤ 1.3× bare | ${fmt(cpuRatio)}×: ${verdict(cpuRatio, (x) => x <= 1.3)} |`);
     L.push(`| added p99 at 2,000 req/s, billing paused | ${fmt(addedPaused)} ms | – | ≤ 1 ms | ${addedVerdict(addedPaused, 1, sp?.driver.latency.p99, sm?.driver.latency.p99)} |`);
     const s64p = s64 && run(s64, 'relay-billing-paused');
-    L.push(`| added p99 at 2,000 req/s, billing running | ${fmt(addedRunning)} ms | ${peerRatio(sr, sPeer) || '–'} | ≤ 2 ms | ${addedVerdict(addedRunning, 2, sr?.driver.latency.p99, sm?.driver.latency.p99)}${addedRunning > 2 ? coreWait(sr, sp) : ''} |`);
-    L.push(`| stream TTFB added, p99 (stream64) | ${fmt(ttfbAdded)} ms | – | ≤ 1 ms | ${addedVerdict(ttfbAdded, 1, s64r?.driver.ttfb.p99, s64m?.driver.ttfb.p99)}${ttfbAdded > 1 ? coreWait(s64r, s64p) : ''} |`);
+    L.push(`| added p99 at 2,000 req/s, billing running | ${fmt(addedRunning)} ms | ${peerRatio(sr, sPeer) || '–'} | ≤ 2 ms | ${addedVerdict(addedRunning, 2, sr?.driver.latency.p99, sm?.driver.latency.p99)}${addedRunning > 2 ? coreWait(sr, sp, sm) : ''} |`);
+    L.push(`| stream TTFB added, p99 (stream64) | ${fmt(ttfbAdded)} ms | – | ≤ 1 ms | ${addedVerdict(ttfbAdded, 1, s64r?.driver.ttfb.p99, s64m?.driver.ttfb.p99)}${ttfbAdded > 1 ? coreWait(s64r, s64p, s64m) : ''} |`);
     L.push(`| highest rate with added p99 < 1 ms | ${Number.isFinite(bestRate) ? (bestRate ? `${bestRate} req/s` : 'none') : '–'} | – | ≥ 4,000 req/s | ${verdict(bestRate, (x) => x >= 4000)} |`);
     const floor = target.redisFloor?.cpuUsPerRoundTrip ?? NaN;
     const floorText = Number.isFinite(floor) ? `floor: one PING round trip at ${target.redisFloor!.rate}/s costs ${fmt(floor, 1)} µs` : '–';
@@ -392,12 +396,18 @@ export function closedLoopWait(q: ScaleQuery, connections: number): string {
  * the run and in the same scenario with billing paused. A thread that waits that long for a core has
  * its requests wait with it, whatever the relay's own code costs.
  */
-export function coreWait(running?: { runtime?: RuntimeFigures | null }, paused?: { runtime?: RuntimeFigures | null }): string {
+export function coreWait(running?: { runtime?: RuntimeFigures | null; endWaits?: EndWaits | null }, paused?: { runtime?: RuntimeFigures | null }, direct?: { endWaits?: EndWaits | null }): string {
   const w = running?.runtime?.mainWaitMsPerSec;
   if (w === undefined || !Number.isFinite(w)) return '';
   const p = paused?.runtime?.mainWaitMsPerSec;
   const pausedText = p !== undefined && Number.isFinite(p) ? `, ${fmt(p, 0)} ms with billing paused` : '';
-  return ` (the relay's event-loop thread waited for a core ${fmt(w, 0)} ms of every second${pausedText}: runnable but not scheduled, the ${cpus().length} cores held by other processes)`;
+  // The request's two other ends wait on the same cores, and the added latency counts their wait
+  // beyond what they waited in the direct run.
+  const e = running?.endWaits, d = direct?.endWaits;
+  const endsText = e && Number.isFinite(e.loadGeneratorMsPerSec) && Number.isFinite(e.mockMsPerSec)
+    ? `; the load generator and the mock waited ${fmt(e.loadGeneratorMsPerSec, 0)} and ${fmt(e.mockMsPerSec, 0)} ms of every second${d && Number.isFinite(d.loadGeneratorMsPerSec) ? `, against ${fmt(d.loadGeneratorMsPerSec, 0)} and ${fmt(d.mockMsPerSec, 0)} in the direct run` : ''}`
+    : '';
+  return ` (the relay's event-loop thread waited for a core ${fmt(w, 0)} ms of every second${pausedText}${endsText}: runnable but not scheduled, the ${cpus().length} cores held by other processes)`;
 }
 
 /** The processes a metered request needs besides the relay, which the bare hop does without. */

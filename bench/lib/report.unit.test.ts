@@ -63,6 +63,13 @@ describe('coreWait', () => {
     expect(text).toContain('waited for a core 265 ms of every second, 126 ms with billing paused');
   });
 
+  it('adds what the load generator and the mock waited, against the direct run', () => {
+    const ends = (loadGeneratorMsPerSec: number, mockMsPerSec: number) => ({ endWaits: { loadGeneratorMsPerSec, mockMsPerSec } });
+    const text = coreWait({ ...figures(1.6), ...ends(180.4, 95.2) }, figures(1.2), ends(12.1, 8.9));
+    expect(text).toContain('waited for a core 2 ms of every second, 1 ms with billing paused; the load generator and the mock waited 180 and 95 ms of every second, against 12 and 9 in the direct run:');
+    expect(coreWait({ ...figures(40), endWaits: null }, undefined, undefined)).not.toContain('load generator');
+  });
+
   it('says nothing without the running figure, and leaves out a missing paused one', () => {
     expect(coreWait(undefined, figures(10))).toBe('');
     expect(coreWait(figures(NaN), figures(10))).toBe('');

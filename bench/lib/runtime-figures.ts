@@ -29,6 +29,32 @@ export function mainThreadSchedstat(pid: number | undefined): RuntimeSnapshot['s
   }
 }
 
+/**
+ * What the two ends of a measured request waited for a core over a run: the load generator (the
+ * bench's own main thread, which times every request) and the mock (which answers it), ms per second
+ * runnable but not scheduled. A latency measured end to end includes their waits: on shared cores
+ * the processes of billing delay them as they delay the relay.
+ */
+export interface EndWaits {
+  loadGeneratorMsPerSec: number;
+  mockMsPerSec: number;
+}
+
+export interface EndWaitSnapshot {
+  loadGenerator: RuntimeSnapshot['sched'];
+  mock: RuntimeSnapshot['sched'];
+}
+
+export function endWaitSnapshot(mockPid: number | undefined): EndWaitSnapshot {
+  return { loadGenerator: mainThreadSchedstat(process.pid), mock: mainThreadSchedstat(mockPid) };
+}
+
+export function endWaits(before: EndWaitSnapshot, after: EndWaitSnapshot): EndWaits {
+  const perSec = (a: RuntimeSnapshot['sched'], b: RuntimeSnapshot['sched']): number =>
+    (a && b && b.atMs > a.atMs ? (b.waitNs - a.waitNs) / 1e6 / ((b.atMs - a.atMs) / 1000) : NaN);
+  return { loadGeneratorMsPerSec: perSec(before.loadGenerator, after.loadGenerator), mockMsPerSec: perSec(before.mock, after.mock) };
+}
+
 export interface RuntimeFigures {
   /** Event-loop delay over the run (bucket upper bounds, ms), and its mean. */
   loopP50Ms: number;
