@@ -463,10 +463,13 @@ export class BillingWorker {
     const batchOf: number[] = [];
     let rejectedCount = 0;
     let eventCount = 0;
+    /** Per entry, in the order of `ids` below: its events, each of which the lag metric counts. */
+    const eventsOf: number[] = [];
     const rejectedOf = batches.map((b, bi) => {
       const rejected: Entry[] = [];
       for (const entry of b.entries) {
         const texts = encodedUsageEventsOf(entry[1]);
+        eventsOf.push(texts?.length ?? 1);
         if (texts === undefined) {
           this.#log.error({ id: entry[0], stream: b.stream }, 'usage stream entry without an event moved to the dead-letter stream');
           rejected.push(entry);
@@ -509,7 +512,7 @@ export class BillingWorker {
     const applied = settled.filter((s) => s.applied).length;
     if (ids.length > 0) this.#eventsPerEntry = Math.max(1, eventCount / ids.length);
     const report = { entries: ids.length, events: eventCount, applied, replayed: settled.length - applied, rejected: rejectedCount };
-    billingMetrics.batch(ids, report, startedAt);
+    billingMetrics.batch(ids, report, startedAt, Date.now(), eventsOf);
     if (settled.length) this.#requestDrain(settled.length);
     this.onBatch(report);
     return report;

@@ -47,18 +47,19 @@ export class BillingMetrics {
 
   /**
    * One settled batch. `entryIds` are the Redis stream ids ("<ms>-<seq>"): their millisecond part is
-   * when the relay settled the request, so now − that is the request's billing lag.
+   * when the relay settled the request, so now − that is the request's billing lag, counted once per
+   * event of the entry (`eventsOf[i]`, 1 when absent: a relay's entry holds a settlement call's events).
    */
-  batch(entryIds: readonly string[], report: { events: number; applied: number; replayed: number; rejected: number }, startedAtMs: number, nowMs = Date.now()): void {
+  batch(entryIds: readonly string[], report: { events: number; applied: number; replayed: number; rejected: number }, startedAtMs: number, nowMs = Date.now(), eventsOf?: readonly number[]): void {
     this.batches.value++;
     this.size.observe(report.events);
     this.duration.observe((nowMs - startedAtMs) / 1000);
     if (report.applied) this.events.inc('applied', report.applied);
     if (report.replayed) this.events.inc('replayed', report.replayed);
     if (report.rejected) this.events.inc('rejected', report.rejected);
-    for (const id of entryIds) {
-      const ms = parseInt(id, 10); // stops at the '-'
-      if (ms > 0) this.lag.observe(Math.max(0, nowMs - ms) / 1000);
+    for (let i = 0; i < entryIds.length; i++) {
+      const ms = parseInt(entryIds[i]!, 10); // stops at the '-'
+      if (ms > 0) this.lag.observe(Math.max(0, nowMs - ms) / 1000, eventsOf?.[i] ?? 1);
     }
   }
 

@@ -11,4 +11,15 @@ describe('billing metrics', () => {
     expect(text.get('gateway_billing_lag_seconds_bucket{le="1"}')).toBe(2); // 1000 ms
     expect(text.get('gateway_billing_events_total{result="applied"}')).toBe(2);
   });
+
+  it('counts an entry\'s lag once per event it holds', () => {
+    const m = new BillingMetrics();
+    m.batch(['1000-0', '1900-3'], { events: 15, applied: 15, replayed: 0, rejected: 0 }, 1950, 2000, [14, 1]);
+    const text = parsePromText(m.render());
+    expect(text.get('gateway_billing_lag_seconds_bucket{le="0.1"}')).toBe(1);
+    expect(text.get('gateway_billing_lag_seconds_bucket{le="1"}')).toBe(15);
+    expect(text.get('gateway_billing_lag_seconds_count')).toBe(15);
+    expect(text.get('gateway_billing_lag_seconds_sum')).toBeCloseTo(14 * 1 + 0.1);
+    expect(text.get('gateway_billing_batch_size_sum')).toBe(15);
+  });
 });

@@ -115,13 +115,14 @@ export class Histogram implements Metric {
     this.#bounds = Float64Array.from(bounds);
     this.#counts = new Float64Array(bounds.length + 1);
   }
-  observe(v: number): void {
+  /** `times` observations of the same value (a batch's events that share one timestamp). */
+  observe(v: number, times = 1): void {
     const b = this.#bounds;
     let i = 0;
     while (i < b.length && v > b[i]!) i++;
-    this.#counts[i]!++;
-    this.sum += v;
-    this.count++;
+    this.#counts[i]! += times;
+    this.sum += v * times;
+    this.count += times;
   }
   /** Cumulative bucket counts with their upper bounds (the last is +Inf). For tests and the bench. */
   buckets(): Array<[le: number, cumulative: number]> {
