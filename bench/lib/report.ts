@@ -365,12 +365,6 @@ export function reportMarkdown(
 }
 
 /**
- * What a closed loop of `connections` requests costs in waiting on these cores: each request costs the
- * machine X ms of CPU, so the cores serve at most cores ÷ X requests a millisecond and, by Little's
- * law, a request takes on average at least connections × X ÷ cores ms, however the work is spread.
- * Said for the worst console query, with where its CPU went.
- */
-/**
  * The verdict on an added latency (relay p99 − the mock's direct p99 at the same load). Below zero the
  * direct run was slower than the one through the relay: that run was disturbed (a p99 is a few
  * requests), so the difference says nothing about the relay and is not taken as the target met.
@@ -381,6 +375,12 @@ export function addedVerdict(added: number, bound: number, relayP99: number | un
   return added <= bound ? 'met' : 'not met';
 }
 
+/**
+ * What a closed loop of `connections` requests costs in waiting on these cores: each request costs the
+ * machine X ms of CPU, so the cores serve at most cores ÷ X requests a millisecond and, by Little's
+ * law, a request takes on average at least connections × X ÷ cores ms, however the work is spread.
+ * Said for the worst console query, with where its CPU went.
+ */
 export function closedLoopWait(q: ScaleQuery, connections: number): string {
   const c = q.cpuMsPerRequest;
   const machine = c?.[MACHINE];
