@@ -49,10 +49,13 @@ export function endWaitSnapshot(mockPid: number | undefined): EndWaitSnapshot {
   return { loadGenerator: mainThreadSchedstat(process.pid), mock: mainThreadSchedstat(mockPid) };
 }
 
+/** Ms per second a thread spent runnable but waiting for a core between two schedstat reads; NaN without both. */
+function waitMsPerSec(a: RuntimeSnapshot['sched'], b: RuntimeSnapshot['sched']): number {
+  return a && b && b.atMs > a.atMs ? (b.waitNs - a.waitNs) / 1e6 / ((b.atMs - a.atMs) / 1000) : NaN;
+}
+
 export function endWaits(before: EndWaitSnapshot, after: EndWaitSnapshot): EndWaits {
-  const perSec = (a: RuntimeSnapshot['sched'], b: RuntimeSnapshot['sched']): number =>
-    (a && b && b.atMs > a.atMs ? (b.waitNs - a.waitNs) / 1e6 / ((b.atMs - a.atMs) / 1000) : NaN);
-  return { loadGeneratorMsPerSec: perSec(before.loadGenerator, after.loadGenerator), mockMsPerSec: perSec(before.mock, after.mock) };
+  return { loadGeneratorMsPerSec: waitMsPerSec(before.loadGenerator, after.loadGenerator), mockMsPerSec: waitMsPerSec(before.mock, after.mock) };
 }
 
 export interface RuntimeFigures {
@@ -120,7 +123,7 @@ export function runtimeDelta(before: RuntimeSnapshot | null, after: RuntimeSnaps
     loopMeanMs: p50.count ? ((after.loopSum - before.loopSum) / p50.count) * 1000 : NaN, loopSamples: p50.count,
     gc, gcCount, gcMs, gcUsPerReq: requests ? (gcMs * 1000) / requests : NaN,
     mainOnCpuMsPerSec: s0 && s1 && wallSec > 0 ? (s1.onCpuNs - s0.onCpuNs) / 1e6 / wallSec : NaN,
-    mainWaitMsPerSec: wallSec > 0 ? waitMs / wallSec : NaN,
+    mainWaitMsPerSec: waitMsPerSec(s0, s1),
     mainWaitUsPerReq: requests > 0 ? (waitMs * 1000) / requests : NaN,
   };
 }
