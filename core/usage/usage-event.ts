@@ -121,10 +121,16 @@ export async function appendUsageEvent(redis: Redis, stream: string, encoded: st
   await redis.xadd(stream, '*', USAGE_EVENT_FIELD, encoded);
 }
 
+/** Where a stream entry's field list holds the event field's value, or -1 when it has none. */
+function eventValueAt(fields: readonly string[]): number {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === USAGE_EVENT_FIELD) return i + 1;
+  return -1;
+}
+
 /** The event field's text of a stream entry's field list, or undefined when the entry has none. */
 export function encodedUsageEventOf(fields: readonly string[]): string | undefined {
-  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === USAGE_EVENT_FIELD) return fields[i + 1];
-  return undefined;
+  const at = eventValueAt(fields);
+  return at < 0 ? undefined : fields[at];
 }
 
 /**
@@ -140,7 +146,8 @@ export function encodedUsageEventsOf(fields: readonly string[]): string[] | unde
 /** The field list with its event field holding `encoded` alone (one event of an entry, dead-lettered). */
 export function withEncodedUsageEvent(fields: readonly string[], encoded: string): string[] {
   const out = fields.slice();
-  for (let i = 0; i + 1 < out.length; i += 2) if (out[i] === USAGE_EVENT_FIELD) out[i + 1] = encoded;
+  const at = eventValueAt(out);
+  if (at >= 0) out[at] = encoded;
   return out;
 }
 
