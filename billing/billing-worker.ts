@@ -413,14 +413,13 @@ export class BillingWorker {
   }
 
   /** Per held shard: own pending entries first, then entries idle at other consumers, then new ones. */
-  async #nextSharded(readCount: number): Promise<StreamBatch[]> {
+  async #nextSharded(count: number): Promise<StreamBatch[]> {
     const { consumer, claimIdleMs } = this.#opts;
     const keys = this.#opts.sharded!.keys;
     const held = this.heldShards();
     // A full batch from each shard: traffic is uneven (one busy account is one busy shard), and a share
     // of the batch per shard starved a hot shard to batchSize / shards entries per round (the bench on
     // make cluster-up: 8 s of billing lag at 1,250 req/s). Several busy shards make a larger batch.
-    const count = readCount;
     const now = Date.now();
     return Promise.all(held.map(async (shard): Promise<StreamBatch> => {
       const stream = keys.usageStream(shard);
