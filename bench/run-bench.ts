@@ -9,7 +9,8 @@
 //        [--out DIR] [--database-url URL] [--redis-url URL] [--clickhouse-url URL]
 //        [--clickhouse-database DB] [--own-clickhouse] [--relay-entry dist/relay/main.js]
 //        [--billing-entry dist/billing/main.js] [--skip-saturation]
-//   BENCH_CPU_PROF=1   runs the relay with --cpu-prof and summarises its hottest functions.
+//   BENCH_CPU_PROF=1   runs the relay and the bare hop with --cpu-prof: the relay's hottest functions, and
+//                      its event loop against the bare hop's.
 //
 // Attached mode, against a stack that is already running (nothing spawned but the bare proxy):
 //   node dist/bench/run-bench.js --relay-url URL --mock-url URL [--console-url URL]
@@ -31,7 +32,7 @@ import { createClickHouse } from '../infra/clickhouse/client.js';
 import { createSql } from '../infra/postgres/client.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { runConsoleScale, type ScaleResult } from './lib/console-scale.js';
-import { summarizeProfileDir, type ProfileSummary } from './lib/cpu-profile.js';
+import { compareProfiles, summarizeProfileDir, type CpuProfiles } from './lib/cpu-profile.js';
 import { ProcSampler } from './lib/proc.js';
 import { reportMarkdown, svgChart, writeReport, type CurvePoint } from './lib/report.js';
 import { measureRedisRoundTripFloor } from './lib/redis-floor.js';
@@ -113,11 +114,16 @@ async function main(): Promise<void> {
     }
 
     // --- profile ---------------------------------------------------------------------------------
-    let profiles: ProfileSummary[] = [];
+    let profiles: CpuProfiles = { relay: [], comparison: null };
     if (opts.cpuProf) {
-      log('stopping the relay to write its CPU profile');
+      log('stopping the relay and the bare hop to write their CPU profiles');
       await stack.stopRelay();
-      profiles = summarizeProfileDir(profileDir);
+      await stack.stopBare();
+      const relay = summarizeProfileDir(profileDir);
+      const [bare] = summarizeProfileDir(join(profileDir, 'bare'));
+      const relayMain = relay.find((p) => p.thread === 'main');
+      profiles = { relay, comparison: relayMain && bare ? compareProfiles(relayMain, bare) : null };
+      if (!profiles.comparison) notes.push('The bare hop wrote no CPU profile: the relay is profiled alone.');
     }
 
     // --- console at scale ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // Getting the stack under test ready for the runs: the stack itself (started, or attached to by
 // URL), then the bench's account, key, channel and prices on it, a relay that serves them, the
 // mock's output cap and the relay's ratios the money audit must use.
+import { join } from 'node:path';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
 import type { Sql } from '../infra/postgres/client.js';
@@ -57,6 +58,7 @@ export function openStack(
       ...(opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
       ...(process.env.BENCH_RELAY_NODE_ARGS ?? '').split(' ').filter(Boolean),
     ],
+    bareNodeArgs: opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', join(profileDir, 'bare')] : [],
     billingNodeArgs: (process.env.BENCH_BILLING_NODE_ARGS ?? '').split(' ').filter(Boolean),
     consoleNodeArgs: (process.env.BENCH_CONSOLE_NODE_ARGS ?? '').split(' ').filter(Boolean),
     clickhouseNodeArgs: (process.env.BENCH_CLICKHOUSE_NODE_ARGS ?? '').split(' ').filter(Boolean),

@@ -82,7 +82,7 @@ export function summarizeProfile(file: string, topN = 25): ProfileSummary {
   const top = [...fnTime.values()].sort((a, b) => b.us - a.us).slice(0, topN).map((e) => ({
     function: e.fn, location: e.loc, selfMs: e.us / 1000, selfPct: busy > 0 ? (e.us / busy) * 100 : 0,
   }));
-  const byArea = [...areaTime.entries()].sort((a, b) => b[1] - a[1]).slice(0, 20).map(([area, us]) => ({
+  const byArea = [...areaTime.entries()].sort((a, b) => b[1] - a[1]).map(([area, us]) => ({
     area, selfMs: us / 1000, pctOfBusy: busy > 0 ? (us / busy) * 100 : 0,
   }));
   return { file, thread, totalMs: total / 1000, busyMs: busy / 1000, top, byArea };
@@ -97,4 +97,47 @@ export function summarizeProfileDir(dir: string): ProfileSummary[] {
   }
   // The event loop's profile first: the one the hot path runs on.
   return files.map((f) => summarizeProfile(join(dir, f))).sort((a, b) => (a.thread === b.thread ? b.busyMs - a.busyMs : a.thread === 'main' ? -1 : 1));
+}
+
+/**
+ * Areas any Node HTTP hop spends its time in whatever it does per request: V8 and Node themselves,
+ * native calls (uWS writes count under the JS function that makes them, so not here), the garbage
+ * collector and undici with its llhttp (WebAssembly).
+ */
+const RUNTIME_AREAS = new Set(['(native)', 'node: internals', '(garbage collector)', '(program)', 'undici']);
+const isRuntimeArea = (area: string): boolean => RUNTIME_AREAS.has(area) || area.startsWith('wasm://');
+
+export interface ProfileComparison {
+  /** The process's own code and the libraries only it loads (every area but the runtime's), share of busy time. */
+  ownCodeShare: { relay: number; bare: number };
+  /** Every area of either profile as a share of its process's busy time, the relay's largest excess first. */
+  areas: Array<{ area: string; relay: number; bare: number }>;
+}
+
+/**
+ * The relay's event loop against the bare hop's: where each spends its busy time, as shares, so that
+ * the report can weigh them with each process's measured CPU per request. Shares rather than sampled
+ * time per request, because the profiler samples on the thread's clock: time spent waiting for a core
+ * lands in whatever was running, and the relay (with billing beside it) waits more than the bare hop.
+ * Both profiles cover their process's whole life, start-up included.
+ */
+export function compareProfiles(relay: ProfileSummary, bare: ProfileSummary): ProfileComparison {
+  const byArea = new Map<string, { relay: number; bare: number }>();
+  for (const a of relay.byArea) byArea.set(a.area, { relay: a.pctOfBusy / 100, bare: 0 });
+  for (const a of bare.byArea) {
+    const e = byArea.get(a.area);
+    if (e) e.bare = a.pctOfBusy / 100;
+    else byArea.set(a.area, { relay: 0, bare: a.pctOfBusy / 100 });
+  }
+  const areas = [...byArea.entries()].map(([area, e]) => ({ area, ...e })).sort((x, y) => (y.relay - y.bare) - (x.relay - x.bare));
+  const own = (pick: (a: { relay: number; bare: number }) => number): number =>
+    areas.filter((a) => !isRuntimeArea(a.area)).reduce((s, a) => s + pick(a), 0);
+  return { ownCodeShare: { relay: own((a) => a.relay), bare: own((a) => a.bare) }, areas };
+}
+
+/** What the bench's profiles show: the relay's threads, and its event loop against the bare hop's. */
+export interface CpuProfiles {
+  relay: ProfileSummary[];
+  /** Null unless the bare hop was profiled too and both processes' request counts are known. */
+  comparison: ProfileComparison | null;
 }

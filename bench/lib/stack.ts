@@ -36,6 +36,8 @@ export interface StackOptions {
   ownClickHouse?: boolean;
   /** Node flags for the relay (e.g. --cpu-prof). */
   relayNodeArgs?: string[];
+  /** Node flags for the bare hop (with BENCH_CPU_PROF: --cpu-prof into profiles/bare). */
+  bareNodeArgs?: string[];
   /** Node flags for the billing worker (BENCH_BILLING_NODE_ARGS, e.g. --cpu-prof --cpu-prof-dir DIR). */
   billingNodeArgs?: string[];
   /** Node flags for the console-api and the embedded ClickHouse (BENCH_CONSOLE_NODE_ARGS, BENCH_CLICKHOUSE_NODE_ARGS). */
@@ -91,6 +93,8 @@ export interface Stack {
   /** Starts relay, billing and console (after the fixtures exist, so that the relay loads the channel). */
   startGateway(): Promise<void>;
   stopRelay(): Promise<void>;
+  /** Stops the bare hop, so that a profiled one writes its profile. */
+  stopBare(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -211,7 +215,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     MOCK_API_KEYS: FAILING_CHANNEL_KEY, MOCK_CONTROL: 'true',
   }));
   const bare = add('bare', 'bare-proxy', bareUrl, spawnService('bare-proxy', 'dist/bench/bare-proxy.js', env,
-    ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY, ...bareUpstreamApiArgs(o.bareUpstreamApi)]));
+    ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY, ...bareUpstreamApiArgs(o.bareUpstreamApi)], o.bareNodeArgs ?? []));
   await waitHttp(`${mockUrl}/v1/models`, mock.child, 'mock-upstream');
   await waitHttp(`${bareUrl}/health`, bare.child, 'bare-proxy');
   const peer = await startPeer(logDir, o.log);
@@ -242,6 +246,9 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     },
     async stopRelay() {
       if (services.relay) await stopChild(services.relay.child);
+    },
+    async stopBare() {
+      await stopChild(bare.child);
     },
     async close() {
       for (const s of [...children].reverse()) await stopChild(s.child).catch(() => {});
@@ -371,6 +378,9 @@ export async function attachStack(o: AttachOptions): Promise<Stack> {
     },
     async stopRelay(): Promise<void> {
       // Not ours.
+    },
+    async stopBare(): Promise<void> {
+      await stopChild(child);
     },
     async close(): Promise<void> {
       await stopChild(child).catch(() => {});
