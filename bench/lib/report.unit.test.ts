@@ -4,7 +4,7 @@ import { cpus } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { ProcUsage } from './proc.js';
 import type { ScaleQuery } from './console-scale.js';
-import { addedVerdict, closedLoopWait, coreWait, meteredCeiling, type SaturationRun } from './report.js';
+import { addedVerdict, closedLoopWait, coreWait, curveFloor, type CurvePoint, meteredCeiling, type SaturationRun } from './report.js';
 import type { RuntimeFigures } from './runtime-figures.js';
 
 function run(target: string, completed: number, rps: number, cpuSec: Record<string, number>): SaturationRun {
@@ -83,5 +83,21 @@ describe('addedVerdict', () => {
     expect(addedVerdict(0.4, 1, 1.5, 1.1)).toBe('met');
     expect(addedVerdict(1.4, 1, 2.5, 1.1)).toBe('not met');
     expect(addedVerdict(NaN, 1, undefined, undefined)).toBe('–');
+  });
+});
+
+describe('curveFloor', () => {
+  const point = (rate: number, addedP99: number, relayCpuPct: number): CurvePoint => ({
+    rate, mock: { rps: rate, p50: 0, p99: 0 }, relay: { rps: rate, p50: 0, p99: 0 }, addedP50: 0, addedP99, relayCpuPct, loadgenCpuPct: 0, held: true,
+  });
+
+  it('gives the added p99 at the lowest rate tried, whatever the order of the points', () => {
+    const text = curveFloor([point(2000, 9.5, 40), point(500, 3.25, 11), point(1000, 4, 20)]);
+    expect(text).toContain('at the lowest rate tried, 500 req/s, the added p99 was 3.25 ms with the relay at 11% of a core');
+  });
+
+  it('says nothing without a curve', () => {
+    expect(curveFloor([])).toBe('');
+    expect(curveFloor([point(500, NaN, 10)])).toBe('');
   });
 });
