@@ -380,7 +380,7 @@ export function curveFloor(curve: CurvePoint[]): string {
   return ` (at the lowest rate tried, ${lowest.rate} req/s, the added p99 was ${fmt(lowest.addedP99)} ms with the relay at ${fmt(lowest.relayCpuPct, 0)}% of a core: the wait is not the relay's load)`;
 }
 
-const PROFILE_CAVEAT = 'The profiles cover each process\'s whole life, start-up included; an area\'s share is of sampled time, in which a wait for a core counts where the thread was.';
+const PROFILE_CAVEAT = 'The profiles cover each process\'s whole life (every scenario it served, start-up included), so the µs are those of the run\'s mix at the small run\'s cost; an area\'s share is of sampled time, in which a wait for a core counts where the thread was.';
 
 export interface WeighedProfiles {
   relayUs: number;
