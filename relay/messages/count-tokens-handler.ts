@@ -16,7 +16,7 @@ import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js'
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { CountQueueFull, type TokenCounter } from '../token-count/token-counter.js';
 import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
-import { describeIssue } from './messages-request.js';
+import { compileEdgeSchema, EdgeProblem } from '../edge-schema.js';
 
 const block = z.object({ type: z.string() }).loose();
 const content = z.union([z.string(), z.array(block)]);
@@ -24,16 +24,17 @@ const content = z.union([z.string(), z.array(block)]);
 /** Like messagesRequestSchema without max_tokens and stream; unknown fields are accepted and ignored. */
 export const countTokensRequestSchema = z
   .object({
-    model: z.string({ error: 'model: required string' }).min(1, 'model: must not be empty'),
-    messages: z
-      .array(z.object({ role: z.enum(['user', 'assistant']), content }).loose(), { error: 'messages: required array' })
-      .min(1, 'messages: at least one message is required'),
-    system: z.union([z.string(), z.array(block)], { error: 'system: must be a string or an array of blocks' }).optional(),
-    tools: z.array(z.object({ name: z.string() }).loose(), { error: 'tools: must be an array of tools' }).optional(),
+    model: z.string().min(1),
+    messages: z.array(z.object({ role: z.enum(['user', 'assistant']), content }).loose()).min(1),
+    system: z.union([z.string(), z.array(block)]).optional(),
+    tools: z.array(z.object({ name: z.string() }).loose()).optional(),
   })
   .loose();
 
 export type CountTokensRequest = z.infer<typeof countTokensRequestSchema>;
+
+/** The body when it is a valid count_tokens request (the same object), else its first problem. */
+export const checkCountTokensRequest = compileEdgeSchema(countTokensRequestSchema);
 
 /**
  * The answer to a validated body. Pass `raw` (the request bytes) to have the worker parse them: the
@@ -84,12 +85,12 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
     } catch {
       return reply.error(new RelayError('invalid_json'));
     }
-    const parsed = countTokensRequestSchema.safeParse(json);
-    if (!parsed.success) return reply.error(new RelayError('invalid_request', describeIssue(parsed.error)));
-    const access = checkAccess(ctx, head, record, parsed.data.model);
+    const body = checkCountTokensRequest(json);
+    if (body instanceof EdgeProblem) return reply.error(new RelayError('invalid_request', body.message));
+    const access = checkAccess(ctx, head, record, body.model);
     if (access instanceof RelayError) return reply.error(access);
-    if (!servedModels(ctx.channels, access.groups).has(parsed.data.model)) {
-      return reply.error(new RelayError('model_not_found', `No channel serves model "${parsed.data.model}" for group "${access.groups[0]}".`));
+    if (!servedModels(ctx.channels, access.groups).has(body.model)) {
+      return reply.error(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${access.groups[0]}".`));
     }
     const now = Date.now();
     if (!(await ctx.quota.takeCountSlot(record.userId, record.tokenId, ctx.countsPerMinute, currentMinute(now)))) {
@@ -100,7 +101,7 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
     let answer: { input_tokens: number };
     try {
       relayMetrics.promptCounted();
-      answer = await countTokensResponse(ctx.tokens, parsed.data, raw);
+      answer = await countTokensResponse(ctx.tokens, body, raw);
     } catch (err) {
       if (err instanceof CountQueueFull) return reply.error(new RelayError('relay_overloaded'));
       throw err;

@@ -2,8 +2,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { countText } from '../token-count/bpe-count.js';
 import { MESSAGE_OVERHEAD } from '../token-count/prompt-text.js';
 import { TokenCounter } from '../token-count/token-counter.js';
-import { describeIssue } from './messages-request.js';
-import { countTokensRequestSchema, countTokensResponse } from './count-tokens-handler.js';
+import { EdgeProblem } from '../edge-schema.js';
+import { checkCountTokensRequest, countTokensResponse } from './count-tokens-handler.js';
 
 const counter = new TokenCounter({ maxThreads: 1 });
 afterAll(() => counter.close());
@@ -11,17 +11,18 @@ afterAll(() => counter.close());
 describe('POST /v1/messages/count_tokens', () => {
   it('answers {input_tokens} for a body without max_tokens', async () => {
     const json = { model: 'claude-sonnet-4-5', system: 'Be brief.', messages: [{ role: 'user', content: 'Hello, world' }] };
-    const parsed = countTokensRequestSchema.safeParse(json);
-    expect(parsed.success).toBe(true);
+    const body = checkCountTokensRequest(json);
+    if (body instanceof EdgeProblem) throw new Error(body.message);
+    expect(body).toBe(json);
     const expected = countText('Be brief.') + countText('Hello, world') + MESSAGE_OVERHEAD;
-    expect(await countTokensResponse(counter, parsed.data!)).toEqual({ input_tokens: expected });
-    expect(await countTokensResponse(counter, parsed.data!, Buffer.from(JSON.stringify(json)))).toEqual({ input_tokens: expected });
+    expect(await countTokensResponse(counter, body)).toEqual({ input_tokens: expected });
+    expect(await countTokensResponse(counter, body, Buffer.from(JSON.stringify(json)))).toEqual({ input_tokens: expected });
   });
 
   it('requires model and messages, with Anthropic-style messages', () => {
     const problem = (body: unknown) => {
-      const r = countTokensRequestSchema.safeParse(body);
-      return r.success ? null : describeIssue(r.error);
+      const r = checkCountTokensRequest(body);
+      return r instanceof EdgeProblem ? r.message : null;
     };
     expect(problem({ messages: [{ role: 'user', content: 'x' }] })).toMatch(/^model:/);
     expect(problem({ model: 'm' })).toMatch(/^messages:/);

@@ -39,11 +39,12 @@ import { CountQueueFull, reservationInputTokens } from '../token-count/token-cou
 import { MAX_UPSTREAM_JSON, StreamedAnswer, WholeAnswer, type ProviderAnswer } from '../upstream/provider-response.js';
 import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
-import { describeIssue, messagesRequestSchema, type MessagesRequest } from './messages-request.js';
+import { checkMessagesRequest, type MessagesRequest } from './messages-request.js';
+import { EdgeProblem } from '../edge-schema.js';
 import { isHttpFieldValue } from './header-values.js';
 import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
 import { httpReason, REASON } from './failure-reasons.js';
-import { chatRequestSchema, type ChatRequest } from '../chat-completions/chat-request.js';
+import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-request.js';
 import type { Protocol, Provider } from '../providers/provider.js';
 import { providerOf } from '../providers/registry.js';
 import { anthropicOnlyRefusal, chatToMessages } from '../providers/anthropic/from-chat.js';
@@ -319,14 +320,14 @@ class Exchange {
   /** The request in Anthropic's form, from the client's JSON; a 400 when it is not a valid request of its protocol. */
   readBody(json: unknown): MessagesRequest | RelayError {
     if (this.protocol === 'anthropic') {
-      const parsed = messagesRequestSchema.safeParse(json);
-      return parsed.success ? parsed.data : new RelayError('invalid_request', describeIssue(parsed.error));
+      const body = checkMessagesRequest(json);
+      return body instanceof EdgeProblem ? new RelayError('invalid_request', body.message) : body;
     }
-    const parsed = chatRequestSchema.safeParse(json);
-    if (!parsed.success) return new RelayError('invalid_request', describeIssue(parsed.error));
-    this.chat = parsed.data;
+    const chat = checkChatRequest(json);
+    if (chat instanceof EdgeProblem) return new RelayError('invalid_request', chat.message);
+    this.chat = chat;
     // A request that sets no output bound gets the model's (option ModelMaxOutputTokens).
-    return chatToMessages(parsed.data, this.ctx.inputBounds().maxOutputTokens(parsed.data.model));
+    return chatToMessages(chat, this.ctx.inputBounds().maxOutputTokens(chat.model));
   }
 
   /**
