@@ -52,7 +52,7 @@ describe('make bench (tiny)', () => {
     const report = JSON.parse(readFileSync(join(latest, 'report.json'), 'utf8')) as Report;
 
     const ids = report.scenarios.filter((s) => s.runs.length).map((s) => s.id);
-    expect(ids).toEqual(['small', 'stream64', 'long', 'mix', 'chat', 'chat-stream64', 'abort']);
+    expect(ids).toEqual(['small', 'stream64', 'long', 'mix', 'agent', 'chat', 'chat-stream64', 'abort']);
     for (const s of report.scenarios.filter((x) => x.runs.length)) {
       expect(s.runs.map((r) => r.target).slice(0, 3)).toEqual(['mock', 'bare', 'relay']);
       for (const r of s.runs) expect(r.driver.completed + r.driver.aborted).toBeGreaterThan(0);

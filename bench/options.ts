@@ -65,7 +65,7 @@ export function parseBenchOptions() {
     warmupMs: Number(args.warmup ?? (quick ? 0.5 : 2)) * 1000,
     rates: (args.rates ?? (quick ? '500,1000' : '500,1000,2000,3000,4000,6000,8000,10000')).split(',').map(Number),
     curveMs: quick ? 1000 : 4000,
-    scenarios: (args.scenarios ?? 'small,stream64,long,mix,chat,chat-stream64,abort').split(','),
+    scenarios: (args.scenarios ?? 'small,stream64,long,mix,agent,chat,chat-stream64,abort').split(','),
     curve: args['skip-curve'] !== true,
     // Attached: the 10-million-row load writes 1,000 accounts and generated log rows into the target
     // databases, so it runs only when asked for (--scale).

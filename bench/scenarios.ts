@@ -26,7 +26,11 @@ export type Target = 'mock' | 'bare' | 'relay' | 'relay-billing-paused' | 'peer'
  * Anthropic mock's Messages), the mock and the bare proxy its Anthropic equivalent (bodyJson): the
  * same mock direct, so "added" is the conversion's cost too.
  */
-export interface BodySpec { model: string; maxTokens: number; stream: boolean; media?: { images?: number; documents?: number }; protocol?: 'openai' }
+export interface BodySpec {
+  model: string; maxTokens: number; stream: boolean; media?: { images?: number; documents?: number }; protocol?: 'openai';
+  /** A conversation of this many turns (an agent's: text, tool calls and their results) instead of one prompt. */
+  turns?: number;
+}
 export interface Scenario {
   id: string;
   title: string;
@@ -43,7 +47,19 @@ export interface Scenario {
 const PROMPT = 'Benchmark request: please answer briefly.';
 const IMAGE_BLOCK = { type: 'image', source: { type: 'url', url: 'https://bench.invalid/photo.png' } };
 const DOCUMENT_BLOCK = { type: 'document', source: { type: 'url', url: 'https://bench.invalid/paper.pdf' } };
+/**
+ * An agent's conversation of `turns` messages, user first and last: each user turn a text and a tool
+ * result, each assistant turn a text and a tool call (~280 bytes a turn; an even count gets one more user turn, so that the user speaks last).
+ */
+function conversation(turns: number): unknown[] {
+  const n = turns % 2 === 0 ? turns + 1 : turns;
+  return Array.from({ length: n }, (_, i) => (i % 2 === 0
+    ? { role: 'user', content: [...(i > 0 ? [{ type: 'tool_result', tool_use_id: `toolu_${i - 1}`, content: `contents of src/module-${i - 1}.ts: ${'export const x = 1; '.repeat(6)}` }] : []), { type: 'text', text: `${PROMPT} Step ${i / 2 + 1}: look at the next module and say what is wrong with it.` }] }
+    : { role: 'assistant', content: [{ type: 'text', text: 'I will read the next file to check it.' }, { type: 'tool_use', id: `toolu_${i}`, name: 'read_file', input: { path: `src/module-${i}.ts` } }] }));
+}
+
 export const bodyJson = (b: BodySpec): string => {
+  if (b.turns) return JSON.stringify({ model: b.model, max_tokens: b.maxTokens, stream: b.stream, messages: conversation(b.turns) });
   const content = b.media
     ? [...Array<unknown>(b.media.images ?? 0).fill(IMAGE_BLOCK), ...Array<unknown>(b.media.documents ?? 0).fill(DOCUMENT_BLOCK), { type: 'text', text: PROMPT }]
     : PROMPT;
@@ -76,6 +92,7 @@ export const SCENARIOS: Scenario[] = [
     id: 'mix', title: '5% upstream 529 errors, 15% media', bodies: mixBodies, rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay', 'peer'],
     media: '15% of requests carry media by URL: 5% one image, 5% one PDF document, 5% two images and a document',
   },
+  { id: 'agent', title: 'non-streaming, 16 tokens, a 101-message agent conversation (tool calls and their results, 28 KB)', bodies: [{ model: 'bench-agent', maxTokens: 16, stream: false, turns: 100 }], rate: 1000, connections: 32, targets: ['mock', 'bare', 'relay'] },
   { id: 'chat', title: 'chat completions in (OpenAI SDK\'s wire format), Anthropic channel: non-streaming, 16 tokens', bodies: [{ model: 'bench-chat', maxTokens: 16, stream: false, protocol: 'openai' }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
   { id: 'chat-stream64', title: 'chat completions in, Anthropic channel: streaming, 64 tokens', bodies: [{ model: 'bench-chat-stream-64', maxTokens: 64, stream: true, protocol: 'openai' }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
   { id: 'abort', title: 'client aborts mid-stream (4,000-token streams cut after 2 KB)', bodies: [{ model: 'bench-abort', maxTokens: 4000, stream: true }], rate: 500, connections: 32, targets: ['mock', 'bare', 'relay'], abortAfterBodyBytes: 2048 },

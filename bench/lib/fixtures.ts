@@ -34,6 +34,7 @@ export const BENCH_MODELS: Readonly<Record<string, number>> = {
   'bench-mix-document': 1.5,
   'bench-mix-media': 1.5,
   'bench-abort': 0.5,
+  'bench-agent': 1.5,
   'bench-chat': 1.5,
   'bench-chat-stream-64': 1.5,
   'bench-probe': 1.5,
