@@ -51,7 +51,7 @@ describe('make bench against a running stack', () => {
       target: { mockMediaTokens: { image: number; document: number } };
     };
     const ran = report.scenarios.filter((s) => s.runs.length);
-    expect(ran.map((s) => s.id)).toEqual(['small', 'stream64', 'long', 'mix', 'chat', 'chat-stream64', 'abort']);
+    expect(ran.map((s) => s.id)).toEqual(['small', 'stream64', 'long', 'mix', 'agent', 'chat', 'chat-stream64', 'abort']);
     for (const s of ran) {
       expect(s.runs.map((r) => r.target).slice(0, 3)).toEqual(['mock', 'bare', 'relay']);
       expect(s.audit?.problems).toEqual([]);

@@ -5,7 +5,7 @@
 // profiles/) and bench/results/latest/.
 //
 //   node dist/bench/run-bench.js [--duration 6] [--warmup 2] [--quick] [--rates 500,1000,...]
-//        [--scenarios small,stream64,long,mix,chat,chat-stream64,abort] [--skip-curve] [--skip-scale] [--scale-rows N]
+//        [--scenarios small,stream64,long,mix,agent,chat,chat-stream64,abort] [--skip-curve] [--skip-scale] [--scale-rows N]
 //        [--out DIR] [--database-url URL] [--redis-url URL] [--clickhouse-url URL]
 //        [--clickhouse-database DB] [--own-clickhouse] [--relay-entry dist/relay/main.js]
 //        [--billing-entry dist/billing/main.js] [--skip-saturation]
