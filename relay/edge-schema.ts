@@ -22,7 +22,13 @@ export class EdgeProblem {
 
 export function compileEdgeSchema<S extends z.ZodType>(schema: S): EdgeSchema<z.infer<S>> {
   const validate = ajv.compile(z.toJSONSchema(schema));
-  return (json) => (validate(json) ? (json as z.infer<S>) : new EdgeProblem(describeProblem(validate.errors ?? [])));
+  return (json) => {
+    if (validate(json)) return json as z.infer<S>;
+    const problem = new EdgeProblem(describeProblem(validate.errors ?? []));
+    // Verbose errors hold parts of the body they describe: not kept until the next invalid one.
+    validate.errors = null;
+    return problem;
+  };
 }
 
 type JsonSchema = { type?: string | string[]; enum?: unknown[]; anyOf?: JsonSchema[]; properties?: Record<string, JsonSchema> };
