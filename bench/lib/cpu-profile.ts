@@ -138,6 +138,6 @@ export function compareProfiles(relay: ProfileSummary, bare: ProfileSummary): Pr
 /** What the bench's profiles show: the relay's threads, and its event loop against the bare hop's. */
 export interface CpuProfiles {
   relay: ProfileSummary[];
-  /** Null unless the bare hop was profiled too and both processes' request counts are known. */
+  /** Null unless the bare hop was profiled too. */
   comparison: ProfileComparison | null;
 }

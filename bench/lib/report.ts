@@ -259,10 +259,11 @@ export function reportMarkdown(
     L.push('', 'The embedded ClickHouse runs reads on CLICKHOUSE_LOCAL_CONNECTIONS engine connections (default 4) and shares the cores with them: at 4 connections a request also waits for a core; the 1-connection column is the query alone. CPU per request is each process\'s CPU time over the 4-connection run divided by its requests; "machine" is every process on the host.');
     L.push('');
   }
+  // The profiles weighed with the small run's CPU per request: the profile section's table and the relay-CPU verdict.
+  const smallRuns = scenarios.find((x) => x.id === 'small');
+  const weighed = weighProfiles(profiles.comparison, smallRuns && run(smallRuns, 'relay')?.cpuUsPerReq, smallRuns && run(smallRuns, 'bare')?.cpuUsPerReq);
   if (profiles.relay.length) {
     L.push('## Relay CPU profile (self time)', '');
-    const small = scenarios.find((x) => x.id === 'small');
-    const weighed = weighProfiles(profiles.comparison, small && run(small, 'relay')?.cpuUsPerReq, small && run(small, 'bare')?.cpuUsPerReq);
     if (weighed) {
       L.push(`The relay's event loop against the bare hop's (both run with \`--cpu-prof\`): each area's share of its process's busy time, weighed with that process's CPU per request in the small run (relay ${fmt(weighed.relayUs, 0)} µs, bare ${fmt(weighed.bareUs, 0)} µs). ${PROFILE_CAVEAT}`, '');
       L.push(`Own code and the libraries only it loads (every area but V8, Node, native calls, GC and undici): relay ${fmt(weighed.ownUs.relay, 1)} µs, bare ${fmt(weighed.ownUs.bare, 1)} µs per request.`, '');
@@ -323,7 +324,7 @@ export function reportMarkdown(
     L.push('## Targets (issue 17)', '', 'Measured in this run on a shared machine; each verdict compares with the target only.', '');
     L.push('| measure | relay | bare hop / peer | target | verdict |', '|---|---|---|---|---|');
     L.push(`| saturation, 64 connections, non-streaming | ${relaySat ? fmt(relaySat.result.rps, 0) : '–'} req/s | bare ${bareSat ? fmt(bareSat.result.rps, 0) : '–'}, peer ${peerSat ? fmt(peerSat.result.rps, 0) : '–'} req/s | ≥ 0.8× bare | ${fmt(satRatio)}× bare: ${verdict(satRatio, (x) => x >= 0.8)}${satRatio < 0.8 ? meteredCeiling(relaySat, bareSat) : ''} |`);
-    L.push(`| relay CPU per request at 2,000 req/s | ${fmt(sr?.cpuUsPerReq, 0)} µs | bare ${fmt(sb?.cpuUsPerReq, 0)} µs, peer ${fmt(sPeer?.cpuUsPerReq, 0)} µs | ≤ 1.3× bare | ${fmt(cpuRatio)}×: ${verdict(cpuRatio, (x) => x <= 1.3)}${cpuRatio > 1.3 ? ownCodeVerdict(weighProfiles(profiles.comparison, sr?.cpuUsPerReq, sb?.cpuUsPerReq)) : ''} |`);
+    L.push(`| relay CPU per request at 2,000 req/s | ${fmt(sr?.cpuUsPerReq, 0)} µs | bare ${fmt(sb?.cpuUsPerReq, 0)} µs, peer ${fmt(sPeer?.cpuUsPerReq, 0)} µs | ≤ 1.3× bare | ${fmt(cpuRatio)}×: ${verdict(cpuRatio, (x) => x <= 1.3)}${cpuRatio > 1.3 ? ownCodeVerdict(weighed) : ''} |`);
     L.push(`| added p99 at 2,000 req/s, billing paused | ${fmt(addedPaused)} ms | – | ≤ 1 ms | ${addedVerdict(addedPaused, 1, sp?.driver.latency.p99, sm?.driver.latency.p99)}${addedPaused > 1 ? coreWait(sp, undefined, sm) : ''} |`);
     const s64p = s64 && run(s64, 'relay-billing-paused');
     L.push(`| added p99 at 2,000 req/s, billing running | ${fmt(addedRunning)} ms | ${peerRatio(sr, sPeer) || '–'} | ≤ 2 ms | ${addedVerdict(addedRunning, 2, sr?.driver.latency.p99, sm?.driver.latency.p99)}${addedRunning > 2 ? coreWait(sr, sp, sm) : ''} |`);
