@@ -7,27 +7,27 @@
 // `field.path: what is wrong`.
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import { z } from 'zod';
+import { RelayError } from './errors.js';
 
 // verbose: an error carries the schema it failed, from which "required string" and "a string or an
 // array" are worded; strict off: zod's JSON Schema carries annotations ajv does not know.
 const ajv = new Ajv2020({ allErrors: false, verbose: true, strict: false });
 
-/** A compiled body schema: the body itself when it is valid (unchanged, not copied), else its first problem. */
-export type EdgeSchema<T> = (json: unknown) => T | EdgeProblem;
-
-/** What is wrong with a body, in Anthropic's wording (`messages.0.role: must be one of 'user', 'assistant'`). */
-export class EdgeProblem {
-  constructor(readonly message: string) {}
-}
+/**
+ * A compiled body schema: the body itself when it is valid (unchanged, not copied), else the 400 that
+ * answers it (`invalid_request`, its first problem in Anthropic's wording, e.g. `messages.0.role: must
+ * be one of 'user', 'assistant'`; rendered in the route's protocol as every RelayError is).
+ */
+export type EdgeSchema<T> = (json: unknown) => T | RelayError;
 
 export function compileEdgeSchema<S extends z.ZodType>(schema: S): EdgeSchema<z.infer<S>> {
   const validate = ajv.compile(z.toJSONSchema(schema));
   return (json) => {
     if (validate(json)) return json as z.infer<S>;
-    const problem = new EdgeProblem(describeProblem(validate.errors ?? []));
+    const refused = new RelayError('invalid_request', describeProblem(validate.errors ?? []));
     // Verbose errors hold parts of the body they describe: not kept until the next invalid one.
     validate.errors = null;
-    return problem;
+    return refused;
   };
 }
 

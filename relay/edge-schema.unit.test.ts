@@ -3,13 +3,13 @@
 // field. The same bodies through zod agree on valid/invalid: the compiled schema is zod's.
 import { describe, expect, it } from 'vitest';
 import { checkChatRequest, chatRequestSchema } from './chat-completions/chat-request.js';
-import { EdgeProblem } from './edge-schema.js';
+import { RelayError } from './errors.js';
 import { checkCountTokensRequest } from './messages/count-tokens-handler.js';
 import { checkMessagesRequest, messagesRequestSchema } from './messages/messages-request.js';
 
 const user = { role: 'user', content: 'hi' };
 const valid = { model: 'claude-sonnet-4-5', max_tokens: 16, messages: [user] };
-const problem = (r: unknown): string | null => (r instanceof EdgeProblem ? r.message : null);
+const problem = (r: unknown): string | null => (r instanceof RelayError ? r.message : null);
 
 describe('checkMessagesRequest', () => {
   it('answers a valid body with the same object, unknown fields and blocks kept', () => {
@@ -43,6 +43,7 @@ describe('checkMessagesRequest', () => {
     ['a null body', null, 'invalid request: the body must be a JSON object'],
   ])('words %s as "%s"', (_what, body, message) => {
     expect(problem(checkMessagesRequest(body))).toBe(message);
+    expect(checkMessagesRequest(body)).toMatchObject({ code: 'invalid_request', status: 400 });
     // zod, from which the compiled schema comes, refuses the same body.
     expect(messagesRequestSchema.safeParse(body).success).toBe(false);
   });

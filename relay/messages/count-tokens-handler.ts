@@ -16,7 +16,7 @@ import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js'
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { CountQueueFull, type TokenCounter } from '../token-count/token-counter.js';
 import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
-import { compileEdgeSchema, EdgeProblem } from '../edge-schema.js';
+import { compileEdgeSchema } from '../edge-schema.js';
 
 const block = z.object({ type: z.string() }).loose();
 const content = z.union([z.string(), z.array(block)]);
@@ -86,7 +86,7 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
       return reply.error(new RelayError('invalid_json'));
     }
     const body = checkCountTokensRequest(json);
-    if (body instanceof EdgeProblem) return reply.error(new RelayError('invalid_request', body.message));
+    if (body instanceof RelayError) return reply.error(body);
     const access = checkAccess(ctx, head, record, body.model);
     if (access instanceof RelayError) return reply.error(access);
     if (!servedModels(ctx.channels, access.groups).has(body.model)) {

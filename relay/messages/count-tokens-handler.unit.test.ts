@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { countText } from '../token-count/bpe-count.js';
 import { MESSAGE_OVERHEAD } from '../token-count/prompt-text.js';
 import { TokenCounter } from '../token-count/token-counter.js';
-import { EdgeProblem } from '../edge-schema.js';
+import { RelayError } from '../errors.js';
 import { checkCountTokensRequest, countTokensResponse } from './count-tokens-handler.js';
 
 const counter = new TokenCounter({ maxThreads: 1 });
@@ -12,7 +12,7 @@ describe('POST /v1/messages/count_tokens', () => {
   it('answers {input_tokens} for a body without max_tokens', async () => {
     const json = { model: 'claude-sonnet-4-5', system: 'Be brief.', messages: [{ role: 'user', content: 'Hello, world' }] };
     const body = checkCountTokensRequest(json);
-    if (body instanceof EdgeProblem) throw new Error(body.message);
+    if (body instanceof RelayError) throw new Error(body.message);
     expect(body).toBe(json);
     const expected = countText('Be brief.') + countText('Hello, world') + MESSAGE_OVERHEAD;
     expect(await countTokensResponse(counter, body)).toEqual({ input_tokens: expected });
@@ -22,7 +22,7 @@ describe('POST /v1/messages/count_tokens', () => {
   it('requires model and messages, with Anthropic-style messages', () => {
     const problem = (body: unknown) => {
       const r = checkCountTokensRequest(body);
-      return r instanceof EdgeProblem ? r.message : null;
+      return r instanceof RelayError ? r.message : null;
     };
     expect(problem({ messages: [{ role: 'user', content: 'x' }] })).toMatch(/^model:/);
     expect(problem({ model: 'm' })).toMatch(/^messages:/);

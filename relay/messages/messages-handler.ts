@@ -40,7 +40,6 @@ import { MAX_UPSTREAM_JSON, StreamedAnswer, WholeAnswer, type ProviderAnswer } f
 import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
 import { checkMessagesRequest, type MessagesRequest } from './messages-request.js';
-import { EdgeProblem } from '../edge-schema.js';
 import { isHttpFieldValue } from './header-values.js';
 import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
 import { httpReason, REASON } from './failure-reasons.js';
@@ -320,11 +319,10 @@ class Exchange {
   /** The request in Anthropic's form, from the client's JSON; a 400 when it is not a valid request of its protocol. */
   readBody(json: unknown): MessagesRequest | RelayError {
     if (this.protocol === 'anthropic') {
-      const body = checkMessagesRequest(json);
-      return body instanceof EdgeProblem ? new RelayError('invalid_request', body.message) : body;
+      return checkMessagesRequest(json);
     }
     const chat = checkChatRequest(json);
-    if (chat instanceof EdgeProblem) return new RelayError('invalid_request', chat.message);
+    if (chat instanceof RelayError) return chat;
     this.chat = chat;
     // A request that sets no output bound gets the model's (option ModelMaxOutputTokens).
     return chatToMessages(chat, this.ctx.inputBounds().maxOutputTokens(chat.model));
