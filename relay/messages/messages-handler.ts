@@ -561,8 +561,14 @@ class Exchange {
     // Settled (on the spool's disk) before the answer's last byte goes out: see settlement-spool.ts.
     if (usage) this.finish({ kind: 'ok', usage });
     else this.finish({ kind: 'failed', reason: REASON.noUsage });
-    if (answer === null) return this.fail(new RelayError('upstream_unreachable', 'The model provider\'s answer could not be read.'), REASON.bodyFailed);
-    this.respond(200, 'application/json', answer);
+    if (answer === null) return this.afterSettled(() => this.fail(new RelayError('upstream_unreachable', 'The model provider\'s answer could not be read.'), REASON.bodyFailed));
+    this.afterSettled(() => this.respond(200, 'application/json', answer));
+  }
+
+  afterSettled(then: () => void): void {
+    const spool = this.ctx.spool;
+    if (spool === undefined) then();
+    else spool.afterWritten(then);
   }
 
   passThroughError(status: number, text: string, answer: ProviderAnswer, provider: Provider): void {

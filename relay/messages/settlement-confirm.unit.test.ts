@@ -41,7 +41,7 @@ describe('SettlementSpool with a replication check', () => {
     expect(batches).toEqual([['a', 'b', 'c']]);
     expect(spool.pendingCount).toBe(1);
     expect(spool.stalledCount).toBe(1);
-    expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['b']);
+    await vi.waitFor(() => expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['b']), { timeout: 1000 });
     spool.close();
   });
 

@@ -2,14 +2,20 @@
 // settlement held only in memory is lost with the process, and its request served free.
 //
 // One append-only file per relay process, `relay-<pid>-<random>.spool` under the directory: a line
-// `S <settlement JSON>` is written before the client sees the end of its answer, a line `D <requestId>`
-// once Redis answered the settle script (the done lines of one tick in one write, after it: they gate
-// no answer). Each write is one synchronous write(2) with no fsync: the
-// kernel keeps it whatever happens to the process (kill -9 included), and it costs ~6 µs per request
-// for both lines (measured). A machine crash can lose the lines the kernel had not yet written back;
-// fsync in small groups (every few ms) would cover that at the price of a disk flush per group
-// (0.14-0.16 ms per fsync on the development machine's disk, far more on a busy or network disk) plus
-// holding each answer's end until its group is flushed: this relay does not pay it.
+// `S\t<settlement JSON without its event>\t<event JSON>` once the request is priced, a line
+// `D <requestId>` once Redis answered the settle script. The event is written as encodeUsageEvent
+// gave it (it holds no raw tab or newline), the same text that goes to Redis, not escaped again into
+// the settlement's JSON.
+//
+// Writes per loop turn, not per request: the settlement lines of one turn (every answer that ended in
+// it) go to disk in one synchronous write(2), at the end of the turn (setImmediate), and the client's
+// answer is ended only after it (afterWritten). Done lines gate nothing: they ride along with the next
+// write of settlement lines, or go on their own after DONE_LINES_WAIT_MS when none comes. Each write
+// has no fsync: the kernel keeps it whatever happens to the process (kill -9 included). A machine
+// crash can lose the lines the kernel had not yet written back; fsync in small groups (every few ms)
+// would cover that at the price of a disk flush per group (0.14-0.16 ms per fsync on the development
+// machine's disk, far more on a busy or network disk) plus holding each answer's end until its group
+// is flushed: this relay does not pay it.
 //
 // A relay starting up takes over the files of relays that are no longer running (their pid is gone)
 // and replays their pending settlements in order, as it does its own stalled ones when Redis answers
@@ -34,6 +40,12 @@ const TRUNCATE_BYTES = 64 * 1024;
  * written since), the file is rewritten with its pending lines alone.
  */
 const COMPACT_BYTES = 4 * 1024 * 1024;
+/**
+ * How long done lines wait for a write of settlement lines to go with, before they are written on
+ * their own (a quiet relay). One lost to a kill only makes the next relay replay a settlement Redis
+ * already has, which the settle script answers "already settled".
+ */
+const DONE_LINES_WAIT_MS = 50;
 
 interface Entry {
   readonly s: SettleRequest;
@@ -61,9 +73,14 @@ export class SettlementSpool {
   /** Taken by Redis, waiting for the next replication check. */
   #unconfirmed: SettleRequest[] = [];
   #confirming = false;
-  /** Done lines of this tick, written together (#flushDone). */
+  /** Settlement lines added in this loop turn, written together at its end (#flush). */
+  #unwritten = '';
+  /** Called once #unwritten is on disk: the ends of the answers whose settlements it holds. */
+  #afterWrite: (() => void)[] = [];
+  #flushScheduled = false;
+  /** Done lines not yet written: with the next settlement lines, or by #doneTimer. */
   #doneLines = '';
-  #doneScheduled = false;
+  #doneTimer: NodeJS.Timeout | null = null;
 
   private constructor(dir: string, log: Logger) {
     this.#dir = dir;
@@ -87,13 +104,30 @@ export class SettlementSpool {
   /** Settlements Redis took wait for (or are in) a replication check: a draining relay waits for it. */
   get confirming(): boolean { return this.#confirming; }
 
-  /** Writes the settlement down; call before the client sees the end of the answer. */
+  /**
+   * Writes the settlement down at the end of this loop turn, with the others of the turn; the
+   * client's answer is ended in afterWritten.
+   */
   add(s: SettleRequest): void {
-    const line = `S ${JSON.stringify(s)}\n`;
     if (this.#pending.has(s.requestId)) return;
+    const line = settlementLine(s);
     this.#pending.set(s.requestId, { s, line, stalled: false });
     this.#pendingBytes += line.length;
-    this.#write(line);
+    this.#unwritten += line;
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      setImmediate(this.#flush);
+    }
+  }
+
+  /**
+   * Calls `then` once every settlement added so far is on disk: at once when it is, else at the end
+   * of this loop turn. `then` ends a client's answer, so a relay killed before it leaves a settlement
+   * behind for the next one's replay, never an answer without its settlement.
+   */
+  afterWritten(then: () => void): void {
+    if (this.#unwritten === '') then();
+    else this.#afterWrite.push(then);
   }
 
   /** From now on a settlement Redis took leaves the spool only once `check` says its replicas have it. */
@@ -142,23 +176,39 @@ export class SettlementSpool {
     this.#pending.delete(requestId);
     if (e.stalled) this.#stalledCount--;
     this.#pendingBytes -= e.line.length;
-    // Written with the others of this tick in one write: a done line gates no answer, and one lost to
-    // a kill before it was written only makes the next relay replay a settlement Redis already has,
-    // which the settle script answers "already settled".
     this.#doneLines += `D ${requestId}\n`;
-    if (!this.#doneScheduled) {
-      this.#doneScheduled = true;
-      setImmediate(this.#flushDone);
+    if (!this.#flushScheduled && this.#doneTimer === null) {
+      this.#doneTimer = setTimeout(this.#flush, DONE_LINES_WAIT_MS);
+      this.#doneTimer.unref();
     }
   }
 
-  readonly #flushDone = (): void => {
-    this.#doneScheduled = false;
-    if (this.#doneLines === '') return;
-    const lines = this.#doneLines;
+  /** One write for what the turn added and the done lines so far, then the answers that waited for it. */
+  readonly #flush = (): void => {
+    this.#flushScheduled = false;
+    if (this.#doneTimer !== null) {
+      clearTimeout(this.#doneTimer);
+      this.#doneTimer = null;
+    }
+    // Settlement lines before done lines: a done line's settlement is in an earlier write or this one.
+    const text = this.#unwritten + this.#doneLines;
+    const hadDone = this.#doneLines !== '';
+    this.#unwritten = '';
     this.#doneLines = '';
-    this.#write(lines);
-    if (this.#pending.size === 0 ? this.#bytes >= TRUNCATE_BYTES : this.#bytes >= COMPACT_BYTES && this.#bytes >= 2 * this.#pendingBytes) this.#compact();
+    if (text !== '') this.#write(text);
+    if (this.#afterWrite.length > 0) {
+      const waiting = this.#afterWrite;
+      this.#afterWrite = [];
+      for (let i = 0; i < waiting.length; i++) {
+        try {
+          waiting[i]!();
+        } catch (err) {
+          // One answer's failure must not keep the others of the turn from ending.
+          this.#log.error({ err }, 'ending an answer after its settlement was written failed');
+        }
+      }
+    }
+    if (hadDone && (this.#pending.size === 0 ? this.#bytes >= TRUNCATE_BYTES : this.#bytes >= COMPACT_BYTES && this.#bytes >= 2 * this.#pendingBytes)) this.#compact();
   };
 
   /** Its retries gave up: kept for the next replay. */
@@ -220,7 +270,7 @@ export class SettlementSpool {
     if (this.#replayTimer) clearInterval(this.#replayTimer);
     this.#replayTimer = null;
     if (this.#fd < 0) return;
-    this.#flushDone();
+    this.#flush();
     closeSync(this.#fd);
     this.#fd = -1;
     openHere.delete(this.#path);
@@ -288,28 +338,49 @@ export class SettlementSpool {
         this.add(s);
         this.stalled(s.requestId);
       }
-      // Its pending lines are in this spool's file now.
+      // Its pending lines are in this spool's file once written, before the file goes.
+      this.#flush();
       unlinkSync(o.path);
     }
     if (this.#pending.size > 0) this.#log.warn({ pending: this.#pending.size, files: orphans.length }, 'settlement spool: settlements of a stopped relay to replay');
   }
 }
 
-/** The settlements of a spool file not followed by their done line, in order; a torn last line is skipped. */
+/** A settlement's spool line: its fields as JSON, then its event as encoded, tab-separated. */
+export function settlementLine(s: SettleRequest): string {
+  const { eventJson, ...fields } = s;
+  return `S\t${JSON.stringify(fields)}\t${eventJson}\n`;
+}
+
+/**
+ * The settlements of a spool file not followed by their done line, in order; a torn last line is
+ * skipped. Reads the lines of older relays too (`S <settlement JSON>`, the event inside it).
+ */
 export function pendingIn(text: string): SettleRequest[] {
   const pending = new Map<string, SettleRequest>();
   for (const line of text.split('\n')) {
     if (line.startsWith('D ')) pending.delete(line.slice(2));
-    else if (line.startsWith('S ')) {
-      try {
-        const s = JSON.parse(line.slice(2)) as SettleRequest;
-        pending.set(s.requestId, s);
-      } catch {
-        // A line torn by a machine crash (no fsync): unreadable, so skipped.
-      }
+    else if (line.startsWith('S')) {
+      const s = parseSettlementLine(line);
+      // null: a line torn by a machine crash (no fsync), unreadable, so skipped.
+      if (s !== null) pending.set(s.requestId, s);
     }
   }
   return [...pending.values()];
+}
+
+function parseSettlementLine(line: string): SettleRequest | null {
+  try {
+    if (line.startsWith('S ')) return JSON.parse(line.slice(2)) as SettleRequest;
+    const tab = line.indexOf('\t', 2);
+    if (line[1] !== '\t' || tab < 0) return null;
+    const eventJson = line.slice(tab + 1);
+    // A torn event is as unreadable as a torn settlement: Redis would refuse to log it.
+    JSON.parse(eventJson);
+    return { ...(JSON.parse(line.slice(2, tab)) as Omit<SettleRequest, 'eventJson'>), eventJson };
+  } catch {
+    return null;
+  }
 }
 
 function isRunning(pid: number): boolean {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Logger } from '../../infra/logger.js';
-import { pendingIn, SettlementSpool } from './settlement-spool.js';
+import { pendingIn, SettlementSpool, settlementLine } from './settlement-spool.js';
 
 const log = { info: vi.fn(), warn: vi.fn(), error: vi.fn() } as unknown as Logger;
 const s = (requestId: string, cost = 7) => ({ userId: 1, tokenId: 2, requestId, cost, eventJson: '{"a":"b\\n"}', tokens: 3, minute: 9 });
@@ -21,31 +21,67 @@ afterEach(() => {
 
 describe('pendingIn', () => {
   it('keeps the settlements without a done line, in order, and skips a torn line', () => {
-    const text = `S ${JSON.stringify(s('a'))}\nS ${JSON.stringify(s('b'))}\nD a\nS ${JSON.stringify(s('c'))}\nS {"userId":1,"tok`;
+    const text = `${settlementLine(s('a'))}${settlementLine(s('b'))}D a\n${settlementLine(s('c'))}${settlementLine(s('d')).slice(0, -8)}`;
     expect(pendingIn(text).map((x) => x.requestId)).toEqual(['b', 'c']);
     expect(pendingIn(text)[0]).toEqual(s('b'));
+    expect(pendingIn(`${settlementLine(s('e')).slice(0, 20)}`)).toEqual([]);
+  });
+
+  it('writes the event as it was encoded, after the other fields, and reads older relays\' lines', () => {
+    const line = settlementLine(s('a'));
+    expect(line).toBe('S\t{"userId":1,"tokenId":2,"requestId":"a","cost":7,"tokens":3,"minute":9}\t{"a":"b\\n"}\n');
+    const older = `S ${JSON.stringify(s('o'))}\nD q\n`;
+    expect(pendingIn(older + line)).toEqual([s('o'), s('a')]);
   });
 });
 
 describe('SettlementSpool', () => {
-  it('writes each settlement at once, and the done lines of a tick together after it', async () => {
+  it('writes the settlements of a loop turn together at its end, then ends the answers that waited for them', async () => {
     const spool = SettlementSpool.open(dir(), log);
+    const onDisk = () => pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId);
+    // Nothing waits to be written: an answer ends at once.
+    let ended: string[] | null = null;
+    spool.afterWritten(() => { ended = onDisk(); });
+    expect(ended).toEqual([]);
     spool.add(s('a'));
     spool.add(s('b'));
     spool.add(s('c'));
-    expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['a', 'b', 'c']);
+    expect(onDisk()).toEqual([]);
+    const seen: string[][] = [];
+    spool.afterWritten(() => seen.push(onDisk()));
+    spool.afterWritten(() => { throw new Error('the client left'); });
+    spool.afterWritten(() => seen.push(onDisk()));
+    expect(seen).toEqual([]);
+    await tick();
+    // Each answer ended with its settlement already on disk; one that failed did not stop the next.
+    expect(seen).toEqual([['a', 'b', 'c'], ['a', 'b', 'c']]);
+    expect(log.error).toHaveBeenCalledWith(expect.objectContaining({ err: expect.any(Error) }), expect.stringContaining('ending an answer'));
+    // Done lines gate nothing: they go with the next settlement lines, after them.
     spool.done('a');
     spool.done('c');
     expect(spool.pendingCount).toBe(1);
-    // Not yet on disk: a kill now replays a and c, which Redis answers "already settled".
-    expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['a', 'b', 'c']);
+    expect(onDisk()).toEqual(['a', 'b', 'c']);
+    spool.add(s('d'));
     await tick();
-    const text = readFileSync(spool.path, 'utf8');
-    expect(pendingIn(text).map((x) => x.requestId)).toEqual(['b']);
-    expect(text.endsWith('D a\nD c\n')).toBe(true);
+    expect(onDisk()).toEqual(['b', 'd']);
+    expect(readFileSync(spool.path, 'utf8').endsWith(`${settlementLine(s('d'))}D a\nD c\n`)).toBe(true);
+    // With no settlement to go with, they go on their own shortly after.
     spool.done('b');
-    spool.close(); // writes what is left of the tick's done lines, then removes the file: nothing is pending
+    await vi.waitFor(() => expect(onDisk()).toEqual(['d']), { timeout: 1000 });
+    spool.done('d');
+    spool.close(); // writes the last done line, then removes the file: nothing is pending
     expect(() => statSync(spool.path)).toThrow(/ENOENT/);
+  });
+
+  it('writes what is waiting when it closes, and ends the answers waiting for it', () => {
+    const d = dir();
+    const spool = SettlementSpool.open(d, log);
+    spool.add(s('a'));
+    let ended = false;
+    spool.afterWritten(() => { ended = true; });
+    spool.close();
+    expect(ended).toBe(true);
+    expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['a']);
   });
 
   it('takes over the file of a relay that is gone and replays it in order, stopping at a failure', async () => {
@@ -81,7 +117,10 @@ describe('SettlementSpool', () => {
   it('empties its file once everything in it is done, and keeps the pending lines when it compacts', async () => {
     const spool = SettlementSpool.open(dir(), log);
     for (let i = 0; i < 400; i++) spool.add(s(`r${i}`));
+    await tick();
     for (let i = 0; i < 400; i++) spool.done(`r${i}`);
+    spool.add(s('next'));
+    spool.done('next');
     await tick();
     expect(statSync(spool.path).size).toBeLessThan(64 * 1024);
     spool.add(s('kept'));

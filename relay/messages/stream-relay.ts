@@ -57,6 +57,8 @@ export interface StreamingExchange {
   headersSent: boolean;
   done(status: number, errorType: string): void;
   finish(outcome: Outcome): void;
+  /** Runs `then` (the answer's end) once the settlement finish() made is on the spool's disk. */
+  afterSettled(then: () => void): void;
   /** The prompt's token count, for a cut stream whose provider states its input only at the end. */
   countPromptTokens(): Promise<number>;
 }
@@ -110,7 +112,9 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
     const cut = !parser.sawMessageStop && !parser.error;
     ex.done(200, cut || parser.error ? 'stream_error' : '');
-    // The stream is ended once its settlement is on the spool's disk (settlement-spool.ts).
+    // The stream is ended once its settlement is on the spool's disk (settlement-spool.ts); what is
+    // queued for the client goes with its end.
+    client.holdForEnd();
     void settleStream(ex, parser, delivered, parser.error
       ? providerErrorReason(parser.error.type)
       : parser.sawMessageStop ? null : REASON.streamCut, () => client.end(cut ? failedEvent : undefined));
@@ -120,6 +124,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     ex.done(200, 'stream_error');
     ex.ctx.log.warn({ channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
     // The client already has a 200: it is told in the stream, as Anthropic does, once settled.
+    client.holdForEnd();
     void settleStream(ex, parser, delivered, REASON.streamFailed, () => client.end(failedEvent));
   });
 }
@@ -155,6 +160,8 @@ class ClientStream {
   #last: string | undefined | null = null;
   /** The last cork's writes found the client's socket full. */
   #full = false;
+  /** holdForEnd() was called: flushes wait for end(). */
+  #holding = false;
   readonly #corked = (): void => this.#writeCorked();
   readonly #flushNow = (): void => this.#flush();
 
@@ -171,6 +178,14 @@ class ClientStream {
   write(chunk: Buffer | string): void {
     this.#queue.push(chunk);
     this.#schedule();
+  }
+
+  /**
+   * The stream's end is coming (end()): what is queued now waits to go with it, in one send, rather
+   * than in a flush of its own just before.
+   */
+  holdForEnd(): void {
+    this.#holding = true;
   }
 
   /** Writes what is queued and ends the stream, `last` (if any) as its last bytes. */
@@ -196,7 +211,7 @@ class ClientStream {
       this.#queue.length = 0;
       return;
     }
-    if (!this.#headPending && this.#queue.length === 0) return;
+    if (this.#holding || (!this.#headPending && this.#queue.length === 0)) return;
     this.#last = null;
     ex.res.cork(this.#corked);
     if (this.#full) {
@@ -259,7 +274,7 @@ async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivere
   }
   if (partialReason === null) ex.finish({ kind: 'ok', usage });
   else ex.finish({ kind: 'partial', usage, reason: partialReason });
-  settled?.();
+  if (settled) ex.afterSettled(settled);
 }
 
 function snapshot(p: StreamMeter): StreamUsage {

@@ -30,7 +30,7 @@ const DELTA = sse('content_block_delta', { type: 'content_block_delta', index: 0
 const TAIL = sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 3 } })
   + sse('message_stop', { type: 'message_stop' });
 
-type Call = ['cork'] | ['uncork'] | ['status', string] | ['header', string, string] | ['write', string] | ['end', string | undefined] | ['onWritable'] | ['finish', Outcome];
+type Call = ['cork'] | ['uncork'] | ['status', string] | ['header', string, string] | ['write', string] | ['end', string | undefined] | ['onWritable'] | ['finish', Outcome] | ['written'];
 
 /** A uWS response that records its calls; `full` makes write() report a full socket. */
 function fakeRes(calls: Call[], opts: { full?: () => boolean; ended?: () => boolean } = {}) {
@@ -68,6 +68,8 @@ function exchange(calls: Call[], res: HttpResponse): StreamingExchange & { abort
     headersSent: false,
     done() {},
     finish(outcome: Outcome) { calls.push(['finish', outcome]); },
+    // As the spool does: the settlement is on disk at the end of the loop turn.
+    afterSettled(then: () => void) { setImmediate(() => { calls.push(['written']); then(); }); },
     countPromptTokens: () => Promise.resolve(0),
   };
 }
@@ -97,7 +99,7 @@ const HEAD: Call[] = [
 ];
 
 describe('pipeStream writes to the client', () => {
-  it('writes a stream that arrives in one read, head, chunks and end, in one cork after its settlement', async () => {
+  it('writes a stream that arrives in one read, head, chunks and end, in one cork once its settlement is written', async () => {
     const calls: Call[] = [];
     const { body } = start(calls);
     // undici hands over one socket read as several chunks and its end, synchronously.
@@ -106,10 +108,11 @@ describe('pipeStream writes to the client', () => {
     body.push(Buffer.from(TAIL));
     body.push(null);
     await tick();
+    await tick();
     const finish = calls.findIndex((c) => c[0] === 'finish');
     expect(calls[finish]).toEqual(['finish', { kind: 'ok', usage: expect.objectContaining({ inputTokens: 10, outputTokens: 3 }) }]);
     expect(calls.slice(finish + 1)).toEqual([
-      ['cork'], ...HEAD, ['write', START], ['write', DELTA.repeat(3)], ['write', TAIL], ['end', undefined], ['uncork'],
+      ['written'], ['cork'], ...HEAD, ['write', START], ['write', DELTA.repeat(3)], ['write', TAIL], ['end', undefined], ['uncork'],
     ]);
     expect(corks(calls)).toBe(1);
   });
@@ -131,7 +134,8 @@ describe('pipeStream writes to the client', () => {
     await tick();
     body.push(null);
     await tick();
-    expect(calls.slice(-4)).toEqual([['finish', expect.objectContaining({ kind: 'ok' })], ['cork'], ['end', undefined], ['uncork']]);
+    await tick();
+    expect(calls.slice(-5)).toEqual([['finish', expect.objectContaining({ kind: 'ok' })], ['written'], ['cork'], ['end', undefined], ['uncork']]);
     expect(written(calls)).toBe(START + DELTA + TAIL);
     expect(corks(calls)).toBe(5);
   });
@@ -148,7 +152,10 @@ describe('pipeStream writes to the client', () => {
     expect(calls[finish]).toEqual(['finish', { kind: 'partial', reason: expect.any(String), usage: expect.objectContaining({ inputTokens: 10, outputTokens: 2 }) }]);
     expect(written(calls)).toBe(START + DELTA.repeat(2) + STREAM_FAILED_EVENT);
     const end = calls.findIndex((c) => c[0] === 'end');
+    // The chunks of the tick the provider stopped in wait to go with the end: one cork.
+    expect(calls.slice(finish + 1, finish + 3)).toEqual([['written'], ['cork']]);
     expect(end).toBeGreaterThan(finish);
+    expect(corks(calls)).toBe(1);
   });
 
   it('writes nothing more once the client left, the queued chunks included', async () => {
@@ -187,6 +194,7 @@ describe('pipeStream writes to the client', () => {
     expect(body.isPaused()).toBe(false);
     body.push(Buffer.from(TAIL));
     body.push(null);
+    await tick();
     await tick();
     expect(written(calls)).toBe(START + DELTA + DELTA + TAIL);
     expect(calls.at(-1)).toEqual(['uncork']);
