@@ -5,6 +5,8 @@
 // ClickHouse is reached through a TCP proxy the test can cut; its inserts are counted on the way.
 import { randomUUID } from 'node:crypto';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { Readable } from 'node:stream';
+import { text as textOf } from 'node:stream/consumers';
 import type { ClickHouseClient } from '@clickhouse/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClickHouse } from '../infra/clickhouse/client.js';
@@ -34,11 +36,14 @@ let inserts: { rows: number; ok: boolean }[] = [];
 function counting(client: ClickHouseClient): ClickHouseClient {
   return new Proxy(client, {
     get(t, p) {
-      if (p === 'insert') {
-        return async (params: Parameters<ClickHouseClient['insert']>[0]) => {
-          const rows = Array.isArray(params.values) ? params.values.length : -1;
+      if (p === 'exec') {
+        // The worker sends its log rows as an INSERT … FORMAT JSONEachRow body (billing/log-outbox.ts).
+        return async (params: Parameters<ClickHouseClient['exec']>[0] & { values?: Readable }) => {
+          if (!params.query.startsWith('INSERT') || params.values === undefined) return t.exec(params);
+          const text = await textOf(params.values);
+          const rows = text.split('\n').filter(Boolean).length;
           try {
-            const r = await t.insert(params);
+            const r = await t.exec({ ...params, values: Readable.from([text]) });
             inserts.push({ rows, ok: true });
             return r;
           } catch (err) {

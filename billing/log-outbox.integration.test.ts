@@ -68,9 +68,10 @@ async function queued(): Promise<{ rows: number; batches: number }> {
 function answerLost(real: ClickHouseClient): ClickHouseClient {
   return new Proxy(real, {
     get(target, prop, receiver) {
-      if (prop !== 'insert') return Reflect.get(target, prop, receiver);
-      return async (...args: Parameters<ClickHouseClient['insert']>) => {
-        await target.insert(...args);
+      if (prop !== 'exec') return Reflect.get(target, prop, receiver);
+      return async (...args: Parameters<ClickHouseClient['exec']>) => {
+        const { stream } = await target.exec(...args);
+        stream.resume();
         throw new Error('socket hang up (answer lost)');
       };
     },
@@ -128,7 +129,7 @@ describe('the log outbox', () => {
     const user = await account();
     await settleBatch(sql, events(user, 8));
     const refusing = new Proxy(ch, {
-      get: (target, prop, receiver) => (prop === 'insert' ? async () => { throw new Error('Connection refused'); } : Reflect.get(target, prop, receiver)),
+      get: (target, prop, receiver) => (prop === 'exec' ? async () => { throw new Error('Connection refused'); } : Reflect.get(target, prop, receiver)),
     });
     await expect(drainLogOutbox(sql, refusing, 1000)).rejects.toThrow(/refused/);
     expect(await queued()).toEqual({ rows: 8, batches: 1 });
@@ -162,8 +163,8 @@ describe('the log outbox', () => {
     let inserting!: () => void;
     const started = new Promise<void>((r) => { inserting = r; });
     const slow = new Proxy(ch, {
-      get: (target, prop, receiver) => (prop === 'insert'
-        ? async (...args: Parameters<ClickHouseClient['insert']>) => { inserting(); await gate; return target.insert(...args); }
+      get: (target, prop, receiver) => (prop === 'exec'
+        ? async (...args: Parameters<ClickHouseClient['exec']>) => { inserting(); await gate; return target.exec(...args); }
         : Reflect.get(target, prop, receiver)),
     });
     const held = sendLogBatch(sql, slow);

@@ -15,6 +15,8 @@
 // when none is open, so batches never overlap and the window only ever needs to hold the one insert
 // before the repeat. One insert at a time of up to the pass's limit is also what ClickHouse prefers
 // to many small ones.
+import { Readable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Queryable, Sql } from '../infra/postgres/client.js';
 
@@ -73,11 +75,15 @@ export async function sendLogBatch(sql: Sql, ch: ClickHouseClient, options: Drai
     const [batch] = (await tx`SELECT id, token, row_ids FROM log_outbox_batches ORDER BY id LIMIT 1`) as unknown as
       { id: number; token: string; row_ids: number[] }[];
     if (!batch) return 0;
-    const rows = (await tx`SELECT row FROM log_outbox WHERE id = ANY(${batch.row_ids}::bigint[]) ORDER BY id`) as unknown as
-      { row: Record<string, unknown> }[];
-    if (rows.length > 0) {
-      await ch.insert({
-        table: 'logs', values: rows.map((r) => r.row), format: 'JSONEachRow',
+    // The rows as ClickHouse takes them (JSONEachRow), joined in Postgres: not parsed into objects
+    // here only to be serialized again for the insert.
+    const [sent] = (await tx`
+      SELECT count(*)::int AS n, string_agg(row::text, E'\n' ORDER BY id) AS body
+      FROM log_outbox WHERE id = ANY(${batch.row_ids}::bigint[])`) as unknown as { n: number; body: string | null }[];
+    if (sent!.n > 0) {
+      const { stream } = await ch.exec({
+        query: 'INSERT INTO logs FORMAT JSONEachRow',
+        values: Readable.from([`${sent!.body!}\n`]),
         clickhouse_settings: {
           insert_deduplication_token: `log-outbox-${batch.token}`,
           // Both default to 1 on current servers; said here so that a server profile or an older
@@ -86,10 +92,13 @@ export async function sendLogBatch(sql: Sql, ch: ClickHouseClient, options: Drai
           deduplicate_blocks_in_dependent_materialized_views: 1,
         },
       });
+      // An insert answers nothing worth reading; the stream is drained so that its socket is reused.
+      stream.resume();
+      await finished(stream);
     }
     await tx`DELETE FROM log_outbox WHERE id = ANY(${batch.row_ids}::bigint[])`;
     await tx`DELETE FROM log_outbox_batches WHERE id = ${batch.id}`;
-    return rows.length;
+    return sent!.n;
   });
 }
 
