@@ -70,6 +70,7 @@ try {
     await new Promise((res) => setTimeout(res, 50));
   }
   const t0 = Date.now();
+  const cpu0 = process.cpuUsage();
   const created = Math.floor(Date.now() / 1000);
   for (let i = 0; i < events; i += 500) {
     const pipe = redis.pipeline();
@@ -90,17 +91,26 @@ try {
     await new Promise((res) => setTimeout(res, 20));
   }
   const pgSec = (Date.now() - t0) / 1000;
+  const cpuPg = process.cpuUsage(cpu0);
   await Promise.all(running.map((r) => r.worker.stop()));
   const outboxLeft = async () => Number((await sql`SELECT COUNT(*)::int AS n FROM log_outbox`)[0]!.n);
   const queued = await outboxLeft();
   const t1 = Date.now();
+  const cpu1 = process.cpuUsage();
   let sent = 0;
   for (let n; (n = await drainLogOutbox(sql, ch, 5000)) > 0;) sent += n;
   const chSec = (Date.now() - t1) / 1000;
+  const cpuCh = process.cpuUsage(cpu1);
   process.stdout.write(`${JSON.stringify({
     events, workers, shards: keys.shards, cluster: args.nodes !== undefined,
     postgresSeconds: pgSec, postgresRowsPerSec: Math.round(events / pgSec),
-    clickhouse: { queuedAfterStop: queued, sent, seconds: chSec, rowsPerSec: chSec > 0 ? Math.round(sent / chSec) : null },
+    // This process's CPU (the workers', and in the first phase also the events' encoding and XADD).
+    postgresPhaseCpuUsPerEvent: Math.round((cpuPg.user + cpuPg.system) / events * 10) / 10,
+    clickhouse: {
+      queuedAfterStop: queued, sent, seconds: chSec, rowsPerSec: chSec > 0 ? Math.round(sent / chSec) : null,
+      // The drain's CPU in this process (the ClickHouse server's is its own).
+      cpuUsPerRow: sent > 0 ? Math.round((cpuCh.user + cpuCh.system) / sent * 10) / 10 : null,
+    },
   })}\n`);
 } finally {
   for (const r of running) r.close();
