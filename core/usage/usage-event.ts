@@ -4,6 +4,7 @@
 // rolling deploy.
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import { compileSchema, type CompiledSchema } from '../../infra/schema/compiled-schema.js';
 
 export const LOG_TYPE = { topup: 1, consume: 2, manage: 3, system: 4, error: 5 } as const;
 
@@ -160,6 +161,17 @@ export function movesMoney(e: UsageEvent): boolean {
   return e.type === LOG_TYPE.consume || e.type === LOG_TYPE.error;
 }
 
+let checkUsageEvent: CompiledSchema | undefined;
+
+/**
+ * The event an encoded text holds; throws when it is not JSON or not an event. Checked where it lies
+ * by the compiled schema, not copied by zod's parse (infra/schema/compiled-schema.ts): the billing
+ * worker decodes every event it settles. Fields a newer emitter added are kept, not refused.
+ */
 export function decodeUsageEvent(raw: string): UsageEvent {
-  return usageEventSchema.parse(JSON.parse(raw));
+  const event: unknown = JSON.parse(raw);
+  // Compiled on first use: the relay imports this module and never decodes.
+  const problem = (checkUsageEvent ??= compileSchema(usageEventSchema))(event);
+  if (problem !== null) throw new Error(`not a usage event: ${problem}`);
+  return event as UsageEvent;
 }

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../../infra/project-root.js';
-import { decodeUsageEvent, encodeUsageEvent, encodedUsageEventOf, encodedUsageEventsOf, LOG_TYPE, USAGE_EVENT_FIELD, usageEvent, withEncodedUsageEvent } from './usage-event.js';
+import { decodeUsageEvent, encodeUsageEvent, encodedUsageEventOf, encodedUsageEventsOf, LOG_TYPE, USAGE_EVENT_FIELD, usageEvent, usageEventSchema, withEncodedUsageEvent } from './usage-event.js';
 
 describe('usage event', () => {
   it('builds a valid event from what it says, the rest "not applicable", optional fields only when given', () => {
@@ -13,6 +13,30 @@ describe('usage event', () => {
     expect(Object.keys(e)).not.toContain('cache_tokens');
     expect(Object.keys(e)).not.toContain('ip');
     expect(usageEvent({ type: LOG_TYPE.manage, request_id: 'manage:x', user_id: 1, created_at: 1, content: '', quota_delta: -5 }).quota_delta).toBe(-5);
+  });
+
+  it('refuses what is not an event, as its zod schema does, and keeps the fields of a newer emitter', () => {
+    const e = usageEvent({ type: LOG_TYPE.consume, request_id: 'r:ok', user_id: 7, created_at: 1, content: '', quota: 10 });
+    const bad: [Record<string, unknown>, RegExp][] = [
+      [{ ...e, v: 2 }, /^not a usage event: v: /],
+      [{ ...e, type: 6 }, /^not a usage event: type: /],
+      [{ ...e, request_id: '' }, /request_id: must not be empty/],
+      [{ ...e, user_id: 0 }, /user_id: must be positive/],
+      [{ ...e, quota: -1 }, /quota: must be at least 0/],
+      [{ ...e, quota: 1.5 }, /quota: must be an integer/],
+      [{ ...e, quota: 2 ** 60 }, /quota: must be a safe integer/],
+      [{ ...e, is_stream: 'yes' }, /is_stream: must be a boolean/],
+      [{ ...e, protocol: 'grpc' }, /protocol: must be one of 'anthropic', 'openai'/],
+      [Object.fromEntries(Object.entries(e).filter(([k]) => k !== 'content')), /content: required string/],
+    ];
+    for (const [value, message] of bad) {
+      expect(() => decodeUsageEvent(JSON.stringify(value)), JSON.stringify(value)).toThrow(message);
+      expect(usageEventSchema.safeParse(value).success).toBe(false);
+    }
+    expect(() => decodeUsageEvent('[1]')).toThrow(/not a usage event/);
+    expect(() => decodeUsageEvent('{"v":1')).toThrow(SyntaxError);
+    // A rolling deploy: a newer relay's optional field is kept, not a reason to dead-letter the event.
+    expect(decodeUsageEvent(JSON.stringify({ ...e, newer_field: 'x' }))).toEqual({ ...e, newer_field: 'x' });
   });
 
   it('carries the cache tokens apart, and an event without them (an older relay) still decodes', () => {
