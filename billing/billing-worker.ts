@@ -20,7 +20,7 @@ import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
 import type { RedisKeys } from '../infra/redis/keys.js';
 import { ShardLeases } from './shard-leases.js';
-import { drainLogOutbox, logOutboxBacklog } from './log-outbox.js';
+import { drainLogOutbox, logOutboxBacklog, OUTBOX_VACUUM_ROWS, vacuumLogOutbox } from './log-outbox.js';
 import { settleBatch, type SettledEvent } from './settle-batch.js';
 import { decodeUsageEvent, encodedUsageEventsOf, withEncodedUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
@@ -55,6 +55,11 @@ export interface BillingWorkerOptions {
    * at once, without waiting for the clock. Default max(batchSize, 5000).
    */
   logBatchSize?: number;
+  /**
+   * The log outbox is vacuumed by this worker once it has sent this many rows since its last vacuum
+   * (log-outbox.ts vacuumLogOutbox). Default OUTBOX_VACUUM_ROWS.
+   */
+  outboxVacuumRows?: number;
   /**
    * Sharded layout: consume the shards' streams (keys.usageStream(shard)) under leases of this length
    * instead of `stream`; `redis` must then be an ordinary (non-blocking) connection.
@@ -110,6 +115,8 @@ export class BillingWorker {
   #queuedSincePass = 0;
   /** ClickHouse failing: batches do not cut the backoff short, and stop skips the last pass. */
   #drainFailing = false;
+  /** Rows this worker sent to ClickHouse since it last vacuumed the outbox. */
+  #sentSinceVacuum = 0;
   #wake: (() => void) | null = null;
   /**
    * Events per stream entry in the last batch read: a relay's settlement call appends its events as
@@ -219,6 +226,12 @@ export class BillingWorker {
         if (wait > 0 && interval > 0) wait = Math.max(1, interval - (Date.now() - startedAt));
         backoff = 100;
         this.#drainFailing = false;
+        if (sent > 0) this.#sentSinceVacuum += sent;
+        if (this.#sentSinceVacuum >= (this.#opts.outboxVacuumRows ?? OUTBOX_VACUUM_ROWS)) {
+          this.#sentSinceVacuum = 0;
+          // Its failure costs the queue's speed, not a row: logged, and tried again after as many rows.
+          await vacuumLogOutbox(this.#sql).catch((err: unknown) => this.#log.warn({ err }, 'log outbox vacuum failed'));
+        }
         this.onLogPass(Math.max(sent, 0));
       } catch (err) {
         this.#drainFailing = true;

@@ -233,4 +233,23 @@ describe('log outbox on its own clock', () => {
       up = true;
     }
   }, 60_000);
+  it('vacuums the outbox itself once it has sent its vacuum-rows worth, autovacuum or not', async () => {
+    const userId = await account();
+    const stream = keys.usageStream() + ':vacuum';
+    const vacuums = async () => {
+      const [r] = await sql`SELECT vacuum_count + autovacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'log_outbox'`;
+      return Number(r!.n);
+    };
+    const before = await vacuums();
+    const w = worker(stream, { logBatchSize: 5, outboxVacuumRows: 12 });
+    await w.start();
+    const total = await append(stream, userId, Array.from({ length: 14 }, (_, i) => 1 + i));
+    await waitFor(async () => (await logged(userId)).n === 14);
+    // 14 rows sent in passes of at most 5: one vacuum once 12 were passed, the stats a moment later.
+    await waitFor(async () => (await vacuums()) > before, 10_000);
+    await w.stop();
+    expect(await logged(userId)).toEqual({ n: 14, q: total });
+    expect(await ledger(userId)).toEqual({ n: 14, q: total });
+    expect(await queued(userId)).toEqual({ n: 0, q: 0 });
+  }, 60_000);
 });

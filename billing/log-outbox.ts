@@ -111,6 +111,25 @@ async function lockDrain(tx: Queryable, { wait = false }: DrainOptions): Promise
   return lock!.held as boolean;
 }
 
+/**
+ * Rows sent between two vacuums of the outbox by one worker: about 20 MB of dead rows, a fraction of
+ * a second of VACUUM.
+ */
+export const OUTBOX_VACUUM_ROWS = 20_000;
+
+/**
+ * Vacuums the outbox's tables. They are a queue: every row is inserted, then deleted once ClickHouse
+ * has it, so each leaves a dead row behind, and the claim's `ORDER BY id LIMIT` and the deletes wade
+ * through them. Autovacuum would reclaim them, but it may be off (it is on the development machine:
+ * after 930,000 rows the outbox held 928 MB of dead rows, and Postgres used 35% of a core in the
+ * bench's small run against 11% once vacuumed, docs/performance.md). So the worker does not rely on
+ * it. SKIP_LOCKED: a vacuum already running (another worker's, autovacuum's) is enough.
+ */
+export async function vacuumLogOutbox(sql: Sql): Promise<void> {
+  // VACUUM cannot run inside a transaction block, nor as a prepared statement.
+  await sql.unsafe('VACUUM (SKIP_LOCKED) log_outbox, log_outbox_batches');
+}
+
 /** Rows waiting for ClickHouse (the backlog gauge). */
 export async function logOutboxBacklog(sql: Sql): Promise<number> {
   const [r] = await sql`SELECT COUNT(*)::bigint AS n FROM log_outbox`;
