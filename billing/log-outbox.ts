@@ -120,13 +120,13 @@ export const OUTBOX_VACUUM_ROWS = 20_000;
 /**
  * Vacuums the outbox's tables. They are a queue: every row is inserted, then deleted once ClickHouse
  * has it, so each leaves a dead row behind, and the claim's `ORDER BY id LIMIT` and the deletes wade
- * through them. Autovacuum would reclaim them, but it may be off (it is on the development machine:
- * after 930,000 rows the outbox held 928 MB of dead rows, and Postgres used 35% of a core in the
+ * through them. Autovacuum would reclaim them, but it may be disabled (as on the development machine,
+ * where after 930,000 rows the outbox held 928 MB of dead rows, and Postgres used 35% of a core in the
  * bench's small run against 11% once vacuumed, docs/performance.md). So the worker does not rely on
  * it. SKIP_LOCKED: a vacuum already running (another worker's, autovacuum's) is enough.
  */
 export async function vacuumLogOutbox(sql: Sql): Promise<void> {
-  // VACUUM cannot run inside a transaction block, nor as a prepared statement.
+  // Outside any transaction (VACUUM refuses to run in one); not prepared: it runs now and then.
   await sql.unsafe('VACUUM (SKIP_LOCKED) log_outbox, log_outbox_batches');
 }
 
