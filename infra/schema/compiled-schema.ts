@@ -56,10 +56,10 @@ function fieldOf(pointer: string, child?: string): string {
 }
 
 /**
- * The first problem of a body. With allErrors off ajv stops at the first keyword that fails; a union
+ * The first problem of a value. With allErrors off ajv stops at the first keyword that fails; a union
  * (anyOf) reports its branches' errors and then its own, so the last error is the outermost one.
  */
-export function describeProblem(errors: readonly ErrorObject[]): string {
+function describeProblem(errors: readonly ErrorObject[]): string {
   const last = errors[errors.length - 1];
   if (!last) return 'invalid request';
   // A union the value failed: when one branch took its type and failed deeper or on a bound (a
