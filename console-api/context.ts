@@ -1,5 +1,5 @@
 // What buildConsoleApp needs from its caller (ConsoleDeps) and what the routes share (ConsoleContext).
-import type { ClickHouseClient } from '../infra/clickhouse/client.js';
+import type { ClickHouseReader } from '../infra/clickhouse/read-client.js';
 import type { Config } from '../infra/config.js';
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
@@ -17,8 +17,8 @@ export interface ConsoleDeps {
   sql: Sql;
   /** A normal (non-subscriber) connection: used to PUBLISH invalidations. */
   redis: Redis;
-  /** Bound to CLICKHOUSE_DATABASE (infra/clickhouse/client.ts createClickHouse). */
-  clickhouse: ClickHouseClient;
+  /** Reads of the request log, bound to CLICKHOUSE_DATABASE (infra/clickhouse/read-client.ts createClickHouseReader). */
+  logReader: ClickHouseReader;
   /** Moves the relay's Redis balance mirrors after a committed quota change. */
   quotaStore: QuotaStore;
   /** Defaults to a pino logger at config.LOG_LEVEL with the project's redaction. */
@@ -33,7 +33,7 @@ export interface ConsoleContext {
   config: Config;
   sql: Sql;
   redis: Redis;
-  clickhouse: ClickHouseClient;
+  logReader: ClickHouseReader;
   quotaStore: QuotaStore;
   logger: Logger;
   keys: RedisKeys;
@@ -53,7 +53,7 @@ export function createContext(deps: ConsoleDeps, logger: Logger): ConsoleContext
     config: deps.config,
     sql: deps.sql,
     redis: deps.redis,
-    clickhouse: deps.clickhouse,
+    logReader: deps.logReader,
     quotaStore: deps.quotaStore,
     logger,
     keys,

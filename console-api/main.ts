@@ -1,6 +1,6 @@
 // Entry point of the console API: config, connections, migrations, the root account, listen, and a
 // clean shutdown on SIGTERM/SIGINT. The only console module that reads process.env (via loadConfig).
-import { createClickHouse } from '../infra/clickhouse/client.js';
+import { createClickHouseReader } from '../infra/clickhouse/read-client.js';
 import { loadConfig } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { createSql } from '../infra/postgres/client.js';
@@ -20,13 +20,13 @@ async function main(): Promise<void> {
   await migratePostgres(config);
   const sql = createSql(config);
   const redis = createRedis(config, 'console-api');
-  const clickhouse = createClickHouse(config);
+  const logReader = createClickHouseReader(config);
   const quotaStore = new QuotaStore(redis, redisKeysFor(config), postgresBalanceSource(sql));
 
   // A generated root password goes to stdout once, deliberately not through the logger.
   await ensureRootAccount(sql, config, (line) => process.stdout.write(`${line}\n`));
 
-  const app = buildConsoleApp({ config, sql, redis, clickhouse, quotaStore, logger });
+  const app = buildConsoleApp({ config, sql, redis, logReader, quotaStore, logger });
   await app.listen({ host: config.CONSOLE_HOST, port: config.CONSOLE_PORT });
 
   let closing = false;
@@ -36,7 +36,7 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'console-api shutting down');
     try {
       await app.close();
-      await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), clickhouse.close()]);
+      await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), logReader.close()]);
       process.exit(0);
     } catch (err) {
       logger.error({ err }, 'console-api shutdown failed');

@@ -3,7 +3,7 @@
 // never makes). Run by `make build` before the web console's build.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ClickHouseClient } from '../../infra/clickhouse/client.js';
+import type { ClickHouseReader } from '../../infra/clickhouse/read-client.js';
 import { loadConfig } from '../../infra/config.js';
 import { createSql } from '../../infra/postgres/client.js';
 import type { Redis } from '../../infra/redis/client.js';
@@ -17,7 +17,7 @@ import { openApiToTypeScript } from './openapi-typescript.js';
 const config = loadConfig({ KEY_SECRET: 'openapi-types-only-never-seals-a-key', LOG_LEVEL: 'silent' });
 const sql = createSql(config);
 const app = buildConsoleApp({
-  config, sql, redis: {} as Redis, clickhouse: {} as ClickHouseClient, quotaStore: {} as QuotaStore,
+  config, sql, redis: {} as Redis, logReader: {} as ClickHouseReader, quotaStore: {} as QuotaStore,
 });
 const doc = buildOpenApiDocument(app.consoleApi.endpoints) as Parameters<typeof openApiToTypeScript>[0];
 const target = join(projectRoot(), 'console-web', 'src', 'api', 'schema.gen.ts');

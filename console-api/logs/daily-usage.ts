@@ -3,7 +3,7 @@
 // counted once, a few thousand rows per account-month instead of every request) whenever local
 // midnight falls on a quarter hour, i.e. for every UTC offset in use; any other offset reads `logs`,
 // each replay once (LIMIT 1 BY its key). Plans: docs/log-query-plans.md.
-import type { ClickHouseClient } from '../../infra/clickhouse/client.js';
+import type { ClickHouseReader } from '../../infra/clickhouse/read-client.js';
 import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { BOUNDED_READ_SETTINGS, BUCKET_SEC, LOG_READ_SETTINGS } from './log-query.js';
 
@@ -22,13 +22,13 @@ const DAY_SEC = 86_400;
  * The `days` days ending with today (by `utcOffsetMin`, minutes east of UTC), oldest first, every day
  * present (zero when nothing was consumed). Consumption entries (type 2) only, as /api/log/self/stat.
  */
-export async function queryDailyUsage(ch: ClickHouseClient, userId: number, days: number, utcOffsetMin: number, nowSec: number): Promise<DailyUsage[]> {
+export async function queryDailyUsage(ch: ClickHouseReader, userId: number, days: number, utcOffsetMin: number, nowSec: number): Promise<DailyUsage[]> {
   const offsetSec = utcOffsetMin * 60;
   const today = Math.floor((nowSec + offsetSec) / DAY_SEC);
   const firstDay = today - days + 1;
   const fromTs = Math.max(0, firstDay * DAY_SEC - offsetSec);
   const fromStats = offsetSec % BUCKET_SEC === 0;
-  const rs = await ch.query({
+  const rows = await ch.rows<Record<'day_index' | 'requests' | 'quota' | 'prompt_tokens' | 'completion_tokens', string | number>>({
     query: fromStats
       ? `
       SELECT intDiv(toInt64(toUnixTimestamp(bucket)) + {offset:Int32}, 86400) AS day_index,
@@ -51,7 +51,6 @@ export async function queryDailyUsage(ch: ClickHouseClient, userId: number, days
     format: 'JSONEachRow',
     clickhouse_settings: fromStats ? BOUNDED_READ_SETTINGS : LOG_READ_SETTINGS,
   });
-  const rows = await rs.json<Record<'day_index' | 'requests' | 'quota' | 'prompt_tokens' | 'completion_tokens', string | number>>();
   const byDay = new Map(rows.map((r) => [Number(r.day_index), r]));
   const out: DailyUsage[] = [];
   for (let d = firstDay; d <= today; d++) {

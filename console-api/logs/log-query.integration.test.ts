@@ -5,10 +5,12 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ClickHouseClient, createClickHouse } from '../../infra/clickhouse/client.js';
+import { type ClickHouseReader, createClickHouseReader } from '../../infra/clickhouse/read-client.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { queryLogStat, queryLogs } from './log-query.js';
 
 let ch: ClickHouseClient;
+let reader: ClickHouseReader;
 const userId = randomInt(3_000_000_000, 4_000_000_000);
 // Months nobody else writes: partitions of this file's own.
 const MARCH = Date.UTC(2003, 2, 10, 12) / 1000;
@@ -26,12 +28,12 @@ function row(n: number, createdAt: number, over: Record<string, unknown> = {}) {
 const rows = [row(1, MARCH), row(2, MARCH + 60), row(3, MARCH + 120), row(4, APRIL), row(5, APRIL + 1, { type: 5, quota: 0 })];
 
 async function snapshot() {
-  const all = await queryLogs(ch, { userId }, { page: 1, pageSize: 10 });
-  const page2 = await queryLogs(ch, { userId }, { page: 2, pageSize: 2 });
-  const k1 = await queryLogs(ch, { userId, tokenName: 'k1' }, { page: 1, pageSize: 10 });
-  const march = await queryLogs(ch, { userId, startTimestamp: MARCH, endTimestamp: MARCH + 86400 }, { page: 1, pageSize: 10 });
-  const stat = await queryLogStat(ch, { userId, startTimestamp: MARCH - 1, endTimestamp: APRIL + 10 }, APRIL + 30);
-  const statK1 = await queryLogStat(ch, { userId, tokenName: 'k1', startTimestamp: MARCH - 1, endTimestamp: APRIL + 10 }, APRIL + 30);
+  const all = await queryLogs(reader, { userId }, { page: 1, pageSize: 10 });
+  const page2 = await queryLogs(reader, { userId }, { page: 2, pageSize: 2 });
+  const k1 = await queryLogs(reader, { userId, tokenName: 'k1' }, { page: 1, pageSize: 10 });
+  const march = await queryLogs(reader, { userId, startTimestamp: MARCH, endTimestamp: MARCH + 86400 }, { page: 1, pageSize: 10 });
+  const stat = await queryLogStat(reader, { userId, startTimestamp: MARCH - 1, endTimestamp: APRIL + 10 }, APRIL + 30);
+  const statK1 = await queryLogStat(reader, { userId, tokenName: 'k1', startTimestamp: MARCH - 1, endTimestamp: APRIL + 10 }, APRIL + 30);
   const ids = (p: { items: { request_id: string }[] }) => p.items.map((i) => i.request_id);
   return {
     all: { total: all.total, ids: ids(all) }, page2: { total: page2.total, ids: ids(page2) },
@@ -51,6 +53,7 @@ const EXPECTED = {
 
 beforeAll(async () => {
   ch = createClickHouse(testConfig());
+  reader = createClickHouseReader(testConfig());
   const run = randomUUID();
   const send = (values: object[], batch: string) =>
     ch.insert({ table: 'logs', values, format: 'JSONEachRow', clickhouse_settings: { insert_deduplication_token: `log-outbox-${run}-${batch}` } });
@@ -60,6 +63,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await ch?.close();
+  await reader?.close();
 });
 
 describe('log queries before and after a merge', () => {
@@ -134,7 +138,7 @@ describe('log_stats_15m and deep pages give the reference answers', () => {
     ];
     for (const [start, end] of ranges) {
       for (const extra of [{}, { tokenName: 'k1' }, { modelName: 'm2', channel: 1 }, { type: 5 }]) {
-        const stat = await queryLogStat(ch, { userId: user, startTimestamp: start, endTimestamp: end, ...extra }, T0 + 100 * 86400);
+        const stat = await queryLogStat(reader, { userId: user, startTimestamp: start, endTimestamp: end, ...extra }, T0 + 100 * 86400);
         const where = [`type = ${(extra as { type?: number }).type ?? 2}`];
         if (start) where.push(`created_at >= toDateTime(${start})`);
         if (end) where.push(`created_at <= toDateTime(${end})`);
@@ -142,7 +146,7 @@ describe('log_stats_15m and deep pages give the reference answers', () => {
         if ('modelName' in extra) where.push(`model_name = '${extra.modelName}' AND channel = ${extra.channel}`);
         const ref = await reference(where.join(' AND '), {});
         expect({ start, end, extra, quota: stat.quota }).toEqual({ start, end, extra, quota: ref.q });
-        const list = await queryLogs(ch, { userId: user, startTimestamp: start, endTimestamp: end, ...extra }, { page: 1, pageSize: 5 });
+        const list = await queryLogs(reader, { userId: user, startTimestamp: start, endTimestamp: end, ...extra }, { page: 1, pageSize: 5 });
         if (!('type' in extra)) {
           const refAll = await reference(where.slice(1).join(' AND ') || '1', {});
           expect(list.total).toBe(refAll.n);
@@ -164,7 +168,7 @@ describe('log_stats_15m and deep pages give the reference answers', () => {
     for (const [filters, where] of cases) {
       // Pages read whole (up to WHOLE_ROWS_UP_TO rows), by keys then rows (p=8, 100), after a bucket skip.
       for (const [page, pageSize] of [[1, 10], [3, 50], [8, 100], [21, 100], [29, 100], [30, 100], [41, 50], [2950, 1]]) {
-        const got = await queryLogs(ch, filters, { page: page!, pageSize: pageSize! });
+        const got = await queryLogs(reader, filters, { page: page!, pageSize: pageSize! });
         // The total too: a deep page takes it from the bucket counts (with the range's raw edges).
         expect({ filters, page, ids: got.items.map((i) => i.request_id), total: got.total })
           .toEqual({ filters, page, ids: await refPage(where, (page! - 1) * pageSize!, pageSize!), total: (await reference(where, {})).n });
@@ -173,7 +177,7 @@ describe('log_stats_15m and deep pages give the reference answers', () => {
   });
 
   it('a page past the end has no items and still the total', async () => {
-    const past = await queryLogs(ch, { userId: user, tokenName: 'k0' }, { page: 500, pageSize: 100 });
+    const past = await queryLogs(reader, { userId: user, tokenName: 'k0' }, { page: 500, pageSize: 100 });
     expect(past.items).toEqual([]);
     expect(past.total).toBe((await reference("token_name = 'k0'", {})).n);
   });
@@ -182,7 +186,7 @@ describe('log_stats_15m and deep pages give the reference answers', () => {
     const { queryDailyUsage } = await import('./daily-usage.js');
     const now = T0 + 2 * 86400;
     for (const offset of [0, 330, -45, 7]) {
-      const days = await queryDailyUsage(ch, user, 5, offset, now);
+      const days = await queryDailyUsage(reader, user, 5, offset, now);
       const total = days.reduce((a, d) => a + d.quota, 0);
       const ref = await reference(`type = 2 AND created_at >= toDateTime(${days[0]!.day})`, {});
       expect({ offset, total, requests: days.reduce((a, d) => a + d.requests, 0) }).toEqual({ offset, total: ref.q, requests: ref.n });

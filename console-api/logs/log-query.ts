@@ -10,7 +10,7 @@
 //     the range from `logs`;
 //   - binds every value as a server-side parameter ({name:Type} + query_params); the SQL text is
 //     assembled only from the constant fragments below.
-import type { ClickHouseClient } from '../../infra/clickhouse/client.js';
+import type { ClickHouseReader } from '../../infra/clickhouse/read-client.js';
 import type { LogEntry } from '../../core/usage/log-rows.js';
 import { LOG_TYPE } from '../../core/usage/usage-event.js';
 
@@ -251,7 +251,7 @@ const LIST_COLUMNS = `id, user_id, toUnixTimestamp(created_at) AS created_at_uni
  * buckets a second time.
  */
 async function skipByBuckets(
-  ch: ClickHouseClient, f: LogFilters, attr: string, baseParams: Params, offset: number,
+  ch: ClickHouseReader, f: LogFilters, attr: string, baseParams: Params, offset: number,
 ): Promise<{ total: number; skip: { before: number; skipped: number } | null } | null> {
   const split = splitRange(f.startTimestamp, f.endTimestamp);
   if (!split.buckets) return null;
@@ -267,7 +267,7 @@ async function skipByBuckets(
   // The walk from the newest count down happens in ClickHouse (a running sum over the counts, newest
   // first), which answers one row instead of the range's few thousand quarter hours.
   params.skip_offset = offset;
-  const rs = await ch.query({
+  const [row] = await ch.rows<Record<'total' | 'bucketed' | 'hits' | 'hit_b' | 'hit_newer', number | string>>({
     query: `
       SELECT any(total) AS total, any(bucketed) AS bucketed, countIf(hit) AS hits,
              argMaxIf(b, b, hit) AS hit_b, argMaxIf(newer, b, hit) AS hit_newer
@@ -282,7 +282,6 @@ async function skipByBuckets(
     format: 'JSONEachRow',
     clickhouse_settings: BOUNDED_READ_SETTINGS,
   });
-  const [row] = await rs.json<Record<'total' | 'bucketed' | 'hits' | 'hit_b' | 'hit_newer', number | string>>();
   const total = Number(row?.total ?? 0);
   if (!row || Number(row.hits) === 0) return { total, skip: { before: split.buckets.from, skipped: Number(row?.bucketed ?? 0) } };
   const b = Number(row.hit_b);
@@ -290,7 +289,7 @@ async function skipByBuckets(
 }
 
 export async function queryLogs(
-  ch: ClickHouseClient,
+  ch: ClickHouseReader,
   filters: LogFilters,
   page: { page: number; pageSize: number },
 ): Promise<{ items: LogEntry[]; total: number }> {
@@ -319,8 +318,7 @@ export async function queryLogs(
   const { items, total } = await pageRows(ch, where.join(' AND '), listParams, filters.userId, offset, page.pageSize, totalSql, settings);
   if (total !== null) return { items, total };
   // No key on this page (past the end): the total alone.
-  const [count] = await ch.query({ query: `SELECT ${totalSql} AS requests`, query_params: listParams, format: 'JSONEachRow', clickhouse_settings: settings })
-    .then((rs) => rs.json<{ requests: string | number }>());
+  const [count] = await ch.rows<{ requests: string | number }>({ query: `SELECT ${totalSql} AS requests`, query_params: listParams, format: 'JSONEachRow', clickhouse_settings: settings });
   return { items, total: Number(count?.requests ?? 0) };
 }
 
@@ -338,11 +336,11 @@ export const WHOLE_ROWS_UP_TO = 500;
 
 /** A page read with every column in key order, replays dropped; null when replays ate the slack. */
 async function wholeRowsPage(
-  ch: ClickHouseClient, where: string, params: Params, skip: number, limit: number, totalSql: string,
+  ch: ClickHouseReader, where: string, params: Params, skip: number, limit: number, totalSql: string,
   settings: ReadSettings,
 ): Promise<{ items: LogEntry[]; total: number | null } | null> {
   const want = skip + limit + LIST_SLACK;
-  const rows = await ch.query({
+  const rows = await ch.rows<RawLogRow & { total: string | number }>({
     query: `
       SELECT ${LIST_COLUMNS}, ${totalSql} AS total FROM logs
       WHERE ${where}
@@ -351,7 +349,7 @@ async function wholeRowsPage(
     query_params: { ...params, want },
     format: 'JSONEachRow',
     clickhouse_settings: settings,
-  }).then((rs) => rs.json<RawLogRow & { total: string | number }>());
+  });
   const distinct = rows.filter((r, i) => i === 0 || r.request_id !== rows[i - 1]!.request_id || r.created_at_unix !== rows[i - 1]!.created_at_unix);
   if (distinct.length < skip + limit && rows.length === want) return null;
   return { items: distinct.slice(skip, skip + limit).map(toLogEntry), total: rows.length ? Number(rows[0]!.total) : null };
@@ -365,7 +363,7 @@ async function wholeRowsPage(
  * rows by their keys, a range of the sorting key.
  */
 async function pageRows(
-  ch: ClickHouseClient, where: string, params: Params, userId: number, skip: number, limit: number, totalSql: string,
+  ch: ClickHouseReader, where: string, params: Params, userId: number, skip: number, limit: number, totalSql: string,
   settings: ReadSettings,
 ): Promise<{ items: LogEntry[]; total: number | null }> {
   if (skip + limit <= WHOLE_ROWS_UP_TO) {
@@ -376,7 +374,7 @@ async function pageRows(
   let keys: Array<[number, string]>;
   let total: number | null = null;
   for (;;) {
-    const rows = await ch.query({
+    const rows = await ch.rows<[number | string, string, number | string]>({
       query: `
         SELECT toUnixTimestamp(created_at) AS t, request_id AS r, ${totalSql} AS total FROM logs
         WHERE ${where}
@@ -385,7 +383,7 @@ async function pageRows(
       query_params: { ...params, want },
       format: 'JSONCompactEachRow',
       clickhouse_settings: settings,
-    }).then((rs) => rs.json<[number | string, string, number | string]>());
+    });
     if (rows.length) total = Number(rows[0]![2]);
     const distinct: Array<[number, string]> = [];
     for (const [t, r] of rows) {
@@ -399,7 +397,7 @@ async function pageRows(
     want *= 2;
   }
   if (!keys.length) return { items: [], total };
-  const rows = await ch.query({
+  const rows = await ch.rows<RawLogRow>({
     query: `
       SELECT ${LIST_COLUMNS}
       FROM logs
@@ -409,7 +407,7 @@ async function pageRows(
     query_params: { user_id: userId, k_min: keys[keys.length - 1]![0], k_max: keys[0]![0], k_ids: keys.map(([, r]) => r) },
     format: 'JSONEachRow',
     clickhouse_settings: BOUNDED_READ_SETTINGS,
-  }).then((rs) => rs.json<RawLogRow>());
+  });
   const byKey = new Map<string, RawLogRow>();
   for (const r of rows) byKey.set(`${Number(r.created_at_unix)}:${r.request_id}`, r);
   const items = keys.flatMap(([t, r]) => {
@@ -428,7 +426,7 @@ export const RATE_WINDOW_SEC = 60;
  * only consumption entries (type 2) count, so a top-up never shows as consumed quota. One statement:
  * the range's whole buckets from log_stats_15m, its edges and the last minute from one read of logs.
  */
-export async function queryLogStat(ch: ClickHouseClient, filters: LogFilters, nowSec: number): Promise<LogStat> {
+export async function queryLogStat(ch: ClickHouseReader, filters: LogFilters, nowSec: number): Promise<LogStat> {
   const f = { ...filters, type: filters.type || LOG_TYPE.consume };
   const { clauses, params } = attributeFilters(f);
   const attr = clauses.join(' AND ');
@@ -447,7 +445,7 @@ export async function queryLogStat(ch: ClickHouseClient, filters: LogFilters, no
     const range = timeRange(f, params);
     rawWhere = range.length ? range.join(' AND ') : '1';
   }
-  const rs = await ch.query({
+  const [row] = await ch.rows<{ quota: string | number | null; rpm: string | number; tpm: string | number }>({
     query: `
       SELECT ${bucketSql}sumIf(quota, ${rawWhere}) AS quota, countIf(${recent}) AS rpm,
              sumIf(toUInt64(prompt_tokens) + toUInt64(completion_tokens), ${recent}) AS tpm
@@ -457,6 +455,5 @@ export async function queryLogStat(ch: ClickHouseClient, filters: LogFilters, no
     format: 'JSONEachRow',
     clickhouse_settings: readSettings(f),
   });
-  const [row] = await rs.json<{ quota: string | number | null; rpm: string | number; tpm: string | number }>();
   return { quota: Number(row?.quota ?? 0), rpm: Number(row?.rpm ?? 0), tpm: Number(row?.tpm ?? 0) };
 }

@@ -9,12 +9,14 @@ import { createClient, type ClickHouseClient } from '@clickhouse/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalClickHouse, startLocalClickHouse } from '../../infra/clickhouse/local-server.js';
 import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
+import { type ClickHouseRead, type ClickHouseReader, createClickHouseReader } from '../../infra/clickhouse/read-client.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { queryDailyUsage } from './daily-usage.js';
 import { queryLogStat, queryLogs } from './log-query.js';
 
 let server: LocalClickHouse;
 let ch: ClickHouseClient;
+let reader: ClickHouseReader;
 let dataPath: string;
 const USER = 7;
 const NOW = Date.UTC(2026, 10, 20, 12, 7, 30) / 1000;
@@ -32,6 +34,7 @@ beforeAll(async () => {
   const config = testConfig({ CLICKHOUSE_URL: `http://127.0.0.1:${server.port}`, CLICKHOUSE_DATABASE: 'log_read_settings' });
   await migrateClickHouse(config);
   ch = createClient({ url: config.CLICKHOUSE_URL, database: config.CLICKHOUSE_DATABASE });
+  reader = createClickHouseReader(config);
   // Two days of an account's requests, a few a minute, so that every query has rows to read.
   await ch.command({
     query: `
@@ -45,6 +48,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await ch?.close();
+  await reader?.close();
   await server?.close();
   if (dataPath) rmSync(dataPath, { recursive: true, force: true });
 });
@@ -55,23 +59,23 @@ describe('console log reads', () => {
     for (let i = 0; i < 6; i++) {
       // A request a second apart: its time bounds change, as the console's do.
       const now = NOW + i;
-      await queryLogStat(ch, { userId: USER, startTimestamp: now - 86400, endTimestamp: now }, now);
-      await queryLogStat(ch, { userId: USER, tokenName: 'k1', startTimestamp: now - 86400 - 450, endTimestamp: now }, now);
-      await queryLogs(ch, { userId: USER }, { page: 1, pageSize: 10 });
-      await queryLogs(ch, { userId: USER, startTimestamp: now - 7200 + 13, endTimestamp: now }, { page: 30, pageSize: 100 });
-      await queryDailyUsage(ch, USER, 7, 0, now);
+      await queryLogStat(reader, { userId: USER, startTimestamp: now - 86400, endTimestamp: now }, now);
+      await queryLogStat(reader, { userId: USER, tokenName: 'k1', startTimestamp: now - 86400 - 450, endTimestamp: now }, now);
+      await queryLogs(reader, { userId: USER }, { page: 1, pageSize: 10 });
+      await queryLogs(reader, { userId: USER, startTimestamp: now - 7200 + 13, endTimestamp: now }, { page: 30, pageSize: 100 });
+      await queryDailyUsage(reader, USER, 7, 0, now);
     }
     expect(await compiles()).toBe(before);
 
     // The control: the stat statement with ClickHouse's default settings compiles by its third run,
     // so the check above would see a compile if a read left the JIT on.
-    const jit = {
-      query: (args: Parameters<ClickHouseClient['query']>[0]) => ch.query({
-        ...args,
-        clickhouse_settings: { ...args.clickhouse_settings, compile_expressions: 1, compile_aggregate_expressions: 1, min_count_to_compile_expression: '3' },
+    const jitReader = {
+      rows: <T>(read: ClickHouseRead) => reader.rows<T>({
+        ...read,
+        clickhouse_settings: { ...read.clickhouse_settings, compile_expressions: 1, compile_aggregate_expressions: 1, min_count_to_compile_expression: '3' },
       }),
-    } as unknown as ClickHouseClient;
-    for (let i = 0; i < 4; i++) await queryLogStat(jit, { userId: USER, startTimestamp: NOW - 86400, endTimestamp: NOW }, NOW);
+    } as ClickHouseReader;
+    for (let i = 0; i < 4; i++) await queryLogStat(jitReader, { userId: USER, startTimestamp: NOW - 86400, endTimestamp: NOW }, NOW);
     expect(await compiles()).toBeGreaterThan(before);
   });
 });

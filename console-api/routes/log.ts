@@ -53,7 +53,7 @@ export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
     summary: "The caller's consumption per day: requests, quota and tokens for each of the last `days` (default 30, at most 90) days, oldest first",
     description: 'Days are local to `utc_offset` (minutes east of UTC, default 0); `day` is the Unix time of that local midnight. ' +
       'Every day is present (zeros when nothing was consumed); only consumption entries (type 2) count.',
-  }, async ({ query: q, user }) => ok(await queryDailyUsage(ctx.clickhouse, Number(user.id), q.days ?? 30, q.utc_offset ?? 0, ctx.now())));
+  }, async ({ query: q, user }) => ok(await queryDailyUsage(ctx.logReader, Number(user.id), q.days ?? 30, q.utc_offset ?? 0, ctx.now())));
 
   api.route({
     method: 'GET', path: '/api/log/self', tag: 'logs', access: ROLE.user, query: logSelfQuery, data: pageOf(logEntrySchema),
@@ -63,7 +63,7 @@ export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
     // Larger requests are served at the maximum; data.page_size says what was applied.
     const pageSize = Math.min(q.page_size ?? LOG_DEFAULT_PAGE_SIZE, LOG_MAX_PAGE_SIZE);
     const { items, total } = await queryLogs(
-      ctx.clickhouse,
+      ctx.logReader,
       logFilters(Number(user.id), q),
       { page, pageSize },
     );
@@ -76,7 +76,7 @@ export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
     summary: 'Quota in the range and filters; rpm and tpm over the last 60 seconds',
   }, async ({ query: q, user }) => {
     const stat = await queryLogStat(
-      ctx.clickhouse,
+      ctx.logReader,
       logFilters(Number(user.id), q),
       ctx.now(),
     );

@@ -5,6 +5,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { type ClickHouseClient, createClickHouse } from '../../infra/clickhouse/client.js';
+import { createClickHouseReader } from '../../infra/clickhouse/read-client.js';
 import type { Config } from '../../infra/config.js';
 import { createSql, type Sql } from '../../infra/postgres/client.js';
 import { createRedis, type Redis } from '../../infra/redis/client.js';
@@ -63,9 +64,10 @@ export async function startConsoleHarness(overrides: Record<string, string> = {}
   await sql`SELECT setval('users_id_seq', ${randomInt(1_000_000, 2 ** 31)})`;
   const redis = createRedis(config, 'console-test');
   const clickhouse = createClickHouse(config);
+  const logReader = createClickHouseReader(config);
   const keys = redisKeys(config.REDIS_PREFIX);
   const quotaStore = new QuotaStore(redis, keys, postgresBalanceSource(sql));
-  const app = buildConsoleApp({ config, sql, redis, clickhouse, quotaStore, ...deps });
+  const app = buildConsoleApp({ config, sql, redis, logReader, quotaStore, ...deps });
   await app.ready();
 
   return {
@@ -99,7 +101,7 @@ export async function startConsoleHarness(overrides: Record<string, string> = {}
       await app.close();
       const stale = await redis.keys(`${config.REDIS_PREFIX}:*`);
       if (stale.length) await redis.del(...stale);
-      await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), clickhouse.close()]);
+      await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), clickhouse.close(), logReader.close()]);
       await db.drop();
     },
   };

@@ -19,6 +19,7 @@ import { QuotaStore } from '../../core/quota/quota-store.js';
 import { startRelay, type RunningRelay } from '../../relay/server.js';
 import { settlementsInFlight } from '../../relay/messages/settlement.js';
 import { createClickHouse, createClickHouseAdmin } from '../../infra/clickhouse/client.js';
+import { createClickHouseReader } from '../../infra/clickhouse/read-client.js';
 import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
 import type { Config } from '../../infra/config.js';
 import { createLogger } from '../../infra/logger.js';
@@ -76,12 +77,13 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   const sql = createSql(config);
   const redis = createRedis(config, 'test');
   const ch = createClickHouse(config);
+  const logReader = createClickHouseReader(config);
   const keys = redisKeysFor(config);
   const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql));
   // The mock provider runs on 127.0.0.1: this stack's channels may point at private addresses (off by
   // default, see core/net/outbound-guard.ts).
   await sql`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
-  const app: FastifyInstance = buildConsoleApp({ config, sql, redis, clickhouse: ch, quotaStore: quota, logger: log });
+  const app: FastifyInstance = buildConsoleApp({ config, sql, redis, logReader, quotaStore: quota, logger: log });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   const consolePort = typeof address === 'object' && address ? address.port : 0;
@@ -102,6 +104,7 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
       await redis.quit();
       await sql.end({ timeout: 5 });
       await ch.close();
+      await logReader.close();
       const admin = createClickHouseAdmin(config);
       await admin.command({ query: `DROP DATABASE IF EXISTS ${config.CLICKHOUSE_DATABASE}` });
       await admin.close();

@@ -1,0 +1,139 @@
+// Short reads (a console page, a stat) over ClickHouse's HTTP interface: each one POST of the statement
+// (a body of known length), its settings and `param_*` values in the URL, its answer read whole.
+//
+// Why not @clickhouse/client, which every other statement goes through: measured here (docs/
+// performance.md, "What one ClickHouse statement costs here"), the client costs 1-2 ms of CPU and
+// about 2 ms of wall time per statement on loopback, and the server another ~1.2 ms of CPU, against
+// 0.5 ms with a plain request: its socket pool waits a `setTimeout(0)` (1 ms) before every statement
+// (clickhouse-js issue #294), and it streams the statement as a chunked POST body. A console request is
+// one or two statements of a few milliseconds each, so that was a quarter of its CPU. The values are
+// still formatted by the client's own formatter (@clickhouse/client-common), so a parameter reaches the
+// server exactly as the client would send it; errors are parsed by its parseError into the same
+// ClickHouseError.
+//
+// Only for reads whose answer fits in memory: the result is read whole (`wait_end_of_query`, so an
+// error in the middle of a result is an error status, not a truncated 200).
+import { parseError } from '@clickhouse/client';
+import { formatQueryParams, formatQuerySettings } from '@clickhouse/client-common';
+import { Pool } from 'undici';
+import type { Config } from '../config.js';
+
+/** Settings by name; a read needs no map-valued setting. */
+export type ClickHouseReadSettings = Readonly<Record<string, string | number | boolean | undefined>>;
+
+/** The row formats the reader decodes: one JSON value per line. */
+export type ReadFormat = 'JSONEachRow' | 'JSONCompactEachRow';
+
+export interface ClickHouseRead {
+  query: string;
+  query_params?: Record<string, unknown>;
+  format: ReadFormat;
+  clickhouse_settings?: ClickHouseReadSettings;
+}
+
+export interface ClickHouseReaderOptions {
+  url: string;
+  database: string;
+  username?: string;
+  password?: string;
+  /** Per statement, from sending it to its last byte. */
+  requestTimeoutMs?: number;
+  /** Sockets kept to the server. */
+  connections?: number;
+  /** Settings every statement carries (the statement's own win). */
+  settings?: ClickHouseReadSettings;
+}
+
+/** An answer larger than this is refused rather than held: these reads are pages and sums. */
+const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
+export class ClickHouseReader {
+  private readonly pool: Pool;
+  private readonly path: string;
+  private readonly headers: Record<string, string>;
+  private readonly base: Array<[string, string]>;
+  private readonly timeoutMs: number;
+
+  constructor(opts: ClickHouseReaderOptions) {
+    const url = new URL(opts.url);
+    this.pool = new Pool(url.origin, {
+      connections: opts.connections ?? 10,
+      // Below the server's keep-alive timeout (10 s for ClickHouse and the embedded server), so a socket
+      // is never reused just as the server closes it.
+      keepAliveTimeout: 2_500,
+      keepAliveMaxTimeout: 2_500,
+    });
+    this.path = url.pathname.endsWith('/') ? url.pathname : `${url.pathname}/`;
+    this.headers = {
+      authorization: `Basic ${Buffer.from(`${opts.username ?? 'default'}:${opts.password ?? ''}`).toString('base64')}`,
+    };
+    this.timeoutMs = opts.requestTimeoutMs ?? 30_000;
+    this.base = [['wait_end_of_query', '1']];
+    if (opts.database !== 'default') this.base.push(['database', opts.database]);
+    for (const [name, value] of Object.entries(opts.settings ?? {})) {
+      if (value !== undefined) this.base.push([name, formatQuerySettings(value)]);
+    }
+  }
+
+  /** The statement's rows, each line of the answer decoded. Rejects with ClickHouse's error. */
+  async rows<T>(read: ClickHouseRead): Promise<T[]> {
+    const search = new URLSearchParams(this.base);
+    search.set('default_format', read.format);
+    for (const [name, value] of Object.entries(read.clickhouse_settings ?? {})) {
+      if (value !== undefined) search.set(name, formatQuerySettings(value));
+    }
+    for (const [name, value] of Object.entries(read.query_params ?? {})) {
+      search.set(`param_${name}`, formatQueryParams({ value }));
+    }
+    const res = await this.pool.request({
+      method: 'POST',
+      path: `${this.path}?${search.toString()}`,
+      headers: this.headers,
+      body: read.query,
+      headersTimeout: this.timeoutMs,
+      bodyTimeout: this.timeoutMs,
+    });
+    const declared = Number(res.headers['content-length'] ?? 0);
+    if (declared > MAX_ANSWER_BYTES) {
+      res.body.destroy();
+      throw new Error(`ClickHouse answer of ${declared} bytes is larger than a read may hold (${MAX_ANSWER_BYTES})`);
+    }
+    const text = await res.body.text();
+    if (res.statusCode !== 200) throw parseError(text || `ClickHouse answered HTTP ${res.statusCode}`);
+    return decodeLines<T>(text);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.close();
+  }
+}
+
+/** One JSON value per line; a line that is not JSON is the server's error text. */
+function decodeLines<T>(text: string): T[] {
+  const rows: T[] = [];
+  let start = 0;
+  while (start < text.length) {
+    let end = text.indexOf('\n', start);
+    if (end === -1) end = text.length;
+    if (end > start) {
+      const line = text.slice(start, end);
+      try {
+        rows.push(JSON.parse(line) as T);
+      } catch {
+        throw parseError(text.slice(start));
+      }
+    }
+    start = end + 1;
+  }
+  return rows;
+}
+
+/** The console's reader, on the same server, database and credentials as createClickHouse. */
+export function createClickHouseReader(config: Config): ClickHouseReader {
+  return new ClickHouseReader({
+    url: config.CLICKHOUSE_URL,
+    database: config.CLICKHOUSE_DATABASE,
+    username: config.CLICKHOUSE_USER,
+    password: config.CLICKHOUSE_PASSWORD,
+  });
+}
