@@ -26,6 +26,7 @@ export function parseBenchOptions() {
       'own-clickhouse': { type: 'boolean' },
       'relay-entry': { type: 'string' },
       'billing-entry': { type: 'string' },
+      'console-entry': { type: 'string' },
       'redis-prefix': { type: 'string' },
       // Attached mode: a running stack given by URL.
       'relay-url': { type: 'string' },

@@ -8,7 +8,7 @@
 //        [--scenarios small,stream64,long,mix,agent,chat,chat-stream64,abort] [--skip-curve] [--skip-scale] [--scale-rows N]
 //        [--out DIR] [--database-url URL] [--redis-url URL] [--clickhouse-url URL]
 //        [--clickhouse-database DB] [--own-clickhouse] [--relay-entry dist/relay/main.js]
-//        [--billing-entry dist/billing/main.js] [--skip-saturation]
+//        [--billing-entry dist/billing/main.js] [--console-entry dist/console-api/main.js] [--skip-saturation]
 //   BENCH_CPU_PROF=1   runs the relay and the bare hop with --cpu-prof: the relay's hottest functions, and
 //                      its event loop against the bare hop's.
 //

@@ -53,6 +53,7 @@ export function openStack(
     ownClickHouse: args['own-clickhouse'] === true,
     relayEntry: args['relay-entry'],
     billingEntry: args['billing-entry'],
+    consoleEntry: args['console-entry'],
     // BENCH_RELAY_NODE_ARGS: extra Node flags for the relay, for experiments (e.g. GC settings).
     relayNodeArgs: [
       ...(opts.cpuProf ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),

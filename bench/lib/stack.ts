@@ -49,6 +49,8 @@ export interface StackOptions {
   relayEntry?: string;
   /** Billing worker entry point (default dist/billing/main.js). */
   billingEntry?: string;
+  /** Console API entry point (default dist/console-api/main.js): an older build's, for before/after runs. */
+  consoleEntry?: string;
   log: (line: string) => void;
 }
 
@@ -237,7 +239,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     relayMetricsUrl: `http://127.0.0.1:${relayMetricsPort}/metrics`,
     async startGateway(): Promise<void> {
       const billing = add('billing', 'billing', '', spawnService('billing', o.billingEntry ?? 'dist/billing/main.js', env, [], o.billingNodeArgs ?? []));
-      const consoleSvc = add('console', 'console-api', consoleUrl, spawnService('console-api', 'dist/console-api/main.js', env, [], o.consoleNodeArgs ?? []));
+      const consoleSvc = add('console', 'console-api', consoleUrl, spawnService('console-api', o.consoleEntry ?? 'dist/console-api/main.js', env, [], o.consoleNodeArgs ?? []));
       const relay = add('relay', 'relay', relayUrl, spawnService('relay', o.relayEntry ?? 'dist/relay/main.js', env, [], o.relayNodeArgs ?? []));
       await waitHttp(`${relayUrl}/health`, relay.child, 'relay');
       await waitHttp(`${consoleUrl}/api/status`, consoleSvc.child, 'console-api');
