@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
+import { freePort } from '../../infra/testing/free-port.js';
 
 let h: ConsoleHarness;
 let me: TestAccount;
@@ -161,5 +162,27 @@ describe('GET /api/log/self/stat', () => {
     expect(await stat('', someoneElse)).toEqual({ quota: 999, rpm: 1, tpm: 1000 });
     const data = await stat('');
     for (const v of Object.values(data)) expect(Number.isInteger(v)).toBe(true);
+  });
+});
+
+describe('the log routes while ClickHouse cannot answer', () => {
+  it('answer 503 with Retry-After in the envelope, and the log again once it answers', async () => {
+    // A console whose ClickHouse address has nothing listening: the log store is down.
+    const down = await startConsoleHarness({ CLICKHOUSE_URL: `http://127.0.0.1:${await freePort()}` });
+    try {
+      const who = await down.account();
+      for (const path of ['/api/log/self', '/api/log/self?p=3&token_name=k1', '/api/log/self/stat', '/api/log/self/daily?days=7']) {
+        const res = await down.app.inject({ method: 'GET', url: path, headers: who.auth });
+        expect(res.statusCode, path).toBe(503);
+        expect(res.headers['retry-after']).toBe('5');
+        expect(res.json()).toEqual({ success: false, message: 'the request log cannot be read right now; retry shortly' });
+        // Nothing of the ClickHouse address or the statement reaches the user.
+        expect(res.body).not.toMatch(/127\.0\.0\.1|SELECT|ECONNREFUSED/);
+      }
+    } finally {
+      await down.close();
+    }
+    // The console with a ClickHouse that answers still serves the same routes.
+    expect((await logs('')).total).toBeGreaterThan(0);
   });
 });

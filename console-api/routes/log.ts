@@ -9,6 +9,8 @@ import { logEntrySchema, pageOf, statSchema } from '../http/schemas.js';
 import { queryInt, queryString } from '../http/validation.js';
 import { type LogEntry, type LogFilters, queryLogStat, queryLogs } from '../logs/log-query.js';
 import { queryDailyUsage } from '../logs/daily-usage.js';
+import { ClickHouseUnavailableError } from '../../infra/clickhouse/read-client.js';
+import { ConsoleError } from '../http/errors.js';
 
 export const LOG_DEFAULT_PAGE_SIZE = 10;
 export const LOG_MAX_PAGE_SIZE = 100;
@@ -47,39 +49,48 @@ export const logDailyQuery = z.object({
 const int = z.number().int();
 const dailyUsageSchema = z.array(z.object({ day: int, requests: int, quota: int, prompt_tokens: int, completion_tokens: int }));
 
+/** How long a client is asked to wait when the log store could not answer. */
+const LOG_STORE_RETRY_AFTER_SEC = 5;
+
+/**
+ * A read of the log store, with "ClickHouse cannot answer now" told to the user as a 503 to retry
+ * (the cause goes to the service log); a fault of the statement stays a 500.
+ */
+async function fromLogStore<T>(ctx: ConsoleContext, read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (err) {
+    if (!(err instanceof ClickHouseUnavailableError)) throw err;
+    ctx.logger.warn({ err }, 'the log store (ClickHouse) could not answer');
+    throw new ConsoleError('LOG_STORE_UNAVAILABLE', undefined, { retryAfterSec: LOG_STORE_RETRY_AFTER_SEC });
+  }
+}
+
 export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
-    method: 'GET', path: '/api/log/self/daily', tag: 'logs', access: ROLE.user, query: logDailyQuery, data: dailyUsageSchema,
+    method: 'GET', path: '/api/log/self/daily', tag: 'logs', access: ROLE.user, query: logDailyQuery, data: dailyUsageSchema, errors: ['LOG_STORE_UNAVAILABLE'],
     summary: "The caller's consumption per day: requests, quota and tokens for each of the last `days` (default 30, at most 90) days, oldest first",
     description: 'Days are local to `utc_offset` (minutes east of UTC, default 0); `day` is the Unix time of that local midnight. ' +
       'Every day is present (zeros when nothing was consumed); only consumption entries (type 2) count.',
-  }, async ({ query: q, user }) => ok(await queryDailyUsage(ctx.logReader, Number(user.id), q.days ?? 30, q.utc_offset ?? 0, ctx.now())));
+  }, async ({ query: q, user }) => ok(await fromLogStore(ctx, () => queryDailyUsage(ctx.logReader, Number(user.id), q.days ?? 30, q.utc_offset ?? 0, ctx.now()))));
 
   api.route({
-    method: 'GET', path: '/api/log/self', tag: 'logs', access: ROLE.user, query: logSelfQuery, data: pageOf(logEntrySchema),
+    method: 'GET', path: '/api/log/self', tag: 'logs', access: ROLE.user, query: logSelfQuery, data: pageOf(logEntrySchema), errors: ['LOG_STORE_UNAVAILABLE'],
     summary: "The caller's request log, newest first, paged from 1; every filter of the contract",
   }, async ({ query: q, user }) => {
     const page = q.p ?? 1;
     // Larger requests are served at the maximum; data.page_size says what was applied.
     const pageSize = Math.min(q.page_size ?? LOG_DEFAULT_PAGE_SIZE, LOG_MAX_PAGE_SIZE);
-    const { items, total } = await queryLogs(
-      ctx.logReader,
-      logFilters(Number(user.id), q),
-      { page, pageSize },
-    );
+    const { items, total } = await fromLogStore(ctx, () => queryLogs(ctx.logReader, logFilters(Number(user.id), q), { page, pageSize }));
     const data: Page<LogEntry> = { items, page, page_size: pageSize, total };
     return ok(data);
   });
 
   api.route({
-    method: 'GET', path: '/api/log/self/stat', tag: 'logs', access: ROLE.user, query: logStatQuery, data: statSchema,
+    method: 'GET', path: '/api/log/self/stat', tag: 'logs', access: ROLE.user, query: logStatQuery, data: statSchema, errors: ['LOG_STORE_UNAVAILABLE'],
     summary: 'Quota in the range and filters; rpm and tpm over the last 60 seconds',
   }, async ({ query: q, user }) => {
-    const stat = await queryLogStat(
-      ctx.logReader,
-      logFilters(Number(user.id), q),
-      ctx.now(),
-    );
+    const stat = await fromLogStore(ctx, () => queryLogStat(ctx.logReader, logFilters(Number(user.id), q), ctx.now()));
     return ok(stat);
   });
 }

@@ -8,7 +8,8 @@ import { ClickHouseError, type ClickHouseClient } from '@clickhouse/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testConfig } from '../testing/test-config.js';
 import { createClickHouse } from './client.js';
-import { ClickHouseReader, createClickHouseReader } from './read-client.js';
+import { freePort } from '../testing/free-port.js';
+import { ClickHouseReader, ClickHouseUnavailableError, createClickHouseReader } from './read-client.js';
 
 const config = testConfig();
 let ch: ClickHouseClient;
@@ -96,23 +97,55 @@ describe('ClickHouseReader', () => {
   it('fails an answer that breaks off into an exception after its first rows (HTTP 200)', async () => {
     const url = await stub((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-      res.end('{"a":1}\n{"a":2}\nCode: 241. DB::Exception: Memory limit (total) exceeded. (MEMORY_LIMIT_EXCEEDED) (version 25.8.1.1)\n');
+      res.end('{"a":1}\n{"a":2}\nCode: 6. DB::Exception: Cannot parse string \'x\' as UInt8. (CANNOT_PARSE_TEXT) (version 25.8.1.1)\n');
     });
     const r = new ClickHouseReader({ url, database: 'default' });
     try {
       const err = await r.rows({ query: 'SELECT a FROM t', format: 'JSONEachRow' }).then(() => null, (e: unknown) => e);
       expect(err).toBeInstanceOf(ClickHouseError);
-      expect((err as ClickHouseError).type).toBe('MEMORY_LIMIT_EXCEEDED');
+      expect((err as ClickHouseError).type).toBe('CANNOT_PARSE_TEXT');
     } finally {
       await r.close();
     }
+  });
+
+  it('tells "not now" (unreachable, overloaded, 503) from a fault of the statement', async () => {
+    const unavailable = async (r: ClickHouseReader) => {
+      try {
+        const err = await r.rows({ query: 'SELECT 1', format: 'JSONEachRow' }).then(() => null, (e: unknown) => e);
+        expect(err).toBeInstanceOf(ClickHouseUnavailableError);
+        return (err as ClickHouseUnavailableError).cause;
+      } finally {
+        await r.close();
+      }
+    };
+    // Nothing listens.
+    expect(await unavailable(new ClickHouseReader({ url: `http://127.0.0.1:${await freePort()}`, database: 'default' }))).toMatchObject({ code: 'ECONNREFUSED' });
+    // Overloaded, in the middle of a result and as an error status.
+    const overloaded = await stub((req, res) => {
+      if (req.url?.includes('mid=1')) {
+        res.writeHead(200);
+        res.end('{"a":1}\nCode: 241. DB::Exception: Memory limit (total) exceeded. (MEMORY_LIMIT_EXCEEDED) (version 25.8.1.1)\n');
+      } else {
+        res.writeHead(500, { 'x-clickhouse-exception-code': '202' });
+        res.end('Code: 202. DB::Exception: Too many simultaneous queries. Maximum: 100. (TOO_MANY_SIMULTANEOUS_QUERIES) (version 25.8.1.1)\n');
+      }
+    });
+    expect(await unavailable(new ClickHouseReader({ url: overloaded, database: 'default' }))).toMatchObject({ type: 'TOO_MANY_SIMULTANEOUS_QUERIES' });
+    expect(await unavailable(new ClickHouseReader({ url: overloaded, database: 'default', settings: { mid: 1 } }))).toMatchObject({ type: 'MEMORY_LIMIT_EXCEEDED' });
+    const behindProxy = await stub((_req, res) => { res.writeHead(503); res.end('no healthy upstream'); });
+    expect(await unavailable(new ClickHouseReader({ url: behindProxy, database: 'default' }))).toBeInstanceOf(Error);
+    // A statement's own fault is not "not now".
+    await expect(reader.rows({ query: 'SELECT * FROM no_such_table_here', format: 'JSONEachRow' })).rejects.not.toBeInstanceOf(ClickHouseUnavailableError);
   });
 
   it('gives up on a server that does not answer within its timeout', async () => {
     const url = await stub(() => { /* never answers */ });
     const r = new ClickHouseReader({ url, database: 'default', requestTimeoutMs: 300 });
     try {
-      await expect(r.rows({ query: 'SELECT 1', format: 'JSONEachRow' })).rejects.toThrow(/timeout/i);
+      const err = await r.rows({ query: 'SELECT 1', format: 'JSONEachRow' }).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(ClickHouseUnavailableError);
+      expect((err as Error).message).toMatch(/timeout/i);
     } finally {
       await r.close();
     }

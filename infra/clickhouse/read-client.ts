@@ -44,6 +44,24 @@ export interface ClickHouseReaderOptions {
   settings?: ClickHouseReadSettings;
 }
 
+/**
+ * ClickHouse could not answer now: not reachable, no answer within the timeout, or refusing for load
+ * (its own overload errors). A caller may tell its user to retry; any other failure is a fault of the
+ * statement, rethrown as ClickHouse's error.
+ */
+export class ClickHouseUnavailableError extends Error {
+  constructor(message: string, options: { cause: unknown }) {
+    super(message, options);
+    this.name = 'ClickHouseUnavailableError';
+  }
+}
+
+/** ClickHouse's error types that say "not now" rather than "not this statement". */
+const OVERLOAD_TYPES = new Set([
+  'TOO_MANY_SIMULTANEOUS_QUERIES', 'MEMORY_LIMIT_EXCEEDED', 'TIMEOUT_EXCEEDED', 'QUERY_WAS_CANCELLED',
+  'TOO_MANY_PARTS', 'NETWORK_ERROR', 'SOCKET_TIMEOUT', 'ALL_CONNECTION_TRIES_FAILED', 'ABORTED',
+]);
+
 /** An answer larger than this is refused rather than held: these reads are pages and sums. */
 const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 
@@ -85,27 +103,47 @@ export class ClickHouseReader {
     for (const [name, value] of Object.entries(read.query_params ?? {})) {
       search.set(`param_${name}`, formatQueryParams({ value }));
     }
-    const res = await this.pool.request({
-      method: 'POST',
-      path: `${this.path}?${search.toString()}`,
-      headers: this.headers,
-      body: read.query,
-      headersTimeout: this.timeoutMs,
-      bodyTimeout: this.timeoutMs,
-    });
-    const declared = Number(res.headers['content-length'] ?? 0);
-    if (declared > MAX_ANSWER_BYTES) {
-      res.body.destroy();
-      throw new Error(`ClickHouse answer of ${declared} bytes is larger than a read may hold (${MAX_ANSWER_BYTES})`);
+    let status: number;
+    let text: string;
+    try {
+      const res = await this.pool.request({
+        method: 'POST',
+        path: `${this.path}?${search.toString()}`,
+        headers: this.headers,
+        body: read.query,
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+      });
+      status = res.statusCode;
+      const declared = Number(res.headers['content-length'] ?? 0);
+      if (declared > MAX_ANSWER_BYTES) {
+        res.body.destroy();
+        throw new Error(`ClickHouse answer of ${declared} bytes is larger than a read may hold (${MAX_ANSWER_BYTES})`);
+      }
+      text = await res.body.text();
+    } catch (err) {
+      // undici's errors: the connection refused, reset or timed out.
+      throw new ClickHouseUnavailableError(`ClickHouse did not answer: ${(err as Error).message}`, { cause: err });
     }
-    const text = await res.body.text();
-    if (res.statusCode !== 200) throw parseError(text || `ClickHouse answered HTTP ${res.statusCode}`);
-    return decodeLines<T>(text);
+    if (status !== 200) throw classified(parseError(text || `ClickHouse answered HTTP ${status}`), status);
+    try {
+      return decodeLines<T>(text);
+    } catch (err) {
+      throw classified(err, status);
+    }
   }
 
   async close(): Promise<void> {
     await this.pool.close();
   }
+}
+
+function classified(err: unknown, status: number): unknown {
+  const type = (err as { type?: unknown }).type;
+  if (status === 503 || (typeof type === 'string' && OVERLOAD_TYPES.has(type))) {
+    return new ClickHouseUnavailableError(`ClickHouse could not answer now: ${(err as Error).message}`, { cause: err });
+  }
+  return err;
 }
 
 /** One JSON value per line; a line that is not JSON is the server's error text. */

@@ -698,6 +698,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -759,6 +768,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -831,6 +849,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
