@@ -139,6 +139,24 @@ describe('ClickHouseReader', () => {
     await expect(reader.rows({ query: 'SELECT * FROM no_such_table_here', format: 'JSONEachRow' })).rejects.not.toBeInstanceOf(ClickHouseUnavailableError);
   });
 
+  it('refuses an answer larger than it may hold, sent chunked, without waiting for its end', async () => {
+    const url = await stub((_req, res) => {
+      res.writeHead(200);
+      const row = `${JSON.stringify({ pad: 'x'.repeat(1000) })}\n`;
+      for (let i = 0; i < 200; i++) res.write(row);
+      // Never ended: the reader stops at its limit, not at the answer's end.
+    });
+    const r = new ClickHouseReader({ url, database: 'default', maxAnswerBytes: 50_000 });
+    try {
+      const err = await r.rows({ query: 'SELECT pad FROM t', format: 'JSONEachRow' }).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect(err).not.toBeInstanceOf(ClickHouseUnavailableError);
+      expect((err as Error).message).toMatch(/larger than a read may hold \(50000 bytes\)/);
+    } finally {
+      await r.close();
+    }
+  });
+
   it('gives up on a server that does not answer within its timeout', async () => {
     const url = await stub(() => { /* never answers */ });
     const r = new ClickHouseReader({ url, database: 'default', requestTimeoutMs: 300 });

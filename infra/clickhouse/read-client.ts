@@ -36,10 +36,12 @@ export interface ClickHouseReaderOptions {
   database: string;
   username?: string;
   password?: string;
-  /** Per statement, from sending it to its last byte. */
+  /** How long the server may stay silent: before its answer's headers, and between its bytes. */
   requestTimeoutMs?: number;
   /** Sockets kept to the server. */
   connections?: number;
+  /** The largest answer a read holds (default MAX_ANSWER_BYTES); a larger one fails the read. */
+  maxAnswerBytes?: number;
   /** Settings every statement carries (the statement's own win). */
   settings?: ClickHouseReadSettings;
 }
@@ -62,6 +64,9 @@ const OVERLOAD_TYPES = new Set([
   'TOO_MANY_PARTS', 'NETWORK_ERROR', 'SOCKET_TIMEOUT', 'ALL_CONNECTION_TRIES_FAILED', 'ABORTED',
 ]);
 
+/** How much of a failed answer becomes the error's message (a proxy's page, a torn row and the exception after it). */
+const MAX_ERROR_CHARS = 16 * 1024;
+
 /** An answer larger than this is refused rather than held: these reads are pages and sums. */
 const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 
@@ -71,6 +76,7 @@ export class ClickHouseReader {
   private readonly headers: Record<string, string>;
   private readonly base: Array<[string, string]>;
   private readonly timeoutMs: number;
+  private readonly maxAnswerBytes: number;
 
   constructor(opts: ClickHouseReaderOptions) {
     const url = new URL(opts.url);
@@ -86,6 +92,7 @@ export class ClickHouseReader {
       authorization: `Basic ${Buffer.from(`${opts.username ?? 'default'}:${opts.password ?? ''}`).toString('base64')}`,
     };
     this.timeoutMs = opts.requestTimeoutMs ?? 30_000;
+    this.maxAnswerBytes = opts.maxAnswerBytes ?? MAX_ANSWER_BYTES;
     this.base = [['wait_end_of_query', '1']];
     if (opts.database !== 'default') this.base.push(['database', opts.database]);
     for (const [name, value] of Object.entries(opts.settings ?? {})) {
@@ -104,7 +111,7 @@ export class ClickHouseReader {
       search.set(`param_${name}`, formatQueryParams({ value }));
     }
     let status: number;
-    let text: string;
+    let text: string | undefined;
     try {
       const res = await this.pool.request({
         method: 'POST',
@@ -115,17 +122,22 @@ export class ClickHouseReader {
         bodyTimeout: this.timeoutMs,
       });
       status = res.statusCode;
-      const declared = Number(res.headers['content-length'] ?? 0);
-      if (declared > MAX_ANSWER_BYTES) {
-        res.body.destroy();
-        throw new Error(`ClickHouse answer of ${declared} bytes is larger than a read may hold (${MAX_ANSWER_BYTES})`);
+      // Counted as it comes: an answer sent chunked has no length to check first.
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > this.maxAnswerBytes) break;
+        chunks.push(chunk);
       }
-      text = await res.body.text();
+      if (size > this.maxAnswerBytes) res.body.destroy();
+      else text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, size).toString('utf8');
     } catch (err) {
       // undici's errors: the connection refused, reset or timed out.
       throw new ClickHouseUnavailableError(`ClickHouse did not answer: ${(err as Error).message}`, { cause: err });
     }
-    if (status !== 200) throw classified(parseError(text || `ClickHouse answered HTTP ${status}`), status);
+    if (text === undefined) throw new Error(`ClickHouse's answer is larger than a read may hold (${this.maxAnswerBytes} bytes)`);
+    if (status !== 200) throw classified(parseError(text.slice(0, MAX_ERROR_CHARS) || `ClickHouse answered HTTP ${status}`), status);
     try {
       return decodeLines<T>(text);
     } catch (err) {
@@ -158,7 +170,7 @@ function decodeLines<T>(text: string): T[] {
       try {
         rows.push(JSON.parse(line) as T);
       } catch {
-        throw parseError(text.slice(start));
+        throw parseError(text.slice(start, start + MAX_ERROR_CHARS));
       }
     }
     start = end + 1;
