@@ -1,15 +1,14 @@
 // Short reads (a console page, a stat) over ClickHouse's HTTP interface: each one POST of the statement
 // (a body of known length), its settings and `param_*` values in the URL, its answer read whole.
 //
-// Why not @clickhouse/client, which every other statement goes through: measured here (docs/
-// performance.md, "What one ClickHouse statement costs here"), the client costs 1-2 ms of CPU and
-// about 2 ms of wall time per statement on loopback, and the server another ~1.2 ms of CPU, against
-// 0.5 ms with a plain request: its socket pool waits a `setTimeout(0)` (1 ms) before every statement
-// (clickhouse-js issue #294), and it streams the statement as a chunked POST body. A console request is
-// one or two statements of a few milliseconds each, so that was a quarter of its CPU. The values are
-// still formatted by the client's own formatter (@clickhouse/client-common), so a parameter reaches the
-// server exactly as the client would send it; errors are parsed by its parseError into the same
-// ClickHouseError.
+// Why not @clickhouse/client, which every other statement goes through: its socket pool waits a
+// `setTimeout(0)` (1 ms) before every statement (clickhouse-js issue #294) and streams the statement as
+// a chunked body. Measured on the bench's data (docs/performance.md, 2026-11-24 16:45): 2.5-2.8 ms of
+// the caller's CPU and 10-11 ms of wall time per statement through its query(), against 1.1-1.3 ms and
+// 8-8.7 ms with one POST; the console-api's CPU per request fell by a quarter to a half. The values are
+// still formatted by the official client's formatters (@clickhouse/client-common, the code the client
+// bundles), so a parameter reaches the server exactly as the client would send it; errors are parsed
+// by its parseError into the same ClickHouseError.
 //
 // Only for reads whose answer fits in memory: the result is read whole (`wait_end_of_query`, so an
 // error in the middle of a result is an error status, not a truncated 200).
