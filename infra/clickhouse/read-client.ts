@@ -5,7 +5,7 @@
 // `setTimeout(0)` (1 ms) before every statement (clickhouse-js issue #294) and streams the statement as
 // a chunked body. Measured on the bench's data (docs/performance.md, 2026-11-24 16:45): 2.5-2.8 ms of
 // the caller's CPU and 10-11 ms of wall time per statement through its query(), against 1.1-1.3 ms and
-// 8-8.7 ms with one POST; the console-api's CPU per request fell by a quarter to a half. The values are
+// 8-8.7 ms with one POST; the console-api's CPU per request fell by 6-50% by query. The values are
 // still formatted by the official client's formatters (@clickhouse/client-common, the code the client
 // bundles), so a parameter reaches the server exactly as the client would send it; errors are parsed
 // by its parseError into the same ClickHouseError.
