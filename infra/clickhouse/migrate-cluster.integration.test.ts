@@ -25,7 +25,7 @@ import { createClient } from '@clickhouse/client';
 import type { Config } from '../config.js';
 import { type ClickHouseClient, clickHouseOptions, createClickHouse, createClickHouseAdmin } from './client.js';
 import { type LocalClickHouse, startLocalClickHouse } from './local-server.js';
-import { ClickHouseReader, type ClickHouseReadSettings } from './read-client.js';
+import { type ClickHouseReader, type ClickHouseReadSettings, createClickHouseReader } from './read-client.js';
 import { bootstrapStatements, migrateClickHouse, migrationFiles, migrationStatements, migrationsDir } from './migrate.js';
 
 const PORT = 18240;
@@ -86,10 +86,8 @@ let server: LocalClickHouse;
 const clients: ClickHouseClient[] = [];
 const readers: ClickHouseReader[] = [];
 /** The console's reader (infra/clickhouse/read-client.ts) on `config`'s database, with extra settings. */
-function reader(config: Config, settings: ClickHouseReadSettings = {}): ClickHouseReader {
-  const r = new ClickHouseReader({
-    url: config.CLICKHOUSE_URL, database: config.CLICKHOUSE_DATABASE, username: config.CLICKHOUSE_USER, password: config.CLICKHOUSE_PASSWORD, settings,
-  });
+function reader(config: Config, settings?: ClickHouseReadSettings): ClickHouseReader {
+  const r = createClickHouseReader(config, settings);
   readers.push(r);
   return r;
 }

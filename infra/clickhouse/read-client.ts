@@ -6,14 +6,15 @@
 // a chunked body. Measured on the bench's data (docs/performance.md, 2026-11-24 16:45): 2.5-2.8 ms of
 // the caller's CPU and 10-11 ms of wall time per statement through its query(), against 1.1-1.3 ms and
 // 8-8.7 ms with one POST; the console-api's CPU per request fell by 6-50% by query. The values are
-// still formatted by the official client's formatters (@clickhouse/client-common, the code the client
-// bundles), so a parameter reaches the server exactly as the client would send it; errors are parsed
-// by its parseError into the same ClickHouseError.
+// put in the URL by the official client's own `toSearchParams` (@clickhouse/client-common, the code the
+// client bundles), so a parameter or setting reaches the server exactly as the client would send it;
+// errors are parsed by its parseError into the same ClickHouseError.
 //
 // Only for reads whose answer fits in memory: the result is read whole (`wait_end_of_query`, so an
 // error in the middle of a result is an error status, not a truncated 200).
+import { randomUUID } from 'node:crypto';
 import { parseError } from '@clickhouse/client';
-import { formatQueryParams, formatQuerySettings } from '@clickhouse/client-common';
+import { toSearchParams } from '@clickhouse/client-common';
 import { Pool } from 'undici';
 import type { Config } from '../config.js';
 
@@ -73,7 +74,8 @@ export class ClickHouseReader {
   private readonly pool: Pool;
   private readonly path: string;
   private readonly headers: Record<string, string>;
-  private readonly base: Array<[string, string]>;
+  private readonly database: string;
+  private readonly settings: ClickHouseReadSettings;
   private readonly timeoutMs: number;
   private readonly maxAnswerBytes: number;
 
@@ -92,23 +94,19 @@ export class ClickHouseReader {
     };
     this.timeoutMs = opts.requestTimeoutMs ?? 30_000;
     this.maxAnswerBytes = opts.maxAnswerBytes ?? MAX_ANSWER_BYTES;
-    this.base = [['wait_end_of_query', '1']];
-    if (opts.database !== 'default') this.base.push(['database', opts.database]);
-    for (const [name, value] of Object.entries(opts.settings ?? {})) {
-      if (value !== undefined) this.base.push([name, formatQuerySettings(value)]);
-    }
+    this.database = opts.database;
+    this.settings = opts.settings ?? {};
   }
 
   /** The statement's rows, each line of the answer decoded. Rejects with ClickHouse's error. */
   async rows<T>(read: ClickHouseRead): Promise<T[]> {
-    const search = new URLSearchParams(this.base);
-    search.set('default_format', read.format);
-    for (const [name, value] of Object.entries(read.clickhouse_settings ?? {})) {
-      if (value !== undefined) search.set(name, formatQuerySettings(value));
-    }
-    for (const [name, value] of Object.entries(read.query_params ?? {})) {
-      search.set(`param_${name}`, formatQueryParams({ value }));
-    }
+    const search = toSearchParams({
+      database: this.database,
+      query_params: read.query_params,
+      // The HTTP interface's own parameters travel as settings do.
+      clickhouse_settings: { ...this.settings, ...read.clickhouse_settings, default_format: read.format, wait_end_of_query: 1 },
+      query_id: randomUUID(),
+    });
     let status: number;
     let text: string | undefined;
     try {
@@ -178,11 +176,12 @@ function decodeLines<T>(text: string): T[] {
 }
 
 /** The console's reader, on the same server, database and credentials as createClickHouse. */
-export function createClickHouseReader(config: Config): ClickHouseReader {
+export function createClickHouseReader(config: Config, settings?: ClickHouseReadSettings): ClickHouseReader {
   return new ClickHouseReader({
     url: config.CLICKHOUSE_URL,
     database: config.CLICKHOUSE_DATABASE,
     username: config.CLICKHOUSE_USER,
     password: config.CLICKHOUSE_PASSWORD,
+    settings,
   });
 }
