@@ -18,6 +18,7 @@ import { createTestDatabase } from '../infra/testing/test-database.js';
 import { BillingWorker } from '../billing/billing-worker.js';
 import { drainLogOutbox } from '../billing/log-outbox.js';
 import { encodeUsageEvent, usageEvent, LOG_TYPE } from '../core/usage/usage-event.js';
+import { cpuSeconds, pidsByComm } from './lib/proc.js';
 
 const { values: args } = parseArgs({
   options: { events: { type: 'string' }, workers: { type: 'string' }, shards: { type: 'string' }, accounts: { type: 'string' }, nodes: { type: 'string' } },
@@ -40,6 +41,15 @@ const ch = createClickHouse(config);
 const log = createLogger({ ...config, LOG_LEVEL: 'silent' }, 'bench-billing');
 const unreachableClickHouse = createClickHouse({ ...config, CLICKHOUSE_URL: 'http://127.0.0.1:9' });
 const running: { worker: BillingWorker; close(): void }[] = [];
+// The Postgres server's CPU (every `postgres` process: the backends serving these workers, and the
+// WAL writer and checkpointer they wake), read from /proc. A backend started within a phase counts
+// from zero; a machine's other Postgres work counts too, so the harness is run on a quiet machine.
+const postgresCpu = (): Map<number, number> => new Map(pidsByComm('postgres').map((pid) => [pid, cpuSeconds(pid)]));
+const postgresCpuSince = (before: Map<number, number>): number => {
+  let s = 0;
+  for (const [pid, now] of postgresCpu()) if (Number.isFinite(now)) s += now - (before.get(pid) ?? 0);
+  return s;
+};
 
 try {
   await migrateClickHouse(config);
@@ -71,6 +81,7 @@ try {
   }
   const t0 = Date.now();
   const cpu0 = process.cpuUsage();
+  const pg0 = postgresCpu();
   const created = Math.floor(Date.now() / 1000);
   for (let i = 0; i < events; i += 500) {
     const pipe = redis.pipeline();
@@ -92,24 +103,31 @@ try {
   }
   const pgSec = (Date.now() - t0) / 1000;
   const cpuPg = process.cpuUsage(cpu0);
+  const pgServerPg = postgresCpuSince(pg0);
   await Promise.all(running.map((r) => r.worker.stop()));
   const outboxLeft = async () => Number((await sql`SELECT COUNT(*)::int AS n FROM log_outbox`)[0]!.n);
   const queued = await outboxLeft();
   const t1 = Date.now();
   const cpu1 = process.cpuUsage();
+  const pg1 = postgresCpu();
   let sent = 0;
   for (let n; (n = await drainLogOutbox(sql, ch, 5000)) > 0;) sent += n;
   const chSec = (Date.now() - t1) / 1000;
   const cpuCh = process.cpuUsage(cpu1);
+  const pgServerCh = postgresCpuSince(pg1);
   process.stdout.write(`${JSON.stringify({
     events, workers, shards: keys.shards, cluster: args.nodes !== undefined,
     postgresSeconds: pgSec, postgresRowsPerSec: Math.round(events / pgSec),
     // This process's CPU (the workers', and in the first phase also the events' encoding and XADD).
     postgresPhaseCpuUsPerEvent: Math.round((cpuPg.user + cpuPg.system) / events * 10) / 10,
+    // The Postgres server's CPU in that phase: ledger, balances and the outbox's rows written.
+    postgresServerCpuUsPerEvent: Math.round(pgServerPg * 1e6 / events * 10) / 10,
     clickhouse: {
       queuedAfterStop: queued, sent, seconds: chSec, rowsPerSec: chSec > 0 ? Math.round(sent / chSec) : null,
       // The drain's CPU in this process (the ClickHouse server's is its own).
       cpuUsPerRow: sent > 0 ? Math.round((cpuCh.user + cpuCh.system) / sent * 10) / 10 : null,
+      // The Postgres server's CPU in the drain: the outbox's rows read, joined and deleted.
+      postgresServerCpuUsPerRow: sent > 0 ? Math.round(pgServerCh * 1e6 / sent * 10) / 10 : null,
     },
   })}\n`);
 } finally {

@@ -111,7 +111,7 @@ describe('ClickHouse down', () => {
     expect({ quota: Number(u!.quota), used: Number(u!.used_quota), n: Number(u!.request_count) }).toEqual({ quota: 1000000 - total, used: total, n: quotas.length });
     expect(((await redis.xpending(stream, BILLING_GROUP)) as [number])[0]).toBe(0);
     expect(await logged()).toEqual({ n: 0, q: 0 });
-    const [ob] = await sql`SELECT COUNT(*)::int AS n, COALESCE(SUM((row->>'quota')::bigint), 0)::bigint AS q FROM log_outbox WHERE (row->>'user_id')::bigint = ${userId}`;
+    const [ob] = await sql`SELECT COUNT(*)::int AS n, COALESCE(SUM((row::jsonb->>'quota')::bigint), 0)::bigint AS q FROM log_outbox WHERE (row::jsonb->>'user_id')::bigint = ${userId}`;
     expect({ n: ob!.n as number, q: Number(ob!.q) }).toEqual({ n: quotas.length, q: total });
 
     up = true;
@@ -119,7 +119,7 @@ describe('ClickHouse down', () => {
     await w.stop();
     expect(await logged()).toEqual({ n: quotas.length, q: total });
     expect(await logged()).toEqual(await ledger());
-    const [left] = await sql`SELECT COUNT(*)::int AS n FROM log_outbox WHERE (row->>'user_id')::bigint = ${userId}`;
+    const [left] = await sql`SELECT COUNT(*)::int AS n FROM log_outbox WHERE (row::jsonb->>'user_id')::bigint = ${userId}`;
     expect(left!.n).toBe(0);
     // Exactly once: no duplicate even before ClickHouse merges.
     const rs = await ch.query({ query: 'SELECT count() AS n FROM logs WHERE user_id = {u:UInt64}', query_params: { u: userId }, format: 'JSONEachRow' });

@@ -93,7 +93,7 @@ async function ledger(userId: number): Promise<{ n: number; q: number }> {
 }
 
 async function queued(userId: number): Promise<{ n: number; q: number }> {
-  const [r] = await sql`SELECT COUNT(*)::int AS n, COALESCE(SUM((row->>'quota')::bigint), 0)::bigint AS q FROM log_outbox WHERE (row->>'user_id')::bigint = ${userId}`;
+  const [r] = await sql`SELECT COUNT(*)::int AS n, COALESCE(SUM((row::jsonb->>'quota')::bigint), 0)::bigint AS q FROM log_outbox WHERE (row::jsonb->>'user_id')::bigint = ${userId}`;
   return { n: r!.n as number, q: Number(r!.q) };
 }
 

@@ -194,4 +194,40 @@ describe('the log outbox', () => {
     expect(await queued()).toEqual({ rows: 0, batches: 0 });
     await expectEachOnce(user, 300);
   });
+
+  // The outbox keeps each row as its JSON text, one per line of the settlement's parameter, split in
+  // Postgres (billing/settle-batch.ts): a value holding a line break, or anything else JSON escapes,
+  // must reach ClickHouse exactly, in the row it belongs to.
+  it('carries values with line breaks, quotes, backslashes and non-ASCII text to ClickHouse exactly', async () => {
+    const user = await account();
+    const awkward = ['two\nlines', 'cr\r\nlf', 'tab\there', 'quote " and \\ backslash', '{"json":"inside"}', 'line\u2028separator\u2029para',
+      'emoji 🦜 and ünïcödé', 'control \u0001\u001f', '', ' leading and trailing '];
+    const batch = events(user, awkward.length).map((e, i) => ({ ...e, content: awkward[i]!, token_name: awkward[(i + 1) % awkward.length]! }));
+    await settleBatch(sql, batch);
+    while ((await drainLogOutbox(sql, ch, 1000)) > 0);
+    const rows = await (await ch.query({
+      query: 'SELECT request_id, content, token_name FROM logs WHERE user_id = {u:UInt64} ORDER BY created_at',
+      query_params: { u: user }, format: 'JSONEachRow',
+    })).json<{ request_id: string; content: string; token_name: string }>();
+    expect(rows).toEqual(batch.map((e) => ({ request_id: e.request_id, content: e.content, token_name: e.token_name })));
+    await expectEachOnce(user, awkward.length);
+  });
+
+  // A worker from before migration 016 inserts JSONB values; Postgres stores them in the text column by
+  // its assignment cast, and the new drain sends them as they are.
+  it('sends a row an older worker wrote as JSONB', async () => {
+    const user = await account();
+    const [first, second] = events(user, 2);
+    const [settled] = await settleBatch(sql, [first!]);
+    const old = { id: settled!.id + 1_000_000_000, user_id: user, created_at: second!.created_at, type: 2, content: 'written as jsonb',
+      username: 'outbox', token_name: 'k1', model_name: 'claude-haiku-4-5', quota: 101, prompt_tokens: 11, completion_tokens: 3,
+      use_time: 0, is_stream: false, channel: 0, token_id: 0, group: 'default', request_id: second!.request_id };
+    await sql`INSERT INTO log_outbox (id, row) SELECT (r->>'id')::bigint, r FROM jsonb_array_elements(${JSON.stringify([old])}::text::jsonb) AS r`;
+    while ((await drainLogOutbox(sql, ch, 1000)) > 0);
+    const rows = await (await ch.query({
+      query: 'SELECT content, quota FROM logs WHERE user_id = {u:UInt64} ORDER BY created_at',
+      query_params: { u: user }, format: 'JSONEachRow',
+    })).json<{ content: string; quota: string }>();
+    expect(rows.map((r) => [r.content, Number(r.quota)])).toEqual([['outbox', 100], ['written as jsonb', 101]]);
+  });
 });

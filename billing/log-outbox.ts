@@ -75,10 +75,10 @@ export async function sendLogBatch(sql: Sql, ch: ClickHouseClient, options: Drai
     const [batch] = (await tx`SELECT id, token, row_ids FROM log_outbox_batches ORDER BY id LIMIT 1`) as unknown as
       { id: number; token: string; row_ids: number[] }[];
     if (!batch) return 0;
-    // The rows as ClickHouse takes them (JSONEachRow), joined in Postgres: not parsed into objects
-    // here only to be serialized again for the insert.
+    // The rows as ClickHouse takes them (JSONEachRow): each row's JSON text as settle-batch.ts wrote
+    // it, joined in Postgres, not parsed into objects here only to be serialized again.
     const [sent] = (await tx`
-      SELECT count(*)::int AS n, string_agg(row::text, E'\n' ORDER BY id) AS body
+      SELECT count(*)::int AS n, string_agg(row, E'\n' ORDER BY id) AS body
       FROM log_outbox WHERE id = ANY(${batch.row_ids}::bigint[])`) as unknown as { n: number; body: string | null }[];
     if (sent!.n > 0) {
       const { stream } = await ch.exec({

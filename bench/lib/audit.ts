@@ -149,7 +149,7 @@ export class Auditor {
       const len = open === 0 ? await this.redis.xlen(stream) : -1;
       if (len === 0) {
         // Acknowledged entries are in Postgres; their log rows reach ClickHouse as the outbox drains.
-        const [q] = await this.sql`SELECT COUNT(*)::int AS n FROM log_outbox WHERE (row->>'user_id')::bigint = ${this.userId}`;
+        const [q] = await this.sql`SELECT COUNT(*)::int AS n FROM log_outbox WHERE (row::jsonb->>'user_id')::bigint = ${this.userId}`;
         open += q!.n as number;
       }
       if (len === 0 && open === 0) return Date.now() - t0;

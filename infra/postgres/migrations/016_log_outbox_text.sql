@@ -1,0 +1,14 @@
+-- log_outbox.row as the JSON text the billing worker wrote, not JSONB.
+--
+-- Why: the row is only ever written whole (billing/settle-batch.ts, JSON.stringify of the log row) and
+-- read whole, as one line of the JSONEachRow insert into ClickHouse (billing/log-outbox.ts). As JSONB,
+-- Postgres parsed every row on insert (jsonb_in: the lexer, each number as a numeric, the keys
+-- sorted) and printed it again on the drain (jsonb_out), which was about a quarter of Postgres's CPU
+-- in the bench's small run (perf, docs/performance.md "The log outbox's rows as text"). Nothing reads
+-- a field of it in SQL.
+--
+-- Rolling deploy: a worker from before this migration still inserts JSONB values, which Postgres
+-- stores in the text column by its assignment cast (the row's JSON, keys in JSONB's order: the same
+-- row for ClickHouse); its drain's `row::text` reads text as it is. Rewrites the table, which is a
+-- queue: a few thousand rows at most while billing runs.
+ALTER TABLE log_outbox ALTER COLUMN row TYPE TEXT USING row::text;
