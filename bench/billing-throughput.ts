@@ -18,7 +18,7 @@ import { createTestDatabase } from '../infra/testing/test-database.js';
 import { BillingWorker } from '../billing/billing-worker.js';
 import { drainLogOutbox } from '../billing/log-outbox.js';
 import { encodeUsageEvent, usageEvent, LOG_TYPE } from '../core/usage/usage-event.js';
-import { cpuSeconds, pidsByComm } from './lib/proc.js';
+import { cpuSeconds, pidsByComm, pidsListeningOn } from './lib/proc.js';
 
 const { values: args } = parseArgs({
   options: { events: { type: 'string' }, workers: { type: 'string' }, shards: { type: 'string' }, accounts: { type: 'string' }, nodes: { type: 'string' } },
@@ -110,11 +110,16 @@ try {
   const t1 = Date.now();
   const cpu1 = process.cpuUsage();
   const pg1 = postgresCpu();
+  // The ClickHouse server's CPU, when it runs on this host as this user (the embedded server does).
+  const chPids = pidsListeningOn(Number(new URL(config.CLICKHOUSE_URL).port || 8123));
+  const chCpu = () => chPids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+  const ch1 = chCpu();
   let sent = 0;
   for (let n; (n = await drainLogOutbox(sql, ch, 5000)) > 0;) sent += n;
   const chSec = (Date.now() - t1) / 1000;
   const cpuCh = process.cpuUsage(cpu1);
   const pgServerCh = postgresCpuSince(pg1);
+  const chServer = chCpu() - ch1;
   process.stdout.write(`${JSON.stringify({
     events, workers, shards: keys.shards, cluster: args.nodes !== undefined,
     postgresSeconds: pgSec, postgresRowsPerSec: Math.round(events / pgSec),
@@ -128,6 +133,8 @@ try {
       cpuUsPerRow: sent > 0 ? Math.round((cpuCh.user + cpuCh.system) / sent * 10) / 10 : null,
       // The Postgres server's CPU in the drain: the outbox's rows read, joined and deleted.
       postgresServerCpuUsPerRow: sent > 0 ? Math.round(pgServerCh * 1e6 / sent * 10) / 10 : null,
+      // The ClickHouse server's CPU per row inserted (null when its process is not visible here).
+      serverCpuUsPerRow: sent > 0 && chPids.length > 0 && Number.isFinite(chServer) ? Math.round(chServer * 1e6 / sent * 10) / 10 : null,
     },
   })}\n`);
 } finally {
