@@ -6,6 +6,8 @@
 //
 //   node dist/bench/billing-throughput.js [--events 20000] [--workers 1] [--shards 16] [--accounts 256]
 //       [--nodes 127.0.0.1:7100,...]        (a Redis Cluster; else REDIS_URL)
+//       [--drain-rows 5000]                 (rows a ClickHouse insert of the drain: the billing worker's
+//                                            BILLING_LOG_BATCH_SIZE, or what a flush interval gathers)
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { createClickHouse, createClickHouseAdmin } from '../infra/clickhouse/client.js';
@@ -21,12 +23,13 @@ import { encodeUsageEvent, usageEvent, LOG_TYPE } from '../core/usage/usage-even
 import { cpuSeconds, pidsByComm, pidsListeningOn } from './lib/proc.js';
 
 const { values: args } = parseArgs({
-  options: { events: { type: 'string' }, workers: { type: 'string' }, shards: { type: 'string' }, accounts: { type: 'string' }, nodes: { type: 'string' } },
+  options: { events: { type: 'string' }, workers: { type: 'string' }, shards: { type: 'string' }, accounts: { type: 'string' }, nodes: { type: 'string' }, 'drain-rows': { type: 'string' } },
   strict: true,
 });
 const events = Number(args.events ?? 20_000);
 const workers = Number(args.workers ?? 1);
 const accounts = Number(args.accounts ?? 256);
+const drainRows = Number(args['drain-rows'] ?? 5_000);
 const db = await createTestDatabase('billingbench');
 const config = loadConfig({
   ...process.env, LOG_LEVEL: 'warn', DATABASE_URL: db.url, CLICKHOUSE_DATABASE: db.name,
@@ -115,7 +118,7 @@ try {
   const chCpu = () => chPids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
   const ch1 = chCpu();
   let sent = 0;
-  for (let n; (n = await drainLogOutbox(sql, ch, 5000)) > 0;) sent += n;
+  for (let n; (n = await drainLogOutbox(sql, ch, drainRows)) > 0;) sent += n;
   const chSec = (Date.now() - t1) / 1000;
   const cpuCh = process.cpuUsage(cpu1);
   const pgServerCh = postgresCpuSince(pg1);
@@ -128,7 +131,7 @@ try {
     // The Postgres server's CPU in that phase: ledger, balances and the outbox's rows written.
     postgresServerCpuUsPerEvent: Math.round(pgServerPg * 1e6 / events * 10) / 10,
     clickhouse: {
-      queuedAfterStop: queued, sent, seconds: chSec, rowsPerSec: chSec > 0 ? Math.round(sent / chSec) : null,
+      queuedAfterStop: queued, sent, rowsPerInsert: drainRows, seconds: chSec, rowsPerSec: chSec > 0 ? Math.round(sent / chSec) : null,
       // The drain's CPU in this process (the ClickHouse server's is its own).
       cpuUsPerRow: sent > 0 ? Math.round((cpuCh.user + cpuCh.system) / sent * 10) / 10 : null,
       // The Postgres server's CPU in the drain: the outbox's rows read, joined and deleted.
