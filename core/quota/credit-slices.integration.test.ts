@@ -473,6 +473,51 @@ describe('settleSliceDraws-4n.lua', () => {
     expect(Number(await redis.hget(live, 'amount'))).toBe(10_000 - 7);
     expect((await entriesSince(from)).map(([, f]) => encodedUsageEventsOf(f))).toEqual([['{"id":"live-7"}']]);
     expect(await call(other, 'slice-live', [7])).toEqual([-6]);
+    // The failing draw left no record behind: once its balance can be debited, it settles, once.
     await redis.del(keys.accountBalance(other));
+    await redis.set(keys.accountBalance(other), 1_000);
+    expect(await call(other, 'slice-dead', [9, 9])).toEqual([2, -6]);
+    expect(await redis.get(keys.accountBalance(other))).toBe(String(1_000 - 9));
+    await redis.del(keys.accountBalance(other));
+  });
+
+  it('settles many draws of several slices and their tombstones in one call as one at a time would', async () => {
+    const userId = newUser(0);
+    const balance = keys.accountBalance(userId);
+    await redis.set(balance, 100_000);
+    const live = ['multi-a', 'multi-b'];
+    for (const id of live) {
+      await redis.hset(keys.reservation(userId, id), 'amount', 50_000, 'limited', '0', 'token', 0, 'user', userId, 'deadline', Date.now() + 60_000, 'slice', '1');
+    }
+    // A reaped slice with draws 1 and 31 recorded, and one older relay's own-field record (draw 2).
+    await redis.hset(keys.reapedReservation(userId, 'multi-dead'), 'amount', 0, 'slice', '1', 'd0', 1, 'd1', 1, '2', '1');
+    const k: string[] = [];
+    const a: (string | number)[] = [];
+    const add = (id: string, n: number) => {
+      k.push(balance, keys.reservation(userId, id), keys.reapedReservation(userId, id), stream);
+      a.push(n, JSON.stringify({ id: `${id}-${n}` }), n);
+    };
+    // Interleaved slices, draws on both sides of a field's edge, repeats inside the call, the reaped
+    // slice's recorded and new draws, and a slice that never existed.
+    for (const [id, n] of [['multi-a', 1], ['multi-b', 30], ['multi-a', 31], ['multi-dead', 1], ['multi-dead', 3], ['multi-b', 30],
+      ['multi-a', 1], ['multi-dead', 2], ['multi-none', 4], ['multi-b', 31], ['multi-dead', 31], ['multi-dead', 32], ['multi-dead', 3]] as const) add(id, n);
+    const from = await lastId();
+    expect(await settleDraws(k, a)).toEqual([1, 1, 1, -6, 2, -6, -6, -6, -6, 1, -6, 2, -6]);
+    expect(Number(await redis.hget(keys.reservation(userId, 'multi-a'), 'amount'))).toBe(50_000 - 1 - 31);
+    expect(Number(await redis.hget(keys.reservation(userId, 'multi-b'), 'amount'))).toBe(50_000 - 30 - 31);
+    expect(await redis.get(balance)).toBe(String(100_000 - 3 - 32));
+    expect(await redis.exists(keys.reservation(userId, 'multi-none'), keys.reapedReservation(userId, 'multi-none'))).toBe(0);
+    expect((await entriesSince(from)).map(([, f]) => encodedUsageEventsOf(f))).toEqual([
+      ['multi-a-1', 'multi-b-30', 'multi-a-31', 'multi-dead-3', 'multi-b-31', 'multi-dead-32'].map((id) => JSON.stringify({ id })),
+    ]);
+    // The records are those one call per draw leaves: every draw above answers "already settled" now.
+    const again = await settleDraws(k, a);
+    expect(again).toEqual(again.map(() => -6));
+    expect(await redis.hgetall(keys.reapedReservation(userId, 'multi-dead'))).toEqual({ amount: '0', slice: '1', d0: String(1 + 4), d1: String(1 + 2), 2: '1' });
+    expect(await redis.hget(keys.reservation(userId, 'multi-a'), 'd0')).toBe('1');
+    expect(await redis.hget(keys.reservation(userId, 'multi-a'), 'd1')).toBe('1');
+    expect(await redis.hget(keys.reservation(userId, 'multi-b'), 'd0')).toBe(String(2 ** 29));
+    expect(await redis.hget(keys.reservation(userId, 'multi-b'), 'd1')).toBe('1');
+    await redis.del(balance);
   });
 });
