@@ -213,6 +213,22 @@ describe('the log outbox', () => {
     await expectEachOnce(user, awkward.length);
   });
 
+  // JSON.stringify writes a lone surrogate (text a client's JSON can carry: "\ud800") as its escape,
+  // which ClickHouse refuses: one such row would stop the outbox's drain for every row behind it.
+  // The row carries U+FFFD in its place, as Postgres keeps the same text in the ledger.
+  it('drains a row whose text holds lone surrogates, with U+FFFD in their place', async () => {
+    const user = await account();
+    const [event] = events(user, 1);
+    const odd = { ...event!, content: 'lone \ud800 high and \udc00 low, pair \ud83e\udd9c kept', token_name: 'key\udfff' };
+    await settleBatch(sql, [odd]);
+    while ((await drainLogOutbox(sql, ch, 1000)) > 0);
+    expect(await queued()).toEqual({ rows: 0, batches: 0 });
+    const rows = await (await ch.query({
+      query: 'SELECT content, token_name FROM logs WHERE user_id = {u:UInt64}', query_params: { u: user }, format: 'JSONEachRow',
+    })).json<{ content: string; token_name: string }>();
+    expect(rows).toEqual([{ content: 'lone \ufffd high and \ufffd low, pair 🦜 kept', token_name: 'key\ufffd' }]);
+  });
+
   // A worker from before migration 016 inserts JSONB values; Postgres stores them in the text column by
   // its assignment cast, and the new drain sends them as they are.
   it('sends a row an older worker wrote as JSONB', async () => {

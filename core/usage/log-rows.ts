@@ -36,6 +36,16 @@ export interface LogRow extends LogEntry {
   ip: string;
 }
 
+/**
+ * The text as Postgres and ClickHouse can hold it: a lone UTF-16 surrogate (a client's JSON can carry
+ * one, "\ud800") becomes U+FFFD, as postgres.js encodes it for the ledger. JSON.stringify writes a
+ * lone surrogate as its escape, which ClickHouse's JSON input refuses: one such row would stop the
+ * log outbox's drain for every row behind it.
+ */
+export function wellFormed(text: string): string {
+  return text.isWellFormed() ? text : text.toWellFormed();
+}
+
 /** `id` is the log id billing assigned to the settled event. */
 export function toLogRow({ id, event: e }: { id: number; event: UsageEvent }): LogRow {
   return {
@@ -43,10 +53,10 @@ export function toLogRow({ id, event: e }: { id: number; event: UsageEvent }): L
     user_id: e.user_id,
     created_at: e.created_at,
     type: e.type,
-    content: e.content,
-    username: e.username,
-    token_name: e.token_name,
-    model_name: e.model_name,
+    content: wellFormed(e.content),
+    username: wellFormed(e.username),
+    token_name: wellFormed(e.token_name),
+    model_name: wellFormed(e.model_name),
     quota: e.quota,
     prompt_tokens: e.prompt_tokens,
     completion_tokens: e.completion_tokens,
@@ -61,10 +71,10 @@ export function toLogRow({ id, event: e }: { id: number; event: UsageEvent }): L
     is_stream: e.is_stream,
     channel: e.channel,
     token_id: e.token_id,
-    group: e.group,
-    request_id: e.request_id,
-    upstream_request_id: e.upstream_request_id,
-    ip: e.ip ?? '',
-    protocol: e.protocol ?? 'anthropic',
+    group: wellFormed(e.group),
+    request_id: wellFormed(e.request_id),
+    upstream_request_id: wellFormed(e.upstream_request_id),
+    ip: wellFormed(e.ip ?? ''),
+    protocol: wellFormed(e.protocol ?? 'anthropic'),
   };
 }
