@@ -511,7 +511,7 @@ describe('settleSliceDraws-4n.lua', () => {
       ['multi-a-1', 'multi-b-30', 'multi-a-31', 'multi-dead-3', 'multi-b-31', 'multi-dead-32'].map((id) => JSON.stringify({ id })),
     ]);
     // The records are those one call per draw leaves: every draw above answers "already settled" now.
-    const again = await settleDraws(k, a);
+    const again = (await settleDraws(k, a)) as number[];
     expect(again).toEqual(again.map(() => -6));
     expect(await redis.hgetall(keys.reapedReservation(userId, 'multi-dead'))).toEqual({ amount: '0', slice: '1', d0: String(1 + 4), d1: String(1 + 2), 2: '1' });
     expect(await redis.hget(keys.reservation(userId, 'multi-a'), 'd0')).toBe('1');
