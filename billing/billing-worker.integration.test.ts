@@ -149,6 +149,35 @@ describe('BillingWorker', () => {
     expect(dead.map(([, f]) => f)).toEqual([['source_id', id, 'e', bad]]);
   });
 
+  // An event that decodes but that Postgres refuses (a token count past the ledger's integer, text
+  // with a NUL) failed its whole batch, read again and again: billing stopped for every event behind
+  // it. It is set aside alone; the events around it, in its entry and in the others, are billed.
+  it('dead-letters an event Postgres refuses, alone, and bills the rest of its batch', async () => {
+    const before = await account();
+    const beforeLogged = await loggedQuota();
+    await redis.del(stream + ':dead');
+    const [a, b, c] = [usage(3), usage(7), usage(19)];
+    const tooMany = encodeUsageEvent(usage(5, { prompt_tokens: 3_000_000_000 }));
+    const nul = encodeUsageEvent(usage(2, { model_name: 'claude\u0000haiku' }));
+    const first = await redis.xadd(stream, '*', 'e', [encodeUsageEvent(a), tooMany, encodeUsageEvent(b)].join('\n'));
+    const second = await redis.xadd(stream, '*', 'e', nul);
+    await redis.xadd(stream, '*', 'e', encodeUsageEvent(c));
+    const w = worker('w7');
+    const reports: BatchReport[] = [];
+    w.onBatch = (r) => reports.push(r);
+    await w.start();
+    await waitFor(async () => (await redis.xlen(stream)) === 0);
+    await w.drainOutbox();
+    await w.stop();
+    expect(reports).toEqual([{ entries: 3, events: 5, applied: 3, replayed: 0, rejected: 2 }]);
+    const after = await account();
+    expect(after.quota).toBe(before.quota - 29);
+    expect(after.request_count).toBe(before.request_count + 3);
+    expect(await loggedQuota()).toEqual({ n: beforeLogged.n + 3, q: beforeLogged.q + 29 });
+    const dead = (await redis.xrange(stream + ':dead', '-', '+')) as [string, string[]][];
+    expect(dead.map(([, f]) => f)).toEqual([['source_id', first, 'e', tooMany], ['source_id', second, 'e', nul]]);
+  });
+
   it('reads about batchSize events a batch when each entry holds many', async () => {
     const before = await account();
     // A backlog of 12 relay entries of 25 events each, read with batchSize 50.

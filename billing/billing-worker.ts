@@ -475,6 +475,8 @@ export class BillingWorker {
     const batchOf: number[] = [];
     let rejectedCount = 0;
     let eventCount = 0;
+    /** Per event: what a dead letter of it alone holds (its entry, narrowed to it when the entry holds more). */
+    const aloneOf: Entry[] = [];
     /** Per entry, in the order of `ids` below: its events, each of which the lag metric counts. */
     const eventsOf: number[] = [];
     const rejectedOf = batches.map((b, bi) => {
@@ -490,21 +492,29 @@ export class BillingWorker {
         const made = incarnationOf(entry[1], b.incarnation);
         eventCount += texts.length;
         for (const text of texts) {
+          // Alone: the entry's other events are settled, and a replay of this one cannot repeat them.
+          const alone: Entry = texts.length === 1 ? entry : [entry[0], withEncodedUsageEvent(entry[1], text)];
           try {
             events.push(decodeUsageEvent(text));
             madeIn.push(made);
             batchOf.push(bi);
+            aloneOf.push(alone);
           } catch (err) {
-            // Alone: the entry's other events are settled, and a replay of this one cannot repeat them.
             this.#log.error({ err, id: entry[0], stream: b.stream }, 'undecodable usage event moved to the dead-letter stream');
-            rejected.push(texts.length === 1 ? entry : [entry[0], withEncodedUsageEvent(entry[1], text)]);
+            rejected.push(alone);
           }
         }
       }
       rejectedCount += rejected.length;
       return rejected;
     });
-    const settled = await settleBatch(this.#sql, events);
+    const { settled, refused } = await this.#settleRefusingBadData(events);
+    for (const { at: i, reason } of refused) {
+      const b = batches[batchOf[i]!]!;
+      this.#log.error({ id: aloneOf[i]![0], stream: b.stream, requestId: events[i]!.request_id, reason }, 'usage event Postgres refuses moved to the dead-letter stream');
+      rejectedOf[batchOf[i]!]!.push(aloneOf[i]!);
+      rejectedCount += 1;
+    }
     if (this.#opts.mirrors) await this.#repairLostDebits(batches, events, madeIn, batchOf, settled);
     const ids: string[] = [];
     await Promise.all(batches.map((b, i) => {
@@ -528,6 +538,36 @@ export class BillingWorker {
     if (settled.length) this.#requestDrain(settled.length);
     this.onBatch(report);
     return report;
+  }
+
+  /**
+   * Settles the events in one transaction; when Postgres refuses it for the data of an event (a
+   * number past its column's range, text with a NUL), in halves, down to the events it refuses alone.
+   * Without this, one such event failed its batch at every read, and billing stopped for every event
+   * behind it; now it goes to the dead-letter stream (its Redis debit stays visible there, for an
+   * operator to mend and replay, replay-dead-letters.ts). A transaction that fails for any other
+   * reason (Postgres away, a deadlock) throws: the batch is read again. Halves committed before such a
+   * failure are replays when it is (ON CONFLICT): no money moves twice.
+   */
+  async #settleRefusingBadData(events: UsageEvent[]): Promise<{ settled: SettledEvent[]; refused: { at: number; reason: string }[] }> {
+    const settled: SettledEvent[] = [];
+    const refused: { at: number; reason: string }[] = [];
+    const settle = async (from: number, to: number): Promise<void> => {
+      try {
+        settled.push(...await settleBatch(this.#sql, events.slice(from, to)));
+      } catch (err) {
+        if (!refusedForItsData(err)) throw err;
+        if (to - from === 1) {
+          refused.push({ at: from, reason: (err as Error).message });
+          return;
+        }
+        const middle = from + Math.ceil((to - from) / 2);
+        await settle(from, middle);
+        await settle(middle, to);
+      }
+    };
+    await settle(0, events.length);
+    return { settled, refused };
   }
 
   /**
@@ -571,6 +611,15 @@ export class BillingWorker {
  * mirror below users.quota).
  */
 const INCARNATION_READ_RETRY_MS = 30_000;
+
+/**
+ * A statement Postgres refused for the values it was given, which it would refuse again however often
+ * retried: SQLSTATE class 22 (data exception: out of range, invalid text) or 23 (a constraint).
+ */
+function refusedForItsData(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
+}
 
 /** The Redis data an entry's debit was made in: its `i` field (a replayed dead letter), else `read`'s. */
 function incarnationOf(fields: readonly string[], read: string | undefined): string | undefined {
