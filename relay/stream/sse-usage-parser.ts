@@ -12,6 +12,7 @@
 // a view, valid only during the call: copy to keep).
 
 import { Byte, DATA_PREFIX, LineCarry, lineEnd, rangeEquals, startsWith } from './sse-bytes.js';
+import { usageCount } from './usage-count.js';
 
 const EVENT = Buffer.from('event:');
 const N_MESSAGE_START = Buffer.from('message_start');
@@ -178,9 +179,9 @@ export class SseUsageParser implements StreamUsage {
       const usage = (payload.message as { usage?: Record<string, unknown> } | undefined)?.usage;
       this.sawMessageStart = true;
       if (usage) {
-        this.inputTokens = num(usage.input_tokens);
-        this.cacheReadTokens = num(usage.cache_read_input_tokens);
-        this.outputTokens = num(usage.output_tokens);
+        this.inputTokens = usageCount(usage.input_tokens);
+        this.cacheReadTokens = usageCount(usage.cache_read_input_tokens);
+        this.outputTokens = usageCount(usage.output_tokens);
         this.cacheCreation1hTokens = 0;
         this.#cacheWrites(usage);
         this.webSearchRequests = webSearches(usage);
@@ -190,10 +191,10 @@ export class SseUsageParser implements StreamUsage {
       this.sawMessageDelta = true;
       if (usage) {
         // message_delta's counts are cumulative; input may be restated by some providers.
-        if (usage.output_tokens !== undefined) this.outputTokens = num(usage.output_tokens);
-        if (usage.input_tokens !== undefined && usage.input_tokens !== null) this.inputTokens = num(usage.input_tokens);
+        if (usage.output_tokens !== undefined) this.outputTokens = usageCount(usage.output_tokens);
+        if (usage.input_tokens !== undefined && usage.input_tokens !== null) this.inputTokens = usageCount(usage.input_tokens);
         // Anthropic restates the cache counts in the final message_delta; they are cumulative too.
-        if (usage.cache_read_input_tokens !== undefined && usage.cache_read_input_tokens !== null) this.cacheReadTokens = num(usage.cache_read_input_tokens);
+        if (usage.cache_read_input_tokens !== undefined && usage.cache_read_input_tokens !== null) this.cacheReadTokens = usageCount(usage.cache_read_input_tokens);
         if (usage.cache_creation_input_tokens != null || usage.cache_creation != null) this.#cacheWrites(usage);
         // The searches happen during the generation: message_start says 0, the final delta all of them.
         if (usage.server_tool_use != null) this.webSearchRequests = Math.max(this.webSearchRequests, webSearches(usage));
@@ -210,10 +211,10 @@ export class SseUsageParser implements StreamUsage {
 
   #cacheWrites(usage: Record<string, unknown>): void {
     const split = usage.cache_creation as Record<string, unknown> | null | undefined;
-    const total = num(usage.cache_creation_input_tokens);
+    const total = usageCount(usage.cache_creation_input_tokens);
     if (split && typeof split === 'object') {
       this.cacheCreationTokens = cacheWrites(total, split);
-      this.cacheCreation1hTokens = Math.min(num(split.ephemeral_1h_input_tokens), this.cacheCreationTokens);
+      this.cacheCreation1hTokens = Math.min(usageCount(split.ephemeral_1h_input_tokens), this.cacheCreationTokens);
     } else {
       // A message_delta restates the total without the split: the 1-hour part message_start gave stays.
       this.cacheCreationTokens = Math.max(total, this.cacheCreation1hTokens);
@@ -241,23 +242,19 @@ export class SseUsageParser implements StreamUsage {
   }
 }
 
-function num(v: unknown): number {
-  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0;
-}
-
 /**
  * All cache writes: the split (cache_creation.ephemeral_5m/1h_input_tokens) when the provider gives
  * it, never less than its cache_creation_input_tokens; without the split every write is 5-minute.
  */
 function cacheWrites(total: number, split: Record<string, unknown> | null | undefined): number {
   if (!split || typeof split !== 'object') return total;
-  return Math.max(total, num(split.ephemeral_5m_input_tokens) + num(split.ephemeral_1h_input_tokens));
+  return Math.max(total, usageCount(split.ephemeral_5m_input_tokens) + usageCount(split.ephemeral_1h_input_tokens));
 }
 
 /** usage.server_tool_use.web_search_requests, 0 when absent. */
 function webSearches(usage: Record<string, unknown>): number {
   const s = usage.server_tool_use as Record<string, unknown> | null | undefined;
-  return s && typeof s === 'object' ? num(s.web_search_requests) : 0;
+  return s && typeof s === 'object' ? usageCount(s.web_search_requests) : 0;
 }
 
 /** Usage of a non-streaming Message JSON body. */
@@ -265,14 +262,14 @@ export function usageOfMessage(body: unknown): StreamUsage | null {
   const usage = (body as { usage?: Record<string, unknown> } | null)?.usage;
   if (!usage) return null;
   const split = usage.cache_creation as Record<string, unknown> | null | undefined;
-  const cacheCreationTokens = cacheWrites(num(usage.cache_creation_input_tokens), split);
+  const cacheCreationTokens = cacheWrites(usageCount(usage.cache_creation_input_tokens), split);
   const searches = webSearches(usage);
   const u: StreamUsage = {
-    inputTokens: num(usage.input_tokens),
-    outputTokens: num(usage.output_tokens),
+    inputTokens: usageCount(usage.input_tokens),
+    outputTokens: usageCount(usage.output_tokens),
     cacheCreationTokens,
-    cacheCreation1hTokens: split && typeof split === 'object' ? Math.min(num(split.ephemeral_1h_input_tokens), cacheCreationTokens) : 0,
-    cacheReadTokens: num(usage.cache_read_input_tokens),
+    cacheCreation1hTokens: split && typeof split === 'object' ? Math.min(usageCount(split.ephemeral_1h_input_tokens), cacheCreationTokens) : 0,
+    cacheReadTokens: usageCount(usage.cache_read_input_tokens),
   };
   // Only when there were any, as the field is optional: most answers make no search.
   if (searches > 0) u.webSearchRequests = searches;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SseUsageParser, usageOfMessage } from './sse-usage-parser.js';
+import { MAX_USAGE_COUNT } from './usage-count.js';
 
 function event(name: string, data: unknown): string {
   return `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
@@ -85,6 +86,32 @@ describe('SseUsageParser', () => {
     p.push(Buffer.from(delta.slice(50_000) + event('message_delta', { type: 'message_delta', usage: { output_tokens: 9 } })));
     expect(p.contentDeltas).toBe(1);
     expect(p.outputTokens).toBe(9);
+  });
+});
+
+// A provider's count past any real request (a fault, or a number JSON cannot hold exactly) is billed
+// at MAX_USAGE_COUNT: whatever is derived from it (the event's prompt_tokens sums three counts, the
+// cost) stays a whole number the ledger's integer columns, Redis and Postgres take.
+describe('usage counts a provider overstates', () => {
+  const huge = { input_tokens: 1e300, output_tokens: 5e9, cache_creation_input_tokens: 2 ** 53 + 2, cache_read_input_tokens: 1e400,
+    server_tool_use: { web_search_requests: 1e12 } };
+  const capped = { inputTokens: MAX_USAGE_COUNT, outputTokens: MAX_USAGE_COUNT, cacheCreationTokens: MAX_USAGE_COUNT, cacheCreation1hTokens: 0,
+    cacheReadTokens: MAX_USAGE_COUNT, webSearchRequests: MAX_USAGE_COUNT };
+
+  it('bills each at the bound, in a JSON answer and in a stream alike', () => {
+    // JSON.stringify writes 1e400 (Infinity) as null: the stream's text carries it as the provider would.
+    const text = JSON.stringify({ usage: huge }).replace('"cache_read_input_tokens":null', '"cache_read_input_tokens":1e400');
+    expect(usageOfMessage(JSON.parse(text))).toEqual(capped);
+    const p = new SseUsageParser();
+    p.push(Buffer.from(`event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":${text.slice(9, -1)}}}\n\n`));
+    p.push(Buffer.from(event('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 5e9 } })));
+    expect(p).toMatchObject({ inputTokens: MAX_USAGE_COUNT, outputTokens: MAX_USAGE_COUNT, cacheCreationTokens: MAX_USAGE_COUNT, cacheReadTokens: MAX_USAGE_COUNT });
+    expect(3 * MAX_USAGE_COUNT).toBeLessThan(2 ** 31);
+  });
+
+  it('keeps counts up to the bound as they are, and reads nothing from what is not a positive number', () => {
+    expect(usageOfMessage({ usage: { input_tokens: MAX_USAGE_COUNT, output_tokens: 2_000_000.7, cache_read_input_tokens: -5, cache_creation_input_tokens: '9' } }))
+      .toEqual({ inputTokens: MAX_USAGE_COUNT, outputTokens: 2_000_000, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
   });
 });
 

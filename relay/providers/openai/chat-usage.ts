@@ -14,20 +14,17 @@
 import { Byte, DATA_PREFIX, LineCarry, closingQuote, lineEnd, startsWith } from '../../stream/sse-bytes.js';
 import type { StreamUsage } from '../../stream/sse-usage-parser.js';
 import type { DeliveredTextSink, StreamMeter } from '../provider.js';
-
-function num(v: unknown): number {
-  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0;
-}
+import { usageCount } from '../../stream/usage-count.js';
 
 /** Our usage of a Chat Completions `usage` object; null when it is not one. */
 export function usageOfChatUsage(usage: unknown): StreamUsage | null {
   if (!usage || typeof usage !== 'object') return null;
   const u = usage as Record<string, unknown>;
   if (u.prompt_tokens === undefined && u.completion_tokens === undefined) return null;
-  const prompt = num(u.prompt_tokens);
+  const prompt = usageCount(u.prompt_tokens);
   const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
-  const cached = Math.min(prompt, details && typeof details === 'object' ? num(details.cached_tokens) : 0);
-  return { inputTokens: prompt - cached, outputTokens: num(u.completion_tokens), cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: cached };
+  const cached = Math.min(prompt, details && typeof details === 'object' ? usageCount(details.cached_tokens) : 0);
+  return { inputTokens: prompt - cached, outputTokens: usageCount(u.completion_tokens), cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: cached };
 }
 
 export function usageOfChatBody(body: Buffer): StreamUsage | null {
