@@ -29,11 +29,15 @@ export interface LostDebit {
   seq: number;
 }
 
-/** The debits of `settled` (events whose debit a Redis restart took out of the mirrors), per mirror. */
+/**
+ * The debits of `settled` (events whose debit a Redis restart took out of the mirrors), per mirror and
+ * commit: a batch settled in parts (billing-worker.ts, when Postgres refused an event's values) gave a
+ * mirror one seq per part, and a refill between two parts holds the first part's debits only.
+ */
 export function lostDebits(settled: readonly SettledEvent[]): LostDebit[] {
   const byMirror = new Map<string, LostDebit>();
   const add = (userId: number, tokenId: number, debit: number, ledgerId: number, seq: number) => {
-    const key = `${userId}:${tokenId}`;
+    const key = `${userId}:${tokenId}:${seq}`;
     const d = byMirror.get(key);
     if (d === undefined) byMirror.set(key, { userId, tokenId, debit, ledgerId, seq });
     else {
