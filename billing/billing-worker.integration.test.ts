@@ -59,6 +59,30 @@ async function waitFor(check: () => Promise<boolean>, ms = 10_000): Promise<void
   }
 }
 
+/** A worker of its own settles every entry in the stream and drains its log rows; its batch reports. */
+async function settleAllWith(consumer: string): Promise<BatchReport[]> {
+  const w = worker(consumer);
+  const reports: BatchReport[] = [];
+  w.onBatch = (r) => reports.push(r);
+  await w.start();
+  await waitFor(async () => (await redis.xlen(stream)) === 0);
+  await w.drainOutbox();
+  await w.stop();
+  return reports;
+}
+
+/** Since `before`: the account debited, and logged, exactly these requests and this quota. */
+async function expectBilled(before: Awaited<ReturnType<typeof account>>, beforeLogged: { n: number; q: number }, billed: { requests: number; quota: number }) {
+  const after = await account();
+  expect(after.quota).toBe(before.quota - billed.quota);
+  expect(after.request_count).toBe(before.request_count + billed.requests);
+  expect(await loggedQuota()).toEqual({ n: beforeLogged.n + billed.requests, q: beforeLogged.q + billed.quota });
+}
+
+async function deadLetters(): Promise<string[][]> {
+  return ((await redis.xrange(stream + ':dead', '-', '+')) as [string, string[]][]).map(([, f]) => f);
+}
+
 beforeAll(async () => {
   const name = `billing-${randomUUID().slice(0, 8)}`;
   const [u] = await sql`INSERT INTO users (username, password_hash, quota, aff_code) VALUES (${name}, 'x', 10000, ${name}) RETURNING id`;
@@ -132,21 +156,10 @@ describe('BillingWorker', () => {
     const [a, b] = [usage(11), usage(13)];
     const bad = '{"v":1,"type":"nonsense"}';
     const id = await redis.xadd(stream, '*', 'e', [encodeUsageEvent(a), bad, encodeUsageEvent(b)].join('\n'));
-    const w = worker('w5');
-    const reports: BatchReport[] = [];
-    w.onBatch = (r) => reports.push(r);
-    await w.start();
-    await waitFor(async () => (await redis.xlen(stream)) === 0);
-    await w.drainOutbox();
-    await w.stop();
-    expect(reports).toEqual([{ entries: 1, events: 3, applied: 2, replayed: 0, rejected: 1 }]);
-    const after = await account();
-    expect(after.quota).toBe(before.quota - 24);
-    expect(after.request_count).toBe(before.request_count + 2);
-    expect(await loggedQuota()).toEqual({ n: beforeLogged.n + 2, q: beforeLogged.q + 24 });
+    expect(await settleAllWith('w5')).toEqual([{ entries: 1, events: 3, applied: 2, replayed: 0, rejected: 1 }]);
+    await expectBilled(before, beforeLogged, { requests: 2, quota: 24 });
     // The dead letter holds the bad event alone, under its entry's id: replaying it cannot repeat the others.
-    const dead = (await redis.xrange(stream + ':dead', '-', '+')) as [string, string[]][];
-    expect(dead.map(([, f]) => f)).toEqual([['source_id', id, 'e', bad]]);
+    expect(await deadLetters()).toEqual([['source_id', id, 'e', bad]]);
   });
 
   // An event that decodes but that Postgres refuses (a token count past the ledger's integer, text
@@ -162,20 +175,9 @@ describe('BillingWorker', () => {
     const first = await redis.xadd(stream, '*', 'e', [encodeUsageEvent(a), tooMany, encodeUsageEvent(b)].join('\n'));
     const second = await redis.xadd(stream, '*', 'e', nul);
     await redis.xadd(stream, '*', 'e', encodeUsageEvent(c));
-    const w = worker('w7');
-    const reports: BatchReport[] = [];
-    w.onBatch = (r) => reports.push(r);
-    await w.start();
-    await waitFor(async () => (await redis.xlen(stream)) === 0);
-    await w.drainOutbox();
-    await w.stop();
-    expect(reports).toEqual([{ entries: 3, events: 5, applied: 3, replayed: 0, rejected: 2 }]);
-    const after = await account();
-    expect(after.quota).toBe(before.quota - 29);
-    expect(after.request_count).toBe(before.request_count + 3);
-    expect(await loggedQuota()).toEqual({ n: beforeLogged.n + 3, q: beforeLogged.q + 29 });
-    const dead = (await redis.xrange(stream + ':dead', '-', '+')) as [string, string[]][];
-    expect(dead.map(([, f]) => f)).toEqual([['source_id', first, 'e', tooMany], ['source_id', second, 'e', nul]]);
+    expect(await settleAllWith('w7')).toEqual([{ entries: 3, events: 5, applied: 3, replayed: 0, rejected: 2 }]);
+    await expectBilled(before, beforeLogged, { requests: 3, quota: 29 });
+    expect(await deadLetters()).toEqual([['source_id', first, 'e', tooMany], ['source_id', second, 'e', nul]]);
   });
 
   it('reads about batchSize events a batch when each entry holds many', async () => {
