@@ -17,6 +17,7 @@ import { parseError } from '@clickhouse/client';
 import { toSearchParams } from '@clickhouse/client-common';
 import { Pool } from 'undici';
 import type { Config } from '../config.js';
+import { clickHouseOptions } from './client.js';
 
 /** Settings by name; a read needs no map-valued setting. */
 export type ClickHouseReadSettings = Readonly<Record<string, string | number | boolean | undefined>>;
@@ -40,6 +41,8 @@ export interface ClickHouseReaderOptions {
   requestTimeoutMs?: number;
   /** Sockets kept to the server. */
   connections?: number;
+  /** How long an idle socket is kept for reuse: below the server's keep-alive timeout. */
+  idleSocketMs?: number;
   /** The largest answer a read holds (default MAX_ANSWER_BYTES); a larger one fails the read. */
   maxAnswerBytes?: number;
   /** Settings every statement carries (the statement's own win). */
@@ -83,10 +86,8 @@ export class ClickHouseReader {
     const url = new URL(opts.url);
     this.pool = new Pool(url.origin, {
       connections: opts.connections ?? 10,
-      // Below the server's keep-alive timeout (10 s for ClickHouse and the embedded server), so a socket
-      // is never reused just as the server closes it.
-      keepAliveTimeout: 2_500,
-      keepAliveMaxTimeout: 2_500,
+      keepAliveTimeout: opts.idleSocketMs ?? 2_500,
+      keepAliveMaxTimeout: opts.idleSocketMs ?? 2_500,
     });
     this.path = url.pathname.endsWith('/') ? url.pathname : `${url.pathname}/`;
     this.headers = {
@@ -175,13 +176,20 @@ function decodeLines<T>(text: string): T[] {
   return rows;
 }
 
-/** The console's reader, on the same server, database and credentials as createClickHouse. */
+/**
+ * The console's reader, with createClickHouse's server, database, credentials, timeout, sockets and
+ * keep-alive (clickHouseOptions). Its settings stay the reads' own: the services' are for inserts.
+ */
 export function createClickHouseReader(config: Config, settings?: ClickHouseReadSettings): ClickHouseReader {
+  const o = clickHouseOptions(config);
   return new ClickHouseReader({
-    url: config.CLICKHOUSE_URL,
+    url: o.url,
     database: config.CLICKHOUSE_DATABASE,
-    username: config.CLICKHOUSE_USER,
-    password: config.CLICKHOUSE_PASSWORD,
+    username: o.username,
+    password: o.password,
+    requestTimeoutMs: o.request_timeout,
+    connections: o.max_open_connections,
+    idleSocketMs: o.keep_alive.idle_socket_ttl,
     settings,
   });
 }
