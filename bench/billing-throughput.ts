@@ -20,7 +20,7 @@ import { createTestDatabase } from '../infra/testing/test-database.js';
 import { BillingWorker } from '../billing/billing-worker.js';
 import { drainLogOutbox } from '../billing/log-outbox.js';
 import { encodeUsageEvent, usageEvent, LOG_TYPE } from '../core/usage/usage-event.js';
-import { cpuSeconds, pidsByComm, pidsListeningOn } from './lib/proc.js';
+import { ProcSampler, pidsListeningOn, type ProcUsage, type Watched } from './lib/proc.js';
 
 const { values: args } = parseArgs({
   options: { events: { type: 'string' }, workers: { type: 'string' }, shards: { type: 'string' }, accounts: { type: 'string' }, nodes: { type: 'string' }, 'drain-rows': { type: 'string' } },
@@ -44,15 +44,12 @@ const ch = createClickHouse(config);
 const log = createLogger({ ...config, LOG_LEVEL: 'silent' }, 'bench-billing');
 const unreachableClickHouse = createClickHouse({ ...config, CLICKHOUSE_URL: 'http://127.0.0.1:9' });
 const running: { worker: BillingWorker; close(): void }[] = [];
-// The Postgres server's CPU (every `postgres` process: the backends serving these workers, and the
-// WAL writer and checkpointer they wake), read from /proc. A backend started within a phase counts
-// from zero; a machine's other Postgres work counts too, so the harness is run on a quiet machine.
-const postgresCpu = (): Map<number, number> => new Map(pidsByComm('postgres').map((pid) => [pid, cpuSeconds(pid)]));
-const postgresCpuSince = (before: Map<number, number>): number => {
-  let s = 0;
-  for (const [pid, now] of postgresCpu()) if (Number.isFinite(now)) s += now - (before.get(pid) ?? 0);
-  return s;
-};
+// The servers' CPU in each phase, from /proc (ProcSampler): Postgres is every `postgres` process (the
+// backends serving these workers, and the WAL writer and checkpointer they wake; one started within
+// the phase counts whole), so the harness is run on a quiet machine; ClickHouse is the process
+// listening at its address, when it runs on this host as this user (the embedded server does).
+const postgres = (): Watched => ({ name: 'postgres', pids: [], comm: 'postgres' });
+const cpuOf = (usages: ProcUsage[], name: string): number | undefined => usages.find((u) => u.name === name)?.cpuSec;
 
 try {
   await migrateClickHouse(config);
@@ -84,7 +81,8 @@ try {
   }
   const t0 = Date.now();
   const cpu0 = process.cpuUsage();
-  const pg0 = postgresCpu();
+  const postgresPhase = new ProcSampler([postgres()]);
+  postgresPhase.start();
   const created = Math.floor(Date.now() / 1000);
   for (let i = 0; i < events; i += 500) {
     const pipe = redis.pipeline();
@@ -106,23 +104,21 @@ try {
   }
   const pgSec = (Date.now() - t0) / 1000;
   const cpuPg = process.cpuUsage(cpu0);
-  const pgServerPg = postgresCpuSince(pg0);
+  const pgServerPg = cpuOf(postgresPhase.stop(), 'postgres')!;
   await Promise.all(running.map((r) => r.worker.stop()));
   const outboxLeft = async () => Number((await sql`SELECT COUNT(*)::int AS n FROM log_outbox`)[0]!.n);
   const queued = await outboxLeft();
   const t1 = Date.now();
   const cpu1 = process.cpuUsage();
-  const pg1 = postgresCpu();
-  // The ClickHouse server's CPU, when it runs on this host as this user (the embedded server does).
-  const chPids = pidsListeningOn(Number(new URL(config.CLICKHOUSE_URL).port || 8123));
-  const chCpu = () => chPids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
-  const ch1 = chCpu();
+  const drainPhase = new ProcSampler([postgres(), { name: 'clickhouse', pids: pidsListeningOn(Number(new URL(config.CLICKHOUSE_URL).port || 8123)) }]);
+  drainPhase.start();
   let sent = 0;
   for (let n; (n = await drainLogOutbox(sql, ch, drainRows)) > 0;) sent += n;
   const chSec = (Date.now() - t1) / 1000;
   const cpuCh = process.cpuUsage(cpu1);
-  const pgServerCh = postgresCpuSince(pg1);
-  const chServer = chCpu() - ch1;
+  const drainUsage = drainPhase.stop();
+  const pgServerCh = cpuOf(drainUsage, 'postgres')!;
+  const chServer = cpuOf(drainUsage, 'clickhouse');
   process.stdout.write(`${JSON.stringify({
     events, workers, shards: keys.shards, cluster: args.nodes !== undefined,
     postgresSeconds: pgSec, postgresRowsPerSec: Math.round(events / pgSec),
@@ -137,7 +133,7 @@ try {
       // The Postgres server's CPU in the drain: the outbox's rows read, joined and deleted.
       postgresServerCpuUsPerRow: sent > 0 ? Math.round(pgServerCh * 1e6 / sent * 10) / 10 : null,
       // The ClickHouse server's CPU per row inserted (null when its process is not visible here).
-      serverCpuUsPerRow: sent > 0 && chPids.length > 0 && Number.isFinite(chServer) ? Math.round(chServer * 1e6 / sent * 10) / 10 : null,
+      serverCpuUsPerRow: sent > 0 && chServer !== undefined ? Math.round(chServer * 1e6 / sent * 10) / 10 : null,
     },
   })}\n`);
 } finally {
