@@ -22,7 +22,7 @@ import type { RedisKeys } from '../infra/redis/keys.js';
 import { ShardLeases } from './shard-leases.js';
 import { drainLogOutbox, logOutboxBacklog, OUTBOX_VACUUM_ROWS, vacuumLogOutbox } from './log-outbox.js';
 import { settleBatch, type SettledEvent } from './settle-batch.js';
-import { decodeUsageEvent, encodedUsageEventsOf, withEncodedUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
+import { decodeUsageEvent, encodedUsageEventOf, encodedUsageEventsOf, withEncodedUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
 import { INCARNATION_FIELD, lostDebits, repairMirrors, type LostDebit } from './mirror-repair.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
@@ -475,8 +475,9 @@ export class BillingWorker {
     const batchOf: number[] = [];
     let rejectedCount = 0;
     let eventCount = 0;
-    /** Per event: what a dead letter of it alone holds (its entry, narrowed to it when the entry holds more). */
-    const aloneOf: Entry[] = [];
+    /** Per event: its entry and its text, for a dead letter of it alone (deadLetterOf). */
+    const entryOf: Entry[] = [];
+    const textOf: string[] = [];
     /** Per entry, in the order of `ids` below: its events, each of which the lag metric counts. */
     const eventsOf: number[] = [];
     const rejectedOf = batches.map((b, bi) => {
@@ -492,16 +493,15 @@ export class BillingWorker {
         const made = incarnationOf(entry[1], b.incarnation);
         eventCount += texts.length;
         for (const text of texts) {
-          // Alone: the entry's other events are settled, and a replay of this one cannot repeat them.
-          const alone: Entry = texts.length === 1 ? entry : [entry[0], withEncodedUsageEvent(entry[1], text)];
           try {
             events.push(decodeUsageEvent(text));
             madeIn.push(made);
             batchOf.push(bi);
-            aloneOf.push(alone);
+            entryOf.push(entry);
+            textOf.push(text);
           } catch (err) {
             this.#log.error({ err, id: entry[0], stream: b.stream }, 'undecodable usage event moved to the dead-letter stream');
-            rejected.push(alone);
+            rejected.push(deadLetterOf(entry, text));
           }
         }
       }
@@ -511,8 +511,8 @@ export class BillingWorker {
     const { settled, refused } = await this.#settleRefusingBadData(events);
     for (const { at: i, reason } of refused) {
       const b = batches[batchOf[i]!]!;
-      this.#log.error({ id: aloneOf[i]![0], stream: b.stream, requestId: events[i]!.request_id, reason }, 'usage event Postgres refuses moved to the dead-letter stream');
-      rejectedOf[batchOf[i]!]!.push(aloneOf[i]!);
+      this.#log.error({ id: entryOf[i]![0], stream: b.stream, requestId: events[i]!.request_id, reason }, 'usage event Postgres refuses moved to the dead-letter stream');
+      rejectedOf[batchOf[i]!]!.push(deadLetterOf(entryOf[i]!, textOf[i]!));
       rejectedCount += 1;
     }
     if (this.#opts.mirrors) await this.#repairLostDebits(batches, events, madeIn, batchOf, settled);
@@ -611,6 +611,16 @@ export class BillingWorker {
  * mirror below users.quota).
  */
 const INCARNATION_READ_RETRY_MS = 30_000;
+
+/**
+ * The dead letter of one event of an entry: the entry itself when it holds that event alone, else the
+ * entry narrowed to it, under the entry's id. The entry's other events are settled, and a replay of
+ * this one cannot repeat them.
+ */
+function deadLetterOf(entry: Entry, text: string): Entry {
+  const fields = entry[1];
+  return encodedUsageEventOf(fields) === text ? entry : [entry[0], withEncodedUsageEvent(fields, text)];
+}
 
 /**
  * A statement Postgres refused for the values it was given, which it would refuse again however often
