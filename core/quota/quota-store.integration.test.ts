@@ -271,7 +271,50 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
     expect(await quiet.settle({ ...good, cost: 40, eventJson: '{"good":1}' })).toBe(false);
     expect(await quiet.accountBalance(good.userId)).toBe(1_000 - 40);
     expect((await streamEvents()).slice(before)).toEqual(['{"good":1}']);
+    // The one that failed changed nothing: once its balance can take the debit, its retry settles it.
     await redis.del(keys.accountBalance(bad.userId));
+    await redis.set(keys.accountBalance(bad.userId), 500);
+    expect(await quiet.settle({ ...bad, cost: 40, eventJson: '{"bad":1}' })).toBe(true);
+    expect(await quiet.accountBalance(bad.userId)).toBe(1_000 - 40);
+    expect(await quiet.settle({ ...bad, cost: 40, eventJson: '{"bad":2}' })).toBe(false);
+    expect((await streamEvents()).slice(before)).toEqual(['{"good":1}', '{"bad":1}']);
+    await redis.del(keys.accountBalance(bad.userId));
+  });
+
+  it('bills a late settlement that Redis refused once, when retried after the balance is repaired', async () => {
+    const r = ids();
+    pg.account.set(r.userId, 1_000);
+    const now = Date.now();
+    await store.reserve({ ...r, tokenLimited: false, amount: 300, deadlineMs: now - 1 });
+    expect(await store.releaseExpired(now, 1000, () => '{}')).toBeGreaterThanOrEqual(1);
+    expect(await store.accountBalance(r.userId)).toBe(1_000);
+    await redis.del(keys.accountBalance(r.userId));
+    await redis.hset(keys.accountBalance(r.userId), 'x', '1');
+    await expect(store.settle({ ...r, cost: 70, eventJson: '{"late":1}' })).rejects.toThrow(/WRONGTYPE/);
+    await redis.del(keys.accountBalance(r.userId));
+    await redis.set(keys.accountBalance(r.userId), 1_000);
+    expect(await store.settle({ ...r, cost: 70, eventJson: '{"late":1}' })).toBe(true);
+    expect(await store.accountBalance(r.userId)).toBe(930);
+    expect(await store.settle({ ...r, cost: 70, eventJson: '{"late":2}' })).toBe(false);
+    expect(await store.accountBalance(r.userId)).toBe(930);
+  });
+
+  it('debits the account and emits the event when a limited key\'s quota or token counter is of the wrong type', async () => {
+    const r = ids();
+    pg.account.set(r.userId, 1_000);
+    pg.token.set(r.tokenId, 1_000);
+    const minute = currentMinute();
+    await store.reserve({ ...r, tokenLimited: true, amount: 300, deadlineMs: Date.now() + 60_000 });
+    await redis.del(keys.tokenRemain(r.userId, r.tokenId));
+    await redis.hset(keys.tokenRemain(r.userId, r.tokenId), 'x', '1');
+    await redis.hset(keys.keyTokensInMinute(r.userId, r.tokenId, minute), 'x', '1');
+    const before = (await streamEvents()).length;
+    expect(await store.settle({ ...r, cost: 25, eventJson: '{"limited":1}', tokens: 10, minute })).toBe(true);
+    expect(await store.accountBalance(r.userId)).toBe(975);
+    expect((await streamEvents()).slice(before)).toEqual(['{"limited":1}']);
+    expect(await store.settle({ ...r, cost: 25, eventJson: '{"limited":2}', tokens: 10, minute })).toBe(false);
+    expect(await store.accountBalance(r.userId)).toBe(975);
+    await redis.del(keys.tokenRemain(r.userId, r.tokenId), keys.keyTokensInMinute(r.userId, r.tokenId, minute));
   });
 });
 

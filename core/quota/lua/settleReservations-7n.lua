@@ -48,21 +48,29 @@
 ]]
 local now
 
+-- A key's remaining quota and its token counter are limits, not money: one of the wrong type is
+-- logged and skipped, so that it does not hold back the account's debit, which Postgres settles anyway.
+local function addToLimit(key, by)
+  local reply = redis.pcall('INCRBY', key, by)
+  if type(reply) == 'table' and reply.err then
+    redis.log(redis.LOG_WARNING, 'settleReservations: limit ' .. key .. ' not moved: ' .. reply.err)
+    return false
+  end
+  return true
+end
+
 local function settleOne(k, a)
   local cost = tonumber(ARGV[a + 1])
   local markerSec = tonumber(ARGV[a + 8]) or 0
   local reaper = ARGV[a + 5] == '1'
   local reservation = redis.call('HMGET', KEYS[k + 3], 'amount', 'limited')
   local amount, limited
-  if reservation[1] then
+  local live = reservation[1] ~= false
+  if live then
     local reaperNow = tonumber(ARGV[a + 6])
     if reaper and reaperNow and tonumber(redis.call('ZSCORE', KEYS[k + 6], ARGV[a + 4]) or '0') > reaperNow then return -9 end
     amount = tonumber(reservation[1])
     limited = reservation[2]
-    redis.call('DEL', KEYS[k + 3])
-    redis.call('ZREM', KEYS[k + 6], ARGV[a + 4])
-    if reaper then redis.call('SET', KEYS[k + 7], limited, 'EX', 86400)
-    elseif markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec) end
   else
     if reaper then return -6 end
     limited = redis.call('GET', KEYS[k + 7])
@@ -80,19 +88,27 @@ local function settleOne(k, a)
     end
     -- Late settlement after the reaper refunded everything, or a lost reservation: the cost alone.
     amount = 0
-    if markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec) else redis.call('DEL', KEYS[k + 7]) end
   end
 
+  -- The debit comes before the reservation (or its tombstone) goes: a balance that refuses it (a key
+  -- of the wrong type) fails the call with this settlement unchanged, so that its retry still finds
+  -- the reservation and bills it, instead of answering "already settled" for a debit never made.
   local delta = amount - cost
   if delta ~= 0 then
     redis.call('INCRBY', KEYS[k + 1], delta)
-    if limited == '1' then redis.call('INCRBY', KEYS[k + 2], delta) end
+    if limited == '1' then addToLimit(KEYS[k + 2], delta) end
   end
+
+  if live then
+    redis.call('DEL', KEYS[k + 3])
+    redis.pcall('ZREM', KEYS[k + 6], ARGV[a + 4])
+    if reaper then redis.call('SET', KEYS[k + 7], limited, 'EX', 86400)
+    elseif markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec) end
+  elseif markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec)
+  else redis.call('DEL', KEYS[k + 7]) end
+
   local tokens = tonumber(ARGV[a + 3])
-  if tokens > 0 then
-    redis.call('INCRBY', KEYS[k + 5], tokens)
-    redis.call('EXPIRE', KEYS[k + 5], 120)
-  end
+  if tokens > 0 and addToLimit(KEYS[k + 5], tokens) then redis.call('EXPIRE', KEYS[k + 5], 120) end
   return 1
 end
 
