@@ -521,3 +521,52 @@ describe('settleSliceDraws-4n.lua', () => {
     await redis.del(balance);
   });
 });
+
+describe('releaseCreditSlice-4.lua', () => {
+  const def = loadScriptDefs().get('releaseCreditSlice')!;
+  const release = (userId: number, sliceId: string, mode: string, keep = 0) =>
+    redis.eval(def.lua, 4, keys.reservation(userId, sliceId), keys.accountBalance(userId), keys.reservationDeadlines(),
+      keys.reapedReservation(userId, sliceId), mode, keep, `${userId}:${sliceId}`, Date.now()) as Promise<[number, number]>;
+
+  it('gives nothing away when the balance refuses it (a key of the wrong type): the retry gives it back once', async () => {
+    const userId = newUser(0);
+    const balance = keys.accountBalance(userId);
+    const slice = keys.reservation(userId, 'slice-wrongtype');
+    await redis.hset(slice, 'amount', 1_000, 'limited', '0', 'token', 0, 'user', userId, 'deadline', Date.now() + 60_000, 'slice', '1');
+    await redis.hset(balance, 'x', '1');
+    await expect(release(userId, 'slice-wrongtype', 'trim', 300)).rejects.toThrow(/WRONGTYPE/);
+    expect(await redis.hget(slice, 'amount')).toBe('1000');
+    await expect(release(userId, 'slice-wrongtype', 'return')).rejects.toThrow(/WRONGTYPE/);
+    expect(await redis.hget(slice, 'amount')).toBe('1000');
+
+    await redis.del(balance);
+    await redis.set(balance, 5_000);
+    expect(await release(userId, 'slice-wrongtype', 'trim', 300)).toEqual([1, 700]);
+    expect(await release(userId, 'slice-wrongtype', 'trim', 300)).toEqual([1, 0]);
+    expect(await release(userId, 'slice-wrongtype', 'return')).toEqual([1, 300]);
+    expect(await release(userId, 'slice-wrongtype', 'return')).toEqual([-6, 0]);
+    expect(await redis.get(balance)).toBe(String(5_000 + 1_000));
+    await redis.del(balance);
+  });
+
+  it('returns a slice whose deadline set is of the wrong type, once', async () => {
+    const userId = newUser(0);
+    const balance = keys.accountBalance(userId);
+    await redis.set(balance, 5_000);
+    await redis.hset(keys.reservation(userId, 'slice-zset'), 'amount', 400, 'slice', '1');
+    const deadlines = keys.reservationDeadlines();
+    const aside = `${deadlines}:aside`;
+    const had = (await redis.exists(deadlines)) === 1;
+    if (had) await redis.rename(deadlines, aside);
+    await redis.set(deadlines, 'not a sorted set');
+    try {
+      expect(await release(userId, 'slice-zset', 'return')).toEqual([1, 400]);
+      expect(await release(userId, 'slice-zset', 'return')).toEqual([-6, 0]);
+    } finally {
+      await redis.del(deadlines);
+      if (had) await redis.rename(aside, deadlines);
+    }
+    expect(await redis.get(balance)).toBe(String(5_400));
+    await redis.del(balance);
+  });
+});

@@ -91,6 +91,28 @@ describe('reserveQuota-6.lua', () => {
     expect(outcomes.filter((o) => o === 'reserved')).toHaveLength(14);
     expect(await store.accountBalance(userId)).toBe(1_000 - 14 * 70);
   });
+  it('holds nothing when the deadline set refuses the reservation (a key of the wrong type)', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 1_000);
+    pg.token.set(tokenId, 1_000);
+    const deadlines = keys.reservationDeadlines();
+    const aside = `${deadlines}:aside`;
+    const had = (await redis.exists(deadlines)) === 1;
+    if (had) await redis.rename(deadlines, aside);
+    await redis.set(deadlines, 'not a sorted set');
+    try {
+      await expect(store.reserve({ userId, tokenId, tokenLimited: true, requestId, amount: 300, deadlineMs: Date.now() + 60_000 })).rejects.toThrow(/WRONGTYPE/);
+    } finally {
+      await redis.del(deadlines);
+      if (had) await redis.rename(aside, deadlines);
+    }
+    // Nothing is held that no settlement and no reaper would ever give back.
+    expect(await store.accountBalance(userId)).toBe(1_000);
+    expect(await store.tokenRemain(userId, tokenId)).toBe(1_000);
+    expect(await redis.exists(keys.reservation(userId, requestId))).toBe(0);
+    expect(await store.reserve({ userId, tokenId, tokenLimited: true, requestId, amount: 300, deadlineMs: Date.now() + 60_000 })).toBe('reserved');
+    expect(await store.accountBalance(userId)).toBe(700);
+  });
 });
 
 describe('settleReservations-7n.lua', () => {

@@ -33,13 +33,17 @@ local mode = ARGV[1]
 if mode == 'trim' then
   local give = amount - tonumber(ARGV[2])
   if give <= 0 then return {1, 0} end
-  redis.call('HINCRBY', KEYS[1], 'amount', -give)
+  -- The balance first: one that refuses the amount (a key of the wrong type) fails the call before
+  -- the slice gave anything up, so that nothing held goes missing and the retry gives it back.
   redis.call('INCRBY', KEYS[2], give)
+  redis.call('HINCRBY', KEYS[1], 'amount', -give)
   return {1, give}
 end
 if mode == 'reap' and tonumber(redis.call('ZSCORE', KEYS[3], ARGV[3]) or '0') > tonumber(ARGV[4]) then return {-9, 0} end
 if amount ~= 0 then redis.call('INCRBY', KEYS[2], amount) end
-redis.call('ZREM', KEYS[3], ARGV[3])
+-- Past the balance nothing may fail, or the retry would give the amount back twice: a deadline set of
+-- the wrong type costs the reaper this member, not the account its money.
+redis.pcall('ZREM', KEYS[3], ARGV[3])
 if mode == 'reap' then
   redis.call('HSET', KEYS[1], 'amount', 0)
   redis.call('RENAME', KEYS[1], KEYS[4])

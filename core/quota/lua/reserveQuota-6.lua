@@ -48,10 +48,12 @@ if redis.call('EXISTS', KEYS[3]) == 1 then return -5 end
 if tonumber(balance) < amount then return -3 end
 if limited and tonumber(remain) < amount then return -4 end
 
+-- The deadline first: a set that refuses it (a key of the wrong type) fails the call before anything
+-- is held, as a hold the reaper cannot see would never come back if its relay died.
+redis.call('ZADD', KEYS[6], ARGV[3], ARGV[8])
 redis.call('DECRBY', KEYS[1], amount)
 if limited then redis.call('DECRBY', KEYS[2], amount) end
 redis.call('HSET', KEYS[3], 'amount', amount, 'limited', ARGV[2], 'token', ARGV[4], 'user', ARGV[7], 'deadline', ARGV[3])
-redis.call('ZADD', KEYS[6], ARGV[3], ARGV[8])
 if rpm > 0 then
   redis.call('INCR', KEYS[4])
   redis.call('EXPIRE', KEYS[4], 120)
