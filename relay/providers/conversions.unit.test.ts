@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { messageUsage, streamHead, streamTail, DELTA_EVENT, toolUseStream } from '../../bench/mock-upstream/wire-format.js';
 import type { ChatRequest } from '../chat-completions/chat-request.js';
 import { RelayError } from '../errors.js';
+import { MAX_USAGE_COUNT } from '../stream/usage-count.js';
 import type { MessagesRequest } from '../messages/messages-request.js';
 import { chatToMessages, DEFAULT_MAX_TOKENS } from './anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
@@ -64,6 +65,17 @@ describe('AnthropicToChatStream', () => {
     expect(calls[0]).toMatchObject({ index: 0, id: 'toolu_1', function: { name: 'lookup', arguments: '' } });
     expect(calls.map((c) => c.function.arguments).join('')).toBe('{"q":"tok"}');
     expect(chunks[chunks.length - 1]!.choices[0]!.finish_reason).toBe('tool_calls');
+  });
+
+  it('shows the client the counts it is billed for: capped like the relay\'s, 0 for what is not a count', () => {
+    // As a provider could write them: 1e400 is valid JSON that parses as Infinity.
+    const head = streamHead('msg_3', 'claude-x', messageUsage(111, 222, 0, 1))
+      .replace('"input_tokens":111', '"input_tokens":1e300').replace('"cache_read_input_tokens":222', '"cache_read_input_tokens":1e400')
+      .replace('"cache_creation_input_tokens":0', '"cache_creation_input_tokens":-4');
+    expect(head).toContain('1e400');
+    const out = new AnthropicToChatStream('m', true).push(Buffer.from(head + streamTail('end_turn', 3)));
+    const events = dataEvents(out);
+    expect(events.at(-2)).toMatchObject({ usage: { prompt_tokens: 2 * MAX_USAGE_COUNT, completion_tokens: 3, total_tokens: 2 * MAX_USAGE_COUNT + 3, prompt_tokens_details: { cached_tokens: MAX_USAGE_COUNT } } });
   });
 
   it('an error event becomes OpenAI\'s error object', () => {

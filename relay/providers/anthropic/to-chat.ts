@@ -6,7 +6,8 @@
 //   stop_reason: end_turn, stop_sequence, pause_turn → stop; max_tokens, model_context_window_exceeded
 //   → length; tool_use → tool_calls; refusal → content_filter.
 //   usage: prompt_tokens = input + cache reads + cache writes (OpenAI counts the cached part inside),
-//   prompt_tokens_details.cached_tokens = cache reads, completion_tokens = output.
+//   prompt_tokens_details.cached_tokens = cache reads, completion_tokens = output; each count as it is
+//   billed (usageCount), so the client is shown what it pays for.
 //
 // Streamed (AnthropicToChatStream), event by event as they arrive: message_start → a first chunk with
 // the assistant role; text deltas → content deltas; a tool_use block → a tool_calls delta with its id
@@ -17,6 +18,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { openaiErrorBody, openaiErrorType } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
+import { usageCount } from '../../stream/usage-count.js';
 
 export function finishReasonOf(stopReason: unknown): string {
   switch (stopReason) {
@@ -27,7 +29,8 @@ export function finishReasonOf(stopReason: unknown): string {
   }
 }
 
-function n(v: unknown): number {
+/** A content block's index in a stream event; 0 for anything but a positive number. */
+function blockIndex(v: unknown): number {
   return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0;
 }
 
@@ -41,9 +44,9 @@ export interface ChatUsage {
 
 export function chatUsageOf(usage: Record<string, unknown> | undefined | null): ChatUsage {
   const u = usage ?? {};
-  const cacheRead = n(u.cache_read_input_tokens);
-  const prompt = n(u.input_tokens) + cacheRead + n(u.cache_creation_input_tokens);
-  const completion = n(u.output_tokens);
+  const cacheRead = usageCount(u.cache_read_input_tokens);
+  const prompt = usageCount(u.input_tokens) + cacheRead + usageCount(u.cache_creation_input_tokens);
+  const completion = usageCount(u.output_tokens);
   return {
     prompt_tokens: prompt,
     completion_tokens: completion,
@@ -159,14 +162,14 @@ export class AnthropicToChatStream implements StreamRewriter {
         const block = data.content_block as Record<string, unknown> | undefined;
         if (block?.type !== 'tool_use') return '';
         const index = this.#tools.size;
-        this.#tools.set(n(data.index), index);
+        this.#tools.set(blockIndex(data.index), index);
         return this.#chunk({ tool_calls: [{ index, id: block.id, type: 'function', function: { name: block.name, arguments: '' } }] });
       }
       case 'content_block_delta': {
         const delta = data.delta as Record<string, unknown> | undefined;
         if (delta?.type === 'text_delta' && typeof delta.text === 'string') return this.#chunk({ content: delta.text });
         if (delta?.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
-          const index = this.#tools.get(n(data.index));
+          const index = this.#tools.get(blockIndex(data.index));
           if (index === undefined || delta.partial_json === '') return '';
           return this.#chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] });
         }
