@@ -249,6 +249,37 @@ describe('redemption codes and the role rules', () => {
     expect((await redeem(admin, await code(root))).json()).toEqual({ success: true, message: '', data: 777 });
     expect((await redeem(root, await code(root))).statusCode).toBe(200);
   });
+
+  it("an administrator cannot change or delete a code of root's or of another administrator, so it cannot raise one it may redeem", async () => {
+    const create = async (who: TestAccount, quota = 1000) => {
+      const key = ((await inject('POST', '/api/redemption/', who, { name: 'guarded', quota })).json().data as string[])[0]!;
+      return { key, id: Number((await h.sql<{ id: string }[]>`SELECT id FROM redemptions WHERE key = ${key}`)[0]!.id) };
+    };
+    const quota = async (who: TestAccount) => Number((await h.sql<{ quota: string }[]>`SELECT quota FROM users WHERE id = ${who.user.id}`)[0]!.quota);
+    const rootCode = await create(root);
+    const before = await quota(admin);
+    const raised = await inject('PUT', '/api/redemption/', admin, { id: rootCode.id, quota: 5_000_000_000_000 });
+    expect(raised.statusCode).toBe(403);
+    expect(raised.json()).toEqual({ success: false, message: 'an administrator may change only its own codes and those of accounts of a lower role' });
+    expect((await inject('PUT', '/api/redemption/?status_only=true', admin, { id: rootCode.id, status: 2 })).statusCode).toBe(403);
+    expect((await inject('DELETE', `/api/redemption/${rootCode.id}`, admin)).statusCode).toBe(403);
+    const peerCode = await create(await h.account({ role: 10 }));
+    expect((await inject('PUT', '/api/redemption/', admin, { id: peerCode.id, name: 'mine now' })).statusCode).toBe(403);
+    const row = (await h.sql<{ quota: string; status: number; name: string }[]>`SELECT quota, status, name FROM redemptions WHERE id IN (${rootCode.id}, ${peerCode.id}) ORDER BY id`);
+    expect(row.map((r) => [Number(r.quota), r.status, r.name])).toEqual([[1000, 1, 'guarded'], [1000, 1, 'guarded']]);
+    // The code as root made it is all the administrator can redeem.
+    expect((await inject('POST', '/api/user/topup', admin, { key: rootCode.key })).json()).toEqual({ success: true, message: '', data: 1000 });
+    expect(await quota(admin)).toBe(before + 1000);
+    // Its own codes, those of ordinary accounts (made before a demotion) and every code for root stay editable.
+    const own = await create(admin);
+    expect((await inject('PUT', '/api/redemption/', admin, { id: own.id, quota: 5 })).statusCode).toBe(200);
+    const userCode = await h.sql<{ id: string }[]>`INSERT INTO redemptions (created_by, name, key, status, quota, created_time, expired_time)
+      VALUES (${user.user.id}, 'old', ${'k' + Date.now()}, 1, 10, 0, -1) RETURNING id`;
+    expect((await inject('PUT', '/api/redemption/', admin, { id: Number(userCode[0]!.id), status: 2 })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/redemption/', root, { id: peerCode.id, status: 2 })).statusCode).toBe(200);
+    expect((await inject('DELETE', `/api/redemption/${peerCode.id}`, root)).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/redemption/', admin, { id: 987_654_321, status: 2 })).statusCode).toBe(404);
+  });
 });
 
 describe('options (administration)', () => {

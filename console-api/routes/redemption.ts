@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { ROLE } from '../accounts/roles.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
+import type { UserRow } from '../accounts/account-view.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { pageOf, redemptionSchema } from '../http/schemas.js';
@@ -62,6 +63,20 @@ export function generateRedemptionKey(): string {
 
 export function registerRedemptionRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
+  /**
+   * A code is its creator's credit (routes/topup.ts, assertCreatorMayCredit), so an administrator
+   * changes or deletes only its own codes and those of accounts of a lower role, as it edits only
+   * lower roles' accounts. Else it could raise (or enable) root's code and redeem it itself, a quota
+   * edit on itself. The creator never changes, so checking before the write is enough.
+   */
+  const assertMayChangeCode = async (caller: UserRow, id: number): Promise<void> => {
+    if (caller.role >= ROLE.root) return;
+    const [code] = await sql<{ created_by: number; creator_role: number | null }[]>`
+      SELECT r.created_by, u.role AS creator_role FROM redemptions r LEFT JOIN users u ON u.id = r.created_by WHERE r.id = ${id}`;
+    if (!code) throw new ConsoleError('NOT_FOUND', 'redemption code not found');
+    if (Number(code.created_by) === Number(caller.id) || code.creator_role === null || code.creator_role < caller.role) return;
+    throw new ConsoleError('INSUFFICIENT_ROLE', 'an administrator may change only its own codes and those of accounts of a lower role');
+  };
   const checkExpiry = (t: number | undefined) => {
     if (t !== undefined && t > 0 && t <= ctx.now()) {
       throw new ConsoleError('VALIDATION_FAILED', 'expired_time: must be -1 or 0 (never expires) or a future Unix time');
@@ -112,12 +127,13 @@ export function registerRedemptionRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'PUT', path: '/api/redemption/', tag: 'admin: redemption codes', access: ROLE.admin, body: updateRedemptionBody,
     query: updateRedemptionQuery, data: redemptionSchema,
     summary: 'Edit an unused code: status (1 enable, 2 disable), name, quota, expiry; ?status_only=true changes only the status',
-    errors: ['INVALID_JSON', 'NOT_FOUND', 'STATE_CONFLICT'],
-  }, async ({ body, query }) => {
+    errors: ['INVALID_JSON', 'NOT_FOUND', 'STATE_CONFLICT', 'INSUFFICIENT_ROLE'],
+  }, async ({ body, query, user }) => {
     const statusOnly = query.status_only === 'true';
     if (statusOnly && body.status === undefined) throw new ConsoleError('VALIDATION_FAILED', 'status: is required with status_only=true');
     const b = statusOnly ? { id: body.id, status: body.status } as typeof body : body;
     checkExpiry(b.expired_time);
+    await assertMayChangeCode(user, b.id);
     const [row] = await sql<RedemptionRow[]>`
       UPDATE redemptions SET
         status = COALESCE(${b.status ?? null}::int, status),
@@ -136,8 +152,9 @@ export function registerRedemptionRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'DELETE', path: '/api/redemption/:id', tag: 'admin: redemption codes', access: ROLE.admin, params: idParams,
-    summary: 'Delete a code (a used one too: its credit stays in the ledger and the log)', errors: ['NOT_FOUND'],
-  }, async ({ params }) => {
+    summary: 'Delete a code (a used one too: its credit stays in the ledger and the log)', errors: ['NOT_FOUND', 'INSUFFICIENT_ROLE'],
+  }, async ({ params, user }) => {
+    await assertMayChangeCode(user, params.id);
     const rows = await sql`DELETE FROM redemptions WHERE id = ${params.id} RETURNING id`;
     if (rows.length === 0) throw new ConsoleError('NOT_FOUND', 'redemption code not found');
     return ok();
