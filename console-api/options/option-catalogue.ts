@@ -82,7 +82,10 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('UserUsableGroups', z.union([z.literal(''), json(z.record(z.string(), z.string()), 'an object of group name to description')]), '', 'groups an account may pick for a key besides its own (name → description); unset: every priced group'),
   def('AutoGroups', z.union([z.literal(''), json(z.array(z.string()), 'an array of group names')]), '', 'the order in which the `auto` group tries groups; unset: ["default"]'),
   def('GroupRateLimits', z.union([z.literal(''), json(z.record(z.string(), z.object({ rpm: z.number().int().min(0).optional(), tpm: z.number().int().min(0).optional() })), 'an object of group name to {rpm, tpm}')]), '', 'per-key rate limits of each group'),
-  // Top-up page (GET /api/user/topup/info).
+  // Top-up page (GET /api/user/topup/info). What a unit of quota costs (Price, CardpayUnitPrice,
+  // AmountDiscount) and the referral rewards are root's: an administrator setting them could credit
+  // itself (a near-free top-up, a reward for an account of its own), which a quota edit on itself is
+  // refused for.
   def('TopUpLink', text(), '', 'external top-up link; empty means in-site top-up'),
   def('RedemptionEnabled', bool, 'true', 'redemption codes may be used (POST /api/user/topup)'),
   def('MinTopUp', int(1), '1', 'minimum quantity of a QR-code (epay) payment'),
@@ -91,9 +94,9 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('GlobalpayPancakeMinTopUp', int(1), '1', 'minimum of the second global provider (not integrated)'),
   def('PayMethods', json(z.array(payMethodSchema), 'an array of {name, type, color, min_topup?}'), JSON.stringify(DEFAULT_PAY_METHODS), 'QR-code payment methods shown when payments are enabled'),
   def('AmountOptions', json(z.array(z.number().positive()), 'an array of positive numbers'), '[10,20,50,100,200,500]', 'quick-amount buttons of the top-up page'),
-  def('AmountDiscount', json(z.record(z.string().regex(/^\d+$/), z.number().positive().max(10)), 'an object of quantity to coefficient'), '{}', 'discount tiers: the coefficient of the largest key <= quantity multiplies the price'),
-  def('Price', decimal, '7.3', 'QR-code payment: money per unit of quantity (1 unit = 1 US dollar of quota = 500000 quota)'),
-  def('CardpayUnitPrice', decimal, '1', 'card payment: money per unit of quantity'),
+  def('AmountDiscount', json(z.record(z.string().regex(/^\d+$/), z.number().positive().max(10)), 'an object of quantity to coefficient'), '{}', 'discount tiers: the coefficient of the largest key <= quantity multiplies the price', root),
+  def('Price', decimal, '7.3', 'QR-code payment: money per unit of quantity (1 unit = 1 US dollar of quota = 500000 quota)', root),
+  def('CardpayUnitPrice', decimal, '1', 'card payment: money per unit of quantity', root),
   // Payment credentials and switches: super administrator only.
   def('ServerAddress', url, 'http://127.0.0.1:3001', 'public base URL of this console API; notify and return URLs are built from it', root),
   def('PaymentComplianceConfirmed', bool, 'false', 'the payment compliance terms are confirmed; until then pay_methods is empty and payments are refused', root),
@@ -114,8 +117,8 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('EmailVerificationEnabled', bool, 'false', 'registration needs an e-mail address and the code sent to it (GET /api/verification)'),
   def('PasswordMinLength', int(8), '8', 'minimum password length at registration, reset and change (at least 8; at most 64 is always the maximum)'),
   def('PasswordRequireLetterAndDigit', bool, 'false', 'a password must contain at least one letter and one digit'),
-  def('QuotaForInviter', int(0), '0', 'referral reward (quota) added to the inviter\'s aff_quota for each account registered with its aff_code'),
-  def('QuotaForInvitee', int(0), '0', 'quota added to the balance of an account registered with an aff_code'),
+  def('QuotaForInviter', int(0), '0', 'referral reward (quota) added to the inviter\'s aff_quota for each account registered with its aff_code', root),
+  def('QuotaForInvitee', int(0), '0', 'quota added to the balance of an account registered with an aff_code', root),
   def('AffTransferMinQuota', int(1), '500000', 'smallest referral quota POST /api/user/aff_transfer moves to the balance (default 500000 = $1, new-api\'s QuotaPerUnit)'),
   // E-mail (email/): SMTP credentials, super administrator only.
   def('SMTPServer', text(255), '', 'SMTP host for verification codes, password resets and low-balance notices; empty: e-mail is off', root),

@@ -303,6 +303,12 @@ describe('options (administration)', () => {
     expect(refused.statusCode).toBe(403);
     expect(refused.json().message).toBe('only the super administrator may change EpayKey');
     expect((await inject('PUT', '/api/option/', root, { key: 'EpayKey', value: 'secret-epay-key' })).statusCode).toBe(200);
+    // What a unit of paid or referred quota costs: an administrator setting these could credit itself
+    // (a near-free top-up, a referral reward for an account of its own), so they are root's too.
+    for (const [key, value] of [['Price', '0.00001'], ['CardpayUnitPrice', '0.00001'], ['AmountDiscount', { 1: 0.0001 }], ['QuotaForInviter', '1000000000'], ['QuotaForInvitee', '1000000000']] as const) {
+      const res = await inject('PUT', '/api/option/', admin, { key, value });
+      expect(res.json(), key).toEqual({ success: false, message: `only the super administrator may change ${key}` });
+    }
     const bad = await inject('PUT', '/api/option/', admin, { key: 'CompletionRatio', value: '{"a":"x"}' });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().message).toMatch(/^value \(CompletionRatio\): must be an object/);
