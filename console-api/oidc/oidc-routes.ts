@@ -5,9 +5,17 @@
 //                              random state and nonce. The verifier and nonce stay here (oidc_states,
 //                              migration 012, keyed by the state's SHA-256), never in the browser.
 //                              With a console credential it starts a binding of the caller's account.
+//                              It also sets the browser's `console_oidc` cookie (random, HttpOnly,
+//                              SameSite=Lax, path /api/oauth/oidc; kept if the browser has one), whose
+//                              hash the state row holds (migration 017).
 //   GET /api/oauth/oidc        the redirect URI (<ServerAddress>/api/oauth/oidc): the state is used
-//                              once (deleted as it is read), the code exchanged with the verifier, the
-//                              ID token's issuer, audience, signature and nonce checked by openid-client.
+//                              once (deleted as it is read), and only by the browser that started it
+//                              (its cookie): else an attacker could send a victim the link of a sign-on
+//                              the attacker started, and sign the victim into the attacker's account
+//                              or bind the victim's identity to it (login CSRF). Lax, not the session's
+//                              Strict: the provider's redirect is a cross-site navigation. Then the
+//                              code is exchanged with the verifier, the ID token's issuer, audience,
+//                              signature and nonce checked by openid-client.
 // A sign-in finds the account by users.oidc_id (the ID token's `sub`) and opens a session exactly as
 // password login does (auth/sessions.ts issueSession); a browser's navigation (Sec-Fetch-Mode:
 // navigate) gets it as the web console's cookies (auth/browser-session.ts) and a 303 to /; an unknown identity creates an account when
@@ -101,6 +109,14 @@ async function discover(ctx: ConsoleContext, s: OidcSettings): Promise<oidc.Conf
 
 const stateHash = (state: string): Buffer => createHash('sha256').update(state, 'utf8').digest();
 
+/** The cookie that ties a sign-on to the browser that started it. */
+export const OIDC_BROWSER_COOKIE = 'console_oidc';
+const BROWSER_BINDING = /^[A-Za-z0-9_-]{43}$/;
+
+function browserCookieOptions() {
+  return { path: '/api/oauth/oidc', httpOnly: true, sameSite: 'lax' as const, secure: 'auto' as const, maxAge: OIDC_STATE_TTL_SEC };
+}
+
 /** A username for a new account from the provider's claims: 3–20 characters, no spaces; a suffix when taken. */
 function usernameFrom(claims: Record<string, unknown>, attempt: number): string {
   const raw = String(claims.preferred_username ?? (typeof claims.email === 'string' ? claims.email.split('@')[0] : '') ?? '');
@@ -126,20 +142,24 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
     summary: 'Start OpenID Connect sign-on: the provider URL to send the browser to (PKCE, state, nonce); with a console credential, binds the caller\'s account',
     description: 'The state is valid 10 minutes, once. aff_code is applied if the sign-on creates an account.',
     errors: ['FEATURE_DISABLED', 'UPSTREAM_FAILED'],
-  }, async ({ query, request }) => {
+  }, async ({ query, request, reply }) => {
     const s = await loadOidcSettings(ctx);
     const config = await discover(ctx, s);
     const bearer = bearerToken(request.headers.authorization);
     const binder = bearer ? await resolveSession(sql, bearer, ctx.now()) : undefined;
     if (bearer && !binder) throw new ConsoleError('INVALID_ACCESS_TOKEN');
+    // The browser's binding is kept if it has one, so that sign-ons started in two tabs both finish.
+    const had = request.cookies[OIDC_BROWSER_COOKIE];
+    const browser = had !== undefined && BROWSER_BINDING.test(had) ? had : randomBytes(32).toString('base64url');
+    reply.setCookie(OIDC_BROWSER_COOKIE, browser, browserCookieOptions());
     const state = oidc.randomState();
     const nonce = oidc.randomNonce();
     const verifier = oidc.randomPKCECodeVerifier();
     const now = ctx.now();
     await sql`DELETE FROM oidc_states WHERE expires_at <= ${now}`;
     await sql`
-      INSERT INTO oidc_states (state_hash, code_verifier, nonce, bind_user_id, aff_code, expires_at)
-      VALUES (${stateHash(state)}, ${verifier}, ${nonce}, ${binder ? Number(binder.id) : 0}, ${query.aff_code ?? ''}, ${now + OIDC_STATE_TTL_SEC})`;
+      INSERT INTO oidc_states (state_hash, code_verifier, nonce, bind_user_id, aff_code, expires_at, browser_hash)
+      VALUES (${stateHash(state)}, ${verifier}, ${nonce}, ${binder ? Number(binder.id) : 0}, ${query.aff_code ?? ''}, ${now + OIDC_STATE_TTL_SEC}, ${stateHash(browser)})`;
     const url = oidc.buildAuthorizationUrl(config, {
       redirect_uri: s.redirectUri,
       scope: 'openid email profile',
@@ -166,11 +186,15 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
     const config = await discover(ctx, s);
     const params = new URL(request.url, 'http://callback').searchParams;
     const now = ctx.now();
-    // Used once: whoever presents the state first consumes it.
+    // Used once, and only by the browser that started it (its cookie): another browser leaves it be.
+    const binding = request.cookies[OIDC_BROWSER_COOKIE] ?? '';
     const [pending] = await sql<{ code_verifier: string; nonce: string; bind_user_id: number; aff_code: string }[]>`
       DELETE FROM oidc_states WHERE state_hash = ${stateHash(params.get('state') ?? '')} AND expires_at > ${now}
+        AND browser_hash = ${stateHash(binding)}
       RETURNING code_verifier, nonce, bind_user_id, aff_code`;
-    if (!pending) throw new ConsoleError('INVALID_CODE', 'the sign-on state is unknown, expired or already used; start again');
+    if (!pending) {
+      throw new ConsoleError('INVALID_CODE', 'the sign-on state is unknown, expired or already used, or this browser did not start it; start again from this browser');
+    }
     const currentUrl = new URL(s.redirectUri);
     currentUrl.search = params.toString();
     let claims: Record<string, unknown>;

@@ -55,10 +55,16 @@ async function setOptions(values: Record<string, string>): Promise<void> {
   }
 }
 
-async function start(headers: Record<string, string> = {}, query = ''): Promise<string> {
-  const res = await h.app.inject({ method: 'GET', url: `/api/oauth/oidc/start${query}`, headers });
+/** The browser that started each sign-on (by its state): the value of its console_oidc cookie. */
+const browserOf = new Map<string, string>();
+
+async function start(headers: Record<string, string> = {}, query = '', browser?: string): Promise<string> {
+  const res = await h.app.inject({ method: 'GET', url: `/api/oauth/oidc/start${query}`, headers, ...(browser ? { cookies: { console_oidc: browser } } : {}) });
   expect(res.statusCode).toBe(200);
   const url = new URL(res.json().data.authorization_url as string);
+  const cookie = res.cookies.find((c) => c.name === 'console_oidc')!;
+  expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/api/oauth/oidc' });
+  browserOf.set(url.searchParams.get('state')!, cookie.value);
   expect(url.origin).toBe(issuer);
   expect(url.searchParams.get('code_challenge_method')).toBe('S256');
   expect(url.searchParams.get('state')).toBeTruthy();
@@ -103,9 +109,11 @@ async function signInAtProvider(authorizationUrl: string, subject: string): Prom
   throw new Error('the provider never redirected back');
 }
 
-const callback = (redirect: string) => {
+/** The redirect back, by default in the browser that started the sign-on. */
+const callback = (redirect: string, headers: Record<string, string> = {}, browser?: string | null) => {
   const u = new URL(redirect);
-  return h.app.inject({ method: 'GET', url: `/api/oauth/oidc${u.search}` });
+  const cookie = browser === undefined ? browserOf.get(u.searchParams.get('state') ?? '') : browser;
+  return h.app.inject({ method: 'GET', url: `/api/oauth/oidc${u.search}`, headers, ...(cookie ? { cookies: { console_oidc: cookie } } : {}) });
 };
 
 function identity(email?: string, verified = true): string {
@@ -135,7 +143,7 @@ describe('OpenID Connect sign-on', () => {
   it('signs a browser in to the web console with its session cookies and a redirect to /', async () => {
     const sub = identity();
     const redirect = new URL(await signInAtProvider(await start(), sub));
-    const res = await h.app.inject({ method: 'GET', url: `/api/oauth/oidc${redirect.search}`, headers: { 'sec-fetch-mode': 'navigate' } });
+    const res = await callback(redirect.href, { 'sec-fetch-mode': 'navigate' });
     expect(res.statusCode).toBe(303);
     expect(res.headers.location).toBe('/');
     const cookies = Object.fromEntries(res.cookies.map((c) => [c.name, c]));
@@ -155,7 +163,7 @@ describe('OpenID Connect sign-on', () => {
     expect((await callback(redirect)).statusCode).toBe(200);
     const replay = await callback(redirect);
     expect(replay.statusCode).toBe(400);
-    expect(replay.json().message).toBe('the sign-on state is unknown, expired or already used; start again');
+    expect(replay.json().message).toBe('the sign-on state is unknown, expired or already used, or this browser did not start it; start again from this browser');
     const forged = new URL(redirect);
     forged.searchParams.set('state', 'not-a-state-we-issued');
     expect((await callback(forged.href)).statusCode).toBe(400);
@@ -167,6 +175,33 @@ describe('OpenID Connect sign-on', () => {
     const mixed = await callback(bRedirect.href);
     expect(mixed.statusCode).toBe(400);
     expect(mixed.json().message).toMatch(/^the sign-on could not be completed/);
+  });
+
+  it('lets only the browser that started a sign-on finish it (no login CSRF), and keeps a browser\'s binding across starts', async () => {
+    const attacker = await h.account();
+    const victim = identity();
+    // The attacker starts a binding of its account and sends the victim the provider's link; the
+    // victim signs in at the provider, whose redirect reaches the console in the victim's browser.
+    const link = await start(attacker.auth);
+    const redirect = await signInAtProvider(link, victim);
+    for (const browser of [null, 'A'.repeat(43)]) {
+      const refused = await callback(redirect, { 'sec-fetch-mode': 'navigate' }, browser);
+      expect(refused.statusCode).toBe(400);
+      expect(refused.json()).toEqual({ success: false, message: 'the sign-on state is unknown, expired or already used, or this browser did not start it; start again from this browser' });
+      expect(refused.cookies.find((c) => c.name === 'console_session')).toBeUndefined();
+    }
+    const [row] = await h.sql`SELECT oidc_id FROM users WHERE id = ${attacker.user.id}`;
+    expect(row!.oidc_id).toBe('');
+    // The same for a sign-in the attacker started: the victim's browser is not signed in to the account.
+    const signIn = await callback(await signInAtProvider(await start(), identity()), { 'sec-fetch-mode': 'navigate' }, null);
+    expect(signIn.statusCode).toBe(400);
+    // Two sign-ons started in one browser (two tabs) share its cookie, and both finish there.
+    const first = await start();
+    const browser = browserOf.get(new URL(first).searchParams.get('state')!)!;
+    const second = await start({}, '', browser);
+    expect(browserOf.get(new URL(second).searchParams.get('state')!)).toBe(browser);
+    expect((await callback(await signInAtProvider(second, identity()))).statusCode).toBe(200);
+    expect((await callback(await signInAtProvider(first, identity()))).statusCode).toBe(200);
   });
 
   it('binds an identity to the logged-in account, once; another account cannot take it', async () => {
