@@ -119,6 +119,19 @@ describe('registration with a verified address', () => {
       expect(u!.email).toBe(address);
       const reuse = await post('/api/user/register', { username: uniqueName('v'), password: 'a long password 1', email: address, verification_code: code });
       expect(reuse.statusCode).toBe(400);
+
+      // A code mailed while the address was free, which another account took since: refused, the
+      // code left unused.
+      const later = `${uniqueName('t')}@example.test`;
+      expect((await get(`/api/verification?email=${encodeURIComponent(later)}`)).statusCode).toBe(200);
+      const laterCode = codeIn(mailText(await sink.next(later)));
+      const other = await h.account();
+      await h.sql`UPDATE users SET email = ${later} WHERE id = ${other.user.id}`;
+      const taken = await post('/api/user/register', { username: uniqueName('v'), password: 'a long password 1', email: later.toUpperCase(), verification_code: laterCode });
+      expect(taken.statusCode).toBe(409);
+      expect(taken.json()).toEqual({ success: false, message: 'this e-mail address already belongs to an account' });
+      const [holders] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM users WHERE lower(email) = ${later}`;
+      expect(holders!.n).toBe(1);
     } finally {
       await h.sql`UPDATE options SET value = 'false' WHERE key = 'EmailVerificationEnabled'`;
     }

@@ -31,8 +31,9 @@ export const AFF_CODE_MAX_LENGTH = 32;
  * Inside the registration's transaction, after the new account is inserted: finds the inviter by its
  * code, counts the invitation and records the rewards. The inviter's row is locked by the count's
  * UPDATE, so registrations using one code at the same time are counted one after the other, exactly.
- * Refuses an unknown code and a self-invitation (the code's owner has the new account's e-mail, or is
- * the account presenting its own session). Returns the credits to finish after COMMIT.
+ * Refuses an unknown code and a self-invitation (the code's owner has the new account's e-mail, or the
+ * address the registration gave, which is not kept unverified; or is the account presenting its own
+ * session). Returns the credits to finish after COMMIT.
  */
 export async function acceptInvitation(
   tx: Db,
@@ -41,11 +42,13 @@ export async function acceptInvitation(
   rewards: ReferralRewards,
   nowSec: number,
   callerId?: number,
+  givenEmail = '',
 ): Promise<RecordedCredit[]> {
   const [inviter] = await tx<{ id: number; email: string; username: string }[]>`
     SELECT id, email, username FROM users WHERE aff_code = ${affCode} AND deleted_at IS NULL`;
   if (!inviter) throw new ConsoleError('VALIDATION_FAILED', 'aff_code: unknown invitation code');
-  const sameAddress = inviter.email !== '' && inviter.email.toLowerCase() === invitee.email.toLowerCase();
+  const inviterAddress = inviter.email.toLowerCase();
+  const sameAddress = inviterAddress !== '' && (inviterAddress === invitee.email.toLowerCase() || inviterAddress === givenEmail.trim().toLowerCase());
   if (Number(inviter.id) === Number(invitee.id) || sameAddress || (callerId !== undefined && callerId === Number(inviter.id))) {
     throw new ConsoleError('VALIDATION_FAILED', 'aff_code: an account cannot invite itself');
   }

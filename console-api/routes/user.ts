@@ -21,7 +21,7 @@ import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedC
 import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
-import { consumeEmailCode } from '../email/email-codes.js';
+import { consumeEmailCode, normalizeEmail } from '../email/email-codes.js';
 import { registerEmailRoutes } from '../email/email-routes.js';
 import { registerSettingRoutes } from '../notices/setting-routes.js';
 import { registerOidcRoutes } from '../oidc/oidc-routes.js';
@@ -128,12 +128,15 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     description: 'At most REGISTER_RATE_LIMIT (10) registrations per client address per REGISTER_RATE_WINDOW_SEC (3600 s); then 429 with Retry-After. ' +
       'Options: RegisterEnabled and PasswordRegisterEnabled (403 when off), EmailVerificationEnabled (email and verification_code required), ' +
       'PasswordMinLength, PasswordRequireLetterAndDigit; an aff_code counts in the inviter\'s aff_count and pays QuotaForInviter (to its aff_quota) and QuotaForInvitee (to the new balance).',
-    errors: ['INVALID_JSON', 'USERNAME_TAKEN', 'RATE_LIMITED', 'FEATURE_DISABLED', 'INVALID_CODE'],
+    errors: ['INVALID_JSON', 'USERNAME_TAKEN', 'RATE_LIMITED', 'FEATURE_DISABLED', 'INVALID_CODE', 'EMAIL_TAKEN'],
   }, async ({ body, request }) => {
     const policy = await loadRegistrationPolicy(sql);
     if (!policy.registerEnabled || !policy.passwordRegisterEnabled) throw new ConsoleError('FEATURE_DISABLED', 'registration is closed');
     assertPasswordRules(policy, body.password);
-    const email = body.email ?? '';
+    // An address is kept only when verified, as new-api does: an unverified one could be anyone's,
+    // and taken by a stranger it would block its owner's binding and sign-on and receive the
+    // stranger's notices. Without verification an account binds its address later (POST /api/oauth/email/bind).
+    const email = policy.emailVerificationRequired ? body.email ?? '' : '';
     if (policy.emailVerificationRequired && (email === '' || !body.verification_code)) {
       throw new ConsoleError('VALIDATION_FAILED', 'verification_code: registration needs an e-mail address and the code sent to it (GET /api/verification)');
     }
@@ -143,7 +146,12 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     const bearer = bearerToken(request.headers.authorization);
     const caller = body.aff_code && bearer ? await resolveSession(sql, bearer, ctx.now()) : undefined;
     const credits = await sql.begin(async (tx) => {
-      if (policy.emailVerificationRequired) await consumeEmailCode(ctx, tx, 'register', email, body.verification_code!);
+      if (policy.emailVerificationRequired) {
+        await consumeEmailCode(ctx, tx, 'register', email, body.verification_code!);
+        // The code was mailed while the address was free; another account may have bound it since.
+        const [taken] = await tx`SELECT 1 FROM users WHERE lower(email) = ${normalizeEmail(email)} AND deleted_at IS NULL`;
+        if (taken) throw new ConsoleError('EMAIL_TAKEN');
+      }
       const account = await insertAccount(tx, {
         username: body.username,
         passwordHash,
@@ -154,7 +162,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       });
       if (!body.aff_code) return [];
       return acceptInvitation(tx, account, body.aff_code, { inviter: policy.quotaForInviter, invitee: policy.quotaForInvitee }, ctx.now(),
-        caller ? Number(caller.id) : undefined);
+        caller ? Number(caller.id) : undefined, body.email ?? '');
     });
     // Committed: each referral credit moves its mirror once and appends its log event.
     for (const c of credits) await afterConsoleCredit(ctx, c);
