@@ -55,6 +55,9 @@ export interface RecordedCredit extends ConsoleCredit {
   creditSeq: number;
 }
 
+/** The most quota (or referral quota) an account holds: Number.MAX_SAFE_INTEGER, about 18 billion US dollars. */
+export const MAX_BALANCE = Number.MAX_SAFE_INTEGER;
+
 export function manageRequestId(): string {
   return `manage:${randomUUID()}`;
 }
@@ -71,12 +74,19 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
     ON CONFLICT (request_id) DO NOTHING
     RETURNING id`;
   if (!row) return undefined;
+  // A balance stays a whole number JavaScript holds exactly (and far inside BIGINT): past it, credits
+  // repeated by an administrator would make every figure read from it inexact, then fail Postgres.
   const [user] = await tx<{ username: string; group: string; quota: number; credit_seq: string | number }[]>`
     UPDATE users SET quota = quota + ${credit.delta}, credit_seq = credit_seq + 1,
       aff_quota = aff_quota + ${affDelta}, aff_history_quota = aff_history_quota + ${Math.max(affDelta, 0)}
-    WHERE id = ${credit.userId}
+    WHERE id = ${credit.userId} AND quota + ${credit.delta} <= ${MAX_BALANCE}
+      AND aff_history_quota + ${Math.max(affDelta, 0)} <= ${MAX_BALANCE}
     RETURNING username, "group", quota, credit_seq`;
-  if (!user) throw new Error(`recordConsoleCredit: no account ${credit.userId}`);
+  if (!user) {
+    const [exists] = await tx`SELECT 1 FROM users WHERE id = ${credit.userId}`;
+    if (!exists) throw new Error(`recordConsoleCredit: no account ${credit.userId}`);
+    throw new ConsoleError('VALIDATION_FAILED', `the balance would exceed ${MAX_BALANCE}, the most an account holds`);
+  }
   const recorded = { ...credit, ledgerId: Number(row.id), username: user.username, group: user.group, balance: Number(user.quota), creditSeq: Number(user.credit_seq) };
   // Kept with the row until the follow-up is done, so that the billing worker can replay it.
   await tx`UPDATE ledger SET log_event = ${encodeUsageEvent(consoleUsageEvent(recorded))}, credit_seq = ${recorded.creditSeq} WHERE id = ${row.id}`;

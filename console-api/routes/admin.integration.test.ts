@@ -113,6 +113,21 @@ describe('accounts (administration)', () => {
     expect(w.messages).toContainEqual({ kind: 'user', id: target.user.id });
   });
 
+  it('refuses a credit that would take a balance past what an account holds (2^53 - 1) with a 400, moving nothing', async () => {
+    const target = await h.account({ quota: 1000 });
+    const big = Number.MAX_SAFE_INTEGER - 1000;
+    expect((await inject('POST', '/api/user/manage', admin, { id: target.user.id, action: 'add_quota', value: big })).json().data.quota).toBe(Number.MAX_SAFE_INTEGER);
+    for (let i = 0; i < 3; i++) {
+      const more = await inject('POST', '/api/user/manage', admin, { id: target.user.id, action: 'add_quota', value: Number.MAX_SAFE_INTEGER });
+      expect(more.statusCode).toBe(400);
+      expect(more.json()).toEqual({ success: false, message: `the balance would exceed ${Number.MAX_SAFE_INTEGER}, the most an account holds` });
+    }
+    const [row] = await h.sql<{ quota: string }[]>`SELECT quota::text FROM users WHERE id = ${target.user.id}`;
+    expect(row!.quota).toBe(String(Number.MAX_SAFE_INTEGER));
+    const [ledger] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM ledger WHERE user_id = ${target.user.id}`;
+    expect(ledger!.n).toBe(1);
+  });
+
   it('disables, enables, changes group; promote and demote are for the super administrator', async () => {
     const target = await h.account();
     const manage = (who: TestAccount, body: object) => inject('POST', '/api/user/manage', who, body);
