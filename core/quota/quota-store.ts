@@ -344,9 +344,12 @@ export class QuotaStore {
    * those of requests reserved alone by settleReservations-7n.lua, those reserved from a credit slice
    * by settleSliceDraws-4n.lua, both calls in the same write.
    */
-  async #settleShard(list: readonly SettleRequest[]): Promise<boolean[]> {
+  async #settleShard(list: readonly SettleRequest[], attempt = 0): Promise<boolean[]> {
     const settled: boolean[] = new Array<boolean>(list.length);
     const calls: Promise<void>[] = [];
+    // Lost reservations whose mirror the failover lost too (settleReservations-7n.lua -1, -2): at
+    // their index, the mirror to load before they are sent again.
+    const unloaded = new Map<number, number>();
     for (let i = 0; i < list.length; i += SETTLE_BATCH_MAX) {
       const end = Math.min(list.length, i + SETTLE_BATCH_MAX);
       const keys: string[] = [];
@@ -368,7 +371,11 @@ export class QuotaStore {
       }
       if (at.length > 0) {
         calls.push((this.#settleScript(keys, args) as Promise<unknown[]>).then((results) => {
-          for (let r = 0; r < results.length; r++) settled[at[r]!] = results[r] !== QuotaScriptCode.NoSuchReservation;
+          for (let r = 0; r < results.length; r++) {
+            const code = results[r];
+            if (code === QuotaScriptCode.BalanceNotLoaded || code === QuotaScriptCode.TokenQuotaNotLoaded) unloaded.set(at[r]!, code);
+            else settled[at[r]!] = code !== QuotaScriptCode.NoSuchReservation;
+          }
         }));
       }
       if (drawAt.length > 0) {
@@ -382,6 +389,18 @@ export class QuotaStore {
       }
     }
     await Promise.all(calls);
+    if (unloaded.size > 0) {
+      // At most one seed per mirror, as reserve() does; a failure leaves the call to be retried whole.
+      if (attempt >= 2) throw new Error('settleReservations: a lost reservation\'s mirror could not be loaded');
+      const again = [...unloaded.keys()];
+      for (const [at, code] of unloaded) {
+        const s = list[at]!;
+        if (code === QuotaScriptCode.BalanceNotLoaded) await this.seedAccount(s.userId);
+        else await this.seedToken(s.userId, s.tokenId);
+      }
+      const results = await this.#settleShard(again.map((at) => list[at]!), attempt + 1);
+      for (let i = 0; i < again.length; i++) settled[again[i]!] = results[i]!;
+    }
     return settled;
   }
 

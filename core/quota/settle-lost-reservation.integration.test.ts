@@ -57,6 +57,24 @@ describe('settleReservations-7n.lua with the settled marker', () => {
     expect(await eventsOf(r.requestId)).toBe(1);
   });
 
+  it('loads a mirror the failover lost too from Postgres before it bills a lost reservation, so the mirror ends where Postgres will', async () => {
+    // An account's first request: its mirrors were seeded on the master in the same unreplicated
+    // window as the reservation, and went with it.
+    const r = ids();
+    expect(await redis.exists(keys.accountBalance(r.userId), keys.tokenRemain(r.userId, r.tokenId))).toBe(0);
+    expect(await replicated.settle(settlement(r))).toBe(true);
+    expect(await replicated.accountBalance(r.userId)).toBe(10_000 - 120);
+    expect(Number(await redis.get(keys.tokenRemain(r.userId, r.tokenId)))).toBe(1_000 - 120);
+    expect(await eventsOf(r.requestId)).toBe(1);
+    expect(await replicated.reserve({ ...r, requestId: `${r.requestId}-next`, tokenLimited: true, amount: 100, deadlineMs: Date.now() + 60_000 })).toBe('reserved');
+    // The account's mirror alone lost (an unlimited key): the key's is not needed.
+    const u = ids();
+    await replicated.seedToken(u.userId, u.tokenId);
+    expect(await replicated.settleMany([settlement(u, { limited: false }), settlement(ids(), { limited: false })])).toEqual([true, true]);
+    expect(await replicated.accountBalance(u.userId)).toBe(10_000 - 120);
+    expect(Number(await redis.get(keys.tokenRemain(u.userId, u.tokenId)))).toBe(1_000);
+  });
+
   it('leaves an unlimited key\'s quota alone for a lost reservation', async () => {
     const r = ids();
     await replicated.seedAccount(r.userId);

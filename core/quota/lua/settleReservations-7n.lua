@@ -43,6 +43,8 @@
 
   Returns an array, one element per settlement, in order:
    the stream entry id on success (the entry holds the other events of the call too)
+  -1  a lost reservation's account mirror is not loaded (seed it, then send the settlement again)
+  -2  a lost reservation's limited key mirror is not loaded (likewise)
   -6  no such reservation (already settled, or never made)
   -9  reaper only: the deadline was renewed (its relay is alive); nothing changed
 ]]
@@ -85,6 +87,11 @@ local function settleOne(k, a)
       end
       if now >= lostUntil then return -6 end
       limited = ARGV[a + 7]
+      -- The failover may have lost the mirrors too (an account's first request seeds them in the same
+      -- window): a debit on a missing one would make it -cost, short of Postgres for good. The caller
+      -- loads it from Postgres, which does not hold this event yet, and sends the settlement again.
+      if redis.call('EXISTS', KEYS[k + 1]) == 0 then return -1 end
+      if limited == '1' and redis.call('EXISTS', KEYS[k + 2]) == 0 then return -2 end
     end
     -- Late settlement after the reaper refunded everything, or a lost reservation: the cost alone.
     amount = 0
