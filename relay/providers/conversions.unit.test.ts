@@ -121,6 +121,26 @@ describe('ChatStreamMeter', () => {
     expect(meter.sawMessageDelta).toBe(false);
   });
 
+  it.each(SIZES)('chunks of %i bytes: JSON written with spaces after its colons and commas (Python\'s json.dumps) reads the same', (size) => {
+    // Every `"key":` of the compact stream as `"key": `, every `,"` as `, "`, as json.dumps writes them.
+    const spaced = Buffer.from(chatStream.toString('utf8').replace(/"(\w+)":/g, '"$1": ').replace(/,"/g, ', "'));
+    expect(spaced.toString()).toContain('"usage": {"prompt_tokens": 20');
+    const delivered: string[] = [];
+    const meter = new ChatStreamMeter({ pushDelta: () => {}, pushText: (buf, start, end) => delivered.push(JSON.parse(`"${buf.toString('utf8', start, end)}"`) as string) });
+    for (let i = 0; i < spaced.length; i += size) meter.push(spaced.subarray(i, i + size));
+    expect(meter).toMatchObject({ inputTokens: 14, cacheReadTokens: 6, outputTokens: 4, sawMessageDelta: true, sawMessageStop: true, contentDeltas: 4 });
+    expect(delivered.join('')).toBe('Héllo{"a":1}');
+    const errorMeter = new ChatStreamMeter();
+    errorMeter.push(Buffer.from('data: {"error": {"message": "boom", "type": "server_error"}}\n\n'));
+    expect(errorMeter.error).toEqual({ type: 'server_error', message: 'boom' });
+    // A client that did not ask for the usage is not sent its chunk, spaced or not.
+    const filter = new ChatUsageFilter();
+    let out = '';
+    for (let i = 0; i < spaced.length; i += size) out += filter.push(spaced.subarray(i, i + size)).toString();
+    expect(out).not.toContain('prompt_tokens');
+    expect(out).toContain('data: [DONE]');
+  });
+
   it.each(SIZES)('chunks of %i bytes: usage with the cached tokens apart, the end, the deltas', (size) => {
     const delivered: string[] = [];
     const meter = new ChatStreamMeter({

@@ -13,6 +13,8 @@ export const enum Byte {
   TAB = 0x09,
   QUOTE = 0x22,
   BACKSLASH = 0x5c,
+  COLON = 0x3a,
+  LBRACE = 0x7b,
 }
 
 export const DATA_PREFIX = Buffer.from('data:');
@@ -43,6 +45,32 @@ export function closingQuote(buf: Buffer, from: number, end: number): number {
     const c = buf[i];
     if (c === Byte.QUOTE) return i;
     if (c === Byte.BACKSLASH) i++;
+  }
+  return -1;
+}
+
+/**
+ * `at` just after a quoted JSON key: the index of its value's first byte, past the colon and the
+ * whitespace JSON allows around it (`"key":v`, `"key": v`, as Python's json.dumps writes); -1 when no
+ * colon follows (the quoted text was a value, not a key) or the line ends first.
+ */
+export function valueAfterKey(buf: Buffer, at: number, end: number): number {
+  let i = at;
+  while (i < end && (buf[i] === Byte.SPACE || buf[i] === Byte.TAB)) i++;
+  if (i >= end || buf[i] !== Byte.COLON) return -1;
+  i++;
+  while (i < end && (buf[i] === Byte.SPACE || buf[i] === Byte.TAB)) i++;
+  return i < end ? i : -1;
+}
+
+/**
+ * The first value of key `quotedKey` (its quotes included) in buf[from, end) whose first byte is
+ * `first`: its index, or -1. A quoted key cannot occur inside a JSON string, whose quotes are escaped.
+ */
+export function keyedValue(buf: Buffer, quotedKey: Buffer, from: number, end: number, first: number): number {
+  for (let at = buf.indexOf(quotedKey, from); at >= 0 && at + quotedKey.length <= end; at = buf.indexOf(quotedKey, at + 1)) {
+    const v = valueAfterKey(buf, at + quotedKey.length, end);
+    if (v >= 0 && buf[v] === first) return v;
   }
   return -1;
 }

@@ -5,13 +5,15 @@
 // writes.
 //
 // ChatStreamMeter reads a streamed answer as it passes, without decoding or parsing the ordinary
-// chunks: `data: [DONE]` marks the end; only a chunk holding the byte sequence `"usage":{` or
-// `"error":` (neither can occur inside a JSON string, whose quotes would be escaped) is parsed: the
-// usage (the last chunk, with stream_options.include_usage) or a failure. In every other chunk the raw
-// bytes of each `"content"`, `"reasoning_content"` and tool-call `"arguments"` string are found in
-// place and handed to the delivered-text counter (pushText, no copy), so that a cut stream is billed
-// for the text delivered, as on the Anthropic path. Nothing is kept but a line split across chunks.
-import { Byte, DATA_PREFIX, LineCarry, closingQuote, lineEnd, startsWith } from '../../stream/sse-bytes.js';
+// chunks: `data: [DONE]` marks the end; only a chunk holding the key `"usage"` with an object value or
+// the key `"error"` (a quoted key cannot occur inside a JSON string, whose quotes would be escaped) is
+// parsed: the usage (the last chunk, with stream_options.include_usage) or a failure. In every other
+// chunk the raw bytes of each `"content"`, `"reasoning_content"` and tool-call `"arguments"` string are
+// found in place and handed to the delivered-text counter (pushText, no copy), so that a cut stream is
+// billed for the text delivered, as on the Anthropic path. Nothing is kept but a line split across
+// chunks. Keys are matched with the whitespace JSON allows after them (`"usage": {`, as Python's
+// json.dumps writes it): matched only compact, such a provider's streams were billed no output.
+import { Byte, DATA_PREFIX, LineCarry, closingQuote, lineEnd, startsWith, valueAfterKey } from '../../stream/sse-bytes.js';
 import type { StreamUsage } from '../../stream/sse-usage-parser.js';
 import type { DeliveredTextSink, StreamMeter } from '../provider.js';
 import { usageCount } from '../../stream/usage-count.js';
@@ -41,7 +43,9 @@ const DONE = Buffer.from('[DONE]');
  * escaped): the usage and error keys (their chunk is parsed), then the string values that are
  * delivered output: the text, the reasoning, the tool-call arguments.
  */
-const NEEDLES = [Buffer.from('"usage":{'), Buffer.from('"error":'), Buffer.from('"content":"'), Buffer.from('"reasoning_content":"'), Buffer.from('"arguments":"')];
+const NEEDLES = [Buffer.from('"usage"'), Buffer.from('"error"'), Buffer.from('"content"'), Buffer.from('"reasoning_content"'), Buffer.from('"arguments"')];
+/** The first byte of the value each needle's key must have: an object, anything, a string. */
+const VALUE_FIRST = [Byte.LBRACE, -1, Byte.QUOTE, Byte.QUOTE, Byte.QUOTE];
 const USAGE = 0;
 const ERROR = 1;
 const FIRST_TEXT = 2;
@@ -114,25 +118,35 @@ export class ChatStreamMeter implements StreamMeter {
       return;
     }
     // The chunk that carries the usage (once per stream) or an error is parsed whole.
-    if (this.#find(buf, USAGE, s, end) >= 0 || this.#find(buf, ERROR, s, end) >= 0) {
+    if (this.#value(buf, USAGE, s, end) >= 0 || this.#value(buf, ERROR, s, end) >= 0) {
       this.#parsed(buf, s, end);
       return;
     }
     this.sawMessageStart = true;
     // The text of every other chunk is found in place, without decoding or parsing.
     for (let k = FIRST_TEXT; k < NEEDLES.length; k++) {
-      let at = this.#find(buf, k, s, end);
-      while (at >= 0) {
-        const from = at + NEEDLES[k]!.length;
+      let v = this.#value(buf, k, s, end);
+      while (v >= 0) {
+        const from = v + 1;
         const close = closingQuote(buf, from, end);
         if (close < 0) break;
         if (close > from) {
           this.contentDeltas++;
           this.#sink?.pushText(buf, from, close);
         }
-        at = this.#find(buf, k, close + 1, end);
+        v = this.#value(buf, k, close + 1, end);
       }
     }
+  }
+
+  /** Where the value of needle k's key begins in buf[from, end), when it begins as VALUE_FIRST says; else -1. */
+  #value(buf: Buffer, k: number, from: number, end: number): number {
+    const first = VALUE_FIRST[k]!;
+    for (let at = this.#find(buf, k, from, end); at >= 0; at = this.#find(buf, k, at + 1, end)) {
+      const v = valueAfterKey(buf, at + NEEDLES[k]!.length, end);
+      if (v >= 0 && (first < 0 || buf[v] === first)) return v;
+    }
+    return -1;
   }
 
   /** Where needle k occurs in buf[from, end), or -1. */

@@ -17,6 +17,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { errorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
+import { keyedValue } from '../../stream/sse-bytes.js';
 import { usageOfChatUsage } from './chat-usage.js';
 
 export function stopReasonOf(finishReason: unknown): string {
@@ -197,19 +198,22 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
   }
 }
 
-const USAGE_MARK = Buffer.from('"usage":{');
+const USAGE_KEY = Buffer.from('"usage"');
+/** A line with a usage object, compact or spaced (`"usage": {`). */
+const hasUsageObject = (buf: Buffer, end = buf.length) => keyedValue(buf, USAGE_KEY, 0, end, 0x7b) >= 0;
 
 /**
  * A Chat Completions stream passed to a Chat Completions client that did not ask for its usage: the
  * relay asked for it (it bills by it), so the extra last chunk (`choices: []` with the usage) is
- * left out. Chunks that cannot hold it (no `"usage":{` and no line pending) pass as they are.
+ * left out. Chunks that cannot hold it (no `"usage"` key with an object value, and no line pending)
+ * pass as they are.
  */
 export class ChatUsageFilter extends LineStream implements StreamRewriter {
   #pending = false;
   #dropBlank = false;
 
   push(chunk: Buffer): string | Buffer {
-    if (!this.#pending && chunk.indexOf(USAGE_MARK) < 0 && chunk[chunk.length - 1] === 0x0a && !this.#dropBlank) return chunk;
+    if (!this.#pending && !hasUsageObject(chunk) && chunk[chunk.length - 1] === 0x0a && !this.#dropBlank) return chunk;
     const out = this.lines(chunk, (line) => this.#line(line));
     this.#pending = chunk[chunk.length - 1] !== 0x0a;
     return out;
@@ -220,7 +224,7 @@ export class ChatUsageFilter extends LineStream implements StreamRewriter {
       this.#dropBlank = false;
       return '';
     }
-    if (line.startsWith('data:') && line.includes('"usage":{')) {
+    if (line.startsWith('data:') && line.includes('"usage"') && hasUsageObject(Buffer.from(line))) {
       try {
         const c = JSON.parse(line.slice(5)) as { choices?: unknown };
         if (Array.isArray(c.choices) && c.choices.length === 0) {
