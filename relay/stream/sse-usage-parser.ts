@@ -174,6 +174,11 @@ export class SseUsageParser implements StreamUsage {
     } catch {
       return;
     }
+    if (ev === Ev.None && payload.type === 'message_stop') {
+      // A data-only stream's end: without it the stream would be taken for one cut short.
+      this.sawMessageStop = true;
+      return;
+    }
     const kind = ev === Ev.None ? eventOfType(payload.type) : ev;
     if (kind === Ev.MessageStart) {
       const usage = (payload.message as { usage?: Record<string, unknown> } | undefined)?.usage;

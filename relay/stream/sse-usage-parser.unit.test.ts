@@ -201,4 +201,16 @@ describe('SseUsageParser with a sink', () => {
     expect(p.sawMessageStop).toBe(true);
     expect(got.map((g) => JSON.parse(g).delta.text)).toEqual(['a', 'b', 'c']);
   });
+
+  it('reads a whole stream without `event:` lines: the usage, the deltas and its end', () => {
+    const p = new SseUsageParser();
+    p.push(Buffer.from('data: {"type":"message_start","message":{"usage":{"input_tokens":4,"output_tokens":1}}}\n\n'));
+    p.push(Buffer.from('data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'));
+    p.push(Buffer.from('data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}\n\n'));
+    p.push(Buffer.from('data: {"type":"content_block_stop","index":0}\n\n'));
+    p.push(Buffer.from('data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}\n\n'));
+    expect(p.sawMessageStop).toBe(false);
+    p.push(Buffer.from('data: {"type": "message_stop"}\n\n'));
+    expect(p).toMatchObject({ inputTokens: 4, outputTokens: 7, sawMessageStart: true, sawMessageDelta: true, sawMessageStop: true, contentDeltas: 1, error: null });
+  });
 });
