@@ -55,3 +55,26 @@ describe('cache ratios from the options', () => {
     expect([r.cacheRead('other'), r.cacheWrite('other'), r.cacheWrite1h('other')]).toEqual([0.1, 1.25, 2]);
   });
 });
+
+describe('model ratios', () => {
+  it('price a dated model id as its model (claude-opus-4-1-20250805 as claude-opus-4-1), not at the fallback ratio', () => {
+    const r = ratiosFromOptions(new Map());
+    expect(r.model('claude-opus-4-1-20250805')).toBe(7.5);
+    expect(r.model('claude-opus-4-20250514')).toBe(7.5);
+    expect(r.model('claude-opus-4-0')).toBe(7.5);
+    expect(r.model('claude-sonnet-4-5-20250929')).toBe(1.5);
+    expect(r.model('claude-haiku-4-5-20251001')).toBe(0.5);
+    expect(r.model('claude-opus-4-5-20251101')).toBe(2.5);
+    expect(r.model('claude-3-opus-20240229')).toBe(7.5);
+    expect(r.model('claude-3-5-haiku-20241022')).toBe(0.4);
+    expect(r.model('claude-3-5-haiku-latest')).toBe(0.4);
+    // A ratio configured for the dated id wins over its model's, and the options' ratios date-match too.
+    const configured = ratiosFromOptions(new Map([['ModelRatio', '{"claude-opus-4-1-20250805":9,"my-model":2}'], ['CompletionRatio', '{"my-model":3}']]));
+    expect(configured.model('claude-opus-4-1-20250805')).toBe(9);
+    expect(configured.model('claude-opus-4-1')).toBe(7.5);
+    expect([configured.model('my-model-20260101'), configured.completion('my-model-20260101')]).toEqual([2, 3]);
+    // A name only ending in digits is not a date.
+    expect(r.model('claude-opus-4-1-2025')).toBe(1);
+    expect(r.model('unknown-model')).toBe(1);
+  });
+});

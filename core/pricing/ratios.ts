@@ -3,14 +3,23 @@
 // one US dollar, so a model ratio of 1.5 prices input at 3 dollars per million tokens.
 export const QUOTA_PER_DOLLAR = 500_000;
 
+/**
+ * Anthropic's input prices (per million tokens: opus 4 and 4.1 $15, opus 4.5 $5, sonnet $3, haiku 4.5
+ * $1, haiku 3.5 $0.80, haiku 3 $0.25), by model; a dated id (`claude-opus-4-1-20250805`) or a
+ * `-latest` alias is priced as its model (ratioOf).
+ */
 export const DEFAULT_MODEL_RATIO: Readonly<Record<string, number>> = {
-  'claude-3-haiku-20240307': 0.125,
-  'claude-3-5-haiku-20241022': 0.5,
+  'claude-3-haiku': 0.125,
+  'claude-3-opus': 7.5,
+  'claude-3-5-haiku': 0.4,
+  'claude-3-5-sonnet': 1.5,
+  'claude-3-7-sonnet': 1.5,
   'claude-haiku-4-5': 0.5,
-  'claude-3-5-sonnet-20241022': 1.5,
-  'claude-3-7-sonnet-20250219': 1.5,
-  'claude-sonnet-4-20250514': 1.5,
+  'claude-sonnet-4': 1.5,
+  'claude-sonnet-4-0': 1.5,
   'claude-sonnet-4-5': 1.5,
+  'claude-opus-4': 7.5,
+  'claude-opus-4-0': 7.5,
   'claude-opus-4-1': 7.5,
   'claude-opus-4-5': 2.5,
 };
@@ -50,6 +59,21 @@ function parseRatioTable(raw: string | undefined): Record<string, number> {
   return out;
 }
 
+/** A dated model id's or a `-latest` alias's model: `claude-opus-4-1-20250805` → `claude-opus-4-1`. */
+const VERSION_SUFFIX = /-(?:\d{8}|latest)$/;
+
+/**
+ * The table's ratio for a model: its own name's, else (a dated id or an alias) its model's. Without
+ * the second step a dated id the table names only undated (the ids providers list and clients send)
+ * was priced at the fallback ratio 1: claude-opus-4-1-20250805 at 1 instead of 7.5.
+ */
+function ratioOf(table: Readonly<Record<string, number>>, name: string): number | undefined {
+  const own = table[name];
+  if (own !== undefined) return own;
+  const base = name.replace(VERSION_SUFFIX, '');
+  return base === name ? undefined : table[base];
+}
+
 /** Builds the lookups from the options table's rows (key → value). */
 export function ratiosFromOptions(options: ReadonlyMap<string, string>): Ratios {
   const model = { ...DEFAULT_MODEL_RATIO, ...parseRatioTable(options.get('ModelRatio')) };
@@ -59,11 +83,11 @@ export function ratiosFromOptions(options: ReadonlyMap<string, string>): Ratios 
   const cacheWrite1h = parseRatioTable(options.get('CreateCacheRatio1h'));
   const group = options.has('GroupRatio') ? parseRatioTable(options.get('GroupRatio')) : { ...DEFAULT_GROUP_RATIO };
   return {
-    model: (name) => model[name] ?? FALLBACK_MODEL_RATIO,
-    completion: (name) => completion[name] ?? FALLBACK_COMPLETION_RATIO,
-    cacheRead: (name) => cacheRead[name] ?? FALLBACK_CACHE_READ_RATIO,
-    cacheWrite: (name) => cacheWrite[name] ?? FALLBACK_CACHE_WRITE_RATIO,
-    cacheWrite1h: (name) => cacheWrite1h[name] ?? FALLBACK_CACHE_WRITE_1H_RATIO,
+    model: (name) => ratioOf(model, name) ?? FALLBACK_MODEL_RATIO,
+    completion: (name) => ratioOf(completion, name) ?? FALLBACK_COMPLETION_RATIO,
+    cacheRead: (name) => ratioOf(cacheRead, name) ?? FALLBACK_CACHE_READ_RATIO,
+    cacheWrite: (name) => ratioOf(cacheWrite, name) ?? FALLBACK_CACHE_WRITE_RATIO,
+    cacheWrite1h: (name) => ratioOf(cacheWrite1h, name) ?? FALLBACK_CACHE_WRITE_1H_RATIO,
     group: (name) => group[name],
     groups: () => group,
   };
