@@ -12,6 +12,7 @@ export const REASON = {
   streamFailed: 'provider stream failed',
   streamCut: 'stream ended without message_stop',
   noUsage: 'provider answer carried no usage',
+  usageCounted: 'provider answer carried no usage; its tokens counted by the relay',
   noChannel: 'no channel answered',
   relayError: 'relay error',
 } as const;

@@ -45,3 +45,22 @@ function matchingBrace(buf: Buffer, start: number): number {
   }
   return -1;
 }
+
+/** What a Message answer delivers: its text, thinking and tool inputs (as JSON); null when the body is not one. */
+export function textOfMessageBody(body: Buffer): string | null {
+  let m: { content?: unknown };
+  try {
+    m = JSON.parse(body.toString('utf8')) as { content?: unknown };
+  } catch {
+    return null;
+  }
+  if (!m || typeof m !== 'object' || !Array.isArray(m.content)) return null;
+  const parts: string[] = [];
+  for (const b of m.content as Array<{ type?: unknown; text?: unknown; thinking?: unknown; input?: unknown } | null>) {
+    if (!b || typeof b !== 'object') continue;
+    if (typeof b.text === 'string') parts.push(b.text);
+    if (typeof b.thinking === 'string') parts.push(b.thinking);
+    if (b.type === 'tool_use' || b.type === 'server_tool_use') parts.push(JSON.stringify(b.input ?? {}));
+  }
+  return parts.join('\n');
+}

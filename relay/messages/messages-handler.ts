@@ -45,6 +45,7 @@ import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
 import { httpReason, REASON } from './failure-reasons.js';
 import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-request.js';
 import type { Protocol, Provider } from '../providers/provider.js';
+import type { StreamUsage } from '../stream/sse-usage-parser.js';
 import { providerOf } from '../providers/registry.js';
 import { anthropicOnlyRefusal, chatToMessages } from '../providers/anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from '../providers/anthropic/to-chat.js';
@@ -553,16 +554,33 @@ class Exchange {
       this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: (err as Error).message }, 'provider body failed');
       return this.fail(new RelayError('upstream_unreachable'), REASON.bodyFailed);
     }
+    const stated = provider.usageOfBody(buf);
+    // A provider that states no usage is billed for what the relay counts, as a stream without it is:
+    // else its answers were delivered free.
+    const usage = stated ?? await this.countedUsage(buf, provider);
     this.usagePending = false;
-    const usage = provider.usageOfBody(buf);
     // Generated in full: the provider bills it though the client left before it was delivered.
     if (this.aborted) return this.finish(usage ? { kind: 'partial', usage, reason: REASON.clientGoneUndelivered } : { kind: 'failed', reason: REASON.clientGone });
     const answer = this.convertAnswer(buf, provider);
     // Settled (on the spool's disk) before the answer's last byte goes out: see settlement-spool.ts.
-    if (usage) this.finish({ kind: 'ok', usage });
+    if (stated) this.finish({ kind: 'ok', usage: stated });
+    else if (usage) this.finish({ kind: 'partial', usage, reason: REASON.usageCounted });
     else this.finish({ kind: 'failed', reason: REASON.noUsage });
     if (answer === null) return this.afterSettled(() => this.fail(new RelayError('upstream_unreachable', 'The model provider\'s answer could not be read.'), REASON.bodyFailed));
     this.afterSettled(() => this.respond(200, 'application/json', answer));
+  }
+
+  /** The prompt's and the answer's tokens as the relay counts them (on a worker); null when the answer has no text to count or counting failed. */
+  async countedUsage(buf: Buffer, provider: Provider): Promise<StreamUsage | null> {
+    const text = provider.textOfBody(buf);
+    if (text === null) return null;
+    try {
+      const [inputTokens, outputTokens] = await Promise.all([this.countPromptTokens(), this.ctx.tokens.countText(text)]);
+      return { inputTokens, outputTokens, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 };
+    } catch (err) {
+      this.ctx.log.warn({ err, requestId: this.requestId }, 'count of an answer without usage failed; not billed');
+      return null;
+    }
   }
 
   afterSettled(then: () => void): void {

@@ -54,6 +54,12 @@ function scripted(req: IncomingMessage, res: ServerResponse): void {
       res.end(events.map(([e, d]) => `event: ${e}\ndata: ${JSON.stringify(d)}\n\n`).join(''));
       return;
     }
+    if (model === 'json-no-usage') {
+      // A provider that states no usage (some compatible servers leave it out).
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ ...message, content: [{ type: 'text', text: 'tok '.repeat(OUTPUT) }], stop_reason: 'end_turn' }));
+      return;
+    }
     if (model === 'json-late-body') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.flushHeaders();
@@ -83,7 +89,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
   providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
   stack = await startGatewayStack({ env: { UPSTREAM_HEADERS_TIMEOUT_MS: '500', UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS: '500' } });
-  await mockChannel(stack, ['json-late-body', 'stream-late-start', 'json-cut-body', 'overloaded-cut-body', 'sse-for-json'], 'default', { base_url: providerUrl });
+  await mockChannel(stack, ['json-late-body', 'stream-late-start', 'json-cut-body', 'overloaded-cut-body', 'sse-for-json', 'json-no-usage'], 'default', { base_url: providerUrl });
 });
 afterAll(async () => {
   await stack?.close();
@@ -138,6 +144,23 @@ describe('a JSON answer the client left before it was delivered', () => {
     const row = await onlyRow(acct);
     expect(row).toMatchObject({ prompt_tokens: INPUT, completion_tokens: OUTPUT, quota: cost(INPUT, OUTPUT), type: 2 });
     await expectDebited(acct, cost(INPUT, OUTPUT));
+  });
+});
+
+describe('a JSON answer without usage', () => {
+  it('is delivered and billed for the tokens the relay counts, prompt and answer, as a stream without usage is', async () => {
+    const { acct, key } = await account();
+    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+    const msg = await client.messages.create({ model: 'json-no-usage', max_tokens: 100, messages: [{ role: 'user', content: 'say tok fifty times' }] });
+    expect(msg.content).toEqual([{ type: 'text', text: 'tok '.repeat(OUTPUT) }]);
+    const row = await onlyRow(acct);
+    expect(row.type).toBe(2);
+    expect(row.prompt_tokens).toBeGreaterThan(0);
+    // 'tok ' fifty times: fifty tokens, the last one's trailing space aside.
+    expect(row.completion_tokens).toBeGreaterThanOrEqual(OUTPUT - 1);
+    expect(row.completion_tokens).toBeLessThanOrEqual(OUTPUT + 1);
+    expect(row.quota).toBe(cost(row.prompt_tokens, row.completion_tokens));
+    await expectDebited(acct, row.quota);
   });
 });
 

@@ -9,7 +9,8 @@ import { MAX_USAGE_COUNT } from '../stream/usage-count.js';
 import type { MessagesRequest } from '../messages/messages-request.js';
 import { chatToMessages, DEFAULT_MAX_TOKENS } from './anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
-import { ChatStreamMeter } from './openai/chat-usage.js';
+import { ChatStreamMeter, textOfChatBody } from './openai/chat-usage.js';
+import { textOfMessageBody } from '../messages/message-usage.js';
 import { messagesToChat } from './openai/from-messages.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from './openai/to-messages.js';
 
@@ -150,6 +151,19 @@ describe('ChatStreamMeter', () => {
     for (let i = 0; i < chatStream.length; i += size) meter.push(chatStream.subarray(i, i + size));
     expect(meter).toMatchObject({ inputTokens: 14, cacheReadTokens: 6, outputTokens: 4, sawMessageStart: true, sawMessageDelta: true, sawMessageStop: true, contentDeltas: 4, error: null });
     expect(delivered.join('')).toBe('Héllo{"a":1}');
+  });
+});
+
+describe('the text an answer without usage delivers (counted by the relay)', () => {
+  it('takes every choice\'s text, reasoning and tool-call arguments, and every block\'s text, thinking and tool input', () => {
+    const chat = { choices: [{ message: { content: 'a', reasoning_content: 'r', tool_calls: [{ function: { name: 'f', arguments: '{"x":1}' } }] } }, { message: { content: [{ type: 'text', text: 'b' }] } }, null] };
+    expect(textOfChatBody(Buffer.from(JSON.stringify(chat)))).toBe('a\nr\n{"x":1}\nb');
+    const message = { content: [{ type: 'text', text: 'a' }, { type: 'thinking', thinking: 't' }, { type: 'tool_use', id: 'x', name: 'f', input: { q: 1 } }] };
+    expect(textOfMessageBody(Buffer.from(JSON.stringify(message)))).toBe('a\nt\n{"q":1}');
+    for (const body of ['not json', '{"choices":1}', 'null', '[]']) {
+      expect(textOfChatBody(Buffer.from(body))).toBeNull();
+      expect(textOfMessageBody(Buffer.from(body))).toBeNull();
+    }
   });
 });
 

@@ -54,6 +54,12 @@ export interface Provider {
   headers(channel: Channel, client: ProviderRequestHeaders): Record<string, string>;
   /** Usage of a non-streaming answer's body; null when it has none. */
   usageOfBody(body: Buffer): StreamUsage | null;
+  /**
+   * The text a non-streaming answer delivers (its text, reasoning and tool-call arguments), for a
+   * provider that stated no usage: counted by the relay, as a stream's delivered text is; null when
+   * the body is not an answer.
+   */
+  textOfBody(body: Buffer): string | null;
   /** A fresh meter for one streamed answer; delivered text goes to `delivered` (for cut streams). */
   streamMeter(delivered: DeliveredTextSink): StreamMeter;
 }

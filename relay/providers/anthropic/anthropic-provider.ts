@@ -1,7 +1,7 @@
 // Anthropic Messages API: POST {base}/v1/messages, the credential in x-api-key, the client's
 // anthropic-version (2023-06-01 when it sent none) and anthropic-beta passed on. Usage read from the
 // answer's `usage` (message-usage.ts) or, streamed, by SseUsageParser.
-import { usageOfMessageBody } from '../../messages/message-usage.js';
+import { textOfMessageBody, usageOfMessageBody } from '../../messages/message-usage.js';
 import { SseUsageParser } from '../../stream/sse-usage-parser.js';
 import type { Provider } from '../provider.js';
 
@@ -21,5 +21,6 @@ export const anthropicProvider: Provider = {
     return headers;
   },
   usageOfBody: usageOfMessageBody,
+  textOfBody: textOfMessageBody,
   streamMeter: (delivered) => new SseUsageParser(delivered),
 };

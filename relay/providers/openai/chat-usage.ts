@@ -37,6 +37,29 @@ export function usageOfChatBody(body: Buffer): StreamUsage | null {
   }
 }
 
+/** What a Chat Completion delivers: every choice's text, reasoning and tool-call arguments; null when the body is not one. */
+export function textOfChatBody(body: Buffer): string | null {
+  let c: { choices?: unknown };
+  try {
+    c = JSON.parse(body.toString('utf8')) as { choices?: unknown };
+  } catch {
+    return null;
+  }
+  if (!c || typeof c !== 'object' || !Array.isArray(c.choices)) return null;
+  const parts: string[] = [];
+  for (const choice of c.choices as Array<{ message?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown } } | null>) {
+    const m = choice?.message;
+    if (!m || typeof m !== 'object') continue;
+    if (typeof m.content === 'string') parts.push(m.content);
+    else if (Array.isArray(m.content)) for (const p of m.content as Array<{ text?: unknown } | null>) if (typeof p?.text === 'string') parts.push(p.text);
+    if (typeof m.reasoning_content === 'string') parts.push(m.reasoning_content);
+    if (Array.isArray(m.tool_calls)) {
+      for (const t of m.tool_calls as Array<{ function?: { arguments?: unknown } } | null>) if (typeof t?.function?.arguments === 'string') parts.push(t.function.arguments);
+    }
+  }
+  return parts.join('\n');
+}
+
 const DONE = Buffer.from('[DONE]');
 /**
  * The byte sequences looked for, none of which can occur inside a JSON string (its quotes would be

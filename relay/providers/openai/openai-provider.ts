@@ -3,7 +3,7 @@
 // `usage` (chat-usage.ts); a stream is asked for its usage (stream_options.include_usage, forced on by
 // the exchange) and read by ChatStreamMeter.
 import type { Provider } from '../provider.js';
-import { ChatStreamMeter, usageOfChatBody } from './chat-usage.js';
+import { ChatStreamMeter, textOfChatBody, usageOfChatBody } from './chat-usage.js';
 
 export const openaiProvider: Provider = {
   protocol: 'openai',
@@ -13,5 +13,6 @@ export const openaiProvider: Provider = {
     return { 'content-type': 'application/json', authorization: `Bearer ${channel.apiKey}` };
   },
   usageOfBody: usageOfChatBody,
+  textOfBody: textOfChatBody,
   streamMeter: (delivered) => new ChatStreamMeter(delivered),
 };
