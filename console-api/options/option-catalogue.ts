@@ -74,6 +74,9 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('CreateCacheRatio', ratioTable, '{}', 'model name → 5-minute cache write ratio, relative to input (JSON); default 1.25'),
   def('CreateCacheRatio1h', ratioTable, '{}', 'model name → 1-hour cache write ratio, relative to input (JSON); default 2'),
   def('GroupRatio', ratioTable, '{"default":1,"vip":1,"svip":1}', 'group name → price ratio (JSON); its keys are the account groups'),
+  def('LongContextRatio', json(z.record(z.string(), z.union([z.null(), z.object({
+    above_tokens: z.number().int().positive(), input: z.number().min(1), output: z.number().min(1),
+  })])), 'an object of model name to {above_tokens, input, output} or null'), '{}', 'model name → long-context tier (JSON): a prompt (input and cache tokens) over above_tokens has its input-side prices times input and its output price times output; null removes a default tier. Defaults: the claude-sonnet-4 models, {"above_tokens":200000,"input":2,"output":1.5} (Anthropic\'s 1M context window pricing)'),
   // Reservation bounds (core/pricing/input-bound.ts): what a request reserves when its bytes do not bound its input.
   def('ModelContextWindow', json(z.record(z.string(), z.number().int().positive()), 'an object of model name to positive integer'), '{}', 'model name → context window in tokens (JSON), merged over the default 200000; a request with the context-1m beta header reserves at least 1000000. Media, server tools and unknown blocks reserve this window'),
   def('ModelMaxOutputTokens', json(z.record(z.string(), z.number().int().positive()), 'an object of model name to positive integer'), '{}', 'model name → output tokens (JSON): the bound a /v1/chat/completions request that sets no max_tokens / max_completion_tokens is reserved for and sent with; default 4096'),

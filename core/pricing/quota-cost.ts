@@ -6,6 +6,9 @@
 // making no more searches than it reserved never costs more than its reservation.
 // The cache ratios are relative to the input price, as Anthropic quotes
 // them (0.1, 1.25 and 2 by default): `input` is Anthropic's input_tokens, which counts neither.
+// A model with a long-context tier (Anthropic's Sonnet 4 models with the 1M context window: input 2×,
+// output 1.5× once the prompt, cache tokens included, passes 200,000 tokens) has every input-side
+// term multiplied by its input factor and the output term by its output factor above the threshold.
 export interface TokenUsage {
   inputTokens: number;
   outputTokens: number;
@@ -18,6 +21,13 @@ export interface TokenUsage {
   webSearchRequests?: number;
 }
 
+/** A model's long-context tier: above `aboveTokens` of prompt, the input and output prices times these. */
+export interface LongContextPrice {
+  aboveTokens: number;
+  input: number;
+  output: number;
+}
+
 export interface PriceRatios {
   model: number;
   completion: number;
@@ -27,14 +37,24 @@ export interface PriceRatios {
   cacheWrite1h: number;
   /** Quota per web search before the group ratio (option WebSearchCallPrice); absent: searches are free. */
   webSearch?: number;
+  /** The model's long-context tier (option LongContextRatio); absent: none. */
+  longContext?: LongContextPrice;
+}
+
+/** The long-context tier a usage is priced at: the model's, when its prompt passes the threshold. */
+function longContextOf(u: TokenUsage, r: PriceRatios): LongContextPrice | undefined {
+  const lc = r.longContext;
+  return lc !== undefined && u.inputTokens + u.cacheReadTokens + u.cacheCreationTokens > lc.aboveTokens ? lc : undefined;
 }
 
 export function quotaCost(usage: TokenUsage, r: PriceRatios): number {
-  const weighted = usage.inputTokens
+  const lc = longContextOf(usage, r);
+  const input = usage.inputTokens
     + usage.cacheReadTokens * r.cacheRead
     + (usage.cacheCreationTokens - usage.cacheCreation1hTokens) * r.cacheWrite
-    + usage.cacheCreation1hTokens * r.cacheWrite1h
-    + usage.outputTokens * r.completion;
+    + usage.cacheCreation1hTokens * r.cacheWrite1h;
+  const output = usage.outputTokens * r.completion;
+  const weighted = lc === undefined ? input + output : input * lc.input + output * lc.output;
   // Ratios are decimals like 1.5; rounding the float product to an integer keeps every debit exact
   // in integer quota from here on.
   const tokens = Math.round(weighted * r.model * r.group);
@@ -54,7 +74,17 @@ export function webSearchFee(searches: number, price: number, group: number): nu
  */
 export function quotaCostBound(inputTokens: number, outputTokens: number, r: PriceRatios, mayUseCache: boolean): number {
   const inputRatio = mayUseCache ? Math.max(1, r.cacheRead, r.cacheWrite, r.cacheWrite1h) : 1;
-  return Math.round((inputTokens * inputRatio + outputTokens * r.completion) * r.model * r.group);
+  // A prompt that may pass the long-context threshold is bounded at the long-context rates.
+  const lc = r.longContext !== undefined && inputTokens > r.longContext.aboveTokens ? r.longContext : undefined;
+  const inputFactor = lc === undefined ? 1 : Math.max(1, lc.input);
+  const outputFactor = lc === undefined ? 1 : Math.max(1, lc.output);
+  return Math.round((inputTokens * inputRatio * inputFactor + outputTokens * r.completion * outputFactor) * r.model * r.group);
+}
+
+/** The long-context rates a usage was priced at, for the log row's content; empty when none. */
+export function describeLongContext(u: TokenUsage, r: PriceRatios): string {
+  const lc = longContextOf(u, r);
+  return lc === undefined ? '' : `; long context (prompt over ${lc.aboveTokens} tokens): input ×${lc.input}, output ×${lc.output}`;
 }
 
 /** Content of the log row: the ratios that produced the quota, as new-api writes it, and the cache ratios. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeCacheUsage, describeCost, describeWebSearch, quotaCost, quotaCostBound, webSearchFee, type PriceRatios } from './quota-cost.js';
+import { describeCacheUsage, describeCost, describeLongContext, describeWebSearch, quotaCost, quotaCostBound, webSearchFee, type PriceRatios } from './quota-cost.js';
 import { ratiosFromOptions } from './ratios.js';
 
 const haiku: PriceRatios = { model: 0.5, completion: 5, group: 1, cacheRead: 0.1, cacheWrite: 1.25, cacheWrite1h: 2 };
@@ -76,5 +76,42 @@ describe('model ratios', () => {
     // A name only ending in digits is not a date.
     expect(r.model('claude-opus-4-1-2025')).toBe(1);
     expect(r.model('unknown-model')).toBe(1);
+  });
+});
+
+describe('long-context pricing', () => {
+  const sonnet: PriceRatios = { model: 1.5, completion: 5, group: 1, cacheRead: 0.1, cacheWrite: 1.25, cacheWrite1h: 2, longContext: { aboveTokens: 200_000, input: 2, output: 1.5 } };
+
+  it('prices a prompt over the threshold (input and cache tokens together) at the long-context rates, Anthropic\'s 2× input and 1.5× output', () => {
+    // At the threshold: the standard rates.
+    expect(quotaCost(usage({ inputTokens: 200_000, outputTokens: 1000 }), sonnet)).toBe(Math.round((200_000 + 1000 * 5) * 1.5));
+    // One token over, counting the cache: every token at the long-context rates, cache ones included.
+    const u = usage({ inputTokens: 100_001, cacheReadTokens: 60_000, cacheCreationTokens: 40_000, cacheCreation1hTokens: 10_000, outputTokens: 1000 });
+    expect(quotaCost(u, sonnet)).toBe(Math.round(((100_001 + 60_000 * 0.1 + 30_000 * 1.25 + 10_000 * 2) * 2 + 1000 * 5 * 1.5) * 1.5));
+    // A model without the tier: the standard rates whatever the length.
+    const { longContext: _, ...plain } = sonnet;
+    expect(quotaCost(usage({ inputTokens: 500_000, outputTokens: 10 }), plain)).toBe(Math.round((500_000 + 50) * 1.5));
+    expect(describeLongContext(u, sonnet)).toBe('; long context (prompt over 200000 tokens): input ×2, output ×1.5');
+    expect(describeLongContext(usage({ inputTokens: 10 }), sonnet)).toBe('');
+  });
+
+  it('is bounded by quotaCostBound, which reserves a prompt that may pass the threshold at the long-context rates', () => {
+    for (const input of [1000, 200_000, 200_001, 900_000]) {
+      const bound = quotaCostBound(input, 4096, sonnet, true);
+      for (const split of [0, 0.3, 1]) {
+        const u = usage({ inputTokens: Math.round(input * (1 - split)), cacheCreationTokens: input - Math.round(input * (1 - split)), cacheCreation1hTokens: input - Math.round(input * (1 - split)), outputTokens: 4096 });
+        expect(quotaCost(u, sonnet)).toBeLessThanOrEqual(bound);
+      }
+    }
+  });
+
+  it('comes from LongContextRatio, by model and dated id, default for the Sonnet 4 models only', () => {
+    const r = ratiosFromOptions(new Map());
+    expect(r.longContext('claude-sonnet-4-5-20250929')).toEqual({ aboveTokens: 200_000, input: 2, output: 1.5 });
+    expect(r.longContext('claude-sonnet-4-20250514')).toEqual({ aboveTokens: 200_000, input: 2, output: 1.5 });
+    expect(r.longContext('claude-opus-4-1')).toBeUndefined();
+    const configured = ratiosFromOptions(new Map([['LongContextRatio', '{"gpt-x":{"above_tokens":272000,"input":2,"output":1.5},"claude-sonnet-4-5":null}']]));
+    expect(configured.longContext('gpt-x')).toEqual({ aboveTokens: 272_000, input: 2, output: 1.5 });
+    expect(configured.longContext('claude-sonnet-4-5')).toBeUndefined();
   });
 });

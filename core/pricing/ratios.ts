@@ -1,6 +1,8 @@
 // Price ratios, stored as options (new-api's names: ModelRatio, CompletionRatio, GroupRatio, each a
 // JSON object) and falling back to these defaults. Ratio 1 means 1 quota per token; 500000 quota is
 // one US dollar, so a model ratio of 1.5 prices input at 3 dollars per million tokens.
+import type { LongContextPrice } from './quota-cost.js';
+
 export const QUOTA_PER_DOLLAR = 500_000;
 
 /**
@@ -37,7 +39,18 @@ export const FALLBACK_CACHE_WRITE_RATIO = 1.25;
 export const FALLBACK_CACHE_WRITE_1H_RATIO = 2;
 export const DEFAULT_GROUP_RATIO: Readonly<Record<string, number>> = { default: 1, vip: 1, svip: 1 };
 
-export const RATIO_OPTION_KEYS = ['ModelRatio', 'CompletionRatio', 'GroupRatio', 'CacheRatio', 'CreateCacheRatio', 'CreateCacheRatio1h'] as const;
+/**
+ * Long-context tiers by model (option LongContextRatio overrides them per model; null removes one):
+ * Anthropic prices the Sonnet 4 models' prompts over 200,000 tokens (possible with the context-1m
+ * beta) at 2× input and 1.5× output.
+ */
+export const DEFAULT_LONG_CONTEXT: Readonly<Record<string, LongContextPrice>> = {
+  'claude-sonnet-4': { aboveTokens: 200_000, input: 2, output: 1.5 },
+  'claude-sonnet-4-0': { aboveTokens: 200_000, input: 2, output: 1.5 },
+  'claude-sonnet-4-5': { aboveTokens: 200_000, input: 2, output: 1.5 },
+};
+
+export const RATIO_OPTION_KEYS = ['ModelRatio', 'CompletionRatio', 'GroupRatio', 'CacheRatio', 'CreateCacheRatio', 'CreateCacheRatio1h', 'LongContextRatio'] as const;
 
 export interface Ratios {
   model(name: string): number;
@@ -47,6 +60,27 @@ export interface Ratios {
   cacheWrite1h(name: string): number;
   group(name: string): number | undefined;
   groups(): Readonly<Record<string, number>>;
+  /** The model's long-context tier, if it has one. */
+  longContext(name: string): LongContextPrice | undefined;
+}
+
+/** LongContextRatio's text: model → {above_tokens, input, output}, or null for none. */
+function parseLongContextTable(raw: string | undefined): Record<string, LongContextPrice | null> {
+  if (!raw) return {};
+  const parsed: unknown = JSON.parse(raw);
+  const out: Record<string, LongContextPrice | null> = {};
+  if (parsed && typeof parsed === 'object') {
+    for (const [k, v] of Object.entries(parsed)) {
+      if (v === null) out[k] = null;
+      else if (v && typeof v === 'object') {
+        const t = v as { above_tokens?: unknown; input?: unknown; output?: unknown };
+        if (typeof t.above_tokens === 'number' && typeof t.input === 'number' && typeof t.output === 'number') {
+          out[k] = { aboveTokens: t.above_tokens, input: t.input, output: t.output };
+        }
+      }
+    }
+  }
+  return out;
 }
 
 function parseRatioTable(raw: string | undefined): Record<string, number> {
@@ -67,7 +101,7 @@ const VERSION_SUFFIX = /-(?:\d{8}|latest)$/;
  * the second step a dated id the table names only undated (the ids providers list and clients send)
  * was priced at the fallback ratio 1: claude-opus-4-1-20250805 at 1 instead of 7.5.
  */
-function ratioOf(table: Readonly<Record<string, number>>, name: string): number | undefined {
+function ratioOf<T>(table: Readonly<Record<string, T>>, name: string): T | undefined {
   const own = table[name];
   if (own !== undefined) return own;
   const base = name.replace(VERSION_SUFFIX, '');
@@ -82,6 +116,7 @@ export function ratiosFromOptions(options: ReadonlyMap<string, string>): Ratios 
   const cacheWrite = parseRatioTable(options.get('CreateCacheRatio'));
   const cacheWrite1h = parseRatioTable(options.get('CreateCacheRatio1h'));
   const group = options.has('GroupRatio') ? parseRatioTable(options.get('GroupRatio')) : { ...DEFAULT_GROUP_RATIO };
+  const longContext = { ...DEFAULT_LONG_CONTEXT, ...parseLongContextTable(options.get('LongContextRatio')) };
   return {
     model: (name) => ratioOf(model, name) ?? FALLBACK_MODEL_RATIO,
     completion: (name) => ratioOf(completion, name) ?? FALLBACK_COMPLETION_RATIO,
@@ -90,5 +125,6 @@ export function ratiosFromOptions(options: ReadonlyMap<string, string>): Ratios 
     cacheWrite1h: (name) => ratioOf(cacheWrite1h, name) ?? FALLBACK_CACHE_WRITE_1H_RATIO,
     group: (name) => group[name],
     groups: () => group,
+    longContext: (name) => ratioOf(longContext, name) ?? undefined,
   };
 }

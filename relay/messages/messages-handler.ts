@@ -244,7 +244,7 @@ class Exchange {
     this.price = {
       model: ratios.model(body.model), completion: ratios.completion(body.model), group: ratios.group(this.group)!,
       cacheRead: ratios.cacheRead(body.model), cacheWrite: ratios.cacheWrite(body.model), cacheWrite1h: ratios.cacheWrite1h(body.model),
-      webSearch: bounds.webSearchCallPrice,
+      webSearch: bounds.webSearchCallPrice, longContext: ratios.longContext(body.model),
     };
 
     // The body's byte length bounds its token count from above (a token is at least one byte), so

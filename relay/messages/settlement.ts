@@ -3,7 +3,7 @@
 // Exchange.finish() (messages-handler.ts) calls settleExchange once per reserved exchange.
 import type { Logger } from '../../infra/logger.js';
 import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../../core/usage/usage-event.js';
-import { describeCacheUsage, describeCost, describeWebSearch, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { describeCacheUsage, describeCost, describeLongContext, describeWebSearch, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import type { Channel } from '../routing/channel-registry.js';
@@ -62,7 +62,8 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const withCache = cacheText === '' ? priced : priced + cacheText;
   const searches = usage?.webSearchRequests ?? 0;
   const withSearch = searches === 0 ? withCache : withCache + describeWebSearch(usage!, ex.price);
-  const content = outcome.kind === 'ok' ? withSearch : `${outcome.reason}; ${withSearch}`;
+  const withLongContext = usage !== null && ex.price.longContext !== undefined ? withSearch + describeLongContext(usage, ex.price) : withSearch;
+  const content = outcome.kind === 'ok' ? withLongContext : `${outcome.reason}; ${withLongContext}`;
   const event = usageEvent({
     type: outcome.kind === 'ok' ? LOG_TYPE.consume : outcome.kind === 'partial' ? LOG_TYPE.consume : LOG_TYPE.error,
     request_id: ex.requestId,
