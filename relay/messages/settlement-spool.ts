@@ -17,22 +17,46 @@
 // machine's disk, far more on a busy or network disk) plus holding each answer's end until its group
 // is flushed: this relay does not pay it.
 //
-// A relay starting up takes over the files of relays that are no longer running (their pid is gone)
-// and replays their pending settlements in order, as it does its own stalled ones when Redis answers
+// A relay starting up takes over the files of relays that are no longer running and replays their
+// pending settlements in order. A file names its relay's host (a hash of the host name and the pid
+// namespace) and pid: a file of this host is taken once its pid is gone; a file of another host
+// (containers sharing one volume, where every relay may be pid 1) once it has not changed for
+// FOREIGN_STALE_MS, as a live relay touches its file every TOUCH_MS, and the relay looks for such
+// files again on that clock. The pid alone made a relay in one container take over the live file of
+// a relay in another (the same pid 1), which then wrote on into an unlinked file: its settlements
+// were lost if it was killed. Pending settlements are replayed as it does its own stalled ones when Redis answers
 // again, and every RELAY_SPOOL_REPLAY_INTERVAL_MS while any is stalled (a Redis paused with SIGSTOP,
 // or behind a network black hole, resumes on the same connection: no 'ready' says it is back).
 // settleReservations-7n.lua is idempotent per reservation, so a settlement replayed after Redis
 // had already taken it changes nothing (it answers -6).
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, unlinkSync, writeSync, ftruncateSync } from 'node:fs';
+import { closeSync, futimesSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmdirSync, statSync, unlinkSync, utimesSync, writeSync, ftruncateSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '../../infra/logger.js';
 import type { SettleRequest } from '../../core/quota/quota-store.js';
 import type { ReplicationCheck } from './settlement-confirm.js';
 
 /** The files of the spools open in this process (tests run several relays in one). */
 const openHere = new Set<string>();
-const FILE_PATTERN = /^relay-(\d+)-[0-9a-f]+\.(spool|claimed)$/;
+/** relay-h<host>-<pid>-<random>; relays before the host part wrote relay-<pid>-<random>. */
+const FILE_PATTERN = /^relay-(?:h([0-9a-f]{8})-)?(\d+)-[0-9a-f]+\.(spool|claimed)$/;
+/** How often a live relay touches its file (and looks for other hosts' stale files). */
+const TOUCH_MS = 10_000;
+/** A file of another host unchanged this long is a dead relay's. */
+const FOREIGN_STALE_MS = 60_000;
+
+/** This host's part of a file name: the host name and the pid namespace, whose pids the file's pid is one of. */
+function hostId(): string {
+  let ns = '';
+  try {
+    ns = readlinkSync('/proc/self/ns/pid');
+  } catch {
+    // Not Linux, or /proc not mounted: the host name alone.
+  }
+  return createHash('sha1').update(`${hostname()}\0${ns}`).digest('hex').slice(0, 8);
+}
+const HOST = hostId();
 /** A file whose every settlement is done is emptied once it holds this much. */
 const TRUNCATE_BYTES = 64 * 1024;
 /**
@@ -68,6 +92,7 @@ export class SettlementSpool {
   /** Settlements whose retries gave up, not yet replayed. */
   #stalledCount = 0;
   #replayTimer: NodeJS.Timeout | null = null;
+  #touchTimer: NodeJS.Timeout | null = null;
   /** With replicas (settlement-confirm.ts): settlements Redis took are done only once replicas have them. */
   #replicated: ReplicationCheck | null = null;
   /** Taken by Redis, waiting for the next replication check. */
@@ -85,9 +110,20 @@ export class SettlementSpool {
   private constructor(dir: string, log: Logger) {
     this.#dir = dir;
     this.#log = log;
-    this.#path = join(dir, `relay-${process.pid}-${randomBytes(4).toString('hex')}.spool`);
+    this.#path = join(dir, `relay-h${HOST}-${process.pid}-${randomBytes(4).toString('hex')}.spool`);
     this.#fd = openSync(this.#path, 'a');
     openHere.add(this.#path);
+    // Alive to relays on other hosts sharing the directory; theirs, once stale, are taken over.
+    this.#touchTimer = setInterval(() => {
+      try {
+        const now = new Date();
+        if (this.#fd >= 0) futimesSync(this.#fd, now, now);
+        this.#adoptOrphans();
+      } catch (err) {
+        this.#log.warn({ err: (err as Error).message }, 'settlement spool: touch or takeover failed');
+      }
+    }, TOUCH_MS);
+    this.#touchTimer.unref();
   }
 
   /** The spool of this process in `dir`, holding the pending settlements of relays gone before it. */
@@ -269,6 +305,8 @@ export class SettlementSpool {
   close(): void {
     if (this.#replayTimer) clearInterval(this.#replayTimer);
     this.#replayTimer = null;
+    if (this.#touchTimer) clearInterval(this.#touchTimer);
+    this.#touchTimer = null;
     if (this.#fd < 0) return;
     this.#flush();
     closeSync(this.#fd);
@@ -321,12 +359,16 @@ export class SettlementSpool {
     for (const name of readdirSync(this.#dir)) {
       const m = FILE_PATTERN.exec(name);
       const path = join(this.#dir, name);
-      if (!m || openHere.has(path) || isRunning(Number(m[1]))) continue;
+      if (!m || openHere.has(path) || !isOrphan(path, m[1], Number(m[2]))) continue;
       // Renamed first, so that two relays starting together never both replay one file.
-      const claimed = join(this.#dir, `relay-${process.pid}-${randomBytes(4).toString('hex')}.claimed`);
+      const claimed = join(this.#dir, `relay-h${HOST}-${process.pid}-${randomBytes(4).toString('hex')}.claimed`);
       try {
         renameSync(path, claimed);
-        orphans.push({ path: claimed, mtime: statSync(claimed).mtimeMs });
+        const mtime = statSync(claimed).mtimeMs;
+        // Fresh, so that a relay of another host does not take it for stale while this one reads it.
+        const now = new Date();
+        utimesSync(claimed, now, now);
+        orphans.push({ path: claimed, mtime });
       } catch {
         // Another relay claimed it first.
       }
@@ -342,7 +384,7 @@ export class SettlementSpool {
       this.#flush();
       unlinkSync(o.path);
     }
-    if (this.#pending.size > 0) this.#log.warn({ pending: this.#pending.size, files: orphans.length }, 'settlement spool: settlements of a stopped relay to replay');
+    if (orphans.length > 0 && this.#pending.size > 0) this.#log.warn({ pending: this.#pending.size, files: orphans.length }, 'settlement spool: settlements of a stopped relay to replay');
   }
 }
 
@@ -380,6 +422,17 @@ function parseSettlementLine(line: string): SettleRequest | null {
     return { ...(JSON.parse(line.slice(2, tab)) as Omit<SettleRequest, 'eventJson'>), eventJson };
   } catch {
     return null;
+  }
+}
+
+/** Whether the file of relay `pid` on host `host` (undefined: a relay from before the host part, taken as this host's) is a dead relay's. */
+function isOrphan(path: string, host: string | undefined, pid: number): boolean {
+  if (host === undefined || host === HOST) return !isRunning(pid);
+  try {
+    return Date.now() - statSync(path).mtimeMs > FOREIGN_STALE_MS;
+  } catch {
+    // Gone meanwhile (its relay closed it, or another took it over).
+    return false;
   }
 }
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -112,6 +112,35 @@ describe('SettlementSpool', () => {
     expect(spool.pendingCount).toBe(0);
     expect(readFileSync(other, 'utf8')).toContain('"q"');
     spool.close();
+  });
+
+  it('takes over another host\'s file (a container sharing the volume, its relay maybe pid 1 too) only once it is stale, on its clock too', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const d = dir();
+      // Another host's relay with this process's own pid: the pid says nothing across hosts.
+      const live = join(d, `relay-h0badc0de-${process.pid}-00cc.spool`);
+      writeFileSync(live, `S ${JSON.stringify(s('live'))}\n`);
+      const dead = join(d, 'relay-h0badc0de-1-00dd.spool');
+      writeFileSync(dead, `S ${JSON.stringify(s('dead'))}\n`);
+      const old = new Date(Date.now() - 120_000);
+      utimesSync(dead, old, old);
+      const spool = SettlementSpool.open(d, log);
+      expect(spool.pendingCount).toBe(1);
+      expect(readFileSync(live, 'utf8')).toContain('"live"');
+      expect(existsSync(dead)).toBe(false);
+      // Its own file is touched on the clock, and the other host's, once stale, is taken then.
+      const own = readdirSync(d).find((n) => n.endsWith('.spool') && n !== 'relay-h0badc0de-' + process.pid + '-00cc.spool')!;
+      utimesSync(join(d, own), old, old);
+      utimesSync(live, old, old);
+      vi.advanceTimersByTime(10_000);
+      expect(Date.now() - statSync(join(d, own)).mtimeMs).toBeLessThan(5_000);
+      expect(existsSync(live)).toBe(false);
+      expect(spool.pendingCount).toBe(2);
+      spool.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('empties its file once everything in it is done, and keeps the pending lines when it compacts', async () => {
