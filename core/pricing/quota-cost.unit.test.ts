@@ -76,6 +76,10 @@ describe('model ratios', () => {
     // A name only ending in digits is not a date.
     expect(r.model('claude-opus-4-1-2025')).toBe(1);
     expect(r.model('unknown-model')).toBe(1);
+    // Names of Object.prototype's members are names like any other.
+    for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty-20250101']) {
+      expect([r.model(name), r.completion(name), r.cacheRead(name), r.group(name), r.longContext(name)]).toEqual([1, 5, 0.1, undefined, undefined]);
+    }
   });
 });
 

@@ -102,10 +102,25 @@ const VERSION_SUFFIX = /-(?:\d{8}|latest)$/;
  * was priced at the fallback ratio 1: claude-opus-4-1-20250805 at 1 instead of 7.5.
  */
 function ratioOf<T>(table: Readonly<Record<string, T>>, name: string): T | undefined {
-  const own = table[name];
-  if (own !== undefined) return own;
+  // Own keys only: a model named `constructor` or `toString` is not priced at Object.prototype's.
+  if (Object.hasOwn(table, name)) return table[name];
   const base = name.replace(VERSION_SUFFIX, '');
-  return base === name ? undefined : table[base];
+  return base !== name && Object.hasOwn(table, base) ? table[base] : undefined;
+}
+
+/** Names looked up at most this many kept per table: the models a gateway serves are far fewer. */
+const LOOKUPS_KEPT = 1024;
+
+/** ratioOf, each name's answer kept: the relay asks for every ratio of a request's model on the hot path. */
+function lookupIn<T>(table: Readonly<Record<string, T>>): (name: string) => T | undefined {
+  const known = new Map<string, T | undefined>();
+  return (name) => {
+    if (known.has(name)) return known.get(name);
+    const value = ratioOf(table, name);
+    if (known.size >= LOOKUPS_KEPT) known.clear();
+    known.set(name, value);
+    return value;
+  };
 }
 
 /** Builds the lookups from the options table's rows (key → value). */
@@ -117,14 +132,20 @@ export function ratiosFromOptions(options: ReadonlyMap<string, string>): Ratios 
   const cacheWrite1h = parseRatioTable(options.get('CreateCacheRatio1h'));
   const group = options.has('GroupRatio') ? parseRatioTable(options.get('GroupRatio')) : { ...DEFAULT_GROUP_RATIO };
   const longContext = { ...DEFAULT_LONG_CONTEXT, ...parseLongContextTable(options.get('LongContextRatio')) };
+  const modelOf = lookupIn(model);
+  const completionOf = lookupIn(completion);
+  const cacheReadOf = lookupIn(cacheRead);
+  const cacheWriteOf = lookupIn(cacheWrite);
+  const cacheWrite1hOf = lookupIn(cacheWrite1h);
+  const longContextOf = lookupIn(longContext);
   return {
-    model: (name) => ratioOf(model, name) ?? FALLBACK_MODEL_RATIO,
-    completion: (name) => ratioOf(completion, name) ?? FALLBACK_COMPLETION_RATIO,
-    cacheRead: (name) => ratioOf(cacheRead, name) ?? FALLBACK_CACHE_READ_RATIO,
-    cacheWrite: (name) => ratioOf(cacheWrite, name) ?? FALLBACK_CACHE_WRITE_RATIO,
-    cacheWrite1h: (name) => ratioOf(cacheWrite1h, name) ?? FALLBACK_CACHE_WRITE_1H_RATIO,
-    group: (name) => group[name],
+    model: (name) => modelOf(name) ?? FALLBACK_MODEL_RATIO,
+    completion: (name) => completionOf(name) ?? FALLBACK_COMPLETION_RATIO,
+    cacheRead: (name) => cacheReadOf(name) ?? FALLBACK_CACHE_READ_RATIO,
+    cacheWrite: (name) => cacheWriteOf(name) ?? FALLBACK_CACHE_WRITE_RATIO,
+    cacheWrite1h: (name) => cacheWrite1hOf(name) ?? FALLBACK_CACHE_WRITE_1H_RATIO,
+    group: (name) => (Object.hasOwn(group, name) ? group[name] : undefined),
     groups: () => group,
-    longContext: (name) => ratioOf(longContext, name) ?? undefined,
+    longContext: (name) => longContextOf(name) ?? undefined,
   };
 }
