@@ -59,10 +59,11 @@ export function inputBoundsFromOptions(options: ReadonlyMap<string, string>): In
   const outputs = parseWindows(options.get('ModelMaxOutputTokens'));
   return {
     contextWindow(model, extended) {
-      const w = windows[model] ?? DEFAULT_CONTEXT_WINDOW;
+      // Own keys only: a model named like an Object.prototype member is a model like any other.
+      const w = Object.hasOwn(windows, model) ? windows[model]! : DEFAULT_CONTEXT_WINDOW;
       return extended ? Math.max(w, EXTENDED_CONTEXT_WINDOW) : w;
     },
     webSearchCallPrice: options.has('WebSearchCallPrice') && Number.isFinite(price) && price >= 0 ? price : DEFAULT_WEB_SEARCH_CALL_PRICE,
-    maxOutputTokens: (model) => outputs[model] ?? DEFAULT_MAX_OUTPUT_TOKENS,
+    maxOutputTokens: (model) => (Object.hasOwn(outputs, model) ? outputs[model]! : DEFAULT_MAX_OUTPUT_TOKENS),
   };
 }

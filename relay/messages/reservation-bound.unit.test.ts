@@ -59,6 +59,9 @@ describe('what bounds a reservation', () => {
     const o = inputBoundsFromOptions(new Map([['ModelContextWindow', '{"big":2000000,"bad":-1}'], ['WebSearchCallPrice', '7000']]));
     expect(o.contextWindow('big', true)).toBe(2_000_000);
     expect(o.contextWindow('bad', false)).toBe(200_000);
+    for (const name of ['constructor', 'toString', '__proto__']) {
+      expect([o.contextWindow(name, false), o.maxOutputTokens(name)]).toEqual([200_000, 4096]);
+    }
     expect(o.webSearchCallPrice).toBe(7000);
     expect(inputBoundsFromOptions(new Map([['ModelContextWindow', 'not json']])).contextWindow('m', false)).toBe(200_000);
   });
