@@ -133,6 +133,10 @@ describe('GET /api/log/self', () => {
     expect(ids(p2.items)).toEqual(['req-2', 'req-1']);
     expect(ids((await logs('?p=3&page_size=2')).items)).toEqual(['req-3']);
     expect((await logs('?page_size=1000')).page_size).toBe(100);
+    // `page` is `p`'s alias, as the contract says (new-api's clients send either).
+    const byPage = await logs('?page=2&page_size=2');
+    expect(byPage).toMatchObject({ page: 2, page_size: 2, total: 5 });
+    expect(ids(byPage.items)).toEqual(['req-2', 'req-1']);
   });
 
   it('refuses bad parameters with 400 naming them', async () => {

@@ -6,7 +6,7 @@ import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { logEntrySchema, pageOf, statSchema } from '../http/schemas.js';
-import { queryInt, queryString } from '../http/validation.js';
+import { pageQuery, queryInt, queryString } from '../http/validation.js';
 import { type LogEntry, type LogFilters, queryLogStat, queryLogs } from '../logs/log-query.js';
 import { queryDailyUsage } from '../logs/daily-usage.js';
 import { ClickHouseUnavailableError } from '../../infra/clickhouse/read-client.js';
@@ -19,8 +19,9 @@ const logType = queryInt({ min: 0, max: 5 });
 const timestamp = queryInt({ min: 0, max: 0xffff_ffff });
 
 export const logSelfQuery = z.object({
-  p: queryInt({ min: 1, max: 1_000_000 }),
-  page_size: queryInt({ min: 1 }),
+  // `p`, or its alias `page` (the contract's paging, as pageQuery's): without the alias a client
+  // paging by `page` was served page 1 for ever.
+  ...pageQuery.shape,
   type: logType,
   token_name: queryString(),
   model_name: queryString(),
@@ -78,7 +79,7 @@ export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'GET', path: '/api/log/self', tag: 'logs', access: ROLE.user, query: logSelfQuery, data: pageOf(logEntrySchema), errors: ['LOG_STORE_UNAVAILABLE'],
     summary: "The caller's request log, newest first, paged from 1; every filter of the contract",
   }, async ({ query: q, user }) => {
-    const page = q.p ?? 1;
+    const page = q.p ?? q.page ?? 1;
     // Larger requests are served at the maximum; data.page_size says what was applied.
     const pageSize = Math.min(q.page_size ?? LOG_DEFAULT_PAGE_SIZE, LOG_MAX_PAGE_SIZE);
     const { items, total } = await fromLogStore(ctx, () => queryLogs(ctx.logReader, logFilters(Number(user.id), q), { page, pageSize }));
