@@ -64,6 +64,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const withSearch = searches === 0 ? withCache : withCache + describeWebSearch(usage!, ex.price);
   const withLongContext = usage !== null && ex.price.longContext !== undefined ? withSearch + describeLongContext(usage, ex.price) : withSearch;
   const content = outcome.kind === 'ok' ? withLongContext : `${outcome.reason}; ${withLongContext}`;
+  const endedAt = Date.now();
   const event = usageEvent({
     type: outcome.kind === 'ok' ? LOG_TYPE.consume : outcome.kind === 'partial' ? LOG_TYPE.consume : LOG_TYPE.error,
     request_id: ex.requestId,
@@ -86,8 +87,10 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
     web_search_requests: searches > 0 ? searches : undefined,
     is_stream: ex.body?.stream === true,
     protocol: ex.protocol,
-    use_time_ms: Date.now() - ex.startedAt,
-    created_at: Math.floor(ex.startedAt / 1000),
+    use_time_ms: endedAt - ex.startedAt,
+    // When the request ended, as new-api dates its log: the console's rpm and tpm (rows of the last
+    // minute) then count a long stream that just ended, which a start date left a minute behind.
+    created_at: Math.floor(endedAt / 1000),
     content,
     ip: ex.ip,
     over_reservation: over > 0 ? over : undefined,
