@@ -342,7 +342,7 @@ describe('errors', () => {
     ['an unknown role', { model: MODEL, messages: [{ role: 'robot', content: 'hi' }] }, /role/],
     ['n of 2', { model: MODEL, n: 2, messages: [{ role: 'user', content: 'hi' }] }, /^n:/],
     ['a tool message without tool_call_id', { model: MODEL, messages: [{ role: 'tool', content: 'x' }] }, /tool_call_id/],
-    ['unparsable tool arguments', { model: MODEL, messages: [{ role: 'assistant', tool_calls: [{ id: 'a', type: 'function', function: { name: 'f', arguments: '{' } }] }] }, /arguments/],
+    ['tool calls that are not a list', { model: MODEL, messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', tool_calls: 'f' }] }, /tool_calls/],
     ['an audio part', { model: MODEL, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'x', format: 'wav' } }] }] }, /input_audio/],
     ['response_format json_schema', { model: MODEL, response_format: { type: 'json_schema', json_schema: { name: 'x' } }, messages: [{ role: 'user', content: 'hi' }] }, /response_format/],
     ['temperature above 2', { model: MODEL, temperature: 3, messages: [{ role: 'user', content: 'hi' }] }, /temperature/],

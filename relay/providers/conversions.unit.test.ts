@@ -206,8 +206,39 @@ describe('chatToMessages', () => {
     expect(out.messages[0]!.content).toEqual([{ type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBE' } }]);
   });
 
+  it('carries what OpenAI accepts and Anthropic would refuse in the form Anthropic takes', () => {
+    // Whitespace stop sequences (Anthropic: "each stop sequence must contain non-whitespace") are left out.
+    expect((chatToMessages(chat({ stop: ['\n', '', 'END', ' \t'] })) as MessagesRequest).stop_sequences).toEqual(['END']);
+    expect(chatToMessages(chat({ stop: '\n' })) as MessagesRequest).not.toHaveProperty('stop_sequences');
+    expect((chatToMessages(chat({ stop: 'STOP' })) as MessagesRequest).stop_sequences).toEqual(['STOP']);
+    // tool_choice none takes no disable_parallel_tool_use (Anthropic's ToolChoiceNone has only its type).
+    const tools = [{ type: 'function', function: { name: 'f', parameters: {} } }] as ChatRequest['tools'];
+    const none = chatToMessages(chat({ tools, tool_choice: 'none', parallel_tool_calls: false })) as MessagesRequest;
+    expect(none.tool_choice).toEqual({ type: 'none' });
+    expect((chatToMessages(chat({ tools, tool_choice: 'required', parallel_tool_calls: false })) as MessagesRequest).tool_choice).toEqual({ type: 'any', disable_parallel_tool_use: true });
+    // A schema without its type gets type object, which Anthropic requires of input_schema.
+    expect(none.tools).toEqual([{ name: 'f', input_schema: { type: 'object' } }]);
+    // temperature and top_p both: temperature alone (current Claude models refuse the pair).
+    const both = chatToMessages(chat({ temperature: 0.7, top_p: 0.9 })) as MessagesRequest;
+    expect([both.temperature, both.top_p]).toEqual([0.7, undefined]);
+    expect((chatToMessages(chat({ top_p: 0.9 })) as MessagesRequest).top_p).toBe(0.9);
+    // user is sent as an opaque id (Anthropic refuses an e-mail address in metadata.user_id), the same for the same user.
+    const a = chatToMessages(chat({ user: 'alice@example.com' })) as MessagesRequest;
+    expect((a.metadata as { user_id?: string } | undefined)?.user_id).toMatch(/^[0-9a-f]{64}$/);
+    expect((chatToMessages(chat({ user: 'alice@example.com' })) as MessagesRequest).metadata).toEqual(a.metadata);
+    // A tool call whose arguments are not a JSON object (cut short at finish_reason length) is sent back with empty input.
+    const cut = chatToMessages(chat({ messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{"path": "/tm' } }, { id: 'd', type: 'function', function: { name: 'f', arguments: '[1]' } }] }, { role: 'tool', tool_call_id: 'c', content: 'r' }, { role: 'tool', tool_call_id: 'd', content: 'r' }] })) as MessagesRequest;
+    expect(cut.messages[1]!.content).toEqual([{ type: 'tool_use', id: 'c', name: 'f', input: {} }, { type: 'tool_use', id: 'd', name: 'f', input: {} }]);
+    // A request of system messages alone: their text as the user's turn.
+    const only = chatToMessages(chat({ messages: [{ role: 'system', content: 'only a system message' }] })) as MessagesRequest;
+    expect([only.system, only.messages]).toEqual([undefined, [{ role: 'user', content: [{ type: 'text', text: 'only a system message' }] }]]);
+    // data:image/jpg is JPEG, named as Anthropic names it.
+    const jpg = chatToMessages(chat({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/jpg;base64,AAA', detail: 'low' } }] }] })) as MessagesRequest;
+    expect(jpg.messages[0]!.content).toEqual([{ type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data: 'AAA' } }]);
+  });
+
   it('refuses what it cannot carry', () => {
-    expect(chatToMessages(chat({ messages: [{ role: 'system', content: 'only a system message' }] }))).toBeInstanceOf(RelayError);
+    expect(chatToMessages(chat({ messages: [{ role: 'system', content: '' }] }))).toBeInstanceOf(RelayError);
     expect(chatToMessages(chat({ tool_choice: 'sometimes', tools: [{ type: 'function', function: { name: 'f' } }] }))).toBeInstanceOf(RelayError);
     expect(chatToMessages(chat({ tools: [{ type: 'custom', custom: { name: 'g' } }] }))).toBeInstanceOf(RelayError);
   });

@@ -6,13 +6,21 @@
 //   user / assistant content (string or parts) → text blocks; image_url → image block (a data: URL
 //                                            as base64, any other URL as a url source); file with
 //                                            file_data (a PDF as a data: URL) → document block
-//   assistant tool_calls                 → tool_use blocks (arguments parsed as JSON)
+//   assistant tool_calls                 → tool_use blocks (arguments parsed as JSON; arguments that
+//                                            are not a JSON object, as a call cut short at
+//                                            finish_reason length leaves them, as an empty input)
 //   tool messages                        → tool_result blocks in a user turn (consecutive turns of
 //                                            one role are merged, as Anthropic alternates them)
 //   tools (function) / tool_choice       → tools with input_schema / auto, none, any (required),
 //                                            tool (a named function); parallel_tool_calls false →
-//                                            disable_parallel_tool_use
-//   stop → stop_sequences; temperature (clamped to Anthropic's 0..1), top_p; user → metadata.user_id
+//                                            disable_parallel_tool_use (not with none, whose
+//                                            choice Anthropic takes bare); a parameters schema
+//                                            without its type gets type object
+//   stop → stop_sequences, without the empty or whitespace ones Anthropic refuses; temperature
+//   (clamped to Anthropic's 0..1), top_p only without temperature (current Claude models refuse the
+//   pair); user → metadata.user_id as its SHA-256 (Anthropic refuses an e-mail address there: an
+//   opaque id, the same for the same user); system messages alone → one user turn of their text;
+//   data:image/jpg → image/jpeg
 //   max_completion_tokens, else max_tokens, else the model's default bound (option
 //   ModelMaxOutputTokens, DEFAULT_MAX_OUTPUT_TOKENS = 4096 when unset) → max_tokens
 // Refused (400) on every channel: audio input and output (`audio`, `modalities` other than text),
@@ -21,6 +29,7 @@
 // Anthropic channel (anthropicOnlyRefusal): n > 1, response_format other than text.
 // Ignored: logprobs, seed, presence/frequency penalties, logit_bias, reasoning_effort, service_tier,
 // store, metadata.
+import { createHash } from 'node:crypto';
 import { RelayError } from '../../errors.js';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from '../../../core/pricing/input-bound.js';
 import type { ChatMessage, ChatRequest } from '../../chat-completions/chat-request.js';
@@ -54,7 +63,7 @@ function imageBlock(part: Record<string, unknown>, where: string): Block | Relay
   const url = typeof image === 'string' ? image : image?.url;
   if (typeof url !== 'string' || !url) return invalid(`${where}.image_url.url: required string`);
   const data = DATA_URL.exec(url);
-  if (data) return { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } };
+  if (data) return { type: 'image', source: { type: 'base64', media_type: data[1] === 'image/jpg' ? 'image/jpeg' : data[1], data: data[2] } };
   if (url.startsWith('data:')) return invalid(`${where}.image_url.url: a data URL must be base64`);
   return { type: 'image', source: { type: 'url', url } };
 }
@@ -107,10 +116,12 @@ function toolUses(calls: unknown, where: string): Block[] | RelayError {
       try {
         input = JSON.parse(args);
       } catch {
-        return invalid(`${at}.function.arguments: not valid JSON`);
+        // Cut short (finish_reason length) and sent back as it was: OpenAI takes it, Anthropic's
+        // tool_use needs an object.
+        input = {};
       }
     }
-    if (!input || typeof input !== 'object' || Array.isArray(input)) return invalid(`${at}.function.arguments: must be a JSON object`);
+    if (!input || typeof input !== 'object' || Array.isArray(input)) input = {};
     out.push({ type: 'tool_use', id: c.id, name: c.function.name, input });
   }
   return out;
@@ -131,7 +142,9 @@ function convertTools(chat: ChatRequest): Record<string, unknown> | RelayError {
       const t = chat.tools[i]!;
       const f = t.function as { name?: unknown; description?: unknown; parameters?: unknown } | undefined;
       if (t.type !== 'function' || typeof f?.name !== 'string') return invalid(`tools.${i}: only function tools with a name are converted`);
-      const tool: Record<string, unknown> = { name: f.name, input_schema: f.parameters && typeof f.parameters === 'object' ? f.parameters : { type: 'object', properties: {} } };
+      const params = f.parameters && typeof f.parameters === 'object' && !Array.isArray(f.parameters) ? f.parameters as Record<string, unknown> : null;
+      const schema = params === null ? { type: 'object', properties: {} } : params.type === undefined ? { type: 'object', ...params } : params;
+      const tool: Record<string, unknown> = { name: f.name, input_schema: schema };
       if (typeof f.description === 'string') tool.description = f.description;
       tools.push(tool);
     }
@@ -148,7 +161,7 @@ function convertTools(chat: ChatRequest): Record<string, unknown> | RelayError {
     if (choice.type !== 'function' || typeof name !== 'string') return invalid('tool_choice: a named choice needs type "function" and function.name');
     toolChoice = { type: 'tool', name };
   }
-  if (chat.parallel_tool_calls === false && out.tools) toolChoice = { ...(toolChoice ?? { type: 'auto' }), disable_parallel_tool_use: true };
+  if (chat.parallel_tool_calls === false && out.tools && toolChoice?.type !== 'none') toolChoice = { ...(toolChoice ?? { type: 'auto' }), disable_parallel_tool_use: true };
   if (toolChoice && out.tools) out.tool_choice = toolChoice;
   return out;
 }
@@ -222,6 +235,8 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
       return invalid(`${where}.role: "function" messages are deprecated; send tool messages instead`);
     }
   }
+  // System messages alone: OpenAI answers them; Anthropic needs a user turn, so they are one.
+  if (turns.length === 0 && system.length > 0) push(turns, 'user', [{ type: 'text', text: system.splice(0).join('\n\n') }]);
   if (turns.length === 0) return invalid('messages: at least one user or assistant message with content is required');
 
   const tools = convertTools(chat);
@@ -235,8 +250,11 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   if (system.length > 0) body.system = system.join('\n\n');
   if (chat.stream === true) body.stream = true;
   if (typeof chat.temperature === 'number') body.temperature = Math.min(1, chat.temperature);
-  if (typeof chat.top_p === 'number') body.top_p = chat.top_p;
-  if (chat.stop !== undefined && chat.stop !== null) body.stop_sequences = typeof chat.stop === 'string' ? [chat.stop] : chat.stop;
-  if (chat.user) body.metadata = { user_id: chat.user };
+  else if (typeof chat.top_p === 'number') body.top_p = chat.top_p;
+  if (chat.stop !== undefined && chat.stop !== null) {
+    const stops = (typeof chat.stop === 'string' ? [chat.stop] : chat.stop).filter((x) => typeof x === 'string' && x.trim() !== '');
+    if (stops.length > 0) body.stop_sequences = stops;
+  }
+  if (chat.user) body.metadata = { user_id: createHash('sha256').update(chat.user).digest('hex') };
   return body;
 }
