@@ -5,7 +5,7 @@
 // /v1/messages.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Logger } from '../infra/logger.js';
-import type { ClientAddressResolver } from './auth/client-address.js';
+import { forwardedForOf, type ClientAddressResolver } from './auth/client-address.js';
 import { extractApiKey, type KeyCheckContext, type KeyedRequest } from './auth/key-check.js';
 import { RelayError, statusLine } from './errors.js';
 import { closesConnection } from './connection-draining.js';
@@ -50,7 +50,7 @@ export interface RequestHead extends KeyedRequest {
 /** Everything needed from the uWS request, read before any await (req is invalid afterwards). */
 export function readHead(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): RequestHead {
   const cl = req.getHeader('content-length');
-  const ip = ctx.clientAddress.resolve(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader('x-forwarded-for'));
+  const ip = ctx.clientAddress.resolve(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedForOf(req));
   return { apiKey: extractApiKey(req), ip, declaredLength: cl ? Number(cl) : -1 };
 }
 

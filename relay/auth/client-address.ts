@@ -1,7 +1,25 @@
 // The client's address is the socket's, unless the socket is one of the trusted proxies: then it is
 // the right-most X-Forwarded-For entry that is not itself a trusted proxy.
 import { BlockList, isIP } from 'node:net';
+import type { HttpRequest } from 'uWebSockets.js';
 import { compileAllowList } from './key-rules.js';
+
+/**
+ * Every X-Forwarded-For line of a request, joined in order as one list: uWS's getHeader gives the
+ * first line only, so a client's own line ahead of the one its trusted proxy appended (HAProxy's
+ * `option forwardfor` adds a line of its own) was taken for the whole list, and the client's claimed
+ * address for its real one (a key's allow_ips bypassed). Called in the handler, before any await.
+ */
+export function forwardedForOf(req: Pick<HttpRequest, 'getHeader' | 'forEach'>): string {
+  const first = req.getHeader('x-forwarded-for');
+  if (first === '') return '';
+  let all = '';
+  let lines = 0;
+  req.forEach((name, value) => {
+    if (name === 'x-forwarded-for') all = lines++ === 0 ? value : `${all}, ${value}`;
+  });
+  return lines > 1 ? all : first;
+}
 
 export class ClientAddressResolver {
   readonly #trusted: BlockList | null;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClientAddressResolver } from './client-address.js';
+import { ClientAddressResolver, forwardedForOf } from './client-address.js';
 import type { ApiKeyRecord } from './key-directory.js';
 import { ipAllowed } from './key-rules.js';
 
@@ -14,6 +14,21 @@ describe('ClientAddressResolver (X-Forwarded-For from trusted proxies only)', ()
     expect(resolver.resolve('10.1.2.3', '203.0.113.7')).toBe('203.0.113.7');
     expect(resolver.resolve('10.1.2.3', '1.2.3.4, 203.0.113.7, 10.9.9.9')).toBe('203.0.113.7');
     expect(resolver.resolve('::1', '2001:db8::5')).toBe('2001:db8::5');
+  });
+
+  it('reads every X-Forwarded-For line, in order: a client\'s own line ahead of its proxy\'s is not taken for the list', () => {
+    const lines: [string, string][] = [['host', 'relay'], ['x-forwarded-for', '203.0.113.7'], ['content-type', 'application/json'], ['x-forwarded-for', '198.51.100.9']];
+    const req = {
+      getHeader: (name: string) => lines.find(([n]) => n === name)?.[1] ?? '',
+      forEach: (cb: (name: string, value: string) => void) => { for (const [n, v] of lines) cb(n, v); },
+    };
+    const all = forwardedForOf(req);
+    expect(all).toBe('203.0.113.7, 198.51.100.9');
+    // The proxy (10.1.2.3) appended the real client, 198.51.100.9: that is the address, not the claimed one.
+    expect(resolver.resolve('10.1.2.3', all)).toBe('198.51.100.9');
+    expect(forwardedForOf({ getHeader: () => '', forEach: () => { throw new Error('not asked'); } })).toBe('');
+    const one = { getHeader: () => '1.2.3.4, 5.6.7.8', forEach: (cb: (n: string, v: string) => void) => cb('x-forwarded-for', '1.2.3.4, 5.6.7.8') };
+    expect(forwardedForOf(one)).toBe('1.2.3.4, 5.6.7.8');
   });
 
   it('ignores a malformed header', () => {

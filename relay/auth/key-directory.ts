@@ -82,7 +82,10 @@ export class KeyDirectory {
     let p = this.#inflight.get(key);
     if (!p) {
       // Concurrent first requests with one key share a single query.
-      p = this.#load(key).finally(() => this.#inflight.delete(key));
+      const read = this.#load(key).finally(() => {
+        if (this.#inflight.get(key) === read) this.#inflight.delete(key);
+      });
+      p = read;
       this.#inflight.set(key, p);
     }
     return p;
@@ -119,9 +122,7 @@ export class KeyDirectory {
           status: r.status as number,
           expiredTime: r.expired_time as number,
           unlimitedQuota: r.unlimited_quota as boolean,
-          modelLimits: r.model_limits_enabled
-            ? new Set((r.model_limits as string).split(',').map((s) => s.trim()).filter(Boolean))
-            : null,
+          modelLimits: modelLimitsOf(r.model_limits_enabled as boolean, r.model_limits as string),
           allowIps: (r.allow_ips as string | null) || null,
           group: r.group as string,
           crossGroupRetry: r.cross_group_retry as boolean,
@@ -148,6 +149,9 @@ export class KeyDirectory {
   /** Drops every cached entry of one key or of one account. */
   invalidate(filter: { tokenId?: number; userId?: number }): void {
     this.#generation++;
+    // A lookup from now on reads again: one joining a read begun before the change would get the
+    // record as it was (a key just disabled, served for the rest of that read).
+    this.#inflight.clear();
     const drop: string[] = [];
     for (const [key, e] of this.#cache.entries()) {
       if (e.value === UNKNOWN_KEY) continue;
@@ -173,4 +177,11 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new Error(`key lookup: Postgres did not answer within ${ms} ms`)), ms);
   });
   return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** A key's model limits: the listed names when switched on; none (null) when off or when the list is empty, as the contract says of an empty list. */
+function modelLimitsOf(enabled: boolean, list: string | null): ReadonlySet<string> | null {
+  if (!enabled) return null;
+  const names = new Set((list ?? '').split(',').map((s) => s.trim()).filter(Boolean));
+  return names.size > 0 ? names : null;
 }

@@ -107,6 +107,38 @@ describe('KeyDirectory', () => {
     expect((await pending)?.tokenId).toBe(1);
     expect(dir.peek(a)).toBeUndefined();
   });
+
+  it('does not hand a lookup made after an invalidation the read begun before it', async () => {
+    const a = generateApiKey();
+    let status = 1;
+    const gates: (() => void)[] = [];
+    const sql = (async () => {
+      const read = { ...row(1, 10), status };
+      await new Promise<void>((r) => gates.push(r));
+      return [read];
+    }) as unknown as Sql;
+    const dir = new KeyDirectory(sql, crypto, 60_000, 100);
+    const before = dir.lookup(a);
+    // The key is disabled: Postgres has it, then the invalidation arrives while the first read waits.
+    status = 2;
+    dir.invalidate({ tokenId: 1 });
+    const after = dir.lookup(a);
+    for (const open of gates) open();
+    await new Promise((r) => setImmediate(r));
+    for (const open of gates) open();
+    expect((await before)?.status).toBe(1);
+    expect((await after)?.status).toBe(2);
+  });
+
+  it('takes model limits switched on with an empty list as no limit, as the contract says', async () => {
+    const a = generateApiKey();
+    const known = new Map([[crypto.hash(a).toString('hex'), { ...row(1, 10), model_limits_enabled: true, model_limits: ' , ' }]]);
+    const dir = new KeyDirectory(fakeSql(known).sql, crypto, 60_000, 100);
+    expect((await dir.lookup(a))?.modelLimits).toBeNull();
+    const b = generateApiKey();
+    known.set(crypto.hash(b).toString('hex'), { ...row(2, 10), model_limits_enabled: true, model_limits: 'm1, m2' });
+    expect([...(await dir.lookup(b))!.modelLimits!]).toEqual(['m1', 'm2']);
+  });
 });
 
 describe('KeyDirectory while Postgres fails', () => {

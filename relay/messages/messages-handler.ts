@@ -23,6 +23,7 @@
 // rewriter).
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { forwardedForOf } from '../auth/client-address.js';
 import type { Dispatcher } from 'undici';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth/key-check.js';
@@ -157,7 +158,7 @@ class Exchange {
     this.beta = req.getHeader('anthropic-beta');
     const cl = req.getHeader('content-length');
     this.declaredLength = cl ? Number(cl) : -1;
-    this.ip = ctx.clientAddress.resolve(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader('x-forwarded-for'));
+    this.ip = ctx.clientAddress.resolve(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedForOf(req));
     res.onAborted(() => this.onClientAborted());
     relayMetrics.requestStarted();
   }
