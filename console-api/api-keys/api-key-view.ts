@@ -28,13 +28,30 @@ export type ApiKeyListItem = Omit<ApiKeyRow, 'key_hash' | 'key_ciphertext' | 'ke
   key: string;
 };
 
-export function toApiKeyListItem(row: Omit<ApiKeyRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>): ApiKeyListItem {
+/** new-api's key statuses: 1 enabled, 2 disabled (stored), 3 expired, 4 exhausted (shown for an enabled key that is). */
+export const KEY_STATUS_SHOWN = { enabled: 1, disabled: 2, expired: 3, exhausted: 4 } as const;
+
+/**
+ * The status a listing shows: the stored one (1 or 2), except an enabled key the relay refuses for
+ * its expiry (3) or, limited, for having no quota left (4), as new-api shows them. Derived when read,
+ * so that nothing has to write it when a key runs out.
+ */
+function shownStatus(row: Pick<ApiKeyRow, 'status' | 'expired_time' | 'unlimited_quota' | 'remain_quota'>, nowSec: number): number {
+  const stored = Number(row.status);
+  if (stored !== KEY_STATUS_SHOWN.enabled) return stored;
+  const expires = Number(row.expired_time);
+  if (expires !== -1 && expires <= nowSec) return KEY_STATUS_SHOWN.expired;
+  if (!row.unlimited_quota && Number(row.remain_quota) <= 0) return KEY_STATUS_SHOWN.exhausted;
+  return stored;
+}
+
+export function toApiKeyListItem(row: Omit<ApiKeyRow, 'key_hash' | 'key_ciphertext' | 'deleted_at'>, nowSec: number): ApiKeyListItem {
   return {
     id: Number(row.id),
     user_id: Number(row.user_id),
     name: row.name,
     key: row.key_mask,
-    status: Number(row.status),
+    status: shownStatus(row, nowSec),
     created_time: Number(row.created_time),
     accessed_time: Number(row.accessed_time),
     expired_time: Number(row.expired_time),

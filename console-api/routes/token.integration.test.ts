@@ -135,6 +135,18 @@ describe('key management: get, search, update, delete', () => {
     expect((await h.app.inject({ method: 'GET', url: '/api/token/search?keyword=ALPHA', headers: owner.auth })).json().data.total).toBe(1);
   });
 
+  it('shows an enabled key past its expiry as 3 (expired) and a limited one with no quota left as 4 (exhausted), as new-api does', async () => {
+    await create({ ...valid(), name: 'status expired', expired_time: -1 });
+    await create({ ...valid(), name: 'status exhausted', unlimited_quota: false, remain_quota: 0 });
+    await create({ ...valid(), name: 'status disabled', expired_time: -1 });
+    await h.sql`UPDATE tokens SET expired_time = 1000 WHERE user_id = ${owner.user.id} AND name IN ('status expired', 'status disabled')`;
+    await h.sql`UPDATE tokens SET status = 2 WHERE user_id = ${owner.user.id} AND name = 'status disabled'`;
+    const items = (await list('?keyword=status')).items as { name: string; status: number; id: number }[];
+    expect(Object.fromEntries(items.map((k) => [k.name, k.status]))).toEqual({ 'status expired': 3, 'status exhausted': 4, 'status disabled': 2 });
+    const one = await h.app.inject({ method: 'GET', url: `/api/token/${items.find((k) => k.name === 'status expired')!.id}`, headers: owner.auth });
+    expect(one.json().data.status).toBe(3);
+  });
+
   it('updates fields, moves the key mirror by the remain_quota delta, and publishes the change', async () => {
     const id = (await list('?keyword=alpha')).items[0].id as number;
     await h.redis.set(h.keys.tokenRemain(owner.user.id, id), 400_000); // loaded: 100000 reserved

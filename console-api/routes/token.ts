@@ -139,7 +139,8 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
         ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
       sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM tokens WHERE ${where}`,
     ]);
-    const data: Page<ApiKeyListItem> = { items: rows.map(toApiKeyListItem), total: Number(count!.total), page, page_size: pageSize };
+    const now = ctx.now();
+    const data: Page<ApiKeyListItem> = { items: rows.map((r) => toApiKeyListItem(r, now)), total: Number(count!.total), page, page_size: pageSize };
     return data;
   };
 
@@ -156,7 +157,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'GET', path: '/api/token/:id', tag: 'keys', access: ROLE.user, params: idParams, data: tokenItemSchema,
     summary: 'One own key, masked', errors: ['NOT_FOUND'],
-  }, async ({ params, user }) => ok(toApiKeyListItem(await findOwnToken(sql, Number(user.id), params.id))));
+  }, async ({ params, user }) => ok(toApiKeyListItem(await findOwnToken(sql, Number(user.id), params.id), ctx.now())));
 
   api.route({
     method: 'PUT', path: '/api/token/', tag: 'keys', access: ROLE.user, body: updateTokenBody, query: updateTokenQuery,
@@ -213,7 +214,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
       }
     }
     await ctx.invalidate({ kind: 'token', id: Number(after.id), user_id: Number(user.id) });
-    return ok(toApiKeyListItem(after));
+    return ok(toApiKeyListItem(after, ctx.now()));
   });
 
   api.route({

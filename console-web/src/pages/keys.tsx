@@ -70,7 +70,8 @@ export function KeysPage() {
 function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onChanged: () => void }) {
   const action = useAction();
   const [confirming, setConfirming] = useState(false);
-  const enabled = k.status === 1;
+  // Expired (3) and exhausted (4) keys are enabled ones the relay refuses: disabling them is the toggle.
+  const enabled = k.status !== 2;
   const toggle = () => action.run(async () => {
     await call(api.PUT('/api/token/', { params: { query: { status_only: 'true' } }, body: { id: k.id, status: enabled ? 2 : 1 } }));
     onChanged();
