@@ -147,6 +147,25 @@ describe('key management: get, search, update, delete', () => {
     expect(one.json().data.status).toBe(3);
   });
 
+  it('takes the whole key back with only its name changed, past expiry and a group no longer offered included (new-api\'s edit form)', async () => {
+    await create({ ...valid(), name: 'whole form', group: 'vip' });
+    const id = (await list('?keyword=whole')).items[0].id as number;
+    await h.sql`UPDATE tokens SET expired_time = 1000 WHERE id = ${id}`;
+    await h.sql`INSERT INTO options (key, value) VALUES ('UserUsableGroups', '{"default":"Default"}') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+    try {
+      const form = (await h.app.inject({ method: 'GET', url: `/api/token/${id}`, headers: owner.auth })).json().data;
+      const { key: _, status: __, used_quota: ___, created_time: ____, accessed_time: _____, user_id: ______, ...fields } = form;
+      const renamed = await put({ ...fields, name: 'whole form edited' });
+      expect(renamed.statusCode, renamed.body).toBe(200);
+      expect(renamed.json().data).toMatchObject({ name: 'whole form edited', expired_time: 1000, group: 'vip', status: 3 });
+      // What does change is still checked.
+      expect((await put({ id, expired_time: 2000 })).json().message).toMatch(/^expired_time: /);
+      expect((await put({ id, group: 'svip' })).json().message).toBe('group: unknown group "svip"');
+    } finally {
+      await h.sql`DELETE FROM options WHERE key = 'UserUsableGroups'`;
+    }
+  });
+
   it('updates fields, moves the key mirror by the remain_quota delta, and publishes the change', async () => {
     const id = (await list('?keyword=alpha')).items[0].id as number;
     await h.redis.set(h.keys.tokenRemain(owner.user.id, id), 400_000); // loaded: 100000 reserved
