@@ -93,7 +93,8 @@ export function openaiErrorFor(status: number, model = ''): { type: string; code
     case 401: return { type: 'invalid_request_error', code: 'invalid_api_key', message: 'Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.' };
     case 403: return { type: 'invalid_request_error', code: 'unsupported_country_region_territory', message: 'Country, region, or territory not supported' };
     case 404: return { type: 'invalid_request_error', code: 'model_not_found', message: `The model \`${model}\` does not exist or you do not have access to it.` };
-    case 429: return { type: 'requests', code: 'rate_limit_exceeded', message: `Rate limit reached for ${model || 'the model'} on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms.` };
+    // OpenAI names the account's organization in it.
+    case 429: return { type: 'requests', code: 'rate_limit_exceeded', message: `Rate limit reached for ${model || 'the model'} in organization org-mock0123456789 on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms.` };
     case 503: return { type: 'server_error', code: null, message: 'The engine is currently overloaded, please try again later' };
     default: return status >= 500
       ? { type: 'server_error', code: null, message: 'The server had an error while processing your request. Sorry about that!' }

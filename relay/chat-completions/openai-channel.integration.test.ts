@@ -232,10 +232,13 @@ describe('/v1/chat/completions to an OpenAI-format channel', () => {
     expect(row!.model_name).toBe('gpt-alias');
   });
 
-  it('provider errors pass as they are: OpenAI\'s JSON, status and request id', async () => {
+  it('provider errors pass in OpenAI\'s JSON, status and request id; a rate limit\'s or a failure\'s message, about the operator\'s account, does not', async () => {
     const limited = await openai.chat.completions.create({ model: 'gpt-x-error429', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
     expect(limited).toBeInstanceOf(OpenAI.RateLimitError);
     expect((limited as InstanceType<typeof OpenAI.RateLimitError>).code).toBe('rate_limit_exceeded');
+    // The provider names the operator's organization: the client is told it is rate limited, not whose account.
+    expect((limited as InstanceType<typeof OpenAI.RateLimitError>).message).not.toMatch(/org-/);
+    expect((limited as InstanceType<typeof OpenAI.RateLimitError>).message).toMatch(/rate limit/i);
     expect((limited as InstanceType<typeof OpenAI.RateLimitError>).requestID).toMatch(/^req_[0-9a-f]{32}$/);
     const bad = await openai.chat.completions.create({ model: 'gpt-x-error400', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);

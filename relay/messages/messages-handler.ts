@@ -593,12 +593,16 @@ class Exchange {
   passThroughError(status: number, text: string, answer: ProviderAnswer, provider: Provider): void {
     // A provider's JSON error in the client's protocol passes as it is; one in the other protocol
     // keeps its message in the client's shape; anything else (a proxy's HTML page, a stack trace) is
-    // replaced by a stable message and logged for operators.
+    // replaced by a stable message and logged for operators. A rate limit's or a failure's message
+    // (429, 5xx) is about the operator's provider account, not the client's request (OpenAI's names
+    // the organization): it is replaced too, its type and code kept, and logged.
     const isJson = text.startsWith('{') && answer.header('content-type').includes('json');
-    if (!isJson && text) this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered a non-JSON error');
+    const providerSide = status === 429 || status >= 500;
+    if ((!isJson || providerSide) && text) this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered an error; its message is not passed on');
     const type = status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status);
-    const message = isJson ? providerErrorMessage(text) ?? httpReason(status) : httpReason(status);
-    const body = isJson && provider.protocol === this.protocol ? text
+    const message = providerSide ? providerSideMessage(status) : isJson ? providerErrorMessage(text) ?? httpReason(status) : httpReason(status);
+    const passed = isJson && provider.protocol === this.protocol ? (providerSide ? withErrorMessage(text, message) : text) : null;
+    const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiErrorBody(openaiErrorType(type), message, null)
         : errorBody(type, message);
     const retryAfter = answer.header('retry-after');
@@ -678,6 +682,25 @@ class Exchange {
     this.ctx.heartbeat.release(this);
     relayMetrics.reservationClosed();
     settleExchange(this, outcome);
+  }
+}
+
+/** What a client is told of a provider's rate limit or failure, instead of the provider's own words. */
+function providerSideMessage(status: number): string {
+  if (status === 429) return 'The model provider is rate limiting requests; retry after a while.';
+  if (status === 529) return 'The model provider is overloaded; retry after a while.';
+  return 'The model provider failed to answer; retry after a while.';
+}
+
+/** A provider's JSON error with its `error.message` replaced, the rest kept; null when it is not of that shape. */
+function withErrorMessage(text: string, message: string): string | null {
+  try {
+    const body = JSON.parse(text) as { error?: unknown } | null;
+    if (!body || typeof body !== 'object' || !body.error || typeof body.error !== 'object') return null;
+    (body.error as { message?: unknown }).message = message;
+    return JSON.stringify(body);
+  } catch {
+    return null;
   }
 }
 
