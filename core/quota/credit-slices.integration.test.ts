@@ -7,6 +7,7 @@ import { createRedis } from '../../infra/redis/client.js';
 import { redisKeys } from '../../infra/redis/keys.js';
 import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
+import { withWrongTypeKey } from '../../infra/testing/wrong-type-key.js';
 import { DEFAULT_CREDIT_SLICE_OPTIONS, type CreditSliceOptions } from './credit-slices.js';
 import { QuotaStore, type ReserveRequest } from './quota-store.js';
 import { batchScript, loadScriptDefs } from './scripts.js';
@@ -554,18 +555,10 @@ describe('releaseCreditSlice-4.lua', () => {
     const balance = keys.accountBalance(userId);
     await redis.set(balance, 5_000);
     await redis.hset(keys.reservation(userId, 'slice-zset'), 'amount', 400, 'slice', '1');
-    const deadlines = keys.reservationDeadlines();
-    const aside = `${deadlines}:aside`;
-    const had = (await redis.exists(deadlines)) === 1;
-    if (had) await redis.rename(deadlines, aside);
-    await redis.set(deadlines, 'not a sorted set');
-    try {
+    await withWrongTypeKey(redis, keys.reservationDeadlines(), async () => {
       expect(await release(userId, 'slice-zset', 'return')).toEqual([1, 400]);
       expect(await release(userId, 'slice-zset', 'return')).toEqual([-6, 0]);
-    } finally {
-      await redis.del(deadlines);
-      if (had) await redis.rename(aside, deadlines);
-    }
+    });
     expect(await redis.get(balance)).toBe(String(5_400));
     await redis.del(balance);
   });

@@ -4,6 +4,7 @@ import { createRedis } from '../../infra/redis/client.js';
 import { redisKeys } from '../../infra/redis/keys.js';
 import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
+import { withWrongTypeKey } from '../../infra/testing/wrong-type-key.js';
 import { currentMinute, deadlineMember, QuotaStore } from './quota-store.js';
 import { batchScript, loadScriptDefs } from './scripts.js';
 
@@ -95,17 +96,9 @@ describe('reserveQuota-6.lua', () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 1_000);
     pg.token.set(tokenId, 1_000);
-    const deadlines = keys.reservationDeadlines();
-    const aside = `${deadlines}:aside`;
-    const had = (await redis.exists(deadlines)) === 1;
-    if (had) await redis.rename(deadlines, aside);
-    await redis.set(deadlines, 'not a sorted set');
-    try {
+    await withWrongTypeKey(redis, keys.reservationDeadlines(), async () => {
       await expect(store.reserve({ userId, tokenId, tokenLimited: true, requestId, amount: 300, deadlineMs: Date.now() + 60_000 })).rejects.toThrow(/WRONGTYPE/);
-    } finally {
-      await redis.del(deadlines);
-      if (had) await redis.rename(aside, deadlines);
-    }
+    });
     // Nothing is held that no settlement and no reaper would ever give back.
     expect(await store.accountBalance(userId)).toBe(1_000);
     expect(await store.tokenRemain(userId, tokenId)).toBe(1_000);

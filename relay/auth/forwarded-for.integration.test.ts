@@ -1,9 +1,9 @@
 // A key's allow_ips behind a trusted proxy, through the real uWS parser: a request carrying two
 // X-Forwarded-For lines (the client's own claim, then the line its proxy appended) is judged by the
 // whole list, so the client's claimed address does not pass for its real one.
-import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack } from '../../tests/harness/gateway-stack.js';
+import { rawRequest } from '../../tests/harness/raw-http.js';
 
 const MODEL = 'claude-haiku-4-5';
 let stack: GatewayStack;
@@ -16,22 +16,16 @@ afterAll(async () => {
   await stack?.close();
 });
 
-/** One request over a raw socket, its X-Forwarded-For lines as given: the status of the answer. */
-function statusWith(key: string, forwardedFor: string[]): Promise<number> {
+/** One request, its X-Forwarded-For lines as given (fetch would join them): the status of the answer. */
+async function statusWith(key: string, forwardedFor: string[]): Promise<number> {
   const url = new URL(stack.relayUrl);
   const body = JSON.stringify({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] });
   const head = [
     'POST /v1/messages HTTP/1.1', `Host: ${url.host}`, `x-api-key: ${key}`, 'anthropic-version: 2023-06-01',
-    'content-type: application/json', `content-length: ${Buffer.byteLength(body)}`, 'connection: close',
+    'content-type: application/json', `content-length: ${Buffer.byteLength(body)}`,
     ...forwardedFor.map((v) => `X-Forwarded-For: ${v}`),
   ].join('\r\n');
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(url.port), url.hostname, () => socket.write(`${head}\r\n\r\n${body}`));
-    let text = '';
-    socket.on('data', (c: Buffer) => { text += c.toString(); });
-    socket.on('end', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0)));
-    socket.on('error', reject);
-  });
+  return (await rawRequest(Number(url.port), head, body)).status;
 }
 
 describe('allow_ips behind a trusted proxy', () => {
