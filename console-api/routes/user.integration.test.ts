@@ -212,6 +212,23 @@ describe('PUT /api/user/ (administrator)', () => {
     await sub.quit();
   });
 
+  it('refuses a balance set from a stale reading (expected_quota), so a top-up made meanwhile is not undone', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account({ quota: 1000 });
+    // The form was loaded at 1000; the account tops up 250000 meanwhile.
+    await h.sql`UPDATE users SET quota = quota + 250000 WHERE id = ${target.user.id}`;
+    const stale = await put('/api/user/', { id: target.user.id, display_name: 'renamed', quota: 1000, expected_quota: 1000 }, admin.auth);
+    expect(stale.statusCode).toBe(409);
+    expect(stale.json()).toEqual({ success: false, message: 'quota: the balance changed since it was read (now 251000); read it again' });
+    const [row] = await h.sql<{ quota: number; display_name: string }[]>`SELECT quota, display_name FROM users WHERE id = ${target.user.id}`;
+    expect(row).toEqual({ quota: 251000, display_name: expect.not.stringMatching(/^renamed$/) });
+    // Read again: set.
+    const fresh = await put('/api/user/', { id: target.user.id, quota: 2000, expected_quota: 251000 }, admin.auth);
+    expect(fresh.json().data.quota).toBe(2000);
+    // Without quota the balance is not touched, expected_quota or not.
+    expect((await put('/api/user/', { id: target.user.id, display_name: 'renamed' }, admin.auth)).json().data).toMatchObject({ quota: 2000, display_name: 'renamed' });
+  });
+
   it('leaves an unloaded mirror unloaded (it will be seeded from Postgres)', async () => {
     const admin = await h.account({ role: 10 });
     const target = await h.account({ quota: 10 });

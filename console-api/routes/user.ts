@@ -67,6 +67,12 @@ const accountId = z.number({ error: 'must be an integer' }).int({ error: 'must b
 export const updateUserBody = z.object({
   id: accountId,
   quota: safeInt.min(0, { error: 'must be at least 0' }).optional(),
+  /**
+   * The balance the caller read before setting quota: refused (409) when it changed since, so that a
+   * form loaded before a top-up or a settlement does not undo it. new-api has no such field: without
+   * it quota is set as sent.
+   */
+  expected_quota: safeInt.min(0, { error: 'must be at least 0' }).optional(),
   group: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }).optional(),
   status: z.union([z.literal(ACCOUNT_STATUS.enabled), z.literal(ACCOUNT_STATUS.banned)], {
     error: 'must be 1 (enabled) or 2 (banned)',
@@ -291,8 +297,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'PUT', path: '/api/user/', tag: 'admin: accounts', access: ROLE.admin, body: updateUserBody, data: accountSchema,
-    summary: 'Edit an account of a lower role: quota (sets the balance; a management log row), group, status, display name',
-    errors: ['UNKNOWN_GROUP', 'NOT_FOUND'],
+    summary: 'Edit an account of a lower role: quota (sets the balance; a management log row; with expected_quota, only if the balance is still that), group, status, display name',
+    errors: ['UNKNOWN_GROUP', 'NOT_FOUND', 'STATE_CONFLICT'],
   }, async ({ body, user: caller }) => {
     if (body.group !== undefined) await assertAccountGroup(sql, body.group);
     const { updated, credit } = await sql.begin(async (tx) => {
@@ -300,6 +306,9 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       // Banning is disabling: the super administrator cannot lock itself out here either.
       assertCanManage(caller, before, body.status === ACCOUNT_STATUS.banned);
       let credit: RecordedCredit | undefined;
+      if (body.quota !== undefined && body.expected_quota !== undefined && body.expected_quota !== Number(before.quota)) {
+        throw new ConsoleError('STATE_CONFLICT', `quota: the balance changed since it was read (now ${before.quota}); read it again`);
+      }
       const delta = body.quota === undefined ? 0 : body.quota - Number(before.quota);
       if (delta !== 0) {
         await assertDebitCovered(ctx, 'quota', Number(before.id), Number(before.quota), delta);

@@ -611,6 +611,7 @@ export interface paths {
       parameters: {
         query?: {
           p?: number;
+          page?: number;
           page_size?: number;
           type?: number;
           token_name?: string;
@@ -2440,7 +2441,7 @@ export interface paths {
         };
       };
     };
-    /** Edit an account of a lower role: quota (sets the balance; a management log row), group, status, display name (role >= 10) */
+    /** Edit an account of a lower role: quota (sets the balance; a management log row; with expected_quota, only if the balance is still that), group, status, display name (role >= 10) */
     put: {
       parameters: {
         query?: never;
@@ -2453,6 +2454,7 @@ export interface paths {
           "application/json": {
             id: number;
             quota?: number;
+            expected_quota?: number;
             group?: string;
             status?: 1 | 2;
             display_name?: string;
@@ -2526,6 +2528,15 @@ export interface paths {
           };
         };
         404: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        409: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {

@@ -93,7 +93,11 @@ function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDo
         void save.run(async () => {
           const dollarsValue = Number(balance);
           if (!Number.isFinite(dollarsValue) || dollarsValue < 0) throw new Error('Balance: a dollar amount of 0 or more');
-          await call(api.PUT('/api/user/', { body: { id: a.id, group, display_name: displayName, status: status === '2' ? 2 : 1, quota: Math.round(dollarsValue * QUOTA_PER_DOLLAR) } }));
+          // The balance only when it was edited, and only if it is still what the form showed: else a
+          // top-up or a settlement made while the form was open would be undone.
+          const quota = Math.round(dollarsValue * QUOTA_PER_DOLLAR);
+          const balanceEdited = balance !== String(a.quota / QUOTA_PER_DOLLAR);
+          await call(api.PUT('/api/user/', { body: { id: a.id, group, display_name: displayName, status: status === '2' ? 2 : 1, ...(balanceEdited ? { quota, expected_quota: a.quota } : {}) } }));
           onDone();
         });
       }}>
