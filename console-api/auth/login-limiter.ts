@@ -11,16 +11,34 @@
 // Registration, per client address: REGISTER_RATE_LIMIT per REGISTER_RATE_WINDOW_SEC.
 //
 // The client address is request.ip: with TRUSTED_PROXIES set, the one the trusted proxy reports, so
-// clients behind one proxy are not locked out together (app.ts).
+// clients behind one proxy are not locked out together (app.ts). An IPv6 client is counted by its /64
+// (clientBucket): one subscriber holds a whole /64, and counted by its full address it could rotate
+// addresses for unlimited guesses and registrations. An IPv4 address mapped into IPv6 is the IPv4 one.
+// The current password checked on a password change (PUT /api/user/self) counts as a login attempt.
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 import type { RedisKeys } from '../../infra/redis/keys.js';
 import type { ConsoleContext } from '../context.js';
 import { ConsoleError } from '../http/errors.js';
 
+/** The client a throttle counts: an IPv4 address, or an IPv6 address's /64 prefix. */
+export function clientBucket(ip: string): string {
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(ip);
+  if (mapped) return mapped[1]!;
+  if (isIP(ip) !== 6) return ip;
+  const [head = '', tail = ''] = ip.toLowerCase().split('%')[0]!.split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  // An embedded IPv4 tail (::1.2.3.4) takes two groups; it only ever sits in the low 64 bits.
+  const rightGroups = right.reduce((n, g) => n + (g.includes('.') ? 2 : 1), 0);
+  const groups = ip.includes('::') ? [...left, ...Array<string>(Math.max(0, 8 - left.length - rightGroups)).fill('0'), ...right] : left;
+  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
+}
+
 /** The account name is hashed into the key: Redis never holds login names in clear. */
 export function loginAttemptsKey(keys: RedisKeys, username: string, ip: string): string {
   const who = createHash('sha256').update(username.toLowerCase(), 'utf8').digest('hex').slice(0, 32);
-  return keys.loginAttempts(who, ip);
+  return keys.loginAttempts(who, clientBucket(ip));
 }
 
 interface Counted {
@@ -42,7 +60,7 @@ async function countHits(ctx: ConsoleContext, keys: string[], windowSec: number)
 /** Counts this login attempt; throws RATE_LIMITED (with Retry-After) when it is over either limit. */
 export async function countLoginAttempt(ctx: ConsoleContext, username: string, ip: string): Promise<void> {
   const { LOGIN_RATE_LIMIT, LOGIN_IP_RATE_LIMIT, LOGIN_RATE_WINDOW_SEC } = ctx.settings;
-  const [account, address] = await countHits(ctx, [loginAttemptsKey(ctx.keys, username, ip), ctx.keys.loginAttemptsFromAddress(ip)], LOGIN_RATE_WINDOW_SEC);
+  const [account, address] = await countHits(ctx, [loginAttemptsKey(ctx.keys, username, ip), ctx.keys.loginAttemptsFromAddress(clientBucket(ip))], LOGIN_RATE_WINDOW_SEC);
   if (address!.count > LOGIN_IP_RATE_LIMIT) {
     throw new ConsoleError('RATE_LIMITED', `too many login attempts from this address; retry in ${address!.ttl} s`, { retryAfterSec: address!.ttl });
   }
@@ -60,7 +78,7 @@ export async function clearLoginAttempts(ctx: ConsoleContext, username: string, 
 
 /** Counts this registration; throws RATE_LIMITED (with Retry-After) when the address is over the limit. */
 export async function countRegistration(ctx: ConsoleContext, ip: string): Promise<void> {
-  const [hit] = await countHits(ctx, [ctx.keys.registrationsFromAddress(ip)], ctx.settings.REGISTER_RATE_WINDOW_SEC);
+  const [hit] = await countHits(ctx, [ctx.keys.registrationsFromAddress(clientBucket(ip))], ctx.settings.REGISTER_RATE_WINDOW_SEC);
   if (hit!.count > ctx.settings.REGISTER_RATE_LIMIT) {
     throw new ConsoleError('RATE_LIMITED', `too many registrations from this address; retry in ${hit!.ttl} s`, { retryAfterSec: hit!.ttl });
   }

@@ -128,13 +128,34 @@ describe('accounts (administration)', () => {
     expect(ledger!.n).toBe(1);
   });
 
+  it('ends every session and access token of an account it bans, so enabling it again does not bring them back', async () => {
+    for (const how of ['manage', 'put'] as const) {
+      const target = await h.account();
+      const access = (await inject('GET', '/api/user/token', target)).json().data as string;
+      const ban = how === 'manage'
+        ? await inject('POST', '/api/user/manage', admin, { id: target.user.id, action: 'disable' })
+        : await inject('PUT', '/api/user/', admin, { id: target.user.id, status: 2 });
+      expect(ban.statusCode, how).toBe(200);
+      expect((await inject('POST', '/api/user/manage', admin, { id: target.user.id, action: 'enable' })).statusCode).toBe(200);
+      const bearer = (token: string) => h.app.inject({ method: 'GET', url: '/api/user/self', headers: { authorization: `Bearer ${token}` } });
+      expect((await bearer(target.token)).statusCode, how).toBe(401);
+      expect((await bearer(access)).statusCode, how).toBe(401);
+    }
+  });
+
   it('disables, enables, changes group; promote and demote are for the super administrator', async () => {
     const target = await h.account();
     const manage = (who: TestAccount, body: object) => inject('POST', '/api/user/manage', who, body);
     expect((await manage(admin, { id: target.user.id, action: 'disable' })).json().data.status).toBe(2);
-    expect((await inject('GET', '/api/user/self', target)).statusCode).toBe(403);
+    expect((await inject('GET', '/api/user/self', target)).statusCode).toBe(401);
+    expect((await h.app.inject({ method: 'POST', url: '/api/user/login', payload: { username: target.user.username, password: target.password } })).statusCode).toBe(403);
     expect((await manage(admin, { id: target.user.id, action: 'enable' })).json().data.status).toBe(1);
-    expect((await inject('GET', '/api/user/self', target)).statusCode).toBe(200);
+    // The ban ended its session; enabled again, it signs in anew.
+    expect((await inject('GET', '/api/user/self', target)).statusCode).toBe(401);
+    const relogin = await h.app.inject({ method: 'POST', url: '/api/user/login', payload: { username: target.user.username, password: target.password } });
+    expect(relogin.statusCode).toBe(200);
+    const again = (await h.app.inject({ method: 'GET', url: '/api/user/self', headers: { authorization: `Bearer ${relogin.json().data.token}` } }));
+    expect(again.statusCode).toBe(200);
     expect((await manage(admin, { id: target.user.id, action: 'set_group', group: 'vip' })).json().data.group).toBe('vip');
     expect((await manage(admin, { id: target.user.id, action: 'set_group', group: 'gold' })).statusCode).toBe(400);
     expect((await manage(admin, { id: target.user.id, action: 'promote' })).statusCode).toBe(403);

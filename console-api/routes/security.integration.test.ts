@@ -34,6 +34,31 @@ describe('login rate limit', () => {
     expect((await login(a.user.username, a.password)).statusCode).toBe(200);
   });
 
+  it('counts an IPv6 client by its /64: rotating addresses inside one prefix does not reset the count', async () => {
+    const a = await h.account();
+    const ips = Array.from({ length: 6 }, (_, i) => `2001:db8:1:2::${(i + 1).toString(16)}`);
+    const codes = [];
+    for (const ip of ips) codes.push((await login(a.user.username, 'wrong-password', ip)).statusCode);
+    expect(codes).toEqual([401, 401, 401, 429, 429, 429]);
+    // Another /64 is another client; an IPv4 client mapped into IPv6 is the IPv4 one.
+    expect((await login(a.user.username, a.password, '2001:db8:1:3::1')).statusCode).toBe(200);
+    const b = await h.account();
+    for (let i = 0; i < 3; i++) await login(b.user.username, 'wrong-password', '10.7.7.7');
+    expect((await login(b.user.username, b.password, '::ffff:10.7.7.7')).statusCode).toBe(429);
+  });
+
+  it('counts guesses of the current password on a password change like login attempts', async () => {
+    const a = await h.account();
+    const change = (original: string) => h.app.inject({
+      method: 'PUT', url: '/api/user/self', headers: a.auth, remoteAddress: '10.2.2.2',
+      payload: { password: 'a brand new password 1', original_password: original },
+    });
+    const codes = [];
+    for (let i = 0; i < 4; i++) codes.push((await change(`wrong guess ${i}`)).statusCode);
+    expect(codes).toEqual([401, 401, 401, 429]);
+    expect((await change(a.password)).statusCode).toBe(429);
+  });
+
   it('counts parallel guesses too', async () => {
     const a = await h.account();
     const results = await Promise.all(Array.from({ length: 10 }, () => login(a.user.username, 'wrong-password', '10.1.1.1')));

@@ -119,6 +119,14 @@ async function assertAccountGroup(db: Db, group: string): Promise<void> {
   if (!(await accountGroups(db)).includes(group)) throw new ConsoleError('UNKNOWN_GROUP', `group: unknown group "${group}"`);
 }
 
+/**
+ * Ends every session and access token of an account (banned or deleted): an account banned because
+ * it was taken over must not get the taker's credentials back when it is enabled again.
+ */
+async function endCredentials(tx: Db, userId: number, now: number): Promise<void> {
+  await tx`UPDATE access_tokens SET revoked_at = ${now} WHERE user_id = ${userId} AND revoked_at IS NULL`;
+}
+
 async function lockAccount(tx: Db, id: number): Promise<UserRow> {
   const [row] = await tx<UserRow[]>`SELECT * FROM users WHERE id = ${id} AND deleted_at IS NULL FOR UPDATE`;
   if (!row) throw new ConsoleError('NOT_FOUND', 'account not found');
@@ -224,8 +232,12 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     if (body.password !== undefined) {
       // The operator's password rules (PasswordMinLength, PasswordRequireLetterAndDigit) hold here too.
       assertPasswordRules(await loadRegistrationPolicy(sql), body.password);
+      // A guess of the current password is a login attempt: a stolen session must not guess it at
+      // full speed, then change it and lock the owner out.
+      await countLoginAttempt(ctx, user.username, request.ip);
       const valid = await ctx.passwords.run(() => verifyPassword(body.original_password ?? '', user.password_hash));
       if (!valid) throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the current password is incorrect');
+      await clearLoginAttempts(ctx, user.username, request.ip);
     }
     const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
     const [updated] = await sql.begin(async (tx) => {
@@ -325,6 +337,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
           display_name = ${body.display_name ?? before.display_name}
         WHERE id = ${body.id}
         RETURNING *`;
+      if (body.status === ACCOUNT_STATUS.banned && Number(before.status) !== ACCOUNT_STATUS.banned) await endCredentials(tx, Number(body.id), ctx.now());
       return { updated: after!, credit };
     });
     // Committed: the Redis mirror moves by the same delta, the management log event is appended.
@@ -351,6 +364,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
         case 'disable':
         case 'enable':
           await tx`UPDATE users SET status = ${body.action === 'disable' ? ACCOUNT_STATUS.banned : ACCOUNT_STATUS.enabled} WHERE id = ${body.id}`;
+          if (body.action === 'disable') await endCredentials(tx, Number(body.id), now);
           break;
         case 'promote':
           if (target.role >= ROLE.admin) throw new ConsoleError('STATE_CONFLICT', 'the account is already an administrator');
@@ -362,7 +376,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
           break;
         case 'delete':
           await tx`UPDATE users SET deleted_at = ${now} WHERE id = ${body.id}`;
-          await tx`UPDATE access_tokens SET revoked_at = ${now} WHERE user_id = ${body.id} AND revoked_at IS NULL`;
+          await endCredentials(tx, Number(body.id), now);
           break;
         case 'add_quota':
           await assertDebitCovered(ctx, 'value', Number(target.id), Number(target.quota), body.value);
