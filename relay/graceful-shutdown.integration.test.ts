@@ -46,7 +46,7 @@ interface RelayProcess {
 }
 
 /** The relay as deployed, on this stack's database, Redis prefix and key secret. */
-async function startRelayProcess(): Promise<RelayProcess> {
+async function startRelayProcess(graceMs = 20_000): Promise<RelayProcess> {
   const c = stack.config;
   const env: Record<string, string> = {
     ...process.env as Record<string, string>,
@@ -54,7 +54,7 @@ async function startRelayProcess(): Promise<RelayProcess> {
     DATABASE_URL: c.DATABASE_URL, REDIS_URL: c.REDIS_URL, REDIS_PREFIX: c.REDIS_PREFIX, KEY_SECRET: c.KEY_SECRET,
     CLICKHOUSE_URL: c.CLICKHOUSE_URL, CLICKHOUSE_DATABASE: c.CLICKHOUSE_DATABASE,
     RELAY_HOST: '127.0.0.1', RELAY_PORT: '0', RELAY_METRICS_PORT: 'off', RELAY_SPOOL_DIR: spoolDir,
-    RELAY_SHUTDOWN_GRACE_MS: '20000',
+    RELAY_SHUTDOWN_GRACE_MS: String(graceMs),
     // The stack's Redis Cluster, when the relay set runs on one (tests/harness/gateway-stack.ts).
     ...(c.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: c.REDIS_CLUSTER_NODES, REDIS_SHARDS: String(c.REDIS_SHARDS ?? '') } : {}),
   };
@@ -121,6 +121,47 @@ describe('a relay process sent SIGTERM during a slow stream', () => {
       expect(await balance()).toBe(before - cost(input, OUTPUT));
       expect(await stack.quota.accountBalance(account.id)).toBe(before - cost(input, OUTPUT));
       // Nothing left open for the reaper.
+      expect(await stack.redis.zcard(stack.keys.reservationDeadlines())).toBe(0);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
+    } finally {
+      if (relay.proc.exitCode === null) relay.proc.kill('SIGKILL');
+    }
+  }, 30_000);
+
+  it('cuts a stream still running when the grace is over, bills what it delivered, once, and exits 0', async () => {
+    // A grace far shorter than the stream (60 tokens, one every 40 ms).
+    const relay = await startRelayProcess(300);
+    try {
+      const before = await balance();
+      const client = new Anthropic({ apiKey: key, baseURL: relay.url, maxRetries: 0 });
+      const stream = client.messages.stream({ model: MODEL, max_tokens: OUTPUT, messages: [{ role: 'user', content: 'Tell me a long story' }] });
+      let deltas = 0;
+      let signalled = false;
+      stream.on('streamEvent', (e) => {
+        if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') {
+          deltas++;
+          if (deltas === 3 && !signalled) {
+            signalled = true;
+            relay.proc.kill('SIGTERM');
+          }
+        }
+      });
+      const { response } = await stream.withResponse();
+      const requestId = response.headers.get('x-gateway-request-id')!;
+      // The client is told its stream failed, in Anthropic's error event.
+      await expect(stream.finalMessage()).rejects.toThrow();
+      expect(await relay.exited).toBe(0);
+      expect(deltas).toBeGreaterThanOrEqual(3);
+      expect(deltas).toBeLessThan(OUTPUT);
+      // Billed for the text delivered (the mock's tokens are one delta each), once; nothing left open.
+      const row = await ledgerRow(stack, requestId);
+      expect(row.completion_tokens).toBe(deltas);
+      expect(row.quota).toBe(cost(row.prompt_tokens, deltas));
+      const rows = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE request_id = ${requestId}`;
+      expect(rows[0]!.n).toBe(1);
+      expect(await balance()).toBe(before - row.quota);
+      expect(await stack.quota.accountBalance(account.id)).toBe(before - row.quota);
       expect(await stack.redis.zcard(stack.keys.reservationDeadlines())).toBe(0);
     } catch (err) {
       throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);

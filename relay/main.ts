@@ -17,8 +17,9 @@ try {
   });
   // A deploy's SIGTERM must not cut the streams in progress nor lose their settlements: the relay
   // stops accepting and drains for RELAY_SHUTDOWN_GRACE_MS at most; a second signal ends it at once
-  // (the handlers are once: the default action). What is still open after the grace is left to the
-  // reaper (reservations) and to the spool (settlements).
+  // (the handlers are once: the default action). What is still open after the grace is cut and
+  // settled for what it delivered (relay.close); what cannot settle then is left to the reaper
+  // (reservations) and to the spool (settlements).
   const stop = (signal: NodeJS.Signals) => {
     log.info({ signal, graceMs: config.RELAY_SHUTDOWN_GRACE_MS }, 'relay stopping: draining the exchanges in progress');
     relay.drain(config.RELAY_SHUTDOWN_GRACE_MS)

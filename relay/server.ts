@@ -99,6 +99,12 @@ const DRAIN_POLL_MS = 25;
  * has it on the wire; closing at the first idle instant would reset it unanswered.
  */
 const DRAIN_QUIET_MS = 100;
+/**
+ * How long close() waits, once it has cut the provider calls still open, for their exchanges to
+ * settle (their settlements written to the spool and taken by Redis); what is left then is the spool's
+ * to replay and the reaper's to release.
+ */
+const CLOSE_SETTLE_WAIT_MS = 5_000;
 
 /** Backstop for a missed invalidation message: channels and options are re-read this often. */
 const RELOAD_INTERVAL_MS = 10_000;
@@ -299,6 +305,17 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     async close() {
       stopAccepting();
       await metrics?.close();
+      if (relayMetrics.inFlight.value > 0 || heartbeat.size > 0) {
+        // The grace is over (drain gave up): the provider calls still open are cut, so that each of
+        // their exchanges settles now, for what it delivered, while the heartbeat still holds its
+        // reservation. Waiting for them instead (undici's close does) kept the process up as long as
+        // the longest stream, for ever for one that trickles, its reservation no longer renewed.
+        await pools.destroy();
+        const until = Date.now() + CLOSE_SETTLE_WAIT_MS;
+        while ((heartbeat.size > 0 || settlementsInFlight() > 0 || spool.confirming) && Date.now() < until) {
+          await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
+        }
+      }
       await releaseAll();
     },
   };

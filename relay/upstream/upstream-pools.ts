@@ -31,6 +31,12 @@ export class UpstreamPools {
     return pool;
   }
 
+  /** Cuts every provider call still open (their bodies error), and forgets the pools. */
+  async destroy(): Promise<void> {
+    await Promise.all([...this.#pools.values()].map((p) => p.destroy()));
+    this.#pools.clear();
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.#pools.values()].map((p) => p.close()));
     this.#pools.clear();
