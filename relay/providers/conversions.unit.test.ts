@@ -6,6 +6,7 @@ import { messageUsage, streamHead, streamTail, DELTA_EVENT, toolUseStream } from
 import type { ChatRequest } from '../chat-completions/chat-request.js';
 import { RelayError } from '../errors.js';
 import { MAX_USAGE_COUNT } from '../stream/usage-count.js';
+import { MAX_CARRIED_LINE } from '../stream/sse-bytes.js';
 import type { MessagesRequest } from '../messages/messages-request.js';
 import { chatToMessages, DEFAULT_MAX_TOKENS } from './anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
@@ -77,6 +78,18 @@ describe('AnthropicToChatStream', () => {
     const out = new AnthropicToChatStream('m', true).push(Buffer.from(head + streamTail('end_turn', 3)));
     const events = dataEvents(out);
     expect(events.at(-2)).toMatchObject({ usage: { prompt_tokens: 2 * MAX_USAGE_COUNT, completion_tokens: 3, total_tokens: 2 * MAX_USAGE_COUNT + 3, prompt_tokens_details: { cached_tokens: MAX_USAGE_COUNT } } });
+  });
+
+  it('drops a line that never ends past MAX_CARRIED_LINE and converts on after its newline', () => {
+    const conv = new AnthropicToChatStream('m', true);
+    let out = conv.push(Buffer.from(streamHead('msg_4', 'claude-x', usage)));
+    conv.push(Buffer.from('event: ping\ndata: '));
+    const junk = Buffer.alloc(64 * 1024, 0x61);
+    for (let sent = 0; sent <= MAX_CARRIED_LINE * 2; sent += junk.length) expect(conv.push(junk)).toBe('');
+    out += conv.push(Buffer.from('\n\n' + DELTA_EVENT + streamTail('end_turn', 3)));
+    const events = dataEvents(out);
+    expect(events.at(-1)).toBe('[DONE]');
+    expect(events.some((e) => typeof e === 'object' && JSON.stringify(e).includes('"content":"tok "'))).toBe(true);
   });
 
   it('an error event becomes OpenAI\'s error object', () => {

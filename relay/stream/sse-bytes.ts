@@ -80,6 +80,10 @@ export function lineEnd(buf: Buffer, start: number, nl: number): number {
   return nl > start && buf[nl - 1] === Byte.CR ? nl - 1 : nl;
 }
 
+/** The longest line a scanner reads whole; a longer one is dropped (see LineCarry.append). */
+export const MAX_CARRIED_LINE = 1024 * 1024;
+const EMPTY_LINE = Buffer.alloc(0);
+
 /** A carry buffer larger than this is dropped once its line is read, so one huge line is not kept for the stream's life. */
 const KEEP_BYTES = 16 * 1024;
 
@@ -93,6 +97,8 @@ export class LineCarry {
   #buf: Buffer | null = null;
   #bytes = 0;
   #carrying = false;
+  /** The line being carried passed MAX_CARRIED_LINE: dropped until its newline. */
+  #overlong = false;
 
   /** A line has begun and its newline has not come yet. */
   get carrying(): boolean {
@@ -103,13 +109,23 @@ export class LineCarry {
   begin(src: Buffer, from: number, to: number): void {
     this.#carrying = true;
     this.#bytes = 0;
+    this.#overlong = false;
     this.append(src, from, to);
   }
 
-  /** Adds src[from, to) to the line. */
+  /** Adds src[from, to) to the line; past MAX_CARRIED_LINE the line is dropped (finish gives it empty). */
   append(src: Buffer, from: number, to: number): void {
+    if (this.#overlong) return;
     const at = this.#bytes;
     const n = to - from;
+    if (at + n > MAX_CARRIED_LINE) {
+      // A provider's SSE lines are a few kilobytes: one without a newline for this long is not one,
+      // and is not kept whole (a stream never ending its line grew this buffer without bound).
+      this.#overlong = true;
+      this.#bytes = 0;
+      if (this.#buf && this.#buf.length > KEEP_BYTES) this.#buf = null;
+      return;
+    }
     let dst = this.#buf;
     if (!dst || at + n > dst.length) {
       // allocUnsafeSlow: not a slice of Node's shared pool, which a kept buffer would pin.
@@ -127,6 +143,12 @@ export class LineCarry {
    */
   finish(src: Buffer, nl: number): Buffer {
     this.append(src, 0, nl);
+    if (this.#overlong) {
+      this.#overlong = false;
+      this.#carrying = false;
+      this.end = 0;
+      return EMPTY_LINE;
+    }
     const line = this.#buf!;
     this.end = lineEnd(line, 0, this.#bytes);
     this.#carrying = false;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_CARRIED_LINE } from './sse-bytes.js';
 import { SseUsageParser, usageOfMessage } from './sse-usage-parser.js';
 import { MAX_USAGE_COUNT } from './usage-count.js';
 
@@ -212,5 +213,17 @@ describe('SseUsageParser with a sink', () => {
     expect(p.sawMessageStop).toBe(false);
     p.push(Buffer.from('data: {"type": "message_stop"}\n\n'));
     expect(p).toMatchObject({ inputTokens: 4, outputTokens: 7, sawMessageStart: true, sawMessageDelta: true, sawMessageStop: true, contentDeltas: 1, error: null });
+  });
+});
+
+describe('a line that never ends', () => {
+  it('is dropped past MAX_CARRIED_LINE, not carried without bound, and the stream is read on after its newline', () => {
+    const p = new SseUsageParser();
+    p.push(Buffer.from('event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":4}}}\n\n'));
+    const junk = Buffer.alloc(64 * 1024, 0x61);
+    p.push(Buffer.from('event: ping\ndata: '));
+    for (let sent = 0; sent <= MAX_CARRIED_LINE * 2; sent += junk.length) p.push(junk);
+    p.push(Buffer.from('\n\nevent: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":9}}\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n'));
+    expect(p).toMatchObject({ inputTokens: 4, outputTokens: 9, sawMessageDelta: true, sawMessageStop: true });
   });
 });

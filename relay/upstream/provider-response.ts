@@ -54,7 +54,21 @@ export class StreamedAnswer implements ProviderAnswer {
 
   header(name: string): string { return headerOf(this.#res.headers[name]); }
   text(): Promise<string> { return readText(this.#res.body); }
-  async bytes(): Promise<Buffer> { return Buffer.from(await this.#res.body.arrayBuffer()); }
+  /** Bounded like every other read (a stream request answered with JSON, by a provider that ignores `stream`). */
+  async bytes(): Promise<Buffer> {
+    const body = this.#res.body;
+    let size = 0;
+    const chunks: Buffer[] = [];
+    for await (const chunk of body) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_UPSTREAM_JSON) {
+        body.destroy();
+        throw OVER_BOUND;
+      }
+      chunks.push(chunk as Buffer);
+    }
+    return Buffer.concat(chunks, size);
+  }
   stream(): Readable { return this.#res.body; }
 }
 

@@ -19,6 +19,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { openaiErrorBody, openaiErrorType } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { usageCount } from '../../stream/usage-count.js';
+import { MAX_CARRIED_LINE } from '../../stream/sse-bytes.js';
 
 export function finishReasonOf(stopReason: unknown): string {
   switch (stopReason) {
@@ -97,6 +98,8 @@ export class AnthropicToChatStream implements StreamRewriter {
   readonly #created = Math.floor(Date.now() / 1000);
   readonly #decoder = new StringDecoder('utf8');
   #partial = '';
+  /** Inside a line dropped for its length, until its newline. */
+  #skipping = false;
   #event = '';
   #id = '';
   /** Anthropic block index → OpenAI tool_calls index, for tool_use blocks. */
@@ -109,9 +112,19 @@ export class AnthropicToChatStream implements StreamRewriter {
   }
 
   push(chunk: Buffer): string {
-    const text = this.#partial + this.#decoder.write(chunk);
+    let text = this.#partial + this.#decoder.write(chunk);
     let out = '';
     let pos = 0;
+    if (this.#skipping) {
+      // The rest of a dropped over-long line.
+      const nl = text.indexOf('\n');
+      if (nl < 0) {
+        this.#partial = '';
+        return '';
+      }
+      this.#skipping = false;
+      text = text.slice(nl + 1);
+    }
     for (;;) {
       const nl = text.indexOf('\n', pos);
       if (nl < 0) break;
@@ -121,6 +134,12 @@ export class AnthropicToChatStream implements StreamRewriter {
       pos = nl + 1;
     }
     this.#partial = pos === 0 ? text : text.slice(pos);
+    // An SSE line of Anthropic's is a few kilobytes: one without a newline for this long is not one,
+    // and is dropped rather than grown (and copied again) with every chunk.
+    if (this.#partial.length > MAX_CARRIED_LINE) {
+      this.#partial = '';
+      this.#skipping = true;
+    }
     return out;
   }
 

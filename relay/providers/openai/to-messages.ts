@@ -17,7 +17,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { errorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
-import { keyedValue } from '../../stream/sse-bytes.js';
+import { keyedValue, MAX_CARRIED_LINE } from '../../stream/sse-bytes.js';
 import { usageOfChatUsage } from './chat-usage.js';
 
 export function stopReasonOf(finishReason: unknown): string {
@@ -84,11 +84,22 @@ function sse(event: string, data: unknown): string {
 abstract class LineStream {
   readonly #decoder = new StringDecoder('utf8');
   #partial = '';
+  /** Inside a line dropped for its length, until its newline. */
+  #skipping = false;
 
   protected lines(chunk: Buffer, line: (text: string) => string): string {
-    const text = this.#partial + this.#decoder.write(chunk);
+    let text = this.#partial + this.#decoder.write(chunk);
     let out = '';
     let pos = 0;
+    if (this.#skipping) {
+      const nl = text.indexOf('\n');
+      if (nl < 0) {
+        this.#partial = '';
+        return '';
+      }
+      this.#skipping = false;
+      text = text.slice(nl + 1);
+    }
     for (;;) {
       const nl = text.indexOf('\n', pos);
       if (nl < 0) break;
@@ -98,6 +109,12 @@ abstract class LineStream {
       pos = nl + 1;
     }
     this.#partial = pos === 0 ? text : text.slice(pos);
+    // A provider's SSE lines are a few kilobytes: one without a newline for this long is dropped
+    // rather than grown (and copied again) with every chunk.
+    if (this.#partial.length > MAX_CARRIED_LINE) {
+      this.#partial = '';
+      this.#skipping = true;
+    }
     return out;
   }
 }
