@@ -120,6 +120,8 @@ class Exchange {
   /** Cancels the call to the provider in progress. */
   upstream: UpstreamAbort | BufferedCall | null = null;
   upstreamBody: Dispatcher.ResponseData['body'] | null = null;
+  /** performance.now() when the provider's stream last completed a line (stream-relay.ts); 0 before it streams. */
+  streamLineAt = 0;
 
   record: ApiKeyRecord | null = null;
   /**
@@ -654,6 +656,12 @@ class Exchange {
   crash(err: unknown): void {
     this.ctx.log.error({ err, requestId: this.requestId }, 'relay exchange failed');
     this.fail(new RelayError('internal'), REASON.relayError);
+  }
+
+  /** The reservation heartbeat found the provider's stream silent too long: cut, it settles for what it delivered. */
+  cutStalledStream(): void {
+    const body = this.upstreamBody;
+    if (body && !body.destroyed) body.destroy(new Error('provider stream stalled'));
   }
 
   onClientAborted(): void {

@@ -9,6 +9,10 @@ import type { QuotaStore } from '../../core/quota/quota-store.js';
 export interface HeldReservation {
   readonly requestId: string;
   readonly record: { readonly userId: number } | null;
+  /** performance.now() when its provider stream last completed a line; 0 while it streams nothing. */
+  readonly streamLineAt?: number;
+  /** Cuts its provider stream, which then settles for what it delivered. */
+  cutStalledStream?(): void;
 }
 
 export class ReservationHeartbeat {
@@ -19,10 +23,18 @@ export class ReservationHeartbeat {
   readonly #timer: NodeJS.Timeout;
   #beating = false;
 
-  constructor(quota: Pick<QuotaStore, 'renewDeadlines'>, ttlMs: number, log: Logger) {
+  /**
+   * A provider stream that completes no line for this long is cut at the next beat. undici's body
+   * timeout restarts with every chunk, so a provider trickling a byte now and then held the stream,
+   * its reservation (renewed here) and a pooled connection for ever.
+   */
+  readonly #stallMs: number;
+
+  constructor(quota: Pick<QuotaStore, 'renewDeadlines'>, ttlMs: number, log: Logger, stallMs = Infinity) {
     this.#quota = quota;
     this.#ttlMs = ttlMs;
     this.#log = log;
+    this.#stallMs = stallMs;
     // A third of the TTL: two beats may fail (Redis restarting, a long GC pause) before the reaper
     // could see the deadline pass.
     this.#timer = setInterval(() => this.beat(), Math.max(1, Math.floor(ttlMs / 3)));
@@ -46,7 +58,15 @@ export class ReservationHeartbeat {
     if (this.#beating || this.#open.size === 0) return;
     this.#beating = true;
     const held: { userId: number; requestId: string }[] = [];
-    for (const r of this.#open) if (r.record !== null) held.push({ userId: r.record.userId, requestId: r.requestId });
+    const now = performance.now();
+    for (const r of this.#open) {
+      if (r.record !== null) held.push({ userId: r.record.userId, requestId: r.requestId });
+      const lineAt = r.streamLineAt ?? 0;
+      if (lineAt > 0 && now - lineAt > this.#stallMs) {
+        this.#log.warn({ requestId: r.requestId, silentMs: Math.round(now - lineAt) }, 'provider stream completed no line for too long; cut');
+        r.cutStalledStream?.();
+      }
+    }
     try {
       await this.#quota.renewDeadlines(held, Date.now() + this.#ttlMs);
     } catch (err) {

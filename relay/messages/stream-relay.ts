@@ -55,6 +55,8 @@ export interface StreamingExchange {
   usagePending: boolean;
   responded: boolean;
   headersSent: boolean;
+  /** When the provider's stream last completed a line, for the heartbeat's stall check. */
+  streamLineAt: number;
   done(status: number, errorType: string): void;
   finish(outcome: Outcome): void;
   /** Runs `then` (the answer's end) once the settlement finish() made is on the spool's disk. */
@@ -93,7 +95,10 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     ex.res.onWritable(onWritable);
   });
   let first = true;
+  ex.streamLineAt = performance.now();
   body.on('data', (chunk: Buffer) => {
+    // Progress for the heartbeat's stall check (reservation-heartbeat.ts): a complete line, not a byte.
+    if (chunk.indexOf(0x0a) >= 0) ex.streamLineAt = performance.now();
     parser.push(chunk);
     if (ex.usagePending && parser.sawMessageStart) {
       ex.usagePending = false;

@@ -66,6 +66,7 @@ function exchange(calls: Call[], res: HttpResponse): StreamingExchange & { abort
     usagePending: false,
     responded: false,
     headersSent: false,
+    streamLineAt: 0,
     done() {},
     finish(outcome: Outcome) { calls.push(['finish', outcome]); },
     // As the spool does: the settlement is on disk at the end of the loop turn.
