@@ -13,18 +13,23 @@ export function headerOf(v: string | string[] | undefined): string {
   return Array.isArray(v) ? (v[0] ?? '') : (v ?? '');
 }
 
-async function readText(body: Dispatcher.ResponseData['body']): Promise<string> {
+/**
+ * The body, at most MAX_UPSTREAM_JSON bytes of it: past that the body is destroyed and what was read
+ * is returned (`over` 'truncate': an error's text) or OVER_BOUND thrown (`over` 'throw': an answer).
+ */
+async function readBounded(body: Dispatcher.ResponseData['body'], over: 'truncate' | 'throw'): Promise<Buffer> {
   let size = 0;
   const chunks: Buffer[] = [];
   for await (const chunk of body) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_UPSTREAM_JSON) {
+    if (size + (chunk as Buffer).length > MAX_UPSTREAM_JSON) {
       body.destroy();
+      if (over === 'throw') throw OVER_BOUND;
       break;
     }
+    size += (chunk as Buffer).length;
     chunks.push(chunk as Buffer);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks, size);
 }
 
 export interface ProviderAnswer {
@@ -53,22 +58,9 @@ export class StreamedAnswer implements ProviderAnswer {
   }
 
   header(name: string): string { return headerOf(this.#res.headers[name]); }
-  text(): Promise<string> { return readText(this.#res.body); }
+  async text(): Promise<string> { return (await readBounded(this.#res.body, 'truncate')).toString('utf8'); }
   /** Bounded like every other read (a stream request answered with JSON, by a provider that ignores `stream`). */
-  async bytes(): Promise<Buffer> {
-    const body = this.#res.body;
-    let size = 0;
-    const chunks: Buffer[] = [];
-    for await (const chunk of body) {
-      size += (chunk as Buffer).length;
-      if (size > MAX_UPSTREAM_JSON) {
-        body.destroy();
-        throw OVER_BOUND;
-      }
-      chunks.push(chunk as Buffer);
-    }
-    return Buffer.concat(chunks, size);
-  }
+  bytes(): Promise<Buffer> { return readBounded(this.#res.body, 'throw'); }
   stream(): Readable { return this.#res.body; }
 }
 

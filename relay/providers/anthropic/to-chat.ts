@@ -15,11 +15,10 @@
 // finish_reason; message_stop → the usage chunk (only when the client asked for it with
 // stream_options.include_usage) and `data: [DONE]`; an error event → `data: {"error": …}` (OpenAI's
 // SDK raises it). ping, block stops and thinking deltas send nothing.
-import { StringDecoder } from 'node:string_decoder';
 import { openaiErrorBody, openaiErrorType } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { usageCount } from '../../stream/usage-count.js';
-import { MAX_CARRIED_LINE } from '../../stream/sse-bytes.js';
+import { LineStream } from '../../stream/line-stream.js';
 
 export function finishReasonOf(stopReason: unknown): string {
   switch (stopReason) {
@@ -92,14 +91,10 @@ export function messageToChat(body: Buffer, model: string): string | null {
 const DONE = 'data: [DONE]\n\n';
 
 /** Anthropic SSE in, Chat Completions chunks out, one event at a time. */
-export class AnthropicToChatStream implements StreamRewriter {
+export class AnthropicToChatStream extends LineStream implements StreamRewriter {
   readonly #model: string;
   readonly #includeUsage: boolean;
   readonly #created = Math.floor(Date.now() / 1000);
-  readonly #decoder = new StringDecoder('utf8');
-  #partial = '';
-  /** Inside a line dropped for its length, until its newline. */
-  #skipping = false;
   #event = '';
   #id = '';
   /** Anthropic block index → OpenAI tool_calls index, for tool_use blocks. */
@@ -107,41 +102,16 @@ export class AnthropicToChatStream implements StreamRewriter {
   #usage: Record<string, unknown> = {};
 
   constructor(model: string, includeUsage: boolean) {
+    super();
     this.#model = model;
     this.#includeUsage = includeUsage;
   }
 
   push(chunk: Buffer): string {
-    let text = this.#partial + this.#decoder.write(chunk);
-    let out = '';
-    let pos = 0;
-    if (this.#skipping) {
-      // The rest of a dropped over-long line.
-      const nl = text.indexOf('\n');
-      if (nl < 0) {
-        this.#partial = '';
-        return '';
-      }
-      this.#skipping = false;
-      text = text.slice(nl + 1);
-    }
-    for (;;) {
-      const nl = text.indexOf('\n', pos);
-      if (nl < 0) break;
-      let end = nl;
-      if (end > pos && text.charCodeAt(end - 1) === 13) end--;
-      out += this.#line(text.slice(pos, end));
-      pos = nl + 1;
-    }
-    this.#partial = pos === 0 ? text : text.slice(pos);
-    // An SSE line of Anthropic's is a few kilobytes: one without a newline for this long is not one,
-    // and is dropped rather than grown (and copied again) with every chunk.
-    if (this.#partial.length > MAX_CARRIED_LINE) {
-      this.#partial = '';
-      this.#skipping = true;
-    }
-    return out;
+    return this.lines(chunk, this.#onLine);
   }
+
+  readonly #onLine = (line: string): string => this.#line(line);
 
   #line(line: string): string {
     if (line === '') {

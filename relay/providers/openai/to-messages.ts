@@ -14,10 +14,10 @@
 // each tool call → a tool_use block with input_json_delta pieces; `data: [DONE]` → the blocks closed,
 // message_delta with the stop reason and the whole usage (input included), message_stop; an error
 // object → Anthropic's error event.
-import { StringDecoder } from 'node:string_decoder';
 import { errorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
-import { keyedValue, MAX_CARRIED_LINE } from '../../stream/sse-bytes.js';
+import { keyedValue } from '../../stream/sse-bytes.js';
+import { LineStream } from '../../stream/line-stream.js';
 import { usageOfChatUsage } from './chat-usage.js';
 
 export function stopReasonOf(finishReason: unknown): string {
@@ -81,44 +81,6 @@ function sse(event: string, data: unknown): string {
 }
 
 /** Splits a stream into lines across chunks (UTF-8 safe); calls `line` for each complete one. */
-abstract class LineStream {
-  readonly #decoder = new StringDecoder('utf8');
-  #partial = '';
-  /** Inside a line dropped for its length, until its newline. */
-  #skipping = false;
-
-  protected lines(chunk: Buffer, line: (text: string) => string): string {
-    let text = this.#partial + this.#decoder.write(chunk);
-    let out = '';
-    let pos = 0;
-    if (this.#skipping) {
-      const nl = text.indexOf('\n');
-      if (nl < 0) {
-        this.#partial = '';
-        return '';
-      }
-      this.#skipping = false;
-      text = text.slice(nl + 1);
-    }
-    for (;;) {
-      const nl = text.indexOf('\n', pos);
-      if (nl < 0) break;
-      let end = nl;
-      if (end > pos && text.charCodeAt(end - 1) === 13) end--;
-      out += line(text.slice(pos, end));
-      pos = nl + 1;
-    }
-    this.#partial = pos === 0 ? text : text.slice(pos);
-    // A provider's SSE lines are a few kilobytes: one without a newline for this long is dropped
-    // rather than grown (and copied again) with every chunk.
-    if (this.#partial.length > MAX_CARRIED_LINE) {
-      this.#partial = '';
-      this.#skipping = true;
-    }
-    return out;
-  }
-}
-
 /** Chat Completions chunks in, Anthropic SSE out. */
 export class ChatToAnthropicStream extends LineStream implements StreamRewriter {
   readonly #model: string;
