@@ -11,6 +11,7 @@
 import { createHmac, randomBytes, randomInt } from 'node:crypto';
 import { loadSmtpSettings, sendMail } from '../../core/email/mailer.js';
 import type { ConsoleContext } from '../context.js';
+import type { UserRow } from '../accounts/account-view.js';
 import type { Db } from '../db.js';
 import { ConsoleError } from '../http/errors.js';
 
@@ -26,6 +27,13 @@ export const EMAIL_CODES_PER_CLIENT = 20;
 /** Addresses compare without case; stored as given but looked up lower-cased. */
 export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase();
+}
+
+/** The live account that holds this address (the lowest id), other than `exceptId`; undefined when none. */
+export async function findUserByEmail(db: Db, address: string, exceptId = 0): Promise<UserRow | undefined> {
+  const [row] = await db<UserRow[]>`
+    SELECT * FROM users WHERE lower(email) = ${normalizeEmail(address)} AND id <> ${exceptId} AND deleted_at IS NULL ORDER BY id LIMIT 1`;
+  return row;
 }
 
 function codeHash(ctx: ConsoleContext, purpose: CodePurpose, email: string, code: string): Buffer {

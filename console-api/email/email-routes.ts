@@ -5,7 +5,6 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
-import type { UserRow } from '../accounts/account-view.js';
 import { hashPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
 import { resolveSession } from '../auth/sessions.js';
@@ -14,7 +13,7 @@ import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
-import { consumeEmailCode, EMAIL_CODE_TTL_SEC, issueEmailCode, mailCode, normalizeEmail } from './email-codes.js';
+import { consumeEmailCode, EMAIL_CODE_TTL_SEC, findUserByEmail, issueEmailCode, mailCode } from './email-codes.js';
 
 const email = z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' });
 
@@ -31,12 +30,6 @@ export const resetBody = z.object({
   /** The new password; when absent one is generated and returned (new-api returns a generated one). */
   password: z.string({ error: 'must be a string' }).min(8, { error: 'must be at least 8 characters' }).max(64, { error: 'must be at most 64 characters' }).optional(),
 });
-
-async function accountByEmail(ctx: ConsoleContext, address: string): Promise<UserRow | undefined> {
-  const [row] = await ctx.sql<UserRow[]>`
-    SELECT * FROM users WHERE lower(email) = ${normalizeEmail(address)} AND deleted_at IS NULL ORDER BY id LIMIT 1`;
-  return row;
-}
 
 export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
@@ -56,7 +49,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
       if (!user) throw new ConsoleError('UNAUTHENTICATED');
       userId = Number(user.id);
     }
-    if (await accountByEmail(ctx, query.email)) throw new ConsoleError('EMAIL_TAKEN');
+    if (await findUserByEmail(ctx.sql, query.email)) throw new ConsoleError('EMAIL_TAKEN');
     const code = await issueEmailCode(ctx, { purpose, email: query.email, userId, clientIp: request.ip });
     await mailCode(ctx, query.email, 'Your verification code',
       `Your verification code is ${code}. It is valid for ${EMAIL_CODE_TTL_SEC / 60} minutes and can be used once.\n` +
@@ -72,8 +65,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     await sql.begin(async (tx) => {
       const owner = await consumeEmailCode(ctx, tx, 'bind', body.email, body.code);
       if (owner !== Number(user.id)) throw new ConsoleError('INVALID_CODE');
-      const [taken] = await tx`SELECT 1 FROM users WHERE lower(email) = ${normalizeEmail(body.email)} AND id <> ${user.id} AND deleted_at IS NULL`;
-      if (taken) throw new ConsoleError('EMAIL_TAKEN');
+      if (await findUserByEmail(tx, body.email, Number(user.id))) throw new ConsoleError('EMAIL_TAKEN');
       await tx`UPDATE users SET email = ${body.email.trim()} WHERE id = ${user.id}`;
     });
     return ok();
@@ -86,7 +78,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
       'The code is valid 10 minutes, once.',
     errors: ['RATE_LIMITED', 'FEATURE_DISABLED', 'UPSTREAM_FAILED'],
   }, async ({ query, request }) => {
-    const user = await accountByEmail(ctx, query.email);
+    const user = await findUserByEmail(ctx.sql, query.email);
     if (!user || user.status !== ACCOUNT_STATUS.enabled) return ok();
     const code = await issueEmailCode(ctx, { purpose: 'reset', email: query.email, userId: Number(user.id), clientIp: request.ip });
     await mailCode(ctx, user.email, 'Password reset',

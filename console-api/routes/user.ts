@@ -21,7 +21,7 @@ import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedC
 import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
-import { consumeEmailCode, normalizeEmail } from '../email/email-codes.js';
+import { consumeEmailCode, findUserByEmail } from '../email/email-codes.js';
 import { registerEmailRoutes } from '../email/email-routes.js';
 import { registerSettingRoutes } from '../notices/setting-routes.js';
 import { registerOidcRoutes } from '../oidc/oidc-routes.js';
@@ -163,8 +163,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       if (policy.emailVerificationRequired) {
         await consumeEmailCode(ctx, tx, 'register', email, body.verification_code!);
         // The code was mailed while the address was free; another account may have bound it since.
-        const [taken] = await tx`SELECT 1 FROM users WHERE lower(email) = ${normalizeEmail(email)} AND deleted_at IS NULL`;
-        if (taken) throw new ConsoleError('EMAIL_TAKEN');
+        if (await findUserByEmail(tx, email)) throw new ConsoleError('EMAIL_TAKEN');
       }
       const account = await insertAccount(tx, {
         username: body.username,
