@@ -64,33 +64,33 @@ export interface Ratios {
   longContext(name: string): LongContextPrice | undefined;
 }
 
-/** LongContextRatio's text: model → {above_tokens, input, output}, or null for none. */
-function parseLongContextTable(raw: string | undefined): Record<string, LongContextPrice | null> {
+/** An option's JSON object as a table: each entry `valueOf` takes (undefined: left out). */
+function parseTable<T>(raw: string | undefined, valueOf: (v: unknown) => T | undefined): Record<string, T> {
   if (!raw) return {};
   const parsed: unknown = JSON.parse(raw);
-  const out: Record<string, LongContextPrice | null> = {};
+  const out: Record<string, T> = {};
   if (parsed && typeof parsed === 'object') {
     for (const [k, v] of Object.entries(parsed)) {
-      if (v === null) out[k] = null;
-      else if (v && typeof v === 'object') {
-        const t = v as { above_tokens?: unknown; input?: unknown; output?: unknown };
-        if (typeof t.above_tokens === 'number' && typeof t.input === 'number' && typeof t.output === 'number') {
-          out[k] = { aboveTokens: t.above_tokens, input: t.input, output: t.output };
-        }
-      }
+      const value = valueOf(v);
+      if (value !== undefined) out[k] = value;
     }
   }
   return out;
 }
 
 function parseRatioTable(raw: string | undefined): Record<string, number> {
-  if (!raw) return {};
-  const parsed: unknown = JSON.parse(raw);
-  const out: Record<string, number> = {};
-  if (parsed && typeof parsed === 'object') {
-    for (const [k, v] of Object.entries(parsed)) if (typeof v === 'number' && v >= 0) out[k] = v;
-  }
-  return out;
+  return parseTable(raw, (v) => (typeof v === 'number' && v >= 0 ? v : undefined));
+}
+
+/** LongContextRatio's text: model → {above_tokens, input, output}, or null for none. */
+function parseLongContextTable(raw: string | undefined): Record<string, LongContextPrice | null> {
+  return parseTable(raw, (v): LongContextPrice | null | undefined => {
+    if (v === null) return null;
+    const t = (v && typeof v === 'object' ? v : {}) as { above_tokens?: unknown; input?: unknown; output?: unknown };
+    return typeof t.above_tokens === 'number' && typeof t.input === 'number' && typeof t.output === 'number'
+      ? { aboveTokens: t.above_tokens, input: t.input, output: t.output }
+      : undefined;
+  });
 }
 
 /** A dated model id's or a `-latest` alias's model: `claude-opus-4-1-20250805` → `claude-opus-4-1`. */
