@@ -276,6 +276,10 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     uws.us_listen_socket_close(listenSocket);
   };
 
+  /** Exchanges in progress, or their settlements not yet taken (and confirmed) by Redis. */
+  const exchangesOpen = (): boolean =>
+    relayMetrics.inFlight.value > 0 || heartbeat.size > 0 || settlementsInFlight() > 0 || spool.confirming;
+
   return {
     port,
     metricsPort: metrics?.port ?? null,
@@ -287,7 +291,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       const deadline = Date.now() + graceMs;
       let quietSince = 0;
       for (;;) {
-        let busy = relayMetrics.inFlight.value > 0 || heartbeat.size > 0 || settlementsInFlight() > 0 || spool.confirming;
+        let busy = exchangesOpen();
         // Settled: the credit slices go back now rather than to the reaper after RESERVATION_TTL_SEC.
         if (!busy && quota.slicesHeld > 0) {
           await quota.returnSlices().catch((err: unknown) => log.warn({ err: (err as Error).message }, 'credit slices not returned; the reaper will'));
@@ -305,16 +309,14 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     async close() {
       stopAccepting();
       await metrics?.close();
-      if (relayMetrics.inFlight.value > 0 || heartbeat.size > 0) {
+      if (exchangesOpen()) {
         // The grace is over (drain gave up): the provider calls still open are cut, so that each of
         // their exchanges settles now, for what it delivered, while the heartbeat still holds its
         // reservation. Waiting for them instead (undici's close does) kept the process up as long as
         // the longest stream, for ever for one that trickles, its reservation no longer renewed.
         await pools.destroy();
         const until = Date.now() + CLOSE_SETTLE_WAIT_MS;
-        while ((heartbeat.size > 0 || settlementsInFlight() > 0 || spool.confirming) && Date.now() < until) {
-          await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
-        }
+        while (exchangesOpen() && Date.now() < until) await new Promise((r) => setTimeout(r, DRAIN_POLL_MS));
       }
       await releaseAll();
     },

@@ -18,15 +18,16 @@
 // is flushed: this relay does not pay it.
 //
 // A relay starting up takes over the files of relays that are no longer running and replays their
-// pending settlements in order. A file names its relay's host (a hash of the host name and the pid
-// namespace) and pid: a file of this host is taken once its pid is gone; a file of another host
-// (containers sharing one volume, where every relay may be pid 1) once it has not changed for
-// FOREIGN_STALE_MS, as a live relay touches its file every TOUCH_MS, and the relay looks for such
-// files again on that clock. The pid alone made a relay in one container take over the live file of
-// a relay in another (the same pid 1), which then wrote on into an unlinked file: its settlements
-// were lost if it was killed. Pending settlements are replayed as it does its own stalled ones when Redis answers
-// again, and every RELAY_SPOOL_REPLAY_INTERVAL_MS while any is stalled (a Redis paused with SIGSTOP,
-// or behind a network black hole, resumes on the same connection: no 'ready' says it is back).
+// pending settlements in order, as it does its own stalled ones when Redis answers again, and every
+// RELAY_SPOOL_REPLAY_INTERVAL_MS while any is stalled (a Redis paused with SIGSTOP, or behind a
+// network black hole, resumes on the same connection: no 'ready' says it is back).
+//
+// A file names its relay's host (a hash of the host name and the pid namespace) and pid: a file of
+// this host is taken once its pid is gone; a file of another host (containers sharing one volume,
+// where every relay may be pid 1) once it has not changed for FOREIGN_STALE_MS, as a live relay
+// touches its file every TOUCH_MS and looks for such files again on that clock. The pid alone made a
+// relay in one container take over the live file of a relay in another (the same pid 1), which then
+// wrote on into an unlinked file: its settlements were lost if it was killed.
 // settleReservations-7n.lua is idempotent per reservation, so a settlement replayed after Redis
 // had already taken it changes nothing (it answers -6).
 import { closeSync, futimesSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmdirSync, statSync, unlinkSync, utimesSync, writeSync, ftruncateSync } from 'node:fs';
