@@ -554,7 +554,8 @@ export class BillingWorker {
     const refused: { at: number; reason: string }[] = [];
     const settle = async (from: number, to: number): Promise<void> => {
       try {
-        settled.push(...await settleBatch(this.#sql, events.slice(from, to)));
+        // The whole batch, the usual case, as it is: no copy of it.
+        settled.push(...await settleBatch(this.#sql, from === 0 && to === events.length ? events : events.slice(from, to)));
       } catch (err) {
         if (!refusedForItsData(err)) throw err;
         if (to - from === 1) {
