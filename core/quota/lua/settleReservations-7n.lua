@@ -109,10 +109,12 @@ local function settleOne(k, a)
   if live then
     redis.call('DEL', KEYS[k + 3])
     redis.pcall('ZREM', KEYS[k + 6], ARGV[a + 4])
-    if reaper then redis.call('SET', KEYS[k + 7], limited, 'EX', 86400)
-    elseif markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec) end
+  end
+  -- The reaper (always on a live reservation) leaves the tombstone; a settlement with replicas its
+  -- marker; one without replicas takes the tombstone it settled against away.
+  if reaper then redis.call('SET', KEYS[k + 7], limited, 'EX', 86400)
   elseif markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec)
-  else redis.call('DEL', KEYS[k + 7]) end
+  elseif not live then redis.call('DEL', KEYS[k + 7]) end
 
   local tokens = tonumber(ARGV[a + 3])
   if tokens > 0 and addToLimit(KEYS[k + 5], tokens) then redis.call('EXPIRE', KEYS[k + 5], 120) end
