@@ -83,6 +83,14 @@ async function balance(): Promise<number> {
   return u!.quota as number;
 }
 
+/** One ledger row for the request, and Postgres and the Redis mirror both `quota` below `before`. */
+async function expectBilledOnce(requestId: string, before: number, quota: number): Promise<void> {
+  const rows = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE request_id = ${requestId}`;
+  expect(rows[0]!.n).toBe(1);
+  expect(await balance()).toBe(before - quota);
+  expect(await stack.quota.accountBalance(account.id)).toBe(before - quota);
+}
+
 describe('a relay process sent SIGTERM during a slow stream', () => {
   it('finishes the stream, bills it exactly once, and exits 0', async () => {
     const relay = await startRelayProcess();
@@ -116,10 +124,7 @@ describe('a relay process sent SIGTERM during a slow stream', () => {
 
       const row = await ledgerRow(stack, requestId);
       expect(row).toMatchObject({ completion_tokens: OUTPUT, prompt_tokens: input, quota: cost(input, OUTPUT) });
-      const rows = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE request_id = ${requestId}`;
-      expect(rows[0]!.n).toBe(1);
-      expect(await balance()).toBe(before - cost(input, OUTPUT));
-      expect(await stack.quota.accountBalance(account.id)).toBe(before - cost(input, OUTPUT));
+      await expectBilledOnce(requestId, before, cost(input, OUTPUT));
       // Nothing left open for the reaper.
       expect(await stack.redis.zcard(stack.keys.reservationDeadlines())).toBe(0);
     } catch (err) {
@@ -158,10 +163,7 @@ describe('a relay process sent SIGTERM during a slow stream', () => {
       const row = await ledgerRow(stack, requestId);
       expect(row.completion_tokens).toBe(deltas);
       expect(row.quota).toBe(cost(row.prompt_tokens, deltas));
-      const rows = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE request_id = ${requestId}`;
-      expect(rows[0]!.n).toBe(1);
-      expect(await balance()).toBe(before - row.quota);
-      expect(await stack.quota.accountBalance(account.id)).toBe(before - row.quota);
+      await expectBilledOnce(requestId, before, row.quota);
       expect(await stack.redis.zcard(stack.keys.reservationDeadlines())).toBe(0);
     } catch (err) {
       throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
@@ -202,10 +204,7 @@ describe('a relay process sent SIGTERM during a slow stream', () => {
       const { input_tokens: input, output_tokens: output } = message.usage;
       const row = await ledgerRow(stack, requestId);
       expect(row).toMatchObject({ completion_tokens: output, prompt_tokens: input, quota: cost(input, output) });
-      const rows = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE request_id = ${requestId}`;
-      expect(rows[0]!.n).toBe(1);
-      expect(await balance()).toBe(before - cost(input, output));
-      expect(await stack.quota.accountBalance(account.id)).toBe(before - cost(input, output));
+      await expectBilledOnce(requestId, before, cost(input, output));
     } catch (err) {
       throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
     } finally {
