@@ -135,7 +135,9 @@ export async function startEpaySandbox(opts: EpaySandboxOptions): Promise<EpaySa
         }
       }
       const back = new URL(order.return_url);
-      for (const [k, v] of Object.entries(notice(order))) back.searchParams.set(k, v);
+      // As a real provider, the buyer is sent back with a signed notice only once the order is paid:
+      // an unpaid order's redirect carrying one would hand the buyer a valid paid notice for free.
+      if (order.status !== 'unpaid') for (const [k, v] of Object.entries(notice(order))) back.searchParams.set(k, v);
       res.writeHead(302, { location: back.toString() }).end();
     })().catch((err: unknown) => {
       res.writeHead(500).end(String(err));

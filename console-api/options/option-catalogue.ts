@@ -36,7 +36,9 @@ const url = z.union([z.literal(''), z.url({ protocol: /^https?$/, error: 'must b
 
 export const payMethodSchema = z.object({
   name: z.string(),
-  type: z.string().min(1),
+  // Sent to the provider and signed in epay's `k=v&k=v` string, values unencoded: a `&` or `=` in it
+  // could make a purchase's signature read as that of another parameter set (a paid notice).
+  type: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, { error: 'must be 1-32 letters, digits, _ or -' }),
   color: z.string().optional(),
   /** Per-method minimum; the top-level MinTopUp when absent. */
   min_topup: z.union([z.number(), z.string()]).optional(),

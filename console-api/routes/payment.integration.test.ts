@@ -105,6 +105,9 @@ describe('QR-code payment (epay)', () => {
       const submit = await request(`${pay.url}?${new URLSearchParams(pay.params)}`);
       await submit.body.dump();
       const tradeNo = pay.params.out_trade_no!;
+      // Unpaid: the buyer is sent back without a signed notice to replay.
+      expect(submit.statusCode).toBe(302);
+      expect(new URL(String(submit.headers.location)).searchParams.has('sign')).toBe(false);
       expect(await sandbox.notify(tradeNo, { forge: true })).toEqual({ status: 400, body: 'fail' });
       expect(await sandbox.notify(tradeNo, { money: '0.01' }).then((r) => r.status)).toBe(400); // signed, but not what the order costs
       expect(await quotaOf(user.user.id)).toBe(0);
@@ -122,6 +125,41 @@ describe('QR-code payment (epay)', () => {
     } finally {
       await h.sql`UPDATE options SET value = ${epay.url} WHERE key = 'PayAddress'`;
       await sandbox.close();
+    }
+  });
+
+  it('a purchase signature cannot be replayed as a paid notice, whatever an administrator sets as a method type', async () => {
+    // The signed string joins values unencoded: a method type holding `&trade_status=TRADE_SUCCESS`
+    // made the purchase's signature a valid signature of a paid notice for it, so an administrator
+    // could top itself up without paying.
+    const forgedType = 'a&trade_status=TRADE_SUCCESS';
+    const admin = await h.account({ role: 10 });
+    const methods = [{ name: 'x', type: forgedType }];
+    const put = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: admin.auth, payload: { key: 'PayMethods', value: methods } });
+    expect(put.statusCode).toBe(400);
+    expect(put.json()).toMatchObject({ success: false, message: expect.stringMatching(/type/) });
+    // Stored anyway (a value written before this rule): the notice is still refused.
+    const [saved] = await h.sql`SELECT value FROM options WHERE key = 'PayMethods'`;
+    await h.sql`INSERT INTO options (key, value) VALUES ('PayMethods', ${JSON.stringify(methods)}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+    try {
+      const res = await inject('POST', '/api/user/pay', admin, { amount: 1000, payment_method: forgedType });
+      if (res.statusCode === 200) {
+        const p = (res.json().data as { params: Record<string, string> }).params;
+        const forged = new URLSearchParams({
+          money: p.money!, name: p.name!, notify_url: p.notify_url!, out_trade_no: p.out_trade_no!, pid: p.pid!,
+          return_url: `${p.return_url}&type=a`, trade_status: 'TRADE_SUCCESS', sign: p.sign!, sign_type: 'MD5',
+        });
+        const notice = await request(`${base}/api/user/epay/notify?${forged}`);
+        expect(notice.statusCode).toBe(400);
+        expect(await notice.body.text()).toBe('fail');
+        expect(await order(p.out_trade_no!)).toMatchObject({ status: 'pending' });
+      } else {
+        expect(res.statusCode).toBe(400);
+      }
+      expect(await quotaOf(admin.user.id)).toBe(0);
+    } finally {
+      if (saved) await h.sql`UPDATE options SET value = ${saved.value as string} WHERE key = 'PayMethods'`;
+      else await h.sql`DELETE FROM options WHERE key = 'PayMethods'`;
     }
   });
 

@@ -219,7 +219,10 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     }
     reply.type('text/plain; charset=utf-8');
     const s = await loadTopupSettings(sql);
-    if (!epayVerify(params, s.epay.key) || params.pid !== s.epay.pid) {
+    // A notice names the provider's trade and none of a purchase's own URLs: so no purchase signature
+    // (handed to the buyer by /api/user/pay) passes as a notice's, however its values split.
+    if (!epayVerify(params, s.epay.key) || params.pid !== s.epay.pid || !params.trade_no
+      || params.notify_url !== undefined || params.return_url !== undefined) {
       request.log.warn({ out_trade_no: params.out_trade_no }, 'epay notify with a bad signature refused');
       return reply.status(400).send('fail');
     }
