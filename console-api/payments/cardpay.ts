@@ -9,6 +9,26 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { request } from 'undici';
 
+/** Stripe's zero-decimal currencies: an amount is in whole units (¥750 is 750). */
+const ZERO_DECIMAL_CURRENCIES = new Set(['bif', 'clp', 'djf', 'gnf', 'jpy', 'kmf', 'krw', 'mga', 'pyg', 'rwf', 'ugx', 'vnd', 'vuv', 'xaf', 'xof', 'xpf']);
+/** Stripe's three-decimal currencies: an amount is in thousandths, its last digit 0 (charged to the cent). */
+const THREE_DECIMAL_CURRENCIES = new Set(['bhd', 'jod', 'kwd', 'omr', 'tnd']);
+
+/**
+ * Minor units per major unit of a currency, as the provider counts amounts: 1 for the yen, 1000 for
+ * the Kuwaiti dinar, 100 for the rest. Taking 100 everywhere charged a yen buyer 100 times the price
+ * and a dinar buyer a tenth of it, and the webhook's amount, divided back the same way, still matched.
+ */
+export function minorUnitsOf(currency: string): number {
+  if (ZERO_DECIMAL_CURRENCIES.has(currency)) return 1;
+  return THREE_DECIMAL_CURRENCIES.has(currency) ? 1000 : 100;
+}
+
+/** Decimals an order's price keeps in this currency: 0 for zero-decimal currencies, else 2 (see above). */
+export function priceDecimalsOf(currency: string): number {
+  return ZERO_DECIMAL_CURRENCIES.has(currency) ? 0 : 2;
+}
+
 export function cardpaySignature(secret: string, timestamp: number, rawBody: string): string {
   return createHmac('sha256', secret).update(`${timestamp}.${rawBody}`, 'utf8').digest('hex');
 }
@@ -34,7 +54,7 @@ export function cardpayVerify(header: string | undefined, rawBody: string, secre
 
 export interface CheckoutSessionInput {
   tradeNo: string;
-  /** Minor units (cents). */
+  /** In the currency's minor units (minorUnitsOf). */
   unitAmount: number;
   currency: string;
   productName: string;

@@ -16,9 +16,10 @@ export function discountFor(amount: number, table: Readonly<Record<string, numbe
   return coefficient;
 }
 
-/** Money in the currency's major unit, rounded to two decimals. */
-export function priceOf(amount: number, unitPrice: number, table: Readonly<Record<string, number>>): number {
-  return Math.round(amount * unitPrice * discountFor(amount, table) * 100) / 100;
+/** Money in the currency's major unit, rounded to `decimals` (two unless the currency has none). */
+export function priceOf(amount: number, unitPrice: number, table: Readonly<Record<string, number>>, decimals = 2): number {
+  const scale = 10 ** decimals;
+  return Math.round(amount * unitPrice * discountFor(amount, table) * scale) / scale;
 }
 
 export function quotaOf(amount: number): number {

@@ -209,6 +209,36 @@ describe('card payment (cardpay webhook)', () => {
     expect(await ledgerRows(tradeNo)).toHaveLength(1);
   });
 
+  it.each([
+    // Stripe's minor units: none for the yen (150 a unit, 5 units: 750, not 75,000), thousandths for
+    // the Kuwaiti dinar (0.3075 a unit, 5 units: 1.5375, charged 1.540 as 1540, not 154).
+    { currency: 'jpy', unitPrice: '150', money: 750, unitAmount: 750 },
+    { currency: 'kwd', unitPrice: '0.3075', money: 1.54, unitAmount: 1540 },
+    { currency: 'jpy', unitPrice: '150.4', money: 752, unitAmount: 752 },
+  ])('charges $currency in its own minor unit (unit price $unitPrice) and credits the paid order once', async ({ currency, unitPrice, money, unitAmount }) => {
+    const set = async (key: string, value: string) => {
+      const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
+      expect(res.statusCode, res.body).toBe(200);
+    };
+    await set('CardpayCurrency', currency);
+    await set('CardpayUnitPrice', unitPrice);
+    try {
+      const user = await h.account();
+      const res = await inject('POST', '/api/user/cardpay/pay', user, { amount: 5 });
+      expect(res.statusCode, res.body).toBe(200);
+      const { pay_link: link, trade_no: tradeNo } = res.json().data as { pay_link: string; trade_no: string };
+      expect(card.sessions.get(link.split('/').pop()!)).toMatchObject({ amount_total: unitAmount, currency });
+      expect(Number((await order(tradeNo)).money)).toBe(money);
+      const paid = await request(link);
+      await paid.body.dump();
+      expect(await quotaOf(user.user.id)).toBe(5 * 500_000);
+      expect(await order(tradeNo)).toMatchObject({ status: 'success' });
+    } finally {
+      await set('CardpayCurrency', 'usd');
+      await set('CardpayUnitPrice', '1');
+    }
+  });
+
   it('refuses a signed paid event without a currency (an amount without its currency is a mismatch)', async () => {
     const user = await h.account();
     const { pay_link: link, trade_no: tradeNo } = (await inject('POST', '/api/user/cardpay/pay', user, { amount: 10 })).json().data;

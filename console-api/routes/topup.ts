@@ -13,7 +13,7 @@ import { ConsoleError } from '../http/errors.js';
 import { epayPayDataSchema, pageOf, topupInfoSchema, topupOrderSchema } from '../http/schemas.js';
 import { assertSafeInput, containsPattern, pageQuery, paging, queryString } from '../http/validation.js';
 import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
-import { type CardpayEvent, cardpayVerify, createCheckoutSession } from '../payments/cardpay.js';
+import { type CardpayEvent, cardpayVerify, createCheckoutSession, minorUnitsOf, priceDecimalsOf } from '../payments/cardpay.js';
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
 import { priceOf, quotaOf } from '../payments/pricing.js';
 import { completeOrder, createPendingOrder, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
@@ -247,7 +247,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
 
   // ------------------------------------------------------------------ card provider (cardpay)
 
-  const cardpayPrice = (s: TopupSettings, amount: number) => priceOf(amount, s.cardpayUnitPrice, s.discount);
+  const cardpayPrice = (s: TopupSettings, amount: number) => priceOf(amount, s.cardpayUnitPrice, s.discount, priceDecimalsOf(s.cardpay.currency));
 
   api.route({
     method: 'POST', path: '/api/user/cardpay/amount', tag: 'top-up', access: ROLE.user, body: amountBody, data: z.string(),
@@ -277,7 +277,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     try {
       session = await createCheckoutSession(s.cardpay.apiAddress, s.cardpay.apiSecret, {
         tradeNo: order.trade_no,
-        unitAmount: Math.round(money * 100),
+        unitAmount: Math.round(money * minorUnitsOf(s.cardpay.currency)),
         currency: s.cardpay.currency,
         productName: `Top-up ${body.amount} (${quotaOf(body.amount)} quota)`,
         successUrl: `${s.serverAddress}/console/topup?paid=1`,
@@ -325,7 +325,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     const result = await completeOrder(ctx, {
       tradeNo,
       provider: 'cardpay',
-      paidMoney: Number(session.amount_total ?? 0) / 100,
+      paidMoney: Number(session.amount_total ?? 0) / minorUnitsOf(s.cardpay.currency),
       providerRef: session.id,
     });
     switch (result.outcome) {
