@@ -18,6 +18,7 @@ export const RELAY_ERRORS = {
   insufficient_balance: { status: 402, type: 'billing_error', message: 'The account balance is too low for this request.' },
   insufficient_key_quota: { status: 402, type: 'billing_error', message: 'This API key\'s remaining quota is too low for this request.' },
   model_not_found: { status: 404, type: 'not_found_error', message: 'No channel serves this model for this group.' },
+  model_not_priced: { status: 404, type: 'not_found_error', message: 'This model has no price on this gateway.' },
   not_found: { status: 404, type: 'not_found_error', message: 'Not found.' },
   request_too_large: { status: 413, type: 'request_too_large', message: 'The request body is too large.' },
   rate_limited: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded.' },

@@ -43,6 +43,8 @@ export interface RunningRelay {
   metricsPort: number | null;
   /** Whether the routes include this enabled channel: lets a caller wait for a reload to land. */
   hasChannel(id: number): boolean;
+  /** Whether the loaded ratios price this model (Ratios.priced): lets a caller wait for an options reload. */
+  hasPrice(model: string): boolean;
   /** Closes the listening socket: exchanges in progress go on, new connections are refused. */
   stopAccepting(): void;
   /**
@@ -284,6 +286,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     port,
     metricsPort: metrics?.port ?? null,
     hasChannel: (id) => channels.has(id),
+    hasPrice: (model) => ratios.priced(model),
     stopAccepting,
     async drain(graceMs) {
       stopAccepting();

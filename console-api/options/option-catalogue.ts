@@ -75,6 +75,7 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('CacheRatio', ratioTable, '{}', 'model name → cache read ratio, relative to input (JSON); default 0.1'),
   def('CreateCacheRatio', ratioTable, '{}', 'model name → 5-minute cache write ratio, relative to input (JSON); default 1.25'),
   def('CreateCacheRatio1h', ratioTable, '{}', 'model name → 1-hour cache write ratio, relative to input (JSON); default 2'),
+  def('SelfUseModeEnabled', bool, 'false', 'serve models that have no ratio, at ratio 37.5 (new-api\'s self-use mode); off: a request for such a model is refused with 404', root),
   def('GroupRatio', ratioTable, '{"default":1,"vip":1,"svip":1}', 'group name → price ratio (JSON); its keys are the account groups'),
   def('LongContextRatio', json(z.record(z.string(), z.union([z.null(), z.object({
     above_tokens: z.number().int().positive(), input: z.number().min(1), output: z.number().min(1),

@@ -74,12 +74,38 @@ describe('model ratios', () => {
     expect(configured.model('claude-opus-4-1')).toBe(7.5);
     expect([configured.model('my-model-20260101'), configured.completion('my-model-20260101')]).toEqual([2, 3]);
     // A name only ending in digits is not a date.
-    expect(r.model('claude-opus-4-1-2025')).toBe(1);
-    expect(r.model('unknown-model')).toBe(1);
+    expect(r.priced('claude-opus-4-1-2025')).toBe(false);
+    expect(r.priced('unknown-model')).toBe(false);
     // Names of Object.prototype's members are names like any other.
     for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty-20250101']) {
-      expect([r.model(name), r.completion(name), r.cacheRead(name), r.group(name), r.longContext(name)]).toEqual([1, 5, 0.1, undefined, undefined]);
+      expect([r.priced(name), r.completion(name), r.cacheRead(name), r.group(name), r.longContext(name)]).toEqual([false, 5, 0.1, undefined, undefined]);
     }
+  });
+
+  it('refuse a model no ratio prices, unless SelfUseModeEnabled serves it at new-api\'s 37.5', () => {
+    const r = ratiosFromOptions(new Map([['ModelRatio', '{"my-model":2}']]));
+    expect([r.priced('my-model'), r.priced('claude-haiku-4-5'), r.priced('gpt-4o-mini-2024-07-18')]).toEqual([true, true, true]);
+    expect([r.priced('o5-preview'), r.priced('my-model-v2'), r.priced('')]).toEqual([false, false, false]);
+    const selfUse = ratiosFromOptions(new Map([['ModelRatio', '{"my-model":2}'], ['SelfUseModeEnabled', 'true']]));
+    expect([selfUse.priced('o5-preview'), selfUse.model('o5-preview'), selfUse.completion('o5-preview')]).toEqual([true, 37.5, 5]);
+    expect(selfUse.model('my-model')).toBe(2);
+    expect(ratiosFromOptions(new Map([['SelfUseModeEnabled', 'false']])).priced('o5-preview')).toBe(false);
+  });
+
+  it('price OpenAI\'s models as OpenAI does: input, output and cached input, dated ids as their model', () => {
+    const r = ratiosFromOptions(new Map());
+    // $ per million tokens: input = ratio × 2, output = input × completion, cached = input × cacheRead.
+    const dollars = (m: string) => [r.model(m) * 2, r.model(m) * 2 * r.completion(m), r.model(m) * 2 * r.cacheRead(m)];
+    expect(dollars('gpt-4o')).toEqual([2.5, 10, 1.25]);
+    expect(dollars('gpt-4o-2024-08-06')).toEqual([2.5, 10, 1.25]);
+    expect(dollars('gpt-4o-2024-05-13').slice(0, 2)).toEqual([5, 15]);
+    expect(dollars('gpt-4o-mini-2024-07-18').map((d) => +d.toFixed(4))).toEqual([0.15, 0.6, 0.075]);
+    expect(dollars('gpt-4.1')).toEqual([2, 8, 0.5]);
+    expect(dollars('o3-mini-2025-01-31').map((d) => +d.toFixed(4))).toEqual([1.1, 4.4, 0.55]);
+    expect(dollars('gpt-5').map((d) => +d.toFixed(4))).toEqual([1.25, 10, 0.125]);
+    // The options override the built-in table, per model.
+    const configured = ratiosFromOptions(new Map([['CompletionRatio', '{"gpt-4o":3}'], ['CacheRatio', '{"gpt-4o":0.25}']]));
+    expect([configured.completion('gpt-4o'), configured.cacheRead('gpt-4o'), configured.completion('gpt-4o-mini')]).toEqual([3, 0.25, 4]);
   });
 });
 

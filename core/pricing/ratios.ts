@@ -6,9 +6,12 @@ import type { LongContextPrice } from './quota-cost.js';
 export const QUOTA_PER_DOLLAR = 500_000;
 
 /**
- * Anthropic's input prices (per million tokens: opus 4 and 4.1 $15, opus 4.5 $5, sonnet $3, haiku 4.5
- * $1, haiku 3.5 $0.80, haiku 3 $0.25), by model; a dated id (`claude-opus-4-1-20250805`) or a
- * `-latest` alias is priced as its model (ratioOf).
+ * Input prices by model: Anthropic's (per million tokens: opus 4 and 4.1 $15, opus 4.5 $5, sonnet $3,
+ * haiku 4.5 $1, haiku 3.5 $0.80, haiku 3 $0.25) and OpenAI's standard tier (gpt-4o $2.50, gpt-4o-mini
+ * $0.15, gpt-4.1 $2, o1 $15, o3 $2, gpt-5 $1.25, ...). A dated id (`claude-opus-4-1-20250805`,
+ * `gpt-4o-mini-2024-07-18`) or a `-latest` alias is priced as its model (ratioOf) unless the table
+ * names it (gpt-4o-2024-05-13 kept its launch price). A model in neither this table nor the ModelRatio
+ * option is refused (see `priced`).
  */
 export const DEFAULT_MODEL_RATIO: Readonly<Record<string, number>> = {
   'claude-3-haiku': 0.125,
@@ -24,11 +27,50 @@ export const DEFAULT_MODEL_RATIO: Readonly<Record<string, number>> = {
   'claude-opus-4-0': 7.5,
   'claude-opus-4-1': 7.5,
   'claude-opus-4-5': 2.5,
+  'gpt-3.5-turbo': 0.25,
+  'gpt-4-turbo': 5,
+  'gpt-4o': 1.25,
+  'gpt-4o-2024-05-13': 2.5,
+  'gpt-4o-mini': 0.075,
+  'gpt-4.1': 1,
+  'gpt-4.1-mini': 0.2,
+  'gpt-4.1-nano': 0.05,
+  'o1': 7.5,
+  'o1-mini': 0.55,
+  'o3': 1,
+  'o3-mini': 0.55,
+  'o4-mini': 0.55,
+  'gpt-5': 0.625,
+  'gpt-5-mini': 0.125,
+  'gpt-5-nano': 0.025,
 };
-/** Ratio of a model the table does not name. */
-export const FALLBACK_MODEL_RATIO = 1;
+/**
+ * The ratio of a model no table names, served only with the option SelfUseModeEnabled: new-api's
+ * (37.5, $75 per million input tokens), dear enough that a forgotten price costs the account holder,
+ * not the operator.
+ */
+export const UNSET_MODEL_RATIO = 37.5;
 /** Anthropic prices output at five times input for every current model. */
 export const FALLBACK_COMPLETION_RATIO = 5;
+/** Output relative to input where it is not five times: OpenAI's models (option CompletionRatio overrides). */
+export const DEFAULT_COMPLETION_RATIO: Readonly<Record<string, number>> = {
+  'gpt-3.5-turbo': 3,
+  'gpt-4-turbo': 3,
+  'gpt-4o': 4,
+  'gpt-4o-2024-05-13': 3,
+  'gpt-4o-mini': 4,
+  'gpt-4.1': 4,
+  'gpt-4.1-mini': 4,
+  'gpt-4.1-nano': 4,
+  'o1': 4,
+  'o1-mini': 4,
+  'o3': 4,
+  'o3-mini': 4,
+  'o4-mini': 4,
+  'gpt-5': 8,
+  'gpt-5-mini': 8,
+  'gpt-5-nano': 8,
+};
 /**
  * Cache prices relative to input, Anthropic's for every current model: reads 0.1×, 5-minute writes
  * 1.25×, 1-hour writes 2×. Options CacheRatio and CreateCacheRatio (new-api's names) and
@@ -37,6 +79,23 @@ export const FALLBACK_COMPLETION_RATIO = 5;
 export const FALLBACK_CACHE_READ_RATIO = 0.1;
 export const FALLBACK_CACHE_WRITE_RATIO = 1.25;
 export const FALLBACK_CACHE_WRITE_1H_RATIO = 2;
+/**
+ * Cache reads where they are not 0.1× input: OpenAI's cached input (prompt_tokens_details.cached_tokens)
+ * is half price on gpt-4o and the o1/o3-mini models and a quarter on gpt-4.1, o3 and o4-mini (gpt-5 is
+ * 0.1×, the fallback). OpenAI charges nothing extra for writing its cache, so its models' writes never occur.
+ */
+export const DEFAULT_CACHE_READ_RATIO: Readonly<Record<string, number>> = {
+  'gpt-4o': 0.5,
+  'gpt-4o-mini': 0.5,
+  'gpt-4.1': 0.25,
+  'gpt-4.1-mini': 0.25,
+  'gpt-4.1-nano': 0.25,
+  'o1': 0.5,
+  'o1-mini': 0.5,
+  'o3': 0.25,
+  'o3-mini': 0.5,
+  'o4-mini': 0.25,
+};
 export const DEFAULT_GROUP_RATIO: Readonly<Record<string, number>> = { default: 1, vip: 1, svip: 1 };
 
 /**
@@ -50,9 +109,16 @@ export const DEFAULT_LONG_CONTEXT: Readonly<Record<string, LongContextPrice>> = 
   'claude-sonnet-4-5': { aboveTokens: 200_000, input: 2, output: 1.5 },
 };
 
-export const RATIO_OPTION_KEYS = ['ModelRatio', 'CompletionRatio', 'GroupRatio', 'CacheRatio', 'CreateCacheRatio', 'CreateCacheRatio1h', 'LongContextRatio'] as const;
+export const RATIO_OPTION_KEYS = ['ModelRatio', 'CompletionRatio', 'GroupRatio', 'CacheRatio', 'CreateCacheRatio', 'CreateCacheRatio1h', 'LongContextRatio', 'SelfUseModeEnabled'] as const;
 
 export interface Ratios {
+  /**
+   * Whether a request for the model may be served: the model has a ratio (built in or ModelRatio), or
+   * the option SelfUseModeEnabled serves every model, those without one at UNSET_MODEL_RATIO. As in
+   * new-api, a model without a price is refused rather than served at a guess: a provider's newest
+   * model would otherwise run at whatever the guess is, below its cost.
+   */
+  priced(name: string): boolean;
   model(name: string): number;
   completion(name: string): number;
   cacheRead(name: string): number;
@@ -93,8 +159,11 @@ function parseLongContextTable(raw: string | undefined): Record<string, LongCont
   });
 }
 
-/** A dated model id's or a `-latest` alias's model: `claude-opus-4-1-20250805` → `claude-opus-4-1`. */
-const VERSION_SUFFIX = /-(?:\d{8}|latest)$/;
+/**
+ * A dated model id's or a `-latest` alias's model: `claude-opus-4-1-20250805` → `claude-opus-4-1`,
+ * `gpt-4o-mini-2024-07-18` → `gpt-4o-mini`.
+ */
+const VERSION_SUFFIX = /-(?:\d{8}|\d{4}-\d{2}-\d{2}|latest)$/;
 
 /**
  * The table's ratio for a model: its own name's, else (a dated id or an alias) its model's. Without
@@ -126,8 +195,8 @@ function lookupIn<T>(table: Readonly<Record<string, T>>): (name: string) => T | 
 /** Builds the lookups from the options table's rows (key → value). */
 export function ratiosFromOptions(options: ReadonlyMap<string, string>): Ratios {
   const model = { ...DEFAULT_MODEL_RATIO, ...parseRatioTable(options.get('ModelRatio')) };
-  const completion = parseRatioTable(options.get('CompletionRatio'));
-  const cacheRead = parseRatioTable(options.get('CacheRatio'));
+  const completion = { ...DEFAULT_COMPLETION_RATIO, ...parseRatioTable(options.get('CompletionRatio')) };
+  const cacheRead = { ...DEFAULT_CACHE_READ_RATIO, ...parseRatioTable(options.get('CacheRatio')) };
   const cacheWrite = parseRatioTable(options.get('CreateCacheRatio'));
   const cacheWrite1h = parseRatioTable(options.get('CreateCacheRatio1h'));
   const group = options.has('GroupRatio') ? parseRatioTable(options.get('GroupRatio')) : { ...DEFAULT_GROUP_RATIO };
@@ -138,8 +207,10 @@ export function ratiosFromOptions(options: ReadonlyMap<string, string>): Ratios 
   const cacheWriteOf = lookupIn(cacheWrite);
   const cacheWrite1hOf = lookupIn(cacheWrite1h);
   const longContextOf = lookupIn(longContext);
+  const selfUse = options.get('SelfUseModeEnabled') === 'true';
   return {
-    model: (name) => modelOf(name) ?? FALLBACK_MODEL_RATIO,
+    priced: (name) => selfUse || modelOf(name) !== undefined,
+    model: (name) => modelOf(name) ?? UNSET_MODEL_RATIO,
     completion: (name) => completionOf(name) ?? FALLBACK_COMPLETION_RATIO,
     cacheRead: (name) => cacheReadOf(name) ?? FALLBACK_CACHE_READ_RATIO,
     cacheWrite: (name) => cacheWriteOf(name) ?? FALLBACK_CACHE_WRITE_RATIO,

@@ -16,12 +16,12 @@ import {
   billingSettled, consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
-const MODEL = 'gpt-4o-mini';
+const MODEL = 'gpt-4o';
 const REASONING_MODELS = ['o3-mini', 'gpt-5-mini'];
 const OPENAI_KEY = 'sk-proj-mock-openai-bounds';
-// gpt-4o-mini has no ratio of its own: model ratio 1, completion ratio 5, cache reads 0.1 (the
-// defaults of core/pricing/ratios.ts), group default 1. Written out, not taken from core/pricing.
-const cost = (input: number, output: number) => Math.round(input + output * 5);
+// gpt-4o at OpenAI's prices ($2.50 input, $10 output per million): model ratio 1.25, completion
+// ratio 4 (core/pricing/ratios.ts's built-in table), group default 1. Written out, not taken from core/pricing.
+const cost = (input: number, output: number) => Math.round((input + output * 4) * 1.25);
 /** What the mock generates when nothing caps it: more than the default bound (4096). */
 const LONG_ANSWER = 5000;
 
@@ -64,7 +64,7 @@ describe('the reserved output bound reaches an OpenAI-format provider', () => {
     const request = { model: MODEL, messages: [{ role: 'user' as const, content: 'Write me a very long essay' }] };
     const { data, response } = await openai.chat.completions.create(request).withResponse();
     const sent = providerBody();
-    // The client's body, with the bound added (gpt-4o-mini is no reasoning model: max_tokens).
+    // The client's body, with the bound added (gpt-4o is no reasoning model: max_tokens).
     expect(sent).toEqual({ ...request, max_tokens: 4096 });
     expect(data.usage!.completion_tokens).toBe(4096);
     expect(data.choices[0]!.finish_reason).toBe('length');
@@ -180,7 +180,8 @@ describe('n choices', () => {
   });
 
   it('the reservation covers all n: a balance for one choice but not three is refused 402, nothing billed', async () => {
-    // The reservation is (input bound + max_tokens × n × 5); the input bound of this body is under 200.
+    // The reservation is (input bound + max_tokens × n × 4) × 1.25; the input bound of this body is
+    // under 200: at most 15,250 for three choices, 5,250 for one.
     const poor = await fundedAccount(stack, 8_000);
     const client = new OpenAI({ apiKey: (await createApiKey(stack, poor)).key, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
     const request = { model: MODEL, max_tokens: 1000, messages: [{ role: 'user' as const, content: 'Hi' }] };

@@ -15,11 +15,12 @@ import {
   createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
-const MODEL = 'gpt-4o-mini';
+const MODEL = 'gpt-4o';
 const OPENAI_KEY = 'sk-proj-mock-openai-channel-credential';
-// gpt-4o-mini has no ratio of its own: model ratio 1, completion ratio 5, cache reads 0.1 (the
-// defaults of core/pricing/ratios.ts), group default 1. Written out, not taken from core/pricing.
-const cost = (input: number, output: number, cacheRead = 0) => Math.round(input + cacheRead * 0.1 + output * 5);
+// gpt-4o at OpenAI's prices ($2.50 input, $1.25 cached, $10 output per million): model ratio 1.25,
+// completion ratio 4, cache reads 0.5 (core/pricing/ratios.ts's built-in table), group default 1.
+// Written out, not taken from core/pricing.
+const cost = (input: number, output: number, cacheRead = 0) => Math.round((input + cacheRead * 0.5 + output * 4) * 1.25);
 const FUNDS = 10_000_000;
 const OUTPUT = 9;
 const CACHED = 4;
@@ -57,8 +58,10 @@ function providerRequest(): { body: Record<string, unknown>; headers: Record<str
 }
 
 /** Every book agrees: ledger (tokens, quota, protocol), log row, account balance, Redis mirror. */
-async function expectBilled(requestId: string, before: number, u: { input: number; cached: number; output: number }, protocol: 'openai' | 'anthropic'): Promise<void> {
-  const quota = cost(u.input, u.output, u.cached);
+async function expectBilled(
+  requestId: string, before: number, u: { input: number; cached: number; output: number }, protocol: 'openai' | 'anthropic',
+  quota = cost(u.input, u.output, u.cached),
+): Promise<void> {
   const row = await ledgerRow(stack, requestId);
   expect(row).toMatchObject({ prompt_tokens: u.input + u.cached, completion_tokens: u.output, quota });
   const [ledger] = await stack.sql`SELECT protocol, cache_read_tokens FROM ledger WHERE request_id = ${requestId}`;
@@ -225,9 +228,12 @@ describe('/v1/chat/completions to an OpenAI-format channel', () => {
     // max_tokens: the bound it was reserved at, as the client set none (openai-channel-bounds.integration.test.ts).
     expect(providerRequest().body).toEqual({ model: MODEL, stream: true, stream_options: { include_usage: true }, seed: 3, max_tokens: 4096, messages: [{ role: 'user', content: 'Tell me something' }] });
     const prompt = countPromptTokens(providerRequest().body);
-    // Priced under the name the client asked for, as on the Anthropic path.
+    // Priced under the name the client asked for, as on the Anthropic path: gpt-alias at the ratio
+    // mockChannel gave it (1; completion 5 and cache reads 0.1 by default), not gpt-4o's.
     const requestId = res.headers.get('x-gateway-request-id')!;
-    await expectBilled(requestId, before, { input: prompt - CACHED, cached: CACHED, output: OUTPUT }, 'openai');
+    const aliasCost = Math.round(prompt - CACHED + CACHED * 0.1 + OUTPUT * 5);
+    expect(aliasCost).not.toBe(cost(prompt - CACHED, OUTPUT, CACHED));
+    await expectBilled(requestId, before, { input: prompt - CACHED, cached: CACHED, output: OUTPUT }, 'openai', aliasCost);
     const [row] = await stack.sql`SELECT model_name FROM ledger WHERE request_id = ${requestId}`;
     expect(row!.model_name).toBe('gpt-alias');
   });

@@ -239,6 +239,9 @@ class Exchange {
     if (served.length === 0) {
       return this.fail(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${allowed[0]}".`));
     }
+    if (!ratios.priced(body.model)) {
+      return this.fail(new RelayError('model_not_priced', `Model "${body.model}" has no price on this gateway: an administrator sets its ratio (option ModelRatio) before it can be used.`));
+    }
     this.routeGroups = served;
     this.group = this.routeGroups[0]!;
     let maxGroupRatio = 0;

@@ -16,6 +16,7 @@ import { postgresBalanceSource } from '../../core/quota/postgres-balance-source.
 import { buildConsoleApp } from '../../console-api/app.js';
 import { hashPassword } from '../../console-api/auth/password.js';
 import { QuotaStore } from '../../core/quota/quota-store.js';
+import { ratiosFromOptions } from '../../core/pricing/ratios.js';
 import { startRelay, type RunningRelay } from '../../relay/server.js';
 import { settlementsInFlight } from '../../relay/messages/settlement.js';
 import { createClickHouse, createClickHouseAdmin } from '../../infra/clickhouse/client.js';
@@ -188,8 +189,29 @@ export async function fundedAccount(stack: GatewayStack, quota: number, group = 
   return { id, username, token };
 }
 
-/** Creates a channel to the mock provider serving `models` for `group`. */
+/**
+ * Prices at ratio 1 (option ModelRatio) each of `models` that no ratio prices yet, as an operator
+ * prices a channel's models: the relay refuses a model without a price. Waits until the relays serve it.
+ */
+export async function priceModels(stack: GatewayStack, models: string[]): Promise<void> {
+  const [row] = await stack.sql`SELECT value FROM options WHERE key = 'ModelRatio'`;
+  const current = (row?.value as string | undefined) ?? '{}';
+  const ratios = ratiosFromOptions(new Map([['ModelRatio', current]]));
+  const missing = models.filter((m) => !ratios.priced(m));
+  if (missing.length === 0) return;
+  const value = JSON.stringify({ ...JSON.parse(current), ...Object.fromEntries(missing.map((m) => [m, 1])) });
+  const { json } = await consoleCall(stack, 'PUT', '/api/option/', stack.adminToken, { key: 'ModelRatio', value });
+  if (!json.success) throw new Error(`pricing the models failed: ${json.message}`);
+  const deadline = Date.now() + 5000;
+  while (!stack.relays.every((r) => missing.every((m) => r.hasPrice(m)))) {
+    if (Date.now() > deadline) throw new Error('the relay did not pick up the models\' prices');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Creates a channel to the mock provider serving `models` for `group`, each priced (priceModels). */
 export async function mockChannel(stack: GatewayStack, models: string[], group = 'default', extra: Record<string, unknown> = {}): Promise<number> {
+  await priceModels(stack, models);
   const { json } = await consoleCall<{ id: number }>(stack, 'POST', '/api/channel/', stack.adminToken, {
     name: uniqueName('mock-'), base_url: stack.mock.url, key: MOCK_CHANNEL_KEY, models: models.join(','), group, ...extra,
   });
