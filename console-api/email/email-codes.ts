@@ -1,14 +1,14 @@
 // One-time codes sent by e-mail: binding an address to an account, registering with a verified address
 // (EmailVerificationEnabled), resetting a forgotten password. A code is 6 digits for a person to type
 // (a reset code 32 hex characters, as it also travels in a link), valid EMAIL_CODE_TTL_SEC, used once,
-// and dead after EMAIL_CODE_MAX_ATTEMPTS wrong tries. Only an HMAC (the server's KEY_SECRET) of
+// and dead after EMAIL_CODE_MAX_ATTEMPTS tries. Only an HMAC (the server's KEY_SECRET) of
 // purpose, address and code is stored (email_codes, migration 012): a database dump holds no usable
 // code, and the code never reaches a log (it travels in request bodies, never in a URL).
 //
 // Rate limits, counted on the same rows under a transaction-scoped advisory lock so that parallel
 // requests are counted one after the other: per address EMAIL_CODES_PER_ADDRESS, per account
 // EMAIL_CODES_PER_ACCOUNT and per client address EMAIL_CODES_PER_CLIENT, each per hour.
-import { createHmac, randomBytes, randomInt } from 'node:crypto';
+import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { loadSmtpSettings, sendMail } from '../../core/email/mailer.js';
 import type { ConsoleContext } from '../context.js';
 import type { UserRow } from '../accounts/account-view.js';
@@ -89,28 +89,46 @@ export async function issueEmailCode(ctx: ConsoleContext, r: IssueCode): Promise
   return code;
 }
 
+/** A code that matched its address's open code; used by useEmailCode in the transaction of what it allows. */
+export interface EmailCodeClaim {
+  id: number;
+  /** The account the code was issued for (0 for registration). */
+  userId: number;
+}
+
 /**
- * Uses a code: inside `tx` (the change the code allows commits with its use, or neither happens).
- * Returns the account the code was issued for. A wrong code counts an attempt on the address's open
- * code, outside `tx` (it must stay counted though the caller's transaction rolls back).
+ * Checks a code, before the caller's transaction: every try, right or wrong, first takes one of the
+ * open code's EMAIL_CODE_MAX_ATTEMPTS in a statement of its own that commits at once. So a wrong code
+ * stays counted though what it was for is never done; tries in parallel are counted one after the
+ * other (the row's lock), never all compared before any is counted; and no transaction waits for a
+ * second pool connection (a pool full of such transactions would wait forever). INVALID_CODE when
+ * the code is wrong, expired, used or out of tries.
  */
-export async function consumeEmailCode(ctx: ConsoleContext, tx: Db, purpose: CodePurpose, rawEmail: string, code: string): Promise<number> {
+export async function claimEmailCode(ctx: ConsoleContext, purpose: CodePurpose, rawEmail: string, code: string): Promise<EmailCodeClaim> {
   const email = normalizeEmail(rawEmail);
   const now = ctx.now();
-  const [row] = await tx<{ user_id: number }[]>`
-    UPDATE email_codes SET used_at = ${now}
+  const [row] = await ctx.sql<{ id: number; user_id: number; code_hash: Buffer }[]>`
+    UPDATE email_codes SET attempts = attempts + 1
     WHERE id = (
       SELECT id FROM email_codes
       WHERE purpose = ${purpose} AND email = ${email} AND used_at IS NULL
       ORDER BY id DESC LIMIT 1)
-      AND code_hash = ${codeHash(ctx, purpose, email, code)} AND expires_at > ${now} AND attempts < ${EMAIL_CODE_MAX_ATTEMPTS}
-      AND used_at IS NULL
-    RETURNING user_id`;
-  if (row) return Number(row.user_id);
-  await ctx.sql`
-    UPDATE email_codes SET attempts = attempts + 1
-    WHERE purpose = ${purpose} AND email = ${email} AND used_at IS NULL AND expires_at > ${now}`;
-  throw new ConsoleError('INVALID_CODE');
+      AND used_at IS NULL AND expires_at > ${now} AND attempts < ${EMAIL_CODE_MAX_ATTEMPTS}
+    RETURNING id, user_id, code_hash`;
+  const given = codeHash(ctx, purpose, email, code);
+  if (!row || row.code_hash.length !== given.length || !timingSafeEqual(row.code_hash, given)) throw new ConsoleError('INVALID_CODE');
+  return { id: Number(row.id), userId: Number(row.user_id) };
+}
+
+/**
+ * Uses a claimed code inside `tx`: the change the code allows commits with its use, or neither
+ * happens. Returns the account the code was issued for; INVALID_CODE when a parallel request used it first.
+ */
+export async function useEmailCode(ctx: ConsoleContext, tx: Db, claim: EmailCodeClaim): Promise<number> {
+  const [row] = await tx<{ user_id: number }[]>`
+    UPDATE email_codes SET used_at = ${ctx.now()} WHERE id = ${claim.id} AND used_at IS NULL RETURNING user_id`;
+  if (!row) throw new ConsoleError('INVALID_CODE');
+  return Number(row.user_id);
 }
 
 /** Mails a code; EMAIL_NOT_CONFIGURED when SMTPServer is not set, UPSTREAM_FAILED when sending fails. */

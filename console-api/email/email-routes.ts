@@ -4,6 +4,7 @@
 // and proxies keep.
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { loadSmtpSettings } from '../../core/email/mailer.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { hashPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
@@ -13,7 +14,7 @@ import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
-import { consumeEmailCode, EMAIL_CODE_TTL_SEC, findUserByEmail, issueEmailCode, mailCode } from './email-codes.js';
+import { claimEmailCode, EMAIL_CODE_TTL_SEC, findUserByEmail, issueEmailCode, mailCode, useEmailCode } from './email-codes.js';
 
 const email = z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' });
 
@@ -62,8 +63,9 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     summary: 'Bind an e-mail address to the account with the code GET /api/verification?purpose=bind mailed to it',
     errors: ['INVALID_JSON', 'INVALID_CODE', 'EMAIL_TAKEN'],
   }, async ({ body, user }) => {
+    const claim = await claimEmailCode(ctx, 'bind', body.email, body.code);
     await sql.begin(async (tx) => {
-      const owner = await consumeEmailCode(ctx, tx, 'bind', body.email, body.code);
+      const owner = await useEmailCode(ctx, tx, claim);
       if (owner !== Number(user.id)) throw new ConsoleError('INVALID_CODE');
       if (await findUserByEmail(tx, body.email, Number(user.id))) throw new ConsoleError('EMAIL_TAKEN');
       await tx`UPDATE users SET email = ${body.email.trim()} WHERE id = ${user.id}`;
@@ -74,17 +76,28 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'GET', path: '/api/reset_password', tag: 'account: e-mail', access: 'public', query: resetRequestQuery,
     summary: 'Mail a password reset code to the address, when an account has it',
-    description: 'Answers success whether or not an account has the address (no account enumeration); the same limits as GET /api/verification. ' +
-      'The code is valid 10 minutes, once.',
-    errors: ['RATE_LIMITED', 'FEATURE_DISABLED', 'UPSTREAM_FAILED'],
+    description: 'Answers the same whether or not an account has the address (no account enumeration): success, or 403 for every address when SMTPServer is not set. ' +
+      'The same limits as GET /api/verification, kept silently (an address over them gets no new code). The code is valid 10 minutes, once.',
+    errors: ['FEATURE_DISABLED'],
   }, async ({ query, request }) => {
+    // Every answer must be one an unknown address gets too: whether mail is off is asked before the
+    // account, and the account's limits and the sending (its failure, its time) stay out of the answer.
+    if (!await loadSmtpSettings(ctx.sql)) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
     const user = await findUserByEmail(ctx.sql, query.email);
     if (!user || user.status !== ACCOUNT_STATUS.enabled) return ok();
-    const code = await issueEmailCode(ctx, { purpose: 'reset', email: query.email, userId: Number(user.id), clientIp: request.ip });
-    await mailCode(ctx, user.email, 'Password reset',
+    let code: string;
+    try {
+      code = await issueEmailCode(ctx, { purpose: 'reset', email: query.email, userId: Number(user.id), clientIp: request.ip });
+    } catch (err) {
+      if (!(err instanceof ConsoleError) || err.code !== 'RATE_LIMITED') throw err;
+      ctx.logger.info({ userId: user.id }, 'password reset not mailed: too many codes');
+      return ok();
+    }
+    mailCode(ctx, user.email, 'Password reset',
       `Someone asked to reset the password of the account ${user.username}.\n` +
       `Reset code: ${code}\nValid for ${EMAIL_CODE_TTL_SEC / 60} minutes, once (POST /api/user/reset with email and token).\n` +
-      'If it was not you, ignore this message: the password stays as it is.');
+      'If it was not you, ignore this message: the password stays as it is.',
+    ).catch((err: unknown) => ctx.logger.warn({ userId: user.id, reason: (err as Error).message }, 'password reset not mailed'));
     return ok();
   });
 
@@ -101,8 +114,9 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     if (body.password !== undefined) assertPasswordRules(policy, body.password);
     const hash = await ctx.passwords.run(() => hashPassword(password));
     const now = ctx.now();
+    const claim = await claimEmailCode(ctx, 'reset', body.email, body.token);
     await sql.begin(async (tx) => {
-      const userId = await consumeEmailCode(ctx, tx, 'reset', body.email, body.token);
+      const userId = await useEmailCode(ctx, tx, claim);
       await tx`UPDATE users SET password_hash = ${hash} WHERE id = ${userId}`;
       await tx`UPDATE access_tokens SET revoked_at = ${now} WHERE user_id = ${userId} AND revoked_at IS NULL`;
     });

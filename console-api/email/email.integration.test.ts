@@ -2,7 +2,7 @@
 // address with a code, register with a verified address, reset a forgotten password; codes expire, are
 // used once, die after wrong tries, are rate-limited per address and per account, and are stored only
 // as an HMAC.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, startConsoleHarness, uniqueName } from '../../tests/harness/console-harness.js';
 import { mailText, type SmtpSink, startSmtpSink } from '../../tests/harness/smtp-sink.js';
 
@@ -171,6 +171,34 @@ describe('resetting a forgotten password', () => {
     expect((await post('/api/user/login', { username: a.user.username, password })).statusCode).toBe(200);
   });
 
+  it('answers the same whether or not an account has the address', async () => {
+    clock += 3601; // this file's earlier codes out of the hour's limits
+    const a = await h.account();
+    const address = `${uniqueName('x')}@example.test`;
+    await h.sql`UPDATE users SET email = ${address} WHERE id = ${a.user.id}`;
+    const missing = `${uniqueName('none')}@example.test`;
+    const ask = async (to: string) => {
+      const res = await get(`/api/reset_password?email=${encodeURIComponent(to)}`);
+      return { status: res.statusCode, body: res.json() };
+    };
+
+    await h.sql`UPDATE options SET value = '' WHERE key = 'SMTPServer'`;
+    try {
+      const known = await ask(address);
+      expect(known).toEqual(await ask(missing));
+      expect(known).toEqual({ status: 403, body: { success: false, message: 'e-mail is not configured (SMTPServer)' } });
+    } finally {
+      await h.sql`UPDATE options SET value = '127.0.0.1' WHERE key = 'SMTPServer'`;
+    }
+
+    // One more than the codes an address may have an hour: the limit is the account's own.
+    for (let i = 0; i < 6; i++) {
+      expect(await ask(address)).toEqual({ status: 200, body: { success: true, message: '' } });
+      expect(await ask(missing)).toEqual({ status: 200, body: { success: true, message: '' } });
+    }
+    for (let i = 0; i < 5; i++) await sink.next(address);
+  });
+
   it('answers 403 when SMTP is not configured, and 502 when the SMTP server refuses', async () => {
     const a = await h.account();
     sink.failing = true;
@@ -189,5 +217,40 @@ describe('resetting a forgotten password', () => {
     } finally {
       await h.sql`UPDATE options SET value = '127.0.0.1' WHERE key = 'SMTPServer'`;
     }
+  });
+});
+
+describe('wrong codes under concurrency', () => {
+  beforeEach(() => {
+    clock += 3601; // this file's earlier codes out of the hour's limits
+  });
+  const within = <T>(ms: number, p: Promise<T>): Promise<T> => Promise.race([p,
+    new Promise<never>((_r, reject) => setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms).unref())]);
+  const guesses = (right: string, n: number) =>
+    Array.from({ length: n }, (_v, i) => String((Number(right) + 1 + i) % 1_000_000).padStart(6, '0'));
+
+  // Each bind's transaction holds a pool connection: a wrong code counted on another connection of the
+  // same pool leaves every connection waiting for a free one once the pool is full of such binds.
+  it('answers twice the pool size of parallel wrong binds, and the console answers after', async () => {
+    const a = await h.account();
+    const address = `${uniqueName('d')}@example.test`;
+    const right = await bindCode(address, a.auth);
+    const n = 2 * h.sql.options.max;
+    const results = await within(5_000, Promise.all(guesses(right, n).map((code) =>
+      post('/api/oauth/email/bind', { email: address, code }, a.auth))));
+    expect(results.map((r) => r.statusCode)).toEqual(Array(n).fill(400));
+    expect((await within(5_000, get('/api/user/self', a.auth))).statusCode).toBe(200);
+  });
+
+  it('counts every guess of a parallel burst: no more than 5 are compared, and the code is dead after', async () => {
+    const a = await h.account();
+    const address = `${uniqueName('q')}@example.test`;
+    const right = await bindCode(address, a.auth);
+    const results = await within(10_000, Promise.all(guesses(right, 12).map((code) =>
+      post('/api/oauth/email/bind', { email: address, code }, a.auth))));
+    expect(results.map((r) => r.statusCode)).toEqual(Array(12).fill(400));
+    const [row] = await h.sql<{ attempts: number }[]>`SELECT attempts FROM email_codes WHERE email = ${address} AND purpose = 'bind'`;
+    expect(row!.attempts).toBe(5);
+    expect((await post('/api/oauth/email/bind', { email: address, code: right }, a.auth)).statusCode).toBe(400);
   });
 });

@@ -359,4 +359,15 @@ describe('options (administration)', () => {
     expect(w.messages).toContainEqual({ kind: 'options', keys: ['ModelRatio'] });
     expect(w.messages).toContainEqual({ kind: 'options', keys: ['GroupRatio'] });
   });
+
+  it('takes only an http(s) URL (or nothing) as TopUpLink: the web console makes it a link', async () => {
+    for (const value of ['javascript:alert(document.domain)', 'data:text/html,<script>alert(1)</script>', 'shop.example/topup']) {
+      const res = await inject('PUT', '/api/option/', admin, { key: 'TopUpLink', value });
+      expect(res.statusCode, value).toBe(400);
+      expect(res.json(), value).toEqual({ success: false, message: 'value (TopUpLink): must be an http(s) URL or empty' });
+    }
+    for (const value of ['https://shop.example/topup?plan=1', '']) {
+      expect((await inject('PUT', '/api/option/', admin, { key: 'TopUpLink', value })).statusCode, value).toBe(200);
+    }
+  });
 });

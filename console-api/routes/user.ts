@@ -21,7 +21,7 @@ import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedC
 import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
-import { consumeEmailCode, findUserByEmail } from '../email/email-codes.js';
+import { claimEmailCode, findUserByEmail, useEmailCode } from '../email/email-codes.js';
 import { registerEmailRoutes } from '../email/email-routes.js';
 import { registerSettingRoutes } from '../notices/setting-routes.js';
 import { registerOidcRoutes } from '../oidc/oidc-routes.js';
@@ -159,9 +159,10 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     // A logged-in caller registering with its own code is a self-invitation too.
     const bearer = bearerToken(request.headers.authorization);
     const caller = body.aff_code && bearer ? await resolveSession(sql, bearer, ctx.now()) : undefined;
+    const claim = policy.emailVerificationRequired ? await claimEmailCode(ctx, 'register', email, body.verification_code!) : undefined;
     const credits = await sql.begin(async (tx) => {
-      if (policy.emailVerificationRequired) {
-        await consumeEmailCode(ctx, tx, 'register', email, body.verification_code!);
+      if (claim) {
+        await useEmailCode(ctx, tx, claim);
         // The code was mailed while the address was free; another account may have bound it since.
         if (await findUserByEmail(tx, email)) throw new ConsoleError('EMAIL_TAKEN');
       }
