@@ -92,7 +92,7 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   // AmountDiscount) and the referral rewards are root's: an administrator setting them could credit
   // itself (a near-free top-up, a reward for an account of its own), which a quota edit on itself is
   // refused for.
-  def('TopUpLink', text(), '', 'external top-up link; empty means in-site top-up'),
+  def('TopUpLink', url, '', 'external top-up link (http or https; the web console makes it a link); empty means in-site top-up'),
   def('RedemptionEnabled', bool, 'true', 'redemption codes may be used (POST /api/user/topup)'),
   def('MinTopUp', int(1), '1', 'minimum quantity of a QR-code (epay) payment'),
   def('CardpayMinTopUp', int(1), '1', 'minimum quantity of a card payment'),

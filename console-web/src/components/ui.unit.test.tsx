@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { dollars, maskKey } from '../format';
 import { logQuery, EMPTY_LOG_FILTERS } from '../pages/logs';
 import { summarise } from '../pages/dashboard';
-import { epayRedirectUrl } from '../pages/topup';
+import { epayRedirectUrl, topUpHref } from '../pages/topup';
 import { optionSection } from '../pages/admin/options';
 import { accountGroups } from '../pages/admin/users';
 import { readCookie } from '../api/client';
@@ -69,5 +69,13 @@ describe('display rules', () => {
     expect(accountGroups([{ key: 'GroupRatio', value: '{"default":1,"vip":2}' }])).toEqual(['default', 'vip']);
     expect(accountGroups([{ key: 'GroupRatio', value: 'not json' }])).toEqual([]);
     expect(accountGroups(undefined)).toEqual([]);
+  });
+
+  it('makes a link of an http(s) top-up link only', () => {
+    expect(topUpHref('https://shop.example/topup')).toBe('https://shop.example/topup');
+    expect(topUpHref('HTTP://shop.example')).toBe('HTTP://shop.example');
+    for (const s of ['javascript:alert(document.domain)', ' javascript:alert(1)', 'JaVaScRiPt:alert(1)', 'data:text/html,x', '//evil.example', '', undefined]) {
+      expect(topUpHref(s), String(s)).toBeUndefined();
+    }
   });
 });

@@ -12,6 +12,14 @@ export function epayRedirectUrl(url: string, params: Record<string, string>): st
   return u.toString();
 }
 
+/**
+ * The top-up link as an href, or undefined: only http(s), as a javascript: or data: link the server
+ * once took (or a stored one from before it checked) would run in the console's origin when clicked.
+ */
+export function topUpHref(link: string | undefined): string | undefined {
+  return link && /^https?:\/\//i.test(link) ? link : undefined;
+}
+
 export function TopupPage({ account, refreshAccount }: PageProps) {
   const info = useLoad(() => call(api.GET('/api/user/topup/info')), []);
   return (
@@ -59,9 +67,10 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
   const online = info.enable_online_topup && info.pay_methods.length > 0;
   const card = info.enable_cardpay_topup;
   if (!online && !card) {
+    const link = topUpHref(info.topup_link);
     return (
       <Card title="Pay online">
-        {info.topup_link ? <p>Top up at <a href={info.topup_link} rel="noopener noreferrer">{info.topup_link}</a>.</p> : <p>Online payment is not enabled on this service.</p>}
+        {link ? <p>Top up at <a href={link} rel="noopener noreferrer">{link}</a>.</p> : <p>Online payment is not enabled on this service.</p>}
       </Card>
     );
   }
