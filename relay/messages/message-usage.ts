@@ -1,7 +1,7 @@
 // The usage of a non-streaming Message answer, read without parsing the whole body: Anthropic puts
-// `usage` last, and the byte sequence `"usage":` cannot occur inside a JSON string (its quotes would
-// be escaped), so the last occurrence is the usage key. Only that object is parsed; anything
-// unexpected falls back to parsing the whole body.
+// `usage` last, so its value is parsed alone when it ends the body's object. The last `"usage":` of a
+// body that puts it elsewhere can be a tool input's (a client asks for one through its tool schema):
+// that body, and anything else unexpected, is parsed whole.
 import { usageOfMessage, type StreamUsage } from '../stream/sse-usage-parser.js';
 
 const USAGE_KEY = Buffer.from('"usage":');
@@ -13,9 +13,11 @@ const BACKSLASH = 0x5c;
 export function usageOfMessageBody(body: Buffer): StreamUsage | null {
   const at = body.lastIndexOf(USAGE_KEY);
   if (at >= 0) {
-    const start = body.indexOf(OPEN, at + USAGE_KEY.length);
-    const end = start < 0 ? -1 : matchingBrace(body, start);
-    if (end > 0) {
+    let start = at + USAGE_KEY.length;
+    while (start < body.length && isBlank(body[start]!)) start++;
+    // Not an object (a tool input's `"usage":"…"`): the next `{` would be some other key's value.
+    const end = body[start] === OPEN ? matchingBrace(body, start) : -1;
+    if (end > 0 && endsObject(body, end + 1)) {
       try {
         const usage = usageOfMessage({ usage: JSON.parse(body.toString('utf8', start, end + 1)) });
         if (usage) return usage;
@@ -29,6 +31,22 @@ export function usageOfMessageBody(body: Buffer): StreamUsage | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * Only blanks, one `}`, then blanks to the end: the value just before closes the body's own object,
+ * so its key is at the top level. One nested deeper would be followed by at least two closers.
+ */
+function endsObject(buf: Buffer, from: number): boolean {
+  let i = from;
+  while (i < buf.length && isBlank(buf[i]!)) i++;
+  if (buf[i] !== CLOSE) return false;
+  for (i++; i < buf.length; i++) if (!isBlank(buf[i]!)) return false;
+  return true;
+}
+
+function isBlank(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 function matchingBrace(buf: Buffer, start: number): number {

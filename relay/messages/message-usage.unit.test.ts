@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { usageOfMessageBody } from './message-usage.js';
 
 const message = (usage: unknown, text = 'hello') => Buffer.from(JSON.stringify({
@@ -42,5 +42,37 @@ describe('usageOfMessageBody', () => {
   it('answers null for a body without usage or not JSON', () => {
     expect(usageOfMessageBody(Buffer.from('{"type":"message"}'))).toBeNull();
     expect(usageOfMessageBody(Buffer.from('<html>'))).toBeNull();
+  });
+
+  // A provider that writes usage before content, answering a tool call whose input has a `usage` key
+  // (a client can ask for one through its tool schema): the last `"usage":` is the client's.
+  it('reads the top-level usage, not a tool input\'s, whatever the key order', () => {
+    const want = { inputTokens: 5000, outputTokens: 3000, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 };
+    const toolUse = (input: unknown) => Buffer.from(JSON.stringify({ id: 'msg_1', type: 'message', usage: { input_tokens: 5000, output_tokens: 3000 },
+      content: [{ type: 'tool_use', id: 't', name: 'f', input }], stop_reason: 'tool_use' }));
+    expect(usageOfMessageBody(toolUse({ usage: { note: 'x' } }))).toEqual(want);
+    expect(usageOfMessageBody(toolUse({ usage: { input_tokens: 1, output_tokens: 0 } }))).toEqual(want);
+    // Nested as the last thing of the body but one level down.
+    expect(usageOfMessageBody(Buffer.from(`{"usage":{"input_tokens":5000,"output_tokens":3000},"content":[{"type":"tool_use","input":{"a":{"usage":{"output_tokens":1}}}}]}`))).toEqual(want);
+    // A tool input's usage that is no object, the object after it the body's last.
+    expect(usageOfMessageBody(Buffer.from(`{"usage":{"input_tokens":5000,"output_tokens":3000},"content":[{"type":"tool_use","input":{"usage":"x"}}],"meta":{"output_tokens":1}}`))).toEqual(want);
+    // A key that only ends in "usage (its quote escaped).
+    expect(usageOfMessageBody(Buffer.from(`{"usage":{"input_tokens":5000,"output_tokens":3000},"content":[{"type":"tool_use","input":{"x\\"usage":{"output_tokens":1}}}]}`))).toEqual(want);
+  });
+
+  it('reads a usage that states no count as no usage', () => {
+    expect(usageOfMessageBody(message({}))).toBeNull();
+    expect(usageOfMessageBody(Buffer.from('{"content":[],"usage":{}}\n'))).toBeNull();
+  });
+
+  describe('the usual answer, usage last', () => {
+    afterEach(() => vi.restoreAllMocks());
+    it('is read without parsing the whole body', () => {
+      const parse = vi.spyOn(JSON, 'parse');
+      const body = Buffer.concat([message({ input_tokens: 12, output_tokens: 9 }, 'x'.repeat(10_000)), Buffer.from('\n')]);
+      expect(usageOfMessageBody(body)).toMatchObject({ inputTokens: 12, outputTokens: 9 });
+      expect(parse).toHaveBeenCalledTimes(1);
+      expect((parse.mock.calls[0]![0] as string).length).toBeLessThan(100);
+    });
   });
 });

@@ -248,12 +248,22 @@ class ClientStream {
   }
 }
 
+/** A stream's meter; SseUsageParser also says whether its stream stated the input (false: it did not). */
+type Meter = StreamMeter & { readonly inputStated?: boolean };
+
 /**
  * Settles a stream, then calls `settled` (which ends the client's stream): with the provider's final usage (message_delta) when it sent one, pending
- * delivered text dropped uncounted; otherwise with the exact token count of the text delivered.
+ * delivered text dropped uncounted; otherwise with the exact token count of the text delivered. An
+ * input the provider did not state is the relay's count of the prompt.
  * `partialReason` null means the stream completed.
  */
-async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivered: DeliveredTextCounter, partialReason: string | null, settled?: () => void): Promise<void> {
+async function settleStream(ex: StreamingExchange, parser: Meter, delivered: DeliveredTextCounter, partialReason: string | null, settled?: () => void): Promise<void> {
+  // A Chat Completions stream states its input only with its final usage, and an Anthropic provider
+  // may leave it out of message_start: billed as 0, the prompt would be free. Counted on a worker,
+  // alongside the delivered text.
+  const prompt = parser.sawMessageStart && (parser.inputStated === false || (parser.inputOnlyAtEnd === true && !parser.sawMessageDelta))
+    ? countedInput(ex, parser)
+    : null;
   let usage: StreamUsage;
   if (parser.sawMessageDelta) {
     delivered.discard();
@@ -266,20 +276,22 @@ async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivere
       ex.ctx.log.warn({ err, requestId: ex.requestId }, 'delivered-text count failed; billing the delta count');
       output = snapshot(parser).outputTokens;
     }
-    // A Chat Completions stream states its input only with its final usage: the prompt is counted here.
-    let input = parser.inputTokens;
-    if (parser.inputOnlyAtEnd && parser.sawMessageStart) {
-      try {
-        input = await ex.countPromptTokens();
-      } catch (err) {
-        ex.ctx.log.warn({ err, requestId: ex.requestId }, 'prompt count of a cut stream failed; its input is not billed');
-      }
-    }
-    usage = { inputTokens: input, outputTokens: output, cacheCreationTokens: parser.cacheCreationTokens, cacheCreation1hTokens: parser.cacheCreation1hTokens, cacheReadTokens: parser.cacheReadTokens, webSearchRequests: parser.webSearchRequests };
+    usage = { inputTokens: parser.inputTokens, outputTokens: output, cacheCreationTokens: parser.cacheCreationTokens, cacheCreation1hTokens: parser.cacheCreation1hTokens, cacheReadTokens: parser.cacheReadTokens, webSearchRequests: parser.webSearchRequests };
   }
+  if (prompt !== null) usage.inputTokens = await prompt;
   if (partialReason === null) ex.finish({ kind: 'ok', usage });
   else ex.finish({ kind: 'partial', usage, reason: partialReason });
   if (settled) ex.afterSettled(settled);
+}
+
+/** The prompt's count as the provider's input_tokens would say it: less the cache reads and writes it did state, billed apart. */
+async function countedInput(ex: StreamingExchange, parser: StreamMeter): Promise<number> {
+  try {
+    return Math.max(0, await ex.countPromptTokens() - parser.cacheReadTokens - parser.cacheCreationTokens);
+  } catch (err) {
+    ex.ctx.log.warn({ err, requestId: ex.requestId }, 'prompt count of a stream without input usage failed; its input is not billed');
+    return parser.inputTokens;
+  }
 }
 
 function snapshot(p: StreamMeter): StreamUsage {

@@ -75,9 +75,11 @@ function exchange(calls: Call[], res: HttpResponse): StreamingExchange & { abort
   };
 }
 
-function start(calls: Call[], opts: Parameters<typeof fakeRes>[1] = {}) {
+/** `prompt`: what the relay counts of the prompt, for a stream that states no input. */
+function start(calls: Call[], opts: Parameters<typeof fakeRes>[1] = {}, prompt = 0) {
   const { res, drain } = fakeRes(calls, opts);
   const ex = exchange(calls, res);
+  ex.countPromptTokens = () => Promise.resolve(prompt);
   const body = new Readable({ read() {} });
   pipeStream(ex, body, {
     provider: { streamMeter: (sink) => new SseUsageParser(sink) },
@@ -200,5 +202,47 @@ describe('pipeStream writes to the client', () => {
     expect(written(calls)).toBe(START + DELTA + DELTA + TAIL);
     expect(calls.at(-1)).toEqual(['uncork']);
     expect(calls.at(-2)).toEqual(['end', undefined]);
+  });
+});
+
+// What the provider did not state is billed as the relay counts it: the delivered text for the
+// output, the prompt for the input. Never message_start's placeholder output (1) nor an input of 0.
+describe('pipeStream settles a stream whose usage is missing a count', () => {
+  const settle = async (text: string, prompt: number) => {
+    const calls: Call[] = [];
+    const { body } = start(calls, {}, prompt);
+    body.push(Buffer.from(text));
+    body.push(null);
+    await vi.waitFor(() => expect(calls.some((c) => c[0] === 'end')).toBe(true), { timeout: 20_000 });
+    const outcome = calls.find((c) => c[0] === 'finish')![1] as Extract<Outcome, { usage: unknown }>;
+    return { kind: outcome.kind, input: outcome.usage.inputTokens, output: outcome.usage.outputTokens, cacheRead: outcome.usage.cacheReadTokens };
+  };
+  const start1000 = sse('message_start', { type: 'message_start', message: { id: 'msg_1', usage: { input_tokens: 1000, output_tokens: 1 } } });
+  const STOP = sse('message_stop', { type: 'message_stop' });
+  const bareDelta = sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' } });
+
+  it('bills the delivered output when message_delta carries no output_tokens', async () => {
+    expect(await settle(start1000 + DELTA.repeat(500) + bareDelta + STOP, 7)).toEqual({ kind: 'ok', input: 1000, output: 500, cacheRead: 0 });
+    const emptyUsage = sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: {} });
+    expect(await settle(start1000 + DELTA.repeat(40) + emptyUsage + STOP, 7)).toEqual({ kind: 'ok', input: 1000, output: 40, cacheRead: 0 });
+  });
+
+  it('counts the prompt when message_start states no input, whether the output is stated or counted', async () => {
+    const noUsage = sse('message_start', { type: 'message_start', message: { id: 'msg_1' } });
+    const noInput = sse('message_start', { type: 'message_start', message: { id: 'msg_1', usage: { output_tokens: 1 } } });
+    expect(await settle(noUsage + DELTA.repeat(4) + TAIL, 777)).toEqual({ kind: 'ok', input: 777, output: 3, cacheRead: 0 });
+    expect(await settle(noInput + DELTA.repeat(4) + TAIL, 777)).toEqual({ kind: 'ok', input: 777, output: 3, cacheRead: 0 });
+    expect(await settle(noInput + DELTA.repeat(4) + bareDelta + STOP, 777)).toEqual({ kind: 'ok', input: 777, output: 4, cacheRead: 0 });
+    // Cut before its end.
+    expect(await settle(noUsage + DELTA.repeat(4), 777)).toEqual({ kind: 'partial', input: 777, output: 4, cacheRead: 0 });
+    // The cache reads it did state are billed as such, not again as input.
+    const cached = sse('message_start', { type: 'message_start', message: { id: 'msg_1', usage: { cache_read_input_tokens: 700, output_tokens: 1 } } });
+    expect(await settle(cached + DELTA.repeat(4) + TAIL, 777)).toEqual({ kind: 'ok', input: 77, output: 3, cacheRead: 700 });
+    // An input restated at the end is the provider's word.
+    const restated = sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { input_tokens: 55, output_tokens: 3 } });
+    expect(await settle(noUsage + DELTA.repeat(4) + restated + STOP, 777)).toEqual({ kind: 'ok', input: 55, output: 3, cacheRead: 0 });
+    // A stated input of 0 (everything else cached) is not counted over.
+    const zero = sse('message_start', { type: 'message_start', message: { id: 'msg_1', usage: { input_tokens: 0, cache_read_input_tokens: 700, output_tokens: 1 } } });
+    expect(await settle(zero + DELTA.repeat(4) + TAIL, 777)).toEqual({ kind: 'ok', input: 0, output: 3, cacheRead: 700 });
   });
 });

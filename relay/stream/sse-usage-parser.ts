@@ -60,7 +60,13 @@ export class SseUsageParser implements StreamUsage {
   cacheReadTokens = 0;
   webSearchRequests = 0;
   sawMessageStart = false;
+  /** The final usage arrived: a message_delta that states output_tokens (one without is only the stop reason). */
   sawMessageDelta = false;
+  /**
+   * The stream stated its input tokens (message_start, or restated by message_delta). A provider that
+   * leaves them out has its prompt counted by the relay (stream-relay.ts), not billed as 0.
+   */
+  inputStated = false;
   sawMessageStop = false;
   /** Count of content_block_delta events passed through. */
   contentDeltas = 0;
@@ -185,6 +191,7 @@ export class SseUsageParser implements StreamUsage {
       this.sawMessageStart = true;
       if (usage) {
         this.inputTokens = usageCount(usage.input_tokens);
+        this.inputStated = typeof usage.input_tokens === 'number';
         this.cacheReadTokens = usageCount(usage.cache_read_input_tokens);
         this.outputTokens = usageCount(usage.output_tokens);
         this.cacheCreation1hTokens = 0;
@@ -193,11 +200,18 @@ export class SseUsageParser implements StreamUsage {
       }
     } else if (kind === Ev.MessageDelta) {
       const usage = payload.usage as Record<string, unknown> | undefined;
-      this.sawMessageDelta = true;
       if (usage) {
-        // message_delta's counts are cumulative; input may be restated by some providers.
-        if (usage.output_tokens !== undefined) this.outputTokens = usageCount(usage.output_tokens);
-        if (usage.input_tokens !== undefined && usage.input_tokens !== null) this.inputTokens = usageCount(usage.input_tokens);
+        // message_delta's counts are cumulative; input may be restated by some providers. Without an
+        // output count it is not the final usage: the delivered text is counted instead, else the
+        // answer is billed message_start's placeholder output (1).
+        if (typeof usage.output_tokens === 'number') {
+          this.outputTokens = usageCount(usage.output_tokens);
+          this.sawMessageDelta = true;
+        }
+        if (typeof usage.input_tokens === 'number') {
+          this.inputTokens = usageCount(usage.input_tokens);
+          this.inputStated = true;
+        }
         // Anthropic restates the cache counts in the final message_delta; they are cumulative too.
         if (usage.cache_read_input_tokens !== undefined && usage.cache_read_input_tokens !== null) this.cacheReadTokens = usageCount(usage.cache_read_input_tokens);
         if (usage.cache_creation_input_tokens != null || usage.cache_creation != null) this.#cacheWrites(usage);
@@ -262,10 +276,11 @@ function webSearches(usage: Record<string, unknown>): number {
   return s && typeof s === 'object' ? usageCount(s.web_search_requests) : 0;
 }
 
-/** Usage of a non-streaming Message JSON body. */
+/** Usage of a non-streaming Message JSON body; null when it states neither input nor output tokens. */
 export function usageOfMessage(body: unknown): StreamUsage | null {
   const usage = (body as { usage?: Record<string, unknown> } | null)?.usage;
-  if (!usage) return null;
+  // `"usage":{}` says nothing: read as all zeros, the answer was free; as absent, the relay counts it.
+  if (!usage || (typeof usage.input_tokens !== 'number' && typeof usage.output_tokens !== 'number')) return null;
   const split = usage.cache_creation as Record<string, unknown> | null | undefined;
   const cacheCreationTokens = cacheWrites(usageCount(usage.cache_creation_input_tokens), split);
   const searches = webSearches(usage);

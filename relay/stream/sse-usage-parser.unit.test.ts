@@ -227,3 +227,53 @@ describe('a line that never ends', () => {
     expect(p).toMatchObject({ inputTokens: 4, outputTokens: 9, sawMessageDelta: true, sawMessageStop: true });
   });
 });
+
+// A usage the provider did not state must not be billed as stated: the relay's own count of the
+// prompt and of the delivered text stands in for it (stream-relay.ts, messages-handler.ts).
+describe('usage the provider left out', () => {
+  const start = (usage?: unknown) => event('message_start', { type: 'message_start', message: { id: 'm', ...(usage === undefined ? {} : { usage }) } });
+  const delta = event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'tok ' } });
+  const stop = event('message_stop', { type: 'message_stop' });
+
+  it('takes a message_delta for the final usage only when it states output_tokens', () => {
+    for (const tail of [
+      event('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' } }),
+      event('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: {} }),
+      event('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: null } }),
+    ]) {
+      for (const text of [start({ input_tokens: 1000, output_tokens: 1 }) + delta.repeat(5) + tail + stop, (start({ input_tokens: 1000, output_tokens: 1 }) + delta.repeat(5) + tail + stop).replace(/^event: .*\n/gm, '')]) {
+        const p = new SseUsageParser();
+        p.push(Buffer.from(text));
+        expect(p).toMatchObject({ inputTokens: 1000, outputTokens: 1, sawMessageDelta: false, sawMessageStop: true, contentDeltas: 5 });
+      }
+    }
+    const p = new SseUsageParser();
+    p.push(Buffer.from(start({ input_tokens: 1000, output_tokens: 1 }) + event('message_delta', { type: 'message_delta', usage: { output_tokens: 0 } }) + stop));
+    expect(p).toMatchObject({ outputTokens: 0, sawMessageDelta: true });
+  });
+
+  it('says whether the stream stated its input: in message_start, or restated in message_delta', () => {
+    const said = (text: string) => {
+      const p = new SseUsageParser();
+      p.push(Buffer.from(text));
+      return p.inputStated;
+    };
+    expect(said(start({ input_tokens: 0, output_tokens: 1 }))).toBe(true);
+    expect(said(start({ input_tokens: 12 }))).toBe(true);
+    expect(said(start())).toBe(false);
+    expect(said(start({}))).toBe(false);
+    expect(said(start({ output_tokens: 1, cache_read_input_tokens: 5 }))).toBe(false);
+    expect(said(start({ input_tokens: null, output_tokens: 1 }))).toBe(false);
+    expect(said(start() + event('message_delta', { type: 'message_delta', usage: { input_tokens: 7, output_tokens: 3 } }))).toBe(true);
+    expect(said(start() + event('message_delta', { type: 'message_delta', usage: { output_tokens: 3 } }))).toBe(false);
+    expect(new SseUsageParser().inputStated).toBe(false);
+  });
+
+  it('reads a JSON answer whose usage states neither input_tokens nor output_tokens as one without usage', () => {
+    expect(usageOfMessage({ usage: {} })).toBeNull();
+    expect(usageOfMessage({ usage: { cache_read_input_tokens: 3 } })).toBeNull();
+    expect(usageOfMessage({ usage: { input_tokens: null, output_tokens: '9' } })).toBeNull();
+    expect(usageOfMessage({ usage: 'none' })).toBeNull();
+    expect(usageOfMessage({ usage: { output_tokens: 0 } })).toEqual({ inputTokens: 0, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
+  });
+});
