@@ -1,8 +1,8 @@
 // The usage of a Chat Completions answer, priced with the same formula as Anthropic's
 // (core/pricing/quota-cost.ts): OpenAI's prompt_tokens includes the cached tokens
 // (usage.prompt_tokens_details.cached_tokens), so input = prompt_tokens - cached_tokens and the cached
-// ones are cache reads; completion_tokens (reasoning included) is the output. OpenAI reports no cache
-// writes.
+// ones are cache reads; completion_tokens (reasoning included) is the output, plus the reasoning a
+// provider reports beside it (see usageOfChatUsage). OpenAI reports no cache writes.
 //
 // ChatStreamMeter reads a streamed answer as it passes, without decoding or parsing the ordinary
 // chunks: `data: [DONE]` marks the end; only a chunk holding the key `"usage"` with an object value or
@@ -16,7 +16,7 @@
 import { Byte, DATA_PREFIX, LineCarry, closingQuote, lineEnd, startsWith, valueAfterKey } from '../../stream/sse-bytes.js';
 import type { StreamUsage } from '../../stream/sse-usage-parser.js';
 import type { DeliveredTextSink, StreamMeter } from '../provider.js';
-import { usageCount } from '../../stream/usage-count.js';
+import { MAX_USAGE_COUNT, usageCount } from '../../stream/usage-count.js';
 
 /** Our usage of a Chat Completions `usage` object; null when it is not one. */
 export function usageOfChatUsage(usage: unknown): StreamUsage | null {
@@ -26,7 +26,18 @@ export function usageOfChatUsage(usage: unknown): StreamUsage | null {
   const prompt = usageCount(u.prompt_tokens);
   const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
   const cached = Math.min(prompt, details && typeof details === 'object' ? usageCount(details.cached_tokens) : 0);
-  return { inputTokens: prompt - cached, outputTokens: usageCount(u.completion_tokens), cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: cached };
+  let output = usageCount(u.completion_tokens);
+  // OpenAI counts reasoning inside completion_tokens; xAI and Gemini's OpenAI-compatible API report it
+  // beside them (their total_tokens = prompt + completion + reasoning). Taken as OpenAI's, a grok
+  // answer's reasoning, often most of its output, went unbilled. Only reasoning the total shows
+  // outside the completion is added, so a total that adds up bills nothing twice.
+  const outside = usageCount(u.total_tokens) - prompt - output;
+  if (outside > 0) {
+    const c = u.completion_tokens_details as Record<string, unknown> | null | undefined;
+    const reasoning = c && typeof c === 'object' ? usageCount(c.reasoning_tokens) : 0;
+    output = Math.min(MAX_USAGE_COUNT, output + Math.min(outside, reasoning));
+  }
+  return { inputTokens: prompt - cached, outputTokens: output, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: cached };
 }
 
 export function usageOfChatBody(body: Buffer): StreamUsage | null {

@@ -11,6 +11,22 @@ describe('usageOfChatUsage', () => {
     expect(usageOfChatUsage({ object: 'chat.completion' })).toBeNull();
   });
 
+  it('bills the reasoning tokens a provider reports outside completion_tokens (xAI, Gemini: total = prompt + completion + reasoning)', () => {
+    // xAI's grok usage: 1,499 answer tokens plus 2,809 of reasoning, the total 14,428.
+    expect(usageOfChatUsage({
+      prompt_tokens: 10_120, completion_tokens: 1_499, total_tokens: 14_428,
+      prompt_tokens_details: { cached_tokens: 128 }, completion_tokens_details: { reasoning_tokens: 2_809 },
+    })).toMatchObject({ inputTokens: 9_992, outputTokens: 4_308, cacheReadTokens: 128 });
+    // OpenAI's reasoning is inside completion_tokens (its total adds up): not billed twice.
+    expect(usageOfChatUsage({ prompt_tokens: 32, completion_tokens: 103, total_tokens: 135, completion_tokens_details: { reasoning_tokens: 94 } }))
+      .toMatchObject({ inputTokens: 32, outputTokens: 103 });
+    // A total past the sum without reasoning tokens to explain it, or one short of it, changes nothing.
+    expect(usageOfChatUsage({ prompt_tokens: 32, completion_tokens: 9, total_tokens: 500 })).toMatchObject({ outputTokens: 9 });
+    expect(usageOfChatUsage({ prompt_tokens: 32, completion_tokens: 9, total_tokens: 10, completion_tokens_details: { reasoning_tokens: 50 } })).toMatchObject({ outputTokens: 9 });
+    // Reasoning partly outside: only the part the total shows outside is added.
+    expect(usageOfChatUsage({ prompt_tokens: 32, completion_tokens: 9, total_tokens: 61, completion_tokens_details: { reasoning_tokens: 94 } })).toMatchObject({ outputTokens: 29 });
+  });
+
   it('bills a count past any real request at the bound, so that what is derived from it stays a whole number the books hold', () => {
     expect(usageOfChatUsage(JSON.parse('{"prompt_tokens":1e400,"completion_tokens":3e9,"prompt_tokens_details":{"cached_tokens":1e300}}')))
       .toEqual({ inputTokens: 0, outputTokens: MAX_USAGE_COUNT, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: MAX_USAGE_COUNT });

@@ -7,7 +7,7 @@
 //   finish_reason: stop → end_turn, length → max_tokens, tool_calls / function_call → tool_use,
 //   content_filter → refusal.
 //   usage: input_tokens = prompt_tokens - cached_tokens, cache_read_input_tokens = cached_tokens,
-//   output_tokens = completion_tokens.
+//   output_tokens = completion_tokens (and reasoning reported beside them: chat-usage.ts).
 //
 // Streamed (ChatToAnthropicStream), chunk by chunk: the first chunk → message_start (input tokens 0:
 // a Chat Completions stream states them only at its end); content deltas → a text block's deltas;
