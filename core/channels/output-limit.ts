@@ -5,8 +5,9 @@
 // `max_completion_tokens` (reasoning included); many OpenAI-compatible providers (older vLLM,
 // DeepSeek, Ollama, most proxies) know only `max_tokens` and ignore the other, which would leave the
 // output unbounded. So `max_completion_tokens` is written for a reasoning model's name and
-// `max_tokens` for every other, as new-api and LiteLLM decide it. A client's own field is never
-// renamed: it knows its provider.
+// `max_tokens` for every other, as new-api and LiteLLM decide it. A client's `max_tokens` is kept; its
+// `max_completion_tokens` alone becomes `max_tokens` for every other model, since the reservation
+// counted it and a provider that ignores it would generate up to its own default.
 const REASONING_MODEL = /^(?:[\w.-]+\/)?(?:o\d|gpt-5)/i;
 
 export type OutputLimitField = 'max_tokens' | 'max_completion_tokens';

@@ -1,6 +1,9 @@
 // What bounds a request's input from above when its bytes do not (images, documents, search results,
 // server tools: docs/billing.md, "Reserve"): the model's context window, since the provider refuses a
-// prompt longer than that, and the fees of server tools the request enables. Stored as options:
+// prompt longer than that, and the fees of server tools the request enables. A text request's bytes
+// bound it already; a window only tightens that, so only a window known to be the model's (the
+// option's, or a built-in one) may: a guessed one below the real window (200,000 for gpt-4.1, whose
+// window is 1,047,576) would reserve less than the provider bills. Stored as options:
 // ModelContextWindow (model → tokens, JSON, merged over the defaults) and WebSearchCallPrice (quota per
 // web search before the group ratio). And the output side: ModelMaxOutputTokens (model → tokens, JSON),
 // the output bound of a Chat Completions request that sets none (Anthropic requires one; OpenAI's
@@ -8,8 +11,28 @@
 // provider as the request's bound.
 import { QUOTA_PER_DOLLAR } from './ratios.js';
 
-/** Every current Claude model's window; a model the table does not name gets it too. */
+/**
+ * Every current Claude model's window, and what a request the bytes do not bound reserves for a model
+ * whose window is not known: an operator whose model takes more sets ModelContextWindow.
+ */
 export const DEFAULT_CONTEXT_WINDOW = 200_000;
+
+// Built-in windows, by family: the name, its dated or suffixed names (`gpt-4.1-mini-2025-04-14`), with
+// or without a vendor prefix. Each is the largest window of its family (o1-mini's is 128,000, o1's
+// 200,000; gpt-5-chat-latest's 128,000), since one too small would under-reserve, and an unlisted
+// family (gpt-5.1, a future o5) is bounded by its bytes rather than by a guess.
+const BUILT_IN_WINDOWS: ReadonlyArray<readonly [RegExp, number]> = [
+  [/^(?:[\w.-]+\/)?gpt-4o(?:-|$)/i, 128_000],
+  [/^(?:[\w.-]+\/)?gpt-4\.1(?:-|$)/i, 1_047_576],
+  [/^(?:[\w.-]+\/)?o[134](?:-|$)/i, 200_000],
+  [/^(?:[\w.-]+\/)?gpt-5(?:-|$)/i, 400_000],
+  [/^(?:[\w.-]+\/)?claude-/i, DEFAULT_CONTEXT_WINDOW],
+];
+
+function builtInWindow(model: string): number | undefined {
+  for (let i = 0; i < BUILT_IN_WINDOWS.length; i++) if (BUILT_IN_WINDOWS[i]![0].test(model)) return BUILT_IN_WINDOWS[i]![1];
+  return undefined;
+}
 /** The window of a request whose `anthropic-beta` header asks for `context-1m-…`. */
 export const EXTENDED_CONTEXT_WINDOW = 1_000_000;
 /** The beta flag's prefix (`context-1m-2025-08-07`); any version of it counts. */
@@ -29,8 +52,13 @@ export const DEFAULT_MAX_OUTPUT_TOKENS = 4096;
 export const INPUT_BOUND_OPTION_KEYS = ['ModelContextWindow', 'WebSearchCallPrice', 'ModelMaxOutputTokens'] as const;
 
 export interface InputBounds {
-  /** The context window of `model`, the 1M window when `extended` asks for it and it is larger. */
+  /**
+   * The input bound of a request its bytes do not bound: the context window of `model` (the default
+   * when not known), the 1M window when `extended` asks for it and it is larger.
+   */
   contextWindow(model: string, extended: boolean): number;
+  /** What caps a text request's byte bound: the window as contextWindow, Infinity when not known. */
+  textWindow(model: string, extended: boolean): number;
   /** Quota per web search, before the group ratio. */
   webSearchCallPrice: number;
   /** The output bound of a Chat Completions request to `model` that sets none. */
@@ -57,10 +85,16 @@ export function inputBoundsFromOptions(options: ReadonlyMap<string, string>): In
   const windows = parseWindows(options.get('ModelContextWindow'));
   const price = Number(options.get('WebSearchCallPrice'));
   const outputs = parseWindows(options.get('ModelMaxOutputTokens'));
+  // Own keys only: a model named like an Object.prototype member is a model like any other.
+  const known = (model: string) => (Object.hasOwn(windows, model) ? windows[model]! : builtInWindow(model));
   return {
     contextWindow(model, extended) {
-      // Own keys only: a model named like an Object.prototype member is a model like any other.
-      const w = Object.hasOwn(windows, model) ? windows[model]! : DEFAULT_CONTEXT_WINDOW;
+      const w = known(model) ?? DEFAULT_CONTEXT_WINDOW;
+      return extended ? Math.max(w, EXTENDED_CONTEXT_WINDOW) : w;
+    },
+    textWindow(model, extended) {
+      const w = known(model);
+      if (w === undefined) return Infinity;
       return extended ? Math.max(w, EXTENDED_CONTEXT_WINDOW) : w;
     },
     webSearchCallPrice: options.has('WebSearchCallPrice') && Number.isFinite(price) && price >= 0 ? price : DEFAULT_WEB_SEARCH_CALL_PRICE,

@@ -3,7 +3,9 @@
 //   - the output bound that was reserved always reaches the provider: injected when the client set
 //     none (`max_completion_tokens` for OpenAI's reasoning models, which refuse `max_tokens`;
 //     `max_tokens` for every other model, as most compatible providers know only that), a client's
-//     `max_tokens` above its own `max_completion_tokens` lowered to it;
+//     `max_tokens` above its own `max_completion_tokens` lowered to it, a `max_completion_tokens`
+//     alone sent as `max_tokens` to every model but the reasoning ones;
+//   - a text prompt is reserved by its bytes, not a 200,000-token window its model may exceed;
 //   - `n` choices are reserved n times (and refused where the channel cannot generate them);
 //   - fields that make the provider bill what the relay cannot price (audio output, web search,
 //     predicted outputs, priority processing) are refused with OpenAI's 400 before anything is sent.
@@ -18,6 +20,8 @@ import {
 
 const MODEL = 'gpt-4o';
 const REASONING_MODELS = ['o3-mini', 'gpt-5-mini'];
+/** Not in the built-in price or window tables: the harness prices it at ratio 1. */
+const COMPATIBLE_MODEL = 'deepseek-chat';
 const OPENAI_KEY = 'sk-proj-mock-openai-bounds';
 // gpt-4o at OpenAI's prices ($2.50 input, $10 output per million): model ratio 1.25, completion
 // ratio 4 (core/pricing/ratios.ts's built-in table), group default 1. Written out, not taken from core/pricing.
@@ -34,7 +38,7 @@ let anthropic: Anthropic;
 beforeAll(async () => {
   stack = await startGatewayStack();
   openaiMock = await startMockOpenAI({ apiKey: OPENAI_KEY, outputTokens: LONG_ANSWER });
-  await mockChannel(stack, [MODEL, ...REASONING_MODELS], 'default', { base_url: openaiMock.url, key: OPENAI_KEY, type: 1 });
+  await mockChannel(stack, [MODEL, ...REASONING_MODELS, COMPATIBLE_MODEL, 'gpt-4.1'], 'default', { base_url: openaiMock.url, key: OPENAI_KEY, type: 1 });
   await mockChannel(stack, ['claude-haiku-4-5']);
   account = await fundedAccount(stack, 100_000_000);
   const apiKey = (await createApiKey(stack, account)).key;
@@ -97,12 +101,29 @@ describe('the reserved output bound reaches an OpenAI-format provider', () => {
     expect(sent).not.toHaveProperty('max_tokens');
   });
 
-  it('the client\'s own bound passes as it is; a max_tokens above its max_completion_tokens is lowered to it', async () => {
-    await openai.chat.completions.create({ model: MODEL, max_completion_tokens: 30, messages: [{ role: 'user', content: 'Short please' }] });
-    expect(providerBody()).toEqual({ model: MODEL, max_completion_tokens: 30, messages: [{ role: 'user', content: 'Short please' }] });
+  it('the client\'s own max_tokens passes as it is; a max_tokens above its max_completion_tokens is lowered to it', async () => {
+    await openai.chat.completions.create({ model: MODEL, max_tokens: 30, messages: [{ role: 'user', content: 'Short please' }] });
+    expect(providerBody()).toEqual({ model: MODEL, max_tokens: 30, messages: [{ role: 'user', content: 'Short please' }] });
     // Reserved at max_completion_tokens (30): a provider that knows only max_tokens must not get 100000.
     await openai.chat.completions.create({ model: MODEL, max_completion_tokens: 30, max_tokens: 100_000, messages: [{ role: 'user', content: 'Short please' }] });
     expect(providerBody()).toMatchObject({ max_completion_tokens: 30, max_tokens: 30 });
+  });
+
+  // It passed unchanged before: reserved at 30, it reached DeepSeek, older vLLM or Ollama, which read
+  // only max_tokens, with no bound at all, and they generated up to their own default. It is moved,
+  // not copied, into max_tokens: OpenAI refuses a request that sets both.
+  it.each([COMPATIBLE_MODEL, MODEL])('a max_completion_tokens alone reaches %s (a max_tokens model) as max_tokens', async (model) => {
+    const over = relayMetrics.overReservations.value;
+    const { data, response } = await openai.chat.completions.create({ model, max_completion_tokens: 30, messages: [{ role: 'user', content: 'Short please' }] }).withResponse();
+    expect(providerBody()).toEqual({ model, max_tokens: 30, messages: [{ role: 'user', content: 'Short please' }] });
+    expect(data.usage!.completion_tokens).toBe(30);
+    expect((await ledgerRow(stack, response.headers.get('x-gateway-request-id')!)).completion_tokens).toBe(30);
+    expect(relayMetrics.overReservations.value).toBe(over);
+  });
+
+  it.each(REASONING_MODELS)('a max_completion_tokens alone reaches %s (a reasoning model) as it is', async (model) => {
+    await openai.chat.completions.create({ model, max_completion_tokens: 30, messages: [{ role: 'user', content: 'Think' }] });
+    expect(providerBody()).toEqual({ model, max_completion_tokens: 30, messages: [{ role: 'user', content: 'Think' }] });
   });
 
   it('/v1/messages to a reasoning model: max_tokens becomes max_completion_tokens', async () => {
@@ -115,6 +136,23 @@ describe('the reserved output bound reaches an OpenAI-format provider', () => {
     await anthropic.messages.create({ model: MODEL, max_tokens: 25, messages: [{ role: 'user', content: 'Think' }] });
     expect(providerBody()).toMatchObject({ max_tokens: 25 });
     expect(providerBody()).not.toHaveProperty('max_completion_tokens');
+  });
+});
+
+describe('the input bound of a text prompt', () => {
+  // 1,000,000 bytes, which the mock counts as 250,000 prompt tokens: more than the 200,000 every
+  // model's text was once capped at, though the bytes bound it and the model takes it.
+  const LONG_PROMPT = 'x'.repeat(1_000_000);
+
+  it.each([
+    [COMPATIBLE_MODEL, 'whose window is not known: by its bytes alone'],
+    ['gpt-4.1', 'whose window is 1,047,576 tokens: by its bytes, under that window'],
+  ])('to %s, %s, and billed within the reservation', async (model) => {
+    const over = relayMetrics.overReservations.value;
+    const { response } = await openai.chat.completions.create({ model, max_tokens: 5, messages: [{ role: 'user', content: LONG_PROMPT }] }).withResponse();
+    const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
+    expect(row).toMatchObject({ prompt_tokens: 250_000, completion_tokens: 5 });
+    expect(relayMetrics.overReservations.value).toBe(over);
   });
 });
 

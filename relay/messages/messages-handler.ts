@@ -274,8 +274,11 @@ class Exchange {
     this.tpmLimited = tpmLimit > 0;
     this.minute = currentMinute(now);
     const extraInput = extraInputTokens(body);
-    const contextWindow = bounds.contextWindow(body.model, this.beta.includes(CONTEXT_1M_BETA));
-    const inputBound = extraInput === UNBOUNDED ? contextWindow : Math.min(contextWindow, raw.length + extraInput);
+    const extended = this.beta.includes(CONTEXT_1M_BETA);
+    // Text is capped only by a window known to be its model's: a guessed one may be smaller than the
+    // model's (input-bound.ts), and the bytes bound the text anyway.
+    const textWindow = bounds.textWindow(body.model, extended);
+    const inputBound = extraInput === UNBOUNDED ? bounds.contextWindow(body.model, extended) : Math.min(textWindow, raw.length + extraInput);
     const searches = webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES);
     // Settlement bills the searches made with the same fee (quotaCost), so max_uses bounds them.
     const fees = webSearchFee(searches, bounds.webSearchCallPrice, price.group);
@@ -299,7 +302,7 @@ class Exchange {
       if (this.aborted) return;
       if (counted instanceof RelayError) return this.fail(counted);
       if (counted !== null) {
-        const counts = Math.min(contextWindow, reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor) + extraInput);
+        const counts = Math.min(textWindow, reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor) + extraInput);
         const smaller = quotaCostBound(counts, this.outputBound(), price, cacheable) + fees;
         if (smaller < reservation.amount) {
           reservation.amount = smaller;
@@ -513,15 +516,18 @@ class Exchange {
     if (this.protocol === 'openai') {
       const chat = this.chat!;
       const askUsage = chat.stream === true && chat.stream_options?.include_usage !== true;
-      // The provider generates no more than reserved (body.max_tokens per choice): a request without
-      // a bound gets it, in the field its model takes (core/channels/output-limit.ts); a max_tokens above the
-      // max_completion_tokens it was reserved at is lowered, for providers that read max_tokens only.
-      const unbounded = (chat.max_completion_tokens ?? chat.max_tokens ?? null) === null;
-      const lower = !unbounded && chat.max_completion_tokens != null && chat.max_tokens != null && chat.max_tokens > body.max_tokens;
-      if (!mapped && !askUsage && !unbounded && !lower) return raw;
+      // The provider generates no more than reserved (body.max_tokens per choice), and providers that
+      // read max_tokens only (DeepSeek, older vLLM, Ollama) ignore max_completion_tokens: a request
+      // without a bound, or bounded by max_completion_tokens alone where its model takes max_tokens,
+      // gets the bound in the field its model takes (core/channels/output-limit.ts), moved rather
+      // than copied since OpenAI refuses both at once; a max_tokens above the max_completion_tokens
+      // it was reserved at is lowered.
+      const rebound = chat.max_tokens == null && (chat.max_completion_tokens == null || outputLimitField(model) === 'max_tokens');
+      const lower = chat.max_completion_tokens != null && chat.max_tokens != null && chat.max_tokens > body.max_tokens;
+      if (!mapped && !askUsage && !rebound && !lower) return raw;
       const out: Record<string, unknown> = { ...chat, model };
       if (askUsage) out.stream_options = { ...chat.stream_options, include_usage: true };
-      if (unbounded) {
+      if (rebound) {
         delete out.max_tokens;
         delete out.max_completion_tokens;
         out[outputLimitField(model)] = body.max_tokens;

@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_CONTEXT_WINDOW, inputBoundsFromOptions } from './input-bound.js';
+
+const defaults = inputBoundsFromOptions(new Map());
+
+describe('the input bound of a text request', () => {
+  it('is its bytes alone for a model whose window is not known: a 200,000 cap would undercut a larger model', () => {
+    for (const model of ['deepseek-chat', 'acme-long-context', 'gpt-5.1', 'o5', 'anthropic.claude-3-haiku']) {
+      expect(Math.min(defaults.textWindow(model, false), 300_000), model).toBe(300_000);
+      expect(defaults.textWindow(model, true), model).toBe(Infinity);
+    }
+    // Media still reserves a window: the default one (docs/billing.md, "Reserve").
+    expect(defaults.contextWindow('deepseek-chat', false)).toBe(DEFAULT_CONTEXT_WINDOW);
+  });
+
+  it('is capped by a window the option sets, over any built-in', () => {
+    const o = inputBoundsFromOptions(new Map([['ModelContextWindow', '{"deepseek-chat":64000,"gpt-4.1":500000}']]));
+    expect(o.textWindow('deepseek-chat', false)).toBe(64_000);
+    expect(o.contextWindow('deepseek-chat', false)).toBe(64_000);
+    expect(o.textWindow('gpt-4.1', false)).toBe(500_000);
+  });
+});
+
+describe('built-in context windows', () => {
+  it.each([
+    ['gpt-4o', 128_000], ['gpt-4o-mini', 128_000], ['gpt-4o-2024-08-06', 128_000],
+    ['gpt-4.1', 1_047_576], ['gpt-4.1-mini', 1_047_576], ['gpt-4.1-nano-2025-04-14', 1_047_576], ['openai/gpt-4.1', 1_047_576],
+    ['o1', 200_000], ['o3', 200_000], ['o3-mini', 200_000], ['o4-mini', 200_000],
+    ['gpt-5', 400_000], ['gpt-5-mini', 400_000], ['gpt-5-nano-2025-08-07', 400_000],
+    ['claude-sonnet-4-5', 200_000], ['claude-haiku-4-5', 200_000],
+  ])('%s: %i tokens, for text and media alike', (model, window) => {
+    expect(defaults.contextWindow(model, false)).toBe(window);
+    expect(defaults.textWindow(model, false)).toBe(window);
+  });
+
+  it('the context-1m beta raises a known window to 1,000,000, never lowers one', () => {
+    expect(defaults.contextWindow('claude-sonnet-4-5', true)).toBe(1_000_000);
+    expect(defaults.textWindow('claude-sonnet-4-5', true)).toBe(1_000_000);
+    expect(defaults.textWindow('gpt-4.1', true)).toBe(1_047_576);
+  });
+
+  it('a name that only contains a family\'s is not of it', () => {
+    for (const model of ['gpt-4.10', 'gpt-4omni', 'o10', 'my-gpt-4.1', 'gpt-50']) expect(defaults.textWindow(model, false), model).toBe(Infinity);
+  });
+});
