@@ -89,4 +89,43 @@ describe('dead letters', () => {
       await server.close();
     }
   });
+
+  it('bill a relay event whose duration a wall-clock step made negative: replayed from the dead letters, and billed at once when new', async () => {
+    const user = await h.account({ quota: 1_000 });
+    const userId = Number(user.user.id);
+    await h.redis.set(h.keys.accountBalance(userId), 1_000);
+    const stream = h.keys.usageStream();
+    const dead = h.keys.usageDeadLetterStream();
+    // The test above leaves an undecodable entry there on purpose.
+    await h.redis.del(dead);
+    // What a relay whose clock stepped back 1.5 s mid-request wrote: Redis debited it all the same.
+    const settleStepped = async (requestId: string) => {
+      expect(await h.quotaStore.reserve({ userId, tokenId: 0, tokenLimited: false, requestId, amount: 100, deadlineMs: Date.now() + 60_000 })).toBe('reserved');
+      const event = usageEvent({ type: 2, request_id: requestId, user_id: userId, quota: 100, use_time_ms: -1500, created_at: Math.floor(Date.now() / 1000), content: '' });
+      await h.quotaStore.settle({ userId, tokenId: 0, requestId, cost: 100, eventJson: encodeUsageEvent(event) });
+    };
+    const books = async () => {
+      const [u] = await h.sql`SELECT quota FROM users WHERE id = ${userId}`;
+      const [l] = await h.sql`SELECT count(*)::int AS n, coalesce(sum(quota), 0)::int AS q FROM ledger WHERE user_id = ${userId} AND type = 2`;
+      const rs = await h.clickhouse.query({
+        query: 'SELECT count() AS n, sum(quota) AS q, max(use_time) AS t FROM logs FINAL WHERE user_id = {u:UInt64} AND type = 2',
+        query_params: { u: userId }, format: 'JSONEachRow',
+      });
+      const [c] = await rs.json<{ n: number | string; q: number | string; t: number | string }>();
+      return { users: Number(u!.quota), ledger: l, logs: { n: Number(c!.n), q: Number(c!.q), useTime: Number(c!.t) }, mirror: await h.quotaStore.accountBalance(userId), dead: await h.redis.xlen(dead) };
+    };
+
+    // Dead-lettered by a worker from before the fix: the replay now takes it, and it is billed once.
+    await settleStepped(`req-${userId}-stepped-old`);
+    const [[sourceId, fields]] = (await h.redis.xrange(stream, '-', '+')) as [string, string[]][] as [[string, string[]]];
+    await h.redis.multi().xadd(dead, '*', 'source_id', sourceId, ...fields).xdel(stream, sourceId).exec();
+    expect(await replayDeadLetters(h.redis, { stream, deadLetterStream: dead })).toEqual({ replayed: 1, kept: [] });
+    await h.drainUsageStream();
+    expect(await books()).toEqual({ users: 900, ledger: { n: 1, q: 100 }, logs: { n: 1, q: 100, useTime: 0 }, mirror: 900, dead: 0 });
+
+    // Written now: billed by the worker, not dead-lettered.
+    await settleStepped(`req-${userId}-stepped-new`);
+    await h.drainUsageStream();
+    expect(await books()).toEqual({ users: 800, ledger: { n: 2, q: 200 }, logs: { n: 2, q: 200, useTime: 0 }, mirror: 800, dead: 0 });
+  });
 });

@@ -8,6 +8,9 @@ import { compileSchema, type CompiledSchema } from '../../infra/schema/compiled-
 
 export const LOG_TYPE = { topup: 1, consume: 2, manage: 3, system: 4, error: 5 } as const;
 
+/** The log row keeps whole seconds in a UInt32 (infra/clickhouse/migrations/001_logs.sql). */
+const MAX_USE_TIME_MS = 0xffff_ffff * 1000;
+
 export const usageEventSchema = z.object({
   v: z.literal(1),
   /**
@@ -58,7 +61,11 @@ export const usageEventSchema = z.object({
    * /v1/chat/completions). Absent: anthropic (older emitters knew no other).
    */
   protocol: z.enum(['anthropic', 'openai']).optional(),
-  use_time_ms: z.number().int().nonnegative(),
+  /**
+   * How long the request took. A decoder takes a number out of range (a relay's clock stepped back)
+   * as 0 rather than refuse the event: the debit it carries is already made (decodeUsageEvent).
+   */
+  use_time_ms: z.number().int().nonnegative().max(MAX_USE_TIME_MS),
   /** Unix seconds at which the request was received. */
   created_at: z.number().int().positive(),
   content: z.string(),
@@ -171,7 +178,23 @@ let checkUsageEvent: CompiledSchema | undefined;
 export function decodeUsageEvent(raw: string): UsageEvent {
   const event: unknown = JSON.parse(raw);
   // Compiled on first use: the relay imports this module and never decodes.
-  const problem = (checkUsageEvent ??= compileSchema(usageEventSchema))(event);
+  const check = (checkUsageEvent ??= compileSchema(usageEventSchema));
+  let problem = check(event);
+  // Only on a refusal, so a valid event costs nothing more: a debit Redis has made must not be held
+  // back for good by its duration alone, so one that is numeric but no duration (a relay's clock
+  // stepped back: negative) is read as 0, and the event checked again for anything else.
+  if (problem !== null && repairUseTime(event)) problem = check(event);
   if (problem !== null) throw new Error(`not a usage event: ${problem}`);
   return event as UsageEvent;
+}
+
+/** Sets a numeric use_time_ms that is out of range to 0, a fraction to its nearest integer; whether it changed one. */
+function repairUseTime(event: unknown): boolean {
+  if (typeof event !== 'object' || event === null) return false;
+  const e = event as { use_time_ms?: unknown };
+  const t = e.use_time_ms;
+  if (typeof t !== 'number' || (Number.isInteger(t) && t >= 0 && t <= MAX_USE_TIME_MS)) return false;
+  const rounded = Math.round(t);
+  e.use_time_ms = rounded > 0 && rounded <= MAX_USE_TIME_MS ? rounded : 0;
+  return true;
 }

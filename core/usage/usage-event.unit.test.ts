@@ -39,6 +39,27 @@ describe('usage event', () => {
     expect(decodeUsageEvent(JSON.stringify({ ...e, newer_field: 'x' }))).toEqual({ ...e, newer_field: 'x' });
   });
 
+  it('bills an event whose duration a clock step made negative or absurd, its duration 0, and still refuses one without a number there', () => {
+    // A relay whose wall clock stepped back during the request wrote a negative duration after Redis
+    // had debited it: refused, the debit never reached Postgres, and its dead letter never replayed.
+    const e = usageEvent({ type: LOG_TYPE.consume, request_id: 'r:stepped', user_id: 7, created_at: 1, content: '', quota: 10 });
+    for (const use_time_ms of [-1500, -0.5, 5e12, 1e300, 2 ** 60]) {
+      expect(decodeUsageEvent(JSON.stringify({ ...e, use_time_ms })), String(use_time_ms)).toEqual({ ...e, use_time_ms: 0 });
+    }
+    expect(decodeUsageEvent(JSON.stringify(e).replace('"use_time_ms":0', '"use_time_ms":-1e999')).use_time_ms).toBe(0);
+    expect(decodeUsageEvent(JSON.stringify({ ...e, use_time_ms: 1234.4 })).use_time_ms).toBe(1234);
+    expect(decodeUsageEvent(JSON.stringify({ ...e, use_time_ms: 86_400_000 })).use_time_ms).toBe(86_400_000);
+    const bad: [Record<string, unknown>, RegExp][] = [
+      [{ ...e, use_time_ms: '5' }, /use_time_ms: must be an integer/],
+      [{ ...e, use_time_ms: null }, /use_time_ms: must be an integer/],
+      [Object.fromEntries(Object.entries(e).filter(([k]) => k !== 'use_time_ms')), /use_time_ms: required/],
+      // A negative duration is forgiven, not whatever else is wrong with the event.
+      [{ ...e, use_time_ms: -1500, quota: -1 }, /quota: must be at least 0/],
+      [{ ...e, use_time_ms: -1500, user_id: 0 }, /user_id: must be positive/],
+    ];
+    for (const [value, message] of bad) expect(() => decodeUsageEvent(JSON.stringify(value)), JSON.stringify(value)).toThrow(message);
+  });
+
   it('carries the cache tokens apart, and an event without them (an older relay) still decodes', () => {
     const e = usageEvent({ type: LOG_TYPE.consume, request_id: 'r:cache', user_id: 7, created_at: 1, content: '', cache_tokens: 6, cache_read_tokens: 3, cache_write_5m_tokens: 2, cache_write_1h_tokens: 1 });
     expect(decodeUsageEvent(encodeUsageEvent(e))).toMatchObject({ cache_tokens: 6, cache_read_tokens: 3, cache_write_5m_tokens: 2, cache_write_1h_tokens: 1 });

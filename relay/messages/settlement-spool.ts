@@ -24,13 +24,17 @@
 //
 // A file names its relay's host (a hash of the host name and the pid namespace) and pid: a file of
 // this host is taken once its pid is gone; a file of another host (containers sharing one volume,
-// where every relay may be pid 1) once it has not changed for FOREIGN_STALE_MS, as a live relay
-// touches its file every TOUCH_MS and looks for such files again on that clock. The pid alone made a
-// relay in one container take over the live file of a relay in another (the same pid 1), which then
-// wrote on into an unlinked file: its settlements were lost if it was killed.
+// where every relay may be pid 1) once this relay has watched it not change for FOREIGN_STALE_MS, as
+// a live relay touches its file every TOUCH_MS and looks for such files again on that clock. The pid
+// alone made a relay in one container take over the live file of a relay in another (the same pid 1),
+// which then wrote on into an unlinked file: its settlements were lost if it was killed. Its mtime
+// against this host's clock did the same whenever the two clocks were FOREIGN_STALE_MS - TOUCH_MS
+// apart, so only a change this relay saw itself counts, on a clock that never steps. A relay whose
+// file was taken all the same (an older relay took it, or its process stalled that long) notices on
+// its next touch and writes its pending settlements to a new file.
 // settleReservations-7n.lua is idempotent per reservation, so a settlement replayed after Redis
 // had already taken it changes nothing (it answers -6).
-import { closeSync, futimesSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmdirSync, statSync, unlinkSync, utimesSync, writeSync, ftruncateSync } from 'node:fs';
+import { closeSync, constants, fstatSync, futimesSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmdirSync, statSync, unlinkSync, utimesSync, writeSync, ftruncateSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
@@ -44,7 +48,7 @@ const openHere = new Set<string>();
 const FILE_PATTERN = /^relay-(?:h([0-9a-f]{8})-)?(\d+)-[0-9a-f]+\.(spool|claimed)$/;
 /** How often a live relay touches its file (and looks for other hosts' stale files). */
 const TOUCH_MS = 10_000;
-/** A file of another host unchanged this long is a dead relay's. */
+/** A file of another host this relay has seen unchanged this long is a dead relay's. */
 const FOREIGN_STALE_MS = 60_000;
 
 /** This host's part of a file name: the host name and the pid namespace, whose pids the file's pid is one of. */
@@ -71,6 +75,30 @@ const COMPACT_BYTES = 4 * 1024 * 1024;
  * already has, which the settle script answers "already settled".
  */
 const DONE_LINES_WAIT_MS = 50;
+/**
+ * After a compaction the disk refused (full, failing, read-only), the file is appended to as it is
+ * and compacted again no sooner than this: trying on every turn would rewrite every pending line per
+ * turn into a disk that refuses them.
+ */
+const COMPACT_RETRY_MS = 10_000;
+/** A new file taking the path: created or emptied, and appended to like the one it replaces. */
+const REWRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_APPEND;
+
+export interface SpoolOptions {
+  /** Milliseconds on a clock that does not step with the wall clock; tests drive their own. */
+  now?: () => number;
+}
+
+/** What a file of another host was when this relay first saw it so. */
+interface Sighting {
+  mtimeMs: number;
+  size: number;
+  ino: number;
+  /** When this relay saw it so first, on its own clock. */
+  since: number;
+  /** The last look that found it: files gone are forgotten. */
+  look: number;
+}
 
 interface Entry {
   readonly s: SettleRequest;
@@ -107,18 +135,32 @@ export class SettlementSpool {
   /** Done lines not yet written: with the next settlement lines, or by #doneTimer. */
   #doneLines = '';
   #doneTimer: NodeJS.Timeout | null = null;
+  readonly #now: () => number;
+  /** A compaction failed: none before this (#now). */
+  #compactRetryAt = 0;
+  /** A write failed, maybe partway: the next one starts on a line of its own. */
+  #torn = false;
+  /** Other hosts' files as this relay saw them (#isOrphan). */
+  readonly #sightings = new Map<string, Sighting>();
+  #look = 0;
 
-  private constructor(dir: string, log: Logger) {
+  private constructor(dir: string, log: Logger, now: () => number) {
     this.#dir = dir;
     this.#log = log;
+    this.#now = now;
     this.#path = join(dir, `relay-h${HOST}-${process.pid}-${randomBytes(4).toString('hex')}.spool`);
     this.#fd = openSync(this.#path, 'a');
     openHere.add(this.#path);
     // Alive to relays on other hosts sharing the directory; theirs, once stale, are taken over.
     this.#touchTimer = setInterval(() => {
       try {
-        const now = new Date();
-        if (this.#fd >= 0) futimesSync(this.#fd, now, now);
+        if (this.#fd >= 0) {
+          if (this.#taken()) this.#reclaim();
+          else {
+            const now = new Date();
+            futimesSync(this.#fd, now, now);
+          }
+        }
         this.#adoptOrphans();
       } catch (err) {
         this.#log.warn({ err: (err as Error).message }, 'settlement spool: touch or takeover failed');
@@ -128,9 +170,9 @@ export class SettlementSpool {
   }
 
   /** The spool of this process in `dir`, holding the pending settlements of relays gone before it. */
-  static open(dir: string, log: Logger): SettlementSpool {
+  static open(dir: string, log: Logger, opts: SpoolOptions = {}): SettlementSpool {
     mkdirSync(dir, { recursive: true });
-    const spool = new SettlementSpool(dir, log);
+    const spool = new SettlementSpool(dir, log, opts.now ?? (() => performance.now()));
     spool.#adoptOrphans();
     return spool;
   }
@@ -323,44 +365,110 @@ export class SettlementSpool {
     }
   }
 
-  #write(line: string): void {
+  #write(text: string): void {
     if (this.#fd < 0) return;
     try {
-      this.#bytes += writeSync(this.#fd, line);
+      // Unended, a torn line would make the first line of this write unreadable too.
+      this.#bytes += writeAll(this.#fd, this.#torn ? `\n${text}` : text);
+      this.#torn = false;
     } catch (err) {
       // A full or failing disk must not cost the answer nor the settlement, which still goes to
       // Redis from memory as it did before the spool: only its protection against a kill is lost.
+      this.#torn = true;
       this.#writeErrors++;
       if (this.#writeErrors === 1 || this.#writeErrors % 1000 === 0) this.#log.error({ err, path: this.#path, errors: this.#writeErrors }, 'settlement spool write failed');
     }
   }
 
+  /**
+   * Runs from #flush (setImmediate, a timer), where an exception is uncaught and the relay's process
+   * guard exits, cutting every stream: a disk that refuses only leaves the file as it is, for later.
+   */
   #compact(): void {
-    if (this.#pending.size === 0) {
-      ftruncateSync(this.#fd, 0);
-      this.#bytes = 0;
+    if (this.#now() < this.#compactRetryAt) return;
+    if (this.#pending.size > 0) {
+      this.#rewrite();
       return;
     }
-    // Written aside then renamed: a kill at any point leaves either the old file or the new one whole.
+    try {
+      ftruncateSync(this.#fd, 0);
+      this.#bytes = 0;
+      this.#torn = false;
+    } catch (err) {
+      this.#compactRetryAt = this.#now() + COMPACT_RETRY_MS;
+      this.#log.error({ err, path: this.#path }, 'settlement spool compaction failed; appending to the file as it is');
+    }
+  }
+
+  /**
+   * The pending lines alone in a new file that takes the path. Written aside then renamed: a kill at
+   * any point leaves either the old file or the new one whole. When the disk refuses, the current
+   * file is kept.
+   */
+  #rewrite(): void {
     const tmp = `${this.#path}.tmp`;
-    let text = '';
-    for (const e of this.#pending.values()) text += e.line;
-    const fd = openSync(tmp, 'w');
-    writeSync(fd, text);
-    closeSync(fd);
-    renameSync(tmp, this.#path);
-    closeSync(this.#fd);
-    this.#fd = openSync(this.#path, 'a');
-    this.#bytes = Buffer.byteLength(text);
+    let fd = -1;
+    try {
+      let text = '';
+      for (const e of this.#pending.values()) text += e.line;
+      fd = openSync(tmp, REWRITE_FLAGS);
+      const bytes = writeAll(fd, text);
+      renameSync(tmp, this.#path);
+      const old = this.#fd;
+      this.#fd = fd;
+      fd = -1;
+      this.#bytes = bytes;
+      this.#torn = false;
+      // Every pending line is in the new file, the lines of this turn too; done ones need no line.
+      this.#unwritten = '';
+      this.#doneLines = '';
+      closeQuietly(old);
+    } catch (err) {
+      if (fd >= 0) {
+        closeQuietly(fd);
+        try {
+          unlinkSync(tmp);
+        } catch {
+          // Left for the next rewrite, which empties it.
+        }
+      }
+      this.#compactRetryAt = this.#now() + COMPACT_RETRY_MS;
+      this.#log.error({ err, path: this.#path }, 'settlement spool compaction failed; appending to the file as it is');
+    }
+  }
+
+  /** Whether this spool's file is no longer at its path: another relay took it for a dead relay's. */
+  #taken(): boolean {
+    const own = fstatSync(this.#fd);
+    if (own.nlink === 0) return true;
+    try {
+      const at = statSync(this.#path);
+      return at.ino !== own.ino || at.dev !== own.dev;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'ENOENT';
+    }
+  }
+
+  /**
+   * The relay that took the file replays what it read there; what this one wrote since went into a
+   * file no relay will read, so a kill from here on would lose it. The pending settlements go to a
+   * new file at the path; one that both relays replay is settled once (the script is idempotent).
+   */
+  #reclaim(): void {
+    this.#log.warn({ path: this.#path, pending: this.#pending.size }, 'settlement spool: its file was taken over by another relay; pending settlements rewritten to a new file');
+    // A refusal was logged; the next touch finds the file gone again and tries again.
+    this.#rewrite();
   }
 
   /** Takes over the files of relays no longer running: their pending settlements become this spool's. */
   #adoptOrphans(): void {
     const orphans: { path: string; mtime: number }[] = [];
+    const look = ++this.#look;
     for (const name of readdirSync(this.#dir)) {
       const m = FILE_PATTERN.exec(name);
       const path = join(this.#dir, name);
-      if (!m || openHere.has(path) || !isOrphan(path, m[1], Number(m[2]))) continue;
+      if (!m || openHere.has(path) || !this.#isOrphan(path, m[1], Number(m[2]), look)) continue;
+      this.#sightings.delete(path);
       // Renamed first, so that two relays starting together never both replay one file.
       const claimed = join(this.#dir, `relay-h${HOST}-${process.pid}-${randomBytes(4).toString('hex')}.claimed`);
       try {
@@ -374,6 +482,7 @@ export class SettlementSpool {
         // Another relay claimed it first.
       }
     }
+    for (const [path, seen] of this.#sightings) if (seen.look !== look) this.#sightings.delete(path);
     orphans.sort((a, b) => a.mtime - b.mtime);
     for (const o of orphans) {
       for (const s of pendingIn(readFileSync(o.path, 'utf8'))) {
@@ -386,6 +495,58 @@ export class SettlementSpool {
       unlinkSync(o.path);
     }
     if (orphans.length > 0 && this.#pending.size > 0) this.#log.warn({ pending: this.#pending.size, files: orphans.length }, 'settlement spool: settlements of a stopped relay to replay');
+  }
+
+  /**
+   * Whether the file of relay `pid` on host `host` (undefined: a relay from before the host part,
+   * taken as this host's) is a dead relay's. Another host's is judged by what this relay saw: its
+   * mtime is that host's clock, which may be any distance from this one's. A file first seen now is
+   * never taken at once, so a relay started after a crash takes a dead relay's file one staleness
+   * period after it started.
+   */
+  #isOrphan(path: string, host: string | undefined, pid: number, look: number): boolean {
+    if (host === undefined || host === HOST) return !isRunning(pid);
+    let st;
+    try {
+      st = statSync(path);
+    } catch {
+      // Gone meanwhile (its relay closed it, or another took it over).
+      return false;
+    }
+    const now = this.#now();
+    const seen = this.#sightings.get(path);
+    if (seen === undefined || seen.mtimeMs !== st.mtimeMs || seen.size !== st.size || seen.ino !== st.ino) {
+      this.#sightings.set(path, { mtimeMs: st.mtimeMs, size: st.size, ino: st.ino, since: now, look });
+      return false;
+    }
+    seen.look = look;
+    return now - seen.since >= FOREIGN_STALE_MS;
+  }
+}
+
+/**
+ * Writes all of `text`, its bytes returned: write(2) may take only part of it (a disk filling up, a
+ * signal), and a line cut short is unreadable.
+ */
+function writeAll(fd: number, text: string): number {
+  const n = writeSync(fd, text);
+  const total = Buffer.byteLength(text);
+  if (n === total) return n;
+  const bytes = Buffer.from(text);
+  for (let at = n; at < total;) {
+    const more = writeSync(fd, bytes, at, total - at);
+    // Never on a regular file; a loop without end if it were.
+    if (more <= 0) throw new Error(`settlement spool: write took ${at} of ${total} bytes`);
+    at += more;
+  }
+  return total;
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // Its data is written or was never to be: nothing to do about a failed close.
   }
 }
 
@@ -423,17 +584,6 @@ function parseSettlementLine(line: string): SettleRequest | null {
     return { ...(JSON.parse(line.slice(2, tab)) as Omit<SettleRequest, 'eventJson'>), eventJson };
   } catch {
     return null;
-  }
-}
-
-/** Whether the file of relay `pid` on host `host` (undefined: a relay from before the host part, taken as this host's) is a dead relay's. */
-function isOrphan(path: string, host: string | undefined, pid: number): boolean {
-  if (host === undefined || host === HOST) return !isRunning(pid);
-  try {
-    return Date.now() - statSync(path).mtimeMs > FOREIGN_STALE_MS;
-  } catch {
-    // Gone meanwhile (its relay closed it, or another took it over).
-    return false;
   }
 }
 

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -114,7 +114,7 @@ describe('SettlementSpool', () => {
     spool.close();
   });
 
-  it('takes over another host\'s file (a container sharing the volume, its relay maybe pid 1 too) only once it is stale, on its clock too', async () => {
+  it('takes over another host\'s file only once it saw it unchanged for the staleness period itself, whatever its mtime says', async () => {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     try {
       const d = dir();
@@ -123,21 +123,67 @@ describe('SettlementSpool', () => {
       writeFileSync(live, `S ${JSON.stringify(s('live'))}\n`);
       const dead = join(d, 'relay-h0badc0de-1-00dd.spool');
       writeFileSync(dead, `S ${JSON.stringify(s('dead'))}\n`);
+      // The live relay's clock runs 70 s behind this one's: its touches date its file in the past.
+      const behind = Date.now() - 70_000;
+      utimesSync(live, new Date(behind), new Date(behind));
       const old = new Date(Date.now() - 120_000);
       utimesSync(dead, old, old);
-      const spool = SettlementSpool.open(d, log);
-      expect(spool.pendingCount).toBe(1);
-      expect(readFileSync(live, 'utf8')).toContain('"live"');
-      expect(existsSync(dead)).toBe(false);
-      // Its own file is touched on the clock, and the other host's, once stale, is taken then.
-      const own = readdirSync(d).find((n) => n.endsWith('.spool') && n !== 'relay-h0badc0de-' + process.pid + '-00cc.spool')!;
+      let clock = 1_000_000;
+      const spool = SettlementSpool.open(d, log, { now: () => clock });
+      // Seen for the first time: a relay just started cannot tell a live file from a dead one yet.
+      expect(spool.pendingCount).toBe(0);
+      const own = readdirSync(d).find((n) => n.endsWith('.spool') && n !== 'relay-h0badc0de-' + process.pid + '-00cc.spool' && n !== 'relay-h0badc0de-1-00dd.spool')!;
       utimesSync(join(d, own), old, old);
-      utimesSync(live, old, old);
-      vi.advanceTimersByTime(10_000);
-      expect(Date.now() - statSync(join(d, own)).mtimeMs).toBeLessThan(5_000);
-      expect(existsSync(live)).toBe(false);
-      expect(spool.pendingCount).toBe(2);
+      for (let i = 1; i <= 12; i++) {
+        clock += 10_000;
+        const touched = new Date(behind + i * 10_000);
+        utimesSync(live, touched, touched);
+        vi.advanceTimersByTime(10_000);
+        // Its own file is touched on the clock.
+        expect(Date.now() - statSync(join(d, own)).mtimeMs).toBeLessThan(5_000);
+        // The file touched all along is never taken; the other once unchanged for 60 s of this relay's watch.
+        expect(readFileSync(live, 'utf8'), `tick ${i}`).toContain('"live"');
+        expect(existsSync(dead), `tick ${i}`).toBe(i < 6);
+        expect(spool.pendingCount).toBe(i < 6 ? 0 : 1);
+      }
       spool.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('writes its pending settlements to a new file when another relay took its file over, so that none is lost', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const d = dir();
+      const spool = SettlementSpool.open(d, log);
+      const onDisk = () => pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId);
+      spool.add(s('a'));
+      spool.add(s('b'));
+      await tick();
+      spool.done('a');
+      // A relay of another host takes it for a dead one's: renamed away, then read and removed.
+      const claimed = join(d, 'relay-h0badc0de-1-00ee.claimed');
+      renameSync(spool.path, claimed);
+      // Written meanwhile into the file it took, after it read it.
+      spool.add(s('c'));
+      await tick();
+      vi.advanceTimersByTime(10_000);
+      expect(onDisk()).toEqual(['b', 'c']);
+      expect(log.warn).toHaveBeenCalledWith(expect.objectContaining({ pending: 2 }), expect.stringContaining('taken over'));
+      unlinkSync(claimed);
+      // And again, the file removed at once: what follows goes to the new file.
+      const fd = openSync(spool.path, 'r');
+      unlinkSync(spool.path);
+      closeSync(fd);
+      spool.add(s('d'));
+      await tick();
+      vi.advanceTimersByTime(10_000);
+      spool.add(s('e'));
+      await tick();
+      expect(onDisk()).toEqual(['b', 'c', 'd', 'e']);
+      spool.close();
+      expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['b', 'c', 'd', 'e']);
     } finally {
       vi.useRealTimers();
     }
@@ -162,6 +208,48 @@ describe('SettlementSpool', () => {
     await tick();
     expect(statSync(spool.path).size).toBeLessThan(1024 * 1024);
     expect(pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId)).toEqual(['kept']);
+    spool.close();
+  });
+});
+
+describe('SettlementSpool compaction', () => {
+  it('survives a compaction the disk refuses, keeping every pending line, and compacts once it can', async () => {
+    let clock = 0;
+    const spool = SettlementSpool.open(dir(), log, { now: () => clock });
+    const pending = () => pendingIn(readFileSync(spool.path, 'utf8')).map((x) => x.requestId);
+    // The file it is rewritten into cannot be created (EISDIR here; ENOSPC, EIO or EROFS on a bad disk).
+    const tmp = `${spool.path}.tmp`;
+    mkdirSync(tmp);
+    vi.mocked(log.error).mockClear();
+    spool.add(s('kept'));
+    const big = 'x'.repeat(4096);
+    const fill = async (from: number) => {
+      for (let i = from; i < from + 1100; i++) {
+        spool.add({ ...s(`b${i}`), eventJson: big });
+        spool.done(`b${i}`);
+        if (i % 10 === 9) await tick();
+      }
+      spool.add(s(`p${from}`));
+      await tick();
+    };
+    // An exception here would be uncaught (it runs in setImmediate): the relay's process guard exits.
+    await fill(0);
+    expect(log.error).toHaveBeenCalledWith(expect.objectContaining({ err: expect.objectContaining({ code: 'EISDIR' }) }), expect.stringContaining('compaction failed'));
+    expect(statSync(spool.path).size).toBeGreaterThan(4 * 1024 * 1024);
+    expect(pending()).toEqual(['kept', 'p0']);
+    // Not tried again on every turn meanwhile, and the file goes on taking lines.
+    const errors = vi.mocked(log.error).mock.calls.length;
+    await fill(2000);
+    expect(vi.mocked(log.error).mock.calls.length).toBe(errors);
+    expect(pending()).toEqual(['kept', 'p0', 'p2000']);
+    // The obstacle gone, a later compaction goes through.
+    rmdirSync(tmp);
+    clock += 60_000;
+    spool.add(s('last'));
+    spool.done('p0');
+    await tick();
+    expect(statSync(spool.path).size).toBeLessThan(1024 * 1024);
+    expect(pending()).toEqual(['kept', 'p2000', 'last']);
     spool.close();
   });
 });

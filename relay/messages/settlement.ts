@@ -87,7 +87,10 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
     web_search_requests: searches > 0 ? searches : undefined,
     is_stream: ex.body?.stream === true,
     protocol: ex.protocol,
-    use_time_ms: endedAt - ex.startedAt,
+    // Wall-clock dates both ends (startedAt also dates the request elsewhere): a clock stepped back
+    // during the request (NTP, a resumed VM) must not write a negative duration into an event Redis
+    // debits as it is.
+    use_time_ms: Math.max(0, endedAt - ex.startedAt),
     // When the request ended, as new-api dates its log: the console's rpm and tpm (rows of the last
     // minute) then count a long stream that just ended, which a start date left a minute behind.
     created_at: Math.floor(endedAt / 1000),
