@@ -156,6 +156,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     ratios = ratiosFromOptions(options);
     inputBounds = inputBoundsFromOptions(options);
     groups = groupPolicyFromOptions(options, ratios);
+    pools.allowPrivateNetworks(options.get('ChannelAllowPrivateNetworks') === 'true');
   };
   await reloadOptions();
   await channels.reload();

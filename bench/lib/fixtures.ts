@@ -105,6 +105,9 @@ export async function ensureBenchFixtures(sql: Sql, config: Config, mockUrl: str
     }
     await rebuildAbilities(tx, channel as never);
     if (exclusive) {
+      // Its mock runs on this machine: the relay connects to private addresses only when allowed
+      // (core/net/outbound-guard.ts). Attached to an operator's stack, the operator's setting stands.
+      await tx`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
       // The bench's channel is the only one: a 529 is passed through, not retried elsewhere.
       await tx`UPDATE channels SET status = 2 WHERE id <> ${channel!.id as number}`;
       await tx`UPDATE abilities SET enabled = false WHERE channel_id <> ${channel!.id as number}`;

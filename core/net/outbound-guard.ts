@@ -9,13 +9,14 @@
 // Teredo, ...) and unwraps IPv4-mapped IPv6 (::ffff:127.0.0.1) before classifying.
 //
 // A host name is checked by what it resolves to, twice: when the channel is written (early feedback)
-// and, for the channel test, in the connection's own DNS lookup (guardedAgent), so a name that
-// resolves to a public address at creation and to 127.0.0.1 later (DNS rebinding) is still refused.
+// and in the connection's own DNS lookup (guardedAgent for the channel test, guardedConnector for the
+// relay), so a name that resolves to a public address at creation and to 127.0.0.1 later (DNS
+// rebinding) is still refused.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { Agent } from 'undici';
+import { Agent, buildConnector } from 'undici';
 
 /** True for a public unicast address; false for any special-purpose range or a malformed address. */
 export function isPublicAddress(address: string): boolean {
@@ -86,4 +87,23 @@ const guardedLookup: LookupFunction = (hostname, options, callback) => {
 /** An undici dispatcher whose connections only reach public addresses (literals are checked by checkTarget). */
 export function guardedAgent(): Agent {
   return new Agent({ connect: { lookup: guardedLookup } });
+}
+
+/**
+ * An undici connector whose connections only reach public addresses, for a dispatcher that is not
+ * preceded by checkTarget: net.connect never looks an address literal up, so the lookup's check
+ * alone would let http://127.0.0.1 through.
+ */
+export function guardedConnector(): buildConnector.connector {
+  const connect = buildConnector({ lookup: guardedLookup });
+  return (opts, callback) => {
+    const literal = addressLiteral(opts.hostname);
+    if (literal !== undefined && !isPublicAddress(literal)) {
+      // Asynchronously, as a socket's error is: undici's client is mid-connect when it calls this.
+      const err = new PrivateTargetError(opts.hostname, literal);
+      process.nextTick(() => callback(err, null));
+      return;
+    }
+    connect(opts, callback);
+  };
 }

@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkTarget, guardedAgent, isPublicAddress, PRIVATE_TARGET, PrivateTargetError } from './outbound-guard.js';
+import { checkTarget, guardedAgent, guardedConnector, isPublicAddress, PRIVATE_TARGET, PrivateTargetError } from './outbound-guard.js';
 
 describe('isPublicAddress', () => {
   it.each([
@@ -54,6 +54,34 @@ describe('guardedAgent', () => {
       // The same server is reachable without the guard: the refusal is the lookup's.
       const plain = await request(`http://localhost:${port}/`);
       expect(await plain.body.text()).toBe('reached');
+    } finally {
+      await agent.close();
+    }
+  });
+});
+
+describe('guardedConnector', () => {
+  let server: Server;
+  let port = 0;
+  let connections = 0;
+  beforeAll(async () => {
+    server = createServer((_req, res) => res.end('reached')).on('connection', () => connections++);
+    await new Promise<void>((r) => server.listen(0, '::', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await new Promise((r) => server.close(r));
+  });
+
+  // net.connect never looks a literal up, so the lookup's check alone would let these through.
+  it.each(['localhost', '127.0.0.1', '[::1]', '[::ffff:127.0.0.1]'])('refuses http://%s before a byte is sent', async (host) => {
+    const before = connections;
+    const agent = new Agent({ connect: guardedConnector() });
+    try {
+      const err = await request(`http://${host}:${port}/`, { dispatcher: agent }).then(() => undefined, (e: unknown) => e);
+      expect(err).toBeInstanceOf(PrivateTargetError);
+      expect((err as PrivateTargetError).code).toBe(PRIVATE_TARGET);
+      expect(connections).toBe(before);
     } finally {
       await agent.close();
     }

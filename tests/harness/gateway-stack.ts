@@ -67,6 +67,11 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   });
   await migrateClickHouse(config);
   const log = createLogger(config, 'test');
+  const sql = createSql(config);
+  // The mock provider runs on 127.0.0.1: this stack's channels may point at private addresses (off by
+  // default, see core/net/outbound-guard.ts). Written before the relays start, as they read options
+  // then and on announcements, and nothing announces a row written here.
+  await sql`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
   const relay: RunningRelay = await startRelay(config, log);
   const relays = [relay];
   for (let i = 1; i < Number(process.env.TEST_GATEWAY_RELAYS ?? 1); i++) relays.push(await startRelay(config, log));
@@ -75,15 +80,11 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   // A second billing worker shares the shard streams (the sharded layout) under its own consumer name.
   if (relays.length > 1 && config.REDIS_CLUSTER_NODES) moreBilling.push(await startBilling({ ...config, BILLING_CONSUMER: `${config.BILLING_CONSUMER}-2` }, log));
   const balancer = relays.length > 1 ? await roundRobin(relays.map((r) => r.port)) : null;
-  const sql = createSql(config);
   const redis = createRedis(config, 'test');
   const ch = createClickHouse(config);
   const logReader = createClickHouseReader(config);
   const keys = redisKeysFor(config);
   const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql));
-  // The mock provider runs on 127.0.0.1: this stack's channels may point at private addresses (off by
-  // default, see core/net/outbound-guard.ts).
-  await sql`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
   const app: FastifyInstance = buildConsoleApp({ config, sql, redis, logReader, quotaStore: quota, logger: log });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
