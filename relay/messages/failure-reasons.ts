@@ -14,6 +14,7 @@ export const REASON = {
   noUsage: 'provider answer carried no usage',
   usageCounted: 'provider answer carried no usage; its tokens counted by the relay',
   noChannel: 'no channel answered',
+  notCarried: 'channel cannot carry the request in its format; another tried',
   relayError: 'relay error',
 } as const;
 

@@ -149,6 +149,11 @@ class Exchange {
   tpmLimited = false;
   channel: Channel | null = null;
   upstreamRequestId = '';
+  /**
+   * The client's answer should a later channel be unable to carry the request: the failure an
+   * earlier channel's provider gave (null: none failed yet).
+   */
+  earlierFailure: RelayError | null = null;
 
   constructor(ctx: RelayContext, res: HttpResponse, req: HttpRequest, protocol: Protocol) {
     this.ctx = ctx;
@@ -409,10 +414,16 @@ class Exchange {
 
   /** One call to one channel: 'done' when the exchange is answered, otherwise why to retry (a REASON). */
   async attempt(channel: Channel, raw: Buffer, body: MessagesRequest, mayRetry: boolean): Promise<'done' | string> {
+    // An earlier attempt's provider request id names no part of this one's answer.
+    this.upstreamRequestId = '';
     const provider = providerOf(channel);
     const payload = this.convertRequest(provider, channel.modelMapping?.[body.model], raw, body);
     if (payload instanceof RelayError) {
-      this.fail(payload);
+      // This channel's format cannot carry the request (a document block to an OpenAI-format
+      // channel): another channel of the group may, and this one is not at fault. With none left, the
+      // client hears why the channels that could carry it failed, not that its request is invalid.
+      if (mayRetry) return REASON.notCarried;
+      this.fail(this.earlierFailure ?? payload);
       return 'done';
     }
     const headers = provider.headers(channel, { version: this.version, beta: this.beta });
@@ -448,7 +459,10 @@ class Exchange {
       // Only a request that never reached the provider goes to another channel: once it may have
       // started generating (a headers timeout, a connection lost after the request was written), the
       // first provider bills it whatever happens, and a second would generate and bill it again.
-      if (mayRetry && !reachedProvider(err)) return REASON.connectionFailed;
+      if (mayRetry && !reachedProvider(err)) {
+        this.earlierFailure = new RelayError('upstream_unreachable');
+        return REASON.connectionFailed;
+      }
       this.fail(new RelayError('upstream_unreachable'), reachedProvider(err) ? REASON.noAnswer : REASON.connectionFailed);
       return 'done';
     }
@@ -459,8 +473,12 @@ class Exchange {
       const text = await answer.text().catch(() => '');
       if (this.aborted) return REASON.clientGone;
       providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt);
-      if (mayRetry && !this.headersSent) {
+      // A gateway timeout (504, Cloudflare's 524) says the provider behind the proxy did not answer in
+      // time, not that it stopped: it may still be generating, and billing the operator for it, so a
+      // second channel would generate it again (new-api does not retry them either).
+      if (mayRetry && !this.headersSent && status !== 504 && status !== 524) {
         this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider failed; retrying on another channel');
+        this.earlierFailure = new RelayError(status === 529 ? 'overloaded' : status === 429 ? 'rate_limited' : 'upstream_unreachable');
         return httpReason(status);
       }
       this.passThroughError(status, text, answer, provider);
@@ -474,6 +492,7 @@ class Exchange {
       if (isRetriedFault(providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt))) {
         if (mayRetry && !this.headersSent) {
           this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
+          this.earlierFailure = new RelayError('upstream_unreachable');
           return httpReason(status);
         }
         // No channel left: the provider's 401 or 403 would tell the client its own key is bad.
@@ -612,7 +631,10 @@ class Exchange {
     if ((!isJson || providerSide) && text) this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered an error; its message is not passed on');
     const type = status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status);
     const message = providerSide ? providerSideMessage(status) : isJson ? providerErrorMessage(text) ?? httpReason(status) : httpReason(status);
-    const passed = isJson && provider.protocol === this.protocol ? (providerSide ? withErrorMessage(text, message) : text) : null;
+    // Passed as it is only when it is an error of the client's protocol: a provider speaking it loosely
+    // (vLLM's `{"detail": …}`, Ollama's `{"error": "…"}`) would reach the client in no format its SDK reads.
+    const passed = isJson && provider.protocol === this.protocol && isProtocolError(text, this.protocol)
+      ? (providerSide ? withErrorMessage(text, message) : text) : null;
     const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiErrorBody(openaiErrorType(type), message, null)
         : errorBody(type, message);
@@ -718,6 +740,21 @@ function withErrorMessage(text: string, message: string): string | null {
     return JSON.stringify(body);
   } catch {
     return null;
+  }
+}
+
+/**
+ * Whether a JSON body is an error as the protocol writes one: Anthropic's `{"type": "error", "error":
+ * {"type", "message"}}`, OpenAI's `{"error": {"message", …}}`.
+ */
+function isProtocolError(text: string, protocol: 'anthropic' | 'openai'): boolean {
+  try {
+    const body = JSON.parse(text) as { type?: unknown; error?: { type?: unknown; message?: unknown } | null } | null;
+    const error = body?.error;
+    if (!error || typeof error !== 'object' || typeof error.message !== 'string') return false;
+    return protocol === 'openai' || (body.type === 'error' && typeof error.type === 'string');
+  } catch {
+    return false;
   }
 }
 

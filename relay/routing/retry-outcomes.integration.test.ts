@@ -1,0 +1,146 @@
+// What the client gets when channels fail in ways a retry must respect (an audit of the retry path):
+//   - a gateway timeout (504, Cloudflare's 524) is not retried: the provider behind the proxy may
+//     still be generating, and a second channel would generate (and bill the operator) again;
+//   - a channel that cannot carry the request in its format is skipped for one that can, rather than
+//     ending the failover with a 400;
+//   - the provider request id answered is the answering attempt's, never an earlier channel's;
+//   - a provider's 4xx JSON that is not an error in the client's format is rebuilt in it.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
+import {
+  billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+} from '../../tests/harness/gateway-stack.js';
+
+interface FixedUpstream { url: string; requests: number; close(): Promise<void> }
+
+/** A provider answering every request with one status, headers and body. */
+async function fixedUpstream(status: number, body: string, headers: Record<string, string> = {}): Promise<FixedUpstream> {
+  const up = { url: '', requests: 0, close: async () => {} };
+  const server: Server = createServer((req, res) => {
+    up.requests++;
+    req.resume();
+    req.on('end', () => res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(body));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  up.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  up.close = () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); });
+  return up;
+}
+
+let stack: GatewayStack;
+let account: TestAccount;
+let client: Anthropic;
+let healthy: FixedUpstream;
+const upstreams: FixedUpstream[] = [];
+
+beforeAll(async () => {
+  stack = await startGatewayStack({ env: { RELAY_MAX_TRIES: '3' } });
+  account = await fundedAccount(stack, 50_000_000);
+  client = new Anthropic({ apiKey: (await createApiKey(stack, account)).key, baseURL: stack.relayUrl, maxRetries: 0 });
+  healthy = await fixedUpstream(200, JSON.stringify({
+    id: 'msg_1', type: 'message', role: 'assistant', model: 'm', content: [{ type: 'text', text: 'hi' }],
+    stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 1 },
+  }));
+  upstreams.push(healthy);
+});
+afterAll(async () => {
+  for (const u of upstreams) await u.close();
+  await stack?.close();
+});
+
+async function balance(): Promise<number> {
+  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
+  return Number(u!.quota);
+}
+
+const ask = (model: string, content: Anthropic.MessageParam['content'] = 'hello') =>
+  client.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content }] }).withResponse();
+
+describe('retries', () => {
+  it.each([504, 524])('a %i (the provider may still be generating) is answered, not retried on another channel; nothing billed', async (status) => {
+    const model = `route-timeout-${status}`;
+    const timedOut = await fixedUpstream(status, JSON.stringify({ type: 'error', error: { type: 'api_error', message: 'gateway timeout' } }));
+    upstreams.push(timedOut);
+    await mockChannel(stack, [model], 'default', { base_url: timedOut.url, priority: 10 });
+    await mockChannel(stack, [model], 'default', { base_url: healthy.url, priority: 0 });
+    const before = { balance: await balance(), healthy: healthy.requests };
+    const err = await ask(model).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+    expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(status);
+    expect(timedOut.requests).toBe(1);
+    expect(healthy.requests).toBe(before.healthy);
+    await billingSettled(stack);
+    expect(await balance()).toBe(before.balance);
+  });
+
+  it('answers with the answering attempt\'s provider request id, never an earlier channel\'s', async () => {
+    const model = 'route-request-id';
+    const overloaded = await fixedUpstream(529, JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'busy' } }), { 'request-id': 'req_first_channel' });
+    upstreams.push(overloaded);
+    await mockChannel(stack, [model], 'default', { base_url: overloaded.url, priority: 10 });
+    // The last channel refuses the connection: no answer, so no provider request id of its own.
+    await mockChannel(stack, [model], 'default', { base_url: 'http://127.0.0.1:9', priority: 0 });
+    const err = await ask(model).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+    const e = err as InstanceType<typeof Anthropic.APIError>;
+    expect(overloaded.requests).toBe(1);
+    expect(e.headers?.get('request-id') ?? null).toBeNull();
+    const requestId = e.headers?.get('x-gateway-request-id');
+    expect(requestId).toBeTruthy();
+    await billingSettled(stack);
+    const rs = await stack.ch.query({
+      query: 'SELECT upstream_request_id FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: requestId! }, format: 'JSONEachRow',
+    });
+    expect(await rs.json()).toEqual([{ upstream_request_id: '' }]);
+  });
+});
+
+describe('a channel that cannot carry the request', () => {
+  let openai: MockOpenAI;
+  beforeAll(async () => {
+    openai = await startMockOpenAI({ apiKey: 'sk-proj-mock-retry-outcomes' });
+  });
+  afterAll(async () => {
+    await openai?.close();
+  });
+
+  it('is skipped: a document block after an overloaded Anthropic channel answers the overload, the OpenAI-format channel never called', async () => {
+    const model = 'route-not-carried';
+    const overloaded = await fixedUpstream(529, JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'busy' } }));
+    upstreams.push(overloaded);
+    await mockChannel(stack, [model], 'default', { base_url: overloaded.url, priority: 10 });
+    await mockChannel(stack, [model], 'default', { base_url: openai.url, key: 'sk-proj-mock-retry-outcomes', type: 1, priority: 5 });
+    await mockChannel(stack, [model], 'default', { base_url: healthy.url, priority: 0 });
+    const sentToOpenAI = openai.requests.length;
+    const healthyBefore = healthy.requests;
+    const document: Anthropic.MessageParam['content'] = [
+      { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'a short document' } },
+      { type: 'text', text: 'Summarize it' },
+    ];
+    const { data } = await ask(model, document);
+    expect(data.type).toBe('message');
+    expect(openai.requests.length).toBe(sentToOpenAI);
+    expect(healthy.requests).toBe(healthyBefore + 1);
+  });
+});
+
+describe('a provider\'s 4xx answer', () => {
+  it('in JSON that is no error of the client\'s format reaches the client as Anthropic\'s error JSON', async () => {
+    const model = 'route-odd-4xx';
+    const odd = await fixedUpstream(404, JSON.stringify({ detail: 'Not Found' }));
+    upstreams.push(odd);
+    await mockChannel(stack, [model], 'default', { base_url: odd.url });
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': client.apiKey!, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model, max_tokens: 8, messages: [{ role: 'user', content: 'hello' }] }),
+    });
+    expect(res.status).toBe(404);
+    const body = await res.json() as { type?: string; error?: { type?: string; message?: string } };
+    expect(body).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
+    expect(typeof body.error?.message).toBe('string');
+  });
+});
