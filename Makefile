@@ -5,7 +5,10 @@ NODE_MODULES_STAMP := node_modules/.package-lock.json
 
 # Secrets of a local stack, generated once per checkout into .data/ (never a public default): the
 # KEY_SECRET that seals API keys, and the passwords of the demo logins that only `make run` seeds.
-local_secret = $(shell mkdir -p .data && { [ -s .data/$(1) ] || head -c $(2) /dev/urandom | base64 | tr -d '/+=' > .data/$(1); } && cat .data/$(1))
+# Owner-only (umask 077 while writing, chmod for files an older Makefile left world-readable): any
+# local account reading key-secret could open every sealed key. Only the files: Postgres, running as
+# its own user, still goes through .data/ to its folder.
+local_secret = $(shell mkdir -p .data && { [ -s .data/$(1) ] || (umask 077 && head -c $(2) /dev/urandom | base64 | tr -d '/+=' > .data/$(1)); } && chmod 600 .data/$(1) && cat .data/$(1))
 KEY_SECRET ?= $(call local_secret,key-secret,32)
 DEMO_PASSWORD ?= $(call local_secret,demo-password,12)
 ADMIN_PASSWORD ?= $(call local_secret,admin-password,12)

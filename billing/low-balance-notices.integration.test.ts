@@ -6,6 +6,8 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
+import { createOptionSealer } from '../core/options/option-secrets.js';
 import { appendUsageEvent, encodeUsageEvent, LOG_TYPE, usageEvent } from '../core/usage/usage-event.js';
 import { createLogger } from '../infra/logger.js';
 import { type ConsoleHarness, startConsoleHarness, type TestAccount } from '../tests/harness/console-harness.js';
@@ -54,7 +56,9 @@ afterAll(async () => {
 });
 
 const log = () => createLogger(h.config, 'test-notices');
-const deliver = () => deliverLowBalanceNotices({ sql: h.sql, log: log() });
+const deliver = () => deliverLowBalanceNotices({
+  sql: h.sql, log: log(), optionSecrets: createOptionSealer(h.config.KEY_SECRET), webhookSecrets: createWebhookSecretSealer(h.config.KEY_SECRET),
+});
 
 /** A settled request of `quota` for the account, as the relay appends it; the billing worker's batch code applies it. */
 async function spend(userId: number, ...amounts: number[]): Promise<void> {
@@ -98,7 +102,8 @@ describe('PUT /api/user/setting', () => {
     // Sent back as shown (secret blank, same URL): the stored secret is kept.
     expect((await setting(a, { ...shown, quota_warning_threshold: 200 })).statusCode).toBe(200);
     const [row] = await h.sql<{ setting: string }[]>`SELECT setting FROM users WHERE id = ${a.user.id}`;
-    expect(JSON.parse(row!.setting)).toMatchObject({ quota_warning_threshold: 200, webhook_secret: SECRET });
+    // Kept sealed (notice-webhook-secret.integration.test.ts).
+    expect(JSON.parse(row!.setting)).toMatchObject({ quota_warning_threshold: 200, webhook_secret: expect.stringMatching(/^sealed:v1:/) });
   });
 });
 

@@ -14,13 +14,15 @@
 // A webhook follows the channels' outbound-address rule (core/net/outbound-guard.ts, root option
 // ChannelAllowPrivateNetworks) and is signed: X-Webhook-Timestamp (Unix seconds) and
 // X-Webhook-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" with the account's secret>.
+// That secret and SMTPToken are stored sealed under KEY_SECRET and opened here, just before use.
 import { createHmac } from 'node:crypto';
 import { request } from 'undici';
 import type { Logger } from '../infra/logger.js';
 import type { Queryable, Sql } from '../infra/postgres/client.js';
 import { loadSmtpSettings, sendMail } from '../core/email/mailer.js';
 import { checkTarget, guardedAgent } from '../core/net/outbound-guard.js';
-import { parseNoticeSetting, warningThreshold } from '../core/notices/notice-setting.js';
+import { parseNoticeSetting, warningThreshold, type WebhookSecretSealer } from '../core/notices/notice-setting.js';
+import type { OptionSealer } from '../core/options/option-secrets.js';
 import { loadOptions } from '../core/options/options-source.js';
 import { startPeriodicJob } from './periodic-job.js';
 
@@ -73,6 +75,10 @@ interface ClaimedNotice {
 export interface NoticeDeps {
   sql: Sql;
   log: Logger;
+  /** Opens SMTPToken. */
+  optionSecrets: OptionSealer;
+  /** Opens the accounts' webhook secrets. */
+  webhookSecrets: WebhookSecretSealer;
 }
 
 /** The body a webhook receives (JSON). */
@@ -123,11 +129,17 @@ async function deliver(d: NoticeDeps, n: ClaimedNotice, allowPrivate: boolean): 
   if (warningThreshold(s) === undefined) return 'skipped';
   if (s.notify_type === 'webhook') {
     if (!s.webhook_url || !s.webhook_secret) return 'skipped';
-    await sendWebhook(s.webhook_url, s.webhook_secret, noticePayload(n), allowPrivate);
+    let secret: string;
+    try {
+      secret = d.webhookSecrets.open(Number(n.user_id), s.webhook_secret);
+    } catch {
+      throw new Error('the webhook secret cannot be opened with this KEY_SECRET (the account must set it again)');
+    }
+    await sendWebhook(s.webhook_url, secret, noticePayload(n), allowPrivate);
     return 'sent';
   }
   if (!n.email) return 'skipped';
-  const smtp = await loadSmtpSettings(d.sql);
+  const smtp = await loadSmtpSettings(d.sql, d.optionSecrets);
   if (!smtp) throw new Error('e-mail is not configured (SMTPServer)');
   await sendMail(smtp, {
     to: n.email,

@@ -6,6 +6,8 @@ import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { checkRedisPersistence } from '../infra/redis/persistence.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
+import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
+import { createOptionSealer } from '../core/options/option-secrets.js';
 import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
 import { startBillingMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
 import { startConsoleFollowUp } from './console-follow-up.js';
@@ -19,6 +21,10 @@ export interface RunningBilling {
 }
 
 export async function startBilling(config: Config, log: Logger = createLogger(config, 'billing')): Promise<RunningBilling> {
+  // Notices are sent with secrets stored sealed (SMTPToken, the accounts' webhook secrets): a worker
+  // without KEY_SECRET refuses to start rather than fail every notice later.
+  const optionSecrets = createOptionSealer(config.KEY_SECRET);
+  const webhookSecrets = createWebhookSecretSealer(config.KEY_SECRET);
   const keys = redisKeysFor(config);
   const sharded = keys.shards > 0;
   // Sharded, the worker polls many streams without blocking (a cluster client shares one connection per node).
@@ -51,7 +57,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   const deadLetters = startDeadLetterGauge(commands, shardList.map((i) => keys.usageDeadLetterStream(i)), config.RESERVATION_REAP_INTERVAL_MS, log);
   const followUp = startConsoleFollowUp({ sql, redis: commands, quota, log }, config.RESERVATION_REAP_INTERVAL_MS, 30);
   // Low-balance notices queued by settlements: sent apart from them, retried, never blocking billing.
-  const notices = startLowBalanceNotices({ sql, log }, config.RESERVATION_REAP_INTERVAL_MS);
+  const notices = startLowBalanceNotices({ sql, log, optionSecrets, webhookSecrets }, config.RESERVATION_REAP_INTERVAL_MS);
   // Prometheus /metrics; a port already taken is logged, not fatal: billing matters more than its metrics.
   let metrics: MetricsServer | null = null;
   try {

@@ -6,9 +6,12 @@ import type { Sql } from '../infra/postgres/client.js';
 import { redisKeysFor, type Redis } from '../infra/redis/client.js';
 import type { RedisKeys } from '../infra/redis/keys.js';
 import { type ApiKeyCrypto, createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
+import { createWebhookSecretSealer, type WebhookSecretSealer } from '../core/notices/notice-setting.js';
+import type { OptionSealer } from '../core/options/option-secrets.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
 import { createPasswordGate, type PasswordGate } from './auth/password-gate.js';
 import type { ConsoleSettings } from './console-settings.js';
+import { installOptionSealer } from './options/option-secrets.js';
 import { type Invalidation, publishInvalidation } from '../core/invalidation/invalidation.js';
 
 export interface ConsoleDeps {
@@ -39,6 +42,10 @@ export interface ConsoleContext {
   keys: RedisKeys;
   settings: ConsoleSettings;
   apiKeyCrypto: ApiKeyCrypto;
+  /** Seals and opens secret options; also what loadOptionView opens them with (options/option-secrets.ts). */
+  optionSealer: OptionSealer;
+  /** Seals the accounts' webhook secrets (only the billing worker opens them). */
+  webhookSecrets: WebhookSecretSealer;
   /** Every password hash or verification of this process goes through it (auth/password-gate.ts). */
   passwords: PasswordGate;
   now(): number;
@@ -59,6 +66,8 @@ export function createContext(deps: ConsoleDeps, logger: Logger): ConsoleContext
     keys,
     settings,
     apiKeyCrypto: createApiKeyCrypto(deps.config.KEY_SECRET),
+    optionSealer: installOptionSealer(deps.config.KEY_SECRET),
+    webhookSecrets: createWebhookSecretSealer(deps.config.KEY_SECRET),
     passwords: createPasswordGate(settings.PASSWORD_HASH_CONCURRENCY, settings.PASSWORD_HASH_MAX_WAITING),
     now: deps.now ?? (() => Math.floor(Date.now() / 1000)),
     invalidate: async (message) => {

@@ -7,10 +7,13 @@ import { createSql } from '../infra/postgres/client.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
+import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
+import { createOptionSealer } from '../core/options/option-secrets.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { ensureRootAccount } from './accounts/root-account.js';
 import { buildConsoleApp } from './app.js';
+import { sealLegacySecrets } from './secrets/seal-legacy-secrets.js';
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -22,6 +25,8 @@ async function main(): Promise<void> {
   const redis = createRedis(config, 'console-api');
   const logReader = createClickHouseReader(config);
   const quotaStore = new QuotaStore(redis, redisKeysFor(config), postgresBalanceSource(sql));
+  const sealed = await sealLegacySecrets(sql, { options: createOptionSealer(config.KEY_SECRET), webhooks: createWebhookSecretSealer(config.KEY_SECRET) });
+  if (sealed.options.length > 0 || sealed.accounts > 0) logger.info(sealed, 'secrets stored in clear by an earlier version sealed');
 
   // A generated root password goes to stdout once, deliberately not through the logger.
   await ensureRootAccount(sql, config, (line) => process.stdout.write(`${line}\n`));

@@ -75,9 +75,11 @@ const schema = z.object({
   // Its cache of decompressed blocks, which the console's log reads use (0: none).
   CLICKHOUSE_LOCAL_UNCOMPRESSED_CACHE_MB: z.coerce.number().int().min(0).default(DEFAULT_LOCAL_UNCOMPRESSED_CACHE_MB),
 
-  // Encrypts stored API keys (AES-256-GCM) and keys their lookup hash (HMAC-SHA256). No default: the
-  // processes that seal or look up keys (relay, console-api, seed) refuse to start without it
-  // (infra/secrets/api-key-crypto.ts); the others (billing, migrations) do not need it.
+  // Encrypts stored API keys, channel credentials, secret options and accounts' webhook secrets
+  // (AES-256-GCM) and keys the API keys' lookup hash (HMAC-SHA256). No default: the processes that seal,
+  // open or look them up (relay, console-api, seed, billing for its notices) refuse to start without it
+  // (infra/secrets/api-key-crypto.ts); migrations only to convert redemption codes an earlier version
+  // stored in plain text (infra/postgres/migration-steps.ts). Redemption codes are sealed and hashed too.
   KEY_SECRET: z
     .string()
     .default('')

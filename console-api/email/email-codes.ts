@@ -133,7 +133,7 @@ export async function useEmailCode(ctx: ConsoleContext, tx: Db, claim: EmailCode
 
 /** Mails a code; EMAIL_NOT_CONFIGURED when SMTPServer is not set, UPSTREAM_FAILED when sending fails. */
 export async function mailCode(ctx: ConsoleContext, to: string, subject: string, text: string): Promise<void> {
-  const smtp = await loadSmtpSettings(ctx.sql);
+  const smtp = await loadSmtpSettings(ctx.sql, ctx.optionSealer);
   if (!smtp) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
   try {
     await sendMail(smtp, { to, subject, text });

@@ -82,7 +82,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ query, request }) => {
     // Every answer must be one an unknown address gets too: whether mail is off is asked before the
     // account, and the account's limits and the sending (its failure, its time) stay out of the answer.
-    if (!await loadSmtpSettings(ctx.sql)) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
+    if (!await loadSmtpSettings(ctx.sql, ctx.optionSealer)) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
     const user = await findUserByEmail(ctx.sql, query.email);
     if (!user || user.status !== ACCOUNT_STATUS.enabled) return ok();
     let code: string;

@@ -1,10 +1,12 @@
 // PUT /api/user/setting (new-api's): the account's notification preferences, kept in users.setting
 // (core/notices/notice-setting.ts). A low-balance notice goes by e-mail to the account's bound address
 // or to a webhook, whose URL follows the channels' outbound-address rule (core/net/outbound-guard.ts,
-// the root option ChannelAllowPrivateNetworks) and whose body is signed with the account's secret.
+// the root option ChannelAllowPrivateNetworks) and whose body is signed with the account's secret,
+// stored sealed (createWebhookSecretSealer): only the billing worker opens it.
 import { z } from 'zod';
 import { checkTarget, PrivateTargetError } from '../../core/net/outbound-guard.js';
 import { NOTIFY_TYPES, parseNoticeSetting } from '../../core/notices/notice-setting.js';
+import { isSealedText } from '../../infra/secrets/api-key-crypto.js';
 import { ROLE } from '../accounts/roles.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
@@ -66,13 +68,19 @@ export function registerSettingRoutes(api: Api, ctx: ConsoleContext): void {
           throw err;
         }
       }
-      const keep = !body.webhook_secret && before.webhook_url === url.toString() && before.webhook_secret;
-      const secret = keep ? before.webhook_secret! : body.webhook_secret ?? '';
-      if (secret.length < WEBHOOK_SECRET_MIN) {
-        throw new ConsoleError('VALIDATION_FAILED', `webhook_secret: must be at least ${WEBHOOK_SECRET_MIN} characters (it signs each notice)`);
+      const kept = !body.webhook_secret && before.webhook_url === url.toString() ? before.webhook_secret : undefined;
+      if (kept && isSealedText(kept)) {
+        // Its length was checked when it was set; the console has no need to open it.
+        setting.webhook_secret = kept;
+      } else {
+        // A kept secret without the prefix was stored before sealing: sealed now.
+        const secret = kept || body.webhook_secret || '';
+        if (secret.length < WEBHOOK_SECRET_MIN) {
+          throw new ConsoleError('VALIDATION_FAILED', `webhook_secret: must be at least ${WEBHOOK_SECRET_MIN} characters (it signs each notice)`);
+        }
+        setting.webhook_secret = ctx.webhookSecrets.seal(user.id, secret);
       }
       setting.webhook_url = url.toString();
-      setting.webhook_secret = secret;
     } else {
       if (!user.email) throw new ConsoleError('VALIDATION_FAILED', 'notify_type: e-mail notices go to the bound e-mail address; bind one first (POST /api/oauth/email/bind)');
       // Only the bound (verified) address: a notice must not become a way to mail strangers.

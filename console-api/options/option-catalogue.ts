@@ -1,13 +1,16 @@
 // Every option the console knows (the `options` table: key → text value), new-api's names where it
 // has one. Each entry says how its text is validated, its default, who may change it (administrator
-// 10 or super administrator 100) and whether it is a secret (never returned by GET /api/option/).
+// 10 or super administrator 100) and whether it is a secret (never returned by GET /api/option/,
+// stored sealed: core/options/option-secrets.ts).
 // README.md "Options" is the documentation of this table.
 import { z } from 'zod';
+import type { OptionSealer } from '../../core/options/option-secrets.js';
 import { loadOptions } from '../../core/options/options-source.js';
 import { RATIO_OPTION_KEYS } from '../../core/pricing/ratios.js';
 import { DEFAULT_WEB_SEARCH_CALL_PRICE } from '../../core/pricing/input-bound.js';
 import type { Db } from '../db.js';
 import { ROLE } from '../accounts/roles.js';
+import { optionSealer } from './option-secrets.js';
 
 const json = <S extends z.ZodType>(schema: S, what: string) =>
   z.string().transform((s, c) => {
@@ -57,7 +60,7 @@ export interface OptionDef {
   default: string;
   /** Minimum role that may change it. */
   writeRole: number;
-  /** Secrets are never returned by GET /api/option/ (their value reads as ''). */
+  /** Secrets are never returned by GET /api/option/ (their value reads as '') and are stored sealed. */
   secret?: boolean;
   description: string;
 }
@@ -153,17 +156,33 @@ export function isRatioOption(key: string): boolean {
   return (RATIO_OPTION_KEYS as readonly string[]).includes(key);
 }
 
-/** Typed view of the options table, defaults applied. A stored value that no longer parses reads as the default. */
+/** The text stored for an option: a secret's sealed (an empty one stays empty: nothing to hide, and it reads as not set). */
+export function storedOptionText(d: OptionDef, text: string, sealer: OptionSealer = optionSealer()): string {
+  return d.secret && text !== '' ? sealer.seal(d.key, text) : text;
+}
+
+/**
+ * Typed view of the options table, defaults applied, secrets opened. A stored value that no longer
+ * parses reads as the default; a secret that does not open (sealed under another KEY_SECRET) throws,
+ * when it is read and not before, so that it takes down only what needs it.
+ */
 export interface Options {
   raw(key: string): string;
   get<T>(key: string): T;
+  /** Whether the option has a non-empty value, without opening a secret. */
+  configured(key: string): boolean;
 }
 
-export async function loadOptionView(db: Db): Promise<Options> {
+export async function loadOptionView(db: Db, sealer?: OptionSealer): Promise<Options> {
   const stored = await loadOptions(db);
-  const raw = (key: string): string => stored.get(key) ?? BY_KEY.get(key)?.default ?? '';
+  const raw = (key: string): string => {
+    const value = stored.get(key);
+    if (value === undefined) return BY_KEY.get(key)?.default ?? '';
+    return BY_KEY.get(key)?.secret ? (sealer ?? optionSealer()).open(key, value) : value;
+  };
   return {
     raw,
+    configured: (key) => (stored.get(key) ?? BY_KEY.get(key)?.default ?? '') !== '',
     get<T>(key: string): T {
       const d = BY_KEY.get(key);
       if (!d) throw new Error(`unknown option ${key}`);

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type MockUpstream, startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
@@ -255,7 +256,9 @@ describe('redemption codes (administration)', () => {
     expect((await inject('GET', `/api/redemption/${id}`, admin)).json().data.status).toBe(2);
     // A used code cannot be changed.
     const redeemer = await h.account();
-    expect((await inject('POST', '/api/user/topup', redeemer, { key: codes.find((c) => c !== list.items[0].key) })).statusCode).toBe(200);
+    const disabled = (await inject('POST', `/api/redemption/${id}/key`, admin)).json().data.key as string;
+    expect(codes).toContain(disabled);
+    expect((await inject('POST', '/api/user/topup', redeemer, { key: codes.find((c) => c !== disabled) })).statusCode).toBe(200);
     const used = (await inject('GET', '/api/redemption/?keyword=batch', admin)).json().data.items.find((r: { status: number }) => r.status === 3);
     expect((await inject('PUT', '/api/redemption/', admin, { id: used.id, status: 1 })).statusCode).toBe(409);
     expect((await inject('DELETE', `/api/redemption/${id}`, admin)).statusCode).toBe(200);
@@ -274,7 +277,7 @@ describe('redemption codes and the role rules', () => {
     expect(refused.statusCode).toBe(403);
     expect(refused.json()).toEqual({ success: false, message: 'an administrator cannot redeem a code of its own (it would be a quota edit on itself)' });
     expect(await quota(admin)).toBe(before);
-    expect((await h.sql<{ status: number }[]>`SELECT status FROM redemptions WHERE key = ${own}`)[0]!.status).toBe(1);
+    expect((await inject('GET', `/api/redemption/?keyword=${own}`, admin)).json().data.items[0].status).toBe(1);
     // Another administrator may not either (an administrator cannot edit an equal role).
     const peer = await h.account({ role: 10 });
     const byPeer = await redeem(peer, own);
@@ -289,7 +292,7 @@ describe('redemption codes and the role rules', () => {
   it("an administrator cannot change or delete a code of root's or of another administrator, so it cannot raise one it may redeem", async () => {
     const create = async (who: TestAccount, quota = 1000) => {
       const key = ((await inject('POST', '/api/redemption/', who, { name: 'guarded', quota })).json().data as string[])[0]!;
-      return { key, id: Number((await h.sql<{ id: string }[]>`SELECT id FROM redemptions WHERE key = ${key}`)[0]!.id) };
+      return { key, id: Number((await inject('GET', `/api/redemption/?keyword=${key}`, root)).json().data.items[0].id) };
     };
     const quota = async (who: TestAccount) => Number((await h.sql<{ quota: string }[]>`SELECT quota FROM users WHERE id = ${who.user.id}`)[0]!.quota);
     const rootCode = await create(root);
@@ -309,8 +312,8 @@ describe('redemption codes and the role rules', () => {
     // Its own codes, those of ordinary accounts (made before a demotion) and every code for root stay editable.
     const own = await create(admin);
     expect((await inject('PUT', '/api/redemption/', admin, { id: own.id, quota: 5 })).statusCode).toBe(200);
-    const userCode = await h.sql<{ id: string }[]>`INSERT INTO redemptions (created_by, name, key, status, quota, created_time, expired_time)
-      VALUES (${user.user.id}, 'old', ${'k' + Date.now()}, 1, 10, 0, -1) RETURNING id`;
+    const userCode = await h.sql<{ id: string }[]>`INSERT INTO redemptions (created_by, name, key_hash, key_ciphertext, key_mask, status, quota, created_time, expired_time)
+      VALUES (${user.user.id}, 'old', ${randomBytes(32)}, ${randomBytes(40)}, '********', 1, 10, 0, -1) RETURNING id`;
     expect((await inject('PUT', '/api/redemption/', admin, { id: Number(userCode[0]!.id), status: 2 })).statusCode).toBe(200);
     expect((await inject('PUT', '/api/redemption/', root, { id: peerCode.id, status: 2 })).statusCode).toBe(200);
     expect((await inject('DELETE', `/api/redemption/${peerCode.id}`, root)).statusCode).toBe(200);

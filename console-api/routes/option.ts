@@ -1,7 +1,8 @@
 // /api/option/: the options table (option-catalogue.ts). Administrators (10) read every option (a
 // secret's value reads as '' with configured telling whether it is set) and change the pricing and
 // top-up display options; the super administrator (100) also changes payment credentials, addresses
-// and the compliance confirmation. Each change publishes {kind: 'options', keys: [key]}.
+// and the compliance confirmation. Secrets are stored sealed (storedOptionText). Each change publishes
+// {kind: 'options', keys: [key]}.
 import { z } from 'zod';
 import { ROLE } from '../accounts/roles.js';
 import type { ConsoleContext } from '../context.js';
@@ -10,7 +11,7 @@ import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { optionItemSchema } from '../http/schemas.js';
 import { describeZodError } from '../http/validation.js';
-import { loadOptionView, OPTION_CATALOGUE, optionDef } from '../options/option-catalogue.js';
+import { loadOptionView, OPTION_CATALOGUE, optionDef, storedOptionText } from '../options/option-catalogue.js';
 
 export const updateOptionBody = z.object({
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100),
@@ -32,7 +33,7 @@ export function registerOptionRoutes(api: Api, ctx: ConsoleContext): void {
       key: d.key,
       value: d.secret ? '' : o.raw(d.key),
       secret: d.secret ?? false,
-      configured: o.raw(d.key) !== '',
+      configured: o.configured(d.key),
       write_role: d.writeRole,
       description: d.description,
     })));
@@ -50,7 +51,7 @@ export function registerOptionRoutes(api: Api, ctx: ConsoleContext): void {
     const parsed = d.schema.safeParse(text);
     if (!parsed.success) throw new ConsoleError('VALIDATION_FAILED', describeZodError(parsed.error, 'value').replace(/^value(\.[^:]*)?:/, `value (${d.key}):`));
     // URLs are stored without a trailing slash; everything else as given.
-    const stored = typeof parsed.data === 'string' && /Address$/.test(d.key) ? parsed.data : text;
+    const stored = storedOptionText(d, typeof parsed.data === 'string' && /Address$/.test(d.key) ? parsed.data : text);
     await sql`INSERT INTO options (key, value) VALUES (${d.key}, ${stored}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
     await ctx.invalidate({ kind: 'options', keys: [d.key] });
     return ok();

@@ -1,8 +1,11 @@
 // /api/redemption/: administrators create redemption codes in batches, list, edit (disable) and
 // delete them. A code is redeemed by POST /api/user/topup (routes/topup.ts).
 // Status: 1 enabled, 2 disabled, 3 used (new-api's numbering).
-import { randomBytes } from 'node:crypto';
+// A code is stored as API keys are (infra/secrets/redemption-code-crypto.ts): creation answers the
+// codes, listings mask them, and POST /api/redemption/:id/key reveals one to an administrator who may
+// change it.
 import { z } from 'zod';
+import { createRedemptionCodeCrypto, generateRedemptionCode, maskRedemptionCode } from '../../infra/secrets/redemption-code-crypto.js';
 import { ROLE } from '../accounts/roles.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
@@ -44,25 +47,25 @@ export const updateRedemptionQuery = z.object({
 export const listRedemptionsQuery = pageQuery.extend({ keyword: queryString(50) });
 
 interface RedemptionRow {
-  id: number; created_by: number; name: string; key: string; status: number; quota: number; created_time: number;
+  id: number; created_by: number; name: string; key_mask: string; status: number; quota: number; created_time: number;
   redeemed_time: number; used_user_id: number; expired_time: number;
 }
 
+/** What reads return: never key_hash or key_ciphertext. */
+const COLUMNS = ['id', 'created_by', 'name', 'key_mask', 'status', 'quota', 'created_time', 'redeemed_time', 'used_user_id', 'expired_time'];
+
 function toRedemption(r: RedemptionRow) {
   return {
-    id: Number(r.id), user_id: Number(r.created_by), name: r.name, key: r.key, status: Number(r.status),
+    id: Number(r.id), user_id: Number(r.created_by), name: r.name, key: r.key_mask, status: Number(r.status),
     quota: Number(r.quota), created_time: Number(r.created_time), redeemed_time: Number(r.redeemed_time),
     used_user_id: Number(r.used_user_id), expired_time: Number(r.expired_time),
   };
 }
 
-/** 32 hex characters (128 random bits), like new-api's UUID-without-dashes codes. */
-export function generateRedemptionKey(): string {
-  return randomBytes(16).toString('hex');
-}
-
 export function registerRedemptionRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
+  const codes = createRedemptionCodeCrypto(ctx.config.KEY_SECRET);
+  const columns = sql(COLUMNS);
   /**
    * A code is its creator's credit (routes/topup.ts, assertCreatorMayCredit), so an administrator
    * changes or deletes only its own codes and those of accounts of a lower role, as it edits only
@@ -85,30 +88,32 @@ export function registerRedemptionRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'POST', path: '/api/redemption/', tag: 'admin: redemption codes', access: ROLE.admin, body: createRedemptionBody,
-    data: z.array(z.string()), summary: `Create count (1–${MAX_REDEMPTION_BATCH}, default 1) codes of quota each; data is the codes`,
+    data: z.array(z.string()), summary: `Create count (1–${MAX_REDEMPTION_BATCH}, default 1) codes of quota each; data is the codes (listings mask them)`,
     errors: ['INVALID_JSON'],
   }, async ({ body, user }) => {
     checkExpiry(body.expired_time);
     const count = body.count ?? 1;
     const now = ctx.now();
-    const rows = Array.from({ length: count }, () => ({
-      created_by: Number(user.id), name: body.name, key: generateRedemptionKey(), status: REDEMPTION_STATUS.enabled,
-      quota: body.quota, created_time: now, expired_time: body.expired_time ?? -1,
+    const made = Array.from({ length: count }, generateRedemptionCode);
+    const rows = made.map((code) => ({
+      created_by: Number(user.id), name: body.name, key_hash: codes.hash(code), key_ciphertext: codes.seal(code),
+      key_mask: maskRedemptionCode(code), status: REDEMPTION_STATUS.enabled, quota: body.quota, created_time: now,
+      expired_time: body.expired_time ?? -1,
     }));
-    await sql`INSERT INTO redemptions ${sql(rows, 'created_by', 'name', 'key', 'status', 'quota', 'created_time', 'expired_time')}`;
-    return ok(rows.map((r) => r.key));
+    await sql`INSERT INTO redemptions ${sql(rows, 'created_by', 'name', 'key_hash', 'key_ciphertext', 'key_mask', 'status', 'quota', 'created_time', 'expired_time')}`;
+    return ok(made);
   });
 
   api.route({
     method: 'GET', path: '/api/redemption/', tag: 'admin: redemption codes', access: ROLE.admin, query: listRedemptionsQuery,
-    data: pageOf(redemptionSchema), summary: 'List codes (paged, newest first); keyword matches the name in part or the code exactly',
+    data: pageOf(redemptionSchema), summary: 'List codes, masked (paged, newest first); keyword matches the name in part or the code exactly',
   }, async ({ query }) => {
     const { page, pageSize, offset } = paging(query);
     const where = query.keyword !== undefined
-      ? sql`WHERE name ILIKE ${containsPattern(query.keyword)} OR key = ${query.keyword}`
+      ? sql`WHERE name ILIKE ${containsPattern(query.keyword)} OR key_hash = ${codes.hash(query.keyword)}`
       : sql``;
     const [rows, [count]] = await Promise.all([
-      sql<RedemptionRow[]>`SELECT * FROM redemptions ${where} ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
+      sql<RedemptionRow[]>`SELECT ${columns} FROM redemptions ${where} ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
       sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM redemptions ${where}`,
     ]);
     return ok({ items: rows.map(toRedemption), total: Number(count!.total), page, page_size: pageSize });
@@ -116,11 +121,24 @@ export function registerRedemptionRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'GET', path: '/api/redemption/:id', tag: 'admin: redemption codes', access: ROLE.admin, params: idParams,
-    data: redemptionSchema, summary: 'One code', errors: ['NOT_FOUND'],
+    data: redemptionSchema, summary: 'One code, masked', errors: ['NOT_FOUND'],
   }, async ({ params }) => {
-    const [row] = await sql<RedemptionRow[]>`SELECT * FROM redemptions WHERE id = ${params.id}`;
+    const [row] = await sql<RedemptionRow[]>`SELECT ${columns} FROM redemptions WHERE id = ${params.id}`;
     if (!row) throw new ConsoleError('NOT_FOUND', 'redemption code not found');
     return ok(toRedemption(row));
+  });
+
+  api.route({
+    method: 'POST', path: '/api/redemption/:id/key', tag: 'admin: redemption codes', access: ROLE.admin, params: idParams,
+    data: z.object({ key: z.string() }), errors: ['NOT_FOUND', 'INSUFFICIENT_ROLE'],
+    summary: 'Reveal a code to an administrator who may change it (Cache-Control: no-store)',
+  }, async ({ params, user, reply }) => {
+    // Whoever reads a code can hand its creator's credit to anyone: the same rule as changing it.
+    await assertMayChangeCode(user, params.id);
+    const [row] = await sql<{ key_ciphertext: Buffer }[]>`SELECT key_ciphertext FROM redemptions WHERE id = ${params.id}`;
+    if (!row) throw new ConsoleError('NOT_FOUND', 'redemption code not found');
+    reply.header('cache-control', 'no-store');
+    return ok({ key: codes.open(row.key_ciphertext) });
   });
 
   api.route({
@@ -141,7 +159,7 @@ export function registerRedemptionRoutes(api: Api, ctx: ConsoleContext): void {
         quota = COALESCE(${b.quota ?? null}::bigint, quota),
         expired_time = COALESCE(${b.expired_time ?? null}::bigint, expired_time)
       WHERE id = ${b.id} AND status <> ${REDEMPTION_STATUS.used}
-      RETURNING *`;
+      RETURNING ${columns}`;
     if (!row) {
       const [exists] = await sql`SELECT status FROM redemptions WHERE id = ${b.id}`;
       if (!exists) throw new ConsoleError('NOT_FOUND', 'redemption code not found');

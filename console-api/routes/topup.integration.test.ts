@@ -98,7 +98,8 @@ describe('POST /api/user/topup (redeem a code)', () => {
     const ledger = await h.sql<{ request_id: string; type: number; quota: number; quota_delta: number }[]>`
       SELECT request_id, type, quota, quota_delta FROM ledger WHERE user_id = ${user.user.id}`;
     expect(ledger).toEqual([{ request_id: expect.stringMatching(/^redeem:\d+$/), type: 1, quota: 250_000, quota_delta: 250_000 }]);
-    const [row] = await h.sql<{ status: number; used_user_id: number }[]>`SELECT status, used_user_id FROM redemptions WHERE key = ${code!}`;
+    const [{ id: codeId }] = (await inject('GET', `/api/redemption/?keyword=${code}`, admin)).json().data.items;
+    const [row] = await h.sql<{ status: number; used_user_id: number }[]>`SELECT status, used_user_id FROM redemptions WHERE id = ${codeId}`;
     expect(row).toEqual({ status: 3, used_user_id: user.user.id });
 
     const again = await inject('POST', '/api/user/topup', user, { key: code });
@@ -149,7 +150,8 @@ describe('POST /api/user/topup (redeem a code)', () => {
     expect(d.statusCode).toBe(409);
     expect(d.json().message).toBe('redemption code is disabled');
     const [expiring] = await makeCodes(10, 1, { expired_time: Math.floor(Date.now() / 1000) + 3600 });
-    await h.sql`UPDATE redemptions SET expired_time = 1000 WHERE key = ${expiring!}`;
+    const [{ id: expiringId }] = (await inject('GET', `/api/redemption/?keyword=${expiring}`, admin)).json().data.items;
+    await h.sql`UPDATE redemptions SET expired_time = 1000 WHERE id = ${expiringId}`;
     const e = await inject('POST', '/api/user/topup', user, { key: expiring });
     expect(e.statusCode).toBe(409);
     expect(e.json().message).toBe('redemption code has expired');

@@ -3,6 +3,7 @@
 // see payments/topup-orders.ts (orders) and the redemption handler below (codes).
 import { z } from 'zod';
 import { LOG_TYPE } from '../../core/usage/usage-event.js';
+import { createRedemptionCodeCrypto } from '../../infra/secrets/redemption-code-crypto.js';
 import type { UserRow } from '../accounts/account-view.js';
 import { ROLE } from '../accounts/roles.js';
 import type { Db } from '../db.js';
@@ -66,6 +67,7 @@ function belowMinimum(min: number): ConsoleError {
 
 export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
+  const codes = createRedemptionCodeCrypto(ctx.config.KEY_SECRET);
 
   api.route({
     method: 'GET', path: '/api/user/topup/info', tag: 'top-up', access: ROLE.user, data: topupInfoSchema,
@@ -81,15 +83,17 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     const settings = await loadTopupSettings(sql);
     if (!settings.redemptionEnabled) throw new ConsoleError('FEATURE_DISABLED', 'redemption codes are not enabled');
     const now = ctx.now();
+    // No row holds a code in plain text (routes/redemption.ts): a code is found by its HMAC.
+    const keyHash = codes.hash(body.key);
     const credit = await sql.begin(async (tx) => {
       // The conditional UPDATE is the claim: of concurrent attempts exactly one finds status 1.
       const [code] = await tx<{ id: number; quota: number; name: string; created_by: number }[]>`
         UPDATE redemptions SET status = 3, redeemed_time = ${now}, used_user_id = ${user.id}
-        WHERE key = ${body.key} AND status = 1 AND (expired_time = -1 OR expired_time = 0 OR expired_time > ${now})
+        WHERE key_hash = ${keyHash} AND status = 1 AND (expired_time = -1 OR expired_time = 0 OR expired_time > ${now})
         RETURNING id, quota, name, created_by`;
       if (!code) {
         const [found] = await tx<{ status: number; expired_time: number }[]>`
-          SELECT status, expired_time FROM redemptions WHERE key = ${body.key}`;
+          SELECT status, expired_time FROM redemptions WHERE key_hash = ${keyHash}`;
         if (!found) throw new ConsoleError('NOT_FOUND', 'redemption code not found');
         if (found.status === 3) throw new ConsoleError('REDEMPTION_UNAVAILABLE', 'redemption code has already been used');
         if (found.status === 2) throw new ConsoleError('REDEMPTION_UNAVAILABLE', 'redemption code is disabled');

@@ -3,6 +3,7 @@
 // and nothing created twice when it runs again.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../infra/postgres/client.js';
+import { createOptionSealer } from '../../core/options/option-secrets.js';
 import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { createTestDatabase, type TestDatabase } from '../../infra/testing/test-database.js';
@@ -35,6 +36,11 @@ describe('seedDemo', () => {
     const abilities = await sql<{ model: string }[]>`
       SELECT a.model FROM abilities a JOIN channels c ON c.id = a.channel_id WHERE c.name = 'mock-openai' AND a.enabled ORDER BY a.model`;
     expect(abilities.map((a) => a.model)).toEqual(['gpt-4.1', 'gpt-4o', 'gpt-4o-mini']);
+
+    // The sandbox's payment secrets are sealed like any secret option.
+    const [epayKey] = await sql<{ value: string }[]>`SELECT value FROM options WHERE key = 'EpayKey'`;
+    expect(epayKey!.value).toMatch(/^sealed:v1:/);
+    expect(createOptionSealer(config.KEY_SECRET).open('EpayKey', epayKey!.value)).toBe('epay-sandbox-key');
 
     const again = await seedDemo(sql, config);
     expect(again.created).toEqual([]);

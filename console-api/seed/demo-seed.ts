@@ -5,6 +5,8 @@
 import { insertAccount } from '../accounts/account-store.js';
 import { hashPassword } from '../auth/password.js';
 import { rebuildAbilities } from '../channels/abilities.js';
+import { optionDef, storedOptionText } from '../options/option-catalogue.js';
+import { createOptionSealer, type OptionSealer } from '../../core/options/option-secrets.js';
 import type { Config } from '../../infra/config.js';
 import type { Sql } from '../../infra/postgres/client.js';
 import { type ApiKeyCrypto, createApiKeyCrypto, generateApiKey, maskApiKey } from '../../infra/secrets/api-key-crypto.js';
@@ -30,6 +32,7 @@ export interface SeedResult {
 
 export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
+  const optionSealer = createOptionSealer(config.KEY_SECRET);
   const created: string[] = [];
   return sql.begin(async (tx) => {
     // One seeder at a time: two `make run`s must not both create the demo key.
@@ -89,7 +92,15 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
       CardpayWebhookSecret: 'whsec_cardpay_sandbox',
     };
     for (const [key, value] of Object.entries(paymentOptions)) {
-      await tx`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO NOTHING`;
+      const d = optionDef(key)!;
+      const [kept] = await tx<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`;
+      if (!kept) {
+        await tx`INSERT INTO options (key, value) VALUES (${key}, ${storedOptionText(d, value, optionSealer)})`;
+      } else if (d.secret && !optionOpens(optionSealer, key, kept.value)) {
+        // Sealed under another KEY_SECRET, like the channel credentials above: the sandbox's again.
+        await tx`UPDATE options SET value = ${storedOptionText(d, value, optionSealer)} WHERE key = ${key}`;
+        created.push(`option ${key} re-sealed under the current KEY_SECRET`);
+      }
     }
     // The mock provider listens on 127.0.0.1, which channels may not point at by default (the SSRF
     // guard of core/net/outbound-guard.ts). A demo stack on one machine needs it, so the
@@ -122,6 +133,15 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
 function demoPassword(p: string | undefined): string {
   if (!p) throw new Error('the demo seed needs DEMO_PASSWORD and ADMIN_PASSWORD');
   return p;
+}
+
+function optionOpens(sealer: OptionSealer, key: string, stored: string): boolean {
+  try {
+    sealer.open(key, stored);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function opens(crypto: ApiKeyCrypto, sealed: Buffer): boolean {

@@ -1,9 +1,11 @@
 // Sending e-mail: verification codes and password resets (console), low-balance notices (billing).
 // The SMTP settings are options (SMTPServer, SMTPPort, SMTPSSLEnabled, SMTPAccount, SMTPFrom,
 // SMTPToken; new-api's names, super administrator only), read when a message is sent so that a change
-// needs no restart. nodemailer speaks SMTP; a transport is built per message (these are rare and a
-// pooled connection would hold a socket open to the provider for nothing).
+// needs no restart. SMTPToken is stored sealed (core/options/option-secrets.ts). nodemailer speaks
+// SMTP; a transport is built per message (these are rare and a pooled connection would hold a socket
+// open to the provider for nothing).
 import nodemailer from 'nodemailer';
+import type { OptionSealer } from '../options/option-secrets.js';
 import { loadOptions } from '../options/options-source.js';
 
 type Queryable = Parameters<typeof loadOptions>[0];
@@ -26,7 +28,7 @@ export interface MailMessage {
 }
 
 /** The SMTP settings of the options table, or undefined when SMTPServer is not set (e-mail is off). */
-export async function loadSmtpSettings(sql: Queryable): Promise<SmtpSettings | undefined> {
+export async function loadSmtpSettings(sql: Queryable, secrets: OptionSealer): Promise<SmtpSettings | undefined> {
   const o = await loadOptions(sql, SMTP_OPTION_KEYS);
   const host = o.get('SMTPServer') ?? '';
   if (host === '') return undefined;
@@ -38,7 +40,7 @@ export async function loadSmtpSettings(sql: Queryable): Promise<SmtpSettings | u
     secure: o.get('SMTPSSLEnabled') === 'true' || port === 465,
     user,
     from: o.get('SMTPFrom') || user,
-    password: o.get('SMTPToken') ?? '',
+    password: secrets.open('SMTPToken', o.get('SMTPToken') ?? ''),
   };
 }
 

@@ -3,6 +3,7 @@
 // validates and writes them (PUT /api/user/setting); the billing worker reads them where a settlement
 // lands (billing/low-balance-notices.ts) and must never fail on a value it cannot read.
 import { z } from 'zod';
+import { createTextSealer } from '../../infra/secrets/api-key-crypto.js';
 
 export const NOTIFY_TYPES = ['email', 'webhook'] as const;
 export type NotifyType = (typeof NOTIFY_TYPES)[number];
@@ -12,7 +13,10 @@ export const noticeSettingSchema = z.object({
   /** Quota units: a settlement taking the balance from at or above it to below it sends one notice. 0: off. */
   quota_warning_threshold: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
   webhook_url: z.string().optional(),
-  /** Key of the HMAC-SHA256 signature of each webhook body; never shown back (account-view.ts). */
+  /**
+   * Key of the HMAC-SHA256 signature of each webhook body; never shown back (account-view.ts). Stored
+   * sealed (createWebhookSecretSealer); a value stored before sealing is plaintext.
+   */
   webhook_secret: z.string().optional(),
   notification_email: z.string().optional(),
 }).passthrough();
@@ -50,4 +54,23 @@ export function publicSettingText(text: string): string {
     // Not JSON: nothing we wrote; shown as stored.
   }
   return text;
+}
+
+export interface WebhookSecretSealer {
+  seal(userId: number, plain: string): string;
+  /** The plaintext of the stored value; one stored before sealing (no prefix) as it is. */
+  open(userId: number, stored: string): string;
+}
+
+/**
+ * The accounts' webhook secrets are sealed under KEY_SECRET and bound to their account: a dump of
+ * `users` must not let anyone sign notices an account's receiver believes. The console seals them
+ * (PUT /api/user/setting); only the billing worker opens them, to sign.
+ */
+export function createWebhookSecretSealer(keySecret: string): WebhookSecretSealer {
+  const sealer = createTextSealer(keySecret, 'notice-webhook');
+  return {
+    seal: (userId, plain) => sealer.seal(plain, `user:${userId}`),
+    open: (userId, stored) => sealer.open(stored, `user:${userId}`),
+  };
 }

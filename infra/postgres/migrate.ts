@@ -1,10 +1,12 @@
-// Applies infra/postgres/migrations/NNN_name.sql in order, each once, each in its own transaction,
-// under an advisory lock so that two processes starting together do not race.
+// Applies infra/postgres/migrations/NNN_name.sql in order, each once, each in its own transaction
+// (with its prepare step, if it has one: migration-steps.ts), under an advisory lock so that two
+// processes starting together do not race.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import type { Config } from '../config.js';
 import { projectRoot } from '../project-root.js';
+import { PREPARE_STEPS } from './migration-steps.js';
 
 const LOCK_ID = 727_001;
 
@@ -25,10 +27,15 @@ export async function ensureDatabase(config: Config): Promise<void> {
   }
 }
 
-export async function migratePostgres(config: Config): Promise<string[]> {
+export interface MigrateOptions {
+  /** Only the files whose name sorts before this one: a test of a data migration starts from the schema it converts. */
+  before?: string;
+}
+
+export async function migratePostgres(config: Config, options: MigrateOptions = {}): Promise<string[]> {
   await ensureDatabase(config);
   const dir = join(projectRoot(), 'infra/postgres/migrations');
-  const files = readdirSync(dir).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
+  const files = readdirSync(dir).filter((f) => /^\d+_.*\.sql$/.test(f) && (options.before === undefined || f < options.before)).sort();
   // pg (not postgres.js) because a migration file is several statements: pg sends it with the simple
   // query protocol in one round trip.
   const client = new pg.Client({ connectionString: config.DATABASE_URL });
@@ -43,6 +50,7 @@ export async function migratePostgres(config: Config): Promise<string[]> {
       if (done.has(file)) continue;
       await client.query('BEGIN');
       try {
+        await PREPARE_STEPS[file]?.(client, config);
         await client.query(readFileSync(join(dir, file), 'utf8'));
         await client.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);
         await client.query('COMMIT');

@@ -1,6 +1,7 @@
 // API keys at rest: the relay finds a key by HMAC-SHA256(secret, key), and only the owner's reveal
 // endpoint decrypts the AES-256-GCM copy. Without KEY_SECRET a database dump yields neither the key
-// nor a way to test guesses against the hash. Channel credentials use the same sealing.
+// nor a way to test guesses against the hash. Channel credentials use the same sealing; the secrets
+// kept in text columns (secret options, accounts' webhook secrets) use createTextSealer below.
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -12,26 +13,71 @@ export interface ApiKeyCrypto {
   open(sealed: Buffer): string;
 }
 
-export function createApiKeyCrypto(secret: string): ApiKeyCrypto {
+function deriveKey(label: string, secret: string): Buffer {
   // A process that seals or looks up keys must not run on a missing secret: every key it stored
   // would be sealed under a value anyone can guess. (The config refuses the old public default.)
   if (secret.length < 16) {
     throw new Error('KEY_SECRET is not set: give it 32 random bytes (head -c 32 /dev/urandom | base64); make generates one into .data/key-secret');
   }
-  const hmacKey = createHash('sha256').update('api-key-hash\0' + secret).digest();
-  const encKey = createHash('sha256').update('api-key-seal\0' + secret).digest();
+  return createHash('sha256').update(label + '\0' + secret).digest();
+}
+
+/** IV (12 bytes), tag (16), ciphertext. `aad` ties the ciphertext to where it is stored. */
+function sealBytes(encKey: Buffer, plain: string, aad?: Buffer): Buffer {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', encKey, iv);
+  if (aad) cipher.setAAD(aad);
+  const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
+  return Buffer.concat([iv, cipher.getAuthTag(), body]);
+}
+
+function openBytes(encKey: Buffer, sealed: Buffer, aad?: Buffer): string {
+  const decipher = createDecipheriv('aes-256-gcm', encKey, sealed.subarray(0, 12));
+  decipher.setAuthTag(sealed.subarray(12, 28));
+  if (aad) decipher.setAAD(aad);
+  return Buffer.concat([decipher.update(sealed.subarray(28)), decipher.final()]).toString('utf8');
+}
+
+export function createApiKeyCrypto(secret: string): ApiKeyCrypto {
+  const hmacKey = deriveKey('api-key-hash', secret);
+  const encKey = deriveKey('api-key-seal', secret);
   return {
     hash: (key) => createHmac('sha256', hmacKey).update(key).digest(),
-    seal(plain) {
-      const iv = randomBytes(12);
-      const cipher = createCipheriv('aes-256-gcm', encKey, iv);
-      const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-      return Buffer.concat([iv, cipher.getAuthTag(), body]);
-    },
-    open(sealed) {
-      const decipher = createDecipheriv('aes-256-gcm', encKey, sealed.subarray(0, 12));
-      decipher.setAuthTag(sealed.subarray(12, 28));
-      return Buffer.concat([decipher.update(sealed.subarray(28)), decipher.final()]).toString('utf8');
+    seal: (plain) => sealBytes(encKey, plain),
+    open: (sealed) => openBytes(encKey, sealed),
+  };
+}
+
+/**
+ * How a sealed secret starts in a text column. A value without it was stored before these secrets
+ * were sealed and is read as plaintext until it is sealed in turn (console-api/secrets/seal-legacy-secrets.ts).
+ */
+export const SEALED_TEXT_PREFIX = 'sealed:v1:';
+
+export function isSealedText(stored: string): boolean {
+  return stored.startsWith(SEALED_TEXT_PREFIX);
+}
+
+export interface TextSealer {
+  /**
+   * SEALED_TEXT_PREFIX and the base64 of IV, tag and ciphertext. `context` (the option's key, the
+   * account) is authenticated: a sealed value copied into another row does not open there, so write
+   * access to the table cannot make one secret be sent where another is (SMTPToken to an SMTP server
+   * of one's choosing, say).
+   */
+  seal(plain: string, context: string): string;
+  /** The plaintext; a value without the prefix is returned as stored. Throws if it was sealed under another KEY_SECRET, purpose or context. */
+  open(stored: string, context: string): string;
+}
+
+/** Sealing of secrets kept as text, under a key of their own per `purpose` (none shared with the API keys'). */
+export function createTextSealer(secret: string, purpose: string): TextSealer {
+  const encKey = deriveKey(`text-seal:${purpose}`, secret);
+  return {
+    seal: (plain, context) => SEALED_TEXT_PREFIX + sealBytes(encKey, plain, Buffer.from(context, 'utf8')).toString('base64'),
+    open(stored, context) {
+      if (!isSealedText(stored)) return stored;
+      return openBytes(encKey, Buffer.from(stored.slice(SEALED_TEXT_PREFIX.length), 'base64'), Buffer.from(context, 'utf8'));
     },
   };
 }

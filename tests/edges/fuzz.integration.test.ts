@@ -106,8 +106,8 @@ for (const table of ['users', 'tokens', 'channels', 'redemptions', 'topups', 'ac
 const victimUser = await userAccount(root.token, 1000);
 const victimChannelId = await mockChannel(stack, [VICTIM_MODEL]);
 const victimKey = await createApiKey(stack, user);
-const redemption = await consoleCall<unknown>(stack, 'POST', '/api/redemption/', root.token, { name: 'fuzz', quota: 10, count: 1 });
-const [victimRedemption] = await stack.sql`SELECT id, key FROM redemptions ORDER BY id DESC LIMIT 1`;
+const redemption = await consoleCall<string[]>(stack, 'POST', '/api/redemption/', root.token, { name: 'fuzz', quota: 10, count: 1 });
+const [victimRedemption] = await stack.sql`SELECT id FROM redemptions ORDER BY id DESC LIMIT 1`;
 const victimIds = [victimUser.id, victimChannelId, victimKey.id, ...(victimRedemption ? [Number(victimRedemption.id)] : [])];
 const protectedIds = [root.id, user.id, mockChannelId, mappedChannelId, realKey.id];
 if (victimIds.some((v) => v < VICTIM_ID_BASE) || protectedIds.some((p) => p >= VICTIM_ID_BASE)) {
@@ -137,7 +137,7 @@ const groups = await consoleCall<Record<string, unknown>>(stack, 'GET', '/api/us
 /** Words of this stack: fuzzed strings drawn from them get past lookups into the code behind. */
 const dictionary = [...new Set([
   MODEL, MAPPED_MODEL, VICTIM_MODEL, 'claude-sonnet-4-5', 'claude-opus-4-1', ...Object.keys(groups.json.data ?? { default: 1 }), ...optionSnapshot.keys(),
-  victimUser.username, user.username, 'fuzz', stack.mock.url, 'alipay', 'wxpay', 'stripe', String(victimRedemption?.key ?? ''),
+  victimUser.username, user.username, 'fuzz', stack.mock.url, 'alipay', 'wxpay', 'stripe', String(redemption.json.data?.[0] ?? ''),
 ])].filter(Boolean);
 
 // ---------------------------------------------------------------------------- the relay child

@@ -139,8 +139,11 @@ describe('web console', () => {
     codes = ((await page.getByTestId('new-codes').textContent()) ?? '').split('\n').filter(Boolean);
     expect(codes).toHaveLength(2);
     for (const c of codes) expect(c).toMatch(/^[0-9a-f]{32}$/);
-    const stored = await stack.sql<{ quota: number }[]>`SELECT quota FROM redemptions WHERE key = ANY(${codes})`;
+    // Stored masked (and hashed): the listing shows each new code's mask.
+    const stored = await stack.sql<{ quota: number; key_mask: string }[]>`SELECT quota, key_mask FROM redemptions WHERE name = 'welcome' ORDER BY id`;
     expect(stored.map((r) => Number(r.quota))).toEqual([2_500_000, 2_500_000]);
+    expect(stored.map((r) => r.key_mask)).toEqual(codes.map((c) => `${c.slice(0, 4)}********${c.slice(-4)}`));
+    for (const r of stored) await page.getByRole('row').filter({ hasText: r.key_mask }).waitFor();
     await shot(page, 'admin-redemptions');
 
     await page.getByRole('link', { name: 'Accounts' }).click();

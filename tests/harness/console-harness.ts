@@ -52,6 +52,8 @@ export { uniqueName };
 export interface HarnessDeps {
   now?: ConsoleDeps['now'];
   settings?: ConsoleDeps['settings'];
+  /** Tests of what the console logs pass a logger writing where they can read it. */
+  logger?: ConsoleDeps['logger'];
 }
 
 export async function startConsoleHarness(overrides: Record<string, string> = {}, deps: HarnessDeps = {}): Promise<ConsoleHarness> {

@@ -18,6 +18,7 @@ export function AdminRedemptionsPage() {
       <CreateCodes onCreated={(codes) => { setCreated(codes); setPage(1); list.reload(); }} />
       {created && (
         <Card title="New codes">
+          <p>Copy them now: the list below shows codes masked (its Show button fetches one again).</p>
           <pre class="codes" data-testid="new-codes">{created.join('\n')}</pre>
           <div class="buttons"><CopyButton text={created.join('\n')} label="Copy codes" /><button type="button" onClick={() => setCreated(null)}>Hide</button></div>
         </Card>
@@ -43,16 +44,22 @@ export function AdminRedemptionsPage() {
 
 function CodeRow({ r, onChanged }: { r: Redemption; onChanged: () => void }) {
   const action = useAction();
+  // The list carries codes masked; the full code is fetched only when asked for (and only for codes this administrator may change).
+  const [code, setCode] = useState<string | null>(null);
+  const reveal = () => action.run(async () => {
+    setCode((await call(api.POST('/api/redemption/{id}/key', { params: { path: { id: String(r.id) } } }))).key);
+  });
   const setStatus = (status: 1 | 2) => action.run(async () => {
     await call(api.PUT('/api/redemption/', { params: { query: { status_only: 'true' } }, body: { id: r.id, status } }));
     onChanged();
   });
   return (
     <tr>
-      <td>{r.id}</td><td>{r.name}</td><td><code>{r.key}</code></td><td>{dollars(r.quota)}</td><td>{STATUS[r.status] ?? r.status}</td>
+      <td>{r.id}</td><td>{r.name}</td><td>{code ? <><code>{code}</code> <CopyButton text={code} label="Copy" /></> : <code>{r.key}</code>}</td><td>{dollars(r.quota)}</td><td>{STATUS[r.status] ?? r.status}</td>
       <td>{dateTime(r.created_time)}</td><td>{r.redeemed_time ? `${dateTime(r.redeemed_time)} by #${r.used_user_id}` : '—'}</td>
       <td>{r.expired_time > 0 ? dateTime(r.expired_time) : 'Never'}</td>
       <td class="actions">
+        {code === null && <button type="button" disabled={action.busy} onClick={() => void reveal()} aria-label={`Show code ${r.id}`}>Show</button>}
         {r.status === 1 && <button type="button" disabled={action.busy} onClick={() => void setStatus(2)} aria-label={`Disable code ${r.id}`}>Disable</button>}
         {r.status === 2 && <button type="button" disabled={action.busy} onClick={() => void setStatus(1)} aria-label={`Enable code ${r.id}`}>Enable</button>}
         <button type="button" class="danger" disabled={action.busy} onClick={() => void action.run(async () => { await call(api.DELETE('/api/redemption/{id}', { params: { path: { id: String(r.id) } } })); onChanged(); })} aria-label={`Delete code ${r.id}`}>Delete</button>

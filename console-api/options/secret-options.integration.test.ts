@@ -1,0 +1,102 @@
+// Secret options at rest: a dump of `options` must not give the payment keys, SMTPToken or the OIDC
+// client secret (an EpayKey forges paid notices). Set through PUT /api/option/, they are stored sealed
+// under KEY_SECRET and still work where they are read; a value stored in clear by an earlier version
+// still works, and the console's start-up step seals it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { epaySandboxSign } from '../../bench/payment-sandbox/epay-sandbox.js';
+import { loadSmtpSettings } from '../../core/email/mailer.js';
+import { createWebhookSecretSealer } from '../../core/notices/notice-setting.js';
+import { createOptionSealer } from '../../core/options/option-secrets.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
+import { loadTopupSettings } from '../payments/topup-settings.js';
+import { sealLegacySecrets } from '../secrets/seal-legacy-secrets.js';
+import { OPTION_CATALOGUE } from './option-catalogue.js';
+
+const SECRET_KEYS = OPTION_CATALOGUE.filter((d) => d.secret).map((d) => d.key);
+const EPAY_PID = '1001';
+
+let h: ConsoleHarness;
+let root: TestAccount;
+
+beforeAll(async () => {
+  h = await startConsoleHarness();
+  root = await h.account({ role: 100 });
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const putOption = (key: string, value: string) =>
+  h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
+const stored = async (key: string) => (await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`)[0]?.value;
+const storeRaw = (key: string, value: string) =>
+  h.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+const sealers = () => ({ options: createOptionSealer(h.config.KEY_SECRET), webhooks: createWebhookSecretSealer(h.config.KEY_SECRET) });
+
+/** A paid notice for an order that does not exist: 404 once its signature is accepted, 400 if not. */
+async function epayNotifyStatus(signingKey: string): Promise<number> {
+  const params: Record<string, string> = { pid: EPAY_PID, trade_no: 'T1', out_trade_no: 'USR1NOnone', type: 'alipay', name: 'x', money: '1.00', trade_status: 'TRADE_SUCCESS' };
+  const qs = new URLSearchParams({ ...params, sign: epaySandboxSign(params, signingKey), sign_type: 'MD5' });
+  return (await h.app.inject({ method: 'GET', url: `/api/user/epay/notify?${qs}` })).statusCode;
+}
+
+describe('secret options', () => {
+  it('are stored sealed, shown blank, and read back in clear by their readers', async () => {
+    expect(SECRET_KEYS).toEqual(expect.arrayContaining(['EpayKey', 'CardpayApiSecret', 'CardpayWebhookSecret', 'SMTPToken', 'oidc.client_secret']));
+    const plain = (key: string) => `${key}-plaintext-value-0123`;
+    for (const key of SECRET_KEYS) {
+      const res = await putOption(key, plain(key));
+      expect(res.statusCode, res.body).toBe(200);
+      const value = (await stored(key))!;
+      expect(value).not.toContain(plain(key));
+      expect(value.startsWith('sealed:v1:')).toBe(true);
+    }
+    const listed = (await h.app.inject({ method: 'GET', url: '/api/option/', headers: root.auth })).json().data as { key: string; value: string; configured: boolean }[];
+    for (const key of SECRET_KEYS) expect(listed.find((o) => o.key === key)).toMatchObject({ value: '', configured: true });
+
+    const s = await loadTopupSettings(h.sql);
+    expect(s.epay.key).toBe(plain('EpayKey'));
+    expect(s.cardpay).toMatchObject({ apiSecret: plain('CardpayApiSecret'), webhookSecret: plain('CardpayWebhookSecret') });
+    await storeRaw('SMTPServer', '127.0.0.1');
+    expect((await loadSmtpSettings(h.sql, createOptionSealer(h.config.KEY_SECRET)))?.password).toBe(plain('SMTPToken'));
+
+    // Emptied: stored empty, not configured.
+    expect((await putOption('SMTPToken', '')).statusCode).toBe(200);
+    expect(await stored('SMTPToken')).toBe('');
+  });
+
+  it('an epay notice signed with the key set is accepted, one signed with what the table holds is not', async () => {
+    const key = 'epay-merchant-key-sealed';
+    expect((await putOption('EpayId', EPAY_PID)).statusCode).toBe(200);
+    expect((await putOption('EpayKey', key)).statusCode).toBe(200);
+    expect(await epayNotifyStatus(key)).toBe(404);
+    expect(await epayNotifyStatus((await stored('EpayKey'))!)).toBe(400);
+  });
+
+  it('a value stored in clear by an earlier version still works, and start-up seals it once', async () => {
+    const legacy = 'epay-key-stored-in-clear';
+    await storeRaw('EpayId', EPAY_PID);
+    await storeRaw('EpayKey', legacy);
+    await storeRaw('CardpayWebhookSecret', 'whsec-stored-in-clear');
+    expect((await loadTopupSettings(h.sql)).epay.key).toBe(legacy);
+    expect(await epayNotifyStatus(legacy)).toBe(404);
+
+    const first = await sealLegacySecrets(h.sql, sealers());
+    expect(first.options.sort()).toEqual(['CardpayWebhookSecret', 'EpayKey']);
+    expect(await stored('EpayKey')).not.toContain(legacy);
+    expect((await stored('EpayKey'))!.startsWith('sealed:v1:')).toBe(true);
+    expect((await loadTopupSettings(h.sql)).cardpay.webhookSecret).toBe('whsec-stored-in-clear');
+    expect(await epayNotifyStatus(legacy)).toBe(404);
+    expect((await sealLegacySecrets(h.sql, sealers())).options).toEqual([]);
+  });
+
+  it('a sealed value opens only under its own key and KEY_SECRET', async () => {
+    expect((await putOption('EpayKey', 'epay-key-bound-to-its-row')).statusCode).toBe(200);
+    const sealed = (await stored('EpayKey'))!;
+    // Copied into SMTPToken it would be sent to whatever SMTPServer says: it must not open there.
+    await storeRaw('SMTPToken', sealed);
+    await expect(loadSmtpSettings(h.sql, createOptionSealer(h.config.KEY_SECRET))).rejects.toThrow(/SMTPToken cannot be opened/);
+    expect(() => createOptionSealer('another-key-secret-0123456789').open('EpayKey', sealed)).toThrow(/EpayKey cannot be opened/);
+    await storeRaw('SMTPToken', '');
+  });
+});
