@@ -11,11 +11,14 @@ import { type ConsoleDeps, createContext } from './context.js';
 import { fail } from './http/envelope.js';
 import { Api } from './http/api.js';
 import { ConsoleError, type ErrorCode, isConsoleError } from './http/errors.js';
+import { ConsoleLogController, requestLogFields } from './http/request-log.js';
 import { registerWebConsole, serveWebConsole, webConsoleDir } from './http/web-console.js';
 import { registerChannelRoutes } from './routes/channel.js';
 import { registerLogRoutes } from './routes/log.js';
+import { registerAdminLogRoutes } from './routes/log-admin.js';
 import { registerMetaRoutes } from './routes/meta.js';
 import { registerOptionRoutes } from './routes/option.js';
+import { registerPricingRoutes } from './routes/pricing.js';
 import { registerRedemptionRoutes } from './routes/redemption.js';
 import { registerTokenRoutes } from './routes/token.js';
 import { registerTopupRoutes } from './routes/topup.js';
@@ -82,7 +85,9 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   const logger = deps.logger ?? createLogger(deps.config, 'console-api');
   const ctx = createContext(deps, logger);
   const app = Fastify({
-    loggerInstance: logger,
+    // Request lines without query strings: http/request-log.ts.
+    loggerInstance: logger.child({}, { serializers: { req: requestLogFields } }),
+    logController: new ConsoleLogController(),
     bodyLimit: CONSOLE_BODY_LIMIT,
     routerOptions: { ignoreTrailingSlash: true },
     // request.ip (login and registration throttling) is the client's, not a proxy's: the same
@@ -152,6 +157,8 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   registerChannelRoutes(api, ctx);
   registerOptionRoutes(api, ctx);
   registerLogRoutes(api, ctx);
+  registerAdminLogRoutes(api, ctx);
+  registerPricingRoutes(api, ctx);
   registerMetaRoutes(api, ctx);
   app.decorate('consoleApi', api);
   return app;

@@ -38,7 +38,7 @@ export interface LogStat {
   tpm: number;
 }
 
-type Params = Record<string, string | number>;
+export type Params = Record<string, string | number>;
 
 /**
  * Settings of every console read:
@@ -65,19 +65,29 @@ export const LOG_READ_SETTINGS = {
  */
 export const BOUNDED_READ_SETTINGS = { ...LOG_READ_SETTINGS, max_threads: 1 } as const;
 
-type ReadSettings = typeof LOG_READ_SETTINGS | typeof BOUNDED_READ_SETTINGS;
+export type ReadSettings = typeof LOG_READ_SETTINGS | typeof BOUNDED_READ_SETTINGS;
 
 function readSettings(f: LogFilters): ReadSettings {
   return fitsStats(f) ? BOUNDED_READ_SETTINGS : LOG_READ_SETTINGS;
 }
 
-const MAX_UINT32 = 0xffff_ffff;
-const clampTs = (ts: number) => Math.min(Math.max(Math.trunc(ts), 0), MAX_UINT32);
+export const MAX_UINT32 = 0xffff_ffff;
+export const clampTs = (ts: number) => Math.min(Math.max(Math.trunc(ts), 0), MAX_UINT32);
 
 /** WHERE fragments for every filter except the time range. */
 function attributeFilters(f: LogFilters): { clauses: string[]; params: Params } {
-  const clauses = ['user_id = {user_id:UInt64}'];
-  const params: Params = { user_id: f.userId };
+  const { clauses, params } = attributeFiltersOfAnyAccount(f);
+  return { clauses: ['user_id = {user_id:UInt64}', ...clauses], params: { user_id: f.userId, ...params } };
+}
+
+/**
+ * WHERE fragments for every filter except the account and the time range: columns both `logs` and
+ * log_stats_15m have (but the request ids, see fitsStats). The all-accounts read
+ * (all-accounts-log-query.ts) uses them as they are.
+ */
+export function attributeFiltersOfAnyAccount(f: Omit<LogFilters, 'userId'>): { clauses: string[]; params: Params } {
+  const clauses: string[] = [];
+  const params: Params = {};
   if (f.type) {
     clauses.push('type = {type:UInt8}');
     params.type = f.type;
@@ -109,7 +119,7 @@ function attributeFilters(f: LogFilters): { clauses: string[]; params: Params } 
   return { clauses, params };
 }
 
-function timeRange(f: LogFilters, params: Params): string[] {
+export function timeRange(f: Pick<LogFilters, 'startTimestamp' | 'endTimestamp'>, params: Params): string[] {
   const clauses: string[] = [];
   if (f.startTimestamp) {
     clauses.push('created_at >= toDateTime({start_ts:UInt32})');
@@ -122,7 +132,7 @@ function timeRange(f: LogFilters, params: Params): string[] {
   return clauses;
 }
 
-interface RawLogRow {
+export interface RawLogRow {
   id: string | number;
   user_id: string | number;
   created_at_unix: string | number;
@@ -173,10 +183,10 @@ export function toLogEntry(r: RawLogRow): LogEntry {
 export const BUCKET_SEC = 900;
 /** Below this offset a page is read straight from `logs` (the read in key order stops after offset + limit rows). */
 export const SKIP_BY_BUCKETS_FROM_OFFSET = 2000;
-const DEDUP = 'LIMIT 1 BY created_at, request_id';
+export const DEDUP = 'LIMIT 1 BY created_at, request_id';
 
 /** log_stats_15m keeps every filter's column but the request ids: those read `logs` alone. */
-function fitsStats(f: LogFilters): boolean {
+export function fitsStats(f: Pick<LogFilters, 'requestId' | 'upstreamRequestId'>): boolean {
   return f.requestId === undefined && f.upstreamRequestId === undefined;
 }
 
@@ -201,13 +211,13 @@ export function splitRange(start: number | undefined, end: number | undefined): 
   return { buckets: { from, to }, raw };
 }
 
-function bucketClause(b: { from: number; to: number }, params: Params): string {
+export function bucketClause(b: { from: number; to: number }, params: Params): string {
   params.b_from = b.from;
   params.b_to = b.to;
   return 'bucket >= toDateTime({b_from:UInt32}) AND bucket < toDateTime({b_to:UInt32})';
 }
 
-function rawClause(raw: Array<[number, number]>, params: Params, prefix = 'r'): string {
+export function rawClause(raw: Array<[number, number]>, params: Params, prefix = 'r'): string {
   if (!raw.length) return '0';
   return raw.map(([a, b], i) => {
     params[`${prefix}${i}_from`] = a;
@@ -239,7 +249,7 @@ function rangeSumsSql(f: LogFilters, attr: string, params: Params): string {
   return `SELECT sum(requests) AS requests, sum(quota) AS quota FROM (${parts.join(' UNION ALL ')})`;
 }
 
-const LIST_COLUMNS = `id, user_id, toUnixTimestamp(created_at) AS created_at_unix, type, content, username,
+export const LIST_COLUMNS = `id, user_id, toUnixTimestamp(created_at) AS created_at_unix, type, content, username,
                  token_name, model_name, quota, prompt_tokens, completion_tokens, use_time, is_stream,
                  channel, token_id, \`group\`, request_id, upstream_request_id, protocol`;
 

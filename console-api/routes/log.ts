@@ -57,7 +57,7 @@ const LOG_STORE_RETRY_AFTER_SEC = 5;
  * A read of the log store, with "ClickHouse cannot answer now" told to the user as a 503 to retry
  * (the cause goes to the service log); a fault of the statement stays a 500.
  */
-async function fromLogStore<T>(ctx: ConsoleContext, read: () => Promise<T>): Promise<T> {
+export async function fromLogStore<T>(ctx: ConsoleContext, read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (err) {
@@ -96,13 +96,19 @@ export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
   });
 }
 
-/** The query parameters of the contract (snake_case) as the log query's filters, for one account. */
-function logFilters(userId: number, q: {
+type LogQueryParams = {
   type?: number; token_name?: string; model_name?: string; group?: string; channel?: number;
   start_timestamp?: number; end_timestamp?: number; request_id?: string; upstream_request_id?: string;
-}): LogFilters {
+};
+
+/** The query parameters of the contract (snake_case) as the log query's filters, for one account. */
+export function logFilters(userId: number, q: LogQueryParams): LogFilters {
+  return { userId, ...logFiltersOfAnyAccount(q) };
+}
+
+/** The same filters without the account: the administrators' read of every account (routes/log-admin.ts). */
+export function logFiltersOfAnyAccount(q: LogQueryParams): Omit<LogFilters, 'userId'> {
   return {
-    userId,
     type: q.type,
     tokenName: q.token_name,
     modelName: q.model_name,

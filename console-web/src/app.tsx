@@ -11,6 +11,7 @@ import { AuthPage } from './pages/auth';
 import { DashboardPage } from './pages/dashboard';
 import { KeysPage } from './pages/keys';
 import { LogsPage } from './pages/logs';
+import { PricingPage } from './pages/pricing';
 import { TopupPage } from './pages/topup';
 import { ProfilePage } from './pages/profile';
 import { AdminUsersPage } from './pages/admin/users';
@@ -18,6 +19,7 @@ import { AdminChannelsPage } from './pages/admin/channels';
 import { AdminRedemptionsPage } from './pages/admin/redemptions';
 import { AdminOptionsPage } from './pages/admin/options';
 import { AdminTopupsPage } from './pages/admin/topups';
+import { AdminLogsPage } from './pages/admin/logs';
 
 export interface PageProps {
   account: Account;
@@ -29,6 +31,7 @@ const USER_PAGES = [
   { path: '/', title: 'Dashboard', page: DashboardPage },
   { path: '/keys', title: 'API keys', page: KeysPage },
   { path: '/logs', title: 'Usage logs', page: LogsPage },
+  { path: '/pricing', title: 'Pricing', page: PricingPage },
   { path: '/topup', title: 'Top up', page: TopupPage },
   { path: '/profile', title: 'Profile', page: ProfilePage },
 ];
@@ -38,6 +41,7 @@ const ADMIN_PAGES = [
   { path: '/admin/redemptions', title: 'Redemption codes', page: AdminRedemptionsPage },
   { path: '/admin/options', title: 'Options', page: AdminOptionsPage },
   { path: '/admin/topups', title: 'Top-up orders', page: AdminTopupsPage },
+  { path: '/admin/logs', title: 'All usage logs', page: AdminLogsPage },
 ];
 
 /** new-api's console paths (/console/topup, which payment providers return to) are this console's. */

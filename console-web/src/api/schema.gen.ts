@@ -605,6 +605,114 @@ export interface paths {
       };
     };
   };
+  "/api/log/": {
+    /** Every account's request log, newest first, paged from 1: /api/log/self's filters plus `username` and `channel` (role >= 10) */
+    get: {
+      parameters: {
+        query?: {
+          p?: number;
+          page?: number;
+          page_size?: number;
+          type?: number;
+          token_name?: string;
+          model_name?: string;
+          group?: string;
+          start_timestamp?: number;
+          end_timestamp?: number;
+          request_id?: string;
+          upstream_request_id?: string;
+          username?: string;
+          channel?: number;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        200: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+              data?: {
+                items: ({
+                  id: number;
+                  user_id: number;
+                  created_at: number;
+                  type: number;
+                  content: string;
+                  username: string;
+                  token_name: string;
+                  model_name: string;
+                  quota: number;
+                  prompt_tokens: number;
+                  completion_tokens: number;
+                  use_time: number;
+                  is_stream: boolean;
+                  channel: number;
+                  token_id: number;
+                  group: string;
+                  request_id: string;
+                  upstream_request_id: string;
+                  protocol: "anthropic" | "openai";
+                })[];
+                total: number;
+                page: number;
+                page_size: number;
+              };
+            };
+          };
+        };
+        400: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        401: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+      };
+    };
+  };
   "/api/log/self": {
     /** The caller's request log, newest first, paged from 1; every filter of the contract (role >= 1) */
     get: {
@@ -801,6 +909,88 @@ export interface paths {
           model_name?: string;
           channel?: number;
           group?: string;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        200: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+              data?: {
+                quota: number;
+                rpm: number;
+                tpm: number;
+              };
+            };
+          };
+        };
+        400: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        401: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+      };
+    };
+  };
+  "/api/log/stat": {
+    /** Quota in the window and filters, rpm and tpm over the last 60 seconds: every account, or `username`'s (role >= 10) */
+    get: {
+      parameters: {
+        query?: {
+          start_timestamp?: number;
+          end_timestamp?: number;
+          type?: number;
+          token_name?: string;
+          model_name?: string;
+          channel?: number;
+          group?: string;
+          username?: string;
         };
         header?: never;
         path?: never;
@@ -1246,8 +1436,75 @@ export interface paths {
       };
     };
   };
+  "/api/pricing": {
+    /** The models the account can use (served by an enabled channel in a group it may use), their ratios and prices per million tokens (role >= 1) */
+    get: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        200: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+              data?: {
+                group: string;
+                group_ratio: {
+                  [key: string]: number;
+                };
+                models: ({
+                  model_name: string;
+                  priced: boolean;
+                  model_ratio: number | null;
+                  completion_ratio: number | null;
+                  cache_ratio: number | null;
+                  input_price: number | null;
+                  output_price: number | null;
+                  cache_read_price: number | null;
+                  enable_groups: (string)[];
+                })[];
+              };
+            };
+          };
+        };
+        401: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+      };
+    };
+  };
   "/api/redemption/": {
-    /** List codes (paged, newest first); keyword matches the name in part or the code exactly (role >= 10) */
+    /** List codes, masked (paged, newest first); keyword matches the name in part or the code exactly (role >= 10) */
     get: {
       parameters: {
         query?: {
@@ -1326,7 +1583,7 @@ export interface paths {
         };
       };
     };
-    /** Create count (1–100, default 1) codes of quota each; data is the codes (role >= 10) */
+    /** Create count (1–100, default 1) codes of quota each; data is the codes (listings mask them) (role >= 10) */
     post: {
       parameters: {
         query?: never;
@@ -1562,7 +1819,7 @@ export interface paths {
         };
       };
     };
-    /** One code (role >= 10) */
+    /** One code, masked (role >= 10) */
     get: {
       parameters: {
         query?: never;
@@ -1591,6 +1848,79 @@ export interface paths {
                 redeemed_time: number;
                 used_user_id: number;
                 expired_time: number;
+              };
+            };
+          };
+        };
+        400: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        401: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        404: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+      };
+    };
+  };
+  "/api/redemption/{id}/key": {
+    /** Reveal a code to an administrator who may change it (Cache-Control: no-store) (role >= 10) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path: {
+          id: string;
+        };
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        200: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+              data?: {
+                key: string;
               };
             };
           };
@@ -1683,25 +2013,7 @@ export interface paths {
             };
           };
         };
-        429: {
-          headers: { [name: string]: unknown };
-          content: {
-            "application/json": {
-              success: boolean;
-              message: string;
-            };
-          };
-        };
         500: {
-          headers: { [name: string]: unknown };
-          content: {
-            "application/json": {
-              success: boolean;
-              message: string;
-            };
-          };
-        };
-        502: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {

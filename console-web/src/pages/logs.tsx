@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, call } from '../api/client';
-import type { LogQuery } from '../api/types';
+import type { LogEntry, LogQuery } from '../api/types';
 import { Card, ErrorText, Field, Loading, Pager, Select, useLoad } from '../components/ui';
 import { dateTime, dollars, fromLocalInput, LOG_TYPES } from '../format';
 
@@ -59,31 +59,7 @@ export function LogsPage() {
       </form>
       {logs.loading && <Loading what="Loading logs" />}
       <ErrorText error={logs.error} />
-      {logs.data && (logs.data.items.length === 0 ? <p>No entries match.</p> : (
-        <div class="scroll">
-          <table class="logs">
-            <thead><tr><th>Time</th><th>Type</th><th>Key</th><th>Model</th><th>Prompt</th><th>Completion</th><th>Cost</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th><th>Details</th></tr></thead>
-            <tbody>
-              {logs.data.items.map((l) => (
-                <tr key={`${l.request_id}-${l.id}`}>
-                  <td>{dateTime(l.created_at)}</td>
-                  <td>{LOG_TYPES[l.type] ?? l.type}</td>
-                  <td>{l.token_name}</td>
-                  <td>{l.model_name}</td>
-                  <td>{l.prompt_tokens}</td>
-                  <td>{l.completion_tokens}</td>
-                  <td title={`${l.quota} quota`}>{dollars(l.quota)}</td>
-                  <td>{l.use_time} s</td>
-                  <td>{l.is_stream ? 'Yes' : 'No'}</td>
-                  <td>{l.group}</td>
-                  <td><code>{l.request_id}</code></td>
-                  <td class="content">{l.content}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      ))}
+      {logs.data && <LogTable items={logs.data.items} />}
       {logs.data && (
         <div class="pager-row">
           <Pager page={page} pageSize={logs.data.page_size} total={logs.data.total} onPage={setPage} label="Log pages" />
@@ -91,5 +67,37 @@ export function LogsPage() {
         </div>
       )}
     </Card>
+  );
+}
+
+/** The log's rows; `everyAccount` (the administrators' page) adds whose each row is and its channel. */
+export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; everyAccount?: boolean }) {
+  if (items.length === 0) return <p>No entries match.</p>;
+  return (
+    <div class="scroll">
+      <table class="logs">
+        <thead><tr><th>Time</th>{everyAccount && <th>Account</th>}<th>Type</th><th>Key</th><th>Model</th>{everyAccount && <th>Channel</th>}<th>Prompt</th><th>Completion</th><th>Cost</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th><th>Details</th></tr></thead>
+        <tbody>
+          {items.map((l) => (
+            <tr key={`${l.user_id}-${l.request_id}-${l.id}`}>
+              <td>{dateTime(l.created_at)}</td>
+              {everyAccount && <td title={`account #${l.user_id}`}>{l.username || `#${l.user_id}`}</td>}
+              <td>{LOG_TYPES[l.type] ?? l.type}</td>
+              <td>{l.token_name}</td>
+              <td>{l.model_name}</td>
+              {everyAccount && <td>{l.channel || '—'}</td>}
+              <td>{l.prompt_tokens}</td>
+              <td>{l.completion_tokens}</td>
+              <td title={`${l.quota} quota`}>{dollars(l.quota)}</td>
+              <td>{l.use_time} s</td>
+              <td>{l.is_stream ? 'Yes' : 'No'}</td>
+              <td>{l.group}</td>
+              <td><code>{l.request_id}</code></td>
+              <td class="content">{l.content}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
