@@ -96,14 +96,20 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
 /**
  * Inside the transaction, after the account row is locked: refuses a debit that would take the
  * spendable balance below zero. Spendable is the relay's mirror, which already has open reservations
- * and settled-but-unbilled debits taken off (Postgres alone would let the debit spend them again);
- * the lower of the two when a console change has not reached the mirror yet, Postgres when the mirror
- * is not loaded. A reservation made between this check and the mirror step still passes: the window is
- * one round trip, the same as for any two concurrent reservations.
+ * and settled-but-unbilled debits taken off (Postgres alone would let the debit spend them again),
+ * less the committed console debits that have not reached it yet (each reaches it after its commit,
+ * or through the billing worker's follow-up 30 s later: two debits in that window both passed a check
+ * of min(mirror, Postgres), each against what the other had spent); the lower of that and Postgres,
+ * Postgres alone when the mirror is not loaded. A reservation made between this check and the mirror
+ * step still passes: the window is one round trip, the same as for any two concurrent reservations.
  */
-export async function assertDebitCovered(ctx: Pick<ConsoleContext, 'quotaStore'>, field: string, userId: number, pgQuota: number, delta: number): Promise<void> {
+export async function assertDebitCovered(ctx: Pick<ConsoleContext, 'quotaStore'>, tx: Db, field: string, userId: number, pgQuota: number, delta: number): Promise<void> {
   if (delta >= 0) return;
-  const mirror = await ctx.quotaStore.accountBalance(userId);
+  const pending = await tx<{ id: number; credit_seq: number | null; quota_delta: number }[]>`
+    SELECT id, credit_seq, quota_delta FROM ledger WHERE user_id = ${userId} AND follow_up_pending AND quota_delta < 0`;
+  const mirror = await ctx.quotaStore.accountSpendable(userId, pending.map((r) => ({
+    ledgerId: Number(r.id), creditSeq: r.credit_seq === null ? null : Number(r.credit_seq), delta: Number(r.quota_delta),
+  })));
   const spendable = mirror === null ? pgQuota : Math.min(mirror, pgQuota);
   if (spendable + delta < 0) {
     throw new ConsoleError('VALIDATION_FAILED', `${field}: would make the balance negative (spendable ${spendable}, Postgres ${pgQuota})`);

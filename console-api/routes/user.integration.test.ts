@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, startConsoleHarness, uniqueName } from '../../tests/harness/console-harness.js';
+import { encodeUsageEvent, LOG_TYPE } from '../../core/usage/usage-event.js';
+import { finishConsoleCredit } from '../../core/ledger/console-credit-follow-up.js';
+import { consoleUsageEvent, manageRequestId, recordConsoleCredit } from '../ledger/console-ledger.js';
 
 let h: ConsoleHarness;
 beforeAll(async () => {
@@ -173,6 +176,33 @@ describe('administrator debits (issue 10, item 5)', () => {
     // Credits are never refused.
     expect((await put('/api/user/', { id, quota: 900 }, admin.auth)).statusCode).toBe(200);
     expect(await h.quotaStore.accountBalance(id)).toBe(100);
+  });
+
+  it('count a committed console debit that has not reached the mirror yet: two debits in that window cannot both pass', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account({ quota: 1000 });
+    const id = target.user.id;
+    // 200 reserved or unbilled: Postgres 1000, mirror 800.
+    await h.redis.set(h.keys.accountBalance(id), 800);
+    // An administrator's -500 committed, its mirror step not run yet (it runs after the commit, and
+    // the billing worker's follow-up retries it 30 s later when it fails): Postgres 500, mirror 800.
+    const first = await h.sql.begin((tx) => recordConsoleCredit(tx, {
+      requestId: manageRequestId(), type: LOG_TYPE.manage, userId: id, delta: -500, content: 'first debit', createdAt: Math.floor(Date.now() / 1000),
+    }));
+    const manage = (value: number) => post('/api/user/manage', { id, action: 'add_quota', value }, admin.auth);
+    // Spendable is 300 (800 less the pending 500), not min(800, 500) = 500.
+    const second = await manage(-500);
+    expect(second.statusCode).toBe(400);
+    expect(second.json().message).toMatch(/^value: would make the balance negative \(spendable 300, Postgres 500\)/);
+    // Once the first debit reached the mirror it is counted once, not twice, though its row stays
+    // pending until the billing worker settles its log event.
+    await finishConsoleCredit({ sql: h.sql, redis: h.redis, quota: h.quotaStore }, {
+      ledgerId: first!.ledgerId, userId: id, delta: -500, creditSeq: first!.creditSeq, logEvent: encodeUsageEvent(consoleUsageEvent(first!)),
+    });
+    expect((await h.sql`SELECT follow_up_pending FROM ledger WHERE id = ${first!.ledgerId}`)[0]!.follow_up_pending).toBe(true);
+    expect(await h.quotaStore.accountBalance(id)).toBe(300);
+    expect((await manage(-300)).statusCode).toBe(200);
+    expect([await h.quotaStore.accountBalance(id), Number((await h.sql`SELECT quota FROM users WHERE id = ${id}`)[0]!.quota)]).toEqual([0, 200]);
   });
 
   it('check Postgres when the mirror is not loaded', async () => {

@@ -323,7 +323,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       }
       const delta = body.quota === undefined ? 0 : body.quota - Number(before.quota);
       if (delta !== 0) {
-        await assertDebitCovered(ctx, 'quota', Number(before.id), Number(before.quota), delta);
+        await assertDebitCovered(ctx, tx, 'quota', Number(before.id), Number(before.quota), delta);
         credit = await recordConsoleCredit(tx, {
           requestId: manageRequestId(), type: LOG_TYPE.manage, userId: Number(before.id), delta,
           content: `administrator ${caller.username} set the balance from ${before.quota} to ${body.quota} (${delta > 0 ? '+' : ''}${delta} quota)`,
@@ -379,7 +379,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
           await endCredentials(tx, Number(body.id), now);
           break;
         case 'add_quota':
-          await assertDebitCovered(ctx, 'value', Number(target.id), Number(target.quota), body.value);
+          await assertDebitCovered(ctx, tx, 'value', Number(target.id), Number(target.quota), body.value);
           credit = await recordConsoleCredit(tx, {
             requestId: manageRequestId(), type: LOG_TYPE.manage, userId: Number(target.id), delta: body.value,
             content: `administrator ${caller.username} ${body.value > 0 ? 'added' : 'removed'} ${Math.abs(body.value)} quota${body.reason ? `: ${body.reason}` : ''}`,

@@ -592,6 +592,30 @@ export class QuotaStore {
   }
 
   /** The mirror's current value, or null when not loaded. For tests and the bench audit. */
+  /**
+   * The account's mirror less the committed console debits it does not hold yet (`pending`: ledger
+   * rows still follow_up_pending), or null when it is not loaded. A debit is held once its change
+   * marker is set (adjustBalanceOnce-3.lua) or when the mirror was seeded from a Postgres state that
+   * had it (its credit_seq at most the seed's). Read in one MULTI: the keys share the account's slot.
+   */
+  async accountSpendable(userId: number, pending: readonly { ledgerId: number; creditSeq: number | null; delta: number }[]): Promise<number | null> {
+    const k = this.#keys;
+    const multi = this.#redis.multi().get(k.accountBalance(userId)).get(k.accountCreditSeq(userId));
+    for (const p of pending) multi.exists(k.adjustmentApplied(userId, p.ledgerId));
+    const replies = await multi.exec();
+    if (!replies) throw new Error('accountSpendable: transaction aborted');
+    for (const [err] of replies) if (err) throw err;
+    const balance = replies[0]![1] as string | null;
+    if (balance === null) return null;
+    const seededSeq = Number((replies[1]![1] as string | null) ?? -1);
+    let missing = 0;
+    pending.forEach((p, i) => {
+      const marked = replies[2 + i]![1] === 1;
+      if (!marked && !(p.creditSeq !== null && p.creditSeq <= seededSeq)) missing += p.delta;
+    });
+    return Number(balance) + missing;
+  }
+
   async accountBalance(userId: number): Promise<number | null> {
     const v = await this.#redis.get(this.#keys.accountBalance(userId));
     return v === null ? null : Number(v);
