@@ -5,6 +5,7 @@
 // /v1/messages.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Logger } from '../infra/logger.js';
+import type { Ratios } from '../core/pricing/ratios.js';
 import { forwardedForOf, type ClientAddressResolver } from './auth/client-address.js';
 import { extractApiKey, type KeyCheckContext, type KeyedRequest } from './auth/key-check.js';
 import { RelayError, statusLine } from './errors.js';
@@ -14,6 +15,8 @@ import type { ChannelRegistry } from './routing/channel-registry.js';
 export interface FreeEndpointContext extends KeyCheckContext {
   log: Logger;
   channels: ChannelRegistry;
+  /** The price ratios in force: a model without a price is not offered (Ratios.priced). */
+  ratios(): Ratios;
   clientAddress: ClientAddressResolver;
   maxBodyBytes: number;
 }

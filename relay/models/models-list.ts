@@ -54,9 +54,13 @@ export function modelInfo(id: string): ModelInfo {
 }
 
 /** Models a key may use: served for its group(s), and in its whitelist when model limits are on. */
-export function allowedModels(served: Iterable<string>, modelLimits: ReadonlySet<string> | null): Set<string> {
+/**
+ * The served models the key may use and that have a price: one without is refused when asked for
+ * (model_not_priced), so listing it would offer what cannot be had.
+ */
+export function allowedModels(served: Iterable<string>, modelLimits: ReadonlySet<string> | null, priced: (model: string) => boolean = () => true): Set<string> {
   const out = new Set<string>();
-  for (const id of served) if (modelLimits === null || modelLimits.has(id)) out.add(id);
+  for (const id of served) if ((modelLimits === null || modelLimits.has(id)) && priced(id)) out.add(id);
   return out;
 }
 

@@ -1,5 +1,5 @@
 // uWS handlers of GET /v1/models and GET /v1/models/{model_id}: the models the key may use
-// (served for its group, or any group of `auto`, narrowed to its whitelist), in Anthropic's shape. No quota moves.
+// (served for its group, or any group of `auto`, narrowed to its whitelist, priced), in Anthropic's shape. No quota moves.
 // A client that sends no anthropic-version header (OpenAI's SDK and most OpenAI tools) is answered in
 // OpenAI's shape instead (`{object: "list", data: [{id, object: "model", created, owned_by}]}`);
 // Anthropic's SDK always sends the header. Errors stay Anthropic's JSON on these routes whoever asks:
@@ -35,7 +35,8 @@ export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, re
   authorizeKey(ctx, head, null)
     .then((access) => {
       if (access instanceof RelayError) return reply.error(access);
-      const allowed = allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits);
+      const ratios = ctx.ratios();
+      const allowed = allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits, (m) => ratios.priced(m));
       reply.json(200, JSON.stringify(openai ? openaiModelList(allowed) : listModels(allowed, query)));
     })
     .catch((err: unknown) => {
@@ -53,7 +54,8 @@ export function handleRetrieveModel(ctx: FreeEndpointContext, res: HttpResponse,
   authorizeKey(ctx, head, null)
     .then((access) => {
       if (access instanceof RelayError) return reply.error(access);
-      const model = retrieveModel(allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits), id);
+      const ratios = ctx.ratios();
+      const model = retrieveModel(allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits, (m) => ratios.priced(m)), id);
       if (!model) return reply.error(new RelayError('not_found', `model: ${id}`));
       reply.json(200, JSON.stringify(openai ? openaiModel(id) : model));
     })

@@ -1,7 +1,9 @@
 // GET /v1/models and POST /v1/messages/count_tokens through the official SDK.
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack } from '../../tests/harness/gateway-stack.js';
+import {
+  consoleCall, createApiKey, fundedAccount, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack,
+} from '../../tests/harness/gateway-stack.js';
 
 let stack: GatewayStack;
 let key: string;
@@ -35,6 +37,24 @@ describe('GET /v1/models', () => {
     expect(ids).toEqual(['claude-haiku-4-5-20251001']);
     const err = await client(limited).models.retrieve('claude-opus-4-7').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.APIError);
+  });
+
+  it('leaves out a model a channel serves but no ratio prices: a request for it would be refused (model_not_priced)', async () => {
+    const { json } = await consoleCall<{ id: number }>(stack, 'POST', '/api/channel/', stack.adminToken, {
+      name: 'unpriced', base_url: stack.mock.url, key: MOCK_CHANNEL_KEY, models: 'claude-unpriced-9', group: 'default',
+    });
+    const deadline = Date.now() + 5000;
+    while (!stack.relay.hasChannel(json.data!.id)) {
+      if (Date.now() > deadline) throw new Error('the relay did not pick up the channel');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const ids: string[] = [];
+    for await (const m of client().models.list()) ids.push(m.id);
+    expect(ids).toEqual(['claude-opus-4-7', 'claude-sonnet-4-6', 'claude-haiku-4-5-20251001']);
+    expect(await client().models.retrieve('claude-unpriced-9').catch((e: unknown) => e)).toBeInstanceOf(Anthropic.NotFoundError);
+    // OpenAI's shape (no anthropic-version header) lists the same.
+    const res = await fetch(`${stack.relayUrl}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+    expect(((await res.json()) as { data: { id: string }[] }).data.map((m) => m.id)).not.toContain('claude-unpriced-9');
   });
 
   it('refuses an unknown key', async () => {
