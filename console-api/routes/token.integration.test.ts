@@ -195,6 +195,35 @@ describe('key management: get, search, update, delete', () => {
     expect(messages).toContainEqual({ kind: 'token', id, user_id: owner.user.id });
   });
 
+  it('refuses a remain_quota set from a stale reading (expected_remain_quota), so spending billed meanwhile is not handed back', async () => {
+    await create({ ...valid(), name: 'stale quota', remain_quota: 1000 });
+    const form = (await list('?keyword=stale')).items[0];
+    const id = form.id as number;
+    // The billing worker settles 600 after the form was loaded: Postgres and the key mirror both at 400.
+    await h.sql`UPDATE tokens SET remain_quota = remain_quota - 600 WHERE id = ${id}`;
+    await h.redis.set(h.keys.tokenRemain(owner.user.id, id), 400);
+    const edits = async () => Number((await h.sql<{ n: string }[]>`SELECT count(*) AS n FROM key_quota_edits WHERE token_id = ${id}`)[0]!.n);
+
+    const stale = await put({ id, name: 'renamed', remain_quota: 1000, unlimited_quota: false, expected_remain_quota: 1000 });
+    expect(stale.statusCode, stale.body).toBe(409);
+    expect(stale.json()).toEqual({ success: false, message: 'remain_quota: the key\'s quota changed since it was read (now 400); read it again' });
+    const [row] = await h.sql<{ name: string; remain_quota: number }[]>`SELECT name, remain_quota FROM tokens WHERE id = ${id}`;
+    expect(row).toEqual({ name: 'stale quota', remain_quota: 400 });
+    expect(await edits()).toBe(0);
+    expect(await h.quotaStore.tokenRemain(owner.user.id, id)).toBe(400);
+
+    const fresh = await put({ id, name: 'relabelled', remain_quota: 1000, expected_remain_quota: 400 });
+    expect(fresh.statusCode, fresh.body).toBe(200);
+    expect(fresh.json().data).toMatchObject({ name: 'relabelled', remain_quota: 1000 });
+    expect(await edits()).toBe(1);
+    expect(await h.quotaStore.tokenRemain(owner.user.id, id)).toBe(1000);
+    // Without remain_quota the quota is not touched, expected_remain_quota or not; without
+    // expected_remain_quota remain_quota is set as sent (new-api's clients).
+    expect((await put({ id, name: 'again', expected_remain_quota: 1 })).statusCode).toBe(200);
+    expect((await put({ id, remain_quota: 700 })).json().data).toMatchObject({ name: 'again', remain_quota: 700 });
+    expect((await put({ id, remain_quota: 700, expected_remain_quota: -1 })).json().message).toMatch(/^expected_remain_quota: /);
+  });
+
   it('deletes softly: gone from lists and reveal, row kept with deleted_at', async () => {
     const id = (await list('?keyword=renamed')).items[0].id as number;
     expect((await h.app.inject({ method: 'DELETE', url: `/api/token/${id}`, headers: other.auth })).statusCode).toBe(404);

@@ -70,6 +70,12 @@ export const updateTokenBody = z.object({
   ...Object.fromEntries(Object.entries(tokenFields).map(([k, s]) => [k, s.optional()])) as {
     [K in keyof typeof tokenFields]: z.ZodOptional<(typeof tokenFields)[K]>;
   },
+  /**
+   * The remain_quota the caller read before setting it: refused (409) when it changed since, so that
+   * a form loaded before the key spent does not hand the spending back. new-api has no such field:
+   * without it remain_quota is set as sent.
+   */
+  expected_remain_quota: safeInt.min(0, { error: 'must be at least 0' }).optional(),
 });
 
 export const updateTokenQuery = z.object({
@@ -161,8 +167,8 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'PUT', path: '/api/token/', tag: 'keys', access: ROLE.user, body: updateTokenBody, query: updateTokenQuery,
-    data: tokenItemSchema, errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'NOT_FOUND'],
-    summary: 'Update an own key (any creation field, status); with ?status_only=true only the status changes',
+    data: tokenItemSchema, errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'NOT_FOUND', 'STATE_CONFLICT'],
+    summary: 'Update an own key (any creation field, status; with expected_remain_quota, remain_quota only if it is still that); with ?status_only=true only the status changes',
     description: 'A changed remain_quota moves the relay\'s Redis mirror of the key by the same delta after the commit, once (retried by the billing worker if that step fails).',
   }, async ({ body, query, user }) => {
     const statusOnly = query.status_only === 'true';
@@ -170,6 +176,10 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
     const b = statusOnly ? { id: body.id, status: body.status } as typeof body : body;
     const { after, quotaEdit } = await sql.begin(async (tx) => {
       const before = await findOwnToken(tx, Number(user.id), b.id, true);
+      // Compared under the row lock, so a settlement cannot land between the check and the update.
+      if (b.remain_quota !== undefined && b.expected_remain_quota !== undefined && b.expected_remain_quota !== Number(before.remain_quota)) {
+        throw new ConsoleError('STATE_CONFLICT', `remain_quota: the key's quota changed since it was read (now ${before.remain_quota}); read it again`);
+      }
       // Only what changes is checked: new-api's edit form sends the whole key back, its past expiry
       // and a group no longer offered included, when only the name was edited.
       if (b.expired_time !== undefined && b.expired_time !== Number(before.expired_time) && b.expired_time !== -1 && b.expired_time <= ctx.now()) {

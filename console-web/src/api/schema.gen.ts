@@ -2228,7 +2228,7 @@ export interface paths {
         };
       };
     };
-    /** Update an own key (any creation field, status); with ?status_only=true only the status changes (role >= 1) */
+    /** Update an own key (any creation field, status; with expected_remain_quota, remain_quota only if it is still that); with ?status_only=true only the status changes (role >= 1) */
     put: {
       parameters: {
         query?: {
@@ -2254,6 +2254,7 @@ export interface paths {
             cross_group_retry?: boolean;
             rate_limit_rpm?: number;
             rate_limit_tpm?: number;
+            expected_remain_quota?: number;
           };
         };
       };
@@ -2315,6 +2316,15 @@ export interface paths {
           };
         };
         404: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        409: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {

@@ -1,7 +1,8 @@
 // The API key form (create and edit): every field of the contract's creation input. The form keeps
-// text as typed; keyInput() turns it into the request body and says which field is wrong.
+// text as typed; keyInput() turns it into the request body and says which field is wrong, and
+// keyChanges() into an edit's body.
 import { useState } from 'preact/hooks';
-import type { ApiKey, ApiKeyInput, Groups } from '../api/types';
+import type { ApiKey, ApiKeyInput, Body, Groups } from '../api/types';
 import { Checkbox, ErrorText, Field, Select, splitFieldError, useAction } from '../components/ui';
 import { fromLocalInput, QUOTA_PER_DOLLAR, toLocalInput } from '../format';
 
@@ -73,18 +74,36 @@ export function keyInput(f: KeyFormState, nowSec: number): { body: ApiKeyInput }
   };
 }
 
+/** PUT /api/token/'s body, less the id. */
+export type ApiKeyChanges = Omit<Body<'/api/token/', 'put'>, 'id'>;
+
+/**
+ * An edit's body. The quota goes back only when its fields were edited, and then with the value the
+ * form showed as expected_remain_quota: the key may have spent since the page loaded, and setting
+ * the old figure again would hand that spending back (the API answers 409 instead).
+ */
+export function keyChanges(shown: ApiKey, f: KeyFormState, nowSec: number): { body: ApiKeyChanges } | { field: keyof KeyFormState; error: string } {
+  const r = keyInput(f, nowSec);
+  if ('field' in r) return r;
+  const { remain_quota, unlimited_quota, ...rest } = r.body;
+  const was = formFromKey(shown);
+  if (f.unlimited === was.unlimited && (f.unlimited || f.quotaDollars === was.quotaDollars)) return { body: rest };
+  // Made unlimited: what is left stays as it is, and counts again if a limit is set later.
+  if (f.unlimited) return { body: { ...rest, unlimited_quota: true } };
+  return { body: { ...rest, remain_quota, unlimited_quota, expected_remain_quota: shown.remain_quota } };
+}
+
 const API_FIELDS: Record<string, keyof KeyFormState> = {
   name: 'name', expired_time: 'expiresAt', remain_quota: 'quotaDollars', model_limits: 'modelLimits', allow_ips: 'allowIps', group: 'group',
 };
 
-export function KeyForm({ initial, groups, submitLabel, onSubmit, onCancel }: {
-  initial: KeyFormState;
-  groups: Groups | undefined;
-  submitLabel: string;
-  onSubmit: (body: ApiKeyInput) => Promise<void>;
-  onCancel: () => void;
-}) {
-  const [f, setF] = useState(initial);
+type KeyFormProps = { groups: Groups | undefined; submitLabel: string; onCancel: () => void } & (
+  | { editing?: undefined; initial: KeyFormState; onSubmit: (body: ApiKeyInput) => Promise<void> }
+  | { editing: ApiKey; onSubmit: (body: ApiKeyChanges) => Promise<void> });
+
+export function KeyForm(props: KeyFormProps) {
+  const { groups, submitLabel, onCancel } = props;
+  const [f, setF] = useState(() => (props.editing ? formFromKey(props.editing) : props.initial));
   const [local, setLocal] = useState<{ field: keyof KeyFormState; error: string } | null>(null);
   const action = useAction();
   const set = <K extends keyof KeyFormState>(k: K) => (v: KeyFormState[K]) => setF((s) => ({ ...s, [k]: v }));
@@ -97,10 +116,20 @@ export function KeyForm({ initial, groups, submitLabel, onSubmit, onCancel }: {
 
   const submit = (e: Event) => {
     e.preventDefault();
-    const r = keyInput(f, Math.floor(Date.now() / 1000));
+    const now = Math.floor(Date.now() / 1000);
+    if (props.editing) {
+      const r = keyChanges(props.editing, f, now);
+      if ('field' in r) { setLocal(r); return; }
+      setLocal(null);
+      const save = props.onSubmit;
+      void action.run(() => save(r.body));
+      return;
+    }
+    const r = keyInput(f, now);
     if ('field' in r) { setLocal(r); return; }
     setLocal(null);
-    void action.run(() => onSubmit(r.body));
+    const create = props.onSubmit;
+    void action.run(() => create(r.body));
   };
 
   const groupOptions = [{ value: '', label: 'Account group (default)' },

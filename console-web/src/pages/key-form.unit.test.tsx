@@ -1,7 +1,15 @@
 // @vitest-environment happy-dom
 import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/preact';
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { EMPTY_KEY_FORM, KeyForm, keyInput } from './key-form';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { EMPTY_KEY_FORM, formFromKey, KeyForm, keyChanges, keyInput } from './key-form';
+import { KeysPage } from './keys';
+
+// The API client takes fetch when it is created, on import: the stub has to be in place before.
+const server = vi.hoisted(() => {
+  const s: { handle?: (r: Request) => Promise<Response> } = {};
+  vi.stubGlobal('fetch', (r: Request) => (s.handle ? s.handle(r) : Promise.reject(new Error('no fetch here'))));
+  return s;
+});
 
 afterEach(cleanup);
 
@@ -33,6 +41,28 @@ describe('keyInput', () => {
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', neverExpires: false, expiresAt: '2020-01-01T00:00' }, NOW)).toMatchObject({ field: 'expiresAt', error: 'must be in the future' });
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', unlimited: false, quotaDollars: '-1' }, NOW)).toMatchObject({ field: 'quotaDollars' });
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', modelLimitsEnabled: true, modelLimits: ' , ' }, NOW)).toMatchObject({ field: 'modelLimits' });
+  });
+});
+
+describe('keyChanges', () => {
+  const shown = {
+    id: 5, user_id: 7, name: 'ci', key: 'sk-abcd********wxyz', status: 1, created_time: 1, accessed_time: 0, expired_time: -1,
+    remain_quota: 1_000_000, unlimited_quota: false, used_quota: 0, model_limits_enabled: false, model_limits: '', allow_ips: null,
+    group: '', cross_group_retry: false, rate_limit_rpm: 0, rate_limit_tpm: 0,
+  };
+
+  it('sends the quota only when its fields were edited, with the value shown', () => {
+    const f = formFromKey(shown);
+    expect(keyChanges(shown, { ...f, name: 'renamed' }, NOW)).toEqual({
+      body: { name: 'renamed', expired_time: -1, model_limits_enabled: false, model_limits: '', allow_ips: '', group: '', cross_group_retry: false },
+    });
+    expect(keyChanges(shown, { ...f, quotaDollars: '1' }, NOW)).toMatchObject({ body: { remain_quota: 500_000, unlimited_quota: false, expected_remain_quota: 1_000_000 } });
+    const unlimited = keyChanges(shown, { ...f, unlimited: true }, NOW);
+    expect(unlimited).toMatchObject({ body: { unlimited_quota: true } });
+    expect(unlimited).not.toHaveProperty('body.remain_quota');
+    const limited = { ...shown, unlimited_quota: true };
+    expect(keyChanges(limited, { ...formFromKey(limited), unlimited: false }, NOW))
+      .toMatchObject({ body: { remain_quota: 1_000_000, unlimited_quota: false, expected_remain_quota: 1_000_000 } });
   });
 });
 
@@ -70,5 +100,59 @@ describe('KeyForm', () => {
     fireEvent.change(screen.getByLabelText('Group'), { target: { value: 'auto' } });
     expect(retry.disabled).toBe(false);
     expect(screen.getAllByRole('option').map((o) => o.getAttribute('value'))).toEqual(['', 'default', 'auto']);
+  });
+});
+
+// The keys page against a stubbed fetch: what the edit form sends back.
+describe('KeysPage: editing a key', () => {
+  const shown = {
+    id: 5, user_id: 7, name: 'ci', key: 'sk-abcd********wxyz', status: 1, created_time: 1, accessed_time: 0, expired_time: -1,
+    remain_quota: 1_000_000, unlimited_quota: false, used_quota: 0, model_limits_enabled: false, model_limits: '', allow_ips: null,
+    group: '', cross_group_retry: false, rate_limit_rpm: 0, rate_limit_tpm: 0,
+  };
+  const puts: Record<string, unknown>[] = [];
+  let putAnswer: { status: number; body: unknown } = { status: 200, body: { success: true, message: '', data: shown } };
+  const answer = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+
+  beforeAll(() => {
+    server.handle = async (input: Request) => {
+      const path = new URL(input.url).pathname;
+      if (input.method === 'PUT' && path === '/api/token/') {
+        puts.push(JSON.parse(await input.text()) as Record<string, unknown>);
+        return answer(putAnswer.status, putAnswer.body);
+      }
+      if (path === '/api/token/') return answer(200, { success: true, message: '', data: { items: [shown], total: 1, page: 1, page_size: 10 } });
+      if (path === '/api/user/self/groups') return answer(200, { success: true, message: '', data: {} });
+      return answer(404, { success: false, message: 'no such endpoint' });
+    };
+  });
+  afterAll(() => { server.handle = undefined; });
+  afterEach(() => { puts.length = 0; });
+
+  const openEdit = async () => {
+    render(<KeysPage />);
+    fireEvent.click(await screen.findByRole('button', { name: 'Edit ci' }));
+  };
+
+  it('sends no remain_quota when only the name was edited, so spending since the page loaded is not handed back', async () => {
+    await openEdit();
+    fireEvent.input(screen.getByLabelText('Name'), { target: { value: 'renamed' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save key' }));
+    await waitFor(() => expect(puts).toHaveLength(1));
+    expect(puts[0]).toMatchObject({ id: 5, name: 'renamed' });
+    expect(puts[0]).not.toHaveProperty('remain_quota');
+    expect(puts[0]).not.toHaveProperty('unlimited_quota');
+    expect(puts[0]).not.toHaveProperty('expected_remain_quota');
+  });
+
+  it('sends an edited quota with the value it showed, and shows the 409 when that is stale', async () => {
+    putAnswer = { status: 409, body: { success: false, message: "remain_quota: the key's quota changed since it was read (now 400); read it again" } };
+    await openEdit();
+    fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: '3' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save key' }));
+    await waitFor(() => expect(puts).toHaveLength(1));
+    expect(puts[0]).toMatchObject({ id: 5, remain_quota: 1_500_000, unlimited_quota: false, expected_remain_quota: 1_000_000 });
+    expect(await screen.findByText("the key's quota changed since it was read (now 400); read it again")).toBeTruthy();
+    expect(screen.getByRole('button', { name: 'Save key' })).toBeTruthy();
   });
 });

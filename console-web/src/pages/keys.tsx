@@ -3,7 +3,7 @@ import { api, call } from '../api/client';
 import type { ApiKey, ApiKeyInput } from '../api/types';
 import { Card, CopyButton, ErrorText, Field, Loading, Pager, useAction, useLoad } from '../components/ui';
 import { dateTime, dollars } from '../format';
-import { EMPTY_KEY_FORM, formFromKey, KeyForm } from './key-form';
+import { type ApiKeyChanges, EMPTY_KEY_FORM, KeyForm } from './key-form';
 
 const PAGE_SIZE = 10;
 
@@ -30,7 +30,7 @@ export function KeysPage() {
     setPage(1);
     list.reload();
   };
-  const update = (id: number) => async (body: ApiKeyInput) => {
+  const update = (id: number) => async (body: ApiKeyChanges) => {
     await call(api.PUT('/api/token/', { body: { id, ...body } }));
     setEditing(null);
     list.reload();
@@ -47,7 +47,7 @@ export function KeysPage() {
         </div>
       )}
       {editing === 'new' && <KeyForm initial={EMPTY_KEY_FORM} groups={groups.data} submitLabel="Create key" onSubmit={create} onCancel={() => setEditing(null)} />}
-      {editing && editing !== 'new' && <KeyForm key={editing.id} initial={formFromKey(editing)} groups={groups.data} submitLabel="Save key" onSubmit={update(editing.id)} onCancel={() => setEditing(null)} />}
+      {editing && editing !== 'new' && <KeyForm key={editing.id} editing={editing} groups={groups.data} submitLabel="Save key" onSubmit={update(editing.id)} onCancel={() => setEditing(null)} />}
       <Card title="Your keys" actions={editing === null ? <button type="button" class="primary" onClick={() => { setRevealed(null); setEditing('new'); }}>Create key</button> : undefined}>
         <form class="filters" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }} aria-label="Search keys">
           <Field label="Search by name" value={keyword} onValue={setKeyword} />
