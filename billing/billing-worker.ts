@@ -377,8 +377,9 @@ export class BillingWorker {
 
   async #refreshLeases(): Promise<void> {
     const leases = this.#leases!;
-    const { gained, lost } = await leases.refresh();
+    const { gained, lost, errors } = await leases.refresh();
     this.#nextLeaseRefresh = Date.now() + Math.max(1, Math.floor(this.#opts.sharded!.leaseMs / 3));
+    if (errors.length) this.#log.warn({ errors, held: leases.held().length }, 'billing shard leases: some Redis calls failed; tried again at the next refresh');
     for (const s of lost) {
       this.#readPending.delete(s);
       this.#lastClaimOf.delete(s);

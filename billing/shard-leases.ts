@@ -8,12 +8,15 @@
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../infra/redis/keys.js';
 import { defineScripts } from '../core/quota/scripts.js';
+import { retryOnMoved } from '../infra/redis/client.js';
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 export interface LeaseChange {
   gained: number[];
   lost: number[];
+  /** Redis calls of this refresh that failed: the rest went on without them (the worker logs them). */
+  errors: string[];
 }
 
 export class ShardLeases {
@@ -22,7 +25,8 @@ export class ShardLeases {
   readonly #me: string;
   readonly #leaseMs: number;
   readonly #hold: ScriptFn;
-  readonly #held = new Set<number>();
+  /** Held shards, each with when its lease ends at the latest (as of before the call that set it). */
+  readonly #held = new Map<number, number>();
   /** Shards in the order this worker tries them: rotated by its name, so workers starting together spread. */
   readonly #order: number[];
 
@@ -41,39 +45,48 @@ export class ShardLeases {
   }
 
   held(): number[] {
-    return [...this.#held].sort((a, b) => a - b);
+    return [...this.#held.keys()].sort((a, b) => a - b);
   }
 
-  /** Renews the held leases, gives up extras and takes free shards up to the fair share. */
+  /**
+   * Renews the held leases, gives up extras and takes free shards up to the fair share. Never throws
+   * for a failed Redis call: one shard's failure (its node failing over, a batch MOVED) must not stop
+   * the others' renewal, nor the worker's schedule, which a throw leaves retrying this refresh
+   * instead of reading.
+   */
   async refresh(nowMs = Date.now()): Promise<LeaseChange> {
-    const workersKey = this.#keys.billingWorkers();
-    await this.#redis.hset(workersKey, this.#me, nowMs + this.#leaseMs);
-    const workers = await this.#redis.hgetall(workersKey);
-    let live = 0;
-    for (const [name, until] of Object.entries(workers)) {
-      if (Number(until) > nowMs) live++;
-      else await this.#redis.hdel(workersKey, name);
-    }
-    const target = Math.ceil(this.#keys.shards / Math.max(1, live));
-    const change: LeaseChange = { gained: [], lost: [] };
+    const change: LeaseChange = { gained: [], lost: [], errors: [] };
+    const failed = (err: unknown): void => { change.errors.push(err instanceof Error ? err.message : String(err)); };
+    const until = nowMs + this.#leaseMs;
+    // Without the workers alive there is no fair share: the held leases are renewed, nothing more.
+    const target = await this.#fairShare(nowMs).catch((err: unknown) => { failed(err); return null; });
     const held = this.held();
-    const renewed = await Promise.all(held.map((s) => this.#call(s, 'hold')));
+    const renewed = await Promise.allSettled(held.map((s) => this.#call(s, 'hold')));
     held.forEach((s, i) => {
-      if (renewed[i] !== 1) {
-        this.#held.delete(s);
-        change.lost.push(s);
+      const r = renewed[i]!;
+      if (r.status === 'fulfilled' && r.value === 1) return void this.#held.set(s, until);
+      if (r.status === 'rejected') {
+        failed(r.reason);
+        // Refreshed every third of the lease: one failed renewal leaves it two thirds, enough to read
+        // on until the next try; a second would leave too little, and another worker may take it then.
+        if (this.#held.get(s)! > nowMs + this.#leaseMs / 2) return;
       }
+      this.#held.delete(s);
+      change.lost.push(s);
     });
+    if (target === null) return change;
     for (const s of this.held().slice(target)) {
-      await this.#call(s, 'release');
+      // Given up here even when Redis did not answer: the lease runs out, and another worker takes it then.
+      await this.#call(s, 'release').catch(failed);
       this.#held.delete(s);
       change.lost.push(s);
     }
     for (const s of this.#order) {
       if (this.#held.size >= target) break;
       if (this.#held.has(s)) continue;
-      if ((await this.#call(s, 'hold')) === 1) {
-        this.#held.add(s);
+      const took = await this.#call(s, 'hold').catch((err: unknown) => { failed(err); return 0; });
+      if (took === 1) {
+        this.#held.set(s, until);
         change.gained.push(s);
       }
     }
@@ -87,7 +100,22 @@ export class ShardLeases {
     await this.#redis.hdel(this.#keys.billingWorkers(), this.#me);
   }
 
-  async #call(shard: number, mode: 'hold' | 'release'): Promise<number> {
-    return Number(await this.#hold(this.#keys.billingShardLease(shard), this.#me, this.#leaseMs, mode));
+  /** Registers this worker as alive and returns its fair share: ceil(shards / workers alive). */
+  async #fairShare(nowMs: number): Promise<number> {
+    const workersKey = this.#keys.billingWorkers();
+    await retryOnMoved(this.#redis, () => this.#redis.hset(workersKey, this.#me, nowMs + this.#leaseMs));
+    const workers = await retryOnMoved(this.#redis, () => this.#redis.hgetall(workersKey));
+    let live = 0;
+    for (const [name, until] of Object.entries(workers)) {
+      if (Number(until) > nowMs) live++;
+      // A dead worker's entry left behind is removed by the next refresh, and counted by nobody meanwhile.
+      else await this.#redis.hdel(workersKey, name).catch(() => undefined);
+    }
+    return Math.ceil(this.#keys.shards / Math.max(1, live));
+  }
+
+  /** A lease call is safe to send twice (hold renews, release gives up only the caller's own). */
+  #call(shard: number, mode: 'hold' | 'release'): Promise<number> {
+    return retryOnMoved(this.#redis, async () => Number(await this.#hold(this.#keys.billingShardLease(shard), this.#me, this.#leaseMs, mode)));
   }
 }

@@ -57,10 +57,44 @@ export function createRedis(config: Config, name: string, opts: { blocking?: boo
     retryDelayOnTryAgain: 100,
     maxRedirections: 32,
     slotsRefreshTimeout: 2000,
+    // An auto-pipelined batch to one node is redirected only when all its errors are one message, and
+    // a MOVED names its slot: after a graceful slot move (CLUSTER FAILOVER, a reshard) a batch that
+    // spans several shards of that node gets several MOVEDs, no redirect and no refresh of the slot
+    // table, and fails the same way for as long as no command goes to that node alone. The periodic
+    // refresh bounds that to about a second.
+    slotsRefreshInterval: 1000,
   });
   return cluster as unknown as Redis;
 }
 export type { Redis };
+
+/** A MOVED reply: the node did not run the command, so sending it again is safe. */
+export function isMoved(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('MOVED ');
+}
+
+/** Reloads a cluster client's slot table (CLUSTER SLOTS); nothing on a single Redis. */
+export function refreshSlots(redis: Redis): Promise<void> {
+  if (!redis.isCluster) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    (redis as unknown as Cluster).refreshSlotsCache((err) => (err ? reject(err) : resolve()));
+  });
+}
+
+/**
+ * Runs `f`, and once more after reloading the slot table when it failed with MOVED (see
+ * slotsRefreshInterval above: a batch of commands can be MOVED without ioredis following it). `f`
+ * runs again whole, so it must be safe to run twice (one command, or idempotent ones).
+ */
+export async function retryOnMoved<T>(redis: Redis, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (err) {
+    if (!redis.isCluster || !isMoved(err)) throw err;
+    await refreshSlots(redis);
+    return f();
+  }
+}
 
 /** The key layout of this configuration: REDIS_PREFIX with its shard count (redisShardCount). */
 export function redisKeysFor(config: Config): RedisKeys {

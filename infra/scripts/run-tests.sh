@@ -15,7 +15,7 @@ stop_started() {
 }
 trap stop_started EXIT
 SKIP_SERVICES=clickhouse bash infra/scripts/ensure-services.sh
-# tests/cluster starts Redis Clusters of its own on ports 7100-7105 and 7120-7125 (and stops them) when asked to.
+# tests/cluster starts Redis Clusters of its own on ports 7100-7105, 7120-7125 and 7130-7135 (and stops them) when asked to.
 export TEST_REDIS_CLUSTER=${TEST_REDIS_CLUSTER:-start}
 status=0
 npx vitest run "$@" || status=$?

@@ -10,6 +10,13 @@
 // the master took before it. One check per shard per batch (the settlements that finished while the
 // previous check was waiting), never one per request; on a connection of its own, because WAIT holds
 // its connection until the replicas answer or the timeout passes.
+//
+// WAIT answers for the node the slot is on now, which need not be the one that took the settlements:
+// a master that died before its replicas had them is replaced by one of them, and that one, with a
+// replica of its own (two replicas per master, or replica migration), acknowledges the probe though
+// it never had the settlements. So the same pipeline also reads each settlement's marker ('S',
+// settleReservations-7n.lua, written with replicas only): one missing on the node that answered WAIT
+// is not confirmed, and its replay settles it there (a lost reservation's settlement bills once).
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../../infra/logger.js';
 import type { RedisKeys } from '../../infra/redis/keys.js';
@@ -21,7 +28,32 @@ export type ReplicationCheck = (batch: readonly SettleRequest[]) => Promise<Sett
 /** Beyond WAIT's own timeout, what a check may take before its settlements count as unconfirmed. */
 const CHECK_SLACK_MS = 1000;
 
-export function replicationCheck(redis: Redis, keys: RedisKeys, replicas: number, timeoutMs: number, log: Logger): ReplicationCheck {
+/**
+ * How long after its `minute` a settlement may still be taken for a lost reservation's: the marker's
+ * life (SETTLED_MARKER_SEC, relay/server.ts) less LOST_RESERVATION_MARGIN_SEC (core/quota/quota-store.ts).
+ */
+const LOST_WINDOW_MS = (600 - 60) * 1000;
+
+export interface ReplicationCheckOptions {
+  /** LOST_WINDOW_MS unless given: a relay with another marker life passes its own. */
+  lostWindowMs?: number;
+}
+
+/**
+ * A settlement whose replay could bill a lost reservation, and whose marker must therefore be found.
+ * The others leave none when their reservation is already gone (a request reserved from a credit
+ * slice, which has no marker; one spooled by an older relay, without minute or limited; one past the
+ * window, which its script no longer takes for lost), and a replay would change nothing: a missing
+ * marker would keep them in the spool for good.
+ */
+function needsMarker(s: SettleRequest, nowMs: number, lostWindowMs: number): boolean {
+  return s.slice === undefined && s.limited !== undefined && s.minute !== undefined && nowMs < s.minute * 60_000 + lostWindowMs;
+}
+
+export function replicationCheck(
+  redis: Redis, keys: RedisKeys, replicas: number, timeoutMs: number, log: Logger, opts: ReplicationCheckOptions = {},
+): ReplicationCheck {
+  const lostWindowMs = opts.lostWindowMs ?? LOST_WINDOW_MS;
   return async (batch) => {
     const byShard = new Map<number, SettleRequest[]>();
     for (const s of batch) {
@@ -34,15 +66,27 @@ export function replicationCheck(redis: Redis, keys: RedisKeys, replicas: number
     await Promise.all([...byShard].map(async ([shard, group]) => {
       let timer: NodeJS.Timeout | undefined;
       try {
+        const nowMs = Date.now();
+        const marked = group.filter((s) => needsMarker(s, nowMs, lostWindowMs));
+        const pipeline = redis.pipeline().incr(keys.replicationProbe(shard));
+        // The markers are in the shard's slot (keys.ts), so they go to the node that answers WAIT.
+        if (marked.length > 0) pipeline.mget(marked.map((s) => keys.reapedReservation(s.userId, s.requestId)));
+        pipeline.call('WAIT', replicas, timeoutMs);
         // Bounded: a check sent to a master that just died would otherwise wait for the cluster to
         // reroute it, holding up the checks of every shard behind it.
         const results = await Promise.race([
-          redis.pipeline().incr(keys.replicationProbe(shard)).call('WAIT', replicas, timeoutMs).exec(),
+          pipeline.exec(),
           new Promise<null>((resolve) => { timer = setTimeout(() => resolve(null), timeoutMs + CHECK_SLACK_MS); }),
         ]);
-        const acked = results?.[1];
-        if (acked && !acked[0] && Number(acked[1]) >= replicas && !results![0]![0]) confirmed.push(...group);
-        else {
+        const acked = results?.[results.length - 1];
+        const markers = marked.length > 0 ? results?.[1] : undefined;
+        if (acked && !acked[0] && Number(acked[1]) >= replicas && !results![0]![0] && !markers?.[0]) {
+          const values = (markers?.[1] ?? []) as (string | null)[];
+          // A tombstone (the reaper's) is there before the settlement: only 'S' says it ran here.
+          const missing = new Set(marked.filter((_, i) => values[i] !== 'S'));
+          for (const s of group) if (!missing.has(s)) confirmed.push(s);
+          if (missing.size > 0) log.warn({ shard, missing: missing.size }, 'settled markers missing on the node that answered WAIT (a failover lost them): kept for replay');
+        } else {
           // A pipeline whose WAIT answered is not rerouted by ioredis when its write was MOVED (a
           // failover): the slot table is refreshed for the next check.
           if (results?.[0]?.[0]?.message.startsWith('MOVED') && redis.isCluster) (redis as unknown as Cluster).refreshSlotsCache();
