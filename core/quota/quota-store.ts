@@ -591,7 +591,6 @@ export class QuotaStore {
     if (delta !== 0) await this.#adjust(key, delta);
   }
 
-  /** The mirror's current value, or null when not loaded. For tests and the bench audit. */
   /**
    * The account's mirror less the committed console debits it does not hold yet (`pending`: ledger
    * rows still follow_up_pending), or null when it is not loaded. A debit is held once its change
@@ -616,6 +615,7 @@ export class QuotaStore {
     return Number(balance) + missing;
   }
 
+  /** The mirror's current value, or null when not loaded. For tests and the bench audit. */
   async accountBalance(userId: number): Promise<number | null> {
     const v = await this.#redis.get(this.#keys.accountBalance(userId));
     return v === null ? null : Number(v);

@@ -53,10 +53,10 @@ export function modelInfo(id: string): ModelInfo {
   return { type: 'model', id, display_name: id, created_at: date ? `${date[1]}-${date[2]}-${date[3]}T00:00:00Z` : EPOCH };
 }
 
-/** Models a key may use: served for its group(s), and in its whitelist when model limits are on. */
 /**
- * The served models the key may use and that have a price: one without is refused when asked for
- * (model_not_priced), so listing it would offer what cannot be had.
+ * Models a key may use: served for its group(s), in its whitelist when model limits are on, and
+ * priced: one without a price is refused when asked for (model_not_priced), so listing it would
+ * offer what cannot be had.
  */
 export function allowedModels(served: Iterable<string>, modelLimits: ReadonlySet<string> | null, priced: (model: string) => boolean = () => true): Set<string> {
   const out = new Set<string>();

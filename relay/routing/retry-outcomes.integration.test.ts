@@ -107,7 +107,7 @@ describe('a channel that cannot carry the request', () => {
     await openai?.close();
   });
 
-  it('is skipped: a document block after an overloaded Anthropic channel answers the overload, the OpenAI-format channel never called', async () => {
+  it('is skipped for the next channel that can: a document block after an overloaded Anthropic channel is served by the third, the OpenAI-format channel never called', async () => {
     const model = 'route-not-carried';
     const overloaded = await fixedUpstream(529, JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'busy' } }));
     upstreams.push(overloaded);
@@ -124,6 +124,28 @@ describe('a channel that cannot carry the request', () => {
     expect(data.type).toBe('message');
     expect(openai.requests.length).toBe(sentToOpenAI);
     expect(healthy.requests).toBe(healthyBefore + 1);
+  });
+
+  it('with no channel left after it, answers the earlier channel\'s failure (529 overloaded), not a 400 for a valid request', async () => {
+    const model = 'route-not-carried-last';
+    const overloaded = await fixedUpstream(529, JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'busy' } }));
+    upstreams.push(overloaded);
+    await mockChannel(stack, [model], 'default', { base_url: overloaded.url, priority: 10 });
+    await mockChannel(stack, [model], 'default', { base_url: openai.url, key: 'sk-proj-mock-retry-outcomes', type: 1, priority: 0 });
+    const sentToOpenAI = openai.requests.length;
+    const before = await balance();
+    const err = await ask(model, [
+      { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'a short document' } },
+      { type: 'text', text: 'Summarize it' },
+    ]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+    const e = err as InstanceType<typeof Anthropic.APIError>;
+    expect(e.status).toBe(529);
+    expect(e.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error' } });
+    expect(overloaded.requests).toBe(1);
+    expect(openai.requests.length).toBe(sentToOpenAI);
+    await billingSettled(stack);
+    expect(await balance()).toBe(before);
   });
 });
 

@@ -276,11 +276,12 @@ function webSearches(usage: Record<string, unknown>): number {
   return s && typeof s === 'object' ? usageCount(s.web_search_requests) : 0;
 }
 
-/** Usage of a non-streaming Message JSON body; null when it states neither input nor output tokens. */
+/** Usage of a non-streaming Message JSON body; null when it does not state both input and output tokens. */
 export function usageOfMessage(body: unknown): StreamUsage | null {
   const usage = (body as { usage?: Record<string, unknown> } | null)?.usage;
-  // `"usage":{}` says nothing: read as all zeros, the answer was free; as absent, the relay counts it.
-  if (!usage || (typeof usage.input_tokens !== 'number' && typeof usage.output_tokens !== 'number')) return null;
+  // A usage without both counts (`"usage":{}`, output alone) bills its missing side as 0: the prompt or
+  // the answer delivered free. Read as absent, the relay counts the answer instead.
+  if (!usage || typeof usage.input_tokens !== 'number' || typeof usage.output_tokens !== 'number') return null;
   const split = usage.cache_creation as Record<string, unknown> | null | undefined;
   const cacheCreationTokens = cacheWrites(usageCount(usage.cache_creation_input_tokens), split);
   const searches = webSearches(usage);

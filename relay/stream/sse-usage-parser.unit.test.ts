@@ -269,11 +269,14 @@ describe('usage the provider left out', () => {
     expect(new SseUsageParser().inputStated).toBe(false);
   });
 
-  it('reads a JSON answer whose usage states neither input_tokens nor output_tokens as one without usage', () => {
+  it('reads a JSON answer whose usage does not state both input_tokens and output_tokens as one without usage (the relay counts it)', () => {
     expect(usageOfMessage({ usage: {} })).toBeNull();
     expect(usageOfMessage({ usage: { cache_read_input_tokens: 3 } })).toBeNull();
     expect(usageOfMessage({ usage: { input_tokens: null, output_tokens: '9' } })).toBeNull();
     expect(usageOfMessage({ usage: 'none' })).toBeNull();
-    expect(usageOfMessage({ usage: { output_tokens: 0 } })).toEqual({ inputTokens: 0, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
+    // One count alone: the other side was billed 0 (a prompt or an answer delivered free).
+    expect(usageOfMessage({ usage: { output_tokens: 40 } })).toBeNull();
+    expect(usageOfMessage({ usage: { input_tokens: 900 } })).toBeNull();
+    expect(usageOfMessage({ usage: { input_tokens: 0, output_tokens: 0 } })).toEqual({ inputTokens: 0, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
   });
 });

@@ -18,11 +18,12 @@ import type { StreamUsage } from '../../stream/sse-usage-parser.js';
 import type { DeliveredTextSink, StreamMeter } from '../provider.js';
 import { MAX_USAGE_COUNT, usageCount } from '../../stream/usage-count.js';
 
-/** Our usage of a Chat Completions `usage` object; null when it is not one. */
+/** Our usage of a Chat Completions `usage` object; null when it is not one (both counts stated). */
 export function usageOfChatUsage(usage: unknown): StreamUsage | null {
   if (!usage || typeof usage !== 'object') return null;
   const u = usage as Record<string, unknown>;
-  if (u.prompt_tokens === undefined && u.completion_tokens === undefined) return null;
+  // Both counts or none: a usage stating one bills the other as 0; read as absent, the relay counts it.
+  if (typeof u.prompt_tokens !== 'number' || typeof u.completion_tokens !== 'number') return null;
   const prompt = usageCount(u.prompt_tokens);
   const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
   const cached = Math.min(prompt, details && typeof details === 'object' ? usageCount(details.cached_tokens) : 0);

@@ -9,6 +9,9 @@ describe('usageOfChatUsage', () => {
     expect(usageOfChatUsage({ prompt_tokens: 120, completion_tokens: 33, prompt_tokens_details: { cached_tokens: 20 } }))
       .toEqual({ inputTokens: 100, outputTokens: 33, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 20 });
     expect(usageOfChatUsage({ object: 'chat.completion' })).toBeNull();
+    // One count alone is no usage the relay can bill: it counts the answer itself.
+    expect(usageOfChatUsage({ completion_tokens: 40 })).toBeNull();
+    expect(usageOfChatUsage({ prompt_tokens: 900, completion_tokens: null })).toBeNull();
   });
 
   it('bills the reasoning tokens a provider reports outside completion_tokens (xAI, Gemini: total = prompt + completion + reasoning)', () => {
