@@ -95,8 +95,41 @@ describe('secret options', () => {
     const sealed = (await stored('EpayKey'))!;
     // Copied into SMTPToken it would be sent to whatever SMTPServer says: it must not open there.
     await storeRaw('SMTPToken', sealed);
-    await expect(loadSmtpSettings(h.sql, createOptionSealer(h.config.KEY_SECRET))).rejects.toThrow(/SMTPToken cannot be opened/);
+    const smtp = await loadSmtpSettings(h.sql, createOptionSealer(h.config.KEY_SECRET));
+    expect(() => smtp!.password).toThrow(/SMTPToken cannot be opened/);
     expect(() => createOptionSealer('another-key-secret-0123456789').open('EpayKey', sealed)).toThrow(/EpayKey cannot be opened/);
     await storeRaw('SMTPToken', '');
+  });
+
+  it('one that cannot be opened (sealed under another KEY_SECRET, a restore) fails what needs it, not /api/status, the top-up page or redemption', async () => {
+    const foreign = createOptionSealer('another-key-secret-0123456789');
+    const user = await h.account();
+    const before = { EpayKey: await stored('EpayKey'), CardpayWebhookSecret: await stored('CardpayWebhookSecret') };
+    for (const [key, value] of [['PaymentComplianceConfirmed', 'true'], ['PayAddress', 'http://127.0.0.1:9'], ['EpayId', EPAY_PID]] as const) {
+      expect((await putOption(key, value)).statusCode).toBe(200);
+    }
+    await storeRaw('EpayKey', foreign.seal('EpayKey', 'epay-key-of-another-deployment'));
+    await storeRaw('CardpayWebhookSecret', foreign.seal('CardpayWebhookSecret', 'whsec-of-another-deployment'));
+    try {
+      expect((await h.app.inject({ method: 'GET', url: '/api/status' })).statusCode).toBe(200);
+      const info = await h.app.inject({ method: 'GET', url: '/api/user/topup/info', headers: user.auth });
+      expect(info.statusCode).toBe(200);
+      expect(info.json().data.enable_online_topup).toBe(true);
+      // A redemption reads the same settings and needs no secret.
+      const redeem = await h.app.inject({ method: 'POST', url: '/api/user/topup', headers: user.auth, payload: { key: 'no-such-code-000000000000' } });
+      expect(redeem.statusCode).toBe(404);
+      // The notice, which needs the key, fails and credits nothing.
+      expect(await epayNotifyStatus('epay-key-of-another-deployment')).toBeGreaterThanOrEqual(400);
+      // Mail configured with a token that cannot be opened: the reset answers as for any address.
+      await storeRaw('SMTPServer', '127.0.0.1');
+      await storeRaw('SMTPToken', foreign.seal('SMTPToken', 'smtp-token'));
+      const reset = await h.app.inject({ method: 'GET', url: `/api/reset_password?email=${encodeURIComponent('nobody@example.test')}` });
+      expect(reset.statusCode).toBe(200);
+    } finally {
+      await storeRaw('SMTPServer', '');
+      await storeRaw('SMTPToken', '');
+      await storeRaw('PaymentComplianceConfirmed', 'false');
+      for (const [key, value] of Object.entries(before)) await storeRaw(key, value ?? '');
+    }
   });
 });

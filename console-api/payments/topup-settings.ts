@@ -27,11 +27,17 @@ export interface TopupSettings {
 
 export async function loadTopupSettings(db: Db): Promise<TopupSettings> {
   const o = await loadOptionView(db);
-  const epay = { address: o.get<string>('PayAddress'), pid: o.get<string>('EpayId'), key: o.get<string>('EpayKey') };
+  // The secrets are opened when read, not here: one that cannot be opened (sealed under another
+  // KEY_SECRET, after a restore) fails the payment call that needs it, not /api/status, the top-up
+  // page or redemption, which read these settings too.
+  const epay = {
+    address: o.get<string>('PayAddress'), pid: o.get<string>('EpayId'),
+    get key() { return o.get<string>('EpayKey'); },
+  };
   const cardpay = {
     apiAddress: o.get<string>('CardpayApiAddress'),
-    apiSecret: o.get<string>('CardpayApiSecret'),
-    webhookSecret: o.get<string>('CardpayWebhookSecret'),
+    get apiSecret() { return o.get<string>('CardpayApiSecret'); },
+    get webhookSecret() { return o.get<string>('CardpayWebhookSecret'); },
     currency: o.get<string>('CardpayCurrency'),
   };
   const complianceConfirmed = o.get<boolean>('PaymentComplianceConfirmed');
@@ -52,8 +58,8 @@ export async function loadTopupSettings(db: Db): Promise<TopupSettings> {
     cardpayUnitPrice: o.get<number>('CardpayUnitPrice'),
     epay,
     cardpay,
-    epayEnabled: complianceConfirmed && epay.address !== '' && epay.pid !== '' && epay.key !== '',
-    cardpayEnabled: complianceConfirmed && cardpay.apiAddress !== '' && cardpay.apiSecret !== '' && cardpay.webhookSecret !== '',
+    epayEnabled: complianceConfirmed && epay.address !== '' && epay.pid !== '' && o.configured('EpayKey'),
+    cardpayEnabled: complianceConfirmed && cardpay.apiAddress !== '' && o.configured('CardpayApiSecret') && o.configured('CardpayWebhookSecret'),
   };
 }
 

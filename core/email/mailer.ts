@@ -40,7 +40,9 @@ export async function loadSmtpSettings(sql: Queryable, secrets: OptionSealer): P
     secure: o.get('SMTPSSLEnabled') === 'true' || port === 465,
     user,
     from: o.get('SMTPFrom') || user,
-    password: secrets.open('SMTPToken', o.get('SMTPToken') ?? ''),
+    // Opened when a message is sent: a token that cannot be opened fails that send, not every caller
+    // that only asks whether mail is configured (password reset answers the same for every address).
+    get password() { return secrets.open('SMTPToken', o.get('SMTPToken') ?? ''); },
   };
 }
 
