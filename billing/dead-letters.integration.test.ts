@@ -16,6 +16,21 @@ afterAll(async () => {
   await h?.close();
 });
 
+/** The account's consumption as each store records it, and the dead letters awaiting replay. */
+async function books(userId: number) {
+  const [u] = await h.sql`SELECT quota FROM users WHERE id = ${userId}`;
+  const [l] = await h.sql`SELECT count(*)::int AS n, coalesce(sum(quota), 0)::int AS q FROM ledger WHERE user_id = ${userId} AND type = 2`;
+  const rs = await h.clickhouse.query({
+    query: 'SELECT count() AS n, sum(quota) AS q, max(use_time) AS t FROM logs FINAL WHERE user_id = {u:UInt64} AND type = 2',
+    query_params: { u: userId }, format: 'JSONEachRow',
+  });
+  const [c] = await rs.json<{ n: number | string; q: number | string; t: number | string }>();
+  return {
+    users: Number(u!.quota), ledger: l, logs: { n: Number(c!.n), q: Number(c!.q), useTime: Number(c!.t) },
+    mirror: await h.quotaStore.accountBalance(userId), dead: await h.redis.xlen(h.keys.usageDeadLetterStream()),
+  };
+}
+
 describe('dead letters', () => {
   it('are visible on the metric and replayed into Postgres and the log exactly once', async () => {
     const user = await h.account({ quota: 1_000 });
@@ -45,22 +60,12 @@ describe('dead letters', () => {
     try {
       expect(await scrape()).toBe(1);
 
-      const books = async () => {
-        const [u] = await h.sql`SELECT quota FROM users WHERE id = ${userId}`;
-        const [l] = await h.sql`SELECT count(*)::int AS n, coalesce(sum(quota), 0)::int AS q FROM ledger WHERE user_id = ${userId} AND type = 2`;
-        const rs = await h.clickhouse.query({
-          query: 'SELECT count() AS n, sum(quota) AS q FROM logs FINAL WHERE user_id = {u:UInt64} AND type = 2',
-          query_params: { u: userId }, format: 'JSONEachRow',
-        });
-        const [c] = await rs.json<{ n: number | string; q: number | string }>();
-        return { users: Number(u!.quota), ledger: l, logs: { n: Number(c!.n), q: Number(c!.q) }, mirror: await h.quotaStore.accountBalance(userId) };
-      };
-      expect(await books()).toEqual({ users: 1_000, ledger: { n: 0, q: 0 }, logs: { n: 0, q: 0 }, mirror: 900 });
+      expect(await books(userId)).toEqual({ users: 1_000, ledger: { n: 0, q: 0 }, logs: { n: 0, q: 0, useTime: 0 }, mirror: 900, dead: 1 });
 
       expect(await replayDeadLetters(h.redis, { stream, deadLetterStream: dead })).toEqual({ replayed: 1, kept: [] });
       await h.drainUsageStream();
-      const once = { users: 900, ledger: { n: 1, q: 100 }, logs: { n: 1, q: 100 }, mirror: 900 };
-      expect(await books()).toEqual(once);
+      const once = { users: 900, ledger: { n: 1, q: 100 }, logs: { n: 1, q: 100, useTime: 0 }, mirror: 900, dead: 0 };
+      expect(await books(userId)).toEqual(once);
       expect(await scrape()).toBe(0);
 
       // Run again: nothing left to replay. A copy dead-lettered a second time is billed no more.
@@ -68,7 +73,7 @@ describe('dead letters', () => {
       await h.redis.xadd(dead, '*', 'source_id', sourceId, ...fields);
       expect(await replayDeadLetters(h.redis, { stream, deadLetterStream: dead })).toEqual({ replayed: 1, kept: [] });
       await h.drainUsageStream();
-      expect(await books()).toEqual(once);
+      expect(await books(userId)).toEqual(once);
 
       // An entry that still does not decode stays where the operator sees it.
       await h.redis.xadd(dead, '*', 'source_id', '1-1', 'e', '{"not":"an event"}');
@@ -84,7 +89,7 @@ describe('dead letters', () => {
       await h.redis.xadd(dead, '*', 'source_id', '2-2', 'e', joined);
       expect(await replayDeadLetters(h.redis, { stream, deadLetterStream: dead })).toMatchObject({ replayed: 1, kept: [{ sourceId: '1-1' }] });
       expect(await h.drainUsageStream()).toHaveLength(2);
-      expect(await books()).toEqual({ users: 880, ledger: { n: 3, q: 120 }, logs: { n: 3, q: 120 }, mirror: 900 });
+      expect(await books(userId)).toEqual({ users: 880, ledger: { n: 3, q: 120 }, logs: { n: 3, q: 120, useTime: 0 }, mirror: 900, dead: 1 });
     } finally {
       await server.close();
     }
@@ -104,28 +109,17 @@ describe('dead letters', () => {
       const event = usageEvent({ type: 2, request_id: requestId, user_id: userId, quota: 100, use_time_ms: -1500, created_at: Math.floor(Date.now() / 1000), content: '' });
       await h.quotaStore.settle({ userId, tokenId: 0, requestId, cost: 100, eventJson: encodeUsageEvent(event) });
     };
-    const books = async () => {
-      const [u] = await h.sql`SELECT quota FROM users WHERE id = ${userId}`;
-      const [l] = await h.sql`SELECT count(*)::int AS n, coalesce(sum(quota), 0)::int AS q FROM ledger WHERE user_id = ${userId} AND type = 2`;
-      const rs = await h.clickhouse.query({
-        query: 'SELECT count() AS n, sum(quota) AS q, max(use_time) AS t FROM logs FINAL WHERE user_id = {u:UInt64} AND type = 2',
-        query_params: { u: userId }, format: 'JSONEachRow',
-      });
-      const [c] = await rs.json<{ n: number | string; q: number | string; t: number | string }>();
-      return { users: Number(u!.quota), ledger: l, logs: { n: Number(c!.n), q: Number(c!.q), useTime: Number(c!.t) }, mirror: await h.quotaStore.accountBalance(userId), dead: await h.redis.xlen(dead) };
-    };
-
     // Dead-lettered by a worker from before the fix: the replay now takes it, and it is billed once.
     await settleStepped(`req-${userId}-stepped-old`);
     const [[sourceId, fields]] = (await h.redis.xrange(stream, '-', '+')) as [string, string[]][] as [[string, string[]]];
     await h.redis.multi().xadd(dead, '*', 'source_id', sourceId, ...fields).xdel(stream, sourceId).exec();
     expect(await replayDeadLetters(h.redis, { stream, deadLetterStream: dead })).toEqual({ replayed: 1, kept: [] });
     await h.drainUsageStream();
-    expect(await books()).toEqual({ users: 900, ledger: { n: 1, q: 100 }, logs: { n: 1, q: 100, useTime: 0 }, mirror: 900, dead: 0 });
+    expect(await books(userId)).toEqual({ users: 900, ledger: { n: 1, q: 100 }, logs: { n: 1, q: 100, useTime: 0 }, mirror: 900, dead: 0 });
 
     // Written now: billed by the worker, not dead-lettered.
     await settleStepped(`req-${userId}-stepped-new`);
     await h.drainUsageStream();
-    expect(await books()).toEqual({ users: 800, ledger: { n: 2, q: 200 }, logs: { n: 2, q: 200, useTime: 0 }, mirror: 800, dead: 0 });
+    expect(await books(userId)).toEqual({ users: 800, ledger: { n: 2, q: 200 }, logs: { n: 2, q: 200, useTime: 0 }, mirror: 800, dead: 0 });
   });
 });

@@ -120,7 +120,7 @@ export async function queryAllAccountsLogs(
       format: 'JSONCompactEachRow',
       clickhouse_settings: LOG_READ_SETTINGS,
     });
-    const distinct = distinctKeys(rows.map(([u, t, r]) => ({ user: Number(u), t: Number(t), r })));
+    const distinct = withoutReplays(rows.map(([u, t, r]) => ({ user: Number(u), t: Number(t), r })), (k) => k);
     if (distinct.length >= skip + page.pageSize || (rows.length < want && lo === windowStart)) {
       keys = distinct.slice(skip, skip + page.pageSize);
       break;
@@ -135,9 +135,18 @@ export async function queryAllAccountsLogs(
 
 interface Key { user: number; t: number; r: string }
 
-/** Keys in the read's order with a replay's repeats (adjacent in that order) dropped. */
-function distinctKeys(keys: Key[]): Key[] {
-  return keys.filter((k, i) => i === 0 || k.r !== keys[i - 1]!.r || k.t !== keys[i - 1]!.t || k.user !== keys[i - 1]!.user);
+/** Rows in the read's order with a replay's repeats (adjacent in that order: same key) dropped. */
+function withoutReplays<T>(rows: T[], keyOf: (row: T) => Key): T[] {
+  return rows.filter((row, i) => {
+    if (i === 0) return true;
+    const k = keyOf(row);
+    const prev = keyOf(rows[i - 1]!);
+    return k.r !== prev.r || k.t !== prev.t || k.user !== prev.user;
+  });
+}
+
+function keyOfRow(r: RawLogRow): Key {
+  return { user: Number(r.user_id), t: Number(r.created_at_unix), r: r.request_id };
 }
 
 /** The page's full rows: each key's account, second and request id, a few granules per account. */
@@ -186,8 +195,7 @@ async function scanPage(
         query: `SELECT ${LIST_COLUMNS} FROM logs WHERE ${where} ${NEWEST_FIRST} LIMIT {want:UInt64}`,
         query_params: { ...params, want }, format: 'JSONEachRow', clickhouse_settings: LOG_READ_SETTINGS,
       });
-      const distinct = rows.filter((r, i) => i === 0 || r.request_id !== rows[i - 1]!.request_id
-        || r.created_at_unix !== rows[i - 1]!.created_at_unix || r.user_id !== rows[i - 1]!.user_id);
+      const distinct = withoutReplays(rows, keyOfRow);
       if (distinct.length >= offset + limit || rows.length < want) return distinct.slice(offset, offset + limit).map(toLogEntry);
     }
   };

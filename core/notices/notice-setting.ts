@@ -3,7 +3,7 @@
 // validates and writes them (PUT /api/user/setting); the billing worker reads them where a settlement
 // lands (billing/low-balance-notices.ts) and must never fail on a value it cannot read.
 import { z } from 'zod';
-import { createTextSealer } from '../../infra/secrets/api-key-crypto.js';
+import { createScopedTextSealer, type ScopedTextSealer } from '../../infra/secrets/api-key-crypto.js';
 
 export const NOTIFY_TYPES = ['email', 'webhook'] as const;
 export type NotifyType = (typeof NOTIFY_TYPES)[number];
@@ -56,11 +56,8 @@ export function publicSettingText(text: string): string {
   return text;
 }
 
-export interface WebhookSecretSealer {
-  seal(userId: number, plain: string): string;
-  /** The plaintext of the stored value; one stored before sealing (no prefix) as it is. */
-  open(userId: number, stored: string): string;
-}
+/** Keyed by user id. */
+export type WebhookSecretSealer = ScopedTextSealer<number>;
 
 /**
  * The accounts' webhook secrets are sealed under KEY_SECRET and bound to their account: a dump of
@@ -68,9 +65,5 @@ export interface WebhookSecretSealer {
  * (PUT /api/user/setting); only the billing worker opens them, to sign.
  */
 export function createWebhookSecretSealer(keySecret: string): WebhookSecretSealer {
-  const sealer = createTextSealer(keySecret, 'notice-webhook');
-  return {
-    seal: (userId, plain) => sealer.seal(plain, `user:${userId}`),
-    open: (userId, stored) => sealer.open(stored, `user:${userId}`),
-  };
+  return createScopedTextSealer(keySecret, 'notice-webhook', (userId: number) => `user:${userId}`);
 }

@@ -4,21 +4,18 @@
 // the operator. The console seals them when they are set; their readers open them through the
 // console's Options view or loadSmtpSettings (core/email/mailer.ts). The relay never needs them: to it
 // a sealed value is text it does not read.
-import { createTextSealer } from '../../infra/secrets/api-key-crypto.js';
+import { createScopedTextSealer, type ScopedTextSealer } from '../../infra/secrets/api-key-crypto.js';
 
-export interface OptionSealer {
-  seal(key: string, plain: string): string;
-  /** The plaintext of the stored value; one stored before sealing (no prefix) as it is. Throws if sealed under another KEY_SECRET. */
-  open(key: string, stored: string): string;
-}
+/** Keyed by option key. open names the option when it fails (sealed under another KEY_SECRET): that one must be set again. */
+export type OptionSealer = ScopedTextSealer<string>;
 
 export function createOptionSealer(keySecret: string): OptionSealer {
-  const sealer = createTextSealer(keySecret, 'options');
+  const sealer = createScopedTextSealer(keySecret, 'options', (key: string) => `option:${key}`);
   return {
-    seal: (key, plain) => sealer.seal(plain, `option:${key}`),
+    seal: sealer.seal,
     open(key, stored) {
       try {
-        return sealer.open(stored, `option:${key}`);
+        return sealer.open(key, stored);
       } catch {
         throw new Error(`option ${key} cannot be opened with this KEY_SECRET: set it again`);
       }

@@ -1,17 +1,21 @@
 // API keys at rest: the relay finds a key by HMAC-SHA256(secret, key), and only the owner's reveal
 // endpoint decrypts the AES-256-GCM copy. Without KEY_SECRET a database dump yields neither the key
-// nor a way to test guesses against the hash. Channel credentials use the same sealing; the secrets
-// kept in text columns (secret options, accounts' webhook secrets) use createTextSealer below.
+// nor a way to test guesses against the hash. Channel credentials use the same sealing, redemption codes
+// the same scheme under keys of their own (createSecretCrypto); the secrets kept in text columns
+// (secret options, accounts' webhook secrets) use createTextSealer below.
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const KEY_BODY_LENGTH = 48;
 
-export interface ApiKeyCrypto {
-  hash(key: string): Buffer;
+/** HMAC-SHA256 lookup hash and AES-256-GCM copy of a bearer secret (an API key, a redemption code). */
+export interface SecretCrypto {
+  hash(plain: string): Buffer;
   seal(plain: string): Buffer;
   open(sealed: Buffer): string;
 }
+
+export type ApiKeyCrypto = SecretCrypto;
 
 function deriveKey(label: string, secret: string): Buffer {
   // A process that seals or looks up keys must not run on a missing secret: every key it stored
@@ -38,14 +42,22 @@ function openBytes(encKey: Buffer, sealed: Buffer, aad?: Buffer): string {
   return Buffer.concat([decipher.update(sealed.subarray(28)), decipher.final()]).toString('utf8');
 }
 
-export function createApiKeyCrypto(secret: string): ApiKeyCrypto {
-  const hmacKey = deriveKey('api-key-hash', secret);
-  const encKey = deriveKey('api-key-seal', secret);
+/**
+ * The labels give each kind of secret keys of its own, so one kind's hash never matches another's.
+ * They are part of every stored hash and ciphertext: changing one orphans what was stored under it.
+ */
+export function createSecretCrypto(secret: string, labels: { hashLabel: string; sealLabel: string }): SecretCrypto {
+  const hmacKey = deriveKey(labels.hashLabel, secret);
+  const encKey = deriveKey(labels.sealLabel, secret);
   return {
-    hash: (key) => createHmac('sha256', hmacKey).update(key).digest(),
+    hash: (plain) => createHmac('sha256', hmacKey).update(plain).digest(),
     seal: (plain) => sealBytes(encKey, plain),
     open: (sealed) => openBytes(encKey, sealed),
   };
+}
+
+export function createApiKeyCrypto(secret: string): ApiKeyCrypto {
+  return createSecretCrypto(secret, { hashLabel: 'api-key-hash', sealLabel: 'api-key-seal' });
 }
 
 /**
@@ -79,6 +91,22 @@ export function createTextSealer(secret: string, purpose: string): TextSealer {
       if (!isSealedText(stored)) return stored;
       return openBytes(encKey, Buffer.from(stored.slice(SEALED_TEXT_PREFIX.length), 'base64'), Buffer.from(context, 'utf8'));
     },
+  };
+}
+
+/** A TextSealer whose context is always derived from what the secret belongs to (an option key, an account). */
+export interface ScopedTextSealer<Owner> {
+  seal(owner: Owner, plain: string): string;
+  /** The plaintext of the stored value; one stored before sealing (no prefix) as it is. */
+  open(owner: Owner, stored: string): string;
+}
+
+/** `contextOf` must never change for an owner: it is authenticated into each value sealed for it. */
+export function createScopedTextSealer<Owner>(secret: string, purpose: string, contextOf: (owner: Owner) => string): ScopedTextSealer<Owner> {
+  const sealer = createTextSealer(secret, purpose);
+  return {
+    seal: (owner, plain) => sealer.seal(plain, contextOf(owner)),
+    open: (owner, stored) => sealer.open(stored, contextOf(owner)),
   };
 }
 

@@ -3,35 +3,13 @@
 // (only an administrator's reveal opens it) and a mask (listings). Without KEY_SECRET a database dump
 // yields no code to redeem and no way to test guesses. Keys of their own, derived from KEY_SECRET:
 // a code's hash never matches an API key's.
-import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { createSecretCrypto, type SecretCrypto } from './api-key-crypto.js';
 
-export interface RedemptionCodeCrypto {
-  hash(code: string): Buffer;
-  seal(code: string): Buffer;
-  open(sealed: Buffer): string;
-}
+export type RedemptionCodeCrypto = SecretCrypto;
 
 export function createRedemptionCodeCrypto(secret: string): RedemptionCodeCrypto {
-  // Codes sealed under a guessable value would be readable from a dump: refuse, as for API keys.
-  if (secret.length < 16) {
-    throw new Error('KEY_SECRET is not set: give it 32 random bytes (head -c 32 /dev/urandom | base64); make generates one into .data/key-secret');
-  }
-  const hmacKey = createHash('sha256').update('redemption-code-hash\0' + secret).digest();
-  const encKey = createHash('sha256').update('redemption-code-seal\0' + secret).digest();
-  return {
-    hash: (code) => createHmac('sha256', hmacKey).update(code).digest(),
-    seal(code) {
-      const iv = randomBytes(12);
-      const cipher = createCipheriv('aes-256-gcm', encKey, iv);
-      const body = Buffer.concat([cipher.update(code, 'utf8'), cipher.final()]);
-      return Buffer.concat([iv, cipher.getAuthTag(), body]);
-    },
-    open(sealed) {
-      const decipher = createDecipheriv('aes-256-gcm', encKey, sealed.subarray(0, 12));
-      decipher.setAuthTag(sealed.subarray(12, 28));
-      return Buffer.concat([decipher.update(sealed.subarray(28)), decipher.final()]).toString('utf8');
-    },
-  };
+  return createSecretCrypto(secret, { hashLabel: 'redemption-code-hash', sealLabel: 'redemption-code-seal' });
 }
 
 /** 32 hex characters (128 random bits), like new-api's UUID-without-dashes codes. */
