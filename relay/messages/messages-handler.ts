@@ -154,6 +154,8 @@ class Exchange {
    * earlier channel's provider gave (null: none failed yet).
    */
   earlierFailure: RelayError | null = null;
+  /** The retry-after of the provider whose failure earlierFailure is, if it sent one. */
+  earlierRetryAfter = '';
 
   constructor(ctx: RelayContext, res: HttpResponse, req: HttpRequest, protocol: Protocol) {
     this.ctx = ctx;
@@ -423,7 +425,8 @@ class Exchange {
       // channel): another channel of the group may, and this one is not at fault. With none left, the
       // client hears why the channels that could carry it failed, not that its request is invalid.
       if (mayRetry) return REASON.notCarried;
-      this.fail(this.earlierFailure ?? payload);
+      if (this.earlierFailure) this.fail(this.earlierFailure, undefined, this.earlierRetryAfter || undefined);
+      else this.fail(payload);
       return 'done';
     }
     const headers = provider.headers(channel, { version: this.version, beta: this.beta });
@@ -461,6 +464,7 @@ class Exchange {
       // first provider bills it whatever happens, and a second would generate and bill it again.
       if (mayRetry && !reachedProvider(err)) {
         this.earlierFailure = new RelayError('upstream_unreachable');
+        this.earlierRetryAfter = '';
         return REASON.connectionFailed;
       }
       this.fail(new RelayError('upstream_unreachable'), reachedProvider(err) ? REASON.noAnswer : REASON.connectionFailed);
@@ -479,6 +483,7 @@ class Exchange {
       if (mayRetry && !this.headersSent && status !== 504 && status !== 524) {
         this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider failed; retrying on another channel');
         this.earlierFailure = new RelayError(status === 529 ? 'overloaded' : status === 429 ? 'rate_limited' : 'upstream_unreachable');
+        this.earlierRetryAfter = answer.header('retry-after');
         return httpReason(status);
       }
       this.passThroughError(status, text, answer, provider);
@@ -493,6 +498,7 @@ class Exchange {
         if (mayRetry && !this.headersSent) {
           this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
           this.earlierFailure = new RelayError('upstream_unreachable');
+        this.earlierRetryAfter = '';
           return httpReason(status);
         }
         // No channel left: the provider's 401 or 403 would tell the client its own key is bad.

@@ -126,9 +126,12 @@ describe('a channel that cannot carry the request', () => {
     expect(healthy.requests).toBe(healthyBefore + 1);
   });
 
-  it('with no channel left after it, answers the earlier channel\'s failure (529 overloaded), not a 400 for a valid request', async () => {
-    const model = 'route-not-carried-last';
-    const overloaded = await fixedUpstream(529, JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'busy' } }));
+  it.each([
+    { status: 529, type: 'overloaded_error' },
+    { status: 429, type: 'rate_limit_error' },
+  ])('with no channel left after it, answers the earlier channel\'s failure ($status $type, its retry-after kept), not a 400 for a valid request', async ({ status, type }) => {
+    const model = `route-not-carried-last-${status}`;
+    const overloaded = await fixedUpstream(status, JSON.stringify({ type: 'error', error: { type, message: 'busy' } }), { 'retry-after': '7' });
     upstreams.push(overloaded);
     await mockChannel(stack, [model], 'default', { base_url: overloaded.url, priority: 10 });
     await mockChannel(stack, [model], 'default', { base_url: openai.url, key: 'sk-proj-mock-retry-outcomes', type: 1, priority: 0 });
@@ -140,8 +143,9 @@ describe('a channel that cannot carry the request', () => {
     ]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.APIError);
     const e = err as InstanceType<typeof Anthropic.APIError>;
-    expect(e.status).toBe(529);
-    expect(e.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error' } });
+    expect(e.status).toBe(status);
+    expect(e.error).toMatchObject({ type: 'error', error: { type } });
+    expect(e.headers?.get('retry-after')).toBe('7');
     expect(overloaded.requests).toBe(1);
     expect(openai.requests.length).toBe(sentToOpenAI);
     await billingSettled(stack);
