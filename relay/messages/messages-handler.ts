@@ -498,7 +498,7 @@ class Exchange {
         if (mayRetry && !this.headersSent) {
           this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
           this.earlierFailure = new RelayError('upstream_unreachable');
-        this.earlierRetryAfter = '';
+          this.earlierRetryAfter = '';
           return httpReason(status);
         }
         // No channel left: the provider's 401 or 403 would tell the client its own key is bad.
