@@ -68,6 +68,12 @@ const schema = z.object({
   // `logs`, every statement ON CLUSTER). Empty: one server, infra/clickhouse/migrations. Chosen before
   // the first migration and never changed: the two sets build different tables. docs/scaling.md.
   CLICKHOUSE_CLUSTER: z.string().regex(/^([A-Za-z_][A-Za-z0-9_]*)?$/, { error: 'must be empty or a cluster name of letters, digits and _' }).default(''),
+  // Days the request log (ClickHouse `logs` and log_stats_15m) is kept: the ClickHouse migrator sets
+  // it as the tables' TTL on every run (infra/clickhouse/migrate.ts). 0 = kept forever, as before this
+  // setting: switching it on deletes history, so an upgrade must not do it unasked; at 1,000 req/s
+  // the log grows ~6 GB a day. Postgres' ledger, the books, is not affected. At most ten years:
+  // DateTime ends in 2106 and a TTL past it would wrap to 1970, expiring every row.
+  LOG_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(0),
   // Where the embedded (chdb) ClickHouse keeps its data when no real server answers CLICKHOUSE_URL.
   CLICKHOUSE_LOCAL_PATH: z.string().default('.data/clickhouse'),
   // Statements the embedded ClickHouse runs at once (engine connections; writes still one at a time).

@@ -327,4 +327,35 @@ describe('single-host rehearsal of the cluster set', () => {
     expect(fromSingle[0]).toMatchObject({ total: 5 });
     expect(fromSingle[2]).toMatchObject({ quota: 1000 + 4 * (USERS[0]! % 10) });
   });
+
+  it('LOG_RETENTION_DAYS: a TTL ON CLUSTER on the replicated local tables, none on the Distributed ones', async () => {
+    const engine = async (name: string) => (await rows<{ e: string }>(singleCh,
+      "SELECT engine_full AS e FROM system.tables WHERE database = 'mig_cluster' AND name = {name:String}", { name }))[0]?.e;
+    const distributed = [await engine('logs'), await engine('log_stats_15m')];
+    const sent: string[] = [];
+    const migrate = (days: number) => migrateClickHouse({ ...clustered, LOG_RETENTION_DAYS: days }, undefined, (s) => {
+      sent.push(s);
+      return rehearsalRewrite(s);
+    });
+    const alters = () => sent.splice(0).filter((s) => s.startsWith('ALTER'));
+
+    expect(await migrate(30)).toEqual([]);
+    const set = alters();
+    expect(set).toHaveLength(4);
+    for (const q of set) {
+      const [parsed] = await rows<{ f: string }>(singleCh, 'SELECT formatQuery({q:String}) AS f', { q });
+      expect(parsed?.f, q).toMatch(new RegExp(`^ALTER TABLE (logs|log_stats_15m)_local ON CLUSTER ${CLUSTER}\\s`));
+    }
+    expect(await engine('logs_local')).toContain(' TTL created_at + toIntervalDay(30) SETTINGS ');
+    expect(await engine('log_stats_15m_local')).toContain(' TTL bucket + toIntervalDay(30) SETTINGS ');
+    expect([await engine('logs'), await engine('log_stats_15m')]).toEqual(distributed);
+    await migrate(30);
+    expect(alters()).toEqual([]);
+
+    // Back to the single set's tables.
+    await migrate(0);
+    expect(alters()).toHaveLength(4);
+    expect(await engine('logs_local')).toBe((await rows<{ e: string }>(singleCh,
+      "SELECT engine_full AS e FROM system.tables WHERE database = 'mig_single' AND name = 'logs'"))[0]?.e);
+  });
 });

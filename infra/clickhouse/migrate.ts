@@ -94,10 +94,87 @@ export async function migrateClickHouse(
       await ch.insert({ table: 'schema_migrations', values: [{ name: file }], format: 'JSONEachRow' });
       applied.push(file);
     }
+    await applyLogRetention(ch, config, rewrite);
   } finally {
     await ch.close();
   }
   return applied;
+}
+
+/**
+ * The tables LOG_RETENTION_DAYS bounds and the DateTime column a row's age is read from: on a cluster
+ * the replicated local tables (a Distributed table holds no rows and takes no TTL).
+ */
+function retainedTables(config: Config): { table: string; column: string }[] {
+  const suffix = config.CLICKHOUSE_CLUSTER ? '_local' : '';
+  return [{ table: `logs${suffix}`, column: 'created_at' }, { table: `log_stats_15m${suffix}`, column: 'bucket' }];
+}
+
+// ttl_only_drop_parts: expired rows go by whole parts (and with the merges that happen anyway), never by
+// a merge that rewrites a part only to delete rows: at ~6 GB a day that would be a steady rewrite of
+// the oldest data, on the cores the relay shares with the embedded server. A part goes once its
+// newest row has expired, so the disk holds at most N days plus one monthly partition.
+// materialize_ttl_recalculate_only: MODIFY TTL then only computes each existing part's TTL bounds
+// (reading the time column) instead of rewriting every part of the table; without those bounds the
+// parts written before the TTL would never be dropped.
+const RETENTION_SETTINGS = ['ttl_only_drop_parts', 'materialize_ttl_recalculate_only'];
+
+/**
+ * The ALTERs that bring the retained tables to LOG_RETENTION_DAYS from `engineFull` (system.tables'
+ * engine_full of each): none when they are there already, so that a migration run changes nothing;
+ * with 0, the TTL and its settings removed. The setting owns these tables' TTL: one set by hand is
+ * replaced. Settings before the TTL, so that its materialization only recalculates.
+ */
+export function retentionStatements(config: Config, engineFull: Record<string, string>): string[] {
+  const days = config.LOG_RETENTION_DAYS;
+  const onCluster = config.CLICKHOUSE_CLUSTER ? ` ON CLUSTER '${config.CLICKHOUSE_CLUSTER}'` : '';
+  const statements: string[] = [];
+  for (const { table, column } of retainedTables(config)) {
+    const engine = engineFull[table];
+    if (engine === undefined) throw new Error(`clickhouse table ${table} is missing: LOG_RETENTION_DAYS cannot be applied`);
+    const ttl = / TTL (.+?)(?: SETTINGS |$)/.exec(engine)?.[1];
+    const settings = new Map(
+      (/ SETTINGS (.*)$/.exec(engine)?.[1] ?? '').split(', ').map((kv) => {
+        const [name = '', value = ''] = kv.split(' = ');
+        return [name, value] as const;
+      }),
+    );
+    const alter = `ALTER TABLE ${table}${onCluster}`;
+    if (days > 0) {
+      if (RETENTION_SETTINGS.some((name) => settings.get(name) !== '1')) {
+        statements.push(`${alter} MODIFY SETTING ${RETENTION_SETTINGS.map((name) => `${name} = 1`).join(', ')}`);
+      }
+      // ClickHouse shows `INTERVAL 30 DAY` as toIntervalDay(30); either reading is the same TTL.
+      const current = ttl && new RegExp(`^\`?${column}\`? \\+ (?:toIntervalDay\\((\\d+)\\)|INTERVAL (\\d+) DAY)$`).exec(ttl);
+      if (!current || Number(current[1] ?? current[2]) !== days) statements.push(`${alter} MODIFY TTL ${column} + INTERVAL ${days} DAY`);
+    } else {
+      if (ttl) statements.push(`${alter} REMOVE TTL`);
+      const set = RETENTION_SETTINGS.filter((name) => settings.has(name));
+      if (set.length) statements.push(`${alter} RESET SETTING ${set.join(', ')}`);
+    }
+  }
+  return statements;
+}
+
+// Applied on every run, not as a migration file: the number of days is configuration, and a changed
+// setting must reach a database migrated long ago. On a cluster the tables of the host migrate talks
+// to stand for all (every statement here is ON CLUSTER). The TTL's materialization is a mutation: the
+// embedded server runs it before answering, a real server in the background; either way it reads the
+// time column and rewrites nothing (materialize_ttl_recalculate_only).
+async function applyLogRetention(ch: ClickHouseClient, config: Config, rewrite: (statement: string) => string): Promise<void> {
+  const rows = await (await ch.query({
+    query: 'SELECT name, engine_full FROM system.tables WHERE database = currentDatabase() AND name IN {names:Array(String)}',
+    query_params: { names: retainedTables(config).map((t) => t.table) },
+    format: 'JSONEachRow',
+  })).json<{ name: string; engine_full: string }>();
+  const engineFull = Object.fromEntries(rows.map((r) => [r.name, r.engine_full]));
+  for (const statement of retentionStatements(config, engineFull)) {
+    try {
+      await ch.command({ query: rewrite(statement) });
+    } catch (err) {
+      throw new Error(`clickhouse LOG_RETENTION_DAYS=${config.LOG_RETENTION_DAYS}: ${statement} failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
 }
 
 // Both sets name their files alike (001_logs.sql, 009_log_stats.sql), so a database migrated with one
