@@ -11,9 +11,11 @@ import { createOptionSealer } from '../core/options/option-secrets.js';
 import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
 import { startBillingMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
 import { startConsoleFollowUp } from './console-follow-up.js';
+import { startKeyQuotaEditPruning } from './key-quota-edit-pruning.js';
 import { startReservationReaper } from './reservation-reaper.js';
 import { startLowBalanceNotices } from './low-balance-notices.js';
 import { startDeadLetterGauge } from './replay-dead-letters.js';
+import { startConsoleRowPruning } from './console-row-pruning.js';
 
 export interface RunningBilling {
   worker: BillingWorker;
@@ -56,8 +58,11 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   const shardList = Array.from({ length: keys.streamShards }, (_, i) => i);
   const deadLetters = startDeadLetterGauge(commands, shardList.map((i) => keys.usageDeadLetterStream(i)), config.RESERVATION_REAP_INTERVAL_MS, log);
   const followUp = startConsoleFollowUp({ sql, redis: commands, quota, log }, config.RESERVATION_REAP_INTERVAL_MS, 30);
+  const keyEditPruning = startKeyQuotaEditPruning({ sql, quota, log }); // done key_quota_edits rows and their markers, after a day
   // Low-balance notices queued by settlements: sent apart from them, retried, never blocking billing.
   const notices = startLowBalanceNotices({ sql, log, optionSecrets, webhookSecrets }, config.RESERVATION_REAP_INTERVAL_MS);
+  // Unpaid top-up orders expire after a day; spent console credentials and e-mail codes are deleted.
+  const pruning = startConsoleRowPruning({ sql, log });
   // Prometheus /metrics; a port already taken is logged, not fatal: billing matters more than its metrics.
   let metrics: MetricsServer | null = null;
   try {
@@ -71,7 +76,9 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     async close() {
       reaper.stop();
       followUp.stop();
+      keyEditPruning.stop();
       notices.stop();
+      pruning.stop();
       deadLetters.stop();
       await metrics?.close();
       await worker.stop();

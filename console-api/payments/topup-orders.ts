@@ -1,13 +1,16 @@
 // Top-up orders (the `topups` table): creation of a pending order, and its completion by a provider's
 // callback, which credits the account exactly once:
 //   one transaction locks the order row (SELECT ... FOR UPDATE), checks provider and amount paid,
-//   moves it `pending` → `success` (UPDATE ... WHERE status = 'pending'), and records the credit with
-//   the ledger request id `topup:<trade_no>` (UNIQUE). A repeated or concurrent callback waits for the
-//   lock, then finds the order already `success` and credits nothing.
+//   moves it `pending` (or `expired`) → `success` (UPDATE ... WHERE status IN ('pending', 'expired')),
+//   and records the credit with the ledger request id `topup:<trade_no>` (UNIQUE). A repeated or
+//   concurrent callback waits for the lock, then finds the order already `success` and credits nothing.
+// An unpaid order becomes `expired` after a day (billing/console-row-pruning.ts); a provider may still
+// confirm its payment later, so an expired order completes like a pending one.
 import { randomBytes } from 'node:crypto';
 import { LOG_TYPE } from '../../core/usage/usage-event.js';
+import type { Sql } from '../../infra/postgres/client.js';
 import type { ConsoleContext } from '../context.js';
-import type { Db } from '../db.js';
+import { ConsoleError } from '../http/errors.js';
 import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { quotaOf } from './pricing.js';
 
@@ -50,16 +53,46 @@ export function newTradeNo(userId: number): string {
   return `USR${userId}NO${randomBytes(8).toString('hex')}`;
 }
 
+/**
+ * Unpaid orders one account may open per PENDING_ORDER_WINDOW_SEC, both providers together. Each order
+ * is a row (kept after it expires, see above), so without a cap one account could add millions a day.
+ * Reusing an open order instead is not an option: epay and card checkout sessions are made for one
+ * out_trade_no each, and a provider may refuse or mix up a second purchase under the same number.
+ */
+export const PENDING_ORDERS_PER_WINDOW = 10;
+export const PENDING_ORDER_WINDOW_SEC = 3600;
+
+/** A new pending order; RATE_LIMITED (429, with Retry-After) when the account has too many unpaid ones. */
 export async function createPendingOrder(
-  db: Db,
+  sql: Sql,
   o: { userId: number; amount: number; money: number; method: string; provider: PaymentProvider; now: number },
 ): Promise<TopupRow> {
-  const [row] = await db<TopupRow[]>`
-    INSERT INTO topups (user_id, amount, money, trade_no, payment_method, payment_provider, status, create_time)
-    VALUES (${o.userId}, ${o.amount}, ${o.money.toFixed(2)}, ${newTradeNo(o.userId)}, ${o.method}, ${o.provider},
-            'pending', ${o.now})
-    RETURNING *`;
-  return row!;
+  return sql.begin(async (tx) => {
+    // The count and the insert of an account's parallel requests do not interleave: 15 at once open 10.
+    await tx`SELECT pg_advisory_xact_lock(hashtext(${`topup-pending:${o.userId}`}))`;
+    // topups_user_pending (migration 020): only the open orders are read, however many the account made.
+    const [open] = await tx<{ n: number; oldest: string | null }[]>`
+      SELECT count(*)::int AS n, min(create_time) AS oldest FROM topups
+      WHERE user_id = ${o.userId} AND status = 'pending' AND create_time > ${o.now - PENDING_ORDER_WINDOW_SEC}`;
+    if (open!.n >= PENDING_ORDERS_PER_WINDOW) {
+      // The oldest counted order leaves the window first (or is paid sooner).
+      const retryAfterSec = Math.max(1, Number(open!.oldest) + PENDING_ORDER_WINDOW_SEC - o.now);
+      throw new ConsoleError('RATE_LIMITED',
+        `too many unpaid top-up orders: at most ${PENDING_ORDERS_PER_WINDOW} may be opened per hour; pay one of them or retry in ${retryAfterSec} s`,
+        { retryAfterSec });
+    }
+    const [row] = await tx<TopupRow[]>`
+      INSERT INTO topups (user_id, amount, money, trade_no, payment_method, payment_provider, status, create_time)
+      VALUES (${o.userId}, ${o.amount}, ${o.money.toFixed(2)}, ${newTradeNo(o.userId)}, ${o.method}, ${o.provider},
+              'pending', ${o.now})
+      RETURNING *`;
+    return row!;
+  });
+}
+
+/** Statuses a confirmed payment completes: `expired` too (see the top of this file). */
+export function isPayable(status: string): boolean {
+  return status === 'pending' || status === 'expired';
 }
 
 export type CompletionOutcome =
@@ -83,13 +116,14 @@ export async function completeOrder(ctx: ConsoleContext, p: PaymentConfirmation)
     const [order] = await tx<TopupRow[]>`SELECT * FROM topups WHERE trade_no = ${p.tradeNo} FOR UPDATE`;
     if (!order || order.payment_provider !== p.provider) return { outcome: 'unknown' as const };
     if (order.status === 'success') return { outcome: 'already' as const, order: toTopupOrder(order) };
-    if (order.status !== 'pending') return { outcome: 'mismatch' as const, reason: `order is ${order.status}` };
+    // Expired only means nobody paid within a day; a payment the provider confirms later still counts.
+    if (!isPayable(order.status)) return { outcome: 'mismatch' as const, reason: `order is ${order.status}` };
     if (Math.round(Number(order.money) * 100) !== Math.round(p.paidMoney * 100)) {
       return { outcome: 'mismatch' as const, reason: `paid ${p.paidMoney.toFixed(2)}, order is ${Number(order.money).toFixed(2)}` };
     }
     const [done] = await tx<TopupRow[]>`
       UPDATE topups SET status = 'success', complete_time = ${now}, provider_trade_no = ${p.providerRef}
-      WHERE trade_no = ${p.tradeNo} AND status = 'pending'
+      WHERE trade_no = ${p.tradeNo} AND status IN ('pending', 'expired')
       RETURNING *`;
     if (!done) return { outcome: 'already' as const, order: toTopupOrder(order) };
     const quota = quotaOf(Number(done.amount));

@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CardpaySandbox, cardpaySandboxSignature, startCardpaySandbox } from '../../bench/payment-sandbox/cardpay-sandbox.js';
 import { type EpaySandbox, epaySandboxSign, startEpaySandbox } from '../../bench/payment-sandbox/epay-sandbox.js';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
+import { pruneConsoleRows } from '../../billing/console-row-pruning.js';
+import { createLogger } from '../../infra/logger.js';
 import { expectShape, TOPUP_INFO, TOPUP_ORDER } from '../testing/contract.js';
 
 const EPAY = { pid: '1001', key: 'epay-merchant-key-123' };
@@ -289,5 +291,118 @@ describe('card payment (cardpay webhook)', () => {
 
     expect((await card.deliver(sessionId)).status).toBe(200);
     expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+  });
+});
+
+describe('unpaid orders: the per-account cap and expiry', () => {
+  const HOUR = 3600;
+  const ordersOf = async (userId: number) => Number((await h.sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM topups WHERE user_id = ${userId}`)[0]!.n);
+  const age = (tradeNo: string, sec: number) => h.sql`UPDATE topups SET create_time = create_time - ${sec} WHERE trade_no = ${tradeNo}`;
+  // The billing worker's job (billing/console-row-pruning.ts), run now rather than on its timer.
+  const prune = () => pruneConsoleRows({ sql: h.sql, log: createLogger(h.config, 'console-row-pruning') }, Math.floor(Date.now() / 1000));
+
+  it('answers the 11th unpaid order within the hour 429 and inserts nothing (epay and card count together)', async () => {
+    const user = await h.account();
+    const started: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const res = i % 2 === 0
+        ? await inject('POST', '/api/user/pay', user, { amount: 10, payment_method: 'alipay' })
+        : await inject('POST', '/api/user/cardpay/pay', user, { amount: 10 });
+      expect(res.statusCode, res.body).toBe(200);
+      const data = res.json().data as { params?: { out_trade_no: string }; trade_no?: string };
+      started.push(data.params?.out_trade_no ?? data.trade_no!);
+    }
+    for (const [url, payload] of [['/api/user/pay', { amount: 10, payment_method: 'alipay' }], ['/api/user/cardpay/pay', { amount: 10 }]] as const) {
+      const res = await inject('POST', url, user, payload);
+      expect(res.statusCode, res.body).toBe(429);
+      expect(res.json()).toEqual({ success: false, message: expect.stringMatching(/^too many unpaid top-up orders: at most 10 .* retry in \d+ s$/) });
+      expect(Number(res.headers['retry-after'])).toBeGreaterThan(3000);
+    }
+    expect(await ordersOf(user.user.id)).toBe(10);
+    // Another account is not affected.
+    expect((await inject('POST', '/api/user/pay', await h.account(), { amount: 10, payment_method: 'alipay' })).statusCode).toBe(200);
+
+    // A paid order is no longer open: the account may start another.
+    const paid = await inject('POST', '/api/user/topup/complete', root, { trade_no: started[0] });
+    expect(paid.statusCode, paid.body).toBe(200);
+    expect((await inject('POST', '/api/user/pay', user, { amount: 10, payment_method: 'alipay' })).statusCode).toBe(200);
+    expect((await inject('POST', '/api/user/pay', user, { amount: 10, payment_method: 'alipay' })).statusCode).toBe(429);
+    // Orders opened over an hour ago no longer count.
+    await h.sql`UPDATE topups SET create_time = create_time - ${HOUR + 1} WHERE user_id = ${user.user.id}`;
+    expect((await inject('POST', '/api/user/pay', user, { amount: 10, payment_method: 'alipay' })).statusCode).toBe(200);
+  });
+
+  it('lets at most 10 of 15 concurrent orders of one account through', async () => {
+    const user = await h.account();
+    const answers = await Promise.all(Array.from({ length: 15 }, () => inject('POST', '/api/user/pay', user, { amount: 10, payment_method: 'wxpay' })));
+    expect(answers.filter((r) => r.statusCode === 200)).toHaveLength(10);
+    expect(answers.filter((r) => r.statusCode === 429)).toHaveLength(5);
+    expect(await ordersOf(user.user.id)).toBe(10);
+  });
+
+  it('credits an expired epay order once when its paid notice arrives late', async () => {
+    const user = await h.account();
+    const sandbox = await startEpaySandbox({ ...EPAY, autoPay: false });
+    try {
+      await h.sql`UPDATE options SET value = ${sandbox.url} WHERE key = 'PayAddress'`;
+      const pay = await startEpayPayment(user, 10, 'alipay');
+      const submit = await request(`${pay.url}?${new URLSearchParams(pay.params)}`);
+      await submit.body.dump();
+      const tradeNo = pay.params.out_trade_no!;
+      await age(tradeNo, 25 * HOUR);
+      await prune();
+      expect(await order(tradeNo)).toMatchObject({ status: 'expired', complete_time: 0 });
+      const listed = (await inject('GET', `/api/user/topup?status=expired&user_id=${user.user.id}`, root)).json().data;
+      expect(listed.items.map((o: { trade_no: string }) => o.trade_no)).toEqual([tradeNo]);
+
+      // The provider took the money after all: its notice (and its repeats, concurrent) credit once.
+      const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => sandbox.notify(tradeNo, { method: i % 2 ? 'POST' : 'GET' })));
+      expect(answers).toEqual(Array.from({ length: 6 }, () => ({ status: 200, body: 'success' })));
+      expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+      expect(await order(tradeNo)).toMatchObject({ status: 'success', complete_time: expect.any(Number) });
+      expect(await ledgerRows(tradeNo)).toHaveLength(1);
+      // The job does not touch it again.
+      await prune();
+      expect(await order(tradeNo)).toMatchObject({ status: 'success' });
+    } finally {
+      await h.sql`UPDATE options SET value = ${epay.url} WHERE key = 'PayAddress'`;
+      await sandbox.close();
+    }
+  });
+
+  it('credits an expired card order once when its webhook arrives late', async () => {
+    const user = await h.account();
+    const { pay_link: link, trade_no: tradeNo } = (await inject('POST', '/api/user/cardpay/pay', user, { amount: 10 })).json().data;
+    const sessionId = String(link).split('/').pop()!;
+    await age(tradeNo, 25 * HOUR);
+    await prune();
+    expect(await order(tradeNo)).toMatchObject({ status: 'expired' });
+
+    const paid = await request(link);
+    await paid.body.dump();
+    expect(card.sessions.get(sessionId)!.deliveries).toEqual(['200 {"success":true,"message":"","data":{"received":true,"credited":true}}']);
+    const again = await Promise.all(Array.from({ length: 4 }, () => card.deliver(sessionId)));
+    expect(again.every((r) => r.status === 200 && JSON.parse(r.body).data.credited === false)).toBe(true);
+    expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+    expect(await order(tradeNo)).toMatchObject({ status: 'success' });
+    expect(await ledgerRows(tradeNo)).toHaveLength(1);
+  });
+
+  it('lets the super administrator complete an expired order by hand, once', async () => {
+    const user = await h.account();
+    const pay = await startEpayPayment(user, 10, 'wxpay');
+    const tradeNo = pay.params.out_trade_no!;
+    // The auto-paying sandbox was not asked: the order stays unpaid, then expires.
+    await age(tradeNo, 25 * HOUR);
+    await prune();
+    expect(await order(tradeNo)).toMatchObject({ status: 'expired' });
+    const done = await inject('POST', '/api/user/topup/complete', root, { trade_no: tradeNo });
+    expect(done.statusCode, done.body).toBe(200);
+    expect(done.json().data).toMatchObject({ trade_no: tradeNo, status: 'success' });
+    const again = await inject('POST', '/api/user/topup/complete', root, { trade_no: tradeNo });
+    expect(again.statusCode).toBe(409);
+    expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+    expect(await ledgerRows(tradeNo)).toHaveLength(1);
   });
 });

@@ -23,6 +23,33 @@ export { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../http/validation.js';
 /** new-api's key statuses: 1 enabled, 2 disabled (3 expired and 4 exhausted are derived by the relay). */
 export const TOKEN_STATUS = { enabled: 1, disabled: 2 } as const;
 
+/**
+ * API-key writes (create, update, delete) one account may make per minute of the console's clock;
+ * more answer 429. Each write makes every relay walk its key cache, a remain_quota change leaves a
+ * key_quota_edits row and a Redis marker, a create / use / delete loop leaves mirrors behind: without
+ * a bound one account could fill Redis (100 PUT/s: 8.6 M markers a day). Far above a person's pace.
+ */
+export const KEY_WRITES_PER_MINUTE = 60;
+
+/** Counts this API-key write; throws RATE_LIMITED (with Retry-After: the rest of the minute) past the limit. */
+async function countKeyWrite(ctx: ConsoleContext, userId: number): Promise<void> {
+  const now = ctx.now();
+  let taken: boolean;
+  try {
+    taken = await ctx.quotaStore.takeApiKeyWriteSlot(userId, KEY_WRITES_PER_MINUTE, Math.floor(now / 60));
+  } catch (err) {
+    // Redis unreachable: the write goes ahead, as a key edit's mirror step is left to the billing
+    // follow-up then; refusing would take key management down with Redis for no bound gained (no
+    // markers are written meanwhile).
+    ctx.logger.error({ err, userId }, 'API-key write limit not checked');
+    return;
+  }
+  if (!taken) {
+    const retryAfterSec = 60 - (now % 60);
+    throw new ConsoleError('RATE_LIMITED', `too many API key changes from this account; retry in ${retryAfterSec} s`, { retryAfterSec });
+  }
+}
+
 const tokenFields = {
   name: z.string({ error: 'must be a string' }).max(50, { error: 'must be at most 50 characters' }),
   expired_time: z
@@ -113,8 +140,10 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'POST', path: '/api/token/', tag: 'keys', access: ROLE.user, body: createTokenBody,
-    summary: 'Create an API key (the key is not in the response)', errors: ['INVALID_JSON', 'UNKNOWN_GROUP'],
+    summary: 'Create an API key (the key is not in the response)', errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'RATE_LIMITED'],
+    description: `At most ${KEY_WRITES_PER_MINUTE} API-key writes (create, update, delete) per account per minute; then 429 with Retry-After.`,
   }, async ({ body, user }) => {
+    await countKeyWrite(ctx, Number(user.id));
     if (body.expired_time !== -1 && body.expired_time <= ctx.now()) {
       throw new ConsoleError('VALIDATION_FAILED', 'expired_time: must be -1 (never expires) or a future Unix time');
     }
@@ -167,10 +196,12 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'PUT', path: '/api/token/', tag: 'keys', access: ROLE.user, body: updateTokenBody, query: updateTokenQuery,
-    data: tokenItemSchema, errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'NOT_FOUND', 'STATE_CONFLICT'],
+    data: tokenItemSchema, errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'NOT_FOUND', 'STATE_CONFLICT', 'RATE_LIMITED'],
     summary: 'Update an own key (any creation field, status; with expected_remain_quota, remain_quota only if it is still that); with ?status_only=true only the status changes',
-    description: 'A changed remain_quota moves the relay\'s Redis mirror of the key by the same delta after the commit, once (retried by the billing worker if that step fails).',
+    description: 'A changed remain_quota moves the relay\'s Redis mirror of the key by the same delta after the commit, once (retried by the billing worker if that step fails). ' +
+      `Counts against the ${KEY_WRITES_PER_MINUTE} API-key writes per account per minute (429 with Retry-After beyond).`,
   }, async ({ body, query, user }) => {
+    await countKeyWrite(ctx, Number(user.id));
     const statusOnly = query.status_only === 'true';
     if (statusOnly && body.status === undefined) throw new ConsoleError('VALIDATION_FAILED', 'status: is required with status_only=true');
     const b = statusOnly ? { id: body.id, status: body.status } as typeof body : body;
@@ -231,13 +262,21 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'DELETE', path: '/api/token/:id', tag: 'keys', access: ROLE.user, params: idParams,
-    summary: 'Delete an own key (soft: deleted_at is set; the relay refuses it at once)', errors: ['NOT_FOUND'],
+    summary: 'Delete an own key (soft: deleted_at is set; the relay refuses it at once)', errors: ['NOT_FOUND', 'RATE_LIMITED'],
+    description: `The key's Redis mirror expires a day later. Counts against the ${KEY_WRITES_PER_MINUTE} API-key writes per account per minute (429 with Retry-After beyond).`,
   }, async ({ params, user }) => {
+    await countKeyWrite(ctx, Number(user.id));
     const rows = await sql`
       UPDATE tokens SET deleted_at = ${ctx.now()}
       WHERE id = ${params.id} AND user_id = ${user.id} AND deleted_at IS NULL RETURNING id`;
     if (rows.length === 0) throw new ConsoleError('NOT_FOUND', 'API key not found');
     await ctx.invalidate({ kind: 'token', id: params.id, user_id: Number(user.id) });
+    // Its mirror would otherwise stay in Redis for good; a request still running settles within the TTL.
+    try {
+      await ctx.quotaStore.expireDeletedToken(Number(user.id), params.id);
+    } catch (err) {
+      ctx.logger.error({ err, userId: Number(user.id), tokenId: params.id }, 'API key deleted; its Redis mirror was not given a TTL');
+    }
     return ok();
   });
 

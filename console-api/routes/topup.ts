@@ -17,7 +17,7 @@ import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledge
 import { type CardpayEvent, cardpayVerify, createCheckoutSession, minorUnitsOf, priceDecimalsOf } from '../payments/cardpay.js';
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
 import { priceOf, quotaOf } from '../payments/pricing.js';
-import { completeOrder, createPendingOrder, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
+import { completeOrder, createPendingOrder, isPayable, PENDING_ORDERS_PER_WINDOW, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
 import { loadTopupSettings, methodMinimum, type TopupSettings, topupInfo } from '../payments/topup-settings.js';
 
 /** Largest quantity of one order (units of 1 US dollar). */
@@ -40,7 +40,7 @@ export const payBody = z.object({
 export const topupSelfQuery = pageQuery.extend({ keyword: queryString(64) });
 export const topupAllQuery = topupSelfQuery.extend({
   user_id: z.coerce.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive().optional(),
-  status: z.enum(['pending', 'success'], { error: 'must be pending or success' }).optional(),
+  status: z.enum(['pending', 'success', 'expired'], { error: 'must be pending, success or expired' }).optional(),
 });
 export const completeTopupBody = z.object({
   trade_no: z.string({ error: 'must be a string' }).trim().min(1, { error: 'is required' }).max(64),
@@ -150,11 +150,12 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'POST', path: '/api/user/topup/complete', tag: 'admin: top-up', access: ROLE.root, body: completeTopupBody,
     data: topupOrderSchema, errors: ['INVALID_JSON', 'NOT_FOUND', 'STATE_CONFLICT'],
-    summary: 'Complete a pending order by hand (the payment arrived but its notify did not): credits exactly once, like a notify',
+    summary: 'Complete a pending or expired order by hand (the payment arrived but its notify did not): credits exactly once, like a notify',
   }, async ({ body, user }) => {
     const [order] = await sql<TopupRow[]>`SELECT * FROM topups WHERE trade_no = ${body.trade_no}`;
     if (!order) throw new ConsoleError('NOT_FOUND', 'order not found');
-    if (order.status !== 'pending') throw new ConsoleError('STATE_CONFLICT', `order is ${order.status}`);
+    // An expired order was only unpaid for a day: a payment the provider took later is still credited.
+    if (!isPayable(order.status)) throw new ConsoleError('STATE_CONFLICT', `order is ${order.status}`);
     const result = await completeOrder(ctx, {
       tradeNo: order.trade_no,
       provider: order.payment_provider as PaymentProvider,
@@ -181,7 +182,8 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'POST', path: '/api/user/pay', tag: 'top-up', access: ROLE.user, body: payBody, data: epayPayDataSchema,
     summary: 'Start a QR-code payment: a pending order and the signed epay request to submit to data.url',
-    errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM', 'FEATURE_DISABLED'],
+    description: `At most ${PENDING_ORDERS_PER_WINDOW} unpaid orders per account opened within an hour (QR-code and card together); one more answers 429.`,
+    errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM', 'FEATURE_DISABLED', 'RATE_LIMITED'],
   }, async ({ body, user }) => {
     const s = await loadTopupSettings(sql);
     if (!s.epayEnabled) throw new ConsoleError('FEATURE_DISABLED', 'online payment is not enabled');
@@ -267,7 +269,8 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'POST', path: '/api/user/cardpay/pay', tag: 'top-up', access: ROLE.user, body: amountBody,
     data: z.object({ pay_link: z.string(), trade_no: z.string() }),
     summary: 'Start a card payment: a pending order and the provider\'s checkout link',
-    errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM', 'FEATURE_DISABLED', 'UPSTREAM_FAILED'],
+    description: `At most ${PENDING_ORDERS_PER_WINDOW} unpaid orders per account opened within an hour (QR-code and card together); one more answers 429.`,
+    errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM', 'FEATURE_DISABLED', 'UPSTREAM_FAILED', 'RATE_LIMITED'],
   }, async ({ body, user }) => {
     const s = await loadTopupSettings(sql);
     if (!s.cardpayEnabled) throw new ConsoleError('FEATURE_DISABLED', 'card payment is not enabled');

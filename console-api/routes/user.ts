@@ -127,6 +127,20 @@ async function endCredentials(tx: Db, userId: number, now: number): Promise<void
   await tx`UPDATE access_tokens SET revoked_at = ${now} WHERE user_id = ${userId} AND revoked_at IS NULL`;
 }
 
+/**
+ * After an account's deletion committed: the Redis mirrors of the account and of its keys expire
+ * (core/quota/quota-store.ts DELETED_MIRROR_TTL_SEC), else they stayed for good. A failure is logged:
+ * the deletion stands.
+ */
+async function expireDeletedAccountMirrors(ctx: ConsoleContext, userId: number): Promise<void> {
+  try {
+    const keys = await ctx.sql<{ id: string }[]>`SELECT id FROM tokens WHERE user_id = ${userId} AND deleted_at IS NULL`;
+    await ctx.quotaStore.expireDeletedAccount(userId, keys.map((k) => Number(k.id)));
+  } catch (err) {
+    ctx.logger.error({ err, userId }, 'account deleted; its Redis mirrors were not given a TTL');
+  }
+}
+
 async function lockAccount(tx: Db, id: number): Promise<UserRow> {
   const [row] = await tx<UserRow[]>`SELECT * FROM users WHERE id = ${id} AND deleted_at IS NULL FOR UPDATE`;
   if (!row) throw new ConsoleError('NOT_FOUND', 'account not found');
@@ -395,6 +409,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     });
     if (credit) await afterConsoleCredit(ctx, credit);
     else await ctx.invalidate({ kind: 'user', id: Number(updated.id) });
+    if (body.action === 'delete') await expireDeletedAccountMirrors(ctx, Number(updated.id));
     return ok(toAccount(updated));
   });
 }

@@ -82,6 +82,15 @@ export interface ExpiredReservation {
 }
 
 const ADJUSTMENT_MARKER_TTL_SEC = 30 * 24 * 3600;
+/**
+ * Lifetime of the mirrors of a deleted API key or account (they had none): the relay takes no new
+ * request for them, and a request still running settles within a day (a reaped reservation's
+ * tombstone lives as long, settleReservations-7n.lua), its INCRBY keeping the TTL. Without it a
+ * create / use / delete loop grew Redis for good.
+ */
+export const DELETED_MIRROR_TTL_SEC = 24 * 3600;
+/** EXPIREs per MULTI when mirrors of a deleted account expire: bounds one transaction on an account with many keys. */
+const EXPIRE_KEYS_PER_MULTI = 1000;
 /** seedBalance-2.lua: the Postgres read is older than a change already in Redis. */
 const SEED_STALE = -1;
 /** Reads of Postgres per seed: each stale one means a console change committed meanwhile. */
@@ -624,5 +633,58 @@ export class QuotaStore {
   async tokenRemain(userId: number, tokenId: number): Promise<number | null> {
     const v = await this.#redis.get(this.#keys.tokenRemain(userId, tokenId));
     return v === null ? null : Number(v);
+  }
+
+  /**
+   * Takes one of the `perMinute` API-key writes (create, update, delete) an account may make in
+   * `minute` (Unix minutes of the console's clock); false when they are spent. A refused write still
+   * counts (takeRateSlot-1.lua). Bounds the key_quota_edits rows, adjustment markers and relay cache
+   * invalidations one account can cause.
+   */
+  async takeApiKeyWriteSlot(userId: number, perMinute: number, minute: number): Promise<boolean> {
+    return Number(await this.#takeRateSlot(this.#keys.apiKeyWritesInMinute(userId, minute), perMinute, 120)) === 1;
+  }
+
+  /** After a key's deletion committed: its mirror and seed sequence expire (DELETED_MIRROR_TTL_SEC). */
+  async expireDeletedToken(userId: number, tokenId: number): Promise<void> {
+    await this.#expireMirrors(userId, [], [tokenId]);
+  }
+
+  /**
+   * After an account's deletion committed: its mirror, its seed sequence and those of its keys
+   * (`tokenIds`) expire (DELETED_MIRROR_TTL_SEC). A key without a mirror (unlimited) costs a no-op.
+   */
+  async expireDeletedAccount(userId: number, tokenIds: readonly number[]): Promise<void> {
+    const k = this.#keys;
+    await this.#expireMirrors(userId, [k.accountBalance(userId), k.accountCreditSeq(userId)], tokenIds);
+  }
+
+  async #expireMirrors(userId: number, accountKeys: readonly string[], tokenIds: readonly number[]): Promise<void> {
+    const k = this.#keys;
+    const all = [...accountKeys, ...tokenIds.flatMap((tokenId) => [k.tokenRemain(userId, tokenId), k.tokenQuotaSeq(userId, tokenId)])];
+    // Every key is in the account's slot: a MULTI is valid on a cluster too.
+    for (let i = 0; i < all.length; i += EXPIRE_KEYS_PER_MULTI) {
+      const multi = this.#redis.multi();
+      for (const key of all.slice(i, i + EXPIRE_KEYS_PER_MULTI)) multi.expire(key, DELETED_MIRROR_TTL_SEC);
+      const replies = await multi.exec();
+      if (!replies) throw new Error('expiring mirrors: transaction aborted');
+      for (const [err] of replies) if (err) throw err;
+    }
+  }
+
+  /**
+   * Removes the markers of key quota edits (adjustTokenOnce) whose key_quota_edits rows were pruned:
+   * done, so neither the console nor the follow-up applies them again (billing/key-quota-edit-pruning.ts).
+   * One UNLINK per account (its keys share a slot); returns how many markers existed.
+   */
+  async forgetKeyQuotaEdits(edits: readonly { userId: number; editId: number }[]): Promise<number> {
+    const byUser = new Map<number, string[]>();
+    for (const e of edits) {
+      const list = byUser.get(e.userId) ?? [];
+      list.push(this.#keys.keyQuotaEditApplied(e.userId, e.editId));
+      byUser.set(e.userId, list);
+    }
+    const removed = await Promise.all([...byUser.values()].map((markers) => this.#redis.unlink(...markers)));
+    return removed.reduce((a, b) => a + b, 0);
   }
 }

@@ -59,6 +59,11 @@ export interface RedisKeys {
   keyTokensInMinute(userId: number, tokenId: number, minute: number): string;
   /** Token counts (count_tokens calls and prompt counts) of one API key in one wall-clock minute. */
   keyCountsInMinute(userId: number, tokenId: number, minute: number): string;
+  /**
+   * API-key writes (create, update, delete: console-api/routes/token.ts) of one account in one
+   * wall-clock minute of the console's clock. In the account's slot, next to what those writes grow.
+   */
+  apiKeyWritesInMinute(userId: number, minute: number): string;
   /** The usage events stream of a shard, which the billing workers consume. */
   usageStream(shard?: number): string;
   /** Entries of a shard's usage stream the billing worker could not decode, set aside with their source id. */
@@ -105,6 +110,7 @@ export function redisKeys(prefix: string, shards = 0): RedisKeys {
     keyRequestsInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:rpm:${minute}`,
     keyTokensInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:tpm:${minute}`,
     keyCountsInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:count:${minute}`,
+    apiKeyWritesInMinute: (userId, minute) => `${a(userId)}:console:key-writes:${minute}`,
     usageStream: (shard = 0) => `${prefix}:{s${shard}}:usage`,
     usageDeadLetterStream: (shard = 0) => `${prefix}:{s${shard}}:usage:dead`,
     billingShardLease: (shard) => `${prefix}:{s${shard}}:billing-lease`,
@@ -148,6 +154,7 @@ function unshardedKeys(prefix: string): RedisKeys {
     keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,
+    apiKeyWritesInMinute: (userId, minute) => `${prefix}:{a${userId}}:console:key-writes:${minute}`,
     usageStream: () => `${prefix}:usage`,
     usageDeadLetterStream: () => `${prefix}:usage:dead`,
     billingShardLease: () => `${prefix}:billing-lease`,
