@@ -2217,6 +2217,15 @@ export interface paths {
             };
           };
         };
+        429: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -2325,6 +2334,15 @@ export interface paths {
           };
         };
         409: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        429: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -2484,6 +2502,15 @@ export interface paths {
           };
         };
         404: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        429: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3184,6 +3211,15 @@ export interface paths {
             };
           };
         };
+        429: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -3616,6 +3652,15 @@ export interface paths {
           };
         };
         403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        429: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -4276,7 +4321,7 @@ export interface paths {
           page_size?: number;
           keyword?: string;
           user_id?: number;
-          status?: "pending" | "success";
+          status?: "pending" | "success" | "expired";
         };
         header?: never;
         path?: never;
@@ -4432,7 +4477,7 @@ export interface paths {
     };
   };
   "/api/user/topup/complete": {
-    /** Complete a pending order by hand (the payment arrived but its notify did not): credits exactly once, like a notify (role >= 100) */
+    /** Complete a pending or expired order by hand (the payment arrived but its notify did not): credits exactly once, like a notify (role >= 100) */
     post: {
       parameters: {
         query?: never;
