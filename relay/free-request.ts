@@ -21,11 +21,28 @@ export interface FreeEndpointContext extends KeyCheckContext {
   maxBodyBytes: number;
 }
 
-/** One request's response side: aborted tracking and corked single-shot answers. */
+/**
+ * One request's response side: aborted tracking and corked single-shot answers, also those of
+ * GET /health, of a path that does not exist and of a request refused for its framing (server.ts).
+ *
+ * Every answer waits for the next turn of the event loop. These routes can answer inside uWS's parser
+ * callback, before it reads the connection's next request: at once from the headers, or in the
+ * microtasks uWS runs before it returns (a key the cache knows needs no lookup). Written there and
+ * kept alive, an answer let a client pipelining requests without reading have uWS buffer every one
+ * (+167 MB for 1,000,000 `GET /a`), the idle timeout never firing while it sent; closing the
+ * connection is no bound on its own, as uWS keeps parsing what it has read while its own buffer is not
+ * empty. Deferred, the answer is pending when uWS parses a request read behind it, and uWS closes the
+ * connection then. A kept-alive client waits for its answer: it keeps its connection. An error closes
+ * it all the same (the client reconnects), so a client cannot go on collecting errors on one.
+ */
 export class Reply {
   aborted = false;
   done = false;
   readonly res: HttpResponse;
+  /** The answer, kept for sendReply. */
+  status = 0;
+  body = '';
+  retryAfter: string | undefined = undefined;
   constructor(res: HttpResponse) {
     this.res = res;
     res.onAborted(() => {
@@ -35,14 +52,28 @@ export class Reply {
   json(status: number, body: string, retryAfter?: string): void {
     if (this.aborted || this.done) return;
     this.done = true;
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status)).writeHeader('content-type', 'application/json');
-      if (retryAfter) this.res.writeHeader('retry-after', retryAfter);
-      this.res.end(body, closesConnection());
-    });
+    this.status = status;
+    this.body = body;
+    this.retryAfter = retryAfter;
+    setImmediate(sendReply, this);
   }
   error(err: RelayError, retryAfter?: string): void {
     this.json(err.status, err.body(), retryAfter);
+  }
+}
+
+function sendReply(reply: Reply): void {
+  if (reply.aborted) return;
+  const res = reply.res;
+  try {
+    res.cork(() => {
+      res.writeStatus(statusLine(reply.status)).writeHeader('content-type', 'application/json');
+      if (reply.retryAfter) res.writeHeader('retry-after', reply.retryAfter);
+      res.end(reply.body, reply.status >= 400 || closesConnection());
+    });
+  } catch {
+    // Answered meanwhile: a handler that threw after deferring this got guarded()'s 500 (server.ts).
+    // Thrown out of an immediate, it would take the process down.
   }
 }
 

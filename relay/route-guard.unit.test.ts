@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { createLogger } from '../infra/logger.js';
 import { testConfig } from '../infra/testing/test-config.js';
 import { guarded } from './server.js';
+import { Reply } from './free-request.js';
 
 const log = createLogger(testConfig(), 'test');
 
@@ -20,11 +21,13 @@ function fakeRes(endedAlready = false) {
     writeStatus(s: string) { out.status = s; return res; },
     writeHeader(k: string, v: string) { out.headers[k] = v; return res; },
     end(b: string) { out.body = b; ended = true; return res; },
+    onAborted() { return res; },
   };
   return { res: res as unknown as HttpResponse, out };
 }
 
-const req = {} as HttpRequest;
+// No Content-Length: guarded() checks its lines (framing) before the handler runs.
+const req = { getHeader: () => '' } as unknown as HttpRequest;
 
 describe('guarded route handlers', () => {
   it('answers a URIError with 400 invalid_request_error', () => {
@@ -47,5 +50,13 @@ describe('guarded route handlers', () => {
   it('does not throw when the handler had already answered', () => {
     const { res } = fakeRes(true);
     expect(() => guarded(log, 't', () => { throw new TypeError('late'); })(res, req)).not.toThrow();
+  });
+
+  it('keeps serving when the handler threw after deferring an answer (Reply): the 500 stands', async () => {
+    const { res, out } = fakeRes();
+    guarded(log, 't', (r) => { new Reply(r).json(404, '{}'); throw new Error('late'); })(res, req);
+    // The deferred write finds the response answered: it must not throw out of its immediate.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(out.status).toMatch(/^500 /);
   });
 });

@@ -10,6 +10,7 @@ import { ClientAddressResolver } from './auth/client-address.js';
 import { KeyDirectory } from './auth/key-directory.js';
 import { errorBody, RelayError, statusLine } from './errors.js';
 import { closeConnectionsAfterAnswer } from './connection-draining.js';
+import { Reply } from './free-request.js';
 import { subscribeInvalidations } from './invalidation.js';
 import { handleChatCompletions, handleMessages } from './messages/messages-handler.js';
 import { settlementsInFlight } from './messages/settlement.js';
@@ -68,10 +69,12 @@ type Handler = (res: uws.HttpResponse, req: uws.HttpRequest) => void;
  * through uWS's native code and take the process (and every user's requests) down. It is answered
  * instead, as Anthropic's error JSON: 400 for a malformed path (URIError), 500 otherwise. An answer
  * the handler already sent, or an aborted response, makes the write throw: that is ignored, as there
- * is nobody left to tell.
+ * is nobody left to tell; the answer closes its connection. A request framed by more than one
+ * Content-Length never reaches the handler (refuseFraming).
  */
 export function guarded(log: Logger, route: string, handler: Handler, format: 'anthropic' | 'openai' = 'anthropic'): Handler {
   return (res, req) => {
+    if (hasSeveralContentLengths(req)) return refuseFraming(res, format);
     try {
       handler(res, req);
     } catch (err) {
@@ -84,7 +87,7 @@ export function guarded(log: Logger, route: string, handler: Handler, format: 'a
         : new RelayError('internal');
       try {
         res.cork(() => {
-          res.writeStatus(statusLine(e.status)).writeHeader('content-type', 'application/json').end(format === 'openai' ? e.openaiBody() : e.body());
+          res.writeStatus(statusLine(e.status)).writeHeader('content-type', 'application/json').end(format === 'openai' ? e.openaiBody() : e.body(), true);
         });
       } catch {
         // Already answered or aborted.
@@ -92,6 +95,43 @@ export function guarded(log: Logger, route: string, handler: Handler, format: 'a
     }
   };
 }
+
+/** Content-Length lines counted by countContentLength: module state, so the count allocates no closure. */
+let contentLengthLines = 0;
+
+function countContentLength(name: string): void {
+  // uWS hands header names lowercased.
+  if (name === 'content-length') contentLengthLines++;
+}
+
+/**
+ * Whether the request carries more than one Content-Length line (equal values too: RFC 9110 §8.6 lets
+ * a recipient refuse them, and one rule is simpler to reason about). uWS frames the body by the first
+ * and parses what follows as the next request, where a proxy in front may have framed it by another:
+ * the request smuggling shape. A request without Content-Length (a GET, mostly) skips the header walk;
+ * so does one whose first value is empty, which uWS refuses itself by closing the connection.
+ */
+function hasSeveralContentLengths(req: uws.HttpRequest): boolean {
+  if (req.getHeader('content-length') === '') return false;
+  contentLengthLines = 0;
+  req.forEach(countContentLength);
+  return contentLengthLines > 1;
+}
+
+const FRAMING_ERROR = new RelayError('invalid_request', 'The request has more than one Content-Length header: its body cannot be framed.');
+const FRAMING_BODY = { anthropic: FRAMING_ERROR.body(), openai: FRAMING_ERROR.openaiBody() } as const;
+
+/**
+ * RFC 9112 §6.3: a 400, then the connection closed. The answer is deferred (Reply): bytes after the
+ * first Content-Length's body that uWS has already read (a smuggled request) find it pending, and uWS
+ * closes the connection before they run, unanswered; otherwise the 400 goes out with the close.
+ * Answered at once, uWS would go on to parse and run them before it closed anything.
+ */
+function refuseFraming(res: uws.HttpResponse, format: 'anthropic' | 'openai'): void {
+  new Reply(res).json(400, FRAMING_BODY[format]);
+}
+
+const HEALTH_BODY = '{"status":"ok"}';
 
 /** How often a draining relay looks whether its exchanges and settlements are done. */
 const DRAIN_POLL_MS = 25;
@@ -224,12 +264,14 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     .post('/v1/messages/count_tokens', guarded(log, 'count_tokens', (res, req) => handleCountTokens(ctx, res, req)))
     .get('/v1/models', guarded(log, 'list_models', (res, req) => handleListModels(ctx, res, req)))
     .get('/v1/models/:model_id', guarded(log, 'retrieve_model', (res, req) => handleRetrieveModel(ctx, res, req)))
+    // Both answer from the request alone, inside uWS's parser callback: deferred (Reply), so that a
+    // client pipelining them without reading gets its connection closed rather than every answer
+    // buffered. A probe that keeps its connection alive keeps it; a 404 closes it.
     .get('/health', guarded(log, 'health', (res) => {
-      res.cork(() => res.writeHeader('content-type', 'application/json').end('{"status":"ok"}'));
+      new Reply(res).json(200, HEALTH_BODY);
     }))
     .any('/*', guarded(log, 'not_found', (res, req) => {
-      const body = errorBody(notFound.type, `${req.getMethod().toUpperCase()} ${req.getUrl()} does not exist.`);
-      res.cork(() => res.writeStatus('404 Not Found').writeHeader('content-type', 'application/json').end(body));
+      new Reply(res).json(404, errorBody(notFound.type, `${req.getMethod().toUpperCase()} ${req.getUrl()} does not exist.`));
     }));
 
   const releaseAll = async (): Promise<void> => {

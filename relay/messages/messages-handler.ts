@@ -106,6 +106,22 @@ class Exchange {
 
   aborted = false;
   responded = false;
+  /**
+   * Until the reservation is asked for, what the exchange answers is decided from the request alone
+   * (its headers, the key cache, its body), often inside uWS's parser callback, before uWS reads the
+   * connection's next request. Written there and kept alive, such answers let a client pipelining
+   * requests without reading have uWS buffer every one (+213 MB for 500,000 bodiless POSTs), the idle
+   * timeout never firing while it sent. So they are deferred (respond(), as free-request.ts's Reply
+   * does, where the reasons are told in full) and close their connection. Later answers come from an
+   * I/O callback (Redis, the provider), after which uWS closes a connection that sends a request while
+   * one is pending.
+   */
+  beforeReservation = true;
+  /** A refusal given before the reservation, for sendRefusal. */
+  refusalStatus = 0;
+  refusalContentType = '';
+  refusalBody: string | Buffer = '';
+  refusalRetryAfter: string | undefined = undefined;
   finished = false;
   reserved = false;
   /** What the reservation took; settlement flags a cost above it (settlement.ts). */
@@ -302,6 +318,7 @@ class Exchange {
     };
     // Redis away: refused before anything is reserved, rather than queued until it returns.
     if (!this.ctx.quotaReady()) return this.fail(QUOTA_STORE_UNAVAILABLE);
+    this.beforeReservation = false;
     let reserved = await this.tryReserve(reservation);
     if (reserved === null) return;
     if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
@@ -675,13 +692,27 @@ class Exchange {
     this.responded = true;
     this.headersSent = true;
     this.done(status, errorTypeForStatus(status));
+    if (this.beforeReservation) {
+      // Kept on the exchange for sendRefusal: no closure, no allocation.
+      this.refusalStatus = status;
+      this.refusalContentType = contentType;
+      this.refusalBody = body;
+      this.refusalRetryAfter = retryAfter;
+      setImmediate(sendRefusal, this);
+      return;
+    }
+    this.write(status, contentType, body, retryAfter, closesConnection());
+  }
+
+  /** The answer, corked; `close` ends the connection after it. */
+  write(status: number, contentType: string, body: string | Buffer, retryAfter: string | undefined, close: boolean): void {
     const res = this.res;
     res.cork(() => {
       res.writeStatus(statusLine(status)).writeHeader('content-type', contentType);
       if (this.upstreamRequestId) res.writeHeader(this.requestIdHeader, this.upstreamRequestId);
       res.writeHeader('x-gateway-request-id', this.requestId);
       if (retryAfter) res.writeHeader('retry-after', retryAfter);
-      res.end(body, closesConnection());
+      res.end(body, close);
     });
   }
 
@@ -727,6 +758,17 @@ class Exchange {
     this.ctx.heartbeat.release(this);
     relayMetrics.reservationClosed();
     settleExchange(this, outcome);
+  }
+}
+
+/** Writes a refusal respond() deferred, closing its connection; nothing when the client has gone. */
+function sendRefusal(ex: Exchange): void {
+  if (ex.aborted) return;
+  try {
+    ex.write(ex.refusalStatus, ex.refusalContentType, ex.refusalBody, ex.refusalRetryAfter, true);
+  } catch {
+    // Answered meanwhile (guarded()'s 500 for a handler that threw after refusing); thrown out of an
+    // immediate, it would take the process down.
   }
 }
 
