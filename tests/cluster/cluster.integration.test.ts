@@ -5,9 +5,8 @@
 // after load spread over both, and again after a master is killed under load and its replica takes
 // over. Runs when TEST_REDIS_CLUSTER=start (make test sets it); skipped otherwise, saying so.
 import Anthropic from '@anthropic-ai/sdk';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,27 +14,24 @@ import { projectRoot } from '../../infra/project-root.js';
 import {
   billingSettled, consoleCall, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../harness/gateway-stack.js';
+import { CLUSTER_TESTS_ENABLED, keySlot, TestCluster } from './test-cluster.js';
 
-const ENABLED = process.env.TEST_REDIS_CLUSTER === 'start';
+const ENABLED = CLUSTER_TESTS_ENABLED;
 if (!ENABLED) console.warn('tests/cluster skipped: set TEST_REDIS_CLUSTER=start to run them on a Redis Cluster started on ports 7100-7105 (make test does)');
 
 const BASE_PORT = 7100;
-const NODES = Array.from({ length: 6 }, (_, i) => `127.0.0.1:${BASE_PORT + i}`).join(',');
+const cluster = new TestCluster(BASE_PORT, 'test');
+const NODES = cluster.nodes;
 const SHARDS = 16;
 const MODEL = 'claude-haiku-4-5';
 const FUNDS = 50_000_000;
 const ACCOUNTS = 6;
 
-let clusterDir = '';
 let spoolDir = '';
 let stack: GatewayStack;
 const children: ChildProcess[] = [];
 let relayUrls: string[] = [];
 let accounts: { account: TestAccount; key: string; id: number }[] = [];
-
-function clusterScript(cmd: 'start' | 'stop'): void {
-  execFileSync('bash', [join(projectRoot(), 'infra/scripts/redis-cluster.sh'), cmd, String(BASE_PORT), clusterDir], { stdio: 'pipe', timeout: 60_000 });
-}
 
 /** A process of dist/ on this stack's database, cluster, prefix and secret; resolves once `ready` matched its output. */
 async function startChild(script: string, extra: Record<string, string>, ready: RegExp): Promise<{ proc: ChildProcess; match: RegExpExecArray }> {
@@ -132,7 +128,6 @@ async function audit(mirrorsLoaded = true, billingTimeoutMs = 30_000): Promise<n
   return rows;
 }
 
-const keySlot = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
 
 /** The port of the master serving `key`'s slot now. */
 async function masterPortOf(key: string): Promise<number> {
@@ -166,9 +161,8 @@ async function ledgerCount(): Promise<number> {
 
 describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billing workers', () => {
   beforeAll(async () => {
-    clusterDir = mkdtempSync(join(tmpdir(), 'redis-cluster-test-'));
     spoolDir = mkdtempSync(join(tmpdir(), 'cluster-spool-'));
-    clusterScript('start');
+    cluster.start();
     stack = await startGatewayStack({
       env: {
         REDIS_CLUSTER_NODES: NODES, REDIS_SHARDS: String(SHARDS), RELAY_SPOOL_DIR: spoolDir,
@@ -198,10 +192,7 @@ describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billi
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
     await Promise.all(children.map((c) => c.exitCode === null ? new Promise((r) => c.once('exit', r)) : undefined));
     await stack?.close().catch(() => undefined);
-    if (clusterDir) {
-      clusterScript('stop');
-      rmSync(clusterDir, { recursive: true, force: true });
-    }
+    cluster.stop();
     if (spoolDir) rmSync(spoolDir, { recursive: true, force: true });
   }, 60_000);
 
@@ -253,7 +244,7 @@ describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billi
     const before = await ledgerCount();
     // The master of account 2's shard.
     const victim = await masterPortOf(stack.keys.accountBalance(accounts[2]!.id));
-    const pid = Number(readFileSync(join(clusterDir, String(victim), 'redis.pid'), 'utf8'));
+    const pid = cluster.pidOf(victim);
 
     let ok = 0;
     const failures: number[] = [];

@@ -8,50 +8,30 @@
 // script bills the lost reservation once, and the books close exactly.
 // Its own cluster on ports 7120-7125; runs when TEST_REDIS_CLUSTER=start (make test sets it).
 import Anthropic from '@anthropic-ai/sdk';
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../infra/project-root.js';
 import { pendingIn } from '../../relay/messages/settlement-spool.js';
 import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack,
 } from '../harness/gateway-stack.js';
+import { CLUSTER_TESTS_ENABLED, keySlot, TestCluster, withNode } from './test-cluster.js';
 
-const ENABLED = process.env.TEST_REDIS_CLUSTER === 'start';
+const ENABLED = CLUSTER_TESTS_ENABLED;
 if (!ENABLED) console.warn('tests/cluster failover-replication skipped: set TEST_REDIS_CLUSTER=start to run it on a Redis Cluster started on ports 7120-7125 (make test does)');
 
 const BASE_PORT = 7120;
-const NODES = Array.from({ length: 6 }, (_, i) => `127.0.0.1:${BASE_PORT + i}`).join(',');
+const cluster = new TestCluster(BASE_PORT, 'failover');
+const NODES = cluster.nodes;
 const SHARDS = 16;
 const MODEL = 'claude-haiku-4-5';
 const FUNDS = 50_000_000;
 const REQUESTS = 12;
-const keySlot = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
 
-let clusterDir = '';
 const stopped: number[] = [];
 
-function clusterScript(cmd: 'start' | 'stop'): void {
-  execFileSync('bash', [join(projectRoot(), 'infra/scripts/redis-cluster.sh'), cmd, String(BASE_PORT), clusterDir], { stdio: 'pipe', timeout: 60_000 });
-}
-
-function pidOf(port: number): number {
-  return Number(readFileSync(join(clusterDir, String(port), 'redis.pid'), 'utf8'));
-}
-
-async function withNode<T>(port: number, f: (r: Redis) => Promise<T>): Promise<T> {
-  const r = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, lazyConnect: true });
-  try {
-    await r.connect();
-    return await f(r);
-  } finally {
-    r.disconnect();
-  }
-}
+const pidOf = (port: number): number => cluster.pidOf(port);
 
 async function masterPortOf(stack: GatewayStack, key: string): Promise<number> {
   const slot = keySlot(key);
@@ -122,7 +102,7 @@ async function failoverLosingReplication(stack: GatewayStack, spoolDir: string):
   }
   // The killed master comes back as the new master's replica (the script restarts missing nodes):
   // until then WAIT 1 on that shard confirms nothing and its settlements stay spooled.
-  clusterScript('start');
+  cluster.start();
 
   // Closed once no reservation of the account is open, the spool holds nothing and billing took every event.
   const deadline = Date.now() + 30_000;
@@ -140,16 +120,12 @@ async function failoverLosingReplication(stack: GatewayStack, spoolDir: string):
 
 describe.skipIf(!ENABLED)('a Redis failover that loses unreplicated writes', () => {
   beforeAll(() => {
-    clusterDir = mkdtempSync(join(tmpdir(), 'redis-cluster-failover-'));
-    clusterScript('start');
+    cluster.start();
   }, 90_000);
 
   afterAll(() => {
     for (const port of stopped) process.kill(pidOf(port), 'SIGCONT');
-    if (clusterDir) {
-      clusterScript('stop');
-      rmSync(clusterDir, { recursive: true, force: true });
-    }
+    cluster.stop();
   }, 60_000);
 
   async function run(waitReplicas: string): Promise<Books> {

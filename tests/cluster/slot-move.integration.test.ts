@@ -8,23 +8,21 @@
 // promotion, and billing keeps its shards and bills every request served.
 // Runs when TEST_REDIS_CLUSTER=start (make test sets it).
 import Anthropic from '@anthropic-ai/sdk';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../infra/project-root.js';
 import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack,
 } from '../harness/gateway-stack.js';
+import { CLUSTER_TESTS_ENABLED, keySlot, TestCluster, withNode } from './test-cluster.js';
 
-const ENABLED = process.env.TEST_REDIS_CLUSTER === 'start';
+const ENABLED = CLUSTER_TESTS_ENABLED;
 if (!ENABLED) console.warn('tests/cluster slot-move skipped: set TEST_REDIS_CLUSTER=start to run it on a Redis Cluster started on ports 7130-7135 (make test does)');
 
 const BASE_PORT = 7130;
-const NODES = Array.from({ length: 6 }, (_, i) => `127.0.0.1:${BASE_PORT + i}`).join(',');
+const cluster = new TestCluster(BASE_PORT, 'slot-move');
+const NODES = cluster.nodes;
 const SHARDS = 16;
 const MODEL = 'claude-haiku-4-5';
 const FUNDS = 50_000_000;
@@ -32,25 +30,9 @@ const ACCOUNTS = 12;
 /** From the promotion: what a refresh of the slot table (slotsRefreshInterval) and a retry may take. */
 const RECOVERY_MS = 2000;
 const LOAD_AFTER_MS = 8000;
-const keySlot = createRequire(import.meta.url)('cluster-key-slot') as (key: string) => number;
 
-let clusterDir = '';
 let spoolDir = '';
 let stack: GatewayStack | undefined;
-
-function clusterScript(cmd: 'start' | 'stop'): void {
-  execFileSync('bash', [join(projectRoot(), 'infra/scripts/redis-cluster.sh'), cmd, String(BASE_PORT), clusterDir], { stdio: 'pipe', timeout: 60_000 });
-}
-
-async function withNode<T>(port: number, f: (r: Redis) => Promise<T>): Promise<T> {
-  const r = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, lazyConnect: true });
-  try {
-    await r.connect();
-    return await f(r);
-  } finally {
-    r.disconnect();
-  }
-}
 
 /** Slot ranges with their master's and replicas' ports, as a node other than the clients' sees them. */
 async function slotTable(): Promise<{ from: number; to: number; master: number; replicas: number[] }[]> {
@@ -69,17 +51,13 @@ interface Outcome { startedAt: number; ok: boolean; error?: string }
 
 describe.skipIf(!ENABLED)('a graceful slot move (CLUSTER FAILOVER) under load', () => {
   beforeAll(() => {
-    clusterDir = mkdtempSync(join(tmpdir(), 'redis-cluster-slot-move-'));
     spoolDir = mkdtempSync(join(tmpdir(), 'slot-move-spool-'));
-    clusterScript('start');
+    cluster.start();
   }, 90_000);
 
   afterAll(async () => {
     await stack?.close().catch(() => undefined);
-    if (clusterDir) {
-      clusterScript('stop');
-      rmSync(clusterDir, { recursive: true, force: true });
-    }
+    cluster.stop();
     if (spoolDir) rmSync(spoolDir, { recursive: true, force: true });
   }, 60_000);
 
