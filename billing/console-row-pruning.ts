@@ -12,7 +12,7 @@
 // MAX_BATCHES of each, and the next run continues a larger backlog.
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
-import { startPeriodicJob } from './periodic-job.js';
+import { inBatches, startPeriodicJob } from './periodic-job.js';
 
 export const PENDING_ORDER_TTL_SEC = 24 * 3600;
 export const SPENT_CREDENTIAL_KEEP_SEC = 7 * 24 * 3600;
@@ -33,24 +33,13 @@ export interface PruneResult {
   deletedEmailCodes: number;
 }
 
-/** Runs `step` (one statement over at most BATCH rows, answering how many) until a batch is short. */
-async function inBatches(step: () => Promise<number>): Promise<number> {
-  let total = 0;
-  for (let i = 0; i < MAX_BATCHES; i++) {
-    const n = await step();
-    total += n;
-    if (n < BATCH) break;
-  }
-  return total;
-}
-
 /** One pass; `nowSec` in Unix seconds (the console's clock: orders, tokens and codes store seconds). */
 export async function pruneConsoleRows(d: PruneDeps, nowSec: number): Promise<PruneResult> {
   const { sql } = d;
   const orderCutoff = nowSec - PENDING_ORDER_TTL_SEC;
   // topups_status_created (migration 002) finds them; `status = 'pending'` again in the UPDATE because
   // a row completed between the sub-select and the update must stay 'success'.
-  const expiredOrders = await inBatches(async () => (await sql`
+  const expiredOrders = await inBatches(BATCH, MAX_BATCHES, async () => (await sql`
     UPDATE topups SET status = 'expired'
     WHERE id IN (
       SELECT id FROM topups WHERE status = 'pending' AND create_time < ${orderCutoff}
@@ -59,14 +48,14 @@ export async function pruneConsoleRows(d: PruneDeps, nowSec: number): Promise<Pr
 
   const credentialCutoff = nowSec - SPENT_CREDENTIAL_KEEP_SEC;
   // Two statements, each on its own partial index (migration 020); a live access token has neither.
-  const deletedCredentials = await inBatches(async () => (await sql`
+  const deletedCredentials = await inBatches(BATCH, MAX_BATCHES, async () => (await sql`
     DELETE FROM access_tokens WHERE id IN (
       SELECT id FROM access_tokens WHERE expires_at < ${credentialCutoff} LIMIT ${BATCH})`).count)
-    + await inBatches(async () => (await sql`
+    + await inBatches(BATCH, MAX_BATCHES, async () => (await sql`
     DELETE FROM access_tokens WHERE id IN (
       SELECT id FROM access_tokens WHERE revoked_at < ${credentialCutoff} LIMIT ${BATCH})`).count);
 
-  const deletedEmailCodes = await inBatches(async () => (await sql`
+  const deletedEmailCodes = await inBatches(BATCH, MAX_BATCHES, async () => (await sql`
     DELETE FROM email_codes WHERE id IN (
       SELECT id FROM email_codes WHERE expires_at < ${nowSec - EXPIRED_EMAIL_CODE_KEEP_SEC} LIMIT ${BATCH})`).count);
 

@@ -11,7 +11,7 @@
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
-import { startPeriodicJob } from './periodic-job.js';
+import { inBatches, startPeriodicJob } from './periodic-job.js';
 
 /** Rows per DELETE: bounds one transaction and the markers removed with it. */
 const BATCH = 1000;
@@ -28,24 +28,19 @@ export interface KeyQuotaEditPruningDeps {
 
 /** One pass: deletes done rows created over a day ago, and their markers; returns how many rows went. */
 export async function pruneKeyQuotaEdits(d: KeyQuotaEditPruningDeps, batchSize = BATCH): Promise<number> {
-  let pruned = 0;
-  for (let batch = 0; batch < MAX_BATCHES_PER_PASS; batch++) {
-    // The markers go inside the transaction: when their UNLINK fails the rows stay, so the next pass
-    // removes them; the reverse order would leave markers nobody deletes before their TTL.
-    // SKIP LOCKED: the workers of a sharded billing each run this job without waiting on one another.
-    const n = await d.sql.begin(async (tx) => {
-      const rows = await tx<{ id: string; user_id: string }[]>`
-        DELETE FROM key_quota_edits WHERE id IN (
-          SELECT id FROM key_quota_edits
-          WHERE NOT follow_up_pending AND created_at < now() - interval '1 day'
-          ORDER BY id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED)
-        RETURNING id, user_id`;
-      if (rows.length > 0) await d.quota.forgetKeyQuotaEdits(rows.map((r) => ({ userId: Number(r.user_id), editId: Number(r.id) })));
-      return rows.length;
-    });
-    pruned += n;
-    if (n < batchSize) break;
-  }
+  // The markers go inside the transaction: when their UNLINK fails the rows stay, so the next pass
+  // removes them; the reverse order would leave markers nobody deletes before their TTL.
+  // SKIP LOCKED: the workers of a sharded billing each run this job without waiting on one another.
+  const pruned = await inBatches(batchSize, MAX_BATCHES_PER_PASS, () => d.sql.begin(async (tx) => {
+    const rows = await tx<{ id: string; user_id: string }[]>`
+      DELETE FROM key_quota_edits WHERE id IN (
+        SELECT id FROM key_quota_edits
+        WHERE NOT follow_up_pending AND created_at < now() - interval '1 day'
+        ORDER BY id LIMIT ${batchSize} FOR UPDATE SKIP LOCKED)
+      RETURNING id, user_id`;
+    if (rows.length > 0) await d.quota.forgetKeyQuotaEdits(rows.map((r) => ({ userId: Number(r.user_id), editId: Number(r.id) })));
+    return rows.length;
+  }));
   if (pruned > 0) d.log.info({ pruned }, 'pruned key quota edits done over a day ago');
   return pruned;
 }

@@ -16,3 +16,17 @@ export function startPeriodicJob(name: string, intervalMs: number, log: Logger, 
   timer.unref();
   return { stop: () => clearInterval(timer) };
 }
+
+/**
+ * Runs `step` (one statement over at most `batchSize` rows, answering how many it took) until a batch
+ * is short or `maxBatches` ran, and answers the total: a pruning pass that never holds a long lock.
+ */
+export async function inBatches(batchSize: number, maxBatches: number, step: () => Promise<number>): Promise<number> {
+  let total = 0;
+  for (let i = 0; i < maxBatches; i++) {
+    const n = await step();
+    total += n;
+    if (n < batchSize) break;
+  }
+  return total;
+}
