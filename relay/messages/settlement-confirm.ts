@@ -17,8 +17,9 @@
 // it never had the settlements. So the same pipeline also reads each settlement's marker ('S',
 // settleReservations-7n.lua, written with replicas only): one missing on the node that answered WAIT
 // is not confirmed, and its replay settles it there (a lost reservation's settlement bills once).
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from '../../infra/logger.js';
+import { isMoved, refreshSlots } from '../../infra/redis/client.js';
 import type { RedisKeys } from '../../infra/redis/keys.js';
 import type { SettleRequest } from '../../core/quota/quota-store.js';
 
@@ -89,7 +90,7 @@ export function replicationCheck(
         } else {
           // A pipeline whose WAIT answered is not rerouted by ioredis when its write was MOVED (a
           // failover): the slot table is refreshed for the next check.
-          if (results?.[0]?.[0]?.message.startsWith('MOVED') && redis.isCluster) (redis as unknown as Cluster).refreshSlotsCache();
+          if (isMoved(results?.[0]?.[0])) refreshSlots(redis).catch(() => undefined);
           log.debug({ shard, answer: results === null ? 'timed out' : results?.map(([err, v]) => err ? err.message : v) }, 'settlements not confirmed by a replica');
         }
       } catch (err) {
