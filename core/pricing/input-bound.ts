@@ -87,15 +87,13 @@ export function inputBoundsFromOptions(options: ReadonlyMap<string, string>): In
   const outputs = parseWindows(options.get('ModelMaxOutputTokens'));
   // Own keys only: a model named like an Object.prototype member is a model like any other.
   const known = (model: string) => (Object.hasOwn(windows, model) ? windows[model]! : builtInWindow(model));
+  // The context-1m beta raises a window to at least 1M, never lowers one.
+  const widen = (w: number, extended: boolean) => (extended ? Math.max(w, EXTENDED_CONTEXT_WINDOW) : w);
   return {
-    contextWindow(model, extended) {
-      const w = known(model) ?? DEFAULT_CONTEXT_WINDOW;
-      return extended ? Math.max(w, EXTENDED_CONTEXT_WINDOW) : w;
-    },
+    contextWindow: (model, extended) => widen(known(model) ?? DEFAULT_CONTEXT_WINDOW, extended),
     textWindow(model, extended) {
       const w = known(model);
-      if (w === undefined) return Infinity;
-      return extended ? Math.max(w, EXTENDED_CONTEXT_WINDOW) : w;
+      return w === undefined ? Infinity : widen(w, extended);
     },
     webSearchCallPrice: options.has('WebSearchCallPrice') && Number.isFinite(price) && price >= 0 ? price : DEFAULT_WEB_SEARCH_CALL_PRICE,
     maxOutputTokens: (model) => (Object.hasOwn(outputs, model) ? outputs[model]! : DEFAULT_MAX_OUTPUT_TOKENS),

@@ -431,6 +431,12 @@ class Exchange {
     this.fail(new RelayError('upstream_unreachable'), lastFailure || REASON.noChannel);
   }
 
+  /** A channel's failure before the next is tried: answered should no later channel carry the request. */
+  noteFailure(err: RelayError, retryAfter = ''): void {
+    this.earlierFailure = err;
+    this.earlierRetryAfter = retryAfter;
+  }
+
   /** One call to one channel: 'done' when the exchange is answered, otherwise why to retry (a REASON). */
   async attempt(channel: Channel, raw: Buffer, body: MessagesRequest, mayRetry: boolean): Promise<'done' | string> {
     // An earlier attempt's provider request id names no part of this one's answer.
@@ -480,8 +486,7 @@ class Exchange {
       // started generating (a headers timeout, a connection lost after the request was written), the
       // first provider bills it whatever happens, and a second would generate and bill it again.
       if (mayRetry && !reachedProvider(err)) {
-        this.earlierFailure = new RelayError('upstream_unreachable');
-        this.earlierRetryAfter = '';
+        this.noteFailure(new RelayError('upstream_unreachable'));
         return REASON.connectionFailed;
       }
       this.fail(new RelayError('upstream_unreachable'), reachedProvider(err) ? REASON.noAnswer : REASON.connectionFailed);
@@ -499,8 +504,7 @@ class Exchange {
       // second channel would generate it again (new-api does not retry them either).
       if (mayRetry && !this.headersSent && status !== 504 && status !== 524) {
         this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider failed; retrying on another channel');
-        this.earlierFailure = new RelayError(status === 529 ? 'overloaded' : status === 429 ? 'rate_limited' : 'upstream_unreachable');
-        this.earlierRetryAfter = answer.header('retry-after');
+        this.noteFailure(new RelayError(status === 529 ? 'overloaded' : status === 429 ? 'rate_limited' : 'upstream_unreachable'), answer.header('retry-after'));
         return httpReason(status);
       }
       this.passThroughError(status, text, answer, provider);
@@ -514,8 +518,7 @@ class Exchange {
       if (isRetriedFault(providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt))) {
         if (mayRetry && !this.headersSent) {
           this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
-          this.earlierFailure = new RelayError('upstream_unreachable');
-          this.earlierRetryAfter = '';
+          this.noteFailure(new RelayError('upstream_unreachable'));
           return httpReason(status);
         }
         // No channel left: the provider's 401 or 403 would tell the client its own key is bad.

@@ -35,8 +35,7 @@ export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, re
   authorizeKey(ctx, head, null)
     .then((access) => {
       if (access instanceof RelayError) return reply.error(access);
-      const ratios = ctx.ratios();
-      const allowed = allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits, (m) => ratios.priced(m));
+      const allowed = allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits, ctx.ratios().priced);
       reply.json(200, JSON.stringify(openai ? openaiModelList(allowed) : listModels(allowed, query)));
     })
     .catch((err: unknown) => {
@@ -54,8 +53,7 @@ export function handleRetrieveModel(ctx: FreeEndpointContext, res: HttpResponse,
   authorizeKey(ctx, head, null)
     .then((access) => {
       if (access instanceof RelayError) return reply.error(access);
-      const ratios = ctx.ratios();
-      const model = retrieveModel(allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits, (m) => ratios.priced(m)), id);
+      const model = retrieveModel(allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits, ctx.ratios().priced), id);
       if (!model) return reply.error(new RelayError('not_found', `model: ${id}`));
       reply.json(200, JSON.stringify(openai ? openaiModel(id) : model));
     })
