@@ -6,7 +6,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  consoleCall, createApiKey, fundedAccount, ledgerRow, MOCK_CHANNEL_KEY, startGatewayStack, type GatewayStack, type TestAccount,
+  consoleCall, createApiKey, fundedAccount, ledgerRow, startGatewayStack, unpricedMockChannel, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
 const UNPRICED = 'claude-unreleased-5';
@@ -21,15 +21,7 @@ let openai: OpenAI;
 beforeAll(async () => {
   stack = await startGatewayStack({ mock: { outputTokens: OUTPUT } });
   // Created through the console without pricing its model (the harness's mockChannel would price it).
-  const { json } = await consoleCall<{ id: number }>(stack, 'POST', '/api/channel/', stack.adminToken, {
-    name: 'unpriced', base_url: stack.mock.url, key: MOCK_CHANNEL_KEY, models: UNPRICED, group: 'default',
-  });
-  expect(json.success).toBe(true);
-  const deadline = Date.now() + 5000;
-  while (!stack.relay.hasChannel(json.data!.id)) {
-    if (Date.now() > deadline) throw new Error('the relay did not pick up the channel');
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await unpricedMockChannel(stack, [UNPRICED]);
   account = await fundedAccount(stack, FUNDS);
   const key = (await createApiKey(stack, account)).key;
   anthropic = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });

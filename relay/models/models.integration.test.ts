@@ -2,7 +2,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  consoleCall, createApiKey, fundedAccount, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack,
+  createApiKey, fundedAccount, mockChannel, startGatewayStack, unpricedMockChannel, type GatewayStack,
 } from '../../tests/harness/gateway-stack.js';
 
 let stack: GatewayStack;
@@ -40,14 +40,7 @@ describe('GET /v1/models', () => {
   });
 
   it('leaves out a model a channel serves but no ratio prices: a request for it would be refused (model_not_priced)', async () => {
-    const { json } = await consoleCall<{ id: number }>(stack, 'POST', '/api/channel/', stack.adminToken, {
-      name: 'unpriced', base_url: stack.mock.url, key: MOCK_CHANNEL_KEY, models: 'claude-unpriced-9', group: 'default',
-    });
-    const deadline = Date.now() + 5000;
-    while (!stack.relay.hasChannel(json.data!.id)) {
-      if (Date.now() > deadline) throw new Error('the relay did not pick up the channel');
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await unpricedMockChannel(stack, ['claude-unpriced-9']);
     const ids: string[] = [];
     for await (const m of client().models.list()) ids.push(m.id);
     expect(ids).toEqual(['claude-opus-4-7', 'claude-sonnet-4-6', 'claude-haiku-4-5-20251001']);

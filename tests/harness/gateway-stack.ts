@@ -213,6 +213,11 @@ export async function priceModels(stack: GatewayStack, models: string[]): Promis
 /** Creates a channel to the mock provider serving `models` for `group`, each priced (priceModels). */
 export async function mockChannel(stack: GatewayStack, models: string[], group = 'default', extra: Record<string, unknown> = {}): Promise<number> {
   await priceModels(stack, models);
+  return unpricedMockChannel(stack, models, group, extra);
+}
+
+/** mockChannel without pricing its models: for the tests of what a model without a price gets. */
+export async function unpricedMockChannel(stack: GatewayStack, models: string[], group = 'default', extra: Record<string, unknown> = {}): Promise<number> {
   const { json } = await consoleCall<{ id: number }>(stack, 'POST', '/api/channel/', stack.adminToken, {
     name: uniqueName('mock-'), base_url: stack.mock.url, key: MOCK_CHANNEL_KEY, models: models.join(','), group, ...extra,
   });
