@@ -3,6 +3,7 @@
 // already has open reservations and unsettled debits subtracted, so checks need no Postgres round trip.
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../infra/redis/keys.js';
+import { execOrThrow } from '../../infra/redis/client.js';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
 import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
 import { CreditSlices, type CreditSliceOptions, type SliceDraw } from './credit-slices.js';
@@ -610,9 +611,7 @@ export class QuotaStore {
     const k = this.#keys;
     const multi = this.#redis.multi().get(k.accountBalance(userId)).get(k.accountCreditSeq(userId));
     for (const p of pending) multi.exists(k.adjustmentApplied(userId, p.ledgerId));
-    const replies = await multi.exec();
-    if (!replies) throw new Error('accountSpendable: transaction aborted');
-    for (const [err] of replies) if (err) throw err;
+    const replies = await execOrThrow(multi, 'accountSpendable');
     const balance = replies[0]![1] as string | null;
     if (balance === null) return null;
     const seededSeq = Number((replies[1]![1] as string | null) ?? -1);
@@ -666,9 +665,7 @@ export class QuotaStore {
     for (let i = 0; i < all.length; i += EXPIRE_KEYS_PER_MULTI) {
       const multi = this.#redis.multi();
       for (const key of all.slice(i, i + EXPIRE_KEYS_PER_MULTI)) multi.expire(key, DELETED_MIRROR_TTL_SEC);
-      const replies = await multi.exec();
-      if (!replies) throw new Error('expiring mirrors: transaction aborted');
-      for (const [err] of replies) if (err) throw err;
+      await execOrThrow(multi, 'expiring mirrors');
     }
   }
 

@@ -68,6 +68,17 @@ export function createRedis(config: Config, name: string, opts: { blocking?: boo
 }
 export type { Redis };
 
+/**
+ * A MULTI's replies, thrown on when it was aborted or when any of its commands failed: ioredis
+ * answers each command's error in place, which a caller reading only the values would miss.
+ */
+export async function execOrThrow(multi: ReturnType<Redis['multi']>, what: string): Promise<[Error | null, unknown][]> {
+  const replies = await multi.exec();
+  if (!replies) throw new Error(`${what}: transaction aborted`);
+  for (const [err] of replies) if (err) throw err;
+  return replies;
+}
+
 /** A MOVED reply: the node did not run the command, so sending it again is safe. */
 export function isMoved(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('MOVED ');
