@@ -57,6 +57,14 @@ export async function revokeSession(db: Db, credential: string, nowSec: number):
   await db`UPDATE access_tokens SET revoked_at = ${nowSec} WHERE token_hash = ${hashCredential(credential)} AND revoked_at IS NULL`;
 }
 
+/**
+ * Ends every session and access token of an account: banned or deleted (an account banned because it
+ * was taken over must not get the taker's credentials back when enabled again), or its password reset.
+ */
+export async function revokeAllCredentials(db: Db, userId: number, nowSec: number): Promise<void> {
+  await db`UPDATE access_tokens SET revoked_at = ${nowSec} WHERE user_id = ${userId} AND revoked_at IS NULL`;
+}
+
 /** Revokes every long-lived access token of the user; returns how many. Sessions are not affected. */
 export async function revokeAccessTokens(db: Db, userId: number, nowSec: number): Promise<number> {
   const rows = await db`

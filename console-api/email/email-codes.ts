@@ -9,7 +9,7 @@
 // requests are counted one after the other: per address EMAIL_CODES_PER_ADDRESS, per account
 // EMAIL_CODES_PER_ACCOUNT and per client address EMAIL_CODES_PER_CLIENT, each per hour.
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
-import { loadSmtpSettings, sendMail } from '../../core/email/mailer.js';
+import { loadSmtpSettings, sendMail, type SmtpSettings } from '../../core/email/mailer.js';
 import type { ConsoleContext } from '../context.js';
 import type { UserRow } from '../accounts/account-view.js';
 import type { Db } from '../db.js';
@@ -132,8 +132,8 @@ export async function useEmailCode(ctx: ConsoleContext, tx: Db, claim: EmailCode
 }
 
 /** Mails a code; EMAIL_NOT_CONFIGURED when SMTPServer is not set, UPSTREAM_FAILED when sending fails. */
-export async function mailCode(ctx: ConsoleContext, to: string, subject: string, text: string): Promise<void> {
-  const smtp = await loadSmtpSettings(ctx.sql, ctx.optionSealer);
+export async function mailCode(ctx: ConsoleContext, to: string, subject: string, text: string, loaded?: SmtpSettings): Promise<void> {
+  const smtp = loaded ?? await loadSmtpSettings(ctx.sql, ctx.optionSealer);
   if (!smtp) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
   try {
     await sendMail(smtp, { to, subject, text });

@@ -8,7 +8,7 @@ import { loadSmtpSettings } from '../../core/email/mailer.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { hashPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
-import { resolveSession } from '../auth/sessions.js';
+import { resolveSession, revokeAllCredentials } from '../auth/sessions.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
@@ -82,7 +82,8 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ query, request }) => {
     // Every answer must be one an unknown address gets too: whether mail is off is asked before the
     // account, and the account's limits and the sending (its failure, its time) stay out of the answer.
-    if (!await loadSmtpSettings(ctx.sql, ctx.optionSealer)) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
+    const smtp = await loadSmtpSettings(ctx.sql, ctx.optionSealer);
+    if (!smtp) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
     const user = await findUserByEmail(ctx.sql, query.email);
     if (!user || user.status !== ACCOUNT_STATUS.enabled) return ok();
     let code: string;
@@ -97,6 +98,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
       `Someone asked to reset the password of the account ${user.username}.\n` +
       `Reset code: ${code}\nValid for ${EMAIL_CODE_TTL_SEC / 60} minutes, once (POST /api/user/reset with email and token).\n` +
       'If it was not you, ignore this message: the password stays as it is.',
+      smtp,
     ).catch((err: unknown) => ctx.logger.warn({ userId: user.id, reason: (err as Error).message }, 'password reset not mailed'));
     return ok();
   });
@@ -118,7 +120,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     await sql.begin(async (tx) => {
       const userId = await useEmailCode(ctx, tx, claim);
       await tx`UPDATE users SET password_hash = ${hash} WHERE id = ${userId}`;
-      await tx`UPDATE access_tokens SET revoked_at = ${now} WHERE user_id = ${userId} AND revoked_at IS NULL`;
+      await revokeAllCredentials(tx, userId, now);
     });
     return ok(password);
   });

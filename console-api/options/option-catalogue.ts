@@ -173,12 +173,12 @@ export interface Options {
   configured(key: string): boolean;
 }
 
-export async function loadOptionView(db: Db, sealer?: OptionSealer): Promise<Options> {
+export async function loadOptionView(db: Db): Promise<Options> {
   const stored = await loadOptions(db);
   const raw = (key: string): string => {
     const value = stored.get(key);
     if (value === undefined) return BY_KEY.get(key)?.default ?? '';
-    return BY_KEY.get(key)?.secret ? (sealer ?? optionSealer()).open(key, value) : value;
+    return BY_KEY.get(key)?.secret ? optionSealer().open(key, value) : value;
   };
   return {
     raw,

@@ -6,7 +6,7 @@ import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { findUserByUsername, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
-import { hashCredential, issueAccessToken, issueSession, revokeAccessTokens, revokeSession } from '../auth/sessions.js';
+import { hashCredential, issueAccessToken, issueSession, revokeAccessTokens, revokeAllCredentials, revokeSession } from '../auth/sessions.js';
 import { clearLoginAttempts, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
@@ -117,14 +117,6 @@ function assertCanManage(caller: UserRow, target: UserRow, selfDestructive = fal
 
 async function assertAccountGroup(db: Db, group: string): Promise<void> {
   if (!(await accountGroups(db)).includes(group)) throw new ConsoleError('UNKNOWN_GROUP', `group: unknown group "${group}"`);
-}
-
-/**
- * Ends every session and access token of an account (banned or deleted): an account banned because
- * it was taken over must not get the taker's credentials back when it is enabled again.
- */
-async function endCredentials(tx: Db, userId: number, now: number): Promise<void> {
-  await tx`UPDATE access_tokens SET revoked_at = ${now} WHERE user_id = ${userId} AND revoked_at IS NULL`;
 }
 
 /**
@@ -351,7 +343,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
           display_name = ${body.display_name ?? before.display_name}
         WHERE id = ${body.id}
         RETURNING *`;
-      if (body.status === ACCOUNT_STATUS.banned && Number(before.status) !== ACCOUNT_STATUS.banned) await endCredentials(tx, Number(body.id), ctx.now());
+      if (body.status === ACCOUNT_STATUS.banned && Number(before.status) !== ACCOUNT_STATUS.banned) await revokeAllCredentials(tx, Number(body.id), ctx.now());
       return { updated: after!, credit };
     });
     // Committed: the Redis mirror moves by the same delta, the management log event is appended.
@@ -378,7 +370,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
         case 'disable':
         case 'enable':
           await tx`UPDATE users SET status = ${body.action === 'disable' ? ACCOUNT_STATUS.banned : ACCOUNT_STATUS.enabled} WHERE id = ${body.id}`;
-          if (body.action === 'disable') await endCredentials(tx, Number(body.id), now);
+          if (body.action === 'disable') await revokeAllCredentials(tx, Number(body.id), now);
           break;
         case 'promote':
           if (target.role >= ROLE.admin) throw new ConsoleError('STATE_CONFLICT', 'the account is already an administrator');
@@ -390,7 +382,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
           break;
         case 'delete':
           await tx`UPDATE users SET deleted_at = ${now} WHERE id = ${body.id}`;
-          await endCredentials(tx, Number(body.id), now);
+          await revokeAllCredentials(tx, Number(body.id), now);
           break;
         case 'add_quota':
           await assertDebitCovered(ctx, tx, 'value', Number(target.id), Number(target.quota), body.value);
