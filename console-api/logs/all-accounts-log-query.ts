@@ -22,7 +22,7 @@ import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import {
   attributeFiltersOfAnyAccount, bucketClause, BUCKET_SEC, clampTs, fitsStats, LIST_COLUMNS, LIST_SLACK, LOG_READ_SETTINGS,
   type LogEntry, type LogFilters, type LogStat, type Params, RATE_WINDOW_SEC, rawClause, type RawLogRow,
-  splitRange, timeRange, toLogEntry,
+  splitRange, timeRange, toLogEntry, withoutReplays,
 } from './log-query.js';
 
 export interface AllAccountsLogFilters extends Omit<LogFilters, 'userId' | 'startTimestamp'> {
@@ -120,7 +120,7 @@ export async function queryAllAccountsLogs(
       format: 'JSONCompactEachRow',
       clickhouse_settings: LOG_READ_SETTINGS,
     });
-    const distinct = withoutReplays(rows.map(([u, t, r]) => ({ user: Number(u), t: Number(t), r })), (k) => k);
+    const distinct = withoutReplays(rows.map(([u, t, r]) => ({ user: Number(u), t: Number(t), r })), sameKey);
     if (distinct.length >= skip + page.pageSize || (rows.length < want && lo === windowStart)) {
       keys = distinct.slice(skip, skip + page.pageSize);
       break;
@@ -135,14 +135,8 @@ export async function queryAllAccountsLogs(
 
 interface Key { user: number; t: number; r: string }
 
-/** Rows in the read's order with a replay's repeats (adjacent in that order: same key) dropped. */
-function withoutReplays<T>(rows: T[], keyOf: (row: T) => Key): T[] {
-  return rows.filter((row, i) => {
-    if (i === 0) return true;
-    const k = keyOf(row);
-    const prev = keyOf(rows[i - 1]!);
-    return k.r !== prev.r || k.t !== prev.t || k.user !== prev.user;
-  });
+function sameKey(a: Key, b: Key): boolean {
+  return a.r === b.r && a.t === b.t && a.user === b.user;
 }
 
 function keyOfRow(r: RawLogRow): Key {
@@ -195,7 +189,7 @@ async function scanPage(
         query: `SELECT ${LIST_COLUMNS} FROM logs WHERE ${where} ${NEWEST_FIRST} LIMIT {want:UInt64}`,
         query_params: { ...params, want }, format: 'JSONEachRow', clickhouse_settings: LOG_READ_SETTINGS,
       });
-      const distinct = withoutReplays(rows, keyOfRow);
+      const distinct = withoutReplays(rows, (a, b) => sameKey(keyOfRow(a), keyOfRow(b)));
       if (distinct.length >= offset + limit || rows.length < want) return distinct.slice(offset, offset + limit).map(toLogEntry);
     }
   };

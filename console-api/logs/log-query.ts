@@ -360,7 +360,7 @@ async function wholeRowsPage(
     format: 'JSONEachRow',
     clickhouse_settings: settings,
   });
-  const distinct = rows.filter((r, i) => i === 0 || r.request_id !== rows[i - 1]!.request_id || r.created_at_unix !== rows[i - 1]!.created_at_unix);
+  const distinct = withoutReplays(rows, (a, b) => a.request_id === b.request_id && a.created_at_unix === b.created_at_unix);
   if (distinct.length < skip + limit && rows.length === want) return null;
   return { items: distinct.slice(skip, skip + limit).map(toLogEntry), total: rows.length ? Number(rows[0]!.total) : null };
 }
@@ -395,11 +395,7 @@ async function pageRows(
       clickhouse_settings: settings,
     });
     if (rows.length) total = Number(rows[0]![2]);
-    const distinct: Array<[number, string]> = [];
-    for (const [t, r] of rows) {
-      const last = distinct[distinct.length - 1];
-      if (!last || last[0] !== Number(t) || last[1] !== r) distinct.push([Number(t), r]);
-    }
+    const distinct = withoutReplays(rows.map(([t, r]): [number, string] => [Number(t), r]), (a, b) => a[0] === b[0] && a[1] === b[1]);
     if (distinct.length >= skip + limit || rows.length < want) {
       keys = distinct.slice(skip, skip + limit);
       break;
@@ -466,4 +462,12 @@ export async function queryLogStat(ch: ClickHouseReader, filters: LogFilters, no
     clickhouse_settings: readSettings(f),
   });
   return { quota: Number(row?.quota ?? 0), rpm: Number(row?.rpm ?? 0), tpm: Number(row?.tpm ?? 0) };
+}
+
+/**
+ * Rows in the read's order with a replay's repeats dropped: the log table keeps a replayed row until
+ * its merge, and in key order the repeats are adjacent.
+ */
+export function withoutReplays<T>(rows: readonly T[], sameKey: (a: T, b: T) => boolean): T[] {
+  return rows.filter((row, i) => i === 0 || !sameKey(row, rows[i - 1]!));
 }
