@@ -33,6 +33,26 @@ export function logQuery(f: LogFilterForm, page: number, pageSize: number): LogQ
   return q;
 }
 
+/** The filter fields both log pages show; `fromHint` says what an empty "From" reads. */
+export function LogFilterFields<F extends LogFilterForm>({ form, set, fromHint }: {
+  form: F;
+  set: (k: keyof LogFilterForm) => (v: string) => void;
+  fromHint?: string;
+}) {
+  return (
+    <>
+      <Select label="Type" value={form.type} onValue={set('type')} options={[{ value: '0', label: 'All' }, ...Object.entries(LOG_TYPES).map(([v, l]) => ({ value: v, label: l }))]} />
+      <Field label="API key name" value={form.tokenName} onValue={set('tokenName')} />
+      <Field label="Model" value={form.modelName} onValue={set('modelName')} />
+      <Field label="Group" value={form.group} onValue={set('group')} />
+      <Field label="From" type="datetime-local" value={form.from} onValue={set('from')} hint={fromHint} />
+      <Field label="To" type="datetime-local" value={form.to} onValue={set('to')} />
+      <Field label="Request ID" value={form.requestId} onValue={set('requestId')} />
+      <Field label="Upstream request ID" value={form.upstreamRequestId} onValue={set('upstreamRequestId')} />
+    </>
+  );
+}
+
 export function LogsPage() {
   const [form, setForm] = useState(EMPTY_LOG_FILTERS);
   const [applied, setApplied] = useState(EMPTY_LOG_FILTERS);
@@ -44,14 +64,7 @@ export function LogsPage() {
   return (
     <Card title="Requests and other entries">
       <form class="filters" aria-label="Log filters" onSubmit={(e) => { e.preventDefault(); setPage(1); setApplied(form); logs.reload(); }}>
-        <Select label="Type" value={form.type} onValue={set('type')} options={[{ value: '0', label: 'All' }, ...Object.entries(LOG_TYPES).map(([v, l]) => ({ value: v, label: l }))]} />
-        <Field label="API key name" value={form.tokenName} onValue={set('tokenName')} />
-        <Field label="Model" value={form.modelName} onValue={set('modelName')} />
-        <Field label="Group" value={form.group} onValue={set('group')} />
-        <Field label="From" type="datetime-local" value={form.from} onValue={set('from')} />
-        <Field label="To" type="datetime-local" value={form.to} onValue={set('to')} />
-        <Field label="Request ID" value={form.requestId} onValue={set('requestId')} />
-        <Field label="Upstream request ID" value={form.upstreamRequestId} onValue={set('upstreamRequestId')} />
+        <LogFilterFields form={form} set={set} />
         <div class="buttons">
           <button type="submit" class="primary">Apply filters</button>
           <button type="button" onClick={() => { setForm(EMPTY_LOG_FILTERS); setApplied(EMPTY_LOG_FILTERS); setPage(1); }}>Clear</button>

@@ -6,8 +6,8 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Query } from '../../api/types';
 import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useLoad } from '../../components/ui';
-import { dollars, LOG_TYPES } from '../../format';
-import { EMPTY_LOG_FILTERS, type LogFilterForm, LogTable, logQuery } from '../logs';
+import { dollars } from '../../format';
+import { EMPTY_LOG_FILTERS, LogFilterFields, type LogFilterForm, LogTable, logQuery } from '../logs';
 
 export type AdminLogQuery = Query<'/api/log/', 'get'>;
 
@@ -70,14 +70,7 @@ export function AdminLogsPage() {
       <form class="filters" aria-label="Log filters" onSubmit={(e) => { e.preventDefault(); apply(form); }}>
         <Field label="Account username" value={form.username} onValue={set('username')} error={fieldError('username')} hint="an account's login name, exactly" />
         <Field label="Channel id" inputMode="numeric" value={form.channel} onValue={set('channel')} error={fieldError('channel')} />
-        <Select label="Type" value={form.type} onValue={set('type')} options={[{ value: '0', label: 'All' }, ...Object.entries(LOG_TYPES).map(([v, l]) => ({ value: v, label: l }))]} />
-        <Field label="API key name" value={form.tokenName} onValue={set('tokenName')} />
-        <Field label="Model" value={form.modelName} onValue={set('modelName')} />
-        <Field label="Group" value={form.group} onValue={set('group')} />
-        <Field label="From" type="datetime-local" value={form.from} onValue={set('from')} hint="empty: the last 24 hours (all time for one account)" />
-        <Field label="To" type="datetime-local" value={form.to} onValue={set('to')} />
-        <Field label="Request ID" value={form.requestId} onValue={set('requestId')} />
-        <Field label="Upstream request ID" value={form.upstreamRequestId} onValue={set('upstreamRequestId')} />
+        <LogFilterFields form={form} set={set} fromHint="empty: the last 24 hours (all time for one account)" />
         <div class="buttons">
           <button type="submit" class="primary">Apply filters</button>
           <button type="button" onClick={() => { setForm(EMPTY_ADMIN_LOG_FILTERS); apply(EMPTY_ADMIN_LOG_FILTERS); }}>Clear</button>
