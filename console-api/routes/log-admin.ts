@@ -9,10 +9,10 @@ import type { Db } from '../db.js';
 import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { logEntrySchema, pageOf, statSchema } from '../http/schemas.js';
-import { queryString } from '../http/validation.js';
+import { paging, queryString } from '../http/validation.js';
 import { queryAllAccountsLogs, queryAllAccountsLogStat } from '../logs/all-accounts-log-query.js';
 import { BUCKET_SEC, type LogEntry, type LogStat, queryLogStat, queryLogs } from '../logs/log-query.js';
-import { fromLogStore, LOG_DEFAULT_PAGE_SIZE, LOG_MAX_PAGE_SIZE, logFilters, logFiltersOfAnyAccount, logSelfQuery, logStatQuery } from './log.js';
+import { fromLogStore, logFilters, logFiltersOfAnyAccount, logSelfQuery, logStatQuery } from './log.js';
 
 /** Without start_timestamp, the all-accounts read covers this much before end_timestamp (or now). */
 export const ALL_ACCOUNTS_DEFAULT_WINDOW_SEC = 86_400;
@@ -40,19 +40,17 @@ export function registerAdminLogRoutes(api: Api, ctx: ConsoleContext): void {
     summary: "Every account's request log, newest first, paged from 1: /api/log/self's filters plus `username` and `channel`",
     description: WINDOW_NOTE,
   }, async ({ query: q }) => {
-    const page = q.p ?? q.page ?? 1;
     // Larger requests are served at the maximum; data.page_size says what was applied.
-    const pageSize = Math.min(q.page_size ?? LOG_DEFAULT_PAGE_SIZE, LOG_MAX_PAGE_SIZE);
-    const paging = { page, pageSize };
+    const { page, pageSize } = paging(q);
     let found: { items: LogEntry[]; total: number };
     if (q.username !== undefined) {
       const userId = await accountIdByUsername(ctx.sql, q.username);
       found = userId === undefined
         ? { items: [], total: 0 }
-        : await fromLogStore(ctx, () => queryLogs(ctx.logReader, logFilters(userId, q), paging));
+        : await fromLogStore(ctx, () => queryLogs(ctx.logReader, logFilters(userId, q), { page, pageSize }));
     } else {
       const filters = { ...logFiltersOfAnyAccount(q), ...allAccountsWindow(q, ctx.now()) };
-      found = await fromLogStore(ctx, () => queryAllAccountsLogs(ctx.logReader, filters, paging));
+      found = await fromLogStore(ctx, () => queryAllAccountsLogs(ctx.logReader, filters, { page, pageSize }));
     }
     const data: Page<LogEntry> = { items: found.items, page, page_size: pageSize, total: found.total };
     return ok(data);

@@ -6,14 +6,11 @@ import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { logEntrySchema, pageOf, statSchema } from '../http/schemas.js';
-import { pageQuery, queryInt, queryString } from '../http/validation.js';
+import { pageQuery, paging, queryInt, queryString } from '../http/validation.js';
 import { type LogEntry, type LogFilters, queryLogStat, queryLogs } from '../logs/log-query.js';
 import { queryDailyUsage } from '../logs/daily-usage.js';
 import { ClickHouseUnavailableError } from '../../infra/clickhouse/read-client.js';
 import { ConsoleError } from '../http/errors.js';
-
-export const LOG_DEFAULT_PAGE_SIZE = 10;
-export const LOG_MAX_PAGE_SIZE = 100;
 
 const logType = queryInt({ min: 0, max: 5 });
 const timestamp = queryInt({ min: 0, max: 0xffff_ffff });
@@ -79,9 +76,8 @@ export function registerLogRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'GET', path: '/api/log/self', tag: 'logs', access: ROLE.user, query: logSelfQuery, data: pageOf(logEntrySchema), errors: ['LOG_STORE_UNAVAILABLE'],
     summary: "The caller's request log, newest first, paged from 1; every filter of the contract",
   }, async ({ query: q, user }) => {
-    const page = q.p ?? q.page ?? 1;
     // Larger requests are served at the maximum; data.page_size says what was applied.
-    const pageSize = Math.min(q.page_size ?? LOG_DEFAULT_PAGE_SIZE, LOG_MAX_PAGE_SIZE);
+    const { page, pageSize } = paging(q);
     const { items, total } = await fromLogStore(ctx, () => queryLogs(ctx.logReader, logFilters(Number(user.id), q), { page, pageSize }));
     const data: Page<LogEntry> = { items, page, page_size: pageSize, total };
     return ok(data);
