@@ -26,7 +26,7 @@ interface Report {
     auditPaused: { pass: boolean; problems: string[] } | null;
     channelFailure?: { disabled: boolean; revokedAtSec: number; statusReason: string } | null;
   }>;
-  curve: Array<{ rate: number; relay: { rps: number } }>;
+  curve: Array<{ rate: number; relay: { rps: number }; bare?: { rps: number }; bareAddedP99?: number }>;
   scale: { queries: Array<{ name: string; result: { completed: number; status: Record<string, number> } }> } | null;
   target: { mockMediaTokens: { image: number; document: number } };
 }
@@ -80,6 +80,9 @@ describe('make bench (tiny)', () => {
     // CPU accounting was read for the relay.
     expect(report.scenarios[0]!.runs.find((r) => r.target === 'relay')!.cpuUsPerReq).toBeGreaterThan(0);
     expect(report.curve.length).toBe(1);
+    // The curve runs the bare hop at each rate too: the machine's own share of an added latency.
+    expect(report.curve[0]!.bare!.rps).toBeGreaterThan(0);
+    expect(Number.isFinite(report.curve[0]!.bareAddedP99)).toBe(true);
     expect(report.scale!.queries.length).toBeGreaterThan(0);
     for (const q of report.scale!.queries) expect(q.result.status['200'] ?? 0).toBeGreaterThan(0);
     const md = readFileSync(join(latest, 'report.md'), 'utf8');
@@ -100,4 +103,27 @@ describe('make bench (tiny)', () => {
     expect(peer?.driver.status['200'] ?? 0).toBeGreaterThan(0);
     expect(md).toContain("## Peer: the same scenarios through Portkey's gateway");
   }, 180_000);
+});
+
+describe('run-bench flags', () => {
+  const bench = (...args: string[]) => spawnSync(process.execPath, ['dist/bench/run-bench.js', ...args], { cwd: root, encoding: 'utf8', timeout: 20_000 });
+
+  it('prints its usage on --help and starts nothing', () => {
+    const r = bench('--help');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('usage: node dist/bench/run-bench.js');
+    expect(r.stdout).toContain('--relay-url URL --mock-url URL');
+  });
+
+  it('refuses an unknown flag or a bad number with the usage, exit 2, no stack trace', () => {
+    const unknown = bench('--bogus');
+    expect(unknown.status).toBe(2);
+    expect(unknown.stderr).toContain("Unknown option '--bogus'");
+    expect(unknown.stderr).toContain('usage:');
+    expect(unknown.stderr).not.toContain('    at ');
+    const bad = bench('--duration', 'abc');
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('--duration takes positive numbers, not "abc"');
+    expect(bench('--rates', '500,-1').stderr).toContain('--rates takes positive numbers');
+  });
 });

@@ -6,9 +6,48 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { projectRoot } from '../infra/project-root.js';
 
+/** What --help prints; run-bench.ts' header and bench/README.md say what each flag does. */
+export const BENCH_USAGE = `usage: node dist/bench/run-bench.js [flags]   (make bench runs it with none)
+  own stack:  [--duration S] [--warmup S] [--quick] [--rates R,R,...] [--scenarios small,stream64,long,mix,agent,chat,chat-stream64,abort]
+              [--skip-curve] [--skip-saturation] [--skip-scale] [--scale-rows N] [--out DIR]
+              [--database-url URL] [--redis-url URL] [--clickhouse-url URL] [--clickhouse-database DB] [--own-clickhouse]
+              [--relay-entry JS] [--billing-entry JS] [--console-entry JS] [--redis-prefix P]
+  attached:   --relay-url URL --mock-url URL [--console-url URL] [--relay-metrics-url URL] [--billing-metrics-url URL]
+              [--mock-key K] [--key-secret-file F | --key-secret S] [--relay-pid N] [--billing-pid N] [--mock-pid N]
+              [--console-pid N] [--scale]
+  BENCH_CPU_PROF=1 profiles the relay and the bare hop. Details: bench/README.md.
+`;
+
+/** Positive seconds, counts and rates; exits 2 naming the flag on anything else. */
+function positive(flag: string, v: string | undefined): void {
+  if (v === undefined) return;
+  if (v.split(',').some((x) => !(Number(x) > 0) || !Number.isFinite(Number(x)))) {
+    process.stderr.write(`--${flag} takes positive numbers, not "${v}"\n`);
+    process.exit(2);
+  }
+}
+
 export function parseBenchOptions() {
-  const { values: args } = parseArgs({
+  let parsed;
+  try {
+    parsed = parseBenchArgs();
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n\n${BENCH_USAGE}`);
+    process.exit(2);
+  }
+  const { values: args } = parsed;
+  if (args.help) {
+    process.stdout.write(BENCH_USAGE);
+    process.exit(0);
+  }
+  for (const f of ['duration', 'warmup', 'rates', 'scale-rows'] as const) positive(f, args[f]);
+  return resolveBenchOptions(args);
+}
+
+function parseBenchArgs() {
+  return parseArgs({
     options: {
+      help: { type: 'boolean', short: 'h' },
       duration: { type: 'string' },
       warmup: { type: 'string' },
       quick: { type: 'boolean' },
@@ -45,7 +84,9 @@ export function parseBenchOptions() {
     },
     strict: true,
   });
+}
 
+function resolveBenchOptions(args: ReturnType<typeof parseBenchArgs>['values']) {
   /** A running stack given by URL (--relay-url): see attachStack in bench/lib/stack.ts. */
   const attached = args['relay-url'] !== undefined;
   if (attached && !args['mock-url']) {
@@ -94,7 +135,7 @@ export function parseBenchOptions() {
   return { args, opts, attached, keySecret };
 }
 
-export type BenchArgs = ReturnType<typeof parseBenchOptions>['args'];
+export type BenchArgs = ReturnType<typeof parseBenchArgs>['values'];
 /** What report.json records under `options`, in this key order. */
 export type BenchOptions = ReturnType<typeof parseBenchOptions>['opts'];
 

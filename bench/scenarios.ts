@@ -275,7 +275,8 @@ export async function runLoadCurve(ctx: RunContext): Promise<CurvePoint[]> {
   for (const rate of opts.rates) {
     const connections = Math.max(16, Math.ceil(rate / 100));
     const point: Partial<CurvePoint> = { rate };
-    for (const target of ['mock', 'relay'] as const) {
+    // The bare hop at each rate too: what a hop doing none of the relay's work adds on these cores.
+    for (const target of ['mock', 'bare', 'relay'] as const) {
       const requests = requestsFor(target, body);
       await drive({ url: urlOf[target], requests, connections, rate, durationMs: Math.min(1000, opts.warmupMs) });
       const sampler = new ProcSampler(w);
@@ -291,9 +292,10 @@ export async function runLoadCurve(ctx: RunContext): Promise<CurvePoint[]> {
     const p = point as CurvePoint;
     p.addedP50 = p.relay.p50 - p.mock.p50;
     p.addedP99 = p.relay.p99 - p.mock.p99;
+    if (p.bare) p.bareAddedP99 = p.bare.p99 - p.mock.p99;
     p.held = p.relay.rps >= rate * 0.95;
     curve.push(p);
-    log(`curve ${rate} req/s: relay ${p.relay.rps.toFixed(0)} req/s p99 ${fmt(p.relay.p99)} ms, mock p99 ${fmt(p.mock.p99)} ms, added p99 ${fmt(p.addedP99)} ms, relay CPU ${fmt(p.relayCpuPct, 0)}%, load generator CPU ${fmt(p.loadgenCpuPct, 0)}%`);
+    log(`curve ${rate} req/s: relay ${p.relay.rps.toFixed(0)} req/s p99 ${fmt(p.relay.p99)} ms, mock p99 ${fmt(p.mock.p99)} ms, added p99 ${fmt(p.addedP99)} ms, bare added p99 ${fmt(p.bareAddedP99)} ms, relay CPU ${fmt(p.relayCpuPct, 0)}%, load generator CPU ${fmt(p.loadgenCpuPct, 0)}%`);
     if (!p.held || p.relay.p99 > 100) break;
   }
   return curve;

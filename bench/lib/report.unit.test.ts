@@ -4,7 +4,7 @@ import { cpus } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { ProcUsage } from './proc.js';
 import type { ScaleQuery } from './console-scale.js';
-import { addedVerdict, closedLoopWait, coreWait, curveFloor, type CurvePoint, meteredCeiling, type SaturationRun } from './report.js';
+import { addedVerdict, bareHopAdded, closedLoopWait, coreWait, curveFloor, type CurvePoint, meteredCeiling, type SaturationRun } from './report.js';
 import type { RuntimeFigures } from './runtime-figures.js';
 
 function run(target: string, completed: number, rps: number, cpuSec: Record<string, number>): SaturationRun {
@@ -99,5 +99,34 @@ describe('curveFloor', () => {
   it('says nothing without a curve', () => {
     expect(curveFloor([])).toBe('');
     expect(curveFloor([point(500, NaN, 10)])).toBe('');
+  });
+});
+
+describe('curveFloor with the bare hop', () => {
+  const point = (rate: number, addedP99: number, bareAddedP99: number): CurvePoint => ({
+    rate, mock: { rps: rate, p50: 0, p99: 0 }, relay: { rps: rate, p50: 0, p99: 0 }, bare: { rps: rate, p50: 0, p99: bareAddedP99 },
+    addedP50: 0, addedP99, bareAddedP99, relayCpuPct: 30, loadgenCpuPct: 0, held: true,
+  });
+
+  it("adds the bare hop's added p99 at the lowest rate, and says when it alone misses the target", () => {
+    expect(curveFloor([point(1000, 5, 4), point(500, 3.5, 2.25)])).toContain('the bare hop added 2.25 ms at that rate, itself over the target');
+    const under = curveFloor([point(500, 3.5, 0.4)]);
+    expect(under).toContain('the bare hop added 0.40 ms at that rate');
+    expect(under).not.toContain('over the target');
+  });
+});
+
+describe('bareHopAdded', () => {
+  it('says no hop meets a bound the bare hop itself exceeds in the same run', () => {
+    const text = bareHopAdded(4.09, 1, 'added');
+    expect(text).toBe(" (the bare hop, which does none of the relay's work, added 4.09 ms p99 at the same load in this run, itself over the 1 ms target: on these shared cores no hop meets it)");
+  });
+
+  it("gives the bare hop's figure without a conclusion when it is within the bound", () => {
+    expect(bareHopAdded(0.5, 1, 'TTFB added')).toBe(' (the bare hop TTFB added 0.50 ms p99 at the same load in this run)');
+  });
+
+  it('says nothing without a bare run', () => {
+    expect(bareHopAdded(NaN, 2, 'added')).toBe('');
   });
 });
