@@ -125,5 +125,8 @@ describe('run-bench flags', () => {
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('--duration takes positive numbers, not "abc"');
     expect(bench('--rates', '500,-1').stderr).toContain('--rates takes positive numbers');
+    const typo = bench('--scenarios', 'small,stream');
+    expect(typo.status).toBe(2);
+    expect(typo.stderr).toContain('--scenarios: no scenario "stream"; there are small, stream64,');
   });
 });

@@ -37,11 +37,16 @@ import { ProcSampler } from './lib/proc.js';
 import { reportMarkdown, svgChart, writeReport, type CurvePoint } from './lib/report.js';
 import { measureRedisRoundTripFloor } from './lib/redis-floor.js';
 import { parseBenchOptions } from './options.js';
-import { runLoadCurve, runSaturation, runScenarios } from './scenarios.js';
+import { runLoadCurve, runSaturation, runScenarios, SCENARIOS } from './scenarios.js';
 import { openStack, prepareTarget } from './setup.js';
 
 const parsed = parseBenchOptions();
 const { args, opts, attached } = parsed;
+const unknownScenarios = opts.scenarios.filter((id) => !SCENARIOS.some((sc) => sc.id === id));
+if (unknownScenarios.length) {
+  process.stderr.write(`--scenarios: no scenario ${unknownScenarios.map((id) => `"${id}"`).join(', ')}; there are ${SCENARIOS.map((sc) => sc.id).join(', ')}\n`);
+  process.exit(2);
+}
 
 const stamp = new Date().toISOString().replace(/[:.]/g, '-').replace(/Z$/, '');
 const outDir = join(opts.resultsRoot, stamp);
