@@ -29,27 +29,33 @@ interface PgError {
   constraint_name?: string;
 }
 
+/** Codes tried before giving up: with ~34 bits of code, several collisions in a row mean something else is wrong. */
+const AFF_CODE_ATTEMPTS = 6;
+
 /**
  * Inserts an account with a unique aff_code (regenerated on the rare collision). A taken username is
- * USERNAME_TAKEN. `tx` may be a transaction.
+ * USERNAME_TAKEN. `tx` may be a transaction: a colliding code is skipped by ON CONFLICT rather than
+ * raised, since a raised error would abort the caller's transaction and fail every retry after it.
+ * `affCode` is the code source (tests hand out taken codes).
  */
-export async function insertAccount(tx: Db, input: NewAccount): Promise<UserRow> {
-  for (let attempt = 0; ; attempt++) {
+export async function insertAccount(tx: Db, input: NewAccount, affCode: () => string = generateAffCode): Promise<UserRow> {
+  for (let attempt = 0; attempt < AFF_CODE_ATTEMPTS; attempt++) {
     try {
       const [row] = await tx<UserRow[]>`
         INSERT INTO users (username, display_name, password_hash, role, email, "group", quota, aff_code)
         VALUES (${input.username}, ${input.displayName ?? input.username}, ${input.passwordHash},
                 ${input.role ?? ROLE.user}, ${input.email ?? ''}, ${input.group ?? 'default'}, 0,
-                ${generateAffCode()})
+                ${affCode()})
+        ON CONFLICT (aff_code) DO NOTHING
         RETURNING *`;
-      return row!;
+      if (row) return row;
     } catch (err) {
       const e = err as PgError;
       if (e.code === '23505' && e.constraint_name === 'users_username_key') throw new ConsoleError('USERNAME_TAKEN');
-      if (e.code === '23505' && e.constraint_name === 'users_aff_code_key' && attempt < 5) continue;
       throw err;
     }
   }
+  throw new Error(`no free aff_code after ${AFF_CODE_ATTEMPTS} attempts`);
 }
 
 export async function findUserById(sql: Db, id: number): Promise<UserRow | undefined> {
