@@ -19,22 +19,27 @@ export interface AbilitySource {
   weight: number;
 }
 
-/** Replaces the channel's abilities with one row per (group, model). Run inside the channel's transaction. */
+/**
+ * Replaces the channel's abilities with one row per (group, model). Run inside the channel's transaction.
+ * The rows are made by Postgres from the two lists (a cross join), so the statement has the same six
+ * parameters whatever the channel's size: a VALUES list of six per row exceeded the protocol's 65,535
+ * parameters at 10,923 rows.
+ */
 export async function rebuildAbilities(tx: Db, channel: AbilitySource): Promise<void> {
   await tx`DELETE FROM abilities WHERE channel_id = ${channel.id}`;
-  const groups = channel.group.split(',').filter(Boolean);
-  const models = channel.models.split(',').filter(Boolean);
-  const rows = groups.flatMap((group) =>
-    models.map((model) => ({
-      group,
-      model,
-      channel_id: channel.id,
-      enabled: channel.status === CHANNEL_STATUS.enabled,
-      priority: channel.priority,
-      weight: channel.weight,
-    })),
-  );
-  if (rows.length > 0) {
-    await tx`INSERT INTO abilities ${tx(rows, 'group', 'model', 'channel_id', 'enabled', 'priority', 'weight')}`;
-  }
+  const groups = distinctNames(channel.group);
+  const models = distinctNames(channel.models);
+  if (groups.length === 0 || models.length === 0) return;
+  // Passed as comma-joined text rather than array parameters, which need postgres.js's array types
+  // (fetch_types, off in some processes); the names were split on commas, so none holds one.
+  await tx`
+    INSERT INTO abilities ("group", model, channel_id, enabled, priority, weight)
+    SELECT g, m, ${channel.id}, ${channel.status === CHANNEL_STATUS.enabled}, ${channel.priority}, ${channel.weight}
+    FROM unnest(string_to_array(${groups.join(',')}, ',')) AS g
+    CROSS JOIN unnest(string_to_array(${models.join(',')}, ',')) AS m`;
+}
+
+/** The names of a comma-separated list, once each (a repeated one would break the primary key). */
+function distinctNames(list: string): string[] {
+  return [...new Set(list.split(',').filter(Boolean))];
 }

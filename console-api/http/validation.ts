@@ -70,6 +70,22 @@ export function int32(min = INT32_MIN) {
     .max(INT32_MAX, { error: `must be at most ${INT32_MAX}` });
 }
 
+/**
+ * A name people read (display names, key, channel and redemption names): at most `max` characters,
+ * without control characters (they garble the lists and logs the name is shown in) and without the
+ * invisible format characters that make one name look like another: the bidirectional overrides and
+ * isolates (U+202E turns "abc" into "cba"), zero-width space and word joiners, the BOM. The zero-width
+ * joiner and non-joiner stay: emoji sequences (👨‍👩‍👧) and Persian or Indic text need them.
+ */
+const HIDDEN_OR_CONTROL = /[\p{Cc}\p{Cs}\p{Cn}\u061C\u200B\u200E\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/u;
+
+export function displayText(max: number, required?: { min: number; message: string }) {
+  const text = z.string({ error: 'must be a string' });
+  return (required ? text.min(required.min, { error: required.message }) : text)
+    .max(max, { error: `must be at most ${max} characters` })
+    .refine((s) => !HIDDEN_OR_CONTROL.test(s), { error: 'must not contain control or invisible formatting characters' });
+}
+
 /** Query strings arrive as strings; an empty value (`?type=`) counts as absent. */
 const blankToUndefined = (v: unknown) => (v === '' || v === null ? undefined : v);
 

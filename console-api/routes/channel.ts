@@ -10,8 +10,8 @@ import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { channelSchema, pageOf } from '../http/schemas.js';
-import { containsPattern, idParams, int32, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
-import { loadOptionView } from '../options/option-catalogue.js';
+import { containsPattern, displayText, idParams, int32, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { loadOptionView, MAX_GROUP_NAME } from '../options/option-catalogue.js';
 import { accountGroups } from '../options/groups.js';
 import { CHANNEL_STATUS, rebuildAbilities } from '../channels/abilities.js';
 import { ChannelProber } from '../channels/channel-prober.js';
@@ -22,13 +22,45 @@ import { providerErrorType, readHead } from '../channels/provider-answer.js';
 /** new-api's channel type of the Anthropic (Claude) API. */
 export const DEFAULT_CHANNEL_TYPE = 14;
 
-function commaList(field: string) {
+// new-api's bounds (its abilities columns are group varchar(64), model varchar(255)), so a channel
+// copied from it fits; a longer name would also outgrow the btree entry of abilities' primary key
+// (about 2,700 bytes). 1,000 models is several times the largest provider catalogue. Group names
+// are GroupRatio keys, bounded by MAX_GROUP_NAME where that option is set.
+export const MAX_CHANNEL_MODELS = 1000;
+export const MAX_CHANNEL_GROUPS = 100;
+export const MAX_MODEL_NAME = 255;
+
+function commaList(field: string, maxItems: number, maxLength: number) {
   return z
     .union([z.string({ error: `must be a comma-separated string or an array of strings` }), z.array(z.string())], {
       error: 'must be a comma-separated string or an array of strings',
     })
     .transform((v) => [...new Set((Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter(Boolean))])
-    .refine((list) => list.length > 0, { error: `must name at least one ${field}` });
+    .refine((list) => list.length > 0, { error: `must name at least one ${field}` })
+    .refine((list) => list.length <= maxItems, { error: `must name at most ${maxItems} ${field}s`, abort: true })
+    .refine((list) => list.every((s) => s.length <= maxLength), { error: `each ${field} name must be at most ${maxLength} characters` });
+}
+
+function mappingProblem(table: Record<string, string>): string | undefined {
+  const entries = Object.entries(table);
+  if (entries.length > MAX_CHANNEL_MODELS) return `must have at most ${MAX_CHANNEL_MODELS} entries`;
+  if (entries.some(([from, to]) => from.length > MAX_MODEL_NAME || to.length > MAX_MODEL_NAME)) {
+    return `each model name must be at most ${MAX_MODEL_NAME} characters`;
+  }
+  return undefined;
+}
+
+/** model_mapping sent as JSON text: its object, or undefined when it is not one of strings. */
+function mappingText(text: string): Record<string, string> | undefined {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed) && Object.values(parsed).every((x) => typeof x === 'string')) {
+      return parsed as Record<string, string>;
+    }
+  } catch {
+    // not JSON: refused below like any other shape
+  }
+  return undefined;
 }
 
 const modelMapping = z
@@ -37,26 +69,22 @@ const modelMapping = z
   })
   .transform((v, c) => {
     if (v === null || v === '') return '';
-    if (typeof v !== 'string') return JSON.stringify(v);
-    try {
-      const parsed: unknown = JSON.parse(v);
-      if (parsed && typeof parsed === 'object' && !Array.isArray(parsed) && Object.values(parsed).every((x) => typeof x === 'string')) {
-        return JSON.stringify(parsed);
-      }
-    } catch {
-      // fall through
+    const table = typeof v === 'string' ? mappingText(v) : v;
+    const problem = table ? mappingProblem(table) : 'must be a JSON object of model name to model name';
+    if (problem) {
+      c.addIssue({ code: 'custom', message: problem });
+      return z.NEVER;
     }
-    c.addIssue({ code: 'custom', message: 'must be a JSON object of model name to model name' });
-    return z.NEVER;
+    return JSON.stringify(table);
   });
 
 export const createChannelBody = z.object({
-  name: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100, { error: 'must be at most 100 characters' }),
+  name: displayText(100, { min: 1, message: 'is required' }),
   type: int32(0).optional(),
   base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).max(2048),
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(10_000),
-  models: commaList('model'),
-  group: commaList('group').optional(),
+  models: commaList('model', MAX_CHANNEL_MODELS, MAX_MODEL_NAME),
+  group: commaList('group', MAX_CHANNEL_GROUPS, MAX_GROUP_NAME).optional(),
   // priority is BIGINT (channels and abilities); type and weight are INT columns.
   priority: safeInt.optional(),
   weight: int32(0).optional(),

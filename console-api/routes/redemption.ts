@@ -13,7 +13,7 @@ import type { UserRow } from '../accounts/account-view.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { pageOf, redemptionSchema } from '../http/schemas.js';
-import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { containsPattern, displayText, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
 
 export const REDEMPTION_STATUS = { enabled: 1, disabled: 2, used: 3 } as const;
 export const MAX_REDEMPTION_BATCH = 100;
@@ -25,7 +25,7 @@ const expiry = z
   .max(Number.MAX_SAFE_INTEGER);
 
 export const createRedemptionBody = z.object({
-  name: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(50, { error: 'must be at most 50 characters' }),
+  name: displayText(50, { min: 1, message: 'is required' }),
   quota: safeInt.positive({ error: 'must be a positive integer' }),
   count: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).min(1, { error: 'must be at least 1' })
     .max(MAX_REDEMPTION_BATCH, { error: `must be at most ${MAX_REDEMPTION_BATCH}` }).optional(),

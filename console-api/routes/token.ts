@@ -13,7 +13,7 @@ import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { pageOf, tokenItemSchema } from '../http/schemas.js';
-import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { containsPattern, displayText, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
 import { tokenGroups } from '../options/groups.js';
 import { firstInvalidIp, normaliseIpList } from '../api-keys/ip-list.js';
 import { type ApiKeyListItem, type ApiKeyRow, toApiKeyListItem } from '../api-keys/api-key-view.js';
@@ -51,7 +51,7 @@ async function countKeyWrite(ctx: ConsoleContext, userId: number): Promise<void>
 }
 
 const tokenFields = {
-  name: z.string({ error: 'must be a string' }).max(50, { error: 'must be at most 50 characters' }),
+  name: displayText(50),
   expired_time: z
     .number({ error: 'must be an integer' })
     .int({ error: 'must be an integer' })

@@ -16,7 +16,7 @@ import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
-import { containsPattern, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { containsPattern, displayText, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
 import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
@@ -39,7 +39,7 @@ export const registerBody = z.object({
     .string({ error: 'must be a string' })
     .min(8, { error: 'must be at least 8 characters' })
     .max(64, { error: 'must be at most 64 characters' }),
-  display_name: z.string({ error: 'must be a string' }).max(50, { error: 'must be at most 50 characters' }).optional(),
+  display_name: displayText(50).optional(),
   email: z.union([z.literal(''), z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' })]).optional(),
   /** The inviter's invitation code (referrals/referrals.ts). */
   aff_code: z.string({ error: 'must be a string' }).max(AFF_CODE_MAX_LENGTH, { error: `must be at most ${AFF_CODE_MAX_LENGTH} characters` }).optional(),
@@ -57,7 +57,7 @@ export const loginBody = z.object({
 });
 
 export const updateSelfBody = z.object({
-  display_name: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }).max(50, { error: 'must be at most 50 characters' }).optional(),
+  display_name: displayText(50, { min: 1, message: 'must not be empty' }).optional(),
   password: registerBody.shape.password.optional(),
   original_password: z.string({ error: 'must be a string' }).max(128).optional(),
 });
@@ -77,7 +77,8 @@ export const updateUserBody = z.object({
   status: z.union([z.literal(ACCOUNT_STATUS.enabled), z.literal(ACCOUNT_STATUS.banned)], {
     error: 'must be 1 (enabled) or 2 (banned)',
   }).optional(),
-  display_name: z.string({ error: 'must be a string' }).max(50, { error: 'must be at most 50 characters' }).optional(),
+  // As the account's own edit: an administrator cannot blank a name the account could not.
+  display_name: displayText(50, { min: 1, message: 'must not be empty' }).optional(),
 });
 
 export const MANAGE_ACTIONS = ['disable', 'enable', 'promote', 'demote', 'delete', 'add_quota', 'set_group'] as const;
