@@ -11,6 +11,7 @@ import { DEFAULT_WEB_SEARCH_CALL_PRICE } from '../../core/pricing/input-bound.js
 import type { Db } from '../db.js';
 import { ROLE } from '../accounts/roles.js';
 import { optionSealer } from './option-secrets.js';
+import { MAX_DISCOUNT, MAX_TOPUP_AMOUNT, MAX_UNIT_PRICE } from '../payments/pricing.js';
 
 const json = <S extends z.ZodType>(schema: S, what: string) =>
   z.string().transform((s, c) => {
@@ -30,23 +31,72 @@ const json = <S extends z.ZodType>(schema: S, what: string) =>
   });
 
 const ratioTable = json(z.record(z.string(), z.number().min(0)), 'an object of name to non-negative number');
+
 const bool = z.enum(['true', 'false'], { error: 'must be true or false' }).transform((v) => v === 'true');
 const int = (min = 0) =>
   z.string().regex(/^-?\d+$/, { error: 'must be an integer' }).transform(Number).pipe(z.number().int().min(min, { error: `must be at least ${min}` }).max(Number.MAX_SAFE_INTEGER));
-const decimal = z.string().regex(/^\d+(\.\d+)?$/, { error: 'must be a non-negative number' }).transform(Number);
+const decimalText = z.string().regex(/^\d+(\.\d+)?$/, { error: 'must be a non-negative number' }).transform(Number);
+// Without a bound, hundreds of digits read as Infinity (which z.number() refuses as not a number).
+const decimal = (max: number) => decimalText.pipe(z.number({ error: `must be at most ${max}` }).max(max, { error: `must be at most ${max}` }));
 const text = (max = 2000) => z.string().max(max, { error: `must be at most ${max} characters` });
 const url = z.union([z.literal(''), z.url({ protocol: /^https?$/, error: 'must be an http(s) URL or empty' })]).transform((s) => s.replace(/\/+$/, ''));
 
-export const payMethodSchema = z.object({
+/** Longest group name: new-api's abilities.group is varchar(64); routes/channel.ts bounds a channel's groups by it. */
+export const MAX_GROUP_NAME = 64;
+const DEFAULT_GROUP = 'default';
+
+// Its keys are the groups accounts and channels are placed in: without `default` the accounts in it
+// (every new account) could no longer be edited ("unknown group").
+const groupRatioTable = ratioTable.superRefine((table, c) => {
+  const bad = Object.keys(table).find((g) => g.length === 0 || g.length > MAX_GROUP_NAME);
+  if (bad !== undefined) {
+    c.addIssue({ code: 'custom', message: `a group name must be 1 to ${MAX_GROUP_NAME} characters ("${bad.slice(0, 20)}${bad.length > 20 ? '…' : ''}")` });
+  } else if (!Object.hasOwn(table, DEFAULT_GROUP)) {
+    c.addIssue({ code: 'custom', message: `must keep the group "${DEFAULT_GROUP}" (new accounts are placed in it)` });
+  }
+});
+
+/** The first group of a live account or of a channel that `table` leaves out, and where it is used. */
+async function groupLeftOut(db: Db, table: Record<string, number>): Promise<string | undefined> {
+  // The keys go as one JSON text, not an array parameter (postgres.js's array types may not be
+  // fetched); bound as text and cast, since postgres.js would encode a jsonb parameter again.
+  const keys = JSON.stringify(Object.keys(table));
+  const [account] = await db<{ group: string }[]>`
+    SELECT "group" FROM users
+    WHERE deleted_at IS NULL AND "group" NOT IN (SELECT jsonb_array_elements_text(${keys}::text::jsonb)) LIMIT 1`;
+  if (account) return `group "${account.group}" has accounts in it; move them to another group first`;
+  const [channel] = await db<{ group: string }[]>`
+    SELECT g AS "group" FROM channels, unnest(string_to_array("group", ',')) AS g
+    WHERE g <> '' AND g NOT IN (SELECT jsonb_array_elements_text(${keys}::text::jsonb)) LIMIT 1`;
+  if (channel) return `group "${channel.group}" has channels in it; remove it from their groups first`;
+  return undefined;
+}
+
+const payMethodFields = {
   name: z.string(),
   // Sent to the provider and signed in epay's `k=v&k=v` string, values unencoded: a `&` or `=` in it
   // could make a purchase's signature read as that of another parameter set (a paid notice).
   type: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, { error: 'must be 1-32 letters, digits, _ or -' }),
   color: z.string().optional(),
-  /** Per-method minimum; the top-level MinTopUp when absent. */
-  min_topup: z.union([z.number(), z.string()]).optional(),
+};
+const MIN_TOPUP_RULE = `min_topup must be a positive integer of at most ${MAX_TOPUP_AMOUNT}, as a number or a string of digits, or ''`;
+
+export const payMethodSchema = z.object({
+  ...payMethodFields,
+  /**
+   * Per-method minimum, a quantity like MinTopUp ('' or absent: MinTopUp). Kept as written: the
+   * contract's pay_methods[].min_topup is a string, and new-api stores a string.
+   */
+  min_topup: z.union([z.string(), z.number()], { error: MIN_TOPUP_RULE })
+    .refine((v) => v === '' || (/^[1-9][0-9]{0,6}$/.test(String(v)) && Number(v) <= MAX_TOPUP_AMOUNT), { error: MIN_TOPUP_RULE })
+    .optional(),
 });
 export type PayMethod = z.infer<typeof payMethodSchema>;
+
+// How PayMethods stored before min_topup was checked reads: methodMinimum (payments/topup-settings.ts)
+// ignores a minimum that is not a positive number, so such a list keeps its methods instead of
+// reading as the default ones.
+const storedPayMethodSchema = z.object({ ...payMethodFields, min_topup: z.union([z.number(), z.string()]).optional() });
 
 const DEFAULT_PAY_METHODS: PayMethod[] = [
   { name: 'Alipay', type: 'alipay', color: 'rgba(var(--semi-blue-5), 1)' },
@@ -55,8 +105,19 @@ const DEFAULT_PAY_METHODS: PayMethod[] = [
 
 export interface OptionDef {
   key: string;
-  /** The stored text parses with this schema; the output is the typed value. */
+  /** A new value's text must parse with this schema (PUT /api/option/); the output is the typed value. */
   schema: z.ZodType<unknown, string>;
+  /**
+   * How the stored text is read, when a value written before `schema` was tightened must still read
+   * as what it says rather than as the default (a unit price: the payment routes refuse the orders it
+   * cannot price, instead of charging the default price). Default: `schema`.
+   */
+  readSchema?: z.ZodType<unknown, string>;
+  /**
+   * What refuses a parsed value because of what is stored elsewhere (a GroupRatio that leaves out a
+   * group in use): a message naming it, or undefined. See optionConflict.
+   */
+  conflict?: (db: Db, value: unknown) => Promise<string | undefined>;
   default: string;
   /** Minimum role that may change it. */
   writeRole: number;
@@ -79,14 +140,16 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('CreateCacheRatio', ratioTable, '{}', 'model name → 5-minute cache write ratio, relative to input (JSON); default 1.25'),
   def('CreateCacheRatio1h', ratioTable, '{}', 'model name → 1-hour cache write ratio, relative to input (JSON); default 2'),
   def('SelfUseModeEnabled', bool, 'false', 'serve models that have no ratio, at ratio 37.5 (new-api\'s self-use mode); off: a request for such a model is refused with 404', root),
-  def('GroupRatio', ratioTable, '{"default":1,"vip":1,"svip":1}', 'group name → price ratio (JSON); its keys are the account groups'),
+  def('GroupRatio', groupRatioTable, '{"default":1,"vip":1,"svip":1}', `group name (1 to ${MAX_GROUP_NAME} characters) → price ratio (JSON); its keys are the account groups: "default" and every group an account or a channel is in must stay`, {
+    conflict: (db, value) => groupLeftOut(db, value as Record<string, number>),
+  }),
   def('LongContextRatio', json(z.record(z.string(), z.union([z.null(), z.object({
     above_tokens: z.number().int().positive(), input: z.number().min(1), output: z.number().min(1),
   })])), 'an object of model name to {above_tokens, input, output} or null'), '{}', 'model name → long-context tier (JSON): a prompt (input and cache tokens) over above_tokens has its input-side prices times input and its output price times output; null removes a default tier. Defaults: the claude-sonnet-4 models, {"above_tokens":200000,"input":2,"output":1.5} (Anthropic\'s 1M context window pricing)'),
   // Reservation bounds (core/pricing/input-bound.ts): what a request reserves when its bytes do not bound its input.
   def('ModelContextWindow', json(z.record(z.string(), z.number().int().positive()), 'an object of model name to positive integer'), '{}', 'model name → context window in tokens (JSON), merged over the built-in windows (gpt-4o 128000, gpt-4.1 1047576, o1/o3/o4-mini 200000, gpt-5 400000, claude-* 200000); a request with the context-1m beta header reserves at least 1000000. Media, server tools and unknown blocks reserve this window (200000 for a model without one); text is reserved by its bytes, under this window when the model has one'),
   def('ModelMaxOutputTokens', json(z.record(z.string(), z.number().int().positive()), 'an object of model name to positive integer'), '{}', 'model name → output tokens (JSON): the bound a /v1/chat/completions request that sets no max_tokens / max_completion_tokens is reserved for and sent with; default 4096'),
-  def('WebSearchCallPrice', decimal, String(DEFAULT_WEB_SEARCH_CALL_PRICE), 'quota per web search, times the group ratio: billed for each search the provider reports (usage.server_tool_use.web_search_requests) and reserved for each web_search tool\'s max_uses, 20 when unset; default $10 per 1000 searches'),
+  def('WebSearchCallPrice', decimal(Number.MAX_SAFE_INTEGER), String(DEFAULT_WEB_SEARCH_CALL_PRICE), 'quota per web search, times the group ratio: billed for each search the provider reports (usage.server_tool_use.web_search_requests) and reserved for each web_search tool\'s max_uses, 20 when unset; default $10 per 1000 searches'),
   // Group policy (core/groups/group-policy.ts reads these; '' = not set).
   def('UserUsableGroups', z.union([z.literal(''), json(z.record(z.string(), z.string()), 'an object of group name to description')]), '', 'groups an account may pick for a key besides its own (name → description); unset: every priced group'),
   def('AutoGroups', z.union([z.literal(''), json(z.array(z.string()), 'an array of group names')]), '', 'the order in which the `auto` group tries groups; unset: ["default"]'),
@@ -101,11 +164,11 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('CardpayMinTopUp', int(1), '1', 'minimum quantity of a card payment'),
   def('GlobalpayMinTopUp', int(1), '1', 'minimum of the global payment provider (not integrated)'),
   def('GlobalpayPancakeMinTopUp', int(1), '1', 'minimum of the second global provider (not integrated)'),
-  def('PayMethods', json(z.array(payMethodSchema), 'an array of {name, type, color, min_topup?}'), JSON.stringify(DEFAULT_PAY_METHODS), 'QR-code payment methods shown when payments are enabled'),
+  def('PayMethods', json(z.array(payMethodSchema), 'an array of {name, type, color, min_topup?}'), JSON.stringify(DEFAULT_PAY_METHODS), 'QR-code payment methods shown when payments are enabled; min_topup: a positive integer (number or string), the method\'s own minimum quantity', { readSchema: json(z.array(storedPayMethodSchema), 'an array of {name, type, color, min_topup?}') }),
   def('AmountOptions', json(z.array(z.number().positive()), 'an array of positive numbers'), '[10,20,50,100,200,500]', 'quick-amount buttons of the top-up page'),
-  def('AmountDiscount', json(z.record(z.string().regex(/^\d+$/), z.number().positive().max(10)), 'an object of quantity to coefficient'), '{}', 'discount tiers: the coefficient of the largest key <= quantity multiplies the price', root),
-  def('Price', decimal, '7.3', 'QR-code payment: money per unit of quantity (1 unit = 1 US dollar of quota = 500000 quota)', root),
-  def('CardpayUnitPrice', decimal, '1', 'card payment: money per unit of quantity', root),
+  def('AmountDiscount', json(z.record(z.string().regex(/^\d+$/), z.number().positive().max(MAX_DISCOUNT)), 'an object of quantity to coefficient'), '{}', 'discount tiers: the coefficient of the largest key <= quantity multiplies the price', root),
+  def('Price', decimal(MAX_UNIT_PRICE), '7.3', `QR-code payment: money per unit of quantity (1 unit = 1 US dollar of quota = 500000 quota), at most ${MAX_UNIT_PRICE}`, { ...root, readSchema: decimalText }),
+  def('CardpayUnitPrice', decimal(MAX_UNIT_PRICE), '1', `card payment: money per unit of quantity, at most ${MAX_UNIT_PRICE}`, { ...root, readSchema: decimalText }),
   // Payment credentials and switches: super administrator only.
   def('ServerAddress', url, 'http://127.0.0.1:3001', 'public base URL of this console API; notify and return URLs are built from it', root),
   def('PaymentComplianceConfirmed', bool, 'false', 'the payment compliance terms are confirmed; until then pay_methods is empty and payments are refused', root),
@@ -152,6 +215,14 @@ export function optionDef(key: string): OptionDef | undefined {
   return BY_KEY.get(key);
 }
 
+/**
+ * For PUT /api/option/, after the value parsed with `d.schema`: why it cannot be stored given the
+ * accounts and channels (a message to answer as 400, prefixed "value (<key>): "), or undefined.
+ */
+export async function optionConflict(db: Db, d: OptionDef, value: unknown): Promise<string | undefined> {
+  return d.conflict ? d.conflict(db, value) : undefined;
+}
+
 export function isRatioOption(key: string): boolean {
   return (RATIO_OPTION_KEYS as readonly string[]).includes(key);
 }
@@ -186,7 +257,7 @@ export async function loadOptionView(db: Db): Promise<Options> {
     get<T>(key: string): T {
       const d = BY_KEY.get(key);
       if (!d) throw new Error(`unknown option ${key}`);
-      const r = d.schema.safeParse(raw(key));
+      const r = (d.readSchema ?? d.schema).safeParse(raw(key));
       return (r.success ? r.data : d.schema.parse(d.default)) as T;
     },
   };

@@ -53,6 +53,17 @@ export function newTradeNo(userId: number): string {
   return `USR${userId}NO${randomBytes(8).toString('hex')}`;
 }
 
+const TRADE_NO = /^USR[0-9]{1,20}NO[0-9a-f]{16}$/;
+
+/**
+ * Whether a provider's callback names a trade number of newTradeNo's shape. A signed callback still
+ * carries whatever the signer put in it (a boolean, an object, a NUL, megabytes): anything else is
+ * no order of ours, and never reaches a query.
+ */
+export function isTradeNo(value: unknown): value is string {
+  return typeof value === 'string' && TRADE_NO.test(value);
+}
+
 /**
  * Unpaid orders one account may open per PENDING_ORDER_WINDOW_SEC, both providers together. Each order
  * is a row (kept after it expires, see above), so without a cap one account could add millions a day.

@@ -11,7 +11,7 @@ import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { optionItemSchema } from '../http/schemas.js';
 import { describeZodError } from '../http/validation.js';
-import { loadOptionView, OPTION_CATALOGUE, optionDef, storedOptionText } from '../options/option-catalogue.js';
+import { loadOptionView, OPTION_CATALOGUE, optionConflict, optionDef, storedOptionText } from '../options/option-catalogue.js';
 
 export const updateOptionBody = z.object({
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100),
@@ -50,6 +50,9 @@ export function registerOptionRoutes(api: Api, ctx: ConsoleContext): void {
     const text = typeof body.value === 'string' ? body.value : typeof body.value === 'object' ? JSON.stringify(body.value) : String(body.value);
     const parsed = d.schema.safeParse(text);
     if (!parsed.success) throw new ConsoleError('VALIDATION_FAILED', describeZodError(parsed.error, 'value').replace(/^value(\.[^:]*)?:/, `value (${d.key}):`));
+    // A value that fits its schema may still strand what uses it (a group an account is in).
+    const conflict = await optionConflict(sql, d, parsed.data);
+    if (conflict) throw new ConsoleError('VALIDATION_FAILED', `value (${d.key}): ${conflict}`);
     // URLs are stored without a trailing slash; everything else as given.
     const stored = storedOptionText(d, typeof parsed.data === 'string' && /Address$/.test(d.key) ? parsed.data : text);
     await sql`INSERT INTO options (key, value) VALUES (${d.key}, ${stored}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;

@@ -16,13 +16,11 @@ import { assertSafeInput, containsPattern, pageQuery, paging, queryString } from
 import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { type CardpayEvent, cardpayVerify, createCheckoutSession, minorUnitsOf, priceDecimalsOf } from '../payments/cardpay.js';
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
-import { priceOf, quotaOf } from '../payments/pricing.js';
-import { completeOrder, createPendingOrder, isPayable, PENDING_ORDERS_PER_WINDOW, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
+import { isPayableMoney, MAX_ORDER_MONEY, MAX_TOPUP_AMOUNT, priceOf, quotaOf } from '../payments/pricing.js';
+import { completeOrder, createPendingOrder, isPayable, isTradeNo, PENDING_ORDERS_PER_WINDOW, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
 import { loadTopupSettings, methodMinimum, type TopupSettings, topupInfo } from '../payments/topup-settings.js';
 
-/** Largest quantity of one order (units of 1 US dollar). */
-export const MAX_TOPUP_AMOUNT = 1_000_000;
-
+/** Units of 1 US dollar; at most MAX_TOPUP_AMOUNT, which the unit price bounds are computed from. */
 const amount = z
   .number({ error: 'must be an integer' })
   .int({ error: 'must be an integer' })
@@ -63,6 +61,18 @@ async function assertCreatorMayCredit(tx: Db, creatorId: number, redeemer: UserR
 
 function belowMinimum(min: number): ConsoleError {
   return new ConsoleError('AMOUNT_BELOW_MINIMUM', `amount: must be at least ${min} (the minimum top-up)`);
+}
+
+/**
+ * The money of an order, refused when it cannot be stored. The unit prices are bounded so that this
+ * never happens (payments/pricing.ts, MAX_UNIT_PRICE), but a price stored before that bound still
+ * reads as it was written (options/option-catalogue.ts), and is refused here order by order.
+ */
+function payable(money: number): number {
+  if (!isPayableMoney(money)) {
+    throw new ConsoleError('VALIDATION_FAILED', `amount: the price of this quantity is above the largest order (${MAX_ORDER_MONEY.toFixed(2)})`);
+  }
+  return money;
 }
 
 export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
@@ -176,7 +186,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ body }) => {
     const s = await loadTopupSettings(sql);
     if (body.amount < s.minTopUp) throw belowMinimum(s.minTopUp);
-    return ok(priceOf(body.amount, s.price, s.discount).toFixed(2));
+    return ok(payable(priceOf(body.amount, s.price, s.discount)).toFixed(2));
   });
 
   api.route({
@@ -193,7 +203,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     }
     const min = methodMinimum(s, method);
     if (body.amount < min) throw belowMinimum(min);
-    const money = priceOf(body.amount, s.price, s.discount);
+    const money = payable(priceOf(body.amount, s.price, s.discount));
     if (money < 0.01) throw new ConsoleError('VALIDATION_FAILED', 'amount: the price of this quantity is below 0.01');
     const order = await createPendingOrder(sql, {
       userId: Number(user.id), amount: body.amount, money, method: method.type, provider: 'epay', now: ctx.now(),
@@ -223,6 +233,8 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     if (typeof request.body === 'string' && request.body.length > 0) {
       for (const [k, v] of new URLSearchParams(request.body)) params[k] = v;
     }
+    // The raw body skipped Api.route's input guard (which the query got); the parsed form gets it here.
+    assertSafeInput(params, 'body');
     reply.type('text/plain; charset=utf-8');
     const s = await loadTopupSettings(sql);
     // A notice names the provider's trade and none of a purchase's own URLs: so no purchase signature
@@ -233,8 +245,9 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
       return reply.status(400).send('fail');
     }
     if (params.trade_status !== EPAY_TRADE_SUCCESS) return reply.send('success');
+    if (!isTradeNo(params.out_trade_no)) return reply.status(404).send('fail');
     const result = await completeOrder(ctx, {
-      tradeNo: params.out_trade_no ?? '',
+      tradeNo: params.out_trade_no,
       provider: 'epay',
       paidMoney: Number(params.money),
       providerRef: params.trade_no ?? '',
@@ -262,7 +275,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ body }) => {
     const s = await loadTopupSettings(sql);
     if (body.amount < s.cardpayMinTopUp) throw belowMinimum(s.cardpayMinTopUp);
-    return ok(cardpayPrice(s, body.amount).toFixed(2));
+    return ok(payable(cardpayPrice(s, body.amount)).toFixed(2));
   });
 
   api.route({
@@ -275,7 +288,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     const s = await loadTopupSettings(sql);
     if (!s.cardpayEnabled) throw new ConsoleError('FEATURE_DISABLED', 'card payment is not enabled');
     if (body.amount < s.cardpayMinTopUp) throw belowMinimum(s.cardpayMinTopUp);
-    const money = cardpayPrice(s, body.amount);
+    const money = payable(cardpayPrice(s, body.amount));
     if (money < 0.01) throw new ConsoleError('VALIDATION_FAILED', 'amount: the price of this quantity is below 0.01');
     const order = await createPendingOrder(sql, {
       userId: Number(user.id), amount: body.amount, money, method: 'card', provider: 'cardpay', now: ctx.now(),
@@ -324,16 +337,19 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     if (event?.type !== 'checkout.session.completed' || !session || session.payment_status !== 'paid') {
       return ok({ received: true, credited: false });
     }
-    const tradeNo = session.client_reference_id || session.metadata?.trade_no || '';
+    const named: unknown = session.client_reference_id || session.metadata?.trade_no;
     // An event without a currency is a mismatch too: the amount means nothing without its currency.
     if (typeof session.currency !== 'string' || session.currency.toLowerCase() !== s.cardpay.currency) {
       throw new ConsoleError('PAYMENT_MISMATCH', `currency ${typeof session.currency === 'string' ? session.currency : '(none)'} is not ${s.cardpay.currency}`);
     }
+    if (!isTradeNo(named)) throw new ConsoleError('NOT_FOUND', 'order not found: the event names no trade number of this console');
+    const tradeNo = named;
     const result = await completeOrder(ctx, {
       tradeNo,
       provider: 'cardpay',
       paidMoney: Number(session.amount_total ?? 0) / minorUnitsOf(s.cardpay.currency),
-      providerRef: session.id,
+      // Only a reference for the records: a session id that is not a string is not stored.
+      providerRef: typeof session.id === 'string' ? session.id : '',
     });
     switch (result.outcome) {
       case 'credited':

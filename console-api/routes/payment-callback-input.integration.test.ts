@@ -1,0 +1,138 @@
+// Correctly signed payment callbacks whose values are of the wrong type or shape: the signature says
+// who sent them, not that what they carry is usable. A trade number that is not one this console
+// makes is answered as an unknown order; a NUL in the epay form is refused like one in a query.
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { epaySandboxSign } from '../../bench/payment-sandbox/epay-sandbox.js';
+import { cardpaySandboxSignature } from '../../bench/payment-sandbox/cardpay-sandbox.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
+
+const EPAY = { pid: '1001', key: 'epay-merchant-key-123' };
+const CARD = { webhookSecret: 'whsec_test_abc' };
+
+let h: ConsoleHarness;
+let user: TestAccount;
+beforeAll(async () => {
+  h = await startConsoleHarness();
+  const root = await h.account({ role: 100 });
+  user = await h.account();
+  const options: Record<string, unknown> = {
+    PaymentComplianceConfirmed: true, PayAddress: 'https://pay.example.com', EpayId: EPAY.pid, EpayKey: EPAY.key, Price: '7.3',
+    CardpayApiAddress: 'https://card.example.com', CardpayApiSecret: 'sk_test', CardpayWebhookSecret: CARD.webhookSecret,
+  };
+  for (const [key, value] of Object.entries(options)) {
+    const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
+    expect(res.statusCode, `${key}: ${res.body}`).toBe(200);
+  }
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+/** A pending epay order of 10 units (73.00), as /api/user/pay makes it. */
+async function epayOrder(): Promise<string> {
+  const res = await h.app.inject({ method: 'POST', url: '/api/user/pay', headers: user.auth, payload: { amount: 10, payment_method: 'alipay' } });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json().data.params.out_trade_no as string;
+}
+const orderStatus = async (tradeNo: string) => (await h.sql<{ status: string }[]>`SELECT status FROM topups WHERE trade_no = ${tradeNo}`)[0]?.status;
+const quota = async () => Number((await h.sql<{ quota: number }[]>`SELECT quota FROM users WHERE id = ${user.user.id}`)[0]!.quota);
+
+function signedNotice(fields: Record<string, string>): URLSearchParams {
+  const params = { pid: EPAY.pid, trade_no: 'EP123', type: 'alipay', name: 'TUC10', money: '73.00', trade_status: 'TRADE_SUCCESS', ...fields };
+  return new URLSearchParams({ ...params, sign: epaySandboxSign(params, EPAY.key), sign_type: 'MD5' });
+}
+const postNotice = (form: URLSearchParams) => h.app.inject({
+  method: 'POST', url: '/api/user/epay/notify', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: form.toString(),
+});
+
+describe('epay notify', () => {
+  it('refuses a signed form with a NUL in out_trade_no (400 in the envelope, as in a query) and credits nothing', async () => {
+    const tradeNo = await epayOrder();
+    const res = await postNotice(signedNotice({ out_trade_no: `${tradeNo}\u0000` }));
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'out_trade_no: must not contain NUL (U+0000) characters' });
+    expect(await orderStatus(tradeNo)).toBe('pending');
+    expect(await quota()).toBe(0);
+  });
+
+  it('refuses a NUL in any other field or in a field name the same way', async () => {
+    const tradeNo = await epayOrder();
+    const inName = await postNotice(signedNotice({ out_trade_no: tradeNo, name: 'TUC\u000010' }));
+    expect(inName.statusCode).toBe(400);
+    expect(inName.json()).toEqual({ success: false, message: 'name: must not contain NUL (U+0000) characters' });
+    const inKey = await postNotice(signedNotice({ out_trade_no: tradeNo, 'x\u0000': '1' }));
+    expect(inKey.statusCode).toBe(400);
+    expect(inKey.json()).toEqual({ success: false, message: 'body: a property name must not contain NUL (U+0000) characters' });
+    expect(await orderStatus(tradeNo)).toBe('pending');
+  });
+
+  it.each(['', 'x'.repeat(5000), "USR1NO' OR '1'='1", 'usr1no0123456789abcdef', 'USR1NO0123456789ABCDEF'])(
+    'answers a signed notice for out_trade_no %j as for an unknown order (404 fail)',
+    async (outTradeNo) => {
+      const res = await postNotice(signedNotice({ out_trade_no: outTradeNo }));
+      expect(res.statusCode, res.body).toBe(404);
+      expect(res.body).toBe('fail');
+    },
+  );
+
+  it('still credits a genuine notice once', async () => {
+    const tradeNo = await epayOrder();
+    const res = await postNotice(signedNotice({ out_trade_no: tradeNo }));
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.body).toBe('success');
+    expect(await orderStatus(tradeNo)).toBe('success');
+  });
+});
+
+describe('card webhook', () => {
+  async function cardOrder(): Promise<string> {
+    const [row] = await h.sql<{ trade_no: string }[]>`
+      INSERT INTO topups (user_id, amount, money, trade_no, payment_method, payment_provider, status, create_time)
+      VALUES (${user.user.id}, 10, 10, ${`USR${user.user.id}NO${randomBytes(8).toString('hex')}`}, 'card', 'cardpay', 'pending', ${Math.floor(Date.now() / 1000)})
+      RETURNING trade_no`;
+    return row!.trade_no;
+  }
+  const deliver = (session: Record<string, unknown>) => {
+    const body = JSON.stringify({
+      id: 'evt_1', type: 'checkout.session.completed',
+      data: { object: { id: 'cs_test_1', payment_status: 'paid', currency: 'usd', amount_total: 1000, ...session } },
+    });
+    return h.app.inject({
+      method: 'POST', url: '/api/cardpay/webhook', payload: body,
+      headers: { 'content-type': 'application/json', 'stripe-signature': cardpaySandboxSignature(CARD.webhookSecret, Math.floor(Date.now() / 1000), body) },
+    });
+  };
+
+  it.each([
+    { what: 'client_reference_id "" and metadata.trade_no true', session: { client_reference_id: '', metadata: { trade_no: true } } },
+    { what: 'client_reference_id a number', session: { client_reference_id: 12345 } },
+    { what: 'client_reference_id an object', session: { client_reference_id: { trade_no: 'USR1NO0123456789abcdef' } } },
+    { what: 'metadata.trade_no an array', session: { metadata: { trade_no: ['USR1NO0123456789abcdef'] } } },
+    { what: 'client_reference_id of 10,000 characters', session: { client_reference_id: 'U'.repeat(10_000) } },
+    { what: 'no trade number at all', session: {} },
+  ])('answers a signed paid event with $what as for an unknown order (404) and credits nothing', async ({ session }) => {
+    const before = await quota();
+    const res = await deliver(session);
+    expect(res.statusCode, res.body).toBe(404);
+    expect(res.json()).toEqual({ success: false, message: 'order not found: the event names no trade number of this console' });
+    expect(await quota()).toBe(before);
+  });
+
+  it('credits a paid event whose session id is not a string, without storing it', async () => {
+    const tradeNo = await cardOrder();
+    const res = await deliver({ client_reference_id: tradeNo, id: true });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toEqual({ success: true, message: '', data: { received: true, credited: true } });
+    const [row] = await h.sql<{ status: string; provider_trade_no: string }[]>`SELECT status, provider_trade_no FROM topups WHERE trade_no = ${tradeNo}`;
+    expect(row).toEqual({ status: 'success', provider_trade_no: '' });
+  });
+
+  it('still completes an order named by metadata.trade_no when client_reference_id is empty', async () => {
+    const tradeNo = await cardOrder();
+    const res = await deliver({ client_reference_id: '', metadata: { trade_no: tradeNo } });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data).toEqual({ received: true, credited: true });
+    expect(await orderStatus(tradeNo)).toBe('success');
+  });
+});
