@@ -65,27 +65,43 @@ export function openaiErrorType(anthropicType: string): string {
 }
 
 /** OpenAI's error JSON: `{"error": {"message", "type", "param", "code"}}`. */
-export function openaiErrorBody(type: string, message: string, code: string | null = null): string {
-  return JSON.stringify({ error: { message, type, param: null, code } });
+export function openaiErrorBody(type: string, message: string, code: string | null = null, param: string | null = null): string {
+  return JSON.stringify({ error: { message, type, param, code } });
+}
+
+/**
+ * The body field a request problem names, as the validator words it (`messages.0.role: must be …`,
+ * compiled-schema.ts, and the conversions' refusals alike), in OpenAI's notation (`messages.[0].role`),
+ * which tools read from `param` to point at the field; null when the message names none (a header's
+ * name has a hyphen, the body as a whole a space).
+ */
+const FIELD_PATH = /^([A-Za-z_]\w*(?:\.\w+)*): /;
+
+function paramOf(message: string): string | null {
+  const m = FIELD_PATH.exec(message);
+  return m ? m[1]!.replace(/\.(\d+)(?=\.|$)/g, '.[$1]') : null;
 }
 
 export class RelayError extends Error {
   readonly status: number;
   readonly type: string;
   readonly code: RelayErrorCode;
-  constructor(code: RelayErrorCode, message?: string) {
+  /** OpenAI's `param`: the request field at fault; by default the one an invalid request's message names. */
+  readonly param: string | null;
+  constructor(code: RelayErrorCode, message?: string, param?: string | null) {
     const def = RELAY_ERRORS[code];
     super(message ?? def.message);
     this.code = code;
     this.status = def.status;
     this.type = def.type;
+    this.param = param !== undefined ? param : code === 'invalid_request' && message !== undefined ? paramOf(message) : null;
   }
   body(): string {
     return errorBody(this.type, this.message);
   }
   /** The same failure in OpenAI's error JSON (POST /v1/chat/completions). */
   openaiBody(): string {
-    return openaiErrorBody(openaiErrorType(this.type), this.message, this.code);
+    return openaiErrorBody(openaiErrorType(this.type), this.message, this.code, this.param);
   }
 }
 

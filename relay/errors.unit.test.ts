@@ -20,3 +20,22 @@ describe('relay error catalogue', () => {
     });
   }
 });
+
+describe('OpenAI\'s error JSON of a relay error', () => {
+  it('names in `param` the field a request problem names, in OpenAI\'s notation (messages.[0].role)', () => {
+    const param = (message: string) => (JSON.parse(new RelayError('invalid_request', message).openaiBody()) as { error: { param: unknown } }).error.param;
+    expect(param('messages.0.role: must be one of \'system\', \'user\'')).toBe('messages.[0].role');
+    expect(param('temperature: must be at most 2')).toBe('temperature');
+    expect(param('messages.2.content.0.image_url.url: required string')).toBe('messages.[2].content.[0].image_url.url');
+    expect(param('tools.1: only function tools with a name are converted')).toBe('tools.[1]');
+    // Messages that name no body field: a header, the body as a whole, no field at all.
+    expect(param('anthropic-version: the header holds characters HTTP does not allow.')).toBeNull();
+    expect(param('invalid request: the body must be a JSON object')).toBeNull();
+    expect(param('The request body nests objects and arrays more than 128 levels deep.')).toBeNull();
+    expect((JSON.parse(new RelayError('invalid_json').openaiBody()) as { error: { param: unknown } }).error.param).toBeNull();
+    // Only a request problem names a field: other errors' messages are not read for one.
+    expect((JSON.parse(new RelayError('model_not_found', 'model: none').openaiBody()) as { error: { param: unknown } }).error.param).toBeNull();
+    // Given outright, it is kept.
+    expect((JSON.parse(new RelayError('invalid_request', 'Bad.', 'n').openaiBody()) as { error: { param: unknown } }).error).toEqual({ message: 'Bad.', type: 'invalid_request_error', param: 'n', code: 'invalid_request' });
+  });
+});

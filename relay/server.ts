@@ -8,7 +8,7 @@ import { checkRedisPersistence } from '../infra/redis/persistence.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { ClientAddressResolver } from './auth/client-address.js';
 import { KeyDirectory } from './auth/key-directory.js';
-import { errorBody, RelayError, statusLine } from './errors.js';
+import { errorBody, openaiErrorBody, RelayError, statusLine } from './errors.js';
 import { closeConnectionsAfterAnswer } from './connection-draining.js';
 import { Reply } from './free-request.js';
 import { subscribeInvalidations } from './invalidation.js';
@@ -132,6 +132,23 @@ function refuseFraming(res: uws.HttpResponse, format: 'anthropic' | 'openai'): v
 }
 
 const HEALTH_BODY = '{"status":"ok"}';
+
+/**
+ * Paths of OpenAI's API (/v1/models aside, which both APIs have and the relay serves): a client
+ * calling one is OpenAI's SDK or a tool built on it, which reads OpenAI's error shape, unless it says
+ * it is Anthropic's (/v1/files is Anthropic's Files API too). Every other path is answered in Anthropic's.
+ */
+const OPENAI_PATH = /^\/v1\/(?:chat|completions|embeddings|images|audio|moderations|responses|assistants|threads|batches|uploads|vector_stores|fine_tuning|fine-tunes|realtime|evals|containers|conversations|videos|files)(?:\/|$)/;
+
+/** The 404 of a path the relay does not serve, in the error shape of the API the path belongs to. */
+function notFoundBody(req: uws.HttpRequest, notFound: RelayError): string {
+  const method = req.getMethod().toUpperCase();
+  const url = req.getUrl();
+  if (OPENAI_PATH.test(url) && !req.getHeader('anthropic-version')) {
+    return openaiErrorBody('invalid_request_error', `Invalid URL (${method} ${url}): this gateway does not serve it.`, 'unknown_url');
+  }
+  return errorBody(notFound.type, `${method} ${url} does not exist.`);
+}
 
 /** How often a draining relay looks whether its exchanges and settlements are done. */
 const DRAIN_POLL_MS = 25;
@@ -271,7 +288,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       new Reply(res).json(200, HEALTH_BODY);
     }))
     .any('/*', guarded(log, 'not_found', (res, req) => {
-      new Reply(res).json(404, errorBody(notFound.type, `${req.getMethod().toUpperCase()} ${req.getUrl()} does not exist.`));
+      new Reply(res).json(404, notFoundBody(req, notFound));
     }));
 
   const releaseAll = async (): Promise<void> => {

@@ -126,6 +126,19 @@ describe('the reserved output bound reaches an OpenAI-format provider', () => {
     expect(providerBody()).toEqual({ model, max_completion_tokens: 30, messages: [{ role: 'user', content: 'Think' }] });
   });
 
+  // It passed unchanged before, and OpenAI answers 400 "Unsupported parameter: 'max_tokens'" to its
+  // reasoning models: moved into the field they take, as on /v1/messages below.
+  it.each(REASONING_MODELS)('a max_tokens alone reaches %s (a reasoning model) as max_completion_tokens, and is billed within it', async (model) => {
+    const { data, response } = await openai.chat.completions.create({ model, max_tokens: 30, messages: [{ role: 'user', content: 'Think' }] }).withResponse();
+    expect(providerBody()).toEqual({ model, max_completion_tokens: 30, messages: [{ role: 'user', content: 'Think' }] });
+    expect(data.usage!.completion_tokens).toBe(30);
+    expect((await ledgerRow(stack, response.headers.get('x-gateway-request-id')!)).completion_tokens).toBe(30);
+    // Streamed too, the usage chunk still asked for.
+    const stream = await openai.chat.completions.create({ model, max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'Think' }] });
+    for await (const chunk of stream) void chunk;
+    expect(providerBody()).toEqual({ model, max_completion_tokens: 20, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'Think' }] });
+  });
+
   it('/v1/messages to a reasoning model: max_tokens becomes max_completion_tokens', async () => {
     const message = await anthropic.messages.create({ model: 'o3-mini', max_tokens: 25, messages: [{ role: 'user', content: 'Think' }] });
     const sent = providerBody();

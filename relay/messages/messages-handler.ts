@@ -129,10 +129,13 @@ class Exchange {
   headersSent = false;
   /**
    * The provider answered 200 and has not yet said what it bills: a JSON answer being read (generated
-   * in full already), or a stream before its message_start. A client leaving then does not cancel the
+   * in full already), a stream before its message_start, or a stream whose generation is over and
+   * whose final usage is still to come (stream-relay.ts). A client leaving then does not cancel the
    * provider until it has (onClientAborted).
    */
   usagePending = false;
+  /** The stream's part of a client leaving while usagePending (stream-relay.ts: the deadline of the usage after the generation). */
+  onAbortedWhilePending: (() => void) | undefined = undefined;
   /** Cancels the call to the provider in progress. */
   upstream: UpstreamAbort | BufferedCall | null = null;
   upstreamBody: Dispatcher.ResponseData['body'] | null = null;
@@ -563,11 +566,14 @@ class Exchange {
       const askUsage = chat.stream === true && chat.stream_options?.include_usage !== true;
       // The provider generates no more than reserved (body.max_tokens per choice), and providers that
       // read max_tokens only (DeepSeek, older vLLM, Ollama) ignore max_completion_tokens: a request
-      // without a bound, or bounded by max_completion_tokens alone where its model takes max_tokens,
-      // gets the bound in the field its model takes (core/channels/output-limit.ts), moved rather
-      // than copied since OpenAI refuses both at once; a max_tokens above the max_completion_tokens
-      // it was reserved at is lowered.
-      const rebound = chat.max_tokens == null && (chat.max_completion_tokens == null || outputLimitField(model) === 'max_tokens');
+      // without a bound, or bounded by one field alone where its model takes the other (OpenAI's
+      // reasoning models refuse max_tokens with a 400), gets the bound in the field its model takes
+      // (core/channels/output-limit.ts), moved rather than copied since OpenAI refuses both at once;
+      // a max_tokens above the max_completion_tokens it was reserved at is lowered.
+      const field = outputLimitField(model);
+      const rebound = chat.max_tokens == null
+        ? chat.max_completion_tokens == null || field === 'max_tokens'
+        : chat.max_completion_tokens == null && field === 'max_completion_tokens';
       const lower = chat.max_completion_tokens != null && chat.max_tokens != null && chat.max_tokens > body.max_tokens;
       if (!mapped && !askUsage && !rebound && !lower) return raw;
       const out: Record<string, unknown> = { ...chat, model };
@@ -575,7 +581,7 @@ class Exchange {
       if (rebound) {
         delete out.max_tokens;
         delete out.max_completion_tokens;
-        out[outputLimitField(model)] = body.max_tokens;
+        out[field] = body.max_tokens;
       }
       if (lower) out.max_tokens = body.max_tokens;
       return Buffer.from(JSON.stringify(out));
@@ -713,6 +719,9 @@ class Exchange {
     res.cork(() => {
       res.writeStatus(statusLine(status)).writeHeader('content-type', contentType);
       if (this.upstreamRequestId) res.writeHeader(this.requestIdHeader, this.upstreamRequestId);
+      // OpenAI's SDK gives x-request-id as err.requestID, what a user quotes to support: the relay's own
+      // answer has the gateway's. Anthropic's request-id stays the provider's alone.
+      else if (this.protocol === 'openai') res.writeHeader('x-request-id', this.requestId);
       res.writeHeader('x-gateway-request-id', this.requestId);
       if (retryAfter) res.writeHeader('retry-after', retryAfter);
       res.end(body, close);
@@ -744,6 +753,7 @@ class Exchange {
     // cancels it once known. A paused stream is resumed to reach it; nothing more is written.
     if (this.usagePending && body && !body.destroyed) {
       if (body.isPaused()) body.resume();
+      this.onAbortedWhilePending?.();
       return;
     }
     // A JSON answer read whole whose 200 has arrived is generated in full: it is read to its usage.

@@ -22,6 +22,14 @@ import { providerErrorReason, REASON } from './failure-reasons.js';
 import type { Outcome } from './settlement.js';
 import { closesConnection } from '../connection-draining.js';
 
+/**
+ * How long a stream whose generation is over (finish_reason, message_delta) is read on for the usage
+ * still owed when its client leaves: the provider sends it at once after (OpenAI's include_usage
+ * chunk), so a few seconds only bound a provider that never does, rather than holding its connection
+ * and the reservation until the body timeout.
+ */
+export const USAGE_TAIL_WAIT_MS = 5_000;
+
 /** What an Anthropic client is told last of a provider stream that failed or was cut. */
 export const STREAM_FAILED_EVENT = `event: error\ndata: ${errorBody('api_error', 'The model provider stream failed.')}\n\n`;
 
@@ -40,6 +48,8 @@ export interface StreamFormat {
   failedEvent: string;
   /** Name of the response header that carries the provider's request id. */
   requestIdHeader: string;
+  /** USAGE_TAIL_WAIT_MS unless given (tests). */
+  tailWaitMs?: number;
 }
 
 /** What a stream reads and marks of its exchange: messages-handler.ts's Exchange is one, passed as it is. */
@@ -51,8 +61,14 @@ export interface StreamingExchange {
   readonly t0: number;
   readonly channel: Channel | null;
   readonly aborted: boolean;
-  /** True until message_start: a client leaving before it does not cancel the provider (messages-handler.ts). */
+  /**
+   * True until message_start, and again from the end of the generation until the final usage: a
+   * client leaving then does not cancel the provider (messages-handler.ts), which is read on until it
+   * has said what it bills.
+   */
   usagePending: boolean;
+  /** Set by pipeStream; the exchange calls it when its client leaves while usagePending. */
+  onAbortedWhilePending?: () => void;
   responded: boolean;
   headersSent: boolean;
   /** When the provider's stream last completed a line, for the heartbeat's stall check. */
@@ -78,7 +94,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
       else if (!socketFull && !body.destroyed) body.resume();
     },
   });
-  const parser = format.provider.streamMeter(delivered); // payloads handed over in place, no copy
+  const parser: Meter = format.provider.streamMeter(delivered); // payloads handed over in place, no copy
   const rewriter = format.rewriter;
   const failedEvent = format.failedEvent;
   ex.headersSent = true;
@@ -95,15 +111,22 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     ex.res.onWritable(onWritable);
   });
   let first = true;
+  /** A chunk threw in the meter or the rewriter: the stream is being ended as failed. */
+  let broken = false;
   ex.streamLineAt = performance.now();
-  body.on('data', (chunk: Buffer) => {
+  const onChunk = (chunk: Buffer): void => {
     // Progress for the heartbeat's stall check (reservation-heartbeat.ts): a complete line, not a byte.
     if (chunk.indexOf(0x0a) >= 0) ex.streamLineAt = performance.now();
     parser.push(chunk);
-    if (ex.usagePending && parser.sawMessageStart) {
-      ex.usagePending = false;
+    // The provider bills what it says before message_start (the input) and after the generation (the
+    // final usage: OpenAI's comes in a chunk of its own after the finish_reason, its reasoning and
+    // cached tokens nowhere else). A client that leaves in either gap does not cancel it; a client that
+    // breaks out of its loop at the finish_reason would otherwise be billed its visible text alone.
+    const pending = !parser.sawMessageStart || (parser.generationDone === true && !parser.sawMessageDelta && !parser.sawMessageStop);
+    if (pending !== ex.usagePending) {
+      ex.usagePending = pending;
       // The client left before the provider said what it bills; now it has, so stop it.
-      if (ex.aborted) return void body.destroy(new Error('client went away'));
+      if (!pending && ex.aborted) return void body.destroy(new Error('client went away'));
     }
     if (ex.aborted) return;
     if (first) {
@@ -112,7 +135,29 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     }
     const out = rewriter === null ? chunk : rewriter.push(chunk);
     if (out.length > 0) client.write(out);
+  };
+  body.on('data', (chunk: Buffer) => {
+    if (broken) return;
+    try {
+      onChunk(chunk);
+    } catch (err) {
+      // Thrown out of undici's body, it would take the process and every user's stream down. Only this
+      // exchange ends: the provider is cancelled and 'error' settles what was delivered and tells the
+      // client, in its protocol, that the stream failed.
+      broken = true;
+      ex.ctx.log.error({ err, channel: ex.channel?.id, requestId: ex.requestId }, 'provider stream chunk could not be read; stream ended as failed');
+      body.destroy(err instanceof Error ? err : new Error(String(err)));
+    }
   });
+  ex.onAbortedWhilePending = () => {
+    // Before message_start the provider is read on until it comes (it will: the heartbeat cuts a silent
+    // stream); after the generation, only so long, since nothing else is left to generate.
+    if (parser.generationDone !== true) return;
+    const timer = setTimeout(() => {
+      if (!body.destroyed) body.destroy(new Error('client went away; the usage did not come after the generation'));
+    }, format.tailWaitMs ?? USAGE_TAIL_WAIT_MS);
+    body.once('close', () => clearTimeout(timer));
+  };
   body.on('end', () => {
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
     const cut = !parser.sawMessageStop && !parser.error;
@@ -202,6 +247,12 @@ class ClientStream {
     ex.res.cork(this.#corked);
   }
 
+  /** The provider's request id; without one, an OpenAI client gets the gateway's (its SDK reads x-request-id). */
+  #requestId(): string {
+    const ex = this.#ex;
+    return ex.upstreamRequestId || (this.#requestIdHeader === 'x-request-id' ? ex.requestId : '');
+  }
+
   #schedule(): void {
     if (this.#scheduled) return;
     this.#scheduled = true;
@@ -233,7 +284,7 @@ class ClientStream {
       res.writeStatus('200 OK')
         .writeHeader('content-type', 'text/event-stream; charset=utf-8')
         .writeHeader('cache-control', 'no-cache')
-        .writeHeader(this.#requestIdHeader, this.#ex.upstreamRequestId)
+        .writeHeader(this.#requestIdHeader, this.#requestId())
         .writeHeader('x-gateway-request-id', this.#ex.requestId);
       // A stream cannot end with uWS's closeConnection (the socket closes before the last chunk): the
       // client is told to hang up instead (connection-draining.ts).
@@ -248,8 +299,11 @@ class ClientStream {
   }
 }
 
-/** A stream's meter; SseUsageParser also says whether its stream stated the input (false: it did not). */
-type Meter = StreamMeter & { readonly inputStated?: boolean };
+/**
+ * A stream's meter; SseUsageParser also says whether its stream stated the input (false: it did not),
+ * and both whether the generation is over (the final usage may still be to come).
+ */
+type Meter = StreamMeter & { readonly inputStated?: boolean; readonly generationDone?: boolean };
 
 /**
  * Settles a stream, then calls `settled` (which ends the client's stream): with the provider's final usage (message_delta) when it sent one, pending

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../infra/logger.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { SseUsageParser } from '../stream/sse-usage-parser.js';
+import { ChatStreamMeter } from '../providers/openai/chat-usage.js';
 import { TokenCounter } from '../token-count/token-counter.js';
 import type { Outcome } from './settlement.js';
 import { pipeStream, STREAM_FAILED_EVENT, type StreamingExchange } from './stream-relay.js';
@@ -244,5 +245,129 @@ describe('pipeStream settles a stream whose usage is missing a count', () => {
     // A stated input of 0 (everything else cached) is not counted over.
     const zero = sse('message_start', { type: 'message_start', message: { id: 'msg_1', usage: { input_tokens: 0, cache_read_input_tokens: 700, output_tokens: 1 } } });
     expect(await settle(zero + DELTA.repeat(4) + TAIL, 777)).toEqual({ kind: 'ok', input: 0, output: 3, cacheRead: 700 });
+  });
+});
+
+/** The client leaves, as messages-handler.ts's onClientAborted does it. */
+function leave(ex: StreamingExchange & { aborted: boolean }, body: Readable): void {
+  ex.aborted = true;
+  ex.responded = true;
+  if (ex.usagePending && !body.destroyed) {
+    if (body.isPaused()) body.resume();
+    ex.onAbortedWhilePending?.();
+    return;
+  }
+  body.destroy(new Error('client went away'));
+}
+
+function startWith(calls: Call[], format: Omit<Parameters<typeof pipeStream>[2], 'failedEvent' | 'requestIdHeader'>, prompt = 0) {
+  const { res } = fakeRes(calls);
+  const ex = exchange(calls, res);
+  ex.countPromptTokens = () => Promise.resolve(prompt);
+  const body = new Readable({ read() {} });
+  pipeStream(ex, body, { ...format, failedEvent: STREAM_FAILED_EVENT, requestIdHeader: 'request-id' });
+  return { ex, body };
+}
+
+const finished = (calls: Call[]) => calls.find((c) => c[0] === 'finish')?.[1] as Extract<Outcome, { usage: unknown }> | undefined;
+
+describe('a chunk the meter or the rewriter throws on', () => {
+  it('ends that stream as failed, settled for what was delivered, instead of escaping the provider body\'s handler', async () => {
+    const calls: Call[] = [];
+    let n = 0;
+    const { body } = startWith(calls, {
+      provider: { streamMeter: (sink) => new SseUsageParser(sink) },
+      rewriter: { push: (chunk) => { if (++n === 3) throw new TypeError('boom'); return chunk; } },
+    });
+    body.push(Buffer.from(START));
+    body.push(Buffer.from(DELTA));
+    expect(() => body.push(Buffer.from(DELTA))).not.toThrow();
+    body.push(Buffer.from(TAIL));
+    await vi.waitFor(() => expect(calls.some((c) => c[0] === 'end')).toBe(true), { timeout: 20_000 });
+    expect(body.destroyed).toBe(true);
+    expect(finished(calls)).toMatchObject({ kind: 'partial', usage: { inputTokens: 10 } });
+    // What was written before, then the client is told the stream failed, in its protocol.
+    expect(written(calls)).toBe(START + DELTA + STREAM_FAILED_EVENT);
+    expect(calls.filter((c) => c[0] === 'finish')).toHaveLength(1);
+  });
+
+  it('from the meter likewise', async () => {
+    const calls: Call[] = [];
+    const meter = new SseUsageParser();
+    const { body } = startWith(calls, { provider: { streamMeter: () => meter }, rewriter: null });
+    body.push(Buffer.from(START));
+    await tick();
+    meter.push = () => { throw new TypeError('boom'); };
+    expect(() => body.push(Buffer.from(DELTA))).not.toThrow();
+    await vi.waitFor(() => expect(calls.some((c) => c[0] === 'end')).toBe(true), { timeout: 20_000 });
+    expect(finished(calls)).toMatchObject({ kind: 'partial', usage: { inputTokens: 10 } });
+    expect(written(calls)).toBe(START + STREAM_FAILED_EVENT);
+  });
+});
+
+const chatChunk = (delta: unknown, finish: string | null = null) =>
+  `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":${JSON.stringify(delta)},"finish_reason":${finish ? `"${finish}"` : 'null'}}],"usage":null}\n\n`;
+const CHAT_USAGE = 'data: {"id":"c","choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":5010,"total_tokens":6010,"prompt_tokens_details":{"cached_tokens":900},"completion_tokens_details":{"reasoning_tokens":5000}}}\n\n';
+
+describe('a client that leaves once the generation is over', () => {
+  const chat = (calls: Call[], tailWaitMs?: number) => startWith(calls, { provider: { streamMeter: (sink) => new ChatStreamMeter(sink) }, rewriter: null, tailWaitMs }, 77);
+
+  it('Chat Completions, after the finish_reason: the provider is read on to its usage, nothing more written, billed by it', async () => {
+    const calls: Call[] = [];
+    const { ex, body } = chat(calls);
+    body.push(Buffer.from(chatChunk({ role: 'assistant', content: '' }) + chatChunk({ content: 'Hi' })));
+    await tick();
+    expect(ex.usagePending).toBe(false);
+    body.push(Buffer.from(chatChunk({}, 'stop')));
+    await tick();
+    // The usage is owed again: a client leaving now does not cancel the provider.
+    expect(ex.usagePending).toBe(true);
+    const before = written(calls);
+    leave(ex, body);
+    expect(body.destroyed).toBe(false);
+    body.push(Buffer.from(CHAT_USAGE));
+    await vi.waitFor(() => expect(finished(calls)).toBeDefined(), { timeout: 20_000 });
+    expect(finished(calls)).toMatchObject({ kind: 'partial', usage: { inputTokens: 100, cacheReadTokens: 900, outputTokens: 5010 } });
+    // Cancelled once the usage came; nothing written after the client left.
+    expect(body.destroyed).toBe(true);
+    expect(written(calls)).toBe(before);
+  });
+
+  it('a usage that does not come within the deadline: cut then, billed the local count', async () => {
+    const calls: Call[] = [];
+    const { ex, body } = chat(calls, 50);
+    body.push(Buffer.from(chatChunk({ role: 'assistant', content: '' }) + chatChunk({ content: 'Hi there' }) + chatChunk({}, 'stop')));
+    await tick();
+    const t0 = performance.now();
+    leave(ex, body);
+    await vi.waitFor(() => expect(finished(calls)).toBeDefined(), { timeout: 20_000 });
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(45);
+    expect(body.destroyed).toBe(true);
+    expect(finished(calls)).toMatchObject({ kind: 'partial', usage: { inputTokens: 77, outputTokens: 2 } });
+  });
+
+  it('a client leaving mid-generation still cancels at once', async () => {
+    const calls: Call[] = [];
+    const { ex, body } = chat(calls);
+    body.push(Buffer.from(chatChunk({ role: 'assistant', content: '' }) + chatChunk({ content: 'Hi' })));
+    await tick();
+    leave(ex, body);
+    expect(body.destroyed).toBe(true);
+    await vi.waitFor(() => expect(finished(calls)).toBeDefined(), { timeout: 20_000 });
+    expect(finished(calls)).toMatchObject({ kind: 'partial', usage: { inputTokens: 77, outputTokens: 1 } });
+  });
+
+  it('Anthropic, after a message_delta without the usage a later one states: read on to it', async () => {
+    const calls: Call[] = [];
+    const { ex, body } = startWith(calls, { provider: { streamMeter: (sink) => new SseUsageParser(sink) }, rewriter: null });
+    body.push(Buffer.from(START + DELTA + sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' } })));
+    await tick();
+    expect(ex.usagePending).toBe(true);
+    leave(ex, body);
+    expect(body.destroyed).toBe(false);
+    body.push(Buffer.from(sse('message_delta', { type: 'message_delta', usage: { output_tokens: 321 } })));
+    await vi.waitFor(() => expect(finished(calls)).toBeDefined(), { timeout: 20_000 });
+    expect(finished(calls)).toMatchObject({ usage: { inputTokens: 10, outputTokens: 321 } });
+    expect(body.destroyed).toBe(true);
   });
 });

@@ -115,13 +115,37 @@ describe('ChatToAnthropicStream', () => {
 });
 
 describe('ChatUsageFilter', () => {
-  it.each(SIZES)('chunks of %i bytes: the usage chunk is left out, everything else passes unchanged', (size) => {
-    expect(feed(new ChatUsageFilter(), chatStream, size)).toBe(chatStream.toString().replace(chatUsage, ''));
+  it.each(SIZES)('chunks of %i bytes: the usage chunk is left out, and the "usage":null of every other chunk, the rest unchanged', (size) => {
+    expect(feed(new ChatUsageFilter(), chatStream, size)).toBe(chatStream.toString().replace(chatUsage, '').replaceAll(',"usage":null', ''));
   });
 
-  it('passes a chunk that cannot hold the usage as the same buffer, uncopied', () => {
-    const chunk = Buffer.from(chatChunk({ content: 'x' }));
+  it('passes a chunk without a usage key as the same buffer, uncopied', () => {
+    const chunk = Buffer.from(chatChunk({ content: 'x' }).replace(',"usage":null', ''));
     expect(new ChatUsageFilter().push(chunk)).toBe(chunk);
+    // "usage" as a string value is no key: the chunk passes unchanged.
+    const value = Buffer.from('data: {"choices":[{"index":0,"delta":{"content":"usage"}}]}\n\n');
+    expect(new ChatUsageFilter().push(value).toString()).toBe(value.toString());
+  });
+
+  it('removes a usage the provider attached to a chunk with choices (the finish_reason\'s), and a null one wherever its key stands, spaced or not', () => {
+    const filter = new ChatUsageFilter();
+    const finish = 'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"completion_tokens":4,"total_tokens":24}}\n\n';
+    expect(filter.push(Buffer.from(finish)).toString()).toBe('data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n');
+    const lines = [
+      ['data: {"usage":null,"id":"c","choices":[]}', 'data: {"id":"c","choices":[]}'],
+      ['data: {"usage": null, "id": "c"}', 'data: {"id": "c"}'],
+      ['data: {"id": "c", "usage": null}', 'data: {"id": "c"}'],
+      ['data: {"id":"c","usage":null,"choices":[]}', 'data: {"id":"c","choices":[]}'],
+      ['data: {"usage":null}', 'data: {}'],
+    ];
+    for (const [line, out] of lines) expect(new ChatUsageFilter().push(Buffer.from(`${line}\n\n`)).toString()).toBe(`${out}\n\n`);
+    // A chunk of such lines is copied without them, not decoded: bytes out.
+    const several = Buffer.from(lines.map(([line]) => `${line}\n\n`).join(''));
+    const cut = new ChatUsageFilter().push(several);
+    expect(Buffer.isBuffer(cut)).toBe(true);
+    expect(cut.toString()).toBe(lines.map(([, out]) => `${out}\n\n`).join(''));
+    // What is left is JSON the client's SDK reads.
+    for (const [, out] of lines) expect(() => JSON.parse(out!.slice(5)) as unknown).not.toThrow();
   });
 });
 

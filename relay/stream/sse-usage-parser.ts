@@ -68,6 +68,11 @@ export class SseUsageParser implements StreamUsage {
    */
   inputStated = false;
   sawMessageStop = false;
+  /**
+   * A message_delta came: the generation is over (unlike a content block's stop, after which another
+   * block may follow). A provider that states the final usage in a later message_delta still owes it.
+   */
+  generationDone = false;
   /** Count of content_block_delta events passed through. */
   contentDeltas = 0;
   error: { type: string; message: string } | null = null;
@@ -174,12 +179,16 @@ export class SseUsageParser implements StreamUsage {
         return;
       }
     }
-    let payload: Record<string, unknown>;
+    let parsed: unknown;
     try {
-      payload = JSON.parse(buf.toString('utf8', from, end)) as Record<string, unknown>;
+      parsed = JSON.parse(buf.toString('utf8', from, end));
     } catch {
       return;
     }
+    // JSON that is no object (`data: null`, `1`, `[]`) is no event of the protocol: skipped like a line
+    // that does not parse. Read as one, `null` threw out of the provider body's 'data' handler.
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return;
+    const payload = parsed as Record<string, unknown>;
     if (ev === Ev.None && payload.type === 'message_stop') {
       // A data-only stream's end: without it the stream would be taken for one cut short.
       this.sawMessageStop = true;
@@ -199,6 +208,7 @@ export class SseUsageParser implements StreamUsage {
         this.webSearchRequests = webSearches(usage);
       }
     } else if (kind === Ev.MessageDelta) {
+      this.generationDone = true;
       const usage = payload.usage as Record<string, unknown> | undefined;
       if (usage) {
         // message_delta's counts are cumulative; input may be restated by some providers. Without an

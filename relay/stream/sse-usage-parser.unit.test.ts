@@ -280,3 +280,20 @@ describe('usage the provider left out', () => {
     expect(usageOfMessage({ usage: { input_tokens: 0, output_tokens: 0 } })).toEqual({ inputTokens: 0, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
   });
 });
+
+describe('the end of the generation', () => {
+  it('is message_delta, with its usage or, from a provider that states it later, without', () => {
+    const p = new SseUsageParser();
+    const head = STREAM.slice(0, STREAM.indexOf('event: message_delta'));
+    p.push(Buffer.from(head));
+    // The content blocks' end says nothing: another block may follow.
+    expect(p.generationDone).toBe(false);
+    p.push(Buffer.from(event('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' } })));
+    expect(p).toMatchObject({ generationDone: true, sawMessageDelta: false });
+    p.push(Buffer.from(event('message_delta', { type: 'message_delta', usage: { output_tokens: 42 } })));
+    expect(p).toMatchObject({ generationDone: true, sawMessageDelta: true, outputTokens: 42 });
+    const dataOnly = new SseUsageParser();
+    dataOnly.push(Buffer.from('data: {"type":"message_delta","delta":{"stop_reason":"end_turn"}}\n\n'));
+    expect(dataOnly.generationDone).toBe(true);
+  });
+});

@@ -56,18 +56,26 @@ export function chatUsageOf(usage: Record<string, unknown> | undefined | null): 
   };
 }
 
+/** A JSON object, as opposed to null, an array or a scalar, which a provider may send where one is due. */
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
 function chatId(messageId: unknown): string {
   return typeof messageId === 'string' && messageId ? `chatcmpl-${messageId}` : `chatcmpl-${Date.now().toString(36)}`;
 }
 
 /** The Chat Completion of an Anthropic Message body; `model` is the name the client asked for. */
 export function messageToChat(body: Buffer, model: string): string | null {
-  let m: Record<string, unknown>;
+  let parsed: unknown;
   try {
-    m = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+    parsed = JSON.parse(body.toString('utf8'));
   } catch {
     return null;
   }
+  // `null`, `[]` or a number is no Message: not converted (the client is told the answer could not be read).
+  if (!isObject(parsed)) return null;
+  const m = parsed;
   let text: string | null = null;
   const toolCalls: unknown[] = [];
   if (Array.isArray(m.content)) {
@@ -84,7 +92,7 @@ export function messageToChat(body: Buffer, model: string): string | null {
     created: Math.floor(Date.now() / 1000),
     model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReasonOf(m.stop_reason) }],
-    usage: chatUsageOf(m.usage as Record<string, unknown> | undefined),
+    usage: chatUsageOf(isObject(m.usage) ? m.usage : undefined),
   });
 }
 
@@ -123,12 +131,14 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       return '';
     }
     if (!line.startsWith('data:')) return '';
-    let data: Record<string, unknown>;
+    let data: unknown;
     try {
-      data = JSON.parse(line.slice(5)) as Record<string, unknown>;
+      data = JSON.parse(line.slice(5));
     } catch {
       return '';
     }
+    // JSON that is no object (`data: null`, `1`, `[]`) is no event: skipped like a line that does not parse.
+    if (!isObject(data)) return '';
     return this.#convert(this.#event || String(data.type ?? ''), data);
   }
 
@@ -144,7 +154,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       case 'message_start': {
         const message = data.message as Record<string, unknown> | undefined;
         this.#id = chatId(message?.id);
-        this.#usage = { ...(message?.usage as Record<string, unknown> | undefined) };
+        this.#usage = isObject(message?.usage) ? { ...message.usage } : {};
         return this.#chunk({ role: 'assistant', content: '' });
       }
       case 'content_block_start': {
@@ -165,8 +175,8 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
         return '';
       }
       case 'message_delta': {
-        const usage = data.usage as Record<string, unknown> | undefined;
-        if (usage) for (const [k, v] of Object.entries(usage)) if (v !== null && v !== undefined) this.#usage[k] = v;
+        const usage = data.usage;
+        if (isObject(usage)) for (const [k, v] of Object.entries(usage)) if (v !== null && v !== undefined) this.#usage[k] = v;
         const delta = data.delta as Record<string, unknown> | undefined;
         return this.#chunk({}, finishReasonOf(delta?.stop_reason));
       }

@@ -8,11 +8,14 @@
 // chunks: `data: [DONE]` marks the end; only a chunk holding the key `"usage"` with an object value or
 // the key `"error"` (a quoted key cannot occur inside a JSON string, whose quotes would be escaped) is
 // parsed: the usage (the last chunk, with stream_options.include_usage) or a failure. In every other
-// chunk the raw bytes of each `"content"`, `"reasoning_content"` and tool-call `"arguments"` string are
-// found in place and handed to the delivered-text counter (pushText, no copy), so that a cut stream is
-// billed for the text delivered, as on the Anthropic path. Nothing is kept but a line split across
-// chunks. Keys are matched with the whitespace JSON allows after them (`"usage": {`, as Python's
-// json.dumps writes it): matched only compact, such a provider's streams were billed no output.
+// chunk the raw bytes of each `"content"`, `"reasoning_content"`, `"reasoning"` (OpenRouter, newer
+// vLLM), `"refusal"` and tool-call `"arguments"` string are found in place and handed to the
+// delivered-text counter (pushText, no copy), so that a cut stream is billed for the text delivered,
+// as on the Anthropic path. A `"finish_reason"` with a string value says the generation is over
+// (generationDone): only the usage chunk is still to come, which stream-relay.ts waits for even when
+// the client has left. Nothing is kept but a line split across chunks. Keys are matched with the
+// whitespace JSON allows after them (`"usage": {`, as Python's json.dumps writes it): matched only
+// compact, such a provider's streams were billed no output.
 import { Byte, DATA_PREFIX, LineCarry, closingQuote, lineEnd, startsWith, valueAfterKey } from '../../stream/sse-bytes.js';
 import type { StreamUsage } from '../../stream/sse-usage-parser.js';
 import type { DeliveredTextSink, StreamMeter } from '../provider.js';
@@ -42,14 +45,16 @@ export function usageOfChatUsage(usage: unknown): StreamUsage | null {
 }
 
 export function usageOfChatBody(body: Buffer): StreamUsage | null {
+  let c: unknown;
   try {
-    return usageOfChatUsage((JSON.parse(body.toString('utf8')) as { usage?: unknown }).usage);
+    c = JSON.parse(body.toString('utf8'));
   } catch {
     return null;
   }
+  return c !== null && typeof c === 'object' ? usageOfChatUsage((c as { usage?: unknown }).usage) : null;
 }
 
-/** What a Chat Completion delivers: every choice's text, reasoning and tool-call arguments; null when the body is not one. */
+/** What a Chat Completion delivers: every choice's text, reasoning, refusal and tool-call arguments; null when the body is not one. */
 export function textOfChatBody(body: Buffer): string | null {
   let c: { choices?: unknown };
   try {
@@ -59,12 +64,16 @@ export function textOfChatBody(body: Buffer): string | null {
   }
   if (!c || typeof c !== 'object' || !Array.isArray(c.choices)) return null;
   const parts: string[] = [];
-  for (const choice of c.choices as Array<{ message?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown } } | null>) {
+  for (const choice of c.choices as Array<{ message?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown; refusal?: unknown; tool_calls?: unknown } } | null>) {
     const m = choice?.message;
     if (!m || typeof m !== 'object') continue;
     if (typeof m.content === 'string') parts.push(m.content);
     else if (Array.isArray(m.content)) for (const p of m.content as Array<{ text?: unknown } | null>) if (typeof p?.text === 'string') parts.push(p.text);
+    // The reasoning is generated output billed as such, under whichever name the provider gives it;
+    // a refusal is the answer's text in a field of its own.
     if (typeof m.reasoning_content === 'string') parts.push(m.reasoning_content);
+    if (typeof m.reasoning === 'string') parts.push(m.reasoning);
+    if (typeof m.refusal === 'string') parts.push(m.refusal);
     if (Array.isArray(m.tool_calls)) {
       for (const t of m.tool_calls as Array<{ function?: { arguments?: unknown } } | null>) if (typeof t?.function?.arguments === 'string') parts.push(t.function.arguments);
     }
@@ -75,15 +84,20 @@ export function textOfChatBody(body: Buffer): string | null {
 const DONE = Buffer.from('[DONE]');
 /**
  * The byte sequences looked for, none of which can occur inside a JSON string (its quotes would be
- * escaped): the usage and error keys (their chunk is parsed), then the string values that are
- * delivered output: the text, the reasoning, the tool-call arguments.
+ * escaped): the usage and error keys (their chunk is parsed), the finish_reason, then the string
+ * values that are delivered output: the text, the reasoning (under both names providers use), the
+ * refusal, the tool-call arguments.
  */
-const NEEDLES = [Buffer.from('"usage"'), Buffer.from('"error"'), Buffer.from('"content"'), Buffer.from('"reasoning_content"'), Buffer.from('"arguments"')];
-/** The first byte of the value each needle's key must have: an object, anything, a string. */
-const VALUE_FIRST = [Byte.LBRACE, -1, Byte.QUOTE, Byte.QUOTE, Byte.QUOTE];
+const NEEDLES = [
+  Buffer.from('"usage"'), Buffer.from('"error"'), Buffer.from('"finish_reason"'),
+  Buffer.from('"content"'), Buffer.from('"reasoning_content"'), Buffer.from('"reasoning"'), Buffer.from('"refusal"'), Buffer.from('"arguments"'),
+];
+/** The first byte of the value each needle's key must have: an object, anything, then strings (`null` is no finish nor text). */
+const VALUE_FIRST = [Byte.LBRACE, -1, Byte.QUOTE, Byte.QUOTE, Byte.QUOTE, Byte.QUOTE, Byte.QUOTE, Byte.QUOTE];
 const USAGE = 0;
 const ERROR = 1;
-const FIRST_TEXT = 2;
+const FINISH = 2;
+const FIRST_TEXT = 3;
 
 export class ChatStreamMeter implements StreamMeter {
   inputTokens = 0;
@@ -94,6 +108,8 @@ export class ChatStreamMeter implements StreamMeter {
   sawMessageStart = false;
   sawMessageDelta = false;
   sawMessageStop = false;
+  /** A choice has finished (finish_reason): what is still to come is the usage chunk, not generation. */
+  generationDone = false;
   contentDeltas = 0;
   error: { type: string; message: string } | null = null;
   readonly inputOnlyAtEnd = true;
@@ -158,6 +174,7 @@ export class ChatStreamMeter implements StreamMeter {
       return;
     }
     this.sawMessageStart = true;
+    if (!this.generationDone && this.#value(buf, FINISH, s, end) >= 0) this.generationDone = true;
     // The text of every other chunk is found in place, without decoding or parsing.
     for (let k = FIRST_TEXT; k < NEEDLES.length; k++) {
       let v = this.#value(buf, k, s, end);
@@ -192,12 +209,15 @@ export class ChatStreamMeter implements StreamMeter {
   }
 
   #parsed(buf: Buffer, start: number, end: number): void {
-    let chunk: Record<string, unknown>;
+    let parsed: unknown;
     try {
-      chunk = JSON.parse(buf.toString('utf8', start, end)) as Record<string, unknown>;
+      parsed = JSON.parse(buf.toString('utf8', start, end));
     } catch {
       return;
     }
+    // An array holding a usage-like object is no chunk.
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return;
+    const chunk = parsed as Record<string, unknown>;
     if (chunk.error && typeof chunk.error === 'object') {
       const e = chunk.error as { type?: unknown; code?: unknown; message?: unknown };
       this.error = { type: String(e.type ?? e.code ?? 'api_error'), message: String(e.message ?? '') };
@@ -214,11 +234,14 @@ export class ChatStreamMeter implements StreamMeter {
     // Some providers put the last text in the usage chunk: counted like any other.
     const choices = chunk.choices;
     if (!Array.isArray(choices)) return;
-    for (const choice of choices as Array<{ delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown } } | null>) {
+    for (const choice of choices as Array<{ delta?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown; refusal?: unknown; tool_calls?: unknown }; finish_reason?: unknown } | null>) {
+      if (typeof choice?.finish_reason === 'string') this.generationDone = true;
       const delta = choice?.delta;
       if (!delta) continue;
       this.#text(delta.content);
       this.#text(delta.reasoning_content);
+      this.#text(delta.reasoning);
+      this.#text(delta.refusal);
       if (Array.isArray(delta.tool_calls)) {
         for (const call of delta.tool_calls as Array<{ function?: { arguments?: unknown } } | null>) this.#text(call?.function?.arguments);
       }

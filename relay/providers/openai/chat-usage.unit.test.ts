@@ -2,7 +2,7 @@
 // cache reads, and a count a provider overstates is billed at MAX_USAGE_COUNT (stream/usage-count.ts).
 import { describe, expect, it } from 'vitest';
 import { MAX_USAGE_COUNT } from '../../stream/usage-count.js';
-import { usageOfChatUsage } from './chat-usage.js';
+import { ChatStreamMeter, textOfChatBody, usageOfChatUsage } from './chat-usage.js';
 
 describe('usageOfChatUsage', () => {
   it('takes the cached prompt tokens as cache reads and the rest as input', () => {
@@ -35,5 +35,48 @@ describe('usageOfChatUsage', () => {
       .toEqual({ inputTokens: 0, outputTokens: MAX_USAGE_COUNT, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: MAX_USAGE_COUNT });
     expect(usageOfChatUsage({ prompt_tokens: 5e8, completion_tokens: -1 }))
       .toEqual({ inputTokens: MAX_USAGE_COUNT, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
+  });
+});
+
+const chunk = (delta: unknown, finish: string | null = null) =>
+  `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":${JSON.stringify(delta)},"finish_reason":${finish ? `"${finish}"` : 'null'}}],"usage":null}\n\n`;
+
+describe('ChatStreamMeter', () => {
+  it('hands over reasoning (OpenRouter, vLLM) and refusal (OpenAI) text for a stream that states no usage', () => {
+    const texts: string[] = [];
+    const meter = new ChatStreamMeter({ pushDelta: () => {}, pushText: (buf, start, end) => texts.push(buf.toString('utf8', start, end)) });
+    meter.push(Buffer.from(chunk({ role: 'assistant', content: null, refusal: null, reasoning: null })
+      + chunk({ reasoning: 'let me think' }) + chunk({ reasoning_content: 'more' }) + chunk({ refusal: 'I cannot help' })));
+    expect(texts).toEqual(['let me think', 'more', 'I cannot help']);
+    expect(meter.contentDeltas).toBe(3);
+    // In a chunk that is parsed (the usage rides on it) as well.
+    const parsed: string[] = [];
+    const late = new ChatStreamMeter({ pushDelta: () => {}, pushText: (buf, start, end) => parsed.push(buf.toString('utf8', start, end)) });
+    late.push(Buffer.from('data: {"choices":[{"index":0,"delta":{"reasoning":"r","refusal":"no"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n'));
+    expect(parsed).toEqual(['r', 'no']);
+  });
+
+  it('says when the generation is over (a finish_reason), before the usage that follows it', () => {
+    const meter = new ChatStreamMeter();
+    meter.push(Buffer.from(chunk({ role: 'assistant', content: '' }) + chunk({ content: 'hi' })));
+    expect(meter.generationDone).toBe(false);
+    meter.push(Buffer.from(chunk({}, 'stop')));
+    expect(meter).toMatchObject({ generationDone: true, sawMessageDelta: false });
+    meter.push(Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n'));
+    expect(meter).toMatchObject({ generationDone: true, sawMessageDelta: true, sawMessageStop: true });
+    // Spaced JSON, and a finish_reason that rides on the usage chunk.
+    const spaced = new ChatStreamMeter();
+    spaced.push(Buffer.from('data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}\n\n'));
+    expect(spaced.generationDone).toBe(true);
+    const onUsage = new ChatStreamMeter();
+    onUsage.push(Buffer.from('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n'));
+    expect(onUsage).toMatchObject({ generationDone: true, sawMessageDelta: true });
+  });
+});
+
+describe('textOfChatBody', () => {
+  it('takes the reasoning and the refusal of each choice', () => {
+    const body = { choices: [{ message: { content: null, reasoning: 'thought', refusal: 'I cannot' } }, { message: { content: 'a', reasoning_content: 'r' } }] };
+    expect(textOfChatBody(Buffer.from(JSON.stringify(body)))).toBe('thought\nI cannot\na\nr');
   });
 });

@@ -16,7 +16,7 @@
 // object → Anthropic's error event.
 import { errorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
-import { keyedValue } from '../../stream/sse-bytes.js';
+import { valueAfterKey } from '../../stream/sse-bytes.js';
 import { LineStream } from '../../stream/line-stream.js';
 import { usageOfChatUsage } from './chat-usage.js';
 
@@ -39,6 +39,11 @@ function anthropicUsage(usage: unknown): Record<string, number> {
   };
 }
 
+/** A JSON object, as opposed to null, an array or a scalar, which a provider may send where one is due. */
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
 function messageId(id: unknown): string {
   return typeof id === 'string' && id ? `msg_${id.replace(/^chatcmpl-/, '')}` : `msg_${Date.now().toString(36)}`;
 }
@@ -55,19 +60,24 @@ function parseArguments(args: unknown): unknown {
 
 /** The Anthropic Message of a Chat Completion body; `model` is the name the client asked for. */
 export function chatToMessage(body: Buffer, model: string): string | null {
-  let c: Record<string, unknown>;
+  let c: unknown;
   try {
-    c = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+    c = JSON.parse(body.toString('utf8'));
   } catch {
     return null;
   }
-  const choice = (Array.isArray(c.choices) ? c.choices[0] : undefined) as { message?: Record<string, unknown>; finish_reason?: unknown } | undefined;
-  const msg = choice?.message ?? {};
+  // `null`, `[]` or a number is no Chat Completion: not converted (the client is told the answer could not be read).
+  if (!isObject(c)) return null;
+  const first: unknown = Array.isArray(c.choices) ? c.choices[0] : undefined;
+  const choice = isObject(first) ? first : undefined;
+  const msg = isObject(choice?.message) ? choice.message : {};
   const content: Record<string, unknown>[] = [];
   if (typeof msg.content === 'string' && msg.content !== '') content.push({ type: 'text', text: msg.content });
   if (Array.isArray(msg.tool_calls)) {
-    for (const t of msg.tool_calls as Array<{ id?: unknown; function?: { name?: unknown; arguments?: unknown } }>) {
-      content.push({ type: 'tool_use', id: t.id, name: t.function?.name, input: parseArguments(t.function?.arguments) });
+    for (const t of msg.tool_calls as unknown[]) {
+      if (!isObject(t)) continue;
+      const fn = isObject(t.function) ? t.function : undefined;
+      content.push({ type: 'tool_use', id: t.id, name: fn?.name, input: parseArguments(fn?.arguments) });
     }
   }
   return JSON.stringify({
@@ -107,12 +117,14 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     if (!line.startsWith('data:')) return '';
     const data = line.slice(5).trim();
     if (data === '[DONE]') return this.#stop();
-    let c: Record<string, unknown>;
+    let c: unknown;
     try {
-      c = JSON.parse(data) as Record<string, unknown>;
+      c = JSON.parse(data);
     } catch {
       return '';
     }
+    // JSON that is no object (`data: null`, `1`, `[]`) is no chunk: skipped like a line that does not parse.
+    if (!isObject(c)) return '';
     if (c.error && typeof c.error === 'object') {
       const e = c.error as { message?: unknown };
       return sse('error', JSON.parse(errorBody('api_error', typeof e.message === 'string' ? e.message : 'The model provider stream failed.')));
@@ -129,22 +141,24 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
       });
     }
     if (c.usage) this.#usage = c.usage;
-    const choice = (Array.isArray(c.choices) ? c.choices[0] : undefined) as { delta?: Record<string, unknown>; finish_reason?: unknown } | undefined;
-    if (!choice) return out;
+    const choice: unknown = Array.isArray(c.choices) ? c.choices[0] : undefined;
+    if (!isObject(choice)) return out;
     if (choice.finish_reason) this.#finish = choice.finish_reason;
     const delta = choice.delta;
-    if (!delta) return out;
+    if (!isObject(delta)) return out;
     if (typeof delta.content === 'string' && delta.content !== '') {
       if (this.#block < 0 || this.#toolIndex >= 0) out += this.#open({ type: 'text', text: '' }, -1);
       out += sse('content_block_delta', { type: 'content_block_delta', index: this.#block, delta: { type: 'text_delta', text: delta.content } });
     }
     if (Array.isArray(delta.tool_calls)) {
-      for (const t of delta.tool_calls as Array<{ index?: unknown; id?: unknown; function?: { name?: unknown; arguments?: unknown } }>) {
+      for (const t of delta.tool_calls as unknown[]) {
+        if (!isObject(t)) continue;
+        const fn = isObject(t.function) ? t.function : undefined;
         const index = typeof t.index === 'number' ? t.index : 0;
         if (this.#toolIndex !== index || (typeof t.id === 'string' && this.#block < 0)) {
-          out += this.#open({ type: 'tool_use', id: t.id, name: t.function?.name, input: {} }, index);
+          out += this.#open({ type: 'tool_use', id: t.id, name: fn?.name, input: {} }, index);
         }
-        const args = t.function?.arguments;
+        const args = fn?.arguments;
         if (typeof args === 'string' && args !== '') {
           out += sse('content_block_delta', { type: 'content_block_delta', index: this.#block, delta: { type: 'input_json_delta', partial_json: args } });
         }
@@ -178,22 +192,29 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
 }
 
 const USAGE_KEY = Buffer.from('"usage"');
-/** A line with a usage object, compact or spaced (`"usage": {`). */
-const hasUsageObject = (buf: Buffer, end = buf.length) => keyedValue(buf, USAGE_KEY, 0, end, 0x7b) >= 0;
 
 /**
  * A Chat Completions stream passed to a Chat Completions client that did not ask for its usage: the
- * relay asked for it (it bills by it), so the extra last chunk (`choices: []` with the usage) is
- * left out. Chunks that cannot hold it (no `"usage"` key with an object value, and no line pending)
- * pass as they are.
+ * relay asked for it (it bills by it), so what the client would not have had is left out, as OpenAI
+ * leaves it out: the extra last chunk (`choices: []` with the usage), a usage a provider attaches to
+ * another chunk (the finish_reason's), and the `"usage":null` that OpenAI and others put in every
+ * chunk once include_usage is on. A chunk without a `"usage"` key (and no line pending) passes as it
+ * is; one whose usage keys are all `null` is copied once without them, its bytes neither decoded nor
+ * parsed (that is every chunk of such a provider); only a usage object makes its line parsed.
  */
 export class ChatUsageFilter extends LineStream implements StreamRewriter {
   #pending = false;
   #dropBlank = false;
+  readonly #onLine = (line: string): string => this.#line(line);
 
   push(chunk: Buffer): string | Buffer {
-    if (!this.#pending && !hasUsageObject(chunk) && chunk[chunk.length - 1] === 0x0a && !this.#dropBlank) return chunk;
-    const out = this.lines(chunk, (line) => this.#line(line));
+    if (!this.#pending && !this.#dropBlank && chunk[chunk.length - 1] === 0x0a) {
+      const first = chunk.indexOf(USAGE_KEY);
+      if (first < 0) return chunk;
+      const cut = withoutNullUsage(chunk, first);
+      if (cut !== null) return cut;
+    }
+    const out = this.lines(chunk, this.#onLine);
     this.#pending = chunk[chunk.length - 1] !== 0x0a;
     return out;
   }
@@ -203,17 +224,66 @@ export class ChatUsageFilter extends LineStream implements StreamRewriter {
       this.#dropBlank = false;
       return '';
     }
-    if (line.startsWith('data:') && line.includes('"usage"') && hasUsageObject(Buffer.from(line))) {
-      try {
-        const c = JSON.parse(line.slice(5)) as { choices?: unknown };
+    this.#dropBlank = false;
+    if (!line.startsWith('data:') || !line.includes('"usage"')) return line + '\n';
+    const bytes = Buffer.from(line);
+    const first = bytes.indexOf(USAGE_KEY);
+    const cut = withoutNullUsage(bytes, first);
+    if (cut !== null) return cut.toString() + '\n';
+    // A usage object: the client did not ask for it.
+    try {
+      const c: unknown = JSON.parse(line.slice(5));
+      if (isObject(c) && 'usage' in c) {
         if (Array.isArray(c.choices) && c.choices.length === 0) {
           this.#dropBlank = true;
           return '';
         }
-      } catch {
-        // not a chunk of ours to judge: passed on
+        delete c.usage;
+        return `data: ${JSON.stringify(c)}\n`;
       }
+    } catch {
+      // not a chunk of ours to judge: passed on
     }
     return line + '\n';
   }
+}
+
+/**
+ * The chunk without each `"usage":null` member (and a comma next to it), from `first`, the first
+ * `"usage"`; null when one of its usage keys has another value (the line path parses that line).
+ */
+function withoutNullUsage(chunk: Buffer, first: number): Buffer | null {
+  const out = Buffer.allocUnsafe(chunk.length);
+  let copied = 0;
+  let written = 0;
+  for (let at = first; at >= 0; at = chunk.indexOf(USAGE_KEY, at + 1)) {
+    const v = valueAfterKey(chunk, at + USAGE_KEY.length, chunk.length);
+    // A string value "usage" is no key.
+    if (v < 0) continue;
+    if (!(chunk[v] === 0x6e && chunk[v + 1] === 0x75 && chunk[v + 2] === 0x6c && chunk[v + 3] === 0x6c)) return null;
+    let from = at;
+    let to = v + 4;
+    let before = at - 1;
+    while (before >= copied && isBlank(chunk[before]!)) before--;
+    if (before >= copied && chunk[before] === 0x2c) {
+      from = before;
+    } else {
+      let after = to;
+      while (after < chunk.length && isBlank(chunk[after]!)) after++;
+      if (chunk[after] === 0x2c) {
+        after++;
+        while (after < chunk.length && isBlank(chunk[after]!)) after++;
+        to = after;
+      }
+    }
+    written += chunk.copy(out, written, copied, from);
+    copied = to;
+    at = to - 1;
+  }
+  written += chunk.copy(out, written, copied, chunk.length);
+  return out.subarray(0, written);
+}
+
+function isBlank(c: number): boolean {
+  return c === 0x20 || c === 0x09;
 }
