@@ -1,7 +1,7 @@
 // The shell: who is signed in (GET /api/user/self through the session cookie), the navigation, and
 // the page of the current path. Administrator pages are listed only for role >= 10 and each one
 // also refuses to render below it; the API refuses the calls anyway.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, call, onSignedOut } from './api/client';
 import type { Account } from './api/types';
 import { ErrorText, Loading, errorText } from './components/ui';
@@ -72,7 +72,16 @@ export function App() {
       if (document.activeElement === document.body || document.activeElement?.closest('nav')) h1.focus();
     }
   }, [path, account === null]);
-  useEffect(() => onSignedOut(() => setAccount(null)), []);
+  // A 401 while signed in: the session ended under the page (expired, revoked). The login page says
+  // so; the path stays, so logging in again returns to the page that was open.
+  const [sessionExpired, setSessionExpired] = useState(false);
+  const signedIn = useRef(false);
+  signedIn.current = !!account;
+  const loggingOut = useRef(false);
+  useEffect(() => onSignedOut(() => {
+    if (signedIn.current && !loggingOut.current) setSessionExpired(true);
+    setAccount(null);
+  }), []);
   // Signed in on the login or register address: the dashboard.
   useEffect(() => {
     if (account && (path === '/login' || path === '/register')) navigate('/');
@@ -80,7 +89,8 @@ export function App() {
 
   if (account === undefined) return loadError ? <main class="auth"><ErrorText error={loadError} /></main> : <main class="auth"><Loading /></main>;
   if (account === null) {
-    return <AuthPage mode={path === '/register' ? 'register' : 'login'} onLoggedIn={() => { refreshAccount(); if (path === '/login' || path === '/register') navigate('/'); }} />;
+    return <AuthPage mode={path === '/register' ? 'register' : 'login'} notice={sessionExpired ? 'Your session expired; log in again.' : undefined}
+      onLoggedIn={() => { setSessionExpired(false); refreshAccount(); if (path === '/login' || path === '/register') navigate('/'); }} />;
   }
 
   const isAdmin = account.role >= ROLE.admin;
@@ -90,7 +100,8 @@ export function App() {
   const Page = current?.page;
 
   const logout = async () => {
-    try { await call(api.POST('/api/user/logout')); } finally { setAccount(null); navigate('/'); }
+    loggingOut.current = true;
+    try { await call(api.POST('/api/user/logout')); } finally { loggingOut.current = false; setSessionExpired(false); setAccount(null); navigate('/'); }
   };
 
   return (

@@ -1,10 +1,74 @@
 // Display rules shared by the pages. 500000 quota = 1 US dollar (the contract).
 export const QUOTA_PER_DOLLAR = 500_000;
 
-export function dollars(quota: number): string {
+/** "1234567.5" as "1,234,567.5". */
+function groupThousands(text: string): string {
+  const [whole = '', fraction] = text.split('.');
+  const grouped = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return fraction === undefined ? grouped : `${grouped}.${fraction}`;
+}
+
+/**
+ * Digits after the point for an amount of `a` dollars (a >= 0): 2 from $100, 3 from $1, else 4, chosen
+ * on the rounded amount ($99.9996 shows as "$100.00", not "$100.000"); 6 for an amount that 4 digits
+ * would show as $0.0000 (1 quota is $0.000002, so 6 digits show any amount exactly).
+ */
+function dollarDigits(a: number): number {
+  if (a === 0) return 4;
+  if (Number(a.toFixed(4)) === 0) return 6;
+  const first = a >= 100 ? 2 : a >= 1 ? 3 : 4;
+  const rounded = Number(a.toFixed(first));
+  return rounded >= 100 ? 2 : rounded >= 1 ? 3 : 4;
+}
+
+/**
+ * Quota as US dollars: "$1.000", "$1,234.57", "-$0.0020" (the sign before the $), "$0.000002";
+ * with `sign`, a positive amount gets "+" (a credit in a list of charges).
+ */
+export function dollars(quota: number, opts: { sign?: boolean } = {}): string {
   const d = quota / QUOTA_PER_DOLLAR;
-  const digits = Math.abs(d) >= 100 ? 2 : Math.abs(d) >= 1 ? 3 : 4;
-  return `$${d.toFixed(digits)}`;
+  const a = Math.abs(d);
+  const text = a.toFixed(dollarDigits(a));
+  const sign = d < 0 ? '-' : opts.sign && d > 0 ? '+' : '';
+  return `${sign}$${groupThousands(text)}`;
+}
+
+/** Money of a payment (in the provider's currency): two decimals, thousands grouped: "1,234.50". */
+export function money(amount: number): string {
+  const text = Math.abs(amount).toFixed(2);
+  return `${amount < 0 && Number(text) !== 0 ? '-' : ''}${groupThousands(text)}`;
+}
+
+/** A top-up quantity (units of 1 US dollar of credit) as credit: "$20.00". */
+export function creditDollars(amount: number): string {
+  return `$${money(amount)}`;
+}
+
+/**
+ * A price coefficient (AmountDiscount: 0.95 multiplies the price) as people read it: "5% off"; a
+ * coefficient above 1 is a surcharge ("10% more"); 1 is no discount ('').
+ */
+export function discountText(coefficient: number): string {
+  if (!Number.isFinite(coefficient) || coefficient === 1) return '';
+  const percent = Number((Math.abs(1 - coefficient) * 100).toFixed(1));
+  if (percent === 0) return '';
+  return coefficient < 1 ? `${percent}% off` : `${percent}% more`;
+}
+
+const DOLLAR_TEXT = /^([+-])?\$?(\d+(\.\d*)?|\.\d+)$/;
+
+/**
+ * A dollar amount typed in a form as quota, or undefined when it is not one: digits with an optional
+ * decimal point (and an optional "$"); no hexadecimal, exponent, thousands separator or blank. A
+ * minus sign only when `negative` allows it.
+ */
+export function dollarsToQuota(text: string, opts: { negative?: boolean } = {}): number | undefined {
+  const m = DOLLAR_TEXT.exec(text.trim());
+  if (!m) return undefined;
+  if (m[1] === '-' && !opts.negative) return undefined;
+  const quota = Math.round(Number(m[2]) * QUOTA_PER_DOLLAR);
+  if (!Number.isSafeInteger(quota)) return undefined;
+  return m[1] === '-' && quota !== 0 ? -quota : quota;
 }
 
 /** "1,234,567 ($2.469)" */
@@ -40,6 +104,7 @@ export function maskKey(key: string): string {
   return `${key.slice(0, 7)}…${key.slice(-4)}`;
 }
 
+export const LOG_TYPE = { topup: 1, consume: 2, manage: 3, system: 4, error: 5 } as const;
 export const LOG_TYPES: Record<number, string> = { 1: 'Top-up', 2: 'Consumption', 3: 'Management', 4: 'System', 5: 'Error' };
 export const ROLE_NAMES: Record<number, string> = { 1: 'User', 10: 'Administrator', 100: 'Root' };
 export const ROLE = { user: 1, admin: 10, root: 100 } as const;

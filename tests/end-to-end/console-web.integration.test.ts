@@ -260,7 +260,7 @@ describe('web console', () => {
     await logIn(page, user.username, user.password);
     const before = Number((await stack.sql<{ quota: number }[]>`SELECT quota FROM users WHERE username = ${user.username}`)[0]!.quota);
     await page.getByRole('link', { name: 'Top up' }).click();
-    await page.getByRole('group', { name: 'Amounts' }).getByRole('button', { name: '20', exact: true }).click();
+    await page.getByRole('group', { name: 'Amounts' }).getByRole('button', { name: '$20', exact: true }).click();
     await page.getByRole('button', { name: 'Show price' }).click();
     await page.getByText(/^To pay: /).waitFor();
     await page.getByRole('button', { name: /^Pay with / }).first().click();
@@ -279,7 +279,7 @@ describe('web console', () => {
     await page.getByText('Page 1 of 1 (1 in all)').waitFor();
 
     // By card: the provider's checkout page, back to /console/topup?paid=1, the order credited once.
-    await page.getByLabel('Amount', { exact: true }).fill('7');
+    await page.getByLabel('Amount (US dollars of credit)').fill('7');
     await page.getByRole('button', { name: 'Pay by card' }).click();
     await page.waitForURL((u) => u.origin === stack.consoleUrl && u.pathname === '/console/topup' && u.searchParams.has('paid'));
     await page.getByText('Back from the payment provider').waitFor();

@@ -70,14 +70,19 @@ export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** A load that shows its state: data, error, loading; reload() repeats it (e.g. after a change). */
-export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T | undefined; error: string | null; loading: boolean; reload: () => void } {
+/**
+ * A load that shows its state: data, error, loading; reload() repeats it (e.g. after a change), and
+ * refresh() too but without showing it as loading (a page that polls keeps its table still).
+ */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T | undefined; error: string | null; loading: boolean; reload: () => void; refresh: () => void } {
   const [state, setState] = useState<{ data: T | undefined; error: string | null; loading: boolean }>({ data: undefined, error: null, loading: true });
   const [tick, setTick] = useState(0);
   const seq = useRef(0);
+  const quiet = useRef(false);
   useEffect(() => {
     const mine = ++seq.current;
-    setState((s) => ({ ...s, loading: true, error: null }));
+    if (!quiet.current) setState((s) => ({ ...s, loading: true, error: null }));
+    quiet.current = false;
     load().then(
       (data) => mine === seq.current && setState({ data, error: null, loading: false }),
       (err: unknown) => mine === seq.current && setState((s) => ({ data: s.data, error: errorText(err), loading: false })),
@@ -85,7 +90,8 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T |
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [...deps, tick]);
   const reload = useCallback(() => setTick((t) => t + 1), []);
-  return { ...state, reload };
+  const refresh = useCallback(() => { quiet.current = true; setTick((t) => t + 1); }, []);
+  return { ...state, reload, refresh };
 }
 
 /** An action button's state: busy while it runs, its error next to it. */
@@ -110,23 +116,89 @@ export function pageCount(total: number, pageSize: number): number {
   return Math.max(1, Math.ceil(total / pageSize));
 }
 
+/**
+ * Previous / Next and where the list is. A list read past its last page (its last page emptied, e.g.
+ * by a deletion, and the list was read again) moves to the page that is now the last: every paged
+ * list gets that here.
+ */
 export function Pager({ page, pageSize, total, onPage, label = 'Pages' }: { page: number; pageSize: number; total: number; onPage: (p: number) => void; label?: string }) {
   const pages = pageCount(total, pageSize);
+  useEffect(() => {
+    if (page > pages) onPage(pages);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [page, pages]);
+  const shown = Math.min(page, pages);
   return (
     <nav class="pager" aria-label={label}>
-      <button type="button" disabled={page <= 1} onClick={() => onPage(page - 1)}>Previous</button>
-      <span>Page {page} of {pages} ({total} in all)</span>
-      <button type="button" disabled={page >= pages} onClick={() => onPage(page + 1)}>Next</button>
+      <button type="button" disabled={shown <= 1} onClick={() => onPage(shown - 1)}>Previous</button>
+      <span>Page {shown} of {pages} ({total} in all)</span>
+      <button type="button" disabled={shown >= pages} onClick={() => onPage(shown + 1)}>Next</button>
     </nav>
   );
 }
 
+/**
+ * Copies by selection: a hidden field holding the text is selected and document.execCommand('copy')
+ * run. What a browser without the Clipboard API (a plain-HTTP address other than localhost) still does.
+ */
+function copyBySelection(text: string): boolean {
+  const buffer = document.createElement('textarea');
+  buffer.value = text;
+  buffer.readOnly = true;
+  buffer.className = 'copy-buffer';
+  buffer.setAttribute('aria-hidden', 'true');
+  const focused = document.activeElement instanceof HTMLElement ? document.activeElement : null;
+  document.body.appendChild(buffer);
+  buffer.select();
+  let copied = false;
+  try {
+    copied = document.execCommand('copy');
+  } catch {
+    copied = false;
+  }
+  buffer.remove();
+  focused?.focus();
+  return copied;
+}
+
+/** Copies text to the clipboard: the Clipboard API where there is one and it agrees, else by selection. */
+export async function copyText(text: string): Promise<boolean> {
+  if (typeof navigator.clipboard?.writeText === 'function') {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch {
+      // Refused (no permission, the page not focused): try the older way.
+    }
+  }
+  return copyBySelection(text);
+}
+
+/**
+ * A button that copies `text`. Where copying fails, it says so and shows the text selected in a field,
+ * for the keyboard's copy.
+ */
 export function CopyButton({ text, label = 'Copy' }: { text: string; label?: string }) {
-  const [done, setDone] = useState(false);
+  const [state, setState] = useState<'idle' | 'copied' | 'failed'>('idle');
+  const fallback = useRef<HTMLInputElement & HTMLTextAreaElement>(null);
+  useEffect(() => {
+    if (state !== 'failed' || !fallback.current) return;
+    fallback.current.focus();
+    fallback.current.select();
+  }, [state]);
+  const multiline = text.includes('\n');
   return (
-    <button type="button" onClick={() => {
-      void navigator.clipboard?.writeText(text).then(() => setDone(true), () => setDone(false));
-    }}>{done ? 'Copied' : label}</button>
+    <>
+      <button type="button" onClick={() => { void copyText(text).then((ok) => setState(ok ? 'copied' : 'failed')); }}>{state === 'copied' ? 'Copied' : label}</button>
+      {state === 'failed' && (
+        <span class="copy-failed">
+          <span role="alert">Copying failed: the text is selected below; press Ctrl+C (⌘C on a Mac) to copy it.</span>
+          {multiline
+            ? <textarea ref={fallback} readOnly aria-label="Text to copy" rows={Math.min(8, text.split('\n').length)} value={text} />
+            : <input ref={fallback} readOnly aria-label="Text to copy" value={text} />}
+        </span>
+      )}
+    </>
   );
 }
 

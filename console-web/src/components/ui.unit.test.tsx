@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { dollars, maskKey } from '../format';
 import { logQuery, EMPTY_LOG_FILTERS } from '../pages/logs';
 import { summarise } from '../pages/dashboard';
-import { epayRedirectUrl, topUpHref } from '../pages/topup';
+import { amountLabel, discountFor, epayRedirectUrl, priceText, topUpHref } from '../pages/topup';
 import { optionSection } from '../pages/admin/options';
 import { accountGroups } from '../pages/admin/users';
 import { readCookie } from '../api/client';
@@ -31,6 +31,21 @@ describe('Pager', () => {
     fireEvent.click(screen.getByRole('button', { name: 'Next' }));
     expect(onPage).toHaveBeenCalledWith(2);
     expect(screen.getByText('Page 1 of 3 (21 in all)')).toBeTruthy();
+  });
+
+  it('moves a list read past its last page to the page that is now the last', () => {
+    const onPage = vi.fn();
+    render(<Pager page={2} pageSize={10} total={10} onPage={onPage} />);
+    expect(onPage).toHaveBeenCalledWith(1);
+    expect(screen.getByText('Page 1 of 1 (10 in all)')).toBeTruthy();
+    cleanup();
+    const onEmpty = vi.fn();
+    render(<Pager page={3} pageSize={10} total={0} onPage={onEmpty} />);
+    expect(onEmpty).toHaveBeenCalledWith(1);
+    cleanup();
+    const stays = vi.fn();
+    render(<Pager page={2} pageSize={10} total={11} onPage={stays} />);
+    expect(stays).not.toHaveBeenCalled();
   });
 });
 
@@ -69,6 +84,17 @@ describe('display rules', () => {
     expect(accountGroups([{ key: 'GroupRatio', value: '{"default":1,"vip":2}' }])).toEqual(['default', 'vip']);
     expect(accountGroups([{ key: 'GroupRatio', value: 'not json' }])).toEqual([]);
     expect(accountGroups(undefined)).toEqual([]);
+  });
+
+  it('labels top-up amounts as credit, with the discount the API applies', () => {
+    const tiers = { 20: 0.95, 100: 0.9 };
+    expect(discountFor(10, tiers)).toBe(1);
+    expect(discountFor(50, tiers)).toBe(0.95);
+    expect(discountFor(100, tiers)).toBe(0.9);
+    expect(amountLabel(10, tiers)).toBe('$10');
+    expect(amountLabel(50, tiers)).toBe('$50 (5% off)');
+    expect(priceText('1234.50', 200, tiers)).toBe("To pay: 1,234.50 in the payment provider's currency, for $200.00 of credit (10% off).");
+    expect(priceText('73.00', 10, tiers)).toBe("To pay: 73.00 in the payment provider's currency, for $10.00 of credit.");
   });
 
   it('makes a link of an http(s) top-up link only', () => {

@@ -3,7 +3,7 @@ import { api, call } from '../api/client';
 import { ErrorText, Field, splitFieldError, useAction } from '../components/ui';
 import { linkClick } from '../router';
 
-export function AuthPage({ mode, onLoggedIn }: { mode: 'login' | 'register'; onLoggedIn: () => void }) {
+export function AuthPage({ mode, onLoggedIn, notice }: { mode: 'login' | 'register'; onLoggedIn: () => void; notice?: string | undefined }) {
   const [username, setUsername] = useState('');
   const [password, setPassword] = useState('');
   const [displayName, setDisplayName] = useState('');
@@ -28,12 +28,13 @@ export function AuthPage({ mode, onLoggedIn }: { mode: 'login' | 'register'; onL
   return (
     <main class="auth">
       <h1>{mode === 'login' ? 'Log in' : 'Register'}</h1>
+      {notice && <p class="notice" role="status">{notice}</p>}
       <form onSubmit={submit} aria-label={mode === 'login' ? 'Log in' : 'Register'}>
         <Field label="Username" value={username} onValue={setUsername} autoComplete="username" required error={fieldErrors.username} />
         <Field label="Password" type="password" value={password} onValue={setPassword} required
           autoComplete={mode === 'login' ? 'current-password' : 'new-password'} error={fieldErrors.password}
           hint={mode === 'register' ? '8 to 64 characters' : undefined} />
-        {mode === 'register' && <Field label="Display name" value={displayName} onValue={setDisplayName} error={fieldErrors.display_name} hint="optional" />}
+        {mode === 'register' && <Field label="Display name" value={displayName} onValue={setDisplayName} maxLength={50} error={fieldErrors.display_name} hint="optional, at most 50 characters" />}
         {mode === 'register' && <Field label="Invitation code" value={affCode} onValue={setAffCode} error={fieldErrors.aff_code} hint="optional" />}
         <button type="submit" class="primary" disabled={action.busy}>{action.busy ? 'Please wait…' : mode === 'login' ? 'Log in' : 'Register'}</button>
         <ErrorText error={formError} />

@@ -1,3 +1,4 @@
+import { useEffect } from 'preact/hooks';
 import { api, call } from '../api/client';
 import { Card, ErrorText, Loading, useLoad } from '../components/ui';
 import { UsageChart } from '../components/usage-chart';
@@ -19,7 +20,10 @@ export function summarise(days: DailyUsage[]) {
   };
 }
 
-export function DashboardPage({ account }: PageProps) {
+export function DashboardPage({ account, refreshAccount }: PageProps) {
+  // The account was read at sign-in: its balance, spending and request count have moved since.
+  // eslint-disable-next-line react-hooks/exhaustive-deps
+  useEffect(() => refreshAccount(), []);
   const offset = -new Date().getTimezoneOffset();
   const daily = useLoad(() => call(api.GET('/api/log/self/daily', { params: { query: { days: 30, utc_offset: offset } } })), []);
   const stat = useLoad(() => call(api.GET('/api/log/self/stat', { params: { query: {} } })), []);

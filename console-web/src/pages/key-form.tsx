@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import type { ApiKey, ApiKeyInput, Body, Groups } from '../api/types';
 import { Checkbox, ErrorText, Field, Select, splitFieldError, useAction } from '../components/ui';
-import { fromLocalInput, QUOTA_PER_DOLLAR, toLocalInput } from '../format';
+import { dollarsToQuota, fromLocalInput, QUOTA_PER_DOLLAR, toLocalInput } from '../format';
 
 export interface KeyFormState {
   name: string;
@@ -53,9 +53,9 @@ export function keyInput(f: KeyFormState, nowSec: number): { body: ApiKeyInput }
   }
   let remain = 0;
   if (!f.unlimited) {
-    const dollars = Number(f.quotaDollars);
-    if (f.quotaDollars.trim() === '' || !Number.isFinite(dollars) || dollars < 0) return { field: 'quotaDollars', error: 'a dollar amount of 0 or more' };
-    remain = Math.round(dollars * QUOTA_PER_DOLLAR);
+    const quota = dollarsToQuota(f.quotaDollars);
+    if (quota === undefined) return { field: 'quotaDollars', error: 'a dollar amount of 0 or more, such as 10 or 2.50' };
+    remain = quota;
   }
   const models = f.modelLimits.split(',').map((m) => m.trim()).filter(Boolean).join(',');
   if (f.modelLimitsEnabled && !models) return { field: 'modelLimits', error: 'list at least one model, or untick the whitelist' };
@@ -80,13 +80,17 @@ export type ApiKeyChanges = Omit<Body<'/api/token/', 'put'>, 'id'>;
 /**
  * An edit's body. The quota goes back only when its fields were edited, and then with the value the
  * form showed as expected_remain_quota: the key may have spent since the page loaded, and setting
- * the old figure again would hand that spending back (the API answers 409 instead).
+ * the old figure again would hand that spending back (the API answers 409 instead). The expiry goes
+ * back (and must be in the future) only when it was edited: an expired key can still be renamed, and
+ * a rename does not move an expiry to the minute the field shows.
  */
 export function keyChanges(shown: ApiKey, f: KeyFormState, nowSec: number): { body: ApiKeyChanges } | { field: keyof KeyFormState; error: string } {
-  const r = keyInput(f, nowSec);
-  if ('field' in r) return r;
-  const { remain_quota, unlimited_quota, ...rest } = r.body;
   const was = formFromKey(shown);
+  const expiryEdited = f.neverExpires !== was.neverExpires || (!f.neverExpires && f.expiresAt !== was.expiresAt);
+  const r = keyInput(expiryEdited ? f : { ...f, neverExpires: true }, nowSec);
+  if ('field' in r) return r;
+  const { remain_quota, unlimited_quota, expired_time, ...unchanged } = r.body;
+  const rest: ApiKeyChanges = expiryEdited ? { ...unchanged, expired_time } : unchanged;
   if (f.unlimited === was.unlimited && (f.unlimited || f.quotaDollars === was.quotaDollars)) return { body: rest };
   // Made unlimited: what is left stays as it is, and counts again if a limit is set later.
   if (f.unlimited) return { body: { ...rest, unlimited_quota: true } };

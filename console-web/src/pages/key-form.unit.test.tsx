@@ -1,6 +1,7 @@
 // @vitest-environment happy-dom
 import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/preact';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { toLocalInput } from '../format';
 import { EMPTY_KEY_FORM, formFromKey, KeyForm, keyChanges, keyInput } from './key-form';
 import { KeysPage } from './keys';
 
@@ -54,7 +55,7 @@ describe('keyChanges', () => {
   it('sends the quota only when its fields were edited, with the value shown', () => {
     const f = formFromKey(shown);
     expect(keyChanges(shown, { ...f, name: 'renamed' }, NOW)).toEqual({
-      body: { name: 'renamed', expired_time: -1, model_limits_enabled: false, model_limits: '', allow_ips: '', group: '', cross_group_retry: false },
+      body: { name: 'renamed', model_limits_enabled: false, model_limits: '', allow_ips: '', group: '', cross_group_retry: false },
     });
     expect(keyChanges(shown, { ...f, quotaDollars: '1' }, NOW)).toMatchObject({ body: { remain_quota: 500_000, unlimited_quota: false, expected_remain_quota: 1_000_000 } });
     const unlimited = keyChanges(shown, { ...f, unlimited: true }, NOW);
@@ -63,6 +64,38 @@ describe('keyChanges', () => {
     const limited = { ...shown, unlimited_quota: true };
     expect(keyChanges(limited, { ...formFromKey(limited), unlimited: false }, NOW))
       .toMatchObject({ body: { remain_quota: 1_000_000, unlimited_quota: false, expected_remain_quota: 1_000_000 } });
+  });
+});
+
+describe('keyChanges: the expiry', () => {
+  const key = (expired_time: number) => ({
+    id: 5, user_id: 7, name: 'ci', key: 'sk-abcd********wxyz', status: 1, created_time: 1, accessed_time: 0, expired_time,
+    remain_quota: 0, unlimited_quota: true, used_quota: 0, model_limits_enabled: false, model_limits: '', allow_ips: null,
+    group: '', cross_group_retry: false, rate_limit_rpm: 0, rate_limit_tpm: 0,
+  });
+
+  it('an expired key can be renamed: its expiry is neither checked nor sent', () => {
+    const expired = key(NOW - 3600);
+    const r = keyChanges(expired, { ...formFromKey(expired), name: 'renamed' }, NOW);
+    expect(r).toMatchObject({ body: { name: 'renamed' } });
+    expect(r).not.toHaveProperty('body.expired_time');
+  });
+
+  it('a rename keeps an expiry that has seconds (the field shows minutes)', () => {
+    const k = key(NOW + 86_400 + 37);
+    const r = keyChanges(k, { ...formFromKey(k), name: 'renamed' }, NOW);
+    expect(r).not.toHaveProperty('body.expired_time');
+  });
+
+  it('an edited expiry is checked and sent', () => {
+    const k = key(NOW + 86_400 + 37);
+    const f = formFromKey(k);
+    expect(keyChanges(k, { ...f, expiresAt: '2020-01-01T00:00' }, NOW)).toMatchObject({ field: 'expiresAt', error: 'must be in the future' });
+    const later = keyChanges(k, { ...f, expiresAt: toLocalInput(NOW + 7 * 86_400) }, NOW);
+    expect(later).toMatchObject({ body: { expired_time: Math.floor((NOW + 7 * 86_400) / 60) * 60 } });
+    expect(keyChanges(k, { ...f, neverExpires: true }, NOW)).toMatchObject({ body: { expired_time: -1 } });
+    const never = key(-1);
+    expect(keyChanges(never, { ...formFromKey(never), neverExpires: false, expiresAt: '' }, NOW)).toMatchObject({ field: 'expiresAt' });
   });
 });
 
@@ -76,7 +109,7 @@ describe('KeyForm', () => {
     fireEvent.input(screen.getByLabelText('Name'), { target: { value: 'k' } });
     fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: 'lots' } });
     fireEvent.click(screen.getByRole('button', { name: 'Create key' }));
-    expect(await screen.findByText('a dollar amount of 0 or more')).toBeTruthy();
+    expect(await screen.findByText('a dollar amount of 0 or more, such as 10 or 2.50')).toBeTruthy();
     expect(screen.getByLabelText('Quota (US dollars)').getAttribute('aria-invalid')).toBe('true');
     expect(onSubmit).not.toHaveBeenCalled();
   });

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { LogEntry, LogQuery } from '../api/types';
 import { Card, ErrorText, Field, Loading, Pager, Select, useLoad } from '../components/ui';
-import { dateTime, dollars, fromLocalInput, LOG_TYPES } from '../format';
+import { dateTime, dollars, fromLocalInput, LOG_TYPE, LOG_TYPES } from '../format';
 
 export interface LogFilterForm {
   type: string;
@@ -17,6 +17,24 @@ export interface LogFilterForm {
 
 export const EMPTY_LOG_FILTERS: LogFilterForm = { type: '0', tokenName: '', modelName: '', group: '', from: '', to: '', requestId: '', upstreamRequestId: '' };
 
+/**
+ * The last second a datetime-local value covers: its minute's last second (the fields show minutes),
+ * so that "To 10:05" includes what happened at 10:05:30.
+ */
+export function lastSecondOf(value: string): number | undefined {
+  const at = fromLocalInput(value);
+  if (at === undefined) return undefined;
+  return /T\d{2}:\d{2}$/.test(value) ? at + 59 : at;
+}
+
+/** A range that ends before it starts, as an error for the "To" field; null when the range is fine. */
+export function logFilterError(f: Pick<LogFilterForm, 'from' | 'to'>): { field: 'to'; error: string } | null {
+  const from = fromLocalInput(f.from);
+  const to = lastSecondOf(f.to);
+  if (from !== undefined && to !== undefined && to < from) return { field: 'to', error: 'must not be before "From"' };
+  return null;
+}
+
 /** The filters as /api/log/self's query: empty fields are left out. */
 export function logQuery(f: LogFilterForm, page: number, pageSize: number): LogQuery {
   const q: LogQuery = { p: page, page_size: pageSize };
@@ -25,7 +43,7 @@ export function logQuery(f: LogFilterForm, page: number, pageSize: number): LogQ
   if (f.modelName.trim()) q.model_name = f.modelName.trim();
   if (f.group.trim()) q.group = f.group.trim();
   const from = fromLocalInput(f.from);
-  const to = fromLocalInput(f.to);
+  const to = lastSecondOf(f.to);
   if (from !== undefined) q.start_timestamp = from;
   if (to !== undefined) q.end_timestamp = to;
   if (f.requestId.trim()) q.request_id = f.requestId.trim();
@@ -34,10 +52,11 @@ export function logQuery(f: LogFilterForm, page: number, pageSize: number): LogQ
 }
 
 /** The filter fields both log pages show; `fromHint` says what an empty "From" reads. */
-export function LogFilterFields<F extends LogFilterForm>({ form, set, fromHint }: {
+export function LogFilterFields<F extends LogFilterForm>({ form, set, fromHint, toError }: {
   form: F;
   set: (k: keyof LogFilterForm) => (v: string) => void;
   fromHint?: string;
+  toError?: string | undefined;
 }) {
   return (
     <>
@@ -46,7 +65,7 @@ export function LogFilterFields<F extends LogFilterForm>({ form, set, fromHint }
       <Field label="Model" value={form.modelName} onValue={set('modelName')} />
       <Field label="Group" value={form.group} onValue={set('group')} />
       <Field label="From" type="datetime-local" value={form.from} onValue={set('from')} hint={fromHint} />
-      <Field label="To" type="datetime-local" value={form.to} onValue={set('to')} />
+      <Field label="To" type="datetime-local" value={form.to} onValue={set('to')} error={toError} />
       <Field label="Request ID" value={form.requestId} onValue={set('requestId')} />
       <Field label="Upstream request ID" value={form.upstreamRequestId} onValue={set('upstreamRequestId')} />
     </>
@@ -60,14 +79,21 @@ export function LogsPage() {
   const [pageSize, setPageSize] = useState(20);
   const logs = useLoad(() => call(api.GET('/api/log/self', { params: { query: logQuery(applied, page, pageSize) } })), [applied, page, pageSize]);
   const set = (k: keyof LogFilterForm) => (v: string) => setForm((s) => ({ ...s, [k]: v }));
+  const [rangeError, setRangeError] = useState<string | null>(null);
 
   return (
     <Card title="Requests and other entries">
-      <form class="filters" aria-label="Log filters" onSubmit={(e) => { e.preventDefault(); setPage(1); setApplied(form); logs.reload(); }}>
-        <LogFilterFields form={form} set={set} />
+      <form class="filters" aria-label="Log filters" onSubmit={(e) => {
+        e.preventDefault();
+        const wrong = logFilterError(form);
+        setRangeError(wrong?.error ?? null);
+        if (wrong) return;
+        setPage(1); setApplied(form); logs.reload();
+      }}>
+        <LogFilterFields form={form} set={set} toError={rangeError ?? undefined} />
         <div class="buttons">
           <button type="submit" class="primary">Apply filters</button>
-          <button type="button" onClick={() => { setForm(EMPTY_LOG_FILTERS); setApplied(EMPTY_LOG_FILTERS); setPage(1); }}>Clear</button>
+          <button type="button" onClick={() => { setForm(EMPTY_LOG_FILTERS); setApplied(EMPTY_LOG_FILTERS); setPage(1); setRangeError(null); }}>Clear</button>
         </div>
       </form>
       {logs.loading && <Loading what="Loading logs" />}
@@ -83,13 +109,44 @@ export function LogsPage() {
   );
 }
 
+/** Entries of a request the relay served (consumption, and a failed request's error entry). */
+function isRequest(l: Pick<LogEntry, 'type'>): boolean {
+  return l.type === LOG_TYPE.consume || l.type === LOG_TYPE.error;
+}
+
+/**
+ * What an entry did to the balance: +1 credited, -1 debited, 0 when the entry does not say. The log's
+ * quota is unsigned: a top-up credits, a request debits, and a management entry (an administrator's
+ * change, a referral reward) records its direction only in its text, as console-api writes it
+ * ("added N quota", "removed N quota", "set the balance from A to B (±N quota)", "+N referral quota").
+ */
+export function logDirection(l: Pick<LogEntry, 'type' | 'content'>): 1 | -1 | 0 {
+  if (l.type === LOG_TYPE.topup) return 1;
+  if (isRequest(l)) return -1;
+  if (l.type !== LOG_TYPE.manage) return 0;
+  if (/\bremoved \d+ quota\b/.test(l.content)) return -1;
+  if (/\badded \d+ quota\b/.test(l.content)) return 1;
+  const delta = /\(([+-])\d+ quota\)/.exec(l.content);
+  if (delta) return delta[1] === '-' ? -1 : 1;
+  const set = /\bset the balance from (-?\d+) to (-?\d+)/.exec(l.content);
+  if (set) return Math.sign(Number(set[2]) - Number(set[1])) as 1 | -1 | 0;
+  if (/\+\d+ referral quota\b/.test(l.content)) return 1;
+  return 0;
+}
+
+/** The Amount cell: "+$5.000" credited, "-$0.0020" charged, unsigned when the entry does not say. */
+export function logAmount(l: Pick<LogEntry, 'type' | 'content' | 'quota'>): string {
+  const direction = logDirection(l);
+  return direction === 0 || l.quota === 0 ? dollars(l.quota) : dollars(direction * l.quota, { sign: true });
+}
+
 /** The log's rows; `everyAccount` (the administrators' page) adds whose each row is and its channel. */
 export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; everyAccount?: boolean }) {
   if (items.length === 0) return <p>No entries match.</p>;
   return (
     <div class="scroll">
       <table class="logs">
-        <thead><tr><th>Time</th>{everyAccount && <th>Account</th>}<th>Type</th><th>Key</th><th>Model</th>{everyAccount && <th>Channel</th>}<th>Prompt</th><th>Completion</th><th>Cost</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th><th>Details</th></tr></thead>
+        <thead><tr><th>Time</th>{everyAccount && <th>Account</th>}<th>Type</th><th>Key</th><th>Model</th>{everyAccount && <th>Channel</th>}<th>Prompt</th><th>Completion</th><th>Amount</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th><th>Details</th></tr></thead>
         <tbody>
           {items.map((l) => (
             <tr key={`${l.user_id}-${l.request_id}-${l.id}`}>
@@ -101,9 +158,9 @@ export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; e
               {everyAccount && <td>{l.channel || '—'}</td>}
               <td>{l.prompt_tokens}</td>
               <td>{l.completion_tokens}</td>
-              <td title={`${l.quota} quota`}>{dollars(l.quota)}</td>
-              <td>{l.use_time} s</td>
-              <td>{l.is_stream ? 'Yes' : 'No'}</td>
+              <td class="amount" title={`${l.quota.toLocaleString('en-US')} quota${logDirection(l) === 0 && l.quota !== 0 ? ' (the entry does not record whether it added or removed)' : ''}`}>{logAmount(l)}</td>
+              <td>{isRequest(l) ? `${l.use_time} s` : '–'}</td>
+              <td>{isRequest(l) ? (l.is_stream ? 'Yes' : 'No') : '–'}</td>
               <td>{l.group}</td>
               <td><code>{l.request_id}</code></td>
               <td class="content">{l.content}</td>

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { PageProps } from '../app';
 import { Card, CopyButton, ErrorText, Field, splitFieldError, useAction } from '../components/ui';
-import { QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
+import { dollarsToQuota, QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
 
 export function ProfilePage({ account, refreshAccount }: PageProps) {
   return (
@@ -29,16 +29,20 @@ export function ProfilePage({ account, refreshAccount }: PageProps) {
 function AffTransfer({ available, onDone }: { available: number; onDone: () => void }) {
   const [dollarsText, setDollarsText] = useState(String(available / QUOTA_PER_DOLLAR));
   const action = useAction();
+  const [local, setLocal] = useState<string | null>(null);
   const [fe, formError] = splitFieldError(action.error, ['quota']);
   return (
     <form class="inline" aria-label="Move referral quota to the balance" onSubmit={(e) => {
       e.preventDefault();
+      const quota = dollarsToQuota(dollarsText);
+      if (quota === undefined || quota <= 0) { setLocal('a dollar amount above $0, such as 10 or 2.50'); return; }
+      setLocal(null);
       void action.run(async () => {
-        await call(api.POST('/api/user/aff_transfer', { body: { quota: Math.round(Number(dollarsText) * QUOTA_PER_DOLLAR) } }));
+        await call(api.POST('/api/user/aff_transfer', { body: { quota } }));
         onDone();
       });
     }}>
-      <Field label="Referral quota to move (US dollars)" inputMode="decimal" value={dollarsText} onValue={setDollarsText} error={fe.quota ?? formError ?? undefined} />
+      <Field label="Referral quota to move (US dollars)" inputMode="decimal" value={dollarsText} onValue={setDollarsText} error={local ?? fe.quota ?? formError ?? undefined} />
       <button type="submit" disabled={action.busy}>Move to balance</button>
     </form>
   );

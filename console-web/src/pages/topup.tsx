@@ -1,9 +1,9 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { TopupInfo, TopupOrder } from '../api/types';
 import { Card, ErrorText, Field, Loading, Pager, splitFieldError, useAction, useLoad } from '../components/ui';
 import type { PageProps } from '../app';
-import { dateTime, dollars, quotaText } from '../format';
+import { creditDollars, dateTime, discountText, dollars, money, quotaText } from '../format';
 
 /** Where an epay request goes: its URL with the signed parameters (the provider accepts GET). */
 export function epayRedirectUrl(url: string, params: Record<string, string>): string {
@@ -22,6 +22,9 @@ export function topUpHref(link: string | undefined): string | undefined {
 
 export function TopupPage({ account, refreshAccount }: PageProps) {
   const info = useLoad(() => call(api.GET('/api/user/topup/info')), []);
+  // The balance of now (a payment may have been credited since sign-in), and again when an order completes.
+  // eslint-disable-next-line react-hooks/exhaustive-deps
+  useEffect(() => refreshAccount(), []);
   return (
     <>
       <div class="tiles"><div class="tile" role="group" aria-label="Balance"><div class="tile-label">Balance</div><div class="tile-value" data-testid="balance">{dollars(account.quota)}</div><div class="tile-detail">{account.quota.toLocaleString('en-US')} quota</div></div></div>
@@ -30,7 +33,7 @@ export function TopupPage({ account, refreshAccount }: PageProps) {
       <ErrorText error={info.error} />
       {info.data && (info.data.enable_redemption ? <Redeem onRedeemed={refreshAccount} /> : <p>Redemption codes are switched off.</p>)}
       {info.data && <OnlinePayment info={info.data} />}
-      <Orders />
+      <Orders onCompleted={refreshAccount} />
     </>
   );
 }
@@ -92,12 +95,12 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
       <div class="quick" role="group" aria-label="Amounts">
         {info.amount_options.map((a) => (
           <button type="button" key={a} aria-pressed={String(a) === amount} onClick={() => { setAmount(String(a)); setPrice(null); }}>
-            {a}{info.discount[String(a)] ? ` (×${info.discount[String(a)]})` : ''}
+            {amountLabel(a, info.discount)}
           </button>
         ))}
       </div>
-      <Field label="Amount" type="number" min={1} value={amount} onValue={(v) => { setAmount(v); setPrice(null); }}
-        hint={`minimum ${info.min_topup}${card ? `; by card ${info.cardpay_min_topup}` : ''}`} error={fieldErrors.amount ?? fieldErrors.payment_method} />
+      <Field label="Amount (US dollars of credit)" type="number" min={1} value={amount} onValue={(v) => { setAmount(v); setPrice(null); }}
+        hint={`$1 of credit is 500,000 quota; minimum $${info.min_topup}${card ? `, by card $${info.cardpay_min_topup}` : ''}`} error={fieldErrors.amount ?? fieldErrors.payment_method} />
       <div class="buttons">
         {online && <button type="button" disabled={action.busy} onClick={() => void quote()}>Show price</button>}
         {online && info.pay_methods.map((m) => (
@@ -105,37 +108,110 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
         ))}
         {card && <button type="button" class="primary" disabled={action.busy} onClick={() => void payCard()}>Pay by card</button>}
       </div>
-      {price !== null && <p role="status">To pay: {price}</p>}
+      {price !== null && <p role="status">{priceText(price, n, info.discount)}</p>}
       <ErrorText error={formError} />
       <p class="hint">You are sent to the payment provider's page and come back here once paid; the order appears below.</p>
     </Card>
   );
 }
 
+/**
+ * The price coefficient of a quantity, as the API computes it (console-api/payments/pricing.ts): the
+ * coefficient of the largest AmountDiscount key not above the quantity, 1 if none.
+ */
+export function discountFor(amount: number, table: Readonly<Record<string, number>>): number {
+  let best: number | undefined;
+  let coefficient = 1;
+  for (const [k, v] of Object.entries(table)) {
+    const threshold = Number(k);
+    if (threshold <= amount && (best === undefined || threshold > best)) {
+      best = threshold;
+      coefficient = v;
+    }
+  }
+  return coefficient;
+}
+
+/** A quick amount: "$20", "$20 (5% off)". */
+export function amountLabel(amount: number, table: Readonly<Record<string, number>>): string {
+  const discount = discountText(discountFor(amount, table));
+  return `$${amount}${discount ? ` (${discount})` : ''}`;
+}
+
+/**
+ * The quote of POST /api/user/amount. Its money is in the QR-code provider's currency, which the API
+ * does not name (the Price option is "money per unit of quantity"): so it says whose currency it is.
+ */
+export function priceText(price: string, amount: number, table: Readonly<Record<string, number>>): string {
+  const discount = discountText(discountFor(amount, table));
+  const paid = Number(price);
+  return `To pay: ${Number.isFinite(paid) ? money(paid) : price} in the payment provider's currency, for ${creditDollars(amount)} of credit${discount ? ` (${discount})` : ''}.`;
+}
+
+export function orderStatusText(status: string): string {
+  return status === 'success' ? 'Completed' : status === 'pending' ? 'Awaiting payment' : status === 'expired' ? 'Expired' : status;
+}
+
 const ORDER_PAGE_SIZE = 10;
 
 export function OrderTable({ items }: { items: TopupOrder[] }) {
   return (
-    <table>
-      <thead><tr><th>Order number</th><th>Amount</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th></tr></thead>
-      <tbody>
-        {items.map((o) => (
-          <tr key={o.id}>
-            <td><code>{o.trade_no}</code></td><td>{o.amount}</td><td>{o.money}</td><td>{o.payment_method}</td><td>{o.payment_provider}</td>
-            <td>{o.status === 'success' ? 'Completed' : o.status === 'pending' ? 'Awaiting payment' : o.status}</td>
-            <td>{dateTime(o.create_time)}</td><td>{dateTime(o.complete_time)}</td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
+    <>
+      <table>
+        <thead><tr><th>Order number</th><th>Credit (US dollars)</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th></tr></thead>
+        <tbody>
+          {items.map((o) => (
+            <tr key={o.id}>
+              <td><code>{o.trade_no}</code></td><td class="amount">{creditDollars(o.amount)}</td><td class="amount">{money(o.money)}</td><td>{o.payment_method}</td><td>{o.payment_provider}</td>
+              <td>{orderStatusText(o.status)}</td>
+              <td>{dateTime(o.create_time)}</td><td>{dateTime(o.complete_time)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <p class="hint">Credit is in US dollars (500,000 quota = $1). Paid is in the payment provider's currency, at the price this service sets for it.</p>
+    </>
   );
 }
 
-function Orders() {
+/** A pending order younger than this is watched for its completion while the page is open... */
+const WATCH_ORDERS_CREATED_WITHIN_SEC = 3600;
+/** ...every WATCH_EVERY_MS, for at most WATCH_FOR_MS after the page opened. */
+const WATCH_EVERY_MS = 3000;
+const WATCH_FOR_MS = 180_000;
+
+/**
+ * Which of the orders `pending` held are now completed; updates `pending` with the orders still
+ * awaiting payment.
+ */
+export function newlyCompleted(pending: Set<string>, items: readonly Pick<TopupOrder, 'trade_no' | 'status'>[]): string[] {
+  const done: string[] = [];
+  for (const o of items) {
+    if (o.status === 'pending') pending.add(o.trade_no);
+    else if (pending.delete(o.trade_no) && o.status === 'success') done.push(o.trade_no);
+  }
+  return done;
+}
+
+function Orders({ onCompleted }: { onCompleted: () => void }) {
   const [page, setPage] = useState(1);
   const [keyword, setKeyword] = useState('');
   const [search, setSearch] = useState('');
   const orders = useLoad(() => call(api.GET('/api/user/topup/self', { params: { query: { page, page_size: ORDER_PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  // Back from the provider, its confirmation may come a moment later: a recent order awaiting payment
+  // is read again until it completes, and the balance with it.
+  const pending = useRef(new Set<string>());
+  const opened = useRef(Date.now());
+  useEffect(() => {
+    const items = orders.data?.items ?? [];
+    if (newlyCompleted(pending.current, items).length > 0) onCompleted();
+    const nowSec = Date.now() / 1000;
+    const watch = items.some((o) => o.status === 'pending' && nowSec - o.create_time < WATCH_ORDERS_CREATED_WITHIN_SEC);
+    if (!watch || Date.now() - opened.current > WATCH_FOR_MS) return;
+    const timer = setTimeout(orders.refresh, WATCH_EVERY_MS);
+    return () => clearTimeout(timer);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [orders.data]);
   return (
     <Card title="Your orders">
       <form class="filters" aria-label="Search orders" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }}>
@@ -144,7 +220,7 @@ function Orders() {
       </form>
       {orders.loading && <Loading what="Loading orders" />}
       <ErrorText error={orders.error} />
-      {orders.data && (orders.data.items.length === 0 ? <p>No orders.</p> : <OrderTable items={orders.data.items} />)}
+      {orders.data && (orders.data.items.length === 0 ? page === 1 && <p>No orders.</p> : <OrderTable items={orders.data.items} />)}
       {orders.data && <Pager page={page} pageSize={ORDER_PAGE_SIZE} total={orders.data.total} onPage={setPage} label="Order pages" />}
     </Card>
   );

@@ -23,7 +23,7 @@ export function AdminChannelsPage() {
         </form>
         {list.loading && <Loading what="Loading channels" />}
         <ErrorText error={list.error} />
-        {list.data && (list.data.items.length === 0 ? <p>No channels.</p> : (
+        {list.data && (list.data.items.length === 0 ? page === 1 && <p>No channels.</p> : (
           <table>
             <thead><tr><th>Id</th><th>Name</th><th>Base URL</th><th>Models</th><th>Group</th><th>Status</th><th>Priority</th><th>Weight</th><th>Used</th><th>Last test</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((c) => <ChannelRow key={c.id} c={c} onEdit={() => setEditing(c)} onChanged={list.reload} />)}</tbody>

@@ -7,7 +7,7 @@ import { api, call } from '../../api/client';
 import type { Query } from '../../api/types';
 import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useLoad } from '../../components/ui';
 import { dollars } from '../../format';
-import { EMPTY_LOG_FILTERS, LogFilterFields, type LogFilterForm, LogTable, logQuery } from '../logs';
+import { EMPTY_LOG_FILTERS, LogFilterFields, type LogFilterForm, logFilterError, LogTable, logQuery } from '../logs';
 
 export type AdminLogQuery = Query<'/api/log/', 'get'>;
 
@@ -19,7 +19,9 @@ export interface AdminLogFilterForm extends LogFilterForm {
 export const EMPTY_ADMIN_LOG_FILTERS: AdminLogFilterForm = { ...EMPTY_LOG_FILTERS, username: '', channel: '' };
 
 /** The filters as /api/log/'s query, or the field at fault; empty fields are left out. */
-export function adminLogQuery(f: AdminLogFilterForm, page: number, pageSize: number): { query: AdminLogQuery } | { field: 'channel'; error: string } {
+export function adminLogQuery(f: AdminLogFilterForm, page: number, pageSize: number): { query: AdminLogQuery } | { field: 'channel' | 'to'; error: string } {
+  const range = logFilterError(f);
+  if (range) return range;
   const query: AdminLogQuery = logQuery(f, page, pageSize);
   if (f.username.trim()) query.username = f.username.trim();
   const channel = f.channel.trim();
@@ -70,7 +72,7 @@ export function AdminLogsPage() {
       <form class="filters" aria-label="Log filters" onSubmit={(e) => { e.preventDefault(); apply(form); }}>
         <Field label="Account username" value={form.username} onValue={set('username')} error={fieldError('username')} hint="an account's login name, exactly" />
         <Field label="Channel id" inputMode="numeric" value={form.channel} onValue={set('channel')} error={fieldError('channel')} />
-        <LogFilterFields form={form} set={set} fromHint="empty: the last 24 hours (all time for one account)" />
+        <LogFilterFields form={form} set={set} fromHint="empty: the last 24 hours (all time for one account)" toError={formError?.field === 'to' ? formError.error : undefined} />
         <div class="buttons">
           <button type="submit" class="primary">Apply filters</button>
           <button type="button" onClick={() => { setForm(EMPTY_ADMIN_LOG_FILTERS); apply(EMPTY_ADMIN_LOG_FILTERS); }}>Clear</button>

@@ -35,24 +35,55 @@ export function AdminOptionsPage({ account }: PageProps) {
   );
 }
 
+/**
+ * What Save sends for an option, or null when it sends nothing. The API never returns a secret's
+ * value (it reads as ''), so a secret's empty field means "keep the stored secret": only a new value
+ * is sent. Erasing a secret is the separate Clear action.
+ */
+export function optionSaveValue(o: Pick<OptionItem, 'secret'>, value: string): string | null {
+  return o.secret && value === '' ? null : value;
+}
+
 function OptionRow({ o, canWrite, onSaved }: { o: OptionItem; canWrite: boolean; onSaved: () => void }) {
   const [value, setValue] = useState(o.secret ? '' : o.value);
-  const [saved, setSaved] = useState(false);
+  const [saved, setSaved] = useState<string | null>(null);
+  const [confirmClear, setConfirmClear] = useState(false);
   const action = useAction();
   const multiline = !o.secret && (o.value.startsWith('{') || o.value.startsWith('[') || o.value.length > 60);
+  const toSend = optionSaveValue(o, value);
+  const put = (v: string, done: string) => action.run(async () => {
+    await call(api.PUT('/api/option/', { body: { key: o.key, value: v } }));
+    setSaved(done);
+    // A secret is not kept on the page once stored.
+    if (o.secret) setValue('');
+    setConfirmClear(false);
+    onSaved();
+  });
   return (
     <form class="option" aria-label={o.key} onSubmit={(e) => {
       e.preventDefault();
-      setSaved(false);
-      void action.run(async () => { await call(api.PUT('/api/option/', { body: { key: o.key, value } })); setSaved(true); onSaved(); });
+      setSaved(null);
+      if (toSend === null) return;
+      void put(toSend, 'Saved');
     }}>
       {multiline
         ? <div class="field"><label for={`opt-${o.key}`}>{o.key}</label><textarea id={`opt-${o.key}`} rows={4} value={value} disabled={!canWrite} onInput={(e) => setValue((e.currentTarget as HTMLTextAreaElement).value)} /></div>
-        : <Field label={o.key} type={o.secret ? 'password' : 'text'} value={value} onValue={setValue} disabled={!canWrite}
-            hint={o.secret ? (o.configured ? 'configured; type a new value to replace it' : 'not configured') : undefined} />}
+        : <Field label={o.key} type={o.secret ? 'password' : 'text'} value={value} onValue={setValue} disabled={!canWrite} autoComplete={o.secret ? 'new-password' : undefined}
+            hint={o.secret ? (o.configured ? 'configured; leave empty to keep it, or type a new value to replace it' : 'not configured') : undefined} />}
       <p class="hint">{o.description}{!canWrite ? ' (only the super administrator can change this)' : ''}</p>
-      {canWrite && <button type="submit" disabled={action.busy} aria-label={`Save ${o.key}`}>Save</button>}
-      {saved && <span class="ok" role="status">Saved</span>}
+      {canWrite && (
+        <div class="buttons">
+          <button type="submit" disabled={action.busy || toSend === null} aria-label={`Save ${o.key}`}>Save</button>
+          {o.secret && o.configured && (confirmClear
+            ? <>
+                <button type="button" class="danger" disabled={action.busy} onClick={() => { setSaved(null); void put('', 'Cleared'); }} aria-label={`Confirm clearing ${o.key}`}>Confirm clear</button>
+                <button type="button" onClick={() => setConfirmClear(false)} aria-label={`Keep ${o.key}`}>Keep</button>
+                <span class="hint">Clearing erases the stored secret.</span>
+              </>
+            : <button type="button" class="danger" onClick={() => setConfirmClear(true)} aria-label={`Clear ${o.key}`}>Clear</button>)}
+        </div>
+      )}
+      {saved && <span class="ok" role="status">{saved}</span>}
       <ErrorText error={action.error} />
     </form>
   );

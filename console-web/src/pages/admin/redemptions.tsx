@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Redemption } from '../../api/types';
 import { Card, CopyButton, ErrorText, Field, Loading, Pager, splitFieldError, useAction, useLoad } from '../../components/ui';
-import { dateTime, dollars, fromLocalInput, QUOTA_PER_DOLLAR } from '../../format';
+import { dateTime, dollars, dollarsToQuota, fromLocalInput } from '../../format';
 
 const PAGE_SIZE = 20;
 const STATUS: Record<number, string> = { 1: 'Unused', 2: 'Disabled', 3: 'Used' };
@@ -30,7 +30,7 @@ export function AdminRedemptionsPage() {
         </form>
         {list.loading && <Loading what="Loading codes" />}
         <ErrorText error={list.error} />
-        {list.data && (list.data.items.length === 0 ? <p>No codes.</p> : (
+        {list.data && (list.data.items.length === 0 ? page === 1 && <p>No codes.</p> : (
           <table>
             <thead><tr><th>Id</th><th>Name</th><th>Code</th><th>Value</th><th>Status</th><th>Created</th><th>Redeemed</th><th>Expires</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((r) => <CodeRow key={r.id} r={r} onChanged={list.reload} />)}</tbody>
@@ -75,21 +75,28 @@ function CreateCodes({ onCreated }: { onCreated: (codes: string[]) => void }) {
   const [count, setCount] = useState('1');
   const [expires, setExpires] = useState('');
   const action = useAction();
+  const [valueError, setValueError] = useState<string | null>(null);
   const [fe, formError] = splitFieldError(action.error, ['name', 'quota', 'count', 'expired_time']);
   return (
     <Card title="Create codes">
       <form aria-label="Create codes" onSubmit={(e) => {
         e.preventDefault();
+        const quota = dollarsToQuota(value);
+        if (quota === undefined || quota <= 0) {
+          setValueError('a dollar amount above $0, such as 10 or 2.50');
+          return;
+        }
+        setValueError(null);
         void action.run(async () => {
           const at = fromLocalInput(expires);
           const codes = await call(api.POST('/api/redemption/', { body: {
-            name: name.trim(), quota: Math.round(Number(value) * QUOTA_PER_DOLLAR), count: Number(count), expired_time: at ?? -1,
+            name: name.trim(), quota, count: Number(count), expired_time: at ?? -1,
           } }));
           onCreated(codes as string[]);
         });
       }}>
         <Field label="Name" value={name} onValue={setName} required maxLength={50} error={fe.name} />
-        <Field label="Value per code (US dollars)" inputMode="decimal" value={value} onValue={setValue} required error={fe.quota} />
+        <Field label="Value per code (US dollars)" inputMode="decimal" value={value} onValue={setValue} required error={valueError ?? fe.quota} hint="e.g. 10 or 2.50 ($1 = 500,000 quota)" />
         <Field label="How many" type="number" min={1} max={100} value={count} onValue={setCount} error={fe.count} hint="1 to 100" />
         <Field label="Expires at" type="datetime-local" value={expires} onValue={setExpires} error={fe.expired_time} hint="empty: never" />
         <button type="submit" class="primary" disabled={action.busy}>Create codes</button>

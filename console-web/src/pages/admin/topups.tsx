@@ -2,7 +2,9 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { PageProps } from '../../app';
 import { Card, ErrorText, Field, Loading, Pager, Select, useAction, useLoad } from '../../components/ui';
-import { dateTime, ROLE } from '../../format';
+import type { TopupOrder } from '../../api/types';
+import { creditDollars, dateTime, money, ROLE } from '../../format';
+import { orderStatusText } from '../topup';
 
 const PAGE_SIZE = 20;
 
@@ -17,6 +19,11 @@ export function AdminTopupsPage({ account }: PageProps) {
     ...(applied.status === 'pending' || applied.status === 'success' ? { status: applied.status } : {}),
   } } })), [page, applied]);
   const isRoot = account.role >= ROLE.root;
+  // Orders carry no currency: the options say which one each provider's money is in (now).
+  const options = useLoad(() => call(api.GET('/api/option/')), []);
+  const option = (key: string) => options.data?.find((o) => o.key === key)?.value;
+  const cardCurrency = option('CardpayCurrency')?.toUpperCase();
+  const epayPrice = option('Price');
   return (
     <Card title="All top-up orders">
       <form class="filters" aria-label="Order filters" onSubmit={(e) => { e.preventDefault(); setPage(1); setApplied(form); }}>
@@ -27,22 +34,33 @@ export function AdminTopupsPage({ account }: PageProps) {
       </form>
       {orders.loading && <Loading what="Loading orders" />}
       <ErrorText error={orders.error} />
-      {orders.data && (orders.data.items.length === 0 ? <p>No orders.</p> : (
+      {orders.data && (orders.data.items.length === 0 ? page === 1 && <p>No orders.</p> : (
         <table>
-          <thead><tr><th>Order number</th><th>Account</th><th>Amount</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th>{isRoot && <th>Actions</th>}</tr></thead>
+          <thead><tr><th>Order number</th><th>Account</th><th>Credit (US dollars)</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th>{isRoot && <th>Actions</th>}</tr></thead>
           <tbody>{orders.data.items.map((o) => (
             <tr key={o.id}>
-              <td><code>{o.trade_no}</code></td><td>#{o.user_id}</td><td>{o.amount}</td><td>{o.money}</td><td>{o.payment_method}</td><td>{o.payment_provider}</td>
-              <td>{o.status === 'success' ? 'Completed' : o.status === 'pending' ? 'Awaiting payment' : o.status}</td>
+              <td><code>{o.trade_no}</code></td><td>#{o.user_id}</td><td class="amount">{creditDollars(o.amount)}</td><td class="amount">{paidText(o, cardCurrency)}</td><td>{o.payment_method}</td><td>{o.payment_provider}</td>
+              <td>{orderStatusText(o.status)}</td>
               <td>{dateTime(o.create_time)}</td><td>{dateTime(o.complete_time)}</td>
               {isRoot && <td>{o.status === 'pending' && <CompleteButton tradeNo={o.trade_no} onDone={orders.reload} />}</td>}
             </tr>
           ))}</tbody>
         </table>
       ))}
+      {orders.data && orders.data.items.length > 0 && (
+        <p class="hint">
+          Credit is in US dollars (500,000 quota = $1). Paid: card orders are in the card currency ({cardCurrency ?? 'the CardpayCurrency option'}, as set now);
+          {' '}QR-code orders are in the currency of the Price option ({epayPrice ? `${epayPrice} per $1 of credit` : 'money per $1 of credit'}).
+        </p>
+      )}
       {orders.data && <Pager page={page} pageSize={PAGE_SIZE} total={orders.data.total} onPage={setPage} label="Order pages" />}
     </Card>
   );
+}
+
+/** An order's money, two decimals, with the card currency when the order is a card payment and it is known. */
+export function paidText(o: Pick<TopupOrder, 'money' | 'payment_provider'>, cardCurrency: string | undefined): string {
+  return o.payment_provider === 'cardpay' && cardCurrency ? `${money(o.money)} ${cardCurrency}` : money(o.money);
 }
 
 /** Root only: credit an order whose payment arrived outside the provider's callback. */

@@ -2,8 +2,8 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Account } from '../../api/types';
 import type { PageProps } from '../../app';
-import { Card, ErrorText, Field, Loading, Pager, Select, useAction, useLoad } from '../../components/ui';
-import { dollars, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
+import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useLoad } from '../../components/ui';
+import { dollars, dollarsToQuota, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
 
 const PAGE_SIZE = 20;
 
@@ -86,18 +86,25 @@ function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDo
   const [reason, setReason] = useState('');
   const save = useAction();
   const credit = useAction();
+  const [balanceError, setBalanceError] = useState<string | null>(null);
+  const [addError, setAddError] = useState<string | null>(null);
+  const [saveFields, saveError] = splitFieldError(save.error, ['quota', 'group', 'display_name', 'status']);
+  const [creditFields, creditError] = splitFieldError(credit.error, ['value', 'reason']);
   return (
     <Card title={`Edit account ${a.username}`}>
       <form aria-label={`Edit account ${a.username}`} onSubmit={(e) => {
         e.preventDefault();
+        // The balance only when it was edited, and only if it is still what the form showed: else a
+        // top-up or a settlement made while the form was open would be undone.
+        const balanceEdited = balance !== String(a.quota / QUOTA_PER_DOLLAR);
+        const quota = dollarsToQuota(balance);
+        if (balanceEdited && quota === undefined) {
+          setBalanceError('a dollar amount of $0 or more, such as 10 or 2.50');
+          return;
+        }
+        setBalanceError(null);
         void save.run(async () => {
-          const dollarsValue = Number(balance);
-          if (!Number.isFinite(dollarsValue) || dollarsValue < 0) throw new Error('Balance: a dollar amount of 0 or more');
-          // The balance only when it was edited, and only if it is still what the form showed: else a
-          // top-up or a settlement made while the form was open would be undone.
-          const quota = Math.round(dollarsValue * QUOTA_PER_DOLLAR);
-          const balanceEdited = balance !== String(a.quota / QUOTA_PER_DOLLAR);
-          await call(api.PUT('/api/user/', { body: { id: a.id, group, display_name: displayName, status: status === '2' ? 2 : 1, ...(balanceEdited ? { quota, expected_quota: a.quota } : {}) } }));
+          await call(api.PUT('/api/user/', { body: { id: a.id, group, display_name: displayName, status: status === '2' ? 2 : 1, ...(balanceEdited && quota !== undefined ? { quota, expected_quota: a.quota } : {}) } }));
           onDone();
         });
       }}>
@@ -105,23 +112,27 @@ function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDo
         <Field label="Group" value={group} onValue={setGroup} list="account-groups" hint={groups.length ? `one of ${groups.join(', ')}` : undefined} />
         <datalist id="account-groups">{groups.map((g) => <option key={g} value={g} />)}</datalist>
         <Select label="Status" value={status} onValue={setStatus} options={[{ value: '1', label: 'Enabled' }, { value: '2', label: 'Banned' }]} />
-        <Field label="Balance (US dollars)" inputMode="decimal" value={balance} onValue={setBalance} hint="sets the balance; the change is logged" />
+        <Field label="Balance (US dollars)" inputMode="decimal" value={balance} onValue={setBalance} hint="sets the balance; the change is logged" error={balanceError ?? saveFields.quota} />
         <div class="buttons"><button type="submit" class="primary" disabled={save.busy}>Save account</button><button type="button" onClick={onDone}>Cancel</button></div>
-        <ErrorText error={save.error} />
+        <ErrorText error={saveError} />
       </form>
       <form class="inline" aria-label="Add or remove quota" onSubmit={(e) => {
         e.preventDefault();
+        const value = dollarsToQuota(add, { negative: true });
+        if (value === undefined || value === 0) {
+          setAddError('a non-zero dollar amount, such as 10 or -2.50 (negative removes)');
+          return;
+        }
+        setAddError(null);
         void credit.run(async () => {
-          const value = Math.round(Number(add) * QUOTA_PER_DOLLAR);
-          if (!Number.isFinite(value) || value === 0) throw new Error('Amount: a non-zero dollar amount (negative removes)');
           await call(api.POST('/api/user/manage', { body: { id: a.id, action: 'add_quota', value, ...(reason ? { reason } : {}) } }));
           onDone();
         });
       }}>
-        <Field label="Add to balance (US dollars)" inputMode="decimal" value={add} onValue={setAdd} hint="negative removes" />
-        <Field label="Reason" value={reason} onValue={setReason} />
+        <Field label="Add to balance (US dollars)" inputMode="decimal" value={add} onValue={setAdd} hint="negative removes" error={addError ?? creditFields.value} />
+        <Field label="Reason" value={reason} onValue={setReason} error={creditFields.reason} />
         <button type="submit" disabled={credit.busy}>Add quota</button>
-        <ErrorText error={credit.error} />
+        <ErrorText error={creditError} />
       </form>
     </Card>
   );

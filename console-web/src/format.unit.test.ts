@@ -1,0 +1,80 @@
+// The display rules of money and the parsing of dollar amounts typed in forms.
+import { describe, expect, it } from 'vitest';
+import { creditDollars, discountText, dollars, dollarsToQuota, money, quotaText } from './format';
+
+describe('dollars', () => {
+  it('chooses the decimals after rounding', () => {
+    expect(dollars(49_999_800)).toBe('$100.00'); // $99.9996
+    expect(dollars(499_999)).toBe('$1.000'); // $0.999998
+    expect(dollars(49_999_999)).toBe('$100.00');
+    expect(dollars(500_000)).toBe('$1.000');
+    expect(dollars(1_250)).toBe('$0.0025');
+    expect(dollars(0)).toBe('$0.0000');
+  });
+
+  it('groups thousands from $1,000', () => {
+    expect(dollars(500_000_000)).toBe('$1,000.00');
+    expect(dollars(617_283_950)).toBe('$1,234.57');
+    expect(dollars(499_999_999_999)).toBe('$1,000,000.00');
+    expect(dollars(499_500_000)).toBe('$999.00');
+  });
+
+  it('puts the sign before the $', () => {
+    expect(dollars(-1_000)).toBe('-$0.0020');
+    expect(dollars(-617_283_950)).toBe('-$1,234.57');
+    expect(dollars(1_000, { sign: true })).toBe('+$0.0020');
+    expect(dollars(-1_000, { sign: true })).toBe('-$0.0020');
+    expect(dollars(0, { sign: true })).toBe('$0.0000');
+  });
+
+  it('never shows a tiny amount as $0.0000', () => {
+    expect(dollars(1)).toBe('$0.000002');
+    expect(dollars(24)).toBe('$0.000048');
+    expect(dollars(-1)).toBe('-$0.000002');
+    expect(dollars(25)).toBe('$0.0001'); // $0.00005 rounds to a figure four digits show
+  });
+
+  it('quota with its dollars', () => {
+    expect(quotaText(1_234_567)).toBe('1,234,567 ($2.469)');
+  });
+});
+
+describe('payment figures', () => {
+  it('money with two decimals, credit in dollars, discounts as people read them', () => {
+    expect(money(146)).toBe('146.00');
+    expect(money(7.3)).toBe('7.30');
+    expect(money(1234.5)).toBe('1,234.50');
+    expect(creditDollars(20)).toBe('$20.00');
+    expect(discountText(0.95)).toBe('5% off');
+    expect(discountText(0.875)).toBe('12.5% off');
+    expect(discountText(0.9)).toBe('10% off');
+    expect(discountText(1)).toBe('');
+    expect(discountText(1.1)).toBe('10% more');
+  });
+});
+
+describe('dollarsToQuota', () => {
+  it('reads decimal dollar amounts', () => {
+    expect(dollarsToQuota('10')).toBe(5_000_000);
+    expect(dollarsToQuota(' 2.5 ')).toBe(1_250_000);
+    expect(dollarsToQuota('.5')).toBe(250_000);
+    expect(dollarsToQuota('3.')).toBe(1_500_000);
+    expect(dollarsToQuota('$1.15')).toBe(575_000);
+    expect(dollarsToQuota('0')).toBe(0);
+    expect(dollarsToQuota('0.000002')).toBe(1);
+  });
+
+  it('refuses what is not a decimal dollar amount', () => {
+    for (const t of ['', ' ', 'abc', '0x10', '1e3', '1,000', 'Infinity', 'NaN', '1.2.3', '--1', '+', '.', '10 $', '١٠']) {
+      expect(dollarsToQuota(t), t).toBeUndefined();
+    }
+    expect(dollarsToQuota('9'.repeat(30)), 'beyond a safe integer').toBeUndefined();
+  });
+
+  it('takes a minus sign only when allowed', () => {
+    expect(dollarsToQuota('-1')).toBeUndefined();
+    expect(dollarsToQuota('-1', { negative: true })).toBe(-500_000);
+    expect(dollarsToQuota('+1', { negative: true })).toBe(500_000);
+    expect(dollarsToQuota('-0', { negative: true })).toBe(0);
+  });
+});

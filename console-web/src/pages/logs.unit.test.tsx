@@ -1,0 +1,49 @@
+// @vitest-environment happy-dom
+// The log pages' rules: the time range sent (To covers its whole minute, an inverted range is an
+// error), and the Amount of each entry signed by what it did to the balance.
+import { describe, expect, it } from 'vitest';
+import { EMPTY_LOG_FILTERS, logAmount, logDirection, logFilterError, logQuery } from './logs';
+
+const at = (v: string) => Math.floor(new Date(v).getTime() / 1000);
+
+describe('log time range', () => {
+  it('"To" covers the minute it names', () => {
+    const q = logQuery({ ...EMPTY_LOG_FILTERS, from: '2026-01-02T03:04', to: '2026-01-02T03:05' }, 1, 20);
+    expect(q.start_timestamp).toBe(at('2026-01-02T03:04'));
+    expect(q.end_timestamp).toBe(at('2026-01-02T03:05') + 59);
+    // A value with seconds means that second.
+    expect(logQuery({ ...EMPTY_LOG_FILTERS, to: '2026-01-02T03:05:30' }, 1, 20).end_timestamp).toBe(at('2026-01-02T03:05:30'));
+  });
+
+  it('a range that ends before it starts is an error for "To"', () => {
+    expect(logFilterError({ from: '2026-01-02T03:05', to: '2026-01-02T03:04' })).toEqual({ field: 'to', error: 'must not be before "From"' });
+    expect(logFilterError({ from: '2026-01-02T03:05', to: '2026-01-02T03:05' })).toBeNull();
+    expect(logFilterError({ from: '2026-01-02T03:05', to: '' })).toBeNull();
+    expect(logFilterError({ from: '', to: '2026-01-02T03:05' })).toBeNull();
+  });
+});
+
+describe('log amounts', () => {
+  const entry = (type: number, quota: number, content = '') => ({ type, quota, content });
+
+  it('a top-up credits, a request debits', () => {
+    expect(logAmount(entry(1, 2_500_000, 'redeemed code 5'))).toBe('+$5.000');
+    expect(logAmount(entry(2, 1_000))).toBe('-$0.0020');
+    expect(logAmount(entry(5, 1_000))).toBe('-$0.0020');
+    expect(logAmount(entry(2, 0))).toBe('$0.0000');
+  });
+
+  it('a management entry as its text records it', () => {
+    expect(logDirection(entry(3, 500_000, 'administrator root added 500000 quota: bonus'))).toBe(1);
+    expect(logDirection(entry(3, 250_000, 'administrator root removed 250000 quota'))).toBe(-1);
+    expect(logDirection(entry(3, 1_000_000, 'administrator root set the balance from 3000000 to 2000000 (-1000000 quota)'))).toBe(-1);
+    expect(logDirection(entry(3, 1_000_000, 'administrator root set the balance from 2000000 to 3000000 (+1000000 quota)'))).toBe(1);
+    expect(logDirection(entry(3, 1_000_000, 'administrator root set the balance from 2000000 to 3000000'))).toBe(1);
+    expect(logDirection(entry(3, 100, 'referral reward: bob registered with your invitation code; +100 referral quota (aff_quota, not the balance)'))).toBe(1);
+    expect(logAmount(entry(3, 250_000, 'administrator root removed 250000 quota'))).toBe('-$0.5000');
+    // Nothing to tell the direction by: unsigned.
+    expect(logDirection(entry(3, 500_000, 'imported'))).toBe(0);
+    expect(logAmount(entry(3, 500_000, 'imported'))).toBe('$1.000');
+    expect(logAmount(entry(4, 500_000, 'system'))).toBe('$1.000');
+  });
+});

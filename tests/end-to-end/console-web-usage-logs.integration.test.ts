@@ -1,0 +1,145 @@
+// Usage logs and All usage logs: the amount of each entry is signed by what it did to the balance (a
+// top-up +, a consumption −, a management entry as its content records it), and the request-only
+// columns (Duration, Stream) read "–" on entries that are no request. The time filter's "To" includes
+// the minute it names, and a range that ends before it starts is refused next to "To".
+import Anthropic from '@anthropic-ai/sdk';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { billingSettled, consoleCall, createApiKey, mockChannel } from '../harness/gateway-stack.js';
+import { type ConsoleAccount, type ConsoleBrowser, insertAccount, logIn, startConsoleBrowser } from './console-web-browser.js';
+
+const MODEL = 'claude-haiku-4-5';
+let b: ConsoleBrowser;
+let user: ConsoleAccount;
+let requestId = '';
+let requestAt = 0;
+
+beforeAll(async () => {
+  b = await startConsoleBrowser();
+  await mockChannel(b.stack, [MODEL]);
+  user = await insertAccount(b.stack, { quota: 1_000_000 });
+  const key = await createApiKey(b.stack, user);
+  const sdk = new Anthropic({ apiKey: key.key, baseURL: b.stack.relayUrl, maxRetries: 0 });
+  const { response } = await sdk.messages.create({ model: MODEL, max_tokens: 10, messages: [{ role: 'user', content: 'hello' }] }).withResponse();
+  requestId = response.headers.get('x-gateway-request-id')!;
+  // A top-up (a redemption code of $5), and three management entries: $1 added, $0.50 removed, the
+  // balance set $2 lower.
+  const codes = await consoleCall<string[]>(b.stack, 'POST', '/api/redemption/', b.stack.adminToken, { name: 'logs', quota: 2_500_000, count: 1 });
+  expect((await consoleCall(b.stack, 'POST', '/api/user/topup', user.token, { key: codes.json.data![0] })).json.success).toBe(true);
+  expect((await consoleCall(b.stack, 'POST', '/api/user/manage', b.stack.adminToken, { id: user.id, action: 'add_quota', value: 500_000 })).json.success).toBe(true);
+  expect((await consoleCall(b.stack, 'POST', '/api/user/manage', b.stack.adminToken, { id: user.id, action: 'add_quota', value: -250_000 })).json.success).toBe(true);
+  const [now] = await b.stack.sql<{ quota: number }[]>`SELECT quota FROM users WHERE id = ${user.id}`;
+  expect((await consoleCall(b.stack, 'PUT', '/api/user/', b.stack.adminToken, { id: user.id, quota: Number(now!.quota) - 1_000_000 })).json.success).toBe(true);
+  await billingSettled(b.stack);
+  const [ledger] = await b.stack.sql<{ created_at: number }[]>`SELECT created_at FROM ledger WHERE request_id = ${requestId}`;
+  requestAt = Number(ledger!.created_at);
+}, 120_000);
+
+afterAll(async () => {
+  await b?.close();
+});
+
+/** The cells of the table's rows, by column header. */
+async function rows(page: Page): Promise<Record<string, string>[]> {
+  const table = page.locator('table.logs');
+  await table.waitFor();
+  const headers = (await table.locator('thead th').allTextContents()).map((h) => h.trim());
+  const out: Record<string, string>[] = [];
+  for (const r of await table.locator('tbody tr').all()) {
+    const cells = (await r.locator('td').allTextContents()).map((c) => c.trim());
+    out.push(Object.fromEntries(headers.map((h, i) => [h, cells[i] ?? ''])));
+  }
+  return out;
+}
+
+function checkAmounts(all: Record<string, string>[]): void {
+  const byDetail = (re: RegExp) => all.find((r) => re.test(r.Details ?? ''));
+  const consumption = all.find((r) => r.Type === 'Consumption')!;
+  expect(consumption).toBeTruthy();
+  expect(consumption.Amount).toMatch(/^-\$0\.\d{4,6}$/);
+  expect(consumption.Duration).toMatch(/^\d+ s$/);
+  expect(consumption.Stream).toBe('No');
+  const topup = all.find((r) => r.Type === 'Top-up')!;
+  expect(topup).toMatchObject({ Amount: '+$5.000', Duration: '–', Stream: '–' });
+  expect(byDetail(/ added 500000 quota/)).toMatchObject({ Type: 'Management', Amount: '+$1.000', Duration: '–', Stream: '–' });
+  expect(byDetail(/ removed 250000 quota/)).toMatchObject({ Type: 'Management', Amount: '-$0.5000', Duration: '–', Stream: '–' });
+  expect(byDetail(/ set the balance from /)).toMatchObject({ Type: 'Management', Amount: '-$2.000', Duration: '–', Stream: '–' });
+}
+
+/** A datetime-local input's value for a Unix time, in UTC (the pages run with timezoneId UTC). */
+function minuteOf(unixSec: number): string {
+  return new Date(unixSec * 1000).toISOString().slice(0, 16);
+}
+
+describe('usage log amounts', () => {
+  it('Usage logs sign each amount by its type and leave request columns empty on other entries', async () => {
+    const page = await b.newPage({ timezoneId: 'UTC' });
+    await logIn(page, b.stack, user, '/logs');
+    await page.getByRole('row').filter({ hasText: 'Top-up' }).first().waitFor();
+    await page.getByRole('columnheader', { name: 'Amount' }).waitFor();
+    expect(await page.getByRole('columnheader', { name: 'Cost' }).count()).toBe(0);
+    const all = await rows(page);
+    expect(all).toHaveLength(5);
+    checkAmounts(all);
+  }, 120_000);
+
+  it('All usage logs does the same', async () => {
+    const admin = await insertAccount(b.stack, { role: 100, prefix: 'root' });
+    const page = await b.newPage({ timezoneId: 'UTC' });
+    await logIn(page, b.stack, admin, '/admin/logs');
+    await page.getByLabel('Account username').fill(user.username);
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.getByText('Page 1 of 1 (5 in all)').waitFor();
+    checkAmounts(await rows(page));
+  }, 120_000);
+});
+
+describe('usage log time filter', () => {
+  it('"To" includes the minute it names', async () => {
+    expect(requestAt).toBeGreaterThan(0);
+    const page = await b.newPage({ timezoneId: 'UTC' });
+    await logIn(page, b.stack, user, '/logs');
+    await page.getByRole('row').filter({ hasText: 'Top-up' }).first().waitFor();
+    await page.getByLabel('Type').selectOption({ label: 'Consumption' });
+    // The minute before the request to the request's own minute.
+    await page.getByLabel('From').fill(minuteOf(requestAt - 60));
+    await page.getByLabel('To', { exact: true }).fill(minuteOf(requestAt));
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.getByText('Page 1 of 1 (1 in all)').waitFor();
+    await page.getByRole('row').filter({ hasText: requestId }).waitFor();
+  }, 120_000);
+
+  it('a range that ends before it starts is an error next to "To", and is not applied', async () => {
+    const page = await b.newPage({ timezoneId: 'UTC' });
+    const reads: string[] = [];
+    page.on('request', (r) => {
+      if (new URL(r.url()).pathname === '/api/log/self') reads.push(r.url());
+    });
+    await logIn(page, b.stack, user, '/logs');
+    await page.getByRole('row').filter({ hasText: 'Top-up' }).first().waitFor();
+    const before = reads.length;
+    await page.getByLabel('From').fill('2026-03-02T10:00');
+    await page.getByLabel('To', { exact: true }).fill('2026-03-01T10:00');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.getByRole('alert').filter({ hasText: 'must not be before "From"' }).waitFor();
+    expect(await page.getByLabel('To', { exact: true }).getAttribute('aria-invalid')).toBe('true');
+    await page.waitForTimeout(300);
+    expect(reads.length).toBe(before);
+    // The table still shows what was applied before.
+    expect(await page.getByRole('row').filter({ hasText: 'Top-up' }).count()).toBe(1);
+  }, 120_000);
+
+  it('All usage logs refuses an inverted range too', async () => {
+    const admin = await insertAccount(b.stack, { role: 100, prefix: 'root' });
+    const page = await b.newPage({ timezoneId: 'UTC' });
+    await logIn(page, b.stack, admin, '/admin/logs');
+    await page.getByLabel('From').fill('2026-03-02T10:00');
+    await page.getByLabel('To', { exact: true }).fill('2026-03-01T10:00');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.getByRole('alert').filter({ hasText: 'must not be before "From"' }).waitFor();
+  }, 120_000);
+
+  it('no page broke the Content-Security-Policy or threw', () => {
+    expect(b.problems).toEqual([]);
+  });
+});
