@@ -8,11 +8,17 @@
 // Sharded key layout (REDIS_SHARDS > 0, a Redis Cluster): each shard has its own stream. The worker
 // holds leases on a fair share of the shards (shard-leases.ts: no shard read by two workers at once),
 // reads each held stream without blocking (a blocking read would hold a cluster node's connection),
-// settles what all of them gave in one Postgres batch, and acknowledges each shard's entries in a MULTI
-// on that shard's slot; with nothing to read it waits BILLING_BLOCK_MS. A shard it gains is read from
+// settles what all of them gave in one Postgres batch, and acknowledges each shard's entries by a
+// script on that shard's slot; with nothing to read it waits BILLING_BLOCK_MS. A shard it gains is read from
 // its pending entries first: those the worker that held it before read and never acknowledged are
 // claimed at once, not after BILLING_CLAIM_IDLE_MS (the lease says their reader no longer holds the
 // shard; if it is still finishing a batch, the ledger's unique request id makes the overlap harmless).
+//
+// Redis at maxmemory (noeviction): billing is what frees Redis memory (settled entries are deleted), so
+// everything it needs to go on runs there too. Its reads, acknowledgements and group creation are Lua
+// scripts flagged allow-oom (billing/lua/), none of them a MULTI (Redis refuses every command queued in
+// one at the limit, EXECABORT); a dead letter, which may take memory, is refused then, and its entry
+// stays pending until billing has freed enough (docs/billing.md, "Redis memory").
 import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
@@ -26,6 +32,7 @@ import { decodeUsageEvent, encodedUsageEventOf, encodedUsageEventsOf, withEncode
 import { billingMetrics } from './metrics/billing-metrics.js';
 import { INCARNATION_FIELD, lostDebits, repairMirrors, type LostDebit } from './mirror-repair.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
+import { usageScripts, type DeadLetterFields, type UsageRead, type UsageScripts } from './usage-scripts.js';
 
 export const BILLING_GROUP = 'billing';
 
@@ -66,7 +73,7 @@ export interface BillingWorkerOptions {
    */
   sharded?: { keys: RedisKeys; leaseMs: number };
   /**
-   * Each read learns, in the same MULTI, which Redis data (keys.redisIncarnation) its entries were
+   * Each read learns, in the same script, which Redis data (keys.redisIncarnation) its entries were
    * debited in, and debits that a Redis restart took out of the mirrors before the commit are put back
    * after it (mirror-repair.ts). Without it, batches are settled with no such repair.
    */
@@ -78,6 +85,8 @@ interface StreamBatch {
   stream: string;
   deadLetterStream: string;
   entries: Entry[];
+  /** The shard it was read from (sharded layout). */
+  shard?: number;
   /** The Redis data the entries were read from (mirrors configured), and the key naming it. */
   incarnation?: string;
   incarnationKey?: string;
@@ -89,6 +98,19 @@ function groupLost(err: unknown): boolean {
   const m = String((err as Error)?.message ?? err);
   return m.startsWith('NOGROUP') || m.startsWith('UNBLOCKED');
 }
+
+/** Redis refused a command for want of memory (maxmemory reached under noeviction). */
+export function isOutOfMemory(err: unknown): boolean {
+  return String((err as Error)?.message ?? err).startsWith('OOM');
+}
+
+/**
+ * How long entries whose dead letters could not be written wait before they are read again, doubled
+ * at each failure up to the maximum: they must not be read first at every round, which would hold
+ * back the entries behind them (and, at maxmemory, the very acknowledgements that free memory).
+ */
+const DEAD_LETTER_RETRY_MS = 500;
+const DEAD_LETTER_RETRY_MAX_MS = 30_000;
 
 export interface BatchReport {
   /** Stream entries read (a relay's settlement call appends its events as one entry). */
@@ -102,6 +124,7 @@ export interface BatchReport {
 
 export class BillingWorker {
   readonly #redis: Redis;
+  readonly #scripts: UsageScripts;
   readonly #sql: Sql;
   readonly #ch: ClickHouseClient;
   readonly #log: Logger;
@@ -136,6 +159,13 @@ export class BillingWorker {
   readonly #claimOnGain = new Set<number>();
   /** Mirror repairs whose Redis call failed: tried again before each batch. */
   #repairs: LostDebit[] = [];
+  /**
+   * Entries whose dead letters could not be written stay pending; until this time the stream's own
+   * pending entries are not read first (unsharded: the stream; sharded: per shard, #pendingHeldUntil).
+   */
+  #pendingHeldUntil = 0;
+  readonly #pendingHeldUntilOf = new Map<number, number>();
+  #deadLetterRetryMs = DEAD_LETTER_RETRY_MS;
   /** Called after each settled batch; the tests and metrics listen here. */
   onBatch: (report: BatchReport) => void = () => {};
   /** Called after each pass over the log outbox, with the rows it sent (tests listen here). */
@@ -143,6 +173,7 @@ export class BillingWorker {
 
   constructor(redis: Redis, sql: Sql, ch: ClickHouseClient, log: Logger, opts: BillingWorkerOptions) {
     this.#redis = redis;
+    this.#scripts = usageScripts(redis);
     this.#sql = sql;
     this.#ch = ch;
     this.#log = log;
@@ -157,7 +188,7 @@ export class BillingWorker {
       await this.#refreshLeases();
       this.#loop = this.#runSharded();
     } else {
-      await this.#ensureGroup();
+      await this.#ensureGroupAtStart();
       this.#loop = this.#run();
     }
     this.#drainLoop = this.#drainOutbox();
@@ -253,16 +284,32 @@ export class BillingWorker {
     }
   }
 
-  /** Whether the group exists now; true when this call created it. */
+  /**
+   * Whether the group exists now; true when this call created it. By a script that runs at maxmemory
+   * (ensureUsageGroup-1.lua): XGROUP CREATE alone is refused there, even for a group that exists, and
+   * a worker that cannot start cannot free the memory either.
+   */
   async #ensureGroup(stream = this.#opts.stream): Promise<boolean> {
-    try {
-      // From the stream's start, so events appended before the group existed are billed too (after a
-      // Redis restart: the settlements the relay appended since, which recreated the stream alone).
-      await this.#redis.xgroup('CREATE', stream, BILLING_GROUP, '0', 'MKSTREAM');
-      return true;
-    } catch (err) {
-      if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
-      return false;
+    // From the stream's start, so events appended before the group existed are billed too (after a
+    // Redis restart: the settlements the relay appended since, which recreated the stream alone).
+    return this.#scripts.ensureGroup(stream, BILLING_GROUP, '0');
+  }
+
+  /**
+   * The group at start-up. Redis refusing it for want of memory all the same (an OOM answer) is waited
+   * out, logged, with backoff, not a reason to exit: a worker restarted by its supervisor would meet
+   * the same refusal, and nothing else frees that memory. Any other error still fails the start.
+   */
+  async #ensureGroupAtStart(): Promise<void> {
+    for (let wait = 100; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        await this.#ensureGroup();
+        return;
+      } catch (err) {
+        if (!isOutOfMemory(err) || !this.#running) throw err;
+        this.#log.warn({ err, stream: this.#opts.stream, retryInMs: wait }, 'Redis is at maxmemory: the billing consumer group could not be made sure of yet; retrying');
+        await new Promise((r) => setTimeout(r, wait));
+      }
     }
   }
 
@@ -302,7 +349,8 @@ export class BillingWorker {
             this.#log.error({ err: createErr }, 'billing consumer group could not be recreated; retrying');
           }
         }
-        // Nothing was acknowledged: the entries stay pending and are read again.
+        // What was not acknowledged stays pending and is read again first, held-back entries too.
+        this.#pendingHeldUntil = 0;
         billingMetrics.batchFailed();
         this.#log.error({ err }, 'billing batch failed; retrying');
         await new Promise((r) => setTimeout(r, backoff));
@@ -311,52 +359,60 @@ export class BillingWorker {
     }
   }
 
-  /** Own pending entries first (a batch that failed), then entries idle at dead consumers, then new ones. */
+  /**
+   * Own pending entries first (a batch that failed; not while held back after dead letters were
+   * refused, #pendingHeldUntil), then entries idle at dead consumers, then new ones.
+   */
   async #next(readCount: number): Promise<StreamBatch> {
-    const { stream, deadLetterStream, consumer, blockMs, claimIdleMs } = this.#opts;
+    const { stream, deadLetterStream, blockMs, claimIdleMs } = this.#opts;
     const batch: StreamBatch = { stream, deadLetterStream, entries: [] };
-    if (this.#opts.mirrors) {
-      batch.incarnationKey = this.#opts.mirrors.keys.redisIncarnation();
-      batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, '0'));
-    } else {
-      batch.entries = await this.#read('0', undefined, readCount);
-    }
-    if (batch.entries.length) return batch;
+    if (this.#opts.mirrors) batch.incarnationKey = this.#opts.mirrors.keys.redisIncarnation();
     const now = Date.now();
+    if (now >= this.#pendingHeldUntil) {
+      batch.entries = this.#opts.mirrors
+        ? await this.#readIn(batch, { mode: 'read', id: '0' }, readCount)
+        : await this.#read('0', undefined, readCount);
+      if (batch.entries.length) return batch;
+    }
     if (now - this.#lastClaim >= Math.min(claimIdleMs, 5000)) {
       this.#lastClaim = now;
-      batch.entries = await this.#readIn(batch, (m) => m.xautoclaim(stream, BILLING_GROUP, consumer, claimIdleMs, '0-0', 'COUNT', readCount));
+      batch.entries = await this.#readIn(batch, { mode: 'claim', minIdleMs: claimIdleMs }, readCount);
       if (batch.entries.length) return batch;
     }
     if (!this.#opts.mirrors) {
       batch.entries = await this.#read('>', blockMs, readCount);
       return batch;
     }
-    // A blocking read cannot run in a MULTI: wait until the stream grows past its last id, then read.
-    batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, '>'));
+    // A blocking read cannot run in a script: wait until the stream grows past its last id, then read.
+    batch.entries = await this.#readIn(batch, { mode: 'read', id: '>' }, readCount);
     if (batch.entries.length) return batch;
     const info = (await this.#redis.xinfo('STREAM', stream).catch(() => [])) as unknown[];
     const at = info.indexOf('last-generated-id');
     await this.#redis.xread('COUNT', 1, 'BLOCK', blockMs, 'STREAMS', stream, at >= 0 ? String(info[at + 1]) : '0-0');
-    batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, '>'));
+    batch.entries = await this.#readIn(batch, { mode: 'read', id: '>' }, readCount);
     return batch;
   }
 
   /**
-   * Runs one read (XREADGROUP without BLOCK, or XAUTOCLAIM) in a MULTI with the Redis data's id,
-   * created when missing, into batch.incarnation: exact even when Redis restarts around it. Without
-   * mirrors, the read alone.
+   * Runs one read (XREADGROUP without BLOCK, or XAUTOCLAIM from the start) with the Redis data's id,
+   * created when missing, into batch.incarnation, in one script (readUsageEntries-2.lua): exact even
+   * when Redis restarts around it, and run at maxmemory too (a MULTI with SET NX was refused there,
+   * and billing stopped for good). Without mirrors, the read alone, which Redis lets through there.
    */
-  async #readIn(batch: StreamBatch, read: (m: ReturnType<Redis['multi']>) => unknown): Promise<Entry[]> {
+  async #readIn(batch: StreamBatch, read: UsageRead, count: number): Promise<Entry[]> {
+    const { consumer } = this.#opts;
     const key = batch.incarnationKey;
-    const m = this.#redis.multi();
-    if (key !== undefined) m.set(key, randomUUID(), 'NX').get(key);
-    read(m);
-    const replies = (await m.exec()) ?? [];
-    for (const [err] of replies) if (err) throw err;
-    if (key !== undefined) batch.incarnation = String(replies[1]![1]);
-    const reply = replies[replies.length - 1]![1];
-    if (reply === null) return [];
+    let reply: unknown;
+    if (key !== undefined) {
+      const [incarnation, r] = await this.#scripts.read(batch.stream, key, randomUUID(), BILLING_GROUP, consumer, count, read);
+      batch.incarnation = String(incarnation);
+      reply = r;
+    } else if (read.mode === 'claim') {
+      reply = await this.#redis.xautoclaim(batch.stream, BILLING_GROUP, consumer, read.minIdleMs, '0-0', 'COUNT', count);
+    } else {
+      reply = await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', count, 'STREAMS', batch.stream, read.id);
+    }
+    if (reply === null || reply === undefined) return [];
     // XAUTOCLAIM answers [next id, entries, deleted ids]; XREADGROUP [[stream, entries]].
     if (typeof (reply as unknown[])[0] === 'string') return ((reply as [string, Entry[]])[1]).filter((e) => e[1] !== null);
     return (reply as [string, Entry[]][])[0]?.[1] ?? [];
@@ -386,7 +442,12 @@ export class BillingWorker {
       this.#claimOnGain.delete(s);
     }
     for (const s of gained) {
-      await this.#ensureGroup(this.#opts.sharded!.keys.usageStream(s));
+      // Refused for want of memory all the same: logged, and the shard read anyway; its NOGROUP makes
+      // the loop try again with backoff (#runSharded), as for a group lost in a restart.
+      await this.#ensureGroup(this.#opts.sharded!.keys.usageStream(s)).catch((err: unknown) => {
+        if (!isOutOfMemory(err)) throw err;
+        this.#log.warn({ err, shard: s }, 'Redis is at maxmemory: the billing consumer group of a gained shard could not be made sure of yet; retrying');
+      });
       this.#readPending.add(s);
       this.#claimOnGain.add(s);
     }
@@ -413,6 +474,7 @@ export class BillingWorker {
         billingMetrics.batchFailed();
         // Whatever was read stays pending: read it again first. A shard whose group is gone gets it back.
         for (const s of this.heldShards()) this.#readPending.add(s);
+        this.#pendingHeldUntilOf.clear();
         if (groupLost(err)) {
           for (const s of this.heldShards()) {
             if (await this.#ensureGroup(this.#opts.sharded!.keys.usageStream(s)).catch(() => false)) billingMetrics.groupRecreated();
@@ -426,9 +488,12 @@ export class BillingWorker {
     await this.#leases!.releaseAll().catch((err: unknown) => this.#log.warn({ err }, 'billing shard leases not released; they run out'));
   }
 
-  /** Per held shard: own pending entries first, then entries idle at other consumers, then new ones. */
+  /**
+   * Per held shard: own pending entries first (not while held back after dead letters were refused,
+   * #pendingHeldUntilOf), then entries idle at other consumers, then new ones.
+   */
   async #nextSharded(count: number): Promise<StreamBatch[]> {
-    const { consumer, claimIdleMs } = this.#opts;
+    const { claimIdleMs } = this.#opts;
     const keys = this.#opts.sharded!.keys;
     const held = this.heldShards();
     // A full batch from each shard: traffic is uneven (one busy account is one busy shard), and a share
@@ -437,27 +502,27 @@ export class BillingWorker {
     const now = Date.now();
     return Promise.all(held.map(async (shard): Promise<StreamBatch> => {
       const stream = keys.usageStream(shard);
-      const batch: StreamBatch = { stream, deadLetterStream: keys.usageDeadLetterStream(shard), entries: [] };
+      const batch: StreamBatch = { stream, deadLetterStream: keys.usageDeadLetterStream(shard), entries: [], shard };
       if (this.#opts.mirrors) batch.incarnationKey = this.#opts.mirrors.keys.redisIncarnation(shard);
-      if (this.#readPending.has(shard)) {
-        batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', count, 'STREAMS', stream, '0'));
+      if (this.#readPending.has(shard) && now >= (this.#pendingHeldUntilOf.get(shard) ?? 0)) {
+        batch.entries = await this.#readIn(batch, { mode: 'read', id: '0' }, count);
         if (batch.entries.length) return batch;
         this.#readPending.delete(shard);
       }
       if (this.#claimOnGain.has(shard)) {
         // Whatever idle time: the consumer that read these lost the shard (a worker that died, or one
         // cut off from the shard's master in a failover). Claimed a batch a round until none is left.
-        batch.entries = await this.#readIn(batch, (m) => m.xautoclaim(stream, BILLING_GROUP, consumer, 0, '0-0', 'COUNT', count));
+        batch.entries = await this.#readIn(batch, { mode: 'claim', minIdleMs: 0 }, count);
         if (batch.entries.length) return batch;
         this.#claimOnGain.delete(shard);
         this.#lastClaimOf.set(shard, now);
       }
       if (now - (this.#lastClaimOf.get(shard) ?? 0) >= Math.min(claimIdleMs, 5000)) {
         this.#lastClaimOf.set(shard, now);
-        batch.entries = await this.#readIn(batch, (m) => m.xautoclaim(stream, BILLING_GROUP, consumer, claimIdleMs, '0-0', 'COUNT', count));
+        batch.entries = await this.#readIn(batch, { mode: 'claim', minIdleMs: claimIdleMs }, count);
         if (batch.entries.length) return batch;
       }
-      batch.entries = await this.#readIn(batch, (m) => m.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', count, 'STREAMS', stream, '>'));
+      batch.entries = await this.#readIn(batch, { mode: 'read', id: '>' }, count);
       return batch;
     }));
   }
@@ -467,7 +532,7 @@ export class BillingWorker {
     return this.#settle([{ stream, deadLetterStream, entries }]);
   }
 
-  /** One Postgres batch for the entries of every stream, then one MULTI per stream (its slot). */
+  /** One Postgres batch for the entries of every stream, then its acknowledgement per stream (its slot). */
   async #settle(batches: StreamBatch[]): Promise<BatchReport> {
     const startedAt = Date.now();
     const events: UsageEvent[] = [];
@@ -518,27 +583,76 @@ export class BillingWorker {
     }
     if (this.#opts.mirrors) await this.#repairLostDebits(batches, events, madeIn, batchOf, settled);
     const ids: string[] = [];
-    await Promise.all(batches.map((b, i) => {
-      if (b.entries.length === 0) return undefined;
-      const streamIds = b.entries.map((e) => e[0]);
-      for (const id of streamIds) ids.push(id);
-      const multi = this.#redis.multi();
-      for (const [id, fields] of rejectedOf[i]!) {
-        // With the data its debit was made in: replayed after a restart, it is repaired too.
-        const made = incarnationOf(fields, b.incarnation);
-        const tag = made !== undefined && made !== incarnationOf(fields, undefined) ? [INCARNATION_FIELD, made] : [];
-        multi.xadd(b.deadLetterStream, '*', 'source_id', id, ...fields, ...tag);
+    for (const b of batches) for (const e of b.entries) ids.push(e[0]);
+    const acks = await Promise.all(batches.map((b, i): Promise<{ unwritten: string[]; err?: unknown }> | { unwritten: string[] } => (
+      b.entries.length === 0 ? { unwritten: [] } : this.#acknowledge(b, rejectedOf[i]!))));
+    // Entries whose dead letters Redis refused stay pending: read again later, counted then.
+    let unwrittenCount = 0;
+    acks.forEach((a: { unwritten: string[]; err?: unknown }, i) => {
+      if (!a.unwritten.length) return;
+      const b = batches[i]!;
+      unwrittenCount += a.unwritten.length;
+      rejectedCount -= rejectedOf[i]!.length;
+      const retryInMs = this.#deadLetterRetryMs;
+      if (b.shard === undefined) this.#pendingHeldUntil = Date.now() + retryInMs;
+      else {
+        this.#pendingHeldUntilOf.set(b.shard, Date.now() + retryInMs);
+        this.#readPending.add(b.shard);
       }
-      multi.xack(b.stream, BILLING_GROUP, ...streamIds).xdel(b.stream, ...streamIds);
-      return multi.exec();
-    }));
+      billingMetrics.failed(a.err);
+      this.#log.error({ err: a.err, stream: b.stream, deadLetterStream: b.deadLetterStream, ids: a.unwritten, retryInMs },
+        'dead letters not written (Redis refused them): their entries stay pending, unacknowledged, and are tried again');
+    });
+    this.#deadLetterRetryMs = unwrittenCount ? Math.min(this.#deadLetterRetryMs * 2, DEAD_LETTER_RETRY_MAX_MS) : DEAD_LETTER_RETRY_MS;
+    let ackedIds = ids;
+    let ackedEventsOf = eventsOf;
+    if (unwrittenCount) {
+      // By position, batch by batch: two shards' streams may hold the same entry id.
+      const acked: boolean[] = [];
+      batches.forEach((b, i) => {
+        const left = new Set(acks[i]!.unwritten);
+        for (const [id] of b.entries) acked.push(!left.has(id));
+      });
+      ackedIds = ids.filter((_, i) => acked[i]);
+      ackedEventsOf = eventsOf.filter((_, i) => acked[i]);
+    }
     const applied = settled.filter((s) => s.applied).length;
-    if (ids.length > 0) this.#eventsPerEntry = Math.max(1, eventCount / ids.length);
-    const report = { entries: ids.length, events: eventCount, applied, replayed: settled.length - applied, rejected: rejectedCount };
-    billingMetrics.batch(ids, report, startedAt, Date.now(), eventsOf);
+    if (ackedIds.length > 0) this.#eventsPerEntry = Math.max(1, eventCount / ackedIds.length);
+    const report = { entries: ackedIds.length, events: eventCount, applied, replayed: settled.length - applied, rejected: rejectedCount };
+    billingMetrics.batch(ackedIds, report, startedAt, Date.now(), ackedEventsOf);
     if (settled.length) this.#requestDrain(settled.length);
     this.onBatch(report);
     return report;
+  }
+
+  /**
+   * Acknowledges one stream's entries after the commit. Those whose events were all settled: XACK +
+   * XDEL by ackUsageEntries-1.lua, which Redis runs at maxmemory too (acknowledging is what frees its
+   * memory; a MULTI was refused there). Those with a dead letter: deadLetterUsageEntries-2.lua writes
+   * the dead letters, then acknowledges and deletes the entries, all or nothing, so an entry is never
+   * acknowledged without its dead letter (a MULTI whose replies went unread acknowledged it when the
+   * XADD failed, and the dead letter and its Redis debit were lost). Redis refusing that script (at
+   * maxmemory, or a dead-letter key of another type) leaves those entries pending, returned as
+   * `unwritten`; the settled ones are acknowledged all the same. A failure to acknowledge the settled
+   * ones throws: the batch is read again, and Postgres takes it as replays.
+   */
+  async #acknowledge(b: StreamBatch, rejected: readonly Entry[]): Promise<{ unwritten: string[]; err?: unknown }> {
+    const deadIds = [...new Set(rejected.map(([id]) => id))];
+    const dead = new Set(deadIds);
+    const settledIds = dead.size ? b.entries.map(([id]) => id).filter((id) => !dead.has(id)) : b.entries.map(([id]) => id);
+    const letters: DeadLetterFields[] = rejected.map(([id, fields]) => {
+      // With the data its debit was made in: replayed after a restart, it is repaired too.
+      const made = incarnationOf(fields, b.incarnation);
+      const tag = made !== undefined && made !== incarnationOf(fields, undefined) ? [INCARNATION_FIELD, made] : [];
+      return ['source_id', id, ...fields, ...tag];
+    });
+    const [acked, lettered] = await Promise.allSettled([
+      settledIds.length ? this.#scripts.acknowledge(b.stream, BILLING_GROUP, settledIds) : 0,
+      deadIds.length ? this.#scripts.deadLetter(b.stream, b.deadLetterStream, BILLING_GROUP, deadIds, letters) : 0,
+    ]);
+    if (acked.status === 'rejected') throw acked.reason;
+    if (lettered.status === 'rejected') return { unwritten: deadIds, err: lettered.reason };
+    return { unwritten: [] };
   }
 
   /**

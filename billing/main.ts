@@ -1,14 +1,35 @@
 import { loadConfig } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
-import { startBilling } from './service.js';
+import { installProcessGuards } from '../infra/process-guards.js';
+import { billingMetrics } from './metrics/billing-metrics.js';
+import { startBilling, type RunningBilling } from './service.js';
 
 const config = loadConfig();
 const log = createLogger(config, 'billing');
+let billing: RunningBilling | null = null;
+// Installed before anything starts: a promise nothing awaits (postgres.js's own, on a connection
+// terminated as it opened) failing during start-up must not end the worker either. An uncaught
+// exception still ends it: the read and settle loops stop at once, what was read and not acknowledged
+// stays pending in Redis for the next worker (a replay moves no money twice), and it exits 1.
+installProcessGuards({
+  log,
+  countUnhandledRejection: () => billingMetrics.unhandledRejection(),
+  stopAccepting: () => {},
+  close: () => billing?.close() ?? Promise.resolve(),
+  exit: (code) => process.exit(code),
+  drainMs: 0,
+  closeMs: 10_000,
+  messages: {
+    unhandledRejection: 'unhandled promise rejection; the billing worker keeps running',
+    uncaughtException: 'uncaught exception; the billing worker stops and exits',
+  },
+});
 try {
-  const billing = await startBilling(config, log);
+  billing = await startBilling(config, log);
+  const running = billing;
   const stop = () => {
     log.info('billing worker draining');
-    billing.close().then(() => process.exit(0), () => process.exit(1));
+    running.close().then(() => process.exit(0), () => process.exit(1));
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

@@ -3,6 +3,7 @@
 import { createClickHouseReader } from '../infra/clickhouse/read-client.js';
 import { loadConfig } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
+import { installProcessGuards } from '../infra/process-guards.js';
 import { createSql } from '../infra/postgres/client.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
@@ -18,6 +19,25 @@ import { sealLegacySecrets } from './secrets/seal-legacy-secrets.js';
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config, 'console-api');
+  // Before anything connects: a promise nothing awaits (postgres.js's own, on a connection terminated as
+  // it opened) failing must not end the console for everyone; it is logged with the count so far and
+  // the console goes on. An uncaught exception still ends it: it stops taking requests, lets those in
+  // progress finish (at most 5 s) and exits 1 for its supervisor to start a clean one.
+  let release: () => Promise<void> = async () => {};
+  installProcessGuards({
+    log: logger,
+    // No metrics endpoint here: the count so far is in each such log line (unhandledRejections).
+    countUnhandledRejection: () => {},
+    stopAccepting: () => {},
+    close: () => release(),
+    exit: (code) => process.exit(code),
+    drainMs: 0,
+    closeMs: 5_000,
+    messages: {
+      unhandledRejection: 'unhandled promise rejection; the console-api keeps serving',
+      uncaughtException: 'uncaught exception; the console-api stops taking requests and exits',
+    },
+  });
   // Refuse a missing KEY_SECRET before touching the database: nothing may be sealed without it.
   createApiKeyCrypto(config.KEY_SECRET);
   await migratePostgres(config);
@@ -32,6 +52,10 @@ async function main(): Promise<void> {
   await ensureRootAccount(sql, config, (line) => process.stdout.write(`${line}\n`));
 
   const app = buildConsoleApp({ config, sql, redis, logReader, quotaStore, logger });
+  release = async () => {
+    await app.close();
+    await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), logReader.close()]);
+  };
   await app.listen({ host: config.CONSOLE_HOST, port: config.CONSOLE_PORT });
 
   let closing = false;

@@ -1,17 +1,18 @@
-// The relay's last resort for what no handler caught, decided rather than left to Node's defaults:
+// The relay's last resort for what no handler caught: infra/process-guards.ts (shared with the billing
+// worker and the console-api), with what each case means for the relay:
 //
-//   - unhandledRejection: a promise nobody awaited failed. The request it belonged to has been
-//     answered or timed out on its own; the process state is intact. Log it, count it
-//     (gateway_relay_unhandled_rejections_total) and keep serving: exiting would cut every other
-//     user's streams for one request's bug.
-//   - uncaughtException: a synchronous throw escaped to the event loop, so some state may be half
-//     updated. Log it as fatal, stop accepting connections, give the exchanges in progress
-//     FATAL_DRAIN_MS to finish (their settlements are what keep the money exact; any left open are
-//     released by the reaper at their deadline), then exit 1 so the supervisor starts a clean process.
+//   - unhandledRejection: the request it belonged to has been answered or timed out on its own. It is
+//     logged, counted (gateway_relay_unhandled_rejections_total) and the relay keeps serving: exiting
+//     would cut every other user's streams for one request's bug.
+//   - uncaughtException: logged as fatal; the relay stops accepting connections, gives the exchanges
+//     in progress FATAL_DRAIN_MS to finish (their settlements are what keep the money exact; any left
+//     open are released by the reaper at their deadline), then exits 1 so the supervisor starts a
+//     clean process.
 import type { Logger } from '../infra/logger.js';
+import { FATAL_DRAIN_MS, installProcessGuards as installShared, processGuards as sharedGuards, type ProcessGuards } from '../infra/process-guards.js';
 import type { RelayMetrics } from './metrics/relay-metrics.js';
 
-export const FATAL_DRAIN_MS = 5_000;
+export { FATAL_DRAIN_MS, type ProcessGuards };
 
 export interface ProcessGuardDeps {
   log: Logger;
@@ -24,41 +25,28 @@ export interface ProcessGuardDeps {
   drainMs?: number;
 }
 
-export interface ProcessGuards {
-  onUnhandledRejection(reason: unknown): void;
-  onUncaughtException(err: Error): void;
+const MESSAGES = {
+  unhandledRejection: 'unhandled promise rejection; still serving',
+  uncaughtException: 'uncaught exception; no longer accepting connections, exiting after the drain',
+};
+
+function shared(deps: ProcessGuardDeps) {
+  return {
+    log: deps.log,
+    countUnhandledRejection: () => deps.metrics.unhandledRejection(),
+    stopAccepting: () => deps.stopAccepting(),
+    close: () => deps.close(),
+    exit: (code: number) => deps.exit(code),
+    ...(deps.drainMs !== undefined ? { drainMs: deps.drainMs } : {}),
+    messages: MESSAGES,
+  };
 }
 
 export function processGuards(deps: ProcessGuardDeps): ProcessGuards {
-  let dying = false;
-  return {
-    onUnhandledRejection(reason) {
-      deps.metrics.unhandledRejection();
-      deps.log.error({ err: reason }, 'unhandled promise rejection; still serving');
-    },
-    onUncaughtException(err) {
-      deps.log.fatal({ err }, 'uncaught exception; no longer accepting connections, exiting after the drain');
-      if (dying) return;
-      dying = true;
-      try {
-        deps.stopAccepting();
-      } catch {
-        // The socket may be what failed; exit anyway.
-      }
-      const drainMs = deps.drainMs ?? FATAL_DRAIN_MS;
-      const hardExit = setTimeout(() => deps.exit(1), drainMs + 2_000);
-      hardExit.unref();
-      setTimeout(() => {
-        deps.close().finally(() => deps.exit(1));
-      }, drainMs).unref();
-    },
-  };
+  return sharedGuards(shared(deps));
 }
 
 /** Installs the guards on `process`. */
 export function installProcessGuards(deps: ProcessGuardDeps): ProcessGuards {
-  const guards = processGuards(deps);
-  process.on('unhandledRejection', guards.onUnhandledRejection);
-  process.on('uncaughtException', guards.onUncaughtException);
-  return guards;
+  return installShared(shared(deps));
 }

@@ -20,6 +20,8 @@
 //                                                   the worker is failing (alert on 0 for more than a minute)
 //   gateway_billing_last_error_timestamp_seconds    when the last round failed (0: never); GET /health
 //                                                   of the metrics server carries its message
+//   gateway_billing_unhandled_rejections_total      promise rejections nothing handled; logged, the worker
+//                                                   kept running (infra/process-guards.ts)
 import { Counter, Counter1, Gauge, Histogram, LATENCY_BUCKETS_SEC, Registry, processMetrics } from '../../core/metrics/prom.js';
 
 export const BATCH_SIZE_BUCKETS: readonly number[] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
@@ -38,6 +40,7 @@ export class BillingMetrics {
   readonly groupsRecreated = this.registry.register(new Counter('gateway_billing_group_recreated_total', 'Times the billing consumer group was gone (Redis restarted without the stream) and was recreated.'));
   readonly consuming = this.registry.register(new Gauge('gateway_billing_consuming', '1 when the last read and settle round succeeded, 0 while failing.'));
   readonly lastErrorAt = this.registry.register(new Gauge('gateway_billing_last_error_timestamp_seconds', 'Unix time of the last failed round (0: none).'));
+  readonly unhandledRejections = this.registry.register(new Counter('gateway_billing_unhandled_rejections_total', 'Promise rejections nothing handled; logged, the worker kept running.'));
   #lastError: string | null = null;
   #lastOkAt = 0;
 
@@ -77,6 +80,10 @@ export class BillingMetrics {
     this.#lastError = String((err as Error)?.message ?? err).slice(0, 500);
     this.lastErrorAt.set(nowMs / 1000);
     this.consuming.set(0);
+  }
+
+  unhandledRejection(): void {
+    this.unhandledRejections.value++;
   }
 
   groupRecreated(): void {

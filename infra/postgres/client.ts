@@ -1,5 +1,6 @@
 import postgres from 'postgres';
 import type { Config } from '../config.js';
+import { arrayTypes } from './array-types.js';
 
 export type Sql = postgres.Sql<Record<string, never>>;
 
@@ -8,14 +9,20 @@ export type Queryable = postgres.ISql<Record<string, never>>;
 
 // BIGINT columns come back as JS numbers: every quota fits well inside 2^53 (18 billion US dollars).
 //
-// fetchTypes false skips postgres.js's array-type query on each new connection. That query's failure
-// (a connection cut while it starts, as in a Postgres outage) escapes as an unhandled rejection no
-// caller can catch (porsager/postgres #1192, #1223, open for 3.4.9). A process that passes no array
-// parameter (`= ANY(${ids}::bigint[])` needs the fetched types) turns it off: the relay does.
+// fetch_types is off for every process. With it on, postgres.js runs an array-type query on each new
+// connection (and idle_timeout reopens them all the time) with a promise nothing awaits: an error
+// answer to it (FATAL 57P01 when pg_terminate_backend or a restart ends the connection as it opens,
+// 57014 a statement timeout, a connection cut in an outage) escaped as an unhandled rejection no caller
+// could catch (porsager/postgres #1192, #1223, open for 3.4.9), and Node 20 exits on one: the billing
+// worker and the console-api died of it (infra/postgres/client.integration.test.ts,
+// tests/processes/postgres-connection-faults.integration.test.ts). What that query taught postgres.js,
+// how to write array parameters (`= ANY(${ids}::bigint[])`, `unnest(${xs}::text[])`) and read array
+// columns (log_outbox_batches.row_ids), is registered up front instead: array-types.ts, the built-in
+// types' fixed OIDs. `fetchTypes: true` brings the query back; nothing should pass it.
 export function createSql(config: Config, overrides: { max?: number; fetchTypes?: boolean } = {}): Sql {
   return postgres(config.DATABASE_URL, {
     max: overrides.max ?? config.PG_POOL_MAX,
-    fetch_types: overrides.fetchTypes ?? true,
+    fetch_types: overrides.fetchTypes ?? false,
     idle_timeout: 30,
     // Reconnect attempts after a failed one wait 3^n / 100 s (halved at random), at most 2 s: postgres.js's
     // own cap of 20 s kept billing and key lookups down 10-20 s after a 30 s Postgres outage had ended
@@ -24,6 +31,7 @@ export function createSql(config: Config, overrides: { max?: number; fetchTypes?
     onnotice: () => {},
     types: {
       bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+      ...arrayTypes(),
     },
   }) as unknown as Sql;
 }

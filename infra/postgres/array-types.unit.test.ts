@@ -1,0 +1,48 @@
+// Array parameters and array columns without postgres.js's per-connection type query: the text form
+// Postgres reads and writes (the array literal), for the element types the gateway passes.
+import { describe, expect, it } from 'vitest';
+import { ARRAY_TYPES, arrayTypes, parseArrayLiteral, serializeArray } from './array-types.js';
+
+describe('array literals', () => {
+  it('writes each element quoted, escapes quotes and backslashes, NULL for null, nested arrays nested', () => {
+    expect(serializeArray([1, 2, 3], String)).toBe('{"1","2","3"}');
+    expect(serializeArray([], String)).toBe('{}');
+    expect(serializeArray(['a b', 'c"d', 'e\\f', '', 'NULL', null, undefined], String)).toBe('{"a b","c\\"d","e\\\\f","","NULL",NULL,NULL}');
+    expect(serializeArray([[1, 2], [3, 4]], String)).toBe('{{"1","2"},{"3","4"}}');
+    expect(serializeArray([true, false], (b) => (b ? 't' : 'f'))).toBe('{"t","f"}');
+  });
+
+  it('reads what Postgres writes: bare and quoted elements, escapes, NULL, nesting, bounds', () => {
+    expect(parseArrayLiteral('{1,2,3}', Number)).toEqual([1, 2, 3]);
+    expect(parseArrayLiteral('{}', Number)).toEqual([]);
+    expect(parseArrayLiteral('{"a b","c\\"d","e\\\\f","",NULL,"NULL",null,x}', (s) => s)).toEqual(['a b', 'c"d', 'e\\f', '', null, 'NULL', null, 'x']);
+    expect(parseArrayLiteral('{{1,2},{3,4}}', Number)).toEqual([[1, 2], [3, 4]]);
+    expect(parseArrayLiteral('{{}}', Number)).toEqual([[]]);
+    expect(parseArrayLiteral('[0:1]={7,8}', Number)).toEqual([7, 8]);
+    expect(parseArrayLiteral('{"{",",","}"}', (s) => s)).toEqual(['{', ',', '}']);
+  });
+
+  it('round-trips', () => {
+    const values = ['', ' ', 'plain', 'with,comma', 'with"quote', 'back\\slash', '{braces}', 'NULL', 'é ✓', null];
+    expect(parseArrayLiteral(serializeArray(values, String), (s) => s)).toEqual(values);
+  });
+
+  it('registers a parser and a serializer per array type, under its fixed built-in OID', () => {
+    const types = arrayTypes();
+    const byOid = new Map(Object.values(types).map((t) => [t.to, t]));
+    for (const t of ARRAY_TYPES) {
+      const entry = byOid.get(t.oid)!;
+      expect(entry.from).toEqual([t.oid]);
+    }
+    const int8 = byOid.get(1016)!;
+    expect(int8.serialize([1, 2])).toBe('{"1","2"}');
+    // BIGINT elements come back as numbers, as the scalar BIGINT does (infra/postgres/client.ts).
+    expect(int8.parse('{1,9007199254740991}')).toEqual([1, 9007199254740991]);
+    expect(byOid.get(1007)!.parse('{1,NULL}')).toEqual([1, null]);
+    expect(byOid.get(1000)!.parse('{t,f}')).toEqual([true, false]);
+    expect(byOid.get(1000)!.serialize([true, false])).toBe('{"t","f"}');
+    expect(byOid.get(1009)!.parse('{a,"b c"}')).toEqual(['a', 'b c']);
+    // NUMERIC elements stay strings, as postgres.js gives the scalar.
+    expect(byOid.get(1231)!.parse('{1.50,2}')).toEqual(['1.50', '2']);
+  });
+});
