@@ -13,8 +13,10 @@ const MODEL = 'claude-sonnet-4-5-20250929';
 const standard = (input: number, read: number, output: number) => Math.round((input + read * 0.1 + output * 5) * 1.5);
 const longContext = (input: number, read: number, output: number) => Math.round(((input + read * 0.1) * 2 + output * 5 * 1.5) * 1.5);
 const FUNDS = 100_000_000;
-// As long as the cache tokens the mock reports, so that the body's bytes bound every input token.
-const SYSTEM = 'cached context '.repeat(16_000);
+// Longer than the cache tokens the mock reports plus the input tokens it counts of this text (a
+// quarter of its bytes), so that the body's bytes bound every prompt token, as with a real provider:
+// the relay bills no more prompt than a text request's bytes can hold.
+const SYSTEM = 'cached context '.repeat(20_000);
 const OUTPUT = 10;
 
 let stack: GatewayStack;

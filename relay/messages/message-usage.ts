@@ -2,7 +2,7 @@
 // `usage` last, so its value is parsed alone when it ends the body's object. The last `"usage":` of a
 // body that puts it elsewhere can be a tool input's (a client asks for one through its tool schema):
 // that body, and anything else unexpected, is parsed whole.
-import { usageOfMessage, type StreamUsage } from '../stream/sse-usage-parser.js';
+import { usageOfMessage, type StatedUsage } from '../stream/sse-usage-parser.js';
 
 const USAGE_KEY = Buffer.from('"usage":');
 const OPEN = 0x7b;
@@ -10,7 +10,7 @@ const CLOSE = 0x7d;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
-export function usageOfMessageBody(body: Buffer): StreamUsage | null {
+export function usageOfMessageBody(body: Buffer): StatedUsage | null {
   const at = body.lastIndexOf(USAGE_KEY);
   if (at >= 0) {
     let start = at + USAGE_KEY.length;

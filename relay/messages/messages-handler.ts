@@ -24,7 +24,7 @@
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { forwardedForOf } from '../auth/client-address.js';
-import type { Dispatcher } from 'undici';
+import type { Readable } from 'node:stream';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth/key-check.js';
 import { RelayError, errorBody, openaiErrorBody, openaiErrorType, reserveRefusalError, statusLine } from '../errors.js';
@@ -37,7 +37,7 @@ import { affinityOf, endUserOf } from '../routing/affinity.js';
 import { exchangeEnded, providerAnswered, providerFailed, providerUnreachable } from '../routing/channel-outcomes.js';
 import { isRetriedFault } from '../../core/channels/provider-fault.js';
 import { CountQueueFull, reservationInputTokens } from '../token-count/token-counter.js';
-import { MAX_UPSTREAM_JSON, StreamedAnswer, WholeAnswer, type ProviderAnswer } from '../upstream/provider-response.js';
+import { contentCodingOf, firstChunk, isEventStream, looksLikeSse, MAX_UPSTREAM_JSON, OVER_BOUND, StreamedAnswer, WholeAnswer, type ProviderAnswer } from '../upstream/provider-response.js';
 import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
 import { checkMessagesRequest, type MessagesRequest } from './messages-request.js';
@@ -46,14 +46,14 @@ import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
 import { httpReason, REASON } from './failure-reasons.js';
 import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-request.js';
 import type { Protocol, Provider } from '../providers/provider.js';
-import type { StreamUsage } from '../stream/sse-usage-parser.js';
+import type { StatedUsage, StreamUsage } from '../stream/sse-usage-parser.js';
 import { providerOf } from '../providers/registry.js';
 import { anthropicOnlyRefusal, chatToMessages } from '../providers/anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from '../providers/anthropic/to-chat.js';
 import { messagesToChat } from '../providers/openai/from-messages.js';
 import { outputLimitField } from '../../core/channels/output-limit.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../providers/openai/to-messages.js';
-import { settleExchange, type Outcome } from './settlement.js';
+import { settleExchange, type Outcome, type UsageBound } from './settlement.js';
 import { extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
@@ -64,6 +64,11 @@ import { closesConnection } from '../connection-draining.js';
 /** What an OpenAI client is told last of a provider stream that failed or was cut (OpenAI's SDK raises it). */
 const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The model provider stream failed.', 'stream_failed')}\n\n`;
 
+/** What a client is told of a provider's 200 that is no answer of its protocol (an HTML page, bytes in a coding the relay cannot read). */
+const UNREADABLE_ANSWER = 'The model provider\'s answer could not be read.';
+/** What a client is told of a provider's 200 whose body stopped before its end (the body timeout, a lost connection). */
+const STOPPED_ANSWERING = 'The model provider stopped answering before its answer was complete.';
+
 /** Errors of the connect phase: the request was never written, so no provider can be generating it. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
@@ -71,6 +76,17 @@ function reachedProvider(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return !(typeof code === 'string' && NOT_SENT_CODES.has(code));
 }
+
+/** The usage a JSON answer is billed, and whether the relay counted a side of it (Exchange.billedUsage). */
+interface BilledUsage {
+  usage: StreamUsage | null;
+  counted: boolean;
+  /** The answer's text, when it was read (null: the body is no answer). */
+  text?: string | null;
+}
+
+/** An answer that states both counts, its output above 0: billed as stated, nothing read or counted (no allocation). */
+const STATED_IN_FULL: BilledUsage = { usage: null, counted: false };
 
 /** POST /v1/messages: Anthropic Messages in. */
 export function handleMessages(ctx: RelayContext, res: HttpResponse, req: HttpRequest): void {
@@ -126,6 +142,8 @@ class Exchange {
   reserved = false;
   /** What the reservation took; settlement flags a cost above it (settlement.ts). */
   reservedAmount = 0;
+  /** The most the request can use (max_tokens × n; a text prompt's bytes): settlement bills no usage above it. */
+  usageBound: UsageBound | undefined = undefined;
   headersSent = false;
   /**
    * The provider answered 200 and has not yet said what it bills: a JSON answer being read (generated
@@ -138,8 +156,9 @@ class Exchange {
   onAbortedWhilePending: (() => void) | undefined = undefined;
   /** Cancels the call to the provider in progress. */
   upstream: UpstreamAbort | BufferedCall | null = null;
-  upstreamBody: Dispatcher.ResponseData['body'] | null = null;
-  /** performance.now() when the provider's stream last completed a line (stream-relay.ts); 0 before it streams. */
+  /** The provider's body as the relay reads it (undici's, or the decoder piped from it). */
+  upstreamBody: Readable | null = null;
+  /** performance.now() when the provider's stream last made progress, an event other than a keep-alive (stream-relay.ts); 0 before it streams. */
   streamLineAt = 0;
 
   record: ApiKeyRecord | null = null;
@@ -306,6 +325,11 @@ class Exchange {
     const textWindow = bounds.textWindow(body.model, extended);
     const inputBound = extraInput === UNBOUNDED ? bounds.contextWindow(body.model, extended) : Math.min(textWindow, raw.length + extraInput);
     const searches = webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES);
+    // The provider is sent max_tokens (× n) and refuses a prompt longer than the model's window; the
+    // bytes bound a text prompt, a window known to be the model's caps it. A usage above these is the
+    // provider's fault, billed at them (settlement.ts). Media are bounded by a window that may be a
+    // guess (200,000 for a model no table names): no input bound is taken from it.
+    this.usageBound = { input: extraInput === UNBOUNDED ? Infinity : inputBound, output: this.outputBound(), searches };
     // Settlement bills the searches made with the same fee (quotaCost), so max_uses bounds them.
     const fees = webSearchFee(searches, bounds.webSearchCallPrice, price.group);
     const reservation = {
@@ -473,7 +497,7 @@ class Exchange {
           headersTimeout: this.ctx.streamHeadersTimeoutMs,
         });
         this.upstreamBody = response.body;
-        answer = new StreamedAnswer(response);
+        answer = new StreamedAnswer(response, response.body, performance.now());
       } else {
         // Read whole, without a stream (buffered-call.ts).
         const call = new BufferedCall(MAX_UPSTREAM_JSON);
@@ -497,6 +521,20 @@ class Exchange {
     }
     relayMetrics.upstreamLatency(answer.headersAt - sentAt);
     this.upstreamRequestId = answer.header(provider.requestIdHeader);
+    // A body in a coding the relay did not ask for (a proxy that compresses) is read decoded: passed on
+    // as it came, no client could read it and the meters found nothing in it to bill. One it cannot
+    // decode is read as it is: an error's text is then replaced, a 200 is a provider failure (below).
+    const coding = contentCodingOf(answer.header('content-encoding'));
+    let decodable = coding !== null;
+    if (coding !== null && coding !== 'identity') {
+      try {
+        answer = answer instanceof StreamedAnswer ? answer.decoded(coding) : await (answer as WholeAnswer).decoded(coding);
+        if (answer instanceof StreamedAnswer) this.upstreamBody = answer.stream();
+      } catch (err) {
+        this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, coding, err: (err as Error).message }, 'provider answer could not be decoded');
+        decodable = false;
+      }
+    }
     const status = answer.statusCode;
     if (status === 429 || status >= 500) {
       const text = await answer.text().catch(() => '');
@@ -533,15 +571,52 @@ class Exchange {
     }
     this.channelSentAt = sentAt;
     providerAnswered(this.ctx.health, channel, answer.headersAt - sentAt);
-    if (answer.header('content-type').startsWith('text/event-stream')) {
-      pipeStream(this, answer.stream(), {
+    if (!decodable) {
+      // Nothing of it reached the client and nothing in it can be read to bill: the provider failed.
+      this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, coding: answer.header('content-encoding') }, 'provider answered in a content-coding the relay cannot decode');
+      // Cancelled: undici's body then emits an AbortError, which, with no listener, would be thrown.
+      const unread = answer.stream();
+      unread.on('error', ignoreError);
+      unread.destroy();
+      this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), REASON.bodyFailed);
+      return 'done';
+    }
+    // The label first, synchronously: every ordinary stream is told by it.
+    const streamed = isEventStream(answer.header('content-type'))
+      || (answer instanceof WholeAnswer ? looksLikeSse(answer.body() ?? EMPTY_BODY, false) : await this.looksStreamed(answer, body.stream === true));
+    if (streamed === null) {
+      // The body failed or the client left before the first byte: nothing was delivered, nothing is billed.
+      if (this.aborted) this.finish({ kind: 'failed', reason: REASON.clientGone });
+      else this.fail(new RelayError('upstream_unreachable', STOPPED_ANSWERING), REASON.bodyFailed);
+      return 'done';
+    }
+    if (streamed) {
+      const stream = answer.stream();
+      pipeStream(this, stream, {
         provider,
         rewriter: this.streamRewriter(provider),
         failedEvent: this.protocol === 'openai' ? CHAT_STREAM_FAILED_EVENT : STREAM_FAILED_EVENT,
         requestIdHeader: this.requestIdHeader,
       });
+      // A body paused by firstChunk flows again now that pipeStream reads it.
+      if (stream.isPaused() && !stream.destroyed) stream.resume();
     } else await this.sendMessage(answer, provider);
     return 'done';
+  }
+
+  /**
+   * Whether a streamed 200 that its media type does not call an event stream is one all the same, to
+   * be metered and passed on as one, by its first chunk: a proxy may relabel a stream
+   * (`application/octet-stream`, no content-type at all), and a stream passed on as JSON was billed 0.
+   * It is when the chunk begins as SSE does, or, for a request that asked to stream, ends before that
+   * can be told; a JSON answer (a provider that ignores `stream`) or a proxy's HTML page is not (an
+   * answer read whole is judged by its body, in attempt()). null: the body ended or failed, or the
+   * client left, before its first byte.
+   */
+  async looksStreamed(answer: ProviderAnswer, asked: boolean): Promise<boolean | null> {
+    const first = await firstChunk(answer.stream());
+    if (first === null || this.aborted) return null;
+    return looksLikeSse(first, asked);
   }
 
   /**
@@ -615,34 +690,58 @@ class Exchange {
       this.usagePending = false;
       if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });
       this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: (err as Error).message }, 'provider body failed');
-      return this.fail(new RelayError('upstream_unreachable'), REASON.bodyFailed);
+      // Reached and answering, the provider then stopped (the body timeout, a connection lost): not
+      // "could not be reached", which sent users looking at their network.
+      return this.fail(new RelayError('upstream_unreachable', err === OVER_BOUND ? UNREADABLE_ANSWER : STOPPED_ANSWERING), REASON.bodyFailed);
     }
     const stated = provider.usageOfBody(buf);
-    // A provider that states no usage is billed for what the relay counts, as a stream without it is:
-    // else its answers were delivered free.
-    const usage = stated ?? await this.countedUsage(buf, provider);
+    // What the provider states is billed where it is a count; where it is not (no usage, a count below
+    // 0, no prompt, an output of 0 for an answer with text), the relay counts that side, as a stream's.
+    const billed = stated !== null && !stated.inputUnstated && !stated.outputUnstated && stated.outputTokens > 0
+      ? STATED_IN_FULL : await this.billedUsage(buf, provider, stated);
+    const usage = billed === STATED_IN_FULL ? stated : billed.usage;
     this.usagePending = false;
     // Generated in full: the provider bills it though the client left before it was delivered.
     if (this.aborted) return this.finish(usage ? { kind: 'partial', usage, reason: REASON.clientGoneUndelivered } : { kind: 'failed', reason: REASON.clientGone });
-    const answer = this.convertAnswer(buf, provider);
+    // The client's protocol's answer, or null when the body is none: passed as it is only when it is
+    // a JSON object that states a usage or holds an answer's content (a proxy's `<html>502 Bad
+    // Gateway</html>` under a 200 went to the client as its answer, billed nothing).
+    const answer = provider.protocol !== this.protocol ? this.convertAnswer(buf, provider)
+      : isJsonObject(buf) && (stated !== null || (billed.text === undefined ? provider.textOfBody(buf) : billed.text) !== null) ? buf : null;
     // Settled (on the spool's disk) before the answer's last byte goes out: see settlement-spool.ts.
-    if (stated) this.finish({ kind: 'ok', usage: stated });
-    else if (usage) this.finish({ kind: 'partial', usage, reason: REASON.usageCounted });
-    else this.finish({ kind: 'failed', reason: REASON.noUsage });
-    if (answer === null) return this.afterSettled(() => this.fail(new RelayError('upstream_unreachable', 'The model provider\'s answer could not be read.'), REASON.bodyFailed));
+    if (usage === null) this.finish({ kind: 'failed', reason: REASON.noUsage });
+    else if (billed.counted) this.finish({ kind: 'partial', usage, reason: REASON.usageCounted });
+    else this.finish({ kind: 'ok', usage });
+    if (answer === null) return this.afterSettled(() => this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), REASON.bodyFailed));
     this.afterSettled(() => this.respond(200, 'application/json', answer));
   }
 
-  /** The prompt's and the answer's tokens as the relay counts them (on a worker); null when the answer has no text to count or counting failed. */
-  async countedUsage(buf: Buffer, provider: Provider): Promise<StreamUsage | null> {
+  /**
+   * The usage a JSON answer is billed: what it states, with what it does not state as a count counted
+   * by the relay (on a worker): the prompt, and the answer's text when no output count is stated, or 0
+   * is for an answer with text (the larger of the two is billed). null: no usage stated and no answer
+   * to count (a body that is none). `text`: the answer's text, when it was read.
+   */
+  async billedUsage(buf: Buffer, provider: Provider, stated: StatedUsage | null): Promise<BilledUsage> {
     const text = provider.textOfBody(buf);
-    if (text === null) return null;
+    if (stated === null && text === null) return { usage: null, counted: false, text };
+    const countInput = stated === null || stated.inputUnstated === true;
+    const countOutput = text !== null && text !== '' && (stated === null || stated.outputUnstated === true || stated.outputTokens === 0);
+    if (!countInput && !countOutput) return { usage: stated, counted: false, text };
+    const usage: StreamUsage = {
+      inputTokens: stated?.inputTokens ?? 0, outputTokens: stated?.outputTokens ?? 0, cacheCreationTokens: stated?.cacheCreationTokens ?? 0,
+      cacheCreation1hTokens: stated?.cacheCreation1hTokens ?? 0, cacheReadTokens: stated?.cacheReadTokens ?? 0,
+    };
+    if (stated?.webSearchRequests !== undefined) usage.webSearchRequests = stated.webSearchRequests;
     try {
-      const [inputTokens, outputTokens] = await Promise.all([this.countPromptTokens(), this.ctx.tokens.countText(text)]);
-      return { inputTokens, outputTokens, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 };
+      const [input, output] = await Promise.all([countInput ? this.countPromptTokens() : null, countOutput ? this.ctx.tokens.countText(text) : null]);
+      // The count is of the whole prompt; input_tokens leaves out the cache reads and writes stated apart.
+      if (input !== null) usage.inputTokens = Math.max(0, input - usage.cacheReadTokens - usage.cacheCreationTokens);
+      if (output !== null) usage.outputTokens = Math.max(usage.outputTokens, output);
+      return { usage, counted: true, text };
     } catch (err) {
-      this.ctx.log.warn({ err, requestId: this.requestId }, 'count of an answer without usage failed; not billed');
-      return null;
+      this.ctx.log.warn({ err, requestId: this.requestId }, 'count of an answer without usage failed; billing what it states');
+      return { usage: stated, counted: false, text };
     }
   }
 
@@ -828,3 +927,21 @@ function providerErrorMessage(text: string): string | null {
     return null;
   }
 }
+
+/** Whether a body is a JSON object by its first and last bytes (blanks aside): an HTML page, SSE, `null` or `[]` is not. */
+function isJsonObject(buf: Buffer): boolean {
+  let i = 0;
+  let j = buf.length - 1;
+  while (i <= j && isBlank(buf[i]!)) i++;
+  while (j >= i && isBlank(buf[j]!)) j--;
+  return i < j && buf[i] === 0x7b && buf[j] === 0x7d;
+}
+
+function isBlank(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+const EMPTY_BODY = Buffer.alloc(0);
+
+/** A listener for the 'error' of a body the relay cancels and reads no more. */
+function ignoreError(): void {}

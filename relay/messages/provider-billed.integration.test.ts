@@ -17,6 +17,8 @@ const INPUT = 1000;
 const OUTPUT = 50;
 // Models no ratio names: model ratio 1, completion ratio 5, group default 1.
 const cost = (input: number, output: number) => input + output * 5;
+/** A prompt whose bytes bound the INPUT tokens the scripted provider states (the relay bills no more input than a text prompt can hold). */
+const PROMPT = 'Please say tok fifty times, separated by spaces. '.repeat(24);
 
 let stack: GatewayStack;
 let provider: Server;
@@ -140,7 +142,7 @@ describe('a JSON answer the client left before it was delivered', () => {
     const { acct, key } = await account();
     const ctl = new AbortController();
     setTimeout(() => ctl.abort(), 250);
-    await expect(post(key, { model: 'json-late-body', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }, ctl.signal)).rejects.toThrow();
+    await expect(post(key, { model: 'json-late-body', max_tokens: 100, messages: [{ role: 'user', content: PROMPT }] }, ctl.signal)).rejects.toThrow();
     const row = await onlyRow(acct);
     expect(row).toMatchObject({ prompt_tokens: INPUT, completion_tokens: OUTPUT, quota: cost(INPUT, OUTPUT), type: 2 });
     await expectDebited(acct, cost(INPUT, OUTPUT));
@@ -171,7 +173,7 @@ describe('a JSON answer whose connection is lost mid-body', () => {
     it(`${model}: answered ${status} ${type}, billed nothing`, async () => {
       const { acct, key } = await account();
       const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
-      const err = await client.messages.create({ model, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }).then(() => null, (e: unknown) => e);
+      const err = await client.messages.create({ model, max_tokens: 100, messages: [{ role: 'user', content: PROMPT }] }).then(() => null, (e: unknown) => e);
       expect(err).toBeInstanceOf(Anthropic.APIError);
       expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(status);
       expect((err as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: 'error', error: { type } });
@@ -185,7 +187,7 @@ describe('a JSON answer whose connection is lost mid-body', () => {
 describe('a stream answered to a request that did not ask for one', () => {
   it('is passed on as the provider sent it and billed its usage', async () => {
     const { acct, key } = await account();
-    const res = await post(key, { model: 'sse-for-json', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }, new AbortController().signal);
+    const res = await post(key, { model: 'sse-for-json', max_tokens: 100, messages: [{ role: 'user', content: PROMPT }] }, new AbortController().signal);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('text/event-stream');
     const text = await res.text();
@@ -202,7 +204,7 @@ describe('a stream the client left before message_start', () => {
     const { acct, key } = await account();
     const before = closedAfter.length;
     const ctl = new AbortController();
-    const res = await post(key, { model: 'stream-late-start', max_tokens: 100, stream: true, messages: [{ role: 'user', content: 'hi' }] }, ctl.signal);
+    const res = await post(key, { model: 'stream-late-start', max_tokens: 100, stream: true, messages: [{ role: 'user', content: PROMPT }] }, ctl.signal);
     expect(res.status).toBe(200);
     setTimeout(() => ctl.abort(), 200);
     await res.text().catch(() => '');
@@ -231,7 +233,7 @@ describe('a generation that outlives the headers timeout', () => {
   it('is not sent to a second channel', async () => {
     const { acct, key } = await account();
     const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
-    const err = await client.messages.create({ model: 'slow-gen', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] })
+    const err = await client.messages.create({ model: 'slow-gen', max_tokens: 5, messages: [{ role: 'user', content: PROMPT }] })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.APIError);
     // The provider may be generating it: one provider, one generation, never two.

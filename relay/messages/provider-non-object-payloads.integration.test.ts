@@ -20,6 +20,8 @@ const INPUT = 100;
 const OUTPUT = 7;
 // Models no ratio names: model ratio 1, completion ratio 5, group default 1.
 const cost = (input: number, output: number) => input + output * 5;
+/** A prompt whose bytes bound the INPUT tokens the scripted provider states (the relay bills no more input than a text prompt can hold). */
+const PROMPT = 'Say hi. '.repeat(20);
 const HOSTILE = ['null', '1', '"x"', '[]', 'true'];
 
 let stack: GatewayStack;
@@ -127,7 +129,7 @@ async function balance(): Promise<number> {
 
 /** The relay still serves: a plain request on the Anthropic channel's model is answered. */
 async function stillServing(): Promise<void> {
-  const msg = await anthropic.messages.create({ model: 'anth-json-content-null', max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] });
+  const msg = await anthropic.messages.create({ model: 'anth-json-content-null', max_tokens: 20, messages: [{ role: 'user', content: PROMPT }] });
   expect(msg.usage).toMatchObject({ input_tokens: INPUT, output_tokens: OUTPUT });
   // Its bill in the books before the next test reads the balance.
   await billingSettled(stack);
@@ -151,7 +153,7 @@ describe('a provider stream with JSON lines that are not objects', () => {
   it('anth-stream to /v1/messages and oai-stream to /v1/chat/completions, passed as they are: read past them, billed the provider\'s usage', async () => {
     for (const [route, model, end] of [['/v1/messages', 'anth-stream', 'event: message_stop'], ['/v1/chat/completions', 'oai-stream', 'data: [DONE]']] as const) {
       const before = await balance();
-      const { text, requestId } = await passThrough(route, { model, max_tokens: 20, stream: true, stream_options: route === '/v1/chat/completions' ? { include_usage: true } : undefined, messages: [{ role: 'user', content: 'hi' }] });
+      const { text, requestId } = await passThrough(route, { model, max_tokens: 20, stream: true, stream_options: route === '/v1/chat/completions' ? { include_usage: true } : undefined, messages: [{ role: 'user', content: PROMPT }] });
       expect(text).toContain('data: null');
       expect(text.trimEnd().endsWith(end) || text.includes(`${end}\n`)).toBe(true);
       const row = await ledgerRow(stack, requestId);
@@ -163,7 +165,7 @@ describe('a provider stream with JSON lines that are not objects', () => {
 
   it('oai-stream to /v1/messages: the lines are skipped, the stream converted completes, billed the provider\'s usage', async () => {
     const before = await balance();
-    const { data: stream, response } = await anthropic.messages.create({ model: 'oai-stream', max_tokens: 20, stream: true, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    const { data: stream, response } = await anthropic.messages.create({ model: 'oai-stream', max_tokens: 20, stream: true, messages: [{ role: 'user', content: PROMPT }] }).withResponse();
     let text = '';
     let stop: string | null = null;
     for await (const event of stream) {
@@ -180,7 +182,7 @@ describe('a provider stream with JSON lines that are not objects', () => {
 
   it('anth-stream to /v1/chat/completions: the lines are skipped, the stream converted completes, billed the provider\'s usage', async () => {
     const before = await balance();
-    const { data: stream, response } = await openai.chat.completions.create({ model: 'anth-stream', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    const { data: stream, response } = await openai.chat.completions.create({ model: 'anth-stream', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: PROMPT }] }).withResponse();
     let text = '';
     let finish: string | null = null;
     let usage: OpenAI.CompletionUsage | null | undefined;
@@ -216,7 +218,7 @@ describe('a JSON answer that is not the object its protocol promises', () => {
     for (const route of ['/v1/messages', '/v1/chat/completions'] as const) {
       it(`${model} to ${route}: answered (a 200, or the 500 of an answer that could not be read), billed ${billed ?? 'nothing'}`, async () => {
         const before = await balance();
-        const messages = [{ role: 'user' as const, content: 'hi' }];
+        const messages = [{ role: 'user' as const, content: PROMPT }];
         const r = route === '/v1/messages'
           ? await call(() => anthropic.messages.create({ model, max_tokens: 20, messages }).withResponse())
           : await call(() => openai.chat.completions.create({ model, max_tokens: 20, messages }).withResponse());

@@ -9,7 +9,7 @@ import type { QuotaStore } from '../../core/quota/quota-store.js';
 export interface HeldReservation {
   readonly requestId: string;
   readonly record: { readonly userId: number } | null;
-  /** performance.now() when its provider stream last completed a line; 0 while it streams nothing. */
+  /** performance.now() when its provider stream last made progress (an event, not a ping); 0 while it streams nothing. */
   readonly streamLineAt?: number;
   /** Cuts its provider stream, which then settles for what it delivered. */
   cutStalledStream?(): void;
@@ -24,9 +24,10 @@ export class ReservationHeartbeat {
   #beating = false;
 
   /**
-   * A provider stream that completes no line for this long is cut at the next beat. undici's body
-   * timeout restarts with every chunk, so a provider trickling a byte now and then held the stream,
-   * its reservation (renewed here) and a pooled connection for ever.
+   * A provider stream that sends no event for this long is cut at the next beat. undici's body
+   * timeout restarts with every chunk, so a provider trickling a byte now and then, or sending only
+   * pings (which are no event: stream-relay.ts), held the stream, its reservation (renewed here) and
+   * a pooled connection for ever.
    */
   readonly #stallMs: number;
 
@@ -63,7 +64,7 @@ export class ReservationHeartbeat {
       if (r.record !== null) held.push({ userId: r.record.userId, requestId: r.requestId });
       const lineAt = r.streamLineAt ?? 0;
       if (lineAt > 0 && now - lineAt > this.#stallMs) {
-        this.#log.warn({ requestId: r.requestId, silentMs: Math.round(now - lineAt) }, 'provider stream completed no line for too long; cut');
+        this.#log.warn({ requestId: r.requestId, silentMs: Math.round(now - lineAt) }, 'provider stream sent no event for too long; cut');
         r.cutStalledStream?.();
       }
     }

@@ -12,6 +12,20 @@ import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { MessagesRequest } from './messages-request.js';
 import type { SettlementSpool } from './settlement-spool.js';
 
+/**
+ * The most a request can use, as sent to the provider: `output` its max_tokens (× n choices), `input`
+ * the tokens its prompt can hold (a text prompt's bytes, the model's window when known; Infinity when
+ * that is no hard bound: media, measured by a window that may be guessed), `searches` its web
+ * searches' max_uses. A provider that reports more (2^60 output tokens) is at fault; the request is
+ * billed at the bound, and the excess logged and counted, never billed (it was once, to 100 million
+ * tokens: 500,000,000 quota on a 1,500-quota reservation).
+ */
+export interface UsageBound {
+  input: number;
+  output: number;
+  searches: number;
+}
+
 export type Outcome =
   | { kind: 'ok'; usage: StreamUsage }
   | { kind: 'partial'; usage: StreamUsage; reason: string }
@@ -41,12 +55,15 @@ export interface SettledExchange {
   readonly protocol?: 'anthropic' | 'openai';
   /** What the reservation took; a cost above it is flagged. Absent: not checked. */
   readonly reservedAmount?: number;
+  /** The most the request can use: a usage above it is billed at it. Absent: not bounded (tests). */
+  readonly usageBound?: UsageBound;
 }
 
 /** The actual cost (nothing when the request failed) and its log row, settled against the reservation. */
 export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const record = ex.record!;
-  const usage = outcome.kind === 'failed' ? null : outcome.usage;
+  const stated = outcome.kind === 'failed' ? null : outcome.usage;
+  const usage = stated !== null && ex.usageBound !== undefined ? boundedUsage(ex, stated, ex.usageBound) : stated;
   const cost = usage ? quotaCost(usage, ex.price) : 0;
   // The provider charged what it reports, so an excess is billed all the same (settleReservations-7n.lua
   // debits it, and only it may take the balance below zero); it is flagged, logged and counted,
@@ -63,7 +80,8 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const searches = usage?.webSearchRequests ?? 0;
   const withSearch = searches === 0 ? withCache : withCache + describeWebSearch(usage!, ex.price);
   const withLongContext = usage !== null && ex.price.longContext !== undefined ? withSearch + describeLongContext(usage, ex.price) : withSearch;
-  const content = outcome.kind === 'ok' ? withLongContext : `${outcome.reason}; ${withLongContext}`;
+  const bounded = usage !== stated ? withLongContext + ABOVE_BOUND : withLongContext;
+  const content = outcome.kind === 'ok' ? bounded : `${outcome.reason}; ${bounded}`;
   const endedAt = Date.now();
   const event = usageEvent({
     type: outcome.kind === 'ok' ? LOG_TYPE.consume : outcome.kind === 'partial' ? LOG_TYPE.consume : LOG_TYPE.error,
@@ -107,6 +125,36 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   // leaves the settlement to the next one's replay.
   ex.ctx.spool?.add(settlement);
   settleWithRetry(ex.ctx, settlement, 0);
+}
+
+const ABOVE_BOUND = '; usage above what the request could use, billed at its bound';
+
+/**
+ * The usage within the request's bound: itself when it is within, else a copy with each count above
+ * the bound brought down to it (logged and counted: the provider's fault). A prompt is bounded as a
+ * whole, input tokens first, then the cache writes, then the cache reads.
+ */
+function boundedUsage(ex: SettledExchange, u: StreamUsage, b: UsageBound): StreamUsage {
+  const searches = u.webSearchRequests ?? 0;
+  const prompt = u.inputTokens + u.cacheCreationTokens + u.cacheReadTokens;
+  if (u.outputTokens <= b.output && prompt <= b.input && searches <= b.searches) return u;
+  const out: StreamUsage = { ...u, outputTokens: Math.min(u.outputTokens, b.output) };
+  if (prompt > b.input) {
+    let left = b.input;
+    out.inputTokens = Math.min(u.inputTokens, left);
+    left -= out.inputTokens;
+    out.cacheCreationTokens = Math.min(u.cacheCreationTokens, left);
+    out.cacheCreation1hTokens = Math.min(u.cacheCreation1hTokens, out.cacheCreationTokens);
+    left -= out.cacheCreationTokens;
+    out.cacheReadTokens = Math.min(u.cacheReadTokens, left);
+  }
+  if (searches > b.searches) {
+    if (b.searches > 0) out.webSearchRequests = b.searches;
+    else delete out.webSearchRequests;
+  }
+  relayMetrics.usageAboveBound();
+  ex.ctx.log.error({ requestId: ex.requestId, model: ex.body?.model, channel: ex.channel?.id, bound: b, usage: u }, 'provider reported more usage than the request could use; billed at its bound');
+  return out;
 }
 
 /**

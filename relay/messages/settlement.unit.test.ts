@@ -40,3 +40,27 @@ describe('settleExchange', () => {
     expect(event.quota).toBe(10 + 20 * 5);
   });
 });
+
+describe('settleExchange bounds the usage by the request', () => {
+  const decoded = (sent: { eventJson: string }[]) => decodeUsageEvent(sent[0]!.eventJson);
+
+  it('bills output above max_tokens × n, a prompt above its bytes and searches above max_uses at those bounds, and says so', () => {
+    const sent: { eventJson: string }[] = [];
+    const ex = { ...exchange('above', Date.now(), sent), usageBound: { input: 1200, output: 100, searches: 2 } } as SettledExchange;
+    settleExchange(ex, { kind: 'ok', usage: { inputTokens: 100_000_000, outputTokens: 100_000_000, cacheReadTokens: 500, cacheCreationTokens: 0, cacheCreation1hTokens: 0, webSearchRequests: 9 } });
+    expect(decoded(sent)).toMatchObject({ prompt_tokens: 1200, completion_tokens: 100, cache_read_tokens: 0, web_search_requests: 2, quota: 1200 + 100 * 5 });
+    expect(decoded(sent).content).toMatch(/above what the request could use/);
+  });
+
+  it('brings a prompt down input first, then cache writes, then cache reads; leaves a usage within the bound as it is', () => {
+    const sent: { eventJson: string }[] = [];
+    settleExchange({ ...exchange('split', Date.now(), sent), usageBound: { input: 1000, output: 100, searches: 0 } } as SettledExchange,
+      { kind: 'ok', usage: { inputTokens: 600, outputTokens: 10, cacheReadTokens: 600, cacheCreationTokens: 300, cacheCreation1hTokens: 300 } });
+    expect(decoded(sent)).toMatchObject({ prompt_tokens: 1000, cache_write_1h_tokens: 300, cache_read_tokens: 100 });
+    const within: { eventJson: string }[] = [];
+    settleExchange({ ...exchange('within', Date.now(), within), usageBound: { input: 1000, output: 100, searches: 0 } } as SettledExchange,
+      { kind: 'ok', usage: { inputTokens: 900, outputTokens: 100, cacheReadTokens: 100, cacheCreationTokens: 0, cacheCreation1hTokens: 0 } });
+    expect(decoded(within)).toMatchObject({ prompt_tokens: 1000, completion_tokens: 100 });
+    expect(decoded(within).content).not.toMatch(/above/);
+  });
+});

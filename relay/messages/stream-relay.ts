@@ -23,10 +23,12 @@ import type { Outcome } from './settlement.js';
 import { closesConnection } from '../connection-draining.js';
 
 /**
- * How long a stream whose generation is over (finish_reason, message_delta) is read on for the usage
- * still owed when its client leaves: the provider sends it at once after (OpenAI's include_usage
- * chunk), so a few seconds only bound a provider that never does, rather than holding its connection
- * and the reservation until the body timeout.
+ * How long a stream is read on, once its client has left, for what the provider bills and has not
+ * said yet: its message_start (the input), or the usage owed after the generation (finish_reason,
+ * message_delta). The provider sends either at once (message_start right after the headers, OpenAI's
+ * include_usage chunk right after the finish_reason), so a few seconds only bound a provider that
+ * never does, rather than holding its connection and the reservation for as long as it sends pings
+ * (each of which restarts the body timeout).
  */
 export const USAGE_TAIL_WAIT_MS = 5_000;
 
@@ -71,7 +73,7 @@ export interface StreamingExchange {
   onAbortedWhilePending?: () => void;
   responded: boolean;
   headersSent: boolean;
-  /** When the provider's stream last completed a line, for the heartbeat's stall check. */
+  /** When the provider's stream last made progress (an event other than a keep-alive), for the heartbeat's stall check. */
   streamLineAt: number;
   done(status: number, errorType: string): void;
   finish(outcome: Outcome): void;
@@ -94,7 +96,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
       else if (!socketFull && !body.destroyed) body.resume();
     },
   });
-  const parser: Meter = format.provider.streamMeter(delivered); // payloads handed over in place, no copy
+  const parser = format.provider.streamMeter(delivered); // payloads handed over in place, no copy
   const rewriter = format.rewriter;
   const failedEvent = format.failedEvent;
   ex.headersSent = true;
@@ -115,14 +117,18 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   let broken = false;
   ex.streamLineAt = performance.now();
   const onChunk = (chunk: Buffer): void => {
-    // Progress for the heartbeat's stall check (reservation-heartbeat.ts): a complete line, not a byte.
-    if (chunk.indexOf(0x0a) >= 0) ex.streamLineAt = performance.now();
+    const events = parser.events;
     parser.push(chunk);
+    // Progress for the heartbeat's stall check (reservation-heartbeat.ts): an event, not a byte nor a
+    // line. A keep-alive (`event: ping`, a comment) is none: a provider pinging every few hundred
+    // milliseconds and sending nothing else held the stream, its reservation and a pooled connection
+    // for ever, since each ping also restarts undici's body timeout.
+    if (parser.events !== events) ex.streamLineAt = performance.now();
     // The provider bills what it says before message_start (the input) and after the generation (the
     // final usage: OpenAI's comes in a chunk of its own after the finish_reason, its reasoning and
     // cached tokens nowhere else). A client that leaves in either gap does not cancel it; a client that
     // breaks out of its loop at the finish_reason would otherwise be billed its visible text alone.
-    const pending = !parser.sawMessageStart || (parser.generationDone === true && !parser.sawMessageDelta && !parser.sawMessageStop);
+    const pending = !parser.sawMessageStart || (parser.generationDone && !finalUsage(parser) && !parser.sawMessageStop);
     if (pending !== ex.usagePending) {
       ex.usagePending = pending;
       // The client left before the provider said what it bills; now it has, so stop it.
@@ -150,11 +156,12 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     }
   });
   ex.onAbortedWhilePending = () => {
-    // Before message_start the provider is read on until it comes (it will: the heartbeat cuts a silent
-    // stream); after the generation, only so long, since nothing else is left to generate.
-    if (parser.generationDone !== true) return;
+    // Read on for what the provider bills, before message_start and after the generation alike, but
+    // only so long: nobody reads the answer, and a provider that only pings would otherwise hold the
+    // exchange and its reservation for as long as it pings (the stall check counts no ping, but waits
+    // the whole body timeout). Cut, the stream settles for what was stated and delivered.
     const timer = setTimeout(() => {
-      if (!body.destroyed) body.destroy(new Error('client went away; the usage did not come after the generation'));
+      if (!body.destroyed) body.destroy(new Error('client went away; what the provider bills did not come'));
     }, format.tailWaitMs ?? USAGE_TAIL_WAIT_MS);
     body.once('close', () => clearTimeout(timer));
   };
@@ -300,26 +307,42 @@ class ClientStream {
 }
 
 /**
- * A stream's meter; SseUsageParser also says whether its stream stated the input (false: it did not),
- * and both whether the generation is over (the final usage may still be to come).
+ * The provider's output is the final usage: stated as a count, with no content after it. Anything
+ * else (none stated, or content that followed it) is billed the larger of it and the delivered text.
  */
-type Meter = StreamMeter & { readonly inputStated?: boolean; readonly generationDone?: boolean };
+function finalUsage(p: StreamMeter): boolean {
+  return p.sawMessageDelta && !p.contentAfterUsage;
+}
 
 /**
- * Settles a stream, then calls `settled` (which ends the client's stream): with the provider's final usage (message_delta) when it sent one, pending
- * delivered text dropped uncounted; otherwise with the exact token count of the text delivered. An
- * input the provider did not state is the relay's count of the prompt.
+ * Settles a stream, then calls `settled` (which ends the client's stream): with the provider's final
+ * usage when it sent one, pending delivered text dropped uncounted; otherwise with the larger of the
+ * output it stated (if any) and the exact token count of the text delivered. An input the provider did
+ * not state as a count is the relay's count of the prompt. What the provider states is taken when it
+ * is a count (the meters): a stated output of 0 for a stream that delivered content is no final usage
+ * either, since a provider cannot have generated that content for nothing.
  * `partialReason` null means the stream completed.
  */
-async function settleStream(ex: StreamingExchange, parser: Meter, delivered: DeliveredTextCounter, partialReason: string | null, settled?: () => void): Promise<void> {
+async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivered: DeliveredTextCounter, partialReason: string | null, settled?: () => void): Promise<void> {
+  // Nothing began (no message_start, no content, no end of generation): the provider stated and
+  // delivered nothing, so the request failed, as one whose provider never answered (an error row at
+  // 0), rather than a consumption of nothing.
+  if (partialReason !== null && !parser.sawMessageStart && parser.contentDeltas === 0 && !parser.generationDone && !parser.sawMessageDelta) {
+    delivered.discard();
+    ex.finish({ kind: 'failed', reason: partialReason });
+    if (settled) ex.afterSettled(settled);
+    return;
+  }
   // A Chat Completions stream states its input only with its final usage, and an Anthropic provider
-  // may leave it out of message_start: billed as 0, the prompt would be free. Counted on a worker,
-  // alongside the delivered text.
-  const prompt = parser.sawMessageStart && (parser.inputStated === false || (parser.inputOnlyAtEnd === true && !parser.sawMessageDelta))
+  // may leave it out of message_start (or state it below 0, or as 0 for a prompt that has at least one
+  // token, or in a message_start the meter could not read): billed as 0, the prompt would be free.
+  // Counted on a worker, alongside the delivered text, whenever the stream began, delivered content or
+  // ended its generation: anything the provider bills.
+  const prompt = !parser.inputStated && (parser.sawMessageStart || parser.contentDeltas > 0 || parser.generationDone || parser.sawMessageDelta)
     ? countedInput(ex, parser)
     : null;
   let usage: StreamUsage;
-  if (parser.sawMessageDelta) {
+  if (finalUsage(parser) && (parser.outputTokens > 0 || parser.contentDeltas === 0)) {
     delivered.discard();
     usage = snapshot(parser);
   } else {
@@ -330,6 +353,9 @@ async function settleStream(ex: StreamingExchange, parser: Meter, delivered: Del
       ex.ctx.log.warn({ err, requestId: ex.requestId }, 'delivered-text count failed; billing the delta count');
       output = snapshot(parser).outputTokens;
     }
+    // A usage stated before content that followed it (some servers state one with every chunk, or
+    // only first) still counts what it said; cumulative, it is a floor.
+    if (parser.sawMessageDelta) output = Math.max(output, parser.outputTokens);
     usage = { inputTokens: parser.inputTokens, outputTokens: output, cacheCreationTokens: parser.cacheCreationTokens, cacheCreation1hTokens: parser.cacheCreation1hTokens, cacheReadTokens: parser.cacheReadTokens, webSearchRequests: parser.webSearchRequests };
   }
   if (prompt !== null) usage.inputTokens = await prompt;
@@ -351,6 +377,6 @@ async function countedInput(ex: StreamingExchange, parser: StreamMeter): Promise
 function snapshot(p: StreamMeter): StreamUsage {
   // A cut stream has no final message_delta: each text delta passed on is one token of the mock and
   // a lower bound for real providers; the exact count of delivered text is the token counter's job.
-  const output = p.sawMessageDelta ? p.outputTokens : Math.max(p.outputTokens, p.contentDeltas);
+  const output = finalUsage(p) && (p.outputTokens > 0 || p.contentDeltas === 0) ? p.outputTokens : Math.max(p.outputTokens, p.contentDeltas);
   return { inputTokens: p.inputTokens, outputTokens: output, cacheCreationTokens: p.cacheCreationTokens, cacheCreation1hTokens: p.cacheCreation1hTokens, cacheReadTokens: p.cacheReadTokens, webSearchRequests: p.webSearchRequests };
 }

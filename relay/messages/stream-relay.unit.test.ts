@@ -371,3 +371,74 @@ describe('a client that leaves once the generation is over', () => {
     expect(body.destroyed).toBe(true);
   });
 });
+
+describe('a client that leaves before message_start, from a provider that only pings', () => {
+  const PING = 'event: ping\ndata: {"type": "ping"}\n\n';
+
+  it('is read on only until the deadline, then cut and settled with nothing stated', async () => {
+    const calls: Call[] = [];
+    const { ex, body } = startWith(calls, { provider: { streamMeter: (sink) => new SseUsageParser(sink) }, rewriter: null, tailWaitMs: 50 });
+    body.push(Buffer.from(PING));
+    await tick();
+    expect(ex.usagePending).toBe(true);
+    const t0 = performance.now();
+    leave(ex, body);
+    expect(body.destroyed).toBe(false);
+    const pinging = setInterval(() => { if (!body.destroyed) body.push(Buffer.from(PING)); }, 10);
+    await vi.waitFor(() => expect(finished(calls)).toBeDefined(), { timeout: 20_000 });
+    clearInterval(pinging);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(45);
+    expect(body.destroyed).toBe(true);
+    expect(calls.find((c) => c[0] === 'finish')?.[1]).toMatchObject({ kind: 'failed' });
+  });
+
+  it('a message_start within the deadline is billed, and the provider cancelled then', async () => {
+    const calls: Call[] = [];
+    const { ex, body } = startWith(calls, { provider: { streamMeter: (sink) => new SseUsageParser(sink) }, rewriter: null, tailWaitMs: 5_000 });
+    body.push(Buffer.from(PING));
+    await tick();
+    leave(ex, body);
+    body.push(Buffer.from(START));
+    await vi.waitFor(() => expect(finished(calls)).toBeDefined(), { timeout: 20_000 });
+    expect(body.destroyed).toBe(true);
+    expect(finished(calls)).toMatchObject({ usage: { inputTokens: 10 } });
+  });
+});
+
+describe('the stall clock (streamLineAt)', () => {
+  it('moves on the stream\'s events, not on its pings nor its comments', async () => {
+    const calls: Call[] = [];
+    const { ex, body } = startWith(calls, { provider: { streamMeter: (sink) => new SseUsageParser(sink) }, rewriter: null });
+    body.push(Buffer.from(START));
+    await tick();
+    const at = ex.streamLineAt;
+    await new Promise((r) => setTimeout(r, 5));
+    body.push(Buffer.from('event: ping\ndata: {"type": "ping"}\n\n: comment\n\n'));
+    await tick();
+    expect(ex.streamLineAt).toBe(at);
+    body.push(Buffer.from(DELTA.replaceAll('\n', '\r')));
+    await tick();
+    expect(ex.streamLineAt).toBeGreaterThan(at);
+  });
+});
+
+describe('a stated usage that does not cover what was delivered', () => {
+  it('is billed the larger of the stated output and the delivered text', async () => {
+    const calls: Call[] = [];
+    const { body } = startWith(calls, { provider: { streamMeter: (sink) => new ChatStreamMeter(sink) }, rewriter: null }, 77);
+    body.push(Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":0}}\n\n'));
+    body.push(Buffer.from(chatChunk({ content: 'tok ' }).repeat(30) + chatChunk({}, 'stop') + 'data: [DONE]\n\n'));
+    body.push(null);
+    await vi.waitFor(() => expect(finished(calls)).toBeDefined(), { timeout: 20_000 });
+    expect(finished(calls)).toMatchObject({ kind: 'ok', usage: { inputTokens: 1000, outputTokens: 30 } });
+  });
+
+  it('an output of 0 stated for content delivered is no final usage either', async () => {
+    const calls: Call[] = [];
+    const { body } = startWith(calls, { provider: { streamMeter: (sink) => new SseUsageParser(sink) }, rewriter: null });
+    body.push(Buffer.from(START + DELTA.repeat(12) + sse('message_delta', { type: 'message_delta', usage: { output_tokens: 0 } }) + sse('message_stop', { type: 'message_stop' })));
+    body.push(null);
+    await vi.waitFor(() => expect(finished(calls)).toBeDefined(), { timeout: 20_000 });
+    expect(finished(calls)).toMatchObject({ kind: 'ok', usage: { inputTokens: 10, outputTokens: 12 } });
+  });
+});

@@ -24,6 +24,13 @@ const o3mini = (input: number, output: number, cached = 0) => Math.round((input 
 // A model no ratio names: model ratio 1, completion ratio 5.
 const unnamed = (input: number, output: number) => input + output * 5;
 const USAGE = { prompt_tokens: 1000, completion_tokens: 5010, total_tokens: 6010, prompt_tokens_details: { cached_tokens: 900 }, completion_tokens_details: { reasoning_tokens: 5000 } };
+/**
+ * A prompt whose bytes bound the 1000 prompt tokens the scripted provider states: the relay bills no
+ * more input than a text prompt's bytes can hold, nor more output than the max_tokens it sent (6000
+ * here, above the 5010 stated; docs/billing.md, "Reserve").
+ */
+const PROMPT = 'Say hello, and think it over at length before you do. '.repeat(20);
+const MAX_OUTPUT = 6000;
 /** How long the scripted provider takes, after the finish_reason, to send the usage. */
 const USAGE_DELAY_MS = 400;
 
@@ -117,7 +124,7 @@ async function billed(requestId: string, before: number): Promise<{ quota: numbe
 
 /** An OpenAI SDK user who stops reading at the finish_reason (breaking out of the loop aborts the request). */
 async function breakAtFinish(model: string): Promise<{ requestId: string; text: string }> {
-  const { data: stream, response } = await openai.chat.completions.create({ model, stream: true, messages: [{ role: 'user', content: 'Say hello' }] }).withResponse();
+  const { data: stream, response } = await openai.chat.completions.create({ model, stream: true, max_completion_tokens: MAX_OUTPUT, messages: [{ role: 'user', content: PROMPT }] }).withResponse();
   let text = '';
   for await (const chunk of stream) {
     text += chunk.choices[0]?.delta.content ?? '';
@@ -156,7 +163,7 @@ describe('a client that leaves at the finish_reason of an OpenAI-format stream',
 describe('an Anthropic-format stream whose usage comes in a message_delta after the one with the stop reason', () => {
   it('an Anthropic SDK user who stops at the first message_delta is billed the usage that follows', async () => {
     const before = await balance();
-    const { data: stream, response } = await anthropic.messages.create({ model: 'claude-split-usage', max_tokens: 6000, stream: true, messages: [{ role: 'user', content: 'Say hello' }] }).withResponse();
+    const { data: stream, response } = await anthropic.messages.create({ model: 'claude-split-usage', max_tokens: MAX_OUTPUT, stream: true, messages: [{ role: 'user', content: PROMPT }] }).withResponse();
     for await (const event of stream) if (event.type === 'message_delta') break;
     const row = await billed(response.headers.get('x-gateway-request-id')!, before);
     expect(row).toMatchObject({ prompt_tokens: 1000, completion_tokens: 5010, quota: unnamed(1000, 5010) });

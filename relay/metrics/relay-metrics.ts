@@ -15,6 +15,7 @@
 //   gateway_relay_upstream_retries_total                attempts retried on another channel
 //   gateway_relay_settle_failures_total                 settlements that failed (left to the reaper)
 //   gateway_relay_over_reservation_total                settlements that cost more than was reserved
+//   gateway_relay_usage_above_bound_total               settlements whose provider reported more than the request could use (billed at its bound)
 //   gateway_relay_prompt_counts_total                   prompts sent to the token-counting workers
 //   gateway_relay_handler_errors_total                  exceptions a route handler threw (answered 4xx/5xx)
 //   gateway_relay_unhandled_rejections_total            promise rejections nothing handled (logged, kept serving)
@@ -50,6 +51,7 @@ export class RelayMetrics {
   readonly retries = this.registry.register(new Counter('gateway_relay_upstream_retries_total', 'Provider attempts retried on another channel.'));
   readonly settleFailures = this.registry.register(new Counter('gateway_relay_settle_failures_total', 'Settlements that failed; their reservation waits for the reaper.'));
   readonly overReservations = this.registry.register(new Counter('gateway_relay_over_reservation_total', 'Settlements whose cost exceeded the reservation (the bound failed; the excess was still billed).'));
+  readonly usageAboveBounds = this.registry.register(new Counter('gateway_relay_usage_above_bound_total', 'Settlements whose provider reported more usage than the request could use (max_tokens x n, a text prompt\'s bytes); billed at that bound.'));
   readonly promptCounts = this.registry.register(new Counter('gateway_relay_prompt_counts_total', 'Prompts sent to the token-counting workers (count_tokens, and reservations the byte bound did not fit).'));
   readonly handlerErrors = this.registry.register(new Counter('gateway_relay_handler_errors_total', 'Exceptions thrown by a route handler, caught and answered.'));
   readonly unhandledRejections = this.registry.register(new Counter('gateway_relay_unhandled_rejections_total', 'Promise rejections nothing handled; logged, the relay kept serving.'));
@@ -83,6 +85,10 @@ export class RelayMetrics {
 
   overReservation(): void {
     this.overReservations.value++;
+  }
+
+  usageAboveBound(): void {
+    this.usageAboveBounds.value++;
   }
 
   requestStarted(): void {

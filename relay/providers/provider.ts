@@ -4,8 +4,7 @@
 // asks the channel's provider where to send, how to authenticate, how to read the usage of an answer,
 // and (when the client spoke the other protocol) how to convert the request and the answer.
 import type { Channel } from '../routing/channel-registry.js';
-import type { StreamUsage } from '../stream/sse-usage-parser.js';
-import type { ContentDeltaSink } from '../stream/sse-usage-parser.js';
+import type { ContentDeltaSink, StatedUsage, StreamUsage } from '../stream/sse-usage-parser.js';
 
 /** Where a meter hands the delivered text (DeliveredTextCounter): Anthropic delta payloads, or text found already. */
 export interface DeliveredTextSink extends ContentDeltaSink {
@@ -18,24 +17,27 @@ export type Protocol = 'anthropic' | 'openai';
 
 /**
  * Reads the usage of a provider's event stream as it passes, chunk by chunk. SseUsageParser is the
- * Anthropic one; openai/chat-stream-meter.ts the Chat Completions one.
+ * Anthropic one; openai/chat-usage.ts's ChatStreamMeter the Chat Completions one.
  */
 export interface StreamMeter extends StreamUsage {
   push(chunk: Buffer): void;
   /** The provider said what the request's input costs (or, when it never does before the end, that it started). */
   readonly sawMessageStart: boolean;
-  /** The provider's final usage arrived. */
+  /** The provider stated its output as a count (the final usage, unless content follows it). */
   readonly sawMessageDelta: boolean;
   /** The stream completed (message_stop, `data: [DONE]`). */
   readonly sawMessageStop: boolean;
+  /** The stream stated its input as a count of a prompt; false: the relay counts the prompt (stream-relay.ts). */
+  readonly inputStated: boolean;
+  /** The generation is over (message_delta, a finish_reason): what may still come is the final usage. */
+  readonly generationDone: boolean;
   /** Text deltas passed through: each one token of the mocks, a lower bound for real providers. */
   readonly contentDeltas: number;
+  /** Content came after the output last stated: that usage does not cover what was delivered. */
+  readonly contentAfterUsage: boolean;
+  /** Events other than keep-alives (pings, comments): what the stall check counts as progress. */
+  readonly events: number;
   readonly error: { type: string; message: string } | null;
-  /**
-   * True when the stream states the input tokens only with its final usage (Chat Completions): a
-   * stream cut before has its prompt counted locally.
-   */
-  readonly inputOnlyAtEnd?: boolean;
 }
 
 export interface ProviderRequestHeaders {
@@ -52,8 +54,8 @@ export interface Provider {
   readonly requestIdHeader: string;
   /** Headers of a request to this provider, its credential included. */
   headers(channel: Channel, client: ProviderRequestHeaders): Record<string, string>;
-  /** Usage of a non-streaming answer's body; null when it has none. */
-  usageOfBody(body: Buffer): StreamUsage | null;
+  /** Usage of a non-streaming answer's body, its unstated sides marked; null when it states none. */
+  usageOfBody(body: Buffer): StatedUsage | null;
   /**
    * The text a non-streaming answer delivers (its text, reasoning and tool-call arguments), for a
    * provider that stated no usage: counted by the relay, as a stream's delivered text is; null when

@@ -80,6 +80,141 @@ export function lineEnd(buf: Buffer, start: number, nl: number): number {
   return nl > start && buf[nl - 1] === Byte.CR ? nl - 1 : nl;
 }
 
+/**
+ * The line breaks of an SSE stream as its spec defines them: CRLF, LF, or a lone CR. A scanner that
+ * split on LF alone read a stream of CR-ended lines as one endless line and billed it nothing.
+ *
+ * Why a class: to stay as cheap as the LF-only scan. Each buffer is searched for LF as before, and for
+ * CR once until the search passes the CR found (`#cr` remembers it, -1: none left in this buffer), so
+ * an LF-only stream costs one more memchr per chunk, not per line. A CR that ends a buffer may be the
+ * first half of a CRLF whose LF begins the next: `start()` skips that LF.
+ */
+export class LineBreaks {
+  /** The last buffer ended with a CR: an LF beginning the next completes that line break. */
+  #afterCR = false;
+  /** The next CR at or after the last search in the current buffer; -1 none; -2 not searched yet. */
+  #cr = -2;
+
+  /** Begins a new buffer: the index to read it from (1 past the LF of a CRLF the last one cut). */
+  start(buf: Buffer): number {
+    this.#cr = -2;
+    if (!this.#afterCR || buf.length === 0) return 0;
+    this.#afterCR = false;
+    return buf[0] === Byte.NL ? 1 : 0;
+  }
+
+  /** The first CR or LF in buf[from, …) (buf: the buffer start() was given, from never decreasing); -1 when none. */
+  find(buf: Buffer, from: number): number {
+    const nl = buf.indexOf(Byte.NL, from);
+    let cr = this.#cr;
+    if (cr === -2 || (cr >= 0 && cr < from)) this.#cr = cr = buf.indexOf(Byte.CR, from);
+    if (cr < 0) return nl;
+    return nl >= 0 && nl < cr ? nl : cr;
+  }
+
+  /** The index just past the line break at `at` (a CRLF is one break). */
+  after(buf: Buffer, at: number): number {
+    if (buf[at] !== Byte.CR) return at + 1;
+    if (at + 1 < buf.length) return buf[at + 1] === Byte.NL ? at + 2 : at + 1;
+    this.#afterCR = true;
+    return at + 1;
+  }
+}
+
+/** Whether the JSON in buf[start, end) ends an object: its last byte but blanks is `}`. */
+export function endsObject(buf: Buffer, start: number, end: number): boolean {
+  let i = end - 1;
+  while (i >= start && (buf[i] === Byte.SPACE || buf[i] === Byte.TAB)) i--;
+  return i >= start && buf[i] === 0x7d;
+}
+
+/** Where a delivered-text piece goes: buf[start, end) are raw bytes between a JSON string's quotes. */
+export interface TextPieceSink {
+  pushText(buf: Buffer, start: number, end: number): void;
+}
+
+const U = 0x75;
+
+/**
+ * The raw bytes of one JSON string too long for a line to be carried whole (a content delta past
+ * MAX_CARRIED_LINE), handed to a sink piece by piece as its chunks pass, so that the text of a delta
+ * the client received in full is counted, in bounded memory, rather than dropped. Each piece ends on
+ * a whole escape (`\n`, `\u00e9`) and a whole UTF-8 character: what a chunk's end cuts of either is
+ * held (at most 6 bytes) and handed over once complete, so every piece decodes on its own as well as
+ * joined to the others (delivered-text-counter.ts may count them in different batches).
+ */
+export class StringPieces {
+  readonly #held = Buffer.alloc(6);
+  #heldBytes = 0;
+
+  /** Starts a new string (just past its opening quote). */
+  begin(): void {
+    this.#heldBytes = 0;
+  }
+
+  /**
+   * Reads buf[from, end) of the string: its pieces to `sink`. The index of the closing quote when the
+   * string ends there, else -1 (it goes on in the next buffer).
+   */
+  feed(buf: Buffer, from: number, end: number, sink: TextPieceSink | null): number {
+    let i = from;
+    if (this.#heldBytes > 0) {
+      const held = this.#held;
+      while (i < end && !heldComplete(held, this.#heldBytes)) held[this.#heldBytes++] = buf[i++]!;
+      if (!heldComplete(held, this.#heldBytes)) return -1;
+      sink?.pushText(held, 0, this.#heldBytes);
+      this.#heldBytes = 0;
+    }
+    const start = i;
+    for (; i < end; i++) {
+      const c = buf[i];
+      if (c === Byte.QUOTE) {
+        if (i > start) sink?.pushText(buf, start, i);
+        return i;
+      }
+      if (c === Byte.BACKSLASH) {
+        const size = i + 1 < end && buf[i + 1] === U ? 6 : 2;
+        if (i + size > end) return this.#hold(buf, start, i, end, sink);
+        i += size - 1;
+      }
+    }
+    // A UTF-8 character cut by the buffer's end waits for its last bytes.
+    return this.#hold(buf, start, utf8Cut(buf, start, end), end, sink);
+  }
+
+  /** Hands over buf[start, cut) and holds buf[cut, end): -1, the string goes on. */
+  #hold(buf: Buffer, start: number, cut: number, end: number, sink: TextPieceSink | null): number {
+    if (cut > start) sink?.pushText(buf, start, cut);
+    buf.copy(this.#held, 0, cut, end);
+    this.#heldBytes = end - cut;
+    return -1;
+  }
+}
+
+/** Where buf[start, end) ends on a whole UTF-8 character: end, or the start of a character it cuts. */
+function utf8Cut(buf: Buffer, start: number, end: number): number {
+  let i = end - 1;
+  // Back over at most 3 continuation bytes (10xxxxxx) to the character's first byte.
+  while (i > start && end - i < 4 && (buf[i]! & 0xc0) === 0x80) i--;
+  if (i < start) return end;
+  const size = utf8Size(buf[i]!);
+  return size > end - i ? i : end;
+}
+
+/** Bytes of the UTF-8 character a first byte begins (1 for anything else: never held). */
+function utf8Size(first: number): number {
+  if (first >= 0xf0 && first < 0xf8) return 4;
+  if (first >= 0xe0) return first < 0xf0 ? 3 : 1;
+  if (first >= 0xc0) return 2;
+  return 1;
+}
+
+/** Whether the held bytes are a whole escape, or a whole UTF-8 character. */
+function heldComplete(held: Buffer, n: number): boolean {
+  if (held[0] === Byte.BACKSLASH) return n >= 2 && (held[1] !== U || n >= 6);
+  return n >= utf8Size(held[0]!);
+}
+
 /** The longest line a scanner reads whole; a longer one is dropped (see LineCarry.append). */
 export const MAX_CARRIED_LINE = 1024 * 1024;
 const EMPTY_LINE = Buffer.alloc(0);
@@ -103,6 +238,24 @@ export class LineCarry {
   /** A line has begun and its newline has not come yet. */
   get carrying(): boolean {
     return this.#carrying;
+  }
+
+  /** Bytes of the line carried so far (0 once it went past MAX_CARRIED_LINE). */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** The buffer holding the line carried so far, at [0, bytes); valid until the next append. */
+  get buffer(): Buffer {
+    return this.#buf ?? EMPTY_LINE;
+  }
+
+  /** Ends the line without reading it (its rest is read otherwise: overlong-delta-text streaming). */
+  drop(): void {
+    this.#carrying = false;
+    this.#overlong = false;
+    this.#bytes = 0;
+    if (this.#buf && this.#buf.length > KEEP_BYTES) this.#buf = null;
   }
 
   /** Starts a line with src[from, to), the rest of which comes in later chunks. */
@@ -142,7 +295,12 @@ export class LineCarry {
    * valid until the next begin().
    */
   finish(src: Buffer, nl: number): Buffer {
-    this.append(src, 0, nl);
+    return this.finishAt(src, 0, nl);
+  }
+
+  /** finish() with the line's last part at src[from, to) (to: where its line break is). */
+  finishAt(src: Buffer, from: number, to: number): Buffer {
+    this.append(src, from, to);
     if (this.#overlong) {
       this.#overlong = false;
       this.#carrying = false;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DATA_PREFIX, LineCarry, closingQuote, lineEnd, rangeEquals, startsWith } from './sse-bytes.js';
+import { DATA_PREFIX, LineBreaks, LineCarry, StringPieces, closingQuote, endsObject, lineEnd, rangeEquals, startsWith } from './sse-bytes.js';
 
 const WORD = Buffer.from('data:');
 
@@ -126,5 +126,91 @@ describe('LineCarry', () => {
     expect(c[carry.end - 1]).toBe(0x7a);
     carry.begin(Buffer.from('q'), 0, 1);
     expect(carry.finish(Buffer.from('\n'), 0)).not.toBe(c);
+  });
+});
+
+describe('LineBreaks', () => {
+  /** The lines of `chunks` as a scanner using LineBreaks reads them (a line cut by a chunk is carried as text here). */
+  function lines(chunks: string[]): string[] {
+    const breaks = new LineBreaks();
+    const out: string[] = [];
+    let carried = '';
+    for (const c of chunks) {
+      const buf = Buffer.from(c);
+      let pos = breaks.start(buf);
+      while (pos < buf.length) {
+        const br = breaks.find(buf, pos);
+        if (br < 0) {
+          carried += buf.toString('utf8', pos);
+          break;
+        }
+        out.push(carried + buf.toString('utf8', pos, br));
+        carried = '';
+        pos = breaks.after(buf, br);
+      }
+    }
+    return out;
+  }
+
+  it('ends a line at LF, CRLF and a lone CR, as the SSE spec does', () => {
+    expect(lines(['a\nb\r\nc\rd\r\r\n\n'])).toEqual(['a', 'b', 'c', 'd', '', '']);
+  });
+
+  it('reads a CRLF cut between two chunks as one line break, and a CR ending the stream as one', () => {
+    expect(lines(['data: 1\r', '\ndata: 2\r', 'data: 3\r', '\r\n'])).toEqual(['data: 1', 'data: 2', 'data: 3', '']);
+    // However the text is cut, the same lines.
+    const text = 'event: x\rdata: {"a":1}\r\n\r\ndata: 2\n\r\r\n';
+    const whole = lines([text]);
+    for (let size = 1; size < text.length; size++) {
+      const chunks: string[] = [];
+      for (let i = 0; i < text.length; i += size) chunks.push(text.slice(i, i + size));
+      expect(lines(chunks)).toEqual(whole);
+    }
+  });
+});
+
+describe('endsObject', () => {
+  it('is true when the last byte but blanks closes an object', () => {
+    const t = (s: string) => endsObject(Buffer.from(s), 0, Buffer.byteLength(s));
+    expect(t(' {"a":1}')).toBe(true);
+    expect(t('{"a":1} \t')).toBe(true);
+    expect(t('{"a":')).toBe(false);
+    expect(t('null')).toBe(false);
+    expect(t('')).toBe(false);
+  });
+});
+
+describe('StringPieces', () => {
+  /** The pieces a string's raw bytes are handed over in, fed in chunks of `size` bytes. */
+  function pieces(raw: Buffer, size: number): { pieces: Buffer[]; quote: number } {
+    const s = new StringPieces();
+    const out: Buffer[] = [];
+    const sink = { pushText: (b: Buffer, from: number, to: number) => void out.push(Buffer.from(b.subarray(from, to))) };
+    s.begin();
+    let quote = -1;
+    for (let i = 0; i < raw.length && quote < 0; i += size) {
+      const q = s.feed(raw, i, Math.min(raw.length, i + size), sink);
+      if (q >= 0) quote = q;
+    }
+    return { pieces: out, quote };
+  }
+
+  it('hands over the string to its closing quote in pieces that each decode alone: whole escapes, whole characters', () => {
+    const text = 'a "q" \\ é 😀 \u0001 z'.repeat(3);
+    const raw = Buffer.from(JSON.stringify(text).slice(1) + ',"next":1}');
+    const close = raw.indexOf('",');
+    for (let size = 1; size <= 24; size++) {
+      const { pieces: got, quote } = pieces(raw, size);
+      expect(quote).toBe(close);
+      for (const p of got) expect(() => JSON.parse('"' + p.toString('utf8') + '"')).not.toThrow();
+      expect(got.map((p) => JSON.parse('"' + p.toString('utf8') + '"') as string).join('')).toBe(text);
+    }
+  });
+
+  it('is -1 while the string goes on; a backslash ending one chunk escapes the quote beginning the next', () => {
+    const s = new StringPieces();
+    s.begin();
+    expect(s.feed(Buffer.from('abc\\'), 0, 4, null)).toBe(-1);
+    expect(s.feed(Buffer.from('"x"'), 0, 3, null)).toBe(2);
   });
 });

@@ -258,7 +258,10 @@ describe('usage the provider left out', () => {
       p.push(Buffer.from(text));
       return p.inputStated;
     };
-    expect(said(start({ input_tokens: 0, output_tokens: 1 }))).toBe(true);
+    // 0 states no prompt (a prompt is at least one token) unless cache tokens carry it; below 0 states nothing.
+    expect(said(start({ input_tokens: 0, output_tokens: 1 }))).toBe(false);
+    expect(said(start({ input_tokens: 0, output_tokens: 1, cache_read_input_tokens: 5 }))).toBe(true);
+    expect(said(start({ input_tokens: -1000, output_tokens: 1 }))).toBe(false);
     expect(said(start({ input_tokens: 12 }))).toBe(true);
     expect(said(start())).toBe(false);
     expect(said(start({}))).toBe(false);
@@ -269,15 +272,21 @@ describe('usage the provider left out', () => {
     expect(new SseUsageParser().inputStated).toBe(false);
   });
 
-  it('reads a JSON answer whose usage does not state both input_tokens and output_tokens as one without usage (the relay counts it)', () => {
+  it('reads a JSON answer whose usage states no count as one without usage, and marks a side it does not state (the relay counts it)', () => {
     expect(usageOfMessage({ usage: {} })).toBeNull();
     expect(usageOfMessage({ usage: { cache_read_input_tokens: 3 } })).toBeNull();
     expect(usageOfMessage({ usage: { input_tokens: null, output_tokens: '9' } })).toBeNull();
+    expect(usageOfMessage({ usage: { input_tokens: -1000, output_tokens: -5 } })).toBeNull();
     expect(usageOfMessage({ usage: 'none' })).toBeNull();
-    // One count alone: the other side was billed 0 (a prompt or an answer delivered free).
-    expect(usageOfMessage({ usage: { output_tokens: 40 } })).toBeNull();
-    expect(usageOfMessage({ usage: { input_tokens: 900 } })).toBeNull();
-    expect(usageOfMessage({ usage: { input_tokens: 0, output_tokens: 0 } })).toEqual({ inputTokens: 0, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
+    // One count alone: the other side, billed 0 before (a prompt or an answer delivered free), is marked.
+    const zero = { inputTokens: 0, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 };
+    expect(usageOfMessage({ usage: { output_tokens: 40 } })).toEqual({ ...zero, outputTokens: 40, inputUnstated: true });
+    expect(usageOfMessage({ usage: { input_tokens: 900 } })).toEqual({ ...zero, inputTokens: 900, outputUnstated: true });
+    expect(usageOfMessage({ usage: { input_tokens: 900, output_tokens: -5 } })).toEqual({ ...zero, inputTokens: 900, outputUnstated: true });
+    // An output of 0 is a count (the relay bills the text delivered only if there is any); an input
+    // of 0 states no prompt unless its cache tokens do.
+    expect(usageOfMessage({ usage: { input_tokens: 0, output_tokens: 0 } })).toEqual({ ...zero, inputUnstated: true });
+    expect(usageOfMessage({ usage: { input_tokens: 0, output_tokens: 3, cache_read_input_tokens: 10 } })).toEqual({ ...zero, outputTokens: 3, cacheReadTokens: 10 });
   });
 });
 
@@ -295,5 +304,116 @@ describe('the end of the generation', () => {
     const dataOnly = new SseUsageParser();
     dataOnly.push(Buffer.from('data: {"type":"message_delta","delta":{"stop_reason":"end_turn"}}\n\n'));
     expect(dataOnly.generationDone).toBe(true);
+  });
+});
+
+// The usage a stream states when its provider repeats or contradicts itself, and what its content
+// delivered after that usage (stream-relay.ts bills the larger of the two then).
+describe('counts that go back, or come before content', () => {
+  const start = (usage: object) => event('message_start', { type: 'message_start', message: { id: 'm', usage } });
+  const delta = event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'tok ' } });
+  const final = (output: number) => event('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: output } });
+
+  it('reads the first message_start only', () => {
+    const p = new SseUsageParser();
+    p.push(Buffer.from(start({ input_tokens: 1000, output_tokens: 1 }) + delta + final(50) + start({ input_tokens: 7, output_tokens: 5 })));
+    expect(p).toMatchObject({ inputTokens: 1000, outputTokens: 50, sawMessageDelta: true });
+  });
+
+  it('never lowers the output a message_delta stated, and takes none below 0', () => {
+    const p = new SseUsageParser();
+    p.push(Buffer.from(start({ input_tokens: 1000, output_tokens: 1 }) + delta + final(50) + final(3) + final(-9)));
+    expect(p).toMatchObject({ outputTokens: 50, sawMessageDelta: true });
+    const negative = new SseUsageParser();
+    negative.push(Buffer.from(start({ input_tokens: 1000, output_tokens: 1 }) + delta + final(-5)));
+    expect(negative).toMatchObject({ sawMessageDelta: false, generationDone: true });
+  });
+
+  it('says when content came after the output it stated', () => {
+    for (const sink of [undefined, { pushDelta: () => {} }]) {
+      const p = new SseUsageParser(sink);
+      p.push(Buffer.from(start({ input_tokens: 10, output_tokens: 1 }) + delta + final(1)));
+      expect(p.contentAfterUsage).toBe(false);
+      p.push(Buffer.from(delta));
+      expect(p.contentAfterUsage).toBe(true);
+      p.push(Buffer.from(final(2)));
+      expect(p.contentAfterUsage).toBe(false);
+    }
+  });
+});
+
+describe('SSE framing as the spec reads it', () => {
+  const start = event('message_start', { type: 'message_start', message: { id: 'm', usage: { input_tokens: 1000, output_tokens: 1 } } });
+  const delta = (text: string) => event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } });
+  const tail = event('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 50 } }) + event('message_stop', { type: 'message_stop' });
+  /** Every event's data over two lines, split after its first comma. */
+  const split = (text: string) => text.replace(/^data: (.*?),/gm, 'data: $1,\ndata: ');
+
+  it('joins the data lines of one event, streamed with or without event names, however it is cut', () => {
+    const whole = split(start + delta('a') + delta('b') + tail);
+    for (const text of [whole, whole.replace(/^event: .*\n/gm, '')]) {
+      const bytes = Buffer.from(text);
+      for (const size of [1, 3, 17, bytes.length]) {
+        const got: string[] = [];
+        const p = new SseUsageParser({ pushDelta: (buf, s, e) => got.push((JSON.parse(buf.toString('utf8', s, e)) as { delta: { text: string } }).delta.text) });
+        for (let i = 0; i < bytes.length; i += size) p.push(bytes.subarray(i, i + size));
+        expect(p).toMatchObject({ inputTokens: 1000, inputStated: true, outputTokens: 50, sawMessageDelta: true, sawMessageStop: true, contentDeltas: 2 });
+        expect(got).toEqual(['a', 'b']);
+      }
+    }
+  });
+
+  it('ends lines at a lone CR, and at a CRLF cut between chunks', () => {
+    for (const eol of ['\r', '\r\n']) {
+      const bytes = Buffer.from((start + delta('a') + delta('b') + tail).replaceAll('\n', eol));
+      for (const size of [1, 2, 5, 64, bytes.length]) {
+        const got: string[] = [];
+        const p = new SseUsageParser({ pushDelta: (buf, s, e) => got.push(buf.toString('utf8', s, e)) });
+        for (let i = 0; i < bytes.length; i += size) p.push(bytes.subarray(i, i + size));
+        expect(p).toMatchObject({ inputTokens: 1000, outputTokens: 50, sawMessageStop: true, contentDeltas: 2 });
+        expect(got).toHaveLength(2);
+      }
+    }
+  });
+
+  it('counts events for the stall check, never pings or comments', () => {
+    const p = new SseUsageParser();
+    p.push(Buffer.from(': comment\n\nevent: ping\ndata: {"type":"ping"}\n\ndata: {"type":"ping"}\n\n'));
+    expect(p.events).toBe(0);
+    p.push(Buffer.from(start + delta('a')));
+    expect(p.events).toBe(2);
+  });
+});
+
+describe('a content delta longer than MAX_CARRIED_LINE', () => {
+  /** A sink that decodes the pieces of text it is handed, as the delivered-text counter's worker does. */
+  function textSink() {
+    const pieces: string[] = [];
+    const whole: string[] = [];
+    return {
+      pieces,
+      // A line that arrives whole in one chunk is handed over whole, as any delta.
+      text: () => whole.join('') + (JSON.parse('"' + pieces.join('') + '"') as string),
+      pushDelta: (b: Buffer, s: number, e: number) => void whole.push((JSON.parse(b.toString('utf8', s, e)) as { delta: { text: string } }).delta.text),
+      pushText: (b: Buffer, s: number, e: number) => void pieces.push(b.toString('utf8', s, e)),
+    };
+  }
+  const text = 'tök "quoted" \\ \u00e9\n '.repeat(60_000);
+  const json = JSON.stringify(text).slice(1, -1);
+
+  it('hands its text over piece by piece, each piece whole escapes and characters, however it is cut, named or data-only', () => {
+    for (const named of [true, false]) {
+      const line = `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${json}"}}`;
+      const stream = Buffer.from((named ? 'event: content_block_delta\n' : '') + line + '\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n');
+      expect(stream.length).toBeGreaterThan(MAX_CARRIED_LINE);
+      for (const size of [4093, 65_536, 65_537, 65_538, stream.length]) {
+        const sink = textSink();
+        const p = new SseUsageParser(sink);
+        for (let i = 0; i < stream.length; i += size) p.push(stream.subarray(i, i + size));
+        for (const piece of sink.pieces) expect(() => JSON.parse('"' + piece + '"')).not.toThrow();
+        expect(sink.text()).toBe(text);
+        expect(p).toMatchObject({ contentDeltas: 1, sawMessageStop: true });
+      }
+    }
   });
 });

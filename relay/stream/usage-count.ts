@@ -10,6 +10,15 @@
  */
 export const MAX_USAGE_COUNT = 100_000_000;
 
+/**
+ * Whether a provider's usage field states a count: a number of at least 0. Anything else (absent,
+ * null, a string, -5) states nothing, and the relay counts that side itself rather than bill it as 0
+ * (docs/billing.md).
+ */
+export function isUsageCount(v: unknown): v is number {
+  return typeof v === 'number' && v >= 0;
+}
+
 /** A usage count from a provider's JSON: a whole number from 0 to MAX_USAGE_COUNT; 0 for anything but a positive number. */
 export function usageCount(v: unknown): number {
   return typeof v === 'number' && v > 0 ? Math.min(Math.floor(v), MAX_USAGE_COUNT) : 0;

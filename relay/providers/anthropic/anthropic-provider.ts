@@ -14,6 +14,9 @@ export const anthropicProvider: Provider = {
   headers(channel, client) {
     const headers: Record<string, string> = {
       'content-type': 'application/json',
+      // No coding, please: undici asks for none, so a proxy in front of the provider may pick one
+      // (it did: gzip). What still comes coded is decoded (upstream/provider-response.ts).
+      'accept-encoding': 'identity',
       'x-api-key': channel.apiKey,
       'anthropic-version': client.version || DEFAULT_ANTHROPIC_VERSION,
     };

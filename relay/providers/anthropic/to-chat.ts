@@ -111,6 +111,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
 
   constructor(model: string, includeUsage: boolean) {
     super();
+    this.joinsData = true;
     this.#model = model;
     this.#includeUsage = includeUsage;
   }

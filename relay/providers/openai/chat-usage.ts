@@ -16,18 +16,36 @@
 // the client has left. Nothing is kept but a line split across chunks. Keys are matched with the
 // whitespace JSON allows after them (`"usage": {`, as Python's json.dumps writes it): matched only
 // compact, such a provider's streams were billed no output.
-import { Byte, DATA_PREFIX, LineCarry, closingQuote, lineEnd, startsWith, valueAfterKey } from '../../stream/sse-bytes.js';
-import type { StreamUsage } from '../../stream/sse-usage-parser.js';
+//
+// The framing is the SSE spec's (as in sse-usage-parser.ts): CRLF, LF or a lone CR end a line, and a
+// data line that does not end its object is joined with the event's next data lines and read at the
+// blank line. A chunk whose text is too long to carry whole (MAX_CARRIED_LINE) has that text handed to
+// the counter piece by piece (StringPieces), and the rest of its line read as a tail.
+//
+// A usage is a count only when it is one (usage-count.ts): a prompt below 0, or of 0, states no input
+// and the relay counts the prompt; a completion below 0 states no output and the relay counts what
+// was delivered. A usage chunk is final only if no content follows it (`contentAfterUsage`): some
+// servers state one before the content, or with every chunk; stream-relay.ts then bills the larger of
+// the stated and the delivered counts. Cumulative, a later usage never lowers the output.
+import {
+  Byte, DATA_PREFIX, LineBreaks, LineCarry, MAX_CARRIED_LINE, StringPieces, closingQuote, endsObject, startsWith, valueAfterKey,
+} from '../../stream/sse-bytes.js';
+import type { StatedUsage } from '../../stream/sse-usage-parser.js';
 import type { DeliveredTextSink, StreamMeter } from '../provider.js';
-import { MAX_USAGE_COUNT, usageCount } from '../../stream/usage-count.js';
+import { MAX_USAGE_COUNT, isUsageCount, usageCount } from '../../stream/usage-count.js';
 
-/** Our usage of a Chat Completions `usage` object; null when it is not one (both counts stated). */
-export function usageOfChatUsage(usage: unknown): StreamUsage | null {
+/**
+ * Our usage of a Chat Completions `usage` object; null when it states neither prompt nor completion
+ * tokens as a count. A side it does not state is marked (StatedUsage) for the relay to count.
+ */
+export function usageOfChatUsage(usage: unknown): StatedUsage | null {
   if (!usage || typeof usage !== 'object') return null;
   const u = usage as Record<string, unknown>;
-  // Both counts or none: a usage stating one bills the other as 0; read as absent, the relay counts it.
-  if (typeof u.prompt_tokens !== 'number' || typeof u.completion_tokens !== 'number') return null;
-  const prompt = usageCount(u.prompt_tokens);
+  // A count below 0 (or no number) bills its side as 0: read as absent, the relay counts that side.
+  const inputStated = isUsageCount(u.prompt_tokens) && u.prompt_tokens > 0;
+  const outputStated = isUsageCount(u.completion_tokens);
+  if (!isUsageCount(u.prompt_tokens) && !outputStated) return null;
+  const prompt = inputStated ? usageCount(u.prompt_tokens) : 0;
   const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
   const cached = Math.min(prompt, details && typeof details === 'object' ? usageCount(details.cached_tokens) : 0);
   let output = usageCount(u.completion_tokens);
@@ -41,10 +59,14 @@ export function usageOfChatUsage(usage: unknown): StreamUsage | null {
     const reasoning = c && typeof c === 'object' ? usageCount(c.reasoning_tokens) : 0;
     output = Math.min(MAX_USAGE_COUNT, output + Math.min(outside, reasoning));
   }
-  return { inputTokens: prompt - cached, outputTokens: output, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: cached };
+  const stated: StatedUsage = { inputTokens: prompt - cached, outputTokens: output, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: cached };
+  // A prompt of 0 is none: every request has at least one token (prompt_tokens counts the cached ones).
+  if (!inputStated) stated.inputUnstated = true;
+  if (!outputStated) stated.outputUnstated = true;
+  return stated;
 }
 
-export function usageOfChatBody(body: Buffer): StreamUsage | null {
+export function usageOfChatBody(body: Buffer): StatedUsage | null {
   let c: unknown;
   try {
     c = JSON.parse(body.toString('utf8'));
@@ -99,6 +121,12 @@ const ERROR = 1;
 const FINISH = 2;
 const FIRST_TEXT = 3;
 
+const NEWLINE = Buffer.from('\n');
+const EMPTY = Buffer.alloc(0);
+
+/** What the scanner is in the middle of: a line start, a line carried, an overlong text streamed, or that line's tail carried. */
+const enum Mode { Lines, Carrying, Streaming, Tail }
+
 export class ChatStreamMeter implements StreamMeter {
   inputTokens = 0;
   outputTokens = 0;
@@ -106,16 +134,27 @@ export class ChatStreamMeter implements StreamMeter {
   cacheCreation1hTokens = 0;
   cacheReadTokens = 0;
   sawMessageStart = false;
+  /** A usage chunk stated the output as a count. */
   sawMessageDelta = false;
   sawMessageStop = false;
+  /** A usage chunk stated the input as a count of a prompt: else the relay counts the prompt. */
+  inputStated = false;
   /** A choice has finished (finish_reason): what is still to come is the usage chunk, not generation. */
   generationDone = false;
   contentDeltas = 0;
+  /** Content came after the last stated output: that usage does not cover it. */
+  contentAfterUsage = false;
+  /** Data lines (not comments nor blank lines), and pieces of an overlong text: the stall check's progress. */
+  events = 0;
   error: { type: string; message: string } | null = null;
-  readonly inputOnlyAtEnd = true;
   readonly #sink: DeliveredTextSink | null;
+  #mode = Mode.Lines;
+  readonly #breaks = new LineBreaks();
   /** A line that continues in a later chunk. */
   readonly #carry = new LineCarry();
+  /** The data lines of the current event, while they do not end an object (joined with newlines). */
+  readonly #data = new LineCarry();
+  readonly #string = new StringPieces();
   /**
    * Per needle, where it next occurs in the buffer being read (the chunk, or the carried line): -1
    * nowhere after, below the line's start when not yet looked for. Each needle is searched for once
@@ -128,67 +167,181 @@ export class ChatStreamMeter implements StreamMeter {
   }
 
   push(chunk: Buffer): void {
-    let pos = 0;
     const len = chunk.length;
-    const carry = this.#carry;
-    if (carry.carrying) {
-      const nl = chunk.indexOf(Byte.NL);
-      if (nl < 0) {
-        carry.append(chunk, 0, len);
-        return;
-      }
-      const line = carry.finish(chunk, nl);
-      if (carry.end > 0) {
-        this.#next.fill(-2);
-        // A view that ends with the line: indexOf, which finds the needles, would otherwise search
-        // on through the stale bytes after it in the reused buffer.
-        this.#line(line.subarray(0, carry.end), 0, carry.end);
-      }
-      pos = nl + 1;
-    }
-    // The needles' positions found in the carried line are not positions in the chunk.
+    const breaks = this.#breaks;
+    let pos = breaks.start(chunk);
+    // The needles' positions found in another buffer are not positions in this chunk.
     this.#next.fill(-2);
     while (pos < len) {
-      const nl = chunk.indexOf(Byte.NL, pos);
-      if (nl < 0) {
-        carry.begin(chunk, pos, len);
+      if (this.#mode !== Mode.Lines) {
+        pos = this.#continue(chunk, pos);
+        continue;
+      }
+      const br = breaks.find(chunk, pos);
+      if (br < 0) {
+        if (len - pos > MAX_CARRIED_LINE && this.#data.bytes === 0 && this.#streamOverlong(chunk, pos, len, false)) return;
+        this.#carry.begin(chunk, pos, len);
+        this.#mode = Mode.Carrying;
         return;
       }
-      const end = lineEnd(chunk, pos, nl);
-      if (end > pos) this.#line(chunk, pos, end);
-      pos = nl + 1;
+      if (br > pos) this.#line(chunk, pos, br);
+      else this.#endEvent();
+      pos = breaks.after(chunk, br);
     }
+  }
+
+  /** Reads on in the current mode from chunk[pos]: where line scanning resumes (or the chunk's length). */
+  #continue(chunk: Buffer, pos: number): number {
+    const len = chunk.length;
+    const br = this.#breaks.find(chunk, pos);
+    const carry = this.#carry;
+    if (this.#mode === Mode.Streaming) {
+      this.events++;
+      const end = br < 0 ? len : br;
+      const quote = this.#string.feed(chunk, pos, end, this.#sink);
+      if (quote < 0) {
+        if (br < 0) return len;
+        // A line that ends inside the string is no JSON: what passed was counted.
+        this.#mode = Mode.Lines;
+        return this.#breaks.after(chunk, br);
+      }
+      // The rest of the line may hold more text (a reasoning then its content, tool arguments) and
+      // the finish_reason: carried and read as a tail.
+      if (br < 0) {
+        if (quote + 1 < len) carry.begin(chunk, quote + 1, len);
+        else carry.begin(EMPTY, 0, 0);
+        this.#mode = Mode.Tail;
+        return len;
+      }
+      this.#mode = Mode.Lines;
+      this.#texts(chunk, quote + 1, br, true);
+      return this.#breaks.after(chunk, br);
+    }
+    // Carrying a line, or an overlong line's tail.
+    if (br < 0) {
+      if (carry.bytes + (len - pos) > MAX_CARRIED_LINE && this.#data.bytes === 0 && this.#streamOverlong(carry.buffer, 0, carry.bytes, this.#mode === Mode.Tail)) {
+        carry.drop();
+        return pos;
+      }
+      carry.append(chunk, pos, len);
+      return len;
+    }
+    const tail = this.#mode === Mode.Tail;
+    this.#mode = Mode.Lines;
+    const line = carry.finishAt(chunk, pos, br);
+    const end = carry.end;
+    this.#next.fill(-2);
+    // A view that ends with the line: indexOf, which finds the needles, would otherwise search on
+    // through the stale bytes after it in the reused buffer.
+    if (tail) this.#texts(line.subarray(0, end), 0, end, true);
+    else if (end > 0) this.#line(line.subarray(0, end), 0, end);
+    this.#next.fill(-2);
+    return this.#breaks.after(chunk, br);
+  }
+
+  /**
+   * A line too long to carry, buf[start, end) its first part: the text strings it completes are
+   * handed over, and the one it leaves open is streamed from here on (Mode.Streaming); true. False
+   * when it is a data line with no open text (dropped, as any overlong line).
+   */
+  #streamOverlong(buf: Buffer, start: number, end: number, tail: boolean): boolean {
+    let s = start;
+    if (!tail) {
+      if (!startsWith(buf, start, end, DATA_PREFIX)) return false;
+      s = start + DATA_PREFIX.length;
+      // The usage and error chunks are parsed whole: one this long is no such chunk the relay reads.
+      this.#next.fill(-2);
+      if (this.#value(buf, USAGE, s, end) >= 0 || this.#value(buf, ERROR, s, end) >= 0) return false;
+      this.sawMessageStart = true;
+      this.events++;
+    }
+    this.#next.fill(-2);
+    const open = this.#texts(buf, s, end, false);
+    this.#next.fill(-2);
+    if (open < 0) return false;
+    this.#string.begin();
+    this.contentDeltas++;
+    this.#noteContent();
+    this.#string.feed(buf, open, end, this.#sink);
+    this.#mode = Mode.Streaming;
+    return true;
+  }
+
+  /** The blank line that ends an event: data lines kept for joining are read now. */
+  #endEvent(): void {
+    const data = this.#data;
+    if (data.bytes === 0) return;
+    const joined = data.finishAt(EMPTY, 0, 0);
+    const end = data.end;
+    this.#next.fill(-2);
+    this.#payload(joined.subarray(0, end), 0, end);
+    this.#next.fill(-2);
   }
 
   #line(buf: Buffer, start: number, end: number): void {
     if (!startsWith(buf, start, end, DATA_PREFIX)) return;
     let s = start + DATA_PREFIX.length;
+    const data = this.#data;
+    if (data.bytes > 0) {
+      // A later data line of an event whose data does not end yet: joined as the spec says.
+      data.append(NEWLINE, 0, 1);
+      data.append(buf, s, end);
+      return;
+    }
     while (s < end && buf[s] === Byte.SPACE) s++;
     if (startsWith(buf, s, end, DONE)) {
       this.sawMessageStop = true;
       return;
     }
+    if (!endsObject(buf, s, end)) {
+      data.begin(buf, s, end);
+      return;
+    }
+    this.#payload(buf, s, end);
+  }
+
+  /** One chunk's JSON, buf[s, end). */
+  #payload(buf: Buffer, s: number, end: number): void {
+    this.events++;
     // The chunk that carries the usage (once per stream) or an error is parsed whole.
     if (this.#value(buf, USAGE, s, end) >= 0 || this.#value(buf, ERROR, s, end) >= 0) {
       this.#parsed(buf, s, end);
       return;
     }
     this.sawMessageStart = true;
+    this.#texts(buf, s, end, true);
+  }
+
+  /**
+   * The finish_reason and the text strings of buf[s, end), found in place and handed over. A string
+   * the range leaves open is not handed over: with `complete` it is ignored (-1), without it its
+   * first byte is returned (#streamOverlong streams it); -1 when none is open.
+   */
+  #texts(buf: Buffer, s: number, end: number, complete: boolean): number {
     if (!this.generationDone && this.#value(buf, FINISH, s, end) >= 0) this.generationDone = true;
-    // The text of every other chunk is found in place, without decoding or parsing.
+    let open = -1;
     for (let k = FIRST_TEXT; k < NEEDLES.length; k++) {
       let v = this.#value(buf, k, s, end);
       while (v >= 0) {
         const from = v + 1;
         const close = closingQuote(buf, from, end);
-        if (close < 0) break;
+        if (close < 0) {
+          if (!complete && (open < 0 || from < open)) open = from;
+          break;
+        }
         if (close > from) {
           this.contentDeltas++;
+          this.#noteContent();
           this.#sink?.pushText(buf, from, close);
         }
         v = this.#value(buf, k, close + 1, end);
       }
     }
+    return open;
+  }
+
+  #noteContent(): void {
+    if (this.sawMessageDelta) this.contentAfterUsage = true;
   }
 
   /** Where the value of needle k's key begins in buf[from, end), when it begins as VALUE_FIRST says; else -1. */
@@ -224,26 +377,35 @@ export class ChatStreamMeter implements StreamMeter {
       return;
     }
     this.sawMessageStart = true;
+    // Some providers put the last text in the usage chunk: counted like any other, before the usage
+    // it rides with (which covers it).
+    const choices = chunk.choices;
+    if (Array.isArray(choices)) {
+      for (const choice of choices as Array<{ delta?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown; refusal?: unknown; tool_calls?: unknown }; finish_reason?: unknown } | null>) {
+        if (typeof choice?.finish_reason === 'string') this.generationDone = true;
+        const delta = choice?.delta;
+        if (!delta) continue;
+        this.#text(delta.content);
+        this.#text(delta.reasoning_content);
+        this.#text(delta.reasoning);
+        this.#text(delta.refusal);
+        if (Array.isArray(delta.tool_calls)) {
+          for (const call of delta.tool_calls as Array<{ function?: { arguments?: unknown } } | null>) this.#text(call?.function?.arguments);
+        }
+      }
+    }
     const usage = usageOfChatUsage(chunk.usage);
     if (usage) {
-      this.sawMessageDelta = true;
-      this.inputTokens = usage.inputTokens;
-      this.outputTokens = usage.outputTokens;
-      this.cacheReadTokens = usage.cacheReadTokens;
-    }
-    // Some providers put the last text in the usage chunk: counted like any other.
-    const choices = chunk.choices;
-    if (!Array.isArray(choices)) return;
-    for (const choice of choices as Array<{ delta?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown; refusal?: unknown; tool_calls?: unknown }; finish_reason?: unknown } | null>) {
-      if (typeof choice?.finish_reason === 'string') this.generationDone = true;
-      const delta = choice?.delta;
-      if (!delta) continue;
-      this.#text(delta.content);
-      this.#text(delta.reasoning_content);
-      this.#text(delta.reasoning);
-      this.#text(delta.refusal);
-      if (Array.isArray(delta.tool_calls)) {
-        for (const call of delta.tool_calls as Array<{ function?: { arguments?: unknown } } | null>) this.#text(call?.function?.arguments);
+      if (!usage.inputUnstated) {
+        this.inputTokens = usage.inputTokens;
+        this.cacheReadTokens = usage.cacheReadTokens;
+        this.inputStated = true;
+      }
+      if (!usage.outputUnstated) {
+        // Cumulative: a server that restates its usage never lowers what it stated.
+        this.outputTokens = this.sawMessageDelta ? Math.max(this.outputTokens, usage.outputTokens) : usage.outputTokens;
+        this.sawMessageDelta = true;
+        this.contentAfterUsage = false;
       }
     }
   }
@@ -251,6 +413,7 @@ export class ChatStreamMeter implements StreamMeter {
   #text(text: unknown): void {
     if (typeof text !== 'string' || text === '') return;
     this.contentDeltas++;
+    this.#noteContent();
     if (!this.#sink) return;
     const raw = Buffer.from(JSON.stringify(text));
     this.#sink.pushText(raw, 1, raw.length - 1);

@@ -1,6 +1,7 @@
 // A Chat Completions usage object as the relay bills it (chat-usage.ts): the cached prompt tokens are
 // cache reads, and a count a provider overstates is billed at MAX_USAGE_COUNT (stream/usage-count.ts).
 import { describe, expect, it } from 'vitest';
+import { MAX_CARRIED_LINE } from '../../stream/sse-bytes.js';
 import { MAX_USAGE_COUNT } from '../../stream/usage-count.js';
 import { ChatStreamMeter, textOfChatBody, usageOfChatUsage } from './chat-usage.js';
 
@@ -9,9 +10,14 @@ describe('usageOfChatUsage', () => {
     expect(usageOfChatUsage({ prompt_tokens: 120, completion_tokens: 33, prompt_tokens_details: { cached_tokens: 20 } }))
       .toEqual({ inputTokens: 100, outputTokens: 33, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 20 });
     expect(usageOfChatUsage({ object: 'chat.completion' })).toBeNull();
-    // One count alone is no usage the relay can bill: it counts the answer itself.
-    expect(usageOfChatUsage({ completion_tokens: 40 })).toBeNull();
-    expect(usageOfChatUsage({ prompt_tokens: 900, completion_tokens: null })).toBeNull();
+    // One count alone: the other side is marked unstated, and the relay counts it (the prompt, the answer).
+    const zero = { inputTokens: 0, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 };
+    expect(usageOfChatUsage({ completion_tokens: 40 })).toEqual({ ...zero, outputTokens: 40, inputUnstated: true });
+    expect(usageOfChatUsage({ prompt_tokens: 900, completion_tokens: null })).toEqual({ ...zero, inputTokens: 900, outputUnstated: true });
+    // Below 0 is no count; a prompt of 0 is none (a request has at least one token).
+    expect(usageOfChatUsage({ prompt_tokens: -1000, completion_tokens: -5 })).toBeNull();
+    expect(usageOfChatUsage({ prompt_tokens: 0, completion_tokens: 0 })).toEqual({ ...zero, inputUnstated: true });
+    expect(usageOfChatUsage({ prompt_tokens: -1000, completion_tokens: 50 })).toEqual({ ...zero, outputTokens: 50, inputUnstated: true });
   });
 
   it('bills the reasoning tokens a provider reports outside completion_tokens (xAI, Gemini: total = prompt + completion + reasoning)', () => {
@@ -34,7 +40,7 @@ describe('usageOfChatUsage', () => {
     expect(usageOfChatUsage(JSON.parse('{"prompt_tokens":1e400,"completion_tokens":3e9,"prompt_tokens_details":{"cached_tokens":1e300}}')))
       .toEqual({ inputTokens: 0, outputTokens: MAX_USAGE_COUNT, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: MAX_USAGE_COUNT });
     expect(usageOfChatUsage({ prompt_tokens: 5e8, completion_tokens: -1 }))
-      .toEqual({ inputTokens: MAX_USAGE_COUNT, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0 });
+      .toEqual({ inputTokens: MAX_USAGE_COUNT, outputTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: 0, outputUnstated: true });
   });
 });
 
@@ -78,5 +84,65 @@ describe('textOfChatBody', () => {
   it('takes the reasoning and the refusal of each choice', () => {
     const body = { choices: [{ message: { content: null, reasoning: 'thought', refusal: 'I cannot' } }, { message: { content: 'a', reasoning_content: 'r' } }] };
     expect(textOfChatBody(Buffer.from(JSON.stringify(body)))).toBe('thought\nI cannot\na\nr');
+  });
+});
+
+describe('ChatStreamMeter, what a usage states and what follows it', () => {
+  const usage = (prompt: number, completion: number) => `data: {"choices":[],"usage":{"prompt_tokens":${prompt},"completion_tokens":${completion}}}\n\n`;
+
+  it('takes a usage followed by content as no final usage, and never lowers a stated output', () => {
+    const meter = new ChatStreamMeter();
+    meter.push(Buffer.from(usage(1000, 0) + chunk({ content: 'a' }) + chunk({ content: 'b' })));
+    expect(meter).toMatchObject({ inputTokens: 1000, inputStated: true, outputTokens: 0, sawMessageDelta: true, contentAfterUsage: true, contentDeltas: 2 });
+    meter.push(Buffer.from(usage(1000, 7)));
+    expect(meter).toMatchObject({ outputTokens: 7, contentAfterUsage: false });
+    meter.push(Buffer.from(usage(1000, 3)));
+    expect(meter.outputTokens).toBe(7);
+    // Text that rides on the usage chunk is covered by it.
+    const riding = new ChatStreamMeter();
+    riding.push(Buffer.from('data: {"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n'));
+    expect(riding).toMatchObject({ contentAfterUsage: false, sawMessageDelta: true, contentDeltas: 1 });
+  });
+
+  it('takes no count below 0, nor a prompt of 0', () => {
+    const meter = new ChatStreamMeter();
+    meter.push(Buffer.from(chunk({ content: 'a' }) + usage(-1000, -5)));
+    expect(meter).toMatchObject({ inputStated: false, sawMessageDelta: false, inputTokens: 0 });
+    const zero = new ChatStreamMeter();
+    zero.push(Buffer.from(usage(0, 5)));
+    expect(zero).toMatchObject({ inputStated: false, sawMessageDelta: true, outputTokens: 5 });
+  });
+
+  it('ends lines at a lone CR, and joins the data lines of one event', () => {
+    const texts: string[] = [];
+    const meter = new ChatStreamMeter({ pushDelta: () => {}, pushText: (b, s, e) => texts.push(b.toString('utf8', s, e)) });
+    const split = (usage(1000, 50)).replace('"choices":[],', '"choices":[],\ndata: ');
+    const bytes = Buffer.from((chunk({ content: 'a' }) + chunk({ content: 'b' }) + split + 'data: [DONE]\n\n').replaceAll('\n', '\r'));
+    for (let i = 0; i < bytes.length; i += 7) meter.push(bytes.subarray(i, i + 7));
+    expect(texts).toEqual(['a', 'b']);
+    expect(meter).toMatchObject({ inputTokens: 1000, outputTokens: 50, sawMessageDelta: true, sawMessageStop: true, contentAfterUsage: false });
+  });
+
+  it('counts its data lines as progress, not its comments', () => {
+    const meter = new ChatStreamMeter();
+    meter.push(Buffer.from(': keep-alive\n\n: OPENROUTER PROCESSING\n\n'));
+    expect(meter.events).toBe(0);
+    meter.push(Buffer.from(chunk({ content: 'a' })));
+    expect(meter.events).toBe(1);
+  });
+
+  it('hands over the text of a chunk longer than MAX_CARRIED_LINE piece by piece, and the strings after it', () => {
+    const pieces: string[] = [];
+    const meter = new ChatStreamMeter({ pushDelta: () => {}, pushText: (b, s, e) => pieces.push(b.toString('utf8', s, e)) });
+    const text = 'tök "q" \\ é '.repeat(120_000);
+    const line = `data: {"choices":[{"index":0,"delta":{"reasoning":"short","content":${JSON.stringify(text)},"refusal":"no"},"finish_reason":"stop"}]}\n\n`;
+    const bytes = Buffer.from(line + usage(5, 9));
+    expect(bytes.length).toBeGreaterThan(MAX_CARRIED_LINE);
+    for (let i = 0; i < bytes.length; i += 65_537) meter.push(bytes.subarray(i, i + 65_537));
+    const decoded = pieces.map((p) => JSON.parse('"' + p + '"') as string);
+    expect(decoded[0]).toBe('short');
+    expect(decoded.slice(1, -1).join('')).toBe(text);
+    expect(decoded.at(-1)).toBe('no');
+    expect(meter).toMatchObject({ generationDone: true, outputTokens: 9, sawMessageDelta: true });
   });
 });

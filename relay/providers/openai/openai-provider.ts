@@ -10,7 +10,8 @@ export const openaiProvider: Provider = {
   path: '/v1/chat/completions',
   requestIdHeader: 'x-request-id',
   headers(channel) {
-    return { 'content-type': 'application/json', authorization: `Bearer ${channel.apiKey}` };
+    // accept-encoding: see anthropic-provider.ts.
+    return { 'content-type': 'application/json', 'accept-encoding': 'identity', authorization: `Bearer ${channel.apiKey}` };
   },
   usageOfBody: usageOfChatBody,
   textOfBody: textOfChatBody,

@@ -106,6 +106,7 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
 
   constructor(model: string) {
     super();
+    this.joinsData = true;
     this.#model = model;
   }
 
@@ -217,6 +218,16 @@ export class ChatUsageFilter extends LineStream implements StreamRewriter {
     const out = this.lines(chunk, this.#onLine);
     this.#pending = chunk[chunk.length - 1] !== 0x0a;
     return out;
+  }
+
+  /**
+   * A line too long to carry is passed on as it comes: only the usage chunk is filtered, and none is
+   * that long. Dropped (as a conversion drops it), a 1.2 MB delta never reached the client, which was
+   * billed for it all the same (the meter counts what the provider sent).
+   */
+  protected override overlong(text: string, ended: boolean): string {
+    this.#dropBlank = false;
+    return ended ? text + '\n' : text;
   }
 
   #line(line: string): string {
