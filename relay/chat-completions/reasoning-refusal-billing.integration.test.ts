@@ -3,9 +3,9 @@
 // only `reasoning_content`), and OpenAI's `refusal`, in a stream's deltas and in a JSON answer's
 // message alike. Before, a stream of reasoning or refusal deltas cut before its usage was billed 0
 // completion tokens: only `content`, `reasoning_content` and tool-call `arguments` were counted.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
 import OpenAI from 'openai';
+import { balanceOf, type ScriptedProvider, type ScriptedRequest, startScriptedProvider } from '../../tests/harness/scripted-provider.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
@@ -17,7 +17,7 @@ const THOUGHT = 'Let me weigh the question carefully before I answer it. ';
 const REFUSAL = 'I am sorry, but I cannot help with that request. ';
 
 let stack: GatewayStack;
-let provider: Server;
+let provider: ScriptedProvider;
 let account: TestAccount;
 let openai: OpenAI;
 
@@ -25,31 +25,26 @@ function chunk(delta: object): string {
   return `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
 }
 
-function scripted(req: IncomingMessage, res: ServerResponse): void {
-  let raw = '';
-  req.on('data', (c: Buffer) => { raw += c.toString(); });
-  req.on('end', () => {
-    const { model, stream } = JSON.parse(raw) as { model: string; stream?: boolean };
-    const field = model.startsWith('refuse') ? 'refusal' : 'reasoning';
-    const text = field === 'refusal' ? REFUSAL : THOUGHT;
-    if (!stream) {
-      // No usage stated.
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ id: 'chatcmpl-2', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: null, [field]: text.repeat(4) }, finish_reason: 'stop' }] }));
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.write(chunk({ role: 'assistant', content: null }));
-    for (let i = 0; i < 4; i++) res.write(chunk({ [field]: text }));
-    // The connection is lost before any usage.
-    setTimeout(() => res.socket?.destroy(), 100);
-  });
+function scripted(req: ScriptedRequest, res: ServerResponse): void {
+  const { model, stream } = req.body as { model: string; stream?: boolean };
+  const field = model.startsWith('refuse') ? 'refusal' : 'reasoning';
+  const text = field === 'refusal' ? REFUSAL : THOUGHT;
+  if (!stream) {
+    // No usage stated.
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ id: 'chatcmpl-2', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: null, [field]: text.repeat(4) }, finish_reason: 'stop' }] }));
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  res.write(chunk({ role: 'assistant', content: null }));
+  for (let i = 0; i < 4; i++) res.write(chunk({ [field]: text }));
+  // The connection is lost before any usage.
+  setTimeout(() => res.socket?.destroy(), 100);
 }
 
 beforeAll(async () => {
-  provider = createServer(scripted);
-  await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
+  provider = await startScriptedProvider(scripted);
+  const url = provider.url;
   stack = await startGatewayStack();
   await mockChannel(stack, ['think-model', 'refuse-model'], 'default', { base_url: url, key: 'sk-proj-scripted', type: 1 });
   account = await fundedAccount(stack, 10_000_000);
@@ -57,14 +52,10 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack?.close();
-  provider?.closeAllConnections();
-  await new Promise((r) => provider?.close(r));
+  await provider?.close();
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return Number(u!.quota);
-}
+const balance = (): Promise<number> => balanceOf(stack, account.id);
 
 describe('a Chat Completions answer without usage, of reasoning or a refusal', () => {
   for (const [model, field] of [['think-model', 'reasoning'], ['refuse-model', 'refusal']] as const) {

@@ -11,6 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import { balanceOf } from '../../tests/harness/scripted-provider.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
@@ -107,10 +108,7 @@ afterAll(async () => {
   await new Promise((r) => provider?.close(r));
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return Number(u!.quota);
-}
+const balance = (): Promise<number> => balanceOf(stack, account.id);
 
 /** The request's ledger row, its log row's quota in ClickHouse, and the account's debit agree. */
 async function billed(requestId: string, before: number): Promise<{ quota: number; prompt_tokens: number; completion_tokens: number }> {
