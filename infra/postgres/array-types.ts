@@ -54,17 +54,41 @@ export function arrayTypes(): Record<string, { to: number; from: number[]; seria
   return out;
 }
 
-/** An array literal: every element quoted (so no element needs the unquoted form's rules), NULL for null. */
+/**
+ * An array literal: every element quoted (so no element needs the unquoted form's rules), NULL for null.
+ * Built by one join, not by `+=` per element: the billing worker writes 16 arrays of ~500 elements a
+ * batch, and the per-element concatenation and escaping regex were a third of everything it allocated
+ * (docs/performance.md, "The billing worker's array parameters").
+ */
 export function serializeArray(xs: readonly unknown[], element: (x: unknown) => string): string {
-  let out = '{';
-  for (let i = 0; i < xs.length; i++) {
-    if (i > 0) out += ',';
+  const n = xs.length;
+  if (n === 0) return '{}';
+  let flat = true;
+  for (let i = 0; i < n; i++) {
     const x = xs[i];
-    if (x === null || x === undefined) out += 'NULL';
-    else if (Array.isArray(x)) out += serializeArray(x, element);
-    else out += '"' + element(x).replace(/[\\"]/g, (c) => '\\' + c) + '"';
+    if (x === null || x === undefined || Array.isArray(x)) {
+      flat = false;
+      break;
+    }
   }
-  return out + '}';
+  const parts = new Array<string>(n);
+  if (flat) {
+    // Every element quoted: the quotes go in the join's separator, not around each element.
+    for (let i = 0; i < n; i++) parts[i] = escapeElement(element(xs[i]));
+    return '{"' + parts.join('","') + '"}';
+  }
+  for (let i = 0; i < n; i++) {
+    const x = xs[i];
+    parts[i] = x === null || x === undefined ? 'NULL' : Array.isArray(x) ? serializeArray(x, element) : '"' + escapeElement(element(x)) + '"';
+  }
+  return '{' + parts.join(',') + '}';
+}
+
+const QUOTE_OR_BACKSLASH = /[\\"]/g;
+
+/** A quoted element's text: a backslash before each quote and backslash (most have none: no copy). */
+function escapeElement(s: string): string {
+  return s.indexOf('"') < 0 && s.indexOf('\\') < 0 ? s : s.replace(QUOTE_OR_BACKSLASH, (c) => '\\' + c);
 }
 
 /**

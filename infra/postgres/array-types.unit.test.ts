@@ -12,6 +12,29 @@ describe('array literals', () => {
     expect(serializeArray([true, false], (b) => (b ? 't' : 'f'))).toBe('{"t","f"}');
   });
 
+  it('writes what the element-by-element form writes, for any mix of elements (a flat array joined once)', () => {
+    // The literal built one element at a time, as the rule reads: the reference for the joined form.
+    const reference = (xs: readonly unknown[]): string => `{${xs.map((x) => (x === null || x === undefined ? 'NULL'
+      : Array.isArray(x) ? reference(x) : `"${String(x).replace(/[\\"]/g, (c) => `\\${c}`)}"`)).join(',')}}`;
+    const pieces = ['', 'a', '"', '\\', ',', '{', '}', ' ', 'NULL', 'é', '✓', '\\"'];
+    let seed = 7;
+    const next = (n: number): number => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+    const element = (depth: number): unknown => {
+      const kind = next(10);
+      if (kind === 0) return null;
+      if (kind === 1 && depth < 2) return Array.from({ length: next(4) }, () => element(depth + 1));
+      if (kind === 2) return next(1_000_000) - 500_000;
+      return Array.from({ length: next(4) }, () => pieces[next(pieces.length)]).join('');
+    };
+    for (let round = 0; round < 500; round++) {
+      const xs = Array.from({ length: next(8) }, () => element(round % 3 === 0 ? 2 : 0));
+      expect(serializeArray(xs, String)).toBe(reference(xs));
+    }
+    const flat = ['plain', 'with"quote', 'back\\slash', '', 'NULL'];
+    expect(serializeArray(flat, String)).toBe(reference(flat));
+    expect(parseArrayLiteral(serializeArray(flat, String), (s) => s)).toEqual(flat);
+  });
+
   it('reads what Postgres writes: bare and quoted elements, escapes, NULL, nesting, bounds', () => {
     expect(parseArrayLiteral('{1,2,3}', Number)).toEqual([1, 2, 3]);
     expect(parseArrayLiteral('{}', Number)).toEqual([]);
