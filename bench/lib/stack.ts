@@ -10,6 +10,7 @@
 // from their listening ports when they run on this host (for CPU and memory figures).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
+import { nodeFlagsFor } from '../../infra/launch/node-flags.js';
 import { join, resolve } from 'node:path';
 import { isClickHouseReachable } from '../../infra/clickhouse/ensure.js';
 import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
@@ -226,6 +227,9 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     children.push(peer);
   }
 
+  // Started as deployed: with the Node flags their launchers give them (infra/launch/node-flags.ts).
+  const relayFlags = nodeFlagsFor('relay', { ...process.env, ...env });
+  const billingFlags = nodeFlagsFor('billing', { ...process.env, ...env });
   return {
     mode: 'own',
     peerUrl: peer?.url, peerVersion: peer?.version,
@@ -233,14 +237,14 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     services,
     foreignPids: {},
     mockKey: MOCK_KEY,
-    notes: [],
+    notes: [`The relay runs with the Node flags \`${relayFlags.join(' ') || '(none)'}\`, the billing worker with \`${billingFlags.join(' ') || '(none)'}\` (RELAY_NODE_FLAGS, BILLING_NODE_FLAGS; infra/launch/node-flags.ts).`],
     mockUrl, bareUrl, relayUrl, consoleUrl,
     billingMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     relayMetricsUrl: `http://127.0.0.1:${relayMetricsPort}/metrics`,
     async startGateway(): Promise<void> {
-      const billing = add('billing', 'billing', '', spawnService('billing', o.billingEntry ?? 'dist/billing/main.js', env, [], o.billingNodeArgs ?? []));
+      const billing = add('billing', 'billing', '', spawnService('billing', o.billingEntry ?? 'dist/billing/main.js', env, [], [...billingFlags, ...(o.billingNodeArgs ?? [])]));
       const consoleSvc = add('console', 'console-api', consoleUrl, spawnService('console-api', o.consoleEntry ?? 'dist/console-api/main.js', env, [], o.consoleNodeArgs ?? []));
-      const relay = add('relay', 'relay', relayUrl, spawnService('relay', o.relayEntry ?? 'dist/relay/main.js', env, [], o.relayNodeArgs ?? []));
+      const relay = add('relay', 'relay', relayUrl, spawnService('relay', o.relayEntry ?? 'dist/relay/main.js', env, [], [...relayFlags, ...(o.relayNodeArgs ?? [])]));
       await waitHttp(`${relayUrl}/health`, relay.child, 'relay');
       await waitHttp(`${consoleUrl}/api/status`, consoleSvc.child, 'console-api');
       await new Promise((r) => setTimeout(r, 300));

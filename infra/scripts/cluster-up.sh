@@ -19,12 +19,13 @@ for name in relay console-api billing; do
 done
 bash infra/scripts/redis-cluster.sh start "$CLUSTER_BASE_PORT" .data/redis-cluster
 
-start() { # name script [VAR=value ...]
+start() { # name script [VAR=value ...]; NODE_FLAGS: the Node flags to start it with
   local name=$1 script=$2; shift 2
   if [ -f ".run/$name.pid" ] && kill -0 "$(cat ".run/$name.pid")" 2>/dev/null; then
     echo "$name: already running (pid $(cat ".run/$name.pid"))"; return
   fi
-  env "$@" nohup node "$script" >> ".run/$name.log" 2>&1 &
+  # shellcheck disable=SC2086 # the flags are words
+  env "$@" nohup node ${NODE_FLAGS:-} "$script" >> ".run/$name.log" 2>&1 &
   echo $! > ".run/$name.pid"
 }
 wait_http() { # name url
@@ -41,12 +42,15 @@ MOCK_URL="http://127.0.0.1:${MOCK_UPSTREAM_PORT:-3090}"
 export MOCK_API_KEY=${MOCK_UPSTREAM_KEY:-sk-ant-mock-local}
 start mock-upstream dist/bench/mock-upstream/main.js
 start mock-openai dist/bench/mock-upstream-openai/main.js
-start billing dist/billing/main.js BILLING_CONSUMER=billing-1 BILLING_METRICS_PORT=9464
-start billing-2 dist/billing/main.js BILLING_CONSUMER=billing-2 BILLING_METRICS_PORT=9466
+# The relay's and the billing worker's Node flags (RELAY_NODE_FLAGS, BILLING_NODE_FLAGS; infra/launch/node-flags.ts).
+RELAY_FLAGS=$(node dist/infra/launch/node-flags-main.js relay)
+BILLING_FLAGS=$(node dist/infra/launch/node-flags-main.js billing)
+NODE_FLAGS=$BILLING_FLAGS start billing dist/billing/main.js BILLING_CONSUMER=billing-1 BILLING_METRICS_PORT=9464
+NODE_FLAGS=$BILLING_FLAGS start billing-2 dist/billing/main.js BILLING_CONSUMER=billing-2 BILLING_METRICS_PORT=9466
 start console-api dist/console-api/main.js
 CONSOLE_URL=$CONSOLE_URL start payment-sandbox dist/bench/payment-sandbox/main.js
-start relay dist/relay/main.js RELAY_PORT=3000 RELAY_METRICS_PORT=9465
-start relay-2 dist/relay/main.js RELAY_PORT=3002 RELAY_METRICS_PORT=9467
+NODE_FLAGS=$RELAY_FLAGS start relay dist/relay/main.js RELAY_PORT=3000 RELAY_METRICS_PORT=9465
+NODE_FLAGS=$RELAY_FLAGS start relay-2 dist/relay/main.js RELAY_PORT=3002 RELAY_METRICS_PORT=9467
 wait_http mock-upstream "$MOCK_URL/v1/models"
 wait_http mock-openai "http://127.0.0.1:${MOCK_OPENAI_PORT:-3093}/v1/models"
 wait_http console-api "$CONSOLE_URL/api/status"

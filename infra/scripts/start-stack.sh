@@ -5,12 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .run
 
-start() { # name script
-  local name=$1 script=$2
+start() { # name script [node flags...]
+  local name=$1 script=$2; shift 2
   if [ -f ".run/$name.pid" ] && kill -0 "$(cat ".run/$name.pid")" 2>/dev/null; then
     echo "$name: already running (pid $(cat ".run/$name.pid"))"; return
   fi
-  nohup node "$script" >> ".run/$name.log" 2>&1 &
+  nohup node "$@" "$script" >> ".run/$name.log" 2>&1 &
   echo $! > ".run/$name.pid"
 }
 wait_http() { # name url
@@ -28,10 +28,15 @@ export MOCK_API_KEY=${MOCK_UPSTREAM_KEY:-sk-ant-mock-local}
 start mock-upstream dist/bench/mock-upstream/main.js
 # The OpenAI-format mock (channel type 1); it reads MOCK_OPENAI_PORT and MOCK_OPENAI_KEY itself.
 start mock-openai dist/bench/mock-upstream-openai/main.js
-start billing dist/billing/main.js
+# The relay's and the billing worker's Node flags (RELAY_NODE_FLAGS, BILLING_NODE_FLAGS; infra/launch/node-flags.ts).
+RELAY_FLAGS=$(node dist/infra/launch/node-flags-main.js relay)
+BILLING_FLAGS=$(node dist/infra/launch/node-flags-main.js billing)
+# shellcheck disable=SC2086 # the flags are words
+start billing dist/billing/main.js $BILLING_FLAGS
 start console-api dist/console-api/main.js
 CONSOLE_URL=$CONSOLE_URL start payment-sandbox dist/bench/payment-sandbox/main.js
-start relay dist/relay/main.js
+# shellcheck disable=SC2086
+start relay dist/relay/main.js $RELAY_FLAGS
 wait_http mock-upstream "$MOCK_URL/v1/models"
 wait_http mock-openai "$MOCK_OPENAI_URL/v1/models"
 wait_http console-api "$CONSOLE_URL/api/status"
