@@ -10,10 +10,10 @@
 // from their listening ports when they run on this host (for CPU and memory figures).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
-import { nodeFlagsFor } from '../../infra/launch/node-flags.js';
 import { join, resolve } from 'node:path';
 import { isClickHouseReachable } from '../../infra/clickhouse/ensure.js';
 import { migrateClickHouse } from '../../infra/clickhouse/migrate.js';
+import { nodeFlagsFor } from '../../infra/launch/node-flags.js';
 import { loadConfig, type Config } from '../../infra/config.js';
 import { migratePostgres } from '../../infra/postgres/migrate.js';
 import { projectRoot } from '../../infra/project-root.js';

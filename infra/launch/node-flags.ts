@@ -11,13 +11,13 @@
 // computed from a live heap of ~20 MB, that set off a full mark-compact every 1.5-2 s under load, with
 // concurrent marking on the other core. With 256 MB none ran in the bench's runs: the relay's CPU per
 // request fell 5-10% and the billing worker's 30-45%, and the relay's tail latency with it
-// (docs/performance.md, "A larger first old generation"). The price is memory: each process may hold up
+// (docs/performance.md, "A larger first old generation, and the billing worker's array parameters"). The price is memory: each process may hold up
 // to about 256 MB of garbage before its first full collection.
 import { z } from 'zod';
 
-export type LaunchedService = 'relay' | 'billing';
+export const LAUNCHED_SERVICES = ['relay', 'billing'] as const;
 
-export const LAUNCHED_SERVICES: readonly LaunchedService[] = ['relay', 'billing'];
+export type LaunchedService = (typeof LAUNCHED_SERVICES)[number];
 
 /** The old generation's first size, in MB, unless RELAY_NODE_FLAGS / BILLING_NODE_FLAGS say otherwise. */
 export const DEFAULT_INITIAL_OLD_SPACE_MB = 256;

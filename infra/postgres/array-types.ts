@@ -58,7 +58,7 @@ export function arrayTypes(): Record<string, { to: number; from: number[]; seria
  * An array literal: every element quoted (so no element needs the unquoted form's rules), NULL for null.
  * Built by one join, not by `+=` per element: the billing worker writes 16 arrays of ~500 elements a
  * batch, and the per-element concatenation and escaping regex were a third of everything it allocated
- * (docs/performance.md, "The billing worker's array parameters").
+ * (docs/performance.md, "A larger first old generation, and the billing worker's array parameters").
  */
 export function serializeArray(xs: readonly unknown[], element: (x: unknown) => string): string {
   const n = xs.length;

@@ -5,12 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .run
 
-start() { # name script [node flags...]
-  local name=$1 script=$2; shift 2
+start() { # name script; NODE_FLAGS: the Node flags to start it with
+  local name=$1 script=$2
   if [ -f ".run/$name.pid" ] && kill -0 "$(cat ".run/$name.pid")" 2>/dev/null; then
     echo "$name: already running (pid $(cat ".run/$name.pid"))"; return
   fi
-  nohup node "$@" "$script" >> ".run/$name.log" 2>&1 &
+  # shellcheck disable=SC2086 # the flags are words
+  nohup node ${NODE_FLAGS:-} "$script" >> ".run/$name.log" 2>&1 &
   echo $! > ".run/$name.pid"
 }
 wait_http() { # name url
@@ -31,12 +32,10 @@ start mock-openai dist/bench/mock-upstream-openai/main.js
 # The relay's and the billing worker's Node flags (RELAY_NODE_FLAGS, BILLING_NODE_FLAGS; infra/launch/node-flags.ts).
 RELAY_FLAGS=$(node dist/infra/launch/node-flags-main.js relay)
 BILLING_FLAGS=$(node dist/infra/launch/node-flags-main.js billing)
-# shellcheck disable=SC2086 # the flags are words
-start billing dist/billing/main.js $BILLING_FLAGS
+NODE_FLAGS=$BILLING_FLAGS start billing dist/billing/main.js
 start console-api dist/console-api/main.js
 CONSOLE_URL=$CONSOLE_URL start payment-sandbox dist/bench/payment-sandbox/main.js
-# shellcheck disable=SC2086
-start relay dist/relay/main.js $RELAY_FLAGS
+NODE_FLAGS=$RELAY_FLAGS start relay dist/relay/main.js
 wait_http mock-upstream "$MOCK_URL/v1/models"
 wait_http mock-openai "$MOCK_OPENAI_URL/v1/models"
 wait_http console-api "$CONSOLE_URL/api/status"
