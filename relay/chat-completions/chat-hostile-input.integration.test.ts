@@ -91,3 +91,16 @@ describe(`hostile bodies on /v1/chat/completions (FUZZ_SEED=${SEED})`, () => {
     expect(ok.status).toBe(200);
   });
 });
+
+describe('a body that names a key twice in one object', () => {
+  it('is refused with 400 in OpenAI\'s error JSON, on either kind of channel', async () => {
+    for (const model of ['claude-haiku-4-5', 'gpt-4o-mini']) {
+      const res = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+        method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+        body: `{"model":"${model}","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"max_tokens":4000}`,
+      });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({ error: { type: 'invalid_request_error', message: expect.stringMatching(/"max_tokens" twice/) } });
+    }
+  });
+});

@@ -15,7 +15,7 @@ import { servedModels } from '../routing/group-routing.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { CountQueueFull, type TokenCounter } from '../token-count/token-counter.js';
-import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
+import { rawJsonRefusal } from './raw-json-guard.js';
 import { compileEdgeSchema } from '../edge-schema.js';
 
 const block = z.object({ type: z.string() }).loose();
@@ -76,9 +76,8 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
     const record = found instanceof Promise ? await found : found;
     if (reply.done) return;
     if (record instanceof RelayError) return reply.error(record);
-    if (jsonNestingExceeds(raw)) {
-      return reply.error(new RelayError('invalid_request', `The request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep.`));
-    }
+    const refusal = rawJsonRefusal(raw);
+    if (refusal !== null) return reply.error(refusal);
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8'));

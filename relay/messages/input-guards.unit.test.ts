@@ -1,12 +1,14 @@
-// The checks that keep hostile input a 4xx: nesting depth on the raw bytes, header values as HTTP
-// (and undici) allow them.
+// The checks that keep hostile input a 4xx: nesting depth and repeated keys on the raw bytes, header
+// values as HTTP (and undici) allow them.
 import { describe, expect, it } from 'vitest';
 import { isHttpFieldValue } from './header-values.js';
-import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
+import { MAX_JSON_DEPTH, rawJsonProblem, rawJsonRefusal } from './raw-json-guard.js';
 
 const b = (s: string) => Buffer.from(s);
 
-describe('jsonNestingExceeds', () => {
+const jsonNestingExceeds = (buf: Uint8Array, depth?: number) => rawJsonProblem(buf, depth)?.kind === 'too_deep';
+
+describe('rawJsonProblem: depth', () => {
   it('counts objects and arrays inside one another, not brackets inside strings', () => {
     const nested = (n: number) => '['.repeat(n) + ']'.repeat(n);
     expect(jsonNestingExceeds(b(nested(MAX_JSON_DEPTH)))).toBe(false);
@@ -29,5 +31,97 @@ describe('isHttpFieldValue', () => {
   it('allows HTAB, SP, visible ASCII and obs-text, nothing else', () => {
     for (const ok of ['', '2023-06-01', 'prompt-caching-2024-07-31,token-efficient-tools-2025-02-19', 'a\tb', 'caf\u00e9']) expect(isHttpFieldValue(ok)).toBe(true);
     for (const bad of ['a\x00b', 'a\x01', '\x1f', 'x\x7f', 'a\r\nb', 'a\nb', '\u20ac']) expect(isHttpFieldValue(bad)).toBe(false);
+  });
+});
+
+const repeated = (text: string) => {
+  const p = rawJsonProblem(b(text));
+  return p?.kind === 'repeated_key' ? p.key : p === null ? null : p.kind;
+};
+
+describe('rawJsonProblem: a key named twice in one object', () => {
+  it('finds it at the top level and in nested objects, as JSON.parse decodes keys', () => {
+    expect(repeated('{"model":"claude-haiku-4-5","max_tokens":1,"messages":[],"max_tokens":100000}')).toBe('max_tokens');
+    expect(repeated('{"model":"a","mod\\u0065l":"b"}')).toBe('model');
+    expect(repeated('{"messages":[{"role":"user","content":[{"type":"image","source":{},"type":"text"}]}]}')).toBe('type');
+    expect(repeated('{"a":{"b":1,"c":{"d":1,"d":2}}}')).toBe('d');
+    expect(repeated('{"caf\u00e9":1,"caf\\u00e9":2}')).toBe('caf\u00e9');
+    expect(repeated('{"\\"":1,"\\u0022":2}')).toBe('"');
+    expect(repeated('{"a\\/b":1,"a/b":2}')).toBe('a/b');
+  });
+
+  it('leaves equal keys in different objects, keys inside strings and values equal to keys alone', () => {
+    expect(repeated('[{"a":1},{"a":2}]')).toBeNull();
+    expect(repeated('{"a":{"a":{"a":1}},"b":{"a":2}}')).toBeNull();
+    expect(repeated('{"a":"\\",\\"a\\":1","b":"a"}')).toBeNull();
+    expect(repeated('{"a":["a","a"],"b":"a","c":{"d":"a"}}')).toBeNull();
+    expect(repeated('{"ab":1,"a":2,"b":3,"abc":4}')).toBeNull();
+    expect(repeated('{"a\\u0062":1,"a":2,"abc":3}')).toBeNull();
+  });
+
+  it('compares through a set once an object has many keys, and is not quadratic in them', () => {
+    const many = (n: number, extra = '') => `{${Array.from({ length: n }, (_, i) => `"k${i}":${i}`).join(',')}${extra}}`;
+    expect(repeated(many(17))).toBeNull();
+    expect(repeated(many(17, ',"k3":0'))).toBe('k3');
+    expect(repeated(many(17, ',"k16":0'))).toBe('k16');
+    expect(repeated(many(200_000))).toBeNull();
+    expect(repeated(many(200_000, ',"k199999":1'))).toBe('k199999');
+  });
+
+  it('finds none in random bodies without a repeat, and the one put into a random object of each', () => {
+    let seed = 42;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed % n;
+    };
+    const names = ['a', 'b', 'type', 'text', 'é', 'k"q', 'x\\y', 'id', 'ab'];
+    // A key written as JSON.stringify would, or with every character \u-escaped: both decode alike.
+    const writeKey = (k: string) => (rand(3) === 0 ? `"${[...k].map((ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`).join('')}"` : JSON.stringify(k));
+    type Node = { obj: [string, Node][] } | { arr: Node[] } | { leaf: string };
+    const gen = (depth: number): Node => {
+      const r = rand(depth > 4 ? 2 : 5);
+      if (r === 0) return { leaf: JSON.stringify(names[rand(names.length)]) };
+      if (r === 1) return { leaf: String(rand(1000)) };
+      if (r === 2) return { arr: Array.from({ length: rand(4) }, () => gen(depth + 1)) };
+      return genObject(depth);
+    };
+    const genObject = (depth: number): { obj: [string, Node][] } => {
+      const keys = [...new Set(Array.from({ length: rand(25) }, () => (rand(2) === 0 ? names[rand(names.length)]! : `n${rand(40)}`)))];
+      return { obj: keys.map((k) => [k, gen(depth + 1)]) };
+    };
+    const objects: { obj: [string, Node][] }[] = [];
+    const collect = (n: Node) => {
+      if ('obj' in n) { objects.push(n); n.obj.forEach(([, v]) => collect(v)); }
+      if ('arr' in n) n.arr.forEach(collect);
+    };
+    const write = (n: Node): string => 'leaf' in n ? n.leaf : 'arr' in n ? `[${n.arr.map(write).join(',')}]`
+      : `{${n.obj.map(([k, v]) => `${writeKey(k)}:${write(v)}`).join(',')}}`;
+    for (let round = 0; round < 400; round++) {
+      const root = genObject(0);
+      const text = write(root);
+      expect(JSON.parse(text)).toBeTypeOf('object');
+      expect(repeated(text)).toBeNull();
+      objects.length = 0;
+      collect(root);
+      const target = objects[rand(objects.length)]!;
+      if (target.obj.length === 0) continue;
+      const [key] = target.obj[rand(target.obj.length)]!;
+      target.obj.splice(rand(target.obj.length + 1), 0, [key, { leaf: 'null' }]);
+      expect(repeated(write(root))).toBe(key);
+    }
+  });
+
+  it('never throws on bytes that are not JSON', () => {
+    for (const junk of ['}}}}', ']]]{', '{"a', '{"a":1,,,"a"', ',,,', '{"\\', '{"\\u12":1,"\\u12":2}', '\xff{"\xfe":1,"\xfd":2}']) {
+      expect(() => rawJsonProblem(b(junk))).not.toThrow();
+    }
+  });
+
+  it('words the refusal as a 400 invalid_request naming the key', () => {
+    const err = rawJsonRefusal(b('{"model":"a","model":"b"}'))!;
+    expect(err.status).toBe(400);
+    expect(err.message).toMatch(/"model" twice/);
+    expect(rawJsonRefusal(b('{"model":"a"}'))).toBeNull();
+    expect(rawJsonRefusal(b('['.repeat(MAX_JSON_DEPTH + 1)))!.message).toMatch(/levels deep/);
   });
 });

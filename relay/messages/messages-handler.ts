@@ -42,7 +42,7 @@ import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
 import { checkMessagesRequest, type MessagesRequest } from './messages-request.js';
 import { isHttpFieldValue } from './header-values.js';
-import { jsonNestingExceeds, MAX_JSON_DEPTH } from './json-depth.js';
+import { rawJsonRefusal } from './raw-json-guard.js';
 import { httpReason, REASON } from './failure-reasons.js';
 import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-request.js';
 import type { Protocol, Provider } from '../providers/provider.js';
@@ -259,9 +259,8 @@ class Exchange {
       this.record = record;
     }
 
-    if (jsonNestingExceeds(raw)) {
-      return this.fail(new RelayError('invalid_request', `The request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep.`));
-    }
+    const refusal = rawJsonRefusal(raw);
+    if (refusal !== null) return this.fail(refusal);
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8'));

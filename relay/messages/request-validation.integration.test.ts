@@ -88,6 +88,10 @@ describe('the request body', () => {
     ['a message with an unknown role', JSON.stringify({ ...valid, messages: [{ role: 'robot', content: 'x' }] }), /role/],
     ['a stream that is not a boolean', JSON.stringify({ ...valid, stream: 'yes' }), /stream/],
     ['a body that is not an object', '[1,2,3]', /invalid|expected/i],
+    // A provider that keeps the first of two equal keys would run what was not reserved or billed.
+    ['max_tokens named twice', `{"model":"${MODEL}","max_tokens":100000,"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`, /"max_tokens" twice/],
+    ['model named twice, once escaped', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"mod\\u0065l":"${MODEL}"}`, /"model" twice/],
+    ['a content block naming its type twice', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="},"type":"text","text":"hi"}]}]}`, /"type" twice/],
   ];
   for (const [what, body, message] of cases) {
     it(`answers ${what} with 400 invalid_request_error naming the field`, async () => {
@@ -97,6 +101,18 @@ describe('the request body', () => {
       expect(r.json.error.message).toMatch(message);
     });
   }
+
+  it('forwards no body that names a key twice, on /v1/messages or count_tokens', async () => {
+    const before = stack.mock.requests.length;
+    const body = `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"model":"${MODEL}"}`;
+    expect((await post(body)).status).toBe(400);
+    const counted = await fetch(`${stack.relayUrl}/v1/messages/count_tokens`, {
+      method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body,
+    });
+    expect(counted.status).toBe(400);
+    expect(await counted.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/"model" twice/) } });
+    expect(stack.mock.requests.length).toBe(before);
+  });
 
   it('answers a body over MAX_BODY_BYTES with 413 request_too_large', async () => {
     const big = JSON.stringify({ ...valid, messages: [{ role: 'user', content: 'x'.repeat(70 * 1024) }] });

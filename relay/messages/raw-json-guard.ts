@@ -1,0 +1,181 @@
+// Checks on a request body's raw bytes before JSON.parse: its nesting depth, and no key named twice
+// in one object.
+//
+// Depth: V8's JSON.parse accepts any depth, but everything after it recurses (JSON.stringify of a
+// model-mapped body, the prompt walk on the counting workers, zod): a body nested a few thousand
+// levels deep would throw RangeError there and answer 500. Real Messages bodies nest a few levels
+// (tool input schemas perhaps twenty); MAX_JSON_DEPTH leaves ample room.
+//
+// Repeated keys: the relay forwards a Messages body's bytes as they came, and prices and bounds the
+// request by what JSON.parse read from them, where the last of two equal keys wins. A provider whose
+// parser keeps the first (gjson, as gateways built on new-api and one-api read bodies; simdjson) would
+// run `{"max_tokens":100000,…,"max_tokens":1}` or `{"model":"cheap",…,"model":"dear"}` as something
+// other than what was reserved and billed, and `{"type":"image",…,"type":"text"}` in a content block
+// as an image the byte bound does not cover. No client that matters sends such a body (RFC 8259: names
+// SHOULD be unique), so it is refused rather than guessed at. Keys are compared as JSON.parse decodes
+// them: `"mod\u0065l"` repeats `"model"`.
+import { RelayError } from '../errors.js';
+
+export const MAX_JSON_DEPTH = 128;
+
+export type RawJsonProblem = { kind: 'too_deep' } | { kind: 'repeated_key'; key: string };
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACE = 0x7d;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+/** Above this many keys an object's keys are compared through a Set, not pairwise (a body may hold an object of a million keys). */
+const PAIRWISE_KEYS = 16;
+
+const TOO_DEEP: RawJsonProblem = { kind: 'too_deep' };
+
+// One scan at a time (the event loop is single-threaded and the scan never yields), so its stacks
+// are module state: no allocation per request. keyStart/keyEnd hold the keys of every object still
+// open, innermost last; frameKeys[d] is where the keys of the object at depth d begin (-1: an array).
+let keyStart = new Int32Array(1024);
+let keyEnd = new Int32Array(1024);
+/** Each key's FNV-1a hash (31 bits), or -1 for a key compared decoded. */
+let keyHash = new Int32Array(1024);
+const frameKeys = new Int32Array(MAX_JSON_DEPTH + 2);
+/** The decoded keys of an object that outgrew pairwise comparison, or holds a key with escapes or non-ASCII bytes. */
+const frameSets: (Set<string> | null)[] = new Array<Set<string> | null>(MAX_JSON_DEPTH + 2).fill(null);
+
+/**
+ * The first problem of the JSON text in `buf`, or null: more than `maxDepth` objects/arrays inside one
+ * another, or a key that an object already holds. A single pass; brackets and commas inside strings
+ * do not count. Invalid JSON gets some answer and is then refused by JSON.parse.
+ */
+export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH): RawJsonProblem | null {
+  const limit = Math.min(maxDepth, MAX_JSON_DEPTH);
+  let depth = 0;
+  let keys = 0;
+  let expectKey = false;
+  try {
+    const n = buf.length;
+    for (let i = 0; i < n; i++) {
+      const c = buf[i]!;
+      if (c === QUOTE) {
+        const start = i + 1;
+        // Skip the string with a native search for its closing quote (bodies are mostly string
+        // content): a quote preceded by an odd run of backslashes is escaped.
+        for (;;) {
+          const q = buf.indexOf(QUOTE, i + 1);
+          if (q < 0) return null;
+          let b = q - 1;
+          while (buf[b] === BACKSLASH) b--;
+          i = q;
+          if ((q - 1 - b) % 2 === 0) break;
+        }
+        if (!expectKey) continue;
+        expectKey = false;
+        const repeated = addKey(buf, depth, start, i, keys);
+        if (repeated !== null) return { kind: 'repeated_key', key: repeated };
+        keys++;
+      } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+        if (++depth > limit) return TOO_DEEP;
+        if (c === OPEN_BRACE) {
+          frameKeys[depth] = keys;
+          expectKey = true;
+        } else {
+          frameKeys[depth] = -1;
+          expectKey = false;
+        }
+      } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+        if (depth > 0) {
+          const first = frameKeys[depth]!;
+          if (first >= 0) {
+            keys = first;
+            frameSets[depth] = null;
+          }
+          depth--;
+        }
+        expectKey = false;
+      } else if (c === COMMA) {
+        expectKey = depth > 0 && frameKeys[depth]! >= 0;
+      }
+    }
+    return null;
+  } finally {
+    for (let d = 1; d <= depth && d < frameSets.length; d++) frameSets[d] = null;
+  }
+}
+
+/** The 400 for a body with a problem (rawJsonProblem), or null. */
+export function rawJsonRefusal(buf: Uint8Array): RelayError | null {
+  const problem = rawJsonProblem(buf);
+  if (problem === null) return null;
+  if (problem.kind === 'too_deep') {
+    return new RelayError('invalid_request', `The request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep.`);
+  }
+  const key = problem.key.length > 64 ? `${problem.key.slice(0, 64)}…` : problem.key;
+  return new RelayError('invalid_request', `The request body names the key ${JSON.stringify(key)} twice in one object: a provider could read the other value.`);
+}
+
+/** Records the key buf[start, end) of the object at `depth` (the keys' stack holds `count`); returns it decoded if the object already had it. */
+function addKey(buf: Uint8Array, depth: number, start: number, end: number, count: number): string | null {
+  if (count === keyStart.length) grow(count * 2);
+  // One pass over the key's bytes: a hash to compare siblings by, and whether the bytes are the
+  // decoded text (printable ASCII, no escape); -1 when they are not.
+  let hash = 0x811c9dc5;
+  for (let j = start; j < end; j++) {
+    const b = buf[j]!;
+    if (b === BACKSLASH || b < 0x20 || b > 0x7e) {
+      hash = -1;
+      break;
+    }
+    hash = Math.imul(hash ^ b, 0x01000193) & 0x7fffffff;
+  }
+  keyStart[count] = start;
+  keyEnd[count] = end;
+  keyHash[count] = hash;
+  const first = frameKeys[depth]!;
+  let set = frameSets[depth]!;
+  if (set === null && (hash < 0 || count - first >= PAIRWISE_KEYS)) {
+    // From here on this object's keys are compared decoded, as JSON.parse would read them.
+    set = new Set<string>();
+    for (let k = first; k < count; k++) set.add(decodeKey(buf, keyStart[k]!, keyEnd[k]!));
+    frameSets[depth] = set;
+  }
+  if (set !== null) {
+    const key = decodeKey(buf, start, end);
+    if (set.has(key)) return key;
+    set.add(key);
+    return null;
+  }
+  const len = end - start;
+  for (let k = first; k < count; k++) {
+    if (keyHash[k] !== hash) continue;
+    const s = keyStart[k]!;
+    if (keyEnd[k]! - s !== len) continue;
+    let j = 0;
+    while (j < len && buf[s + j] === buf[start + j]) j++;
+    if (j === len) return decodeKey(buf, start, end);
+  }
+  return null;
+}
+
+function grow(size: number): void {
+  const grownStart = new Int32Array(size);
+  grownStart.set(keyStart);
+  keyStart = grownStart;
+  const grownEnd = new Int32Array(size);
+  grownEnd.set(keyEnd);
+  keyEnd = grownEnd;
+  const grownHash = new Int32Array(size);
+  grownHash.set(keyHash);
+  keyHash = grownHash;
+}
+
+function decodeKey(buf: Uint8Array, start: number, end: number): string {
+  const text = Buffer.from(buf.buffer, buf.byteOffset + start, end - start).toString('utf8');
+  if (!text.includes('\\')) return text;
+  try {
+    return JSON.parse(`"${text}"`) as string;
+  } catch {
+    // Not a valid JSON string: JSON.parse refuses the body anyway.
+    return text;
+  }
+}
