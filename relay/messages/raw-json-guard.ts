@@ -35,10 +35,11 @@ const TOO_DEEP: RawJsonProblem = { kind: 'too_deep' };
 // One scan at a time (the event loop is single-threaded and the scan never yields), so its stacks
 // are module state: no allocation per request. keyStart/keyEnd hold the keys of every object still
 // open, innermost last; frameKeys[d] is where the keys of the object at depth d begin (-1: an array).
-let keyStart = new Int32Array(1024);
-let keyEnd = new Int32Array(1024);
+const KEPT_KEYS = 1024;
+let keyStart = new Int32Array(KEPT_KEYS);
+let keyEnd = new Int32Array(KEPT_KEYS);
 /** Each key's FNV-1a hash (31 bits), or -1 for a key compared decoded. */
-let keyHash = new Int32Array(1024);
+let keyHash = new Int32Array(KEPT_KEYS);
 const frameKeys = new Int32Array(MAX_JSON_DEPTH + 2);
 /** The decoded keys of an object that outgrew pairwise comparison, or holds a key with escapes or non-ASCII bytes. */
 const frameSets: (Set<string> | null)[] = new Array<Set<string> | null>(MAX_JSON_DEPTH + 2).fill(null);
@@ -100,6 +101,12 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH): RawJ
     return null;
   } finally {
     for (let d = 1; d <= depth && d < frameSets.length; d++) frameSets[d] = null;
+    // A body of a million keys grew the stacks to megabytes: not kept for the next request.
+    if (keyStart.length > KEPT_KEYS) {
+      keyStart = new Int32Array(KEPT_KEYS);
+      keyEnd = new Int32Array(KEPT_KEYS);
+      keyHash = new Int32Array(KEPT_KEYS);
+    }
   }
 }
 
