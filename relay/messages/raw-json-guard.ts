@@ -15,18 +15,12 @@
 // SHOULD be unique), so it is refused rather than guessed at. Keys are compared as JSON.parse decodes
 // them: `"mod\u0065l"` repeats `"model"`.
 import { RelayError } from '../errors.js';
+import { Byte } from '../stream/sse-bytes.js';
 
 export const MAX_JSON_DEPTH = 128;
 
 export type RawJsonProblem = { kind: 'too_deep' } | { kind: 'repeated_key'; key: string };
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACE = 0x7d;
-const CLOSE_BRACKET = 0x5d;
-const COMMA = 0x2c;
 /** Above this many keys an object's keys are compared through a Set, not pairwise (a body may hold an object of a million keys). */
 const PAIRWISE_KEYS = 16;
 
@@ -58,15 +52,15 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH): RawJ
     const n = buf.length;
     for (let i = 0; i < n; i++) {
       const c = buf[i]!;
-      if (c === QUOTE) {
+      if (c === Byte.QUOTE) {
         const start = i + 1;
         // Skip the string with a native search for its closing quote (bodies are mostly string
         // content): a quote preceded by an odd run of backslashes is escaped.
         for (;;) {
-          const q = buf.indexOf(QUOTE, i + 1);
+          const q = buf.indexOf(Byte.QUOTE, i + 1);
           if (q < 0) return null;
           let b = q - 1;
-          while (buf[b] === BACKSLASH) b--;
+          while (buf[b] === Byte.BACKSLASH) b--;
           i = q;
           if ((q - 1 - b) % 2 === 0) break;
         }
@@ -75,16 +69,16 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH): RawJ
         const repeated = addKey(buf, depth, start, i, keys);
         if (repeated !== null) return { kind: 'repeated_key', key: repeated };
         keys++;
-      } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+      } else if (c === Byte.LBRACE || c === Byte.LBRACKET) {
         if (++depth > limit) return TOO_DEEP;
-        if (c === OPEN_BRACE) {
+        if (c === Byte.LBRACE) {
           frameKeys[depth] = keys;
           expectKey = true;
         } else {
           frameKeys[depth] = -1;
           expectKey = false;
         }
-      } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      } else if (c === Byte.RBRACE || c === Byte.RBRACKET) {
         if (depth > 0) {
           const first = frameKeys[depth]!;
           if (first >= 0) {
@@ -94,7 +88,7 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH): RawJ
           depth--;
         }
         expectKey = false;
-      } else if (c === COMMA) {
+      } else if (c === Byte.COMMA) {
         expectKey = depth > 0 && frameKeys[depth]! >= 0;
       }
     }
@@ -129,7 +123,7 @@ function addKey(buf: Uint8Array, depth: number, start: number, end: number, coun
   let hash = 0x811c9dc5;
   for (let j = start; j < end; j++) {
     const b = buf[j]!;
-    if (b === BACKSLASH || b < 0x20 || b > 0x7e) {
+    if (b === Byte.BACKSLASH || b < 0x20 || b > 0x7e) {
       hash = -1;
       break;
     }

@@ -1,5 +1,6 @@
-// Byte-level pieces shared by the stream scanners that read SSE and JSON without decoding it
-// (relay/stream/sse-usage-parser.ts, relay/providers/openai/chat-usage.ts, relay/token-count/delta-text.ts).
+// Byte-level pieces shared by the scanners that read SSE and JSON without decoding it
+// (relay/stream/sse-usage-parser.ts, relay/providers/openai/chat-usage.ts, relay/token-count/delta-text.ts,
+// and relay/messages/raw-json-guard.ts on request bodies).
 
 /**
  * The bytes the scanners test. A const enum because tsc writes each value in place: an imported
@@ -14,7 +15,11 @@ export const enum Byte {
   QUOTE = 0x22,
   BACKSLASH = 0x5c,
   COLON = 0x3a,
+  COMMA = 0x2c,
   LBRACE = 0x7b,
+  RBRACE = 0x7d,
+  LBRACKET = 0x5b,
+  RBRACKET = 0x5d,
 }
 
 export const DATA_PREFIX = Buffer.from('data:');

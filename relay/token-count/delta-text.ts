@@ -14,12 +14,6 @@
 
 import { Byte, closingQuote, rangeEquals, startsWith } from '../stream/sse-bytes.js';
 
-const COLON = 0x3a;
-const COMMA = 0x2c;
-const LBRACE = 0x7b;
-const RBRACE = 0x7d;
-const LBRACKET = 0x5b;
-const RBRACKET = 0x5d;
 
 const K_DELTA = Buffer.from('delta');
 const K_TYPE = Buffer.from('type');
@@ -52,15 +46,15 @@ function skipValue(b: Buffer, i: number, end: number): number {
     const q = closingQuote(b, i + 1, end);
     return q < 0 ? -1 : q + 1;
   }
-  if (c === LBRACE || c === LBRACKET) {
+  if (c === Byte.LBRACE || c === Byte.LBRACKET) {
     let depth = 0;
     for (; i < end; i++) {
       const d = b[i]!;
       if (d === Byte.QUOTE) {
         i = closingQuote(b, i + 1, end);
         if (i < 0) return -1;
-      } else if (d === LBRACE || d === LBRACKET) depth++;
-      else if (d === RBRACE || d === RBRACKET) {
+      } else if (d === Byte.LBRACE || d === Byte.LBRACKET) depth++;
+      else if (d === Byte.RBRACE || d === Byte.RBRACKET) {
         if (--depth === 0) return i + 1;
       }
     }
@@ -69,7 +63,7 @@ function skipValue(b: Buffer, i: number, end: number): number {
   // number, true, false, null
   for (; i < end; i++) {
     const d = b[i]!;
-    if (d === COMMA || d === RBRACE || d === RBRACKET || isWs(d)) return i;
+    if (d === Byte.COMMA || d === Byte.RBRACE || d === Byte.RBRACKET || isWs(d)) return i;
   }
   return i;
 }
@@ -91,14 +85,14 @@ let deltaAt = -1;
  */
 function walkObject(b: Buffer, i: number, end: number, top: boolean): boolean {
   i = skipWs(b, i + 1, end);
-  if (b[i] === RBRACE) return true;
+  if (b[i] === Byte.RBRACE) return true;
   for (;;) {
     if (i >= end || b[i] !== Byte.QUOTE) return false;
     const ks = i + 1;
     const ke = closingQuote(b, ks, end);
     if (ke < 0) return false;
     i = skipWs(b, ke + 1, end);
-    if (b[i] !== COLON) return false;
+    if (b[i] !== Byte.COLON) return false;
     i = skipWs(b, i + 1, end);
     if (i >= end) return false;
     if (b[i] === Byte.QUOTE && !top) {
@@ -112,7 +106,7 @@ function walkObject(b: Buffer, i: number, end: number, top: boolean): boolean {
       else if (n === 12 && rangeEquals(b, ks, ke, K_PARTIAL_JSON)) { jsonStart = vs; jsonEnd = ve; }
       i = ve + 1;
     } else {
-      if (top && b[i] === LBRACE && deltaAt < 0 && rangeEquals(b, ks, ke, K_DELTA)) {
+      if (top && b[i] === Byte.LBRACE && deltaAt < 0 && rangeEquals(b, ks, ke, K_DELTA)) {
         // The rest of the top object does not matter.
         deltaAt = i;
         return true;
@@ -121,11 +115,11 @@ function walkObject(b: Buffer, i: number, end: number, top: boolean): boolean {
       if (i < 0) return false;
     }
     i = skipWs(b, i, end);
-    if (b[i] === COMMA) {
+    if (b[i] === Byte.COMMA) {
       i = skipWs(b, i + 1, end);
       continue;
     }
-    return b[i] === RBRACE;
+    return b[i] === Byte.RBRACE;
   }
 }
 
@@ -145,12 +139,12 @@ const TYPE_AT = P_DELTA.length;
  * members (raw quotes around `delta` and the other keys cannot occur inside a JSON string).
  */
 function anthropicLayout(b: Buffer, i: number, end: number, out: TextRange): boolean {
-  if (b[i] !== LBRACE) return false;
+  if (b[i] !== Byte.LBRACE) return false;
   i += P_HEAD.length;
-  if (i >= end || b[i - 1] !== COLON) return false;
+  if (i >= end || b[i - 1] !== Byte.COLON) return false;
   const digits = i;
   while (i < end && b[i]! >= 0x30 && b[i]! <= 0x39) i++;
-  if (i === digits || b[i] !== COMMA) return false;
+  if (i === digits || b[i] !== Byte.COMMA) return false;
   let word: Buffer;
   const c = b[i + TYPE_AT];
   if (c === 0x74 /* t */) word = b[i + TYPE_AT + 1] === 0x65 /* e */ ? P_TEXT : P_THINKING;
@@ -160,7 +154,7 @@ function anthropicLayout(b: Buffer, i: number, end: number, out: TextRange): boo
   const vs = i + word.length;
   const ve = closingQuote(b, vs, end);
   // The delta object must end right after the text: then no other member can change the answer.
-  if (ve < 0 || ve + 1 >= end || b[ve + 1] !== RBRACE) return false;
+  if (ve < 0 || ve + 1 >= end || b[ve + 1] !== Byte.RBRACE) return false;
   out.start = vs;
   out.end = ve;
   return true;
@@ -174,7 +168,7 @@ export function findDeltaText(b: Buffer, start: number, end: number, out: TextRa
   const i = skipWs(b, start, end);
   if (anthropicLayout(b, i, end, out)) return true;
   deltaAt = -1;
-  if (b[i] !== LBRACE || !walkObject(b, i, end, true) || deltaAt < 0) return false;
+  if (b[i] !== Byte.LBRACE || !walkObject(b, i, end, true) || deltaAt < 0) return false;
   typeStart = typeEnd = textStart = textEnd = thinkingStart = thinkingEnd = jsonStart = jsonEnd = -1;
   if (!walkObject(b, deltaAt, end, false)) return false;
   if (textStart >= 0 && (typeStart < 0 || rangeEquals(b, typeStart, typeEnd, T_TEXT))) {
