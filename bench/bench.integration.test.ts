@@ -39,7 +39,7 @@ describe('make bench (tiny)', () => {
     expect(existsSync(join(root, 'dist/bench/run-bench.js'))).toBe(true);
 
     const run = spawnSync(process.execPath, [
-      'dist/bench/run-bench.js', '--quick', '--duration', '1', '--warmup', '0.3', '--rates', '500',
+      'dist/bench/run-bench.js', '--quick', '--duration', '1', '--warmup', '0.3', '--jit-warmup', '0.5', '--rates', '500',
       '--scale-rows', '20000', '--skip-saturation', '--out', out,
       '--database-url', process.env.BENCH_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_bench_test',
       '--clickhouse-database', 'gateway_bench_test',
@@ -87,6 +87,10 @@ describe('make bench (tiny)', () => {
     for (const q of report.scale!.queries) expect(q.result.status['200'] ?? 0).toBeGreaterThan(0);
     const md = readFileSync(join(latest, 'report.md'), 'utf8');
     expect(md).toContain('**Audit: PASS**');
+    // Every target was warmed once before the first run, and the report says so.
+    expect(md).toContain('paced requests for 0.5 s (--jit-warmup)');
+    expect(run.stdout).toMatch(/JIT warm-up: relay, 0\.5 s/);
+    expect(run.stdout).toMatch(/JIT warm-up: bare, 0\.5 s/);
     expect(md).toContain('mix carries media');
     // No request of the bench's traffic, media included, cost more than its reservation (docs/billing.md, "Reserve").
     expect(readFileSync(join(latest, 'relay-metrics.txt'), 'utf8')).toMatch(/^gateway_relay_over_reservation_total 0$/m);
@@ -125,6 +129,9 @@ describe('run-bench flags', () => {
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('--duration takes positive numbers, not "abc"');
     expect(bench('--rates', '500,-1').stderr).toContain('--rates takes positive numbers');
+    const jit = bench('--jit-warmup=-1');
+    expect(jit.status).toBe(2);
+    expect(jit.stderr).toContain('--jit-warmup takes a number of seconds, 0 or more, not "-1"');
     const typo = bench('--scenarios', 'small,stream');
     expect(typo.status).toBe(2);
     expect(typo.stderr).toContain('--scenarios: no scenario "stream"; there are small, stream64,');

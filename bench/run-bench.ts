@@ -4,7 +4,7 @@
 // rows, and writes bench/results/<timestamp>/ (report.md, report.json, latency-vs-load.svg, logs/,
 // profiles/) and bench/results/latest/.
 //
-//   node dist/bench/run-bench.js [--duration 6] [--warmup 2] [--quick] [--rates 500,1000,...]
+//   node dist/bench/run-bench.js [--duration 6] [--warmup 2] [--jit-warmup 4] [--quick] [--rates 500,1000,...]
 //        [--scenarios small,stream64,long,mix,agent,chat,chat-stream64,abort] [--skip-curve] [--skip-scale] [--scale-rows N]
 //        [--out DIR] [--database-url URL] [--redis-url URL] [--clickhouse-url URL]
 //        [--clickhouse-database DB] [--own-clickhouse] [--relay-entry dist/relay/main.js]
@@ -37,7 +37,7 @@ import { ProcSampler } from './lib/proc.js';
 import { reportMarkdown, svgChart, writeReport, type CurvePoint } from './lib/report.js';
 import { measureRedisRoundTripFloor } from './lib/redis-floor.js';
 import { parseBenchOptions } from './options.js';
-import { runLoadCurve, runSaturation, runScenarios, SCENARIOS } from './scenarios.js';
+import { runLoadCurve, runSaturation, runScenarios, SCENARIOS, warmUpTargets } from './scenarios.js';
 import { openStack, prepareTarget } from './setup.js';
 
 const parsed = parseBenchOptions();
@@ -92,6 +92,8 @@ async function main(): Promise<void> {
     const ctx = await prepareTarget({ opts, log, stack, sql, redis, ch, keys, notes });
     const { mockOutputCap: cap, groupRatio, mockMediaTokens } = ctx;
 
+    await warmUpTargets(ctx);
+    if (opts.jitWarmupMs > 0) notes.push(`Before the first run each target served the scenarios' paced requests for ${opts.jitWarmupMs / 1000} s (--jit-warmup), so that no run measures V8 compiling the target's hot path.`);
     const { scenarios, failed: scenarioAuditFailed } = await runScenarios(ctx);
     const { saturation, audits: saturationAudits, failed: saturationAuditFailed } = opts.saturation
       ? await runSaturation(ctx)
