@@ -15,7 +15,7 @@ import { servedModels } from '../routing/group-routing.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { CountQueueFull, type TokenCounter } from '../token-count/token-counter.js';
-import { rawJsonRefusal } from './raw-json-guard.js';
+import { parseRequestJson } from './raw-json-guard.js';
 import { compileEdgeSchema } from '../edge-schema.js';
 
 const block = z.object({ type: z.string() }).loose();
@@ -76,14 +76,8 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
     const record = found instanceof Promise ? await found : found;
     if (reply.done) return;
     if (record instanceof RelayError) return reply.error(record);
-    const refusal = rawJsonRefusal(raw);
-    if (refusal !== null) return reply.error(refusal);
-    let json: unknown;
-    try {
-      json = JSON.parse(raw.toString('utf8'));
-    } catch {
-      return reply.error(new RelayError('invalid_json'));
-    }
+    const json = parseRequestJson(raw);
+    if (json instanceof RelayError) return reply.error(json);
     const body = checkCountTokensRequest(json);
     if (body instanceof RelayError) return reply.error(body);
     const access = checkAccess(ctx, head, record, body.model);

@@ -42,7 +42,7 @@ import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
 import { checkMessagesRequest, type MessagesRequest } from './messages-request.js';
 import { isHttpFieldValue } from './header-values.js';
-import { rawJsonRefusal } from './raw-json-guard.js';
+import { parseRequestJson } from './raw-json-guard.js';
 import { httpReason, REASON } from './failure-reasons.js';
 import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-request.js';
 import type { Protocol, Provider } from '../providers/provider.js';
@@ -259,14 +259,8 @@ class Exchange {
       this.record = record;
     }
 
-    const refusal = rawJsonRefusal(raw);
-    if (refusal !== null) return this.fail(refusal);
-    let json: unknown;
-    try {
-      json = JSON.parse(raw.toString('utf8'));
-    } catch {
-      return this.fail(new RelayError('invalid_json'));
-    }
+    const json = parseRequestJson(raw);
+    if (json instanceof RelayError) return this.fail(json);
     const body = this.readBody(json);
     if (body instanceof RelayError) return this.fail(body);
     this.body = body;

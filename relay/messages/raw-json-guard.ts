@@ -32,8 +32,6 @@ const TOO_DEEP: RawJsonProblem = { kind: 'too_deep' };
 const KEPT_KEYS = 1024;
 let keyStart = new Int32Array(KEPT_KEYS);
 let keyEnd = new Int32Array(KEPT_KEYS);
-/** Each key's FNV-1a hash (31 bits), or -1 for a key compared decoded. */
-let keyHash = new Int32Array(KEPT_KEYS);
 const frameKeys = new Int32Array(MAX_JSON_DEPTH + 2);
 /** The decoded keys of an object that outgrew pairwise comparison, or holds a key with escapes or non-ASCII bytes. */
 const frameSets: (Set<string> | null)[] = new Array<Set<string> | null>(MAX_JSON_DEPTH + 2).fill(null);
@@ -99,8 +97,21 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH): RawJ
     if (keyStart.length > KEPT_KEYS) {
       keyStart = new Int32Array(KEPT_KEYS);
       keyEnd = new Int32Array(KEPT_KEYS);
-      keyHash = new Int32Array(KEPT_KEYS);
     }
+  }
+}
+
+/**
+ * A request body parsed, or the 400 that refuses it: too deep or a key named twice (rawJsonProblem),
+ * then not JSON. What /v1/messages, count_tokens and /v1/chat/completions all do first with a body.
+ */
+export function parseRequestJson(raw: Buffer): unknown {
+  const refusal = rawJsonRefusal(raw);
+  if (refusal !== null) return refusal;
+  try {
+    return JSON.parse(raw.toString('utf8'));
+  } catch {
+    return new RelayError('invalid_json');
   }
 }
 
@@ -118,23 +129,11 @@ export function rawJsonRefusal(buf: Uint8Array): RelayError | null {
 /** Records the key buf[start, end) of the object at `depth` (the keys' stack holds `count`); returns it decoded if the object already had it. */
 function addKey(buf: Uint8Array, depth: number, start: number, end: number, count: number): string | null {
   if (count === keyStart.length) grow(count * 2);
-  // One pass over the key's bytes: a hash to compare siblings by, and whether the bytes are the
-  // decoded text (printable ASCII, no escape); -1 when they are not.
-  let hash = 0x811c9dc5;
-  for (let j = start; j < end; j++) {
-    const b = buf[j]!;
-    if (b === Byte.BACKSLASH || b < 0x20 || b > 0x7e) {
-      hash = -1;
-      break;
-    }
-    hash = Math.imul(hash ^ b, 0x01000193) & 0x7fffffff;
-  }
   keyStart[count] = start;
   keyEnd[count] = end;
-  keyHash[count] = hash;
   const first = frameKeys[depth]!;
   let set = frameSets[depth]!;
-  if (set === null && (hash < 0 || count - first >= PAIRWISE_KEYS)) {
+  if (set === null && (count - first >= PAIRWISE_KEYS || !plainAscii(buf, start, end))) {
     // From here on this object's keys are compared decoded, as JSON.parse would read them.
     set = new Set<string>();
     for (let k = first; k < count; k++) set.add(decodeKey(buf, keyStart[k]!, keyEnd[k]!));
@@ -148,7 +147,6 @@ function addKey(buf: Uint8Array, depth: number, start: number, end: number, coun
   }
   const len = end - start;
   for (let k = first; k < count; k++) {
-    if (keyHash[k] !== hash) continue;
     const s = keyStart[k]!;
     if (keyEnd[k]! - s !== len) continue;
     let j = 0;
@@ -165,9 +163,15 @@ function grow(size: number): void {
   const grownEnd = new Int32Array(size);
   grownEnd.set(keyEnd);
   keyEnd = grownEnd;
-  const grownHash = new Int32Array(size);
-  grownHash.set(keyHash);
-  keyHash = grownHash;
+}
+
+/** Printable ASCII without a backslash: the key's bytes are its decoded text, compared byte for byte. */
+function plainAscii(buf: Uint8Array, start: number, end: number): boolean {
+  for (let j = start; j < end; j++) {
+    const b = buf[j]!;
+    if (b === Byte.BACKSLASH || b < 0x20 || b > 0x7e) return false;
+  }
+  return true;
 }
 
 function decodeKey(buf: Uint8Array, start: number, end: number): string {
