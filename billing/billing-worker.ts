@@ -22,6 +22,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
+import { isMoved, refreshSlots, retryOnMoved } from '../infra/redis/client.js';
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
 import type { RedisKeys } from '../infra/redis/keys.js';
@@ -112,6 +113,10 @@ export function isOutOfMemory(err: unknown): boolean {
 const DEAD_LETTER_RETRY_MS = 500;
 const DEAD_LETTER_RETRY_MAX_MS = 30_000;
 
+/** A shard whose read failed is read again after this long, doubled at each failure in a row up to the maximum. */
+const SHARD_RETRY_MS = 100;
+const SHARD_RETRY_MAX_MS = 5000;
+
 export interface BatchReport {
   /** Stream entries read (a relay's settlement call appends its events as one entry). */
   entries: number;
@@ -157,6 +162,8 @@ export class BillingWorker {
   readonly #lastClaimOf = new Map<number, number>();
   /** Shards gained since their pending entries were last all claimed (#nextSharded). */
   readonly #claimOnGain = new Set<number>();
+  /** Shards whose last read failed: when each is read again, and the wait that set (doubled at each failure). */
+  readonly #shardRetry = new Map<number, { at: number; wait: number }>();
   /** Mirror repairs whose Redis call failed: tried again before each batch. */
   #repairs: LostDebit[] = [];
   /**
@@ -437,6 +444,7 @@ export class BillingWorker {
     this.#nextLeaseRefresh = Date.now() + Math.max(1, Math.floor(this.#opts.sharded!.leaseMs / 3));
     if (errors.length) this.#log.warn({ errors, held: leases.held().length }, 'billing shard leases: some Redis calls failed; tried again at the next refresh');
     for (const s of lost) {
+      this.#shardRetry.delete(s);
       this.#readPending.delete(s);
       this.#lastClaimOf.delete(s);
       this.#claimOnGain.delete(s);
@@ -462,10 +470,14 @@ export class BillingWorker {
         await this.#retryRepairs();
         const startedAt = Date.now();
         const asked = this.#entriesPerRead();
-        const batches = await this.#nextSharded(asked);
+        const { batches, failed } = await this.#nextSharded(asked);
         const count = batches.reduce((n, b) => n + b.entries.length, 0);
+        // What the other shards gave is settled even when some shard's read failed: one node failing
+        // over must not hold up the billing of the shards on the others.
         if (count) await this.#settle(batches);
-        billingMetrics.consumed();
+        if (failed.length) await this.#shardReadsFailed(failed);
+        // Not while a shard waits out its backoff: GET /health says failing until every shard reads.
+        else if (this.#shardRetry.size === 0) billingMetrics.consumed();
         backoff = 100;
         const rest = (count === 0 ? this.#opts.blockMs : this.#opts.minBatchIntervalMs) - (Date.now() - startedAt);
         if (count < asked && rest > 0 && this.#running) await new Promise((r) => setTimeout(r, rest));
@@ -489,18 +501,47 @@ export class BillingWorker {
   }
 
   /**
-   * Per held shard: own pending entries first (not while held back after dead letters were refused,
-   * #pendingHeldUntilOf), then entries idle at other consumers, then new ones.
+   * Shards whose reads failed this round (a node failing over, a batch of commands MOVED, a group
+   * gone): each is read again from its own pending entries, after its own backoff, while the other
+   * shards go on at the loop's pace.
    */
-  async #nextSharded(count: number): Promise<StreamBatch[]> {
+  async #shardReadsFailed(failed: { shard: number; err: unknown }[]): Promise<void> {
+    const now = Date.now();
+    let moved = false;
+    for (const { shard, err } of failed) {
+      this.#readPending.add(shard);
+      const wait = Math.min((this.#shardRetry.get(shard)?.wait ?? SHARD_RETRY_MS / 2) * 2, SHARD_RETRY_MAX_MS);
+      this.#shardRetry.set(shard, { at: now + wait, wait });
+      billingMetrics.failed(err, now);
+      moved ||= isMoved(err);
+      if (groupLost(err) && await this.#ensureGroup(this.#opts.sharded!.keys.usageStream(shard)).catch(() => false)) billingMetrics.groupRecreated();
+    }
+    billingMetrics.batchFailed();
+    // ioredis redirects a batch of commands only when all of its errors are one message: after a slot
+    // move, reads of several shards of that node are MOVED each to its own slot and not followed.
+    if (moved) await refreshSlots(this.#redis).catch(() => undefined);
+    this.#log.error({ shards: failed.map((f) => f.shard), err: failed[0]!.err, retryInMs: this.#shardRetry.get(failed[0]!.shard)!.wait },
+      'billing reads of some shards failed; their entries stay pending and are read again, the other shards are billed meanwhile');
+  }
+
+  /**
+   * Per held shard: own pending entries first (not while held back after dead letters were refused,
+   * #pendingHeldUntilOf), then entries idle at other consumers, then new ones. The batches of the
+   * shards whose reads succeeded, and the shards whose reads failed; it returns only when every
+   * shard's reads have ended. (Returning at the first failure left the other shards' reads running:
+   * one that delivered entries after the round had been given up left them pending under this
+   * consumer and off #readPending, where only a claim after BILLING_CLAIM_IDLE_MS found them.)
+   */
+  async #nextSharded(count: number): Promise<{ batches: StreamBatch[]; failed: { shard: number; err: unknown }[] }> {
     const { claimIdleMs } = this.#opts;
     const keys = this.#opts.sharded!.keys;
-    const held = this.heldShards();
+    const now = Date.now();
+    // A shard whose read failed waits out its backoff; the others are read at every round.
+    const held = this.heldShards().filter((s) => (this.#shardRetry.get(s)?.at ?? 0) <= now);
     // A full batch from each shard: traffic is uneven (one busy account is one busy shard), and a share
     // of the batch per shard starved a hot shard to batchSize / shards entries per round (the bench on
     // make cluster-up: 8 s of billing lag at 1,250 req/s). Several busy shards make a larger batch.
-    const now = Date.now();
-    return Promise.all(held.map(async (shard): Promise<StreamBatch> => {
+    const results = await Promise.allSettled(held.map(async (shard): Promise<StreamBatch> => {
       const stream = keys.usageStream(shard);
       const batch: StreamBatch = { stream, deadLetterStream: keys.usageDeadLetterStream(shard), entries: [], shard };
       if (this.#opts.mirrors) batch.incarnationKey = this.#opts.mirrors.keys.redisIncarnation(shard);
@@ -525,6 +566,14 @@ export class BillingWorker {
       batch.entries = await this.#readIn(batch, { mode: 'read', id: '>' }, count);
       return batch;
     }));
+    const batches: StreamBatch[] = [];
+    const failed: { shard: number; err: unknown }[] = [];
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') return void failed.push({ shard: held[i]!, err: r.reason });
+      this.#shardRetry.delete(held[i]!);
+      batches.push(r.value);
+    });
+    return { batches, failed };
   }
 
   async processEntries(entries: Entry[]): Promise<BatchReport> {
@@ -696,7 +745,7 @@ export class BillingWorker {
     const giveUpAt = Date.now() + INCARNATION_READ_RETRY_MS;
     for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
       try {
-        return await this.#redis.get(key);
+        return await retryOnMoved(this.#redis, () => this.#redis.get(key));
       } catch (err) {
         // Unacknowledged, the batch is read again: Postgres takes it as a replay, moving nothing.
         if (Date.now() > giveUpAt) throw err;
