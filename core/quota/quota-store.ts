@@ -3,7 +3,7 @@
 // already has open reservations and unsettled debits subtracted, so checks need no Postgres round trip.
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../infra/redis/keys.js';
-import { execOrThrow } from '../../infra/redis/client.js';
+import { execOrThrow, isMoved, refreshSlots } from '../../infra/redis/client.js';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
 import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
 import { CreditSlices, type CreditSliceOptions, type SliceDraw } from './credit-slices.js';
@@ -244,7 +244,18 @@ export class QuotaStore {
     if (this.#queued.length > 0) this.#sendQueued();
     // At most one seed per mirror, then the script's answer is final.
     for (let attempt = 0; attempt < 3; attempt++) {
-      const code = Number(await this.#reserve(...keys, ...args));
+      let reply: unknown;
+      try {
+        reply = await this.#reserve(...keys, ...args);
+      } catch (err) {
+        // A MOVED: the node did not run the script. A slot moved (CLUSTER FAILOVER, a reshard) under a
+        // batch that ioredis does not redirect (infra/redis/client.ts): sent again once the slot table
+        // is reloaded, the request is served instead of refused with 529.
+        if (!isMoved(err) || !this.#redis.isCluster) throw err;
+        await refreshSlots(this.#redis);
+        reply = await this.#reserve(...keys, ...args);
+      }
+      const code = Number(reply);
       const outcome = RESERVE_OUTCOME_OF_CODE.get(code);
       if (outcome !== undefined) return outcome;
       switch (code) {
