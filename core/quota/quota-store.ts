@@ -3,7 +3,7 @@
 // already has open reservations and unsettled debits subtracted, so checks need no Postgres round trip.
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../infra/redis/keys.js';
-import { execOrThrow, isMoved, refreshSlots } from '../../infra/redis/client.js';
+import { execOrThrow, isMoved, refreshSlots, retryOnMoved } from '../../infra/redis/client.js';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
 import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
 import { CreditSlices, type CreditSliceOptions, type SliceDraw } from './credit-slices.js';
@@ -177,12 +177,16 @@ export class QuotaStore {
     this.#settleDelayMs = opts.settleDelayMs ?? 2;
     this.#drawSettleDelayMs = Math.max(this.#settleDelayMs, opts.drawSettleDelayMs ?? 10);
     const defs = defineScripts(redis);
-    const bind = (name: string): ScriptFn => {
+    const bind = (name: string, resendMoved = true): ScriptFn => {
       const command = defs.get(name)?.command;
       if (!command) throw new Error(`Lua script ${name} not found`);
-      return (redis as unknown as Record<string, ScriptFn>)[command]!.bind(redis);
+      const script = (redis as unknown as Record<string, ScriptFn>)[command]!.bind(redis);
+      // On a cluster a script answered MOVED (a slot moved under a batch ioredis does not redirect,
+      // infra/redis/client.ts) is sent again once the slot table is reloaded: the node did not run it.
+      return resendMoved && redis.isCluster ? (...args) => retryOnMoved(redis, () => script(...args)) : script;
     };
-    this.#reserve = bind('reserveQuota');
+    // Its own resend (reserve): no closure per request on the hot path.
+    this.#reserve = bind('reserveQuota', false);
     this.#settleScript = batchScript(redis, defs.get('settleReservations')!);
     this.#adjust = bind('adjustBalance');
     this.#adjustOnce = bind('adjustBalanceOnce');
@@ -636,12 +640,12 @@ export class QuotaStore {
 
   /** The mirror's current value, or null when not loaded. For tests and the bench audit. */
   async accountBalance(userId: number): Promise<number | null> {
-    const v = await this.#redis.get(this.#keys.accountBalance(userId));
+    const v = await retryOnMoved(this.#redis, () => this.#redis.get(this.#keys.accountBalance(userId)));
     return v === null ? null : Number(v);
   }
 
   async tokenRemain(userId: number, tokenId: number): Promise<number | null> {
-    const v = await this.#redis.get(this.#keys.tokenRemain(userId, tokenId));
+    const v = await retryOnMoved(this.#redis, () => this.#redis.get(this.#keys.tokenRemain(userId, tokenId)));
     return v === null ? null : Number(v);
   }
 
