@@ -4,6 +4,7 @@
 // after the round had failed left them pending under the worker's own name and out of its list of
 // shards to re-read, so they waited out BILLING_CLAIM_IDLE_MS (30 s by default: the cluster slot-move
 // test's books closed late under load); and while one shard kept failing, no shard was billed at all.
+// A shard whose group is gone gets it back without holding up the others.
 // Here on the single test Redis with the sharded key layout and the mirrors as billing/service.ts
 // configures them; the failures and the slow reply are injected around the real read script.
 import { randomUUID } from 'node:crypto';
@@ -219,6 +220,21 @@ describe('a shard read failing in a round of the sharded billing worker', () => 
       expect(await ledgerOf(s)).toEqual({ rows: before[s]!.rows + 4, quota: before[s]!.quota + 20 });
       await waitFor(async () => (await redis.xlen(keys.usageStream(s))) === 0 && (await pendingOf(s)) === 0, 5000, `shard ${s} acknowledged`);
     }
+    await waitFor(() => billingMetrics.health().status === 'ok', 5000, 'health ok again');
+  });
+  it('a shard whose consumer group is gone (its node restarted without the stream) gets it back and is billed', async () => {
+    const lost = 3;
+    const before = await Promise.all(Array.from({ length: SHARDS }, (_, s) => ledgerOf(s)));
+    const recreatedBefore = billingMetrics.groupsRecreated.value;
+    // The stream and its group gone; a relay's next settlement makes the stream again, without a group.
+    await redis.del(keys.usageStream(lost));
+    for (let s = 0; s < SHARDS; s++) await append(s, 2, 3);
+    for (let s = 0; s < SHARDS; s++) {
+      await waitFor(async () => (await ledgerOf(s)).rows === before[s]!.rows + 2, 10_000, `shard ${s} billed`);
+      expect(await ledgerOf(s)).toEqual({ rows: before[s]!.rows + 2, quota: before[s]!.quota + 6 });
+    }
+    expect(billingMetrics.groupsRecreated.value).toBeGreaterThan(recreatedBefore);
+    await waitFor(async () => (await redis.xlen(keys.usageStream(lost))) === 0 && (await pendingOf(lost)) === 0, 5000, 'the shard acknowledged');
     await waitFor(() => billingMetrics.health().status === 'ok', 5000, 'health ok again');
   });
 });
