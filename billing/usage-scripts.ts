@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { retryOnMoved } from '../infra/redis/client.js';
+import { resendingMoved } from '../infra/redis/client.js';
 import { projectRoot } from '../infra/project-root.js';
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
@@ -41,7 +41,7 @@ function bind(redis: Redis, name: string): ScriptFn {
   const script = (redis as unknown as Record<string, ScriptFn>)[def.command]!.bind(redis);
   // On a cluster a script answered MOVED (a slot moved under a batch ioredis does not redirect,
   // infra/redis/client.ts) is sent again once the slot table is reloaded: the node did not run it.
-  return redis.isCluster ? (...args) => retryOnMoved(redis, () => script(...args)) : script;
+  return resendingMoved(redis, script);
 }
 
 /** A read: this consumer's pending entries ('0') or new ones ('>'), or a claim of entries idle `minIdleMs`. */

@@ -3,7 +3,7 @@
 // already has open reservations and unsettled debits subtracted, so checks need no Postgres round trip.
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../infra/redis/keys.js';
-import { execOrThrow, isMoved, refreshSlots, retryOnMoved } from '../../infra/redis/client.js';
+import { execOrThrow, isMoved, refreshSlots, resendingMoved, retryOnMoved } from '../../infra/redis/client.js';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
 import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
 import { CreditSlices, type CreditSliceOptions, type SliceDraw } from './credit-slices.js';
@@ -183,7 +183,7 @@ export class QuotaStore {
       const script = (redis as unknown as Record<string, ScriptFn>)[command]!.bind(redis);
       // On a cluster a script answered MOVED (a slot moved under a batch ioredis does not redirect,
       // infra/redis/client.ts) is sent again once the slot table is reloaded: the node did not run it.
-      return resendMoved && redis.isCluster ? (...args) => retryOnMoved(redis, () => script(...args)) : script;
+      return resendMoved ? resendingMoved(redis, script) : script;
     };
     // Its own resend (reserve): no closure per request on the hot path.
     this.#reserve = bind('reserveQuota', false);

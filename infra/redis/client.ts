@@ -107,6 +107,14 @@ export async function retryOnMoved<T>(redis: Redis, f: () => Promise<T>): Promis
   }
 }
 
+/**
+ * `f` itself on a single Redis; on a cluster, `f` sent again through retryOnMoved when answered MOVED
+ * (for a script or command that is safe to send twice: a MOVED one did not run).
+ */
+export function resendingMoved<A extends unknown[], T>(redis: Redis, f: (...args: A) => Promise<T>): (...args: A) => Promise<T> {
+  return redis.isCluster ? (...args: A) => retryOnMoved(redis, () => f(...args)) : f;
+}
+
 /** The key layout of this configuration: REDIS_PREFIX with its shard count (redisShardCount). */
 export function redisKeysFor(config: Config): RedisKeys {
   return redisKeys(config.REDIS_PREFIX, redisShardCount(config));
