@@ -9,10 +9,12 @@
 // holds leases on a fair share of the shards (shard-leases.ts: no shard read by two workers at once),
 // reads each held stream without blocking (a blocking read would hold a cluster node's connection),
 // settles what all of them gave in one Postgres batch, and acknowledges each shard's entries by a
-// script on that shard's slot; with nothing to read it waits BILLING_BLOCK_MS. A shard it gains is read from
-// its pending entries first: those the worker that held it before read and never acknowledged are
-// claimed at once, not after BILLING_CLAIM_IDLE_MS (the lease says their reader no longer holds the
-// shard; if it is still finishing a batch, the ledger's unique request id makes the overlap harmless).
+// script on that shard's slot; with nothing to read it waits BILLING_BLOCK_MS. A shard whose read fails
+// (its node failing over) is read again after a backoff of its own while the others are billed on
+// (#nextSharded, #shardReadsFailed). A shard it gains is read from its pending entries first: those
+// the worker that held it before read and never acknowledged are claimed at once, not after
+// BILLING_CLAIM_IDLE_MS (the lease says their reader no longer holds the shard; if it is still
+// finishing a batch, the ledger's unique request id makes the overlap harmless).
 //
 // Redis at maxmemory (noeviction): billing is what frees Redis memory (settled entries are deleted), so
 // everything it needs to go on runs there too. Its reads, acknowledgements and group creation are Lua
