@@ -24,7 +24,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
-import { isMoved, refreshSlots, retryOnMoved } from '../infra/redis/client.js';
+import { isMoved, pointSlotAsMoved, refreshSlots, retryOnMoved } from '../infra/redis/client.js';
 import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
 import type { RedisKeys } from '../infra/redis/keys.js';
@@ -521,7 +521,11 @@ export class BillingWorker {
     billingMetrics.batchFailed();
     // ioredis redirects a batch of commands only when all of its errors are one message: after a slot
     // move, reads of several shards of that node are MOVED each to its own slot and not followed.
-    if (moved) await refreshSlots(this.#redis).catch(() => undefined);
+    // The reload, then each MOVED's own answer (followMoved, infra/redis/client.ts).
+    if (moved) {
+      await refreshSlots(this.#redis).catch(() => undefined);
+      for (const { err } of failed) pointSlotAsMoved(this.#redis, err);
+    }
     this.#log.error({ shards: failed.map((f) => f.shard), err: failed[0]!.err, retryInMs: this.#shardRetry.get(failed[0]!.shard)!.wait },
       'billing reads of some shards failed; their entries stay pending and are read again, the other shards are billed meanwhile');
   }

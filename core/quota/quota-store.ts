@@ -3,7 +3,7 @@
 // already has open reservations and unsettled debits subtracted, so checks need no Postgres round trip.
 import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../../infra/redis/keys.js';
-import { execOrThrow, isMoved, refreshSlots, resendingMoved, retryOnMoved } from '../../infra/redis/client.js';
+import { execOrThrow, resendAfterMoved, resendingMoved, retryOnMoved } from '../../infra/redis/client.js';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
 import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
 import { CreditSlices, type CreditSliceOptions, type SliceDraw } from './credit-slices.js';
@@ -187,12 +187,13 @@ export class QuotaStore {
     };
     // Its own resend (reserve): no closure per request on the hot path.
     this.#reserve = bind('reserveQuota', false);
-    this.#settleScript = batchScript(redis, defs.get('settleReservations')!);
+    // Settlements are idempotent, so a MOVED one is sent again too, not left to the relay's retry.
+    this.#settleScript = resendingMoved(redis, batchScript(redis, defs.get('settleReservations')!));
     this.#adjust = bind('adjustBalance');
     this.#adjustOnce = bind('adjustBalanceOnce');
     this.#seedBalance = bind('seedBalance');
     this.#takeRateSlot = bind('takeRateSlot');
-    this.#settleDrawsScript = batchScript(redis, defs.get('settleSliceDraws')!);
+    this.#settleDrawsScript = resendingMoved(redis, batchScript(redis, defs.get('settleSliceDraws')!));
     this.#releaseSlice = bind('releaseCreditSlice');
     const sliceOpts = opts.creditSlices;
     this.#slices = sliceOpts !== undefined && sliceOpts.requests > 0 && this.#settledMarkerSec === 0
@@ -254,10 +255,8 @@ export class QuotaStore {
       } catch (err) {
         // A MOVED: the node did not run the script. A slot moved (CLUSTER FAILOVER, a reshard) under a
         // batch that ioredis does not redirect (infra/redis/client.ts): sent again once the slot table
-        // is reloaded, the request is served instead of refused with 529.
-        if (!isMoved(err) || !this.#redis.isCluster) throw err;
-        await refreshSlots(this.#redis);
-        reply = await this.#reserve(...keys, ...args);
+        // follows the MOVED, the request is served instead of refused with 529.
+        reply = await resendAfterMoved(this.#redis, err, () => this.#reserve(...keys, ...args));
       }
       const code = Number(reply);
       const outcome = RESERVE_OUTCOME_OF_CODE.get(code);

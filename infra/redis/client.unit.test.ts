@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../config.js';
-import { redisClusterNodes, redisShardCount, resendingMoved, type Redis } from './client.js';
+import { redisClusterNodes, redisShardCount, resendAfterMoved, resendingMoved, retryOnMoved, type Redis } from './client.js';
 
 describe('Redis topology from the configuration', () => {
   it('one Redis by default: no cluster, the unsharded layout', () => {
@@ -26,14 +26,19 @@ describe('Redis topology from the configuration', () => {
 });
 
 describe('resendingMoved', () => {
-  /** A stand-in with what resendingMoved uses of a client: isCluster and the slot table's reload. */
-  function client(isCluster: boolean): Redis & { reloads: number } {
-    const c = { isCluster, reloads: 0, refreshSlotsCache(cb: (err?: Error) => void) { c.reloads++; cb(); } };
-    return c as unknown as Redis & { reloads: number };
+  /** A stand-in with what resendingMoved uses of a client: isCluster, the slot table and its reload. */
+  function client(isCluster: boolean): Redis & { reloads: number; slots: string[][]; _groupsBySlot: (number | undefined)[] } {
+    const c = {
+      isCluster, reloads: 0, slots: [] as string[][], _groupsBySlot: [] as (number | undefined)[],
+      refreshSlotsCache(cb: (err?: Error) => void) { c.reloads++; cb(); },
+    };
+    c.slots[2843] = ['127.0.0.1:7131'];
+    c._groupsBySlot[2843] = 1;
+    return c as unknown as ReturnType<typeof client>;
   }
-  const moved = () => Object.assign(new Error('MOVED 2843 127.0.0.1:7134'), { name: 'ReplyError' });
+  const moved = (text = 'MOVED 2843 127.0.0.1:7134') => Object.assign(new Error(text), { name: 'ReplyError' });
 
-  it('on a cluster, sends a call answered MOVED once more after reloading the slot table', async () => {
+  it('on a cluster, sends a call answered MOVED again once the slot table follows the MOVED', async () => {
     const redis = client(true);
     const calls: unknown[][] = [];
     const f = resendingMoved(redis, async (a: string, b: number) => {
@@ -43,22 +48,46 @@ describe('resendingMoved', () => {
     });
     await expect(f('k', 7)).resolves.toBe('k:7');
     expect(calls).toEqual([['k', 7], ['k', 7]]);
+    // Reloaded, then the slot pointed at the node the MOVED names (the reload may have read an old table).
     expect(redis.reloads).toBe(1);
+    expect(redis.slots[2843]).toEqual(['127.0.0.1:7134']);
+    // Its group left as it was: a batch already queued with this slot and others of its group stays valid.
+    expect(redis._groupsBySlot[2843]).toBe(1);
   });
 
-  it('passes any other error on at once, and a second MOVED too', async () => {
+  it('sends again after each further MOVED, at most three times, and passes any other error on at once', async () => {
     const redis = client(true);
     let calls = 0;
     await expect(resendingMoved(redis, async () => { calls++; throw new Error('OOM command not allowed'); })()).rejects.toThrow('OOM');
     expect(calls).toBe(1);
     calls = 0;
     await expect(resendingMoved(redis, async () => { calls++; throw moved(); })()).rejects.toThrow('MOVED');
+    expect(calls).toBe(4);
+    expect(redis.reloads).toBe(3);
+    calls = 0;
+    await expect(retryOnMoved(redis, async () => { calls++; if (calls < 3) throw moved(); return 'ok'; })).resolves.toBe('ok');
+    expect(calls).toBe(3);
+    calls = 0;
+    await expect(retryOnMoved(redis, async () => { calls++; throw calls === 1 ? moved() : new Error('NOSCRIPT'); })).rejects.toThrow('NOSCRIPT');
     expect(calls).toBe(2);
-    expect(redis.reloads).toBe(1);
   });
 
-  it('on a single Redis is the call itself', () => {
+  it('applies only a well-formed MOVED to the slot table', async () => {
+    for (const text of ['MOVED __proto__ 127.0.0.1:7134', 'MOVED 16384 127.0.0.1:7134', 'MOVED -1 127.0.0.1:7134', 'MOVED 2843', 'MOVED 2843 :7134', 'MOVED 2843 127.0.0.1']) {
+      const redis = client(true);
+      let calls = 0;
+      await expect(retryOnMoved(redis, async () => { if (calls++ === 0) throw moved(text); return 'ok'; })).resolves.toBe('ok');
+      expect(redis.reloads, text).toBe(1);
+      expect(redis.slots[2843], text).toEqual(['127.0.0.1:7131']);
+      expect(Object.prototype, text).not.toHaveProperty('0');
+    }
+  });
+
+  it('on a single Redis is the call itself, and a MOVED is passed on', async () => {
     const f = async () => 1;
-    expect(resendingMoved(client(false), f)).toBe(f);
+    const redis = client(false);
+    expect(resendingMoved(redis, f)).toBe(f);
+    await expect(resendAfterMoved(redis, moved(), f)).rejects.toThrow('MOVED');
+    expect(redis.reloads).toBe(0);
   });
 });

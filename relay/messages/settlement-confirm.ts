@@ -19,7 +19,7 @@
 // is not confirmed, and its replay settles it there (a lost reservation's settlement bills once).
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../infra/logger.js';
-import { isMoved, refreshSlots } from '../../infra/redis/client.js';
+import { followMoved, isMoved } from '../../infra/redis/client.js';
 import type { RedisKeys } from '../../infra/redis/keys.js';
 import type { SettleRequest } from '../../core/quota/quota-store.js';
 
@@ -89,8 +89,8 @@ export function replicationCheck(
           if (missing.size > 0) log.warn({ shard, missing: missing.size }, 'settled markers missing on the node that answered WAIT (a failover lost them): kept for replay');
         } else {
           // A pipeline whose WAIT answered is not rerouted by ioredis when its write was MOVED (a
-          // failover): the slot table is refreshed for the next check.
-          if (isMoved(results?.[0]?.[0])) refreshSlots(redis).catch(() => undefined);
+          // failover): the slot table follows the MOVED for the next check.
+          if (isMoved(results?.[0]?.[0])) followMoved(redis, results![0]![0]).catch(() => undefined);
           log.debug({ shard, answer: results === null ? 'timed out' : results?.map(([err, v]) => err ? err.message : v) }, 'settlements not confirmed by a replica');
         }
       } catch (err) {
