@@ -12,10 +12,12 @@
 import { QUOTA_PER_DOLLAR } from './ratios.js';
 
 /**
- * Every current Claude model's window, and what a request the bytes do not bound reserves for a model
- * whose window is not known: an operator whose model takes more sets ModelContextWindow.
+ * What a request the bytes do not bound reserves for a model whose window is not known (the Claude
+ * models before 4.6 take this much too): an operator whose model takes more sets ModelContextWindow.
  */
 export const DEFAULT_CONTEXT_WINDOW = 200_000;
+/** Claude Opus 4.6 and Sonnet 4.6, and every Claude model since: 1M tokens without a beta header. */
+export const CLAUDE_CONTEXT_WINDOW = 1_000_000;
 
 // Built-in windows, by family: the name, its dated or suffixed names (`gpt-4.1-mini-2025-04-14`), with
 // or without a vendor prefix. Each is the largest window of its family (o1-mini's is 128,000, o1's
@@ -26,7 +28,13 @@ const BUILT_IN_WINDOWS: ReadonlyArray<readonly [RegExp, number]> = [
   [/^(?:[\w.-]+\/)?gpt-4\.1(?:-|$)/i, 1_047_576],
   [/^(?:[\w.-]+\/)?o[134](?:-|$)/i, 200_000],
   [/^(?:[\w.-]+\/)?gpt-5(?:-|$)/i, 400_000],
-  [/^(?:[\w.-]+\/)?claude-/i, DEFAULT_CONTEXT_WINDOW],
+  // The Claude 3 models and the 4 models before 4.6 (`claude-opus-4`, `-4-0`, `-4-1`, `-4-5`, dated or
+  // `-latest`): 200,000 (the Sonnet 4 models 1M with the context-1m beta, below).
+  [/^(?:[\w.-]+\/)?claude-(?:3(?:-|$)|(?:opus|sonnet|haiku)-4(?:-[015])?(?:$|-\d{8}|-latest))/i, DEFAULT_CONTEXT_WINDOW],
+  // Every other Claude model: 4.6 and later take 1M tokens at their standard price. 200,000 here
+  // capped a 750,000-token prompt to claude-sonnet-4-6 at 200,000 billed, and a PDF to it reserved a
+  // fifth of its cost.
+  [/^(?:[\w.-]+\/)?claude-/i, CLAUDE_CONTEXT_WINDOW],
 ];
 
 function builtInWindow(model: string): number | undefined {

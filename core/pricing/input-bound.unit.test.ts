@@ -27,7 +27,14 @@ describe('built-in context windows', () => {
     ['gpt-4.1', 1_047_576], ['gpt-4.1-mini', 1_047_576], ['gpt-4.1-nano-2025-04-14', 1_047_576], ['openai/gpt-4.1', 1_047_576],
     ['o1', 200_000], ['o3', 200_000], ['o3-mini', 200_000], ['o4-mini', 200_000],
     ['gpt-5', 400_000], ['gpt-5-mini', 400_000], ['gpt-5-nano-2025-08-07', 400_000],
-    ['claude-sonnet-4-5', 200_000], ['claude-haiku-4-5', 200_000],
+    ['claude-sonnet-4-5', 200_000], ['claude-haiku-4-5', 200_000], ['claude-haiku-4-5-20251001', 200_000],
+    ['claude-opus-4', 200_000], ['claude-opus-4-0', 200_000], ['claude-opus-4-1-20250805', 200_000],
+    ['claude-opus-4-20250514', 200_000], ['claude-opus-4-5', 200_000], ['claude-sonnet-4-latest', 200_000],
+    ['claude-3-5-sonnet-20241022', 200_000], ['claude-3-7-sonnet-latest', 200_000], ['claude-3-haiku-20240307', 200_000],
+    // 4.6 and later take 1M tokens without a beta.
+    ['claude-opus-4-6', 1_000_000], ['claude-sonnet-4-6', 1_000_000], ['claude-opus-4-7', 1_000_000],
+    ['claude-opus-4-10', 1_000_000], ['claude-opus-5-5', 1_000_000], ['claude-fable-5-1', 1_000_000],
+    ['anthropic/claude-sonnet-4-6', 1_000_000],
   ])('%s: %i tokens, for text and media alike', (model, window) => {
     expect(defaults.contextWindow(model, false)).toBe(window);
     expect(defaults.textWindow(model, false)).toBe(window);

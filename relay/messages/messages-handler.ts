@@ -41,6 +41,7 @@ import { contentCodingOf, firstChunk, isEventStream, looksLikeSse, MAX_UPSTREAM_
 import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
 import { checkMessagesRequest, type MessagesRequest } from './messages-request.js';
+import { unpricedMessagesFieldRefusal } from './unpriced-fields.js';
 import { isHttpFieldValue } from './header-values.js';
 import { parseRequestJson } from './raw-json-guard.js';
 import { httpReason, REASON } from './failure-reasons.js';
@@ -373,7 +374,8 @@ class Exchange {
   /** The request in Anthropic's form, from the client's JSON; a 400 when it is not a valid request of its protocol. */
   readBody(json: unknown): MessagesRequest | RelayError {
     if (this.protocol === 'anthropic') {
-      return checkMessagesRequest(json);
+      const body = checkMessagesRequest(json);
+      return body instanceof RelayError ? body : unpricedMessagesFieldRefusal(body) ?? body;
     }
     const chat = checkChatRequest(json);
     if (chat instanceof RelayError) return chat;

@@ -91,6 +91,11 @@ describe('the request body', () => {
     // A provider that keeps the first of two equal keys would run what was not reserved or billed.
     ['max_tokens named twice', `{"model":"${MODEL}","max_tokens":100000,"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`, /"max_tokens" twice/],
     ['model named twice, once escaped', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"mod\\u0065l":"${MODEL}"}`, /"model" twice/],
+    // Billed by the provider above the standard rates the relay prices (unpriced-fields.ts).
+    ['fast mode', JSON.stringify({ ...valid, speed: 'fast' }), /^speed: only "standard"/],
+    ['US-only inference', JSON.stringify({ ...valid, inference_geo: 'us' }), /^inference_geo: only "global"/],
+    ['server-side compaction by context_management', JSON.stringify({ ...valid, context_management: { edits: [{ type: 'clear_tool_uses_20250919' }, { type: 'compact_20260112', trigger: { type: 'input_tokens', value: 50000 } }] } }), /^context_management\.edits\.1\.type: server-side compaction/],
+    ['server-side compaction by its parameter', JSON.stringify({ ...valid, compaction: { type: 'auto' } }), /^compaction: server-side compaction/],
     ['a content block naming its type twice', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="},"type":"text","text":"hi"}]}]}`, /"type" twice/],
   ];
   for (const [what, body, message] of cases) {
@@ -134,6 +139,29 @@ describe('the request body', () => {
     const [u] = await stack.sql`SELECT quota, used_quota FROM users WHERE id = ${account.id}`;
     expect(u).toEqual({ quota: FUNDS, used_quota: 0 });
     expect((await stack.quota.accountBalance(account.id)) ?? FUNDS).toBe(FUNDS);
+  });
+});
+
+describe('fields whose standard values are priced', () => {
+  it('forwards speed "standard", inference_geo "global" and context editing that only clears, and bills each', async () => {
+    const before = stack.mock.requests.length;
+    for (const extra of [{ speed: 'standard' }, { inference_geo: 'global' }, { context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] } }]) {
+      const r = await post(JSON.stringify({ ...valid, ...extra }));
+      expect(r.status, JSON.stringify(extra)).toBe(200);
+      expect(stack.mock.requests.at(-1)!.body).toMatchObject(extra);
+    }
+    expect(stack.mock.requests.length).toBe(before + 3);
+  });
+
+  it('answers the fields the relay cannot price through the SDK as a BadRequestError, with nothing forwarded', async () => {
+    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+    const before = stack.mock.requests.length;
+    const err = await client.messages
+      .create({ model: MODEL, max_tokens: 10, messages: [{ role: 'user', content: 'x' }], speed: 'fast' } as Anthropic.MessageCreateParamsNonStreaming)
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((err as InstanceType<typeof Anthropic.BadRequestError>).message).toMatch(/speed/);
+    expect(stack.mock.requests.length).toBe(before);
   });
 });
 

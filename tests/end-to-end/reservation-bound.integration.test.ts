@@ -100,4 +100,49 @@ describe('the reservation bounds what media costs', () => {
     expect(logs.reduce((s, r) => s + Number(r.quota), 0)).toBe(debited);
     expect(relayMetrics.overReservations.value).toBe(overBefore);
   }, 60_000);
+
+  it('a Claude 4.6 model reserves its 1M window: a prompt of 250,000 tokens by URL is within the reservation', async () => {
+    // claude-sonnet-4-6 takes 1M tokens without a beta (input-bound.ts). With the 200,000 of older
+    // Claude models each of these requests reserved 200,080 and cost 250,000 and more: all 3 were
+    // answered over their reservations (a smaller balance went below zero).
+    const model = 'claude-sonnet-4-6';
+    await mockChannel(stack, [model]); // priced at ratio 1 (completion ratio 5)
+    const funds = 1_100_000;
+    const account = await fundedAccount(stack, funds);
+    const key = await createApiKey(stack, account);
+    const overBefore = relayMetrics.overReservations.value;
+    const client = new Anthropic({ apiKey: key.key, baseURL: stack.relayUrl, maxRetries: 0 });
+    const results = await Promise.all(Array.from({ length: 3 }, async (_, i) => {
+      try {
+        const { response } = await client.messages.create({
+          model,
+          max_tokens: 16,
+          messages: [{
+            role: 'user',
+            content: [
+              ...Array.from({ length: 5 }, (_, d) => ({ type: 'document' as const, source: { type: 'url' as const, url: `https://example.com/r${i}-${d}.pdf` } })),
+              { type: 'text' as const, text: 'Compare these reports.' },
+            ],
+          }],
+        }).withResponse();
+        return { status: 200, requestId: response.headers.get('x-gateway-request-id')! };
+      } catch (err) {
+        if (err instanceof Anthropic.APIError) return { status: err.status ?? 0, requestId: '' };
+        throw err;
+      }
+    }));
+    // 1,000,080 reserved each: one fits the balance, the others are refused for it.
+    const answered = results.filter((r) => r.status === 200);
+    expect(answered).toHaveLength(1);
+    expect(results.filter((r) => r.status === 402)).toHaveLength(2);
+    const row = await ledgerRow(stack, answered[0]!.requestId);
+    await billingSettled(stack);
+    expect(Number(row.prompt_tokens)).toBeGreaterThanOrEqual(5 * DOCUMENT_TOKENS);
+    const [user] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
+    expect(Number(user!.quota)).toBe(funds - Number(row.quota));
+    expect(await stack.quota.accountBalance(account.id)).toBe(funds - Number(row.quota));
+    const logs = await usageEventsOf(account.id);
+    expect(logs.reduce((s, r) => s + Number(r.quota), 0)).toBe(Number(row.quota));
+    expect(relayMetrics.overReservations.value).toBe(overBefore);
+  }, 60_000);
 });
