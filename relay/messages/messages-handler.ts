@@ -55,7 +55,7 @@ import { messagesToChat } from '../providers/openai/from-messages.js';
 import { outputLimitField } from '../../core/channels/output-limit.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../providers/openai/to-messages.js';
 import { settleExchange, type Outcome, type UsageBound } from './settlement.js';
-import { extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { boundedWebSearchTools, extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
 import { pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
@@ -624,12 +624,14 @@ class Exchange {
   convertRequest(provider: Provider, mapped: string | undefined, raw: Buffer, body: MessagesRequest): Buffer | RelayError {
     const model = mapped ?? body.model;
     if (provider.protocol === 'anthropic') {
-      if (this.protocol === 'anthropic' && !mapped) return raw;
+      // A web_search tool without max_uses goes with the searches it was reserved for (reservation-bound.ts).
+      const tools = boundedWebSearchTools(body, DEFAULT_WEB_SEARCH_MAX_USES);
+      if (this.protocol === 'anthropic' && !mapped && tools === null) return raw;
       if (this.protocol === 'openai') {
         const refused = anthropicOnlyRefusal(this.chat!);
         if (refused) return refused;
       }
-      return Buffer.from(JSON.stringify(mapped ? { ...body, model } : body));
+      return Buffer.from(JSON.stringify(mapped || tools ? { ...body, model, ...(tools ? { tools } : {}) } : body));
     }
     if (this.protocol === 'openai') {
       const chat = this.chat!;

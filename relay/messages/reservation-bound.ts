@@ -51,6 +51,27 @@ export function webSearchUses(body: MessagesRequest, defaultMaxUses: number): nu
   return n;
 }
 
+/**
+ * The request's tools with `max_uses` set on each web_search tool that sets none, or null when every
+ * one sets it (or there is none). Anthropic sets no cap of its own: such a tool could search more
+ * often than the `defaultMaxUses` it was reserved (and is billed at most) for; sent with that bound,
+ * the provider stops there.
+ */
+export function boundedWebSearchTools(body: MessagesRequest, defaultMaxUses: number): unknown[] | null {
+  const tools = (body as Record<string, unknown>).tools;
+  if (!Array.isArray(tools)) return null;
+  let out: unknown[] | null = null;
+  for (let i = 0; i < tools.length; i++) {
+    const t = tools[i] as { type?: unknown; max_uses?: unknown } | null;
+    if (t === null || typeof t !== 'object' || typeof t.type !== 'string' || !t.type.startsWith('web_search')) continue;
+    const max = t.max_uses;
+    if (typeof max === 'number' && Number.isInteger(max) && max >= 0) continue;
+    out ??= tools.slice();
+    out[i] = { ...t, max_uses: defaultMaxUses };
+  }
+  return out;
+}
+
 function contentIsText(content: unknown): boolean {
   if (content === undefined || typeof content === 'string') return true;
   if (!Array.isArray(content)) return false;

@@ -3,7 +3,7 @@ import { inputBoundsFromOptions, DEFAULT_WEB_SEARCH_CALL_PRICE } from '../../cor
 import { decodeUsageEvent } from '../../core/usage/usage-event.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { messagesRequestSchema } from './messages-request.js';
-import { extraInputTokens, PER_TOOL_TOKENS, TOOL_PROMPT_TOKENS, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { boundedWebSearchTools, extraInputTokens, PER_TOOL_TOKENS, TOOL_PROMPT_TOKENS, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { settleExchange, type SettledExchange } from './settlement.js';
 
 const request = (extra: Record<string, unknown>, content: unknown = 'hello') =>
@@ -48,6 +48,21 @@ describe('what bounds a reservation', () => {
     expect(webSearchUses(request({ tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 3 }, { name: 'x', input_schema: {} }] }), 20)).toBe(3);
     expect(webSearchUses(request({ tools: [{ type: 'web_search_20250305', name: 'web_search' }] }), 20)).toBe(20);
     expect(webSearchUses(request({}), 20)).toBe(0);
+  });
+
+  it('bounds each web_search tool without max_uses by the searches it was reserved for, and changes nothing else', () => {
+    const client = { name: 'x', input_schema: {} };
+    const unbounded = { type: 'web_search_20250305', name: 'web_search', allowed_domains: ['example.com'] };
+    const bounded = { type: 'web_search_20250305', name: 'web_search', max_uses: 3 };
+    const body = request({ tools: [client, unbounded, bounded] });
+    expect(boundedWebSearchTools(body, 20)).toEqual([client, { ...unbounded, max_uses: 20 }, bounded]);
+    // The request itself is left as the client sent it.
+    expect((body.tools as unknown[])[1]).toEqual(unbounded);
+    // What is reserved is what is sent: 20 + 3 searches.
+    expect(webSearchUses(body, 20)).toBe(23);
+    for (const max of [1.5, -1, '3', null]) expect(boundedWebSearchTools(request({ tools: [{ ...unbounded, max_uses: max }] }), 20)).toEqual([{ ...unbounded, max_uses: 20 }]);
+    expect(boundedWebSearchTools(request({ tools: [client, bounded] }), 20)).toBeNull();
+    expect(boundedWebSearchTools(request({}), 20)).toBeNull();
   });
 
   it('reads context windows and the search price from the options, with defaults', () => {

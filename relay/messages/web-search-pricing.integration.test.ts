@@ -93,6 +93,19 @@ describe.each([false, true])('stream %s', (stream) => {
   });
 });
 
+describe('a web_search tool without max_uses', () => {
+  it('is sent with the 20 searches it was reserved for; one with max_uses goes as the client sent it', async () => {
+    stack.mock.setOptions({ webSearchRequests: 1 });
+    const tool = { type: 'web_search_20250305' as const, name: 'web_search' as const, allowed_domains: ['example.com'] };
+    const params = { model: MODEL, max_tokens: 100, messages: [{ role: 'user' as const, content: 'Search the news.' }] };
+    await client.messages.create({ ...params, tools: [tool] });
+    // Anthropic sets no cap: without one the provider could search (and bill) beyond what was reserved.
+    expect(stack.mock.requests.at(-1)!.body).toMatchObject({ ...params, tools: [{ ...tool, max_uses: 20 }] });
+    await client.messages.create({ ...params, tools: [{ ...tool, max_uses: 2 }] });
+    expect(stack.mock.requests.at(-1)!.body).toEqual({ ...params, tools: [{ ...tool, max_uses: 2 }] });
+  });
+});
+
 describe('group ratio', () => {
   it('the search fee is multiplied by the group ratio', async () => {
     const set = async (key: string, value: Record<string, number>) =>
