@@ -52,7 +52,9 @@ export function buildOpenApiDocument(endpoints: readonly RecordedEndpoint[]): Re
     const item = (paths[path] ??= {});
     const errors = [...new Set([
       ...(e.body || e.query || e.params ? (['VALIDATION_FAILED'] as const) : []),
-      ...(typeof e.access === 'number' ? (['UNAUTHENTICATED', 'INVALID_ACCESS_TOKEN', 'ACCOUNT_BANNED', 'INSUFFICIENT_ROLE'] as const) : []),
+      // A JSON body is refused in another media type, or over the body limit.
+      ...(e.body ? (['UNSUPPORTED_MEDIA_TYPE', 'PAYLOAD_TOO_LARGE'] as const) : []),
+      ...(typeof e.access === 'number' ? (['UNAUTHENTICATED', 'INVALID_ACCESS_TOKEN', 'API_KEY_NOT_ACCEPTED', 'ACCOUNT_BANNED', 'INSUFFICIENT_ROLE'] as const) : []),
       ...(e.errors ?? []),
       'INTERNAL' as const,
     ])];

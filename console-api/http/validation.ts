@@ -126,7 +126,7 @@ export const MAX_PAGE_SIZE = 100;
 export const pageQuery = z.object({
   p: queryInt({ min: 1, max: 1_000_000 }),
   page: queryInt({ min: 1, max: 1_000_000 }),
-  page_size: queryInt({ min: 1 }),
+  page_size: queryInt({ min: 1 }).describe(`default ${DEFAULT_PAGE_SIZE}; above ${MAX_PAGE_SIZE} is served as ${MAX_PAGE_SIZE}`),
 });
 
 export function paging(q: { p?: number; page?: number; page_size?: number }): { page: number; pageSize: number; offset: number } {

@@ -34,9 +34,15 @@ describe('GET /api/openapi.json', () => {
     expect(body.required).toEqual(expect.arrayContaining(['name', 'expired_time', 'remain_quota', 'unlimited_quota']));
     expect(body.properties.name).toMatchObject({ type: 'string', maxLength: 50 });
     expect(create.responses['400'].description).toContain('VALIDATION_FAILED');
+    // A console route refuses an API key (sk-…) as its bearer token, and a JSON body in another media type or too large.
+    expect(create.responses['401'].description).toContain('API_KEY_NOT_ACCEPTED');
+    expect(create.responses['415'].description).toContain('UNSUPPORTED_MEDIA_TYPE');
+    expect(create.responses['413'].description).toContain('PAYLOAD_TOO_LARGE');
     expect(create['x-min-role']).toBe(1);
     const logs = doc.paths['/api/log/self'].get;
     expect(logs.parameters.map((p: { name: string }) => p.name)).toEqual(expect.arrayContaining(['p', 'page_size', 'type', 'token_name', 'model_name', 'group', 'start_timestamp', 'end_timestamp', 'request_id', 'upstream_request_id']));
+    const pageSize = logs.parameters.find((p: { name: string }) => p.name === 'page_size');
+    expect(pageSize.description ?? pageSize.schema?.description).toBe('default 10; above 100 is served as 100');
     const amount = doc.paths['/api/user/amount'].post;
     expect(amount.responses['400'].description).toContain('AMOUNT_BELOW_MINIMUM');
     expect(doc.paths['/api/user/manage'].post['x-min-role']).toBe(10);

@@ -240,6 +240,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -344,6 +362,24 @@ export interface paths {
           };
         };
         404: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -1123,6 +1159,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -1424,6 +1478,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -1639,6 +1711,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -1730,6 +1820,24 @@ export interface paths {
           };
         };
         409: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -2217,6 +2325,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         429: {
           headers: { [name: string]: unknown };
           content: {
@@ -2334,6 +2460,24 @@ export interface paths {
           };
         };
         409: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -2894,6 +3038,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -3010,6 +3172,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -3068,6 +3248,24 @@ export interface paths {
           };
         };
         403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3142,6 +3340,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -3203,6 +3419,24 @@ export interface paths {
           };
         };
         403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3352,6 +3586,24 @@ export interface paths {
           };
         };
         403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3580,6 +3832,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -3652,6 +3922,24 @@ export interface paths {
           };
         };
         403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3739,6 +4027,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         429: {
           headers: { [name: string]: unknown };
           content: {
@@ -3790,6 +4096,24 @@ export interface paths {
           };
         };
         400: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -4070,6 +4394,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -4189,6 +4531,24 @@ export interface paths {
           };
         };
         403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -4464,6 +4824,24 @@ export interface paths {
             };
           };
         };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -4551,6 +4929,24 @@ export interface paths {
           };
         };
         409: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
