@@ -98,11 +98,16 @@ describe('a web_search tool without max_uses', () => {
     stack.mock.setOptions({ webSearchRequests: 1 });
     const tool = { type: 'web_search_20250305' as const, name: 'web_search' as const, allowed_domains: ['example.com'] };
     const params = { model: MODEL, max_tokens: 100, messages: [{ role: 'user' as const, content: 'Search the news.' }] };
-    await client.messages.create({ ...params, tools: [tool] });
+    const first = await client.messages.create({ ...params, tools: [tool] }).withResponse();
     // Anthropic sets no cap: without one the provider could search (and bill) beyond what was reserved.
     expect(stack.mock.requests.at(-1)!.body).toMatchObject({ ...params, tools: [{ ...tool, max_uses: 20 }] });
-    await client.messages.create({ ...params, tools: [{ ...tool, max_uses: 2 }] });
+    const second = await client.messages.create({ ...params, tools: [{ ...tool, max_uses: 2 }] }).withResponse();
     expect(stack.mock.requests.at(-1)!.body).toEqual({ ...params, tools: [{ ...tool, max_uses: 2 }] });
+    // Billed as any other (the next test reads the balance before and after its own request).
+    for (const { data, response } of [first, second]) {
+      const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
+      expect(row.quota).toBe(expected(data.usage.input_tokens, OUTPUT, 1, 1));
+    }
   });
 });
 
