@@ -43,10 +43,8 @@ export function webSearchUses(body: MessagesRequest, defaultMaxUses: number): nu
   if (!Array.isArray(tools)) return 0;
   let n = 0;
   for (let i = 0; i < tools.length; i++) {
-    const t = tools[i] as { type?: unknown; max_uses?: unknown } | null;
-    if (t === null || typeof t !== 'object' || typeof t.type !== 'string' || !t.type.startsWith('web_search')) continue;
-    const max = t.max_uses;
-    n += typeof max === 'number' && Number.isInteger(max) && max >= 0 ? max : defaultMaxUses;
+    const max = webSearchMaxUses(tools[i]);
+    if (max !== undefined) n += max ?? defaultMaxUses;
   }
   return n;
 }
@@ -62,14 +60,19 @@ export function boundedWebSearchTools(body: MessagesRequest, defaultMaxUses: num
   if (!Array.isArray(tools)) return null;
   let out: unknown[] | null = null;
   for (let i = 0; i < tools.length; i++) {
-    const t = tools[i] as { type?: unknown; max_uses?: unknown } | null;
-    if (t === null || typeof t !== 'object' || typeof t.type !== 'string' || !t.type.startsWith('web_search')) continue;
-    const max = t.max_uses;
-    if (typeof max === 'number' && Number.isInteger(max) && max >= 0) continue;
+    if (webSearchMaxUses(tools[i]) !== null) continue;
     out ??= tools.slice();
-    out[i] = { ...t, max_uses: defaultMaxUses };
+    out[i] = { ...(tools[i] as object), max_uses: defaultMaxUses };
   }
   return out;
+}
+
+/** A web_search tool's own max_uses, null when it sets none (or an invalid one); undefined for any other tool. */
+function webSearchMaxUses(tool: unknown): number | null | undefined {
+  const t = tool as { type?: unknown; max_uses?: unknown } | null;
+  if (t === null || typeof t !== 'object' || typeof t.type !== 'string' || !t.type.startsWith('web_search')) return undefined;
+  const max = t.max_uses;
+  return typeof max === 'number' && Number.isInteger(max) && max >= 0 ? max : null;
 }
 
 function contentIsText(content: unknown): boolean {
