@@ -22,6 +22,10 @@
 //   streams            = a first chunk with the role, one chunk per token, a chunk with the
 //                        finish_reason, with stream_options.include_usage a last chunk (`choices: []`)
 //                        with the usage (every chunk then carries `"usage": null`), `data: [DONE]`
+//   service_tier       = "flex" when the request asks for flex, else "default" (OpenAI says the tier that
+//                        served the answer, in the body and in every chunk); the serviceTier option
+//                        or the x-mock-service-tier header names another (a provider that ignored
+//                        the request's tier)
 //   n                  = n choices (indexes 0..n-1), each the same answer; completion_tokens is the
 //                        sum over them (n × output) as OpenAI bills it, the prompt counted once;
 //                        streamed, each token's chunk is repeated once per choice index
@@ -58,6 +62,8 @@ export interface MockOpenAIOptions {
   imageInputTokens?: number;
   /** usage.prompt_tokens_details.cached_tokens (at most the prompt). Default 0. */
   cachedTokens?: number;
+  /** The service_tier every answer states, whatever was asked (a provider that ignores the field). Default: as asked (see the header). */
+  serviceTier?: string;
   maxBodyBytes?: number;
   recordLimit?: number;
 }
@@ -213,6 +219,7 @@ export async function startMockOpenAI(opts: MockOpenAIOptions = {}): Promise<Moc
     const prompt = countPromptTokens(body, o.imageInputTokens ?? 0);
     const cached = Math.min(o.cachedTokens ?? 0, prompt);
     const choices = typeof body.n === 'number' && Number.isInteger(body.n) && body.n > 1 ? body.n : 1;
+    const tier = headers['x-mock-service-tier'] ?? o.serviceTier ?? (body.service_tier === 'flex' ? 'flex' : 'default');
     const usage = {
       prompt_tokens: prompt,
       completion_tokens: output * choices,
@@ -234,7 +241,7 @@ export async function startMockOpenAI(opts: MockOpenAIOptions = {}): Promise<Moc
       const answer = {
         id, object: 'chat.completion', created, model,
         choices: Array.from({ length: choices }, (_, index) => ({ index, message, logprobs: null, finish_reason: finishReason })),
-        usage, service_tier: 'default', system_fingerprint: 'fp_mock',
+        usage, service_tier: tier, system_fingerprint: 'fp_mock',
       };
       const delay = o.tokenDelayMs ?? 0;
       const wait = output > 0 && delay > 0 ? (o.firstTokenDelayMs ?? delay) + delay * (output - 1) : 0;
@@ -246,7 +253,7 @@ export async function startMockOpenAI(opts: MockOpenAIOptions = {}): Promise<Moc
     const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
     const usageField = includeUsage ? ',"usage":null' : '';
     const oneChunk = (index: number, delta: unknown, finish: string | null): string =>
-      `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"service_tier":"default","system_fingerprint":"fp_mock","choices":[{"index":${index},"delta":${JSON.stringify(delta)},"logprobs":null,"finish_reason":${finish === null ? 'null' : `"${finish}"`}}]${usageField}}\n\n`;
+      `data: {"id":"${id}","object":"chat.completion.chunk","created":${created},"model":${JSON.stringify(model)},"service_tier":${JSON.stringify(tier)},"system_fingerprint":"fp_mock","choices":[{"index":${index},"delta":${JSON.stringify(delta)},"logprobs":null,"finish_reason":${finish === null ? 'null' : `"${finish}"`}}]${usageField}}\n\n`;
     const chunk = (delta: unknown, finish: string | null): string => {
       let out = '';
       for (let i = 0; i < choices; i++) out += oneChunk(i, delta, finish);
@@ -259,7 +266,7 @@ export async function startMockOpenAI(opts: MockOpenAIOptions = {}): Promise<Moc
     }
     let tail = chunk({}, finishReason);
     if (includeUsage) {
-      tail += `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, service_tier: 'default', system_fingerprint: 'fp_mock', choices: [], usage })}\n\n`;
+      tail += `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, service_tier: tier, system_fingerprint: 'fp_mock', choices: [], usage })}\n\n`;
     }
     tail += 'data: [DONE]\n\n';
     stats.streams++;

@@ -77,6 +77,8 @@ export const channelSchema = z.object({
   // and the automatic-disabling overrides (null: the fleet's setting).
   status_reason: z.string(), status_time: int, probe_time: int, probe_result: z.string(), probe_failures: int,
   next_probe_time: int, auto_ban: z.boolean(), fault_threshold: int.nullable(), fault_rate_threshold: z.number().nullable(),
+  // The price of an answer served at the `flex` service tier, as a fraction of the standard price.
+  flex_ratio: z.number(),
 });
 
 export const redemptionSchema = z.object({

@@ -98,6 +98,10 @@ export const createChannelBody = z.object({
     .transform((v) => v === true || v === 1).optional(),
   fault_threshold: z.union([int32(0), z.null()], { error: 'must be an integer >= 0 or null' }).optional(),
   fault_rate_threshold: z.union([z.number().min(0).max(1), z.null()], { error: 'must be a number from 0 to 1, or null' }).optional(),
+  // What the provider charges for an answer served at the `flex` service tier, as a fraction of its
+  // standard price (OpenAI: 0.5); above 1 would bill more than the reservation held.
+  flex_ratio: z.number({ error: 'must be a number greater than 0 and at most 1' })
+    .gt(0, { error: 'must be a number greater than 0 and at most 1' }).max(1, { error: 'must be a number greater than 0 and at most 1' }).optional(),
 });
 
 export const updateChannelBody = createChannelBody.partial().extend({
@@ -131,12 +135,13 @@ interface ChannelRow {
   auto_ban: boolean;
   fault_threshold: number | null;
   fault_rate_threshold: number | null;
+  flex_ratio: number;
 }
 
 const CHANNEL_COLUMNS = ['id', 'type', 'name', 'base_url', 'status', 'models', 'group', 'priority', 'weight',
   'model_mapping', 'created_time', 'used_quota', 'response_time', 'test_time',
   'status_reason', 'status_time', 'probe_time', 'probe_result', 'probe_failures', 'next_probe_time', 'auto_ban',
-  'fault_threshold', 'fault_rate_threshold'];
+  'fault_threshold', 'fault_rate_threshold', 'flex_ratio'];
 
 export function toChannel(r: ChannelRow) {
   return {
@@ -149,6 +154,7 @@ export function toChannel(r: ChannelRow) {
     next_probe_time: Number(r.next_probe_time ?? 0), auto_ban: r.auto_ban ?? true,
     fault_threshold: r.fault_threshold === null || r.fault_threshold === undefined ? null : Number(r.fault_threshold),
     fault_rate_threshold: r.fault_rate_threshold === null || r.fault_rate_threshold === undefined ? null : Number(r.fault_rate_threshold),
+    flex_ratio: Number(r.flex_ratio ?? 1),
   };
 }
 
@@ -228,12 +234,12 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
     const channel = await sql.begin(async (tx) => {
       const [row] = await tx<ChannelRow[]>`
         INSERT INTO channels (type, name, base_url, key_ciphertext, status, models, "group", priority, weight,
-                              model_mapping, created_time, auto_ban, fault_threshold, fault_rate_threshold)
+                              model_mapping, created_time, auto_ban, fault_threshold, fault_rate_threshold, flex_ratio)
         VALUES (${body.type ?? DEFAULT_CHANNEL_TYPE}, ${body.name}, ${normaliseBaseUrl(body.base_url)},
                 ${ctx.apiKeyCrypto.seal(body.key)}, ${body.status ?? CHANNEL_STATUS.enabled},
                 ${body.models.join(',')}, ${groups.join(',')}, ${body.priority ?? 0}, ${body.weight ?? 1},
                 ${body.model_mapping ?? ''}, ${ctx.now()}, ${body.auto_ban ?? true}, ${body.fault_threshold ?? null},
-                ${body.fault_rate_threshold ?? null})
+                ${body.fault_rate_threshold ?? null}, ${body.flex_ratio ?? 1})
         RETURNING ${tx(CHANNEL_COLUMNS)}`;
       await rebuildAbilities(tx, row!);
       return row!;
@@ -303,6 +309,7 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
           auto_ban = ${body.auto_ban ?? before.auto_ban},
           fault_threshold = ${body.fault_threshold === undefined ? before.fault_threshold : body.fault_threshold},
           fault_rate_threshold = ${body.fault_rate_threshold === undefined ? before.fault_rate_threshold : body.fault_rate_threshold},
+          flex_ratio = ${body.flex_ratio ?? before.flex_ratio},
           ${statusChanged ? tx`status_reason = 'set by an administrator', status_time = ${now}, status_notified_time = ${now},
                                probe_failures = 0, next_probe_time = ${now},` : tx``}
           id = id

@@ -6,6 +6,9 @@
 // making no more searches than it reserved never costs more than its reservation.
 // The cache ratios are relative to the input price, as Anthropic quotes
 // them (0.1, 1.25 and 2 by default): `input` is Anthropic's input_tokens, which counts neither.
+// An answer a provider served at a cheaper service tier (OpenAI's `flex`) has its token terms times
+// the channel's ratio for that tier (`tierRatio`, at most 1: the reservation at the standard price
+// stays an upper bound); the fees are not tiered.
 // A model with a long-context tier (Anthropic's Sonnet 4 models with the 1M context window: input 2×,
 // output 1.5× once the prompt, cache tokens included, passes 200,000 tokens) has every input-side
 // term multiplied by its input factor and the output term by its output factor above the threshold.
@@ -47,7 +50,7 @@ function longContextOf(u: TokenUsage, r: PriceRatios): LongContextPrice | undefi
   return lc !== undefined && u.inputTokens + u.cacheReadTokens + u.cacheCreationTokens > lc.aboveTokens ? lc : undefined;
 }
 
-export function quotaCost(usage: TokenUsage, r: PriceRatios): number {
+export function quotaCost(usage: TokenUsage, r: PriceRatios, tierRatio = 1): number {
   const lc = longContextOf(usage, r);
   const input = usage.inputTokens
     + usage.cacheReadTokens * r.cacheRead
@@ -57,7 +60,7 @@ export function quotaCost(usage: TokenUsage, r: PriceRatios): number {
   const weighted = lc === undefined ? input + output : input * lc.input + output * lc.output;
   // Ratios are decimals like 1.5; rounding the float product to an integer keeps every debit exact
   // in integer quota from here on.
-  const tokens = Math.round(weighted * r.model * r.group);
+  const tokens = Math.round(weighted * r.model * r.group * tierRatio);
   const searches = usage.webSearchRequests;
   return searches ? tokens + webSearchFee(searches, r.webSearch ?? 0, r.group) : tokens;
 }
@@ -97,6 +100,11 @@ export function describeCost(r: PriceRatios): string {
 export function describeWebSearch(u: TokenUsage, r: PriceRatios): string {
   const n = u.webSearchRequests;
   return n ? `; web search ${n} × ${r.webSearch ?? 0} quota × group ratio ${r.group}` : '';
+}
+
+/** The service tier an answer was priced at, for the log row's content; empty at the standard price. */
+export function describeServiceTier(tierRatio: number): string {
+  return tierRatio === 1 ? '' : `; flex service tier ×${tierRatio}`;
 }
 
 /** The cache tokens of a usage for the log row's content; empty when the request used no cache. */

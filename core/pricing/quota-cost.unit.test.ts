@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeCacheUsage, describeCost, describeLongContext, describeWebSearch, quotaCost, quotaCostBound, webSearchFee, type PriceRatios } from './quota-cost.js';
+import { describeCacheUsage, describeCost, describeLongContext, describeServiceTier, describeWebSearch, quotaCost, quotaCostBound, webSearchFee, type PriceRatios } from './quota-cost.js';
 import { ratiosFromOptions } from './ratios.js';
 
 const haiku: PriceRatios = { model: 0.5, completion: 5, group: 1, cacheRead: 0.1, cacheWrite: 1.25, cacheWrite1h: 2 };
@@ -39,6 +39,16 @@ describe('quotaCost', () => {
     expect(webSearchFee(0, 5_000, 1)).toBe(0);
     expect(describeWebSearch(usage({ webSearchRequests: 3 }), priced)).toBe('; web search 3 × 5000 quota × group ratio 1');
     expect(describeWebSearch(usage({}), priced)).toBe('');
+  });
+
+  it('prices a cheaper service tier\'s tokens at its ratio, the fees untiered, never above the standard bound', () => {
+    const u = usage({ inputTokens: 301, cacheReadTokens: 40, cacheCreationTokens: 20, cacheCreation1hTokens: 5, outputTokens: 77, webSearchRequests: 2 });
+    const priced = { ...haiku, group: 0.8, webSearch: 5_000 };
+    expect(quotaCost(u, priced, 0.5)).toBe(Math.round((301 + 4 + 15 * 1.25 + 5 * 2 + 385) * 0.5 * 0.8 * 0.5) + webSearchFee(2, 5_000, 0.8));
+    expect(quotaCost(u, priced, 1)).toBe(quotaCost(u, priced));
+    for (const tier of [0.5, 0.333, 0.999, 1]) expect(quotaCost(usage({ inputTokens: 1000, outputTokens: 50 }), haiku, tier)).toBeLessThanOrEqual(quotaCostBound(1000, 50, haiku, false));
+    expect(describeServiceTier(0.5)).toBe('; flex service tier ×0.5');
+    expect(describeServiceTier(1)).toBe('');
   });
 
   it('describes the ratios and, only when there are any, the cache tokens', () => {

@@ -172,6 +172,8 @@ class Exchange {
   body: MessagesRequest | null = null;
   /** The client's Chat Completions request (protocol 'openai'). */
   chat: ChatRequest | null = null;
+  /** The client asked for the `flex` service tier: settlement.ts bills a flex answer at the channel's flex ratio. */
+  flexRequested = false;
   /** The client's body bytes. */
   raw: Buffer | null = null;
   group = '';
@@ -380,6 +382,7 @@ class Exchange {
     const chat = checkChatRequest(json);
     if (chat instanceof RelayError) return chat;
     this.chat = chat;
+    this.flexRequested = (chat as { service_tier?: unknown }).service_tier === 'flex';
     // A request that sets no output bound gets the model's (option ModelMaxOutputTokens).
     return chatToMessages(chat, this.ctx.inputBounds().maxOutputTokens(chat.model));
   }
@@ -730,6 +733,7 @@ class Exchange {
       cacheCreation1hTokens: stated?.cacheCreation1hTokens ?? 0, cacheReadTokens: stated?.cacheReadTokens ?? 0,
     };
     if (stated?.webSearchRequests !== undefined) usage.webSearchRequests = stated.webSearchRequests;
+    if (stated?.flexServed === true) usage.flexServed = true;
     try {
       const [input, output] = await Promise.all([countInput ? this.countPromptTokens() : null, countOutput ? this.ctx.tokens.countText(text) : null]);
       // The count is of the whole prompt; input_tokens leaves out the cache reads and writes stated apart.

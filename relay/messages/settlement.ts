@@ -3,7 +3,7 @@
 // Exchange.finish() (messages-handler.ts) calls settleExchange once per reserved exchange.
 import type { Logger } from '../../infra/logger.js';
 import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../../core/usage/usage-event.js';
-import { describeCacheUsage, describeCost, describeLongContext, describeWebSearch, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { describeCacheUsage, describeCost, describeLongContext, describeServiceTier, describeWebSearch, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import type { Channel } from '../routing/channel-registry.js';
@@ -53,6 +53,8 @@ export interface SettledExchange {
   readonly tpmLimited: boolean;
   /** The protocol the client spoke, written to its log row. */
   readonly protocol?: 'anthropic' | 'openai';
+  /** The client asked for the `flex` service tier (a Chat Completions request's service_tier). */
+  readonly flexRequested?: boolean;
   /** What the reservation took; a cost above it is flagged. Absent: not checked. */
   readonly reservedAmount?: number;
   /** The most the request can use: a usage above it is billed at it. Absent: not bounded (tests). */
@@ -64,7 +66,10 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const record = ex.record!;
   const stated = outcome.kind === 'failed' ? null : outcome.usage;
   const usage = stated !== null && ex.usageBound !== undefined ? boundedUsage(ex, stated, ex.usageBound) : stated;
-  const cost = usage ? quotaCost(usage, ex.price) : 0;
+  // Flex is billed at the channel's flex price only when both ends say so: the client asked for it and
+  // the answer says it served it (a provider that ignored the field served, and billed, standard).
+  const tierRatio = usage !== null && usage.flexServed === true && ex.flexRequested === true && ex.channel !== null ? ex.channel.flexRatio : 1;
+  const cost = usage ? quotaCost(usage, ex.price, tierRatio) : 0;
   // The provider charged what it reports, so an excess is billed all the same (settleReservations-7n.lua
   // debits it, and only it may take the balance below zero); it is flagged, logged and counted,
   // because it means the reservation's bound (messages-handler.ts, reservation-bound.ts) failed.
@@ -80,7 +85,8 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const searches = usage?.webSearchRequests ?? 0;
   const withSearch = searches === 0 ? withCache : withCache + describeWebSearch(usage!, ex.price);
   const withLongContext = usage !== null && ex.price.longContext !== undefined ? withSearch + describeLongContext(usage, ex.price) : withSearch;
-  const bounded = usage !== stated ? withLongContext + ABOVE_BOUND : withLongContext;
+  const withTier = tierRatio === 1 ? withLongContext : withLongContext + describeServiceTier(tierRatio);
+  const bounded = usage !== stated ? withTier + ABOVE_BOUND : withTier;
   const content = outcome.kind === 'ok' ? bounded : `${outcome.reason}; ${bounded}`;
   const endedAt = Date.now();
   const event = usageEvent({

@@ -356,7 +356,7 @@ async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivere
     // A usage stated before content that followed it (some servers state one with every chunk, or
     // only first) still counts what it said; cumulative, it is a floor.
     if (parser.sawMessageDelta) output = Math.max(output, parser.outputTokens);
-    usage = { inputTokens: parser.inputTokens, outputTokens: output, cacheCreationTokens: parser.cacheCreationTokens, cacheCreation1hTokens: parser.cacheCreation1hTokens, cacheReadTokens: parser.cacheReadTokens, webSearchRequests: parser.webSearchRequests };
+    usage = { inputTokens: parser.inputTokens, outputTokens: output, cacheCreationTokens: parser.cacheCreationTokens, cacheCreation1hTokens: parser.cacheCreation1hTokens, cacheReadTokens: parser.cacheReadTokens, webSearchRequests: parser.webSearchRequests, flexServed: parser.flexServed };
   }
   if (prompt !== null) usage.inputTokens = await prompt;
   if (partialReason === null) ex.finish({ kind: 'ok', usage });
@@ -378,5 +378,5 @@ function snapshot(p: StreamMeter): StreamUsage {
   // A cut stream has no final message_delta: each text delta passed on is one token of the mock and
   // a lower bound for real providers; the exact count of delivered text is the token counter's job.
   const output = finalUsage(p) && (p.outputTokens > 0 || p.contentDeltas === 0) ? p.outputTokens : Math.max(p.outputTokens, p.contentDeltas);
-  return { inputTokens: p.inputTokens, outputTokens: output, cacheCreationTokens: p.cacheCreationTokens, cacheCreation1hTokens: p.cacheCreation1hTokens, cacheReadTokens: p.cacheReadTokens, webSearchRequests: p.webSearchRequests };
+  return { inputTokens: p.inputTokens, outputTokens: output, cacheCreationTokens: p.cacheCreationTokens, cacheCreation1hTokens: p.cacheCreation1hTokens, cacheReadTokens: p.cacheReadTokens, webSearchRequests: p.webSearchRequests, flexServed: p.flexServed };
 }

@@ -32,6 +32,11 @@ export interface Channel {
   health: ChannelHealthRules;
   /** Its rendezvous-hashing seed (affinity.ts). */
   seed: number;
+  /**
+   * What its provider charges for an answer served at the `flex` service tier, as a fraction of the
+   * standard price (channels.flex_ratio, 0 < r ≤ 1; 1 bills flex as standard).
+   */
+  flexRatio: number;
 }
 
 interface Candidate {
@@ -70,7 +75,7 @@ export class ChannelRegistry {
     const rows = await this.#sql`
       SELECT a."group" AS ability_group, a.model, a.priority AS ability_priority, a.weight AS ability_weight,
              c.id, c.name, c.type, c.base_url, c.key_ciphertext, c.model_mapping,
-             c.auto_ban, c.fault_threshold, c.fault_rate_threshold, c.status_time
+             c.auto_ban, c.fault_threshold, c.fault_rate_threshold, c.status_time, c.flex_ratio
       FROM abilities a JOIN channels c ON c.id = a.channel_id
       WHERE a.enabled AND c.status = 1`;
     const channels = new Map<number, Channel>();
@@ -105,6 +110,7 @@ export class ChannelRegistry {
             epochMs: Number(r.status_time) * 1000,
           },
           seed: channelSeed(id),
+          flexRatio: flexRatioOf(r.flex_ratio),
         };
         channels.set(id, channel);
       }
@@ -235,4 +241,13 @@ function parseMapping(raw: string): Record<string, string> | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * A channel's flex ratio as the relay bills with it: the column's CHECK keeps it in (0, 1]; anything
+ * else (a row written around the constraint) bills flex at the standard price, never below it.
+ */
+export function flexRatioOf(raw: unknown): number {
+  const r = Number(raw);
+  return r > 0 && r <= 1 ? r : 1;
 }

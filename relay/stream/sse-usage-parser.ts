@@ -73,6 +73,11 @@ export interface StreamUsage {
   cacheReadTokens: number;
   /** usage.server_tool_use.web_search_requests: each search is billed apart (core/pricing/quota-cost.ts). */
   webSearchRequests?: number;
+  /**
+   * An OpenAI-format answer says the `flex` service tier served it (its `service_tier`, beside the
+   * usage): billed at the channel's flex ratio when the request asked for flex (settlement.ts).
+   */
+  flexServed?: boolean;
 }
 
 /**

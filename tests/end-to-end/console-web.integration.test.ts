@@ -386,18 +386,22 @@ describe('web console', () => {
     expect((await stack.sql<{ status: number }[]>`SELECT status FROM users WHERE username = ${user.username}`)[0]!.status).toBe(2);
     await row.getByRole('button', { name: `Unban ${user.username}` }).click();
     await row.getByRole('cell', { name: 'Enabled' }).waitFor();
-    // Channels: priority and weight edited, disabled and enabled again.
+    // Channels: priority, weight and the flex price ratio edited (the format kept), disabled and enabled again.
     await page.getByRole('link', { name: 'Channels' }).click();
     const channelRow = page.getByRole('row').filter({ hasText: channelName });
     await channelRow.getByRole('button', { name: `Edit channel ${channelName}` }).click();
     const channelForm = page.getByRole('form', { name: `Edit channel ${channelName}` });
     await channelForm.getByLabel('Priority').fill('5');
     await channelForm.getByLabel('Weight').fill('3');
+    expect(await channelForm.getByLabel('Provider format').inputValue()).toBe('14');
+    expect(await channelForm.getByLabel('Flex price ratio').inputValue()).toBe('1');
+    await channelForm.getByLabel('Flex price ratio').fill('0.5');
     await channelForm.getByRole('button', { name: 'Save channel' }).click();
     await channelForm.waitFor({ state: 'detached' });
-    const channelState = async () => (await stack.sql<{ priority: number; weight: number; status: number }[]>`
-      SELECT priority, weight, status FROM channels WHERE name = ${channelName}`)[0];
-    expect(await channelState()).toMatchObject({ priority: 5, weight: 3, status: 1 });
+    const channelState = async () => (await stack.sql<{ priority: number; weight: number; status: number; type: number; flex_ratio: number }[]>`
+      SELECT priority, weight, status, type, flex_ratio FROM channels WHERE name = ${channelName}`)[0];
+    expect(await channelState()).toMatchObject({ priority: 5, weight: 3, status: 1, type: 14, flex_ratio: 0.5 });
+    await channelRow.getByRole('cell', { name: 'Anthropic Messages' }).waitFor();
     await channelRow.getByRole('button', { name: `Disable channel ${channelName}` }).click();
     await channelRow.getByRole('button', { name: `Enable channel ${channelName}` }).waitFor();
     expect((await channelState())!.status).toBe(2);

@@ -103,6 +103,7 @@ export interface paths {
                   auto_ban: boolean;
                   fault_threshold: number | null;
                   fault_rate_threshold: number | null;
+                  flex_ratio: number;
                 })[];
                 total: number;
                 page: number;
@@ -175,6 +176,7 @@ export interface paths {
             auto_ban?: boolean | 0 | 1;
             fault_threshold?: number | null;
             fault_rate_threshold?: number | null;
+            flex_ratio?: number;
           };
         };
       };
@@ -209,6 +211,7 @@ export interface paths {
                 auto_ban: boolean;
                 fault_threshold: number | null;
                 fault_rate_threshold: number | null;
+                flex_ratio: number;
               };
             };
           };
@@ -295,6 +298,7 @@ export interface paths {
             auto_ban?: boolean | 0 | 1;
             fault_threshold?: number | null;
             fault_rate_threshold?: number | null;
+            flex_ratio?: number;
             id: number;
           };
         };
@@ -330,6 +334,7 @@ export interface paths {
                 auto_ban: boolean;
                 fault_threshold: number | null;
                 fault_rate_threshold: number | null;
+                flex_ratio: number;
               };
             };
           };
@@ -589,6 +594,7 @@ export interface paths {
                 auto_ban: boolean;
                 fault_threshold: number | null;
                 fault_rate_threshold: number | null;
+                flex_ratio: number;
               };
             };
           };

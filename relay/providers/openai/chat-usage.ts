@@ -73,7 +73,10 @@ export function usageOfChatBody(body: Buffer): StatedUsage | null {
   } catch {
     return null;
   }
-  return c !== null && typeof c === 'object' ? usageOfChatUsage((c as { usage?: unknown }).usage) : null;
+  if (c === null || typeof c !== 'object') return null;
+  const usage = usageOfChatUsage((c as { usage?: unknown }).usage);
+  if (usage !== null && (c as { service_tier?: unknown }).service_tier === 'flex') usage.flexServed = true;
+  return usage;
 }
 
 /** What a Chat Completion delivers: every choice's text, reasoning, refusal and tool-call arguments; null when the body is not one. */
@@ -139,6 +142,8 @@ export class ChatStreamMeter implements StreamMeter {
   sawMessageStop = false;
   /** A usage chunk stated the input as a count of a prompt: else the relay counts the prompt. */
   inputStated = false;
+  /** The last usage chunk said the `flex` service tier served the answer. */
+  flexServed = false;
   /** A choice has finished (finish_reason): what is still to come is the usage chunk, not generation. */
   generationDone = false;
   contentDeltas = 0;
@@ -396,6 +401,8 @@ export class ChatStreamMeter implements StreamMeter {
     }
     const usage = usageOfChatUsage(chunk.usage);
     if (usage) {
+      // The tier is read with the usage it prices: the chunk that states it says which tier served.
+      this.flexServed = chunk.service_tier === 'flex';
       if (!usage.inputUnstated) {
         this.inputTokens = usage.inputTokens;
         this.cacheReadTokens = usage.cacheReadTokens;

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_CARRIED_LINE } from '../../stream/sse-bytes.js';
 import { MAX_USAGE_COUNT } from '../../stream/usage-count.js';
-import { ChatStreamMeter, textOfChatBody, usageOfChatUsage } from './chat-usage.js';
+import { ChatStreamMeter, textOfChatBody, usageOfChatBody, usageOfChatUsage } from './chat-usage.js';
 
 describe('usageOfChatUsage', () => {
   it('takes the cached prompt tokens as cache reads and the rest as input', () => {
@@ -77,6 +77,25 @@ describe('ChatStreamMeter', () => {
     const onUsage = new ChatStreamMeter();
     onUsage.push(Buffer.from('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n'));
     expect(onUsage).toMatchObject({ generationDone: true, sawMessageDelta: true });
+  });
+});
+
+describe('the service tier an answer says served it', () => {
+  it('is flex only when the answer (or the stream\'s last usage chunk) says "flex"', () => {
+    const body = (tier: unknown) => Buffer.from(JSON.stringify({ object: 'chat.completion', service_tier: tier, usage: { prompt_tokens: 5, completion_tokens: 2 } }));
+    expect(usageOfChatBody(body('flex'))!.flexServed).toBe(true);
+    for (const tier of ['default', 'auto', 'priority', 'FLEX', null, undefined, ['flex']]) expect(usageOfChatBody(body(tier))!.flexServed).toBeUndefined();
+    const usageChunk = (tier: string) => `data: {"choices":[],"service_tier":"${tier}","usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n`;
+    const meter = new ChatStreamMeter();
+    meter.push(Buffer.from(usageChunk('flex')));
+    expect(meter.flexServed).toBe(true);
+    // A later usage chunk (a server restating its usage) says the tier again.
+    meter.push(Buffer.from(usageChunk('default')));
+    expect(meter.flexServed).toBe(false);
+    // Content chunks are not parsed: their tier says nothing without a usage.
+    const contentOnly = new ChatStreamMeter();
+    contentOnly.push(Buffer.from('data: {"service_tier":"flex","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'));
+    expect(contentOnly.flexServed).toBe(false);
   });
 });
 

@@ -6,6 +6,10 @@ import { dateTime, dollars } from '../../format';
 
 const PAGE_SIZE = 20;
 const STATUS: Record<number, string> = { 1: 'Enabled', 2: 'Disabled', 3: 'Disabled (automatic)' };
+// The wire format a channel's provider speaks, by new-api's type numbers (relay/providers/registry.ts):
+// any other type is served as Anthropic's.
+const FORMAT: Record<number, string> = { 14: 'Anthropic Messages', 1: 'OpenAI Chat Completions' };
+const formatOf = (type: number) => FORMAT[type] ?? `Anthropic Messages (type ${type})`;
 
 export function AdminChannelsPage() {
   const [page, setPage] = useState(1);
@@ -25,7 +29,7 @@ export function AdminChannelsPage() {
         <ErrorText error={list.error} />
         {list.data && (list.data.items.length === 0 ? page === 1 && <p>No channels.</p> : (
           <table>
-            <thead><tr><th>Id</th><th>Name</th><th>Base URL</th><th>Models</th><th>Group</th><th>Status</th><th>Priority</th><th>Weight</th><th>Used</th><th>Last test</th><th>Actions</th></tr></thead>
+            <thead><tr><th>Id</th><th>Name</th><th>Format</th><th>Base URL</th><th>Models</th><th>Group</th><th>Status</th><th>Priority</th><th>Weight</th><th>Used</th><th>Last test</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((c) => <ChannelRow key={c.id} c={c} onEdit={() => setEditing(c)} onChanged={list.reload} />)}</tbody>
           </table>
         ))}
@@ -48,7 +52,7 @@ function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; 
   });
   return (
     <tr>
-      <td>{c.id}</td><td>{c.name}</td><td><code>{c.base_url}</code></td><td class="content">{c.models}</td><td>{c.group}</td>
+      <td>{c.id}</td><td>{c.name}</td><td>{formatOf(c.type)}</td><td><code>{c.base_url}</code></td><td class="content">{c.models}</td><td>{c.group}</td>
       <td>{STATUS[c.status] ?? c.status}</td><td>{c.priority}</td><td>{c.weight}</td><td>{dollars(c.used_quota)}</td>
       <td>{c.test_time ? `${dateTime(c.test_time)} (${c.response_time} ms)` : '—'}</td>
       <td class="actions">
@@ -67,13 +71,16 @@ function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; 
   );
 }
 
-const FIELDS = ['name', 'base_url', 'key', 'models', 'group', 'priority', 'weight', 'model_mapping', 'status'] as const;
+const FIELDS = ['name', 'type', 'base_url', 'key', 'models', 'group', 'priority', 'weight', 'model_mapping', 'flex_ratio', 'status'] as const;
 
 function ChannelForm({ channel, onDone }: { channel: Channel | null; onDone: () => void }) {
   const [f, setF] = useState({
     name: channel?.name ?? '', base_url: channel?.base_url ?? '', key: '', models: channel?.models ?? '', group: channel?.group ?? 'default',
     priority: String(channel?.priority ?? 0), weight: String(channel?.weight ?? 1), model_mapping: channel?.model_mapping ?? '', status: String(channel?.status ?? 1),
+    type: String(channel?.type ?? 14), flex_ratio: String(channel?.flex_ratio ?? 1),
   });
+  const types = [{ value: '14', label: FORMAT[14]! }, { value: '1', label: FORMAT[1]! }];
+  if (!(f.type in FORMAT)) types.push({ value: f.type, label: formatOf(Number(f.type)) });
   const action = useAction();
   const [fe, formError] = splitFieldError(action.error, FIELDS);
   const set = (k: keyof typeof f) => (v: string) => setF((s) => ({ ...s, [k]: v }));
@@ -86,6 +93,9 @@ function ChannelForm({ channel, onDone }: { channel: Channel | null; onDone: () 
           const common = {
             name: f.name, base_url: f.base_url, models: f.models, group: f.group, priority: Number(f.priority), weight: Number(f.weight),
             model_mapping: f.model_mapping || null, status: (Number(f.status) === 2 ? 2 : 1) as 1 | 2,
+            type: Number(f.type),
+            // Sent as typed ('' stays text): the console refuses what is not a number in (0, 1].
+            flex_ratio: (f.flex_ratio.trim() === '' || Number.isNaN(Number(f.flex_ratio)) ? f.flex_ratio : Number(f.flex_ratio)) as number,
           };
           if (channel) await call(api.PUT('/api/channel/', { body: { id: channel.id, ...common, ...(f.key ? { key: f.key } : {}) } }));
           else await call(api.POST('/api/channel/', { body: { ...common, key: f.key } }));
@@ -93,6 +103,7 @@ function ChannelForm({ channel, onDone }: { channel: Channel | null; onDone: () 
         });
       }}>
         <Field label="Name" value={f.name} onValue={set('name')} required error={fe.name} />
+        <Select label="Provider format" value={f.type} onValue={set('type')} options={types} />
         <Field label="Base URL" type="url" value={f.base_url} onValue={set('base_url')} required error={fe.base_url} hint="the provider's address, e.g. https://api.anthropic.com" />
         <Field label="Channel key" type="password" autoComplete="off" value={f.key} onValue={set('key')} required={!channel} error={fe.key} hint={channel ? 'leave empty to keep the stored key' : 'stored encrypted; never shown again'} />
         <Field label="Models" value={f.models} onValue={set('models')} required error={fe.models} hint="comma-separated" />
@@ -100,6 +111,8 @@ function ChannelForm({ channel, onDone }: { channel: Channel | null; onDone: () 
         <Field label="Priority" type="number" value={f.priority} onValue={set('priority')} error={fe.priority} hint="higher is tried first" />
         <Field label="Weight" type="number" min={0} value={f.weight} onValue={set('weight')} error={fe.weight} hint="share among channels of the same priority" />
         <Field label="Model mapping (JSON)" value={f.model_mapping} onValue={set('model_mapping')} error={fe.model_mapping} hint='e.g. {"claude-x": "claude-y"}' />
+        <Field label="Flex price ratio" type="number" min={0} max={1} step="any" value={f.flex_ratio} onValue={set('flex_ratio')} error={fe.flex_ratio}
+          hint="what the provider charges for a service_tier flex answer, as a fraction of its standard price (OpenAI: 0.5; 1 bills flex as standard)" />
         <Select label="Status" value={f.status} onValue={set('status')} options={[{ value: '1', label: 'Enabled' }, { value: '2', label: 'Disabled' }]} />
         <div class="buttons"><button type="submit" class="primary" disabled={action.busy}>{channel ? 'Save channel' : 'Create channel'}</button><button type="button" onClick={onDone}>Cancel</button></div>
         <ErrorText error={formError} />
