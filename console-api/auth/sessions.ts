@@ -7,6 +7,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { UserRow } from '../accounts/account-view.js';
+import { ACCOUNT_STATUS } from '../accounts/roles.js';
 import type { Db } from '../db.js';
 
 export type SessionKind = 'session' | 'access';
@@ -19,26 +20,69 @@ function newCredential(): string {
   return randomBytes(32).toString('hex');
 }
 
-export async function issueSession(db: Db, userId: number, ttlSec: number, nowSec: number): Promise<string> {
-  const credential = newCredential();
-  await db`
-    INSERT INTO access_tokens (user_id, token_hash, kind, created_at, expires_at)
-    VALUES (${userId}, ${hashCredential(credential)}, 'session', ${nowSec}, ${nowSec + ttlSec})`;
-  return credential;
+/**
+ * What a new credential is issued on the strength of, checked again under the account's row lock:
+ * the password hash the login verified, or the credential the request presented.
+ */
+export interface IssuedOn {
+  passwordHash?: string;
+  credential?: string;
 }
 
-/** A new long-lived access token; the previous access token(s) of the user stop working at once. */
-export async function issueAccessToken(sql: Sql, userId: number, nowSec: number): Promise<string> {
+/**
+ * Locks the account's row for the credential about to be written and checks, under the lock, that
+ * what the credential is issued on still holds: the account enabled and not deleted, the password
+ * verified still its password, the presented credential still live. Why: a password change, a ban or
+ * a reset revokes every credential under the same lock (revokeAllCredentials), so a credential is
+ * either written before it (and revoked by it) or checked after it (and refused). Checked outside
+ * the lock, a login with the old password or a stolen session's GET /api/user/token in flight during
+ * the change wrote a credential the change never saw, alive after it (a never-expiring one for the
+ * access token).
+ */
+async function lockIssuer(tx: Db, userId: number, on: IssuedOn, nowSec: number): Promise<boolean> {
+  const [user] = await tx<{ password_hash: string; status: number }[]>`
+    SELECT password_hash, status FROM users WHERE id = ${userId} AND deleted_at IS NULL FOR UPDATE`;
+  if (!user || Number(user.status) !== ACCOUNT_STATUS.enabled) return false;
+  if (on.passwordHash !== undefined && user.password_hash !== on.passwordHash) return false;
+  if (on.credential !== undefined) {
+    const [live] = await tx`
+      SELECT 1 FROM access_tokens
+      WHERE token_hash = ${hashCredential(on.credential)} AND user_id = ${userId} AND revoked_at IS NULL
+        AND (expires_at IS NULL OR expires_at > ${nowSec})`;
+    if (!live) return false;
+  }
+  return true;
+}
+
+/** A new session, or null when what it is issued on no longer holds (lockIssuer). */
+export async function issueSession(sql: Sql, userId: number, ttlSec: number, nowSec: number, on: IssuedOn = {}): Promise<string | null> {
   const credential = newCredential();
-  await sql.begin(async (tx) => {
+  return sql.begin(async (tx) => {
+    if (!(await lockIssuer(tx, userId, on, nowSec))) return null;
+    await tx`
+      INSERT INTO access_tokens (user_id, token_hash, kind, created_at, expires_at)
+      VALUES (${userId}, ${hashCredential(credential)}, 'session', ${nowSec}, ${nowSec + ttlSec})`;
+    return credential;
+  });
+}
+
+/**
+ * A new long-lived access token; the previous access token(s) of the user stop working at once. The
+ * row lock also keeps concurrent calls from leaving several alive (each revoked the others' before
+ * they were written). Null when the presented credential is no longer live (lockIssuer).
+ */
+export async function issueAccessToken(sql: Sql, userId: number, nowSec: number, on: IssuedOn): Promise<string | null> {
+  const credential = newCredential();
+  return sql.begin(async (tx) => {
+    if (!(await lockIssuer(tx, userId, on, nowSec))) return null;
     await tx`
       UPDATE access_tokens SET revoked_at = ${nowSec}
       WHERE user_id = ${userId} AND kind = 'access' AND revoked_at IS NULL`;
     await tx`
       INSERT INTO access_tokens (user_id, token_hash, kind, created_at, expires_at)
       VALUES (${userId}, ${hashCredential(credential)}, 'access', ${nowSec}, NULL)`;
+    return credential;
   });
-  return credential;
 }
 
 /** The account a live (unexpired, unrevoked) session or access token belongs to, or undefined. */
@@ -62,6 +106,9 @@ export async function revokeSession(db: Db, credential: string, nowSec: number):
  * was taken over must not get the taker's credentials back when enabled again), or its password reset.
  */
 export async function revokeAllCredentials(db: Db, userId: number, nowSec: number): Promise<void> {
+  // Under the account's row lock (a no-op when the transaction updated the row already): a credential
+  // being issued meanwhile is then either revoked here or refused by lockIssuer.
+  await db`SELECT 1 FROM users WHERE id = ${userId} FOR UPDATE`;
   await db`UPDATE access_tokens SET revoked_at = ${nowSec} WHERE user_id = ${userId} AND revoked_at IS NULL`;
 }
 

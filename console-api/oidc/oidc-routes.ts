@@ -237,6 +237,8 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
     if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
     // The same session as a password login.
     const token = await issueSession(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now());
+    // Banned or deleted while signing on.
+    if (token === null) throw new ConsoleError('ACCOUNT_BANNED');
     if (browser) {
       setSessionCookies(reply, token, ctx.config.SESSION_TTL_SEC);
       return reply.redirect('/', 303);

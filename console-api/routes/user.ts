@@ -204,7 +204,9 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     if (!user || !valid) throw new ConsoleError('INVALID_CREDENTIALS');
     if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
     await clearLoginAttempts(ctx, body.username, request.ip);
-    const token = await issueSession(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now());
+    // Issued only if the password verified is still the account's (a change may have committed meanwhile).
+    const token = await issueSession(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now(), { passwordHash: user.password_hash });
+    if (token === null) throw new ConsoleError('INVALID_CREDENTIALS');
     return ok({ ...toAccountSummary(user), token });
   });
 
@@ -219,7 +221,12 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'GET', path: '/api/user/token', tag: 'account', access: ROLE.user, data: z.string(),
     summary: 'Issue a long-lived access token, revoking the previous one(s)',
-  }, async ({ user }) => ok(await issueAccessToken(sql, user.id, ctx.now())));
+  }, async ({ user, request }) => {
+    // Issued only if the presenting session is still live: a password change or a ban may have revoked it meanwhile.
+    const token = await issueAccessToken(sql, user.id, ctx.now(), { credential: bearerToken(request.headers.authorization)! });
+    if (token === null) throw new ConsoleError('INVALID_ACCESS_TOKEN');
+    return ok(token);
+  });
 
   api.route({
     method: 'DELETE', path: '/api/user/token', tag: 'account', access: ROLE.user, data: z.object({ revoked: z.number().int() }),
@@ -247,14 +254,26 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       await clearLoginAttempts(ctx, user.username, request.ip);
     }
     const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
+    const presented = hashCredential(bearerToken(request.headers.authorization)!);
     const [updated] = await sql.begin(async (tx) => {
       if (hash !== undefined) {
+        // Under the account's row lock, as credentials are issued (auth/sessions.ts lockIssuer): the
+        // password verified must still be the account's and the presenting session still live (a
+        // concurrent change or ban revoked it), and a credential issued meanwhile is revoked below.
+        const [locked] = await tx<{ password_hash: string }[]>`SELECT password_hash FROM users WHERE id = ${user.id} FOR UPDATE`;
+        const [live] = await tx`SELECT 1 FROM access_tokens WHERE token_hash = ${presented} AND revoked_at IS NULL`;
+        if (!locked || locked.password_hash !== user.password_hash || !live) {
+          throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the password was changed meanwhile; log in again');
+        }
         // Whoever knew the old password may hold a session: every other session and access token ends.
         await tx`UPDATE access_tokens SET revoked_at = ${ctx.now()}
-                 WHERE user_id = ${user.id} AND revoked_at IS NULL AND token_hash <> ${hashCredential(bearerToken(request.headers.authorization)!)}`;
+                 WHERE user_id = ${user.id} AND revoked_at IS NULL AND token_hash <> ${presented}`;
       }
+      // The hash is written only when it changes: the one read at authentication may be stale by now,
+      // and writing it back would undo a password change that committed meanwhile.
       return tx<UserRow[]>`
-        UPDATE users SET display_name = ${body.display_name ?? user.display_name}, password_hash = ${hash ?? user.password_hash}
+        UPDATE users SET ${hash !== undefined ? tx`password_hash = ${hash},` : tx``}
+          display_name = ${body.display_name ?? user.display_name}
         WHERE id = ${user.id} RETURNING *`;
     });
     return ok(toAccount(updated!));

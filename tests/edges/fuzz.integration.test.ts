@@ -75,7 +75,7 @@ async function rootAccount(): Promise<Account> {
   const [row] = await stack.sql`INSERT INTO users (username, display_name, password_hash, role, aff_code)
     VALUES (${username}, 'Fuzz Root', ${await hashPassword(password)}, 100, ${randomBytes(6).toString('hex')}) RETURNING id`;
   const id = Number(row!.id);
-  return { id, username, password, token: await issueSession(stack.sql, id, 86_400, Math.floor(Date.now() / 1000)) };
+  return { id, username, password, token: (await issueSession(stack.sql, id, 86_400, Math.floor(Date.now() / 1000)))! };
 }
 
 async function userAccount(adminToken: string, quota: number): Promise<Account> {
@@ -85,7 +85,7 @@ async function userAccount(adminToken: string, quota: number): Promise<Account> 
   if (!reg.json.success) throw new Error(`register failed: ${reg.json.message}`);
   const [row] = await stack.sql`SELECT id FROM users WHERE username = ${username}`;
   const id = Number(row!.id);
-  const token = await issueSession(stack.sql, id, 86_400, Math.floor(Date.now() / 1000));
+  const token = (await issueSession(stack.sql, id, 86_400, Math.floor(Date.now() / 1000)))!;
   const put = await consoleCall(stack, 'PUT', '/api/user/', adminToken, { id, quota });
   if (!put.json.success) throw new Error(`funding failed: ${put.json.message}`);
   return { id, username, password, token };
@@ -584,7 +584,7 @@ async function restoreAfter(op: ConsoleOp, cred: ConsoleCred, a: RawAnswer): Pro
   if (a.status < 200 || a.status >= 300) return;
   if (cred === 'root' || cred === 'user') {
     const self = await consoleCall(stack, 'GET', '/api/user/self', tokens[cred]);
-    if (self.status === 401) tokens[cred] = await issueSession(stack.sql, cred === 'root' ? root.id : user.id, 86_400, Math.floor(Date.now() / 1000));
+    if (self.status === 401) tokens[cred] = (await issueSession(stack.sql, cred === 'root' ? root.id : user.id, 86_400, Math.floor(Date.now() / 1000)))!;
   }
   if (op.path === '/api/option/' && op.method === 'PUT') {
     for (const [key, value] of optionSnapshot) {
