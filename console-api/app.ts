@@ -111,6 +111,10 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     return payload;
   });
 
+  // JSON is the only body the API reads: Fastify's default text/plain parser handed a string to the
+  // routes' schemas, answered 400 "expected object, received string" where every other type gets 415.
+  app.removeContentTypeParser('text/plain');
+
   app.decorateRequest('account', null);
   // Every route Fastify registers, whatever registered it (the OpenAPI test compares it with the document).
   const routeTable: { method: string; url: string }[] = [];

@@ -23,11 +23,11 @@ export const verificationQuery = z.object({
   /** register (default, no login) or bind (the logged-in account binds the address). */
   purpose: z.enum(['register', 'bind'], { error: 'must be register or bind' }).optional(),
 });
-export const emailBindBody = z.object({ email, code: z.string({ error: 'must be a string' }).min(1).max(64) });
+export const emailBindBody = z.object({ email, code: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(64, { error: 'must be at most 64 characters' }) });
 export const resetRequestQuery = z.object({ email });
 export const resetBody = z.object({
   email,
-  token: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(64),
+  token: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(64, { error: 'must be at most 64 characters' }),
   /** The new password; when absent one is generated and returned (new-api returns a generated one). */
   password: z.string({ error: 'must be a string' }).min(8, { error: 'must be at least 8 characters' }).max(64, { error: 'must be at most 64 characters' }).optional(),
 });

@@ -22,7 +22,7 @@ export const userSettingBody = z.object({
   quota_warning_threshold: safeInt.min(0, { error: 'must be at least 0' }),
   webhook_url: z.string({ error: 'must be a string' }).max(2000, { error: 'must be at most 2000 characters' }).optional(),
   webhook_secret: z.string({ error: 'must be a string' }).max(200, { error: 'must be at most 200 characters' }).optional(),
-  notification_email: z.string({ error: 'must be a string' }).max(254).optional(),
+  notification_email: z.string({ error: 'must be a string' }).max(254, { error: 'must be at most 254 characters' }).optional(),
   accept_unset_model_ratio_model: z.boolean({ error: 'must be a boolean' }).optional(),
   record_ip_log: z.boolean({ error: 'must be a boolean' }).optional(),
 });

@@ -50,11 +50,11 @@ const DISCOVERY_TTL_MS = 5 * 60_000;
 const DISCOVERY_TIMEOUT_SEC = 10;
 
 export const oidcStartQuery = z.object({
-  aff_code: z.string({ error: 'must be a string' }).max(AFF_CODE_MAX_LENGTH).optional(),
+  aff_code: z.string({ error: 'must be a string' }).max(AFF_CODE_MAX_LENGTH, { error: `must be at most ${AFF_CODE_MAX_LENGTH} characters` }).optional(),
 });
 export const oidcCallbackQuery = z.object({
-  code: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(2048),
-  state: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(512),
+  code: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(2048, { error: 'must be at most 2,048 characters' }),
+  state: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(512, { error: 'must be at most 512 characters' }),
   iss: z.string().max(2048).optional(),
   session_state: z.string().max(2048).optional(),
 });

@@ -82,7 +82,7 @@ export const createChannelBody = z.object({
   name: displayText(100, { min: 1, message: 'is required' }),
   type: int32(0).optional(),
   base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).max(2048),
-  key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(10_000),
+  key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(10_000, { error: 'must be at most 10,000 characters' }),
   models: commaList('model', MAX_CHANNEL_MODELS, MAX_MODEL_NAME),
   group: commaList('group', MAX_CHANNEL_GROUPS, MAX_GROUP_NAME).optional(),
   // priority is BIGINT (channels and abilities); type and weight are INT columns.

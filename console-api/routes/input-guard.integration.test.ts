@@ -152,3 +152,29 @@ describe('requests refused below the routes', () => {
     expect(JSON.parse(res.body)).toEqual({ success: false, message });
   });
 });
+
+describe('bodies that are not JSON, and values out of range', () => {
+  it.each([
+    ['text/plain'], ['text/plain; charset=utf-8'], ['application/x-www-form-urlencoded'], ['application/xml'],
+  ])('a %s body answers 415 in the envelope, on a public and an authenticated route', async (type) => {
+    for (const [method, url, who] of [['POST', '/api/user/login', undefined], ['PUT', '/api/user/self', user], ['POST', '/api/token/', user]] as const) {
+      const res = await h.app.inject({
+        method, url, headers: { 'content-type': type, ...(who ? who.auth : {}) }, payload: '{"username":"a","password":"b","name":"k"}',
+      });
+      expect(res.statusCode, `${type} ${url}`).toBe(415);
+      expect(res.json()).toEqual({ success: false, message: 'send the body as Content-Type: application/json' });
+    }
+  });
+
+  it('a string too long is reported as too long, not as "must be a string"', async () => {
+    const login = await inject('POST', '/api/user/login', undefined, { username: 'u'.repeat(65), password: 'p'.repeat(129) });
+    expect(login.statusCode).toBe(400);
+    expect(login.json()).toEqual({ success: false, message: 'username: must be at most 64 characters; password: must be at most 128 characters' });
+    const oidc = await inject('GET', `/api/oauth/oidc/start?aff_code=${'x'.repeat(100)}`, undefined);
+    expect(oidc.statusCode).toBe(400);
+    expect(oidc.json().message).toMatch(/^aff_code: must be at most \d+ characters$/);
+    const key = await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, rate_limit_rpm: 2_000_000_000 });
+    expect(key.statusCode).toBe(400);
+    expect(key.json()).toEqual({ success: false, message: 'rate_limit_rpm: must be at most 1,000,000,000' });
+  });
+});

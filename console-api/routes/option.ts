@@ -14,7 +14,7 @@ import { describeZodError } from '../http/validation.js';
 import { loadOptionView, OPTION_CATALOGUE, optionConflict, optionDef, storedOptionText } from '../options/option-catalogue.js';
 
 export const updateOptionBody = z.object({
-  key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100),
+  key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100, { error: 'must be at most 100 characters' }),
   /** Stored as text: numbers and booleans are converted (true → "true"); objects and arrays to JSON. */
   value: z.union([z.string(), z.number(), z.boolean(), z.array(z.unknown()), z.record(z.string(), z.unknown())], {
     error: 'must be a string, number, boolean, array or object',

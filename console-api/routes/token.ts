@@ -71,8 +71,8 @@ const tokenFields = {
   group: z.string({ error: 'must be a string' }).max(64, { error: 'is too long' }),
   cross_group_retry: z.boolean({ error: 'must be a boolean' }),
   // Beyond the contract's creation input: the key's own rate limits (0: the group's limit applies).
-  rate_limit_rpm: safeInt.min(0, { error: 'must be at least 0' }).max(1_000_000_000),
-  rate_limit_tpm: safeInt.min(0, { error: 'must be at least 0' }).max(1_000_000_000),
+  rate_limit_rpm: safeInt.min(0, { error: 'must be at least 0' }).max(1_000_000_000, { error: 'must be at most 1,000,000,000' }),
+  rate_limit_tpm: safeInt.min(0, { error: 'must be at least 0' }).max(1_000_000_000, { error: 'must be at most 1,000,000,000' }),
 };
 
 /** The contract's "API key creation input". */

@@ -33,15 +33,15 @@ export const redeemBody = z.object({
 export const amountBody = z.object({ amount });
 export const payBody = z.object({
   amount,
-  payment_method: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(32),
+  payment_method: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(32, { error: 'must be at most 32 characters' }),
 });
 export const topupSelfQuery = pageQuery.extend({ keyword: queryString(64) });
 export const topupAllQuery = topupSelfQuery.extend({
-  user_id: z.coerce.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive().optional(),
+  user_id: z.coerce.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' }).optional(),
   status: z.enum(['pending', 'success', 'expired'], { error: 'must be pending, success or expired' }).optional(),
 });
 export const completeTopupBody = z.object({
-  trade_no: z.string({ error: 'must be a string' }).trim().min(1, { error: 'is required' }).max(64),
+  trade_no: z.string({ error: 'must be a string' }).trim().min(1, { error: 'is required' }).max(64, { error: 'must be at most 64 characters' }),
 });
 
 /**

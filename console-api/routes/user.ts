@@ -52,14 +52,14 @@ export const affTransferBody = z.object({
 });
 
 export const loginBody = z.object({
-  username: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(64),
-  password: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(128),
+  username: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(64, { error: 'must be at most 64 characters' }),
+  password: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(128, { error: 'must be at most 128 characters' }),
 });
 
 export const updateSelfBody = z.object({
   display_name: displayText(50, { min: 1, message: 'must not be empty' }).optional(),
   password: registerBody.shape.password.optional(),
-  original_password: z.string({ error: 'must be a string' }).max(128).optional(),
+  original_password: z.string({ error: 'must be a string' }).max(128, { error: 'must be at most 128 characters' }).optional(),
 });
 
 const accountId = z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' });
