@@ -12,7 +12,7 @@ import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
 import { createOptionSealer } from '../core/options/option-secrets.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
-import { ensureRootAccount } from './accounts/root-account.js';
+import { ensureRootAccount, rootPasswordReveal } from './accounts/root-account.js';
 import { buildConsoleApp } from './app.js';
 import { sealLegacySecrets } from './secrets/seal-legacy-secrets.js';
 
@@ -48,8 +48,9 @@ async function main(): Promise<void> {
   const sealed = await sealLegacySecrets(sql, { options: createOptionSealer(config.KEY_SECRET), webhooks: createWebhookSecretSealer(config.KEY_SECRET) });
   if (sealed.options.length > 0 || sealed.accounts > 0) logger.info(sealed, 'secrets stored in clear by an earlier version sealed');
 
-  // A generated root password goes to stdout once, deliberately not through the logger.
-  await ensureRootAccount(sql, config, (line) => process.stdout.write(`${line}\n`));
+  // A generated root password goes to ROOT_PASSWORD_FILE (readable by its owner only) or else to
+  // stdout once, deliberately not through the logger.
+  await ensureRootAccount(sql, config, rootPasswordReveal(config.ROOT_PASSWORD_FILE, (text) => process.stdout.write(text)));
 
   const app = buildConsoleApp({ config, sql, redis, logReader, quotaStore, logger });
   release = async () => {

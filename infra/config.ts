@@ -100,6 +100,9 @@ const schema = z.object({
 
   ROOT_USERNAME: z.string().min(1).default('root'),
   ROOT_PASSWORD: z.string().min(8).optional(),
+  // Where a generated root password is written (mode 0600) instead of stdout, whose file is often a
+  // log (make run's .run/console-api.log); unset: stdout, once.
+  ROOT_PASSWORD_FILE: z.string().optional().transform((v) => (v === '' ? undefined : v)),
   SESSION_TTL_SEC: positiveInt.default(7 * 24 * 3600),
   LOGIN_RATE_LIMIT: positiveInt.default(5),
   LOGIN_RATE_WINDOW_SEC: positiveInt.default(60),

@@ -51,7 +51,8 @@ export async function insertAccount(tx: Db, input: NewAccount, affCode: () => st
       if (row) return row;
     } catch (err) {
       const e = err as PgError;
-      if (e.code === '23505' && e.constraint_name === 'users_username_key') throw new ConsoleError('USERNAME_TAKEN');
+      // users_username_folded: the name differs from a taken one only in case or Unicode form (migration 022).
+      if (e.code === '23505' && (e.constraint_name === 'users_username_key' || e.constraint_name === 'users_username_folded')) throw new ConsoleError('USERNAME_TAKEN');
       throw err;
     }
   }

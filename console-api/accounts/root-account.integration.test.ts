@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, startConsoleHarness } from '../../tests/harness/console-harness.js';
-import { ensureRootAccount } from './root-account.js';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensureRootAccount, rootPasswordReveal } from './root-account.js';
 
 // Each harness has a fresh database, so "no account with role 100" holds at the start.
 let h: ConsoleHarness;
@@ -50,5 +53,28 @@ describe('ensureRootAccount', () => {
   it('refuses to start when ROOT_USERNAME names an ordinary account', async () => {
     await h.sql`UPDATE users SET role = 1 WHERE role = 100`;
     await expect(ensureRootAccount(h.sql, { ROOT_USERNAME: 'root2', ROOT_PASSWORD: undefined }, () => {})).rejects.toThrow(/not a super administrator/);
+  });
+});
+
+describe('rootPasswordReveal', () => {
+  it('writes a generated password to ROOT_PASSWORD_FILE, readable by its owner only, and names only the file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'root-password-'));
+    try {
+      const file = join(dir, 'root-password');
+      // An existing file readable by others is narrowed to its owner.
+      writeFileSync(file, 'old\n', { mode: 0o644 });
+      const out: string[] = [];
+      rootPasswordReveal(file, (t) => out.push(t))('Root account "r" created. Generated password (shown only once): s3cret-pw', 's3cret-pw', 'r');
+      expect(readFileSync(file, 'utf8')).toBe('s3cret-pw\n');
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      expect(out).toEqual([`Root account "r" created. Generated password written to ${file}\n`]);
+      expect(out.join('')).not.toContain('s3cret-pw');
+      // Without a file: the line, on stdout, once.
+      const plain: string[] = [];
+      rootPasswordReveal(undefined, (t) => plain.push(t))('the line', 'pw', 'r');
+      expect(plain).toEqual(['the line\n']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

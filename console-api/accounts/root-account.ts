@@ -1,8 +1,9 @@
 // The super administrator exists from the first start. If no account has role 100, one is created
 // from ROOT_USERNAME / ROOT_PASSWORD. Without ROOT_PASSWORD a strong password is generated and handed
-// to `print` exactly once (main.ts writes it to stdout, never to the pino logger); it is not stored
-// anywhere in clear and never shown again.
+// to `print` exactly once (main.ts writes it to ROOT_PASSWORD_FILE, mode 0600, or else to stdout, never
+// to the pino logger); the database keeps only its hash.
 import { randomBytes } from 'node:crypto';
+import { chmodSync, writeFileSync } from 'node:fs';
 import type { Config } from '../../infra/config.js';
 import type { Sql } from '../../infra/postgres/client.js';
 import { hashPassword } from '../auth/password.js';
@@ -22,7 +23,7 @@ export interface EnsureRootResult {
 export async function ensureRootAccount(
   sql: Sql,
   config: Pick<Config, 'ROOT_USERNAME' | 'ROOT_PASSWORD'>,
-  print: (line: string) => void,
+  print: (line: string, password: string, username: string) => void,
 ): Promise<EnsureRootResult> {
   const password = config.ROOT_PASSWORD ?? randomBytes(18).toString('base64url');
   const generated = config.ROOT_PASSWORD === undefined;
@@ -44,7 +45,23 @@ export async function ensureRootAccount(
     return { created: true, username: row.username, generatedPassword: generated };
   });
   if (result.created && generated) {
-    print(`Root account "${result.username}" created. Generated password (shown only once): ${password}`);
+    print(`Root account "${result.username}" created. Generated password (shown only once): ${password}`, password, result.username);
   }
   return result;
+}
+
+/**
+ * How main.ts hands a generated root password over: to `file` (ROOT_PASSWORD_FILE), readable by its
+ * owner only, with a line naming the file on `out`; without a file, the line with the password on
+ * `out` (stdout), once. Why a file: make run's stdout is a log file, kept and copied where a password
+ * must not be.
+ */
+export function rootPasswordReveal(file: string | undefined, out: (text: string) => void): (line: string, password: string, username: string) => void {
+  return (line, password, username) => {
+    if (file === undefined) return void out(`${line}\n`);
+    writeFileSync(file, `${password}\n`, { mode: 0o600 });
+    // An existing file keeps its mode through writeFileSync.
+    chmodSync(file, 0o600);
+    out(`Root account "${username}" created. Generated password written to ${file}\n`);
+  };
 }

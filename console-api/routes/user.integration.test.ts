@@ -63,6 +63,22 @@ describe('register, login and access tokens', () => {
     expect(badJson.json()).toEqual({ success: false, message: 'request body is not valid JSON' });
   });
 
+  it('refuses a name that differs from a taken one only in case or Unicode form (409), and logs in by the exact name', async () => {
+    const taken = `Look${uniqueName('').slice(-8)}`;
+    expect((await post('/api/user/register', { username: taken, password })).statusCode).toBe(200);
+    // Upper case, lower case, full-width forms (NFKC folds them to the taken name).
+    const fullWidth = [...taken.toLowerCase()].map((c) => String.fromCodePoint(c.codePointAt(0)! + 0xfee0)).join('');
+    for (const lookalike of [taken.toUpperCase(), taken.toLowerCase(), fullWidth]) {
+      const res = await post('/api/user/register', { username: lookalike, password });
+      expect(res.statusCode, lookalike).toBe(409);
+      expect(res.json()).toEqual({ success: false, message: 'username is already taken' });
+    }
+    const [row] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM users WHERE lower(username) = lower(${taken})`;
+    expect(row!.n).toBe(1);
+    expect((await post('/api/user/login', { username: taken, password })).statusCode).toBe(200);
+    expect((await post('/api/user/login', { username: taken.toUpperCase(), password })).statusCode).toBe(401);
+  });
+
   let session = '';
   it('logs in with a session token and the account summary', async () => {
     const res = await post('/api/user/login', { username, password });

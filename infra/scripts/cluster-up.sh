@@ -47,7 +47,8 @@ RELAY_FLAGS=$(node dist/infra/launch/node-flags-main.js relay)
 BILLING_FLAGS=$(node dist/infra/launch/node-flags-main.js billing)
 NODE_FLAGS=$BILLING_FLAGS start billing dist/billing/main.js BILLING_CONSUMER=billing-1 BILLING_METRICS_PORT=9464
 NODE_FLAGS=$BILLING_FLAGS start billing-2 dist/billing/main.js BILLING_CONSUMER=billing-2 BILLING_METRICS_PORT=9466
-start console-api dist/console-api/main.js
+mkdir -p .data
+ROOT_PASSWORD_FILE=${ROOT_PASSWORD_FILE:-.data/root-password} start console-api dist/console-api/main.js
 CONSOLE_URL=$CONSOLE_URL start payment-sandbox dist/bench/payment-sandbox/main.js
 NODE_FLAGS=$RELAY_FLAGS start relay dist/relay/main.js RELAY_PORT=3000 RELAY_METRICS_PORT=9465
 NODE_FLAGS=$RELAY_FLAGS start relay-2 dist/relay/main.js RELAY_PORT=3002 RELAY_METRICS_PORT=9467

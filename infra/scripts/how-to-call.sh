@@ -6,9 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 STOP_COMMAND=${STOP_COMMAND:-make down}
 DEMO_KEY=$(node dist/console-api/seed/print-demo-key.js)
-# console-api prints a generated root password once, to its stdout; show it here and keep it out of the log file.
-ROOT_LINE=$(grep -h 'Generated password' .run/console-api.log | tail -1 || true)
-[ -n "$ROOT_LINE" ] && sed -i '/Generated password/d' .run/console-api.log
+# console-api writes a generated root password to ROOT_PASSWORD_FILE (start-stack.sh), not to its log.
+ROOT_FILE=${ROOT_PASSWORD_FILE:-.data/root-password}
+ROOT_LINE=""
+[ -r "$ROOT_FILE" ] && ROOT_LINE="root / $(head -1 "$ROOT_FILE")   (generated into $ROOT_FILE)"
 cat <<MSG
 
 The gateway is up.

@@ -33,7 +33,9 @@ start mock-openai dist/bench/mock-upstream-openai/main.js
 RELAY_FLAGS=$(node dist/infra/launch/node-flags-main.js relay)
 BILLING_FLAGS=$(node dist/infra/launch/node-flags-main.js billing)
 NODE_FLAGS=$BILLING_FLAGS start billing dist/billing/main.js
-start console-api dist/console-api/main.js
+# A generated root password goes to a file of .data/ readable by its owner only, not to the log.
+mkdir -p .data
+ROOT_PASSWORD_FILE=${ROOT_PASSWORD_FILE:-.data/root-password} start console-api dist/console-api/main.js
 CONSOLE_URL=$CONSOLE_URL start payment-sandbox dist/bench/payment-sandbox/main.js
 NODE_FLAGS=$RELAY_FLAGS start relay dist/relay/main.js
 wait_http mock-upstream "$MOCK_URL/v1/models"
