@@ -43,11 +43,30 @@ export class Reply {
   status = 0;
   body = '';
   retryAfter: string | undefined = undefined;
-  constructor(res: HttpResponse) {
+  /** The request body's reader (readBody), while the body is wanted. */
+  sink: ((ab: ArrayBuffer, isLast: boolean) => void) | null = null;
+  readonly declaredLength: number;
+  received = 0;
+  ended = false;
+  /** The answer, held for the end of the body (BodyLinger). */
+  linger: BodyLinger<Reply> | null = null;
+  /** `declaredLength`: the request's Content-Length (-1: none); a body is read through the reply (readBody). */
+  constructor(res: HttpResponse, declaredLength = -1) {
     this.res = res;
+    this.declaredLength = declaredLength;
     res.onAborted(() => {
       this.aborted = true;
     });
+    // Registered now, in uWS's handler, as uWS requires: an answer given before the body is all in
+    // is then sent at its end (BodyLinger), whoever reads it.
+    if (declaredLength > 0) {
+      res.onData((ab, isLast) => {
+        this.received += ab.byteLength;
+        if (isLast) this.ended = true;
+        this.linger?.chunk(isLast);
+        this.sink?.(ab, isLast);
+      });
+    }
   }
   json(status: number, body: string, retryAfter?: string): void {
     if (this.aborted || this.done) return;
@@ -55,7 +74,8 @@ export class Reply {
     this.status = status;
     this.body = body;
     this.retryAfter = retryAfter;
-    setImmediate(sendReply, this);
+    this.linger = BodyLinger.hold<Reply>(this.declaredLength, this.received, this.ended, sendReply, this);
+    if (this.linger === null) setImmediate(sendReply, this);
   }
   error(err: RelayError, retryAfter?: string): void {
     this.json(err.status, err.body(), retryAfter);
@@ -77,6 +97,60 @@ function sendReply(reply: Reply): void {
   }
 }
 
+/**
+ * Most bytes of a refused request's body read and dropped so that its answer can be read: a 9 MiB
+ * body refused 413 (or a 4 MiB one refused 401) was answered and its connection closed while the
+ * client still sent it, and the client's kernel, handed a reset, gave the official SDKs a connection
+ * error (EPIPE) instead of the answer, which they then retried by sending the body again. Past this
+ * many bytes still to come the connection is closed at once, as before: nobody waits for a gigabyte.
+ */
+export const LINGER_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * How long a held answer waits for the next byte of the body: a client that promised a body and sends
+ * none (or stalls) gets its answer then, its connection closed, rather than holding it to the idle
+ * timeout.
+ */
+export const LINGER_STALL_MS = 500;
+
+/**
+ * An answer held for the end of the request's body (lingering close, as nginx does it): made only when
+ * an answer is ready before a body of known length (Content-Length) is all in, and at most
+ * LINGER_MAX_BYTES of it is still to come; the answer goes at the body's end, or once no byte has come
+ * for LINGER_STALL_MS. Made only then, so that a request answered after its body allocates nothing.
+ */
+export class BodyLinger<T> {
+  readonly #send: (target: T) => void;
+  readonly #target: T;
+  #timer: NodeJS.Timeout | null;
+
+  /** The held answer, or null when it is to be sent now: `send(target)` writes it (in a later turn), once. */
+  static hold<T>(declaredLength: number, received: number, ended: boolean, send: (target: T) => void, target: T): BodyLinger<T> | null {
+    if (ended || declaredLength <= received || declaredLength - received > LINGER_MAX_BYTES) return null;
+    return new BodyLinger(send, target);
+  }
+
+  private constructor(send: (target: T) => void, target: T) {
+    this.#send = send;
+    this.#target = target;
+    this.#timer = setTimeout(() => this.#release(), LINGER_STALL_MS);
+  }
+
+  /** A body chunk arrived: the answer goes at the body's end, and waits on while bytes come. */
+  chunk(isLast: boolean): void {
+    if (this.#timer === null) return;
+    if (isLast) this.#release();
+    else this.#timer.refresh();
+  }
+
+  #release(): void {
+    if (this.#timer === null) return;
+    clearTimeout(this.#timer);
+    this.#timer = null;
+    setImmediate(this.#send, this.#target);
+  }
+}
+
 export interface RequestHead extends KeyedRequest {
   declaredLength: number;
 }
@@ -95,9 +169,11 @@ export function readBody(ctx: FreeEndpointContext, reply: Reply, head: RequestHe
       reply.error(new RelayError('request_too_large'));
       return resolve(null);
     }
+    // Without a Content-Length (chunked), the reply registered no reader: this one, now, in uWS's handler.
+    if (head.declaredLength <= 0) reply.res.onData((ab, isLast) => reply.sink?.(ab, isLast));
     const chunks: Buffer[] = [];
     let size = 0;
-    reply.res.onData((ab, isLast) => {
+    reply.sink = (ab, isLast) => {
       // Answered already (an unknown key): the rest of the body is dropped unread.
       if (reply.done) return resolve(null);
       size += ab.byteLength;
@@ -107,6 +183,6 @@ export function readBody(ctx: FreeEndpointContext, reply: Reply, head: RequestHe
       }
       chunks.push(Buffer.from(new Uint8Array(ab)));
       if (isLast) resolve(Buffer.concat(chunks, size));
-    });
+    };
   });
 }

@@ -288,7 +288,10 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       new Reply(res).json(200, HEALTH_BODY);
     }))
     .any('/*', guarded(log, 'not_found', (res, req) => {
-      new Reply(res).json(404, notFoundBody(req, notFound));
+      // A body sent to a path that does not exist (an SDK's endpoint the gateway does not serve) is
+      // read to its end before the 404, so that the client reads the 404 (BodyLinger).
+      const cl = req.getHeader('content-length');
+      new Reply(res, cl ? Number(cl) : -1).json(404, notFoundBody(req, notFound));
     }));
 
   const releaseAll = async (): Promise<void> => {

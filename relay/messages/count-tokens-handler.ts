@@ -61,7 +61,7 @@ export interface CountTokensContext extends FreeEndpointContext {
  */
 export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, req: HttpRequest): void {
   const head = readHead(ctx, res, req);
-  const reply = new Reply(res);
+  const reply = new Reply(res, head.declaredLength);
   const found = beginKeyLookup(ctx, head.apiKey);
   if (found instanceof RelayError) return reply.error(found);
   // An unknown key is answered as soon as the lookup says so, the rest of its body dropped unread.

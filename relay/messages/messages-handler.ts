@@ -27,6 +27,7 @@ import { forwardedForOf } from '../auth/client-address.js';
 import type { Readable } from 'node:stream';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth/key-check.js';
+import { BodyLinger } from '../free-request.js';
 import { RelayError, errorBody, openaiErrorBody, openaiErrorType, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { mayUseCache } from './cache-control.js';
@@ -134,6 +135,11 @@ class Exchange {
    * one is pending.
    */
   beforeReservation = true;
+  /** The request body's bytes received (until it is refused) and whether all came. */
+  bodyBytes = 0;
+  bodyEnded = false;
+  /** A refusal held for the end of the request's body (BodyLinger). */
+  linger: BodyLinger<Exchange> | null = null;
   /** A refusal given before the reservation, for sendRefusal. */
   refusalStatus = 0;
   refusalContentType = '';
@@ -221,6 +227,23 @@ class Exchange {
   }
 
   start(): void {
+    // The body's reader is registered first, in uWS's handler as uWS requires: a refusal given before
+    // the body is all in is sent at its end (BodyLinger), the rest of the body dropped unread.
+    const chunks: Buffer[] = [];
+    let size = 0;
+    this.res.onData((ab, isLast) => {
+      size += ab.byteLength;
+      if (isLast) this.bodyEnded = true;
+      if (this.responded) return this.linger?.chunk(isLast);
+      this.bodyBytes = size;
+      if (size > this.ctx.maxBodyBytes) return this.fail(new RelayError('request_too_large'));
+      // uWS reuses the ArrayBuffer after this callback returns: copy.
+      chunks.push(Buffer.from(new Uint8Array(ab)));
+      if (isLast) {
+        const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+        this.process(raw).catch((err: unknown) => this.crash(err));
+      }
+    });
     // From the headers alone: what is forwarded, then the key. No body byte is kept before these pass.
     if (!isHttpFieldValue(this.version)) return this.fail(new RelayError('invalid_request', 'anthropic-version: the header holds characters HTTP does not allow.'));
     if (!isHttpFieldValue(this.beta)) return this.fail(new RelayError('invalid_request', 'anthropic-beta: the header holds characters HTTP does not allow.'));
@@ -237,19 +260,6 @@ class Exchange {
     } else {
       this.record = known;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    this.res.onData((ab, isLast) => {
-      if (this.responded) return;
-      size += ab.byteLength;
-      if (size > this.ctx.maxBodyBytes) return this.fail(new RelayError('request_too_large'));
-      // uWS reuses the ArrayBuffer after this callback returns: copy.
-      chunks.push(Buffer.from(new Uint8Array(ab)));
-      if (isLast) {
-        const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
-        this.process(raw).catch((err: unknown) => this.crash(err));
-      }
-    });
   }
 
   async process(raw: Buffer): Promise<void> {
@@ -807,7 +817,8 @@ class Exchange {
       this.refusalContentType = contentType;
       this.refusalBody = body;
       this.refusalRetryAfter = retryAfter;
-      setImmediate(sendRefusal, this);
+      this.linger = BodyLinger.hold<Exchange>(this.declaredLength, this.bodyBytes, this.bodyEnded, sendRefusal, this);
+      if (this.linger === null) setImmediate(sendRefusal, this);
       return;
     }
     this.write(status, contentType, body, retryAfter, closesConnection());

@@ -58,7 +58,7 @@ describe('the key before the body', () => {
 
       it(`${path}: answers ${what} without waiting for the body`, async () => {
         // 60 KB promised (under MAX_BODY_BYTES), nothing sent: the answer can only come from the
-        // headers and the key's lookup.
+        // headers and the key's lookup, once the body has stalled (LINGER_STALL_MS, free-request.ts).
         const head = [`POST ${path} HTTP/1.1`, 'host: relay', 'content-type: application/json', 'content-length: 60000',
           ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)].join('\r\n');
         const r = await rawRequest(stack.relay.port, head, '', 3000);
