@@ -19,6 +19,20 @@ describe('POST /v1/messages/count_tokens', () => {
     expect(await countTokensResponse(counter, body, Buffer.from(JSON.stringify(json)))).toEqual({ input_tokens: expected });
   });
 
+  it('counts a tool_use block whose name is no string (an object whose toString is none) as its JSON, not a failure', async () => {
+    for (const name of [{ toString: 1 }, { toString: null, valueOf: 2 }, 7, null, ['x']]) {
+      const json = { model: 'claude-sonnet-4-5', messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name, input: {} }, { type: 'server_tool_use', id: 'srvtoolu_1', name, input: {} }] },
+      ] };
+      const body = checkCountTokensRequest(json);
+      if (body instanceof RelayError) throw new Error(body.message);
+      const named = name === null ? '""' : JSON.stringify(name);
+      const expected = countText('q') + 2 * (countText(named) + countText('{}')) + 2 * MESSAGE_OVERHEAD;
+      expect(await countTokensResponse(counter, body, Buffer.from(JSON.stringify(json)))).toEqual({ input_tokens: expected });
+    }
+  });
+
   it('requires model and messages, with Anthropic-style messages', () => {
     const problem = (body: unknown) => {
       const r = checkCountTokensRequest(body);

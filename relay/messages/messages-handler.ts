@@ -413,8 +413,19 @@ class Exchange {
     return this.protocol === 'anthropic' ? this.raw! : Buffer.from(JSON.stringify(this.body));
   }
 
-  countPromptTokens(): Promise<number> {
-    return this.ctx.tokens.countPrompt(this.anthropicBytes());
+  /**
+   * The prompt's token count for a settlement whose provider did not state it. Should the count fail
+   * (a worker lost), the request's input bound is billed, which its reservation covered: 0 gave the
+   * prompt away.
+   */
+  async countPromptTokens(): Promise<number> {
+    try {
+      return await this.ctx.tokens.countBilledPrompt(this.anthropicBytes());
+    } catch (err) {
+      const bound = this.usageBound?.input ?? 0;
+      this.ctx.log.error({ err, requestId: this.requestId, billed: bound }, 'prompt count for a settlement failed; the input is billed at the request\'s input bound');
+      return bound;
+    }
   }
 
   /**

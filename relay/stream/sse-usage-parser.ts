@@ -413,7 +413,8 @@ export class SseUsageParser implements StreamUsage {
       if (this.#wantsDeltas) this.#delta(buf, from, end);
     } else if (kind === Ev.Error) {
       const err = payload.error as { type?: unknown; message?: unknown } | undefined;
-      this.error = { type: String(err?.type ?? 'api_error'), message: String(err?.message ?? '') };
+      // Read as strings only: String() of a provider's object whose `toString` is no function throws.
+      this.error = { type: typeof err?.type === 'string' ? err.type : 'api_error', message: typeof err?.message === 'string' ? err.message : '' };
     }
   }
 

@@ -50,7 +50,9 @@ function content(c: unknown, out: PromptParts): void {
     if (type === 'text' && typeof k.text === 'string') out.text.push(k.text);
     else if (type === 'thinking' && typeof k.thinking === 'string') out.text.push(k.thinking);
     else if (type === 'redacted_thinking' && typeof k.data === 'string') out.text.push(k.data);
-    else if (type === 'tool_use' || type === 'server_tool_use') out.text.push(String(k.name ?? ''), JSON.stringify(k.input ?? {}));
+    // A name that is not a string is counted as its JSON: String() of an object whose own `toString`
+    // is not a function throws, and that made count_tokens answer 500 and a cut stream's prompt unbilled.
+    else if (type === 'tool_use' || type === 'server_tool_use') out.text.push(typeof k.name === 'string' ? k.name : JSON.stringify(k.name ?? ''), JSON.stringify(k.input ?? {}));
     else if (type === 'tool_result' || type.endsWith('_tool_result')) content(k.content, out);
     else if (type === 'search_result') {
       if (typeof k.title === 'string') out.text.push(k.title);

@@ -80,6 +80,15 @@ export class TokenCounter {
    */
   async countPrompt(body: unknown): Promise<number> {
     if (this.#prompts >= this.#maxPrompts) throw new CountQueueFull();
+    return this.countBilledPrompt(body);
+  }
+
+  /**
+   * countPrompt for a settlement (a prompt its provider did not state): never refused for the queue's
+   * length, since refused, a prompt the provider billed went unbilled. It still counts in the queue
+   * that refuses count_tokens calls and reservation counts.
+   */
+  async countBilledPrompt(body: unknown): Promise<number> {
     const task: CountTask = body instanceof Uint8Array ? { kind: 'prompt', json: exact(body) } : { kind: 'prompt', body };
     this.#prompts++;
     try {

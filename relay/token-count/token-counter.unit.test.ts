@@ -5,7 +5,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countText } from './bpe-count.js';
 import { IMAGE_TOKENS, MESSAGE_OVERHEAD } from './prompt-text.js';
-import { reservationInputTokens, TokenCounter } from './token-counter.js';
+import { CountQueueFull, reservationInputTokens, TokenCounter } from './token-counter.js';
 
 let counter: TokenCounter;
 beforeAll(async () => {
@@ -44,6 +44,21 @@ describe('TokenCounter', () => {
     expect(await counter.countPrompt(body)).toBe(expected);
     // The raw bytes, parsed in the worker, count the same.
     expect(await counter.countPrompt(Buffer.from(JSON.stringify(body)))).toBe(expected);
+  });
+
+  it('refuses a count past its queue, but never a settlement\'s (countBilledPrompt)', async () => {
+    const c = new TokenCounter({ maxThreads: 1, maxQueue: 0 });
+    try {
+      const body = { messages: [{ role: 'user', content: 'x'.repeat(200_000) }] };
+      const first = c.countPrompt(body);
+      await expect(c.countPrompt(body)).rejects.toBeInstanceOf(CountQueueFull);
+      // The queue is full, and a settlement's count still runs.
+      const billed = await c.countBilledPrompt(body);
+      expect(billed).toBe(await first);
+      expect(billed).toBeGreaterThan(0);
+    } finally {
+      await c.close();
+    }
   });
 
   it('rejects after close', async () => {

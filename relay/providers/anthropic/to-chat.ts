@@ -140,7 +140,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
     }
     // JSON that is no object (`data: null`, `1`, `[]`) is no event: skipped like a line that does not parse.
     if (!isObject(data)) return '';
-    return this.#convert(this.#event || String(data.type ?? ''), data);
+    return this.#convert(this.#event || (typeof data.type === 'string' ? data.type : ''), data);
   }
 
   #chunk(delta: Record<string, unknown>, finishReason: string | null = null): string {

@@ -378,7 +378,9 @@ export class ChatStreamMeter implements StreamMeter {
     const chunk = parsed as Record<string, unknown>;
     if (chunk.error && typeof chunk.error === 'object') {
       const e = chunk.error as { type?: unknown; code?: unknown; message?: unknown };
-      this.error = { type: String(e.type ?? e.code ?? 'api_error'), message: String(e.message ?? '') };
+      // Read as strings only: String() of a provider's object whose `toString` is no function throws.
+      const type = typeof e.type === 'string' ? e.type : typeof e.code === 'string' ? e.code : typeof e.code === 'number' ? String(e.code) : 'api_error';
+      this.error = { type, message: typeof e.message === 'string' ? e.message : '' };
       return;
     }
     this.sawMessageStart = true;
