@@ -224,6 +224,33 @@ describe('key management: get, search, update, delete', () => {
     expect((await put({ id, remain_quota: 700, expected_remain_quota: -1 })).json().message).toMatch(/^expected_remain_quota: /);
   });
 
+  it('refuses lowering a limited key below what its requests in flight hold, as an account\'s balance', async () => {
+    const funded = await h.account({ quota: 1_000_000 });
+    const res = await h.app.inject({ method: 'POST', url: '/api/token/', headers: funded.auth, payload: { ...valid(), name: 'in flight', remain_quota: 1000, group: 'default' } });
+    expect(res.statusCode, res.body).toBe(200);
+    const [key] = await h.sql<{ id: string }[]>`SELECT id FROM tokens WHERE user_id = ${funded.user.id} AND name = 'in flight'`;
+    const id = Number(key!.id);
+    // A request of the key in flight holds 700 of its 1,000 (the relay's reservation).
+    const held = await h.quotaStore.reserve({ userId: funded.user.id, tokenId: id, tokenLimited: true, requestId: 'in-flight-1', amount: 700, deadlineMs: Date.now() + 60_000 });
+    expect(held).toBe('reserved');
+    const edit = (remain: number) => h.app.inject({ method: 'PUT', url: '/api/token/', headers: funded.auth, payload: { id, remain_quota: remain, expected_remain_quota: 1000 } });
+    for (const remain of [0, 299]) {
+      const refused = await edit(remain);
+      expect(refused.statusCode, refused.body).toBe(400);
+      expect(refused.json().message).toBe('remain_quota: would make the key\'s remaining quota negative: its requests in flight hold 700 of it (spendable 300, Postgres 1000); lower it by at most 300, or disable the key');
+    }
+    const [kept] = await h.sql<{ remain_quota: string }[]>`SELECT remain_quota FROM tokens WHERE id = ${id}`;
+    expect(Number(kept!.remain_quota)).toBe(1000);
+    expect(await h.quotaStore.tokenRemain(funded.user.id, id)).toBe(300);
+    // Lowered by what is spendable: accepted, the mirror at 0, never below.
+    const lowered = await edit(700);
+    expect(lowered.statusCode, lowered.body).toBe(200);
+    expect(await h.quotaStore.tokenRemain(funded.user.id, id)).toBe(0);
+    // Raised, or lowered on an unlimited key, is never refused.
+    expect((await h.app.inject({ method: 'PUT', url: '/api/token/', headers: funded.auth, payload: { id, remain_quota: 5000 } })).statusCode).toBe(200);
+    expect((await h.app.inject({ method: 'PUT', url: '/api/token/', headers: funded.auth, payload: { id, remain_quota: 0, unlimited_quota: true } })).statusCode).toBe(200);
+  });
+
   it('deletes softly: gone from lists and reveal, row kept with deleted_at', async () => {
     const id = (await list('?keyword=renamed')).items[0].id as number;
     expect((await h.app.inject({ method: 'DELETE', url: `/api/token/${id}`, headers: other.auth })).statusCode).toBe(404);

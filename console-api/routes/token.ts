@@ -239,6 +239,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
         RETURNING ${tx(LIST_COLUMNS as unknown as string[])}`;
       const delta = Number(row!.remain_quota) - Number(before.remain_quota);
       if (delta === 0) return { after: row!, quotaEdit: undefined };
+      if (delta < 0 && !row!.unlimited_quota) await assertKeyDebitCovered(ctx, tx, Number(user.id), b.id, Number(before.remain_quota), delta);
       // Kept pending until the mirror step is done, so that the billing worker can retry it.
       const [seq] = await tx<{ quota_seq: string }[]>`UPDATE tokens SET quota_seq = quota_seq + 1 WHERE id = ${b.id} RETURNING quota_seq`;
       const [e] = await tx<{ id: string }[]>`
@@ -290,4 +291,25 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
     reply.header('cache-control', 'no-store');
     return ok({ key: ctx.apiKeyCrypto.open(row.key_ciphertext) });
   });
+}
+
+/**
+ * Inside the transaction, under the key's row lock: refuses lowering a limited key's remain_quota
+ * below what its requests in flight hold, as assertDebitCovered does for an account's balance. The
+ * spendable remainder is the relay's mirror of the key (its open reservations taken off) less the
+ * committed edits that have not reached it; the lower of that and Postgres, Postgres alone when the
+ * mirror is not loaded. Before, an edit to 0 during the key's own traffic was accepted against
+ * Postgres, which holds no reservation, and the requests in flight then settled the key below zero.
+ */
+async function assertKeyDebitCovered(ctx: ConsoleContext, tx: Db, userId: number, tokenId: number, pgRemain: number, delta: number): Promise<void> {
+  const pending = await tx<{ id: string; quota_seq: string; delta: string }[]>`
+    SELECT id, quota_seq, delta FROM key_quota_edits WHERE token_id = ${tokenId} AND follow_up_pending AND delta < 0`;
+  const mirror = await ctx.quotaStore.tokenSpendable(userId, tokenId, pending.map((r) => ({
+    editId: Number(r.id), quotaSeq: Number(r.quota_seq), delta: Number(r.delta),
+  })));
+  const spendable = mirror === null ? pgRemain : Math.min(mirror, pgRemain);
+  if (spendable + delta < 0) {
+    throw new ConsoleError('VALIDATION_FAILED',
+      `remain_quota: would make the key's remaining quota negative: its requests in flight hold ${pgRemain - spendable} of it (spendable ${spendable}, Postgres ${pgRemain}); lower it by at most ${spendable}, or disable the key`);
+  }
 }

@@ -637,6 +637,27 @@ export class QuotaStore {
     return Number(balance) + missing;
   }
 
+  /**
+   * accountSpendable for a limited key: its mirror (open reservations already taken off) less the
+   * committed remain_quota edits it does not hold yet (`pending`: key_quota_edits rows still
+   * follow_up_pending), or null when it is not loaded. An edit is held once its marker is set or when
+   * the mirror was seeded from a tokens.quota_seq at least the edit's. One MULTI: one slot.
+   */
+  async tokenSpendable(userId: number, tokenId: number, pending: readonly { editId: number; quotaSeq: number; delta: number }[]): Promise<number | null> {
+    const k = this.#keys;
+    const multi = this.#redis.multi().get(k.tokenRemain(userId, tokenId)).get(k.tokenQuotaSeq(userId, tokenId));
+    for (const p of pending) multi.exists(k.keyQuotaEditApplied(userId, p.editId));
+    const replies = await execOrThrow(multi, 'tokenSpendable');
+    const remain = replies[0]![1] as string | null;
+    if (remain === null) return null;
+    const seededSeq = Number((replies[1]![1] as string | null) ?? -1);
+    let missing = 0;
+    pending.forEach((p, i) => {
+      if (replies[2 + i]![1] !== 1 && p.quotaSeq > seededSeq) missing += p.delta;
+    });
+    return Number(remain) + missing;
+  }
+
   /** The mirror's current value, or null when not loaded. For tests and the bench audit. */
   async accountBalance(userId: number): Promise<number | null> {
     const v = await retryOnMoved(this.#redis, () => this.#redis.get(this.#keys.accountBalance(userId)));
