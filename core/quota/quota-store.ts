@@ -623,18 +623,8 @@ export class QuotaStore {
    */
   async accountSpendable(userId: number, pending: readonly { ledgerId: number; creditSeq: number | null; delta: number }[]): Promise<number | null> {
     const k = this.#keys;
-    const multi = this.#redis.multi().get(k.accountBalance(userId)).get(k.accountCreditSeq(userId));
-    for (const p of pending) multi.exists(k.adjustmentApplied(userId, p.ledgerId));
-    const replies = await execOrThrow(multi, 'accountSpendable');
-    const balance = replies[0]![1] as string | null;
-    if (balance === null) return null;
-    const seededSeq = Number((replies[1]![1] as string | null) ?? -1);
-    let missing = 0;
-    pending.forEach((p, i) => {
-      const marked = replies[2 + i]![1] === 1;
-      if (!marked && !(p.creditSeq !== null && p.creditSeq <= seededSeq)) missing += p.delta;
-    });
-    return Number(balance) + missing;
+    return this.#mirrorLessPending('accountSpendable', k.accountBalance(userId), k.accountCreditSeq(userId),
+      pending.map((p) => ({ marker: k.adjustmentApplied(userId, p.ledgerId), seq: p.creditSeq, delta: p.delta })));
   }
 
   /**
@@ -645,17 +635,28 @@ export class QuotaStore {
    */
   async tokenSpendable(userId: number, tokenId: number, pending: readonly { editId: number; quotaSeq: number; delta: number }[]): Promise<number | null> {
     const k = this.#keys;
-    const multi = this.#redis.multi().get(k.tokenRemain(userId, tokenId)).get(k.tokenQuotaSeq(userId, tokenId));
-    for (const p of pending) multi.exists(k.keyQuotaEditApplied(userId, p.editId));
-    const replies = await execOrThrow(multi, 'tokenSpendable');
-    const remain = replies[0]![1] as string | null;
-    if (remain === null) return null;
+    return this.#mirrorLessPending('tokenSpendable', k.tokenRemain(userId, tokenId), k.tokenQuotaSeq(userId, tokenId),
+      pending.map((p) => ({ marker: k.keyQuotaEditApplied(userId, p.editId), seq: p.quotaSeq, delta: p.delta })));
+  }
+
+  /**
+   * A mirror's value plus the committed changes it does not hold yet: those whose marker is unset and
+   * whose sequence (null: none) is above the one the mirror was seeded at. Null when the mirror is not
+   * loaded. The keys share one slot (an account's hash tag): one MULTI.
+   */
+  async #mirrorLessPending(label: string, mirrorKey: string, seqKey: string, pending: readonly { marker: string; seq: number | null; delta: number }[]): Promise<number | null> {
+    const multi = this.#redis.multi().get(mirrorKey).get(seqKey);
+    for (const p of pending) multi.exists(p.marker);
+    const replies = await execOrThrow(multi, label);
+    const value = replies[0]![1] as string | null;
+    if (value === null) return null;
     const seededSeq = Number((replies[1]![1] as string | null) ?? -1);
     let missing = 0;
     pending.forEach((p, i) => {
-      if (replies[2 + i]![1] !== 1 && p.quotaSeq > seededSeq) missing += p.delta;
+      const held = replies[2 + i]![1] === 1 || (p.seq !== null && p.seq <= seededSeq);
+      if (!held) missing += p.delta;
     });
-    return Number(remain) + missing;
+    return Number(value) + missing;
   }
 
   /** The mirror's current value, or null when not loaded. For tests and the bench audit. */
