@@ -11,9 +11,9 @@
 //   x-mock-first-token-delay-ms       delay before the first token (option firstTokenDelayMs,
 //                                     defaults to the token delay). Non-streaming responses wait
 //                                     first + (n-1)*tokenDelay before answering.
-//   x-mock-fail-after-tokens          stream: socket closed abruptly after N text deltas
+//   x-mock-fail-after-tokens          stream: socket closed abruptly after N deltas (thinking ones first)
 //                                     (option failMidStreamAfterTokens)
-//   x-mock-stream-error-after-tokens  stream: `event: error` overloaded_error after N text deltas,
+//   x-mock-stream-error-after-tokens  stream: `event: error` overloaded_error after N deltas,
 //                                     then the response ends cleanly (option streamErrorAfterTokens)
 //   x-mock-cache-read-tokens / x-mock-cache-creation-tokens   usage cache fields (creation: 5-minute)
 //   x-mock-cache-creation-1h-tokens   usage.cache_creation.ephemeral_1h_input_tokens (option
@@ -24,6 +24,11 @@
 //   x-mock-web-search-requests        usage.server_tool_use.web_search_requests of the answer (option
 //                                     webSearchRequests, default 0: the field is then left out); a
 //                                     stream reports them in message_delta, message_start says 0
+//   x-mock-thinking-tokens            thinking tokens of a request with extended thinking (`thinking`
+//                                     of type enabled or adaptive; option thinkingTokens, default 16),
+//                                     at most its budget_tokens and its max_tokens: the answer opens
+//                                     with a thinking block of that many "tok " tokens and a signature,
+//                                     output_tokens counts them (as Anthropic bills thinking)
 //   keyFailures (option)              per credential: a key listed fails every request it makes (the
 //                                     provider revoked it, forbade it, or its account ran out of
 //                                     credit), whatever else it asks; setOptions() or PUT
@@ -67,6 +72,8 @@ export interface MockUpstreamOptions {
   imageInputTokens?: number;
   /** usage.server_tool_use.web_search_requests unless the request header overrides it. Default 0. */
   webSearchRequests?: number;
+  /** Thinking tokens of a request with extended thinking (at most its budget and max_tokens). Default 16. */
+  thinkingTokens?: number;
   /** Request bodies above this many bytes answer 413 request_too_large. Default 32 MiB. */
   maxBodyBytes?: number;
   /** How many recent requests `requests` keeps. Default 100. */
@@ -111,8 +118,10 @@ export function forcedErrorStatus(headers: Record<string, string>, model: unknow
 
 /** What one /v1/messages request gets, headers over options over defaults. */
 export interface MessageKnobs {
-  /** min(max_tokens, target). */
+  /** The text's tokens: min(max_tokens less the thinking, target). */
   outputTokens: number;
+  /** The thinking block's tokens (0: the request asked for no thinking); billed in output_tokens with the text's. */
+  thinkingTokens: number;
   stopReason: StopReason;
   cacheReadTokens: number;
   cacheCreationTokens: number;
@@ -128,12 +137,15 @@ export interface MessageKnobs {
   streamErrorAfterTokens: number | undefined;
 }
 
-export function messageKnobs(headers: Record<string, string>, o: MockUpstreamOptions, maxTokens: number): MessageKnobs {
+export function messageKnobs(headers: Record<string, string>, o: MockUpstreamOptions, maxTokens: number, thinking?: unknown): MessageKnobs {
   const target = headerInt(headers, 'x-mock-output-tokens') ?? optInt(o.outputTokens) ?? 64;
   const tokenDelayMs = headerInt(headers, 'x-mock-token-delay-ms') ?? optInt(o.tokenDelayMs) ?? 0;
+  const thinkingTokens = thinkingTokensOf(thinking, headerInt(headers, 'x-mock-thinking-tokens') ?? optInt(o.thinkingTokens) ?? 16, maxTokens);
+  const textBound = maxTokens - thinkingTokens;
   return {
-    outputTokens: Math.min(maxTokens, target),
-    stopReason: maxTokens < target ? 'max_tokens' : 'end_turn',
+    outputTokens: Math.min(textBound, target),
+    thinkingTokens,
+    stopReason: textBound < target ? 'max_tokens' : 'end_turn',
     cacheReadTokens: headerInt(headers, 'x-mock-cache-read-tokens') ?? optInt(o.cacheReadTokens) ?? 0,
     cacheCreationTokens: headerInt(headers, 'x-mock-cache-creation-tokens') ?? optInt(o.cacheCreationTokens) ?? 0,
     cacheCreation1hTokens: headerInt(headers, 'x-mock-cache-creation-1h-tokens') ?? optInt(o.cacheCreation1hTokens) ?? 0,
@@ -145,4 +157,13 @@ export function messageKnobs(headers: Record<string, string>, o: MockUpstreamOpt
     failAfterTokens: headerInt(headers, 'x-mock-fail-after-tokens') ?? optInt(o.failMidStreamAfterTokens),
     streamErrorAfterTokens: headerInt(headers, 'x-mock-stream-error-after-tokens') ?? optInt(o.streamErrorAfterTokens),
   };
+}
+
+/** The thinking tokens of a request's `thinking` (enabled with budget_tokens, or adaptive): at most the budget and max_tokens. */
+function thinkingTokensOf(thinking: unknown, wanted: number, maxTokens: number): number {
+  if (!thinking || typeof thinking !== 'object') return 0;
+  const t = thinking as { type?: unknown; budget_tokens?: unknown };
+  if (t.type !== 'enabled' && t.type !== 'adaptive') return 0;
+  const budget = typeof t.budget_tokens === 'number' && t.budget_tokens > 0 ? t.budget_tokens : Infinity;
+  return Math.max(0, Math.min(wanted, budget, maxTokens));
 }

@@ -20,7 +20,7 @@ afterAll(async () => {
 afterEach(() => {
   // Reset knobs a test may have changed.
   mock.setOptions({ outputTokens: 10, tokenDelayMs: 0, firstTokenDelayMs: undefined, errorRate: 0,
-    failMidStreamAfterTokens: undefined, streamErrorAfterTokens: undefined });
+    failMidStreamAfterTokens: undefined, streamErrorAfterTokens: undefined, thinkingTokens: undefined });
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -380,5 +380,52 @@ describe('other endpoints', () => {
 
     const one = await client.models.retrieve(page.data[1]!.id);
     expect(one.id).toBe(page.data[1]!.id);
+  });
+});
+
+describe('extended thinking', () => {
+  it('answers a thinking request with a signed thinking block before the text, output_tokens counting both (JSON and streamed, through the SDK)', async () => {
+    mock.setOptions({ thinkingTokens: 6 });
+    const request = { model: MODEL, max_tokens: 100, thinking: { type: 'enabled' as const, budget_tokens: 1024 }, messages };
+    const message = await client.messages.create(request);
+    expect(message.content).toEqual([
+      { type: 'thinking', thinking: 'tok '.repeat(6), signature: expect.stringMatching(/^[A-Za-z0-9+/=]+$/) },
+      { type: 'text', text: 'tok '.repeat(10) },
+    ]);
+    expect(message.usage.output_tokens).toBe(16);
+
+    const events: string[] = [];
+    const stream = client.messages.stream(request);
+    stream.on('streamEvent', (e) => events.push(e.type === 'content_block_delta' ? `${e.index}:${e.delta.type}` : e.type === 'content_block_start' ? `${e.index}:start:${e.content_block.type}` : e.type));
+    let thought = '';
+    stream.on('thinking', (delta) => { thought += delta; });
+    const final = await stream.finalMessage();
+    expect(thought).toBe('tok '.repeat(6));
+    expect(final.content).toEqual(message.content);
+    expect(final.usage.output_tokens).toBe(16);
+    expect(events).toEqual([
+      'message_start', '0:start:thinking', ...Array(6).fill('0:thinking_delta'), '0:signature_delta', 'content_block_stop',
+      '1:start:text', ...Array(10).fill('1:text_delta'), 'content_block_stop', 'message_delta', 'message_stop',
+    ]);
+  });
+
+  it('thinks at most its budget and max_tokens, the text the rest of max_tokens; no thinking unless asked', async () => {
+    mock.setOptions({ thinkingTokens: 50 });
+    const small = await client.messages.create({ model: MODEL, max_tokens: 40, thinking: { type: 'enabled', budget_tokens: 30 }, messages });
+    expect(small.content.map((b) => b.type)).toEqual(['thinking', 'text']);
+    expect((small.content[0] as Anthropic.ThinkingBlock).thinking).toBe('tok '.repeat(30));
+    expect((small.content[1] as Anthropic.TextBlock).text).toBe('tok '.repeat(10));
+    expect(small).toMatchObject({ stop_reason: 'end_turn', usage: { output_tokens: 40 } });
+    const capped = await client.messages.create({ model: MODEL, max_tokens: 35, thinking: { type: 'enabled', budget_tokens: 30 }, messages });
+    expect(capped).toMatchObject({ stop_reason: 'max_tokens', usage: { output_tokens: 35 } });
+    const plain = await client.messages.create({ model: MODEL, max_tokens: 40, messages });
+    expect(plain.content.map((b) => b.type)).toEqual(['text']);
+    // Cut after 3 of its 30 thinking deltas: the client saw 3 thinking tokens and no text.
+    mock.setOptions({ thinkingTokens: 30, failMidStreamAfterTokens: 3, tokenDelayMs: 5 });
+    let thought = '';
+    const cut = client.messages.stream({ model: MODEL, max_tokens: 100, thinking: { type: 'enabled', budget_tokens: 64 }, messages });
+    cut.on('thinking', (d) => { thought += d; });
+    await expect(cut.finalMessage()).rejects.toThrow();
+    expect(thought).toBe('tok '.repeat(3));
   });
 });

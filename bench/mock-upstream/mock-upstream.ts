@@ -19,6 +19,9 @@
 //                   unchanged); cache_creation_input_tokens is the 5m and 1h writes together.
 //   plus, when set, documentInputTokens per `document` block and imageInputTokens per `image` block
 //                   (knobs.ts): media that costs far more tokens than its bytes.
+//   thinking:       a request with `thinking` (enabled, or adaptive) is answered with a thinking block
+//                   of thinkingTokens "tok " tokens and a signature before the text (knobs.ts);
+//                   output_tokens counts both, the text's tokens at most max_tokens less the thinking's.
 //   tool calls:     a request whose tool_choice forces a tool (`any`, `tool`) and whose last message
 //                   holds no tool_result is answered with a tool_use block (stop_reason tool_use),
 //                   arguments "tok" per string property and 1 per number (wire-format.ts,
@@ -32,7 +35,7 @@ import { forcedErrorStatus, isKeyFailure, KEY_FAILURES, messageKnobs, type KeyFa
 import { writeStream } from './stream-writer.js';
 import {
   countInputTokens, currentRateLimitHeaders, mediaInputTokens, errorTypeFor, forcedTool, messageBody, messageUsage, MODELS, randomId, statusLine,
-  streamHead, streamTail, toolUseMessageBody, toolUseStream, validateMessagesBody,
+  streamHead, streamTail, TEXT_AFTER_THINKING_DELTA_EVENT, THINKING_DELTA_EVENT, THINKING_END_EVENTS, toolUseMessageBody, toolUseStream, validateMessagesBody,
 } from './wire-format.js';
 
 export type { MockUpstreamOptions } from './knobs.js';
@@ -192,9 +195,11 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
     if (o.errorRate && Math.random() < o.errorRate) return sendError(ex, 529);
 
     const model = body.model as string;
-    const k = messageKnobs(headers, o, body.max_tokens as number);
+    const k = messageKnobs(headers, o, body.max_tokens as number, body.thinking);
     const input = countInputTokens(body) + mediaInputTokens(body, k.documentInputTokens, k.imageInputTokens);
-    const usage = messageUsage(input, k.cacheReadTokens, k.cacheCreationTokens, k.outputTokens, k.cacheCreation1hTokens, k.webSearchRequests);
+    // Anthropic bills the thinking as output: output_tokens counts its tokens and the text's.
+    const output = k.thinkingTokens + k.outputTokens;
+    const usage = messageUsage(input, k.cacheReadTokens, k.cacheCreationTokens, output, k.cacheCreation1hTokens, k.webSearchRequests);
     const id = randomId('msg_');
 
     const tool = forcedTool(body);
@@ -213,8 +218,8 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
     }
 
     if (body.stream !== true) {
-      const message = messageBody(id, model, usage, k.stopReason);
-      const n = k.outputTokens;
+      const message = messageBody(id, model, usage, k.stopReason, k.thinkingTokens);
+      const n = output;
       const wait = n > 0 ? k.firstTokenDelayMs + k.tokenDelayMs * (n - 1) : 0;
       if (wait <= 0) return sendJson(ex, 200, message, true);
       ex.timer = setTimeout(() => { ex.timer = undefined; sendJson(ex, 200, message, true); }, wait);
@@ -222,10 +227,12 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
     }
 
     stats.streams++;
+    const thinks = k.thinkingTokens > 0;
     writeStream(ex, {
-      head: streamHead(id, model, usage),
-      tail: streamTail(k.stopReason, k.outputTokens, k.webSearchRequests),
-      outputTokens: k.outputTokens,
+      head: streamHead(id, model, usage, thinks),
+      tail: streamTail(k.stopReason, output, k.webSearchRequests, thinks),
+      outputTokens: output,
+      ...(thinks ? { thinkingTokens: k.thinkingTokens, thinkingDelta: THINKING_DELTA_EVENT, thinkingEnd: THINKING_END_EVENTS, delta: TEXT_AFTER_THINKING_DELTA_EVENT } : {}),
       failAfterTokens: k.failAfterTokens,
       streamErrorAfterTokens: k.streamErrorAfterTokens,
       tokenDelayMs: k.tokenDelayMs,

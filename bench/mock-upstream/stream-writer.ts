@@ -1,4 +1,5 @@
-// Writes a streamed message: the head, one delta per output token, then the ending the knobs chose
+// Writes a streamed message: the head, one delta per output token (the thinking's first, when the
+// message thinks, then what closes the thinking block and opens the text's), then the ending the knobs chose
 // (the tail, an `event: error`, or a dropped socket). Paced by the token delays; with none, deltas
 // are batched into few writes. Never writes past uWS' backpressure: it waits for the drain instead.
 import { waitDrain, type Exchange } from './exchange.js';
@@ -21,6 +22,10 @@ export interface MessageStream {
   delta?: string;
   /** The mid-stream failure; default Anthropic's overloaded `event: error`. */
   errorEvent?: string;
+  /** Thinking tokens streamed before the text's (each `thinkingDelta`), then `thinkingEnd`; counted in outputTokens. */
+  thinkingTokens?: number;
+  thinkingDelta?: string;
+  thinkingEnd?: string;
 }
 
 export interface StreamCounters {
@@ -53,6 +58,19 @@ export function writeStream(
   const res = ex.res;
   const delta = stream.delta ?? DELTA_EVENT;
   const errorEvent = stream.errorEvent ?? OVERLOADED_EVENT;
+  const thinking = stream.thinkingTokens ?? 0;
+  let thinkingOpen = thinking > 0;
+  /** The events of tokens [sent, sent + count): thinking deltas, the thinking's end where it ends, text deltas. */
+  const events = (count: number): string => {
+    if (!thinkingOpen) return count === 1 ? delta : delta.repeat(count);
+    const thought = Math.min(count, thinking - sent);
+    let out = stream.thinkingDelta!.repeat(thought);
+    if (sent + count > thinking) {
+      out += stream.thinkingEnd! + delta.repeat(sent + count - thinking);
+      thinkingOpen = false;
+    }
+    return out;
+  };
 
   const dropConnection = (): void => {
     counters.dropped++;
@@ -70,13 +88,17 @@ export function writeStream(
     res.cork(() => {
       if (count > 0) {
         // uWS buffers all of a write(); false = backpressure: produce nothing more until the drain.
-        ok = res.write(count === 1 ? delta : delta.repeat(count));
+        ok = res.write(events(count));
         sent += count;
         counters.tokensStreamed += count;
       }
       if (sent < stopAt) return;
       if (ending === 'complete') {
-        res.end(tail);
+        // A message that only thought (no text token): its thinking block still ends, and the text's opens.
+        if (thinkingOpen) {
+          thinkingOpen = false;
+          res.end(stream.thinkingEnd! + tail);
+        } else res.end(tail);
         finish(ex);
       } else if (ending === 'error') {
         counters.errors++;

@@ -216,7 +216,28 @@ const BLOCK_START_EVENT = sse('content_block_start', {
   type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' },
 });
 const BLOCK_STOP_EVENT = sse('content_block_stop', { type: 'content_block_stop', index: 0 });
+const TEXT_BLOCK_AFTER_THINKING_STOP_EVENT = sse('content_block_stop', { type: 'content_block_stop', index: 1 });
 const MESSAGE_STOP_EVENT = sse('message_stop', { type: 'message_stop' });
+
+// Extended thinking: the thinking block (index 0) of "tok " tokens, its signature, then the text
+// block at index 1, as Anthropic streams them.
+/** An opaque signature of the thinking, as Anthropic sends one (base64; the mock's is fixed). */
+export const MOCK_THINKING_SIGNATURE = 'EqQBCkYIBRgCKkBtb2NrIHRoaW5raW5nIHNpZ25hdHVyZQ==';
+/** One thinking token of a stream. */
+export const THINKING_DELTA_EVENT = sse('content_block_delta', {
+  type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: TOKEN_TEXT },
+});
+/** One text token of a stream that thought first. */
+export const TEXT_AFTER_THINKING_DELTA_EVENT = sse('content_block_delta', {
+  type: 'content_block_delta', index: 1, delta: { type: 'text_delta', text: TOKEN_TEXT },
+});
+const THINKING_BLOCK_START_EVENT = sse('content_block_start', {
+  type: 'content_block_start', index: 0, content_block: { type: 'thinking', thinking: '', signature: '' },
+});
+/** Between the last thinking token and the first text token: the signature, the thinking block's end, the text block's start. */
+export const THINKING_END_EVENTS = sse('content_block_delta', {
+  type: 'content_block_delta', index: 0, delta: { type: 'signature_delta', signature: MOCK_THINKING_SIGNATURE },
+}) + BLOCK_STOP_EVENT + sse('content_block_start', { type: 'content_block_start', index: 1, content_block: { type: 'text', text: '' } });
 /** A stream's mid-flight failure, as Anthropic sends it when overloaded. */
 export const OVERLOADED_EVENT = sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
 
@@ -247,17 +268,18 @@ export function messageUsage(inputTokens: number, cacheRead: number, cacheCreati
   return usage;
 }
 
-/** The non-streaming answer: one text block of `outputTokens` tokens. */
-export function messageBody(id: string, model: string, usage: MessageUsage, stopReason: StopReason) {
+/** The non-streaming answer: one text block of the text's tokens, after a thinking block of `thinkingTokens` when there are any. */
+export function messageBody(id: string, model: string, usage: MessageUsage, stopReason: StopReason, thinkingTokens = 0) {
+  const text = { type: 'text', text: outputText(usage.output_tokens - thinkingTokens) };
   return {
     id, type: 'message', role: 'assistant', model,
-    content: [{ type: 'text', text: outputText(usage.output_tokens) }],
+    content: thinkingTokens > 0 ? [{ type: 'thinking', thinking: outputText(thinkingTokens), signature: MOCK_THINKING_SIGNATURE }, text] : [text],
     stop_reason: stopReason, stop_sequence: null, usage,
   };
 }
 
 /** Everything a stream sends before its first delta: message_start (output_tokens 1, as Anthropic reports it), the text block's start, a ping. */
-export function streamHead(id: string, model: string, usage: MessageUsage): string {
+export function streamHead(id: string, model: string, usage: MessageUsage, thinking = false): string {
   return sse('message_start', {
     type: 'message_start',
     message: {
@@ -266,12 +288,12 @@ export function streamHead(id: string, model: string, usage: MessageUsage): stri
       // Searches happen during the generation: message_start counts none, message_delta all.
       usage: usage.server_tool_use ? { ...usage, output_tokens: 1, server_tool_use: { web_search_requests: 0 } } : { ...usage, output_tokens: 1 },
     },
-  }) + BLOCK_START_EVENT + PING_EVENT;
+  }) + (thinking ? THINKING_BLOCK_START_EVENT : BLOCK_START_EVENT) + PING_EVENT;
 }
 
 /** Everything a completed stream sends after its last delta. */
-export function streamTail(stopReason: StopReason, outputTokens: number, webSearchRequests = 0): string {
-  return BLOCK_STOP_EVENT + sse('message_delta', {
+export function streamTail(stopReason: StopReason, outputTokens: number, webSearchRequests = 0, thinking = false): string {
+  return (thinking ? TEXT_BLOCK_AFTER_THINKING_STOP_EVENT : BLOCK_STOP_EVENT) + sse('message_delta', {
     type: 'message_delta',
     delta: { stop_reason: stopReason, stop_sequence: null },
     usage: webSearchRequests > 0 ? { output_tokens: outputTokens, server_tool_use: { web_search_requests: webSearchRequests } } : { output_tokens: outputTokens },

@@ -133,3 +133,64 @@ describe('token counting off the event loop', () => {
     stack.mock.setOptions({ tokenDelayMs: 40 });
   });
 });
+
+describe('extended thinking (the mock thinks 30 tokens, then writes 20 of text)', () => {
+  const model = 'claude-thinks';
+  // Unpriced until mockChannel prices it: ratio 1, completion 5.
+  const thinkingCost = (input: number, output: number) => input + output * 5;
+  const request = { model, max_tokens: 200, thinking: { type: 'enabled' as const, budget_tokens: 100 }, messages: [{ role: 'user' as const, content: 'Think it through' }] };
+
+  /** Streams `request` through the SDK, aborting after `cutAfter` deltas (thinking and text alike) when given. */
+  async function run(cutAfter?: number) {
+    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+    const stream = client.messages.stream(request);
+    let input = 0;
+    let thinking = '';
+    let text = '';
+    let signature = '';
+    let deltas = 0;
+    stream.on('streamEvent', (e) => {
+      if (e.type === 'message_start') input = e.message.usage.input_tokens;
+      if (e.type !== 'content_block_delta') return;
+      if (e.delta.type === 'signature_delta') signature += e.delta.signature;
+      if (e.delta.type === 'thinking_delta') thinking += e.delta.thinking;
+      if (e.delta.type === 'text_delta') text += e.delta.text;
+      if (e.delta.type !== 'signature_delta' && ++deltas === cutAfter) stream.abort();
+    });
+    const final = await stream.finalMessage().catch(() => null);
+    const { response } = await stream.withResponse();
+    return { input, thinking, text, signature, final, row: await ledgerRow(stack, response.headers.get('x-gateway-request-id')!) };
+  }
+
+  let thinker: Awaited<ReturnType<typeof startMockUpstream>>;
+  beforeAll(async () => {
+    thinker = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY, outputTokens: 20, thinkingTokens: 30, tokenDelayMs: 5 });
+    await mockChannel(stack, [model], 'default', { base_url: thinker.url });
+  });
+  afterAll(async () => {
+    await thinker?.close();
+  });
+
+  it('a whole answer is billed its stated output, thinking included, and reaches the client signed', async () => {
+    const before = await balance();
+    const r = await run();
+    expect(r.thinking).toBe('tok '.repeat(30));
+    expect(r.text).toBe('tok '.repeat(20));
+    expect(r.final!.content[0]).toMatchObject({ type: 'thinking', signature: r.signature });
+    expect(r.signature.length).toBeGreaterThan(0);
+    expect(r.final!.usage.output_tokens).toBe(50);
+    expect(r.row).toMatchObject({ prompt_tokens: r.input, completion_tokens: 50, quota: thinkingCost(r.input, 50) });
+    expect(await balance()).toBe(before - thinkingCost(r.input, 50));
+  });
+
+  it('a client leaving mid-thinking pays the thinking delivered; mid-text, the thinking and the text delivered (never the signature)', async () => {
+    for (const [cut, billed] of [[8, 8], [30, 30], [35, 35]] as const) {
+      const before = await balance();
+      const r = await run(cut);
+      expect(r.thinking.length + r.text.length).toBe(cut * 'tok '.length);
+      expect(r.row, `cut after ${cut}`).toMatchObject({ prompt_tokens: r.input, completion_tokens: billed, quota: thinkingCost(r.input, billed) });
+      expect(await balance()).toBe(before - thinkingCost(r.input, billed));
+      expect(await stack.quota.accountBalance(account.id)).toBe(before - thinkingCost(r.input, billed));
+    }
+  });
+});
