@@ -375,6 +375,8 @@ describe('errors', () => {
     const limited = await client.chat.completions.create({ model: 'claude-x-error429', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
     expect(limited).toBeInstanceOf(OpenAI.RateLimitError);
     expect((limited as InstanceType<typeof OpenAI.RateLimitError>).type).toBe('rate_limit_exceeded');
+    // As OpenAI's own 429 and an OpenAI-format channel's: the code says it too (it was null).
+    expect((limited as InstanceType<typeof OpenAI.RateLimitError>).code).toBe('rate_limit_exceeded');
     expect((limited as InstanceType<typeof OpenAI.RateLimitError>).message).toMatch(/rate limit/);
 
     const refused = await client.chat.completions.create({ model: 'claude-x-error400', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);

@@ -789,7 +789,7 @@ class Exchange {
     const passed = isJson && provider.protocol === this.protocol && isProtocolError(text, this.protocol)
       ? (providerSide ? withErrorMessage(text, message) : text) : null;
     const body = passed !== null ? passed
-      : this.protocol === 'openai' ? openaiErrorBody(openaiErrorType(type), message, null)
+      : this.protocol === 'openai' ? openaiProviderErrorBody(type, message)
         : errorBody(type, message);
     const retryAfter = answer.header('retry-after');
     this.respond(status, 'application/json', body, retryAfter);
@@ -968,3 +968,13 @@ const EMPTY_BODY = Buffer.alloc(0);
 
 /** A listener for the 'error' of a body the relay cancels and reads no more. */
 function ignoreError(): void {}
+
+/**
+ * A provider's failure in OpenAI's error JSON. OpenAI's own 429 and quota errors carry their type as
+ * their `code` too (`rate_limit_exceeded`, `insufficient_quota`), which clients match on; the same
+ * failure from an Anthropic channel had `code: null`, so it read differently by the channel behind it.
+ */
+function openaiProviderErrorBody(anthropicType: string, message: string): string {
+  const type = openaiErrorType(anthropicType);
+  return openaiErrorBody(type, message, type === 'rate_limit_exceeded' || type === 'insufficient_quota' ? type : null);
+}

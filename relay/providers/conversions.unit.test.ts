@@ -110,7 +110,7 @@ describe('ChatToAnthropicStream', () => {
     expect(events[2]!.data).toMatchObject({ index: 0, delta: { type: 'text_delta', text: 'Hé' } });
     expect(events[5]!.data).toMatchObject({ index: 1, content_block: { type: 'tool_use', id: 'call_1', name: 'f' } });
     expect(events[6]!.data).toMatchObject({ index: 1, delta: { type: 'input_json_delta', partial_json: '{"a":' } });
-    expect(events[9]!.data).toEqual({ type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { input_tokens: 14, cache_creation_input_tokens: 0, cache_read_input_tokens: 6, output_tokens: 4 } });
+    expect(events[9]!.data).toEqual({ type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { input_tokens: 14, cache_creation_input_tokens: 0, cache_read_input_tokens: 6, output_tokens: 4, server_tool_use: null } });
   });
 });
 
@@ -306,6 +306,14 @@ describe('messagesToChat', () => {
     });
   });
 
+  it('refuses more stop sequences than Chat Completions takes (4), and passes 4', () => {
+    const withStops = (n: number) => messagesToChat({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }], stop_sequences: Array.from({ length: n }, (_, i) => `s${i}`) } as MessagesRequest, 'm');
+    const refused = withStops(5);
+    expect(refused).toBeInstanceOf(RelayError);
+    expect((refused as RelayError).message).toBe('stop_sequences: at most 4 are served by this model\'s provider');
+    expect(withStops(4)).toMatchObject({ stop: ['s0', 's1', 's2', 's3'] });
+  });
+
   it('refuses server tools', () => {
     expect(messagesToChat({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'web_search_20250305', name: 'web_search' }] } as MessagesRequest, 'm')).toBeInstanceOf(RelayError);
   });
@@ -323,8 +331,12 @@ describe('JSON answers', () => {
     expect(JSON.parse(chatToMessage(completion, 'asked')!)).toEqual({
       id: 'msg_7', type: 'message', role: 'assistant', model: 'asked',
       content: [{ type: 'text', text: 'Yo' }, { type: 'tool_use', id: 'c', name: 'g', input: {} }],
-      stop_reason: 'max_tokens', stop_sequence: null,
-      usage: { input_tokens: 7, cache_creation_input_tokens: 0, cache_read_input_tokens: 3, output_tokens: 2 },
+      stop_reason: 'max_tokens', stop_sequence: null, container: null,
+      // Every field of the SDK's Usage that Anthropic always sends (nullable), not only the counts.
+      usage: {
+        input_tokens: 7, cache_creation_input_tokens: 0, cache_read_input_tokens: 3, output_tokens: 2,
+        cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 }, server_tool_use: null, service_tier: 'standard',
+      },
     });
   });
 });

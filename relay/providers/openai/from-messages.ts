@@ -20,6 +20,9 @@ import { outputLimitField } from '../../../core/channels/output-limit.js';
 
 type Block = Record<string, unknown> & { type: string };
 
+/** OpenAI's bound on `stop` (relay/chat-completions/chat-request.ts holds its own clients to it). */
+const MAX_CHAT_STOP_SEQUENCES = 4;
+
 function invalid(message: string): RelayError {
   return new RelayError('invalid_request', message);
 }
@@ -114,7 +117,12 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
     else if (choice?.type === 'tool' && typeof choice.name === 'string') chat.tool_choice = { type: 'function', function: { name: choice.name } };
     if (choice?.disable_parallel_tool_use === true) chat.parallel_tool_calls = false;
   }
-  if (Array.isArray(body.stop_sequences)) chat.stop = body.stop_sequences;
+  if (Array.isArray(body.stop_sequences)) {
+    // Chat Completions takes at most 4 stop sequences (OpenAI refuses more with a 400): refused here,
+    // in the client's words, rather than by the provider after the request was sent.
+    if (body.stop_sequences.length > MAX_CHAT_STOP_SEQUENCES) return invalid(`stop_sequences: at most ${MAX_CHAT_STOP_SEQUENCES} are served by this model's provider`);
+    chat.stop = body.stop_sequences;
+  }
   if (typeof body.temperature === 'number') chat.temperature = body.temperature;
   if (typeof body.top_p === 'number') chat.top_p = body.top_p;
   const user = (body.metadata as { user_id?: unknown } | undefined)?.user_id;

@@ -29,15 +29,27 @@ export function stopReasonOf(finishReason: unknown): string {
   }
 }
 
-function anthropicUsage(usage: unknown): Record<string, number> {
+function anthropicUsage(usage: unknown): Record<string, unknown> {
   const u = usageOfChatUsage(usage);
   return {
     input_tokens: u?.inputTokens ?? 0,
     cache_creation_input_tokens: 0,
     cache_read_input_tokens: u?.cacheReadTokens ?? 0,
     output_tokens: u?.outputTokens ?? 0,
+    ...MESSAGE_USAGE_FIELDS,
   };
 }
+
+/**
+ * The fields Anthropic's Message usage always carries (the SDK types them required, nullable) that a
+ * Chat Completions usage has no counterpart of: no cache writes (OpenAI bills none), the standard tier.
+ * Left out, a typed client read `undefined` where Anthropic sends a value or null.
+ */
+const MESSAGE_USAGE_FIELDS = {
+  cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
+  server_tool_use: null,
+  service_tier: 'standard',
+} as const;
 
 /** A JSON object, as opposed to null, an array or a scalar, which a provider may send where one is due. */
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -82,7 +94,7 @@ export function chatToMessage(body: Buffer, model: string): string | null {
   }
   return JSON.stringify({
     id: messageId(c.id), type: 'message', role: 'assistant', model, content,
-    stop_reason: stopReasonOf(choice?.finish_reason), stop_sequence: null, usage: anthropicUsage(c.usage),
+    stop_reason: stopReasonOf(choice?.finish_reason), stop_sequence: null, usage: anthropicUsage(c.usage), container: null,
   });
 }
 
@@ -137,7 +149,8 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
         type: 'message_start',
         message: {
           id: messageId(c.id), type: 'message', role: 'assistant', model: this.#model, content: [],
-          stop_reason: null, stop_sequence: null, usage: { input_tokens: 0, output_tokens: 0 },
+          stop_reason: null, stop_sequence: null, container: null,
+          usage: { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 0, ...MESSAGE_USAGE_FIELDS },
         },
       });
     }
@@ -187,7 +200,7 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     if (this.#stopped) return '';
     this.#stopped = true;
     return this.#close()
-      + sse('message_delta', { type: 'message_delta', delta: { stop_reason: stopReasonOf(this.#finish), stop_sequence: null }, usage: anthropicUsage(this.#usage) })
+      + sse('message_delta', { type: 'message_delta', delta: { stop_reason: stopReasonOf(this.#finish), stop_sequence: null }, usage: deltaUsage(this.#usage) })
       + sse('message_stop', { type: 'message_stop' });
   }
 }
@@ -297,4 +310,16 @@ function withoutNullUsage(chunk: Buffer, first: number): Buffer | null {
 
 function isBlank(c: number): boolean {
   return c === 0x20 || c === 0x09;
+}
+
+/** message_delta's usage (the SDK's MessageDeltaUsage): the counts, and no server tool use. */
+function deltaUsage(usage: unknown): Record<string, unknown> {
+  const u = usageOfChatUsage(usage);
+  return {
+    input_tokens: u?.inputTokens ?? 0,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: u?.cacheReadTokens ?? 0,
+    output_tokens: u?.outputTokens ?? 0,
+    server_tool_use: null,
+  };
 }
