@@ -120,6 +120,9 @@ export function KeyForm(props: KeyFormProps) {
 
   const submit = (e: Event) => {
     e.preventDefault();
+    // A new submit answers for the form as it is now: the server's errors of the last one go, even
+    // when the form's own check stops this one before it is sent.
+    action.setError(null);
     const now = Math.floor(Date.now() / 1000);
     if (props.editing) {
       const r = keyChanges(props.editing, f, now);

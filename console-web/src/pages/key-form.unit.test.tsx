@@ -126,6 +126,25 @@ describe('KeyForm', () => {
     expect(document.getElementById(ips.getAttribute('aria-describedby')!)!.textContent).toBe('"nope" is not an IP address or CIDR block');
   });
 
+  it('drops the API error of the last submit when the next stops at the form\'s own check', async () => {
+    const onSubmit = vi.fn(async () => { throw new Error('allow_ips: "999.1.1.1" is not an IP address or CIDR block'); });
+    render(<KeyForm initial={EMPTY_KEY_FORM} groups={groups} submitLabel="Create key" onSubmit={onSubmit} onCancel={() => {}} />);
+    fireEvent.input(screen.getByLabelText('Name'), { target: { value: 'k' } });
+    fireEvent.input(screen.getByLabelText('Allowed IP addresses'), { target: { value: '999.1.1.1' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Create key' }));
+    const ips = screen.getByLabelText('Allowed IP addresses');
+    await waitFor(() => expect(ips.getAttribute('aria-invalid')).toBe('true'));
+    // Corrected, and another field now wrong: only that field's error shows.
+    fireEvent.input(ips, { target: { value: '10.0.0.1' } });
+    fireEvent.click(screen.getByLabelText('Unlimited quota'));
+    fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: 'lots' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Create key' }));
+    expect(await screen.findByText('a dollar amount of 0 or more, such as 10 or 2.50')).toBeTruthy();
+    await waitFor(() => expect(ips.getAttribute('aria-invalid')).toBeNull());
+    expect(screen.queryByText('"999.1.1.1" is not an IP address or CIDR block')).toBeNull();
+    expect(onSubmit).toHaveBeenCalledOnce();
+  });
+
   it('offers the groups and enables cross-group retry only for auto', () => {
     render(<KeyForm initial={EMPTY_KEY_FORM} groups={groups} submitLabel="Create key" onSubmit={async () => {}} onCancel={() => {}} />);
     const retry = screen.getByLabelText('Retry in other groups (auto group only)') as HTMLInputElement;

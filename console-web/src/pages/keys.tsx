@@ -56,10 +56,10 @@ export function KeysPage() {
         {list.loading && <Loading what="Loading keys" />}
         <ErrorText error={list.error} />
         {list.data && (list.data.items.length === 0 ? page === 1 && <p>No keys{search ? ` named like “${search}”` : ''} yet.</p> : (
-          <table>
+          <div class="scroll"><table>
             <thead><tr><th>Name</th><th>Key</th><th>Status</th><th>Quota left</th><th>Used</th><th>Expires</th><th>Group</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((k) => <KeyRow key={k.id} k={k} onEdit={() => setEditing(k)} onChanged={list.reload} />)}</tbody>
-          </table>
+          </table></div>
         ))}
         {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Key pages" />}
       </Card>

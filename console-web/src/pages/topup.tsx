@@ -82,11 +82,15 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
   const quote = () => action.run(async () => {
     setPrice(await call(api.POST('/api/user/amount', { body: { amount: n } })));
   });
-  const payEpay = (method: string) => action.run(async () => {
-    const d = await call(api.POST('/api/user/pay', { body: { amount: n, payment_method: method } }));
+  const payEpay = (method: TopupInfo['pay_methods'][number]) => action.run(async () => {
+    // Each method has its own minimum (pay_methods[].min_topup): said here, before the provider's page.
+    const least = methodMinimum(info, method);
+    if (n < least) throw new Error(`amount: must be at least ${least} to pay with ${method.name}`);
+    const d = await call(api.POST('/api/user/pay', { body: { amount: n, payment_method: method.type } }));
     location.assign(epayRedirectUrl(d.url, d.params));
   });
   const payCard = () => action.run(async () => {
+    if (n < info.cardpay_min_topup) throw new Error(`amount: must be at least ${info.cardpay_min_topup} to pay by card`);
     const d = await call(api.POST('/api/user/cardpay/pay', { body: { amount: n } }));
     location.assign(d.pay_link);
   });
@@ -100,11 +104,11 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
         ))}
       </div>
       <Field label="Amount (US dollars of credit)" type="number" min={1} value={amount} onValue={(v) => { setAmount(v); setPrice(null); }}
-        hint={`$1 of credit is 500,000 quota; minimum $${info.min_topup}${card ? `, by card $${info.cardpay_min_topup}` : ''}`} error={fieldErrors.amount ?? fieldErrors.payment_method} />
+        hint={minimumHint(info, online, card)} error={fieldErrors.amount ?? fieldErrors.payment_method} />
       <div class="buttons">
         {online && <button type="button" disabled={action.busy} onClick={() => void quote()}>Show price</button>}
         {online && info.pay_methods.map((m) => (
-          <button type="button" key={m.type} class="primary" disabled={action.busy} onClick={() => void payEpay(m.type)}>Pay with {m.name}</button>
+          <button type="button" key={m.type} class="primary" disabled={action.busy} onClick={() => void payEpay(m)}>Pay with {m.name}</button>
         ))}
         {card && <button type="button" class="primary" disabled={action.busy} onClick={() => void payCard()}>Pay by card</button>}
       </div>
@@ -113,6 +117,18 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
       <p class="hint">You are sent to the payment provider's page and come back here once paid; the order appears below.</p>
     </Card>
   );
+}
+
+/** The least amount a QR-code method takes: its own minimum (the API sends it, as a string), never below MinTopUp. */
+export function methodMinimum(info: Pick<TopupInfo, 'min_topup'>, method: Pick<TopupInfo['pay_methods'][number], 'min_topup'>): number {
+  const own = Number(method.min_topup);
+  return Number.isFinite(own) && own > info.min_topup ? own : info.min_topup;
+}
+
+/** "$1 of credit is 500,000 quota; minimum $1, with Alipay $50, by card $5": every minimum the page's buttons hold to. */
+export function minimumHint(info: Pick<TopupInfo, 'min_topup' | 'pay_methods' | 'cardpay_min_topup'>, online: boolean, card: boolean): string {
+  const own = online ? info.pay_methods.filter((m) => methodMinimum(info, m) !== info.min_topup).map((m) => `, with ${m.name} $${methodMinimum(info, m)}`) : [];
+  return `$1 of credit is 500,000 quota; minimum $${info.min_topup}${own.join('')}${card ? `, by card $${info.cardpay_min_topup}` : ''}`;
 }
 
 /**
@@ -157,7 +173,7 @@ const ORDER_PAGE_SIZE = 10;
 export function OrderTable({ items }: { items: TopupOrder[] }) {
   return (
     <>
-      <table>
+      <div class="scroll"><table>
         <thead><tr><th>Order number</th><th>Credit (US dollars)</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th></tr></thead>
         <tbody>
           {items.map((o) => (
@@ -168,7 +184,7 @@ export function OrderTable({ items }: { items: TopupOrder[] }) {
             </tr>
           ))}
         </tbody>
-      </table>
+      </table></div>
       <p class="hint">Credit is in US dollars (500,000 quota = $1). Paid is in the payment provider's currency, at the price this service sets for it.</p>
     </>
   );

@@ -28,10 +28,10 @@ export function AdminChannelsPage() {
         {list.loading && <Loading what="Loading channels" />}
         <ErrorText error={list.error} />
         {list.data && (list.data.items.length === 0 ? page === 1 && <p>No channels.</p> : (
-          <table>
+          <div class="scroll"><table>
             <thead><tr><th>Id</th><th>Name</th><th>Format</th><th>Base URL</th><th>Models</th><th>Group</th><th>Status</th><th>Priority</th><th>Weight</th><th>Used</th><th>Last test</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((c) => <ChannelRow key={c.id} c={c} onEdit={() => setEditing(c)} onChanged={list.reload} />)}</tbody>
-          </table>
+          </table></div>
         ))}
         {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Channel pages" />}
       </Card>

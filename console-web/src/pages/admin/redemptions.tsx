@@ -31,10 +31,10 @@ export function AdminRedemptionsPage() {
         {list.loading && <Loading what="Loading codes" />}
         <ErrorText error={list.error} />
         {list.data && (list.data.items.length === 0 ? page === 1 && <p>No codes.</p> : (
-          <table>
+          <div class="scroll"><table>
             <thead><tr><th>Id</th><th>Name</th><th>Code</th><th>Value</th><th>Status</th><th>Created</th><th>Redeemed</th><th>Expires</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((r) => <CodeRow key={r.id} r={r} onChanged={list.reload} />)}</tbody>
-          </table>
+          </table></div>
         ))}
         {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Code pages" />}
       </Card>

@@ -35,7 +35,7 @@ export function AdminTopupsPage({ account }: PageProps) {
       {orders.loading && <Loading what="Loading orders" />}
       <ErrorText error={orders.error} />
       {orders.data && (orders.data.items.length === 0 ? page === 1 && <p>No orders.</p> : (
-        <table>
+        <div class="scroll"><table>
           <thead><tr><th>Order number</th><th>Account</th><th>Credit (US dollars)</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th>{isRoot && <th>Actions</th>}</tr></thead>
           <tbody>{orders.data.items.map((o) => (
             <tr key={o.id}>
@@ -45,7 +45,7 @@ export function AdminTopupsPage({ account }: PageProps) {
               {isRoot && <td>{o.status === 'pending' && <CompleteButton tradeNo={o.trade_no} onDone={orders.reload} />}</td>}
             </tr>
           ))}</tbody>
-        </table>
+        </table></div>
       ))}
       {orders.data && orders.data.items.length > 0 && (
         <p class="hint">

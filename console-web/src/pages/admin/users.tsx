@@ -35,10 +35,10 @@ export function AdminUsersPage({ account: me }: PageProps) {
         {list.loading && <Loading what="Loading accounts" />}
         <ErrorText error={list.error} />
         {list.data && (
-          <table>
+          <div class="scroll"><table>
             <thead><tr><th>Id</th><th>Username</th><th>Display name</th><th>Role</th><th>Status</th><th>Group</th><th>Balance</th><th>Used</th><th>Requests</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((a) => <AccountRow key={a.id} a={a} me={me} onEdit={() => setEditing(a)} onChanged={list.reload} />)}</tbody>
-          </table>
+          </table></div>
         )}
         {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Account pages" />}
       </Card>
