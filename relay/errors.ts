@@ -44,8 +44,15 @@ export function statusLine(status: number): string {
   return `${status} ${STATUS_TEXT[status] ?? 'Status'}`;
 }
 
-export function errorBody(type: string, message: string): string {
-  return JSON.stringify({ type: 'error', error: { type, message } });
+/**
+ * Anthropic's error JSON. An answer's body carries `request_id` (Anthropic's ErrorResponse has it,
+ * nullable): the gateway's request id where there is one, null where the request made none (a free
+ * endpoint). A stream's `event: error` has none, as Anthropic's: `requestId` left undefined.
+ */
+export function errorBody(type: string, message: string, requestId?: string | null): string {
+  return requestId === undefined
+    ? JSON.stringify({ type: 'error', error: { type, message } })
+    : JSON.stringify({ type: 'error', error: { type, message }, request_id: requestId });
 }
 
 /**
@@ -96,8 +103,8 @@ export class RelayError extends Error {
     this.type = def.type;
     this.param = param !== undefined ? param : code === 'invalid_request' && message !== undefined ? paramOf(message) : null;
   }
-  body(): string {
-    return errorBody(this.type, this.message);
+  body(requestId: string | null = null): string {
+    return errorBody(this.type, this.message, requestId);
   }
   /** The same failure in OpenAI's error JSON (POST /v1/chat/completions). */
   openaiBody(): string {

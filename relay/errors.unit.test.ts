@@ -15,7 +15,8 @@ describe('relay error catalogue', () => {
     it(`${code}: ${status} ${type} is in the README table and renders as Anthropic's error JSON`, () => {
       expect(table).toMatch(new RegExp(`\\| ${status} \\| \`${type}\` \\|`));
       const err = new RelayError(code);
-      expect(JSON.parse(err.body())).toEqual({ type: 'error', error: { type, message: RELAY_ERRORS[code].message } });
+      expect(JSON.parse(err.body())).toEqual({ type: 'error', error: { type, message: RELAY_ERRORS[code].message }, request_id: null });
+      expect(JSON.parse(err.body('r-1'))).toMatchObject({ request_id: 'r-1' });
       expect(statusLine(status)).toMatch(new RegExp(`^${status} \\S`));
     });
   }

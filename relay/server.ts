@@ -147,7 +147,7 @@ function notFoundBody(req: uws.HttpRequest, notFound: RelayError): string {
   if (OPENAI_PATH.test(url) && !req.getHeader('anthropic-version')) {
     return openaiErrorBody('invalid_request_error', `Invalid URL (${method} ${url}): this gateway does not serve it.`, 'unknown_url');
   }
-  return errorBody(notFound.type, `${method} ${url} does not exist.`);
+  return errorBody(notFound.type, `${method} ${url} does not exist.`, null);
 }
 
 /** How often a draining relay looks whether its exchanges and settlements are done. */

@@ -790,7 +790,7 @@ class Exchange {
       ? (providerSide ? withErrorMessage(text, message) : text) : null;
     const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiProviderErrorBody(type, message)
-        : errorBody(type, message);
+        : errorBody(type, message, this.requestId);
     const retryAfter = answer.header('retry-after');
     this.respond(status, 'application/json', body, retryAfter);
     this.finish({ kind: 'failed', reason: httpReason(status) });
@@ -851,7 +851,7 @@ class Exchange {
   }
 
   fail(err: RelayError, reason?: string, retryAfter?: string): void {
-    this.respond(err.status, 'application/json', this.protocol === 'openai' ? err.openaiBody() : err.body(), retryAfter);
+    this.respond(err.status, 'application/json', this.protocol === 'openai' ? err.openaiBody() : err.body(this.requestId), retryAfter);
     if (this.reserved) this.finish({ kind: 'failed', reason: reason ?? err.message });
   }
 

@@ -68,6 +68,15 @@ describe('the key before the body', () => {
     }
   }
 
+  it('carries request_id in its error JSON, as Anthropic\'s does: the gateway\'s request id (null on a free endpoint)', async () => {
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': UNKNOWN_KEY, 'content-type': 'application/json' }, body: '{}' });
+    const body = await res.json() as { request_id?: unknown };
+    expect(body.request_id).toBe(res.headers.get('x-gateway-request-id'));
+    expect(body.request_id).toMatch(/^[0-9a-f-]{36}$/);
+    const free = await fetch(`${stack.relayUrl}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(await free.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error' }, request_id: null });
+  });
+
   it('names the missing key and the invalid one apart', async () => {
     const post = (headers: Record<string, string>) => fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers, body: '{' })
       .then((r) => r.json() as Promise<{ error: { message: string } }>);

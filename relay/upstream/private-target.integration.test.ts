@@ -79,6 +79,8 @@ describe('a channel whose base_url is, or resolves to, a private address', () =>
         expect(err).toBeInstanceOf(Anthropic.InternalServerError);
         expect((err as InstanceType<typeof Anthropic.APIError>).error).toEqual({
           type: 'error', error: { type: 'api_error', message: 'The model provider could not be reached.' },
+          // The gateway's request id, as the answer's x-gateway-request-id header has it.
+          request_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
         });
       }
     }
