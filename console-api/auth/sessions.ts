@@ -37,9 +37,10 @@ export interface IssuedOn {
  * either written before it (and revoked by it) or checked after it (and refused). Checked outside
  * the lock, a login with the old password or a stolen session's GET /api/user/token in flight during
  * the change wrote a credential the change never saw, alive after it (a never-expiring one for the
- * access token).
+ * access token). A password change takes it too (routes/user.ts): on the password it verified and
+ * the session that asks.
  */
-async function lockIssuer(tx: Db, userId: number, on: IssuedOn, nowSec: number): Promise<boolean> {
+export async function lockIssuer(tx: Db, userId: number, on: IssuedOn, nowSec: number): Promise<boolean> {
   const [user] = await tx<{ password_hash: string; status: number }[]>`
     SELECT password_hash, status FROM users WHERE id = ${userId} AND deleted_at IS NULL FOR UPDATE`;
   if (!user || Number(user.status) !== ACCOUNT_STATUS.enabled) return false;

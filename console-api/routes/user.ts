@@ -6,7 +6,7 @@ import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { findUserByUsername, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
-import { hashCredential, issueAccessToken, issueSession, revokeAccessTokens, revokeAllCredentials, revokeSession } from '../auth/sessions.js';
+import { hashCredential, issueAccessToken, issueSession, lockIssuer, revokeAccessTokens, revokeAllCredentials, revokeSession } from '../auth/sessions.js';
 import { clearLoginAttempts, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
@@ -254,20 +254,18 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       await clearLoginAttempts(ctx, user.username, request.ip);
     }
     const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
-    const presented = hashCredential(bearerToken(request.headers.authorization)!);
+    const presented = bearerToken(request.headers.authorization)!;
     const [updated] = await sql.begin(async (tx) => {
       if (hash !== undefined) {
-        // Under the account's row lock, as credentials are issued (auth/sessions.ts lockIssuer): the
-        // password verified must still be the account's and the presenting session still live (a
-        // concurrent change or ban revoked it), and a credential issued meanwhile is revoked below.
-        const [locked] = await tx<{ password_hash: string }[]>`SELECT password_hash FROM users WHERE id = ${user.id} FOR UPDATE`;
-        const [live] = await tx`SELECT 1 FROM access_tokens WHERE token_hash = ${presented} AND revoked_at IS NULL`;
-        if (!locked || locked.password_hash !== user.password_hash || !live) {
+        // Under the account's row lock, as credentials are issued: the password verified must still be
+        // the account's and the presenting session still live (a concurrent change or ban revoked it),
+        // and a credential issued meanwhile is revoked below.
+        if (!(await lockIssuer(tx, user.id, { passwordHash: user.password_hash, credential: presented }, ctx.now()))) {
           throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the password was changed meanwhile; log in again');
         }
         // Whoever knew the old password may hold a session: every other session and access token ends.
         await tx`UPDATE access_tokens SET revoked_at = ${ctx.now()}
-                 WHERE user_id = ${user.id} AND revoked_at IS NULL AND token_hash <> ${presented}`;
+                 WHERE user_id = ${user.id} AND revoked_at IS NULL AND token_hash <> ${hashCredential(presented)}`;
       }
       // The hash is written only when it changes: the one read at authentication may be stale by now,
       // and writing it back would undo a password change that committed meanwhile.

@@ -135,7 +135,7 @@ class Exchange {
    * one is pending.
    */
   beforeReservation = true;
-  /** The request body's bytes received (until it is refused) and whether all came. */
+  /** The request body's bytes received, and whether all came. */
   bodyBytes = 0;
   bodyEnded = false;
   /** A refusal held for the end of the request's body (BodyLinger). */
@@ -179,7 +179,9 @@ class Exchange {
   /** The client's Chat Completions request (protocol 'openai'). */
   chat: ChatRequest | null = null;
   /** The client asked for the `flex` service tier: settlement.ts bills a flex answer at the channel's flex ratio. */
-  flexRequested = false;
+  get flexRequested(): boolean {
+    return (this.chat as { service_tier?: unknown } | null)?.service_tier === 'flex';
+  }
   /** The client's body bytes. */
   raw: Buffer | null = null;
   group = '';
@@ -230,12 +232,10 @@ class Exchange {
     // The body's reader is registered first, in uWS's handler as uWS requires: a refusal given before
     // the body is all in is sent at its end (BodyLinger), the rest of the body dropped unread.
     const chunks: Buffer[] = [];
-    let size = 0;
     this.res.onData((ab, isLast) => {
-      size += ab.byteLength;
+      const size = (this.bodyBytes += ab.byteLength);
       if (isLast) this.bodyEnded = true;
       if (this.responded) return this.linger?.chunk(isLast);
-      this.bodyBytes = size;
       if (size > this.ctx.maxBodyBytes) return this.fail(new RelayError('request_too_large'));
       // uWS reuses the ArrayBuffer after this callback returns: copy.
       chunks.push(Buffer.from(new Uint8Array(ab)));
@@ -392,7 +392,6 @@ class Exchange {
     const chat = checkChatRequest(json);
     if (chat instanceof RelayError) return chat;
     this.chat = chat;
-    this.flexRequested = (chat as { service_tier?: unknown }).service_tier === 'flex';
     // A request that sets no output bound gets the model's (option ModelMaxOutputTokens).
     return chatToMessages(chat, this.ctx.inputBounds().maxOutputTokens(chat.model));
   }

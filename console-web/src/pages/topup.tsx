@@ -127,8 +127,12 @@ export function methodMinimum(info: Pick<TopupInfo, 'min_topup'>, method: Pick<T
 
 /** "$1 of credit is 500,000 quota; minimum $1, with Alipay $50, by card $5": every minimum the page's buttons hold to. */
 export function minimumHint(info: Pick<TopupInfo, 'min_topup' | 'pay_methods' | 'cardpay_min_topup'>, online: boolean, card: boolean): string {
-  const own = online ? info.pay_methods.filter((m) => methodMinimum(info, m) !== info.min_topup).map((m) => `, with ${m.name} $${methodMinimum(info, m)}`) : [];
-  return `$1 of credit is 500,000 quota; minimum $${info.min_topup}${own.join('')}${card ? `, by card $${info.cardpay_min_topup}` : ''}`;
+  let own = '';
+  for (const m of online ? info.pay_methods : []) {
+    const least = methodMinimum(info, m);
+    if (least !== info.min_topup) own += `, with ${m.name} $${least}`;
+  }
+  return `$1 of credit is 500,000 quota; minimum $${info.min_topup}${own}${card ? `, by card $${info.cardpay_min_topup}` : ''}`;
 }
 
 /**

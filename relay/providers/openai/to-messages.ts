@@ -29,15 +29,25 @@ export function stopReasonOf(finishReason: unknown): string {
   }
 }
 
-function anthropicUsage(usage: unknown): Record<string, unknown> {
+/** A Chat Completions usage's counts in Anthropic's names (none stated: zeros); OpenAI bills no cache writes. */
+function usageCounts(usage: unknown): Record<string, number> {
   const u = usageOfChatUsage(usage);
   return {
     input_tokens: u?.inputTokens ?? 0,
     cache_creation_input_tokens: 0,
     cache_read_input_tokens: u?.cacheReadTokens ?? 0,
     output_tokens: u?.outputTokens ?? 0,
-    ...MESSAGE_USAGE_FIELDS,
   };
+}
+
+/** A Message's usage: the counts and the fields Anthropic always sends beside them. */
+function anthropicUsage(usage: unknown): Record<string, unknown> {
+  return { ...usageCounts(usage), ...MESSAGE_USAGE_FIELDS };
+}
+
+/** message_delta's usage (the SDK's MessageDeltaUsage): the counts, and no server tool use. */
+function deltaUsage(usage: unknown): Record<string, unknown> {
+  return { ...usageCounts(usage), server_tool_use: null };
 }
 
 /**
@@ -150,7 +160,8 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
         message: {
           id: messageId(c.id), type: 'message', role: 'assistant', model: this.#model, content: [],
           stop_reason: null, stop_sequence: null, container: null,
-          usage: { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 0, ...MESSAGE_USAGE_FIELDS },
+          // Nothing is stated before the last chunk: every count 0.
+          usage: anthropicUsage(undefined),
         },
       });
     }
@@ -310,16 +321,4 @@ function withoutNullUsage(chunk: Buffer, first: number): Buffer | null {
 
 function isBlank(c: number): boolean {
   return c === 0x20 || c === 0x09;
-}
-
-/** message_delta's usage (the SDK's MessageDeltaUsage): the counts, and no server tool use. */
-function deltaUsage(usage: unknown): Record<string, unknown> {
-  const u = usageOfChatUsage(usage);
-  return {
-    input_tokens: u?.inputTokens ?? 0,
-    cache_creation_input_tokens: 0,
-    cache_read_input_tokens: u?.cacheReadTokens ?? 0,
-    output_tokens: u?.outputTokens ?? 0,
-    server_tool_use: null,
-  };
 }
