@@ -77,8 +77,10 @@ export class Reply {
     this.linger = BodyLinger.hold<Reply>(this.declaredLength, this.received, this.ended, sendReply, this);
     if (this.linger === null) setImmediate(sendReply, this);
   }
+  /** Errors in OpenAI's JSON instead of Anthropic's: the client asked in OpenAI's manner. */
+  openai = false;
   error(err: RelayError, retryAfter?: string): void {
-    this.json(err.status, err.body(), retryAfter);
+    this.json(err.status, this.openai ? err.openaiBody() : err.body(), retryAfter);
   }
 }
 

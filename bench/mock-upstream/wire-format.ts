@@ -379,15 +379,16 @@ export function toolUseMessageBody(id: string, model: string, usage: MessageUsag
 
 /** A whole streamed answer calling a tool: its arguments in two input_json_delta pieces. */
 export function toolUseStream(id: string, model: string, usage: MessageUsage, tool: { name: string; input: Record<string, unknown> }, toolUseId: string): string {
-  const json = JSON.stringify(tool.input);
+  // A call without arguments streams one empty partial_json, as Anthropic's do.
+  const json = Object.keys(tool.input).length === 0 ? '' : JSON.stringify(tool.input);
   const half = Math.floor(json.length / 2);
+  const pieces = json === '' ? [''] : [json.slice(0, half), json.slice(half)];
   return sse('message_start', {
     type: 'message_start',
     message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
   })
     + sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: toolUseId, name: tool.name, input: {} } })
-    + sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: json.slice(0, half) } })
-    + sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: json.slice(half) } })
+    + pieces.map((p) => sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: p } })).join('')
     + sse('content_block_stop', { type: 'content_block_stop', index: 0 })
     + sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { output_tokens: usage.output_tokens } })
     + MESSAGE_STOP_EVENT;

@@ -8,7 +8,7 @@ import { ChatCompletionStream } from 'openai/lib/ChatCompletionStream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countInputTokens, startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
 import {
-  createApiKey, fundedAccount, ledgerRow, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+  billingSettled, createApiKey, fundedAccount, ledgerRow, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
 const MODEL = 'claude-haiku-4-5';
@@ -287,6 +287,33 @@ describe('a tool call round trip', () => {
     const input = countInputTokens(providerBody());
     expect(final.usage).toMatchObject({ prompt_tokens: input, completion_tokens: OUTPUT });
     await expectBilled(response.headers.get('x-gateway-request-id')!, before, input, OUTPUT, true);
+  });
+});
+
+describe('a tool without arguments', () => {
+  it('runTools, streamed: Anthropic streams its call as one empty partial_json; the SDK gets arguments "{}", calls it and finishes', async () => {
+    const before = await balance();
+    const sentBefore = stack.mock.requests.length;
+    let called = 0;
+    const runner = client.chat.completions.runTools({
+      model: MODEL, max_tokens: 50, stream: true, stream_options: { include_usage: true },
+      tools: [{ type: 'function', function: { name: 'now', parameters: { type: 'object', properties: {} }, function: () => { called++; return '12:00'; }, parse: JSON.parse } }],
+      tool_choice: 'required',
+      messages: [{ role: 'user', content: 'What time is it?' }],
+    });
+    const calls: string[] = [];
+    runner.on('functionToolCall', (c) => calls.push(c.arguments));
+    const final = await runner.finalChatCompletion();
+    expect(calls).toEqual(['{}']);
+    expect(called).toBe(1);
+    // The mock forces a call while the last turn holds no tool_result, then answers text.
+    const sent = stack.mock.requests.slice(sentBefore).map((r) => r.body as Record<string, unknown>);
+    expect(sent).toHaveLength(2);
+    expect(JSON.stringify(sent[1]!.messages)).toContain('"tool_result"');
+    expect(final.choices[0]!.message.content).toBe('tok '.repeat(OUTPUT));
+    // Both requests billed exactly: the balance moved by the two costs, priced from what the provider was sent.
+    await billingSettled(stack);
+    expect(await balance()).toBe(before - cost(countInputTokens(sent[0]!), OUTPUT) - cost(countInputTokens(sent[1]!), OUTPUT));
   });
 });
 

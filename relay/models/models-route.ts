@@ -2,8 +2,9 @@
 // (served for its group, or any group of `auto`, narrowed to its whitelist, priced), in Anthropic's shape. No quota moves.
 // A client that sends no anthropic-version header (OpenAI's SDK and most OpenAI tools) is answered in
 // OpenAI's shape instead (`{object: "list", data: [{id, object: "model", created, owned_by}]}`);
-// Anthropic's SDK always sends the header. Errors stay Anthropic's JSON on these routes whoever asks:
-// OpenAI's SDK reads its `error.message` and `error.type` all the same.
+// Anthropic's SDK always sends the header. Errors follow the same choice: OpenAI's error JSON (with
+// its `code` and `param`, which OpenAI's SDK raises as `e.code`, and `model_not_found` for a model the
+// key cannot see, as OpenAI answers) to the one, Anthropic's to the other.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { RelayError } from '../errors.js';
 import { authorizeKey } from '../auth/key-check.js';
@@ -31,6 +32,7 @@ export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, re
   const openai = wantsOpenAI(req);
   const query = parseListModelsQuery((name) => req.getQuery(name));
   const reply = new Reply(res);
+  reply.openai = openai;
   if (typeof query === 'string') return reply.error(new RelayError('invalid_request', query));
   authorizeKey(ctx, head, null)
     .then((access) => {
@@ -49,12 +51,17 @@ export function handleRetrieveModel(ctx: FreeEndpointContext, res: HttpResponse,
   const openai = wantsOpenAI(req);
   const id = decodePathSegment(req.getParameter(0) ?? '');
   const reply = new Reply(res);
+  reply.openai = openai;
   if (id === null) return reply.error(new RelayError('invalid_request', 'model_id: the path holds a malformed percent-escape.'));
   authorizeKey(ctx, head, null)
     .then((access) => {
       if (access instanceof RelayError) return reply.error(access);
       const model = retrieveModel(allowedModels(servedModels(ctx.channels, access.groups), access.record.modelLimits, ctx.ratios().priced), id);
-      if (!model) return reply.error(new RelayError('not_found', `model: ${id}`));
+      if (!model) {
+        return reply.error(openai
+          ? new RelayError('model_not_found', `The model '${id}' does not exist or this API key may not use it.`, 'model')
+          : new RelayError('not_found', `model: ${id}`));
+      }
       reply.json(200, JSON.stringify(openai ? openaiModel(id) : model));
     })
     .catch((err: unknown) => {

@@ -1,5 +1,6 @@
 // GET /v1/models and POST /v1/messages/count_tokens through the official SDK.
 import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createApiKey, fundedAccount, mockChannel, startGatewayStack, unpricedMockChannel, type GatewayStack,
@@ -53,6 +54,28 @@ describe('GET /v1/models', () => {
   it('refuses an unknown key', async () => {
     const err = await client('sk-nope').models.list().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.AuthenticationError);
+  });
+});
+
+describe('GET /v1/models errors to OpenAI\'s SDK', () => {
+  const openai = (k = key) => new OpenAI({ apiKey: k, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
+
+  it('an unknown model: 404 in OpenAI\'s error JSON, code model_not_found, param model', async () => {
+    const err = await openai().models.retrieve('nope-1').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(err).toMatchObject({ status: 404, code: 'model_not_found', param: 'model', type: 'not_found_error' });
+    // A model the key's whitelist leaves out is not found all the same.
+    expect(await openai(limited).models.retrieve('claude-opus-4-7').catch((e: unknown) => e)).toMatchObject({ status: 404, code: 'model_not_found' });
+  });
+
+  it('an unknown key: 401 with code invalid_api_key; a malformed escape: 400; Anthropic\'s clients keep Anthropic\'s JSON', async () => {
+    expect(await openai('sk-nope').models.list().catch((e: unknown) => e)).toMatchObject({ status: 401, code: 'invalid_api_key', type: 'authentication_error' });
+    const bad = await fetch(`${stack.relayUrl}/v1/models/%zz`, { headers: { authorization: `Bearer ${key}` } });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_request' } });
+    const anthropicStyle = await fetch(`${stack.relayUrl}/v1/models/nope-1`, { headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' } });
+    expect(anthropicStyle.status).toBe(404);
+    expect(await anthropicStyle.json()).toEqual({ type: 'error', error: { type: 'not_found_error', message: 'model: nope-1' }, request_id: null });
   });
 });
 

@@ -69,6 +69,34 @@ describe('AnthropicToChatStream', () => {
     expect(chunks[chunks.length - 1]!.choices[0]!.finish_reason).toBe('tool_calls');
   });
 
+  // Anthropic streams a call without arguments as `input: {}` at its start and one empty
+  // partial_json; a provider may also state the whole input at the start and stream no delta.
+  const toolEvents = (start: unknown, deltas: string[]) => [
+    streamHead('msg_5', 'claude-x', usage),
+    `event: content_block_start\ndata: ${JSON.stringify({ type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 'toolu_9', name: 'now', input: start } })}\n\n`,
+    ...deltas.map((d) => `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: d } })}\n\n`),
+    'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+    streamTail('tool_use', 3),
+  ].join('');
+  const argumentsOf = (sse: string) => (dataEvents(sse).slice(0, -1) as Array<{ choices: Array<{ delta: { tool_calls?: Array<{ function: { arguments: string } }> } }> }>)
+    .flatMap((c) => c.choices[0]?.delta.tool_calls ?? []).map((c) => c.function.arguments).join('');
+
+  it.each(SIZES)('chunks of %i bytes: a call that streams no arguments gets its start\'s input, {} at least', (size) => {
+    expect(argumentsOf(feed(new AnthropicToChatStream('m', false), Buffer.from(toolEvents({}, [''])), size))).toBe('{}');
+    expect(argumentsOf(feed(new AnthropicToChatStream('m', false), Buffer.from(toolEvents({ q: 'é' }, [])), size))).toBe('{"q":"é"}');
+    expect(argumentsOf(feed(new AnthropicToChatStream('m', false), Buffer.from(toolEvents(undefined, [])), size))).toBe('{}');
+    // Streamed arguments are not repeated at the block's stop.
+    expect(argumentsOf(feed(new AnthropicToChatStream('m', false), Buffer.from(toolEvents({}, ['', '{"a"', ':1}'])), size))).toBe('{"a":1}');
+  });
+
+  it('with include_usage every chunk but the usage chunk says usage null, as OpenAI\'s do; without it none has usage', () => {
+    const withUsage = dataEvents(new AnthropicToChatStream('m', true).push(anthropicStream)).slice(0, -1) as Array<{ usage?: unknown }>;
+    expect(withUsage.slice(0, -1).every((c) => 'usage' in c && c.usage === null)).toBe(true);
+    expect(withUsage.at(-1)!.usage).toMatchObject({ completion_tokens: 3 });
+    const without = dataEvents(new AnthropicToChatStream('m', false).push(anthropicStream)).slice(0, -1) as Array<{ usage?: unknown }>;
+    expect(without.some((c) => 'usage' in c)).toBe(false);
+  });
+
   it('shows the client the counts it is billed for: capped like the relay\'s, 0 for what is not a count', () => {
     // As a provider could write them: 1e400 is valid JSON that parses as Infinity.
     const head = streamHead('msg_3', 'claude-x', messageUsage(111, 222, 0, 1))

@@ -11,10 +11,14 @@
 //
 // Streamed (AnthropicToChatStream), event by event as they arrive: message_start → a first chunk with
 // the assistant role; text deltas → content deltas; a tool_use block → a tool_calls delta with its id
-// and name, its input_json_delta pieces → arguments deltas; message_delta → a chunk with the
-// finish_reason; message_stop → the usage chunk (only when the client asked for it with
-// stream_options.include_usage) and `data: [DONE]`; an error event → `data: {"error": …}` (OpenAI's
-// SDK raises it). ping, block stops and thinking deltas send nothing.
+// and name, its input_json_delta pieces → arguments deltas (a block that streamed no piece, as
+// Anthropic streams a call without arguments — one empty partial_json — gets its start's `input` as
+// JSON, `{}` at least, when it stops: OpenAI's arguments are always a JSON text, and `""` made the
+// SDK's runTools fail to parse them); message_delta → a chunk with the finish_reason; message_stop →
+// the usage chunk (only when the client asked for it with stream_options.include_usage) and
+// `data: [DONE]`; an error event → `data: {"error": …}` (OpenAI's SDK raises it). ping, other block
+// stops and thinking deltas send nothing. With include_usage every chunk before the usage chunk
+// carries `"usage": null`, as OpenAI's do.
 import { openaiErrorBody, openaiErrorType } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { usageCount } from '../../stream/usage-count.js';
@@ -97,6 +101,7 @@ export function messageToChat(body: Buffer, model: string): string | null {
 }
 
 const DONE = 'data: [DONE]\n\n';
+const NULL_USAGE = { usage: null };
 
 /** Anthropic SSE in, Chat Completions chunks out, one event at a time. */
 export class AnthropicToChatStream extends LineStream implements StreamRewriter {
@@ -107,6 +112,8 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
   #id = '';
   /** Anthropic block index → OpenAI tool_calls index, for tool_use blocks. */
   #tools = new Map<number, number>();
+  /** Anthropic block index → the start's `input` as JSON, for tool_use blocks that streamed no arguments yet. */
+  #pendingArguments = new Map<number, string>();
   #usage: Record<string, unknown> = {};
 
   constructor(model: string, includeUsage: boolean) {
@@ -147,6 +154,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
     return `data: ${JSON.stringify({
       id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model,
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+      ...(this.#includeUsage ? NULL_USAGE : undefined),
     })}\n\n`;
   }
 
@@ -162,18 +170,29 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
         const block = data.content_block as Record<string, unknown> | undefined;
         if (block?.type !== 'tool_use') return '';
         const index = this.#tools.size;
-        this.#tools.set(blockIndex(data.index), index);
+        const at = blockIndex(data.index);
+        this.#tools.set(at, index);
+        this.#pendingArguments.set(at, isObject(block.input) ? JSON.stringify(block.input) : '{}');
         return this.#chunk({ tool_calls: [{ index, id: block.id, type: 'function', function: { name: block.name, arguments: '' } }] });
       }
       case 'content_block_delta': {
         const delta = data.delta as Record<string, unknown> | undefined;
         if (delta?.type === 'text_delta' && typeof delta.text === 'string') return this.#chunk({ content: delta.text });
         if (delta?.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
-          const index = this.#tools.get(blockIndex(data.index));
+          const at = blockIndex(data.index);
+          const index = this.#tools.get(at);
           if (index === undefined || delta.partial_json === '') return '';
+          this.#pendingArguments.delete(at);
           return this.#chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] });
         }
         return '';
+      }
+      case 'content_block_stop': {
+        const at = blockIndex(data.index);
+        const args = this.#pendingArguments.get(at);
+        if (args === undefined) return '';
+        this.#pendingArguments.delete(at);
+        return this.#chunk({ tool_calls: [{ index: this.#tools.get(at)!, function: { arguments: args } }] });
       }
       case 'message_delta': {
         const usage = data.usage;
