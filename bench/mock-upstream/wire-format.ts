@@ -241,7 +241,7 @@ export const THINKING_END_EVENTS = sse('content_block_delta', {
 /** A stream's mid-flight failure, as Anthropic sends it when overloaded. */
 export const OVERLOADED_EVENT = sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } });
 
-export type StopReason = 'max_tokens' | 'end_turn';
+export type StopReason = 'max_tokens' | 'end_turn' | 'tool_use';
 
 export interface MessageUsage {
   input_tokens: number;

@@ -5,6 +5,7 @@
 // OpenAI's error JSON with the right status.
 import OpenAI from 'openai';
 import { ChatCompletionStream } from 'openai/lib/ChatCompletionStream';
+import type { RunnableToolFunctionWithParse } from 'openai/lib/RunnableFunction';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countInputTokens, startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
 import {
@@ -295,9 +296,12 @@ describe('a tool without arguments', () => {
     const before = await balance();
     const sentBefore = stack.mock.requests.length;
     let called = 0;
+    const now: RunnableToolFunctionWithParse<Record<string, never>> = {
+      type: 'function', function: { name: 'now', description: 'The time now', parameters: { type: 'object', properties: {} }, function: () => { called++; return '12:00'; }, parse: JSON.parse },
+    };
     const runner = client.chat.completions.runTools({
       model: MODEL, max_tokens: 50, stream: true, stream_options: { include_usage: true },
-      tools: [{ type: 'function', function: { name: 'now', parameters: { type: 'object', properties: {} }, function: () => { called++; return '12:00'; }, parse: JSON.parse } }],
+      tools: [now],
       tool_choice: 'required',
       messages: [{ role: 'user', content: 'What time is it?' }],
     });
