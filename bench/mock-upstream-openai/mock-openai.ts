@@ -16,7 +16,8 @@
 //   completion_tokens  = min(max_completion_tokens ?? max_tokens, target) where target = the
 //                        x-mock-output-tokens header, else the outputTokens option (default 64); each
 //                        token is the text "tok "; finish_reason `length` when capped, else `stop`
-//   tool calls         = tool_choice `required` (the first tool) or a named function, while the last
+//   tool calls         = tool_choice `required` (the first tool), a named function or `allowed_tools`
+//                        in mode required (the first it names), while the last
 //                        message is not a tool result: one tool call, arguments "tok" per string
 //                        property and 1 per number, finish_reason `tool_calls`
 //   streams            = a first chunk with the role, one chunk per token, a chunk with the
@@ -137,13 +138,17 @@ export function validateChatBody(body: unknown): [string, string] | null {
 
 function forcedFunction(body: Record<string, unknown>): { name: string; input: Record<string, unknown> } | null {
   const tools = body.tools as Array<{ function?: { name?: unknown; parameters?: unknown } }> | undefined;
-  const choice = body.tool_choice as string | { function?: { name?: unknown } } | undefined;
+  const choice = body.tool_choice as string | { type?: unknown; function?: { name?: unknown }; allowed_tools?: { mode?: unknown; tools?: Array<{ function?: { name?: unknown } }> } } | undefined;
   if (!Array.isArray(tools) || tools.length === 0) return null;
   const messages = body.messages as Array<{ role?: unknown }>;
   if (messages[messages.length - 1]?.role === 'tool') return null;
   let tool;
   if (choice === 'required') tool = tools[0];
-  else if (choice && typeof choice === 'object') tool = tools.find((t) => t.function?.name === choice.function?.name);
+  else if (choice && typeof choice === 'object' && choice.type === 'allowed_tools') {
+    // mode required: the first tool allowed is called; auto: the mock answers text.
+    const first = choice.allowed_tools?.mode === 'required' ? choice.allowed_tools.tools?.[0]?.function?.name : undefined;
+    tool = first === undefined ? undefined : tools.find((t) => t.function?.name === first);
+  } else if (choice && typeof choice === 'object') tool = tools.find((t) => t.function?.name === choice.function?.name);
   const name = tool?.function?.name;
   return typeof name === 'string' ? { name, input: toolInput(tool!.function!.parameters) } : null;
 }

@@ -273,6 +273,28 @@ describe('a tool call round trip', () => {
     await expectBilled(second.response.headers.get('x-gateway-request-id')!, middle, countInputTokens(sent), OUTPUT, false);
   });
 
+  it('allowed_tools: an Anthropic channel is sent only the tools allowed, with any (required) or auto; billed exactly', async () => {
+    const both: OpenAI.ChatCompletionTool[] = [...tools, { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string' } } } } }];
+    const before = await balance();
+    const { data, response } = await client.chat.completions.create({
+      model: MODEL, max_tokens: 50, tools: both, messages: [{ role: 'user', content: 'Time in Paris?' }],
+      tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'required', tools: [{ type: 'function', function: { name: 'get_time' } }] } },
+    }).withResponse();
+    const sent = providerBody();
+    expect(sent.tools).toEqual([{ name: 'get_time', input_schema: { type: 'object', properties: { zone: { type: 'string' } } } }]);
+    expect(sent.tool_choice).toEqual({ type: 'any' });
+    const call = data.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call.function).toEqual({ name: 'get_time', arguments: '{"zone":"tok"}' });
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, countInputTokens(sent), OUTPUT, false);
+
+    await client.chat.completions.create({
+      model: MODEL, max_tokens: 50, tools: both, messages: [{ role: 'user', content: 'Weather?' }],
+      tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'get_weather' } }] } },
+    });
+    expect(providerBody()).toMatchObject({ tools: [{ name: 'get_weather' }], tool_choice: { type: 'auto' } });
+    await billingSettled(stack);
+  });
+
   it('streamed: the tool call arrives as tool_calls deltas the SDK assembles', async () => {
     const before = await balance();
     const { data, response } = await client.chat.completions.create({
@@ -378,6 +400,15 @@ describe('errors', () => {
     ['an audio part', { model: MODEL, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'x', format: 'wav' } }] }] }, /input_audio/, 'messages.[0].content.[0].type'],
     ['response_format json_schema', { model: MODEL, response_format: { type: 'json_schema', json_schema: { name: 'x' } }, messages: [{ role: 'user', content: 'hi' }] }, /response_format/, 'response_format'],
     ['temperature above 2', { model: MODEL, temperature: 3, messages: [{ role: 'user', content: 'hi' }] }, /temperature/, 'temperature'],
+    ['only an empty user message (an OpenAI-format channel answers it)', { model: MODEL, messages: [{ role: 'user', content: '' }] }, /provider/, 'messages'],
+    ['allowed_tools naming a tool not sent', {
+      model: MODEL, messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'a' } }],
+      tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'b' } }] } },
+    }, /no tool named "b"/, 'tool_choice.allowed_tools.tools.[0]'],
+    ['allowed_tools of an unknown mode', {
+      model: MODEL, messages: [{ role: 'user', content: 'hi' }], tools: [{ type: 'function', function: { name: 'a' } }],
+      tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'always', tools: [{ type: 'function', function: { name: 'a' } }] } },
+    }, /mode/, 'tool_choice.allowed_tools.mode'],
   ])('%s: 400 in OpenAI\'s error JSON', async (_name, body, message, param) => {
     const res = await raw(body);
     expect(res.status).toBe(400);

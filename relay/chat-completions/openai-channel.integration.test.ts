@@ -156,6 +156,37 @@ describe('/v1/chat/completions to an OpenAI-format channel', () => {
     await expectBilled(response.headers.get('x-gateway-request-id')!, middle, { input: prompt2 - CACHED, cached: CACHED, output: OUTPUT }, 'openai');
   });
 
+  it('what only an Anthropic channel refuses passes: allowed_tools as tool_choice, a user message with empty content; billed exactly', async () => {
+    const tools: OpenAI.ChatCompletionTool[] = [
+      { type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } },
+      { type: 'function', function: { name: 'count', parameters: { type: 'object', properties: { n: { type: 'number' } } } } },
+    ];
+    const before = await balance();
+    const request = {
+      model: MODEL, tools, messages: [{ role: 'user' as const, content: 'Count them' }],
+      tool_choice: { type: 'allowed_tools' as const, allowed_tools: { mode: 'required' as const, tools: [{ type: 'function' as const, function: { name: 'count' } }] } },
+    };
+    const first = await openai.chat.completions.create(request).withResponse();
+    // Unconverted: the provider sees the choice as the client wrote it, with every tool (and the
+    // output bound the request was reserved at, which it did not set).
+    expect(providerRequest().body).toEqual({ ...request, max_tokens: 4096 });
+    const call = first.data.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
+    expect(call.function).toEqual({ name: 'count', arguments: '{"n":1}' });
+    // A short prompt: the mock's cached tokens are at most the prompt.
+    const prompt1 = countPromptTokens(providerRequest().body);
+    const cached1 = Math.min(CACHED, prompt1);
+    await expectBilled(first.response.headers.get('x-gateway-request-id')!, before, { input: prompt1 - cached1, cached: cached1, output: OUTPUT }, 'openai');
+
+    // OpenAI answers a conversation whose only message is empty; an Anthropic channel cannot.
+    const middle = await balance();
+    const empty = await openai.chat.completions.create({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: '' }] }).withResponse();
+    expect(providerRequest().body).toEqual({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: '' }] });
+    const prompt2 = countPromptTokens(providerRequest().body);
+    const output2 = empty.data.usage!.completion_tokens;
+    expect(output2).toBe(5);
+    await expectBilled(empty.response.headers.get('x-gateway-request-id')!, middle, { input: prompt2 - Math.min(CACHED, prompt2), cached: Math.min(CACHED, prompt2), output: output2 }, 'openai');
+  });
+
   it('image input passes as image_url; its tokens are billed', async () => {
     const before = await balance();
     const { data, response } = await openai.chat.completions.create({

@@ -50,7 +50,7 @@ import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-req
 import type { Protocol, Provider } from '../providers/provider.js';
 import type { StatedUsage, StreamUsage } from '../stream/sse-usage-parser.js';
 import { providerOf } from '../providers/registry.js';
-import { anthropicOnlyRefusal, chatToMessages } from '../providers/anthropic/from-chat.js';
+import { anthropicOnlyRefusal, chatToMessages, narrowedTools } from '../providers/anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from '../providers/anthropic/to-chat.js';
 import { messagesToChat } from '../providers/openai/from-messages.js';
 import { outputLimitField } from '../../core/channels/output-limit.js';
@@ -650,11 +650,14 @@ class Exchange {
       // A web_search tool without max_uses goes with the searches it was reserved for (reservation-bound.ts).
       const tools = boundedWebSearchTools(body, DEFAULT_WEB_SEARCH_MAX_USES);
       if (this.protocol === 'anthropic' && !mapped && tools === null) return raw;
+      let narrowed: Array<Record<string, unknown>> | undefined;
       if (this.protocol === 'openai') {
-        const refused = anthropicOnlyRefusal(this.chat!);
+        const refused = anthropicOnlyRefusal(this.chat!, body);
         if (refused) return refused;
+        narrowed = narrowedTools(this.chat!, body);
       }
-      return Buffer.from(JSON.stringify(mapped || tools ? { ...body, model, ...(tools ? { tools } : {}) } : body));
+      const sentTools = tools ?? narrowed;
+      return Buffer.from(JSON.stringify(mapped || sentTools ? { ...body, model, ...(sentTools ? { tools: sentTools } : {}) } : body));
     }
     if (this.protocol === 'openai') {
       const chat = this.chat!;

@@ -8,7 +8,7 @@ import { RelayError } from '../errors.js';
 import { MAX_USAGE_COUNT } from '../stream/usage-count.js';
 import { MAX_CARRIED_LINE } from '../stream/sse-bytes.js';
 import type { MessagesRequest } from '../messages/messages-request.js';
-import { chatToMessages, DEFAULT_MAX_TOKENS } from './anthropic/from-chat.js';
+import { anthropicOnlyRefusal, chatToMessages, DEFAULT_MAX_TOKENS } from './anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
 import { ChatStreamMeter, textOfChatBody } from './openai/chat-usage.js';
 import { textOfMessageBody } from '../messages/message-usage.js';
@@ -303,7 +303,11 @@ describe('chatToMessages', () => {
   });
 
   it('refuses what it cannot carry', () => {
-    expect(chatToMessages(chat({ messages: [{ role: 'system', content: '' }] }))).toBeInstanceOf(RelayError);
+    // No message with content converts (an OpenAI-format provider answers it), and an Anthropic channel refuses it.
+    const empty = chat({ messages: [{ role: 'system', content: '' }] });
+    const priced = chatToMessages(empty) as MessagesRequest;
+    expect(priced.messages).toEqual([]);
+    expect(anthropicOnlyRefusal(empty, priced)).toBeInstanceOf(RelayError);
     expect(chatToMessages(chat({ tool_choice: 'sometimes', tools: [{ type: 'function', function: { name: 'f' } }] }))).toBeInstanceOf(RelayError);
     expect(chatToMessages(chat({ tools: [{ type: 'custom', custom: { name: 'g' } }] }))).toBeInstanceOf(RelayError);
   });

@@ -12,7 +12,8 @@
 //   tool messages                        → tool_result blocks in a user turn (consecutive turns of
 //                                            one role are merged, as Anthropic alternates them)
 //   tools (function) / tool_choice       → tools with input_schema / auto, none, any (required),
-//                                            tool (a named function); parallel_tool_calls false →
+//                                            tool (a named function), allowed_tools → the tools it
+//                                            names with auto or any (its mode); parallel_tool_calls false →
 //                                            disable_parallel_tool_use (not with none, whose
 //                                            choice Anthropic takes bare); a parameters schema
 //                                            without its type gets type object
@@ -26,7 +27,8 @@
 // Refused (400) on every channel: audio input and output (`audio`, `modalities` other than text),
 // `web_search_options`, `prediction`, `service_tier` other than auto/default/flex (unpricedFieldRefusal),
 // legacy `function` messages and functions, tools other than functions. Refused when routed to an
-// Anthropic channel (anthropicOnlyRefusal): n > 1, response_format other than text.
+// Anthropic channel (anthropicOnlyRefusal): no user or assistant message with content, n > 1,
+// response_format other than text.
 // Ignored: logprobs, seed, presence/frequency penalties, logit_bias, reasoning_effort, service_tier,
 // store, metadata.
 import { createHash } from 'node:crypto';
@@ -156,14 +158,52 @@ function convertTools(chat: ChatRequest): Record<string, unknown> | RelayError {
   else if (choice === 'none') toolChoice = { type: 'none' };
   else if (choice === 'required') toolChoice = { type: 'any' };
   else if (typeof choice === 'string') return invalid(`tool_choice: "${choice}" is not one of auto, none, required`);
-  else if (choice && typeof choice === 'object') {
+  else if (choice && typeof choice === 'object' && choice.type === 'allowed_tools') {
+    const allowed = allowedTools(chat);
+    if (allowed instanceof RelayError) return allowed;
+    // The tools themselves are narrowed for an Anthropic channel only (narrowedTools): the request is
+    // priced with every tool it sends an OpenAI-format provider.
+    toolChoice = { type: allowed!.required ? 'any' : 'auto' };
+  } else if (choice && typeof choice === 'object') {
     const name = (choice.function as { name?: unknown } | undefined)?.name;
-    if (choice.type !== 'function' || typeof name !== 'string') return invalid('tool_choice: a named choice needs type "function" and function.name');
+    if (choice.type !== 'function' || typeof name !== 'string') return invalid('tool_choice: a named choice needs type "function" and function.name, or type "allowed_tools"');
     toolChoice = { type: 'tool', name };
   }
   if (chat.parallel_tool_calls === false && out.tools && toolChoice?.type !== 'none') toolChoice = { ...(toolChoice ?? { type: 'auto' }), disable_parallel_tool_use: true };
   if (toolChoice && out.tools) out.tool_choice = toolChoice;
   return out;
+}
+
+/**
+ * tool_choice `{type: "allowed_tools", allowed_tools: {mode: "auto" | "required", tools: [{type:
+ * "function", function: {name}}]}}`: the model may call only the tools named, which must be among the
+ * request's tools. null when the choice is of another kind.
+ */
+export function allowedTools(chat: ChatRequest): { required: boolean; names: Set<string> } | null | RelayError {
+  const choice = chat.tool_choice;
+  if (!choice || typeof choice !== 'object' || choice.type !== 'allowed_tools') return null;
+  const spec = choice.allowed_tools as { mode?: unknown; tools?: unknown } | undefined;
+  if (!spec || typeof spec !== 'object') return invalid('tool_choice.allowed_tools: required object');
+  if (spec.mode !== 'auto' && spec.mode !== 'required') return invalid('tool_choice.allowed_tools.mode: must be "auto" or "required"');
+  if (!Array.isArray(spec.tools) || spec.tools.length === 0) return invalid('tool_choice.allowed_tools.tools: a non-empty array is required');
+  const declared = new Set((chat.tools ?? []).map((t) => (t.function as { name?: unknown } | undefined)?.name));
+  const names = new Set<string>();
+  for (let i = 0; i < spec.tools.length; i++) {
+    const t = spec.tools[i] as { type?: unknown; function?: { name?: unknown } } | null;
+    const name = t?.function?.name;
+    if (t?.type !== 'function' || typeof name !== 'string') return invalid(`tool_choice.allowed_tools.tools.${i}: needs type "function" and function.name`);
+    if (!declared.has(name)) return invalid(`tool_choice.allowed_tools.tools.${i}: no tool named "${name}" is in tools`);
+    names.add(name);
+  }
+  return { required: spec.mode === 'required', names };
+}
+
+/** The converted tools an Anthropic channel is sent: those an allowed_tools choice names, else all (undefined: unchanged). */
+export function narrowedTools(chat: ChatRequest, body: MessagesRequest): Array<Record<string, unknown>> | undefined {
+  const allowed = allowedTools(chat);
+  const tools = body.tools;
+  if (!allowed || allowed instanceof RelayError || !Array.isArray(tools)) return undefined;
+  return (tools as Array<Record<string, unknown>>).filter((t) => allowed.names.has(t.name as string));
 }
 
 /** Service tiers the provider bills at most at the model's standard price, which the ratios express. */
@@ -189,9 +229,10 @@ export function unpricedFieldRefusal(chat: ChatRequest): RelayError | null {
 
 /**
  * What an Anthropic channel cannot carry, checked when the request is routed to one (an OpenAI-format
- * channel passes it): several choices, a response format other than text.
+ * channel passes it): no message with content, several choices, a response format other than text.
  */
-export function anthropicOnlyRefusal(chat: ChatRequest): RelayError | null {
+export function anthropicOnlyRefusal(chat: ChatRequest, body: MessagesRequest): RelayError | null {
+  if (body.messages.length === 0) return invalid('messages: at least one user or assistant message with content is required by this model\'s provider');
   if (chat.n !== undefined && chat.n !== null && chat.n > 1) return invalid('n: only 1 choice is generated by this model\'s provider');
   const format = (chat as { response_format?: { type?: unknown } | null }).response_format;
   if (format && format.type !== 'text') return invalid('response_format: only "text" is converted for this model\'s provider');
@@ -237,7 +278,8 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   }
   // System messages alone: OpenAI answers them; Anthropic needs a user turn, so they are one.
   if (turns.length === 0 && system.length > 0) push(turns, 'user', [{ type: 'text', text: system.splice(0).join('\n\n') }]);
-  if (turns.length === 0) return invalid('messages: at least one user or assistant message with content is required');
+  // No turn with content (only empty user messages, say): an OpenAI-format provider answers it, so it
+  // is priced as it is (no messages) and refused only on its way to an Anthropic channel (anthropicOnlyRefusal).
 
   const tools = convertTools(chat);
   if (tools instanceof RelayError) return tools;
