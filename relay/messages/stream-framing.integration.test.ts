@@ -69,13 +69,24 @@ beforeAll(async () => {
         res.write('data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"');
         for (let i = 0; i < 12; i++) res.write('tok '.repeat(LONG_TOKS / 12));
         return void res.end('"},"finish_reason":null}]}\n\n');
+      case 'cut-mid-event-reset':
+      case 'cut-mid-event-end':
+      case 'oai-cut-mid-event': {
+        // Three deltas, then half of the next event, then the socket reset or the body ended.
+        const openaiFormat = model.startsWith('oai-');
+        res.write(openaiFormat
+          ? chatChunk({ choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] }) + CHAT_TOK.repeat(3) + 'data: {"id":"chatcmpl-1","object":"chat.comp'
+          : messageStart(model) + BLOCK_START + TOK.repeat(3) + 'event: content_block_delta\ndata: {"type":"content_blo');
+        if (model.endsWith('-reset')) return void setTimeout(() => res.socket?.destroy(), 50);
+        return void setTimeout(() => res.end(), 50);
+      }
       default:
         throw new Error(`unscripted model ${model}`);
     }
   });
   stack = await startGatewayStack();
-  await mockChannel(stack, ['multiline-start', 'multiline-all', 'multiline-deltas-cut', 'garbled-start', 'cr-only', 'cr-only-cut', 'overlong-cut'], 'default', { base_url: provider.url });
-  await mockChannel(stack, ['oai-multiline-usage', 'oai-cr-only-cut', 'oai-overlong-cut'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
+  await mockChannel(stack, ['multiline-start', 'multiline-all', 'multiline-deltas-cut', 'garbled-start', 'cr-only', 'cr-only-cut', 'overlong-cut', 'cut-mid-event-reset', 'cut-mid-event-end'], 'default', { base_url: provider.url });
+  await mockChannel(stack, ['oai-multiline-usage', 'oai-cr-only-cut', 'oai-overlong-cut', 'oai-cut-mid-event'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
   account = await fundedAccount(stack, FUNDS);
   key = (await createApiKey(stack, account)).key;
   anthropic = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
@@ -172,4 +183,36 @@ describe('a content delta longer than a carried line', () => {
       expect(row).toMatchObject({ prompt_tokens: input, completion_tokens: LONG_TOKS, quota: unnamedCost(input, LONG_TOKS) });
     }
   }, 60_000);
+});
+
+// Before: the half event went to the client and the relay's error event straight after it
+// (`data: {"type":"content_blo` + `event: error…`), which the SDKs failed to parse: a JSON syntax
+// error, with no status or type for their retry logic. Now the half event is held back and the
+// client reads the three whole deltas and then the error.
+describe('a stream cut inside an event', () => {
+  it.each(['cut-mid-event-reset', 'cut-mid-event-end'])('%s: Anthropic\'s SDK reads three deltas, then raises the error event as an APIError; billed the input and 3 delivered', async (model) => {
+    const before = await balanceOf(stack, account.id);
+    const stream = anthropic.messages.stream({ model, max_tokens: 100, messages });
+    let text = '';
+    stream.on('text', (t) => { text += t; });
+    const err = await stream.finalMessage().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+    expect((err as Error).message).toContain('The model provider stream failed.');
+    expect(text).toBe('tok '.repeat(3));
+    const row = await billOf(stack, account.id, stream.response!.headers.get('x-gateway-request-id')!, before);
+    expect(row).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: 3, quota: unnamedCost(NORMAL_INPUT, 3) });
+  });
+
+  it('an OpenAI-format stream: OpenAI\'s SDK reads three chunks, then raises the error as an APIError; billed the prompt and 3 delivered', async () => {
+    const before = await balanceOf(stack, account.id);
+    const { data: stream, response } = await openai.chat.completions.create({ model: 'oai-cut-mid-event', max_tokens: 100, stream: true, messages }).withResponse();
+    let text = '';
+    const err = await (async () => {
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    })().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect(text).toBe('tok '.repeat(3));
+    const row = await billOf(stack, account.id, response.headers.get('x-gateway-request-id')!, before);
+    expect(row).toMatchObject({ prompt_tokens: counted, completion_tokens: 3, quota: unnamedCost(counted, 3) });
+  });
 });

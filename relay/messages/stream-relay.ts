@@ -7,7 +7,8 @@
 // The provider's format decides how the usage is read (its StreamMeter: SseUsageParser for Anthropic,
 // ChatStreamMeter for Chat Completions); when the client speaks the other protocol, a StreamRewriter
 // turns each provider chunk into the client's events as it arrives (nothing is held back but a
-// partial line). Same protocol on both sides: the provider's bytes are written as they are.
+// partial line). Same protocol on both sides: the provider's bytes are written as they are, whole
+// events at a time (EventAligner: an event cut by the provider is not half sent).
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../../infra/logger.js';
@@ -17,6 +18,7 @@ import type { Channel } from '../routing/channel-registry.js';
 import type { StreamUsage } from '../stream/sse-usage-parser.js';
 import type { Provider, StreamMeter } from '../providers/provider.js';
 import { DeliveredTextCounter } from '../token-count/delivered-text-counter.js';
+import { EventAligner } from '../stream/event-aligner.js';
 import type { TokenCounter } from '../token-count/token-counter.js';
 import { providerErrorReason, REASON } from './failure-reasons.js';
 import type { Outcome } from './settlement.js';
@@ -98,6 +100,9 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   });
   const parser = format.provider.streamMeter(delivered); // payloads handed over in place, no copy
   const rewriter = format.rewriter;
+  // The provider's bytes pass whole events at a time, so that a cut's error event is never read as
+  // the end of half an event (event-aligner.ts); a rewriter writes whole events of its own.
+  const aligner = rewriter === null ? new EventAligner() : null;
   const failedEvent = format.failedEvent;
   ex.headersSent = true;
   ex.usagePending = true;
@@ -139,7 +144,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
       first = false;
       relayMetrics.streamFirstByte(performance.now() - ex.t0);
     }
-    const out = rewriter === null ? chunk : rewriter.push(chunk);
+    const out = rewriter === null ? aligner!.push(chunk) : rewriter.push(chunk);
     if (out.length > 0) client.write(out);
   };
   body.on('data', (chunk: Buffer) => {
@@ -169,6 +174,10 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
     const cut = !parser.sawMessageStop && !parser.error;
     ex.done(200, cut || parser.error ? 'stream_error' : '');
+    if (aligner !== null && !ex.aborted) {
+      const held = cut ? aligner.salvage() : aligner.rest();
+      if (held.length > 0) client.write(held);
+    }
     // The stream is ended once its settlement is on the spool's disk (settlement-spool.ts); what is
     // queued for the client goes with its end.
     client.holdForEnd();
@@ -180,6 +189,10 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     if (ex.aborted) return void settleStream(ex, parser, delivered, REASON.clientGoneMidStream);
     ex.done(200, 'stream_error');
     ex.ctx.log.warn({ channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
+    if (aligner !== null) {
+      const held = aligner.salvage();
+      if (held.length > 0) client.write(held);
+    }
     // The client already has a 200: it is told in the stream, as Anthropic does, once settled.
     client.holdForEnd();
     void settleStream(ex, parser, delivered, REASON.streamFailed, () => client.end(failedEvent));
