@@ -15,7 +15,7 @@ export const RELAY_ERRORS = {
   model_not_allowed: { status: 403, type: 'permission_error', message: 'This API key may not use this model.' },
   ip_not_allowed: { status: 403, type: 'permission_error', message: 'This API key may not be used from this address.' },
   group_not_allowed: { status: 403, type: 'permission_error', message: 'This API key\'s group is not available to the account.' },
-  insufficient_balance: { status: 402, type: 'billing_error', message: 'The account balance is too low for this request.' },
+  insufficient_balance: { status: 402, type: 'billing_error', message: 'The account balance is too low for this request: before it is sent, the cost of its prompt and of max_tokens of output is reserved.' },
   insufficient_key_quota: { status: 402, type: 'billing_error', message: 'This API key\'s remaining quota is too low for this request.' },
   model_not_found: { status: 404, type: 'not_found_error', message: 'No channel serves this model for this group.' },
   model_not_priced: { status: 404, type: 'not_found_error', message: 'This model has no price on this gateway.' },

@@ -10,6 +10,7 @@ import { forwardedForOf, type ClientAddressResolver } from './auth/client-addres
 import { extractApiKey, type KeyCheckContext, type KeyedRequest } from './auth/key-check.js';
 import { RelayError, statusLine } from './errors.js';
 import { closesConnection } from './connection-draining.js';
+import { writeCorsHeaders } from './cors.js';
 import type { ChannelRegistry } from './routing/channel-registry.js';
 
 export interface FreeEndpointContext extends KeyCheckContext {
@@ -79,6 +80,8 @@ export class Reply {
   }
   /** Errors in OpenAI's JSON instead of Anthropic's: the client asked in OpenAI's manner. */
   openai = false;
+  /** A HEAD request: the status and headers only, with the body's length. */
+  headOnly = false;
   error(err: RelayError, retryAfter?: string): void {
     this.json(err.status, this.openai ? err.openaiBody() : err.body(), retryAfter);
   }
@@ -90,8 +93,10 @@ function sendReply(reply: Reply): void {
   try {
     res.cork(() => {
       res.writeStatus(statusLine(reply.status)).writeHeader('content-type', 'application/json');
+      writeCorsHeaders(res);
       if (reply.retryAfter) res.writeHeader('retry-after', reply.retryAfter);
-      res.end(reply.body, reply.status >= 400 || closesConnection());
+      if (reply.headOnly) res.endWithoutBody(Buffer.byteLength(reply.body), reply.status >= 400 || closesConnection());
+      else res.end(reply.body, reply.status >= 400 || closesConnection());
     });
   } catch {
     // Answered meanwhile: a handler that threw after deferring this got guarded()'s 500 (server.ts).

@@ -79,12 +79,12 @@ describe('the relay\'s own errors on /v1/chat/completions', () => {
     expect(response.headers.get('x-request-id')).toBe(response.headers.get('x-gateway-request-id'));
   });
 
-  it('Anthropic\'s side is as it was: request-id is the provider\'s alone, no x-request-id', async () => {
+  it('Anthropic\'s side: request-id is the provider\'s when it answered, the gateway\'s when the relay did (the SDK\'s err.requestID); no x-request-id', async () => {
     const err = await anthropic.messages.create({ model: 'no-such-model', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
     expect(err).toBeInstanceOf(Anthropic.NotFoundError);
     expect(err.headers?.get('x-request-id')).toBeNull();
-    expect(err.headers?.get('request-id')).toBeNull();
     expect(err.headers?.get('x-gateway-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(err.requestID).toBe(err.headers?.get('x-gateway-request-id'));
     const { response } = await anthropic.messages.create({ model: 'claude-haiku-4-5', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
     expect(response.headers.get('request-id')).toBeTruthy();
     expect(response.headers.get('request-id')).not.toBe(response.headers.get('x-gateway-request-id'));

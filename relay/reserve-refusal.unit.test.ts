@@ -12,7 +12,7 @@ describe('reservation refusals', () => {
       return [err.status, err.code, err.message];
     };
     expect(RESERVE_OUTCOME_OF_CODE.get(QuotaScriptCode.Ok)).toBe('reserved');
-    expect(answer(QuotaScriptCode.InsufficientBalance)).toEqual([402, 'insufficient_balance', 'The account balance is too low for this request.']);
+    expect(answer(QuotaScriptCode.InsufficientBalance)).toEqual([402, 'insufficient_balance', 'The account balance is too low for this request: before it is sent, the cost of its prompt and of max_tokens of output is reserved.']);
     expect(answer(QuotaScriptCode.InsufficientTokenQuota)).toEqual([402, 'insufficient_key_quota', 'This API key\'s remaining quota is too low for this request.']);
     expect(answer(QuotaScriptCode.RequestRateLimited)).toEqual([429, 'rate_limited', 'Rate limit of 3 requests per minute reached for this API key.']);
     expect(answer(QuotaScriptCode.TokenRateLimited)).toEqual([429, 'rate_limited', 'Rate limit of 1000 tokens per minute reached for this API key.']);

@@ -37,6 +37,7 @@ import { ReservationHeartbeat } from './messages/reservation-heartbeat.js';
 import { SettlementSpool } from './messages/settlement-spool.js';
 import { replicationCheck } from './messages/settlement-confirm.js';
 import { join } from 'node:path';
+import { handlePreflight, writeCorsHeaders } from './cors.js';
 
 export interface RunningRelay {
   port: number;
@@ -87,7 +88,9 @@ export function guarded(log: Logger, route: string, handler: Handler, format: 'a
         : new RelayError('internal');
       try {
         res.cork(() => {
-          res.writeStatus(statusLine(e.status)).writeHeader('content-type', 'application/json').end(format === 'openai' ? e.openaiBody() : e.body(), true);
+          res.writeStatus(statusLine(e.status)).writeHeader('content-type', 'application/json');
+          writeCorsHeaders(res);
+          res.end(format === 'openai' ? e.openaiBody() : e.body(), true);
         });
       } catch {
         // Already answered or aborted.
@@ -287,6 +290,13 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     .get('/health', guarded(log, 'health', (res) => {
       new Reply(res).json(200, HEALTH_BODY);
     }))
+    // Load balancers that check with HEAD.
+    .head('/health', guarded(log, 'health', (res) => {
+      const reply = new Reply(res);
+      reply.headOnly = true;
+      reply.json(200, HEALTH_BODY);
+    }))
+    .options('/*', guarded(log, 'preflight', handlePreflight))
     .any('/*', guarded(log, 'not_found', (res, req) => {
       // A body sent to a path that does not exist (an SDK's endpoint the gateway does not serve) is
       // read to its end before the 404, so that the client reads the 404 (BodyLinger).

@@ -62,6 +62,7 @@ import { UpstreamAbort } from '../upstream/upstream-abort.js';
 import { pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 import { closesConnection } from '../connection-draining.js';
+import { writeCorsHeaders } from '../cors.js';
 
 /** What an OpenAI client is told last of a provider stream that failed or was cut (OpenAI's SDK raises it). */
 const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The model provider stream failed.', 'stream_failed')}\n\n`;
@@ -70,6 +71,8 @@ const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The m
 const UNREADABLE_ANSWER = 'The model provider\'s answer could not be read.';
 /** What a client is told of a provider's 200 whose body stopped before its end (the body timeout, a lost connection). */
 const STOPPED_ANSWERING = 'The model provider stopped answering before its answer was complete.';
+/** A channel's credential or account refused by the provider: the gateway's fault, not the client's key. */
+const CHANNEL_REFUSED = 'The model provider refused this gateway\'s own credential or account for the request (not your API key).';
 
 /** Errors of the connect phase: the request was never written, so no provider can be generating it. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -577,11 +580,11 @@ class Exchange {
       if (isRetriedFault(providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt))) {
         if (mayRetry && !this.headersSent) {
           this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
-          this.noteFailure(new RelayError('upstream_unreachable'));
+          this.noteFailure(new RelayError('upstream_unreachable', CHANNEL_REFUSED));
           return httpReason(status);
         }
         // No channel left: the provider's 401 or 403 would tell the client its own key is bad.
-        this.fail(new RelayError('upstream_unreachable'), httpReason(status));
+        this.fail(new RelayError('upstream_unreachable', CHANNEL_REFUSED), httpReason(status));
         return 'done';
       }
       this.passThroughError(status, text, answer, provider);
@@ -842,10 +845,10 @@ class Exchange {
     const res = this.res;
     res.cork(() => {
       res.writeStatus(statusLine(status)).writeHeader('content-type', contentType);
-      if (this.upstreamRequestId) res.writeHeader(this.requestIdHeader, this.upstreamRequestId);
-      // OpenAI's SDK gives x-request-id as err.requestID, what a user quotes to support: the relay's own
-      // answer has the gateway's. Anthropic's request-id stays the provider's alone.
-      else if (this.protocol === 'openai') res.writeHeader('x-request-id', this.requestId);
+      writeCorsHeaders(res);
+      // Both SDKs give this header as err.requestID / _request_id, what a user quotes to support: the
+      // provider's id when the provider answered, else (the relay's own answer) the gateway's.
+      res.writeHeader(this.requestIdHeader, this.upstreamRequestId || this.requestId);
       res.writeHeader('x-gateway-request-id', this.requestId);
       if (retryAfter) res.writeHeader('retry-after', retryAfter);
       res.end(body, close);

@@ -23,6 +23,7 @@ import type { TokenCounter } from '../token-count/token-counter.js';
 import { providerErrorReason, REASON } from './failure-reasons.js';
 import type { Outcome } from './settlement.js';
 import { closesConnection } from '../connection-draining.js';
+import { writeCorsHeaders } from '../cors.js';
 
 /**
  * How long a stream is read on, once its client has left, for what the provider bills and has not
@@ -267,10 +268,10 @@ class ClientStream {
     ex.res.cork(this.#corked);
   }
 
-  /** The provider's request id; without one, an OpenAI client gets the gateway's (its SDK reads x-request-id). */
+  /** The provider's request id; without one, the gateway's (the SDKs read it as the request's id). */
   #requestId(): string {
     const ex = this.#ex;
-    return ex.upstreamRequestId || (this.#requestIdHeader === 'x-request-id' ? ex.requestId : '');
+    return ex.upstreamRequestId || ex.requestId;
   }
 
   #schedule(): void {
@@ -306,6 +307,7 @@ class ClientStream {
         .writeHeader('cache-control', 'no-cache')
         .writeHeader(this.#requestIdHeader, this.#requestId())
         .writeHeader('x-gateway-request-id', this.#ex.requestId);
+      writeCorsHeaders(res);
       // A stream cannot end with uWS's closeConnection (the socket closes before the last chunk): the
       // client is told to hang up instead (connection-draining.ts).
       if (closesConnection()) res.writeHeader('connection', 'close');

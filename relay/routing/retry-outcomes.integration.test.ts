@@ -76,6 +76,19 @@ describe('retries', () => {
     expect(await balance()).toBe(before.balance);
   });
 
+  it('a provider refusing the channel\'s own credential (401) on the last channel: 500 saying so, not "could not be reached", and not a 401 about the client\'s key; nothing billed', async () => {
+    const model = 'route-channel-refused';
+    const refusing = await fixedUpstream(401, JSON.stringify({ type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } }), { 'request-id': 'req_refused' });
+    upstreams.push(refusing);
+    await mockChannel(stack, [model], 'default', { base_url: refusing.url });
+    const before = await balance();
+    const err = await ask(model).catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(err).toBeInstanceOf(Anthropic.InternalServerError);
+    expect(err.error).toMatchObject({ error: { type: 'api_error', message: expect.stringContaining('refused this gateway\'s own credential') } });
+    await billingSettled(stack);
+    expect(await balance()).toBe(before);
+  });
+
   it('answers with the answering attempt\'s provider request id, never an earlier channel\'s', async () => {
     const model = 'route-request-id';
     const overloaded = await fixedUpstream(529, JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'busy' } }), { 'request-id': 'req_first_channel' });
@@ -87,9 +100,10 @@ describe('retries', () => {
     expect(err).toBeInstanceOf(Anthropic.APIError);
     const e = err as InstanceType<typeof Anthropic.APIError>;
     expect(overloaded.requests).toBe(1);
-    expect(e.headers?.get('request-id') ?? null).toBeNull();
+    // The relay's own answer: request-id (the SDK's err.requestID) is the gateway's, not the first channel's.
     const requestId = e.headers?.get('x-gateway-request-id');
     expect(requestId).toBeTruthy();
+    expect(e.requestID).toBe(requestId);
     await billingSettled(stack);
     const rs = await stack.ch.query({
       query: 'SELECT upstream_request_id FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: requestId! }, format: 'JSONEachRow',
