@@ -17,7 +17,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../../tests/harness/gateway-stack.js';
 import {
-  balanceOf, billOf, CHAT_DONE, CHAT_FINISH, CHAT_TOK, chatChunk, chatCompletion, LONG_PROMPT, NORMAL_INPUT, NORMAL_OUTPUT, normalMessage, normalStream,
+  balanceOf, billOf, CHAT_DONE, CHAT_FINISH, CHAT_TOK, chatChunk, chatCompletion, LONG_PROMPT, NORMAL_INPUT, NORMAL_OUTPUT, NORMAL_TEXT, normalMessage, normalStream,
   startScriptedProvider, unnamedCost, type ScriptedProvider,
 } from '../../tests/harness/scripted-provider.js';
 
@@ -163,17 +163,36 @@ describe('a stream labelled with another media type', () => {
 });
 
 describe('a stream request answered otherwise', () => {
-  it('with JSON, by a provider that ignores `stream`: the JSON answer passed on, billed its usage', async () => {
+  // Before: the JSON went to the client as it was, which the SDKs, waiting for events, could not read
+  // ("request ended without sending any chunks"), though it was billed.
+  it('with JSON, by a provider that ignores `stream`: the SDK reads the answer as the stream it asked for, billed its usage', async () => {
     const before = await balanceOf(stack, account.id);
-    const res = await fetch(`${stack.relayUrl}/v1/messages`, {
-      method: 'POST',
-      headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'json-for-stream', max_tokens: 100, stream: true, messages }),
-    });
-    expect(res.status).toBe(200);
-    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
-    expect(await res.json()).toMatchObject({ type: 'message', usage: { input_tokens: NORMAL_INPUT } });
-    const row = await billOf(stack, account.id, res.headers.get('x-gateway-request-id')!, before);
+    const stream = anthropic.messages.stream({ model: 'json-for-stream', max_tokens: 100, messages });
+    const events: string[] = [];
+    stream.on('streamEvent', (e) => events.push(e.type));
+    const message = await stream.finalMessage();
+    expect(events).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+    expect(message).toMatchObject({ type: 'message', content: [{ type: 'text', text: NORMAL_TEXT }], stop_reason: 'end_turn', usage: { input_tokens: NORMAL_INPUT, output_tokens: NORMAL_OUTPUT } });
+    expect(stream.response!.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const row = await billOf(stack, account.id, stream.response!.headers.get('x-gateway-request-id')!, before);
+    expect(row).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT, quota: NORMAL, type: 2 });
+  });
+
+  it('with JSON, OpenAI-format: the SDK reads chunks and the usage it asked for, billed its usage', async () => {
+    const before = await balanceOf(stack, account.id);
+    const { data: stream, response } = await openai.chat.completions.create({ model: 'oai-json-for-stream', max_tokens: 100, stream: true, stream_options: { include_usage: true }, messages }).withResponse();
+    let text = '';
+    let usage: unknown = null;
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toBe(NORMAL_TEXT);
+    expect(finish).toBe('stop');
+    expect(usage).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT });
+    const row = await billOf(stack, account.id, response.headers.get('x-gateway-request-id')!, before);
     expect(row).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT, quota: NORMAL, type: 2 });
   });
 

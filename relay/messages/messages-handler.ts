@@ -63,6 +63,7 @@ import { pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-r
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 import { closesConnection } from '../connection-draining.js';
 import { writeCorsHeaders } from '../cors.js';
+import { completionAsChunks, messageAsEvents } from '../stream/answer-as-stream.js';
 
 /** What an OpenAI client is told last of a provider stream that failed or was cut (OpenAI's SDK raises it). */
 const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The model provider stream failed.', 'stream_failed')}\n\n`;
@@ -739,7 +740,12 @@ class Exchange {
     else if (billed.counted) this.finish({ kind: 'partial', usage, reason: REASON.usageCounted });
     else this.finish({ kind: 'ok', usage });
     if (answer === null) return this.afterSettled(() => this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), REASON.bodyFailed));
-    this.afterSettled(() => this.respond(200, 'application/json', answer));
+    // A stream was asked for and the provider ignored it: the client gets the stream it can read.
+    const events = this.body!.stream === true
+      ? (this.protocol === 'openai' ? completionAsChunks(answer, this.chat!.stream_options?.include_usage === true) : messageAsEvents(answer))
+      : null;
+    if (events !== null) this.afterSettled(() => this.respond(200, 'text/event-stream; charset=utf-8', events));
+    else this.afterSettled(() => this.respond(200, 'application/json', answer));
   }
 
   /**
