@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { UserRow } from '../accounts/account-view.js';
 import type { RequireUser } from '../auth/require-user.js';
-import type { ErrorCode } from './errors.js';
+import { type ErrorCode, isConsoleError } from './errors.js';
 import { assertSafeInput, parseInput } from './validation.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -42,6 +42,13 @@ export interface EndpointSpec<B extends Schema = undefined, Q extends Schema = u
   /** Failures this endpoint can answer besides the authentication ones and INTERNAL. */
   errors?: ErrorCode[];
   bodyMode?: BodyMode;
+  /**
+   * A provider callback that must answer every failure with this text (text/plain) and not with the
+   * JSON envelope: whatever refuses the request (the input guard, a body too large, a refused credit,
+   * an unexpected error) answers it, with the failure's status (a 500 logged). epay's notify: the
+   * provider reads the body only, and retries on anything but `success`.
+   */
+  failText?: string;
 }
 
 export interface HandlerInput<B extends Schema, Q extends Schema, P extends Schema> {
@@ -96,11 +103,25 @@ export class Api {
         return handler(input);
       },
     };
-    if (bodyMode === 'raw') {
-      // The body as the exact text received, whatever its content type: a signature covers bytes.
+    const failText = spec.failText;
+    if (bodyMode === 'raw' || failText !== undefined) {
       this.app.register(async (scope) => {
-        scope.removeAllContentTypeParsers();
-        scope.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+        if (bodyMode === 'raw') {
+          // The body as the exact text received, whatever its content type: a signature covers bytes.
+          scope.removeAllContentTypeParsers();
+          scope.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+        }
+        if (failText !== undefined) {
+          // Every error of this route, from its body's parsing to its handler, answers the text.
+          scope.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
+            const status = isConsoleError(err) ? err.status
+              : err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+            if (status >= 500) request.log.error({ err }, `${spec.path} failed; answered ${failText}`);
+            else request.log.warn({ reason: err.message }, `${spec.path} refused; answered ${failText}`);
+            if (isConsoleError(err) && err.retryAfterSec !== undefined) reply.header('retry-after', String(err.retryAfterSec));
+            return reply.status(status).type('text/plain; charset=utf-8').send(failText);
+          });
+        }
         scope.route(routeOptions);
       });
     } else {

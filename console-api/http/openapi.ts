@@ -70,8 +70,11 @@ export function buildOpenApiDocument(endpoints: readonly RecordedEndpoint[]): Re
       const key = String(status);
       const prev = responses[key] as { description: string } | undefined;
       responses[key] = {
-        description: prev ? `${prev.description}; ${code}` : `${code} (default message: "${message}")`,
-        content: { 'application/json': { schema: envelope() } },
+        description: prev ? `${prev.description}; ${code}` : e.failText !== undefined ? code : `${code} (default message: "${message}")`,
+        // A callback that answers every failure with one text (http/api.ts failText) is documented so.
+        content: e.failText !== undefined
+          ? { 'text/plain': { schema: { type: 'string', const: e.failText } } }
+          : { 'application/json': { schema: envelope() } },
       };
     }
     for (const method of e.methods) {

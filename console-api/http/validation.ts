@@ -86,14 +86,77 @@ export function displayText(max: number, required?: { min: number; message: stri
     .refine((s) => !HIDDEN_OR_CONTROL.test(s), { error: 'must not contain control or invisible formatting characters' });
 }
 
+/**
+ * A name a resource must have (API keys, redemption codes, channels): displayText, and neither empty
+ * nor only spaces ("is required" either way; a blank name lists as an empty cell that cannot be told
+ * apart or searched for). Stored as sent.
+ */
+export function requiredName(max: number) {
+  // '' is refused by the length (the document says minLength 1), a blank name by the refinement: one message each.
+  return displayText(max, { min: 1, message: 'is required' }).refine((s) => s === '' || s.trim() !== '', { error: 'is required' });
+}
+
+/**
+ * The latest Unix time (seconds) the console stores as a date (an API key's or a redemption code's
+ * expired_time): 9999-12-31 23:59:59 UTC. Beyond it a date has more than four digits of year, and far
+ * beyond (Date's limit, 8.64e12 s) JavaScript cannot represent it at all: the web console showed
+ * 9007199254740991 as "NaN-NaN-NaN".
+ */
+export const MAX_UNIX_TIME = 253_402_300_799;
+
+/** An expired_time: an integer from -1 (never expires; `minMessage` below it) to MAX_UNIX_TIME; the handlers check it is in the future. */
+export function expiryTime(minMessage: string) {
+  return z
+    .number({ error: 'must be an integer' })
+    .int({ error: 'must be an integer' })
+    .min(-1, { error: minMessage })
+    .max(MAX_UNIX_TIME, { error: `must be at most ${MAX_UNIX_TIME} (9999-12-31 23:59:59 UTC)` });
+}
+
+/**
+ * Whether an address names a user or a password before its host (`https://user:pw@host`,
+ * `https://user@host`). Such an address is shown back to whoever reads it (a channel to every
+ * administrator, TopUpLink to every account): addresses are refused with them.
+ */
+export function hasUrlCredentials(url: string): boolean {
+  try {
+    const u = new URL(url);
+    return u.username !== '' || u.password !== '';
+  } catch {
+    return false;
+  }
+}
+
 /** Query strings arrive as strings; an empty value (`?type=`) counts as absent. */
 const blankToUndefined = (v: unknown) => (v === '' || v === null ? undefined : v);
 
+/** A query integer as written by people and clients: decimal digits, a minus sign only where negatives are allowed. */
+const SIGNED_DIGITS = /^-?[0-9]{1,16}$/;
+const DIGITS = /^[0-9]{1,16}$/;
+
+/**
+ * An integer query parameter, in decimal digits only (with a leading minus when `min` is negative).
+ * Number() would also read `0x10` as 16, `1e3` as 1000, ` 5`, `+5` and `5.0` as 5: one value under
+ * many spellings (`?p=0x10` served page 16). Anything else is refused; an empty value is absent.
+ */
 export function queryInt(opts: { min?: number; max?: number } = {}) {
-  let n = z.coerce.number({ error: 'must be an integer' }).int({ error: 'must be an integer' });
+  const negative = opts.min === undefined || opts.min < 0;
+  const pattern = negative ? SIGNED_DIGITS : DIGITS;
+  const rule = negative ? 'must be an integer (decimal digits, optionally after a minus sign)' : 'must be an integer (decimal digits only)';
+  let n = z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' });
   if (opts.min !== undefined) n = n.min(opts.min, { error: `must be at least ${opts.min}` });
-  if (opts.max !== undefined) n = n.max(opts.max, { error: `must be at most ${opts.max}` });
-  return z.preprocess(blankToUndefined, n.optional());
+  n = n.max(opts.max ?? Number.MAX_SAFE_INTEGER, { error: `must be at most ${opts.max ?? Number.MAX_SAFE_INTEGER}` });
+  // Checked and converted in the preprocess step, so that the schema's input (the OpenAPI document,
+  // the web console's types) stays an integer.
+  return z.preprocess((v, c) => {
+    const value = blankToUndefined(v);
+    if (value === undefined || typeof value === 'number') return value;
+    if (typeof value !== 'string' || !pattern.test(value)) {
+      c.addIssue({ code: 'custom', message: rule, input: v });
+      return z.NEVER;
+    }
+    return Number(value);
+  }, n.optional());
 }
 
 export function queryString(max = 200) {

@@ -12,6 +12,7 @@ import type { Db } from '../db.js';
 import { ROLE } from '../accounts/roles.js';
 import { optionSealer } from './option-secrets.js';
 import { MAX_DISCOUNT, MAX_TOPUP_AMOUNT, MAX_UNIT_PRICE } from '../payments/pricing.js';
+import { hasUrlCredentials } from '../http/validation.js';
 
 const json = <S extends z.ZodType>(schema: S, what: string) =>
   z.string().transform((s, c) => {
@@ -33,13 +34,24 @@ const json = <S extends z.ZodType>(schema: S, what: string) =>
 const ratioTable = json(z.record(z.string(), z.number().min(0)), 'an object of name to non-negative number');
 
 const bool = z.enum(['true', 'false'], { error: 'must be true or false' }).transform((v) => v === 'true');
-const int = (min = 0) =>
-  z.string().regex(/^-?\d+$/, { error: 'must be an integer' }).transform(Number).pipe(z.number().int().min(min, { error: `must be at least ${min}` }).max(Number.MAX_SAFE_INTEGER));
+const int = (min = 0, max = Number.MAX_SAFE_INTEGER) =>
+  z.string().regex(/^-?\d+$/, { error: 'must be an integer' }).transform(Number)
+    .pipe(z.number().int().min(min, { error: `must be at least ${min}` }).max(max, { error: `must be at most ${max}` }));
+/**
+ * How a bounded integer stored before its upper bound existed reads: as the bound (the strictest value
+ * an input can still meet), neither as written (no input could meet it) nor as the default (a
+ * minimum the operator raised would fall back to the lowest).
+ */
+const intUpTo = (min: number, max: number) => int(min).transform((v) => Math.min(v, max));
 const decimalText = z.string().regex(/^\d+(\.\d+)?$/, { error: 'must be a non-negative number' }).transform(Number);
 // Without a bound, hundreds of digits read as Infinity (which z.number() refuses as not a number).
 const decimal = (max: number) => decimalText.pipe(z.number({ error: `must be at most ${max}` }).max(max, { error: `must be at most ${max}` }));
 const text = (max = 2000) => z.string().max(max, { error: `must be at most ${max} characters` });
-const url = z.union([z.literal(''), z.url({ protocol: /^https?$/, error: 'must be an http(s) URL or empty' })]).transform((s) => s.replace(/\/+$/, ''));
+// No credentials in an address: GET /api/option/ shows every address to the administrators, and
+// TopUpLink to every account (the top-up page), as a channel's base_url is refused with them.
+const url = z.union([z.literal(''), z.url({ protocol: /^https?$/, error: 'must be an http(s) URL or empty' })])
+  .refine((s) => !hasUrlCredentials(s), { error: 'must not carry credentials' })
+  .transform((s) => s.replace(/\/+$/, ''));
 
 /** Longest group name: new-api's abilities.group is varchar(64); routes/channel.ts bounds a channel's groups by it. */
 export const MAX_GROUP_NAME = 64;
@@ -71,6 +83,17 @@ async function groupLeftOut(db: Db, table: Record<string, number>): Promise<stri
   if (channel) return `group "${channel.group}" has channels in it; remove it from their groups first`;
   return undefined;
 }
+
+/** Longest password accepted at registration, reset and change (routes/user.ts, email/email-routes.ts). */
+const MAX_PASSWORD_LENGTH = 64;
+
+// Quick amounts and discount tiers are top-up quantities: whole units from 1 (a tier from 0) to
+// MAX_TOPUP_AMOUNT, the largest order. A button or tier past it is one no order can use.
+const QUICK_AMOUNTS_RULE = `an array of whole quantities from 1 to ${MAX_TOPUP_AMOUNT}`;
+const amountOptions = json(z.array(z.number().int().min(1).max(MAX_TOPUP_AMOUNT)), QUICK_AMOUNTS_RULE);
+const DISCOUNT_RULE = 'an object of quantity to coefficient';
+const discountKey = z.string().regex(/^\d+$/).refine((k) => Number(k) <= MAX_TOPUP_AMOUNT, { error: `a quantity must be at most ${MAX_TOPUP_AMOUNT}` });
+const amountDiscount = json(z.record(discountKey, z.number().positive().max(MAX_DISCOUNT)), DISCOUNT_RULE);
 
 const payMethodFields = {
   name: z.string(),
@@ -160,13 +183,19 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   // refused for.
   def('TopUpLink', url, '', 'external top-up link (http or https; the web console makes it a link); empty means in-site top-up'),
   def('RedemptionEnabled', bool, 'true', 'redemption codes may be used (POST /api/user/topup)'),
-  def('MinTopUp', int(1), '1', 'minimum quantity of a QR-code (epay) payment'),
-  def('CardpayMinTopUp', int(1), '1', 'minimum quantity of a card payment'),
-  def('GlobalpayMinTopUp', int(1), '1', 'minimum of the global payment provider (not integrated)'),
-  def('GlobalpayPancakeMinTopUp', int(1), '1', 'minimum of the second global provider (not integrated)'),
+  // Minimums of a quantity: at most MAX_TOPUP_AMOUNT, the largest quantity of an order (above it no
+  // order could be made). One stored above it before this bound reads as MAX_TOPUP_AMOUNT.
+  def('MinTopUp', int(1, MAX_TOPUP_AMOUNT), '1', `minimum quantity of a QR-code (epay) payment, 1 to ${MAX_TOPUP_AMOUNT}`, { readSchema: intUpTo(1, MAX_TOPUP_AMOUNT) }),
+  def('CardpayMinTopUp', int(1, MAX_TOPUP_AMOUNT), '1', `minimum quantity of a card payment, 1 to ${MAX_TOPUP_AMOUNT}`, { readSchema: intUpTo(1, MAX_TOPUP_AMOUNT) }),
+  def('GlobalpayMinTopUp', int(1, MAX_TOPUP_AMOUNT), '1', `minimum of the global payment provider (not integrated), 1 to ${MAX_TOPUP_AMOUNT}`, { readSchema: intUpTo(1, MAX_TOPUP_AMOUNT) }),
+  def('GlobalpayPancakeMinTopUp', int(1, MAX_TOPUP_AMOUNT), '1', `minimum of the second global provider (not integrated), 1 to ${MAX_TOPUP_AMOUNT}`, { readSchema: intUpTo(1, MAX_TOPUP_AMOUNT) }),
   def('PayMethods', json(z.array(payMethodSchema), 'an array of {name, type, color, min_topup?}'), JSON.stringify(DEFAULT_PAY_METHODS), 'QR-code payment methods shown when payments are enabled; min_topup: a positive integer (number or string), the method\'s own minimum quantity', { readSchema: json(z.array(storedPayMethodSchema), 'an array of {name, type, color, min_topup?}') }),
-  def('AmountOptions', json(z.array(z.number().positive()), 'an array of positive numbers'), '[10,20,50,100,200,500]', 'quick-amount buttons of the top-up page'),
-  def('AmountDiscount', json(z.record(z.string().regex(/^\d+$/), z.number().positive().max(MAX_DISCOUNT)), 'an object of quantity to coefficient'), '{}', 'discount tiers: the coefficient of the largest key <= quantity multiplies the price', root),
+  def('AmountOptions', amountOptions, '[10,20,50,100,200,500]', `quick-amount buttons of the top-up page: whole quantities from 1 to ${MAX_TOPUP_AMOUNT}`, {
+    readSchema: json(z.array(z.number().positive()), 'an array of positive numbers'),
+  }),
+  def('AmountDiscount', amountDiscount, '{}', `discount tiers: the coefficient of the largest key <= quantity multiplies the price; keys are quantities of at most ${MAX_TOPUP_AMOUNT}`, {
+    ...root, readSchema: json(z.record(z.string().regex(/^\d+$/), z.number().positive().max(MAX_DISCOUNT)), DISCOUNT_RULE),
+  }),
   def('Price', decimal(MAX_UNIT_PRICE), '7.3', `QR-code payment: money per unit of quantity (1 unit = 1 US dollar of quota = 500000 quota), at most ${MAX_UNIT_PRICE}`, { ...root, readSchema: decimalText }),
   def('CardpayUnitPrice', decimal(MAX_UNIT_PRICE), '1', `card payment: money per unit of quantity, at most ${MAX_UNIT_PRICE}`, { ...root, readSchema: decimalText }),
   // Payment credentials and switches: super administrator only.
@@ -187,14 +216,16 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('RegisterEnabled', bool, 'true', 'new accounts may be created (password registration and first sign-on alike)'),
   def('PasswordRegisterEnabled', bool, 'true', 'POST /api/user/register is open (sign-on may still create accounts when RegisterEnabled)'),
   def('EmailVerificationEnabled', bool, 'false', 'registration needs an e-mail address and the code sent to it (GET /api/verification)'),
-  def('PasswordMinLength', int(8), '8', 'minimum password length at registration, reset and change (at least 8; at most 64 is always the maximum)'),
+  // At most the longest password accepted: above it no password could be set. One stored above it
+  // before this bound reads as MAX_PASSWORD_LENGTH.
+  def('PasswordMinLength', int(8, MAX_PASSWORD_LENGTH), '8', `minimum password length at registration, reset and change (8 to ${MAX_PASSWORD_LENGTH}; ${MAX_PASSWORD_LENGTH} is always the maximum)`, { readSchema: intUpTo(8, MAX_PASSWORD_LENGTH) }),
   def('PasswordRequireLetterAndDigit', bool, 'false', 'a password must contain at least one letter and one digit'),
   def('QuotaForInviter', int(0), '0', 'referral reward (quota) added to the inviter\'s aff_quota for each account registered with its aff_code', root),
   def('QuotaForInvitee', int(0), '0', 'quota added to the balance of an account registered with an aff_code', root),
   def('AffTransferMinQuota', int(1), '500000', 'smallest referral quota POST /api/user/aff_transfer moves to the balance (default 500000 = $1, new-api\'s QuotaPerUnit)'),
   // E-mail (email/): SMTP credentials, super administrator only.
   def('SMTPServer', text(255), '', 'SMTP host for verification codes, password resets and low-balance notices; empty: e-mail is off', root),
-  def('SMTPPort', int(1), '587', 'SMTP port (465 implies TLS from the start)', root),
+  def('SMTPPort', int(1, 65_535), '587', 'SMTP port (465 implies TLS from the start)', root),
   def('SMTPSSLEnabled', bool, 'false', 'TLS from the first byte (SMTPS) instead of STARTTLS', root),
   def('SMTPAccount', text(255), '', 'SMTP user name; empty: no authentication', root),
   def('SMTPFrom', text(255), '', 'From address of the e-mails; default SMTPAccount', root),

@@ -155,6 +155,38 @@ describe('channel credentials stay with their host', () => {
   });
 });
 
+describe('channel base_url without credentials', () => {
+  it('refuses a base_url carrying a user or password (shown to every administrator by the list), on creation and on update', async () => {
+    for (const baseUrl of ['https://user:pw@a.example.com', 'https://user@a.example.com/v1', 'https://:pw@a.example.com']) {
+      const res = await create({ name: 'with credentials', base_url: baseUrl, key: 'k', models: 'm' });
+      expect(res.statusCode, baseUrl).toBe(400);
+      expect(res.json()).toEqual({ success: false, message: 'base_url: must not carry credentials' });
+    }
+    expect((await h.sql`SELECT 1 FROM channels WHERE name = 'with credentials'`).length).toBe(0);
+    const id = (await create({ name: 'plain address', base_url: 'https://a.example.com', key: 'k', models: 'm' })).json().data.id;
+    const moved = await put({ id, base_url: 'https://user:pw@a.example.com', key: 'k2' });
+    expect(moved.statusCode).toBe(400);
+    expect(moved.json()).toEqual({ success: false, message: 'base_url: must not carry credentials' });
+    const listed = (await h.app.inject({ method: 'GET', url: '/api/channel/?keyword=plain', headers: admin.auth })).json().data.items;
+    expect(listed.map((c: { base_url: string }) => c.base_url)).toEqual(['https://a.example.com']);
+  });
+
+  it('refuses a blank name as an empty one, as API keys and redemption codes do', async () => {
+    for (const name of ['', '   ']) {
+      const res = await create({ name, base_url: 'https://a.example.com', key: 'k', models: 'm' });
+      expect(res.json()).toEqual({ success: false, message: 'name: is required' });
+    }
+  });
+
+  it('refuses credentials in the address options too (TopUpLink is shown to every account)', async () => {
+    for (const key of ['TopUpLink', 'ServerAddress', 'PayAddress', 'CardpayApiAddress']) {
+      const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value: 'https://user:pw@pay.example.com' } });
+      expect(res.statusCode, key).toBe(400);
+      expect(res.json()).toEqual({ success: false, message: `value (${key}): must not carry credentials` });
+    }
+  });
+});
+
 describe('GET /api/channel/test/:id', () => {
   it('a failing upstream answers 200 success:false naming the status and error type, never the upstream body', async () => {
     expect((await setOption('ChannelAllowPrivateNetworks', true)).statusCode).toBe(200);

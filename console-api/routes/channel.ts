@@ -10,7 +10,7 @@ import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { channelSchema, pageOf } from '../http/schemas.js';
-import { containsPattern, displayText, idParams, int32, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { containsPattern, hasUrlCredentials, idParams, int32, pageQuery, paging, queryString, requiredName, safeInt } from '../http/validation.js';
 import { loadOptionView, MAX_GROUP_NAME } from '../options/option-catalogue.js';
 import { accountGroups } from '../options/groups.js';
 import { CHANNEL_STATUS, rebuildAbilities } from '../channels/abilities.js';
@@ -79,9 +79,12 @@ const modelMapping = z
   });
 
 export const createChannelBody = z.object({
-  name: displayText(100, { min: 1, message: 'is required' }),
+  name: requiredName(100),
   type: int32(0).optional(),
-  base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).max(2048),
+  // Credentials in the address (https://user:pw@host) would be shown to every administrator by the
+  // channel list, beside the key that is never shown: refused, as a notice's webhook_url is.
+  base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).max(2048)
+    .refine((u) => !hasUrlCredentials(u), { error: 'must not carry credentials' }),
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(10_000, { error: 'must be at most 10,000 characters' }),
   models: commaList('model', MAX_CHANNEL_MODELS, MAX_MODEL_NAME),
   group: commaList('group', MAX_CHANNEL_GROUPS, MAX_GROUP_NAME).optional(),

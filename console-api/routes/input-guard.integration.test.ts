@@ -77,6 +77,41 @@ describe('path ids are plain decimal digits', () => {
   });
 });
 
+describe('query integers are plain decimal digits', () => {
+  // Number() read `0x10` as 16 and `1e3` as 1000: GET /api/token/?p=0x10 served page 16. One value
+  // has one spelling; a minus sign only where negatives mean something (utc_offset).
+  it.each([
+    ['/api/token/?p=0x10', 'user', 'p'], ['/api/token/?p=1e3', 'user', 'p'], ['/api/token/?page=0x2', 'user', 'page'],
+    ['/api/token/?page_size=1e1', 'user', 'page_size'], ['/api/token/?p=%201', 'user', 'p'], ['/api/token/?p=%2B1', 'user', 'p'],
+    ['/api/token/?p=1.0', 'user', 'p'], ['/api/token/?p=-1', 'user', 'p'], ['/api/token/?p=0b1', 'user', 'p'],
+    ['/api/token/?p=1&p=2', 'user', 'p'],
+    ['/api/channel/?p=0x10', 'admin', 'p'], ['/api/redemption/?page_size=0x10', 'admin', 'page_size'], ['/api/user/?p=1e1', 'admin', 'p'],
+    ['/api/user/topup?user_id=0x1', 'admin', 'user_id'], ['/api/user/topup?user_id=1e0', 'admin', 'user_id'],
+    ['/api/user/topup/self?p=0x1', 'user', 'p'],
+    ['/api/log/self?type=0x2', 'user', 'type'], ['/api/log/self?start_timestamp=1e9', 'user', 'start_timestamp'],
+    ['/api/log/self/stat?end_timestamp=0x7fffffff', 'user', 'end_timestamp'], ['/api/log/stat?channel=0x1', 'admin', 'channel'],
+    ['/api/log/self/daily?days=1e1', 'user', 'days'], ['/api/log/self/daily?utc_offset=0x10', 'user', 'utc_offset'],
+    ['/api/log/self/daily?utc_offset=--60', 'user', 'utc_offset'], ['/api/log/self/daily?utc_offset=-6e1', 'user', 'utc_offset'],
+  ])('GET %s: 400 naming the parameter', async (url, who, name) => {
+    const res = await inject('GET', url, who === 'admin' ? admin : user);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: expect.stringMatching(new RegExp(`^${name}: must be an integer \\(decimal digits`)) });
+  });
+
+  it('decimal digits still page, filter and take a negative offset', async () => {
+    for (let i = 0; i < 3; i++) {
+      expect((await inject('POST', '/api/token/', user, { name: `paged ${i}`, expired_time: -1, remain_quota: 0, unlimited_quota: true })).statusCode).toBe(200);
+    }
+    const page2 = await inject('GET', '/api/token/?p=2&page_size=2', user);
+    expect(page2.statusCode, page2.body).toBe(200);
+    expect(page2.json().data).toMatchObject({ page: 2, page_size: 2 });
+    expect((await inject('GET', '/api/token/?p=&page_size=', user)).json().data).toMatchObject({ page: 1, page_size: 10 });
+    expect((await inject('GET', `/api/user/topup?user_id=${user.user.id}`, admin)).statusCode).toBe(200);
+    const daily = await inject('GET', '/api/log/self/daily?days=7&utc_offset=-300', user);
+    expect(daily.statusCode, daily.body).toBe(200);
+  });
+});
+
 describe('deep nesting', () => {
   it('an option value nested beyond the limit is a 400, even one deep enough to overflow JSON.stringify', async () => {
     for (const depth of [400_000, 40]) {

@@ -147,7 +147,7 @@ describe('GET /api/log/ (administrators)', () => {
       expect(res.statusCode, q).toBe(400);
       expect(res.json(), q).toEqual({ success: false, message: expect.stringMatching(new RegExp(`^${field}: `)) });
     }
-    expect((await get('/api/log/stat?channel=abc')).json()).toEqual({ success: false, message: 'channel: must be an integer' });
+    expect((await get('/api/log/stat?channel=abc')).json()).toEqual({ success: false, message: 'channel: must be an integer (decimal digits only)' });
     // As everywhere in the console (README, "Paging"), a larger page_size is served at 100, not refused.
     expect((await list('?page_size=1000')).page_size).toBe(100);
   });

@@ -46,24 +46,59 @@ const postNotice = (form: URLSearchParams) => h.app.inject({
   method: 'POST', url: '/api/user/epay/notify', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: form.toString(),
 });
 
+/** epay reads only the text of the answer: every failure is `fail` in text/plain, never the JSON envelope. */
+function expectFail(res: { statusCode: number; body: string; headers: Record<string, unknown> }, status: number): void {
+  expect(res.statusCode, res.body).toBe(status);
+  expect(res.body).toBe('fail');
+  expect(String(res.headers['content-type'])).toMatch(/^text\/plain/);
+}
+
 describe('epay notify', () => {
-  it('refuses a signed form with a NUL in out_trade_no (400 in the envelope, as in a query) and credits nothing', async () => {
+  it('refuses a signed form with a NUL in out_trade_no (400 fail, as text) and credits nothing', async () => {
     const tradeNo = await epayOrder();
-    const res = await postNotice(signedNotice({ out_trade_no: `${tradeNo}\u0000` }));
-    expect(res.statusCode, res.body).toBe(400);
-    expect(res.json()).toEqual({ success: false, message: 'out_trade_no: must not contain NUL (U+0000) characters' });
+    expectFail(await postNotice(signedNotice({ out_trade_no: `${tradeNo}\u0000` })), 400);
     expect(await orderStatus(tradeNo)).toBe('pending');
     expect(await quota()).toBe(0);
   });
 
-  it('refuses a NUL in any other field or in a field name the same way', async () => {
+  it('refuses a NUL in any other field, in a field name or in the query the same way', async () => {
     const tradeNo = await epayOrder();
-    const inName = await postNotice(signedNotice({ out_trade_no: tradeNo, name: 'TUC\u000010' }));
-    expect(inName.statusCode).toBe(400);
-    expect(inName.json()).toEqual({ success: false, message: 'name: must not contain NUL (U+0000) characters' });
-    const inKey = await postNotice(signedNotice({ out_trade_no: tradeNo, 'x\u0000': '1' }));
-    expect(inKey.statusCode).toBe(400);
-    expect(inKey.json()).toEqual({ success: false, message: 'body: a property name must not contain NUL (U+0000) characters' });
+    expectFail(await postNotice(signedNotice({ out_trade_no: tradeNo, name: 'TUC\u000010' })), 400);
+    expectFail(await postNotice(signedNotice({ out_trade_no: tradeNo, 'x\u0000': '1' })), 400);
+    expectFail(await h.app.inject({ method: 'GET', url: `/api/user/epay/notify?${signedNotice({ out_trade_no: `${tradeNo}\u0000` })}` }), 400);
+    expect(await orderStatus(tradeNo)).toBe('pending');
+  });
+
+  it('answers fail (400, as text) when the credit is refused: the balance would pass 2^53 - 1; the order stays pending', async () => {
+    const rich = await h.account({ quota: Number.MAX_SAFE_INTEGER - 10 });
+    const pay = await h.app.inject({ method: 'POST', url: '/api/user/pay', headers: rich.auth, payload: { amount: 10, payment_method: 'alipay' } });
+    expect(pay.statusCode, pay.body).toBe(200);
+    const tradeNo = pay.json().data.params.out_trade_no as string;
+    expectFail(await postNotice(signedNotice({ out_trade_no: tradeNo })), 400);
+    expectFail(await h.app.inject({ method: 'GET', url: `/api/user/epay/notify?${signedNotice({ out_trade_no: tradeNo })}` }), 400);
+    expect(await orderStatus(tradeNo)).toBe('pending');
+    const [row] = await h.sql<{ quota: string }[]>`SELECT quota::text FROM users WHERE id = ${rich.user.id}`;
+    expect(row!.quota).toBe(String(Number.MAX_SAFE_INTEGER - 10));
+  });
+
+  it('answers fail (413, as text) to a body over the limit', async () => {
+    const res = await h.app.inject({
+      method: 'POST', url: '/api/user/epay/notify', headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: `out_trade_no=${'x'.repeat(2 * 1024 * 1024)}`,
+    });
+    expectFail(res, 413);
+  });
+
+  it('answers fail (500, as text) when the merchant key cannot be read', async () => {
+    const tradeNo = await epayOrder();
+    const [saved] = await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = 'EpayKey'`;
+    // Sealed under another KEY_SECRET (a restore from another installation): opening it throws.
+    await h.sql`UPDATE options SET value = 'sealed:v1:AAAAAAAAAAAAAAAA:AAAAAAAAAAAAAAAAAAAAAA' WHERE key = 'EpayKey'`;
+    try {
+      expectFail(await postNotice(signedNotice({ out_trade_no: tradeNo })), 500);
+    } finally {
+      await h.sql`UPDATE options SET value = ${saved!.value} WHERE key = 'EpayKey'`;
+    }
     expect(await orderStatus(tradeNo)).toBe('pending');
   });
 

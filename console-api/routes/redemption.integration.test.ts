@@ -106,6 +106,35 @@ describe('redemption codes at rest', () => {
   });
 });
 
+describe('redemption code input', () => {
+  it('refuses an empty or blank name, on creation and on edit, with "name: is required"', async () => {
+    for (const name of ['', '   ', '\u3000']) {
+      const res = await inject('POST', '/api/redemption/', admin, { name, quota: 1000 });
+      expect(res.statusCode, JSON.stringify(name)).toBe(400);
+      expect(res.json()).toEqual({ success: false, message: 'name: is required' });
+    }
+    const id = await idOf((await makeCodes(admin, 'named-input'))[0]!);
+    const blank = await inject('PUT', '/api/redemption/', admin, { id, name: '  ' });
+    expect(blank.json()).toEqual({ success: false, message: 'name: is required' });
+  });
+
+  it('stores an expiry up to 9999-12-31 23:59:59 UTC, a date the web console can show, and refuses a later one', async () => {
+    const TOO_LATE = 'expired_time: must be at most 253402300799 (9999-12-31 23:59:59 UTC)';
+    for (const expiredTime of [253_402_300_800, Number.MAX_SAFE_INTEGER]) {
+      const res = await inject('POST', '/api/redemption/', admin, { name: 'far', quota: 1000, expired_time: expiredTime });
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toEqual({ success: false, message: TOO_LATE });
+    }
+    const [code] = await makeCodes(admin, 'far-expiry');
+    const id = await idOf(code!);
+    expect((await inject('PUT', '/api/redemption/', admin, { id, expired_time: Number.MAX_SAFE_INTEGER })).json())
+      .toEqual({ success: false, message: TOO_LATE });
+    const latest = await inject('PUT', '/api/redemption/', admin, { id, expired_time: 253_402_300_799 });
+    expect(latest.statusCode, latest.body).toBe(200);
+    expect(latest.json().data.expired_time).toBe(253_402_300_799);
+  });
+});
+
 describe('redemption codes and the request log', () => {
   it('logs the path of a request, never its query string', async () => {
     const [code] = await makeCodes(admin, 'logged');

@@ -13,19 +13,16 @@ import type { UserRow } from '../accounts/account-view.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { pageOf, redemptionSchema } from '../http/schemas.js';
-import { containsPattern, displayText, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { containsPattern, expiryTime, idParams, pageQuery, paging, queryString, requiredName, safeInt } from '../http/validation.js';
 
 export const REDEMPTION_STATUS = { enabled: 1, disabled: 2, used: 3 } as const;
 export const MAX_REDEMPTION_BATCH = 100;
 
-const expiry = z
-  .number({ error: 'must be an integer' })
-  .int({ error: 'must be an integer' })
-  .min(-1, { error: 'must be -1 or 0 (never expires) or a future Unix time' })
-  .max(Number.MAX_SAFE_INTEGER);
+/** At most 9999-12-31 (MAX_UNIX_TIME): a date the web console can show. */
+const expiry = expiryTime('must be -1 or 0 (never expires) or a future Unix time');
 
 export const createRedemptionBody = z.object({
-  name: displayText(50, { min: 1, message: 'is required' }),
+  name: requiredName(50),
   quota: safeInt.positive({ error: 'must be a positive integer' }),
   count: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).min(1, { error: 'must be at least 1' })
     .max(MAX_REDEMPTION_BATCH, { error: `must be at most ${MAX_REDEMPTION_BATCH}` }).optional(),

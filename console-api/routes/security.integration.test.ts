@@ -59,6 +59,24 @@ describe('login rate limit', () => {
     expect((await change(a.password)).statusCode).toBe(429);
   });
 
+  it('answers a password change without original_password with 400 naming it, not counted as a guess', async () => {
+    const a = await h.account();
+    const change = (payload: object) => h.app.inject({
+      method: 'PUT', url: '/api/user/self', headers: a.auth, remoteAddress: '10.3.3.3', payload: { password: 'a brand new password 2', ...payload },
+    });
+    for (let i = 0; i < 5; i++) {
+      for (const payload of [{}, { original_password: '' }]) {
+        const res = await change(payload);
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json()).toEqual({ success: false, message: 'original_password: is required to change the password' });
+      }
+    }
+    // None of them counted: the limit (3) still allows the real change, and the password is unchanged until then.
+    expect((await login(a.user.username, a.password, '10.3.3.3')).statusCode).toBe(200);
+    const res = await change({ original_password: a.password });
+    expect(res.statusCode, res.body).toBe(200);
+  });
+
   it('counts parallel guesses too', async () => {
     const a = await h.account();
     const results = await Promise.all(Array.from({ length: 10 }, () => login(a.user.username, 'wrong-password', '10.1.1.1')));

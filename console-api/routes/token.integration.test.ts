@@ -45,8 +45,16 @@ describe('POST /api/token/', () => {
     expect(row).toMatchObject({ model_limits: 'claude-sonnet-4-5,claude-haiku-4-5', allow_ips: '10.0.0.1,192.168.0.0/16,2001:db8::/32', group: 'vip' });
   });
 
+  it('accepts an expiry of 9999-12-31 23:59:59 UTC, the latest date it stores', async () => {
+    const someone = await h.account();
+    const res = await create({ ...valid(), name: 'far expiry', expired_time: 253_402_300_799 }, someone);
+    expect(res.statusCode, res.body).toBe(200);
+    const [row] = await h.sql<{ expired_time: string }[]>`SELECT expired_time::text FROM tokens WHERE user_id = ${someone.user.id} AND name = 'far expiry'`;
+    expect(row!.expired_time).toBe('253402300799');
+  });
+
   it('accepts the minimal input, unlimited keys, a future expiry, the auto group and null allow_ips', async () => {
-    const res = await create({ name: '', expired_time: future(), remain_quota: 0, unlimited_quota: true, group: 'auto', allow_ips: null, cross_group_retry: true });
+    const res = await create({ name: 'm', expired_time: future(), remain_quota: 0, unlimited_quota: true, group: 'auto', allow_ips: null, cross_group_retry: true });
     expect(res.statusCode).toBe(200);
     expect((await create({ name: 'x', expired_time: -1, remain_quota: 0, unlimited_quota: false, group: '' })).statusCode).toBe(200);
   });
@@ -63,6 +71,12 @@ describe('POST /api/token/', () => {
     ['fractional quota', { remain_quota: 0.5 }, /^remain_quota: must be an integer/],
     ['string unlimited_quota', { unlimited_quota: 'true' }, /^unlimited_quota: must be a boolean/],
     ['missing name', { name: undefined }, /^name: /],
+    // The contract marks name required: neither empty nor blank, as a redemption code's.
+    ['empty name', { name: '' }, /^name: is required$/],
+    ['blank name', { name: ' \u3000 ' }, /^name: is required$/],
+    // A date the web console can show: at most 9999-12-31 23:59:59 UTC (above it, "NaN-NaN-NaN").
+    ['expiry past 9999-12-31', { expired_time: 253_402_300_800 }, /^expired_time: must be at most 253402300799 \(9999-12-31 23:59:59 UTC\)$/],
+    ['expiry of 2^53 - 1', { expired_time: Number.MAX_SAFE_INTEGER }, /^expired_time: must be at most 253402300799/],
     ['array model_limits', { model_limits: ['a'] }, /^model_limits: /],
     ['numeric allow_ips', { allow_ips: 5 }, /^allow_ips: /],
   ])('refuses %s with 400 naming the field', async (_label, patch, message) => {
@@ -185,6 +199,12 @@ describe('key management: get, search, update, delete', () => {
     expect((await put({ id, status: 3 })).json().message).toMatch(/^status: /);
     expect((await put({ id, group: 'gold' })).statusCode).toBe(400);
     expect((await put({ id, name: 'x'.repeat(51) })).json().message).toBe('name: must be at most 50 characters');
+    for (const name of ['', '   ']) {
+      const blank = await put({ id, name });
+      expect(blank.statusCode).toBe(400);
+      expect(blank.json()).toEqual({ success: false, message: 'name: is required' });
+    }
+    expect((await put({ id, expired_time: Number.MAX_SAFE_INTEGER })).json().message).toMatch(/^expired_time: must be at most 253402300799/);
     expect((await put({ id, name: 'stolen' }, '', other)).statusCode).toBe(404);
     // An expired key cannot be re-enabled without a later expiry.
     await h.sql`UPDATE tokens SET expired_time = 1000 WHERE id = ${id}`;

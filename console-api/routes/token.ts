@@ -13,7 +13,7 @@ import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { pageOf, tokenItemSchema } from '../http/schemas.js';
-import { containsPattern, displayText, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { containsPattern, expiryTime, idParams, pageQuery, paging, queryString, requiredName, safeInt } from '../http/validation.js';
 import { tokenGroups } from '../options/groups.js';
 import { firstInvalidIp, normaliseIpList } from '../api-keys/ip-list.js';
 import { type ApiKeyListItem, type ApiKeyRow, toApiKeyListItem } from '../api-keys/api-key-view.js';
@@ -51,12 +51,10 @@ async function countKeyWrite(ctx: ConsoleContext, userId: number): Promise<void>
 }
 
 const tokenFields = {
-  name: displayText(50),
-  expired_time: z
-    .number({ error: 'must be an integer' })
-    .int({ error: 'must be an integer' })
-    .min(-1, { error: 'must be -1 (never expires) or a future Unix time' })
-    .max(Number.MAX_SAFE_INTEGER),
+  // Required by the contract: neither empty nor only spaces, as a redemption code's name.
+  name: requiredName(50),
+  // At most 9999-12-31 (MAX_UNIX_TIME): a date the web console can show.
+  expired_time: expiryTime('must be -1 (never expires) or a future Unix time'),
   remain_quota: safeInt.min(0, { error: 'must be at least 0' }),
   unlimited_quota: z.boolean({ error: 'must be a boolean' }),
   model_limits_enabled: z.boolean({ error: 'must be a boolean' }),

@@ -12,7 +12,7 @@ import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { epayPayDataSchema, pageOf, topupInfoSchema, topupOrderSchema } from '../http/schemas.js';
-import { assertSafeInput, containsPattern, pageQuery, paging, queryString } from '../http/validation.js';
+import { assertSafeInput, containsPattern, pageQuery, paging, queryInt, queryString } from '../http/validation.js';
 import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { type CardpayEvent, cardpayVerify, createCheckoutSession, minorUnitsOf, priceDecimalsOf } from '../payments/cardpay.js';
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
@@ -37,7 +37,7 @@ export const payBody = z.object({
 });
 export const topupSelfQuery = pageQuery.extend({ keyword: queryString(64) });
 export const topupAllQuery = topupSelfQuery.extend({
-  user_id: z.coerce.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' }).optional(),
+  user_id: queryInt({ min: 1 }),
   status: z.enum(['pending', 'success', 'expired'], { error: 'must be pending, success or expired' }).optional(),
 });
 export const completeTopupBody = z.object({
@@ -222,11 +222,14 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: ['GET', 'POST'], path: '/api/user/epay/notify', tag: 'payment callbacks', access: 'provider', bodyMode: 'raw',
-    produces: 'text/plain',
+    // epay reads the answer's text only and sends the notice again on anything but `success`: every
+    // failure answers `fail`, never the JSON envelope (the status says which failure).
+    produces: 'text/plain', failText: 'fail', errors: ['VALIDATION_FAILED', 'NOT_FOUND', 'PAYLOAD_TOO_LARGE'],
     summary: 'epay notify: parameters in the query (GET) or a form body (POST); answers the text success or fail',
     description: 'success: the order is paid (credited now, or already before: a repeat credits nothing), or the notice is a ' +
-      'valid one for a trade that is not TRADE_SUCCESS. fail with 400: bad signature or merchant id, amount mismatch; ' +
-      'with 404: unknown order.',
+      'valid one for a trade that is not TRADE_SUCCESS. Every failure answers the text fail: with 400, a bad signature or merchant id, ' +
+      'an amount mismatch, a NUL character in a parameter, or a credit refused (the balance would pass 2^53 - 1); with 404, an unknown ' +
+      'order; with 413, a body too large; with 500, an internal error. epay retries on anything but success.',
   }, async ({ request, reply }) => {
     const params: Record<string, string> = {};
     for (const [k, v] of Object.entries((request.query ?? {}) as Record<string, unknown>)) if (typeof v === 'string') params[k] = v;

@@ -246,10 +246,14 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     if (body.password !== undefined) {
       // The operator's password rules (PasswordMinLength, PasswordRequireLetterAndDigit) hold here too.
       assertPasswordRules(await loadRegistrationPolicy(sql), body.password);
+      // No current password is no guess: a 400 naming the field, not counted as a login attempt.
+      if (!body.original_password) {
+        throw new ConsoleError('VALIDATION_FAILED', 'original_password: is required to change the password');
+      }
       // A guess of the current password is a login attempt: a stolen session must not guess it at
       // full speed, then change it and lock the owner out.
       await countLoginAttempt(ctx, user.username, request.ip);
-      const valid = await ctx.passwords.run(() => verifyPassword(body.original_password ?? '', user.password_hash));
+      const valid = await ctx.passwords.run(() => verifyPassword(body.original_password!, user.password_hash));
       if (!valid) throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the current password is incorrect');
       await clearLoginAttempts(ctx, user.username, request.ip);
     }

@@ -79,6 +79,8 @@ export function quotaText(quota: number): string {
 export function dateTime(unixSec: number): string {
   if (!unixSec) return '—';
   const d = new Date(unixSec * 1000);
+  // Beyond what Date holds (a time stored before the API bounded it to 9999-12-31): the number, not "NaN-NaN-NaN".
+  if (!Number.isFinite(d.getTime())) return String(unixSec);
   const pad = (n: number) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
@@ -94,6 +96,7 @@ export function fromLocalInput(value: string): number | undefined {
 export function toLocalInput(unixSec: number): string {
   if (unixSec <= 0) return '';
   const d = new Date(unixSec * 1000);
+  if (!Number.isFinite(d.getTime())) return '';
   const pad = (n: number) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }

@@ -1,6 +1,6 @@
 // The display rules of money and the parsing of dollar amounts typed in forms.
 import { describe, expect, it } from 'vitest';
-import { creditDollars, discountText, dollars, dollarsToQuota, money, quotaText } from './format';
+import { creditDollars, dateTime, discountText, dollars, dollarsToQuota, money, quotaText, toLocalInput } from './format';
 
 describe('dollars', () => {
   it('chooses the decimals after rounding', () => {
@@ -76,5 +76,14 @@ describe('dollarsToQuota', () => {
     expect(dollarsToQuota('-1', { negative: true })).toBe(-500_000);
     expect(dollarsToQuota('+1', { negative: true })).toBe(500_000);
     expect(dollarsToQuota('-0', { negative: true })).toBe(0);
+  });
+});
+
+describe('dateTime', () => {
+  it('shows a time beyond what Date holds as its number, never "NaN-NaN-NaN"', () => {
+    expect(dateTime(Number.MAX_SAFE_INTEGER)).toBe('9007199254740991');
+    expect(toLocalInput(Number.MAX_SAFE_INTEGER)).toBe('');
+    expect(dateTime(253_402_300_799)).toMatch(/^(9999-12-31|10000-01-01) \d{2}:\d{2}:\d{2}$/);
+    expect(dateTime(0)).toBe('—');
   });
 });

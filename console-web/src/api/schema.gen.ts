@@ -3498,13 +3498,28 @@ export interface paths {
             "text/plain": string;
           };
         };
+        400: {
+          headers: { [name: string]: unknown };
+          content: {
+            "text/plain": "fail";
+          };
+        };
+        404: {
+          headers: { [name: string]: unknown };
+          content: {
+            "text/plain": "fail";
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "text/plain": "fail";
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
-            "application/json": {
-              success: boolean;
-              message: string;
-            };
+            "text/plain": "fail";
           };
         };
       };
@@ -3525,13 +3540,28 @@ export interface paths {
             "text/plain": string;
           };
         };
+        400: {
+          headers: { [name: string]: unknown };
+          content: {
+            "text/plain": "fail";
+          };
+        };
+        404: {
+          headers: { [name: string]: unknown };
+          content: {
+            "text/plain": "fail";
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "text/plain": "fail";
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
-            "application/json": {
-              success: boolean;
-              message: string;
-            };
+            "text/plain": "fail";
           };
         };
       };

@@ -27,10 +27,29 @@ export function lastSecondOf(value: string): number | undefined {
   return /T\d{2}:\d{2}$/.test(value) ? at + 59 : at;
 }
 
-/** A range that ends before it starts, as an error for the "To" field; null when the range is fine. */
-export function logFilterError(f: Pick<LogFilterForm, 'from' | 'to'>): { field: 'to'; error: string } | null {
+/**
+ * The times the log API takes (start_timestamp, end_timestamp): Unix seconds from 0 to 2^32 - 1,
+ * 1970-01-01 00:00:00 to 2106-02-07 06:28:15 UTC. A date picker offers years far outside that range.
+ */
+export const LOG_TIME_MIN = 0;
+export const LOG_TIME_MAX = 0xffff_ffff;
+const TOO_EARLY = 'must be 1970-01-01 00:00 UTC or later';
+const TOO_LATE = 'must be 2106-02-07 06:28 UTC or earlier';
+
+/**
+ * What is wrong with the time range, as an error for its field, before the API is asked: a time
+ * before 1970 (the API would answer "start_timestamp: must be at least 0"), a "From" after the last
+ * time the log can hold, or a range that ends before it starts. Null when the range is fine. A "To"
+ * past the last time reads as no end (logQuery).
+ */
+export function logFilterError(f: Pick<LogFilterForm, 'from' | 'to'>): { field: 'from' | 'to'; error: string } | null {
   const from = fromLocalInput(f.from);
   const to = lastSecondOf(f.to);
+  if (f.from && from === undefined) return { field: 'from', error: 'is not a date and time' };
+  if (f.to && to === undefined) return { field: 'to', error: 'is not a date and time' };
+  if (from !== undefined && from < LOG_TIME_MIN) return { field: 'from', error: TOO_EARLY };
+  if (from !== undefined && from > LOG_TIME_MAX) return { field: 'from', error: TOO_LATE };
+  if (to !== undefined && to < LOG_TIME_MIN) return { field: 'to', error: TOO_EARLY };
   if (from !== undefined && to !== undefined && to < from) return { field: 'to', error: 'must not be before "From"' };
   return null;
 }
@@ -45,17 +64,18 @@ export function logQuery(f: LogFilterForm, page: number, pageSize: number): LogQ
   const from = fromLocalInput(f.from);
   const to = lastSecondOf(f.to);
   if (from !== undefined) q.start_timestamp = from;
-  if (to !== undefined) q.end_timestamp = to;
+  if (to !== undefined) q.end_timestamp = Math.min(to, LOG_TIME_MAX);
   if (f.requestId.trim()) q.request_id = f.requestId.trim();
   if (f.upstreamRequestId.trim()) q.upstream_request_id = f.upstreamRequestId.trim();
   return q;
 }
 
 /** The filter fields both log pages show; `fromHint` says what an empty "From" reads. */
-export function LogFilterFields<F extends LogFilterForm>({ form, set, fromHint, toError }: {
+export function LogFilterFields<F extends LogFilterForm>({ form, set, fromHint, fromError, toError }: {
   form: F;
   set: (k: keyof LogFilterForm) => (v: string) => void;
   fromHint?: string;
+  fromError?: string | undefined;
   toError?: string | undefined;
 }) {
   return (
@@ -64,7 +84,7 @@ export function LogFilterFields<F extends LogFilterForm>({ form, set, fromHint, 
       <Field label="API key name" value={form.tokenName} onValue={set('tokenName')} />
       <Field label="Model" value={form.modelName} onValue={set('modelName')} />
       <Field label="Group" value={form.group} onValue={set('group')} />
-      <Field label="From" type="datetime-local" value={form.from} onValue={set('from')} hint={fromHint} />
+      <Field label="From" type="datetime-local" value={form.from} onValue={set('from')} hint={fromHint} error={fromError} />
       <Field label="To" type="datetime-local" value={form.to} onValue={set('to')} error={toError} />
       <Field label="Request ID" value={form.requestId} onValue={set('requestId')} />
       <Field label="Upstream request ID" value={form.upstreamRequestId} onValue={set('upstreamRequestId')} />
@@ -79,18 +99,22 @@ export function LogsPage() {
   const [pageSize, setPageSize] = useState(20);
   const logs = useLoad(() => call(api.GET('/api/log/self', { params: { query: logQuery(applied, page, pageSize) } })), [applied, page, pageSize]);
   const set = (k: keyof LogFilterForm) => (v: string) => setForm((s) => ({ ...s, [k]: v }));
-  const [rangeError, setRangeError] = useState<string | null>(null);
+  const [rangeError, setRangeError] = useState<{ field: 'from' | 'to'; error: string } | null>(null);
+  // Rows are shown only for the query that succeeded: after a failure, the previous rows would read
+  // as the answer to the filters now shown.
+  const shown = logs.error ? undefined : logs.data;
 
   return (
     <Card title="Requests and other entries">
       <form class="filters" aria-label="Log filters" onSubmit={(e) => {
         e.preventDefault();
         const wrong = logFilterError(form);
-        setRangeError(wrong?.error ?? null);
+        setRangeError(wrong);
         if (wrong) return;
         setPage(1); setApplied(form); logs.reload();
       }}>
-        <LogFilterFields form={form} set={set} toError={rangeError ?? undefined} />
+        <LogFilterFields form={form} set={set} fromError={rangeError?.field === 'from' ? rangeError.error : undefined}
+          toError={rangeError?.field === 'to' ? rangeError.error : undefined} />
         <div class="buttons">
           <button type="submit" class="primary">Apply filters</button>
           <button type="button" onClick={() => { setForm(EMPTY_LOG_FILTERS); setApplied(EMPTY_LOG_FILTERS); setPage(1); setRangeError(null); }}>Clear</button>
@@ -98,10 +122,10 @@ export function LogsPage() {
       </form>
       {logs.loading && <Loading what="Loading logs" />}
       <ErrorText error={logs.error} />
-      {logs.data && <LogTable items={logs.data.items} />}
-      {logs.data && (
+      {shown && <LogTable items={shown.items} />}
+      {shown && (
         <div class="pager-row">
-          <Pager page={page} pageSize={logs.data.page_size} total={logs.data.total} onPage={setPage} label="Log pages" />
+          <Pager page={page} pageSize={shown.page_size} total={shown.total} onPage={setPage} label="Log pages" />
           <Select label="Rows per page" value={String(pageSize)} onValue={(v) => { setPageSize(Number(v)); setPage(1); }} options={['10', '20', '50', '100'].map((v) => ({ value: v, label: v }))} />
         </div>
       )}

@@ -21,6 +21,22 @@ describe('log time range', () => {
     expect(logFilterError({ from: '2026-01-02T03:05', to: '' })).toBeNull();
     expect(logFilterError({ from: '', to: '2026-01-02T03:05' })).toBeNull();
   });
+
+  it('a time the log API cannot take is an error for its field, before any call', () => {
+    // Before 1970 (the API would answer "start_timestamp: must be at least 0"), whatever the time zone.
+    expect(logFilterError({ from: '1969-06-01T00:00', to: '' })).toEqual({ field: 'from', error: 'must be 1970-01-01 00:00 UTC or later' });
+    expect(logFilterError({ from: '0001-01-01T00:00', to: '2026-01-02T03:05' })).toEqual({ field: 'from', error: 'must be 1970-01-01 00:00 UTC or later' });
+    expect(logFilterError({ from: '', to: '1969-06-01T00:00' })).toEqual({ field: 'to', error: 'must be 1970-01-01 00:00 UTC or later' });
+    // After the last time the log holds (2^32 - 1 seconds).
+    expect(logFilterError({ from: '2200-01-01T00:00', to: '' })).toEqual({ field: 'from', error: 'must be 2106-02-07 06:28 UTC or earlier' });
+    expect(logFilterError({ from: 'not a date', to: '' })).toEqual({ field: 'from', error: 'is not a date and time' });
+    expect(logFilterError({ from: '1970-06-01T00:00', to: '2026-01-02T03:05' })).toBeNull();
+  });
+
+  it('a "To" past the last time the log holds reads as no end', () => {
+    expect(logFilterError({ from: '2026-01-02T03:04', to: '9999-12-31T23:59' })).toBeNull();
+    expect(logQuery({ ...EMPTY_LOG_FILTERS, to: '9999-12-31T23:59' }, 1, 20).end_timestamp).toBe(0xffff_ffff);
+  });
 });
 
 describe('log amounts', () => {

@@ -19,7 +19,7 @@ export interface AdminLogFilterForm extends LogFilterForm {
 export const EMPTY_ADMIN_LOG_FILTERS: AdminLogFilterForm = { ...EMPTY_LOG_FILTERS, username: '', channel: '' };
 
 /** The filters as /api/log/'s query, or the field at fault; empty fields are left out. */
-export function adminLogQuery(f: AdminLogFilterForm, page: number, pageSize: number): { query: AdminLogQuery } | { field: 'channel' | 'to'; error: string } {
+export function adminLogQuery(f: AdminLogFilterForm, page: number, pageSize: number): { query: AdminLogQuery } | { field: 'channel' | 'from' | 'to'; error: string } {
   const range = logFilterError(f);
   if (range) return range;
   const query: AdminLogQuery = logQuery(f, page, pageSize);
@@ -53,6 +53,10 @@ export function AdminLogsPage() {
   const set = (k: keyof AdminLogFilterForm) => (v: string) => setForm((s) => ({ ...s, [k]: v }));
   const [apiFieldErrors, otherError] = splitFieldError(logs.error, FIELDS);
   const fieldError = (k: (typeof FIELDS)[number]) => (formError?.field === k ? formError.error : apiFieldErrors[k]);
+  // Rows and figures are shown only for the query that succeeded: after a failure, the previous ones
+  // would read as the answer to the filters now shown.
+  const shown = logs.error ? undefined : logs.data;
+  const usage = stat.error ? undefined : stat.data;
 
   const apply = (next: AdminLogFilterForm) => {
     const checked = adminLogQuery(next, 1, pageSize);
@@ -72,23 +76,24 @@ export function AdminLogsPage() {
       <form class="filters" aria-label="Log filters" onSubmit={(e) => { e.preventDefault(); apply(form); }}>
         <Field label="Account username" value={form.username} onValue={set('username')} error={fieldError('username')} hint="an account's login name, exactly" />
         <Field label="Channel id" inputMode="numeric" value={form.channel} onValue={set('channel')} error={fieldError('channel')} />
-        <LogFilterFields form={form} set={set} fromHint="empty: the last 24 hours (all time for one account)" toError={formError?.field === 'to' ? formError.error : undefined} />
+        <LogFilterFields form={form} set={set} fromHint="empty: the last 24 hours (all time for one account)"
+          fromError={formError?.field === 'from' ? formError.error : undefined} toError={formError?.field === 'to' ? formError.error : undefined} />
         <div class="buttons">
           <button type="submit" class="primary">Apply filters</button>
           <button type="button" onClick={() => { setForm(EMPTY_ADMIN_LOG_FILTERS); apply(EMPTY_ADMIN_LOG_FILTERS); }}>Clear</button>
         </div>
       </form>
-      {stat.data && (
+      {usage && (
         <p aria-label="Usage of the filtered entries">
-          Consumed: {dollars(stat.data.quota)} · {stat.data.rpm} requests and {stat.data.tpm} tokens in the last minute
+          Consumed: {dollars(usage.quota)} · {usage.rpm} requests and {usage.tpm} tokens in the last minute
         </p>
       )}
       {logs.loading && <Loading what="Loading logs" />}
       <ErrorText error={otherError} />
-      {logs.data && <LogTable items={logs.data.items} everyAccount />}
-      {logs.data && (
+      {shown && <LogTable items={shown.items} everyAccount />}
+      {shown && (
         <div class="pager-row">
-          <Pager page={page} pageSize={logs.data.page_size} total={logs.data.total} onPage={setPage} label="Log pages" />
+          <Pager page={page} pageSize={shown.page_size} total={shown.total} onPage={setPage} label="Log pages" />
           <Select label="Rows per page" value={String(pageSize)} onValue={(v) => { setPageSize(Number(v)); setPage(1); }} options={['10', '20', '50', '100'].map((v) => ({ value: v, label: v }))} />
         </div>
       )}
