@@ -10,7 +10,7 @@
 //   billed (usageCount), so the client is shown what it pays for.
 //
 // Streamed (AnthropicToChatStream), event by event as they arrive: message_start → a first chunk with
-// the assistant role; text deltas → content deltas; a tool_use block → a tool_calls delta with its id
+// the assistant role (and no content); text deltas → content deltas; a tool_use block → a tool_calls delta with its id
 // and name, its input_json_delta pieces → arguments deltas (a block that streamed no piece, as
 // Anthropic streams a call without arguments — one empty partial_json — gets its start's `input` as
 // JSON, `{}` at least, when it stops: OpenAI's arguments are always a JSON text, and `""` made the
@@ -102,6 +102,7 @@ export function messageToChat(body: Buffer, model: string): string | null {
 
 const DONE = 'data: [DONE]\n\n';
 const NULL_USAGE = { usage: null };
+const ROLE_DELTA = { role: 'assistant' };
 
 /** Anthropic SSE in, Chat Completions chunks out, one event at a time. */
 export class AnthropicToChatStream extends LineStream implements StreamRewriter {
@@ -164,7 +165,10 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
         const message = data.message as Record<string, unknown> | undefined;
         this.#id = chatId(message?.id);
         this.#usage = isObject(message?.usage) ? { ...message.usage } : {};
-        return this.#chunk({ role: 'assistant', content: '' });
+        // No content yet: an answer of tool calls alone keeps content null, as OpenAI's (whose first
+        // chunk of such an answer says null); with `content: ""` here the openai SDK (7.x) finished
+        // it with content "", which code that tells text answers by content !== null took for text.
+        return this.#chunk(ROLE_DELTA);
       }
       case 'content_block_start': {
         const block = data.content_block as Record<string, unknown> | undefined;
