@@ -100,6 +100,8 @@ const HEAD: Call[] = [
   ['header', 'cache-control', 'no-cache'],
   ['header', 'request-id', 'req_up'],
   ['header', 'x-gateway-request-id', 'req_gw'],
+  ['header', 'access-control-allow-origin', '*'],
+  ['header', 'access-control-expose-headers', '*'],
 ];
 
 describe('pipeStream writes to the client', () => {
