@@ -80,6 +80,38 @@ describe('/v1/messages', () => {
     expect(u!.used_quota).toBe(row.quota);
   });
 
+  // Before: 40,000 spaces were counted ~500 cl100k tokens and reserved ~1,000, while the provider (the
+  // mock, a token per 4 bytes) billed 10,001: an account of 2,000 went to -3,013, and 20 such requests
+  // at once took one to -9,925 and its limited key 7.9× past its quota. Now the estimate is a token per
+  // 8 bytes at least (×2): the reservation holds what the provider bills.
+  it('a prompt that cl100k packs tight (40,000 spaces), sent at once on several keys: the balance and the key quotas never go below 0', async () => {
+    await sameMinute();
+    const body = JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: ' '.repeat(40_000) + 'hi' }] });
+    const funds = 6_000;
+    const account = await fundedAccount(stack, funds);
+    const keys = await Promise.all(Array.from({ length: 8 }, () => createApiKey(stack, account, { unlimited_quota: false, remain_quota: 5_500 })));
+    const answers = await Promise.all(keys.map(({ key }) =>
+      fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body })
+        .then(async (res) => ({ status: res.status, requestId: res.headers.get('x-gateway-request-id')!, body: await res.json() as { usage?: { input_tokens: number; output_tokens: number } } }))));
+    const served = answers.filter((a) => a.status === 200);
+    // Refused for balance (402) or, the counting queue being full, 529: nothing else.
+    expect(answers.every((a) => a.status === 200 || a.status === 402 || a.status === 529)).toBe(true);
+    expect(served.length).toBeLessThanOrEqual(1);
+    await billingSettled(stack);
+    const [u] = await stack.sql`SELECT quota, used_quota FROM users WHERE id = ${account.id}`;
+    expect(Number(u!.quota)).toBeGreaterThanOrEqual(0);
+    expect(Number(u!.quota) + Number(u!.used_quota)).toBe(funds);
+    let billed = 0;
+    for (const a of served) {
+      const row = await ledgerRow(stack, a.requestId);
+      expect(row.quota).toBe(cost(a.body.usage!.input_tokens, a.body.usage!.output_tokens));
+      billed += row.quota;
+    }
+    expect(Number(u!.used_quota)).toBe(billed);
+    const tokens = await stack.sql`SELECT remain_quota FROM tokens WHERE user_id = ${account.id}`;
+    expect(tokens.every((t) => Number(t.remain_quota) >= 0)).toBe(true);
+  });
+
   it('refuses a key whose rules fail, or whose rate limit is spent, without counting', async () => {
     const account = await fundedAccount(stack, 1_000);
     const key = await createApiKey(stack, account);

@@ -129,12 +129,21 @@ function exact(view: Uint8Array): Uint8Array {
 }
 
 /**
+ * The fewest tokens a counted estimate takes a body's bytes for: cl100k packs text that another
+ * tokenizer may not (40,000 spaces are a few hundred of its tokens), and an estimate below the
+ * provider's count lets a request cost more than it reserved. Ordinary text is 3-4 bytes a token, so
+ * the floor leaves its estimate alone.
+ */
+export const MAX_ESTIMATED_BYTES_PER_TOKEN = 8;
+
+/**
  * Input tokens to reserve for a request body of `bodyBytes` bytes: the byte length itself (a token is
- * at least one byte: a hard bound) for small bodies; for bodies over `thresholdBytes`, the counted
- * prompt tokens times `factor` (the cl100k count is not the provider's tokenizer; 2 covers Claude's
- * tokenizer and degenerate text such as long runs of one character), never more than the byte bound.
+ * at least one byte: a hard bound) when the prompt was not counted; when it was, the counted prompt
+ * tokens, at least one per MAX_ESTIMATED_BYTES_PER_TOKEN bytes, times `factor` (the cl100k count is
+ * not the provider's tokenizer), never more than the byte bound.
  */
 export function reservationInputTokens(bodyBytes: number, counted: number | null, factor: number): number {
   if (counted === null) return bodyBytes;
-  return Math.min(bodyBytes, Math.ceil(counted * factor) + 16);
+  const estimate = Math.max(counted, Math.ceil(bodyBytes / MAX_ESTIMATED_BYTES_PER_TOKEN));
+  return Math.min(bodyBytes, Math.ceil(estimate * factor) + 16);
 }

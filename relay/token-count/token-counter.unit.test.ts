@@ -71,6 +71,8 @@ describe('TokenCounter', () => {
     expect(reservationInputTokens(5000, null, 2)).toBe(5000);
     expect(reservationInputTokens(1_000_000, 250_000, 2)).toBe(500_016);
     expect(reservationInputTokens(1_000_000, 900_000, 2)).toBe(1_000_000);
+    // Text cl100k packs tight (40,000 spaces) is taken for a token per 8 bytes at least.
+    expect(reservationInputTokens(40_087, 500, 2)).toBe(Math.ceil(40_087 / 8) * 2 + 16);
   });
 });
 
