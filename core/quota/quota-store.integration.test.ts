@@ -358,6 +358,39 @@ describe('rate limits in reserveQuota-6.lua and settleReservations-7n.lua', () =
   });
 });
 
+describe('tokens held against the per-minute token limit while requests run', () => {
+  // Before: the counter moved at settlement only, so 100 requests sent at once all passed a limit of 500.
+  it('a reservation holds its tokens: requests sent together stop at the limit; settlement turns the hold into the tokens used', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const minute = 29_000_200;
+    const counter = keys.keyTokensInMinute(userId, tokenId, minute);
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, tpmLimit: 500, minute, tokens: 200 };
+    const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => store.reserve({ ...base, requestId: `${requestId}-${i}` })));
+    // 0, 200, 400 are below 500: three pass, the rest find 600.
+    expect(outcomes.filter((o) => o === 'reserved')).toHaveLength(3);
+    expect(outcomes.filter((o) => o === 'tpm_limited')).toHaveLength(7);
+    expect(Number(await redis.get(counter))).toBe(600);
+    const served = outcomes.flatMap((o, i) => (o === 'reserved' ? [`${requestId}-${i}`] : []));
+    // Settled in the same minute: each hold of 200 becomes the 30 tokens used.
+    for (const id of served) await store.settle({ userId, tokenId, requestId: id, cost: 5, eventJson: '{}', tokens: 30, minute });
+    expect(Number(await redis.get(counter))).toBe(90);
+    expect(await store.reserve({ ...base, requestId: `${requestId}-later` })).toBe('reserved');
+    expect(await store.accountBalance(userId)).toBe(10_000 - 15 - 10);
+  });
+
+  it('a settlement in a later minute adds the tokens used to that minute and leaves the hold on the earlier minute', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const minute = 29_000_300;
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, tpmLimit: 500, minute, tokens: 200 };
+    expect(await store.reserve({ ...base, deadlineMs: Date.now() + 60_000, requestId })).toBe('reserved');
+    await store.settle({ userId, tokenId, requestId, cost: 5, eventJson: '{}', tokens: 30, minute: minute + 1 });
+    expect(Number(await redis.get(keys.keyTokensInMinute(userId, tokenId, minute)))).toBe(200);
+    expect(Number(await redis.get(keys.keyTokensInMinute(userId, tokenId, minute + 1)))).toBe(30);
+  });
+});
+
 describe('releasing expired reservations', () => {
   it('gives an expired reservation back, logs it, and still bills a late settlement exactly once', async () => {
     const { userId, tokenId, requestId } = ids();

@@ -23,6 +23,8 @@ export interface ReserveRequest {
   tpmLimit?: number;
   /** Unix minutes of the rate-limit window; defaults to now. */
   minute?: number;
+  /** Tokens the request may use (input bound + output bound): held against tpmLimit until settled. */
+  tokens?: number;
 }
 
 export interface SettleRequest {
@@ -243,7 +245,7 @@ export class QuotaStore {
     const keys = [kk.balance, kk.remain, k.reservation(r.userId, r.requestId), kk.rpm, kk.tpm, kk.deadlines];
     const args = [
       r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0,
-      r.userId, deadlineMember(r.userId, r.requestId),
+      r.userId, deadlineMember(r.userId, r.requestId), r.tokens ?? 0,
     ];
     // Queued settlements go first, in the same write: their refunds count for this reservation.
     if (this.#queued.length > 0) this.#sendQueued();

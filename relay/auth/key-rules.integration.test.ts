@@ -250,6 +250,35 @@ describe('rate limits', () => {
     await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 429, 'rate_limit_error');
   });
 
+  // Before: the token counter moved only when a request settled, so 100 requests sent at once by a key
+  // limited to 500 tokens a minute were all served (6,600 tokens). Each request now holds what it may
+  // use (its input bound and max_tokens) until it settles.
+  it('a key\'s tokens per minute hold against requests sent at once: those past the limit get 429 and cost nothing', async () => {
+    if (new Date().getSeconds() > 50) await new Promise((r) => setTimeout(r, (61 - new Date().getSeconds()) * 1000));
+    const account = await fundedAccount(stack, FUNDS);
+    const key = await createApiKey(stack, account);
+    const set = await consoleCall(stack, 'PUT', '/api/token/', account.token, { id: key.id, rate_limit_tpm: 500 });
+    expect(set.json.success).toBe(true);
+    await new Promise((r) => setTimeout(r, 50));
+    const body = JSON.stringify({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'tokens per minute' }] });
+    const statuses = await Promise.all(Array.from({ length: 30 }, () =>
+      fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key.key, 'content-type': 'application/json' }, body }).then(async (r) => {
+        await r.arrayBuffer();
+        return r.status;
+      })));
+    const served = statuses.filter((s) => s === 200).length;
+    expect(statuses.every((s) => s === 200 || s === 429)).toBe(true);
+    expect(served).toBeGreaterThanOrEqual(1);
+    expect(served).toBeLessThan(30);
+    await billingSettled(stack);
+    // What the served requests used stays within the limit, but for the one request that may find the
+    // counter just below it (its hold: the body's bytes and max_tokens); the refused cost nothing.
+    const [used] = await stack.sql`SELECT count(*)::int AS n, coalesce(sum(prompt_tokens + completion_tokens), 0)::int AS tokens
+                                   FROM ledger WHERE user_id = ${account.id} AND type = 2`;
+    expect(used!.n).toBe(served);
+    expect(used!.tokens).toBeLessThanOrEqual(500 + Buffer.byteLength(body) + 8);
+  });
+
   it('applies the group limit of GroupRateLimits when the key sets none, tokens per minute included', async () => {
     await stack.sql`INSERT INTO options (key, value) VALUES ('GroupRateLimits', '{"vip":{"rpm":0,"tpm":1}}')
                     ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;

@@ -352,6 +352,8 @@ class Exchange {
       requestId: this.requestId,
       amount: quotaCostBound(inputBound, this.outputBound(), price, cacheable) + fees,
       deadlineMs: now + this.ctx.reservationTtlMs,
+      // Held against the key's tokens-per-minute limit while the request runs (reserveQuota-6.lua).
+      tokens: tpmLimit > 0 ? inputBound + this.outputBound() : 0,
     };
     // Redis away: refused before anything is reserved, rather than queued until it returns.
     if (!this.ctx.quotaReady()) return this.fail(QUOTA_STORE_UNAVAILABLE);
@@ -367,6 +369,7 @@ class Exchange {
         const smaller = quotaCostBound(counts, this.outputBound(), price, cacheable) + fees;
         if (smaller < reservation.amount) {
           reservation.amount = smaller;
+          if (reservation.tokens > 0) reservation.tokens = counts + this.outputBound();
           reserved = await this.tryReserve(reservation);
           if (reserved === null) return;
         }

@@ -7,7 +7,8 @@
   KEYS[2] key remaining quota      (integer string; read only when ARGV[2] == '1')
   KEYS[3] reservation              (hash, must not exist)
   KEYS[4] key's request counter of the current minute
-  KEYS[5] key's token counter of the current minute (written by settleReservation)
+  KEYS[5] key's token counter of the current minute (this reservation's tokens are added when the
+          key has a tokens-per-minute limit; settleReservations-7n.lua turns them into the actual ones)
   KEYS[6] open reservations by deadline (sorted set)
 
   ARGV[1] amount to reserve        (integer >= 0)
@@ -18,6 +19,7 @@
   ARGV[6] tokens per minute allowed (0 = no limit)
   ARGV[7] user id
   ARGV[8] reservation member of KEYS[6] (`<user id>:<request id>`)
+  ARGV[9] tokens the request may use (its input bound + output bound; '' or 0: none counted)
 
   Returns
    1  reserved
@@ -54,6 +56,15 @@ redis.call('ZADD', KEYS[6], ARGV[3], ARGV[8])
 redis.call('DECRBY', KEYS[1], amount)
 if limited then redis.call('DECRBY', KEYS[2], amount) end
 redis.call('HSET', KEYS[3], 'amount', amount, 'limited', ARGV[2], 'token', ARGV[4], 'user', ARGV[7], 'deadline', ARGV[3])
+-- A tokens-per-minute limit counts the requests in flight, not only those settled: otherwise any
+-- number of requests sent at once passed a counter that settlement had not moved yet. Which counter
+-- took them is kept, for the settlement to correct that one only.
+local tokens = tonumber(ARGV[9]) or 0
+if tpm > 0 and tokens > 0 then
+  redis.call('INCRBY', KEYS[5], tokens)
+  redis.call('EXPIRE', KEYS[5], 120)
+  redis.call('HSET', KEYS[3], 'tpm_key', KEYS[5], 'tpm_tokens', tokens)
+end
 if rpm > 0 then
   redis.call('INCR', KEYS[4])
   redis.call('EXPIRE', KEYS[4], 120)

@@ -15,7 +15,8 @@
    2 key remaining quota (touched only if the key is limited)
    3 reservation
    4 usage stream (the call's events go to it as one entry, their JSON texts joined by newlines)
-   5 key's token counter of the current minute
+   5 key's token counter of the current minute (the tokens a reservation added to this same counter
+     are taken back, the actual ones added; a counter of another minute keeps them)
    6 open reservations by deadline (sorted set)
    7 tombstone of a reaped reservation; with ARGV 8 > 0 also the marker of a settled one
 
@@ -65,9 +66,11 @@ local function settleOne(k, a)
   local cost = tonumber(ARGV[a + 1])
   local markerSec = tonumber(ARGV[a + 8]) or 0
   local reaper = ARGV[a + 5] == '1'
-  local reservation = redis.call('HMGET', KEYS[k + 3], 'amount', 'limited')
+  local reservation = redis.call('HMGET', KEYS[k + 3], 'amount', 'limited', 'tpm_key', 'tpm_tokens')
   local amount, limited
   local live = reservation[1] ~= false
+  local heldTokens = 0
+  if live and reservation[3] == KEYS[k + 5] then heldTokens = tonumber(reservation[4]) or 0 end
   if live then
     local reaperNow = tonumber(ARGV[a + 6])
     if reaper and reaperNow and tonumber(redis.call('ZSCORE', KEYS[k + 6], ARGV[a + 4]) or '0') > reaperNow then return -9 end
@@ -116,8 +119,8 @@ local function settleOne(k, a)
   elseif markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec)
   elseif not live then redis.call('DEL', KEYS[k + 7]) end
 
-  local tokens = tonumber(ARGV[a + 3])
-  if tokens > 0 and addToLimit(KEYS[k + 5], tokens) then redis.call('EXPIRE', KEYS[k + 5], 120) end
+  local tokens = tonumber(ARGV[a + 3]) - heldTokens
+  if tokens ~= 0 and addToLimit(KEYS[k + 5], tokens) then redis.call('EXPIRE', KEYS[k + 5], 120) end
   return 1
 end
 
