@@ -800,8 +800,10 @@ class Exchange {
     const message = providerSide ? providerSideMessage(status) : isJson ? providerErrorMessage(text) ?? httpReason(status) : httpReason(status);
     // Passed as it is only when it is an error of the client's protocol: a provider speaking it loosely
     // (vLLM's `{"detail": …}`, Ollama's `{"error": "…"}`) would reach the client in no format its SDK reads.
+    // Anthropic's errors carry a request_id (the provider's, as its request-id header): one that has
+    // none gets the gateway's, as the relay's own errors do.
     const passed = isJson && provider.protocol === this.protocol && isProtocolError(text, this.protocol)
-      ? (providerSide ? withErrorMessage(text, message) : text) : null;
+      ? rewrittenError(text, providerSide ? message : null, this.protocol === 'anthropic' ? this.requestId : null) : null;
     const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiProviderErrorBody(type, message)
         : errorBody(type, message, this.requestId);
@@ -929,11 +931,18 @@ function providerSideMessage(status: number): string {
 }
 
 /** A provider's JSON error with its `error.message` replaced, the rest kept; null when it is not of that shape. */
-function withErrorMessage(text: string, message: string): string | null {
+/**
+ * A provider's error JSON with its message replaced (`message`, unless null) and, when it has none, a
+ * `request_id` (unless null); the text as it is when nothing changes, null when it is no error object.
+ */
+function rewrittenError(text: string, message: string | null, requestId: string | null): string | null {
   try {
-    const body = JSON.parse(text) as { error?: unknown } | null;
+    const body = JSON.parse(text) as { error?: unknown; request_id?: unknown } | null;
     if (!body || typeof body !== 'object' || !body.error || typeof body.error !== 'object') return null;
-    (body.error as { message?: unknown }).message = message;
+    const addId = requestId !== null && typeof body.request_id !== 'string';
+    if (message === null && !addId) return text;
+    if (message !== null) (body.error as { message?: unknown }).message = message;
+    if (addId) body.request_id = requestId;
     return JSON.stringify(body);
   } catch {
     return null;

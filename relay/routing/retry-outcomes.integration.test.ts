@@ -70,6 +70,9 @@ describe('retries', () => {
     const err = await ask(model).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.APIError);
     expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(status);
+    // The provider's error had no request_id: the body carries the gateway's, as the relay's own errors do.
+    const e = err as InstanceType<typeof Anthropic.APIError>;
+    expect(e.error).toMatchObject({ type: 'error', error: { type: 'api_error' }, request_id: e.headers?.get('x-gateway-request-id') });
     expect(timedOut.requests).toBe(1);
     expect(healthy.requests).toBe(before.healthy);
     await billingSettled(stack);
