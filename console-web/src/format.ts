@@ -71,9 +71,9 @@ export function dollarsToQuota(text: string, opts: { negative?: boolean } = {}):
   return m[1] === '-' && quota !== 0 ? -quota : quota;
 }
 
-/** "1,234,567 ($2.469)" */
+/** "$2.469 (1,234,567 quota)": the dollars, and the quota units named as such. */
 export function quotaText(quota: number): string {
-  return `${quota.toLocaleString('en-US')} (${dollars(quota)})`;
+  return `${dollars(quota)} (${quota.toLocaleString('en-US')} quota)`;
 }
 
 export function dateTime(unixSec: number): string {
@@ -111,3 +111,19 @@ export const LOG_TYPE = { topup: 1, consume: 2, manage: 3, system: 4, error: 5 }
 export const LOG_TYPES: Record<number, string> = { 1: 'Top-up', 2: 'Consumption', 3: 'Management', 4: 'System', 5: 'Error' };
 export const ROLE_NAMES: Record<number, string> = { 1: 'User', 10: 'Administrator', 100: 'Root' };
 export const ROLE = { user: 1, admin: 10, root: 100 } as const;
+
+const NEGATIVE_BALANCE = /^(.*)would make the balance negative \(spendable (-?\d+), Postgres (-?\d+)\)(.*)$/s;
+
+/**
+ * The API's messages as the console's readers read them: an amount in quota units becomes dollars,
+ * and the API's inner words go ("spendable 50229816, Postgres 50229816": the relay's mirror and the
+ * database's figure). Any other message is returned as it is.
+ */
+export function readableMessage(message: string): string {
+  const m = NEGATIVE_BALANCE.exec(message);
+  if (m) {
+    const spendable = Number(m[2]);
+    return `${m[1]}would make the balance negative: ${dollars(Math.max(0, spendable))} can be spent now, so at most that much can be removed${m[4]}`;
+  }
+  return message;
+}

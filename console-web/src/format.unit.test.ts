@@ -1,6 +1,6 @@
 // The display rules of money and the parsing of dollar amounts typed in forms.
 import { describe, expect, it } from 'vitest';
-import { creditDollars, dateTime, discountText, dollars, dollarsToQuota, money, quotaText, toLocalInput } from './format';
+import { creditDollars, dateTime, discountText, dollars, dollarsToQuota, money, quotaText, readableMessage, toLocalInput } from './format';
 
 describe('dollars', () => {
   it('chooses the decimals after rounding', () => {
@@ -35,7 +35,7 @@ describe('dollars', () => {
   });
 
   it('quota with its dollars', () => {
-    expect(quotaText(1_234_567)).toBe('1,234,567 ($2.469)');
+    expect(quotaText(1_234_567)).toBe('$2.469 (1,234,567 quota)');
   });
 });
 
@@ -85,5 +85,15 @@ describe('dateTime', () => {
     expect(toLocalInput(Number.MAX_SAFE_INTEGER)).toBe('');
     expect(dateTime(253_402_300_799)).toMatch(/^(9999-12-31|10000-01-01) \d{2}:\d{2}:\d{2}$/);
     expect(dateTime(0)).toBe('—');
+  });
+});
+
+describe('readableMessage', () => {
+  it('shows the negative-balance refusal in dollars, without the API\'s inner words', () => {
+    expect(readableMessage('value: would make the balance negative (spendable 50229816, Postgres 50229816)'))
+      .toBe('value: would make the balance negative: $100.46 can be spent now, so at most that much can be removed');
+    expect(readableMessage('quota: would make the balance negative (spendable -5, Postgres 1000)'))
+      .toBe('quota: would make the balance negative: $0.0000 can be spent now, so at most that much can be removed');
+    expect(readableMessage('name: is required')).toBe('name: is required');
   });
 });

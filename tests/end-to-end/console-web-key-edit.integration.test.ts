@@ -85,7 +85,7 @@ describe('editing a key', () => {
     for (const typed of ['abc', '0x10', '1e3', '-2']) {
       await quota.fill(typed);
       await form.getByRole('button', { name: 'Save key' }).click();
-      await form.getByText('a dollar amount of 0 or more', { exact: false }).waitFor();
+      await form.getByText('a dollar amount above $0', { exact: false }).waitFor();
       expect(await quota.getAttribute('aria-invalid'), typed).toBe('true');
     }
     expect(puts).toEqual([]);

@@ -181,7 +181,7 @@ describe('web console', () => {
     await expect(page.getByTestId('balance').textContent()).resolves.toBe('$0.0000');
     await page.getByLabel('Redemption code').fill(codes[0]!);
     await page.getByRole('button', { name: 'Redeem' }).click();
-    await page.getByText('Added 2,500,000 ($5.000) to your balance.').waitFor();
+    await page.getByText('Added $5.000 (2,500,000 quota) to your balance.').waitFor();
     await page.getByTestId('balance').filter({ hasText: '$5.000' }).waitFor();
     const [row] = await stack.sql<{ quota: number }[]>`SELECT quota FROM users WHERE username = ${user.username}`;
     expect(Number(row!.quota)).toBe(2_500_000);

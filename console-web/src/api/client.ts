@@ -3,6 +3,7 @@
 // The session is the HttpOnly cookie console-api sets at login; every request carries the CSRF token
 // of that session (the readable console_csrf cookie) and asks login for the cookie mode.
 import createClient, { type Middleware } from 'openapi-fetch';
+import { readableMessage } from '../format';
 import type { paths } from './schema.gen';
 
 export type { paths };
@@ -73,7 +74,7 @@ export async function call<R extends { data?: unknown; error?: unknown; response
   }
   const body = (result.data ?? result.error) as Envelope | undefined;
   if (!result.response.ok || !body || body.success === false) {
-    throw new ApiError(body?.message || `HTTP ${result.response.status}`, result.response.status);
+    throw new ApiError(body?.message ? readableMessage(body.message) : `HTTP ${result.response.status}`, result.response.status);
   }
   return body.data as DataOf<R>;
 }

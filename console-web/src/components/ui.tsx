@@ -35,16 +35,49 @@ export function Checkbox({ label, checked, onChecked, disabled }: { label: strin
   );
 }
 
-export function Select({ label, value, onValue, options }: { label: string; value: string; onValue: (v: string) => void; options: { value: string; label: string }[] }) {
+export function Select({ label, value, onValue, options, hint }: { label: string; value: string; onValue: (v: string) => void; options: { value: string; label: string }[]; hint?: string | undefined }) {
   const id = useId();
   return (
     <div class="field">
       <label for={id}>{label}</label>
-      <select id={id} value={value} onChange={(e) => onValue((e.currentTarget as HTMLSelectElement).value)}>
+      <select id={id} value={value} onChange={(e) => onValue((e.currentTarget as HTMLSelectElement).value)} aria-describedby={hint ? `${id}-hint` : undefined}>
         {options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
       </select>
+      {hint && <small id={`${id}-hint`} class="hint">{hint}</small>}
     </div>
   );
+}
+
+/**
+ * A form that opens in place of the button that opened it (Create…, Edit): once shown, its card is
+ * scrolled into view and its first field takes the focus, which would otherwise fall to the page's
+ * body with the button gone. When it closes, the focus goes back to the button that opened it (or,
+ * that button having been drawn again, to the button of the same text). Returns the form's ref.
+ */
+export function useFocusOnOpen<T extends HTMLElement>() {
+  const ref = useRef<T>(null);
+  // Read while the form is first drawn: by the time effects run, the button that opened it may be gone.
+  const [opener] = useState(() => (document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null));
+  useEffect(() => {
+    const box = ref.current;
+    if (!box) return;
+    const openerText = opener?.tagName === 'BUTTON' ? opener.textContent : null;
+    const first = box.querySelector<HTMLElement>('input:not([type=hidden]):not([disabled]), select:not([disabled]), textarea:not([disabled])');
+    const shown = box.closest<HTMLElement>('section.card') ?? box;
+    if (typeof shown.scrollIntoView === 'function') shown.scrollIntoView({ block: 'start' });
+    first?.focus({ preventScroll: true });
+    return () => {
+      // After the page has drawn what replaces the form (the Create button comes back).
+      setTimeout(() => {
+        const now = document.activeElement;
+        if (now && now !== document.body) return;
+        const back = opener?.isConnected ? opener
+          : openerText ? [...document.querySelectorAll<HTMLButtonElement>('button')].find((b) => b.textContent === openerText && !b.disabled) : undefined;
+        back?.focus();
+      }, 0);
+    };
+  }, []);
+  return ref;
 }
 
 export function ErrorText({ error }: { error: string | null | undefined }) {

@@ -6,7 +6,7 @@ import { logQuery, EMPTY_LOG_FILTERS } from '../pages/logs';
 import { summarise } from '../pages/dashboard';
 import { amountLabel, discountFor, epayRedirectUrl, priceText, topUpHref } from '../pages/topup';
 import { optionSection } from '../pages/admin/options';
-import { accountGroups } from '../pages/admin/users';
+import { accountChanges, accountGroups } from '../pages/admin/users';
 import { readCookie } from '../api/client';
 import { Pager, pageCount, splitFieldError } from './ui';
 
@@ -86,6 +86,13 @@ describe('display rules', () => {
     expect(accountGroups(undefined)).toEqual([]);
   });
 
+  it('an account edit sends only the fields changed from what the form showed', () => {
+    const shown = { group: 'vip', display_name: 'x', status: 2 };
+    expect(accountChanges(shown, { group: 'vip', displayName: 'x', status: '2' })).toEqual({});
+    expect(accountChanges(shown, { group: 'vip', displayName: 'y', status: '2' })).toEqual({ display_name: 'y' });
+    expect(accountChanges(shown, { group: 'default', displayName: 'x', status: '1' })).toEqual({ group: 'default', status: 1 });
+  });
+
   it('labels top-up amounts as credit, with the discount the API applies', () => {
     const tiers = { 20: 0.95, 100: 0.9 };
     expect(discountFor(10, tiers)).toBe(1);
@@ -95,6 +102,7 @@ describe('display rules', () => {
     expect(amountLabel(50, tiers)).toBe('$50 (5% off)');
     expect(priceText('1234.50', 200, tiers)).toBe("To pay: 1,234.50 in the payment provider's currency, for $200.00 of credit (10% off).");
     expect(priceText('73.00', 10, tiers)).toBe("To pay: 73.00 in the payment provider's currency, for $10.00 of credit.");
+    expect(priceText('80.00', 10, tiers, 'card')).toBe("To pay by card: 80.00 in the card provider's currency, for $10.00 of credit.");
   });
 
   it('makes a link of an http(s) top-up link only', () => {

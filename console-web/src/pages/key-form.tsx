@@ -3,7 +3,7 @@
 // keyChanges() into an edit's body.
 import { useState } from 'preact/hooks';
 import type { ApiKey, ApiKeyInput, Body, Groups } from '../api/types';
-import { Checkbox, ErrorText, Field, Select, splitFieldError, useAction } from '../components/ui';
+import { Checkbox, ErrorText, Field, Select, splitFieldError, useAction, useFocusOnOpen } from '../components/ui';
 import { dollarsToQuota, fromLocalInput, QUOTA_PER_DOLLAR, toLocalInput } from '../format';
 
 export interface KeyFormState {
@@ -54,7 +54,10 @@ export function keyInput(f: KeyFormState, nowSec: number): { body: ApiKeyInput }
   let remain = 0;
   if (!f.unlimited) {
     const quota = dollarsToQuota(f.quotaDollars);
-    if (quota === undefined) return { field: 'quotaDollars', error: 'a dollar amount of 0 or more, such as 10 or 2.50' };
+    if (quota === undefined) return { field: 'quotaDollars', error: 'a dollar amount above $0, such as 10 or 2.50' };
+    // 0 (or an amount below one quota unit, $0.000002, which rounds to it) would make a key that is
+    // exhausted from the start.
+    if (quota <= 0) return { field: 'quotaDollars', error: 'must be at least $0.000002 (1 quota): a key with $0 could make no request; tick "Unlimited quota" for no limit' };
     remain = quota;
   }
   const models = f.modelLimits.split(',').map((m) => m.trim()).filter(Boolean).join(',');
@@ -110,8 +113,16 @@ export function KeyForm(props: KeyFormProps) {
   const [f, setF] = useState(() => (props.editing ? formFromKey(props.editing) : props.initial));
   const [local, setLocal] = useState<{ field: keyof KeyFormState; error: string } | null>(null);
   const action = useAction();
-  const set = <K extends keyof KeyFormState>(k: K) => (v: KeyFormState[K]) => setF((s) => ({ ...s, [k]: v }));
   const [apiErrors, formError] = splitFieldError(action.error, Object.keys(API_FIELDS));
+  // An error is about the value it was given for: editing its field takes it away (the browser's own
+  // checks may stop the next submit, which would otherwise leave it standing).
+  const set = <K extends keyof KeyFormState>(k: K) => (v: KeyFormState[K]) => {
+    setF((s) => ({ ...s, [k]: v }));
+    if (local?.field === k) setLocal(null);
+    const apiField = Object.entries(API_FIELDS).find(([, f]) => f === k)?.[0];
+    if (apiField && apiErrors[apiField]) action.setError(null);
+  };
+  const form = useFocusOnOpen<HTMLFormElement>();
   const err = (k: keyof KeyFormState): string | undefined => {
     if (local?.field === k) return local.error;
     const apiField = Object.entries(API_FIELDS).find(([, v]) => v === k)?.[0];
@@ -143,7 +154,7 @@ export function KeyForm(props: KeyFormProps) {
     ...Object.entries(groups ?? {}).map(([name, g]) => ({ value: name, label: `${name} — ratio ${g.ratio}${g.desc ? ` (${g.desc})` : ''}` }))];
 
   return (
-    <form class="panel" onSubmit={submit} aria-label={submitLabel}>
+    <form ref={form} class="panel" onSubmit={submit} aria-label={submitLabel} onKeyDown={(e) => { if (e.key === 'Escape') { e.preventDefault(); onCancel(); } }}>
       <Field label="Name" value={f.name} onValue={set('name')} maxLength={50} required error={err('name')} />
       <Checkbox label="Never expires" checked={f.neverExpires} onChecked={set('neverExpires')} />
       {!f.neverExpires && <Field label="Expires at" type="datetime-local" value={f.expiresAt} onValue={set('expiresAt')} error={err('expiresAt')} />}

@@ -41,6 +41,11 @@ describe('keyInput', () => {
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', neverExpires: false, expiresAt: '' }, NOW)).toMatchObject({ field: 'expiresAt' });
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', neverExpires: false, expiresAt: '2020-01-01T00:00' }, NOW)).toMatchObject({ field: 'expiresAt', error: 'must be in the future' });
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', unlimited: false, quotaDollars: '-1' }, NOW)).toMatchObject({ field: 'quotaDollars' });
+    // $0, or less than 1 quota ($0.000002) which rounds to it, would make a key exhausted from the start.
+    for (const zero of ['0', '0.0000001', '0.00', '$0']) {
+      expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', unlimited: false, quotaDollars: zero }, NOW), zero).toMatchObject({ field: 'quotaDollars', error: expect.stringMatching(/at least \$0\.000002/) });
+    }
+    expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', unlimited: false, quotaDollars: '0.000002' }, NOW)).toMatchObject({ body: { remain_quota: 1 } });
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', modelLimitsEnabled: true, modelLimits: ' , ' }, NOW)).toMatchObject({ field: 'modelLimits' });
   });
 });
@@ -109,7 +114,7 @@ describe('KeyForm', () => {
     fireEvent.input(screen.getByLabelText('Name'), { target: { value: 'k' } });
     fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: 'lots' } });
     fireEvent.click(screen.getByRole('button', { name: 'Create key' }));
-    expect(await screen.findByText('a dollar amount of 0 or more, such as 10 or 2.50')).toBeTruthy();
+    expect(await screen.findByText('a dollar amount above $0, such as 10 or 2.50')).toBeTruthy();
     expect(screen.getByLabelText('Quota (US dollars)').getAttribute('aria-invalid')).toBe('true');
     expect(onSubmit).not.toHaveBeenCalled();
   });
@@ -139,7 +144,7 @@ describe('KeyForm', () => {
     fireEvent.click(screen.getByLabelText('Unlimited quota'));
     fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: 'lots' } });
     fireEvent.click(screen.getByRole('button', { name: 'Create key' }));
-    expect(await screen.findByText('a dollar amount of 0 or more, such as 10 or 2.50')).toBeTruthy();
+    expect(await screen.findByText('a dollar amount above $0, such as 10 or 2.50')).toBeTruthy();
     await waitFor(() => expect(ips.getAttribute('aria-invalid')).toBeNull());
     expect(screen.queryByText('"999.1.1.1" is not an IP address or CIDR block')).toBeNull();
     expect(onSubmit).toHaveBeenCalledOnce();
@@ -206,5 +211,24 @@ describe('KeysPage: editing a key', () => {
     expect(puts[0]).toMatchObject({ id: 5, remain_quota: 1_500_000, unlimited_quota: false, expected_remain_quota: 1_000_000 });
     expect(await screen.findByText("the key's quota changed since it was read (now 400); read it again")).toBeTruthy();
     expect(screen.getByRole('button', { name: 'Save key' })).toBeTruthy();
+  });
+
+  it('takes the focus when it opens; Escape cancels; a field\'s error goes once the field is edited', async () => {
+    const onCancel = vi.fn();
+    const onSubmit = vi.fn(async () => {});
+    render(<KeyForm initial={EMPTY_KEY_FORM} groups={{ default: { ratio: 1, desc: 'everyone' } }} submitLabel="Create key" onSubmit={onSubmit} onCancel={onCancel} />);
+    const name = screen.getByLabelText('Name');
+    expect(document.activeElement).toBe(name);
+    fireEvent.input(name, { target: { value: 'k' } });
+    fireEvent.click(screen.getByLabelText('Unlimited quota'));
+    const quota = screen.getByLabelText('Quota (US dollars)');
+    fireEvent.input(quota, { target: { value: '0' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Create key' }));
+    await waitFor(() => expect(quota.getAttribute('aria-invalid')).toBe('true'));
+    expect(onSubmit).not.toHaveBeenCalled();
+    fireEvent.input(quota, { target: { value: '1' } });
+    await waitFor(() => expect(quota.getAttribute('aria-invalid')).toBeNull());
+    fireEvent.keyDown(quota, { key: 'Escape' });
+    expect(onCancel).toHaveBeenCalledOnce();
   });
 });

@@ -84,7 +84,7 @@ function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onCha
   return (
     <tr>
       <td>{k.name}</td>
-      <td><code>{k.key}</code></td>
+      <td><code class="masked">{k.key}</code></td>
       <td>{statusText}</td>
       <td>{k.unlimited_quota ? 'Unlimited' : dollars(k.remain_quota)}</td>
       <td>{dollars(k.used_quota)}</td>

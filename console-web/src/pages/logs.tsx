@@ -186,8 +186,8 @@ export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; e
               <td>{isRequest(l) ? `${l.use_time} s` : '–'}</td>
               <td>{isRequest(l) ? (l.is_stream ? 'Yes' : 'No') : '–'}</td>
               <td>{l.group}</td>
-              <td><code>{l.request_id}</code></td>
-              <td class="content">{l.content}</td>
+              <td><code class="id">{l.request_id}</code></td>
+              <td class="details">{l.content}</td>
             </tr>
           ))}
         </tbody>

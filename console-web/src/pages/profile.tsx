@@ -4,7 +4,11 @@ import type { PageProps } from '../app';
 import { Card, CopyButton, ErrorText, Field, splitFieldError, useAction } from '../components/ui';
 import { dollarsToQuota, QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
 
+/** The profile's forms: a form's confirmation stays only while it is the last one used. */
+type ProfileForm = 'name' | 'password';
+
 export function ProfilePage({ account, refreshAccount }: PageProps) {
+  const [lastUsed, setLastUsed] = useState<ProfileForm | null>(null);
   return (
     <>
       <Card title="Account">
@@ -19,8 +23,8 @@ export function ProfilePage({ account, refreshAccount }: PageProps) {
         </dl>
         {account.aff_quota > 0 && <AffTransfer available={account.aff_quota} onDone={refreshAccount} />}
       </Card>
-      <DisplayName current={account.display_name} onSaved={refreshAccount} />
-      <PasswordChange />
+      <DisplayName current={account.display_name} onSaved={refreshAccount} active={lastUsed === 'name'} onUse={() => setLastUsed('name')} />
+      <PasswordChange active={lastUsed === 'password'} onUse={() => setLastUsed('password')} />
       <AccessToken />
     </>
   );
@@ -48,27 +52,30 @@ function AffTransfer({ available, onDone }: { available: number; onDone: () => v
   );
 }
 
-function DisplayName({ current, onSaved }: { current: string; onSaved: () => void }) {
+function DisplayName({ current, onSaved, active, onUse }: { current: string; onSaved: () => void; active: boolean; onUse: () => void }) {
   const [name, setName] = useState(current);
-  const [saved, setSaved] = useState(false);
+  // The name saved last: "Saved." is about it, and goes once the field holds another.
+  const [saved, setSaved] = useState<string | null>(null);
   const action = useAction();
   const [fe, formError] = splitFieldError(action.error, ['display_name']);
   return (
     <Card title="Display name">
       <form class="inline" aria-label="Display name" onSubmit={(e) => {
         e.preventDefault();
-        setSaved(false);
-        void action.run(async () => { await call(api.PUT('/api/user/self', { body: { display_name: name } })); setSaved(true); onSaved(); });
+        onUse();
+        setSaved(null);
+        const sent = name;
+        void action.run(async () => { await call(api.PUT('/api/user/self', { body: { display_name: sent } })); setSaved(sent); onSaved(); });
       }}>
-        <Field label="Display name" value={name} onValue={setName} maxLength={50} error={fe.display_name ?? formError ?? undefined} />
+        <Field label="Display name" value={name} onValue={(v) => { setName(v); action.setError(null); }} maxLength={50} error={fe.display_name ?? formError ?? undefined} />
         <button type="submit" class="primary" disabled={action.busy}>Save name</button>
       </form>
-      {saved && <p class="ok" role="status">Saved.</p>}
+      {active && saved !== null && saved === name && <p class="ok" role="status">Display name saved.</p>}
     </Card>
   );
 }
 
-function PasswordChange() {
+function PasswordChange({ active, onUse }: { active: boolean; onUse: () => void }) {
   const [original, setOriginal] = useState('');
   const [next, setNext] = useState('');
   const [again, setAgain] = useState('');
@@ -80,6 +87,7 @@ function PasswordChange() {
     <Card title="Password">
       <form aria-label="Change password" onSubmit={(e) => {
         e.preventDefault();
+        onUse();
         setSaved(false);
         if (next !== again) return;
         void action.run(async () => {
@@ -87,13 +95,13 @@ function PasswordChange() {
           setSaved(true); setOriginal(''); setNext(''); setAgain('');
         });
       }}>
-        <Field label="Current password" type="password" autoComplete="current-password" value={original} onValue={setOriginal} required error={fe.original_password} />
-        <Field label="New password" type="password" autoComplete="new-password" value={next} onValue={setNext} required error={fe.password} hint="8 to 64 characters" />
+        <Field label="Current password" type="password" autoComplete="current-password" value={original} onValue={(v) => { setOriginal(v); setSaved(false); if (fe.original_password) action.setError(null); }} required error={fe.original_password} />
+        <Field label="New password" type="password" autoComplete="new-password" value={next} onValue={(v) => { setNext(v); setSaved(false); if (fe.password) action.setError(null); }} required error={fe.password} hint="8 to 64 characters" />
         <Field label="New password again" type="password" autoComplete="new-password" value={again} onValue={setAgain} required error={mismatch} />
         <button type="submit" class="primary" disabled={action.busy}>Change password</button>
         <ErrorText error={formError} />
       </form>
-      {saved && <p class="ok" role="status">Password changed; your other sessions and access token were signed out.</p>}
+      {active && saved && <p class="ok" role="status">Password changed; your other sessions and access token were signed out.</p>}
     </Card>
   );
 }

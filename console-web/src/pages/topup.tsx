@@ -65,10 +65,13 @@ function Redeem({ onRedeemed }: { onRedeemed: () => void }) {
 
 function OnlinePayment({ info }: { info: TopupInfo }) {
   const [amount, setAmount] = useState(String(info.amount_options[0] ?? info.min_topup ?? 1));
-  const [price, setPrice] = useState<string | null>(null);
+  // A quote is the price of one way of paying: QR code (Price) and card (CardpayUnitPrice) differ.
+  const [price, setPrice] = useState<{ price: string; method: QuoteMethod } | null>(null);
   const action = useAction();
   const online = info.enable_online_topup && info.pay_methods.length > 0;
   const card = info.enable_cardpay_topup;
+  const [chosen, setChosen] = useState<QuoteMethod>('epay');
+  const quoteMethod: QuoteMethod = online && card ? chosen : card ? 'card' : 'epay';
   if (!online && !card) {
     const link = topUpHref(info.topup_link);
     return (
@@ -79,8 +82,12 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
   }
   const n = Number(amount);
   const [fieldErrors, formError] = splitFieldError(action.error, ['amount', 'payment_method']);
-  const quote = () => action.run(async () => {
-    setPrice(await call(api.POST('/api/user/amount', { body: { amount: n } })));
+  const quote = (method: QuoteMethod) => action.run(async () => {
+    setPrice(null);
+    const quoted = method === 'card'
+      ? await call(api.POST('/api/user/cardpay/amount', { body: { amount: n } }))
+      : await call(api.POST('/api/user/amount', { body: { amount: n } }));
+    setPrice({ price: quoted, method });
   });
   const payEpay = (method: TopupInfo['pay_methods'][number]) => action.run(async () => {
     // Each method has its own minimum (pay_methods[].min_topup): said here, before the provider's page.
@@ -105,14 +112,22 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
       </div>
       <Field label="Amount (US dollars of credit)" type="number" min={1} value={amount} onValue={(v) => { setAmount(v); setPrice(null); }}
         hint={minimumHint(info, online, card)} error={fieldErrors.amount ?? fieldErrors.payment_method} />
+      {online && card && (
+        <fieldset class="choice">
+          <legend>Price of paying</legend>
+          {(['epay', 'card'] as const).map((m) => (
+            <label key={m}><input type="radio" name="quote-method" value={m} checked={quoteMethod === m} onChange={() => { setChosen(m); setPrice(null); }} /> {m === 'card' ? 'by card' : 'by QR code'}</label>
+          ))}
+        </fieldset>
+      )}
       <div class="buttons">
-        {online && <button type="button" disabled={action.busy} onClick={() => void quote()}>Show price</button>}
+        <button type="button" disabled={action.busy} onClick={() => void quote(quoteMethod)}>Show price</button>
         {online && info.pay_methods.map((m) => (
           <button type="button" key={m.type} class="primary" disabled={action.busy} onClick={() => void payEpay(m)}>Pay with {m.name}</button>
         ))}
         {card && <button type="button" class="primary" disabled={action.busy} onClick={() => void payCard()}>Pay by card</button>}
       </div>
-      {price !== null && <p role="status">{priceText(price, n, info.discount)}</p>}
+      {price !== null && <p role="status">{priceText(price.price, n, info.discount, price.method)}</p>}
       <ErrorText error={formError} />
       <p class="hint">You are sent to the payment provider's page and come back here once paid; the order appears below.</p>
     </Card>
@@ -158,14 +173,19 @@ export function amountLabel(amount: number, table: Readonly<Record<string, numbe
   return `$${amount}${discount ? ` (${discount})` : ''}`;
 }
 
+export type QuoteMethod = 'epay' | 'card';
+
 /**
- * The quote of POST /api/user/amount. Its money is in the QR-code provider's currency, which the API
- * does not name (the Price option is "money per unit of quantity"): so it says whose currency it is.
+ * The quote of POST /api/user/amount (QR code: Price) or /api/user/cardpay/amount (card:
+ * CardpayUnitPrice). Its money is in that provider's currency, which the API does not name (the
+ * options are "money per unit of quantity"): so it says whose currency it is.
  */
-export function priceText(price: string, amount: number, table: Readonly<Record<string, number>>): string {
+export function priceText(price: string, amount: number, table: Readonly<Record<string, number>>, method: QuoteMethod = 'epay'): string {
   const discount = discountText(discountFor(amount, table));
   const paid = Number(price);
-  return `To pay: ${Number.isFinite(paid) ? money(paid) : price} in the payment provider's currency, for ${creditDollars(amount)} of credit${discount ? ` (${discount})` : ''}.`;
+  const how = method === 'card' ? 'To pay by card' : 'To pay';
+  const whose = method === 'card' ? "the card provider's currency" : "the payment provider's currency";
+  return `${how}: ${Number.isFinite(paid) ? money(paid) : price} in ${whose}, for ${creditDollars(amount)} of credit${discount ? ` (${discount})` : ''}.`;
 }
 
 export function orderStatusText(status: string): string {

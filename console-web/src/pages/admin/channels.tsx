@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
-import type { Channel } from '../../api/types';
-import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useLoad } from '../../components/ui';
+import type { Body, Channel, ChannelInput } from '../../api/types';
+import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
 import { dateTime, dollars } from '../../format';
 
 const PAGE_SIZE = 20;
@@ -52,7 +52,7 @@ function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; 
   });
   return (
     <tr>
-      <td>{c.id}</td><td>{c.name}</td><td>{formatOf(c.type)}</td><td><code>{c.base_url}</code></td><td class="content">{c.models}</td><td>{c.group}</td>
+      <td>{c.id}</td><td>{c.name}</td><td>{formatOf(c.type)}</td><td><code class="url">{c.base_url}</code></td><td class="details">{c.models}</td><td>{c.group}</td>
       <td>{STATUS[c.status] ?? c.status}</td><td>{c.priority}</td><td>{c.weight}</td><td>{dollars(c.used_quota)}</td>
       <td>{c.test_time ? `${dateTime(c.test_time)} (${c.response_time} ms)` : '—'}</td>
       <td class="actions">
@@ -73,32 +73,85 @@ function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; 
 
 const FIELDS = ['name', 'type', 'base_url', 'key', 'models', 'group', 'priority', 'weight', 'model_mapping', 'flex_ratio', 'status'] as const;
 
-function ChannelForm({ channel, onDone }: { channel: Channel | null; onDone: () => void }) {
-  const [f, setF] = useState({
+/** The channel form as typed (text, as the inputs hold it). */
+export interface ChannelFormState {
+  name: string; base_url: string; key: string; models: string; group: string; priority: string; weight: string;
+  model_mapping: string; status: string; type: string; flex_ratio: string;
+}
+
+export function formFromChannel(channel: Channel | null): ChannelFormState {
+  return {
     name: channel?.name ?? '', base_url: channel?.base_url ?? '', key: '', models: channel?.models ?? '', group: channel?.group ?? 'default',
     priority: String(channel?.priority ?? 0), weight: String(channel?.weight ?? 1), model_mapping: channel?.model_mapping ?? '', status: String(channel?.status ?? 1),
     type: String(channel?.type ?? 14), flex_ratio: String(channel?.flex_ratio ?? 1),
-  });
+  };
+}
+
+type ChannelBody = Omit<Body<'/api/channel/', 'put'>, 'id'>;
+
+/** The value of one field as the API takes it. */
+function wireValue(f: ChannelFormState, k: Exclude<keyof ChannelFormState, 'key'>): ChannelBody[keyof ChannelBody] {
+  switch (k) {
+    case 'priority': case 'weight': case 'type': return Number(f[k]);
+    case 'model_mapping': return f.model_mapping || null;
+    case 'status': return (f.status === '2' ? 2 : f.status === '3' ? 3 : 1) as 1 | 2 | 3;
+    // Sent as typed ('' stays text): the console refuses what is not a number in (0, 1].
+    case 'flex_ratio': return (f.flex_ratio.trim() === '' || Number.isNaN(Number(f.flex_ratio)) ? f.flex_ratio : Number(f.flex_ratio)) as number;
+    default: return f[k];
+  }
+}
+
+const EDITABLE = ['name', 'type', 'base_url', 'models', 'group', 'priority', 'weight', 'model_mapping', 'flex_ratio', 'status'] as const;
+
+/** POST /api/channel/'s body: every field. */
+export function channelInput(f: ChannelFormState): ChannelInput {
+  const body: Record<string, unknown> = { key: f.key };
+  for (const k of EDITABLE) body[k] = wireValue(f, k);
+  return body as ChannelInput;
+}
+
+/**
+ * An edit's body: only the fields the administrator changed from what the form showed (the key only
+ * when typed). A field left alone is not sent, so saving the weight of a channel the relays disabled
+ * (status 3) does not enable it again, nor undo a change another administrator made meanwhile.
+ */
+export function channelChanges(shown: Channel, f: ChannelFormState): ChannelBody {
+  const was = formFromChannel(shown);
+  const body: Record<string, unknown> = {};
+  for (const k of EDITABLE) if (f[k] !== was[k]) body[k] = wireValue(f, k);
+  if (f.key) body.key = f.key;
+  return body as ChannelBody;
+}
+
+/** The Status choices: the automatic state only while the channel is in it (the relays set it). */
+export function statusOptions(shown: Channel | null): { value: string; label: string }[] {
+  const options = [{ value: '1', label: 'Enabled' }, { value: '2', label: 'Disabled' }];
+  if (shown?.status === 3) options.push({ value: '3', label: 'Disabled (automatic)' });
+  return options;
+}
+
+export function ChannelForm({ channel, onDone }: { channel: Channel | null; onDone: () => void }) {
+  const [f, setF] = useState(() => formFromChannel(channel));
   const types = [{ value: '14', label: FORMAT[14]! }, { value: '1', label: FORMAT[1]! }];
   if (!(f.type in FORMAT)) types.push({ value: f.type, label: formatOf(Number(f.type)) });
   const action = useAction();
   const [fe, formError] = splitFieldError(action.error, FIELDS);
-  const set = (k: keyof typeof f) => (v: string) => setF((s) => ({ ...s, [k]: v }));
+  // An error names the value it was given for: editing the field takes it away (the browser's own
+  // checks may stop the next submit, which would otherwise leave it standing).
+  const set = (k: keyof ChannelFormState) => (v: string) => {
+    setF((s) => ({ ...s, [k]: v }));
+    if (fe[k]) action.setError(null);
+  };
+  const first = useFocusOnOpen<HTMLFormElement>();
   const title = channel ? `Edit channel ${channel.name}` : 'New channel';
+  const reason = channel?.status === 3 && channel.status_reason ? ` (${channel.status_reason})` : '';
   return (
     <Card title={title}>
-      <form aria-label={title} onSubmit={(e) => {
+      <form ref={first} aria-label={title} onKeyDown={(e) => { if (e.key === 'Escape') { e.preventDefault(); onDone(); } }} onSubmit={(e) => {
         e.preventDefault();
         void action.run(async () => {
-          const common = {
-            name: f.name, base_url: f.base_url, models: f.models, group: f.group, priority: Number(f.priority), weight: Number(f.weight),
-            model_mapping: f.model_mapping || null, status: (Number(f.status) === 2 ? 2 : 1) as 1 | 2,
-            type: Number(f.type),
-            // Sent as typed ('' stays text): the console refuses what is not a number in (0, 1].
-            flex_ratio: (f.flex_ratio.trim() === '' || Number.isNaN(Number(f.flex_ratio)) ? f.flex_ratio : Number(f.flex_ratio)) as number,
-          };
-          if (channel) await call(api.PUT('/api/channel/', { body: { id: channel.id, ...common, ...(f.key ? { key: f.key } : {}) } }));
-          else await call(api.POST('/api/channel/', { body: { ...common, key: f.key } }));
+          if (channel) await call(api.PUT('/api/channel/', { body: { id: channel.id, ...channelChanges(channel, f) } }));
+          else await call(api.POST('/api/channel/', { body: channelInput(f) }));
           onDone();
         });
       }}>
@@ -113,7 +166,9 @@ function ChannelForm({ channel, onDone }: { channel: Channel | null; onDone: () 
         <Field label="Model mapping (JSON)" value={f.model_mapping} onValue={set('model_mapping')} error={fe.model_mapping} hint='e.g. {"claude-x": "claude-y"}' />
         <Field label="Flex price ratio" type="number" min={0} max={1} step="any" value={f.flex_ratio} onValue={set('flex_ratio')} error={fe.flex_ratio}
           hint="what the provider charges for a service_tier flex answer, as a fraction of its standard price (OpenAI: 0.5; 1 bills flex as standard)" />
-        <Select label="Status" value={f.status} onValue={set('status')} options={[{ value: '1', label: 'Enabled' }, { value: '2', label: 'Disabled' }]} />
+        <Select label="Status" value={f.status} onValue={set('status')} options={statusOptions(channel)}
+          hint={channel?.status === 3 ? `disabled by the relays' health checks${reason}; kept unless you choose another status` : undefined} />
+        {fe.status && <p class="error" role="alert">{fe.status}</p>}
         <div class="buttons"><button type="submit" class="primary" disabled={action.busy}>{channel ? 'Save channel' : 'Create channel'}</button><button type="button" onClick={onDone}>Cancel</button></div>
         <ErrorText error={formError} />
       </form>

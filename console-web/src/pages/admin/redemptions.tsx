@@ -55,7 +55,7 @@ function CodeRow({ r, onChanged }: { r: Redemption; onChanged: () => void }) {
   });
   return (
     <tr>
-      <td>{r.id}</td><td>{r.name}</td><td>{code ? <><code>{code}</code> <CopyButton text={code} label="Copy" /></> : <code>{r.key}</code>}</td><td>{dollars(r.quota)}</td><td>{STATUS[r.status] ?? r.status}</td>
+      <td>{r.id}</td><td>{r.name}</td><td>{code ? <><code>{code}</code> <CopyButton text={code} label="Copy" /></> : <code class="masked">{r.key}</code>}</td><td>{dollars(r.quota)}</td><td>{STATUS[r.status] ?? r.status}</td>
       <td>{dateTime(r.created_time)}</td><td>{r.redeemed_time ? `${dateTime(r.redeemed_time)} by #${r.used_user_id}` : '—'}</td>
       <td>{r.expired_time > 0 ? dateTime(r.expired_time) : 'Never'}</td>
       <td class="actions">
@@ -77,6 +77,12 @@ function CreateCodes({ onCreated }: { onCreated: (codes: string[]) => void }) {
   const action = useAction();
   const [valueError, setValueError] = useState<string | null>(null);
   const [fe, formError] = splitFieldError(action.error, ['name', 'quota', 'count', 'expired_time']);
+  // A field's error is about the value it was given for: editing the field takes it away (the
+  // browser's own checks, such as How many's minimum, may stop the next submit before it runs).
+  const edited = (setter: (v: string) => void, field: string) => (v: string) => {
+    setter(v);
+    if (fe[field]) action.setError(null);
+  };
   return (
     <Card title="Create codes">
       <form aria-label="Create codes" onSubmit={(e) => {
@@ -95,10 +101,10 @@ function CreateCodes({ onCreated }: { onCreated: (codes: string[]) => void }) {
           onCreated(codes as string[]);
         });
       }}>
-        <Field label="Name" value={name} onValue={setName} required maxLength={50} error={fe.name} />
-        <Field label="Value per code (US dollars)" inputMode="decimal" value={value} onValue={setValue} required error={valueError ?? fe.quota} hint="e.g. 10 or 2.50 ($1 = 500,000 quota)" />
-        <Field label="How many" type="number" min={1} max={100} value={count} onValue={setCount} error={fe.count} hint="1 to 100" />
-        <Field label="Expires at" type="datetime-local" value={expires} onValue={setExpires} error={fe.expired_time} hint="empty: never" />
+        <Field label="Name" value={name} onValue={edited(setName, 'name')} required maxLength={50} error={fe.name} />
+        <Field label="Value per code (US dollars)" inputMode="decimal" value={value} onValue={(v) => { setValueError(null); edited(setValue, 'quota')(v); }} required error={valueError ?? fe.quota} hint="e.g. 10 or 2.50 ($1 = 500,000 quota)" />
+        <Field label="How many" type="number" min={1} max={100} value={count} onValue={edited(setCount, 'count')} error={fe.count} hint="1 to 100" />
+        <Field label="Expires at" type="datetime-local" value={expires} onValue={edited(setExpires, 'expired_time')} error={fe.expired_time} hint="empty: never" />
         <button type="submit" class="primary" disabled={action.busy}>Create codes</button>
         <ErrorText error={formError} />
       </form>

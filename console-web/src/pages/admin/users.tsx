@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Account } from '../../api/types';
 import type { PageProps } from '../../app';
-import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useLoad } from '../../components/ui';
+import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
 import { dollars, dollarsToQuota, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
 
 const PAGE_SIZE = 20;
@@ -77,6 +77,18 @@ function AccountRow({ a, me, onEdit, onChanged }: { a: Account; me: Account; onE
   );
 }
 
+/**
+ * An account edit's body (the balance aside): only the fields changed from what the form showed, so
+ * saving a display name from a form opened before a ban or a group change does not undo it.
+ */
+export function accountChanges(shown: Pick<Account, 'group' | 'display_name' | 'status'>, f: { group: string; displayName: string; status: string }): { group?: string; display_name?: string; status?: 1 | 2 } {
+  const body: { group?: string; display_name?: string; status?: 1 | 2 } = {};
+  if (f.group !== shown.group) body.group = f.group;
+  if (f.displayName !== shown.display_name) body.display_name = f.displayName;
+  if (f.status !== String(shown.status)) body.status = f.status === '2' ? 2 : 1;
+  return body;
+}
+
 function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDone: () => void }) {
   const [group, setGroup] = useState(a.group);
   const [displayName, setDisplayName] = useState(a.display_name);
@@ -90,9 +102,15 @@ function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDo
   const [addError, setAddError] = useState<string | null>(null);
   const [saveFields, saveError] = splitFieldError(save.error, ['quota', 'group', 'display_name', 'status']);
   const [creditFields, creditError] = splitFieldError(credit.error, ['value', 'reason']);
+  // A field's error is about the value it was given for: editing the field takes it away.
+  const edited = (setter: (v: string) => void, field: string) => (v: string) => {
+    setter(v);
+    if (saveFields[field]) save.setError(null);
+  };
+  const form = useFocusOnOpen<HTMLFormElement>();
   return (
     <Card title={`Edit account ${a.username}`}>
-      <form aria-label={`Edit account ${a.username}`} onSubmit={(e) => {
+      <form ref={form} aria-label={`Edit account ${a.username}`} onKeyDown={(e) => { if (e.key === 'Escape') { e.preventDefault(); onDone(); } }} onSubmit={(e) => {
         e.preventDefault();
         // The balance only when it was edited, and only if it is still what the form showed: else a
         // top-up or a settlement made while the form was open would be undone.
@@ -104,15 +122,16 @@ function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDo
         }
         setBalanceError(null);
         void save.run(async () => {
-          await call(api.PUT('/api/user/', { body: { id: a.id, group, display_name: displayName, status: status === '2' ? 2 : 1, ...(balanceEdited && quota !== undefined ? { quota, expected_quota: a.quota } : {}) } }));
+          await call(api.PUT('/api/user/', { body: { id: a.id, ...accountChanges(a, { group, displayName, status }), ...(balanceEdited && quota !== undefined ? { quota, expected_quota: a.quota } : {}) } }));
           onDone();
         });
       }}>
-        <Field label="Display name" value={displayName} onValue={setDisplayName} />
-        <Field label="Group" value={group} onValue={setGroup} list="account-groups" hint={groups.length ? `one of ${groups.join(', ')}` : undefined} />
+        <Field label="Display name" value={displayName} onValue={edited(setDisplayName, 'display_name')} maxLength={50} error={saveFields.display_name} />
+        <Field label="Group" value={group} onValue={edited(setGroup, 'group')} list="account-groups" hint={groups.length ? `one of ${groups.join(', ')}` : undefined} error={saveFields.group} />
         <datalist id="account-groups">{groups.map((g) => <option key={g} value={g} />)}</datalist>
-        <Select label="Status" value={status} onValue={setStatus} options={[{ value: '1', label: 'Enabled' }, { value: '2', label: 'Banned' }]} />
-        <Field label="Balance (US dollars)" inputMode="decimal" value={balance} onValue={setBalance} hint="sets the balance; the change is logged" error={balanceError ?? saveFields.quota} />
+        <Select label="Status" value={status} onValue={edited(setStatus, 'status')} options={[{ value: '1', label: 'Enabled' }, { value: '2', label: 'Banned' }]} />
+        {saveFields.status && <p class="error" role="alert">{saveFields.status}</p>}
+        <Field label="Balance (US dollars)" inputMode="decimal" value={balance} onValue={(v) => { setBalanceError(null); edited(setBalance, 'quota')(v); }} hint="sets the balance; the change is logged" error={balanceError ?? saveFields.quota} />
         <div class="buttons"><button type="submit" class="primary" disabled={save.busy}>Save account</button><button type="button" onClick={onDone}>Cancel</button></div>
         <ErrorText error={saveError} />
       </form>
@@ -129,8 +148,8 @@ function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDo
           onDone();
         });
       }}>
-        <Field label="Add to balance (US dollars)" inputMode="decimal" value={add} onValue={setAdd} hint="negative removes" error={addError ?? creditFields.value} />
-        <Field label="Reason" value={reason} onValue={setReason} error={creditFields.reason} />
+        <Field label="Add to balance (US dollars)" inputMode="decimal" value={add} onValue={(v) => { setAdd(v); setAddError(null); if (creditFields.value) credit.setError(null); }} hint="negative removes" error={addError ?? creditFields.value} />
+        <Field label="Reason" value={reason} onValue={(v) => { setReason(v); if (creditFields.reason) credit.setError(null); }} error={creditFields.reason} />
         <button type="submit" disabled={credit.busy}>Add quota</button>
         <ErrorText error={creditError} />
       </form>
