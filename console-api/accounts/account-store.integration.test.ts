@@ -23,6 +23,19 @@ const account = () => ({ username: uniqueName(), passwordHash: 'x' });
 const usersNamed = async (username: string) => Number((await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM users WHERE username = ${username}`)[0]!.n);
 
 describe('insertAccount', () => {
+  // Every creator (registration, sign-on with a provider's `name` claim of spaces) gets the username
+  // for a blank display name, never the spaces.
+  it.each([undefined, '', '   ', '\u3000'])('stores the username as the display name %j', async (displayName) => {
+    const input = account();
+    const row = await insertAccount(h.sql, { ...input, ...(displayName === undefined ? {} : { displayName }) });
+    expect(row.display_name).toBe(input.username);
+  });
+
+  it('stores a display name as given otherwise', async () => {
+    const row = await insertAccount(h.sql, { ...account(), displayName: ' Ana ' });
+    expect(row.display_name).toBe(' Ana ');
+  });
+
   it('takes the next code when the first is taken, inside a transaction, and the transaction goes on', async () => {
     const taken = await insertAccount(h.sql, account(), codes('TAKEN1'));
     expect(taken.aff_code).toBe('TAKEN1');

@@ -18,6 +18,7 @@ export function generateAffCode(length = AFF_CODE_LENGTH): string {
 export interface NewAccount {
   username: string;
   passwordHash: string;
+  /** Absent, empty or only white space: the username (a name of spaces would list as an empty cell). */
   displayName?: string;
   email?: string;
   role?: number;
@@ -43,7 +44,7 @@ export async function insertAccount(tx: Db, input: NewAccount, affCode: () => st
     try {
       const [row] = await tx<UserRow[]>`
         INSERT INTO users (username, display_name, password_hash, role, email, "group", quota, aff_code)
-        VALUES (${input.username}, ${input.displayName ?? input.username}, ${input.passwordHash},
+        VALUES (${input.username}, ${input.displayName?.trim() ? input.displayName : input.username}, ${input.passwordHash},
                 ${input.role ?? ROLE.user}, ${input.email ?? ''}, ${input.group ?? 'default'}, 0,
                 ${affCode()})
         ON CONFLICT (aff_code) DO NOTHING

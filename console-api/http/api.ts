@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { UserRow } from '../accounts/account-view.js';
 import type { RequireUser } from '../auth/require-user.js';
-import { type ErrorCode, isConsoleError } from './errors.js';
+import { ConsoleError, type ErrorCode, isConsoleError } from './errors.js';
 import { assertSafeInput, parseInput } from './validation.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -61,6 +61,20 @@ export interface HandlerInput<B extends Schema, Q extends Schema, P extends Sche
   reply: FastifyReply;
 }
 
+/**
+ * A final `:id` segment that begins with a letter is a path that is not an endpoint (new-api's
+ * `/api/channel/search`, `/api/channel/test`, a typo), not an id written another way: it answers 404
+ * ROUTE_NOT_FOUND as any unknown path does (before authentication, in the envelope), where
+ * `/api/channel/:id` would have answered 400 `id: must be a positive integer`. An id in another
+ * spelling (` 1`, `+1`, `0x1`, `1e0`) still answers that 400 (idParams).
+ */
+const NOT_AN_ID = /^[\p{L}_]/u;
+
+async function refuseNameAsId(request: FastifyRequest): Promise<void> {
+  const id = (request.params as Record<string, unknown> | undefined)?.id;
+  if (typeof id === 'string' && NOT_AN_ID.test(id)) throw new ConsoleError('ROUTE_NOT_FOUND');
+}
+
 export type RecordedEndpoint = EndpointSpec<Schema, Schema, Schema> & { methods: HttpMethod[] };
 
 export class Api {
@@ -84,6 +98,9 @@ export class Api {
     const routeOptions = {
       method: methods,
       url: spec.path,
+      // Routes must not be shadowed by `:id`: a static-looking name there is no such endpoint.
+      // Only a final `:id` stands where a sibling endpoint's name would (`/api/token/abc/key` stays an id error).
+      ...(/\/:id$/.test(spec.path) ? { onRequest: refuseNameAsId } : {}),
       ...(preHandler ? { preHandler } : {}),
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         // Before any schema: whatever a handler does with its input, NUL characters never reach

@@ -92,8 +92,17 @@ export function displayText(max: number, required?: { min: number; message: stri
  * apart or searched for). Stored as sent.
  */
 export function requiredName(max: number) {
+  return nonBlankText(max, 'is required');
+}
+
+/**
+ * displayText that is neither empty nor only white space (`message` either way): a name that, once
+ * set, must stay readable (an account's display name in an edit). JavaScript's trim() white space:
+ * spaces, tabs, no-break and ideographic spaces.
+ */
+export function nonBlankText(max: number, message: string) {
   // '' is refused by the length (the document says minLength 1), a blank name by the refinement: one message each.
-  return displayText(max, { min: 1, message: 'is required' }).refine((s) => s === '' || s.trim() !== '', { error: 'is required' });
+  return displayText(max, { min: 1, message }).refine((s) => s === '' || s.trim() !== '', { error: message });
 }
 
 /**

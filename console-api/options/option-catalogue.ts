@@ -13,6 +13,7 @@ import { ROLE } from '../accounts/roles.js';
 import { optionSealer } from './option-secrets.js';
 import { MAX_DISCOUNT, MAX_TOPUP_AMOUNT, MAX_UNIT_PRICE } from '../payments/pricing.js';
 import { hasUrlCredentials } from '../http/validation.js';
+import { accountGroups, AUTO_GROUP } from './groups.js';
 
 const json = <S extends z.ZodType>(schema: S, what: string) =>
   z.string().transform((s, c) => {
@@ -65,8 +66,54 @@ const groupRatioTable = ratioTable.superRefine((table, c) => {
     c.addIssue({ code: 'custom', message: `a group name must be 1 to ${MAX_GROUP_NAME} characters ("${bad.slice(0, 20)}${bad.length > 20 ? '…' : ''}")` });
   } else if (!Object.hasOwn(table, DEFAULT_GROUP)) {
     c.addIssue({ code: 'custom', message: `must keep the group "${DEFAULT_GROUP}" (new accounts are placed in it)` });
+  } else if (Object.hasOwn(table, AUTO_GROUP)) {
+    // A key of group `auto` routes through AutoGroups (core/groups/group-policy.ts): a group of that
+    // name could never be routed to as itself, and an account placed in it would route through auto.
+    c.addIssue({ code: 'custom', message: `"${AUTO_GROUP}" is the automatic selection of a group (AutoGroups), not a group` });
   }
 });
+
+/** The group options that name groups of GroupRatio (core/groups/group-policy.ts reads them). */
+const GROUP_NAMING_OPTIONS = ['AutoGroups', 'UserUsableGroups'] as const;
+
+/** The group names a stored AutoGroups or UserUsableGroups names ('' or unreadable: none; unset AutoGroups is ["default"], which GroupRatio keeps anyway). */
+function namedGroups(raw: string | undefined): string[] {
+  if (!raw) return [];
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    if (Array.isArray(parsed)) return parsed.filter((g): g is string => typeof g === 'string');
+    if (parsed && typeof parsed === 'object') return Object.keys(parsed);
+  } catch {
+    // unreadable: the relay reads it as unset
+  }
+  return [];
+}
+
+/**
+ * For AutoGroups and UserUsableGroups: the first name that is not a group of GroupRatio. Otherwise the
+ * relay's group policy drops it silently, and an `auto` key with no group left is refused (403).
+ */
+async function groupNotConfigured(db: Db, names: readonly string[]): Promise<string | undefined> {
+  const known = new Set(await accountGroups(db));
+  const unknown = names.find((g) => !known.has(g));
+  return unknown === undefined ? undefined : `group "${unknown}" is not a group of GroupRatio`;
+}
+
+// AutoGroups: the order `auto` tries (unset: ["default"]). An empty list would leave `auto` nothing to try.
+const autoGroups = z.union([
+  z.literal(''),
+  json(z.array(z.string()), 'an array of group names')
+    .refine((list) => list.length > 0, { error: `must name at least one group ('' restores the default ["${DEFAULT_GROUP}"])` }),
+]);
+// UserUsableGroups: group → description. `auto` is offered to every account whatever this says
+// (GET /api/user/self/groups), so naming it here would mean nothing (new-api uses it to switch auto on).
+const userUsableGroups = z.union([
+  z.literal(''),
+  json(z.record(z.string(), z.string()), 'an object of group name to description')
+    .refine((table) => !Object.hasOwn(table, AUTO_GROUP), {
+      error: `"${AUTO_GROUP}" is not listed here: every account is offered it (GET /api/user/self/groups); AutoGroups sets the groups it tries`,
+    }),
+]);
 
 /** The first group of a live account or of a channel that `table` leaves out, and where it is used. */
 async function groupLeftOut(db: Db, table: Record<string, number>): Promise<string | undefined> {
@@ -81,6 +128,11 @@ async function groupLeftOut(db: Db, table: Record<string, number>): Promise<stri
     SELECT g AS "group" FROM channels, unnest(string_to_array("group", ',')) AS g
     WHERE g <> '' AND g NOT IN (SELECT jsonb_array_elements_text(${keys}::text::jsonb)) LIMIT 1`;
   if (channel) return `group "${channel.group}" has channels in it; remove it from their groups first`;
+  const named = await loadOptions(db, GROUP_NAMING_OPTIONS);
+  for (const key of GROUP_NAMING_OPTIONS) {
+    const left = namedGroups(named.get(key)).find((g) => !Object.hasOwn(table, g));
+    if (left !== undefined) return `group "${left}" is named by ${key}; remove it there first`;
+  }
   return undefined;
 }
 
@@ -174,8 +226,12 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('ModelMaxOutputTokens', json(z.record(z.string(), z.number().int().positive()), 'an object of model name to positive integer'), '{}', 'model name → output tokens (JSON): the bound a /v1/chat/completions request that sets no max_tokens / max_completion_tokens is reserved for and sent with; default 4096'),
   def('WebSearchCallPrice', decimal(Number.MAX_SAFE_INTEGER), String(DEFAULT_WEB_SEARCH_CALL_PRICE), 'quota per web search, times the group ratio: billed for each search the provider reports (usage.server_tool_use.web_search_requests) and reserved for each web_search tool\'s max_uses, 20 when unset; default $10 per 1000 searches'),
   // Group policy (core/groups/group-policy.ts reads these; '' = not set).
-  def('UserUsableGroups', z.union([z.literal(''), json(z.record(z.string(), z.string()), 'an object of group name to description')]), '', 'groups an account may pick for a key besides its own (name → description); unset: every priced group'),
-  def('AutoGroups', z.union([z.literal(''), json(z.array(z.string()), 'an array of group names')]), '', 'the order in which the `auto` group tries groups; unset: ["default"]'),
+  def('UserUsableGroups', userUsableGroups, '', 'groups an account may pick for a key besides its own (name → description), each a group of GroupRatio ("auto" is always offered, not listed here); unset: every priced group', {
+    conflict: (db, value) => groupNotConfigured(db, value === '' ? [] : Object.keys(value as Record<string, string>)),
+  }),
+  def('AutoGroups', autoGroups, '', 'the order in which the `auto` group tries groups, each a group of GroupRatio, at least one; unset: ["default"]', {
+    conflict: (db, value) => groupNotConfigured(db, value === '' ? [] : (value as string[])),
+  }),
   def('GroupRateLimits', z.union([z.literal(''), json(z.record(z.string(), z.object({ rpm: z.number().int().min(0).optional(), tpm: z.number().int().min(0).optional() })), 'an object of group name to {rpm, tpm}')]), '', 'per-key rate limits of each group'),
   // Top-up page (GET /api/user/topup/info). What a unit of quota costs (Price, CardpayUnitPrice,
   // AmountDiscount) and the referral rewards are root's: an administrator setting them could credit

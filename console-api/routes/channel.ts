@@ -85,7 +85,9 @@ export const createChannelBody = z.object({
   // channel list, beside the key that is never shown: refused, as a notice's webhook_url is.
   base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).max(2048)
     .refine((u) => !hasUrlCredentials(u), { error: 'must not carry credentials' }),
-  key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(10_000, { error: 'must be at most 10,000 characters' }),
+  // White space only is no credential (it would be sent as an empty header): refused as an empty key.
+  key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(10_000, { error: 'must be at most 10,000 characters' })
+    .refine((s) => s === '' || s.trim() !== '', { error: 'is required' }),
   models: commaList('model', MAX_CHANNEL_MODELS, MAX_MODEL_NAME),
   group: commaList('group', MAX_CHANNEL_GROUPS, MAX_GROUP_NAME).optional(),
   // priority is BIGINT (channels and abilities); type and weight are INT columns.
@@ -111,7 +113,19 @@ export const updateChannelBody = createChannelBody.partial().extend({
   id: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).positive({ error: 'must be a positive integer' }),
 });
 
-export const listChannelsQuery = pageQuery.extend({ keyword: queryString(100) });
+/** The list's `status` filter: a status, or new-api's words (`disabled`: manually or automatically). */
+const STATUS_FILTER: Record<string, number[]> = {
+  1: [CHANNEL_STATUS.enabled], 2: [2], 3: [3], enabled: [CHANNEL_STATUS.enabled], disabled: [2, 3],
+};
+const STATUS_FILTER_RULE = 'must be 1 (enabled), 2, 3, enabled or disabled (2 and 3)';
+
+export const listChannelsQuery = pageQuery.extend({
+  keyword: queryString(100),
+  /** A group the channel serves (one of its comma-separated groups, exactly). */
+  group: queryString(MAX_GROUP_NAME),
+  status: z.preprocess((v) => (v === '' || v === null ? undefined : v),
+    z.enum(['1', '2', '3', 'enabled', 'disabled'], { error: STATUS_FILTER_RULE }).optional()),
+});
 export const testChannelQuery = z.object({ model: queryString(200) });
 
 interface ChannelRow {
@@ -253,10 +267,15 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'GET', path: '/api/channel/', tag: 'admin: channels', access: ROLE.admin, query: listChannelsQuery,
-    data: pageOf(channelSchema), summary: 'List channels (paged, newest first); keyword matches the name in part',
+    data: pageOf(channelSchema),
+    summary: 'List channels (paged, newest first); keyword matches the name in part, group one of its groups, status 1, 2, 3, enabled or disabled',
   }, async ({ query }) => {
     const { page, pageSize, offset } = paging(query);
-    const where = query.keyword !== undefined ? sql`WHERE name ILIKE ${containsPattern(query.keyword)}` : sql``;
+    const statuses = query.status === undefined ? undefined : STATUS_FILTER[query.status]!;
+    const where = sql`WHERE true
+      ${query.keyword !== undefined ? sql`AND name ILIKE ${containsPattern(query.keyword)}` : sql``}
+      ${query.group !== undefined ? sql`AND ${query.group} = ANY(string_to_array("group", ','))` : sql``}
+      ${statuses !== undefined ? sql`AND status IN ${sql(statuses)}` : sql``}`;
     const [rows, [count]] = await Promise.all([
       sql<ChannelRow[]>`SELECT ${cols} FROM channels ${where} ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
       sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM channels ${where}`,

@@ -50,6 +50,27 @@ describe('display names', () => {
     }
   });
 
+  // new-api shows the username where the display name is empty; a name of spaces only would list as
+  // an empty cell. At registration a blank name is the username (the default); an edit refuses it.
+  it.each(['   ', ' \u3000\u00A0\t '.replace('\t', ' ')])('registration with the blank display name %j stores the username', async (name) => {
+    const username = uniqueName();
+    const reg = await inject('POST', '/api/user/register', null, { username, password: 'password-123', display_name: name });
+    expect(reg.statusCode, reg.body).toBe(200);
+    const [row] = await h.sql<{ display_name: string }[]>`SELECT display_name FROM users WHERE username = ${username}`;
+    expect(row!.display_name).toBe(username);
+  });
+
+  it.each(['   ', ' \u3000 '])('refuses the blank display name %j in the own edit and in the administrator\'s, changing nothing', async (name) => {
+    const before = await displayName(user.user.id);
+    const self = await inject('PUT', '/api/user/self', user, { display_name: name });
+    expect(self.statusCode, self.body).toBe(400);
+    expect(self.json()).toEqual({ success: false, message: 'display_name: must not be empty' });
+    const admin = await inject('PUT', '/api/user/', root, { id: user.user.id, display_name: name });
+    expect(admin.statusCode, admin.body).toBe(400);
+    expect(admin.json()).toEqual({ success: false, message: 'display_name: must not be empty' });
+    expect(await displayName(user.user.id)).toBe(before);
+  });
+
   it('an administrator cannot blank a display name the account itself could not', async () => {
     const before = await displayName(user.user.id);
     const res = await inject('PUT', '/api/user/', root, { id: user.user.id, display_name: '' });

@@ -13,6 +13,9 @@ import { optionItemSchema } from '../http/schemas.js';
 import { describeZodError } from '../http/validation.js';
 import { loadOptionView, OPTION_CATALOGUE, optionConflict, optionDef, storedOptionText } from '../options/option-catalogue.js';
 
+/** Advisory lock id of option writes checked against other rows (OptionDef.conflict). */
+const OPTION_CONFLICT_LOCK = 727_201;
+
 export const updateOptionBody = z.object({
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100, { error: 'must be at most 100 characters' }),
   /** Stored as text: numbers and booleans are converted (true → "true"); objects and arrays to JSON. */
@@ -50,12 +53,18 @@ export function registerOptionRoutes(api: Api, ctx: ConsoleContext): void {
     const text = typeof body.value === 'string' ? body.value : typeof body.value === 'object' ? JSON.stringify(body.value) : String(body.value);
     const parsed = d.schema.safeParse(text);
     if (!parsed.success) throw new ConsoleError('VALIDATION_FAILED', describeZodError(parsed.error, 'value').replace(/^value(\.[^:]*)?:/, `value (${d.key}):`));
-    // A value that fits its schema may still strand what uses it (a group an account is in).
-    const conflict = await optionConflict(sql, d, parsed.data);
-    if (conflict) throw new ConsoleError('VALIDATION_FAILED', `value (${d.key}): ${conflict}`);
     // URLs are stored without a trailing slash; everything else as given.
     const stored = storedOptionText(d, typeof parsed.data === 'string' && /Address$/.test(d.key) ? parsed.data : text);
-    await sql`INSERT INTO options (key, value) VALUES (${d.key}, ${stored}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+    await sql.begin(async (tx) => {
+      // A value that fits its schema may still strand what uses it (a group an account is in, one
+      // AutoGroups names) or name what does not exist (an AutoGroups entry GroupRatio lacks). Such
+      // checks and the write run one at a time, so that GroupRatio and AutoGroups changed at once
+      // cannot each pass against the other's old value.
+      if (d.conflict) await tx`SELECT pg_advisory_xact_lock(${OPTION_CONFLICT_LOCK})`;
+      const conflict = await optionConflict(tx, d, parsed.data);
+      if (conflict) throw new ConsoleError('VALIDATION_FAILED', `value (${d.key}): ${conflict}`);
+      await tx`INSERT INTO options (key, value) VALUES (${d.key}, ${stored}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+    });
     await ctx.invalidate({ kind: 'options', keys: [d.key] });
     return ok();
   });

@@ -16,7 +16,7 @@ import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
-import { containsPattern, displayText, idParams, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { containsPattern, displayText, idParams, nonBlankText, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
 import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
@@ -39,6 +39,7 @@ export const registerBody = z.object({
     .string({ error: 'must be a string' })
     .min(8, { error: 'must be at least 8 characters' })
     .max(64, { error: 'must be at most 64 characters' }),
+  /** '' or only white space: the username (insertAccount), new-api's default. */
   display_name: displayText(50).optional(),
   email: z.union([z.literal(''), z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' })]).optional(),
   /** The inviter's invitation code (referrals/referrals.ts). */
@@ -57,7 +58,8 @@ export const loginBody = z.object({
 });
 
 export const updateSelfBody = z.object({
-  display_name: displayText(50, { min: 1, message: 'must not be empty' }).optional(),
+  // Not blank: a name of spaces would list as an empty cell (registration takes the username instead).
+  display_name: nonBlankText(50, 'must not be empty').optional(),
   password: registerBody.shape.password.optional(),
   original_password: z.string({ error: 'must be a string' }).max(128, { error: 'must be at most 128 characters' }).optional(),
 });
@@ -78,7 +80,7 @@ export const updateUserBody = z.object({
     error: 'must be 1 (enabled) or 2 (banned)',
   }).optional(),
   // As the account's own edit: an administrator cannot blank a name the account could not.
-  display_name: displayText(50, { min: 1, message: 'must not be empty' }).optional(),
+  display_name: nonBlankText(50, 'must not be empty').optional(),
 });
 
 export const MANAGE_ACTIONS = ['disable', 'enable', 'promote', 'demote', 'delete', 'add_quota', 'set_group'] as const;
@@ -176,7 +178,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       const account = await insertAccount(tx, {
         username: body.username,
         passwordHash,
-        displayName: body.display_name || body.username,
+        displayName: body.display_name,
         email,
         role: ROLE.user,
         group: 'default',
