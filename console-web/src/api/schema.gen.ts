@@ -57,7 +57,7 @@ export interface paths {
     };
   };
   "/api/channel/": {
-    /** List channels (paged, newest first); keyword matches the name in part (role >= 10) */
+    /** List channels (paged, newest first); keyword matches the name in part, group one of its groups, status 1, 2, 3, enabled or disabled (role >= 10) */
     get: {
       parameters: {
         query?: {
@@ -65,6 +65,8 @@ export interface paths {
           page?: number;
           page_size?: number;
           keyword?: string;
+          group?: string;
+          status?: "1" | "2" | "3" | "enabled" | "disabled";
         };
         header?: never;
         path?: never;
