@@ -74,7 +74,7 @@ const groupRatioTable = ratioTable.superRefine((table, c) => {
 });
 
 /** The group options that name groups of GroupRatio (core/groups/group-policy.ts reads them). */
-const GROUP_NAMING_OPTIONS = ['AutoGroups', 'UserUsableGroups'] as const;
+const GROUP_NAMING_OPTIONS = ['AutoGroups', 'UserUsableGroups', 'GroupRateLimits'] as const;
 
 /** The group names a stored AutoGroups or UserUsableGroups names ('' or unreadable: none; unset AutoGroups is ["default"], which GroupRatio keeps anyway). */
 function namedGroups(raw: string | undefined): string[] {
@@ -232,7 +232,10 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('AutoGroups', autoGroups, '', 'the order in which the `auto` group tries groups, each a group of GroupRatio, at least one; unset: ["default"]', {
     conflict: (db, value) => groupNotConfigured(db, value === '' ? [] : (value as string[])),
   }),
-  def('GroupRateLimits', z.union([z.literal(''), json(z.record(z.string(), z.object({ rpm: z.number().int().min(0).optional(), tpm: z.number().int().min(0).optional() })), 'an object of group name to {rpm, tpm}')]), '', 'per-key rate limits of each group'),
+  // A limit for a group GroupRatio lacks would limit nobody (a typo, "VIP" for "vip"): refused like AutoGroups'.
+  def('GroupRateLimits', z.union([z.literal(''), json(z.record(z.string(), z.object({ rpm: z.number().int().min(0).optional(), tpm: z.number().int().min(0).optional() })), 'an object of group name to {rpm, tpm}')]), '', 'per-key rate limits of each group, each a group of GroupRatio', {
+    conflict: (db, value) => groupNotConfigured(db, value === '' ? [] : Object.keys(value as Record<string, unknown>)),
+  }),
   // Top-up page (GET /api/user/topup/info). What a unit of quota costs (Price, CardpayUnitPrice,
   // AmountDiscount) and the referral rewards are root's: an administrator setting them could credit
   // itself (a near-free top-up, a reward for an account of its own), which a quota edit on itself is

@@ -14,7 +14,7 @@ afterAll(async () => {
   await h?.close();
 });
 beforeEach(async () => {
-  await h.sql`DELETE FROM options WHERE key IN ('GroupRatio', 'AutoGroups', 'UserUsableGroups')`;
+  await h.sql`DELETE FROM options WHERE key IN ('GroupRatio', 'AutoGroups', 'UserUsableGroups', 'GroupRateLimits')`;
 });
 
 const put = (key: string, value: unknown) => h.app.inject({ method: 'PUT', url: '/api/option/', headers: admin.auth, payload: { key, value } });
@@ -99,5 +99,19 @@ describe('PUT /api/option/ GroupRatio keeps the groups AutoGroups and UserUsable
     const res = await put('GroupRatio', { default: 1, auto: 1 });
     expect(res.statusCode, res.body).toBe(400);
     expect(res.json()).toEqual({ success: false, message: 'value (GroupRatio): "auto" is the automatic selection of a group (AutoGroups), not a group' });
+  });
+});
+
+describe('PUT /api/option/ GroupRateLimits', () => {
+  it('refuses a limit for a group GroupRatio lacks (it would limit nobody), accepts one for a group of it; GroupRatio then keeps that group', async () => {
+    const res = await put('GroupRateLimits', { VIP: { rpm: 10 } });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'value (GroupRateLimits): group "VIP" is not a group of GroupRatio' });
+    expect(await stored('GroupRateLimits')).toBeUndefined();
+    expect((await put('GroupRatio', { default: 1, vip: 1 })).statusCode).toBe(200);
+    expect((await put('GroupRateLimits', { vip: { rpm: 10, tpm: 1000 } })).statusCode).toBe(200);
+    const drop = await put('GroupRatio', { default: 1 });
+    expect(drop.statusCode).toBe(400);
+    expect(drop.json().message).toContain('group "vip" is named by GroupRateLimits');
   });
 });
