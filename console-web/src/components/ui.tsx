@@ -209,28 +209,61 @@ export async function copyText(text: string): Promise<boolean> {
 
 /**
  * A button that copies `text`. Where copying fails, it says so and shows the text selected in a field,
- * for the keyboard's copy.
+ * for the keyboard's copy. `text` may be a function fetching it (a key read from the API only when
+ * asked for): the button is busy meanwhile, and a failed fetch shows its error (`describeError` may word
+ * it) next to the button. `of` names what is copied in the button's accessible name (`Copy key laptop`,
+ * then `Copied laptop`), for a list of such buttons.
  */
-export function CopyButton({ text, label = 'Copy' }: { text: string; label?: string }) {
-  const [state, setState] = useState<'idle' | 'copied' | 'failed'>('idle');
+export function CopyButton({ text, label = 'Copy', of, describeError = errorText }: {
+  text: string | (() => Promise<string>);
+  label?: string;
+  of?: string;
+  describeError?: (err: unknown) => string;
+}) {
+  const [state, setState] = useState<'idle' | 'busy' | 'copied' | 'failed'>('idle');
+  const [error, setError] = useState<string | null>(null);
+  // A fetched text is held only when copying it failed (the field below shows it).
+  const [fetched, setFetched] = useState<string | null>(null);
+  const shown = typeof text === 'string' ? text : fetched;
   const fallback = useRef<HTMLInputElement & HTMLTextAreaElement>(null);
   useEffect(() => {
     if (state !== 'failed' || !fallback.current) return;
     fallback.current.focus();
     fallback.current.select();
   }, [state]);
-  const multiline = text.includes('\n');
+  const copy = async () => {
+    setError(null);
+    let value: string;
+    if (typeof text === 'string') {
+      value = text;
+    } else {
+      setState('busy');
+      try {
+        value = await text();
+      } catch (err) {
+        setError(describeError(err));
+        setState('idle');
+        return;
+      }
+    }
+    const ok = await copyText(value);
+    if (typeof text !== 'string') setFetched(ok ? null : value);
+    setState(ok ? 'copied' : 'failed');
+  };
+  const visible = state === 'copied' ? 'Copied' : label;
+  const multiline = shown?.includes('\n') ?? false;
   return (
     <>
-      <button type="button" onClick={() => { void copyText(text).then((ok) => setState(ok ? 'copied' : 'failed')); }}>{state === 'copied' ? 'Copied' : label}</button>
-      {state === 'failed' && (
+      <button type="button" disabled={state === 'busy'} aria-label={of ? `${visible} ${of}` : undefined} onClick={() => { void copy(); }}>{visible}</button>
+      {state === 'failed' && shown !== null && (
         <span class="copy-failed">
           <span role="alert">Copying failed: the text is selected below; press Ctrl+C (⌘C on a Mac) to copy it.</span>
           {multiline
-            ? <textarea ref={fallback} readOnly aria-label="Text to copy" rows={Math.min(8, text.split('\n').length)} value={text} />
-            : <input ref={fallback} readOnly aria-label="Text to copy" value={text} />}
+            ? <textarea ref={fallback} readOnly aria-label="Text to copy" rows={Math.min(8, shown.split('\n').length)} value={shown} />
+            : <input ref={fallback} readOnly aria-label="Text to copy" value={shown} />}
         </span>
       )}
+      <ErrorText error={error} />
     </>
   );
 }

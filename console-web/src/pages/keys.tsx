@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
-import { api, call } from '../api/client';
+import { api, ApiError, call } from '../api/client';
 import type { ApiKey, ApiKeyInput } from '../api/types';
-import { Card, CopyButton, ErrorText, Field, Loading, Pager, useAction, useLoad } from '../components/ui';
+import { Card, CopyButton, ErrorText, errorText, Field, Loading, Pager, useAction, useLoad } from '../components/ui';
 import { dateTime, dollars } from '../format';
 import { type ApiKeyChanges, EMPTY_KEY_FORM, KeyForm } from './key-form';
 
@@ -19,7 +19,7 @@ export function KeysPage() {
   const create = async (body: ApiKeyInput) => {
     await call(api.POST('/api/token/', { body }));
     // The creation answer carries no key (the contract): find the new key, newest first, and show
-    // its value this once.
+    // its value (the list shows it masked; its row's Copy key fetches it again).
     const fresh = await call(api.GET('/api/token/', { params: { query: { p: 1, page_size: 20, keyword: body.name } } }));
     const mine = fresh.items.find((k) => k.name === body.name);
     if (mine) {
@@ -41,7 +41,7 @@ export function KeysPage() {
       {revealed && (
         <div class="reveal" role="region" aria-label="New API key">
           <h2>Your new key “{revealed.name}”</h2>
-          <p>Copy it now: it is shown only this once, and masked from now on.</p>
+          <p>The list shows it masked; its Copy key button there copies it again whenever you need it.</p>
           <p><code class="key" data-testid="new-key">{revealed.key}</code></p>
           <div class="buttons"><CopyButton text={revealed.key} label="Copy key" /><button type="button" onClick={() => setRevealed(null)}>I have copied it</button></div>
         </div>
@@ -80,6 +80,8 @@ function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onCha
     await call(api.DELETE('/api/token/{id}', { params: { path: { id: String(k.id) } } }));
     onChanged();
   });
+  // The full key is read from the API only when copied: the page holds no key it was not asked for.
+  const fetchKey = async () => (await call(api.POST('/api/token/{id}/key', { params: { path: { id: String(k.id) } } }))).key;
   const statusText = k.status === 1 ? 'Enabled' : k.status === 2 ? 'Disabled' : k.status === 3 ? 'Expired' : k.status === 4 ? 'Exhausted' : String(k.status);
   return (
     <tr>
@@ -91,6 +93,7 @@ function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onCha
       <td>{k.expired_time === -1 ? 'Never' : dateTime(k.expired_time)}</td>
       <td>{k.group || '—'}{k.model_limits_enabled ? ` · models: ${k.model_limits}` : ''}</td>
       <td class="actions">
+        <CopyButton text={fetchKey} label="Copy key" of={k.name} describeError={keyCopyError} />
         <button type="button" onClick={onEdit} aria-label={`Edit ${k.name}`}>Edit</button>
         <button type="button" disabled={action.busy} onClick={() => void toggle()} aria-label={`${enabled ? 'Disable' : 'Enable'} ${k.name}`}>{enabled ? 'Disable' : 'Enable'}</button>
         {confirming
@@ -100,4 +103,11 @@ function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onCha
       </td>
     </tr>
   );
+}
+
+/** Why a key could not be fetched for copying, in words that say what to do. */
+export function keyCopyError(err: unknown): string {
+  if (err instanceof ApiError && err.status === 404) return 'The key could not be copied: it no longer exists (deleted elsewhere?). Reload the list.';
+  if (err instanceof ApiError && err.status === 429) return 'The key could not be copied: too many requests. Wait a moment and try again.';
+  return `The key could not be copied: ${errorText(err)}`;
 }

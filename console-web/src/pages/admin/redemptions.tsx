@@ -7,6 +7,15 @@ import { dateTime, dollars, dollarsToQuota, fromLocalInput } from '../../format'
 const PAGE_SIZE = 20;
 const STATUS: Record<number, string> = { 1: 'Unused', 2: 'Disabled', 3: 'Used' };
 
+/**
+ * A code's status as people read it. An unused code past its expired_time (Unix seconds; -1 or 0:
+ * never) can no longer be redeemed (console-api redeems only while expired_time > now): "Expired".
+ */
+export function codeStatus(r: Pick<Redemption, 'status' | 'expired_time'>, nowSec = Math.floor(Date.now() / 1000)): string {
+  if (r.status === 1 && r.expired_time > 0 && r.expired_time <= nowSec) return 'Expired';
+  return STATUS[r.status] ?? String(r.status);
+}
+
 export function AdminRedemptionsPage() {
   const [page, setPage] = useState(1);
   const [keyword, setKeyword] = useState('');
@@ -55,7 +64,7 @@ function CodeRow({ r, onChanged }: { r: Redemption; onChanged: () => void }) {
   });
   return (
     <tr>
-      <td>{r.id}</td><td>{r.name}</td><td>{code ? <><code>{code}</code> <CopyButton text={code} label="Copy" /></> : <code class="masked">{r.key}</code>}</td><td>{dollars(r.quota)}</td><td>{STATUS[r.status] ?? r.status}</td>
+      <td>{r.id}</td><td>{r.name}</td><td>{code ? <><code>{code}</code> <CopyButton text={code} label="Copy" /></> : <code class="masked">{r.key}</code>}</td><td>{dollars(r.quota)}</td><td>{codeStatus(r)}</td>
       <td>{dateTime(r.created_time)}</td><td>{r.redeemed_time ? `${dateTime(r.redeemed_time)} by #${r.used_user_id}` : '—'}</td>
       <td>{r.expired_time > 0 ? dateTime(r.expired_time) : 'Never'}</td>
       <td class="actions">
