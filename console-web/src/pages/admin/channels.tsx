@@ -52,7 +52,7 @@ function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; 
   });
   return (
     <tr>
-      <td>{c.id}</td><td>{c.name}</td><td>{formatOf(c.type)}</td><td><code class="url">{c.base_url}</code></td><td class="details">{c.models}</td><td>{c.group}</td>
+      <td>{c.id}</td><td>{c.name}</td><td>{formatOf(c.type)}</td><td><code class="url" title={c.base_url}>{c.base_url}</code></td><td class="models">{c.models}</td><td>{c.group}</td>
       <td>{STATUS[c.status] ?? c.status}</td><td>{c.priority}</td><td>{c.weight}</td><td>{dollars(c.used_quota)}</td>
       <td>{c.test_time ? `${dateTime(c.test_time)} (${c.response_time} ms)` : '—'}</td>
       <td class="actions">
