@@ -6,7 +6,6 @@
 // as OpenAI's API and new-api allow. Everything is allowed to be read of the answer (the request ids
 // that the SDKs show, retry-after, the rate-limit headers).
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { closesConnection } from './connection-draining.js';
 
 const ALLOWED_METHODS = 'GET, POST, HEAD, OPTIONS';
 /** What a preflight allows when it names no headers, or names them in a form that is no header list. */
@@ -23,39 +22,17 @@ export function writeCorsHeaders(res: HttpResponse): void {
 }
 
 /**
- * OPTIONS on any path: the preflight's answer, 204. The headers the browser asks for are allowed as it
- * names them (Authorization is never covered by a `*`). Deferred to the next turn like every answer
- * given from the request alone (free-request.ts's Reply): a client pipelining preflights without
- * reading them gets its connection closed rather than every answer buffered.
+ * OPTIONS on any path: the preflight's answer is a 204 with these headers (server.ts sends it as a
+ * Reply, deferred like every answer given from the request alone: a client pipelining preflights
+ * without reading them gets its connection closed rather than every answer buffered). The headers the
+ * browser asks for are allowed as it names them (Authorization is never covered by a `*`).
  */
-export function handlePreflight(res: HttpResponse, req: HttpRequest): void {
+export function preflightHeaders(req: HttpRequest): string[] {
   const asked = req.getHeader('access-control-request-headers').trim();
-  const preflight: Preflight = {
-    res,
-    allowedHeaders: asked.length > 0 && asked.length <= MAX_HEADER_LIST && HEADER_LIST.test(asked) ? asked : DEFAULT_ALLOWED_HEADERS,
-    aborted: false,
-  };
-  res.onAborted(() => {
-    preflight.aborted = true;
-  });
-  setImmediate(sendPreflight, preflight);
-}
-
-interface Preflight { res: HttpResponse; allowedHeaders: string; aborted: boolean }
-
-function sendPreflight(p: Preflight): void {
-  if (p.aborted) return;
-  const res = p.res;
-  try {
-    res.cork(() => {
-      res.writeStatus('204 No Content');
-      writeCorsHeaders(res);
-      res.writeHeader('access-control-allow-methods', ALLOWED_METHODS)
-        .writeHeader('access-control-allow-headers', p.allowedHeaders)
-        .writeHeader('access-control-max-age', PREFLIGHT_MAX_AGE)
-        .endWithoutBody(undefined, closesConnection());
-    });
-  } catch {
-    // Closed meanwhile: thrown out of an immediate, it would take the process down.
-  }
+  const allowedHeaders = asked.length > 0 && asked.length <= MAX_HEADER_LIST && HEADER_LIST.test(asked) ? asked : DEFAULT_ALLOWED_HEADERS;
+  return [
+    'access-control-allow-methods', ALLOWED_METHODS,
+    'access-control-allow-headers', allowedHeaders,
+    'access-control-max-age', PREFLIGHT_MAX_AGE,
+  ];
 }

@@ -33,7 +33,7 @@ export const RELAY_ERRORS = {
 export type RelayErrorCode = keyof typeof RELAY_ERRORS;
 
 const STATUS_TEXT: Record<number, string> = {
-  200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found',
+  200: 'OK', 204: 'No Content', 400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found',
   405: 'Method Not Allowed', 408: 'Request Timeout', 413: 'Payload Too Large', 422: 'Unprocessable Entity',
   429: 'Too Many Requests', 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable',
   504: 'Gateway Timeout', 529: 'Overloaded',

@@ -82,6 +82,13 @@ export class Reply {
   openai = false;
   /** A HEAD request: the status and headers only, with the body's length. */
   headOnly = false;
+  /** Headers of this answer beyond content-type and CORS's, as name, value, name, value… */
+  headers: readonly string[] | null = null;
+  /** An answer without a body (204), e.g. a CORS preflight's: no content-type, `headers` sent. */
+  noContent(headers: readonly string[]): void {
+    this.headers = headers;
+    this.json(204, '');
+  }
   error(err: RelayError, retryAfter?: string): void {
     this.json(err.status, this.openai ? err.openaiBody() : err.body(), retryAfter);
   }
@@ -92,11 +99,16 @@ function sendReply(reply: Reply): void {
   const res = reply.res;
   try {
     res.cork(() => {
-      res.writeStatus(statusLine(reply.status)).writeHeader('content-type', 'application/json');
+      res.writeStatus(statusLine(reply.status));
+      if (reply.status !== 204) res.writeHeader('content-type', 'application/json');
       writeCorsHeaders(res);
       if (reply.retryAfter) res.writeHeader('retry-after', reply.retryAfter);
-      if (reply.headOnly) res.endWithoutBody(Buffer.byteLength(reply.body), reply.status >= 400 || closesConnection());
-      else res.end(reply.body, reply.status >= 400 || closesConnection());
+      const headers = reply.headers;
+      if (headers !== null) for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
+      const close = reply.status >= 400 || closesConnection();
+      if (reply.status === 204) res.endWithoutBody(undefined, close);
+      else if (reply.headOnly) res.endWithoutBody(Buffer.byteLength(reply.body), close);
+      else res.end(reply.body, close);
     });
   } catch {
     // Answered meanwhile: a handler that threw after deferring this got guarded()'s 500 (server.ts).

@@ -37,7 +37,7 @@ import { ReservationHeartbeat } from './messages/reservation-heartbeat.js';
 import { SettlementSpool } from './messages/settlement-spool.js';
 import { replicationCheck } from './messages/settlement-confirm.js';
 import { join } from 'node:path';
-import { handlePreflight, writeCorsHeaders } from './cors.js';
+import { preflightHeaders, writeCorsHeaders } from './cors.js';
 
 export interface RunningRelay {
   port: number;
@@ -296,7 +296,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       reply.headOnly = true;
       reply.json(200, HEALTH_BODY);
     }))
-    .options('/*', guarded(log, 'preflight', handlePreflight))
+    .options('/*', guarded(log, 'preflight', (res, req) => new Reply(res).noContent(preflightHeaders(req))))
     .any('/*', guarded(log, 'not_found', (res, req) => {
       // A body sent to a path that does not exist (an SDK's endpoint the gateway does not serve) is
       // read to its end before the 404, so that the client reads the 404 (BodyLinger).

@@ -17,8 +17,8 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../../tests/harness/gateway-stack.js';
 import {
-  balanceOf, billOf, CHAT_DONE, CHAT_FINISH, CHAT_TOK, chatChunk, chatCompletion, LONG_PROMPT, NORMAL_INPUT, NORMAL_OUTPUT, NORMAL_TEXT, normalMessage, normalStream,
-  startScriptedProvider, unnamedCost, type ScriptedProvider,
+  balanceOf, billOf, BLOCK_START, CHAT_DONE, CHAT_FINISH, CHAT_TOK, chatChunk, chatCompletion, LONG_PROMPT, NORMAL_INPUT, NORMAL_OUTPUT, NORMAL_TEXT, normalMessage, normalStream,
+  messageStart, sse, startScriptedProvider, TOK, unnamedCost, type ScriptedProvider,
 } from '../../tests/harness/scripted-provider.js';
 
 const FUNDS = 10_000_000;
@@ -65,6 +65,16 @@ beforeAll(async () => {
       res.end(jsonBody);
       return;
     }
+    if (name === 'stream-error') {
+      // A stream that the provider breaks off with its error event after some text.
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(chat
+        ? chatChunk({ choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] }) + CHAT_TOK.repeat(10)
+          + `data: ${JSON.stringify({ error: { message: 'Internal failure at the provider, org-123', type: 'server_error', code: null } })}\n\n`
+        : messageStart(model) + BLOCK_START + TOK.repeat(10)
+          + sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded (org-123)' } }));
+      return;
+    }
     if (name === 'sse-unlabelled') {
       res.writeHead(200, {});
       res.end(streamBody);
@@ -87,7 +97,7 @@ beforeAll(async () => {
     throw new Error(`unscripted model ${model} (${JSON.stringify(body).slice(0, 80)})`);
   });
   stack = await startGatewayStack({ env: { UPSTREAM_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS) } });
-  const names = ['ct-mixed-case', 'ct-octet', 'ct-none', 'html-502', 'sse-unlabelled', 'stall-json', 'json-for-stream',
+  const names = ['ct-mixed-case', 'ct-octet', 'ct-none', 'html-502', 'sse-unlabelled', 'stall-json', 'json-for-stream', 'stream-error',
     ...['gzip', 'br', 'deflate', 'zstd'].flatMap((c) => [`${c}-stream`, `${c}-json`])];
   await mockChannel(stack, names, 'default', { base_url: provider.url });
   await mockChannel(stack, names.map((n) => `oai-${n}`), 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
@@ -147,7 +157,12 @@ describe('a stream labelled with another media type', () => {
     });
   }
 
-  it('a request that did not ask to stream, answered with an unlabelled stream, is metered as a stream and billed its usage', async () => {
+});
+
+describe('a request without stream answered with a stream (a provider that streams whatever it is asked)', () => {
+  // Before: the events went to the client as they came (text/event-stream to a request for JSON),
+  // which the SDKs, waiting for one JSON object, could not read, though it was billed.
+  it('unlabelled, to raw fetch: the Message as JSON, billed the stream\'s usage', async () => {
     const before = await balanceOf(stack, account.id);
     const res = await fetch(`${stack.relayUrl}/v1/messages`, {
       method: 'POST',
@@ -155,10 +170,56 @@ describe('a stream labelled with another media type', () => {
       body: JSON.stringify({ model: 'sse-unlabelled', max_tokens: 100, messages }),
     });
     expect(res.status).toBe(200);
-    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
-    expect(await res.text()).toContain('event: message_stop');
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await res.json()).toMatchObject({ type: 'message', role: 'assistant', content: [{ type: 'text', text: 'tok '.repeat(NORMAL_OUTPUT) }], stop_reason: 'end_turn', usage: { input_tokens: NORMAL_INPUT, output_tokens: NORMAL_OUTPUT } });
     const row = await billOf(stack, account.id, res.headers.get('x-gateway-request-id')!, before);
     expect(row).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT, quota: NORMAL, type: 2 });
+  });
+
+  it('the Anthropic SDK\'s messages.create reads the Message, billed its usage', async () => {
+    const before = await balanceOf(stack, account.id);
+    const { data: message, response } = await anthropic.messages.create({ model: 'ct-mixed-case', max_tokens: 100, messages }).withResponse();
+    expect(message).toMatchObject({ type: 'message', content: [{ type: 'text', text: 'tok '.repeat(NORMAL_OUTPUT) }], stop_reason: 'end_turn', usage: { input_tokens: NORMAL_INPUT, output_tokens: NORMAL_OUTPUT } });
+    const row = await billOf(stack, account.id, response.headers.get('x-gateway-request-id')!, before);
+    expect(row).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT, quota: NORMAL, type: 2 });
+  });
+
+  it('the OpenAI SDK reads the Chat Completion folded from the chunks, billed its usage', async () => {
+    const before = await balanceOf(stack, account.id);
+    const { data: completion, response } = await openai.chat.completions.create({ model: 'oai-ct-mixed-case', max_tokens: 100, messages }).withResponse();
+    expect(completion).toMatchObject({ object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'tok '.repeat(NORMAL_OUTPUT) }, finish_reason: 'stop' }], usage: { prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT } });
+    const row = await billOf(stack, account.id, response.headers.get('x-gateway-request-id')!, before);
+    expect(row).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT, quota: NORMAL, type: 2 });
+  });
+
+  it('across protocols: an Anthropic client of an OpenAI-format channel that streams gets the Message, billed its usage', async () => {
+    const before = await balanceOf(stack, account.id);
+    const { data: message, response } = await anthropic.messages.create({ model: 'oai-ct-octet', max_tokens: 100, messages }).withResponse();
+    expect(message).toMatchObject({ type: 'message', content: [{ type: 'text', text: 'tok '.repeat(NORMAL_OUTPUT) }], stop_reason: 'end_turn', usage: { input_tokens: NORMAL_INPUT, output_tokens: NORMAL_OUTPUT } });
+    const row = await billOf(stack, account.id, response.headers.get('x-gateway-request-id')!, before);
+    expect(row).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT, quota: NORMAL, type: 2 });
+  });
+
+  it('a stream that ends with the provider\'s error: the error in the client\'s protocol, the provider\'s words kept out, what was generated billed', async () => {
+    const before = await balanceOf(stack, account.id);
+    const a = await failed(() => anthropic.messages.create({ model: 'stream-error', max_tokens: 100, messages }));
+    expect(a.status).toBe(529);
+    expect(a.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error' }, request_id: a.requestId });
+    expect(JSON.stringify(a.error)).not.toContain('org-123');
+    // message_start's usage: the prompt and the one output token it states (stated, so not counted).
+    const rowA = await billOf(stack, account.id, a.requestId, before);
+    expect(rowA).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: 1, quota: unnamedCost(NORMAL_INPUT, 1) });
+
+    const mid = await balanceOf(stack, account.id);
+    const o = await failed(() => openai.chat.completions.create({ model: 'oai-stream-error', max_tokens: 100, messages }));
+    expect(o.status).toBe(502);
+    expect(o.error).toMatchObject({ type: 'server_error' });
+    expect(JSON.stringify(o.error)).not.toContain('org-123');
+    // No usage stated: the prompt and the text are counted ('tok ' × 10 is 11 cl100k tokens, the last space one of its own).
+    const rowO = await billOf(stack, account.id, o.requestId, mid);
+    expect(rowO.completion_tokens).toBe(11);
+    expect(rowO.prompt_tokens).toBeGreaterThan(0);
+    expect(rowO.quota).toBe(unnamedCost(rowO.prompt_tokens, 11));
   });
 });
 

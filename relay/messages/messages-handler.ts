@@ -45,7 +45,7 @@ import { checkMessagesRequest, type MessagesRequest } from './messages-request.j
 import { unpricedMessagesFieldRefusal } from './unpriced-fields.js';
 import { isHttpFieldValue } from './header-values.js';
 import { parseRequestJson } from './raw-json-guard.js';
-import { httpReason, REASON } from './failure-reasons.js';
+import { httpReason, providerErrorReason, REASON } from './failure-reasons.js';
 import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-request.js';
 import type { Protocol, Provider } from '../providers/provider.js';
 import type { StatedUsage, StreamUsage } from '../stream/sse-usage-parser.js';
@@ -64,6 +64,7 @@ import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 import { closesConnection } from '../connection-draining.js';
 import { writeCorsHeaders } from '../cors.js';
 import { completionAsChunks, messageAsEvents } from '../stream/answer-as-stream.js';
+import { chunksAsCompletion, eventsAsMessage } from '../stream/stream-as-answer.js';
 
 /** What an OpenAI client is told last of a provider stream that failed or was cut (OpenAI's SDK raises it). */
 const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The model provider stream failed.', 'stream_failed')}\n\n`;
@@ -615,7 +616,9 @@ class Exchange {
       else this.fail(new RelayError('upstream_unreachable', STOPPED_ANSWERING), REASON.bodyFailed);
       return 'done';
     }
-    if (streamed) {
+    // A stream to a request that asked for none (a provider that streams whatever it is asked) is
+    // folded into the JSON answer the client waits for (sendMessage).
+    if (streamed && body.stream === true) {
       const stream = answer.stream();
       pipeStream(this, stream, {
         provider,
@@ -625,7 +628,7 @@ class Exchange {
       });
       // A body paused by firstChunk flows again now that pipeStream reads it.
       if (stream.isPaused() && !stream.destroyed) stream.resume();
-    } else await this.sendMessage(answer, provider);
+    } else await this.sendMessage(answer, provider, streamed);
     return 'done';
   }
 
@@ -711,7 +714,8 @@ class Exchange {
     return this.protocol === 'openai' ? messageToChat(buf, this.body!.model) : chatToMessage(buf, this.body!.model);
   }
 
-  async sendMessage(provided: ProviderAnswer, provider: Provider): Promise<void> {
+  /** `streamed`: the answer is a stream, which the client did not ask for; it gets the stream folded. */
+  async sendMessage(provided: ProviderAnswer, provider: Provider, streamed = false): Promise<void> {
     let buf: Buffer;
     this.usagePending = true;
     try {
@@ -724,6 +728,14 @@ class Exchange {
       // "could not be reached", which sent users looking at their network.
       return this.fail(new RelayError('upstream_unreachable', err === OVER_BOUND ? UNREADABLE_ANSWER : STOPPED_ANSWERING), REASON.bodyFailed);
     }
+    let streamError: Record<string, unknown> | null = null;
+    if (streamed) {
+      const folded = provider.protocol === 'anthropic' ? eventsAsMessage(buf) : chunksAsCompletion(buf);
+      if (folded !== null) {
+        buf = Buffer.from(JSON.stringify(folded.answer));
+        streamError = folded.error;
+      }
+    }
     const stated = provider.usageOfBody(buf);
     // What the provider states is billed where it is a count; where it is not (no usage, a count below
     // 0, no prompt, an output of 0 for an answer with text), the relay counts that side, as a stream's.
@@ -733,6 +745,7 @@ class Exchange {
     this.usagePending = false;
     // Generated in full: the provider bills it though the client left before it was delivered.
     if (this.aborted) return this.finish(usage ? { kind: 'partial', usage, reason: REASON.clientGoneUndelivered } : { kind: 'failed', reason: REASON.clientGone });
+    if (streamError !== null) return this.failFoldedStream(streamError, usage);
     // The client's protocol's answer, or null when the body is none: passed as it is only when it is
     // a JSON object that states a usage or holds an answer's content (a proxy's `<html>502 Bad
     // Gateway</html>` under a 200 went to the client as its answer, billed nothing).
@@ -749,6 +762,22 @@ class Exchange {
       : null;
     if (events !== null) this.afterSettled(() => this.respond(200, 'text/event-stream; charset=utf-8', events));
     else this.afterSettled(() => this.respond(200, 'application/json', answer));
+  }
+
+  /**
+   * A stream folded for a client that asked for JSON ended with the provider's error: what it
+   * generated before is billed (as a stream's would be, stream-relay.ts), and the client gets the
+   * error in its protocol, with the provider's words replaced as passThroughError replaces a 5xx's.
+   */
+  failFoldedStream(error: Record<string, unknown>, usage: StreamUsage | null): void {
+    const type = error.type;
+    const reason = providerErrorReason(type);
+    const status = type === 'overloaded_error' ? 529 : type === 'rate_limit_error' || error.code === 'rate_limit_exceeded' ? 429 : 502;
+    this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, error: JSON.stringify(error).slice(0, 2048) }, 'provider stream, folded for a request without stream, ended with an error');
+    this.finish(usage !== null ? { kind: 'partial', usage, reason } : { kind: 'failed', reason });
+    const errorType = status === 529 ? 'overloaded_error' : status === 429 ? 'rate_limit_error' : 'api_error';
+    const body = this.protocol === 'openai' ? openaiProviderErrorBody(errorType, providerSideMessage(status)) : errorBody(errorType, providerSideMessage(status), this.requestId);
+    this.afterSettled(() => this.respond(status, 'application/json', body));
   }
 
   /**
@@ -797,13 +826,14 @@ class Exchange {
     const providerSide = status === 429 || status >= 500;
     if ((!isJson || providerSide) && text) this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered an error; its message is not passed on');
     const type = status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status);
-    const message = providerSide ? providerSideMessage(status) : isJson ? providerErrorMessage(text) ?? httpReason(status) : httpReason(status);
+    const parsed = isJson ? parseProviderError(text) : null;
+    const message = providerSide ? providerSideMessage(status) : providerErrorMessage(parsed) ?? httpReason(status);
     // Passed as it is only when it is an error of the client's protocol: a provider speaking it loosely
     // (vLLM's `{"detail": …}`, Ollama's `{"error": "…"}`) would reach the client in no format its SDK reads.
     // Anthropic's errors carry a request_id (the provider's, as its request-id header): one that has
     // none gets the gateway's, as the relay's own errors do.
-    const passed = isJson && provider.protocol === this.protocol && isProtocolError(text, this.protocol)
-      ? rewrittenError(text, providerSide ? message : null, this.protocol === 'anthropic' ? this.requestId : null) : null;
+    const passed = parsed !== null && provider.protocol === this.protocol && isProtocolError(parsed, this.protocol)
+      ? rewrittenError(parsed, text, providerSide ? message : null, this.protocol === 'anthropic' ? this.requestId : null) : null;
     const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiProviderErrorBody(type, message)
         : errorBody(type, message, this.requestId);
@@ -930,48 +960,45 @@ function providerSideMessage(status: number): string {
   return 'The model provider failed to answer; retry after a while.';
 }
 
-/** A provider's JSON error with its `error.message` replaced, the rest kept; null when it is not of that shape. */
-/**
- * A provider's error JSON with its message replaced (`message`, unless null) and, when it has none, a
- * `request_id` (unless null); the text as it is when nothing changes, null when it is no error object.
- */
-function rewrittenError(text: string, message: string | null, requestId: string | null): string | null {
+/** A provider's error body as JSON: an object, or null when it is none (parsed once for the checks below). */
+type ProviderErrorJson = { type?: unknown; error?: unknown; request_id?: unknown };
+
+function parseProviderError(text: string): ProviderErrorJson | null {
   try {
-    const body = JSON.parse(text) as { error?: unknown; request_id?: unknown } | null;
-    if (!body || typeof body !== 'object' || !body.error || typeof body.error !== 'object') return null;
-    const addId = requestId !== null && typeof body.request_id !== 'string';
-    if (message === null && !addId) return text;
-    if (message !== null) (body.error as { message?: unknown }).message = message;
-    if (addId) body.request_id = requestId;
-    return JSON.stringify(body);
+    const body: unknown = JSON.parse(text);
+    return body !== null && typeof body === 'object' && !Array.isArray(body) ? body as ProviderErrorJson : null;
   } catch {
     return null;
   }
 }
 
 /**
- * Whether a JSON body is an error as the protocol writes one: Anthropic's `{"type": "error", "error":
- * {"type", "message"}}`, OpenAI's `{"error": {"message", …}}`.
+ * A provider's error JSON with its message replaced (`message`, unless null) and, when it has none, a
+ * `request_id` (unless null); the text as it is when nothing changes. `body` is `text` parsed, and
+ * an error as the protocol writes one (isProtocolError).
  */
-function isProtocolError(text: string, protocol: 'anthropic' | 'openai'): boolean {
-  try {
-    const body = JSON.parse(text) as { type?: unknown; error?: { type?: unknown; message?: unknown } | null } | null;
-    const error = body?.error;
-    if (!error || typeof error !== 'object' || typeof error.message !== 'string') return false;
-    return protocol === 'openai' || (body.type === 'error' && typeof error.type === 'string');
-  } catch {
-    return false;
-  }
+function rewrittenError(body: ProviderErrorJson, text: string, message: string | null, requestId: string | null): string {
+  const addId = requestId !== null && typeof body.request_id !== 'string';
+  if (message === null && !addId) return text;
+  if (message !== null) (body.error as { message?: unknown }).message = message;
+  if (addId) body.request_id = requestId;
+  return JSON.stringify(body);
+}
+
+/**
+ * Whether a provider's JSON is an error as the protocol writes one: Anthropic's `{"type": "error",
+ * "error": {"type", "message"}}`, OpenAI's `{"error": {"message", …}}`.
+ */
+function isProtocolError(body: ProviderErrorJson, protocol: 'anthropic' | 'openai'): boolean {
+  const error = body.error as { type?: unknown; message?: unknown } | null | undefined;
+  if (!error || typeof error !== 'object' || typeof error.message !== 'string') return false;
+  return protocol === 'openai' || (body.type === 'error' && typeof error.type === 'string');
 }
 
 /** The message of a provider's JSON error, Anthropic's or OpenAI's shape alike (`error.message`). */
-function providerErrorMessage(text: string): string | null {
-  try {
-    const m = (JSON.parse(text) as { error?: { message?: unknown } } | null)?.error?.message;
-    return typeof m === 'string' && m ? m : null;
-  } catch {
-    return null;
-  }
+function providerErrorMessage(body: ProviderErrorJson | null): string | null {
+  const m = (body?.error as { message?: unknown } | null | undefined)?.message;
+  return typeof m === 'string' && m ? m : null;
 }
 
 /** Whether a body is a JSON object by its first and last bytes (blanks aside): an HTML page, SSE, `null` or `[]` is not. */

@@ -2,7 +2,8 @@
 // received in full after the client left, a stream the client left before message_start (the relay
 // reads on until message_start says what the provider bills, then cancels), and a request that may
 // have started generating is never sent to a second channel. A JSON answer whose connection breaks
-// mid-body bills nothing; a stream answered to a request that did not ask for one is passed on and billed.
+// mid-body bills nothing; a stream answered to a request that did not ask for one is folded into the
+// Message it asked for and billed.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
@@ -185,14 +186,14 @@ describe('a JSON answer whose connection is lost mid-body', () => {
 });
 
 describe('a stream answered to a request that did not ask for one', () => {
-  it('is passed on as the provider sent it and billed its usage', async () => {
+  it('is answered as the Message the client asked for and billed its usage', async () => {
     const { acct, key } = await account();
     const res = await post(key, { model: 'sse-for-json', max_tokens: 100, messages: [{ role: 'user', content: PROMPT }] }, new AbortController().signal);
     expect(res.status).toBe(200);
-    expect(res.headers.get('content-type')).toContain('text/event-stream');
-    const text = await res.text();
-    expect(text.match(/^event: /gm)).toHaveLength(6);
-    expect(text).toContain('event: message_stop');
+    expect(res.headers.get('content-type')).toContain('application/json');
+    expect(await res.json()).toMatchObject({
+      type: 'message', content: [{ type: 'text', text: 'tok '.repeat(OUTPUT) }], stop_reason: 'end_turn', usage: { input_tokens: INPUT, output_tokens: OUTPUT },
+    });
     const row = await onlyRow(acct);
     expect(row).toMatchObject({ prompt_tokens: INPUT, completion_tokens: OUTPUT, quota: cost(INPUT, OUTPUT), type: 2 });
     await expectDebited(acct, cost(INPUT, OUTPUT));
