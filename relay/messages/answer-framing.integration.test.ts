@@ -75,6 +75,12 @@ beforeAll(async () => {
           + sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded (org-123)' } }));
       return;
     }
+    if (name === 'no-done') {
+      // A whole Chat Completions stream, closed without `data: [DONE]` (some OpenAI-compatible servers).
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(chatStream().replace(CHAT_DONE, ''));
+      return;
+    }
     if (name === 'sse-unlabelled') {
       res.writeHead(200, {});
       res.end(streamBody);
@@ -97,7 +103,7 @@ beforeAll(async () => {
     throw new Error(`unscripted model ${model} (${JSON.stringify(body).slice(0, 80)})`);
   });
   stack = await startGatewayStack({ env: { UPSTREAM_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS) } });
-  const names = ['ct-mixed-case', 'ct-octet', 'ct-none', 'html-502', 'sse-unlabelled', 'stall-json', 'json-for-stream', 'stream-error',
+  const names = ['ct-mixed-case', 'ct-octet', 'ct-none', 'html-502', 'sse-unlabelled', 'stall-json', 'json-for-stream', 'stream-error', 'no-done',
     ...['gzip', 'br', 'deflate', 'zstd'].flatMap((c) => [`${c}-stream`, `${c}-json`])];
   await mockChannel(stack, names, 'default', { base_url: provider.url });
   await mockChannel(stack, names.map((n) => `oai-${n}`), 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
@@ -157,6 +163,40 @@ describe('a stream labelled with another media type', () => {
     });
   }
 
+});
+
+describe('a Chat Completions stream closed without [DONE]', () => {
+  // Before: the relay took it for a cut stream and ended it with its failed-stream event, so the
+  // SDK threw after the whole answer (billed in full); the log said the stream was cut.
+  it('is a whole answer: the OpenAI SDK reads it to its end and the [DONE] it may wait for, billed its usage as complete', async () => {
+    const before = await balanceOf(stack, account.id);
+    const res = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'oai-no-done', max_tokens: 100, stream: true, messages }),
+    });
+    const raw = await res.text();
+    expect(raw).not.toContain('stream_failed');
+    expect(raw.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    const row = await billOf(stack, account.id, res.headers.get('x-gateway-request-id')!, before);
+    expect(row).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT, quota: NORMAL, type: 2 });
+    const rs = await stack.ch.query({ query: 'SELECT content FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: res.headers.get('x-gateway-request-id')! }, format: 'JSONEachRow' });
+    expect((await rs.json<{ content: string }>())[0]!.content).not.toMatch(/stream ended/);
+
+    const mid = await balanceOf(stack, account.id);
+    const { text, requestId } = await openaiStream('oai-no-done');
+    expect(text).toBe('tok '.repeat(NORMAL_OUTPUT));
+    expect(await billOf(stack, account.id, requestId, mid)).toMatchObject({ quota: NORMAL });
+  });
+
+  it('converted for an Anthropic client: its message_stop, the SDK\'s finalMessage, billed as complete', async () => {
+    const before = await balanceOf(stack, account.id);
+    const stream = anthropic.messages.stream({ model: 'oai-no-done', max_tokens: 100, messages });
+    const message = await stream.finalMessage();
+    expect(message).toMatchObject({ content: [{ type: 'text', text: 'tok '.repeat(NORMAL_OUTPUT) }], stop_reason: 'end_turn', usage: { input_tokens: NORMAL_INPUT, output_tokens: NORMAL_OUTPUT } });
+    const row = await billOf(stack, account.id, stream.response!.headers.get('x-gateway-request-id')!, before);
+    expect(row).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: NORMAL_OUTPUT, quota: NORMAL, type: 2 });
+  });
 });
 
 describe('a request without stream answered with a stream (a provider that streams whatever it is asked)', () => {

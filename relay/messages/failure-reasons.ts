@@ -10,7 +10,7 @@ export const REASON = {
   noAnswer: 'provider gave no answer after the request was sent; not retried, it may have been generating',
   bodyFailed: 'provider answer could not be read',
   streamFailed: 'provider stream failed',
-  streamCut: 'stream ended without message_stop',
+  streamCut: 'stream ended before its end (message_stop, [DONE])',
   noUsage: 'provider answer carried no usage',
   usageCounted: 'provider answer carried no usage; its tokens counted by the relay',
   noChannel: 'no channel answered',

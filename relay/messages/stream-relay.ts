@@ -39,6 +39,8 @@ export const USAGE_TAIL_WAIT_MS = 5_000;
 export const STREAM_FAILED_EVENT = `event: error\ndata: ${errorBody('api_error', 'The model provider stream failed.')}\n\n`;
 
 /** Turns a provider's stream into the client's protocol, chunk by chunk. */
+const CHAT_DONE = Buffer.from('\n\ndata: [DONE]\n\n');
+
 export interface StreamRewriter {
   /** The client's bytes for this provider chunk ('' when nothing is complete yet). */
   push(chunk: Buffer): string | Buffer;
@@ -173,18 +175,25 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   };
   body.on('end', () => {
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
-    const cut = !parser.sawMessageStop && !parser.error;
+    const cut = !parser.complete && !parser.error;
     ex.done(200, cut || parser.error ? 'stream_error' : '');
     if (aligner !== null && !ex.aborted) {
       const held = cut ? aligner.salvage() : aligner.rest();
       if (held.length > 0) client.write(held);
+    }
+    // A Chat Completions stream complete without its `[DONE]`: the client gets the `[DONE]` its reader
+    // may wait for (message_stop, for an Anthropic client, from the rewriter). The blank line first
+    // ends an event the provider left open.
+    if (!cut && !parser.error && !parser.sawMessageStop && !ex.aborted) {
+      const out = rewriter === null ? CHAT_DONE : rewriter.push(CHAT_DONE);
+      if (out.length > 0) client.write(out);
     }
     // The stream is ended once its settlement is on the spool's disk (settlement-spool.ts); what is
     // queued for the client goes with its end.
     client.holdForEnd();
     void settleStream(ex, parser, delivered, parser.error
       ? providerErrorReason(parser.error.type)
-      : parser.sawMessageStop ? null : REASON.streamCut, () => client.end(cut ? failedEvent : undefined));
+      : parser.complete ? null : REASON.streamCut, () => client.end(cut ? failedEvent : undefined));
   });
   body.on('error', (err: Error) => {
     if (ex.aborted) return void settleStream(ex, parser, delivered, REASON.clientGoneMidStream);

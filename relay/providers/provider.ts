@@ -27,6 +27,12 @@ export interface StreamMeter extends StreamUsage {
   readonly sawMessageDelta: boolean;
   /** The stream completed (message_stop, `data: [DONE]`). */
   readonly sawMessageStop: boolean;
+  /**
+   * The stream said all it had to say: sawMessageStop, or, for Chat Completions, the generation
+   * finished and its usage stated after it (OpenAI-compatible servers that close without `[DONE]`).
+   * A stream that ends otherwise was cut.
+   */
+  readonly complete: boolean;
   /** The stream stated its input as a count of a prompt; false: the relay counts the prompt (stream-relay.ts). */
   readonly inputStated: boolean;
   /** The generation is over (message_delta, a finish_reason): what may still come is the final usage. */

@@ -114,6 +114,9 @@ export class SseUsageParser implements StreamUsage {
    */
   inputStated = false;
   sawMessageStop = false;
+  get complete(): boolean {
+    return this.sawMessageStop;
+  }
   /**
    * A message_delta came: the generation is over (unlike a content block's stop, after which another
    * block may follow). A provider that states the final usage in a later message_delta still owes it.

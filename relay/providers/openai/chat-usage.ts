@@ -140,6 +140,14 @@ export class ChatStreamMeter implements StreamMeter {
   /** A usage chunk stated the output as a count. */
   sawMessageDelta = false;
   sawMessageStop = false;
+  /**
+   * `[DONE]`, or a finish_reason and the final usage after it: servers that close the stream without
+   * `[DONE]` (several OpenAI-compatible ones do) sent a whole answer, which a client must get as one
+   * rather than followed by a failed-stream event.
+   */
+  get complete(): boolean {
+    return this.sawMessageStop || (this.generationDone && this.sawMessageDelta && !this.contentAfterUsage);
+  }
   /** A usage chunk stated the input as a count of a prompt: else the relay counts the prompt. */
   inputStated = false;
   /** The last usage chunk said the `flex` service tier served the answer. */

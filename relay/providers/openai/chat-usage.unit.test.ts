@@ -62,6 +62,23 @@ describe('ChatStreamMeter', () => {
     expect(parsed).toEqual(['r', 'no']);
   });
 
+  it('is complete at [DONE], or at the usage that follows a finish_reason (servers that close without [DONE])', () => {
+    const meter = new ChatStreamMeter();
+    meter.push(Buffer.from(chunk({ role: 'assistant', content: '' }) + chunk({ content: 'hi' }) + chunk({}, 'stop')));
+    expect(meter.complete).toBe(false);
+    meter.push(Buffer.from('data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n'));
+    expect(meter).toMatchObject({ complete: true, sawMessageStop: false });
+    // A usage before the finish (a provider that states it on every chunk) is no end; content after the last usage undoes it.
+    const early = new ChatStreamMeter();
+    early.push(Buffer.from('data: {"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'));
+    expect(early.complete).toBe(false);
+    early.push(Buffer.from('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'));
+    expect(early.complete).toBe(true);
+    const done = new ChatStreamMeter();
+    done.push(Buffer.from('data: [DONE]\n\n'));
+    expect(done.complete).toBe(true);
+  });
+
   it('says when the generation is over (a finish_reason), before the usage that follows it', () => {
     const meter = new ChatStreamMeter();
     meter.push(Buffer.from(chunk({ role: 'assistant', content: '' }) + chunk({ content: 'hi' })));
