@@ -399,6 +399,8 @@ describe('errors', () => {
     ['tool calls that are not a list', { model: MODEL, messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', tool_calls: 'f' }] }, /tool_calls/, 'messages.[1].tool_calls'],
     ['an audio part', { model: MODEL, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'x', format: 'wav' } }] }] }, /input_audio/, 'messages.[0].content.[0].type'],
     ['response_format json_schema', { model: MODEL, response_format: { type: 'json_schema', json_schema: { name: 'x' } }, messages: [{ role: 'user', content: 'hi' }] }, /response_format/, 'response_format'],
+    // Before: 200 with "logprobs": null, which an app reading choices[0].logprobs.content failed on.
+    ['logprobs asked of a Claude model', { model: MODEL, logprobs: true, top_logprobs: 2, messages: [{ role: 'user', content: 'hi' }] }, /^logprobs:/, 'logprobs'],
     ['temperature above 2', { model: MODEL, temperature: 3, messages: [{ role: 'user', content: 'hi' }] }, /temperature/, 'temperature'],
     ['only an empty user message (an OpenAI-format channel answers it)', { model: MODEL, messages: [{ role: 'user', content: '' }] }, /provider/, 'messages'],
     ['allowed_tools naming a tool not sent', {
