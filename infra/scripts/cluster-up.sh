@@ -25,7 +25,8 @@ start() { # name script [VAR=value ...]; NODE_FLAGS: the Node flags to start it 
     echo "$name: already running (pid $(cat ".run/$name.pid"))"; return
   fi
   # shellcheck disable=SC2086 # the flags are words
-  env "$@" nohup node ${NODE_FLAGS:-} "$script" >> ".run/$name.log" 2>&1 &
+  # Under supervise-main.js: started again when it fails (infra/launch/supervise.ts); the PID is the supervisor's.
+  env "$@" nohup node dist/infra/launch/supervise-main.js "$name" -- ${NODE_FLAGS:-} "$script" >> ".run/$name.log" 2>&1 &
   echo $! > ".run/$name.pid"
 }
 wait_http() { # name url

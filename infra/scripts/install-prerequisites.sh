@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a fresh Debian machine lacks for this project: Node.js 20 with npm, curl, a C toolchain for
-# native addons, and Chromium for the web console's browser tests (driven by playwright-core). Runs as
+# native addons, procps, and Chromium for the web console's browser tests (driven by playwright-core). Runs as
 # root; does nothing when everything is present.
 set -euo pipefail
 missing=()
@@ -8,6 +8,8 @@ command -v curl >/dev/null || missing+=(curl)
 command -v make >/dev/null || missing+=(make)
 command -v g++ >/dev/null || missing+=(g++)
 command -v python3 >/dev/null || missing+=(python3)
+# pgrep and pkill: the stack scripts find a supervised service's process (infra/launch/supervise.ts).
+command -v pgrep >/dev/null || missing+=(procps)
 command -v chromium >/dev/null || missing+=(chromium)
 if ! command -v node >/dev/null || ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)'; then
   missing+=(nodejs npm)

@@ -11,7 +11,8 @@ start() { # name script; NODE_FLAGS: the Node flags to start it with
     echo "$name: already running (pid $(cat ".run/$name.pid"))"; return
   fi
   # shellcheck disable=SC2086 # the flags are words
-  nohup node ${NODE_FLAGS:-} "$script" >> ".run/$name.log" 2>&1 &
+  # Under supervise-main.js: started again when it fails (infra/launch/supervise.ts); the PID is the supervisor's.
+  nohup node dist/infra/launch/supervise-main.js "$name" -- ${NODE_FLAGS:-} "$script" >> ".run/$name.log" 2>&1 &
   echo $! > ".run/$name.pid"
 }
 wait_http() { # name url
@@ -44,6 +45,7 @@ wait_http console-api "$CONSOLE_URL/api/status"
 wait_http relay "$RELAY_URL/health"
 wait_http payment-sandbox http://127.0.0.1:3091/api/orders
 sleep 0.3
-for name in billing; do kill -0 "$(cat .run/$name.pid)" 2>/dev/null || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
+# The billing worker answers no HTTP: alive is its process under its supervisor.
+for name in billing; do pgrep -P "$(cat .run/$name.pid)" >/dev/null 2>&1 || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
 
 RELAY_URL=$RELAY_URL CONSOLE_URL=$CONSOLE_URL MOCK_URL=$MOCK_URL MOCK_OPENAI_URL=$MOCK_OPENAI_URL bash infra/scripts/how-to-call.sh

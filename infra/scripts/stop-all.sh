@@ -15,7 +15,8 @@ for name in "${NAMES[@]}"; do
   elif kill -0 "$pid" 2>/dev/null; then
     kill "$pid"
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+    # A supervisor that did not end in time: its child first, so that none is left behind.
+    kill -0 "$pid" 2>/dev/null && { pkill -9 -P "$pid" 2>/dev/null; kill -9 "$pid"; }
   fi
   rm -f "$f"
   echo "stopped $name ($pid)"
