@@ -101,6 +101,12 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
       void (reply as FastifyReply).status(e.status).send(fail(e.message));
     },
     clientErrorHandler: answerClientError,
+    // A `__proto__` key (or `constructor.prototype`) is valid JSON: parsed as JSON.parse does (an own
+    // property, no prototype set) and refused by Api.route's input guard with a 400 naming the
+    // property (http/validation.ts reservedPropertyProblem), where Fastify's own refusal answered
+    // "request body is not valid JSON".
+    onProtoPoisoning: 'ignore',
+    onConstructorPoisoning: 'ignore',
   }) as unknown as FastifyInstance;
 
   // Every console answer is for one caller and many carry a credential (login's session token, the

@@ -52,7 +52,7 @@ export const logEntrySchema = z.object({
   use_time: int, is_stream: z.boolean(), channel: int, token_id: int, group: z.string(), request_id: z.string(),
   upstream_request_id: z.string(),
   // Additive to the contract's log entry (ClickHouse migration 005): rows older than it read 'anthropic'.
-  protocol: z.enum(['anthropic', 'openai']).describe('the API the request came in by: anthropic (POST /v1/messages) or openai (POST /v1/chat/completions)'),
+  protocol: z.enum(['anthropic', 'openai', '']).describe('the API the request came in by: anthropic (POST /v1/messages) or openai (POST /v1/chat/completions); empty for a row that is no request (top-up, management, system: types 1, 3, 4)'),
 });
 
 export const statSchema = z.object({ quota: int, rpm: int, tpm: int });

@@ -45,8 +45,26 @@ export function hostileInputProblem(input: unknown, root: string): string | unde
     if (depth >= MAX_INPUT_DEPTH) return `${fieldName(path, root)}: is nested more than ${MAX_INPUT_DEPTH} levels deep`;
     for (const [key, child] of Object.entries(value)) {
       if (key.includes('\u0000')) return `${fieldName(path, root)}: a property name must not contain NUL (U+0000) characters`;
+      const reserved = reservedPropertyProblem(key, child);
+      if (reserved) return `${fieldName(path, root)}: ${reserved}`;
       queue.push({ value: child, path: path ? `${path}.${key}` : key, depth: depth + 1 });
     }
+  }
+  return undefined;
+}
+
+/**
+ * `__proto__` as a property name, or `constructor` holding `prototype`: what Fastify's JSON parser
+ * refused (prototype poisoning) with "request body is not valid JSON", although the JSON is valid.
+ * The body is now parsed as JSON.parse does (such a key is an own property and sets no prototype),
+ * and refused here, naming the property. Refused rather than dropped: code that copies the object
+ * (Object.assign, `out[k] = v`) would set a prototype from it, and the relay's ratio tables drop a
+ * model named `__proto__` (core/pricing/ratios.ts parseTable), so a price sent for it would be lost.
+ */
+export function reservedPropertyProblem(key: string, value: unknown): string | undefined {
+  if (key === '__proto__') return 'the property name "__proto__" is refused (it names an object\'s prototype)';
+  if (key === 'constructor' && value !== null && typeof value === 'object' && Object.hasOwn(value, 'prototype')) {
+    return 'a property "constructor" holding "prototype" is refused (prototype poisoning)';
   }
   return undefined;
 }

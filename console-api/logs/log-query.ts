@@ -154,6 +154,11 @@ export interface RawLogRow {
   protocol: string;
 }
 
+/** Log types that are a request through the relay: consumption and error rows. */
+function isRequestType(type: number): boolean {
+  return type === LOG_TYPE.consume || type === LOG_TYPE.error;
+}
+
 /** ClickHouse's JSON formats quote (U)Int64 as strings: every integer is converted here. */
 export function toLogEntry(r: RawLogRow): LogEntry {
   return {
@@ -175,7 +180,10 @@ export function toLogEntry(r: RawLogRow): LogEntry {
     group: r.group,
     request_id: r.request_id,
     upstream_request_id: r.upstream_request_id,
-    protocol: r.protocol,
+    // Only a request came in by a protocol. Billing writes every row's column, top-ups and
+    // management rows too, with 'anthropic' (core/usage/log-rows.ts, the column's default), so a
+    // row of another type answers '' whatever it holds.
+    protocol: isRequestType(Number(r.type)) ? r.protocol : '',
   };
 }
 

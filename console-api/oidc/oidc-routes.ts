@@ -40,7 +40,7 @@ import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { loginDataSchema } from '../http/schemas.js';
-import { loadOptionView } from '../options/option-catalogue.js';
+import { isLoopbackHost, loadOptionView } from '../options/option-catalogue.js';
 import { afterConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH } from '../referrals/referrals.js';
 import { loadRegistrationPolicy } from '../registration/registration-policy.js';
@@ -83,17 +83,13 @@ async function loadOidcSettings(ctx: ConsoleContext): Promise<OidcSettings> {
 
 const discoveries = new Map<string, { config: oidc.Configuration; at: number }>();
 
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
-}
-
 async function discover(ctx: ConsoleContext, s: OidcSettings): Promise<oidc.Configuration> {
   const key = createHash('sha256').update(`${s.issuer}\0${s.clientId}\0${s.clientSecret}`).digest('hex');
   const cached = discoveries.get(key);
   if (cached && Date.now() - cached.at < DISCOVERY_TTL_MS) return cached.config;
   const url = new URL(s.issuer);
   const insecure = url.protocol === 'http:';
-  if (insecure && !isLoopback(url.hostname)) throw new ConsoleError('FEATURE_DISABLED', 'oidc.well_known must be an https URL (http only on loopback)');
+  if (insecure && !isLoopbackHost(url.hostname)) throw new ConsoleError('FEATURE_DISABLED', 'oidc.well_known must be an https URL (http only on loopback)');
   try {
     const config = await oidc.discovery(url, s.clientId, s.clientSecret || undefined, undefined, {
       timeout: DISCOVERY_TIMEOUT_SEC,

@@ -12,8 +12,29 @@ import type { Db } from '../db.js';
 import { ROLE } from '../accounts/roles.js';
 import { optionSealer } from './option-secrets.js';
 import { MAX_DISCOUNT, MAX_TOPUP_AMOUNT, MAX_UNIT_PRICE } from '../payments/pricing.js';
-import { hasUrlCredentials } from '../http/validation.js';
+import { hasUrlCredentials, reservedPropertyProblem } from '../http/validation.js';
 import { accountGroups, AUTO_GROUP } from './groups.js';
+
+/**
+ * The first `__proto__` (or `constructor.prototype`) property in a JSON value, as a message. Sent as
+ * an object such a key is refused by the input guard (http/validation.ts); sent as JSON text it
+ * arrives here. The relay's tables drop a `__proto__` entry (core/pricing/ratios.ts parseTable): a
+ * model or group of that name would be stored, shown, and never priced. A queue, not recursion: the
+ * text may nest deeper than the stack.
+ */
+function reservedPropertyIn(value: unknown): string | undefined {
+  const queue: unknown[] = [value];
+  for (let i = 0; i < queue.length; i++) {
+    const v = queue[i];
+    if (v === null || typeof v !== 'object') continue;
+    for (const [key, child] of Object.entries(v)) {
+      const problem = reservedPropertyProblem(key, child);
+      if (problem) return `${problem}; it cannot name a model or a group`;
+      queue.push(child);
+    }
+  }
+  return undefined;
+}
 
 const json = <S extends z.ZodType>(schema: S, what: string) =>
   z.string().transform((s, c) => {
@@ -22,6 +43,11 @@ const json = <S extends z.ZodType>(schema: S, what: string) =>
       parsed = JSON.parse(s);
     } catch {
       c.addIssue({ code: 'custom', message: `must be ${what} as JSON` });
+      return z.NEVER;
+    }
+    const reserved = reservedPropertyIn(parsed);
+    if (reserved) {
+      c.addIssue({ code: 'custom', message: reserved });
       return z.NEVER;
     }
     const r = schema.safeParse(parsed);
@@ -53,6 +79,18 @@ const text = (max = 2000) => z.string().max(max, { error: `must be at most ${max
 const url = z.union([z.literal(''), z.url({ protocol: /^https?$/, error: 'must be an http(s) URL or empty' })])
   .refine((s) => !hasUrlCredentials(s), { error: 'must not carry credentials' })
   .transform((s) => s.replace(/\/+$/, ''));
+
+/** A loopback host name as the URL parser writes it: where plain http stays on this machine. */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+// The OpenID issuer: its discovery document and keys decide who signs in, so plain http (readable
+// and forgeable on the way) is for a provider on this machine only, as oidc-routes.ts enforces at
+// sign-on; refused when saved too, rather than accepted and failing at the first sign-on.
+const issuerUrl = url.refine((s) => s === '' || new URL(s).protocol === 'https:' || isLoopbackHost(new URL(s).hostname), {
+  error: 'must be an https URL (http only on a loopback host: localhost, 127.0.0.0/8 or [::1])',
+});
 
 /** Longest group name: new-api's abilities.group is varchar(64); routes/channel.ts bounds a channel's groups by it. */
 export const MAX_GROUP_NAME = 64;
@@ -291,7 +329,8 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('SMTPToken', text(500), '', 'SMTP password', secret),
   // Single sign-on (oidc/): OpenID Connect, super administrator only. new-api's names.
   def('oidc.enabled', bool, 'false', 'OpenID Connect sign-on (GET /api/oauth/oidc/start, GET /api/oauth/oidc)', root),
-  def('oidc.well_known', url, '', 'issuer URL; its /.well-known/openid-configuration is discovered', root),
+  // One stored before the save check reads as written: the sign-on then refuses it naming the rule.
+  def('oidc.well_known', issuerUrl, '', 'issuer URL (https; http only on a loopback host); its /.well-known/openid-configuration is discovered', { ...root, readSchema: url }),
   def('oidc.client_id', text(500), '', 'client id registered at the provider', root),
   def('oidc.client_secret', text(500), '', 'client secret registered at the provider', secret),
   def('oidc.allowed_email_domains', text(2000), '', 'comma-separated e-mail domains allowed to sign on (the provider must assert email_verified); empty: any', root),

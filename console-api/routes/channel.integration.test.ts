@@ -222,10 +222,10 @@ describe('GET /api/channel/test/:id', () => {
 
 describe('channel integers fit their INT columns', () => {
   it.each([
-    ['type', { type: 2 ** 31 }, 'type: must be at most 2147483647'],
+    ['type', { type: 2 ** 31 }, /^type: must be 1 \(OpenAI Chat Completions\) or 14 \(Anthropic Messages\)/],
     ['weight', { weight: 2 ** 31 }, 'weight: must be at most 2147483647'],
     ['a huge priority', { priority: 2 ** 60 }, /^priority: /],
-    ['a negative type', { type: -1 }, 'type: must be at least 0'],
+    ['a negative type', { type: -1 }, /^type: must be 1 /],
   ])('refuses %s with 400', async (_l, patch, message) => {
     const res = await create({ name: 'ints', base_url: 'https://x.example', key: 'k', models: 'm', ...patch });
     expect(res.statusCode).toBe(400);
@@ -236,7 +236,7 @@ describe('channel integers fit their INT columns', () => {
   });
 
   it('accepts the INT bounds themselves', async () => {
-    const res = await create({ name: 'max', base_url: 'https://x.example', key: 'k', models: 'm', type: 2 ** 31 - 1, weight: 2 ** 31 - 1, priority: -(2 ** 40) });
+    const res = await create({ name: 'max', base_url: 'https://x.example', key: 'k', models: 'm', weight: 2 ** 31 - 1, priority: -(2 ** 40) });
     expect(res.statusCode, res.body).toBe(200);
   });
 });
@@ -267,5 +267,64 @@ describe('channel health fields', () => {
     // Other fields alone leave the status record as it is.
     const before = res.json().data.status_time;
     expect((await put({ id, weight: 3 })).json().data.status_time).toBe(before);
+  });
+});
+
+describe('channel types the relay speaks (D2)', () => {
+  it.each([0, 3, 24, 99, 2 ** 31 - 1])('refuses type %d with 400 listing the supported types, on create and update', async (type) => {
+    const res = await create({ name: 'az', type, base_url: 'https://x.example', key: 'k', models: 'm' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'type: must be 1 (OpenAI Chat Completions) or 14 (Anthropic Messages), the types the relay speaks' });
+    const id = (await create({ name: 'ok', base_url: 'https://x.example', key: 'k', models: 'm' })).json().data.id as number;
+    expect((await put({ id, type })).statusCode).toBe(400);
+    expect((await h.app.inject({ method: 'GET', url: `/api/channel/${id}`, headers: admin.auth })).json().data.type).toBe(14);
+  });
+
+  it('accepts 1 and 14 (the default)', async () => {
+    expect((await create({ name: 'oa', type: 1, base_url: 'https://x.example', key: 'k', models: 'm' })).json().data.type).toBe(1);
+    expect((await create({ name: 'an', type: 14, base_url: 'https://x.example', key: 'k', models: 'm' })).json().data.type).toBe(14);
+    expect((await create({ name: 'df', base_url: 'https://x.example', key: 'k', models: 'm' })).json().data.type).toBe(14);
+  });
+
+  it('leaves a stored channel of another type editable without its type', async () => {
+    const id = (await create({ name: 'legacy', base_url: 'https://x.example', key: 'k', models: 'm' })).json().data.id as number;
+    await h.sql`UPDATE channels SET type = 3 WHERE id = ${id}`;
+    const res = await put({ id, weight: 7 });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data).toMatchObject({ type: 3, weight: 7 });
+  });
+});
+
+describe('new-api channel fields this console does not use (D1)', () => {
+  it.each(['test_model', 'tag', 'other', 'status_code_mapping'])('refuses a %s value naming the field; accepts it empty or null', async (field) => {
+    const base = { name: 'f', base_url: 'https://x.example', key: 'k', models: 'm' };
+    const res = await create({ ...base, [field]: field === 'status_code_mapping' ? '{"429":"500"}' : 'x' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toMatch(new RegExp(`^${field}: `));
+    const id = (await create({ ...base, [field]: '' })).json().data.id as number;
+    expect((await create({ ...base, [field]: null })).statusCode).toBe(200);
+    expect((await put({ id, [field]: 'x' })).statusCode).toBe(400);
+    expect((await put({ id, [field]: '' })).statusCode).toBe(200);
+  });
+
+  it('accepts new-api\'s form as it sends them: empty strings and an empty mapping', async () => {
+    const res = await create({ name: 'newapi', base_url: 'https://x.example', key: 'k', models: 'm', test_model: '', tag: '', other: '', status_code_mapping: '{}' });
+    expect(res.statusCode, res.body).toBe(200);
+  });
+});
+
+describe('an administrator re-enabling an automatically disabled channel (nit)', () => {
+  it.each([1, 2])('status %d clears the prober\'s schedule (next_probe_time 0, probe_failures 0)', async (status) => {
+    const id = (await create({ name: 'auto', base_url: 'https://x.example', key: 'k', models: 'm' })).json().data.id as number;
+    await h.sql`UPDATE channels SET status = 3, next_probe_time = 4102444800, probe_failures = 4, probe_time = 1700000000, probe_result = 'HTTP 401' WHERE id = ${id}`;
+    const res = await put({ id, status });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data).toMatchObject({ status, next_probe_time: 0, probe_failures: 0, status_reason: 'set by an administrator' });
+  });
+
+  it('status 3 set by an administrator is probed from now', async () => {
+    const id = (await create({ name: 'auto3', base_url: 'https://x.example', key: 'k', models: 'm' })).json().data.id as number;
+    const res = await put({ id, status: 3 });
+    expect(res.json().data.next_probe_time).toBeGreaterThan(0);
   });
 });

@@ -22,6 +22,26 @@ import { providerErrorType, readHead } from '../channels/provider-answer.js';
 /** new-api's channel type of the Anthropic (Claude) API. */
 export const DEFAULT_CHANNEL_TYPE = 14;
 
+/**
+ * The channel types the relay speaks (relay/providers/registry.ts, core/channels/output-limit.ts):
+ * new-api's 1 (OpenAI Chat Completions) and 14 (Anthropic Messages). The relay sends any other type
+ * Anthropic's Messages API, so an Azure (3) or Gemini (24) channel would be accepted and then fail
+ * every request: refused at the edge instead.
+ */
+export const SUPPORTED_CHANNEL_TYPES = { 1: 'OpenAI Chat Completions', 14: 'Anthropic Messages' } as const;
+const CHANNEL_TYPE_RULE = `must be ${Object.entries(SUPPORTED_CHANNEL_TYPES).map(([t, name]) => `${t} (${name})`).join(' or ')}, the types the relay speaks`;
+
+/**
+ * new-api channel fields this console has no use for. new-api's edit form sends them empty with
+ * every channel, so empty (or null, or `{}` for a mapping) is accepted and ignored; a value is
+ * refused naming the field, where dropping it would report a setting that has no effect.
+ */
+function unsupportedChannelField(why: string) {
+  return z.union([z.string(), z.null()], { error: 'must be a string or null' })
+    .refine((v) => v === null || v.trim() === '' || v.trim() === '{}', { error: why })
+    .optional();
+}
+
 // new-api's bounds (its abilities columns are group varchar(64), model varchar(255)), so a channel
 // copied from it fits; a longer name would also outgrow the btree entry of abilities' primary key
 // (about 2,700 bytes). 1,000 models is several times the largest provider catalogue. Group names
@@ -80,7 +100,7 @@ const modelMapping = z
 
 export const createChannelBody = z.object({
   name: requiredName(100),
-  type: int32(0).optional(),
+  type: z.union([z.literal(1), z.literal(14)], { error: CHANNEL_TYPE_RULE }).optional(),
   // Credentials in the address (https://user:pw@host) would be shown to every administrator by the
   // channel list, beside the key that is never shown: refused, as a notice's webhook_url is.
   base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).max(2048)
@@ -107,6 +127,10 @@ export const createChannelBody = z.object({
   // standard price (OpenAI: 0.5); above 1 would bill more than the reservation held.
   flex_ratio: z.number({ error: 'must be a number greater than 0 and at most 1' })
     .gt(0, { error: 'must be a number greater than 0 and at most 1' }).max(1, { error: 'must be a number greater than 0 and at most 1' }).optional(),
+  test_model: unsupportedChannelField('is not stored: GET /api/channel/test/:id?model=<name> tests a model (default the channel\'s first)'),
+  tag: unsupportedChannelField('channel tags are not supported'),
+  other: unsupportedChannelField('is not supported (new-api\'s per-type setting; types 1 and 14 need none)'),
+  status_code_mapping: unsupportedChannelField('is not supported: an upstream status is classified as it is (README, "Routing")'),
 });
 
 export const updateChannelBody = createChannelBody.partial().extend({
@@ -333,7 +357,8 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
           fault_rate_threshold = ${body.fault_rate_threshold === undefined ? before.fault_rate_threshold : body.fault_rate_threshold},
           flex_ratio = ${body.flex_ratio ?? before.flex_ratio},
           ${statusChanged ? tx`status_reason = 'set by an administrator', status_time = ${now}, status_notified_time = ${now},
-                               probe_failures = 0, next_probe_time = ${now},` : tx``}
+                               probe_failures = 0,` : tx``}
+          ${statusChanged ? tx`next_probe_time = ${body.status === CHANNEL_STATUS.autoDisabled ? now : 0},` : tx``}
           id = id
         WHERE id = ${body.id}
         RETURNING ${tx(CHANNEL_COLUMNS)}`;

@@ -138,7 +138,9 @@ describe('integers bound for INT columns', () => {
   ])('channel %s = %d is a 400, not a Postgres overflow', async (field, value) => {
     const res = await inject('POST', '/api/channel/', admin, { name: 'ints', base_url: 'https://x.example', key: 'k', models: 'm', [field]: value });
     expect(res.statusCode, res.body).toBe(400);
-    expect(res.json()).toEqual({ success: false, message: expect.stringMatching(new RegExp(`^${field}: must be at (most 2147483647|least 0)$`)) });
+    // type is one of the relay's types (1, 14), which bounds it further.
+    const rule = field === 'type' ? 'must be 1 \\(OpenAI Chat Completions\\) or 14 \\(Anthropic Messages\\), the types the relay speaks' : 'must be at (most 2147483647|least 0)';
+    expect(res.json()).toEqual({ success: false, message: expect.stringMatching(new RegExp(`^${field}: ${rule}$`)) });
   });
 
   it('API key rate limits stay within INT', async () => {
@@ -211,5 +213,32 @@ describe('bodies that are not JSON, and values out of range', () => {
     const key = await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, rate_limit_rpm: 2_000_000_000 });
     expect(key.statusCode).toBe(400);
     expect(key.json()).toEqual({ success: false, message: 'rate_limit_rpm: must be at most 1,000,000,000' });
+  });
+});
+
+// Valid JSON whose property names would poison a prototype: Fastify's parser answered "not valid JSON".
+describe('prototype property names (D4)', () => {
+  const raw = (url: string, who: TestAccount, payload: string) =>
+    h.app.inject({ method: 'PUT', url, headers: { ...who.auth, 'content-type': 'application/json' }, payload });
+
+  it.each([
+    ['at the top', '{"key":"ModelRatio","__proto__":{"x":1},"value":"{}"}', 'body: the property name "__proto__" is refused (it names an object\'s prototype)'],
+    ['nested', '{"key":"ModelRatio","value":{"__proto__":2}}', 'value: the property name "__proto__" is refused (it names an object\'s prototype)'],
+    ['constructor.prototype', '{"key":"ModelRatio","value":{"constructor":{"prototype":{"y":1}}}}', 'value: a property "constructor" holding "prototype" is refused (prototype poisoning)'],
+  ])('%s: 400 naming the property, not "not valid JSON"', async (_label, payload, message) => {
+    const res = await raw('/api/option/', admin, payload);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message });
+  });
+
+  it('a model named constructor stays an ordinary name (the relay prices it as its own key)', async () => {
+    const res = await raw('/api/option/', admin, '{"key":"ModelRatio","value":{"constructor":2}}');
+    expect(res.statusCode, res.body).toBe(200);
+  });
+
+  it('invalid JSON is still "not valid JSON"', async () => {
+    const res = await raw('/api/option/', admin, '{"key":');
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'request body is not valid JSON' });
   });
 });

@@ -96,8 +96,9 @@ describe('GET /api/log/self', () => {
     expect(data.items[3]).toEqual({ ...r1 });
     expect(data.items[3]!.is_stream).toBe(true);
     expect(data.items[2]!.is_stream).toBe(false);
-    // A row written without a protocol (every row before /v1/chat/completions) reads 'anthropic'.
-    expect(data.items.map((i) => i.protocol)).toEqual(['anthropic', 'anthropic', 'anthropic', 'openai', 'anthropic']);
+    // A row written without a protocol (every row before /v1/chat/completions) reads 'anthropic'; a
+    // row that is no request (req-4, a top-up) reads '' whatever billing wrote in the column.
+    expect(data.items.map((i) => i.protocol)).toEqual(['anthropic', '', 'anthropic', 'openai', 'anthropic']);
   });
 
   it('documents protocol in the OpenAPI document\'s log entry', async () => {
@@ -105,7 +106,7 @@ describe('GET /api/log/self', () => {
     for (const path of ['/api/log/self']) {
       const entry = doc.paths[path].get.responses['200'].content['application/json'].schema.properties.data.properties.items.items;
       expect(entry.required, path).toContain('protocol');
-      expect(entry.properties.protocol, path).toMatchObject({ type: 'string', enum: ['anthropic', 'openai'] });
+      expect(entry.properties.protocol, path).toMatchObject({ type: 'string', enum: ['anthropic', 'openai', ''] });
       expect(entry.properties.protocol.description, path).toMatch(/chat\/completions/);
     }
   });

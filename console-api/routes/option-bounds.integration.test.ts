@@ -120,3 +120,30 @@ describe('SMTPPort', () => {
     expect((await putOption('SMTPPort', 65_535)).statusCode).toBe(200);
   });
 });
+
+describe('oidc.well_known (D3)', () => {
+  it.each([
+    'http://10.0.0.1/.well-known/openid-configuration', 'http://idp.example.com', 'http://127.0.0.1.example.com',
+  ])('refuses plain http to a host that is not loopback: %s', async (value) => {
+    const res = await putOption('oidc.well_known', value);
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'value (oidc.well_known): must be an https URL (http only on a loopback host: localhost, 127.0.0.0/8 or [::1])' });
+    expect(await stored('oidc.well_known')).not.toBe(value);
+  });
+
+  it.each(['https://idp.example.com', 'http://127.0.0.1:9000', 'http://localhost:9000/realms/x', 'http://[::1]:9000', ''])('accepts %s', async (value) => {
+    const res = await putOption('oidc.well_known', value);
+    expect(res.statusCode, res.body).toBe(200);
+  });
+});
+
+describe('ratio tables naming __proto__ (D4)', () => {
+  it.each(['ModelRatio', 'CompletionRatio', 'GroupRatio', 'ModelContextWindow'])('%s sent as JSON text: 400 naming it, nothing stored', async (key) => {
+    const before = await stored(key);
+    const value = key === 'GroupRatio' ? '{"default":1,"__proto__":2}' : '{"__proto__":2}';
+    const res = await putOption(key, value);
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: `value (${key}): the property name "__proto__" is refused (it names an object's prototype); it cannot name a model or a group` });
+    expect(await stored(key)).toBe(before);
+  });
+});

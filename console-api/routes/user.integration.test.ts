@@ -306,6 +306,133 @@ describe('PUT /api/user/ (administrator)', () => {
   });
 });
 
+describe('PUT /api/user/: password, username and the fields it does not change (D1)', () => {
+  const login = (username: string, password: string) => post('/api/user/login', { username, password });
+  const setOption = (key: string, value: string) =>
+    h.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+
+  it('resets a password: stored hashed, the old one refused, every session and access token of the account revoked', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account();
+    const access = (await get('/api/user/token', target.auth)).json().data as string;
+    const res = await put('/api/user/', { id: target.user.id, password: 'a new password 1' }, admin.auth);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data).not.toHaveProperty('password');
+    expect(res.json().data).not.toHaveProperty('password_hash');
+    const [row] = await h.sql<{ password_hash: string }[]>`SELECT password_hash FROM users WHERE id = ${target.user.id}`;
+    expect(row!.password_hash).toMatch(/^scrypt\$/);
+    expect(row!.password_hash).not.toContain('a new password 1');
+    expect((await login(target.user.username, target.password)).statusCode).toBe(401);
+    expect((await login(target.user.username, 'a new password 1')).statusCode).toBe(200);
+    for (const credential of [target.token, access]) {
+      const self = await get('/api/user/self', { authorization: `Bearer ${credential}` });
+      expect(self.statusCode).toBe(401);
+      expect(self.json().message).toBe('access token is invalid, expired or revoked');
+    }
+  });
+
+  it('takes password \'\' (new-api\'s form, field left empty) as no reset', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account();
+    const res = await put('/api/user/', { id: target.user.id, password: '', display_name: 'Renamed' }, admin.auth);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data.display_name).toBe('Renamed');
+    expect((await login(target.user.username, target.password)).statusCode).toBe(200);
+    expect((await get('/api/user/self', target.auth)).statusCode).toBe(200);
+  });
+
+  it('applies the password rules of registration (PasswordMinLength, PasswordRequireLetterAndDigit)', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account();
+    const short = await put('/api/user/', { id: target.user.id, password: 'short' }, admin.auth);
+    expect(short.statusCode).toBe(400);
+    expect(short.json()).toEqual({ success: false, message: 'password: must be at least 8 characters' });
+    await setOption('PasswordMinLength', '12');
+    await setOption('PasswordRequireLetterAndDigit', 'true');
+    try {
+      expect((await put('/api/user/', { id: target.user.id, password: 'elevenchars' }, admin.auth)).json().message)
+        .toBe('password: must be at least 12 characters');
+      expect((await put('/api/user/', { id: target.user.id, password: 'only letters here' }, admin.auth)).json().message)
+        .toBe('password: must contain a letter and a digit');
+      expect((await login(target.user.username, target.password)).statusCode).toBe(200);
+    } finally {
+      await h.sql`DELETE FROM options WHERE key IN ('PasswordMinLength', 'PasswordRequireLetterAndDigit')`;
+    }
+  });
+
+  it('keeps the role rules: not root, not another administrator, not oneself (own password: PUT /api/user/self)', async () => {
+    const admin = await h.account({ role: 10 });
+    const admin2 = await h.account({ role: 10 });
+    const root = await h.account({ role: 100 });
+    expect((await put('/api/user/', { id: admin2.user.id, password: 'a new password 1' }, admin.auth)).statusCode).toBe(403);
+    expect((await put('/api/user/', { id: root.user.id, password: 'a new password 1' }, admin.auth)).statusCode).toBe(403);
+    const self = await put('/api/user/', { id: admin.user.id, password: 'a new password 1' }, admin.auth);
+    expect(self.statusCode).toBe(400);
+    expect(self.json().message).toMatch(/^password: change your own password with PUT \/api\/user\/self/);
+    const rootSelf = await put('/api/user/', { id: root.user.id, password: 'a new password 1' }, root.auth);
+    expect(rootSelf.statusCode).toBe(400);
+    for (const a of [admin, admin2, root]) expect((await login(a.user.username, a.password)).statusCode).toBe(200);
+    // The super administrator resets an administrator's.
+    expect((await put('/api/user/', { id: admin2.user.id, password: 'a new password 1' }, root.auth)).statusCode).toBe(200);
+    expect((await login(admin2.user.username, 'a new password 1')).statusCode).toBe(200);
+  });
+
+  it('renames with registration\'s rules: 409 for a taken name (case and Unicode form folded), 400 for a bad one', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account();
+    const other = await h.account({ username: uniqueName('Taken') });
+    const fresh = uniqueName('nu');
+    const res = await put('/api/user/', { id: target.user.id, username: fresh }, admin.auth);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().data.username).toBe(fresh);
+    expect((await login(fresh, target.password)).statusCode).toBe(200);
+    // Its own name again (new-api's form sends it unchanged), or in another case: no conflict with itself.
+    expect((await put('/api/user/', { id: target.user.id, username: fresh }, admin.auth)).statusCode).toBe(200);
+    expect((await put('/api/user/', { id: target.user.id, username: fresh.toUpperCase() }, admin.auth)).statusCode).toBe(200);
+    for (const name of [other.user.username, other.user.username.toLowerCase()]) {
+      const taken = await put('/api/user/', { id: target.user.id, username: name }, admin.auth);
+      expect(taken.statusCode).toBe(409);
+      expect(taken.json()).toEqual({ success: false, message: 'username is already taken' });
+    }
+    for (const bad of ['ab', 'has space', 'x'.repeat(21)]) {
+      const r = await put('/api/user/', { id: target.user.id, username: bad }, admin.auth);
+      expect(r.statusCode).toBe(400);
+      expect(r.json().message).toMatch(/^username: /);
+    }
+    // Renaming is an edit like the others: not of an administrator's peer.
+    const peer = await h.account({ role: 10 });
+    expect((await put('/api/user/', { id: peer.user.id, username: uniqueName('x') }, admin.auth)).statusCode).toBe(403);
+  });
+
+  it('refuses a change of email or role naming the field, and accepts them unchanged (new-api sends the whole account)', async () => {
+    const admin = await h.account({ role: 10 });
+    const target = await h.account();
+    await h.sql`UPDATE users SET email = 'kept@example.com' WHERE id = ${target.user.id}`;
+    const email = await put('/api/user/', { id: target.user.id, email: 'new@example.com', display_name: 'not applied' }, admin.auth);
+    expect(email.statusCode).toBe(400);
+    expect(email.json().message).toMatch(/^email: an administrator cannot change/);
+    const role = await put('/api/user/', { id: target.user.id, role: 10 }, admin.auth);
+    expect(role.statusCode).toBe(400);
+    expect(role.json().message).toMatch(/^role: is changed with POST \/api\/user\/manage/);
+    const [row] = await h.sql<{ role: number; email: string; display_name: string }[]>`SELECT role, email, display_name FROM users WHERE id = ${target.user.id}`;
+    expect(row).toEqual({ role: 1, email: 'kept@example.com', display_name: target.user.display_name });
+    const same = await put('/api/user/', {
+      id: target.user.id, username: target.user.username, display_name: 'Shown', password: '', email: 'kept@example.com', role: 1,
+      group: 'default', quota: 0, github_id: '', remark: '',
+    }, admin.auth);
+    expect(same.statusCode, same.body).toBe(200);
+    expect(same.json().data).toMatchObject({ display_name: 'Shown', email: 'kept@example.com', role: 1 });
+  });
+
+  it('GET /api/user/:id follows the list: an administrator does not read itself there (403), root does', async () => {
+    const admin = await h.account({ role: 10 });
+    const root = await h.account({ role: 100 });
+    const own = await get(`/api/user/${admin.user.id}`, admin.auth);
+    expect(own.statusCode).toBe(403);
+    expect((await get(`/api/user/${root.user.id}`, root.auth)).statusCode).toBe(200);
+  });
+});
+
 describe('unknown routes', () => {
   it('answer 404 in the envelope', async () => {
     const res = await get('/api/nope');

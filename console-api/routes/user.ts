@@ -81,7 +81,26 @@ export const updateUserBody = z.object({
   }).optional(),
   // As the account's own edit: an administrator cannot blank a name the account could not.
   display_name: nonBlankText(50, 'must not be empty').optional(),
+  // A password reset by the administrator. new-api's edit form sends '' when the field was left
+  // empty: that is no reset, so '' is read as absent rather than refused as too short.
+  password: z.union([z.literal(''), registerBody.shape.password]).optional()
+    .transform((v) => (v === '' ? undefined : v)),
+  // Registration's rules (length, no spaces or control characters); taken names as there (409).
+  username: username.optional(),
+  /**
+   * Account fields this endpoint does not change. new-api's edit form sends the whole account, so
+   * one equal to the stored value is accepted (nothing to change); a different one is refused
+   * naming the field (ACCOUNT_FIELDS_ELSEWHERE), where dropping it would report a change not made.
+   */
+  email: z.string({ error: 'must be a string' }).max(254, { error: 'must be at most 254 characters' }).optional(),
+  role: z.number({ error: 'must be an integer' }).int({ error: 'must be an integer' }).optional(),
 });
+
+/** The Account fields PUT /api/user/ does not change, and where they are changed instead. */
+const ACCOUNT_FIELDS_ELSEWHERE = {
+  email: 'an administrator cannot change an account\'s e-mail address; the account binds its own (POST /api/oauth/email/bind)',
+  role: 'is changed with POST /api/user/manage (promote, demote; super administrator only)',
+} as const;
 
 export const MANAGE_ACTIONS = ['disable', 'enable', 'promote', 'demote', 'delete', 'add_quota', 'set_group'] as const;
 
@@ -333,20 +352,41 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ params, user }) => {
     const [row] = await sql<UserRow[]>`SELECT * FROM users WHERE id = ${params.id} AND deleted_at IS NULL`;
     if (!row) throw new ConsoleError('NOT_FOUND', 'account not found');
-    if (Number(row.id) !== Number(user.id)) assertCanManage(user, row);
+    // The list's rule, the administrator's own account included (it is not listed either, and new-api
+    // refuses it too): GET /api/user/self is where an account reads itself.
+    assertCanManage(user, row);
     return ok(toAccount(row));
   });
 
   api.route({
     method: 'PUT', path: '/api/user/', tag: 'admin: accounts', access: ROLE.admin, body: updateUserBody, data: accountSchema,
-    summary: 'Edit an account of a lower role: quota (sets the balance; a management log row; with expected_quota, only if the balance is still that), group, status, display name',
-    errors: ['UNKNOWN_GROUP', 'NOT_FOUND', 'STATE_CONFLICT'],
+    summary: 'Edit an account of a lower role: quota (sets the balance; a management log row; with expected_quota, only if the balance is still that), group, status, display name, username, password (revokes its sessions and access tokens)',
+    description: 'email and role are not changed here: a value other than the stored one is refused (400 naming the field). ' +
+      'password \'\' is no reset (new-api\'s form sends it empty). Other fields are ignored.',
+    errors: ['UNKNOWN_GROUP', 'NOT_FOUND', 'STATE_CONFLICT', 'USERNAME_TAKEN'],
   }, async ({ body, user: caller }) => {
     if (body.group !== undefined) await assertAccountGroup(sql, body.group);
+    if (body.password !== undefined) {
+      // Without original_password, unlike PUT /api/user/self: a stolen session of the super
+      // administrator must not set its password here and lock the owner out.
+      if (Number(body.id) === Number(caller.id)) {
+        throw new ConsoleError('VALIDATION_FAILED', 'password: change your own password with PUT /api/user/self (it needs the current one)');
+      }
+      assertPasswordRules(await loadRegistrationPolicy(sql), body.password);
+    }
+    // Hashed before the transaction: scrypt takes tens of milliseconds, the row lock should not.
+    const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
     const { updated, credit } = await sql.begin(async (tx) => {
       const before = await lockAccount(tx, body.id);
       // Banning is disabling: the super administrator cannot lock itself out here either.
       assertCanManage(caller, before, body.status === ACCOUNT_STATUS.banned);
+      for (const field of Object.keys(ACCOUNT_FIELDS_ELSEWHERE) as (keyof typeof ACCOUNT_FIELDS_ELSEWHERE)[]) {
+        if (body[field] !== undefined && String(body[field]) !== String(before[field])) {
+          throw new ConsoleError('VALIDATION_FAILED', `${field}: ${ACCOUNT_FIELDS_ELSEWHERE[field]}`);
+        }
+      }
+      const renamed = body.username !== undefined && body.username !== before.username;
+      if (renamed && await usernameTakenByAnother(tx, body.username!, Number(before.id))) throw new ConsoleError('USERNAME_TAKEN');
       let credit: RecordedCredit | undefined;
       if (body.quota !== undefined && body.expected_quota !== undefined && body.expected_quota !== Number(before.quota)) {
         throw new ConsoleError('STATE_CONFLICT', `quota: the balance changed since it was read (now ${before.quota}); read it again`);
@@ -362,13 +402,24 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       }
       const [after] = await tx<UserRow[]>`
         UPDATE users SET
+          ${hash !== undefined ? tx`password_hash = ${hash},` : tx``}
+          ${renamed ? tx`username = ${body.username!},` : tx``}
           "group" = ${body.group ?? before.group},
           status = ${body.status ?? before.status},
           display_name = ${body.display_name ?? before.display_name}
         WHERE id = ${body.id}
         RETURNING *`;
-      if (body.status === ACCOUNT_STATUS.banned && Number(before.status) !== ACCOUNT_STATUS.banned) await revokeAllCredentials(tx, Number(body.id), ctx.now());
+      // A reset is for an account someone else may hold the password of: as the owner's own change
+      // (and POST /api/user/reset), every session and access token of it ends, under the row lock
+      // credentials are issued under (auth/sessions.ts lockIssuer).
+      const banned = body.status === ACCOUNT_STATUS.banned && Number(before.status) !== ACCOUNT_STATUS.banned;
+      if (banned || hash !== undefined) await revokeAllCredentials(tx, Number(body.id), ctx.now());
       return { updated: after!, credit };
+    }).catch((err: unknown) => {
+      // Another account took the name between the check and the update (or a case or Unicode form
+      // of it, migration 022's index): the same 409 as registration.
+      if (isUsernameConflict(err)) throw new ConsoleError('USERNAME_TAKEN');
+      throw err;
     });
     // Committed: the Redis mirror moves by the same delta, the management log event is appended.
     if (credit) await afterConsoleCredit(ctx, credit);
@@ -428,6 +479,17 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     if (body.action === 'delete') await expireDeletedAccountMirrors(ctx, Number(updated.id));
     return ok(toAccount(updated));
   });
+}
+
+/** Whether another account (deleted ones included: a name is not reused) has this name, ignoring case and Unicode compatibility form as migration 022's index does. */
+async function usernameTakenByAnother(db: Db, name: string, id: number): Promise<boolean> {
+  const [row] = await db`SELECT 1 FROM users WHERE lower(normalize(username, NFKC)) = lower(normalize(${name}::text, NFKC)) AND id <> ${id} LIMIT 1`;
+  return row !== undefined;
+}
+
+function isUsernameConflict(err: unknown): boolean {
+  const e = err as { code?: string; constraint_name?: string };
+  return e?.code === '23505' && (e.constraint_name === 'users_username_key' || e.constraint_name === 'users_username_folded');
 }
 
 /** The same rule as assertCanManage: an administrator lists only lower roles, the super administrator every account. */

@@ -1,6 +1,6 @@
 // A settled usage event as a row of the ClickHouse `logs` table (infra/clickhouse/migrations). The
 // billing worker writes these rows and the console reads them back, so the shape lives here.
-import type { UsageEvent } from './usage-event.js';
+import { LOG_TYPE, type UsageEvent } from './usage-event.js';
 
 /** The contract's log entry (interface.md, "Log entry"), field for field, and `protocol` (additive). */
 export interface LogEntry {
@@ -75,6 +75,8 @@ export function toLogRow({ id, event: e }: { id: number; event: UsageEvent }): L
     request_id: wellFormed(e.request_id),
     upstream_request_id: wellFormed(e.upstream_request_id),
     ip: wellFormed(e.ip ?? ''),
-    protocol: wellFormed(e.protocol ?? 'anthropic'),
+    // Only a request came in by a protocol; an event without one is a relay's from before protocols
+    // were recorded (Anthropic's only), or a top-up, management or system row, which has none.
+    protocol: wellFormed(e.protocol ?? (e.type === LOG_TYPE.consume || e.type === LOG_TYPE.error ? 'anthropic' : '')),
   };
 }

@@ -164,7 +164,7 @@ export interface paths {
         content: {
           "application/json": {
             name: string;
-            type?: number;
+            type?: 1 | 14;
             base_url: string;
             key: string;
             models: string | (string)[];
@@ -179,6 +179,10 @@ export interface paths {
             fault_threshold?: number | null;
             fault_rate_threshold?: number | null;
             flex_ratio?: number;
+            test_model?: string | null;
+            tag?: string | null;
+            other?: string | null;
+            status_code_mapping?: string | null;
           };
         };
       };
@@ -286,7 +290,7 @@ export interface paths {
         content: {
           "application/json": {
             name?: string;
-            type?: number;
+            type?: 1 | 14;
             base_url?: string;
             key?: string;
             models?: string | (string)[];
@@ -301,6 +305,10 @@ export interface paths {
             fault_threshold?: number | null;
             fault_rate_threshold?: number | null;
             flex_ratio?: number;
+            test_model?: string | null;
+            tag?: string | null;
+            other?: string | null;
+            status_code_mapping?: string | null;
             id: number;
           };
         };
@@ -700,7 +708,7 @@ export interface paths {
                   group: string;
                   request_id: string;
                   upstream_request_id: string;
-                  protocol: "anthropic" | "openai";
+                  protocol: "anthropic" | "openai" | "";
                 })[];
                 total: number;
                 page: number;
@@ -806,7 +814,7 @@ export interface paths {
                   group: string;
                   request_id: string;
                   upstream_request_id: string;
-                  protocol: "anthropic" | "openai";
+                  protocol: "anthropic" | "openai" | "";
                 })[];
                 total: number;
                 page: number;
@@ -2942,7 +2950,7 @@ export interface paths {
         };
       };
     };
-    /** Edit an account of a lower role: quota (sets the balance; a management log row; with expected_quota, only if the balance is still that), group, status, display name (role >= 10) */
+    /** Edit an account of a lower role: quota (sets the balance; a management log row; with expected_quota, only if the balance is still that), group, status, display name, username, password (revokes its sessions and access tokens) (role >= 10) */
     put: {
       parameters: {
         query?: never;
@@ -2959,6 +2967,10 @@ export interface paths {
             group?: string;
             status?: 1 | 2;
             display_name?: string;
+            password?: "" | string;
+            username?: string;
+            email?: string;
+            role?: number;
           };
         };
       };
