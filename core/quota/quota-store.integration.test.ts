@@ -358,6 +358,30 @@ describe('rate limits in reserveQuota-6.lua and settleReservations-7n.lua', () =
   });
 });
 
+describe('takeRateSlot-1.lua and returnRateSlot-1.lua (the key\'s token counts per minute)', () => {
+  it('takes slots up to the budget, a refused call counting too, and gives back a slot not used', async () => {
+    const { userId, tokenId } = ids();
+    const minute = 29_000_200;
+    const key = keys.keyCountsInMinute(userId, tokenId, minute);
+    expect(await store.takeCountSlot(userId, tokenId, 2, minute)).toBe(true);
+    expect(await store.takeCountSlot(userId, tokenId, 2, minute)).toBe(true);
+    expect(await store.takeCountSlot(userId, tokenId, 2, minute)).toBe(false);
+    expect(await redis.ttl(key)).toBeGreaterThan(100);
+    // The refused call and one the relay could not serve go back: one slot is free again.
+    await store.returnCountSlot(userId, tokenId, minute);
+    await store.returnCountSlot(userId, tokenId, minute);
+    expect(await store.takeCountSlot(userId, tokenId, 2, minute)).toBe(true);
+    expect(await store.takeCountSlot(userId, tokenId, 2, minute)).toBe(false);
+    // Never below 0, and an expired minute's counter is not made again (it would have no lifetime).
+    for (let i = 0; i < 5; i++) await store.returnCountSlot(userId, tokenId, minute);
+    expect(await redis.get(key)).toBe('0');
+    await store.returnCountSlot(userId, tokenId, minute + 1);
+    expect(await redis.exists(keys.keyCountsInMinute(userId, tokenId, minute + 1))).toBe(0);
+    // Another minute is another budget.
+    expect(await store.takeCountSlot(userId, tokenId, 2, minute + 1)).toBe(true);
+  });
+});
+
 describe('tokens held against the per-minute token limit while requests run', () => {
   // Before: the counter moved at settlement only, so 100 requests sent at once all passed a limit of 500.
   it('a reservation holds its tokens: requests sent together stop at the limit; settlement turns the hold into the tokens used', async () => {

@@ -47,7 +47,7 @@ export async function countTokensResponse(counter: Pick<TokenCounter, 'countProm
 
 export interface CountTokensContext extends FreeEndpointContext {
   tokens: TokenCounter;
-  quota: Pick<QuotaStore, 'takeCountSlot'>;
+  quota: Pick<QuotaStore, 'takeCountSlot' | 'returnCountSlot'>;
   /** Token counts (count_tokens calls, prompt counts) per key per minute. */
   countsPerMinute: number;
 }
@@ -86,7 +86,8 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
       return reply.error(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${access.groups[0]}".`));
     }
     const now = Date.now();
-    if (!(await ctx.quota.takeCountSlot(record.userId, record.tokenId, ctx.countsPerMinute, currentMinute(now)))) {
+    const minute = currentMinute(now);
+    if (!(await ctx.quota.takeCountSlot(record.userId, record.tokenId, ctx.countsPerMinute, minute))) {
       const retryAfter = String(60 - Math.floor((now / 1000) % 60));
       return reply.error(new RelayError('rate_limited', `Rate limit of ${ctx.countsPerMinute} token counts per minute reached for this API key.`), retryAfter);
     }
@@ -96,8 +97,13 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
       relayMetrics.promptCounted();
       answer = await countTokensResponse(ctx.tokens, body, raw);
     } catch (err) {
-      if (err instanceof CountQueueFull) return reply.error(new RelayError('relay_overloaded'));
-      throw err;
+      if (!(err instanceof CountQueueFull)) throw err;
+      // The relay's refusal, not the client's spending: the slot goes back (a burst answered 529 in
+      // part left the key 429 for the rest of its minute, its budget spent on counts never made).
+      reply.error(new RelayError('relay_overloaded'));
+      return void ctx.quota.returnCountSlot(record.userId, record.tokenId, minute).catch((e: unknown) => {
+        ctx.log.warn({ err: (e as Error).message }, 'count slot not given back');
+      });
     }
     reply.json(200, JSON.stringify(answer));
   })().catch((err: unknown) => {

@@ -446,7 +446,11 @@ class Exchange {
       relayMetrics.promptCounted();
       return await this.ctx.tokens.countPrompt(raw);
     } catch (err) {
-      if (err instanceof CountQueueFull) return new RelayError('relay_overloaded');
+      if (err instanceof CountQueueFull) {
+        // The relay's refusal (529), not the client's spending: the slot goes back.
+        this.ctx.quota.returnCountSlot(record.userId, record.tokenId, this.minute).catch(() => {});
+        return new RelayError('relay_overloaded');
+      }
       this.ctx.log.warn({ err, requestId: this.requestId }, 'prompt count failed; the byte bound stands');
       return null;
     }

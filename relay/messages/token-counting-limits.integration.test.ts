@@ -175,4 +175,23 @@ describe('count_tokens', () => {
     for (const r of refused) expect(r.json.error?.type).toBe('overloaded_error');
     expect(statuses.every((s) => s === 200 || s === 529)).toBe(true);
   });
+
+  it('a count refused 529 spends none of the key\'s budget: served and still-servable counts make the whole budget', async () => {
+    // Before: the slot was taken before the queue refused, so a burst answered 529 in part left the
+    // key 429 for the rest of its minute (110 at once of a budget of 120: 77 served, 33 × 529, then 10 × 200, 10 × 429).
+    await sameMinute();
+    const key = (await createApiKey(stack, rich)).key;
+    const huge = 'word '.repeat(200_000);
+    // As many as the budget (a call over it is refused 429 and counts, by design: takeRateSlot-1.lua).
+    const burst = await Promise.all(Array.from({ length: COUNTS_PER_MINUTE }, () =>
+      countTokens(key, { model: MODEL, messages: [{ role: 'user', content: huge }] }).then((r) => r.status)));
+    const served = burst.filter((s) => s === 200).length;
+    expect(burst.filter((s) => s === 529).length).toBeGreaterThanOrEqual(1);
+    // One at a time now (the queue has room): exactly the slots the burst did not serve remain.
+    const body = { model: MODEL, messages: [{ role: 'user', content: 'hello' }] };
+    const after: number[] = [];
+    for (let i = 0; i < COUNTS_PER_MINUTE + 1; i++) after.push((await countTokens(key, body)).status);
+    expect(after.filter((s) => s === 200).length).toBe(COUNTS_PER_MINUTE - served);
+    expect(after.slice(COUNTS_PER_MINUTE - served).every((s) => s === 429)).toBe(true);
+  });
 });

@@ -2,7 +2,8 @@
 // test stack: an administrator creates a channel and redemption codes; a new account registers,
 // redeems a code and sees its balance rise, creates an API key and reads it once, calls the relay
 // with it through the official SDK, and finds the request in Usage logs and in the dashboard totals;
-// an ordinary account sees no administration page and the API refuses it.
+// an administrator renames the account and resets its password, after which only the new name and
+// password log in; an ordinary account sees no administration page and the API refuses it.
 // CONSOLE_SCREENSHOTS=docs/screenshots saves a screenshot of each main page (README "Web console").
 import { existsSync, mkdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -98,7 +99,8 @@ async function tileValue(page: Page, label: string): Promise<string> {
 describe('web console', () => {
   const channelName = uniqueName('mock-');
   let codes: string[] = [];
-  // The password changes in the profile test; later tests log in with the new one.
+  // The password changes in the profile test, then the administrator renames the account and resets
+  // its password; later tests log in with the new ones.
   const user = { username: uniqueName('web'), password: `pw-${randomBytes(8).toString('hex')}` };
   let apiKey = '';
   let requestId = '';
@@ -358,7 +360,7 @@ describe('web console', () => {
     user.password = newPassword;
   }, 120_000);
 
-  it('an administrator (role 10) manages accounts and channels and sees no root-only action', async () => {
+  it('an administrator (role 10) manages accounts (renames one, resets its password) and channels and sees no root-only action', async () => {
     const adminName = uniqueName('adm');
     const password = `pw-${randomBytes(8).toString('hex')}`;
     await stack.sql`INSERT INTO users (username, display_name, password_hash, role, aff_code)
@@ -386,6 +388,36 @@ describe('web console', () => {
     expect((await stack.sql<{ status: number }[]>`SELECT status FROM users WHERE username = ${user.username}`)[0]!.status).toBe(2);
     await row.getByRole('button', { name: `Unban ${user.username}` }).click();
     await row.getByRole('cell', { name: 'Enabled' }).waitFor();
+    // Rename and reset the password: a taken name and a password too short are refused in the form.
+    const renamed = { username: uniqueName('ren'), password: `pw-${randomBytes(8).toString('hex')}` };
+    await row.getByRole('button', { name: `Edit ${user.username}` }).click();
+    await edit.getByLabel('Username').fill(adminName);
+    await edit.getByRole('button', { name: 'Save account' }).click();
+    await edit.getByText('username is already taken').waitFor();
+    await edit.getByLabel('Username').fill(renamed.username);
+    await edit.getByLabel('New password').fill('pw-1');
+    await edit.getByRole('button', { name: 'Save account' }).click();
+    await edit.getByText('must be at least 8 characters').waitFor();
+    await edit.getByLabel('New password').fill(renamed.password);
+    await edit.getByRole('button', { name: 'Save account' }).click();
+    await edit.waitFor({ state: 'detached' });
+    await page.getByLabel('Id, username, display name or e-mail').fill(renamed.username);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.getByRole('row').filter({ hasText: renamed.username }).getByRole('cell', { name: 'Enabled' }).waitFor();
+    // The old password no longer logs in (under the new name or the old); the new name and password do.
+    const owner = await newPage();
+    await owner.goto(`${stack.consoleUrl}/`);
+    for (const name of [renamed.username, user.username]) {
+      await owner.getByLabel('Username').fill(name);
+      await owner.getByLabel('Password').fill(user.password);
+      // Each attempt's own answer: the message of the one before is still shown.
+      const answer = owner.waitForResponse((r) => new URL(r.url()).pathname === '/api/user/login');
+      await owner.getByRole('button', { name: 'Log in' }).click();
+      expect((await answer).status()).toBe(401);
+      await owner.getByText('username or password is incorrect').waitFor();
+    }
+    await logIn(owner, renamed.username, renamed.password);
+    Object.assign(user, renamed);
     // Channels: priority, weight and the flex price ratio edited (the format kept), disabled and enabled again.
     await page.getByRole('link', { name: 'Channels' }).click();
     const channelRow = page.getByRole('row').filter({ hasText: channelName });

@@ -87,10 +87,14 @@ describe('display rules', () => {
   });
 
   it('an account edit sends only the fields changed from what the form showed', () => {
-    const shown = { group: 'vip', display_name: 'x', status: 2 };
-    expect(accountChanges(shown, { group: 'vip', displayName: 'x', status: '2' })).toEqual({});
-    expect(accountChanges(shown, { group: 'vip', displayName: 'y', status: '2' })).toEqual({ display_name: 'y' });
-    expect(accountChanges(shown, { group: 'default', displayName: 'x', status: '1' })).toEqual({ group: 'default', status: 1 });
+    const shown = { username: 'ann', group: 'vip', display_name: 'x', status: 2 };
+    const form = { username: 'ann', group: 'vip', displayName: 'x', status: '2', password: '' };
+    expect(accountChanges(shown, form)).toEqual({});
+    expect(accountChanges(shown, { ...form, displayName: 'y' })).toEqual({ display_name: 'y' });
+    expect(accountChanges(shown, { ...form, group: 'default', status: '1' })).toEqual({ group: 'default', status: 1 });
+    expect(accountChanges(shown, { ...form, username: 'anna' })).toEqual({ username: 'anna' });
+    // A password only when one was typed: the empty field is no reset.
+    expect(accountChanges(shown, { ...form, password: 'new-pass-1' })).toEqual({ password: 'new-pass-1' });
   });
 
   it('labels top-up amounts as credit, with the discount the API applies', () => {

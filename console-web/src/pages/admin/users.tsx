@@ -26,7 +26,7 @@ export function AdminUsersPage({ account: me }: PageProps) {
   const list = useLoad(() => call(api.GET('/api/user/search', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
   return (
     <>
-      {editing && <EditAccount key={editing.id} a={editing} groups={accountGroups(options.data)} onDone={() => { setEditing(null); list.reload(); }} />}
+      {editing && <EditAccount key={editing.id} a={editing} self={editing.id === me.id} groups={accountGroups(options.data)} onDone={() => { setEditing(null); list.reload(); }} />}
       <Card title="Accounts">
         <form class="filters" aria-label="Search accounts" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }}>
           <Field label="Id, username, display name or e-mail" value={keyword} onValue={setKeyword} />
@@ -77,19 +77,30 @@ function AccountRow({ a, me, onEdit, onChanged }: { a: Account; me: Account; onE
   );
 }
 
+/** The fields of PUT /api/user/ the edit form sends, the balance aside. */
+export type AccountChanges = { username?: string; group?: string; display_name?: string; status?: 1 | 2; password?: string };
+
 /**
  * An account edit's body (the balance aside): only the fields changed from what the form showed, so
- * saving a display name from a form opened before a ban or a group change does not undo it.
+ * saving a display name from a form opened before a ban or a group change does not undo it. The new
+ * password only when one was typed: an empty field keeps the account's password.
  */
-export function accountChanges(shown: Pick<Account, 'group' | 'display_name' | 'status'>, f: { group: string; displayName: string; status: string }): { group?: string; display_name?: string; status?: 1 | 2 } {
-  const body: { group?: string; display_name?: string; status?: 1 | 2 } = {};
+export function accountChanges(
+  shown: Pick<Account, 'username' | 'group' | 'display_name' | 'status'>,
+  f: { username: string; group: string; displayName: string; status: string; password: string },
+): AccountChanges {
+  const body: AccountChanges = {};
+  if (f.username !== shown.username) body.username = f.username;
   if (f.group !== shown.group) body.group = f.group;
   if (f.displayName !== shown.display_name) body.display_name = f.displayName;
   if (f.status !== String(shown.status)) body.status = f.status === '2' ? 2 : 1;
+  if (f.password !== '') body.password = f.password;
   return body;
 }
 
-function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDone: () => void }) {
+export function EditAccount({ a, self, groups, onDone }: { a: Account; self: boolean; groups: string[]; onDone: () => void }) {
+  const [username, setUsername] = useState(a.username);
+  const [password, setPassword] = useState('');
   const [group, setGroup] = useState(a.group);
   const [displayName, setDisplayName] = useState(a.display_name);
   const [status, setStatus] = useState(String(a.status));
@@ -100,7 +111,7 @@ function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDo
   const credit = useAction();
   const [balanceError, setBalanceError] = useState<string | null>(null);
   const [addError, setAddError] = useState<string | null>(null);
-  const [saveFields, saveError] = splitFieldError(save.error, ['quota', 'group', 'display_name', 'status']);
+  const [saveFields, saveError] = splitFieldError(save.error, ['quota', 'username', 'group', 'display_name', 'status', 'password']);
   const [creditFields, creditError] = splitFieldError(credit.error, ['value', 'reason']);
   // A field's error is about the value it was given for: editing the field takes it away.
   const edited = (setter: (v: string) => void, field: string) => (v: string) => {
@@ -122,16 +133,22 @@ function EditAccount({ a, groups, onDone }: { a: Account; groups: string[]; onDo
         }
         setBalanceError(null);
         void save.run(async () => {
-          await call(api.PUT('/api/user/', { body: { id: a.id, ...accountChanges(a, { group, displayName, status }), ...(balanceEdited && quota !== undefined ? { quota, expected_quota: a.quota } : {}) } }));
+          await call(api.PUT('/api/user/', { body: { id: a.id, ...accountChanges(a, { username, group, displayName, status, password }), ...(balanceEdited && quota !== undefined ? { quota, expected_quota: a.quota } : {}) } }));
           onDone();
         });
       }}>
+        <Field label="Username" value={username} onValue={edited(setUsername, 'username')} maxLength={20} hint="3 to 20 characters, no spaces" error={saveFields.username} />
         <Field label="Display name" value={displayName} onValue={edited(setDisplayName, 'display_name')} maxLength={50} error={saveFields.display_name} />
         <Field label="Group" value={group} onValue={edited(setGroup, 'group')} list="account-groups" hint={groups.length ? `one of ${groups.join(', ')}` : undefined} error={saveFields.group} />
         <datalist id="account-groups">{groups.map((g) => <option key={g} value={g} />)}</datalist>
         <Select label="Status" value={status} onValue={edited(setStatus, 'status')} options={[{ value: '1', label: 'Enabled' }, { value: '2', label: 'Banned' }]} />
         {saveFields.status && <p class="error" role="alert">{saveFields.status}</p>}
         <Field label="Balance (US dollars)" inputMode="decimal" value={balance} onValue={(v) => { setBalanceError(null); edited(setBalance, 'quota')(v); }} hint="sets the balance; the change is logged" error={balanceError ?? saveFields.quota} />
+        {/* The API refuses a reset of one's own password here: that change needs the current one. */}
+        {self
+          ? <p class="hint">Your own password is changed on the Profile page.</p>
+          : <Field label="New password" type="password" autoComplete="new-password" value={password} onValue={edited(setPassword, 'password')}
+              hint="leave empty to keep the password; a new one signs the account out everywhere (its sessions and access tokens end)" error={saveFields.password} />}
         <div class="buttons"><button type="submit" class="primary" disabled={save.busy}>Save account</button><button type="button" onClick={onDone}>Cancel</button></div>
         <ErrorText error={saveError} />
       </form>

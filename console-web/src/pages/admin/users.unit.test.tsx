@@ -1,0 +1,82 @@
+// @vitest-environment happy-dom
+// The account edit form renames an account and resets its password: the name is sent only when
+// changed, the password only when typed; the API's refusals show in the form, next to their field
+// when they name one. The own account has no reset here (the API refuses it).
+import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/preact';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Account } from '../../api/types';
+
+// The API client takes fetch when it is created, on import: the stub has to be in place before.
+const server = vi.hoisted(() => {
+  const s: { handle?: (r: Request) => Promise<Response> } = {};
+  vi.stubGlobal('fetch', (r: Request) => (s.handle ? s.handle(r) : Promise.reject(new Error('no fetch here'))));
+  return s;
+});
+
+import { EditAccount } from './users';
+
+afterEach(cleanup);
+
+const ANN = { id: 7, username: 'ann', display_name: 'Ann', role: 1, status: 1, group: 'default', quota: 500_000, used_quota: 0, request_count: 0 } as unknown as Account;
+
+function reply(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+}
+
+describe('EditAccount', () => {
+  it('sends nothing about the name or the password until they are changed', async () => {
+    const bodies: unknown[] = [];
+    server.handle = async (r) => { bodies.push(await r.json()); return reply(200, { success: true, message: '', data: ANN }); };
+    const onDone = vi.fn();
+    render(<EditAccount a={ANN} self={false} groups={['default']} onDone={onDone} />);
+    expect((screen.getByLabelText('Username') as HTMLInputElement).value).toBe('ann');
+    const password = screen.getByLabelText('New password') as HTMLInputElement;
+    expect(password.value).toBe('');
+    expect(password.type).toBe('password');
+    expect(password.getAttribute('autocomplete')).toBe('new-password');
+    expect(screen.getByText(/signs the account out everywhere/)).toBeTruthy();
+    fireEvent.input(screen.getByLabelText('Display name'), { target: { value: 'Annie' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
+    await waitFor(() => expect(onDone).toHaveBeenCalledOnce());
+    expect(bodies).toEqual([{ id: 7, display_name: 'Annie' }]);
+  });
+
+  it('renames and resets the password', async () => {
+    const bodies: unknown[] = [];
+    server.handle = async (r) => { bodies.push(await r.json()); return reply(200, { success: true, message: '', data: ANN }); };
+    const onDone = vi.fn();
+    render(<EditAccount a={ANN} self={false} groups={['default']} onDone={onDone} />);
+    fireEvent.input(screen.getByLabelText('Username'), { target: { value: 'anna' } });
+    fireEvent.input(screen.getByLabelText('New password'), { target: { value: 'fresh-pass-1' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
+    await waitFor(() => expect(onDone).toHaveBeenCalledOnce());
+    expect(bodies).toEqual([{ id: 7, username: 'anna', password: 'fresh-pass-1' }]);
+  });
+
+  it('shows a taken name in the form, and a refused password next to its field until it is edited', async () => {
+    server.handle = async () => reply(409, { success: false, message: 'username is already taken' });
+    const onDone = vi.fn();
+    render(<EditAccount a={ANN} self={false} groups={['default']} onDone={onDone} />);
+    fireEvent.input(screen.getByLabelText('Username'), { target: { value: 'bob' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
+    await screen.findByText('username is already taken');
+
+    server.handle = async () => reply(400, { success: false, message: 'password: must be at least 12 characters' });
+    const password = screen.getByLabelText('New password');
+    fireEvent.input(password, { target: { value: 'short-1' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
+    await screen.findByText('must be at least 12 characters');
+    expect(password.getAttribute('aria-invalid')).toBe('true');
+    expect(screen.queryByText('username is already taken')).toBeNull();
+    fireEvent.input(password, { target: { value: 'a-longer-pass-1' } });
+    await waitFor(() => expect(password.getAttribute('aria-invalid')).toBeNull());
+    expect(onDone).not.toHaveBeenCalled();
+  });
+
+  it('offers no password reset for the own account', () => {
+    render(<EditAccount a={ANN} self groups={['default']} onDone={() => {}} />);
+    expect(screen.queryByLabelText('New password')).toBeNull();
+    expect(screen.getByText(/changed on the Profile page/)).toBeTruthy();
+    expect((screen.getByLabelText('Username') as HTMLInputElement).value).toBe('ann');
+  });
+});
