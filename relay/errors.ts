@@ -20,6 +20,7 @@ export const RELAY_ERRORS = {
   model_not_found: { status: 404, type: 'not_found_error', message: 'No channel serves this model for this group.' },
   model_not_priced: { status: 404, type: 'not_found_error', message: 'This model has no price on this gateway.' },
   not_found: { status: 404, type: 'not_found_error', message: 'Not found.' },
+  unsupported_encoding: { status: 415, type: 'invalid_request_error', message: 'The request body must be sent uncompressed: Content-Encoding is not supported on this gateway (send identity).' },
   request_too_large: { status: 413, type: 'request_too_large', message: 'The request body is too large.' },
   rate_limited: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded.' },
   internal: { status: 500, type: 'api_error', message: 'Internal error.' },
@@ -34,7 +35,7 @@ export type RelayErrorCode = keyof typeof RELAY_ERRORS;
 
 const STATUS_TEXT: Record<number, string> = {
   200: 'OK', 204: 'No Content', 400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden', 404: 'Not Found',
-  405: 'Method Not Allowed', 408: 'Request Timeout', 413: 'Payload Too Large', 422: 'Unprocessable Entity',
+  405: 'Method Not Allowed', 408: 'Request Timeout', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 422: 'Unprocessable Entity',
   429: 'Too Many Requests', 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable',
   504: 'Gateway Timeout', 529: 'Overloaded',
 };

@@ -76,6 +76,7 @@ type Handler = (res: uws.HttpResponse, req: uws.HttpRequest) => void;
 export function guarded(log: Logger, route: string, handler: Handler, format: 'anthropic' | 'openai' = 'anthropic'): Handler {
   return (res, req) => {
     if (hasSeveralContentLengths(req)) return refuseFraming(res, format);
+    if (isCodedBody(req)) return refuseCoding(res, req, format);
     try {
       handler(res, req);
     } catch (err) {
@@ -132,6 +133,25 @@ const FRAMING_BODY = { anthropic: FRAMING_ERROR.body(), openai: FRAMING_ERROR.op
  */
 function refuseFraming(res: uws.HttpResponse, format: 'anthropic' | 'openai'): void {
   new Reply(res).json(400, FRAMING_BODY[format]);
+}
+
+/**
+ * A body in a content-coding (gzip, br, zstd…): the relay reads bodies as JSON bytes and forwards
+ * them, and no SDK compresses requests. Read as it stood, a gzip body was "not valid JSON"; a
+ * zstd label on a plain body was ignored. 415, as RFC 9110 §15.5.16 says for an unsupported coding.
+ */
+function isCodedBody(req: uws.HttpRequest): boolean {
+  const coding = req.getHeader('content-encoding');
+  return coding !== '' && coding.trim().toLowerCase() !== 'identity';
+}
+
+const CODING_ERROR = new RelayError('unsupported_encoding');
+const CODING_BODY = { anthropic: CODING_ERROR.body(), openai: CODING_ERROR.openaiBody() } as const;
+
+/** The 415, once the body is read (BodyLinger), so that the client reads it. */
+function refuseCoding(res: uws.HttpResponse, req: uws.HttpRequest, format: 'anthropic' | 'openai'): void {
+  const cl = req.getHeader('content-length');
+  new Reply(res, cl ? Number(cl) : -1).json(415, CODING_BODY[format]);
 }
 
 const HEALTH_BODY = '{"status":"ok"}';

@@ -14,6 +14,7 @@
 // as an image the byte bound does not cover. No client that matters sends such a body (RFC 8259: names
 // SHOULD be unique), so it is refused rather than guessed at. Keys are compared as JSON.parse decodes
 // them: `"mod\u0065l"` repeats `"model"`.
+import { isUtf8 } from 'node:buffer';
 import { RelayError } from '../errors.js';
 import { Byte } from '../stream/sse-bytes.js';
 
@@ -106,6 +107,9 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH): RawJ
  * then not JSON. What /v1/messages, count_tokens and /v1/chat/completions all do first with a body.
  */
 export function parseRequestJson(raw: Buffer): unknown {
+  // Decoded as it stood, invalid bytes became U+FFFD for the relay (what it counts and checks) while
+  // the provider was sent the bytes themselves: one body read two ways. simdutf, GB/s: no cost to speak of.
+  if (!isUtf8(raw)) return NOT_UTF8;
   const refusal = rawJsonRefusal(raw);
   if (refusal !== null) return refusal;
   try {
@@ -114,6 +118,8 @@ export function parseRequestJson(raw: Buffer): unknown {
     return new RelayError('invalid_json');
   }
 }
+
+const NOT_UTF8 = new RelayError('invalid_request', 'The request body is not valid UTF-8 (JSON text must be: RFC 8259 §8.1).');
 
 /** The 400 for a body with a problem (rawJsonProblem), or null. */
 export function rawJsonRefusal(buf: Uint8Array): RelayError | null {

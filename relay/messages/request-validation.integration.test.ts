@@ -1,6 +1,7 @@
 // Input at the edge: the key comes first (from the headers alone, before any body byte is kept), then
 // the body is validated; each bad input gets Anthropic's error JSON with the right status, and no
 // quota moves.
+import { gzipSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rawRequest } from '../../tests/harness/raw-http.js';
@@ -126,6 +127,39 @@ describe('the request body', () => {
     expect(counted.status).toBe(400);
     expect(await counted.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/"model" twice/) } });
     expect(stack.mock.requests.length).toBe(before);
+  });
+
+  it('refuses a body that is not valid UTF-8 with 400, forwarding nothing (it was sent to the provider byte for byte)', async () => {
+    const before = stack.mock.requests.length;
+    const body = Buffer.concat([Buffer.from(`{"model":"${MODEL}","max_tokens":2,"messages":[{"role":"user","content":"A`), Buffer.from([0xff, 0xfe]), Buffer.from('B"}]}')]);
+    for (const path of ['/v1/messages', '/v1/messages/count_tokens']) {
+      const res = await fetch(`${stack.relayUrl}${path}`, {
+        method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body,
+      });
+      expect(res.status, path).toBe(400);
+      expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/UTF-8/) } });
+    }
+    expect(stack.mock.requests.length).toBe(before);
+  });
+
+  it('refuses a compressed body with 415 in the route\'s error JSON (a gzip body was "not valid JSON", a zstd label ignored); identity passes', async () => {
+    const before = stack.mock.requests.length;
+    const gz = gzipSync(JSON.stringify(valid));
+    for (const [path, auth] of [['/v1/messages', { 'x-api-key': key, 'anthropic-version': '2023-06-01' }], ['/v1/messages/count_tokens', { 'x-api-key': key }]] as const) {
+      const res = await fetch(`${stack.relayUrl}${path}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: gz });
+      expect(res.status, path).toBe(415);
+      expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/Content-Encoding/) } });
+    }
+    const chat = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-encoding': 'zstd' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(chat.status).toBe(415);
+    expect(await chat.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'unsupported_encoding' } });
+    expect(stack.mock.requests.length).toBe(before);
+    // Another account's key: this one's balance is checked untouched below.
+    const other = (await createApiKey(stack, await fundedAccount(stack, 100_000))).key;
+    expect((await post(JSON.stringify(valid), { 'x-api-key': other, 'content-encoding': 'identity' })).status).toBe(200);
   });
 
   it('answers a body over MAX_BODY_BYTES with 413 request_too_large', async () => {
