@@ -12,9 +12,13 @@ import { readHead, Reply, type FreeEndpointContext } from '../free-request.js';
 import { servedModels } from '../routing/group-routing.js';
 import { allowedModels, listModels, openaiModel, openaiModelList, parseListModelsQuery, retrieveModel } from './models-list.js';
 
-/** Whether the client asked in OpenAI's manner (no anthropic-version): read before any await. */
+/**
+ * Whether the client asked in OpenAI's manner: no anthropic-version, and its key as a bearer token
+ * (an `x-api-key` is Anthropic's way: curl without the version header got OpenAI's shapes). Read
+ * before any await.
+ */
 function wantsOpenAI(req: HttpRequest): boolean {
-  return req.getHeader('anthropic-version') === '';
+  return req.getHeader('anthropic-version') === '' && req.getHeader('x-api-key') === '';
 }
 
 /** A percent-encoded path segment, or null when an escape is malformed (decodeURIComponent throws). */

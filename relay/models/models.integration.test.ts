@@ -76,6 +76,12 @@ describe('GET /v1/models errors to OpenAI\'s SDK', () => {
     const anthropicStyle = await fetch(`${stack.relayUrl}/v1/models/nope-1`, { headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' } });
     expect(anthropicStyle.status).toBe(404);
     expect(await anthropicStyle.json()).toEqual({ type: 'error', error: { type: 'not_found_error', message: 'model: nope-1' }, request_id: null });
+    // x-api-key is Anthropic's header: without anthropic-version too (curl), Anthropic's JSON and list.
+    const bare = await fetch(`${stack.relayUrl}/v1/models`, { headers: { 'x-api-key': 'sk-bad' } });
+    expect(bare.status).toBe(401);
+    expect(await bare.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
+    const list = await fetch(`${stack.relayUrl}/v1/models`, { headers: { 'x-api-key': key } });
+    expect(await list.json()).toMatchObject({ data: expect.arrayContaining([expect.objectContaining({ type: 'model' })]), has_more: false });
   });
 });
 
