@@ -106,6 +106,9 @@ describe('the request body', () => {
     ['US-only inference', JSON.stringify({ ...valid, inference_geo: 'us' }), /^inference_geo: only "global"/],
     ['server-side compaction by context_management', JSON.stringify({ ...valid, context_management: { edits: [{ type: 'clear_tool_uses_20250919' }, { type: 'compact_20260112', trigger: { type: 'input_tokens', value: 50000 } }] } }), /^context_management\.edits\.1\.type: server-side compaction/],
     ['server-side compaction by its parameter', JSON.stringify({ ...valid, compaction: { type: 'auto' } }), /^compaction: server-side compaction/],
+    // Container time is billed by the hour beyond tokens: before, both passed and were billed tokens only.
+    ['a code execution tool', JSON.stringify({ ...valid, tools: [{ type: 'custom', name: 'f', input_schema: { type: 'object' } }, { type: 'code_execution_20250825', name: 'code_execution' }] }), /^tools\.1\.type: code execution/],
+    ['a container', JSON.stringify({ ...valid, container: 'container_1' }), /^container: code execution/],
     ['a content block naming its type twice', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="},"type":"text","text":"hi"}]}]}`, /"type" twice/],
   ];
   for (const [what, body, message] of cases) {

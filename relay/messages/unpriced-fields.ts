@@ -8,6 +8,8 @@
 // - server-side compaction (a `compact_…` edit in `context_management.edits`, or the `compaction`
 //   parameter): the summarising pass is a sampling of its own, reported in `usage.iterations` and
 //   not in the top-level usage the relay settles, and beyond the output bound it reserves.
+// - code execution (a `code_execution_…` server tool, or a `container` to run it in): Anthropic
+//   bills its container time by the hour beyond the free allowance, which no usage field reports.
 // Context editing that only clears (`clear_tool_uses_…`, `clear_thinking_…`) lowers the input and
 // passes.
 import { RelayError } from '../errors.js';
@@ -26,6 +28,18 @@ export function unpricedMessagesFieldRefusal(body: MessagesRequest): RelayError 
   }
   if (b.compaction !== undefined && b.compaction !== null) {
     return invalid('compaction: server-side compaction is not served by this gateway (its summarising pass is billed beyond the request\'s usage)');
+  }
+  if (b.container !== undefined && b.container !== null) {
+    return invalid('container: code execution is not served by this gateway (its container time is billed beyond the request\'s tokens)');
+  }
+  const tools = b.tools;
+  if (Array.isArray(tools)) {
+    for (let i = 0; i < tools.length; i++) {
+      const type = (tools[i] as { type?: unknown } | null)?.type;
+      if (typeof type === 'string' && type.startsWith('code_execution')) {
+        return invalid(`tools.${i}.type: code execution is not served by this gateway (its container time is billed beyond the request's tokens)`);
+      }
+    }
   }
   const management = b.context_management;
   if (management !== null && typeof management === 'object') {
