@@ -77,6 +77,25 @@ describe('path ids are plain decimal digits', () => {
   });
 });
 
+describe('an empty body labelled JSON', () => {
+  // Before: 400 "request body is not valid JSON" for a DELETE or a key reveal from a client that sets
+  // content-type: application/json on every request.
+  it('is no body: a DELETE and a key reveal succeed, a route that needs a body names what is missing', async () => {
+    const json = { ...user.auth, 'content-type': 'application/json', 'content-length': '0' };
+    const created = await inject('POST', '/api/token/', user, { name: 'empty-body', expired_time: -1, remain_quota: 0, unlimited_quota: true });
+    expect(created.statusCode).toBe(200);
+    const [key] = await h.sql<{ id: number }[]>`SELECT id FROM tokens WHERE user_id = ${user.user.id} AND deleted_at IS NULL ORDER BY id DESC LIMIT 1`;
+    const reveal = await h.app.inject({ method: 'POST', url: `/api/token/${key!.id}/key`, headers: json, payload: '' });
+    expect(reveal.statusCode, reveal.body).toBe(200);
+    expect(reveal.json().data.key).toMatch(/^sk-/);
+    const removed = await h.app.inject({ method: 'DELETE', url: `/api/token/${key!.id}`, headers: json, payload: '' });
+    expect(removed.statusCode, removed.body).toBe(200);
+    const needsBody = await h.app.inject({ method: 'POST', url: '/api/token/', headers: json, payload: '' });
+    expect(needsBody.statusCode).toBe(400);
+    expect(needsBody.json().message).not.toMatch(/not valid JSON/);
+  });
+});
+
 describe('query integers are plain decimal digits', () => {
   // Number() read `0x10` as 16 and `1e3` as 1000: GET /api/token/?p=0x10 served page 16. One value
   // has one spelling; a minus sign only where negatives mean something (utc_offset).
