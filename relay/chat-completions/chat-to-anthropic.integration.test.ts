@@ -165,6 +165,51 @@ describe('a streamed chat completion', () => {
   });
 });
 
+describe('reasoning_effort', () => {
+  // Before: dropped, so a Claude model asked to reason never thought. Now extended thinking with the
+  // effort's budget; its text is reasoning_content, its tokens billed as output, as Anthropic bills them.
+  const THINKING = 16; // the mock's thinking tokens (bench/mock-upstream/knobs.ts)
+
+  it('non-streaming: thinking asked with the effort\'s budget, its text as reasoning_content, billed exactly', async () => {
+    const before = await balance();
+    const { data, response } = await client.chat.completions.create({
+      model: MODEL, max_completion_tokens: 3000, reasoning_effort: 'medium', temperature: 0.3, messages: [{ role: 'user', content: 'Think, then say hello' }],
+    }).withResponse();
+    const sent = providerBody();
+    expect(sent).toMatchObject({ thinking: { type: 'enabled', budget_tokens: 2048 }, max_tokens: 3000 });
+    expect(sent).not.toHaveProperty('temperature');
+    const message = data.choices[0]!.message as typeof data.choices[0]['message'] & { reasoning_content?: string };
+    expect(message.content).toBe('tok '.repeat(OUTPUT));
+    expect(message.reasoning_content).toBe('tok '.repeat(THINKING));
+    expect(data.usage).toMatchObject({ completion_tokens: THINKING + OUTPUT });
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, countInputTokens(sent), THINKING + OUTPUT, false);
+  });
+
+  it('streamed: reasoning_content deltas before the content, billed exactly', async () => {
+    const before = await balance();
+    const { data: stream, response } = await client.chat.completions.create({
+      model: MODEL, max_tokens: 3000, reasoning_effort: 'low', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'Think, then say hello' }],
+    }).withResponse();
+    let reasoning = '';
+    let content = '';
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta as { content?: string | null; reasoning_content?: string } | undefined;
+      if (delta?.reasoning_content) {
+        expect(content).toBe('');
+        reasoning += delta.reasoning_content;
+      }
+      content += delta?.content ?? '';
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(providerBody()).toMatchObject({ thinking: { type: 'enabled', budget_tokens: 1024 } });
+    expect(reasoning).toBe('tok '.repeat(THINKING));
+    expect(content).toBe('tok '.repeat(OUTPUT));
+    expect(usage).toMatchObject({ completion_tokens: THINKING + OUTPUT });
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, countInputTokens(providerBody()), THINKING + OUTPUT, true);
+  });
+});
+
 describe('a stream cut short', () => {
   it('a client leaving pays exactly the tokens delivered and the input the provider reported', async () => {
     // 150 ms between tokens: the client's abort lands long before the next token, even on a loaded

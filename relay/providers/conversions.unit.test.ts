@@ -314,6 +314,59 @@ describe('chatToMessages', () => {
   });
 });
 
+describe('reasoning_effort to extended thinking', () => {
+  const chat = (extra: Record<string, unknown>): ChatRequest => ({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8000, ...extra }) as ChatRequest;
+  const thinkingOf = (extra: Record<string, unknown>) => (chatToMessages(chat(extra)) as MessagesRequest & { thinking?: unknown }).thinking;
+
+  it('asks for a budget by effort within max_tokens, without temperature or top_p', () => {
+    expect([thinkingOf({ reasoning_effort: 'low' }), thinkingOf({ reasoning_effort: 'medium' }), thinkingOf({ reasoning_effort: 'high' }), thinkingOf({ reasoning_effort: 'xhigh' })])
+      .toEqual([1024, 2048, 4096, 7999].map((budget_tokens) => ({ type: 'enabled', budget_tokens })));
+    const out = chatToMessages(chat({ reasoning_effort: 'high', temperature: 0.2, top_p: 0.5 })) as MessagesRequest;
+    expect(out).not.toHaveProperty('temperature');
+    expect(out).not.toHaveProperty('top_p');
+    // Without reasoning_effort, temperature passes as before.
+    expect(chatToMessages(chat({ temperature: 0.2 }))).toMatchObject({ temperature: 0.2 });
+  });
+
+  it('asks for none where there is no room, no effort, or Anthropic would refuse it', () => {
+    for (const extra of [
+      { reasoning_effort: 'none' }, { reasoning_effort: 'minimal' }, { reasoning_effort: 'extreme' }, { reasoning_effort: 3 },
+      // max_tokens leaves less than Anthropic's minimum budget
+      { reasoning_effort: 'high', max_tokens: 1024 },
+      // a forced tool choice
+      { reasoning_effort: 'high', tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: 'required' },
+      { reasoning_effort: 'high', tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'f' } } },
+      // a turn that goes on from the assistant's: tool results, a prefill
+      { reasoning_effort: 'high', messages: [{ role: 'user', content: 'q' }, { role: 'assistant', tool_calls: [{ id: 't', type: 'function', function: { name: 'f', arguments: '{}' } }] }, { role: 'tool', tool_call_id: 't', content: 'r' }] },
+      { reasoning_effort: 'high', messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'The answer is' }] },
+    ]) expect(thinkingOf(extra), JSON.stringify(extra)).toBeUndefined();
+    // A new user question after a finished tool loop thinks again.
+    expect(thinkingOf({ reasoning_effort: 'low', messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }, { role: 'user', content: 'q2' }] })).toEqual({ type: 'enabled', budget_tokens: 1024 });
+  });
+
+  it('the thinking of the answer is reasoning_content, streamed and not', () => {
+    const message = Buffer.from(JSON.stringify({ id: 'msg_t', content: [{ type: 'thinking', thinking: 'Let me ', signature: 's' }, { type: 'thinking', thinking: 'see.', signature: 's' }, { type: 'text', text: 'Hi' }], stop_reason: 'end_turn', usage: { input_tokens: 3, output_tokens: 9 } }));
+    expect(JSON.parse(messageToChat(message, 'm')!).choices[0].message).toEqual({ role: 'assistant', content: 'Hi', refusal: null, reasoning_content: 'Let me see.' });
+    // Without thinking there is no such field.
+    expect(JSON.parse(messageToChat(Buffer.from(JSON.stringify({ content: [{ type: 'text', text: 'Hi' }] })), 'm')!).choices[0].message).not.toHaveProperty('reasoning_content');
+    const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+    const stream = Buffer.from(
+      sse('message_start', { type: 'message_start', message: { id: 'm1', usage: { input_tokens: 3, output_tokens: 1 } } })
+      + sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'thinking', thinking: '', signature: '' } })
+      + sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: 'Let me ' } })
+      + sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: 'see.' } })
+      + sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'signature_delta', signature: 'sig' } })
+      + sse('content_block_stop', { type: 'content_block_stop', index: 0 })
+      + sse('content_block_start', { type: 'content_block_start', index: 1, content_block: { type: 'text', text: '' } })
+      + sse('content_block_delta', { type: 'content_block_delta', index: 1, delta: { type: 'text_delta', text: 'Hi' } })
+      + sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 9 } })
+      + sse('message_stop', { type: 'message_stop' }));
+    const chunks = dataEvents(feed(new AnthropicToChatStream('m', false), stream, 7)).slice(0, -1) as Array<{ choices: Array<{ delta: { content?: string; reasoning_content?: string } }> }>;
+    expect(chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? '').join('')).toBe('Let me see.');
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('Hi');
+  });
+});
+
 describe('messagesToChat', () => {
   it('puts tool results before the rest of their user turn, images as image_url parts', () => {
     const out = messagesToChat({

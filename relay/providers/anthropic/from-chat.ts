@@ -30,7 +30,10 @@
 // Anthropic channel (anthropicOnlyRefusal): no user or assistant message with content, n > 1,
 // response_format other than text, logprobs true (an app reading choices[0].logprobs.content of an
 // answer that has none fails further from its cause than on a 400).
-// Ignored: logprobs false, top_logprobs without logprobs, seed, presence/frequency penalties, logit_bias, reasoning_effort, service_tier,
+// reasoning_effort low / medium / high / xhigh → extended thinking with a budget of 1024 / 2048 /
+//   4096 / 8192 tokens within max_tokens (thinkingFor says when none is asked), temperature and top_p
+//   then left out; the answer's thinking is its message's `reasoning_content` (to-chat.ts).
+// Ignored: logprobs false, top_logprobs without logprobs, seed, presence/frequency penalties, logit_bias, service_tier,
 // store, metadata.
 import { createHash } from 'node:crypto';
 import { RelayError } from '../../errors.js';
@@ -301,5 +304,43 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
     if (stops.length > 0) body.stop_sequences = stops;
   }
   if (chat.user) body.metadata = { user_id: createHash('sha256').update(chat.user).digest('hex') };
+  const thinking = thinkingFor(chat, body);
+  if (thinking !== null) {
+    body.thinking = thinking;
+    // Extended thinking takes neither a temperature nor top_p below 0.95 (Anthropic refuses them),
+    // and OpenAI's reasoning models take no temperature either: an app sends them out of habit.
+    delete body.temperature;
+    delete body.top_p;
+  }
   return body;
+}
+
+/**
+ * The thinking budget of each `reasoning_effort` (LiteLLM's: what OpenAI clients of Claude through a
+ * gateway meet elsewhere). `none` and `minimal` ask for no reasoning.
+ */
+export const THINKING_BUDGET: Readonly<Record<string, number>> = { low: 1024, medium: 2048, high: 4096, xhigh: 8192 };
+/** Anthropic's smallest thinking budget. */
+const MIN_THINKING_BUDGET = 1024;
+
+/**
+ * Extended thinking for a `reasoning_effort`, or null. The budget is bounded by max_tokens, which
+ * holds the thinking as OpenAI's max_completion_tokens holds the reasoning (so the reservation, made
+ * on max_tokens, bounds it); below Anthropic's minimum there is no room to think and none is asked.
+ * None either where Anthropic would refuse it: a forced tool choice, or a conversation that goes on
+ * from an assistant turn (a prefill, or tool results answering its tool calls), whose thinking blocks
+ * an OpenAI client does not send back and Anthropic requires first in that turn.
+ */
+function thinkingFor(chat: ChatRequest, body: MessagesRequest): { type: 'enabled'; budget_tokens: number } | null {
+  const effort = (chat as { reasoning_effort?: unknown }).reasoning_effort;
+  const wanted = typeof effort === 'string' ? THINKING_BUDGET[effort] : undefined;
+  if (wanted === undefined) return null;
+  const budget = Math.min(wanted, body.max_tokens - 1);
+  if (budget < MIN_THINKING_BUDGET) return null;
+  const choice = (body as { tool_choice?: { type?: unknown } }).tool_choice;
+  if (choice?.type === 'any' || choice?.type === 'tool') return null;
+  const last = body.messages.at(-1) as Turn | undefined;
+  if (last === undefined || last.role === 'assistant') return null;
+  if (last.content.some((b) => b.type === 'tool_result')) return null;
+  return { type: 'enabled', budget_tokens: budget };
 }

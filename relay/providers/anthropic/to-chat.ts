@@ -2,7 +2,9 @@
 // by an Anthropic channel.
 //
 //   text blocks → message.content (joined); tool_use → message.tool_calls (input as JSON arguments);
-//   thinking and server-tool blocks are not converted (left out).
+//   thinking blocks → message.reasoning_content (joined; the field DeepSeek's API, new-api and the
+//   chat front ends read; absent without thinking); redacted thinking and server-tool blocks are
+//   not converted (left out).
 //   stop_reason: end_turn, stop_sequence, pause_turn → stop; max_tokens, model_context_window_exceeded
 //   → length; tool_use → tool_calls; refusal → content_filter.
 //   usage: prompt_tokens = input + cache reads + cache writes (OpenAI counts the cached part inside),
@@ -16,8 +18,8 @@
 // JSON, `{}` at least, when it stops: OpenAI's arguments are always a JSON text, and `""` made the
 // SDK's runTools fail to parse them); message_delta → a chunk with the finish_reason; message_stop →
 // the usage chunk (only when the client asked for it with stream_options.include_usage) and
-// `data: [DONE]`; an error event → `data: {"error": …}` (OpenAI's SDK raises it). ping, other block
-// stops and thinking deltas send nothing. With include_usage every chunk before the usage chunk
+// `data: [DONE]`; an error event → `data: {"error": …}` (OpenAI's SDK raises it); thinking deltas →
+// `reasoning_content` deltas. ping, other block stops and signature deltas send nothing. With include_usage every chunk before the usage chunk
 // carries `"usage": null`, as OpenAI's do.
 import { openaiErrorBody, openaiErrorType } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
@@ -81,14 +83,17 @@ export function messageToChat(body: Buffer, model: string): string | null {
   if (!isObject(parsed)) return null;
   const m = parsed;
   let text: string | null = null;
+  let reasoning: string | null = null;
   const toolCalls: unknown[] = [];
   if (Array.isArray(m.content)) {
     for (const b of m.content as Array<Record<string, unknown>>) {
       if (b?.type === 'text' && typeof b.text === 'string') text = (text ?? '') + b.text;
+      else if (b?.type === 'thinking' && typeof b.thinking === 'string') reasoning = (reasoning ?? '') + b.thinking;
       else if (b?.type === 'tool_use') toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
     }
   }
   const message: Record<string, unknown> = { role: 'assistant', content: text, refusal: null };
+  if (reasoning !== null) message.reasoning_content = reasoning;
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   return JSON.stringify({
     id: chatId(m.id),
@@ -182,6 +187,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       case 'content_block_delta': {
         const delta = data.delta as Record<string, unknown> | undefined;
         if (delta?.type === 'text_delta' && typeof delta.text === 'string') return this.#chunk({ content: delta.text });
+        if (delta?.type === 'thinking_delta' && typeof delta.thinking === 'string' && delta.thinking !== '') return this.#chunk({ reasoning_content: delta.thinking });
         if (delta?.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
           const at = blockIndex(data.index);
           const index = this.#tools.get(at);
