@@ -210,6 +210,23 @@ describe('reasoning_effort', () => {
   });
 });
 
+describe('response_format json_schema', () => {
+  // Before: 400, so an app using the SDK's .parse() with a schema could not use a Claude model.
+  it('goes out as Anthropic\'s structured outputs (output_config.format), the answer\'s text the content; billed exactly', async () => {
+    const before = await balance();
+    const schema = { type: 'object', properties: { greeting: { type: 'string' } }, required: ['greeting'], additionalProperties: false };
+    const { data, response } = await client.chat.completions.create({
+      model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: 'Greet me in JSON' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'greeting', strict: true, schema } },
+    }).withResponse();
+    const sent = providerBody();
+    expect(sent.output_config).toEqual({ format: { type: 'json_schema', schema } });
+    expect(sent).not.toHaveProperty('response_format');
+    expect(data.choices[0]!.message.content).toBe('tok '.repeat(OUTPUT));
+    await expectBilled(response.headers.get('x-gateway-request-id')!, before, countInputTokens(sent), OUTPUT, false);
+  });
+});
+
 describe('a stream cut short', () => {
   it('a client leaving pays exactly the tokens delivered and the input the provider reported', async () => {
     // 150 ms between tokens: the client's abort lands long before the next token, even on a loaded
@@ -443,7 +460,8 @@ describe('errors', () => {
     ['a tool message without tool_call_id', { model: MODEL, messages: [{ role: 'tool', content: 'x' }] }, /tool_call_id/, 'messages.[0].tool_call_id'],
     ['tool calls that are not a list', { model: MODEL, messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', tool_calls: 'f' }] }, /tool_calls/, 'messages.[1].tool_calls'],
     ['an audio part', { model: MODEL, messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'x', format: 'wav' } }] }] }, /input_audio/, 'messages.[0].content.[0].type'],
-    ['response_format json_schema', { model: MODEL, response_format: { type: 'json_schema', json_schema: { name: 'x' } }, messages: [{ role: 'user', content: 'hi' }] }, /response_format/, 'response_format'],
+    ['response_format json_schema without a schema', { model: MODEL, response_format: { type: 'json_schema', json_schema: { name: 'x' } }, messages: [{ role: 'user', content: 'hi' }] }, /schema/, 'response_format.json_schema.schema'],
+    ['response_format json_object (Anthropic\'s structured outputs need a schema)', { model: MODEL, response_format: { type: 'json_object' }, messages: [{ role: 'user', content: 'hi' }] }, /json_schema/, 'response_format'],
     // Before: 200 with "logprobs": null, which an app reading choices[0].logprobs.content failed on.
     ['logprobs asked of a Claude model', { model: MODEL, logprobs: true, top_logprobs: 2, messages: [{ role: 'user', content: 'hi' }] }, /^logprobs:/, 'logprobs'],
     ['temperature above 2', { model: MODEL, temperature: 3, messages: [{ role: 'user', content: 'hi' }] }, /temperature/, 'temperature'],
