@@ -368,6 +368,15 @@ describe('reasoning_effort to extended thinking', () => {
 });
 
 describe('messagesToChat', () => {
+  it('sends structured outputs (output_config.format, or the beta\'s output_format) as response_format json_schema', () => {
+    const schema = { type: 'object', properties: { a: { type: 'string' } }, required: ['a'], additionalProperties: false };
+    const base = { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] };
+    for (const extra of [{ output_config: { format: { type: 'json_schema', schema } } }, { output_format: { type: 'json_schema', schema } }]) {
+      expect(messagesToChat({ ...base, ...extra } as MessagesRequest, 'gpt')).toMatchObject({ response_format: { type: 'json_schema', json_schema: { name: 'output', schema } } });
+    }
+    expect(messagesToChat({ ...base, output_config: { effort: 'high' } } as MessagesRequest, 'gpt')).not.toHaveProperty('response_format');
+  });
+
   it('puts tool results before the rest of their user turn, images as image_url parts', () => {
     const out = messagesToChat({
       model: 'm', max_tokens: 5, system: [{ type: 'text', text: 'S' }],

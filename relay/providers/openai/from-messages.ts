@@ -8,7 +8,8 @@
 //   user tool_result blocks              → tool messages, before the rest of that user turn
 //   tools / tool_choice                  → function tools / auto, none, required (any), a named
 //                                            function (tool); disable_parallel_tool_use → parallel_tool_calls false
-//   stop_sequences → stop; temperature, top_p; metadata.user_id → user
+//   stop_sequences → stop; temperature, top_p; metadata.user_id → user; structured outputs
+//   (output_config.format, output_format) → response_format json_schema
 //   max_tokens                           → max_tokens, or max_completion_tokens for OpenAI's
 //                                            reasoning models (core/channels/output-limit.ts)
 //   stream → stream with stream_options.include_usage (the answer is billed by its usage)
@@ -19,6 +20,20 @@ import type { MessagesRequest } from '../../messages/messages-request.js';
 import { outputLimitField } from '../../../core/channels/output-limit.js';
 
 type Block = Record<string, unknown> & { type: string };
+
+/**
+ * The JSON Schema of Anthropic's structured outputs (`output_config.format`, or the beta's
+ * `output_format`), for OpenAI's `response_format` json_schema; null when none is asked. Not strict:
+ * OpenAI's strict mode has rules of its own (every property required) that a schema Anthropic takes
+ * may break, and a 400 for it would be the provider's, about a field the client never sent.
+ */
+function structuredOutputSchema(body: MessagesRequest): Record<string, unknown> | null {
+  const b = body as { output_config?: { format?: unknown } | null; output_format?: unknown };
+  const format = (b.output_config?.format ?? b.output_format) as { type?: unknown; schema?: unknown } | null | undefined;
+  if (!format || format.type !== 'json_schema') return null;
+  const schema = format.schema;
+  return schema !== null && typeof schema === 'object' && !Array.isArray(schema) ? schema as Record<string, unknown> : null;
+}
 
 /** OpenAI's bound on `stop` (relay/chat-completions/chat-request.ts holds its own clients to it). */
 const MAX_CHAT_STOP_SEQUENCES = 4;
@@ -125,6 +140,8 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
   }
   if (typeof body.temperature === 'number') chat.temperature = body.temperature;
   if (typeof body.top_p === 'number') chat.top_p = body.top_p;
+  const schema = structuredOutputSchema(body);
+  if (schema !== null) chat.response_format = { type: 'json_schema', json_schema: { name: 'output', schema } };
   const user = (body.metadata as { user_id?: unknown } | undefined)?.user_id;
   if (typeof user === 'string' && user) chat.user = user;
   if (body.stream === true) {
