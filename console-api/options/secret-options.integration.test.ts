@@ -27,8 +27,8 @@ afterAll(async () => {
 });
 
 const putOption = (key: string, value: string) =>
-  h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
-const stored = async (key: string) => (await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`)[0]?.value;
+  h.putOption(root, key, value);
+const stored = (key: string) => h.storedOption(key);
 const storeRaw = (key: string, value: string) =>
   h.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
 const sealers = () => ({ options: createOptionSealer(h.config.KEY_SECRET), webhooks: createWebhookSecretSealer(h.config.KEY_SECRET) });

@@ -17,8 +17,8 @@ afterAll(async () => {
 });
 
 const putOption = (key: string, value: unknown) =>
-  h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
-const stored = async (key: string) => (await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`)[0]?.value;
+  h.putOption(root, key, value);
+const stored = (key: string) => h.storedOption(key);
 const storeRaw = (key: string, value: string) =>
   h.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
 const topupInfo = async () => (await h.app.inject({ method: 'GET', url: '/api/user/topup/info', headers: root.auth })).json().data;

@@ -17,8 +17,8 @@ beforeEach(async () => {
   await h.sql`DELETE FROM options WHERE key IN ('GroupRatio', 'AutoGroups', 'UserUsableGroups', 'GroupRateLimits')`;
 });
 
-const put = (key: string, value: unknown) => h.app.inject({ method: 'PUT', url: '/api/option/', headers: admin.auth, payload: { key, value } });
-const stored = async (key: string) => (await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`)[0]?.value;
+const put = (key: string, value: unknown) => h.putOption(admin, key, value);
+const stored = (key: string) => h.storedOption(key);
 
 describe('PUT /api/option/ AutoGroups', () => {
   it.each([

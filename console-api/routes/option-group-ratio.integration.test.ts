@@ -14,8 +14,8 @@ afterAll(async () => {
   await h?.close();
 });
 
-const putRatio = (value: unknown) => h.app.inject({ method: 'PUT', url: '/api/option/', headers: admin.auth, payload: { key: 'GroupRatio', value } });
-const stored = async () => (await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = 'GroupRatio'`)[0]?.value;
+const putRatio = (value: unknown) => h.putOption(admin, 'GroupRatio', value);
+const stored = () => h.storedOption('GroupRatio');
 
 describe('PUT /api/option/ GroupRatio', () => {
   it.each([

@@ -16,8 +16,8 @@ afterAll(async () => {
   await h?.close();
 });
 
-const putMethods = (value: unknown) => h.app.inject({ method: 'PUT', url: '/api/option/', headers: admin.auth, payload: { key: 'PayMethods', value } });
-const stored = async () => (await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = 'PayMethods'`)[0]?.value;
+const putMethods = (value: unknown) => h.putOption(admin, 'PayMethods', value);
+const stored = () => h.storedOption('PayMethods');
 const payMethodsShown = async () => (await h.app.inject({ method: 'GET', url: '/api/user/topup/info', headers: admin.auth })).json().data.pay_methods;
 
 describe('PayMethods min_topup', () => {

@@ -24,9 +24,9 @@ afterAll(async () => {
 });
 
 function putOption(key: string, value: unknown) {
-  return h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
+  return h.putOption(root, key, value);
 }
-const stored = async (key: string) => (await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`)[0]?.value;
+const stored = (key: string) => h.storedOption(key);
 /** Writes an option as an older version may have stored it, past today's rules. */
 const storeRaw = (key: string, value: string) =>
   h.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;

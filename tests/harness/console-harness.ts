@@ -3,7 +3,7 @@
 // database. User ids start at a random offset so rows this file writes to ClickHouse never mix with
 // another test file's.
 import { randomBytes, randomInt } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { type ClickHouseClient, createClickHouse } from '../../infra/clickhouse/client.js';
 import { createClickHouseReader } from '../../infra/clickhouse/read-client.js';
 import type { Config } from '../../infra/config.js';
@@ -44,6 +44,10 @@ export interface ConsoleHarness {
   account(opts?: { role?: number; group?: string; quota?: number; username?: string }): Promise<TestAccount>;
   /** Bills what the console appended to the usage stream (as the billing worker would): log rows land in ClickHouse. */
   drainUsageStream(): Promise<UsageEvent[]>;
+  /** PUT /api/option/ {key, value} as `who`. */
+  putOption(who: TestAccount, key: string, value: unknown): Promise<LightMyRequestResponse>;
+  /** The option's stored text (undefined: never set). */
+  storedOption(key: string): Promise<string | undefined>;
   close(): Promise<void>;
 }
 
@@ -86,6 +90,12 @@ export async function startConsoleHarness(overrides: Record<string, string> = {}
       const res = await app.inject({ method: 'POST', url: '/api/user/login', payload: { username: user.username, password } });
       const token = (res.json() as { data: { token: string } }).data.token;
       return { user: { ...user, quota: opts.quota ?? user.quota }, password, token, auth: { authorization: `Bearer ${token}` } };
+    },
+    putOption(who, key, value) {
+      return app.inject({ method: 'PUT', url: '/api/option/', headers: who.auth, payload: { key, value } });
+    },
+    async storedOption(key) {
+      return (await sql<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`)[0]?.value;
     },
     async drainUsageStream() {
       const stream = keys.usageStream();
