@@ -314,6 +314,17 @@ describe('chatToMessages', () => {
   });
 });
 
+describe('a conversation ending with an assistant message (a prefill to Anthropic)', () => {
+  const turnsOf = (messages: unknown[]) => (chatToMessages({ model: 'm', messages } as ChatRequest) as MessagesRequest).messages;
+  it('loses its trailing whitespace, which Anthropic refuses; one of whitespace alone is dropped', () => {
+    expect(turnsOf([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'The answer is \n' }]))
+      .toEqual([{ role: 'user', content: [{ type: 'text', text: 'q' }] }, { role: 'assistant', content: [{ type: 'text', text: 'The answer is' }] }]);
+    expect(turnsOf([{ role: 'user', content: 'q' }, { role: 'assistant', content: '  ' }])).toEqual([{ role: 'user', content: [{ type: 'text', text: 'q' }] }]);
+    // Only the final turn: an earlier assistant message keeps its text as it is.
+    expect(turnsOf([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a ' }, { role: 'user', content: 'q2' }])[1]).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'a ' }] });
+  });
+});
+
 describe('reasoning_effort to extended thinking', () => {
   const chat = (extra: Record<string, unknown>): ChatRequest => ({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8000, ...extra }) as ChatRequest;
   const thinkingOf = (extra: Record<string, unknown>) => (chatToMessages(chat(extra)) as MessagesRequest & { thinking?: unknown }).thinking;

@@ -286,6 +286,7 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
       return invalid(`${where}.role: "function" messages are deprecated; send tool messages instead`);
     }
   }
+  trimFinalAssistantTurn(turns);
   // System messages alone: OpenAI answers them; Anthropic needs a user turn, so they are one.
   if (turns.length === 0 && system.length > 0) push(turns, 'user', [{ type: 'text', text: system.splice(0).join('\n\n') }]);
   // No turn with content (only empty user messages, say): an OpenAI-format provider answers it, so it
@@ -319,6 +320,23 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
     delete body.top_p;
   }
   return body;
+}
+
+/**
+ * A conversation that ends with an assistant message is, to Anthropic, an answer to continue (a
+ * prefill), whose text may not end in whitespace (a 400: "final assistant content cannot end with
+ * trailing whitespace"); OpenAI takes it as it is. Its trailing whitespace is dropped, and a turn left
+ * with nothing is dropped too.
+ */
+function trimFinalAssistantTurn(turns: Turn[]): void {
+  const last = turns.at(-1);
+  if (last === undefined || last.role !== 'assistant') return;
+  const block = last.content.at(-1);
+  if (block === undefined || block.type !== 'text' || typeof block.text !== 'string') return;
+  const text = block.text.trimEnd();
+  if (text !== '') last.content[last.content.length - 1] = { ...block, text };
+  else last.content.pop();
+  if (last.content.length === 0) turns.pop();
 }
 
 /**
