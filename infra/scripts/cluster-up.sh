@@ -60,7 +60,8 @@ wait_http relay "$RELAY_URL/health"
 wait_http relay-2 "$RELAY2_URL/health"
 wait_http payment-sandbox http://127.0.0.1:3091/api/orders
 sleep 0.3
-for name in billing billing-2; do kill -0 "$(cat .run/$name.pid)" 2>/dev/null || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
+# The billing workers answer no HTTP: alive is each one's process under its supervisor.
+for name in billing billing-2; do pgrep -P "$(cat .run/$name.pid)" >/dev/null 2>&1 || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
 
 EXTRA_LINES="  relay 2       $RELAY2_URL        (the same gateway: any relay serves any key)
   redis cluster $REDIS_CLUSTER_NODES ($REDIS_SHARDS shards; billing workers: 2, metrics on 9464 and 9466)" \

@@ -35,13 +35,13 @@ export function Checkbox({ label, checked, onChecked, disabled }: { label: strin
   );
 }
 
-export function Select({ label, value, onValue, options, hint }: { label: string; value: string; onValue: (v: string) => void; options: { value: string; label: string }[]; hint?: string | undefined }) {
+export function Select({ label, value, onValue, options, hint }: { label: string; value: string; onValue: (v: string) => void; options: { value: string; label: string; disabled?: boolean }[]; hint?: string | undefined }) {
   const id = useId();
   return (
     <div class="field">
       <label for={id}>{label}</label>
       <select id={id} value={value} onChange={(e) => onValue((e.currentTarget as HTMLSelectElement).value)} aria-describedby={hint ? `${id}-hint` : undefined}>
-        {options.map((o) => <option key={o.value} value={o.value}>{o.label}</option>)}
+        {options.map((o) => <option key={o.value} value={o.value} disabled={o.disabled}>{o.label}</option>)}
       </select>
       {hint && <small id={`${id}-hint`} class="hint">{hint}</small>}
     </div>

@@ -1,15 +1,26 @@
 import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Body, Channel, ChannelInput } from '../../api/types';
-import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
+import { Card, Checkbox, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
 import { dateTime, dollars } from '../../format';
 
 const PAGE_SIZE = 20;
 const STATUS: Record<number, string> = { 1: 'Enabled', 2: 'Disabled', 3: 'Disabled (automatic)' };
-// The wire format a channel's provider speaks, by new-api's type numbers (relay/providers/registry.ts):
-// any other type is served as Anthropic's.
+// The wire format a channel's provider speaks, by new-api's type numbers (relay/providers/registry.ts).
+// The API takes only these two; a channel stored earlier with another type keeps it, and the relay
+// serves it as Anthropic's, so the list names its number.
 const FORMAT: Record<number, string> = { 14: 'Anthropic Messages', 1: 'OpenAI Chat Completions' };
 const formatOf = (type: number) => FORMAT[type] ?? `Anthropic Messages (type ${type})`;
+
+/**
+ * The Provider format choices: the two types the API takes. A legacy type is shown, so the form does
+ * not claim a format the channel lacks, but cannot be chosen again once left (the API would refuse it).
+ */
+export function typeOptions(type: string): { value: string; label: string; disabled?: boolean }[] {
+  const options: { value: string; label: string; disabled?: boolean }[] = [{ value: '14', label: FORMAT[14]! }, { value: '1', label: FORMAT[1]! }];
+  if (!(type in FORMAT)) options.push({ value: type, label: `Type ${type} (no longer accepted)`, disabled: true });
+  return options;
+}
 
 export function AdminChannelsPage() {
   const [page, setPage] = useState(1);
@@ -71,23 +82,38 @@ function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; 
   );
 }
 
-const FIELDS = ['name', 'type', 'base_url', 'key', 'models', 'group', 'priority', 'weight', 'model_mapping', 'flex_ratio', 'status'] as const;
+const FIELDS = ['name', 'type', 'base_url', 'key', 'models', 'group', 'priority', 'weight', 'model_mapping', 'flex_ratio', 'status',
+  'auto_ban', 'fault_threshold', 'fault_rate_threshold'] as const;
 
-/** The channel form as typed (text, as the inputs hold it). */
+/** The channel form as typed (text, as the inputs hold it; the checkbox's state). */
 export interface ChannelFormState {
   name: string; base_url: string; key: string; models: string; group: string; priority: string; weight: string;
   model_mapping: string; status: string; type: string; flex_ratio: string;
+  auto_ban: boolean; fault_threshold: string; fault_rate_threshold: string;
 }
+
+// A threshold of null is the fleet's setting, shown as an empty field.
+const thresholdText = (v: number | null | undefined) => (v === null || v === undefined ? '' : String(v));
 
 export function formFromChannel(channel: Channel | null): ChannelFormState {
   return {
     name: channel?.name ?? '', base_url: channel?.base_url ?? '', key: '', models: channel?.models ?? '', group: channel?.group ?? 'default',
     priority: String(channel?.priority ?? 0), weight: String(channel?.weight ?? 1), model_mapping: channel?.model_mapping ?? '', status: String(channel?.status ?? 1),
     type: String(channel?.type ?? 14), flex_ratio: String(channel?.flex_ratio ?? 1),
+    auto_ban: channel?.auto_ban ?? true, fault_threshold: thresholdText(channel?.fault_threshold), fault_rate_threshold: thresholdText(channel?.fault_rate_threshold),
   };
 }
 
 type ChannelBody = Omit<Body<'/api/channel/', 'put'>, 'id'>;
+
+/**
+ * A threshold as the API takes it: emptied is null, which the API reads as "the fleet's setting" (left
+ * out, an edit would keep the channel's own). Other text is sent as typed, for the API to refuse by name.
+ */
+function thresholdValue(text: string): number | null {
+  if (text.trim() === '') return null;
+  return (Number.isNaN(Number(text)) ? text : Number(text)) as number;
+}
 
 /** The value of one field as the API takes it. */
 function wireValue(f: ChannelFormState, k: Exclude<keyof ChannelFormState, 'key'>): ChannelBody[keyof ChannelBody] {
@@ -97,11 +123,13 @@ function wireValue(f: ChannelFormState, k: Exclude<keyof ChannelFormState, 'key'
     case 'status': return (f.status === '2' ? 2 : f.status === '3' ? 3 : 1) as 1 | 2 | 3;
     // Sent as typed ('' stays text): the console refuses what is not a number in (0, 1].
     case 'flex_ratio': return (f.flex_ratio.trim() === '' || Number.isNaN(Number(f.flex_ratio)) ? f.flex_ratio : Number(f.flex_ratio)) as number;
+    case 'fault_threshold': case 'fault_rate_threshold': return thresholdValue(f[k]);
     default: return f[k];
   }
 }
 
-const EDITABLE = ['name', 'type', 'base_url', 'models', 'group', 'priority', 'weight', 'model_mapping', 'flex_ratio', 'status'] as const;
+const EDITABLE = ['name', 'type', 'base_url', 'models', 'group', 'priority', 'weight', 'model_mapping', 'flex_ratio', 'status',
+  'auto_ban', 'fault_threshold', 'fault_rate_threshold'] as const;
 
 /** POST /api/channel/'s body: every field. */
 export function channelInput(f: ChannelFormState): ChannelInput {
@@ -132,13 +160,12 @@ export function statusOptions(shown: Channel | null): { value: string; label: st
 
 export function ChannelForm({ channel, onDone }: { channel: Channel | null; onDone: () => void }) {
   const [f, setF] = useState(() => formFromChannel(channel));
-  const types = [{ value: '14', label: FORMAT[14]! }, { value: '1', label: FORMAT[1]! }];
-  if (!(f.type in FORMAT)) types.push({ value: f.type, label: formatOf(Number(f.type)) });
+  const legacyType = channel && !(String(channel.type) in FORMAT) ? channel.type : null;
   const action = useAction();
   const [fe, formError] = splitFieldError(action.error, FIELDS);
   // An error names the value it was given for: editing the field takes it away (the browser's own
   // checks may stop the next submit, which would otherwise leave it standing).
-  const set = (k: keyof ChannelFormState) => (v: string) => {
+  const set = (k: keyof ChannelFormState) => (v: string | boolean) => {
     setF((s) => ({ ...s, [k]: v }));
     if (fe[k]) action.setError(null);
   };
@@ -156,7 +183,9 @@ export function ChannelForm({ channel, onDone }: { channel: Channel | null; onDo
         });
       }}>
         <Field label="Name" value={f.name} onValue={set('name')} required error={fe.name} />
-        <Select label="Provider format" value={f.type} onValue={set('type')} options={types} />
+        <Select label="Provider format" value={f.type} onValue={set('type')} options={typeOptions(f.type)}
+          hint={legacyType !== null ? `stored as type ${legacyType}, which the relay serves as Anthropic Messages; kept unless you choose a format` : undefined} />
+        {fe.type && <p class="error" role="alert">{fe.type}</p>}
         <Field label="Base URL" type="url" value={f.base_url} onValue={set('base_url')} required error={fe.base_url} hint="the provider's address, e.g. https://api.anthropic.com" />
         <Field label="Channel key" type="password" autoComplete="off" value={f.key} onValue={set('key')} required={!channel} error={fe.key} hint={channel ? 'leave empty to keep the stored key' : 'stored encrypted; never shown again'} />
         <Field label="Models" value={f.models} onValue={set('models')} required error={fe.models} hint="comma-separated" />
@@ -169,6 +198,12 @@ export function ChannelForm({ channel, onDone }: { channel: Channel | null; onDo
         <Select label="Status" value={f.status} onValue={set('status')} options={statusOptions(channel)}
           hint={channel?.status === 3 ? `disabled by the relays' health checks${reason}; kept unless you choose another status` : undefined} />
         {fe.status && <p class="error" role="alert">{fe.status}</p>}
+        <Checkbox label="Auto-disable on faults" checked={f.auto_ban} onChecked={set('auto_ban')} />
+        {fe.auto_ban && <p class="error" role="alert">{fe.auto_ban}</p>}
+        <Field label="Faults in a row before disabling" type="number" min={0} step={1} value={f.fault_threshold} onValue={set('fault_threshold')} error={fe.fault_threshold}
+          hint="empty: the gateway's CHANNEL_FAULTS_TO_DISABLE (5 by default); 0 turns this rule off" />
+        <Field label="Fault rate that disables" type="number" min={0} max={1} step="any" value={f.fault_rate_threshold} onValue={set('fault_rate_threshold')} error={fe.fault_rate_threshold}
+          hint="a fraction of the attempts in the fault window, 0 to 1; empty: the gateway's CHANNEL_FAULT_RATE_TO_DISABLE (0.5 by default); 0 turns this rule off" />
         <div class="buttons"><button type="submit" class="primary" disabled={action.busy}>{channel ? 'Save channel' : 'Create channel'}</button><button type="button" onClick={onDone}>Cancel</button></div>
         <ErrorText error={formError} />
       </form>
