@@ -1,7 +1,9 @@
 // @vitest-environment happy-dom
 // The channel form sends only what the administrator changed: a channel the relays disabled (status 3)
 // stays disabled when its weight is saved. Its errors go once their field is edited; it takes the
-// focus when it opens, and Escape closes it.
+// focus when it opens, and Escape closes it. Its fault thresholds show null (the fleet's setting) as an
+// empty field and send an emptied one as null, which the API reads as that setting (left out, an edit
+// would keep the channel's own). Only the two types the API takes are offered.
 import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/preact';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Channel } from '../../api/types';
@@ -13,7 +15,7 @@ const server = vi.hoisted(() => {
   return s;
 });
 
-import { ChannelForm, channelChanges, channelInput, formFromChannel, statusOptions } from './channels';
+import { ChannelForm, channelChanges, channelInput, formFromChannel, statusOptions, typeOptions } from './channels';
 
 afterEach(cleanup);
 
@@ -39,7 +41,42 @@ describe('channelChanges', () => {
   it('a new channel sends every field', () => {
     expect(channelInput({ ...formFromChannel(null), name: 'n', base_url: 'https://x.example', key: 'k', models: 'm' })).toEqual({
       name: 'n', type: 14, base_url: 'https://x.example', key: 'k', models: 'm', group: 'default', priority: 0, weight: 1, model_mapping: null, flex_ratio: 1, status: 1,
+      auto_ban: true, fault_threshold: null, fault_rate_threshold: null,
     });
+  });
+
+  it('prefills the fault settings, null as an empty field', () => {
+    expect(formFromChannel(null)).toMatchObject({ auto_ban: true, fault_threshold: '', fault_rate_threshold: '' });
+    expect(formFromChannel(AUTO_DISABLED)).toMatchObject({ auto_ban: true, fault_threshold: '', fault_rate_threshold: '' });
+    expect(formFromChannel({ ...AUTO_DISABLED, auto_ban: false, fault_threshold: 0, fault_rate_threshold: 0.25 }))
+      .toMatchObject({ auto_ban: false, fault_threshold: '0', fault_rate_threshold: '0.25' });
+  });
+
+  it('a new channel sends the fault settings typed, and empty ones as null', () => {
+    const f = { ...formFromChannel(null), name: 'n', base_url: 'https://x.example', key: 'k', models: 'm' };
+    expect(channelInput({ ...f, auto_ban: false, fault_threshold: '3', fault_rate_threshold: '0.2' }))
+      .toMatchObject({ auto_ban: false, fault_threshold: 3, fault_rate_threshold: 0.2 });
+    expect(channelInput({ ...f, fault_threshold: ' ', fault_rate_threshold: '0' }))
+      .toMatchObject({ auto_ban: true, fault_threshold: null, fault_rate_threshold: 0 });
+  });
+
+  it('an edit sends only the fault settings changed, an emptied one as null', () => {
+    const own = { ...AUTO_DISABLED, fault_threshold: 3, fault_rate_threshold: 0.2 };
+    const f = formFromChannel(own);
+    expect(channelChanges(own, f)).toEqual({});
+    expect(channelChanges(own, { ...f, auto_ban: false })).toEqual({ auto_ban: false });
+    expect(channelChanges(own, { ...f, fault_threshold: '0' })).toEqual({ fault_threshold: 0 });
+    expect(channelChanges(own, { ...f, fault_threshold: '', fault_rate_threshold: '' })).toEqual({ fault_threshold: null, fault_rate_threshold: null });
+    // A channel on the fleet's settings: left empty, nothing is sent; typed, its own value.
+    const fleet = formFromChannel(AUTO_DISABLED);
+    expect(channelChanges(AUTO_DISABLED, { ...fleet, weight: '2' })).toEqual({ weight: 2 });
+    expect(channelChanges(AUTO_DISABLED, { ...fleet, fault_rate_threshold: '0.5' })).toEqual({ fault_rate_threshold: 0.5 });
+  });
+
+  it('offers only types 1 and 14; a legacy type is shown but cannot be chosen', () => {
+    expect(typeOptions('14').map((o) => [o.value, o.label, !!o.disabled])).toEqual([['14', 'Anthropic Messages', false], ['1', 'OpenAI Chat Completions', false]]);
+    expect(typeOptions('1').map((o) => o.value)).toEqual(['14', '1']);
+    expect(typeOptions('3')).toContainEqual({ value: '3', label: 'Type 3 (no longer accepted)', disabled: true });
   });
 
   it('offers the automatic state only to a channel in it', () => {
@@ -61,6 +98,58 @@ describe('ChannelForm', () => {
     fireEvent.click(screen.getByRole('button', { name: 'Save channel' }));
     await waitFor(() => expect(onDone).toHaveBeenCalledOnce());
     expect(bodies).toEqual([{ id: 9, weight: 5 }]);
+  });
+
+  it('shows the fault settings and sends only those edited', async () => {
+    const bodies: unknown[] = [];
+    server.handle = async (r) => { bodies.push(await r.json()); return reply(200, { success: true, message: '', data: AUTO_DISABLED }); };
+    const onDone = vi.fn();
+    const own = { ...AUTO_DISABLED, fault_threshold: 7, fault_rate_threshold: null };
+    render(<ChannelForm channel={own} onDone={onDone} />);
+    const autoBan = screen.getByLabelText('Auto-disable on faults') as HTMLInputElement;
+    const inRow = screen.getByLabelText('Faults in a row before disabling') as HTMLInputElement;
+    const rate = screen.getByLabelText('Fault rate that disables') as HTMLInputElement;
+    expect([autoBan.checked, inRow.value, rate.value]).toEqual([true, '7', '']);
+    expect(screen.getByText(/CHANNEL_FAULTS_TO_DISABLE \(5 by default\)/)).toBeTruthy();
+    fireEvent.click(autoBan);
+    fireEvent.input(inRow, { target: { value: '' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save channel' }));
+    await waitFor(() => expect(onDone).toHaveBeenCalledOnce());
+    expect(bodies).toEqual([{ id: 9, auto_ban: false, fault_threshold: null }]);
+  });
+
+  it('a new channel is auto-disabled on faults unless unticked', async () => {
+    const bodies: Record<string, unknown>[] = [];
+    server.handle = async (r) => { bodies.push(await r.json() as Record<string, unknown>); return reply(200, { success: true, message: '', data: AUTO_DISABLED }); };
+    const onDone = vi.fn();
+    render(<ChannelForm channel={null} onDone={onDone} />);
+    expect((screen.getByLabelText('Auto-disable on faults') as HTMLInputElement).checked).toBe(true);
+    fireEvent.input(screen.getByLabelText('Name'), { target: { value: 'n' } });
+    fireEvent.input(screen.getByLabelText('Base URL'), { target: { value: 'https://x.example' } });
+    fireEvent.input(screen.getByLabelText('Channel key'), { target: { value: 'k' } });
+    fireEvent.input(screen.getByLabelText('Models'), { target: { value: 'm' } });
+    fireEvent.input(screen.getByLabelText('Fault rate that disables'), { target: { value: '0.3' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Create channel' }));
+    await waitFor(() => expect(onDone).toHaveBeenCalledOnce());
+    expect(bodies[0]).toMatchObject({ auto_ban: true, fault_threshold: null, fault_rate_threshold: 0.3 });
+  });
+
+  it('shows the API\'s error on a fault setting next to it', async () => {
+    server.handle = async () => reply(400, { success: false, message: 'fault_rate_threshold: must be a number from 0 to 1, or null' });
+    render(<ChannelForm channel={AUTO_DISABLED} onDone={() => {}} />);
+    const rate = screen.getByLabelText('Fault rate that disables');
+    fireEvent.input(rate, { target: { value: '0.9' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save channel' }));
+    await waitFor(() => expect(rate.getAttribute('aria-invalid')).toBe('true'));
+    expect(screen.getByText('must be a number from 0 to 1, or null')).toBeTruthy();
+  });
+
+  it('shows a legacy type without offering it', () => {
+    render(<ChannelForm channel={{ ...AUTO_DISABLED, type: 3 }} onDone={() => {}} />);
+    const type = screen.getByLabelText('Provider format') as HTMLSelectElement;
+    expect(type.value).toBe('3');
+    expect([...type.options].filter((o) => !o.disabled).map((o) => o.value)).toEqual(['14', '1']);
+    expect(screen.getByText(/stored as type 3/)).toBeTruthy();
   });
 
   it('drops a field\'s error once the field is edited, without another submit', async () => {
