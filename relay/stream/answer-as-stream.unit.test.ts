@@ -3,6 +3,7 @@
 import { MessageStream } from '@anthropic-ai/sdk/lib/MessageStream';
 import { ChatCompletionStream } from 'openai/lib/ChatCompletionStream';
 import { describe, expect, it } from 'vitest';
+import { COMPLETION, MESSAGE } from '../../tests/harness/answer-fixtures.js';
 import { completionAsChunks, messageAsEvents } from './answer-as-stream.js';
 
 /** The data of each SSE event, as the newline-delimited JSON that the SDKs' fromReadableStream reads. */
@@ -12,18 +13,6 @@ function asJsonLines(sse: string): ReadableStream<Uint8Array> {
   return new ReadableStream({ start(c) { c.enqueue(bytes); c.close(); } });
 }
 
-const MESSAGE = {
-  id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-x', container: null,
-  content: [
-    { type: 'thinking', thinking: 'Let me look.', signature: 'sig==' },
-    { type: 'redacted_thinking', data: 'opaque' },
-    { type: 'text', text: 'Calling two tools.', citations: null },
-    { type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { q: 'é', n: [1, 2] } },
-    { type: 'tool_use', id: 'toolu_2', name: 'now', input: {} },
-  ],
-  stop_reason: 'tool_use', stop_sequence: null,
-  usage: { input_tokens: 12, output_tokens: 34, cache_read_input_tokens: 5, cache_creation_input_tokens: 0, service_tier: 'standard' },
-};
 
 describe('messageAsEvents', () => {
   it('Anthropic\'s SDK assembles the Message back from the events', async () => {
@@ -45,14 +34,6 @@ describe('messageAsEvents', () => {
   });
 });
 
-const COMPLETION = {
-  id: 'chatcmpl-1', object: 'chat.completion', created: 1_700_000_000, model: 'gpt-x', system_fingerprint: 'fp_1',
-  choices: [
-    { index: 0, message: { role: 'assistant', content: 'Hello there', refusal: null }, logprobs: null, finish_reason: 'stop' },
-    { index: 1, message: { role: 'assistant', content: null, refusal: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] }, logprobs: null, finish_reason: 'tool_calls' },
-  ],
-  usage: { prompt_tokens: 9, completion_tokens: 4, total_tokens: 13 },
-};
 
 describe('completionAsChunks', () => {
   it('OpenAI\'s SDK assembles the Chat Completion back from the chunks, usage included when asked', async () => {

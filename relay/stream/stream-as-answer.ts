@@ -136,7 +136,7 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
       const index = typeof c.index === 'number' && Number.isInteger(c.index) && c.index >= 0 && c.index < 4096 ? c.index : 0;
       let fold = choices.get(index);
       if (fold === undefined) {
-        fold = { index, message: { role: 'assistant', content: null }, toolCalls: [], logprobs: null, finishReason: null };
+        fold = { index, message: { role: 'assistant', content: null, refusal: null }, toolCalls: [], logprobs: null, finishReason: null };
         choices.set(index, fold);
       }
       const delta = isObject(c.delta) ? c.delta : {};

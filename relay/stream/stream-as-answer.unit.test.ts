@@ -2,30 +2,11 @@
 // answer-as-stream.ts folds back to itself; streams as providers write them (tool arguments in pieces,
 // several choices, CRLF, an error part way) fold to what the SDKs' own accumulators would make.
 import { describe, expect, it } from 'vitest';
+import { COMPLETION, MESSAGE } from '../../tests/harness/answer-fixtures.js';
 import { completionAsChunks, messageAsEvents } from './answer-as-stream.js';
 import { chunksAsCompletion, eventsAsMessage } from './stream-as-answer.js';
 
-const MESSAGE = {
-  id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-x', container: null,
-  content: [
-    { type: 'thinking', thinking: 'Let me look.', signature: 'sig==' },
-    { type: 'redacted_thinking', data: 'opaque' },
-    { type: 'text', text: 'Calling two tools.', citations: null },
-    { type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { q: 'é', n: [1, 2] } },
-    { type: 'tool_use', id: 'toolu_2', name: 'now', input: {} },
-  ],
-  stop_reason: 'tool_use', stop_sequence: null,
-  usage: { input_tokens: 12, output_tokens: 34, cache_read_input_tokens: 5, cache_creation_input_tokens: 0, service_tier: 'standard' },
-};
 
-const COMPLETION = {
-  id: 'chatcmpl-1', object: 'chat.completion', created: 7, model: 'gpt-x', system_fingerprint: 'fp_1',
-  choices: [
-    { index: 0, message: { role: 'assistant', content: 'Hello é 👋' }, logprobs: null, finish_reason: 'stop' },
-    { index: 1, message: { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] }, logprobs: null, finish_reason: 'tool_calls' },
-  ],
-  usage: { prompt_tokens: 9, completion_tokens: 4, total_tokens: 13 },
-};
 
 const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 const chunk = (c: Record<string, unknown>) => `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', ...c })}\n\n`;
@@ -116,7 +97,7 @@ describe('chunksAsCompletion', () => {
           index: 0, finish_reason: 'tool_calls',
           logprobs: { content: [{ token: 'A', logprob: -0.1 }, { token: 'B', logprob: -0.2 }] },
           message: {
-            role: 'assistant', content: 'A',
+            role: 'assistant', content: 'A', refusal: null,
             tool_calls: [
               { id: 'call_a', type: 'function', function: { name: 'get', arguments: '{"x":1}' } },
               { id: 'call_b', type: 'function', function: { name: 'put', arguments: '{"k":2}' } },
@@ -133,7 +114,7 @@ describe('chunksAsCompletion', () => {
     const stream = chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'par' }, finish_reason: null }] })
       + `data: ${JSON.stringify({ error: { message: 'boom', type: 'server_error' } })}\n\n`;
     expect(chunksAsCompletion(Buffer.from(stream))).toEqual({
-      answer: { id: 'c1', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'par' }, logprobs: null, finish_reason: 'stop' }] },
+      answer: { id: 'c1', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'par', refusal: null }, logprobs: null, finish_reason: 'stop' }] },
       error: { message: 'boom', type: 'server_error' },
     });
     expect(chunksAsCompletion(Buffer.from('data: [DONE]\n\n'))).toBeNull();
