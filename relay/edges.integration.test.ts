@@ -47,12 +47,12 @@ async function stillServes(): Promise<void> {
 describe('a malformed percent-escape in the path', () => {
   for (const path of ['/v1/models/%FF', '/v1/models/%E0%A4%A', '/v1/models/%', '/v1/models/abc%zz']) {
     it(`answers GET ${path} with 400 invalid_request_error, with or without a key, and keeps serving`, async () => {
-      for (const headers of [{}, { 'x-api-key': key }] as Record<string, string>[]) {
+      for (const [headers, bearer] of [[{}, {}], [{ 'x-api-key': key }, { authorization: `Bearer ${key}` }]] as Record<string, string>[][]) {
         const res = await fetch(`${stack.relayUrl}${path}`, { headers: { ...headers, 'anthropic-version': '2023-06-01' } });
         expect(res.status).toBe(400);
         expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
-        // Without anthropic-version (OpenAI's SDK): the same refusal in OpenAI's error JSON.
-        const openai = await fetch(`${stack.relayUrl}${path}`, { headers });
+        // Without anthropic-version and with the key as a bearer token (OpenAI's SDK): the same refusal in OpenAI's error JSON.
+        const openai = await fetch(`${stack.relayUrl}${path}`, { headers: bearer });
         expect(openai.status).toBe(400);
         expect(await openai.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_request' } });
       }
