@@ -156,7 +156,6 @@ export class QuotaStore {
   readonly #adjustOnce: ScriptFn;
   readonly #seedBalance: ScriptFn;
   readonly #takeRateSlot: ScriptFn;
-  readonly #returnRateSlot: ScriptFn;
   readonly #keyKeys = new Map<number, KeyKeys>();
   readonly #settledMarkerSec: number;
   readonly #settleDelayMs: number;
@@ -196,7 +195,6 @@ export class QuotaStore {
     this.#adjustOnce = bind('adjustBalanceOnce');
     this.#seedBalance = bind('seedBalance');
     this.#takeRateSlot = bind('takeRateSlot');
-    this.#returnRateSlot = bind('returnRateSlot');
     this.#settleDrawsScript = resendingMoved(redis, batchScript(redis, defs.get('settleSliceDraws')!));
     this.#releaseSlice = bind('releaseCreditSlice');
     const sliceOpts = opts.creditSlices;
@@ -284,11 +282,6 @@ export class QuotaStore {
    */
   async takeCountSlot(userId: number, tokenId: number, perMinute: number, minute = currentMinute()): Promise<boolean> {
     return Number(await this.#takeRateSlot(this.#keys.keyCountsInMinute(userId, tokenId, minute), perMinute, 120)) === 1;
-  }
-
-  /** Gives back a slot takeCountSlot took in `minute` for a count the relay did not make (its queue was full). */
-  async returnCountSlot(userId: number, tokenId: number, minute: number): Promise<void> {
-    await this.#returnRateSlot(this.#keys.keyCountsInMinute(userId, tokenId, minute));
   }
 
   /** Returns false when the reservation was already settled: the caller's second finish is a no-op. */

@@ -14,7 +14,7 @@ import { readBody, readHead, Reply, type FreeEndpointContext } from '../free-req
 import { servedModels } from '../routing/group-routing.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
-import { CountQueueFull, type TokenCounter } from '../token-count/token-counter.js';
+import type { PromptPlace, TokenCounter } from '../token-count/token-counter.js';
 import { parseRequestJson } from './raw-json-guard.js';
 import { compileEdgeSchema } from '../edge-schema.js';
 
@@ -40,14 +40,14 @@ export const checkCountTokensRequest = compileEdgeSchema(countTokensRequestSchem
  * The answer to a validated body. Pass `raw` (the request bytes) to have the worker parse them: the
  * event loop then copies bytes instead of structured-cloning the parsed object.
  */
-export async function countTokensResponse(counter: Pick<TokenCounter, 'countPrompt'>, body: CountTokensRequest, raw?: Uint8Array): Promise<{ input_tokens: number }> {
-  const input_tokens = await counter.countPrompt(raw ?? body);
+export async function countTokensResponse(counter: Pick<PromptPlace, 'count'>, body: CountTokensRequest, raw?: Uint8Array): Promise<{ input_tokens: number }> {
+  const input_tokens = await counter.count(raw ?? body);
   return { input_tokens };
 }
 
 export interface CountTokensContext extends FreeEndpointContext {
   tokens: TokenCounter;
-  quota: Pick<QuotaStore, 'takeCountSlot' | 'returnCountSlot'>;
+  quota: Pick<QuotaStore, 'takeCountSlot'>;
   /** Token counts (count_tokens calls, prompt counts) per key per minute. */
   countsPerMinute: number;
 }
@@ -85,26 +85,25 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
     if (!servedModels(ctx.channels, access.groups).has(body.model)) {
       return reply.error(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${access.groups[0]}".`));
     }
+    // The queue's place first, the key's budget after: a count the relay refuses (529) spends none of it.
+    const place = ctx.tokens.takePromptPlace();
+    if (place === null) return reply.error(new RelayError('relay_overloaded'));
     const now = Date.now();
-    const minute = currentMinute(now);
-    if (!(await ctx.quota.takeCountSlot(record.userId, record.tokenId, ctx.countsPerMinute, minute))) {
+    let taken: boolean;
+    try {
+      taken = await ctx.quota.takeCountSlot(record.userId, record.tokenId, ctx.countsPerMinute, currentMinute(now));
+    } catch (err) {
+      place.release();
+      throw err;
+    }
+    if (!taken) {
+      place.release();
       const retryAfter = String(60 - Math.floor((now / 1000) % 60));
       return reply.error(new RelayError('rate_limited', `Rate limit of ${ctx.countsPerMinute} token counts per minute reached for this API key.`), retryAfter);
     }
-    if (reply.aborted) return;
-    let answer: { input_tokens: number };
-    try {
-      relayMetrics.promptCounted();
-      answer = await countTokensResponse(ctx.tokens, body, raw);
-    } catch (err) {
-      if (!(err instanceof CountQueueFull)) throw err;
-      // The relay's refusal, not the client's spending: the slot goes back (a burst answered 529 in
-      // part left the key 429 for the rest of its minute, its budget spent on counts never made).
-      reply.error(new RelayError('relay_overloaded'));
-      return void ctx.quota.returnCountSlot(record.userId, record.tokenId, minute).catch((e: unknown) => {
-        ctx.log.warn({ err: (e as Error).message }, 'count slot not given back');
-      });
-    }
+    if (reply.aborted) return place.release();
+    relayMetrics.promptCounted();
+    const answer = await countTokensResponse(place, body, raw);
     reply.json(200, JSON.stringify(answer));
   })().catch((err: unknown) => {
     ctx.log.error({ err }, 'count_tokens failed');

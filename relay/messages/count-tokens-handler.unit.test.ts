@@ -15,8 +15,8 @@ describe('POST /v1/messages/count_tokens', () => {
     if (body instanceof RelayError) throw new Error(body.message);
     expect(body).toBe(json);
     const expected = countText('Be brief.') + countText('Hello, world') + MESSAGE_OVERHEAD;
-    expect(await countTokensResponse(counter, body)).toEqual({ input_tokens: expected });
-    expect(await countTokensResponse(counter, body, Buffer.from(JSON.stringify(json)))).toEqual({ input_tokens: expected });
+    expect(await countTokensResponse(counter.takePromptPlace()!, body)).toEqual({ input_tokens: expected });
+    expect(await countTokensResponse(counter.takePromptPlace()!, body, Buffer.from(JSON.stringify(json)))).toEqual({ input_tokens: expected });
   });
 
   it('counts a tool_use block whose name is no string (an object whose toString is none) as its JSON, not a failure', async () => {
@@ -29,7 +29,7 @@ describe('POST /v1/messages/count_tokens', () => {
       if (body instanceof RelayError) throw new Error(body.message);
       const named = name === null ? '""' : JSON.stringify(name);
       const expected = countText('q') + 2 * (countText(named) + countText('{}')) + 2 * MESSAGE_OVERHEAD;
-      expect(await countTokensResponse(counter, body, Buffer.from(JSON.stringify(json)))).toEqual({ input_tokens: expected });
+      expect(await countTokensResponse(counter.takePromptPlace()!, body, Buffer.from(JSON.stringify(json)))).toEqual({ input_tokens: expected });
     }
   });
 

@@ -37,7 +37,7 @@ import { pickNextChannel, servingGroups } from '../routing/group-routing.js';
 import { affinityOf, endUserOf } from '../routing/affinity.js';
 import { exchangeEnded, providerAnswered, providerFailed, providerUnreachable } from '../routing/channel-outcomes.js';
 import { isRetriedFault } from '../../core/channels/provider-fault.js';
-import { CountQueueFull, reservationInputTokens } from '../token-count/token-counter.js';
+import { reservationInputTokens } from '../token-count/token-counter.js';
 import { contentCodingOf, firstChunk, isEventStream, looksLikeSse, MAX_UPSTREAM_JSON, OVER_BOUND, StreamedAnswer, WholeAnswer, type ProviderAnswer } from '../upstream/provider-response.js';
 import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
@@ -441,16 +441,24 @@ class Exchange {
    * counting queue is full.
    */
   async countForReservation(raw: Buffer, record: ApiKeyRecord): Promise<number | null | RelayError> {
-    if (!(await this.ctx.quota.takeCountSlot(record.userId, record.tokenId, this.ctx.countsPerMinute, this.minute))) return null;
+    // The queue's place before the key's budget: a count the relay refuses (529) spends none of it.
+    const place = this.ctx.tokens.takePromptPlace();
+    if (place === null) return new RelayError('relay_overloaded');
+    let taken: boolean;
+    try {
+      taken = await this.ctx.quota.takeCountSlot(record.userId, record.tokenId, this.ctx.countsPerMinute, this.minute);
+    } catch (err) {
+      place.release();
+      throw err;
+    }
+    if (!taken) {
+      place.release();
+      return null;
+    }
     try {
       relayMetrics.promptCounted();
-      return await this.ctx.tokens.countPrompt(raw);
+      return await place.count(raw);
     } catch (err) {
-      if (err instanceof CountQueueFull) {
-        // The relay's refusal (529), not the client's spending: the slot goes back.
-        this.ctx.quota.returnCountSlot(record.userId, record.tokenId, this.minute).catch(() => {});
-        return new RelayError('relay_overloaded');
-      }
       this.ctx.log.warn({ err, requestId: this.requestId }, 'prompt count failed; the byte bound stands');
       return null;
     }

@@ -178,7 +178,8 @@ describe('count_tokens', () => {
 
   it('a count refused 529 spends none of the key\'s budget: served and still-servable counts make the whole budget', async () => {
     // Before: the slot was taken before the queue refused, so a burst answered 529 in part left the
-    // key 429 for the rest of its minute (110 at once of a budget of 120: 77 served, 33 × 529, then 10 × 200, 10 × 429).
+    // key 429 for the rest of its minute (110 at once of a budget of 120: 77 served, 33 × 529, then 10
+    // × 200, 10 × 429). Now the queue's place is taken first (TokenCounter.takePromptPlace).
     await sameMinute();
     const key = (await createApiKey(stack, rich)).key;
     const huge = 'word '.repeat(200_000);

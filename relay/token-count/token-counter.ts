@@ -37,6 +37,14 @@ export function countWorkerFile(): string {
   return file;
 }
 
+/** A place in the prompt queue (TokenCounter.takePromptPlace). */
+export interface PromptPlace {
+  /** The prompt's tokens, counted in this place, which it then frees. */
+  count(body: unknown): Promise<number>;
+  /** Frees the place unused (nothing when it was used or freed already). */
+  release(): void;
+}
+
 /** countPrompt refused at once: more prompt counts are waiting than maxQueue allows. */
 export class CountQueueFull extends Error {
   constructor() {
@@ -81,6 +89,36 @@ export class TokenCounter {
   async countPrompt(body: unknown): Promise<number> {
     if (this.#prompts >= this.#maxPrompts) throw new CountQueueFull();
     return this.countBilledPrompt(body);
+  }
+
+  /**
+   * A place in the prompt queue taken now, or null when it is full: taken before an await (the key's
+   * budget of counts, in Redis), the count can no longer be refused after it. Checked after the
+   * budget, a burst spent budget on counts the queue then refused (529), and the calls refused 429
+   * meanwhile were spent for good. `count` runs the count in the place (once); `release` gives back
+   * a place not used.
+   */
+  takePromptPlace(): PromptPlace | null {
+    if (this.#prompts >= this.#maxPrompts) return null;
+    this.#prompts++;
+    let held = true;
+    const release = (): void => {
+      if (!held) return;
+      held = false;
+      this.#prompts--;
+    };
+    return {
+      count: async (body: unknown) => {
+        if (!held) throw new Error('prompt place already used or released');
+        const task: CountTask = body instanceof Uint8Array ? { kind: 'prompt', json: exact(body) } : { kind: 'prompt', body };
+        try {
+          return (await this.#run(task)).count;
+        } finally {
+          release();
+        }
+      },
+      release,
+    };
   }
 
   /**

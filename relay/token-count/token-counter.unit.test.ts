@@ -61,6 +61,29 @@ describe('TokenCounter', () => {
     }
   });
 
+  it('a prompt place is taken at once and holds the queue until its count ends or it is released', async () => {
+    const c = new TokenCounter({ maxThreads: 1, maxQueue: 0 });
+    try {
+      const body = { messages: [{ role: 'user', content: 'x'.repeat(200_000) }] };
+      const place = c.takePromptPlace()!;
+      expect(place).not.toBeNull();
+      // Full while the place is held, before its count even starts (the budget's await in between).
+      expect(c.takePromptPlace()).toBeNull();
+      await expect(c.countPrompt(body)).rejects.toBeInstanceOf(CountQueueFull);
+      const counted = await place.count(body);
+      expect(counted).toBeGreaterThan(0);
+      await expect(place.count(body)).rejects.toThrow(/already used/);
+      // Freed by its count; a place released unused frees it too, once.
+      const unused = c.takePromptPlace()!;
+      unused.release();
+      unused.release();
+      expect(c.stats.prompts).toBe(0);
+      expect(await c.takePromptPlace()!.count(body)).toBe(counted);
+    } finally {
+      await c.close();
+    }
+  });
+
   it('rejects after close', async () => {
     const c = new TokenCounter({ maxThreads: 1 });
     await c.close();
