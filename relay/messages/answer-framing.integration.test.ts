@@ -246,9 +246,10 @@ describe('a request without stream answered with a stream (a provider that strea
     expect(a.status).toBe(529);
     expect(a.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error' }, request_id: a.requestId });
     expect(JSON.stringify(a.error)).not.toContain('org-123');
-    // message_start's usage: the prompt and the one output token it states (stated, so not counted).
+    // message_start's prompt, and the text generated before the error counted ('tok ' × 10: 11 cl100k
+    // tokens), as a stream cut is billed: message_start's one output token was all it stated (before: billed 1).
     const rowA = await billOf(stack, account.id, a.requestId, before);
-    expect(rowA).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: 1, quota: unnamedCost(NORMAL_INPUT, 1) });
+    expect(rowA).toMatchObject({ prompt_tokens: NORMAL_INPUT, completion_tokens: 11, quota: unnamedCost(NORMAL_INPUT, 11) });
 
     const mid = await balanceOf(stack, account.id);
     const o = await failed(() => openai.chat.completions.create({ model: 'oai-stream-error', max_tokens: 100, messages }));

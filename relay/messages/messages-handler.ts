@@ -751,8 +751,10 @@ class Exchange {
     const stated = provider.usageOfBody(buf);
     // What the provider states is billed where it is a count; where it is not (no usage, a count below
     // 0, no prompt, an output of 0 for an answer with text), the relay counts that side, as a stream's.
-    const billed = stated !== null && !stated.inputUnstated && !stated.outputUnstated && stated.outputTokens > 0
-      ? STATED_IN_FULL : await this.billedUsage(buf, provider, stated);
+    // A folded stream that ended with an error stated its output at message_start only (Anthropic's 1):
+    // what it generated is counted, as a stream cut is billed for its text.
+    const billed = streamError === null && stated !== null && !stated.inputUnstated && !stated.outputUnstated && stated.outputTokens > 0
+      ? STATED_IN_FULL : await this.billedUsage(buf, provider, stated, streamError !== null);
     const usage = billed === STATED_IN_FULL ? stated : billed.usage;
     this.usagePending = false;
     // Generated in full: the provider bills it though the client left before it was delivered.
@@ -795,14 +797,15 @@ class Exchange {
   /**
    * The usage a JSON answer is billed: what it states, with what it does not state as a count counted
    * by the relay (on a worker): the prompt, and the answer's text when no output count is stated, or 0
-   * is for an answer with text (the larger of the two is billed). null: no usage stated and no answer
-   * to count (a body that is none). `text`: the answer's text, when it was read.
+   * is for an answer with text (the larger of the two is billed), or always when `outputCut` (a stream
+   * folded for a client that asked for JSON, ended by an error: its stated output is message_start's).
+   * null: no usage stated and no answer to count (a body that is none). `text`: the answer's text, when it was read.
    */
-  async billedUsage(buf: Buffer, provider: Provider, stated: StatedUsage | null): Promise<BilledUsage> {
+  async billedUsage(buf: Buffer, provider: Provider, stated: StatedUsage | null, outputCut = false): Promise<BilledUsage> {
     const text = provider.textOfBody(buf);
     if (stated === null && text === null) return { usage: null, counted: false, text };
     const countInput = stated === null || stated.inputUnstated === true;
-    const countOutput = text !== null && text !== '' && (stated === null || stated.outputUnstated === true || stated.outputTokens === 0);
+    const countOutput = text !== null && text !== '' && (stated === null || stated.outputUnstated === true || stated.outputTokens === 0 || outputCut);
     if (!countInput && !countOutput) return { usage: stated, counted: false, text };
     const usage: StreamUsage = {
       inputTokens: stated?.inputTokens ?? 0, outputTokens: stated?.outputTokens ?? 0, cacheCreationTokens: stated?.cacheCreationTokens ?? 0,
