@@ -72,6 +72,29 @@ export function openaiErrorType(anthropicType: string): string {
   }
 }
 
+/**
+ * A provider's failure in OpenAI's error JSON, by its Anthropic error type. OpenAI's own 429 and quota
+ * errors carry their type as their `code` too (`rate_limit_exceeded`, `insufficient_quota`), which
+ * clients match on; the same failure from an Anthropic channel had `code: null`, so it read
+ * differently by the channel behind it.
+ */
+export function openaiProviderErrorBody(anthropicType: string, message: string): string {
+  const type = openaiErrorType(anthropicType);
+  return openaiErrorBody(type, message, type === 'rate_limit_exceeded' || type === 'insufficient_quota' ? type : null);
+}
+
+/**
+ * What a provider's error object (OpenAI's `type` and `code`, or Anthropic's `type`) says, as an
+ * Anthropic error type: a rate limit and an overload keep their meaning (clients wait and retry by
+ * them), anything else is the provider's failure.
+ */
+export function anthropicTypeOfOpenAIError(error: { type?: unknown; code?: unknown }): string {
+  const words = `${typeof error.type === 'string' ? error.type : ''} ${typeof error.code === 'string' ? error.code : ''}`;
+  if (/rate_limit/.test(words)) return 'rate_limit_error';
+  if (/overloaded/.test(words)) return 'overloaded_error';
+  return 'api_error';
+}
+
 /** OpenAI's error JSON: `{"error": {"message", "type", "param", "code"}}`. */
 export function openaiErrorBody(type: string, message: string, code: string | null = null, param: string | null = null): string {
   return JSON.stringify({ error: { message, type, param, code } });

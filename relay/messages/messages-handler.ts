@@ -28,7 +28,7 @@ import type { Readable } from 'node:stream';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth/key-check.js';
 import { BodyLinger } from '../free-request.js';
-import { RelayError, errorBody, openaiErrorBody, openaiErrorType, reserveRefusalError, statusLine } from '../errors.js';
+import { RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { mayUseCache } from './cache-control.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
@@ -784,9 +784,10 @@ class Exchange {
    * error in its protocol, with the provider's words replaced as passThroughError replaces a 5xx's.
    */
   failFoldedStream(error: Record<string, unknown>, usage: StreamUsage | null): void {
-    const type = error.type;
-    const reason = providerErrorReason(type);
-    const status = type === 'overloaded_error' ? 529 : type === 'rate_limit_error' || error.code === 'rate_limit_exceeded' ? 429 : 502;
+    // Anthropic's error types and OpenAI's type and code alike: a rate limit, an overload, or a failure.
+    const type = anthropicTypeOfOpenAIError(error);
+    const reason = providerErrorReason(error.type);
+    const status = type === 'overloaded_error' ? 529 : type === 'rate_limit_error' ? 429 : 502;
     this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, error: JSON.stringify(error).slice(0, 2048) }, 'provider stream, folded for a request without stream, ended with an error');
     this.finish(usage !== null ? { kind: 'partial', usage, reason } : { kind: 'failed', reason });
     const errorType = status === 529 ? 'overloaded_error' : status === 429 ? 'rate_limit_error' : 'api_error';
@@ -1034,12 +1035,3 @@ const EMPTY_BODY = Buffer.alloc(0);
 /** A listener for the 'error' of a body the relay cancels and reads no more. */
 function ignoreError(): void {}
 
-/**
- * A provider's failure in OpenAI's error JSON. OpenAI's own 429 and quota errors carry their type as
- * their `code` too (`rate_limit_exceeded`, `insufficient_quota`), which clients match on; the same
- * failure from an Anthropic channel had `code: null`, so it read differently by the channel behind it.
- */
-function openaiProviderErrorBody(anthropicType: string, message: string): string {
-  const type = openaiErrorType(anthropicType);
-  return openaiErrorBody(type, message, type === 'rate_limit_exceeded' || type === 'insufficient_quota' ? type : null);
-}

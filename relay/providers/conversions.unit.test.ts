@@ -121,9 +121,24 @@ describe('AnthropicToChatStream', () => {
     expect(events.some((e) => typeof e === 'object' && JSON.stringify(e).includes('"content":"tok "'))).toBe(true);
   });
 
-  it('an error event becomes OpenAI\'s error object', () => {
-    const out = new AnthropicToChatStream('m', false).push(Buffer.from('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'));
-    expect(dataEvents(out)).toEqual([{ error: { message: 'Overloaded', type: 'server_error', param: null, code: 'overloaded_error' } }]);
+  it('an error event becomes OpenAI\'s error object, coded as a provider\'s error answered whole', () => {
+    const error = (type: string) => new AnthropicToChatStream('m', false).push(Buffer.from(`event: error\ndata: {"type":"error","error":{"type":"${type}","message":"M"}}\n\n`));
+    expect(dataEvents(error('overloaded_error'))).toEqual([{ error: { message: 'M', type: 'server_error', param: null, code: null } }]);
+    // Before: code "rate_limit_error", where OpenAI's own and the relay's non-stream answers say rate_limit_exceeded.
+    expect(dataEvents(error('rate_limit_error'))).toEqual([{ error: { message: 'M', type: 'rate_limit_exceeded', param: null, code: 'rate_limit_exceeded' } }]);
+  });
+});
+
+describe('ChatToAnthropicStream errors', () => {
+  it('an error chunk keeps a rate limit or an overload as Anthropic\'s type (before: api_error for every one)', () => {
+    const typeOf = (error: unknown) => {
+      const out = new ChatToAnthropicStream('m').push(Buffer.from(`data: ${JSON.stringify({ error })}\n\n`));
+      return (JSON.parse(out.split('\n')[1]!.slice(6)) as { error: { type: string } }).error.type;
+    };
+    expect(typeOf({ message: 'x', type: 'requests', code: 'rate_limit_exceeded' })).toBe('rate_limit_error');
+    expect(typeOf({ message: 'x', type: 'rate_limit_exceeded' })).toBe('rate_limit_error');
+    expect(typeOf({ message: 'x', type: 'server_error', code: 'overloaded' })).toBe('overloaded_error');
+    expect(typeOf({ message: 'x', type: 'server_error', code: null })).toBe('api_error');
   });
 });
 

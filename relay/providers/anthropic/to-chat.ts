@@ -21,7 +21,7 @@
 // `data: [DONE]`; an error event → `data: {"error": …}` (OpenAI's SDK raises it); thinking deltas →
 // `reasoning_content` deltas. ping, other block stops and signature deltas send nothing. With include_usage every chunk before the usage chunk
 // carries `"usage": null`, as OpenAI's do.
-import { openaiErrorBody, openaiErrorType } from '../../errors.js';
+import { openaiProviderErrorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { usageCount } from '../../stream/usage-count.js';
 import { LineStream } from '../../stream/line-stream.js';
@@ -220,7 +220,9 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       case 'error': {
         const e = data.error as { type?: unknown; message?: unknown } | undefined;
         const t = typeof e?.type === 'string' ? e.type : 'api_error';
-        return `data: ${openaiErrorBody(openaiErrorType(t), typeof e?.message === 'string' ? e.message : 'The model provider stream failed.', t)}\n\n`;
+        // As a provider's error answered whole (openaiProviderErrorBody): OpenAI's type, and its code
+        // for a rate limit or quota; the Anthropic type was the code before, which no OpenAI client reads.
+        return `data: ${openaiProviderErrorBody(t, typeof e?.message === 'string' ? e.message : 'The model provider stream failed.')}\n\n`;
       }
       default:
         return '';

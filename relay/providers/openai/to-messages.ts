@@ -14,7 +14,7 @@
 // each tool call → a tool_use block with input_json_delta pieces; `data: [DONE]` → the blocks closed,
 // message_delta with the stop reason and the whole usage (input included), message_stop; an error
 // object → Anthropic's error event.
-import { errorBody } from '../../errors.js';
+import { anthropicTypeOfOpenAIError, errorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { valueAfterKey } from '../../stream/sse-bytes.js';
 import { LineStream } from '../../stream/line-stream.js';
@@ -149,8 +149,8 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     // JSON that is no object (`data: null`, `1`, `[]`) is no chunk: skipped like a line that does not parse.
     if (!isObject(c)) return '';
     if (c.error && typeof c.error === 'object') {
-      const e = c.error as { message?: unknown };
-      return sse('error', JSON.parse(errorBody('api_error', typeof e.message === 'string' ? e.message : 'The model provider stream failed.')));
+      const e = c.error as { message?: unknown; type?: unknown; code?: unknown };
+      return sse('error', JSON.parse(errorBody(anthropicTypeOfOpenAIError(e), typeof e.message === 'string' ? e.message : 'The model provider stream failed.')));
     }
     let out = '';
     if (!this.#started) {
