@@ -57,10 +57,15 @@ export function discountText(coefficient: number): string {
 
 const DOLLAR_TEXT = /^([+-])?\$?(\d+(\.\d*)?|\.\d+)$/;
 
+/** The smallest amount of quota, 1 unit, as the forms name it. */
+export const ONE_QUOTA_DOLLARS = '$0.000002';
+
 /**
  * A dollar amount typed in a form as quota, or undefined when it is not one: digits with an optional
  * decimal point (and an optional "$"); no hexadecimal, exponent, thousands separator or blank. A
- * minus sign only when `negative` allows it.
+ * minus sign only when `negative` allows it. An amount that is not zero but below half a quota unit
+ * is not one either: it would be saved as $0 (a balance emptied, a credit of nothing) as if it had
+ * been taken; dollarsError() says why.
  */
 export function dollarsToQuota(text: string, opts: { negative?: boolean } = {}): number | undefined {
   const m = DOLLAR_TEXT.exec(text.trim());
@@ -68,7 +73,36 @@ export function dollarsToQuota(text: string, opts: { negative?: boolean } = {}):
   if (m[1] === '-' && !opts.negative) return undefined;
   const quota = Math.round(Number(m[2]) * QUOTA_PER_DOLLAR);
   if (!Number.isSafeInteger(quota)) return undefined;
+  if (quota === 0 && /[1-9]/.test(m[2]!)) return undefined;
   return m[1] === '-' && quota !== 0 ? -quota : quota;
+}
+
+/**
+ * The error of a dollar field whose text dollarsToQuota() refused: `usual` (what the field takes), or,
+ * for an amount below the smallest unit, that — "a dollar amount above $0" would puzzle whoever typed
+ * 0.0000001.
+ */
+export function dollarsError(text: string, usual: string): string {
+  const m = DOLLAR_TEXT.exec(text.trim());
+  return m && /[1-9]/.test(m[2]!) && Math.round(Number(m[2]) * QUOTA_PER_DOLLAR) === 0
+    ? `below ${ONE_QUOTA_DOLLARS} (1 quota), the smallest amount: it would be saved as $0`
+    : usual;
+}
+
+/**
+ * A number as an input shows it: 0.0000001 as "0.0000001", not "1e-7" (which the form would send back
+ * as typed, and a person reads as a code); integers and ordinary decimals as String() writes them.
+ */
+export function inputNumber(n: number): string {
+  const text = String(n);
+  const m = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(text);
+  if (!m) return text;
+  // String()'s own digits moved by its exponent: the shortest digits that read back as n, no noise.
+  const [, sign, lead, rest = '', exp] = m;
+  const digits = lead! + rest;
+  const point = 1 + Number(exp);
+  if (point <= 0) return `${sign}0.${'0'.repeat(-point)}${digits}`;
+  return `${sign}${digits.padEnd(point, '0')}`;
 }
 
 /** "$2.469 (1,234,567 quota)": the dollars, and the quota units named as such. */

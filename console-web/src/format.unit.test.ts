@@ -1,6 +1,6 @@
 // The display rules of money and the parsing of dollar amounts typed in forms.
 import { describe, expect, it } from 'vitest';
-import { creditDollars, dateTime, discountText, dollars, dollarsToQuota, money, quotaText, readableMessage, toLocalInput } from './format';
+import { creditDollars, dateTime, discountText, dollars, dollarsError, dollarsToQuota, inputNumber, money, quotaText, readableMessage, toLocalInput } from './format';
 
 describe('dollars', () => {
   it('chooses the decimals after rounding', () => {
@@ -76,6 +76,28 @@ describe('dollarsToQuota', () => {
     expect(dollarsToQuota('-1', { negative: true })).toBe(-500_000);
     expect(dollarsToQuota('+1', { negative: true })).toBe(500_000);
     expect(dollarsToQuota('-0', { negative: true })).toBe(0);
+  });
+
+  it('refuses a non-zero amount below half a quota unit, which would be saved as $0', () => {
+    for (const t of ['0.0000001', '0.000000999', '$.0000009']) expect(dollarsToQuota(t), t).toBeUndefined();
+    expect(dollarsToQuota('-0.0000001', { negative: true })).toBeUndefined();
+    expect(dollarsToQuota('0.000001')).toBe(1); // half a unit rounds up
+    expect(dollarsToQuota('0.0000000')).toBe(0);
+    expect(dollarsError('0.0000001', 'usual')).toBe('below $0.000002 (1 quota), the smallest amount: it would be saved as $0');
+    expect(dollarsError('-0.0000001', 'usual')).toMatch(/^below \$0\.000002/);
+    for (const t of ['abc', '1e-7', '0', '']) expect(dollarsError(t, 'usual'), t).toBe('usual');
+  });
+});
+
+describe('inputNumber', () => {
+  it('writes a number without exponent notation', () => {
+    expect(inputNumber(0.0000001)).toBe('0.0000001');
+    expect(inputNumber(1.25e-7)).toBe('0.000000125');
+    expect(inputNumber(-3e-8)).toBe('-0.00000003');
+    expect(inputNumber(1e21)).toBe('1000000000000000000000');
+    expect(inputNumber(0.5)).toBe('0.5');
+    expect(inputNumber(42)).toBe('42');
+    expect(Number(inputNumber(1.234567e-9))).toBe(1.234567e-9);
   });
 });
 

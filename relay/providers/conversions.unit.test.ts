@@ -346,7 +346,9 @@ describe('reasoning_effort to extended thinking', () => {
 
   it('asks for a budget by effort within max_tokens, without temperature or top_p', () => {
     expect([thinkingOf({ reasoning_effort: 'low' }), thinkingOf({ reasoning_effort: 'medium' }), thinkingOf({ reasoning_effort: 'high' }), thinkingOf({ reasoning_effort: 'xhigh' })])
-      .toEqual([1024, 2048, 4096, 7999].map((budget_tokens) => ({ type: 'enabled', budget_tokens })));
+      .toEqual([1024, 2048, 4096, 6000].map((budget_tokens) => ({ type: 'enabled', budget_tokens })));
+    // At most three quarters of max_tokens: the rest is the answer's (before: max_tokens − 1, a one-token answer).
+    expect(thinkingOf({ reasoning_effort: 'high', max_tokens: 3000 })).toEqual({ type: 'enabled', budget_tokens: 2250 });
     const out = chatToMessages(chat({ reasoning_effort: 'high', temperature: 0.2, top_p: 0.5 })) as MessagesRequest;
     expect(out).not.toHaveProperty('temperature');
     expect(out).not.toHaveProperty('top_p');
@@ -354,11 +356,26 @@ describe('reasoning_effort to extended thinking', () => {
     expect(chatToMessages(chat({ temperature: 0.2 }))).toMatchObject({ temperature: 0.2 });
   });
 
+  it('refuses an effort OpenAI does not name, and logprobs that is no boolean (before: ignored, 200)', () => {
+    const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
+    for (const [extra, message] of [
+      [{ reasoning_effort: 'ultra' }, /^reasoning_effort: must be one of "none", "minimal", "low", "medium", "high", "xhigh"/],
+      [{ reasoning_effort: 3 }, /^reasoning_effort/], [{ reasoning_effort: 'HIGH' }, /^reasoning_effort/],
+      [{ logprobs: 1 }, /^logprobs: must be a boolean/], [{ logprobs: 'yes' }, /^logprobs/],
+    ] as const) {
+      const refused = anthropicOnlyRefusal({ ...body, ...extra } as ChatRequest, chatToMessages({ ...body, ...extra } as ChatRequest) as MessagesRequest);
+      expect(refused?.message, JSON.stringify(extra)).toMatch(message);
+    }
+    for (const extra of [{ reasoning_effort: null }, { reasoning_effort: 'none' }, { logprobs: false }, { logprobs: null }]) {
+      expect(anthropicOnlyRefusal({ ...body, ...extra } as ChatRequest, chatToMessages({ ...body, ...extra } as ChatRequest) as MessagesRequest)).toBeNull();
+    }
+  });
+
   it('asks for none where there is no room, no effort, or Anthropic would refuse it', () => {
     for (const extra of [
-      { reasoning_effort: 'none' }, { reasoning_effort: 'minimal' }, { reasoning_effort: 'extreme' }, { reasoning_effort: 3 },
-      // max_tokens leaves less than Anthropic's minimum budget
-      { reasoning_effort: 'high', max_tokens: 1024 },
+      { reasoning_effort: 'none' }, { reasoning_effort: 'minimal' },
+      // three quarters of max_tokens is less than Anthropic's minimum budget
+      { reasoning_effort: 'high', max_tokens: 1024 }, { reasoning_effort: 'low', max_tokens: 1300 },
       // a forced tool choice
       { reasoning_effort: 'high', tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: 'required' },
       { reasoning_effort: 'high', tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'f' } } },
@@ -401,6 +418,16 @@ describe('messagesToChat', () => {
       expect(messagesToChat({ ...base, ...extra } as MessagesRequest, 'gpt')).toMatchObject({ response_format: { type: 'json_schema', json_schema: { name: 'output', schema } } });
     }
     expect(messagesToChat({ ...base, output_config: { effort: 'high' } } as MessagesRequest, 'gpt')).not.toHaveProperty('response_format');
+    // Asked for and not carried over, the client would get free text: refused (before: ignored, 200).
+    for (const [extra, message] of [
+      [{ output_config: { format: { type: 'json_object' } } }, /^output_config\.format\.type: only "json_schema"/],
+      [{ output_config: { format: { type: 'json_schema', schema: 'x' } } }, /^output_config\.format\.schema: a JSON Schema object/],
+      [{ output_format: { type: 'json_schema' } }, /^output_format\.schema/],
+    ] as const) {
+      const out = messagesToChat({ ...base, ...extra } as MessagesRequest, 'gpt');
+      expect(out).toBeInstanceOf(RelayError);
+      expect((out as RelayError).message).toMatch(message);
+    }
   });
 
   it('puts tool results before the rest of their user turn, images as image_url parts', () => {

@@ -32,7 +32,7 @@
 // output_config.format, the answer's JSON text the message's content), logprobs true (an app reading choices[0].logprobs.content of an
 // answer that has none fails further from its cause than on a 400).
 // reasoning_effort low / medium / high / xhigh → extended thinking with a budget of 1024 / 2048 /
-//   4096 / 8192 tokens within max_tokens (thinkingFor says when none is asked), temperature and top_p
+//   4096 / 8192 tokens, at most ¾ of max_tokens (thinkingFor says when none is asked), temperature and top_p
 //   then left out; the answer's thinking is its message's `reasoning_content` (to-chat.ts).
 // Ignored: logprobs false, top_logprobs without logprobs, seed, presence/frequency penalties, logit_bias, service_tier,
 // store, metadata.
@@ -245,7 +245,13 @@ export function anthropicOnlyRefusal(chat: ChatRequest, body: MessagesRequest): 
     return invalid('response_format: "text" and "json_schema" are converted for this model\'s provider (its structured outputs need a schema)');
   }
   if (format?.type === 'json_schema' && jsonSchemaFormat(chat) === null) return invalid('response_format.json_schema.schema: a JSON Schema object is required by this model\'s provider');
-  if ((chat as { logprobs?: unknown }).logprobs === true) return invalid('logprobs: log probabilities are not returned by this model\'s provider');
+  const logprobs = (chat as { logprobs?: unknown }).logprobs;
+  if (logprobs === true) return invalid('logprobs: log probabilities are not returned by this model\'s provider');
+  if (logprobs !== undefined && logprobs !== null && logprobs !== false) return invalid('logprobs: must be a boolean');
+  const effort = (chat as { reasoning_effort?: unknown }).reasoning_effort;
+  if (effort !== undefined && effort !== null && !(typeof effort === 'string' && REASONING_EFFORTS.has(effort))) {
+    return invalid(`reasoning_effort: must be one of ${[...REASONING_EFFORTS].map((e) => `"${e}"`).join(', ')}`);
+  }
   return null;
 }
 
@@ -357,13 +363,21 @@ function jsonSchemaFormat(chat: ChatRequest): Record<string, unknown> | null {
  * gateway meet elsewhere). `none` and `minimal` ask for no reasoning.
  */
 export const THINKING_BUDGET: Readonly<Record<string, number>> = { low: 1024, medium: 2048, high: 4096, xhigh: 8192 };
+/** The values of `reasoning_effort` OpenAI takes (`none` and `minimal` ask for no reasoning). */
+const REASONING_EFFORTS: ReadonlySet<string> = new Set(['none', 'minimal', ...Object.keys(THINKING_BUDGET)]);
+/**
+ * The most of max_tokens the thinking may take: the rest is the answer's. At max_tokens − 1 (the most
+ * Anthropic allows), an effort above the bound left the answer a single token.
+ */
+const THINKING_SHARE = 0.75;
 /** Anthropic's smallest thinking budget. */
 const MIN_THINKING_BUDGET = 1024;
 
 /**
- * Extended thinking for a `reasoning_effort`, or null. The budget is bounded by max_tokens, which
- * holds the thinking as OpenAI's max_completion_tokens holds the reasoning (so the reservation, made
- * on max_tokens, bounds it); below Anthropic's minimum there is no room to think and none is asked.
+ * Extended thinking for a `reasoning_effort`, or null. The budget is bounded by THINKING_SHARE of
+ * max_tokens, which holds the thinking as OpenAI's max_completion_tokens holds the reasoning (so the
+ * reservation, made on max_tokens, bounds it); below Anthropic's minimum there is no room to think and
+ * none is asked.
  * None either where Anthropic would refuse it: a forced tool choice, or a conversation that goes on
  * from an assistant turn (a prefill, or tool results answering its tool calls), whose thinking blocks
  * an OpenAI client does not send back and Anthropic requires first in that turn.
@@ -372,7 +386,7 @@ function thinkingFor(chat: ChatRequest, body: MessagesRequest): { type: 'enabled
   const effort = (chat as { reasoning_effort?: unknown }).reasoning_effort;
   const wanted = typeof effort === 'string' ? THINKING_BUDGET[effort] : undefined;
   if (wanted === undefined) return null;
-  const budget = Math.min(wanted, body.max_tokens - 1);
+  const budget = Math.min(wanted, Math.floor(body.max_tokens * THINKING_SHARE));
   if (budget < MIN_THINKING_BUDGET) return null;
   const choice = (body as { tool_choice?: { type?: unknown } }).tool_choice;
   if (choice?.type === 'any' || choice?.type === 'tool') return null;

@@ -27,12 +27,16 @@ type Block = Record<string, unknown> & { type: string };
  * OpenAI's strict mode has rules of its own (every property required) that a schema Anthropic takes
  * may break, and a 400 for it would be the provider's, about a field the client never sent.
  */
-function structuredOutputSchema(body: MessagesRequest): Record<string, unknown> | null {
+function structuredOutputSchema(body: MessagesRequest): Record<string, unknown> | null | RelayError {
   const b = body as { output_config?: { format?: unknown } | null; output_format?: unknown };
+  const field = b.output_config?.format !== undefined && b.output_config?.format !== null ? 'output_config.format' : 'output_format';
   const format = (b.output_config?.format ?? b.output_format) as { type?: unknown; schema?: unknown } | null | undefined;
-  if (!format || format.type !== 'json_schema') return null;
+  if (format === undefined || format === null) return null;
+  // Asked for and not carried over, the client would get free text where it asked for its schema.
+  if (typeof format !== 'object' || format.type !== 'json_schema') return invalid(`${field}.type: only "json_schema" is served`);
   const schema = format.schema;
-  return schema !== null && typeof schema === 'object' && !Array.isArray(schema) ? schema as Record<string, unknown> : null;
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return invalid(`${field}.schema: a JSON Schema object is required`);
+  return schema as Record<string, unknown>;
 }
 
 /** OpenAI's bound on `stop` (relay/chat-completions/chat-request.ts holds its own clients to it). */
@@ -141,6 +145,7 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
   if (typeof body.temperature === 'number') chat.temperature = body.temperature;
   if (typeof body.top_p === 'number') chat.top_p = body.top_p;
   const schema = structuredOutputSchema(body);
+  if (schema instanceof RelayError) return schema;
   if (schema !== null) chat.response_format = { type: 'json_schema', json_schema: { name: 'output', schema } };
   const user = (body.metadata as { user_id?: unknown } | undefined)?.user_id;
   if (typeof user === 'string' && user) chat.user = user;
