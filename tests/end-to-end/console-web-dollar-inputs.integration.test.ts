@@ -1,8 +1,10 @@
 // Dollar amounts typed in the administrators' forms are read strictly (digits and a decimal point),
 // checked before anything is sent, and refused in dollars next to their field: "abc" is not sent as
-// quota null, "0x10" is not $16. Redemption codes and the account editor are checked here (the API key
-// form's quota in console-web-key-edit.integration.test.ts).
+// quota null, "0x10" is not $16. Redemption codes, the account editor and the top-up Amount (whole
+// dollars: "1e3" does not start a $1,000 payment) are checked here (the API key form's quota in
+// console-web-key-edit.integration.test.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { consoleCall } from '../harness/gateway-stack.js';
 import { type ConsoleAccount, type ConsoleBrowser, insertAccount, logIn, startConsoleBrowser } from './console-web-browser.js';
 
 let b: ConsoleBrowser;
@@ -79,6 +81,56 @@ describe('dollar inputs', () => {
     expect(JSON.parse(writes[0]!)).toMatchObject({ id: user.id, action: 'add_quota', value: -250_000 });
     const [row] = await b.stack.sql<{ quota: number }[]>`SELECT quota FROM users WHERE id = ${user.id}`;
     expect(Number(row!.quota)).toBe(250_000);
+
+    // Below the smallest unit ($0.000002): refused, not saved as $0 with the form closing as if saved.
+    await page.getByRole('button', { name: `Edit ${user.username}` }).click();
+    const again = page.getByRole('form', { name: `Edit account ${user.username}` });
+    await again.getByLabel('Balance (US dollars)').fill('0.0000001');
+    await again.getByRole('button', { name: 'Save account' }).click();
+    await again.getByRole('alert').filter({ hasText: 'below $0.000002 (1 quota), the smallest amount' }).waitFor();
+    await page.waitForTimeout(200);
+    expect(writes).toHaveLength(1);
+    const [kept] = await b.stack.sql<{ quota: number }[]>`SELECT quota FROM users WHERE id = ${user.id}`;
+    expect(Number(kept!.quota)).toBe(250_000);
+  }, 120_000);
+
+  it('Top up: the Amount is whole dollars, "1e3" refused before any payment starts', async () => {
+    const options: Record<string, unknown> = {
+      PaymentComplianceConfirmed: true, PayAddress: 'http://127.0.0.1:9', EpayId: '1001', EpayKey: 'epay-key', MinTopUp: 1,
+      CardpayApiAddress: 'http://127.0.0.1:9', CardpayApiSecret: 'sk_test_x', CardpayWebhookSecret: 'whsec_x', CardpayMinTopUp: 1,
+      AmountOptions: '[10,20]', Price: '7.3',
+    };
+    for (const [key, value] of Object.entries(options)) {
+      const res = await consoleCall(b.stack, 'PUT', '/api/option/', b.stack.adminToken, { key, value });
+      if (!res.json.success) throw new Error(`option ${key}: ${res.json.message}`);
+    }
+    const user = await insertAccount(b.stack, {});
+    const page = await b.newPage();
+    const posts: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && /^\/api\/user\/(pay|amount|cardpay\/)/.test(new URL(r.url()).pathname)) posts.push(new URL(r.url()).pathname);
+    });
+    await logIn(page, b.stack, user, '/topup');
+    const amount = page.getByLabel('Amount (US dollars of credit)');
+    await amount.waitFor();
+    const pay = page.getByRole('button', { name: /^Pay with / }).first();
+    for (const typed of ['1e3', '0x10', '20.5', '0', '-5']) {
+      await amount.fill(typed);
+      for (const button of [pay, page.getByRole('button', { name: 'Pay by card' }), page.getByRole('button', { name: 'Show price' })]) {
+        await button.click();
+        await page.getByRole('alert').filter({ hasText: 'a whole number of dollars, such as 20' }).waitFor();
+        expect(await amount.getAttribute('aria-invalid'), typed).toBe('true');
+      }
+    }
+    await page.waitForTimeout(200);
+    expect(posts).toEqual([]);
+    expect(new URL(page.url()).pathname).toBe('/topup');
+    // The field's error goes once it is edited; a whole amount is quoted.
+    await amount.fill('20');
+    expect(await amount.getAttribute('aria-invalid')).toBeNull();
+    await page.getByRole('button', { name: 'Show price' }).click();
+    await page.getByText('for $20.00 of credit').waitFor();
+    expect(posts).toEqual(['/api/user/amount']);
   }, 120_000);
 
   it('no page broke the Content-Security-Policy or threw', () => {

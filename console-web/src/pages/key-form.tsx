@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import type { ApiKey, ApiKeyInput, Body, Groups } from '../api/types';
 import { Checkbox, ErrorText, Field, Select, splitFieldError, useAction, useFocusOnOpen } from '../components/ui';
-import { dollarsToQuota, fromLocalInput, QUOTA_PER_DOLLAR, toLocalInput } from '../format';
+import { dollarsError, dollarsToQuota, fromLocalInput, QUOTA_PER_DOLLAR, toLocalInput } from '../format';
 
 export interface KeyFormState {
   name: string;
@@ -54,9 +54,8 @@ export function keyInput(f: KeyFormState, nowSec: number): { body: ApiKeyInput }
   let remain = 0;
   if (!f.unlimited) {
     const quota = dollarsToQuota(f.quotaDollars);
-    if (quota === undefined) return { field: 'quotaDollars', error: 'a dollar amount above $0, such as 10 or 2.50' };
-    // 0 (or an amount below one quota unit, $0.000002, which rounds to it) would make a key that is
-    // exhausted from the start.
+    if (quota === undefined) return { field: 'quotaDollars', error: dollarsError(f.quotaDollars, 'a dollar amount above $0, such as 10 or 2.50') };
+    // 0 would make a key that is exhausted from the start.
     if (quota <= 0) return { field: 'quotaDollars', error: 'must be at least $0.000002 (1 quota): a key with $0 could make no request; tick "Unlimited quota" for no limit' };
     remain = quota;
   }

@@ -41,10 +41,11 @@ describe('keyInput', () => {
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', neverExpires: false, expiresAt: '' }, NOW)).toMatchObject({ field: 'expiresAt' });
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', neverExpires: false, expiresAt: '2020-01-01T00:00' }, NOW)).toMatchObject({ field: 'expiresAt', error: 'must be in the future' });
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', unlimited: false, quotaDollars: '-1' }, NOW)).toMatchObject({ field: 'quotaDollars' });
-    // $0, or less than 1 quota ($0.000002) which rounds to it, would make a key exhausted from the start.
-    for (const zero of ['0', '0.0000001', '0.00', '$0']) {
+    // $0 would make a key exhausted from the start; less than 1 quota ($0.000002) would be saved as $0.
+    for (const zero of ['0', '0.00', '$0']) {
       expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', unlimited: false, quotaDollars: zero }, NOW), zero).toMatchObject({ field: 'quotaDollars', error: expect.stringMatching(/at least \$0\.000002/) });
     }
+    expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', unlimited: false, quotaDollars: '0.0000001' }, NOW)).toMatchObject({ field: 'quotaDollars', error: expect.stringMatching(/^below \$0\.000002 \(1 quota\)/) });
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', unlimited: false, quotaDollars: '0.000002' }, NOW)).toMatchObject({ body: { remain_quota: 1 } });
     expect(keyInput({ ...EMPTY_KEY_FORM, name: 'k', modelLimitsEnabled: true, modelLimits: ' , ' }, NOW)).toMatchObject({ field: 'modelLimits' });
   });

@@ -2,10 +2,13 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { PageProps } from '../app';
 import { Card, CopyButton, ErrorText, Field, splitFieldError, useAction } from '../components/ui';
-import { dollarsToQuota, QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
+import { dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
 
-/** The profile's forms: a form's confirmation stays only while it is the last one used. */
-type ProfileForm = 'name' | 'password';
+/**
+ * The profile's forms: a form's confirmation, and its error, stay only while it is the last one used
+ * (a refused name is not what the password form, used next, is about).
+ */
+type ProfileForm = 'aff' | 'name' | 'password' | 'token';
 
 export function ProfilePage({ account, refreshAccount }: PageProps) {
   const [lastUsed, setLastUsed] = useState<ProfileForm | null>(null);
@@ -21,32 +24,33 @@ export function ProfilePage({ account, refreshAccount }: PageProps) {
           <div><dt>Invited accounts</dt><dd>{account.aff_count}</dd></div>
           <div><dt>Referral quota</dt><dd>{quotaText(account.aff_quota)} (earned in all: {quotaText(account.aff_history_quota)})</dd></div>
         </dl>
-        {account.aff_quota > 0 && <AffTransfer available={account.aff_quota} onDone={refreshAccount} />}
+        {account.aff_quota > 0 && <AffTransfer available={account.aff_quota} onDone={refreshAccount} active={lastUsed === 'aff'} onUse={() => setLastUsed('aff')} />}
       </Card>
       <DisplayName current={account.display_name} onSaved={refreshAccount} active={lastUsed === 'name'} onUse={() => setLastUsed('name')} />
       <PasswordChange active={lastUsed === 'password'} onUse={() => setLastUsed('password')} />
-      <AccessToken />
+      <AccessToken active={lastUsed === 'token'} onUse={() => setLastUsed('token')} />
     </>
   );
 }
 
-function AffTransfer({ available, onDone }: { available: number; onDone: () => void }) {
+function AffTransfer({ available, onDone, active, onUse }: { available: number; onDone: () => void; active: boolean; onUse: () => void }) {
   const [dollarsText, setDollarsText] = useState(String(available / QUOTA_PER_DOLLAR));
   const action = useAction();
   const [local, setLocal] = useState<string | null>(null);
-  const [fe, formError] = splitFieldError(action.error, ['quota']);
+  const [fe, formError] = splitFieldError(active ? action.error : null, ['quota']);
   return (
     <form class="inline" aria-label="Move referral quota to the balance" onSubmit={(e) => {
       e.preventDefault();
+      onUse();
       const quota = dollarsToQuota(dollarsText);
-      if (quota === undefined || quota <= 0) { setLocal('a dollar amount above $0, such as 10 or 2.50'); return; }
+      if (quota === undefined || quota <= 0) { setLocal(dollarsError(dollarsText, 'a dollar amount above $0, such as 10 or 2.50')); return; }
       setLocal(null);
       void action.run(async () => {
         await call(api.POST('/api/user/aff_transfer', { body: { quota } }));
         onDone();
       });
     }}>
-      <Field label="Referral quota to move (US dollars)" inputMode="decimal" value={dollarsText} onValue={setDollarsText} error={local ?? fe.quota ?? formError ?? undefined} />
+      <Field label="Referral quota to move (US dollars)" inputMode="decimal" value={dollarsText} onValue={(v) => { setDollarsText(v); setLocal(null); action.setError(null); }} error={(active ? local : null) ?? fe.quota ?? formError ?? undefined} />
       <button type="submit" disabled={action.busy}>Move to balance</button>
     </form>
   );
@@ -57,7 +61,7 @@ function DisplayName({ current, onSaved, active, onUse }: { current: string; onS
   // The name saved last: "Saved." is about it, and goes once the field holds another.
   const [saved, setSaved] = useState<string | null>(null);
   const action = useAction();
-  const [fe, formError] = splitFieldError(action.error, ['display_name']);
+  const [fe, formError] = splitFieldError(active ? action.error : null, ['display_name']);
   return (
     <Card title="Display name">
       <form class="inline" aria-label="Display name" onSubmit={(e) => {
@@ -81,7 +85,7 @@ function PasswordChange({ active, onUse }: { active: boolean; onUse: () => void 
   const [again, setAgain] = useState('');
   const [saved, setSaved] = useState(false);
   const action = useAction();
-  const [fe, formError] = splitFieldError(action.error, ['password', 'original_password']);
+  const [fe, formError] = splitFieldError(active ? action.error : null, ['password', 'original_password']);
   const mismatch = again !== '' && again !== next ? 'the two new passwords differ' : undefined;
   return (
     <Card title="Password">
@@ -106,7 +110,7 @@ function PasswordChange({ active, onUse }: { active: boolean; onUse: () => void 
   );
 }
 
-function AccessToken() {
+function AccessToken({ active, onUse }: { active: boolean; onUse: () => void }) {
   const [token, setToken] = useState<string | null>(null);
   const [revoked, setRevoked] = useState<number | null>(null);
   const action = useAction();
@@ -114,12 +118,12 @@ function AccessToken() {
     <Card title="Access token">
       <p>An access token lets scripts call this console's API (<code>Authorization: Bearer …</code>). Issuing one revokes the previous one.</p>
       <div class="buttons">
-        <button type="button" disabled={action.busy} onClick={() => void action.run(async () => { setRevoked(null); setToken(await call(api.GET('/api/user/token'))); })}>Issue access token</button>
-        <button type="button" class="danger" disabled={action.busy} onClick={() => void action.run(async () => { setToken(null); setRevoked((await call(api.DELETE('/api/user/token'))).revoked); })}>Revoke access token</button>
+        <button type="button" disabled={action.busy} onClick={() => { onUse(); void action.run(async () => { setRevoked(null); setToken(await call(api.GET('/api/user/token'))); }); }}>Issue access token</button>
+        <button type="button" class="danger" disabled={action.busy} onClick={() => { onUse(); void action.run(async () => { setToken(null); setRevoked((await call(api.DELETE('/api/user/token'))).revoked); }); }}>Revoke access token</button>
       </div>
       {token && <p role="status"><code class="key">{token}</code> <CopyButton text={token} label="Copy token" /> Shown once.</p>}
       {revoked !== null && <p role="status">{revoked === 0 ? 'There was no access token.' : 'Access token revoked.'}</p>}
-      <ErrorText error={action.error} />
+      <ErrorText error={active ? action.error : null} />
     </Card>
   );
 }

@@ -10,6 +10,7 @@ vi.hoisted(() => {
     const body = await r.json() as Record<string, unknown>;
     const reply = (status: number, b: unknown) => new Response(JSON.stringify(b), { status, headers: { 'content-type': 'application/json' } });
     if (r.method === 'PUT' && 'password' in body) return reply(401, { success: false, message: 'original_password: is wrong' });
+    if (r.method === 'PUT' && body.display_name === 'refused') return reply(400, { success: false, message: 'display_name: is not allowed' });
     return reply(200, { success: true, message: '', data: {} });
   });
 });
@@ -38,5 +39,23 @@ describe('ProfilePage', () => {
     fireEvent.submit(screen.getByRole('form', { name: 'Change password' }));
     expect(await screen.findByText('is wrong')).toBeTruthy();
     expect(screen.queryByText('Display name saved.')).toBeNull();
+  });
+
+  it('a refused display name\'s error goes when the password form is used', async () => {
+    render(<ProfilePage account={account} refreshAccount={() => {}} />);
+    fireEvent.input(screen.getByRole('textbox', { name: 'Display name' }), { target: { value: 'refused' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save name' }));
+    expect(await screen.findByText('is not allowed')).toBeTruthy();
+    fireEvent.input(screen.getByLabelText('Current password'), { target: { value: 'wrong-one1' } });
+    fireEvent.input(screen.getByLabelText('New password'), { target: { value: 'another-1' } });
+    fireEvent.input(screen.getByLabelText('New password again'), { target: { value: 'another-1' } });
+    fireEvent.submit(screen.getByRole('form', { name: 'Change password' }));
+    expect(await screen.findByText('is wrong')).toBeTruthy();
+    expect(screen.queryByText('is not allowed')).toBeNull();
+    // And the password form's error goes in turn once the name form is used again.
+    fireEvent.input(screen.getByRole('textbox', { name: 'Display name' }), { target: { value: 'fine' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save name' }));
+    expect(await screen.findByText('Display name saved.')).toBeTruthy();
+    expect(screen.queryByText('is wrong')).toBeNull();
   });
 });

@@ -3,7 +3,7 @@ import { api, call } from '../api/client';
 import type { TopupInfo, TopupOrder } from '../api/types';
 import { Card, ErrorText, Field, Loading, Pager, splitFieldError, useAction, useLoad } from '../components/ui';
 import type { PageProps } from '../app';
-import { creditDollars, dateTime, discountText, dollars, money, quotaText } from '../format';
+import { creditDollars, dateTime, discountText, dollars, dollarsToQuota, money, QUOTA_PER_DOLLAR, quotaText } from '../format';
 
 /** Where an epay request goes: its URL with the signed parameters (the provider accepts GET). */
 export function epayRedirectUrl(url: string, params: Record<string, string>): string {
@@ -20,7 +20,22 @@ export function topUpHref(link: string | undefined): string | undefined {
   return link && /^https?:\/\//i.test(link) ? link : undefined;
 }
 
+/**
+ * The top-up quantity typed in the Amount field: whole US dollars (the API takes an integer), read by
+ * the strict dollar reader, so "1e3" is not $1,000 and "0x10" not $16; undefined when it is not one.
+ */
+export function topupAmount(text: string): number | undefined {
+  const quota = dollarsToQuota(text);
+  // "20.5" and "20.0000001" (which would round to 20) are not whole dollars; "20.00" is.
+  if (quota === undefined || quota <= 0 || quota % QUOTA_PER_DOLLAR !== 0 || /\.\d*[1-9]/.test(text)) return undefined;
+  return quota / QUOTA_PER_DOLLAR;
+}
+
+/** The page's forms: a form's error stays only while it is the last one used (it is about what it sent). */
+type TopupForm = 'redeem' | 'pay';
+
 export function TopupPage({ account, refreshAccount }: PageProps) {
+  const [lastUsed, setLastUsed] = useState<TopupForm | null>(null);
   const info = useLoad(() => call(api.GET('/api/user/topup/info')), []);
   // The balance of now (a payment may have been credited since sign-in), and again when an order completes.
   // eslint-disable-next-line react-hooks/exhaustive-deps
@@ -31,22 +46,23 @@ export function TopupPage({ account, refreshAccount }: PageProps) {
       {new URLSearchParams(location.search).has('paid') && <p class="ok" role="status">Back from the payment provider: the order below is completed once the provider confirms the payment.</p>}
       {info.loading && <Loading what="Loading payment options" />}
       <ErrorText error={info.error} />
-      {info.data && (info.data.enable_redemption ? <Redeem onRedeemed={refreshAccount} /> : <p>Redemption codes are switched off.</p>)}
-      {info.data && <OnlinePayment info={info.data} />}
+      {info.data && (info.data.enable_redemption ? <Redeem onRedeemed={refreshAccount} active={lastUsed === 'redeem'} onUse={() => setLastUsed('redeem')} /> : <p>Redemption codes are switched off.</p>)}
+      {info.data && <OnlinePayment info={info.data} active={lastUsed === 'pay'} onUse={() => setLastUsed('pay')} />}
       <Orders onCompleted={refreshAccount} />
     </>
   );
 }
 
-function Redeem({ onRedeemed }: { onRedeemed: () => void }) {
+function Redeem({ onRedeemed, active, onUse }: { onRedeemed: () => void; active: boolean; onUse: () => void }) {
   const [code, setCode] = useState('');
   const [added, setAdded] = useState<number | null>(null);
   const action = useAction();
-  const [fieldErrors, formError] = splitFieldError(action.error, ['key']);
+  const [fieldErrors, formError] = splitFieldError(active ? action.error : null, ['key']);
   return (
     <Card title="Redeem a code">
       <form class="inline" aria-label="Redeem a code" onSubmit={(e) => {
         e.preventDefault();
+        onUse();
         setAdded(null);
         void action.run(async () => {
           const quota = await call(api.POST('/api/user/topup', { body: { key: code.trim() } }));
@@ -55,7 +71,7 @@ function Redeem({ onRedeemed }: { onRedeemed: () => void }) {
           onRedeemed();
         });
       }}>
-        <Field label="Redemption code" value={code} onValue={setCode} required autoComplete="off" error={fieldErrors.key ?? formError ?? undefined} />
+        <Field label="Redemption code" value={code} onValue={(v) => { setCode(v); action.setError(null); }} required autoComplete="off" error={fieldErrors.key ?? formError ?? undefined} />
         <button type="submit" class="primary" disabled={action.busy || !code.trim()}>{action.busy ? 'Redeeming…' : 'Redeem'}</button>
       </form>
       {added !== null && <p class="ok" role="status">Added {quotaText(added)} to your balance.</p>}
@@ -63,14 +79,16 @@ function Redeem({ onRedeemed }: { onRedeemed: () => void }) {
   );
 }
 
-function OnlinePayment({ info }: { info: TopupInfo }) {
+function OnlinePayment({ info, active, onUse }: { info: TopupInfo; active: boolean; onUse: () => void }) {
   const [amount, setAmount] = useState(String(info.amount_options[0] ?? info.min_topup ?? 1));
   // A quote is the price of one way of paying: QR code (Price) and card (CardpayUnitPrice) differ.
-  const [price, setPrice] = useState<{ price: string; method: QuoteMethod } | null>(null);
+  const [price, setPrice] = useState<{ price: string; method: QuoteMethod; amount: number } | null>(null);
   const action = useAction();
   const online = info.enable_online_topup && info.pay_methods.length > 0;
   const card = info.enable_cardpay_topup;
   const [chosen, setChosen] = useState<QuoteMethod>('epay');
+  // The Amount field's own refusal (not a whole number of dollars), checked before anything is sent.
+  const [amountError, setAmountError] = useState<string | null>(null);
   const quoteMethod: QuoteMethod = online && card ? chosen : card ? 'card' : 'epay';
   if (!online && !card) {
     const link = topUpHref(info.topup_link);
@@ -80,38 +98,55 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
       </Card>
     );
   }
-  const n = Number(amount);
-  const [fieldErrors, formError] = splitFieldError(action.error, ['amount', 'payment_method']);
-  const quote = (method: QuoteMethod) => action.run(async () => {
+  const n = topupAmount(amount);
+  const [fieldErrors, formError] = splitFieldError(active ? action.error : null, ['amount', 'payment_method']);
+  // Every button reads the amount first: one not typed as whole dollars is refused next to the field.
+  const withAmount = (pay: (amount: number) => Promise<void>) => {
+    onUse();
+    if (n === undefined) {
+      action.setError(null);
+      setAmountError('a whole number of dollars, such as 20');
+      return;
+    }
+    setAmountError(null);
+    void action.run(() => pay(n));
+  };
+  const quote = (method: QuoteMethod) => withAmount(async (amount) => {
     setPrice(null);
     const quoted = method === 'card'
-      ? await call(api.POST('/api/user/cardpay/amount', { body: { amount: n } }))
-      : await call(api.POST('/api/user/amount', { body: { amount: n } }));
-    setPrice({ price: quoted, method });
+      ? await call(api.POST('/api/user/cardpay/amount', { body: { amount } }))
+      : await call(api.POST('/api/user/amount', { body: { amount } }));
+    setPrice({ price: quoted, method, amount });
   });
-  const payEpay = (method: TopupInfo['pay_methods'][number]) => action.run(async () => {
+  const payEpay = (method: TopupInfo['pay_methods'][number]) => withAmount(async (amount) => {
     // Each method has its own minimum (pay_methods[].min_topup): said here, before the provider's page.
     const least = methodMinimum(info, method);
-    if (n < least) throw new Error(`amount: must be at least ${least} to pay with ${method.name}`);
-    const d = await call(api.POST('/api/user/pay', { body: { amount: n, payment_method: method.type } }));
+    if (amount < least) throw new Error(`amount: must be at least ${least} to pay with ${method.name}`);
+    const d = await call(api.POST('/api/user/pay', { body: { amount, payment_method: method.type } }));
     location.assign(epayRedirectUrl(d.url, d.params));
   });
-  const payCard = () => action.run(async () => {
-    if (n < info.cardpay_min_topup) throw new Error(`amount: must be at least ${info.cardpay_min_topup} to pay by card`);
-    const d = await call(api.POST('/api/user/cardpay/pay', { body: { amount: n } }));
+  const payCard = () => withAmount(async (amount) => {
+    if (amount < info.cardpay_min_topup) throw new Error(`amount: must be at least ${info.cardpay_min_topup} to pay by card`);
+    const d = await call(api.POST('/api/user/cardpay/pay', { body: { amount } }));
     location.assign(d.pay_link);
   });
+  const edit = (v: string) => {
+    setAmount(v);
+    setPrice(null);
+    setAmountError(null);
+    if (fieldErrors.amount ?? fieldErrors.payment_method) action.setError(null);
+  };
   return (
     <Card title="Pay online">
       <div class="quick" role="group" aria-label="Amounts">
         {info.amount_options.map((a) => (
-          <button type="button" key={a} aria-pressed={String(a) === amount} onClick={() => { setAmount(String(a)); setPrice(null); }}>
+          <button type="button" key={a} aria-pressed={String(a) === amount} onClick={() => edit(String(a))}>
             {amountLabel(a, info.discount)}
           </button>
         ))}
       </div>
-      <Field label="Amount (US dollars of credit)" type="number" min={1} value={amount} onValue={(v) => { setAmount(v); setPrice(null); }}
-        hint={minimumHint(info, online, card)} error={fieldErrors.amount ?? fieldErrors.payment_method} />
+      <Field label="Amount (US dollars of credit)" inputMode="numeric" value={amount} onValue={edit}
+        hint={minimumHint(info, online, card)} error={(active ? amountError : null) ?? fieldErrors.amount ?? fieldErrors.payment_method} />
       {online && card && (
         <fieldset class="choice">
           <legend>Price of paying</legend>
@@ -121,13 +156,13 @@ function OnlinePayment({ info }: { info: TopupInfo }) {
         </fieldset>
       )}
       <div class="buttons">
-        <button type="button" disabled={action.busy} onClick={() => void quote(quoteMethod)}>Show price</button>
+        <button type="button" disabled={action.busy} onClick={() => quote(quoteMethod)}>Show price</button>
         {online && info.pay_methods.map((m) => (
-          <button type="button" key={m.type} class="primary" disabled={action.busy} onClick={() => void payEpay(m)}>Pay with {m.name}</button>
+          <button type="button" key={m.type} class="primary" disabled={action.busy} onClick={() => payEpay(m)}>Pay with {m.name}</button>
         ))}
-        {card && <button type="button" class="primary" disabled={action.busy} onClick={() => void payCard()}>Pay by card</button>}
+        {card && <button type="button" class="primary" disabled={action.busy} onClick={() => payCard()}>Pay by card</button>}
       </div>
-      {price !== null && <p role="status">{priceText(price.price, n, info.discount, price.method)}</p>}
+      {price !== null && <p role="status">{priceText(price.price, price.amount, info.discount, price.method)}</p>}
       <ErrorText error={formError} />
       <p class="hint">You are sent to the payment provider's page and come back here once paid; the order appears below.</p>
     </Card>

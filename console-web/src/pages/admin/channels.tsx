@@ -1,8 +1,8 @@
 import { useState } from 'preact/hooks';
-import { api, call } from '../../api/client';
+import { ApiError, api, call } from '../../api/client';
 import type { Body, Channel, ChannelInput } from '../../api/types';
 import { Card, Checkbox, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
-import { dateTime, dollars } from '../../format';
+import { dateTime, dollars, inputNumber } from '../../format';
 
 const PAGE_SIZE = 20;
 const STATUS: Record<number, string> = { 1: 'Enabled', 2: 'Disabled', 3: 'Disabled (automatic)' };
@@ -50,22 +50,45 @@ export function AdminChannelsPage() {
   );
 }
 
+/**
+ * What the Last test column says: the test this page saw fail, while no test has succeeded since;
+ * else the channel's last successful test.
+ */
+export function lastTestText(c: Pick<Channel, 'test_time' | 'response_time'>, failed: { at: number; message: string } | null): string {
+  if (failed && failed.at >= c.test_time) return `${dateTime(failed.at)}: ${failed.message}`;
+  return c.test_time ? `${dateTime(c.test_time)} (${c.response_time} ms)` : '—';
+}
+
 function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; onChanged: () => void }) {
   const action = useAction();
   const [tested, setTested] = useState<string | null>(null);
+  // A failed test is written nowhere (the API updates test_time and response_time only on success, and
+  // probe_time and probe_result are the relays' probes of an auto-disabled channel), so reading the row
+  // again would not show it: the row holds it until the page is loaded again or a test succeeds.
+  const [failed, setFailed] = useState<{ at: number; message: string } | null>(null);
   const [confirming, setConfirming] = useState(false);
   const setStatus = (status: 1 | 2) => action.run(async () => { await call(api.PUT('/api/channel/', { body: { id: c.id, status } })); onChanged(); });
   const test = () => action.run(async () => {
     setTested(null);
-    const r = await call(api.GET('/api/channel/test/{id}', { params: { path: { id: String(c.id) }, query: {} } }));
+    setFailed(null);
+    let r;
+    try {
+      r = await call(api.GET('/api/channel/test/{id}', { params: { path: { id: String(c.id) }, query: {} } }));
+    } catch (err) {
+      // HTTP 200 with success false is the channel failing its test; any other error is the console's.
+      if (!(err instanceof ApiError && err.status === 200)) throw err;
+      setFailed({ at: Math.floor(Date.now() / 1000), message: err.message });
+      return;
+    }
     setTested(`OK: ${r.model} answered in ${r.response_time} ms`);
     onChanged();
   });
   return (
     <tr>
       <td>{c.id}</td><td>{c.name}</td><td>{formatOf(c.type)}</td><td><code class="url" title={c.base_url}>{c.base_url}</code></td><td class="models">{c.models}</td><td>{c.group}</td>
-      <td>{STATUS[c.status] ?? c.status}</td><td>{c.priority}</td><td>{c.weight}</td><td>{dollars(c.used_quota)}</td>
-      <td>{c.test_time ? `${dateTime(c.test_time)} (${c.response_time} ms)` : '—'}</td>
+      <td class="status">{STATUS[c.status] ?? c.status}{c.status !== 1 && c.status_reason && <small class="reason">{c.status_reason}</small>}</td>
+      <td>{c.priority}</td><td>{c.weight}</td><td>{dollars(c.used_quota)}</td>
+      <td class={failed && failed.at >= c.test_time ? 'test failed' : 'test'}>{lastTestText(c, failed)}</td>
       <td class="actions">
         <button type="button" onClick={onEdit} aria-label={`Edit channel ${c.name}`}>Edit</button>
         <button type="button" disabled={action.busy} onClick={() => void test()} aria-label={`Test channel ${c.name}`}>Test</button>
@@ -93,13 +116,13 @@ export interface ChannelFormState {
 }
 
 // A threshold of null is the fleet's setting, shown as an empty field.
-const thresholdText = (v: number | null | undefined) => (v === null || v === undefined ? '' : String(v));
+const thresholdText = (v: number | null | undefined) => (v === null || v === undefined ? '' : inputNumber(v));
 
 export function formFromChannel(channel: Channel | null): ChannelFormState {
   return {
     name: channel?.name ?? '', base_url: channel?.base_url ?? '', key: '', models: channel?.models ?? '', group: channel?.group ?? 'default',
-    priority: String(channel?.priority ?? 0), weight: String(channel?.weight ?? 1), model_mapping: channel?.model_mapping ?? '', status: String(channel?.status ?? 1),
-    type: String(channel?.type ?? 14), flex_ratio: String(channel?.flex_ratio ?? 1),
+    priority: inputNumber(channel?.priority ?? 0), weight: inputNumber(channel?.weight ?? 1), model_mapping: channel?.model_mapping ?? '', status: String(channel?.status ?? 1),
+    type: String(channel?.type ?? 14), flex_ratio: inputNumber(channel?.flex_ratio ?? 1),
     auto_ban: channel?.auto_ban ?? true, fault_threshold: thresholdText(channel?.fault_threshold), fault_rate_threshold: thresholdText(channel?.fault_rate_threshold),
   };
 }
@@ -200,10 +223,11 @@ export function ChannelForm({ channel, onDone }: { channel: Channel | null; onDo
         {fe.status && <p class="error" role="alert">{fe.status}</p>}
         <Checkbox label="Auto-disable on faults" checked={f.auto_ban} onChecked={set('auto_ban')} />
         {fe.auto_ban && <p class="error" role="alert">{fe.auto_ban}</p>}
+        {/* The thresholds only decide when auto-disabling happens: without it they do nothing (kept, for when it is on again). */}
         <Field label="Faults in a row before disabling" type="number" min={0} step={1} value={f.fault_threshold} onValue={set('fault_threshold')} error={fe.fault_threshold}
-          hint="empty: the gateway's CHANNEL_FAULTS_TO_DISABLE (5 by default); 0 turns this rule off" />
+          disabled={!f.auto_ban} hint={f.auto_ban ? "empty: the gateway's CHANNEL_FAULTS_TO_DISABLE (5 by default); 0 turns this rule off" : 'no effect while auto-disabling is off'} />
         <Field label="Fault rate that disables" type="number" min={0} max={1} step="any" value={f.fault_rate_threshold} onValue={set('fault_rate_threshold')} error={fe.fault_rate_threshold}
-          hint="a fraction of the attempts in the fault window, 0 to 1; empty: the gateway's CHANNEL_FAULT_RATE_TO_DISABLE (0.5 by default); 0 turns this rule off" />
+          disabled={!f.auto_ban} hint={f.auto_ban ? "a fraction of the attempts in the fault window, 0 to 1; empty: the gateway's CHANNEL_FAULT_RATE_TO_DISABLE (0.5 by default); 0 turns this rule off" : 'no effect while auto-disabling is off'} />
         <div class="buttons"><button type="submit" class="primary" disabled={action.busy}>{channel ? 'Save channel' : 'Create channel'}</button><button type="button" onClick={onDone}>Cancel</button></div>
         <ErrorText error={formError} />
       </form>

@@ -15,7 +15,7 @@ const server = vi.hoisted(() => {
   return s;
 });
 
-import { ChannelForm, channelChanges, channelInput, formFromChannel, statusOptions, typeOptions } from './channels';
+import { AdminChannelsPage, ChannelForm, channelChanges, channelInput, formFromChannel, lastTestText, statusOptions, typeOptions } from './channels';
 
 afterEach(cleanup);
 
@@ -111,8 +111,8 @@ describe('ChannelForm', () => {
     const rate = screen.getByLabelText('Fault rate that disables') as HTMLInputElement;
     expect([autoBan.checked, inRow.value, rate.value]).toEqual([true, '7', '']);
     expect(screen.getByText(/CHANNEL_FAULTS_TO_DISABLE \(5 by default\)/)).toBeTruthy();
-    fireEvent.click(autoBan);
     fireEvent.input(inRow, { target: { value: '' } });
+    fireEvent.click(autoBan);
     fireEvent.click(screen.getByRole('button', { name: 'Save channel' }));
     await waitFor(() => expect(onDone).toHaveBeenCalledOnce());
     expect(bodies).toEqual([{ id: 9, auto_ban: false, fault_threshold: null }]);
@@ -164,11 +164,76 @@ describe('ChannelForm', () => {
     expect(screen.queryByText('unknown group "nope"')).toBeNull();
   });
 
+  it('the thresholds are disabled while auto-disabling is off (they do nothing then)', () => {
+    render(<ChannelForm channel={{ ...AUTO_DISABLED, auto_ban: false, fault_threshold: 3 }} onDone={() => {}} />);
+    const autoBan = screen.getByLabelText('Auto-disable on faults') as HTMLInputElement;
+    const inRow = screen.getByLabelText('Faults in a row before disabling') as HTMLInputElement;
+    const rate = screen.getByLabelText('Fault rate that disables') as HTMLInputElement;
+    expect([inRow.disabled, rate.disabled]).toEqual([true, true]);
+    expect(inRow.value).toBe('3');
+    expect(screen.getAllByText('no effect while auto-disabling is off')).toHaveLength(2);
+    fireEvent.click(autoBan);
+    expect([inRow.disabled, rate.disabled]).toEqual([false, false]);
+  });
+
+  it('shows a small rate as a decimal, not in exponent notation, and sends nothing for it untouched', async () => {
+    const bodies: unknown[] = [];
+    server.handle = async (r) => { bodies.push(await r.json()); return reply(200, { success: true, message: '', data: AUTO_DISABLED }); };
+    const onDone = vi.fn();
+    const tiny = { ...AUTO_DISABLED, fault_rate_threshold: 0.0000001, flex_ratio: 0.00000025 };
+    expect(formFromChannel(tiny)).toMatchObject({ fault_rate_threshold: '0.0000001', flex_ratio: '0.00000025' });
+    render(<ChannelForm channel={tiny} onDone={onDone} />);
+    expect((screen.getByLabelText('Fault rate that disables') as HTMLInputElement).value).toBe('0.0000001');
+    fireEvent.input(screen.getByLabelText('Weight'), { target: { value: '2' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save channel' }));
+    await waitFor(() => expect(onDone).toHaveBeenCalledOnce());
+    expect(bodies).toEqual([{ id: 9, weight: 2 }]);
+  });
+
   it('takes the focus when it opens, and Escape closes it', () => {
     const onDone = vi.fn();
     render(<ChannelForm channel={null} onDone={onDone} />);
     expect(document.activeElement).toBe(screen.getByLabelText('Name'));
     fireEvent.keyDown(screen.getByLabelText('Name'), { key: 'Escape' });
     expect(onDone).toHaveBeenCalledOnce();
+  });
+});
+
+describe('the channel list', () => {
+  it('says why a disabled channel is disabled', async () => {
+    const manual = { ...AUTO_DISABLED, id: 10, name: 'off', status: 2, status_reason: 'set by an administrator' };
+    const on = { ...AUTO_DISABLED, id: 11, name: 'on', status: 1, status_reason: 'set by an administrator' };
+    server.handle = async () => reply(200, { success: true, message: '', data: { items: [AUTO_DISABLED, manual, on], total: 3 } });
+    render(<AdminChannelsPage />);
+    const flaky = (await screen.findByText('flaky')).closest('tr')!;
+    expect(flaky.textContent).toContain('Disabled (automatic)3 consecutive channel faults; last: provider answered HTTP 401');
+    expect(screen.getByText('off').closest('tr')!.textContent).toContain('Disabledset by an administrator');
+    expect(screen.getByText('on').closest('tr')!.textContent).not.toContain('set by an administrator');
+  });
+
+  it('a failed test shows in the Last test column (the API records only successful tests)', async () => {
+    const tested = { ...AUTO_DISABLED, status: 1, test_time: 1_700_000_000, response_time: 120 };
+    const lists: number[] = [];
+    server.handle = async (r) => {
+      if (new URL(r.url).pathname.startsWith('/api/channel/test/')) {
+        return reply(200, { success: false, message: 'channel test failed: HTTP 401 authentication_error', data: { time: 0.1, response_time: 100, model: 'claude-a', status_code: 401 } });
+      }
+      lists.push(1);
+      return reply(200, { success: true, message: '', data: { items: [tested], total: 1 } });
+    };
+    render(<AdminChannelsPage />);
+    const row = (await screen.findByText('flaky')).closest('tr')!;
+    expect(row.textContent).toContain('(120 ms)');
+    fireEvent.click(screen.getByRole('button', { name: 'Test channel flaky' }));
+    await waitFor(() => expect(row.textContent).toContain(': channel test failed: HTTP 401 authentication_error'));
+    expect(row.textContent).not.toContain('(120 ms)');
+    expect(row.querySelector('td.test.failed')).toBeTruthy();
+  });
+
+  it('lastTestText: a failure seen here until a later test succeeds', () => {
+    const failed = { at: 200, message: 'channel test failed: HTTP 500' };
+    expect(lastTestText({ test_time: 100, response_time: 5 }, failed)).toMatch(/: channel test failed: HTTP 500$/);
+    expect(lastTestText({ test_time: 300, response_time: 5 }, failed)).toMatch(/\(5 ms\)$/);
+    expect(lastTestText({ test_time: 0, response_time: 0 }, null)).toBe('—');
   });
 });

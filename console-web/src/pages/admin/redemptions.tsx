@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Redemption } from '../../api/types';
 import { Card, CopyButton, ErrorText, Field, Loading, Pager, splitFieldError, useAction, useLoad } from '../../components/ui';
-import { dateTime, dollars, dollarsToQuota, fromLocalInput } from '../../format';
+import { dateTime, dollars, dollarsError, dollarsToQuota, fromLocalInput } from '../../format';
 
 const PAGE_SIZE = 20;
 const STATUS: Record<number, string> = { 1: 'Unused', 2: 'Disabled', 3: 'Used' };
@@ -98,7 +98,7 @@ function CreateCodes({ onCreated }: { onCreated: (codes: string[]) => void }) {
         e.preventDefault();
         const quota = dollarsToQuota(value);
         if (quota === undefined || quota <= 0) {
-          setValueError('a dollar amount above $0, such as 10 or 2.50');
+          setValueError(dollarsError(value, 'a dollar amount above $0, such as 10 or 2.50'));
           return;
         }
         setValueError(null);

@@ -3,7 +3,7 @@ import { api, call } from '../../api/client';
 import type { Account } from '../../api/types';
 import type { PageProps } from '../../app';
 import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
-import { dollars, dollarsToQuota, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
+import { dollars, dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
 
 const PAGE_SIZE = 20;
 
@@ -128,7 +128,7 @@ export function EditAccount({ a, self, groups, onDone }: { a: Account; self: boo
         const balanceEdited = balance !== String(a.quota / QUOTA_PER_DOLLAR);
         const quota = dollarsToQuota(balance);
         if (balanceEdited && quota === undefined) {
-          setBalanceError('a dollar amount of $0 or more, such as 10 or 2.50');
+          setBalanceError(dollarsError(balance, 'a dollar amount of $0 or more, such as 10 or 2.50'));
           return;
         }
         setBalanceError(null);
@@ -156,7 +156,7 @@ export function EditAccount({ a, self, groups, onDone }: { a: Account; self: boo
         e.preventDefault();
         const value = dollarsToQuota(add, { negative: true });
         if (value === undefined || value === 0) {
-          setAddError('a non-zero dollar amount, such as 10 or -2.50 (negative removes)');
+          setAddError(dollarsError(add, 'a non-zero dollar amount, such as 10 or -2.50 (negative removes)'));
           return;
         }
         setAddError(null);

@@ -41,6 +41,31 @@ describe('EditAccount', () => {
     expect(bodies).toEqual([{ id: 7, display_name: 'Annie' }]);
   });
 
+  it('refuses a balance or an addition below the smallest unit next to its field, and stays open', async () => {
+    const bodies: unknown[] = [];
+    server.handle = async (r) => { bodies.push(await r.json()); return reply(200, { success: true, message: '', data: ANN }); };
+    const onDone = vi.fn();
+    render(<EditAccount a={ANN} self={false} groups={['default']} onDone={onDone} />);
+    const balance = screen.getByLabelText('Balance (US dollars)');
+    fireEvent.input(balance, { target: { value: '0.0000001' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
+    await screen.findByText(/^below \$0\.000002 \(1 quota\), the smallest amount/);
+    expect(balance.getAttribute('aria-invalid')).toBe('true');
+    const add = screen.getByLabelText('Add to balance (US dollars)');
+    fireEvent.input(add, { target: { value: '-0.0000001' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Add quota' }));
+    await waitFor(() => expect(add.getAttribute('aria-invalid')).toBe('true'));
+    expect(screen.getAllByText(/^below \$0\.000002/)).toHaveLength(2);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(bodies).toEqual([]);
+    expect(onDone).not.toHaveBeenCalled();
+    // $0 itself is a balance an administrator may set.
+    fireEvent.input(balance, { target: { value: '0' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
+    await waitFor(() => expect(onDone).toHaveBeenCalledOnce());
+    expect(bodies).toEqual([{ id: 7, quota: 0, expected_quota: 500_000 }]);
+  });
+
   it('renames and resets the password', async () => {
     const bodies: unknown[] = [];
     server.handle = async (r) => { bodies.push(await r.json()); return reply(200, { success: true, message: '', data: ANN }); };
