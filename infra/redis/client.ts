@@ -129,13 +129,38 @@ export function pointSlotAsMoved(redis: Redis, moved: unknown): void {
 const MOVED_RESENDS = 3;
 
 /**
- * `f` sent again, up to MOVED_RESENDS times, after `err` and each further MOVED, every time once the
- * slot table follows the MOVED (followMoved); `err` itself when it is not a MOVED or this is not a
- * cluster. `f` runs again whole, so it must be safe to run twice (one command, or idempotent ones).
+ * A slot being moved (a reshard: MIGRATING on its node, IMPORTING on the next) answers a script whose
+ * keys are not all on one side TRYAGAIN, and one whose keys have all left ASK: the node ran nothing.
+ * The call is sent again after TRYAGAIN_DELAY_MS, for at most TRYAGAIN_RESENDS times (about a second
+ * in all), by when a slot of ordinary size has moved; ioredis's own retryDelayOnTryAgain does not
+ * apply to a command of an auto-pipelined batch, and an ASK it follows only for a command sent alone.
+ */
+export const TRYAGAIN_DELAY_MS = 100;
+const TRYAGAIN_RESENDS = 10;
+
+/** TRYAGAIN or ASK: the slot is being moved and the node did not run the command. */
+export function isSlotMoving(err: unknown): boolean {
+  return err instanceof Error && (err.message.startsWith('TRYAGAIN') || err.message.startsWith('ASK '));
+}
+
+/**
+ * `f` sent again after `err`: after each MOVED, up to MOVED_RESENDS times, once the slot table follows
+ * it (followMoved); after each TRYAGAIN or ASK (a slot being moved), up to TRYAGAIN_RESENDS times,
+ * TRYAGAIN_DELAY_MS later. `err` itself when it is neither or this is not a cluster. `f` runs again
+ * whole, so it must be safe to run twice (one command, or idempotent ones): a node that answers these
+ * ran nothing.
  */
 export async function resendAfterMoved<T>(redis: Redis, err: unknown, f: () => Promise<T>): Promise<T> {
-  for (let resends = 0; resends < MOVED_RESENDS && redis.isCluster && isMoved(err); resends++) {
-    await followMoved(redis, err);
+  let moves = 0;
+  let waits = 0;
+  while (redis.isCluster) {
+    if (isMoved(err) && moves < MOVED_RESENDS) {
+      moves++;
+      await followMoved(redis, err);
+    } else if (isSlotMoving(err) && waits < TRYAGAIN_RESENDS) {
+      waits++;
+      await new Promise((r) => setTimeout(r, TRYAGAIN_DELAY_MS));
+    } else break;
     try {
       return await f();
     } catch (again) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../config.js';
-import { redisClusterNodes, redisShardCount, resendAfterMoved, resendingMoved, retryOnMoved, type Redis } from './client.js';
+import { redisClusterNodes, redisShardCount, resendAfterMoved, resendingMoved, retryOnMoved, TRYAGAIN_DELAY_MS, type Redis } from './client.js';
 
 describe('Redis topology from the configuration', () => {
   it('one Redis by default: no cluster, the unsharded layout', () => {
@@ -70,6 +70,25 @@ describe('resendingMoved', () => {
     calls = 0;
     await expect(retryOnMoved(redis, async () => { calls++; throw calls === 1 ? moved() : new Error('NOSCRIPT'); })).rejects.toThrow('NOSCRIPT');
     expect(calls).toBe(2);
+  });
+
+  it('sends a call answered TRYAGAIN or ASK (a slot being moved) again a little later, for about a second at most', async () => {
+    const redis = client(true);
+    let calls = 0;
+    const started = Date.now();
+    const answers = [new Error('TRYAGAIN Multiple keys request during rehashing of slot'), new Error('ASK 4362 127.0.0.1:7001')];
+    await expect(retryOnMoved(redis, async () => { calls++; if (calls <= answers.length) throw answers[calls - 1]; return 'ok'; })).resolves.toBe('ok');
+    expect(calls).toBe(3);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2 * TRYAGAIN_DELAY_MS - 10);
+    // No slot table reload for these: the slot's owner has not changed yet.
+    expect(redis.reloads).toBe(0);
+    calls = 0;
+    await expect(retryOnMoved(redis, async () => { calls++; throw new Error('TRYAGAIN Multiple keys request during rehashing of slot'); })).rejects.toThrow('TRYAGAIN');
+    expect(calls).toBe(11);
+    // On a single Redis there is no slot to move: passed on at once.
+    calls = 0;
+    await expect(retryOnMoved(client(false), async () => { calls++; throw new Error('TRYAGAIN x'); })).rejects.toThrow('TRYAGAIN');
+    expect(calls).toBe(1);
   });
 
   it('applies only a well-formed MOVED to the slot table', async () => {
