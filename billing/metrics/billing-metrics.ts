@@ -26,6 +26,13 @@ import { Counter, Counter1, Gauge, Histogram, LATENCY_BUCKETS_SEC, Registry, pro
 
 export const BATCH_SIZE_BUCKETS: readonly number[] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
 
+/**
+ * How long without a round ending before /health says 'stalled'. A round is a read that blocks for
+ * BILLING_BLOCK_MS at most (100 ms by default) and the settlement of what it read: tens of seconds
+ * without one is no busy worker but a stuck one.
+ */
+export const STALLED_AFTER_MS = 30_000;
+
 export class BillingMetrics {
   readonly registry = new Registry();
   readonly batches = this.registry.register(new Counter('gateway_billing_batches_total', 'Batches settled.'));
@@ -90,11 +97,16 @@ export class BillingMetrics {
     this.groupsRecreated.inc();
   }
 
-  /** GET /health: 'failing' while the last round failed, so a probe sees a stuck worker. */
-  health(): { status: 'ok' | 'failing'; lastOkAt: number | null; lastErrorAt: number | null; lastError: string | null; groupRecreated: number } {
+  /**
+   * GET /health: 'failing' while the last round failed, 'stalled' when no round has ended for
+   * STALLED_AFTER_MS (a round blocked on a Redis master and its replica both paused ended neither
+   * way, and the worker answered 'ok' throughout), so a probe sees a stuck worker.
+   */
+  health(nowMs = Date.now()): { status: 'ok' | 'failing' | 'stalled'; lastOkAt: number | null; lastErrorAt: number | null; lastError: string | null; groupRecreated: number } {
     const errAt = this.lastErrorAt.value * 1000;
+    const lastEnded = Math.max(errAt, this.#lastOkAt);
     return {
-      status: errAt > this.#lastOkAt ? 'failing' : 'ok',
+      status: errAt > this.#lastOkAt ? 'failing' : lastEnded > 0 && nowMs - lastEnded > STALLED_AFTER_MS ? 'stalled' : 'ok',
       lastOkAt: this.#lastOkAt || null,
       lastErrorAt: errAt || null,
       lastError: this.#lastError,

@@ -1,8 +1,22 @@
 import { describe, expect, it } from 'vitest';
 import { parsePromText } from '../../core/metrics/prom.js';
-import { BillingMetrics } from './billing-metrics.js';
+import { BillingMetrics, STALLED_AFTER_MS } from './billing-metrics.js';
 
 describe('billing metrics', () => {
+  it('health: ok, failing while the last round failed, stalled when no round has ended for a while', () => {
+    const m = new BillingMetrics();
+    // Before its first round a worker is starting, not stuck.
+    expect(m.health(1_000_000).status).toBe('ok');
+    m.consumed(1_000_000);
+    expect(m.health(1_000_000 + STALLED_AFTER_MS).status).toBe('ok');
+    // A round blocked on a paused Redis ends neither way: before, 'ok' with lastOkAt frozen, for ever.
+    expect(m.health(1_000_001 + STALLED_AFTER_MS)).toMatchObject({ status: 'stalled', lastOkAt: 1_000_000 });
+    m.failed(new Error('ECONNREFUSED'), 1_000_002 + STALLED_AFTER_MS);
+    expect(m.health(1_000_003 + STALLED_AFTER_MS)).toMatchObject({ status: 'failing', lastError: 'ECONNREFUSED' });
+    m.consumed(1_000_004 + STALLED_AFTER_MS);
+    expect(m.health(1_000_005 + STALLED_AFTER_MS).status).toBe('ok');
+  });
+
   it('billing lag comes from the stream entry ids', () => {
     const m = new BillingMetrics();
     m.batch(['1000-0', '1900-3'], { events: 2, applied: 2, replayed: 0, rejected: 0 }, 1950, 2000);
