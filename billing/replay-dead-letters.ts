@@ -14,6 +14,7 @@ import { Gauge } from '../core/metrics/prom.js';
 import { decodeUsageEvent, encodedUsageEventsOf } from '../core/usage/usage-event.js';
 import { billingMetrics, type BillingMetrics } from './metrics/billing-metrics.js';
 import { startPeriodicJob } from './periodic-job.js';
+import { retryOnMoved } from '../infra/redis/client.js';
 
 const PAGE = 500;
 /** The field billing-worker.ts puts first on a dead letter: the id the entry had in the usage stream. */
@@ -78,7 +79,9 @@ export function deadLetterGauge(redis: Redis, deadLetterStream: string | string[
   const g = gauge;
   // Sharded layout: one dead-letter stream per shard, summed.
   const streams = Array.isArray(deadLetterStream) ? deadLetterStream : [deadLetterStream];
-  return { gauge: g, refresh: async () => g.set((await Promise.all(streams.map((d) => redis.xlen(d)))).reduce((a, b) => a + b, 0)) };
+  // One tick's XLENs go to a node as one batch, which ioredis does not redirect when its MOVEDs name
+  // several slots (infra/redis/client.ts): each is sent again once the slot table follows its MOVED.
+  return { gauge: g, refresh: async () => g.set((await Promise.all(streams.map((d) => retryOnMoved(redis, () => redis.xlen(d))))).reduce((a, b) => a + b, 0)) };
 }
 
 export function startDeadLetterGauge(redis: Redis, deadLetterStream: string | string[], intervalMs: number, log: Logger): { stop(): void } {
