@@ -373,7 +373,7 @@ describe('reasoning_effort to extended thinking', () => {
 
   it('asks for none where there is no room, no effort, or Anthropic would refuse it', () => {
     for (const extra of [
-      { reasoning_effort: 'none' }, { reasoning_effort: 'minimal' },
+      { reasoning_effort: 'none' }, { reasoning_effort: 'minimal' }, { reasoning_effort: 'constructor' }, { reasoning_effort: '__proto__' },
       // three quarters of max_tokens is less than Anthropic's minimum budget
       { reasoning_effort: 'high', max_tokens: 1024 }, { reasoning_effort: 'low', max_tokens: 1300 },
       // a forced tool choice

@@ -384,7 +384,8 @@ const MIN_THINKING_BUDGET = 1024;
  */
 function thinkingFor(chat: ChatRequest, body: MessagesRequest): { type: 'enabled'; budget_tokens: number } | null {
   const effort = (chat as { reasoning_effort?: unknown }).reasoning_effort;
-  const wanted = typeof effort === 'string' ? THINKING_BUDGET[effort] : undefined;
+  // Own keys only: "constructor" would read Object's.
+  const wanted = typeof effort === 'string' && Object.hasOwn(THINKING_BUDGET, effort) ? THINKING_BUDGET[effort] : undefined;
   if (wanted === undefined) return null;
   const budget = Math.min(wanted, Math.floor(body.max_tokens * THINKING_SHARE));
   if (budget < MIN_THINKING_BUDGET) return null;
