@@ -95,7 +95,7 @@ export function eventsAsMessage(buf: Buffer): FoldedStream | null {
       }
       case 'message_delta':
         if (isObject(data.delta)) {
-          for (const [k, v] of Object.entries(data.delta)) message[k] = v;
+          for (const [k, v] of Object.entries(data.delta)) if (k !== '__proto__') message[k] = v;
         }
         if (isObject(data.usage)) message.usage = { ...(isObject(message.usage) ? message.usage : {}), ...data.usage };
         break;
@@ -158,7 +158,7 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
       }
       if (isObject(c.logprobs)) {
         fold.logprobs ??= {};
-        for (const [k, v] of Object.entries(c.logprobs)) if (Array.isArray(v)) fold.logprobs[k] = [...(fold.logprobs[k] ?? []), ...v];
+        for (const [k, v] of Object.entries(c.logprobs)) if (Array.isArray(v) && k !== '__proto__') fold.logprobs[k] = [...(Object.hasOwn(fold.logprobs, k) ? fold.logprobs[k]! : []), ...v];
       }
       if (c.finish_reason !== null && c.finish_reason !== undefined) fold.finishReason = c.finish_reason;
     }

@@ -76,6 +76,20 @@ describe('eventsAsMessage', () => {
   });
 });
 
+describe('keys a provider could poison a prototype with', () => {
+  it('are left out of what is folded', () => {
+    const stream = 'event: message_start\ndata: {"type":"message_start","message":{"type":"message","content":[]}}\n\n'
+      + 'event: message_delta\ndata: {"type":"message_delta","delta":{"__proto__":{"polluted":1},"stop_reason":"end_turn"}}\n\n';
+    const folded = eventsAsMessage(Buffer.from(stream))!.answer;
+    expect(Object.getPrototypeOf(folded)).toBe(Object.prototype);
+    expect(folded).toEqual({ type: 'message', content: [], stop_reason: 'end_turn' });
+    const chunks = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"},"logprobs":{"__proto__":[1],"constructor":[2]}}]}\n\n';
+    const logprobs = chunksAsCompletion(Buffer.from(chunks))!.answer.choices as Array<{ logprobs: Record<string, unknown> }>;
+    expect(Object.getPrototypeOf(logprobs[0]!.logprobs)).toBe(Object.prototype);
+    expect(logprobs[0]!.logprobs).toEqual({ constructor: [2] });
+  });
+});
+
 describe('chunksAsCompletion', () => {
   it('folds the chunks answer-as-stream makes of a Chat Completion back into it', () => {
     const folded = chunksAsCompletion(Buffer.from(completionAsChunks(Buffer.from(JSON.stringify(COMPLETION)), true)!));
