@@ -235,7 +235,8 @@ function parseMapping(raw: string): Record<string, string> | null {
   try {
     const parsed: unknown = JSON.parse(raw);
     if (!parsed || typeof parsed !== 'object') return null;
-    const out: Record<string, string> = {};
+    // No prototype: a model named "constructor" or "toString" must not map to Object's own.
+    const out: Record<string, string> = Object.create(null) as Record<string, string>;
     for (const [k, v] of Object.entries(parsed)) if (typeof v === 'string' && v) out[k] = v;
     return Object.keys(out).length ? out : null;
   } catch {

@@ -206,7 +206,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       }
       case 'message_delta': {
         const usage = data.usage;
-        if (isObject(usage)) for (const [k, v] of Object.entries(usage)) if (v !== null && v !== undefined) this.#usage[k] = v;
+        if (isObject(usage)) for (const [k, v] of Object.entries(usage)) if (v !== null && v !== undefined && k !== '__proto__') this.#usage[k] = v;
         const delta = data.delta as Record<string, unknown> | undefined;
         return this.#chunk({}, finishReasonOf(delta?.stop_reason));
       }
