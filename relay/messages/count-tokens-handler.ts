@@ -16,6 +16,7 @@ import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js'
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { PromptPlace, TokenCounter } from '../token-count/token-counter.js';
 import { parseRequestJson } from './raw-json-guard.js';
+import { takeCountPlace } from './count-place.js';
 import { compileEdgeSchema } from '../edge-schema.js';
 
 const block = z.object({ type: z.string() }).loose();
@@ -85,19 +86,10 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
     if (!servedModels(ctx.channels, access.groups).has(body.model)) {
       return reply.error(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${access.groups[0]}".`));
     }
-    // The queue's place first, the key's budget after: a count the relay refuses (529) spends none of it.
-    const place = ctx.tokens.takePromptPlace();
-    if (place === null) return reply.error(new RelayError('relay_overloaded'));
     const now = Date.now();
-    let taken: boolean;
-    try {
-      taken = await ctx.quota.takeCountSlot(record.userId, record.tokenId, ctx.countsPerMinute, currentMinute(now));
-    } catch (err) {
-      place.release();
-      throw err;
-    }
-    if (!taken) {
-      place.release();
+    const place = await takeCountPlace(ctx.tokens, ctx.quota, record, ctx.countsPerMinute, currentMinute(now));
+    if (place === 'queue_full') return reply.error(new RelayError('relay_overloaded'));
+    if (place === 'budget_spent') {
       const retryAfter = String(60 - Math.floor((now / 1000) % 60));
       return reply.error(new RelayError('rate_limited', `Rate limit of ${ctx.countsPerMinute} token counts per minute reached for this API key.`), retryAfter);
     }

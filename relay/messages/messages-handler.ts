@@ -45,6 +45,7 @@ import { checkMessagesRequest, type MessagesRequest } from './messages-request.j
 import { unpricedMessagesFieldRefusal } from './unpriced-fields.js';
 import { isHttpFieldValue } from './header-values.js';
 import { parseRequestJson } from './raw-json-guard.js';
+import { takeCountPlace } from './count-place.js';
 import { httpReason, providerErrorReason, REASON } from './failure-reasons.js';
 import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-request.js';
 import type { Protocol, Provider } from '../providers/provider.js';
@@ -441,20 +442,9 @@ class Exchange {
    * counting queue is full.
    */
   async countForReservation(raw: Buffer, record: ApiKeyRecord): Promise<number | null | RelayError> {
-    // The queue's place before the key's budget: a count the relay refuses (529) spends none of it.
-    const place = this.ctx.tokens.takePromptPlace();
-    if (place === null) return new RelayError('relay_overloaded');
-    let taken: boolean;
-    try {
-      taken = await this.ctx.quota.takeCountSlot(record.userId, record.tokenId, this.ctx.countsPerMinute, this.minute);
-    } catch (err) {
-      place.release();
-      throw err;
-    }
-    if (!taken) {
-      place.release();
-      return null;
-    }
+    const place = await takeCountPlace(this.ctx.tokens, this.ctx.quota, record, this.ctx.countsPerMinute, this.minute);
+    if (place === 'queue_full') return new RelayError('relay_overloaded');
+    if (place === 'budget_spent') return null;
     try {
       relayMetrics.promptCounted();
       return await place.count(raw);
@@ -790,8 +780,7 @@ class Exchange {
     const status = type === 'overloaded_error' ? 529 : type === 'rate_limit_error' ? 429 : 502;
     this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, error: JSON.stringify(error).slice(0, 2048) }, 'provider stream, folded for a request without stream, ended with an error');
     this.finish(usage !== null ? { kind: 'partial', usage, reason } : { kind: 'failed', reason });
-    const errorType = status === 529 ? 'overloaded_error' : status === 429 ? 'rate_limit_error' : 'api_error';
-    const body = this.protocol === 'openai' ? openaiProviderErrorBody(errorType, providerSideMessage(status)) : errorBody(errorType, providerSideMessage(status), this.requestId);
+    const body = this.protocol === 'openai' ? openaiProviderErrorBody(type, providerSideMessage(status)) : errorBody(type, providerSideMessage(status), this.requestId);
     this.afterSettled(() => this.respond(status, 'application/json', body));
   }
 

@@ -48,6 +48,14 @@ function eventData(buf: Buffer): Record<string, unknown>[] {
   return out;
 }
 
+/** Most blocks, choices or tool calls one answer folds: an index past it is the provider's nonsense, not an array to grow. */
+const MAX_INDEX = 4096;
+
+/** An event's index when it is a whole number below MAX_INDEX, else `fallback`. */
+function indexOr(v: unknown, fallback: number): number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v < MAX_INDEX ? v : fallback;
+}
+
 const appended = (was: unknown, more: unknown): unknown => (typeof more === 'string' ? (typeof was === 'string' ? was + more : more) : was);
 
 /** Anthropic's Messages stream as its Message; null when no message_start came. */
@@ -66,7 +74,7 @@ export function eventsAsMessage(buf: Buffer): FoldedStream | null {
       break;
     }
     if (message === null) continue;
-    const index = typeof data.index === 'number' && Number.isInteger(data.index) && data.index >= 0 && data.index < 4096 ? data.index : -1;
+    const index = indexOr(data.index, -1);
     switch (data.type) {
       case 'content_block_start':
         if (index >= 0 && isObject(data.content_block)) blocks[index] = { ...data.content_block };
@@ -133,7 +141,7 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
     if (isObject(chunk.usage)) usage = chunk.usage;
     for (const c of chunk.choices as unknown[]) {
       if (!isObject(c)) continue;
-      const index = typeof c.index === 'number' && Number.isInteger(c.index) && c.index >= 0 && c.index < 4096 ? c.index : 0;
+      const index = indexOr(c.index, 0);
       let fold = choices.get(index);
       if (fold === undefined) {
         fold = { index, message: { role: 'assistant', content: null, refusal: null }, toolCalls: [], logprobs: null, finishReason: null };
@@ -147,7 +155,7 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
       if (Array.isArray(delta.tool_calls)) {
         for (const t of delta.tool_calls as unknown[]) {
           if (!isObject(t)) continue;
-          const at = typeof t.index === 'number' && Number.isInteger(t.index) && t.index >= 0 && t.index < 4096 ? t.index : fold.toolCalls.length;
+          const at = indexOr(t.index, fold.toolCalls.length);
           const call = fold.toolCalls[at] ??= { id: '', type: 'function', function: { name: '', arguments: '' } };
           if (typeof t.id === 'string') call.id = t.id;
           if (typeof t.type === 'string') call.type = t.type;

@@ -87,8 +87,9 @@ export class TokenCounter {
    * of the bytes is made on the event loop, where a parsed object would be structured-cloned.
    */
   async countPrompt(body: unknown): Promise<number> {
-    if (this.#prompts >= this.#maxPrompts) throw new CountQueueFull();
-    return this.countBilledPrompt(body);
+    const place = this.takePromptPlace();
+    if (place === null) throw new CountQueueFull();
+    return place.count(body);
   }
 
   /**
@@ -110,9 +111,8 @@ export class TokenCounter {
     return {
       count: async (body: unknown) => {
         if (!held) throw new Error('prompt place already used or released');
-        const task: CountTask = body instanceof Uint8Array ? { kind: 'prompt', json: exact(body) } : { kind: 'prompt', body };
         try {
-          return (await this.#run(task)).count;
+          return (await this.#run(promptTask(body))).count;
         } finally {
           release();
         }
@@ -127,10 +127,9 @@ export class TokenCounter {
    * that refuses count_tokens calls and reservation counts.
    */
   async countBilledPrompt(body: unknown): Promise<number> {
-    const task: CountTask = body instanceof Uint8Array ? { kind: 'prompt', json: exact(body) } : { kind: 'prompt', body };
     this.#prompts++;
     try {
-      return (await this.#run(task)).count;
+      return (await this.#run(promptTask(body))).count;
     } finally {
       this.#prompts--;
     }
@@ -159,6 +158,11 @@ export class TokenCounter {
     if (this.#closed) return Promise.reject(new Error('token counter is closed'));
     return this.#pool.run(task);
   }
+}
+
+/** A prompt's count task: raw bytes are parsed in the worker, an object is structured-cloned. */
+function promptTask(body: unknown): CountTask {
+  return body instanceof Uint8Array ? { kind: 'prompt', json: exact(body) } : { kind: 'prompt', body };
 }
 
 /** Posting a view copies its whole ArrayBuffer (a pooled Buffer shares an 8 KiB slab): copy just the view. */
