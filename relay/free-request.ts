@@ -170,15 +170,20 @@ export class BodyLinger<T> {
   }
 }
 
+/** The request's Content-Length, -1 without one: a body is read through the reply (readBody) only with one. */
+export function declaredLengthOf(req: Pick<HttpRequest, 'getHeader'>): number {
+  const cl = req.getHeader('content-length');
+  return cl ? Number(cl) : -1;
+}
+
 export interface RequestHead extends KeyedRequest {
   declaredLength: number;
 }
 
 /** Everything needed from the uWS request, read before any await (req is invalid afterwards). */
 export function readHead(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): RequestHead {
-  const cl = req.getHeader('content-length');
   const ip = ctx.clientAddress.resolve(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedForOf(req));
-  return { apiKey: extractApiKey(req), ip, declaredLength: cl ? Number(cl) : -1 };
+  return { apiKey: extractApiKey(req), ip, declaredLength: declaredLengthOf(req) };
 }
 
 /** Reads the whole body (copying each chunk: uWS reuses its buffers); null after a 413 or an abort. */

@@ -10,7 +10,7 @@ import { ClientAddressResolver } from './auth/client-address.js';
 import { KeyDirectory } from './auth/key-directory.js';
 import { errorBody, openaiErrorBody, RelayError, statusLine } from './errors.js';
 import { closeConnectionsAfterAnswer } from './connection-draining.js';
-import { Reply } from './free-request.js';
+import { declaredLengthOf, Reply } from './free-request.js';
 import { subscribeInvalidations } from './invalidation.js';
 import { handleChatCompletions, handleMessages } from './messages/messages-handler.js';
 import { settlementsInFlight } from './messages/settlement.js';
@@ -150,8 +150,7 @@ const CODING_BODY = { anthropic: CODING_ERROR.body(), openai: CODING_ERROR.opena
 
 /** The 415, once the body is read (BodyLinger), so that the client reads it. */
 function refuseCoding(res: uws.HttpResponse, req: uws.HttpRequest, format: 'anthropic' | 'openai'): void {
-  const cl = req.getHeader('content-length');
-  new Reply(res, cl ? Number(cl) : -1).json(415, CODING_BODY[format]);
+  new Reply(res, declaredLengthOf(req)).json(415, CODING_BODY[format]);
 }
 
 const HEALTH_BODY = '{"status":"ok"}';
@@ -320,8 +319,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     .any('/*', guarded(log, 'not_found', (res, req) => {
       // A body sent to a path that does not exist (an SDK's endpoint the gateway does not serve) is
       // read to its end before the 404, so that the client reads the 404 (BodyLinger).
-      const cl = req.getHeader('content-length');
-      new Reply(res, cl ? Number(cl) : -1).json(404, notFoundBody(req, notFound));
+      new Reply(res, declaredLengthOf(req)).json(404, notFoundBody(req, notFound));
     }));
 
   const releaseAll = async (): Promise<void> => {

@@ -5,20 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .run
 
-start() { # name script; NODE_FLAGS: the Node flags to start it with
-  local name=$1 script=$2
-  if [ -f ".run/$name.pid" ] && kill -0 "$(cat ".run/$name.pid")" 2>/dev/null; then
-    echo "$name: already running (pid $(cat ".run/$name.pid"))"; return
-  fi
-  # shellcheck disable=SC2086 # the flags are words
-  # Under supervise-main.js: started again when it fails (infra/launch/supervise.ts); the PID is the supervisor's.
-  nohup node dist/infra/launch/supervise-main.js "$name" -- ${NODE_FLAGS:-} "$script" >> ".run/$name.log" 2>&1 &
-  echo $! > ".run/$name.pid"
-}
-wait_http() { # name url
-  for _ in $(seq 100); do curl -s -o /dev/null --max-time 1 "$2" && return 0; sleep 0.1; done
-  echo "$1 did not come up; last lines of .run/$1.log:" >&2; tail -20 ".run/$1.log" >&2; exit 1
-}
+# start and wait_http
+source infra/scripts/launch-lib.sh
 
 RELAY_URL="http://${RELAY_HOST:-127.0.0.1}:${RELAY_PORT:-3000}"
 CONSOLE_URL="http://${CONSOLE_HOST:-127.0.0.1}:${CONSOLE_PORT:-3001}"

@@ -27,7 +27,7 @@ import { forwardedForOf } from '../auth/client-address.js';
 import type { Readable } from 'node:stream';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth/key-check.js';
-import { BodyLinger } from '../free-request.js';
+import { BodyLinger, declaredLengthOf } from '../free-request.js';
 import { RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { mayUseCache } from './cache-control.js';
@@ -220,8 +220,7 @@ class Exchange {
     this.apiKey = extractApiKey(req);
     this.version = req.getHeader('anthropic-version');
     this.beta = req.getHeader('anthropic-beta');
-    const cl = req.getHeader('content-length');
-    this.declaredLength = cl ? Number(cl) : -1;
+    this.declaredLength = declaredLengthOf(req);
     this.ip = ctx.clientAddress.resolve(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedForOf(req));
     res.onAborted(() => this.onClientAborted());
     relayMetrics.requestStarted();

@@ -244,7 +244,8 @@ export function anthropicOnlyRefusal(chat: ChatRequest, body: MessagesRequest): 
   if (format && format.type !== 'text' && format.type !== 'json_schema') {
     return invalid('response_format: "text" and "json_schema" are converted for this model\'s provider (its structured outputs need a schema)');
   }
-  if (format?.type === 'json_schema' && jsonSchemaFormat(chat) === null) return invalid('response_format.json_schema.schema: a JSON Schema object is required by this model\'s provider');
+  // chatToMessages converted a usable schema to output_config.format already.
+  if (format?.type === 'json_schema' && body.output_config === undefined) return invalid('response_format.json_schema.schema: a JSON Schema object is required by this model\'s provider');
   const logprobs = (chat as { logprobs?: unknown }).logprobs;
   if (logprobs === true) return invalid('logprobs: log probabilities are not returned by this model\'s provider');
   if (logprobs !== undefined && logprobs !== null && logprobs !== false) return invalid('logprobs: must be a boolean');
