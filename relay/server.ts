@@ -212,7 +212,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
   });
   // With replicas a settled reservation leaves a marker, so that one a failover lost still bills
-  // (settleReservations-7n.lua); it outlives the replays of a relay restarted within minutes.
+  // (settleReservations-8n.lua); it outlives the replays of a relay restarted within minutes.
   const waitReplicas = settleWaitReplicas(config);
   const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql), {
     settledMarkerSec: waitReplicas > 0 ? SETTLED_MARKER_SEC : 0,

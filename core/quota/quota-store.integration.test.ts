@@ -108,7 +108,7 @@ describe('reserveQuota-6.lua', () => {
   });
 });
 
-describe('settleReservations-7n.lua', () => {
+describe('settleReservations-8n.lua', () => {
   it('returns the unused part, debits the actual cost and appends the event, once', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 1_000);
@@ -138,7 +138,7 @@ describe('settleReservations-7n.lua', () => {
     // The second twice: its repeat answers "already settled" and adds no line.
     for (const r of [rs[0]!, rs[1]!, rs[1]!, rs[2]!]) {
       k.push(keys.accountBalance(r.userId), keys.tokenRemain(r.userId, r.tokenId), keys.reservation(r.userId, r.requestId), keys.usageStream(),
-        keys.keyTokensInMinute(r.userId, r.tokenId, currentMinute()), keys.reservationDeadlines(), keys.reapedReservation(r.userId, r.requestId));
+        keys.keyTokensInMinute(r.userId, r.tokenId, currentMinute()), keys.reservationDeadlines(), keys.reapedReservation(r.userId, r.requestId), keys.settledReservations(r.userId));
       a.push(10, `{"r":"${r.requestId}"}`, 0, deadlineMember(r.userId, r.requestId), '0', '', '', '', '');
     }
     const answers = (await settle(k, a)) as unknown[];
@@ -234,7 +234,7 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
       pg.account.set(u.userId, 1_000);
       await store4.reserve({ ...u, tokenLimited: false, amount: 100, deadlineMs: 1 });
     }
-    // Events, not entries: a call's events are one entry (settleReservations-7n.lua).
+    // Events, not entries: a call's events are one entry (settleReservations-8n.lua).
     const lengths = async () => Promise.all([0, 1, 2, 3].map(async (s) => ((await redis.xrange(sharded.usageStream(s), '-', '+')) as [string, string[]][]).flatMap(([, f]) => encodedUsageEventsOf(f) ?? []).length));
     const before = await lengths();
     expect(await Promise.all(users.map((u) => store4.settleSoon({ ...u, cost: 7, eventJson: '{}' })))).toEqual([true, true, true, true]);
@@ -333,7 +333,7 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
   });
 });
 
-describe('rate limits in reserveQuota-6.lua and settleReservations-7n.lua', () => {
+describe('rate limits in reserveQuota-6.lua and settleReservations-8n.lua', () => {
   it('refuses the request over the per-minute request limit without moving quota', async () => {
     const { userId, tokenId } = ids();
     pg.account.set(userId, 10_000);
@@ -583,7 +583,7 @@ describe('script registration', () => {
   it('names each command name:version with the key count from the file name', () => {
     const defs = loadScriptDefs();
     expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 6 });
-    expect(defs.get('settleReservations')).toMatchObject({ numberOfKeys: 7, batch: true });
+    expect(defs.get('settleReservations')).toMatchObject({ numberOfKeys: 8, batch: true });
     expect(defs.get('adjustBalance')).toMatchObject({ numberOfKeys: 1 });
     expect(defs.get('adjustBalanceOnce')).toMatchObject({ numberOfKeys: 3 });
     expect(defs.get('seedBalance')).toMatchObject({ numberOfKeys: 2 });

@@ -49,7 +49,7 @@ export interface SettleRequest {
 export interface QuotaStoreOptions {
   /**
    * Seconds a settled reservation's marker lives (Redis with replicas; 0: none). With it a settlement
-   * whose reservation a failover lost still bills (settleReservations-7n.lua), if it arrives within
+   * whose reservation a failover lost still bills (settleReservations-8n.lua), if it arrives within
    * this time minus LOST_RESERVATION_MARGIN_SEC of its `minute`.
    */
   settledMarkerSec?: number;
@@ -88,7 +88,7 @@ const ADJUSTMENT_MARKER_TTL_SEC = 30 * 24 * 3600;
 /**
  * Lifetime of the mirrors of a deleted API key or account (they had none): the relay takes no new
  * request for them, and a request still running settles within a day (a reaped reservation's
- * tombstone lives as long, settleReservations-7n.lua), its INCRBY keeping the TTL. Without it a
+ * tombstone lives as long, settleReservations-8n.lua), its INCRBY keeping the TTL. Without it a
  * create / use / delete loop grew Redis for good.
  */
 export const DELETED_MIRROR_TTL_SEC = 24 * 3600;
@@ -106,7 +106,7 @@ const SETTLE_BATCH_MAX = 128;
 /** Reservations per ZADD of a heartbeat: bounds one command's size on a relay with many open requests. */
 const RENEW_BATCH = 1000;
 
-/** The member of the deadline set that names a reservation (settleReservations-7n.lua ARGV 4). */
+/** The member of the deadline set that names a reservation (settleReservations-8n.lua ARGV 4). */
 export function deadlineMember(userId: number, requestId: string): string {
   return `${userId}:${requestId}`;
 }
@@ -367,13 +367,13 @@ export class QuotaStore {
 
   /**
    * settleMany for the settlements of one shard (a script's keys must share a slot on a cluster):
-   * those of requests reserved alone by settleReservations-7n.lua, those reserved from a credit slice
+   * those of requests reserved alone by settleReservations-8n.lua, those reserved from a credit slice
    * by settleSliceDraws-4n.lua, both calls in the same write.
    */
   async #settleShard(list: readonly SettleRequest[], attempt = 0): Promise<boolean[]> {
     const settled: boolean[] = new Array<boolean>(list.length);
     const calls: Promise<void>[] = [];
-    // Lost reservations whose mirror the failover lost too (settleReservations-7n.lua -1, -2): at
+    // Lost reservations whose mirror the failover lost too (settleReservations-8n.lua -1, -2): at
     // their index, the mirror to load before they are sent again.
     const unloaded = new Map<number, number>();
     for (let i = 0; i < list.length; i += SETTLE_BATCH_MAX) {
@@ -457,11 +457,11 @@ export class QuotaStore {
     return ((await this.#settleScript(keys, args)) as unknown[])[0];
   }
 
-  /** Appends one settlement's 7 keys and 9 arguments (settleReservations-7n.lua). */
+  /** Appends one settlement's 8 keys and 9 arguments (settleReservations-8n.lua). */
   #settleItem(s: SettleRequest, reaperNowMs: number, keys: string[], args: (string | number)[]): void {
     const k = this.#keys;
     const kk = this.#keysOf(s.userId, s.tokenId, s.minute ?? currentMinute());
-    keys.push(kk.balance, kk.remain, k.reservation(s.userId, s.requestId), kk.stream, kk.tpm, kk.deadlines, k.reapedReservation(s.userId, s.requestId));
+    keys.push(kk.balance, kk.remain, k.reservation(s.userId, s.requestId), kk.stream, kk.tpm, kk.deadlines, k.reapedReservation(s.userId, s.requestId), k.settledReservations(s.userId));
     args.push(s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId));
     if (reaperNowMs > 0) args.push('1', reaperNowMs, '', '', '');
     else if (this.#settledMarkerSec > 0) {

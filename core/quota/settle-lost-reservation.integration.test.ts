@@ -1,4 +1,4 @@
-// settleReservations-7n.lua with the settled marker (Redis with replicas, issue 11): a settlement whose
+// settleReservations-8n.lua with the settled markers (Redis with replicas, issue 11): a settlement whose
 // reservation a failover lost still bills the cost once and emits its event once; a replayed
 // settlement that did run changes nothing; without the marker the script behaves as before.
 import { afterAll, describe, expect, it } from 'vitest';
@@ -6,7 +6,7 @@ import { createRedis } from '../../infra/redis/client.js';
 import { redisKeys } from '../../infra/redis/keys.js';
 import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
-import { currentMinute, QuotaStore } from './quota-store.js';
+import { currentMinute, deadlineMember, QuotaStore } from './quota-store.js';
 
 const config = testConfig();
 const redis = createRedis(config, 'settle-lost-test');
@@ -33,12 +33,13 @@ function settlement(r: ReturnType<typeof ids>, extra: { minute?: number; limited
   return { ...r, cost: 120, eventJson: JSON.stringify({ request_id: r.requestId }), minute: currentMinute(), limited: true, ...extra };
 }
 
-describe('settleReservations-7n.lua with the settled marker', () => {
+describe('settleReservations-8n.lua with the settled marker', () => {
   it('settles once: a replay of a settlement that ran answers "already settled" and moves nothing', async () => {
     const r = ids();
     expect(await replicated.reserve({ ...r, tokenLimited: true, amount: 300, deadlineMs: Date.now() + 60_000 })).toBe('reserved');
     expect(await replicated.settle(settlement(r))).toBe(true);
-    expect(await redis.get(keys.reapedReservation(r.userId, r.requestId))).toBe('S');
+    expect(await redis.zscore(keys.settledReservations(r.userId), deadlineMember(r.userId, r.requestId))).not.toBeNull();
+    expect(await redis.exists(keys.reapedReservation(r.userId, r.requestId))).toBe(0);
     expect(await replicated.settle(settlement(r))).toBe(false);
     expect(await replicated.accountBalance(r.userId)).toBe(10_000 - 120);
     expect(Number(await redis.get(keys.tokenRemain(r.userId, r.tokenId)))).toBe(1_000 - 120);
@@ -112,6 +113,41 @@ describe('settleReservations-7n.lua with the settled marker', () => {
     const s = ids();
     expect(await single.reserve({ ...s, tokenLimited: false, amount: 300, deadlineMs: Date.now() + 60_000 })).toBe('reserved');
     expect(await single.settle(settlement(s))).toBe(true);
-    expect(await redis.exists(keys.reapedReservation(s.userId, s.requestId))).toBe(0);
+    expect(await redis.exists(keys.reapedReservation(s.userId, s.requestId), keys.settledReservations(s.userId))).toBe(0);
+  });
+
+  it('keeps an account\'s markers in one sorted set that drops the ones run out and expires with its newest', async () => {
+    const r = ids();
+    const set = keys.settledReservations(r.userId);
+    for (let i = 0; i < 50; i++) {
+      const s = { ...r, requestId: `${r.requestId}-${i}` };
+      expect(await replicated.reserve({ ...s, tokenLimited: false, amount: 150, deadlineMs: Date.now() + 60_000 })).toBe('reserved');
+    }
+    // A marker that has run out (written 11 minutes ago) is dropped by the next write.
+    await redis.zadd(set, Date.now() - 60_000, 'stale-marker');
+    const settled = await replicated.settleMany(Array.from({ length: 50 }, (_, i) => settlement({ ...r, requestId: `${r.requestId}-${i}` }, { limited: false })));
+    expect(settled.every((x) => x)).toBe(true);
+    expect(await redis.zcard(set)).toBe(50);
+    expect(await redis.zscore(set, 'stale-marker')).toBeNull();
+    // 50 settlements leave the account's mirror and the set: no key per request.
+    expect((await redis.keys(`${config.REDIS_PREFIX}-lost:{a${r.userId}}:*`)).sort())
+      .toEqual([keys.accountBalance(r.userId), keys.accountCreditSeq(r.userId), set].sort());
+    const ttl = await redis.pttl(set);
+    expect(ttl).toBeGreaterThan(590_000);
+    expect(ttl).toBeLessThanOrEqual(600_000);
+    for (let i = 0; i < 50; i++) expect(await replicated.settle(settlement({ ...r, requestId: `${r.requestId}-${i}` }, { limited: false }))).toBe(false);
+    expect(await replicated.accountBalance(r.userId)).toBe(10_000 - 50 * 120);
+  });
+
+  it('takes an older relay\'s marker key for "already settled" and copies it to the set, where the replication check reads', async () => {
+    const r = ids();
+    await replicated.seedAccount(r.userId);
+    await redis.set(keys.reapedReservation(r.userId, r.requestId), 'S', 'EX', 300);
+    expect(await replicated.settle(settlement(r))).toBe(false);
+    expect(await replicated.accountBalance(r.userId)).toBe(10_000);
+    expect(await eventsOf(r.requestId)).toBe(0);
+    const until = Number(await redis.zscore(keys.settledReservations(r.userId), deadlineMember(r.userId, r.requestId)));
+    expect(until).toBeGreaterThan(Date.now() + 290_000);
+    expect(until).toBeLessThanOrEqual(Date.now() + 300_000);
   });
 });

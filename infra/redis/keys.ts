@@ -25,11 +25,16 @@ export interface RedisKeys {
   /** One open reservation (a hash), removed by settlement. */
   reservation(userId: number, requestId: string): string;
   /**
-   * Left by the reaper when it releases an expired reservation, so a late settlement still bills; with
-   * replicas also the marker 'S' of a settled one (settleReservations-7n.lua), so a failover's lost
-   * reservation is told from a settled one.
+   * Left by the reaper when it releases an expired reservation, so a late settlement still bills (an
+   * older relay also left its settled marker 'S' here).
    */
   reapedReservation(userId: number, requestId: string): string;
+  /**
+   * With replicas, an account's settled reservations, kept for minutes (settleReservations-8n.lua), so
+   * a failover's lost reservation is told from a settled one. One sorted set, not a key per request:
+   * a reshard moves a slot key by key.
+   */
+  settledReservations(userId: number): string;
   /** Written by a relay before WAIT on its shard's master: WAIT counts replicas that have this write and all before it. */
   replicationProbe(shard?: number): string;
   /** Set once a console change (ledger id) has moved the account's mirror: retries apply it once. */
@@ -99,6 +104,7 @@ export function redisKeys(prefix: string, shards = 0): RedisKeys {
     tokenRemain: (userId, tokenId) => `${a(userId)}:token:${tokenId}:remain`,
     reservation: (userId, requestId) => `${a(userId)}:rsv:${requestId}`,
     reapedReservation: (userId, requestId) => `${a(userId)}:reaped:${requestId}`,
+    settledReservations: (userId) => `${a(userId)}:settled`,
     reservationDeadlines: (shard = 0) => `${prefix}:{s${shard}}:rsv-deadlines`,
     replicationProbe: (shard = 0) => `${prefix}:{s${shard}}:repl-probe`,
     adjustmentApplied: (userId, ledgerId) => `${a(userId)}:adj:${ledgerId}`,
@@ -143,6 +149,7 @@ function unshardedKeys(prefix: string): RedisKeys {
     tokenRemain: (userId, tokenId) => `${prefix}:{a${userId}}:token:${tokenId}:remain`,
     reservation: (userId, requestId) => `${prefix}:{a${userId}}:rsv:${requestId}`,
     reapedReservation: (userId, requestId) => `${prefix}:{a${userId}}:reaped:${requestId}`,
+    settledReservations: (userId) => `${prefix}:{a${userId}}:settled`,
     reservationDeadlines: () => `${prefix}:rsv-deadlines`,
     replicationProbe: () => `${prefix}:repl-probe`,
     adjustmentApplied: (userId, ledgerId) => `${prefix}:{a${userId}}:adj:${ledgerId}`,

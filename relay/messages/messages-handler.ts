@@ -851,7 +851,7 @@ class Exchange {
    * RELAY_REDIS_COMMAND_TIMEOUT_MS) and the exchange was answered 529. Redis may have made it all the
    * same (a stalled server runs the queued script once it resumes), so the exchange is settled as
    * failed: that releases such a reservation, and changes nothing when there is none
-   * (settleReservations-7n.lua answers -6).
+   * (settleReservations-8n.lua answers -6).
    */
   async tryReserve(r: Parameters<QuotaStore['reserve']>[0]): Promise<Awaited<ReturnType<QuotaStore['reserve']>> | null> {
     try {

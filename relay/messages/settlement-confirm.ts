@@ -14,14 +14,15 @@
 // WAIT answers for the node the slot is on now, which need not be the one that took the settlements:
 // a master that died before its replicas had them is replaced by one of them, and that one, with a
 // replica of its own (two replicas per master, or replica migration), acknowledges the probe though
-// it never had the settlements. So the same pipeline also reads each settlement's marker ('S',
-// settleReservations-7n.lua, written with replicas only): one missing on the node that answered WAIT
-// is not confirmed, and its replay settles it there (a lost reservation's settlement bills once).
+// it never had the settlements. So the same pipeline also reads each settlement's marker (its
+// account's set of settled reservations, settleReservations-8n.lua, written with replicas only): one
+// missing on the node that answered WAIT is not confirmed, and its replay settles it there (a lost
+// reservation's settlement bills once).
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../infra/logger.js';
 import { followMoved, isMoved } from '../../infra/redis/client.js';
 import type { RedisKeys } from '../../infra/redis/keys.js';
-import type { SettleRequest } from '../../core/quota/quota-store.js';
+import { deadlineMember, type SettleRequest } from '../../core/quota/quota-store.js';
 
 /** Returns the settlements of `batch` whose shard's replicas have them; the rest are replayed later. */
 export type ReplicationCheck = (batch: readonly SettleRequest[]) => Promise<SettleRequest[]>;
@@ -51,6 +52,18 @@ function needsMarker(s: SettleRequest, nowMs: number, lostWindowMs: number): boo
   return s.slice === undefined && s.limited !== undefined && s.minute !== undefined && nowMs < s.minute * 60_000 + lostWindowMs;
 }
 
+/** The settlements of `group` whose marker must be found, by account (one set of markers each). */
+function markedByAccount(group: readonly SettleRequest[], nowMs: number, lostWindowMs: number): Map<number, SettleRequest[]> {
+  const byAccount = new Map<number, SettleRequest[]>();
+  for (const s of group) {
+    if (!needsMarker(s, nowMs, lostWindowMs)) continue;
+    const list = byAccount.get(s.userId);
+    if (list === undefined) byAccount.set(s.userId, [s]);
+    else list.push(s);
+  }
+  return byAccount;
+}
+
 export function replicationCheck(
   redis: Redis, keys: RedisKeys, replicas: number, timeoutMs: number, log: Logger, opts: ReplicationCheckOptions = {},
 ): ReplicationCheck {
@@ -68,10 +81,12 @@ export function replicationCheck(
       let timer: NodeJS.Timeout | undefined;
       try {
         const nowMs = Date.now();
-        const marked = group.filter((s) => needsMarker(s, nowMs, lostWindowMs));
+        const marked = markedByAccount(group, nowMs, lostWindowMs);
         const pipeline = redis.pipeline().incr(keys.replicationProbe(shard));
         // The markers are in the shard's slot (keys.ts), so they go to the node that answers WAIT.
-        if (marked.length > 0) pipeline.mget(marked.map((s) => keys.reapedReservation(s.userId, s.requestId)));
+        for (const [userId, settlements] of marked) {
+          pipeline.zmscore(keys.settledReservations(userId), ...settlements.map((s) => deadlineMember(s.userId, s.requestId)));
+        }
         pipeline.call('WAIT', replicas, timeoutMs);
         // Bounded: a check sent to a master that just died would otherwise wait for the cluster to
         // reroute it, holding up the checks of every shard behind it.
@@ -80,11 +95,14 @@ export function replicationCheck(
           new Promise<null>((resolve) => { timer = setTimeout(() => resolve(null), timeoutMs + CHECK_SLACK_MS); }),
         ]);
         const acked = results?.[results.length - 1];
-        const markers = marked.length > 0 ? results?.[1] : undefined;
-        if (acked && !acked[0] && Number(acked[1]) >= replicas && !results![0]![0] && !markers?.[0]) {
-          const values = (markers?.[1] ?? []) as (string | null)[];
-          // A tombstone (the reaper's) is there before the settlement: only 'S' says it ran here.
-          const missing = new Set(marked.filter((_, i) => values[i] !== 'S'));
+        const markers = results?.slice(1, 1 + marked.size) ?? [];
+        if (acked && !acked[0] && Number(acked[1]) >= replicas && !results![0]![0] && markers.every(([err]) => !err)) {
+          const missing = new Set<SettleRequest>();
+          let at = 0;
+          for (const settlements of marked.values()) {
+            const scores = markers[at++]![1] as (string | null)[];
+            settlements.forEach((s, i) => { if (scores[i] === null || scores[i] === undefined) missing.add(s); });
+          }
           for (const s of group) if (!missing.has(s)) confirmed.push(s);
           if (missing.size > 0) log.warn({ shard, missing: missing.size }, 'settled markers missing on the node that answered WAIT (a failover lost them): kept for replay');
         } else {

@@ -70,7 +70,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   // the answer says it served it (a provider that ignored the field served, and billed, standard).
   const tierRatio = usage !== null && usage.flexServed === true && ex.flexRequested === true && ex.channel !== null ? ex.channel.flexRatio : 1;
   const cost = usage ? quotaCost(usage, ex.price, tierRatio) : 0;
-  // The provider charged what it reports, so an excess is billed all the same (settleReservations-7n.lua
+  // The provider charged what it reports, so an excess is billed all the same (settleReservations-8n.lua
   // debits it, and only it may take the balance below zero); it is flagged, logged and counted,
   // because it means the reservation's bound (messages-handler.ts, reservation-bound.ts) failed.
   const over = ex.reservedAmount !== undefined && cost > ex.reservedAmount ? cost - ex.reservedAmount : 0;
@@ -167,7 +167,7 @@ function boundedUsage(ex: SettledExchange, u: StreamUsage, b: UsageBound): Strea
  * The settlement script is idempotent, so a failed call (Redis restarting, a network blip) is simply
  * tried again; after the last try it stays in the spool, replayed when Redis answers again or by the
  * next relay started on the spool's directory; meanwhile the reaper may release the reservation, and
- * the late settlement is still accepted (settleReservations-7n.lua).
+ * the late settlement is still accepted (settleReservations-8n.lua).
  */
 const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
 

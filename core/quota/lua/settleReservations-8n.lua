@@ -10,7 +10,7 @@
   tombstone; a settlement that arrives after that still debits the actual cost, from the balance the
   reaper restored, so a very long request is billed exactly, never twice and never for free.
 
-  KEYS, 7 per settlement (settlement i uses KEYS[7*(i-1)+1 .. 7*i]):
+  KEYS, 8 per settlement (settlement i uses KEYS[8*(i-1)+1 .. 8*i]):
    1 account balance
    2 key remaining quota (touched only if the key is limited)
    3 reservation
@@ -18,7 +18,9 @@
    5 key's token counter of the current minute (the tokens a reservation added to this same counter
      are taken back, the actual ones added; a counter of another minute keeps them)
    6 open reservations by deadline (sorted set)
-   7 tombstone of a reaped reservation; with ARGV 8 > 0 also the marker of a settled one
+   7 tombstone of a reaped reservation (an older relay also left its settled marker 'S' here)
+   8 the account's settled reservations (sorted set: member ARGV 4, score the Unix ms until which
+     it is kept), written with ARGV 8 > 0 only
 
   ARGV, 9 per settlement ('' where absent):
    1 actual cost (integer >= 0; 0 refunds the whole reservation)
@@ -29,18 +31,22 @@
    6 the reaper's now (Unix ms; reaper only, '' otherwise): a deadline a live relay renewed past it
      since the reaper read the deadline set is not released
    7 relay only, with replicas: '1' if the key is limited, for a lost reservation
-   8 relay only, with replicas: seconds a settled reservation's marker (KEYS 7 = 'S') lives; 0 or '':
-     no marker
+   8 relay only, with replicas: seconds a settled reservation stays in KEYS 8; 0 or '': not kept
    9 relay only, with replicas: Unix ms before which a missing reservation with neither marker nor
      tombstone was lost, not settled; '': never taken for lost
 
   A Redis failover loses the writes its master had not yet sent to the replica (replication is
   asynchronous): a reservation can vanish before its settlement arrives, or a settlement vanish and be
-  replayed from the relay's spool. With the marker, "already settled" (marker) and "reaped"
+  replayed from the relay's spool. With the marker, "already settled" (in KEYS 8) and "reaped"
   (tombstone) are told from "lost" (neither): a lost reservation's settlement debits the cost alone,
   as the lost reservation's hold went with it, and emits its event, once (it leaves the marker). The
   marker outlives any replay the relay can send before ARGV 9, so a settlement that did run is never
   taken for a lost one.
+
+  The markers are one sorted set per account rather than a key each: a busy account settles
+  thousands of requests in a marker's life, and a Redis Cluster reshard moves a slot key by key,
+  refusing (TRYAGAIN) every script whose keys are split between the two nodes meanwhile. Each write
+  trims what has run out, and the set expires with its newest member.
 
   Returns an array, one element per settlement, in order:
    the stream entry id on success (the entry holds the other events of the call too)
@@ -50,6 +56,13 @@
   -9  reaper only: the deadline was renewed (its relay is alive); nothing changed
 ]]
 local now
+local function nowMs()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
 
 -- A key's remaining quota and its token counter are limits, not money: one of the wrong type is
 -- logged and skipped, so that it does not hold back the account's debit, which Postgres settles anyway.
@@ -60,6 +73,15 @@ local function addToLimit(key, by)
     return false
   end
   return true
+end
+
+-- Marks a reservation settled until `untilMs`, dropping the marks that ran out; the set lives as
+-- long as its newest mark.
+local function keepSettled(set, member, untilMs)
+  redis.call('ZREMRANGEBYSCORE', set, '-inf', nowMs())
+  redis.call('ZADD', set, untilMs, member)
+  local ttl = redis.call('PTTL', set)
+  if ttl < untilMs - nowMs() then redis.call('PEXPIREAT', set, untilMs) end
 end
 
 local function settleOne(k, a)
@@ -78,17 +100,21 @@ local function settleOne(k, a)
     limited = reservation[2]
   else
     if reaper then return -6 end
+    if markerSec > 0 and redis.call('ZSCORE', KEYS[k + 8], ARGV[a + 4]) then return -6 end
     limited = redis.call('GET', KEYS[k + 7])
-    if limited == 'S' then return -6 end
+    if limited == 'S' then
+      -- An older relay's marker: copied to the set, where the relay's replication check looks.
+      if markerSec > 0 then
+        local ttl = redis.call('PTTL', KEYS[k + 7])
+        if ttl > 0 then keepSettled(KEYS[k + 8], ARGV[a + 4], nowMs() + ttl) end
+      end
+      return -6
+    end
     if not limited then
       -- Neither settled nor reaped here: lost in a failover, if the relay says it may be.
       local lostUntil = tonumber(ARGV[a + 9])
       if markerSec <= 0 or not lostUntil then return -6 end
-      if not now then
-        local t = redis.call('TIME')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      end
-      if now >= lostUntil then return -6 end
+      if nowMs() >= lostUntil then return -6 end
       limited = ARGV[a + 7]
       -- The failover may have lost the mirrors too (an account's first request seeds them in the same
       -- window): a debit on a missing one would make it -cost, short of Postgres for good. The caller
@@ -113,11 +139,13 @@ local function settleOne(k, a)
     redis.call('DEL', KEYS[k + 3])
     redis.pcall('ZREM', KEYS[k + 6], ARGV[a + 4])
   end
-  -- The reaper (always on a live reservation) leaves the tombstone; a settlement with replicas its
-  -- marker; one without replicas takes the tombstone it settled against away.
+  -- The reaper (always on a live reservation) leaves the tombstone; a settlement takes the tombstone
+  -- it settled against away, and with replicas leaves its marker.
   if reaper then redis.call('SET', KEYS[k + 7], limited, 'EX', 86400)
-  elseif markerSec > 0 then redis.call('SET', KEYS[k + 7], 'S', 'EX', markerSec)
-  elseif not live then redis.call('DEL', KEYS[k + 7]) end
+  else
+    if not live then redis.call('DEL', KEYS[k + 7]) end
+    if markerSec > 0 then keepSettled(KEYS[k + 8], ARGV[a + 4], nowMs() + markerSec * 1000) end
+  end
 
   local tokens = tonumber(ARGV[a + 3]) - heldTokens
   if tokens ~= 0 and addToLimit(KEYS[k + 5], tokens) then redis.call('EXPIRE', KEYS[k + 5], 120) end
@@ -134,10 +162,10 @@ local events = {}
 local settledIn = {}
 
 local function settleAll()
-  for i = 0, #KEYS / 7 - 1 do
-    local result = settleOne(i * 7, i * 9)
+  for i = 0, #KEYS / 8 - 1 do
+    local result = settleOne(i * 8, i * 9)
     if result == 1 then
-      local stream = KEYS[i * 7 + 4]
+      local stream = KEYS[i * 8 + 4]
       local list = events[stream]
       if not list then
         list = {}
