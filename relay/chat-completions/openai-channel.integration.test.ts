@@ -9,6 +9,9 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { ChatCompletionStream } from 'openai/lib/ChatCompletionStream';
+import { Tiktoken } from 'js-tiktoken/lite';
+import cl100k from 'js-tiktoken/ranks/cl100k_base';
+import o200k from 'js-tiktoken/ranks/o200k_base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countPromptTokens, startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
 import {
@@ -36,7 +39,7 @@ let anthropic: Anthropic;
 beforeAll(async () => {
   stack = await startGatewayStack();
   openaiMock = await startMockOpenAI({ apiKey: OPENAI_KEY, outputTokens: OUTPUT, cachedTokens: CACHED, imageInputTokens: IMAGE_TOKENS });
-  await mockChannel(stack, [MODEL, 'gpt-x-error429', 'gpt-x-error400'], 'default', { base_url: openaiMock.url, key: OPENAI_KEY, type: 1 });
+  await mockChannel(stack, [MODEL, 'gpt-4-turbo', 'gpt-x-error429', 'gpt-x-error400'], 'default', { base_url: openaiMock.url, key: OPENAI_KEY, type: 1 });
   account = await fundedAccount(stack, FUNDS);
   apiKey = (await createApiKey(stack, account)).key;
   openai = new OpenAI({ apiKey, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
@@ -219,11 +222,45 @@ describe('/v1/chat/completions to an OpenAI-format channel', () => {
       }
       expect(deltas).toBe(K);
       const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
-      // The provider never sent its usage: the K tokens delivered, and the prompt counted (cl100k).
+      // The provider never sent its usage: the K tokens delivered, and the prompt counted (o200k, gpt-4o's).
       expect(row.completion_tokens).toBe(K);
       expect(row.prompt_tokens).toBeGreaterThan(0);
       expect(row.quota).toBe(cost(row.prompt_tokens, K));
       expect(await balance()).toBe(before - row.quota);
+    } finally {
+      openaiMock.setOptions({ tokenDelayMs: 0, outputTokens: OUTPUT });
+    }
+  });
+
+  it('a cut stream\'s prompt is counted in its model\'s encoding: o200k_base for gpt-4o, cl100k_base for gpt-4-turbo', async () => {
+    openaiMock.setOptions({ tokenDelayMs: 30, outputTokens: 300 });
+    // Text the two encodings count apart (o200k packs Japanese and Russian tighter).
+    const text = '海の長い物語を話してください。波と風と船乗りたちの話です。Расскажи длинную историю о море. '.repeat(8);
+    const cutPrompt = async (model: string) => {
+      const controller = new AbortController();
+      const { data: stream, response } = await openai.chat.completions.create({
+        model, stream: true, messages: [{ role: 'user', content: text }],
+      }, { signal: controller.signal }).withResponse();
+      let deltas = 0;
+      try {
+        for await (const chunk of stream) {
+          if (chunk.choices[0]?.delta.content) deltas++;
+          if (deltas === 3) controller.abort();
+        }
+      } catch {
+        // aborted
+      }
+      const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
+      expect(row.completion_tokens).toBe(3);
+      return row.prompt_tokens;
+    };
+    try {
+      const [newer, older] = [await cutPrompt(MODEL), await cutPrompt('gpt-4-turbo')];
+      // The framing counted around the text is the same for both: the difference is the text's.
+      const count = (ranks: typeof cl100k, s: string) => new Tiktoken(ranks).encode(s, [], []).length;
+      const textDifference = count(o200k, text) - count(cl100k, text);
+      expect(textDifference).toBeLessThan(-50);
+      expect(newer - older).toBe(textDifference);
     } finally {
       openaiMock.setOptions({ tokenDelayMs: 0, outputTokens: OUTPUT });
     }

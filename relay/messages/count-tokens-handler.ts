@@ -1,5 +1,5 @@
 // POST /v1/messages/count_tokens, Anthropic's shape: {model, messages, system?, tools?, ...} →
-// {"input_tokens": N}. Counted locally on the token-counting workers (cl100k_base; what counts is
+// {"input_tokens": N}. Counted locally on the token-counting workers (the model's encoding, encoding-of.ts; what counts is
 // listed in relay/token-count/prompt-text.ts), so it costs no provider call and moves no quota; the figure
 // is an estimate of the provider's, as the model's own tokenizer is not public.
 //
@@ -18,6 +18,7 @@ import type { PromptPlace, TokenCounter } from '../token-count/token-counter.js'
 import { parseRequestJson } from './raw-json-guard.js';
 import { takeCountPlace } from './count-place.js';
 import { compileEdgeSchema } from '../edge-schema.js';
+import { encodingOf } from '../token-count/encoding-of.js';
 
 const block = z.object({ type: z.string() }).loose();
 const content = z.union([z.string(), z.array(block)]);
@@ -42,7 +43,7 @@ export const checkCountTokensRequest = compileEdgeSchema(countTokensRequestSchem
  * event loop then copies bytes instead of structured-cloning the parsed object.
  */
 export async function countTokensResponse(counter: Pick<PromptPlace, 'count'>, body: CountTokensRequest, raw?: Uint8Array): Promise<{ input_tokens: number }> {
-  const input_tokens = await counter.count(raw ?? body);
+  const input_tokens = await counter.count(raw ?? body, encodingOf(body.model));
   return { input_tokens };
 }
 

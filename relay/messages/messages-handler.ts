@@ -46,6 +46,8 @@ import { unpricedMessagesFieldRefusal } from './unpriced-fields.js';
 import { isHttpFieldValue } from './header-values.js';
 import { parseRequestJson } from './raw-json-guard.js';
 import { takeCountPlace } from './count-place.js';
+import type { Encoding } from '../token-count/bpe-count.js';
+import { encodingOf } from '../token-count/encoding-of.js';
 import { httpReason, providerErrorReason, REASON } from './failure-reasons.js';
 import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-request.js';
 import type { Protocol, Provider } from '../providers/provider.js';
@@ -187,6 +189,15 @@ class Exchange {
   /** The client asked for the `flex` service tier: settlement.ts bills a flex answer at the channel's flex ratio. */
   get flexRequested(): boolean {
     return (this.chat as { service_tier?: unknown } | null)?.service_tier === 'flex';
+  }
+  /**
+   * What counts the tokens of the request and its answer where the provider states none: the
+   * encoding of the model as the channel is sent it (encoding-of.ts), the model asked for before a
+   * channel is picked.
+   */
+  get tokenEncoding(): Encoding {
+    const model = this.body?.model ?? '';
+    return encodingOf(this.channel?.modelMapping?.[model] ?? model);
   }
   /** The client's body bytes. */
   raw: Buffer | null = null;
@@ -427,7 +438,7 @@ class Exchange {
    */
   async countPromptTokens(): Promise<number> {
     try {
-      return await this.ctx.tokens.countBilledPrompt(this.anthropicBytes());
+      return await this.ctx.tokens.countBilledPrompt(this.anthropicBytes(), this.tokenEncoding);
     } catch (err) {
       const bound = this.usageBound?.input ?? 0;
       this.ctx.log.error({ err, requestId: this.requestId, billed: bound }, 'prompt count for a settlement failed; the input is billed at the request\'s input bound');
@@ -446,7 +457,7 @@ class Exchange {
     if (place === 'budget_spent') return null;
     try {
       relayMetrics.promptCounted();
-      return await place.count(raw);
+      return await place.count(raw, this.tokenEncoding);
     } catch (err) {
       this.ctx.log.warn({ err, requestId: this.requestId }, 'prompt count failed; the byte bound stands');
       return null;
@@ -803,7 +814,7 @@ class Exchange {
     if (stated?.webSearchRequests !== undefined) usage.webSearchRequests = stated.webSearchRequests;
     if (stated?.flexServed === true) usage.flexServed = true;
     try {
-      const [input, output] = await Promise.all([countInput ? this.countPromptTokens() : null, countOutput ? this.ctx.tokens.countText(text) : null]);
+      const [input, output] = await Promise.all([countInput ? this.countPromptTokens() : null, countOutput ? this.ctx.tokens.countText(text, this.tokenEncoding) : null]);
       // The count is of the whole prompt; input_tokens leaves out the cache reads and writes stated apart.
       if (input !== null) usage.inputTokens = Math.max(0, input - usage.cacheReadTokens - usage.cacheCreationTokens);
       if (output !== null) usage.outputTokens = Math.max(usage.outputTokens, output);

@@ -20,6 +20,7 @@ import type { Provider, StreamMeter } from '../providers/provider.js';
 import { DeliveredTextCounter } from '../token-count/delivered-text-counter.js';
 import { EventAligner } from '../stream/event-aligner.js';
 import type { TokenCounter } from '../token-count/token-counter.js';
+import type { Encoding } from '../token-count/bpe-count.js';
 import { providerErrorReason, REASON } from './failure-reasons.js';
 import type { Outcome } from './settlement.js';
 import { closesConnection } from '../connection-draining.js';
@@ -67,6 +68,8 @@ export interface StreamingExchange {
   readonly upstreamRequestId: string;
   readonly t0: number;
   readonly channel: Channel | null;
+  /** The encoding the delivered text is counted in (encoding-of.ts). */
+  readonly tokenEncoding: Encoding;
   readonly aborted: boolean;
   /**
    * True until message_start, and again from the end of the generation until the final usage: a
@@ -95,6 +98,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   let countingLags = false;
   const delivered = new DeliveredTextCounter(ex.ctx.tokens, {
     flushBytes: ex.ctx.deliveredFlushBytes,
+    encoding: ex.tokenEncoding,
     onCongestion: (lagging) => {
       countingLags = lagging;
       if (lagging) body.pause();

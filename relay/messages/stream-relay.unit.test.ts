@@ -63,6 +63,7 @@ function exchange(calls: Call[], res: HttpResponse): StreamingExchange & { abort
     upstreamRequestId: 'req_up',
     t0: performance.now(),
     channel: null,
+    tokenEncoding: 'cl100k_base',
     aborted: false,
     usagePending: false,
     responded: false,

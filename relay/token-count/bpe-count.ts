@@ -1,4 +1,6 @@
-// Counts cl100k_base tokens of text, without building token arrays, in time linear in the text
+// Counts tokens of text in one of two encodings, cl100k_base (GPT-4 and GPT-3.5, and the estimate for
+// every model whose tokenizer is not public, Claude's) or o200k_base (GPT-4o and later OpenAI models),
+// without building token arrays, in time linear in the text
 // (js-tiktoken's own merge is quadratic in the length of a regex piece: a 100 KB word or a paragraph
 // of CJK text, which has no spaces, would take minutes). Runs inside the counting workers
 // (count-worker.ts); pure, so tests call it directly too.
@@ -12,10 +14,14 @@
 //     after MAX_SEGMENT characters (one earlier when that would split a surrogate pair). Only there
 //     can the count differ from the tokenizer's (by about one token per forced cut).
 // Where the segments fall depends only on the text after the previous cut, so counting a text in
-// batches cut at segment ends (countWithCarry) gives exactly countText of the whole.
-import ranks from 'js-tiktoken/ranks/cl100k_base';
+// batches cut at segment ends (countWithCarry) gives exactly countText of the whole. The same holds
+// for o200k_base, whose split pattern has the same shape (a piece holds whitespace only at its start,
+// or only whitespace): its pieces differ in letter case and digits, not at whitespace.
+import { createRequire } from 'node:module';
+import type { TiktokenBPE } from 'js-tiktoken/lite';
 
-export const ENCODING = 'cl100k_base';
+export type Encoding = 'cl100k_base' | 'o200k_base';
+export const DEFAULT_ENCODING: Encoding = 'cl100k_base';
 /** Longest run of characters counted as one piece of text when it has no word boundary. */
 export const MAX_SEGMENT = 2048;
 
@@ -25,11 +31,18 @@ interface Bpe {
   ranks: Map<string, number>;
 }
 
-let bpe: Bpe | null = null;
+const loaded = new Map<Encoding, Bpe>();
+const require = createRequire(import.meta.url);
 
-/** Loads the ranks once per thread (about 100 ms, 100k entries). */
-function load(): Bpe {
-  if (bpe) return bpe;
+/**
+ * Loads an encoding's ranks once per thread, when first used (cl100k: about 100 ms and 100k entries;
+ * o200k twice that): a relay with no OpenAI-format channel never holds o200k's.
+ */
+function load(encoding: Encoding): Bpe {
+  const known = loaded.get(encoding);
+  if (known) return known;
+  const module = require(`js-tiktoken/ranks/${encoding}`) as TiktokenBPE | { default: TiktokenBPE };
+  const ranks = 'default' in module ? module.default : module;
   const map = new Map<string, number>();
   for (const line of ranks.bpe_ranks.split('\n')) {
     if (!line) continue;
@@ -37,13 +50,14 @@ function load(): Bpe {
     const offset = Number.parseInt(parts[1]!, 10);
     for (let i = 2; i < parts.length; i++) map.set(Buffer.from(parts[i]!, 'base64').toString('latin1'), offset + i - 2);
   }
-  bpe = { pattern: new RegExp(ranks.pat_str, 'gu'), ranks: map };
+  const bpe = { pattern: new RegExp(ranks.pat_str, 'gu'), ranks: map };
+  loaded.set(encoding, bpe);
   return bpe;
 }
 
-/** Loads the ranks now rather than on the first count. */
-export function warmUp(): void {
-  load();
+/** Loads an encoding's ranks now rather than on its first count. */
+export function warmUp(encoding: Encoding = DEFAULT_ENCODING): void {
+  load(encoding);
 }
 
 // --- byte-pair merge -------------------------------------------------------------------------------
@@ -157,9 +171,9 @@ function mergeHeap(piece: string, ranks: Map<string, number>): number {
 // --- counting -------------------------------------------------------------------------------------
 
 /** Tokens of a text with no forced cut inside (word boundaries need no cut: see the header). */
-function countRun(text: string): number {
+function countRun(text: string, bpe: Bpe): number {
   if (!text) return 0;
-  const { pattern, ranks } = load();
+  const { pattern, ranks } = bpe;
   pattern.lastIndex = 0;
   let count = 0;
   let m: RegExpExecArray | null;
@@ -214,22 +228,22 @@ function scan(text: string): { forced: number[]; lastStart: number } {
   return { forced, lastStart: start };
 }
 
-function countRange(text: string, from: number, to: number, forced: number[]): number {
+function countRange(text: string, from: number, to: number, forced: number[], bpe: Bpe): number {
   let count = 0;
   let a = from;
   for (const cut of forced) {
     if (cut <= a) continue;
     if (cut >= to) break;
-    count += countRun(text.slice(a, cut));
+    count += countRun(text.slice(a, cut), bpe);
     a = cut;
   }
-  return count + countRun(text.slice(a, to));
+  return count + countRun(text.slice(a, to), bpe);
 }
 
 /** Tokens of a whole text. */
-export function countText(text: string): number {
+export function countText(text: string, encoding: Encoding = DEFAULT_ENCODING): number {
   const { forced } = scan(text);
-  return countRange(text, 0, text.length, forced);
+  return countRange(text, 0, text.length, forced, load(encoding));
 }
 
 /**
@@ -240,13 +254,14 @@ export function countText(text: string): number {
  * (the mock's K deltas "tok " then count K). The sum over batches then equals countText(whole.trimEnd())
  * (unless the text ends with more than MAX_SEGMENT whitespace characters).
  */
-export function countWithCarry(text: string, final: boolean, trimEnd = false): { count: number; carry: string } {
+export function countWithCarry(text: string, final: boolean, trimEnd = false, encoding: Encoding = DEFAULT_ENCODING): { count: number; carry: string } {
   if (final && trimEnd) {
     let end = text.length;
     while (end > 0 && isWhitespace(text.charCodeAt(end - 1))) end--;
     text = text.slice(0, end);
   }
   const { forced, lastStart } = scan(text);
-  if (final) return { count: countRange(text, 0, text.length, forced), carry: '' };
-  return { count: countRange(text, 0, lastStart, forced), carry: text.slice(lastStart) };
+  const bpe = load(encoding);
+  if (final) return { count: countRange(text, 0, text.length, forced, bpe), carry: '' };
+  return { count: countRange(text, 0, lastStart, forced, bpe), carry: text.slice(lastStart) };
 }

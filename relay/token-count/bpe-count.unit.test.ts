@@ -1,10 +1,14 @@
 import { Tiktoken } from 'js-tiktoken/lite';
 import ranks from 'js-tiktoken/ranks/cl100k_base';
+import o200k from 'js-tiktoken/ranks/o200k_base';
 import { describe, expect, it } from 'vitest';
 import { countText, countWithCarry, MAX_SEGMENT } from './bpe-count.js';
+import { encodingOf } from './encoding-of.js';
 
 const reference = new Tiktoken(ranks);
 const ref = (s: string) => reference.encode(s, [], []).length;
+const o200kReference = new Tiktoken(o200k);
+const o200kRef = (s: string) => o200kReference.encode(s, [], []).length;
 
 const SAMPLES = [
   '',
@@ -37,6 +41,43 @@ describe('countText (cl100k_base)', () => {
     // One forced cut every MAX_SEGMENT characters changes the count by at most a token per cut.
     const exact = ref('x'.repeat(MAX_SEGMENT)) * (200_000 / MAX_SEGMENT);
     expect(Math.abs(n - exact)).toBeLessThanOrEqual(200_000 / MAX_SEGMENT + 2);
+  });
+});
+
+describe('countText (o200k_base, GPT-4o and later)', () => {
+  it('equals js-tiktoken on text without forced cuts, and differs from cl100k where the encodings do', () => {
+    for (const s of SAMPLES) expect(countText(s, 'o200k_base'), JSON.stringify(s.slice(0, 40))).toBe(o200kRef(s));
+    const text = SAMPLES.join(' ').repeat(40);
+    expect(countText(text, 'o200k_base')).toBe(o200kRef(text));
+    // Not one table for both: o200k packs the non-Latin text in fewer tokens.
+    expect(countText(SAMPLES[3]!, 'o200k_base')).toBeLessThan(countText(SAMPLES[3]!));
+  });
+
+  it('sums batches cut anywhere to the count of the whole, as cl100k does', () => {
+    const text = (SAMPLES.join('\n') + ' Don\'T  CamelCaseWords\tand\u00a0spaces ').repeat(20);
+    const whole = countText(text, 'o200k_base');
+    for (const [pieces, seed] of [[7, 2], [400, 4]] as const) {
+      let carry = '';
+      let sum = 0;
+      let from = 0;
+      for (const to of [...randomCuts(text.length, pieces, seed), text.length]) {
+        const r = countWithCarry(carry + text.slice(from, to), to === text.length, false, 'o200k_base');
+        sum += r.count;
+        carry = r.carry;
+        from = to;
+      }
+      expect(sum).toBe(whole);
+    }
+  });
+});
+
+describe('encodingOf', () => {
+  it('counts GPT-4o and later OpenAI models in o200k_base, GPT-4, GPT-3.5, Claude and the rest in cl100k_base', () => {
+    for (const m of ['gpt-4o', 'gpt-4o-mini', 'gpt-4o-2024-08-06', 'chatgpt-4o-latest', 'gpt-4.1', 'gpt-4.1-nano', 'gpt-4.5-preview',
+      'gpt-5', 'gpt-5-mini', 'o1', 'o1-mini', 'o3', 'o4-mini', 'gpt-oss-120b', 'ft:gpt-4o-mini:org::abc']) expect(encodingOf(m), m).toBe('o200k_base');
+    for (const m of ['gpt-4', 'gpt-4-turbo', 'gpt-3.5-turbo', 'claude-sonnet-4-5', 'claude-opus-4-1-20250805', 'deepseek-chat', 'o', 'omni', '']) {
+      expect(encodingOf(m), m).toBe('cl100k_base');
+    }
   });
 });
 

@@ -1,10 +1,11 @@
 // The counting worker (run by piscina from dist/relay/token-count/count-worker.js): one task at a time per
 // thread, ranks loaded once per thread. Tasks are plain data; see TokenCounter for the API.
-import { countText, countWithCarry, warmUp } from './bpe-count.js';
+import { countText, countWithCarry, warmUp, type Encoding } from './bpe-count.js';
 import { decodePieces } from './delta-text.js';
 import { promptParts } from './prompt-text.js';
 
-export type CountTask =
+/** `encoding`: cl100k_base when absent (encoding-of.ts says which model takes which). */
+export type CountTask = (
   | { kind: 'text'; text: string }
   /** `json` is the raw request body (parsed here, off the event loop); `body` an already parsed one. */
   | { kind: 'prompt'; json?: Uint8Array; body?: unknown }
@@ -12,7 +13,8 @@ export type CountTask =
    * Delivered text as DeliveredTextCounter keeps it: the raw JSON string contents of the deltas' text,
    * one piece per line (delta-text.ts); `carry` from the previous batch.
    */
-  | { kind: 'deltas'; data: Uint8Array; carry: string; final: boolean };
+  | { kind: 'deltas'; data: Uint8Array; carry: string; final: boolean }
+) & { encoding?: Encoding };
 
 export type CountResult = { count: number; carry: string };
 
@@ -21,18 +23,18 @@ warmUp();
 export default function count(task: CountTask): CountResult {
   switch (task.kind) {
     case 'text':
-      return { count: countText(task.text), carry: '' };
+      return { count: countText(task.text, task.encoding), carry: '' };
     case 'prompt': {
       let body = task.body;
       if (task.json) body = JSON.parse(Buffer.from(task.json.buffer, task.json.byteOffset, task.json.byteLength).toString('utf8'));
       const parts = promptParts(body);
       let n = parts.opaqueTokens;
-      for (const t of parts.text) n += countText(t);
+      for (const t of parts.text) n += countText(t, task.encoding);
       return { count: n, carry: '' };
     }
     case 'deltas': {
       const text = decodePieces(Buffer.from(task.data.buffer, task.data.byteOffset, task.data.byteLength));
-      return countWithCarry(task.carry + text, task.final, true);
+      return countWithCarry(task.carry + text, task.final, true, task.encoding);
     }
   }
 }

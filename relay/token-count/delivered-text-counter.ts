@@ -21,6 +21,7 @@
 // counter holds no buffer.
 import { findDeltaText, type TextRange } from './delta-text.js';
 import type { TokenCounter } from './token-counter.js';
+import type { Encoding } from './bpe-count.js';
 
 export interface DeliveredTextCounterOptions {
   /** Pending text bytes that make a batch. Default 256 KiB. */
@@ -29,6 +30,8 @@ export interface DeliveredTextCounterOptions {
   maxOutstandingBytes?: number;
   /** Called when congestion starts (true) and ends (false). */
   onCongestion?: (congested: boolean) => void;
+  /** The model's encoding (encoding-of.ts); cl100k_base when absent. */
+  encoding?: Encoding;
 }
 
 type Counter = Pick<TokenCounter, 'countDeltas'>;
@@ -46,6 +49,7 @@ export class DeliveredTextCounter {
   readonly maxOutstandingBytes: number;
   readonly #counter: Counter;
   readonly #onCongestion: ((congested: boolean) => void) | undefined;
+  readonly #encoding: Encoding | undefined;
 
   #pending: Buffer = EMPTY;
   #pendingBytes = 0;
@@ -69,6 +73,7 @@ export class DeliveredTextCounter {
     this.flushBytes = Math.max(1, options.flushBytes ?? 256 * 1024);
     this.maxOutstandingBytes = Math.max(this.flushBytes, options.maxOutstandingBytes ?? 4 * this.flushBytes);
     this.#onCongestion = options.onCongestion;
+    this.#encoding = options.encoding;
   }
 
   /** Text bytes waiting (raw, escaped), not yet sent to a worker. */
@@ -177,7 +182,7 @@ export class DeliveredTextCounter {
       try {
         await previous; // always yields first: `current` is set before the finally block can run
         if (this.#error || this.#discarded) return;
-        const r = await this.#counter.countDeltas(batch, this.#carry, final);
+        const r = await this.#counter.countDeltas(batch, this.#carry, final, this.#encoding);
         this.#count += r.count;
         this.#carry = r.carry;
       } catch (err) {

@@ -1,5 +1,5 @@
 // Token counting off the event loop: a piscina pool of worker threads running count-worker.ts
-// (cl100k_base, see bpe-count.ts for what a count is). The event loop only posts the task (a copy of
+// (cl100k_base or o200k_base, see bpe-count.ts for what a count is). The event loop only posts the task (a copy of
 // the bytes or of the string) and awaits the answer.
 //
 // The worker file is the compiled one, dist/relay/token-count/count-worker.js: the services run from
@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import { projectRoot } from '../../infra/project-root.js';
 import type { CountResult, CountTask } from './count-worker.js';
+import type { Encoding } from './bpe-count.js';
 
 export interface TokenCounterOptions {
   /** Threads kept alive. Default 1. */
@@ -40,7 +41,7 @@ export function countWorkerFile(): string {
 /** A place in the prompt queue (TokenCounter.takePromptPlace). */
 export interface PromptPlace {
   /** The prompt's tokens, counted in this place, which it then frees. */
-  count(body: unknown): Promise<number>;
+  count(body: unknown, encoding?: Encoding): Promise<number>;
   /** Frees the place unused (nothing when it was used or freed already). */
   release(): void;
 }
@@ -75,9 +76,9 @@ export class TokenCounter {
     this.#maxPrompts = options.maxQueue === undefined ? Infinity : maxThreads + Math.max(0, options.maxQueue);
   }
 
-  /** Tokens of a text. */
-  async countText(text: string): Promise<number> {
-    return (await this.#run({ kind: 'text', text })).count;
+  /** Tokens of a text (cl100k_base unless `encoding` says otherwise, here and below). */
+  async countText(text: string, encoding?: Encoding): Promise<number> {
+    return (await this.#run({ kind: 'text', text, encoding })).count;
   }
 
   /**
@@ -86,10 +87,10 @@ export class TokenCounter {
    * Pass the raw body bytes (Buffer/Uint8Array) to have it parsed in the worker as well: only a copy
    * of the bytes is made on the event loop, where a parsed object would be structured-cloned.
    */
-  async countPrompt(body: unknown): Promise<number> {
+  async countPrompt(body: unknown, encoding?: Encoding): Promise<number> {
     const place = this.takePromptPlace();
     if (place === null) throw new CountQueueFull();
-    return place.count(body);
+    return place.count(body, encoding);
   }
 
   /**
@@ -109,10 +110,10 @@ export class TokenCounter {
       this.#prompts--;
     };
     return {
-      count: async (body: unknown) => {
+      count: async (body: unknown, encoding?: Encoding) => {
         if (!held) throw new Error('prompt place already used or released');
         try {
-          return (await this.#run(promptTask(body))).count;
+          return (await this.#run(promptTask(body, encoding))).count;
         } finally {
           release();
         }
@@ -126,10 +127,10 @@ export class TokenCounter {
    * length, since refused, a prompt the provider billed went unbilled. It still counts in the queue
    * that refuses count_tokens calls and reservation counts.
    */
-  async countBilledPrompt(body: unknown): Promise<number> {
+  async countBilledPrompt(body: unknown, encoding?: Encoding): Promise<number> {
     this.#prompts++;
     try {
-      return (await this.#run(promptTask(body))).count;
+      return (await this.#run(promptTask(body, encoding))).count;
     } finally {
       this.#prompts--;
     }
@@ -139,8 +140,8 @@ export class TokenCounter {
    * One batch of delivered text (used by DeliveredTextCounter): the raw JSON string contents of the
    * deltas' text, one piece per line.
    */
-  countDeltas(data: Uint8Array, carry: string, final: boolean): Promise<CountResult> {
-    return this.#run({ kind: 'deltas', data: exact(data), carry, final });
+  countDeltas(data: Uint8Array, carry: string, final: boolean, encoding?: Encoding): Promise<CountResult> {
+    return this.#run({ kind: 'deltas', data: exact(data), carry, final, encoding });
   }
 
   /** Threads currently running and tasks waiting, for metrics. */
@@ -161,8 +162,8 @@ export class TokenCounter {
 }
 
 /** A prompt's count task: raw bytes are parsed in the worker, an object is structured-cloned. */
-function promptTask(body: unknown): CountTask {
-  return body instanceof Uint8Array ? { kind: 'prompt', json: exact(body) } : { kind: 'prompt', body };
+function promptTask(body: unknown, encoding: Encoding | undefined): CountTask {
+  return body instanceof Uint8Array ? { kind: 'prompt', json: exact(body), encoding } : { kind: 'prompt', body, encoding };
 }
 
 /** Posting a view copies its whole ArrayBuffer (a pooled Buffer shares an 8 KiB slab): copy just the view. */
