@@ -56,6 +56,10 @@ const schema = z.object({
   REDIS_SETTLE_WAIT_REPLICAS: z.coerce.number().int().min(0).optional(),
   // How long a WAIT waits for the replicas; past it the batch's settlements are replayed later.
   REDIS_SETTLE_WAIT_MS: positiveInt.default(1000),
+  // A shard whose replicas confirmed nothing for this long (its replica down or gone) has its
+  // settlements confirmed on its master alone, so that the spools stop growing; 0: held until a
+  // replica confirms. relay/messages/settlement-confirm.ts.
+  REDIS_SETTLE_WAIT_GIVE_UP_MS: z.coerce.number().int().min(0).default(60_000),
   // A billing worker's hold on a shard's stream lasts this long unless renewed (every third of it):
   // a worker that died gives its shards up to the others after at most this.
   BILLING_SHARD_LEASE_MS: positiveInt.default(10_000),

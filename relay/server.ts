@@ -260,7 +260,12 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const spool = SettlementSpool.open(join(config.RELAY_SPOOL_DIR, config.REDIS_PREFIX), log);
   // WAIT holds its connection until the replicas answer: never the hot path's.
   const replication = waitReplicas > 0 ? createRedis(config, 'relay-settle-wait', { blocking: true }) : null;
-  if (replication) spool.confirmReplicationWith(replicationCheck(replication, keys, waitReplicas, config.REDIS_SETTLE_WAIT_MS, log));
+  if (replication) {
+    spool.confirmReplicationWith(replicationCheck(replication, keys, waitReplicas, config.REDIS_SETTLE_WAIT_MS, log, {
+      giveUpMs: config.REDIS_SETTLE_WAIT_GIVE_UP_MS, onUnreplicated: (n) => relayMetrics.unreplicatedSettlements.inc(n),
+    }));
+  }
+  relayMetrics.watchSpool(() => spool.pendingCount);
   const replaySpool = (): void => {
     spool.replay((s) => quota.settle(s)).catch((err: unknown) => log.error({ err }, 'settlement spool replay failed'));
   };

@@ -76,6 +76,26 @@ describe('replicationCheck with settled markers', () => {
     expect(await check([s])).toEqual([]);
   });
 
+  it('confirms a shard no replica confirms for giveUpMs on its master alone, markers still checked; never with 0', async () => {
+    // The test Redis has no replica: WAIT 1 answers 0.
+    const warn = vi.fn();
+    const quiet = { ...log, warn } as unknown as Logger;
+    let unreplicated = 0;
+    const patient = replicationCheck(redis, keys, 1, 50, quiet, { giveUpMs: 400, onUnreplicated: (n) => { unreplicated += n; } });
+    const strict = replicationCheck(redis, keys, 1, 50, quiet, { giveUpMs: 0 });
+    const s = await reserved(settlement());
+    expect(await store.settle(s)).toBe(true);
+    expect(await patient([s])).toEqual([]);
+    expect(await strict([s])).toEqual([]);
+    await new Promise((r) => setTimeout(r, 450));
+    const lost = settlement(); // its marker is nowhere: a replay must settle it first
+    await store.seedAccount(lost.userId);
+    expect(ids(await patient([s, lost]))).toEqual([s.requestId]);
+    expect(unreplicated).toBe(1);
+    expect(warn.mock.calls.filter(([, msg]) => String(msg).includes('master alone'))).toHaveLength(1);
+    expect(await strict([s])).toEqual([]);
+  });
+
   it('confirms on WAIT alone the settlements that leave no marker, which a replay could not change', async () => {
     const legacy = settlement({ minute: undefined, limited: undefined });
     const late = settlement({ minute: currentMinute() - 10 });

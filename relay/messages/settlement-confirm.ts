@@ -18,6 +18,14 @@
 // account's set of settled reservations, settleReservations-8n.lua, written with replicas only): one
 // missing on the node that answered WAIT is not confirmed, and its replay settles it there (a lost
 // reservation's settlement bills once).
+//
+// A shard whose replicas confirm nothing for `giveUpMs` (its replica is down or gone: a replica that
+// comes back resyncs everything its master has) has its settlements confirmed on its master alone,
+// with a warning a minute and gateway_relay_settlements_unreplicated_total. Held until the replica
+// returned, they grew the spool's memory without bound (a probe: 9,216 in 35 s on one relay; some
+// 1.5 KB each), and every replay sent each of them to Redis again. What the wait still guards against
+// past that point is the master dying before its replica is back, which no failover can then save
+// (nothing is left to promote but a replica without those writes): the master's AOF keeps them.
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../infra/logger.js';
 import { followMoved, isMoved } from '../../infra/redis/client.js';
@@ -39,7 +47,14 @@ const LOST_WINDOW_MS = (600 - 60) * 1000;
 export interface ReplicationCheckOptions {
   /** LOST_WINDOW_MS unless given: a relay with another marker life passes its own. */
   lostWindowMs?: number;
+  /** A shard whose replicas confirmed nothing for this long is confirmed on its master alone; 0: never (REDIS_SETTLE_WAIT_GIVE_UP_MS). */
+  giveUpMs?: number;
+  /** Called with the number of settlements confirmed on a master alone. */
+  onUnreplicated?: (count: number) => void;
 }
+
+/** How often the warning about a shard confirmed on its master alone is repeated. */
+const UNREPLICATED_WARN_MS = 60_000;
 
 /**
  * A settlement whose replay could bill a lost reservation, and whose marker must therefore be found.
@@ -68,6 +83,10 @@ export function replicationCheck(
   redis: Redis, keys: RedisKeys, replicas: number, timeoutMs: number, log: Logger, opts: ReplicationCheckOptions = {},
 ): ReplicationCheck {
   const lostWindowMs = opts.lostWindowMs ?? LOST_WINDOW_MS;
+  const giveUpMs = opts.giveUpMs ?? 0;
+  /** Per shard: when its replicas last confirmed (or when it was first checked). */
+  const replicatedAt = new Map<number, number>();
+  const warnedAt = new Map<number, number>();
   return async (batch) => {
     const byShard = new Map<number, SettleRequest[]>();
     for (const s of batch) {
@@ -96,14 +115,27 @@ export function replicationCheck(
         ]);
         const acked = results?.[results.length - 1];
         const markers = results?.slice(1, 1 + marked.size) ?? [];
-        if (acked && !acked[0] && Number(acked[1]) >= replicas && !results![0]![0] && markers.every(([err]) => !err)) {
+        const answered = acked !== undefined && !acked[0] && !results![0]![0] && markers.every(([err]) => !err);
+        const enough = answered && Number(acked[1]) >= replicas;
+        if (enough || !replicatedAt.has(shard)) replicatedAt.set(shard, nowMs);
+        const givenUp = answered && !enough && giveUpMs > 0 && nowMs - replicatedAt.get(shard)! >= giveUpMs;
+        if (enough || givenUp) {
           const missing = new Set<SettleRequest>();
           let at = 0;
           for (const settlements of marked.values()) {
             const scores = markers[at++]![1] as (string | null)[];
             settlements.forEach((s, i) => { if (scores[i] === null || scores[i] === undefined) missing.add(s); });
           }
+          const before = confirmed.length;
           for (const s of group) if (!missing.has(s)) confirmed.push(s);
+          if (givenUp) {
+            opts.onUnreplicated?.(confirmed.length - before);
+            if (nowMs - (warnedAt.get(shard) ?? -Infinity) >= UNREPLICATED_WARN_MS) {
+              warnedAt.set(shard, nowMs);
+              log.warn({ shard, unreplicatedForMs: nowMs - replicatedAt.get(shard)!, acked: Number(acked[1]) },
+                'no replica has confirmed this shard\'s settlements for REDIS_SETTLE_WAIT_GIVE_UP_MS: confirmed on its master alone until one does');
+            }
+          }
           if (missing.size > 0) log.warn({ shard, missing: missing.size }, 'settled markers missing on the node that answered WAIT (a failover lost them): kept for replay');
         } else {
           // A pipeline whose WAIT answered is not rerouted by ioredis when its write was MOVED (a

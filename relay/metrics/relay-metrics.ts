@@ -16,6 +16,8 @@
 //   gateway_relay_settle_failures_total                 settlements that failed (left to the reaper)
 //   gateway_relay_over_reservation_total                settlements that cost more than was reserved
 //   gateway_relay_usage_above_bound_total               settlements whose provider reported more than the request could use (billed at its bound)
+//   gateway_relay_spool_pending                         settlements in the spool: not yet taken by Redis, or not yet confirmed on a replica
+//   gateway_relay_settlements_unreplicated_total        settlements confirmed on their master alone (no replica confirmed for REDIS_SETTLE_WAIT_GIVE_UP_MS)
 //   gateway_relay_prompt_counts_total                   prompts sent to the token-counting workers
 //   gateway_relay_handler_errors_total                  exceptions a route handler threw (answered 4xx/5xx)
 //   gateway_relay_unhandled_rejections_total            promise rejections nothing handled (logged, kept serving)
@@ -47,6 +49,9 @@ export class RelayMetrics {
   readonly opened = this.registry.register(new Counter('gateway_relay_reservations_opened_total', 'Credit reservations made.'));
   readonly closed = this.registry.register(new Counter('gateway_relay_reservations_closed_total', 'Credit reservations settled.'));
   readonly outstanding = this.registry.register(new Gauge('gateway_relay_reservations_outstanding', 'Reservations made and not yet settled.', () => this.opened.value - this.closed.value));
+  #spoolPending: () => number = () => 0;
+  readonly spoolPending = this.registry.register(new Gauge('gateway_relay_spool_pending', 'Settlements in the spool: not yet taken by Redis, or not yet confirmed on a replica.', () => this.#spoolPending()));
+  readonly unreplicatedSettlements = this.registry.register(new Counter('gateway_relay_settlements_unreplicated_total', 'Settlements confirmed on their master alone: no replica confirmed their shard for REDIS_SETTLE_WAIT_GIVE_UP_MS.'));
   readonly pauses = this.registry.register(new Counter('gateway_relay_stream_pauses_total', 'Times a provider stream was paused because the client socket was full.'));
   readonly retries = this.registry.register(new Counter('gateway_relay_upstream_retries_total', 'Provider attempts retried on another channel.'));
   readonly settleFailures = this.registry.register(new Counter('gateway_relay_settle_failures_total', 'Settlements that failed; their reservation waits for the reaper.'));
@@ -85,6 +90,11 @@ export class RelayMetrics {
 
   overReservation(): void {
     this.overReservations.value++;
+  }
+
+  /** The spool whose pending settlements gateway_relay_spool_pending reports. */
+  watchSpool(pending: () => number): void {
+    this.#spoolPending = pending;
   }
 
   usageAboveBound(): void {
