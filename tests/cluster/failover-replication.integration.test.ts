@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pendingIn } from '../../relay/messages/settlement-spool.js';
+import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
 import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack,
 } from '../harness/gateway-stack.js';
@@ -60,19 +61,39 @@ function spooled(dir: string): number {
   return readdirSync(dir).filter((f) => f.endsWith('.spool')).reduce((n, f) => n + pendingIn(readFileSync(join(dir, f), 'utf8')).length, 0);
 }
 
-async function failoverLosingReplication(stack: GatewayStack, spoolDir: string): Promise<Books> {
+interface Picked { id: number; key: string; master: number; replica: number }
+
+/** A fresh account on a master that still has a replica (an earlier run's promoted replica has none), with a limited key. */
+async function accountWithReplica(stack: GatewayStack): Promise<Picked> {
   await mockChannel(stack, [MODEL]);
-  // An account on a master that still has a replica (an earlier run's promoted replica has none).
-  let picked: { id: number; key: string; master: number; replica: number } | null = null;
-  for (let tries = 0; tries < 16 && picked === null; tries++) {
+  for (let tries = 0; tries < 16; tries++) {
     const account = await fundedAccount(stack, FUNDS);
     const master = await masterPortOf(stack, stack.keys.accountBalance(account.id));
     const [replica] = await replicasOf(master);
     if (replica !== undefined) {
-      picked = { id: account.id, master, replica, key: (await createApiKey(stack, account, { unlimited_quota: false, remain_quota: FUNDS })).key };
+      return { id: account.id, master, replica, key: (await createApiKey(stack, account, { unlimited_quota: false, remain_quota: FUNDS })).key };
     }
   }
-  if (picked === null) throw new Error('no account landed on a master with a replica');
+  throw new Error('no account landed on a master with a replica');
+}
+
+/** The account's books once nothing of it is open, spooled or unbilled any more. */
+async function booksOf(stack: GatewayStack, spoolDir: string, id: number, served: number): Promise<Books> {
+  const deadline = Date.now() + 30_000;
+  const deadlines = stack.keys.reservationDeadlines(stack.keys.shardOf(id));
+  while ((await stack.redis.zscan(deadlines, '0', 'MATCH', `${id}:*`))[1].length > 0 || spooled(join(spoolDir, stack.config.REDIS_PREFIX)) > 0) {
+    if (Date.now() > deadline) throw new Error(`not settled after 30 s: ${spooled(join(spoolDir, stack.config.REDIS_PREFIX))} settlements spooled`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await billingSettled(stack, 30_000);
+  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${id}`;
+  const [l] = await stack.sql`SELECT COUNT(*) FILTER (WHERE type = 2)::int AS n, COALESCE(SUM(quota), 0)::bigint AS q
+                              FROM ledger WHERE user_id = ${id} AND type IN (2, 5)`;
+  return { served, ledgerRows: l!.n as number, quota: Number(u!.quota), ledgerSum: Number(l!.q), mirror: await stack.quota.accountBalance(id) };
+}
+
+async function failoverLosingReplication(stack: GatewayStack, spoolDir: string): Promise<Books> {
+  const picked = await accountWithReplica(stack);
   const client = new Anthropic({ apiKey: picked.key, baseURL: stack.relayUrl, maxRetries: 0 });
   const ask = (i: number) => client.messages.create({ model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: `hello ${i}` }] });
 
@@ -96,7 +117,7 @@ async function failoverLosingReplication(stack: GatewayStack, spoolDir: string):
   stopped.splice(stopped.indexOf(picked.replica), 1);
   await withNode(picked.replica, (r) => r.call('CLUSTER', 'FAILOVER', 'TAKEOVER'));
   const promotedBy = Date.now() + 20_000;
-  while ((await masterPortOf(stack, stack.keys.accountBalance(picked.id)).catch(() => picked!.master)) !== picked.replica) {
+  while ((await masterPortOf(stack, stack.keys.accountBalance(picked.id)).catch(() => picked.master)) !== picked.replica) {
     if (Date.now() > promotedBy) throw new Error('the replica did not take over');
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -105,17 +126,43 @@ async function failoverLosingReplication(stack: GatewayStack, spoolDir: string):
   cluster.start();
 
   // Closed once no reservation of the account is open, the spool holds nothing and billing took every event.
-  const deadline = Date.now() + 30_000;
-  const deadlines = stack.keys.reservationDeadlines(stack.keys.shardOf(picked.id));
-  while ((await stack.redis.zscan(deadlines, '0', 'MATCH', `${picked.id}:*`))[1].length > 0 || spooled(join(spoolDir, stack.config.REDIS_PREFIX)) > 0) {
-    if (Date.now() > deadline) throw new Error(`not settled after 30 s: ${spooled(join(spoolDir, stack.config.REDIS_PREFIX))} settlements spooled`);
-    await new Promise((r) => setTimeout(r, 200));
+  return booksOf(stack, spoolDir, picked.id, served);
+}
+
+/**
+ * A replica that stays down: its master's settlements are held in the spool for giveUpMs, then
+ * confirmed on the master alone, so the spool drains while the replica is still stopped; the books
+ * close, and the replica, resumed, resyncs.
+ */
+async function replicaDownForLong(stack: GatewayStack, spoolDir: string): Promise<Books & { unreplicated: number; spooledWhileDown: number }> {
+  const picked = await accountWithReplica(stack);
+  const client = new Anthropic({ apiKey: picked.key, baseURL: stack.relayUrl, maxRetries: 0 });
+  const ask = (i: number) => client.messages.create({ model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: `down ${i}` }] });
+  await ask(-1);
+  await withNode(picked.master, (r) => r.call('WAIT', 1, 5000));
+  const unreplicatedBefore = relayMetrics.unreplicatedSettlements.value;
+  process.kill(pidOf(picked.replica), 'SIGSTOP');
+  stopped.push(picked.replica);
+  let served = 1;
+  try {
+    await withNode(picked.master, (r) => r.call('CLIENT', 'KILL', 'TYPE', 'replica'));
+    for (let i = 0; i < REQUESTS; i++) {
+      await ask(i);
+      served++;
+    }
+    const drainedBy = Date.now() + 20_000;
+    while (spooled(join(spoolDir, stack.config.REDIS_PREFIX)) > 0 && Date.now() < drainedBy) await new Promise((r) => setTimeout(r, 200));
+    const spooledWhileDown = spooled(join(spoolDir, stack.config.REDIS_PREFIX));
+    const unreplicated = relayMetrics.unreplicatedSettlements.value - unreplicatedBefore;
+    process.kill(pidOf(picked.replica), 'SIGCONT');
+    stopped.splice(stopped.indexOf(picked.replica), 1);
+    return { ...await booksOf(stack, spoolDir, picked.id, served), unreplicated, spooledWhileDown };
+  } finally {
+    if (stopped.includes(picked.replica)) {
+      process.kill(pidOf(picked.replica), 'SIGCONT');
+      stopped.splice(stopped.indexOf(picked.replica), 1);
+    }
   }
-  await billingSettled(stack, 30_000);
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${picked.id}`;
-  const [l] = await stack.sql`SELECT COUNT(*) FILTER (WHERE type = 2)::int AS n, COALESCE(SUM(quota), 0)::bigint AS q
-                              FROM ledger WHERE user_id = ${picked.id} AND type IN (2, 5)`;
-  return { served, ledgerRows: l!.n as number, quota: Number(u!.quota), ledgerSum: Number(l!.q), mirror: await stack.quota.accountBalance(picked.id) };
 }
 
 describe.skipIf(!ENABLED)('a Redis failover that loses unreplicated writes', () => {
@@ -128,25 +175,34 @@ describe.skipIf(!ENABLED)('a Redis failover that loses unreplicated writes', () 
     cluster.stop();
   }, 60_000);
 
-  async function run(waitReplicas: string): Promise<Books> {
+  async function run<T>(waitReplicas: string, scenario: (stack: GatewayStack, spoolDir: string) => Promise<T>, env: Record<string, string> = {}): Promise<T> {
     const spoolDir = mkdtempSync(join(tmpdir(), 'failover-spool-'));
     const stack = await startGatewayStack({
       env: {
         REDIS_CLUSTER_NODES: NODES, REDIS_SHARDS: String(SHARDS), RELAY_SPOOL_DIR: spoolDir,
         REDIS_SETTLE_WAIT_REPLICAS: waitReplicas, REDIS_SETTLE_WAIT_MS: '300', RELAY_SPOOL_REPLAY_INTERVAL_MS: '500',
-        BILLING_CLAIM_IDLE_MS: '2000', RESERVATION_REAP_INTERVAL_MS: '1000',
+        BILLING_CLAIM_IDLE_MS: '2000', RESERVATION_REAP_INTERVAL_MS: '1000', ...env,
       },
     });
     try {
-      return await failoverLosingReplication(stack, spoolDir);
+      return await scenario(stack, spoolDir);
     } finally {
       await stack.close().catch(() => undefined);
       rmSync(spoolDir, { recursive: true, force: true });
     }
   }
 
+  it('a replica down past REDIS_SETTLE_WAIT_GIVE_UP_MS: the spool drains on the master alone, and the books close', async () => {
+    const b = await run('1', replicaDownForLong, { REDIS_SETTLE_WAIT_GIVE_UP_MS: '1500' });
+    expect(b.spooledWhileDown, 'spooled with the replica still stopped').toBe(0);
+    expect(b.unreplicated, 'settlements confirmed on the master alone').toBeGreaterThan(0);
+    expect(b.ledgerRows, 'one ledger row per served request').toBe(b.served);
+    expect(b.quota, 'users.quota = funded - ledger').toBe(FUNDS - b.ledgerSum);
+    expect(b.mirror, 'mirror = users.quota').toBe(b.quota);
+  }, 120_000);
+
   it('without WAIT (REDIS_SETTLE_WAIT_REPLICAS=0) requests are served free: the books do not close', async () => {
-    const b = await run('0');
+    const b = await run('0', failoverLosingReplication);
     // Lost with the master: settlements never billed, or billed from its stream while the promoted
     // replica's mirror never had the debit.
     const exact = b.ledgerRows === b.served && b.mirror === b.quota && b.quota === FUNDS - b.ledgerSum;
@@ -157,7 +213,7 @@ describe.skipIf(!ENABLED)('a Redis failover that loses unreplicated writes', () 
   }, 120_000);
 
   it('with WAIT 1 every served request is billed once and the books close exactly', async () => {
-    const b = await run('1');
+    const b = await run('1', failoverLosingReplication);
     expect(b.ledgerRows, 'one ledger row per served request').toBe(b.served);
     expect(b.quota, 'users.quota = funded - ledger').toBe(FUNDS - b.ledgerSum);
     expect(b.mirror, 'the promoted replica\'s mirror = users.quota').toBe(b.quota);
