@@ -94,6 +94,23 @@ export class Reply {
   }
 }
 
+/**
+ * Ends an answer without a body (a 204, a HEAD's). This uWS build writes `Content-Length:
+ * 9223372036854775808` for an undefined length, and after any length above 0 it waits for that many
+ * body bytes of its own: kept alive, the next request on the connection (a browser's POST after its
+ * preflight, a load balancer's second HEAD) was reset; closing, the connection stayed open to the idle
+ * timeout. Without arguments it sends no length and keeps the connection, so a HEAD's length goes as
+ * a header; closing, it is given as 0 (a HEAD's `Content-Length` is advisory, RFC 9110 §9.3.2).
+ */
+function endWithoutBody(res: HttpResponse, length: number, close: boolean): void {
+  if (close) {
+    res.endWithoutBody(0, true);
+    return;
+  }
+  if (length > 0) res.writeHeader('content-length', String(length));
+  res.endWithoutBody();
+}
+
 function sendReply(reply: Reply): void {
   if (reply.aborted) return;
   const res = reply.res;
@@ -106,8 +123,7 @@ function sendReply(reply: Reply): void {
       const headers = reply.headers;
       if (headers !== null) for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
       const close = reply.status >= 400 || closesConnection();
-      if (reply.status === 204) res.endWithoutBody(undefined, close);
-      else if (reply.headOnly) res.endWithoutBody(Buffer.byteLength(reply.body), close);
+      if (reply.status === 204 || reply.headOnly) endWithoutBody(res, reply.status === 204 ? 0 : Buffer.byteLength(reply.body), close);
       else res.end(reply.body, close);
     });
   } catch {

@@ -157,6 +157,67 @@ describe('a kept-alive client', () => {
   });
 });
 
+describe('answers without a body (a preflight\'s 204, a HEAD\'s)', () => {
+  /** Writes each request on one connection after the answer to the one before; the raw bytes read. */
+  async function inTurn(requests: string[]): Promise<string[]> {
+    const sock = connect(port, '127.0.0.1');
+    sock.on('error', () => {});
+    sock.setEncoding('latin1');
+    let text = '';
+    let closed = false;
+    sock.on('data', (d: string) => { text += d; });
+    sock.on('close', () => { closed = true; });
+    await once(sock, 'connect');
+    const answers: string[] = [];
+    try {
+      for (const request of requests) {
+        text = '';
+        sock.write(request, 'latin1');
+        const by = Date.now() + 3_000;
+        // An answer is whole once its headers are and, with a length and a body, that many bytes.
+        while (!closed && Date.now() < by) {
+          const end = text.indexOf('\r\n\r\n');
+          if (end >= 0) {
+            const head = answerOf(text);
+            const bodyWanted = !request.startsWith('HEAD') && head.status !== 204 ? Number(head.headers['content-length'] ?? 0) : 0;
+            if (text.length >= end + 4 + bodyWanted) break;
+          }
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        answers.push(text);
+      }
+    } finally {
+      sock.destroy();
+    }
+    return answers;
+  }
+
+  it('keeps the connection for the request after them: a browser\'s POST after its preflight, a second HEAD', async () => {
+    const body = JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'Hi' }] });
+    const post = `POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\nanthropic-version: 2023-06-01\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+    const preflight = 'OPTIONS /v1/messages HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: x-api-key, content-type\r\n\r\n';
+    const head = 'HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n';
+    const [first, second, third, fourth] = await inTurn([preflight, post, head, head]);
+    expect(answerOf(first!).status).toBe(204);
+    // No length at all on a 204 (RFC 9110 §8.6); this uWS build wrote 2^63 for none.
+    expect(answerOf(first!).headers['content-length']).toBeUndefined();
+    expect(answerOf(second!).status).toBe(200);
+    expect(JSON.parse(answerOf(second!).body)).toMatchObject({ type: 'message' });
+    for (const a of [third!, fourth!]) {
+      expect(answerOf(a).status).toBe(200);
+      expect(answerOf(a).headers['content-length']).toBe(String('{"status":"ok"}'.length));
+      expect(a.endsWith('\r\n\r\n')).toBe(true);
+    }
+  });
+
+  it('sends no body with a HEAD\'s 404, and closes the connection at once as after any error', async () => {
+    const { text, timedOut } = await sendUntilClosed('HEAD /v1/nothing-here HTTP/1.1\r\nHost: x\r\n\r\n', 2_000);
+    expect(timedOut).toBe(false);
+    expect(answerOf(text).status).toBe(404);
+    expect(text.endsWith('\r\n\r\n')).toBe(true);
+  });
+});
+
 /** Sends `bytes` on a new connection and reads until the relay closes it; `timedOut` when it did not. */
 async function sendUntilClosed(bytes: string, timeoutMs = 5_000): Promise<{ text: string; timedOut: boolean }> {
   const sock = connect(port, '127.0.0.1');

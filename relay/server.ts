@@ -324,7 +324,9 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     .any('/*', guarded(log, 'not_found', (res, req) => {
       // A body sent to a path that does not exist (an SDK's endpoint the gateway does not serve) is
       // read to its end before the 404, so that the client reads the 404 (BodyLinger).
-      new Reply(res, declaredLengthOf(req)).json(404, notFoundBody(req, notFound));
+      const reply = new Reply(res, declaredLengthOf(req));
+      reply.headOnly = req.getMethod() === 'head';
+      reply.json(404, notFoundBody(req, notFound));
     }));
 
   const releaseAll = async (): Promise<void> => {
