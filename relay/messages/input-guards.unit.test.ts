@@ -2,7 +2,7 @@
 // values as HTTP (and undici) allow them.
 import { describe, expect, it } from 'vitest';
 import { isHttpFieldValue } from './header-values.js';
-import { MAX_JSON_DEPTH, rawJsonProblem, rawJsonRefusal } from './raw-json-guard.js';
+import { MAX_JSON_DEPTH, MAX_JSON_KEYS, rawJsonProblem, rawJsonRefusal } from './raw-json-guard.js';
 
 const b = (s: string) => Buffer.from(s);
 
@@ -64,8 +64,33 @@ describe('rawJsonProblem: a key named twice in one object', () => {
     expect(repeated(many(17))).toBeNull();
     expect(repeated(many(17, ',"k3":0'))).toBe('k3');
     expect(repeated(many(17, ',"k16":0'))).toBe('k16');
-    expect(repeated(many(200_000))).toBeNull();
-    expect(repeated(many(200_000, ',"k199999":1'))).toBe('k199999');
+    expect(repeated(many(MAX_JSON_KEYS - 1))).toBeNull();
+    expect(repeated(many(MAX_JSON_KEYS - 1, `,"k${MAX_JSON_KEYS - 2}":1`))).toBe(`k${MAX_JSON_KEYS - 2}`);
+  });
+
+  it('decodes every escape in the compared keys as JSON.parse does', () => {
+    const keys = ['a\\nb', 'tab\\there', 'sl\\/ash', 'q\\"uote', 'back\\\\slash', '\\b\\f\\r', 'caf\\u00e9', 'smile \\ud83d\\ude00', 'lone \\ud800', 'x'];
+    const decoded = keys.map((k) => JSON.parse(`"${k}"`) as string);
+    // Every character \u-escaped, in capitals: the same key to JSON.parse.
+    const escaped = decoded.map((k) => [...k].flatMap((ch) => ch.length === 2 ? [ch[0]!, ch[1]!] : [ch]).map((ch) => `\\u${ch.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`).join(''));
+    const filler = Array.from({ length: 20 }, (_, i) => `"f${i}":0`).join(',');
+    for (let i = 0; i < keys.length; i++) {
+      const text = `{${filler},"${keys[i]}":1,"${escaped[i]}":2}`;
+      expect(Object.keys(JSON.parse(text) as object)).toHaveLength(21);
+      expect(repeated(text), keys[i]).toBe(decoded[i]);
+      expect(repeated(`{${filler},"${keys[i]}":1,"${escaped[(i + 1) % keys.length]}":2}`), keys[i]).toBeNull();
+    }
+  });
+
+  it(`refuses a body of more than ${MAX_JSON_KEYS} keys in all, however they are spread, before any is parsed`, () => {
+    const inOne = (n: number) => `{"metadata":{${Array.from({ length: n }, (_, i) => `"\\u0061${i}":0`).join(',')}}}`;
+    expect(rawJsonProblem(b(inOne(MAX_JSON_KEYS - 1)))).toBeNull();
+    expect(rawJsonProblem(b(inOne(MAX_JSON_KEYS)))?.kind).toBe('too_many_keys');
+    const spread = `[${Array.from({ length: MAX_JSON_KEYS / 10 + 1 }, (_, i) => `{${Array.from({ length: 10 }, (__, j) => `"k${i}_${j}":0`).join(',')}}`).join(',')}]`;
+    expect(rawJsonProblem(b(spread))?.kind).toBe('too_many_keys');
+    // A key's text in a string is no key.
+    expect(rawJsonProblem(b(JSON.stringify({ text: inOne(MAX_JSON_KEYS * 2) })))).toBeNull();
+    expect(rawJsonRefusal(b(spread))!.message).toMatch(/more than 50,000 object keys/);
   });
 
   it('finds none in random bodies without a repeat, and the one put into a random object of each', () => {
