@@ -199,3 +199,37 @@ describe('count_tokens', () => {
     expect(after.slice(COUNTS_PER_MINUTE - served).every((s) => s === 429)).toBe(true);
   });
 });
+
+describe('count_tokens, one key\'s counts in flight (COUNT_TOKENS_IN_FLIGHT_PER_KEY)', () => {
+  // A queue with room for all: what bounds a key is its own places. One key's 16 counts of 8 MB at
+  // once made another key's count of a line wait 18 s behind them.
+  let own: GatewayStack;
+  beforeAll(async () => {
+    own = await startGatewayStack({ env: { COUNT_TOKENS_IN_FLIGHT_PER_KEY: '2', TOKEN_WORKERS: '1', TOKEN_QUEUE_MAX: '64', COUNT_TOKENS_PER_MINUTE: '1000' } });
+    await mockChannel(own, [MODEL]);
+  });
+  afterAll(async () => {
+    await own?.close();
+  });
+
+  it('answers a key over its places 429 with retry-after, before its budget, while another key is counted', async () => {
+    const account = await fundedAccount(own, RICH);
+    const [busy, other] = [(await createApiKey(own, account)).key, (await createApiKey(own, account)).key];
+    const oneRelay = `http://127.0.0.1:${own.relay.port}`;
+    const huge = { model: MODEL, messages: [{ role: 'user', content: 'word '.repeat(400_000) }] };
+    const burst = Promise.all(Array.from({ length: 8 }, () => countTokens(busy, huge, oneRelay)
+      .then(async (r) => ({ status: r.status, retryAfter: r.headers.get('retry-after'), json: (await r.json()) as { error?: { type: string; message: string } } }))));
+    const small = await countTokens(other, { model: MODEL, messages: [{ role: 'user', content: 'hello' }] }, oneRelay);
+    expect(small.status).toBe(200);
+    const answers = await burst;
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(2);
+    const refused = answers.filter((a) => a.status === 429);
+    expect(refused).toHaveLength(6);
+    for (const r of refused) {
+      expect(r.retryAfter).toBe('1');
+      expect(r.json.error).toMatchObject({ type: 'rate_limit_error', message: expect.stringMatching(/2 token counts running already/) });
+    }
+    // Its places free again once its counts end.
+    expect((await countTokens(busy, { model: MODEL, messages: [{ role: 'user', content: 'hello' }] }, oneRelay)).status).toBe(200);
+  });
+});

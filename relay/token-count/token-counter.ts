@@ -23,6 +23,11 @@ export interface TokenCounterOptions {
    * with CountQueueFull. Default unbounded. Delivered-text batches are never refused (see the class).
    */
   maxQueue?: number;
+  /**
+   * Prompt counts one owner (an API key) may hold places for at once, queued or running; past it
+   * takePromptPlace answers 'owner_busy'. Default unbounded.
+   */
+  maxPerOwner?: number;
   /** Worker file; default: see the header. */
   workerFile?: string;
 }
@@ -62,6 +67,9 @@ export class CountQueueFull extends Error {
 export class TokenCounter {
   readonly #pool: Piscina<CountTask, CountResult>;
   readonly #maxPrompts: number;
+  readonly #maxPerOwner: number;
+  /** Places held per owner; an owner holding none is not kept. */
+  readonly #owners = new Map<number, number>();
   #prompts = 0;
   #closed = false;
 
@@ -74,6 +82,7 @@ export class TokenCounter {
       idleTimeout: 60_000,
     });
     this.#maxPrompts = options.maxQueue === undefined ? Infinity : maxThreads + Math.max(0, options.maxQueue);
+    this.#maxPerOwner = options.maxPerOwner === undefined ? Infinity : Math.max(1, options.maxPerOwner);
   }
 
   /** Tokens of a text (cl100k_base unless `encoding` says otherwise, here and below). */
@@ -98,16 +107,28 @@ export class TokenCounter {
    * budget of counts, in Redis), the count can no longer be refused after it. Checked after the
    * budget, a burst spent budget on counts the queue then refused (529), and the calls refused 429
    * meanwhile were spent for good. `count` runs the count in the place (once); `release` gives back
-   * a place not used.
+   * a place not used. 'owner_busy': `owner` holds maxPerOwner places already.
    */
-  takePromptPlace(): PromptPlace | null {
+  takePromptPlace(): PromptPlace | null;
+  takePromptPlace(owner: number): PromptPlace | null | 'owner_busy';
+  takePromptPlace(owner?: number): PromptPlace | null | 'owner_busy' {
+    // Per owner first: one key sending many large counts at once (8 MB each, about a second of a
+    // worker) made another key's count of a line wait 18 s behind them; the queue is first come, first served.
+    const ownerHeld = owner === undefined ? 0 : this.#owners.get(owner) ?? 0;
+    if (ownerHeld >= this.#maxPerOwner) return 'owner_busy';
     if (this.#prompts >= this.#maxPrompts) return null;
     this.#prompts++;
+    if (owner !== undefined) this.#owners.set(owner, ownerHeld + 1);
     let held = true;
     const release = (): void => {
       if (!held) return;
       held = false;
       this.#prompts--;
+      if (owner !== undefined) {
+        const left = (this.#owners.get(owner) ?? 1) - 1;
+        if (left > 0) this.#owners.set(owner, left);
+        else this.#owners.delete(owner);
+      }
     };
     return {
       count: async (body: unknown, encoding?: Encoding) => {

@@ -84,6 +84,28 @@ describe('TokenCounter', () => {
     }
   });
 
+  it('holds each owner to maxPerOwner places, queued or running, whatever room the queue has', async () => {
+    const c = new TokenCounter({ maxThreads: 1, maxPerOwner: 2 });
+    try {
+      const body = { messages: [{ role: 'user', content: 'x y z' }] };
+      const [a1, a2] = [c.takePromptPlace(7), c.takePromptPlace(7)];
+      expect(c.takePromptPlace(7)).toBe('owner_busy');
+      const b1 = c.takePromptPlace(8);
+      expect(b1).not.toBe('owner_busy');
+      expect(c.takePromptPlace()).not.toBeNull();
+      if (a1 === null || a1 === 'owner_busy' || a2 === null || a2 === 'owner_busy' || b1 === null || b1 === 'owner_busy') throw new Error('no place');
+      await a1.count(body);
+      const a3 = c.takePromptPlace(7);
+      expect(a3).not.toBe('owner_busy');
+      a2.release();
+      if (a3 !== null && a3 !== 'owner_busy') a3.release();
+      b1.release();
+      expect(c.takePromptPlace(7)).not.toBe('owner_busy');
+    } finally {
+      await c.close();
+    }
+  });
+
   it('rejects after close', async () => {
     const c = new TokenCounter({ maxThreads: 1 });
     await c.close();
