@@ -2,7 +2,7 @@
 // the page of the current path. Administrator pages are listed only for role >= 10 and each one
 // also refuses to render below it; the API refuses the calls anyway.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, call, onSignedOut } from './api/client';
+import { api, call, onSignedOut, type SignOutReason } from './api/client';
 import type { Account } from './api/types';
 import { ErrorText, Loading, errorText } from './components/ui';
 import { ROLE, ROLE_NAMES } from './format';
@@ -49,6 +49,12 @@ export function pagePath(raw: string): string {
   return raw.startsWith('/console/') ? raw.slice('/console'.length) : raw === '/console' ? '/' : raw;
 }
 
+/** What the login page says when the session ended under an open page. */
+const SIGNED_OUT_NOTICE: Record<SignOutReason, string> = {
+  ended: 'Your session expired; log in again.',
+  banned: 'You were signed out: this account is banned. Ask an administrator if you think this is a mistake.',
+};
+
 export function App() {
   const path = pagePath(usePath());
   const [account, setAccount] = useState<Account | null | undefined>(undefined);
@@ -74,12 +80,12 @@ export function App() {
   }, [path, account === null]);
   // A 401 while signed in: the session ended under the page (expired, revoked). The login page says
   // so; the path stays, so logging in again returns to the page that was open.
-  const [sessionExpired, setSessionExpired] = useState(false);
+  const [signedOut, setSignedOut] = useState<SignOutReason | null>(null);
   const signedIn = useRef(false);
   signedIn.current = !!account;
   const loggingOut = useRef(false);
-  useEffect(() => onSignedOut(() => {
-    if (signedIn.current && !loggingOut.current) setSessionExpired(true);
+  useEffect(() => onSignedOut((reason) => {
+    if (signedIn.current && !loggingOut.current) setSignedOut(reason);
     setAccount(null);
   }), []);
   // Signed in on the login or register address: the dashboard.
@@ -89,8 +95,8 @@ export function App() {
 
   if (account === undefined) return loadError ? <main class="auth"><ErrorText error={loadError} /></main> : <main class="auth"><Loading /></main>;
   if (account === null) {
-    return <AuthPage mode={path === '/register' ? 'register' : 'login'} notice={sessionExpired ? 'Your session expired; log in again.' : undefined}
-      onLoggedIn={() => { setSessionExpired(false); refreshAccount(); if (path === '/login' || path === '/register') navigate('/'); }} />;
+    return <AuthPage mode={path === '/register' ? 'register' : 'login'} notice={signedOut ? SIGNED_OUT_NOTICE[signedOut] : undefined}
+      onLoggedIn={() => { setSignedOut(null); refreshAccount(); if (path === '/login' || path === '/register') navigate('/'); }} />;
   }
 
   const isAdmin = account.role >= ROLE.admin;
@@ -101,7 +107,7 @@ export function App() {
 
   const logout = async () => {
     loggingOut.current = true;
-    try { await call(api.POST('/api/user/logout')); } finally { loggingOut.current = false; setSessionExpired(false); setAccount(null); navigate('/'); }
+    try { await call(api.POST('/api/user/logout')); } finally { loggingOut.current = false; setSignedOut(null); setAccount(null); navigate('/'); }
   };
 
   return (

@@ -11,6 +11,7 @@ interface Seen { method: string; path: string; headers: Headers; body: string }
 const seen: Seen[] = [];
 let signedIn = false;
 let role = 1;
+let banned = false;
 
 const account = () => ({
   id: 7, username: 'ada', display_name: 'Ada', role, status: 1, email: '', code_host_id: '', chat_platform_id: '', oidc_id: '',
@@ -33,6 +34,7 @@ beforeAll(() => {
       return answer(200, { success: true, message: '', data: { ...account(), token: '' } });
     }
     if (!signedIn) return answer(401, { success: false, message: 'not logged in' });
+    if (banned) return answer(403, { success: false, message: 'this account is banned' });
     if (url.pathname === '/api/user/self') return answer(200, { success: true, message: '', data: account() });
     if (url.pathname === '/api/log/self/daily') return answer(200, { success: true, message: '', data: [{ day: 0, requests: 2, quota: 500, prompt_tokens: 1, completion_tokens: 1 }] });
     if (url.pathname === '/api/log/self/stat') return answer(200, { success: true, message: '', data: { quota: 0, rpm: 0, tpm: 0 } });
@@ -63,7 +65,7 @@ describe('App', () => {
     for (const s of after) expect(s.headers.get('x-csrf-token'), s.path).toBe('csrf-of-the-session');
     // The dashboard's figures come from the account and the daily endpoint.
     await waitFor(() => expect(screen.getByRole('group', { name: "Today's requests" }).textContent).toContain('2'));
-    expect(screen.getByRole('group', { name: 'Balance' }).textContent).toContain('$2.000');
+    expect(screen.getByRole('group', { name: 'Balance' }).textContent).toContain('$2.00');
     expect(screen.queryByText('Administration')).toBeNull();
   });
 
@@ -73,5 +75,16 @@ describe('App', () => {
     render(<App />);
     await screen.findByText('Administration');
     expect(screen.getByRole('link', { name: 'Channels' }).getAttribute('href')).toBe('/admin/channels');
+  });
+
+  it('an account banned under an open page lands on the login page, which says it is banned', async () => {
+    role = 1;
+    const { App } = await import('./app');
+    render(<App />);
+    await screen.findByRole('button', { name: 'Log out' });
+    banned = true;
+    fireEvent.click(screen.getByRole('link', { name: 'API keys' }));
+    await screen.findByRole('button', { name: 'Log in' });
+    expect(screen.getByRole('status').textContent).toBe('You were signed out: this account is banned. Ask an administrator if you think this is a mistake.');
   });
 });

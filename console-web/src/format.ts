@@ -9,28 +9,20 @@ function groupThousands(text: string): string {
 }
 
 /**
- * Digits after the point for an amount of `a` dollars (a >= 0): 2 from $100, 3 from $1, else 4, chosen
- * on the rounded amount ($99.9996 shows as "$100.00", not "$100.000"); 6 for an amount that 4 digits
- * would show as $0.0000 (1 quota is $0.000002, so 6 digits show any amount exactly).
- */
-function dollarDigits(a: number): number {
-  if (a === 0) return 4;
-  if (Number(a.toFixed(4)) === 0) return 6;
-  const first = a >= 100 ? 2 : a >= 1 ? 3 : 4;
-  const rounded = Number(a.toFixed(first));
-  return rounded >= 100 ? 2 : rounded >= 1 ? 3 : 4;
-}
-
-/**
- * Quota as US dollars: "$1.000", "$1,234.57", "-$0.0020" (the sign before the $), "$0.000002";
- * with `sign`, a positive amount gets "+" (a credit in a list of charges).
+ * Quota as US dollars, exactly: 1 quota is $0.000002, so six decimals hold any amount and none is
+ * rounded (a balance of $99.999606 never reads $100.00, a charge of $0.000078 never $0.0001). Trailing
+ * zeros go, down to two decimals: "$100.00", "$4.999684", "-$0.000078", "$1,234.57". The sign comes
+ * before the $; with `sign`, a positive amount gets "+" (a credit in a list of charges). Computed on
+ * integers: a float would lose the last decimals of an amount past $1e9.
  */
 export function dollars(quota: number, opts: { sign?: boolean } = {}): string {
-  const d = quota / QUOTA_PER_DOLLAR;
-  const a = Math.abs(d);
-  const text = a.toFixed(dollarDigits(a));
-  const sign = d < 0 ? '-' : opts.sign && d > 0 ? '+' : '';
-  return `${sign}$${groupThousands(text)}`;
+  const q = Math.abs(Math.trunc(quota));
+  const rest = q % QUOTA_PER_DOLLAR;
+  const whole = (q - rest) / QUOTA_PER_DOLLAR;
+  const micros = String(rest * (1_000_000 / QUOTA_PER_DOLLAR)).padStart(6, '0');
+  const fraction = micros.replace(/0{1,4}$/, '');
+  const sign = quota <= -1 ? '-' : opts.sign && quota >= 1 ? '+' : '';
+  return `${sign}$${groupThousands(`${whole}.${fraction}`)}`;
 }
 
 /** Money of a payment (in the provider's currency): two decimals, thousands grouped: "1,234.50". */
@@ -39,9 +31,9 @@ export function money(amount: number): string {
   return `${amount < 0 && Number(text) !== 0 ? '-' : ''}${groupThousands(text)}`;
 }
 
-/** A top-up quantity (units of 1 US dollar of credit) as credit: "$20.00". */
+/** A top-up quantity (units of 1 US dollar of credit) as credit, as dollars() writes it: "$20.00". */
 export function creditDollars(amount: number): string {
-  return `$${money(amount)}`;
+  return dollars(Math.round(amount * QUOTA_PER_DOLLAR));
 }
 
 /**
@@ -77,14 +69,25 @@ export function dollarsToQuota(text: string, opts: { negative?: boolean } = {}):
   return m[1] === '-' && quota !== 0 ? -quota : quota;
 }
 
+/** The largest quota the API stores (its safeInt: a JSON safe integer), $18,014,398,509.481982. */
+export const MAX_QUOTA = Number.MAX_SAFE_INTEGER;
+
+/** The amount a dollar field's text names, however large, or undefined when it is not written as one. */
+export function typedDollars(text: string): number | undefined {
+  const m = DOLLAR_TEXT.exec(text.trim());
+  return m ? Number(m[2]) : undefined;
+}
+
 /**
- * The error of a dollar field whose text dollarsToQuota() refused: `usual` (what the field takes), or,
- * for an amount below the smallest unit, that — "a dollar amount above $0" would puzzle whoever typed
- * 0.0000001.
+ * The error of a dollar field whose text dollarsToQuota() refused: `usual` (what the field takes), or
+ * what is wrong with an amount written as one: below the smallest unit ("a dollar amount above $0"
+ * would puzzle whoever typed 0.0000001), or above the largest the API stores, named.
  */
 export function dollarsError(text: string, usual: string): string {
-  const m = DOLLAR_TEXT.exec(text.trim());
-  return m && /[1-9]/.test(m[2]!) && Math.round(Number(m[2]) * QUOTA_PER_DOLLAR) === 0
+  const typed = typedDollars(text);
+  if (typed === undefined) return usual;
+  if (typed * QUOTA_PER_DOLLAR > MAX_QUOTA) return `must be at most ${dollars(MAX_QUOTA)}`;
+  return typed !== 0 && Math.round(typed * QUOTA_PER_DOLLAR) === 0
     ? `below ${ONE_QUOTA_DOLLARS} (1 quota), the smallest amount: it would be saved as $0`
     : usual;
 }
@@ -105,9 +108,14 @@ export function inputNumber(n: number): string {
   return `${sign}${digits.padEnd(point, '0')}`;
 }
 
-/** "$2.469 (1,234,567 quota)": the dollars, and the quota units named as such. */
+/** "1,234,567 quota": the units themselves. */
+export function quotaUnits(quota: number): string {
+  return `${quota.toLocaleString('en-US')} quota`;
+}
+
+/** "$2.469134 (1,234,567 quota)": the dollars, and the quota units named as such. */
 export function quotaText(quota: number): string {
-  return `${dollars(quota)} (${quota.toLocaleString('en-US')} quota)`;
+  return `${dollars(quota)} (${quotaUnits(quota)})`;
 }
 
 export function dateTime(unixSec: number): string {

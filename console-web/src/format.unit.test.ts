@@ -3,39 +3,42 @@ import { describe, expect, it } from 'vitest';
 import { creditDollars, dateTime, discountText, dollars, dollarsError, dollarsToQuota, inputNumber, money, quotaText, readableMessage, toLocalInput } from './format';
 
 describe('dollars', () => {
-  it('chooses the decimals after rounding', () => {
-    expect(dollars(49_999_800)).toBe('$100.00'); // $99.9996
-    expect(dollars(499_999)).toBe('$1.000'); // $0.999998
-    expect(dollars(49_999_999)).toBe('$100.00');
-    expect(dollars(500_000)).toBe('$1.000');
-    expect(dollars(1_250)).toBe('$0.0025');
-    expect(dollars(0)).toBe('$0.0000');
+  it('shows every quota unit, never rounding a balance up or a charge away', () => {
+    expect(dollars(49_999_803)).toBe('$99.999606'); // not "$100.00": the account cannot spend $100
+    expect(dollars(2_499_842)).toBe('$4.999684'); // a $5 key that spent 316 quota
+    expect(dollars(39)).toBe('$0.000078'); // not "$0.0001"
+    expect(dollars(499_999)).toBe('$0.999998');
+    expect(dollars(1)).toBe('$0.000002');
+    expect(dollars(-1)).toBe('-$0.000002');
   });
 
-  it('groups thousands from $1,000', () => {
+  it('trims trailing zeros down to two decimals', () => {
+    expect(dollars(500_000)).toBe('$1.00');
+    expect(dollars(3_500_000)).toBe('$7.00');
+    expect(dollars(250_000)).toBe('$0.50');
+    expect(dollars(1_250)).toBe('$0.0025');
+    expect(dollars(37_500)).toBe('$0.075');
+    expect(dollars(0)).toBe('$0.00');
+  });
+
+  it('groups thousands, exact beyond what a float holds to six decimals', () => {
     expect(dollars(500_000_000)).toBe('$1,000.00');
-    expect(dollars(617_283_950)).toBe('$1,234.57');
-    expect(dollars(499_999_999_999)).toBe('$1,000,000.00');
-    expect(dollars(499_500_000)).toBe('$999.00');
+    expect(dollars(617_283_950)).toBe('$1,234.5679');
+    expect(dollars(499_999_999_999)).toBe('$999,999.999998');
+    expect(dollars(9_007_199_254_500_000)).toBe('$18,014,398,509.00');
+    expect(dollars(Number.MAX_SAFE_INTEGER)).toBe('$18,014,398,509.481982');
   });
 
   it('puts the sign before the $', () => {
-    expect(dollars(-1_000)).toBe('-$0.0020');
-    expect(dollars(-617_283_950)).toBe('-$1,234.57');
-    expect(dollars(1_000, { sign: true })).toBe('+$0.0020');
-    expect(dollars(-1_000, { sign: true })).toBe('-$0.0020');
-    expect(dollars(0, { sign: true })).toBe('$0.0000');
-  });
-
-  it('never shows a tiny amount as $0.0000', () => {
-    expect(dollars(1)).toBe('$0.000002');
-    expect(dollars(24)).toBe('$0.000048');
-    expect(dollars(-1)).toBe('-$0.000002');
-    expect(dollars(25)).toBe('$0.0001'); // $0.00005 rounds to a figure four digits show
+    expect(dollars(-1_000)).toBe('-$0.002');
+    expect(dollars(-617_283_950)).toBe('-$1,234.5679');
+    expect(dollars(1_000, { sign: true })).toBe('+$0.002');
+    expect(dollars(-1_000, { sign: true })).toBe('-$0.002');
+    expect(dollars(0, { sign: true })).toBe('$0.00');
   });
 
   it('quota with its dollars', () => {
-    expect(quotaText(1_234_567)).toBe('$2.469 (1,234,567 quota)');
+    expect(quotaText(1_234_567)).toBe('$2.469134 (1,234,567 quota)');
   });
 });
 
@@ -87,6 +90,16 @@ describe('dollarsToQuota', () => {
     expect(dollarsError('-0.0000001', 'usual')).toMatch(/^below \$0\.000002/);
     for (const t of ['abc', '1e-7', '0', '']) expect(dollarsError(t, 'usual'), t).toBe('usual');
   });
+
+  it('names the largest amount the API stores when more is typed', () => {
+    expect(dollarsToQuota('18014398509')).toBe(9_007_199_254_500_000);
+    for (const t of ['18014398509.481984', '1000000000000', '$1' + '0'.repeat(30)]) {
+      expect(dollarsToQuota(t), t).toBeUndefined();
+      expect(dollarsError(t, 'usual'), t).toBe('must be at most $18,014,398,509.481982');
+    }
+    expect(dollarsError('-1000000000000', 'usual')).toBe('must be at most $18,014,398,509.481982');
+    expect(dollarsError('1e15', 'usual')).toBe('usual');
+  });
 });
 
 describe('inputNumber', () => {
@@ -113,9 +126,9 @@ describe('dateTime', () => {
 describe('readableMessage', () => {
   it('shows the negative-balance refusal in dollars, without the API\'s inner words', () => {
     expect(readableMessage('value: would make the balance negative (spendable 50229816, Postgres 50229816)'))
-      .toBe('value: would make the balance negative: $100.46 can be spent now, so at most that much can be removed');
+      .toBe('value: would make the balance negative: $100.459632 can be spent now, so at most that much can be removed');
     expect(readableMessage('quota: would make the balance negative (spendable -5, Postgres 1000)'))
-      .toBe('quota: would make the balance negative: $0.0000 can be spent now, so at most that much can be removed');
+      .toBe('quota: would make the balance negative: $0.00 can be spent now, so at most that much can be removed');
     expect(readableMessage('name: is required')).toBe('name: is required');
   });
 });

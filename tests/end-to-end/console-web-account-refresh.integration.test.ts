@@ -27,7 +27,7 @@ describe('account figures', () => {
     const page = await b.newPage();
     await logIn(page, b.stack, user);
     expect(await tileValue(page, 'Requests')).toBe('0');
-    expect(await tileValue(page, 'Balance')).toBe('$10.000');
+    expect(await tileValue(page, 'Balance')).toBe('$10.00');
     await page.getByRole('link', { name: 'API keys' }).click();
     await page.getByRole('heading', { name: 'API keys' }).waitFor();
 
@@ -44,9 +44,10 @@ describe('account figures', () => {
     await page.getByRole('link', { name: 'Dashboard' }).click();
     await page.getByRole('group', { name: 'Requests', exact: true }).locator('.tile-value', { hasText: /^2$/ }).waitFor();
     await page.getByRole('group', { name: "Today's requests" }).locator('.tile-value', { hasText: /^2$/ }).waitFor();
-    const balance = (Number(row!.quota) / 500_000).toFixed(3);
+    // The balance to the last quota unit: its dollars, trailing zeros trimmed to two decimals.
+    const balance = (Number(row!.quota) / 500_000).toFixed(6).replace(/(\.\d\d\d*?)0+$/, '$1');
     await page.getByRole('group', { name: 'Balance', exact: true }).locator('.tile-value', { hasText: `$${balance}` }).waitFor();
-    expect(await tileValue(page, 'Used')).not.toBe('$0.0000');
+    expect(await tileValue(page, 'Used')).not.toBe('$0.00');
   }, 120_000);
 
   it('the Top up page shows the new balance when an order completes while it is open', async () => {
@@ -60,7 +61,7 @@ describe('account figures', () => {
     await page.getByText('Back from the payment provider').waitFor();
     const row = page.getByRole('row').filter({ hasText: tradeNo });
     await row.getByRole('cell', { name: 'Awaiting payment' }).waitFor();
-    expect(await page.getByTestId('balance').textContent()).toBe('$1.000');
+    expect(await page.getByTestId('balance').textContent()).toBe('$1.00');
 
     const done = await consoleCall(b.stack, 'POST', '/api/user/topup/complete', b.stack.adminToken, { trade_no: tradeNo });
     expect(done.json.success).toBe(true);

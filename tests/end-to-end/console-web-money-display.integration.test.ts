@@ -24,7 +24,7 @@ beforeAll(async () => {
     const res = await consoleCall(b.stack, 'PUT', '/api/option/', b.stack.adminToken, { key, value });
     if (!res.json.success) throw new Error(`option ${key}: ${res.json.message}`);
   }
-  // $99.9996 left, $1,234.57 spent.
+  // $99.9996 left, $1,234.5679 spent: shown to the last quota unit, never rounded up.
   user = await insertAccount(b.stack, { quota: 49_999_800 });
   await b.stack.sql`UPDATE users SET used_quota = 617283950 WHERE id = ${user.id}`;
   const now = Math.floor(Date.now() / 1000);
@@ -50,12 +50,12 @@ async function rowCells(page: Page, hasText: string): Promise<Record<string, str
 }
 
 describe('money in the console', () => {
-  it('the Dashboard: decimals after rounding, thousands grouped', async () => {
+  it('the Dashboard: every quota unit shown, thousands grouped', async () => {
     const page = await b.newPage();
     await logIn(page, b.stack, user);
     await page.getByRole('group', { name: 'Used', exact: true }).locator('.tile-value', { hasText: '$' }).waitFor();
-    expect(await tileValue(page, 'Balance')).toBe('$100.00');
-    expect(await tileValue(page, 'Used')).toBe('$1,234.57');
+    expect(await tileValue(page, 'Balance')).toBe('$99.9996');
+    expect(await tileValue(page, 'Used')).toBe('$1,234.5679');
   }, 120_000);
 
   it('the Top up page: credit in dollars, discounts as a percentage, money with two decimals and whose currency', async () => {

@@ -56,14 +56,14 @@ function checkAmounts(all: Record<string, string>[]): void {
   const byDetail = (re: RegExp) => all.find((r) => re.test(r.Details ?? ''));
   const consumption = all.find((r) => r.Type === 'Consumption')!;
   expect(consumption).toBeTruthy();
-  expect(consumption.Amount).toMatch(/^-\$0\.\d{4,6}$/);
+  expect(consumption.Amount).toMatch(/^-\$0\.\d{2,6}$/);
   expect(consumption.Duration).toMatch(/^\d+ s$/);
   expect(consumption.Stream).toBe('No');
   const topup = all.find((r) => r.Type === 'Top-up')!;
-  expect(topup).toMatchObject({ Amount: '+$5.000', Duration: '–', Stream: '–' });
-  expect(byDetail(/ added 500000 quota/)).toMatchObject({ Type: 'Management', Amount: '+$1.000', Duration: '–', Stream: '–' });
-  expect(byDetail(/ removed 250000 quota/)).toMatchObject({ Type: 'Management', Amount: '-$0.5000', Duration: '–', Stream: '–' });
-  expect(byDetail(/ set the balance from /)).toMatchObject({ Type: 'Management', Amount: '-$2.000', Duration: '–', Stream: '–' });
+  expect(topup).toMatchObject({ Amount: '+$5.00', Duration: '–', Stream: '–' });
+  expect(byDetail(/ added 500000 quota/)).toMatchObject({ Type: 'Management', Amount: '+$1.00', Duration: '–', Stream: '–' });
+  expect(byDetail(/ removed 250000 quota/)).toMatchObject({ Type: 'Management', Amount: '-$0.50', Duration: '–', Stream: '–' });
+  expect(byDetail(/ set the balance from /)).toMatchObject({ Type: 'Management', Amount: '-$2.00', Duration: '–', Stream: '–' });
 }
 
 /** A datetime-local input's value for a Unix time, in UTC (the pages run with timezoneId UTC). */

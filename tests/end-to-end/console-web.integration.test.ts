@@ -180,11 +180,11 @@ describe('web console', () => {
     expect(cookies.find((c) => c.name === 'console_session')).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
 
     await page.getByRole('link', { name: 'Top up' }).click();
-    await expect(page.getByTestId('balance').textContent()).resolves.toBe('$0.0000');
+    await expect(page.getByTestId('balance').textContent()).resolves.toBe('$0.00');
     await page.getByLabel('Redemption code').fill(codes[0]!);
     await page.getByRole('button', { name: 'Redeem' }).click();
-    await page.getByText('Added $5.000 (2,500,000 quota) to your balance.').waitFor();
-    await page.getByTestId('balance').filter({ hasText: '$5.000' }).waitFor();
+    await page.getByText('Added $5.00 (2,500,000 quota) to your balance.').waitFor();
+    await page.getByTestId('balance').filter({ hasText: '$5.00' }).waitFor();
     const [row] = await stack.sql<{ quota: number }[]>`SELECT quota FROM users WHERE username = ${user.username}`;
     expect(Number(row!.quota)).toBe(2_500_000);
 
@@ -247,8 +247,10 @@ describe('web console', () => {
     const [account] = await stack.sql<{ quota: number; used_quota: number }[]>`SELECT quota, used_quota FROM users WHERE username = ${user.username}`;
     expect(Number(account!.used_quota)).toBe(cost);
     expect(Number(account!.quota)).toBe(2_500_000 - cost);
-    expect(await tileValue(page, 'Used')).toBe(`$${(cost / 500_000).toFixed(4)}`);
-    expect(await tileValue(page, 'Balance')).toBe(`$${((2_500_000 - cost) / 500_000).toFixed(3)}`);
+    // Shown to the last quota unit: the dollars read back as the very quota.
+    const quotaOf = (text: string) => Math.round(Number(/^\$([\d.]+)$/.exec(text)![1]) * 500_000);
+    expect(quotaOf(await tileValue(page, 'Used'))).toBe(cost);
+    expect(quotaOf(await tileValue(page, 'Balance'))).toBe(2_500_000 - cost);
     await page.locator('.chart canvas').waitFor();
     await shot(page, 'dashboard');
 
@@ -316,7 +318,7 @@ describe('web console', () => {
     await form.getByText('"not-an-address" is not an IP address or CIDR block').waitFor();
     await form.getByLabel('Allowed IP addresses').fill('127.0.0.1');
     await form.getByRole('button', { name: 'Save key' }).click();
-    await row.getByText('$1.500').waitFor();
+    await row.getByText('$1.50').waitFor();
     const [key] = await stack.sql<{ remain_quota: number; allow_ips: string; status: number }[]>`SELECT remain_quota, allow_ips, status FROM tokens WHERE name = 'laptop'`;
     expect(key).toMatchObject({ remain_quota: 750_000, allow_ips: '127.0.0.1', status: 1 });
     await row.getByRole('button', { name: 'Disable laptop' }).click();
@@ -384,6 +386,7 @@ describe('web console', () => {
     const [edited] = await stack.sql<{ quota: number; group: string }[]>`SELECT quota, "group" FROM users WHERE username = ${user.username}`;
     expect(edited).toMatchObject({ quota: 5_000_000, group: 'vip' });
     await row.getByRole('button', { name: `Ban ${user.username}` }).click();
+    await row.getByRole('button', { name: `Confirm banning ${user.username}` }).click();
     await row.getByRole('cell', { name: 'Banned' }).waitFor();
     expect((await stack.sql<{ status: number }[]>`SELECT status FROM users WHERE username = ${user.username}`)[0]!.status).toBe(2);
     await row.getByRole('button', { name: `Unban ${user.username}` }).click();

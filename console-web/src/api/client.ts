@@ -28,9 +28,15 @@ export class ApiError extends Error {
   }
 }
 
-const listeners = new Set<() => void>();
-/** Called when an answer says the session is gone (401): the application shows the login page. */
-export function onSignedOut(fn: () => void): () => void {
+/** Why the session is gone: it ended (401: expired, revoked), or the API says the account is banned. */
+export type SignOutReason = 'ended' | 'banned';
+
+/** The API's refusal of a banned account's call (console-api's ACCOUNT_BANNED, HTTP 403). */
+const BANNED_MESSAGE = 'this account is banned';
+
+const listeners = new Set<(reason: SignOutReason) => void>();
+/** Called when an answer says the session is gone: the application shows the login page, saying why. */
+export function onSignedOut(fn: (reason: SignOutReason) => void): () => void {
   listeners.add(fn);
   return () => listeners.delete(fn);
 }
@@ -48,11 +54,21 @@ const session: Middleware = {
     request.headers.set('x-console-session', 'cookie');
     return request;
   },
-  onResponse({ response, request }) {
-    if (response.status === 401 && !checksCredentials(request)) for (const fn of listeners) fn();
+  async onResponse({ response, request }) {
+    if (checksCredentials(request)) return response;
+    if (response.status === 401) for (const fn of listeners) fn('ended');
+    else if (response.status === 403 && await messageOf(response) === BANNED_MESSAGE) for (const fn of listeners) fn('banned');
     return response;
   },
 };
+
+async function messageOf(response: Response): Promise<string | undefined> {
+  try {
+    return ((await response.clone().json()) as { message?: string }).message;
+  } catch {
+    return undefined;
+  }
+}
 
 export const api = createClient<paths>({ baseUrl: location.origin, credentials: 'same-origin' });
 api.use(session);

@@ -1,7 +1,7 @@
 // Small building blocks every page uses: labelled fields, errors next to their cause, loading states,
 // paging. Every control has a visible label; every button has text.
 import type { ComponentChildren, JSX } from 'preact';
-import { useCallback, useEffect, useId, useRef, useState } from 'preact/hooks';
+import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api/client';
 
 type InputProps = Omit<JSX.InputHTMLAttributes<HTMLInputElement>, 'label' | 'onInput' | 'value'> & {
@@ -78,6 +78,64 @@ export function useFocusOnOpen<T extends HTMLElement>() {
     };
   }, []);
   return ref;
+}
+
+/**
+ * A list's table. On a wide screen it scrolls sideways inside its card; on a narrow one (styles.css)
+ * each row is a stack of "column value" lines, as scrolled sideways a phone showed only the first
+ * column, with a key's actions off-screen and no sign there was more. Each cell gets its column's name
+ * (data-label) for that, after every render, rows being drawn by components of their own.
+ */
+export function Table({ class: className, children }: { class?: string; children: ComponentChildren }) {
+  const ref = useRef<HTMLTableElement>(null);
+  useLayoutEffect(() => {
+    const table = ref.current;
+    if (!table) return;
+    const names = [...table.querySelectorAll('thead th')].map((th) => th.textContent ?? '');
+    for (const row of table.querySelectorAll('tbody tr')) {
+      [...row.children].forEach((cell, i) => cell.setAttribute('data-label', names[i] ?? ''));
+    }
+  });
+  return <div class="scroll"><table ref={ref} class={className ? `stack ${className}` : 'stack'}>{children}</table></div>;
+}
+
+/**
+ * A button whose action waits for a second press: pressed, it gives way to `confirm` and `keep`. The
+ * confirming button takes the focus (the one pressed is gone, and the focus would fall to the page's
+ * body); Keep or Escape go back, the focus on the first button again, as does the end of the action
+ * (when the row is still there: a failure, or a change that keeps the button).
+ */
+export function ConfirmButton({ label, name, confirm, confirmName, keep = 'Keep', keepName, onConfirm, busy = false, danger = true, children }: {
+  label: string;
+  name?: string | undefined;
+  confirm: string;
+  confirmName?: string | undefined;
+  keep?: string;
+  keepName?: string | undefined;
+  onConfirm: () => Promise<void> | void;
+  busy?: boolean;
+  danger?: boolean;
+  children?: ComponentChildren;
+}) {
+  const [asking, setAsking] = useState(false);
+  const first = useRef<HTMLButtonElement>(null);
+  const second = useRef<HTMLButtonElement>(null);
+  // Moved by this button, not when first drawn: a list's buttons must not take the focus on load.
+  const moved = useRef(false);
+  useEffect(() => {
+    if (moved.current) (asking ? second : first).current?.focus();
+  }, [asking]);
+  const ask = (on: boolean) => { moved.current = true; setAsking(on); };
+  const escape = (e: KeyboardEvent) => { if (e.key === 'Escape') { e.preventDefault(); ask(false); } };
+  if (!asking) return <button ref={first} type="button" class={danger ? 'danger' : undefined} disabled={busy} onClick={() => ask(true)} aria-label={name}>{label}</button>;
+  return (
+    <>
+      <button ref={second} type="button" class="danger" disabled={busy} onKeyDown={escape} aria-label={confirmName}
+        onClick={() => void Promise.resolve(onConfirm()).finally(() => ask(false))}>{confirm}</button>
+      <button type="button" onClick={() => ask(false)} onKeyDown={escape} aria-label={keepName}>{keep}</button>
+      {children}
+    </>
+  );
 }
 
 export function ErrorText({ error }: { error: string | null | undefined }) {
@@ -269,13 +327,20 @@ export function CopyButton({ text, label = 'Copy', of, describeError = errorText
 }
 
 /**
- * The API names the field at fault as "field: reason": such an error goes next to that field, any
- * other next to the form's button. Returns [errors by field, the rest].
+ * The API names the field at fault as "field: reason", and joins several with "; " ("name: too long;
+ * model_mapping: not JSON"): each reason goes next to its field, any other part next to the form's
+ * button. A "; " inside a reason stays, as the split is only before a next "field: ". Returns [errors
+ * by field, the rest].
  */
 export function splitFieldError(message: string | null, fields: readonly string[]): [Record<string, string>, string | null] {
   if (!message) return [{}, null];
-  const m = /^([a-z_]+(?:\.[a-z_0-9]+)*): (.+)$/.exec(message);
-  const field = m?.[1]?.split('.')[0];
-  if (m && field && fields.includes(field)) return [{ [field]: m[2]! }, null];
-  return [{}, message];
+  const byField: Record<string, string> = {};
+  const rest: string[] = [];
+  for (const part of message.split(/; (?=[a-z_]+(?:\.[a-z_0-9]+)*: )/)) {
+    const m = /^([a-z_]+(?:\.[a-z_0-9]+)*): (.+)$/s.exec(part);
+    const field = m?.[1]?.split('.')[0];
+    if (m && field && fields.includes(field)) byField[field] = byField[field] ? `${byField[field]}; ${m[2]!}` : m[2]!;
+    else rest.push(part);
+  }
+  return [byField, rest.length > 0 ? rest.join('; ') : null];
 }

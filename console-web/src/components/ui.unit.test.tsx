@@ -1,5 +1,5 @@
 // @vitest-environment happy-dom
-import { cleanup, fireEvent, render, screen } from '@testing-library/preact';
+import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/preact';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { dollars, maskKey } from '../format';
 import { logQuery, EMPTY_LOG_FILTERS } from '../pages/logs';
@@ -8,7 +8,7 @@ import { amountLabel, discountFor, epayRedirectUrl, priceText, topUpHref } from 
 import { optionSection } from '../pages/admin/options';
 import { accountChanges, accountGroups } from '../pages/admin/users';
 import { readCookie } from '../api/client';
-import { Pager, pageCount, splitFieldError } from './ui';
+import { ConfirmButton, Pager, pageCount, splitFieldError, Table } from './ui';
 
 afterEach(cleanup);
 
@@ -18,6 +18,48 @@ describe('splitFieldError', () => {
     expect(splitFieldError('username or password is incorrect', ['username'])).toEqual([{}, 'username or password is incorrect']);
     expect(splitFieldError('quota: too big', ['username'])).toEqual([{}, 'quota: too big']);
     expect(splitFieldError(null, ['username'])).toEqual([{}, null]);
+  });
+
+  it('a message naming several fields puts each reason next to its own field', () => {
+    expect(splitFieldError('name: must be at most 100 characters; model_mapping: must be a JSON object of model name to model name', ['name', 'model_mapping']))
+      .toEqual([{ name: 'must be at most 100 characters', model_mapping: 'must be a JSON object of model name to model name' }, null]);
+    expect(splitFieldError('priority: must be an integer; priority: is too large', ['priority'])).toEqual([{ priority: 'must be an integer; is too large' }, null]);
+    expect(splitFieldError('name: too long; body.x: unknown', ['name'])).toEqual([{ name: 'too long' }, 'body.x: unknown']);
+    expect(splitFieldError('name: a; b is fine', ['name'])).toEqual([{ name: 'a; b is fine' }, null]);
+  });
+});
+
+describe('ConfirmButton', () => {
+  it('moves the focus to Confirm; Escape or Keep go back to the button pressed, with the focus', async () => {
+    const onConfirm = vi.fn(async () => {});
+    render(<ConfirmButton label="Delete" name="Delete laptop" confirm="Confirm delete" confirmName="Confirm deleting laptop" onConfirm={onConfirm} />);
+    expect(document.activeElement).toBe(document.body);
+    fireEvent.click(screen.getByRole('button', { name: 'Delete laptop' }));
+    await waitFor(() => expect(document.activeElement).toBe(screen.getByRole('button', { name: 'Confirm deleting laptop' })));
+    fireEvent.keyDown(screen.getByRole('button', { name: 'Confirm deleting laptop' }), { key: 'Escape' });
+    await waitFor(() => expect(document.activeElement).toBe(screen.getByRole('button', { name: 'Delete laptop' })));
+    fireEvent.click(screen.getByRole('button', { name: 'Delete laptop' }));
+    fireEvent.keyDown(await screen.findByRole('button', { name: 'Keep' }), { key: 'Escape' });
+    await waitFor(() => expect(document.activeElement).toBe(screen.getByRole('button', { name: 'Delete laptop' })));
+    fireEvent.click(screen.getByRole('button', { name: 'Delete laptop' }));
+    fireEvent.click(await screen.findByRole('button', { name: 'Keep' }));
+    await waitFor(() => expect(document.activeElement).toBe(screen.getByRole('button', { name: 'Delete laptop' })));
+    expect(onConfirm).not.toHaveBeenCalled();
+    fireEvent.click(screen.getByRole('button', { name: 'Delete laptop' }));
+    fireEvent.click(await screen.findByRole('button', { name: 'Confirm deleting laptop' }));
+    expect(onConfirm).toHaveBeenCalledOnce();
+  });
+});
+
+describe('Table', () => {
+  it('names each cell by its column, for the stacked rows of a narrow screen, rows drawn later too', () => {
+    const Row = ({ name }: { name: string }) => <tr><td>{name}</td><td><button type="button">Delete</button></td></tr>;
+    const { container, rerender } = render(<Table><thead><tr><th>Name</th><th>Actions</th></tr></thead><tbody><Row name="a" /></tbody></Table>);
+    const labels = () => [...container.querySelectorAll('td')].map((td) => td.getAttribute('data-label'));
+    expect(container.querySelector('table')!.className).toBe('stack');
+    expect(labels()).toEqual(['Name', 'Actions']);
+    rerender(<Table><thead><tr><th>Name</th><th>Actions</th></tr></thead><tbody><Row name="a" /><Row name="b" /></tbody></Table>);
+    expect(labels()).toEqual(['Name', 'Actions', 'Name', 'Actions']);
   });
 });
 
@@ -62,7 +104,7 @@ describe('logQuery', () => {
 
 describe('display rules', () => {
   it('quota in dollars, keys masked', () => {
-    expect(dollars(500_000)).toBe('$1.000');
+    expect(dollars(500_000)).toBe('$1.00');
     expect(dollars(1_250)).toBe('$0.0025');
     expect(maskKey('sk-abcdefghijklmnopqrstuvwxyz')).toBe('sk-abcd…wxyz');
     expect(maskKey('short')).toBe('•••••');

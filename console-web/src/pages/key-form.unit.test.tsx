@@ -120,6 +120,17 @@ describe('KeyForm', () => {
     expect(onSubmit).not.toHaveBeenCalled();
   });
 
+  it('names the largest quota a key can have when more is typed', async () => {
+    const onSubmit = vi.fn(async () => {});
+    render(<KeyForm initial={EMPTY_KEY_FORM} groups={groups} submitLabel="Create key" onSubmit={onSubmit} onCancel={() => {}} />);
+    fireEvent.click(screen.getByLabelText('Unlimited quota'));
+    fireEvent.input(screen.getByLabelText('Name'), { target: { value: 'k' } });
+    fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: '1000000000000' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Create key' }));
+    expect(await screen.findByText('must be at most $18,014,398,509.481982')).toBeTruthy();
+    expect(onSubmit).not.toHaveBeenCalled();
+  });
+
   it('puts an API error naming a field next to that field', async () => {
     const onSubmit = vi.fn(async () => { throw new Error('allow_ips: "nope" is not an IP address or CIDR block'); });
     render(<KeyForm initial={EMPTY_KEY_FORM} groups={groups} submitLabel="Create key" onSubmit={onSubmit} onCancel={() => {}} />);

@@ -1,8 +1,8 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError, call } from '../api/client';
 import type { ApiKey, ApiKeyInput } from '../api/types';
-import { Card, CopyButton, ErrorText, errorText, Field, Loading, Pager, useAction, useLoad } from '../components/ui';
-import { dateTime, dollars } from '../format';
+import { Card, ConfirmButton, CopyButton, ErrorText, errorText, Field, Loading, Pager, Table, useAction, useLoad } from '../components/ui';
+import { dateTime, dollars, quotaUnits } from '../format';
 import { type ApiKeyChanges, EMPTY_KEY_FORM, KeyForm } from './key-form';
 
 const PAGE_SIZE = 10;
@@ -56,10 +56,10 @@ export function KeysPage() {
         {list.loading && <Loading what="Loading keys" />}
         <ErrorText error={list.error} />
         {list.data && (list.data.items.length === 0 ? page === 1 && <p>No keys{search ? ` named like “${search}”` : ''} yet.</p> : (
-          <div class="scroll"><table>
+          <Table>
             <thead><tr><th>Name</th><th>Key</th><th>Status</th><th>Quota left</th><th>Used</th><th>Expires</th><th>Group</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((k) => <KeyRow key={k.id} k={k} onEdit={() => setEditing(k)} onChanged={list.reload} />)}</tbody>
-          </table></div>
+          </Table>
         ))}
         {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Key pages" />}
       </Card>
@@ -69,7 +69,6 @@ export function KeysPage() {
 
 function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onChanged: () => void }) {
   const action = useAction();
-  const [confirming, setConfirming] = useState(false);
   // Expired (3) and exhausted (4) keys are enabled ones the relay refuses: disabling them is the toggle.
   const enabled = k.status !== 2;
   const toggle = () => action.run(async () => {
@@ -85,20 +84,18 @@ function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onCha
   const statusText = k.status === 1 ? 'Enabled' : k.status === 2 ? 'Disabled' : k.status === 3 ? 'Expired' : k.status === 4 ? 'Exhausted' : String(k.status);
   return (
     <tr>
-      <td>{k.name}</td>
+      <td class="name">{k.name}</td>
       <td><code class="masked">{k.key}</code></td>
       <td>{statusText}</td>
-      <td>{k.unlimited_quota ? 'Unlimited' : dollars(k.remain_quota)}</td>
-      <td>{dollars(k.used_quota)}</td>
+      <td title={k.unlimited_quota ? undefined : quotaUnits(k.remain_quota)}>{k.unlimited_quota ? 'Unlimited' : dollars(k.remain_quota)}</td>
+      <td title={quotaUnits(k.used_quota)}>{dollars(k.used_quota)}</td>
       <td>{k.expired_time === -1 ? 'Never' : dateTime(k.expired_time)}</td>
       <td>{k.group || '—'}{k.model_limits_enabled ? ` · models: ${k.model_limits}` : ''}</td>
       <td class="actions">
         <CopyButton text={fetchKey} label="Copy key" of={k.name} describeError={keyCopyError} />
         <button type="button" onClick={onEdit} aria-label={`Edit ${k.name}`}>Edit</button>
         <button type="button" disabled={action.busy} onClick={() => void toggle()} aria-label={`${enabled ? 'Disable' : 'Enable'} ${k.name}`}>{enabled ? 'Disable' : 'Enable'}</button>
-        {confirming
-          ? <><button type="button" class="danger" disabled={action.busy} onClick={() => void remove()} aria-label={`Confirm deleting ${k.name}`}>Confirm delete</button><button type="button" onClick={() => setConfirming(false)}>Keep</button></>
-          : <button type="button" class="danger" onClick={() => setConfirming(true)} aria-label={`Delete ${k.name}`}>Delete</button>}
+        <ConfirmButton label="Delete" name={`Delete ${k.name}`} confirm="Confirm delete" confirmName={`Confirm deleting ${k.name}`} busy={action.busy} onConfirm={remove} />
         <ErrorText error={action.error} />
       </td>
     </tr>

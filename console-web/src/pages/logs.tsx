@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { LogEntry, LogQuery } from '../api/types';
-import { Card, ErrorText, Field, Loading, Pager, Select, useLoad } from '../components/ui';
+import { Card, ErrorText, Field, Loading, Pager, Select, Table, useLoad } from '../components/ui';
 import { dateTime, dollars, fromLocalInput, LOG_TYPE, LOG_TYPES } from '../format';
 
 export interface LogFilterForm {
@@ -158,7 +158,7 @@ export function logDirection(l: Pick<LogEntry, 'type' | 'content'>): 1 | -1 | 0 
   return 0;
 }
 
-/** The Amount cell: "+$5.000" credited, "-$0.0020" charged, unsigned when the entry does not say. */
+/** The Amount cell: "+$5.00" credited, "-$0.000078" charged, unsigned when the entry does not say. */
 export function logAmount(l: Pick<LogEntry, 'type' | 'content' | 'quota'>): string {
   const direction = logDirection(l);
   return direction === 0 || l.quota === 0 ? dollars(l.quota) : dollars(direction * l.quota, { sign: true });
@@ -168,8 +168,7 @@ export function logAmount(l: Pick<LogEntry, 'type' | 'content' | 'quota'>): stri
 export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; everyAccount?: boolean }) {
   if (items.length === 0) return <p>No entries match.</p>;
   return (
-    <div class="scroll">
-      <table class="logs">
+    <Table class="logs">
         <thead><tr><th>Time</th>{everyAccount && <th>Account</th>}<th>Type</th><th>Key</th><th>Model</th>{everyAccount && <th>Channel</th>}<th>Prompt</th><th>Completion</th><th>Amount</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th><th>Details</th></tr></thead>
         <tbody>
           {items.map((l) => (
@@ -191,7 +190,6 @@ export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; e
             </tr>
           ))}
         </tbody>
-      </table>
-    </div>
+      </Table>
   );
 }

@@ -43,10 +43,11 @@ describe('log amounts', () => {
   const entry = (type: number, quota: number, content = '') => ({ type, quota, content });
 
   it('a top-up credits, a request debits', () => {
-    expect(logAmount(entry(1, 2_500_000, 'redeemed code 5'))).toBe('+$5.000');
-    expect(logAmount(entry(2, 1_000))).toBe('-$0.0020');
-    expect(logAmount(entry(5, 1_000))).toBe('-$0.0020');
-    expect(logAmount(entry(2, 0))).toBe('$0.0000');
+    expect(logAmount(entry(1, 2_500_000, 'redeemed code 5'))).toBe('+$5.00');
+    expect(logAmount(entry(2, 1_000))).toBe('-$0.002');
+    expect(logAmount(entry(5, 1_000))).toBe('-$0.002');
+    expect(logAmount(entry(2, 0))).toBe('$0.00');
+    expect(logAmount(entry(2, 39))).toBe('-$0.000078'); // was "-$0.0001", 28% more than charged
   });
 
   it('a management entry as its text records it', () => {
@@ -56,10 +57,10 @@ describe('log amounts', () => {
     expect(logDirection(entry(3, 1_000_000, 'administrator root set the balance from 2000000 to 3000000 (+1000000 quota)'))).toBe(1);
     expect(logDirection(entry(3, 1_000_000, 'administrator root set the balance from 2000000 to 3000000'))).toBe(1);
     expect(logDirection(entry(3, 100, 'referral reward: bob registered with your invitation code; +100 referral quota (aff_quota, not the balance)'))).toBe(1);
-    expect(logAmount(entry(3, 250_000, 'administrator root removed 250000 quota'))).toBe('-$0.5000');
+    expect(logAmount(entry(3, 250_000, 'administrator root removed 250000 quota'))).toBe('-$0.50');
     // Nothing to tell the direction by: unsigned.
     expect(logDirection(entry(3, 500_000, 'imported'))).toBe(0);
-    expect(logAmount(entry(3, 500_000, 'imported'))).toBe('$1.000');
-    expect(logAmount(entry(4, 500_000, 'system'))).toBe('$1.000');
+    expect(logAmount(entry(3, 500_000, 'imported'))).toBe('$1.00');
+    expect(logAmount(entry(4, 500_000, 'system'))).toBe('$1.00');
   });
 });

@@ -26,7 +26,7 @@ const server = vi.hoisted(() => {
   return s;
 });
 
-import { topupAmount, TopupPage } from './topup';
+import { topupAmount, topupAmountError, TopupPage } from './topup';
 
 afterEach(() => { cleanup(); server.posts.length = 0; });
 
@@ -38,6 +38,15 @@ describe('topupAmount', () => {
     expect(topupAmount(' 20.00 ')).toBe(20);
     expect(topupAmount('$7')).toBe(7);
     for (const t of ['1e3', '0x10', '20.5', '20.0000001', '0', '-5', '', 'abc', '1,000']) expect(topupAmount(t), t).toBeUndefined();
+  });
+
+  it('names the largest order the API takes', () => {
+    expect(topupAmount('1000000')).toBe(1_000_000);
+    for (const t of ['1000001', '100000000', '1000000000000000000000']) {
+      expect(topupAmount(t), t).toBeUndefined();
+      expect(topupAmountError(t), t).toBe('must be at most $1,000,000');
+    }
+    expect(topupAmountError('1e15')).toBe('a whole number of dollars, such as 20');
   });
 });
 

@@ -1,9 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { TopupInfo, TopupOrder } from '../api/types';
-import { Card, ErrorText, Field, Loading, Pager, splitFieldError, useAction, useLoad } from '../components/ui';
+import { Card, ErrorText, Field, Loading, Pager, splitFieldError, Table, useAction, useLoad } from '../components/ui';
 import type { PageProps } from '../app';
-import { creditDollars, dateTime, discountText, dollars, dollarsToQuota, money, QUOTA_PER_DOLLAR, quotaText } from '../format';
+import { creditDollars, dateTime, discountText, dollars, dollarsToQuota, money, QUOTA_PER_DOLLAR, quotaText, typedDollars } from '../format';
 
 /** Where an epay request goes: its URL with the signed parameters (the provider accepts GET). */
 export function epayRedirectUrl(url: string, params: Record<string, string>): string {
@@ -28,7 +28,19 @@ export function topupAmount(text: string): number | undefined {
   const quota = dollarsToQuota(text);
   // "20.5" and "20.0000001" (which would round to 20) are not whole dollars; "20.00" is.
   if (quota === undefined || quota <= 0 || quota % QUOTA_PER_DOLLAR !== 0 || /\.\d*[1-9]/.test(text)) return undefined;
-  return quota / QUOTA_PER_DOLLAR;
+  const n = quota / QUOTA_PER_DOLLAR;
+  return n <= MAX_TOPUP_DOLLARS ? n : undefined;
+}
+
+/** The largest quantity the API takes in one order (MAX_TOPUP_AMOUNT, console-api/payments/pricing.ts). */
+export const MAX_TOPUP_DOLLARS = 1_000_000;
+
+/** Why topupAmount() refused the text: too much is named as such, not as a malformed amount. */
+export function topupAmountError(text: string): string {
+  const typed = typedDollars(text);
+  return typed !== undefined && typed > MAX_TOPUP_DOLLARS
+    ? `must be at most $${MAX_TOPUP_DOLLARS.toLocaleString('en-US')}`
+    : 'a whole number of dollars, such as 20';
 }
 
 /** The page's forms: a form's error stays only while it is the last one used (it is about what it sent). */
@@ -105,7 +117,7 @@ function OnlinePayment({ info, active, onUse }: { info: TopupInfo; active: boole
     onUse();
     if (n === undefined) {
       action.setError(null);
-      setAmountError('a whole number of dollars, such as 20');
+      setAmountError(topupAmountError(amount));
       return;
     }
     setAmountError(null);
@@ -232,7 +244,7 @@ const ORDER_PAGE_SIZE = 10;
 export function OrderTable({ items }: { items: TopupOrder[] }) {
   return (
     <>
-      <div class="scroll"><table>
+      <Table>
         <thead><tr><th>Order number</th><th>Credit (US dollars)</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th></tr></thead>
         <tbody>
           {items.map((o) => (
@@ -243,7 +255,7 @@ export function OrderTable({ items }: { items: TopupOrder[] }) {
             </tr>
           ))}
         </tbody>
-      </table></div>
+      </Table>
       <p class="hint">Credit is in US dollars (500,000 quota = $1). Paid is in the payment provider's currency, at the price this service sets for it.</p>
     </>
   );

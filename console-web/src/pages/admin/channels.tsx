@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, api, call } from '../../api/client';
 import type { Body, Channel, ChannelInput } from '../../api/types';
-import { Card, Checkbox, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
+import { Card, Checkbox, ConfirmButton, ErrorText, Field, Loading, Pager, Select, splitFieldError, Table, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
 import { dateTime, dollars, inputNumber } from '../../format';
 
 const PAGE_SIZE = 20;
@@ -39,10 +39,10 @@ export function AdminChannelsPage() {
         {list.loading && <Loading what="Loading channels" />}
         <ErrorText error={list.error} />
         {list.data && (list.data.items.length === 0 ? page === 1 && <p>No channels.</p> : (
-          <div class="scroll"><table>
+          <Table>
             <thead><tr><th>Id</th><th>Name</th><th>Format</th><th>Base URL</th><th>Models</th><th>Group</th><th>Status</th><th>Priority</th><th>Weight</th><th>Used</th><th>Last test</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((c) => <ChannelRow key={c.id} c={c} onEdit={() => setEditing(c)} onChanged={list.reload} />)}</tbody>
-          </table></div>
+          </Table>
         ))}
         {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Channel pages" />}
       </Card>
@@ -66,7 +66,6 @@ function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; 
   // probe_time and probe_result are the relays' probes of an auto-disabled channel), so reading the row
   // again would not show it: the row holds it until the page is loaded again or a test succeeds.
   const [failed, setFailed] = useState<{ at: number; message: string } | null>(null);
-  const [confirming, setConfirming] = useState(false);
   const setStatus = (status: 1 | 2) => action.run(async () => { await call(api.PUT('/api/channel/', { body: { id: c.id, status } })); onChanged(); });
   const test = () => action.run(async () => {
     setTested(null);
@@ -85,7 +84,7 @@ function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; 
   });
   return (
     <tr>
-      <td>{c.id}</td><td>{c.name}</td><td>{formatOf(c.type)}</td><td><code class="url" title={c.base_url}>{c.base_url}</code></td><td class="models">{c.models}</td><td>{c.group}</td>
+      <td>{c.id}</td><td class="name">{c.name}</td><td>{formatOf(c.type)}</td><td><code class="url" title={c.base_url}>{c.base_url}</code></td><td class="models">{c.models}</td><td>{c.group}</td>
       <td class="status">{STATUS[c.status] ?? c.status}{c.status !== 1 && c.status_reason && <small class="reason">{c.status_reason}</small>}</td>
       <td>{c.priority}</td><td>{c.weight}</td><td>{dollars(c.used_quota)}</td>
       <td class={failed && failed.at >= c.test_time ? 'test failed' : 'test'}>{lastTestText(c, failed)}</td>
@@ -95,9 +94,8 @@ function ChannelRow({ c, onEdit, onChanged }: { c: Channel; onEdit: () => void; 
         {c.status === 1
           ? <button type="button" disabled={action.busy} onClick={() => void setStatus(2)} aria-label={`Disable channel ${c.name}`}>Disable</button>
           : <button type="button" disabled={action.busy} onClick={() => void setStatus(1)} aria-label={`Enable channel ${c.name}`}>Enable</button>}
-        {confirming
-          ? <><button type="button" class="danger" onClick={() => void action.run(async () => { await call(api.DELETE('/api/channel/{id}', { params: { path: { id: String(c.id) } } })); onChanged(); })}>Confirm delete</button><button type="button" onClick={() => setConfirming(false)}>Keep</button></>
-          : <button type="button" class="danger" onClick={() => setConfirming(true)} aria-label={`Delete channel ${c.name}`}>Delete</button>}
+        <ConfirmButton label="Delete" name={`Delete channel ${c.name}`} confirm="Confirm delete" confirmName={`Confirm deleting channel ${c.name}`} busy={action.busy}
+          onConfirm={() => action.run(async () => { await call(api.DELETE('/api/channel/{id}', { params: { path: { id: String(c.id) } } })); onChanged(); })} />
         {tested && <p class="ok" role="status">{tested}</p>}
         <ErrorText error={action.error} />
       </td>
@@ -185,12 +183,14 @@ export function ChannelForm({ channel, onDone }: { channel: Channel | null; onDo
   const [f, setF] = useState(() => formFromChannel(channel));
   const legacyType = channel && !(String(channel.type) in FORMAT) ? channel.type : null;
   const action = useAction();
-  const [fe, formError] = splitFieldError(action.error, FIELDS);
+  const [apiErrors, formError] = splitFieldError(action.error, FIELDS);
   // An error names the value it was given for: editing the field takes it away (the browser's own
-  // checks may stop the next submit, which would otherwise leave it standing).
+  // checks may stop the next submit, which would otherwise leave it standing), and only its own.
+  const [edited, setEdited] = useState<ReadonlySet<string>>(new Set());
+  const fe: Record<string, string> = Object.fromEntries(Object.entries(apiErrors).filter(([k]) => !edited.has(k)));
   const set = (k: keyof ChannelFormState) => (v: string | boolean) => {
     setF((s) => ({ ...s, [k]: v }));
-    if (fe[k]) action.setError(null);
+    if (fe[k]) setEdited((s) => new Set(s).add(k));
   };
   const first = useFocusOnOpen<HTMLFormElement>();
   const title = channel ? `Edit channel ${channel.name}` : 'New channel';
@@ -199,13 +199,14 @@ export function ChannelForm({ channel, onDone }: { channel: Channel | null; onDo
     <Card title={title}>
       <form ref={first} aria-label={title} onKeyDown={(e) => { if (e.key === 'Escape') { e.preventDefault(); onDone(); } }} onSubmit={(e) => {
         e.preventDefault();
+        setEdited(new Set());
         void action.run(async () => {
           if (channel) await call(api.PUT('/api/channel/', { body: { id: channel.id, ...channelChanges(channel, f) } }));
           else await call(api.POST('/api/channel/', { body: channelInput(f) }));
           onDone();
         });
       }}>
-        <Field label="Name" value={f.name} onValue={set('name')} required error={fe.name} />
+        <Field label="Name" value={f.name} onValue={set('name')} required maxLength={100} error={fe.name} />
         <Select label="Provider format" value={f.type} onValue={set('type')} options={typeOptions(f.type)}
           hint={legacyType !== null ? `stored as type ${legacyType}, which the relay serves as Anthropic Messages; kept unless you choose a format` : undefined} />
         {fe.type && <p class="error" role="alert">{fe.type}</p>}

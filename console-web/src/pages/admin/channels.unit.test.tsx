@@ -144,6 +144,23 @@ describe('ChannelForm', () => {
     expect(screen.getByText('must be a number from 0 to 1, or null')).toBeTruthy();
   });
 
+  it('puts each field of an error naming several next to that field, and editing one leaves the others', async () => {
+    server.handle = async () => reply(400, { success: false, message: 'name: must be at most 100 characters; model_mapping: must be a JSON object of model name to model name' });
+    render(<ChannelForm channel={AUTO_DISABLED} onDone={() => {}} />);
+    const name = screen.getByLabelText('Name');
+    const mapping = screen.getByLabelText('Model mapping (JSON)');
+    expect(name.getAttribute('maxlength')).toBe('100');
+    fireEvent.input(mapping, { target: { value: '{bad' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save channel' }));
+    await waitFor(() => expect(mapping.getAttribute('aria-invalid')).toBe('true'));
+    expect(name.getAttribute('aria-invalid')).toBe('true');
+    expect(screen.getByText('must be at most 100 characters')).toBeTruthy();
+    expect(screen.getByText('must be a JSON object of model name to model name')).toBeTruthy();
+    fireEvent.input(name, { target: { value: 'short' } });
+    await waitFor(() => expect(name.getAttribute('aria-invalid')).toBeNull());
+    expect(mapping.getAttribute('aria-invalid')).toBe('true');
+  });
+
   it('shows a legacy type without offering it', () => {
     render(<ChannelForm channel={{ ...AUTO_DISABLED, type: 3 }} onDone={() => {}} />);
     const type = screen.getByLabelText('Provider format') as HTMLSelectElement;

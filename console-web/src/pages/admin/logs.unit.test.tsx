@@ -62,7 +62,7 @@ describe('AdminLogsPage', () => {
     const rows = within(table).getAllByRole('row').slice(1);
     expect(rows.map((r) => within(r).getAllByRole('cell')[1]!.textContent)).toEqual(['ada', 'bob']);
     expect(rows.map((r) => within(r).getAllByRole('cell')[5]!.textContent)).toEqual(['3', '4']);
-    expect((await screen.findByLabelText('Usage of the filtered entries')).textContent).toContain('$2.000');
+    expect((await screen.findByLabelText('Usage of the filtered entries')).textContent).toContain('$2.00');
   });
 
   it('sends the username and channel filters to the list and to the stat', async () => {

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { OptionItem } from '../../api/types';
 import type { PageProps } from '../../app';
-import { Card, ErrorText, Field, Loading, useAction, useLoad } from '../../components/ui';
+import { Card, ConfirmButton, ErrorText, Field, Loading, useAction, useLoad } from '../../components/ui';
 
 /** Ratios, groups, payments, ...: every option by its key's topic, for the page's sections. */
 export function optionSection(key: string): string {
@@ -47,7 +47,6 @@ export function optionSaveValue(o: Pick<OptionItem, 'secret'>, value: string): s
 function OptionRow({ o, canWrite, onSaved }: { o: OptionItem; canWrite: boolean; onSaved: () => void }) {
   const [value, setValue] = useState(o.secret ? '' : o.value);
   const [saved, setSaved] = useState<string | null>(null);
-  const [confirmClear, setConfirmClear] = useState(false);
   const action = useAction();
   const multiline = !o.secret && (o.value.startsWith('{') || o.value.startsWith('[') || o.value.length > 60);
   const toSend = optionSaveValue(o, value);
@@ -56,7 +55,6 @@ function OptionRow({ o, canWrite, onSaved }: { o: OptionItem; canWrite: boolean;
     setSaved(done);
     // A secret is not kept on the page once stored.
     if (o.secret) setValue('');
-    setConfirmClear(false);
     onSaved();
   });
   return (
@@ -74,13 +72,12 @@ function OptionRow({ o, canWrite, onSaved }: { o: OptionItem; canWrite: boolean;
       {canWrite && (
         <div class="buttons">
           <button type="submit" disabled={action.busy || toSend === null} aria-label={`Save ${o.key}`}>Save</button>
-          {o.secret && o.configured && (confirmClear
-            ? <>
-                <button type="button" class="danger" disabled={action.busy} onClick={() => { setSaved(null); void put('', 'Cleared'); }} aria-label={`Confirm clearing ${o.key}`}>Confirm clear</button>
-                <button type="button" onClick={() => setConfirmClear(false)} aria-label={`Keep ${o.key}`}>Keep</button>
-                <span class="hint">Clearing erases the stored secret.</span>
-              </>
-            : <button type="button" class="danger" onClick={() => setConfirmClear(true)} aria-label={`Clear ${o.key}`}>Clear</button>)}
+          {o.secret && o.configured && (
+            <ConfirmButton label="Clear" name={`Clear ${o.key}`} confirm="Confirm clear" confirmName={`Confirm clearing ${o.key}`} keepName={`Keep ${o.key}`} busy={action.busy}
+              onConfirm={() => { setSaved(null); return put('', 'Cleared'); }}>
+              <span class="hint">Clearing erases the stored secret.</span>
+            </ConfirmButton>
+          )}
         </div>
       )}
       {saved && <span class="ok" role="status">{saved}</span>}

@@ -31,4 +31,12 @@ describe('Create codes', () => {
     await waitFor(() => expect(value.getAttribute('aria-invalid')).toBeNull());
     expect(screen.queryByText('a dollar amount above $0, such as 10 or 2.50')).toBeNull();
   });
+
+  it('names the largest value a code can carry when more is typed', async () => {
+    render(<AdminRedemptionsPage />);
+    fireEvent.input(screen.getByLabelText('Name'), { target: { value: 'gift' } });
+    fireEvent.input(screen.getByLabelText('Value per code (US dollars)'), { target: { value: '1000000000000' } });
+    fireEvent.submit(screen.getByRole('form', { name: 'Create codes' }));
+    expect(await screen.findByText('must be at most $18,014,398,509.481982')).toBeTruthy();
+  });
 });

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Redemption } from '../../api/types';
-import { Card, CopyButton, ErrorText, Field, Loading, Pager, splitFieldError, useAction, useLoad } from '../../components/ui';
+import { Card, CopyButton, ErrorText, Field, Loading, Pager, splitFieldError, Table, useAction, useLoad } from '../../components/ui';
 import { dateTime, dollars, dollarsError, dollarsToQuota, fromLocalInput } from '../../format';
 
 const PAGE_SIZE = 20;
@@ -40,10 +40,10 @@ export function AdminRedemptionsPage() {
         {list.loading && <Loading what="Loading codes" />}
         <ErrorText error={list.error} />
         {list.data && (list.data.items.length === 0 ? page === 1 && <p>No codes.</p> : (
-          <div class="scroll"><table>
+          <Table>
             <thead><tr><th>Id</th><th>Name</th><th>Code</th><th>Value</th><th>Status</th><th>Created</th><th>Redeemed</th><th>Expires</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((r) => <CodeRow key={r.id} r={r} onChanged={list.reload} />)}</tbody>
-          </table></div>
+          </Table>
         ))}
         {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Code pages" />}
       </Card>

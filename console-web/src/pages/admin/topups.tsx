@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { PageProps } from '../../app';
-import { Card, ErrorText, Field, Loading, Pager, Select, useAction, useLoad } from '../../components/ui';
+import { Card, ConfirmButton, ErrorText, Field, Loading, Pager, Select, Table, useAction, useLoad } from '../../components/ui';
 import type { TopupOrder } from '../../api/types';
 import { creditDollars, dateTime, money, ROLE } from '../../format';
 import { orderStatusText } from '../topup';
@@ -35,7 +35,7 @@ export function AdminTopupsPage({ account }: PageProps) {
       {orders.loading && <Loading what="Loading orders" />}
       <ErrorText error={orders.error} />
       {orders.data && (orders.data.items.length === 0 ? page === 1 && <p>No orders.</p> : (
-        <div class="scroll"><table>
+        <Table>
           <thead><tr><th>Order number</th><th>Account</th><th>Credit (US dollars)</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th>{isRoot && <th>Actions</th>}</tr></thead>
           <tbody>{orders.data.items.map((o) => (
             <tr key={o.id}>
@@ -45,7 +45,7 @@ export function AdminTopupsPage({ account }: PageProps) {
               {isRoot && <td>{o.status === 'pending' && <CompleteButton tradeNo={o.trade_no} onDone={orders.reload} />}</td>}
             </tr>
           ))}</tbody>
-        </table></div>
+        </Table>
       ))}
       {orders.data && orders.data.items.length > 0 && (
         <p class="hint">
@@ -66,12 +66,11 @@ export function paidText(o: Pick<TopupOrder, 'money' | 'payment_provider'>, card
 /** Root only: credit an order whose payment arrived outside the provider's callback. */
 function CompleteButton({ tradeNo, onDone }: { tradeNo: string; onDone: () => void }) {
   const action = useAction();
-  const [confirm, setConfirm] = useState(false);
-  return confirm ? (
+  return (
     <>
-      <button type="button" class="danger" disabled={action.busy} onClick={() => void action.run(async () => { await call(api.POST('/api/user/topup/complete', { body: { trade_no: tradeNo } })); onDone(); })}>Confirm: mark paid</button>
-      <button type="button" onClick={() => setConfirm(false)}>Cancel</button>
+      <ConfirmButton label="Mark paid" name={`Mark order ${tradeNo} paid`} confirm="Confirm: mark paid" keep="Cancel" busy={action.busy} danger={false}
+        onConfirm={() => action.run(async () => { await call(api.POST('/api/user/topup/complete', { body: { trade_no: tradeNo } })); onDone(); })} />
       <ErrorText error={action.error} />
     </>
-  ) : <button type="button" onClick={() => setConfirm(true)} aria-label={`Mark order ${tradeNo} paid`}>Mark paid</button>;
+  );
 }

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Account } from '../../api/types';
 import type { PageProps } from '../../app';
-import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
+import { Card, ConfirmButton, ErrorText, Field, Loading, Pager, Select, splitFieldError, Table, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
 import { dollars, dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
 
 const PAGE_SIZE = 20;
@@ -35,10 +35,10 @@ export function AdminUsersPage({ account: me }: PageProps) {
         {list.loading && <Loading what="Loading accounts" />}
         <ErrorText error={list.error} />
         {list.data && (
-          <div class="scroll"><table>
+          <Table>
             <thead><tr><th>Id</th><th>Username</th><th>Display name</th><th>Role</th><th>Status</th><th>Group</th><th>Balance</th><th>Used</th><th>Requests</th><th>Actions</th></tr></thead>
             <tbody>{list.data.items.map((a) => <AccountRow key={a.id} a={a} me={me} onEdit={() => setEditing(a)} onChanged={list.reload} />)}</tbody>
-          </table></div>
+          </Table>
         )}
         {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Account pages" />}
       </Card>
@@ -50,7 +50,6 @@ type ManageAction = 'disable' | 'enable' | 'promote' | 'demote' | 'delete';
 
 function AccountRow({ a, me, onEdit, onChanged }: { a: Account; me: Account; onEdit: () => void; onChanged: () => void }) {
   const action = useAction();
-  const [confirmDelete, setConfirmDelete] = useState(false);
   const manage = (act: ManageAction) => action.run(async () => {
     await call(api.POST('/api/user/manage', { body: { id: a.id, action: act } }));
     onChanged();
@@ -59,18 +58,17 @@ function AccountRow({ a, me, onEdit, onChanged }: { a: Account; me: Account; onE
   const self = a.id === me.id;
   return (
     <tr>
-      <td>{a.id}</td><td>{a.username}</td><td>{a.display_name}</td><td>{ROLE_NAMES[a.role] ?? a.role}</td>
+      <td>{a.id}</td><td class="name">{a.username}</td><td class="name">{a.display_name}</td><td>{ROLE_NAMES[a.role] ?? a.role}</td>
       <td>{a.status === 1 ? 'Enabled' : 'Banned'}</td><td>{a.group}</td><td>{dollars(a.quota)}</td><td>{dollars(a.used_quota)}</td><td>{a.request_count}</td>
       <td class="actions">
         <button type="button" onClick={onEdit} aria-label={`Edit ${a.username}`}>Edit</button>
+        {/* A ban ends the account's sessions and stops its keys at once: asked first, as Delete is. */}
         {!self && (a.status === 1
-          ? <button type="button" disabled={action.busy} onClick={() => void manage('disable')} aria-label={`Ban ${a.username}`}>Ban</button>
+          ? <ConfirmButton label="Ban" name={`Ban ${a.username}`} confirm="Confirm ban" confirmName={`Confirm banning ${a.username}`} busy={action.busy} danger={false} onConfirm={() => manage('disable')} />
           : <button type="button" disabled={action.busy} onClick={() => void manage('enable')} aria-label={`Unban ${a.username}`}>Unban</button>)}
         {isRoot && !self && a.role < ROLE.admin && <button type="button" disabled={action.busy} onClick={() => void manage('promote')} aria-label={`Make ${a.username} an administrator`}>Make administrator</button>}
         {isRoot && !self && a.role === ROLE.admin && <button type="button" disabled={action.busy} onClick={() => void manage('demote')} aria-label={`Make ${a.username} an ordinary user`}>Make ordinary user</button>}
-        {!self && (confirmDelete
-          ? <><button type="button" class="danger" onClick={() => void manage('delete')}>Confirm delete</button><button type="button" onClick={() => setConfirmDelete(false)}>Keep</button></>
-          : <button type="button" class="danger" onClick={() => setConfirmDelete(true)} aria-label={`Delete ${a.username}`}>Delete</button>)}
+        {!self && <ConfirmButton label="Delete" name={`Delete ${a.username}`} confirm="Confirm delete" confirmName={`Confirm deleting ${a.username}`} busy={action.busy} onConfirm={() => manage('delete')} />}
         <ErrorText error={action.error} />
       </td>
     </tr>

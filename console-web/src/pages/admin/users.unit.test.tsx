@@ -13,7 +13,7 @@ const server = vi.hoisted(() => {
   return s;
 });
 
-import { EditAccount } from './users';
+import { AdminUsersPage, EditAccount } from './users';
 
 afterEach(cleanup);
 
@@ -103,5 +103,25 @@ describe('EditAccount', () => {
     expect(screen.queryByLabelText('New password')).toBeNull();
     expect(screen.getByText(/changed on the Profile page/)).toBeTruthy();
     expect((screen.getByLabelText('Username') as HTMLInputElement).value).toBe('ann');
+  });
+});
+
+describe('AdminUsersPage', () => {
+  it('bans only once the ban is confirmed, as Delete asks first', async () => {
+    const posts: unknown[] = [];
+    server.handle = async (r) => {
+      const path = new URL(r.url).pathname;
+      if (r.method === 'POST' && path === '/api/user/manage') { posts.push(await r.json()); return reply(200, { success: true, message: '', data: null }); }
+      if (path === '/api/user/search') return reply(200, { success: true, message: '', data: { items: [ANN], total: 1, page: 1, page_size: 20 } });
+      return reply(200, { success: true, message: '', data: [] });
+    };
+    const me = { ...ANN, id: 1, username: 'root', role: 100 } as Account;
+    render(<AdminUsersPage account={me} refreshAccount={() => {}} />);
+    fireEvent.click(await screen.findByRole('button', { name: 'Ban ann' }));
+    const confirm = await screen.findByRole('button', { name: 'Confirm banning ann' });
+    await waitFor(() => expect(document.activeElement).toBe(confirm));
+    expect(posts).toEqual([]);
+    fireEvent.click(confirm);
+    await waitFor(() => expect(posts).toEqual([{ id: 7, action: 'disable' }]));
   });
 });
