@@ -69,7 +69,8 @@ export function parseListModelsQuery(get: (name: string) => string | undefined |
   const limitRaw = get('limit');
   let limit = 20;
   if (limitRaw !== undefined && limitRaw !== null && limitRaw !== '') {
-    if (!/^\d+$/.test(limitRaw)) return 'limit: Input should be a valid integer';
+    // A negative number is an integer out of range, not "not an integer".
+    if (!/^[-+]?\d+$/.test(limitRaw)) return 'limit: Input should be a valid integer';
     limit = Number(limitRaw);
     if (limit < 1 || limit > 1000) return 'limit: Input should be between 1 and 1000';
   }

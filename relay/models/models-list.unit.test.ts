@@ -40,6 +40,7 @@ describe('models list', () => {
     expect(parseListModelsQuery(get({ limit: '5', after_id: 'a' }))).toEqual(q({ limit: 5, afterId: 'a' }));
     expect(parseListModelsQuery(get({ limit: '0' }))).toMatch(/between 1 and 1000/);
     expect(parseListModelsQuery(get({ limit: '1001' }))).toMatch(/between 1 and 1000/);
+    expect(parseListModelsQuery(get({ limit: '-1' }))).toMatch(/between 1 and 1000/);
     expect(parseListModelsQuery(get({ limit: 'ten' }))).toMatch(/integer/);
     expect(parseListModelsQuery(get({ after_id: 'a', before_id: 'b' }))).toMatch(/both/);
   });
