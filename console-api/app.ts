@@ -4,6 +4,7 @@ import { STATUS_CODES } from 'node:http';
 import { isIP } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import { rawJsonProblem, SCAN_DEPTH_MAX } from '../infra/json/raw-json-scan.js';
 import { createLogger } from '../infra/logger.js';
 import { registerBrowserSession } from './auth/browser-session.js';
 import { makeRequireUser } from './auth/require-user.js';
@@ -26,6 +27,28 @@ import { registerUserRoutes } from './routes/user.js';
 
 /** Console bodies are small JSON objects. */
 const CONSOLE_BODY_LIMIT = 1024 * 1024;
+/**
+ * A body's nesting (the routes' input guard refuses past 32 levels, naming the field: this bounds
+ * what it walks) and its object keys, all objects together: the largest the console takes (a price
+ * table of a few thousand models) holds a few thousand keys. Unbounded, 20 anonymous login bodies of
+ * 1 MB of keys at once held every console request 2.2 s in JSON.parse (infra/json/raw-json-scan.ts).
+ */
+const CONSOLE_JSON_DEPTH = SCAN_DEPTH_MAX;
+const CONSOLE_JSON_KEYS = 20_000;
+
+/** A JSON body, or the 400 that refuses it: nested too deeply, too many keys, a key named twice, not JSON. */
+function parseJsonBody(body: Buffer): unknown {
+  const problem = rawJsonProblem(body, CONSOLE_JSON_DEPTH, CONSOLE_JSON_KEYS);
+  if (problem?.kind === 'too_deep') return new ConsoleError('INVALID_JSON', `request body nests objects and arrays more than ${CONSOLE_JSON_DEPTH} levels deep`);
+  if (problem?.kind === 'too_many_keys') return new ConsoleError('INVALID_JSON', `request body holds more than ${CONSOLE_JSON_KEYS.toLocaleString('en-US')} object keys`);
+  // JSON.parse keeps the last of two equal keys; a console in front or a client's own checks may read the first.
+  if (problem?.kind === 'repeated_key') return new ConsoleError('INVALID_JSON', `request body names the key ${JSON.stringify(problem.key.slice(0, 64))} twice in one object`);
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch {
+    return new ConsoleError('INVALID_JSON');
+  }
+}
 
 const FASTIFY_ERROR_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_JSON_BODY: 'INVALID_JSON',
@@ -89,6 +112,15 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     loggerInstance: logger.child({}, { serializers: { req: requestLogFields } }),
     logController: new ConsoleLogController(),
     bodyLimit: CONSOLE_BODY_LIMIT,
+    // Fastify waits for a body forever by default: a login with 7 of its 100 bytes sent was still
+    // holding its connection after 400 s. Given to Node's server at its creation (Node 20 ignores
+    // the property set afterwards, which is how Fastify's own requestTimeout is applied), with the
+    // clock Node checks it on (30 s by default) shorter for a short timeout.
+    requestTimeout: deps.config.CONSOLE_REQUEST_TIMEOUT_MS,
+    http: {
+      requestTimeout: deps.config.CONSOLE_REQUEST_TIMEOUT_MS,
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(deps.config.CONSOLE_REQUEST_TIMEOUT_MS / 4))),
+    },
     routerOptions: { ignoreTrailingSlash: true },
     // request.ip (login and registration throttling) is the client's, not a proxy's: the same
     // TRUSTED_PROXIES as the relay; the right-most X-Forwarded-For entry not itself trusted.
@@ -120,6 +152,14 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   // JSON is the only body the API reads: Fastify's default text/plain parser handed a string to the
   // routes' schemas, answered 400 "expected object, received string" where every other type gets 415.
   app.removeContentTypeParser('text/plain');
+  // JSON read through the raw scan first (parseJsonBody). A `__proto__` key is parsed as JSON.parse
+  // does, an own property, as onProtoPoisoning 'ignore' had Fastify's own parser do.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+    const parsed = parseJsonBody(body as Buffer);
+    if (parsed instanceof ConsoleError) done(parsed, undefined);
+    else done(null, parsed);
+  });
 
   // An empty body labelled JSON (clients that set the header on every request, a DELETE or a
   // POST /api/token/:id/key included) is no body, not "request body is not valid JSON": without the

@@ -30,6 +30,9 @@ const schema = z.object({
   RELAY_METRICS_PORT: z.union([z.literal('off'), port]).default(9465),
   CONSOLE_HOST: z.string().default('127.0.0.1'),
   CONSOLE_PORT: port.default(3001),
+  // A console request must have arrived whole (headers and body) this long after it began; past it,
+  // 408 and the connection closed (console-api/app.ts).
+  CONSOLE_REQUEST_TIMEOUT_MS: positiveInt.default(30_000),
   // The built web console console-api serves at / (make build writes it); empty = dist/console-web.
   CONSOLE_WEB_DIR: z.string().default(''),
   MOCK_UPSTREAM_PORT: port.default(3090),

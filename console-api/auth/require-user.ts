@@ -6,7 +6,7 @@ import type { UserRow } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import type { ConsoleContext } from '../context.js';
 import { ConsoleError } from '../http/errors.js';
-import { resolveSession } from './sessions.js';
+import { resolveSession, revokedByBan } from './sessions.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -30,7 +30,7 @@ export function makeRequireUser(ctx: ConsoleContext) {
       if (!token) throw new ConsoleError('UNAUTHENTICATED');
       if (token.startsWith('sk-')) throw new ConsoleError('API_KEY_NOT_ACCEPTED');
       const user = await resolveSession(ctx.sql, token, ctx.now());
-      if (!user) throw new ConsoleError('INVALID_ACCESS_TOKEN');
+      if (!user) throw new ConsoleError(await revokedByBan(ctx.sql, token) ? 'ACCOUNT_BANNED' : 'INVALID_ACCESS_TOKEN');
       if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
       if (user.role < minRole) throw new ConsoleError('INSUFFICIENT_ROLE');
       request.account = user;

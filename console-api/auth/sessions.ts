@@ -97,6 +97,18 @@ export async function resolveSession(db: Db, credential: string, nowSec: number)
   return row;
 }
 
+/**
+ * Whether a credential resolveSession refused was revoked with its account's ban: a ban revokes every
+ * session (revokeAllCredentials), and its holder, told only that the token is invalid, read "your
+ * session expired". Asked only once resolveSession has refused the credential.
+ */
+export async function revokedByBan(db: Db, credential: string): Promise<boolean> {
+  const [row] = await db<{ status: number }[]>`
+    SELECT u.status FROM access_tokens t JOIN users u ON u.id = t.user_id
+    WHERE t.token_hash = ${hashCredential(credential)} AND t.revoked_at IS NOT NULL AND u.deleted_at IS NULL`;
+  return row !== undefined && row.status !== ACCOUNT_STATUS.enabled;
+}
+
 /** Revokes the one credential presented (logout of a session, or of an access token). */
 export async function revokeSession(db: Db, credential: string, nowSec: number): Promise<void> {
   await db`UPDATE access_tokens SET revoked_at = ${nowSec} WHERE token_hash = ${hashCredential(credential)} AND revoked_at IS NULL`;

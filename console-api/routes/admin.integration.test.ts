@@ -150,7 +150,11 @@ describe('accounts (administration)', () => {
     const target = await h.account();
     const manage = (who: TestAccount, body: object) => inject('POST', '/api/user/manage', who, body);
     expect((await manage(admin, { id: target.user.id, action: 'disable' })).json().data.status).toBe(2);
-    expect((await inject('GET', '/api/user/self', target)).statusCode).toBe(401);
+    // Its session, revoked with the ban, is told why (it read "invalid, expired or revoked", and the
+    // web console "your session expired"); once enabled again, it is only a revoked session.
+    const banned = await inject('GET', '/api/user/self', target);
+    expect(banned.statusCode).toBe(403);
+    expect(banned.json()).toEqual({ success: false, message: 'this account is banned' });
     expect((await h.app.inject({ method: 'POST', url: '/api/user/login', payload: { username: target.user.username, password: target.password } })).statusCode).toBe(403);
     expect((await manage(admin, { id: target.user.id, action: 'enable' })).json().data.status).toBe(1);
     // The ban ended its session; enabled again, it signs in anew.

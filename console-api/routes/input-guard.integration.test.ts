@@ -137,7 +137,9 @@ describe('deep nesting', () => {
       const payload = `{"key":"ModelRatio","value":${'['.repeat(depth)}${']'.repeat(depth)}}`;
       const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: { ...admin.auth, 'content-type': 'application/json' }, payload });
       expect(res.statusCode, `depth ${depth}: ${res.body.slice(0, 200)}`).toBe(400);
-      expect(res.json()).toEqual({ success: false, message: expect.stringMatching(/^value(\.0)*: is nested more than 32 levels deep$/) });
+      // Past the raw scan's 128 levels, refused before JSON.parse for the body as a whole.
+      const message = depth > 128 ? 'request body nests objects and arrays more than 128 levels deep' : expect.stringMatching(/^value(\.0)*: is nested more than 32 levels deep$/);
+      expect(res.json()).toEqual({ success: false, message });
     }
     // A value of ordinary depth still works.
     expect((await inject('PUT', '/api/option/', admin, { key: 'GroupRateLimits', value: { default: { rpm: 10 } } })).statusCode).toBe(200);
@@ -260,4 +262,51 @@ describe('prototype property names (D4)', () => {
     expect(res.statusCode).toBe(400);
     expect(res.json()).toEqual({ success: false, message: 'request body is not valid JSON' });
   });
+});
+
+// Read through the raw scan before JSON.parse (app.ts parseJsonBody).
+describe('JSON bodies the scan refuses', () => {
+  const post = (url: string, payload: string, who?: TestAccount) =>
+    h.app.inject({ method: 'POST', url, headers: { ...(who?.auth ?? {}), 'content-type': 'application/json' }, payload });
+
+  it('a key named twice in one object: 400 naming it, where the last value used to win', async () => {
+    const res = await post('/api/redemption/', '{"name":"twice","quota":10,"count":1,"qu\\u006fta":20}', admin);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'request body names the key "quota" twice in one object' });
+  });
+
+  it('more than 20,000 object keys, however they are spread: 400 before anything reads them, even anonymous', async () => {
+    const keys = Array.from({ length: 20_001 }, (_, i) => `"k${i}":0`).join(',');
+    const res = await post('/api/user/login', `{"username":"x","password":"y","extra":{${keys}}}`);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'request body holds more than 20,000 object keys' });
+  });
+
+  it('nesting past 128 levels: 400', async () => {
+    const res = await post('/api/user/login', `{"username":${'['.repeat(128)}${']'.repeat(128)}}`);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json().message).toMatch(/more than 128 levels deep/);
+  });
+});
+
+describe('a request that stops arriving', () => {
+  it('is answered 408 in the envelope and closed once CONSOLE_REQUEST_TIMEOUT_MS has passed, not held for good', async () => {
+    const quick = await startConsoleHarness({ CONSOLE_REQUEST_TIMEOUT_MS: '1000' });
+    if (quick.app.server.address() === null) await quick.app.listen({ port: 0, host: '127.0.0.1' });
+    const port = (quick.app.server.address() as { port: number }).port;
+    const sock = connect(port, '127.0.0.1');
+    sock.setEncoding('latin1');
+    let text = '';
+    sock.on('data', (d: string) => { text += d; });
+    sock.write('POST /api/user/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"user');
+    const closed = await new Promise<boolean>((resolve) => {
+      sock.on('close', () => resolve(true));
+      setTimeout(() => resolve(false), 10_000).unref();
+    });
+    sock.destroy();
+    await quick.close();
+    expect(closed).toBe(true);
+    expect(text).toMatch(/^HTTP\/1\.1 408/);
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ success: false, message: 'the request took too long to arrive' });
+  }, 30_000);
 });

@@ -1,120 +1,36 @@
-// Checks on a request body's raw bytes before JSON.parse: its nesting depth, and no key named twice
-// in one object.
+// Checks on a request body's raw bytes before JSON.parse (infra/json/raw-json-scan.ts), with the
+// relay's limits: nesting depth, object keys, no key named twice in one object.
 //
-// Depth: V8's JSON.parse accepts any depth, but everything after it recurses (JSON.stringify of a
-// model-mapped body, the prompt walk on the counting workers, zod): a body nested a few thousand
-// levels deep would throw RangeError there and answer 500. Real Messages bodies nest a few levels
-// (tool input schemas perhaps twenty); MAX_JSON_DEPTH leaves ample room.
+// Depth: everything after JSON.parse recurses (JSON.stringify of a model-mapped body, the prompt walk
+// on the counting workers, zod): a body nested a few thousand levels deep would throw RangeError there
+// and answer 500. Real Messages bodies nest a few levels (tool input schemas perhaps twenty);
+// MAX_JSON_DEPTH leaves ample room.
+//
+// Keys: a probe held /health up 9-15 s with 8 bodies of 390,000 keys at once, sent with a key of zero
+// balance, since the body is read before anything is reserved. An ordinary conversation at a model's
+// context limit holds a few thousand keys (each message and block two to five, tool schemas a few
+// hundred), so a body of more than MAX_JSON_KEYS is refused; that body now in 18-29 ms.
 //
 // Repeated keys: the relay forwards a Messages body's bytes as they came, and prices and bounds the
 // request by what JSON.parse read from them, where the last of two equal keys wins. A provider whose
 // parser keeps the first (gjson, as gateways built on new-api and one-api read bodies; simdjson) would
 // run `{"max_tokens":100000,…,"max_tokens":1}` or `{"model":"cheap",…,"model":"dear"}` as something
 // other than what was reserved and billed, and `{"type":"image",…,"type":"text"}` in a content block
-// as an image the byte bound does not cover. No client that matters sends such a body (RFC 8259: names
-// SHOULD be unique), so it is refused rather than guessed at. Keys are compared as JSON.parse decodes
-// them: `"mod\u0065l"` repeats `"model"`.
-//
-// Keys: what a body costs the event loop to scan and parse grows with its object keys, not its bytes.
-// An 8 MB body of ~390,000 keys in one object took 0.7 s to scan and 0.5 s to JSON.parse (V8 turns the
-// object into a dictionary); 700,000 keys of distinct names over small objects took JSON.parse 2.7 s
-// (a hidden class per name). A probe held /health up 9-15 s with 8 such bodies at once, sent with a key
-// of zero balance, since the body is read before anything is reserved. An ordinary conversation at a
-// model's context limit holds a few thousand keys (each message and block two to five, tool schemas a
-// few hundred), so a body of more than MAX_JSON_KEYS is refused where the scan reaches the first key
-// past it, before JSON.parse.
+// as an image the byte bound does not cover. No client that matters sends such a body, so it is
+// refused rather than guessed at.
 import { isUtf8 } from 'node:buffer';
+import { rawJsonProblem as scanJson, SCAN_DEPTH_MAX, type RawJsonProblem } from '../../infra/json/raw-json-scan.js';
 import { RelayError } from '../errors.js';
-import { Byte } from '../stream/sse-bytes.js';
 
-export const MAX_JSON_DEPTH = 128;
+export type { RawJsonProblem };
+
+export const MAX_JSON_DEPTH = SCAN_DEPTH_MAX;
 /** The most object keys a request body may hold, all objects together. */
 export const MAX_JSON_KEYS = 50_000;
 
-export type RawJsonProblem = { kind: 'too_deep' } | { kind: 'too_many_keys' } | { kind: 'repeated_key'; key: string };
-
-/** Above this many keys an object's keys are compared through a Set, not pairwise (a body may hold an object of a million keys). */
-const PAIRWISE_KEYS = 16;
-
-const TOO_DEEP: RawJsonProblem = { kind: 'too_deep' };
-const TOO_MANY_KEYS: RawJsonProblem = { kind: 'too_many_keys' };
-
-// One scan at a time (the event loop is single-threaded and the scan never yields), so its stacks
-// are module state: no allocation per request. keyStart/keyEnd hold the keys of every object still
-// open, innermost last; frameKeys[d] is where the keys of the object at depth d begin (-1: an array).
-const KEPT_KEYS = 1024;
-let keyStart = new Int32Array(KEPT_KEYS);
-let keyEnd = new Int32Array(KEPT_KEYS);
-const frameKeys = new Int32Array(MAX_JSON_DEPTH + 2);
-/** The decoded keys of an object that outgrew pairwise comparison, or holds a key with escapes or non-ASCII bytes. */
-const frameSets: (Set<string> | null)[] = new Array<Set<string> | null>(MAX_JSON_DEPTH + 2).fill(null);
-
-/**
- * The first problem of the JSON text in `buf`, or null: more than `maxDepth` objects/arrays inside one
- * another, more than `maxKeys` object keys in all, or a key that an object already holds. A single
- * pass; brackets and commas inside strings do not count. Invalid JSON gets some answer and is then
- * refused by JSON.parse.
- */
+/** The first problem of the JSON text in `buf` under the relay's limits (or those given), or null. */
 export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH, maxKeys = MAX_JSON_KEYS): RawJsonProblem | null {
-  const limit = Math.min(maxDepth, MAX_JSON_DEPTH);
-  let depth = 0;
-  let keys = 0;
-  let keysSeen = 0;
-  let expectKey = false;
-  try {
-    const n = buf.length;
-    for (let i = 0; i < n; i++) {
-      const c = buf[i]!;
-      if (c === Byte.QUOTE) {
-        const start = i + 1;
-        // Skip the string with a native search for its closing quote (bodies are mostly string
-        // content): a quote preceded by an odd run of backslashes is escaped.
-        for (;;) {
-          const q = buf.indexOf(Byte.QUOTE, i + 1);
-          if (q < 0) return null;
-          let b = q - 1;
-          while (buf[b] === Byte.BACKSLASH) b--;
-          i = q;
-          if ((q - 1 - b) % 2 === 0) break;
-        }
-        if (!expectKey) continue;
-        expectKey = false;
-        if (++keysSeen > maxKeys) return TOO_MANY_KEYS;
-        const repeated = addKey(buf, depth, start, i, keys);
-        if (repeated !== null) return { kind: 'repeated_key', key: repeated };
-        keys++;
-      } else if (c === Byte.LBRACE || c === Byte.LBRACKET) {
-        if (++depth > limit) return TOO_DEEP;
-        if (c === Byte.LBRACE) {
-          frameKeys[depth] = keys;
-          expectKey = true;
-        } else {
-          frameKeys[depth] = -1;
-          expectKey = false;
-        }
-      } else if (c === Byte.RBRACE || c === Byte.RBRACKET) {
-        if (depth > 0) {
-          const first = frameKeys[depth]!;
-          if (first >= 0) {
-            keys = first;
-            frameSets[depth] = null;
-          }
-          depth--;
-        }
-        expectKey = false;
-      } else if (c === Byte.COMMA) {
-        expectKey = depth > 0 && frameKeys[depth]! >= 0;
-      }
-    }
-    return null;
-  } finally {
-    for (let d = 1; d <= depth && d < frameSets.length; d++) frameSets[d] = null;
-    // A body of a million keys grew the stacks to megabytes: not kept for the next request.
-    if (keyStart.length > KEPT_KEYS) {
-      keyStart = new Int32Array(KEPT_KEYS);
-      keyEnd = new Int32Array(KEPT_KEYS);
-    }
-  }
+  return scanJson(buf, maxDepth, maxKeys);
 }
 
 /**
@@ -147,115 +63,4 @@ export function rawJsonRefusal(buf: Uint8Array): RelayError | null {
   if (problem.kind === 'too_many_keys') return TOO_MANY_KEYS_ERROR;
   const key = problem.key.length > 64 ? `${problem.key.slice(0, 64)}…` : problem.key;
   return new RelayError('invalid_request', `The request body names the key ${JSON.stringify(key)} twice in one object: a provider could read the other value.`);
-}
-
-/** Records the key buf[start, end) of the object at `depth` (the keys' stack holds `count`); returns it decoded if the object already had it. */
-function addKey(buf: Uint8Array, depth: number, start: number, end: number, count: number): string | null {
-  if (count === keyStart.length) grow(count * 2);
-  keyStart[count] = start;
-  keyEnd[count] = end;
-  const first = frameKeys[depth]!;
-  let set = frameSets[depth]!;
-  if (set === null && (count - first >= PAIRWISE_KEYS || !plainAscii(buf, start, end))) {
-    // From here on this object's keys are compared decoded, as JSON.parse would read them.
-    set = new Set<string>();
-    for (let k = first; k < count; k++) set.add(decodeKey(buf, keyStart[k]!, keyEnd[k]!));
-    frameSets[depth] = set;
-  }
-  if (set !== null) {
-    const key = decodeKey(buf, start, end);
-    if (set.has(key)) return key;
-    set.add(key);
-    return null;
-  }
-  const len = end - start;
-  for (let k = first; k < count; k++) {
-    const s = keyStart[k]!;
-    if (keyEnd[k]! - s !== len) continue;
-    let j = 0;
-    while (j < len && buf[s + j] === buf[start + j]) j++;
-    if (j === len) return decodeKey(buf, start, end);
-  }
-  return null;
-}
-
-function grow(size: number): void {
-  const grownStart = new Int32Array(size);
-  grownStart.set(keyStart);
-  keyStart = grownStart;
-  const grownEnd = new Int32Array(size);
-  grownEnd.set(keyEnd);
-  keyEnd = grownEnd;
-}
-
-/** Printable ASCII without a backslash: the key's bytes are its decoded text, compared byte for byte. */
-function plainAscii(buf: Uint8Array, start: number, end: number): boolean {
-  for (let j = start; j < end; j++) {
-    const b = buf[j]!;
-    if (b === Byte.BACKSLASH || b < 0x20 || b > 0x7e) return false;
-  }
-  return true;
-}
-
-/** Longest key decoded here byte by byte; a longer one goes through JSON.parse. */
-const DECODED_KEY_MAX = 256;
-const keyCodes: number[] = [];
-
-/**
- * The key buf[start, end) as JSON.parse reads it. ASCII keys, escaped or not (what a body of many keys
- * is made of), are decoded here without a string per escape or a JSON.parse per key: an object of
- * 50,000 `"\u0061…"` keys took 150 ms that way, now a few.
- */
-function decodeKey(buf: Uint8Array, start: number, end: number): string {
-  if (end - start <= DECODED_KEY_MAX) {
-    keyCodes.length = 0;
-    let ascii = true;
-    for (let j = start; j < end && ascii; j++) {
-      const b = buf[j]!;
-      if (b > 0x7e || b < 0x20) ascii = false;
-      else if (b !== Byte.BACKSLASH) keyCodes.push(b);
-      else {
-        const e = buf[++j];
-        if (e === 0x75 /* u */ && j + 4 < end) {
-          const code = hex4(buf, j + 1);
-          if (code < 0) ascii = false;
-          else {
-            keyCodes.push(code);
-            j += 4;
-          }
-        } else {
-          const code = e === undefined ? -1 : SHORT_ESCAPES[e] ?? -1;
-          if (code < 0) ascii = false;
-          else keyCodes.push(code);
-        }
-      }
-    }
-    // Surrogate pairs written as two \u escapes come out as the pair, as JSON.parse gives them.
-    if (ascii) return String.fromCharCode(...keyCodes);
-  }
-  const text = Buffer.from(buf.buffer, buf.byteOffset + start, end - start).toString('utf8');
-  if (!text.includes('\\')) return text;
-  try {
-    return JSON.parse(`"${text}"`) as string;
-  } catch {
-    // Not a valid JSON string: JSON.parse refuses the body anyway.
-    return text;
-  }
-}
-
-/** The escapes of one letter after a backslash, by that letter's byte. */
-const SHORT_ESCAPES: Readonly<Record<number, number>> = {
-  0x22: 0x22, 0x5c: 0x5c, 0x2f: 0x2f, 0x62: 0x08, 0x66: 0x0c, 0x6e: 0x0a, 0x72: 0x0d, 0x74: 0x09,
-};
-
-/** The four hex digits at buf[at], or -1. */
-function hex4(buf: Uint8Array, at: number): number {
-  let code = 0;
-  for (let k = 0; k < 4; k++) {
-    const h = buf[at + k]!;
-    const v = h >= 0x30 && h <= 0x39 ? h - 0x30 : h >= 0x61 && h <= 0x66 ? h - 0x57 : h >= 0x41 && h <= 0x46 ? h - 0x37 : -1;
-    if (v < 0) return -1;
-    code = code * 16 + v;
-  }
-  return code;
 }
