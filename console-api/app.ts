@@ -1,6 +1,6 @@
 // The console API as a Fastify instance (no listen: main.ts listens, tests inject). One module per
 // concern: routes/* register endpoints, auth/* credentials, http/* envelope, errors and validation.
-import { STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import { isIP } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
@@ -118,6 +118,8 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     // clock Node checks it on (30 s by default) shorter for a short timeout.
     requestTimeout: deps.config.CONSOLE_REQUEST_TIMEOUT_MS,
     http: {
+      // A request without Host is refused below in the envelope; Node's own refusal is a bare 400.
+      requireHostHeader: false,
       requestTimeout: deps.config.CONSOLE_REQUEST_TIMEOUT_MS,
       connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(deps.config.CONSOLE_REQUEST_TIMEOUT_MS / 4))),
     },
@@ -166,6 +168,19 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   // label Fastify parses nothing, and a route that needs a body says which field is missing.
   app.addHook('onRequest', async (request) => {
     if (request.headers['content-length'] === '0' && request.headers['content-type'] !== undefined) delete request.headers['content-type'];
+  });
+
+  // HTTP/1.1 requires Host (RFC 9112 §3.2), refused as Node would, in the envelope.
+  app.addHook('onRequest', async (request) => {
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) throw new ConsoleError('MALFORMED_REQUEST');
+  });
+  // An Expect other than 100-continue: Node answered a bare 417 itself.
+  app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const e = new ConsoleError('EXPECTATION_FAILED');
+    const body = JSON.stringify(fail(e.message));
+    res.writeHead(e.status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+    req.resume();
   });
 
   app.decorateRequest('account', null);

@@ -31,6 +31,7 @@ export const ERROR_CATALOGUE = {
   REDEMPTION_UNAVAILABLE: { status: 409, message: 'redemption code is used, disabled or expired' },
   STATE_CONFLICT: { status: 409, message: 'the resource is not in a state that allows this change' },
   REQUEST_TIMEOUT: { status: 408, message: 'the request took too long to arrive' },
+  EXPECTATION_FAILED: { status: 417, message: 'only "Expect: 100-continue" is understood' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'request body is too large' },
   URI_TOO_LONG: { status: 414, message: 'a path parameter is too long' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'send the body as Content-Type: application/json' },

@@ -310,3 +310,42 @@ describe('a request that stops arriving', () => {
     expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ success: false, message: 'the request took too long to arrive' });
   }, 30_000);
 });
+
+describe('requests Node would refuse with a bare answer', () => {
+  /** Writes raw bytes to a listening console and reads until it closes the connection. */
+  async function raw(bytes: string): Promise<string> {
+    const app = await startConsoleHarness();
+    try {
+      if (app.app.server.address() === null) await app.app.listen({ port: 0, host: '127.0.0.1' });
+      const sock = connect((app.app.server.address() as { port: number }).port, '127.0.0.1');
+      sock.setEncoding('latin1');
+      let text = '';
+      sock.on('data', (d: string) => { text += d; });
+      sock.write(bytes);
+      await new Promise<void>((resolve) => {
+        sock.on('close', () => resolve());
+        setTimeout(() => { sock.destroy(); resolve(); }, 5_000).unref();
+      });
+      return text;
+    } finally {
+      await app.close();
+    }
+  }
+
+  it('an HTTP/1.1 request without Host: 400 in the envelope', async () => {
+    const text = await raw('GET /api/status HTTP/1.1\r\nConnection: close\r\n\r\n');
+    expect(text).toMatch(/^HTTP\/1\.1 400/);
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ success: false, message: 'the request is not valid HTTP' });
+  });
+
+  it('an Expect other than 100-continue: 417 in the envelope', async () => {
+    const text = await raw('POST /api/user/login HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}');
+    expect(text).toMatch(/^HTTP\/1\.1 417/);
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ success: false, message: 'only "Expect: 100-continue" is understood' });
+  });
+
+  it('HTTP/1.0 without Host is still served', async () => {
+    const text = await raw('GET /api/status HTTP/1.0\r\n\r\n');
+    expect(text).toMatch(/^HTTP\/1\.1 200/);
+  });
+});
