@@ -351,7 +351,7 @@ class Exchange {
     // bytes bound a text prompt, a window known to be the model's caps it. A usage above these is the
     // provider's fault, billed at them (settlement.ts). Media are bounded by a window that may be a
     // guess (200,000 for a model no table names): no input bound is taken from it.
-    this.usageBound = { input: extraInput === UNBOUNDED ? Infinity : inputBound, output: this.outputBound(), searches };
+    this.usageBound = { input: extraInput === UNBOUNDED ? Infinity : inputBound, output: this.outputBound(), searches, countedInput: inputBound };
     // Settlement bills the searches made with the same fee (quotaCost), so max_uses bounds them.
     const fees = webSearchFee(searches, bounds.webSearchCallPrice, price.group);
     const reservation = {
@@ -437,10 +437,15 @@ class Exchange {
    * prompt away.
    */
   async countPromptTokens(): Promise<number> {
+    const most = this.usageBound?.countedInput ?? Infinity;
     try {
-      return await this.ctx.tokens.countBilledPrompt(this.anthropicBytes(), this.tokenEncoding);
+      const counted = await this.ctx.tokens.countBilledPrompt(this.anthropicBytes(), this.tokenEncoding);
+      if (counted <= most) return counted;
+      relayMetrics.usageAboveBound();
+      this.ctx.log.warn({ requestId: this.requestId, model: this.body?.model, counted, billed: most }, 'the prompt counted here exceeds the input the request was reserved for; billed at that bound');
+      return most;
     } catch (err) {
-      const bound = this.usageBound?.input ?? 0;
+      const bound = Number.isFinite(most) ? most : 0;
       this.ctx.log.error({ err, requestId: this.requestId, billed: bound }, 'prompt count for a settlement failed; the input is billed at the request\'s input bound');
       return bound;
     }

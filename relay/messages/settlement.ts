@@ -21,9 +21,16 @@ import type { SettlementSpool } from './settlement-spool.js';
  * tokens: 500,000,000 quota on a 1,500-quota reservation).
  */
 export interface UsageBound {
+  /** The most prompt tokens a provider's usage is billed (Infinity with media: what it states is billed). */
   input: number;
   output: number;
   searches: number;
+  /**
+   * The most prompt tokens a count of the relay's own bills (a provider that states none): the input
+   * the reservation covered, the model's context window with media. Uncapped, 1,000 images counted at
+   * their most each billed 1.6 M tokens a prompt no model takes, 16× the reservation.
+   */
+  countedInput: number;
 }
 
 export type Outcome =

@@ -141,6 +141,19 @@ describe('counts below 0, and 0 where there was content', () => {
     expect(row).toMatchObject({ prompt_tokens: counted, completion_tokens: NORMAL_OUTPUT, quota: unnamedCost(counted, NORMAL_OUTPUT) });
   });
 
+  it('in-zero for a prompt of 200 images: billed the count of the relay\'s own only up to the window it reserved', async () => {
+    // An unnamed model's window is taken as 200,000 tokens for media (reservation-bound.ts); the
+    // relay counts an image at its most, 1,600 tokens: 320,000 here. A probe's 1,000 images took a
+    // key 4.4 M quota below zero, the count billed uncapped at 16× its reservation.
+    const pixel = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+    const content = Array.from({ length: 200 }, () => ({ type: 'image' as const, source: { type: 'base64' as const, media_type: 'image/png' as const, data: pixel } }));
+    const before = await balanceOf(stack, account.id);
+    const { data: stream, response } = await anthropic.messages.create({ model: 'in-zero', max_tokens: MAX_TOKENS, stream: true, messages: [{ role: 'user', content }] }).withResponse();
+    for await (const event of stream) void event;
+    const row = await billOf(stack, account.id, response.headers.get('x-gateway-request-id')!, before);
+    expect(row).toMatchObject({ prompt_tokens: 200_000, completion_tokens: NORMAL_OUTPUT, quota: unnamedCost(200_000, NORMAL_OUTPUT) });
+  });
+
   it('an Anthropic JSON answer stating both below 0: billed the counted prompt and answer, not free', async () => {
     const before = await balanceOf(stack, account.id);
     const { data, response } = await anthropic.messages.create({ model: 'json-both-negative', max_tokens: MAX_TOKENS, messages }).withResponse();
