@@ -29,18 +29,21 @@ import { registerUserRoutes } from './routes/user.js';
 const CONSOLE_BODY_LIMIT = 1024 * 1024;
 /**
  * A body's nesting (the routes' input guard refuses past 32 levels, naming the field: this bounds
- * what it walks) and its object keys, all objects together: the largest the console takes (a price
- * table of a few thousand models) holds a few thousand keys. Unbounded, 20 anonymous login bodies of
- * 1 MB of keys at once held every console request 2.2 s in JSON.parse (infra/json/raw-json-scan.ts).
+ * what it walks), its object keys and its values, all objects together: the largest the console
+ * takes (a price table of a few thousand models) holds a few thousand of each. Unbounded, 20
+ * anonymous login bodies of 1 MB of keys at once held every console request 2.2 s in JSON.parse, and
+ * of nested arrays 7.6 s (infra/json/raw-json-scan.ts).
  */
 const CONSOLE_JSON_DEPTH = SCAN_DEPTH_MAX;
 const CONSOLE_JSON_KEYS = 20_000;
+const CONSOLE_JSON_VALUES = 50_000;
 
 /** A JSON body, or the 400 that refuses it: nested too deeply, too many keys, a key named twice, not JSON. */
 function parseJsonBody(body: Buffer): unknown {
-  const problem = rawJsonProblem(body, CONSOLE_JSON_DEPTH, CONSOLE_JSON_KEYS);
+  const problem = rawJsonProblem(body, CONSOLE_JSON_DEPTH, CONSOLE_JSON_KEYS, CONSOLE_JSON_VALUES);
   if (problem?.kind === 'too_deep') return new ConsoleError('INVALID_JSON', `request body nests objects and arrays more than ${CONSOLE_JSON_DEPTH} levels deep`);
   if (problem?.kind === 'too_many_keys') return new ConsoleError('INVALID_JSON', `request body holds more than ${CONSOLE_JSON_KEYS.toLocaleString('en-US')} object keys`);
+  if (problem?.kind === 'too_many_values') return new ConsoleError('INVALID_JSON', `request body holds more than ${CONSOLE_JSON_VALUES.toLocaleString('en-US')} JSON values`);
   // JSON.parse keeps the last of two equal keys; a console in front or a client's own checks may read the first.
   if (problem?.kind === 'repeated_key') return new ConsoleError('INVALID_JSON', `request body names the key ${JSON.stringify(problem.key.slice(0, 64))} twice in one object`);
   try {

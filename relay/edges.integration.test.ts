@@ -122,6 +122,26 @@ describe('bodies of too many object keys', () => {
   });
 });
 
+describe('bodies of too many values and no key', () => {
+  // 8 MB of nested arrays in a field the relay passes on: no key to count, and 1-2 s of the event loop each.
+  const nested = Array.from({ length: 33_000 }, () => `${'['.repeat(120)}${']'.repeat(120)}`).join(',');
+  const body = `{"model":"${MODEL}","max_tokens":5,"metadata":{"x":[${nested}]},"messages":[{"role":"user","content":"hi"}]}`;
+
+  it('are refused 400 in each route\'s error format, naming the limit', async () => {
+    for (const [path, headers] of [
+      ['/v1/messages', { 'x-api-key': key, 'anthropic-version': '2023-06-01' }],
+      ['/v1/messages/count_tokens', { 'x-api-key': key }],
+      ['/v1/chat/completions', { authorization: `Bearer ${key}` }],
+    ] as const) {
+      const res = await fetch(`${stack.relayUrl}${path}`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body });
+      expect(res.status, path).toBe(400);
+      const json = (await res.json()) as ErrorJson;
+      expect(json.error.type).toBe('invalid_request_error');
+      expect(json.error.message, path).toMatch(/more than 200,000 JSON values/);
+    }
+  });
+});
+
 describe('forwarded headers with characters HTTP does not allow', () => {
   const payload = JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] });
   const head = (name: string, value: string) => [

@@ -282,6 +282,12 @@ describe('JSON bodies the scan refuses', () => {
     expect(res.json()).toEqual({ success: false, message: 'request body holds more than 20,000 object keys' });
   });
 
+  it('more than 50,000 values with no key (empty objects, nested arrays): 400, even anonymous', async () => {
+    const res = await post('/api/user/register', `{"username":"x","password":"y","extra":[${Array.from({ length: 50_001 }, () => '[]').join(',')}]}`);
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'request body holds more than 50,000 JSON values' });
+  });
+
   it('nesting past 128 levels: 400', async () => {
     const res = await post('/api/user/login', `{"username":${'['.repeat(128)}${']'.repeat(128)}}`);
     expect(res.statusCode, res.body).toBe(400);

@@ -6,10 +6,12 @@
 // Depth: V8's JSON.parse accepts any depth, but what walks the value afterwards recurses (JSON.stringify,
 // schema checks): a body nested a few thousand levels deep throws RangeError there.
 //
-// Keys: what a body costs to scan and parse grows with its object keys, not its bytes. An 8 MB body
-// of ~390,000 keys in one object took 0.7 s to scan and 0.5 s to JSON.parse (V8 turns the object into
-// a dictionary); 700,000 keys of distinct names over small objects took JSON.parse 2.7 s (a hidden
-// class per name). The scan stops at the first key past the limit.
+// Keys and values: what a body costs to scan and parse grows with its keys and values, not its bytes.
+// An 8 MB body of ~390,000 keys in one object took 0.7 s to scan and 0.5 s to JSON.parse (V8 turns
+// the object into a dictionary); 700,000 keys of distinct names over small objects took JSON.parse
+// 2.7 s (a hidden class per name); 2.7 million empty objects, with no key at all, 0.7-1.2 s. So keys
+// are counted, and values too (each object or array, and each comma, which starts one more); the scan
+// stops at the first past its limit.
 //
 // Repeated keys: JSON.parse keeps the last of two equal keys, other parsers (gjson, simdjson) the
 // first; RFC 8259 says names SHOULD be unique. Keys are compared as JSON.parse decodes them:
@@ -29,13 +31,14 @@ const enum Byte {
 /** The deepest nesting a scan can be asked to allow. */
 export const SCAN_DEPTH_MAX = 128;
 
-export type RawJsonProblem = { kind: 'too_deep' } | { kind: 'too_many_keys' } | { kind: 'repeated_key'; key: string };
+export type RawJsonProblem = { kind: 'too_deep' } | { kind: 'too_many_keys' } | { kind: 'too_many_values' } | { kind: 'repeated_key'; key: string };
 
 /** Above this many keys an object's keys are compared through a Set, not pairwise (a body may hold an object of a million keys). */
 const PAIRWISE_KEYS = 16;
 
 const TOO_DEEP: RawJsonProblem = { kind: 'too_deep' };
 const TOO_MANY_KEYS: RawJsonProblem = { kind: 'too_many_keys' };
+const TOO_MANY_VALUES: RawJsonProblem = { kind: 'too_many_values' };
 
 // One scan at a time (the event loop is single-threaded and the scan never yields), so its stacks
 // are module state: no allocation per request. keyStart/keyEnd hold the keys of every object still
@@ -49,15 +52,16 @@ const frameSets: (Set<string> | null)[] = new Array<Set<string> | null>(SCAN_DEP
 
 /**
  * The first problem of the JSON text in `buf`, or null: more than `maxDepth` objects/arrays inside one
- * another, more than `maxKeys` object keys in all, or a key that an object already holds. A single
- * pass; brackets and commas inside strings do not count. Invalid JSON gets some answer and is then
- * refused by JSON.parse.
+ * another, more than `maxKeys` object keys in all, more than `maxValues` objects, arrays and commas
+ * in all, or a key that an object already holds. A single pass; brackets and commas inside strings do
+ * not count. Invalid JSON gets some answer and is then refused by JSON.parse.
  */
-export function rawJsonProblem(buf: Uint8Array, maxDepth: number, maxKeys: number): RawJsonProblem | null {
+export function rawJsonProblem(buf: Uint8Array, maxDepth: number, maxKeys: number, maxValues: number): RawJsonProblem | null {
   const limit = Math.min(maxDepth, SCAN_DEPTH_MAX);
   let depth = 0;
   let keys = 0;
   let keysSeen = 0;
+  let values = 0;
   let expectKey = false;
   try {
     const n = buf.length;
@@ -83,6 +87,7 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth: number, maxKeys: numbe
         keys++;
       } else if (c === Byte.LBRACE || c === Byte.LBRACKET) {
         if (++depth > limit) return TOO_DEEP;
+        if (++values > maxValues) return TOO_MANY_VALUES;
         if (c === Byte.LBRACE) {
           frameKeys[depth] = keys;
           expectKey = true;
@@ -101,6 +106,7 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth: number, maxKeys: numbe
         }
         expectKey = false;
       } else if (c === Byte.COMMA) {
+        if (++values > maxValues) return TOO_MANY_VALUES;
         expectKey = depth > 0 && frameKeys[depth]! >= 0;
       }
     }

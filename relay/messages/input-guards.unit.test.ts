@@ -2,7 +2,7 @@
 // values as HTTP (and undici) allow them.
 import { describe, expect, it } from 'vitest';
 import { isHttpFieldValue } from './header-values.js';
-import { MAX_JSON_DEPTH, MAX_JSON_KEYS, rawJsonProblem, rawJsonRefusal } from './raw-json-guard.js';
+import { MAX_JSON_DEPTH, MAX_JSON_KEYS, MAX_JSON_VALUES, rawJsonProblem, rawJsonRefusal } from './raw-json-guard.js';
 
 const b = (s: string) => Buffer.from(s);
 
@@ -24,6 +24,21 @@ describe('rawJsonProblem: depth', () => {
     expect(jsonNestingExceeds(b('[' + '[],'.repeat(10_000) + '[]]'), 2)).toBe(false);
     // An unterminated string ends the scan.
     expect(jsonNestingExceeds(b('["abc'), 1)).toBe(false);
+  });
+});
+
+describe('rawJsonProblem: values', () => {
+  it(`refuses more than ${MAX_JSON_VALUES} objects, arrays and commas, with no key at all`, () => {
+    const items = (n: number, item: string) => `{"a":[${Array.from({ length: n }, () => item).join(',')}]}`;
+    // The top object, the array, and per item its comma (all but the first) and its own container.
+    expect(rawJsonProblem(b(items(MAX_JSON_VALUES / 2 - 1, '{}')))).toBeNull();
+    expect(rawJsonProblem(b(items(MAX_JSON_VALUES / 2, '{}')))?.kind).toBe('too_many_values');
+    expect(rawJsonProblem(b(items(MAX_JSON_VALUES + 1, '1')))?.kind).toBe('too_many_values');
+    const nested = '['.repeat(126) + ']'.repeat(126);
+    expect(rawJsonProblem(b(items(Math.ceil(MAX_JSON_VALUES / 126), nested)))?.kind).toBe('too_many_values');
+    // Commas and brackets inside strings are text.
+    expect(rawJsonProblem(b(JSON.stringify({ text: '[{},'.repeat(MAX_JSON_VALUES) })))).toBeNull();
+    expect(rawJsonRefusal(b(items(MAX_JSON_VALUES + 1, '1')))!.message).toMatch(/more than 200,000 JSON values/);
   });
 });
 

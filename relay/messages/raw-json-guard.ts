@@ -6,10 +6,12 @@
 // and answer 500. Real Messages bodies nest a few levels (tool input schemas perhaps twenty);
 // MAX_JSON_DEPTH leaves ample room.
 //
-// Keys: a probe held /health up 9-15 s with 8 bodies of 390,000 keys at once, sent with a key of zero
-// balance, since the body is read before anything is reserved. An ordinary conversation at a model's
-// context limit holds a few thousand keys (each message and block two to five, tool schemas a few
-// hundred), so a body of more than MAX_JSON_KEYS is refused; that body now in 18-29 ms.
+// Keys and values: a probe held /health up 9-15 s with 8 bodies of 390,000 keys at once, sent with a
+// key of zero balance, since the body is read before anything is reserved; another, 6-10 s with 8
+// bodies of nested arrays or empty objects and no key. An ordinary conversation at a model's context
+// limit holds a few thousand keys and values (each message and block two to five, tool schemas a few
+// hundred), so a body of more than MAX_JSON_KEYS keys or MAX_JSON_VALUES values is refused; those
+// bodies now in tens of milliseconds.
 //
 // Repeated keys: the relay forwards a Messages body's bytes as they came, and prices and bounds the
 // request by what JSON.parse read from them, where the last of two equal keys wins. A provider whose
@@ -27,10 +29,12 @@ export type { RawJsonProblem };
 export const MAX_JSON_DEPTH = SCAN_DEPTH_MAX;
 /** The most object keys a request body may hold, all objects together. */
 export const MAX_JSON_KEYS = 50_000;
+/** The most objects, arrays and commas (each starts one more value) a request body may hold. */
+export const MAX_JSON_VALUES = 200_000;
 
 /** The first problem of the JSON text in `buf` under the relay's limits (or those given), or null. */
-export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH, maxKeys = MAX_JSON_KEYS): RawJsonProblem | null {
-  return scanJson(buf, maxDepth, maxKeys);
+export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH, maxKeys = MAX_JSON_KEYS, maxValues = MAX_JSON_VALUES): RawJsonProblem | null {
+  return scanJson(buf, maxDepth, maxKeys, maxValues);
 }
 
 /**
@@ -51,6 +55,7 @@ export function parseRequestJson(raw: Buffer): unknown {
 }
 
 const TOO_MANY_KEYS_ERROR = new RelayError('invalid_request', `The request body holds more than ${MAX_JSON_KEYS.toLocaleString('en-US')} object keys.`);
+const TOO_MANY_VALUES_ERROR = new RelayError('invalid_request', `The request body holds more than ${MAX_JSON_VALUES.toLocaleString('en-US')} JSON values (objects, arrays and array items).`);
 const NOT_UTF8 = new RelayError('invalid_request', 'The request body is not valid UTF-8 (JSON text must be: RFC 8259 §8.1).');
 
 /** The 400 for a body with a problem (rawJsonProblem), or null. */
@@ -61,6 +66,7 @@ export function rawJsonRefusal(buf: Uint8Array): RelayError | null {
     return new RelayError('invalid_request', `The request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep.`);
   }
   if (problem.kind === 'too_many_keys') return TOO_MANY_KEYS_ERROR;
+  if (problem.kind === 'too_many_values') return TOO_MANY_VALUES_ERROR;
   const key = problem.key.length > 64 ? `${problem.key.slice(0, 64)}…` : problem.key;
   return new RelayError('invalid_request', `The request body names the key ${JSON.stringify(key)} twice in one object: a provider could read the other value.`);
 }
