@@ -177,9 +177,10 @@ const schema = z.object({
   TOKEN_QUEUE_MAX: z.coerce.number().int().nonnegative().default(64),
   // count_tokens calls (and prompt counts for a reservation) per API key per minute.
   COUNT_TOKENS_PER_MINUTE: positiveInt.default(120),
-  // Prompt counts (count_tokens calls and reservation counts) one API key may have queued or running
-  // at once; past it, 429: one key's large counts would otherwise hold the queue for every other key.
-  COUNT_TOKENS_IN_FLIGHT_PER_KEY: positiveInt.default(4),
+  // Prompt counts (count_tokens calls and reservation counts) one account, all its keys together, may
+  // have queued or running on a relay at once; past it, 429: one account's large counts would
+  // otherwise hold the queue for every other account.
+  COUNT_TOKENS_IN_FLIGHT_PER_ACCOUNT: positiveInt.default(4),
   RESERVATION_REAP_INTERVAL_MS: positiveInt.default(15_000),
   // Where each relay process writes its settlements until Redis took them (one file per process, in a
   // subdirectory per REDIS_PREFIX); a relay started here replays those of relays that died. Keep it on

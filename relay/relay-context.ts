@@ -48,8 +48,8 @@ export interface RelayContext {
   countPromptAboveBytes: number;
   /** Token counts (count_tokens calls, prompt counts) per key per minute. */
   countsPerMinute: number;
-  /** Prompt counts one key may have queued or running at once (COUNT_TOKENS_IN_FLIGHT_PER_KEY). */
-  countsInFlightPerKey: number;
+  /** Prompt counts one account may have queued or running at once (COUNT_TOKENS_IN_FLIGHT_PER_ACCOUNT). */
+  countsInFlightPerAccount: number;
   /** Reserved input tokens = min(body bytes, counted × this + 16). */
   tokenEstimateFactor: number;
   /** Batch size of delivered-text counting. */

@@ -275,7 +275,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   // A Redis resuming on the same connection (SIGSTOP/SIGCONT) sends no 'ready': retried while any is stalled.
   spool.replayEvery(config.RELAY_SPOOL_REPLAY_INTERVAL_MS, (s) => quota.settle(s));
   const tokens = new TokenCounter({
-    minThreads: 1, maxThreads: config.TOKEN_WORKERS, maxQueue: config.TOKEN_QUEUE_MAX, maxPerOwner: config.COUNT_TOKENS_IN_FLIGHT_PER_KEY,
+    minThreads: 1, maxThreads: config.TOKEN_WORKERS, maxQueue: config.TOKEN_QUEUE_MAX, maxPerOwner: config.COUNT_TOKENS_IN_FLIGHT_PER_ACCOUNT,
   });
   const ctx: RelayContext = {
     log,
@@ -299,7 +299,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     tokens,
     countPromptAboveBytes: config.COUNT_PROMPT_ABOVE_BYTES,
     countsPerMinute: config.COUNT_TOKENS_PER_MINUTE,
-    countsInFlightPerKey: config.COUNT_TOKENS_IN_FLIGHT_PER_KEY,
+    countsInFlightPerAccount: config.COUNT_TOKENS_IN_FLIGHT_PER_ACCOUNT,
     tokenEstimateFactor: config.TOKEN_ESTIMATE_FACTOR,
     deliveredFlushBytes: config.DELIVERED_FLUSH_BYTES,
   };

@@ -16,7 +16,7 @@ import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js'
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { PromptPlace, TokenCounter } from '../token-count/token-counter.js';
 import { parseRequestJson } from './raw-json-guard.js';
-import { KEY_BUSY_RETRY_AFTER, keyBusyError, takeCountPlace } from './count-place.js';
+import { ACCOUNT_BUSY_RETRY_AFTER, accountBusyError, takeCountPlace } from './count-place.js';
 import { compileEdgeSchema } from '../edge-schema.js';
 import { encodingOf } from '../token-count/encoding-of.js';
 
@@ -52,8 +52,8 @@ export interface CountTokensContext extends FreeEndpointContext {
   quota: Pick<QuotaStore, 'takeCountSlot'>;
   /** Token counts (count_tokens calls, prompt counts) per key per minute. */
   countsPerMinute: number;
-  /** Prompt counts one key may have queued or running at once (COUNT_TOKENS_IN_FLIGHT_PER_KEY; the TokenCounter enforces it). */
-  countsInFlightPerKey: number;
+  /** Prompt counts one account may have queued or running at once (COUNT_TOKENS_IN_FLIGHT_PER_ACCOUNT; the TokenCounter enforces it). */
+  countsInFlightPerAccount: number;
 }
 
 /**
@@ -92,7 +92,7 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
     const now = Date.now();
     const place = await takeCountPlace(ctx.tokens, ctx.quota, record, ctx.countsPerMinute, currentMinute(now));
     if (place === 'queue_full') return reply.error(new RelayError('relay_overloaded'));
-    if (place === 'key_busy') return reply.error(keyBusyError(ctx.countsInFlightPerKey), KEY_BUSY_RETRY_AFTER);
+    if (place === 'account_busy') return reply.error(accountBusyError(ctx.countsInFlightPerAccount), ACCOUNT_BUSY_RETRY_AFTER);
     if (place === 'budget_spent') {
       const retryAfter = String(60 - Math.floor((now / 1000) % 60));
       return reply.error(new RelayError('rate_limited', `Rate limit of ${ctx.countsPerMinute} token counts per minute reached for this API key.`), retryAfter);

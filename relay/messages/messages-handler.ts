@@ -45,7 +45,7 @@ import { checkMessagesRequest, type MessagesRequest } from './messages-request.j
 import { unpricedMessagesFieldRefusal } from './unpriced-fields.js';
 import { isHttpFieldValue } from './header-values.js';
 import { parseRequestJson } from './raw-json-guard.js';
-import { keyBusyError, takeCountPlace } from './count-place.js';
+import { accountBusyError, takeCountPlace } from './count-place.js';
 import type { Encoding } from '../token-count/bpe-count.js';
 import { encodingOf } from '../token-count/encoding-of.js';
 import { httpReason, providerErrorReason, REASON } from './failure-reasons.js';
@@ -459,7 +459,7 @@ class Exchange {
   async countForReservation(raw: Buffer, record: ApiKeyRecord): Promise<number | null | RelayError> {
     const place = await takeCountPlace(this.ctx.tokens, this.ctx.quota, record, this.ctx.countsPerMinute, this.minute);
     if (place === 'queue_full') return new RelayError('relay_overloaded');
-    if (place === 'key_busy') return keyBusyError(this.ctx.countsInFlightPerKey);
+    if (place === 'account_busy') return accountBusyError(this.ctx.countsInFlightPerAccount);
     if (place === 'budget_spent') return null;
     try {
       relayMetrics.promptCounted();

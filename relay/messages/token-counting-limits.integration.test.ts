@@ -200,24 +200,26 @@ describe('count_tokens', () => {
   });
 });
 
-describe('count_tokens, one key\'s counts in flight (COUNT_TOKENS_IN_FLIGHT_PER_KEY)', () => {
-  // A queue with room for all: what bounds a key is its own places. One key's 16 counts of 8 MB at
-  // once made another key's count of a line wait 18 s behind them.
+describe('count_tokens, one account\'s counts in flight (COUNT_TOKENS_IN_FLIGHT_PER_ACCOUNT)', () => {
+  // A queue with room for all: what bounds an account is its own places, all its keys together. One
+  // key's 16 counts of 8 MB at once made another's count of a line wait 18 s behind them; with a limit
+  // per key, 8 keys of one account made it wait 32 s.
   let own: GatewayStack;
   beforeAll(async () => {
-    own = await startGatewayStack({ env: { COUNT_TOKENS_IN_FLIGHT_PER_KEY: '2', TOKEN_WORKERS: '1', TOKEN_QUEUE_MAX: '64', COUNT_TOKENS_PER_MINUTE: '1000' } });
+    own = await startGatewayStack({ env: { COUNT_TOKENS_IN_FLIGHT_PER_ACCOUNT: '2', TOKEN_WORKERS: '1', TOKEN_QUEUE_MAX: '64', COUNT_TOKENS_PER_MINUTE: '1000' } });
     await mockChannel(own, [MODEL]);
   });
   afterAll(async () => {
     await own?.close();
   });
 
-  it('answers a key over its places 429 with retry-after, before its budget, while another key is counted', async () => {
-    const account = await fundedAccount(own, RICH);
-    const [busy, other] = [(await createApiKey(own, account)).key, (await createApiKey(own, account)).key];
+  it('answers an account over its places 429 with retry-after, whichever of its keys asks, while another account is counted', async () => {
+    const busyAccount = await fundedAccount(own, RICH);
+    const busyKeys = await Promise.all(Array.from({ length: 4 }, async () => (await createApiKey(own, busyAccount)).key));
+    const other = (await createApiKey(own, await fundedAccount(own, RICH))).key;
     const oneRelay = `http://127.0.0.1:${own.relay.port}`;
     const huge = { model: MODEL, messages: [{ role: 'user', content: 'word '.repeat(400_000) }] };
-    const burst = Promise.all(Array.from({ length: 8 }, () => countTokens(busy, huge, oneRelay)
+    const burst = Promise.all(Array.from({ length: 8 }, (_, i) => countTokens(busyKeys[i % busyKeys.length]!, huge, oneRelay)
       .then(async (r) => ({ status: r.status, retryAfter: r.headers.get('retry-after'), json: (await r.json()) as { error?: { type: string; message: string } } }))));
     const small = await countTokens(other, { model: MODEL, messages: [{ role: 'user', content: 'hello' }] }, oneRelay);
     expect(small.status).toBe(200);
@@ -227,9 +229,9 @@ describe('count_tokens, one key\'s counts in flight (COUNT_TOKENS_IN_FLIGHT_PER_
     expect(refused).toHaveLength(6);
     for (const r of refused) {
       expect(r.retryAfter).toBe('1');
-      expect(r.json.error).toMatchObject({ type: 'rate_limit_error', message: expect.stringMatching(/2 token counts running already/) });
+      expect(r.json.error).toMatchObject({ type: 'rate_limit_error', message: expect.stringMatching(/This account has 2 token counts running already/) });
     }
     // Its places free again once its counts end.
-    expect((await countTokens(busy, { model: MODEL, messages: [{ role: 'user', content: 'hello' }] }, oneRelay)).status).toBe(200);
+    expect((await countTokens(busyKeys[0]!, { model: MODEL, messages: [{ role: 'user', content: 'hello' }] }, oneRelay)).status).toBe(200);
   });
 });

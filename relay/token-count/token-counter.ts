@@ -24,7 +24,7 @@ export interface TokenCounterOptions {
    */
   maxQueue?: number;
   /**
-   * Prompt counts one owner (an API key) may hold places for at once, queued or running; past it
+   * Prompt counts one owner (an account) may hold places for at once, queued or running; past it
    * takePromptPlace answers 'owner_busy'. Default unbounded.
    */
   maxPerOwner?: number;
@@ -112,8 +112,8 @@ export class TokenCounter {
   takePromptPlace(): PromptPlace | null;
   takePromptPlace(owner: number): PromptPlace | null | 'owner_busy';
   takePromptPlace(owner?: number): PromptPlace | null | 'owner_busy' {
-    // Per owner first: one key sending many large counts at once (8 MB each, about a second of a
-    // worker) made another key's count of a line wait 18 s behind them; the queue is first come, first served.
+    // Per owner first: one account sending many large counts at once (8 MB each, about a second of a
+    // worker) made another's count of a line wait 18 s behind them; the queue is first come, first served.
     const ownerHeld = owner === undefined ? 0 : this.#owners.get(owner) ?? 0;
     if (ownerHeld >= this.#maxPerOwner) return 'owner_busy';
     if (this.#prompts >= this.#maxPrompts) return null;
