@@ -266,6 +266,7 @@ export class BillingWorker {
         if (wait > 0 && interval > 0) wait = Math.max(1, interval - (Date.now() - startedAt));
         backoff = 100;
         this.#drainFailing = false;
+        if (sent >= 0) billingMetrics.logStoreReached();
         if (sent > 0) this.#sentSinceVacuum += sent;
         if (this.#sentSinceVacuum >= (this.#opts.outboxVacuumRows ?? OUTBOX_VACUUM_ROWS)) {
           this.#sentSinceVacuum = 0;
@@ -275,6 +276,7 @@ export class BillingWorker {
         this.onLogPass(Math.max(sent, 0));
       } catch (err) {
         this.#drainFailing = true;
+        billingMetrics.logStoreFailed(err);
         this.#log.error({ err }, 'log rows could not be sent to ClickHouse; they stay in log_outbox and are retried');
         await logOutboxBacklog(this.#sql).then((n) => billingMetrics.outboxRows.set(n), () => undefined);
         wait = backoff;

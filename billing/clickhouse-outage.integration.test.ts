@@ -14,6 +14,7 @@ import { redisKeys } from '../infra/redis/keys.js';
 import { testConfig } from '../infra/testing/test-config.js';
 import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
 import { encodeUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
+import { billingMetrics } from './metrics/billing-metrics.js';
 
 const config = testConfig();
 const sql = createSql(config);
@@ -111,11 +112,18 @@ describe('ClickHouse down', () => {
     expect({ quota: Number(u!.quota), used: Number(u!.used_quota), n: Number(u!.request_count) }).toEqual({ quota: 1000000 - total, used: total, n: quotas.length });
     expect(((await redis.xpending(stream, BILLING_GROUP)) as [number])[0]).toBe(0);
     expect(await logged()).toEqual({ n: 0, q: 0 });
+    // The health says so while billing goes on (it answered 'ok' with nothing about the logs).
+    const down = billingMetrics.health();
+    expect(down.status).toBe('ok');
+    expect(down.logStore).toMatchObject({ status: 'failing', failingSince: expect.any(Number), lastError: expect.any(String) });
+    expect(billingMetrics.logStoreUp.value).toBe(0);
     const [ob] = await sql`SELECT COUNT(*)::int AS n, COALESCE(SUM((row::jsonb->>'quota')::bigint), 0)::bigint AS q FROM log_outbox WHERE (row::jsonb->>'user_id')::bigint = ${userId}`;
     expect({ n: ob!.n as number, q: Number(ob!.q) }).toEqual({ n: quotas.length, q: total });
 
     up = true;
     await waitFor(async () => (await logged()).n === quotas.length);
+    await waitFor(async () => billingMetrics.health().logStore.status === 'ok');
+    expect(billingMetrics.logStoreUp.value).toBe(1);
     await w.stop();
     expect(await logged()).toEqual({ n: quotas.length, q: total });
     expect(await logged()).toEqual(await ledger());

@@ -11,6 +11,7 @@
 //                                                   the log row reaches ClickHouse from the outbox)
 //   gateway_billing_stream_length                   XLEN of the usage stream at scrape time
 //   gateway_billing_stream_pending                  entries delivered and not acknowledged, at scrape time
+//   gateway_billing_log_store_up                    1 while log rows reach ClickHouse, 0 since a pass failed
 //   gateway_billing_log_outbox_rows                 log rows committed in Postgres and not yet sent to
 //                                                   ClickHouse, after the last drain pass (grows while
 //                                                   ClickHouse is down; the debits do not wait for it)
@@ -44,15 +45,34 @@ export class BillingMetrics {
   readonly streamLength = this.registry.register(new Gauge('gateway_billing_stream_length', 'Entries in the usage stream (XLEN) at scrape time.'));
   readonly streamPending = this.registry.register(new Gauge('gateway_billing_stream_pending', 'Entries delivered to the group and not acknowledged, at scrape time.'));
   readonly outboxRows = this.registry.register(new Gauge('gateway_billing_log_outbox_rows', 'Log rows committed in Postgres and not yet in ClickHouse (log_outbox), after the last drain pass.'));
+  readonly logStoreUp = this.registry.register(new Gauge('gateway_billing_log_store_up', '1 while log rows reach ClickHouse, 0 since a pass failed (the rows wait in log_outbox).'));
   readonly groupsRecreated = this.registry.register(new Counter('gateway_billing_group_recreated_total', 'Times the billing consumer group was gone (Redis restarted without the stream) and was recreated.'));
   readonly consuming = this.registry.register(new Gauge('gateway_billing_consuming', '1 when the last read and settle round succeeded, 0 while failing.'));
   readonly lastErrorAt = this.registry.register(new Gauge('gateway_billing_last_error_timestamp_seconds', 'Unix time of the last failed round (0: none).'));
   readonly unhandledRejections = this.registry.register(new Counter('gateway_billing_unhandled_rejections_total', 'Promise rejections nothing handled; logged, the worker kept running.'));
   #lastError: string | null = null;
   #lastOkAt = 0;
+  /** When log rows last failed to reach ClickHouse, with none reaching it since (0: they reach it). */
+  #logStoreFailingSince = 0;
+  #logStoreError: string | null = null;
 
   constructor() {
     for (const m of processMetrics()) this.registry.register(m);
+    this.logStoreUp.set(1);
+  }
+
+  /** A pass of the log outbox reached ClickHouse (or had nothing to send). */
+  logStoreReached(): void {
+    this.#logStoreFailingSince = 0;
+    this.#logStoreError = null;
+    this.logStoreUp.set(1);
+  }
+
+  /** A pass of the log outbox failed: ClickHouse unreachable or refusing. */
+  logStoreFailed(err: unknown, nowMs = Date.now()): void {
+    if (this.#logStoreFailingSince === 0) this.#logStoreFailingSince = nowMs;
+    this.#logStoreError = String((err as Error)?.message ?? err).slice(0, 500);
+    this.logStoreUp.set(0);
   }
 
   /**
@@ -100,9 +120,15 @@ export class BillingMetrics {
   /**
    * GET /health: 'failing' while the last round failed, 'stalled' when no round has ended for
    * STALLED_AFTER_MS (a round blocked on a Redis master and its replica both paused ended neither
-   * way, and the worker answered 'ok' throughout), so a probe sees a stuck worker.
+   * way, and the worker answered 'ok' throughout), so a probe sees a stuck worker. `logStore` says
+   * whether log rows reach ClickHouse: with it down, billing goes on (the status stays 'ok': a restart
+   * of the worker would not help) while every log and stat endpoint answers 503, which the health
+   * answered 'ok' without a word.
    */
-  health(nowMs = Date.now()): { status: 'ok' | 'failing' | 'stalled'; lastOkAt: number | null; lastErrorAt: number | null; lastError: string | null; groupRecreated: number } {
+  health(nowMs = Date.now()): {
+    status: 'ok' | 'failing' | 'stalled'; lastOkAt: number | null; lastErrorAt: number | null; lastError: string | null; groupRecreated: number;
+    logStore: { status: 'ok' | 'failing'; failingSince: number | null; lastError: string | null };
+  } {
     const errAt = this.lastErrorAt.value * 1000;
     const lastEnded = Math.max(errAt, this.#lastOkAt);
     return {
@@ -111,6 +137,7 @@ export class BillingMetrics {
       lastErrorAt: errAt || null,
       lastError: this.#lastError,
       groupRecreated: this.groupsRecreated.value,
+      logStore: { status: this.#logStoreFailingSince === 0 ? 'ok' : 'failing', failingSince: this.#logStoreFailingSince || null, lastError: this.#logStoreError },
     };
   }
 

@@ -1,4 +1,4 @@
-import { type ClickHouseClient, createClient } from '@clickhouse/client';
+import { ClickHouseLogLevel, type ClickHouseClient, createClient } from '@clickhouse/client';
 import type { Config } from '../config.js';
 
 export type { ClickHouseClient };
@@ -15,6 +15,9 @@ export function clickHouseOptions(config: Config) {
     // Below the server's keep-alive timeout (local server: 10 s, ClickHouse default: 10 s), so that a
     // socket is never reused just as the server closes it.
     keep_alive: { enabled: true, idle_socket_ttl: 2_500 },
+    // The client's own logger writes plain text to the console, some twenty lines per failed insert,
+    // into services' JSON logs; every failure reaches its caller as an error, which logs it in JSON.
+    log: { level: ClickHouseLogLevel.OFF },
     clickhouse_settings: {
       // Rows may carry ISO-8601 timestamps ('2024-05-01T12:00:00Z') as well as 'YYYY-MM-DD hh:mm:ss'.
       date_time_input_format: 'best_effort' as const,

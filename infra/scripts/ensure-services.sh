@@ -76,8 +76,9 @@ if skip clickhouse; then
 elif curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null 2>&1; then
   echo "clickhouse: using $CLICKHOUSE_URL"
 else
-  # The embedded engine (chdb) behind ClickHouse's HTTP interface: infra/clickhouse/local-server.ts.
-  nohup node dist/infra/clickhouse/local-server-main.js >> .run/clickhouse.log 2>&1 &
+  # The embedded engine (chdb) behind ClickHouse's HTTP interface: infra/clickhouse/local-server.ts,
+  # under the supervisor as the services are (a killed one stayed down, every log read answering 503).
+  nohup node dist/infra/launch/supervise-main.js clickhouse -- dist/infra/clickhouse/local-server-main.js >> .run/clickhouse.log 2>&1 &
   echo $! > .run/clickhouse.pid
   for _ in $(seq 100); do curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null 2>&1 && break; sleep 0.2; done
   curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null || { echo "clickhouse: local server did not start, see .run/clickhouse.log" >&2; exit 1; }
