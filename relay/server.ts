@@ -202,7 +202,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   void checkRedisPersistence(redis, log, 'relay');
   const keys = redisKeysFor(config);
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
-  const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS, config.KEY_CACHE_MAX_ENTRIES, config.KEY_CACHE_STALE_MS);
+  const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS, config.KEY_CACHE_MAX_ENTRIES, config.KEY_CACHE_STALE_MS, log);
   const channels = new ChannelRegistry(sql, crypto, (id, err) =>
     log.error({ channel: id, err: err.message }, 'channel credential cannot be opened with KEY_SECRET; channel skipped'),
   (id, joined) => channelMetrics.routeChanged(id, joined));

@@ -15,6 +15,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
+import type { Logger } from '../../infra/logger.js';
 
 export interface ApiKeyRecord {
   tokenId: number;
@@ -61,12 +62,21 @@ export class KeyDirectory {
   readonly #inflight = new Map<string, Promise<ApiKeyRecord | null>>();
   /** Bumped by every invalidation: a lookup that started before one does not cache what it read. */
   #generation = 0;
+  readonly #log: Pick<Logger, 'warn'> | undefined;
+  /** Lookups that failed with nothing cached since the last warning, which goes at most once a second. */
+  #failedSinceWarning = 0;
+  #warnedAt = 0;
 
-  /** `staleMs`: how long past its TTL an entry may still answer while Postgres cannot (0: never). */
-  constructor(sql: Sql, crypto: ApiKeyCrypto, ttlMs: number, maxEntries: number, staleMs = 0) {
+  /**
+   * `staleMs`: how long past its TTL an entry may still answer while Postgres cannot (0: never).
+   * `log`: where a lookup that failed with nothing to answer from is told (a 529 said nothing in the
+   * relay's log: an event loop stalled past KEY_LOOKUP_TIMEOUT_MS looked like a Postgres outage).
+   */
+  constructor(sql: Sql, crypto: ApiKeyCrypto, ttlMs: number, maxEntries: number, staleMs = 0, log?: Pick<Logger, 'warn'>) {
     this.#sql = sql;
     this.#crypto = crypto;
     this.#ttlMs = ttlMs;
+    this.#log = log;
     // The LRU's own TTL counts from the last successful read (set), so it ends the stale window.
     this.#cache = new LRUCache<string, Entry>({ max: maxEntries, ttl: ttlMs + staleMs, updateAgeOnGet: false });
   }
@@ -109,7 +119,10 @@ export class KeyDirectory {
     } catch (err) {
       // An entry an invalidation dropped meanwhile is gone from the cache: never served stale.
       const stale = this.#cache.get(key);
-      if (stale === undefined) throw err;
+      if (stale === undefined) {
+        this.#warnLookupFailed(err);
+        throw err;
+      }
       stale.freshUntil = Date.now() + this.#ttlMs;
       return valueOf(stale);
     }
@@ -135,6 +148,16 @@ export class KeyDirectory {
       : null;
     if (generation === this.#generation) this.#cache.set(key, { value: record ?? UNKNOWN_KEY, freshUntil: Date.now() + this.#ttlMs });
     return record;
+  }
+
+  #warnLookupFailed(err: unknown): void {
+    this.#failedSinceWarning++;
+    const now = Date.now();
+    if (this.#log === undefined || now - this.#warnedAt < 1000) return;
+    this.#log.warn({ err: (err as Error)?.message ?? String(err), failed: this.#failedSinceWarning, timeoutMs: KEY_LOOKUP_TIMEOUT_MS },
+      'API key lookups failed or took longer than the timeout, with nothing cached: answered 529 key_store_unavailable');
+    this.#warnedAt = now;
+    this.#failedSinceWarning = 0;
   }
 
   #read(key: string) {

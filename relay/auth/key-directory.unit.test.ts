@@ -190,6 +190,17 @@ describe('KeyDirectory while Postgres fails', () => {
     expect(await beginKeyLookup({ keys: dir }, generateApiKey())).toBe(KEY_STORE_UNAVAILABLE);
   });
 
+  it('says in the log, at most once a second and with how many, that lookups failed with nothing to answer from', async () => {
+    const { sql, state } = flakySql(new Map());
+    state.mode = 'down';
+    const warn = vi.fn();
+    const dir = new KeyDirectory(sql, crypto, 1000, 100, 10_000, { warn });
+    for (let i = 0; i < 5; i++) expect(await beginKeyLookup({ keys: dir }, generateApiKey())).toBe(KEY_STORE_UNAVAILABLE);
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(warn.mock.calls[0]![0]).toMatchObject({ failed: 1, timeoutMs: KEY_LOOKUP_TIMEOUT_MS });
+    expect(warn.mock.calls[0]![1]).toMatch(/answered 529 key_store_unavailable/);
+  });
+
   it('counts a read Postgres holds unanswered as failed after KEY_LOOKUP_TIMEOUT_MS', async () => {
     vi.useFakeTimers();
     try {
