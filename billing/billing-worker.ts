@@ -36,6 +36,7 @@ import { billingMetrics } from './metrics/billing-metrics.js';
 import { INCARNATION_FIELD, lostDebits, repairMirrors, type LostDebit } from './mirror-repair.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
 import { usageScripts, type DeadLetterFields, type UsageRead, type UsageScripts } from './usage-scripts.js';
+import { ConsumerPruner } from './consumer-pruning.js';
 
 export const BILLING_GROUP = 'billing';
 
@@ -177,6 +178,8 @@ export class BillingWorker {
   #deadLetterRetryMs = DEAD_LETTER_RETRY_MS;
   /** Called after each settled batch; the tests and metrics listen here. */
   onBatch: (report: BatchReport) => void = () => {};
+  /** Removes consumers of dead workers from the group (consumer-pruning.ts), at claim time. */
+  readonly #pruner: ConsumerPruner;
   /** Called after each pass over the log outbox, with the rows it sent (tests listen here). */
   onLogPass: (sent: number) => void = () => {};
 
@@ -187,6 +190,7 @@ export class BillingWorker {
     this.#ch = ch;
     this.#log = log;
     this.#opts = opts;
+    this.#pruner = new ConsumerPruner(this.#scripts, BILLING_GROUP, opts.consumer, log);
   }
 
   async start(): Promise<void> {
@@ -387,6 +391,7 @@ export class BillingWorker {
     }
     if (now - this.#lastClaim >= Math.min(claimIdleMs, 5000)) {
       this.#lastClaim = now;
+      this.#pruner.maybePrune(stream, now);
       batch.entries = await this.#readIn(batch, { mode: 'claim', minIdleMs: claimIdleMs }, readCount);
       if (batch.entries.length) return batch;
     }
@@ -568,6 +573,7 @@ export class BillingWorker {
       }
       if (now - (this.#lastClaimOf.get(shard) ?? 0) >= Math.min(claimIdleMs, 5000)) {
         this.#lastClaimOf.set(shard, now);
+        this.#pruner.maybePrune(stream, now);
         batch.entries = await this.#readIn(batch, { mode: 'claim', minIdleMs: claimIdleMs }, count);
         if (batch.entries.length) return batch;
       }

@@ -59,6 +59,8 @@ export interface UsageScripts {
   deadLetter(stream: string, deadLetterStream: string, group: string, ids: readonly string[], letters: readonly DeadLetterFields[]): Promise<number>;
   /** ensureUsageGroup-1.lua: the group created (true) or already there (false). */
   ensureGroup(stream: string, group: string, startId: string): Promise<boolean>;
+  /** pruneIdleConsumers-1.lua: the consumers removed (idle, nothing pending, not `self`). */
+  pruneIdleConsumers(stream: string, group: string, self: string, idleMs: number): Promise<string[]>;
 }
 
 export function usageScripts(redis: Redis): UsageScripts {
@@ -66,6 +68,7 @@ export function usageScripts(redis: Redis): UsageScripts {
   const ack = bind(redis, 'ackUsageEntries');
   const dead = bind(redis, 'deadLetterUsageEntries');
   const group = bind(redis, 'ensureUsageGroup');
+  const prune = bind(redis, 'pruneIdleConsumers');
   return {
     async read(stream, incarnationKey, newIncarnation, groupName, consumer, count, r) {
       const arg = r.mode === 'claim' ? r.minIdleMs : r.id;
@@ -81,6 +84,9 @@ export function usageScripts(redis: Redis): UsageScripts {
     },
     async ensureGroup(stream, groupName, startId) {
       return Number(await group(stream, groupName, startId)) === 1;
+    },
+    async pruneIdleConsumers(stream, groupName, self, idleMs) {
+      return ((await prune(stream, groupName, self, idleMs)) as unknown[]).map(String);
     },
   };
 }

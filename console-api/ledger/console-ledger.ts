@@ -123,7 +123,10 @@ export function consoleUsageEvent(c: RecordedCredit): UsageEvent {
     user_id: c.userId,
     quota_delta: c.delta,
     username: c.username,
-    group: c.group,
+    // A group is what a request was priced and routed by: a top-up, a management or a referral row has
+    // none, as its protocol is none (core/usage/log-rows.ts). With the account's, `?group=default`
+    // counted an administrator's add_quota among the requests of the group.
+    group: '',
     // A referral reward moves aff_quota only: its log row shows that amount (the content says where).
     quota: Math.abs(c.delta) || Math.abs(c.affDelta ?? 0),
     created_at: c.createdAt,

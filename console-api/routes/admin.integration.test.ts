@@ -110,6 +110,8 @@ describe('accounts (administration)', () => {
     const events = (await h.drainUsageStream()).filter((e) => e.user_id === target.user.id);
     expect(events.map((e) => [e.type, e.quota, e.quota_delta])).toEqual([[3, 5000, 5000], [3, 2000, -2000], [3, 500, 500]]);
     expect(events[0]!.content).toMatch(/added 5000 quota: refund/);
+    // No group, as no protocol: `?group=default` counted it among the group's requests.
+    expect(events.map((e) => e.group)).toEqual(['', '', '']);
     const logs = (await inject('GET', '/api/log/self?type=3', target)).json().data;
     expect(logs.total).toBe(3);
     await w.stop();
