@@ -661,7 +661,7 @@ export class QuotaStore {
     return Number(value) + missing;
   }
 
-  /** The mirror's current value, or null when not loaded. For tests and the bench audit. */
+  /** The mirror's current value, or null when not loaded: for the relay after a refusal for balance (countCanHelp), tests and the bench audit. */
   async accountBalance(userId: number): Promise<number | null> {
     const v = await retryOnMoved(this.#redis, () => this.#redis.get(this.#keys.accountBalance(userId)));
     return v === null ? null : Number(v);

@@ -372,7 +372,8 @@ class Exchange {
     this.beforeReservation = false;
     let reserved = await this.tryReserve(reservation);
     if (reserved === null) return;
-    if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
+    if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes
+      && await this.countCanHelp(reserved, record, quotaCostBound(Math.min(textWindow, reservationInputTokens(raw.length, 0, this.ctx.tokenEstimateFactor) + extraInput), this.outputBound(), price, cacheable) + fees)) {
       const counted = await this.countForReservation(this.anthropicBytes(), record);
       if (this.aborted) return;
       if (counted instanceof RelayError) return this.fail(counted);
@@ -448,6 +449,23 @@ class Exchange {
       const bound = Number.isFinite(most) ? most : 0;
       this.ctx.log.error({ err, requestId: this.requestId, billed: bound }, 'prompt count for a settlement failed; the input is billed at the request\'s input bound');
       return bound;
+    }
+  }
+
+  /**
+   * Whether a count could make the reservation fit: not when the balance (or the key's remaining
+   * quota) that refused it is below `floor`, the least a counted reservation asks. A key of zero
+   * balance sending 8 MB bodies had each counted on the workers before its 402. Asked only after a
+   * refusal, of the mirror the reservation script read; unknown (not loaded, Redis failing): counted.
+   */
+  async countCanHelp(refusal: 'insufficient_balance' | 'insufficient_token_quota', record: ApiKeyRecord, floor: number): Promise<boolean> {
+    try {
+      const left = refusal === 'insufficient_balance'
+        ? await this.ctx.quota.accountBalance(record.userId)
+        : await this.ctx.quota.tokenRemain(record.userId, record.tokenId);
+      return left === null || left >= floor;
+    } catch {
+      return true;
     }
   }
 

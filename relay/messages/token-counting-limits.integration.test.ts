@@ -131,6 +131,23 @@ describe('/v1/messages', () => {
     expect(await promptCounts()).toBe(before);
   });
 
+  it('does not count for a balance below the least a counted reservation asks: a key of zero balance gets its 402 at once', async () => {
+    // LARGE counted at the fewest tokens its bytes allow (one per 8 bytes, times the factor 2) still
+    // costs some 6,800 quota: a balance of 1,000 cannot hold it, whatever the count.
+    await sameMinute();
+    const poor = await fundedAccount(stack, 1_000);
+    const key = (await createApiKey(stack, poor)).key;
+    const body = JSON.stringify({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: LARGE }] });
+    const before = await promptCounts();
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body });
+      expect(res.status).toBe(402);
+    }
+    expect(await promptCounts()).toBe(before);
+    // Its count_tokens budget is untouched by them: all of it is still there.
+    for (let i = 0; i < COUNTS_PER_MINUTE; i++) expect((await countTokens(key, { model: MODEL, messages: [{ role: 'user', content: 'x' }] })).status).toBe(200);
+  });
+
   it('stops counting for a key once its counts of the minute are spent: the byte bound\'s refusal stands', async () => {
     await sameMinute();
     const poor = await fundedAccount(stack, 15_000);
