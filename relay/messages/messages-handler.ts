@@ -372,14 +372,18 @@ class Exchange {
     this.beforeReservation = false;
     let reserved = await this.tryReserve(reservation);
     if (reserved === null) return;
-    if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes
-      && await this.countCanHelp(reserved, record, quotaCostBound(Math.min(textWindow, reservationInputTokens(raw.length, 0, this.ctx.tokenEstimateFactor) + extraInput), this.outputBound(), price, cacheable) + fees)) {
-      const counted = await this.countForReservation(this.anthropicBytes(), record);
+    if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
+      // The input tokens and the amount a reservation from a count of `counted` prompt tokens asks
+      // (made on this refusal path only).
+      const countedReservation = (counted: number): { counts: number; amount: number } => {
+        const counts = Math.min(textWindow, reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor) + extraInput);
+        return { counts, amount: quotaCostBound(counts, this.outputBound(), price, cacheable) + fees };
+      };
+      const counted = await this.countCanHelp(reserved, record, countedReservation(0).amount) ? await this.countForReservation(this.anthropicBytes(), record) : null;
       if (this.aborted) return;
       if (counted instanceof RelayError) return this.fail(counted);
       if (counted !== null) {
-        const counts = Math.min(textWindow, reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor) + extraInput);
-        const smaller = quotaCostBound(counts, this.outputBound(), price, cacheable) + fees;
+        const { counts, amount: smaller } = countedReservation(counted);
         if (smaller < reservation.amount) {
           reservation.amount = smaller;
           if (reservation.tokens > 0) reservation.tokens = counts + this.outputBound();
