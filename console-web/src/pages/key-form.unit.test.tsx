@@ -108,25 +108,26 @@ describe('keyChanges: the expiry', () => {
 describe('KeyForm', () => {
   const groups = { default: { ratio: 1, desc: 'everyone' }, auto: { ratio: 'auto', desc: 'automatic' } };
 
-  it('shows a local error next to the field and does not submit', async () => {
+  /** A limited key named k with `quota` typed, submitted; returns the submit handler. */
+  function submitQuota(quota: string) {
     const onSubmit = vi.fn(async () => {});
     render(<KeyForm initial={EMPTY_KEY_FORM} groups={groups} submitLabel="Create key" onSubmit={onSubmit} onCancel={() => {}} />);
     fireEvent.click(screen.getByLabelText('Unlimited quota'));
     fireEvent.input(screen.getByLabelText('Name'), { target: { value: 'k' } });
-    fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: 'lots' } });
+    fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: quota } });
     fireEvent.click(screen.getByRole('button', { name: 'Create key' }));
+    return onSubmit;
+  }
+
+  it('shows a local error next to the field and does not submit', async () => {
+    const onSubmit = submitQuota('lots');
     expect(await screen.findByText('a dollar amount above $0, such as 10 or 2.50')).toBeTruthy();
     expect(screen.getByLabelText('Quota (US dollars)').getAttribute('aria-invalid')).toBe('true');
     expect(onSubmit).not.toHaveBeenCalled();
   });
 
   it('names the largest quota a key can have when more is typed', async () => {
-    const onSubmit = vi.fn(async () => {});
-    render(<KeyForm initial={EMPTY_KEY_FORM} groups={groups} submitLabel="Create key" onSubmit={onSubmit} onCancel={() => {}} />);
-    fireEvent.click(screen.getByLabelText('Unlimited quota'));
-    fireEvent.input(screen.getByLabelText('Name'), { target: { value: 'k' } });
-    fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: '1000000000000' } });
-    fireEvent.click(screen.getByRole('button', { name: 'Create key' }));
+    const onSubmit = submitQuota('1000000000000');
     expect(await screen.findByText('must be at most $18,014,398,509.481982')).toBeTruthy();
     expect(onSubmit).not.toHaveBeenCalled();
   });
