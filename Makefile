@@ -19,7 +19,7 @@ export KEY_SECRET DEMO_PASSWORD ADMIN_PASSWORD
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-$(NODE_MODULES_STAMP): package.json package-lock.json
+$(NODE_MODULES_STAMP): package.json package-lock.json $(wildcard patches/*.patch)
 	@bash infra/scripts/install-prerequisites.sh
 	@# npm install, not npm ci: chdb's optional binaries for other platforms are absent from the
 	@# registry here, which npm ci counts as a lock-file mismatch. The lock file still pins every version.
