@@ -29,7 +29,7 @@ import type { Logger } from '../infra/logger.js';
 import type { Sql } from '../infra/postgres/client.js';
 import type { RedisKeys } from '../infra/redis/keys.js';
 import { ShardLeases } from './shard-leases.js';
-import { drainLogOutbox, logOutboxBacklog, OUTBOX_VACUUM_ROWS, vacuumLogOutbox } from './log-outbox.js';
+import { drainLogOutbox, LogStoreError, logOutboxBacklog, OUTBOX_VACUUM_ROWS, vacuumLogOutbox } from './log-outbox.js';
 import { settleBatch, type SettledEvent } from './settle-batch.js';
 import { decodeUsageEvent, encodedUsageEventOf, encodedUsageEventsOf, withEncodedUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
@@ -280,8 +280,14 @@ export class BillingWorker {
         this.onLogPass(Math.max(sent, 0));
       } catch (err) {
         this.#drainFailing = true;
-        billingMetrics.logStoreFailed(err);
-        this.#log.error({ err }, 'log rows could not be sent to ClickHouse; they stay in log_outbox and are retried');
+        if (err instanceof LogStoreError) {
+          billingMetrics.logStoreFailed(err.cause);
+          this.#log.error({ err: err.cause }, 'log rows could not be sent to ClickHouse; they stay in log_outbox and are retried');
+        } else {
+          // Postgres failed the pass (a connection terminated, a restart): ClickHouse was not at fault,
+          // and the health says nothing against it.
+          this.#log.error({ err }, 'a log outbox pass failed in Postgres; its rows stay in log_outbox and are retried');
+        }
         await logOutboxBacklog(this.#sql).then((n) => billingMetrics.outboxRows.set(n), () => undefined);
         wait = backoff;
         backoff = Math.min(backoff * 2, 5000);

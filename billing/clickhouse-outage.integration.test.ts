@@ -12,6 +12,7 @@ import { createSql } from '../infra/postgres/client.js';
 import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { testConfig } from '../infra/testing/test-config.js';
+import { createTestDatabase } from '../infra/testing/test-database.js';
 import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
 import { encodeUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
@@ -133,5 +134,39 @@ describe('ClickHouse down', () => {
     const rs = await ch.query({ query: 'SELECT count() AS n FROM logs WHERE user_id = {u:UInt64}', query_params: { u: userId }, format: 'JSONEachRow' });
     const [raw] = await rs.json<{ n: string | number }>();
     expect(Number(raw!.n)).toBe(quotas.length);
+  }, 40_000);
+
+  // A pass can fail in Postgres with ClickHouse up (a connection terminated, a restart): the health
+  // blamed ClickHouse for it ("log rows could not be sent to ClickHouse", the gauge at 0).
+  it('a log pass that fails in Postgres leaves the log store healthy, and says where it failed', async () => {
+    const db = await createTestDatabase('outbox-pg');
+    const scratch = createSql(testConfig({ DATABASE_URL: db.url }));
+    const lines: string[] = [];
+    const captured = createLogger({ LOG_LEVEL: 'error' }, 'billing-outage-test', { write: (line: string) => void lines.push(line) });
+    const scratchStream = `${stream}:pg-${randomUUID().slice(0, 8)}`;
+    const w = new BillingWorker(redis, scratch, ch, captured, {
+      stream: scratchStream, deadLetterStream: scratchStream + ':dead', consumer: 'outbox-pg', batchSize: 10, blockMs: 20, claimIdleMs: 60_000, minBatchIntervalMs: 0,
+    });
+    try {
+      const [u] = await scratch`INSERT INTO users (username, password_hash, quota, aff_code) VALUES ('outbox-pg', 'x', 1000000, 'outbox-pg') RETURNING id`;
+      // Each pass's claim reads the batches table: gone, every pass fails in Postgres.
+      await scratch`DROP TABLE log_outbox_batches`;
+      expect(billingMetrics.health().logStore.status).toBe('ok');
+      await w.start();
+      await redis.xadd(scratchStream, '*', 'e', encodeUsageEvent({ ...usage(11), user_id: u!.id as number }));
+      await waitFor(async () => lines.some((l) => l.includes('a log outbox pass failed in Postgres')));
+      // Debited all the same; the row waits in the outbox.
+      await waitFor(async () => Number((await scratch`SELECT quota FROM users WHERE id = ${u!.id as number}`)[0]!.quota) === 1000000 - 11);
+      const [queued] = await scratch`SELECT COUNT(*)::int AS n FROM log_outbox`;
+      expect(queued!.n).toBe(1);
+      expect(billingMetrics.health().logStore).toMatchObject({ status: 'ok', lastError: null });
+      expect(billingMetrics.logStoreUp.value).toBe(1);
+      expect(lines.some((l) => l.includes('could not be sent to ClickHouse'))).toBe(false);
+    } finally {
+      await w.stop();
+      await scratch.end();
+      await redis.del(scratchStream, scratchStream + ':dead');
+      await db.drop();
+    }
   }, 40_000);
 });

@@ -27,6 +27,18 @@ const DRAIN_LOCK_ID = 727_009;
 // request timeout (30 s, infra/clickhouse/client.ts), the longest a transaction legitimately idles.
 const DRAIN_IDLE_TIMEOUT = '90s';
 
+/**
+ * ClickHouse refused or could not be reached for a batch's insert. A pass can also fail in Postgres
+ * (a claim, a delete, a connection terminated); the worker tells the two apart, so that its health and
+ * `gateway_billing_log_store_up` blame the log store only for the log store's failures.
+ */
+export class LogStoreError extends Error {
+  constructor(cause: unknown) {
+    super(`ClickHouse did not take the log rows: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'LogStoreError';
+  }
+}
+
 /** What a pass returns when another worker holds the drain (and the pass was not asked to wait). */
 export const DRAIN_BUSY = -1;
 
@@ -65,8 +77,8 @@ export async function claimLogBatch(sql: Sql, limit: number, options: DrainOptio
 
 /**
  * Sends the open batch, if any: its rows to ClickHouse with its token, then deletes them. Returns the
- * rows sent, 0 if no batch is open, DRAIN_BUSY; throws if ClickHouse does (the batch stays open and
- * is sent again, with the same token, by the next pass of any worker).
+ * rows sent, 0 if no batch is open, DRAIN_BUSY; throws a LogStoreError if ClickHouse fails (the batch
+ * stays open and is sent again, with the same token, by the next pass of any worker).
  */
 export async function sendLogBatch(sql: Sql, ch: ClickHouseClient, options: DrainOptions = {}): Promise<number> {
   return sql.begin(async (tx) => {
@@ -80,26 +92,33 @@ export async function sendLogBatch(sql: Sql, ch: ClickHouseClient, options: Drai
     const [sent] = (await tx`
       SELECT count(*)::int AS n, string_agg(row, E'\n' ORDER BY id) AS body
       FROM log_outbox WHERE id = ANY(${batch.row_ids}::bigint[])`) as unknown as { n: number; body: string | null }[];
-    if (sent!.n > 0) {
-      const { stream } = await ch.exec({
-        query: 'INSERT INTO logs FORMAT JSONEachRow',
-        values: Readable.from([`${sent!.body!}\n`]),
-        clickhouse_settings: {
-          insert_deduplication_token: `log-outbox-${batch.token}`,
-          // Both default to 1 on current servers; said here so that a server profile or an older
-          // server (the second defaulted to 0 before) cannot count a repeat in the stats.
-          insert_deduplicate: 1,
-          deduplicate_blocks_in_dependent_materialized_views: 1,
-        },
-      });
-      // An insert answers nothing worth reading; the stream is drained so that its socket is reused.
-      stream.resume();
-      await finished(stream);
-    }
+    if (sent!.n > 0) await insertLogRows(ch, `${sent!.body!}\n`, batch.token);
     await tx`DELETE FROM log_outbox WHERE id = ANY(${batch.row_ids}::bigint[])`;
     await tx`DELETE FROM log_outbox_batches WHERE id = ${batch.id}`;
     return sent!.n;
   });
+}
+
+/** One batch's rows into `logs`, under its deduplication token; a failure is a LogStoreError. */
+async function insertLogRows(ch: ClickHouseClient, body: string, token: string): Promise<void> {
+  try {
+    const { stream } = await ch.exec({
+      query: 'INSERT INTO logs FORMAT JSONEachRow',
+      values: Readable.from([body]),
+      clickhouse_settings: {
+        insert_deduplication_token: `log-outbox-${token}`,
+        // Both default to 1 on current servers; said here so that a server profile or an older
+        // server (the second defaulted to 0 before) cannot count a repeat in the stats.
+        insert_deduplicate: 1,
+        deduplicate_blocks_in_dependent_materialized_views: 1,
+      },
+    });
+    // An insert answers nothing worth reading; the stream is drained so that its socket is reused.
+    stream.resume();
+    await finished(stream);
+  } catch (err) {
+    throw new LogStoreError(err);
+  }
 }
 
 async function lockDrain(tx: Queryable, { wait = false }: DrainOptions): Promise<boolean> {
