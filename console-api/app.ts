@@ -6,6 +6,7 @@ import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { rawJsonProblem, SCAN_DEPTH_MAX } from '../infra/json/raw-json-scan.js';
 import { createLogger } from '../infra/logger.js';
+import { isDatabaseUnavailable } from '../infra/postgres/unavailable.js';
 import { registerBrowserSession } from './auth/browser-session.js';
 import { makeRequireUser } from './auth/require-user.js';
 import { type ConsoleDeps, createContext } from './context.js';
@@ -207,6 +208,13 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     const status = err.statusCode ?? 500;
     if (status === 429) return reply.status(429).send(fail(new ConsoleError('RATE_LIMITED').message));
     if (status >= 400 && status < 500) return reply.status(status).send(fail(err.message));
+    if (isDatabaseUnavailable(err)) {
+      // A connection lost (pg_terminate_backend, a restart, a failover) or none to be had: the request
+      // can be sent again, and the web console must not read a 500 as a bug (or a 401 as signed out).
+      request.log.warn({ err }, 'the database could not be reached for a console request');
+      const e = new ConsoleError('DATABASE_UNAVAILABLE');
+      return reply.status(e.status).header('retry-after', '1').send(fail(e.message));
+    }
     request.log.error({ err }, 'unhandled console error');
     return reply.status(500).send(fail(new ConsoleError('INTERNAL').message));
   });

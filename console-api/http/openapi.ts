@@ -57,6 +57,8 @@ export function buildOpenApiDocument(endpoints: readonly RecordedEndpoint[]): Re
       ...(typeof e.access === 'number' ? (['UNAUTHENTICATED', 'INVALID_ACCESS_TOKEN', 'API_KEY_NOT_ACCEPTED', 'ACCOUNT_BANNED', 'INSUFFICIENT_ROLE'] as const) : []),
       ...(e.errors ?? []),
       'INTERNAL' as const,
+      // Any endpoint's query may lose its connection (app.ts's error handler).
+      'DATABASE_UNAVAILABLE' as const,
     ])];
     const responses: Record<string, unknown> = {
       200: e.produces === 'text/plain'

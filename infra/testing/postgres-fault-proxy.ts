@@ -8,10 +8,8 @@
 //     unhandled rejection that a terminated connection or a statement timeout gave at random
 //     (infra/postgres/client.ts);
 //   - terminate the connections that are idle outside a transaction (terminateIdle), as
-//     pg_terminate_backend does, so that the client opens new ones. Only those: a connection ended
-//     inside a transaction makes postgres.js 3.4.9 write its ROLLBACK to a closed socket from a timer,
-//     an uncaught TypeError (porsager/postgres #1208) that no client setting avoids (docs/billing.md,
-//     "Known limits").
+//     pg_terminate_backend does, so that the client opens new ones. (Busy ones are terminated with
+//     pg_terminate_backend itself: tests/processes/postgres-connection-faults.integration.test.ts.)
 //
 // Everything else goes through unchanged.
 import { connect, createServer, type Server, type Socket } from 'node:net';

@@ -53,6 +53,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -142,6 +151,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -268,6 +286,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -412,6 +439,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -490,6 +526,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -552,6 +597,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -646,6 +700,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -1202,6 +1265,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -1284,6 +1356,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -1348,6 +1429,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -1371,6 +1461,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -1429,6 +1528,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -1521,6 +1629,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -1580,6 +1697,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -1669,6 +1795,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
     /** Create count (1–100, default 1) codes of quota each; data is the codes (listings mask them) (role >= 10) */
@@ -1746,6 +1881,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -1871,6 +2015,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -1933,6 +2086,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -2021,6 +2183,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -2094,6 +2265,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -2146,6 +2326,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -2180,6 +2369,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -2269,6 +2467,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -2369,6 +2576,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -2520,6 +2736,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -2609,6 +2834,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -2680,6 +2914,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -2776,6 +3019,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -2841,6 +3093,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -2940,6 +3201,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3085,6 +3355,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -3128,6 +3407,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3211,6 +3499,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3303,6 +3600,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -3379,6 +3685,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3492,6 +3807,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -3536,6 +3860,12 @@ export interface paths {
             "text/plain": "fail";
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "text/plain": "fail";
+          };
+        };
       };
     };
     /** epay notify: parameters in the query (GET) or a form body (POST); answers the text success or fail */
@@ -3573,6 +3903,12 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "text/plain": "fail";
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "text/plain": "fail";
@@ -3680,6 +4016,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -3730,6 +4075,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
     /** Revoke the token this request presents (log out) (role >= 1) */
@@ -3770,6 +4124,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -3909,6 +4272,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -4016,6 +4388,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -4113,6 +4494,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -4173,6 +4563,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -4280,6 +4679,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -4351,6 +4759,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -4471,6 +4888,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -4519,6 +4945,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -4616,6 +5051,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -4669,6 +5113,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
     /** Issue a long-lived access token, revoking the previous one(s) (role >= 1) */
@@ -4710,6 +5163,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -4793,6 +5255,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -4893,6 +5364,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -5014,6 +5494,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -5083,6 +5572,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -5164,6 +5662,15 @@ export interface paths {
           };
         };
         500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
@@ -5271,6 +5778,15 @@ export interface paths {
             };
           };
         };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
       };
     };
   };
@@ -5352,6 +5868,15 @@ export interface paths {
           };
         };
         502: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {
