@@ -210,6 +210,29 @@ describe('answers without a body (a preflight\'s 204, a HEAD\'s)', () => {
     }
   });
 
+  it('answers HEAD on the model list and a model as GET does, without the body, on one connection', async () => {
+    const auth = `x-api-key: ${key}\r\nanthropic-version: 2023-06-01\r\n`;
+    const [list, model, get] = await inTurn([
+      `HEAD /v1/models HTTP/1.1\r\nHost: x\r\n${auth}\r\n`,
+      `HEAD /v1/models/${MODEL} HTTP/1.1\r\nHost: x\r\n${auth}\r\n`,
+      `GET /v1/models HTTP/1.1\r\nHost: x\r\n${auth}\r\n`,
+    ]);
+    const full = answerOf(get!);
+    expect(full.status).toBe(200);
+    for (const a of [list!, model!]) {
+      expect(answerOf(a).status).toBe(200);
+      expect(answerOf(a).headers['content-type']).toBe('application/json');
+      expect(a.endsWith('\r\n\r\n')).toBe(true);
+    }
+    // The length GET's body has; the model's answer is its own, shorter body.
+    expect(answerOf(list!).headers['content-length']).toBe(String(Buffer.byteLength(full.body)));
+    expect(Number(answerOf(model!).headers['content-length'])).toBeGreaterThan(0);
+    // Unauthenticated, a HEAD is refused as a GET would be: the status, no body.
+    const { text } = await sendUntilClosed('HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n', 2_000);
+    expect(answerOf(text).status).toBe(401);
+    expect(text.endsWith('\r\n\r\n')).toBe(true);
+  });
+
   it('sends no body with a HEAD\'s 404, and closes the connection at once as after any error', async () => {
     const { text, timedOut } = await sendUntilClosed('HEAD /v1/nothing-here HTTP/1.1\r\nHost: x\r\n\r\n', 2_000);
     expect(timedOut).toBe(false);

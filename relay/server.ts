@@ -311,6 +311,9 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     .post('/v1/messages/count_tokens', guarded(log, 'count_tokens', (res, req) => handleCountTokens(ctx, res, req)))
     .get('/v1/models', guarded(log, 'list_models', (res, req) => handleListModels(ctx, res, req)))
     .get('/v1/models/:model_id', guarded(log, 'retrieve_model', (res, req) => handleRetrieveModel(ctx, res, req)))
+    // HEAD wherever GET is (RFC 9110 9.3.2): a monitor or a client checking a key answered as GET, without the body.
+    .head('/v1/models', guarded(log, 'list_models', (res, req) => handleListModels(ctx, res, req, true)))
+    .head('/v1/models/:model_id', guarded(log, 'retrieve_model', (res, req) => handleRetrieveModel(ctx, res, req, true)))
     // Both answer from the request alone, inside uWS's parser callback: deferred (Reply), so that a
     // client pipelining them without reading gets its connection closed rather than every answer
     // buffered. A probe that keeps its connection alive keeps it; a 404 closes it.

@@ -31,12 +31,14 @@ function decodePathSegment(segment: string): string | null {
   }
 }
 
-export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): void {
+/** GET /v1/models, and HEAD (`headOnly`): what GET answers, the body left out. */
+export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest, headOnly = false): void {
   const head = readHead(ctx, res, req);
   const openai = wantsOpenAI(req);
   const query = parseListModelsQuery((name) => req.getQuery(name));
   const reply = new Reply(res);
   reply.openai = openai;
+  reply.headOnly = headOnly;
   if (typeof query === 'string') return reply.error(new RelayError('invalid_request', query));
   authorizeKey(ctx, head, null)
     .then((access) => {
@@ -50,12 +52,14 @@ export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, re
     });
 }
 
-export function handleRetrieveModel(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest): void {
+/** GET /v1/models/{model_id}, and HEAD (`headOnly`). */
+export function handleRetrieveModel(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest, headOnly = false): void {
   const head = readHead(ctx, res, req);
   const openai = wantsOpenAI(req);
   const id = decodePathSegment(req.getParameter(0) ?? '');
   const reply = new Reply(res);
   reply.openai = openai;
+  reply.headOnly = headOnly;
   if (id === null) return reply.error(new RelayError('invalid_request', 'model_id: the path holds a malformed percent-escape.'));
   authorizeKey(ctx, head, null)
     .then((access) => {
