@@ -8,6 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { UserRow } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS } from '../accounts/roles.js';
+import { readRetryingOnce } from '../../infra/postgres/unavailable.js';
 import type { Db } from '../db.js';
 
 export type SessionKind = 'session' | 'access';
@@ -86,14 +87,19 @@ export async function issueAccessToken(sql: Sql, userId: number, nowSec: number,
   });
 }
 
-/** The account a live (unexpired, unrevoked) session or access token belongs to, or undefined. */
+/**
+ * The account a live (unexpired, unrevoked) session or access token belongs to, or undefined. Every
+ * signed-in request starts with it, so a connection lost under it is tried again once before the
+ * request is answered 503.
+ */
 export async function resolveSession(db: Db, credential: string, nowSec: number): Promise<UserRow | undefined> {
-  const [row] = await db<UserRow[]>`
+  const hash = hashCredential(credential);
+  const [row] = await readRetryingOnce(() => db<UserRow[]>`
     SELECT u.* FROM access_tokens t JOIN users u ON u.id = t.user_id
-    WHERE t.token_hash = ${hashCredential(credential)}
+    WHERE t.token_hash = ${hash}
       AND t.revoked_at IS NULL
       AND (t.expires_at IS NULL OR t.expires_at > ${nowSec})
-      AND u.deleted_at IS NULL`;
+      AND u.deleted_at IS NULL`);
   return row;
 }
 

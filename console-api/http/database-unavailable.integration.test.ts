@@ -4,7 +4,8 @@
 //
 // The console reaches its scratch database through a proxy that answers the session lookup, whenever
 // it is sent, the way a terminated backend does (ErrorResponse FATAL 57P01, then the close); and a
-// second console is given a port where nothing listens.
+// second console is given a port where nothing listens. The session lookup, which every signed-in
+// request runs first, is tried again once on a new connection (auth/sessions.ts).
 import { createServer, type AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -72,6 +73,27 @@ describe('the console without its database', () => {
     expect(res.statusCode).toBe(503);
     expect(res.headers['retry-after']).toBe('1');
     expect(res.json()).toEqual({ success: false, message: 'the console cannot reach its database right now; retry shortly' });
+  });
+
+  it('looks the session up again, once, on a new connection: one lost connection costs no request', async () => {
+    const target = new URL(db.url);
+    const once = await startPostgresFaultProxy({ host: target.hostname, port: Number(target.port || 5432) }, { failQueriesContaining: ['FROM access_tokens t JOIN users u'], failAtMost: 1 });
+    try {
+      const url = new URL(db.url);
+      url.port = String(once.port);
+      const app = consoleOn(url.toString());
+      await app.ready();
+      const password = 'pw-database-retried';
+      const user = await insertAccount(pools.at(-1)!, { username: uniqueName(), passwordHash: await hashPassword(password, FAST_SCRYPT), role: 1, group: 'default' });
+      const login = await app.inject({ method: 'POST', url: '/api/user/login', payload: { username: user.username, password } });
+      const token = (login.json() as { data: { token: string } }).data.token;
+      const res = await app.inject({ method: 'GET', url: '/api/user/self', headers: { authorization: `Bearer ${token}` } });
+      expect(once.failedQueries).toBe(1);
+      expect(res.statusCode).toBe(200);
+      expect((res.json() as { data: { username: string } }).data.username).toBe(user.username);
+    } finally {
+      await once.close();
+    }
   });
 
   it('answers 503 DATABASE_UNAVAILABLE when no connection can be made', async () => {

@@ -20,3 +20,17 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   if (typeof code !== 'string') return false;
   return CONNECTION_CODES.has(code) || SERVER_UNAVAILABLE.has(code) || (code.length === 5 && code.startsWith('08'));
 }
+
+/**
+ * `read` again, once, when it failed for want of a connection: for a read whose repeat changes
+ * nothing. A connection terminated under it (a failover, pg_terminate_backend, an idle connection the
+ * server ended) is then a new connection's first query, not the caller's error.
+ */
+export async function readRetryingOnce<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (err) {
+    if (!isDatabaseUnavailable(err)) throw err;
+    return read();
+  }
+}

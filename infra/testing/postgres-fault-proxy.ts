@@ -45,7 +45,11 @@ export function fatalErrorResponse(code = '57P01', message = 'terminating connec
 
 export async function startPostgresFaultProxy(
   target: { host: string; port: number },
-  opts: { failQueriesContaining: readonly string[] },
+  opts: {
+    failQueriesContaining: readonly string[];
+    /** Fail only this many of those queries, then pass them on (default: every one). */
+    failAtMost?: number;
+  },
 ): Promise<PostgresFaultProxy> {
   let failedQueries = 0;
   let connections = 0;
@@ -96,7 +100,7 @@ export async function startPostgresFaultProxy(
           else startup = false;
         } else {
           const type = String.fromCharCode(message[0]!);
-          if ((type === 'Q' || type === 'P') && opts.failQueriesContaining.some((s) => message.includes(s))) {
+          if ((type === 'Q' || type === 'P') && failedQueries < (opts.failAtMost ?? Infinity) && opts.failQueriesContaining.some((s) => message.includes(s))) {
             failedQueries++;
             if (out.length) upstream.write(Buffer.concat(out));
             terminate();
