@@ -19,10 +19,21 @@ export type Queryable = postgres.ISql<Record<string, never>>;
 // how to write array parameters (`= ANY(${ids}::bigint[])`, `unnest(${xs}::text[])`) and read array
 // columns (log_outbox_batches.row_ids), is registered up front instead: array-types.ts, the built-in
 // types' fixed OIDs. `fetchTypes: true` brings the query back; nothing should pass it.
+/**
+ * How long Postgres keeps a session of ours idle inside a transaction before it ends it. A backstop:
+ * should the client lose track of a transaction's answer (connections reset under load could leave
+ * postgres.js waiting for a reply the server had already sent: patches/postgres+3.4.9.patch), the
+ * server ends the session, and the transaction fails as CONNECTION_CLOSED instead of waiting for
+ * ever, its caller (a billing pass) retrying. No transaction of ours idles this long between two
+ * statements; the log drain, which waits for ClickHouse inside one, raises its own (log-outbox.ts).
+ */
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000;
+
 export function createSql(config: Config, overrides: { max?: number; fetchTypes?: boolean } = {}): Sql {
   return postgres(config.DATABASE_URL, {
     max: overrides.max ?? config.PG_POOL_MAX,
     fetch_types: overrides.fetchTypes ?? false,
+    connection: { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS },
     idle_timeout: 30,
     // Reconnect attempts after a failed one wait 3^n / 100 s (halved at random), at most 2 s: postgres.js's
     // own cap of 20 s kept billing and key lookups down 10-20 s after a 30 s Postgres outage had ended

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a fresh Debian machine lacks for this project: Node.js 20 with npm, curl, a C toolchain for
-# native addons, procps, and Chromium for the web console's browser tests (driven by playwright-core). Runs as
+# native addons, procps, iproute2, and Chromium for the web console's browser tests (driven by playwright-core). Runs as
 # root; does nothing when everything is present.
 set -euo pipefail
 missing=()
@@ -11,6 +11,8 @@ command -v python3 >/dev/null || missing+=(python3)
 # pgrep and pkill: the stack scripts find a supervised service's process (infra/launch/supervise.ts).
 command -v pgrep >/dev/null || missing+=(procps)
 command -v chromium >/dev/null || missing+=(chromium)
+# ss -K: a test aborts its own Postgres connections with it (infra/postgres/connection-resets.integration.test.ts).
+command -v ss >/dev/null || missing+=(iproute2)
 if ! command -v node >/dev/null || ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)'; then
   missing+=(nodejs npm)
 fi
