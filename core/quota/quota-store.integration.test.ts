@@ -74,13 +74,30 @@ describe('reserveQuota-6.lua', () => {
     expect(await store.tokenRemain(userId, tokenId)).toBe(0);
   });
 
-  it('refuses a second reservation under the same request id', async () => {
+  it('refuses another reservation under the same request id', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 10_000);
     const r = { userId, tokenId, tokenLimited: false, requestId, amount: 10, deadlineMs: 1 };
     expect(await store.reserve(r)).toBe('reserved');
-    expect(await store.reserve(r)).toBe('duplicate');
+    expect(await store.reserve({ ...r, amount: 11 })).toBe('duplicate');
+    expect(await store.reserve({ ...r, deadlineMs: 2 })).toBe('duplicate');
     expect(await store.accountBalance(userId)).toBe(9_990);
+  });
+
+  // ioredis resends a command whose connection dropped before its answer; the script had run. The
+  // repeat was refused as a duplicate (a 500 while the hold stayed for the reaper's 15 minutes), or,
+  // for a key whose last request of the minute or last quota it had taken, as rate limited or short.
+  it('answers a repeat of the very same call as reserved, holding it once', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 1_000);
+    pg.token.set(tokenId, 300);
+    const r = { userId, tokenId, tokenLimited: true, requestId, amount: 300, deadlineMs: Date.now() + 60_000, rpmLimit: 1 };
+    expect(await store.reserve(r)).toBe('reserved');
+    expect(await store.reserve(r)).toBe('reserved');
+    expect(await store.accountBalance(userId)).toBe(700);
+    expect(await store.tokenRemain(userId, tokenId)).toBe(0);
+    // Another request of that key this minute is still limited.
+    expect(await store.reserve({ ...r, requestId: `${requestId}-next`, amount: 1 })).toBe('rpm_limited');
   });
 
   it('never lets concurrent reservations overdraw the balance', async () => {

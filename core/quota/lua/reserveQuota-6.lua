@@ -22,12 +22,13 @@
   ARGV[9] tokens the request may use (its input bound + output bound; '' or 0: none counted)
 
   Returns
-   1  reserved
+   1  reserved; also when the reservation under this request id is this very call's, repeated (a
+      client library resends a command whose connection dropped before the answer, as ioredis does)
   -1  account balance not loaded (caller seeds it from Postgres and retries)
   -2  key quota not loaded (same)
   -3  account balance below the amount
   -4  key quota below the amount
-  -5  a reservation with this request id exists
+  -5  another reservation with this request id exists
   -7  requests-per-minute limit reached
   -8  tokens-per-minute limit reached
 ]]
@@ -35,6 +36,15 @@ local amount = tonumber(ARGV[1])
 local limited = ARGV[2] == '1'
 local rpm = tonumber(ARGV[5])
 local tpm = tonumber(ARGV[6])
+
+-- First: a resent call finds its own reservation, and the limits, the balance and the key's quota it
+-- already took refused it. Answered -5, the request failed while its hold stayed until the reaper's
+-- deadline. Its own: the same amount, key, account and deadline (ms) as this call's.
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  local held = redis.call('HMGET', KEYS[3], 'amount', 'token', 'user', 'deadline')
+  if held[1] == ARGV[1] and held[2] == ARGV[4] and held[3] == ARGV[7] and held[4] == ARGV[3] then return 1 end
+  return -5
+end
 
 if rpm > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= rpm then return -7 end
 if tpm > 0 and tonumber(redis.call('GET', KEYS[5]) or '0') >= tpm then return -8 end
@@ -46,7 +56,6 @@ if limited then
   remain = redis.call('GET', KEYS[2])
   if not remain then return -2 end
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then return -5 end
 if tonumber(balance) < amount then return -3 end
 if limited and tonumber(remain) < amount then return -4 end
 
