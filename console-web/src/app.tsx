@@ -2,7 +2,7 @@
 // the page of the current path. Administrator pages are listed only for role >= 10 and each one
 // also refuses to render below it; the API refuses the calls anyway.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, call, onSignedOut, type SignOutReason } from './api/client';
+import { api, call, maybeSignedIn, onSignedOut, type SignOutReason } from './api/client';
 import type { Account } from './api/types';
 import { ErrorText, Loading, errorText } from './components/ui';
 import { ROLE, ROLE_NAMES } from './format';
@@ -69,7 +69,8 @@ export function App() {
       },
     );
   };
-  useEffect(refreshAccount, []);
+  // Signed out, the first question would only be refused: the login page is shown without asking.
+  useEffect(() => { if (maybeSignedIn()) refreshAccount(); else setAccount(null); }, []);
   // After a page change, the keyboard and screen reader start at the new page's heading.
   useEffect(() => {
     const h1 = document.querySelector<HTMLElement>('main h1');

@@ -36,7 +36,12 @@ beforeAll(() => {
     if (!signedIn) return answer(401, { success: false, message: 'not logged in' });
     if (banned) return answer(403, { success: false, message: 'this account is banned' });
     if (url.pathname === '/api/user/self') return answer(200, { success: true, message: '', data: account() });
-    if (url.pathname === '/api/log/self/daily') return answer(200, { success: true, message: '', data: [{ day: 0, requests: 2, quota: 500, prompt_tokens: 1, completion_tokens: 1 }] });
+    if (url.pathname === '/api/log/self/daily') {
+      // Today's entry, as the API dates it: the local midnight by the offset asked for.
+      const offsetSec = Number(url.searchParams.get('utc_offset')) * 60;
+      const day = Math.floor((Date.now() / 1000 + offsetSec) / 86_400) * 86_400 - offsetSec;
+      return answer(200, { success: true, message: '', data: [{ day, requests: 2, quota: 500, prompt_tokens: 1, completion_tokens: 1 }] });
+    }
     if (url.pathname === '/api/log/self/stat') return answer(200, { success: true, message: '', data: { quota: 0, rpm: 0, tpm: 0 } });
     return answer(404, { success: false, message: 'no such endpoint' });
   });

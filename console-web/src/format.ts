@@ -127,6 +127,48 @@ export function dateTime(unixSec: number): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
+/** Minutes east of UTC of the browser's time zone at an instant: that day's own, as daylight saving moves it. */
+export function localOffset(ms: number): number {
+  return -new Date(ms).getTimezoneOffset();
+}
+
+/** A local day: where it starts, and the fixed UTC offset whose midnight falls there. */
+export interface LocalDay {
+  /** Unix seconds of the day's first instant: its midnight, or the hour after a midnight the clocks skip. */
+  start: number;
+  /** Minutes east of UTC: the offset by which /api/log/self/daily starts this day at `start`. */
+  utcOffset: number;
+}
+
+/**
+ * The `days` local days ending with today, oldest first, each with its own UTC offset. Today's offset
+ * is not that of a day before a daylight-saving change: applied to every day, it put those days an
+ * hour off their midnights (in spring, each one labelled 23:00 of the day before). `offsetAt` is the
+ * time zone (minutes east of UTC at an instant): the browser's, or any other for a test.
+ */
+export function localDays(nowMs: number, days: number, offsetAt: (ms: number) => number = localOffset): LocalDay[] {
+  const MINUTE = 60_000;
+  const DAY = 86_400_000;
+  const dateOf = (ms: number) => Math.floor((ms + offsetAt(ms) * MINUTE) / DAY);
+  const today = dateOf(nowMs);
+  const out: LocalDay[] = [];
+  for (let date = today - days + 1; date <= today; date++) {
+    // The date's midnight read as UTC, less the offset in force then. Which one that is may change
+    // within a day of it, so each offset in force near it is tried: the day starts at the earliest
+    // instant that is already this date (a midnight the clocks skip starts the day at 01:00; one they
+    // repeat, at the first of the two).
+    const wall = date * DAY;
+    let start = Infinity;
+    for (const o of new Set([-DAY, -DAY / 2, 0, DAY / 2, DAY].map((dt) => offsetAt(wall + dt)))) {
+      const t = wall - o * MINUTE;
+      if (dateOf(t) === date && t < start) start = t;
+    }
+    if (start === Infinity) start = wall - offsetAt(wall) * MINUTE;
+    out.push({ start: Math.round(start / 1000), utcOffset: Math.round((wall - start) / MINUTE) });
+  }
+  return out;
+}
+
 /** A datetime-local input's value as Unix seconds; undefined when empty or invalid. */
 export function fromLocalInput(value: string): number | undefined {
   if (!value) return undefined;

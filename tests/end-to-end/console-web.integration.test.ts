@@ -168,7 +168,8 @@ describe('web console', () => {
     await page.goto(`${stack.consoleUrl}/register?aff=${admin.affCode}`);
     await expect(page.getByLabel('Invitation code').inputValue()).resolves.toBe(admin.affCode);
     await page.getByLabel('Username').fill(user.username);
-    await page.getByLabel('Password').fill(user.password);
+    await page.getByLabel('Password', { exact: true }).fill(user.password);
+    await page.getByLabel('Repeat password').fill(user.password);
     await page.getByRole('button', { name: 'Register' }).click();
     await page.getByRole('button', { name: 'Log out' }).waitFor();
     // The session lives in an HttpOnly cookie the page cannot read.

@@ -18,6 +18,15 @@ export function readCookie(cookies: string, name: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Whether the browser may hold a session. The session cookie is HttpOnly, but console-api sets and
+ * clears the readable CSRF cookie with it, and without that token a cookie read is anonymous anyway:
+ * with none, asking who is signed in could only be refused (a 401 the browser logs as an error).
+ */
+export function maybeSignedIn(cookies: string = document.cookie): boolean {
+  return !!readCookie(cookies, CSRF_COOKIE);
+}
+
 /** Raised by `call` for a failed answer: the API's own message, and its HTTP status. */
 export class ApiError extends Error {
   readonly status: number;

@@ -43,24 +43,65 @@ export function topupAmountError(text: string): string {
     : 'a whole number of dollars, such as 20';
 }
 
+/**
+ * What the address of a return from a payment provider says (console-api/routes/topup.ts names both
+ * return addresses): epay appends its signed notice, whose trade_status is TRADE_SUCCESS for a paid
+ * order; the card provider comes back to the success URL, ?paid=1. 'unknown': back from a provider
+ * whose return does not say. Only the outcome is read: the amount in the address is the buyer's to
+ * edit, and the balance shown is the API's.
+ */
+export type PaymentReturn = 'paid' | 'not-paid' | 'unknown';
+
+/** The parameters a provider adds to the return address: epay's notice, and the card provider's `paid`. */
+const RETURN_PARAMS = ['paid', 'pid', 'trade_no', 'out_trade_no', 'type', 'name', 'money', 'trade_status', 'sign', 'sign_type'] as const;
+
+/** The return outcome in a query string, or null when the page was not reached from a provider. */
+export function paymentReturn(search: string): PaymentReturn | null {
+  const q = new URLSearchParams(search);
+  // The status console-api's epay notify credits (EPAY_TRADE_SUCCESS, console-api/payments/epay.ts).
+  if (q.has('trade_status')) return q.get('trade_status') === 'TRADE_SUCCESS' ? 'paid' : 'not-paid';
+  if (q.has('paid')) return q.get('paid') === '1' ? 'paid' : 'not-paid';
+  // Names only a provider's notice has: `type` or `name` alone may be anyone's link.
+  return ['out_trade_no', 'trade_no', 'sign'].some((k) => q.has(k)) ? 'unknown' : null;
+}
+
+/** The query string without a provider's return parameters ('' when nothing else is left). */
+export function withoutReturnParams(search: string): string {
+  const q = new URLSearchParams(search);
+  for (const k of RETURN_PARAMS) q.delete(k);
+  const rest = q.toString();
+  return rest ? `?${rest}` : '';
+}
+
+const RETURN_NOTICE: Record<PaymentReturn, string> = {
+  paid: 'Back from the payment provider: payment received. Your balance will update in a moment, once the provider confirms the payment to this service; the order below then reads Completed.',
+  'not-paid': 'Back from the payment provider: it reports the payment as not completed (cancelled or failed). Nothing is added to your balance unless the provider confirms a payment; you can try again below.',
+  unknown: 'Back from the payment provider: the order below is completed once the provider confirms the payment.',
+};
+
 /** The page's forms: a form's error stays only while it is the last one used (it is about what it sent). */
 type TopupForm = 'redeem' | 'pay';
 
 export function TopupPage({ account, refreshAccount }: PageProps) {
   const [lastUsed, setLastUsed] = useState<TopupForm | null>(null);
   const info = useLoad(() => call(api.GET('/api/user/topup/info')), []);
+  // Read before the parameters leave the address bar: a reload must not say it again.
+  const [returned] = useState(() => paymentReturn(location.search));
+  useEffect(() => {
+    if (returned) history.replaceState(history.state, '', `${location.pathname}${withoutReturnParams(location.search)}${location.hash}`);
+  }, []);
   // The balance of now (a payment may have been credited since sign-in), and again when an order completes.
   // eslint-disable-next-line react-hooks/exhaustive-deps
   useEffect(() => refreshAccount(), []);
   return (
     <>
       <div class="tiles"><div class="tile" role="group" aria-label="Balance"><div class="tile-label">Balance</div><div class="tile-value" data-testid="balance">{dollars(account.quota)}</div><div class="tile-detail">{account.quota.toLocaleString('en-US')} quota</div></div></div>
-      {new URLSearchParams(location.search).has('paid') && <p class="ok" role="status">Back from the payment provider: the order below is completed once the provider confirms the payment.</p>}
+      {returned && <p class={returned === 'not-paid' ? 'notice' : 'ok'} role="status">{RETURN_NOTICE[returned]}</p>}
       {info.loading && <Loading what="Loading payment options" />}
       <ErrorText error={info.error} />
       {info.data && (info.data.enable_redemption ? <Redeem onRedeemed={refreshAccount} active={lastUsed === 'redeem'} onUse={() => setLastUsed('redeem')} /> : <p>Redemption codes are switched off.</p>)}
       {info.data && <OnlinePayment info={info.data} active={lastUsed === 'pay'} onUse={() => setLastUsed('pay')} />}
-      <Orders onCompleted={refreshAccount} />
+      <Orders onCompleted={refreshAccount} afterReturn={returned !== null} />
     </>
   );
 }
@@ -280,7 +321,7 @@ export function newlyCompleted(pending: Set<string>, items: readonly Pick<TopupO
   return done;
 }
 
-function Orders({ onCompleted }: { onCompleted: () => void }) {
+function Orders({ onCompleted, afterReturn }: { onCompleted: () => void; afterReturn: boolean }) {
   const [page, setPage] = useState(1);
   const [keyword, setKeyword] = useState('');
   const [search, setSearch] = useState('');
@@ -289,9 +330,15 @@ function Orders({ onCompleted }: { onCompleted: () => void }) {
   // is read again until it completes, and the balance with it.
   const pending = useRef(new Set<string>());
   const opened = useRef(Date.now());
+  const firstRead = useRef(true);
   useEffect(() => {
-    const items = orders.data?.items ?? [];
-    if (newlyCompleted(pending.current, items).length > 0) onCompleted();
+    if (!orders.data) return;
+    const items = orders.data.items;
+    // Back from a provider, an order completed between the page's balance read and this list's was
+    // never seen pending: the balance is read again once the list is, which shows it either way.
+    const returnedNow = afterReturn && firstRead.current;
+    firstRead.current = false;
+    if (newlyCompleted(pending.current, items).length > 0 || returnedNow) onCompleted();
     const nowSec = Date.now() / 1000;
     const watch = items.some((o) => o.status === 'pending' && nowSec - o.create_time < WATCH_ORDERS_CREATED_WITHIN_SEC);
     if (!watch || Date.now() - opened.current > WATCH_FOR_MS) return;
