@@ -45,7 +45,7 @@ export function createRedis(config: Config, name: string, opts: { blocking?: boo
     ...(opts.commandTimeoutMs !== undefined ? { commandTimeout: opts.commandTimeoutMs } : {}),
   };
   const nodes = redisClusterNodes(config);
-  if (nodes === null) return new Redis(config.REDIS_URL, { ...redisOptions, enableAutoPipelining: !opts.blocking });
+  if (nodes === null) return quietOnConnectionErrors(new Redis(config.REDIS_URL, { ...redisOptions, enableAutoPipelining: !opts.blocking }));
   const cluster = new Cluster(nodes, {
     redisOptions,
     // Auto-pipelining groups commands per node, so it stays on for ordinary connections.
@@ -64,9 +64,21 @@ export function createRedis(config: Config, name: string, opts: { blocking?: boo
     // refresh bounds that to about a second.
     slotsRefreshInterval: 1000,
   });
-  return cluster as unknown as Redis;
+  return quietOnConnectionErrors(cluster) as unknown as Redis;
 }
 export type { Redis };
+
+/**
+ * A listener for the client's 'error' events: a connection reset or refused (CLIENT KILL, a restart,
+ * a failover) is emitted there while ioredis reconnects by itself. With no listener, ioredis writes
+ * each one to stderr as "[ioredis] Unhandled error event", plain text among the services' JSON log
+ * lines. What such an error costs is reported where it is felt: the commands it fails reject, and
+ * each service answers or logs that (529 quota_store_unavailable, the billing worker's /health).
+ */
+function quietOnConnectionErrors<T extends { on(event: 'error', listener: (err: Error) => void): unknown }>(client: T): T {
+  client.on('error', () => {});
+  return client;
+}
 
 /**
  * A MULTI's replies, thrown on when it was aborted or when any of its commands failed: ioredis
