@@ -10,8 +10,9 @@
 // createSql asks Postgres to end a session left idle inside a transaction (client.ts), so that a
 // reply lost some other way still ends in an error, not a wait. That other way remains: in about one
 // run in three here, a transaction waits for the reply to a statement the server has answered (it
-// shows `idle in transaction`) until the server ends the session at 30 s. Before: 2 runs in 3 left
-// work waiting for good (the pool itself, once).
+// shows `idle in transaction`) until the server ends the session at 30 s (5 runs of 17; one more
+// run waited past 50 s, hence SETTLE_MS). Before: 2 runs in 3 left work waiting for good (the pool
+// itself, once).
 //
 // The client's sockets are aborted by the kernel (`ss -K`, which the billing worker's hang was seen
 // with), only those to a proxy in front of Postgres, so that no other process's connections are
