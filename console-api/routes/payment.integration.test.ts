@@ -196,6 +196,9 @@ describe('card payment (cardpay webhook)', () => {
     expect(link.startsWith(`${card.url}/pay/cs_test_`)).toBe(true);
     const sessionId = link.split('/').pop()!;
     expect(card.sessions.get(sessionId)).toMatchObject({ client_reference_id: tradeNo, amount_total: 2000, currency: 'usd' });
+    // Back to the Top up page either way, saying which (paid=0 reads "not completed" there).
+    expect(card.sessions.get(sessionId)!.success_url).toMatch(/\/console\/topup\?paid=1$/);
+    expect(card.sessions.get(sessionId)!.cancel_url).toMatch(/\/console\/topup\?paid=0$/);
 
     const paid = await request(link);
     expect(paid.statusCode).toBe(302);

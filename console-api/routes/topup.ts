@@ -304,7 +304,9 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
         currency: s.cardpay.currency,
         productName: `Top-up ${body.amount} (${quotaOf(body.amount)} quota)`,
         successUrl: `${s.serverAddress}/console/topup?paid=1`,
-        cancelUrl: `${s.serverAddress}/console/topup`,
+        // paid=0: the Top up page says the payment was not completed (console-web/src/pages/topup.tsx);
+        // without it, a buyer back from a cancelled checkout was told nothing.
+        cancelUrl: `${s.serverAddress}/console/topup?paid=0`,
       }, ctx.settings.PAYMENT_PROVIDER_TIMEOUT_MS);
     } catch (err) {
       ctx.logger.error({ err, trade_no: order.trade_no }, 'card provider checkout session failed');
