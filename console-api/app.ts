@@ -196,15 +196,13 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   });
 
   app.setErrorHandler((err: FastifyError | ConsoleError, request, reply) => {
-    if (isConsoleError(err)) {
-      if (err.retryAfterSec !== undefined) reply.header('retry-after', String(err.retryAfterSec));
-      return reply.status(err.status).send(fail(err.message));
-    }
-    const mapped = FASTIFY_ERROR_CODES[err.code];
-    if (mapped) {
-      const e = new ConsoleError(mapped);
+    const answer = (e: ConsoleError) => {
+      if (e.retryAfterSec !== undefined) reply.header('retry-after', String(e.retryAfterSec));
       return reply.status(e.status).send(fail(e.message));
-    }
+    };
+    if (isConsoleError(err)) return answer(err);
+    const mapped = FASTIFY_ERROR_CODES[err.code];
+    if (mapped) return answer(new ConsoleError(mapped));
     const status = err.statusCode ?? 500;
     if (status === 429) return reply.status(429).send(fail(new ConsoleError('RATE_LIMITED').message));
     if (status >= 400 && status < 500) return reply.status(status).send(fail(err.message));
@@ -212,11 +210,10 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
       // A connection lost (pg_terminate_backend, a restart, a failover) or none to be had: the request
       // can be sent again, and the web console must not read a 500 as a bug (or a 401 as signed out).
       request.log.warn({ err }, 'the database could not be reached for a console request');
-      const e = new ConsoleError('DATABASE_UNAVAILABLE');
-      return reply.status(e.status).header('retry-after', '1').send(fail(e.message));
+      return answer(new ConsoleError('DATABASE_UNAVAILABLE', undefined, { retryAfterSec: 1 }));
     }
     request.log.error({ err }, 'unhandled console error');
-    return reply.status(500).send(fail(new ConsoleError('INTERNAL').message));
+    return answer(new ConsoleError('INTERNAL'));
   });
 
   // The web console (static files, CSP) and its cookie sign-in (with CSRF): auth/browser-session.ts.
