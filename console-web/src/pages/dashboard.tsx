@@ -30,9 +30,11 @@ export async function dailyUsage(nowMs: number, days: number, read: (utcOffset: 
     for (const e of byOffset.get(day.utcOffset) ?? []) if (e.day >= day.start) for (const f of FIGURES) sums[f] += e[f];
     return sums;
   };
+  // Each day's sums once: a day's are both its own "from" and the day before's "next".
+  const since = [...wanted.map(sinceStart), sinceStart(undefined)];
   return wanted.map((d, i) => {
-    const from = sinceStart(d);
-    const next = sinceStart(wanted[i + 1]);
+    const from = since[i]!;
+    const next = since[i + 1]!;
     // Never below zero: a request logged between two answers' reads is in one of them only.
     const out: DailyUsage = { day: d.start, requests: 0, quota: 0, prompt_tokens: 0, completion_tokens: 0 };
     for (const f of FIGURES) out[f] = Math.max(0, from[f] - next[f]);
