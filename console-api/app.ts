@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { rawJsonProblem, SCAN_DEPTH_MAX } from '../infra/json/raw-json-scan.js';
 import { createLogger } from '../infra/logger.js';
-import { isDatabaseUnavailable } from '../infra/postgres/unavailable.js';
+import { isDatabaseBusy, isDatabaseUnavailable } from '../infra/postgres/unavailable.js';
 import { registerBrowserSession } from './auth/browser-session.js';
 import { makeRequireUser } from './auth/require-user.js';
 import { type ConsoleDeps, createContext } from './context.js';
@@ -211,6 +211,12 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
       // can be sent again, and the web console must not read a 500 as a bug (or a 401 as signed out).
       request.log.warn({ err }, 'the database could not be reached for a console request');
       return answer(new ConsoleError('DATABASE_UNAVAILABLE', undefined, { retryAfterSec: 1 }));
+    }
+    if (isDatabaseBusy(err)) {
+      // A row held past CONSOLE_DB_LOCK_TIMEOUT_MS, a statement past its time limit, a deadlock: the
+      // transaction was rolled back whole, and the same request may pass a moment later.
+      request.log.warn({ err }, 'a console request gave up waiting for the database');
+      return answer(new ConsoleError('DATABASE_BUSY', undefined, { retryAfterSec: 1 }));
     }
     request.log.error({ err }, 'unhandled console error');
     return answer(new ConsoleError('INTERNAL'));

@@ -4,7 +4,6 @@ import { createClickHouseReader } from '../infra/clickhouse/read-client.js';
 import { loadConfig } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { installProcessGuards } from '../infra/process-guards.js';
-import { createSql } from '../infra/postgres/client.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
@@ -13,6 +12,7 @@ import { createOptionSealer } from '../core/options/option-secrets.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { ensureRootAccount, rootPasswordReveal } from './accounts/root-account.js';
+import { createConsoleSql } from './db.js';
 import { buildConsoleApp } from './app.js';
 import { sealLegacySecrets } from './secrets/seal-legacy-secrets.js';
 
@@ -41,7 +41,7 @@ async function main(): Promise<void> {
   // Refuse a missing KEY_SECRET before touching the database: nothing may be sealed without it.
   createApiKeyCrypto(config.KEY_SECRET);
   await migratePostgres(config);
-  const sql = createSql(config);
+  const sql = createConsoleSql(config);
   const redis = createRedis(config, 'console-api');
   const logReader = createClickHouseReader(config);
   const quotaStore = new QuotaStore(redis, redisKeysFor(config), postgresBalanceSource(sql));

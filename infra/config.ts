@@ -33,6 +33,11 @@ const schema = z.object({
   // A console request must have arrived whole (headers and body) this long after it began; past it,
   // 408 and the connection closed (console-api/app.ts).
   CONSOLE_REQUEST_TIMEOUT_MS: positiveInt.default(30_000),
+  // How long a console statement waits for a row another transaction holds (Postgres lock_timeout),
+  // and how long any console statement may run (statement_timeout); past either the request is 503
+  // DATABASE_BUSY, its transaction rolled back whole. 0 = no limit. console-api/db.ts.
+  CONSOLE_DB_LOCK_TIMEOUT_MS: z.coerce.number().int().min(0).default(5_000),
+  CONSOLE_DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
   // The built web console console-api serves at / (make build writes it); empty = dist/console-web.
   CONSOLE_WEB_DIR: z.string().default(''),
   MOCK_UPSTREAM_PORT: port.default(3090),

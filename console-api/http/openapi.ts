@@ -59,6 +59,8 @@ export function buildOpenApiDocument(endpoints: readonly RecordedEndpoint[]): Re
       'INTERNAL' as const,
       // Any endpoint's query may lose its connection (app.ts's error handler).
       'DATABASE_UNAVAILABLE' as const,
+      // And any may wait too long for a row or a statement (console-api/db.ts).
+      'DATABASE_BUSY' as const,
     ])];
     const responses: Record<string, unknown> = {
       200: e.produces === 'text/plain'

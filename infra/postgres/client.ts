@@ -29,11 +29,21 @@ export type Queryable = postgres.ISql<Record<string, never>>;
  */
 export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000;
 
-export function createSql(config: Config, overrides: { max?: number; fetchTypes?: boolean } = {}): Sql {
+export interface SqlOverrides {
+  max?: number;
+  fetchTypes?: boolean;
+  /**
+   * Session settings sent with every connection's startup (Postgres GUCs such as `lock_timeout`), on
+   * top of the idle-in-transaction backstop: a process sets its own limits this way.
+   */
+  sessionSettings?: Record<string, number>;
+}
+
+export function createSql(config: Config, overrides: SqlOverrides = {}): Sql {
   return postgres(config.DATABASE_URL, {
     max: overrides.max ?? config.PG_POOL_MAX,
     fetch_types: overrides.fetchTypes ?? false,
-    connection: { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS },
+    connection: { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS, ...overrides.sessionSettings },
     idle_timeout: 30,
     // Reconnect attempts after a failed one wait 3^n / 100 s (halved at random), at most 2 s: postgres.js's
     // own cap of 20 s kept billing and key lookups down 10-20 s after a 30 s Postgres outage had ended

@@ -34,3 +34,16 @@ export async function readRetryingOnce<T>(read: () => Promise<T>): Promise<T> {
     return read();
   }
 }
+
+/**
+ * SQLSTATEs of a statement the server gave up on for reasons of the moment, not of the statement:
+ * 55P03 lock_not_available (a `lock_timeout` ran out: a row held by another transaction), 57014
+ * query_canceled (a `statement_timeout`, or a cancel), 40P01 deadlock_detected, 40001
+ * serialization_failure. The transaction was rolled back whole; the same request may succeed later.
+ */
+const SERVER_BUSY = new Set(['55P03', '57014', '40P01', '40001']);
+
+export function isDatabaseBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && SERVER_BUSY.has(code);
+}

@@ -7,7 +7,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { type ClickHouseClient, createClickHouse } from '../../infra/clickhouse/client.js';
 import { createClickHouseReader } from '../../infra/clickhouse/read-client.js';
 import type { Config } from '../../infra/config.js';
-import { createSql, type Sql } from '../../infra/postgres/client.js';
+import type { Sql } from '../../infra/postgres/client.js';
 import { createRedis, type Redis } from '../../infra/redis/client.js';
 import { type RedisKeys, redisKeys } from '../../infra/redis/keys.js';
 import { testConfig, uniqueName } from '../../infra/testing/test-config.js';
@@ -21,6 +21,7 @@ import { postgresBalanceSource } from '../../core/quota/postgres-balance-source.
 import { createTestDatabase } from '../../infra/testing/test-database.js';
 import { hashPassword } from '../../console-api/auth/password.js';
 import { buildConsoleApp, type ConsoleDeps } from '../../console-api/app.js';
+import { createConsoleSql } from '../../console-api/db.js';
 
 /** Cheap scrypt parameters for accounts a test inserts directly (the stored hash carries them). */
 const FAST_SCRYPT = { log2N: 10, r: 8, p: 1 };
@@ -65,7 +66,7 @@ export async function startConsoleHarness(overrides: Record<string, string> = {}
   // Every test client is 127.0.0.1: the per-address limits would count all of a file's accounts as
   // one client. Tests of those limits set them (overrides or deps.settings).
   const config = testConfig({ DATABASE_URL: db.url, LOGIN_IP_RATE_LIMIT: '1000000', REGISTER_RATE_LIMIT: '1000000', ...overrides });
-  const sql = createSql(config, { max: 4 });
+  const sql = createConsoleSql(config, { max: 4 });
   // Ids far above any other test file's, so ClickHouse rows keyed by user_id never collide.
   await sql`SELECT setval('users_id_seq', ${randomInt(1_000_000, 2 ** 31)})`;
   const redis = createRedis(config, 'console-test');
