@@ -25,6 +25,8 @@ export const RELAY_ERRORS = {
   rate_limited: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded.' },
   internal: { status: 500, type: 'api_error', message: 'Internal error.' },
   upstream_unreachable: { status: 500, type: 'api_error', message: 'The model provider could not be reached.' },
+  // Anthropic's own 504 for a request that timed out while processing.
+  upstream_timeout: { status: 504, type: 'timeout_error', message: 'The model provider did not begin its answer in time.' },
   overloaded: { status: 529, type: 'overloaded_error', message: 'The model provider is overloaded.' },
   quota_store_unavailable: { status: 529, type: 'overloaded_error', message: 'The relay cannot reach its quota store, so it takes no request until it returns. Retry shortly.' },
   key_store_unavailable: { status: 529, type: 'overloaded_error', message: 'The relay cannot reach its account database to check this API key. Retry shortly.' },

@@ -76,6 +76,8 @@ const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The m
 const UNREADABLE_ANSWER = 'The model provider\'s answer could not be read.';
 /** What a client is told of a provider's 200 whose body stopped before its end (the body timeout, a lost connection). */
 const STOPPED_ANSWERING = 'The model provider stopped answering before its answer was complete.';
+/** What a client is told of a provider whose connection was lost after the request was sent, before any answer. */
+const LOST_BEFORE_ANSWER = 'The model provider\'s connection was lost after the request was sent, before it answered.';
 /** A channel's credential or account refused by the provider: the gateway's fault, not the client's key. */
 const CHANNEL_REFUSED = 'The model provider refused this gateway\'s own credential or account for the request (not your API key).';
 
@@ -85,6 +87,17 @@ const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOST
 function reachedProvider(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return !(typeof code === 'string' && NOT_SENT_CODES.has(code));
+}
+
+/**
+ * The failure of a request that reached the provider and got no answer's headers: it was sent, so the
+ * provider was reached, and "could not be reached" sent users looking at their network. A headers
+ * timeout is Anthropic's own 504 `timeout_error`; a connection lost is a 500 saying so.
+ */
+function noAnswerError(err: unknown): RelayError {
+  return (err as { code?: unknown } | null)?.code === 'UND_ERR_HEADERS_TIMEOUT'
+    ? new RelayError('upstream_timeout')
+    : new RelayError('upstream_unreachable', LOST_BEFORE_ANSWER);
 }
 
 /** The usage a JSON answer is billed, and whether the relay counted a side of it (Exchange.billedUsage). */
@@ -582,7 +595,8 @@ class Exchange {
         this.noteFailure(new RelayError('upstream_unreachable'));
         return REASON.connectionFailed;
       }
-      this.fail(new RelayError('upstream_unreachable'), reachedProvider(err) ? REASON.noAnswer : REASON.connectionFailed);
+      if (reachedProvider(err)) this.fail(noAnswerError(err), REASON.noAnswer);
+      else this.fail(new RelayError('upstream_unreachable'), REASON.connectionFailed);
       return 'done';
     }
     relayMetrics.upstreamLatency(answer.headersAt - sentAt);

@@ -237,6 +237,12 @@ describe('a generation that outlives the headers timeout', () => {
     const err = await client.messages.create({ model: 'slow-gen', max_tokens: 5, messages: [{ role: 'user', content: PROMPT }] })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.APIError);
+    // Anthropic's own answer to a request that timed out while processing; it was sent, so the
+    // provider was reached (this said "could not be reached").
+    expect((err as InstanceType<typeof Anthropic.APIError>).status).toBe(504);
+    expect((err as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({
+      type: 'error', error: { type: 'timeout_error', message: 'The model provider did not begin its answer in time.' },
+    });
     // The provider may be generating it: one provider, one generation, never two.
     expect(slow.stats.requests).toBe(1);
     const row = await onlyRow(acct);

@@ -92,6 +92,36 @@ describe('retries', () => {
     expect(await balance()).toBe(before);
   });
 
+  it.each([false, true])('a provider whose connection is lost after the request arrived (stream: %s) is answered 500 saying so, not "could not be reached"; not retried; nothing billed', async (stream) => {
+    const model = `route-lost-${stream}`;
+    // Reads the whole request, then drops the connection without a byte: a provider process that
+    // died mid-generation, or a proxy that cut it.
+    let received = 0;
+    const dropping: Server = createServer((req) => {
+      req.resume();
+      req.on('end', () => { received++; req.socket.destroy(); });
+    });
+    await new Promise<void>((resolve) => dropping.listen(0, '127.0.0.1', resolve));
+    upstreams.push({ url: '', requests: 0, close: () => new Promise<void>((resolve) => { dropping.closeAllConnections(); dropping.close(() => resolve()); }) });
+    await mockChannel(stack, [model], 'default', { base_url: `http://127.0.0.1:${(dropping.address() as AddressInfo).port}`, priority: 10 });
+    await mockChannel(stack, [model], 'default', { base_url: healthy.url, priority: 0 });
+    const before = { balance: await balance(), healthy: healthy.requests };
+    const call = stream
+      ? (async () => { for await (const _ of await client.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'hello' }], stream: true })); })()
+      : ask(model);
+    const err = await call.catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(err).toBeInstanceOf(Anthropic.InternalServerError);
+    expect(err.status).toBe(500);
+    expect(err.error).toMatchObject({
+      type: 'error', error: { type: 'api_error', message: 'The model provider\'s connection was lost after the request was sent, before it answered.' },
+    });
+    // Sent once: the provider may have been generating it, and a second channel would again.
+    expect(received).toBe(1);
+    expect(healthy.requests).toBe(before.healthy);
+    await billingSettled(stack);
+    expect(await balance()).toBe(before.balance);
+  });
+
   it('answers with the answering attempt\'s provider request id, never an earlier channel\'s', async () => {
     const model = 'route-request-id';
     const overloaded = await fixedUpstream(529, JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'busy' } }), { 'request-id': 'req_first_channel' });
