@@ -12,6 +12,7 @@ import type { Sql } from '../../infra/postgres/client.js';
 import type { ConsoleContext } from '../context.js';
 import { ConsoleError } from '../http/errors.js';
 import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
+import { centsOfDecimal } from './paid-amount.js';
 import { quotaOf } from './pricing.js';
 
 export type PaymentProvider = 'epay' | 'cardpay';
@@ -115,8 +116,13 @@ export type CompletionOutcome =
 export interface PaymentConfirmation {
   tradeNo: string;
   provider: PaymentProvider;
-  /** What the provider says was paid, in major units. */
-  paidMoney: number;
+  /**
+   * What the provider says was paid, in cents exactly (paid-amount.ts); null when it stated no such
+   * amount (a fraction of a cent, not a plain number), which matches no order.
+   */
+  paidCents: bigint | null;
+  /** That amount as the provider stated it, for the log of a mismatch. */
+  paidText: string;
   /** The provider's own reference (epay trade_no, card session id). */
   providerRef: string;
 }
@@ -129,8 +135,8 @@ export async function completeOrder(ctx: ConsoleContext, p: PaymentConfirmation)
     if (order.status === 'success') return { outcome: 'already' as const, order: toTopupOrder(order) };
     // Expired only means nobody paid within a day; a payment the provider confirms later still counts.
     if (!isPayable(order.status)) return { outcome: 'mismatch' as const, reason: `order is ${order.status}` };
-    if (Math.round(Number(order.money) * 100) !== Math.round(p.paidMoney * 100)) {
-      return { outcome: 'mismatch' as const, reason: `paid ${p.paidMoney.toFixed(2)}, order is ${Number(order.money).toFixed(2)}` };
+    if (p.paidCents === null || p.paidCents !== centsOfDecimal(String(order.money))) {
+      return { outcome: 'mismatch' as const, reason: `paid ${JSON.stringify(p.paidText.slice(0, 40))}, order is ${Number(order.money).toFixed(2)}` };
     }
     const [done] = await tx<TopupRow[]>`
       UPDATE topups SET status = 'success', complete_time = ${now}, provider_trade_no = ${p.providerRef}

@@ -130,6 +130,33 @@ describe('QR-code payment (epay)', () => {
     }
   });
 
+  it('credits a signed notice only for the order\'s exact amount: a fraction of a cent off, or an amount that is no plain decimal, credits nothing', async () => {
+    const user = await h.account();
+    const sandbox = await startEpaySandbox({ ...EPAY, autoPay: false });
+    try {
+      await h.sql`INSERT INTO options (key, value) VALUES ('PayAddress', ${sandbox.url}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+      const pay = await startEpayPayment(user, 10);
+      await (await request(`${pay.url}?${new URLSearchParams(pay.params)}`)).body.dump();
+      const tradeNo = pay.params.out_trade_no!;
+      expect((await order(tradeNo)).money).toBe('73.00');
+      // Each of these credited the 73.00 order before (both sides were rounded to the cent as floats).
+      for (const money of ['72.995', '73.0049999', '72.9999999', '73.0000001', '73.004', '73e0', '7.3e1', ' 73.00', '73.00 ', '0x49', '+73', '73.', '073.00.0']) {
+        expect(await sandbox.notify(tradeNo, { money }), money).toEqual({ status: 400, body: 'fail' });
+      }
+      expect(await quotaOf(user.user.id)).toBe(0);
+      expect(await ledgerRows(tradeNo)).toHaveLength(0);
+      expect(await order(tradeNo)).toMatchObject({ status: 'pending' });
+      // The same amount written with more zeros is the same amount.
+      expect(await sandbox.notify(tradeNo, { money: '73.000' })).toEqual({ status: 200, body: 'success' });
+      expect(await sandbox.notify(tradeNo, { money: '73' })).toEqual({ status: 200, body: 'success' });
+      expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+      expect(await ledgerRows(tradeNo)).toHaveLength(1);
+    } finally {
+      await h.sql`UPDATE options SET value = ${epay.url} WHERE key = 'PayAddress'`;
+      await sandbox.close();
+    }
+  });
+
   it('a purchase signature cannot be replayed as a paid notice, whatever an administrator sets as a method type', async () => {
     // The signed string joins values unencoded: a method type holding `&trade_status=TRADE_SUCCESS`
     // made the purchase's signature a valid signature of a paid notice for it, so an administrator
@@ -276,6 +303,14 @@ describe('card payment (cardpay webhook)', () => {
     const cheap = await card.deliver(sessionId, { amountTotal: 1 });
     expect(cheap.status).toBe(400);
     expect(JSON.parse(cheap.body).message).toMatch(/does not match order/);
+    // amount_total is a whole number of minor units: a fraction, or the number as a string, is no
+    // amount (99.6 and "1000" credited this 1000-cent order before).
+    expect(card.sessions.get(sessionId)!.amount_total).toBe(1000);
+    for (const amountTotal of [999.6, 1000.4, '1000', -1000] as unknown as number[]) {
+      const odd = await card.deliver(sessionId, { amountTotal });
+      expect(odd.status, String(amountTotal)).toBe(400);
+      expect(JSON.parse(odd.body).message, String(amountTotal)).toMatch(/does not match order/);
+    }
     const unsigned = await request(`${base}/api/cardpay/webhook`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(unsigned.statusCode).toBe(400);
     await unsigned.body.dump();

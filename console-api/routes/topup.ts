@@ -16,6 +16,7 @@ import { assertSafeInput, containsPattern, pageQuery, paging, queryInt, queryStr
 import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { type CardpayEvent, cardpayVerify, createCheckoutSession, minorUnitsOf, priceDecimalsOf } from '../payments/cardpay.js';
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
+import { centsOfDecimal, centsOfMinorUnits } from '../payments/paid-amount.js';
 import { isPayableMoney, MAX_ORDER_MONEY, MAX_TOPUP_AMOUNT, priceOf, quotaOf } from '../payments/pricing.js';
 import { completeOrder, createPendingOrder, isPayable, isTradeNo, PENDING_ORDERS_PER_WINDOW, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
 import { loadTopupSettings, methodMinimum, type TopupSettings, topupInfo } from '../payments/topup-settings.js';
@@ -169,7 +170,8 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     const result = await completeOrder(ctx, {
       tradeNo: order.trade_no,
       provider: order.payment_provider as PaymentProvider,
-      paidMoney: Number(order.money),
+      paidCents: centsOfDecimal(String(order.money)),
+      paidText: String(order.money),
       providerRef: `manual:${user.id}`,
     });
     if (result.outcome === 'credited') return ok(result.order);
@@ -252,7 +254,9 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     const result = await completeOrder(ctx, {
       tradeNo: params.out_trade_no,
       provider: 'epay',
-      paidMoney: Number(params.money),
+      // epay states the amount as the decimal text it was sent (`7.30`).
+      paidCents: centsOfDecimal(params.money),
+      paidText: String(params.money ?? ''),
       providerRef: params.trade_no ?? '',
     });
     switch (result.outcome) {
@@ -352,7 +356,8 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     const result = await completeOrder(ctx, {
       tradeNo,
       provider: 'cardpay',
-      paidMoney: Number(session.amount_total ?? 0) / minorUnitsOf(s.cardpay.currency),
+      paidCents: centsOfMinorUnits(session.amount_total, minorUnitsOf(s.cardpay.currency)),
+      paidText: JSON.stringify(session.amount_total ?? null),
       // Only a reference for the records: a session id that is not a string is not stored.
       providerRef: typeof session.id === 'string' ? session.id : '',
     });
