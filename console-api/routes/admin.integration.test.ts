@@ -118,6 +118,19 @@ describe('accounts (administration)', () => {
     expect(w.messages).toContainEqual({ kind: 'user', id: target.user.id });
   });
 
+  it('refuses an add_quota reason with control or invisible formatting characters (it becomes the log row\'s text): 400, nothing moved', async () => {
+    const target = await h.account({ quota: 1000 });
+    for (const reason of ['refund\u202e', 'a\u0000b', 'line\nbreak', '\u2066x\u2069']) {
+      const res = await inject('POST', '/api/user/manage', admin, { id: target.user.id, action: 'add_quota', value: 5, reason });
+      expect(res.statusCode, JSON.stringify(reason)).toBe(400);
+      // NUL has its own message, from the guard every input passes first.
+      expect(res.json()).toEqual({ success: false, message: reason.includes('\u0000') ? 'reason: must not contain NUL (U+0000) characters' : 'reason: must not contain control or invisible formatting characters' });
+    }
+    const [row] = await h.sql<{ quota: number }[]>`SELECT quota FROM users WHERE id = ${target.user.id}`;
+    expect(Number(row!.quota)).toBe(1000);
+    expect(await h.sql`SELECT 1 FROM ledger WHERE user_id = ${target.user.id}`).toHaveLength(0);
+  });
+
   it('refuses a credit that would take a balance past what an account holds (2^53 - 1) with a 400, moving nothing', async () => {
     const target = await h.account({ quota: 1000 });
     const big = Number.MAX_SAFE_INTEGER - 1000;

@@ -110,7 +110,7 @@ export const manageUserBody = z.discriminatedUnion('action', [
     id: accountId,
     action: z.literal('add_quota'),
     value: safeInt.refine((v) => v !== 0, { error: 'must not be 0' }),
-    reason: z.string({ error: 'must be a string' }).max(200, { error: 'must be at most 200 characters' }).optional(),
+    reason: displayText(200).optional(),
   }),
   z.object({ id: accountId, action: z.literal('set_group'), group: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }) }),
 ], { error: `must be one of ${MANAGE_ACTIONS.join(', ')}` });
