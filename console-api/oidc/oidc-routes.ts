@@ -44,6 +44,7 @@ import { isLoopbackHost, loadOptionView } from '../options/option-catalogue.js';
 import { afterConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH } from '../referrals/referrals.js';
 import { loadRegistrationPolicy } from '../registration/registration-policy.js';
+import { mixesLookAlikeScripts } from '../accounts/username-scripts.js';
 
 export const OIDC_STATE_TTL_SEC = 600;
 const DISCOVERY_TTL_MS = 5 * 60_000;
@@ -117,7 +118,8 @@ function browserCookieOptions() {
 function usernameFrom(claims: Record<string, unknown>, attempt: number): string {
   const raw = String(claims.preferred_username ?? (typeof claims.email === 'string' ? claims.email.split('@')[0] : '') ?? '');
   let base = raw.replace(/[^\p{L}\p{N}_.-]/gu, '').slice(0, 13);
-  if (base.length < 3) base = 'oidc';
+  // Too short, or mixing look-alike scripts (accounts/username-scripts.ts): a neutral base instead.
+  if (base.length < 3 || mixesLookAlikeScripts(base)) base = 'oidc';
   return attempt === 0 && base.length >= 3 ? base : `${base}_${randomBytes(3).toString('hex')}`;
 }
 

@@ -79,6 +79,20 @@ describe('register, login and access tokens', () => {
     expect((await post('/api/user/login', { username: taken.toUpperCase(), password })).statusCode).toBe(401);
   });
 
+  it('refuses a name mixing Latin, Greek and Cyrillic letters (400): a Cyrillic а beside a Latin admin read as admin', async () => {
+    const taken = `adm${uniqueName('').slice(-8)}`.toLowerCase();
+    expect((await post('/api/user/register', { username: taken, password })).statusCode).toBe(200);
+    for (const lookalike of [`\u0430${taken.slice(1)}`, taken.replace('d', '\u0501'), `${taken}\u03bf`]) {
+      const res = await post('/api/user/register', { username: lookalike, password });
+      expect(res.statusCode, lookalike).toBe(400);
+      expect(res.json()).toEqual({ success: false, message: 'username: must not mix Latin, Greek and Cyrillic letters (they have look-alikes: a Cyrillic а reads as a Latin a)' });
+    }
+    const [row] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM users WHERE username LIKE ${`%${taken.slice(3)}`}`;
+    expect(row!.n).toBe(1);
+    // A name in one such script alone is a name like any other.
+    expect((await post('/api/user/register', { username: `\u0438\u0432\u0430\u043d${taken.slice(-4).replace(/[a-z]/g, '')}`, password })).statusCode).toBe(200);
+  });
+
   let session = '';
   it('logs in with a session token and the account summary', async () => {
     const res = await post('/api/user/login', { username, password });
@@ -394,7 +408,7 @@ describe('PUT /api/user/: password, username and the fields it does not change (
       expect(taken.statusCode).toBe(409);
       expect(taken.json()).toEqual({ success: false, message: 'username is already taken' });
     }
-    for (const bad of ['ab', 'has space', 'x'.repeat(21)]) {
+    for (const bad of ['ab', 'has space', 'x'.repeat(21), '\u0430dmin']) {
       const r = await put('/api/user/', { id: target.user.id, username: bad }, admin.auth);
       expect(r.statusCode).toBe(400);
       expect(r.json().message).toMatch(/^username: /);

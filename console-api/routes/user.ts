@@ -26,12 +26,14 @@ import { registerEmailRoutes } from '../email/email-routes.js';
 import { registerSettingRoutes } from '../notices/setting-routes.js';
 import { registerOidcRoutes } from '../oidc/oidc-routes.js';
 import { resolveSession } from '../auth/sessions.js';
+import { mixesLookAlikeScripts } from '../accounts/username-scripts.js';
 
 const username = z
   .string({ error: 'must be a string' })
   .min(3, { error: 'must be at least 3 characters' })
   .max(20, { error: 'must be at most 20 characters' })
-  .regex(/^[^\s\p{C}]+$/u, { error: 'must not contain spaces or control characters' });
+  .regex(/^[^\s\p{C}]+$/u, { error: 'must not contain spaces or control characters' })
+  .refine((s) => !mixesLookAlikeScripts(s), { error: 'must not mix Latin, Greek and Cyrillic letters (they have look-alikes: a Cyrillic а reads as a Latin a)' });
 
 export const registerBody = z.object({
   username,
