@@ -150,3 +150,35 @@ describe('access tokens issued at once', () => {
     expect(alive.filter((s) => s === 200)).toHaveLength(1);
   });
 });
+
+describe('credentials asked for while the account is banned', () => {
+  it('a login and a GET /api/user/token in flight during a ban are refused 403 ACCOUNT_BANNED, as after it (the login was told its password was wrong)', async () => {
+    const a = await h.account();
+    const banned = { success: false, message: 'this account is banned' };
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => { locked = r; });
+    // The ban's transaction holds the row while the requests check the password and the session.
+    const ban = side.begin(async (tx) => {
+      await tx`SELECT 1 FROM users WHERE id = ${a.user.id} FOR UPDATE`;
+      locked();
+      await released;
+      await tx`UPDATE users SET status = 2 WHERE id = ${a.user.id}`;
+    });
+    await isLocked;
+    const loggingIn = login(a.user.username, a.password);
+    await untilBlocked(1, [loggingIn]);
+    const issuing = h.app.inject({ method: 'GET', url: '/api/user/token', headers: { authorization: `Bearer ${a.token}` } });
+    await untilBlocked(2, [issuing]);
+    release();
+    await ban;
+    for (const res of [await loggingIn, await issuing]) {
+      expect(res.statusCode, res.body).toBe(403);
+      expect(res.json()).toEqual(banned);
+    }
+    expect(await liveCredentials(a.user.id)).toBe(1);
+    // The same requests once the ban has committed.
+    expect((await login(a.user.username, a.password)).json()).toEqual(banned);
+  });
+});

@@ -3,7 +3,7 @@
 // README.md for each endpoint's contract.
 import { z } from 'zod';
 import { LOG_TYPE } from '../../core/usage/usage-event.js';
-import { findUserByUsername, insertAccount } from '../accounts/account-store.js';
+import { findUserById, findUserByUsername, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { hashCredential, issueAccessToken, issueSession, lockIssuer, revokeAccessTokens, revokeAllCredentials, revokeSession } from '../auth/sessions.js';
@@ -229,7 +229,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     await clearLoginAttempts(ctx, body.username, request.ip);
     // Issued only if the password verified is still the account's (a change may have committed meanwhile).
     const token = await issueSession(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now(), { passwordHash: user.password_hash });
-    if (token === null) throw new ConsoleError('INVALID_CREDENTIALS');
+    if (token === null) throw await refusalOfStaleIssue(sql, user.id, 'INVALID_CREDENTIALS');
     return ok({ ...toAccountSummary(user), token });
   });
 
@@ -247,7 +247,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ user, request }) => {
     // Issued only if the presenting session is still live: a password change or a ban may have revoked it meanwhile.
     const token = await issueAccessToken(sql, user.id, ctx.now(), { credential: bearerToken(request.headers.authorization)! });
-    if (token === null) throw new ConsoleError('INVALID_ACCESS_TOKEN');
+    if (token === null) throw await refusalOfStaleIssue(sql, user.id, 'INVALID_ACCESS_TOKEN');
     return ok(token);
   });
 
@@ -510,4 +510,15 @@ async function listAccounts(sql: Db, q: z.output<typeof listUsersQuery>, caller:
     sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM users WHERE ${where}`,
   ]);
   return { items: rows.map(toAccount), total: Number(count!.total), page, page_size: pageSize };
+}
+
+/**
+ * Why a credential was not issued on what had been checked (lockIssuer): the account banned meanwhile
+ * is ACCOUNT_BANNED, as the same request answers once the ban has committed (a login racing a ban was
+ * told its password was wrong); anything else (a password changed, the presenting session revoked)
+ * is `otherwise`.
+ */
+async function refusalOfStaleIssue(db: Db, userId: number, otherwise: 'INVALID_CREDENTIALS' | 'INVALID_ACCESS_TOKEN'): Promise<ConsoleError> {
+  const now = await findUserById(db, userId);
+  return new ConsoleError(now !== undefined && now.status !== ACCOUNT_STATUS.enabled ? 'ACCOUNT_BANNED' : otherwise);
 }
