@@ -15,7 +15,7 @@ import o200k from 'js-tiktoken/ranks/o200k_base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countPromptTokens, startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
 import {
-  createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+  billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
 const MODEL = 'gpt-4o';
@@ -390,5 +390,29 @@ describe('/v1/messages to an OpenAI-format channel', () => {
     }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.BadRequestError);
     expect((err as InstanceType<typeof Anthropic.BadRequestError>).message).toMatch(/document/);
+  });
+
+  it('a null where a tool or a tool result\'s block goes is Anthropic\'s 400 naming it, not a 500; nothing sent, nothing billed', async () => {
+    await billingSettled(stack);
+    const before = { balance: await balance(), sent: openaiMock.stats.requests };
+    const bodies: Array<[Record<string, unknown>, string]> = [
+      [{ tools: [null] }, 'tools.0: must be an object'],
+      [{ messages: [
+        { role: 'user', content: 'a' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: {} }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [null] }] },
+      ] }, 'messages.2.content.0.content.0: must be an object'],
+    ];
+    for (const stream of [false, true]) {
+      for (const [extra, message] of bodies) {
+        const params = { model: MODEL, max_tokens: 10, stream, messages: [{ role: 'user', content: 'hi' }], ...extra };
+        const err = await anthropic.messages.create(params as unknown as Anthropic.MessageCreateParamsNonStreaming).catch((e: unknown) => e);
+        expect(err, message).toBeInstanceOf(Anthropic.BadRequestError);
+        expect((err as InstanceType<typeof Anthropic.BadRequestError>).error).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message } });
+      }
+    }
+    expect(openaiMock.stats.requests).toBe(before.sent);
+    await billingSettled(stack);
+    expect(await balance()).toBe(before.balance);
   });
 });

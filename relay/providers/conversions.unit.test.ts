@@ -411,6 +411,29 @@ describe('reasoning_effort to extended thinking', () => {
 });
 
 describe('messagesToChat', () => {
+  it('refuses an entry that is no object (null, a number, an array) where a block or a tool goes, naming it: it threw (a 500)', () => {
+    const base = { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] };
+    const toolTurn = (content: unknown) => [
+      { role: 'user', content: 'a' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: {} }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content }] },
+    ];
+    for (const [body, field] of [
+      [{ ...base, tools: [null] }, 'tools.0'],
+      [{ ...base, tools: [{ name: 'f', input_schema: { type: 'object' } }, 7] }, 'tools.1'],
+      [{ ...base, messages: toolTurn([null]) }, 'messages.2.content.0.content.0'],
+      [{ ...base, messages: toolTurn([{ type: 'text', text: 'ok' }, []]) }, 'messages.2.content.0.content.1'],
+      [{ ...base, messages: [{ role: 'user', content: [null] }] }, 'messages.0.content.0'],
+      [{ ...base, system: [null] }, 'system.0'],
+    ] as const) {
+      let out: unknown;
+      expect(() => { out = messagesToChat(body as unknown as MessagesRequest, 'gpt'); }, field).not.toThrow();
+      expect(out, field).toBeInstanceOf(RelayError);
+      expect((out as RelayError).message, field).toBe(`${field}: must be an object`);
+      expect((out as RelayError).status).toBe(400);
+    }
+  });
+
   it('sends structured outputs (output_config.format, or the beta\'s output_format) as response_format json_schema', () => {
     const schema = { type: 'object', properties: { a: { type: 'string' } }, required: ['a'], additionalProperties: false };
     const base = { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] };

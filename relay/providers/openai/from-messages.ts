@@ -46,6 +46,11 @@ function invalid(message: string): RelayError {
   return new RelayError('invalid_request', message);
 }
 
+/** A JSON object: the entries of `tools`, a tool result's `content` and the like are not schema-checked before this conversion (an Anthropic channel takes them as they are). */
+function isObject(v: unknown): v is Block {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
 function blocksOf(content: unknown): Block[] {
   if (typeof content === 'string') return [{ type: 'text', text: content }];
   return Array.isArray(content) ? (content as Block[]) : [];
@@ -53,7 +58,10 @@ function blocksOf(content: unknown): Block[] {
 
 function textOfBlocks(content: unknown, where: string): string | RelayError {
   let out = '';
-  for (const b of blocksOf(content)) {
+  const blocks = blocksOf(content);
+  for (let i = 0; i < blocks.length; i++) {
+    const b: unknown = blocks[i];
+    if (!isObject(b)) return invalid(`${where}.${i}: must be an object`);
     if (b.type !== 'text' || typeof b.text !== 'string') return invalid(`${where}: only text blocks are converted for this model's provider`);
     out += (out ? '\n' : '') + b.text;
   }
@@ -84,8 +92,9 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
     const toolCalls: Record<string, unknown>[] = [];
     let textOnly = true;
     for (let j = 0; j < blocks.length; j++) {
-      const b = blocks[j]!;
+      const b: unknown = blocks[j];
       const at = `${where}.${j}`;
+      if (!isObject(b)) return invalid(`${at}: must be an object`);
       if (b.type === 'text') {
         if (typeof b.text === 'string') parts.push({ type: 'text', text: b.text });
       } else if (b.type === 'image' && m.role === 'user') {
@@ -122,7 +131,8 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
   if (Array.isArray(tools) && tools.length > 0) {
     const out: Record<string, unknown>[] = [];
     for (let i = 0; i < tools.length; i++) {
-      const t = tools[i]!;
+      const t: unknown = tools[i];
+      if (!isObject(t)) return invalid(`tools.${i}: must be an object`);
       if ((t.type !== undefined && t.type !== 'custom') || typeof t.name !== 'string') return invalid(`tools.${i}: server tools are not converted for this model's provider`);
       const fn: Record<string, unknown> = { name: t.name, parameters: t.input_schema ?? { type: 'object', properties: {} } };
       if (typeof t.description === 'string') fn.description = t.description;
