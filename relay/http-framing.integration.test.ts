@@ -318,3 +318,49 @@ describe('a request with more than one Content-Length', () => {
     expect(answerOf(r.text).status).toBe(200);
   });
 });
+
+describe('a request whose Transfer-Encoding is not "chunked" alone', () => {
+  const body = JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'Hi' }] });
+  const chunked = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+
+  // uWS framed every one of these as chunked, where a proxy reading the codings refuses or frames them otherwise.
+  for (const coding of ['foo', 'xchunked', 'chunked, gzip', 'gzip, chunked', 'chunked, identity', 'chunked\r\nTransfer-Encoding: chunked']) {
+    it(`is answered 400 and closed, nothing forwarded: ${JSON.stringify(coding)}`, async () => {
+      const before = stack.mock.stats.requests;
+      const r = await sendUntilClosed(`POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\ncontent-type: application/json\r\n` +
+        `Transfer-Encoding: ${coding}\r\n\r\n${chunked}`);
+      expect(r.timedOut).toBe(false);
+      const answer = answerOf(r.text);
+      expect(answer.status).toBe(400);
+      expect(answer.headers.connection).toBe('close');
+      expect(JSON.parse(answer.body)).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: 'The request\'s Transfer-Encoding is not "chunked" alone: its body cannot be framed.' } });
+      expect(r.text.split('HTTP/1.1 ').length - 1).toBe(1);
+      expect(stack.mock.stats.requests).toBe(before);
+    });
+  }
+
+  it('leaves "chunked" alone, in any case', async () => {
+    for (const coding of ['chunked', 'Chunked', ' CHUNKED ']) {
+      const r = await sendUntilClosed(`POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\ncontent-type: application/json\r\nconnection: close\r\n` +
+        `Transfer-Encoding: ${coding}\r\n\r\n${chunked}`);
+      expect(answerOf(r.text).status, coding).toBe(200);
+    }
+  });
+});
+
+describe('a body coded on a second Content-Encoding line', () => {
+  it('is refused 415 as one line `identity, gzip` is (only the first line was read, and the gzip body went on as JSON)', async () => {
+    const before = stack.mock.stats.requests;
+    const body = JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'Hi' }] });
+    const r = await sendUntilClosed(`POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\ncontent-type: application/json\r\nconnection: close\r\n` +
+      `Content-Encoding: identity\r\nContent-Encoding: gzip\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    const answer = answerOf(r.text);
+    expect(answer.status).toBe(415);
+    expect(JSON.parse(answer.body)).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/Content-Encoding/) } });
+    // Two identity lines are identity.
+    const plain = await sendUntilClosed(`POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\ncontent-type: application/json\r\nconnection: close\r\n` +
+      `Content-Encoding: identity\r\nContent-Encoding: Identity\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    expect(answerOf(plain.text).status).toBe(200);
+    expect(stack.mock.stats.requests).toBe(before + 1);
+  });
+});

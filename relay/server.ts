@@ -76,6 +76,7 @@ type Handler = (res: uws.HttpResponse, req: uws.HttpRequest) => void;
 export function guarded(log: Logger, route: string, handler: Handler, format: 'anthropic' | 'openai' = 'anthropic'): Handler {
   return (res, req) => {
     if (hasSeveralContentLengths(req)) return refuseFraming(res, format);
+    if (hasUnframeableTransferEncoding(req)) return refuseFraming(res, format, CODING_FRAMING_BODY);
     if (isCodedBody(req)) return refuseCoding(res, req, format);
     try {
       handler(res, req);
@@ -100,12 +101,14 @@ export function guarded(log: Logger, route: string, handler: Handler, format: 'a
   };
 }
 
-/** Content-Length lines counted by countContentLength: module state, so the count allocates no closure. */
+/** Framing lines counted by countFramingLines: module state, so the count allocates no closure. */
 let contentLengthLines = 0;
+let transferEncodingLines = 0;
 
-function countContentLength(name: string): void {
+function countFramingLines(name: string): void {
   // uWS hands header names lowercased.
   if (name === 'content-length') contentLengthLines++;
+  else if (name === 'transfer-encoding') transferEncodingLines++;
 }
 
 /**
@@ -118,12 +121,32 @@ function countContentLength(name: string): void {
 function hasSeveralContentLengths(req: uws.HttpRequest): boolean {
   if (req.getHeader('content-length') === '') return false;
   contentLengthLines = 0;
-  req.forEach(countContentLength);
+  transferEncodingLines = 0;
+  req.forEach(countFramingLines);
   return contentLengthLines > 1;
+}
+
+/**
+ * Whether the request's Transfer-Encoding is anything but one line of `chunked` alone. uWS frames a
+ * body as chunked whatever the header says (`foo`, `xchunked`, `chunked, gzip`, `gzip, chunked`), where
+ * a proxy in front that reads transfer codings as RFC 9112 §6.1 does frames it otherwise or refuses
+ * it: the smuggling shape again. The relay takes no transfer coding but chunked, so any other list is
+ * refused as unframeable (400 and the connection closed, §6.1), before the body is read.
+ */
+function hasUnframeableTransferEncoding(req: uws.HttpRequest): boolean {
+  const coding = req.getHeader('transfer-encoding');
+  if (coding === '') return false;
+  if (coding.trim().toLowerCase() !== 'chunked') return true;
+  contentLengthLines = 0;
+  transferEncodingLines = 0;
+  req.forEach(countFramingLines);
+  return transferEncodingLines > 1;
 }
 
 const FRAMING_ERROR = new RelayError('invalid_request', 'The request has more than one Content-Length header: its body cannot be framed.');
 const FRAMING_BODY = { anthropic: FRAMING_ERROR.body(), openai: FRAMING_ERROR.openaiBody() } as const;
+const CODING_FRAMING_ERROR = new RelayError('invalid_request', 'The request\'s Transfer-Encoding is not "chunked" alone: its body cannot be framed.');
+const CODING_FRAMING_BODY = { anthropic: CODING_FRAMING_ERROR.body(), openai: CODING_FRAMING_ERROR.openaiBody() } as const;
 
 /**
  * RFC 9112 §6.3: a 400, then the connection closed. The answer is deferred (Reply): bytes after the
@@ -131,8 +154,8 @@ const FRAMING_BODY = { anthropic: FRAMING_ERROR.body(), openai: FRAMING_ERROR.op
  * closes the connection before they run, unanswered; otherwise the 400 goes out with the close.
  * Answered at once, uWS would go on to parse and run them before it closed anything.
  */
-function refuseFraming(res: uws.HttpResponse, format: 'anthropic' | 'openai'): void {
-  new Reply(res).json(400, FRAMING_BODY[format]);
+function refuseFraming(res: uws.HttpResponse, format: 'anthropic' | 'openai', body: typeof FRAMING_BODY = FRAMING_BODY): void {
+  new Reply(res).json(400, body[format]);
 }
 
 /**
@@ -142,7 +165,24 @@ function refuseFraming(res: uws.HttpResponse, format: 'anthropic' | 'openai'): v
  */
 function isCodedBody(req: uws.HttpRequest): boolean {
   const coding = req.getHeader('content-encoding');
-  return coding !== '' && coding.trim().toLowerCase() !== 'identity';
+  if (coding === '') return false;
+  if (!isIdentity(coding)) return true;
+  // `identity` on the first line: uWS's getHeader reads that one only, so a second line (`gzip`) was
+  // not seen, where a proxy joins the lines into `identity, gzip`, which is refused.
+  codedLines = 0;
+  req.forEach(countCodedLines);
+  return codedLines > 0;
+}
+
+function isIdentity(coding: string): boolean {
+  return coding.trim().toLowerCase() === 'identity';
+}
+
+/** Content-Encoding lines other than identity, counted by countCodedLines (module state, no closure). */
+let codedLines = 0;
+
+function countCodedLines(name: string, value: string): void {
+  if (name === 'content-encoding' && value !== '' && !isIdentity(value)) codedLines++;
 }
 
 const CODING_ERROR = new RelayError('unsupported_encoding');
