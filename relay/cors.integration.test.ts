@@ -117,6 +117,8 @@ describe('the preflight itself', () => {
     expect(res.headers.get('access-control-allow-methods')).toContain('POST');
     expect(res.headers.get('access-control-allow-headers')).toBe('authorization, content-type, x-stainless-retry-count');
     expect(Number(res.headers.get('access-control-max-age'))).toBeGreaterThan(0);
+    // The allowed headers echo the request's, so a cache keys the answer on them.
+    expect(res.headers.get('vary')).toBe('Access-Control-Request-Headers');
     expect(await res.text()).toBe('');
     const odd = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'OPTIONS', headers: { 'access-control-request-headers': 'a b, (c)' } });
     expect(odd.status).toBe(204);

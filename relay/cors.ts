@@ -34,5 +34,7 @@ export function preflightHeaders(req: HttpRequest): string[] {
     'access-control-allow-methods', ALLOWED_METHODS,
     'access-control-allow-headers', allowedHeaders,
     'access-control-max-age', PREFLIGHT_MAX_AGE,
+    // The allowed headers echo the request's: a shared cache must not answer one preflight with another's.
+    'vary', 'Access-Control-Request-Headers',
   ];
 }
