@@ -209,6 +209,15 @@ describe('requests refused below the routes', () => {
     expect(res.status, res.body).toBe(status);
     expect(JSON.parse(res.body)).toEqual({ success: false, message });
   });
+
+  it('routes a request line in absolute form by its path, as RFC 9112 has a server accept it', async () => {
+    const status = await raw('GET http://console.example/api/status HTTP/1.1\r\nHost: console.example\r\n\r\n');
+    expect(status.status).toBe(200);
+    expect(JSON.parse(status.body)).toMatchObject({ success: true, data: expect.any(Object) });
+    const missing = await raw('GET HTTPS://console.example:8443/api/no-such-thing?x=1 HTTP/1.1\r\nHost: x\r\n\r\n');
+    expect(missing.status).toBe(404);
+    expect(JSON.parse(missing.body)).toEqual({ success: false, message: 'no such endpoint' });
+  });
 });
 
 describe('bodies that are not JSON, and values out of range', () => {
