@@ -1,7 +1,7 @@
 // The price of a request in quota, the one formula the relay settles with and the bench's audit checks:
 //   (input + cache_read × cache_read_ratio + cache_write_5m × cache_write_ratio
 //    + cache_write_1h × cache_write_1h_ratio + output × completion_ratio) × model_ratio × group_ratio,
-// rounded to the nearest unit, plus the server-tool fees: round(web_search_requests × web_search_price
+// rounded to the nearest unit and at least 1 when above 0, plus the server-tool fees: round(web_search_requests × web_search_price
 // × group_ratio), rounded apart as the reservation rounds them (messages-handler.ts), so that a request
 // making no more searches than it reserved never costs more than its reservation.
 // The cache ratios are relative to the input price, as Anthropic quotes
@@ -60,9 +60,18 @@ export function quotaCost(usage: TokenUsage, r: PriceRatios, tierRatio = 1): num
   const weighted = lc === undefined ? input + output : input * lc.input + output * lc.output;
   // Ratios are decimals like 1.5; rounding the float product to an integer keeps every debit exact
   // in integer quota from here on.
-  const tokens = Math.round(weighted * r.model * r.group * tierRatio);
+  const tokens = atLeastOne(weighted * r.model * r.group * tierRatio);
   const searches = usage.webSearchRequests;
   return searches ? tokens + webSearchFee(searches, r.webSearch ?? 0, r.group) : tokens;
+}
+
+/**
+ * A price rounded to the nearest unit, and at least 1 when it is above 0: a priced request that used
+ * tokens is never free (new-api's rule). Rounded alone, gpt-4o-mini's 1 input and 1 output token
+ * (0.375 quota) cost 0, so requests sent small enough were served for nothing.
+ */
+function atLeastOne(price: number): number {
+  return price > 0 ? Math.max(1, Math.round(price)) : Math.round(price);
 }
 
 /** What `searches` web searches cost (and reserve): their price in quota times the group ratio, rounded once. */
@@ -81,7 +90,7 @@ export function quotaCostBound(inputTokens: number, outputTokens: number, r: Pri
   const lc = r.longContext !== undefined && inputTokens > r.longContext.aboveTokens ? r.longContext : undefined;
   const inputFactor = lc === undefined ? 1 : Math.max(1, lc.input);
   const outputFactor = lc === undefined ? 1 : Math.max(1, lc.output);
-  return Math.round((inputTokens * inputRatio * inputFactor + outputTokens * r.completion * outputFactor) * r.model * r.group);
+  return atLeastOne((inputTokens * inputRatio * inputFactor + outputTokens * r.completion * outputFactor) * r.model * r.group);
 }
 
 /** The long-context rates a usage was priced at, for the log row's content; empty when none. */

@@ -7,6 +7,21 @@ const usage = (u: Partial<Parameters<typeof quotaCost>[0]>) =>
   ({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0, ...u });
 
 describe('quotaCost', () => {
+  it('charges at least 1 for a priced request that used tokens, and its reservation bound covers that; nothing used or a free ratio is 0', () => {
+    const mini: PriceRatios = { model: 0.075, completion: 4, group: 1, cacheRead: 0.5, cacheWrite: 1, cacheWrite1h: 1 };
+    // 1 input and 1 output token: 0.375, which rounded to 0 (a request sent small enough was free).
+    expect(quotaCost(usage({ inputTokens: 1, outputTokens: 1 }), mini)).toBe(1);
+    expect(quotaCostBound(1, 1, mini, false)).toBe(1);
+    expect(quotaCost(usage({ inputTokens: 1, outputTokens: 1 }), mini)).toBeLessThanOrEqual(quotaCostBound(1, 1, mini, true));
+    expect(quotaCost(usage({ cacheReadTokens: 1 }), mini)).toBe(1);
+    // Above 1, rounding as before.
+    expect(quotaCost(usage({ inputTokens: 100, outputTokens: 10 }), mini)).toBe(Math.round((100 + 40) * 0.075));
+    expect(quotaCost(usage({}), mini)).toBe(0);
+    expect(quotaCost(usage({ inputTokens: 1000, outputTokens: 100 }), { ...mini, group: 0 })).toBe(0);
+    expect(quotaCost(usage({ inputTokens: 1000, outputTokens: 100 }), { ...mini, model: 0 })).toBe(0);
+    expect(quotaCostBound(0, 0, mini, true)).toBe(0);
+  });
+
   it('prices cache reads at 0.1×, 5-minute writes at 1.25× and 1-hour writes at 2× of input', () => {
     expect(quotaCost(usage({ inputTokens: 100, cacheReadTokens: 10_000 }), haiku)).toBe(Math.round((100 + 1_000) * 0.5));
     expect(quotaCost(usage({ cacheCreationTokens: 10_000 }), haiku)).toBe(6_250);
