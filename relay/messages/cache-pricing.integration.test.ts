@@ -121,3 +121,31 @@ describe('per-model cache ratios from the options', () => {
     }
   });
 });
+
+describe('cache writes reported for a request without a cache_control breakpoint', () => {
+  it('are billed as input, as the reservation priced them (at 1×): nothing past it', async () => {
+    // Anthropic writes the cache only at a breakpoint; a provider reporting writes anyway (the mock, a
+    // proxy) was billed them at 1.25× and 2×, past the reservation, and 19 such requests took a
+    // balance of 20 reservations to -38,755 (a probe, 2026-11-29).
+    const poor = await fundedAccount(stack, 1_000_000);
+    const poorClient = new Anthropic({ apiKey: (await createApiKey(stack, poor)).key, baseURL: stack.relayUrl, maxRetries: 0 });
+    const params = { model: MODEL, max_tokens: 100, system: SYSTEM, messages: [{ role: 'user' as const, content: 'Nothing is marked for caching.' }] };
+    stack.mock.setOptions({ cacheReadTokens: 0, cacheCreationTokens: 5_000, cacheCreation1hTokens: 7_000 });
+    try {
+      const { data, response } = await poorClient.messages.create(params).withResponse();
+      expect(data.usage).toMatchObject({ cache_creation_input_tokens: 12_000 });
+      const requestId = response.headers.get('x-gateway-request-id')!;
+      const row = await ledgerRow(stack, requestId);
+      // The writes as plain input: (input + 12,000 + output × 5) × 0.5, not at 1.25× and 2×.
+      expect(row.quota).toBe(expected(data.usage.input_tokens + 12_000, 0, 0, 0, OUTPUT));
+      expect(row.quota).toBeLessThan(expected(data.usage.input_tokens, 0, 5_000, 7_000, OUTPUT));
+      await billingSettled(stack);
+      const [cols] = await stack.sql`SELECT cache_write_5m_tokens, cache_write_1h_tokens, prompt_tokens FROM ledger WHERE request_id = ${requestId}`;
+      expect(cols).toEqual({ cache_write_5m_tokens: 0, cache_write_1h_tokens: 0, prompt_tokens: data.usage.input_tokens + 12_000 });
+      const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${poor.id}`;
+      expect(Number(u!.quota)).toBe(1_000_000 - row.quota);
+    } finally {
+      stack.mock.setOptions({ cacheReadTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0 });
+    }
+  });
+});

@@ -361,10 +361,14 @@ class Exchange {
     const inputBound = extraInput === UNBOUNDED ? bounds.contextWindow(body.model, extended) : Math.min(textWindow, raw.length + extraInput);
     const searches = webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES);
     // The provider is sent max_tokens (× n) and refuses a prompt longer than the model's window; the
-    // bytes bound a text prompt, a window known to be the model's caps it. A usage above these is the
-    // provider's fault, billed at them (settlement.ts). Media are bounded by a window that may be a
-    // guess (200,000 for a model no table names): no input bound is taken from it.
-    this.usageBound = { input: extraInput === UNBOUNDED ? Infinity : inputBound, output: this.outputBound(), searches, countedInput: inputBound };
+    // bytes bound a text prompt, a window known to be the model's caps it, media included. A usage
+    // above these is the provider's fault, billed at them (settlement.ts). Media to a model whose
+    // window is a guess (200,000 for a model no table names) take no input bound from it (textWindow
+    // is Infinity then): 5 documents stated as 400,000 tokens to a model of a known 200,000 took the
+    // balance below zero.
+    this.usageBound = {
+      input: extraInput === UNBOUNDED ? textWindow : inputBound, output: this.outputBound(), searches, cacheWrites: cacheable, countedInput: inputBound,
+    };
     // Settlement bills the searches made with the same fee (quotaCost), so max_uses bounds them.
     const fees = webSearchFee(searches, bounds.webSearchCallPrice, price.group);
     const reservation = {

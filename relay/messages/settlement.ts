@@ -26,6 +26,13 @@ export interface UsageBound {
   output: number;
   searches: number;
   /**
+   * Whether the request could write the prompt cache (a cache_control breakpoint: cache-control.ts).
+   * Without one Anthropic writes nothing, and the reservation priced its input at 1×: writes reported
+   * anyway are billed as input (a 5-minute write is 1.25×, an hour's 2×: billed as such, a request
+   * without a breakpoint cost more than it reserved and took the balance below zero). Absent: true.
+   */
+  cacheWrites?: boolean;
+  /**
    * The most prompt tokens a count of the relay's own bills (a provider that states none): the input
    * the reservation covered, the model's context window with media. Uncapped, 1,000 images counted at
    * their most each billed 1.6 M tokens a prompt no model takes, 16× the reservation.
@@ -150,14 +157,20 @@ const ABOVE_BOUND = '; usage above what the request could use, billed at its bou
 function boundedUsage(ex: SettledExchange, u: StreamUsage, b: UsageBound): StreamUsage {
   const searches = u.webSearchRequests ?? 0;
   const prompt = u.inputTokens + u.cacheCreationTokens + u.cacheReadTokens;
-  if (u.outputTokens <= b.output && prompt <= b.input && searches <= b.searches) return u;
+  const impossibleWrites = b.cacheWrites === false && u.cacheCreationTokens > 0;
+  if (u.outputTokens <= b.output && prompt <= b.input && searches <= b.searches && !impossibleWrites) return u;
   const out: StreamUsage = { ...u, outputTokens: Math.min(u.outputTokens, b.output) };
+  if (impossibleWrites) {
+    out.inputTokens = u.inputTokens + u.cacheCreationTokens;
+    out.cacheCreationTokens = 0;
+    out.cacheCreation1hTokens = 0;
+  }
   if (prompt > b.input) {
     let left = b.input;
-    out.inputTokens = Math.min(u.inputTokens, left);
+    out.inputTokens = Math.min(out.inputTokens, left);
     left -= out.inputTokens;
-    out.cacheCreationTokens = Math.min(u.cacheCreationTokens, left);
-    out.cacheCreation1hTokens = Math.min(u.cacheCreation1hTokens, out.cacheCreationTokens);
+    out.cacheCreationTokens = Math.min(out.cacheCreationTokens, left);
+    out.cacheCreation1hTokens = Math.min(out.cacheCreation1hTokens, out.cacheCreationTokens);
     left -= out.cacheCreationTokens;
     out.cacheReadTokens = Math.min(u.cacheReadTokens, left);
   }

@@ -145,4 +145,37 @@ describe('the reservation bounds what media costs', () => {
     expect(logs.reduce((s, r) => s + Number(r.quota), 0)).toBe(Number(row.quota));
     expect(relayMetrics.overReservations.value).toBe(overBefore);
   }, 60_000);
+
+  it('media stated past a known window are billed at the window: a balance of one reservation is not taken below zero', async () => {
+    // claude-3-haiku's window is 200,000 (input-bound.ts): 5 documents the mock states as 250,000
+    // tokens are more than it takes, so a real provider would have refused the prompt. Billed as
+    // stated, such a request cost 250,000 × 0.125 where 200,000 × 0.125 was reserved, and took a
+    // balance of one reservation to -6,250 (a probe: -100,001 with a larger model).
+    const reservation = Math.round((200_000 + 16 * 5) * 0.125);
+    const account = await fundedAccount(stack, reservation);
+    const key = await createApiKey(stack, account);
+    const client = new Anthropic({ apiKey: key.key, baseURL: stack.relayUrl, maxRetries: 0 });
+    const { data, response } = await client.messages.create({
+      model: MODEL,
+      max_tokens: 16,
+      messages: [{
+        role: 'user',
+        content: [
+          ...Array.from({ length: 5 }, (_, d) => ({ type: 'document' as const, source: { type: 'url' as const, url: `https://example.com/w${d}.pdf` } })),
+          { type: 'text' as const, text: 'Compare these reports.' },
+        ],
+      }],
+    }).withResponse();
+    // The client sees what the provider stated; the books bill the window.
+    expect(data.usage.input_tokens).toBeGreaterThan(5 * DOCUMENT_TOKENS);
+    const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
+    await billingSettled(stack);
+    expect(Number(row.prompt_tokens)).toBe(200_000);
+    expect(Number(row.quota)).toBe(Math.round((200_000 + data.usage.output_tokens * 5) * 0.125));
+    const [user] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
+    expect(Number(user!.quota)).toBe(reservation - Number(row.quota));
+    expect(Number(user!.quota)).toBeGreaterThanOrEqual(0);
+    expect(await stack.quota.accountBalance(account.id)).toBe(reservation - Number(row.quota));
+    expect((await usageEventsOf(account.id)).reduce((s, r) => s + Number(r.quota), 0)).toBe(Number(row.quota));
+  }, 60_000);
 });
