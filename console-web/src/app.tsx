@@ -74,11 +74,15 @@ export function App() {
   // After a page change, the keyboard and screen reader start at the new page's heading.
   useEffect(() => {
     const h1 = document.querySelector<HTMLElement>('main h1');
-    if (h1) {
-      document.title = `${h1.textContent} · Gateway console`;
-      if (document.activeElement === document.body || document.activeElement?.closest('nav')) h1.focus();
-    }
+    if (h1 && (document.activeElement === document.body || document.activeElement?.closest('nav'))) h1.focus();
   }, [path, account === null]);
+  // The window's title names the page shown, from its first drawing too (a page loaded signed in,
+  // such as a payment provider's return to /console/topup, is drawn only once the account is read).
+  const shown = account === undefined ? 'loading' : account === null ? 'signed out' : 'signed in';
+  useEffect(() => {
+    const h1 = document.querySelector<HTMLElement>('main h1');
+    if (h1) document.title = `${h1.textContent} · Gateway console`;
+  }, [path, shown]);
   // A 401 while signed in: the session ended under the page (expired, revoked). The login page says
   // so; the path stays, so logging in again returns to the page that was open.
   const [signedOut, setSignedOut] = useState<SignOutReason | null>(null);
@@ -117,7 +121,7 @@ export function App() {
       <header class="top">
         <span class="brand">Gateway console</span>
         <span class="who">{account.display_name || account.username} · {ROLE_NAMES[account.role] ?? `role ${account.role}`}</span>
-        <button type="button" onClick={() => void logout()}>Log out</button>
+        <button type="button" class="logout" onClick={() => void logout()}>Log out</button>
       </header>
       <nav class="side" aria-label="Main">
         <ul>

@@ -8,6 +8,25 @@ function groupThousands(text: string): string {
   return fraction === undefined ? grouped : `${grouped}.${fraction}`;
 }
 
+/** A count (requests, tokens, rows, quota units) with its thousands grouped: 58662 as "58,662". */
+export function count(n: number): string {
+  return Number.isSafeInteger(n) ? groupThousands(String(n)) : n.toLocaleString('en-US');
+}
+
+/**
+ * A log entry's details as console-api writes them, with the quota figures in them grouped as the
+ * rest of the console shows numbers: "added 2500000 quota" as "added 2,500,000 quota", "set the
+ * balance from 1000000 to 2500000 (+1500000 quota)", "(aff_quota −5000000)". Only those figures:
+ * a code's name, an order number or a model's date stay as written.
+ */
+export function logDetails(content: string): string {
+  return content
+    .replace(/(?<![\w.,])(\d{4,})(?= (?:referral )?quota\b)/g, (_m, d: string) => groupThousands(d))
+    .replace(/(\(aff_quota [−-])(\d{4,})\)/g, (_m, head: string, d: string) => `${head}${groupThousands(d)})`)
+    .replace(/\bset the balance from (-?)(\d+) to (-?)(\d+) \(/g,
+      (_m, s1: string, a: string, s2: string, b: string) => `set the balance from ${s1}${groupThousands(a)} to ${s2}${groupThousands(b)} (`);
+}
+
 /**
  * Quota as US dollars, exactly: 1 quota is $0.000002, so six decimals hold any amount and none is
  * rounded (a balance of $99.999606 never reads $100.00, a charge of $0.000078 never $0.0001). Trailing
@@ -110,7 +129,7 @@ export function inputNumber(n: number): string {
 
 /** "1,234,567 quota": the units themselves. */
 export function quotaUnits(quota: number): string {
-  return `${quota.toLocaleString('en-US')} quota`;
+  return `${count(quota)} quota`;
 }
 
 /** "$2.469134 (1,234,567 quota)": the dollars, and the quota units named as such. */

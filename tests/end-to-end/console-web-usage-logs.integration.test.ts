@@ -61,8 +61,9 @@ function checkAmounts(all: Record<string, string>[]): void {
   expect(consumption.Stream).toBe('No');
   const topup = all.find((r) => r.Type === 'Top-up')!;
   expect(topup).toMatchObject({ Amount: '+$5.00', Duration: '–', Stream: '–' });
-  expect(byDetail(/ added 500000 quota/)).toMatchObject({ Type: 'Management', Amount: '+$1.00', Duration: '–', Stream: '–' });
-  expect(byDetail(/ removed 250000 quota/)).toMatchObject({ Type: 'Management', Amount: '-$0.50', Duration: '–', Stream: '–' });
+  // The details' quota figures are grouped by thousands, as every number the console shows.
+  expect(byDetail(/ added 500,000 quota/)).toMatchObject({ Type: 'Management', Amount: '+$1.00', Duration: '–', Stream: '–' });
+  expect(byDetail(/ removed 250,000 quota/)).toMatchObject({ Type: 'Management', Amount: '-$0.50', Duration: '–', Stream: '–' });
   expect(byDetail(/ set the balance from /)).toMatchObject({ Type: 'Management', Amount: '-$2.00', Duration: '–', Stream: '–' });
 }
 

@@ -397,7 +397,9 @@ describe('web console', () => {
     await row.getByRole('button', { name: `Edit ${user.username}` }).click();
     await edit.getByLabel('Username').fill(adminName);
     await edit.getByRole('button', { name: 'Save account' }).click();
-    await edit.getByText('username is already taken').waitFor();
+    // A taken name is shown under Username (USERNAME_TAKEN names its field in words).
+    await edit.getByText('is already taken', { exact: true }).waitFor();
+    expect(await edit.getByLabel('Username').getAttribute('aria-invalid')).toBe('true');
     await edit.getByLabel('Username').fill(renamed.username);
     await edit.getByLabel('New password').fill('pw-1');
     await edit.getByRole('button', { name: 'Save account' }).click();

@@ -43,6 +43,36 @@ export type SignOutReason = 'ended' | 'banned';
 /** The API's refusal of a banned account's call (console-api's ACCOUNT_BANNED, HTTP 403). */
 const BANNED_MESSAGE = 'this account is banned';
 
+/**
+ * The 401s that are about the session itself (console-api's UNAUTHENTICATED: no session cookie, as
+ * after a logout in another tab; INVALID_ACCESS_TOKEN: the session expired or was revoked), whatever
+ * the call. A 401 of a call that checks a password (INVALID_CREDENTIALS: "username or password is
+ * incorrect", "original_password: ...") is that password's.
+ */
+export const SESSION_ENDED_MESSAGES: ReadonlySet<string> = new Set([
+  'not logged in: send Authorization: Bearer <access token>',
+  'access token is invalid, expired or revoked',
+]);
+
+/**
+ * A write refused for want of the session's CSRF token (console-api's CSRF_TOKEN_INVALID, HTTP 403):
+ * the page's console_csrf cookie is gone or belongs to another session, so no write of this page can
+ * succeed any more; the session is as good as ended.
+ */
+export const CSRF_MESSAGE = 'a write authenticated by the session cookie needs the X-CSRF-Token header of that session';
+
+/**
+ * Why an answer says the session is gone, or undefined when it does not: any 401, except that of a
+ * call checking a password whose message is not the session's; a 403 of a banned account or of a
+ * missing CSRF token.
+ */
+export function signOutReason(status: number, message: string | undefined, checksPassword: boolean): SignOutReason | undefined {
+  if (status === 401) return !checksPassword || (message !== undefined && SESSION_ENDED_MESSAGES.has(message)) ? 'ended' : undefined;
+  if (status === 403 && message === BANNED_MESSAGE) return 'banned';
+  if (status === 403 && message === CSRF_MESSAGE) return 'ended';
+  return undefined;
+}
+
 const listeners = new Set<(reason: SignOutReason) => void>();
 /** Called when an answer says the session is gone: the application shows the login page, saying why. */
 export function onSignedOut(fn: (reason: SignOutReason) => void): () => void {
@@ -50,7 +80,7 @@ export function onSignedOut(fn: (reason: SignOutReason) => void): () => void {
   return () => listeners.delete(fn);
 }
 
-/** A 401 from these means a wrong password was typed, not that the session is gone. */
+/** A 401 from these may mean a wrong password was typed, not that the session is gone (signOutReason). */
 export function checksCredentials(request: Request): boolean {
   const path = new URL(request.url).pathname;
   return path === '/api/user/login' || (path === '/api/user/self' && request.method === 'PUT');
@@ -64,9 +94,9 @@ const session: Middleware = {
     return request;
   },
   async onResponse({ response, request }) {
-    if (checksCredentials(request)) return response;
-    if (response.status === 401) for (const fn of listeners) fn('ended');
-    else if (response.status === 403 && await messageOf(response) === BANNED_MESSAGE) for (const fn of listeners) fn('banned');
+    if (response.status !== 401 && response.status !== 403) return response;
+    const reason = signOutReason(response.status, await messageOf(response), checksCredentials(request));
+    if (reason) for (const fn of listeners) fn(reason);
     return response;
   },
 };

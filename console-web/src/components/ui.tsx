@@ -3,6 +3,7 @@
 import type { ComponentChildren, JSX } from 'preact';
 import { useCallback, useEffect, useId, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api/client';
+import { count } from '../format';
 
 type InputProps = Omit<JSX.InputHTMLAttributes<HTMLInputElement>, 'label' | 'onInput' | 'value'> & {
   label: string;
@@ -99,11 +100,46 @@ export function Table({ class: className, children }: { class?: string; children
   return <div class="scroll"><table ref={ref} class={className ? `stack ${className}` : 'stack'}>{children}</table></div>;
 }
 
+/** The page's body, or nothing, has the focus: it was lost (its element removed or disabled). */
+function focusLost(): boolean {
+  const now = document.activeElement;
+  return !now || now === document.body;
+}
+
+/**
+ * Keeps the focus near a button that its action is about to remove (its row deleted, a ban drawing
+ * Unban in its place): when it, or the page's body, holds the focus now, once the page has drawn what
+ * replaces it the focus goes to the button in its place in its row, else to the button of the same
+ * text in the next row (or the previous one), else to the heading of its card (the list's), instead
+ * of falling to the page's body.
+ */
+export function keepFocusNear(gone: HTMLElement): void {
+  const row = gone.closest('tr') ?? gone.parentElement;
+  if (!row || !(focusLost() || row.contains(document.activeElement))) return;
+  const text = gone.textContent;
+  const index = [...row.querySelectorAll('button')].indexOf(gone as HTMLButtonElement);
+  const next = row.nextElementSibling;
+  const previous = row.previousElementSibling;
+  const card = gone.closest<HTMLElement>('section.card');
+  setTimeout(() => {
+    if (!focusLost()) return;
+    const usable = (b: HTMLButtonElement | undefined) => (b && b.isConnected && !b.disabled ? b : undefined);
+    const sameText = (r: Element | null) => (r?.isConnected ? [...r.querySelectorAll('button')].find((b) => b.textContent === text && !b.disabled) : undefined);
+    const heading = card?.isConnected ? card.querySelector<HTMLElement>('h2') : document.querySelector<HTMLElement>('main h1');
+    const target: HTMLElement | null | undefined = (row.isConnected && index >= 0 ? usable(row.querySelectorAll('button')[index]) : undefined)
+      ?? sameText(next) ?? sameText(previous) ?? heading;
+    if (!target) return;
+    if (target.tagName.startsWith('H') && !target.hasAttribute('tabindex')) target.tabIndex = -1;
+    target.focus();
+  }, 0);
+}
+
 /**
  * A button whose action waits for a second press: pressed, it gives way to `confirm` and `keep`. The
  * confirming button takes the focus (the one pressed is gone, and the focus would fall to the page's
  * body); Keep or Escape go back, the focus on the first button again, as does the end of the action
- * (when the row is still there: a failure, or a change that keeps the button).
+ * (when the row is still there: a failure, or a change that keeps the button). An action that removes
+ * the button (a deleted row) leaves the focus near it (keepFocusNear).
  */
 export function ConfirmButton({ label, name, confirm, confirmName, keep = 'Keep', keepName, onConfirm, busy = false, danger = true, children }: {
   label: string;
@@ -126,12 +162,18 @@ export function ConfirmButton({ label, name, confirm, confirmName, keep = 'Keep'
     if (moved.current) (asking ? second : first).current?.focus();
   }, [asking]);
   const ask = (on: boolean) => { moved.current = true; setAsking(on); };
+  // Confirmed once: the action's end may remove this button (see keepFocusNear).
+  const acted = useRef(false);
+  useEffect(() => () => {
+    const own = first.current ?? second.current;
+    if (acted.current && own) keepFocusNear(own);
+  }, []);
   const escape = (e: KeyboardEvent) => { if (e.key === 'Escape') { e.preventDefault(); ask(false); } };
   if (!asking) return <button ref={first} type="button" class={danger ? 'danger' : undefined} disabled={busy} onClick={() => ask(true)} aria-label={name}>{label}</button>;
   return (
     <>
       <button ref={second} type="button" class="danger" disabled={busy} onKeyDown={escape} aria-label={confirmName}
-        onClick={() => void Promise.resolve(onConfirm()).finally(() => ask(false))}>{confirm}</button>
+        onClick={() => { acted.current = true; void Promise.resolve(onConfirm()).finally(() => ask(false)); }}>{confirm}</button>
       <button type="button" onClick={() => ask(false)} onKeyDown={escape} aria-label={keepName}>{keep}</button>
       {children}
     </>
@@ -185,11 +227,17 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data: T |
   return { ...state, reload, refresh };
 }
 
-/** An action button's state: busy while it runs, its error next to it. */
+/**
+ * An action button's state: busy while it runs, its error next to it. A button disabled while busy
+ * loses the focus (the browser moves it to the page's body): when the action ends, the element that
+ * had it when the action started (the button pressed) gets it back, if it is still there and nothing
+ * else has taken it.
+ */
 export function useAction(): { busy: boolean; error: string | null; run: (fn: () => Promise<void>) => Promise<void>; setError: (e: string | null) => void } {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const run = useCallback(async (fn: () => Promise<void>) => {
+    const pressed = document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null;
     setBusy(true);
     setError(null);
     try {
@@ -198,6 +246,12 @@ export function useAction(): { busy: boolean; error: string | null; run: (fn: ()
       setError(errorText(err));
     } finally {
       setBusy(false);
+      // Once the page has drawn the button enabled again.
+      if (pressed) {
+        setTimeout(() => {
+          if (focusLost() && pressed.isConnected && !(pressed as HTMLButtonElement).disabled) pressed.focus();
+        }, 0);
+      }
     }
   }, []);
   return { busy, error, run, setError };
@@ -222,7 +276,7 @@ export function Pager({ page, pageSize, total, onPage, label = 'Pages' }: { page
   return (
     <nav class="pager" aria-label={label}>
       <button type="button" disabled={shown <= 1} onClick={() => onPage(shown - 1)}>Previous</button>
-      <span>Page {shown} of {pages} ({total} in all)</span>
+      <span>Page {count(shown)} of {count(pages)} ({count(total)} in all)</span>
       <button type="button" disabled={shown >= pages} onClick={() => onPage(shown + 1)}>Next</button>
     </nav>
   );
@@ -327,6 +381,14 @@ export function CopyButton({ text, label = 'Copy', of, describeError = errorText
 }
 
 /**
+ * Messages of the API that name their field in words rather than as "field: reason": each is about
+ * that field (USERNAME_TAKEN, 409, of registration and of an administrator's rename).
+ */
+const FIELD_MESSAGES: Record<string, [string, string]> = {
+  'username is already taken': ['username', 'is already taken'],
+};
+
+/**
  * The API names the field at fault as "field: reason", and joins several with "; " ("name: too long;
  * model_mapping: not JSON"): each reason goes next to its field, any other part next to the form's
  * button. A "; " inside a reason stays, as the split is only before a next "field: ". Returns [errors
@@ -334,6 +396,8 @@ export function CopyButton({ text, label = 'Copy', of, describeError = errorText
  */
 export function splitFieldError(message: string | null, fields: readonly string[]): [Record<string, string>, string | null] {
   if (!message) return [{}, null];
+  const whole = FIELD_MESSAGES[message];
+  if (whole && fields.includes(whole[0])) return [{ [whole[0]]: whole[1] }, null];
   const byField: Record<string, string> = {};
   const rest: string[] = [];
   for (const part of message.split(/; (?=[a-z_]+(?:\.[a-z_0-9]+)*: )/)) {

@@ -45,6 +45,11 @@ const fitLabels: uPlot.Axis.Size = (u, values, axisIdx, cycleNum) => {
   return axisWidth(values ?? [], (t) => u.ctx.measureText(t).width / ratio, axis.ticks?.size ?? 10, axis.gap ?? 5);
 };
 
+/** The legend's Spend: "--" where the chart has no value (no day under the cursor), not a blank. */
+export function spendLegend(v: number | null | undefined): string {
+  return v == null ? '--' : `$${v.toFixed(4)}`;
+}
+
 export function UsageChart({ days }: { days: DailyUsage[] }) {
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
@@ -55,7 +60,7 @@ export function UsageChart({ days }: { days: DailyUsage[] }) {
       height: 260,
       series: [
         {},
-        { label: 'Spend ($)', stroke: '#2563eb', width: 2, fill: 'rgba(37,99,235,0.08)', scale: '$', value: (_u, v) => (v == null ? '' : `$${v.toFixed(4)}`) },
+        { label: 'Spend ($)', stroke: '#2563eb', width: 2, fill: 'rgba(37,99,235,0.08)', scale: '$', value: (_u, v) => spendLegend(v) },
         { label: 'Requests', stroke: '#16a34a', width: 2, scale: 'n' },
       ],
       axes: [

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useLayoutEffect, useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import { ErrorText, Field, splitFieldError, useAction } from '../components/ui';
 import { linkClick } from '../router';
@@ -13,6 +13,8 @@ export function AuthPage({ mode, onLoggedIn, notice }: { mode: 'login' | 'regist
   // An invitation link is /register?aff=CODE (new-api's form).
   const [affCode, setAffCode] = useState(() => new URLSearchParams(location.search).get('aff') ?? '');
   const action = useAction();
+  // An error is about the form it was given for: a refused login is not the Register form's.
+  useLayoutEffect(() => { action.setError(null); setTriedRegister(false); }, [mode]);
   const [fieldErrors, formError] = splitFieldError(action.error, ['username', 'password', 'display_name', 'aff_code']);
 
   // As Profile's "New password again": a typo in a new password would lock the new account out.

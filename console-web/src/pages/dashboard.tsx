@@ -3,7 +3,7 @@ import { api, call } from '../api/client';
 import { Card, ErrorText, Loading, useLoad } from '../components/ui';
 import { UsageChart } from '../components/usage-chart';
 import type { PageProps } from '../app';
-import { dollars, localDays, localOffset, quotaText } from '../format';
+import { count, dollars, localDays, localOffset, quotaText } from '../format';
 import type { DailyUsage } from '../api/types';
 
 const FIGURES = ['requests', 'quota', 'prompt_tokens', 'completion_tokens'] as const;
@@ -70,7 +70,7 @@ export function DashboardPage({ account, refreshAccount }: PageProps) {
         <Tile label="Used" value={dollars(account.used_quota)} detail={`${account.used_quota.toLocaleString('en-US')} quota`} />
         <Tile label="Requests" value={account.request_count.toLocaleString('en-US')} detail="since the account was created" />
         <Tile label="Today's requests" value={s ? s.todayRequests.toLocaleString('en-US') : '…'} detail={s ? `${dollars(s.todayQuota)} spent today` : ''} />
-        <Tile label="RPM / TPM" value={stat.data ? `${stat.data.rpm} / ${stat.data.tpm}` : '…'} detail="over the last minute" />
+        <Tile label="RPM / TPM" value={stat.data ? `${count(stat.data.rpm)} / ${count(stat.data.tpm)}` : '…'} detail="over the last minute" />
       </div>
       <Card title="Last 30 days">
         {daily.loading && !daily.data && <Loading what="Loading usage" />}

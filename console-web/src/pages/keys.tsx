@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, call } from '../api/client';
 import type { ApiKey, ApiKeyInput } from '../api/types';
 import { Card, ConfirmButton, CopyButton, ErrorText, errorText, Field, Loading, Pager, Table, useAction, useLoad } from '../components/ui';
@@ -15,6 +15,10 @@ export function KeysPage() {
   const [revealed, setRevealed] = useState<{ name: string; key: string } | null>(null);
   const list = useLoad(() => call(api.GET('/api/token/', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
   const groups = useLoad(() => call(api.GET('/api/user/self/groups')), []);
+  // The new key's panel dismissed, its button gone: the focus goes to Create key, not the page's body.
+  const createButton = useRef<HTMLButtonElement>(null);
+  const [dismissed, setDismissed] = useState(0);
+  useEffect(() => { if (dismissed > 0) createButton.current?.focus(); }, [dismissed]);
 
   const create = async (body: ApiKeyInput) => {
     await call(api.POST('/api/token/', { body }));
@@ -43,12 +47,12 @@ export function KeysPage() {
           <h2>Your new key “{revealed.name}”</h2>
           <p>The list shows it masked; its Copy key button there copies it again whenever you need it.</p>
           <p><code class="key" data-testid="new-key">{revealed.key}</code></p>
-          <div class="buttons"><CopyButton text={revealed.key} label="Copy key" /><button type="button" onClick={() => setRevealed(null)}>I have copied it</button></div>
+          <div class="buttons"><CopyButton text={revealed.key} label="Copy key" /><button type="button" onClick={() => { setRevealed(null); setDismissed((n) => n + 1); }}>I have copied it</button></div>
         </div>
       )}
       {editing === 'new' && <KeyForm initial={EMPTY_KEY_FORM} groups={groups.data} submitLabel="Create key" onSubmit={create} onCancel={() => setEditing(null)} />}
       {editing && editing !== 'new' && <KeyForm key={editing.id} editing={editing} groups={groups.data} submitLabel="Save key" onSubmit={update(editing.id)} onCancel={() => setEditing(null)} />}
-      <Card title="Your keys" actions={editing === null ? <button type="button" class="primary" onClick={() => { setRevealed(null); setEditing('new'); }}>Create key</button> : undefined}>
+      <Card title="Your keys" actions={editing === null ? <button ref={createButton} type="button" class="primary" onClick={() => { setRevealed(null); setEditing('new'); }}>Create key</button> : undefined}>
         <form class="filters" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }} aria-label="Search keys">
           <Field label="Search by name" value={keyword} onValue={setKeyword} />
           <button type="submit">Search</button>

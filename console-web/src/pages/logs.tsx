@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { LogEntry, LogQuery } from '../api/types';
 import { Card, ErrorText, Field, Loading, Pager, Select, Table, useLoad } from '../components/ui';
-import { dateTime, dollars, fromLocalInput, LOG_TYPE, LOG_TYPES } from '../format';
+import { count, dateTime, dollars, fromLocalInput, LOG_TYPE, LOG_TYPES, logDetails, quotaUnits } from '../format';
 
 export interface LogFilterForm {
   type: string;
@@ -179,14 +179,14 @@ export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; e
               <td>{l.token_name}</td>
               <td>{l.model_name}</td>
               {everyAccount && <td>{l.channel || '—'}</td>}
-              <td>{l.prompt_tokens}</td>
-              <td>{l.completion_tokens}</td>
-              <td class="amount" title={`${l.quota.toLocaleString('en-US')} quota${logDirection(l) === 0 && l.quota !== 0 ? ' (the entry does not record whether it added or removed)' : ''}`}>{logAmount(l)}</td>
+              <td>{count(l.prompt_tokens)}</td>
+              <td>{count(l.completion_tokens)}</td>
+              <td class="amount" title={`${quotaUnits(l.quota)}${logDirection(l) === 0 && l.quota !== 0 ? ' (the entry does not record whether it added or removed)' : ''}`}>{logAmount(l)}</td>
               <td>{isRequest(l) ? `${l.use_time} s` : '–'}</td>
               <td>{isRequest(l) ? (l.is_stream ? 'Yes' : 'No') : '–'}</td>
               <td>{l.group}</td>
               <td><code class="id">{l.request_id}</code></td>
-              <td class="details">{l.content}</td>
+              <td class="details">{logDetails(l.content)}</td>
             </tr>
           ))}
         </tbody>

@@ -1,8 +1,8 @@
 import { useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { PageProps } from '../app';
-import { Card, CopyButton, ErrorText, Field, splitFieldError, useAction } from '../components/ui';
-import { dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
+import { Card, ConfirmButton, CopyButton, ErrorText, Field, splitFieldError, useAction } from '../components/ui';
+import { count, dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
 
 /**
  * The profile's forms: a form's confirmation, and its error, stay only while it is the last one used
@@ -21,7 +21,7 @@ export function ProfilePage({ account, refreshAccount }: PageProps) {
           <div><dt>Group</dt><dd>{account.group}</dd></div>
           <div><dt>E-mail</dt><dd>{account.email || '—'}</dd></div>
           <div><dt>Invitation link</dt><dd><code>{`${location.origin}/register?aff=${account.aff_code}`}</code> <CopyButton text={`${location.origin}/register?aff=${account.aff_code}`} label="Copy link" /></dd></div>
-          <div><dt>Invited accounts</dt><dd>{account.aff_count}</dd></div>
+          <div><dt>Invited accounts</dt><dd>{count(account.aff_count)}</dd></div>
           <div><dt>Referral quota</dt><dd>{quotaText(account.aff_quota)} (earned in all: {quotaText(account.aff_history_quota)})</dd></div>
         </dl>
         {account.aff_quota > 0 && <AffTransfer available={account.aff_quota} onDone={refreshAccount} active={lastUsed === 'aff'} onUse={() => setLastUsed('aff')} />}
@@ -119,7 +119,9 @@ function AccessToken({ active, onUse }: { active: boolean; onUse: () => void }) 
       <p>An access token lets scripts call this console's API (<code>Authorization: Bearer …</code>). Issuing one revokes the previous one.</p>
       <div class="buttons">
         <button type="button" disabled={action.busy} onClick={() => { onUse(); void action.run(async () => { setRevoked(null); setToken(await call(api.GET('/api/user/token'))); }); }}>Issue access token</button>
-        <button type="button" class="danger" disabled={action.busy} onClick={() => { onUse(); void action.run(async () => { setToken(null); setRevoked((await call(api.DELETE('/api/user/token'))).revoked); }); }}>Revoke access token</button>
+        {/* Scripts using the token stop at once: asked first, as Delete is. */}
+        <ConfirmButton label="Revoke access token" confirm="Confirm revoke" busy={action.busy}
+          onConfirm={() => { onUse(); return action.run(async () => { setToken(null); setRevoked((await call(api.DELETE('/api/user/token'))).revoked); }); }} />
       </div>
       {token && <p role="status"><code class="key">{token}</code> <CopyButton text={token} label="Copy token" /> Shown once.</p>}
       {revoked !== null && <p role="status">{revoked === 0 ? 'There was no access token.' : 'Access token revoked.'}</p>}

@@ -6,7 +6,7 @@ import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Query } from '../../api/types';
 import { Card, ErrorText, Field, Loading, Pager, Select, splitFieldError, useLoad } from '../../components/ui';
-import { dollars } from '../../format';
+import { count, dollars } from '../../format';
 import { EMPTY_LOG_FILTERS, LogFilterFields, type LogFilterForm, logFilterError, LogTable, logQuery } from '../logs';
 
 export type AdminLogQuery = Query<'/api/log/', 'get'>;
@@ -85,7 +85,7 @@ export function AdminLogsPage() {
       </form>
       {usage && (
         <p aria-label="Usage of the filtered entries">
-          Consumed: {dollars(usage.quota)} · {usage.rpm} requests and {usage.tpm} tokens in the last minute
+          Consumed: {dollars(usage.quota)} · {count(usage.rpm)} requests and {count(usage.tpm)} tokens in the last minute
         </p>
       )}
       {logs.loading && <Loading what="Loading logs" />}

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, call } from '../../api/client';
 import type { Redemption } from '../../api/types';
-import { Card, CopyButton, ErrorText, Field, Loading, Pager, splitFieldError, Table, useAction, useLoad } from '../../components/ui';
+import { Card, ConfirmButton, CopyButton, ErrorText, Field, Loading, Pager, splitFieldError, Table, useAction, useLoad } from '../../components/ui';
 import { dateTime, dollars, dollarsError, dollarsToQuota, fromLocalInput } from '../../format';
 
 const PAGE_SIZE = 20;
@@ -69,9 +69,14 @@ function CodeRow({ r, onChanged }: { r: Redemption; onChanged: () => void }) {
       <td>{r.expired_time > 0 ? dateTime(r.expired_time) : 'Never'}</td>
       <td class="actions">
         {code === null && <button type="button" disabled={action.busy} onClick={() => void reveal()} aria-label={`Show code ${r.id}`}>Show</button>}
-        {r.status === 1 && <button type="button" disabled={action.busy} onClick={() => void setStatus(2)} aria-label={`Disable code ${r.id}`}>Disable</button>}
-        {r.status === 2 && <button type="button" disabled={action.busy} onClick={() => void setStatus(1)} aria-label={`Enable code ${r.id}`}>Enable</button>}
-        <button type="button" class="danger" disabled={action.busy} onClick={() => void action.run(async () => { await call(api.DELETE('/api/redemption/{id}', { params: { path: { id: String(r.id) } } })); onChanged(); })} aria-label={`Delete code ${r.id}`}>Delete</button>
+        {/* One button that changes its words, so the focus stays on it once the list is read again. */}
+        {(r.status === 1 || r.status === 2) && (
+          <button type="button" disabled={action.busy} onClick={() => void setStatus(r.status === 1 ? 2 : 1)}
+            aria-label={`${r.status === 1 ? 'Disable' : 'Enable'} code ${r.id}`}>{r.status === 1 ? 'Disable' : 'Enable'}</button>
+        )}
+        {/* Delete always asks (console-web/README.md), as a key's, an account's and a channel's do. */}
+        <ConfirmButton label="Delete" name={`Delete code ${r.id}`} confirm="Confirm delete" confirmName={`Confirm deleting code ${r.id}`} busy={action.busy}
+          onConfirm={() => action.run(async () => { await call(api.DELETE('/api/redemption/{id}', { params: { path: { id: String(r.id) } } })); onChanged(); })} />
         <ErrorText error={action.error} />
       </td>
     </tr>
@@ -85,6 +90,7 @@ function CreateCodes({ onCreated }: { onCreated: (codes: string[]) => void }) {
   const [expires, setExpires] = useState('');
   const action = useAction();
   const [valueError, setValueError] = useState<string | null>(null);
+  const [expiresError, setExpiresError] = useState<string | null>(null);
   const [fe, formError] = splitFieldError(action.error, ['name', 'quota', 'count', 'expired_time']);
   // A field's error is about the value it was given for: editing the field takes it away (the
   // browser's own checks, such as How many's minimum, may stop the next submit before it runs).
@@ -102,8 +108,14 @@ function CreateCodes({ onCreated }: { onCreated: (codes: string[]) => void }) {
           return;
         }
         setValueError(null);
+        // A past time is checked here, as the key form does: the API's words for it name its wire values.
+        const at = fromLocalInput(expires);
+        if (at !== undefined && at <= Math.floor(Date.now() / 1000)) {
+          setExpiresError('must be in the future');
+          return;
+        }
+        setExpiresError(null);
         void action.run(async () => {
-          const at = fromLocalInput(expires);
           const codes = await call(api.POST('/api/redemption/', { body: {
             name: name.trim(), quota, count: Number(count), expired_time: at ?? -1,
           } }));
@@ -113,7 +125,7 @@ function CreateCodes({ onCreated }: { onCreated: (codes: string[]) => void }) {
         <Field label="Name" value={name} onValue={edited(setName, 'name')} required maxLength={50} error={fe.name} />
         <Field label="Value per code (US dollars)" inputMode="decimal" value={value} onValue={(v) => { setValueError(null); edited(setValue, 'quota')(v); }} required error={valueError ?? fe.quota} hint="e.g. 10 or 2.50 ($1 = 500,000 quota)" />
         <Field label="How many" type="number" min={1} max={100} value={count} onValue={edited(setCount, 'count')} error={fe.count} hint="1 to 100" />
-        <Field label="Expires at" type="datetime-local" value={expires} onValue={edited(setExpires, 'expired_time')} error={fe.expired_time} hint="empty: never" />
+        <Field label="Expires at" type="datetime-local" value={expires} onValue={(v) => { setExpiresError(null); edited(setExpires, 'expired_time')(v); }} error={expiresError ?? fe.expired_time} hint="empty: never" />
         <button type="submit" class="primary" disabled={action.busy}>Create codes</button>
         <ErrorText error={formError} />
       </form>

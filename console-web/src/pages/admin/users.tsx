@@ -3,7 +3,7 @@ import { api, call } from '../../api/client';
 import type { Account } from '../../api/types';
 import type { PageProps } from '../../app';
 import { Card, ConfirmButton, ErrorText, Field, Loading, Pager, Select, splitFieldError, Table, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
-import { dollars, dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
+import { count, dollars, dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
 
 const PAGE_SIZE = 20;
 
@@ -59,15 +59,19 @@ function AccountRow({ a, me, onEdit, onChanged }: { a: Account; me: Account; onE
   return (
     <tr>
       <td>{a.id}</td><td class="name">{a.username}</td><td class="name">{a.display_name}</td><td>{ROLE_NAMES[a.role] ?? a.role}</td>
-      <td>{a.status === 1 ? 'Enabled' : 'Banned'}</td><td>{a.group}</td><td>{dollars(a.quota)}</td><td>{dollars(a.used_quota)}</td><td>{a.request_count}</td>
+      <td>{a.status === 1 ? 'Enabled' : 'Banned'}</td><td>{a.group}</td><td>{dollars(a.quota)}</td><td>{dollars(a.used_quota)}</td><td>{count(a.request_count)}</td>
       <td class="actions">
         <button type="button" onClick={onEdit} aria-label={`Edit ${a.username}`}>Edit</button>
         {/* A ban ends the account's sessions and stops its keys at once: asked first, as Delete is. */}
         {!self && (a.status === 1
           ? <ConfirmButton label="Ban" name={`Ban ${a.username}`} confirm="Confirm ban" confirmName={`Confirm banning ${a.username}`} busy={action.busy} danger={false} onConfirm={() => manage('disable')} />
           : <button type="button" disabled={action.busy} onClick={() => void manage('enable')} aria-label={`Unban ${a.username}`}>Unban</button>)}
-        {isRoot && !self && a.role < ROLE.admin && <button type="button" disabled={action.busy} onClick={() => void manage('promote')} aria-label={`Make ${a.username} an administrator`}>Make administrator</button>}
-        {isRoot && !self && a.role === ROLE.admin && <button type="button" disabled={action.busy} onClick={() => void manage('demote')} aria-label={`Make ${a.username} an ordinary user`}>Make ordinary user</button>}
+        {/* A change of privilege is asked first too; one button that changes its words, so the focus stays on it. */}
+        {isRoot && !self && a.role <= ROLE.admin && (a.role < ROLE.admin
+          ? <ConfirmButton label="Make administrator" name={`Make ${a.username} an administrator`} confirm="Confirm: make administrator"
+              confirmName={`Confirm making ${a.username} an administrator`} busy={action.busy} danger={false} onConfirm={() => manage('promote')} />
+          : <ConfirmButton label="Make ordinary user" name={`Make ${a.username} an ordinary user`} confirm="Confirm: make ordinary user"
+              confirmName={`Confirm making ${a.username} an ordinary user`} busy={action.busy} danger={false} onConfirm={() => manage('demote')} />)}
         {!self && <ConfirmButton label="Delete" name={`Delete ${a.username}`} confirm="Confirm delete" confirmName={`Confirm deleting ${a.username}`} busy={action.busy} onConfirm={() => manage('delete')} />}
         <ErrorText error={action.error} />
       </td>

@@ -78,13 +78,18 @@ describe('EditAccount', () => {
     expect(bodies).toEqual([{ id: 7, username: 'anna', password: 'fresh-pass-1' }]);
   });
 
-  it('shows a taken name in the form, and a refused password next to its field until it is edited', async () => {
+  it('shows a taken name under Username, and a refused password next to its field until it is edited', async () => {
     server.handle = async () => reply(409, { success: false, message: 'username is already taken' });
     const onDone = vi.fn();
     render(<EditAccount a={ANN} self={false} groups={['default']} onDone={onDone} />);
-    fireEvent.input(screen.getByLabelText('Username'), { target: { value: 'bob' } });
+    const username = screen.getByLabelText('Username');
+    fireEvent.input(username, { target: { value: 'bob' } });
     fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
-    await screen.findByText('username is already taken');
+    // USERNAME_TAKEN (409) names its field in words: it goes under Username, not to the form's foot.
+    const taken = await screen.findByText('is already taken');
+    expect(username.getAttribute('aria-invalid')).toBe('true');
+    expect(username.getAttribute('aria-describedby')).toBe(taken.id);
+    expect(screen.queryByText('username is already taken')).toBeNull();
 
     server.handle = async () => reply(400, { success: false, message: 'password: must be at least 12 characters' });
     const password = screen.getByLabelText('New password');
@@ -92,7 +97,7 @@ describe('EditAccount', () => {
     fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
     await screen.findByText('must be at least 12 characters');
     expect(password.getAttribute('aria-invalid')).toBe('true');
-    expect(screen.queryByText('username is already taken')).toBeNull();
+    expect(screen.queryByText('is already taken')).toBeNull();
     fireEvent.input(password, { target: { value: 'a-longer-pass-1' } });
     await waitFor(() => expect(password.getAttribute('aria-invalid')).toBeNull());
     expect(onDone).not.toHaveBeenCalled();
@@ -123,5 +128,37 @@ describe('AdminUsersPage', () => {
     expect(posts).toEqual([]);
     fireEvent.click(confirm);
     await waitFor(() => expect(posts).toEqual([{ id: 7, action: 'disable' }]));
+  });
+
+  it('root\'s "Make administrator" and "Make ordinary user" act only once confirmed, as Ban and Delete do', async () => {
+    const posts: unknown[] = [];
+    const BEA = { ...ANN, id: 8, username: 'bea', role: 10 } as Account;
+    server.handle = async (r) => {
+      const path = new URL(r.url).pathname;
+      if (r.method === 'POST' && path === '/api/user/manage') { posts.push(await r.json()); return reply(200, { success: true, message: '', data: null }); }
+      if (path === '/api/user/search') return reply(200, { success: true, message: '', data: { items: [ANN, BEA], total: 2, page: 1, page_size: 20 } });
+      return reply(200, { success: true, message: '', data: [] });
+    };
+    const me = { ...ANN, id: 1, username: 'root', role: 100 } as Account;
+    render(<AdminUsersPage account={me} refreshAccount={() => {}} />);
+
+    fireEvent.click(await screen.findByRole('button', { name: 'Make ann an administrator' }));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(posts).toEqual([]);
+    const promote = await screen.findByRole('button', { name: 'Confirm making ann an administrator' });
+    await waitFor(() => expect(document.activeElement).toBe(promote));
+    // Keep goes back without a change.
+    fireEvent.click(screen.getByRole('button', { name: 'Keep' }));
+    await waitFor(() => expect(document.activeElement).toBe(screen.getByRole('button', { name: 'Make ann an administrator' })));
+    expect(posts).toEqual([]);
+    fireEvent.click(screen.getByRole('button', { name: 'Make ann an administrator' }));
+    fireEvent.click(await screen.findByRole('button', { name: 'Confirm making ann an administrator' }));
+    await waitFor(() => expect(posts).toEqual([{ id: 7, action: 'promote' }]));
+
+    fireEvent.click(screen.getByRole('button', { name: 'Make bea an ordinary user' }));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(posts).toEqual([{ id: 7, action: 'promote' }]);
+    fireEvent.click(await screen.findByRole('button', { name: 'Confirm making bea an ordinary user' }));
+    await waitFor(() => expect(posts).toEqual([{ id: 7, action: 'promote' }, { id: 8, action: 'demote' }]));
   });
 });
