@@ -187,7 +187,7 @@ export async function prepareTarget(
   const expectations = expectationsFor(cap, cache, media);
   notes.push(`The mock charges ${media.image} input tokens per image and ${media.document} per document block (the mix scenario's media requests); the audit's formula counts them.`);
   if (cache.cacheReadTokens + cache.cacheCreationTokens > 0) {
-    notes.push(`The mock reports ${cache.cacheReadTokens} cache reads, ${cache.cacheCreationTokens - cache.cacheCreation1hTokens} 5-minute and ${cache.cacheCreation1hTokens} 1-hour cache writes per request; the audit prices them at the default cache ratios.`);
+    notes.push(`The mock reports ${cache.cacheReadTokens} cache reads, ${cache.cacheCreationTokens - cache.cacheCreation1hTokens} 5-minute and ${cache.cacheCreation1hTokens} 1-hour cache writes per request; the audit prices them at the default cache ratios, the writes of a request without a cache_control breakpoint (every bench body) as input, as the gateway bills them.`);
   }
   if (cap < 4000) notes.push(`The mock caps output at ${cap} tokens: the long-stream and abort scenarios carry ${cap} tokens, not 4,000 (start the mock with MOCK_OUTPUT_TOKENS=1000000 for the full length).`);
   // Prices the relay applies: the audit's formula uses the same group and completion ratios.
