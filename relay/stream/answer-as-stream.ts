@@ -16,9 +16,7 @@
 //
 // null when the answer is not such an object: it then goes as JSON, as before.
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+import { isObject } from '../../infra/json/is-object.js';
 
 function parse(answer: Buffer | string): Record<string, unknown> | null {
   try {

@@ -15,16 +15,13 @@
 //
 // A stream that stated an error (Anthropic's `event: error`, a chunk `{"error": …}`) folds to what came
 // before it, with the error beside it. null when the bytes hold no such stream.
+import { isObject } from '../../infra/json/is-object.js';
 
 export interface FoldedStream {
   /** The answer as the provider's JSON would have been; what the stream delivered up to an error. */
   answer: Record<string, unknown>;
   /** The error the stream ended with, as the provider wrote it (its `error` object), or null. */
   error: Record<string, unknown> | null;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** Each event's data (its `data:` lines joined), parsed; events whose data is no JSON object are skipped. */

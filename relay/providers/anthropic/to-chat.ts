@@ -25,6 +25,7 @@ import { openaiProviderErrorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { usageCount } from '../../stream/usage-count.js';
 import { LineStream } from '../../stream/line-stream.js';
+import { isObject } from '../../../infra/json/is-object.js';
 
 export function finishReasonOf(stopReason: unknown): string {
   switch (stopReason) {
@@ -60,11 +61,6 @@ export function chatUsageOf(usage: Record<string, unknown> | undefined | null): 
     prompt_tokens_details: { cached_tokens: cacheRead },
     completion_tokens_details: { reasoning_tokens: 0 },
   };
-}
-
-/** A JSON object, as opposed to null, an array or a scalar, which a provider may send where one is due. */
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function chatId(messageId: unknown): string {

@@ -18,8 +18,7 @@
 import { RelayError } from '../../errors.js';
 import type { MessagesRequest } from '../../messages/messages-request.js';
 import { outputLimitField } from '../../../core/channels/output-limit.js';
-
-type Block = Record<string, unknown> & { type: string };
+import { isObject } from '../../../infra/json/is-object.js';
 
 /**
  * The JSON Schema of Anthropic's structured outputs (`output_config.format`, or the beta's
@@ -46,21 +45,21 @@ function invalid(message: string): RelayError {
   return new RelayError('invalid_request', message);
 }
 
-/** A JSON object: the entries of `tools`, a tool result's `content` and the like are not schema-checked before this conversion (an Anthropic channel takes them as they are). */
-function isObject(v: unknown): v is Block {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function blocksOf(content: unknown): Block[] {
+/**
+ * A content's blocks, each still to be checked as an object (isObject): the blocks of tool results and
+ * the entries of `tools` are not schema-checked before this conversion (an Anthropic channel takes them
+ * as they are), and a null among them threw here.
+ */
+function blocksOf(content: unknown): readonly unknown[] {
   if (typeof content === 'string') return [{ type: 'text', text: content }];
-  return Array.isArray(content) ? (content as Block[]) : [];
+  return Array.isArray(content) ? content : [];
 }
 
 function textOfBlocks(content: unknown, where: string): string | RelayError {
   let out = '';
   const blocks = blocksOf(content);
   for (let i = 0; i < blocks.length; i++) {
-    const b: unknown = blocks[i];
+    const b = blocks[i];
     if (!isObject(b)) return invalid(`${where}.${i}: must be an object`);
     if (b.type !== 'text' || typeof b.text !== 'string') return invalid(`${where}: only text blocks are converted for this model's provider`);
     out += (out ? '\n' : '') + b.text;
@@ -68,7 +67,7 @@ function textOfBlocks(content: unknown, where: string): string | RelayError {
   return out;
 }
 
-function imagePart(b: Block, where: string): Record<string, unknown> | RelayError {
+function imagePart(b: Record<string, unknown>, where: string): Record<string, unknown> | RelayError {
   const source = b.source as { type?: unknown; media_type?: unknown; data?: unknown; url?: unknown } | undefined;
   if (source?.type === 'base64' && typeof source.media_type === 'string' && typeof source.data === 'string') {
     return { type: 'image_url', image_url: { url: `data:${source.media_type};base64,${source.data}` } };
@@ -92,7 +91,7 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
     const toolCalls: Record<string, unknown>[] = [];
     let textOnly = true;
     for (let j = 0; j < blocks.length; j++) {
-      const b: unknown = blocks[j];
+      const b = blocks[j];
       const at = `${where}.${j}`;
       if (!isObject(b)) return invalid(`${at}: must be an object`);
       if (b.type === 'text') {

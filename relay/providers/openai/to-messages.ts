@@ -19,6 +19,7 @@ import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { valueAfterKey } from '../../stream/sse-bytes.js';
 import { LineStream } from '../../stream/line-stream.js';
 import { usageOfChatUsage } from './chat-usage.js';
+import { isObject } from '../../../infra/json/is-object.js';
 
 export function stopReasonOf(finishReason: unknown): string {
   switch (finishReason) {
@@ -60,11 +61,6 @@ const MESSAGE_USAGE_FIELDS = {
   server_tool_use: null,
   service_tier: 'standard',
 } as const;
-
-/** A JSON object, as opposed to null, an array or a scalar, which a provider may send where one is due. */
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function messageId(id: unknown): string {
   return typeof id === 'string' && id ? `msg_${id.replace(/^chatcmpl-/, '')}` : `msg_${Date.now().toString(36)}`;
