@@ -70,14 +70,15 @@ type Handler = (res: uws.HttpResponse, req: uws.HttpRequest) => void;
  * through uWS's native code and take the process (and every user's requests) down. It is answered
  * instead, as Anthropic's error JSON: 400 for a malformed path (URIError), 500 otherwise. An answer
  * the handler already sent, or an aborted response, makes the write throw: that is ignored, as there
- * is nobody left to tell; the answer closes its connection. A request framed by more than one
- * Content-Length never reaches the handler (refuseFraming).
+ * is nobody left to tell; the answer closes its connection. A request its framing or coding headers
+ * refuse (framingRefusal) never reaches the handler.
  */
 export function guarded(log: Logger, route: string, handler: Handler, format: 'anthropic' | 'openai' = 'anthropic'): Handler {
   return (res, req) => {
-    if (hasSeveralContentLengths(req)) return refuseFraming(res, format);
-    if (hasUnframeableTransferEncoding(req)) return refuseFraming(res, format, CODING_FRAMING_BODY);
-    if (isCodedBody(req)) return refuseCoding(res, req, format);
+    const refusal = framingRefusal(req);
+    if (refusal === 'lengths') return refuseFraming(res, format, FRAMING_BODY);
+    if (refusal === 'transfer') return refuseFraming(res, format, CODING_FRAMING_BODY);
+    if (refusal === 'coded') return refuseCoding(res, req, format);
     try {
       handler(res, req);
     } catch (err) {
@@ -101,46 +102,53 @@ export function guarded(log: Logger, route: string, handler: Handler, format: 'a
   };
 }
 
-/** Framing lines counted by countFramingLines: module state, so the count allocates no closure. */
+/** Header lines counted by countFramingLines: module state, so the count allocates no closure. */
 let contentLengthLines = 0;
 let transferEncodingLines = 0;
+/** Content-Encoding lines other than identity. */
+let codedLines = 0;
 
-function countFramingLines(name: string): void {
+function countFramingLines(name: string, value: string): void {
   // uWS hands header names lowercased.
   if (name === 'content-length') contentLengthLines++;
   else if (name === 'transfer-encoding') transferEncodingLines++;
+  else if (name === 'content-encoding' && value !== '' && !isIdentity(value)) codedLines++;
+}
+
+function isIdentity(coding: string): boolean {
+  return coding.trim().toLowerCase() === 'identity';
 }
 
 /**
- * Whether the request carries more than one Content-Length line (equal values too: RFC 9110 §8.6 lets
- * a recipient refuse them, and one rule is simpler to reason about). uWS frames the body by the first
- * and parses what follows as the next request, where a proxy in front may have framed it by another:
- * the request smuggling shape. A request without Content-Length (a GET, mostly) skips the header walk;
- * so does one whose first value is empty, which uWS refuses itself by closing the connection.
+ * Why the request's framing or coding headers refuse it, or null; uWS's getHeader reads a header's
+ * first line only, so the lines are counted in one walk, made only when one of them is there (a GET
+ * without them skips it; so does a request whose first Content-Length is empty, which uWS refuses
+ * itself by closing the connection):
+ *   - 'lengths': more than one Content-Length line (equal values too: RFC 9110 §8.6 lets a recipient
+ *     refuse them, and one rule is simpler to reason about). uWS frames the body by the first and
+ *     parses what follows as the next request, where a proxy in front may have framed it by another:
+ *     the request smuggling shape.
+ *   - 'transfer': a Transfer-Encoding other than one line of `chunked` alone. uWS frames a body as
+ *     chunked whatever the header says (`foo`, `xchunked`, `chunked, gzip`, `gzip, chunked`), where a
+ *     proxy in front that reads transfer codings as RFC 9112 §6.1 does frames it otherwise or refuses
+ *     it: the smuggling shape again. The relay takes no transfer coding but chunked.
+ *   - 'coded': a body in a content-coding (gzip, br, zstd…), on any Content-Encoding line (a proxy
+ *     joins `identity` and `gzip` lines into `identity, gzip`). The relay reads bodies as JSON bytes
+ *     and forwards them, and no SDK compresses requests: read as it stood, a gzip body was "not valid
+ *     JSON"; a zstd label on a plain body was ignored.
  */
-function hasSeveralContentLengths(req: uws.HttpRequest): boolean {
-  if (req.getHeader('content-length') === '') return false;
+function framingRefusal(req: uws.HttpRequest): 'lengths' | 'transfer' | 'coded' | null {
+  const length = req.getHeader('content-length');
+  const transfer = req.getHeader('transfer-encoding');
+  const coding = req.getHeader('content-encoding');
   contentLengthLines = 0;
   transferEncodingLines = 0;
-  req.forEach(countFramingLines);
-  return contentLengthLines > 1;
-}
-
-/**
- * Whether the request's Transfer-Encoding is anything but one line of `chunked` alone. uWS frames a
- * body as chunked whatever the header says (`foo`, `xchunked`, `chunked, gzip`, `gzip, chunked`), where
- * a proxy in front that reads transfer codings as RFC 9112 §6.1 does frames it otherwise or refuses
- * it: the smuggling shape again. The relay takes no transfer coding but chunked, so any other list is
- * refused as unframeable (400 and the connection closed, §6.1), before the body is read.
- */
-function hasUnframeableTransferEncoding(req: uws.HttpRequest): boolean {
-  const coding = req.getHeader('transfer-encoding');
-  if (coding === '') return false;
-  if (coding.trim().toLowerCase() !== 'chunked') return true;
-  contentLengthLines = 0;
-  transferEncodingLines = 0;
-  req.forEach(countFramingLines);
-  return transferEncodingLines > 1;
+  codedLines = 0;
+  if (length !== '' || transfer !== '' || (coding !== '' && isIdentity(coding))) req.forEach(countFramingLines);
+  if (length !== '' && contentLengthLines > 1) return 'lengths';
+  if (transfer !== '' && (transfer.trim().toLowerCase() !== 'chunked' || transferEncodingLines > 1)) return 'transfer';
+  if (coding !== '' && (!isIdentity(coding) || codedLines > 0)) return 'coded';
+  return null;
 }
 
 const FRAMING_ERROR = new RelayError('invalid_request', 'The request has more than one Content-Length header: its body cannot be framed.');
@@ -154,41 +162,14 @@ const CODING_FRAMING_BODY = { anthropic: CODING_FRAMING_ERROR.body(), openai: CO
  * closes the connection before they run, unanswered; otherwise the 400 goes out with the close.
  * Answered at once, uWS would go on to parse and run them before it closed anything.
  */
-function refuseFraming(res: uws.HttpResponse, format: 'anthropic' | 'openai', body: typeof FRAMING_BODY = FRAMING_BODY): void {
+function refuseFraming(res: uws.HttpResponse, format: 'anthropic' | 'openai', body: typeof FRAMING_BODY): void {
   new Reply(res).json(400, body[format]);
-}
-
-/**
- * A body in a content-coding (gzip, br, zstd…): the relay reads bodies as JSON bytes and forwards
- * them, and no SDK compresses requests. Read as it stood, a gzip body was "not valid JSON"; a
- * zstd label on a plain body was ignored. 415, as RFC 9110 §15.5.16 says for an unsupported coding.
- */
-function isCodedBody(req: uws.HttpRequest): boolean {
-  const coding = req.getHeader('content-encoding');
-  if (coding === '') return false;
-  if (!isIdentity(coding)) return true;
-  // `identity` on the first line: uWS's getHeader reads that one only, so a second line (`gzip`) was
-  // not seen, where a proxy joins the lines into `identity, gzip`, which is refused.
-  codedLines = 0;
-  req.forEach(countCodedLines);
-  return codedLines > 0;
-}
-
-function isIdentity(coding: string): boolean {
-  return coding.trim().toLowerCase() === 'identity';
-}
-
-/** Content-Encoding lines other than identity, counted by countCodedLines (module state, no closure). */
-let codedLines = 0;
-
-function countCodedLines(name: string, value: string): void {
-  if (name === 'content-encoding' && value !== '' && !isIdentity(value)) codedLines++;
 }
 
 const CODING_ERROR = new RelayError('unsupported_encoding');
 const CODING_BODY = { anthropic: CODING_ERROR.body(), openai: CODING_ERROR.openaiBody() } as const;
 
-/** The 415, once the body is read (BodyLinger), so that the client reads it. */
+/** The 415 (RFC 9110 §15.5.16, an unsupported coding), once the body is read (BodyLinger), so that the client reads it. */
 function refuseCoding(res: uws.HttpResponse, req: uws.HttpRequest, format: 'anthropic' | 'openai'): void {
   new Reply(res, declaredLengthOf(req)).json(415, CODING_BODY[format]);
 }
