@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../infra/postgres/client.js';
 import { type ConsoleHarness, startConsoleHarness } from '../../tests/harness/console-harness.js';
+import { withUserRowLocked } from '../../tests/harness/row-lock.js';
 
 let h: ConsoleHarness;
 let side: Sql;
@@ -43,26 +44,6 @@ async function untilBlocked(n: number, done: Promise<unknown>[]): Promise<void> 
   throw new Error(`expected ${n} statements waiting for a lock`);
 }
 
-/** Runs `during` while the account's row is locked by another transaction, then releases it. */
-async function withRowLocked<T>(userId: number, during: () => Promise<T>): Promise<T> {
-  let release!: () => void;
-  const released = new Promise<void>((r) => { release = r; });
-  let locked!: () => void;
-  const isLocked = new Promise<void>((r) => { locked = r; });
-  const holder = side.begin(async (tx) => {
-    await tx`SELECT 1 FROM users WHERE id = ${userId} FOR UPDATE`;
-    locked();
-    await released;
-  });
-  await isLocked;
-  try {
-    return await during();
-  } finally {
-    release();
-    await holder;
-  }
-}
-
 async function liveCredentials(userId: number): Promise<number> {
   const [row] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM access_tokens WHERE user_id = ${userId} AND revoked_at IS NULL`;
   return row!.n;
@@ -72,7 +53,7 @@ describe('credentials issued during a password change', () => {
   it('an access token a stolen session asks for while the owner changes the password does not outlive the change', async () => {
     const a = await h.account();
     const stolen = (await login(a.user.username, a.password)).json().data.token as string;
-    const { change, issued } = await withRowLocked(a.user.id, async () => {
+    const { change, issued } = await withUserRowLocked(side, a.user.id, async () => {
       const change = changePassword(a.token, a.password, 'a brand new password 1');
       await untilBlocked(1, [change]);
       const issued = h.app.inject({ method: 'GET', url: '/api/user/token', headers: { authorization: `Bearer ${stolen}` } });
@@ -92,7 +73,7 @@ describe('credentials issued during a password change', () => {
 
   it('a login with the old password in flight during the change gets no session that outlives it', async () => {
     const a = await h.account();
-    const { change, old } = await withRowLocked(a.user.id, async () => {
+    const { change, old } = await withUserRowLocked(side, a.user.id, async () => {
       const change = changePassword(a.token, a.password, 'a brand new password 2');
       await untilBlocked(1, [change]);
       const old = login(a.user.username, a.password);
@@ -108,7 +89,7 @@ describe('credentials issued during a password change', () => {
 
   it('a display-name edit in flight during the change does not write the old password back', async () => {
     const a = await h.account();
-    const { change, rename } = await withRowLocked(a.user.id, async () => {
+    const { change, rename } = await withUserRowLocked(side, a.user.id, async () => {
       const change = changePassword(a.token, a.password, 'a brand new password 3');
       await untilBlocked(1, [change]);
       const rename = h.app.inject({ method: 'PUT', url: '/api/user/self', headers: a.auth, payload: { display_name: 'Renamed' } });
@@ -124,7 +105,7 @@ describe('credentials issued during a password change', () => {
   it('a second change with the same old password, in flight during the first, is refused', async () => {
     const a = await h.account();
     const other = (await login(a.user.username, a.password)).json().data.token as string;
-    const { first, second } = await withRowLocked(a.user.id, async () => {
+    const { first, second } = await withUserRowLocked(side, a.user.id, async () => {
       const first = changePassword(a.token, a.password, 'a brand new password 4');
       await untilBlocked(1, [first]);
       const second = changePassword(other, a.password, 'a brand new password 5');
@@ -155,24 +136,14 @@ describe('credentials asked for while the account is banned', () => {
   it('a login and a GET /api/user/token in flight during a ban are refused 403 ACCOUNT_BANNED, as after it (the login was told its password was wrong)', async () => {
     const a = await h.account();
     const banned = { success: false, message: 'this account is banned' };
-    let release!: () => void;
-    const released = new Promise<void>((r) => { release = r; });
-    let locked!: () => void;
-    const isLocked = new Promise<void>((r) => { locked = r; });
     // The ban's transaction holds the row while the requests check the password and the session.
-    const ban = side.begin(async (tx) => {
-      await tx`SELECT 1 FROM users WHERE id = ${a.user.id} FOR UPDATE`;
-      locked();
-      await released;
-      await tx`UPDATE users SET status = 2 WHERE id = ${a.user.id}`;
-    });
-    await isLocked;
-    const loggingIn = login(a.user.username, a.password);
-    await untilBlocked(1, [loggingIn]);
-    const issuing = h.app.inject({ method: 'GET', url: '/api/user/token', headers: { authorization: `Bearer ${a.token}` } });
-    await untilBlocked(2, [issuing]);
-    release();
-    await ban;
+    const { loggingIn, issuing } = await withUserRowLocked(side, a.user.id, async () => {
+      const loggingIn = login(a.user.username, a.password);
+      await untilBlocked(1, [loggingIn]);
+      const issuing = h.app.inject({ method: 'GET', url: '/api/user/token', headers: { authorization: `Bearer ${a.token}` } });
+      await untilBlocked(2, [issuing]);
+      return { loggingIn, issuing };
+    }, { beforeRelease: (tx) => tx`UPDATE users SET status = 2 WHERE id = ${a.user.id}` });
     for (const res of [await loggingIn, await issuing]) {
       expect(res.statusCode, res.body).toBe(403);
       expect(res.json()).toEqual(banned);

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../infra/postgres/client.js';
 import { type ConsoleHarness, startConsoleHarness } from '../../tests/harness/console-harness.js';
+import { withUserRowLocked } from '../../tests/harness/row-lock.js';
 
 const BUSY = { success: false, message: 'the database is busy with a conflicting change; nothing was changed, retry shortly' };
 
@@ -20,21 +21,6 @@ afterAll(async () => {
   await h?.close();
 });
 
-/** Holds `SELECT ... FOR UPDATE` on the account's row until `release()`. */
-async function holdUserRow(sql: Sql, userId: number): Promise<{ release: () => Promise<void> }> {
-  let release!: () => void;
-  const released = new Promise<void>((r) => { release = r; });
-  let locked!: () => void;
-  const isLocked = new Promise<void>((r) => { locked = r; });
-  const done = sql.begin(async (tx) => {
-    await tx`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`;
-    locked();
-    await released;
-  });
-  await isLocked;
-  return { release: async () => { release(); await done; } };
-}
-
 const ledgerOf = (userId: number) =>
   h.sql<{ quota_delta: number }[]>`SELECT quota_delta FROM ledger WHERE user_id = ${userId} ORDER BY id`;
 const balanceOf = async (userId: number) =>
@@ -45,13 +31,8 @@ describe('a console write meeting a row another transaction holds', () => {
     const admin = await h.account({ role: 10 });
     const target = await h.account({ quota: 1000 });
     await h.redis.set(h.keys.accountBalance(target.user.id), 1000);
-    const lock = await holdUserRow(side, target.user.id);
-    let res;
-    try {
-      res = await h.app.inject({ method: 'POST', url: '/api/user/manage', headers: admin.auth, payload: { id: target.user.id, action: 'add_quota', value: 5000 } });
-    } finally {
-      await lock.release();
-    }
+    const res = await withUserRowLocked(side, target.user.id, () =>
+      h.app.inject({ method: 'POST', url: '/api/user/manage', headers: admin.auth, payload: { id: target.user.id, action: 'add_quota', value: 5000 } }));
     expect(res.statusCode, res.body).toBe(503);
     expect(res.headers['retry-after']).toBe('1');
     expect(res.json()).toEqual(BUSY);
@@ -70,8 +51,7 @@ describe('a console write meeting a row another transaction holds', () => {
 
   it("an account holder's own change (PUT /api/user/self) is refused the same way, and reads go on", async () => {
     const user = await h.account();
-    const lock = await holdUserRow(side, user.user.id);
-    try {
+    await withUserRowLocked(side, user.user.id, async () => {
       const write = await h.app.inject({ method: 'PUT', url: '/api/user/self', headers: user.auth, payload: { display_name: 'Renamed while locked' } });
       expect(write.statusCode, write.body).toBe(503);
       expect(write.json()).toEqual(BUSY);
@@ -79,9 +59,7 @@ describe('a console write meeting a row another transaction holds', () => {
       const read = await h.app.inject({ method: 'GET', url: '/api/user/self', headers: user.auth });
       expect(read.statusCode).toBe(200);
       expect((read.json() as { data: { display_name: string } }).data.display_name).not.toBe('Renamed while locked');
-    } finally {
-      await lock.release();
-    }
+    });
     const after = await h.app.inject({ method: 'PUT', url: '/api/user/self', headers: user.auth, payload: { display_name: 'Renamed after' } });
     expect(after.statusCode, after.body).toBe(200);
     expect((after.json() as { data: { display_name: string } }).data.display_name).toBe('Renamed after');
@@ -95,13 +73,8 @@ describe('a console statement past CONSOLE_DB_STATEMENT_TIMEOUT_MS', () => {
     try {
       const admin = await other.account({ role: 10 });
       const target = await other.account({ quota: 700 });
-      const lock = await holdUserRow(otherSide, target.user.id);
-      let res;
-      try {
-        res = await other.app.inject({ method: 'POST', url: '/api/user/manage', headers: admin.auth, payload: { id: target.user.id, action: 'add_quota', value: 300 } });
-      } finally {
-        await lock.release();
-      }
+      const res = await withUserRowLocked(otherSide, target.user.id, () =>
+        other.app.inject({ method: 'POST', url: '/api/user/manage', headers: admin.auth, payload: { id: target.user.id, action: 'add_quota', value: 300 } }));
       expect(res.statusCode, res.body).toBe(503);
       expect(res.headers['retry-after']).toBe('1');
       expect(res.json()).toEqual(BUSY);

@@ -3,7 +3,7 @@ import { centsOfDecimal, centsOfMinorUnits } from './paid-amount.js';
 
 describe('centsOfDecimal', () => {
   it('reads a plain decimal exactly, trailing zeros past the cent allowed', () => {
-    expect(['7.30', '7.3', '7.300', '7.30000000']. map(centsOfDecimal)).toEqual([730n, 730n, 730n, 730n]);
+    expect(['7.30', '7.3', '7.300', '7.30000000'].map(centsOfDecimal)).toEqual([730n, 730n, 730n, 730n]);
     expect(centsOfDecimal('0')).toBe(0n);
     expect(centsOfDecimal('999999999999.99')).toBe(99999999999999n);
     expect(centsOfDecimal('07.05')).toBe(705n);
