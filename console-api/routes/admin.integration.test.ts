@@ -195,6 +195,57 @@ describe('accounts (administration)', () => {
   });
 });
 
+describe('creating accounts (administration)', () => {
+  const name = (prefix: string) => `${prefix}${randomBytes(4).toString('hex')}`;
+
+  it('an administrator creates an ordinary account that can log in: the Account shape, role 1, group default, balance 0', async () => {
+    const username = name('made');
+    const res = await inject('POST', '/api/user/', admin, { username, password: 'created-pass-1' });
+    expect(res.statusCode).toBe(200);
+    const data = res.json().data;
+    expectShape(data, ACCOUNT);
+    expect(data).toMatchObject({ username, display_name: username, role: 1, status: 1, group: 'default', quota: 0 });
+    const login = await h.app.inject({ method: 'POST', url: '/api/user/login', payload: { username, password: 'created-pass-1' } });
+    expect(login.statusCode).toBe(200);
+    expect(login.json().data.id).toBe(data.id);
+    // The admin's list shows it.
+    const found = (await inject('GET', `/api/user/search?keyword=${username}`, admin)).json().data;
+    expect(found.items.map((a: { id: number }) => a.id)).toEqual([data.id]);
+  });
+
+  it('takes a display name and a known group; refuses an unknown group, a taken name (any case) and a weak password, creating nothing', async () => {
+    const username = name('grp');
+    const made = await inject('POST', '/api/user/', admin, { username, password: 'created-pass-2', display_name: 'Team VIP', group: 'vip' });
+    expect(made.json().data).toMatchObject({ username, display_name: 'Team VIP', group: 'vip' });
+    const other = name('nogrp');
+    const unknown = await inject('POST', '/api/user/', admin, { username: other, password: 'created-pass-2', group: 'gold' });
+    expect(unknown.statusCode).toBe(400);
+    expect(unknown.json()).toEqual({ success: false, message: 'group: unknown group "gold"' });
+    const taken = await inject('POST', '/api/user/', admin, { username: username.toUpperCase(), password: 'created-pass-2' });
+    expect(taken.statusCode).toBe(409);
+    expect(taken.json()).toEqual({ success: false, message: 'username is already taken' });
+    const weak = await inject('POST', '/api/user/', admin, { username: other, password: 'short' });
+    expect(weak.statusCode).toBe(400);
+    expect(weak.json().message).toMatch(/^password: /);
+    const spaced = await inject('POST', '/api/user/', admin, { username: 'has space', password: 'created-pass-2' });
+    expect(spaced.json().message).toMatch(/^username: /);
+    const [rows] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM users WHERE username IN (${other}, 'has space')`;
+    expect(rows!.n).toBe(0);
+  });
+
+  it('creates only a lower role than the caller\'s: an administrator no administrator, the super administrator one; no root at all', async () => {
+    const byAdmin = await inject('POST', '/api/user/', admin, { username: name('adm'), password: 'created-pass-3', role: 10 });
+    expect(byAdmin.statusCode).toBe(403);
+    expect(byAdmin.json()).toEqual({ success: false, message: 'role: you can create only accounts of a lower role than yours' });
+    const byRoot = await inject('POST', '/api/user/', root, { username: name('adm'), password: 'created-pass-3', role: 10 });
+    expect(byRoot.statusCode).toBe(200);
+    expect(byRoot.json().data.role).toBe(10);
+    const rootRole = await inject('POST', '/api/user/', root, { username: name('root'), password: 'created-pass-3', role: 100 });
+    expect(rootRole.statusCode).toBe(400);
+    expect(rootRole.json().message).toBe('role: must be 1 (ordinary) or 10 (administrator)');
+  });
+});
+
 describe('the super administrator cannot lock itself out', () => {
   it('PUT /api/user/ with its own id and status 2 is refused, as the manage action disable is', async () => {
     const put = await inject('PUT', '/api/user/', root, { id: root.user.id, status: 2 });

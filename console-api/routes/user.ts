@@ -104,6 +104,20 @@ const ACCOUNT_FIELDS_ELSEWHERE = {
   role: 'is changed with POST /api/user/manage (promote, demote; super administrator only)',
 } as const;
 
+/**
+ * An account an administrator creates (new-api's POST /api/user/): registration's name and password
+ * rules, without its switches, limits and e-mail code. The role must be below the caller's, as for
+ * every account it manages: an administrator creates ordinary accounts, the super administrator
+ * administrators too.
+ */
+export const createUserBody = z.object({
+  username,
+  password: registerBody.shape.password,
+  display_name: displayText(50).optional(),
+  role: z.union([z.literal(ROLE.user), z.literal(ROLE.admin)], { error: `must be ${ROLE.user} (ordinary) or ${ROLE.admin} (administrator)` }).optional(),
+  group: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }).max(64, { error: 'must be at most 64 characters' }).optional(),
+});
+
 export const MANAGE_ACTIONS = ['disable', 'enable', 'promote', 'demote', 'delete', 'add_quota', 'set_group'] as const;
 
 export const manageUserBody = z.discriminatedUnion('action', [
@@ -358,6 +372,25 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     // refuses it too): GET /api/user/self is where an account reads itself.
     assertCanManage(user, row);
     return ok(toAccount(row));
+  });
+
+  api.route({
+    method: 'POST', path: '/api/user/', tag: 'admin: accounts', access: ROLE.admin, body: createUserBody, data: accountSchema,
+    summary: 'Create an account of a lower role than the caller\'s (role 1 by default; 10 by the super administrator), in group `default` unless one is given',
+    description: 'Registration\'s rules for username and password (PasswordMinLength and PasswordRequireLetterAndDigit included), without its switches, ' +
+      'its per-address limit or an e-mail code; the balance starts at 0 (add it with add_quota). display_name empty or absent: the username.',
+    errors: ['INVALID_JSON', 'USERNAME_TAKEN', 'UNKNOWN_GROUP'],
+  }, async ({ body, user: caller }) => {
+    const role = body.role ?? ROLE.user;
+    if (role >= caller.role) throw new ConsoleError('INSUFFICIENT_ROLE', 'role: you can create only accounts of a lower role than yours');
+    if (body.group !== undefined) await assertAccountGroup(sql, body.group);
+    assertPasswordRules(await loadRegistrationPolicy(sql), body.password);
+    const passwordHash = await ctx.passwords.run(() => hashPassword(body.password));
+    const created = await insertAccount(sql, {
+      username: body.username, passwordHash, displayName: body.display_name, role, group: body.group ?? 'default',
+    });
+    ctx.logger.info({ accountId: Number(created.id), role, by: Number(caller.id) }, 'account created by an administrator');
+    return ok(toAccount(created));
   });
 
   api.route({

@@ -374,6 +374,20 @@ describe('web console', () => {
     const row = page.getByRole('row').filter({ hasText: user.username });
     await row.waitFor();
     expect(await page.getByRole('button', { name: /Make .* an administrator/ }).count()).toBe(0);
+    // A new account, made here rather than registered: it logs in with the password given.
+    const made = { username: uniqueName('made'), password: `pw-${randomBytes(8).toString('hex')}` };
+    await page.getByRole('button', { name: 'New account' }).click();
+    const create = page.getByRole('form', { name: 'New account' });
+    expect(await create.getByLabel('Role').count()).toBe(0);
+    await create.getByLabel('Username').fill(made.username);
+    await create.getByLabel('Password').fill(made.password);
+    await create.getByRole('button', { name: 'Create account' }).click();
+    await page.getByText(new RegExp(`^Created account ${made.username} \\(id \\d+\\)`)).waitFor();
+    await create.waitFor({ state: 'detached' });
+    const [madeRow] = await stack.sql<{ role: number; group: string; quota: number }[]>`SELECT role, "group", quota FROM users WHERE username = ${made.username}`;
+    expect(madeRow).toMatchObject({ role: 1, group: 'default', quota: 0 });
+    const madePage = await newPage();
+    await logIn(madePage, made.username, made.password);
     // Search, then set the balance and the group; ban and unban.
     await page.getByLabel('Id, username, display name or e-mail').fill(user.username);
     await page.getByRole('button', { name: 'Search' }).click();

@@ -3220,6 +3220,138 @@ export interface paths {
         };
       };
     };
+    /** Create an account of a lower role than the caller's (role 1 by default; 10 by the super administrator), in group `default` unless one is given (role >= 10) */
+    post: {
+      parameters: {
+        query?: never;
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody: {
+        content: {
+          "application/json": {
+            username: string;
+            password: string;
+            display_name?: string;
+            role?: 1 | 10;
+            group?: string;
+          };
+        };
+      };
+      responses: {
+        200: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+              data?: {
+                id: number;
+                username: string;
+                display_name: string;
+                role: number;
+                status: number;
+                email: string;
+                code_host_id: string;
+                chat_platform_id: string;
+                oidc_id: string;
+                social_app_id: string;
+                messenger_id: string;
+                forum_id: string;
+                group: string;
+                quota: number;
+                used_quota: number;
+                request_count: number;
+                aff_code: string;
+                aff_count: number;
+                aff_quota: number;
+                aff_history_quota: number;
+                inviter_id: number;
+                setting: string;
+                card_provider_customer: string;
+                sidebar_modules: string;
+                permissions: {
+                  [key: string]: boolean;
+                };
+              };
+            };
+          };
+        };
+        400: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        401: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        409: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        413: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        500: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        503: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+      };
+    };
     /** Edit an account of a lower role: quota (sets the balance; a management log row; with expected_quota, only if the balance is still that), group, status, display name, username, password (revokes its sessions and access tokens) (role >= 10) */
     put: {
       parameters: {

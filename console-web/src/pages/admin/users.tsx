@@ -22,12 +22,17 @@ export function AdminUsersPage({ account: me }: PageProps) {
   const [keyword, setKeyword] = useState('');
   const [search, setSearch] = useState('');
   const [editing, setEditing] = useState<Account | null>(null);
+  const [creating, setCreating] = useState(false);
+  const [created, setCreated] = useState<Account | null>(null);
   const options = useLoad(() => call(api.GET('/api/option/')), []);
   const list = useLoad(() => call(api.GET('/api/user/search', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
   return (
     <>
+      {creating && <CreateAccount canCreateAdmin={me.role >= ROLE.root} groups={accountGroups(options.data)} onCancel={() => setCreating(false)}
+        onCreated={(a) => { setCreating(false); setCreated(a); setPage(1); list.reload(); }} />}
       {editing && <EditAccount key={editing.id} a={editing} self={editing.id === me.id} groups={accountGroups(options.data)} onDone={() => { setEditing(null); list.reload(); }} />}
-      <Card title="Accounts">
+      <Card title="Accounts" actions={!creating && <button type="button" onClick={() => { setCreated(null); setCreating(true); }}>New account</button>}>
+        {created && <p role="status">Created account {created.username} (id {created.id}). Its balance is $0: add to it with Edit.</p>}
         <form class="filters" aria-label="Search accounts" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }}>
           <Field label="Id, username, display name or e-mail" value={keyword} onValue={setKeyword} />
           <button type="submit">Search</button>
@@ -43,6 +48,50 @@ export function AdminUsersPage({ account: me }: PageProps) {
         {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Account pages" />}
       </Card>
     </>
+  );
+}
+
+/**
+ * POST /api/user/: an account made by an administrator (new-api's "Add user"), under registration's
+ * rules for name and password. Only the super administrator may make an administrator.
+ */
+function CreateAccount({ canCreateAdmin, groups, onCancel, onCreated }: { canCreateAdmin: boolean; groups: string[]; onCancel: () => void; onCreated: (a: Account) => void }) {
+  const [username, setUsername] = useState('');
+  const [password, setPassword] = useState('');
+  const [displayName, setDisplayName] = useState('');
+  const [group, setGroup] = useState('default');
+  const [role, setRole] = useState(String(ROLE.user));
+  const action = useAction();
+  const [fe, formError] = splitFieldError(action.error, ['username', 'password', 'display_name', 'group', 'role']);
+  const edited = (setter: (v: string) => void, field: string) => (v: string) => {
+    setter(v);
+    if (fe[field]) action.setError(null);
+  };
+  const form = useFocusOnOpen<HTMLFormElement>();
+  return (
+    <Card title="New account">
+      <form ref={form} aria-label="New account" onKeyDown={(e) => { if (e.key === 'Escape') { e.preventDefault(); onCancel(); } }} onSubmit={(e) => {
+        e.preventDefault();
+        void action.run(async () => {
+          const a = await call(api.POST('/api/user/', { body: {
+            username, password, group: group.trim() || 'default',
+            ...(displayName.trim() ? { display_name: displayName } : {}),
+            ...(canCreateAdmin ? { role: role === String(ROLE.admin) ? ROLE.admin : ROLE.user } : {}),
+          } }));
+          onCreated(a);
+        });
+      }}>
+        <Field label="Username" value={username} onValue={edited(setUsername, 'username')} required maxLength={20} hint="3 to 20 characters, no spaces" error={fe.username} autoComplete="off" />
+        <Field label="Password" type="password" autoComplete="new-password" value={password} onValue={edited(setPassword, 'password')} required maxLength={64} hint="8 to 64 characters; give it to the account's owner" error={fe.password} />
+        <Field label="Display name" value={displayName} onValue={edited(setDisplayName, 'display_name')} maxLength={50} hint="empty: the username" error={fe.display_name} />
+        <Field label="Group" value={group} onValue={edited(setGroup, 'group')} list="new-account-groups" hint={groups.length ? `one of ${groups.join(', ')}` : undefined} error={fe.group} />
+        <datalist id="new-account-groups">{groups.map((g) => <option key={g} value={g} />)}</datalist>
+        {canCreateAdmin && <Select label="Role" value={role} onValue={edited(setRole, 'role')} options={[{ value: String(ROLE.user), label: 'Ordinary user' }, { value: String(ROLE.admin), label: 'Administrator' }]} />}
+        {fe.role && <p class="error" role="alert">{fe.role}</p>}
+        <div class="buttons"><button type="submit" class="primary" disabled={action.busy}>Create account</button><button type="button" onClick={onCancel}>Cancel</button></div>
+        <ErrorText error={formError} />
+      </form>
+    </Card>
   );
 }
 

@@ -162,3 +162,53 @@ describe('AdminUsersPage', () => {
     await waitFor(() => expect(posts).toEqual([{ id: 7, action: 'promote' }, { id: 8, action: 'demote' }]));
   });
 });
+
+describe('AdminUsersPage: New account', () => {
+  const CAL = { ...ANN, id: 9, username: 'cal', display_name: 'cal' } as Account;
+  const stack = (posts: unknown[], answer: () => Response) => async (r: Request) => {
+    const path = new URL(r.url).pathname;
+    if (r.method === 'POST' && path === '/api/user/') { posts.push(await r.json()); return answer(); }
+    if (path === '/api/user/search') return reply(200, { success: true, message: '', data: { items: [ANN], total: 1, page: 1, page_size: 20 } });
+    return reply(200, { success: true, message: '', data: [{ key: 'GroupRatio', value: '{"default":1,"vip":1.5}' }] });
+  };
+
+  it('an administrator creates an ordinary account (no role to choose) and is told its name and id', async () => {
+    const posts: unknown[] = [];
+    server.handle = stack(posts, () => reply(200, { success: true, message: '', data: CAL }));
+    const me = { ...ANN, id: 2, username: 'adm', role: 10 } as Account;
+    render(<AdminUsersPage account={me} refreshAccount={() => {}} />);
+    fireEvent.click(await screen.findByRole('button', { name: 'New account' }));
+    const username = await screen.findByLabelText('Username');
+    await waitFor(() => expect(document.activeElement).toBe(username));
+    expect(screen.queryByLabelText('Role')).toBeNull();
+    fireEvent.input(username, { target: { value: 'cal' } });
+    fireEvent.input(screen.getByLabelText('Password'), { target: { value: 'cal-pass-123' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Create account' }));
+    await screen.findByText('Created account cal (id 9). Its balance is $0: add to it with Edit.');
+    expect(posts).toEqual([{ username: 'cal', password: 'cal-pass-123', group: 'default' }]);
+    expect(screen.queryByRole('form', { name: 'New account' })).toBeNull();
+  });
+
+  it('root may make an administrator; a refusal naming a field shows under it and the form stays', async () => {
+    const posts: unknown[] = [];
+    let answer = () => reply(409, { success: false, message: 'username is already taken' });
+    server.handle = stack(posts, () => answer());
+    const me = { ...ANN, id: 1, username: 'root', role: 100 } as Account;
+    render(<AdminUsersPage account={me} refreshAccount={() => {}} />);
+    fireEvent.click(await screen.findByRole('button', { name: 'New account' }));
+    const username = await screen.findByLabelText('Username');
+    fireEvent.input(username, { target: { value: 'ann' } });
+    fireEvent.input(screen.getByLabelText('Password'), { target: { value: 'ann-pass-123' } });
+    fireEvent.input(screen.getByLabelText('Display name'), { target: { value: 'Ann B' } });
+    fireEvent.input(screen.getByLabelText('Group'), { target: { value: 'vip' } });
+    fireEvent.change(screen.getByLabelText('Role'), { target: { value: '10' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Create account' }));
+    const taken = await screen.findByText('is already taken');
+    expect(username.getAttribute('aria-describedby')).toBe(taken.id);
+    expect(posts).toEqual([{ username: 'ann', password: 'ann-pass-123', group: 'vip', display_name: 'Ann B', role: 10 }]);
+    answer = () => reply(200, { success: true, message: '', data: { ...CAL, username: 'ann2', id: 10 } });
+    fireEvent.input(username, { target: { value: 'ann2' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Create account' }));
+    await screen.findByText(/^Created account ann2 \(id 10\)/);
+  });
+});
