@@ -77,8 +77,13 @@ async function notices(userId: number) {
 const setting = (a: TestAccount, body: Record<string, unknown>) =>
   h.app.inject({ method: 'PUT', url: '/api/user/setting', payload: body, headers: a.auth });
 
+async function setOption(key: string, value: boolean): Promise<void> {
+  await h.sql`INSERT INTO options (key, value) VALUES (${key}, ${String(value)}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+}
+
+/** Notices may go to the local receiver: the root option of webhooks, not the channels' one. */
 async function allowPrivate(on: boolean): Promise<void> {
-  await h.sql`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', ${String(on)}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+  await setOption('WebhookAllowPrivateNetworks', on);
 }
 
 describe('PUT /api/user/setting', () => {
@@ -104,6 +109,32 @@ describe('PUT /api/user/setting', () => {
     const [row] = await h.sql<{ setting: string }[]>`SELECT setting FROM users WHERE id = ${a.user.id}`;
     // Kept sealed (notice-webhook-secret.integration.test.ts).
     expect(JSON.parse(row!.setting)).toMatchObject({ quota_warning_threshold: 200, webhook_secret: expect.stringMatching(/^sealed:v1:/) });
+  });
+});
+
+describe('private webhook targets', () => {
+  it('are not opened to every account by the channels\' option: ChannelAllowPrivateNetworks on, a private webhook_url is still refused and never called', async () => {
+    await allowPrivate(false);
+    await setOption('ChannelAllowPrivateNetworks', true);
+    try {
+      const a = await h.account({ quota: 1_000 });
+      for (const url of [receiverUrl, 'http://169.254.169.254/latest/meta-data/', 'http://127.0.0.1:8123/?query=SELECT%201']) {
+        const refused = await setting(a, { notify_type: 'webhook', quota_warning_threshold: 900, webhook_url: url, webhook_secret: SECRET });
+        expect(refused.statusCode, url).toBe(400);
+        expect(refused.json().message, url).toMatch(/^webhook_url: .*private, loopback or link-local address.*WebhookAllowPrivateNetworks/);
+      }
+      // A setting stored while the webhook option was on is not called once it is off.
+      await allowPrivate(true);
+      expect((await setting(a, { notify_type: 'webhook', quota_warning_threshold: 900, webhook_url: receiverUrl, webhook_secret: SECRET })).statusCode).toBe(200);
+      await allowPrivate(false);
+      received.length = 0;
+      await spend(a.user.id, 200);
+      expect(await deliver()).toBe(0);
+      expect(received).toHaveLength(0);
+      expect((await notices(a.user.id))[0]!.last_error).toMatch(/private, loopback or link-local/);
+    } finally {
+      await setOption('ChannelAllowPrivateNetworks', false);
+    }
   });
 });
 

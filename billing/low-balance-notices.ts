@@ -11,8 +11,9 @@
 //      several workers share them), sends each by e-mail (core/email/mailer.ts) or by webhook, at most
 //      NOTICE_BATCH at a time with a timeout each, and retries a failure with a growing delay, at most
 //      NOTICE_MAX_ATTEMPTS times (then the row is marked failed, with its last error).
-// A webhook follows the channels' outbound-address rule (core/net/outbound-guard.ts, root option
-// ChannelAllowPrivateNetworks) and is signed: X-Webhook-Timestamp (Unix seconds) and
+// A webhook follows the outbound-address rule (core/net/outbound-guard.ts) under its own root option,
+// WebhookAllowPrivateNetworks (every account sets its URL, so the channels' option must not open it),
+// and is signed: X-Webhook-Timestamp (Unix seconds) and
 // X-Webhook-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" with the account's secret>.
 // That secret and SMTPToken are stored sealed under KEY_SECRET and opened here, just before use.
 import { createHmac } from 'node:crypto';
@@ -168,7 +169,7 @@ export async function deliverLowBalanceNotices(d: NoticeDeps): Promise<number> {
       COALESCE((SELECT email FROM users WHERE id = n.user_id AND deleted_at IS NULL), '') AS email,
       COALESCE((SELECT setting FROM users WHERE id = n.user_id AND deleted_at IS NULL), '') AS setting`;
   if (claimed.length === 0) return 0;
-  const allowPrivate = (await loadOptions(d.sql, ['ChannelAllowPrivateNetworks'])).get('ChannelAllowPrivateNetworks') === 'true';
+  const allowPrivate = (await loadOptions(d.sql, ['WebhookAllowPrivateNetworks'])).get('WebhookAllowPrivateNetworks') === 'true';
   const outcomes = await Promise.allSettled(claimed.map((n) => deliver(d, n, allowPrivate)));
   let sent = 0;
   for (const [i, o] of outcomes.entries()) {

@@ -1,7 +1,7 @@
 // PUT /api/user/setting (new-api's): the account's notification preferences, kept in users.setting
 // (core/notices/notice-setting.ts). A low-balance notice goes by e-mail to the account's bound address
-// or to a webhook, whose URL follows the channels' outbound-address rule (core/net/outbound-guard.ts,
-// the root option ChannelAllowPrivateNetworks) and whose body is signed with the account's secret,
+// or to a webhook, whose URL follows the outbound-address rule (core/net/outbound-guard.ts) under the
+// root option WebhookAllowPrivateNetworks (not the channels' one) and whose body is signed with the account's secret,
 // stored sealed (createWebhookSecretSealer): only the billing worker opens it.
 import { z } from 'zod';
 import { checkTarget, PrivateTargetError } from '../../core/net/outbound-guard.js';
@@ -57,13 +57,13 @@ export function registerSettingRoutes(api: Api, ctx: ConsoleContext): void {
     delete setting.webhook_secret_set;
     if (body.notify_type === 'webhook') {
       const url = webhookUrl(body.webhook_url);
-      const allowPrivate = (await loadOptionView(sql)).get<boolean>('ChannelAllowPrivateNetworks');
+      const allowPrivate = (await loadOptionView(sql)).get<boolean>('WebhookAllowPrivateNetworks');
       if (!allowPrivate) {
         try {
           await checkTarget(url.toString());
         } catch (err) {
           if (err instanceof PrivateTargetError) {
-            throw new ConsoleError('VALIDATION_FAILED', `webhook_url: ${err.message}; only public addresses may receive notices`);
+            throw new ConsoleError('VALIDATION_FAILED', `webhook_url: ${err.message}; only public addresses may receive notices (the super administrator's option WebhookAllowPrivateNetworks allows others)`);
           }
           throw err;
         }

@@ -309,6 +309,10 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   // in-house proxy) is refused unless this is set; root only, as an administrator's channel test
   // could otherwise reach the gateway's own databases (routes/channel.ts, core/net/outbound-guard.ts).
   def('ChannelAllowPrivateNetworks', bool, 'false', 'channel base_url may point at private, loopback and link-local addresses (e.g. a provider mock on 127.0.0.1)', root),
+  // Low-balance notice webhooks: every account sets its own webhook_url, so a private target lets any
+  // account make the billing worker POST into the gateway's network (ClickHouse's HTTP port, cloud
+  // metadata). An option of its own: turning on private channels for a local provider must not open that.
+  def('WebhookAllowPrivateNetworks', bool, 'false', 'an account\'s low-balance notice webhook_url may point at private, loopback and link-local addresses (any account sets its own: only for a trusted, closed deployment)', root),
   // Registration (routes/user.ts) and referrals (referrals/referrals.ts); new-api's names where it has them.
   def('RegisterEnabled', bool, 'true', 'new accounts may be created (password registration and first sign-on alike)'),
   def('PasswordRegisterEnabled', bool, 'true', 'POST /api/user/register is open (sign-on may still create accounts when RegisterEnabled)'),

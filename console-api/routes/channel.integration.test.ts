@@ -171,6 +171,20 @@ describe('channel base_url without credentials', () => {
     expect(listed.map((c: { base_url: string }) => c.base_url)).toEqual(['https://a.example.com']);
   });
 
+  it('refuses a base_url with a query or a fragment (the relay appends /v1/messages to it), on creation and on update', async () => {
+    for (const baseUrl of ['http://a.example.com?x=1', 'https://a.example.com/v1?', 'https://a.example.com#f', 'https://a.example.com/#']) {
+      const res = await create({ name: 'with query', base_url: baseUrl, key: 'k', models: 'm' });
+      expect(res.statusCode, baseUrl).toBe(400);
+      expect(res.json(), baseUrl).toEqual({ success: false, message: 'base_url: must not have a query (?) or a fragment (#): the API paths are appended to it' });
+    }
+    expect((await h.sql`SELECT 1 FROM channels WHERE name = 'with query'`).length).toBe(0);
+    const id = (await create({ name: 'queryless address', base_url: 'https://b.example.com/proxy', key: 'k', models: 'm' })).json().data.id;
+    const moved = await put({ id, base_url: 'https://b.example.com/proxy?token=1', key: 'k2' });
+    expect(moved.statusCode).toBe(400);
+    const [row] = await h.sql<{ base_url: string }[]>`SELECT base_url FROM channels WHERE id = ${id}`;
+    expect(row!.base_url).toBe('https://b.example.com/proxy');
+  });
+
   it('refuses a blank name as an empty one, as API keys and redemption codes do', async () => {
     for (const name of ['', '   ']) {
       const res = await create({ name, base_url: 'https://a.example.com', key: 'k', models: 'm' });

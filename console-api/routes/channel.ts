@@ -104,7 +104,10 @@ export const createChannelBody = z.object({
   // Credentials in the address (https://user:pw@host) would be shown to every administrator by the
   // channel list, beside the key that is never shown: refused, as a notice's webhook_url is.
   base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).max(2048)
-    .refine((u) => !hasUrlCredentials(u), { error: 'must not carry credentials' }),
+    .refine((u) => !hasUrlCredentials(u), { error: 'must not carry credentials' })
+    // The API paths are appended to the stored text: `http://host?x=1` became `http://host?x=1/v1/messages`,
+    // a request to the host's root that failed at every call (and disabled the channel).
+    .refine((u) => !/[?#]/.test(u), { error: 'must not have a query (?) or a fragment (#): the API paths are appended to it' }),
   // White space only is no credential (it would be sent as an empty header): refused as an empty key.
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(10_000, { error: 'must be at most 10,000 characters' })
     .refine((s) => s === '' || s.trim() !== '', { error: 'is required' }),
