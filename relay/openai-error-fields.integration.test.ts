@@ -106,6 +106,20 @@ describe('an unknown path', () => {
     }
   });
 
+  it('under /v1/models (a trailing slash, another method: OpenAI\'s model delete) is OpenAI\'s to a client asking as OpenAI\'s does, as /v1/models itself', async () => {
+    const deleted = await openai.models.delete('ft:gpt-4o-mini:acme::abc').catch((e: unknown) => e) as OpenAIError;
+    expect(deleted).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(deleted).toMatchObject({ status: 404, type: 'invalid_request_error', code: 'unknown_url' });
+    for (const [method, path] of [['GET', '/v1/models/'], ['POST', '/v1/models'], ['DELETE', '/v1/models/x']]) {
+      const res = await fetch(`${stack.relayUrl}${path}`, { method, headers: { authorization: `Bearer ${apiKey}` } });
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(await res.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'unknown_url', message: expect.stringContaining(`${method} ${path}`) } });
+      // Anthropic's manner (x-api-key, or its version header): Anthropic's shape.
+      const anthropicStyle = await fetch(`${stack.relayUrl}${path}`, { method, headers: { 'x-api-key': apiKey } });
+      expect(await anthropicStyle.json()).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
+    }
+  });
+
   it('anywhere else, or from an Anthropic client, is Anthropic\'s', async () => {
     for (const [path, headers] of [['/v1/foo', {}], ['/v2/embeddings', {}], ['/v1/messages/batches', {}], ['/v1/files', { 'anthropic-version': '2023-06-01' }]] as const) {
       const res = await fetch(`${stack.relayUrl}${path}`, { method: 'POST', headers: { 'x-api-key': apiKey, ...headers } });

@@ -31,7 +31,7 @@ import { publishInvalidation } from '../core/invalidation/invalidation.js';
 import { groupPolicyFromOptions, type GroupPolicy } from '../core/groups/group-policy.js';
 import { UpstreamPools } from './upstream/upstream-pools.js';
 import { handleCountTokens } from './messages/count-tokens-handler.js';
-import { handleListModels, handleRetrieveModel } from './models/models-route.js';
+import { handleListModels, handleRetrieveModel, wantsOpenAI } from './models/models-route.js';
 import { TokenCounter } from './token-count/token-counter.js';
 import { ReservationHeartbeat } from './messages/reservation-heartbeat.js';
 import { SettlementSpool } from './messages/settlement-spool.js';
@@ -183,11 +183,17 @@ const HEALTH_BODY = '{"status":"ok"}';
  */
 const OPENAI_PATH = /^\/v1\/(?:chat|completions|embeddings|images|audio|moderations|responses|assistants|threads|batches|uploads|vector_stores|fine_tuning|fine-tunes|realtime|evals|containers|conversations|videos|files)(?:\/|$)/;
 
-/** The 404 of a path the relay does not serve, in the error shape of the API the path belongs to. */
+/** /v1/models with a trailing slash or another method (OpenAI's model delete): both APIs have the path. */
+const MODELS_PATH = /^\/v1\/models(?:\/|$)/;
+
+/**
+ * The 404 of a path the relay does not serve, in the error shape of the API the path belongs to; under
+ * /v1/models, which both have, the shape /v1/models itself answers the client in (wantsOpenAI).
+ */
 function notFoundBody(req: uws.HttpRequest, notFound: RelayError): string {
   const method = req.getMethod().toUpperCase();
   const url = req.getUrl();
-  if (OPENAI_PATH.test(url) && !req.getHeader('anthropic-version')) {
+  if (MODELS_PATH.test(url) ? wantsOpenAI(req) : OPENAI_PATH.test(url) && !req.getHeader('anthropic-version')) {
     return openaiErrorBody('invalid_request_error', `Invalid URL (${method} ${url}): this gateway does not serve it.`, 'unknown_url');
   }
   return errorBody(notFound.type, `${method} ${url} does not exist.`, null);

@@ -17,7 +17,7 @@ import { allowedModels, listModels, openaiModel, openaiModelList, parseListModel
  * (an `x-api-key` is Anthropic's way: curl without the version header got OpenAI's shapes). Read
  * before any await.
  */
-function wantsOpenAI(req: HttpRequest): boolean {
+export function wantsOpenAI(req: HttpRequest): boolean {
   return req.getHeader('anthropic-version') === '' && req.getHeader('x-api-key') === '';
 }
 
