@@ -4,6 +4,7 @@
 // a relay does not silently share a port another one holds.
 import { createServer } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
@@ -59,6 +60,33 @@ describe('a malformed percent-escape in the path', () => {
       await stillServes();
     });
   }
+});
+
+describe('two credentials', () => {
+  it('that differ (x-api-key and Authorization: Bearer) are a 401 naming both, in each route\'s format; the same key in both is served', async () => {
+    // An account of its own: the other tests read this file's account's balance.
+    const own = await fundedAccount(stack, FUNDS);
+    const mine = (await createApiKey(stack, own)).key;
+    const other = (await createApiKey(stack, own)).key;
+    const chat = new OpenAI({ apiKey: mine, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0, defaultHeaders: { 'x-api-key': other } });
+    const refused = await chat.chat.completions.create({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e) as InstanceType<typeof OpenAI.APIError>;
+    expect(refused).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(refused.message).toMatch(/two different API keys/);
+    const body = JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] });
+    const messages = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST', body, headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': mine, authorization: `Bearer ${other}` },
+    });
+    expect(messages.status).toBe(401);
+    expect(await messages.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error', message: 'The request carries two different API keys, in x-api-key and in Authorization: Bearer; send one.' } });
+    const models = await fetch(`${stack.relayUrl}/v1/models`, { headers: { 'x-api-key': mine, authorization: `Bearer ${other}` } });
+    expect(models.status).toBe(401);
+    // The same key in both (a client or proxy adding it twice) is no conflict.
+    const same = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST', body, headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': mine, authorization: `Bearer ${mine}` },
+    });
+    expect(same.status).toBe(200);
+    await billingSettled(stack);
+  });
 });
 
 describe('bodies nested too deeply', () => {

@@ -14,16 +14,31 @@ import { checkKeyRules } from './key-rules.js';
 export const MISSING_KEY_ERROR = new RelayError('missing_api_key');
 export const UNKNOWN_KEY_ERROR = new RelayError('invalid_api_key');
 
+/**
+ * What extractApiKey answers for a request whose x-api-key and bearer token differ: no header value
+ * can hold a line feed, so it is no key anyone sent.
+ */
+const TWO_KEYS = '\n';
+export const TWO_KEYS_ERROR = new RelayError('invalid_api_key', 'The request carries two different API keys, in x-api-key and in Authorization: Bearer; send one.');
+
+/**
+ * The key of a request: x-api-key (Anthropic's header) or a bearer token (OpenAI's). Both, differing,
+ * are refused (TWO_KEYS) rather than one picked: a client configured with one key and a proxy or SDK
+ * default adding another would be billed to a key nobody chose, and which one wins differs between
+ * gateways. The same key in both is that key.
+ */
 export function extractApiKey(req: HttpRequest): string {
   const direct = req.getHeader('x-api-key');
-  if (direct) return direct;
   const auth = req.getHeader('authorization');
-  return auth.length > 7 && auth.slice(0, 7).toLowerCase() === 'bearer ' ? auth.slice(7).trim() : '';
+  const bearer = auth.length > 7 && auth.slice(0, 7).toLowerCase() === 'bearer ' ? auth.slice(7).trim() : '';
+  if (!direct) return bearer;
+  return bearer === '' || bearer === direct ? direct : TWO_KEYS;
 }
 
 /** The 401 for a key that is missing or not of the shape generateApiKey gives; null when it may be looked up. */
 export function keyShapeError(apiKey: string): RelayError | null {
   if (!apiKey) return MISSING_KEY_ERROR;
+  if (apiKey === TWO_KEYS) return TWO_KEYS_ERROR;
   return hasApiKeyShape(apiKey) ? null : UNKNOWN_KEY_ERROR;
 }
 

@@ -282,13 +282,14 @@ function headerOf(req: RawRequest, name: string): string {
   return h ? (typeof h[1] === 'string' ? h[1] : h[1].toString('latin1')) : '';
 }
 
-/** The key the relay reads, as it reads it: the first x-api-key, else a Bearer authorization. */
+/** The key the relay reads, as it reads it: the first x-api-key or a Bearer authorization; '' (none) when both are there and differ. */
 function presentedKey(req: RawRequest): string {
   const value = (name: string) => headerOf(req, name);
   const direct = value('x-api-key');
-  if (direct) return direct;
   const auth = value('authorization');
-  return auth.slice(0, 7).toLowerCase() === 'bearer ' ? auth.slice(7).trim() : '';
+  const bearer = auth.slice(0, 7).toLowerCase() === 'bearer ' ? auth.slice(7).trim() : '';
+  if (!direct) return bearer;
+  return bearer === '' || bearer === direct ? direct : '';
 }
 
 /**
