@@ -228,6 +228,8 @@ class Exchange {
   tpmLimited = false;
   channel: Channel | null = null;
   upstreamRequestId = '';
+  /** The answer is the relay's own (fail): its request-id header is the gateway's, whatever provider answered before. */
+  ownAnswer = false;
   /**
    * The client's answer should a later channel be unable to carry the request: the failure an
    * earlier channel's provider gave (null: none failed yet).
@@ -949,8 +951,9 @@ class Exchange {
       res.writeStatus(statusLine(status)).writeHeader('content-type', contentType);
       writeCorsHeaders(res);
       // Both SDKs give this header as err.requestID / _request_id, what a user quotes to support: the
-      // provider's id when the provider answered, else (the relay's own answer) the gateway's.
-      res.writeHeader(this.requestIdHeader, this.upstreamRequestId || this.requestId);
+      // provider's id when the provider's answer is passed on, else (the relay's own answer, an error
+      // rebuilt from a provider's too, whose body names the gateway's id) the gateway's.
+      res.writeHeader(this.requestIdHeader, this.ownAnswer ? this.requestId : this.upstreamRequestId || this.requestId);
       res.writeHeader('x-gateway-request-id', this.requestId);
       if (retryAfter) res.writeHeader('retry-after', retryAfter);
       res.end(body, close);
@@ -958,6 +961,7 @@ class Exchange {
   }
 
   fail(err: RelayError, reason?: string, retryAfter?: string): void {
+    this.ownAnswer = true;
     this.respond(err.status, 'application/json', this.protocol === 'openai' ? err.openaiBody() : err.body(this.requestId), retryAfter);
     if (this.reserved) this.finish({ kind: 'failed', reason: reason ?? err.message });
   }

@@ -88,8 +88,17 @@ describe('retries', () => {
     const err = await ask(model).catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
     expect(err).toBeInstanceOf(Anthropic.InternalServerError);
     expect(err.error).toMatchObject({ error: { type: 'api_error', message: expect.stringContaining('refused this gateway\'s own credential') } });
+    // The relay's own answer: the id users quote (the SDK's requestID, from request-id) is the one in
+    // its body, the gateway's, not the refusing provider's 'req_refused'.
+    expect(err.requestID).toBe(err.headers?.get('x-gateway-request-id'));
+    expect((err.error as { request_id?: string }).request_id).toBe(err.requestID);
     await billingSettled(stack);
     expect(await balance()).toBe(before);
+    // The provider's id stays in the log row, for the operator to take to the provider.
+    const rs = await stack.ch.query({
+      query: 'SELECT upstream_request_id FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: err.requestID! }, format: 'JSONEachRow',
+    });
+    expect(await rs.json()).toEqual([{ upstream_request_id: 'req_refused' }]);
   });
 
   it.each([false, true])('a provider whose connection is lost after the request arrived (stream: %s) is answered 500 saying so, not "could not be reached"; not retried; nothing billed', async (stream) => {
