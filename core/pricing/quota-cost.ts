@@ -80,12 +80,19 @@ export function webSearchFee(searches: number, price: number, group: number): nu
 }
 
 /**
- * The most quotaCost can charge for at most `inputTokens` input tokens of any kind and `outputTokens`
- * output: every input token priced at the dearest input ratio. A request that asks for no caching
- * (no cache_control anywhere) can neither read nor write the cache, so its input is plain input.
+ * The prompt cache a request can touch (its cache_control breakpoints): none (its input is all billed
+ * at 1×), 5 minutes (reads and 5-minute writes), or an hour (writes at the hour's ratio too).
  */
-export function quotaCostBound(inputTokens: number, outputTokens: number, r: PriceRatios, mayUseCache: boolean): number {
-  const inputRatio = mayUseCache ? Math.max(1, r.cacheRead, r.cacheWrite, r.cacheWrite1h) : 1;
+export type CacheUse = 'none' | '5m' | '1h';
+
+/**
+ * The most quotaCost can charge for at most `inputTokens` input tokens of any kind and `outputTokens`
+ * output: every input token priced at the dearest input ratio the request's cache use allows. A
+ * request that asks for no caching (no cache_control anywhere) can neither read nor write the cache,
+ * so its input is plain input; one without an hour's breakpoint writes for 5 minutes only.
+ */
+export function quotaCostBound(inputTokens: number, outputTokens: number, r: PriceRatios, cache: CacheUse): number {
+  const inputRatio = cache === 'none' ? 1 : Math.max(1, r.cacheRead, r.cacheWrite, cache === '1h' ? r.cacheWrite1h : 1);
   // A prompt that may pass the long-context threshold is bounded at the long-context rates.
   const lc = r.longContext !== undefined && inputTokens > r.longContext.aboveTokens ? r.longContext : undefined;
   const inputFactor = lc === undefined ? 1 : Math.max(1, lc.input);

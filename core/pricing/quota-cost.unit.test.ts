@@ -11,15 +11,15 @@ describe('quotaCost', () => {
     const mini: PriceRatios = { model: 0.075, completion: 4, group: 1, cacheRead: 0.5, cacheWrite: 1, cacheWrite1h: 1 };
     // 1 input and 1 output token: 0.375, which rounded to 0 (a request sent small enough was free).
     expect(quotaCost(usage({ inputTokens: 1, outputTokens: 1 }), mini)).toBe(1);
-    expect(quotaCostBound(1, 1, mini, false)).toBe(1);
-    expect(quotaCost(usage({ inputTokens: 1, outputTokens: 1 }), mini)).toBeLessThanOrEqual(quotaCostBound(1, 1, mini, true));
+    expect(quotaCostBound(1, 1, mini, 'none')).toBe(1);
+    expect(quotaCost(usage({ inputTokens: 1, outputTokens: 1 }), mini)).toBeLessThanOrEqual(quotaCostBound(1, 1, mini, '1h'));
     expect(quotaCost(usage({ cacheReadTokens: 1 }), mini)).toBe(1);
     // Above 1, rounding as before.
     expect(quotaCost(usage({ inputTokens: 100, outputTokens: 10 }), mini)).toBe(Math.round((100 + 40) * 0.075));
     expect(quotaCost(usage({}), mini)).toBe(0);
     expect(quotaCost(usage({ inputTokens: 1000, outputTokens: 100 }), { ...mini, group: 0 })).toBe(0);
     expect(quotaCost(usage({ inputTokens: 1000, outputTokens: 100 }), { ...mini, model: 0 })).toBe(0);
-    expect(quotaCostBound(0, 0, mini, true)).toBe(0);
+    expect(quotaCostBound(0, 0, mini, '1h')).toBe(0);
   });
 
   it('prices cache reads at 0.1×, 5-minute writes at 1.25× and 1-hour writes at 2× of input', () => {
@@ -33,12 +33,21 @@ describe('quotaCost', () => {
   it('is bounded by quotaCostBound for any split of the input tokens when the request may use the cache', () => {
     for (const [read, w5m, w1h] of [[1000, 0, 0], [0, 1000, 0], [0, 0, 1000], [300, 300, 400]]) {
       const u = usage({ inputTokens: 1000 - read! - w5m! - w1h!, cacheReadTokens: read, cacheCreationTokens: w5m! + w1h!, cacheCreation1hTokens: w1h, outputTokens: 50 });
-      expect(quotaCost(u, haiku)).toBeLessThanOrEqual(quotaCostBound(1000, 50, haiku, true));
+      expect(quotaCost(u, haiku)).toBeLessThanOrEqual(quotaCostBound(1000, 50, haiku, '1h'));
     }
-    expect(quotaCostBound(1000, 50, haiku, true)).toBe(Math.round((2000 + 250) * 0.5));
-    expect(quotaCostBound(1000, 50, haiku, false)).toBe(Math.round((1000 + 250) * 0.5));
+    expect(quotaCostBound(1000, 50, haiku, '1h')).toBe(Math.round((2000 + 250) * 0.5));
+    expect(quotaCostBound(1000, 50, haiku, 'none')).toBe(Math.round((1000 + 250) * 0.5));
     // A cache read ratio above 1 (an operator's choice) raises the bound too.
-    expect(quotaCostBound(1000, 0, { ...haiku, cacheRead: 3 }, true)).toBe(1500);
+    expect(quotaCostBound(1000, 0, { ...haiku, cacheRead: 3 }, '1h')).toBe(1500);
+  });
+
+  it('bounds a request with 5-minute breakpoints only at the 5-minute write ratio, for any split without an hour\'s writes', () => {
+    for (const [read, w5m] of [[1000, 0], [0, 1000], [400, 600]]) {
+      const u = usage({ inputTokens: 1000 - read! - w5m!, cacheReadTokens: read, cacheCreationTokens: w5m, outputTokens: 50 });
+      expect(quotaCost(u, haiku)).toBeLessThanOrEqual(quotaCostBound(1000, 50, haiku, '5m'));
+    }
+    expect(quotaCostBound(1000, 50, haiku, '5m')).toBe(Math.round((1250 + 250) * 0.5));
+    expect(quotaCostBound(1000, 0, { ...haiku, cacheRead: 3 }, '5m')).toBe(1500);
   });
 
   it('adds each web search at its price times the group ratio, rounded apart as the reservation rounds it', () => {
@@ -61,7 +70,7 @@ describe('quotaCost', () => {
     const priced = { ...haiku, group: 0.8, webSearch: 5_000 };
     expect(quotaCost(u, priced, 0.5)).toBe(Math.round((301 + 4 + 15 * 1.25 + 5 * 2 + 385) * 0.5 * 0.8 * 0.5) + webSearchFee(2, 5_000, 0.8));
     expect(quotaCost(u, priced, 1)).toBe(quotaCost(u, priced));
-    for (const tier of [0.5, 0.333, 0.999, 1]) expect(quotaCost(usage({ inputTokens: 1000, outputTokens: 50 }), haiku, tier)).toBeLessThanOrEqual(quotaCostBound(1000, 50, haiku, false));
+    for (const tier of [0.5, 0.333, 0.999, 1]) expect(quotaCost(usage({ inputTokens: 1000, outputTokens: 50 }), haiku, tier)).toBeLessThanOrEqual(quotaCostBound(1000, 50, haiku, 'none'));
     expect(describeServiceTier(0.5)).toBe('; flex service tier ×0.5');
     expect(describeServiceTier(1)).toBe('');
   });
@@ -152,7 +161,7 @@ describe('long-context pricing', () => {
 
   it('is bounded by quotaCostBound, which reserves a prompt that may pass the threshold at the long-context rates', () => {
     for (const input of [1000, 200_000, 200_001, 900_000]) {
-      const bound = quotaCostBound(input, 4096, sonnet, true);
+      const bound = quotaCostBound(input, 4096, sonnet, '1h');
       for (const split of [0, 0.3, 1]) {
         const u = usage({ inputTokens: Math.round(input * (1 - split)), cacheCreationTokens: input - Math.round(input * (1 - split)), cacheCreation1hTokens: input - Math.round(input * (1 - split)), outputTokens: 4096 });
         expect(quotaCost(u, sonnet)).toBeLessThanOrEqual(bound);

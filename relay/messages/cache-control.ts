@@ -1,36 +1,50 @@
-// Whether a request can touch the prompt cache: Anthropic reads or writes it only at a cache_control
+// How a request can touch the prompt cache: Anthropic reads or writes it only at a cache_control
 // breakpoint (on the request itself for automatic caching, on a system block, a tool, a message's
-// content block or a tool result's block), so a request without one is billed its input at 1× and its
-// reservation need not price input at the dearest cache ratio (core/pricing quotaCostBound). Checked on
-// the parsed body, so an escaped key (`"cache\u005fcontrol"`) is found too; no allocation.
+// content block or a tool result's block), and writes it for an hour only at a breakpoint with ttl
+// "1h" (5 minutes otherwise). A request without a breakpoint is billed its input at 1×, one without
+// an hour's breakpoint its writes at the 5-minute ratio, and its reservation need not price input at
+// a dearer ratio than those (core/pricing quotaCostBound). Checked on the parsed body, so an escaped
+// key (`"cache\u005fcontrol"`) is found too; no allocation.
+import type { CacheUse } from '../../core/pricing/quota-cost.js';
 import type { MessagesRequest } from './messages-request.js';
 
-export function mayUseCache(body: MessagesRequest): boolean {
-  if (marked(body)) return true;
-  if (Array.isArray(body.system) && anyMarked(body.system, 1)) return true;
+export function cacheUseOf(body: MessagesRequest): CacheUse {
+  let use = breakpoint(body);
+  if (use === '1h') return use;
+  if (Array.isArray(body.system)) use = widest(use, anyMarked(body.system, 1));
+  if (use === '1h') return use;
   const tools = (body as { tools?: unknown }).tools;
-  if (Array.isArray(tools) && anyMarked(tools, 0)) return true;
+  if (Array.isArray(tools)) use = widest(use, anyMarked(tools, 0));
   const messages = body.messages;
-  for (let i = 0; i < messages.length; i++) {
+  for (let i = 0; i < messages.length && use !== '1h'; i++) {
     const content = messages[i]!.content;
-    if (Array.isArray(content) && anyMarked(content, 1)) return true;
+    if (Array.isArray(content)) use = widest(use, anyMarked(content, 1));
   }
-  return false;
+  return use;
 }
 
-function marked(o: unknown): boolean {
-  return typeof o === 'object' && o !== null && (o as { cache_control?: unknown }).cache_control != null;
+function widest(a: CacheUse, b: CacheUse): CacheUse {
+  return a === '1h' || b === '1h' ? '1h' : a === '5m' || b === '5m' ? '5m' : 'none';
 }
 
-/** A block carries a breakpoint, or (depth > 0) a block of its `content` array does (tool results). */
-function anyMarked(blocks: readonly unknown[], depth: number): boolean {
-  for (let i = 0; i < blocks.length; i++) {
+/** The breakpoint an object carries: none, or its TTL (Anthropic's default is 5 minutes). */
+function breakpoint(o: unknown): CacheUse {
+  if (typeof o !== 'object' || o === null) return 'none';
+  const cc = (o as { cache_control?: unknown }).cache_control;
+  if (cc == null) return 'none';
+  return (cc as { ttl?: unknown }).ttl === '1h' ? '1h' : '5m';
+}
+
+/** The widest breakpoint of the blocks, or (depth > 0) of a block's `content` array (tool results). */
+function anyMarked(blocks: readonly unknown[], depth: number): CacheUse {
+  let use: CacheUse = 'none';
+  for (let i = 0; i < blocks.length && use !== '1h'; i++) {
     const b = blocks[i];
-    if (marked(b)) return true;
-    if (depth > 0) {
+    use = widest(use, breakpoint(b));
+    if (depth > 0 && use !== '1h') {
       const inner = (b as { content?: unknown } | null)?.content;
-      if (Array.isArray(inner) && anyMarked(inner, depth - 1)) return true;
+      if (Array.isArray(inner)) use = widest(use, anyMarked(inner, depth - 1));
     }
   }
-  return false;
+  return use;
 }

@@ -1,25 +1,39 @@
 import { describe, expect, it } from 'vitest';
-import { mayUseCache } from './cache-control.js';
+import { cacheUseOf } from './cache-control.js';
 import { messagesRequestSchema } from './messages-request.js';
 
 const req = (extra: Record<string, unknown>, messages: unknown[] = [{ role: 'user', content: 'hi' }]) =>
   messagesRequestSchema.parse({ model: 'm', max_tokens: 1, messages, ...extra });
 const cc = { type: 'ephemeral' };
+const hour = { type: 'ephemeral', ttl: '1h' };
 
-describe('mayUseCache', () => {
+describe('cacheUseOf', () => {
   it('finds a breakpoint wherever Anthropic accepts one', () => {
-    expect(mayUseCache(req({}))).toBe(false);
-    expect(mayUseCache(req({ system: 'plain', tools: [{ name: 't', input_schema: {} }] }))).toBe(false);
-    expect(mayUseCache(req({ cache_control: cc }))).toBe(true);
-    expect(mayUseCache(req({ system: [{ type: 'text', text: 's', cache_control: cc }] }))).toBe(true);
-    expect(mayUseCache(req({ tools: [{ name: 't', input_schema: {}, cache_control: cc }] }))).toBe(true);
-    expect(mayUseCache(req({}, [{ role: 'user', content: [{ type: 'text', text: 'x', cache_control: cc }] }]))).toBe(true);
-    expect(mayUseCache(req({}, [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [{ type: 'text', text: 'r', cache_control: cc }] }] }]))).toBe(true);
+    expect(cacheUseOf(req({}))).toBe('none');
+    expect(cacheUseOf(req({ system: 'plain', tools: [{ name: 't', input_schema: {} }] }))).toBe('none');
+    expect(cacheUseOf(req({ cache_control: cc }))).toBe('5m');
+    expect(cacheUseOf(req({ system: [{ type: 'text', text: 's', cache_control: cc }] }))).toBe('5m');
+    expect(cacheUseOf(req({ tools: [{ name: 't', input_schema: {}, cache_control: cc }] }))).toBe('5m');
+    expect(cacheUseOf(req({}, [{ role: 'user', content: [{ type: 'text', text: 'x', cache_control: cc }] }]))).toBe('5m');
+    expect(cacheUseOf(req({}, [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [{ type: 'text', text: 'r', cache_control: cc }] }] }]))).toBe('5m');
+  });
+
+  it('is an hour when any breakpoint asks for ttl "1h", wherever it stands; "5m" or no ttl is 5 minutes', () => {
+    expect(cacheUseOf(req({ cache_control: hour }))).toBe('1h');
+    expect(cacheUseOf(req({ cache_control: { type: 'ephemeral', ttl: '5m' } }))).toBe('5m');
+    expect(cacheUseOf(req({ system: [{ type: 'text', text: 's', cache_control: hour }], cache_control: cc }))).toBe('1h');
+    expect(cacheUseOf(req({ tools: [{ name: 't', input_schema: {}, cache_control: cc }, { name: 'u', input_schema: {}, cache_control: hour }] }))).toBe('1h');
+    expect(cacheUseOf(req({ system: [{ type: 'text', text: 's', cache_control: cc }] }, [
+      { role: 'user', content: [{ type: 'text', text: 'x', cache_control: cc }] },
+      { role: 'assistant', content: 'ok' },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [{ type: 'text', text: 'r', cache_control: hour }] }] },
+    ]))).toBe('1h');
+    expect(cacheUseOf(req({ cache_control: { type: 'ephemeral', ttl: '1H' } }))).toBe('5m');
   });
 
   it('is not fooled by an escaped key, nor by the words in a text', () => {
     const escaped = JSON.parse('{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"cache\\u005fcontrol":{"type":"ephemeral"}}');
-    expect(mayUseCache(messagesRequestSchema.parse(escaped))).toBe(true);
-    expect(mayUseCache(req({}, [{ role: 'user', content: '"cache_control": {"type":"ephemeral"}' }]))).toBe(false);
+    expect(cacheUseOf(messagesRequestSchema.parse(escaped))).toBe('5m');
+    expect(cacheUseOf(req({}, [{ role: 'user', content: '"cache_control": {"type":"ephemeral","ttl":"1h"}' }]))).toBe('none');
   });
 });

@@ -48,9 +48,10 @@ const CASES: Case[] = [
   { name: 'reads and both writes together', read: 30_000, w5m: 4_000, w1h: 2_001 },
 ];
 
-async function ask(stream: boolean): Promise<{ requestId: string; input: number; usage: Anthropic.Usage }> {
+/** One request with a breakpoint on its system prompt: 5 minutes (Anthropic's default), or an hour. */
+async function ask(stream: boolean, ttl: '5m' | '1h' = '5m'): Promise<{ requestId: string; input: number; usage: Anthropic.Usage }> {
   const params = {
-    model: MODEL, max_tokens: 100, system: [{ type: 'text' as const, text: SYSTEM, cache_control: { type: 'ephemeral' as const } }],
+    model: MODEL, max_tokens: 100, system: [{ type: 'text' as const, text: SYSTEM, cache_control: ttl === '1h' ? { type: 'ephemeral' as const, ttl } : { type: 'ephemeral' as const } }],
     messages: [{ role: 'user' as const, content: 'What is cached here?' }],
   };
   if (stream) {
@@ -67,7 +68,8 @@ describe.each([false, true])('stream %s', (stream) => {
   it.each(CASES)('$name', async ({ read, w5m, w1h }) => {
     stack.mock.setOptions({ cacheReadTokens: read, cacheCreationTokens: w5m, cacheCreation1hTokens: w1h });
     const before = await balance();
-    const { requestId, input, usage } = await ask(stream);
+    // An hour's writes are asked for with an hour's breakpoint (the tests below: without one they are 5 minutes').
+    const { requestId, input, usage } = await ask(stream, w1h > 0 ? '1h' : '5m');
     // The client sees the provider's usage unchanged.
     expect(usage).toMatchObject({ cache_read_input_tokens: read, cache_creation_input_tokens: w5m + w1h });
     const quota = expected(input, read, w5m, w1h, OUTPUT);
@@ -107,7 +109,7 @@ describe('per-model cache ratios from the options', () => {
       // The relay applies option changes on the invalidation message, a moment after the write.
       const deadline = Date.now() + 5_000;
       for (;;) {
-        const { requestId, input } = await ask(false);
+        const { requestId, input } = await ask(false, '1h');
         const row = await ledgerRow(stack, requestId);
         const want = Math.round((input + 1_000 * 0.2 + 100 * 1.5 + 10 * 3 + OUTPUT * 5) * 0.5);
         if (row.quota === want) break;
@@ -144,6 +146,32 @@ describe('cache writes reported for a request without a cache_control breakpoint
       expect(cols).toEqual({ cache_write_5m_tokens: 0, cache_write_1h_tokens: 0, prompt_tokens: data.usage.input_tokens + 12_000 });
       const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${poor.id}`;
       expect(Number(u!.quota)).toBe(1_000_000 - row.quota);
+    } finally {
+      stack.mock.setOptions({ cacheReadTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0 });
+    }
+  });
+});
+
+describe('1-hour cache writes reported for a request whose breakpoints are all 5 minutes\'', () => {
+  it.each([false, true])('are billed as 5-minute writes (stream %s): an hour\'s write is asked for with ttl "1h"', async (stream) => {
+    // Anthropic writes for an hour only at a breakpoint with ttl "1h"; a provider reporting such
+    // writes anyway (a proxy, the mock) was billed them at 2× where the request asked for 1.25×.
+    stack.mock.setOptions({ cacheReadTokens: 0, cacheCreationTokens: 3_000, cacheCreation1hTokens: 2_000 });
+    try {
+      const before = await balance();
+      const { requestId, input, usage } = await ask(stream, '5m');
+      expect(usage).toMatchObject({ cache_creation_input_tokens: 5_000 });
+      const row = await ledgerRow(stack, requestId);
+      expect(row.quota).toBe(expected(input, 0, 5_000, 0, OUTPUT));
+      expect(row.quota).toBeLessThan(expected(input, 0, 3_000, 2_000, OUTPUT));
+      const [cols] = await stack.sql`SELECT cache_write_5m_tokens, cache_write_1h_tokens FROM ledger WHERE request_id = ${requestId}`;
+      expect(cols).toEqual({ cache_write_5m_tokens: 5_000, cache_write_1h_tokens: 0 });
+      expect(before - await balance()).toBe(row.quota);
+      await billingSettled(stack);
+      const [log] = await stack.ch.query({
+        query: 'SELECT quota, cache_write_5m_tokens, cache_write_1h_tokens FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: requestId }, format: 'JSONEachRow',
+      }).then((r) => r.json<Record<string, string | number>>());
+      expect([log!.quota, log!.cache_write_5m_tokens, log!.cache_write_1h_tokens].map(Number)).toEqual([row.quota, 5_000, 0]);
     } finally {
       stack.mock.setOptions({ cacheReadTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0 });
     }

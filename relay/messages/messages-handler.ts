@@ -30,7 +30,7 @@ import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth
 import { BodyLinger, declaredLengthOf } from '../free-request.js';
 import { RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
-import { mayUseCache } from './cache-control.js';
+import { cacheUseOf } from './cache-control.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
 import { pickNextChannel, servingGroups } from '../routing/group-routing.js';
@@ -348,8 +348,8 @@ class Exchange {
     // reserves the model's context window instead (reservation-bound.ts), and counting cannot shrink
     // that; client tools add their hidden prompt's allowance; web searches are reserved at their fee.
     const price = maxGroupRatio === this.price.group ? this.price : { ...this.price, group: maxGroupRatio };
-    // Input tokens can be cache writes (2× for an hour) only where the request sets a breakpoint.
-    const cacheable = mayUseCache(body);
+    // Input tokens can be cache writes only where the request sets a breakpoint, and an hour's (2×) only at one with ttl "1h".
+    const cacheable = cacheUseOf(body);
     const groupLimits = policy.rateLimits(allowed[0]!);
     const rpmLimit = record.rateLimitRpm || groupLimits.rpm;
     const tpmLimit = record.rateLimitTpm || groupLimits.tpm;
@@ -369,7 +369,7 @@ class Exchange {
     // is Infinity then): 5 documents stated as 400,000 tokens to a model of a known 200,000 took the
     // balance below zero.
     this.usageBound = {
-      input: extraInput === UNBOUNDED ? textWindow : inputBound, output: this.outputBound(), searches, cacheWrites: cacheable, countedInput: inputBound,
+      input: extraInput === UNBOUNDED ? textWindow : inputBound, output: this.outputBound(), searches, cache: cacheable, countedInput: inputBound,
     };
     // Settlement bills the searches made with the same fee (quotaCost), so max_uses bounds them.
     const fees = webSearchFee(searches, bounds.webSearchCallPrice, price.group);

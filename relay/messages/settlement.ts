@@ -3,7 +3,7 @@
 // Exchange.finish() (messages-handler.ts) calls settleExchange once per reserved exchange.
 import type { Logger } from '../../infra/logger.js';
 import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../../core/usage/usage-event.js';
-import { describeCacheUsage, describeCost, describeLongContext, describeServiceTier, describeWebSearch, quotaCost, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import { describeCacheUsage, describeCost, describeLongContext, describeServiceTier, describeWebSearch, quotaCost, type CacheUse, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import type { Channel } from '../routing/channel-registry.js';
@@ -26,12 +26,14 @@ export interface UsageBound {
   output: number;
   searches: number;
   /**
-   * Whether the request could write the prompt cache (a cache_control breakpoint: cache-control.ts).
-   * Without one Anthropic writes nothing, and the reservation priced its input at 1×: writes reported
-   * anyway are billed as input (a 5-minute write is 1.25×, an hour's 2×: billed as such, a request
-   * without a breakpoint cost more than it reserved and took the balance below zero). Absent: true.
+   * The prompt cache the request could touch (its cache_control breakpoints: cache-control.ts).
+   * Without a breakpoint Anthropic writes nothing, and the reservation priced its input at 1×: writes
+   * reported anyway are billed as input (a 5-minute write is 1.25×, an hour's 2×: billed as such, a
+   * request without a breakpoint cost more than it reserved and took the balance below zero). Without
+   * an hour's breakpoint (ttl "1h") it writes for 5 minutes: an hour's writes reported anyway are
+   * billed as 5 minutes' (they were billed at 2× where the request asked for 1.25×). Absent: '1h'.
    */
-  cacheWrites?: boolean;
+  cache?: CacheUse;
   /**
    * The most prompt tokens a count of the relay's own bills (a provider that states none): the input
    * the reservation covered, the model's context window with media. Uncapped, 1,000 images counted at
@@ -157,14 +159,17 @@ const ABOVE_BOUND = '; usage above what the request could use, billed at its bou
 function boundedUsage(ex: SettledExchange, u: StreamUsage, b: UsageBound): StreamUsage {
   const searches = u.webSearchRequests ?? 0;
   const prompt = u.inputTokens + u.cacheCreationTokens + u.cacheReadTokens;
-  const impossibleWrites = b.cacheWrites === false && u.cacheCreationTokens > 0;
-  if (u.outputTokens <= b.output && prompt <= b.input && searches <= b.searches && !impossibleWrites) return u;
+  const impossibleWrites = b.cache === 'none' && u.cacheCreationTokens > 0;
+  const impossibleHourWrites = b.cache === '5m' && u.cacheCreation1hTokens > 0;
+  if (u.outputTokens <= b.output && prompt <= b.input && searches <= b.searches && !impossibleWrites && !impossibleHourWrites) return u;
   const out: StreamUsage = { ...u, outputTokens: Math.min(u.outputTokens, b.output) };
   if (impossibleWrites) {
     out.inputTokens = u.inputTokens + u.cacheCreationTokens;
     out.cacheCreationTokens = 0;
     out.cacheCreation1hTokens = 0;
   }
+  // Still writes, of 5 minutes (cacheCreationTokens counts both kinds).
+  if (impossibleHourWrites) out.cacheCreation1hTokens = 0;
   if (prompt > b.input) {
     let left = b.input;
     out.inputTokens = Math.min(out.inputTokens, left);
