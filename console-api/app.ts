@@ -47,11 +47,27 @@ function parseJsonBody(body: Buffer): unknown {
   if (problem?.kind === 'too_many_values') return new ConsoleError('INVALID_JSON', `request body holds more than ${CONSOLE_JSON_VALUES.toLocaleString('en-US')} JSON values`);
   // JSON.parse keeps the last of two equal keys; a console in front or a client's own checks may read the first.
   if (problem?.kind === 'repeated_key') return new ConsoleError('INVALID_JSON', `request body names the key ${JSON.stringify(problem.key.slice(0, 64))} twice in one object`);
+  let text: string;
   try {
-    return JSON.parse(body.toString('utf8'));
+    text = STRICT_UTF8.decode(body);
+  } catch {
+    // Decoded leniently, the bytes became U+FFFD and were stored so (a key named "bad\uFFFD\uFFFD").
+    return new ConsoleError('INVALID_JSON', 'request body is not valid UTF-8');
+  }
+  try {
+    return JSON.parse(text);
   } catch {
     return new ConsoleError('INVALID_JSON');
   }
+}
+
+/** UTF-8 or a refusal; a byte order mark is kept, so JSON.parse refuses it as it always has. */
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** A Content-Encoding the body is not in: `identity` on every line (a proxy joins lines with commas). */
+function isIdentityCoding(value: string | string[]): boolean {
+  const codings = (Array.isArray(value) ? value.join(',') : value).split(',');
+  return codings.every((c) => c.trim() === '' || c.trim().toLowerCase() === 'identity');
 }
 
 const FASTIFY_ERROR_CODES: Record<string, ErrorCode> = {
@@ -170,8 +186,21 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   // An empty body labelled JSON (clients that set the header on every request, a DELETE or a
   // POST /api/token/:id/key included) is no body, not "request body is not valid JSON": without the
   // label Fastify parses nothing, and a route that needs a body says which field is missing.
+  // So is a request with neither Content-Length nor Transfer-Encoding: it has no body (RFC 9112 §6.3),
+  // but Fastify still ran the JSON parser on nothing and answered "not valid JSON".
   app.addHook('onRequest', async (request) => {
-    if (request.headers['content-length'] === '0' && request.headers['content-type'] !== undefined) delete request.headers['content-type'];
+    const h = request.headers;
+    if (h['content-type'] !== undefined && (h['content-length'] === '0' || (h['content-length'] === undefined && h['transfer-encoding'] === undefined))) {
+      delete h['content-type'];
+    }
+  });
+  // The API reads bodies as JSON bytes and no client compresses them: a gzip body was "not valid
+  // JSON", a plain one labelled gzip was read as if it were not (RFC 9110 §15.5.16: 415).
+  app.addHook('onRequest', async (request) => {
+    const coding = request.headers['content-encoding'];
+    if (coding !== undefined && !isIdentityCoding(coding)) {
+      throw new ConsoleError('UNSUPPORTED_MEDIA_TYPE', 'send the body uncompressed: Content-Encoding is not supported (send identity)');
+    }
   });
 
   // HTTP/1.1 requires Host (RFC 9112 §3.2), refused as Node would, in the envelope.

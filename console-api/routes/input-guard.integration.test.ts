@@ -1,6 +1,7 @@
 // Hostile input answers 400 in the envelope, never 500: NUL characters (Postgres text cannot hold
 // them), integers beyond INT columns, JSON nested deep enough to overflow recursive code.
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 
@@ -182,7 +183,7 @@ describe('requests refused below the routes', () => {
   });
 
   /** Sends raw bytes, returns status and body of the answer (the server closes after it, or we do). */
-  const raw = (bytes: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+  const raw = (bytes: string | Buffer) => new Promise<{ status: number; body: string }>((resolve, reject) => {
     const socket = connect(base.port, base.host, () => socket.write(bytes));
     let text = '';
     socket.setTimeout(5000, () => socket.destroy(new Error('no answer within 5 s')));
@@ -196,6 +197,44 @@ describe('requests refused below the routes', () => {
       }
     });
     socket.on('error', reject);
+  });
+
+  const bodyRequest = (method: string, path: string, headers: string, body: Buffer | string) => {
+    const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body, 'utf8');
+    return Buffer.concat([Buffer.from(`${method} ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${user.auth.authorization}\r\nContent-Type: application/json\r\n${headers}Content-Length: ${bytes.length}\r\n\r\n`, 'latin1'), bytes]);
+  };
+
+  it('a DELETE labelled JSON with neither Content-Length nor Transfer-Encoding (no body, RFC 9112 §6.3) succeeds', async () => {
+    // Before: 400 "request body is not valid JSON" (fetch wrappers set the type on every request).
+    const created = await inject('POST', '/api/token/', user, { name: 'no-length', expired_time: -1, remain_quota: 0, unlimited_quota: true });
+    expect(created.statusCode).toBe(200);
+    const [key] = await h.sql<{ id: number }[]>`SELECT id FROM tokens WHERE user_id = ${user.user.id} AND deleted_at IS NULL ORDER BY id DESC LIMIT 1`;
+    const res = await raw(`DELETE /api/token/${key!.id} HTTP/1.1\r\nHost: x\r\nAuthorization: ${user.auth.authorization}\r\nContent-Type: application/json\r\n\r\n`);
+    expect(res.status, res.body).toBe(200);
+    expect(JSON.parse(res.body)).toEqual({ success: true, message: '' });
+  });
+
+  it('a body in a content-coding (gzip, a plain body labelled gzip): 415 saying so, nothing created; identity is read as it is', async () => {
+    const body = JSON.stringify({ name: 'coded-body', expired_time: -1, remain_quota: 0, unlimited_quota: true });
+    for (const [coding, bytes] of [['gzip', gzipSync(body)], ['gzip', body], ['br', body], ['identity, gzip', body]] as const) {
+      const res = await raw(bodyRequest('POST', '/api/token/', `Content-Encoding: ${coding}\r\n`, bytes));
+      expect(res.status, `${coding}: ${res.body}`).toBe(415);
+      expect(JSON.parse(res.body)).toEqual({ success: false, message: 'send the body uncompressed: Content-Encoding is not supported (send identity)' });
+    }
+    expect((await h.sql`SELECT 1 FROM tokens WHERE name = 'coded-body'`).length).toBe(0);
+    const plain = await raw(bodyRequest('POST', '/api/token/', 'Content-Encoding: identity\r\n', body));
+    expect(plain.status, plain.body).toBe(200);
+  });
+
+  it('a body that is not UTF-8: 400 saying so, where it was stored with U+FFFD in place of the bytes', async () => {
+    const bytes = Buffer.concat([Buffer.from('{"name":"bad', 'utf8'), Buffer.from([0xff, 0xfe]), Buffer.from('","expired_time":-1,"remain_quota":0,"unlimited_quota":true}', 'utf8')]);
+    const res = await raw(bodyRequest('POST', '/api/token/', '', bytes));
+    expect(res.status, res.body).toBe(400);
+    expect(JSON.parse(res.body)).toEqual({ success: false, message: 'request body is not valid UTF-8' });
+    expect((await h.sql`SELECT 1 FROM tokens WHERE user_id = ${user.user.id} AND name LIKE 'bad%'`).length).toBe(0);
+    // A byte order mark is still "not valid JSON", as JSON.parse had it.
+    const bom = await raw(bodyRequest('POST', '/api/token/', '', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{}')])));
+    expect(JSON.parse(bom.body)).toEqual({ success: false, message: 'request body is not valid JSON' });
   });
 
   it.each([
