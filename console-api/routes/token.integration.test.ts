@@ -257,7 +257,7 @@ describe('key management: get, search, update, delete', () => {
     for (const remain of [0, 299]) {
       const refused = await edit(remain);
       expect(refused.statusCode, refused.body).toBe(400);
-      expect(refused.json().message).toBe('remain_quota: would make the key\'s remaining quota negative: its requests in flight hold 700 of it (spendable 300, Postgres 1000); lower it by at most 300, or disable the key');
+      expect(refused.json().message).toBe('remain_quota: would make the key\'s remaining quota negative: its requests in flight or not yet billed hold 700 of it (spendable 300, Postgres 1000); lower it by at most 300, or disable the key');
     }
     const [kept] = await h.sql<{ remain_quota: string }[]>`SELECT remain_quota FROM tokens WHERE id = ${id}`;
     expect(Number(kept!.remain_quota)).toBe(1000);

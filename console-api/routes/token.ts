@@ -308,6 +308,6 @@ async function assertKeyDebitCovered(ctx: ConsoleContext, tx: Db, userId: number
   const spendable = mirror === null ? pgRemain : Math.min(mirror, pgRemain);
   if (spendable + delta < 0) {
     throw new ConsoleError('VALIDATION_FAILED',
-      `remain_quota: would make the key's remaining quota negative: its requests in flight hold ${pgRemain - spendable} of it (spendable ${spendable}, Postgres ${pgRemain}); lower it by at most ${spendable}, or disable the key`);
+      `remain_quota: would make the key's remaining quota negative: its requests in flight or not yet billed hold ${pgRemain - spendable} of it (spendable ${spendable}, Postgres ${pgRemain}); lower it by at most ${spendable}, or disable the key`);
   }
 }
