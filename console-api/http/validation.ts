@@ -3,19 +3,67 @@
 import { z } from 'zod';
 import { ConsoleError } from './errors.js';
 
-export function describeZodError(error: z.ZodError, root = 'body'): string {
-  return error.issues
-    .map((issue) => {
-      const path = issue.path.map(String).join('.');
-      return `${path || root}: ${issue.message}`;
-    })
-    .join('; ');
+/**
+ * "field: problem" for each field at fault, once per field (the first problem: `id: Too big: …; id: is
+ * too large` said one thing twice). With the `input` at hand, a field left out "is required" (it
+ * said the type it should have had, "must be a string"), and zod's own wording ("Too big: expected
+ * int to be <=…", "Invalid input: expected string, received array") is put in the API's words.
+ */
+export function describeZodError(error: z.ZodError, root = 'body', input?: unknown): string {
+  const seen = new Set<string>();
+  const parts: string[] = [];
+  for (const issue of error.issues) {
+    const path = issue.path.map(String).join('.');
+    if (seen.has(path)) continue;
+    seen.add(path);
+    parts.push(`${path || root}: ${plainMessage(issue, input, root)}`);
+  }
+  return parts.join('; ');
+}
+
+/** zod's default messages; the schemas' own all start in lower case ("must …", "is …"). */
+const LIBRARY_WORDING = /^(?:Too (?:big|small)|Invalid)\b/;
+
+function plainMessage(issue: z.core.$ZodIssue, input: unknown, root: string): string {
+  const at = valueAt(input, issue.path);
+  if (issue.code === 'invalid_type' && at.missing) return 'is required';
+  if (!LIBRARY_WORDING.test(issue.message)) return issue.message;
+  switch (issue.code) {
+    case 'too_big': return `must be at most ${String(issue.maximum)}${unitOf(issue.origin)}`;
+    case 'too_small': return `must be at least ${String(issue.minimum)}${unitOf(issue.origin)}`;
+    case 'invalid_type':
+      // A query parameter given twice arrives as an array.
+      return root === 'query' && Array.isArray(at.value) ? `must be given once, as ${kindOf(issue.expected)}` : `must be ${kindOf(issue.expected)}`;
+    case 'invalid_value': return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
+    default: return 'is not valid';
+  }
+}
+
+function kindOf(expected: string): string {
+  const kinds: Record<string, string> = { object: 'a JSON object', array: 'an array', string: 'a string', number: 'a number', int: 'an integer', boolean: 'a boolean' };
+  return kinds[expected] ?? `of type ${expected}`;
+}
+
+function unitOf(origin: string): string {
+  return origin === 'string' ? ' characters' : origin === 'array' || origin === 'set' ? ' items' : '';
+}
+
+/** The input's value at a path, and whether its last key is absent from an object that is there. */
+function valueAt(input: unknown, path: readonly PropertyKey[]): { value: unknown; missing: boolean } {
+  let value = input;
+  for (let i = 0; i < path.length; i++) {
+    if (value === null || typeof value !== 'object') return { value: undefined, missing: false };
+    const key = path[i]!;
+    if (i === path.length - 1 && !Object.prototype.hasOwnProperty.call(value, key)) return { value: undefined, missing: true };
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return { value, missing: false };
 }
 
 /** Parses `input` or throws VALIDATION_FAILED naming each bad field. */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, root = 'body'): z.output<S> {
   const result = schema.safeParse(input);
-  if (!result.success) throw new ConsoleError('VALIDATION_FAILED', describeZodError(result.error, root));
+  if (!result.success) throw new ConsoleError('VALIDATION_FAILED', describeZodError(result.error, root, input));
   return result.data;
 }
 
@@ -158,15 +206,17 @@ export function hasUrlCredentials(url: string): boolean {
 const blankToUndefined = (v: unknown) => (v === '' || v === null ? undefined : v);
 
 /** A query integer as written by people and clients: decimal digits, a minus sign only where negatives are allowed. */
-const SIGNED_DIGITS = /^-?[0-9]{1,16}$/;
-const DIGITS = /^[0-9]{1,16}$/;
+const SIGNED_DIGITS = /^-?[0-9]+$/;
+const DIGITS = /^[0-9]+$/;
+/** Digits past a safe integer's 16: a number too large to hold exactly, read as larger than any bound. */
+const SAFE_DIGITS = 16;
 
 /**
  * An integer query parameter, in decimal digits only (with a leading minus when `min` is negative).
  * Number() would also read `0x10` as 16, `1e3` as 1000, ` 5`, `+5` and `5.0` as 5: one value under
  * many spellings (`?p=0x10` served page 16). Anything else is refused; an empty value is absent.
  */
-export function queryInt(opts: { min?: number; max?: number } = {}) {
+export function queryInt(opts: { min?: number; max?: number; saturate?: boolean } = {}) {
   const negative = opts.min === undefined || opts.min < 0;
   const pattern = negative ? SIGNED_DIGITS : DIGITS;
   const rule = negative ? 'must be an integer (decimal digits, optionally after a minus sign)' : 'must be an integer (decimal digits only)';
@@ -180,6 +230,14 @@ export function queryInt(opts: { min?: number; max?: number } = {}) {
     if (value === undefined || typeof value === 'number') return value;
     if (typeof value !== 'string' || !pattern.test(value)) {
       c.addIssue({ code: 'custom', message: rule, input: v });
+      return z.NEVER;
+    }
+    // Many digits are a large number, not a wrong spelling: past the bound (a page size is served at
+    // its maximum, `saturate`), where "decimal digits only" was said of a value that was only that.
+    if (value.replace(/^-?0*/, '').length > SAFE_DIGITS) {
+      const below = value.startsWith('-');
+      if (opts.saturate && !below) return Number.MAX_SAFE_INTEGER;
+      c.addIssue({ code: 'custom', message: below ? `must be at least ${opts.min ?? Number.MIN_SAFE_INTEGER}` : `must be at most ${opts.max ?? Number.MAX_SAFE_INTEGER}`, input: v });
       return z.NEVER;
     }
     return Number(value);
@@ -216,7 +274,7 @@ export const MAX_PAGE_SIZE = 100;
 export const pageQuery = z.object({
   p: queryInt({ min: 1, max: 1_000_000 }),
   page: queryInt({ min: 1, max: 1_000_000 }),
-  page_size: queryInt({ min: 1 }).describe(`default ${DEFAULT_PAGE_SIZE}; above ${MAX_PAGE_SIZE} is served as ${MAX_PAGE_SIZE}`),
+  page_size: queryInt({ min: 1, saturate: true }).describe(`default ${DEFAULT_PAGE_SIZE}; above ${MAX_PAGE_SIZE} is served as ${MAX_PAGE_SIZE}`),
 });
 
 export function paging(q: { p?: number; page?: number; page_size?: number }): { page: number; pageSize: number; offset: number } {

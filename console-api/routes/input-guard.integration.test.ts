@@ -403,3 +403,42 @@ describe('requests Node would refuse with a bare answer', () => {
     expect(text).toMatch(/^HTTP\/1\.1 200/);
   });
 });
+
+describe('validation messages', () => {
+  it('a required field left out says "is required", not the type it should have had', async () => {
+    const noName = await inject('POST', '/api/token/', user, { expired_time: -1, remain_quota: 0, unlimited_quota: true });
+    expect(noName.json()).toEqual({ success: false, message: 'name: is required' });
+    const noPassword = await inject('POST', '/api/user/login', undefined, { username: 'someone' });
+    expect(noPassword.json()).toEqual({ success: false, message: 'password: is required' });
+    // A field that is there with the wrong type still says the type.
+    const wrongType = await inject('POST', '/api/user/login', undefined, { username: 'someone', password: 5 });
+    expect(wrongType.json()).toEqual({ success: false, message: 'password: must be a string' });
+    const nullName = await inject('POST', '/api/token/', user, { name: null, expired_time: -1, remain_quota: 0, unlimited_quota: true });
+    expect(nullName.json().message).toMatch(/^name: must be a string/);
+  });
+
+  it('no message carries the schema library\'s own wording, and a field is named once', async () => {
+    for (const [method, url, payload] of [
+      ['GET', '/api/token/9007199254740993', undefined], ['GET', '/api/token/?keyword=a&keyword=b', undefined],
+      ['POST', '/api/token/', []], ['POST', '/api/token/', { name: 'x'.repeat(60), expired_time: 'soon', remain_quota: -5, unlimited_quota: 'yes' }],
+    ] as const) {
+      const res = await inject(method, url, user, payload);
+      expect(res.statusCode, url).toBe(400);
+      const message: string = res.json().message;
+      expect(message, `${method} ${url}`).not.toMatch(/Too big|Too small|Invalid input|expected \w+, received/);
+      const fields = message.split('; ').map((part) => part.split(':')[0]);
+      expect(new Set(fields).size, message).toBe(fields.length);
+    }
+    expect((await inject('POST', '/api/token/', user, [])).json()).toEqual({ success: false, message: 'body: must be a JSON object' });
+    expect((await inject('GET', '/api/token/?keyword=a&keyword=b', user)).json()).toEqual({ success: false, message: 'keyword: must be given once, as a string' });
+  });
+
+  it('a query integer of many digits is read as the large number it is: page_size served as 100, p refused at its bound', async () => {
+    const huge = '9'.repeat(30);
+    const page = await inject('GET', `/api/token/?page_size=${huge}`, user);
+    expect(page.statusCode, page.body).toBe(200);
+    expect(page.json().data.page_size).toBe(100);
+    expect((await inject('GET', `/api/token/?p=${huge}`, user)).json()).toEqual({ success: false, message: 'p: must be at most 1000000' });
+    expect((await inject('GET', `/api/log/self?start_timestamp=${huge}`, user)).json().message).toMatch(/^start_timestamp: must be at most \d+$/);
+  });
+});
