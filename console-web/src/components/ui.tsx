@@ -262,22 +262,69 @@ export function pageCount(total: number, pageSize: number): number {
 }
 
 /**
- * Previous / Next and where the list is. A list read past its last page (its last page emptied, e.g.
- * by a deletion, and the list was read again) moves to the page that is now the last: every paged
- * list gets that here.
+ * A page number typed by a person, or undefined: digits, with the grouping the pager shows ("1,234")
+ * and surrounding spaces allowed; no sign, decimal point or exponent.
  */
-export function Pager({ page, pageSize, total, onPage, label = 'Pages' }: { page: number; pageSize: number; total: number; onPage: (p: number) => void; label?: string }) {
+export function typedPage(text: string): number | undefined {
+  const digits = text.trim().replace(/[,\s]/g, '');
+  if (!/^\d{1,15}$/.test(digits)) return undefined;
+  return Number(digits);
+}
+
+/**
+ * Previous / Next, where the list is, and a page to go to by its number (with hundreds of pages,
+ * Next alone cannot reach the middle). A list read past its last page (its last page emptied, e.g.
+ * by a deletion, and the list was read again) moves to the page that is now the last: every paged
+ * list gets that here. `onPageCorrected` takes that move instead of `onPage` where the page is kept
+ * in the address: the corrected address should replace the one past the end, which Back would
+ * otherwise return to, only to be moved again. `maxPage` is the last page the API reads (the log's
+ * `p` stops at 1,000,000): Next and the page field go no further, however many pages there are.
+ */
+export function Pager({ page, pageSize, total, onPage, onPageCorrected, maxPage = Infinity, label = 'Pages' }: {
+  page: number;
+  pageSize: number;
+  total: number;
+  onPage: (p: number) => void;
+  onPageCorrected?: (p: number) => void;
+  maxPage?: number;
+  label?: string;
+}) {
   const pages = pageCount(total, pageSize);
   useEffect(() => {
-    if (page > pages) onPage(pages);
+    if (page > pages) (onPageCorrected ?? onPage)(pages);
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [page, pages]);
   const shown = Math.min(page, pages);
+  const reachable = Math.min(pages, maxPage);
+  const id = useId();
+  const [typed, setTyped] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const go = () => {
+    const n = typedPage(typed);
+    if (n === undefined || n < 1 || n > reachable) {
+      setError(`a page from 1 to ${count(reachable)}`);
+      return;
+    }
+    setError(null);
+    setTyped('');
+    if (n !== shown) onPage(n);
+  };
   return (
     <nav class="pager" aria-label={label}>
       <button type="button" disabled={shown <= 1} onClick={() => onPage(shown - 1)}>Previous</button>
       <span>Page {count(shown)} of {count(pages)} ({count(total)} in all)</span>
-      <button type="button" disabled={shown >= pages} onClick={() => onPage(shown + 1)}>Next</button>
+      <button type="button" disabled={shown >= reachable} onClick={() => onPage(shown + 1)}>Next</button>
+      {reachable > 1 && (
+        // Checked here rather than by the browser: its bubble is gone once dismissed; this stays by the field.
+        <form class="pager-jump" noValidate onSubmit={(e) => { e.preventDefault(); go(); }}>
+          <label for={id}>Go to page</label>
+          <input id={id} type="number" inputMode="numeric" min={1} max={reachable} step={1} value={typed}
+            onInput={(e) => { setTyped((e.currentTarget as HTMLInputElement).value); setError(null); }}
+            aria-invalid={error ? true : undefined} aria-describedby={error ? `${id}-err` : undefined} />
+          <button type="submit">Go</button>
+          {error && <small id={`${id}-err`} class="error" role="alert">{error}</small>}
+        </form>
+      )}
     </nav>
   );
 }

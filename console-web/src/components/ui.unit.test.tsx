@@ -8,7 +8,7 @@ import { amountLabel, discountFor, epayRedirectUrl, priceText, topUpHref } from 
 import { optionSection } from '../pages/admin/options';
 import { accountChanges, accountGroups } from '../pages/admin/users';
 import { readCookie } from '../api/client';
-import { ConfirmButton, Pager, pageCount, splitFieldError, Table } from './ui';
+import { ConfirmButton, Pager, pageCount, splitFieldError, Table, typedPage } from './ui';
 
 afterEach(cleanup);
 
@@ -88,6 +88,78 @@ describe('Pager', () => {
     const stays = vi.fn();
     render(<Pager page={2} pageSize={10} total={11} onPage={stays} />);
     expect(stays).not.toHaveBeenCalled();
+  });
+
+  it('a list whose page is in the address corrects it through onPageCorrected', () => {
+    const onPage = vi.fn();
+    const onPageCorrected = vi.fn();
+    render(<Pager page={9} pageSize={10} total={25} onPage={onPage} onPageCorrected={onPageCorrected} />);
+    expect(onPageCorrected).toHaveBeenCalledWith(3);
+    expect(onPage).not.toHaveBeenCalled();
+  });
+
+  it('goes to a page by its number: Go, or Enter in the field', () => {
+    const onPage = vi.fn();
+    render(<Pager page={1} pageSize={10} total={10_000} onPage={onPage} label="Log pages" />);
+    const input = screen.getByLabelText('Go to page') as HTMLInputElement;
+    expect(input.type).toBe('number');
+    expect([input.min, input.max, input.step]).toEqual(['1', '1000', '1']);
+    // Inside the pager's navigation landmark.
+    expect(screen.getByRole('navigation', { name: 'Log pages' }).contains(input)).toBe(true);
+    fireEvent.input(input, { target: { value: '500' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Go' }));
+    expect(onPage).toHaveBeenCalledWith(500);
+    expect(input.value).toBe('');
+    // Enter submits the field's form.
+    fireEvent.input(input, { target: { value: ' 1000 ' } });
+    fireEvent.submit(input.form!);
+    expect(onPage).toHaveBeenLastCalledWith(1000);
+    expect(onPage).toHaveBeenCalledTimes(2);
+  });
+
+  it('refuses a page out of 1..pages, or no page number, next to the field', () => {
+    const onPage = vi.fn();
+    render(<Pager page={2} pageSize={10} total={25} onPage={onPage} />);
+    const input = screen.getByLabelText('Go to page') as HTMLInputElement;
+    for (const typed of ['0', '4', '-1', '2.5', '1e1', 'abc', '']) {
+      fireEvent.input(input, { target: { value: typed } });
+      fireEvent.click(screen.getByRole('button', { name: 'Go' }));
+      expect(screen.getByRole('alert').textContent).toBe('a page from 1 to 3');
+      expect(input.getAttribute('aria-invalid')).toBe('true');
+      expect(input.getAttribute('aria-describedby')).toBe(screen.getByRole('alert').id);
+    }
+    expect(onPage).not.toHaveBeenCalled();
+    // Typing again takes the error away; the page already shown is not asked for again.
+    fireEvent.input(input, { target: { value: '2' } });
+    expect(screen.queryByRole('alert')).toBeNull();
+    fireEvent.click(screen.getByRole('button', { name: 'Go' }));
+    expect(onPage).not.toHaveBeenCalled();
+    fireEvent.input(input, { target: { value: '3' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Go' }));
+    expect(onPage).toHaveBeenCalledWith(3);
+  });
+
+  it('goes no further than maxPage, the last page the API reads', () => {
+    const onPage = vi.fn();
+    render(<Pager page={1_000_000} pageSize={10} total={20_000_000} maxPage={1_000_000} onPage={onPage} />);
+    expect(screen.getByText('Page 1,000,000 of 2,000,000 (20,000,000 in all)')).toBeTruthy();
+    expect((screen.getByRole('button', { name: 'Next' }) as HTMLButtonElement).disabled).toBe(true);
+    fireEvent.input(screen.getByLabelText('Go to page'), { target: { value: '1000001' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Go' }));
+    expect(screen.getByRole('alert').textContent).toBe('a page from 1 to 1,000,000');
+    expect(onPage).not.toHaveBeenCalled();
+  });
+
+  it('has no page field for a single page, and keeps its text', () => {
+    render(<Pager page={1} pageSize={10} total={1} onPage={() => {}} />);
+    expect(screen.getByText('Page 1 of 1 (1 in all)')).toBeTruthy();
+    expect(screen.queryByLabelText('Go to page')).toBeNull();
+  });
+
+  it('typedPage reads digits, with the grouping the pager shows', () => {
+    expect(typedPage('12')).toBe(12);
+    expect(typedPage(' 1,234 ')).toBe(1234);
+    for (const text of ['', '-1', '1.5', '1e3', '0x10', 'abc', '+2']) expect(typedPage(text)).toBeUndefined();
   });
 });
 

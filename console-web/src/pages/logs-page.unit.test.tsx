@@ -43,6 +43,8 @@ beforeAll(async () => {
 afterEach(() => {
   cleanup();
   seen.length = 0;
+  // The pages keep their filters in the address: the next test starts from none.
+  history.replaceState(null, '', '/');
 });
 
 describe('LogsPage', () => {

@@ -1,8 +1,9 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { LogEntry, LogQuery } from '../api/types';
 import { Card, ErrorText, Field, Loading, Pager, Select, Table, useLoad } from '../components/ui';
-import { count, dateTime, dollars, fromLocalInput, LOG_TYPE, LOG_TYPES, logDetails, quotaUnits } from '../format';
+import { count, dateTime, dollars, fromLocalInput, LOG_TYPE, LOG_TYPES, logDetails, quotaUnits, toLocalInput } from '../format';
+import { navigate, useSearch } from '../router';
 
 export interface LogFilterForm {
   type: string;
@@ -71,35 +72,214 @@ export function logQuery(f: LogFilterForm, page: number, pageSize: number): LogQ
 }
 
 /** The filter fields both log pages show; `fromHint` says what an empty "From" reads. */
-export function LogFilterFields<F extends LogFilterForm>({ form, set, fromHint, fromError, toError }: {
+export function LogFilterFields<F extends LogFilterForm>({ form, set, fromHint, errors = {} }: {
   form: F;
   set: (k: keyof LogFilterForm) => (v: string) => void;
   fromHint?: string;
-  fromError?: string | undefined;
-  toError?: string | undefined;
+  errors?: Partial<Record<keyof LogFilterForm, string>>;
 }) {
   return (
     <>
       <Select label="Type" value={form.type} onValue={set('type')} options={[{ value: '0', label: 'All' }, ...Object.entries(LOG_TYPES).map(([v, l]) => ({ value: v, label: l }))]} />
-      <Field label="API key name" value={form.tokenName} onValue={set('tokenName')} />
-      <Field label="Model" value={form.modelName} onValue={set('modelName')} />
-      <Field label="Group" value={form.group} onValue={set('group')} />
-      <Field label="From" type="datetime-local" value={form.from} onValue={set('from')} hint={fromHint} error={fromError} />
-      <Field label="To" type="datetime-local" value={form.to} onValue={set('to')} error={toError} />
-      <Field label="Request ID" value={form.requestId} onValue={set('requestId')} />
-      <Field label="Upstream request ID" value={form.upstreamRequestId} onValue={set('upstreamRequestId')} />
+      <Field label="API key name" value={form.tokenName} onValue={set('tokenName')} error={errors.tokenName} />
+      <Field label="Model" value={form.modelName} onValue={set('modelName')} error={errors.modelName} />
+      <Field label="Group" value={form.group} onValue={set('group')} error={errors.group} />
+      <Field label="From" type="datetime-local" value={form.from} onValue={set('from')} hint={fromHint} error={errors.from} />
+      <Field label="To" type="datetime-local" value={form.to} onValue={set('to')} error={errors.to} />
+      <Field label="Request ID" value={form.requestId} onValue={set('requestId')} error={errors.requestId} />
+      <Field label="Upstream request ID" value={form.upstreamRequestId} onValue={set('upstreamRequestId')} error={errors.upstreamRequestId} />
     </>
   );
 }
 
+/** The page sizes the log pages offer (the API serves at most 100 a page). */
+export const LOG_PAGE_SIZES: readonly number[] = [10, 20, 50, 100];
+export const DEFAULT_LOG_PAGE_SIZE = 20;
+/** The API's last page number (its `p` is at most 1,000,000). */
+export const LOG_PAGE_MAX = 1_000_000;
+/** The API's longest filter text; a longer one is refused with a 400. */
+export const LOG_TEXT_MAX = 200;
+// The API refuses NUL in a query; the other control characters go with it, as a link carrying one
+// was damaged on its way rather than meant to match a name.
+const CONTROL = /\p{Cc}/u;
+
+/** The text filters: the form's field, the parameter of the API and of the address. */
+const TEXT_PARAMS = [
+  ['tokenName', 'token_name'], ['modelName', 'model_name'], ['group', 'group'], ['requestId', 'request_id'], ['upstreamRequestId', 'upstream_request_id'],
+] as const satisfies readonly (readonly [keyof LogFilterForm, string])[];
+
+/** What is wrong with a text filter's value, or null: what the address could not carry to the API. */
+export function filterTextError(value: string, max = LOG_TEXT_MAX): string | null {
+  const v = value.trim();
+  if (v.length > max) return `must be at most ${max} characters`;
+  if (CONTROL.test(v)) return 'must not contain control characters';
+  return null;
+}
+
+/** logFilterError, and the text filters' own errors: everything the form is refused for before it is applied. */
+export function logFormError(f: LogFilterForm): { field: keyof LogFilterForm; error: string } | null {
+  const range = logFilterError(f);
+  if (range) return range;
+  for (const [field] of TEXT_PARAMS) {
+    const error = filterTextError(f[field]);
+    if (error) return { field, error };
+  }
+  return null;
+}
+
+/**
+ * A log page's view, as its address keeps it (so that Back, a reload and a shared link show it
+ * again): the applied filters as the form shows them, the page and the page size. `start` and `end`
+ * are the instants the time filters name, to the second: the form shows them to the minute in the
+ * browser's time zone, and the query sends them as they are, so that a link means the same rows
+ * wherever it is opened.
+ */
+export interface LogView<F extends LogFilterForm = LogFilterForm> {
+  filters: F;
+  start: number | undefined;
+  end: number | undefined;
+  page: number;
+  pageSize: number;
+}
+
+export const DEFAULT_LOG_VIEW: LogView = { filters: EMPTY_LOG_FILTERS, start: undefined, end: undefined, page: 1, pageSize: DEFAULT_LOG_PAGE_SIZE };
+
+/** A parameter of the address as a whole number from `min` to `max`, else undefined (absent, "abc", "-1", "1e3", "2.5", too large). */
+export function paramInt(q: URLSearchParams, name: string, min: number, max: number): number | undefined {
+  const v = q.get(name);
+  if (v === null || !/^\d+$/.test(v)) return undefined;
+  const n = Number(v);
+  return n >= min && n <= max ? n : undefined;
+}
+
+/** A text parameter of the address, trimmed, or '' when it is absent or one the API would refuse. */
+export function paramText(q: URLSearchParams, name: string, max = LOG_TEXT_MAX): string {
+  const v = q.get(name)?.trim() ?? '';
+  return filterTextError(v, max) ? '' : v;
+}
+
+/**
+ * The view an address's query string names. Parameters are the API's own (`type`, `token_name`,
+ * `model_name`, `group`, `start_timestamp` and `end_timestamp` in Unix seconds, `request_id`,
+ * `upstream_request_id`, `p`, `page_size`); a value the API or the page would not take (a page of
+ * "-1" or "abc", a page size not offered, an unknown type, a time that is no Unix time in the log's
+ * range) reads as its default rather than being sent, and an end before the start is dropped.
+ */
+export function readLogView(search: string | URLSearchParams): LogView {
+  const q = typeof search === 'string' ? new URLSearchParams(search) : search;
+  const type = paramInt(q, 'type', 1, Number.MAX_SAFE_INTEGER);
+  const filters: LogFilterForm = { ...EMPTY_LOG_FILTERS, type: type !== undefined && LOG_TYPES[type] ? String(type) : '0' };
+  for (const [field, name] of TEXT_PARAMS) filters[field] = paramText(q, name);
+  // 0 would be shown as an empty field (toLocalInput); the API reads a start of 0 as none anyway.
+  const start = paramInt(q, 'start_timestamp', LOG_TIME_MIN + 1, LOG_TIME_MAX);
+  let end = paramInt(q, 'end_timestamp', LOG_TIME_MIN + 1, LOG_TIME_MAX);
+  if (start !== undefined && end !== undefined && end < start) end = undefined;
+  filters.from = start === undefined ? '' : toLocalInput(start);
+  filters.to = end === undefined ? '' : toLocalInput(end);
+  const size = paramInt(q, 'page_size', 1, Math.max(...LOG_PAGE_SIZES));
+  return {
+    filters, start, end,
+    page: paramInt(q, 'p', 1, LOG_PAGE_MAX) ?? 1,
+    pageSize: size !== undefined && LOG_PAGE_SIZES.includes(size) ? size : DEFAULT_LOG_PAGE_SIZE,
+  };
+}
+
+/** The view's query-string parameters: only those that differ from the defaults. */
+export function logViewParams(view: LogView): URLSearchParams {
+  const q = new URLSearchParams();
+  if (view.filters.type !== '0') q.set('type', view.filters.type);
+  for (const [field, name] of TEXT_PARAMS) {
+    const v = view.filters[field].trim();
+    if (v) q.set(name, v);
+    // In the form's order, which a person reading the address follows.
+    if (field === 'group') {
+      if (view.start !== undefined) q.set('start_timestamp', String(view.start));
+      if (view.end !== undefined) q.set('end_timestamp', String(view.end));
+    }
+  }
+  if (view.page !== 1) q.set('p', String(view.page));
+  if (view.pageSize !== DEFAULT_LOG_PAGE_SIZE) q.set('page_size', String(view.pageSize));
+  return q;
+}
+
+/** Parameters as an address's query string: "?type=2&p=3", or "" for none. */
+export function searchOf(q: URLSearchParams): string {
+  const text = q.toString();
+  return text ? `?${text}` : '';
+}
+
+export function logViewSearch(view: LogView): string {
+  return searchOf(logViewParams(view));
+}
+
+/**
+ * The view the form applies: its filters (texts trimmed), from page 1, the page size kept. A time
+ * field left as the address showed it keeps the address's instant to the second (the field shows
+ * only minutes, and an hour repeated by a daylight-saving change would read as its first); an edited
+ * one is read in the browser's time zone, "To" to the end of its minute. Check it with logFormError first.
+ */
+export function appliedView<F extends LogFilterForm>(form: F, current: LogView<F>): LogView<F> {
+  const start = current.start !== undefined && form.from === current.filters.from ? current.start : fromLocalInput(form.from);
+  const last = lastSecondOf(form.to);
+  const end = current.end !== undefined && form.to === current.filters.to ? current.end : last === undefined ? undefined : Math.min(last, LOG_TIME_MAX);
+  const filters = { ...form };
+  for (const [field] of TEXT_PARAMS) filters[field] = form[field].trim();
+  return { filters, start: start === 0 ? undefined : start, end, page: 1, pageSize: current.pageSize };
+}
+
+/** The view with its page size changed: the page that holds the first row shown so far, which stays in sight. */
+export function withPageSize<V extends LogView<LogFilterForm>>(view: V, pageSize: number): V {
+  return { ...view, pageSize, page: Math.floor(((view.page - 1) * view.pageSize) / pageSize) + 1 };
+}
+
+/** A query with the view's time bounds, to the second, in place of those of its form's fields. */
+export function withViewTimes<Q extends LogQuery>(query: Q, view: LogView<LogFilterForm>): Q {
+  const { start_timestamp: _start, end_timestamp: _end, ...rest } = query;
+  const out = rest as Q;
+  if (view.start !== undefined) out.start_timestamp = view.start;
+  if (view.end !== undefined) out.end_timestamp = view.end;
+  return out;
+}
+
+/** The view as /api/log/self's query. */
+export function logViewQuery(view: LogView): LogQuery {
+  return withViewTimes(logQuery(view.filters, view.page, view.pageSize), view);
+}
+
+/**
+ * The address's query string, and `canonical`, the one of the view it reads as: when they differ (a
+ * value dropped as unusable, a default written out, another order), the address is rewritten to it
+ * in place, so that what is copied or bookmarked is what is shown, and Back skips the other.
+ */
+export function useCanonicalSearch(search: string, canonical: string): void {
+  useEffect(() => {
+    if (location.search !== canonical) navigate(location.pathname + canonical, { replace: true });
+  }, [search, canonical]);
+}
+
+/** Goes to a view of the page that is open: a history entry of its own, unless `replace`. */
+export function goToSearch(search: string, replace = false): void {
+  navigate(location.pathname + search, { replace });
+}
+
 export function LogsPage() {
-  const [form, setForm] = useState(EMPTY_LOG_FILTERS);
-  const [applied, setApplied] = useState(EMPTY_LOG_FILTERS);
-  const [page, setPage] = useState(1);
-  const [pageSize, setPageSize] = useState(20);
-  const logs = useLoad(() => call(api.GET('/api/log/self', { params: { query: logQuery(applied, page, pageSize) } })), [applied, page, pageSize]);
+  const search = useSearch();
+  const view = readLogView(search);
+  const key = logViewSearch(view);
+  useCanonicalSearch(search, key);
+  const filtersKey = logViewSearch({ ...view, page: 1, pageSize: DEFAULT_LOG_PAGE_SIZE });
+  const [form, setForm] = useState(view.filters);
+  const [formError, setFormError] = useState<{ field: keyof LogFilterForm; error: string } | null>(null);
+  // Other filters in the address (Back, Forward, a link, Clear): the form shows them. A page change
+  // leaves alone what is being typed.
+  useEffect(() => {
+    setForm(view.filters);
+    setFormError(null);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [filtersKey]);
+  const logs = useLoad(() => call(api.GET('/api/log/self', { params: { query: logViewQuery(view) } })), [key]);
   const set = (k: keyof LogFilterForm) => (v: string) => setForm((s) => ({ ...s, [k]: v }));
-  const [rangeError, setRangeError] = useState<{ field: 'from' | 'to'; error: string } | null>(null);
+  const go = (next: LogView, replace = false) => goToSearch(logViewSearch(next), replace);
   // Rows are shown only for the query that succeeded: after a failure, the previous rows would read
   // as the answer to the filters now shown.
   const shown = logs.error ? undefined : logs.data;
@@ -108,16 +288,17 @@ export function LogsPage() {
     <Card title="Requests and other entries">
       <form class="filters" aria-label="Log filters" onSubmit={(e) => {
         e.preventDefault();
-        const wrong = logFilterError(form);
-        setRangeError(wrong);
+        const wrong = logFormError(form);
+        setFormError(wrong);
         if (wrong) return;
-        setPage(1); setApplied(form); logs.reload();
+        go(appliedView(form, view));
+        // The same filters applied again read the log again.
+        logs.reload();
       }}>
-        <LogFilterFields form={form} set={set} fromError={rangeError?.field === 'from' ? rangeError.error : undefined}
-          toError={rangeError?.field === 'to' ? rangeError.error : undefined} />
+        <LogFilterFields form={form} set={set} errors={formError ? { [formError.field]: formError.error } : {}} />
         <div class="buttons">
           <button type="submit" class="primary">Apply filters</button>
-          <button type="button" onClick={() => { setForm(EMPTY_LOG_FILTERS); setApplied(EMPTY_LOG_FILTERS); setPage(1); setRangeError(null); }}>Clear</button>
+          <button type="button" onClick={() => { setForm(EMPTY_LOG_FILTERS); setFormError(null); go({ ...DEFAULT_LOG_VIEW, pageSize: view.pageSize }); }}>Clear</button>
         </div>
       </form>
       {logs.loading && <Loading what="Loading logs" />}
@@ -125,8 +306,10 @@ export function LogsPage() {
       {shown && <LogTable items={shown.items} />}
       {shown && (
         <div class="pager-row">
-          <Pager page={page} pageSize={shown.page_size} total={shown.total} onPage={setPage} label="Log pages" />
-          <Select label="Rows per page" value={String(pageSize)} onValue={(v) => { setPageSize(Number(v)); setPage(1); }} options={['10', '20', '50', '100'].map((v) => ({ value: v, label: v }))} />
+          {/* The page of the rows shown: until the next page has loaded, the pager says which rows these are. */}
+          <Pager page={shown.page} pageSize={shown.page_size} total={shown.total} maxPage={LOG_PAGE_MAX} label="Log pages"
+            onPage={(p) => go({ ...view, page: p })} onPageCorrected={(p) => go({ ...view, page: p }, true)} />
+          <Select label="Rows per page" value={String(view.pageSize)} onValue={(v) => go(withPageSize(view, Number(v)))} options={LOG_PAGE_SIZES.map((n) => ({ value: String(n), label: String(n) }))} />
         </div>
       )}
     </Card>

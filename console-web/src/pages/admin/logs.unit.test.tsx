@@ -1,7 +1,8 @@
 // @vitest-environment happy-dom
 // The administrators' log page against a stubbed fetch: every account's rows with whose they are and
 // their channel, the username and channel filters as the API's query (list and stat), a channel that
-// is not an id refused next to its field without a call, and an API error naming a field shown there.
+// is not an id or a username too long refused next to its field without a call, and an API error
+// naming a field shown there.
 import { cleanup, fireEvent, render, screen, waitFor, within } from '@testing-library/preact';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 
@@ -27,7 +28,8 @@ beforeAll(async () => {
     const url = new URL(input.url);
     seen.push(url);
     const username = url.searchParams.get('username');
-    if (username && username.length > 64) return answer(400, { success: false, message: 'username: must be at most 64 characters' });
+    // A rule of the API's the page does not know: its message names the field.
+    if (username?.startsWith('refused-')) return answer(400, { success: false, message: 'username: is not a login name' });
     if (url.pathname === '/api/log/') {
       const items = [entry({}), entry({ id: 2, user_id: 9, username: 'bob', channel: 4, request_id: 'req-2', created_at: 1_799_999_990 })]
         .filter((e) => (!username || e.username === username) && (!url.searchParams.has('channel') || e.channel === Number(url.searchParams.get('channel'))));
@@ -42,6 +44,8 @@ beforeAll(async () => {
 afterEach(() => {
   cleanup();
   seen.length = 0;
+  // The pages keep their filters in the address: the next test starts from none.
+  history.replaceState(null, '', '/');
 });
 
 describe('adminLogQuery', () => {
@@ -93,9 +97,21 @@ describe('AdminLogsPage', () => {
   it('shows an API error naming the username next to that field', async () => {
     render(<AdminLogsPage />);
     await screen.findByRole('table');
+    fireEvent.input(screen.getByLabelText('Account username'), { target: { value: 'refused-name' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Apply filters' }));
+    expect(await screen.findByText('is not a login name')).toBeTruthy();
+    expect(screen.getByLabelText('Account username').getAttribute('aria-invalid')).toBe('true');
+  });
+
+  it('refuses a username longer than the API takes next to its field, without a call', async () => {
+    render(<AdminLogsPage />);
+    await screen.findByRole('table');
+    seen.length = 0;
     fireEvent.input(screen.getByLabelText('Account username'), { target: { value: 'x'.repeat(65) } });
     fireEvent.click(screen.getByRole('button', { name: 'Apply filters' }));
     expect(await screen.findByText('must be at most 64 characters')).toBeTruthy();
     expect(screen.getByLabelText('Account username').getAttribute('aria-invalid')).toBe('true');
+    expect(seen).toEqual([]);
+    expect(location.search).toBe('');
   });
 });
