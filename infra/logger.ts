@@ -1,19 +1,21 @@
 import pino, { type Logger } from 'pino';
 import type { Config } from './config.js';
+import { CENSOR, scrubCredentials } from './secrets/credential-text.js';
 
 // Secrets never reach the logs. Three nets, because a secret can hide anywhere in what is logged:
 // 1. pino's own redaction of the usual top-level paths (fast, compiled once);
 // 2. a walk of every logged object, at any depth, replacing the value of any property whose name
 //    says it holds a credential (a channel's `key` inside an error's `cause`, a header map three
 //    levels down) — copy-on-write, so the caller's object is never changed;
-// 3. a last pass over the finished line for anything shaped like one of our `sk-` keys or a bearer
-//    credential, wherever it sits (an exception message quoting a header, say).
+// 3. a last pass over the finished line for anything shaped like an `sk-` key (ours or a provider's)
+//    or a bearer credential, wherever it sits (an exception message quoting a header, a provider's
+//    error quoting the channel's key: secrets/credential-text.ts).
 const REDACT_PATHS = [
   'key', 'apiKey', 'password', 'token', 'authorization', 'headers.authorization', 'headers["x-api-key"]',
   'req.headers.authorization', 'req.headers["x-api-key"]', '*.password', '*.key', '*.apiKey', '*.token',
 ];
 
-export const CENSOR = '[redacted]';
+export { CENSOR };
 
 /** Property names whose values are credentials, compared lower-case with `-` and `_` removed. */
 const SECRET_NAMES = new Set([
@@ -62,12 +64,9 @@ export function redactDeep(value: unknown, depth = 0): unknown {
   return out ?? value;
 }
 
-/** Our API keys (sk- + 48 alphanumerics) and bearer credentials, wherever they appear in a line. */
-const SECRET_IN_TEXT = /\bsk-[A-Za-z0-9]{20,}|(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi;
-
+/** API keys (ours and the providers' shapes) and bearer credentials, wherever they appear in a line. */
 export function scrubText(line: string): string {
-  if (!line.includes('sk-') && !/bearer/i.test(line)) return line;
-  return line.replace(SECRET_IN_TEXT, (_m, bearer: string | undefined) => (bearer ? `${bearer}${CENSOR}` : `sk-${CENSOR}`));
+  return scrubCredentials(line);
 }
 
 export function createLogger(config: Pick<Config, 'LOG_LEVEL'>, name: string, destination?: pino.DestinationStream): Logger {

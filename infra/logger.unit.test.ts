@@ -49,6 +49,18 @@ describe('the logger keeps secrets out of the log', () => {
     expect(out).toContain('Bearer');
   });
 
+  it('scrubs providers\' key shapes too (Anthropic\'s sk-ant-api03-…, OpenAI\'s sk-proj-…), as a provider quoting the key it was sent', () => {
+    const { log, text } = capture();
+    const anthropic = 'sk-ant-api03-szMIIGYiZ_abcDEF123-ghiJKL456_mnoPQR789-LEAKAA';
+    const openai = 'sk-proj-AbCdEf0123456789_GhIjKl-MnOpQr';
+    log.warn({ body: `{"error":{"message":"Incorrect API key provided: ${anthropic}"}}` }, `provider quoted ${openai}`);
+    const out = text();
+    expect(out).not.toContain('szMIIGYiZ');
+    expect(out).not.toContain('LEAKAA');
+    expect(out).not.toContain('AbCdEf0123456789');
+    expect(out).toContain('Incorrect API key provided: sk-[redacted]');
+  });
+
   it('survives a cycle in a logged object', () => {
     const { log, text } = capture();
     const a: Record<string, unknown> = { name: 'a' };

@@ -25,6 +25,7 @@ import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { forwardedForOf } from '../auth/client-address.js';
 import type { Readable } from 'node:stream';
+import { scrubCredentials } from '../../infra/secrets/credential-text.js';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth/key-check.js';
 import { BodyLinger, declaredLengthOf } from '../free-request.js';
@@ -879,7 +880,10 @@ class Exchange {
     else spool.afterWritten(then);
   }
 
-  passThroughError(status: number, text: string, answer: ProviderAnswer, provider: Provider): void {
+  passThroughError(status: number, providerText: string, answer: ProviderAnswer, provider: Provider): void {
+    // A provider may quote the credential it was sent ("Incorrect API key provided: …"): the channel's
+    // key, and anything key-shaped, never reach the client or the log.
+    const text = scrubCredentials(providerText, this.channel?.apiKey);
     // A provider's JSON error in the client's protocol passes as it is; one in the other protocol
     // keeps its message in the client's shape; anything else (a proxy's HTML page, a stack trace) is
     // replaced by a stable message and logged for operators. A rate limit's or a failure's message

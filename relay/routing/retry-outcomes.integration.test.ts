@@ -101,6 +101,27 @@ describe('retries', () => {
     expect(await rs.json()).toEqual([{ upstream_request_id: 'req_refused' }]);
   });
 
+  it.each([false, true])('a provider\'s 4xx quoting the channel\'s credential (stream: %s) reaches the client without it, and without any key-shaped text', async (stream) => {
+    const model = `route-quotes-key-${stream}`;
+    const channelKey = 'chan-cred-0123456789-ABCDEFGHIJ';
+    const other = 'sk-ant-api03-szMIIGYiZ_abcDEF123-ghiJKL456_mnoPQR789-LEAKAA';
+    const quoting = await fixedUpstream(400, JSON.stringify({
+      type: 'error', error: { type: 'invalid_request_error', message: `Incorrect API key provided: ${channelKey}; also tried ${other}; the prompt is too long` },
+    }), { 'request-id': 'req_quoting' });
+    upstreams.push(quoting);
+    await mockChannel(stack, [model], 'default', { base_url: quoting.url, key: channelKey });
+    const err = await (stream
+      ? (async () => { for await (const _ of await client.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'hello' }], stream: true })); })()
+      : ask(model)).catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(err).toBeInstanceOf(Anthropic.BadRequestError);
+    const message = (err.error as { error: { message: string } }).error.message;
+    expect(message).not.toContain(channelKey);
+    expect(message).not.toContain('szMIIGYiZ');
+    // The rest of the provider's words stay: they are about the client's request.
+    expect(message).toContain('the prompt is too long');
+    expect(message).toContain('[redacted]');
+  });
+
   it.each([false, true])('a provider whose connection is lost after the request arrived (stream: %s) is answered 500 saying so, not "could not be reached"; not retried; nothing billed', async (stream) => {
     const model = `route-lost-${stream}`;
     // Reads the whole request, then drops the connection without a byte: a provider process that
