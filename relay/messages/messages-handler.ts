@@ -899,8 +899,11 @@ class Exchange {
     // (vLLM's `{"detail": …}`, Ollama's `{"error": "…"}`) would reach the client in no format its SDK reads.
     // Anthropic's errors carry a request_id (the provider's, as its request-id header): one that has
     // none gets the gateway's, as the relay's own errors do.
+    // A rate limit's or a failure's type is the status's (Anthropic's SDK and users read a 500 of
+    // type invalid_request_error as their own fault); an OpenAI error's type and code are kept.
     const passed = parsed !== null && provider.protocol === this.protocol && isProtocolError(parsed, this.protocol)
-      ? rewrittenError(parsed, text, providerSide ? message : null, this.protocol === 'anthropic' ? this.requestId : null) : null;
+      ? rewrittenError(parsed, text, providerSide ? message : null, this.protocol === 'anthropic' ? this.requestId : null,
+        providerSide && this.protocol === 'anthropic' ? type : null) : null;
     const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiProviderErrorBody(type, message)
         : errorBody(type, message, this.requestId);
@@ -1042,14 +1045,16 @@ function parseProviderError(text: string): ProviderErrorJson | null {
 }
 
 /**
- * A provider's error JSON with its message replaced (`message`, unless null) and, when it has none, a
- * `request_id` (unless null); the text as it is when nothing changes. `body` is `text` parsed, and
+ * A provider's error JSON with its message replaced (`message`, unless null), its error type (`type`,
+ * unless null) and, when it has none, a `request_id` (unless null); the text as it is when nothing changes. `body` is `text` parsed, and
  * an error as the protocol writes one (isProtocolError).
  */
-function rewrittenError(body: ProviderErrorJson, text: string, message: string | null, requestId: string | null): string {
+function rewrittenError(body: ProviderErrorJson, text: string, message: string | null, requestId: string | null, type: string | null = null): string {
   const addId = requestId !== null && typeof body.request_id !== 'string';
-  if (message === null && !addId) return text;
+  const retype = type !== null && (body.error as { type?: unknown }).type !== type;
+  if (message === null && !addId && !retype) return text;
   if (message !== null) (body.error as { message?: unknown }).message = message;
+  if (retype) (body.error as { type?: unknown }).type = type;
   if (addId) body.request_id = requestId;
   return JSON.stringify(body);
 }

@@ -101,6 +101,18 @@ describe('retries', () => {
     expect(await rs.json()).toEqual([{ upstream_request_id: 'req_refused' }]);
   });
 
+  it('a provider\'s 5xx whose Anthropic error names a client\'s type is answered with the status\'s type (500 api_error), its words replaced', async () => {
+    const model = 'route-500-client-type';
+    const failing = await fixedUpstream(500, JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'upstream pool exhausted' } }));
+    upstreams.push(failing);
+    await mockChannel(stack, [model], 'default', { base_url: failing.url });
+    const err = await ask(model).catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(err).toBeInstanceOf(Anthropic.InternalServerError);
+    // Before: {"type":"invalid_request_error"} on a 500, which reads as the client's fault.
+    expect(err.error).toMatchObject({ type: 'error', error: { type: 'api_error' } });
+    expect((err.error as { error: { message: string } }).error.message).not.toContain('pool exhausted');
+  });
+
   it.each([false, true])('a provider\'s 4xx quoting the channel\'s credential (stream: %s) reaches the client without it, and without any key-shaped text', async (stream) => {
     const model = `route-quotes-key-${stream}`;
     const channelKey = 'chan-cred-0123456789-ABCDEFGHIJ';
