@@ -3,21 +3,20 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 NODE_MODULES_STAMP := node_modules/.package-lock.json
 
-# Secrets of a local stack, generated once per checkout into .data/ (never a public default): the
-# KEY_SECRET that seals API keys, and the passwords of the demo logins that only `make run` seeds.
-# Owner-only (umask 077 while writing, chmod for files an older Makefile left world-readable): any
-# local account reading key-secret could open every sealed key. Only the files: Postgres, running as
-# its own user, still goes through .data/ to its folder.
-local_secret = $(shell mkdir -p .data && { [ -s .data/$(1) ] || (umask 077 && head -c $(2) /dev/urandom | base64 | tr -d '/+=' > .data/$(1)); } && chmod 600 .data/$(1) && cat .data/$(1))
-KEY_SECRET ?= $(call local_secret,key-secret,32)
-DEMO_PASSWORD ?= $(call local_secret,demo-password,12)
-ADMIN_PASSWORD ?= $(call local_secret,admin-password,12)
-export KEY_SECRET DEMO_PASSWORD ADMIN_PASSWORD
+# Secrets of a local stack (KEY_SECRET and the demo logins' passwords), generated once per checkout
+# into .data/ by infra/scripts/local-secrets.sh, which only the recipes that need them source (here
+# migrate and seed; start-stack.sh and cluster-up.sh themselves): not when the Makefile is read, so
+# `make help`, `make -n …`, `make down` and `make clean` write none. An environment or command-line
+# KEY_SECRET, DEMO_PASSWORD or ADMIN_PASSWORD is used as given.
+WITH_LOCAL_SECRETS := . infra/scripts/local-secrets.sh &&
 
 .PHONY: help install build typecheck infra migrate seed run test down bench clean replay-dead-letters cluster-up cluster-down
 
+# Names padded to the longest one, so that every description starts in the same column.
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} \
+	  {name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)} \
+	  END {for (i = 1; i <= NR; i++) printf "  make %-" width "s  %s\n", name[i], text[i]}'
 
 $(NODE_MODULES_STAMP): package.json package-lock.json $(wildcard patches/*.patch)
 	@bash infra/scripts/install-prerequisites.sh
@@ -43,10 +42,10 @@ infra: build ## Use Postgres, Redis and ClickHouse at their URLs, or start local
 	@bash infra/scripts/ensure-services.sh
 
 migrate: infra ## Apply Postgres and ClickHouse migrations (safe to repeat)
-	node dist/infra/migrate-main.js
+	$(WITH_LOCAL_SECRETS) node dist/infra/migrate-main.js
 
 seed: migrate ## Create the demo account, admin, mock channel and demo API key (idempotent; local demo only)
-	SEED_DEMO=$${SEED_DEMO:-true} node dist/console-api/seed/seed-main.js
+	$(WITH_LOCAL_SECRETS) SEED_DEMO=$${SEED_DEMO:-true} node dist/console-api/seed/seed-main.js
 
 run: seed ## Start the whole stack (relay, billing, console-api, mock provider, payment sandboxes) and print how to call it
 	@bash infra/scripts/start-stack.sh
@@ -64,7 +63,7 @@ chaos: build ## Run the chaos suite with the issue's fault durations (CHAOS_SCAL
 	CHAOS_SCALE=$${CHAOS_SCALE:-1} npx vitest run tests/chaos/chaos.integration.test.ts
 
 replay-dead-letters: build ## Move dead-lettered usage events that decode now back to the usage stream (idempotent; see docs/billing.md)
-	node dist/billing/replay-dead-letters.js
+	$(WITH_LOCAL_SECRETS) node dist/billing/replay-dead-letters.js
 
 cluster-up: seed ## Like run, scaled out: Redis Cluster (3 masters + 3 replicas, 7000-7005), 2 relays (3000, 3002), 2 billing workers
 	@bash infra/scripts/cluster-up.sh
@@ -72,8 +71,8 @@ cluster-up: seed ## Like run, scaled out: Redis Cluster (3 masters + 3 replicas,
 cluster-down: ## Stop, by PID, everything `make cluster-up` started, the Redis Cluster included
 	@bash infra/scripts/cluster-down.sh
 
-down: ## Stop, by PID, everything `make run` started
+down: ## Stop, by PID, everything `make run` started (a relay is given its drain: RELAY_SHUTDOWN_GRACE_MS and more)
 	@bash infra/scripts/stop-all.sh
 
-clean: down ## Stop everything and delete dist/, .data/ and .run/
-	rm -rf dist .data .run
+clean: ## Stop everything `make run` or `make cluster-up` started; delete dist/, .run/ and .data/ (but not its secrets)
+	@bash infra/scripts/clean.sh

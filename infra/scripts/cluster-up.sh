@@ -7,6 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .run
+# KEY_SECRET and the demo passwords: as given, else from .data/ (generated there the first time).
+. infra/scripts/local-secrets.sh
 
 CLUSTER_BASE_PORT=${CLUSTER_BASE_PORT:-7000}
 export REDIS_CLUSTER_NODES=${REDIS_CLUSTER_NODES:-$(bash infra/scripts/redis-cluster.sh nodes "$CLUSTER_BASE_PORT")}
@@ -46,7 +48,7 @@ wait_http mock-openai "http://127.0.0.1:${MOCK_OPENAI_PORT:-3093}/v1/models"
 wait_http console-api "$CONSOLE_URL/api/status"
 wait_http relay "$RELAY_URL/health"
 wait_http relay-2 "$RELAY2_URL/health"
-wait_http payment-sandbox http://127.0.0.1:3091/api/orders
+wait_http payment-sandbox "http://127.0.0.1:${EPAY_SANDBOX_PORT:-3091}/api/orders"
 sleep 0.3
 # The billing workers answer no HTTP: alive is each one's process under its supervisor.
 for name in billing billing-2; do pgrep -P "$(cat .run/$name.pid)" >/dev/null 2>&1 || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done

@@ -18,7 +18,7 @@ The gateway is up.
   console-api   $CONSOLE_URL        (GET /api/...; endpoints in console-api/README.md)
   mock provider $MOCK_URL${MOCK_OPENAI_URL:+
   mock OpenAI   $MOCK_OPENAI_URL  (an OpenAI-format channel, type 1: gpt-4o-mini, gpt-4o, gpt-4.1)}
-  payments      http://127.0.0.1:3091 (epay sandbox), http://127.0.0.1:3092 (card sandbox)
+  payments      http://127.0.0.1:${EPAY_SANDBOX_PORT:-3091} (epay sandbox), http://127.0.0.1:${CARDPAY_SANDBOX_PORT:-3092} (card sandbox)
 ${EXTRA_LINES:+$EXTRA_LINES
 }  logs          .run/*.log        stop everything with: $STOP_COMMAND
   demo logins   demo / ${DEMO_PASSWORD:-?}, admin / ${ADMIN_PASSWORD:-?}

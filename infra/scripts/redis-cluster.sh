@@ -6,6 +6,7 @@
 #   redis-cluster.sh start BASE_PORT DIR    start the 6 nodes (those not running), form the cluster
 #                                           once, wait until every node reports cluster_state:ok
 #   redis-cluster.sh stop BASE_PORT DIR     stop, by the PIDs in DIR, the nodes this script started
+#                                           there (on any ports)
 #   redis-cluster.sh nodes BASE_PORT        print the seed list host:port,... (REDIS_CLUSTER_NODES)
 set -euo pipefail
 cmd=${1:?start|stop|nodes}
@@ -52,9 +53,11 @@ start() {
   echo "redis cluster up: $(nodes)"
 }
 
+# Every node with a PID file under DIR, whatever its port: a cluster started on other ports
+# (CLUSTER_BASE_PORT) in the same DIR is stopped too, before `make clean` deletes DIR.
 stop() {
-  for p in "${ports[@]}"; do
-    f="$dir/$p/redis.pid"
+  local stopped=()
+  for f in "$dir"/*/redis.pid; do
     [ -f "$f" ] || continue
     pid=$(cat "$f")
     if kill -0 "$pid" 2>/dev/null; then
@@ -63,8 +66,9 @@ stop() {
       kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
     fi
     rm -f "$f"
+    stopped+=("$(basename "$(dirname "$f")")")
   done
-  echo "redis cluster on $base-$((base + 5)) stopped"
+  [ ${#stopped[@]} -eq 0 ] || echo "redis cluster stopped (nodes ${stopped[*]})"
 }
 
 case "$cmd" in

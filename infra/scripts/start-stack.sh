@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .run
+# KEY_SECRET and the demo passwords: as given, else from .data/ (generated there the first time).
+. infra/scripts/local-secrets.sh
 
 # start and wait_http
 source infra/scripts/launch-lib.sh
@@ -31,7 +33,7 @@ wait_http mock-upstream "$MOCK_URL/v1/models"
 wait_http mock-openai "$MOCK_OPENAI_URL/v1/models"
 wait_http console-api "$CONSOLE_URL/api/status"
 wait_http relay "$RELAY_URL/health"
-wait_http payment-sandbox http://127.0.0.1:3091/api/orders
+wait_http payment-sandbox "http://127.0.0.1:${EPAY_SANDBOX_PORT:-3091}/api/orders"
 sleep 0.3
 # The billing worker answers no HTTP: alive is its process under its supervisor.
 for name in billing; do pgrep -P "$(cat .run/$name.pid)" >/dev/null 2>&1 || { echo "$name exited:" >&2; tail -20 ".run/$name.log" >&2; exit 1; }; done
