@@ -260,6 +260,20 @@ describe('a port another relay holds', () => {
   });
 });
 
+describe('a KEY_SECRET that opens no channel credential', () => {
+  it('fails the start-up saying so, where the relay started, reported healthy and answered every key 401', async () => {
+    const p = await closedPort();
+    const other: Config = { ...stack.config, KEY_SECRET: 'another-key-secret-0123456789', RELAY_PORT: p, RELAY_METRICS_PORT: 'off' };
+    await expect(startRelay(other, createLogger(stack.config, 'test'))).rejects.toThrow(/KEY_SECRET opens none of the \d+ enabled channels' credentials/);
+    // Nothing was left listening.
+    const probe = await fetch(`http://127.0.0.1:${p}/health`).then(() => 'answered', () => 'refused');
+    expect(probe).toBe('refused');
+    // The right secret still starts.
+    const right = await startRelay({ ...stack.config, RELAY_PORT: p, RELAY_METRICS_PORT: 'off' }, createLogger(stack.config, 'test'));
+    await right.close();
+  });
+});
+
 /** A port nothing listens on (taken from the OS, then released). */
 async function closedPort(): Promise<number> {
   const srv = createServer();

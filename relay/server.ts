@@ -266,6 +266,13 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   };
   await reloadOptions();
   await channels.reload();
+  // A relay whose KEY_SECRET opens none of the channels' credentials would start, report healthy and
+  // answer every key 401 (keys are looked up by an HMAC under the same secret): refused here, loudly.
+  const locked = channels.openedNoCredential();
+  if (locked !== null) {
+    await Promise.allSettled([health.stop(), sql.end({ timeout: 1 }), redis.quit(), sub.quit()]);
+    throw new Error(`KEY_SECRET opens none of the ${locked.unreadable} enabled channels' credentials: it is not the KEY_SECRET they were sealed with (the console's); refusing to start`);
+  }
   // Not awaited unbounded: the subscription waits for Redis, and a relay started while its Redis is
   // down must still listen (and answer 529) rather than hang until Redis returns.
   const subscribed = subscribeInvalidations(sub, keys.invalidationChannel(), {

@@ -58,6 +58,8 @@ export class ChannelRegistry {
   readonly #onUnreadable: (channelId: number, err: Error) => void;
   readonly #onRouteChange: (channelId: number, joined: boolean) => void;
   #reloaded = false;
+  /** Enabled channels whose credential the last reload could not open (another KEY_SECRET sealed it). */
+  #unreadableCount = 0;
 
   /**
    * `onRouteChange`: a channel joined or left the routes between two reloads (enabled again, disabled
@@ -132,6 +134,7 @@ export class ChannelRegistry {
       routes.set(key, [...tiers.entries()].sort((a, b) => b[0] - a[0]).map(([, c]) => c));
     }
     const before = this.#loaded;
+    this.#unreadableCount = unreadable.size;
     this.#routes = routes;
     this.#models = models;
     this.#loaded = new Set(channels.keys());
@@ -141,6 +144,15 @@ export class ChannelRegistry {
       for (const id of before) if (!this.#loaded.has(id)) this.#onRouteChange(id, false);
     }
     this.#reloaded = true;
+  }
+
+  /**
+   * Whether the last reload found enabled channels and could open none of their credentials: the
+   * relay was given another KEY_SECRET than the one the console sealed them with (a `make clean` that
+   * generated a new one, a secret copied wrong), and would answer every request as unserved.
+   */
+  openedNoCredential(): { unreadable: number } | null {
+    return this.#channels.size === 0 && this.#unreadableCount > 0 ? { unreadable: this.#unreadableCount } : null;
   }
 
   /**
