@@ -19,7 +19,9 @@ export type PreHandler = (request: FastifyRequest, reply: FastifyReply) => Promi
 
 export function bearerToken(header: string | undefined): string | undefined {
   if (!header) return undefined;
-  const m = /^Bearer[ \t]+(\S+)\s*$/i.exec(header);
+  // The scheme may be left out, as new-api allows (scripts written for it send the token alone);
+  // another scheme (`Basic …`) has a space in it and is no token.
+  const m = /^(?:Bearer[ \t]+)?(\S+)\s*$/i.exec(header);
   return m ? m[1] : undefined;
 }
 

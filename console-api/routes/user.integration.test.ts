@@ -139,6 +139,10 @@ describe('register, login and access tokens', () => {
     expect((await get('/api/user/self', { authorization: `Bearer ${access2}` })).statusCode).toBe(200);
     // The session survives: only access tokens are replaced.
     expect((await get('/api/user/self', { authorization: `Bearer ${session}` })).statusCode).toBe(200);
+    // new-api takes an access token without its scheme too (scripts written for it send it so).
+    expect((await get('/api/user/self', { authorization: access2 })).statusCode).toBe(200);
+    // Another scheme is no token.
+    expect((await get('/api/user/self', { authorization: `Basic ${access2}` })).statusCode).toBe(401);
   });
 
   it('refuses missing, unknown and expired credentials and sk- API keys with 401', async () => {
