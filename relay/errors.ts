@@ -30,6 +30,7 @@ export const RELAY_ERRORS = {
   overloaded: { status: 529, type: 'overloaded_error', message: 'The model provider is overloaded.' },
   quota_store_unavailable: { status: 529, type: 'overloaded_error', message: 'The relay cannot reach its quota store, so it takes no request until it returns. Retry shortly.' },
   key_store_unavailable: { status: 529, type: 'overloaded_error', message: 'The relay cannot reach its account database to check this API key. Retry shortly.' },
+  relay_closing: { status: 529, type: 'overloaded_error', message: 'The relay is shutting down and cut this request before the model provider answered; nothing was billed. Retry it.' },
   relay_overloaded: { status: 529, type: 'overloaded_error', message: 'The relay is overloaded: too many token counts are waiting. Retry shortly.' },
 } as const satisfies Record<string, { status: number; type: string; message: string }>;
 

@@ -172,6 +172,29 @@ describe('a relay process sent SIGTERM during a slow stream', () => {
     }
   }, 30_000);
 
+  it('answers a non-streaming request it cuts when the grace is over 529 (the relay closing: retry), not 500 "the provider\'s connection was lost"; nothing billed', async () => {
+    const relay = await startRelayProcess(300);
+    try {
+      const before = await balance();
+      const client = new Anthropic({ apiKey: key, baseURL: relay.url, maxRetries: 0 });
+      // The mock takes 60 × 40 ms to generate the whole answer: far past the grace.
+      const call = client.messages.create({ model: MODEL, max_tokens: OUTPUT, messages: [{ role: 'user', content: 'Tell me a long story' }] }).catch((e: unknown) => e);
+      await new Promise((r) => setTimeout(r, 300));
+      relay.proc.kill('SIGTERM');
+      const err = await call as InstanceType<typeof Anthropic.APIError>;
+      expect(err).toBeInstanceOf(Anthropic.APIError);
+      expect(err.status).toBe(529);
+      expect(err.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error', message: expect.stringMatching(/shutting down/) } });
+      expect(await relay.exited).toBe(0);
+      expect(await balance()).toBe(before);
+      expect(await stack.redis.zcard(stack.keys.reservationDeadlines())).toBe(0);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
+    } finally {
+      if (relay.proc.exitCode === null) relay.proc.kill('SIGKILL');
+    }
+  }, 30_000);
+
   it('serves a request whose body was still arriving, bills it exactly once, and exits 0', async () => {
     const relay = await startRelayProcess();
     try {

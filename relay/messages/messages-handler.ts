@@ -95,7 +95,10 @@ function reachedProvider(err: unknown): boolean {
  * provider was reached, and "could not be reached" sent users looking at their network. A headers
  * timeout is Anthropic's own 504 `timeout_error`; a connection lost is a 500 saying so.
  */
-function noAnswerError(err: unknown): RelayError {
+function noAnswerError(err: unknown, cutByRelay: boolean): RelayError {
+  // Cut by this relay as it closed (its grace over): the provider was not at fault, and the client
+  // can send the request again to another relay (529, which the SDKs retry).
+  if (cutByRelay) return RELAY_CLOSING;
   return (err as { code?: unknown } | null)?.code === 'UND_ERR_HEADERS_TIMEOUT'
     ? new RelayError('upstream_timeout')
     : new RelayError('upstream_unreachable', LOST_BEFORE_ANSWER);
@@ -125,6 +128,7 @@ export function handleChatCompletions(ctx: RelayContext, res: HttpResponse, req:
 }
 
 const QUOTA_STORE_UNAVAILABLE = new RelayError('quota_store_unavailable');
+const RELAY_CLOSING = new RelayError('relay_closing');
 
 /** One request of either protocol; stream-relay.ts and settlement.ts take it as it is (StreamingExchange, SettledExchange). */
 class Exchange {
@@ -602,7 +606,7 @@ class Exchange {
         this.noteFailure(new RelayError('upstream_unreachable'));
         return REASON.connectionFailed;
       }
-      if (reachedProvider(err)) this.fail(noAnswerError(err), REASON.noAnswer);
+      if (reachedProvider(err)) this.fail(noAnswerError(err, this.ctx.pools.cut), REASON.noAnswer);
       else this.fail(new RelayError('upstream_unreachable'), REASON.connectionFailed);
       return 'done';
     }

@@ -80,7 +80,14 @@ export class UpstreamPools {
   }
 
   /** Cuts every provider call still open (their bodies error), and forgets the pools. */
+  /**
+   * Whether destroy() cut the calls still open (a closing relay whose grace is over): a call failing
+   * from then on failed because of the relay, not the provider.
+   */
+  cut = false;
+
   async destroy(): Promise<void> {
+    this.cut = true;
     await Promise.all([...this.#pools.values(), ...this.#retiring].map((p) => p.destroy()));
     this.#pools.clear();
     this.#retiring.clear();
