@@ -1,10 +1,10 @@
-import { loadConfig } from '../infra/config.js';
+import { loadConfigOrExit } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { installProcessGuards } from '../infra/process-guards.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
 import { startBilling, type RunningBilling } from './service.js';
 
-const config = loadConfig();
+const config = loadConfigOrExit('billing');
 const log = createLogger(config, 'billing');
 let billing: RunningBilling | null = null;
 // Installed before anything starts: a promise nothing awaits (postgres.js's own, on a connection

@@ -91,9 +91,9 @@ export function startDeadLetterGauge(redis: Redis, deadLetterStream: string | st
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { loadConfig } = await import('../infra/config.js');
+  const { loadConfigOrExit } = await import('../infra/config.js');
   const { createRedis, redisKeysFor } = await import('../infra/redis/client.js');
-  const config = loadConfig();
+  const config = loadConfigOrExit('replay-dead-letters');
   const keys = redisKeysFor(config);
   const redis = createRedis(config, 'replay-dead-letters');
   try {

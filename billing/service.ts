@@ -49,13 +49,29 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     // Debits a Redis restart took out of the mirrors before their commit are put back after it.
     mirrors: { keys, quota },
   });
-  await worker.start();
+  // GET /metrics and /health, before the worker reads anything: a port already taken stops the start,
+  // as the relay's does. A worker left running without them is invisible to its probe and its alerts.
+  const shardList = Array.from({ length: keys.streamShards }, (_, i) => i);
+  let metrics: MetricsServer;
+  try {
+    metrics = await startBillingMetricsServer({ host: config.BILLING_METRICS_HOST, port: config.BILLING_METRICS_PORT, redis: commands, stream: shardList.map((i) => keys.usageStream(i)), group: BILLING_GROUP });
+  } catch (err) {
+    redis.disconnect();
+    commands.disconnect();
+    await Promise.allSettled([sql.end({ timeout: 5 }), ch.close()]);
+    throw new Error(`billing metrics could not listen on ${config.BILLING_METRICS_HOST}:${config.BILLING_METRICS_PORT} (BILLING_METRICS_HOST, BILLING_METRICS_PORT): ${(err as Error).message}`);
+  }
+  try {
+    await worker.start();
+  } catch (err) {
+    await metrics.close();
+    throw err;
+  }
   void checkRedisPersistence(commands, log, 'billing');
   const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS);
   // A console's own after-commit step normally finishes within milliseconds; a row pending for 30 s
   // belongs to a console that failed or died.
   // Dead letters moved money in Redis only: the gauge is how an operator learns to replay them.
-  const shardList = Array.from({ length: keys.streamShards }, (_, i) => i);
   const deadLetters = startDeadLetterGauge(commands, shardList.map((i) => keys.usageDeadLetterStream(i)), config.RESERVATION_REAP_INTERVAL_MS, log);
   const followUp = startConsoleFollowUp({ sql, redis: commands, quota, log }, config.RESERVATION_REAP_INTERVAL_MS, 30);
   const keyEditPruning = startKeyQuotaEditPruning({ sql, quota, log }); // done key_quota_edits rows and their markers, after a day
@@ -63,14 +79,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   const notices = startLowBalanceNotices({ sql, log, optionSecrets, webhookSecrets }, config.RESERVATION_REAP_INTERVAL_MS);
   // Unpaid top-up orders expire after a day; spent console credentials and e-mail codes are deleted.
   const pruning = startConsoleRowPruning({ sql, log });
-  // Prometheus /metrics; a port already taken is logged, not fatal: billing matters more than its metrics.
-  let metrics: MetricsServer | null = null;
-  try {
-    metrics = await startBillingMetricsServer({ host: config.BILLING_METRICS_HOST, port: config.BILLING_METRICS_PORT, redis: commands, stream: shardList.map((i) => keys.usageStream(i)), group: BILLING_GROUP });
-  } catch (err) {
-    log.warn({ err, port: config.BILLING_METRICS_PORT }, 'billing metrics server could not listen');
-  }
-  log.info({ consumer: config.BILLING_CONSUMER, metricsPort: metrics?.port }, 'billing worker started');
+  log.info({ consumer: config.BILLING_CONSUMER, metricsPort: metrics.port }, 'billing worker started');
   return {
     worker,
     async close() {
@@ -80,7 +89,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
       notices.stop();
       pruning.stop();
       deadLetters.stop();
-      await metrics?.close();
+      await metrics.close();
       await worker.stop();
       redis.disconnect();
       commands.disconnect();

@@ -1,9 +1,9 @@
 // The console API as a Fastify instance (no listen: main.ts listens, tests inject). One module per
 // concern: routes/* register endpoints, auth/* credentials, http/* envelope, errors and validation.
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
-import { isIP } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import { parseTrustedProxies } from '../infra/config.js';
 import { rawJsonProblem, SCAN_DEPTH_MAX } from '../infra/json/raw-json-scan.js';
 import { createLogger } from '../infra/logger.js';
 import { isDatabaseBusy, isDatabaseUnavailable } from '../infra/postgres/unavailable.js';
@@ -86,14 +86,7 @@ export type { ConsoleDeps } from './context.js';
  * client behind it share the proxy's address, and so its login limits.
  */
 export function trustedProxies(spec: string): string[] | false {
-  const entries = spec.split(/[,\s]+/).filter(Boolean);
-  for (const entry of entries) {
-    const [address, prefix, extra] = entry.split('/');
-    const family = isIP(address ?? '');
-    const bits = family === 4 ? 32 : 128;
-    const validPrefix = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
-    if (family === 0 || !validPrefix || extra !== undefined) throw new Error(`TRUSTED_PROXIES: "${entry}" is not an IP address or CIDR block`);
-  }
+  const entries = parseTrustedProxies(spec).map((p) => p.entry);
   return entries.length > 0 ? entries : false;
 }
 

@@ -1,7 +1,7 @@
 // Entry point of the console API: config, connections, migrations, the root account, listen, and a
 // clean shutdown on SIGTERM/SIGINT. The only console module that reads process.env (via loadConfig).
 import { createClickHouseReader } from '../infra/clickhouse/read-client.js';
-import { loadConfig } from '../infra/config.js';
+import { loadConfigOrExit } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { installProcessGuards } from '../infra/process-guards.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
@@ -17,7 +17,7 @@ import { buildConsoleApp } from './app.js';
 import { sealLegacySecrets } from './secrets/seal-legacy-secrets.js';
 
 async function main(): Promise<void> {
-  const config = loadConfig();
+  const config = loadConfigOrExit('console-api');
   const logger = createLogger(config, 'console-api');
   // Before anything connects: a promise nothing awaits (postgres.js's own, on a connection terminated as
   // it opened) failing must not end the console for everyone; it is logged with the count so far and

@@ -1,20 +1,25 @@
-import { loadConfig } from '../infra/config.js';
+import { loadConfigOrExit } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { relayMetrics } from './metrics/relay-metrics.js';
 import { installProcessGuards } from './process-guards.js';
-import { startRelay } from './server.js';
+import { startRelay, type RunningRelay } from './server.js';
 
-const config = loadConfig();
+const config = loadConfigOrExit('relay');
 const log = createLogger(config, 'relay');
+let running: RunningRelay | null = null;
+// Installed before the start, as in the billing worker and the console: what fails uncaught while the
+// relay starts (a Redis that refuses REDIS_URL's database: infra/redis/client.ts) is the relay's own
+// fatal log line and exit 1, as it is once the relay runs.
+installProcessGuards({
+  log,
+  metrics: relayMetrics,
+  stopAccepting: () => running?.stopAccepting(),
+  close: () => running?.close() ?? Promise.resolve(),
+  exit: (code) => process.exit(code),
+});
 try {
   const relay = await startRelay(config, log);
-  installProcessGuards({
-    log,
-    metrics: relayMetrics,
-    stopAccepting: () => relay.stopAccepting(),
-    close: () => relay.close(),
-    exit: (code) => process.exit(code),
-  });
+  running = relay;
   // A deploy's SIGTERM must not cut the streams in progress nor lose their settlements: the relay
   // stops accepting and drains for RELAY_SHUTDOWN_GRACE_MS at most; a second signal ends it at once
   // (the handlers are once: the default action). What is still open after the grace is cut and

@@ -16,7 +16,7 @@
 // LOG_LEVEL as everywhere (infra/config.ts). SIGTERM / SIGINT close the server and exit. The wire
 // format and the per-request knobs are described at the top of mock-openai.ts.
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../../infra/config.js';
+import { loadConfigOrExit } from '../../infra/config.js';
 import { createLogger } from '../../infra/logger.js';
 import { closeOnSignal } from '../lib/close-on-signal.js';
 import { startMockOpenAI } from './mock-openai.js';
@@ -37,7 +37,7 @@ function main(): void {
     options: Object.fromEntries(Object.keys(FLAGS).map((f) => [f, { type: 'string' }])) as Record<Flag, { type: 'string' }>,
     strict: true,
   });
-  const config = loadConfig(process.env);
+  const config = loadConfigOrExit('mock-openai');
   const log = createLogger(config, 'mock-openai');
   const raw = (flag: Flag): string | undefined => {
     const v = (values as Partial<Record<Flag, string>>)[flag] ?? process.env[FLAGS[flag]];

@@ -25,7 +25,7 @@
 // Per-request overrides (x-mock-* headers, model names containing -error<status>) are described at
 // the top of knobs.ts.
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../../infra/config.js';
+import { loadConfigOrExit } from '../../infra/config.js';
 import { createLogger } from '../../infra/logger.js';
 import { closeOnSignal } from '../lib/close-on-signal.js';
 import { startMockUpstream, type MockUpstreamOptions } from './mock-upstream.js';
@@ -57,7 +57,7 @@ function main(): void {
     options: Object.fromEntries(Object.keys(FLAGS).map((f) => [f, { type: 'string' }])) as Record<Flag, { type: 'string' }>,
     strict: true,
   });
-  const config = loadConfig(process.env);
+  const config = loadConfigOrExit('mock-upstream');
   const log = createLogger(config, 'mock-upstream');
 
   const raw = (flag: Flag): string | undefined => {

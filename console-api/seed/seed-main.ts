@@ -1,10 +1,10 @@
 // `make seed`: the demo data (console-api/seed/demo-seed.ts), only when SEED_DEMO=true (make run and make
 // seed set it; nothing else seeds logins with known passwords).
-import { loadConfig } from '../../infra/config.js';
+import { loadConfigOrExit } from '../../infra/config.js';
 import { createSql } from '../../infra/postgres/client.js';
 import { ADMIN_USERNAME, DEMO_USERNAME, seedDemo } from './demo-seed.js';
 
-const config = loadConfig();
+const config = loadConfigOrExit('seed');
 if (!config.SEED_DEMO) {
   console.log('seed: SEED_DEMO is not true, nothing to do');
 } else {

@@ -1,11 +1,11 @@
 // Serves ClickHouse's HTTP interface on CLICKHOUSE_URL from the embedded engine (chdb), with its data
 // in CLICKHOUSE_LOCAL_PATH. One process owns the data directory: chdb allows no second one (it opens
 // CLICKHOUSE_LOCAL_CONNECTIONS engine connections to it, so that reads run in parallel).
-import { loadConfig } from '../config.js';
+import { loadConfigOrExit } from '../config.js';
 import { createLogger } from '../logger.js';
 import { startLocalClickHouse } from './local-server.js';
 
-const config = loadConfig();
+const config = loadConfigOrExit('clickhouse-local');
 const logger = createLogger(config, 'clickhouse-local');
 const url = new URL(config.CLICKHOUSE_URL);
 const server = await startLocalClickHouse({

@@ -1,8 +1,8 @@
-import { loadConfig } from '../config.js';
+import { loadConfigOrExit } from '../config.js';
 import { createLogger } from '../logger.js';
 import { migrateClickHouse } from './migrate.js';
 
-const config = loadConfig();
+const config = loadConfigOrExit('clickhouse-migrate');
 const logger = createLogger(config, 'clickhouse-migrate');
 try {
   const applied = await migrateClickHouse(config);

@@ -1,5 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
-import type { Config } from '../config.js';
+import { ConfigError, type Config } from '../config.js';
 import { redisKeys, type RedisKeys } from './keys.js';
 
 /** Seed nodes of a Redis Cluster, or null for a single Redis (REDIS_CLUSTER_NODES, redis+cluster:// URL). */
@@ -45,7 +45,10 @@ export function createRedis(config: Config, name: string, opts: { blocking?: boo
     ...(opts.commandTimeoutMs !== undefined ? { commandTimeout: opts.commandTimeoutMs } : {}),
   };
   const nodes = redisClusterNodes(config);
-  if (nodes === null) return quietOnConnectionErrors(new Redis(config.REDIS_URL, { ...redisOptions, enableAutoPipelining: !opts.blocking }));
+  if (nodes === null) {
+    const client = new Redis(config.REDIS_URL, { ...redisOptions, enableAutoPipelining: !opts.blocking });
+    return quietOnConnectionErrors(stopOnRefusedDatabase(client, config.REDIS_URL));
+  }
   const cluster = new Cluster(nodes, {
     redisOptions,
     // Auto-pipelining groups commands per node, so it stays on for ordinary connections.
@@ -67,6 +70,31 @@ export function createRedis(config: Config, name: string, opts: { blocking?: boo
   return quietOnConnectionErrors(cluster) as unknown as Redis;
 }
 export type { Redis };
+
+/**
+ * A database the server does not have (REDIS_URL's /99 on a server of 16): ioredis reports the failed
+ * SELECT as an 'error' event and goes on to serve the connection on database 0, another stack's keys.
+ * The connection is closed at once, before the handshake ends, so no command runs there (those queued
+ * fail "Connection is closed"); the process then fails uncaught, which each service's process guards
+ * log as fatal and exit 1 on: a wrong database is no fault a running process can wait out.
+ */
+let databaseRefused = false;
+
+function stopOnRefusedDatabase(client: Redis, url: string): Redis {
+  client.on('error', (err: Error & { command?: { name?: string; args?: unknown[] } }) => {
+    if (err.command?.name !== 'select') return;
+    client.disconnect();
+    // Every connection of the process meets it: one report is enough.
+    if (databaseRefused) return;
+    databaseRefused = true;
+    const db = String(err.command.args?.[0] ?? '');
+    const refused = new ConfigError([{ name: 'REDIS_URL', problem: `the Redis server refused database ${db} (${err.message}); expected a database it has (16 by default: 0 to 15)`, value: url }]);
+    process.nextTick(() => {
+      throw refused;
+    });
+  });
+  return client;
+}
 
 /**
  * A listener for the client's 'error' events: a connection reset or refused (CLIENT KILL, a restart,

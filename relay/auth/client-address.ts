@@ -2,7 +2,7 @@
 // the right-most X-Forwarded-For entry that is not itself a trusted proxy.
 import { BlockList, isIP } from 'node:net';
 import type { HttpRequest } from 'uWebSockets.js';
-import { compileAllowList } from './key-rules.js';
+import { parseTrustedProxies } from '../../infra/config.js';
 
 /**
  * Every X-Forwarded-For line of a request, joined in order as one list: uWS's getHeader gives the
@@ -24,8 +24,19 @@ export function forwardedForOf(req: Pick<HttpRequest, 'getHeader' | 'forEach'>):
 export class ClientAddressResolver {
   readonly #trusted: BlockList | null;
 
+  /** `trustedProxies`: TRUSTED_PROXIES; throws naming it on a malformed entry, as the console does. */
   constructor(trustedProxies: string) {
-    this.#trusted = trustedProxies.trim() ? compileAllowList(trustedProxies) : null;
+    const proxies = parseTrustedProxies(trustedProxies);
+    if (proxies.length === 0) {
+      this.#trusted = null;
+      return;
+    }
+    const list = new BlockList();
+    for (const p of proxies) {
+      if (p.prefix === undefined) list.addAddress(p.address, p.family);
+      else list.addSubnet(p.address, p.prefix, p.family);
+    }
+    this.#trusted = list;
   }
 
   #isTrusted(ip: string): boolean {
