@@ -210,3 +210,21 @@ describe('AdminLogsPage and its address', () => {
     expect(field('Channel id').value).toBe('');
   });
 });
+
+describe('two Backs in quick succession', () => {
+  it('leave the address the second reached: the first view\'s correction does not rewrite it', async () => {
+    // An address that is not canonical (its order), read by the page; before its correction runs,
+    // the address moves on (a second Back), as a busy browser delivers two popstates at once.
+    render(<LogsPage />);
+    await waitFor(() => expect(reads()).toHaveLength(1));
+    history.pushState(null, '', '/logs?page_size=50&model_name=m1');
+    dispatchEvent(new PopStateEvent('popstate'));
+    history.pushState(null, '', '/logs?model_name=m2');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(location.search).toBe('?model_name=m2');
+    // The page catches up with the address it is at.
+    dispatchEvent(new PopStateEvent('popstate'));
+    await waitFor(() => expect(field('Model').value).toBe('m2'));
+    expect(location.search).toBe('?model_name=m2');
+  });
+});

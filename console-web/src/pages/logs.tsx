@@ -253,7 +253,10 @@ export function logViewQuery(view: LogView): LogQuery {
  */
 export function useCanonicalSearch(search: string, canonical: string): void {
   useEffect(() => {
-    if (location.search !== canonical) navigate(location.pathname + canonical, { replace: true });
+    // Only while the address is still the one read: two Backs in quick succession move it on before
+    // this runs, and rewriting the newer entry with the older view's address lost that entry (the
+    // filter applied before a page-size change read back as the page-size change).
+    if (location.search === search && search !== canonical) navigate(location.pathname + canonical, { replace: true });
   }, [search, canonical]);
 }
 
