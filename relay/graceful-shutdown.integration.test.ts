@@ -3,7 +3,6 @@
 // taken by Redis before the process goes, the request is billed exactly once, and the exit code is 0.
 // The same for a request whose body is still arriving when the signal comes: it is served, not cut.
 import Anthropic from '@anthropic-ai/sdk';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -13,6 +12,7 @@ import { projectRoot } from '../infra/project-root.js';
 import {
   createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../tests/harness/gateway-stack.js';
+import { relayProcessEnv, type RelayProcess, spawnRelayProcess } from '../tests/harness/relay-process.js';
 
 const MODEL = 'claude-haiku-4-5';
 // claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (core/pricing/ratios.ts).
@@ -38,44 +38,10 @@ afterAll(async () => {
   if (spoolDir) rmSync(spoolDir, { recursive: true, force: true });
 });
 
-interface RelayProcess {
-  proc: ChildProcess;
-  url: string;
-  output(): string;
-  exited: Promise<number | null>;
-}
-
 /** The relay as deployed, on this stack's database, Redis prefix and key secret. */
-async function startRelayProcess(graceMs = 20_000): Promise<RelayProcess> {
-  const c = stack.config;
-  const env: Record<string, string> = {
-    ...process.env as Record<string, string>,
-    NODE_ENV: 'test', LOG_LEVEL: 'info',
-    DATABASE_URL: c.DATABASE_URL, REDIS_URL: c.REDIS_URL, REDIS_PREFIX: c.REDIS_PREFIX, KEY_SECRET: c.KEY_SECRET,
-    CLICKHOUSE_URL: c.CLICKHOUSE_URL, CLICKHOUSE_DATABASE: c.CLICKHOUSE_DATABASE,
-    RELAY_HOST: '127.0.0.1', RELAY_PORT: '0', RELAY_METRICS_PORT: 'off', RELAY_SPOOL_DIR: spoolDir,
-    RELAY_SHUTDOWN_GRACE_MS: String(graceMs),
-    // The stack's Redis Cluster, when the relay set runs on one (tests/harness/gateway-stack.ts).
-    ...(c.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: c.REDIS_CLUSTER_NODES, REDIS_SHARDS: String(c.REDIS_SHARDS ?? '') } : {}),
-  };
-  const proc = spawn(process.execPath, [join(projectRoot(), 'dist/relay/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the relay did not start:\n${output}`)), 10_000);
-    const onData = (d: Buffer) => {
-      output += d.toString();
-      const m = /"port":(\d+)[^\n]*relay listening|relay listening[^\n]*"port":(\d+)/.exec(output);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1] ?? m[2]));
-      }
-    };
-    proc.stdout!.on('data', onData);
-    proc.stderr!.on('data', (d: Buffer) => { output += d.toString(); });
-    void exited.then((code) => reject(new Error(`the relay exited (${code}) before listening:\n${output}`)));
-  });
-  return { proc, url: `http://127.0.0.1:${port}`, output: () => output, exited };
+function startRelayProcess(graceMs = 20_000): Promise<RelayProcess> {
+  const env = relayProcessEnv(stack.config, { RELAY_SPOOL_DIR: spoolDir, RELAY_SHUTDOWN_GRACE_MS: String(graceMs) });
+  return spawnRelayProcess([join(projectRoot(), 'dist/relay/main.js')], env);
 }
 
 async function balance(): Promise<number> {

@@ -18,6 +18,7 @@ import { projectRoot } from '../../infra/project-root.js';
 import {
   createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../harness/gateway-stack.js';
+import { relayProcessEnv, type RelayProcess, spawnRelayProcess } from '../harness/relay-process.js';
 
 const MODEL = 'claude-haiku-4-5';
 // claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (core/pricing/ratios.ts).
@@ -47,38 +48,13 @@ afterAll(async () => {
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
-/** The relay as `make run` starts it, under its supervisor, on this stack's database and Redis prefix. */
-async function startSupervisedRelay(): Promise<{ supervisor: ChildProcess; url: string; output(): string; exited: Promise<number | null> }> {
-  const c = stack.config;
-  const env: Record<string, string> = {
-    ...process.env as Record<string, string>,
-    NODE_ENV: 'test', LOG_LEVEL: 'info',
-    DATABASE_URL: c.DATABASE_URL, REDIS_URL: c.REDIS_URL, REDIS_PREFIX: c.REDIS_PREFIX, KEY_SECRET: c.KEY_SECRET,
-    CLICKHOUSE_URL: c.CLICKHOUSE_URL, CLICKHOUSE_DATABASE: c.CLICKHOUSE_DATABASE,
-    RELAY_HOST: '127.0.0.1', RELAY_PORT: '0', RELAY_METRICS_PORT: 'off', RELAY_SPOOL_DIR: join(root, 'spool'),
-    RELAY_SHUTDOWN_GRACE_MS: String(GRACE_MS),
-    ...(c.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: c.REDIS_CLUSTER_NODES, REDIS_SHARDS: String(c.REDIS_SHARDS ?? '') } : {}),
-  };
+/** The relay as `make run` starts it, under its supervisor (its PID in .run/relay.pid), on this stack's database and Redis prefix. */
+async function startSupervisedRelay(): Promise<RelayProcess & { supervisor: ChildProcess }> {
+  const env = relayProcessEnv(stack.config, { RELAY_SPOOL_DIR: join(root, 'spool'), RELAY_SHUTDOWN_GRACE_MS: String(GRACE_MS) });
   const dist = join(projectRoot(), 'dist');
-  const supervisor = spawn(process.execPath, [join(dist, 'infra/launch/supervise-main.js'), 'relay', '--', join(dist, 'relay/main.js')],
-    { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const exited = new Promise<number | null>((resolve) => supervisor.once('exit', (code) => resolve(code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the relay did not start:\n${output}`)), 10_000);
-    supervisor.stdout!.on('data', (d: Buffer) => {
-      output += d.toString();
-      const m = /"port":(\d+)[^\n]*relay listening|relay listening[^\n]*"port":(\d+)/.exec(output);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1] ?? m[2]));
-      }
-    });
-    supervisor.stderr!.on('data', (d: Buffer) => { output += d.toString(); });
-    void exited.then((code) => reject(new Error(`the relay exited (${code}) before listening:\n${output}`)));
-  });
-  writeFileSync(join(root, '.run/relay.pid'), `${supervisor.pid}\n`);
-  return { supervisor, url: `http://127.0.0.1:${port}`, output: () => output, exited };
+  const relay = await spawnRelayProcess([join(dist, 'infra/launch/supervise-main.js'), 'relay', '--', join(dist, 'relay/main.js')], env, root);
+  writeFileSync(join(root, '.run/relay.pid'), `${relay.proc.pid}\n`);
+  return { ...relay, supervisor: relay.proc };
 }
 
 /** `bash infra/scripts/stop-all.sh relay` in the scratch checkout, from a shell that does not set the grace. */
