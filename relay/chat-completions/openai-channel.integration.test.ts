@@ -222,10 +222,13 @@ describe('/v1/chat/completions to an OpenAI-format channel', () => {
       }
       expect(deltas).toBe(K);
       const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
-      // The provider never sent its usage: the K tokens delivered, and the prompt counted (o200k, gpt-4o's).
-      expect(row.completion_tokens).toBe(K);
+      // The provider never sent its usage: the tokens delivered, and the prompt counted (o200k, gpt-4o's).
+      // Delivered is what the relay wrote before the abort reached it: the K read, and on a loaded
+      // machine the next one or two (a token every 30 ms; a CI run billed 8 for 7 read).
+      expect(row.completion_tokens).toBeGreaterThanOrEqual(K);
+      expect(row.completion_tokens).toBeLessThanOrEqual(K + 2);
       expect(row.prompt_tokens).toBeGreaterThan(0);
-      expect(row.quota).toBe(cost(row.prompt_tokens, K));
+      expect(row.quota).toBe(cost(row.prompt_tokens, row.completion_tokens));
       expect(await balance()).toBe(before - row.quota);
     } finally {
       openaiMock.setOptions({ tokenDelayMs: 0, outputTokens: OUTPUT });
@@ -251,7 +254,9 @@ describe('/v1/chat/completions to an OpenAI-format channel', () => {
         // aborted
       }
       const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
-      expect(row.completion_tokens).toBe(3);
+      // The 3 read, and what was written before the abort reached the relay (the test above).
+      expect(row.completion_tokens).toBeGreaterThanOrEqual(3);
+      expect(row.completion_tokens).toBeLessThanOrEqual(5);
       return row.prompt_tokens;
     };
     try {
