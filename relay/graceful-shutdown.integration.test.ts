@@ -12,7 +12,7 @@ import { projectRoot } from '../infra/project-root.js';
 import {
   createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../tests/harness/gateway-stack.js';
-import { relayProcessEnv, type RelayProcess, spawnRelayProcess } from '../tests/harness/relay-process.js';
+import { relayProcessEnv, type RelayProcess, spawnRelayProcess, withRelayProcess } from '../tests/harness/relay-process.js';
 
 const MODEL = 'claude-haiku-4-5';
 // claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1 (core/pricing/ratios.ts).
@@ -60,7 +60,7 @@ async function expectBilledOnce(requestId: string, before: number, quota: number
 describe('a relay process sent SIGTERM during a slow stream', () => {
   it('finishes the stream, bills it exactly once, and exits 0', async () => {
     const relay = await startRelayProcess();
-    try {
+    await withRelayProcess(relay, async () => {
       const before = await balance();
       const client = new Anthropic({ apiKey: key, baseURL: relay.url, maxRetries: 0 });
       const stream = client.messages.stream({ model: MODEL, max_tokens: OUTPUT, messages: [{ role: 'user', content: 'Tell me a story' }] });
@@ -93,17 +93,13 @@ describe('a relay process sent SIGTERM during a slow stream', () => {
       await expectBilledOnce(requestId, before, cost(input, OUTPUT));
       // Nothing left open for the reaper.
       expect(await stack.redis.zcard(stack.keys.reservationDeadlines())).toBe(0);
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
-    } finally {
-      if (relay.proc.exitCode === null) relay.proc.kill('SIGKILL');
-    }
+    });
   }, 30_000);
 
   it('cuts a stream still running when the grace is over, bills what it delivered, once, and exits 0', async () => {
     // A grace far shorter than the stream (60 tokens, one every 40 ms).
     const relay = await startRelayProcess(300);
-    try {
+    await withRelayProcess(relay, async () => {
       const before = await balance();
       const client = new Anthropic({ apiKey: key, baseURL: relay.url, maxRetries: 0 });
       const stream = client.messages.stream({ model: MODEL, max_tokens: OUTPUT, messages: [{ role: 'user', content: 'Tell me a long story' }] });
@@ -131,16 +127,12 @@ describe('a relay process sent SIGTERM during a slow stream', () => {
       expect(row.quota).toBe(cost(row.prompt_tokens, deltas));
       await expectBilledOnce(requestId, before, row.quota);
       expect(await stack.redis.zcard(stack.keys.reservationDeadlines())).toBe(0);
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
-    } finally {
-      if (relay.proc.exitCode === null) relay.proc.kill('SIGKILL');
-    }
+    });
   }, 30_000);
 
   it('answers a non-streaming request it cuts when the grace is over 529 (the relay closing: retry), not 500 "the provider\'s connection was lost"; nothing billed', async () => {
     const relay = await startRelayProcess(300);
-    try {
+    await withRelayProcess(relay, async () => {
       const before = await balance();
       const client = new Anthropic({ apiKey: key, baseURL: relay.url, maxRetries: 0 });
       // The mock takes 60 × 40 ms to generate the whole answer: far past the grace.
@@ -154,16 +146,12 @@ describe('a relay process sent SIGTERM during a slow stream', () => {
       expect(await relay.exited).toBe(0);
       expect(await balance()).toBe(before);
       expect(await stack.redis.zcard(stack.keys.reservationDeadlines())).toBe(0);
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
-    } finally {
-      if (relay.proc.exitCode === null) relay.proc.kill('SIGKILL');
-    }
+    });
   }, 30_000);
 
   it('serves a request whose body was still arriving, bills it exactly once, and exits 0', async () => {
     const relay = await startRelayProcess();
-    try {
+    await withRelayProcess(relay, async () => {
       const before = await balance();
       const body = JSON.stringify({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'Hi' }] });
       const cut = Math.floor(body.length / 2);
@@ -194,10 +182,6 @@ describe('a relay process sent SIGTERM during a slow stream', () => {
       const row = await ledgerRow(stack, requestId);
       expect(row).toMatchObject({ completion_tokens: output, prompt_tokens: input, quota: cost(input, output) });
       await expectBilledOnce(requestId, before, cost(input, output));
-    } catch (err) {
-      throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
-    } finally {
-      if (relay.proc.exitCode === null) relay.proc.kill('SIGKILL');
-    }
+    });
   }, 30_000);
 });

@@ -45,3 +45,17 @@ export async function spawnRelayProcess(args: string[], env: Record<string, stri
   });
   return { proc, url: `http://127.0.0.1:${port}`, output: () => output, exited };
 }
+
+/**
+ * Runs a test's `body` on a relay process: a failure carries the end of the relay's output, and the
+ * process is killed afterwards if it is still up (a test that failed before its signal).
+ */
+export async function withRelayProcess<T>(relay: RelayProcess, body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\nrelay output:\n${relay.output().slice(-3000)}`);
+  } finally {
+    if (relay.proc.exitCode === null) relay.proc.kill('SIGKILL');
+  }
+}
