@@ -186,11 +186,9 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     if (h['content-type'] !== undefined && (h['content-length'] === '0' || (h['content-length'] === undefined && h['transfer-encoding'] === undefined))) {
       delete h['content-type'];
     }
-  });
-  // The API reads bodies as JSON bytes and no client compresses them: a gzip body was "not valid
-  // JSON", a plain one labelled gzip was read as if it were not (RFC 9110 §15.5.16: 415).
-  app.addHook('onRequest', async (request) => {
-    const coding = request.headers['content-encoding'];
+    // The API reads bodies as JSON bytes and no client compresses them: a gzip body was "not valid
+    // JSON", a plain one labelled gzip was read as if it were not (RFC 9110 §15.5.16: 415).
+    const coding = h['content-encoding'];
     if (coding !== undefined && !isIdentityCoding(coding)) {
       throw new ConsoleError('UNSUPPORTED_MEDIA_TYPE', 'send the body uncompressed: Content-Encoding is not supported (send identity)');
     }
