@@ -15,10 +15,10 @@ const MIN_KNOWN_LENGTH = 8;
 export function scrubCredentials(text: string, known?: string): string {
   let out = text;
   if (known !== undefined && known.length >= MIN_KNOWN_LENGTH) {
-    if (out.includes(known)) out = out.split(known).join(CENSOR);
+    out = out.replaceAll(known, CENSOR);
     // As a JSON string holds it (a key with a quote or a backslash in it).
     const escaped = JSON.stringify(known).slice(1, -1);
-    if (escaped !== known && out.includes(escaped)) out = out.split(escaped).join(CENSOR);
+    if (escaped !== known) out = out.replaceAll(escaped, CENSOR);
   }
   if (!out.includes('sk-') && !out.includes('SK-') && !BEARER.test(out)) return out;
   return out.replace(CREDENTIAL_IN_TEXT, (_m, bearer: string | undefined) => (bearer ? `${bearer}${CENSOR}` : `sk-${CENSOR}`));
