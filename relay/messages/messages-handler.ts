@@ -68,7 +68,7 @@ import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 import { closesConnection } from '../connection-draining.js';
 import { writeCorsHeaders } from '../cors.js';
 import { completionAsChunks, messageAsEvents } from '../stream/answer-as-stream.js';
-import { chunksAsCompletion, eventsAsMessage } from '../stream/stream-as-answer.js';
+import { foldStreamAnswer } from './folded-answer.js';
 
 /** What an OpenAI client is told last of a provider stream that failed or was cut (OpenAI's SDK raises it). */
 const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The model provider stream failed.', 'stream_failed')}\n\n`;
@@ -776,7 +776,25 @@ class Exchange {
   /** A JSON answer in the client's protocol; null when it cannot be read. */
   convertAnswer(buf: Buffer, provider: Provider): Buffer | string | null {
     if (provider.protocol === this.protocol) return buf;
-    return this.protocol === 'openai' ? messageToChat(buf, this.body!.model) : chatToMessage(buf, this.body!.model);
+    // Called once the answer is billed: a conversion that throws (a tool input nested deeper than
+    // JSON.stringify can go, which JSON.parse took) is an answer the relay cannot read, not a crash,
+    // which settled a generated answer at 0.
+    try {
+      return this.protocol === 'openai' ? messageToChat(buf, this.body!.model) : chatToMessage(buf, this.body!.model);
+    } catch (err) {
+      this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: (err as Error).message }, 'provider answer could not be converted');
+      return null;
+    }
+  }
+
+  /** The text of a JSON answer, to count (Provider.textOfBody); null when it cannot be read, a value too deep to write again included. */
+  answerText(buf: Buffer, provider: Provider): string | null {
+    try {
+      return provider.textOfBody(buf);
+    } catch (err) {
+      this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: (err as Error).message }, 'provider answer text could not be read');
+      return null;
+    }
   }
 
   /** `streamed`: the answer is a stream, which the client did not ask for; it gets the stream folded. */
@@ -794,20 +812,25 @@ class Exchange {
       return this.fail(new RelayError('upstream_unreachable', err === OVER_BOUND ? UNREADABLE_ANSWER : STOPPED_ANSWERING), REASON.bodyFailed);
     }
     let streamError: Record<string, unknown> | null = null;
+    let outputFinal = true;
+    let readable = true;
     if (streamed) {
-      const folded = provider.protocol === 'anthropic' ? eventsAsMessage(buf) : chunksAsCompletion(buf);
+      const folded = foldStreamAnswer(buf, provider);
       if (folded !== null) {
-        buf = Buffer.from(JSON.stringify(folded.answer));
+        buf = folded.body;
         streamError = folded.error;
+        outputFinal = folded.outputFinal && streamError === null;
+        readable = folded.readable;
       }
     }
     const stated = provider.usageOfBody(buf);
     // What the provider states is billed where it is a count; where it is not (no usage, a count below
     // 0, no prompt, an output of 0 for an answer with text), the relay counts that side, as a stream's.
-    // A folded stream that ended with an error stated its output at message_start only (Anthropic's 1):
-    // what it generated is counted, as a stream cut is billed for its text.
-    const billed = streamError === null && stated !== null && !stated.inputUnstated && !stated.outputUnstated && stated.outputTokens > 0
-      ? STATED_IN_FULL : await this.billedUsage(buf, provider, stated, streamError !== null);
+    // A folded stream whose stated output is not what it generated (it ended with an error or before
+    // its final usage, or content followed the usage it stated) has its text counted, as a stream's
+    // delivered text is.
+    const billed = outputFinal && stated !== null && !stated.inputUnstated && !stated.outputUnstated && stated.outputTokens > 0
+      ? STATED_IN_FULL : await this.billedUsage(buf, provider, stated, !outputFinal);
     const usage = billed === STATED_IN_FULL ? stated : billed.usage;
     this.usagePending = false;
     // Generated in full: the provider bills it though the client left before it was delivered.
@@ -816,17 +839,24 @@ class Exchange {
     // The client's protocol's answer, or null when the body is none: passed as it is only when it is
     // a JSON object that states a usage or holds an answer's content (a proxy's `<html>502 Bad
     // Gateway</html>` under a 200 went to the client as its answer, billed nothing).
-    const answer = provider.protocol !== this.protocol ? this.convertAnswer(buf, provider)
-      : isJsonObject(buf) && (stated !== null || (billed.text === undefined ? provider.textOfBody(buf) : billed.text) !== null) ? buf : null;
+    const answer = !readable ? null : provider.protocol !== this.protocol ? this.convertAnswer(buf, provider)
+      : isJsonObject(buf) && (stated !== null || (billed.text === undefined ? this.answerText(buf, provider) : billed.text) !== null) ? buf : null;
     // Settled (on the spool's disk) before the answer's last byte goes out: see settlement-spool.ts.
     if (usage === null) this.finish({ kind: 'failed', reason: REASON.noUsage });
     else if (billed.counted) this.finish({ kind: 'partial', usage, reason: REASON.usageCounted });
     else this.finish({ kind: 'ok', usage });
     if (answer === null) return this.afterSettled(() => this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), REASON.bodyFailed));
     // A stream was asked for and the provider ignored it: the client gets the stream it can read.
-    const events = this.body!.stream === true
-      ? (this.protocol === 'openai' ? completionAsChunks(answer, this.chat!.stream_options?.include_usage === true) : messageAsEvents(answer))
-      : null;
+    let events: string | null = null;
+    if (this.body!.stream === true) {
+      try {
+        events = this.protocol === 'openai' ? completionAsChunks(answer, this.chat!.stream_options?.include_usage === true) : messageAsEvents(answer);
+      } catch (err) {
+        // Billed already; a value too deep to write again (see convertAnswer) is an answer the relay cannot pass on.
+        this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: (err as Error).message }, 'provider answer could not be written as a stream');
+        return this.afterSettled(() => this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), REASON.bodyFailed));
+      }
+    }
     if (events !== null) this.afterSettled(() => this.respond(200, 'text/event-stream; charset=utf-8', events));
     else this.afterSettled(() => this.respond(200, 'application/json', answer));
   }
@@ -841,7 +871,7 @@ class Exchange {
     const type = anthropicTypeOfOpenAIError(error);
     const reason = providerErrorReason(error.type);
     const status = type === 'overloaded_error' ? 529 : type === 'rate_limit_error' ? 429 : 502;
-    this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, error: JSON.stringify(error).slice(0, 2048) }, 'provider stream, folded for a request without stream, ended with an error');
+    this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, error: scrubCredentials(JSON.stringify(error), this.channel?.apiKey).slice(0, 2048) }, 'provider stream, folded for a request without stream, ended with an error');
     this.finish(usage !== null ? { kind: 'partial', usage, reason } : { kind: 'failed', reason });
     const body = this.protocol === 'openai' ? openaiProviderErrorBody(type, providerSideMessage(status)) : errorBody(type, providerSideMessage(status), this.requestId);
     this.afterSettled(() => this.respond(status, 'application/json', body));
@@ -851,11 +881,12 @@ class Exchange {
    * The usage a JSON answer is billed: what it states, with what it does not state as a count counted
    * by the relay (on a worker): the prompt, and the answer's text when no output count is stated, or 0
    * is for an answer with text (the larger of the two is billed), or always when `outputCut` (a stream
-   * folded for a client that asked for JSON, ended by an error: its stated output is message_start's).
+   * folded for a client that asked for JSON whose stated output is not what it generated: it ended by
+   * an error or before its final usage, or content followed the usage it stated; folded-answer.ts).
    * null: no usage stated and no answer to count (a body that is none). `text`: the answer's text, when it was read.
    */
-  async billedUsage(buf: Buffer, provider: Provider, stated: StatedUsage | null, outputCut = false): Promise<BilledUsage> {
-    const text = provider.textOfBody(buf);
+  async billedUsage(buf: Buffer, provider: Provider, stated: StatedUsage | null, outputCut: boolean): Promise<BilledUsage> {
+    const text = this.answerText(buf, provider);
     if (stated === null && text === null) return { usage: null, counted: false, text };
     const countInput = stated === null || stated.inputUnstated === true;
     const countOutput = text !== null && text !== '' && (stated === null || stated.outputUnstated === true || stated.outputTokens === 0 || outputCut);

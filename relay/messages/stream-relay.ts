@@ -343,6 +343,15 @@ function finalUsage(p: StreamMeter): boolean {
 }
 
 /**
+ * What the provider stated of its output is what it generated: its final usage, and a count above 0
+ * unless nothing was delivered (a stated 0 for a stream that delivered content is no count either,
+ * since a provider cannot have generated that content for nothing). Else the delivered text is counted.
+ */
+export function outputStatedInFull(p: StreamMeter): boolean {
+  return finalUsage(p) && (p.outputTokens > 0 || p.contentDeltas === 0);
+}
+
+/**
  * Settles a stream, then calls `settled` (which ends the client's stream): with the provider's final
  * usage when it sent one, pending delivered text dropped uncounted; otherwise with the larger of the
  * output it stated (if any) and the exact token count of the text delivered. An input the provider did
@@ -370,7 +379,7 @@ async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivere
     ? countedInput(ex, parser)
     : null;
   let usage: StreamUsage;
-  if (finalUsage(parser) && (parser.outputTokens > 0 || parser.contentDeltas === 0)) {
+  if (outputStatedInFull(parser)) {
     delivered.discard();
     usage = snapshot(parser);
   } else {
@@ -405,6 +414,6 @@ async function countedInput(ex: StreamingExchange, parser: StreamMeter): Promise
 function snapshot(p: StreamMeter): StreamUsage {
   // A cut stream has no final message_delta: each text delta passed on is one token of the mock and
   // a lower bound for real providers; the exact count of delivered text is the token counter's job.
-  const output = finalUsage(p) && (p.outputTokens > 0 || p.contentDeltas === 0) ? p.outputTokens : Math.max(p.outputTokens, p.contentDeltas);
+  const output = outputStatedInFull(p) ? p.outputTokens : Math.max(p.outputTokens, p.contentDeltas);
   return { inputTokens: p.inputTokens, outputTokens: output, cacheCreationTokens: p.cacheCreationTokens, cacheCreation1hTokens: p.cacheCreation1hTokens, cacheReadTokens: p.cacheReadTokens, webSearchRequests: p.webSearchRequests, flexServed: p.flexServed };
 }
