@@ -22,9 +22,9 @@ export interface Permissions {
   manage_redemptions: boolean;
   /** Administrator: may read every account's logs. */
   view_all_logs: boolean;
-  /** Administrator: may read options and change the pricing and top-up display options. */
+  /** Administrator: may read options (secrets blank); changing any option is the super administrator's (manage_payment_settings). */
   manage_options: boolean;
-  /** Super administrator: may change payment credentials, addresses and the compliance confirmation; promote and demote. */
+  /** Super administrator: may change every option (pricing, groups, top-up, payment credentials, addresses, compliance); promote and demote. */
   manage_payment_settings: boolean;
 }
 

@@ -1,7 +1,10 @@
 // Every option the console knows (the `options` table: key → text value), new-api's names where it
-// has one. Each entry says how its text is validated, its default, who may change it (administrator
-// 10 or super administrator 100) and whether it is a secret (never returned by GET /api/option/,
-// stored sealed: core/options/option-secrets.ts).
+// has one. Each entry says how its text is validated, its default, who may change it and whether it
+// is a secret (never returned by GET /api/option/, stored sealed: core/options/option-secrets.ts).
+// Every option is the super administrator's (100) to change, as new-api puts all of /api/option/
+// behind RootAuth: the pricing tables, the groups and the top-up link decide what every account is
+// billed and where it pays, so an administrator (10) changing them could serve itself free (a group
+// priced at 0) or send every account's money to its own site.
 // README.md "Options" is the documentation of this table.
 import { z } from 'zod';
 import type { OptionSealer } from '../../core/options/option-secrets.js';
@@ -232,7 +235,7 @@ export interface OptionDef {
    */
   conflict?: (db: Db, value: unknown) => Promise<string | undefined>;
   default: string;
-  /** Minimum role that may change it. */
+  /** Minimum role that may change it: the super administrator for every option (new-api's RootAuth). */
   writeRole: number;
   /** Secrets are never returned by GET /api/option/ (their value reads as '') and are stored sealed. */
   secret?: boolean;
@@ -240,10 +243,9 @@ export interface OptionDef {
 }
 
 const def = (key: string, schema: z.ZodType<unknown, string>, dflt: string, description: string, extra: Partial<OptionDef> = {}): OptionDef => ({
-  key, schema, default: dflt, writeRole: ROLE.admin, description, ...extra,
+  key, schema, default: dflt, writeRole: ROLE.root, description, ...extra,
 });
-const root = { writeRole: ROLE.root };
-const secret = { writeRole: ROLE.root, secret: true };
+const secret = { secret: true };
 
 export const OPTION_CATALOGUE: readonly OptionDef[] = [
   // Pricing (core/pricing/ratios.ts reads these; changing them publishes {kind: 'options'}).
@@ -252,7 +254,7 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('CacheRatio', ratioTable, '{}', 'model name → cache read ratio, relative to input (JSON); default 0.1'),
   def('CreateCacheRatio', ratioTable, '{}', 'model name → 5-minute cache write ratio, relative to input (JSON); default 1.25'),
   def('CreateCacheRatio1h', ratioTable, '{}', 'model name → 1-hour cache write ratio, relative to input (JSON); default 2'),
-  def('SelfUseModeEnabled', bool, 'false', 'serve models that have no ratio, at ratio 37.5 (new-api\'s self-use mode); off: a request for such a model is refused with 404', root),
+  def('SelfUseModeEnabled', bool, 'false', 'serve models that have no ratio, at ratio 37.5 (new-api\'s self-use mode); off: a request for such a model is refused with 404'),
   def('GroupRatio', groupRatioTable, '{"default":1,"vip":1,"svip":1}', `group name (1 to ${MAX_GROUP_NAME} characters) → price ratio (JSON); its keys are the account groups: "default" and every group an account or a channel is in must stay`, {
     conflict: (db, value) => groupLeftOut(db, value as Record<string, number>),
   }),
@@ -274,10 +276,10 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('GroupRateLimits', z.union([z.literal(''), json(z.record(z.string(), z.object({ rpm: z.number().int().min(0).optional(), tpm: z.number().int().min(0).optional() })), 'an object of group name to {rpm, tpm}')]), '', 'per-key rate limits of each group, each a group of GroupRatio', {
     conflict: (db, value) => groupNotConfigured(db, value === '' ? [] : Object.keys(value as Record<string, unknown>)),
   }),
-  // Top-up page (GET /api/user/topup/info). What a unit of quota costs (Price, CardpayUnitPrice,
-  // AmountDiscount) and the referral rewards are root's: an administrator setting them could credit
-  // itself (a near-free top-up, a reward for an account of its own), which a quota edit on itself is
-  // refused for.
+  // Top-up page (GET /api/user/topup/info). Like every option, root's: an administrator setting what
+  // a unit of quota costs (Price, CardpayUnitPrice, AmountDiscount) or the referral rewards could
+  // credit itself (a near-free top-up, a reward for an account of its own), which a quota edit on
+  // itself is refused for; one setting TopUpLink could send every account's payment to its own site.
   def('TopUpLink', url, '', 'external top-up link (http or https; the web console makes it a link); empty means in-site top-up'),
   def('RedemptionEnabled', bool, 'true', 'redemption codes may be used (POST /api/user/topup)'),
   // Minimums of a quantity: at most MAX_TOPUP_AMOUNT, the largest quantity of an order (above it no
@@ -291,28 +293,28 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
     readSchema: json(z.array(z.number().positive()), 'an array of positive numbers'),
   }),
   def('AmountDiscount', amountDiscount, '{}', `discount tiers: the coefficient of the largest key <= quantity multiplies the price; keys are quantities of at most ${MAX_TOPUP_AMOUNT}`, {
-    ...root, readSchema: json(z.record(z.string().regex(/^\d+$/), z.number().positive().max(MAX_DISCOUNT)), DISCOUNT_RULE),
+    readSchema: json(z.record(z.string().regex(/^\d+$/), z.number().positive().max(MAX_DISCOUNT)), DISCOUNT_RULE),
   }),
-  def('Price', decimal(MAX_UNIT_PRICE), '7.3', `QR-code payment: money per unit of quantity (1 unit = 1 US dollar of quota = 500000 quota), at most ${MAX_UNIT_PRICE}`, { ...root, readSchema: decimalText }),
-  def('CardpayUnitPrice', decimal(MAX_UNIT_PRICE), '1', `card payment: money per unit of quantity, at most ${MAX_UNIT_PRICE}`, { ...root, readSchema: decimalText }),
-  // Payment credentials and switches: super administrator only.
-  def('ServerAddress', url, 'http://127.0.0.1:3001', 'public base URL of this console API; notify and return URLs are built from it', root),
-  def('PaymentComplianceConfirmed', bool, 'false', 'the payment compliance terms are confirmed; until then pay_methods is empty and payments are refused', root),
-  def('PaymentComplianceTermsVersion', int(0), '1', 'version of the compliance terms', root),
-  def('PayAddress', url, '', 'epay gateway base URL (the payment form is posted to <PayAddress>/submit.php)', root),
-  def('EpayId', text(100), '', 'epay merchant id (pid)', root),
+  def('Price', decimal(MAX_UNIT_PRICE), '7.3', `QR-code payment: money per unit of quantity (1 unit = 1 US dollar of quota = 500000 quota), at most ${MAX_UNIT_PRICE}`, { readSchema: decimalText }),
+  def('CardpayUnitPrice', decimal(MAX_UNIT_PRICE), '1', `card payment: money per unit of quantity, at most ${MAX_UNIT_PRICE}`, { readSchema: decimalText }),
+  // Payment credentials and switches.
+  def('ServerAddress', url, 'http://127.0.0.1:3001', 'public base URL of this console API; notify and return URLs are built from it'),
+  def('PaymentComplianceConfirmed', bool, 'false', 'the payment compliance terms are confirmed; until then pay_methods is empty and payments are refused'),
+  def('PaymentComplianceTermsVersion', int(0), '1', 'version of the compliance terms'),
+  def('PayAddress', url, '', 'epay gateway base URL (the payment form is posted to <PayAddress>/submit.php)'),
+  def('EpayId', text(100), '', 'epay merchant id (pid)'),
   def('EpayKey', text(200), '', 'epay merchant key (MD5 signing secret)', secret),
-  def('CardpayApiAddress', url, '', 'card provider API base URL (checkout sessions are created at <address>/v1/checkout/sessions)', root),
+  def('CardpayApiAddress', url, '', 'card provider API base URL (checkout sessions are created at <address>/v1/checkout/sessions)'),
   def('CardpayApiSecret', text(200), '', 'card provider API secret key', secret),
   def('CardpayWebhookSecret', text(200), '', 'card provider webhook signing secret', secret),
   // Channels: a base_url on a private, loopback or link-local network (a local mock provider, an
   // in-house proxy) is refused unless this is set; root only, as an administrator's channel test
   // could otherwise reach the gateway's own databases (routes/channel.ts, core/net/outbound-guard.ts).
-  def('ChannelAllowPrivateNetworks', bool, 'false', 'channel base_url may point at private, loopback and link-local addresses (e.g. a provider mock on 127.0.0.1)', root),
+  def('ChannelAllowPrivateNetworks', bool, 'false', 'channel base_url may point at private, loopback and link-local addresses (e.g. a provider mock on 127.0.0.1)'),
   // Low-balance notice webhooks: every account sets its own webhook_url, so a private target lets any
   // account make the billing worker POST into the gateway's network (ClickHouse's HTTP port, cloud
   // metadata). An option of its own: turning on private channels for a local provider must not open that.
-  def('WebhookAllowPrivateNetworks', bool, 'false', 'an account\'s low-balance notice webhook_url may point at private, loopback and link-local addresses (any account sets its own: only for a trusted, closed deployment)', root),
+  def('WebhookAllowPrivateNetworks', bool, 'false', 'an account\'s low-balance notice webhook_url may point at private, loopback and link-local addresses (any account sets its own: only for a trusted, closed deployment)'),
   // Registration (routes/user.ts) and referrals (referrals/referrals.ts); new-api's names where it has them.
   def('RegisterEnabled', bool, 'true', 'new accounts may be created (password registration and first sign-on alike)'),
   def('PasswordRegisterEnabled', bool, 'true', 'POST /api/user/register is open (sign-on may still create accounts when RegisterEnabled)'),
@@ -321,24 +323,24 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   // before this bound reads as MAX_PASSWORD_LENGTH.
   def('PasswordMinLength', int(8, MAX_PASSWORD_LENGTH), '8', `minimum password length at registration, reset and change (8 to ${MAX_PASSWORD_LENGTH}; ${MAX_PASSWORD_LENGTH} is always the maximum)`, { readSchema: intUpTo(8, MAX_PASSWORD_LENGTH) }),
   def('PasswordRequireLetterAndDigit', bool, 'false', 'a password must contain at least one letter and one digit'),
-  def('QuotaForInviter', int(0), '0', 'referral reward (quota) added to the inviter\'s aff_quota for each account registered with its aff_code', root),
-  def('QuotaForInvitee', int(0), '0', 'quota added to the balance of an account registered with an aff_code', root),
+  def('QuotaForInviter', int(0), '0', 'referral reward (quota) added to the inviter\'s aff_quota for each account registered with its aff_code'),
+  def('QuotaForInvitee', int(0), '0', 'quota added to the balance of an account registered with an aff_code'),
   def('AffTransferMinQuota', int(1), '500000', 'smallest referral quota POST /api/user/aff_transfer moves to the balance (default 500000 = $1, new-api\'s QuotaPerUnit)'),
-  // E-mail (email/): SMTP credentials, super administrator only.
-  def('SMTPServer', text(255), '', 'SMTP host for verification codes, password resets and low-balance notices; empty: e-mail is off', root),
-  def('SMTPPort', int(1, 65_535), '587', 'SMTP port (465 implies TLS from the start)', root),
-  def('SMTPSSLEnabled', bool, 'false', 'TLS from the first byte (SMTPS) instead of STARTTLS', root),
-  def('SMTPAccount', text(255), '', 'SMTP user name; empty: no authentication', root),
-  def('SMTPFrom', text(255), '', 'From address of the e-mails; default SMTPAccount', root),
+  // E-mail (email/): SMTP credentials.
+  def('SMTPServer', text(255), '', 'SMTP host for verification codes, password resets and low-balance notices; empty: e-mail is off'),
+  def('SMTPPort', int(1, 65_535), '587', 'SMTP port (465 implies TLS from the start)'),
+  def('SMTPSSLEnabled', bool, 'false', 'TLS from the first byte (SMTPS) instead of STARTTLS'),
+  def('SMTPAccount', text(255), '', 'SMTP user name; empty: no authentication'),
+  def('SMTPFrom', text(255), '', 'From address of the e-mails; default SMTPAccount'),
   def('SMTPToken', text(500), '', 'SMTP password', secret),
-  // Single sign-on (oidc/): OpenID Connect, super administrator only. new-api's names.
-  def('oidc.enabled', bool, 'false', 'OpenID Connect sign-on (GET /api/oauth/oidc/start, GET /api/oauth/oidc)', root),
+  // Single sign-on (oidc/): OpenID Connect. new-api's names.
+  def('oidc.enabled', bool, 'false', 'OpenID Connect sign-on (GET /api/oauth/oidc/start, GET /api/oauth/oidc)'),
   // One stored before the save check reads as written: the sign-on then refuses it naming the rule.
-  def('oidc.well_known', issuerUrl, '', 'issuer URL (https; http only on a loopback host); its /.well-known/openid-configuration is discovered', { ...root, readSchema: url }),
-  def('oidc.client_id', text(500), '', 'client id registered at the provider', root),
+  def('oidc.well_known', issuerUrl, '', 'issuer URL (https; http only on a loopback host); its /.well-known/openid-configuration is discovered', { readSchema: url }),
+  def('oidc.client_id', text(500), '', 'client id registered at the provider'),
   def('oidc.client_secret', text(500), '', 'client secret registered at the provider', secret),
-  def('oidc.allowed_email_domains', text(2000), '', 'comma-separated e-mail domains allowed to sign on (the provider must assert email_verified); empty: any', root),
-  def('CardpayCurrency', z.string().regex(/^[a-z]{3}$/, { error: 'must be a three-letter lower-case currency code' }), 'usd', 'currency of card payments', root),
+  def('oidc.allowed_email_domains', text(2000), '', 'comma-separated e-mail domains allowed to sign on (the provider must assert email_verified); empty: any'),
+  def('CardpayCurrency', z.string().regex(/^[a-z]{3}$/, { error: 'must be a three-letter lower-case currency code' }), 'usd', 'currency of card payments'),
 ];
 
 export const OPTION_KEYS = new Set(OPTION_CATALOGUE.map((o) => o.key));

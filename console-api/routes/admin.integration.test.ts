@@ -1,7 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type MockUpstream, startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
+import { quotaCost } from '../../core/pricing/quota-cost.js';
+import { createLogger } from '../../infra/logger.js';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
+import { loadRatios } from '../options/groups.js';
+import { OPTION_CATALOGUE } from '../options/option-catalogue.js';
 import { ACCOUNT, expectShape } from '../testing/contract.js';
 
 let h: ConsoleHarness;
@@ -9,8 +14,18 @@ let user: TestAccount;
 let admin: TestAccount;
 let root: TestAccount;
 let mock: MockUpstream;
+/** How much of a new option value a log line holds (README, PUT /api/option/). */
+const LOGGED_OPTION_VALUE_CHARS = 200;
+/** The console's log lines (info and above): option changes are logged with who made them. */
+const logLines: string[] = [];
 beforeAll(async () => {
-  h = await startConsoleHarness();
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logLines.push(chunk.toString('utf8'));
+      done();
+    },
+  });
+  h = await startConsoleHarness({}, { logger: createLogger({ LOG_LEVEL: 'info' }, 'console-api', stream) });
   user = await h.account();
   admin = await h.account({ role: 10 });
   root = await h.account({ role: 100 });
@@ -394,55 +409,143 @@ describe('redemption codes and the role rules', () => {
 });
 
 describe('options (administration)', () => {
-  it('lists every option with secrets blank; admins change pricing, only root changes payment settings', async () => {
+  it('lists every option with secrets blank to administrators; only root changes any option', async () => {
     const w = await watch();
-    expect((await inject('PUT', '/api/option/', admin, { key: 'ModelRatio', value: '{"claude-x":2}' })).statusCode).toBe(200);
-    expect((await inject('PUT', '/api/option/', admin, { key: 'GroupRatio', value: { default: 1, vip: 0.8, svip: 0.5, team: 1 } })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/option/', root, { key: 'ModelRatio', value: '{"claude-x":2}' })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/option/', root, { key: 'GroupRatio', value: { default: 1, vip: 0.8, svip: 0.5, team: 1 } })).statusCode).toBe(200);
     const groups = (await inject('GET', '/api/user/self/groups', user)).json().data;
     expect(groups.team).toEqual({ ratio: 1, desc: 'team' });
     expect(groups.auto.ratio).toBe('auto');
     // UserUsableGroups narrows the groups an account sees and may give a key (its own group stays).
-    expect((await inject('PUT', '/api/option/', admin, { key: 'UserUsableGroups', value: { vip: 'VIP lane' } })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/option/', root, { key: 'UserUsableGroups', value: { vip: 'VIP lane' } })).statusCode).toBe(200);
     const narrowed = (await inject('GET', '/api/user/self/groups', user)).json().data;
     expect(narrowed).toEqual({ default: { ratio: 1, desc: 'default' }, vip: { ratio: 0.8, desc: 'VIP lane' }, auto: { ratio: 'auto', desc: 'automatic selection of an available group' } });
     const svipKey = await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, group: 'svip' });
     expect(svipKey.json().message).toBe('group: unknown group "svip"');
     expect((await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, group: 'vip' })).statusCode).toBe(200);
-    expect((await inject('PUT', '/api/option/', admin, { key: 'UserUsableGroups', value: '' })).statusCode).toBe(200);
-    expect((await inject('PUT', '/api/option/', admin, { key: 'AutoGroups', value: '{"x":1}' })).json().message).toMatch(/^value \(AutoGroups\): /);
+    expect((await inject('PUT', '/api/option/', root, { key: 'UserUsableGroups', value: '' })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/option/', root, { key: 'AutoGroups', value: '{"x":1}' })).json().message).toMatch(/^value \(AutoGroups\): /);
     const refused = await inject('PUT', '/api/option/', admin, { key: 'EpayKey', value: 'k' });
     expect(refused.statusCode).toBe(403);
-    expect(refused.json().message).toBe('only the super administrator may change EpayKey');
+    expect(refused.json()).toEqual({ success: false, message: 'only the super administrator may change EpayKey' });
     expect((await inject('PUT', '/api/option/', root, { key: 'EpayKey', value: 'secret-epay-key' })).statusCode).toBe(200);
-    // What a unit of paid or referred quota costs: an administrator setting these could credit itself
-    // (a near-free top-up, a referral reward for an account of its own), so they are root's too.
-    for (const [key, value] of [['Price', '0.00001'], ['CardpayUnitPrice', '0.00001'], ['AmountDiscount', { 1: 0.0001 }], ['QuotaForInviter', '1000000000'], ['QuotaForInvitee', '1000000000']] as const) {
-      const res = await inject('PUT', '/api/option/', admin, { key, value });
-      expect(res.json(), key).toEqual({ success: false, message: `only the super administrator may change ${key}` });
-    }
-    const bad = await inject('PUT', '/api/option/', admin, { key: 'CompletionRatio', value: '{"a":"x"}' });
+    const bad = await inject('PUT', '/api/option/', root, { key: 'CompletionRatio', value: '{"a":"x"}' });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().message).toMatch(/^value \(CompletionRatio\): must be an object/);
-    expect((await inject('PUT', '/api/option/', admin, { key: 'MinTopUp', value: 0 })).json().message).toMatch(/^value \(MinTopUp\): must be at least 1/);
+    expect((await inject('PUT', '/api/option/', root, { key: 'MinTopUp', value: 0 })).json().message).toMatch(/^value \(MinTopUp\): must be at least 1/);
+    // An unknown key is named as such, to either role.
     expect((await inject('PUT', '/api/option/', admin, { key: 'Nope', value: 1 })).json().message).toBe('key: unknown option "Nope"');
+    expect((await inject('PUT', '/api/option/', root, { key: 'Nope', value: 1 })).json().message).toBe('key: unknown option "Nope"');
+    // Administrators still read the options (their pages need GroupRatio, CardpayCurrency, Price): every one root's to change.
     const all = await inject('GET', '/api/option/', admin);
     expect(all.body).not.toContain('secret-epay-key');
     const items = all.json().data as { key: string; value: string; secret: boolean; configured: boolean; write_role: number }[];
     expect(items.find((o) => o.key === 'EpayKey')).toMatchObject({ value: '', secret: true, configured: true, write_role: 100 });
-    expect(items.find((o) => o.key === 'ModelRatio')).toMatchObject({ value: '{"claude-x":2}', write_role: 10 });
+    expect(items.find((o) => o.key === 'ModelRatio')).toMatchObject({ value: '{"claude-x":2}', write_role: 100 });
+    expect(items.filter((o) => o.write_role !== 100)).toEqual([]);
     await w.stop();
     expect(w.messages).toContainEqual({ kind: 'options', keys: ['ModelRatio'] });
     expect(w.messages).toContainEqual({ kind: 'options', keys: ['GroupRatio'] });
   });
 
+  // Review finding 1: an administrator priced a group of its own at 0 (GroupRatio), put its key in it
+  // and was served free; ModelRatio 0 made a model free for every account. new-api: RootAuth.
+  it('refuses an administrator (10) every option write, 403 in the envelope, pricing and groups included, changing nothing', async () => {
+    const MODEL = 'claude-sonnet-4-5';
+    const usage = { inputTokens: 1_000_000, outputTokens: 1_000_000, cacheReadTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 0 };
+    const costIn = async (group: string) => {
+      const r = await loadRatios(h.sql);
+      return quotaCost(usage, {
+        model: r.model(MODEL), completion: r.completion(MODEL), group: r.group(group) ?? NaN,
+        cacheRead: r.cacheRead(MODEL), cacheWrite: r.cacheWrite(MODEL), cacheWrite1h: r.cacheWrite1h(MODEL),
+      });
+    };
+    const costBefore = await costIn('default');
+    expect(costBefore).toBeGreaterThan(0);
+    const storedBefore = new Map(await Promise.all(OPTION_CATALOGUE.map(async (d) => [d.key, await h.storedOption(d.key)] as const)));
+    const w = await watch();
+    const free = await inject('PUT', '/api/option/', admin, { key: 'GroupRatio', value: { default: 1, vip: 1, svip: 1, free: 0 } });
+    expect(free.statusCode).toBe(403);
+    expect(free.json()).toEqual({ success: false, message: 'only the super administrator may change GroupRatio' });
+    const zero = await inject('PUT', '/api/option/', admin, { key: 'ModelRatio', value: { [MODEL]: 0 } });
+    expect(zero.statusCode).toBe(403);
+    expect(zero.json()).toEqual({ success: false, message: 'only the super administrator may change ModelRatio' });
+    // No group `free`: no key can be put in it, and the model costs what it did.
+    expect((await inject('GET', '/api/user/self/groups', admin)).json().data.free).toBeUndefined();
+    const key = await inject('POST', '/api/token/', admin, { name: 'free-key', expired_time: -1, remain_quota: 0, unlimited_quota: true, group: 'free' });
+    expect(key.json()).toEqual({ success: false, message: 'group: unknown group "free"' });
+    expect(await costIn('default')).toBe(costBefore);
+    // Every key of the catalogue, whatever the value (the role is checked before it is parsed).
+    const values: Record<string, unknown> = {
+      CompletionRatio: { [MODEL]: 0 }, CacheRatio: { [MODEL]: 0 }, CreateCacheRatio: { [MODEL]: 0 }, CreateCacheRatio1h: { [MODEL]: 0 },
+      LongContextRatio: { [MODEL]: null }, WebSearchCallPrice: '0', ModelContextWindow: { [MODEL]: 1 }, ModelMaxOutputTokens: { [MODEL]: 1 },
+      UserUsableGroups: { svip: 'mine' }, AutoGroups: ['svip'], GroupRateLimits: { default: { rpm: 0 } }, TopUpLink: 'https://pay.attacker.example/checkout',
+      RegisterEnabled: false, PayMethods: [{ name: 'x', type: 'x' }], Price: '0.00001', QuotaForInviter: '1000000000',
+    };
+    for (const d of OPTION_CATALOGUE) {
+      const res = await inject('PUT', '/api/option/', admin, { key: d.key, value: values[d.key] ?? '' });
+      expect(res.statusCode, d.key).toBe(403);
+      expect(res.json(), d.key).toEqual({ success: false, message: `only the super administrator may change ${d.key}` });
+    }
+    for (const d of OPTION_CATALOGUE) expect(await h.storedOption(d.key), d.key).toBe(storedBefore.get(d.key));
+    await w.stop();
+    expect(w.messages.filter((m) => (m as { kind?: string }).kind === 'options')).toEqual([]);
+  });
+
+  // Review finding 2: an administrator pointed every account's top-up page at its own payment link.
+  it('refuses an administrator (10) TopUpLink: every account keeps the link root set', async () => {
+    const res = await inject('PUT', '/api/option/', admin, { key: 'TopUpLink', value: 'https://pay.attacker.example/checkout' });
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toEqual({ success: false, message: 'only the super administrator may change TopUpLink' });
+    expect((await inject('GET', '/api/user/topup/info', user)).json().data.topup_link).toBe('');
+    expect((await inject('PUT', '/api/option/', root, { key: 'TopUpLink', value: 'https://shop.example/topup' })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/option/', admin, { key: 'TopUpLink', value: 'https://pay.attacker.example/checkout' })).statusCode).toBe(403);
+    expect((await inject('GET', '/api/user/topup/info', user)).json().data.topup_link).toBe('https://shop.example/topup');
+    expect((await inject('PUT', '/api/option/', root, { key: 'TopUpLink', value: '' })).statusCode).toBe(200);
+  });
+
+  // Review: an option write named no actor. Each is logged with the account, the key and (not for a
+  // secret) the start of the new value.
+  it('logs every option change with who made it, the key and the value (cut), never a secret\'s value', async () => {
+    type Line = { msg?: string; level?: number; reqId?: string; userId?: number; username?: string; option?: string; value?: string; value_chars?: number; secret_option?: boolean };
+    const changes = () => logLines.map((l) => JSON.parse(l) as Line).filter((l) => l.msg === 'option changed');
+    logLines.length = 0;
+    expect((await inject('PUT', '/api/option/', root, { key: 'GroupRatio', value: { default: 1, vip: 0.8, svip: 0.5, team: 1 } })).statusCode).toBe(200);
+    const long = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`model-with-a-long-name-${i}`, i + 1]));
+    const longText = JSON.stringify(long);
+    expect(longText.length).toBeGreaterThan(LOGGED_OPTION_VALUE_CHARS);
+    expect((await inject('PUT', '/api/option/', root, { key: 'ModelRatio', value: long })).statusCode).toBe(200);
+    const epayKey = `epay-${randomBytes(12).toString('hex')}`;
+    expect((await inject('PUT', '/api/option/', root, { key: 'EpayKey', value: epayKey })).statusCode).toBe(200);
+    const smtpToken = `smtp-${randomBytes(12).toString('hex')}`;
+    expect((await inject('PUT', '/api/option/', root, { key: 'SMTPToken', value: smtpToken })).statusCode).toBe(200);
+    // Refused writes change nothing and log no change.
+    expect((await inject('PUT', '/api/option/', admin, { key: 'ModelRatio', value: { 'claude-sonnet-4-5': 0 } })).statusCode).toBe(403);
+    expect((await inject('PUT', '/api/option/', root, { key: 'MinTopUp', value: 0 })).statusCode).toBe(400);
+    const actor = { level: 30, userId: root.user.id, username: root.user.username };
+    expect(changes()).toEqual([
+      expect.objectContaining({ ...actor, option: 'GroupRatio', value: '{"default":1,"vip":0.8,"svip":0.5,"team":1}' }),
+      expect.objectContaining({ ...actor, option: 'ModelRatio', value: `${longText.slice(0, LOGGED_OPTION_VALUE_CHARS)}…`, value_chars: longText.length }),
+      expect.objectContaining({ ...actor, option: 'EpayKey', secret_option: true }),
+      expect.objectContaining({ ...actor, option: 'SMTPToken', secret_option: true }),
+    ]);
+    for (const c of changes()) expect(typeof c.reqId, c.option).toBe('string');
+    for (const c of changes().filter((l) => l.secret_option)) expect(c, c.option).not.toHaveProperty('value');
+    const out = logLines.join('');
+    expect(out).not.toContain(epayKey);
+    expect(out).not.toContain(smtpToken);
+    expect(out).not.toContain('sealed:v1:');
+    expect((await inject('PUT', '/api/option/', root, { key: 'ModelRatio', value: {} })).statusCode).toBe(200);
+  });
+
   it('takes only an http(s) URL (or nothing) as TopUpLink: the web console makes it a link', async () => {
     for (const value of ['javascript:alert(document.domain)', 'data:text/html,<script>alert(1)</script>', 'shop.example/topup']) {
-      const res = await inject('PUT', '/api/option/', admin, { key: 'TopUpLink', value });
+      const res = await inject('PUT', '/api/option/', root, { key: 'TopUpLink', value });
       expect(res.statusCode, value).toBe(400);
       expect(res.json(), value).toEqual({ success: false, message: 'value (TopUpLink): must be an http(s) URL or empty' });
     }
     for (const value of ['https://shop.example/topup?plan=1', '']) {
-      expect((await inject('PUT', '/api/option/', admin, { key: 'TopUpLink', value })).statusCode, value).toBe(200);
+      expect((await inject('PUT', '/api/option/', root, { key: 'TopUpLink', value })).statusCode, value).toBe(200);
     }
   });
 });

@@ -8,10 +8,13 @@ import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../.
 let h: ConsoleHarness;
 let user: TestAccount;
 let admin: TestAccount;
+/** Options are root's: the option writes below are made by the super administrator. */
+let root: TestAccount;
 beforeAll(async () => {
   h = await startConsoleHarness();
   user = await h.account();
   admin = await h.account({ role: 10 });
+  root = await h.account({ role: 100 });
 });
 afterAll(async () => {
   await h?.close();
@@ -31,11 +34,11 @@ describe('NUL characters', () => {
     ['register display_name', 'POST', '/api/user/register', undefined, { username: 'nuldisplay', password: 'password-123', display_name: 'a\u0000' }, 'display_name: must not contain NUL (U+0000) characters'],
     ['an API key name', 'POST', '/api/token/', 'user', { name: 'key\u0000', expired_time: -1, remain_quota: 0, unlimited_quota: true }, 'name: must not contain NUL (U+0000) characters'],
     ['a redemption code', 'POST', '/api/user/topup', 'user', { key: 'code\u0000' }, 'key: must not contain NUL (U+0000) characters'],
-    ['an option value', 'PUT', '/api/option/', 'admin', { key: 'TopUpLink', value: 'https://x.example/\u0000' }, 'value: must not contain NUL (U+0000) characters'],
-    ['a nested property name', 'PUT', '/api/option/', 'admin', { key: 'ModelRatio', value: { 'a\u0000': 1 } }, 'value: a property name must not contain NUL (U+0000) characters'],
+    ['an option value', 'PUT', '/api/option/', 'root', { key: 'TopUpLink', value: 'https://x.example/\u0000' }, 'value: must not contain NUL (U+0000) characters'],
+    ['a nested property name', 'PUT', '/api/option/', 'root', { key: 'ModelRatio', value: { 'a\u0000': 1 } }, 'value: a property name must not contain NUL (U+0000) characters'],
     ['a channel name', 'POST', '/api/channel/', 'admin', { name: 'c\u0000', base_url: 'https://x.example', key: 'k', models: 'm' }, 'name: must not contain NUL (U+0000) characters'],
   ])('in %s: 400 naming the field', async (_label, method, url, who, payload, message) => {
-    const res = await inject(method, url, who === 'user' ? user : who === 'admin' ? admin : undefined, payload);
+    const res = await inject(method, url, who === 'user' ? user : who === 'admin' ? admin : who === 'root' ? root : undefined, payload);
     expect(res.statusCode, res.body).toBe(400);
     expect(res.json()).toEqual({ success: false, message });
   });
@@ -136,14 +139,14 @@ describe('deep nesting', () => {
   it('an option value nested beyond the limit is a 400, even one deep enough to overflow JSON.stringify', async () => {
     for (const depth of [400_000, 40]) {
       const payload = `{"key":"ModelRatio","value":${'['.repeat(depth)}${']'.repeat(depth)}}`;
-      const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: { ...admin.auth, 'content-type': 'application/json' }, payload });
+      const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: { ...root.auth, 'content-type': 'application/json' }, payload });
       expect(res.statusCode, `depth ${depth}: ${res.body.slice(0, 200)}`).toBe(400);
       // Past the raw scan's 128 levels, refused before JSON.parse for the body as a whole.
       const message = depth > 128 ? 'request body nests objects and arrays more than 128 levels deep' : expect.stringMatching(/^value(\.0)*: is nested more than 32 levels deep$/);
       expect(res.json()).toEqual({ success: false, message });
     }
     // A value of ordinary depth still works.
-    expect((await inject('PUT', '/api/option/', admin, { key: 'GroupRateLimits', value: { default: { rpm: 10 } } })).statusCode).toBe(200);
+    expect((await inject('PUT', '/api/option/', root, { key: 'GroupRateLimits', value: { default: { rpm: 10 } } })).statusCode).toBe(200);
   });
 
   it('deep nesting in any body is refused before its schema', async () => {
@@ -295,18 +298,18 @@ describe('prototype property names (D4)', () => {
     ['nested', '{"key":"ModelRatio","value":{"__proto__":2}}', 'value: the property name "__proto__" is refused (it names an object\'s prototype)'],
     ['constructor.prototype', '{"key":"ModelRatio","value":{"constructor":{"prototype":{"y":1}}}}', 'value: a property "constructor" holding "prototype" is refused (prototype poisoning)'],
   ])('%s: 400 naming the property, not "not valid JSON"', async (_label, payload, message) => {
-    const res = await raw('/api/option/', admin, payload);
+    const res = await raw('/api/option/', root, payload);
     expect(res.statusCode, res.body).toBe(400);
     expect(res.json()).toEqual({ success: false, message });
   });
 
   it('a model named constructor stays an ordinary name (the relay prices it as its own key)', async () => {
-    const res = await raw('/api/option/', admin, '{"key":"ModelRatio","value":{"constructor":2}}');
+    const res = await raw('/api/option/', root, '{"key":"ModelRatio","value":{"constructor":2}}');
     expect(res.statusCode, res.body).toBe(200);
   });
 
   it('invalid JSON is still "not valid JSON"', async () => {
-    const res = await raw('/api/option/', admin, '{"key":');
+    const res = await raw('/api/option/', root, '{"key":');
     expect(res.statusCode).toBe(400);
     expect(res.json()).toEqual({ success: false, message: 'request body is not valid JSON' });
   });

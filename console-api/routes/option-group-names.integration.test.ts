@@ -1,14 +1,15 @@
 // AutoGroups and UserUsableGroups name groups: each must be a group of GroupRatio (as a channel's or
 // an account's group must), else every `auto` key is refused at the relay (403) with nothing telling
-// the administrator why. The reverse: GroupRatio cannot drop a group either option still names.
+// the super administrator why. The reverse: GroupRatio cannot drop a group either option still names.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 
 let h: ConsoleHarness;
-let admin: TestAccount;
+let root: TestAccount;
 beforeAll(async () => {
   h = await startConsoleHarness();
-  admin = await h.account({ role: 10 });
+  // Options are root's: PUT /api/option/ refuses an administrator.
+  root = await h.account({ role: 100 });
 });
 afterAll(async () => {
   await h?.close();
@@ -17,7 +18,7 @@ beforeEach(async () => {
   await h.sql`DELETE FROM options WHERE key IN ('GroupRatio', 'AutoGroups', 'UserUsableGroups', 'GroupRateLimits')`;
 });
 
-const put = (key: string, value: unknown) => h.putOption(admin, key, value);
+const put = (key: string, value: unknown) => h.putOption(root, key, value);
 const stored = (key: string) => h.storedOption(key);
 
 describe('PUT /api/option/ AutoGroups', () => {

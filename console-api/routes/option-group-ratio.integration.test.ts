@@ -6,15 +6,18 @@ import { optionConflict, optionDef } from '../options/option-catalogue.js';
 
 let h: ConsoleHarness;
 let admin: TestAccount;
+let root: TestAccount;
 beforeAll(async () => {
   h = await startConsoleHarness();
   admin = await h.account({ role: 10 });
+  root = await h.account({ role: 100 });
 });
 afterAll(async () => {
   await h?.close();
 });
 
-const putRatio = (value: unknown) => h.putOption(admin, 'GroupRatio', value);
+// Options are root's (PUT /api/option/ refuses an administrator); accounts are edited by an administrator.
+const putRatio = (value: unknown) => h.putOption(root, 'GroupRatio', value);
 const stored = () => h.storedOption('GroupRatio');
 
 describe('PUT /api/option/ GroupRatio', () => {

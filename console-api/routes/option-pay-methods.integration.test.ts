@@ -5,10 +5,11 @@ import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../.
 
 let h: ConsoleHarness;
 let admin: TestAccount;
+let root: TestAccount;
 beforeAll(async () => {
   h = await startConsoleHarness();
   admin = await h.account({ role: 10 });
-  const root = await h.account({ role: 100 });
+  root = await h.account({ role: 100 });
   const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key: 'PaymentComplianceConfirmed', value: true } });
   expect(res.statusCode, res.body).toBe(200);
 });
@@ -16,7 +17,8 @@ afterAll(async () => {
   await h?.close();
 });
 
-const putMethods = (value: unknown) => h.putOption(admin, 'PayMethods', value);
+// Options are root's: PUT /api/option/ refuses an administrator.
+const putMethods = (value: unknown) => h.putOption(root, 'PayMethods', value);
 const stored = () => h.storedOption('PayMethods');
 const payMethodsShown = async () => (await h.app.inject({ method: 'GET', url: '/api/user/topup/info', headers: admin.auth })).json().data.pay_methods;
 

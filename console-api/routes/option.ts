@@ -1,8 +1,10 @@
 // /api/option/: the options table (option-catalogue.ts). Administrators (10) read every option (a
-// secret's value reads as '' with configured telling whether it is set) and change the pricing and
-// top-up display options; the super administrator (100) also changes payment credentials, addresses
-// and the compliance confirmation. Secrets are stored sealed (storedOptionText). Each change publishes
-// {kind: 'options', keys: [key]}.
+// secret's value reads as '' with configured telling whether it is set): their pages need some (the
+// account groups of GroupRatio, the currency and price of the top-up orders). Only the super
+// administrator (100) changes any, as new-api puts /api/option/ behind RootAuth: the pricing tables,
+// groups and top-up link decide what every account is billed and where it pays. Secrets are stored
+// sealed (storedOptionText). Each change is logged with who made it (a secret's value never) and
+// publishes {kind: 'options', keys: [key]}.
 import { z } from 'zod';
 import { ROLE } from '../accounts/roles.js';
 import type { ConsoleContext } from '../context.js';
@@ -15,6 +17,20 @@ import { loadOptionView, OPTION_CATALOGUE, optionConflict, optionDef, storedOpti
 
 /** Advisory lock id of option writes checked against other rows (OptionDef.conflict). */
 const OPTION_CONFLICT_LOCK = 727_201;
+
+/** Longest part of a new value an option change's log line holds (a pricing table can be long). */
+export const LOGGED_OPTION_VALUE_CHARS = 200;
+
+/**
+ * What an option change's log line says of the new value: a secret's nothing (`secret_option`; a
+ * field named `secret` would be censored by the logger), another's start.
+ */
+export function loggedOptionValue(secret: boolean, text: string): { value?: string; value_chars?: number; secret_option?: true } {
+  if (secret) return { secret_option: true };
+  return text.length > LOGGED_OPTION_VALUE_CHARS
+    ? { value: `${text.slice(0, LOGGED_OPTION_VALUE_CHARS)}…`, value_chars: text.length }
+    : { value: text };
+}
 
 export const updateOptionBody = z.object({
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(100, { error: 'must be at most 100 characters' }),
@@ -44,9 +60,9 @@ export function registerOptionRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'PUT', path: '/api/option/', tag: 'admin: options', access: ROLE.admin, body: updateOptionBody,
-    summary: 'Set one option {key, value}; payment credentials, addresses and compliance need role 100',
+    summary: 'Set one option {key, value}; every option needs role 100 (the super administrator), as in new-api',
     errors: ['INVALID_JSON'],
-  }, async ({ body, user }) => {
+  }, async ({ body, user, request }) => {
     const d = optionDef(body.key);
     if (!d) throw new ConsoleError('VALIDATION_FAILED', `key: unknown option "${body.key}"`);
     if (user.role < d.writeRole) throw new ConsoleError('INSUFFICIENT_ROLE', `only the super administrator may change ${d.key}`);
@@ -65,6 +81,9 @@ export function registerOptionRoutes(api: Api, ctx: ConsoleContext): void {
       if (conflict) throw new ConsoleError('VALIDATION_FAILED', `value (${d.key}): ${conflict}`);
       await tx`INSERT INTO options (key, value) VALUES (${d.key}, ${stored}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
     });
+    // Who changed what: prices and groups bill every account. Not under a `key` field, which the
+    // logger censors; a secret's value is never logged, sealed or not.
+    request.log.info({ userId: user.id, username: user.username, option: d.key, ...loggedOptionValue(d.secret ?? false, stored) }, 'option changed');
     await ctx.invalidate({ kind: 'options', keys: [d.key] });
     return ok();
   });

@@ -86,7 +86,7 @@ describe('GET /api/pricing', () => {
 
   it('reflects a ModelRatio change at once', async () => {
     const res = await h.app.inject({
-      method: 'PUT', url: '/api/option/', headers: admin.auth,
+      method: 'PUT', url: '/api/option/', headers: (await h.account({ role: 100 })).auth,
       payload: { key: 'ModelRatio', value: JSON.stringify({ 'claude-sonnet-4-5': 2, 'acme-unpriced-1': 0.5 }) },
     });
     expect(res.statusCode).toBe(200);

@@ -464,7 +464,15 @@ describe('web console', () => {
     await page.getByRole('link', { name: 'Top-up orders' }).click();
     await page.getByRole('row').filter({ hasText: 'epay' }).first().waitFor();
     expect(await page.getByRole('button', { name: /^Mark order/ }).count()).toBe(0);
+    // Options are root's (as in new-api): the page is read-only for an administrator, pricing, groups
+    // and the top-up link included, with a note saying so, and offers no Save or Clear at all.
     await page.getByRole('link', { name: 'Options' }).click();
+    await page.getByRole('note').getByText('Options are changed by the super administrator only', { exact: false }).waitFor();
+    await page.getByRole('heading', { name: 'Ratios and prices' }).waitFor();
+    for (const key of ['ModelRatio', 'GroupRatio', 'TopUpLink', 'UserUsableGroups', 'RegisterEnabled']) {
+      await expect(page.getByRole('textbox', { name: key, exact: true }).isDisabled(), key).resolves.toBe(true);
+    }
+    expect(await page.getByRole('button', { name: /^(Save|Clear) / }).count()).toBe(0);
     await page.getByLabel('Find an option').fill('EpayKey');
     await expect(page.getByRole('textbox', { name: 'EpayKey' }).isDisabled()).resolves.toBe(true);
     expect(await page.getByRole('button', { name: 'Save EpayKey' }).count()).toBe(0);

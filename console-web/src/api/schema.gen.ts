@@ -1547,7 +1547,7 @@ export interface paths {
         };
       };
     };
-    /** Set one option {key, value}; payment credentials, addresses and compliance need role 100 (role >= 10) */
+    /** Set one option {key, value}; every option needs role 100 (the super administrator), as in new-api (role >= 10) */
     put: {
       parameters: {
         query?: never;

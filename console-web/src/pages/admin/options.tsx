@@ -3,6 +3,7 @@ import { api, call } from '../../api/client';
 import type { OptionItem } from '../../api/types';
 import type { PageProps } from '../../app';
 import { Card, ConfirmButton, ErrorText, Field, Loading, useAction, useLoad } from '../../components/ui';
+import { ROLE } from '../../format';
 
 /** Ratios, groups, payments, ...: every option by its key's topic, for the page's sections. */
 export function optionSection(key: string): string {
@@ -12,8 +13,17 @@ export function optionSection(key: string): string {
   return 'Other settings';
 }
 
+/** What an administrator below root reads above the options: it may look, not change (the API refuses it, 403). */
+export const READ_ONLY_OPTIONS_NOTE = 'Options are changed by the super administrator only (as in new-api): you can read them here, not change them.';
+
+/**
+ * Every option, by topic. Only the super administrator changes options (each one's write_role is
+ * 100, PUT /api/option/ refuses an administrator): below it the page is read-only, with a note, and
+ * no Save or Clear is offered.
+ */
 export function AdminOptionsPage({ account }: PageProps) {
   const options = useLoad(() => call(api.GET('/api/option/')), []);
+  const readOnly = account.role < ROLE.root;
   const [filter, setFilter] = useState('');
   const sections = new Map<string, OptionItem[]>();
   for (const o of options.data ?? []) {
@@ -23,12 +33,13 @@ export function AdminOptionsPage({ account }: PageProps) {
   }
   return (
     <>
+      {readOnly && <p class="hint" role="note">{READ_ONLY_OPTIONS_NOTE}</p>}
       <Field label="Find an option" value={filter} onValue={setFilter} />
       {options.loading && <Loading what="Loading options" />}
       <ErrorText error={options.error} />
       {[...sections].map(([title, items]) => (
         <Card key={title} title={title}>
-          {items.map((o) => <OptionRow key={o.key} o={o} canWrite={account.role >= o.write_role} onSaved={options.reload} />)}
+          {items.map((o) => <OptionRow key={o.key} o={o} canWrite={account.role >= o.write_role} noted={readOnly} onSaved={options.reload} />)}
         </Card>
       ))}
     </>
@@ -44,7 +55,8 @@ export function optionSaveValue(o: Pick<OptionItem, 'secret'>, value: string): s
   return o.secret && value === '' ? null : value;
 }
 
-function OptionRow({ o, canWrite, onSaved }: { o: OptionItem; canWrite: boolean; onSaved: () => void }) {
+/** One option; `noted`: the page already says it is read-only, so a row does not say it again. */
+function OptionRow({ o, canWrite, noted, onSaved }: { o: OptionItem; canWrite: boolean; noted: boolean; onSaved: () => void }) {
   const [value, setValue] = useState(o.secret ? '' : o.value);
   const [saved, setSaved] = useState<string | null>(null);
   const action = useAction();
@@ -67,8 +79,8 @@ function OptionRow({ o, canWrite, onSaved }: { o: OptionItem; canWrite: boolean;
       {multiline
         ? <div class="field"><label for={`opt-${o.key}`}>{o.key}</label><textarea id={`opt-${o.key}`} rows={4} value={value} disabled={!canWrite} onInput={(e) => setValue((e.currentTarget as HTMLTextAreaElement).value)} /></div>
         : <Field label={o.key} type={o.secret ? 'password' : 'text'} value={value} onValue={setValue} disabled={!canWrite} autoComplete={o.secret ? 'new-password' : undefined}
-            hint={o.secret ? (o.configured ? 'configured; leave empty to keep it, or type a new value to replace it' : 'not configured') : undefined} />}
-      <p class="hint">{o.description}{!canWrite ? ' (only the super administrator can change this)' : ''}</p>
+            hint={o.secret ? (o.configured ? (canWrite ? 'configured; leave empty to keep it, or type a new value to replace it' : 'configured') : 'not configured') : undefined} />}
+      <p class="hint">{o.description}{!canWrite && !noted ? ' (only the super administrator can change this)' : ''}</p>
       {canWrite && (
         <div class="buttons">
           <button type="submit" disabled={action.busy || toSend === null} aria-label={`Save ${o.key}`}>Save</button>
