@@ -9,6 +9,8 @@ import {
 
 const MODEL = 'claude-haiku-4-5';
 const OTHER_MODEL = 'claude-opus-4-5';
+/** Served by a channel of group vip only. */
+const VIP_ONLY_MODEL = 'claude-sonnet-4-5';
 const FUNDS = 1_000_000;
 let stack: GatewayStack;
 
@@ -16,6 +18,7 @@ beforeAll(async () => {
   stack = await startGatewayStack();
   await mockChannel(stack, [MODEL, OTHER_MODEL]);
   await mockChannel(stack, [MODEL], 'vip');
+  await mockChannel(stack, [VIP_ONLY_MODEL], 'vip');
 });
 afterAll(async () => {
   await stack?.close();
@@ -295,4 +298,37 @@ describe('rate limits', () => {
       await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['GroupRateLimits'] }));
     }
   });
+
+  // An auto key's requests go to the first group of AutoGroups that serves the model: that group's
+  // limit is the one a key of that group would meet. The first group of AutoGroups was applied
+  // whichever served: an auto key got [200, 200, 200, 200] where a vip key got [200, 429].
+  it.each([
+    { limited: 'vip', expected: 429 },
+    { limited: 'default', expected: 200 },
+  ])('limits an auto key routed to vip (AutoGroups default, vip; the model served in vip only) by vip\'s limit, not by the first group\'s: $limited limited', async ({ limited, expected }) => {
+    await setOptions({ AutoGroups: '["default","vip"]', GroupRateLimits: JSON.stringify({ [limited]: { rpm: 1, tpm: 0 } }) });
+    try {
+      if (new Date().getSeconds() > 50) await new Promise((r) => setTimeout(r, 11_000));
+      const account = await fundedAccount(stack, FUNDS);
+      const key = await createApiKey(stack, account, { group: 'auto' });
+      await ask(key.key, VIP_ONLY_MODEL);
+      if (expected === 429) await expectRefusedWithoutCost(account, key.id, () => ask(key.key, VIP_ONLY_MODEL), 429, 'rate_limit_error');
+      else await ask(key.key, VIP_ONLY_MODEL);
+      await billingSettled(stack);
+      const rows = await stack.sql`SELECT "group" FROM ledger WHERE token_id = ${key.id} AND type = 2`;
+      expect(rows.map((r) => r.group)).toEqual(expected === 429 ? ['vip'] : ['vip', 'vip']);
+    } finally {
+      await setOptions({ AutoGroups: null, GroupRateLimits: null });
+    }
+  });
 });
+
+/** Sets (a string) or removes (null) options and tells the relays, as the console does. */
+async function setOptions(values: Record<string, string | null>): Promise<void> {
+  for (const [key, value] of Object.entries(values)) {
+    if (value === null) await stack.sql`DELETE FROM options WHERE key = ${key}`;
+    else await stack.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+  }
+  await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: Object.keys(values) }));
+  await new Promise((r) => setTimeout(r, 200));
+}

@@ -355,7 +355,10 @@ class Exchange {
     const price = maxGroupRatio === this.price.group ? this.price : { ...this.price, group: maxGroupRatio };
     // Input tokens can be cache writes only where the request sets a breakpoint, and an hour's (2×) only at one with ttl "1h".
     const cacheable = cacheUseOf(body);
-    const groupLimits = policy.rateLimits(allowed[0]!);
+    // The limit of the group that serves the request, as a key of that group meets it: an auto key's
+    // first group of AutoGroups may serve none of the model (a cross-group retry stays under the limit
+    // it started with).
+    const groupLimits = policy.rateLimits(this.group);
     const rpmLimit = record.rateLimitRpm || groupLimits.rpm;
     const tpmLimit = record.rateLimitTpm || groupLimits.tpm;
     this.tpmLimited = tpmLimit > 0;
