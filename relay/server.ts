@@ -12,6 +12,7 @@ import { errorBody, openaiErrorBody, RelayError, statusLine } from './errors.js'
 import { closeConnectionsAfterAnswer } from './connection-draining.js';
 import { declaredLengthOf, Reply } from './free-request.js';
 import { subscribeInvalidations } from './invalidation.js';
+import { latestReadWins } from './latest-reload.js';
 import { handleChatCompletions, handleMessages } from './messages/messages-handler.js';
 import { settlementsInFlight } from './messages/settlement.js';
 import type { RelayContext } from './relay-context.js';
@@ -257,13 +258,14 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   let ratios: Ratios;
   let groups: GroupPolicy;
   let inputBounds: InputBounds;
-  const reloadOptions = async () => {
-    const options = await loadOptions(sql);
+  // A read older than the one installed is dropped (latest-reload.ts): the periodic reload and an
+  // invalidation's can overlap.
+  const reloadOptions = latestReadWins(() => loadOptions(sql), (options) => {
     ratios = ratiosFromOptions(options);
     inputBounds = inputBoundsFromOptions(options);
     groups = groupPolicyFromOptions(options, ratios);
     pools.allowPrivateNetworks(options.get('ChannelAllowPrivateNetworks') === 'true');
-  };
+  });
   await reloadOptions();
   await channels.reload();
   // A relay whose KEY_SECRET opens none of the channels' credentials would start, report healthy and

@@ -7,6 +7,7 @@
 import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 import { channelSeed, rendezvousScore } from './affinity.js';
+import { latestReadWins } from '../latest-reload.js';
 
 /** When a channel is disabled automatically: its overrides of the fleet's settings (channel-health.ts). */
 export interface ChannelHealthRules {
@@ -73,13 +74,15 @@ export class ChannelRegistry {
     this.#onRouteChange = onRouteChange;
   }
 
-  async reload(): Promise<void> {
-    const rows = await this.#sql`
+  /** Reads the enabled channels and installs them; a read older than the one installed is dropped (latest-reload.ts). */
+  readonly reload: () => Promise<void> = latestReadWins(() => this.#sql`
       SELECT a."group" AS ability_group, a.model, a.priority AS ability_priority, a.weight AS ability_weight,
              c.id, c.name, c.type, c.base_url, c.key_ciphertext, c.model_mapping,
              c.auto_ban, c.fault_threshold, c.fault_rate_threshold, c.status_time, c.flex_ratio
       FROM abilities a JOIN channels c ON c.id = a.channel_id
-      WHERE a.enabled AND c.status = 1`;
+      WHERE a.enabled AND c.status = 1`, (rows) => this.#install(rows));
+
+  #install(rows: readonly unknown[]): void {
     const channels = new Map<number, Channel>();
     const unreadable = new Set<number>();
     const byRoute = new Map<string, Map<number, Candidate[]>>();
