@@ -1,14 +1,16 @@
 // The billing worker against real Redis, Postgres and ClickHouse: replays change nothing, entries
 // of a dead worker are claimed, bad entries are set aside.
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClickHouse } from '../infra/clickhouse/client.js';
 import { createLogger } from '../infra/logger.js';
-import { createSql } from '../infra/postgres/client.js';
+import { createSql, type Sql } from '../infra/postgres/client.js';
 import { createRedis } from '../infra/redis/client.js';
 import { redisKeys } from '../infra/redis/keys.js';
 import { testConfig } from '../infra/testing/test-config.js';
-import { BILLING_GROUP, BillingWorker, type BatchReport } from './billing-worker.js';
+import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
+import { QuotaStore } from '../core/quota/quota-store.js';
+import { BILLING_GROUP, BillingWorker, type BatchReport, type BillingWorkerOptions } from './billing-worker.js';
 import { encodeUsageEvent, type UsageEvent } from '../core/usage/usage-event.js';
 
 const config = testConfig({ BILLING_CLAIM_IDLE_MS: '200' });
@@ -79,8 +81,55 @@ async function expectBilled(before: Awaited<ReturnType<typeof account>>, beforeL
   expect(await loggedQuota()).toEqual({ n: beforeLogged.n + billed.requests, q: beforeLogged.q + billed.quota });
 }
 
-async function deadLetters(): Promise<string[][]> {
-  return ((await redis.xrange(stream + ':dead', '-', '+')) as [string, string[]][]).map(([, f]) => f);
+async function deadLetters(of = stream): Promise<string[][]> {
+  return ((await redis.xrange(of + ':dead', '-', '+')) as [string, string[]][]).map(([, f]) => f);
+}
+
+/**
+ * A worker on a stream of its own (`stream` + suffix): an event that stalls it in a failing run
+ * holds back none of the other tests.
+ */
+function workerOn(own: string, consumer: string, opts: Partial<BillingWorkerOptions> = {}, db: Sql = sql) {
+  return new BillingWorker(redis, db, ch, log, {
+    stream: own, deadLetterStream: own + ':dead', consumer, batchSize: 100, blockMs: 20, claimIdleMs: 200, minBatchIntervalMs: 0, ...opts,
+  });
+}
+
+/** Whether the stream emptied within `ms` (false instead of throwing, so the test shows what was left). */
+async function drained(own: string, ms = 5_000): Promise<boolean> {
+  return waitFor(async () => (await redis.xlen(own)) === 0, ms).then(() => true, () => false);
+}
+
+/** A Postgres error as postgres.js throws it: what the worker classifies by its SQLSTATE. */
+function postgresError(code: string): Error {
+  return Object.assign(new Error(`injected SQLSTATE ${code}`), { name: 'PostgresError', code, severity: 'ERROR' });
+}
+
+/**
+ * The worker's Postgres client with a fault: a transaction whose ledger insert holds the request id
+ * `poison` fails with what `fault` returns (nothing: it runs), as Postgres would fail it.
+ */
+function faultySql(poison: string, fault: () => Error | undefined): Sql {
+  const inTx = (tx: Sql) => new Proxy(tx, {
+    apply(target, self, args: unknown[]) {
+      const [strings, ...values] = args as [TemplateStringsArray, ...unknown[]];
+      if (Array.isArray(strings) && strings[0]?.includes('INSERT INTO ledger') && Array.isArray(values[0]) && values[0].includes(poison)) {
+        const err = fault();
+        if (err) throw err;
+      }
+      return Reflect.apply(target as unknown as (...a: unknown[]) => unknown, self, args);
+    },
+  });
+  return new Proxy(sql, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (prop !== 'begin') return value;
+      return (...args: unknown[]) => {
+        const fn = args.pop() as (tx: Sql) => unknown;
+        return (value as (...a: unknown[]) => unknown).apply(target, [...args, (tx: Sql) => fn(inTx(tx))]);
+      };
+    },
+  });
 }
 
 beforeAll(async () => {
@@ -211,5 +260,149 @@ describe('BillingWorker', () => {
     await w.stop();
     expect(sizes).toEqual([1, 5]);
     expect((await account()).quota).toBe(before.quota - 6);
+  });
+  // An event Postgres refused outside classes 22/23 was not dead-lettered: a request id too long for
+  // the ledger's unique btree index (54000 program_limit_exceeded, "index row size 8016 exceeds btree
+  // version 4 maximum 2704") failed its batch at every read, and billing of its stream stopped for
+  // good behind it (before: 2 entries left, nothing debited, "billing batch failed" in a loop). Such
+  // an id is now refused at decode (MAX_REQUEST_ID_LENGTH, core/usage/usage-event.ts).
+  it('dead-letters at decode an event whose request id is longer than any real one, and bills the events behind it', async () => {
+    const own = stream + ':long-id';
+    const before = await account();
+    const long = encodeUsageEvent(usage(1, { request_id: randomBytes(6000).toString('base64') }));
+    const id = await redis.xadd(own, '*', 'e', long);
+    await redis.xadd(own, '*', 'e', encodeUsageEvent(usage(100, { token_limited: false })));
+    const w = workerOn(own, 'w-long-id');
+    await w.start();
+    const emptied = await drained(own);
+    await w.stop();
+    expect({ emptied, debited: before.quota - (await account()).quota }).toEqual({ emptied: true, debited: 100 });
+    expect(await deadLetters(own)).toEqual([['source_id', id, 'e', long]]);
+  });
+
+  // The same in depth, past the decoder: Postgres refusing an event with class 54 (program limit
+  // exceeded) is the event's fault, as 22 and 23 are: it is set aside alone and the rest is billed.
+  // Before, the batch failed at every read (class 54 was retried as if Postgres were away).
+  it.each(['54000', '54001'])('dead-letters an event Postgres refuses with %s alone, and bills the rest of its batch', async (code) => {
+    const own = `${stream}:refused-${code}`;
+    const before = await account();
+    const poison = usage(5, { token_limited: false });
+    let faults = 0;
+    const db = faultySql(poison.request_id, () => (faults++, postgresError(code)));
+    const [a, b] = [usage(3, { token_limited: false }), usage(7, { token_limited: false })];
+    const first = await redis.xadd(own, '*', 'e', [encodeUsageEvent(a), encodeUsageEvent(poison)].join('\n'));
+    await redis.xadd(own, '*', 'e', encodeUsageEvent(b));
+    const w = workerOn(own, `w-refused-${code}`, {}, db);
+    const reports: BatchReport[] = [];
+    w.onBatch = (r) => reports.push(r);
+    await w.start();
+    const emptied = await drained(own);
+    await w.stop();
+    expect({ emptied, debited: before.quota - (await account()).quota }).toEqual({ emptied: true, debited: 10 });
+    expect(reports).toEqual([{ entries: 2, events: 3, applied: 2, replayed: 0, rejected: 1 }]);
+    expect(await deadLetters(own)).toEqual([['source_id', first, 'e', encodeUsageEvent(poison)]]);
+    expect(faults).toBeGreaterThan(1); // the batch whole, then halves down to the event alone
+  });
+
+  // A failure that is the database's or the moment's, not the event's, is never a reason to
+  // dead-letter: the batch is read again and billed whole once Postgres answers.
+  it.each([
+    ['08006', 'connection failure'], ['08003', 'connection does not exist'], ['57P01', 'admin shutdown'],
+    ['57P02', 'crash shutdown'], ['57P03', 'cannot connect now'], ['40001', 'serialization failure'],
+    ['40P01', 'deadlock detected'], ['53100', 'disk full'], ['53200', 'out of memory'],
+    ['53300', 'too many connections'], ['57014', 'statement timeout / query canceled'], ['55P03', 'lock not available'],
+    ['25006', 'read-only transaction (a standby)'], ['42P01', 'undefined table (not migrated)'], ['XX000', 'internal error'],
+    ['CONNECTION_CLOSED', 'postgres.js: connection closed'],
+  ])('retries, and never dead-letters, a batch Postgres fails with %s (%s)', async (code) => {
+    const own = `${stream}:transient-${code}`;
+    const before = await account();
+    const poison = usage(5, { token_limited: false });
+    let faults = 0;
+    // Twice, then Postgres answers again.
+    const db = faultySql(poison.request_id, () => (faults < 2 ? (faults++, postgresError(code)) : undefined));
+    await redis.xadd(own, '*', 'e', [encodeUsageEvent(usage(3, { token_limited: false })), encodeUsageEvent(poison)].join('\n'));
+    await redis.xadd(own, '*', 'e', encodeUsageEvent(usage(7, { token_limited: false })));
+    const w = workerOn(own, `w-transient-${code}`, {}, db);
+    const reports: BatchReport[] = [];
+    w.onBatch = (r) => reports.push(r);
+    await w.start();
+    const emptied = await drained(own);
+    await w.stop();
+    expect({ emptied, debited: before.quota - (await account()).quota, faults }).toEqual({ emptied: true, debited: 15, faults: 2 });
+    expect(reports).toEqual([{ entries: 2, events: 3, applied: 3, replayed: 0, rejected: 0 }]);
+    expect(await redis.xlen(own + ':dead')).toBe(0);
+  });
+
+  // A pending entry deleted from the stream without its XACK (an operator's XDEL of a bad entry)
+  // comes back from XREADGROUP ... 0 as [id, null]. Only the claim path dropped those: settling it
+  // threw "TypeError: Cannot read properties of null (reading 'length')" at every round, and the
+  // worker that held it, or a restart under the same BILLING_CONSUMER, billed nothing again (before:
+  // 2 entries left, nothing debited). Each read path: the plain one, with mirrors (billing/service.ts
+  // configures them: the read script), and the sharded layout's.
+  it.each(['plain', 'mirrors', 'sharded'] as const)('acknowledges and skips a pending entry deleted from the stream (%s read path) and bills the rest', async (layout) => {
+    const shardedKeys = layout === 'sharded' ? redisKeys(`${config.REDIS_PREFIX}:xdel-${layout}`, 2) : redisKeys(`${config.REDIS_PREFIX}:xdel-${layout}`);
+    const ordinary = createRedis(config, 'billing-test-xdel');
+    try {
+      const own = layout === 'sharded' ? shardedKeys.usageStream(shardedKeys.shardOf(userId)) : `${stream}:xdel-${layout}`;
+      const consumer = `w-xdel-${layout}`;
+      const before = await account();
+      await redis.xgroup('CREATE', own, BILLING_GROUP, '0', 'MKSTREAM');
+      const gone = await redis.xadd(own, '*', 'e', encodeUsageEvent(usage(1, { token_limited: false })));
+      await redis.xadd(own, '*', 'e', encodeUsageEvent(usage(10, { token_limited: false })));
+      // Read under this consumer name before (the worker's previous life under the same BILLING_CONSUMER).
+      await redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', 10, 'STREAMS', own, '>');
+      await redis.xdel(own, gone!);
+      await redis.xadd(own, '*', 'e', encodeUsageEvent(usage(100, { token_limited: false })));
+      const quota = new QuotaStore(ordinary, shardedKeys, postgresBalanceSource(sql));
+      const w = layout === 'sharded'
+        ? new BillingWorker(ordinary, sql, ch, log, {
+          stream: shardedKeys.usageStream(), deadLetterStream: shardedKeys.usageDeadLetterStream(), consumer, batchSize: 100, blockMs: 20,
+          claimIdleMs: 60_000, minBatchIntervalMs: 0, sharded: { keys: shardedKeys, leaseMs: 5000 }, mirrors: { keys: shardedKeys, quota },
+        })
+        // A claim would not help: only this consumer's own pending list holds the entries.
+        : workerOn(own, consumer, { claimIdleMs: 60_000, ...(layout === 'mirrors' ? { mirrors: { keys: shardedKeys, quota } } : {}) });
+      await w.start();
+      const emptied = await drained(own);
+      await w.stop();
+      expect({ emptied, debited: before.quota - (await account()).quota }).toEqual({ emptied: true, debited: 110 });
+      // Nothing left pending, the deleted entry included; no dead letter (there is no event to keep).
+      expect(((await redis.xpending(own, BILLING_GROUP)) as [number])[0]).toBe(0);
+      expect(await redis.xlen(layout === 'sharded' ? shardedKeys.usageDeadLetterStream(shardedKeys.shardOf(userId)) : own + ':dead')).toBe(0);
+    } finally {
+      ordinary.disconnect();
+    }
+  });
+
+  // Σ ledger = Σ debits: an event for an account with no users row (forged, or a row deleted by
+  // hand; the console only soft-deletes) was written to the ledger and the log as billed and
+  // acknowledged, yet nobody was debited (before: ledger 777, no dead letter). It is dead-lettered
+  // alone; a soft-deleted account is still debited, as before.
+  it('dead-letters an event for an account that does not exist, and still bills a soft-deleted account', async () => {
+    const own = stream + ':no-account';
+    const ghost = 2_000_000_000 + Math.floor(Math.random() * 1_000_000);
+    const name = `billing-gone-${randomUUID().slice(0, 8)}`;
+    const [g] = await sql`INSERT INTO users (username, password_hash, quota, aff_code, deleted_at)
+                          VALUES (${name}, 'x', 1000, ${name}, ${Math.floor(Date.now() / 1000)}) RETURNING id`;
+    const softDeleted = Number(g!.id);
+    const before = await account();
+    const nobody = encodeUsageEvent(usage(777, { user_id: ghost, token_id: 0, token_limited: false }));
+    await redis.xadd(own, '*', 'e', encodeUsageEvent(usage(3, { token_limited: false })));
+    const id = await redis.xadd(own, '*', 'e', [encodeUsageEvent(usage(5, { token_limited: false })), nobody].join('\n'));
+    await redis.xadd(own, '*', 'e', encodeUsageEvent(usage(40, { user_id: softDeleted, token_id: 0, token_limited: false })));
+    const w = workerOn(own, 'w-no-account');
+    const reports: BatchReport[] = [];
+    w.onBatch = (r) => reports.push(r);
+    await w.start();
+    const emptied = await drained(own);
+    await w.drainOutbox();
+    await w.stop();
+    const [l] = await sql`SELECT COUNT(*)::int AS n FROM ledger WHERE user_id = ${ghost}`;
+    const rs = await ch.query({ query: 'SELECT count() AS n FROM logs FINAL WHERE user_id = {u:UInt64}', query_params: { u: ghost }, format: 'JSONEachRow' });
+    const [c] = await rs.json<{ n: string | number }>();
+    const [s] = await sql`SELECT quota FROM users WHERE id = ${softDeleted}`;
+    expect({ emptied, ghostLedgerRows: l!.n, ghostLogRows: Number(c!.n), debited: before.quota - (await account()).quota, softDeletedQuota: Number(s!.quota) })
+      .toEqual({ emptied: true, ghostLedgerRows: 0, ghostLogRows: 0, debited: 8, softDeletedQuota: 960 });
+    expect(reports).toEqual([{ entries: 3, events: 4, applied: 3, replayed: 0, rejected: 1 }]);
+    expect(await deadLetters(own)).toEqual([['source_id', id, 'e', nobody]]);
   });
 });

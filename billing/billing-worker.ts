@@ -97,6 +97,8 @@ interface StreamBatch {
 }
 
 type Entry = [id: string, fields: string[]];
+/** An entry as a read returns it: fields null for a pending entry deleted from the stream (#withoutDeleted). */
+type ReadEntry = [id: string, fields: string[] | null];
 
 function groupLost(err: unknown): boolean {
   const m = String((err as Error)?.message ?? err);
@@ -424,20 +426,44 @@ export class BillingWorker {
   async #readIn(batch: StreamBatch, read: UsageRead, count: number): Promise<Entry[]> {
     const { consumer } = this.#opts;
     const key = batch.incarnationKey;
-    let reply: unknown;
-    if (key !== undefined) {
-      const [incarnation, r] = await this.#scripts.read(batch.stream, key, randomUUID(), BILLING_GROUP, consumer, count, read);
-      batch.incarnation = String(incarnation);
-      reply = r;
-    } else if (read.mode === 'claim') {
-      reply = await this.#redis.xautoclaim(batch.stream, BILLING_GROUP, consumer, read.minIdleMs, '0-0', 'COUNT', count);
-    } else {
-      reply = await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', count, 'STREAMS', batch.stream, read.id);
+    for (;;) {
+      let reply: unknown;
+      if (key !== undefined) {
+        const [incarnation, r] = await this.#scripts.read(batch.stream, key, randomUUID(), BILLING_GROUP, consumer, count, read);
+        batch.incarnation = String(incarnation);
+        reply = r;
+      } else if (read.mode === 'claim') {
+        reply = await this.#redis.xautoclaim(batch.stream, BILLING_GROUP, consumer, read.minIdleMs, '0-0', 'COUNT', count);
+      } else {
+        reply = await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', count, 'STREAMS', batch.stream, read.id);
+      }
+      if (reply === null || reply === undefined) return [];
+      // XAUTOCLAIM answers [next id, entries, deleted ids]; XREADGROUP [[stream, entries]].
+      const got = typeof (reply as unknown[])[0] === 'string'
+        ? (reply as [string, ReadEntry[]])[1]
+        : (reply as [string, ReadEntry[]][])[0]?.[1] ?? [];
+      const live = await this.#withoutDeleted(batch.stream, got);
+      if (live !== null) return live;
     }
-    if (reply === null || reply === undefined) return [];
-    // XAUTOCLAIM answers [next id, entries, deleted ids]; XREADGROUP [[stream, entries]].
-    if (typeof (reply as unknown[])[0] === 'string') return ((reply as [string, Entry[]])[1]).filter((e) => e[1] !== null);
-    return (reply as [string, Entry[]][])[0]?.[1] ?? [];
+  }
+
+  /**
+   * A read's entries that are still in the stream. A pending entry deleted from the stream without
+   * its XACK (an operator's XDEL of a bad entry) comes back from a read of pending entries (XREADGROUP
+   * from '0'; XAUTOCLAIM before Redis 7) as [id, null]: it holds no event to settle, and settling it
+   * threw a TypeError at every round, so the worker that held it (or a restart under its
+   * BILLING_CONSUMER) billed nothing again. Such entries are acknowledged (ackUsageEntries-1.lua:
+   * XACK, and an XDEL that finds nothing), logged once each, and dropped. Null when every entry read
+   * was such a one: the caller reads again, as more pending entries may follow them.
+   */
+  async #withoutDeleted(stream: string, entries: readonly ReadEntry[]): Promise<Entry[] | null> {
+    let deleted: string[] | undefined;
+    for (const e of entries) if (e[1] === null) (deleted ??= []).push(e[0]);
+    if (deleted === undefined) return entries as Entry[];
+    await this.#scripts.acknowledge(stream, BILLING_GROUP, deleted);
+    this.#log.warn({ stream, ids: deleted }, 'pending usage stream entries deleted from the stream without their acknowledgement (XDEL by hand?) acknowledged and skipped: they hold no event to bill');
+    const live = entries.filter((e): e is Entry => e[1] !== null);
+    return live.length ? live : null;
   }
 
   async #retryRepairs(): Promise<void> {
@@ -446,11 +472,14 @@ export class BillingWorker {
 
   async #read(id: string, blockMs: number | undefined, readCount: number): Promise<Entry[]> {
     const { stream, consumer } = this.#opts;
-    const res = (blockMs === undefined
-      ? await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, id)
-      : await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'BLOCK', blockMs, 'STREAMS', stream, id)) as
-      [string, Entry[]][] | null;
-    return res?.[0]?.[1] ?? [];
+    for (;;) {
+      const res = (blockMs === undefined
+        ? await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, id)
+        : await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'BLOCK', blockMs, 'STREAMS', stream, id)) as
+        [string, ReadEntry[]][] | null;
+      const live = await this.#withoutDeleted(stream, res?.[0]?.[1] ?? []);
+      if (live !== null) return live;
+    }
   }
 
   async #refreshLeases(): Promise<void> {
@@ -726,12 +755,14 @@ export class BillingWorker {
 
   /**
    * Settles the events in one transaction; when Postgres refuses it for the data of an event (a
-   * number past its column's range, text with a NUL), in halves, down to the events it refuses alone.
-   * Without this, one such event failed its batch at every read, and billing stopped for every event
-   * behind it; now it goes to the dead-letter stream (its Redis debit stays visible there, for an
-   * operator to mend and replay, replay-dead-letters.ts). A transaction that fails for any other
-   * reason (Postgres away, a deadlock) throws: the batch is read again. Halves committed before such a
-   * failure are replays when it is (ON CONFLICT): no money moves twice.
+   * number past its column's range, text with a NUL, a value past one of its limits, an account with
+   * no users row: refusedForItsData), in halves, down to the events it refuses alone. Without this,
+   * one such event failed its batch at every read, and billing stopped for every event behind it; now
+   * it goes to the dead-letter stream (its Redis debit stays visible there, for an operator to mend
+   * and replay, replay-dead-letters.ts). A transaction that fails for any other reason (Postgres away
+   * or shutting down, a deadlock, a serialization failure, a statement timeout, resources exhausted)
+   * throws: the batch is read again. Halves committed before such a failure are replays when it is
+   * (ON CONFLICT): no money moves twice.
    */
   async #settleRefusingBadData(events: UsageEvent[]): Promise<{ settled: SettledEvent[]; refused: { at: number; reason: string }[] }> {
     const settled: SettledEvent[] = [];
@@ -808,12 +839,27 @@ function deadLetterOf(entry: Entry, text: string): Entry {
 }
 
 /**
- * A statement Postgres refused for the values it was given, which it would refuse again however often
- * retried: SQLSTATE class 22 (data exception: out of range, invalid text) or 23 (a constraint).
+ * SQLSTATE classes of a statement Postgres refused for the values it was given, which it would refuse
+ * again however often retried: the event's fault, so the event is dead-lettered alone.
+ *   22 data exception: a number out of range, invalid text (a NUL);
+ *   23 integrity constraint violation, and settleBatch's own 23503 for an account with no users row
+ *      (AccountMissingError);
+ *   54 program limit exceeded: a value past one of Postgres's limits (54000: a request id too long for
+ *      the ledger's unique btree index, "index row size ... exceeds maximum"). Halving also settles a
+ *      batch refused whole for its size.
+ * Every other class is the database's or the moment's, and the batch is read again, never
+ * dead-lettered: 08 connection exceptions, 25 (a read-only standby after a failover), 28 and 42
+ * (roles, a schema not migrated), 40 (40001 serialization failure, 40P01 deadlock), 53 insufficient
+ * resources (disk full, out of memory, too many connections), 55 (a lock not available), 57
+ * (57014 statement timeout or cancel, 57P01-57P05 shutdowns and a database that cannot take
+ * connections now), 58 and XX (I/O, internal errors), and postgres.js's own codes, which are no
+ * SQLSTATE (CONNECTION_CLOSED, ECONNREFUSED...).
  */
+const REFUSED_FOR_ITS_DATA = new Set(['22', '23', '54']);
+
 function refusedForItsData(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && REFUSED_FOR_ITS_DATA.has(code.slice(0, 2));
 }
 
 /** The Redis data an entry's debit was made in: its `i` field (a replayed dead letter), else `read`'s. */

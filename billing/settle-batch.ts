@@ -13,6 +13,11 @@
 //      version of that balance in Postgres, which a mirror refilled from Postgres records
 //      (seedBalance-2.lua). A batch whose debits a Redis restart took out of the mirrors compares it
 //      with the refilled mirror's to know whether that mirror holds them (billing/mirror-repair.ts).
+//   6. an account it would debit that has no users row (a forged event, a row deleted by hand; the
+//      console only ever soft-deletes, and a soft-deleted account is debited as any other) fails the
+//      transaction with AccountMissingError: its ledger and log rows would have counted as billed
+//      with nobody debited (Σ ledger ≠ Σ debits). The worker settles the batch in halves and
+//      dead-letters that account's events alone (billing-worker.ts #settleRefusingBadData).
 import type { Sql } from '../infra/postgres/client.js';
 import { LOG_TYPE, movesMoney, type UsageEvent } from '../core/usage/usage-event.js';
 import { toLogRow } from '../core/usage/log-rows.js';
@@ -27,6 +32,20 @@ export interface SettledEvent {
   accountSeq?: number;
   /** Applied on a limited key: tokens.quota_seq after this batch debited the key. */
   keySeq?: number;
+}
+
+/**
+ * Relay events for accounts with no users row: refused for their data, as Postgres refuses a
+ * foreign key (SQLSTATE 23503, which the worker's refusedForItsData takes as the event's fault).
+ */
+export class AccountMissingError extends Error {
+  readonly code = '23503';
+  readonly userIds: number[];
+  constructor(userIds: number[]) {
+    super(`usage event for an account that does not exist (no users row for user_id ${userIds.join(', ')}): not billed, nobody would be debited`);
+    this.name = 'AccountMissingError';
+    this.userIds = userIds;
+  }
 }
 
 export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Promise<SettledEvent[]> {
@@ -101,6 +120,8 @@ export async function settleBatch(sql: Sql, events: readonly UsageEvent[]): Prom
         WHERE users.id = d.id
         RETURNING users.id, users.quota, d.q AS debit, users.setting, users.credit_seq`;
       for (const b of balances) accountSeqs.set(Number(b.id), Number(b.credit_seq));
+      // Step 6: every account debited must have been found; the transaction rolls back otherwise.
+      if (accountSeqs.size < users.size) throw new AccountMissingError([...users.keys()].filter((id) => !accountSeqs.has(id)));
       // A balance this batch took below its owner's warning threshold: the notice commits with the debit.
       await queueLowBalanceNotices(tx, balances, Math.floor(Date.now() / 1000));
     }

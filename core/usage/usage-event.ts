@@ -11,6 +11,17 @@ export const LOG_TYPE = { topup: 1, consume: 2, manage: 3, system: 4, error: 5 }
 /** The log row keeps whole seconds in a UInt32 (infra/clickhouse/migrations/001_logs.sql). */
 const MAX_USE_TIME_MS = 0xffff_ffff * 1000;
 
+/**
+ * The longest request id an event may carry. ledger.request_id is UNIQUE, a btree index whose entries
+ * Postgres caps at 2704 bytes: a longer id was refused with 54000 (program_limit_exceeded) and, before
+ * that was dead-lettered, failed its batch at every read (docs/billing.md, step 5). Every id a real
+ * emitter makes fits many times over: the relay's are UUIDs (36 characters; the reaper's
+ * `<uuid>:expired`, 44), the console's `topup:<trade_no of at most 64>`, `redeem:<id>`,
+ * `manage:<uuid>`, `aff-transfer:<uuid>`, `aff-inviter:<id>`, at most 70. 256 characters are at most
+ * 1 KiB of UTF-8. A longer one is refused at decode, and dead-lettered there.
+ */
+export const MAX_REQUEST_ID_LENGTH = 256;
+
 export const usageEventSchema = z.object({
   v: z.literal(1),
   /**
@@ -19,7 +30,8 @@ export const usageEventSchema = z.object({
    * its own transaction: billing only writes their log row.
    */
   type: z.union([z.literal(LOG_TYPE.topup), z.literal(LOG_TYPE.consume), z.literal(LOG_TYPE.manage), z.literal(LOG_TYPE.system), z.literal(LOG_TYPE.error)]),
-  request_id: z.string().min(1),
+  /** Unique per event (the ledger's idempotency key); at most MAX_REQUEST_ID_LENGTH characters. */
+  request_id: z.string().min(1).max(MAX_REQUEST_ID_LENGTH),
   upstream_request_id: z.string(),
   user_id: z.number().int().positive(),
   /** For console events, the signed quota change (a top-up is positive); relay events leave it out. */

@@ -60,6 +60,22 @@ describe('usage event', () => {
     for (const [value, message] of bad) expect(() => decodeUsageEvent(JSON.stringify(value)), JSON.stringify(value)).toThrow(message);
   });
 
+  // A request id too long for the ledger's unique btree index (at most 2704 bytes an entry) was
+  // refused by Postgres with 54000 and, not being class 22/23, failed its batch at every read: billing
+  // of the stream stopped behind it. Refused here instead, past a bound (MAX_REQUEST_ID_LENGTH, 256)
+  // that every id a real emitter makes fits.
+  it('refuses a request id longer than 256 characters, and takes every shape of id the relay and the console make', () => {
+    const e = usageEvent({ type: LOG_TYPE.consume, request_id: 'r', user_id: 7, created_at: 1, content: '', quota: 10 });
+    const uuid = '0b8f3c4e-6d1a-4f7e-9a2b-3c4d5e6f7a8b';
+    const real = [uuid, `${uuid}:expired`, `topup:${'T'.repeat(64)}`, 'redeem:123456789', `manage:${uuid}`, `aff-transfer:${uuid}`,
+      'aff-inviter:123456789', 'aff-invitee:123456789', 'x'.repeat(256), '\u{1F600}'.repeat(128)];
+    for (const request_id of real) expect(decodeUsageEvent(encodeUsageEvent({ ...e, request_id })).request_id, request_id).toBe(request_id);
+    for (const request_id of ['x'.repeat(257), 'x'.repeat(8000)]) {
+      expect(() => decodeUsageEvent(encodeUsageEvent({ ...e, request_id })), `${request_id.length} characters`).toThrow(/^not a usage event: request_id: /);
+      expect(usageEventSchema.safeParse({ ...e, request_id }).success).toBe(false);
+    }
+  });
+
   it('carries the cache tokens apart, and an event without them (an older relay) still decodes', () => {
     const e = usageEvent({ type: LOG_TYPE.consume, request_id: 'r:cache', user_id: 7, created_at: 1, content: '', cache_tokens: 6, cache_read_tokens: 3, cache_write_5m_tokens: 2, cache_write_1h_tokens: 1 });
     expect(decodeUsageEvent(encodeUsageEvent(e))).toMatchObject({ cache_tokens: 6, cache_read_tokens: 3, cache_write_5m_tokens: 2, cache_write_1h_tokens: 1 });
