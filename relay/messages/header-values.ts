@@ -10,3 +10,15 @@ export function isHttpFieldValue(v: string): boolean {
   }
   return true;
 }
+
+/** RFC 9110's IMF-fixdate, the form an HTTP-date is sent in: `Sun, 06 Nov 1994 08:49:37 GMT`. */
+const IMF_FIXDATE = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+
+/**
+ * A provider's retry-after as the client may be given it: delay-seconds or an HTTP-date (RFC 9110
+ * 10.2.3), else '' (not passed on). The provider's answer text is replaced on the way to the client;
+ * its retry-after carried whatever text it held ("soon, maybe; org-123 db-7").
+ */
+export function retryAfterOf(v: string): string {
+  return /^\d{1,10}$/.test(v) || (IMF_FIXDATE.test(v) && !Number.isNaN(Date.parse(v))) ? v : '';
+}

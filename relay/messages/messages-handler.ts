@@ -44,7 +44,7 @@ import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
 import { checkMessagesRequest, type MessagesRequest } from './messages-request.js';
 import { unpricedMessagesFieldRefusal } from './unpriced-fields.js';
-import { isHttpFieldValue } from './header-values.js';
+import { isHttpFieldValue, retryAfterOf } from './header-values.js';
 import { parseRequestJson } from './raw-json-guard.js';
 import { accountBusyError, takeCountPlace } from './count-place.js';
 import type { Encoding } from '../token-count/bpe-count.js';
@@ -77,6 +77,8 @@ const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The m
 const UNREADABLE_ANSWER = 'The model provider\'s answer could not be read.';
 /** What a client is told of a provider's 200 whose body stopped before its end (the body timeout, a lost connection). */
 const STOPPED_ANSWERING = 'The model provider stopped answering before its answer was complete.';
+/** Why the body of an answer read whole was cut (reservation-heartbeat.ts): the client is told STOPPED_ANSWERING. */
+const WHOLE_ANSWER_TOO_SLOW = new Error('the provider\'s answer did not end within UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS of its headers');
 /** What a client is told of a provider whose connection was lost after the request was sent, before any answer. */
 const LOST_BEFORE_ANSWER = 'The model provider\'s connection was lost after the request was sent, before it answered.';
 /** A channel's credential or account refused by the provider: the gateway's fault, not the client's key. */
@@ -639,13 +641,16 @@ class Exchange {
       // second channel would generate it again (new-api does not retry them either).
       if (mayRetry && !this.headersSent && status !== 504 && status !== 524) {
         this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider failed; retrying on another channel');
-        this.noteFailure(new RelayError(status === 529 ? 'overloaded' : status === 429 ? 'rate_limited' : 'upstream_unreachable'), answer.header('retry-after'));
+        this.noteFailure(new RelayError(status === 529 ? 'overloaded' : status === 429 ? 'rate_limited' : 'upstream_unreachable'), retryAfterOf(answer.header('retry-after')));
         return httpReason(status);
       }
       this.passThroughError(status, text, answer, provider);
       return 'done';
     }
-    if (status !== 200) {
+    // Any other 2xx (a proxy's 201, a cache's 203 Non-Authoritative, a 204) is an answer like a 200's:
+    // passed on as an error under its own 2xx, the SDKs took the error object for the answer (or
+    // read no event of a 201 stream) and the answer the provider generated was billed 0.
+    if (status < 200 || status > 299) {
       const text = await answer.text().catch(() => '');
       if (this.aborted) return REASON.clientGone;
       // The channel's own credential or account refused (routing/channel-outcomes.ts): counted
@@ -945,7 +950,7 @@ class Exchange {
     const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiProviderErrorBody(type, message)
         : errorBody(type, message, this.requestId);
-    const retryAfter = answer.header('retry-after');
+    const retryAfter = retryAfterOf(answer.header('retry-after'));
     this.respond(status, 'application/json', body, retryAfter);
     this.finish({ kind: 'failed', reason: httpReason(status) });
   }
@@ -1014,6 +1019,18 @@ class Exchange {
   crash(err: unknown): void {
     this.ctx.log.error({ err, requestId: this.requestId }, 'relay exchange failed');
     this.fail(new RelayError('internal'), REASON.relayError);
+  }
+
+  /** For the reservation heartbeat: the headers' time of an answer read whole whose body is still coming, else 0. */
+  get wholeAnswerPendingSince(): number {
+    const call = this.upstream;
+    return call instanceof BufferedCall ? call.bodyPendingSince : 0;
+  }
+
+  /** The reservation heartbeat found an answer read whole still coming past its bound: cut, nothing of it is billed. */
+  cutWholeAnswer(): void {
+    const call = this.upstream;
+    if (call instanceof BufferedCall) call.cut(WHOLE_ANSWER_TOO_SLOW);
   }
 
   /** The reservation heartbeat found the provider's stream silent too long: cut, it settles for what it delivered. */

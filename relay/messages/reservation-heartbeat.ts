@@ -11,8 +11,15 @@ export interface HeldReservation {
   readonly record: { readonly userId: number } | null;
   /** performance.now() when its provider stream last made progress (an event, not a ping); 0 while it streams nothing. */
   readonly streamLineAt?: number;
+  /**
+   * performance.now() when the headers of a provider answer read whole (a request without stream)
+   * arrived while its body is still coming; 0 otherwise.
+   */
+  readonly wholeAnswerPendingSince?: number;
   /** Cuts its provider stream, which then settles for what it delivered. */
   cutStalledStream?(): void;
+  /** Cuts the body of an answer read whole that took too long: the exchange then fails as one whose provider stopped answering. */
+  cutWholeAnswer?(): void;
 }
 
 export class ReservationHeartbeat {
@@ -30,12 +37,20 @@ export class ReservationHeartbeat {
    * a pooled connection for ever.
    */
   readonly #stallMs: number;
+  /**
+   * The longest the body of an answer read whole may take after its headers: a provider trickling a
+   * JSON answer (or pinging in a stream folded for a JSON request) restarted undici's body timeout
+   * with every byte and held the exchange, its reservation and a pooled connection for ever, the
+   * client gone or not.
+   */
+  readonly #wholeAnswerMs: number;
 
-  constructor(quota: Pick<QuotaStore, 'renewDeadlines'>, ttlMs: number, log: Logger, stallMs = Infinity) {
+  constructor(quota: Pick<QuotaStore, 'renewDeadlines'>, ttlMs: number, log: Logger, stallMs = Infinity, wholeAnswerMs = Infinity) {
     this.#quota = quota;
     this.#ttlMs = ttlMs;
     this.#log = log;
     this.#stallMs = stallMs;
+    this.#wholeAnswerMs = wholeAnswerMs;
     // A third of the TTL: two beats may fail (Redis restarting, a long GC pause) before the reaper
     // could see the deadline pass.
     this.#timer = setInterval(() => this.beat(), Math.max(1, Math.floor(ttlMs / 3)));
@@ -66,6 +81,11 @@ export class ReservationHeartbeat {
       if (lineAt > 0 && now - lineAt > this.#stallMs) {
         this.#log.warn({ requestId: r.requestId, silentMs: Math.round(now - lineAt) }, 'provider stream sent no event for too long; cut');
         r.cutStalledStream?.();
+      }
+      const since = r.wholeAnswerPendingSince ?? 0;
+      if (since > 0 && now - since > this.#wholeAnswerMs) {
+        this.#log.warn({ requestId: r.requestId, bodyMs: Math.round(now - since) }, 'provider answer read whole did not end in time; cut');
+        r.cutWholeAnswer?.();
       }
     }
     try {

@@ -83,6 +83,22 @@ export class BufferedCall implements Dispatcher.DispatchHandler {
     this.#abortCall?.(this.#abortReason);
   }
 
+  /**
+   * performance.now() when the answer's headers arrived while its body is still coming; 0 before the
+   * headers and once the call has settled. What the reservation heartbeat bounds (a provider that
+   * trickles a body restarts undici's body timeout with every byte).
+   */
+  get bodyPendingSince(): number {
+    return this.#settled ? 0 : this.#headersAt;
+  }
+
+  /** Stops a body that is taking too long: the answer comes with `reason` as its bodyError. Nothing once settled. */
+  cut(reason: Error): void {
+    if (this.#settled || this.#abortReason) return;
+    this.#abortReason = reason;
+    this.#abortCall?.(reason);
+  }
+
   onConnect(abort: (err?: Error) => void): void {
     if (this.#abortReason) return abort(this.#abortReason);
     this.#abortCall = abort;
