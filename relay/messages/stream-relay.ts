@@ -8,7 +8,9 @@
 // ChatStreamMeter for Chat Completions); when the client speaks the other protocol, a StreamRewriter
 // turns each provider chunk into the client's events as it arrives (nothing is held back but a
 // partial line). Same protocol on both sides: the provider's bytes are written as they are, whole
-// events at a time (EventAligner: an event cut by the provider is not half sent).
+// events at a time (EventAligner: an event cut by the provider is not half sent). Either way the
+// provider's error events are scrubbed of the channel's key and of key shapes on their way out
+// (ErrorEventScrubber); every other chunk is written as it is, after one indexOf.
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../../infra/logger.js';
@@ -19,6 +21,7 @@ import type { StreamUsage } from '../stream/sse-usage-parser.js';
 import type { Provider, StreamMeter } from '../providers/provider.js';
 import { DeliveredTextCounter } from '../token-count/delivered-text-counter.js';
 import { EventAligner } from '../stream/event-aligner.js';
+import { ErrorEventScrubber } from '../stream/error-event-scrub.js';
 import type { TokenCounter } from '../token-count/token-counter.js';
 import type { Encoding } from '../token-count/bpe-count.js';
 import { providerErrorReason, REASON } from './failure-reasons.js';
@@ -45,6 +48,11 @@ const CHAT_DONE = Buffer.from('\n\ndata: [DONE]\n\n');
 export interface StreamRewriter {
   /** The client's bytes for this provider chunk ('' when nothing is complete yet). */
   push(chunk: Buffer): string | Buffer;
+  /**
+   * Set when the provider's stream can no longer be converted (an event's data past what is held:
+   * line-stream.ts): what push() returned is written, then the stream ends as failed.
+   */
+  readonly failure?: Error | null;
 }
 
 /** How one stream is read and written: the provider's meter, the conversion, the client's last words on failure. */
@@ -124,6 +132,8 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     body.pause();
     ex.res.onWritable(onWritable);
   });
+  // What goes to the client from the provider (not the relay's own failed event) passes here.
+  const scrubber = new ErrorEventScrubber(ex.channel?.apiKey, (out) => client.write(out));
   let first = true;
   /** A chunk threw in the meter or the rewriter: the stream is being ended as failed. */
   let broken = false;
@@ -152,7 +162,10 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
       relayMetrics.streamFirstByte(performance.now() - ex.t0);
     }
     const out = rewriter === null ? aligner!.push(chunk) : rewriter.push(chunk);
-    if (out.length > 0) client.write(out);
+    if (out.length > 0) scrubber.push(out);
+    // What was converted is written; the stream then ends as failed (the catch below).
+    const failure = rewriter?.failure;
+    if (failure) throw failure;
   };
   body.on('data', (chunk: Buffer) => {
     if (broken) return;
@@ -183,15 +196,16 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     ex.done(200, cut || parser.error ? 'stream_error' : '');
     if (aligner !== null && !ex.aborted) {
       const held = cut ? aligner.salvage() : aligner.rest();
-      if (held.length > 0) client.write(held);
+      if (held.length > 0) scrubber.push(held);
     }
     // A Chat Completions stream complete without its `[DONE]`: the client gets the `[DONE]` its reader
     // may wait for (message_stop, for an Anthropic client, from the rewriter). The blank line first
     // ends an event the provider left open.
     if (!cut && !parser.error && !parser.sawMessageStop && !ex.aborted) {
       const out = rewriter === null ? CHAT_DONE : rewriter.push(CHAT_DONE);
-      if (out.length > 0) client.write(out);
+      if (out.length > 0) scrubber.push(out);
     }
+    if (!ex.aborted) scrubber.flush();
     // The stream is ended once its settlement is on the spool's disk (settlement-spool.ts); what is
     // queued for the client goes with its end.
     client.holdForEnd();
@@ -205,8 +219,9 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     ex.ctx.log.warn({ channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
     if (aligner !== null) {
       const held = aligner.salvage();
-      if (held.length > 0) client.write(held);
+      if (held.length > 0) scrubber.push(held);
     }
+    scrubber.flush();
     // The client already has a 200: it is told in the stream, as Anthropic does, once settled.
     client.holdForEnd();
     void settleStream(ex, parser, delivered, REASON.streamFailed, () => client.end(failedEvent));

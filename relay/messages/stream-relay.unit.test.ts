@@ -446,3 +446,76 @@ describe('a stated usage that does not cover what was delivered', () => {
     expect(finished(calls)).toMatchObject({ kind: 'ok', usage: { inputTokens: 10, outputTokens: 12 } });
   });
 });
+
+// Before: a provider's error event quoting the key it was sent reached the client as it came, or
+// copied into the converted error event; now every error event written is scrubbed of the channel's
+// key and of key shapes, and the rest passes byte for byte.
+describe('a provider error event on its way to the client', () => {
+  const KEY = 'chan-cred-7Hq2Lr9Xw4Tb8Kz1';
+  const SHAPED = 'sk-ant-api03-AbCdEfGhIjKlMnOpQrStUv';
+  const errorEvent = sse('error', { type: 'error', error: { type: 'authentication_error', message: `Incorrect API key provided: ${KEY} (${SHAPED})` } });
+
+  function startKeyed(calls: Call[], rewriter: Parameters<typeof pipeStream>[2]['rewriter'], meter: 'anthropic' | 'chat') {
+    const { res } = fakeRes(calls);
+    const ex = exchange(calls, res);
+    (ex as { channel: unknown }).channel = { id: 7, apiKey: KEY };
+    const body = new Readable({ read() {} });
+    pipeStream(ex, body, {
+      provider: { streamMeter: (sink) => (meter === 'anthropic' ? new SseUsageParser(sink) : new ChatStreamMeter(sink)) },
+      rewriter,
+      failedEvent: STREAM_FAILED_EVENT,
+      requestIdHeader: 'request-id',
+    });
+    return { ex, body };
+  }
+
+  it('same protocol: the error event is scrubbed, split across chunks or not; content with key shapes passes unchanged', async () => {
+    const calls: Call[] = [];
+    const { body } = startKeyed(calls, null, 'anthropic');
+    const content = DELTA.replace('tok ', `use ${SHAPED}`);
+    body.push(Buffer.from(START + content));
+    const half = errorEvent.indexOf(KEY) + 5;
+    body.push(Buffer.from(errorEvent.slice(0, half)));
+    await tick();
+    body.push(Buffer.from(errorEvent.slice(half)));
+    body.push(null);
+    await vi.waitFor(() => expect(calls.some((c) => c[0] === 'end')).toBe(true), { timeout: 20_000 });
+    const out = written(calls);
+    expect(out.startsWith(START + content)).toBe(true);
+    const error = out.slice((START + content).length);
+    expect(error).not.toContain(KEY);
+    expect(error).not.toContain(SHAPED);
+    expect(error).toContain('Incorrect API key provided: [redacted] (sk-[redacted])');
+    expect(finished(calls)).toMatchObject({ kind: 'partial' });
+  });
+
+  it('an error event the rewriter wrote (a conversion copies the message) is scrubbed too', async () => {
+    const calls: Call[] = [];
+    const { body } = startKeyed(calls, { push: (chunk) => chunk.toString().replace('"type":"error",', '') }, 'anthropic');
+    body.push(Buffer.from(START + errorEvent));
+    body.push(null);
+    await vi.waitFor(() => expect(calls.some((c) => c[0] === 'end')).toBe(true), { timeout: 20_000 });
+    expect(written(calls)).toContain('event: error');
+    expect(written(calls)).not.toContain(KEY);
+    expect(written(calls)).not.toContain(SHAPED);
+  });
+});
+
+describe('a rewriter that can convert no more (its failure set)', () => {
+  it('what it returned is written, then the stream ends as failed, settled for what was delivered', async () => {
+    const calls: Call[] = [];
+    const rewriter = { failure: null as Error | null, push(chunk: Buffer) {
+      if (chunk.toString().includes('flood')) this.failure = new Error('joined data too long');
+      return chunk.toString().replace('flood', '');
+    } };
+    const { body } = startWith(calls, { provider: { streamMeter: (sink) => new SseUsageParser(sink) }, rewriter });
+    body.push(Buffer.from(START));
+    body.push(Buffer.from(DELTA + 'flood'));
+    body.push(Buffer.from(DELTA));
+    await vi.waitFor(() => expect(calls.some((c) => c[0] === 'end')).toBe(true), { timeout: 20_000 });
+    expect(body.destroyed).toBe(true);
+    expect(written(calls)).toBe(START + DELTA + STREAM_FAILED_EVENT);
+    expect(finished(calls)).toMatchObject({ kind: 'partial', reason: 'provider stream failed', usage: { inputTokens: 10, outputTokens: 1 } });
+    expect(calls.filter((c) => c[0] === 'finish')).toHaveLength(1);
+  });
+});

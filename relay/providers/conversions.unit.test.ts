@@ -1,12 +1,14 @@
 // The conversions between Anthropic Messages and OpenAI Chat Completions, request and answer, and
 // the stream rewriters and meter fed the providers' real streams (the mocks' wire formats) cut at
 // every byte: what comes out never depends on where the network split the stream.
+import { getHeapStatistics } from 'node:v8';
 import { describe, expect, it } from 'vitest';
 import { messageUsage, streamHead, streamTail, DELTA_EVENT, toolUseStream } from '../../bench/mock-upstream/wire-format.js';
 import type { ChatRequest } from '../chat-completions/chat-request.js';
 import { RelayError } from '../errors.js';
 import { MAX_USAGE_COUNT } from '../stream/usage-count.js';
 import { MAX_CARRIED_LINE } from '../stream/sse-bytes.js';
+import { JoinedDataTooLongError, MAX_JOINED_DATA } from '../stream/line-stream.js';
 import type { MessagesRequest } from '../messages/messages-request.js';
 import { anthropicOnlyRefusal, chatToMessages, DEFAULT_MAX_TOKENS } from './anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
@@ -509,5 +511,58 @@ describe('JSON answers', () => {
         cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 }, server_tool_use: null, service_tier: 'standard',
       },
     });
+  });
+});
+
+// Before: a data line that opens an object and never closes it had every later data line of its
+// event appended to it without limit: 97 MB sent grew the heap 429 MB, 681 MB grew it 2.8 GB. Now the
+// joined data is held up to MAX_JOINED_DATA (the 1 MiB the meters and the aligner hold), then the
+// converter says it failed and reads nothing more; stream-relay.ts ends the stream as failed.
+describe('an event whose data lines never end, through a conversion', () => {
+  const FLOOD = 48 * 1024 * 1024;
+  const line = 'data: ' + 'x'.repeat(10) + '\n';
+  const block = Buffer.from(line.repeat(Math.floor(64 * 1024 / line.length)));
+  const cases = [
+    ['AnthropicToChatStream', () => new AnthropicToChatStream('m', true), streamHead('msg_1', 'claude-x', usage) + DELTA_EVENT, 'event: content_block_delta\ndata: {"type":"content_block_delta",\n', '"content":"tok "'],
+    ['ChatToAnthropicStream', () => new ChatToAnthropicStream('m'), chatChunk({ role: 'assistant', content: '' }) + chatChunk({ content: 'tok ' }), 'data: {"choices":[\n', '"text":"tok "'],
+  ] as const;
+
+  for (const [name, make, head, opening, converted] of cases) {
+    it(`${name}: fails past MAX_JOINED_DATA, holding no more, and returns what it converted before`, () => {
+      const conv = make();
+      // The events before the flood, the opening line and more than the bound, in one chunk.
+      const first = Buffer.concat([Buffer.from(head + opening), ...Array<Buffer>(Math.ceil(MAX_JOINED_DATA / block.length) + 1).fill(block)]);
+      const out = conv.push(first);
+      expect(out).toContain(converted);
+      expect(conv.failure).toBeInstanceOf(JoinedDataTooLongError);
+      expect(conv.push(Buffer.from(DELTA_EVENT + chatChunk({ content: 'tok ' })))).toBe('');
+    });
+
+    it(`${name}: ${FLOOD >> 20} MB of data lines in 64 KB chunks: the failure comes within the bound and the heap does not grow with the flood`, () => {
+      const conv = make();
+      conv.push(Buffer.from(head + opening));
+      const before = getHeapStatistics().used_heap_size;
+      let sent = 0;
+      let failedAt = -1;
+      let peak = 0;
+      while (sent < FLOOD) {
+        expect(conv.push(block)).toBe('');
+        sent += block.length;
+        if (failedAt < 0 && conv.failure) failedAt = sent;
+        if ((sent & (4 * 1024 * 1024 - 1)) < block.length) peak = Math.max(peak, getHeapStatistics().used_heap_size - before);
+      }
+      expect(failedAt).toBeGreaterThan(MAX_JOINED_DATA - block.length);
+      expect(failedAt).toBeLessThanOrEqual(MAX_JOINED_DATA + block.length);
+      expect(conv.failure).toBeInstanceOf(JoinedDataTooLongError);
+      // Unbounded, the joined string alone is the 48 MB sent (and 100+ MB of heap).
+      expect(peak).toBeLessThan(24 * 1024 * 1024);
+    });
+  }
+
+  it('an event of many data lines within the bound is still joined and converted', () => {
+    const conv = new ChatToAnthropicStream('m');
+    const out = conv.push(Buffer.from(`data: {"choices":[{"index":0,\ndata: "delta":{"content":"${'y'.repeat(200_000)}"}}]}\n\n`));
+    expect(conv.failure ?? null).toBeNull();
+    expect(out).toContain('y'.repeat(200_000));
   });
 });

@@ -70,6 +70,11 @@ export class EventAligner {
   #held: Buffer[] = [];
   #heldBytes = 0;
 
+  /** How many bytes of an unfinished event are held. */
+  get heldBytes(): number {
+    return this.#heldBytes;
+  }
+
   /** The bytes of this chunk that end whole events (with any held before them); the rest is held. */
   push(chunk: Buffer): Buffer {
     const len = chunk.length;

@@ -6,6 +6,20 @@
 import { StringDecoder } from 'node:string_decoder';
 import { MAX_CARRIED_LINE } from './sse-bytes.js';
 
+/**
+ * Most characters of one event's data lines (as they came: each is at least a byte) a conversion
+ * joins: past it the stream fails.
+ */
+export const MAX_JOINED_DATA = MAX_CARRIED_LINE;
+
+/** A converted stream's event whose data lines went on past MAX_JOINED_DATA without the event's end. */
+export class JoinedDataTooLongError extends Error {
+  constructor() {
+    super(`a provider stream event's data lines went on past ${MAX_JOINED_DATA} characters without its end`);
+    this.name = 'JoinedDataTooLongError';
+  }
+}
+
 export abstract class LineStream {
   readonly #decoder = new StringDecoder('utf8');
   #partial = '';
@@ -24,9 +38,19 @@ export abstract class LineStream {
    */
   protected joinsData = false;
   #data: string | null = null;
+  /** The joined lines' length as they came (their `data:` and line breaks included). */
+  #dataSize = 0;
+  /**
+   * Set when an event's joined data passed MAX_JOINED_DATA (the meters and the aligner hold no more
+   * of one line or event): the stream cannot be converted on, nothing more is read, and the relay
+   * ends it as failed (stream-relay.ts). Held without bound, one stream of endless data lines took
+   * the relay's heap to 2.8 GB.
+   */
+  failure: Error | null = null;
 
   /** Each complete line of `chunk` (with what was carried) through `line`; their outputs joined. */
   protected lines(chunk: Buffer, line: (text: string) => string): string {
+    if (this.failure !== null) return '';
     let text = this.#partial + this.#decoder.write(chunk);
     if (this.#afterCR && text.length > 0) {
       this.#afterCR = false;
@@ -49,6 +73,11 @@ export abstract class LineStream {
       const end = this.#break(text, pos);
       if (end < 0) break;
       out += this.joinsData ? this.#joined(text.slice(pos, end), line) : line(text.slice(pos, end));
+      // What came before in this chunk is returned, to be written; nothing after is read.
+      if (this.failure !== null) {
+        this.#partial = '';
+        return out;
+      }
       pos = this.#after(text, end);
     }
     this.#partial = pos === 0 ? text : text.slice(pos);
@@ -67,6 +96,12 @@ export abstract class LineStream {
     const data = l.startsWith('data:');
     if (this.#data !== null) {
       if (data) {
+        this.#dataSize += l.length + 1;
+        if (this.#dataSize > MAX_JOINED_DATA) {
+          this.#data = null;
+          this.failure = new JoinedDataTooLongError();
+          return '';
+        }
         this.#data += '\n' + l.slice(5);
         return '';
       }
@@ -76,6 +111,7 @@ export abstract class LineStream {
     }
     if (data && opensObject(l) && !l.trimEnd().endsWith('}')) {
       this.#data = l;
+      this.#dataSize = l.length + 1;
       return '';
     }
     return line(l);

@@ -1,0 +1,211 @@
+// The provider's error events in a stream, scrubbed before the client reads them. Providers quote the
+// key they were sent ("Incorrect API key provided: <key>"), in a stream as in an error answered whole
+// (messages-handler.ts passThroughError): an error event the client reads, passed on as it came
+// (same protocol) or converted (to-chat.ts, to-messages.ts copy the message), is scrubbed of the
+// channel's key, by value and as JSON escapes it, and of anything key-shaped
+// (infra/secrets/credential-text.ts). Only error events: content is the model's answer, passed byte
+// for byte, key-shaped examples included.
+//
+// An error event, as the SDKs read one: an `event: error` (Anthropic's SDK raises it whatever its
+// data), or data that is a JSON object with an `error` member or `"type":"error"` (OpenAI's SDK raises
+// the former; the meters read both). Either holds the bytes `error` as the event's name or as a
+// quoted JSON string (`"error"`): a chunk without them is written as it is, unparsed and uncopied,
+// after one indexOf (and a few byte comparisons for each `error` a content chunk holds). A chunk with
+// them is decoded and cut into events; an event that is an error has every string of its data (keys
+// included) scrubbed, and is written anew only when that changed anything.
+//
+// What the relay writes is whole events (EventAligner, the conversions) or whole lines (the Chat
+// Completions usage filter): an error event whose lines come in two writes is held from its first
+// line that may open one until its end, as the aligner holds it (bounded by MAX_HELD_EVENT).
+import { scrubCredentials } from '../../infra/secrets/credential-text.js';
+import { isObject } from '../../infra/json/is-object.js';
+import { EventAligner, lastEventEnd } from './event-aligner.js';
+import { Byte } from './sse-bytes.js';
+
+const ERROR = Buffer.from('error');
+const EVENT = Buffer.from('event:');
+const BREAK = /\r\n|\r|\n/;
+const BREAKS = /\r\n|\r|\n/g;
+/** An `event: error` line, in text decoded as latin1 (an event too long to hold). */
+const ERROR_EVENT_LINE = /(?:^|[\r\n])event:[ \t]*error[ \t]*(?:[\r\n]|$)/;
+/** Deeper than this an error's data is scrubbed as text (JSON.stringify of a deep value throws). */
+const MAX_DEPTH = 64;
+
+function isBreak(c: number | undefined): boolean {
+  return c === Byte.NL || c === Byte.CR;
+}
+
+/**
+ * Whether buf holds the bytes every error event holds: `error` quoted (`"error"`, a JSON key or the
+ * type's value) or as an `event:` line's value. Content quoting the word has it escaped (`\"error\"`)
+ * or unquoted.
+ */
+export function mayHoldErrorEvent(buf: Buffer): boolean {
+  for (let at = buf.indexOf(ERROR); at >= 0; at = buf.indexOf(ERROR, at + ERROR.length)) {
+    if (buf[at - 1] === Byte.QUOTE && buf[at + ERROR.length] === Byte.QUOTE) return true;
+    let i = at;
+    while (i > 0 && (buf[i - 1] === Byte.SPACE || buf[i - 1] === Byte.TAB)) i--;
+    if (i >= EVENT.length && buf.compare(EVENT, 0, EVENT.length, i - EVENT.length, i) === 0 && (i === EVENT.length || isBreak(buf[i - EVENT.length - 1]))) return true;
+  }
+  return false;
+}
+
+/** Scrubs the error events of a stream on its way to the client; `write` gets what is to be written. */
+export class ErrorEventScrubber {
+  readonly #key: string | undefined;
+  /** The key as latin1 text holds it (an event too long to hold is scrubbed byte for byte). */
+  readonly #latin1Key: string | undefined;
+  readonly #write: (out: Buffer | string) => void;
+  /** An event that may be an error, held until its end; null when nothing is held. */
+  #held: EventAligner | null = null;
+
+  /** `channelKey`: the channel's key, scrubbed by value (none: key shapes only). */
+  constructor(channelKey: string | undefined, write: (out: Buffer | string) => void) {
+    this.#key = channelKey;
+    this.#latin1Key = channelKey === undefined ? undefined : Buffer.from(channelKey).toString('latin1');
+    this.#write = write;
+  }
+
+  /** Writes `out` (a chunk for the client: whole events or whole lines), its error events scrubbed. */
+  push(out: Buffer | string): void {
+    if (this.#held === null) {
+      // The hot path: no error event, nothing held. A string is only encoded when it holds `error`.
+      if (typeof out === 'string' ? !out.includes('error') : out.indexOf(ERROR) < 0) return this.#write(out);
+      const buf = typeof out === 'string' ? Buffer.from(out) : out;
+      if (!mayHoldErrorEvent(buf)) return this.#write(out);
+      const end = lastEventEnd(buf);
+      if (end === buf.length) return this.#write(this.#events(buf) ?? out);
+      if (end > 0) this.#write(this.#events(buf.subarray(0, end)) ?? buf.subarray(0, end));
+      const tail = buf.subarray(end);
+      if (!mayHoldErrorEvent(tail)) return this.#write(tail);
+      this.#held = new EventAligner();
+      return this.#released(this.#held.push(tail));
+    }
+    this.#released(this.#held.push(typeof out === 'string' ? Buffer.from(out) : out));
+  }
+
+  /** At the stream's end (clean or cut): what is held, as one event, scrubbed if it is an error. */
+  flush(): void {
+    if (this.#held === null) return;
+    const rest = this.#held.rest();
+    this.#held = null;
+    if (rest.length > 0) this.#write(this.#events(rest) ?? rest);
+  }
+
+  /** What the held event's aligner gave back: whole events, or (past MAX_HELD_EVENT) all it held. */
+  #released(out: Buffer): void {
+    if (this.#held !== null && this.#held.heldBytes === 0) this.#held = null;
+    if (out.length === 0) return;
+    if (lastEventEnd(out) === out.length) return this.#write(this.#events(out) ?? out);
+    // An event longer than can be held: scrubbed as text when it looks like an error, byte for byte
+    // (latin1: it may end inside a UTF-8 character).
+    const text = out.toString('latin1');
+    if (!ERROR_EVENT_LINE.test(text) && !text.includes('"error"')) return this.#write(out);
+    const scrubbed = scrubCredentials(text, this.#latin1Key);
+    this.#write(scrubbed === text ? out : Buffer.from(scrubbed, 'latin1'));
+  }
+
+  /** Whole events (the last may lack its empty line at the stream's end) scrubbed; null when none changed. */
+  #events(buf: Buffer): string | null {
+    const text = buf.toString('utf8');
+    let out = '';
+    let copied = 0;
+    let changed = false;
+    let eventStart = 0;
+    let lineStart = 0;
+    BREAKS.lastIndex = 0;
+    for (let m = BREAKS.exec(text); ; m = BREAKS.exec(text)) {
+      // An event ends at an empty line, or at the end of the text.
+      const end = m === null ? text.length : m.index === lineStart ? BREAKS.lastIndex : -1;
+      if (end > eventStart) {
+        const event = text.slice(eventStart, end);
+        const scrubbed = event.includes('error') ? scrubErrorEvent(event, this.#key) : null;
+        if (scrubbed !== null) {
+          out += text.slice(copied, eventStart) + scrubbed;
+          copied = end;
+          changed = true;
+        }
+        eventStart = end;
+      }
+      if (m === null) break;
+      lineStart = BREAKS.lastIndex;
+    }
+    return changed ? out + text.slice(copied) : null;
+  }
+}
+
+/**
+ * One event's text (its lines and the empty line that ends it) with its error scrubbed; null when it
+ * is no error event, or nothing in it needed scrubbing.
+ */
+export function scrubErrorEvent(event: string, key: string | undefined): string | null {
+  const lines = event.split(BREAK);
+  let name = '';
+  const data: string[] = [];
+  for (const l of lines) {
+    if (l.startsWith('event:')) name = l.slice(6).trim();
+    else if (l.startsWith('data:')) data.push(l.charCodeAt(5) === 0x20 ? l.slice(6) : l.slice(5));
+  }
+  const joined = data.join('\n');
+  let parsed: unknown;
+  if (joined.includes('"error"')) {
+    try {
+      parsed = JSON.parse(joined);
+    } catch {
+      parsed = undefined;
+    }
+  }
+  const error = isObject(parsed) && (Boolean(parsed.error) || parsed.type === 'error');
+  if (!error && name !== 'error') return null;
+  if (isObject(parsed)) {
+    try {
+      const scrubbed = scrubValue(parsed, key, 0);
+      if (scrubbed === parsed) return null;
+      // The data as one line of the scrubbed JSON, where its first line was; the other lines kept.
+      const br = BREAK.exec(event)?.[0] ?? '\n';
+      let dataWritten = false;
+      const out: string[] = [];
+      for (const l of lines) {
+        if (!l.startsWith('data:')) out.push(scrubCredentials(l, key));
+        else if (!dataWritten) {
+          dataWritten = true;
+          out.push(`data: ${JSON.stringify(scrubbed)}`);
+        }
+      }
+      return out.join(br);
+    } catch {
+      // Nested too deep to write again: scrubbed as text below.
+    }
+  }
+  const text = scrubCredentials(event, key);
+  return text === event ? null : text;
+}
+
+/** `v` with every string in it (object keys included) scrubbed; `v` itself when nothing changed. */
+function scrubValue(v: unknown, key: string | undefined, depth: number): unknown {
+  if (typeof v === 'string') return scrubCredentials(v, key);
+  if (v === null || typeof v !== 'object') return v;
+  if (depth > MAX_DEPTH) throw new RangeError('error data nested too deep');
+  if (Array.isArray(v)) {
+    let out: unknown[] | null = null;
+    for (let i = 0; i < v.length; i++) {
+      const s = scrubValue(v[i], key, depth + 1);
+      if (s !== v[i] && out === null) out = v.slice();
+      if (out !== null) out[i] = s;
+    }
+    return out ?? v;
+  }
+  let changed = false;
+  const entries: [string, unknown][] = [];
+  for (const [k, val] of Object.entries(v)) {
+    const sk = scrubCredentials(k, key);
+    const sv = scrubValue(val, key, depth + 1);
+    if (sk !== k || sv !== val) changed = true;
+    entries.push([sk, sv]);
+  }
+  if (!changed) return v;
+  // Own data properties, as JSON.parse makes them (a `__proto__` key set by assignment would be the prototype).
+  const out: Record<string, unknown> = {};
+  for (const [k, val] of entries) Object.defineProperty(out, k, { value: val, enumerable: true, writable: true, configurable: true });
+  return out;
+}

@@ -1,0 +1,182 @@
+// ErrorEventScrubber: a provider's error event on its way to the client loses the channel's key (by
+// value, as JSON escapes it, however the provider escaped it) and anything key-shaped; every other
+// chunk is written as it came (the same object: not copied, not re-encoded), key-shaped content
+// included. An error event written in pieces is held until its end, within a bound.
+import { describe, expect, it } from 'vitest';
+import { CENSOR } from '../../infra/secrets/credential-text.js';
+import { ErrorEventScrubber, mayHoldErrorEvent } from './error-event-scrub.js';
+import { MAX_HELD_EVENT } from './event-aligner.js';
+
+const KEY = 'chan-cred-7Hq2Lr9Xw4Tb8Kz1';
+const SHAPED = 'sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123';
+const MESSAGE = `Incorrect API key provided: ${KEY}. Also ${SHAPED}, Bearer abcdefgh12345678 (org-123)`;
+
+function scrubber(key: string | undefined = KEY) {
+  const out: (Buffer | string)[] = [];
+  const s = new ErrorEventScrubber(key, (b) => out.push(b));
+  return { s, out, text: () => out.map((b) => b.toString()).join('') };
+}
+
+const anthropicError = (message: string) => `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'authentication_error', message } })}\n\n`;
+const openaiError = (message: string) => `data: ${JSON.stringify({ error: { message, type: 'invalid_request_error', code: 'invalid_api_key' } })}\n\n`;
+const delta = (text: string) => `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } })}\n\n`;
+const chatDelta = (content: string) => `data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+
+/** The data of each event in an SSE text (its lines joined), parsed. */
+function dataOf(sse: string): unknown[] {
+  return sse.split(/\n\n/).filter((e) => e.includes('data:')).map((e) => JSON.parse(e.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5)).join('\n')));
+}
+
+function expectClean(text: string): void {
+  expect(text).not.toContain(KEY);
+  expect(text).not.toContain(SHAPED);
+  expect(text).not.toContain('abcdefgh12345678');
+  expect(text).toContain(CENSOR);
+}
+
+describe('content passes as it came', () => {
+  it('a chunk without an error event is written as the same object, key-shaped text and the word "error" included', () => {
+    const { s, out } = scrubber();
+    const chunks: (Buffer | string)[] = [
+      Buffer.from(delta(`use ${SHAPED} or ${KEY}`)),
+      delta('an error: the "error" key, event: error'),
+      Buffer.from(chatDelta(`{"error": "${SHAPED}"}`)),
+      chatDelta('error'),
+      Buffer.from(delta('error') + 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"error"'),
+    ];
+    for (const c of chunks.slice(0, 4)) s.push(c);
+    expect(out).toHaveLength(4);
+    chunks.slice(0, 4).forEach((c, i) => expect(out[i]).toBe(c));
+    // An event cut after its quoted "error" is held to its end, then written unchanged.
+    s.push(chunks[4]!);
+    expect(out.slice(4).map((b) => b.toString())).toEqual([delta('error')]);
+    s.push(Buffer.from(`}}\n\n${delta(SHAPED)}`));
+    const text = out.slice(4).map((b) => b.toString()).join('');
+    expect(text).toBe(chunks[4]!.toString() + `}}\n\n${delta(SHAPED)}`);
+  });
+
+  it('the pre-check: `error` quoted or as an event name, not in escaped or plain text', () => {
+    expect(mayHoldErrorEvent(Buffer.from('data: {"text":"an \\"error\\" here"}\n\n'))).toBe(false);
+    expect(mayHoldErrorEvent(Buffer.from('data: {"text":"errors and error"}\n\n'))).toBe(false);
+    expect(mayHoldErrorEvent(Buffer.from('data: {"error":{}}\n\n'))).toBe(true);
+    expect(mayHoldErrorEvent(Buffer.from('data: {"type": "error"}\n\n'))).toBe(true);
+    expect(mayHoldErrorEvent(Buffer.from('event: error\ndata: x\n\n'))).toBe(true);
+    expect(mayHoldErrorEvent(Buffer.from('id: 1\r\nevent:error\r\n'))).toBe(true);
+  });
+});
+
+describe('an error event is scrubbed', () => {
+  it('Anthropic\'s, among content events in one chunk: only the error changes', () => {
+    const { s, text } = scrubber();
+    const before = delta(`say ${SHAPED}`);
+    s.push(Buffer.from(before + anthropicError(MESSAGE) + delta('after')));
+    const t = text();
+    expect(t.startsWith(before)).toBe(true);
+    expect(t.endsWith(delta('after'))).toBe(true);
+    const error = t.slice(before.length, t.length - delta('after').length);
+    expectClean(error);
+    expect(error.startsWith('event: error\ndata: ')).toBe(true);
+    expect(dataOf(error)[0]).toEqual({ type: 'error', error: { type: 'authentication_error', message: `Incorrect API key provided: ${CENSOR}. Also sk-${CENSOR}, Bearer ${CENSOR} (org-123)` } });
+  });
+
+  it('a data-only {"type":"error"}, OpenAI\'s {"error":…} (string or object), as a string or a Buffer', () => {
+    for (const event of [
+      `data: ${JSON.stringify({ type: 'error', error: { type: 'api_error', message: MESSAGE } })}\n\n`,
+      openaiError(MESSAGE),
+      `data: ${JSON.stringify({ error: MESSAGE })}\n\n`,
+    ]) {
+      for (const chunk of [event, Buffer.from(event)]) {
+        const { s, text } = scrubber();
+        s.push(chunk);
+        expectClean(text());
+        expect(dataOf(text())).toHaveLength(1);
+      }
+    }
+  });
+
+  it('the key however the provider escaped it: JSON\'s escapes, `\\/`, `\\u` escapes, in a key name, in data over several lines', () => {
+    const key = 'ab"c\\d/ef-0123456789';
+    const escaped = JSON.stringify(key).slice(1, -1);
+    const variants = [
+      `event: error\ndata: {"type":"error","error":{"message":"bad key ${escaped}"}}\n\n`,
+      `event: error\ndata: {"type":"error","error":{"message":"bad key ${escaped.replace('/', '\\/')}"}}\n\n`,
+      `event: error\ndata: {"type":"error","error":{"message":"bad key ${escaped.replace('a', '\\u0061')}"}}\n\n`,
+      `data: {"error":{"${escaped}":"the key"}}\n\n`,
+      `event: error\ndata: {"type":"error",\ndata: "error":{"message":"bad key ${escaped}"}}\n\n`,
+    ];
+    for (const v of variants) {
+      const { s, text } = scrubber(key);
+      s.push(Buffer.from(v));
+      const data = dataOf(text());
+      expect(JSON.stringify(data)).not.toContain(escaped);
+      expect(JSON.stringify(data)).toContain(CENSOR);
+    }
+  });
+
+  it('an `event: error` whose data is no JSON is scrubbed as text', () => {
+    const { s, text } = scrubber();
+    s.push(`event: error\ndata: ${MESSAGE}\n\n`);
+    expectClean(text());
+    expect(text()).toBe(`event: error\ndata: Incorrect API key provided: ${CENSOR}. Also sk-${CENSOR}, Bearer ${CENSOR} (org-123)\n\n`);
+  });
+
+  it('CRLF framing is kept', () => {
+    const { s, text } = scrubber();
+    s.push(Buffer.from(anthropicError(MESSAGE).replaceAll('\n', '\r\n')));
+    expectClean(text());
+    expect(text().endsWith('\r\n\r\n')).toBe(true);
+    expect(text().split('\r\n')).toHaveLength(4);
+  });
+
+  it('an error event written line by line is held to its end, then scrubbed; the content before it is not held', () => {
+    const { s, out, text } = scrubber();
+    const first = delta('before');
+    s.push(first);
+    expect(out).toEqual([first]);
+    const lines = openaiError(MESSAGE).split(/(?<=\n)/);
+    // `event: error`, then its data line; OpenAI's error over two data lines, then its end.
+    for (const piece of ['event: error\n', `data: ${JSON.stringify({ type: 'error', error: { message: MESSAGE } }).replace(',', ',\ndata: ')}\n`, '\n', ...lines]) {
+      s.push(Buffer.from(piece));
+    }
+    s.flush();
+    expectClean(text());
+    expect(dataOf(text().slice(first.length))).toHaveLength(2);
+  });
+
+  it('an error event without its empty line at the stream\'s end is scrubbed at flush()', () => {
+    const { s, text } = scrubber();
+    s.push(Buffer.from(anthropicError(MESSAGE).trimEnd()));
+    expect(text()).toBe('');
+    s.flush();
+    expectClean(text());
+  });
+
+  it('an event held past MAX_HELD_EVENT is written then, scrubbed as text when it looks like an error', () => {
+    const { s, out, text } = scrubber();
+    s.push(Buffer.from(`event: error\ndata: {"type":"error","error":{"message":"${KEY} `));
+    const junk = Buffer.alloc(64 * 1024, 0x61);
+    let sent = 0;
+    while (out.length === 0) {
+      s.push(junk);
+      sent += junk.length;
+      expect(sent).toBeLessThanOrEqual(MAX_HELD_EVENT + junk.length);
+    }
+    expect(text()).not.toContain(KEY);
+    s.push(Buffer.from('"}}\n\n'));
+    expect(text().endsWith('"}}\n\n')).toBe(true);
+  });
+
+  it('without a channel key, key shapes are scrubbed', () => {
+    const { s, text } = scrubber(undefined);
+    s.push(anthropicError(`bad ${SHAPED}`));
+    expect(text()).not.toContain(SHAPED);
+  });
+
+  it('an error event with nothing to scrub is written as it came', () => {
+    const { s, out } = scrubber();
+    const event = Buffer.from(anthropicError('Overloaded'));
+    s.push(event);
+    expect(out).toEqual([event]);
+    expect(out[0]).toBe(event);
+  });
+});
