@@ -1,12 +1,18 @@
 // The web console's sign-in and its serving: the session cookie (HttpOnly, SameSite=Strict), the CSRF
-// token every cookie-authenticated write needs, the Bearer header unaffected, the CSP, and the static
-// files with a single-page fallback that never answers for /api/.
+// token every cookie-authenticated write needs, the `__Host-` names over HTTPS (a trusted proxy's
+// X-Forwarded-Proto) that a planted unprefixed pair cannot stand in for, the Bearer header unaffected,
+// the CSP, and the static files with a single-page fallback that never answers for /api/.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, startConsoleHarness } from '../../tests/harness/console-harness.js';
 import { CSRF_COOKIE, csrfTokenOf, SESSION_COOKIE } from './browser-session.js';
+
+const PROXY_BLOCK = '10.200.0.0/16';
+/** A TLS-terminating proxy listed in TRUSTED_PROXIES. */
+const PROXY = '10.200.7.8';
+const HTTPS = { 'x-forwarded-proto': 'https' };
 
 let h: ConsoleHarness;
 let webDir: string;
@@ -15,14 +21,14 @@ beforeAll(async () => {
   mkdirSync(join(webDir, 'assets'));
   writeFileSync(join(webDir, 'index.html'), '<!doctype html><title>console</title><script type="module" src="/assets/app-abc123.js"></script>');
   writeFileSync(join(webDir, 'assets', 'app-abc123.js'), 'console.log("app")');
-  h = await startConsoleHarness({ CONSOLE_WEB_DIR: webDir });
+  h = await startConsoleHarness({ CONSOLE_WEB_DIR: webDir, TRUSTED_PROXIES: PROXY_BLOCK });
 });
 afterAll(async () => {
   await h?.close();
   rmSync(webDir, { recursive: true, force: true });
 });
 
-interface SetCookie { name: string; value: string; httpOnly?: boolean; sameSite?: string; path?: string; maxAge?: number }
+interface SetCookie { name: string; value: string; httpOnly?: boolean; sameSite?: string; path?: string; maxAge?: number; secure?: boolean; domain?: string }
 
 async function cookieLogin(username: string, password: string) {
   const res = await h.app.inject({
@@ -43,6 +49,9 @@ describe('cookie sign-in', () => {
     expect(session!.maxAge).toBe(h.config.SESSION_TTL_SEC);
     expect(csrf!.httpOnly).toBeFalsy();
     expect(csrf).toMatchObject({ sameSite: 'Strict', value: csrfTokenOf(session!.value) });
+    // Plain HTTP (a local stack): no Secure, no `__Host-` name, which a browser would refuse there.
+    expect(res.cookies.map((c) => c.name).sort()).toEqual([CSRF_COOKIE, SESSION_COOKIE].sort());
+    for (const c of [session!, csrf!]) expect(c.secure).toBeFalsy();
   });
 
   it('a failed login sets no cookie; a login without the header still answers the token (API clients)', async () => {
@@ -135,6 +144,95 @@ describe('cookie sign-in', () => {
     expect(res.statusCode).toBe(200);
     const rows = await h.sql<{ user_id: number }[]>`SELECT user_id FROM tokens WHERE name = 'bearer-key'`;
     expect(rows.map((r) => Number(r.user_id))).toEqual([Number(a.user.id)]);
+  });
+});
+
+describe('cookie sign-in over HTTPS (a trusted proxy\'s X-Forwarded-Proto)', () => {
+  const HOST_SESSION = `__Host-${SESSION_COOKIE}`;
+  const HOST_CSRF = `__Host-${CSRF_COOKIE}`;
+
+  async function httpsLogin(username: string, password: string, remoteAddress = PROXY) {
+    const res = await h.app.inject({
+      method: 'POST', url: '/api/user/login', payload: { username, password }, remoteAddress, headers: { 'x-console-session': 'cookie', ...HTTPS },
+    });
+    return { res, cookies: res.cookies as SetCookie[] };
+  }
+  const httpsInject = (opts: { method: 'GET' | 'POST'; url: string; cookies: Record<string, string>; headers?: Record<string, string>; payload?: object }) =>
+    h.app.inject({ ...opts, remoteAddress: PROXY, headers: { ...HTTPS, ...opts.headers } });
+
+  it('sets __Host- cookies: Secure, Path=/, no Domain; expires the unprefixed names; the body carries no token', async () => {
+    const a = await h.account();
+    const { res, cookies } = await httpsLogin(a.user.username, a.password);
+    expect(res.statusCode).toBe(200);
+    expect(res.json().data).toMatchObject({ username: a.user.username, token: '' });
+    const session = cookies.find((c) => c.name === HOST_SESSION);
+    const csrf = cookies.find((c) => c.name === HOST_CSRF);
+    expect(session).toMatchObject({ httpOnly: true, secure: true, sameSite: 'Strict', path: '/', maxAge: h.config.SESSION_TTL_SEC });
+    expect(session!.value).toMatch(/^[0-9a-f]{64}$/);
+    expect(csrf).toMatchObject({ secure: true, sameSite: 'Strict', path: '/', value: csrfTokenOf(session!.value) });
+    expect(csrf!.httpOnly).toBeFalsy();
+    for (const c of [session!, csrf!]) expect(c.domain).toBeUndefined();
+    // The unprefixed pair of an earlier sign-in is only expired, never set.
+    const legacy = cookies.filter((x) => !x.name.startsWith('__Host-'));
+    expect(legacy.map((c) => c.name).sort()).toEqual([CSRF_COOKIE, SESSION_COOKIE].sort());
+    for (const c of legacy) expect([c.value, c.maxAge]).toEqual(['', 0]);
+
+    // The __Host- pair signs the browser in: a read, and a write with the CSRF header.
+    const headers = { 'x-csrf-token': csrf!.value };
+    const read = await httpsInject({ method: 'GET', url: '/api/user/self', cookies: { [HOST_SESSION]: session!.value, [HOST_CSRF]: csrf!.value }, headers });
+    expect(read.statusCode).toBe(200);
+    expect(read.json().data.username).toBe(a.user.username);
+    const key = { name: 'https-cookie-key', expired_time: -1, remain_quota: 0, unlimited_quota: true };
+    expect((await httpsInject({ method: 'POST', url: '/api/token/', cookies: { [HOST_SESSION]: session!.value }, payload: key })).statusCode).toBe(403);
+    expect((await httpsInject({ method: 'POST', url: '/api/token/', cookies: { [HOST_SESSION]: session!.value }, payload: key, headers })).statusCode).toBe(200);
+  });
+
+  it('ignores an unprefixed pair planted by another origin (login CSRF): the attacker\'s session never signs the browser in', async () => {
+    const victim = await h.account();
+    const attacker = await h.account();
+    const planted = { [SESSION_COOKIE]: attacker.token, [CSRF_COOKIE]: csrfTokenOf(attacker.token) };
+    const plantedHeader = { 'x-csrf-token': csrfTokenOf(attacker.token) };
+
+    // Only the planted pair: anonymous, never the attacker.
+    const alone = await httpsInject({ method: 'GET', url: '/api/user/self', cookies: planted, headers: plantedHeader });
+    expect(alone.statusCode).toBe(401);
+    const key = { name: 'planted-key', expired_time: -1, remain_quota: 0, unlimited_quota: true };
+    const write = await httpsInject({ method: 'POST', url: '/api/token/', cookies: planted, headers: plantedHeader, payload: key });
+    expect(write.statusCode).toBe(401);
+    const rows = await h.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM tokens WHERE user_id = ${attacker.user.id}`;
+    expect(rows[0]!.count).toBe(0);
+
+    // Planted beside the victim's own __Host- pair: the victim stays the victim.
+    const { cookies } = await httpsLogin(victim.user.username, victim.password);
+    const session = cookies.find((c) => c.name === HOST_SESSION)!.value;
+    const both = { ...planted, [HOST_SESSION]: session, [HOST_CSRF]: csrfTokenOf(session) };
+    const mine = await httpsInject({ method: 'GET', url: '/api/user/self', cookies: both, headers: { 'x-csrf-token': csrfTokenOf(session) } });
+    expect(mine.json().data.username).toBe(victim.user.username);
+    expect((await httpsInject({ method: 'GET', url: '/api/user/self', cookies: both, headers: plantedHeader })).statusCode).toBe(401);
+  });
+
+  it('logout clears the __Host- cookies login set (Secure, Path=/)', async () => {
+    const a = await h.account();
+    const { cookies } = await httpsLogin(a.user.username, a.password);
+    const session = cookies.find((c) => c.name === HOST_SESSION)!.value;
+    const headers = { 'x-csrf-token': csrfTokenOf(session) };
+    const out = await httpsInject({ method: 'POST', url: '/api/user/logout', cookies: { [HOST_SESSION]: session }, headers });
+    expect(out.statusCode).toBe(200);
+    const cleared = out.cookies as SetCookie[];
+    expect(cleared.map((c) => c.name).sort()).toEqual([HOST_CSRF, HOST_SESSION].sort());
+    for (const c of cleared) expect(c).toMatchObject({ value: '', secure: true, path: '/' });
+    expect((await httpsInject({ method: 'GET', url: '/api/user/self', cookies: { [HOST_SESSION]: session }, headers })).statusCode).toBe(401);
+  });
+
+  it('X-Forwarded-Proto from an address that is not a trusted proxy changes nothing: plain HTTP names, no Secure', async () => {
+    const a = await h.account();
+    const { cookies } = await httpsLogin(a.user.username, a.password, '203.0.113.9');
+    expect(cookies.map((c) => c.name).sort()).toEqual([CSRF_COOKIE, SESSION_COOKIE].sort());
+    for (const c of cookies) expect(c.secure).toBeFalsy();
+    // And a plain-HTTP request reads the unprefixed names, as before.
+    const session = cookies.find((c) => c.name === SESSION_COOKIE)!.value;
+    const read = await h.app.inject({ method: 'GET', url: '/api/user/self', cookies: { [SESSION_COOKIE]: session }, headers: { 'x-csrf-token': csrfTokenOf(session) } });
+    expect(read.json().data.username).toBe(a.user.username);
   });
 });
 

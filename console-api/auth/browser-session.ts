@@ -11,13 +11,23 @@
 //   without knowing the session): a write without it answers 403 CSRF_TOKEN_INVALID (a public route,
 //   such as login, ignores the cookie instead), a read without it is anonymous. A request with an Authorization header (API clients) is never affected.
 // - Logout, or a session cookie whose session expired or was revoked, clears both cookies.
+// - Over HTTPS (request.protocol, which behind a proxy listed in TRUSTED_PROXIES is its
+//   X-Forwarded-Proto) the two cookies are `__Host-console_session` and `__Host-console_csrf`: Secure,
+//   Path=/, no Domain, so a browser accepts them only from this very origin over HTTPS, never from a
+//   sibling subdomain (Domain=<parent>) or a plain-http page of the host. Such a request reads only the
+//   `__Host-` names: an unprefixed pair planted beside them (a login CSRF: the attacker's own session
+//   and its CSRF token, which anyone can compute for their own session) is ignored. Over plain HTTP
+//   (local runs, tests) the names stay unprefixed, as a browser refuses a `__Host-` cookie there.
+//   Cookies do not isolate ports: another HTTPS service on the same hostname can still set them.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ConsoleError, isConsoleError } from '../http/errors.js';
 
+/** The cookies' names over plain HTTP; over HTTPS they carry the `__Host-` prefix (cookieNames). */
 export const SESSION_COOKIE = 'console_session';
 export const CSRF_COOKIE = 'console_csrf';
+export const HOST_PREFIX = '__Host-';
 export const CSRF_HEADER = 'x-csrf-token';
 /** The header by which the web console asks login for the cookie instead of a token in the body. */
 export const SESSION_MODE_HEADER = 'x-console-session';
@@ -35,21 +45,38 @@ function sameToken(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-function cookieOptions(httpOnly: boolean, maxAgeSec?: number) {
+/**
+ * Whether the request came over HTTPS: directly, or from a proxy listed in TRUSTED_PROXIES that sent
+ * `X-Forwarded-Proto: https` (Fastify's request.protocol; @fastify/cookie's `secure: 'auto'` reads the
+ * same). Decides both the cookies' Secure flag and their `__Host-` names.
+ */
+function overHttps(request: FastifyRequest): boolean {
+  return request.protocol === 'https';
+}
+
+/** The names of the session and CSRF cookies for this request: `__Host-` prefixed over HTTPS. */
+export function cookieNames(request: FastifyRequest): { session: string; csrf: string } {
+  const prefix = overHttps(request) ? HOST_PREFIX : '';
+  return { session: prefix + SESSION_COOKIE, csrf: prefix + CSRF_COOKIE };
+}
+
+function cookieOptions(request: FastifyRequest, httpOnly: boolean, maxAgeSec?: number) {
   return {
+    // Path=/, no Domain and Secure: what a `__Host-` cookie must have, or the browser drops it.
     path: '/',
     httpOnly,
     sameSite: 'strict' as const,
     // Secure whenever the request came over HTTPS (behind a trusted proxy too): a local stack on
     // http://127.0.0.1 still works.
-    secure: 'auto' as const,
+    secure: overHttps(request),
     ...(maxAgeSec !== undefined ? { maxAge: maxAgeSec } : {}),
   };
 }
 
-function clearCookies(reply: FastifyReply): void {
-  reply.clearCookie(SESSION_COOKIE, cookieOptions(true));
-  reply.clearCookie(CSRF_COOKIE, cookieOptions(false));
+function clearCookies(request: FastifyRequest, reply: FastifyReply): void {
+  const names = cookieNames(request);
+  reply.clearCookie(names.session, cookieOptions(request, true));
+  reply.clearCookie(names.csrf, cookieOptions(request, false));
 }
 
 function wantsCookieSession(request: FastifyRequest): boolean {
@@ -61,8 +88,16 @@ function wantsCookieSession(request: FastifyRequest): boolean {
  * /api/user/login (the OpenID Connect redirect, console-api/oidc/): the same two cookies.
  */
 export function setSessionCookies(reply: FastifyReply, token: string, sessionTtlSec: number): void {
-  reply.setCookie(SESSION_COOKIE, token, cookieOptions(true, sessionTtlSec));
-  reply.setCookie(CSRF_COOKIE, csrfTokenOf(token), cookieOptions(false, sessionTtlSec));
+  const request = reply.request;
+  const names = cookieNames(request);
+  reply.setCookie(names.session, token, cookieOptions(request, true, sessionTtlSec));
+  reply.setCookie(names.csrf, csrfTokenOf(token), cookieOptions(request, false, sessionTtlSec));
+  if (overHttps(request)) {
+    // An unprefixed pair left by a sign-in before the `__Host-` names (or planted): no longer read over
+    // HTTPS, and a stale readable CSRF cookie would only make the page believe it may be signed in.
+    reply.clearCookie(SESSION_COOKIE, cookieOptions(request, true));
+    reply.clearCookie(CSRF_COOKIE, cookieOptions(request, false));
+  }
 }
 
 export function registerBrowserSession(app: FastifyInstance, sessionTtlSec: number): void {
@@ -87,7 +122,8 @@ export function registerBrowserSession(app: FastifyInstance, sessionTtlSec: numb
 
   app.addHook('onRequest', async (request) => {
     if (request.headers.authorization !== undefined) return;
-    const session = request.cookies[SESSION_COOKIE];
+    // Over HTTPS only the `__Host-` cookie counts: an unprefixed one may have been planted.
+    const session = request.cookies[cookieNames(request).session];
     if (!session) return;
     const presented = request.headers[CSRF_HEADER];
     const valid = typeof presented === 'string' && sameToken(presented, csrfTokenOf(session));
@@ -114,7 +150,7 @@ export function registerBrowserSession(app: FastifyInstance, sessionTtlSec: numb
     }
     if (byCookie.has(request)) {
       const loggedOut = url === '/api/user/logout' && reply.statusCode === 200;
-      if (loggedOut || deadSession.has(request)) clearCookies(reply);
+      if (loggedOut || deadSession.has(request)) clearCookies(request, reply);
     }
     return payload;
   });

@@ -1,7 +1,8 @@
 // The console API client: openapi-fetch typed by schema.gen.ts (generated from the OpenAPI document
 // the console serves), so every path, parameter and body is checked against the API at build time.
 // The session is the HttpOnly cookie console-api sets at login; every request carries the CSRF token
-// of that session (the readable console_csrf cookie) and asks login for the cookie mode.
+// of that session (the readable CSRF cookie: `__Host-console_csrf` when the console is served over
+// HTTPS, `console_csrf` over plain HTTP) and asks login for the cookie mode.
 import createClient, { type Middleware } from 'openapi-fetch';
 import { readableMessage } from '../format';
 import type { paths } from './schema.gen';
@@ -9,11 +10,26 @@ import type { paths } from './schema.gen';
 export type { paths };
 
 export const CSRF_COOKIE = 'console_csrf';
+/**
+ * The CSRF cookie's names, preferred first: console-api names it `__Host-console_csrf` over HTTPS (a
+ * name no other origin can set) and `console_csrf` over plain HTTP. Over HTTPS the server reads only
+ * the `__Host-` session, so an unprefixed cookie beside it (a stale or planted one) must not win.
+ */
+export const CSRF_COOKIES = [`__Host-${CSRF_COOKIE}`, CSRF_COOKIE] as const;
 
 export function readCookie(cookies: string, name: string): string | undefined {
   for (const part of cookies.split(';')) {
     const [k, ...v] = part.trim().split('=');
     if (k === name) return decodeURIComponent(v.join('='));
+  }
+  return undefined;
+}
+
+/** The session's CSRF token from the page's cookies: the `__Host-` cookie if there is one. */
+export function csrfToken(cookies: string = document.cookie): string | undefined {
+  for (const name of CSRF_COOKIES) {
+    const value = readCookie(cookies, name);
+    if (value) return value;
   }
   return undefined;
 }
@@ -24,7 +40,7 @@ export function readCookie(cookies: string, name: string): string | undefined {
  * with none, asking who is signed in could only be refused (a 401 the browser logs as an error).
  */
 export function maybeSignedIn(cookies: string = document.cookie): boolean {
-  return !!readCookie(cookies, CSRF_COOKIE);
+  return !!csrfToken(cookies);
 }
 
 /** Raised by `call` for a failed answer: the API's own message, and its HTTP status. */
@@ -56,7 +72,7 @@ export const SESSION_ENDED_MESSAGES: ReadonlySet<string> = new Set([
 
 /**
  * A write refused for want of the session's CSRF token (console-api's CSRF_TOKEN_INVALID, HTTP 403):
- * the page's console_csrf cookie is gone or belongs to another session, so no write of this page can
+ * the page's CSRF cookie is gone or belongs to another session, so no write of this page can
  * succeed any more; the session is as good as ended.
  */
 export const CSRF_MESSAGE = 'a write authenticated by the session cookie needs the X-CSRF-Token header of that session';
@@ -88,7 +104,7 @@ export function checksCredentials(request: Request): boolean {
 
 const session: Middleware = {
   onRequest({ request }) {
-    const csrf = readCookie(document.cookie, CSRF_COOKIE);
+    const csrf = csrfToken(document.cookie);
     if (csrf) request.headers.set('x-csrf-token', csrf);
     request.headers.set('x-console-session', 'cookie');
     return request;
