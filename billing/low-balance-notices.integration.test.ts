@@ -1,7 +1,8 @@
 // Low-balance notices end to end on real Postgres and Redis: preferences set through PUT
 // /api/user/setting, settlements applied by the billing worker's own batch code, notices delivered to a
 // local webhook receiver and a local SMTP sink started here. One notice per crossing of the threshold,
-// again only after a credit raised the balance above it; failures retried; billing never waits for it.
+// again only after a credit raised the balance above it, at most one per account per hour; failures
+// retried; billing never waits for it; a receiver dripping its answer holds no pass beyond the deadline.
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,7 +13,7 @@ import { appendUsageEvent, encodeUsageEvent, LOG_TYPE, usageEvent } from '../cor
 import { createLogger } from '../infra/logger.js';
 import { type ConsoleHarness, startConsoleHarness, type TestAccount } from '../tests/harness/console-harness.js';
 import { mailText, type SmtpSink, startSmtpSink } from '../tests/harness/smtp-sink.js';
-import { deliverLowBalanceNotices, NOTICE_MAX_ATTEMPTS, webhookSignature } from './low-balance-notices.js';
+import { deliverLowBalanceNotices, NOTICE_MAX_ATTEMPTS, NOTICE_MIN_INTERVAL_SEC, NOTICE_TIMEOUT_MS, webhookSignature } from './low-balance-notices.js';
 
 interface Received {
   headers: IncomingMessage['headers'];
@@ -24,6 +25,11 @@ let sink: SmtpSink;
 let receiver: Server;
 let receiverUrl = '';
 const received: Received[] = [];
+/** An account's own receiver that answers 200 at once, then one body byte every 2 s (never idle for bodyTimeout). */
+let dripper: Server;
+let dripUrl = '';
+const dripping: { res: ServerResponse; timer: NodeJS.Timeout }[] = [];
+const stopDripping = () => { for (const d of dripping.splice(0)) { clearInterval(d.timer); d.res.destroy(); } };
 /** What the receiver does with the next requests: answer 204, fail with 500, or never answer. */
 let mode: 'ok' | 'fail' | 'hang' = 'ok';
 const hanging: ServerResponse[] = [];
@@ -43,6 +49,16 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  dripper = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('x');
+      dripping.push({ res, timer: setInterval(() => res.write('x'), 2_000) });
+    });
+  });
+  await new Promise<void>((r) => dripper.listen(0, '127.0.0.1', r));
+  dripUrl = `http://127.0.0.1:${(dripper.address() as AddressInfo).port}/hook`;
   h = await startConsoleHarness();
   for (const [key, value] of [['SMTPServer', '127.0.0.1'], ['SMTPPort', String(sink.port)]]) {
     await h.sql`INSERT INTO options (key, value) VALUES (${key!}, ${value!}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
@@ -50,6 +66,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   for (const res of hanging) res.destroy();
+  stopDripping();
+  await new Promise((r) => dripper?.close(r));
   await h?.close();
   await sink?.close();
   await new Promise((r) => receiver?.close(r));
@@ -67,6 +85,11 @@ async function spend(userId: number, ...amounts: number[]): Promise<void> {
     await appendUsageEvent(h.redis, h.keys.usageStream(), encodeUsageEvent(e));
   }
   await h.drainUsageStream();
+}
+
+/** Moves the account's notices an hour back, past the per-account limit. */
+async function ageNotices(userId: number): Promise<void> {
+  await h.sql`UPDATE balance_notices SET created_at = created_at - ${NOTICE_MIN_INTERVAL_SEC} WHERE user_id = ${userId}`;
 }
 
 async function notices(userId: number) {
@@ -132,6 +155,8 @@ describe('private webhook targets', () => {
       expect(await deliver()).toBe(0);
       expect(received).toHaveLength(0);
       expect((await notices(a.user.id))[0]!.last_error).toMatch(/private, loopback or link-local/);
+      // Not retried by the later tests' passes (the receiver is allowed again there).
+      await h.sql`UPDATE balance_notices SET failed_at = now() WHERE user_id = ${a.user.id}`;
     } finally {
       await setOption('ChannelAllowPrivateNetworks', false);
     }
@@ -161,10 +186,39 @@ describe('a settlement crossing the threshold', () => {
     expect((await notices(a.user.id))[0]!.sent_at).not.toBeNull();
     expect(await deliver()).toBe(0);
 
-    // A credit raises the balance above the threshold; the next crossing notifies again.
+    // A credit raises the balance above the threshold; within the hour the next crossing queues nothing
+    // (the per-account limit), and is not sent later either.
     await h.sql`UPDATE users SET quota = quota + 10000 WHERE id = ${a.user.id}`;
     await spend(a.user.id, 8_500); // 13,000 → 4,500
+    expect((await notices(a.user.id)).map((n) => n.balance)).toEqual([4_000]);
+    // An hour after the last notice, a credit and a crossing notify again.
+    await ageNotices(a.user.id);
+    await h.sql`UPDATE users SET quota = quota + 10000 WHERE id = ${a.user.id}`;
+    await spend(a.user.id, 10_000); // 14,500 → 4,500
     expect((await notices(a.user.id)).map((n) => n.balance)).toEqual([4_000, 4_500]);
+    expect(await deliver()).toBe(1);
+  });
+
+  it('sends at most one notice per account per hour: lowering the threshold before each 1-quota request does not make a stream of POSTs', async () => {
+    await allowPrivate(true);
+    const a = await h.account({ quota: 100_000 });
+    received.length = 0;
+    let balance = 100_000;
+    for (let i = 0; i < 10; i++) {
+      // Threshold at the current balance, then the cheapest settled request crosses it.
+      expect((await setting(a, { notify_type: 'webhook', quota_warning_threshold: balance, webhook_url: receiverUrl, webhook_secret: SECRET })).statusCode).toBe(200);
+      await spend(a.user.id, 1);
+      balance -= 1;
+      if (i === 4) expect(await deliver()).toBe(1); // the first one, sent mid-way
+    }
+    expect(await deliver()).toBe(0);
+    // Ten crossings for 10 quota: one notice queued and one POST; the nine suppressed are never sent.
+    expect((await notices(a.user.id)).map((n) => n.balance)).toEqual([99_999]);
+    expect(received.filter((r) => JSON.parse(r.body).user_id === a.user.id)).toHaveLength(1);
+    // An account's limit is its own: another account's crossing meanwhile is notified.
+    const b = await h.account({ quota: 1_000 });
+    expect((await setting(b, { notify_type: 'webhook', quota_warning_threshold: 900, webhook_url: receiverUrl, webhook_secret: SECRET })).statusCode).toBe(200);
+    await spend(b.user.id, 200);
     expect(await deliver()).toBe(1);
   });
 
@@ -195,7 +249,8 @@ describe('a settlement crossing the threshold', () => {
       mode = 'ok';
     }
 
-    // A second crossing succeeds on its retry.
+    // A second crossing (an hour later: the per-account limit) succeeds on its retry.
+    await ageNotices(a.user.id);
     await h.sql`UPDATE users SET quota = 1000 WHERE id = ${a.user.id}`;
     mode = 'fail';
     await spend(a.user.id, 200);
@@ -228,6 +283,36 @@ describe('a settlement crossing the threshold', () => {
       mode = 'ok';
     }
   });
+
+  it('is bounded in time: a receiver dripping its answer holds the pass no longer than the deadline, and the batch\'s other notices are recorded at once', async () => {
+    await allowPrivate(true);
+    const attacker = await h.account({ quota: 1_000 });
+    const other = await h.account({ quota: 1_000 });
+    expect((await setting(attacker, { notify_type: 'webhook', quota_warning_threshold: 900, webhook_url: dripUrl, webhook_secret: SECRET })).statusCode).toBe(200);
+    expect((await setting(other, { notify_type: 'webhook', quota_warning_threshold: 900, webhook_url: receiverUrl, webhook_secret: SECRET })).statusCode).toBe(200);
+    await spend(attacker.user.id, 200);
+    await spend(other.user.id, 200);
+    received.length = 0;
+    try {
+      const started = Date.now();
+      let finishedAt = 0;
+      const pass = deliver().finally(() => { finishedAt = Date.now(); });
+      // Well inside the deadline, the other account's notice is already recorded as sent (not left for
+      // another worker to claim again after 30 s), while the dripping one is still being answered.
+      await new Promise((r) => setTimeout(r, NOTICE_TIMEOUT_MS / 2));
+      const [otherNotice] = await notices(other.user.id);
+      expect({ finished: finishedAt !== 0, otherSent: otherNotice!.sent_at !== null }).toEqual({ finished: false, otherSent: true });
+      // The whole pass ends at the deadline (one byte every 2 s would otherwise last 131072 × 2 s).
+      const outcome = await Promise.race([pass.then(() => 'finished'), new Promise((r) => setTimeout(() => r('still running'), 3 * NOTICE_TIMEOUT_MS))]);
+      expect(outcome).toBe('finished');
+      expect(finishedAt - started).toBeLessThan(NOTICE_TIMEOUT_MS + 2_000);
+      expect(received.filter((r) => JSON.parse(r.body).user_id === other.user.id)).toHaveLength(1);
+      // The dripping receiver did answer 200: its notice counts as sent, its body was cut off.
+      expect((await notices(attacker.user.id))[0]).toMatchObject({ attempts: 1, sent_at: expect.any(Date) });
+    } finally {
+      stopDripping();
+    }
+  }, 60_000);
 
   it('sends an e-mail notice to the bound address', async () => {
     const a = await h.account({ quota: 50_000 });

@@ -9,8 +9,13 @@
 //      caused it, or not at all; no network call happens here;
 //   2. deliver: a loop of the billing worker (startLowBalanceNotices) claims due rows (SKIP LOCKED, so
 //      several workers share them), sends each by e-mail (core/email/mailer.ts) or by webhook, at most
-//      NOTICE_BATCH at a time with a timeout each, and retries a failure with a growing delay, at most
-//      NOTICE_MAX_ATTEMPTS times (then the row is marked failed, with its last error).
+//      NOTICE_BATCH at a time, each within a total deadline (a webhook: NOTICE_TIMEOUT_MS for the whole
+//      exchange, headers and body; an e-mail: MAIL_DEADLINE_MS), records each outcome as soon as it is
+//      known, and retries a failure with a growing delay, at most NOTICE_MAX_ATTEMPTS times (then the
+//      row is marked failed, with its last error).
+// At most one notice per account per NOTICE_MIN_INTERVAL_SEC (an hour): a crossing within an hour of the
+// account's last queued notice queues nothing (it is dropped, not sent later), so an account cannot turn
+// its threshold and a 1-quota request into a stream of signed POSTs at a URL of its choosing.
 // A webhook follows the outbound-address rule (core/net/outbound-guard.ts) under its own root option,
 // WebhookAllowPrivateNetworks (every account sets its URL, so the channels' option must not open it),
 // and is signed: X-Webhook-Timestamp (Unix seconds) and
@@ -29,7 +34,14 @@ import { startPeriodicJob } from './periodic-job.js';
 
 export const NOTICE_BATCH = 20;
 export const NOTICE_MAX_ATTEMPTS = 5;
+/** A webhook's whole exchange (address check, connection, headers, body) and each phase of an e-mail. */
 export const NOTICE_TIMEOUT_MS = 5_000;
+/** An e-mail notice's whole exchange with the SMTP server (its phases have NOTICE_TIMEOUT_MS each). */
+export const MAIL_DEADLINE_MS = 3 * NOTICE_TIMEOUT_MS;
+/** How much of a receiver's answer is read (and thrown away) before its connection is dropped. */
+export const WEBHOOK_ANSWER_LIMIT_BYTES = 16 * 1024;
+/** At most one notice per account in this many seconds (new-api: a balance reminder at most every 6 h). */
+export const NOTICE_MIN_INTERVAL_SEC = 3_600;
 /** Delay before the n-th retry: 30 s, 60 s, 120 s, 240 s. */
 export const noticeRetryDelaySec = (attempt: number): number => 30 * 2 ** (attempt - 1);
 
@@ -54,11 +66,18 @@ export async function queueLowBalanceNotices(tx: Queryable, balances: readonly S
     if (before >= threshold && after < threshold) crossed.push({ userId: Number(b.id), balance: after, threshold });
   }
   if (crossed.length === 0) return 0;
-  await tx`
+  // The per-account limit: nothing for an account with a notice queued in the last hour (sent, failed,
+  // skipped or still pending alike). The settlement's UPDATE holds the account's row lock until commit,
+  // so two settlements of one account see each other's notice.
+  const queued = await tx`
     INSERT INTO balance_notices (user_id, balance, threshold, created_at)
-    SELECT * FROM unnest(${crossed.map((c) => c.userId)}::bigint[], ${crossed.map((c) => c.balance)}::bigint[],
-                         ${crossed.map((c) => c.threshold)}::bigint[], ${crossed.map(() => nowSec)}::bigint[])`;
-  return crossed.length;
+    SELECT c.user_id, c.balance, c.threshold, c.created_at
+    FROM unnest(${crossed.map((c) => c.userId)}::bigint[], ${crossed.map((c) => c.balance)}::bigint[],
+                ${crossed.map((c) => c.threshold)}::bigint[], ${crossed.map(() => nowSec)}::bigint[])
+         AS c(user_id, balance, threshold, created_at)
+    WHERE NOT EXISTS (SELECT 1 FROM balance_notices p
+                      WHERE p.user_id = c.user_id AND p.created_at > ${nowSec - NOTICE_MIN_INTERVAL_SEC})`;
+  return queued.count;
 }
 
 interface ClaimedNotice {
@@ -99,12 +118,31 @@ export function webhookSignature(secret: string, timestamp: string, body: string
   return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
 }
 
+/** The deadline's own error (an abort's reason may be anything), named so the row's last_error says what happened. */
+function deadlineError(ms: number, what: string): Error {
+  return new Error(`${what} timeout: no complete answer within ${ms} ms`);
+}
+
+/** `work`, or a rejection once `signal` aborts (for a step that takes no signal of its own). */
+function beforeDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
 async function sendWebhook(url: string, secret: string, body: string, allowPrivate: boolean): Promise<void> {
-  // Literals are checked here; names by the connection's own lookup (DNS rebinding included).
-  if (!allowPrivate) await checkTarget(url);
+  // One deadline for the whole exchange. undici's headersTimeout and bodyTimeout are idle timeouts
+  // (a receiver sending one byte every few seconds would never meet them); this signal ends the lookup,
+  // the connection, the wait for headers and the reading of the body alike.
+  const signal = AbortSignal.timeout(NOTICE_TIMEOUT_MS);
   const agent = allowPrivate ? undefined : guardedAgent();
-  const timestamp = String(Math.floor(Date.now() / 1000));
   try {
+    // Literals are checked here; names by the connection's own lookup (DNS rebinding included).
+    if (!allowPrivate) await beforeDeadline(checkTarget(url), signal);
+    const timestamp = String(Math.floor(Date.now() / 1000));
     const res = await request(url, {
       method: 'POST',
       body,
@@ -116,12 +154,19 @@ async function sendWebhook(url: string, secret: string, body: string, allowPriva
       },
       headersTimeout: NOTICE_TIMEOUT_MS,
       bodyTimeout: NOTICE_TIMEOUT_MS,
+      signal,
       ...(agent ? { dispatcher: agent } : {}),
     });
-    await res.body.dump();
+    // The status is the answer. The body is only discarded: at most WEBHOOK_ANSWER_LIMIT_BYTES of it,
+    // within what is left of the deadline; a longer or slower one is cut off, which changes nothing.
+    await res.body.dump({ limit: WEBHOOK_ANSWER_LIMIT_BYTES, signal }).catch(() => undefined);
     if (res.statusCode < 200 || res.statusCode >= 300) throw new Error(`webhook answered HTTP ${res.statusCode}`);
+  } catch (err) {
+    if (signal.aborted) throw deadlineError(NOTICE_TIMEOUT_MS, 'webhook');
+    throw err;
   } finally {
-    await agent?.close();
+    // destroy, not close: close would wait for a request still in flight.
+    await agent?.destroy();
   }
 }
 
@@ -142,13 +187,35 @@ async function deliver(d: NoticeDeps, n: ClaimedNotice, allowPrivate: boolean): 
   if (!n.email) return 'skipped';
   const smtp = await loadSmtpSettings(d.sql, d.optionSecrets);
   if (!smtp) throw new Error('e-mail is not configured (SMTPServer)');
-  await sendMail(smtp, {
-    to: n.email,
-    subject: 'Your balance is low',
-    text: `The balance of ${n.username} fell to ${n.balance} quota ($${(Number(n.balance) / 500_000).toFixed(2)}), ` +
-      `below your warning threshold of ${n.threshold} quota.\nTop up to keep your API keys working.`,
-  }, NOTICE_TIMEOUT_MS);
+  // nodemailer's timeouts are per phase; the pass waits no longer than MAIL_DEADLINE_MS in all.
+  const signal = AbortSignal.timeout(MAIL_DEADLINE_MS);
+  try {
+    await beforeDeadline(sendMail(smtp, {
+      to: n.email,
+      subject: 'Your balance is low',
+      text: `The balance of ${n.username} fell to ${n.balance} quota ($${(Number(n.balance) / 500_000).toFixed(2)}), ` +
+        `below your warning threshold of ${n.threshold} quota.\nTop up to keep your API keys working.`,
+    }, NOTICE_TIMEOUT_MS), signal);
+  } catch (err) {
+    if (signal.aborted) throw deadlineError(MAIL_DEADLINE_MS, 'e-mail');
+    throw err;
+  }
   return 'sent';
+}
+
+/** Records one notice's outcome; answers whether it was sent. */
+async function record(d: NoticeDeps, n: ClaimedNotice, o: PromiseSettledResult<'sent' | 'skipped'>): Promise<boolean> {
+  if (o.status === 'fulfilled') {
+    await d.sql`UPDATE balance_notices SET sent_at = now(), last_error = ${o.value === 'skipped' ? 'notices turned off or no address' : ''} WHERE id = ${n.id}`;
+    return o.value === 'sent';
+  }
+  // The error only (an SMTP answer, an HTTP status): never the secret or the body.
+  const error = String((o.reason as Error)?.message ?? o.reason).slice(0, 500);
+  const final = Number(n.attempts) >= NOTICE_MAX_ATTEMPTS;
+  if (final) await d.sql`UPDATE balance_notices SET last_error = ${error}, failed_at = now() WHERE id = ${n.id}`;
+  else await d.sql`UPDATE balance_notices SET last_error = ${error} WHERE id = ${n.id}`;
+  d.log.warn({ noticeId: Number(n.id), userId: Number(n.user_id), attempt: Number(n.attempts), final, error }, 'low-balance notice not delivered');
+  return false;
 }
 
 /** Step 2, one pass: claims due notices, sends them, records each outcome. Returns how many were sent. */
@@ -170,21 +237,20 @@ export async function deliverLowBalanceNotices(d: NoticeDeps): Promise<number> {
       COALESCE((SELECT setting FROM users WHERE id = n.user_id AND deleted_at IS NULL), '') AS setting`;
   if (claimed.length === 0) return 0;
   const allowPrivate = (await loadOptions(d.sql, ['WebhookAllowPrivateNetworks'])).get('WebhookAllowPrivateNetworks') === 'true';
-  const outcomes = await Promise.allSettled(claimed.map((n) => deliver(d, n, allowPrivate)));
+  // Each notice's outcome is recorded as soon as it is known, not after the slowest of the batch: a
+  // notice already sent is never left unmarked for another worker to claim and send again.
+  const recorded = await Promise.allSettled(claimed.map(async (n) => {
+    const [o] = await Promise.allSettled([deliver(d, n, allowPrivate)]);
+    return record(d, n, o!);
+  }));
   let sent = 0;
-  for (const [i, o] of outcomes.entries()) {
-    const n = claimed[i]!;
-    if (o.status === 'fulfilled') {
-      if (o.value === 'sent') sent++;
-      await d.sql`UPDATE balance_notices SET sent_at = now(), last_error = ${o.value === 'skipped' ? 'notices turned off or no address' : ''} WHERE id = ${n.id}`;
-      continue;
+  for (const r of recorded) {
+    if (r.status === 'fulfilled') {
+      if (r.value) sent++;
+    } else {
+      // Recording failed (Postgres): the row is claimed again at its retry time.
+      d.log.error({ err: r.reason }, 'low-balance notice outcome not recorded');
     }
-    // The error only (an SMTP answer, an HTTP status): never the secret or the body.
-    const error = String((o.reason as Error)?.message ?? o.reason).slice(0, 500);
-    const final = Number(n.attempts) >= NOTICE_MAX_ATTEMPTS;
-    if (final) await d.sql`UPDATE balance_notices SET last_error = ${error}, failed_at = now() WHERE id = ${n.id}`;
-    else await d.sql`UPDATE balance_notices SET last_error = ${error} WHERE id = ${n.id}`;
-    d.log.warn({ noticeId: Number(n.id), userId: Number(n.user_id), attempt: Number(n.attempts), final, error }, 'low-balance notice not delivered');
   }
   return sent;
 }

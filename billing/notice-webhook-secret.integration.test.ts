@@ -12,7 +12,7 @@ import { appendUsageEvent, encodeUsageEvent, LOG_TYPE, usageEvent } from '../cor
 import { createLogger } from '../infra/logger.js';
 import { sealLegacySecrets } from '../console-api/secrets/seal-legacy-secrets.js';
 import { type ConsoleHarness, startConsoleHarness, type TestAccount } from '../tests/harness/console-harness.js';
-import { deliverLowBalanceNotices, webhookSignature } from './low-balance-notices.js';
+import { deliverLowBalanceNotices, NOTICE_MIN_INTERVAL_SEC, webhookSignature } from './low-balance-notices.js';
 
 let h: ConsoleHarness;
 let receiver: Server;
@@ -48,6 +48,8 @@ const storedSetting = async (userId: number) => (await h.sql<{ setting: string }
 
 /** Takes the balance from 10,000 to 4,000 across a threshold of 5,000 and delivers the notice; returns what the receiver got. */
 async function crossAndDeliver(userId: number) {
+  // The account's earlier notices an hour back: past the one-per-hour limit.
+  await h.sql`UPDATE balance_notices SET created_at = created_at - ${NOTICE_MIN_INTERVAL_SEC} WHERE user_id = ${userId}`;
   await h.sql`UPDATE users SET quota = 10000 WHERE id = ${userId}`;
   const e = usageEvent({ type: LOG_TYPE.consume, request_id: `req-${randomUUID()}`, user_id: userId, created_at: Math.floor(Date.now() / 1000), content: 'test', quota: 6_000, model_name: 'm' });
   await appendUsageEvent(h.redis, h.keys.usageStream(), encodeUsageEvent(e));

@@ -127,6 +127,15 @@ export interface PaymentConfirmation {
   providerRef: string;
 }
 
+/**
+ * The root user who completed an order by hand (POST /api/user/topup/complete records
+ * `manual:<root id>` as the provider's reference), or undefined for a provider's confirmation.
+ */
+export function manualCompletionBy(providerRef: string): number | undefined {
+  const m = /^manual:([0-9]{1,20})$/.exec(providerRef);
+  return m ? Number(m[1]) : undefined;
+}
+
 export async function completeOrder(ctx: ConsoleContext, p: PaymentConfirmation): Promise<CompletionOutcome> {
   const now = ctx.now();
   const result = await ctx.sql.begin(async (tx) => {
@@ -144,12 +153,17 @@ export async function completeOrder(ctx: ConsoleContext, p: PaymentConfirmation)
       RETURNING *`;
     if (!done) return { outcome: 'already' as const, order: toTopupOrder(order) };
     const quota = quotaOf(Number(done.amount));
+    const manualBy = manualCompletionBy(p.providerRef);
     const credit = await recordConsoleCredit(tx, {
       requestId: `topup:${done.trade_no}`,
       type: LOG_TYPE.topup,
       userId: Number(done.user_id),
       delta: quota,
-      content: `online top-up of ${done.amount} (${quota} quota), paid ${Number(done.money).toFixed(2)} via ${done.payment_method} (${done.payment_provider}), order ${done.trade_no}`,
+      // A hand completion says so (new-api: "管理员补单成功"): no provider confirmed this payment.
+      content: manualBy !== undefined
+        ? `top-up of ${done.amount} (${quota} quota) completed by hand by the administrator (root user ${manualBy}), ` +
+          `without a payment confirmation from ${done.payment_provider}; order ${done.trade_no} of ${Number(done.money).toFixed(2)} via ${done.payment_method}`
+        : `online top-up of ${done.amount} (${quota} quota), paid ${Number(done.money).toFixed(2)} via ${done.payment_method} (${done.payment_provider}), order ${done.trade_no}`,
       createdAt: now,
     });
     if (!credit) return { outcome: 'already' as const, order: toTopupOrder(done) };

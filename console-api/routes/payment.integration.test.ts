@@ -96,6 +96,7 @@ describe('QR-code payment (epay)', () => {
     expect(orders.items[0]).toMatchObject({ trade_no: tradeNo, amount: 100, money: 657, payment_method: 'alipay', payment_provider: 'epay', status: 'success' });
     const events = (await h.drainUsageStream()).filter((e) => e.user_id === user.user.id);
     expect(events).toEqual([expect.objectContaining({ type: 1, request_id: `topup:${tradeNo}`, quota: 100 * 500_000, quota_delta: 100 * 500_000 })]);
+    expect(events[0]!.content).toBe(`online top-up of 100 (50000000 quota), paid 657.00 via alipay (epay), order ${tradeNo}`);
   });
 
   it('refuses a forged notice (400 fail) and credits nothing; a later genuine one credits once', async () => {
@@ -444,5 +445,12 @@ describe('unpaid orders: the per-account cap and expiry', () => {
     expect(again.statusCode).toBe(409);
     expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
     expect(await ledgerRows(tradeNo)).toHaveLength(1);
+    // Its log row is told apart from a paid one's (new-api: "管理员补单成功"), naming the root user; the
+    // order the API answers has no provider reference to show it.
+    const events = (await h.drainUsageStream()).filter((e) => e.user_id === user.user.id);
+    expect(events).toEqual([expect.objectContaining({ type: 1, request_id: `topup:${tradeNo}`, quota_delta: 10 * 500_000 })]);
+    expect(events[0]!.content).toBe(`top-up of 10 (5000000 quota) completed by hand by the administrator (root user ${root.user.id}), ` +
+      `without a payment confirmation from epay; order ${tradeNo} of 73.00 via wxpay`);
+    expect(Object.keys(done.json().data)).not.toContain('provider_trade_no');
   });
 });
