@@ -48,9 +48,10 @@ function sameToken(a: string, b: string): boolean {
 /**
  * Whether the request came over HTTPS: directly, or from a proxy listed in TRUSTED_PROXIES that sent
  * `X-Forwarded-Proto: https` (Fastify's request.protocol; @fastify/cookie's `secure: 'auto'` reads the
- * same). Decides both the cookies' Secure flag and their `__Host-` names.
+ * same). Decides both the cookies' Secure flag and their `__Host-` names (the sign-on's
+ * `console_oidc` cookie too, console-api/oidc/).
  */
-function overHttps(request: FastifyRequest): boolean {
+export function overHttps(request: FastifyRequest): boolean {
   return request.protocol === 'https';
 }
 

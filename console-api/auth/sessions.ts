@@ -28,6 +28,8 @@ function newCredential(): string {
 export interface IssuedOn {
   passwordHash?: string;
   credential?: string;
+  /** The credential by its hash (hashCredential), as a sign-on binding keeps it (oidc_states). */
+  credentialHash?: Buffer;
 }
 
 /**
@@ -46,10 +48,11 @@ export async function lockIssuer(tx: Db, userId: number, on: IssuedOn, nowSec: n
     SELECT password_hash, status FROM users WHERE id = ${userId} AND deleted_at IS NULL FOR UPDATE`;
   if (!user || Number(user.status) !== ACCOUNT_STATUS.enabled) return false;
   if (on.passwordHash !== undefined && user.password_hash !== on.passwordHash) return false;
-  if (on.credential !== undefined) {
+  const credentialHash = on.credential !== undefined ? hashCredential(on.credential) : on.credentialHash;
+  if (credentialHash !== undefined) {
     const [live] = await tx`
       SELECT 1 FROM access_tokens
-      WHERE token_hash = ${hashCredential(on.credential)} AND user_id = ${userId} AND revoked_at IS NULL
+      WHERE token_hash = ${credentialHash} AND user_id = ${userId} AND revoked_at IS NULL
         AND (expires_at IS NULL OR expires_at > ${nowSec})`;
     if (!live) return false;
   }
@@ -129,6 +132,17 @@ export async function revokeAllCredentials(db: Db, userId: number, nowSec: numbe
   // being issued meanwhile is then either revoked here or refused by lockIssuer.
   await db`SELECT 1 FROM users WHERE id = ${userId} FOR UPDATE`;
   await db`UPDATE access_tokens SET revoked_at = ${nowSec} WHERE user_id = ${userId} AND revoked_at IS NULL`;
+}
+
+/**
+ * Removes the account's sign-on binding (users.oidc_id). A bound identity signs in without any
+ * password, so it is a credential too, and one a stolen session could have bound: the owner's password
+ * change, a reset of the password (by e-mail or by an administrator) and an administrator enabling a
+ * banned account (unbanning restores no credential) unbind it; the owner binds again. A ban itself
+ * keeps it, so that the banned identity keeps answering ACCOUNT_BANNED instead of creating an account.
+ */
+export async function unbindSignOn(db: Db, userId: number): Promise<void> {
+  await db`UPDATE users SET oidc_id = '' WHERE id = ${userId} AND oidc_id <> ''`;
 }
 
 /** Revokes every long-lived access token of the user; returns how many. Sessions are not affected. */

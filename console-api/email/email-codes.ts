@@ -50,6 +50,11 @@ export interface IssueCode {
   /** The account the code is for (bind: the caller; reset: the address's owner); 0 for registration. */
   userId: number;
   clientIp: string;
+  /**
+   * Count the request only: a row is written, used already (never mailed, never accepted), and the
+   * open codes are left as they are. For a request answered without a code (an address taken).
+   */
+  countOnly?: boolean;
 }
 
 /**
@@ -79,12 +84,13 @@ export async function issueEmailCode(ctx: ConsoleContext, r: IssueCode): Promise
     if (limited) {
       throw new ConsoleError('RATE_LIMITED', `too many verification e-mails for ${limited}; retry later`, { retryAfterSec: EMAIL_CODE_WINDOW_SEC });
     }
-    await tx`UPDATE email_codes SET used_at = ${now} WHERE purpose = ${r.purpose} AND email = ${email} AND used_at IS NULL`;
+    if (!r.countOnly) await tx`UPDATE email_codes SET used_at = ${now} WHERE purpose = ${r.purpose} AND email = ${email} AND used_at IS NULL`;
     // Rows older than a day count for nothing: the address's are dropped as it asks again.
     await tx`DELETE FROM email_codes WHERE email = ${email} AND created_at < ${now - 86_400}`;
     await tx`
-      INSERT INTO email_codes (purpose, email, user_id, client_ip, code_hash, created_at, expires_at)
-      VALUES (${r.purpose}, ${email}, ${r.userId}, ${r.clientIp}, ${codeHash(ctx, r.purpose, email, code)}, ${now}, ${now + EMAIL_CODE_TTL_SEC})`;
+      INSERT INTO email_codes (purpose, email, user_id, client_ip, code_hash, created_at, expires_at, used_at)
+      VALUES (${r.purpose}, ${email}, ${r.userId}, ${r.clientIp}, ${codeHash(ctx, r.purpose, email, code)}, ${now}, ${now + EMAIL_CODE_TTL_SEC},
+        ${r.countOnly ? now : null})`;
   });
   return code;
 }

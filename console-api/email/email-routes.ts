@@ -8,7 +8,7 @@ import { loadSmtpSettings } from '../../core/email/mailer.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { hashPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
-import { resolveSession, revokeAllCredentials } from '../auth/sessions.js';
+import { resolveSession, revokeAllCredentials, unbindSignOn } from '../auth/sessions.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
@@ -39,7 +39,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'GET', path: '/api/verification', tag: 'account: e-mail', access: 'public', query: verificationQuery,
     summary: 'Mail a 6-digit verification code: for registration (purpose=register) or to bind the address to the logged-in account (purpose=bind)',
     description: 'Valid 10 minutes, single use, 5 wrong tries; at most 5 codes per address, 5 per account and 20 per client address per hour (429). ' +
-      '409 when the address already belongs to an account. 403 when SMTPServer is not set.',
+      '403 when SMTPServer is not set (asked first). 409 when the address already belongs to an account, counted against the same limits (429 past them).',
     errors: ['EMAIL_TAKEN', 'RATE_LIMITED', 'FEATURE_DISABLED', 'UPSTREAM_FAILED', 'UNAUTHENTICATED'],
   }, async ({ query, request }) => {
     const purpose = query.purpose ?? 'register';
@@ -50,11 +50,18 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
       if (!user) throw new ConsoleError('UNAUTHENTICATED');
       userId = Number(user.id);
     }
-    if (await findUserByEmail(ctx.sql, query.email)) throw new ConsoleError('EMAIL_TAKEN');
-    const code = await issueEmailCode(ctx, { purpose, email: query.email, userId, clientIp: request.ip });
+    // Whether an address has an account is told (409, as new-api) only within the limits a code is
+    // issued under: mail off is asked first (403 for every address), and a taken address's request
+    // counts as a code (one that is never mailed nor usable). Before, the 409 came first: an unlimited
+    // account-by-e-mail oracle, even with mail off, beside GET /api/reset_password that hides it.
+    const smtp = await loadSmtpSettings(ctx.sql, ctx.optionSealer);
+    if (!smtp) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
+    const taken = await findUserByEmail(ctx.sql, query.email) !== undefined;
+    const code = await issueEmailCode(ctx, { purpose, email: query.email, userId, clientIp: request.ip, countOnly: taken });
+    if (taken) throw new ConsoleError('EMAIL_TAKEN');
     await mailCode(ctx, query.email, 'Your verification code',
       `Your verification code is ${code}. It is valid for ${EMAIL_CODE_TTL_SEC / 60} minutes and can be used once.\n` +
-      'If you did not ask for it, ignore this message.');
+      'If you did not ask for it, ignore this message.', smtp);
     return ok();
   });
 
@@ -121,6 +128,8 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
       const userId = await useEmailCode(ctx, tx, claim);
       await tx`UPDATE users SET password_hash = ${hash} WHERE id = ${userId}`;
       await revokeAllCredentials(tx, userId, now);
+      // The sign-on identity bound to the account may be a taker's, as a session may (auth/sessions.ts).
+      await unbindSignOn(tx, userId);
     });
     return ok(password);
   });

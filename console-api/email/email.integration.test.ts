@@ -161,12 +161,15 @@ describe('resetting a forgotten password', () => {
     expect((await get('/api/user/self', a.auth)).statusCode).toBe(401);
     expect((await post('/api/user/login', { username: a.user.username, password: a.password })).statusCode).toBe(401);
     expect((await post('/api/user/login', { username: a.user.username, password: 'a brand new password 2' })).statusCode).toBe(200);
+    // A sign-on identity bound to the account (perhaps by a taker's session) is unbound with the reset.
+    await h.sql`UPDATE users SET oidc_id = ${uniqueName('sub')} WHERE id = ${a.user.id}`;
 
     // Without a password a generated one is returned, and works.
     await get(`/api/reset_password?email=${encodeURIComponent(address)}`);
     const token2 = codeIn(mailText(await sink.next(address)), /Reset code: ([0-9a-f]{32})/);
     const generated = await post('/api/user/reset', { email: address, token: token2 });
     const password = generated.json().data as string;
+    expect((await h.sql<{ oidc_id: string }[]>`SELECT oidc_id FROM users WHERE id = ${a.user.id}`)[0]!.oidc_id).toBe('');
     expect(password.length).toBeGreaterThanOrEqual(16);
     expect((await post('/api/user/login', { username: a.user.username, password })).statusCode).toBe(200);
   });
@@ -217,6 +220,36 @@ describe('resetting a forgotten password', () => {
     } finally {
       await h.sql`UPDATE options SET value = '127.0.0.1' WHERE key = 'SMTPServer'`;
     }
+  });
+});
+
+describe('whether an address has an account', () => {
+  it('GET /api/verification tells it only within the code limits: 403 for every address with mail off, then 409 counted per address (429 past 5)', async () => {
+    clock += 3601; // this file's earlier codes out of the hour's limits
+    const a = await h.account();
+    const address = `${uniqueName('known')}@example.test`;
+    await h.sql`UPDATE users SET email = ${address} WHERE id = ${a.user.id}`;
+    const ask = async (to: string) => {
+      const res = await h.app.inject({ method: 'GET', url: `/api/verification?email=${encodeURIComponent(to)}`, remoteAddress: '10.66.0.1' });
+      return { status: res.statusCode, body: res.json() };
+    };
+    await h.sql`UPDATE options SET value = '' WHERE key = 'SMTPServer'`;
+    try {
+      const known = [];
+      for (let i = 0; i < 10; i++) known.push(await ask(address));
+      const unknown = await ask(`${uniqueName('none')}@example.test`);
+      expect(unknown).toEqual({ status: 403, body: { success: false, message: 'e-mail is not configured (SMTPServer)' } });
+      expect(known).toEqual(Array(10).fill(unknown));
+    } finally {
+      await h.sql`UPDATE options SET value = '127.0.0.1' WHERE key = 'SMTPServer'`;
+    }
+    const answers = [];
+    for (let i = 0; i < 7; i++) answers.push((await ask(address.toUpperCase())).status);
+    expect(answers).toEqual([409, 409, 409, 409, 409, 429, 429]);
+    // The rows that counted them are no codes: none was mailed, none is accepted.
+    const [open] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM email_codes WHERE email = ${address} AND used_at IS NULL`;
+    expect(open!.n).toBe(0);
+    expect(sink.messages.filter((m) => m.to.includes(address.toLowerCase()))).toHaveLength(0);
   });
 });
 

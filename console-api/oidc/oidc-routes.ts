@@ -4,10 +4,16 @@
 //   GET /api/oauth/oidc/start  the authorization URL: authorization code flow with PKCE (S256), a
 //                              random state and nonce. The verifier and nonce stay here (oidc_states,
 //                              migration 012, keyed by the state's SHA-256), never in the browser.
-//                              With a console credential it starts a binding of the caller's account.
+//                              With a console credential it starts a binding of the caller's account
+//                              (the credential's hash kept with the state, migration 023).
 //                              It also sets the browser's `console_oidc` cookie (random, HttpOnly,
 //                              SameSite=Lax, path /api/oauth/oidc; kept if the browser has one), whose
-//                              hash the state row holds (migration 017).
+//                              hash the state row holds (migration 017). Over HTTPS it is
+//                              `__Host-console_oidc` (Secure, Path=/, no Domain) and only that name is
+//                              read, as the session cookies (auth/browser-session.ts): a value planted
+//                              by a sibling subdomain or a plain-http page would otherwise be adopted,
+//                              and a sign-on the attacker started with it finished in the victim's
+//                              browser (login CSRF).
 //   GET /api/oauth/oidc        the redirect URI (<ServerAddress>/api/oauth/oidc): the state is used
 //                              once (deleted as it is read), and only by the browser that started it
 //                              (its cookie): else an attacker could send a victim the link of a sign-on
@@ -15,7 +21,12 @@
 //                              or bind the victim's identity to it (login CSRF). Lax, not the session's
 //                              Strict: the provider's redirect is a cross-site navigation. Then the
 //                              code is exchanged with the verifier, the ID token's issuer, audience,
-//                              signature and nonce checked by openid-client.
+//                              nonce and signature (against the provider's JWKS: enableNonRepudiationChecks,
+//                              so an HS* signed ID token is refused) checked by openid-client.
+// A binding completes only while the credential that started it is live and the account enabled
+// (auth/sessions.ts lockIssuer, under the account's row lock): a password change, a reset or a ban
+// revoked it meanwhile, the binding is refused. An account is created (not a plain sign-in) only within
+// REGISTER_RATE_LIMIT per client address, as registration.
 // A sign-in finds the account by users.oidc_id (the ID token's `sub`) and opens a session exactly as
 // password login does (auth/sessions.ts issueSession); a browser's navigation (Sec-Fetch-Mode:
 // navigate) gets it as the web console's cookies (auth/browser-session.ts) and a 303 to /; an unknown identity creates an account when
@@ -33,10 +44,12 @@ import { type UserRow, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS } from '../accounts/roles.js';
 import { hashPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
-import { setSessionCookies } from '../auth/browser-session.js';
-import { issueSession, resolveSession } from '../auth/sessions.js';
+import { HOST_PREFIX, overHttps, setSessionCookies } from '../auth/browser-session.js';
+import { countRegistration } from '../auth/login-limiter.js';
+import { hashCredential, issueSession, lockIssuer, resolveSession } from '../auth/sessions.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
+import type { FastifyRequest } from 'fastify';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { loginDataSchema } from '../http/schemas.js';
@@ -94,7 +107,9 @@ async function discover(ctx: ConsoleContext, s: OidcSettings): Promise<oidc.Conf
   try {
     const config = await oidc.discovery(url, s.clientId, s.clientSecret || undefined, undefined, {
       timeout: DISCOVERY_TIMEOUT_SEC,
-      ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
+      // The ID token's signature checked against the provider's JWKS (openid-client checks only the
+      // claims without it); an HS* (client secret) signed ID token is refused.
+      execute: [oidc.enableNonRepudiationChecks, ...(insecure ? [oidc.allowInsecureRequests] : [])],
     });
     discoveries.set(key, { config, at: Date.now() });
     return config;
@@ -106,12 +121,20 @@ async function discover(ctx: ConsoleContext, s: OidcSettings): Promise<oidc.Conf
 
 const stateHash = (state: string): Buffer => createHash('sha256').update(state, 'utf8').digest();
 
-/** The cookie that ties a sign-on to the browser that started it. */
+/** The cookie that ties a sign-on to the browser that started it (over HTTPS `__Host-` prefixed). */
 export const OIDC_BROWSER_COOKIE = 'console_oidc';
 const BROWSER_BINDING = /^[A-Za-z0-9_-]{43}$/;
 
-function browserCookieOptions() {
-  return { path: '/api/oauth/oidc', httpOnly: true, sameSite: 'lax' as const, secure: 'auto' as const, maxAge: OIDC_STATE_TTL_SEC };
+/** The browser cookie's name for this request: over HTTPS only the `__Host-` name is set and read. */
+function browserCookieName(request: FastifyRequest): string {
+  return overHttps(request) ? HOST_PREFIX + OIDC_BROWSER_COOKIE : OIDC_BROWSER_COOKIE;
+}
+
+function browserCookieOptions(request: FastifyRequest) {
+  // `__Host-` needs Secure, Path=/ and no Domain; over plain HTTP the path stays the sign-on's own.
+  return overHttps(request)
+    ? { path: '/', httpOnly: true, sameSite: 'lax' as const, secure: true, maxAge: OIDC_STATE_TTL_SEC }
+    : { path: '/api/oauth/oidc', httpOnly: true, sameSite: 'lax' as const, secure: false, maxAge: OIDC_STATE_TTL_SEC };
 }
 
 /** A username for a new account from the provider's claims: 3–20 characters, no spaces; a suffix when taken. */
@@ -123,10 +146,18 @@ function usernameFrom(claims: Record<string, unknown>, attempt: number): string 
   return attempt === 0 && base.length >= 3 ? base : `${base}_${randomBytes(3).toString('hex')}`;
 }
 
+/**
+ * A plain address: one `@`, no white space, quotes, comments or brackets (`x@corp.test@evil.org` or
+ * `"x@corp.test"@evil.org` are not, whatever a provider marks verified).
+ */
+const PLAIN_ADDRESS = /^[^\s@"(),:;<>[\]\\]+@[^\s@"(),:;<>[\]\\]+$/u;
+export const isPlainAddress = (email: string): boolean => email.length <= 254 && PLAIN_ADDRESS.test(email);
+
 function assertAllowedDomain(s: OidcSettings, email: string, verified: boolean): void {
   if (s.allowedDomains.length === 0) return;
-  const domain = email.split('@')[1]?.toLowerCase() ?? '';
-  if (!verified || !s.allowedDomains.includes(domain)) {
+  // Refused before the domain is read: the text after the first `@` of `x@corp.test@evil.org` passed.
+  const domain = isPlainAddress(email) ? email.slice(email.indexOf('@') + 1).toLowerCase() : '';
+  if (!verified || domain === '' || !s.allowedDomains.includes(domain)) {
     throw new ConsoleError('INSUFFICIENT_ROLE', 'this sign-on identity has no verified e-mail address in an allowed domain (oidc.allowed_email_domains)');
   }
 }
@@ -147,17 +178,20 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
     const binder = bearer ? await resolveSession(sql, bearer, ctx.now()) : undefined;
     if (bearer && !binder) throw new ConsoleError('INVALID_ACCESS_TOKEN');
     // The browser's binding is kept if it has one, so that sign-ons started in two tabs both finish.
-    const had = request.cookies[OIDC_BROWSER_COOKIE];
+    // Over HTTPS only the `__Host-` cookie counts: an unprefixed one may have been planted.
+    const cookieName = browserCookieName(request);
+    const had = request.cookies[cookieName];
     const browser = had !== undefined && BROWSER_BINDING.test(had) ? had : randomBytes(32).toString('base64url');
-    reply.setCookie(OIDC_BROWSER_COOKIE, browser, browserCookieOptions());
+    reply.setCookie(cookieName, browser, browserCookieOptions(request));
     const state = oidc.randomState();
     const nonce = oidc.randomNonce();
     const verifier = oidc.randomPKCECodeVerifier();
     const now = ctx.now();
     await sql`DELETE FROM oidc_states WHERE expires_at <= ${now}`;
     await sql`
-      INSERT INTO oidc_states (state_hash, code_verifier, nonce, bind_user_id, aff_code, expires_at, browser_hash)
-      VALUES (${stateHash(state)}, ${verifier}, ${nonce}, ${binder ? Number(binder.id) : 0}, ${query.aff_code ?? ''}, ${now + OIDC_STATE_TTL_SEC}, ${stateHash(browser)})`;
+      INSERT INTO oidc_states (state_hash, code_verifier, nonce, bind_user_id, aff_code, expires_at, browser_hash, bind_credential_hash)
+      VALUES (${stateHash(state)}, ${verifier}, ${nonce}, ${binder ? Number(binder.id) : 0}, ${query.aff_code ?? ''}, ${now + OIDC_STATE_TTL_SEC}, ${stateHash(browser)},
+        ${binder ? hashCredential(bearer!) : null})`;
     const url = oidc.buildAuthorizationUrl(config, {
       redirect_uri: s.redirectUri,
       scope: 'openid email profile',
@@ -175,7 +209,7 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
     summary: 'The OpenID Connect redirect URI: signs in (a session token, as login), creates the account, or binds it (token empty); a browser navigation gets the web console\'s session cookies and a 303 to /',
     description: 'Signing in finds the account by oidc_id; an unknown identity creates an account when RegisterEnabled, unless its e-mail belongs ' +
       'to an account (409: log in and bind). oidc.allowed_email_domains, when set, needs a verified e-mail address in one of the domains.',
-    errors: ['FEATURE_DISABLED', 'UPSTREAM_FAILED', 'INVALID_CODE', 'STATE_CONFLICT', 'ACCOUNT_BANNED', 'INSUFFICIENT_ROLE'],
+    errors: ['FEATURE_DISABLED', 'UPSTREAM_FAILED', 'INVALID_CODE', 'STATE_CONFLICT', 'ACCOUNT_BANNED', 'INSUFFICIENT_ROLE', 'RATE_LIMITED'],
   }, async ({ request, reply }) => {
     // A browser arriving from the provider (a top-level navigation) goes back to the web console,
     // signed in by its session cookie; an API client reads the JSON answer.
@@ -185,11 +219,11 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
     const params = new URL(request.url, 'http://callback').searchParams;
     const now = ctx.now();
     // Used once, and only by the browser that started it (its cookie): another browser leaves it be.
-    const binding = request.cookies[OIDC_BROWSER_COOKIE] ?? '';
-    const [pending] = await sql<{ code_verifier: string; nonce: string; bind_user_id: number; aff_code: string }[]>`
+    const binding = request.cookies[browserCookieName(request)] ?? '';
+    const [pending] = await sql<{ code_verifier: string; nonce: string; bind_user_id: number; aff_code: string; bind_credential_hash: Buffer | null }[]>`
       DELETE FROM oidc_states WHERE state_hash = ${stateHash(params.get('state') ?? '')} AND expires_at > ${now}
         AND browser_hash = ${stateHash(binding)}
-      RETURNING code_verifier, nonce, bind_user_id, aff_code`;
+      RETURNING code_verifier, nonce, bind_user_id, aff_code, bind_credential_hash`;
     if (!pending) {
       throw new ConsoleError('INVALID_CODE', 'the sign-on state is unknown, expired or already used, or this browser did not start it; start again from this browser');
     }
@@ -214,7 +248,8 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
       throw new ConsoleError('INVALID_CODE', 'the sign-on could not be completed (the provider refused the code or a check failed); start again');
     }
     const subject = String(claims.sub ?? '');
-    const email = typeof claims.email === 'string' ? claims.email : '';
+    // An address that is not a plain one (two `@`, quotes) is no address: never stored, never a domain.
+    const email = typeof claims.email === 'string' && isPlainAddress(claims.email) ? claims.email : '';
     const verified = claims.email_verified === true;
     assertAllowedDomain(s, email, verified);
 
@@ -223,15 +258,30 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
       if (owner && Number(owner.id) !== Number(pending.bind_user_id)) {
         throw new ConsoleError('STATE_CONFLICT', 'this sign-on identity is already bound to another account');
       }
-      await sql`UPDATE users SET oidc_id = ${subject} WHERE id = ${pending.bind_user_id} AND deleted_at IS NULL`;
-      const bound = await findUserById(sql, Number(pending.bind_user_id));
-      if (!bound) throw new ConsoleError('NOT_FOUND', 'account not found');
+      const bindUserId = Number(pending.bind_user_id);
+      const credentialHash = pending.bind_credential_hash;
+      const bound = await sql.begin(async (tx) => {
+        // Under the account's row lock, as a credential is issued: the session or access token that
+        // started the binding still live and the account enabled. A password change, a reset or a ban
+        // revokes under the same lock, so a binding a stolen credential started is refused after it.
+        if (credentialHash === null || !(await lockIssuer(tx, bindUserId, { credentialHash }, ctx.now()))) return null;
+        const [row] = await tx<UserRow[]>`UPDATE users SET oidc_id = ${subject} WHERE id = ${bindUserId} AND deleted_at IS NULL RETURNING *`;
+        return row ?? null;
+      }).catch((err: unknown) => {
+        if ((err as { constraint_name?: string }).constraint_name === 'users_oidc_id') throw new ConsoleError('STATE_CONFLICT', 'this sign-on identity is already bound to another account');
+        throw err;
+      });
+      if (!bound) {
+        const [exists] = await sql`SELECT 1 FROM users WHERE id = ${bindUserId} AND deleted_at IS NULL`;
+        if (!exists) throw new ConsoleError('NOT_FOUND', 'account not found');
+        throw new ConsoleError('INVALID_CODE', 'the sign-on could not be completed (the credential that started the binding was signed out or revoked, or the account is banned); log in and start again');
+      }
       if (browser) return reply.redirect('/', 303);
       return ok({ ...toAccountSummary(bound), token: '' });
     }
 
     let user = owner;
-    if (!user) user = await createOidcAccount(ctx, claims, email, verified, pending.aff_code);
+    if (!user) user = await createOidcAccount(ctx, claims, email, verified, pending.aff_code, request.ip);
     if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
     // The same session as a password login.
     const token = await issueSession(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now());
@@ -245,7 +295,7 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
   });
 }
 
-async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unknown>, email: string, verified: boolean, affCode: string): Promise<UserRow> {
+async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unknown>, email: string, verified: boolean, affCode: string, clientIp: string): Promise<UserRow> {
   const { sql } = ctx;
   const policy = await loadRegistrationPolicy(sql);
   if (!policy.registerEnabled) throw new ConsoleError('FEATURE_DISABLED', 'registration is closed');
@@ -253,6 +303,9 @@ async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unk
     const [taken] = await sql`SELECT 1 FROM users WHERE lower(email) = ${email.toLowerCase()} AND deleted_at IS NULL`;
     if (taken) throw new ConsoleError('STATE_CONFLICT', 'an account with this e-mail address exists: log in to it and bind sign-on (GET /api/oauth/oidc/start with its credential)');
   }
+  // An account created by sign-on counts against REGISTER_RATE_LIMIT as a registration does (the
+  // invitation rewards are paid per account); a sign-in of a known identity does not.
+  await countRegistration(ctx, clientIp);
   // No password: the account signs in through its provider (a password can be set by a reset).
   const passwordHash = await ctx.passwords.run(() => hashPassword(randomBytes(32).toString('base64url')));
   for (let attempt = 0; ; attempt++) {

@@ -6,7 +6,7 @@ import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { findUserById, findUserByUsername, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
-import { hashCredential, issueAccessToken, issueSession, lockIssuer, revokeAccessTokens, revokeAllCredentials, revokeSession } from '../auth/sessions.js';
+import { hashCredential, issueAccessToken, issueSession, lockIssuer, revokeAccessTokens, revokeAllCredentials, revokeSession, unbindSignOn } from '../auth/sessions.js';
 import { clearLoginAttempts, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
@@ -307,6 +307,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
         // Whoever knew the old password may hold a session: every other session and access token ends.
         await tx`UPDATE access_tokens SET revoked_at = ${ctx.now()}
                  WHERE user_id = ${user.id} AND revoked_at IS NULL AND token_hash <> ${hashCredential(presented)}`;
+        // And the sign-on identity bound to the account, which may be a taker's (auth/sessions.ts unbindSignOn).
+        await unbindSignOn(tx, user.id);
       }
       // The hash is written only when it changes: the one read at authentication may be stale by now,
       // and writing it back would undo a password change that committed meanwhile.
@@ -449,6 +451,9 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       // credentials are issued under (auth/sessions.ts lockIssuer).
       const banned = body.status === ACCOUNT_STATUS.banned && Number(before.status) !== ACCOUNT_STATUS.banned;
       if (banned || hash !== undefined) await revokeAllCredentials(tx, Number(body.id), ctx.now());
+      // A reset or an unban also unbinds the sign-on identity (auth/sessions.ts unbindSignOn).
+      const unbanned = Number(before.status) === ACCOUNT_STATUS.banned && body.status !== undefined && body.status !== ACCOUNT_STATUS.banned;
+      if (unbanned || hash !== undefined) await unbindSignOn(tx, Number(body.id));
       return { updated: after!, credit };
     }).catch((err: unknown) => {
       // Another account took the name between the check and the update (or a case or Unicode form
@@ -481,6 +486,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
         case 'enable':
           await tx`UPDATE users SET status = ${body.action === 'disable' ? ACCOUNT_STATUS.banned : ACCOUNT_STATUS.enabled} WHERE id = ${body.id}`;
           if (body.action === 'disable') await revokeAllCredentials(tx, Number(body.id), now);
+          // Enabling a banned account restores no credential: nor the sign-on identity bound to it.
+          else if (Number(target.status) === ACCOUNT_STATUS.banned) await unbindSignOn(tx, Number(body.id));
           break;
         case 'promote':
           if (target.role >= ROLE.admin) throw new ConsoleError('STATE_CONFLICT', 'the account is already an administrator');
