@@ -4,7 +4,7 @@
 // included. An error event written in pieces is held until its end, within a bound.
 import { describe, expect, it } from 'vitest';
 import { CENSOR } from '../../infra/secrets/credential-text.js';
-import { ErrorEventScrubber, mayHoldErrorEvent } from './error-event-scrub.js';
+import { ErrorEventScrubber, indexOfError, mayHoldErrorEvent } from './error-event-scrub.js';
 import { MAX_HELD_EVENT } from './event-aligner.js';
 
 const KEY = 'chan-cred-7Hq2Lr9Xw4Tb8Kz1';
@@ -178,5 +178,22 @@ describe('an error event is scrubbed', () => {
     s.push(event);
     expect(out).toEqual([event]);
     expect(out[0]).toBe(event);
+  });
+});
+
+describe('indexOfError', () => {
+  it('finds the bytes `error` where Buffer#indexOf does, at every offset and next to every shifting byte', () => {
+    const fillers = ['', 'e', 'r', 'o', 'x', 'er', 'err', 'erro', 'rr', 'or', 'eerror', 'errror', 'rror', 'erorr', 'errorr'];
+    for (const before of fillers) {
+      for (const after of fillers) {
+        for (const middle of ['error', 'erro', 'rror', 'eror', 'errer', '']) {
+          const buf = Buffer.from(`${before}${middle}${after}`);
+          expect(indexOfError(buf), buf.toString()).toBe(buf.indexOf('error'));
+        }
+      }
+    }
+    const event = Buffer.from('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"tok "}}\n\n');
+    expect(indexOfError(event)).toBe(-1);
+    expect(indexOfError(Buffer.from('data: {"error":{"message":"x"}}\n\n'))).toBe(8);
   });
 });
