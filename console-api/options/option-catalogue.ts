@@ -266,7 +266,7 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('ModelMaxOutputTokens', json(z.record(z.string(), z.number().int().positive()), 'an object of model name to positive integer'), '{}', 'model name → output tokens (JSON): the bound a /v1/chat/completions request that sets no max_tokens / max_completion_tokens is reserved for and sent with; default 4096'),
   def('WebSearchCallPrice', decimal(Number.MAX_SAFE_INTEGER), String(DEFAULT_WEB_SEARCH_CALL_PRICE), 'quota per web search, times the group ratio: billed for each search the provider reports (usage.server_tool_use.web_search_requests) and reserved for each web_search tool\'s max_uses, 20 when unset; default $10 per 1000 searches'),
   // Group policy (core/groups/group-policy.ts reads these; '' = not set).
-  def('UserUsableGroups', userUsableGroups, '', 'groups an account may pick for a key besides its own (name → description), each a group of GroupRatio ("auto" is always offered, not listed here); unset: every priced group', {
+  def('UserUsableGroups', userUsableGroups, '', 'groups an account may pick for a key besides its own (name → description), each a group of GroupRatio ("auto" is always offered, not listed here); unset: default and vip where GroupRatio has them (new-api\'s default), so a group added to GroupRatio is open only to the accounts placed in it until listed here', {
     conflict: (db, value) => groupNotConfigured(db, value === '' ? [] : Object.keys(value as Record<string, string>)),
   }),
   def('AutoGroups', autoGroups, '', 'the order in which the `auto` group tries groups, each a group of GroupRatio, at least one; unset: ["default"]', {

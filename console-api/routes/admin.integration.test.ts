@@ -413,16 +413,19 @@ describe('options (administration)', () => {
     const w = await watch();
     expect((await inject('PUT', '/api/option/', root, { key: 'ModelRatio', value: '{"claude-x":2}' })).statusCode).toBe(200);
     expect((await inject('PUT', '/api/option/', root, { key: 'GroupRatio', value: { default: 1, vip: 0.8, svip: 0.5, team: 1 } })).statusCode).toBe(200);
+    // UserUsableGroups unset: the account's own group plus default and vip (new-api's default), not svip or team.
+    const auto = { ratio: 'auto', desc: 'automatic selection of an available group' };
     const groups = (await inject('GET', '/api/user/self/groups', user)).json().data;
-    expect(groups.team).toEqual({ ratio: 1, desc: 'team' });
-    expect(groups.auto.ratio).toBe('auto');
-    // UserUsableGroups narrows the groups an account sees and may give a key (its own group stays).
-    expect((await inject('PUT', '/api/option/', root, { key: 'UserUsableGroups', value: { vip: 'VIP lane' } })).statusCode).toBe(200);
-    const narrowed = (await inject('GET', '/api/user/self/groups', user)).json().data;
-    expect(narrowed).toEqual({ default: { ratio: 1, desc: 'default' }, vip: { ratio: 0.8, desc: 'VIP lane' }, auto: { ratio: 'auto', desc: 'automatic selection of an available group' } });
-    const svipKey = await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, group: 'svip' });
-    expect(svipKey.json().message).toBe('group: unknown group "svip"');
-    expect((await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, group: 'vip' })).statusCode).toBe(200);
+    expect(groups).toEqual({ default: { ratio: 1, desc: 'default' }, vip: { ratio: 0.8, desc: 'vip' }, auto });
+    // UserUsableGroups sets the groups an account sees and may give a key besides its own group.
+    expect((await inject('PUT', '/api/option/', root, { key: 'UserUsableGroups', value: { team: 'Team lane' } })).statusCode).toBe(200);
+    const listed = (await inject('GET', '/api/user/self/groups', user)).json().data;
+    expect(listed).toEqual({ default: { ratio: 1, desc: 'default' }, team: { ratio: 1, desc: 'Team lane' }, auto });
+    for (const group of ['svip', 'vip']) {
+      const refusedKey = await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, group });
+      expect(refusedKey.json().message).toBe(`group: unknown group "${group}"`);
+    }
+    expect((await inject('POST', '/api/token/', user, { name: 'k', expired_time: -1, remain_quota: 0, unlimited_quota: true, group: 'team' })).statusCode).toBe(200);
     expect((await inject('PUT', '/api/option/', root, { key: 'UserUsableGroups', value: '' })).statusCode).toBe(200);
     expect((await inject('PUT', '/api/option/', root, { key: 'AutoGroups', value: '{"x":1}' })).json().message).toMatch(/^value \(AutoGroups\): /);
     const refused = await inject('PUT', '/api/option/', admin, { key: 'EpayKey', value: 'k' });

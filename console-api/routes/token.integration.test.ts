@@ -188,9 +188,10 @@ describe('key management: get, search, update, delete', () => {
     await sub.subscribe(h.keys.invalidationChannel());
     sub.on('message', (_c, m) => messages.push(JSON.parse(m)));
 
-    const res = await put({ id, name: 'renamed', remain_quota: 800_000, group: 'svip', allow_ips: '', model_limits: 'a, b, a' });
+    // From vip to default: groups the owner (of group default) may use while UserUsableGroups is unset.
+    const res = await put({ id, name: 'renamed', remain_quota: 800_000, group: 'default', allow_ips: '', model_limits: 'a, b, a' });
     expect(res.statusCode, res.body).toBe(200);
-    expect(res.json().data).toMatchObject({ id, name: 'renamed', remain_quota: 800_000, group: 'svip', allow_ips: null, model_limits: 'a,b', unlimited_quota: false });
+    expect(res.json().data).toMatchObject({ id, name: 'renamed', remain_quota: 800_000, group: 'default', allow_ips: null, model_limits: 'a,b', unlimited_quota: false });
     expect(await h.quotaStore.tokenRemain(owner.user.id, id)).toBe(700_000);
 
     const off = await put({ id, status: 2, name: 'ignored' }, '?status_only=true');

@@ -1,7 +1,7 @@
 // Which groups a request may be routed through, and each group's rate limits, from the options
 // (new-api's names): UserUsableGroups {name: description} lists the groups an account may pick for a
-// key besides its own; AutoGroups [names] is the order the `auto` group tries; GroupRateLimits
-// {group: {rpm, tpm}} gives the per-key limits of a group.
+// key besides its own (unset: `default` and `vip`, new-api's default); AutoGroups [names] is the order
+// the `auto` group tries; GroupRateLimits {group: {rpm, tpm}} gives the per-key limits of a group.
 import { type Ratios, ratiosFromOptions } from '../pricing/ratios.js';
 
 export const AUTO_GROUP = 'auto';
@@ -30,21 +30,33 @@ function parseJson(raw: string | undefined): unknown {
   }
 }
 
+/**
+ * The groups every account may use besides its own while UserUsableGroups is unset: new-api's default
+ * ({"default": …, "vip": …}), each only where GroupRatio prices it. A group added to GroupRatio (a
+ * cheaper `partner` given to some accounts) is thus open only to the accounts placed in it until the
+ * option names it.
+ */
+export const DEFAULT_USABLE_GROUPS: readonly string[] = ['default', 'vip'];
+
 /** The UserUsableGroups option ({name: description}), or undefined when it is not set. */
 export function usableGroupsOption(options: ReadonlyMap<string, string>): Readonly<Record<string, unknown>> | undefined {
   const parsed = parseJson(options.get('UserUsableGroups'));
   return parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
 }
 
+/** The groups every account may use besides its own: the option's, or DEFAULT_USABLE_GROUPS when it is unset. */
+function sharedUsableGroups(options: ReadonlyMap<string, string>): readonly string[] {
+  const usable = usableGroupsOption(options);
+  return usable ? Object.keys(usable) : DEFAULT_USABLE_GROUPS;
+}
+
 /**
  * The groups an account of `userGroup` may use, in order: its own group and those of the
- * UserUsableGroups option, or every priced group when the option is unset; priced groups only. The
- * relay's routing and the console's groups endpoint both answer from this.
+ * UserUsableGroups option (unset: `default` and `vip`); priced groups only. The relay's routing, the
+ * console's key checks and its groups endpoint all answer from this rule.
  */
 export function usableGroupNames(options: ReadonlyMap<string, string>, ratios: Ratios, userGroup: string): string[] {
-  const usable = usableGroupsOption(options);
-  const names = usable ? [userGroup, ...Object.keys(usable)] : Object.keys(ratios.groups());
-  return [...new Set(names)].filter((g) => ratios.group(g) !== undefined);
+  return [...new Set([userGroup, ...sharedUsableGroups(options)])].filter((g) => ratios.group(g) !== undefined);
 }
 
 export interface UsableGroup {
@@ -66,9 +78,8 @@ export function describeUsableGroups(options: ReadonlyMap<string, string>, userG
 }
 
 export function groupPolicyFromOptions(options: ReadonlyMap<string, string>, ratios: Ratios): GroupPolicy {
-  const usableOption = usableGroupsOption(options);
-  // Without the option every priced group is open to every account (usableGroupNames).
-  const usable = new Set(usableOption ? Object.keys(usableOption) : Object.keys(ratios.groups()));
+  // The same rule as usableGroupNames: the account's own group and the option's (unset: default, vip).
+  const usable = new Set(sharedUsableGroups(options));
   const autoOption = parseJson(options.get('AutoGroups'));
   const auto = Array.isArray(autoOption) ? autoOption.filter((g): g is string => typeof g === 'string') : ['default'];
   const limitsOption = parseJson(options.get('GroupRateLimits'));

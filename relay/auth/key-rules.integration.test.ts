@@ -174,6 +174,39 @@ describe('group', () => {
       await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['UserUsableGroups'] }));
     }
   });
+
+  // Review finding 3: with UserUsableGroups unset every priced group was open to every account. Unset
+  // now means new-api's default: the account's own group plus default and vip.
+  it('refuses, with UserUsableGroups unset, an account of group default a key in svip with 403 permission_error', async () => {
+    await mockChannel(stack, [MODEL], 'svip');
+    // The key is made while the account is of group svip (the console offers svip to no other account).
+    const account = await fundedAccount(stack, FUNDS, 'svip');
+    const key = await createApiKey(stack, account, { group: 'svip' });
+    expect((await ask(key.key)).type).toBe('message');
+    await consoleCall(stack, 'PUT', '/api/user/', stack.adminToken, { id: account.id, group: 'default' });
+    await new Promise((r) => setTimeout(r, 100));
+    await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 403, 'permission_error');
+    // default and vip stay usable.
+    expect((await ask((await createApiKey(stack, account, { group: 'vip' })).key)).type).toBe('message');
+  });
+
+  it('keeps a group root adds to GroupRatio to the accounts placed in it: partner serves partner, 403 to default', async () => {
+    const ratio = await consoleCall(stack, 'PUT', '/api/option/', stack.adminToken, { key: 'GroupRatio', value: { default: 1, vip: 1, svip: 1, partner: 0.5 } });
+    expect(ratio.json.success, ratio.json.message).toBe(true);
+    await mockChannel(stack, [MODEL], 'partner');
+    const partner = await fundedAccount(stack, FUNDS, 'partner');
+    const key = await createApiKey(stack, partner, { group: 'partner' });
+    const res = await new Anthropic({ apiKey: key.key, baseURL: stack.relayUrl, maxRetries: 0 }).messages
+      .create({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: 'p' }] }).withResponse();
+    await billingSettled(stack);
+    const [row] = await stack.sql`SELECT "group" FROM ledger WHERE request_id = ${res.response.headers.get('x-gateway-request-id')}`;
+    expect(row!.group).toBe('partner');
+    expect((await ask((await createApiKey(stack, partner, { group: '' })).key)).type).toBe('message');
+    // The same key once its account is of group default.
+    await consoleCall(stack, 'PUT', '/api/user/', stack.adminToken, { id: partner.id, group: 'default' });
+    await new Promise((r) => setTimeout(r, 100));
+    await expectRefusedWithoutCost(partner, key.id, () => ask(key.key), 403, 'permission_error');
+  });
 });
 
 describe('disabled key, deleted key, banned account', () => {
