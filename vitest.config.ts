@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import { testWorkers } from './infra/testing/test-workers.js';
 
 export default defineConfig({
   test: {
@@ -11,7 +12,8 @@ export default defineConfig({
     // 2-core machine, while most of a file's time is spent waiting (for a stack to start, a timeout to
     // pass, the billing worker to settle). Measured on this machine, the whole first pass: 1,683 s
     // with one worker, 905 s with two, all 269 files green both ways (docs/performance.md, "Test time").
-    maxWorkers: Math.max(2, availableParallelism() - 1),
+    // Each worker's files run on databases of its own (infra/testing/test-config.ts testDatabases).
+    maxWorkers: testWorkers(availableParallelism()),
     testTimeout: 30_000,
     hookTimeout: 60_000,
   },

@@ -4,7 +4,9 @@ import { isClickHouseReachable } from '../clickhouse/ensure.js';
 import { startLocalClickHouse } from '../clickhouse/local-server.js';
 import { migrateClickHouse } from '../clickhouse/migrate.js';
 import { migratePostgres } from '../postgres/migrate.js';
-import { testConfig } from './test-config.js';
+import { availableParallelism } from 'node:os';
+import { testConfig, testDatabases } from './test-config.js';
+import { testWorkers } from './test-workers.js';
 
 export default async function setup(): Promise<() => Promise<void>> {
   const config = testConfig();
@@ -13,8 +15,15 @@ export default async function setup(): Promise<() => Promise<void>> {
     const url = new URL(config.CLICKHOUSE_URL);
     local = await startLocalClickHouse({ host: url.hostname, port: Number(url.port || 8123), dataPath: '.data/clickhouse-test' });
   }
-  await migratePostgres(config);
-  await migrateClickHouse(config);
+  // The databases of each worker that may run a test file (test-config.ts testDatabases), and the
+  // main pair, which tests started without a worker id use.
+  const pools = [undefined, ...Array.from({ length: testWorkers(availableParallelism()) }, (_, i) => String(i + 1))];
+  for (const pool of pools) {
+    const own = testDatabases(pool);
+    const c = { ...config, DATABASE_URL: own.url, CLICKHOUSE_DATABASE: own.clickhouse };
+    await migratePostgres(c);
+    await migrateClickHouse(c);
+  }
   return async () => {
     await local?.close();
   };

@@ -3,8 +3,26 @@
 import { randomBytes } from 'node:crypto';
 import { type Config, loadConfig } from '../config.js';
 
-export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_test';
-export const TEST_CLICKHOUSE_DATABASE = process.env.TEST_CLICKHOUSE_DATABASE ?? 'gateway_test';
+const BASE_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_test';
+const BASE_CLICKHOUSE_DATABASE = process.env.TEST_CLICKHOUSE_DATABASE ?? 'gateway_test';
+
+/**
+ * The Postgres URL and ClickHouse database of vitest worker `pool` (its VITEST_POOL_ID, 1 to
+ * maxWorkers), or of the run's main process (undefined: the global setup). Two test files run at once
+ * (vitest.config.ts maxWorkers) each on the databases of their worker, as one file at a time ran on
+ * one pair: a file's billing worker drains the shared log outbox whoever's rows they are, and files
+ * count and read rows of the whole database.
+ */
+export function testDatabases(pool: string | undefined): { url: string; clickhouse: string } {
+  if (!pool) return { url: BASE_DATABASE_URL, clickhouse: BASE_CLICKHOUSE_DATABASE };
+  const url = new URL(BASE_DATABASE_URL);
+  url.pathname = `${url.pathname}_w${pool}`;
+  return { url: url.toString(), clickhouse: `${BASE_CLICKHOUSE_DATABASE}_w${pool}` };
+}
+
+const OWN = testDatabases(process.env.VITEST_POOL_ID);
+export const TEST_DATABASE_URL = OWN.url;
+export const TEST_CLICKHOUSE_DATABASE = OWN.clickhouse;
 
 export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
