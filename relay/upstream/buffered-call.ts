@@ -78,9 +78,7 @@ export class BufferedCall implements Dispatcher.DispatchHandler {
    * before the headers, and comes with it as `bodyError` after them. Nothing once it has settled.
    */
   abort(): void {
-    if (this.#settled || this.#abortReason) return;
-    this.#abortReason = new DOMException('This operation was aborted', 'AbortError') as unknown as Error;
-    this.#abortCall?.(this.#abortReason);
+    this.cut(new DOMException('This operation was aborted', 'AbortError') as unknown as Error);
   }
 
   /**
@@ -92,7 +90,7 @@ export class BufferedCall implements Dispatcher.DispatchHandler {
     return this.#settled ? 0 : this.#headersAt;
   }
 
-  /** Stops a body that is taking too long: the answer comes with `reason` as its bodyError. Nothing once settled. */
+  /** Stops the call with `reason` (abort()'s, or a body that is taking too long): as abort() does, with that error. Nothing once settled. */
   cut(reason: Error): void {
     if (this.#settled || this.#abortReason) return;
     this.#abortReason = reason;
