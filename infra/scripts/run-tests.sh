@@ -18,7 +18,11 @@ SKIP_SERVICES=clickhouse bash infra/scripts/ensure-services.sh
 # tests/cluster starts Redis Clusters of its own on ports 7100-7105, 7120-7125 and 7130-7135 (and stops them) when asked to.
 export TEST_REDIS_CLUSTER=${TEST_REDIS_CLUSTER:-start}
 status=0
-npx vitest run "$@" || status=$?
+# Each pass also writes a JSON report, summarised after the pass (infra/scripts/print-test-failures.mjs)
+# so that the end of a long run's output says which tests failed.
+report_dir=$(mktemp -d)
+npx vitest run --reporter=default --reporter=json --outputFile.json="$report_dir/first-pass.json" "$@" || status=$?
+node infra/scripts/print-test-failures.mjs "$report_dir/first-pass.json" "first pass"
 # Second pass, on the whole run only (no arguments; TEST_RELAY_CLUSTER=0 leaves it out): the relay test
 # set again on two relays over a Redis Cluster of its own (ports 7110-7115), each test stack with 16
 # shards and a second billing worker (tests/harness/gateway-stack.ts). Tests bound to one Redis or one
@@ -29,6 +33,10 @@ if [ $# -eq 0 ] && [ "${TEST_RELAY_CLUSTER:-1}" != 0 ]; then
   trap 'stop_relay_cluster; stop_started' EXIT
   bash infra/scripts/redis-cluster.sh start 7110 "$relay_cluster_dir"
   TEST_REDIS_CLUSTER_NODES=$(bash infra/scripts/redis-cluster.sh nodes 7110) TEST_GATEWAY_RELAYS=2 TEST_REDIS_CLUSTER= \
-    npx vitest run relay || status=$?
+    npx vitest run --reporter=default --reporter=json --outputFile.json="$report_dir/cluster-pass.json" relay || status=$?
+  node infra/scripts/print-test-failures.mjs "$report_dir/cluster-pass.json" "cluster pass"
+  # Repeated so that the tail of the output holds both passes' verdicts.
+  node infra/scripts/print-test-failures.mjs "$report_dir/first-pass.json" "first pass"
 fi
+rm -rf "$report_dir"
 exit $status

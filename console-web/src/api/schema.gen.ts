@@ -1338,6 +1338,15 @@ export interface paths {
             };
           };
         };
+        429: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
