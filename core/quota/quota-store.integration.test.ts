@@ -355,12 +355,49 @@ describe('rate limits in reserveQuota-6.lua and settleReservations-8n.lua', () =
     const { userId, tokenId } = ids();
     pg.account.set(userId, 10_000);
     const minute = 29_000_000;
-    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, rpmLimit: 3, minute };
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, rpmLimit: 3, minute, nowMs: minute * 60_000 };
     for (let i = 0; i < 3; i++) expect(await store.reserve({ ...base, requestId: `rpm-${seq}-${i}` })).toBe('reserved');
     expect(await store.reserve({ ...base, requestId: `rpm-${seq}-x` })).toBe('rpm_limited');
     expect(await store.accountBalance(userId)).toBe(10_000 - 30);
-    // A new minute is a new window.
-    expect(await store.reserve({ ...base, minute: minute + 1, requestId: `rpm-${seq}-y` })).toBe('reserved');
+    // The window slides: 70 s later (the whole 10-second bucket of the three older than 60 s) it has room again.
+    expect(await store.reserve({ ...base, nowMs: base.nowMs + 70_000, requestId: `rpm-${seq}-y` })).toBe('reserved');
+  });
+
+  // Before: a per-wall-clock-minute counter let 3 requests at a minute's last second and 3 more at
+  // the next one's first through a limit of 3 a minute: twice the limit within two seconds.
+  it('counts requests over the last 60 s, not per wall-clock minute: a burst at a minute\'s end leaves no room at the next one\'s start', async () => {
+    const { userId, tokenId } = ids();
+    pg.account.set(userId, 10_000);
+    const start = 29_000_200 * 60_000;
+    const at = (ms: number) => ({ minute: Math.floor(ms / 60_000), nowMs: ms });
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, rpmLimit: 3 };
+    for (let i = 0; i < 3; i++) expect(await store.reserve({ ...base, ...at(start + 59_000), requestId: `slide-${seq}-${i}` })).toBe('reserved');
+    const wait = { ms: 0 };
+    expect(await store.reserve({ ...base, ...at(start + 61_000), requestId: `slide-${seq}-a` }, wait)).toBe('rpm_limited');
+    // The three count until their bucket, [start + 50 s, start + 60 s), is wholly older than 60 s.
+    expect(wait.ms).toBe(59_000);
+    expect(await store.reserve({ ...base, ...at(start + 119_999), requestId: `slide-${seq}-b` })).toBe('rpm_limited');
+    expect(await store.reserve({ ...base, ...at(start + 120_000), requestId: `slide-${seq}-c` })).toBe('reserved');
+    expect(await store.accountBalance(userId)).toBe(10_000 - 40);
+  });
+
+  it('lets a request in as soon as the oldest of a spread-out minute leaves the window, and says when that is', async () => {
+    const { userId, tokenId } = ids();
+    pg.account.set(userId, 10_000);
+    const start = 29_000_300 * 60_000;
+    const at = (ms: number) => ({ minute: Math.floor(ms / 60_000), nowMs: ms });
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, rpmLimit: 3 };
+    for (const [i, t] of [2_000, 25_000, 45_000].entries()) expect(await store.reserve({ ...base, ...at(start + t), requestId: `spread-${seq}-${i}` })).toBe('reserved');
+    const wait = { ms: 0 };
+    expect(await store.reserve({ ...base, ...at(start + 61_000), requestId: `spread-${seq}-a` }, wait)).toBe('rpm_limited');
+    expect(wait.ms).toBe(9_000);
+    expect(await store.reserve({ ...base, ...at(start + 70_000), requestId: `spread-${seq}-b` })).toBe('reserved');
+    // Full again: the next to leave is the one of start + 25 s, whose bucket is out at start + 90 s.
+    expect(await store.reserve({ ...base, ...at(start + 71_000), requestId: `spread-${seq}-c` }, wait)).toBe('rpm_limited');
+    expect(wait.ms).toBe(19_000);
+    // The window's record keeps no bucket older than the window.
+    const buckets = Object.keys(await redis.hgetall(keys.keyRequestsInWindow(userId, tokenId))).map(Number).sort((x, y) => x - y);
+    expect(buckets).toEqual([2, 4, 7].map((tens) => start / 10_000 + tens));
   });
 
   it('counts settled tokens against the per-minute token limit', async () => {

@@ -21,8 +21,10 @@ export interface ReserveRequest {
   /** Requests and tokens per minute the key may use; 0 means no limit. */
   rpmLimit?: number;
   tpmLimit?: number;
-  /** Unix minutes of the rate-limit window; defaults to now. */
+  /** Unix minutes of the tokens-per-minute window; defaults to nowMs's minute. */
   minute?: number;
+  /** The caller's now (Unix ms), which places the request in the requests-per-minute window; defaults to Date.now(). */
+  nowMs?: number;
   /** Tokens the request may use (input bound + output bound): held against tpmLimit until settled. */
   tokens?: number;
 }
@@ -139,8 +141,14 @@ interface KeyKeys {
   balance: string;
   remain: string;
   minute: number;
+  /** The key's requests-per-minute window (not per minute: it slides). */
   rpm: string;
   tpm: string;
+}
+
+/** Filled by QuotaStore.reserve when it answers rpm_limited: how long until a request would be let in. */
+export interface RateLimitWait {
+  ms: number;
 }
 
 /** Cached KeyKeys at most; past it the cache starts over (it only saves string building). */
@@ -224,28 +232,29 @@ export class QuotaStore {
       kk = {
         userId, stream: k.usageStream(shard), deadlines: k.reservationDeadlines(shard),
         balance: k.accountBalance(userId), remain: k.tokenRemain(userId, tokenId),
-        minute, rpm: k.keyRequestsInMinute(userId, tokenId, minute), tpm: k.keyTokensInMinute(userId, tokenId, minute),
+        minute, rpm: k.keyRequestsInWindow(userId, tokenId), tpm: k.keyTokensInMinute(userId, tokenId, minute),
       };
       this.#keyKeys.set(tokenId, kk);
     } else if (kk.minute !== minute) {
       const k = this.#keys;
       kk.minute = minute;
-      kk.rpm = k.keyRequestsInMinute(userId, tokenId, minute);
       kk.tpm = k.keyTokensInMinute(userId, tokenId, minute);
     }
     return kk;
   }
 
-  async reserve(r: ReserveRequest): Promise<ReserveOutcome> {
+  /** `limitWait`, when given, learns on rpm_limited how long until a request of the key would be let in. */
+  async reserve(r: ReserveRequest, limitWait?: RateLimitWait): Promise<ReserveOutcome> {
     // Per-key quotas and rate limits are checked in Redis per request; everything else may come from a slice.
     if (this.#slices !== null && !r.tokenLimited && (r.rpmLimit ?? 0) <= 0 && (r.tpmLimit ?? 0) <= 0 && await this.#slices.draw(r)) return 'reserved';
     const k = this.#keys;
-    const minute = r.minute ?? currentMinute();
+    const nowMs = r.nowMs ?? Date.now();
+    const minute = r.minute ?? currentMinute(nowMs);
     const kk = this.#keysOf(r.userId, r.tokenId, minute);
     const keys = [kk.balance, kk.remain, k.reservation(r.userId, r.requestId), kk.rpm, kk.tpm, kk.deadlines];
     const args = [
       r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0,
-      r.userId, deadlineMember(r.userId, r.requestId), r.tokens ?? 0,
+      r.userId, deadlineMember(r.userId, r.requestId), r.tokens ?? 0, nowMs,
     ];
     // Queued settlements go first, in the same write: their refunds count for this reservation.
     if (this.#queued.length > 0) this.#sendQueued();
@@ -260,7 +269,14 @@ export class QuotaStore {
         // follows the MOVED, the request is served instead of refused with 529.
         reply = await resendAfterMoved(this.#redis, err, () => this.#reserve(...keys, ...args));
       }
-      const code = Number(reply);
+      // A refusal by the requests-per-minute window comes with its wait: [-7, ms].
+      let code: number;
+      if (Array.isArray(reply)) {
+        code = Number(reply[0]);
+        if (limitWait !== undefined) limitWait.ms = Number(reply[1]);
+      } else {
+        code = Number(reply);
+      }
       const outcome = RESERVE_OUTCOME_OF_CODE.get(code);
       if (outcome !== undefined) return outcome;
       switch (code) {

@@ -58,8 +58,11 @@ export interface RedisKeys {
   redisIncarnation(shard?: number): string;
   /** Open reservations of a shard by deadline (sorted set: score Unix ms, member `<userId>:<requestId>`). */
   reservationDeadlines(shard?: number): string;
-  /** Requests of one API key in one wall-clock minute (`minute` = Unix minutes). */
-  keyRequestsInMinute(userId: number, tokenId: number, minute: number): string;
+  /**
+   * Requests of one API key in the last minute, a sliding window (hash: 10-second bucket number ->
+   * requests; reserveQuota-6.lua).
+   */
+  keyRequestsInWindow(userId: number, tokenId: number): string;
   /** Tokens (input + output) of one API key in one wall-clock minute. */
   keyTokensInMinute(userId: number, tokenId: number, minute: number): string;
   /** Token counts (count_tokens calls and prompt counts) of one API key in one wall-clock minute. */
@@ -113,7 +116,7 @@ export function redisKeys(prefix: string, shards = 0): RedisKeys {
     keyQuotaEditApplied: (userId, editId) => `${a(userId)}:key-adj:${editId}`,
     keyDebitApplied: (userId, tokenId, ledgerId) => `${a(userId)}:token:${tokenId}:debit-adj:${ledgerId}`,
     redisIncarnation: (shard = 0) => `${prefix}:{s${shard}}:incarnation`,
-    keyRequestsInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:rpm:${minute}`,
+    keyRequestsInWindow: (userId, tokenId) => `${a(userId)}:rl:${tokenId}:rpm-window`,
     keyTokensInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:tpm:${minute}`,
     keyCountsInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:count:${minute}`,
     apiKeyWritesInMinute: (userId, minute) => `${a(userId)}:console:key-writes:${minute}`,
@@ -158,7 +161,7 @@ function unshardedKeys(prefix: string): RedisKeys {
     keyQuotaEditApplied: (userId, editId) => `${prefix}:{a${userId}}:key-adj:${editId}`,
     keyDebitApplied: (userId, tokenId, ledgerId) => `${prefix}:{a${userId}}:token:${tokenId}:debit-adj:${ledgerId}`,
     redisIncarnation: () => `${prefix}:incarnation`,
-    keyRequestsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm:${minute}`,
+    keyRequestsInWindow: (userId, tokenId) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm-window`,
     keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
     keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,
     apiKeyWritesInMinute: (userId, minute) => `${prefix}:{a${userId}}:console:key-writes:${minute}`,

@@ -32,7 +32,7 @@ import { BodyLinger, declaredLengthOf } from '../free-request.js';
 import { RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { cacheUseOf } from './cache-control.js';
-import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
+import { currentMinute, type QuotaStore, type RateLimitWait } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
 import { pickNextChannel, servingGroups } from '../routing/group-routing.js';
 import { affinityOf, endUserOf } from '../routing/affinity.js';
@@ -348,7 +348,7 @@ class Exchange {
     // refuse anyway. Only when the balance refuses the byte bound and the body is large is the prompt
     // counted (on a worker: never on the event loop), and the request reserved again with the counted
     // estimate (times a safety factor, never above the byte bound). A refused reservation leaves
-    // nothing behind (reserveQuota-6.lua checks everything before it writes, rpm counter included),
+    // nothing behind (reserveQuota-6.lua checks everything before it writes, requests window included),
     // so the second try counts the request once. The counts are limited per key and minute like
     // count_tokens calls, so a key with a small balance cannot keep the workers busy with large bodies.
     // The bytes bound only text: a request with media, server tools or blocks this relay does not know
@@ -387,6 +387,7 @@ class Exchange {
       rpmLimit,
       tpmLimit,
       minute: this.minute,
+      nowMs: now,
       userId: record.userId,
       tokenId: record.tokenId,
       tokenLimited: !record.unlimitedQuota,
@@ -399,7 +400,9 @@ class Exchange {
     // Redis away: refused before anything is reserved, rather than queued until it returns.
     if (!this.ctx.quotaReady()) return this.fail(QUOTA_STORE_UNAVAILABLE);
     this.beforeReservation = false;
-    let reserved = await this.tryReserve(reservation);
+    // Only a key with a requests-per-minute limit can be told when its window has room.
+    const limitWait = rpmLimit > 0 ? { ms: 0 } : undefined;
+    let reserved = await this.tryReserve(reservation, limitWait);
     if (reserved === null) return;
     if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
       // The input tokens and the amount a reservation from a count of `counted` prompt tokens asks
@@ -416,15 +419,17 @@ class Exchange {
         if (smaller < reservation.amount) {
           reservation.amount = smaller;
           if (reservation.tokens > 0) reservation.tokens = counts + this.outputBound();
-          reserved = await this.tryReserve(reservation);
+          reserved = await this.tryReserve(reservation, limitWait);
           if (reserved === null) return;
         }
       }
     }
     if (reserved !== 'reserved') {
       const refused = reserveRefusalError(reserved, { rpm: rpmLimit, tpm: tpmLimit });
-      // A rate limit lifts when its wall-clock minute ends.
-      const retryAfter = refused.code === 'rate_limited' ? String(60 - Math.floor((now / 1000) % 60)) : undefined;
+      // The requests-per-minute window says when it has room; the tokens-per-minute limit lifts when
+      // its wall-clock minute ends.
+      const retryAfter = reserved === 'rpm_limited' && limitWait !== undefined ? String(Math.max(1, Math.ceil(limitWait.ms / 1000)))
+        : refused.code === 'rate_limited' ? String(60 - Math.floor((now / 1000) % 60)) : undefined;
       return this.fail(refused, undefined, retryAfter);
     }
     this.reserved = true;
@@ -962,9 +967,9 @@ class Exchange {
    * failed: that releases such a reservation, and changes nothing when there is none
    * (settleReservations-8n.lua answers -6).
    */
-  async tryReserve(r: Parameters<QuotaStore['reserve']>[0]): Promise<Awaited<ReturnType<QuotaStore['reserve']>> | null> {
+  async tryReserve(r: Parameters<QuotaStore['reserve']>[0], limitWait?: RateLimitWait): Promise<Awaited<ReturnType<QuotaStore['reserve']>> | null> {
     try {
-      return await this.ctx.quota.reserve(r);
+      return await this.ctx.quota.reserve(r, limitWait);
     } catch (err) {
       this.ctx.log.warn({ err: (err as Error).message, requestId: this.requestId }, 'reservation call failed; answered 529, settling it as failed');
       this.reserved = true;

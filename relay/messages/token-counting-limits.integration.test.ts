@@ -118,7 +118,8 @@ describe('/v1/messages', () => {
     const body = JSON.stringify({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: LARGE }] });
     const before = await promptCounts();
     await consoleCall(stack, 'PUT', '/api/token/', account.token, { id: key.id, rate_limit_rpm: 1 });
-    await stack.redis.set(stack.keys.keyRequestsInMinute(account.id, key.id, Math.floor(Date.now() / 60_000)), 5, 'EX', 120);
+    await stack.redis.hset(stack.keys.keyRequestsInWindow(account.id, key.id), String(Math.floor(Date.now() / 10_000)), 5);
+    await stack.redis.expire(stack.keys.keyRequestsInWindow(account.id, key.id), 120);
     await new Promise((r) => setTimeout(r, 50));
     const limited = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key.key, 'content-type': 'application/json' }, body });
     expect(limited.status).toBe(429);

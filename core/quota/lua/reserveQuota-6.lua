@@ -6,7 +6,7 @@
   KEYS[1] account balance          (integer string)
   KEYS[2] key remaining quota      (integer string; read only when ARGV[2] == '1')
   KEYS[3] reservation              (hash, must not exist)
-  KEYS[4] key's request counter of the current minute
+  KEYS[4] key's requests of the last minute (hash: 10-second bucket number -> requests taken in it)
   KEYS[5] key's token counter of the current minute (this reservation's tokens are added when the
           key has a tokens-per-minute limit; settleReservations-7n.lua turns them into the actual ones)
   KEYS[6] open reservations by deadline (sorted set)
@@ -20,6 +20,7 @@
   ARGV[7] user id
   ARGV[8] reservation member of KEYS[6] (`<user id>:<request id>`)
   ARGV[9] tokens the request may use (its input bound + output bound; '' or 0: none counted)
+  ARGV[10] now (Unix ms; the caller's clock, which also names the minute of KEYS[5])
 
   Returns
    1  reserved; also when the reservation under this request id is this very call's, repeated (a
@@ -29,7 +30,8 @@
   -3  account balance below the amount
   -4  key quota below the amount
   -5  another reservation with this request id exists
-  -7  requests-per-minute limit reached
+  {-7, ms}  requests-per-minute limit reached; ms: how long until a request would be let in, if no
+      other is taken meanwhile
   -8  tokens-per-minute limit reached
 ]]
 local amount = tonumber(ARGV[1])
@@ -46,7 +48,42 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   return -5
 end
 
-if rpm > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= rpm then return -7 end
+-- Requests per minute over a sliding window: whatever the clock's minute, no 60 s hold more than the
+-- limit (a per-minute counter let a burst at a minute's end and another at the next one's start pass
+-- twice the limit). Counted in 10-second buckets, a bucket until all of it is older than 60 s: exact
+-- as a limit, and a refused client waits at most 10 s more than a log of every request would make it,
+-- for a record of at most 7 numbers per key whatever the limit.
+local BUCKET_MS = 10000
+local now = tonumber(ARGV[10])
+local bucket, first, taken, stale
+if rpm > 0 then
+  bucket = math.floor(now / BUCKET_MS)
+  first = bucket - 6
+  taken = 0
+  local counts = {}
+  local fields = redis.call('HGETALL', KEYS[4])
+  for i = 1, #fields, 2 do
+    local b = tonumber(fields[i])
+    if b == nil or b < first then
+      stale = stale or {}
+      stale[#stale + 1] = fields[i]
+    else
+      local n = tonumber(fields[i + 1]) or 0
+      counts[#counts + 1] = {b, n}
+      taken = taken + n
+    end
+  end
+  if taken >= rpm then
+    -- Oldest first: the request is let in when enough of them have left the window for one more.
+    table.sort(counts, function(x, y) return x[1] < y[1] end)
+    local left = taken
+    for _, c in ipairs(counts) do
+      left = left - c[2]
+      if left < rpm then return {-7, (c[1] + 1) * BUCKET_MS + 60000 - now} end
+    end
+    return {-7, BUCKET_MS}
+  end
+end
 if tpm > 0 and tonumber(redis.call('GET', KEYS[5]) or '0') >= tpm then return -8 end
 
 local balance = redis.call('GET', KEYS[1])
@@ -75,7 +112,9 @@ if tpm > 0 and tokens > 0 then
   redis.call('HSET', KEYS[3], 'tpm_key', KEYS[5], 'tpm_tokens', tokens)
 end
 if rpm > 0 then
-  redis.call('INCR', KEYS[4])
-  redis.call('EXPIRE', KEYS[4], 120)
+  if stale then redis.call('HDEL', KEYS[4], unpack(stale)) end
+  redis.call('HINCRBY', KEYS[4], bucket, 1)
+  -- Lives as long as its newest bucket counts.
+  redis.call('PEXPIRE', KEYS[4], (bucket + 1) * BUCKET_MS + 60000 - now)
 end
 return 1
