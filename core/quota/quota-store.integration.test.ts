@@ -155,7 +155,7 @@ describe('settleReservations-8n.lua', () => {
     // The second twice: its repeat answers "already settled" and adds no line.
     for (const r of [rs[0]!, rs[1]!, rs[1]!, rs[2]!]) {
       k.push(keys.accountBalance(r.userId), keys.tokenRemain(r.userId, r.tokenId), keys.reservation(r.userId, r.requestId), keys.usageStream(),
-        keys.keyTokensInMinute(r.userId, r.tokenId, currentMinute()), keys.reservationDeadlines(), keys.reapedReservation(r.userId, r.requestId), keys.settledReservations(r.userId));
+        keys.keyTokensInWindow(r.userId, r.tokenId), keys.reservationDeadlines(), keys.reapedReservation(r.userId, r.requestId), keys.settledReservations(r.userId));
       a.push(10, `{"r":"${r.requestId}"}`, 0, deadlineMember(r.userId, r.requestId), '0', '', '', '', '');
     }
     const answers = (await settle(k, a)) as unknown[];
@@ -336,17 +336,17 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
     pg.account.set(r.userId, 1_000);
     pg.token.set(r.tokenId, 1_000);
     const minute = currentMinute();
-    await store.reserve({ ...r, tokenLimited: true, amount: 300, deadlineMs: Date.now() + 60_000 });
+    await store.reserve({ ...r, tokenLimited: true, amount: 300, deadlineMs: Date.now() + 60_000, tpmLimit: 1_000, tokens: 20 });
     await redis.del(keys.tokenRemain(r.userId, r.tokenId));
     await redis.hset(keys.tokenRemain(r.userId, r.tokenId), 'x', '1');
-    await redis.hset(keys.keyTokensInMinute(r.userId, r.tokenId, minute), 'x', '1');
+    await redis.set(keys.keyTokensInWindow(r.userId, r.tokenId), 'not a window');
     const before = (await streamEvents()).length;
     expect(await store.settle({ ...r, cost: 25, eventJson: '{"limited":1}', tokens: 10, minute })).toBe(true);
     expect(await store.accountBalance(r.userId)).toBe(975);
     expect((await streamEvents()).slice(before)).toEqual(['{"limited":1}']);
     expect(await store.settle({ ...r, cost: 25, eventJson: '{"limited":2}', tokens: 10, minute })).toBe(false);
     expect(await store.accountBalance(r.userId)).toBe(975);
-    await redis.del(keys.tokenRemain(r.userId, r.tokenId), keys.keyTokensInMinute(r.userId, r.tokenId, minute));
+    await redis.del(keys.tokenRemain(r.userId, r.tokenId), keys.keyTokensInWindow(r.userId, r.tokenId));
   });
 });
 
@@ -404,11 +404,28 @@ describe('rate limits in reserveQuota-6.lua and settleReservations-8n.lua', () =
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 10_000);
     const minute = 29_000_100;
-    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, tpmLimit: 100, minute };
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, tpmLimit: 100, minute, nowMs: minute * 60_000, tokens: 10 };
     expect(await store.reserve({ ...base, requestId })).toBe('reserved');
     await store.settle({ userId, tokenId, requestId, cost: 5, eventJson: '{}', tokens: 100, minute });
     expect(await store.reserve({ ...base, requestId: requestId + 'b' })).toBe('tpm_limited');
     expect(await store.accountBalance(userId)).toBe(10_000 - 5);
+  });
+
+  // Before: a per-wall-clock-minute counter let a key of 100 tokens a minute use 100 at a minute's
+  // last second and 100 more at the next one's first.
+  it('counts tokens over the last 60 s, not per wall-clock minute, and says when the window has room', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const start = 29_000_400 * 60_000;
+    const at = (ms: number) => ({ minute: Math.floor(ms / 60_000), nowMs: ms });
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, tpmLimit: 100, tokens: 100 };
+    expect(await store.reserve({ ...base, ...at(start + 59_000), requestId })).toBe('reserved');
+    await store.settle({ userId, tokenId, requestId, cost: 5, eventJson: '{}', tokens: 100, minute: Math.floor((start + 59_500) / 60_000) });
+    const wait = { ms: 0 };
+    expect(await store.reserve({ ...base, ...at(start + 61_000), requestId: `${requestId}-b` }, wait)).toBe('tpm_limited');
+    expect(wait.ms).toBe(59_000);
+    expect(await store.reserve({ ...base, ...at(start + 120_000), requestId: `${requestId}-c` })).toBe('reserved');
+    expect(await store.accountBalance(userId)).toBe(10_000 - 5 - 10);
   });
 });
 
@@ -433,30 +450,33 @@ describe('tokens held against the per-minute token limit while requests run', ()
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 10_000);
     const minute = 29_000_200;
-    const counter = keys.keyTokensInMinute(userId, tokenId, minute);
-    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, tpmLimit: 500, minute, tokens: 200 };
+    const nowMs = minute * 60_000;
+    const counted = async () => Number(await redis.hget(keys.keyTokensInWindow(userId, tokenId), String(nowMs / 10_000)));
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, deadlineMs: 1, tpmLimit: 500, minute, nowMs, tokens: 200 };
     const outcomes = await Promise.all(Array.from({ length: 10 }, (_, i) => store.reserve({ ...base, requestId: `${requestId}-${i}` })));
     // 0, 200, 400 are below 500: three pass, the rest find 600.
     expect(outcomes.filter((o) => o === 'reserved')).toHaveLength(3);
     expect(outcomes.filter((o) => o === 'tpm_limited')).toHaveLength(7);
-    expect(Number(await redis.get(counter))).toBe(600);
+    expect(await counted()).toBe(600);
     const served = outcomes.flatMap((o, i) => (o === 'reserved' ? [`${requestId}-${i}`] : []));
     // Settled in the same minute: each hold of 200 becomes the 30 tokens used.
     for (const id of served) await store.settle({ userId, tokenId, requestId: id, cost: 5, eventJson: '{}', tokens: 30, minute });
-    expect(Number(await redis.get(counter))).toBe(90);
+    expect(await counted()).toBe(90);
     expect(await store.reserve({ ...base, requestId: `${requestId}-later` })).toBe('reserved');
     expect(await store.accountBalance(userId)).toBe(10_000 - 15 - 10);
   });
 
-  it('a settlement in a later minute adds the tokens used to that minute and leaves the hold on the earlier minute', async () => {
+  // Before: a request settled in the minute after its start left its whole hold (input bound and
+  // max_tokens) counted in the first minute, and its tokens used counted again in the second.
+  it('a settlement in a later minute turns the hold into the tokens used where the request was counted, at its start', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 10_000);
     const minute = 29_000_300;
-    const base = { userId, tokenId, tokenLimited: false, amount: 10, tpmLimit: 500, minute, tokens: 200 };
+    const nowMs = minute * 60_000 + 58_000;
+    const base = { userId, tokenId, tokenLimited: false, amount: 10, tpmLimit: 500, minute, nowMs, tokens: 200 };
     expect(await store.reserve({ ...base, deadlineMs: Date.now() + 60_000, requestId })).toBe('reserved');
     await store.settle({ userId, tokenId, requestId, cost: 5, eventJson: '{}', tokens: 30, minute: minute + 1 });
-    expect(Number(await redis.get(keys.keyTokensInMinute(userId, tokenId, minute)))).toBe(200);
-    expect(Number(await redis.get(keys.keyTokensInMinute(userId, tokenId, minute + 1)))).toBe(30);
+    expect(await redis.hgetall(keys.keyTokensInWindow(userId, tokenId))).toEqual({ [String(Math.floor(nowMs / 10_000))]: '30' });
   });
 });
 

@@ -21,9 +21,7 @@ export interface ReserveRequest {
   /** Requests and tokens per minute the key may use; 0 means no limit. */
   rpmLimit?: number;
   tpmLimit?: number;
-  /** Unix minutes of the tokens-per-minute window; defaults to nowMs's minute. */
-  minute?: number;
-  /** The caller's now (Unix ms), which places the request in the requests-per-minute window; defaults to Date.now(). */
+  /** The caller's now (Unix ms), which places the request in its key's rate-limit windows; defaults to Date.now(). */
   nowMs?: number;
   /** Tokens the request may use (input bound + output bound): held against tpmLimit until settled. */
   tokens?: number;
@@ -132,7 +130,7 @@ export interface BalanceSource {
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
-/** The Redis keys of one API key that do not change between its requests (those of a minute, per minute). */
+/** The Redis keys of one API key that do not change between its requests. */
 interface KeyKeys {
   userId: number;
   /** The account's shard's usage stream and deadline set (one global pair when unsharded). */
@@ -140,13 +138,12 @@ interface KeyKeys {
   deadlines: string;
   balance: string;
   remain: string;
-  minute: number;
-  /** The key's requests-per-minute window (not per minute: it slides). */
+  /** The key's requests-per-minute and tokens-per-minute windows (sliding, not per clock minute). */
   rpm: string;
   tpm: string;
 }
 
-/** Filled by QuotaStore.reserve when it answers rpm_limited: how long until a request would be let in. */
+/** Filled by QuotaStore.reserve when it answers rpm_limited or tpm_limited: how long until the window has room. */
 export interface RateLimitWait {
   ms: number;
 }
@@ -222,8 +219,8 @@ export class QuotaStore {
     }
   }
 
-  /** The keys of (userId, tokenId) with those of `minute`, built once per key and minute. */
-  #keysOf(userId: number, tokenId: number, minute: number): KeyKeys {
+  /** The keys of (userId, tokenId), built once per key. */
+  #keysOf(userId: number, tokenId: number): KeyKeys {
     let kk = this.#keyKeys.get(tokenId);
     if (kk === undefined || kk.userId !== userId) {
       if (this.#keyKeys.size >= KEY_CACHE_MAX) this.#keyKeys.clear();
@@ -232,29 +229,23 @@ export class QuotaStore {
       kk = {
         userId, stream: k.usageStream(shard), deadlines: k.reservationDeadlines(shard),
         balance: k.accountBalance(userId), remain: k.tokenRemain(userId, tokenId),
-        minute, rpm: k.keyRequestsInWindow(userId, tokenId), tpm: k.keyTokensInMinute(userId, tokenId, minute),
+        rpm: k.keyRequestsInWindow(userId, tokenId), tpm: k.keyTokensInWindow(userId, tokenId),
       };
       this.#keyKeys.set(tokenId, kk);
-    } else if (kk.minute !== minute) {
-      const k = this.#keys;
-      kk.minute = minute;
-      kk.tpm = k.keyTokensInMinute(userId, tokenId, minute);
     }
     return kk;
   }
 
-  /** `limitWait`, when given, learns on rpm_limited how long until a request of the key would be let in. */
+  /** `limitWait`, when given, learns on rpm_limited or tpm_limited how long until the key's window has room. */
   async reserve(r: ReserveRequest, limitWait?: RateLimitWait): Promise<ReserveOutcome> {
     // Per-key quotas and rate limits are checked in Redis per request; everything else may come from a slice.
     if (this.#slices !== null && !r.tokenLimited && (r.rpmLimit ?? 0) <= 0 && (r.tpmLimit ?? 0) <= 0 && await this.#slices.draw(r)) return 'reserved';
     const k = this.#keys;
-    const nowMs = r.nowMs ?? Date.now();
-    const minute = r.minute ?? currentMinute(nowMs);
-    const kk = this.#keysOf(r.userId, r.tokenId, minute);
+    const kk = this.#keysOf(r.userId, r.tokenId);
     const keys = [kk.balance, kk.remain, k.reservation(r.userId, r.requestId), kk.rpm, kk.tpm, kk.deadlines];
     const args = [
       r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0,
-      r.userId, deadlineMember(r.userId, r.requestId), r.tokens ?? 0, nowMs,
+      r.userId, deadlineMember(r.userId, r.requestId), r.tokens ?? 0, r.nowMs ?? Date.now(),
     ];
     // Queued settlements go first, in the same write: their refunds count for this reservation.
     if (this.#queued.length > 0) this.#sendQueued();
@@ -269,7 +260,7 @@ export class QuotaStore {
         // follows the MOVED, the request is served instead of refused with 529.
         reply = await resendAfterMoved(this.#redis, err, () => this.#reserve(...keys, ...args));
       }
-      // A refusal by the requests-per-minute window comes with its wait: [-7, ms].
+      // A refusal by a rate-limit window comes with its wait: [-7 or -8, ms].
       let code: number;
       if (Array.isArray(reply)) {
         code = Number(reply[0]);
@@ -476,7 +467,7 @@ export class QuotaStore {
   /** Appends one settlement's 8 keys and 9 arguments (settleReservations-8n.lua). */
   #settleItem(s: SettleRequest, reaperNowMs: number, keys: string[], args: (string | number)[]): void {
     const k = this.#keys;
-    const kk = this.#keysOf(s.userId, s.tokenId, s.minute ?? currentMinute());
+    const kk = this.#keysOf(s.userId, s.tokenId);
     keys.push(kk.balance, kk.remain, k.reservation(s.userId, s.requestId), kk.stream, kk.tpm, kk.deadlines, k.reapedReservation(s.userId, s.requestId), k.settledReservations(s.userId));
     args.push(s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId));
     if (reaperNowMs > 0) args.push('1', reaperNowMs, '', '', '');

@@ -63,8 +63,11 @@ export interface RedisKeys {
    * requests; reserveQuota-6.lua).
    */
   keyRequestsInWindow(userId: number, tokenId: number): string;
-  /** Tokens (input + output) of one API key in one wall-clock minute. */
-  keyTokensInMinute(userId: number, tokenId: number, minute: number): string;
+  /**
+   * Tokens (input + output) of one API key in the last minute, a sliding window like
+   * keyRequestsInWindow's; a request's are counted in the bucket of its start.
+   */
+  keyTokensInWindow(userId: number, tokenId: number): string;
   /** Token counts (count_tokens calls and prompt counts) of one API key in one wall-clock minute. */
   keyCountsInMinute(userId: number, tokenId: number, minute: number): string;
   /**
@@ -117,7 +120,7 @@ export function redisKeys(prefix: string, shards = 0): RedisKeys {
     keyDebitApplied: (userId, tokenId, ledgerId) => `${a(userId)}:token:${tokenId}:debit-adj:${ledgerId}`,
     redisIncarnation: (shard = 0) => `${prefix}:{s${shard}}:incarnation`,
     keyRequestsInWindow: (userId, tokenId) => `${a(userId)}:rl:${tokenId}:rpm-window`,
-    keyTokensInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:tpm:${minute}`,
+    keyTokensInWindow: (userId, tokenId) => `${a(userId)}:rl:${tokenId}:tpm-window`,
     keyCountsInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:count:${minute}`,
     apiKeyWritesInMinute: (userId, minute) => `${a(userId)}:console:key-writes:${minute}`,
     usageStream: (shard = 0) => `${prefix}:{s${shard}}:usage`,
@@ -162,7 +165,7 @@ function unshardedKeys(prefix: string): RedisKeys {
     keyDebitApplied: (userId, tokenId, ledgerId) => `${prefix}:{a${userId}}:token:${tokenId}:debit-adj:${ledgerId}`,
     redisIncarnation: () => `${prefix}:incarnation`,
     keyRequestsInWindow: (userId, tokenId) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm-window`,
-    keyTokensInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm:${minute}`,
+    keyTokensInWindow: (userId, tokenId) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm-window`,
     keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,
     apiKeyWritesInMinute: (userId, minute) => `${prefix}:{a${userId}}:console:key-writes:${minute}`,
     usageStream: () => `${prefix}:usage`,

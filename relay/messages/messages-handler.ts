@@ -386,7 +386,6 @@ class Exchange {
     const reservation = {
       rpmLimit,
       tpmLimit,
-      minute: this.minute,
       nowMs: now,
       userId: record.userId,
       tokenId: record.tokenId,
@@ -400,8 +399,8 @@ class Exchange {
     // Redis away: refused before anything is reserved, rather than queued until it returns.
     if (!this.ctx.quotaReady()) return this.fail(QUOTA_STORE_UNAVAILABLE);
     this.beforeReservation = false;
-    // Only a key with a requests-per-minute limit can be told when its window has room.
-    const limitWait = rpmLimit > 0 ? { ms: 0 } : undefined;
+    // Only a key with a rate limit can be told when its window has room.
+    const limitWait = rpmLimit > 0 || tpmLimit > 0 ? { ms: 0 } : undefined;
     let reserved = await this.tryReserve(reservation, limitWait);
     if (reserved === null) return;
     if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
@@ -426,10 +425,8 @@ class Exchange {
     }
     if (reserved !== 'reserved') {
       const refused = reserveRefusalError(reserved, { rpm: rpmLimit, tpm: tpmLimit });
-      // The requests-per-minute window says when it has room; the tokens-per-minute limit lifts when
-      // its wall-clock minute ends.
-      const retryAfter = reserved === 'rpm_limited' && limitWait !== undefined ? String(Math.max(1, Math.ceil(limitWait.ms / 1000)))
-        : refused.code === 'rate_limited' ? String(60 - Math.floor((now / 1000) % 60)) : undefined;
+      // The rate-limit window says when it has room.
+      const retryAfter = refused.code === 'rate_limited' && limitWait !== undefined ? String(Math.max(1, Math.ceil(limitWait.ms / 1000))) : undefined;
       return this.fail(refused, undefined, retryAfter);
     }
     this.reserved = true;

@@ -7,8 +7,9 @@
   KEYS[2] key remaining quota      (integer string; read only when ARGV[2] == '1')
   KEYS[3] reservation              (hash, must not exist)
   KEYS[4] key's requests of the last minute (hash: 10-second bucket number -> requests taken in it)
-  KEYS[5] key's token counter of the current minute (this reservation's tokens are added when the
-          key has a tokens-per-minute limit; settleReservations-7n.lua turns them into the actual ones)
+  KEYS[5] key's tokens of the last minute (hash as KEYS[4]: this reservation's tokens are added to
+          the bucket of now when the key has a tokens-per-minute limit; settleReservations-8n.lua
+          turns them into the tokens used, in that bucket)
   KEYS[6] open reservations by deadline (sorted set)
 
   ARGV[1] amount to reserve        (integer >= 0)
@@ -20,7 +21,7 @@
   ARGV[7] user id
   ARGV[8] reservation member of KEYS[6] (`<user id>:<request id>`)
   ARGV[9] tokens the request may use (its input bound + output bound; '' or 0: none counted)
-  ARGV[10] now (Unix ms; the caller's clock, which also names the minute of KEYS[5])
+  ARGV[10] now (Unix ms; the caller's clock: the bucket of KEYS[4] and KEYS[5] the request counts in)
 
   Returns
    1  reserved; also when the reservation under this request id is this very call's, repeated (a
@@ -30,9 +31,9 @@
   -3  account balance below the amount
   -4  key quota below the amount
   -5  another reservation with this request id exists
-  {-7, ms}  requests-per-minute limit reached; ms: how long until a request would be let in, if no
-      other is taken meanwhile
-  -8  tokens-per-minute limit reached
+  {-7, ms}  requests-per-minute limit reached; ms: how long until the window has room, if nothing
+      more is taken meanwhile
+  {-8, ms}  tokens-per-minute limit reached (ms as for -7)
 ]]
 local amount = tonumber(ARGV[1])
 local limited = ARGV[2] == '1'
@@ -48,20 +49,20 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   return -5
 end
 
--- Requests per minute over a sliding window: whatever the clock's minute, no 60 s hold more than the
--- limit (a per-minute counter let a burst at a minute's end and another at the next one's start pass
--- twice the limit). Counted in 10-second buckets, a bucket until all of it is older than 60 s: exact
--- as a limit, and a refused client waits at most 10 s more than a log of every request would make it,
--- for a record of at most 7 numbers per key whatever the limit.
+-- Requests and tokens per minute over a sliding window: whatever the clock's minute, no 60 s hold
+-- more than the limit (a per-minute counter let a burst at a minute's end and another at the next
+-- one's start pass twice the limit). Counted in 10-second buckets, a bucket until all of it is older
+-- than 60 s: exact as a limit, and a refused client waits at most 10 s more than a log of every
+-- request would make it, for a record of at most 7 numbers per key whatever the limit.
 local BUCKET_MS = 10000
 local now = tonumber(ARGV[10])
-local bucket, first, taken, stale
-if rpm > 0 then
-  bucket = math.floor(now / BUCKET_MS)
-  first = bucket - 6
-  taken = 0
-  local counts = {}
-  local fields = redis.call('HGETALL', KEYS[4])
+local bucket = math.floor(now / BUCKET_MS)
+local first = bucket - 6
+
+-- The window's total, its buckets, and its fields older than the window (to drop on a write).
+local function readWindow(key)
+  local taken, counts, stale = 0, {}, nil
+  local fields = redis.call('HGETALL', key)
   for i = 1, #fields, 2 do
     local b = tonumber(fields[i])
     if b == nil or b < first then
@@ -73,18 +74,39 @@ if rpm > 0 then
       taken = taken + n
     end
   end
-  if taken >= rpm then
-    -- Oldest first: the request is let in when enough of them have left the window for one more.
-    table.sort(counts, function(x, y) return x[1] < y[1] end)
-    local left = taken
-    for _, c in ipairs(counts) do
-      left = left - c[2]
-      if left < rpm then return {-7, (c[1] + 1) * BUCKET_MS + 60000 - now} end
-    end
-    return {-7, BUCKET_MS}
-  end
+  return taken, counts, stale
 end
-if tpm > 0 and tonumber(redis.call('GET', KEYS[5]) or '0') >= tpm then return -8 end
+
+-- Milliseconds until the window holds less than `limit`: oldest bucket first, each leaving when all
+-- of it is older than 60 s.
+local function roomAfter(counts, taken, limit)
+  table.sort(counts, function(x, y) return x[1] < y[1] end)
+  for _, c in ipairs(counts) do
+    taken = taken - c[2]
+    if taken < limit then return (c[1] + 1) * BUCKET_MS + 60000 - now end
+  end
+  return BUCKET_MS
+end
+
+local function addToWindow(key, stale, n)
+  if stale then redis.call('HDEL', key, unpack(stale)) end
+  redis.call('HINCRBY', key, bucket, n)
+  -- Lives as long as its newest bucket counts (a caller whose clock is behind does not shorten it).
+  local ttl = (bucket + 1) * BUCKET_MS + 60000 - now
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+
+local rpmStale, tpmStale
+if rpm > 0 then
+  local taken, counts
+  taken, counts, rpmStale = readWindow(KEYS[4])
+  if taken >= rpm then return {-7, roomAfter(counts, taken, rpm)} end
+end
+if tpm > 0 then
+  local taken, counts
+  taken, counts, tpmStale = readWindow(KEYS[5])
+  if taken >= tpm then return {-8, roomAfter(counts, taken, tpm)} end
+end
 
 local balance = redis.call('GET', KEYS[1])
 if not balance then return -1 end
@@ -103,18 +125,12 @@ redis.call('DECRBY', KEYS[1], amount)
 if limited then redis.call('DECRBY', KEYS[2], amount) end
 redis.call('HSET', KEYS[3], 'amount', amount, 'limited', ARGV[2], 'token', ARGV[4], 'user', ARGV[7], 'deadline', ARGV[3])
 -- A tokens-per-minute limit counts the requests in flight, not only those settled: otherwise any
--- number of requests sent at once passed a counter that settlement had not moved yet. Which counter
--- took them is kept, for the settlement to correct that one only.
+-- number of requests sent at once passed a counter that settlement had not moved yet. Which window and
+-- bucket took them is kept, for the settlement to correct that bucket only.
 local tokens = tonumber(ARGV[9]) or 0
 if tpm > 0 and tokens > 0 then
-  redis.call('INCRBY', KEYS[5], tokens)
-  redis.call('EXPIRE', KEYS[5], 120)
-  redis.call('HSET', KEYS[3], 'tpm_key', KEYS[5], 'tpm_tokens', tokens)
+  addToWindow(KEYS[5], tpmStale, tokens)
+  redis.call('HSET', KEYS[3], 'tpm_key', KEYS[5], 'tpm_tokens', tokens, 'tpm_bucket', bucket)
 end
-if rpm > 0 then
-  if stale then redis.call('HDEL', KEYS[4], unpack(stale)) end
-  redis.call('HINCRBY', KEYS[4], bucket, 1)
-  -- Lives as long as its newest bucket counts.
-  redis.call('PEXPIRE', KEYS[4], (bucket + 1) * BUCKET_MS + 60000 - now)
-end
+if rpm > 0 then addToWindow(KEYS[4], rpmStale, 1) end
 return 1

@@ -15,8 +15,9 @@
    2 key remaining quota (touched only if the key is limited)
    3 reservation
    4 usage stream (the call's events go to it as one entry, their JSON texts joined by newlines)
-   5 key's token counter of the current minute (the tokens a reservation added to this same counter
-     are taken back, the actual ones added; a counter of another minute keeps them)
+   5 key's tokens of the last minute (hash: 10-second bucket -> tokens; reserveQuota-6.lua): in the
+     bucket the reservation counted its tokens in, they are replaced by the tokens used; a bucket
+     already out of the window is left out
    6 open reservations by deadline (sorted set)
    7 tombstone of a reaped reservation (an older relay also left its settled marker 'S' here)
    8 the account's settled reservations (sorted set: member ARGV 4, score the Unix ms until which
@@ -25,7 +26,7 @@
   ARGV, 9 per settlement ('' where absent):
    1 actual cost (integer >= 0; 0 refunds the whole reservation)
    2 usage event (JSON, core/usage/usage-event.ts)
-   3 tokens used (input + output), counted when > 0
+   3 tokens used (input + output), counted when the reservation held tokens in KEYS 5
    4 reservation member of KEYS 6
    5 '1' if this is the reaper releasing the reservation (leaves the tombstone), else '0'
    6 the reaper's now (Unix ms; reaper only, '' otherwise): a deadline a live relay renewed past it
@@ -75,6 +76,16 @@ local function addToLimit(key, by)
   return true
 end
 
+-- A bucket the window has dropped, or a window that has expired, is not written again: the field
+-- would count for nothing, and a hash written after its expiry would live for ever.
+local function addToWindow(key, bucket, by)
+  local reply = redis.pcall('HEXISTS', key, bucket)
+  if reply == 1 then reply = redis.pcall('HINCRBY', key, bucket, by) end
+  if type(reply) == 'table' and reply.err then
+    redis.log(redis.LOG_WARNING, 'settleReservations: limit ' .. key .. ' not moved: ' .. reply.err)
+  end
+end
+
 -- Marks a reservation settled until `untilMs`, dropping the marks that ran out; the set lives as
 -- long as its newest mark.
 local function keepSettled(set, member, untilMs)
@@ -88,11 +99,15 @@ local function settleOne(k, a)
   local cost = tonumber(ARGV[a + 1])
   local markerSec = tonumber(ARGV[a + 8]) or 0
   local reaper = ARGV[a + 5] == '1'
-  local reservation = redis.call('HMGET', KEYS[k + 3], 'amount', 'limited', 'tpm_key', 'tpm_tokens')
+  local reservation = redis.call('HMGET', KEYS[k + 3], 'amount', 'limited', 'tpm_key', 'tpm_tokens', 'tpm_bucket')
   local amount, limited
   local live = reservation[1] ~= false
-  local heldTokens = 0
-  if live and reservation[3] == KEYS[k + 5] then heldTokens = tonumber(reservation[4]) or 0 end
+  -- The tokens the reservation held, and the bucket of KEYS 5 they are in (false: none held there).
+  local heldTokens, heldBucket = 0, false
+  if live and reservation[3] == KEYS[k + 5] and reservation[5] then
+    heldTokens = tonumber(reservation[4]) or 0
+    heldBucket = reservation[5]
+  end
   if live then
     local reaperNow = tonumber(ARGV[a + 6])
     if reaper and reaperNow and tonumber(redis.call('ZSCORE', KEYS[k + 6], ARGV[a + 4]) or '0') > reaperNow then return -9 end
@@ -147,8 +162,10 @@ local function settleOne(k, a)
     if markerSec > 0 then keepSettled(KEYS[k + 8], ARGV[a + 4], nowMs() + markerSec * 1000) end
   end
 
-  local tokens = tonumber(ARGV[a + 3]) - heldTokens
-  if tokens ~= 0 and addToLimit(KEYS[k + 5], tokens) then redis.call('EXPIRE', KEYS[k + 5], 120) end
+  if heldBucket then
+    local tokens = (tonumber(ARGV[a + 3]) or 0) - heldTokens
+    if tokens ~= 0 then addToWindow(KEYS[k + 5], heldBucket, tokens) end
+  end
   return 1
 end
 
