@@ -112,7 +112,12 @@ export async function assertDebitCovered(ctx: Pick<ConsoleContext, 'quotaStore'>
   })));
   const spendable = mirror === null ? pgQuota : Math.min(mirror, pgQuota);
   if (spendable + delta < 0) {
-    throw new ConsoleError('VALIDATION_FAILED', `${field}: would make the balance negative (spendable ${spendable}, Postgres ${pgQuota})`);
+    // What holds the difference, so that an administrator zeroing an account knows a retry in a few
+    // seconds may pass: a relay returns an idle credit slice within a second or two (credit-slices.ts).
+    const held = pgQuota - spendable > 0
+      ? `; ${pgQuota - spendable} of it is held by requests in flight, debits not yet billed, or credit a relay holds for the account's next requests (returned within seconds once idle)`
+      : '';
+    throw new ConsoleError('VALIDATION_FAILED', `${field}: would make the balance negative (spendable ${spendable}, Postgres ${pgQuota})${held}`);
   }
 }
 

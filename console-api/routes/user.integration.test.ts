@@ -198,7 +198,7 @@ describe('administrator debits (issue 10, item 5)', () => {
 
     const tooMuch = await manage(-500);
     expect(tooMuch.statusCode).toBe(400);
-    expect(tooMuch.json().message).toMatch(/^value: would make the balance negative \(spendable 200, Postgres 1000\)/);
+    expect(tooMuch.json().message).toMatch(/^value: would make the balance negative \(spendable 200, Postgres 1000\); 800 of it is held by requests in flight, debits not yet billed, or credit a relay holds/);
     const setTooLow = await put('/api/user/', { id, quota: 400 }, admin.auth);
     expect(setTooLow.statusCode).toBe(400);
     expect(setTooLow.json().message).toMatch(/^quota: would make the balance negative \(spendable 200, Postgres 1000\)/);

@@ -13,7 +13,9 @@ export default async function setup(): Promise<() => Promise<void>> {
   let local: { close(): Promise<void> | void } | undefined;
   if (!(await isClickHouseReachable(config.CLICKHOUSE_URL))) {
     const url = new URL(config.CLICKHOUSE_URL);
-    local = await startLocalClickHouse({ host: url.hostname, port: Number(url.port || 8123), dataPath: '.data/clickhouse-test' });
+    const port = Number(url.port || 8123);
+    // The engine locks its data directory: a second run on a port of its own (CLICKHOUSE_URL) gets a directory of its own.
+    local = await startLocalClickHouse({ host: url.hostname, port, dataPath: port === 8123 ? '.data/clickhouse-test' : `.data/clickhouse-test-${port}` });
   }
   // The databases of each worker that may run a test file (test-config.ts testDatabases), and the
   // main pair, which tests started without a worker id use.
