@@ -46,7 +46,7 @@ import { checkMessagesRequest, type MessagesRequest } from './messages-request.j
 import { unpricedMessagesFieldRefusal } from './unpriced-fields.js';
 import { isHttpFieldValue, retryAfterOf } from './header-values.js';
 import { parseRequestJson } from './raw-json-guard.js';
-import { accountBusyError, takeCountPlace } from './count-place.js';
+import { ACCOUNT_BUSY_RETRY_AFTER, accountBusyError, takeCountPlace } from './count-place.js';
 import type { Encoding } from '../token-count/bpe-count.js';
 import { encodingOf } from '../token-count/encoding-of.js';
 import { httpReason, providerErrorReason, REASON } from './failure-reasons.js';
@@ -412,7 +412,8 @@ class Exchange {
       };
       const counted = await this.countCanHelp(reserved, record, countedReservation(0).amount) ? await this.countForReservation(this.anthropicBytes(), record) : null;
       if (this.aborted) return;
-      if (counted instanceof RelayError) return this.fail(counted);
+      // The account's counts all in flight (429): one ends within seconds.
+      if (counted instanceof RelayError) return this.fail(counted, undefined, counted.code === 'rate_limited' ? ACCOUNT_BUSY_RETRY_AFTER : undefined);
       if (counted !== null) {
         const { counts, amount: smaller } = countedReservation(counted);
         if (smaller < reservation.amount) {

@@ -252,4 +252,31 @@ describe('count_tokens, one account\'s counts in flight (COUNT_TOKENS_IN_FLIGHT_
     // Its places free again once its counts end.
     expect((await countTokens(busyKeys[0]!, { model: MODEL, messages: [{ role: 'user', content: 'hello' }] }, oneRelay)).status).toBe(200);
   });
+
+  // Before: on /v1/messages the same 429 (a count for a reservation the byte bound could not cover)
+  // came without the retry-after the README gives it.
+  it('answers /v1/messages 429 with retry-after 1 when the account\'s counts for reservations are all in flight, billing none of them', async () => {
+    // The byte bound (450 KB: the model's window of 200,000 tokens, 100,000 quota) is over the
+    // balance; a counted estimate (90,000 tokens × 2, 90,000 quota) is under it.
+    const funds = 95_000;
+    const account = await fundedAccount(own, funds);
+    const keys = await Promise.all(Array.from({ length: 4 }, async () => (await createApiKey(own, account)).key));
+    const oneRelay = `http://127.0.0.1:${own.relay.port}`;
+    const body = JSON.stringify({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: 'word '.repeat(90_000) }] });
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) =>
+      fetch(`${oneRelay}/v1/messages`, { method: 'POST', headers: { 'x-api-key': keys[i % keys.length]!, 'content-type': 'application/json' }, body })
+        .then(async (r) => ({ status: r.status, retryAfter: r.headers.get('retry-after'), json: (await r.json()) as { error?: { type: string; message: string } } }))));
+    expect(answers.every((a) => [200, 402, 429].includes(a.status))).toBe(true);
+    const refused = answers.filter((a) => a.status === 429);
+    expect(refused.length).toBeGreaterThan(0);
+    for (const r of refused) {
+      expect(r.retryAfter).toBe('1');
+      expect(r.json.error).toMatchObject({ type: 'rate_limit_error', message: expect.stringMatching(/This account has 2 token counts running already/) });
+    }
+    await billingSettled(own);
+    const [u] = await own.sql`SELECT quota, used_quota FROM users WHERE id = ${account.id}`;
+    expect(Number(u!.quota) + Number(u!.used_quota)).toBe(funds);
+    const [billed] = await own.sql`SELECT count(*)::int AS n FROM ledger WHERE user_id = ${account.id} AND type = 2`;
+    expect(billed!.n).toBe(answers.filter((a) => a.status === 200).length);
+  });
 });
