@@ -429,6 +429,101 @@ describe('rate limits in reserveQuota-6.lua and settleReservations-8n.lua', () =
   });
 });
 
+describe('the rate-limit windows\' edges (reserveQuota-6.lua, settleReservations-8n.lua)', () => {
+  const bucketOf = (ms: number) => String(Math.floor(ms / 10_000));
+
+  // Before: each relay placed requests by its own clock, so a relay 70 s ahead dropped what a correct
+  // one had counted (6 of a limit of 3 passed within a second), and a correct one told clients to wait
+  // 670 s for a window a relay 10 minutes ahead had filled.
+  it('places a request by the Redis server\'s clock, one for every relay', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const [sec] = await redis.time();
+    expect(await store.reserve({ userId, tokenId, tokenLimited: false, amount: 1, deadlineMs: 1, rpmLimit: 5, requestId })).toBe('reserved');
+    const [field] = Object.keys(await redis.hgetall(keys.keyRequestsInWindow(userId, tokenId)));
+    expect(Math.abs(Number(field) - Math.floor(Number(sec) / 10))).toBeLessThanOrEqual(1);
+  });
+
+  it('counts a bucket ahead of now as now\'s: the wait it gives is never over 70 s', async () => {
+    const { userId, tokenId } = ids();
+    pg.account.set(userId, 10_000);
+    const t = 29_000_500 * 60_000;
+    const base = { userId, tokenId, tokenLimited: false, amount: 1, deadlineMs: 1, rpmLimit: 2 };
+    for (let i = 0; i < 2; i++) expect(await store.reserve({ ...base, nowMs: t + 600_000, requestId: `ahead-${seq}-${i}` })).toBe('reserved');
+    const wait = { ms: 0 };
+    expect(await store.reserve({ ...base, nowMs: t + 100, requestId: `ahead-${seq}-x` }, wait)).toBe('rpm_limited');
+    expect(wait.ms).toBe(69_900);
+  });
+
+  it('never takes a tokens bucket below zero when a hold\'s bucket was dropped and written anew', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 100_000);
+    const t = 29_000_600 * 60_000 + 1_000;
+    const base = { userId, tokenId, tokenLimited: false, amount: 1, deadlineMs: 1, tpmLimit: 1_000 };
+    expect(await store.reserve({ ...base, nowMs: t, tokens: 900, requestId })).toBe('reserved');
+    // A call 70 s on drops the bucket; one back at t writes it anew with 100.
+    expect(await store.reserve({ ...base, nowMs: t + 70_000, tokens: 10, requestId: `${requestId}-b` })).toBe('reserved');
+    expect(await store.reserve({ ...base, nowMs: t + 500, tokens: 100, requestId: `${requestId}-c` })).toBe('reserved');
+    await store.settle({ userId, tokenId, requestId, cost: 1, eventJson: '{}', tokens: 5 });
+    expect(await redis.hget(keys.keyTokensInWindow(userId, tokenId), bucketOf(t))).toBe('0');
+  });
+
+  it('a settlement whose bucket left the window, or whose window expired, writes nothing; a window always has a TTL', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const t = 29_000_700 * 60_000 + 1_000;
+    const base = { userId, tokenId, tokenLimited: false, amount: 1, deadlineMs: 1, tpmLimit: 500, rpmLimit: 100 };
+    expect(await store.reserve({ ...base, nowMs: t, tokens: 400, requestId })).toBe('reserved');
+    expect(await store.reserve({ ...base, nowMs: t + 80_000, tokens: 50, requestId: `${requestId}-2` })).toBe('reserved');
+    await store.settle({ userId, tokenId, requestId, cost: 1, eventJson: '{}', tokens: 30 });
+    const window = keys.keyTokensInWindow(userId, tokenId);
+    expect(await redis.hgetall(window)).toEqual({ [bucketOf(t + 80_000)]: '50' });
+    expect(await redis.pttl(window)).toBeGreaterThan(0);
+    expect(await redis.pttl(keys.keyRequestsInWindow(userId, tokenId))).toBeGreaterThan(0);
+    await redis.del(window);
+    await store.settle({ userId, tokenId, requestId: `${requestId}-2`, cost: 1, eventJson: '{}', tokens: 30 });
+    expect(await redis.exists(window)).toBe(0);
+    expect(await store.accountBalance(userId)).toBe(10_000 - 2);
+  });
+
+  it('the reaper gives a hold back in its bucket, once; the late settlement bills and counts nothing more', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const now = Date.now();
+    expect(await store.reserve({ userId, tokenId, tokenLimited: false, amount: 5, deadlineMs: now - 1, tpmLimit: 500, tokens: 300, nowMs: now, requestId })).toBe('reserved');
+    const window = keys.keyTokensInWindow(userId, tokenId);
+    expect(await store.releaseExpired(Date.now(), 1000, () => '{}')).toBeGreaterThanOrEqual(1);
+    expect(await redis.hget(window, bucketOf(now))).toBe('0');
+    expect(await store.settle({ userId, tokenId, requestId, cost: 3, eventJson: '{}', tokens: 40 })).toBe(true);
+    expect(await redis.hget(window, bucketOf(now))).toBe('0');
+    expect(await store.accountBalance(userId)).toBe(10_000 - 3);
+  });
+
+  it('lets exactly the limit in of many requests at once', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 100_000);
+    const base = { userId, tokenId, tokenLimited: false, amount: 1, deadlineMs: 1, rpmLimit: 7 };
+    const outcomes = await Promise.all(Array.from({ length: 60 }, (_, i) => store.reserve({ ...base, requestId: `${requestId}-${i}` })));
+    expect(outcomes.filter((o) => o === 'reserved')).toHaveLength(7);
+    expect(outcomes.filter((o) => o === 'rpm_limited')).toHaveLength(53);
+  });
+
+  // Before: a window that was not a hash refused every request of its key with 529, for good (one
+  // name per key, no TTL), where a per-minute counter had healed at the next minute.
+  it('drops a window that is not a hash, or a bucket that is not a whole number, and serves the key', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const t = 29_000_800 * 60_000;
+    await redis.set(keys.keyRequestsInWindow(userId, tokenId), 'not a window');
+    await redis.hset(keys.keyTokensInWindow(userId, tokenId), bucketOf(t), '1.5', 'x', '3');
+    const r = { userId, tokenId, tokenLimited: false, amount: 1, deadlineMs: 1, rpmLimit: 5, tpmLimit: 100, tokens: 10, nowMs: t };
+    expect(await store.reserve({ ...r, requestId })).toBe('reserved');
+    expect(await redis.hgetall(keys.keyRequestsInWindow(userId, tokenId))).toEqual({ [bucketOf(t)]: '1' });
+    expect(await redis.hgetall(keys.keyTokensInWindow(userId, tokenId))).toEqual({ [bucketOf(t)]: '10' });
+    expect(await store.accountBalance(userId)).toBe(10_000 - 1);
+  });
+});
+
 describe('takeRateSlot-1.lua (the key\'s token counts per minute)', () => {
   it('takes slots up to the budget, a refused call counting too, in a counter that lives with its minute', async () => {
     const { userId, tokenId } = ids();

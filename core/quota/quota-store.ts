@@ -21,7 +21,10 @@ export interface ReserveRequest {
   /** Requests and tokens per minute the key may use; 0 means no limit. */
   rpmLimit?: number;
   tpmLimit?: number;
-  /** The caller's now (Unix ms), which places the request in its key's rate-limit windows; defaults to Date.now(). */
+  /**
+   * Tests only: the Unix ms that places the request in its key's rate-limit windows. Left out, the
+   * Redis server's clock does, one clock for every relay (reserveQuota-6.lua).
+   */
   nowMs?: number;
   /** Tokens the request may use (input bound + output bound): held against tpmLimit until settled. */
   tokens?: number;
@@ -245,7 +248,7 @@ export class QuotaStore {
     const keys = [kk.balance, kk.remain, k.reservation(r.userId, r.requestId), kk.rpm, kk.tpm, kk.deadlines];
     const args = [
       r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0,
-      r.userId, deadlineMember(r.userId, r.requestId), r.tokens ?? 0, r.nowMs ?? Date.now(),
+      r.userId, deadlineMember(r.userId, r.requestId), r.tokens ?? 0, r.nowMs ?? '',
     ];
     // Queued settlements go first, in the same write: their refunds count for this reservation.
     if (this.#queued.length > 0) this.#sendQueued();

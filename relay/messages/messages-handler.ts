@@ -386,7 +386,6 @@ class Exchange {
     const reservation = {
       rpmLimit,
       tpmLimit,
-      nowMs: now,
       userId: record.userId,
       tokenId: record.tokenId,
       tokenLimited: !record.unlimitedQuota,

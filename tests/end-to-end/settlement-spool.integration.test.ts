@@ -174,7 +174,7 @@ describe('settlement spool', () => {
     const [token] = await stack.sql`SELECT id FROM tokens WHERE user_id = ${account.id}`;
     const requestId = `spool-replay-${Date.now()}`;
     const reserved = await stack.quota.reserve({
-      rpmLimit: 0, tpmLimit: 0, nowMs: Date.now(), userId: account.id, tokenId: Number(token!.id), tokenLimited: false,
+      rpmLimit: 0, tpmLimit: 0, userId: account.id, tokenId: Number(token!.id), tokenLimited: false,
       requestId, amount: 1000, deadlineMs: Date.now() + 60_000,
     });
     expect(reserved).toBe('reserved');

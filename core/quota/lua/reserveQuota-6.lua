@@ -21,7 +21,8 @@
   ARGV[7] user id
   ARGV[8] reservation member of KEYS[6] (`<user id>:<request id>`)
   ARGV[9] tokens the request may use (its input bound + output bound; '' or 0: none counted)
-  ARGV[10] now (Unix ms; the caller's clock: the bucket of KEYS[4] and KEYS[5] the request counts in)
+  ARGV[10] '' (the Redis server's clock places the request in KEYS[4] and KEYS[5]: one clock for
+          every relay, whose own clocks may differ), or a Unix ms to use instead (tests)
 
   Returns
    1  reserved; also when the reservation under this request id is this very call's, repeated (a
@@ -56,21 +57,34 @@ end
 -- request would make it, for a record of at most 7 numbers per key whatever the limit.
 local BUCKET_MS = 10000
 local now = tonumber(ARGV[10])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local bucket = math.floor(now / BUCKET_MS)
 local first = bucket - 6
 
--- The window's total, its buckets, and its fields older than the window (to drop on a write).
+-- The window's total, its buckets, and its fields to drop on a write: older than the window, or not
+-- a bucket of whole requests or tokens (HINCRBY would fail on it after the money moved). A bucket
+-- ahead of now (a failover to a node whose clock is behind) counts as now's. A window that is not a
+-- hash is dropped: it is a limit, not money, and under one name for good it would refuse the key for
+-- ever.
 local function readWindow(key)
   local taken, counts, stale = 0, {}, nil
-  local fields = redis.call('HGETALL', key)
+  local fields = redis.pcall('HGETALL', key)
+  if fields.err then
+    redis.log(redis.LOG_WARNING, 'reserveQuota: window ' .. key .. ' dropped: ' .. fields.err)
+    redis.call('DEL', key)
+    return taken, counts, stale
+  end
   for i = 1, #fields, 2 do
     local b = tonumber(fields[i])
-    if b == nil or b < first then
+    local n = tonumber(fields[i + 1])
+    if b == nil or b < first or b % 1 ~= 0 or n == nil or n % 1 ~= 0 then
       stale = stale or {}
       stale[#stale + 1] = fields[i]
     else
-      local n = tonumber(fields[i + 1]) or 0
-      counts[#counts + 1] = {b, n}
+      counts[#counts + 1] = {math.min(b, bucket), n}
       taken = taken + n
     end
   end

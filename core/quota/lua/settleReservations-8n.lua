@@ -78,11 +78,15 @@ end
 
 -- A bucket the window has dropped, or a window that has expired, is not written again: the field
 -- would count for nothing, and a hash written after its expiry would live for ever.
+-- Nor is a bucket taken below zero (its hold gone with a bucket dropped and written anew), which would
+-- let that many more in.
 local function addToWindow(key, bucket, by)
   local reply = redis.pcall('HEXISTS', key, bucket)
   if reply == 1 then reply = redis.pcall('HINCRBY', key, bucket, by) end
   if type(reply) == 'table' and reply.err then
     redis.log(redis.LOG_WARNING, 'settleReservations: limit ' .. key .. ' not moved: ' .. reply.err)
+  elseif by < 0 and reply < 0 then
+    redis.call('HSET', key, bucket, 0)
   end
 end
 
