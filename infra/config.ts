@@ -320,6 +320,10 @@ const schema = z.object({
   // On SIGTERM the relay stops accepting, and waits this long at most for the exchanges in progress
   // and their settlements before it closes (what is left open is released by the reaper).
   RELAY_SHUTDOWN_GRACE_MS: ms(0).default(30_000),
+  // A line a provider's fault repeats for every request (usage above the request's bound, a failure,
+  // a refused channel) is logged once per kind and channel in this interval, the next saying how many
+  // were held back (infra/log-throttle.ts); 0 = every line.
+  RELAY_REPEATED_LOG_INTERVAL_MS: ms(0).default(10_000),
   // Channels tried per request (first one included) on connection errors, 429 and 5xx.
   RELAY_MAX_TRIES: count().default(3),
   // Channel health (relay/routing/channel-health.ts, README "Routing"): a channel is disabled

@@ -1,6 +1,7 @@
 // What every relay route is handed: the process's clients, caches and settings, built once by
 // server.ts. The free endpoints take the part they need (FreeEndpointContext, CountTokensContext).
 import type { Logger } from '../infra/logger.js';
+import type { LogThrottle } from '../infra/log-throttle.js';
 import type { GroupPolicy } from '../core/groups/group-policy.js';
 import type { Ratios } from '../core/pricing/ratios.js';
 import type { InputBounds } from '../core/pricing/input-bound.js';
@@ -16,6 +17,8 @@ import type { SettlementSpool } from './messages/settlement-spool.js';
 
 export interface RelayContext {
   log: Logger;
+  /** The lines a provider's fault repeats per request, held back past one per kind and channel an interval. */
+  repeatedLog: LogThrottle;
   keys: KeyDirectory;
   channels: ChannelRegistry;
   /** Per-channel fault counting and automatic disabling (routing/channel-health.ts). */

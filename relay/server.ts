@@ -2,6 +2,7 @@
 import uws from 'uWebSockets.js';
 import type { Config } from '../infra/config.js';
 import { createLogger, type Logger } from '../infra/logger.js';
+import { LogThrottle } from '../infra/log-throttle.js';
 import { createSql } from '../infra/postgres/client.js';
 import { createRedis, redisKeysFor, settleWaitReplicas } from '../infra/redis/client.js';
 import { checkRedisPersistence } from '../infra/redis/persistence.js';
@@ -317,6 +318,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   });
   const ctx: RelayContext = {
     log,
+    repeatedLog: new LogThrottle(config.RELAY_REPEATED_LOG_INTERVAL_MS),
     keys: keyDirectory,
     channels,
     health,

@@ -60,6 +60,7 @@ import { messagesToChat } from '../providers/openai/from-messages.js';
 import { outputLimitField } from '../../core/channels/output-limit.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../providers/openai/to-messages.js';
 import { settleExchange, type Outcome, type UsageBound } from './settlement.js';
+import { logRepeated } from './repeated-log.js';
 import { boundedWebSearchTools, extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
@@ -605,7 +606,7 @@ class Exchange {
     } catch (err) {
       if (this.aborted) return REASON.clientGone;
       providerUnreachable(channel);
-      this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, err: (err as Error).message }, 'upstream connection failed');
+      logRepeated(this.ctx, 'warn', 'upstream-unreachable', channel.id, { channel: channel.id, requestId: this.requestId, err: (err as Error).message }, 'upstream connection failed');
       // Only a request that never reached the provider goes to another channel: once it may have
       // started generating (a headers timeout, a connection lost after the request was written), the
       // first provider bills it whatever happens, and a second would generate and bill it again.
@@ -642,7 +643,7 @@ class Exchange {
       // time, not that it stopped: it may still be generating, and billing the operator for it, so a
       // second channel would generate it again (new-api does not retry them either).
       if (mayRetry && !this.headersSent && status !== 504 && status !== 524) {
-        this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider failed; retrying on another channel');
+        logRepeated(this.ctx, 'warn', 'provider-failed', channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider failed; retrying on another channel');
         this.noteFailure(new RelayError(status === 529 ? 'overloaded' : status === 429 ? 'rate_limited' : 'upstream_unreachable'), retryAfterOf(answer.header('retry-after')));
         return httpReason(status);
       }
@@ -659,7 +660,7 @@ class Exchange {
       // against it and retried elsewhere like a 5xx; the client's own bad request is passed through.
       if (isRetriedFault(providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt))) {
         if (mayRetry && !this.headersSent) {
-          this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
+          logRepeated(this.ctx, 'warn', 'channel-refused', channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
           this.noteFailure(new RelayError('upstream_unreachable', CHANNEL_REFUSED));
           return httpReason(status);
         }
@@ -936,7 +937,9 @@ class Exchange {
     // the organization): it is replaced too, its type and code kept, and logged.
     const isJson = text.startsWith('{') && answer.header('content-type').includes('json');
     const providerSide = status === 429 || status >= 500;
-    if ((!isJson || providerSide) && text) this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered an error; its message is not passed on');
+    if ((!isJson || providerSide) && text) {
+      logRepeated(this.ctx, 'warn', 'provider-error-answer', this.channel?.id, { channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered an error; its message is not passed on');
+    }
     const type = status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status);
     const parsed = isJson ? parseProviderError(text) : null;
     const message = providerSide ? providerSideMessage(status) : providerErrorMessage(parsed) ?? httpReason(status);

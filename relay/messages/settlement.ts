@@ -1,6 +1,7 @@
 // The settlement of a reserved exchange: its cost from the usage it ended with, the usage event of its
 // log row, and the call that settles the reservation with both, tried again while Redis fails.
 // Exchange.finish() (messages-handler.ts) calls settleExchange once per reserved exchange.
+import type { LogThrottle } from '../../infra/log-throttle.js';
 import type { Logger } from '../../infra/logger.js';
 import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../../core/usage/usage-event.js';
 import { describeCacheUsage, describeCost, describeLongContext, describeServiceTier, describeWebSearch, quotaCost, type CacheUse, type PriceRatios } from '../../core/pricing/quota-cost.js';
@@ -11,6 +12,7 @@ import type { StreamUsage } from '../stream/sse-usage-parser.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { MessagesRequest } from './messages-request.js';
 import type { SettlementSpool } from './settlement-spool.js';
+import { logRepeated } from './repeated-log.js';
 
 /**
  * The most a request can use, as sent to the provider: `output` its max_tokens (× n choices), `input`
@@ -52,6 +54,8 @@ export interface SettlementContext {
   quota: Pick<QuotaStore, 'settle' | 'settleSoon' | 'sliceOf'>;
   /** Where settlements wait for Redis on disk (settlement-spool.ts); absent in unit tests only. */
   spool?: SettlementSpool;
+  /** Holds back the lines a provider's fault repeats per request (infra/log-throttle.ts); absent: every line. */
+  repeatedLog?: LogThrottle;
 }
 
 /** What settlement reads of an exchange: messages-handler.ts's Exchange is one, passed as it is. */
@@ -92,7 +96,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const over = ex.reservedAmount !== undefined && cost > ex.reservedAmount ? cost - ex.reservedAmount : 0;
   if (over > 0) {
     relayMetrics.overReservation();
-    ex.ctx.log.error({ requestId: ex.requestId, model: ex.body?.model, reserved: ex.reservedAmount, cost, usage }, 'cost exceeded the reservation; the excess is billed');
+    logRepeated(ex.ctx, 'error', 'cost-above-reservation', ex.channel?.id, { requestId: ex.requestId, model: ex.body?.model, channel: ex.channel?.id, reserved: ex.reservedAmount, cost, usage }, 'cost exceeded the reservation; the excess is billed');
   }
   const priced = costText(ex.price);
   // The cache tokens are the only per-request part; a request without cache use builds no string.
@@ -184,7 +188,7 @@ function boundedUsage(ex: SettledExchange, u: StreamUsage, b: UsageBound): Strea
     else delete out.webSearchRequests;
   }
   relayMetrics.usageAboveBound();
-  ex.ctx.log.error({ requestId: ex.requestId, model: ex.body?.model, channel: ex.channel?.id, bound: b, usage: u }, 'provider reported more usage than the request could use; billed at its bound');
+  logRepeated(ex.ctx, 'error', 'usage-above-bound', ex.channel?.id, { requestId: ex.requestId, model: ex.body?.model, channel: ex.channel?.id, bound: b, usage: u }, 'provider reported more usage than the request could use; billed at its bound');
   return out;
 }
 

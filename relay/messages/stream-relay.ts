@@ -14,6 +14,8 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../../infra/logger.js';
+import type { LogThrottle } from '../../infra/log-throttle.js';
+import { logRepeated } from './repeated-log.js';
 import { errorBody } from '../errors.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { Channel } from '../routing/channel-registry.js';
@@ -70,7 +72,7 @@ export interface StreamFormat {
 
 /** What a stream reads and marks of its exchange: messages-handler.ts's Exchange is one, passed as it is. */
 export interface StreamingExchange {
-  readonly ctx: { log: Logger; tokens: TokenCounter; deliveredFlushBytes: number };
+  readonly ctx: { log: Logger; repeatedLog?: LogThrottle; tokens: TokenCounter; deliveredFlushBytes: number };
   readonly res: HttpResponse;
   readonly requestId: string;
   readonly upstreamRequestId: string;
@@ -216,7 +218,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   body.on('error', (err: Error) => {
     if (ex.aborted) return void settleStream(ex, parser, delivered, REASON.clientGoneMidStream);
     ex.done(200, 'stream_error');
-    ex.ctx.log.warn({ channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
+    logRepeated(ex.ctx, 'warn', 'provider-stream-failed', ex.channel?.id, { channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
     if (aligner !== null) {
       const held = aligner.salvage();
       if (held.length > 0) scrubber.push(held);
