@@ -9,7 +9,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../../tests/harness/gateway-stack.js';
+import { billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../../tests/harness/gateway-stack.js';
 import {
   balanceOf, billOf, BLOCK_START, BLOCK_STOP, CHAT_DONE, CHAT_FINISH, CHAT_TOK, chatChunk, LONG_PROMPT, messageDelta, messageStart,
   MESSAGE_STOP, NORMAL_INPUT, NORMAL_OUTPUT, NORMAL_TEXT, sse, startScriptedProvider, TOK, unnamedCost, type ScriptedProvider,
@@ -77,13 +77,15 @@ beforeAll(async () => {
         return events(res, first + CHAT_TOK.repeat(NORMAL_OUTPUT) + CHAT_FINISH + CHAT_DONE);
       }
       case 'fold-whole': return events(res, messageStart(model) + BLOCK_START + TOK.repeat(NORMAL_OUTPUT) + BLOCK_STOP + messageDelta({ output_tokens: 60 }) + MESSAGE_STOP);
+      // A stream to a request that asked for JSON, broken off by an overload after 10 tokens.
+      case 'fold-overloaded': return events(res, messageStart(model) + BLOCK_START + TOK.repeat(10) + sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
       default:
         res.writeHead(500);
         res.end();
     }
   });
   stack = await startGatewayStack();
-  await mockChannel(stack, ['deep-tool', 'deep-tool-out0', 'deep-tool-stream', 'fold-cut', 'fold-whole'], 'default', { base_url: provider.url });
+  await mockChannel(stack, ['deep-tool', 'deep-tool-out0', 'deep-tool-stream', 'fold-cut', 'fold-whole', 'fold-overloaded', 'provider-500'], 'default', { base_url: provider.url });
   await mockChannel(stack, ['oai-deep-tool', 'oai-fold-early-usage'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
   account = await fundedAccount(stack, FUNDS);
   const key = (await createApiKey(stack, account)).key;
@@ -181,5 +183,56 @@ describe('a stream folded into the JSON answer of a request that asked for none'
     const row = await billOf(stack, account.id, response.headers.get('x-gateway-request-id')!, before);
     expect({ stop: data.stop_reason, completion: row.completion_tokens, quota: row.quota })
       .toEqual({ stop: 'end_turn', completion: 60, quota: unnamedCost(NORMAL_INPUT, 60) });
+  });
+});
+
+// Both SDKs retry a 429, a 5xx and a 529 twice by default, taking them to mean nothing was done: true of
+// a provider's own error, not of one the relay answers after billing what the provider generated. A
+// request broken off by an overload was sent to the provider three times and billed three times for
+// one error. An error answer that was billed says `x-should-retry: false`, which both SDKs obey.
+describe('an error answer billed for what the provider generated', () => {
+  async function billedRows(model: string): Promise<number[]> {
+    const rows = await stack.sql`SELECT quota FROM ledger WHERE user_id = ${account.id} AND model_name = ${model} AND type = 2 ORDER BY id`;
+    return rows.map((r) => Number(r.quota));
+  }
+
+  it('a folded stream broken off by an overload: the Anthropic SDK with its default retries sends it once, billed once (529, x-should-retry: false)', async () => {
+    const key = (await createApiKey(stack, account)).key;
+    const retrying = new Anthropic({ apiKey: key, baseURL: stack.relayUrl });
+    const before = await balanceOf(stack, account.id);
+    const { id, status } = await outcomeOf(() => retrying.messages.create({ model: 'fold-overloaded', max_tokens: MAX_TOKENS, messages }).withResponse());
+    expect(status).toBe(529);
+    const row = await billOf(stack, account.id, id, before);
+    expect(await billedRows('fold-overloaded')).toEqual([row.quota]);
+    expect(row.quota).toBeGreaterThan(0);
+  });
+
+  it('an answer the relay cannot convert: the OpenAI SDK with its default retries sends it once, billed once (500, x-should-retry: false)', async () => {
+    const key = (await createApiKey(stack, account)).key;
+    const retrying = new OpenAI({ apiKey: key, baseURL: `${stack.relayUrl}/v1` });
+    const before = await balanceOf(stack, account.id);
+    const rowsBefore = (await billedRows('deep-tool')).length;
+    const res = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'deep-tool', max_tokens: MAX_TOKENS, messages }),
+    });
+    expect([res.status, res.headers.get('x-should-retry')]).toEqual([500, 'false']);
+    await res.arrayBuffer();
+    await billOf(stack, account.id, res.headers.get('x-gateway-request-id')!, before);
+    const { status } = await outcomeOf(() => retrying.chat.completions.create({ model: 'deep-tool', max_tokens: MAX_TOKENS, messages }).withResponse());
+    expect(status).toBe(500);
+    await billingSettled(stack);
+    expect((await billedRows('deep-tool')).length).toBe(rowsBefore + 2);
+  });
+
+  it('an error the relay answers before anything was billed keeps the SDKs\' retries (no x-should-retry)', async () => {
+    const key = (await createApiKey(stack, account)).key;
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'provider-500', max_tokens: MAX_TOKENS, messages }),
+    });
+    expect(res.status).toBeGreaterThanOrEqual(500);
+    expect(res.headers.get('x-should-retry')).toBeNull();
+    await res.arrayBuffer();
   });
 });

@@ -175,6 +175,8 @@ class Exchange {
   refusalBody: string | Buffer = '';
   refusalRetryAfter: string | undefined = undefined;
   finished = false;
+  /** Settled with a usage (ok or partial): an error answered after it must not be retried by the client. */
+  billed = false;
   reserved = false;
   /** What the reservation took; settlement flags a cost above it (settlement.ts). */
   reservedAmount = 0;
@@ -1011,6 +1013,10 @@ class Exchange {
       res.writeHeader(this.requestIdHeader, this.ownAnswer ? this.requestId : this.upstreamRequestId || this.requestId);
       res.writeHeader('x-gateway-request-id', this.requestId);
       if (retryAfter) res.writeHeader('retry-after', retryAfter);
+      // An error answered after what the provider generated was billed: both SDKs retry a 429, 5xx or
+      // 529 by default, taking it to mean nothing was done, and each try would be generated and billed
+      // again. They obey this header.
+      if (this.billed && status >= 400) res.writeHeader('x-should-retry', 'false');
       res.end(body, close);
     });
   }
@@ -1067,6 +1073,7 @@ class Exchange {
   finish(outcome: Outcome): void {
     if (this.finished || !this.reserved) return;
     this.finished = true;
+    this.billed = outcome.kind !== 'failed';
     if (this.channel !== null && this.channelSentAt > 0) exchangeEnded(this.channel, performance.now() - this.channelSentAt);
     this.ctx.heartbeat.release(this);
     relayMetrics.reservationClosed();
