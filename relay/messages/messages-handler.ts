@@ -64,7 +64,7 @@ import { logRepeated } from './repeated-log.js';
 import { boundedWebSearchTools, extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
-import { pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
+import { billedByFinalUsage, pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 import { closesConnection } from '../connection-draining.js';
 import { writeCorsHeaders } from '../cors.js';
@@ -190,6 +190,10 @@ class Exchange {
    * provider until it has (onClientAborted).
    */
   usagePending = false;
+  /** Only the stream's final usage says what it is billed (stream-relay.ts billedByFinalUsage): a client leaving does not cut it. */
+  billedByFinalUsage = false;
+  /** The prompt holds media, documents or blocks the relay cannot count (reservation-bound.ts UNBOUNDED). */
+  promptUncountable = false;
   /** The stream's part of a client leaving while usagePending (stream-relay.ts: the deadline of the usage after the generation). */
   onAbortedWhilePending: (() => void) | undefined = undefined;
   /** Cancels the call to the provider in progress. */
@@ -369,6 +373,7 @@ class Exchange {
     this.tpmLimited = tpmLimit > 0;
     this.minute = currentMinute(now);
     const extraInput = extraInputTokens(body);
+    this.promptUncountable = extraInput === UNBOUNDED;
     const extended = this.beta.includes(CONTEXT_1M_BETA);
     // Text is capped only by a window known to be its model's: a guessed one may be smaller than the
     // model's (input-bound.ts), and the bytes bound the text anyway.
@@ -698,6 +703,11 @@ class Exchange {
     // folded into the JSON answer the client waits for (sendMessage).
     if (streamed && body.stream === true) {
       const stream = answer.stream();
+      this.billedByFinalUsage = billedByFinalUsage(provider.protocol, body.model, {
+        thinking: (body as { thinking?: unknown }).thinking,
+        reasoningEffort: (this.chat as { reasoning_effort?: unknown } | null)?.reasoning_effort,
+        promptUncountable: this.promptUncountable,
+      });
       pipeStream(this, stream, {
         provider,
         rewriter: this.streamRewriter(provider),

@@ -30,6 +30,7 @@ import { providerErrorReason, REASON } from './failure-reasons.js';
 import type { Outcome } from './settlement.js';
 import { closesConnection } from '../connection-draining.js';
 import { writeCorsHeaders } from '../cors.js';
+import { outputLimitField } from '../../core/channels/output-limit.js';
 
 /**
  * How long a stream is read on, once its client has left, for what the provider bills and has not
@@ -87,6 +88,11 @@ export interface StreamingExchange {
    * has said what it bills.
    */
   usagePending: boolean;
+  /**
+   * What the provider bills for this stream only its final usage says (billedByFinalUsage): pending
+   * the whole stream long, so a client leaving does not cut it.
+   */
+  readonly billedByFinalUsage: boolean;
   /** Set by pipeStream; the exchange calls it when its client leaves while usagePending. */
   onAbortedWhilePending?: () => void;
   responded: boolean;
@@ -152,7 +158,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     // final usage: OpenAI's comes in a chunk of its own after the finish_reason, its reasoning and
     // cached tokens nowhere else). A client that leaves in either gap does not cancel it; a client that
     // breaks out of its loop at the finish_reason would otherwise be billed its visible text alone.
-    const pending = !parser.sawMessageStart || (parser.generationDone && !finalUsage(parser) && !parser.sawMessageStop);
+    const pending = !parser.sawMessageStart || ((parser.generationDone || ex.billedByFinalUsage) && !finalUsage(parser) && !parser.sawMessageStop);
     if (pending !== ex.usagePending) {
       ex.usagePending = pending;
       // The client left before the provider said what it bills; now it has, so stop it.
@@ -183,6 +189,10 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     }
   });
   ex.onAbortedWhilePending = () => {
+    // A stream whose bill only its final usage says is read on through its generation, as long as
+    // the provider makes progress (the heartbeat's stall check cuts one that only pings): within the
+    // reservation that covers its whole output, billed what the provider bills.
+    if (ex.billedByFinalUsage && parser.sawMessageStart && !parser.generationDone) return;
     // Read on for what the provider bills, before message_start and after the generation alike, but
     // only so long: nobody reads the answer, and a provider that only pings would otherwise hold the
     // exchange and its reservation for as long as it pings (the stall check counts no ping, but waits
@@ -433,4 +443,28 @@ function snapshot(p: StreamMeter): StreamUsage {
   // a lower bound for real providers; the exact count of delivered text is the token counter's job.
   const output = outputStatedInFull(p) ? p.outputTokens : Math.max(p.outputTokens, p.contentDeltas);
   return { inputTokens: p.inputTokens, outputTokens: output, cacheCreationTokens: p.cacheCreationTokens, cacheCreation1hTokens: p.cacheCreation1hTokens, cacheReadTokens: p.cacheReadTokens, webSearchRequests: p.webSearchRequests, flexServed: p.flexServed };
+}
+
+/**
+ * Whether what the provider bills for a stream only its final usage says, so that cutting it when
+ * its client leaves would bill a guess: output it generates without streaming it (OpenAI's reasoning
+ * models stream none of their reasoning; Claude's extended thinking streams a summary of what it
+ * bills in full), or, from an OpenAI-format provider, which states its prompt only at the end, a
+ * prompt the relay cannot count (images: gpt-4o-mini bills 25,501 tokens for one the relay would
+ * count 1,600). Such a stream is read on to its final usage when its client leaves.
+ */
+export function billedByFinalUsage(protocol: 'anthropic' | 'openai', model: string, request: {
+  /** The Anthropic-form request's `thinking` (a client's reasoning_effort to an Anthropic channel becomes one). */
+  thinking?: unknown;
+  /** An OpenAI client's reasoning_effort, passed to an OpenAI-format channel. */
+  reasoningEffort?: unknown;
+  /** The prompt holds media, documents or blocks the relay cannot count. */
+  promptUncountable: boolean;
+}): boolean {
+  const thinking = request.thinking as { type?: unknown } | null | undefined;
+  if (thinking !== null && typeof thinking === 'object' && thinking.type !== 'disabled') return true;
+  if (protocol !== 'openai') return false;
+  if (request.promptUncountable || outputLimitField(model) === 'max_completion_tokens') return true;
+  const effort = request.reasoningEffort;
+  return typeof effort === 'string' && effort !== 'none';
 }

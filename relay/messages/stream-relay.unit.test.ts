@@ -12,7 +12,7 @@ import { SseUsageParser } from '../stream/sse-usage-parser.js';
 import { ChatStreamMeter } from '../providers/openai/chat-usage.js';
 import { TokenCounter } from '../token-count/token-counter.js';
 import type { Outcome } from './settlement.js';
-import { pipeStream, STREAM_FAILED_EVENT, type StreamingExchange } from './stream-relay.js';
+import { billedByFinalUsage, pipeStream, STREAM_FAILED_EVENT, type StreamingExchange } from './stream-relay.js';
 
 const log = createLogger(testConfig(), 'test');
 let tokens: TokenCounter;
@@ -66,6 +66,7 @@ function exchange(calls: Call[], res: HttpResponse): StreamingExchange & { abort
     tokenEncoding: 'cl100k_base',
     aborted: false,
     usagePending: false,
+    billedByFinalUsage: false,
     responded: false,
     headersSent: false,
     streamLineAt: 0,
@@ -517,5 +518,29 @@ describe('a rewriter that can convert no more (its failure set)', () => {
     expect(written(calls)).toBe(START + DELTA + STREAM_FAILED_EVENT);
     expect(finished(calls)).toMatchObject({ kind: 'partial', reason: 'provider stream failed', usage: { inputTokens: 10, outputTokens: 1 } });
     expect(calls.filter((c) => c[0] === 'finish')).toHaveLength(1);
+  });
+});
+
+describe('billedByFinalUsage', () => {
+  const text = { promptUncountable: false };
+  it('holds for output a provider bills without streaming it: reasoning models, reasoning_effort, extended thinking', () => {
+    expect(billedByFinalUsage('openai', 'o3-mini', text)).toBe(true);
+    expect(billedByFinalUsage('openai', 'openai/gpt-5-mini', text)).toBe(true);
+    expect(billedByFinalUsage('openai', 'grok-4', { ...text, reasoningEffort: 'high' })).toBe(true);
+    expect(billedByFinalUsage('anthropic', 'claude-sonnet-4-5', { ...text, thinking: { type: 'enabled', budget_tokens: 1024 } })).toBe(true);
+    expect(billedByFinalUsage('anthropic', 'claude-opus-4-6', { ...text, thinking: { type: 'adaptive' } })).toBe(true);
+  });
+
+  it('holds for an OpenAI-format prompt the relay cannot count (it states its prompt only at the end)', () => {
+    expect(billedByFinalUsage('openai', 'gpt-4o-mini', { promptUncountable: true })).toBe(true);
+    // An Anthropic stream states its prompt in message_start.
+    expect(billedByFinalUsage('anthropic', 'claude-haiku-4-5', { promptUncountable: true })).toBe(false);
+  });
+
+  it('does not hold for a text stream of an ordinary model: a client leaving cuts it, billed what was delivered', () => {
+    expect(billedByFinalUsage('openai', 'gpt-4o', text)).toBe(false);
+    expect(billedByFinalUsage('openai', 'gpt-4o', { ...text, reasoningEffort: 'none' })).toBe(false);
+    expect(billedByFinalUsage('anthropic', 'claude-haiku-4-5', { ...text, thinking: { type: 'disabled' } })).toBe(false);
+    expect(billedByFinalUsage('anthropic', 'claude-haiku-4-5', text)).toBe(false);
   });
 });
