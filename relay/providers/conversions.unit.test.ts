@@ -16,6 +16,7 @@ import { ChatStreamMeter, textOfChatBody } from './openai/chat-usage.js';
 import { textOfMessageBody } from '../messages/message-usage.js';
 import { messagesToChat } from './openai/from-messages.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from './openai/to-messages.js';
+import { chunksAsCompletion, eventsAsMessage } from '../stream/stream-as-answer.js';
 
 /** Feeds `whole` in pieces of `size` bytes; returns what the rewriter wrote. */
 function feed(rewriter: { push(chunk: Buffer): string | Buffer }, whole: Buffer, size: number): string {
@@ -157,6 +158,74 @@ describe('ChatToAnthropicStream', () => {
     expect(events[5]!.data).toMatchObject({ index: 1, content_block: { type: 'tool_use', id: 'call_1', name: 'f' } });
     expect(events[6]!.data).toMatchObject({ index: 1, delta: { type: 'input_json_delta', partial_json: '{"a":' } });
     expect(events[9]!.data).toEqual({ type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { input_tokens: 14, cache_creation_input_tokens: 0, cache_read_input_tokens: 6, output_tokens: 4, server_tool_use: null } });
+  });
+});
+
+// Gemini's OpenAI-compatible endpoint streams parallel tool calls each whole, without `index`, and
+// may end them with finish_reason "stop" (googleapis/python-genai#2868). Before: both calls went into
+// one tool_use block whose input was `{"city":"Paris"}{"city":"Rome"}` (the Anthropic SDK threw on it),
+// and the answer said stop_reason "end_turn", where an agent loop stops instead of running the tools.
+describe('ChatToAnthropicStream: tool calls told apart by their id, and the stop reason of an answer of tool calls', () => {
+  const call = (id: string, city: string) => ({ id, type: 'function', function: { name: 'get_weather', arguments: JSON.stringify({ city }) } });
+  const PARIS_ROME = [
+    { type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } },
+    { type: 'tool_use', id: 'call_2', name: 'get_weather', input: { city: 'Rome' } },
+  ];
+  const streamOf = (...chunks: string[]) => Buffer.from(chatChunk({ role: 'assistant', content: null }) + chunks.join('') + chatUsage + 'data: [DONE]\n\n');
+  /** The converted stream as the Message a client's accumulator makes of it. */
+  const converted = (stream: Buffer, size: number) => eventsAsMessage(Buffer.from(feed(new ChatToAnthropicStream('m'), stream, size)))!.answer;
+  const geminiParallel = streamOf(chatChunk({ tool_calls: [call('call_1', 'Paris')] }), chatChunk({ tool_calls: [call('call_2', 'Rome')] }), chatChunk({}, 'stop'));
+
+  it.each(SIZES)('index-less calls with ids of their own are a tool_use block each, stop_reason tool_use (chunks of %i bytes)', (size) => {
+    const message = converted(geminiParallel, size);
+    expect(message.content).toEqual(PARIS_ROME);
+    expect(message.stop_reason).toBe('tool_use');
+  });
+
+  it('agrees with the JSON path: the same stream folded (stream-as-answer.ts) and converted as a Chat Completion', () => {
+    const viaJson = JSON.parse(chatToMessage(Buffer.from(JSON.stringify(chunksAsCompletion(geminiParallel)!.answer)), 'm')!) as Record<string, unknown>;
+    const viaStream = converted(geminiParallel, 100_000);
+    expect(viaJson.content).toEqual(PARIS_ROME);
+    expect([viaStream.content, viaStream.stop_reason]).toEqual([viaJson.content, viaJson.stop_reason]);
+  });
+
+  it('two calls in one delta with the same index are two blocks', () => {
+    const stream = streamOf(chatChunk({ tool_calls: [{ index: 0, ...call('call_1', 'Paris') }, { index: 0, ...call('call_2', 'Rome') }] }), chatChunk({}, 'tool_calls'));
+    expect(converted(stream, 100_000).content).toEqual(PARIS_ROME);
+  });
+
+  it('a delta without an id, or with the open call\'s id again, or an empty one, continues the open call', () => {
+    const stream = streamOf(
+      chatChunk({ tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] }),
+      chatChunk({ tool_calls: [{ function: { arguments: '{"city":' } }] }),
+      chatChunk({ tool_calls: [{ id: 'call_1', function: { arguments: '"Par' } }] }),
+      chatChunk({ tool_calls: [{ id: '', index: 0, function: { arguments: 'is"}' } }] }),
+      chatChunk({ tool_calls: [call('call_2', 'Rome')] }),
+      chatChunk({}, 'tool_calls'),
+    );
+    expect(converted(stream, 100_000).content).toEqual(PARIS_ROME);
+  });
+
+  it('"stop", or no finish_reason, is tool_use after tool calls and end_turn after text alone; length and content_filter stand', () => {
+    const calls = chatChunk({ tool_calls: [call('call_1', 'Paris')] });
+    const stopOf = (...chunks: string[]) => converted(streamOf(...chunks), 100_000).stop_reason;
+    expect(stopOf(calls)).toBe('tool_use');
+    expect(stopOf(chatChunk({ content: 'Let me look.' }), calls, chatChunk({}, 'stop'))).toBe('tool_use');
+    expect(stopOf(chatChunk({ content: 'Hi' }), chatChunk({}, 'stop'))).toBe('end_turn');
+    expect(stopOf(chatChunk({ content: 'Hi' }))).toBe('end_turn');
+    expect(stopOf(calls, chatChunk({}, 'length'))).toBe('max_tokens');
+    expect(stopOf(calls, chatChunk({}, 'content_filter'))).toBe('refusal');
+  });
+
+  it('a Chat Completion of tool calls with finish_reason "stop" or none is a Message with stop_reason tool_use; of text, end_turn', () => {
+    const stopOf = (message: unknown, finish?: string) =>
+      (JSON.parse(chatToMessage(Buffer.from(JSON.stringify({ id: 'chatcmpl-1', choices: [{ message, finish_reason: finish }] })), 'm')!) as { stop_reason: string }).stop_reason;
+    const tools = { content: null, tool_calls: [call('call_1', 'Paris'), call('call_2', 'Rome')] };
+    expect(stopOf(tools, 'stop')).toBe('tool_use');
+    expect(stopOf(tools)).toBe('tool_use');
+    expect(stopOf(tools, 'length')).toBe('max_tokens');
+    expect(stopOf({ content: 'Hi' }, 'stop')).toBe('end_turn');
+    expect(stopOf({ content: 'Hi', tool_calls: [] }, 'stop')).toBe('end_turn');
   });
 });
 

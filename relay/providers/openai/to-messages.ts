@@ -5,13 +5,14 @@
 //   message.content → a text block; tool_calls → tool_use blocks (arguments parsed; unparsable ones
 //   as {}); reasoning and refusal are not converted.
 //   finish_reason: stop → end_turn, length → max_tokens, tool_calls / function_call → tool_use,
-//   content_filter → refusal.
+//   content_filter → refusal; stop (or none) after tool calls → tool_use.
 //   usage: input_tokens = prompt_tokens - cached_tokens, cache_read_input_tokens = cached_tokens,
 //   output_tokens = completion_tokens (and reasoning reported beside them: chat-usage.ts).
 //
 // Streamed (ChatToAnthropicStream), chunk by chunk: the first chunk → message_start (input tokens 0:
 // a Chat Completions stream states them only at its end); content deltas → a text block's deltas;
-// each tool call → a tool_use block with input_json_delta pieces; `data: [DONE]` → the blocks closed,
+// each tool call → a tool_use block with input_json_delta pieces (a call is told from the open one by
+// its index, or by an id of its own: index-less calls, two calls under one index); `data: [DONE]` → the blocks closed,
 // message_delta with the stop reason and the whole usage (input included), message_stop; an error
 // object → Anthropic's error event.
 import { anthropicTypeOfOpenAIError, errorBody } from '../../errors.js';
@@ -21,11 +22,20 @@ import { LineStream } from '../../stream/line-stream.js';
 import { usageOfChatUsage } from './chat-usage.js';
 import { isObject } from '../../../infra/json/is-object.js';
 
-export function stopReasonOf(finishReason: unknown): string {
+/**
+ * Anthropic's stop_reason of a Chat Completions finish_reason; `toolUse`: the answer carries tool_use
+ * blocks. Gemini's OpenAI-compatible endpoint ends tool calls with "stop" (googleapis/python-genai#2868),
+ * and an agent loop waiting for "tool_use" took "end_turn" as the end of the conversation, the calls
+ * never run. None stated counts as "stop", as the fold of a stream does (stream-as-answer.ts), so a
+ * streamed answer and the same answer folded say the same. length and content_filter stand: calls cut
+ * short or refused are not calls to run.
+ */
+export function stopReasonOf(finishReason: unknown, toolUse: boolean): string {
   switch (finishReason) {
     case 'length': return 'max_tokens';
     case 'tool_calls': case 'function_call': return 'tool_use';
     case 'content_filter': return 'refusal';
+    case 'stop': case null: case undefined: return toolUse ? 'tool_use' : 'end_turn';
     default: return 'end_turn';
   }
 }
@@ -91,16 +101,18 @@ export function chatToMessage(body: Buffer, model: string): string | null {
   const msg = isObject(choice?.message) ? choice.message : {};
   const content: Record<string, unknown>[] = [];
   if (typeof msg.content === 'string' && msg.content !== '') content.push({ type: 'text', text: msg.content });
+  let toolUse = false;
   if (Array.isArray(msg.tool_calls)) {
     for (const t of msg.tool_calls as unknown[]) {
       if (!isObject(t)) continue;
       const fn = isObject(t.function) ? t.function : undefined;
       content.push({ type: 'tool_use', id: t.id, name: fn?.name, input: parseArguments(fn?.arguments) });
+      toolUse = true;
     }
   }
   return JSON.stringify({
     id: messageId(c.id), type: 'message', role: 'assistant', model, content,
-    stop_reason: stopReasonOf(choice?.finish_reason), stop_sequence: null, usage: anthropicUsage(c.usage), container: null,
+    stop_reason: stopReasonOf(choice?.finish_reason, toolUse), stop_sequence: null, usage: anthropicUsage(c.usage), container: null,
   });
 }
 
@@ -117,10 +129,18 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
   /** Index of the open content block, -1 when none. */
   #block = -1;
   #blocks = 0;
-  /** The OpenAI tool call index of the open tool_use block, -1 when the open block is text. */
-  #toolIndex = -1;
+  /** Whether the open block is a tool_use block. */
+  #inTool = false;
+  /** The OpenAI index of the open tool_use block; undefined when its call came without one. */
+  #toolIndex: number | undefined = undefined;
+  /** The id of the open tool_use block's call; '' when it came without one. */
+  #toolId = '';
+  /** Whether a tool_use block was written: "stop" then says tool_use (stopReasonOf). */
+  #toolUse = false;
   #finish: unknown = null;
   #usage: unknown = null;
+  /** Made once: a closure made per chunk is an allocation on the hot path. */
+  readonly #onLine = (line: string): string => this.#line(line);
 
   constructor(model: string) {
     super();
@@ -129,7 +149,7 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
   }
 
   push(chunk: Buffer): string {
-    return this.lines(chunk, (line) => this.#line(line));
+    return this.lines(chunk, this.#onLine);
   }
 
   #line(line: string): string {
@@ -168,16 +188,32 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     const delta = choice.delta;
     if (!isObject(delta)) return out;
     if (typeof delta.content === 'string' && delta.content !== '') {
-      if (this.#block < 0 || this.#toolIndex >= 0) out += this.#open({ type: 'text', text: '' }, -1);
+      if (this.#block < 0 || this.#inTool) out += this.#open({ type: 'text', text: '' });
       out += sse('content_block_delta', { type: 'content_block_delta', index: this.#block, delta: { type: 'text_delta', text: delta.content } });
     }
     if (Array.isArray(delta.tool_calls)) {
       for (const t of delta.tool_calls as unknown[]) {
         if (!isObject(t)) continue;
         const fn = isObject(t.function) ? t.function : undefined;
-        const index = typeof t.index === 'number' ? t.index : 0;
-        if (this.#toolIndex !== index || (typeof t.id === 'string' && this.#block < 0)) {
-          out += this.#open({ type: 'tool_use', id: t.id, name: fn?.name, input: {} }, index);
+        const index = typeof t.index === 'number' ? t.index : undefined;
+        const id = typeof t.id === 'string' ? t.id : '';
+        // A delta continues the open call unless an index or an id says otherwise. Gemini's
+        // OpenAI-compatible endpoint sends parallel calls whole and without `index`, and some
+        // servers send two calls under one index in one delta: only the id tells them apart
+        // (taken for one call, their arguments made `{…}{…}`, which the Anthropic SDK throws on).
+        // A delta without an id (or with "", or the open call's id again) is more of the open
+        // call's arguments; one without an index goes by its id alone.
+        if (!this.#inTool
+          || (index !== undefined && this.#toolIndex !== undefined && index !== this.#toolIndex)
+          || (id !== '' && id !== this.#toolId)) {
+          out += this.#open({ type: 'tool_use', id: t.id, name: fn?.name, input: {} });
+          this.#inTool = true;
+          this.#toolIndex = index;
+          this.#toolId = id;
+          this.#toolUse = true;
+        } else if (this.#toolIndex === undefined) {
+          // The call came without an index and this delta states one: later deltas go by it.
+          this.#toolIndex = index;
         }
         const args = fn?.arguments;
         if (typeof args === 'string' && args !== '') {
@@ -192,14 +228,13 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     if (this.#block < 0) return '';
     const out = sse('content_block_stop', { type: 'content_block_stop', index: this.#block });
     this.#block = -1;
-    this.#toolIndex = -1;
+    this.#inTool = false;
     return out;
   }
 
-  #open(block: Record<string, unknown>, toolIndex: number): string {
+  #open(block: Record<string, unknown>): string {
     const out = this.#close();
     this.#block = this.#blocks++;
-    this.#toolIndex = toolIndex;
     return out + sse('content_block_start', { type: 'content_block_start', index: this.#block, content_block: block });
   }
 
@@ -207,7 +242,7 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     if (this.#stopped) return '';
     this.#stopped = true;
     return this.#close()
-      + sse('message_delta', { type: 'message_delta', delta: { stop_reason: stopReasonOf(this.#finish), stop_sequence: null }, usage: deltaUsage(this.#usage) })
+      + sse('message_delta', { type: 'message_delta', delta: { stop_reason: stopReasonOf(this.#finish, this.#toolUse), stop_sequence: null }, usage: deltaUsage(this.#usage) })
       + sse('message_stop', { type: 'message_stop' });
   }
 }
