@@ -29,7 +29,9 @@ export const countTokensRequestSchema = z
     model: z.string().min(1),
     messages: z.array(z.object({ role: z.enum(['user', 'assistant']), content }).loose()).min(1),
     system: z.union([z.string(), z.array(block)]).optional(),
-    tools: z.array(z.object({ name: z.string() }).loose()).optional(),
+    // Any tool object: toolsets (computer_toolset_…, browser_toolset_…) and MCP toolsets have no
+    // `name`, and /v1/messages serves them. The counter takes each tool's JSON (prompt-text.ts).
+    tools: z.array(z.object({}).loose()).optional(),
   })
   .loose();
 
@@ -40,10 +42,11 @@ export const checkCountTokensRequest = compileEdgeSchema(countTokensRequestSchem
 
 /**
  * The answer to a validated body. Pass `raw` (the request bytes) to have the worker parse them: the
- * event loop then copies bytes instead of structured-cloning the parsed object.
+ * event loop then copies bytes instead of structured-cloning the parsed object. Documents are
+ * estimated by their pages (estimateDocuments, prompt-text.ts), not the JSON bytes billing keeps.
  */
 export async function countTokensResponse(counter: Pick<PromptPlace, 'count'>, body: CountTokensRequest, raw?: Uint8Array): Promise<{ input_tokens: number }> {
-  const input_tokens = await counter.count(raw ?? body, encodingOf(body.model));
+  const input_tokens = await counter.count(raw ?? body, encodingOf(body.model), { estimateDocuments: true });
   return { input_tokens };
 }
 

@@ -2,13 +2,16 @@
 // thread, ranks loaded once per thread. Tasks are plain data; see TokenCounter for the API.
 import { countText, countWithCarry, warmUp, type Encoding } from './bpe-count.js';
 import { decodePieces } from './delta-text.js';
-import { promptParts } from './prompt-text.js';
+import { promptParts, type PromptOptions } from './prompt-text.js';
 
 /** `encoding`: cl100k_base when absent (encoding-of.ts says which model takes which). */
 export type CountTask = (
   | { kind: 'text'; text: string }
-  /** `json` is the raw request body (parsed here, off the event loop); `body` an already parsed one. */
-  | { kind: 'prompt'; json?: Uint8Array; body?: unknown }
+  /**
+   * `json` is the raw request body (parsed here, off the event loop); `body` an already parsed one;
+   * `options` how documents are counted (prompt-text.ts).
+   */
+  | { kind: 'prompt'; json?: Uint8Array; body?: unknown; options?: PromptOptions }
   /**
    * Delivered text as DeliveredTextCounter keeps it: the raw JSON string contents of the deltas' text,
    * one piece per line (delta-text.ts); `carry` from the previous batch.
@@ -27,7 +30,7 @@ export default function count(task: CountTask): CountResult {
     case 'prompt': {
       let body = task.body;
       if (task.json) body = JSON.parse(Buffer.from(task.json.buffer, task.json.byteOffset, task.json.byteLength).toString('utf8'));
-      const parts = promptParts(body);
+      const parts = promptParts(body, task.options);
       let n = parts.opaqueTokens;
       for (const t of parts.text) n += countText(t, task.encoding);
       return { count: n, carry: '' };

@@ -12,6 +12,7 @@ import { Piscina } from 'piscina';
 import { projectRoot } from '../../infra/project-root.js';
 import type { CountResult, CountTask } from './count-worker.js';
 import type { Encoding } from './bpe-count.js';
+import type { PromptOptions } from './prompt-text.js';
 
 export interface TokenCounterOptions {
   /** Threads kept alive. Default 1. */
@@ -45,8 +46,11 @@ export function countWorkerFile(): string {
 
 /** A place in the prompt queue (TokenCounter.takePromptPlace). */
 export interface PromptPlace {
-  /** The prompt's tokens, counted in this place, which it then frees. */
-  count(body: unknown, encoding?: Encoding): Promise<number>;
+  /**
+   * The prompt's tokens, counted in this place, which it then frees. `options.estimateDocuments` for
+   * count_tokens' answer only (prompt-text.ts): a reservation's count keeps the documents' bytes.
+   */
+  count(body: unknown, encoding?: Encoding, options?: PromptOptions): Promise<number>;
   /** Frees the place unused (nothing when it was used or freed already). */
   release(): void;
 }
@@ -131,10 +135,10 @@ export class TokenCounter {
       }
     };
     return {
-      count: async (body: unknown, encoding?: Encoding) => {
+      count: async (body: unknown, encoding?: Encoding, options?: PromptOptions) => {
         if (!held) throw new Error('prompt place already used or released');
         try {
-          return (await this.#run(promptTask(body, encoding))).count;
+          return (await this.#run(promptTask(body, encoding, options))).count;
         } finally {
           release();
         }
@@ -183,8 +187,8 @@ export class TokenCounter {
 }
 
 /** A prompt's count task: raw bytes are parsed in the worker, an object is structured-cloned. */
-function promptTask(body: unknown, encoding: Encoding | undefined): CountTask {
-  return body instanceof Uint8Array ? { kind: 'prompt', json: exact(body), encoding } : { kind: 'prompt', body, encoding };
+function promptTask(body: unknown, encoding: Encoding | undefined, options?: PromptOptions): CountTask {
+  return body instanceof Uint8Array ? { kind: 'prompt', json: exact(body), encoding, options } : { kind: 'prompt', body, encoding, options };
 }
 
 /** Posting a view copies its whole ArrayBuffer (a pooled Buffer shares an 8 KiB slab): copy just the view. */

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countText } from './bpe-count.js';
-import { IMAGE_TOKENS, MESSAGE_OVERHEAD } from './prompt-text.js';
+import { IMAGE_TOKENS, MESSAGE_OVERHEAD, PDF_PAGE_TOKENS, pdfPages, promptParts } from './prompt-text.js';
 import { CountQueueFull, reservationInputTokens, TokenCounter } from './token-counter.js';
 
 let counter: TokenCounter;
@@ -44,6 +44,35 @@ describe('TokenCounter', () => {
     expect(await counter.countPrompt(body)).toBe(expected);
     // The raw bytes, parsed in the worker, count the same.
     expect(await counter.countPrompt(Buffer.from(JSON.stringify(body)))).toBe(expected);
+  });
+
+  it('estimates documents for count_tokens (pages of a base64 PDF, a page for one by URL or file, text as text) and keeps their JSON bytes for billing', async () => {
+    const page = (n: number) => `${n} 0 obj << /Type /Page /Parent 2 0 R >> endobj\n`;
+    const pdf = Buffer.from(`%PDF-1.7\n2 0 obj << /Type /Pages /Count 2 >> endobj\n${page(3)}${page(4)}%%EOF`).toString('base64');
+    const blocks = [
+      { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: pdf } },
+      { type: 'document', source: { type: 'url', url: 'https://example.com/a.pdf' } },
+      { type: 'document', source: { type: 'file', file_id: 'file_011' } },
+      { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'Plain words.' } },
+    ];
+    const body = { messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: blocks.slice(0, 1) }, ...blocks.slice(1)] }] };
+    expect(promptParts(body, { estimateDocuments: true })).toEqual({ text: ['Plain words.'], opaqueTokens: 2 * PDF_PAGE_TOKENS + 2 * PDF_PAGE_TOKENS + MESSAGE_OVERHEAD });
+    const bytes = blocks.slice(0, 3).reduce((n, b) => n + Buffer.byteLength(JSON.stringify(b)), 0);
+    expect(promptParts(body)).toEqual({ text: ['Plain words.'], opaqueTokens: bytes + MESSAGE_OVERHEAD });
+    expect(await counter.countBilledPrompt(Buffer.from(JSON.stringify(body)))).toBe(bytes + countText('Plain words.') + MESSAGE_OVERHEAD);
+  });
+
+  it('reads a PDF\'s pages from its bytes: /Type /Page objects, with or without whitespace, not /Pages or /PageLabel', () => {
+    const pdf = (s: string) => Buffer.from(`%PDF-1.4\n${s}\n%%EOF`);
+    expect(pdfPages(pdf('<< /Type /Page >> << /Type/Page/Parent 2 0 R >> << /Type\r\n\t/Page\n>> << /Type /Pages /Count 3 >>'))).toBe(3);
+    expect(pdfPages(pdf('<< /Type /PageLabel >> << /Type /Pages >> /Type /Pag'))).toBe(0);
+    expect(pdfPages(pdf('/Type /Page'))).toBe(1);
+    expect(pdfPages(Buffer.from('/Type /Page'))).toBe(1);
+    expect(pdfPages(Buffer.alloc(0))).toBe(0);
+    // Linear work: 4 MB of "/Type" and whitespace is read at once.
+    const started = performance.now();
+    expect(pdfPages(Buffer.from('/Type      '.repeat(400_000)))).toBe(0);
+    expect(performance.now() - started).toBeLessThan(1_000);
   });
 
   it('refuses a count past its queue, but never a settlement\'s (countBilledPrompt)', async () => {
