@@ -133,9 +133,16 @@ export class RelayError extends Error {
   body(requestId: string | null = null): string {
     return errorBody(this.type, this.message, requestId);
   }
-  /** The same failure in OpenAI's error JSON (POST /v1/chat/completions). */
+  /**
+   * The same failure in OpenAI's error JSON (POST /v1/chat/completions). A rate limit or a balance
+   * too low carries OpenAI's own code (`rate_limit_exceeded`, `insufficient_quota`), as a provider's
+   * does (openaiProviderErrorBody): clients match on them, and the relay's own 429 said `rate_limited`
+   * where the provider's said `rate_limit_exceeded`. Every other failure carries the relay's code.
+   */
   openaiBody(): string {
-    return openaiErrorBody(openaiErrorType(this.type), this.message, this.code, this.param);
+    const type = openaiErrorType(this.type);
+    const code = type === 'rate_limit_exceeded' || type === 'insufficient_quota' ? type : this.code;
+    return openaiErrorBody(type, this.message, code, this.param);
   }
 }
 

@@ -39,4 +39,14 @@ describe('OpenAI\'s error JSON of a relay error', () => {
     // Given outright, it is kept.
     expect((JSON.parse(new RelayError('invalid_request', 'Bad.', 'n').openaiBody()) as { error: { param: unknown } }).error).toEqual({ message: 'Bad.', type: 'invalid_request_error', param: 'n', code: 'invalid_request' });
   });
+
+  // Before: the relay's own 429 said code rate_limited and its 402 insufficient_balance, where OpenAI
+  // (and a provider's error passed on) say rate_limit_exceeded and insufficient_quota.
+  it('gives a rate limit and a balance too low OpenAI\'s own codes, as a provider\'s error does', () => {
+    const codeOf = (e: RelayError) => (JSON.parse(e.openaiBody()) as { error: { type: string; code: string } }).error;
+    expect(codeOf(new RelayError('rate_limited'))).toMatchObject({ type: 'rate_limit_exceeded', code: 'rate_limit_exceeded' });
+    expect(codeOf(new RelayError('insufficient_balance'))).toMatchObject({ type: 'insufficient_quota', code: 'insufficient_quota' });
+    expect(codeOf(new RelayError('insufficient_key_quota'))).toMatchObject({ type: 'insufficient_quota', code: 'insufficient_quota' });
+    expect(codeOf(new RelayError('invalid_api_key'))).toMatchObject({ code: 'invalid_api_key' });
+  });
 });
