@@ -411,6 +411,138 @@ describe('a conversation ending with an assistant message (a prefill to Anthropi
   });
 });
 
+// Anthropic refuses a text block of whitespace alone anywhere (400 "messages: text content blocks must
+// contain non-whitespace text"); OpenAI takes it. Before: only '' was dropped, so a user's "\n", an
+// assistant's "\n\n" before its tool calls or a " " part beside an image reached Anthropic as a block.
+describe('whitespace-only text (refused by Anthropic in any block)', () => {
+  const bodyOf = (messages: unknown[], extra: Record<string, unknown> = {}) => chatToMessages({ model: 'm', messages, ...extra } as ChatRequest) as MessagesRequest;
+  const turnsOf = (messages: unknown[]) => bodyOf(messages).messages;
+  const call = (id: string) => ({ id, type: 'function', function: { name: 'f', arguments: '{}' } });
+  const text = (t: string) => ({ type: 'text', text: t });
+  // Every whitespace JavaScript's trim() knows, and what Python's str.isspace() adds (\x1c-\x1f, \x85).
+  const BLANKS = ['\n', '\n\n', ' ', '\t \r\n', '\u00a0', '\u2028\u3000', '\ufeff', '\x1c\x1f', '\x85'];
+
+  it('is dropped beside other content: an assistant\'s text before its tool calls, a part beside an image, a refusal', () => {
+    for (const blank of BLANKS) {
+      expect(turnsOf([
+        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: blank, tool_calls: [call('c1')] },
+        { role: 'tool', tool_call_id: 'c1', content: 'Sunny' },
+      ])[1]).toEqual({ role: 'assistant', content: [{ type: 'tool_use', id: 'c1', name: 'f', input: {} }] });
+      expect(turnsOf([{ role: 'user', content: [text(blank), { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }, text(blank)] }]))
+        .toEqual([{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://example.com/cat.png' } }] }]);
+      expect(turnsOf([{ role: 'user', content: 'q' }, { role: 'assistant', content: [text('a'), { type: 'refusal', refusal: blank }, text(blank)] }, { role: 'user', content: 'q2' }])[1])
+        .toEqual({ role: 'assistant', content: [text('a')] });
+    }
+    // Text with something in it keeps its whitespace (Anthropic trims nothing but a final assistant turn).
+    expect(turnsOf([{ role: 'user', content: ' hi \n' }])).toEqual([{ role: 'user', content: [text(' hi \n')] }]);
+  });
+
+  it('a user message of whitespace alone after an assistant turn stands as "..." (new-api\'s placeholder): the conversation still ends on the user, not as a prefill', () => {
+    for (const blank of BLANKS) {
+      const turns = turnsOf([{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello.' }, { role: 'user', content: blank }]);
+      expect(turns).toEqual([{ role: 'user', content: [text('Hi')] }, { role: 'assistant', content: [text('Hello.')] }, { role: 'user', content: [text('...')] }]);
+    }
+    // As the first message, before an assistant turn: the conversation still opens with the user.
+    expect(turnsOf([{ role: 'user', content: [text(' ')] }, { role: 'assistant', content: 'A' }, { role: 'user', content: 'q' }]))
+      .toEqual([{ role: 'user', content: [text('...')] }, { role: 'assistant', content: [text('A')] }, { role: 'user', content: [text('q')] }]);
+    // '' is blank as well (before: dropped, which left the assistant's message last, a prefill).
+    expect(turnsOf([{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello.' }, { role: 'user', content: '' }]).at(-1)).toEqual({ role: 'user', content: [text('...')] });
+    // thinking is asked as for any conversation that ends on the user's turn.
+    expect(bodyOf([{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello.' }, { role: 'user', content: '\n' }], { reasoning_effort: 'low', max_tokens: 8000 }).thinking).toEqual({ type: 'enabled', budget_tokens: 1024 });
+  });
+
+  it('a user message of whitespace alone within a user turn that has content adds nothing; an assistant message of whitespace alone is dropped', () => {
+    // After tool results, and before a user message: the turn has content without it.
+    expect(turnsOf([
+      { role: 'user', content: 'q' },
+      { role: 'assistant', content: null, tool_calls: [call('c1')] },
+      { role: 'tool', tool_call_id: 'c1', content: 'r' },
+      { role: 'user', content: '\n' },
+    ])[2]).toEqual({ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'c1', content: 'r' }] });
+    expect(turnsOf([{ role: 'user', content: ' ' }, { role: 'user', content: 'q' }])).toEqual([{ role: 'user', content: [text('q')] }]);
+    // An assistant message of nothing, between two user messages: the user's turns merge, as Anthropic would merge them.
+    expect(turnsOf([{ role: 'user', content: 'q' }, { role: 'assistant', content: '\n' }, { role: 'user', content: 'q2' }]))
+      .toEqual([{ role: 'user', content: [text('q'), text('q2')] }]);
+    expect(turnsOf([{ role: 'user', content: 'q' }, { role: 'assistant', content: '\n' }, { role: 'user', content: '\n' }]))
+      .toEqual([{ role: 'user', content: [text('q')] }]);
+  });
+
+  it('a conversation with nothing but whitespace has no turn, and an Anthropic channel still refuses it (400), as it refuses one of \'\' alone', () => {
+    const blank = { model: 'm', messages: [{ role: 'user', content: '\n' }, { role: 'assistant', content: ' ' }, { role: 'user', content: [text('\t')] }] } as ChatRequest;
+    const body = chatToMessages(blank) as MessagesRequest;
+    expect(body.messages).toEqual([]);
+    expect(anthropicOnlyRefusal(blank, body)).toBeInstanceOf(RelayError);
+    // System messages and a blank user message: the system text is the user's turn, as for system messages alone.
+    expect(bodyOf([{ role: 'system', content: 'Be brief.' }, { role: 'user', content: ' ' }])).toMatchObject({ messages: [{ role: 'user', content: [text('Be brief.')] }] });
+  });
+
+  it('a system message and a tool result of whitespace alone carry no text block either', () => {
+    const body = bodyOf([
+      { role: 'system', content: 'A' }, { role: 'developer', content: '\n' }, { role: 'system', content: [text(' ')] },
+      { role: 'user', content: 'q' },
+      { role: 'assistant', content: null, tool_calls: [call('c1'), call('c2')] },
+      { role: 'tool', tool_call_id: 'c1', content: '\n' },
+      { role: 'tool', tool_call_id: 'c2', content: '' },
+    ]);
+    expect(body.system).toBe('A');
+    // content is optional in a tool_result: left out, as no text block of whitespace can be refused.
+    expect(body.messages[2]).toEqual({ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'c1' }, { type: 'tool_result', tool_use_id: 'c2' }] });
+  });
+});
+
+// Anthropic takes a tool_use id only in ^[a-zA-Z0-9_-]+$ (400 "tool_use.id: String should match
+// pattern"); OpenAI takes any string, and histories from other providers carry ids such as Kimi's
+// "functions.get_weather:0". Before: passed as they were.
+describe('tool call ids (Anthropic\'s pattern, each tool_result matched to its tool_use)', () => {
+  const ANTHROPIC_ID = /^[a-zA-Z0-9_-]+$/;
+  const call = (id: string) => ({ id, type: 'function', function: { name: 'f', arguments: '{}' } });
+  const blocksOf = (messages: unknown[]) => (chatToMessages({ model: 'm', messages } as ChatRequest) as MessagesRequest).messages
+    .flatMap((m) => m.content as Array<{ type: string; id?: string; tool_use_id?: string }>);
+  const pairs = (messages: unknown[]) => {
+    const blocks = blocksOf(messages);
+    return { uses: blocks.filter((b) => b.type === 'tool_use').map((b) => b.id!), results: blocks.filter((b) => b.type === 'tool_result').map((b) => b.tool_use_id!) };
+  };
+  const roundTrip = (ids: string[], resultIds = ids) => [
+    { role: 'user', content: 'q' },
+    { role: 'assistant', content: null, tool_calls: ids.map(call) },
+    ...resultIds.map((id) => ({ role: 'tool', tool_call_id: id, content: 'r' })),
+  ];
+
+  it('an id outside the pattern has its other characters replaced by _, in its tool_use and its tool_result alike', () => {
+    for (const [id, mapped] of [['functions.get_weather:0', 'functions_get_weather_0'], ['call.1', 'call_1'], ['call 1', 'call_1'], ['tool/1', 'tool_1'], ['é🙂', '___']]) {
+      expect(pairs(roundTrip([id!]))).toEqual({ uses: [mapped], results: [mapped] });
+    }
+    // An id that matches goes as it is.
+    expect(pairs(roundTrip(['toolu_01A-b', 'call_abc']))).toEqual({ uses: ['toolu_01A-b', 'call_abc'], results: ['toolu_01A-b', 'call_abc'] });
+  });
+
+  it('ids that would collide stay distinct, each result matched to its own call, the same every time the conversation is sent', () => {
+    const messages = roundTrip(['call.1', 'call:1', 'call_1', 'call_1_2'], ['call_1', 'call:1', 'call_1_2', 'call.1']);
+    const { uses, results } = pairs(messages);
+    expect(uses).toEqual(['call_1', 'call_1_2', 'call_1_3', 'call_1_2_2']);
+    expect(results).toEqual(['call_1_3', 'call_1_2', 'call_1_2_2', 'call_1']);
+    for (const id of uses) expect(id).toMatch(ANTHROPIC_ID);
+    expect(pairs(messages)).toEqual({ uses, results });
+    // The conversation going on keeps the ids it was sent with (a cached prefix stays the same).
+    const longer = [...messages, { role: 'assistant', content: null, tool_calls: [call('functions.f:1')] }, { role: 'tool', tool_call_id: 'functions.f:1', content: 'r' }];
+    expect(pairs(longer)).toEqual({ uses: [...uses, 'functions_f_1'], results: [...results, 'functions_f_1'] });
+  });
+
+  it('an id used again by a later call (Anthropic refuses duplicate tool_use ids) is made distinct; results go to the latest call of that id', () => {
+    const messages = [
+      ...roundTrip(['functions.f:0']),
+      { role: 'assistant', content: null, tool_calls: [call('functions.f:0')] },
+      { role: 'tool', tool_call_id: 'functions.f:0', content: 'r2' },
+    ];
+    expect(pairs(messages)).toEqual({ uses: ['functions_f_0', 'functions_f_0_2'], results: ['functions_f_0', 'functions_f_0_2'] });
+  });
+
+  it('an empty call id gets an id in the pattern (LiteLLM\'s fallback)', () => {
+    expect(pairs([{ role: 'user', content: 'q' }, { role: 'assistant', content: null, tool_calls: [call('')] }]).uses).toEqual(['tool_use_id']);
+  });
+});
+
 describe('reasoning_effort to extended thinking', () => {
   const chat = (extra: Record<string, unknown>): ChatRequest => ({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8000, ...extra }) as ChatRequest;
   const thinkingOf = (extra: Record<string, unknown>) => (chatToMessages(chat(extra)) as MessagesRequest & { thinking?: unknown }).thinking;

@@ -11,6 +11,11 @@
 //                                            finish_reason length leaves them, as an empty input)
 //   tool messages                        → tool_result blocks in a user turn (consecutive turns of
 //                                            one role are merged, as Anthropic alternates them)
+//   tool call ids                        → in Anthropic's pattern, the same in a tool_use and its
+//                                            tool_result (ToolIds)
+//   text of whitespace alone (Anthropic refuses such a block) → left out; a user message left with
+//                                            nothing stands as "..." unless its turn has content
+//                                            (settleBlankUserMessages); a tool result of it, without content
 //   tools (function) / tool_choice       → tools with input_schema / auto, none, any (required),
 //                                            tool (a named function), allowed_tools → the tools it
 //                                            names with auto or any (its mode); parallel_tool_calls false →
@@ -50,6 +55,19 @@ interface Turn { role: 'user' | 'assistant'; content: Block[] }
 
 const DATA_URL = /^data:([^;,]+);base64,(.*)$/s;
 
+/**
+ * Text of whitespace alone, which Anthropic refuses as a text block anywhere (400 "messages: text
+ * content blocks must contain non-whitespace text") and OpenAI takes: a user's "\n", an assistant's
+ * "\n\n" before its tool calls, a " " part beside an image. \s is what JavaScript's trim() removes; \x1c-\x1f
+ * and \x85 are what Python's str.isspace() adds, in case Anthropic's check is that one: such a block
+ * carries nothing, so leaving it out loses nothing either way.
+ */
+const BLANK = /^[\s\x1c-\x1f\x85]*$/;
+
+function isBlank(text: string): boolean {
+  return BLANK.test(text);
+}
+
 function invalid(message: string): RelayError {
   return new RelayError('invalid_request', message);
 }
@@ -84,16 +102,16 @@ function fileBlock(part: Record<string, unknown>, where: string): Block | RelayE
 
 function contentBlocks(content: ChatMessage['content'], where: string, user: boolean): Block[] | RelayError {
   if (content === null || content === undefined) return [];
-  if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }];
+  if (typeof content === 'string') return isBlank(content) ? [] : [{ type: 'text', text: content }];
   const blocks: Block[] = [];
   for (let i = 0; i < content.length; i++) {
     const p = content[i]!;
     const at = `${where}.${i}`;
     if (p.type === 'text') {
       if (typeof p.text !== 'string') return invalid(`${at}.text: required string`);
-      if (p.text !== '') blocks.push({ type: 'text', text: p.text });
+      if (!isBlank(p.text)) blocks.push({ type: 'text', text: p.text });
     } else if (p.type === 'refusal' && !user) {
-      if (typeof p.refusal === 'string' && p.refusal !== '') blocks.push({ type: 'text', text: p.refusal });
+      if (typeof p.refusal === 'string' && !isBlank(p.refusal)) blocks.push({ type: 'text', text: p.refusal });
     } else if (p.type === 'image_url' && user) {
       const b = imageBlock(p, at);
       if (b instanceof RelayError) return b;
@@ -109,7 +127,46 @@ function contentBlocks(content: ChatMessage['content'], where: string, user: boo
   return blocks;
 }
 
-function toolUses(calls: unknown, where: string): Block[] | RelayError {
+/** The characters of a tool call id outside Anthropic's pattern for a tool_use id, ^[a-zA-Z0-9_-]+$. */
+const OUTSIDE_TOOL_ID = /[^a-zA-Z0-9_-]/g;
+
+/**
+ * Tool call ids in the pattern Anthropic takes (400 "tool_use.id: String should match pattern
+ * '^[a-zA-Z0-9_-]+$'"). OpenAI takes any string, and histories from other providers carry ids such as
+ * Kimi's "functions.get_weather:0", or ids with dots, spaces or slashes. Each character outside the
+ * pattern becomes _ (as LiteLLM's _sanitize_anthropic_tool_use_id does, "tool_use_id" for an empty id),
+ * and an id already given in this request (two ids alike but for those characters, or one id
+ * used by two calls, which Anthropic refuses as duplicate tool_use ids) gets _2, _3...: unique within
+ * the request. A tool message's id is given the id of the latest call of that id, which its result
+ * answers. Ids are given in the order of the conversation, so a conversation that goes on keeps the
+ * ids it was sent with (its cached prefix stays the same). Only the request needs them: the ids of an
+ * answer are Anthropic's own.
+ */
+class ToolIds {
+  private readonly latest = new Map<string, string>();
+  private readonly given = new Set<string>();
+
+  /** The id of a tool_use: unique in the request. */
+  call(id: string): string {
+    const base = toolIdPattern(id);
+    let out = base;
+    for (let n = 2; this.given.has(out); n++) out = `${base}_${n}`;
+    this.given.add(out);
+    this.latest.set(id, out);
+    return out;
+  }
+
+  /** The id of a tool_result: its call's (the latest of that id); one without a call, in the pattern (Anthropic refuses it as a result without its call). */
+  result(id: string): string {
+    return this.latest.get(id) ?? toolIdPattern(id);
+  }
+}
+
+function toolIdPattern(id: string): string {
+  return id.replace(OUTSIDE_TOOL_ID, '_') || 'tool_use_id';
+}
+
+function toolUses(calls: unknown, where: string, ids: ToolIds): Block[] | RelayError {
   if (calls === undefined || calls === null) return [];
   if (!Array.isArray(calls)) return invalid(`${where}: must be an array`);
   const out: Block[] = [];
@@ -129,7 +186,7 @@ function toolUses(calls: unknown, where: string): Block[] | RelayError {
       }
     }
     if (!input || typeof input !== 'object' || Array.isArray(input)) input = {};
-    out.push({ type: 'tool_use', id: c.id, name: c.function.name, input });
+    out.push({ type: 'tool_use', id: ids.call(c.id), name: c.function.name, input });
   }
   return out;
 }
@@ -267,37 +324,47 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
 
   const system: string[] = [];
   const turns: Turn[] = [];
+  const ids = new ToolIds();
   for (let i = 0; i < chat.messages.length; i++) {
     const m = chat.messages[i]!;
     const where = `messages.${i}`;
     if (m.role === 'system' || m.role === 'developer') {
       const text = textOf(m.content, `${where}.content`);
       if (text instanceof RelayError) return text;
-      if (text) system.push(text);
+      // Joined into one string, a blank one adds only blank lines (and alone, a system of whitespace).
+      if (!isBlank(text)) system.push(text);
     } else if (m.role === 'user') {
       const blocks = contentBlocks(m.content, `${where}.content`, true);
       if (blocks instanceof RelayError) return blocks;
-      push(turns, 'user', blocks);
+      // A user message of nothing, or of whitespace alone: marked, so that it keeps its turn where
+      // leaving it out would leave none (settleBlankUserMessages).
+      push(turns, 'user', blocks.length > 0 ? blocks : [BLANK_USER_MESSAGE]);
     } else if (m.role === 'assistant') {
       const blocks = contentBlocks(m.content, `${where}.content`, false);
       if (blocks instanceof RelayError) return blocks;
-      const uses = toolUses(m.tool_calls, `${where}.tool_calls`);
+      const uses = toolUses(m.tool_calls, `${where}.tool_calls`, ids);
       if (uses instanceof RelayError) return uses;
       push(turns, 'assistant', [...blocks, ...uses]);
     } else if (m.role === 'tool') {
       if (typeof m.tool_call_id !== 'string' || !m.tool_call_id) return invalid(`${where}.tool_call_id: required string`);
       const text = textOf(m.content, `${where}.content`);
       if (text instanceof RelayError) return text;
-      push(turns, 'user', [{ type: 'tool_result', tool_use_id: m.tool_call_id, content: text }]);
+      const result: Block = { type: 'tool_result', tool_use_id: ids.result(m.tool_call_id) };
+      // content is optional in a tool_result: a result of nothing, or of whitespace alone, goes
+      // without it, so no text of whitespace can be refused in it.
+      if (!isBlank(text)) result.content = text;
+      push(turns, 'user', [result]);
     } else {
       return invalid(`${where}.role: "function" messages are deprecated; send tool messages instead`);
     }
   }
+  settleBlankUserMessages(turns);
   trimFinalAssistantTurn(turns);
   // System messages alone: OpenAI answers them; Anthropic needs a user turn, so they are one.
   if (turns.length === 0 && system.length > 0) push(turns, 'user', [{ type: 'text', text: system.splice(0).join('\n\n') }]);
-  // No turn with content (only empty user messages, say): an OpenAI-format provider answers it, so it
-  // is priced as it is (no messages) and refused only on its way to an Anthropic channel (anthropicOnlyRefusal).
+  // No turn with content (only empty or blank user messages, say): an OpenAI-format provider answers
+  // it, so it is priced as it is (no messages) and refused only on its way to an Anthropic channel
+  // (anthropicOnlyRefusal).
 
   const tools = convertTools(chat);
   if (tools instanceof RelayError) return tools;
@@ -327,6 +394,38 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
     delete body.top_p;
   }
   return body;
+}
+
+/**
+ * What a user message of nothing, or of whitespace alone, says to Anthropic where its turn has nothing
+ * else: new-api's placeholder for an empty message (relay/channel/claude/relay-claude.go, "..."). A
+ * short one, since the model reads it: LiteLLM's "[System: Empty message content sanitised to satisfy
+ * protocol]" (modify_params) is known to be echoed back by models into their answers (LiteLLM #24498).
+ */
+const BLANK_USER_PLACEHOLDER = '...';
+/** The mark of a blank user message while the turns are built (compared by identity; never sent). */
+const BLANK_USER_MESSAGE: Block = Object.freeze({ type: 'text', text: BLANK_USER_PLACEHOLDER });
+
+/**
+ * A blank user message (marked BLANK_USER_MESSAGE) is left out of a user turn that has content
+ * (after tool results, or beside another user message: the turn stands without it). Where it is the
+ * user's whole turn it stands as BLANK_USER_PLACEHOLDER: left out, the assistant's message before it
+ * would end the conversation and be continued as a prefill instead of answered (OpenAI answers the
+ * blank message), or two assistant turns would merge, or the conversation open with the assistant.
+ * A conversation with nothing but blank messages has no turn: refused on its way to an Anthropic
+ * channel as one of empty messages is (anthropicOnlyRefusal), the system text standing as the user's
+ * turn if there is one.
+ */
+function settleBlankUserMessages(turns: Turn[]): void {
+  if (turns.every((t) => t.content.every((b) => b === BLANK_USER_MESSAGE))) {
+    turns.length = 0;
+    return;
+  }
+  for (const turn of turns) {
+    if (!turn.content.includes(BLANK_USER_MESSAGE)) continue;
+    const rest = turn.content.filter((b) => b !== BLANK_USER_MESSAGE);
+    turn.content = rest.length > 0 ? rest : [{ type: 'text', text: BLANK_USER_PLACEHOLDER }];
+  }
 }
 
 /**
