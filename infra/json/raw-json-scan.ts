@@ -11,11 +11,16 @@
 // the object into a dictionary); 700,000 keys of distinct names over small objects took JSON.parse
 // 2.7 s (a hidden class per name); 2.7 million empty objects, with no key at all, 0.7-1.2 s. So keys
 // are counted, and values too (each object or array, and each comma, which starts one more); the scan
-// stops at the first past its limit.
+// stops at the first past its limit. A caller that lets a large body hold more keys than a small one
+// (a conversation repeats a few names: `type`, `id`, `content`) bounds its distinct names instead
+// (`maxNames`), counted by a hash of their raw bytes (a name escaped two ways counts twice), seeded at
+// random per process so that no body can be made of names that collide into few.
 //
 // Repeated keys: JSON.parse keeps the last of two equal keys, other parsers (gjson, simdjson) the
 // first; RFC 8259 says names SHOULD be unique. Keys are compared as JSON.parse decodes them:
 // `"mod\u0065l"` repeats `"model"`.
+
+import { randomInt } from 'node:crypto';
 
 /** The bytes the scan looks for. */
 const enum Byte {
@@ -31,7 +36,7 @@ const enum Byte {
 /** The deepest nesting a scan can be asked to allow. */
 export const SCAN_DEPTH_MAX = 128;
 
-export type RawJsonProblem = { kind: 'too_deep' } | { kind: 'too_many_keys' } | { kind: 'too_many_values' } | { kind: 'repeated_key'; key: string };
+export type RawJsonProblem = { kind: 'too_deep' } | { kind: 'too_many_keys' } | { kind: 'too_many_values' } | { kind: 'too_many_names' } | { kind: 'repeated_key'; key: string };
 
 /** Above this many keys an object's keys are compared through a Set, not pairwise (a body may hold an object of a million keys). */
 const PAIRWISE_KEYS = 16;
@@ -39,6 +44,7 @@ const PAIRWISE_KEYS = 16;
 const TOO_DEEP: RawJsonProblem = { kind: 'too_deep' };
 const TOO_MANY_KEYS: RawJsonProblem = { kind: 'too_many_keys' };
 const TOO_MANY_VALUES: RawJsonProblem = { kind: 'too_many_values' };
+const TOO_MANY_NAMES: RawJsonProblem = { kind: 'too_many_names' };
 
 // One scan at a time (the event loop is single-threaded and the scan never yields), so its stacks
 // are module state: no allocation per request. keyStart/keyEnd hold the keys of every object still
@@ -53,11 +59,16 @@ const frameSets: (Set<string> | null)[] = new Array<Set<string> | null>(SCAN_DEP
 /**
  * The first problem of the JSON text in `buf`, or null: more than `maxDepth` objects/arrays inside one
  * another, more than `maxKeys` object keys in all, more than `maxValues` objects, arrays and commas
- * in all, or a key that an object already holds. A single pass; brackets and commas inside strings do
- * not count. Invalid JSON gets some answer and is then refused by JSON.parse.
+ * in all, more than `maxNames` distinct key names (when given), or a key that an object already holds.
+ * A single pass; brackets and commas inside strings do not count. Invalid JSON gets some answer and is
+ * then refused by JSON.parse.
  */
-export function rawJsonProblem(buf: Uint8Array, maxDepth: number, maxKeys: number, maxValues: number): RawJsonProblem | null {
+export function rawJsonProblem(buf: Uint8Array, maxDepth: number, maxKeys: number, maxValues: number, maxNames = Infinity): RawJsonProblem | null {
   const limit = Math.min(maxDepth, SCAN_DEPTH_MAX);
+  // Only a caller that bounds names pays for hashing each key.
+  const countNames = maxNames < Infinity;
+  if (countNames) nameScan = (nameScan + 1) | 0;
+  let names = 0;
   let depth = 0;
   let keys = 0;
   let keysSeen = 0;
@@ -82,6 +93,7 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth: number, maxKeys: numbe
         if (!expectKey) continue;
         expectKey = false;
         if (++keysSeen > maxKeys) return TOO_MANY_KEYS;
+        if (countNames && addName(buf, start, i) && ++names > maxNames) return TOO_MANY_NAMES;
         const repeated = addKey(buf, depth, start, i, keys);
         if (repeated !== null) return { kind: 'repeated_key', key: repeated };
         keys++;
@@ -118,6 +130,40 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth: number, maxKeys: numbe
       keyStart = new Int32Array(KEPT_KEYS);
       keyEnd = new Int32Array(KEPT_KEYS);
     }
+  }
+}
+
+// The distinct key names of a scan, as hashes in an open-addressed table whose slots count for the
+// scan that stamped them (no clearing per request). Sized for the most names a caller bounds (the
+// relay: 50,000) at under half full; past its slots, every key counts as a new name.
+const NAME_SLOTS = 1 << 17;
+const nameHashes = new Int32Array(NAME_SLOTS);
+const nameStamps = new Int32Array(NAME_SLOTS);
+let nameScan = 0;
+let namesHeld = 0;
+let namesHeldScan = -1;
+const NAME_SEED = randomInt(1, 0x7fffffff);
+
+/** Whether buf[start, end) is a name this scan has not seen yet (then it is recorded). */
+function addName(buf: Uint8Array, start: number, end: number): boolean {
+  if (namesHeldScan !== nameScan) {
+    namesHeldScan = nameScan;
+    namesHeld = 0;
+  }
+  if (namesHeld >= NAME_SLOTS >> 1) return true;
+  let h = NAME_SEED ^ 0x811c9dc5;
+  for (let j = start; j < end; j++) h = Math.imul(h ^ buf[j]!, 0x01000193);
+  h |= 1;
+  let slot = h & (NAME_SLOTS - 1);
+  for (;;) {
+    if (nameStamps[slot] !== nameScan) {
+      nameStamps[slot] = nameScan;
+      nameHashes[slot] = h;
+      namesHeld++;
+      return true;
+    }
+    if (nameHashes[slot] === h) return false;
+    slot = (slot + 1) & (NAME_SLOTS - 1);
   }
 }
 

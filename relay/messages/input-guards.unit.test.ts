@@ -108,6 +108,32 @@ describe('rawJsonProblem: a key named twice in one object', () => {
     expect(rawJsonRefusal(b(spread))!.message).toMatch(/more than 50,000 object keys/);
   });
 
+  // Before: 50,000 keys whatever the body's size refused a long agent conversation on a 1M-token
+  // model (3,900 tool round trips, 1.7 MB, ~400k tokens) with a 400. A larger body may hold more keys
+  // and values, at a density no conversation reaches (a key per ~34 bytes, a value per ~26), up to a
+  // ceiling, and no more distinct key names than before: what makes JSON.parse slow is names (a hidden
+  // class each) and density, not a conversation's repeated `type`, `id` and `content`.
+  it('lets a long conversation of a large body through, and still refuses a body dense with keys, values or names', () => {
+    const messages: unknown[] = [{ role: 'user', content: 'Fix the failing tests in this repository.' }];
+    for (let i = 0; i < 3900; i++) {
+      const id = `toolu_${String(i).padStart(20, '0')}`;
+      messages.push({ role: 'assistant', content: [{ type: 'tool_use', id, name: 'Bash', input: { command: `sed -n ${i},${i + 40}p src/f${i % 50}.ts`, description: 'Read it' } }] });
+      messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: id, content: 'const x = f(y); '.repeat(10) }] });
+    }
+    const conversation = JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 5, messages });
+    expect(rawJsonProblem(b(conversation))).toBeNull();
+    // As many keys again, packed: refused, and the refusal names the body's own limit.
+    const dense = `[${Array.from({ length: 200_000 }, () => '{"a":0}').join(',')}]`;
+    expect(rawJsonProblem(b(dense))?.kind).toBe('too_many_keys');
+    expect(rawJsonRefusal(b(dense))!.message).toMatch(/more than [\d,]+ object keys \(50,000, or one per 24 bytes of a larger body, up to 200,000\)/);
+    // 60,000 distinct names spread over a body sparse enough for its keys: refused for its names.
+    const names = `[${Array.from({ length: 60_000 }, (_, i) => `{"name${i}":"${'x'.repeat(40)}"}`).join(',')}]`;
+    expect(rawJsonProblem(b(names))?.kind).toBe('too_many_names');
+    expect(rawJsonRefusal(b(names))!.message).toMatch(/more than 50,000 distinct object key names/);
+    // Values: as dense as empty arrays, refused.
+    expect(rawJsonProblem(b(`[${'[],'.repeat(1_000_000)}[]]`))?.kind).toBe('too_many_values');
+  });
+
   it('finds none in random bodies without a repeat, and the one put into a random object of each', () => {
     let seed = 42;
     const rand = (n: number) => {

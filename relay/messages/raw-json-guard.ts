@@ -11,7 +11,13 @@
 // bodies of nested arrays or empty objects and no key. An ordinary conversation at a model's context
 // limit holds a few thousand keys and values (each message and block two to five, tool schemas a few
 // hundred), so a body of more than MAX_JSON_KEYS keys or MAX_JSON_VALUES values is refused; those
-// bodies now in tens of milliseconds.
+// bodies now in tens of milliseconds. An agent's conversation on a 1M-token model is larger: 3,900
+// tool round trips, 1.7 MB, hold 50,700 keys and 66,000 values (a key per 34 bytes, a value per 26),
+// and JSON.parse takes 15 ms of it, as it repeats a few names. So a body larger than MAX_JSON_KEYS
+// keys at BYTES_PER_KEY may hold a key per BYTES_PER_KEY bytes and a value per BYTES_PER_VALUE, up to
+// KEYS_CEILING and VALUES_CEILING, and no more than MAX_JSON_KEYS distinct names: the costliest body
+// it then takes, 8 MB of 200,000 keys of one name, JSON.parse takes ~100 ms (50,000 distinct names,
+// the costliest before: ~80 ms; 200,000 distinct names would be ~770 ms).
 //
 // Repeated keys: the relay forwards a Messages body's bytes as they came, and prices and bounds the
 // request by what JSON.parse read from them, where the last of two equal keys wins. A provider whose
@@ -27,14 +33,30 @@ import { RelayError } from '../errors.js';
 export type { RawJsonProblem };
 
 export const MAX_JSON_DEPTH = SCAN_DEPTH_MAX;
-/** The most object keys a request body may hold, all objects together. */
+/** The most object keys a request body may hold, all objects together (a larger body: keysAllowed). */
 export const MAX_JSON_KEYS = 50_000;
-/** The most objects, arrays and commas (each starts one more value) a request body may hold. */
+/** The most objects, arrays and commas (each starts one more value) a request body may hold (a larger body: valuesAllowed). */
 export const MAX_JSON_VALUES = 200_000;
+export const BYTES_PER_KEY = 24;
+export const BYTES_PER_VALUE = 16;
+export const KEYS_CEILING = 200_000;
+export const VALUES_CEILING = 500_000;
 
-/** The first problem of the JSON text in `buf` under the relay's limits (or those given), or null. */
-export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH, maxKeys = MAX_JSON_KEYS, maxValues = MAX_JSON_VALUES): RawJsonProblem | null {
-  return scanJson(buf, maxDepth, maxKeys, maxValues);
+/** The object keys a body of `bytes` may hold. */
+export function keysAllowed(bytes: number): number {
+  return Math.max(MAX_JSON_KEYS, Math.min(KEYS_CEILING, Math.floor(bytes / BYTES_PER_KEY)));
+}
+
+/** The JSON values a body of `bytes` may hold. */
+export function valuesAllowed(bytes: number): number {
+  return Math.max(MAX_JSON_VALUES, Math.min(VALUES_CEILING, Math.floor(bytes / BYTES_PER_VALUE)));
+}
+
+/** The first problem of the JSON text in `buf` under the relay's limits (a depth of its own when given), or null. */
+export function rawJsonProblem(buf: Uint8Array, maxDepth = MAX_JSON_DEPTH): RawJsonProblem | null {
+  const keys = keysAllowed(buf.length);
+  // Names are bounded, at a string per key, only where keys are allowed past MAX_JSON_KEYS.
+  return scanJson(buf, maxDepth, keys, valuesAllowed(buf.length), keys > MAX_JSON_KEYS ? MAX_JSON_KEYS : Infinity);
 }
 
 /**
@@ -54,8 +76,6 @@ export function parseRequestJson(raw: Buffer): unknown {
   }
 }
 
-const TOO_MANY_KEYS_ERROR = new RelayError('invalid_request', `The request body holds more than ${MAX_JSON_KEYS.toLocaleString('en-US')} object keys.`);
-const TOO_MANY_VALUES_ERROR = new RelayError('invalid_request', `The request body holds more than ${MAX_JSON_VALUES.toLocaleString('en-US')} JSON values (objects, arrays and array items).`);
 const NOT_UTF8 = new RelayError('invalid_request', 'The request body is not valid UTF-8 (JSON text must be: RFC 8259 §8.1).');
 
 /** The 400 for a body with a problem (rawJsonProblem), or null. */
@@ -65,8 +85,15 @@ export function rawJsonRefusal(buf: Uint8Array): RelayError | null {
   if (problem.kind === 'too_deep') {
     return new RelayError('invalid_request', `The request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep.`);
   }
-  if (problem.kind === 'too_many_keys') return TOO_MANY_KEYS_ERROR;
-  if (problem.kind === 'too_many_values') return TOO_MANY_VALUES_ERROR;
+  if (problem.kind === 'too_many_keys') {
+    return new RelayError('invalid_request', `The request body holds more than ${keysAllowed(buf.length).toLocaleString('en-US')} object keys (${MAX_JSON_KEYS.toLocaleString('en-US')}, or one per ${BYTES_PER_KEY} bytes of a larger body, up to ${KEYS_CEILING.toLocaleString('en-US')}).`);
+  }
+  if (problem.kind === 'too_many_values') {
+    return new RelayError('invalid_request', `The request body holds more than ${valuesAllowed(buf.length).toLocaleString('en-US')} JSON values (objects, arrays and array items: ${MAX_JSON_VALUES.toLocaleString('en-US')}, or one per ${BYTES_PER_VALUE} bytes of a larger body, up to ${VALUES_CEILING.toLocaleString('en-US')}).`);
+  }
+  if (problem.kind === 'too_many_names') {
+    return new RelayError('invalid_request', `The request body holds more than ${MAX_JSON_KEYS.toLocaleString('en-US')} distinct object key names.`);
+  }
   const key = problem.key.length > 64 ? `${problem.key.slice(0, 64)}…` : problem.key;
   return new RelayError('invalid_request', `The request body names the key ${JSON.stringify(key)} twice in one object: a provider could read the other value.`);
 }
