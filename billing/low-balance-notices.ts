@@ -21,6 +21,7 @@
 // and is signed: X-Webhook-Timestamp (Unix seconds) and
 // X-Webhook-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" with the account's secret>.
 // That secret and SMTPToken are stored sealed under KEY_SECRET and opened here, just before use.
+import { beforeDeadline } from '../core/net/before-deadline.js';
 import { createHmac } from 'node:crypto';
 import { request } from 'undici';
 import type { Logger } from '../infra/logger.js';
@@ -121,16 +122,6 @@ export function webhookSignature(secret: string, timestamp: string, body: string
 /** The deadline's own error (an abort's reason may be anything), named so the row's last_error says what happened. */
 function deadlineError(ms: number, what: string): Error {
   return new Error(`${what} timeout: no complete answer within ${ms} ms`);
-}
-
-/** `work`, or a rejection once `signal` aborts (for a step that takes no signal of its own). */
-function beforeDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
 }
 
 async function sendWebhook(url: string, secret: string, body: string, allowPrivate: boolean): Promise<void> {

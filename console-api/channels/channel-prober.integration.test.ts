@@ -232,3 +232,90 @@ describe('the health webhook', () => {
     await p.stop();
   });
 });
+
+// An upstream (or webhook receiver) that sends its headers at once and then one byte every 200 ms for
+// 8 s: undici's headersTimeout and bodyTimeout time the gaps, so only a deadline on the whole exchange
+// ends it. timeoutMs is that deadline.
+describe('one deadline for the whole exchange (timeoutMs)', () => {
+  const DEADLINE_MS = 1000;
+  // Generous: the deadline, plus room for the other probe, the database and a loaded machine; still
+  // far under the 8 s drip.
+  const BOUND_MS = DEADLINE_MS + 3500;
+  let drip: Server;
+  let dripUrl = '';
+  let dripRequests = 0;
+
+  beforeAll(async () => {
+    drip = createServer((req, res) => {
+      dripRequests++;
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{');
+      const started = Date.now();
+      const t = setInterval(() => (Date.now() - started >= 8000 ? (clearInterval(t), res.end('}')) : res.write(' ')), 200);
+      res.on('close', () => clearInterval(t));
+    });
+    await new Promise<void>((r) => drip.listen(0, '127.0.0.1', r));
+    dripUrl = `http://127.0.0.1:${(drip.address() as { port: number }).port}`;
+  });
+  afterAll(async () => {
+    drip?.closeAllConnections();
+    await new Promise((r) => drip?.close(r));
+  });
+
+  const shortProber = (webhookUrl = '') => new ChannelProber({
+    sql, crypto, log, settings: { ...SETTINGS, timeoutMs: DEADLINE_MS, webhookUrl },
+    privateNetworksAllowed: async () => true, invalidate: async () => undefined, now: () => clock,
+  });
+  /** Only `ids` are due (the other tests' channels set aside by an administrator, already notified). */
+  async function onlyDue(ids: number[]): Promise<void> {
+    await sql`UPDATE channels SET status = 2, status_time = ${clock}, status_notified_time = ${clock} WHERE NOT (id = ANY(${ids}::bigint[]))`;
+    for (const [i, id] of ids.entries()) await sql`UPDATE channels SET next_probe_time = ${i + 1} WHERE id = ${id}`;
+  }
+
+  it('a dripping upstream is cut off at the deadline and recorded as a failed probe; the channel behind it is still probed', async () => {
+    clock += 1000;
+    const slow = await channel(GOOD, 3, dripUrl);
+    const healthy = await channel(GOOD, 3);
+    await onlyDue([slow, healthy]);
+    const p = shortProber();
+    const started = Date.now();
+    await p.tick();
+    const took = Date.now() - started;
+    await p.stop();
+    expect(took).toBeLessThan(BOUND_MS);
+    expect(await row(slow)).toMatchObject({ status: 3, probe_time: clock, probe_failures: 1, probe_result: `timed out (no complete answer within ${DEADLINE_MS} ms)` });
+    expect(await row(healthy)).toMatchObject({ status: 1, probe_result: 'ok' });
+  }, 15_000);
+
+  it('stop() during a dripping probe returns within the deadline, not after the drip', async () => {
+    clock += 1000;
+    const slow = await channel(GOOD, 3, dripUrl);
+    await onlyDue([slow]);
+    const p = shortProber();
+    const before = dripRequests;
+    const round = p.tick();
+    while (dripRequests === before) await new Promise((r) => setTimeout(r, 20));
+    const started = Date.now();
+    await p.stop();
+    expect(Date.now() - started).toBeLessThan(BOUND_MS);
+    await round;
+  }, 15_000);
+
+  it('a dripping webhook receiver is cut off at the deadline: the round ends', async () => {
+    await onlyDue([]);
+    const id = await channel(GOOD, 1);
+    clock += 1000;
+    expect(await disableAutomatically(sql, id, 'test', clock, 10)).not.toBeNull();
+    // The channel stays due later: this round only sends the notice.
+    await sql`UPDATE channels SET next_probe_time = ${clock + 10_000} WHERE id = ${id}`;
+    const p = shortProber(`${dripUrl}/hook`);
+    const before = dripRequests;
+    const started = Date.now();
+    await p.tick();
+    const took = Date.now() - started;
+    await p.stop();
+    expect(dripRequests).toBe(before + 1);
+    expect(took).toBeLessThan(BOUND_MS);
+  }, 15_000);
+});

@@ -20,6 +20,7 @@
 // 2. Sends the operator webhook (CHANNEL_HEALTH_WEBHOOK_URL) for each automatic status change not yet
 //    notified (status_time > status_notified_time): disabled by a relay, re-enabled by a probe. The
 //    row is marked before the POST, so a notice is sent at most once; a failed POST is logged.
+import { beforeDeadline } from '../../core/net/before-deadline.js';
 import { request as httpRequest, type Dispatcher } from 'undici';
 import { classifyProviderError } from '../../core/channels/provider-fault.js';
 import { CHANNEL_STATUS, reenableAfterProbe } from '../../core/channels/channel-status.js';
@@ -35,7 +36,10 @@ export interface ProberSettings {
   firstProbeSec: number;
   maxProbeSec: number;
   tickMs: number;
-  /** Longest wait of one probe or one webhook POST. */
+  /**
+   * Longest wait of one probe (both of its calls, when count_tokens is missing) or one webhook POST:
+   * one deadline for the whole exchange, the reading of the answer included.
+   */
   timeoutMs: number;
   /** '' = no webhook. */
   webhookUrl: string;
@@ -56,6 +60,8 @@ export interface ProberDeps {
 /** Channels probed per tick at most: a fleet-wide outage must not turn into a burst of probes. */
 const PROBES_PER_TICK = 16;
 const NOTICES_PER_TICK = 32;
+/** Of a webhook receiver's answer, at most this much is read (and discarded). */
+const WEBHOOK_ANSWER_LIMIT_BYTES = 16 * 1024;
 
 /** Wait before the probe that follows `failures` failed ones. */
 export function probeDelaySec(failures: number, s: Pick<ProberSettings, 'firstProbeSec' | 'maxProbeSec'>): number {
@@ -84,6 +90,8 @@ export class ChannelProber {
   readonly #guarded = guardedAgent();
   #timer: NodeJS.Timeout | null = null;
   #running: Promise<void> | null = null;
+  /** Aborted by stop(): ends the exchange in flight at once, and the round with it. */
+  readonly #stopping = new AbortController();
 
   constructor(deps: ProberDeps) {
     this.#deps = deps;
@@ -95,15 +103,23 @@ export class ChannelProber {
     this.#timer.unref();
   }
 
+  /**
+   * Stops the timer and ends the round in progress without waiting for its upstream: the probe in
+   * flight is abandoned unrecorded (its channel, claimed, is simply due again later, as after a
+   * prober that died), and the notices of the round not yet sent are logged as not sent.
+   */
   async stop(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
+    this.#stopping.abort(new Error('the channel prober is stopping'));
     await this.#running;
-    await this.#guarded.close();
+    // destroy, not close: close would wait for a request still in flight.
+    await this.#guarded.destroy();
   }
 
   /** One round: due probes, then pending notices. Overlapping calls share the round in progress. */
   tick(): Promise<void> {
+    if (this.#stopping.signal.aborted) return Promise.resolve();
     this.#running ??= this.#round()
       .catch((err: unknown) => this.#deps.log.error({ err }, 'channel prober round failed'))
       .finally(() => {
@@ -114,7 +130,13 @@ export class ChannelProber {
 
   async #round(): Promise<void> {
     const due = await this.#claimDue();
-    for (const channel of due) await this.#probeOne(channel);
+    // One after another, each within its own deadline (timeoutMs): a slow upstream delays the
+    // channels behind it by at most that.
+    for (const channel of due) {
+      if (this.#stopping.signal.aborted) return;
+      await this.#probeOne(channel);
+    }
+    if (this.#stopping.signal.aborted) return;
     await this.#notify();
   }
 
@@ -138,6 +160,8 @@ export class ChannelProber {
   async #probeOne(channel: DueChannel): Promise<void> {
     const { sql, log } = this.#deps;
     const outcome = await this.probe(channel);
+    // Stopped mid-probe: nothing was learnt about the channel.
+    if (this.#stopping.signal.aborted) return;
     const now = this.#deps.now();
     if (!outcome.ok) {
       await sql`
@@ -169,29 +193,39 @@ export class ChannelProber {
     } catch {
       return { ok: false, result: 'credential cannot be opened with KEY_SECRET' };
     }
+    // One deadline for the whole probe: undici's headersTimeout and bodyTimeout are idle timeouts (an
+    // upstream sending one byte every few seconds never meets them); this signal ends the lookup, the
+    // connections, the waits for headers and the reading of the bodies alike. stop() ends it too.
+    const timeout = this.#deps.settings.timeoutMs;
+    const exchange = new Exchange(timeout, this.#stopping.signal);
+    const { signal } = exchange;
     try {
       const allowPrivate = await this.#deps.privateNetworksAllowed();
       // Address literals are checked here; names again by the guarded agent's own lookup.
-      if (!allowPrivate) await checkTarget(channel.base_url);
+      if (!allowPrivate) await beforeDeadline(checkTarget(channel.base_url), signal);
       const dispatcher = allowPrivate ? undefined : this.#guarded;
       // The cheapest generation in the channel's format: Chat Completions with a Bearer key for an
       // OpenAI-format channel (max_completion_tokens for a reasoning model), else Messages.
       const generate = oneTokenRequest(channel.type, channel.base_url, key, model, 'ping');
-      if (channel.type === OPENAI_CHANNEL_TYPE) return await this.#call(dispatcher, generate.url, generate.headers, generate.body);
+      if (channel.type === OPENAI_CHANNEL_TYPE) return await this.#call(dispatcher, signal, generate.url, generate.headers, generate.body);
       const headers = { 'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01' };
-      const counted = await this.#call(dispatcher, `${channel.base_url}/v1/messages/count_tokens`, headers,
+      const counted = await this.#call(dispatcher, signal, `${channel.base_url}/v1/messages/count_tokens`, headers,
         JSON.stringify({ model, messages: [{ role: 'user', content: 'ping' }] }));
       // A provider without count_tokens: the cheapest generation instead.
       if (counted.result.startsWith('HTTP 404') || counted.result.startsWith('HTTP 405')) {
-        return await this.#call(dispatcher, generate.url, generate.headers, generate.body);
+        return await this.#call(dispatcher, signal, generate.url, generate.headers, generate.body);
       }
       return counted;
     } catch (err) {
+      if (exchange.timedOut) return { ok: false, result: timedOut(timeout) };
+      if (this.#stopping.signal.aborted) return { ok: false, result: 'stopped' };
       return { ok: false, result: connectionFailure(err) };
+    } finally {
+      exchange.end();
     }
   }
 
-  async #call(dispatcher: Dispatcher | undefined, url: string, headers: Record<string, string>, body: string): Promise<ProbeOutcome> {
+  async #call(dispatcher: Dispatcher | undefined, signal: AbortSignal, url: string, headers: Record<string, string>, body: string): Promise<ProbeOutcome> {
     const timeout = this.#deps.settings.timeoutMs;
     const res = await httpRequest(url, {
       method: 'POST',
@@ -199,8 +233,10 @@ export class ChannelProber {
       body,
       headersTimeout: timeout,
       bodyTimeout: timeout,
+      signal,
       ...(dispatcher ? { dispatcher } : {}),
     });
+    // The signal ends this read too.
     const text = await readHead(res.body, 16 * 1024);
     if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true, result: 'ok' };
     const type = providerErrorType(text);
@@ -219,6 +255,11 @@ export class ChannelProber {
       RETURNING c.id, c.name, c.status, c.status_reason, c.status_time`;
     if (!settings.webhookUrl) return;
     for (const c of changes) {
+      if (this.#stopping.signal.aborted) {
+        // Claimed above (a notice is sent at most once): said here, as a failed POST would be.
+        log.warn({ channel: Number(c.id) }, 'channel health webhook not sent: the prober is stopping');
+        continue;
+      }
       const notice = {
         event: Number(c.status) === CHANNEL_STATUS.enabled ? 'channel_enabled' : 'channel_disabled',
         channel: { id: Number(c.id), name: c.name },
@@ -226,21 +267,66 @@ export class ChannelProber {
         reason: c.status_reason,
         time: Number(c.status_time),
       };
+      // One deadline for the whole POST, as for a probe; stop() ends it too.
+      const exchange = new Exchange(settings.timeoutMs, this.#stopping.signal);
+      const { signal } = exchange;
       try {
         const allowPrivate = await this.#deps.privateNetworksAllowed();
-        if (!allowPrivate) await checkTarget(settings.webhookUrl);
+        if (!allowPrivate) await beforeDeadline(checkTarget(settings.webhookUrl), signal);
         const res = await httpRequest(settings.webhookUrl, {
           method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(notice),
-          headersTimeout: settings.timeoutMs, bodyTimeout: settings.timeoutMs,
+          headersTimeout: settings.timeoutMs, bodyTimeout: settings.timeoutMs, signal,
           ...(allowPrivate ? {} : { dispatcher: this.#guarded }),
         });
-        await res.body.dump();
+        // The status is the answer; the body is only discarded, at most WEBHOOK_ANSWER_LIMIT_BYTES of
+        // it, within what is left of the deadline (a longer or slower one is cut off, which changes nothing).
+        await res.body.dump({ limit: WEBHOOK_ANSWER_LIMIT_BYTES, signal }).catch(() => undefined);
         if (res.statusCode >= 300) log.warn({ channel: notice.channel.id, status: res.statusCode }, 'channel health webhook answered an error');
       } catch (err) {
-        log.warn({ channel: notice.channel.id, err: connectionFailure(err) }, 'channel health webhook could not be sent');
+        const failure = exchange.timedOut ? timedOut(settings.timeoutMs) : this.#stopping.signal.aborted ? 'the prober is stopping' : connectionFailure(err);
+        log.warn({ channel: notice.channel.id, err: failure }, 'channel health webhook could not be sent');
+      } finally {
+        exchange.end();
       }
     }
   }
+}
+
+/**
+ * The signal of one outbound exchange: aborted at its deadline or when the prober stops. (Not
+ * AbortSignal.any with the prober's long-lived stop signal: end() unlinks the two, nothing is kept.)
+ */
+class Exchange {
+  readonly #controller = new AbortController();
+  readonly #stop: AbortSignal;
+  readonly #timer: NodeJS.Timeout;
+  readonly #onStop = () => this.#controller.abort(this.#stop.reason);
+  /** Whether the deadline, not stop(), ended it. */
+  timedOut = false;
+
+  constructor(ms: number, stop: AbortSignal) {
+    this.#stop = stop;
+    this.#timer = setTimeout(() => {
+      this.timedOut = true;
+      this.#controller.abort(new Error(timedOut(ms)));
+    }, ms);
+    if (stop.aborted) this.#onStop();
+    else stop.addEventListener('abort', this.#onStop, { once: true });
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  end(): void {
+    clearTimeout(this.#timer);
+    this.#stop.removeEventListener('abort', this.#onStop);
+  }
+}
+
+/** The record of an exchange cut off by its deadline. */
+function timedOut(ms: number): string {
+  return `timed out (no complete answer within ${ms} ms)`;
 }
 
 /** A connection failure as a stable code, never its text (addresses); a refused private target says so. */

@@ -62,6 +62,26 @@ export interface CheckoutSessionInput {
   cancelUrl: string;
 }
 
+/** The most of a checkout-session answer read (a session object is a few KiB); a longer one is refused. */
+export const CHECKOUT_ANSWER_LIMIT_BYTES = 256 * 1024;
+
+/** The body as text, or an error once it passes `limit` bytes (the rest is not read). */
+async function readCapped(body: AsyncIterable<Buffer>, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > limit) throw new Error(`card provider answer longer than ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Creates the checkout session. `timeoutMs` bounds the whole exchange (connection, headers and body):
+ * undici's headersTimeout and bodyTimeout alone are idle timeouts, which a provider (or a proxy in
+ * front of it) sending one byte every few seconds never meets.
+ */
 export async function createCheckoutSession(
   apiAddress: string,
   secret: string,
@@ -79,15 +99,26 @@ export async function createCheckoutSession(
     success_url: input.successUrl,
     cancel_url: input.cancelUrl,
   });
-  const res = await request(`${apiAddress}/v1/checkout/sessions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/x-www-form-urlencoded' },
-    body: form.toString(),
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-  });
-  const text = await res.body.text();
-  if (res.statusCode !== 200) throw new Error(`card provider answered ${res.statusCode}: ${text.slice(0, 200)}`);
+  const signal = AbortSignal.timeout(timeoutMs);
+  let text: string;
+  let statusCode: number;
+  try {
+    const res = await request(`${apiAddress}/v1/checkout/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: form.toString(),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      signal,
+    });
+    statusCode = res.statusCode;
+    // The signal ends this read too; leaving the loop early destroys the rest of the body.
+    text = await readCapped(res.body, CHECKOUT_ANSWER_LIMIT_BYTES);
+  } catch (err) {
+    if (signal.aborted) throw new Error(`card provider timeout: no complete answer within ${timeoutMs} ms`);
+    throw err;
+  }
+  if (statusCode !== 200) throw new Error(`card provider answered ${statusCode}: ${text.slice(0, 200)}`);
   const body = JSON.parse(text) as { id?: unknown; url?: unknown };
   if (typeof body.id !== 'string' || typeof body.url !== 'string') throw new Error('card provider answered without id and url');
   return { id: body.id, url: body.url };

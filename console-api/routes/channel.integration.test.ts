@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
@@ -10,8 +10,10 @@ let root: TestAccount;
 // A provider of the administrator's own: it echoes whatever it was sent (the channel key included).
 let echo: Server;
 let echoUrl = '';
+// The channel test's whole-exchange deadline (CHANNEL_TEST_TIMEOUT_MS), short for the dripping upstream below.
+const TEST_TIMEOUT_MS = 1500;
 beforeAll(async () => {
-  h = await startConsoleHarness();
+  h = await startConsoleHarness({ CHANNEL_TEST_TIMEOUT_MS: String(TEST_TIMEOUT_MS) });
   admin = await h.account({ role: 10 });
   root = await h.account({ role: 100 });
   echo = createServer((req, res) => {
@@ -25,6 +27,19 @@ afterAll(async () => {
   await new Promise((r) => echo?.close(r));
   await h?.close();
 });
+
+/** A local HTTP server for one test. */
+async function startServer(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
 
 const create = (payload: unknown, who: TestAccount = admin) =>
   h.app.inject({ method: 'POST', url: '/api/channel/', payload: payload as object, headers: who.auth });
@@ -232,6 +247,62 @@ describe('GET /api/channel/test/:id', () => {
       await setOption('ChannelAllowPrivateNetworks', false);
     }
   });
+
+  it('an upstream that sends its headers and then drips its body is cut off at CHANNEL_TEST_TIMEOUT_MS: 200 success:false, timed out', async () => {
+    // Headers at once, then one byte every 200 ms for 8 s: undici's idle timeouts never fire.
+    const drip = await startServer((req, res) => {
+      req.resume();
+      res.writeHead(401, { 'content-type': 'application/json' });
+      res.write('{');
+      const started = Date.now();
+      const t = setInterval(() => (Date.now() - started >= 8000 ? (clearInterval(t), res.end('}')) : res.write(' ')), 200);
+      res.on('close', () => clearInterval(t));
+    });
+    expect((await setOption('ChannelAllowPrivateNetworks', true)).statusCode).toBe(200);
+    try {
+      const id = (await create({ name: 'drip', base_url: drip.url, key: 'k', models: 'm' })).json().data.id;
+      const started = Date.now();
+      const res = await testChannel(id);
+      const took = Date.now() - started;
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toMatchObject({
+        success: false, message: `channel test failed: timed out (no complete answer within ${TEST_TIMEOUT_MS} ms)`, data: { model: 'm' },
+      });
+      // The deadline held: well under the 8 s drip (generous margin over the 1.5 s deadline).
+      expect(took).toBeLessThan(TEST_TIMEOUT_MS + 3500);
+    } finally {
+      await setOption('ChannelAllowPrivateNetworks', false);
+      await drip.close();
+    }
+  }, 15_000);
+
+  it.each(['constructor', 'toString', 'valueOf', '__proto__', 'hasOwnProperty'])(
+    'a model named %s is tested as itself, not as an Object.prototype member', async (name) => {
+      const bodies: string[] = [];
+      const upstream = await startServer((req, res) => {
+        let b = '';
+        req.on('data', (c: Buffer) => (b += c.toString()));
+        req.on('end', () => {
+          bodies.push(b);
+          res.writeHead(200, { 'content-type': 'application/json' }).end('{"type":"message","content":[],"usage":{"input_tokens":1,"output_tokens":1}}');
+        });
+      });
+      expect((await setOption('ChannelAllowPrivateNetworks', true)).statusCode).toBe(200);
+      try {
+        // A mapping that maps another model only: the asked-for name has no entry of its own.
+        const id = (await create({ name: 'proto', base_url: upstream.url, key: 'k', models: `m,${name}`, model_mapping: '{"m":"m2"}' })).json().data.id;
+        const res = await h.app.inject({ method: 'GET', url: `/api/channel/test/${id}?model=${name}`, headers: admin.auth });
+        expect(res.statusCode).toBe(200);
+        expect(res.json()).toMatchObject({ success: true, data: { model: name } });
+        expect(JSON.parse(bodies[0]!).model).toBe(name);
+        // The mapping still applies to a model it names.
+        const mapped = await h.app.inject({ method: 'GET', url: `/api/channel/test/${id}?model=m`, headers: admin.auth });
+        expect(mapped.json().data.model).toBe('m2');
+      } finally {
+        await setOption('ChannelAllowPrivateNetworks', false);
+        await upstream.close();
+      }
+    });
 });
 
 describe('channel integers fit their INT columns', () => {

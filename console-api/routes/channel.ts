@@ -1,6 +1,7 @@
 // /api/channel/: administrators add upstream channels. The channel key is sealed with the API-key
 // crypto (AES-256-GCM) and never returned. The abilities rows (group x model) are rebuilt in the same
 // transaction (channels/abilities.ts), so routing never sees a channel without its abilities or the reverse.
+import { beforeDeadline } from '../../core/net/before-deadline.js';
 import { request as httpRequest } from 'undici';
 import { z } from 'zod';
 import { ROLE } from '../accounts/roles.js';
@@ -243,6 +244,24 @@ function connectionFailure(err: unknown): string {
   return typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,47}$/.test(code) ? code : 'connection failed';
 }
 
+/**
+ * The model a channel test sends for `requested`: its model_mapping entry when the mapping is a JSON
+ * object naming it with a non-empty string, else the name itself. Own keys only: a model named
+ * "constructor", "toString" or "__proto__" must not find Object's own members (as
+ * relay/routing/channel-registry.ts parseMapping).
+ */
+function mappedModel(rawMapping: string, requested: string): string {
+  if (!rawMapping) return requested;
+  try {
+    const mapping: unknown = JSON.parse(rawMapping);
+    if (!mapping || typeof mapping !== 'object' || !Object.hasOwn(mapping, requested)) return requested;
+    const mapped = (mapping as Record<string, unknown>)[requested];
+    return typeof mapped === 'string' && mapped ? mapped : requested;
+  } catch {
+    return requested;
+  }
+}
+
 export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
   const cols = sql(CHANNEL_COLUMNS);
@@ -398,22 +417,20 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
     const [row] = await sql<(ChannelRow & { key_ciphertext: Buffer })[]>`SELECT * FROM channels WHERE id = ${params.id}`;
     if (!row) throw new ConsoleError('NOT_FOUND', 'channel not found');
     const requested = query.model ?? row.models.split(',')[0] ?? '';
-    let mapping: Record<string, string> = {};
-    try {
-      mapping = row.model_mapping ? (JSON.parse(row.model_mapping) as Record<string, string>) : {};
-    } catch {
-      mapping = {};
-    }
-    const model = mapping[requested] ?? requested;
+    const model = mappedModel(row.model_mapping, requested);
     const allowPrivate = await privateNetworksAllowed(sql);
     const timeout = ctx.settings.CHANNEL_TEST_TIMEOUT_MS;
     const started = performance.now();
+    // One deadline for the whole exchange: undici's headersTimeout and bodyTimeout are idle timeouts
+    // (an upstream sending one byte every few seconds never meets them); this signal ends the lookup,
+    // the connection, the wait for headers and the reading of the body alike.
+    const signal = AbortSignal.timeout(timeout);
     let status = 0;
     let failure = '';
     try {
       // Address literals never reach a DNS lookup: checked here; names are checked here and again
       // by the guarded agent's own lookup.
-      if (!allowPrivate) await checkTarget(row.base_url);
+      if (!allowPrivate) await beforeDeadline(checkTarget(row.base_url), signal);
       // One output token in the channel's format: Messages for Anthropic, Chat Completions with a
       // Bearer key for an OpenAI-format channel (type 1).
       const call = oneTokenRequest(Number(row.type), row.base_url, ctx.apiKeyCrypto.open(row.key_ciphertext), model, 'hi');
@@ -423,20 +440,26 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
         body: call.body,
         headersTimeout: timeout,
         bodyTimeout: timeout,
+        signal,
         ...(allowPrivate ? {} : { dispatcher: guarded }),
       });
       status = res.statusCode;
-      // Read only to find the error type; the body itself is never answered.
+      // Read only to find the error type; the body itself is never answered. The signal ends the read.
       const head = await readHead(res.body, 64 * 1024);
       if (status !== 200) {
         const type = providerErrorType(head);
         failure = `channel test failed: HTTP ${status}${type ? ` ${type}` : ''}`;
       }
     } catch (err) {
-      failure = isPrivateTargetError(err)
-        ? `channel test refused: base_url ${(err as Error).message}; ${PRIVATE_HINT}`
-        : `channel test failed: ${connectionFailure(err)}`;
-      if (!isPrivateTargetError(err)) request.log.info({ err, channel: Number(row.id) }, 'channel test could not reach the upstream');
+      if (signal.aborted) {
+        failure = `channel test failed: timed out (no complete answer within ${timeout} ms)`;
+        request.log.info({ channel: Number(row.id), timeout_ms: timeout }, 'channel test timed out');
+      } else {
+        failure = isPrivateTargetError(err)
+          ? `channel test refused: base_url ${(err as Error).message}; ${PRIVATE_HINT}`
+          : `channel test failed: ${connectionFailure(err)}`;
+        if (!isPrivateTargetError(err)) request.log.info({ err, channel: Number(row.id) }, 'channel test could not reach the upstream');
+      }
     }
     const elapsedMs = Math.round(performance.now() - started);
     const data = { time: elapsedMs / 1000, response_time: elapsedMs, model, status_code: status };

@@ -1,5 +1,7 @@
 // Online payment end to end: the console listens on a real port, the epay and card sandboxes
 // (bench/payment-sandbox) take the signed requests and call the console back, signing correctly.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CardpaySandbox, cardpaySandboxSignature, startCardpaySandbox } from '../../bench/payment-sandbox/cardpay-sandbox.js';
@@ -11,6 +13,8 @@ import { expectShape, TOPUP_INFO, TOPUP_ORDER } from '../testing/contract.js';
 
 const EPAY = { pid: '1001', key: 'epay-merchant-key-123' };
 const CARD = { apiSecret: 'sk_test_abc', webhookSecret: 'whsec_test_abc' };
+// PAYMENT_PROVIDER_TIMEOUT_MS: the whole checkout-session exchange, short for the dripping provider below.
+const PROVIDER_TIMEOUT_MS = 1500;
 
 let h: ConsoleHarness;
 let root: TestAccount;
@@ -19,7 +23,7 @@ let epay: EpaySandbox;
 let card: CardpaySandbox;
 
 beforeAll(async () => {
-  h = await startConsoleHarness();
+  h = await startConsoleHarness({ PAYMENT_PROVIDER_TIMEOUT_MS: String(PROVIDER_TIMEOUT_MS) });
   base = await h.app.listen({ host: '127.0.0.1', port: 0 });
   root = await h.account({ role: 100 });
   epay = await startEpaySandbox(EPAY);
@@ -452,5 +456,55 @@ describe('unpaid orders: the per-account cap and expiry', () => {
     expect(events[0]!.content).toBe(`top-up of 10 (5000000 quota) completed by hand by the administrator (root user ${root.user.id}), ` +
       `without a payment confirmation from epay; order ${tradeNo} of 73.00 via wxpay`);
     expect(Object.keys(done.json().data)).not.toContain('provider_trade_no');
+  });
+});
+
+describe('card checkout against a provider that misbehaves', () => {
+  /** A stand-in card provider for one test, set as CardpayApiAddress; the sandbox is put back after. */
+  async function withProvider(handler: (req: IncomingMessage, res: ServerResponse) => void, run: () => Promise<void>): Promise<void> {
+    const server = createServer(handler);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    expect((await h.putOption(root, 'CardpayApiAddress', `http://127.0.0.1:${(server.address() as AddressInfo).port}`)).statusCode).toBe(200);
+    try {
+      await run();
+    } finally {
+      expect((await h.putOption(root, 'CardpayApiAddress', card.url)).statusCode).toBe(200);
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  }
+
+  it('a session answer that drips is cut off at PAYMENT_PROVIDER_TIMEOUT_MS: 502 in the envelope', async () => {
+    // Headers at once, then one byte every 200 ms for 8 s: undici's idle timeouts never fire.
+    await withProvider((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{');
+      const started = Date.now();
+      const t = setInterval(() => (Date.now() - started >= 8000 ? (clearInterval(t), res.end('"id":"cs_x","url":"https://pay.example/cs_x"}')) : res.write(' ')), 200);
+      res.on('close', () => clearInterval(t));
+    }, async () => {
+      const user = await h.account();
+      const started = Date.now();
+      const res = await inject('POST', '/api/user/cardpay/pay', user, { amount: 5 });
+      const took = Date.now() - started;
+      expect(res.statusCode, res.body).toBe(502);
+      expect(res.json()).toEqual({ success: false, message: 'the card provider did not create a checkout session; try again later' });
+      // The deadline held: well under the 8 s drip (generous margin over the 1.5 s deadline).
+      expect(took).toBeLessThan(PROVIDER_TIMEOUT_MS + 3500);
+    });
+  }, 15_000);
+
+  it('a session answer larger than the cap is refused, not read whole: 502 in the envelope', async () => {
+    await withProvider((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'cs_big', url: 'https://pay.example/cs_big', padding: 'x'.repeat(2 * 1024 * 1024) }));
+    }, async () => {
+      const user = await h.account();
+      const res = await inject('POST', '/api/user/cardpay/pay', user, { amount: 5 });
+      expect(res.statusCode, res.body).toBe(502);
+      expect(res.json()).toEqual({ success: false, message: 'the card provider did not create a checkout session; try again later' });
+    });
   });
 });
