@@ -1,4 +1,4 @@
-// Throttles on the public credential endpoints, counted in Redis in fixed windows started by the first
+// Throttles on the credential endpoints, counted in Redis in fixed windows started by the first
 // attempt. Every attempt counts (the counters are incremented before any password work), so parallel
 // guesses cannot slip through.
 //
@@ -9,6 +9,12 @@
 //     cleared by a success (else an attacker would log into an account of their own to reset it).
 //     Stops password spraying (one common password against many accounts) from one address.
 // Registration, per client address: REGISTER_RATE_LIMIT per REGISTER_RATE_WINDOW_SEC.
+// OpenID Connect sign-on starts (GET /api/oauth/oidc/start, public, a state row each), per client
+// address: LOGIN_IP_RATE_LIMIT per LOGIN_RATE_WINDOW_SEC, a counter of their own (a start is a login
+// from that address; it does not use up the password logins' budget). With the states' 10 minutes,
+// one address holds at most LOGIN_IP_RATE_LIMIT x 10 unused states.
+// Access tokens (GET /api/user/token), per account: ACCESS_TOKEN_ISSUE_LIMIT per
+// ACCESS_TOKEN_ISSUE_WINDOW_SEC. Each replaces the account's previous one (auth/sessions.ts).
 //
 // The client address is request.ip: with TRUSTED_PROXIES set, the one the trusted proxy reports, so
 // clients behind one proxy are not locked out together (app.ts). An IPv6 client is counted by its /64
@@ -81,5 +87,30 @@ export async function countRegistration(ctx: ConsoleContext, ip: string): Promis
   const [hit] = await countHits(ctx, [ctx.keys.registrationsFromAddress(clientBucket(ip))], ctx.settings.REGISTER_RATE_WINDOW_SEC);
   if (hit!.count > ctx.settings.REGISTER_RATE_LIMIT) {
     throw new ConsoleError('RATE_LIMITED', `too many registrations from this address; retry in ${hit!.ttl} s`, { retryAfterSec: hit!.ttl });
+  }
+}
+
+/** Counts this sign-on start; throws RATE_LIMITED (with Retry-After) when the address is over LOGIN_IP_RATE_LIMIT. */
+export async function countOidcStart(ctx: ConsoleContext, ip: string): Promise<void> {
+  const { LOGIN_IP_RATE_LIMIT, LOGIN_RATE_WINDOW_SEC } = ctx.settings;
+  const [hit] = await countHits(ctx, [ctx.keys.oidcStartsFromAddress(clientBucket(ip))], LOGIN_RATE_WINDOW_SEC);
+  if (hit!.count > LOGIN_IP_RATE_LIMIT) {
+    throw new ConsoleError('RATE_LIMITED', `too many sign-on starts from this address; retry in ${hit!.ttl} s`, { retryAfterSec: hit!.ttl });
+  }
+}
+
+/**
+ * Access tokens one account may be issued per window. Each issue is a transaction under the account's
+ * row lock and replaces the previous token: far above a person's pace (new-api's "regenerate" button),
+ * a bound on a script calling it in a loop.
+ */
+export const ACCESS_TOKEN_ISSUE_LIMIT = 10;
+export const ACCESS_TOKEN_ISSUE_WINDOW_SEC = 60;
+
+/** Counts this access-token issue; throws RATE_LIMITED (with Retry-After) past ACCESS_TOKEN_ISSUE_LIMIT. */
+export async function countAccessTokenIssue(ctx: ConsoleContext, userId: number): Promise<void> {
+  const [hit] = await countHits(ctx, [ctx.keys.accessTokenIssues(userId)], ACCESS_TOKEN_ISSUE_WINDOW_SEC);
+  if (hit!.count > ACCESS_TOKEN_ISSUE_LIMIT) {
+    throw new ConsoleError('RATE_LIMITED', `too many access tokens issued for this account; retry in ${hit!.ttl} s`, { retryAfterSec: hit!.ttl });
   }
 }

@@ -2,8 +2,9 @@
 // starts with `sk-`, so it cannot be confused with an API key); only its SHA-256 is stored, in the
 // access_tokens table (new-api's name). Two kinds:
 //   session: issued by login, expires after SESSION_TTL_SEC.
-//   access:  new-api's "access token", issued by GET /api/user/token, no expiry; issuing one revokes
-//            the user's previous one.
+//   access:  new-api's "access token", issued by GET /api/user/token, no expiry; issuing one replaces
+//            the user's previous one (its row deleted: one access row per account, as new-api's one
+//            users.access_token column).
 import { createHash, randomBytes } from 'node:crypto';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { UserRow } from '../accounts/account-view.js';
@@ -72,17 +73,19 @@ export async function issueSession(sql: Sql, userId: number, ttlSec: number, now
 }
 
 /**
- * A new long-lived access token; the previous access token(s) of the user stop working at once. The
- * row lock also keeps concurrent calls from leaving several alive (each revoked the others' before
- * they were written). Null when the presented credential is no longer live (lockIssuer).
+ * A new long-lived access token; the previous access token(s) of the user stop working at once. They
+ * are deleted, not revoked: a revoked row was kept a week (billing/console-row-pruning.ts), so every
+ * call left one more row; replaced, an account has one access row at most, as new-api's one column.
+ * Nothing reads a replaced token's row (a ban, the one revocation whose reason is told, cannot have
+ * happened: lockIssuer checks the account is enabled). The row lock also keeps concurrent calls from
+ * leaving several alive (each removed the others' before they were written). Null when the presented
+ * credential is no longer live (lockIssuer).
  */
 export async function issueAccessToken(sql: Sql, userId: number, nowSec: number, on: IssuedOn): Promise<string | null> {
   const credential = newCredential();
   return sql.begin(async (tx) => {
     if (!(await lockIssuer(tx, userId, on, nowSec))) return null;
-    await tx`
-      UPDATE access_tokens SET revoked_at = ${nowSec}
-      WHERE user_id = ${userId} AND kind = 'access' AND revoked_at IS NULL`;
+    await tx`DELETE FROM access_tokens WHERE user_id = ${userId} AND kind = 'access'`;
     await tx`
       INSERT INTO access_tokens (user_id, token_hash, kind, created_at, expires_at)
       VALUES (${userId}, ${hashCredential(credential)}, 'access', ${nowSec}, NULL)`;

@@ -1,6 +1,7 @@
 // Every body and query is parsed with a zod schema at the edge. A failure becomes a 400 whose message
 // names the offending field, e.g. "name: must be at most 50 characters".
 import { z } from 'zod';
+import { mixesLookAlikeScripts } from '../accounts/username-scripts.js';
 import { ConsoleError } from './errors.js';
 
 /**
@@ -151,6 +152,50 @@ export function displayText(max: number, required?: { min: number; message: stri
     .max(max, { error: `must be at most ${max} characters` })
     .refine((s) => !HIDDEN_OR_CONTROL.test(s), { error: 'must not contain control or invisible formatting characters' });
 }
+
+/** HIDDEN_OR_CONTROL, every occurrence. */
+const HIDDEN_OR_CONTROL_ALL = new RegExp(HIDDEN_OR_CONTROL.source, 'gu');
+/** A terminal escape sequence (CSI `ESC [ … m`, OSC `ESC ] … BEL`, or a two-character one): dropped whole, not only its ESC. */
+const TERMINAL_ESCAPE = /\u001b(?:\[[0-?]*[ -/]*[@-~]|\][^\u0007\u001b]*(?:\u0007|\u001b\\)|[@-_])/gu;
+/** Line and paragraph breaks, tabs: a space between the words they separated. */
+const BREAKS = /[\t\n\v\f\r\u0085\u2028\u2029]+/gu;
+const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+
+/**
+ * Text a person did not type here, made a displayText(max): an identity provider's `name` claim, which
+ * most providers let their users set freely. Refusing it would refuse a legitimate sign-in, so it is
+ * cleaned instead: terminal escape sequences and displayText's control and invisible formatting
+ * characters dropped (NUL among them), line breaks and tabs made spaces, then cut to at most `max`
+ * UTF-16 units (displayText's measure) at a grapheme boundary, so neither half a surrogate pair
+ * (stored as U+FFFD) nor part of an emoji sequence is left. '' when nothing readable is left: the
+ * caller falls back to a derived name.
+ */
+export function toDisplayText(raw: string, max: number): string {
+  const cleaned = raw.replace(TERMINAL_ESCAPE, '').replace(BREAKS, ' ').replace(HIDDEN_OR_CONTROL_ALL, '').replace(/ {2,}/gu, ' ').trim();
+  let cut = '';
+  for (const { segment } of graphemes.segment(cleaned)) {
+    if (cut.length + segment.length > max) break;
+    cut += segment;
+  }
+  cut = cut.trim();
+  // The schema itself has the last word: what it would refuse is not returned.
+  return displayText(max).safeParse(cut).success ? cut : '';
+}
+
+/**
+ * A username, as registration takes it (and an administrator's rename, and an account sign-on
+ * creates): 3 to 20 characters, no spaces or control characters, letters of one of the look-alike
+ * scripts only (accounts/username-scripts.ts).
+ */
+export const usernameSchema = z
+  .string({ error: 'must be a string' })
+  .min(3, { error: 'must be at least 3 characters' })
+  .max(20, { error: 'must be at most 20 characters' })
+  .regex(/^[^\s\p{C}]+$/u, { error: 'must not contain spaces or control characters' })
+  .refine((s) => !mixesLookAlikeScripts(s), { error: 'must not mix Latin, Greek and Cyrillic letters (they have look-alikes: a Cyrillic а reads as a Latin a)' });
+
+/** An e-mail address as registration takes it (and sign-on keeps one). */
+export const emailAddress = z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' });
 
 /**
  * A name a resource must have (API keys, redemption codes, channels): displayText, and neither empty

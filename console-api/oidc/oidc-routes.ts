@@ -26,7 +26,14 @@
 // A binding completes only while the credential that started it is live and the account enabled
 // (auth/sessions.ts lockIssuer, under the account's row lock): a password change, a reset or a ban
 // revoked it meanwhile, the binding is refused. An account is created (not a plain sign-in) only within
-// REGISTER_RATE_LIMIT per client address, as registration.
+// REGISTER_RATE_LIMIT per client address, as registration. Starts are counted per client address
+// (auth/login-limiter.ts countOidcStart: LOGIN_IP_RATE_LIMIT per LOGIN_RATE_WINDOW_SEC), each writing
+// a state row; states expire after OIDC_STATE_TTL_SEC and every start deletes the expired ones.
+// The claims a provider passes on from what its user typed get registration's checks: the `name`
+// claim is cleaned into a display name (http/validation.ts toDisplayText; refusing it would refuse a
+// legitimate sign-in), the username derived passes registration's rules, an e-mail address only
+// counts if registration would take it (one with a control character, NUL included, is refused 400),
+// and a `sub` longer than OpenID's 255 characters or with a control character is refused 400.
 // A sign-in finds the account by users.oidc_id (the ID token's `sub`) and opens a session exactly as
 // password login does (auth/sessions.ts issueSession); a browser's navigation (Sec-Fetch-Mode:
 // navigate) gets it as the web console's cookies (auth/browser-session.ts) and a 303 to /; an unknown identity creates an account when
@@ -45,7 +52,7 @@ import { ACCOUNT_STATUS } from '../accounts/roles.js';
 import { hashPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
 import { HOST_PREFIX, overHttps, setSessionCookies } from '../auth/browser-session.js';
-import { countRegistration } from '../auth/login-limiter.js';
+import { countOidcStart, countRegistration } from '../auth/login-limiter.js';
 import { hashCredential, issueSession, lockIssuer, resolveSession } from '../auth/sessions.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
@@ -53,13 +60,17 @@ import type { FastifyRequest } from 'fastify';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { loginDataSchema } from '../http/schemas.js';
+import { emailAddress, toDisplayText, usernameSchema } from '../http/validation.js';
 import { isLoopbackHost, loadOptionView } from '../options/option-catalogue.js';
 import { afterConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH } from '../referrals/referrals.js';
 import { loadRegistrationPolicy } from '../registration/registration-policy.js';
-import { mixesLookAlikeScripts } from '../accounts/username-scripts.js';
 
 export const OIDC_STATE_TTL_SEC = 600;
+/** OpenID Connect Core 1.0, 2: a `sub` "MUST NOT exceed 255 ASCII characters in length". */
+export const OIDC_SUBJECT_MAX_LENGTH = 255;
+/** users.display_name as registration bounds it (displayText(50)). */
+const DISPLAY_NAME_MAX = 50;
 const DISCOVERY_TTL_MS = 5 * 60_000;
 const DISCOVERY_TIMEOUT_SEC = 10;
 
@@ -137,13 +148,73 @@ function browserCookieOptions(request: FastifyRequest) {
     : { path: '/api/oauth/oidc', httpOnly: true, sameSite: 'lax' as const, secure: false, maxAge: OIDC_STATE_TTL_SEC };
 }
 
-/** A username for a new account from the provider's claims: 3–20 characters, no spaces; a suffix when taken. */
+/** The first code points of `s` that fit in `max` UTF-16 units: never half a surrogate pair. */
+function cutCodePoints(s: string, max: number): string {
+  let out = '';
+  for (const c of s) {
+    if (out.length + c.length > max) break;
+    out += c;
+  }
+  return out;
+}
+
+/**
+ * A username for a new account from the provider's claims, passing registration's rules
+ * (usernameSchema: 3–20 characters, no spaces or control characters, no mix of look-alike scripts);
+ * a suffix when taken.
+ */
 function usernameFrom(claims: Record<string, unknown>, attempt: number): string {
-  const raw = String(claims.preferred_username ?? (typeof claims.email === 'string' ? claims.email.split('@')[0] : '') ?? '');
-  let base = raw.replace(/[^\p{L}\p{N}_.-]/gu, '').slice(0, 13);
-  // Too short, or mixing look-alike scripts (accounts/username-scripts.ts): a neutral base instead.
-  if (base.length < 3 || mixesLookAlikeScripts(base)) base = 'oidc';
-  return attempt === 0 && base.length >= 3 ? base : `${base}_${randomBytes(3).toString('hex')}`;
+  const raw = typeof claims.preferred_username === 'string' ? claims.preferred_username
+    : typeof claims.email === 'string' ? claims.email.split('@')[0]! : '';
+  // 13 UTF-16 units, so that `_` and the 6-digit suffix keep it within 20; cut between code points.
+  let base = cutCodePoints(raw.replace(/[^\p{L}\p{N}_.-]/gu, ''), 13);
+  // Refused by registration's rules (too short, mixing look-alike scripts): a neutral base instead.
+  if (!usernameSchema.safeParse(base).success) base = 'oidc';
+  const name = attempt === 0 ? base : `${base}_${randomBytes(3).toString('hex')}`;
+  return usernameSchema.safeParse(name).success ? name : `oidc_${randomBytes(3).toString('hex')}`;
+}
+
+/** The `name` claim as a display name (registration's displayText, cleaned rather than refused); undefined: the username. */
+function displayNameFrom(claims: Record<string, unknown>): string | undefined {
+  return typeof claims.name === 'string' ? toDisplayText(claims.name, DISPLAY_NAME_MAX) || undefined : undefined;
+}
+
+/** A control character (NUL among them; Postgres text cannot hold NUL) or a lone surrogate. */
+const CONTROL = /[\p{Cc}\p{Cs}]/u;
+
+/**
+ * The ID token's `sub` as the account's oidc_id: refused (400) when it is longer than OpenID allows
+ * (an 8,000-character one did not fit the unique index, and was answered 409 "was just bound") or
+ * holds a control character (a NUL answered 500).
+ */
+function subjectOf(claims: Record<string, unknown>): string {
+  const sub = typeof claims.sub === 'string' ? claims.sub : '';
+  if (sub === '' || sub.length > OIDC_SUBJECT_MAX_LENGTH || CONTROL.test(sub)) {
+    throw new ConsoleError('VALIDATION_FAILED',
+      `the sign-on identity's subject (the ID token's sub) is longer than ${OIDC_SUBJECT_MAX_LENGTH} characters or contains control characters; this provider cannot be used for sign-on`);
+  }
+  return sub;
+}
+
+/**
+ * The e-mail address the claims assert, if registration would take it (and it is a plain one); else
+ * ''. One with a control character (a NUL answered 500) is refused (400): no address is made of it.
+ */
+function emailOf(claims: Record<string, unknown>): string {
+  if (typeof claims.email !== 'string') return '';
+  if (CONTROL.test(claims.email)) {
+    throw new ConsoleError('VALIDATION_FAILED', 'the sign-on identity\'s e-mail address (the provider\'s email claim) contains control characters; it cannot be used');
+  }
+  return isPlainAddress(claims.email) && emailAddress.safeParse(claims.email).success ? claims.email : '';
+}
+
+/**
+ * The unique violation (23505) on users.oidc_id: the identity bound to another account meanwhile.
+ * Postgres names the same index on other errors (an index row too large, 54000), which are not that.
+ */
+export function isOidcIdConflict(err: unknown): boolean {
+  const e = err as { code?: string; constraint_name?: string } | null;
+  return e?.code === '23505' && e.constraint_name === 'users_oidc_id';
 }
 
 /**
@@ -169,10 +240,13 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'GET', path: '/api/oauth/oidc/start', tag: 'account: sign-on', access: 'public', query: oidcStartQuery,
     data: z.object({ authorization_url: z.string() }),
     summary: 'Start OpenID Connect sign-on: the provider URL to send the browser to (PKCE, state, nonce); with a console credential, binds the caller\'s account',
-    description: 'The state is valid 10 minutes, once. aff_code is applied if the sign-on creates an account.',
-    errors: ['FEATURE_DISABLED', 'UPSTREAM_FAILED'],
+    description: 'The state is valid 10 minutes, once. aff_code is applied if the sign-on creates an account. ' +
+      'At most LOGIN_IP_RATE_LIMIT (30) starts per client address per LOGIN_RATE_WINDOW_SEC (60 s); then 429 with Retry-After.',
+    errors: ['FEATURE_DISABLED', 'UPSTREAM_FAILED', 'RATE_LIMITED'],
   }, async ({ query, request, reply }) => {
     const s = await loadOidcSettings(ctx);
+    // Each start writes a state row: counted per client address before anything is written.
+    await countOidcStart(ctx, request.ip);
     const config = await discover(ctx, s);
     const bearer = bearerToken(request.headers.authorization);
     const binder = bearer ? await resolveSession(sql, bearer, ctx.now()) : undefined;
@@ -209,7 +283,7 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
     summary: 'The OpenID Connect redirect URI: signs in (a session token, as login), creates the account, or binds it (token empty); a browser navigation gets the web console\'s session cookies and a 303 to /',
     description: 'Signing in finds the account by oidc_id; an unknown identity creates an account when RegisterEnabled, unless its e-mail belongs ' +
       'to an account (409: log in and bind). oidc.allowed_email_domains, when set, needs a verified e-mail address in one of the domains.',
-    errors: ['FEATURE_DISABLED', 'UPSTREAM_FAILED', 'INVALID_CODE', 'STATE_CONFLICT', 'ACCOUNT_BANNED', 'INSUFFICIENT_ROLE', 'RATE_LIMITED'],
+    errors: ['FEATURE_DISABLED', 'UPSTREAM_FAILED', 'INVALID_CODE', 'VALIDATION_FAILED', 'STATE_CONFLICT', 'ACCOUNT_BANNED', 'INSUFFICIENT_ROLE', 'RATE_LIMITED'],
   }, async ({ request, reply }) => {
     // A browser arriving from the provider (a top-level navigation) goes back to the web console,
     // signed in by its session cookie; an API client reads the JSON answer.
@@ -247,9 +321,10 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
       ctx.logger.warn({ oidcError: (err as Error).message }, 'OpenID Connect code exchange refused');
       throw new ConsoleError('INVALID_CODE', 'the sign-on could not be completed (the provider refused the code or a check failed); start again');
     }
-    const subject = String(claims.sub ?? '');
-    // An address that is not a plain one (two `@`, quotes) is no address: never stored, never a domain.
-    const email = typeof claims.email === 'string' && isPlainAddress(claims.email) ? claims.email : '';
+    const subject = subjectOf(claims);
+    // An address that is not a plain one (two `@`, quotes) or that registration would refuse is no
+    // address: never stored, never a domain.
+    const email = emailOf(claims);
     const verified = claims.email_verified === true;
     assertAllowedDomain(s, email, verified);
 
@@ -268,7 +343,7 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
         const [row] = await tx<UserRow[]>`UPDATE users SET oidc_id = ${subject} WHERE id = ${bindUserId} AND deleted_at IS NULL RETURNING *`;
         return row ?? null;
       }).catch((err: unknown) => {
-        if ((err as { constraint_name?: string }).constraint_name === 'users_oidc_id') throw new ConsoleError('STATE_CONFLICT', 'this sign-on identity is already bound to another account');
+        if (isOidcIdConflict(err)) throw new ConsoleError('STATE_CONFLICT', 'this sign-on identity is already bound to another account');
         throw err;
       });
       if (!bound) {
@@ -281,7 +356,7 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
     }
 
     let user = owner;
-    if (!user) user = await createOidcAccount(ctx, claims, email, verified, pending.aff_code, request.ip);
+    if (!user) user = await createOidcAccount(ctx, claims, subject, email, verified, pending.aff_code, request.ip);
     if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
     // The same session as a password login.
     const token = await issueSession(sql, user.id, ctx.config.SESSION_TTL_SEC, ctx.now());
@@ -295,7 +370,7 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
   });
 }
 
-async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unknown>, email: string, verified: boolean, affCode: string, clientIp: string): Promise<UserRow> {
+async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unknown>, subject: string, email: string, verified: boolean, affCode: string, clientIp: string): Promise<UserRow> {
   const { sql } = ctx;
   const policy = await loadRegistrationPolicy(sql);
   if (!policy.registerEnabled) throw new ConsoleError('FEATURE_DISABLED', 'registration is closed');
@@ -314,10 +389,10 @@ async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unk
         const created = await insertAccount(tx, {
           username: usernameFrom(claims, attempt),
           passwordHash,
-          displayName: String(claims.name ?? '').slice(0, 50) || undefined,
+          displayName: displayNameFrom(claims),
           email: verified ? email : '',
         });
-        const [withOidc] = await tx<UserRow[]>`UPDATE users SET oidc_id = ${String(claims.sub)} WHERE id = ${created.id} RETURNING *`;
+        const [withOidc] = await tx<UserRow[]>`UPDATE users SET oidc_id = ${subject} WHERE id = ${created.id} RETURNING *`;
         const credits: RecordedCredit[] = affCode
           ? await acceptInvitation(tx, withOidc!, affCode, { inviter: policy.quotaForInviter, invitee: policy.quotaForInvitee }, ctx.now())
           : [];
@@ -328,7 +403,7 @@ async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unk
     } catch (err) {
       if (err instanceof ConsoleError && err.code === 'USERNAME_TAKEN' && attempt < 5) continue;
       // The same identity's callback finishing twice at once: the unique oidc_id lets one account exist.
-      if ((err as { constraint_name?: string }).constraint_name === 'users_oidc_id') throw new ConsoleError('STATE_CONFLICT', 'this sign-on identity was just bound to an account; sign in again');
+      if (isOidcIdConflict(err)) throw new ConsoleError('STATE_CONFLICT', 'this sign-on identity was just bound to an account; sign in again');
       throw err;
     }
   }

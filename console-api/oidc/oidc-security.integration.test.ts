@@ -7,6 +7,7 @@ import { createSign, generateKeyPairSync, type KeyObject, randomBytes } from 'no
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, startConsoleHarness, uniqueName } from '../../tests/harness/console-harness.js';
+import { isOidcIdConflict } from './oidc-routes.js';
 
 const CLIENT_ID = 'security-client';
 const CLIENT_SECRET = 'security-client-secret';
@@ -271,5 +272,146 @@ describe('account creation by sign-on', () => {
     } finally {
       await setOptions({ QuotaForInvitee: '0', QuotaForInviter: '0' });
     }
+  });
+});
+
+describe('claims a provider passes on from what its user typed: registration\'s checks, a legitimate sign-in not refused', () => {
+  const displayNameOf = async (sub: string) =>
+    (await h.sql<{ display_name: string; username: string }[]>`SELECT display_name, username FROM users WHERE oidc_id = ${sub}`)[0]!;
+
+  it('a name with bidi overrides, ANSI escapes, line breaks, zero-width characters or NUL is stored without them (registration refuses them)', async () => {
+    const reg = await h.app.inject({ method: 'POST', url: '/api/user/register', remoteAddress: freshAddress(),
+      payload: { username: uniqueName(), password: 'password-1234', display_name: 'support\u202Etroppus' } });
+    expect(reg.json()).toEqual({ success: false, message: 'display_name: must not contain control or invisible formatting characters' });
+    for (const [name, stored] of [
+      ['support\u202Etroppus', 'supporttroppus'],
+      ['line1\nline2\u001b[31mred\u001b[0m', 'line1 line2red'],
+      ['zero\u200Bwidth\uFEFF', 'zerowidth'],
+      ['a\u0000b', 'ab'],
+      ['\u2066Ada\u2069 \u061CLovelace', 'Ada Lovelace'],
+    ] as const) {
+      const sub = uniqueName('nm');
+      const res = await finish(await start(), sub, { name });
+      expect(res.statusCode, `${JSON.stringify(name)}: ${res.body}`).toBe(200);
+      expect((await displayNameOf(sub)).display_name, JSON.stringify(name)).toBe(stored);
+    }
+  });
+
+  it('a name of nothing but such characters (or not a string) leaves the username as the display name', async () => {
+    for (const name of ['\u202E\u200B\u0000', '\u001b[31m', { first: 'x' }]) {
+      const sub = uniqueName('nm');
+      expect((await finish(await start(), sub, { name })).statusCode).toBe(200);
+      const row = await displayNameOf(sub);
+      expect(row.display_name, JSON.stringify(name)).toBe(row.username);
+    }
+  });
+
+  it('a long name is cut to 50 characters at a character boundary: no half surrogate pair (U+FFFD), no split emoji sequence', async () => {
+    for (const [name, stored] of [
+      [`a${'😀'.repeat(30)}`, `a${'😀'.repeat(24)}`],
+      [`${'x'.repeat(45)}👨‍👩‍👧`, 'x'.repeat(45)],
+      ['y'.repeat(80), 'y'.repeat(50)],
+    ] as const) {
+      const sub = uniqueName('emo');
+      expect((await finish(await start(), sub, { name })).statusCode).toBe(200);
+      const row = await displayNameOf(sub);
+      expect(row.display_name).toBe(stored);
+      expect(row.display_name).not.toContain('\uFFFD');
+    }
+  });
+
+  it('a username derived from astral letters or look-alike scripts passes registration\'s rules (at most 20, no U+FFFD)', async () => {
+    for (const preferred of ['𝐀𝐁𝐂𝐃𝐄𝐅𝐆𝐇𝐈𝐉𝐊𝐋𝐌𝐍𝐎𝐏', 'аdmin', 'ab']) {
+      const sub = uniqueName('un');
+      expect((await finish(await start(), sub, { preferred_username: preferred })).statusCode).toBe(200);
+      const { username } = await displayNameOf(sub);
+      expect(username.length, username).toBeLessThanOrEqual(20);
+      expect(username).not.toContain('\uFFFD');
+      expect(username).toMatch(/^[^\s\p{C}]{3,20}$/u);
+    }
+  });
+
+  it('an e-mail address with a NUL or another control character: a clear 400, nothing created (it answered 500)', async () => {
+    for (const email of ['a\u0000b@example.test', 'a@example.test\u0000', 'a\u001b@example.test']) {
+      const sub = uniqueName('nule');
+      const res = await finish(await start(), sub, { email });
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json()).toEqual({ success: false, message: 'the sign-on identity\'s e-mail address (the provider\'s email claim) contains control characters; it cannot be used' });
+      expect(await h.sql`SELECT 1 FROM users WHERE oidc_id = ${sub}`).toHaveLength(0);
+    }
+  });
+
+  it('an e-mail address registration would refuse (not an address) is no address: the account is made without it', async () => {
+    const sub = uniqueName('bad');
+    expect((await finish(await start(), sub, { email: 'x\u200B@example.test' })).statusCode).toBe(200);
+    const [row] = await h.sql<{ email: string }[]>`SELECT email FROM users WHERE oidc_id = ${sub}`;
+    expect(row!.email).toBe('');
+  });
+
+  it('a subject longer than 255 characters, or with a NUL or control character: a clear 400, nothing created (it answered 409 "was just bound" or 500)', async () => {
+    const message = 'the sign-on identity\'s subject (the ID token\'s sub) is longer than 255 characters or contains control characters; this provider cannot be used for sign-on';
+    const accounts = async () => (await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM users`)[0]!.n;
+    const before = await accounts();
+    for (const sub of [randomBytes(4000).toString('hex'), 's'.repeat(256), `a\u0000b${uniqueName()}`, `a\nb${uniqueName()}`]) {
+      const res = await finish(await start(), sub, { email: `${uniqueName('sub')}@example.test` });
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json()).toEqual({ success: false, message });
+    }
+    expect(await accounts()).toBe(before);
+    // 255 characters is a subject.
+    const longest = `${uniqueName('s')}${'s'.repeat(244)}`;
+    expect(longest.length).toBe(255);
+    expect((await finish(await start(), longest)).statusCode).toBe(200);
+  });
+
+  it('STATE_CONFLICT ("just bound") only for the unique violation on users_oidc_id (23505), not for Postgres\' index row size error', async () => {
+    const a = await h.account();
+    const b = await h.account();
+    const sub = uniqueName('dup');
+    await h.sql`UPDATE users SET oidc_id = ${sub} WHERE id = ${a.user.id}`;
+    const duplicate = await h.sql`UPDATE users SET oidc_id = ${sub} WHERE id = ${b.user.id}`.catch((e: unknown) => e);
+    expect(isOidcIdConflict(duplicate)).toBe(true);
+    const tooBig = await h.sql`UPDATE users SET oidc_id = ${randomBytes(4000).toString('hex')} WHERE id = ${b.user.id}`.catch((e: unknown) => e);
+    expect((tooBig as { constraint_name?: string }).constraint_name).toBe('users_oidc_id');
+    expect(isOidcIdConflict(tooBig)).toBe(false);
+  });
+});
+
+describe('GET /api/oauth/oidc/start: a per-address limit; unused states expire', () => {
+  let limited: ConsoleHarness;
+  let clock = Math.floor(Date.now() / 1000);
+  beforeAll(async () => {
+    limited = await startConsoleHarness({}, { now: () => clock, settings: { LOGIN_IP_RATE_LIMIT: 3, LOGIN_RATE_WINDOW_SEC: 60 } });
+    for (const [key, value] of Object.entries({ 'oidc.enabled': 'true', 'oidc.well_known': issuer, 'oidc.client_id': CLIENT_ID, 'oidc.client_secret': CLIENT_SECRET })) {
+      await limited.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+    }
+  });
+  afterAll(async () => {
+    await limited?.close();
+  });
+  const startFrom = (ip: string) => limited.app.inject({ method: 'GET', url: '/api/oauth/oidc/start', remoteAddress: ip });
+  const states = async () => (await limited.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM oidc_states`)[0]!.n;
+
+  it('LOGIN_IP_RATE_LIMIT starts per client address per LOGIN_RATE_WINDOW_SEC, then 429 with Retry-After writing nothing; other addresses go on', async () => {
+    const before = await states();
+    for (let i = 0; i < 3; i++) expect((await startFrom('192.0.2.50')).statusCode).toBe(200);
+    const refused = await startFrom('192.0.2.50');
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json()).toEqual({ success: false, message: expect.stringMatching(/^too many sign-on starts from this address; retry in \d+ s$/) });
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(60);
+    expect(await states()).toBe(before + 3);
+    // An IPv6 client is counted by its /64, as the login limit.
+    for (let i = 0; i < 3; i++) expect((await startFrom(`2001:db8:0:7::${i + 1}`)).statusCode).toBe(200);
+    expect((await startFrom('2001:db8:0:7::99')).statusCode).toBe(429);
+    expect((await startFrom('192.0.2.51')).statusCode).toBe(200);
+  });
+
+  it('states unused for 10 minutes are deleted by the next start', async () => {
+    expect((await startFrom('192.0.2.60')).statusCode).toBe(200);
+    expect(await states()).toBeGreaterThan(1);
+    clock += 601;
+    expect((await startFrom('192.0.2.61')).statusCode).toBe(200);
+    expect(await states()).toBe(1);
   });
 });

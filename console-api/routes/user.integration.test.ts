@@ -145,6 +145,37 @@ describe('register, login and access tokens', () => {
     expect((await get('/api/user/self', { authorization: `Basic ${access2}` })).statusCode).toBe(401);
   });
 
+  it('a new access token replaces the previous one (one access row per account, as new-api\'s one column); at most 10 a minute per account, then 429 with Retry-After', async () => {
+    const a = await h.account();
+    const b = await h.account();
+    const accessRows = async (userId: number) =>
+      (await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM access_tokens WHERE user_id = ${userId} AND kind = 'access'`)[0]!.n;
+    const issued: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const res = await get('/api/user/token', a.auth);
+      expect(res.statusCode, res.body).toBe(200);
+      issued.push(res.json().data as string);
+      expect(await accessRows(a.user.id)).toBe(1);
+    }
+    const refused = await get('/api/user/token', a.auth);
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json()).toEqual({ success: false, message: expect.stringMatching(/^too many access tokens issued for this account; retry in \d+ s$/) });
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(60);
+    // Nothing was issued or revoked by the refused call: the last token still works, the earlier ones do not.
+    expect(await accessRows(a.user.id)).toBe(1);
+    expect((await get('/api/user/self', { authorization: `Bearer ${issued[9]}` })).statusCode).toBe(200);
+    expect((await get('/api/user/self', { authorization: `Bearer ${issued[0]}` })).statusCode).toBe(401);
+    // Revoking with DELETE leaves the one row (revoked) until the next issue replaces it.
+    expect((await h.app.inject({ method: 'DELETE', url: '/api/user/token', headers: b.auth })).statusCode).toBe(200);
+    expect((await get('/api/user/token', b.auth)).statusCode).toBe(200);
+    expect((await h.app.inject({ method: 'DELETE', url: '/api/user/token', headers: b.auth })).json().data).toEqual({ revoked: 1 });
+    expect(await accessRows(b.user.id)).toBe(1);
+    // Another account has its own budget.
+    expect((await get('/api/user/token', b.auth)).statusCode).toBe(200);
+    expect(await accessRows(b.user.id)).toBe(1);
+  });
+
   it('refuses missing, unknown and expired credentials and sk- API keys with 401', async () => {
     const none = await get('/api/user/self');
     expect(none.statusCode).toBe(401);

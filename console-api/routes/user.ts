@@ -7,7 +7,7 @@ import { findUserById, findUserByUsername, insertAccount } from '../accounts/acc
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { hashCredential, issueAccessToken, issueSession, lockIssuer, revokeAccessTokens, revokeAllCredentials, revokeSession, unbindSignOn } from '../auth/sessions.js';
-import { clearLoginAttempts, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
+import { ACCESS_TOKEN_ISSUE_LIMIT, ACCESS_TOKEN_ISSUE_WINDOW_SEC, clearLoginAttempts, countAccessTokenIssue, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
 import type { ConsoleContext } from '../context.js';
@@ -16,7 +16,7 @@ import type { Api } from '../http/api.js';
 import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
-import { containsPattern, displayText, idParams, nonBlankText, pageQuery, paging, queryString, safeInt } from '../http/validation.js';
+import { containsPattern, displayText, emailAddress, idParams, nonBlankText, pageQuery, paging, queryString, safeInt, usernameSchema } from '../http/validation.js';
 import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
@@ -26,14 +26,9 @@ import { registerEmailRoutes } from '../email/email-routes.js';
 import { registerSettingRoutes } from '../notices/setting-routes.js';
 import { registerOidcRoutes } from '../oidc/oidc-routes.js';
 import { resolveSession } from '../auth/sessions.js';
-import { mixesLookAlikeScripts } from '../accounts/username-scripts.js';
 
-const username = z
-  .string({ error: 'must be a string' })
-  .min(3, { error: 'must be at least 3 characters' })
-  .max(20, { error: 'must be at most 20 characters' })
-  .regex(/^[^\s\p{C}]+$/u, { error: 'must not contain spaces or control characters' })
-  .refine((s) => !mixesLookAlikeScripts(s), { error: 'must not mix Latin, Greek and Cyrillic letters (they have look-alikes: a Cyrillic а reads as a Latin a)' });
+// Registration's rules (http/validation.ts), shared with the accounts sign-on creates.
+const username = usernameSchema;
 
 export const registerBody = z.object({
   username,
@@ -43,7 +38,7 @@ export const registerBody = z.object({
     .max(64, { error: 'must be at most 64 characters' }),
   /** '' or only white space: the username (insertAccount), new-api's default. */
   display_name: displayText(50).optional(),
-  email: z.union([z.literal(''), z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' })]).optional(),
+  email: z.union([z.literal(''), emailAddress]).optional(),
   /** The inviter's invitation code (referrals/referrals.ts). */
   aff_code: z.string({ error: 'must be a string' }).max(AFF_CODE_MAX_LENGTH, { error: `must be at most ${AFF_CODE_MAX_LENGTH} characters` }).optional(),
   /** The code mailed by GET /api/verification, when EmailVerificationEnabled. */
@@ -257,8 +252,11 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
 
   api.route({
     method: 'GET', path: '/api/user/token', tag: 'account', access: ROLE.user, data: z.string(),
-    summary: 'Issue a long-lived access token, revoking the previous one(s)',
+    summary: 'Issue a long-lived access token, replacing the previous one',
+    description: `At most ${ACCESS_TOKEN_ISSUE_LIMIT} per account per ${ACCESS_TOKEN_ISSUE_WINDOW_SEC} s; then 429 with Retry-After.`,
+    errors: ['RATE_LIMITED'],
   }, async ({ user, request }) => {
+    await countAccessTokenIssue(ctx, Number(user.id));
     // Issued only if the presenting session is still live: a password change or a ban may have revoked it meanwhile.
     const token = await issueAccessToken(sql, user.id, ctx.now(), { credential: bearerToken(request.headers.authorization)! });
     if (token === null) throw await refusalOfStaleIssue(sql, user.id, 'INVALID_ACCESS_TOKEN');
@@ -433,7 +431,10 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
         await assertDebitCovered(ctx, tx, 'quota', Number(before.id), Number(before.quota), delta);
         credit = await recordConsoleCredit(tx, {
           requestId: manageRequestId(), type: LOG_TYPE.manage, userId: Number(before.id), delta,
-          content: `administrator ${caller.username} set the balance from ${before.quota} to ${body.quota} (${delta > 0 ? '+' : ''}${delta} quota)`,
+          // The account reads this row (GET /api/log/self): worded as new-api's, without the
+          // administrator's login (administrators are hidden from one another and from the accounts
+          // they manage). Who did it goes to the console's log below.
+          content: `An administrator set the balance from ${before.quota} to ${body.quota} (${delta > 0 ? '+' : ''}${delta} quota)`,
           createdAt: ctx.now(),
         });
       }
@@ -462,8 +463,10 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       throw err;
     });
     // Committed: the Redis mirror moves by the same delta, the management log event is appended.
-    if (credit) await afterConsoleCredit(ctx, credit);
-    else await ctx.invalidate({ kind: 'user', id: Number(updated.id) });
+    if (credit) {
+      logBalanceChange(ctx, caller, credit, 'set_quota');
+      await afterConsoleCredit(ctx, credit);
+    } else await ctx.invalidate({ kind: 'user', id: Number(updated.id) });
     return ok(toAccount(updated));
   });
 
@@ -505,7 +508,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
           await assertDebitCovered(ctx, tx, 'value', Number(target.id), Number(target.quota), body.value);
           credit = await recordConsoleCredit(tx, {
             requestId: manageRequestId(), type: LOG_TYPE.manage, userId: Number(target.id), delta: body.value,
-            content: `administrator ${caller.username} ${body.value > 0 ? 'added' : 'removed'} ${Math.abs(body.value)} quota${body.reason ? `: ${body.reason}` : ''}`,
+            // As PUT /api/user/'s: no administrator's login in the account's own log row.
+            content: `An administrator ${body.value > 0 ? 'added' : 'removed'} ${Math.abs(body.value)} quota${body.reason ? `: ${body.reason}` : ''}`,
             createdAt: now,
           });
           break;
@@ -516,11 +520,23 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       const [after] = await tx<UserRow[]>`SELECT * FROM users WHERE id = ${body.id}`;
       return { updated: after!, credit };
     });
-    if (credit) await afterConsoleCredit(ctx, credit);
-    else await ctx.invalidate({ kind: 'user', id: Number(updated.id) });
+    if (credit) {
+      logBalanceChange(ctx, caller, credit, 'add_quota');
+      await afterConsoleCredit(ctx, credit);
+    } else await ctx.invalidate({ kind: 'user', id: Number(updated.id) });
     if (body.action === 'delete') await expireDeletedAccountMirrors(ctx, Number(updated.id));
     return ok(toAccount(updated));
   });
+}
+
+/**
+ * The audit line of an administrator's balance change, in the console's log (operators read it, the
+ * account does not): who made it, by id and login, beside the ledger row it wrote. The account's own
+ * log row names no administrator.
+ */
+function logBalanceChange(ctx: ConsoleContext, caller: UserRow, credit: RecordedCredit, action: 'add_quota' | 'set_quota'): void {
+  ctx.logger.info({ accountId: credit.userId, by: Number(caller.id), byUsername: caller.username, action, delta: credit.delta, ledgerId: credit.ledgerId },
+    'balance changed by an administrator');
 }
 
 /** Whether another account (deleted ones included: a name is not reused) has this name, ignoring case and Unicode compatibility form as migration 022's index does. */

@@ -45,9 +45,9 @@ describe('thousands grouped', () => {
   });
 
   it('a log entry\'s quota figures, not its names, dates or order numbers', () => {
-    expect(logDetails('administrator root added 2500000 quota: ticket 20240101')).toBe('administrator root added 2,500,000 quota: ticket 20240101');
-    expect(logDetails('administrator root set the balance from 1000000 to 3500000 (+2500000 quota)'))
-      .toBe('administrator root set the balance from 1,000,000 to 3,500,000 (+2,500,000 quota)');
+    expect(logDetails('An administrator added 2500000 quota: ticket 20240101')).toBe('An administrator added 2,500,000 quota: ticket 20240101');
+    expect(logDetails('An administrator set the balance from 1000000 to 3500000 (+2500000 quota)'))
+      .toBe('An administrator set the balance from 1,000,000 to 3,500,000 (+2,500,000 quota)');
     expect(logDetails('referral quota transferred to the balance: +5000000 quota (aff_quota −5000000)'))
       .toBe('referral quota transferred to the balance: +5,000,000 quota (aff_quota −5,000,000)');
     expect(logDetails('referral reward: bob2024 registered with your invitation code; +250000 referral quota (aff_quota, not the balance)'))
@@ -58,9 +58,9 @@ describe('thousands grouped', () => {
   });
 
   it('the log table shows them grouped, and the tokens', () => {
-    render(<LogTable items={[entry({ content: 'administrator root added 2500000 quota', quota: 2_500_000 }),
+    render(<LogTable items={[entry({ content: 'An administrator added 2500000 quota', quota: 2_500_000 }),
       entry({ id: 2, type: 2, model_name: 'claude-3-5-sonnet-20241022', prompt_tokens: 123456, completion_tokens: 7890, quota: 10 })]} />);
-    expect(screen.getByText('administrator root added 2,500,000 quota')).toBeTruthy();
+    expect(screen.getByText('An administrator added 2,500,000 quota')).toBeTruthy();
     expect(screen.getByText('123,456')).toBeTruthy();
     expect(screen.getByText('7,890')).toBeTruthy();
     expect(screen.getByText('claude-3-5-sonnet-20241022')).toBeTruthy();

@@ -89,6 +89,10 @@ export interface RedisKeys {
   loginAttemptsFromAddress(ip: string): string;
   /** Console registrations from one address, in the current window. */
   registrationsFromAddress(ip: string): string;
+  /** Console OpenID Connect sign-on starts (GET /api/oauth/oidc/start) from one address, in the current window. */
+  oidcStartsFromAddress(ip: string): string;
+  /** Access tokens issued to one account (GET /api/user/token) in the current window. In the account's slot. */
+  accessTokenIssues(userId: number): string;
   /** Pub/sub channel on which the console announces changed keys, accounts, channels and options. */
   invalidationChannel(): string;
   /** A channel's recent faults (sorted set: score Unix ms), since its last success or status change. */
@@ -123,6 +127,7 @@ export function redisKeys(prefix: string, shards = 0): RedisKeys {
     keyTokensInWindow: (userId, tokenId) => `${a(userId)}:rl:${tokenId}:tpm-window`,
     keyCountsInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:count:${minute}`,
     apiKeyWritesInMinute: (userId, minute) => `${a(userId)}:console:key-writes:${minute}`,
+    accessTokenIssues: (userId) => `${a(userId)}:console:access-token-issues`,
     usageStream: (shard = 0) => `${prefix}:{s${shard}}:usage`,
     usageDeadLetterStream: (shard = 0) => `${prefix}:{s${shard}}:usage:dead`,
     billingShardLease: (shard) => `${prefix}:{s${shard}}:billing-lease`,
@@ -131,13 +136,14 @@ export function redisKeys(prefix: string, shards = 0): RedisKeys {
   };
 }
 
-function consoleKeys(prefix: string): Pick<RedisKeys, 'loginAttempts' | 'loginAttemptsFromAddress' | 'registrationsFromAddress' | 'invalidationChannel' | 'channelFaults' | 'channelOutcomes'> {
+function consoleKeys(prefix: string): Pick<RedisKeys, 'loginAttempts' | 'loginAttemptsFromAddress' | 'registrationsFromAddress' | 'oidcStartsFromAddress' | 'invalidationChannel' | 'channelFaults' | 'channelOutcomes'> {
   return {
     // The address is the hash tag: one MULTI counts an attempt on both login keys of an address, and
     // Redis Cluster only runs a transaction whose keys share a slot.
     loginAttempts: (who, ip) => `${prefix}:console:{ip:${ip}}:login:${who}`,
     loginAttemptsFromAddress: (ip) => `${prefix}:console:{ip:${ip}}:login`,
     registrationsFromAddress: (ip) => `${prefix}:console:{ip:${ip}}:register`,
+    oidcStartsFromAddress: (ip) => `${prefix}:console:{ip:${ip}}:oidc-start`,
     // Published with PUBLISH, which a cluster delivers to the subscribers of every node.
     invalidationChannel: () => `${prefix}:invalidate`,
     // One hash tag per channel: recordChannelOutcome-2.lua writes both of a channel's keys at once.
@@ -168,6 +174,7 @@ function unshardedKeys(prefix: string): RedisKeys {
     keyTokensInWindow: (userId, tokenId) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm-window`,
     keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,
     apiKeyWritesInMinute: (userId, minute) => `${prefix}:{a${userId}}:console:key-writes:${minute}`,
+    accessTokenIssues: (userId) => `${prefix}:{a${userId}}:console:access-token-issues`,
     usageStream: () => `${prefix}:usage`,
     usageDeadLetterStream: () => `${prefix}:usage:dead`,
     billingShardLease: () => `${prefix}:billing-lease`,

@@ -26,7 +26,7 @@ describe('redisKeys', () => {
       const perAccount = [
         k.accountBalance(userId), k.tokenRemain(userId, 7), k.reservation(userId, 'req-1'), k.reapedReservation(userId, 'req-1'), k.settledReservations(userId),
         k.adjustmentApplied(userId, 9), k.accountCreditSeq(userId), k.tokenQuotaSeq(userId, 7), k.keyQuotaEditApplied(userId, 3),
-        k.keyRequestsInWindow(userId, 7), k.keyTokensInWindow(userId, 7), k.keyCountsInMinute(userId, 7, 100), k.apiKeyWritesInMinute(userId, 100),
+        k.keyRequestsInWindow(userId, 7), k.keyTokensInWindow(userId, 7), k.keyCountsInMinute(userId, 7, 100), k.apiKeyWritesInMinute(userId, 100), k.accessTokenIssues(userId),
         k.keyDebitApplied(userId, 7, 5), k.reservationDeadlines(shard), k.usageDeadLetterStream(shard), k.billingShardLease(shard),
         k.redisIncarnation(shard),
       ];

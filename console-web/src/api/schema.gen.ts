@@ -1420,6 +1420,15 @@ export interface paths {
             };
           };
         };
+        429: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
         500: {
           headers: { [name: string]: unknown };
           content: {
@@ -5265,7 +5274,7 @@ export interface paths {
         };
       };
     };
-    /** Issue a long-lived access token, revoking the previous one(s) (role >= 1) */
+    /** Issue a long-lived access token, replacing the previous one (role >= 1) */
     get: {
       parameters: {
         query?: never;
@@ -5295,6 +5304,15 @@ export interface paths {
           };
         };
         403: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        429: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {

@@ -51,13 +51,13 @@ describe('log amounts', () => {
   });
 
   it('a management entry as its text records it', () => {
-    expect(logDirection(entry(3, 500_000, 'administrator root added 500000 quota: bonus'))).toBe(1);
-    expect(logDirection(entry(3, 250_000, 'administrator root removed 250000 quota'))).toBe(-1);
-    expect(logDirection(entry(3, 1_000_000, 'administrator root set the balance from 3000000 to 2000000 (-1000000 quota)'))).toBe(-1);
-    expect(logDirection(entry(3, 1_000_000, 'administrator root set the balance from 2000000 to 3000000 (+1000000 quota)'))).toBe(1);
-    expect(logDirection(entry(3, 1_000_000, 'administrator root set the balance from 2000000 to 3000000'))).toBe(1);
+    expect(logDirection(entry(3, 500_000, 'An administrator added 500000 quota: bonus'))).toBe(1);
+    expect(logDirection(entry(3, 250_000, 'An administrator removed 250000 quota'))).toBe(-1);
+    expect(logDirection(entry(3, 1_000_000, 'An administrator set the balance from 3000000 to 2000000 (-1000000 quota)'))).toBe(-1);
+    expect(logDirection(entry(3, 1_000_000, 'An administrator set the balance from 2000000 to 3000000 (+1000000 quota)'))).toBe(1);
+    expect(logDirection(entry(3, 1_000_000, 'An administrator set the balance from 2000000 to 3000000'))).toBe(1);
     expect(logDirection(entry(3, 100, 'referral reward: bob registered with your invitation code; +100 referral quota (aff_quota, not the balance)'))).toBe(1);
-    expect(logAmount(entry(3, 250_000, 'administrator root removed 250000 quota'))).toBe('-$0.50');
+    expect(logAmount(entry(3, 250_000, 'An administrator removed 250000 quota'))).toBe('-$0.50');
     // Nothing to tell the direction by: unsigned.
     expect(logDirection(entry(3, 500_000, 'imported'))).toBe(0);
     expect(logAmount(entry(3, 500_000, 'imported'))).toBe('$1.00');
