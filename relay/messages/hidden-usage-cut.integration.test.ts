@@ -84,6 +84,8 @@ beforeAll(async () => {
   claude = await startScriptedProvider(claudeScript);
   stack = await startGatewayStack();
   await mockChannel(stack, ['o3-mini'], 'default', { base_url: provider.url, key: 'sk-proj-reasoning', type: 1 });
+  // An operator's alias of a reasoning model: the name the channel is sent decides.
+  await mockChannel(stack, ['house-reasoner'], 'default', { base_url: provider.url, key: 'sk-proj-reasoning', type: 1, model_mapping: JSON.stringify({ 'house-reasoner': 'o3-mini' }) });
   await mockChannel(stack, ['claude-sonnet-4-5'], 'default', { base_url: claude.url });
   images = await startMockOpenAI({ apiKey: IMAGES_KEY, outputTokens: 40, tokenDelayMs: 30, imageInputTokens: PER_IMAGE });
   await mockChannel(stack, ['gpt-4o-mini'], 'default', { base_url: images.url, key: IMAGES_KEY, type: 1 });
@@ -116,6 +118,24 @@ describe('a reasoning model\'s stream left on its end marker', () => {
     expect(seen).toBe(text);
     const row = await ledgerRow(stack, cut.response.headers.get('x-gateway-request-id')!);
     expect(row.completion_tokens).toBe(full.completion_tokens);
+  });
+
+  // Before: decided on the client's name, a mapped alias was billed 20 output tokens of 5,020.
+  it('a reasoning model behind a channel\'s model_mapping alias: the cut stream is billed its reasoning too', async () => {
+    const alias = { ...request, model: 'house-reasoner' };
+    const controller = new AbortController();
+    const cut = await client.chat.completions.create(alias, { signal: controller.signal }).withResponse();
+    let seen = '';
+    try {
+      for await (const c of cut.data) {
+        seen += c.choices[0]?.delta.content ?? '';
+        if (seen.endsWith('###')) controller.abort();
+      }
+    } catch {
+      // aborted on the marker
+    }
+    const row = await ledgerRow(stack, cut.response.headers.get('x-gateway-request-id')!);
+    expect(row.completion_tokens).toBe(REASONING + VISIBLE);
   });
 
   it('Claude\'s summarized thinking (reasoning_effort): the cut stream is billed the full thinking the provider bills', async () => {

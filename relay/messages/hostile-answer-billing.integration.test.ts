@@ -77,6 +77,9 @@ beforeAll(async () => {
         return events(res, first + CHAT_TOK.repeat(NORMAL_OUTPUT) + CHAT_FINISH + CHAT_DONE);
       }
       case 'fold-whole': return events(res, messageStart(model) + BLOCK_START + TOK.repeat(NORMAL_OUTPUT) + BLOCK_STOP + messageDelta({ output_tokens: 60 }) + MESSAGE_STOP);
+      // Streams to a request that asked for JSON holding only the provider's error, nothing generated.
+      case 'oai-error-only': return events(res, 'data: {"error":{"message":"Rate limit reached","type":"rate_limit_exceeded","code":"rate_limit_exceeded"}}\n\n');
+      case 'claude-error-only': return events(res, sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
       // A stream to a request that asked for JSON, broken off by an overload after 10 tokens.
       case 'fold-overloaded': return events(res, messageStart(model) + BLOCK_START + TOK.repeat(10) + sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
       default:
@@ -86,7 +89,8 @@ beforeAll(async () => {
   });
   stack = await startGatewayStack();
   await mockChannel(stack, ['deep-tool', 'deep-tool-out0', 'deep-tool-stream', 'fold-cut', 'fold-whole', 'fold-overloaded', 'provider-500'], 'default', { base_url: provider.url });
-  await mockChannel(stack, ['oai-deep-tool', 'oai-fold-early-usage'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
+  await mockChannel(stack, ['oai-deep-tool', 'oai-fold-early-usage', 'oai-error-only'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
+  await mockChannel(stack, ['claude-error-only'], 'default', { base_url: provider.url });
   account = await fundedAccount(stack, FUNDS);
   const key = (await createApiKey(stack, account)).key;
   anthropic = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
@@ -223,6 +227,24 @@ describe('an error answer billed for what the provider generated', () => {
     expect(status).toBe(500);
     await billingSettled(stack);
     expect((await billedRows('deep-tool')).length).toBe(rowsBefore + 2);
+  });
+
+  // Before: the prompt was counted and billed for a request the provider refused before generating
+  // anything, and the answer told the SDKs not to retry a rate limit (the same answer to a client that
+  // asked to stream was billed 0).
+  it('a folded stream holding only the provider\'s rate limit or overload: billed nothing, and the SDKs may retry it', async () => {
+    const key = (await createApiKey(stack, account)).key;
+    for (const [path, model, status] of [['/v1/chat/completions', 'oai-error-only', 429], ['/v1/messages', 'claude-error-only', 529]] as const) {
+      const res = await fetch(`${stack.relayUrl}${path}`, {
+        method: 'POST', headers: { authorization: `Bearer ${key}`, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+        body: JSON.stringify({ model, max_tokens: MAX_TOKENS, messages }),
+      });
+      expect([res.status, res.headers.get('x-should-retry')], model).toEqual([status, null]);
+      await res.arrayBuffer();
+      await billingSettled(stack);
+      const rows = await stack.sql`SELECT quota FROM ledger WHERE request_id = ${res.headers.get('x-gateway-request-id')!}`;
+      expect(rows.map((r) => Number(r.quota)), model).toEqual([0]);
+    }
   });
 
   it('an error the relay answers before anything was billed keeps the SDKs\' retries (no x-should-retry)', async () => {

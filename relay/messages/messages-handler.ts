@@ -703,16 +703,18 @@ class Exchange {
     // folded into the JSON answer the client waits for (sendMessage).
     if (streamed && body.stream === true) {
       const stream = answer.stream();
-      this.billedByFinalUsage = billedByFinalUsage(provider.protocol, body.model, {
+      this.billedByFinalUsage = billedByFinalUsage(provider.protocol, this.channel?.modelMapping?.[body.model] ?? body.model, {
         thinking: (body as { thinking?: unknown }).thinking,
         reasoningEffort: (this.chat as { reasoning_effort?: unknown } | null)?.reasoning_effort,
         promptUncountable: this.promptUncountable,
+        serverTools: (this.usageBound?.searches ?? 0) > 0,
       });
       pipeStream(this, stream, {
         provider,
         rewriter: this.streamRewriter(provider),
         failedEvent: this.protocol === 'openai' ? CHAT_STREAM_FAILED_EVENT : STREAM_FAILED_EVENT,
         requestIdHeader: this.requestIdHeader,
+        readOnMs: this.ctx.messageHeadersTimeoutMs,
       });
       // A body paused by firstChunk flows again now that pipeStream reads it.
       if (stream.isPaused() && !stream.destroyed) stream.resume();
@@ -847,6 +849,18 @@ class Exchange {
       }
     }
     const stated = provider.usageOfBody(buf);
+    // A folded stream that holds only the provider's error (a rate limit, an overload), with no usage
+    // stated and nothing generated: the request failed, as the same stream to a client that asked to
+    // stream does (settleStream). Its prompt was counted and billed, and the answer told both SDKs not
+    // to retry a rate limit they should wait out and retry.
+    if (streamError !== null && stated === null) {
+      const text = this.answerText(buf, provider);
+      if (text === null || text === '') {
+        this.usagePending = false;
+        if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });
+        return this.failFoldedStream(streamError, null);
+      }
+    }
     // What the provider states is billed where it is a count; where it is not (no usage, a count below
     // 0, no prompt, an output of 0 for an answer with text), the relay counts that side, as a stream's.
     // A folded stream whose stated output is not what it generated (it ended with an error or before

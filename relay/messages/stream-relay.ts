@@ -69,6 +69,12 @@ export interface StreamFormat {
   requestIdHeader: string;
   /** USAGE_TAIL_WAIT_MS unless given (tests). */
   tailWaitMs?: number;
+  /**
+   * The longest a stream billed by its final usage is read on through its generation once its client
+   * has left (the relay: UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS, a whole generation's longest); a
+   * provider sending empty chunks would otherwise hold it for as long as it sends them.
+   */
+  readOnMs?: number;
 }
 
 /** What a stream reads and marks of its exchange: messages-handler.ts's Exchange is one, passed as it is. */
@@ -106,6 +112,9 @@ export interface StreamingExchange {
   /** The prompt's token count, for a cut stream whose provider states its input only at the end. */
   countPromptTokens(): Promise<number>;
 }
+
+/** readOnMs's default: UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS's. */
+const READ_ON_MAX_MS = 600_000;
 
 /** `body`: the provider's body as undici's request() gives it (or a Readable of an answer read whole). */
 export function pipeStream(ex: StreamingExchange, body: Readable, format: StreamFormat): void {
@@ -164,7 +173,9 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
       // The client left before the provider said what it bills; now it has, so stop it.
       if (!pending && ex.aborted) return void body.destroy(new Error('client went away'));
     }
-    if (ex.aborted) return;
+    // Its client gone, the stream is cut by the deadline of what it is read on for: its generation,
+    // or the provider's final usage after it.
+    if (ex.aborted) return armCut();
     if (first) {
       first = false;
       relayMetrics.streamFirstByte(performance.now() - ex.t0);
@@ -188,19 +199,35 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
       body.destroy(err instanceof Error ? err : new Error(String(err)));
     }
   });
-  ex.onAbortedWhilePending = () => {
-    // A stream whose bill only its final usage says is read on through its generation, as long as
-    // the provider makes progress (the heartbeat's stall check cuts one that only pings): within the
-    // reservation that covers its whole output, billed what the provider bills.
-    if (ex.billedByFinalUsage && parser.sawMessageStart && !parser.generationDone) return;
-    // Read on for what the provider bills, before message_start and after the generation alike, but
-    // only so long: nobody reads the answer, and a provider that only pings would otherwise hold the
-    // exchange and its reservation for as long as it pings (the stall check counts no ping, but waits
-    // the whole body timeout). Cut, the stream settles for what was stated and delivered.
-    const timer = setTimeout(() => {
+  // Once its client has left, a stream is read on for what the provider bills, but only so long:
+  // nobody reads the answer, and a provider that only pings would otherwise hold the exchange and its
+  // reservation for as long as it pings (the stall check counts no ping, but waits the whole body
+  // timeout). Before message_start and after the generation, for USAGE_TAIL_WAIT_MS; a stream whose
+  // bill only its final usage says, through its generation too, for at most readOnMs (the heartbeat's
+  // stall check cuts one that stops making progress before). Cut, the stream settles for what was
+  // stated and delivered.
+  let cut: NodeJS.Timeout | null = null;
+  let cutFor: 'tail' | 'generation' | null = null;
+  const armCut = (): void => {
+    if (!ex.usagePending || body.destroyed) return;
+    const phase = ex.billedByFinalUsage && parser.sawMessageStart && !parser.generationDone ? 'generation' : 'tail';
+    if (phase === cutFor) return;
+    if (cut !== null) clearTimeout(cut);
+    cutFor = phase;
+    cut = setTimeout(() => {
       if (!body.destroyed) body.destroy(new Error('client went away; what the provider bills did not come'));
-    }, format.tailWaitMs ?? USAGE_TAIL_WAIT_MS);
-    body.once('close', () => clearTimeout(timer));
+    }, phase === 'tail' ? format.tailWaitMs ?? USAGE_TAIL_WAIT_MS : format.readOnMs ?? READ_ON_MAX_MS);
+  };
+  body.once('close', () => {
+    if (cut !== null) clearTimeout(cut);
+  });
+  ex.onAbortedWhilePending = () => {
+    // The socket a full client left will never drain: only the counting of delivered text may hold
+    // the provider now (a paused body that nothing resumed was held until the stall check and billed
+    // its delivered text, without the final usage it was read on for).
+    socketFull = false;
+    if (countingLags) body.pause();
+    armCut();
   };
   body.on('end', () => {
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
@@ -446,12 +473,21 @@ function snapshot(p: StreamMeter): StreamUsage {
 }
 
 /**
+ * Models of OpenAI-format providers that reason without streaming it, billing it in the final usage:
+ * OpenAI's o-series and gpt-5 (outputLimitField's), Gemini 2.5 and later over Google's
+ * OpenAI-compatible API (thinking on by default), xAI's grok-4 and grok-3-mini.
+ */
+const HIDDEN_REASONING_MODEL = /^(?:[\w.-]+\/)?(?:gemini-(?:2\.5|[3-9])|grok-(?:[4-9]|3-mini))/i;
+
+/**
  * Whether what the provider bills for a stream only its final usage says, so that cutting it when
  * its client leaves would bill a guess: output it generates without streaming it (OpenAI's reasoning
  * models stream none of their reasoning; Claude's extended thinking streams a summary of what it
- * bills in full), or, from an OpenAI-format provider, which states its prompt only at the end, a
+ * bills in full), server tools billed per use (Anthropic states its web searches only in
+ * message_delta), or, from an OpenAI-format provider, which states its prompt only at the end, a
  * prompt the relay cannot count (images: gpt-4o-mini bills 25,501 tokens for one the relay would
- * count 1,600). Such a stream is read on to its final usage when its client leaves.
+ * count 1,600). Such a stream is read on to its final usage when its client leaves. `model`: the name
+ * the channel is sent (its model_mapping's), not the client's alias.
  */
 export function billedByFinalUsage(protocol: 'anthropic' | 'openai', model: string, request: {
   /** The Anthropic-form request's `thinking` (a client's reasoning_effort to an Anthropic channel becomes one). */
@@ -460,11 +496,15 @@ export function billedByFinalUsage(protocol: 'anthropic' | 'openai', model: stri
   reasoningEffort?: unknown;
   /** The prompt holds media, documents or blocks the relay cannot count. */
   promptUncountable: boolean;
+  /** The request offers server tools billed per use (web search). */
+  serverTools?: boolean;
 }): boolean {
-  const thinking = request.thinking as { type?: unknown } | null | undefined;
-  if (thinking !== null && typeof thinking === 'object' && thinking.type !== 'disabled') return true;
-  if (protocol !== 'openai') return false;
-  if (request.promptUncountable || outputLimitField(model) === 'max_completion_tokens') return true;
+  if (protocol === 'anthropic') {
+    // An OpenAI-format channel is sent no `thinking` (from-messages.ts): only an Anthropic one thinks.
+    const thinking = request.thinking as { type?: unknown } | null | undefined;
+    return (thinking !== null && typeof thinking === 'object' && thinking.type !== 'disabled') || request.serverTools === true;
+  }
+  if (request.promptUncountable || outputLimitField(model) === 'max_completion_tokens' || HIDDEN_REASONING_MODEL.test(model)) return true;
   const effort = request.reasoningEffort;
   return typeof effort === 'string' && effort !== 'none';
 }
