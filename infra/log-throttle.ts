@@ -21,9 +21,10 @@ export class LogThrottle {
 
   /**
    * Whether the line of `key` goes out now: HELD_BACK if not, else how many of its lines were held
-   * back since the last that went out (0 for the first).
+   * back since the last that went out (0 for the first). `now` on a monotonic clock: a wall clock
+   * stepped back an hour held every line back for that hour.
    */
-  take(key: string, now = Date.now()): number {
+  take(key: string, now = performance.now()): number {
     if (this.#intervalMs <= 0) return 0;
     const window = this.#windows.get(key);
     if (window !== undefined && now < window.until) {

@@ -964,7 +964,13 @@ class Exchange {
     const isJson = text.startsWith('{') && answer.header('content-type').includes('json');
     const providerSide = status === 429 || status >= 500;
     if ((!isJson || providerSide) && text) {
-      logRepeated(this.ctx, 'warn', 'provider-error-answer', this.channel?.id, { channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) }, 'provider answered an error; its message is not passed on');
+      // A provider-side failure (429, 5xx) repeats for every request while it lasts: one line per
+      // channel and status an interval. Any other is about the request itself, and the log is the only
+      // record of what the provider said (the client gets a stable message): every one goes out.
+      const fields = { channel: this.channel?.id, requestId: this.requestId, status, body: text.slice(0, 2048) };
+      const msg = 'provider answered an error; its message is not passed on';
+      if (providerSide) logRepeated(this.ctx, 'warn', `provider-error-answer:${status}`, this.channel?.id, fields, msg);
+      else this.ctx.log.warn(fields, msg);
     }
     const type = status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status);
     const parsed = isJson ? parseProviderError(text) : null;
