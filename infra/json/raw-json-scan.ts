@@ -67,7 +67,8 @@ export function rawJsonProblem(buf: Uint8Array, maxDepth: number, maxKeys: numbe
   const limit = Math.min(maxDepth, SCAN_DEPTH_MAX);
   // Only a caller that bounds names pays for hashing each key.
   const countNames = maxNames < Infinity;
-  if (countNames) nameScan = (nameScan + 1) | 0;
+  // Stamp 0 is every slot's first value: never a scan's own.
+  if (countNames) nameScan = (nameScan + 1) | 0 || 1;
   let names = 0;
   let depth = 0;
   let keys = 0;
@@ -153,8 +154,8 @@ function addName(buf: Uint8Array, start: number, end: number): boolean {
   if (namesHeld >= NAME_SLOTS >> 1) return true;
   let h = NAME_SEED ^ 0x811c9dc5;
   for (let j = start; j < end; j++) h = Math.imul(h ^ buf[j]!, 0x01000193);
-  h |= 1;
-  let slot = h & (NAME_SLOTS - 1);
+  if (h === 0) h = 1;
+  let slot = (h ^ (h >>> 16)) & (NAME_SLOTS - 1);
   for (;;) {
     if (nameStamps[slot] !== nameScan) {
       nameStamps[slot] = nameScan;

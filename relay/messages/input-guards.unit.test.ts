@@ -122,10 +122,14 @@ describe('rawJsonProblem: a key named twice in one object', () => {
     }
     const conversation = JSON.stringify({ model: 'claude-sonnet-4-5', max_tokens: 5, messages });
     expect(rawJsonProblem(b(conversation))).toBeNull();
-    // As many keys again, packed: refused, and the refusal names the body's own limit.
+    // As many keys again, packed (a comma before each is a value too): refused, the refusal naming the body's own limit.
     const dense = `[${Array.from({ length: 200_000 }, () => '{"a":0}').join(',')}]`;
-    expect(rawJsonProblem(b(dense))?.kind).toBe('too_many_keys');
-    expect(rawJsonRefusal(b(dense))!.message).toMatch(/more than [\d,]+ object keys \(50,000, or one per 24 bytes of a larger body, up to 200,000\)/);
+    expect(rawJsonProblem(b(dense))?.kind).toBe('too_many_values');
+    expect(rawJsonRefusal(b(dense))!.message).toMatch(/more than 200,000 JSON values \(objects, arrays and array items: 200,000, or one per 16 bytes of a larger body, up to 500,000\)/);
+    // Past the keys' ceiling (200,000) within the values' limit of its size (6.6 MB: 412,000).
+    const keysDense = `{"k":[${Array.from({ length: 110_000 }, (_, i) => `{"a${i % 1000}":"${'x'.repeat(22)}","b":"${'x'.repeat(22)}"}`).join(',')}]}`;
+    expect(rawJsonProblem(b(keysDense))?.kind).toBe('too_many_keys');
+    expect(rawJsonRefusal(b(keysDense))!.message).toMatch(/more than [\d,]+ object keys \(50,000, or one per 16 bytes of a larger body, up to 200,000\)/);
     // 60,000 distinct names spread over a body sparse enough for its keys: refused for its names.
     const names = `[${Array.from({ length: 60_000 }, (_, i) => `{"name${i}":"${'x'.repeat(40)}"}`).join(',')}]`;
     expect(rawJsonProblem(b(names))?.kind).toBe('too_many_names');

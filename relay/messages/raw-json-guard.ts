@@ -15,9 +15,10 @@
 // tool round trips, 1.7 MB, hold 50,700 keys and 66,000 values (a key per 34 bytes, a value per 26),
 // and JSON.parse takes 15 ms of it, as it repeats a few names. So a body larger than MAX_JSON_KEYS
 // keys at BYTES_PER_KEY may hold a key per BYTES_PER_KEY bytes and a value per BYTES_PER_VALUE, up to
-// KEYS_CEILING and VALUES_CEILING, and no more than MAX_JSON_KEYS distinct names: the costliest body
-// it then takes, 8 MB of 200,000 keys of one name, JSON.parse takes ~100 ms (50,000 distinct names,
-// the costliest before: ~80 ms; 200,000 distinct names would be ~770 ms).
+// KEYS_CEILING and VALUES_CEILING, and no more than MAX_JSON_KEYS distinct names (a dense agent loop
+// of tiny tool calls holds a key per ~20 bytes): the costliest bodies it then takes hold the event
+// loop ~120 ms, scan and JSON.parse together (the costliest under the fixed limits: ~55 ms; 200,000
+// distinct names would be ~770 ms of JSON.parse alone).
 //
 // Repeated keys: the relay forwards a Messages body's bytes as they came, and prices and bounds the
 // request by what JSON.parse read from them, where the last of two equal keys wins. A provider whose
@@ -37,7 +38,7 @@ export const MAX_JSON_DEPTH = SCAN_DEPTH_MAX;
 export const MAX_JSON_KEYS = 50_000;
 /** The most objects, arrays and commas (each starts one more value) a request body may hold (a larger body: valuesAllowed). */
 export const MAX_JSON_VALUES = 200_000;
-export const BYTES_PER_KEY = 24;
+export const BYTES_PER_KEY = 16;
 export const BYTES_PER_VALUE = 16;
 export const KEYS_CEILING = 200_000;
 export const VALUES_CEILING = 500_000;
