@@ -67,6 +67,10 @@ describe('a line a provider\'s fault repeats for every request', () => {
         expect(row.completion_tokens).toBe(MAX_TOKENS);
         expect(row.quota).toBe(unnamedCost(100, MAX_TOKENS));
       }
+      // Each row keeps what the provider claimed, which the held-back lines no longer say.
+      const rs = await stack.ch.query({ query: 'SELECT content FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: second[0]! }, format: 'JSONEachRow' });
+      const [logged] = await rs.json<{ content: string }>();
+      expect(logged!.content).toContain('billed at its bound (stated: input 100, cache writes 0, cache reads 0, output 500)');
     });
   });
 

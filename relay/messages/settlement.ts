@@ -106,7 +106,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   const withSearch = searches === 0 ? withCache : withCache + describeWebSearch(usage!, ex.price);
   const withLongContext = usage !== null && ex.price.longContext !== undefined ? withSearch + describeLongContext(usage, ex.price) : withSearch;
   const withTier = tierRatio === 1 ? withLongContext : withLongContext + describeServiceTier(tierRatio);
-  const bounded = usage !== stated ? withTier + ABOVE_BOUND : withTier;
+  const bounded = usage !== stated ? withTier + ABOVE_BOUND + statedText(stated!) : withTier;
   const content = outcome.kind === 'ok' ? bounded : `${outcome.reason}; ${bounded}`;
   const endedAt = Date.now();
   const event = usageEvent({
@@ -154,6 +154,16 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
 }
 
 const ABOVE_BOUND = '; usage above what the request could use, billed at its bound';
+
+/**
+ * What the provider stated, for a request billed at its bound: the row is then the one record of the
+ * provider's claim (the log line saying so is held back past one per channel an interval,
+ * repeated-log.ts), which reconciling its invoice needs.
+ */
+function statedText(u: StreamUsage): string {
+  const searches = u.webSearchRequests ? `, web searches ${u.webSearchRequests}` : '';
+  return ` (stated: input ${u.inputTokens}, cache writes ${u.cacheCreationTokens}, cache reads ${u.cacheReadTokens}, output ${u.outputTokens}${searches})`;
+}
 
 /**
  * The usage within the request's bound: itself when it is within, else a copy with each count above
