@@ -249,6 +249,8 @@ describe('one deadline for the whole exchange (timeoutMs)', () => {
     drip = createServer((req, res) => {
       dripRequests++;
       req.resume();
+      // A receiver that never answers.
+      if (req.url === '/silent') return;
       res.writeHead(200, { 'content-type': 'application/json' });
       res.write('{');
       const started = Date.now();
@@ -317,5 +319,58 @@ describe('one deadline for the whole exchange (timeoutMs)', () => {
     await p.stop();
     expect(dripRequests).toBe(before + 1);
     expect(took).toBeLessThan(BOUND_MS);
+  }, 15_000);
+
+  it('stop() during a probe: the channel in flight and those claimed behind it keep their previous next probe time, and are probed next', async () => {
+    clock += 1000;
+    const slow = await channel(GOOD, 3, dripUrl);
+    const behind = await channel(GOOD, 3);
+    await onlyDue([slow, behind]);
+    const p = shortProber();
+    const before = dripRequests;
+    const round = p.tick();
+    while (dripRequests === before) await new Promise((r) => setTimeout(r, 20));
+    await p.stop();
+    await round;
+    // Not treated as failed probes: nothing recorded, due as before the round (1 and 2), not pushed back.
+    expect(await row(slow)).toMatchObject({ status: 3, probe_time: 0, probe_failures: 0, next_probe_time: 1 });
+    expect(await row(behind)).toMatchObject({ status: 3, probe_time: 0, probe_failures: 0, next_probe_time: 2 });
+    // The next process probes the channel behind at once.
+    await sql`UPDATE channels SET next_probe_time = ${clock + 10_000} WHERE id = ${slow}`;
+    const next = shortProber();
+    await next.tick();
+    await next.stop();
+    expect(await row(behind)).toMatchObject({ status: 1, probe_result: 'ok' });
+  }, 15_000);
+
+  it('stop() during the health webhook: the notice cut and those claimed behind it are pending again, and the next process sends them', async () => {
+    await onlyDue([]);
+    const a = await channel(GOOD, 1);
+    const b = await channel(GOOD, 1);
+    clock += 1000;
+    expect(await disableAutomatically(sql, a, 'provider answered HTTP 401', clock, 10)).not.toBeNull();
+    expect(await disableAutomatically(sql, b, 'provider answered HTTP 401', clock, 10)).not.toBeNull();
+    // Not due for a probe: this round only sends the notices.
+    await sql`UPDATE channels SET next_probe_time = ${clock + 10_000} WHERE id IN (${a}, ${b})`;
+    const p = shortProber(`${dripUrl}/silent`);
+    const before = dripRequests;
+    const round = p.tick();
+    while (dripRequests === before) await new Promise((r) => setTimeout(r, 20));
+    await p.stop(); // a deploy while the receiver is slow
+    await round;
+    expect(dripRequests).toBe(before + 1);
+    const pending = await sql<{ pending: boolean }[]>`
+      SELECT status_time > status_notified_time AS pending FROM channels WHERE id IN (${a}, ${b}) ORDER BY id`;
+    expect(pending.map((r) => r.pending)).toEqual([true, true]);
+
+    const next = prober({ webhookUrl: hookUrl });
+    await next.tick();
+    await next.stop();
+    const sent = notices.filter((n) => n.channel.id === a || n.channel.id === b);
+    expect(sent.map((n) => [n.channel.id, n.event, n.time]).sort()).toEqual([[a, 'channel_disabled', clock], [b, 'channel_disabled', clock]].sort());
+    // Sent once: marked notified again.
+    const after = await sql<{ pending: boolean }[]>`
+      SELECT status_time > status_notified_time AS pending FROM channels WHERE id IN (${a}, ${b}) ORDER BY id`;
+    expect(after.map((r) => r.pending)).toEqual([false, false]);
   }, 15_000);
 });

@@ -20,6 +20,10 @@
 // 2. Sends the operator webhook (CHANNEL_HEALTH_WEBHOOK_URL) for each automatic status change not yet
 //    notified (status_time > status_notified_time): disabled by a relay, re-enabled by a probe. The
 //    row is marked before the POST, so a notice is sent at most once; a failed POST is logged.
+// stop() ends the round without waiting for its upstream or receiver, and gives back what the round
+// claimed but did not finish: the channels not probed (or whose probe it cut) get their previous
+// next_probe_time again, and the notices not sent (or whose POST it cut: at worst sent twice) are
+// pending again, so the next process probes and sends them.
 import { beforeDeadline } from '../../core/net/before-deadline.js';
 import { request as httpRequest, type Dispatcher } from 'undici';
 import { classifyProviderError } from '../../core/channels/provider-fault.js';
@@ -79,6 +83,12 @@ interface DueChannel {
   probe_failures: number;
 }
 
+/** A channel a round claimed: its next_probe_time before the claim, and as the claim set it. */
+interface ClaimedChannel extends DueChannel {
+  previous_probe_time: number;
+  claimed_probe_time: number;
+}
+
 export interface ProbeOutcome {
   ok: boolean;
   /** Stable text for the channel's record: `ok`, `HTTP 401 authentication_error`, `ECONNREFUSED`. */
@@ -105,8 +115,9 @@ export class ChannelProber {
 
   /**
    * Stops the timer and ends the round in progress without waiting for its upstream: the probe in
-   * flight is abandoned unrecorded (its channel, claimed, is simply due again later, as after a
-   * prober that died), and the notices of the round not yet sent are logged as not sent.
+   * flight is abandoned unrecorded, and it and the channels claimed behind it get their previous
+   * next_probe_time back (due as before the round); the notices of the round not yet sent, and the
+   * one whose POST was cut, are made pending again for the next process.
    */
   async stop(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
@@ -132,49 +143,75 @@ export class ChannelProber {
     const due = await this.#claimDue();
     // One after another, each within its own deadline (timeoutMs): a slow upstream delays the
     // channels behind it by at most that.
-    for (const channel of due) {
-      if (this.#stopping.signal.aborted) return;
-      await this.#probeOne(channel);
+    for (let i = 0; i < due.length; i++) {
+      if (this.#stopping.signal.aborted || !(await this.#probeOne(due[i]!))) {
+        await this.#unclaim(due.slice(i));
+        return;
+      }
     }
     if (this.#stopping.signal.aborted) return;
     await this.#notify();
   }
 
+  /**
+   * Stopped mid-round: the claimed channels not probed (the one in flight included) get their
+   * next_probe_time from before the claim, unless something moved it since.
+   */
+  async #unclaim(channels: ClaimedChannel[]): Promise<void> {
+    if (channels.length === 0) return;
+    const { sql, log } = this.#deps;
+    try {
+      await sql`
+        UPDATE channels c SET next_probe_time = u.previous
+        FROM unnest(${channels.map((c) => c.id)}::bigint[], ${channels.map((c) => c.previous_probe_time)}::bigint[],
+                    ${channels.map((c) => c.claimed_probe_time)}::bigint[]) AS u(id, previous, claimed)
+        WHERE c.id = u.id AND c.next_probe_time = u.claimed`;
+    } catch (err) {
+      log.warn({ err, channels: channels.map((c) => c.id) }, 'channel prober stopping: the claimed channels keep the later probe time');
+    }
+  }
+
   /** Claims the due channels: their next probe is pushed as if this one failed, in the same statement. */
-  async #claimDue(): Promise<DueChannel[]> {
+  async #claimDue(): Promise<ClaimedChannel[]> {
     const { sql, settings } = this.#deps;
     const now = this.#deps.now();
-    const rows = await sql<DueChannel[]>`
+    const rows = await sql<ClaimedChannel[]>`
       WITH due AS (
-        SELECT id FROM channels
+        SELECT id, next_probe_time AS previous_probe_time FROM channels
         WHERE status = ${CHANNEL_STATUS.autoDisabled} AND next_probe_time <= ${now}
         ORDER BY next_probe_time LIMIT ${PROBES_PER_TICK}
         FOR UPDATE SKIP LOCKED)
       UPDATE channels c SET next_probe_time = ${now} + LEAST(${settings.maxProbeSec}::bigint,
                               ${settings.firstProbeSec}::bigint * power(2, LEAST(c.probe_failures + 1, 30))::bigint)
       FROM due WHERE c.id = due.id
-      RETURNING c.id, c.name, c.type, c.base_url, c.key_ciphertext, c.models, c.model_mapping, c.probe_failures`;
-    return rows.map((r) => ({ ...r, id: Number(r.id), type: Number(r.type), probe_failures: Number(r.probe_failures) }));
+      RETURNING c.id, c.name, c.type, c.base_url, c.key_ciphertext, c.models, c.model_mapping, c.probe_failures,
+        due.previous_probe_time, c.next_probe_time AS claimed_probe_time`;
+    return rows.map((r) => ({
+      ...r, id: Number(r.id), type: Number(r.type), probe_failures: Number(r.probe_failures),
+      previous_probe_time: Number(r.previous_probe_time), claimed_probe_time: Number(r.claimed_probe_time),
+    }));
   }
 
-  async #probeOne(channel: DueChannel): Promise<void> {
+  /** false: stopped mid-probe, nothing recorded. */
+  async #probeOne(channel: DueChannel): Promise<boolean> {
     const { sql, log } = this.#deps;
     const outcome = await this.probe(channel);
     // Stopped mid-probe: nothing was learnt about the channel.
-    if (this.#stopping.signal.aborted) return;
+    if (this.#stopping.signal.aborted) return false;
     const now = this.#deps.now();
     if (!outcome.ok) {
       await sql`
         UPDATE channels SET probe_time = ${now}, probe_result = ${outcome.result}, probe_failures = probe_failures + 1
         WHERE id = ${channel.id}`;
       log.info({ channel: channel.id, result: outcome.result }, 'channel probe failed; channel stays disabled');
-      return;
+      return true;
     }
     await sql`UPDATE channels SET probe_time = ${now}, probe_result = ${outcome.result} WHERE id = ${channel.id}`;
     const changed = await reenableAfterProbe(sql, channel.id, 'enabled again by a successful probe', now);
-    if (!changed) return;
+    if (!changed) return true;
     log.warn({ channel: channel.id, name: channel.name }, 'channel enabled again after a successful probe');
     await this.#deps.invalidate({ kind: 'channel', id: channel.id });
+    return true;
   }
 
   /** One probe of one channel: never throws. */
@@ -254,10 +291,11 @@ export class ChannelProber {
       FROM pending WHERE c.id = pending.id
       RETURNING c.id, c.name, c.status, c.status_reason, c.status_time`;
     if (!settings.webhookUrl) return;
+    // Claimed above but not sent because stop() came: given back after the loop.
+    const unsent: { id: number; status_time: number }[] = [];
     for (const c of changes) {
       if (this.#stopping.signal.aborted) {
-        // Claimed above (a notice is sent at most once): said here, as a failed POST would be.
-        log.warn({ channel: Number(c.id) }, 'channel health webhook not sent: the prober is stopping');
+        unsent.push({ id: Number(c.id), status_time: Number(c.status_time) });
         continue;
       }
       const notice = {
@@ -283,11 +321,35 @@ export class ChannelProber {
         await res.body.dump({ limit: WEBHOOK_ANSWER_LIMIT_BYTES, signal }).catch(() => undefined);
         if (res.statusCode >= 300) log.warn({ channel: notice.channel.id, status: res.statusCode }, 'channel health webhook answered an error');
       } catch (err) {
-        const failure = exchange.timedOut ? timedOut(settings.timeoutMs) : this.#stopping.signal.aborted ? 'the prober is stopping' : connectionFailure(err);
-        log.warn({ channel: notice.channel.id, err: failure }, 'channel health webhook could not be sent');
+        if (!exchange.timedOut && this.#stopping.signal.aborted) {
+          // Cut by stop(): perhaps received, perhaps not; sent again by the next process (at worst twice).
+          unsent.push({ id: notice.channel.id, status_time: notice.time });
+        } else {
+          log.warn({ channel: notice.channel.id, err: exchange.timedOut ? timedOut(settings.timeoutMs) : connectionFailure(err) },
+            'channel health webhook could not be sent');
+        }
       } finally {
         exchange.end();
       }
+    }
+    if (unsent.length > 0) await this.#giveBackNotices(unsent);
+  }
+
+  /**
+   * Stopped mid-round: the notices claimed but not sent are pending again (status_notified_time
+   * below status_time), unless the channel's status changed since (then it is pending anyway).
+   */
+  async #giveBackNotices(unsent: { id: number; status_time: number }[]): Promise<void> {
+    const { sql, log } = this.#deps;
+    const ids = unsent.map((u) => u.id);
+    try {
+      await sql`
+        UPDATE channels c SET status_notified_time = 0
+        FROM unnest(${ids}::bigint[], ${unsent.map((u) => u.status_time)}::bigint[]) AS u(id, status_time)
+        WHERE c.id = u.id AND c.status_time = u.status_time AND c.status_notified_time = u.status_time`;
+      log.warn({ channels: ids }, 'channel health webhook not sent: the prober is stopping; the notices are pending again for the next process');
+    } catch (err) {
+      log.warn({ err, channels: ids }, 'channel health webhook not sent: the prober is stopping, and the notices could not be given back');
     }
   }
 }

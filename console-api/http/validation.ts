@@ -194,7 +194,7 @@ export const usernameSchema = z
   .regex(/^[^\s\p{C}]+$/u, { error: 'must not contain spaces or control characters' })
   .refine((s) => !mixesLookAlikeScripts(s), { error: 'must not mix Latin, Greek and Cyrillic letters (they have look-alikes: a Cyrillic а reads as a Latin a)' });
 
-/** An e-mail address as registration takes it (and sign-on keeps one). */
+/** An e-mail address as registration takes it (sign-on takes a provider's by a looser rule: oidc/oidc-routes.ts providerAddress). */
 export const emailAddress = z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' });
 
 /**

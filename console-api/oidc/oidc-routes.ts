@@ -32,8 +32,8 @@
 // The claims a provider passes on from what its user typed get registration's checks: the `name`
 // claim is cleaned into a display name (http/validation.ts toDisplayText; refusing it would refuse a
 // legitimate sign-in), the username derived passes registration's rules, an e-mail address only
-// counts if registration would take it (one with a control character, NUL included, is refused 400),
-// and a `sub` longer than OpenID's 255 characters or with a control character is refused 400.
+// counts if it is one by a provider's rule (providerAddress: looser than registration's, which refuses
+// IDN domains and RFC 5322 atext; one with a control character, NUL included, counts as none), and a `sub` longer than OpenID's 255 characters or with a control character is refused 400.
 // A sign-in finds the account by users.oidc_id (the ID token's `sub`) and opens a session exactly as
 // password login does (auth/sessions.ts issueSession); a browser's navigation (Sec-Fetch-Mode:
 // navigate) gets it as the web console's cookies (auth/browser-session.ts) and a 303 to /; an unknown identity creates an account when
@@ -44,6 +44,7 @@
 // Changing oidc.well_known to another issuer: subjects of different issuers may collide, so clear the
 // accounts' oidc_id first.
 import { createHash, randomBytes } from 'node:crypto';
+import { domainToASCII } from 'node:url';
 import * as oidc from 'openid-client';
 import { z } from 'zod';
 import { findUserById, insertAccount } from '../accounts/account-store.js';
@@ -60,7 +61,7 @@ import type { FastifyRequest } from 'fastify';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { loginDataSchema } from '../http/schemas.js';
-import { emailAddress, toDisplayText, usernameSchema } from '../http/validation.js';
+import { toDisplayText, usernameSchema } from '../http/validation.js';
 import { isLoopbackHost, loadOptionView } from '../options/option-catalogue.js';
 import { afterConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH } from '../referrals/referrals.js';
@@ -101,7 +102,10 @@ async function loadOidcSettings(ctx: ConsoleContext): Promise<OidcSettings> {
     issuer,
     clientId,
     clientSecret: o.get<string>('oidc.client_secret'),
-    allowedDomains: o.get<string>('oidc.allowed_email_domains').split(',').map((d) => d.trim().toLowerCase()).filter(Boolean),
+    // In the ASCII (punycode) form, as addresses are compared; an entry that is no host name stays as
+    // written (lower case), matching nothing.
+    allowedDomains: o.get<string>('oidc.allowed_email_domains').split(',').map((d) => d.trim()).filter(Boolean)
+      .map((d) => asciiDomain(d) || d.toLowerCase()),
     redirectUri: `${o.get<string>('ServerAddress')}/api/oauth/oidc`,
   };
 }
@@ -197,15 +201,47 @@ function subjectOf(claims: Record<string, unknown>): string {
 }
 
 /**
- * The e-mail address the claims assert, if registration would take it (and it is a plain one); else
- * ''. One with a control character (a NUL answered 500) is refused (400): no address is made of it.
+ * The e-mail address the claims assert, if it is one (providerAddress); else ''. One with a control
+ * character (a NUL answered 500) is no address either, as before: never stored, never a domain, and
+ * the identity still signs in (its account is found by oidc_id, not by the address).
  */
-function emailOf(claims: Record<string, unknown>): string {
+function emailOf(ctx: ConsoleContext, claims: Record<string, unknown>, subject: string): string {
   if (typeof claims.email !== 'string') return '';
   if (CONTROL.test(claims.email)) {
-    throw new ConsoleError('VALIDATION_FAILED', 'the sign-on identity\'s e-mail address (the provider\'s email claim) contains control characters; it cannot be used');
+    ctx.logger.warn({ oidcSubject: subject }, 'the sign-on identity\'s e-mail claim contains control characters: taken as no address');
+    return '';
   }
-  return isPlainAddress(claims.email) && emailAddress.safeParse(claims.email).success ? claims.email : '';
+  return providerAddress(claims.email) ? claims.email : '';
+}
+
+/** A host name in its ASCII form: dot-separated LDH labels of 1–63, at least two, the last not all digits. */
+const LDH_LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
+function isHostName(ascii: string): boolean {
+  if (ascii.length === 0 || ascii.length > 253) return false;
+  const labels = ascii.split('.');
+  return labels.length >= 2 && labels.every((l) => LDH_LABEL.test(l)) && !/^[0-9]+$/.test(labels[labels.length - 1]!);
+}
+
+/**
+ * A domain in its ASCII (punycode, lower-case) form, as node:url's domainToASCII makes it
+ * (`münchen.de` → `xn--mnchen-3ya.de`); '' when it is not a valid host name.
+ */
+export function asciiDomain(domain: string): string {
+  const ascii = domainToASCII(domain);
+  return isHostName(ascii) ? ascii : '';
+}
+
+/**
+ * An address an identity provider asserts, by a looser rule than registration's (whose z.email()
+ * refuses internationalised domains, even in punycode, and RFC 5322 atext such as `~ & = # ! / %`):
+ * a plain address (isPlainAddress: one `@`, no white space, quotes or brackets), a local part without
+ * control or invisible formatting characters, and a domain whose ASCII form is a valid host name.
+ */
+export function providerAddress(email: string): boolean {
+  if (!isPlainAddress(email)) return false;
+  const at = email.indexOf('@');
+  const local = email.slice(0, at);
+  return local !== '' && !/[\p{C}\p{Z}]/u.test(local) && asciiDomain(email.slice(at + 1)) !== '';
 }
 
 /**
@@ -227,7 +263,8 @@ export const isPlainAddress = (email: string): boolean => email.length <= 254 &&
 function assertAllowedDomain(s: OidcSettings, email: string, verified: boolean): void {
   if (s.allowedDomains.length === 0) return;
   // Refused before the domain is read: the text after the first `@` of `x@corp.test@evil.org` passed.
-  const domain = isPlainAddress(email) ? email.slice(email.indexOf('@') + 1).toLowerCase() : '';
+  // Compared in the ASCII (punycode) form, as the list is: `münchen.de` is `xn--mnchen-3ya.de`.
+  const domain = isPlainAddress(email) ? asciiDomain(email.slice(email.indexOf('@') + 1)) : '';
   if (!verified || domain === '' || !s.allowedDomains.includes(domain)) {
     throw new ConsoleError('INSUFFICIENT_ROLE', 'this sign-on identity has no verified e-mail address in an allowed domain (oidc.allowed_email_domains)');
   }
@@ -322,9 +359,9 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
       throw new ConsoleError('INVALID_CODE', 'the sign-on could not be completed (the provider refused the code or a check failed); start again');
     }
     const subject = subjectOf(claims);
-    // An address that is not a plain one (two `@`, quotes) or that registration would refuse is no
-    // address: never stored, never a domain.
-    const email = emailOf(claims);
+    // An address that is not a plain one (two `@`, quotes), has a control character or no valid
+    // domain is no address: never stored, never a domain.
+    const email = emailOf(ctx, claims, subject);
     const verified = claims.email_verified === true;
     assertAllowedDomain(s, email, verified);
 

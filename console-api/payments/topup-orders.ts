@@ -159,9 +159,11 @@ export async function completeOrder(ctx: ConsoleContext, p: PaymentConfirmation)
       type: LOG_TYPE.topup,
       userId: Number(done.user_id),
       delta: quota,
-      // A hand completion says so (new-api: "管理员补单成功"): no provider confirmed this payment.
+      // A hand completion says so (new-api: "管理员补单成功"): no provider confirmed this payment. The
+      // account's own log names no administrator (as a balance change's); who did it is in the
+      // console's log (below).
       content: manualBy !== undefined
-        ? `top-up of ${done.amount} (${quota} quota) completed by hand by the administrator (root user ${manualBy}), ` +
+        ? `An administrator completed a top-up of ${done.amount} (${quota} quota) by hand, ` +
           `without a payment confirmation from ${done.payment_provider}; order ${done.trade_no} of ${Number(done.money).toFixed(2)} via ${done.payment_method}`
         : `online top-up of ${done.amount} (${quota} quota), paid ${Number(done.money).toFixed(2)} via ${done.payment_method} (${done.payment_provider}), order ${done.trade_no}`,
       createdAt: now,
@@ -170,6 +172,12 @@ export async function completeOrder(ctx: ConsoleContext, p: PaymentConfirmation)
     return { outcome: 'credited' as const, order: toTopupOrder(done), quota, credit };
   });
   if (result.outcome === 'credited') {
+    const manualBy = manualCompletionBy(p.providerRef);
+    if (manualBy !== undefined) {
+      // The audit line operators read (the account's log row names no administrator).
+      ctx.logger.info({ accountId: result.credit.userId, by: manualBy, tradeNo: result.order.trade_no, delta: result.credit.delta, ledgerId: result.credit.ledgerId },
+        'top-up completed by hand by an administrator');
+    }
     await afterConsoleCredit(ctx, result.credit);
     return { outcome: 'credited', order: result.order, quota: result.quota };
   }

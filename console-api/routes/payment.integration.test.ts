@@ -1,6 +1,7 @@
 // Online payment end to end: the console listens on a real port, the epay and card sandboxes
 // (bench/payment-sandbox) take the signed requests and call the console back, signing correctly.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Writable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,9 +22,18 @@ let root: TestAccount;
 let base: string;
 let epay: EpaySandbox;
 let card: CardpaySandbox;
+/** The console's log lines (info and above): a hand completion is logged with who made it. */
+const logLines: string[] = [];
 
 beforeAll(async () => {
-  h = await startConsoleHarness({ PAYMENT_PROVIDER_TIMEOUT_MS: String(PROVIDER_TIMEOUT_MS) });
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logLines.push(chunk.toString('utf8'));
+      done();
+    },
+  });
+  h = await startConsoleHarness({ PAYMENT_PROVIDER_TIMEOUT_MS: String(PROVIDER_TIMEOUT_MS) },
+    { logger: createLogger({ LOG_LEVEL: 'info' }, 'console-api', stream) });
   base = await h.app.listen({ host: '127.0.0.1', port: 0 });
   root = await h.account({ role: 100 });
   epay = await startEpaySandbox(EPAY);
@@ -449,13 +459,18 @@ describe('unpaid orders: the per-account cap and expiry', () => {
     expect(again.statusCode).toBe(409);
     expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
     expect(await ledgerRows(tradeNo)).toHaveLength(1);
-    // Its log row is told apart from a paid one's (new-api: "管理员补单成功"), naming the root user; the
-    // order the API answers has no provider reference to show it.
+    // Its log row is told apart from a paid one's (new-api: "管理员补单成功") without naming the
+    // administrator (as a balance change's); the order the API answers has no provider reference to show it.
     const events = (await h.drainUsageStream()).filter((e) => e.user_id === user.user.id);
     expect(events).toEqual([expect.objectContaining({ type: 1, request_id: `topup:${tradeNo}`, quota_delta: 10 * 500_000 })]);
-    expect(events[0]!.content).toBe(`top-up of 10 (5000000 quota) completed by hand by the administrator (root user ${root.user.id}), ` +
+    expect(events[0]!.content).toBe('An administrator completed a top-up of 10 (5000000 quota) by hand, ' +
       `without a payment confirmation from epay; order ${tradeNo} of 73.00 via wxpay`);
+    expect(events[0]!.content).not.toContain(root.user.username);
     expect(Object.keys(done.json().data)).not.toContain('provider_trade_no');
+    // Who did it is in the console's own log, once.
+    const audit = logLines.map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'top-up completed by hand by an administrator' && l.tradeNo === tradeNo);
+    expect(audit).toEqual([expect.objectContaining({ accountId: Number(user.user.id), by: Number(root.user.id), delta: 10 * 500_000 })]);
   });
 });
 
