@@ -484,6 +484,22 @@ describe('errors', () => {
     expect(json.error.message).toMatch(message);
   });
 
+  // Before: refused only when the request was converted for its channel, after the reservation, so an
+  // account whose balance could not hold the reservation heard 402 "balance too low" for a request no
+  // channel of its model could take, and a key's requests per minute counted it.
+  it('what no channel of the model can take is refused 400 before the reservation: a balance too small still hears why', async () => {
+    const poor = (await createApiKey(stack, await fundedAccount(stack, 1))).key;
+    for (const body of [
+      { model: MODEL, n: 2, messages: [{ role: 'user', content: 'hi' }] },
+      { model: MODEL, logprobs: true, messages: [{ role: 'user', content: 'hi' }] },
+      { model: MODEL, response_format: { type: 'json_object' }, messages: [{ role: 'user', content: 'hi' }] },
+    ]) {
+      const res = await raw(body, { authorization: `Bearer ${poor}` });
+      const json = await res.json() as { error: { type: string; param: unknown } };
+      expect([res.status, json.error.type], JSON.stringify(body)).toEqual([400, 'invalid_request_error']);
+    }
+  });
+
   it('malformed JSON: 400', async () => {
     const res = await raw('{"model":');
     expect(res.status).toBe(400);

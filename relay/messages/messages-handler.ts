@@ -340,6 +340,14 @@ class Exchange {
     }
     this.routeGroups = served;
     this.group = this.routeGroups[0]!;
+    // What no channel of the model can take (n > 1, logprobs, json_object to Anthropic-format channels
+    // only) is refused before the reservation: after it, a balance that could not hold the reservation
+    // heard 402 for a request no channel could serve, and the key's requests per minute counted it.
+    // One OpenAI-format channel among them may serve it: then each channel's conversion decides.
+    if (this.protocol === 'openai' && served.every((g) => this.ctx.channels.everyChannel(g, body.model, isAnthropicFormat))) {
+      const refused = anthropicOnlyRefusal(this.chat!, body);
+      if (refused) return this.fail(refused);
+    }
     let maxGroupRatio = 0;
     for (const g of this.routeGroups) maxGroupRatio = Math.max(maxGroupRatio, ratios.group(g)!);
     const bounds = this.ctx.inputBounds();
@@ -1109,6 +1117,11 @@ class Exchange {
     relayMetrics.reservationClosed();
     settleExchange(this, outcome);
   }
+}
+
+/** A channel whose provider speaks Anthropic's Messages (every type but OpenAI's, relay/providers/registry.ts). */
+function isAnthropicFormat(channel: Channel): boolean {
+  return providerOf(channel).protocol === 'anthropic';
 }
 
 /** Writes a refusal respond() deferred, closing its connection; nothing when the client has gone. */

@@ -178,6 +178,14 @@ export class ChannelRegistry {
     return this.#channels.get(channelId);
   }
 
+  /** Whether every channel that serves (group, model) passes `test` (true when none serves it). */
+  everyChannel(group: string, model: string, test: (channel: Channel) => boolean): boolean {
+    const tiers = this.#routes.get(routeOf(group, model));
+    if (!tiers) return true;
+    for (const tier of tiers) for (const c of tier) if (!test(c.channel)) return false;
+    return true;
+  }
+
   /** Whether some channel serves (group, model): pick() without exclusions finds one. */
   serves(group: string, model: string): boolean {
     return this.#routes.has(routeOf(group, model));
