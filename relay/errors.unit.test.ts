@@ -28,7 +28,7 @@ describe('OpenAI\'s error JSON of a relay error', () => {
     expect(param('messages.0.role: must be one of \'system\', \'user\'')).toBe('messages.[0].role');
     expect(param('temperature: must be at most 2')).toBe('temperature');
     expect(param('messages.2.content.0.image_url.url: required string')).toBe('messages.[2].content.[0].image_url.url');
-    expect(param('tools.1: only function tools with a name are converted')).toBe('tools.[1]');
+    expect(param('tools.1: only function tools with a name are supported (custom tools are not: the gateway meters a tool call by its function arguments)')).toBe('tools.[1]');
     // Messages that name no body field: a header, the body as a whole, no field at all.
     expect(param('anthropic-version: the header holds characters HTTP does not allow.')).toBeNull();
     expect(param('invalid request: the body must be a JSON object')).toBeNull();

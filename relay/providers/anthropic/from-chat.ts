@@ -205,7 +205,7 @@ function convertTools(chat: ChatRequest): Record<string, unknown> | RelayError {
     for (let i = 0; i < chat.tools.length; i++) {
       const t = chat.tools[i]!;
       const f = t.function as { name?: unknown; description?: unknown; parameters?: unknown } | undefined;
-      if (t.type !== 'function' || typeof f?.name !== 'string') return invalid(`tools.${i}: only function tools with a name are converted`);
+      if (t.type !== 'function' || typeof f?.name !== 'string') return invalid(`tools.${i}: only function tools with a name are supported (custom tools are not: the gateway meters a tool call by its function arguments)`);
       const params = f.parameters && typeof f.parameters === 'object' && !Array.isArray(f.parameters) ? f.parameters as Record<string, unknown> : null;
       const schema = params === null ? { type: 'object', properties: {} } : params.type === undefined ? { type: 'object', ...params } : params;
       const tool: Record<string, unknown> = { name: f.name, input_schema: schema };
