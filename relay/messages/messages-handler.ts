@@ -343,10 +343,11 @@ class Exchange {
     // What no channel of the model can take (n > 1, logprobs, json_object to Anthropic-format channels
     // only) is refused before the reservation: after it, a balance that could not hold the reservation
     // heard 402 for a request no channel could serve, and the key's requests per minute counted it.
-    // One OpenAI-format channel among them may serve it: then each channel's conversion decides.
-    if (this.protocol === 'openai' && served.every((g) => this.ctx.channels.everyChannel(g, body.model, isAnthropicFormat))) {
+    // One OpenAI-format channel among them may serve it: then each channel's conversion decides. The
+    // request's own fields first, a few reads: the channels are walked only for one it refuses.
+    if (this.protocol === 'openai') {
       const refused = anthropicOnlyRefusal(this.chat!, body);
-      if (refused) return this.fail(refused);
+      if (refused && served.every((g) => this.ctx.channels.everyChannel(g, body.model, isAnthropicFormat))) return this.fail(refused);
     }
     let maxGroupRatio = 0;
     for (const g of this.routeGroups) maxGroupRatio = Math.max(maxGroupRatio, ratios.group(g)!);
