@@ -34,6 +34,7 @@ import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 import { checkTarget, guardedAgent, PRIVATE_TARGET } from '../../core/net/outbound-guard.js';
 import { oneTokenRequest, OPENAI_CHANNEL_TYPE } from '../../core/channels/output-limit.js';
+import { mappedModel } from '../../core/channels/model-mapping.js';
 import { providerErrorType, readHead } from './provider-answer.js';
 
 export interface ProberSettings {
@@ -217,13 +218,7 @@ export class ChannelProber {
   /** One probe of one channel: never throws. */
   async probe(channel: Omit<DueChannel, 'probe_failures'>): Promise<ProbeOutcome> {
     const requested = channel.models.split(',').map((m) => m.trim()).find(Boolean) ?? '';
-    let model = requested;
-    try {
-      const mapping = channel.model_mapping ? (JSON.parse(channel.model_mapping) as Record<string, unknown>) : {};
-      if (typeof mapping[requested] === 'string' && mapping[requested]) model = mapping[requested] as string;
-    } catch {
-      // An unreadable mapping: the requested name, as the relay would send it.
-    }
+    const model = mappedModel(channel.model_mapping, requested);
     let key: string;
     try {
       key = this.#deps.crypto.open(channel.key_ciphertext);

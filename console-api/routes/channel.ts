@@ -1,6 +1,7 @@
 // /api/channel/: administrators add upstream channels. The channel key is sealed with the API-key
 // crypto (AES-256-GCM) and never returned. The abilities rows (group x model) are rebuilt in the same
 // transaction (channels/abilities.ts), so routing never sees a channel without its abilities or the reverse.
+import { mappedModel } from '../../core/channels/model-mapping.js';
 import { beforeDeadline } from '../../core/net/before-deadline.js';
 import { request as httpRequest } from 'undici';
 import { z } from 'zod';
@@ -242,24 +243,6 @@ function isPrivateTargetError(err: unknown): err is PrivateTargetError {
 function connectionFailure(err: unknown): string {
   const code = (err as { code?: unknown })?.code;
   return typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,47}$/.test(code) ? code : 'connection failed';
-}
-
-/**
- * The model a channel test sends for `requested`: its model_mapping entry when the mapping is a JSON
- * object naming it with a non-empty string, else the name itself. Own keys only: a model named
- * "constructor", "toString" or "__proto__" must not find Object's own members (as
- * relay/routing/channel-registry.ts parseMapping).
- */
-function mappedModel(rawMapping: string, requested: string): string {
-  if (!rawMapping) return requested;
-  try {
-    const mapping: unknown = JSON.parse(rawMapping);
-    if (!mapping || typeof mapping !== 'object' || !Object.hasOwn(mapping, requested)) return requested;
-    const mapped = (mapping as Record<string, unknown>)[requested];
-    return typeof mapped === 'string' && mapped ? mapped : requested;
-  } catch {
-    return requested;
-  }
 }
 
 export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
