@@ -11,7 +11,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
 import { sse, startScriptedProvider, type ScriptedProvider, type ScriptedRequest } from '../../tests/harness/scripted-provider.js';
-import { createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack } from '../../tests/harness/gateway-stack.js';
+import { createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type LedgerRow } from '../../tests/harness/gateway-stack.js';
 
 const REASONING = 5_000;
 const VISIBLE = 20;
@@ -93,73 +93,58 @@ beforeAll(async () => {
 });
 afterAll(async () => { await stack?.close(); await provider?.close(); await claude?.close(); await images?.close(); });
 
+// A stream read to its end: its text and its ledger row.
+async function readWhole(req: OpenAI.ChatCompletionCreateParamsStreaming): Promise<{ text: string; row: LedgerRow }> {
+  const whole = await client.chat.completions.create(req).withResponse();
+  let text = '';
+  for await (const c of whole.data) text += c.choices[0]?.delta.content ?? '';
+  return { text, row: await ledgerRow(stack, whole.response.headers.get('x-gateway-request-id')!) };
+}
+
+// A stream the client leaves as soon as `leave` says so of the text seen so far: that text, and the
+// stream's ledger row once billed.
+async function readUntil(req: OpenAI.ChatCompletionCreateParamsStreaming, leave: (seen: string) => boolean): Promise<{ seen: string; row: LedgerRow }> {
+  const controller = new AbortController();
+  const cut = await client.chat.completions.create(req, { signal: controller.signal }).withResponse();
+  let seen = '';
+  try {
+    for await (const c of cut.data) {
+      seen += c.choices[0]?.delta.content ?? '';
+      if (leave(seen)) controller.abort();
+    }
+  } catch {
+    // the client's own abort
+  }
+  return { seen, row: await ledgerRow(stack, cut.response.headers.get('x-gateway-request-id')!) };
+}
+
+const onMarker = (seen: string): boolean => seen.endsWith('###');
+
 const request = { model: 'o3-mini', max_completion_tokens: 8000, stream: true as const, messages: [{ role: 'user' as const, content: 'Think hard, then answer; end your answer with ###' }] };
 
 describe('a reasoning model\'s stream left on its end marker', () => {
   it('is billed the reasoning the provider billed, as the same stream read to its end is', async () => {
-    const whole = await client.chat.completions.create(request).withResponse();
-    let text = '';
-    for await (const c of whole.data) text += c.choices[0]?.delta.content ?? '';
-    const full = await ledgerRow(stack, whole.response.headers.get('x-gateway-request-id')!);
-    expect(full.completion_tokens).toBe(REASONING + VISIBLE);
-
-    const controller = new AbortController();
-    const cut = await client.chat.completions.create(request, { signal: controller.signal }).withResponse();
-    let seen = '';
-    try {
-      for await (const c of cut.data) {
-        seen += c.choices[0]?.delta.content ?? '';
-        if (seen.endsWith('###')) controller.abort();
-      }
-    } catch {
-      // aborted on the marker
-    }
+    const full = await readWhole(request);
+    expect(full.row.completion_tokens).toBe(REASONING + VISIBLE);
+    const cut = await readUntil(request, onMarker);
     // The client has the whole answer.
-    expect(seen).toBe(text);
-    const row = await ledgerRow(stack, cut.response.headers.get('x-gateway-request-id')!);
-    expect(row.completion_tokens).toBe(full.completion_tokens);
+    expect(cut.seen).toBe(full.text);
+    expect(cut.row.completion_tokens).toBe(full.row.completion_tokens);
   });
 
   // Before: decided on the client's name, a mapped alias was billed 20 output tokens of 5,020.
   it('a reasoning model behind a channel\'s model_mapping alias: the cut stream is billed its reasoning too', async () => {
-    const alias = { ...request, model: 'house-reasoner' };
-    const controller = new AbortController();
-    const cut = await client.chat.completions.create(alias, { signal: controller.signal }).withResponse();
-    let seen = '';
-    try {
-      for await (const c of cut.data) {
-        seen += c.choices[0]?.delta.content ?? '';
-        if (seen.endsWith('###')) controller.abort();
-      }
-    } catch {
-      // aborted on the marker
-    }
-    const row = await ledgerRow(stack, cut.response.headers.get('x-gateway-request-id')!);
-    expect(row.completion_tokens).toBe(REASONING + VISIBLE);
+    const cut = await readUntil({ ...request, model: 'house-reasoner' }, onMarker);
+    expect(cut.row.completion_tokens).toBe(REASONING + VISIBLE);
   });
 
   it('Claude\'s summarized thinking (reasoning_effort): the cut stream is billed the full thinking the provider bills', async () => {
     const req = { model: 'claude-sonnet-4-5', max_tokens: 8000, reasoning_effort: 'high' as const, stream: true as const, messages: [{ role: 'user' as const, content: 'Think hard, then answer; end your answer with ###' }] };
-    const whole = await client.chat.completions.create(req).withResponse();
-    let text = '';
-    for await (const c of whole.data) text += c.choices[0]?.delta.content ?? '';
-    const full = await ledgerRow(stack, whole.response.headers.get('x-gateway-request-id')!);
-    expect(full.completion_tokens).toBe(FULL_THINKING + VISIBLE);
-
-    const controller = new AbortController();
-    const cut = await client.chat.completions.create(req, { signal: controller.signal }).withResponse();
-    let seen = '';
-    try {
-      for await (const c of cut.data) {
-        seen += c.choices[0]?.delta.content ?? '';
-        if (seen.endsWith('###')) controller.abort();
-      }
-    } catch {
-      // aborted on the marker
-    }
-    expect(seen).toBe(text);
-    const row = await ledgerRow(stack, cut.response.headers.get('x-gateway-request-id')!);
-    expect(row.completion_tokens).toBe(full.completion_tokens);
+    const full = await readWhole(req);
+    expect(full.row.completion_tokens).toBe(FULL_THINKING + VISIBLE);
+    const cut = await readUntil(req, onMarker);
+    expect(cut.seen).toBe(full.text);
+    expect(cut.row.completion_tokens).toBe(full.row.completion_tokens);
   });
 });
 
@@ -175,20 +160,10 @@ const imageRequest = {
 
 describe('images in an OpenAI-format stream the client cuts', () => {
   it('are billed as the provider bills them, not 16× less', async () => {
-    const whole = await client.chat.completions.create(imageRequest).withResponse();
-    for await (const c of whole.data) void c;
-    const full = await ledgerRow(stack, whole.response.headers.get('x-gateway-request-id')!);
-    expect(full.prompt_tokens).toBeGreaterThan(2 * PER_IMAGE);
-
-    const controller = new AbortController();
-    const cut = await client.chat.completions.create(imageRequest, { signal: controller.signal }).withResponse();
-    try {
-      for await (const c of cut.data) if (c.choices[0]?.delta.content) controller.abort();
-    } catch {
-      // aborted
-    }
-    const row = await ledgerRow(stack, cut.response.headers.get('x-gateway-request-id')!);
-    // The provider billed the operator full.prompt_tokens for this prompt either way.
-    expect({ cutPrompt: row.prompt_tokens, fullPrompt: full.prompt_tokens }).toEqual({ cutPrompt: full.prompt_tokens, fullPrompt: full.prompt_tokens });
+    const full = await readWhole(imageRequest);
+    expect(full.row.prompt_tokens).toBeGreaterThan(2 * PER_IMAGE);
+    const cut = await readUntil(imageRequest, (seen) => seen.length > 0);
+    // The provider billed the operator full.row.prompt_tokens for this prompt either way.
+    expect({ cutPrompt: cut.row.prompt_tokens, fullPrompt: full.row.prompt_tokens }).toEqual({ cutPrompt: full.row.prompt_tokens, fullPrompt: full.row.prompt_tokens });
   });
 });
