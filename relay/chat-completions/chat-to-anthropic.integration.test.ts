@@ -2,7 +2,7 @@
 // unchanged (base URL only): the request is converted to Anthropic's Messages (what the mock received
 // is checked), the answer converted back, and every request billed exactly (ledger, users.quota,
 // the Redis mirror, the ClickHouse log row, whose `protocol` says `openai`). Bad input answers
-// OpenAI's error JSON with the right status.
+// OpenAI's error JSON with the right status. Usage never claims 0 reasoning tokens for an answer that thought.
 import OpenAI from 'openai';
 import { ChatCompletionStream } from 'openai/lib/ChatCompletionStream';
 import type { RunnableToolFunctionWithParse } from 'openai/lib/RunnableFunction';
@@ -100,6 +100,8 @@ describe('a non-streaming chat completion', () => {
     expect(data.choices[0]!.message).toMatchObject({ role: 'assistant', content: 'tok '.repeat(OUTPUT) });
     expect(data.choices[0]!.finish_reason).toBe('stop');
     expect(data.usage).toMatchObject({ prompt_tokens: input, completion_tokens: OUTPUT, total_tokens: input + OUTPUT, prompt_tokens_details: { cached_tokens: 0 } });
+    // No thinking: none of the output was reasoning.
+    expect(data.usage!.completion_tokens_details).toEqual({ reasoning_tokens: 0 });
     expect(response.headers.get('x-request-id')).toMatch(/^req_/);
     await expectBilled(response.headers.get('x-gateway-request-id')!, before, input, OUTPUT, false);
   });
@@ -142,6 +144,7 @@ describe('a streamed chat completion', () => {
     expect(finish).toBe('stop');
     expect(chunks).toBe(OUTPUT + 3);
     expect(usage).toMatchObject({ prompt_tokens: input, completion_tokens: OUTPUT, total_tokens: input + OUTPUT });
+    expect(usage!.completion_tokens_details).toEqual({ reasoning_tokens: 0 });
     await expectBilled(response.headers.get('x-gateway-request-id')!, before, input, OUTPUT, true);
   });
 
@@ -182,6 +185,9 @@ describe('reasoning_effort', () => {
     expect(message.content).toBe('tok '.repeat(OUTPUT));
     expect(message.reasoning_content).toBe('tok '.repeat(THINKING));
     expect(data.usage).toMatchObject({ completion_tokens: THINKING + OUTPUT });
+    // Anthropic's usage does not tell the thinking from the text (and a summarized or redacted
+    // thinking's text is not what was billed): no reasoning_tokens rather than a false 0.
+    expect(data.usage!.completion_tokens_details).toEqual({});
     await expectBilled(response.headers.get('x-gateway-request-id')!, before, countInputTokens(sent), THINKING + OUTPUT, false);
   });
 
@@ -206,6 +212,7 @@ describe('reasoning_effort', () => {
     expect(reasoning).toBe('tok '.repeat(THINKING));
     expect(content).toBe('tok '.repeat(OUTPUT));
     expect(usage).toMatchObject({ completion_tokens: THINKING + OUTPUT });
+    expect(usage!.completion_tokens_details).toEqual({});
     await expectBilled(response.headers.get('x-gateway-request-id')!, before, countInputTokens(providerBody()), THINKING + OUTPUT, true);
   });
 });

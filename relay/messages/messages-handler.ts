@@ -177,6 +177,11 @@ class Exchange {
   finished = false;
   /** Settled with a usage (ok or partial): an error answered after it must not be retried by the client. */
   billed = false;
+  /**
+   * The error answered is one no retry of the client can change (every channel of the model refused
+   * the gateway's own credential or account): told `x-should-retry: false`, as after a bill.
+   */
+  noRetry = false;
   reserved = false;
   /** What the reservation took; settlement flags a cost above it (settlement.ts). */
   reservedAmount = 0;
@@ -251,6 +256,10 @@ class Exchange {
   earlierFailure: RelayError | null = null;
   /** The retry-after of the provider whose failure earlierFailure is, if it sent one. */
   earlierRetryAfter = '';
+  /** An earlier channel failed in a way that may pass (a rate limit, an overload, a 5xx): a client's retry may be served. */
+  retryMayHelp = false;
+  /** The channels this request was sent to (forward), to tell whether any of the model's is left. */
+  triedChannels: ReadonlySet<number> | null = null;
 
   constructor(ctx: RelayContext, res: HttpResponse, req: HttpRequest, protocol: Protocol) {
     this.ctx = ctx;
@@ -548,6 +557,7 @@ class Exchange {
   async forward(raw: Buffer, body: MessagesRequest): Promise<void> {
     const ratios = this.ctx.ratios();
     const tried = new Set<number>();
+    this.triedChannels = tried;
     let lastFailure = '';
     let attempt = 0;
     let groupIndex = 0;
@@ -576,6 +586,31 @@ class Exchange {
   noteFailure(err: RelayError, retryAfter = ''): void {
     this.earlierFailure = err;
     this.earlierRetryAfter = retryAfter;
+    this.retryMayHelp = true;
+  }
+
+  /**
+   * The provider refused the channel's own credential or account (a 401, 403, 402, a credit balance
+   * too low, OpenAI's 429 insufficient_quota: core/channels/provider-fault.ts 'channel'), already
+   * counted against it (providerFailed): tried on the next channel while nothing reached the client,
+   * else answered 500 saying so. Never the provider's own answer: a 401 would tell the client its
+   * key is bad, a 429 insufficient_quota that its own balance is empty (OpenAI's word for it, which
+   * the relay's own 402 uses too) and a rate limit to wait out. When no channel of the model is left
+   * untried and every one tried refused so, the client's retry would meet the same: `x-should-retry:
+   * false`, which both SDKs obey.
+   */
+  channelRefused(channel: Channel, status: number, model: string, mayRetry: boolean): 'done' | string {
+    if (mayRetry && !this.headersSent) {
+      logRepeated(this.ctx, 'warn', 'channel-refused', channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
+      this.earlierFailure = new RelayError('upstream_unreachable', CHANNEL_REFUSED);
+      this.earlierRetryAfter = '';
+      return httpReason(status);
+    }
+    // Asked only here, on the way out: whether the pick found nothing or RELAY_MAX_TRIES stopped it.
+    this.noRetry = !this.retryMayHelp && (this.triedChannels === null
+      || pickNextChannel(this.ctx.channels, this, 0, model, this.triedChannels) === undefined);
+    this.fail(new RelayError('upstream_unreachable', CHANNEL_REFUSED), httpReason(status));
+    return 'done';
   }
 
   /** One call to one channel: 'done' when the exchange is answered, otherwise why to retry (a REASON). */
@@ -654,7 +689,11 @@ class Exchange {
     if (status === 429 || status >= 500) {
       const text = await answer.text().catch(() => '');
       if (this.aborted) return REASON.clientGone;
-      providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt);
+      // A 429 that says the channel's account is out of credit (OpenAI's insufficient_quota) is the
+      // channel's fault, as a 401 is: no rate limit of the client's to wait out.
+      if (providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt) === 'channel') {
+        return this.channelRefused(channel, status, body.model, mayRetry);
+      }
       // A gateway timeout (504, Cloudflare's 524) says the provider behind the proxy did not answer in
       // time, not that it stopped: it may still be generating, and billing the operator for it, so a
       // second channel would generate it again (new-api does not retry them either).
@@ -675,14 +714,7 @@ class Exchange {
       // The channel's own credential or account refused (routing/channel-outcomes.ts): counted
       // against it and retried elsewhere like a 5xx; the client's own bad request is passed through.
       if (isRetriedFault(providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt))) {
-        if (mayRetry && !this.headersSent) {
-          logRepeated(this.ctx, 'warn', 'channel-refused', channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
-          this.noteFailure(new RelayError('upstream_unreachable', CHANNEL_REFUSED));
-          return httpReason(status);
-        }
-        // No channel left: the provider's 401 or 403 would tell the client its own key is bad.
-        this.fail(new RelayError('upstream_unreachable', CHANNEL_REFUSED), httpReason(status));
-        return 'done';
+        return this.channelRefused(channel, status, body.model, mayRetry);
       }
       this.passThroughError(status, text, answer, provider);
       return 'done';
@@ -1055,7 +1087,8 @@ class Exchange {
       // An error answered after what the provider generated was billed: both SDKs retry a 429, 5xx or
       // 529 by default, taking it to mean nothing was done, and each try would be generated and billed
       // again. They obey this header.
-      if (this.billed && status >= 400) res.writeHeader('x-should-retry', 'false');
+      // Nor an error no retry can change (noRetry).
+      if ((this.billed || this.noRetry) && status >= 400) res.writeHeader('x-should-retry', 'false');
       res.end(body, close);
     });
   }

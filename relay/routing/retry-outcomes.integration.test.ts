@@ -4,12 +4,17 @@
 //   - a channel that cannot carry the request in its format is skipped for one that can, rather than
 //     ending the failover with a 400;
 //   - the provider request id answered is the answering attempt's, never an earlier channel's;
-//   - a provider's 4xx JSON that is not an error in the client's format is rebuilt in it.
+//   - a provider's 4xx JSON that is not an error in the client's format is rebuilt in it;
+//   - a provider's 429 that says the channel's own account is out of credit (OpenAI's
+//     insufficient_quota) is the channel's fault like a 401 or a "credit balance is too low", not the
+//     client's rate limit or balance.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
+import { parsePromText } from '../../core/metrics/prom.js';
 import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
@@ -257,5 +262,117 @@ describe('a provider\'s 4xx answer', () => {
     const body = await res.json() as { type?: string; error?: { type?: string; message?: string } };
     expect(body).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
     expect(typeof body.error?.message).toBe('string');
+  });
+});
+
+describe('a provider\'s 429 saying the channel\'s own account is out of credit', () => {
+  // What OpenAI answers when the operator's organization has no credit left.
+  const OPENAI_QUOTA = JSON.stringify({ error: {
+    message: 'You exceeded your current quota, please check your plan and billing details.', type: 'insufficient_quota', param: null, code: 'insufficient_quota',
+  } });
+  // The same from an Anthropic-format provider (a proxy answering Anthropic's billing_error under a 429).
+  const ANTHROPIC_BILLING = JSON.stringify({ type: 'error', error: { type: 'billing_error', message: 'Your credit balance is too low to access the Anthropic API.' } });
+  const REFUSED = 'refused this gateway\'s own credential or account';
+
+  async function channelFaults(channel: number): Promise<number> {
+    const m = parsePromText(await (await fetch(`http://127.0.0.1:${stack.relay.metricsPort}/metrics`)).text());
+    return m.get(`gateway_relay_channel_attempts_total{channel="${channel}",outcome="channel"}`) ?? 0;
+  }
+
+  // Before: 429 `{"type":"insufficient_quota","code":"insufficient_quota"}`, the code of the client's
+  // own balance too low, with a message about rate limiting; the SDK retried it twice.
+  it('an OpenAI-format channel\'s insufficient_quota on the last channel: /v1/chat/completions answers 500 saying the provider refused the gateway\'s account, x-should-retry: false (the SDK\'s default retries send it once); a channel fault; nothing billed', async () => {
+    const model = 'route-quota-openai';
+    const broke = await fixedUpstream(429, OPENAI_QUOTA);
+    upstreams.push(broke);
+    const channel = await mockChannel(stack, [model], 'default', { base_url: broke.url, key: 'sk-proj-broke', type: 1 });
+    const before = await balance();
+    const sdk = new OpenAI({ apiKey: client.apiKey!, baseURL: `${stack.relayUrl}/v1` });
+    const err = await sdk.chat.completions.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'hello' }] }).catch((e: unknown) => e) as InstanceType<typeof OpenAI.APIError>;
+    expect(err).toBeInstanceOf(OpenAI.InternalServerError);
+    expect(err.status).toBe(500);
+    expect(err.error).toMatchObject({ type: 'server_error', message: expect.stringContaining(REFUSED) });
+    expect((err.error as { code?: unknown }).code).not.toBe('insufficient_quota');
+    expect(err.headers?.get('x-should-retry')).toBe('false');
+    expect(broke.requests).toBe(1);
+    expect(await channelFaults(channel)).toBe(1);
+    await billingSettled(stack);
+    expect(await balance()).toBe(before);
+  });
+
+  it('the same channel through /v1/messages: 500 api_error saying so, not a rate_limit_error; the Anthropic SDK\'s default retries send it once; nothing billed', async () => {
+    const model = 'route-quota-openai-messages';
+    const broke = await fixedUpstream(429, OPENAI_QUOTA);
+    upstreams.push(broke);
+    await mockChannel(stack, [model], 'default', { base_url: broke.url, key: 'sk-proj-broke', type: 1 });
+    const before = await balance();
+    const sdk = new Anthropic({ apiKey: client.apiKey!, baseURL: stack.relayUrl });
+    const err = await sdk.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'hello' }] }).catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(err).toBeInstanceOf(Anthropic.InternalServerError);
+    expect(err.error).toMatchObject({ type: 'error', error: { type: 'api_error', message: expect.stringContaining(REFUSED) } });
+    expect(err.headers?.get('x-should-retry')).toBe('false');
+    expect(broke.requests).toBe(1);
+    await billingSettled(stack);
+    expect(await balance()).toBe(before);
+  });
+
+  it.each([false, true])('an Anthropic channel\'s 429 billing_error (stream: %s) through /v1/chat/completions: 500 saying so, not insufficient_quota', async (stream) => {
+    const model = `route-quota-anthropic-${stream}`;
+    const broke = await fixedUpstream(429, ANTHROPIC_BILLING);
+    upstreams.push(broke);
+    await mockChannel(stack, [model], 'default', { base_url: broke.url });
+    const res = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${client.apiKey!}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, max_tokens: 8, stream, messages: [{ role: 'user', content: 'hello' }] }),
+    });
+    const body = await res.json() as { error: { type: string; code: unknown; message: string } };
+    expect([res.status, res.headers.get('x-should-retry')]).toEqual([500, 'false']);
+    expect(body.error).toMatchObject({ type: 'server_error', message: expect.stringContaining(REFUSED) });
+    expect(body.error.code).not.toBe('insufficient_quota');
+  });
+
+  it('is tried on the model\'s next channel first, which answers; billed once, as that channel\'s answer', async () => {
+    const model = 'route-quota-failover';
+    const broke = await fixedUpstream(429, OPENAI_QUOTA);
+    upstreams.push(broke);
+    const channel = await mockChannel(stack, [model], 'default', { base_url: broke.url, key: 'sk-proj-broke', type: 1, priority: 10 });
+    await mockChannel(stack, [model], 'default', { base_url: healthy.url, priority: 0 });
+    const before = { balance: await balance(), healthy: healthy.requests };
+    const { data } = await ask(model);
+    expect(data.content).toEqual([{ type: 'text', text: 'hi' }]);
+    expect(broke.requests).toBe(1);
+    expect(healthy.requests).toBe(before.healthy + 1);
+    expect(await channelFaults(channel)).toBe(1);
+    await billingSettled(stack);
+    expect(await balance()).toBeLessThan(before.balance);
+  });
+
+  it('after an earlier channel\'s rate limit, which a retry may outlast: 500 saying the last channel refused, the SDKs\' retries kept (no x-should-retry)', async () => {
+    const model = 'route-quota-after-rate-limit';
+    const limited = await fixedUpstream(429, JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } }));
+    const broke = await fixedUpstream(429, OPENAI_QUOTA);
+    upstreams.push(limited, broke);
+    await mockChannel(stack, [model], 'default', { base_url: limited.url, priority: 10 });
+    await mockChannel(stack, [model], 'default', { base_url: broke.url, key: 'sk-proj-broke', type: 1, priority: 0 });
+    const res = await fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST', headers: { 'x-api-key': client.apiKey!, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model, max_tokens: 8, messages: [{ role: 'user', content: 'hello' }] }),
+    });
+    const body = await res.json() as { error: { type: string; message: string } };
+    expect([res.status, res.headers.get('x-should-retry')]).toEqual([500, null]);
+    expect(body.error).toMatchObject({ type: 'api_error', message: expect.stringContaining(REFUSED) });
+    expect([limited.requests, broke.requests]).toEqual([1, 1]);
+  });
+
+  it('a channel\'s 401 on the only channel: x-should-retry: false too (no retry of the SDKs can succeed)', async () => {
+    const model = 'route-refused-no-retry';
+    const refusing = await fixedUpstream(401, JSON.stringify({ type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } }));
+    upstreams.push(refusing);
+    await mockChannel(stack, [model], 'default', { base_url: refusing.url });
+    const sdk = new Anthropic({ apiKey: client.apiKey!, baseURL: stack.relayUrl });
+    const err = await sdk.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'hello' }] }).catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(err.status).toBe(500);
+    expect(err.headers?.get('x-should-retry')).toBe('false');
+    expect(refusing.requests).toBe(1);
   });
 });

@@ -9,7 +9,11 @@
 //   → length; tool_use → tool_calls; refusal → content_filter.
 //   usage: prompt_tokens = input + cache reads + cache writes (OpenAI counts the cached part inside),
 //   prompt_tokens_details.cached_tokens = cache reads, completion_tokens = output; each count as it is
-//   billed (usageCount), so the client is shown what it pays for.
+//   billed (usageCount), so the client is shown what it pays for. completion_tokens_details.reasoning_tokens
+//   is 0 for an answer without thinking, and left out (`completion_tokens_details: {}`) for one with a
+//   thinking or redacted_thinking block: Anthropic's output_tokens holds the thinking without telling
+//   it apart, and the thinking's text is no measure of it (Claude 4 models return a summary of the
+//   thinking billed in full; redacted thinking has no text), so the thinking billed was shown as 0.
 //
 // Streamed (AnthropicToChatStream), event by event as they arrive: message_start → a first chunk with
 // the assistant role (and no content); text deltas → content deltas; a tool_use block → a tool_calls delta with its id
@@ -46,10 +50,15 @@ export interface ChatUsage {
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details: { cached_tokens: number };
-  completion_tokens_details: { reasoning_tokens: number };
+  /** Empty when the answer thought: how much of completion_tokens was thinking is not known. */
+  completion_tokens_details: { reasoning_tokens?: number };
 }
 
-export function chatUsageOf(usage: Record<string, unknown> | undefined | null): ChatUsage {
+const NO_REASONING = { reasoning_tokens: 0 } as const;
+const REASONING_UNKNOWN = {} as const;
+
+/** `thought`: the answer holds a thinking (or redacted_thinking) block. */
+export function chatUsageOf(usage: Record<string, unknown> | undefined | null, thought: boolean): ChatUsage {
   const u = usage ?? {};
   const cacheRead = usageCount(u.cache_read_input_tokens);
   const prompt = usageCount(u.input_tokens) + cacheRead + usageCount(u.cache_creation_input_tokens);
@@ -59,7 +68,7 @@ export function chatUsageOf(usage: Record<string, unknown> | undefined | null): 
     completion_tokens: completion,
     total_tokens: prompt + completion,
     prompt_tokens_details: { cached_tokens: cacheRead },
-    completion_tokens_details: { reasoning_tokens: 0 },
+    completion_tokens_details: thought ? REASONING_UNKNOWN : NO_REASONING,
   };
 }
 
@@ -80,9 +89,11 @@ export function messageToChat(body: Buffer, model: string): string | null {
   const m = parsed;
   let text: string | null = null;
   let reasoning: string | null = null;
+  let thought = false;
   const toolCalls: unknown[] = [];
   if (Array.isArray(m.content)) {
     for (const b of m.content as Array<Record<string, unknown>>) {
+      if (isThinkingBlock(b)) thought = true;
       if (b?.type === 'text' && typeof b.text === 'string') text = (text ?? '') + b.text;
       else if (b?.type === 'thinking' && typeof b.thinking === 'string') reasoning = (reasoning ?? '') + b.thinking;
       else if (b?.type === 'tool_use') toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
@@ -97,8 +108,14 @@ export function messageToChat(body: Buffer, model: string): string | null {
     created: Math.floor(Date.now() / 1000),
     model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReasonOf(m.stop_reason) }],
-    usage: chatUsageOf(isObject(m.usage) ? m.usage : undefined),
+    usage: chatUsageOf(isObject(m.usage) ? m.usage : undefined, thought),
   });
+}
+
+/** A thinking block, shown or not: its tokens are in output_tokens, whatever text it carries. */
+function isThinkingBlock(b: unknown): boolean {
+  const type = (b as { type?: unknown } | null | undefined)?.type;
+  return type === 'thinking' || type === 'redacted_thinking';
 }
 
 const DONE = 'data: [DONE]\n\n';
@@ -117,6 +134,8 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
   /** Anthropic block index → the start's `input` as JSON, for tool_use blocks that streamed no arguments yet. */
   #pendingArguments = new Map<number, string>();
   #usage: Record<string, unknown> = {};
+  /** A thinking or redacted_thinking block started: the usage does not say 0 reasoning tokens. */
+  #thought = false;
 
   constructor(model: string, includeUsage: boolean) {
     super();
@@ -173,6 +192,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       }
       case 'content_block_start': {
         const block = data.content_block as Record<string, unknown> | undefined;
+        if (isThinkingBlock(block)) this.#thought = true;
         if (block?.type !== 'tool_use') return '';
         const index = this.#tools.size;
         const at = blockIndex(data.index);
@@ -183,7 +203,11 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       case 'content_block_delta': {
         const delta = data.delta as Record<string, unknown> | undefined;
         if (delta?.type === 'text_delta' && typeof delta.text === 'string') return this.#chunk({ content: delta.text });
-        if (delta?.type === 'thinking_delta' && typeof delta.thinking === 'string' && delta.thinking !== '') return this.#chunk({ reasoning_content: delta.thinking });
+        if (delta?.type === 'thinking_delta') {
+          this.#thought = true;
+          if (typeof delta.thinking === 'string' && delta.thinking !== '') return this.#chunk({ reasoning_content: delta.thinking });
+          return '';
+        }
         if (delta?.type === 'input_json_delta' && typeof delta.partial_json === 'string') {
           const at = blockIndex(data.index);
           const index = this.#tools.get(at);
@@ -209,7 +233,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       case 'message_stop': {
         if (!this.#includeUsage) return DONE;
         const usageChunk = `data: ${JSON.stringify({
-          id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model, choices: [], usage: chatUsageOf(this.#usage),
+          id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model, choices: [], usage: chatUsageOf(this.#usage, this.#thought),
         })}\n\n`;
         return usageChunk + DONE;
       }
