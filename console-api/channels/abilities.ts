@@ -39,7 +39,11 @@ export async function rebuildAbilities(tx: Db, channel: AbilitySource): Promise<
     CROSS JOIN unnest(string_to_array(${models.join(',')}, ',')) AS m`;
 }
 
-/** The names of a comma-separated list, once each (a repeated one would break the primary key). */
+/**
+ * The names of a comma-separated list, trimmed, once each (a repeated one would break the primary
+ * key). Trimmed as the channel routes trim what they store: a row written before they split array
+ * items (" b" from ["a, b"]) gets abilities a request can match when it is next written.
+ */
 function distinctNames(list: string): string[] {
-  return [...new Set(list.split(',').filter(Boolean))];
+  return [...new Set(list.split(',').map((s) => s.trim()).filter(Boolean))];
 }

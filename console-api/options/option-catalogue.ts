@@ -82,6 +82,12 @@ const text = (max = 2000) => z.string().max(max, { error: `must be at most ${max
 const url = z.union([z.literal(''), z.url({ protocol: /^https?$/, error: 'must be an http(s) URL or empty' })])
   .refine((s) => !hasUrlCredentials(s), { error: 'must not carry credentials' })
   .transform((s) => s.replace(/\/+$/, ''));
+// A base URL that paths are appended to (ServerAddress, PayAddress, CardpayApiAddress;
+// routes/topup.ts, payments/): with a query or a fragment, `<PayAddress>/submit.php` and the notify
+// URL `<ServerAddress>/api/user/epay/notify` went to the host's root, and a paid order was not
+// credited automatically. Refused as a channel's base_url is (routes/channel.ts). TopUpLink is only a
+// link and keeps `url`. One stored before this check reads as written (readSchema), not as the default.
+const baseUrl = url.refine((s) => !/[?#]/.test(s), { error: 'must not have a query (?) or a fragment (#): paths are appended to it' });
 
 /** A loopback host name as the URL parser writes it: where plain http stays on this machine. */
 export function isLoopbackHost(host: string): boolean {
@@ -99,12 +105,25 @@ const issuerUrl = url.refine((s) => s === '' || new URL(s).protocol === 'https:'
 export const MAX_GROUP_NAME = 64;
 const DEFAULT_GROUP = 'default';
 
+/** A group name as a refusal quotes it: its first 20 characters. */
+const quotedGroup = (g: string) => `"${g.slice(0, 20)}${g.length > 20 ? '…' : ''}"`;
+
 // Its keys are the groups accounts and channels are placed in: without `default` the accounts in it
 // (every new account) could no longer be edited ("unknown group").
 const groupRatioTable = ratioTable.superRefine((table, c) => {
-  const bad = Object.keys(table).find((g) => g.length === 0 || g.length > MAX_GROUP_NAME);
+  const names = Object.keys(table);
+  const bad = names.find((g) => g.length === 0 || g.length > MAX_GROUP_NAME);
+  // A channel stores its groups comma-separated and trimmed (routes/channel.ts, channels/abilities.ts):
+  // a group "a,b" gave its channels abilities in groups "a" and "b", never routed to its accounts, and a
+  // group " x " could hold accounts but no channel (its name read back as "x", unknown).
+  const comma = names.find((g) => g.includes(','));
+  const padded = names.find((g) => g.trim() !== g);
   if (bad !== undefined) {
-    c.addIssue({ code: 'custom', message: `a group name must be 1 to ${MAX_GROUP_NAME} characters ("${bad.slice(0, 20)}${bad.length > 20 ? '…' : ''}")` });
+    c.addIssue({ code: 'custom', message: `a group name must be 1 to ${MAX_GROUP_NAME} characters (${quotedGroup(bad)})` });
+  } else if (comma !== undefined) {
+    c.addIssue({ code: 'custom', message: `a group name must not contain a comma (channels list their groups comma-separated) (${quotedGroup(comma)})` });
+  } else if (padded !== undefined) {
+    c.addIssue({ code: 'custom', message: `a group name must not start or end with white space (${quotedGroup(padded)})` });
   } else if (!Object.hasOwn(table, DEFAULT_GROUP)) {
     c.addIssue({ code: 'custom', message: `must keep the group "${DEFAULT_GROUP}" (new accounts are placed in it)` });
   } else if (Object.hasOwn(table, AUTO_GROUP)) {
@@ -156,19 +175,41 @@ const userUsableGroups = z.union([
     }),
 ]);
 
-/** The first group of a live account or of a channel that `table` leaves out, and where it is used. */
+const counted = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+/**
+ * The first group (by name) that `table` leaves out while a live account or a channel is in it, with
+ * how many accounts, channels and live API keys use it, so that one refusal tells the operator the
+ * whole job; else the first group another group option names. API keys are counted but do not refuse
+ * the drop on their own: no administrator can edit another account's key, so any account naming a
+ * group in a key could otherwise keep the super administrator from ever removing it. Such a key is
+ * refused by the relay (403, as a key naming a group its account may no longer use) until its owner
+ * picks another group. Runs under the option lock, which the writers that place accounts and channels
+ * in a group take shared (options/groups.ts lockGroupsShared).
+ */
 async function groupLeftOut(db: Db, table: Record<string, number>): Promise<string | undefined> {
   // The keys go as one JSON text, not an array parameter (postgres.js's array types may not be
   // fetched); bound as text and cast, since postgres.js would encode a jsonb parameter again.
   const keys = JSON.stringify(Object.keys(table));
-  const [account] = await db<{ group: string }[]>`
-    SELECT "group" FROM users
-    WHERE deleted_at IS NULL AND "group" NOT IN (SELECT jsonb_array_elements_text(${keys}::text::jsonb)) LIMIT 1`;
-  if (account) return `group "${account.group}" has accounts in it; move them to another group first`;
-  const [channel] = await db<{ group: string }[]>`
-    SELECT g AS "group" FROM channels, unnest(string_to_array("group", ',')) AS g
-    WHERE g <> '' AND g NOT IN (SELECT jsonb_array_elements_text(${keys}::text::jsonb)) LIMIT 1`;
-  if (channel) return `group "${channel.group}" has channels in it; remove it from their groups first`;
+  const [used] = await db<{ group: string }[]>`
+    WITH kept AS (SELECT jsonb_array_elements_text(${keys}::text::jsonb) AS name)
+    SELECT min(name) AS "group" FROM (
+      SELECT "group" AS name FROM users WHERE deleted_at IS NULL
+      UNION
+      SELECT listed AS name FROM channels, unnest(string_to_array("group", ',')) AS listed
+    ) AS in_use
+    WHERE name <> '' AND name NOT IN (SELECT name FROM kept)`;
+  if (used?.group != null) {
+    const group = used.group;
+    const [n] = await db<{ accounts: number; channels: number; keys: number }[]>`
+      SELECT
+        (SELECT count(*)::int FROM users WHERE deleted_at IS NULL AND "group" = ${group}) AS accounts,
+        (SELECT count(*)::int FROM channels WHERE ${group} = ANY(string_to_array("group", ','))) AS channels,
+        (SELECT count(*)::int FROM tokens t JOIN users u ON u.id = t.user_id
+          WHERE t.deleted_at IS NULL AND u.deleted_at IS NULL AND t."group" = ${group}) AS keys`;
+    return `group "${group}" is used by ${counted(n!.accounts, 'account', 'accounts')}, ${counted(n!.channels, 'channel', 'channels')} ` +
+      `and ${counted(n!.keys, 'API key', 'API keys')}; move the accounts and channels to another group first`;
+  }
   const named = await loadOptions(db, GROUP_NAMING_OPTIONS);
   for (const key of GROUP_NAMING_OPTIONS) {
     const left = namedGroups(named.get(key)).find((g) => !Object.hasOwn(table, g));
@@ -298,13 +339,13 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('Price', decimal(MAX_UNIT_PRICE), '7.3', `QR-code payment: money per unit of quantity (1 unit = 1 US dollar of quota = 500000 quota), at most ${MAX_UNIT_PRICE}`, { readSchema: decimalText }),
   def('CardpayUnitPrice', decimal(MAX_UNIT_PRICE), '1', `card payment: money per unit of quantity, at most ${MAX_UNIT_PRICE}`, { readSchema: decimalText }),
   // Payment credentials and switches.
-  def('ServerAddress', url, 'http://127.0.0.1:3001', 'public base URL of this console API; notify and return URLs are built from it'),
+  def('ServerAddress', baseUrl, 'http://127.0.0.1:3001', 'public base URL of this console API; notify and return URLs are built from it (no query or fragment)', { readSchema: url }),
   def('PaymentComplianceConfirmed', bool, 'false', 'the payment compliance terms are confirmed; until then pay_methods is empty and payments are refused'),
   def('PaymentComplianceTermsVersion', int(0), '1', 'version of the compliance terms'),
-  def('PayAddress', url, '', 'epay gateway base URL (the payment form is posted to <PayAddress>/submit.php)'),
+  def('PayAddress', baseUrl, '', 'epay gateway base URL (the payment form is posted to <PayAddress>/submit.php; no query or fragment)', { readSchema: url }),
   def('EpayId', text(100), '', 'epay merchant id (pid)'),
   def('EpayKey', text(200), '', 'epay merchant key (MD5 signing secret)', secret),
-  def('CardpayApiAddress', url, '', 'card provider API base URL (checkout sessions are created at <address>/v1/checkout/sessions)'),
+  def('CardpayApiAddress', baseUrl, '', 'card provider API base URL (checkout sessions are created at <address>/v1/checkout/sessions; no query or fragment)', { readSchema: url }),
   def('CardpayApiSecret', text(200), '', 'card provider API secret key', secret),
   def('CardpayWebhookSecret', text(200), '', 'card provider webhook signing secret', secret),
   // Channels: a base_url on a private, loopback or link-local network (a local mock provider, an

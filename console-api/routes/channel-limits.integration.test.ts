@@ -50,6 +50,50 @@ describe('channel model and group lists', () => {
     expect(await channelsNamed(body.name)).toBe(0);
   });
 
+  // An array's items are comma lists too: they were counted and trimmed as whole items, then joined
+  // with commas and split again when the abilities were built, so 1,000 items of 50 names each stored
+  // 50,000 models, and "a, b" routed a model " b" no request names.
+  it('splits array items on commas before counting: 1,000 items of two names each are 2,000 models', async () => {
+    const pairs = Array.from({ length: 1000 }, (_, i) => `p${i}-a,p${i}-b`);
+    const body = channel({ models: pairs });
+    const res = await create(body);
+    expect(res.statusCode, brief(res)).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'models: must name at most 1000 models' });
+    expect(await channelsNamed(body.name)).toBe(0);
+
+    const made = await create(channel({ models: ['m1'] }));
+    const put = await update({ id: made.json().data.id, models: pairs });
+    expect(put.statusCode, brief(put)).toBe(400);
+    expect(put.json()).toEqual({ success: false, message: 'models: must name at most 1000 models' });
+  });
+
+  it('trims and deduplicates the names inside array items, so every stored name is one a request can match', async () => {
+    const res = await create(channel({ models: ['a, b', 'c ,a', ' ,d'], group: ['default, g1'] }));
+    expect(res.statusCode, brief(res)).toBe(200);
+    expect(res.json().data).toMatchObject({ models: 'a,b,c,d', group: 'default,g1' });
+    const rows = await h.sql<{ group: string; model: string }[]>`
+      SELECT "group", model FROM abilities WHERE channel_id = ${res.json().data.id} ORDER BY "group", model`;
+    expect(rows).toEqual(['default', 'g1'].flatMap((group) => ['a', 'b', 'c', 'd'].map((model) => ({ group, model }))));
+  });
+
+  it('reads a group item holding a comma as two groups, each checked against GroupRatio', async () => {
+    const body = channel({ group: ['default,nosuch'] });
+    const res = await create(body);
+    expect(res.statusCode, brief(res)).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'group: unknown group "nosuch"' });
+    expect(await channelsNamed(body.name)).toBe(0);
+  });
+
+  it('trims the names of a channel stored before the split when its abilities are next rebuilt', async () => {
+    const made = await create(channel({ models: ['m1'] }));
+    const id = made.json().data.id as number;
+    await h.sql`UPDATE channels SET models = 'x, y' WHERE id = ${id}`;
+    const put = await update({ id, priority: 3 });
+    expect(put.statusCode, brief(put)).toBe(200);
+    const rows = await h.sql<{ model: string }[]>`SELECT model FROM abilities WHERE channel_id = ${id} ORDER BY model`;
+    expect(rows.map((r) => r.model)).toEqual(['x', 'y']);
+  });
+
   it('refuses the same lists on update and leaves the channel and its abilities as they were', async () => {
     const made = await create(channel({ models: ['a', 'b'] }));
     expect(made.statusCode, brief(made)).toBe(200);

@@ -214,6 +214,25 @@ describe('channel base_url without credentials', () => {
       expect(res.json()).toEqual({ success: false, message: `value (${key}): must not carry credentials` });
     }
   });
+  // Paths are appended to these as to a channel's base_url (payments/, routes/topup.ts): with a query
+  // or a fragment the epay form went to `https://epay.example.com#x/submit.php` (the host's root) and
+  // the notify URL to `https://pay.example.com/?a=1/api/user/epay/notify`, so a paid order was never
+  // credited automatically. TopUpLink is only a link: its query stays allowed.
+  it('refuses a query or a fragment in the address options that paths are appended to, and keeps the stored value', async () => {
+    for (const key of ['ServerAddress', 'PayAddress', 'CardpayApiAddress']) {
+      const before = (await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`)[0]?.value;
+      for (const value of ['https://pay.example.com/?a=1', 'https://pay.example.com?', 'https://pay.example.com#x', 'https://pay.example.com/base/#']) {
+        const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
+        expect(res.statusCode, `${key} ${value}`).toBe(400);
+        expect(res.json()).toEqual({ success: false, message: `value (${key}): must not have a query (?) or a fragment (#): paths are appended to it` });
+      }
+      expect((await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`)[0]?.value, key).toBe(before);
+      const fine = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value: 'https://pay.example.com/base/' } });
+      expect(fine.statusCode, fine.body).toBe(200);
+    }
+    const link = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key: 'TopUpLink', value: 'https://shop.example.com/buy?ref=gateway#top' } });
+    expect(link.statusCode, link.body).toBe(200);
+  });
 });
 
 describe('GET /api/channel/test/:id', () => {

@@ -14,7 +14,7 @@ import { ConsoleError } from '../http/errors.js';
 import { channelSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, hasUrlCredentials, idParams, int32, pageQuery, paging, queryString, requiredName, safeInt } from '../http/validation.js';
 import { loadOptionView, MAX_GROUP_NAME } from '../options/option-catalogue.js';
-import { accountGroups } from '../options/groups.js';
+import { accountGroups, lockGroupsShared } from '../options/groups.js';
 import { CHANNEL_STATUS, rebuildAbilities } from '../channels/abilities.js';
 import { ChannelProber } from '../channels/channel-prober.js';
 import { checkTarget, guardedAgent, PRIVATE_TARGET, PrivateTargetError } from '../../core/net/outbound-guard.js';
@@ -57,7 +57,10 @@ function commaList(field: string, maxItems: number, maxLength: number) {
     .union([z.string({ error: `must be a comma-separated string or an array of strings` }), z.array(z.string())], {
       error: 'must be a comma-separated string or an array of strings',
     })
-    .transform((v) => [...new Set((Array.isArray(v) ? v : v.split(',')).map((s) => s.trim()).filter(Boolean))])
+    // An array's items are split on commas too: the list is stored comma-joined and split again into
+    // abilities (channels/abilities.ts), so an item "a, b" was two names there, one here, and 1,000
+    // such items passed the count with tens of thousands of names.
+    .transform((v) => [...new Set((Array.isArray(v) ? v : [v]).flatMap((s) => s.split(',')).map((s) => s.trim()).filter(Boolean))])
     .refine((list) => list.length > 0, { error: `must name at least one ${field}` })
     .refine((list) => list.length <= maxItems, { error: `must name at most ${maxItems} ${field}s`, abort: true })
     .refine((list) => list.every((s) => s.length <= maxLength), { error: `each ${field} name must be at most ${maxLength} characters` });
@@ -275,9 +278,12 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
     errors: ['INVALID_JSON', 'UNKNOWN_GROUP'],
   }, async ({ body }) => {
     const groups = body.group ?? ['default'];
-    await assertGroups(sql, groups);
     await assertTargetAllowed(sql, body.base_url);
     const channel = await sql.begin(async (tx) => {
+      // Checked under the lock a GroupRatio write takes (options/groups.ts): checked before the
+      // transaction, a group dropped at the same moment left the channel in a group with no price.
+      await lockGroupsShared(tx);
+      await assertGroups(tx, groups);
       const [row] = await tx<ChannelRow[]>`
         INSERT INTO channels (type, name, base_url, key_ciphertext, status, models, "group", priority, weight,
                               model_mapping, created_time, auto_ban, fault_threshold, fault_rate_threshold, flex_ratio)
@@ -328,13 +334,17 @@ export function registerChannelRoutes(api: Api, ctx: ConsoleContext): void {
       'entered for), and is checked like at creation.',
     errors: ['INVALID_JSON', 'UNKNOWN_GROUP', 'NOT_FOUND'],
   }, async ({ body }) => {
-    if (body.group) await assertGroups(sql, body.group);
     const baseUrl = body.base_url === undefined ? undefined : normaliseBaseUrl(body.base_url);
     if (baseUrl !== undefined) {
       const [current] = await sql<{ base_url: string }[]>`SELECT base_url FROM channels WHERE id = ${body.id}`;
       if (current && current.base_url !== baseUrl) await assertTargetAllowed(sql, baseUrl);
     }
     const channel = await sql.begin(async (tx) => {
+      // As at creation: the group check and a GroupRatio write dropping the group run one after the other.
+      if (body.group) {
+        await lockGroupsShared(tx);
+        await assertGroups(tx, body.group);
+      }
       const [before] = await tx<ChannelRow[]>`SELECT ${tx(CHANNEL_COLUMNS)} FROM channels WHERE id = ${body.id} FOR UPDATE`;
       if (!before) throw new ConsoleError('NOT_FOUND', 'channel not found');
       // Otherwise an administrator could send the stored credential to a host of theirs and read it.

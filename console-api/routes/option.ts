@@ -14,9 +14,7 @@ import { ConsoleError } from '../http/errors.js';
 import { optionItemSchema } from '../http/schemas.js';
 import { describeZodError } from '../http/validation.js';
 import { loadOptionView, OPTION_CATALOGUE, optionConflict, optionDef, storedOptionText } from '../options/option-catalogue.js';
-
-/** Advisory lock id of option writes checked against other rows (OptionDef.conflict). */
-const OPTION_CONFLICT_LOCK = 727_201;
+import { GROUP_OPTION_LOCK } from '../options/groups.js';
 
 /** Longest part of a new value an option change's log line holds (a pricing table can be long). */
 export const LOGGED_OPTION_VALUE_CHARS = 200;
@@ -75,8 +73,10 @@ export function registerOptionRoutes(api: Api, ctx: ConsoleContext): void {
       // A value that fits its schema may still strand what uses it (a group an account is in, one
       // AutoGroups names) or name what does not exist (an AutoGroups entry GroupRatio lacks). Such
       // checks and the write run one at a time, so that GroupRatio and AutoGroups changed at once
-      // cannot each pass against the other's old value.
-      if (d.conflict) await tx`SELECT pg_advisory_xact_lock(${OPTION_CONFLICT_LOCK})`;
+      // cannot each pass against the other's old value. The writers that place an account or a
+      // channel in a group take the same lock shared (options/groups.ts lockGroupsShared), so a
+      // GroupRatio dropping a group and an account moved into it cannot both pass either.
+      if (d.conflict) await tx`SELECT pg_advisory_xact_lock(${GROUP_OPTION_LOCK})`;
       const conflict = await optionConflict(tx, d, parsed.data);
       if (conflict) throw new ConsoleError('VALIDATION_FAILED', `value (${d.key}): ${conflict}`);
       await tx`INSERT INTO options (key, value) VALUES (${d.key}, ${stored}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;

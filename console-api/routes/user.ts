@@ -18,7 +18,7 @@ import { ConsoleError } from '../http/errors.js';
 import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, displayText, emailAddress, idParams, nonBlankText, pageQuery, paging, queryString, safeInt, usernameSchema } from '../http/validation.js';
 import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
-import { accountGroups, AUTO_GROUP, usableGroups } from '../options/groups.js';
+import { accountGroups, AUTO_GROUP, lockGroupsShared, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
 import { claimEmailCode, findUserByEmail, useEmailCode } from '../email/email-codes.js';
@@ -383,11 +383,19 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ body, user: caller }) => {
     const role = body.role ?? ROLE.user;
     if (role >= caller.role) throw new ConsoleError('INSUFFICIENT_ROLE', 'role: you can create only accounts of a lower role than yours');
-    if (body.group !== undefined) await assertAccountGroup(sql, body.group);
     assertPasswordRules(await loadRegistrationPolicy(sql), body.password);
     const passwordHash = await ctx.passwords.run(() => hashPassword(body.password));
-    const created = await insertAccount(sql, {
-      username: body.username, passwordHash, displayName: body.display_name, role, group: body.group ?? 'default',
+    // The group is checked under the lock a GroupRatio write takes (options/groups.ts), in the
+    // transaction of the insert: checked before, a group dropped at the same moment left the account
+    // in a group with no price. `default` is always kept: no lock needed.
+    const created = await sql.begin(async (tx) => {
+      if (body.group !== undefined) {
+        await lockGroupsShared(tx);
+        await assertAccountGroup(tx, body.group);
+      }
+      return insertAccount(tx, {
+        username: body.username, passwordHash, displayName: body.display_name, role, group: body.group ?? 'default',
+      });
     });
     ctx.logger.info({ accountId: Number(created.id), role, by: Number(caller.id) }, 'account created by an administrator');
     return ok(toAccount(created));
@@ -400,7 +408,6 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       'password \'\' is no reset (new-api\'s form sends it empty). Other fields are ignored.',
     errors: ['UNKNOWN_GROUP', 'NOT_FOUND', 'STATE_CONFLICT', 'USERNAME_TAKEN'],
   }, async ({ body, user: caller }) => {
-    if (body.group !== undefined) await assertAccountGroup(sql, body.group);
     if (body.password !== undefined) {
       // Without original_password, unlike PUT /api/user/self: a stolen session of the super
       // administrator must not set its password here and lock the owner out.
@@ -412,6 +419,11 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     // Hashed before the transaction: scrypt takes tens of milliseconds, the row lock should not.
     const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
     const { updated, credit } = await sql.begin(async (tx) => {
+      // Before the row lock, in the order every group writer takes them; see POST /api/user/.
+      if (body.group !== undefined) {
+        await lockGroupsShared(tx);
+        await assertAccountGroup(tx, body.group);
+      }
       const before = await lockAccount(tx, body.id);
       // Banning is disabling: the super administrator cannot lock itself out here either.
       assertCanManage(caller, before, body.status === ACCOUNT_STATUS.banned);
@@ -475,12 +487,16 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     summary: 'Manage an account: disable, enable, delete, add_quota (signed; a management log row), set_group; promote and demote need role 100',
     errors: ['UNKNOWN_GROUP', 'NOT_FOUND'],
   }, async ({ body, user: caller }) => {
-    if (body.action === 'set_group') await assertAccountGroup(sql, body.group);
     if ((body.action === 'promote' || body.action === 'demote') && caller.role < ROLE.root) {
       throw new ConsoleError('INSUFFICIENT_ROLE', 'only the super administrator may promote or demote');
     }
     const now = ctx.now();
     const { updated, credit } = await sql.begin(async (tx) => {
+      // As POST /api/user/: the group is checked under the lock a GroupRatio write takes.
+      if (body.action === 'set_group') {
+        await lockGroupsShared(tx);
+        await assertAccountGroup(tx, body.group);
+      }
       const target = await lockAccount(tx, body.id);
       assertCanManage(caller, target, ['disable', 'demote', 'delete'].includes(body.action));
       let credit: RecordedCredit | undefined;
