@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { resendingMoved } from '../infra/redis/client.js';
 import { projectRoot } from '../infra/project-root.js';
+import { defineRedisCommand } from '../infra/redis/define-command.js';
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
@@ -37,7 +38,7 @@ function loadDefs(): Map<string, ScriptDef> {
 function bind(redis: Redis, name: string): ScriptFn {
   const def = loadDefs().get(name);
   if (!def) throw new Error(`billing Lua script ${name} not found in billing/lua`);
-  if (!(def.command in redis)) redis.defineCommand(def.command, { numberOfKeys: def.numberOfKeys, lua: def.lua });
+  defineRedisCommand(redis, def.command, def);
   const script = (redis as unknown as Record<string, ScriptFn>)[def.command]!.bind(redis);
   // On a cluster a script answered MOVED (a slot moved under a batch ioredis does not redirect,
   // infra/redis/client.ts) is sent again once the slot table is reloaded: the node did not run it.

@@ -12,6 +12,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { projectRoot } from '../../infra/project-root.js';
+import { defineRedisCommand } from '../../infra/redis/define-command.js';
 
 export interface ScriptDef {
   name: string;
@@ -45,7 +46,7 @@ const preloading = new WeakSet<object>();
 export function defineScripts(redis: Redis): Map<string, ScriptDef> {
   const defs = loadScriptDefs();
   for (const def of defs.values()) {
-    if (!def.batch && !(def.command in redis)) redis.defineCommand(def.command, { numberOfKeys: def.numberOfKeys, lua: def.lua });
+    if (!def.batch) defineRedisCommand(redis, def.command, def);
   }
   if (redis.isCluster && !preloading.has(redis)) {
     preloading.add(redis);

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { projectRoot } from '../../infra/project-root.js';
+import { defineRedisCommand } from '../../infra/redis/define-command.js';
 
 export type RecordOutcomeFn = (...args: (string | number)[]) => Promise<[number, number, number, number]>;
 
@@ -15,6 +16,6 @@ let lua: string | undefined;
 export function recordChannelOutcomeScript(redis: Redis): RecordOutcomeFn {
   lua ??= readFileSync(join(projectRoot(), 'relay/routing/lua/recordChannelOutcome-2.lua'), 'utf8');
   const command = `${NAME}:${createHash('sha1').update(lua).digest('hex').slice(0, 10)}`;
-  if (!(command in redis)) redis.defineCommand(command, { numberOfKeys: 2, lua });
+  defineRedisCommand(redis, command, { numberOfKeys: 2, lua });
   return (redis as unknown as Record<string, RecordOutcomeFn>)[command]!.bind(redis);
 }
