@@ -27,7 +27,7 @@ interface Report {
     channelFailure?: { disabled: boolean; revokedAtSec: number; statusReason: string } | null;
   }>;
   curve: Array<{ rate: number; relay: { rps: number }; bare?: { rps: number }; bareAddedP99?: number }>;
-  scale: { queries: Array<{ name: string; result: { completed: number; status: Record<string, number>; errors: number; timeouts: number } }> } | null;
+  scale: { queries: Array<{ name: string; probe: { status: number; success: boolean; message: string }; result: { completed: number; status: Record<string, number>; errors: number; timeouts: number } }> } | null;
   target: { mockMediaTokens: { image: number; document: number } };
 }
 
@@ -84,11 +84,13 @@ describe('make bench (tiny)', () => {
     expect(report.curve[0]!.bare!.rps).toBeGreaterThan(0);
     expect(Number.isFinite(report.curve[0]!.bareAddedP99)).toBe(true);
     expect(report.scale!.queries.length).toBeGreaterThan(0);
-    // Each query answered 200 at least once in its run; when not, what it answered and what the bench
-    // said of it (a failed probe request, its latencies) name the cause.
-    const scaleLines = run.stdout.split('\n').filter((l) => l.includes('console scale')).join('\n');
+    // Each query works: its first request, waited for however long it takes, answered 200 and
+    // success, and its run answered nothing else (a run of 1 s on a loaded machine may finish none:
+    // the count of answers is the bench's figure, not this test's).
     for (const q of report.scale!.queries) {
-      expect(q.result.status['200'] ?? 0, `${q.name}: status ${JSON.stringify(q.result.status)}, errors ${q.result.errors}, timeouts ${q.result.timeouts}\n${scaleLines}`).toBeGreaterThan(0);
+      expect({ query: q.name, ...q.probe }).toEqual({ query: q.name, status: 200, success: true, message: '' });
+      expect({ query: q.name, other: Object.keys(q.result.status).filter((s) => s !== '200'), errors: q.result.errors })
+        .toEqual({ query: q.name, other: [], errors: 0 });
     }
     const md = readFileSync(join(latest, 'report.md'), 'utf8');
     expect(md).toContain('**Audit: PASS**');

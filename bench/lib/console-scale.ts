@@ -27,6 +27,8 @@ export interface ScaleOptions {
 export interface ScaleQuery {
   name: string;
   path: string;
+  /** The one request sent before the runs, answered whatever it takes: whether the query works at all. */
+  probe: { status: number; success: boolean; message: string };
   result: CannonResult;
   /** The same query from one connection: its own latency, without the wait behind the others. */
   single: CannonResult;
@@ -156,6 +158,7 @@ export async function runConsoleScale(sql: Sql, ch: ClickHouseClient, consoleUrl
     const probe = await fetch(consoleUrl + q.path, { headers });
     const body = (await probe.json()) as { success: boolean; message: string };
     if (!body.success) o.log(`console scale: ${q.name} answered ${probe.status} ${body.message}`);
+    const probed = { status: probe.status, success: body.success === true, message: body.success ? '' : String(body.message) };
     // One connection, then the configured concurrency: the second adds the wait for the shared cores.
     const single = await cannon({ url: consoleUrl, method: 'GET', connections: 1, durationSec: o.durationSec, headers, requests: [{ path: q.path }], timeoutSec: 60 });
     const sampler = o.watched ? new ProcSampler(o.watched) : undefined;
@@ -167,7 +170,7 @@ export async function runConsoleScale(sql: Sql, ch: ClickHouseClient, consoleUrl
         .map((u) => [u.name, (u.cpuSec * 1000) / result.completed]))
       : undefined;
     o.log(`console scale: ${q.name}: p50 ${result.latency.p50.toFixed(1)} ms, p99 ${result.latency.p99.toFixed(1)} ms, ${result.rps.toFixed(1)} req/s (1 connection: p50 ${single.latency.p50.toFixed(1)} ms, p99 ${single.latency.p99.toFixed(1)} ms)`);
-    out.push({ name: q.name, path: q.path, result, single, ...(cpuMsPerRequest ? { cpuMsPerRequest } : {}) });
+    out.push({ name: q.name, path: q.path, probe: probed, result, single, ...(cpuMsPerRequest ? { cpuMsPerRequest } : {}) });
   }
   return { rows: o.rows, heavyUserRows: Number(heavyRows), loadSec, queries: out };
 }
