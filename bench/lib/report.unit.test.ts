@@ -36,7 +36,7 @@ describe('meteredCeiling', () => {
 describe('closedLoopWait', () => {
   const cores = cpus().length;
   const query = (cpuMsPerRequest?: Record<string, number>): ScaleQuery => ({
-    name: 'list, deep page', path: '/api/log/self?p=9',
+    name: 'list, deep page', path: '/api/log/self?p=9', probe: { status: 200, success: true, message: '' },
     result: { rps: 70, latency: { p50: 52.4, p99: 91 } } as unknown as ScaleQuery['result'],
     single: {} as ScaleQuery['single'],
     ...(cpuMsPerRequest ? { cpuMsPerRequest } : {}),

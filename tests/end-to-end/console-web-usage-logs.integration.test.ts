@@ -22,12 +22,14 @@ beforeAll(async () => {
   const sdk = new Anthropic({ apiKey: key.key, baseURL: b.stack.relayUrl, maxRetries: 0 });
   const { response } = await sdk.messages.create({ model: MODEL, max_tokens: 10, messages: [{ role: 'user', content: 'hello' }] }).withResponse();
   requestId = response.headers.get('x-gateway-request-id')!;
-  // A top-up (a redemption code of $5), and three management entries: $1 added, $0.50 removed, the
-  // balance set $2 lower.
+  // A top-up (a redemption code of $5), and four management entries: $1 added, $0.50 removed, $1.50
+  // added with a reason that names a removal (the reason does not sign the amount), the balance set
+  // $2 lower.
   const codes = await consoleCall<string[]>(b.stack, 'POST', '/api/redemption/', b.stack.adminToken, { name: 'logs', quota: 2_500_000, count: 1 });
   expect((await consoleCall(b.stack, 'POST', '/api/user/topup', user.token, { key: codes.json.data![0] })).json.success).toBe(true);
   expect((await consoleCall(b.stack, 'POST', '/api/user/manage', b.stack.adminToken, { id: user.id, action: 'add_quota', value: 500_000 })).json.success).toBe(true);
   expect((await consoleCall(b.stack, 'POST', '/api/user/manage', b.stack.adminToken, { id: user.id, action: 'add_quota', value: -250_000 })).json.success).toBe(true);
+  expect((await consoleCall(b.stack, 'POST', '/api/user/manage', b.stack.adminToken, { id: user.id, action: 'add_quota', value: 750_000, reason: 'refund: the outage removed 750000 quota from you' })).json.success).toBe(true);
   const [now] = await b.stack.sql<{ quota: number }[]>`SELECT quota FROM users WHERE id = ${user.id}`;
   expect((await consoleCall(b.stack, 'PUT', '/api/user/', b.stack.adminToken, { id: user.id, quota: Number(now!.quota) - 1_000_000 })).json.success).toBe(true);
   await billingSettled(b.stack);
@@ -64,6 +66,7 @@ function checkAmounts(all: Record<string, string>[]): void {
   // The details' quota figures are grouped by thousands, as every number the console shows.
   expect(byDetail(/ added 500,000 quota/)).toMatchObject({ Type: 'Management', Amount: '+$1.00', Duration: '–', Stream: '–' });
   expect(byDetail(/ removed 250,000 quota/)).toMatchObject({ Type: 'Management', Amount: '-$0.50', Duration: '–', Stream: '–' });
+  expect(byDetail(/ added 750,000 quota: refund: the outage removed 750,000 quota/)).toMatchObject({ Type: 'Management', Amount: '+$1.50' });
   expect(byDetail(/ set the balance from /)).toMatchObject({ Type: 'Management', Amount: '-$2.00', Duration: '–', Stream: '–' });
 }
 
@@ -80,7 +83,7 @@ describe('usage log amounts', () => {
     await page.getByRole('columnheader', { name: 'Amount' }).waitFor();
     expect(await page.getByRole('columnheader', { name: 'Cost' }).count()).toBe(0);
     const all = await rows(page);
-    expect(all).toHaveLength(5);
+    expect(all).toHaveLength(6);
     checkAmounts(all);
   }, 120_000);
 
@@ -90,7 +93,7 @@ describe('usage log amounts', () => {
     await logIn(page, b.stack, admin, '/admin/logs');
     await page.getByLabel('Account username').fill(user.username);
     await page.getByRole('button', { name: 'Apply filters' }).click();
-    await page.getByText('Page 1 of 1 (5 in all)').waitFor();
+    await page.getByText('Page 1 of 1 (6 in all)').waitFor();
     checkAmounts(await rows(page));
   }, 120_000);
 });

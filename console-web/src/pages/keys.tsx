@@ -1,11 +1,13 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, call } from '../api/client';
 import type { ApiKey, ApiKeyInput } from '../api/types';
-import { Card, ConfirmButton, CopyButton, ErrorText, errorText, Field, Loading, Pager, Table, useAction, useLoad } from '../components/ui';
+import { Card, ConfirmButton, CopyButton, ErrorText, errorText, Field, Loading, Pager, splitFieldError, Table, useAction, useLoad } from '../components/ui';
 import { dateTime, dollars, quotaUnits } from '../format';
 import { type ApiKeyChanges, EMPTY_KEY_FORM, KeyForm } from './key-form';
 
 const PAGE_SIZE = 10;
+/** The longest search GET /api/token/ takes: listTokensQuery's keyword, queryString(50) (console-api/routes/token.ts). */
+const KEYWORD_MAX = 50;
 
 export function KeysPage() {
   const [page, setPage] = useState(1);
@@ -14,6 +16,9 @@ export function KeysPage() {
   const [editing, setEditing] = useState<ApiKey | 'new' | null>(null);
   const [revealed, setRevealed] = useState<{ name: string; key: string } | null>(null);
   const list = useLoad(() => call(api.GET('/api/token/', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  // A failed load keeps the previous answer (useLoad): its rows are not this search's, so none are shown.
+  const shown = list.error ? undefined : list.data;
+  const [searchErrors, listError] = splitFieldError(list.error, ['keyword']);
   const groups = useLoad(() => call(api.GET('/api/user/self/groups')), []);
   // The new key's panel dismissed, its button gone: the focus goes to Create key, not the page's body.
   const createButton = useRef<HTMLButtonElement>(null);
@@ -54,18 +59,18 @@ export function KeysPage() {
       {editing && editing !== 'new' && <KeyForm key={editing.id} editing={editing} groups={groups.data} submitLabel="Save key" onSubmit={update(editing.id)} onCancel={() => setEditing(null)} />}
       <Card title="Your keys" actions={editing === null ? <button ref={createButton} type="button" class="primary" onClick={() => { setRevealed(null); setEditing('new'); }}>Create key</button> : undefined}>
         <form class="filters" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }} aria-label="Search keys">
-          <Field label="Search by name" value={keyword} onValue={setKeyword} />
+          <Field label="Search by name" value={keyword} onValue={setKeyword} maxLength={KEYWORD_MAX} error={searchErrors.keyword} />
           <button type="submit">Search</button>
         </form>
         {list.loading && <Loading what="Loading keys" />}
-        <ErrorText error={list.error} />
-        {list.data && (list.data.items.length === 0 ? page === 1 && <p>No keys{search ? ` named like “${search}”` : ''} yet.</p> : (
+        <ErrorText error={listError} />
+        {shown && (shown.items.length === 0 ? page === 1 && <p>No keys{search ? ` named like “${search}”` : ''} yet.</p> : (
           <Table>
             <thead><tr><th>Name</th><th>Key</th><th>Status</th><th>Quota left</th><th>Used</th><th>Expires</th><th>Group</th><th>Actions</th></tr></thead>
-            <tbody>{list.data.items.map((k) => <KeyRow key={k.id} k={k} onEdit={() => setEditing(k)} onChanged={list.reload} />)}</tbody>
+            <tbody>{shown.items.map((k) => <KeyRow key={k.id} k={k} onEdit={() => setEditing(k)} onChanged={list.reload} />)}</tbody>
           </Table>
         ))}
-        {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Key pages" />}
+        {shown && <Pager page={page} pageSize={PAGE_SIZE} total={shown.total} onPage={setPage} label="Key pages" />}
       </Card>
     </>
   );

@@ -133,3 +133,39 @@ describe('KeysPage: a new key', () => {
     }
   });
 });
+
+describe('KeysPage: a search the API refuses', () => {
+  it('stops the field at the API\'s bound, 50 characters', async () => {
+    render(<KeysPage />);
+    // listTokensQuery's keyword is queryString(50) (console-api/routes/token.ts).
+    expect((screen.getByLabelText('Search by name') as HTMLInputElement).maxLength).toBe(50);
+  });
+
+  it('shows no rows of the previous search under it, and no "No keys … yet"', async () => {
+    const base = server.handle!;
+    server.handle = async (input: Request) => {
+      const url = new URL(input.url);
+      const keyword = url.searchParams.get('keyword');
+      if (input.method === 'GET' && url.pathname === '/api/token/' && keyword !== null && keyword.length > 50) {
+        return answer(400, { success: false, message: 'keyword: must be at most 50 characters' });
+      }
+      return base(input);
+    };
+    try {
+      render(<KeysPage />);
+      await screen.findByRole('button', { name: 'Copy key laptop' });
+      const field = screen.getByLabelText('Search by name') as HTMLInputElement;
+      // A value set past the attribute (as a script could): the API refuses it.
+      fireEvent.input(field, { target: { value: 'z'.repeat(51) } });
+      fireEvent.submit(screen.getByRole('form', { name: 'Search keys' }));
+      await screen.findByText(/must be at most 50 characters/);
+      expect(screen.queryByRole('button', { name: 'Copy key laptop' })).toBeNull();
+      expect(screen.queryByRole('table')).toBeNull();
+      expect(document.body.textContent).not.toMatch(/No keys/);
+      expect(screen.queryByRole('navigation', { name: 'Key pages' })).toBeNull();
+      expect(document.body.textContent).not.toMatch(/in all/);
+    } finally {
+      server.handle = base;
+    }
+  });
+});

@@ -327,20 +327,22 @@ function isRequest(l: Pick<LogEntry, 'type'>): boolean {
 /**
  * What an entry did to the balance: +1 credited, -1 debited, 0 when the entry does not say. The log's
  * quota is unsigned: a top-up credits, a request debits, and a management entry (an administrator's
- * change, a referral reward) records its direction only in its text, as console-api writes it
- * ("added N quota", "removed N quota", "set the balance from A to B (±N quota)", "+N referral quota").
+ * change, a referral reward) records its direction only in its text. Only the fixed opening
+ * console-api writes tells it, never what follows: an add/remove entry ends with the administrator's
+ * free-text reason, which may say anything ("refund: the outage removed 500000 quota from you").
+ *  - "An administrator added|removed N quota[: reason]" (POST /api/user/manage add_quota, routes/user.ts);
+ *  - "An administrator set the balance from A to B (±N quota)" (PUT /api/user/, routes/user.ts);
+ *  - "referral reward: … +N referral quota (aff_quota, not the balance)" (referrals/referrals.ts).
  */
 export function logDirection(l: Pick<LogEntry, 'type' | 'content'>): 1 | -1 | 0 {
   if (l.type === LOG_TYPE.topup) return 1;
   if (isRequest(l)) return -1;
   if (l.type !== LOG_TYPE.manage) return 0;
-  if (/\bremoved \d+ quota\b/.test(l.content)) return -1;
-  if (/\badded \d+ quota\b/.test(l.content)) return 1;
-  const delta = /\(([+-])\d+ quota\)/.exec(l.content);
-  if (delta) return delta[1] === '-' ? -1 : 1;
-  const set = /\bset the balance from (-?\d+) to (-?\d+)/.exec(l.content);
+  const change = /^An administrator (added|removed) \d+ quota(?::|$)/.exec(l.content);
+  if (change) return change[1] === 'removed' ? -1 : 1;
+  const set = /^An administrator set the balance from (-?\d+) to (-?\d+)(?: \([+-]?\d+ quota\))?$/.exec(l.content);
   if (set) return Math.sign(Number(set[2]) - Number(set[1])) as 1 | -1 | 0;
-  if (/\+\d+ referral quota\b/.test(l.content)) return 1;
+  if (/^referral reward: .*; \+\d+ referral quota \(aff_quota, not the balance\)$/s.test(l.content)) return 1;
   return 0;
 }
 

@@ -58,6 +58,16 @@ describe('log amounts', () => {
     expect(logDirection(entry(3, 1_000_000, 'An administrator set the balance from 2000000 to 3000000'))).toBe(1);
     expect(logDirection(entry(3, 100, 'referral reward: bob registered with your invitation code; +100 referral quota (aff_quota, not the balance)'))).toBe(1);
     expect(logAmount(entry(3, 250_000, 'An administrator removed 250000 quota'))).toBe('-$0.50');
+    // The administrator's free-text reason is no part of the direction: only console-api's fixed
+    // opening says it (console-api/routes/user.ts, add_quota and PUT /api/user/).
+    expect(logDirection(entry(3, 500_000, 'An administrator added 500000 quota: refund: the outage removed 500000 quota from you'))).toBe(1);
+    expect(logAmount(entry(3, 500_000, 'An administrator added 500000 quota: refund: the outage removed 500000 quota from you'))).toBe('+$1.00');
+    expect(logDirection(entry(3, 500_000, 'An administrator removed 500000 quota: correction; we added 500000 quota by mistake (+500000 quota)'))).toBe(-1);
+    expect(logDirection(entry(3, 500_000, 'An administrator removed 500000 quota: set the balance from 0 to 9'))).toBe(-1);
+    expect(logDirection(entry(3, 500_000, 'An administrator added 500000 quota: +5 referral quota (-500000 quota)'))).toBe(1);
+    // Such words anywhere but at the opening console-api writes do not tell the direction.
+    expect(logDirection(entry(3, 500_000, 'note: An administrator removed 500000 quota'))).toBe(0);
+    expect(logDirection(entry(3, 500_000, 'imported: removed 500000 quota (+500000 quota)'))).toBe(0);
     // Nothing to tell the direction by: unsigned.
     expect(logDirection(entry(3, 500_000, 'imported'))).toBe(0);
     expect(logAmount(entry(3, 500_000, 'imported'))).toBe('$1.00');
