@@ -35,6 +35,7 @@ import { decodeUsageEvent, encodedUsageEventOf, encodedUsageEventsOf, withEncode
 import { billingMetrics } from './metrics/billing-metrics.js';
 import { INCARNATION_FIELD, lostDebits, repairMirrors, type LostDebit } from './mirror-repair.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
+import type { ReferenceClock } from '../core/quota/redis-clock.js';
 import { usageScripts, type DeadLetterFields, type UsageRead, type UsageScripts } from './usage-scripts.js';
 import { ConsumerPruner } from './consumer-pruning.js';
 
@@ -75,7 +76,8 @@ export interface BillingWorkerOptions {
    * Sharded layout: consume the shards' streams (keys.usageStream(shard)) under leases of this length
    * instead of `stream`; `redis` must then be an ordinary (non-blocking) connection.
    */
-  sharded?: { keys: RedisKeys; leaseMs: number };
+  /** `clock` dates the workers' registrations (billing/service.ts: Redis's, as the reaper's). */
+  sharded?: { keys: RedisKeys; leaseMs: number; clock?: ReferenceClock };
   /**
    * Each read learns, in the same script, which Redis data (keys.redisIncarnation) its entries were
    * debited in, and debits that a Redis restart took out of the mirrors before the commit are put back
@@ -198,8 +200,8 @@ export class BillingWorker {
   async start(): Promise<void> {
     this.#running = true;
     if (this.#opts.sharded) {
-      const { keys, leaseMs } = this.#opts.sharded;
-      this.#leases = new ShardLeases(this.#redis, keys, this.#opts.consumer, leaseMs);
+      const { keys, leaseMs, clock } = this.#opts.sharded;
+      this.#leases = new ShardLeases(this.#redis, keys, this.#opts.consumer, leaseMs, clock);
       await this.#refreshLeases();
       this.#loop = this.#runSharded();
     } else {

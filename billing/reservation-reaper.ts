@@ -9,7 +9,8 @@ const BATCH = 100;
 
 export function startReservationReaper(quota: QuotaStore, log: Logger, intervalMs: number): { stop(): void } {
   const reap = async () => {
-    const now = Date.now();
+    // Redis's clock (the quota store's RedisClock), the one the relays date the deadlines with.
+    const now = quota.clock.now();
     const released = await quota.releaseExpired(now, BATCH, (r) => encodeUsageEvent(usageEvent({
       type: LOG_TYPE.error,
       // Its own request id: the relay's late settlement of the same request must still be billed.

@@ -6,6 +6,7 @@ import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { checkRedisPersistence } from '../infra/redis/persistence.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
+import { RedisClock } from '../core/quota/redis-clock.js';
 import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
 import { createOptionSealer } from '../core/options/option-secrets.js';
 import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
@@ -34,7 +35,10 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   const sql = createSql(config);
   const ch = createClickHouse(config);
   const commands = createRedis(config, 'billing-reaper');
-  const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql));
+  // Redis's clock, the one the relays date reservation and slice deadlines with: the reaper compares
+  // them with it, never with this host's clock (core/quota/redis-clock.ts).
+  const clock = new RedisClock(commands, keys, { log });
+  const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql), { clock });
   const worker = new BillingWorker(redis, sql, ch, log, {
     stream: keys.usageStream(),
     deadLetterStream: keys.usageDeadLetterStream(),
@@ -45,7 +49,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     claimIdleMs: config.BILLING_CLAIM_IDLE_MS,
     logFlushIntervalMs: config.BILLING_LOG_FLUSH_INTERVAL_MS,
     logBatchSize: config.BILLING_LOG_BATCH_SIZE,
-    ...(sharded ? { sharded: { keys, leaseMs: config.BILLING_SHARD_LEASE_MS } } : {}),
+    ...(sharded ? { sharded: { keys, leaseMs: config.BILLING_SHARD_LEASE_MS, clock } } : {}),
     // Debits a Redis restart took out of the mirrors before their commit are put back after it.
     mirrors: { keys, quota },
   });
@@ -62,8 +66,11 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     throw new Error(`billing metrics could not listen on ${config.BILLING_METRICS_HOST}:${config.BILLING_METRICS_PORT} (BILLING_METRICS_HOST, BILLING_METRICS_PORT): ${(err as Error).message}`);
   }
   try {
+    // Sampled before the worker takes shard leases or the reaper runs.
+    await clock.start();
     await worker.start();
   } catch (err) {
+    clock.stop();
     await metrics.close();
     throw err;
   }
@@ -84,6 +91,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     worker,
     async close() {
       reaper.stop();
+      clock.stop();
       followUp.stop();
       keyEditPruning.stop();
       notices.stop();

@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis';
 import type { RedisKeys } from '../infra/redis/keys.js';
 import { defineScripts } from '../core/quota/scripts.js';
 import { retryOnMoved } from '../infra/redis/client.js';
+import { WALL_CLOCK, type ReferenceClock } from '../core/quota/redis-clock.js';
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
@@ -29,8 +30,11 @@ export class ShardLeases {
   readonly #held = new Map<number, number>();
   /** Shards in the order this worker tries them: rotated by its name, so workers starting together spread. */
   readonly #order: number[];
+  /** Dates the workers' registrations (Redis's clock in the worker: every worker compares them with the same one). */
+  readonly #clock: ReferenceClock;
 
-  constructor(redis: Redis, keys: RedisKeys, consumer: string, leaseMs: number) {
+  constructor(redis: Redis, keys: RedisKeys, consumer: string, leaseMs: number, clock: ReferenceClock = WALL_CLOCK) {
+    this.#clock = clock;
     if (keys.shards === 0) throw new Error('shard leases need the sharded key layout (REDIS_SHARDS > 0)');
     this.#redis = redis;
     this.#keys = keys;
@@ -54,7 +58,7 @@ export class ShardLeases {
    * the others' renewal, nor the worker's schedule, which a throw leaves retrying this refresh
    * instead of reading.
    */
-  async refresh(nowMs = Date.now()): Promise<LeaseChange> {
+  async refresh(nowMs = this.#clock.now()): Promise<LeaseChange> {
     const change: LeaseChange = { gained: [], lost: [], errors: [] };
     const failed = (err: unknown): void => { change.errors.push(err instanceof Error ? err.message : String(err)); };
     const until = nowMs + this.#leaseMs;

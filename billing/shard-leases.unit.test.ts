@@ -98,4 +98,19 @@ describe('ShardLeases.refresh', () => {
     expect(leases.held()).toEqual([0, 1, 2, 3]);
     expect(refreshes).toHaveBeenCalled();
   });
+
+  it('dates the workers\' registrations with the clock it is given (billing/service.ts: Redis\'s), so a dead worker stops counting once its lease ran out on it', async () => {
+    const { redis, leases: held } = fakeRedis();
+    // One reference clock for both workers, whatever their hosts' clocks say.
+    let t = 1_000_000;
+    const clock = { now: () => t };
+    const w1 = new ShardLeases(redis, keys, 'w1', LEASE_MS, clock);
+    const w2 = new ShardLeases(redis, keys, 'w2', LEASE_MS, clock);
+    expect((await w1.refresh()).gained).toHaveLength(SHARDS);
+    await w2.refresh();
+    // w1 dies: its leases (SET PX, Redis's clock) and its registration run out after a lease.
+    t += LEASE_MS + 1;
+    held.clear();
+    expect((await w2.refresh()).gained.sort()).toEqual([0, 1, 2, 3]);
+  });
 });

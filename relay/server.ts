@@ -25,6 +25,7 @@ import { ratiosFromOptions, type Ratios } from '../core/pricing/ratios.js';
 import { inputBoundsFromOptions, type InputBounds } from '../core/pricing/input-bound.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
+import { RedisClock } from '../core/quota/redis-clock.js';
 import { DEFAULT_CREDIT_SLICE_OPTIONS } from '../core/quota/credit-slices.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
 import { ChannelHealth, healthSettingsFromConfig } from './routing/channel-health.js';
@@ -243,7 +244,13 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   // With replicas a settled reservation leaves a marker, so that one a failover lost still bills
   // (settleReservations-8n.lua); it outlives the replays of a relay restarted within minutes.
   const waitReplicas = settleWaitReplicas(config);
+  // Reservation and slice deadlines are dated with Redis's clock, which the billing worker's reaper
+  // reads too: never with this host's (core/quota/redis-clock.ts). Its first sample is waited for
+  // before the relay listens, as the connection is.
+  const clock = new RedisClock(redis, keys, { log });
+  const clockStarted = clock.start(STARTUP_REDIS_WAIT_MS);
   const quota = new QuotaStore(redis, keys, postgresBalanceSource(sql), {
+    clock,
     settledMarkerSec: waitReplicas > 0 ? SETTLED_MARKER_SEC : 0,
     settleDelayMs: config.RELAY_SETTLE_DELAY_MS,
     drawSettleDelayMs: config.RELAY_CREDIT_SLICE_SETTLE_DELAY_MS,
@@ -273,6 +280,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   // answer every key 401 (keys are looked up by an HMAC under the same secret): refused here, loudly.
   const locked = channels.openedNoCredential();
   if (locked !== null) {
+    clock.stop();
     await Promise.allSettled([health.stop(), sql.end({ timeout: 1 }), redis.quit(), sub.quit()]);
     throw new Error(`KEY_SECRET opens none of the ${locked.unreadable} enabled channels' credentials: it is not the KEY_SECRET they were sealed with (the console's); refusing to start`);
   }
@@ -379,6 +387,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     clearInterval(timer);
     heartbeat.stop();
     quota.stop();
+    clock.stop();
     await health.stop().catch(() => {});
     await pools.close();
     await tokens.close();
@@ -396,7 +405,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     // with 529 although nothing is wrong. Bounded, so a relay whose Redis is down still starts (and
     // answers 529 until Redis is back) rather than hanging.
     await Promise.race([
-      Promise.all([redisReady(redis, STARTUP_REDIS_WAIT_MS), subscribed]),
+      Promise.all([redisReady(redis, STARTUP_REDIS_WAIT_MS), subscribed, clockStarted]),
       new Promise((resolve) => setTimeout(resolve, STARTUP_REDIS_WAIT_MS).unref()),
     ]);
     listenSocket = await listenRelay(app, config.RELAY_HOST, config.RELAY_PORT, config.RELAY_REUSE_PORT);

@@ -21,6 +21,7 @@
 import type { Logger } from '../../infra/logger.js';
 import type { RedisKeys } from '../../infra/redis/keys.js';
 import { QuotaScriptCode } from './quota-outcomes.js';
+import { WALL_CLOCK, type ReferenceClock } from './redis-clock.js';
 
 export interface CreditSliceOptions {
   /**
@@ -117,6 +118,8 @@ export class CreditSlices {
   readonly #scripts: CreditSliceScripts;
   readonly #opts: CreditSliceOptions;
   readonly #log: Logger | undefined;
+  /** Dates the slices' deadlines (Redis's clock on a relay: the reaper compares them with it); the rest of their timing is local. */
+  readonly #clock: ReferenceClock;
   /** Slice ids are unique per process and time, so a restarted relay never takes an id its predecessor held. */
   readonly #idPrefix = `slice-${process.pid.toString(36)}${Date.now().toString(36)}-`;
   #seq = 0;
@@ -133,8 +136,9 @@ export class CreditSlices {
   #renewedAt = Date.now();
   #renewing = false;
 
-  constructor(keys: RedisKeys, scripts: CreditSliceScripts, opts: CreditSliceOptions, log?: Logger) {
+  constructor(keys: RedisKeys, scripts: CreditSliceScripts, opts: CreditSliceOptions, log?: Logger, clock: ReferenceClock = WALL_CLOCK) {
     this.#keys = keys;
+    this.#clock = clock;
     this.#scripts = scripts;
     this.#opts = opts;
     this.#log = log;
@@ -211,7 +215,7 @@ export class CreditSlices {
       try {
         code = Number(await this.#scripts.take(
           k.accountBalance(r.userId), k.reservation(r.userId, id), k.reservationDeadlines(shard),
-          size, size * this.#opts.balanceShare, Date.now() + this.#opts.ttlMs, r.userId, `${r.userId}:${id}`,
+          size, size * this.#opts.balanceShare, this.#clock.now() + this.#opts.ttlMs, r.userId, `${r.userId}:${id}`,
         ));
       } catch (err) {
         // Timed out or cut off: Redis may still run the script (a stalled server runs what it queued
@@ -328,7 +332,7 @@ export class CreditSlices {
     this.#renewing = true;
     const held: { userId: number; requestId: string }[] = [];
     for (const s of this.#live) held.push({ userId: s.userId, requestId: s.id });
-    this.#scripts.renew(held, now + this.#opts.ttlMs).then(
+    this.#scripts.renew(held, this.#clock.now() + this.#opts.ttlMs).then(
       () => { this.#renewedAt = now; },
       (err: unknown) => this.#log?.warn({ err: (err as Error).message, slices: held.length }, 'credit slice deadlines not renewed; the next sweep tries again'),
     ).finally(() => { this.#renewing = false; });

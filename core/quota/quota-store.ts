@@ -8,6 +8,7 @@ import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from '.
 import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
 import { CreditSlices, type CreditSliceOptions, type SliceDraw } from './credit-slices.js';
 import type { Logger } from '../../infra/logger.js';
+import { WALL_CLOCK, type ReferenceClock } from './redis-clock.js';
 
 export type { ReserveOutcome };
 
@@ -74,6 +75,12 @@ export interface QuotaStoreOptions {
    * (settledMarkerSec > 0): a failover could lose a slice with the record of what it settled.
    */
   creditSlices?: CreditSliceOptions;
+  /**
+   * The clock reservation and credit-slice deadlines are dated and reaped with (`clock`): the relay
+   * and the billing worker pass one RedisClock each (redis-clock.ts), so both read Redis's clock, not
+   * their hosts'. Default: this host's clock.
+   */
+  clock?: ReferenceClock;
   log?: Logger;
 }
 
@@ -178,11 +185,14 @@ export class QuotaStore {
   /** Retires the credit slices when the connection is made again (credit-slices.ts retireAll); removed by stop(). */
   #onReady: (() => void) | null = null;
   readonly #slices: CreditSlices | null;
+  /** Dates deadlines (a relay's reservations, its slices, the reaper's now): Redis's clock where one is given. */
+  readonly clock: ReferenceClock;
 
   constructor(redis: Redis, keys: RedisKeys, source: BalanceSource, opts: QuotaStoreOptions = {}) {
     this.#redis = redis;
     this.#keys = keys;
     this.#source = source;
+    this.clock = opts.clock ?? WALL_CLOCK;
     this.#settledMarkerSec = opts.settledMarkerSec ?? 0;
     this.#settleDelayMs = opts.settleDelayMs ?? 2;
     this.#drawSettleDelayMs = Math.max(this.#settleDelayMs, opts.drawSettleDelayMs ?? 10);
@@ -213,7 +223,7 @@ export class QuotaStore {
         renew: (held, deadlineMs) => this.#renewDeadlines(held, deadlineMs),
         seedAccount: (userId) => this.seedAccount(userId),
         beforeTake: () => { if (this.#queued.length > 0) this.#sendQueued(); },
-      }, sliceOpts, opts.log)
+      }, sliceOpts, opts.log, this.clock)
       : null;
     const slices = this.#slices;
     if (slices !== null) {

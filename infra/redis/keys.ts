@@ -93,6 +93,11 @@ export interface RedisKeys {
   oidcStartsFromAddress(ip: string): string;
   /** Access tokens issued to one account (GET /api/user/token) in the current window. In the account's slot. */
   accessTokenIssues(userId: number): string;
+  /**
+   * Names the node whose clock every relay and billing worker reads (core/quota/redis-clock.ts,
+   * readClock-1.lua): never written. A fixed hash tag, so on a Redis Cluster all ask the same node.
+   */
+  clock(): string;
   /** Pub/sub channel on which the console announces changed keys, accounts, channels and options. */
   invalidationChannel(): string;
   /** A channel's recent faults (sorted set: score Unix ms), since its last success or status change. */
@@ -136,8 +141,9 @@ export function redisKeys(prefix: string, shards = 0): RedisKeys {
   };
 }
 
-function consoleKeys(prefix: string): Pick<RedisKeys, 'loginAttempts' | 'loginAttemptsFromAddress' | 'registrationsFromAddress' | 'oidcStartsFromAddress' | 'invalidationChannel' | 'channelFaults' | 'channelOutcomes'> {
+function consoleKeys(prefix: string): Pick<RedisKeys, 'clock' | 'loginAttempts' | 'loginAttemptsFromAddress' | 'registrationsFromAddress' | 'oidcStartsFromAddress' | 'invalidationChannel' | 'channelFaults' | 'channelOutcomes'> {
   return {
+    clock: () => `${prefix}:{clock}:clock`,
     // The address is the hash tag: one MULTI counts an attempt on both login keys of an address, and
     // Redis Cluster only runs a transaction whose keys share a slot.
     loginAttempts: (who, ip) => `${prefix}:console:{ip:${ip}}:login:${who}`,

@@ -34,6 +34,11 @@ describe('redisKeys', () => {
     }
   });
 
+  it('the clock key (core/quota/redis-clock.ts) is one fixed slot whatever the layout: every process reads one node\'s clock', () => {
+    expect(redisKeys('gw').clock()).toBe('gw:{clock}:clock');
+    expect(calculateSlot(redisKeys('gw', 64).clock())).toBe(calculateSlot(redisKeys('gw').clock()));
+  });
+
   it('sharded: the shards spread over the slots of a 3-master cluster', () => {
     const k = redisKeys('gw', 64);
     const perMaster = [0, 0, 0];

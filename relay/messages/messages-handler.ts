@@ -417,7 +417,8 @@ class Exchange {
       tokenLimited: !record.unlimitedQuota,
       requestId: this.requestId,
       amount: quotaCostBound(inputBound, this.outputBound(), price, cacheable) + fees,
-      deadlineMs: now + this.ctx.reservationTtlMs,
+      // Dated with Redis's clock (the quota store's), which the billing worker's reaper reads too.
+      deadlineMs: this.ctx.quota.clock.now() + this.ctx.reservationTtlMs,
       // Held against the key's tokens-per-minute limit while the request runs (reserveQuota-6.lua).
       tokens: tpmLimit > 0 ? inputBound + this.outputBound() : 0,
     };

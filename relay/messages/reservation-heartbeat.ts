@@ -4,6 +4,7 @@
 // relay renews: a reservation whose relay died, or whose settlement failed for good.
 import type { Logger } from '../../infra/logger.js';
 import type { QuotaStore } from '../../core/quota/quota-store.js';
+import { WALL_CLOCK, type ReferenceClock } from '../../core/quota/redis-clock.js';
 
 /** What the heartbeat reads of an exchange: messages-handler.ts's Exchange is one, held as it is. */
 export interface HeldReservation {
@@ -25,6 +26,8 @@ export interface HeldReservation {
 export class ReservationHeartbeat {
   readonly #open = new Set<HeldReservation>();
   readonly #quota: Pick<QuotaStore, 'renewDeadlines'>;
+  /** The quota store's clock (Redis's on a relay): the reaper compares the deadlines with the same one. */
+  readonly #clock: ReferenceClock;
   readonly #ttlMs: number;
   readonly #log: Logger;
   readonly #timer: NodeJS.Timeout;
@@ -45,8 +48,9 @@ export class ReservationHeartbeat {
    */
   readonly #wholeAnswerMs: number;
 
-  constructor(quota: Pick<QuotaStore, 'renewDeadlines'>, ttlMs: number, log: Logger, stallMs = Infinity, wholeAnswerMs = Infinity) {
+  constructor(quota: Pick<QuotaStore, 'renewDeadlines'> & Partial<Pick<QuotaStore, 'clock'>>, ttlMs: number, log: Logger, stallMs = Infinity, wholeAnswerMs = Infinity) {
     this.#quota = quota;
+    this.#clock = quota.clock ?? WALL_CLOCK;
     this.#ttlMs = ttlMs;
     this.#log = log;
     this.#stallMs = stallMs;
@@ -89,7 +93,7 @@ export class ReservationHeartbeat {
       }
     }
     try {
-      await this.#quota.renewDeadlines(held, Date.now() + this.#ttlMs);
+      await this.#quota.renewDeadlines(held, this.#clock.now() + this.#ttlMs);
     } catch (err) {
       this.#log.warn({ err: (err as Error).message, open: held.length }, 'reservation heartbeat failed; the next beat tries again');
     } finally {
