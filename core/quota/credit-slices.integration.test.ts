@@ -359,8 +359,10 @@ describe('a slice whose relay died (the reaper)', () => {
 
 describe('a slice taken while Redis does not answer', () => {
   it('gives back a slice whose take timed out once Redis runs it', async () => {
-    // A proxy that holds what the store sends for 200 ms, then passes it on: the take times out at the
-    // store, and Redis runs it afterwards, as a stalled server runs what it had queued.
+    // A proxy that holds what the store sends for 2 s, then passes it on: the take times out at the
+    // store (500 ms), and Redis runs it afterwards, as a stalled server runs what it had queued. The
+    // timeout is ten times a loaded machine's slowest answer (the seeding before the hold timed out at
+    // 50 ms in a run beside other tests), the hold four times the timeout.
     let holdUntil = 0;
     const proxy = createServer((client) => {
       const upstream = connect(Number(new URL(config.REDIS_URL).port || 6379), new URL(config.REDIS_URL).hostname);
@@ -376,15 +378,15 @@ describe('a slice taken while Redis does not answer', () => {
     });
     await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
     const port = (proxy.address() as AddressInfo).port;
-    const slow = createRedis({ ...config, REDIS_URL: `redis://127.0.0.1:${port}/${new URL(config.REDIS_URL).pathname.slice(1) || '0'}` }, 'slices-timeout', { commandTimeoutMs: 50 });
+    const slow = createRedis({ ...config, REDIS_URL: `redis://127.0.0.1:${port}/${new URL(config.REDIS_URL).pathname.slice(1) || '0'}` }, 'slices-timeout', { commandTimeoutMs: 500 });
     const store = new QuotaStore(slow, keys, source, { creditSlices: { ...SLICES, idleMs: 40 } });
     stores.push(store);
     try {
       const userId = newUser(1_000_000);
       await store.seedAccount(userId);
-      holdUntil = Date.now() + 200;
+      holdUntil = Date.now() + 2_000;
       await expect(store.reserve(request(userId, 'timed-out', 100))).rejects.toThrow();
-      const deadline = Date.now() + 5_000;
+      const deadline = Date.now() + 10_000;
       while (store.slicesHeld > 0 && Date.now() < deadline) await new Promise((done) => setTimeout(done, 20));
       expect(store.slicesHeld).toBe(0);
       expect(await store.accountBalance(userId)).toBe(1_000_000);
