@@ -44,10 +44,10 @@ infra: build ## Use Postgres, Redis and ClickHouse at their URLs, or start local
 migrate: infra ## Apply Postgres and ClickHouse migrations (safe to repeat)
 	$(WITH_LOCAL_SECRETS) node dist/infra/migrate-main.js
 
-seed: migrate ## Create the demo account, admin, mock channel and demo API key (idempotent; local demo only)
+seed: migrate ## Create the demo account, admin, mock channels (Anthropic and OpenAI format) and demo API key (idempotent; local demo only)
 	$(WITH_LOCAL_SECRETS) SEED_DEMO=$${SEED_DEMO:-true} node dist/console-api/seed/seed-main.js
 
-run: seed ## Start the whole stack (relay, billing, console-api, mock provider, payment sandboxes) and print how to call it
+run: seed ## Start the whole stack (relay, billing, console-api, the two mock providers, payment sandboxes) and print how to call it
 	@bash infra/scripts/start-stack.sh
 
 test: build typecheck ## Type-check, then run every test (unit and integration) against the real services; leaves nothing running
@@ -74,5 +74,5 @@ cluster-down: ## Stop, by PID, everything `make cluster-up` started, the Redis C
 down: ## Stop, by PID, everything `make run` started (a relay is given its drain: RELAY_SHUTDOWN_GRACE_MS and more)
 	@bash infra/scripts/stop-all.sh
 
-clean: ## Stop everything `make run` or `make cluster-up` started; delete dist/, .run/ and .data/ (but not its secrets)
+clean: ## Stop everything `make run` or `make cluster-up` started; delete dist/, .run/ and .data/ (but not its secrets, nor a relay spool still holding settlements)
 	@bash infra/scripts/clean.sh

@@ -396,7 +396,7 @@ const schema = z.object({
   BILLING_BLOCK_MS: ms().default(100),
   BILLING_MIN_BATCH_INTERVAL_MS: ms(0).default(200),
   BILLING_CLAIM_IDLE_MS: ms().default(30_000),
-  // The log outbox's own clock (billing/log-outbox.ts): log rows go to ClickHouse once a second in
+  // The log outbox's own clock (billing/log-outbox.ts): log rows go to ClickHouse every 500 ms in
   // inserts of up to BILLING_LOG_BATCH_SIZE rows, while settlements keep their 200 ms; ClickHouse pays
   // per insert statement (docs/performance.md, issue 17). 0: a pass after every settled batch.
   BILLING_LOG_FLUSH_INTERVAL_MS: ms(0).default(500),
