@@ -32,7 +32,7 @@ import { createClickHouse } from '../infra/clickhouse/client.js';
 import { createSql } from '../infra/postgres/client.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { runConsoleScale, type ScaleResult } from './lib/console-scale.js';
-import { compareProfiles, summarizeProfileDir, type CpuProfiles } from './lib/cpu-profile.js';
+import { compareProfiles, monotonicMicros, summarizeProfileDir, type CpuProfiles } from './lib/cpu-profile.js';
 import { ProcSampler } from './lib/proc.js';
 import { reportMarkdown, svgChart, writeReport, type CurvePoint } from './lib/report.js';
 import { measureRedisRoundTripFloor } from './lib/redis-floor.js';
@@ -93,6 +93,8 @@ async function main(): Promise<void> {
     const { mockOutputCap: cap, groupRatio, mockMediaTokens } = ctx;
 
     await warmUpTargets(ctx);
+    // The profiles are weighed from here on: the runs, not start-up and the warm-up's compiling.
+    const profiledFromUs = monotonicMicros();
     if (opts.jitWarmupMs > 0) notes.push(`Before the first run each target served the scenarios' paced requests for ${opts.jitWarmupMs / 1000} s (--jit-warmup), so that no run measures V8 compiling the target's hot path.`);
     const { scenarios, failed: scenarioAuditFailed } = await runScenarios(ctx);
     const { saturation, audits: saturationAudits, failed: saturationAuditFailed } = opts.saturation
@@ -126,8 +128,8 @@ async function main(): Promise<void> {
       log('stopping the relay and the bare hop to write their CPU profiles');
       await stack.stopRelay();
       await stack.stopBare();
-      const relay = summarizeProfileDir(profileDir);
-      const [bare] = summarizeProfileDir(join(profileDir, 'bare'));
+      const relay = summarizeProfileDir(profileDir, profiledFromUs);
+      const [bare] = summarizeProfileDir(join(profileDir, 'bare'), profiledFromUs);
       const relayMain = relay.find((p) => p.thread === 'main');
       profiles = { relay, comparison: relayMain && bare ? compareProfiles(relayMain, bare) : null };
       if (!profiles.comparison) notes.push('The bare hop wrote no CPU profile: the relay is profiled alone.');

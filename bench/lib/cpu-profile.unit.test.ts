@@ -74,3 +74,23 @@ describe('compareProfiles', () => {
     expect(ownCodeVerdict(null)).toContain('BENCH_CPU_PROF=1');
   });
 });
+
+describe('summarizeProfile from a time on', () => {
+  // Samples at 100, 300, 600 and 1,000 µs of the process's monotonic clock (startTime 0 plus the
+  // deltas): start-up's schema compiling, then the hot path.
+  const file = profileFile('windowed', [
+    { fn: 'compileSchema', url: mod('ajv'), us: 100 },
+    { fn: 'compileSchema', url: mod('ajv'), us: 200 },
+    { fn: 'respond', url: dist('relay/messages/messages-handler.js'), us: 300 },
+    { fn: 'respond', url: dist('relay/messages/messages-handler.js'), us: 400 },
+  ]);
+
+  it('counts every sample without a start, and only those taken from it with one', () => {
+    const area = (s: ReturnType<typeof summarizeProfile>, name: string) => s.byArea.find((a) => a.area === name)?.selfMs ?? 0;
+    const whole = summarizeProfile(file);
+    expect({ ajv: area(whole, 'ajv'), relay: area(whole, 'relay/messages') }).toEqual({ ajv: 0.3, relay: 0.7 });
+    // From 600 µs: the warm-up's end falls after start-up's compiling.
+    const runs = summarizeProfile(file, 25, 600);
+    expect({ ajv: area(runs, 'ajv'), relay: area(runs, 'relay/messages'), busyMs: runs.busyMs }).toEqual({ ajv: 0, relay: 0.7, busyMs: 0.7 });
+  });
+});

@@ -408,7 +408,7 @@ export function bareHopAdded(bareAdded: number, bound: number, what: string): st
     : ` (the bare hop ${what} ${fmt(bareAdded)} ms p99 at the same load in this run)`;
 }
 
-const PROFILE_CAVEAT = 'The profiles cover each process\'s whole life (every scenario it served, start-up included), so the µs are those of the run\'s mix at the small run\'s cost; an area\'s share is of sampled time, in which a wait for a core counts where the thread was.';
+const PROFILE_CAVEAT = 'The profiles are weighed from the end of the JIT warm-up on (every scenario each process served after it; start-up, module loading and the warm-up\'s compiling left out), so the µs are those of the runs\' mix at the small run\'s cost; an area\'s share is of sampled time, in which a wait for a core counts where the thread was.';
 
 export interface WeighedProfiles {
   relayUs: number;
