@@ -82,9 +82,16 @@ export function openaiErrorType(anthropicType: string): string {
  * differently by the channel behind it.
  */
 export function openaiProviderErrorBody(anthropicType: string, message: string): string {
+  // A provider's billing error is about the gateway's own account with it (the channel's), never the
+  // client's: OpenAI's insufficient_quota would tell the client its own balance is empty, and its
+  // message ("Your credit balance is too low") that it should top up.
+  if (anthropicType === 'billing_error') return openaiErrorBody('server_error', PROVIDER_ACCOUNT_REFUSED, null);
   const type = openaiErrorType(anthropicType);
-  return openaiErrorBody(type, message, type === 'rate_limit_exceeded' || type === 'insufficient_quota' ? type : null);
+  return openaiErrorBody(type, message, type === 'rate_limit_exceeded' ? type : null);
 }
+
+/** What a client is told of a provider refusing the gateway's own credential or account. */
+export const PROVIDER_ACCOUNT_REFUSED = 'The model provider refused this gateway\'s own credential or account for the request (not your API key).';
 
 /**
  * What a provider's error object (OpenAI's `type` and `code`, or Anthropic's `type`) says, as an

@@ -29,7 +29,7 @@ import { scrubCredentials } from '../../infra/secrets/credential-text.js';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth/key-check.js';
 import { BodyLinger, declaredLengthOf } from '../free-request.js';
-import { RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
+import { PROVIDER_ACCOUNT_REFUSED, RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { cacheUseOf } from './cache-control.js';
 import { currentMinute, type QuotaStore, type RateLimitWait } from '../../core/quota/quota-store.js';
@@ -83,7 +83,7 @@ const WHOLE_ANSWER_TOO_SLOW = new Error('the provider\'s answer did not end with
 /** What a client is told of a provider whose connection was lost after the request was sent, before any answer. */
 const LOST_BEFORE_ANSWER = 'The model provider\'s connection was lost after the request was sent, before it answered.';
 /** A channel's credential or account refused by the provider: the gateway's fault, not the client's key. */
-const CHANNEL_REFUSED = 'The model provider refused this gateway\'s own credential or account for the request (not your API key).';
+const CHANNEL_REFUSED = PROVIDER_ACCOUNT_REFUSED;
 
 /** Errors of the connect phase: the request was never written, so no provider can be generating it. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);

@@ -5,7 +5,7 @@ import { getHeapStatistics } from 'node:v8';
 import { describe, expect, it } from 'vitest';
 import { messageUsage, streamHead, streamTail, DELTA_EVENT, toolUseStream } from '../../bench/mock-upstream/wire-format.js';
 import type { ChatRequest } from '../chat-completions/chat-request.js';
-import { RelayError } from '../errors.js';
+import { PROVIDER_ACCOUNT_REFUSED, RelayError } from '../errors.js';
 import { MAX_USAGE_COUNT } from '../stream/usage-count.js';
 import { MAX_CARRIED_LINE } from '../stream/sse-bytes.js';
 import { JoinedDataTooLongError, MAX_JOINED_DATA } from '../stream/line-stream.js';
@@ -129,6 +129,13 @@ describe('AnthropicToChatStream', () => {
     expect(dataEvents(error('overloaded_error'))).toEqual([{ error: { message: 'M', type: 'server_error', param: null, code: null } }]);
     // Before: code "rate_limit_error", where OpenAI's own and the relay's non-stream answers say rate_limit_exceeded.
     expect(dataEvents(error('rate_limit_error'))).toEqual([{ error: { message: 'M', type: 'rate_limit_exceeded', param: null, code: 'rate_limit_exceeded' } }]);
+  });
+
+  // Before: insufficient_quota with the provider's "credit balance too low", the words of the client's
+  // own empty balance, for the gateway's account with the provider.
+  it('a provider\'s billing_error event becomes a server_error about the gateway\'s own account, never insufficient_quota', () => {
+    const out = new AnthropicToChatStream('m', false).push(Buffer.from('event: error\ndata: {"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low to access the Anthropic API."}}\n\n'));
+    expect(dataEvents(out)).toEqual([{ error: { message: PROVIDER_ACCOUNT_REFUSED, type: 'server_error', param: null, code: null } }]);
   });
 });
 
