@@ -1,7 +1,8 @@
 // A console credit whose after-commit steps never ran (the console died right after COMMIT) is finished
 // by the billing worker's follow-up: the Redis mirror moves once, the log row appears once.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { afterConsoleCredit, manageRequestId, recordConsoleCredit } from '../console-api/ledger/console-ledger.js';
+import { afterConsoleCredit, debitTransaction, manageRequestId, recordConsoleCredit } from '../console-api/ledger/console-ledger.js';
+import { consoleDebitHoldId } from '../core/quota/quota-store.js';
 import { startConsoleHarness, type ConsoleHarness } from '../tests/harness/console-harness.js';
 import { createLogger } from '../infra/logger.js';
 import { encodeUsageEvent, usageEvent } from '../core/usage/usage-event.js';
@@ -21,6 +22,110 @@ async function ledgerRow(requestId: string) {
   const [row] = await h.sql`SELECT id, follow_up_pending, log_event FROM ledger WHERE request_id = ${requestId}`;
   return row as { id: number; follow_up_pending: boolean; log_event: string | null };
 }
+
+describe('console debit holds (an administrator debit takes its amount from the mirror before its commit)', () => {
+  const ctx = () => ({ sql: h.sql, quotaStore: h.quotaStore, logger: createLogger(h.config, 'debit') });
+  const debit = (userId: number, delta: number, after?: () => Promise<void>) => debitTransaction(ctx(), async (tx, holds) => {
+    const credit = await recordConsoleCredit(tx, {
+      requestId: manageRequestId(), type: 3, userId, delta, content: 'admin debit', createdAt: Math.floor(Date.now() / 1000),
+    });
+    await holds.take(credit!, 'value');
+    await after?.();
+    return credit!;
+  });
+  const holdKey = (userId: number, ledgerId: number) => h.keys.reservation(userId, consoleDebitHoldId(ledgerId));
+
+  it('the follow-up consumes the hold of a debit whose console died after its commit: debited once', async () => {
+    const user = await h.account({ quota: 1_000 });
+    const userId = Number(user.user.id);
+    await h.redis.set(h.keys.accountBalance(userId), 1_000);
+    // Committed; the console dies before afterConsoleCredit. The hold already took the debit.
+    const credit = await debit(userId, -300);
+    expect(await h.quotaStore.accountBalance(userId)).toBe(700);
+    expect(await h.redis.hget(holdKey(userId, credit.ledgerId), 'amount')).toBe('300');
+    await finishConsoleFollowUps(deps(), 0);
+    expect(await h.quotaStore.accountBalance(userId)).toBe(700);
+    expect(await h.redis.exists(holdKey(userId, credit.ledgerId))).toBe(0);
+    // The reaper finds nothing of it; another pass changes nothing.
+    await h.quotaStore.releaseExpired(Date.now() + 3_600_000, 1000, () => '{}');
+    await finishConsoleFollowUps(deps(), 0);
+    expect(await h.quotaStore.accountBalance(userId)).toBe(700);
+    await h.drainUsageStream();
+    const [u] = await h.sql`SELECT quota FROM users WHERE id = ${userId}`;
+    expect(Number(u!.quota)).toBe(700);
+  });
+
+  it('an unloaded mirror is seeded with the committed state the transaction holds, then held and consumed once', async () => {
+    const user = await h.account({ quota: 1_000 });
+    const userId = Number(user.user.id);
+    await h.redis.del(h.keys.accountBalance(userId), h.keys.accountCreditSeq(userId));
+    const [before] = await h.sql`SELECT credit_seq FROM users WHERE id = ${userId}`;
+    const credit = await debit(userId, -300);
+    expect(await h.quotaStore.accountBalance(userId)).toBe(700);
+    expect(Number(await h.redis.get(h.keys.accountCreditSeq(userId)))).toBe(Number(before!.credit_seq));
+    const consoleCtx = { quotaStore: h.quotaStore, redis: h.redis, keys: h.keys, sql: h.sql, logger: createLogger(h.config, 'x'), invalidate: async () => {} };
+    await afterConsoleCredit(consoleCtx as unknown as Parameters<typeof afterConsoleCredit>[0], credit);
+    await finishConsoleFollowUps(deps(), 0);
+    expect(await h.quotaStore.accountBalance(userId)).toBe(700);
+    expect(await h.redis.exists(holdKey(userId, credit.ledgerId))).toBe(0);
+    await h.drainUsageStream();
+  });
+
+  it('a transaction that fails after the hold gives it back at once, with no log event', async () => {
+    const user = await h.account({ quota: 1_000 });
+    const userId = Number(user.user.id);
+    await h.redis.set(h.keys.accountBalance(userId), 1_000);
+    let ledgerId = 0;
+    await expect(debitTransaction(ctx(), async (tx, holds) => {
+      const credit = await recordConsoleCredit(tx, {
+        requestId: manageRequestId(), type: 3, userId, delta: -300, content: 'admin debit', createdAt: Math.floor(Date.now() / 1000),
+      });
+      ledgerId = credit!.ledgerId;
+      await holds.take(credit!, 'value');
+      expect(await h.quotaStore.accountBalance(userId)).toBe(700);
+      throw new Error('a later statement failed');
+    })).rejects.toThrow('a later statement failed');
+    expect(await h.quotaStore.accountBalance(userId)).toBe(1_000);
+    expect(await h.redis.exists(holdKey(userId, ledgerId))).toBe(0);
+    const events = await h.drainUsageStream();
+    expect(events.filter((e) => e.user_id === userId)).toEqual([]);
+    const [row] = await h.sql`SELECT count(*)::int AS n FROM ledger WHERE user_id = ${userId} AND quota_delta = -300`;
+    expect(row!.n).toBe(0);
+  });
+
+  it('a debit the mirror cannot cover is refused by its hold, and the transaction rolls back', async () => {
+    const user = await h.account({ quota: 1_000 });
+    const userId = Number(user.user.id);
+    await h.redis.set(h.keys.accountBalance(userId), 200);
+    await expect(debit(userId, -300)).rejects.toThrow(/^value: would make the balance negative \(spendable 200, Postgres 1000\)/);
+    expect(await h.quotaStore.accountBalance(userId)).toBe(200);
+    const [u] = await h.sql`SELECT quota FROM users WHERE id = ${userId}`;
+    expect(Number(u!.quota)).toBe(1_000);
+  });
+
+  it('a COMMIT whose outcome is unknown leaves the hold: the follow-up consumes it if the row committed', async () => {
+    const user = await h.account({ quota: 1_000 });
+    const userId = Number(user.user.id);
+    await h.redis.set(h.keys.accountBalance(userId), 1_000);
+    // The commit goes through, but its answer is lost (the connection drops): the error is no PostgresError.
+    const lost = { ...ctx(), sql: { begin: async (cb: (tx: unknown) => Promise<unknown>) => { await h.sql.begin(cb as never); throw new Error('write CONNECTION_CLOSED'); } } };
+    let ledgerId = 0;
+    await expect(debitTransaction(lost as never, async (tx, holds) => {
+      const credit = await recordConsoleCredit(tx, {
+        requestId: manageRequestId(), type: 3, userId, delta: -300, content: 'admin debit', createdAt: Math.floor(Date.now() / 1000),
+      });
+      ledgerId = credit!.ledgerId;
+      await holds.take(credit!, 'value');
+      return credit;
+    })).rejects.toThrow('CONNECTION_CLOSED');
+    expect(await h.quotaStore.accountBalance(userId)).toBe(700);
+    expect(await h.redis.exists(holdKey(userId, ledgerId))).toBe(1);
+    await finishConsoleFollowUps(deps(), 0);
+    expect(await h.quotaStore.accountBalance(userId)).toBe(700);
+    expect(await h.redis.exists(holdKey(userId, ledgerId))).toBe(0);
+    await h.drainUsageStream();
+  });
+});
 
 describe('console follow-up', () => {
   it('finishes a committed credit whose console died before updating the mirror and the log', async () => {

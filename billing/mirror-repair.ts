@@ -6,7 +6,7 @@
 // (the random id at keys.redisIncarnation(), created with SET NX and lost with the data, read in the
 // same MULTI as the entries; a dead letter keeps it in its `i` field), and after the commit, for the
 // debits made in data other than the current one, moves each account's and limited key's mirror
-// once (adjustBalanceOnce-3.lua) unless it was refilled from a Postgres state that holds them:
+// once (adjustAccountOnce-5.lua, adjustBalanceOnce-3.lua for a key) unless it was refilled from a Postgres state that holds them:
 // settle-batch gives each debited balance a new users.credit_seq / tokens.quota_seq, and a refill
 // records the one it read (seedBalance-2.lua). A mirror not loaded yet is left to its refill, which is
 // made to read Postgres after this commit. Debits made in the current data are in its mirrors already.

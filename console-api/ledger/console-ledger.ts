@@ -15,10 +15,22 @@
 // when it settles that event (an appended entry can still be lost with Redis). If step 2
 // fails after the commit, the billing worker finishes it later (billing/console-follow-up.ts) with the
 // same code (core/ledger/console-credit-follow-up.ts): the mirror update is applied once per ledger id
-// (adjustBalanceOnce-3.lua) and the log row collapses. The change increments users.credit_seq and keeps
+// (adjustAccountOnce-5.lua) and the log row collapses. The change increments users.credit_seq and keeps
 // the value on the ledger row: a mirror seeded from Postgres after the commit already holds the change,
 // and knows it by the sequence it was seeded with, so neither step adds it again.
+//
+// An administrator's debit (add_quota below zero, PUT /api/user/ lowering the balance) goes through
+// `debitTransaction`: inside its transaction, after `assertDebitCovered` and `recordConsoleCredit`,
+// `DebitHolds.take` takes a *console debit hold* of the amount from the mirror (holdConsoleDebit-4.lua,
+// request id `console-debit:<ledger id>`), atomically against every reservation and credit slice, so
+// that no request reserves in the window between the check and the mirror step; refused, the
+// transaction rolls back. Step 2 then consumes the hold instead of moving the mirror
+// (adjustAccountOnce-5.lua). A transaction that fails before its COMMIT releases the hold at once; one
+// whose COMMIT's outcome is unknown leaves it to the mirror step of the billing follow-up (committed)
+// or to the reaper at its deadline (not committed, or the follow-up came later): whichever runs
+// first, the debit is in the mirror once (docs/billing.md, "Console debit holds").
 import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
 import { finishConsoleCredit } from '../../core/ledger/console-credit-follow-up.js';
 import { encodeUsageEvent, LOG_TYPE, type UsageEvent, usageEvent } from '../../core/usage/usage-event.js';
 import type { ConsoleContext } from '../context.js';
@@ -97,11 +109,18 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
  * Inside the transaction, after the account row is locked: refuses a debit that would take the
  * spendable balance below zero. Spendable is the relay's mirror, which already has open reservations
  * and settled-but-unbilled debits taken off (Postgres alone would let the debit spend them again),
- * less the committed console debits that have not reached it yet (each reaches it after its commit,
- * or through the billing worker's follow-up 30 s later: two debits in that window both passed a check
- * of min(mirror, Postgres), each against what the other had spent); the lower of that and Postgres,
- * Postgres alone when the mirror is not loaded. A reservation made between this check and the mirror
- * step still passes: the window is one round trip, the same as for any two concurrent reservations.
+ * less the committed console debits that have not reached it yet (a committed debit whose hold is
+ * still there counts as in the mirror, which it is; otherwise it reaches the mirror only through the
+ * billing worker's follow-up 30 s later: two debits in that window both passed a check of
+ * min(mirror, Postgres), each against what the other had spent); the lower of that and Postgres,
+ * Postgres alone when the mirror is not loaded. This check reads: it is not atomic with anything. The
+ * debit's hold (DebitHolds.take, after recordConsoleCredit) is what makes it stick against the
+ * reservations made meanwhile: it takes the amount from the mirror in one Lua call, or refuses.
+ * Counted once either way: the mirror, the markers and the holds are read in one MULTI, so a pending
+ * debit is seen either as its hold (in the mirror) or as consumed (marker set). Conservative, never
+ * short: the hold of a transaction that did not commit (its console died, or lost the COMMIT's answer)
+ * stays off the mirror until the reaper gives it back (DEBIT_HOLD_MS), and a debit an older billing
+ * worker applied while its hold was there is off twice until then (docs/billing.md, rolling upgrade).
  */
 export async function assertDebitCovered(ctx: Pick<ConsoleContext, 'quotaStore'>, tx: Db, field: string, userId: number, pgQuota: number, delta: number): Promise<void> {
   if (delta >= 0) return;
@@ -111,13 +130,102 @@ export async function assertDebitCovered(ctx: Pick<ConsoleContext, 'quotaStore'>
     ledgerId: Number(r.id), creditSeq: r.credit_seq === null ? null : Number(r.credit_seq), delta: Number(r.quota_delta),
   })));
   const spendable = mirror === null ? pgQuota : Math.min(mirror, pgQuota);
-  if (spendable + delta < 0) {
-    // What holds the difference, so that an administrator zeroing an account knows a retry in a few
-    // seconds may pass: a relay returns an idle credit slice within a second or two (credit-slices.ts).
-    const held = pgQuota - spendable > 0
-      ? `; ${pgQuota - spendable} of it is held by requests in flight, debits not yet billed, or credit a relay holds for the account's next requests (returned within seconds once idle)`
-      : '';
-    throw new ConsoleError('VALIDATION_FAILED', `${field}: would make the balance negative (spendable ${spendable}, Postgres ${pgQuota})${held}`);
+  if (spendable + delta < 0) throw debitRefused(field, spendable, pgQuota);
+}
+
+function debitRefused(field: string, spendable: number, pgQuota: number): ConsoleError {
+  // What holds the difference, so that an administrator zeroing an account knows a retry in a few
+  // seconds may pass: a relay returns an idle credit slice within a second or two (credit-slices.ts).
+  const held = pgQuota - spendable > 0
+    ? `; ${pgQuota - spendable} of it is held by requests in flight, debits not yet billed, or credit a relay holds for the account's next requests (returned within seconds once idle)`
+    : '';
+  return new ConsoleError('VALIDATION_FAILED', `${field}: would make the balance negative (spendable ${spendable}, Postgres ${pgQuota})${held}`);
+}
+
+/**
+ * How long a console debit hold lives before the billing worker's reaper gives it back (dated on the
+ * console's quota store clock, read by the reaper on Redis's: a few seconds of host clock skew do not
+ * matter at this length). It matters only when the console died, or lost its COMMIT's answer, between
+ * the hold and its mirror step: a committed debit's hold is consumed by the billing follow-up (30 s),
+ * an uncommitted one keeps the amount from the account until then.
+ */
+export const DEBIT_HOLD_MS = 5 * 60_000;
+
+type Tx = postgres.TransactionSql<Record<string, never>>;
+
+/** The console debit holds one transaction took (debitTransaction). */
+export class DebitHolds {
+  readonly #ctx: Pick<ConsoleContext, 'quotaStore' | 'logger'>;
+  readonly #taken: { userId: number; ledgerId: number }[] = [];
+
+  constructor(ctx: Pick<ConsoleContext, 'quotaStore' | 'logger'>) {
+    this.#ctx = ctx;
+  }
+
+  /**
+   * Inside the transaction, after recordConsoleCredit: takes a debit's amount from the account's mirror
+   * (a hold, request id `console-debit:<ledger id>`), atomically against every reservation; refused
+   * with assertDebitCovered's error when the mirror has less (the transaction rolls back, nothing is
+   * held). An unloaded mirror is seeded from Postgres first (its committed state, without this debit).
+   * A credit (delta >= 0) takes nothing.
+   */
+  async take(credit: RecordedCredit, field: string): Promise<void> {
+    if (credit.delta >= 0) return;
+    const quota = this.#ctx.quotaStore;
+    // Recorded before the call: a call whose answer is lost may have held, and the release of a hold
+    // that is not there is a no-op.
+    this.#taken.push({ userId: credit.userId, ledgerId: credit.ledgerId });
+    // The committed state, the transaction holding the row: before this change (the only one it made).
+    const pgQuota = credit.balance - credit.delta;
+    const outcome = await quota.holdConsoleDebit(credit.userId, credit.ledgerId, -credit.delta, Math.floor(quota.clock.now()) + DEBIT_HOLD_MS,
+      { quota: pgQuota, creditSeq: credit.creditSeq - 1 });
+    if (outcome === 'held') return;
+    const mirror = await quota.accountBalance(credit.userId);
+    throw debitRefused(field, Math.min(mirror ?? pgQuota, pgQuota), pgQuota);
+  }
+
+  /**
+   * The transaction failed. Before its COMMIT (`committing` false), or at a COMMIT Postgres answered
+   * with an error, nothing committed: each hold goes back now, once (releaseDebitHold-4.lua), with no
+   * log row. A COMMIT without an answer (the connection lost) may have committed: the holds stay, for
+   * the billing follow-up to consume (it finds the pending ledger row) or the reaper to give back at
+   * their deadline. Releasing them would be exactly-once too (the follow-up then finds no hold and
+   * applies the debit), but would reopen, until the follow-up, the window the hold closes. A failed
+   * release is left to the reaper. Never throws.
+   */
+  async afterFailure(err: unknown, committing: boolean): Promise<void> {
+    if (this.#taken.length === 0) return;
+    if (committing && !(err instanceof postgres.PostgresError)) {
+      this.#ctx.logger.warn({ err, holds: this.#taken }, 'console debit: COMMIT outcome unknown; its holds are left to the billing follow-up or the reaper');
+      return;
+    }
+    for (const h of this.#taken.splice(0)) {
+      try {
+        await this.#ctx.quotaStore.releaseConsoleDebit(h.userId, h.ledgerId);
+      } catch (releaseErr) {
+        this.#ctx.logger.error({ err: releaseErr, ...h }, 'console debit rolled back; its hold is left to the reaper');
+      }
+    }
+  }
+}
+
+/**
+ * `sql.begin(body)` for a transaction that may debit an account: `body` takes a hold for each debit it
+ * records (holds.take), and the holds of a transaction that did not commit are released
+ * (DebitHolds.afterFailure). After it resolves the caller runs afterConsoleCredit, which consumes them.
+ */
+export async function debitTransaction<T>(ctx: Pick<ConsoleContext, 'sql' | 'quotaStore' | 'logger'>, body: (tx: Tx, holds: DebitHolds) => Promise<T>): Promise<T> {
+  const holds = new DebitHolds(ctx);
+  let committing = false;
+  try {
+    return await ctx.sql.begin(async (tx) => {
+      const result = await body(tx, holds);
+      committing = true;
+      return result;
+    }) as T;
+  } catch (err) {
+    await holds.afterFailure(err, committing);
+    throw err;
   }
 }
 

@@ -298,6 +298,15 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
  * committed edits that have not reached it; the lower of that and Postgres, Postgres alone when the
  * mirror is not loaded. Before, an edit to 0 during the key's own traffic was accepted against
  * Postgres, which holds no reservation, and the requests in flight then settled the key below zero.
+ *
+ * Unlike an account debit (console-ledger.ts DebitHolds), this check takes no hold: it reads, and the
+ * edit reaches the mirror only after the COMMIT. Every request the key reserves between this read and
+ * that mirror step still passes against the old remainder, so the key can end below zero by what
+ * those requests cost: the key's request rate times the window (a few SQL statements, the COMMIT and
+ * a Redis round trip; 30 s more when the console dies and the billing follow-up applies the edit), not
+ * by one reservation. No operator money is lost by it: a key's quota is a limit inside the account's
+ * balance, and each of those requests was reserved from, and billed to, the account (docs/billing.md,
+ * "Changes made in the console").
  */
 async function assertKeyDebitCovered(ctx: ConsoleContext, tx: Db, userId: number, tokenId: number, pgRemain: number, delta: number): Promise<void> {
   const pending = await tx<{ id: string; quota_seq: string; delta: string }[]>`

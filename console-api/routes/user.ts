@@ -17,7 +17,7 @@ import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, displayText, emailAddress, idParams, nonBlankText, pageQuery, paging, queryString, safeInt, usernameSchema } from '../http/validation.js';
-import { afterConsoleCredit, assertDebitCovered, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
+import { afterConsoleCredit, assertDebitCovered, debitTransaction, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { accountGroups, AUTO_GROUP, lockGroupsShared, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
@@ -418,7 +418,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     }
     // Hashed before the transaction: scrypt takes tens of milliseconds, the row lock should not.
     const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
-    const { updated, credit } = await sql.begin(async (tx) => {
+    // A debit takes its hold from the mirror before the commit (console-ledger.ts debitTransaction).
+    const { updated, credit } = await debitTransaction(ctx, async (tx, holds) => {
       // Before the row lock, in the order every group writer takes them; see POST /api/user/.
       if (body.group !== undefined) {
         await lockGroupsShared(tx);
@@ -449,6 +450,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
           content: `An administrator set the balance from ${before.quota} to ${body.quota} (${delta > 0 ? '+' : ''}${delta} quota)`,
           createdAt: ctx.now(),
         });
+        if (credit) await holds.take(credit, 'quota');
       }
       const [after] = await tx<UserRow[]>`
         UPDATE users SET
@@ -474,7 +476,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       if (isUsernameConflict(err)) throw new ConsoleError('USERNAME_TAKEN');
       throw err;
     });
-    // Committed: the Redis mirror moves by the same delta, the management log event is appended.
+    // Committed: the Redis mirror moves by the same delta (a debit consumes its hold), the management log event is appended.
     if (credit) {
       logBalanceChange(ctx, caller, credit, 'set_quota');
       await afterConsoleCredit(ctx, credit);
@@ -491,7 +493,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       throw new ConsoleError('INSUFFICIENT_ROLE', 'only the super administrator may promote or demote');
     }
     const now = ctx.now();
-    const { updated, credit } = await sql.begin(async (tx) => {
+    const { updated, credit } = await debitTransaction(ctx, async (tx, holds) => {
       // As POST /api/user/: the group is checked under the lock a GroupRatio write takes.
       if (body.action === 'set_group') {
         await lockGroupsShared(tx);
@@ -528,6 +530,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
             content: `An administrator ${body.value > 0 ? 'added' : 'removed'} ${Math.abs(body.value)} quota${body.reason ? `: ${body.reason}` : ''}`,
             createdAt: now,
           });
+          // The debit is taken from the mirror now, atomically against the requests reserving meanwhile.
+          if (credit) await holds.take(credit, 'value');
           break;
         case 'set_group':
           await tx`UPDATE users SET "group" = ${body.group} WHERE id = ${body.id}`;

@@ -3,8 +3,12 @@
 // (console-api/ledger/console-ledger.ts afterConsoleCredit); the billing worker runs it again for a
 // ledger row still `follow_up_pending` a while later, because the console failed or died in between
 // (billing/console-follow-up.ts). Running it twice is harmless: the mirror moves once per ledger id
-// (adjustBalanceOnce-3.lua; not at all when the mirror was seeded from
+// (adjustAccountOnce-5.lua; not at all when the mirror was seeded from
 // Postgres after the commit: the row's credit_seq is at most the seed's) and a repeated log event collapses in the log table.
+// An administrator's debit took its amount from the mirror before its commit, as a hold
+// (console-api/ledger/console-ledger.ts DebitHolds): this step consumes the hold instead of moving the
+// mirror, or, when the reaper gave the hold back first (its deadline passed), applies the debit; once
+// either way.
 // The row stays pending until the billing worker has settled its log event, not merely appended it.
 import type { Redis } from 'ioredis';
 import type { Sql } from '../../infra/postgres/client.js';

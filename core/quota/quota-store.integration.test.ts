@@ -5,7 +5,7 @@ import { redisKeys } from '../../infra/redis/keys.js';
 import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { withWrongTypeKey } from '../../infra/testing/wrong-type-key.js';
-import { currentMinute, deadlineMember, QuotaStore } from './quota-store.js';
+import { consoleDebitHoldId, currentMinute, deadlineMember, QuotaStore } from './quota-store.js';
 import { batchScript, loadScriptDefs } from './scripts.js';
 
 const config = testConfig();
@@ -713,6 +713,156 @@ describe('adjustBalanceOnce-3.lua', () => {
   });
 });
 
+describe('console debit holds (holdConsoleDebit-4.lua, adjustAccountOnce-5.lua, releaseDebitHold-4.lua)', () => {
+  const FAR = () => Date.now() + 3_600_000;
+  const holdOf = (userId: number, ledgerId: number) => keys.reservation(userId, consoleDebitHoldId(ledgerId));
+  const inDeadlines = async (userId: number, ledgerId: number) => (await redis.zscore(keys.reservationDeadlines(), deadlineMember(userId, consoleDebitHoldId(ledgerId)))) !== null;
+
+  it('takes the debit from the mirror atomically against reservations, or refuses and holds nothing', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 1_000);
+    // Unloaded: seeded from the book of record first, as a reservation is.
+    expect(await store.holdConsoleDebit(userId, 500, 1_001, FAR())).toBe('insufficient_balance');
+    expect(await store.accountBalance(userId)).toBe(1_000);
+    expect(await redis.exists(holdOf(userId, 500))).toBe(0);
+    expect(await store.reserve({ userId, tokenId, tokenLimited: false, requestId, amount: 300, deadlineMs: FAR() })).toBe('reserved');
+    expect(await store.holdConsoleDebit(userId, 501, 701, FAR())).toBe('insufficient_balance');
+    expect(await store.holdConsoleDebit(userId, 502, 700, FAR())).toBe('held');
+    expect(await store.accountBalance(userId)).toBe(0);
+    expect(await redis.hgetall(holdOf(userId, 502))).toMatchObject({ amount: '700', hold: '1', user: String(userId) });
+    expect(await inDeadlines(userId, 502)).toBe(true);
+    // What the hold took no request reserves.
+    expect(await store.reserve({ userId, tokenId, tokenLimited: false, requestId: `${requestId}-b`, amount: 1, deadlineMs: FAR() })).toBe('insufficient_balance');
+  });
+
+  it('the mirror step consumes the hold: the debit is in the mirror once, nothing given back, however often it runs', async () => {
+    const { userId } = ids();
+    pg.account.set(userId, 1_000);
+    expect(await store.holdConsoleDebit(userId, 510, 400, FAR())).toBe('held');
+    await store.adjustAccountOnce(userId, -400, 510, 7);
+    expect(await store.accountBalance(userId)).toBe(600);
+    expect([await redis.exists(holdOf(userId, 510)), await inDeadlines(userId, 510)]).toEqual([0, false]);
+    await store.adjustAccountOnce(userId, -400, 510, 7);
+    expect(await store.accountBalance(userId)).toBe(600);
+    // The reaper afterwards finds nothing.
+    expect(await store.releaseConsoleDebit(userId, 510)).toBe(0);
+    expect(await store.accountBalance(userId)).toBe(600);
+  });
+
+  it('a rolled-back debit releases its hold once, with no log event', async () => {
+    const { userId } = ids();
+    pg.account.set(userId, 1_000);
+    const before = (await streamEvents()).length;
+    expect(await store.holdConsoleDebit(userId, 520, 400, FAR())).toBe('held');
+    expect(await store.releaseConsoleDebit(userId, 520)).toBe(400);
+    expect(await store.releaseConsoleDebit(userId, 520)).toBe(0);
+    expect(await store.accountBalance(userId)).toBe(1_000);
+    expect([await redis.exists(holdOf(userId, 520)), await inDeadlines(userId, 520)]).toEqual([0, false]);
+    expect((await streamEvents()).length).toBe(before);
+  });
+
+  it('reaper first, then the follow-up: the hold goes back with no log row, the debit is applied once', async () => {
+    const { userId } = ids();
+    pg.account.set(userId, 1_000);
+    const now = Date.now();
+    expect(await store.holdConsoleDebit(userId, 530, 400, now - 1)).toBe('held');
+    const before = (await streamEvents()).length;
+    const logged: string[] = [];
+    await store.releaseExpired(now, 1000, (r) => { logged.push(r.requestId); return '{}'; });
+    expect(logged.filter((id) => id.startsWith('console-debit:'))).toEqual([]);
+    expect((await streamEvents()).length).toBe(before + logged.length);
+    expect(await store.accountBalance(userId)).toBe(1_000);
+    expect([await redis.exists(holdOf(userId, 530)), await inDeadlines(userId, 530)]).toEqual([0, false]);
+    // The debit committed: the billing follow-up finds no hold and applies it, once.
+    await store.adjustAccountOnce(userId, -400, 530, 7);
+    await store.adjustAccountOnce(userId, -400, 530, 7);
+    expect(await store.accountBalance(userId)).toBe(600);
+  });
+
+  it('follow-up first (the console died after its commit), then the reaper: consumed once, nothing given back', async () => {
+    const { userId } = ids();
+    pg.account.set(userId, 1_000);
+    const now = Date.now();
+    expect(await store.holdConsoleDebit(userId, 540, 400, now - 1)).toBe('held');
+    // The billing worker's own store: the follow-up of the pending ledger row.
+    const worker = new QuotaStore(redis, keys, { accountQuota: async () => 0, tokenRemainQuota: async () => 0 });
+    await worker.adjustAccountOnce(userId, -400, 540, 7);
+    await worker.releaseExpired(now, 1000, () => '{}');
+    expect(await store.accountBalance(userId)).toBe(600);
+    expect(await redis.exists(holdOf(userId, 540))).toBe(0);
+  });
+
+  it('the reaper leaves a hold whose deadline is ahead', async () => {
+    const { userId } = ids();
+    pg.account.set(userId, 1_000);
+    expect(await store.holdConsoleDebit(userId, 545, 400, FAR())).toBe('held');
+    await store.releaseExpired(Date.now(), 1000, () => '{}');
+    expect(await store.accountBalance(userId)).toBe(600);
+    expect(await redis.exists(holdOf(userId, 545))).toBe(1);
+    await store.adjustAccountOnce(userId, -400, 545, 7);
+    expect(await store.accountBalance(userId)).toBe(600);
+  });
+
+  it('a mirror reseeded after the commit holds the debit: the hold is only removed', async () => {
+    const { userId } = ids();
+    let read = { quota: 1_000, creditSeq: 3 };
+    const s = new QuotaStore(redis, keys, { accountQuota: async () => 0, tokenRemainQuota: async () => 0, accountSeed: async () => read });
+    expect(await s.holdConsoleDebit(userId, 550, 400, FAR())).toBe('held');
+    // The mirror is lost; the debit commits (seq 4); a relay seeds from Postgres, which has it.
+    await redis.del(keys.accountBalance(userId));
+    read = { quota: 600, creditSeq: 4 };
+    await s.seedAccount(userId);
+    await s.adjustAccountOnce(userId, -400, 550, 4);
+    expect(await s.accountBalance(userId)).toBe(600);
+    expect(await redis.exists(holdOf(userId, 550))).toBe(0);
+    // A release of that hold, had it come first, would have given nothing back to the new mirror.
+    expect(await s.holdConsoleDebit(userId, 551, 100, FAR())).toBe('held');
+    await redis.del(keys.accountBalance(userId));
+    read = { quota: 600, creditSeq: 5 };
+    await s.seedAccount(userId);
+    expect(await s.releaseConsoleDebit(userId, 551)).toBe(0);
+    expect(await s.accountBalance(userId)).toBe(600);
+  });
+
+  it('a mirror reseeded before the commit lacks both hold and debit: the debit is applied whole', async () => {
+    const { userId } = ids();
+    let read = { quota: 1_000, creditSeq: 3 };
+    const s = new QuotaStore(redis, keys, { accountQuota: async () => 0, tokenRemainQuota: async () => 0, accountSeed: async () => read });
+    expect(await s.holdConsoleDebit(userId, 560, 400, FAR())).toBe('held');
+    // Lost; a credit of 100 commits (seq 4) and the mirror is reseeded with it, then the debit commits (seq 5).
+    await redis.del(keys.accountBalance(userId));
+    read = { quota: 1_100, creditSeq: 4 };
+    await s.seedAccount(userId);
+    await s.adjustAccountOnce(userId, -400, 560, 5);
+    expect(await s.accountBalance(userId)).toBe(700);
+  });
+
+  it('rolling upgrade: an older worker applied the debit by adjustBalanceOnce-3.lua; the new step leaves the hold to the reaper, once in all', async () => {
+    const { userId } = ids();
+    pg.account.set(userId, 1_000);
+    const now = Date.now();
+    expect(await store.holdConsoleDebit(userId, 570, 400, now - 1)).toBe('held');
+    const old = loadScriptDefs().get('adjustBalanceOnce')!;
+    await redis.eval(old.lua, 3, keys.accountBalance(userId), keys.adjustmentApplied(userId, 570), keys.accountCreditSeq(userId), -400, 60, 7);
+    expect(await store.accountBalance(userId)).toBe(200);
+    await store.adjustAccountOnce(userId, -400, 570, 7);
+    expect(await store.accountBalance(userId)).toBe(200);
+    await store.releaseExpired(now, 1000, () => '{}');
+    expect(await store.accountBalance(userId)).toBe(600);
+  });
+
+  it('accountSpendable counts a committed debit whose hold is still there as in the mirror', async () => {
+    const { userId } = ids();
+    pg.account.set(userId, 1_000);
+    expect(await store.holdConsoleDebit(userId, 580, 400, FAR())).toBe('held');
+    expect(await store.accountSpendable(userId, [{ ledgerId: 580, creditSeq: 7, delta: -400 }])).toBe(600);
+    // Another committed debit, neither held nor applied (its console died before holds existed).
+    expect(await store.accountSpendable(userId, [{ ledgerId: 580, creditSeq: 7, delta: -400 }, { ledgerId: 581, creditSeq: 8, delta: -50 }])).toBe(550);
+    await store.adjustAccountOnce(userId, -400, 580, 7);
+    expect(await store.accountSpendable(userId, [{ ledgerId: 580, creditSeq: 7, delta: -400 }])).toBe(600);
+  });
+});
+
 describe('seedBalance-2.lua', () => {
   it('refuses a seed read before a change that reached Redis while the mirror was unloaded, and reads again', async () => {
     const { userId } = ids();
@@ -755,6 +905,9 @@ describe('script registration', () => {
     expect(defs.get('settleReservations')).toMatchObject({ numberOfKeys: 8, batch: true });
     expect(defs.get('adjustBalance')).toMatchObject({ numberOfKeys: 1 });
     expect(defs.get('adjustBalanceOnce')).toMatchObject({ numberOfKeys: 3 });
+    expect(defs.get('adjustAccountOnce')).toMatchObject({ numberOfKeys: 5 });
+    expect(defs.get('holdConsoleDebit')).toMatchObject({ numberOfKeys: 4 });
+    expect(defs.get('releaseDebitHold')).toMatchObject({ numberOfKeys: 4 });
     expect(defs.get('seedBalance')).toMatchObject({ numberOfKeys: 2 });
     for (const def of defs.values()) expect(def.command).toMatch(new RegExp(`^${def.name}:[0-9a-f]{10}$`));
   });

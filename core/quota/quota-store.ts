@@ -116,6 +116,18 @@ const SETTLE_BATCH_MAX = 128;
 /** Reservations per ZADD of a heartbeat: bounds one command's size on a relay with many open requests. */
 const RENEW_BATCH = 1000;
 
+/**
+ * The request id of the hold an administrator's debit (ledger row `ledgerId`) takes from the account's
+ * mirror before its commit (holdConsoleDebit-4.lua): derived from the ledger id, so that the mirror
+ * step, the console's or the billing follow-up's, finds and consumes it (adjustAccountOnce-5.lua).
+ */
+export function consoleDebitHoldId(ledgerId: number): string {
+  return `console-debit:${ledgerId}`;
+}
+
+/** holdConsoleDebit's outcome: `held`, or refused because the mirror is below the amount. */
+export type DebitHoldOutcome = 'held' | 'insufficient_balance';
+
 /** The member of the deadline set that names a reservation (settleReservations-8n.lua ARGV 4). */
 export function deadlineMember(userId: number, requestId: string): string {
   return `${userId}:${requestId}`;
@@ -169,6 +181,9 @@ export class QuotaStore {
   readonly #settleScript: BatchScriptFn;
   readonly #adjust: ScriptFn;
   readonly #adjustOnce: ScriptFn;
+  readonly #adjustAccountOnce: ScriptFn;
+  readonly #holdDebit: ScriptFn;
+  readonly #releaseDebitHold: ScriptFn;
   readonly #seedBalance: ScriptFn;
   readonly #takeRateSlot: ScriptFn;
   readonly #keyKeys = new Map<number, KeyKeys>();
@@ -211,6 +226,9 @@ export class QuotaStore {
     this.#settleScript = resendingMoved(redis, batchScript(redis, defs.get('settleReservations')!));
     this.#adjust = bind('adjustBalance');
     this.#adjustOnce = bind('adjustBalanceOnce');
+    this.#adjustAccountOnce = bind('adjustAccountOnce');
+    this.#holdDebit = bind('holdConsoleDebit');
+    this.#releaseDebitHold = bind('releaseDebitHold');
     this.#seedBalance = bind('seedBalance');
     this.#takeRateSlot = bind('takeRateSlot');
     this.#settleDrawsScript = resendingMoved(redis, batchScript(redis, defs.get('settleSliceDraws')!));
@@ -510,7 +528,16 @@ export class QuotaStore {
       const sep = member.indexOf(':');
       const userId = Number(member.slice(0, sep));
       const requestId = member.slice(sep + 1);
-      const fields = await this.#redis.hmget(this.#keys.reservation(userId, requestId), 'token', 'amount', 'slice');
+      const fields = await this.#redis.hmget(this.#keys.reservation(userId, requestId), 'token', 'amount', 'slice', 'hold');
+      if (fields[3] === '1') {
+        // A console debit hold whose console died before its commit's outcome was known: the amount
+        // goes back unless the mirror step consumed it first (then this finds no hold); a debit that
+        // did commit is applied by the billing follow-up, which finds no hold. No log row (no request).
+        const [code] = await this.#releaseHold(userId, requestId, 'reap', nowMs);
+        if (code === QuotaScriptCode.Ok) released++;
+        else if (code === QuotaScriptCode.NoSuchReservation) await this.#redis.zrem(deadlines, member);
+        continue;
+      }
       if (fields[2] === '1') {
         // A relay's credit slice: its amount goes back, its tombstone keeps what it settled; no log row (no request).
         const k = this.#keys;
@@ -582,14 +609,65 @@ export class QuotaStore {
   /**
    * Applies the account change recorded as ledger row `ledgerId` to a loaded mirror, once however
    * often it is called (the marker outlives any retry by far), and not at all when the mirror was
-   * seeded after the change committed (`creditSeq` at most the seed's; null: a row without one).
+   * seeded after the change committed (`creditSeq` at most the seed's; null: a row without one). An
+   * administrator's debit that took a hold before its commit (holdConsoleDebit) is already in the
+   * mirror: its hold is consumed instead, with nothing given back (adjustAccountOnce-5.lua).
    */
   async adjustAccountOnce(userId: number, delta: number, ledgerId: number, creditSeq: number | null = null): Promise<void> {
     const k = this.#keys;
-    await this.#adjustOnce(
+    const holdId = consoleDebitHoldId(ledgerId);
+    await this.#adjustAccountOnce(
       k.accountBalance(userId), k.adjustmentApplied(userId, ledgerId), k.accountCreditSeq(userId),
-      delta, ADJUSTMENT_MARKER_TTL_SEC, creditSeq === null ? '' : creditSeq,
+      k.reservation(userId, holdId), k.reservationDeadlines(k.shardOf(userId)),
+      delta, ADJUSTMENT_MARKER_TTL_SEC, creditSeq === null ? '' : creditSeq, deadlineMember(userId, holdId),
     );
+  }
+
+  /**
+   * Takes a console debit hold of `amount` (> 0) from the account's mirror for ledger row `ledgerId`,
+   * atomically against every reservation and credit slice (holdConsoleDebit-4.lua), until `deadlineMs`
+   * (this store's clock). An unloaded mirror is seeded first, as reserve() does: from `committed` when
+   * given (the account's committed users.quota and credit_seq, which the caller's transaction knows
+   * under its row lock: no second Postgres connection from inside a transaction), else from Postgres.
+   * 'insufficient_balance': nothing held.
+   */
+  async holdConsoleDebit(userId: number, ledgerId: number, amount: number, deadlineMs: number, committed?: { quota: number; creditSeq: number }): Promise<DebitHoldOutcome> {
+    if (!Number.isSafeInteger(amount) || amount <= 0) throw new Error(`holdConsoleDebit: amount must be a whole number > 0, got ${amount}`);
+    const k = this.#keys;
+    const requestId = consoleDebitHoldId(ledgerId);
+    for (let attempt = 0; attempt < SEED_ATTEMPTS; attempt++) {
+      const code = Number(await this.#holdDebit(
+        k.accountBalance(userId), k.reservation(userId, requestId), k.reservationDeadlines(k.shardOf(userId)), k.accountCreditSeq(userId),
+        amount, deadlineMs, userId, deadlineMember(userId, requestId),
+      ));
+      if (code === QuotaScriptCode.Ok) return 'held';
+      if (code === QuotaScriptCode.InsufficientBalance) return 'insufficient_balance';
+      if (code !== QuotaScriptCode.BalanceNotLoaded) throw new Error(`holdConsoleDebit returned unexpected ${code}`);
+      // A seed refused as stale (a later change reached Redis: not while the caller holds the row) falls back to Postgres.
+      if (committed === undefined || attempt > 0 || Number(await this.#seedBalance(k.accountBalance(userId), k.accountCreditSeq(userId), committed.quota, committed.creditSeq)) === SEED_STALE) {
+        await this.seedAccount(userId);
+      }
+    }
+    throw new Error('holdConsoleDebit: balance mirror could not be loaded');
+  }
+
+  /**
+   * Gives a console debit hold back (its transaction rolled back): once, with no log row. Returns what
+   * went back to the mirror; 0 when there was no hold (never taken, consumed, released) or the mirror
+   * is not the one it was taken from (releaseDebitHold-4.lua).
+   */
+  async releaseConsoleDebit(userId: number, ledgerId: number): Promise<number> {
+    const [code, amount] = await this.#releaseHold(userId, consoleDebitHoldId(ledgerId), 'release', 0);
+    return code === QuotaScriptCode.Ok ? amount : 0;
+  }
+
+  async #releaseHold(userId: number, requestId: string, mode: 'release' | 'reap', nowMs: number): Promise<[number, number]> {
+    const k = this.#keys;
+    const [code, amount] = await this.#releaseDebitHold(
+      k.reservation(userId, requestId), k.accountBalance(userId), k.reservationDeadlines(k.shardOf(userId)), k.accountCreditSeq(userId),
+      mode, deadlineMember(userId, requestId), nowMs,
+    ) as [number, number];
+    return [Number(code), Number(amount)];
   }
 
   /** seedAccount for a limited key's mirror, with the tokens.quota_seq it was read with. */
@@ -640,13 +718,19 @@ export class QuotaStore {
   /**
    * The account's mirror less the committed console debits it does not hold yet (`pending`: ledger
    * rows still follow_up_pending), or null when it is not loaded. A debit is held once its change
-   * marker is set (adjustBalanceOnce-3.lua) or when the mirror was seeded from a Postgres state that
-   * had it (its credit_seq at most the seed's). Read in one MULTI: the keys share the account's slot.
+   * marker is set (adjustAccountOnce-5.lua), while its console debit hold is still there (the hold
+   * took it from the mirror before the commit: holdConsoleDebit), or when the mirror was seeded from a
+   * Postgres state that had it (its credit_seq at most the seed's). Read in one MULTI: the keys share
+   * the account's slot.
    */
   async accountSpendable(userId: number, pending: readonly { ledgerId: number; creditSeq: number | null; delta: number }[]): Promise<number | null> {
     const k = this.#keys;
     return this.#mirrorLessPending('accountSpendable', k.accountBalance(userId), k.accountCreditSeq(userId),
-      pending.map((p) => ({ marker: k.adjustmentApplied(userId, p.ledgerId), seq: p.creditSeq, delta: p.delta })));
+      pending.map((p) => ({
+        marker: k.adjustmentApplied(userId, p.ledgerId), seq: p.creditSeq, delta: p.delta,
+        // A debit whose hold is still there (committed, its mirror step not run yet) is in the mirror.
+        hold: p.delta < 0 ? k.reservation(userId, consoleDebitHoldId(p.ledgerId)) : undefined,
+      })));
   }
 
   /**
@@ -666,16 +750,20 @@ export class QuotaStore {
    * whose sequence (null: none) is above the one the mirror was seeded at. Null when the mirror is not
    * loaded. The keys share one slot (an account's hash tag): one MULTI.
    */
-  async #mirrorLessPending(label: string, mirrorKey: string, seqKey: string, pending: readonly { marker: string; seq: number | null; delta: number }[]): Promise<number | null> {
+  async #mirrorLessPending(label: string, mirrorKey: string, seqKey: string, pending: readonly { marker: string; seq: number | null; delta: number; hold?: string | undefined }[]): Promise<number | null> {
     const multi = this.#redis.multi().get(mirrorKey).get(seqKey);
-    for (const p of pending) multi.exists(p.marker);
+    // One EXISTS per change: its marker, or its hold (a hash `hold` field) where it may have one.
+    for (const p of pending) {
+      if (p.hold === undefined) multi.exists(p.marker);
+      else multi.exists(p.marker, p.hold);
+    }
     const replies = await execOrThrow(multi, label);
     const value = replies[0]![1] as string | null;
     if (value === null) return null;
     const seededSeq = Number((replies[1]![1] as string | null) ?? -1);
     let missing = 0;
     pending.forEach((p, i) => {
-      const held = replies[2 + i]![1] === 1 || (p.seq !== null && p.seq <= seededSeq);
+      const held = Number(replies[2 + i]![1]) > 0 || (p.seq !== null && p.seq <= seededSeq);
       if (!held) missing += p.delta;
     });
     return Number(value) + missing;
