@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   billingSettled, consoleCall, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack,
 } from '../../tests/harness/gateway-stack.js';
+import { consoleDebitHoldId } from '../../core/quota/quota-store.js';
 
 // ratio 0.125, completion 5: "hi" with max_tokens 64 reserves 41 (40.25 rounded up) and costs 40.
 const MODEL = 'claude-3-haiku-20240307';
@@ -41,8 +42,14 @@ async function audit(userId: number): Promise<{ quota: number; mirror: number | 
   for (let s = 0; s < stack.keys.streamShards; s++) {
     for (const m of await stack.redis.zrange(stack.keys.reservationDeadlines(s), '0', '-1')) if (m.startsWith(`${userId}:`)) deadlines.push(m);
   }
-  const pattern = stack.keys.reservation(userId, '*');
-  const hashes = await stack.redis.keys(pattern);
+  // Each debit's hold by its own key (routed to its slot's node on a Redis Cluster, where KEYS would
+  // ask one node only).
+  const debits = await stack.sql<{ id: number }[]>`SELECT id FROM ledger WHERE user_id = ${userId} AND type = 3 AND quota_delta < 0`;
+  const hashes: string[] = [];
+  for (const { id } of debits) {
+    const hold = stack.keys.reservation(userId, consoleDebitHoldId(Number(id)));
+    if (await stack.redis.exists(hold)) hashes.push(hold);
+  }
   return {
     quota: Number(u!.quota), used: Number(u!.used_quota), manage: Number(l!.manage), billed: Number(l!.billed),
     mirror: await stack.quota.accountBalance(userId), held: [...deadlines, ...hashes],
