@@ -5,7 +5,11 @@
 //   - webhook: the provider POSTs the event JSON with the header
 //       Cardpay-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(webhook secret, "<t>.<raw body>")>
 //     (`Stripe-Signature` is accepted too). A `checkout.session.completed` event whose session is
-//     paid names the order in client_reference_id (and metadata.trade_no).
+//     paid names the order in client_reference_id (and metadata.trade_no). A delayed payment method
+//     (bank debits, vouchers: the session does not restrict payment_method_types) completes the
+//     session with payment_status `unpaid` and later sends `checkout.session.async_payment_succeeded`
+//     (session paid) or `checkout.session.async_payment_failed`; each event's data.object is the
+//     checkout session.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { request } from 'undici';
 
@@ -123,6 +127,13 @@ export async function createCheckoutSession(
   if (typeof body.id !== 'string' || typeof body.url !== 'string') throw new Error('card provider answered without id and url');
   return { id: body.id, url: body.url };
 }
+
+/** The event types the webhook acts on (CardpayEvent.type); any other is acknowledged and ignored. */
+export const CARDPAY_EVENT = {
+  completed: 'checkout.session.completed',
+  asyncPaymentSucceeded: 'checkout.session.async_payment_succeeded',
+  asyncPaymentFailed: 'checkout.session.async_payment_failed',
+} as const;
 
 export interface CardpayEvent {
   id: string;

@@ -29,10 +29,12 @@ export interface TopupRow {
   create_time: number;
   complete_time: number;
   provider_trade_no: string;
+  /** Card orders: the currency the checkout session was created in (migration 024); null otherwise and before 024. */
+  currency: string | null;
 }
 
-/** The contract's Top-up order: the row without the provider's reference, `money` a number. */
-export type TopupOrder = Omit<TopupRow, 'money' | 'provider_trade_no'> & { money: number };
+/** The contract's Top-up order: the row without the provider's reference and currency, `money` a number. */
+export type TopupOrder = Omit<TopupRow, 'money' | 'provider_trade_no' | 'currency'> & { money: number };
 
 export function toTopupOrder(r: TopupRow): TopupOrder {
   return {
@@ -77,7 +79,7 @@ export const PENDING_ORDER_WINDOW_SEC = 3600;
 /** A new pending order; RATE_LIMITED (429, with Retry-After) when the account has too many unpaid ones. */
 export async function createPendingOrder(
   sql: Sql,
-  o: { userId: number; amount: number; money: number; method: string; provider: PaymentProvider; now: number },
+  o: { userId: number; amount: number; money: number; method: string; provider: PaymentProvider; now: number; currency?: string },
 ): Promise<TopupRow> {
   return sql.begin(async (tx) => {
     // The count and the insert of an account's parallel requests do not interleave: 15 at once open 10.
@@ -94,12 +96,27 @@ export async function createPendingOrder(
         { retryAfterSec });
     }
     const [row] = await tx<TopupRow[]>`
-      INSERT INTO topups (user_id, amount, money, trade_no, payment_method, payment_provider, status, create_time)
+      INSERT INTO topups (user_id, amount, money, trade_no, payment_method, payment_provider, status, create_time, currency)
       VALUES (${o.userId}, ${o.amount}, ${o.money.toFixed(2)}, ${newTradeNo(o.userId)}, ${o.method}, ${o.provider},
-              'pending', ${o.now})
+              'pending', ${o.now}, ${o.currency ?? null})
       RETURNING *`;
     return row!;
   });
+}
+
+/**
+ * Ends an unpaid order of `provider` whose payment the provider reports as failed (the card provider's
+ * checkout.session.async_payment_failed): `pending` → `expired`, as an order left unpaid for a day, so
+ * that it no longer counts toward PENDING_ORDERS_PER_WINDOW. Nothing is credited, and a paid or
+ * already expired order is left as it is. `expired` (not a status of its own) keeps the contract's
+ * statuses; should the provider confirm a payment for it after all, it completes once like any expired
+ * order. True when an order was ended.
+ */
+export async function failPendingOrder(sql: Sql, tradeNo: string, provider: PaymentProvider): Promise<boolean> {
+  const rows = await sql`
+    UPDATE topups SET status = 'expired' WHERE trade_no = ${tradeNo} AND payment_provider = ${provider} AND status = 'pending'
+    RETURNING id`;
+  return rows.length > 0;
 }
 
 /** Statuses a confirmed payment completes: `expired` too (see the top of this file). */

@@ -63,10 +63,16 @@ export async function loadTopupSettings(db: Db): Promise<TopupSettings> {
   };
 }
 
-/** Minimum of one QR-code method: its own min_topup when set, else MinTopUp. */
+/**
+ * Minimum of one QR-code method: the larger of MinTopUp and its own min_topup (when set). A method's
+ * minimum may raise MinTopUp, never lower it: MinTopUp is the contract's top-level min_topup, the least
+ * that POST /api/user/amount prices, and the web console's methodMinimum (console-web/src/pages/topup.tsx)
+ * reads the two the same way. Taking the method's own alone let POST /api/user/pay open an order below
+ * MinTopUp.
+ */
 export function methodMinimum(s: TopupSettings, m: PayMethod): number {
   const own = m.min_topup === undefined || m.min_topup === '' ? NaN : Number(m.min_topup);
-  return Number.isFinite(own) && own > 0 ? Math.ceil(own) : s.minTopUp;
+  return Math.max(s.minTopUp, Number.isFinite(own) && own > 0 ? Math.ceil(own) : 0);
 }
 
 /** The contract's Top-up configuration. */

@@ -349,6 +349,170 @@ describe('card payment (cardpay webhook)', () => {
   });
 });
 
+describe('card payment by a delayed method (async_payment_succeeded / async_payment_failed)', () => {
+  /** A signed event of `type` carrying the sandbox session, its payment_status set. */
+  async function sendEvent(type: string, sessionId: string, paymentStatus: 'paid' | 'unpaid') {
+    const { deliveries: _d, success_url: _s, cancel_url: _c, ...session } = card.sessions.get(sessionId)!;
+    const body = JSON.stringify({ id: `evt_${type}_${sessionId}`, object: 'event', type, data: { object: { ...session, payment_status: paymentStatus } } });
+    const res = await request(`${base}/api/cardpay/webhook`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'cardpay-signature': cardpaySandboxSignature(CARD.webhookSecret, Math.floor(Date.now() / 1000), body) },
+      body,
+    });
+    return { status: res.statusCode, body: await res.body.json() as { success: boolean; message: string; data?: { credited: boolean } } };
+  }
+  const startCard = async (user: TestAccount, amount: number) => {
+    const res = await inject('POST', '/api/user/cardpay/pay', user, { amount });
+    expect(res.statusCode, res.body).toBe(200);
+    const { pay_link: link, trade_no: tradeNo } = res.json().data as { pay_link: string; trade_no: string };
+    return { tradeNo, sessionId: link.split('/').pop()! };
+  };
+
+  it('acknowledges the unpaid completed event, then credits async_payment_succeeded once', async () => {
+    const user = await h.account();
+    const { tradeNo, sessionId } = await startCard(user, 10);
+    const unpaid = await sendEvent('checkout.session.completed', sessionId, 'unpaid');
+    expect(unpaid).toEqual({ status: 200, body: { success: true, message: '', data: { received: true, credited: false } } });
+    expect(await quotaOf(user.user.id)).toBe(0);
+    expect(await order(tradeNo)).toMatchObject({ status: 'pending' });
+
+    const succeeded = await sendEvent('checkout.session.async_payment_succeeded', sessionId, 'paid');
+    expect(succeeded).toEqual({ status: 200, body: { success: true, message: '', data: { received: true, credited: true } } });
+    expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+    expect(await order(tradeNo)).toMatchObject({ status: 'success' });
+
+    // Repeats of either event, concurrent, credit nothing more (same order, same ledger id).
+    const again = await Promise.all([
+      ...Array.from({ length: 3 }, () => sendEvent('checkout.session.async_payment_succeeded', sessionId, 'paid')),
+      ...Array.from({ length: 3 }, () => sendEvent('checkout.session.completed', sessionId, 'paid')),
+    ]);
+    expect(again.every((r) => r.status === 200 && r.body.data?.credited === false)).toBe(true);
+    expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+    expect(await ledgerRows(tradeNo)).toHaveLength(1);
+    // A failure notice arriving after the success changes nothing.
+    expect((await sendEvent('checkout.session.async_payment_failed', sessionId, 'unpaid')).status).toBe(200);
+    expect(await order(tradeNo)).toMatchObject({ status: 'success' });
+  });
+
+  it('checks async_payment_succeeded as a paid completed event: amount and currency of the order', async () => {
+    const user = await h.account();
+    const { tradeNo, sessionId } = await startCard(user, 10);
+    const session = card.sessions.get(sessionId)!;
+    session.amount_total = 1;
+    const cheap = await sendEvent('checkout.session.async_payment_succeeded', sessionId, 'paid');
+    expect(cheap.status).toBe(400);
+    expect(cheap.body.message).toMatch(/does not match order/);
+    session.amount_total = 1000;
+    // An unpaid async_payment_succeeded (no such event from the provider) credits nothing.
+    expect((await sendEvent('checkout.session.async_payment_succeeded', sessionId, 'unpaid')).body.data).toEqual({ received: true, credited: false });
+    expect(await quotaOf(user.user.id)).toBe(0);
+    expect(await order(tradeNo)).toMatchObject({ status: 'pending' });
+  });
+
+  it('async_payment_failed ends the order unpaid (expired, out of the unpaid-order cap) and credits nothing', async () => {
+    const user = await h.account();
+    const { tradeNo, sessionId } = await startCard(user, 10);
+    expect((await sendEvent('checkout.session.completed', sessionId, 'unpaid')).status).toBe(200);
+    const failed = await sendEvent('checkout.session.async_payment_failed', sessionId, 'unpaid');
+    expect(failed).toEqual({ status: 200, body: { success: true, message: '', data: { received: true, credited: false } } });
+    expect(await order(tradeNo)).toMatchObject({ status: 'expired', complete_time: 0 });
+    expect(await quotaOf(user.user.id)).toBe(0);
+    expect(await ledgerRows(tradeNo)).toHaveLength(0);
+    // Repeated: still acknowledged, still nothing. An epay order named by a card event is not touched.
+    expect((await sendEvent('checkout.session.async_payment_failed', sessionId, 'unpaid')).status).toBe(200);
+    const pay = await startEpayPayment(user, 10);
+    card.sessions.get(sessionId)!.client_reference_id = pay.params.out_trade_no!;
+    expect((await sendEvent('checkout.session.async_payment_failed', sessionId, 'unpaid')).status).toBe(200);
+    expect(await order(pay.params.out_trade_no!)).toMatchObject({ status: 'pending' });
+  });
+});
+
+describe('card orders keep the currency they were created in', () => {
+  const setOption = async (key: string, value: string) => {
+    const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
+    expect(res.statusCode, res.body).toBe(200);
+  };
+
+  it('credits an order paid in its own currency after CardpayCurrency changed, and refuses the new currency for it', async () => {
+    const user = await h.account();
+    await setOption('CardpayCurrency', 'eur');
+    try {
+      const res = await inject('POST', '/api/user/cardpay/pay', user, { amount: 10 });
+      expect(res.statusCode, res.body).toBe(200);
+      const { pay_link: link, trade_no: tradeNo } = res.json().data as { pay_link: string; trade_no: string };
+      const sessionId = link.split('/').pop()!;
+      expect(card.sessions.get(sessionId)).toMatchObject({ amount_total: 1000, currency: 'eur' });
+      const [row] = await h.sql<{ currency: string | null }[]>`SELECT currency FROM topups WHERE trade_no = ${tradeNo}`;
+      expect(row!.currency).toBe('eur');
+      await setOption('CardpayCurrency', 'jpy');
+
+      // The option's currency now is not the order's: an event in it is a mismatch.
+      const session = card.sessions.get(sessionId)!;
+      session.payment_status = 'paid';
+      session.currency = 'jpy';
+      const wrong = await card.deliver(sessionId);
+      expect(wrong.status).toBe(400);
+      expect(JSON.parse(wrong.body)).toEqual({ success: false, message: 'currency jpy is not eur' });
+      expect(await quotaOf(user.user.id)).toBe(0);
+
+      // Paid in eur, as the session was made: credited once (1000 minor units of eur, not 1000 yen).
+      session.currency = 'eur';
+      const paid = await card.deliver(sessionId);
+      expect(paid.status, paid.body).toBe(200);
+      expect(JSON.parse(paid.body).data).toEqual({ received: true, credited: true });
+      expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+      expect(await order(tradeNo)).toMatchObject({ status: 'success' });
+    } finally {
+      await setOption('CardpayCurrency', 'usd');
+    }
+  });
+
+  it('checks an order stored before the currency column (null) against CardpayCurrency', async () => {
+    const user = await h.account();
+    const { pay_link: link, trade_no: tradeNo } = (await inject('POST', '/api/user/cardpay/pay', user, { amount: 10 })).json().data as { pay_link: string; trade_no: string };
+    await h.sql`UPDATE topups SET currency = NULL WHERE trade_no = ${tradeNo}`;
+    const sessionId = link.split('/').pop()!;
+    const session = card.sessions.get(sessionId)!;
+    session.payment_status = 'paid';
+    session.currency = 'eur';
+    expect(JSON.parse((await card.deliver(sessionId)).body).message).toBe('currency eur is not usd');
+    session.currency = 'usd';
+    expect((await card.deliver(sessionId)).status).toBe(200);
+    expect(await quotaOf(user.user.id)).toBe(10 * 500_000);
+  });
+});
+
+describe('QR-code minimum: MinTopUp and the method\'s own min_topup', () => {
+  it('refuses below the larger of the two on /api/user/pay, as /api/user/amount and the top-up info say', async () => {
+    const [saved] = await h.sql<{ value: string }[]>`SELECT value FROM options WHERE key = 'PayMethods'`;
+    const put = async (key: string, value: unknown) => {
+      const res = await h.app.inject({ method: 'PUT', url: '/api/option/', headers: root.auth, payload: { key, value } });
+      expect(res.statusCode, res.body).toBe(200);
+    };
+    await put('MinTopUp', 10);
+    await put('PayMethods', [{ name: 'A', type: 'alipay', color: '', min_topup: '1' }, { name: 'W', type: 'wxpay', color: '', min_topup: '50' }]);
+    try {
+      const user = await h.account();
+      const amount5 = await inject('POST', '/api/user/amount', user, { amount: 5 });
+      expect(amount5.json()).toEqual({ success: false, message: 'amount: must be at least 10 (the minimum top-up)' });
+      const pay5 = await inject('POST', '/api/user/pay', user, { amount: 5, payment_method: 'alipay' });
+      expect(pay5.statusCode).toBe(400);
+      expect(pay5.json()).toEqual({ success: false, message: 'amount: must be at least 10 (the minimum top-up)' });
+      expect((await inject('POST', '/api/user/pay', user, { amount: 10, payment_method: 'alipay' })).statusCode).toBe(200);
+      const pay20w = await inject('POST', '/api/user/pay', user, { amount: 20, payment_method: 'wxpay' });
+      expect(pay20w.json()).toEqual({ success: false, message: 'amount: must be at least 50 (the minimum top-up)' });
+      const info = (await inject('GET', '/api/user/topup/info', user)).json().data;
+      expect(info.min_topup).toBe(10);
+      expect(info.pay_methods.map((m: { min_topup: string }) => m.min_topup)).toEqual(['10', '50']);
+      expect(await h.sql`SELECT id FROM topups WHERE user_id = ${user.user.id}`).toHaveLength(1);
+    } finally {
+      await put('MinTopUp', 1);
+      if (saved) await h.sql`UPDATE options SET value = ${saved.value} WHERE key = 'PayMethods'`;
+      else await h.sql`DELETE FROM options WHERE key = 'PayMethods'`;
+    }
+  });
+});
+
 describe('unpaid orders: the per-account cap and expiry', () => {
   const HOUR = 3600;
   const ordersOf = async (userId: number) => Number((await h.sql<{ n: number }[]>`

@@ -14,11 +14,11 @@ import { ConsoleError } from '../http/errors.js';
 import { epayPayDataSchema, pageOf, topupInfoSchema, topupOrderSchema } from '../http/schemas.js';
 import { assertSafeInput, containsPattern, pageQuery, paging, queryInt, queryString } from '../http/validation.js';
 import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
-import { type CardpayEvent, cardpayVerify, createCheckoutSession, minorUnitsOf, priceDecimalsOf } from '../payments/cardpay.js';
+import { CARDPAY_EVENT, type CardpayEvent, cardpayVerify, createCheckoutSession, minorUnitsOf, priceDecimalsOf } from '../payments/cardpay.js';
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
 import { centsOfDecimal, centsOfMinorUnits } from '../payments/paid-amount.js';
 import { isPayableMoney, MAX_ORDER_MONEY, MAX_TOPUP_AMOUNT, priceOf, quotaOf } from '../payments/pricing.js';
-import { completeOrder, createPendingOrder, isPayable, isTradeNo, PENDING_ORDERS_PER_WINDOW, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
+import { completeOrder, createPendingOrder, failPendingOrder, isPayable, isTradeNo, PENDING_ORDERS_PER_WINDOW, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
 import { loadTopupSettings, methodMinimum, type TopupSettings, topupInfo } from '../payments/topup-settings.js';
 
 /** Units of 1 US dollar; at most MAX_TOPUP_AMOUNT, which the unit price bounds are computed from. */
@@ -299,6 +299,8 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     if (money < 0.01) throw new ConsoleError('VALIDATION_FAILED', 'amount: the price of this quantity is below 0.01');
     const order = await createPendingOrder(sql, {
       userId: Number(user.id), amount: body.amount, money, method: 'card', provider: 'cardpay', now: ctx.now(),
+      // The webhook is checked against this, not against CardpayCurrency then (which may have changed).
+      currency: s.cardpay.currency,
     });
     let session: { id: string; url: string };
     try {
@@ -323,8 +325,10 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'POST', path: '/api/cardpay/webhook', tag: 'payment callbacks', access: 'provider', bodyMode: 'raw',
     data: z.object({ received: z.boolean(), credited: z.boolean() }),
     summary: 'Card provider webhook: signed event (Cardpay-Signature or Stripe-Signature: t=..,v1=HMAC-SHA256)',
-    description: 'checkout.session.completed with payment_status paid completes the order named by client_reference_id ' +
-      '(or metadata.trade_no) and credits it once; other events are acknowledged and ignored.',
+    description: 'checkout.session.completed or checkout.session.async_payment_succeeded (a delayed payment method) with ' +
+      'payment_status paid completes the order named by client_reference_id (or metadata.trade_no) and credits it once, ' +
+      'checked against the amount and currency the order was created with; checkout.session.async_payment_failed ends a ' +
+      'pending order as expired (nothing credited); other events, and a completed session still unpaid, are acknowledged and ignored.',
     errors: ['INVALID_SIGNATURE', 'PAYMENT_MISMATCH', 'NOT_FOUND'],
   }, async ({ request }) => {
     const raw = typeof request.body === 'string' ? request.body : '';
@@ -343,20 +347,37 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     // The raw body skipped Api.route's input guard (its bytes are signed); the parsed event gets it here.
     assertSafeInput(event, 'body');
     const session = event?.data?.object;
-    if (event?.type !== 'checkout.session.completed' || !session || session.payment_status !== 'paid') {
+    const named: unknown = session?.client_reference_id || session?.metadata?.trade_no;
+    if (event?.type === CARDPAY_EVENT.asyncPaymentFailed) {
+      // The delayed payment (a bank debit, a voucher) did not go through: the order ends unpaid.
+      if (isTradeNo(named) && await failPendingOrder(sql, named, 'cardpay')) {
+        request.log.info({ trade_no: named }, 'card payment failed at the provider: order expired unpaid');
+      }
       return ok({ received: true, credited: false });
     }
-    const named: unknown = session.client_reference_id || session.metadata?.trade_no;
+    // A delayed payment method completes the session unpaid, then sends async_payment_succeeded when the
+    // money arrived: both credit the same order once (completeOrder, ledger id topup:<trade_no>).
+    if ((event?.type !== CARDPAY_EVENT.completed && event?.type !== CARDPAY_EVENT.asyncPaymentSucceeded)
+      || !session || session.payment_status !== 'paid') {
+      return ok({ received: true, credited: false });
+    }
+    // The currency the order was created in (migration 024); an order from before it has none stored
+    // and is checked against CardpayCurrency, as it was then. Read before the completion's row lock: a
+    // row's currency is never changed.
+    const [stored] = isTradeNo(named)
+      ? await sql<{ currency: string | null }[]>`SELECT currency FROM topups WHERE trade_no = ${named} AND payment_provider = 'cardpay'`
+      : [];
+    const currency = stored?.currency ?? s.cardpay.currency;
     // An event without a currency is a mismatch too: the amount means nothing without its currency.
-    if (typeof session.currency !== 'string' || session.currency.toLowerCase() !== s.cardpay.currency) {
-      throw new ConsoleError('PAYMENT_MISMATCH', `currency ${typeof session.currency === 'string' ? session.currency : '(none)'} is not ${s.cardpay.currency}`);
+    if (typeof session.currency !== 'string' || session.currency.toLowerCase() !== currency) {
+      throw new ConsoleError('PAYMENT_MISMATCH', `currency ${typeof session.currency === 'string' ? session.currency : '(none)'} is not ${currency}`);
     }
     if (!isTradeNo(named)) throw new ConsoleError('NOT_FOUND', 'order not found: the event names no trade number of this console');
     const tradeNo = named;
     const result = await completeOrder(ctx, {
       tradeNo,
       provider: 'cardpay',
-      paidCents: centsOfMinorUnits(session.amount_total, minorUnitsOf(s.cardpay.currency)),
+      paidCents: centsOfMinorUnits(session.amount_total, minorUnitsOf(currency)),
       paidText: JSON.stringify(session.amount_total ?? null),
       // Only a reference for the records: a session id that is not a string is not stored.
       providerRef: typeof session.id === 'string' ? session.id : '',
