@@ -837,7 +837,7 @@ class Exchange {
       return chat && chat.stream_options?.include_usage !== true ? new ChatUsageFilter() : null;
     }
     if (this.protocol === 'openai') return new AnthropicToChatStream(this.body!.model, this.chat!.stream_options?.include_usage === true);
-    return new ChatToAnthropicStream(this.body!.model);
+    return new ChatToAnthropicStream(this.body!.model, this.body!.stop_sequences);
   }
 
   /** A JSON answer in the client's protocol; null when it cannot be read. */
@@ -847,7 +847,7 @@ class Exchange {
     // JSON.stringify can go, which JSON.parse took) is an answer the relay cannot read, not a crash,
     // which settled a generated answer at 0.
     try {
-      return this.protocol === 'openai' ? messageToChat(buf, this.body!.model) : chatToMessage(buf, this.body!.model);
+      return this.protocol === 'openai' ? messageToChat(buf, this.body!.model) : chatToMessage(buf, this.body!.model, this.body!.stop_sequences);
     } catch (err) {
       this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: (err as Error).message }, 'provider answer could not be converted');
       return null;

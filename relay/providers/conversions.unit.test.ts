@@ -2,6 +2,7 @@
 // the stream rewriters and meter fed the providers' real streams (the mocks' wire formats) cut at
 // every byte: what comes out never depends on where the network split the stream.
 import { getHeapStatistics } from 'node:v8';
+import { MessageStream } from '@anthropic-ai/sdk/lib/MessageStream';
 import { describe, expect, it } from 'vitest';
 import { messageUsage, streamHead, streamTail, DELTA_EVENT, toolUseStream } from '../../bench/mock-upstream/wire-format.js';
 import type { ChatRequest } from '../chat-completions/chat-request.js';
@@ -15,7 +16,7 @@ import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
 import { ChatStreamMeter, textOfChatBody } from './openai/chat-usage.js';
 import { textOfMessageBody } from '../messages/message-usage.js';
 import { messagesToChat } from './openai/from-messages.js';
-import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from './openai/to-messages.js';
+import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter, MAX_HELD_ARGUMENTS } from './openai/to-messages.js';
 import { chunksAsCompletion, eventsAsMessage } from '../stream/stream-as-answer.js';
 
 /** Feeds `whole` in pieces of `size` bytes; returns what the rewriter wrote. */
@@ -772,5 +773,257 @@ describe('an event whose data lines never end, through a conversion', () => {
     const out = conv.push(Buffer.from(`data: {"choices":[{"index":0,\ndata: "delta":{"content":"${'y'.repeat(200_000)}"}}]}\n\n`));
     expect(conv.failure ?? null).toBeNull();
     expect(out).toContain('y'.repeat(200_000));
+  });
+});
+
+/** A converted Anthropic stream's events: `event` name and parsed data. */
+function anthropicEvents(sse: string): Array<{ event: string; data: Record<string, unknown> }> {
+  return sse.split('\n\n').filter((e) => e !== '').map((e) => ({ event: e.split('\n')[0]!.slice(7), data: JSON.parse(e.split('\n')[1]!.slice(6)) as Record<string, unknown> }));
+}
+
+/** The data of each SSE event as the newline-delimited JSON the Anthropic SDK's MessageStream.fromReadableStream reads. */
+function asJsonLines(sse: string): ReadableStream<Uint8Array> {
+  const bytes = new TextEncoder().encode(anthropicEvents(sse).map((e) => `${JSON.stringify(e.data)}\n`).join(''));
+  return new ReadableStream({ start(c) { c.enqueue(bytes); c.close(); } });
+}
+
+/**
+ * What the Anthropic SDK needs of a stream, checked event by event: message_start first, one block
+ * open at a time with indices 0, 1, … in order, deltas to the open block only, a tool_use block with
+ * its id and name at its start and arguments that parse, nothing after message_stop or error.
+ */
+function expectValidAnthropicStream(sse: string): void {
+  const events = anthropicEvents(sse);
+  expect(events[0]?.event).toBe('message_start');
+  let open = -1;
+  let next = 0;
+  let json = '';
+  let tool = false;
+  for (let i = 1; i < events.length; i++) {
+    const { event, data } = events[i]!;
+    if (event === 'error' || event === 'message_stop') {
+      expect(i, 'nothing after the stream\'s end').toBe(events.length - 1);
+      break;
+    }
+    if (event === 'content_block_start') {
+      expect(open, 'a block opened while another is open').toBe(-1);
+      expect(data.index).toBe(next);
+      open = next++;
+      const block = data.content_block as Record<string, unknown>;
+      tool = block.type === 'tool_use';
+      if (tool) {
+        expect(typeof block.id === 'string' && block.id !== '', 'tool_use id').toBe(true);
+        expect(typeof block.name === 'string' && block.name !== '', 'tool_use name').toBe(true);
+      }
+      json = '';
+    } else if (event === 'content_block_delta') {
+      expect(data.index).toBe(open);
+      const delta = data.delta as Record<string, unknown>;
+      if (delta.type === 'input_json_delta') json += delta.partial_json as string;
+    } else if (event === 'content_block_stop') {
+      expect(data.index).toBe(open);
+      if (tool && json !== '') expect(() => JSON.parse(json), json).not.toThrow();
+      open = -1;
+    } else if (event === 'message_delta') {
+      expect(open, 'message_delta with a block open').toBe(-1);
+    }
+  }
+}
+
+// Chat Completions tags each tool-call delta with its `index` so that calls may interleave. Before: a
+// delta for a call other than the open block's opened a new block, even for a call whose block was
+// closed: `{"a":` / `{"b":` / `1}` / `2}` made 4 blocks, two without id nor name, and the SDK threw
+// "Unexpected non-whitespace character after JSON". Now every call is kept by its index; the
+// arguments of a call that is not the open block are held and written when its block opens.
+describe('ChatToAnthropicStream: interleaved tool calls', () => {
+  const tc = (index: number, args: string, id?: string, name?: string) =>
+    chatChunk({ tool_calls: [{ index, ...(id ? { id, type: 'function' } : {}), function: { ...(name ? { name } : {}), arguments: args } }] });
+  const streamOf = (...chunks: string[]) => Buffer.from(chatChunk({ role: 'assistant', content: null }) + chunks.join('') + chatUsage + 'data: [DONE]\n\n');
+  const interleaved = streamOf(tc(0, '{"a":', 'call_a', 'f'), tc(1, '{"b":', 'call_b', 'g'), tc(0, '1}'), tc(1, '2}'), chatChunk({}, 'tool_calls'));
+  const AB = [
+    { type: 'tool_use', id: 'call_a', name: 'f', input: { a: 1 } },
+    { type: 'tool_use', id: 'call_b', name: 'g', input: { b: 2 } },
+  ];
+
+  it.each(SIZES)('two calls interleaved by index are two whole tool_use blocks (chunks of %i bytes)', (size) => {
+    const out = feed(new ChatToAnthropicStream('m'), interleaved, size);
+    expectValidAnthropicStream(out);
+    const message = eventsAsMessage(Buffer.from(out))!.answer;
+    expect(message.content).toEqual(AB);
+    expect(message.stop_reason).toBe('tool_use');
+  });
+
+  it('the Anthropic SDK assembles them (finalMessage threw on the 4 blocks)', async () => {
+    const out = feed(new ChatToAnthropicStream('m'), interleaved, 100_000);
+    const final = await MessageStream.fromReadableStream(asJsonLines(out)).finalMessage();
+    expect(final.content).toEqual(AB);
+  });
+
+  it('three calls, text and a name stated late, all interleaved: every argument byte arrives once, in its own block', async () => {
+    const stream = streamOf(
+      chatChunk({ content: 'Checking.' }),
+      tc(0, '{"q":"x', 'call_0', 'f'),
+      tc(1, '', 'call_1'), tc(1, '', undefined, 'g'),
+      chatChunk({ content: ' One moment.' }),
+      tc(2, '{"r":[1,', 'call_2', 'h'),
+      tc(1, '{"s":"}{\\"'),
+      tc(0, 'y"}'),
+      tc(2, '2]}'),
+      tc(1, '"}'),
+      chatChunk({}, 'tool_calls'),
+    );
+    for (const size of SIZES) {
+      const out = feed(new ChatToAnthropicStream('m'), stream, size);
+      expectValidAnthropicStream(out);
+      const final = await MessageStream.fromReadableStream(asJsonLines(out)).finalMessage();
+      expect(final.content).toEqual([
+        { type: 'text', text: 'Checking.', citations: null },
+        { type: 'tool_use', id: 'call_0', name: 'f', input: { q: 'xy' } },
+        { type: 'tool_use', id: 'call_1', name: 'g', input: { s: '}{"' } },
+        { type: 'text', text: ' One moment.', citations: null },
+        { type: 'tool_use', id: 'call_2', name: 'h', input: { r: [1, 2] } },
+      ].map((b) => (b.type === 'text' ? expect.objectContaining({ type: 'text', text: b.text }) : b)));
+      expect(final.stop_reason).toBe('tool_use');
+    }
+  });
+
+  it('calls one after the other still stream: the next call\'s block opens with its first delta once the open call\'s arguments are whole', () => {
+    const conv = new ChatToAnthropicStream('m');
+    let out = conv.push(Buffer.from(chatChunk({ role: 'assistant', content: null }) + tc(0, '{"a":', 'call_a', 'f')));
+    expect(out).toContain('"partial_json":"{\\"a\\":"');
+    out = conv.push(Buffer.from(tc(0, '1}') + tc(1, '{"b":', 'call_b', 'g')));
+    expect(anthropicEvents(out).map((e) => e.event)).toEqual(['content_block_delta', 'content_block_stop', 'content_block_start', 'content_block_delta']);
+    expect(out).toContain('"partial_json":"{\\"b\\":"');
+  });
+
+  it('a stream cut while a call is held: no half block written; the meter, which reads the provider\'s bytes, counts every argument once', () => {
+    const cut = Buffer.from(chatChunk({ role: 'assistant', content: null }) + tc(0, '{"a":', 'call_a', 'f') + tc(1, '{"b":', 'call_b', 'g') + tc(1, '2}') + tc(0, '1'));
+    const out = new ChatToAnthropicStream('m').push(cut);
+    expect(out).not.toContain('call_b');
+    expectValidAnthropicStream(out + 'event: message_stop\ndata: {"type":"message_stop"}\n\n');
+    for (const size of SIZES) {
+      const delivered: string[] = [];
+      const meter = new ChatStreamMeter({ pushDelta: () => {}, pushText: (buf, start, end) => delivered.push(JSON.parse(`"${buf.toString('utf8', start, end)}"`) as string) });
+      for (let i = 0; i < cut.length; i += size) meter.push(cut.subarray(i, i + size));
+      expect(delivered.join('')).toBe('{"a":{"b":2}1');
+    }
+  });
+
+  it('holds a bounded amount: past MAX_HELD_ARGUMENTS the conversion fails, as an endless event does', () => {
+    const conv = new ChatToAnthropicStream('m');
+    conv.push(Buffer.from(chatChunk({ role: 'assistant', content: null }) + tc(0, '{"a":', 'call_a', 'f') + tc(1, '{"b":"', 'call_b', 'g')));
+    const piece = Buffer.from(tc(1, 'x'.repeat(64 * 1024)));
+    let sent = 0;
+    while (conv.failure === null && sent <= MAX_HELD_ARGUMENTS + piece.length) {
+      conv.push(piece);
+      sent += 64 * 1024;
+    }
+    expect(conv.failure).toBeInstanceOf(Error);
+    expect(sent).toBeGreaterThan(MAX_HELD_ARGUMENTS - 64 * 1024);
+  });
+});
+
+// Before: the error event was followed, at the provider's [DONE], by content_block_stop, a
+// message_delta saying end_turn and message_stop: a raw client read a normally completed message.
+describe('ChatToAnthropicStream: nothing after an error event', () => {
+  it('an error chunk mid-stream ends the converted stream: [DONE] and any later chunk write nothing', () => {
+    const conv = new ChatToAnthropicStream('m');
+    let out = conv.push(Buffer.from(chatChunk({ role: 'assistant', content: '' }) + chatChunk({ content: 'a' }) + chatChunk({ content: 'b' })));
+    out += conv.push(Buffer.from(`data: ${JSON.stringify({ error: { message: 'boom', type: 'server_error' } })}\n\n`));
+    out += conv.push(Buffer.from(chatChunk({ content: 'c' }) + chatUsage + 'data: [DONE]\n\n'));
+    const events = anthropicEvents(out).map((e) => e.event);
+    expect(events.at(-1)).toBe('error');
+    expect(events.filter((e) => e === 'error')).toHaveLength(1);
+    expect(out).not.toContain('"text":"c"');
+  });
+
+  it('nothing after message_stop either', () => {
+    const conv = new ChatToAnthropicStream('m');
+    const out = conv.push(Buffer.from(chatChunk({ content: 'a' }) + 'data: [DONE]\n\n' + chatChunk({ content: 'late' }) + 'data: [DONE]\n\n'));
+    expect(anthropicEvents(out).map((e) => e.event).at(-1)).toBe('message_stop');
+    expect(out).not.toContain('late');
+  });
+});
+
+// Before: `data: [DONE]` alone gave message_delta and message_stop with no message_start, and the
+// SDK's finalMessage threw "request ended without sending any chunks".
+describe('ChatToAnthropicStream: a stream of [DONE] alone', () => {
+  it('is an empty message the SDK reads: message_start, message_delta end_turn, message_stop', async () => {
+    const out = new ChatToAnthropicStream('asked').push(Buffer.from('data: [DONE]\n\n'));
+    expect(anthropicEvents(out).map((e) => e.event)).toEqual(['message_start', 'message_delta', 'message_stop']);
+    expectValidAnthropicStream(out);
+    const final = await MessageStream.fromReadableStream(asJsonLines(out)).finalMessage();
+    expect(final).toMatchObject({ role: 'assistant', model: 'asked', content: [], stop_reason: 'end_turn', usage: { input_tokens: 0, output_tokens: 0 } });
+  });
+});
+
+// vLLM names the stop string that ended the answer in choices[0].stop_reason, SGLang in
+// matched_stop. Before: stop_reason end_turn and stop_sequence null whatever the provider said.
+describe('stop_sequences: the matched one when the provider names it', () => {
+  const completion = (choice: Record<string, unknown>) => Buffer.from(JSON.stringify({ id: 'chatcmpl-1', choices: [{ index: 0, message: { role: 'assistant', content: 'one two' }, finish_reason: 'stop', ...choice }], usage: { prompt_tokens: 3, completion_tokens: 2 } }));
+  const stopOf = (body: Buffer, stops?: string[]) => {
+    const m = JSON.parse(chatToMessage(body, 'm', stops)!) as { stop_reason: string; stop_sequence: string | null };
+    return [m.stop_reason, m.stop_sequence];
+  };
+  const streamed = (finish: Record<string, unknown>, stops?: string[]) => {
+    const out = new ChatToAnthropicStream('m', stops).push(Buffer.from(chatChunk({ role: 'assistant', content: 'one two' })
+      + `data: ${JSON.stringify({ id: 'chatcmpl-1', choices: [{ index: 0, delta: {}, finish_reason: 'stop', ...finish }] })}\n\n` + chatUsage + 'data: [DONE]\n\n'));
+    const delta = anthropicEvents(out).find((e) => e.event === 'message_delta')!.data.delta as { stop_reason: string; stop_sequence: string | null };
+    return [delta.stop_reason, delta.stop_sequence];
+  };
+
+  it('non-streamed: vLLM\'s stop_reason or SGLang\'s matched_stop, one of the request\'s stop_sequences', () => {
+    expect(stopOf(completion({ stop_reason: 'three' }), ['three', 'four'])).toEqual(['stop_sequence', 'three']);
+    expect(stopOf(completion({ matched_stop: 'four' }), ['three', 'four'])).toEqual(['stop_sequence', 'four']);
+    // Not one of the request's (a token id, a stop of the server's own), or no stops asked: end_turn.
+    expect(stopOf(completion({ stop_reason: 'zzz' }), ['three'])).toEqual(['end_turn', null]);
+    expect(stopOf(completion({ stop_reason: 128009 }), ['three'])).toEqual(['end_turn', null]);
+    expect(stopOf(completion({ stop_reason: 'three' }))).toEqual(['end_turn', null]);
+    expect(stopOf(completion({ stop_reason: 'three', finish_reason: 'length' }), ['three'])).toEqual(['max_tokens', null]);
+    // OpenAI names none: end_turn.
+    expect(stopOf(completion({}), ['three'])).toEqual(['end_turn', null]);
+  });
+
+  it('streamed: the same from the finish chunk', () => {
+    expect(streamed({ stop_reason: 'three' }, ['three'])).toEqual(['stop_sequence', 'three']);
+    expect(streamed({ matched_stop: 'three' }, ['three'])).toEqual(['stop_sequence', 'three']);
+    expect(streamed({ stop_reason: 'zzz' }, ['three'])).toEqual(['end_turn', null]);
+    expect(streamed({ stop_reason: 'three' })).toEqual(['end_turn', null]);
+    expect(streamed({}, ['three'])).toEqual(['end_turn', null]);
+  });
+});
+
+describe('messagesToChat: tool errors and tool_choice', () => {
+  const base = { model: 'm', max_tokens: 5, tools: [{ name: 'f', input_schema: { type: 'object' } }] };
+  const toolTurn = (result: Record<string, unknown>) => [
+    { role: 'user', content: 'a' },
+    { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: {} }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', ...result }] },
+  ];
+  const toolMessage = (result: Record<string, unknown>) => ((messagesToChat({ ...base, messages: toolTurn(result) } as MessagesRequest, 'gpt') as { messages: Array<Record<string, unknown>> }).messages).find((m) => m.role === 'tool');
+
+  it('a tool_result with is_error true reaches the model marked "Error: " (before: dropped, the failure read as a result)', () => {
+    expect(toolMessage({ is_error: true, content: 'city not found' })).toEqual({ role: 'tool', tool_call_id: 't1', content: 'Error: city not found' });
+    expect(toolMessage({ is_error: true, content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] })!.content).toBe('Error: a\nb');
+    expect(toolMessage({ is_error: true })!.content).toBe('Error');
+    expect(toolMessage({ is_error: false, content: 'ok' })!.content).toBe('ok');
+    expect(toolMessage({ content: 'ok' })!.content).toBe('ok');
+  });
+
+  it('refuses a tool_choice of type "tool" without a name, or of a type Anthropic has not, naming the field (before: dropped to auto)', () => {
+    for (const [choice, message] of [
+      [{ type: 'tool' }, /^tool_choice\.name: /],
+      [{ type: 'tool', name: '' }, /^tool_choice\.name: /],
+      [{ type: 'tool', name: 7 }, /^tool_choice\.name: /],
+      [{ type: 'required' }, /^tool_choice\.type: /],
+      [{}, /^tool_choice\.type: /],
+      ['auto', /^tool_choice: /],
+    ] as const) {
+      const out = messagesToChat({ ...base, messages: [{ role: 'user', content: 'x' }], tool_choice: choice } as unknown as MessagesRequest, 'gpt');
+      expect(out, JSON.stringify(choice)).toBeInstanceOf(RelayError);
+      expect((out as RelayError).message).toMatch(message);
+      expect((out as RelayError).status).toBe(400);
+    }
+    for (const type of ['auto', 'any', 'none']) expect(messagesToChat({ ...base, messages: [{ role: 'user', content: 'x' }], tool_choice: { type } } as MessagesRequest, 'gpt')).not.toBeInstanceOf(RelayError);
   });
 });

@@ -5,7 +5,8 @@
 //   text blocks                          → text content (a string when text only, else parts)
 //   image blocks (base64, url)           → image_url parts (base64 as a data: URL)
 //   assistant tool_use blocks            → tool_calls (input as JSON arguments)
-//   user tool_result blocks              → tool messages, before the rest of that user turn
+//   user tool_result blocks              → tool messages, before the rest of that user turn; one with
+//                                            is_error true says "Error: <its text>" (a tool message has no flag)
 //   tools / tool_choice                  → function tools / auto, none, required (any), a named
 //                                            function (tool); disable_parallel_tool_use → parallel_tool_calls false
 //   stop_sequences → stop; temperature, top_p; metadata.user_id → user; structured outputs
@@ -13,7 +14,8 @@
 //   max_tokens                           → max_tokens, or max_completion_tokens for OpenAI's
 //                                            reasoning models (core/channels/output-limit.ts)
 //   stream → stream with stream_options.include_usage (the answer is billed by its usage)
-// Refused (400): document blocks, server tools (web search…), tool results holding anything but text.
+// Refused (400): document blocks, server tools (web search…), tool results holding anything but text,
+// a tool_choice Anthropic refuses (a type other than auto/any/tool/none, type "tool" without a name).
 // Left out: thinking blocks and the thinking setting, cache_control, top_k, anthropic-beta features.
 import { RelayError } from '../../errors.js';
 import type { MessagesRequest } from '../../messages/messages-request.js';
@@ -76,6 +78,28 @@ function imagePart(b: Record<string, unknown>, where: string): Record<string, un
   return invalid(`${where}.source: only base64 and url images are converted`);
 }
 
+/** A tool message for a tool_result with is_error true: its text after "Error: ", or "Error" when it has none. */
+function toolErrorText(text: string): string {
+  return text === '' ? 'Error' : `Error: ${text}`;
+}
+
+type ToolChoice = { type?: unknown; name?: unknown; disable_parallel_tool_use?: unknown };
+
+/**
+ * The request's tool_choice, checked as Anthropic checks it: an object of type auto, any, tool (with
+ * the tool's name) or none. Dropped, an invalid one left the provider's default (auto), and the
+ * client believed the tool forced.
+ */
+function checkedToolChoice(choice: unknown): ToolChoice | undefined | RelayError {
+  if (choice === undefined || choice === null) return undefined;
+  if (!isObject(choice)) return invalid('tool_choice: must be an object');
+  if (choice.type !== 'auto' && choice.type !== 'any' && choice.type !== 'tool' && choice.type !== 'none') {
+    return invalid(`tool_choice.type: must be one of "auto", "any", "tool", "none"${typeof choice.type === 'string' ? `, not "${choice.type}"` : ''}`);
+  }
+  if (choice.type === 'tool' && (typeof choice.name !== 'string' || choice.name === '')) return invalid('tool_choice.name: the name of a tool is required when tool_choice.type is "tool"');
+  return choice;
+}
+
 export function messagesToChat(body: MessagesRequest, model: string): Record<string, unknown> | RelayError {
   const messages: Record<string, unknown>[] = [];
   if (body.system !== undefined) {
@@ -106,7 +130,9 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
       } else if (b.type === 'tool_result' && m.role === 'user') {
         const text = textOfBlocks(b.content ?? '', `${at}.content`);
         if (text instanceof RelayError) return text;
-        messages.push({ role: 'tool', tool_call_id: b.tool_use_id, content: text });
+        // A tool message has no error flag: a failed call's result says so in its text, else the
+        // model read the failure as the tool's answer.
+        messages.push({ role: 'tool', tool_call_id: b.tool_use_id, content: b.is_error === true ? toolErrorText(text) : text });
       } else if (b.type === 'thinking' || b.type === 'redacted_thinking') {
         // Not carried over: an OpenAI-format model has no use for another model's signed thinking.
       } else {
@@ -124,6 +150,8 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
     }
   }
 
+  const toolChoice = checkedToolChoice(body.tool_choice);
+  if (toolChoice instanceof RelayError) return toolChoice;
   // The bound the request was reserved at, in the field the model takes (core/channels/output-limit.ts).
   const chat: Record<string, unknown> = { model, messages, [outputLimitField(model)]: body.max_tokens };
   const tools = body.tools as Array<Record<string, unknown>> | undefined;
@@ -138,7 +166,7 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
       out.push({ type: 'function', function: fn });
     }
     chat.tools = out;
-    const choice = body.tool_choice as { type?: unknown; name?: unknown; disable_parallel_tool_use?: unknown } | undefined;
+    const choice = toolChoice;
     if (choice?.type === 'auto') chat.tool_choice = 'auto';
     else if (choice?.type === 'none') chat.tool_choice = 'none';
     else if (choice?.type === 'any') chat.tool_choice = 'required';

@@ -5,20 +5,34 @@
 //   message.content → a text block; tool_calls → tool_use blocks (arguments parsed; unparsable ones
 //   as {}); reasoning and refusal are not converted.
 //   finish_reason: stop → end_turn, length → max_tokens, tool_calls / function_call → tool_use,
-//   content_filter → refusal; stop (or none) after tool calls → tool_use.
+//   content_filter → refusal; stop (or none) after tool calls → tool_use. stop (or none) with the
+//   matched stop sequence named by the provider (vLLM's choices[0].stop_reason, SGLang's
+//   matched_stop), one of the request's stop_sequences → stop_sequence with stop_sequence set to it;
+//   OpenAI names none, so its answers stopped by a stop sequence say end_turn, stop_sequence null.
 //   usage: input_tokens = prompt_tokens - cached_tokens, cache_read_input_tokens = cached_tokens,
 //   output_tokens = completion_tokens (and reasoning reported beside them: chat-usage.ts).
 //
 // Streamed (ChatToAnthropicStream), chunk by chunk: the first chunk → message_start (input tokens 0:
 // a Chat Completions stream states them only at its end); content deltas → a text block's deltas;
-// each tool call → a tool_use block with input_json_delta pieces (a call is told from the open one by
-// its index, or by an id of its own: index-less calls, two calls under one index); `data: [DONE]` → the blocks closed,
-// message_delta with the stop reason and the whole usage (input included), message_stop; an error
-// object → Anthropic's error event.
+// each tool call → a tool_use block with input_json_delta pieces (a call is told by its index, or by
+// an id of its own: index-less calls, two calls under one index); `data: [DONE]` → the blocks closed,
+// message_delta with the stop reason and the whole usage (input included), message_stop (after a
+// message_start when none came: a stream of [DONE] alone is an empty message); an error object →
+// Anthropic's error event, and nothing after it.
+//
+// Anthropic's blocks do not interleave and Chat Completions' tool calls may (their deltas carry an
+// index for it): one block is open at a time, and what comes for another (a call, text) is held and
+// written when its block opens: once the open call's arguments are a whole JSON object (the next
+// call's block then opens with its first delta, so calls one after the other stream as they come),
+// else at the finish_reason or [DONE]. No argument byte is lost and no block is cut: bytes for a
+// call after its arguments were whole and its block closed can only be blanks or make its JSON
+// invalid, and are not written. A stream cut while blocks are held ends with the relay's failed
+// event; the meter counted every argument once, from the provider's bytes. Held arguments are
+// bounded (MAX_HELD_ARGUMENTS): past it the stream fails, as an event without end does.
 import { anthropicTypeOfOpenAIError, errorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { valueAfterKey } from '../../stream/sse-bytes.js';
-import { LineStream } from '../../stream/line-stream.js';
+import { LineStream, MAX_JOINED_DATA } from '../../stream/line-stream.js';
 import { usageOfChatUsage } from './chat-usage.js';
 import { isObject } from '../../../infra/json/is-object.js';
 
@@ -86,8 +100,11 @@ function parseArguments(args: unknown): unknown {
   }
 }
 
-/** The Anthropic Message of a Chat Completion body; `model` is the name the client asked for. */
-export function chatToMessage(body: Buffer, model: string): string | null {
+/**
+ * The Anthropic Message of a Chat Completion body; `model` is the name the client asked for,
+ * `stopSequences` the request's (to name the one a provider says it stopped at).
+ */
+export function chatToMessage(body: Buffer, model: string, stopSequences?: unknown): string | null {
   let c: unknown;
   try {
     c = JSON.parse(body.toString('utf8'));
@@ -112,7 +129,8 @@ export function chatToMessage(body: Buffer, model: string): string | null {
   }
   return JSON.stringify({
     id: messageId(c.id), type: 'message', role: 'assistant', model, content,
-    stop_reason: stopReasonOf(choice?.finish_reason, toolUse), stop_sequence: null, usage: anthropicUsage(c.usage), container: null,
+    ...stopOf(choice?.finish_reason, toolUse, choice ? matchedStop(choice, Array.isArray(stopSequences) ? stopSequences : undefined) : null),
+    usage: anthropicUsage(c.usage), container: null,
   });
 }
 
@@ -120,32 +138,129 @@ function sse(event: string, data: unknown): string {
   return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-/** Splits a stream into lines across chunks (UTF-8 safe); calls `line` for each complete one. */
+/** Most characters (tool-call arguments, text) a stream holds for blocks not yet opened (ChatToAnthropicStream): past it, the stream fails. */
+export const MAX_HELD_ARGUMENTS = 8 * MAX_JOINED_DATA;
+
+/** The converted stream held more arguments of calls not yet written than MAX_HELD_ARGUMENTS. */
+export class HeldArgumentsTooLongError extends Error {
+  constructor() {
+    super(`a provider stream's interleaved tool calls held more than ${MAX_HELD_ARGUMENTS} characters of arguments`);
+    this.name = 'HeldArgumentsTooLongError';
+  }
+}
+
+/** Where the scan of a call's arguments is: nothing yet, inside its object, the object closed, or neither (a value that is no object, or more after it). */
+const enum Scan { Empty, Inside, Whole, Other }
+
+/**
+ * One content block of the converted stream, from its first delta: text, or one tool call (told by
+ * its index, else by its id). `held`: what came for it before its block opened.
+ */
+interface Item {
+  readonly kind: 'text' | 'tool';
+  /** Its content block's index once opened; -1 before. */
+  block: number;
+  held: string;
+  /** A tool call's id and name, as its first delta (or, for the name, a later one before its block opened) gave them. */
+  id?: unknown;
+  idKey: string;
+  name?: unknown;
+  index: number | undefined;
+  /** The scan of a tool call's arguments (scanArguments): whether its block may close before the answer ends. */
+  scan: Scan;
+  depth: number;
+  inString: boolean;
+  escaped: boolean;
+}
+
+function newItem(kind: 'text' | 'tool', index: number | undefined, idKey: string): Item {
+  return { kind, block: -1, held: '', idKey, index, scan: Scan.Empty, depth: 0, inString: false, escaped: false };
+}
+
+/** Follows a tool call's arguments as they come, to tell when they are a whole JSON object (or array). */
+function scanArguments(item: Item, s: string): void {
+  for (let i = 0; i < s.length && item.scan !== Scan.Other; i++) {
+    const c = s.charCodeAt(i);
+    const blank = c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+    if (item.scan === Scan.Whole) {
+      if (!blank) item.scan = Scan.Other;
+    } else if (item.scan === Scan.Empty) {
+      if (c === 0x7b || c === 0x5b) {
+        item.scan = Scan.Inside;
+        item.depth = 1;
+      } else if (!blank) {
+        item.scan = Scan.Other;
+      }
+    } else if (item.inString) {
+      if (item.escaped) item.escaped = false;
+      else if (c === 0x5c) item.escaped = true;
+      else if (c === 0x22) item.inString = false;
+    } else if (c === 0x22) {
+      item.inString = true;
+    } else if (c === 0x7b || c === 0x5b) {
+      item.depth++;
+    } else if ((c === 0x7d || c === 0x5d) && --item.depth === 0) {
+      item.scan = Scan.Whole;
+    }
+  }
+}
+
+/**
+ * The stop sequence a provider names as the one that ended the answer: vLLM's `stop_reason`, SGLang's
+ * `matched_stop` (a string; a number is a stop token's id), when it is one of the request's
+ * stop_sequences; null otherwise (OpenAI names none).
+ */
+function matchedStop(choice: Record<string, unknown>, stops: readonly unknown[] | undefined): string | null {
+  if (!stops || stops.length === 0) return null;
+  for (const v of [choice.stop_reason, choice.matched_stop]) {
+    if (typeof v === 'string' && stops.includes(v)) return v;
+  }
+  return null;
+}
+
+/** stop_reason and stop_sequence: "stop_sequence" when the provider stopped ("stop", or none stated) at a stop sequence it names. */
+function stopOf(finishReason: unknown, toolUse: boolean, matched: string | null): { stop_reason: string; stop_sequence: string | null } {
+  if (matched !== null && (finishReason === 'stop' || finishReason === null || finishReason === undefined)) return { stop_reason: 'stop_sequence', stop_sequence: matched };
+  return { stop_reason: stopReasonOf(finishReason, toolUse), stop_sequence: null };
+}
+
 /** Chat Completions chunks in, Anthropic SSE out. */
 export class ChatToAnthropicStream extends LineStream implements StreamRewriter {
   readonly #model: string;
+  readonly #stops: readonly unknown[] | undefined;
   #started = false;
+  /** message_stop or an error event was written: nothing more is. */
   #stopped = false;
-  /** Index of the open content block, -1 when none. */
-  #block = -1;
   #blocks = 0;
-  /** Whether the open block is a tool_use block. */
-  #inTool = false;
-  /** The OpenAI index of the open tool_use block; undefined when its call came without one. */
-  #toolIndex: number | undefined = undefined;
-  /** The id of the open tool_use block's call; '' when it came without one. */
-  #toolId = '';
-  /** Whether a tool_use block was written: "stop" then says tool_use (stopReasonOf). */
+  /** The item whose block is open; null when none. */
+  #open: Item | null = null;
+  /** Items not yet opened, in the order of their first delta: their block opens when the open one may close. */
+  readonly #queue: Item[] = [];
+  /** Tool calls by their index, and by their id (calls without an index). */
+  readonly #byIndex = new Map<number, Item>();
+  readonly #byId = new Map<string, Item>();
+  /** The call the last tool-call delta went to: a delta with neither index nor id continues it. */
+  #lastCall: Item | null = null;
+  /** Characters held in the queue's items, bounded by MAX_HELD_ARGUMENTS. */
+  #heldSize = 0;
+  /** A finish_reason came: every call is whole, and no block waits for another to end. */
+  #finished = false;
+  /** Whether the answer has a tool call: "stop" then says tool_use (stopReasonOf). */
   #toolUse = false;
   #finish: unknown = null;
+  #matched: string | null = null;
   #usage: unknown = null;
+  /** What the line being read wrote (#write), returned at its end. */
+  #pending = '';
   /** Made once: a closure made per chunk is an allocation on the hot path. */
   readonly #onLine = (line: string): string => this.#line(line);
 
-  constructor(model: string) {
+  /** `stopSequences`: the request's, to name the one a provider says it stopped at. */
+  constructor(model: string, stopSequences?: unknown) {
     super();
     this.joinsData = true;
     this.#model = model;
+    this.#stops = Array.isArray(stopSequences) ? stopSequences : undefined;
   }
 
   push(chunk: Buffer): string {
@@ -153,7 +268,7 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
   }
 
   #line(line: string): string {
-    if (!line.startsWith('data:')) return '';
+    if (this.#stopped || !line.startsWith('data:')) return '';
     const data = line.slice(5).trim();
     if (data === '[DONE]') return this.#stop();
     let c: unknown;
@@ -165,84 +280,176 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     // JSON that is no object (`data: null`, `1`, `[]`) is no chunk: skipped like a line that does not parse.
     if (!isObject(c)) return '';
     if (c.error && typeof c.error === 'object') {
+      // Anthropic sends nothing after an error event: a [DONE] after it wrote a message_stop, and a
+      // raw client read a message completed normally. Blocks held are not written: the stream failed.
+      this.#stopped = true;
       const e = c.error as { message?: unknown; type?: unknown; code?: unknown };
       return sse('error', JSON.parse(errorBody(anthropicTypeOfOpenAIError(e), typeof e.message === 'string' ? e.message : 'The model provider stream failed.')));
     }
-    let out = '';
-    if (!this.#started) {
-      this.#started = true;
-      out += sse('message_start', {
-        type: 'message_start',
-        message: {
-          id: messageId(c.id), type: 'message', role: 'assistant', model: this.#model, content: [],
-          stop_reason: null, stop_sequence: null, container: null,
-          // Nothing is stated before the last chunk: every count 0.
-          usage: anthropicUsage(undefined),
-        },
-      });
-    }
+    let out = this.#start(c.id);
     if (c.usage) this.#usage = c.usage;
     const choice: unknown = Array.isArray(c.choices) ? c.choices[0] : undefined;
     if (!isObject(choice)) return out;
-    if (choice.finish_reason) this.#finish = choice.finish_reason;
     const delta = choice.delta;
-    if (!isObject(delta)) return out;
-    if (typeof delta.content === 'string' && delta.content !== '') {
-      if (this.#block < 0 || this.#inTool) out += this.#open({ type: 'text', text: '' });
-      out += sse('content_block_delta', { type: 'content_block_delta', index: this.#block, delta: { type: 'text_delta', text: delta.content } });
-    }
-    if (Array.isArray(delta.tool_calls)) {
-      for (const t of delta.tool_calls as unknown[]) {
-        if (!isObject(t)) continue;
-        const fn = isObject(t.function) ? t.function : undefined;
-        const index = typeof t.index === 'number' ? t.index : undefined;
-        const id = typeof t.id === 'string' ? t.id : '';
-        // A delta continues the open call unless an index or an id says otherwise. Gemini's
-        // OpenAI-compatible endpoint sends parallel calls whole and without `index`, and some
-        // servers send two calls under one index in one delta: only the id tells them apart
-        // (taken for one call, their arguments made `{…}{…}`, which the Anthropic SDK throws on).
-        // A delta without an id (or with "", or the open call's id again) is more of the open
-        // call's arguments; one without an index goes by its id alone.
-        if (!this.#inTool
-          || (index !== undefined && this.#toolIndex !== undefined && index !== this.#toolIndex)
-          || (id !== '' && id !== this.#toolId)) {
-          out += this.#open({ type: 'tool_use', id: t.id, name: fn?.name, input: {} });
-          this.#inTool = true;
-          this.#toolIndex = index;
-          this.#toolId = id;
-          this.#toolUse = true;
-        } else if (this.#toolIndex === undefined) {
-          // The call came without an index and this delta states one: later deltas go by it.
-          this.#toolIndex = index;
-        }
-        const args = fn?.arguments;
-        if (typeof args === 'string' && args !== '') {
-          out += sse('content_block_delta', { type: 'content_block_delta', index: this.#block, delta: { type: 'input_json_delta', partial_json: args } });
-        }
+    if (isObject(delta)) {
+      if (typeof delta.content === 'string' && delta.content !== '') this.#text(delta.content);
+      if (Array.isArray(delta.tool_calls)) {
+        for (const t of delta.tool_calls as unknown[]) if (isObject(t)) this.#toolDelta(t);
       }
     }
+    if (choice.finish_reason) {
+      this.#finish = choice.finish_reason;
+      this.#finished = true;
+    }
+    const matched = matchedStop(choice, this.#stops);
+    if (matched !== null) this.#matched = matched;
+    if (this.#heldSize > MAX_HELD_ARGUMENTS) {
+      this.failure = new HeldArgumentsTooLongError();
+      return out + this.#drainOut();
+    }
+    return out + this.#drain();
+  }
+
+  /** message_start, once: the first chunk's, or (a stream of [DONE] alone) the end's. */
+  #start(id: unknown): string {
+    if (this.#started) return '';
+    this.#started = true;
+    return sse('message_start', {
+      type: 'message_start',
+      message: {
+        id: messageId(id), type: 'message', role: 'assistant', model: this.#model, content: [],
+        stop_reason: null, stop_sequence: null, container: null,
+        // Nothing is stated before the last chunk: every count 0.
+        usage: anthropicUsage(undefined),
+      },
+    });
+  }
+
+  #write(s: string): void {
+    this.#pending += s;
+  }
+
+  #drainOut(): string {
+    const out = this.#pending;
+    this.#pending = '';
     return out;
   }
 
-  #close(): string {
-    if (this.#block < 0) return '';
-    const out = sse('content_block_stop', { type: 'content_block_stop', index: this.#block });
-    this.#block = -1;
-    this.#inTool = false;
-    return out;
+  /** Text: live into the open text block; else a block of its own, opened in its turn. */
+  #text(text: string): void {
+    const open = this.#open;
+    if (open !== null && open.kind === 'text' && this.#queue.length === 0) {
+      this.#write(sse('content_block_delta', { type: 'content_block_delta', index: open.block, delta: { type: 'text_delta', text } }));
+      return;
+    }
+    const last = this.#queue[this.#queue.length - 1];
+    const item = last !== undefined && last.kind === 'text' ? last : newItem('text', undefined, '');
+    if (item !== last) this.#queue.push(item);
+    item.held += text;
+    this.#heldSize += text.length;
   }
 
-  #open(block: Record<string, unknown>): string {
-    const out = this.#close();
-    this.#block = this.#blocks++;
-    return out + sse('content_block_start', { type: 'content_block_start', index: this.#block, content_block: block });
+  /**
+   * One tool-call delta. A call is told by its index; two calls under one index (some servers send
+   * them so, in one delta) and calls without an index (Gemini's OpenAI-compatible endpoint sends
+   * parallel calls whole and without one) by their id. A delta without an id (or with "", or its
+   * call's id again) is more of its call's arguments; one with neither index nor id, more of the last
+   * call's. Before, a delta for another call than the open block's opened a new block, even for a
+   * call whose block was closed: interleaved calls became blocks without id nor name and arguments
+   * cut in two, which the Anthropic SDK throws on.
+   */
+  #toolDelta(t: Record<string, unknown>): void {
+    const fn = isObject(t.function) ? t.function : undefined;
+    const index = typeof t.index === 'number' ? t.index : undefined;
+    const id = typeof t.id === 'string' ? t.id : '';
+    let call: Item | undefined;
+    if (index !== undefined) {
+      call = this.#byIndex.get(index);
+      if (call !== undefined && id !== '' && id !== call.idKey) {
+        call = undefined;
+      } else if (call === undefined) {
+        // A call that came without an index and now states one: later deltas go by it.
+        const c = id !== '' ? this.#byId.get(id) : this.#lastCall ?? undefined;
+        if (c !== undefined && c.index === undefined) call = c;
+      }
+    } else if (id !== '') {
+      call = this.#byId.get(id);
+    } else {
+      call = this.#lastCall ?? undefined;
+    }
+    if (call === undefined) {
+      call = newItem('tool', index, id);
+      call.id = t.id;
+      call.name = fn?.name;
+      if (id !== '') this.#byId.set(id, call);
+      this.#queue.push(call);
+      this.#toolUse = true;
+    } else if (call.block < 0 && call.name === undefined && typeof fn?.name === 'string') {
+      call.name = fn.name;
+    }
+    if (index !== undefined) {
+      call.index = index;
+      this.#byIndex.set(index, call);
+    }
+    this.#lastCall = call;
+    const args = fn?.arguments;
+    if (typeof args !== 'string' || args === '') return;
+    if (call === this.#open) {
+      scanArguments(call, args);
+      this.#write(sse('content_block_delta', { type: 'content_block_delta', index: call.block, delta: { type: 'input_json_delta', partial_json: args } }));
+    } else if (call.block < 0) {
+      scanArguments(call, args);
+      call.held += args;
+      this.#heldSize += args.length;
+    }
+    // Else its block closed once its arguments were a whole object: what comes after it is blank, or
+    // would make them JSON the SDK throws on. Not written (the meter counted it as it passed).
   }
 
+  /** Whether the open block may close now: text may, a call once its arguments are whole or the answer finished. */
+  #closable(item: Item): boolean {
+    return item.kind === 'text' || this.#finished || item.scan === Scan.Whole;
+  }
+
+  /** Opens the queue's items in turn while the open block may close; returns what was written. */
+  #drain(): string {
+    while (this.#queue.length > 0 && (this.#open === null || this.#closable(this.#open))) this.#openItem(this.#queue.shift()!);
+    return this.#drainOut();
+  }
+
+  #close(): void {
+    if (this.#open === null) return;
+    this.#write(sse('content_block_stop', { type: 'content_block_stop', index: this.#open.block }));
+    this.#open = null;
+  }
+
+  #openItem(item: Item): void {
+    this.#close();
+    item.block = this.#blocks++;
+    this.#open = item;
+    const held = item.held;
+    item.held = '';
+    this.#heldSize -= held.length;
+    if (item.kind === 'text') {
+      this.#write(sse('content_block_start', { type: 'content_block_start', index: item.block, content_block: { type: 'text', text: '' } }));
+      if (held !== '') this.#write(sse('content_block_delta', { type: 'content_block_delta', index: item.block, delta: { type: 'text_delta', text: held } }));
+    } else {
+      this.#write(sse('content_block_start', { type: 'content_block_start', index: item.block, content_block: { type: 'tool_use', id: item.id, name: item.name, input: {} } }));
+      if (held !== '') this.#write(sse('content_block_delta', { type: 'content_block_delta', index: item.block, delta: { type: 'input_json_delta', partial_json: held } }));
+    }
+  }
+
+  /** The end: the blocks still held written in their order, the open one closed, message_delta, message_stop. */
   #stop(): string {
     if (this.#stopped) return '';
     this.#stopped = true;
-    return this.#close()
-      + sse('message_delta', { type: 'message_delta', delta: { stop_reason: stopReasonOf(this.#finish, this.#toolUse), stop_sequence: null }, usage: deltaUsage(this.#usage) })
+    // A stream of [DONE] alone is an empty message, not events without their message_start (the SDK threw).
+    const out = this.#start(undefined);
+    this.#finished = true;
+    this.#drain();
+    this.#close();
+    return out + this.#drainOut()
+      + sse('message_delta', { type: 'message_delta', delta: stopOf(this.#finish, this.#toolUse, this.#matched), usage: deltaUsage(this.#usage) })
       + sse('message_stop', { type: 'message_stop' });
   }
 }
