@@ -69,6 +69,8 @@ import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 import { closesConnection } from '../connection-draining.js';
 import { writeCorsHeaders } from '../cors.js';
 import { completionAsChunks, messageAsEvents } from '../stream/answer-as-stream.js';
+import { scrubValue } from '../stream/error-event-scrub.js';
+import { scrubKeyText } from '../stream/key-forms.js';
 import { foldStreamAnswer } from './folded-answer.js';
 
 /** What an OpenAI client is told last of a provider stream that failed or was cut (OpenAI's SDK raises it). */
@@ -717,6 +719,15 @@ class Exchange {
       if (isRetriedFault(providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt))) {
         return this.channelRefused(channel, status, body.model, mayRetry);
       }
+      // A 1xx or 3xx (a redirect: a channel's base URL that moved, a login page) is no answer of either
+      // protocol: passed on, the client got a 3xx with an empty error type. The provider failed, as with
+      // a 200 that is no answer: the client's protocol's 500 api_error, nothing of the provider's (its
+      // Location, its text) passed on.
+      if (status < 400) {
+        logRepeated(this.ctx, 'warn', `provider-odd-status:${status}`, channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider answered a status that is no answer nor error; answered as a provider failure');
+        this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), httpReason(status));
+        return 'done';
+      }
       this.passThroughError(status, text, answer, provider);
       return 'done';
     }
@@ -996,14 +1007,31 @@ class Exchange {
 
   passThroughError(status: number, providerText: string, answer: ProviderAnswer, provider: Provider): void {
     // A provider may quote the credential it was sent ("Incorrect API key provided: …"): the channel's
-    // key, and anything key-shaped, never reach the client or the log.
-    const text = scrubCredentials(providerText, this.channel?.apiKey);
+    // key, and anything key-shaped, never reach the client or the log. JSON may spell the key in
+    // escapes the client's parser decodes back to it (PHP's `\/`, Go's `\u003c`, any `\uXXXX`): a
+    // JSON body is parsed and its decoded strings scrubbed, and what is passed on and logged is written
+    // from the scrubbed value. Any other text is scrubbed of the key in every JSON spelling of it
+    // (key-forms.ts); it never reaches the client (a stable message replaces it), only the log.
+    const key = this.channel?.apiKey;
+    const isJson = providerText.startsWith('{') && answer.header('content-type').includes('json');
+    let parsed: ProviderErrorJson | null = null;
+    let text: string;
+    const raw = isJson ? parseProviderError(providerText) : null;
+    try {
+      if (raw === null) throw new TypeError('no JSON object');
+      const scrubbed = scrubValue(raw, key, 0) as ProviderErrorJson;
+      parsed = scrubbed;
+      text = scrubbed === raw ? providerText : JSON.stringify(scrubbed);
+    } catch {
+      // No JSON object, or one nested too deep to write again: scrubbed as text, and passed on as none.
+      parsed = null;
+      text = scrubKeyText(providerText, key);
+    }
     // A provider's JSON error in the client's protocol passes as it is; one in the other protocol
     // keeps its message in the client's shape; anything else (a proxy's HTML page, a stack trace) is
     // replaced by a stable message and logged for operators. A rate limit's or a failure's message
     // (429, 5xx) is about the operator's provider account, not the client's request (OpenAI's names
     // the organization): it is replaced too, its type and code kept, and logged.
-    const isJson = text.startsWith('{') && answer.header('content-type').includes('json');
     const providerSide = status === 429 || status >= 500;
     if ((!isJson || providerSide) && text) {
       // A provider-side failure (429, 5xx) repeats for every request while it lasts: one line per
@@ -1015,7 +1043,6 @@ class Exchange {
       else this.ctx.log.warn(fields, msg);
     }
     const type = status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : errorTypeForStatus(status);
-    const parsed = isJson ? parseProviderError(text) : null;
     const message = providerSide ? providerSideMessage(status) : providerErrorMessage(parsed) ?? httpReason(status);
     // Passed as it is only when it is an error of the client's protocol: a provider speaking it loosely
     // (vLLM's `{"detail": …}`, Ollama's `{"error": "…"}`) would reach the client in no format its SDK reads.

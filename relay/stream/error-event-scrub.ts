@@ -6,6 +6,12 @@
 // (infra/secrets/credential-text.ts). Only error events: content is the model's answer, passed byte
 // for byte, key-shaped examples included.
 //
+// Nor is only an error event read: a chunk that holds the channel's key (its anchor, keyAnchor in
+// key-forms.ts: one more search a chunk) is cut into events too, and an event that is not a
+// well-formed one of the protocols (an `event:` name neither protocol writes, data that is no JSON)
+// and holds the key, in any JSON spelling, has it scrubbed as text. vLLM's `{"object":"error",…}` is
+// an error. A well-formed event that is no error passes byte for byte, the key in it or not.
+//
 // An error event, as the SDKs read one: an `event: error` (Anthropic's SDK raises it whatever its
 // data), or data that is a JSON object with an `error` member or `"type":"error"` (OpenAI's SDK raises
 // the former; the meters read both). Either holds the bytes `error` as the event's name or as a
@@ -18,6 +24,7 @@
 // Completions usage filter): an error event whose lines come in two writes is held from its first
 // line that may open one until its end, as the aligner holds it (bounded by MAX_HELD_EVENT).
 import { scrubCredentials } from '../../infra/secrets/credential-text.js';
+import { holdsKey, keyAnchor, scrubKeyText } from './key-forms.js';
 import { isObject } from '../../infra/json/is-object.js';
 import { EventAligner, lastEventEnd } from './event-aligner.js';
 import { Byte } from './sse-bytes.js';
@@ -28,6 +35,8 @@ const BREAK = /\r\n|\r|\n/;
 const BREAKS = /\r\n|\r|\n/g;
 /** An `event: error` line, in text decoded as latin1 (an event too long to hold). */
 const ERROR_EVENT_LINE = /(?:^|[\r\n])event:[ \t]*error[ \t]*(?:[\r\n]|$)/;
+/** The `event:` names of Anthropic's stream (Chat Completions' names none): any other is scrubbed of the key. */
+const KNOWN_EVENTS = new Set(['', 'message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop', 'ping', 'error']);
 /** Deeper than this an error's data is scrubbed as text (JSON.stringify of a deep value throws). */
 const MAX_DEPTH = 64;
 
@@ -44,6 +53,40 @@ export function indexOfError(buf: Buffer): number {
     if (c === 0x72 && buf[i] === 0x65 && buf[i + 1] === 0x72 && buf[i + 2] === 0x72 && buf[i + 3] === 0x6f) return i;
     // Shift by the distance from the last occurrence of c in "erro" to the pattern's end.
     i += c === 0x72 ? 2 : c === 0x6f ? 1 : c === 0x65 ? 4 : 5;
+  }
+  return -1;
+}
+
+/**
+ * Horspool's bad-character shifts for `pattern` (at least 1 byte): how far to move the window when its
+ * last byte is b.
+ */
+export function horspoolShifts(pattern: Buffer): Uint8Array | Uint16Array {
+  const m = pattern.length;
+  const shifts = m < 256 ? new Uint8Array(256).fill(m) : new Uint16Array(256).fill(m);
+  for (let i = 0; i < m - 1; i++) shifts[pattern[i]!] = m - 1 - i;
+  return shifts;
+}
+
+/**
+ * Where `pattern` first occurs in buf, -1 if nowhere: Horspool's search with the shifts of
+ * horspoolShifts(pattern). In JavaScript for the reason indexOfError is: a short chunk searched for a
+ * pattern of 6 or more bytes costs a few steps, less than Buffer#indexOf's native call.
+ */
+export function indexOfPattern(buf: Buffer, pattern: Buffer, shifts: Uint8Array | Uint16Array): number {
+  const m = pattern.length;
+  const lastP = m - 1;
+  const lastByte = pattern[lastP]!;
+  const end = buf.length - m;
+  let i = 0;
+  while (i <= end) {
+    const c = buf[i + lastP]!;
+    if (c === lastByte) {
+      let j = 0;
+      while (j < lastP && buf[i + j] === pattern[j]) j++;
+      if (j === lastP) return i;
+    }
+    i += shifts[c]!;
   }
   return -1;
 }
@@ -70,6 +113,10 @@ export function mayHoldErrorEvent(buf: Buffer): boolean {
 /** Scrubs the error events of a stream on its way to the client; `write` gets what is to be written. */
 export class ErrorEventScrubber {
   readonly #key: string | undefined;
+  /** keyAnchor of the key, as searched in a string and in a Buffer; undefined without a key. */
+  readonly #anchor: string | undefined;
+  readonly #anchorBuf: Buffer | undefined;
+  readonly #anchorShifts: Uint8Array | Uint16Array | undefined;
   /** The key as latin1 text holds it (an event too long to hold is scrubbed byte for byte). */
   #latin1Key: string | undefined;
   readonly #write: (out: Buffer | string) => void;
@@ -79,21 +126,36 @@ export class ErrorEventScrubber {
   /** `channelKey`: the channel's key, scrubbed by value (none: key shapes only). */
   constructor(channelKey: string | undefined, write: (out: Buffer | string) => void) {
     this.#key = channelKey;
+    this.#anchor = keyAnchor(channelKey);
+    this.#anchorBuf = this.#anchor === undefined ? undefined : Buffer.from(this.#anchor);
+    this.#anchorShifts = this.#anchorBuf === undefined ? undefined : horspoolShifts(this.#anchorBuf);
     this.#write = write;
+  }
+
+  /** Whether a chunk may hold the channel's key (its anchor): one search. */
+  #mayHoldKey(out: Buffer | string): boolean {
+    if (this.#anchor === undefined) return false;
+    return typeof out === 'string' ? out.includes(this.#anchor) : indexOfPattern(out, this.#anchorBuf!, this.#anchorShifts!) >= 0;
+  }
+
+  /** Whether a decoded chunk must be read event by event: it may hold an error event, or the key. */
+  #mayNeedScrub(buf: Buffer): boolean {
+    return mayHoldErrorEvent(buf) || this.#mayHoldKey(buf);
   }
 
   /** Writes `out` (a chunk for the client: whole events or whole lines), its error events scrubbed. */
   push(out: Buffer | string): void {
     if (this.#held === null) {
-      // The hot path: no error event, nothing held. A string is only encoded when it holds `error`.
-      if (typeof out === 'string' ? !out.includes('error') : indexOfError(out) < 0) return this.#write(out);
+      // The hot path: no error event, no key, nothing held. A string is only encoded when it holds
+      // `error` or the key's anchor.
+      if ((typeof out === 'string' ? !out.includes('error') : indexOfError(out) < 0) && !this.#mayHoldKey(out)) return this.#write(out);
       const buf = typeof out === 'string' ? Buffer.from(out) : out;
-      if (!mayHoldErrorEvent(buf)) return this.#write(out);
+      if (!this.#mayNeedScrub(buf)) return this.#write(out);
       const end = lastEventEnd(buf);
       if (end === buf.length) return this.#write(this.#events(buf) ?? out);
       if (end > 0) this.#write(this.#events(buf.subarray(0, end)) ?? buf.subarray(0, end));
       const tail = buf.subarray(end);
-      if (!mayHoldErrorEvent(tail)) return this.#write(tail);
+      if (!this.#mayNeedScrub(tail)) return this.#write(tail);
       this.#held = new EventAligner();
       return this.#released(this.#held.push(tail));
     }
@@ -116,11 +178,16 @@ export class ErrorEventScrubber {
     // An event longer than can be held: scrubbed as text when it looks like an error, byte for byte
     // (latin1: it may end inside a UTF-8 character).
     const text = out.toString('latin1');
-    if (!ERROR_EVENT_LINE.test(text) && !text.includes('"error"')) return this.#write(out);
+    if (!ERROR_EVENT_LINE.test(text) && !text.includes('"error"') && !(this.#anchor !== undefined && text.includes(this.#latin1(this.#anchor)))) return this.#write(out);
     // Made when first needed: every stream makes a scrubber, few hold an event this long.
-    if (this.#latin1Key === undefined && this.#key !== undefined) this.#latin1Key = Buffer.from(this.#key).toString('latin1');
-    const scrubbed = scrubCredentials(text, this.#latin1Key);
+    if (this.#latin1Key === undefined && this.#key !== undefined) this.#latin1Key = this.#latin1(this.#key);
+    const scrubbed = scrubKeyText(text, this.#latin1Key);
     this.#write(scrubbed === text ? out : Buffer.from(scrubbed, 'latin1'));
+  }
+
+  /** UTF-8 text as latin1 decoding reads its bytes. */
+  #latin1(s: string): string {
+    return Buffer.from(s).toString('latin1');
   }
 
   /** Whole events (the last may lack its empty line at the stream's end) scrubbed; null when none changed. */
@@ -137,7 +204,8 @@ export class ErrorEventScrubber {
       const end = m === null ? text.length : m.index === lineStart ? BREAKS.lastIndex : -1;
       if (end > eventStart) {
         const event = text.slice(eventStart, end);
-        const scrubbed = event.includes('error') ? scrubErrorEvent(event, this.#key) : null;
+        let scrubbed = event.includes('error') ? scrubErrorEvent(event, this.#key) : null;
+        if (scrubbed === null && this.#anchor !== undefined && event.includes(this.#anchor)) scrubbed = scrubOddEvent(event, this.#key);
         if (scrubbed !== null) {
           out += text.slice(copied, eventStart) + scrubbed;
           copied = end;
@@ -173,7 +241,8 @@ export function scrubErrorEvent(event: string, key: string | undefined): string 
       parsed = undefined;
     }
   }
-  const error = isObject(parsed) && (Boolean(parsed.error) || parsed.type === 'error');
+  // vLLM's (and older OpenAI-compatible servers') stream error: `{"object":"error","message":…}`.
+  const error = isObject(parsed) && (Boolean(parsed.error) || parsed.type === 'error' || parsed.object === 'error');
   if (!error && name !== 'error') return null;
   if (isObject(parsed)) {
     try {
@@ -184,7 +253,7 @@ export function scrubErrorEvent(event: string, key: string | undefined): string 
       let dataWritten = false;
       const out: string[] = [];
       for (const l of lines) {
-        if (!l.startsWith('data:')) out.push(scrubCredentials(l, key));
+        if (!l.startsWith('data:')) out.push(scrubKeyText(l, key));
         else if (!dataWritten) {
           dataWritten = true;
           out.push(`data: ${JSON.stringify(scrubbed)}`);
@@ -195,12 +264,44 @@ export function scrubErrorEvent(event: string, key: string | undefined): string 
       // Nested too deep to write again: scrubbed as text below.
     }
   }
-  const text = scrubCredentials(event, key);
+  const text = scrubKeyText(event, key);
+  return text === event ? null : text;
+}
+
+/**
+ * An event that is no error event and may hold the key (its anchor): null when it is a well-formed
+ * event of the protocols (a name Anthropic's stream uses or none, data that is JSON or `[DONE]` or
+ * none), which passes as it is; else (an unknown name, data that is no JSON) it scrubbed of the key in
+ * every JSON spelling and of key shapes, null when that changed nothing. Such data is not the
+ * model's answer: no SDK reads it as one.
+ */
+export function scrubOddEvent(event: string, key: string | undefined): string | null {
+  if (!holdsKey(event, key)) return null;
+  let name = '';
+  const data: string[] = [];
+  for (const l of event.split(BREAK)) {
+    if (l.startsWith('event:')) name = l.slice(6).trim();
+    else if (l.startsWith('data:')) data.push(l.charCodeAt(5) === 0x20 ? l.slice(6) : l.slice(5));
+  }
+  if (KNOWN_EVENTS.has(name)) {
+    const joined = data.join('\n');
+    let wellFormed = joined === '' || joined.trim() === '[DONE]';
+    if (!wellFormed) {
+      try {
+        JSON.parse(joined);
+        wellFormed = true;
+      } catch {
+        // No JSON: scrubbed below.
+      }
+    }
+    if (wellFormed) return null;
+  }
+  const text = scrubKeyText(event, key);
   return text === event ? null : text;
 }
 
 /** `v` with every string in it (object keys included) scrubbed; `v` itself when nothing changed. */
-function scrubValue(v: unknown, key: string | undefined, depth: number): unknown {
+export function scrubValue(v: unknown, key: string | undefined, depth: number): unknown {
   if (typeof v === 'string') return scrubCredentials(v, key);
   if (v === null || typeof v !== 'object') return v;
   if (depth > MAX_DEPTH) throw new RangeError('error data nested too deep');

@@ -4,7 +4,7 @@
 // included. An error event written in pieces is held until its end, within a bound.
 import { describe, expect, it } from 'vitest';
 import { CENSOR } from '../../infra/secrets/credential-text.js';
-import { ErrorEventScrubber, indexOfError, mayHoldErrorEvent } from './error-event-scrub.js';
+import { ErrorEventScrubber, horspoolShifts, indexOfError, indexOfPattern, mayHoldErrorEvent } from './error-event-scrub.js';
 import { MAX_HELD_EVENT } from './event-aligner.js';
 
 const KEY = 'chan-cred-7Hq2Lr9Xw4Tb8Kz1';
@@ -195,5 +195,76 @@ describe('indexOfError', () => {
     const event = Buffer.from('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"tok "}}\n\n');
     expect(indexOfError(event)).toBe(-1);
     expect(indexOfError(Buffer.from('data: {"error":{"message":"x"}}\n\n'))).toBe(8);
+  });
+});
+
+// Findings F2 of the secrets review: events that are not error-shaped reached the client byte for byte.
+describe('events no SDK reads as errors, that hold the channel key', () => {
+  const SLASHED = 'zqPHP/KEY+q8Wm3/Nv5Bx7Lk2J';
+  const escapedSlashes = SLASHED.replaceAll('/', '\\/');
+
+  it('vLLM\'s {"object":"error",…} is an error event: scrubbed, as a string and as a Buffer', () => {
+    const event = `data: ${JSON.stringify({ object: 'error', message: MESSAGE, type: 'BadRequestError', code: 401 })}\n\n`;
+    for (const chunk of [event, Buffer.from(event)]) {
+      const { s, text } = scrubber();
+      s.push(chunk);
+      expectClean(text());
+      expect((dataOf(text())[0] as { object: string }).object).toBe('error');
+    }
+  });
+
+  it('a data line that is no JSON: the key as written, `\\/`-escaped or `\\u`-escaped, and key shapes are scrubbed', () => {
+    const uEscaped = [...SLASHED].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+    for (const form of [SLASHED, escapedSlashes, SLASHED.replace('<', '\\u003C')]) {
+      const { s, text } = scrubber(SLASHED);
+      s.push(Buffer.from(`data: {broken Incorrect API key provided: ${form} ${SHAPED}\n\n`));
+      expect(text()).toBe(`data: {broken Incorrect API key provided: ${CENSOR} sk-${CENSOR}\n\n`);
+    }
+    // Fully `\u`-escaped, the key's anchor is not there: the chunk is not read (see key-forms.ts).
+    const { s, out } = scrubber(SLASHED);
+    const chunk = Buffer.from(`data: {broken ${uEscaped}\n\n`);
+    s.push(chunk);
+    expect(out[0]).toBe(chunk);
+  });
+
+  it('an unknown `event:` name, its data JSON or not, is scrubbed of the key', () => {
+    for (const data of [JSON.stringify({ message: `bad key ${SLASHED}` }), `{"message":"bad key ${escapedSlashes}"}`, `bad key ${SLASHED}`]) {
+      const { s, text } = scrubber(SLASHED);
+      s.push(`event: x\ndata: ${data}\n\n`);
+      expect(text()).not.toContain(SLASHED);
+      expect(text()).not.toContain(escapedSlashes);
+      expect(text()).toContain(CENSOR);
+    }
+  });
+
+  it('a well-formed event of either protocol that holds the key is written as it came (the same object)', () => {
+    const { s, out } = scrubber(SLASHED);
+    const chunks: (Buffer | string)[] = [
+      Buffer.from(delta(`the key ${SLASHED}`)),
+      chatDelta(`the key ${SLASHED}`),
+      Buffer.from(`event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${escapedSlashes}"}}\n\n`),
+      Buffer.from('data: [DONE]\n\n'),
+    ];
+    for (const c of chunks) s.push(c);
+    expect(out).toHaveLength(chunks.length);
+    chunks.forEach((c, i) => expect(out[i]).toBe(c));
+  });
+});
+
+describe('indexOfPattern', () => {
+  it('finds a pattern where Buffer#indexOf does, at every offset, with repeats and near misses', () => {
+    for (const p of ['Nv5Bx7Lk2J', 'aaaaab', 'abcabcabd', 'sk-ant-mock-channel-credential']) {
+      const pattern = Buffer.from(p);
+      const shifts = horspoolShifts(pattern);
+      for (const filler of ['', 'x', 'aaaa', 'abcabcab', p.slice(0, -1), p.slice(1)]) {
+        for (let at = 0; at < 12; at++) {
+          const hay = Buffer.from(filler.repeat(3).slice(0, at) + p + filler);
+          expect(indexOfPattern(hay, pattern, shifts)).toBe(hay.indexOf(pattern));
+          const miss = Buffer.from(filler.repeat(3).slice(0, at) + p.slice(0, -1) + '!' + filler);
+          expect(indexOfPattern(miss, pattern, shifts)).toBe(miss.indexOf(pattern));
+        }
+      }
+      expect(indexOfPattern(Buffer.alloc(0), pattern, shifts)).toBe(-1);
+    }
   });
 });
