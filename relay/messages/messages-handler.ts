@@ -1021,7 +1021,9 @@ class Exchange {
       if (raw === null) throw new TypeError('no JSON object');
       const scrubbed = scrubValue(raw, key, 0) as ProviderErrorJson;
       parsed = scrubbed;
-      text = scrubbed === raw ? providerText : JSON.stringify(scrubbed);
+      // Unchanged by the scrub, the provider's bytes pass, scrubbed as text too: JSON.parse keeps the
+      // last of two members of one name, so a key in the first was never seen by scrubValue.
+      text = scrubbed === raw ? scrubKeyText(providerText, key) : JSON.stringify(scrubbed);
     } catch {
       // No JSON object, or one nested too deep to write again: scrubbed as text, and passed on as none.
       parsed = null;

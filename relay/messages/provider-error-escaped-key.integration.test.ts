@@ -48,6 +48,13 @@ beforeAll(async () => {
         + `event: x\ndata: {"message":"${SLASHED}"}\n\n`);
     }
     const status = Number(/-(\d{3})-/.exec(model)![1]);
+    if (model.endsWith('-dup')) {
+      // Two members of one name: JSON.parse keeps the last, clean one; the first quotes the key as written.
+      res.writeHead(status, { 'content-type': 'application/json' });
+      const first = errorJson(model, CHANNEL_KEY).slice(1, -1);
+      const second = errorJson(model, 'a key').slice(1, -1);
+      return void res.end(`{${first},${second}}`);
+    }
     const form = model.endsWith('-u') ? U_ESCAPED : SLASHED;
     if (status === 302) {
       res.writeHead(302, { location: `https://login.example/?key=${CHANNEL_KEY}`, 'content-type': 'text/html' });
@@ -61,8 +68,8 @@ beforeAll(async () => {
     res.end(errorJson(model, form));
   });
   stack = await startGatewayStack();
-  const anthropicModels = ['a-200-sse', 'a-400-php', 'a-404-u', 'a-500-php', 'a-503-u', 'a-400-html', 'a-302-redir'];
-  const openaiModels = ['o-200-sse', 'o-400-php', 'o-404-u', 'o-302-redir'];
+  const anthropicModels = ['a-200-sse', 'a-400-php', 'a-404-u', 'a-500-php', 'a-503-u', 'a-400-html', 'a-302-redir', 'a-400-dup'];
+  const openaiModels = ['o-200-sse', 'o-400-php', 'o-404-u', 'o-302-redir', 'o-400-dup'];
   for (const m of anthropicModels) await mockChannel(stack, [m], 'default', { base_url: provider.url, key: CHANNEL_KEY });
   for (const m of openaiModels) await mockChannel(stack, [m], 'default', { base_url: provider.url, key: CHANNEL_KEY, type: 1 });
   key = (await createApiKey(stack, await fundedAccount(stack, 10_000_000))).key;
@@ -128,6 +135,21 @@ describe('a provider error quoting the channel key JSON-escaped', () => {
       for (const l of lines) expect(l).toContain(CENSOR);
       expectNoKey(relay.output());
     });
+  });
+});
+
+// Found by review: a body the scrub of its parsed value left unchanged was passed on as the provider
+// wrote it, and JSON.parse keeps only the last of two members of one name.
+describe('a provider error naming one member twice, the first quoting the channel key', () => {
+  it('never reaches the client with the key, on either endpoint', async () => {
+    for (const model of ['a-400-dup', 'o-400-dup']) {
+      for (const path of ENDPOINTS) {
+        const r = await call(stack.relayUrl, path, model, false);
+        expect(r.status, `${model} ${path}: ${r.text}`).toBe(400);
+        expectNoKey(r.text);
+        expectNoKey(decoded(r.text));
+      }
+    }
   });
 });
 

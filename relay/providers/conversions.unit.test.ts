@@ -853,6 +853,18 @@ describe('ChatToAnthropicStream: interleaved tool calls', () => {
     expect(message.stop_reason).toBe('tool_use');
   });
 
+  // Found by review: at a [DONE] without a finish_reason the blocks still held were drained into
+  // output that was thrown away, and the stream closed a block that never started.
+  it('calls still held at a [DONE] without a finish_reason are written, each block closed once', async () => {
+    const stream = Buffer.from(chatChunk({ role: 'assistant', content: null }) + tc(0, '', 'call_a', 'f') + tc(1, '{"y":2}', 'call_b', 'g') + 'data: [DONE]\n\n');
+    for (const size of SIZES) {
+      const out = feed(new ChatToAnthropicStream('m'), stream, size);
+      expectValidAnthropicStream(out);
+      const final = await MessageStream.fromReadableStream(asJsonLines(out)).finalMessage();
+      expect(final.content.map((b) => (b.type === 'tool_use' ? b.id : b.type))).toEqual(['call_a', 'call_b']);
+    }
+  });
+
   it('the Anthropic SDK assembles them (finalMessage threw on the 4 blocks)', async () => {
     const out = feed(new ChatToAnthropicStream('m'), interleaved, 100_000);
     const final = await MessageStream.fromReadableStream(asJsonLines(out)).finalMessage();

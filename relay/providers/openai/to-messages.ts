@@ -446,9 +446,9 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     // A stream of [DONE] alone is an empty message, not events without their message_start (the SDK threw).
     const out = this.#start(undefined);
     this.#finished = true;
-    this.#drain();
+    const drained = this.#drain();
     this.#close();
-    return out + this.#drainOut()
+    return out + drained + this.#drainOut()
       + sse('message_delta', { type: 'message_delta', delta: stopOf(this.#finish, this.#toolUse, this.#matched), usage: deltaUsage(this.#usage) })
       + sse('message_stop', { type: 'message_stop' });
   }
