@@ -16,7 +16,7 @@ import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
 import { ChatStreamMeter, textOfChatBody } from './openai/chat-usage.js';
 import { textOfMessageBody } from '../messages/message-usage.js';
 import { messagesToChat } from './openai/from-messages.js';
-import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter, MAX_HELD_ARGUMENTS } from './openai/to-messages.js';
+import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter, HeldArgumentsTooLongError, MAX_HELD_ARGUMENTS } from './openai/to-messages.js';
 import { chunksAsCompletion, eventsAsMessage } from '../stream/stream-as-answer.js';
 
 /** Feeds `whole` in pieces of `size` bytes; returns what the rewriter wrote. */
@@ -851,6 +851,16 @@ describe('ChatToAnthropicStream: interleaved tool calls', () => {
     const message = eventsAsMessage(Buffer.from(out))!.answer;
     expect(message.content).toEqual(AB);
     expect(message.stop_reason).toBe('tool_use');
+  });
+
+  // Found by review: only arguments and text counted toward the bound, and every call stays known by
+  // its id and name to the end: 80 calls of 256 KiB ids and names held ~59 MB without a failure.
+  it('ids and names of calls count toward the bound: calls of huge ids fail the stream past it', () => {
+    const s = new ChatToAnthropicStream('m');
+    s.push(Buffer.from(chatChunk({ role: 'assistant', content: null }) + tc(0, '{"a":', 'call_0', 'f')));
+    const big = 'x'.repeat(256 * 1024);
+    for (let i = 1; i <= 80 && s.failure === null; i++) s.push(Buffer.from(tc(i, '', `${big}${i}`, big)));
+    expect(s.failure).toBeInstanceOf(HeldArgumentsTooLongError);
   });
 
   // Found by review: at a [DONE] without a finish_reason the blocks still held were drained into

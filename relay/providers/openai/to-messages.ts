@@ -27,8 +27,9 @@
 // else at the finish_reason or [DONE]. No argument byte is lost and no block is cut: bytes for a
 // call after its arguments were whole and its block closed can only be blanks or make its JSON
 // invalid, and are not written. A stream cut while blocks are held ends with the relay's failed
-// event; the meter counted every argument once, from the provider's bytes. Held arguments are
-// bounded (MAX_HELD_ARGUMENTS): past it the stream fails, as an event without end does.
+// event; the meter counted every argument once, from the provider's bytes. Held arguments, with the
+// ids and names of every call of the stream (each stays known by them to the end), are bounded
+// (MAX_HELD_ARGUMENTS): past it the stream fails, as an event without end does.
 import { anthropicTypeOfOpenAIError, errorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { valueAfterKey } from '../../stream/sse-bytes.js';
@@ -166,6 +167,8 @@ interface Item {
   idKey: string;
   name?: unknown;
   index: number | undefined;
+  /** Characters of its id and name, counted in the held size for the stream's life: every call stays known by them to its end, and a provider could send calls of huge ids without end. */
+  heldMeta: number;
   /** The scan of a tool call's arguments (scanArguments): whether its block may close before the answer ends. */
   scan: Scan;
   depth: number;
@@ -174,7 +177,7 @@ interface Item {
 }
 
 function newItem(kind: 'text' | 'tool', index: number | undefined, idKey: string): Item {
-  return { kind, block: -1, held: '', idKey, index, scan: Scan.Empty, depth: 0, inString: false, escaped: false };
+  return { kind, block: -1, held: '', idKey, index, heldMeta: 0, scan: Scan.Empty, depth: 0, inString: false, escaped: false };
 }
 
 /** Follows a tool call's arguments as they come, to tell when they are a whole JSON object (or array). */
@@ -384,8 +387,12 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
       if (id !== '') this.#byId.set(id, call);
       this.#queue.push(call);
       this.#toolUse = true;
+      call.heldMeta = id.length + (typeof fn?.name === 'string' ? fn.name.length : 0);
+      this.#heldSize += call.heldMeta;
     } else if (call.block < 0 && call.name === undefined && typeof fn?.name === 'string') {
       call.name = fn.name;
+      call.heldMeta += fn.name.length;
+      this.#heldSize += fn.name.length;
     }
     if (index !== undefined) {
       call.index = index;
@@ -429,6 +436,7 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     this.#open = item;
     const held = item.held;
     item.held = '';
+    // Its id and name stay counted: the call stays known by them (#byId, #byIndex) to the end.
     this.#heldSize -= held.length;
     if (item.kind === 'text') {
       this.#write(sse('content_block_start', { type: 'content_block_start', index: item.block, content_block: { type: 'text', text: '' } }));
