@@ -9,7 +9,10 @@ const BATCH = 100;
 
 export function startReservationReaper(quota: QuotaStore, log: Logger, intervalMs: number): { stop(): void } {
   const reap = async () => {
-    // Redis's clock (the quota store's RedisClock), the one the relays date the deadlines with.
+    // Redis's clock (the quota store's RedisClock), the one the relays date the deadlines with; not
+    // before it was read once (a worker started while Redis was down): this host's clock, far off
+    // Redis's, would reap live reservations.
+    if (!quota.clock.settled) return;
     const now = quota.clock.now();
     const released = await quota.releaseExpired(now, BATCH, (r) => encodeUsageEvent(usageEvent({
       type: LOG_TYPE.error,

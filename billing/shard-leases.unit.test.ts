@@ -103,7 +103,7 @@ describe('ShardLeases.refresh', () => {
     const { redis, leases: held } = fakeRedis();
     // One reference clock for both workers, whatever their hosts' clocks say.
     let t = 1_000_000;
-    const clock = { now: () => t };
+    const clock = { now: () => t, settled: true };
     const w1 = new ShardLeases(redis, keys, 'w1', LEASE_MS, clock);
     const w2 = new ShardLeases(redis, keys, 'w2', LEASE_MS, clock);
     expect((await w1.refresh()).gained).toHaveLength(SHARDS);

@@ -10,6 +10,7 @@ import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
 import { createOptionSealer } from '../core/options/option-secrets.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
+import { RedisClock } from '../core/quota/redis-clock.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { ensureRootAccount, rootPasswordReveal } from './accounts/root-account.js';
 import { createConsoleSql } from './db.js';
@@ -44,7 +45,13 @@ async function main(): Promise<void> {
   const sql = createConsoleSql(config);
   const redis = createRedis(config, 'console-api');
   const logReader = createClickHouseReader(config);
-  const quotaStore = new QuotaStore(redis, redisKeysFor(config), postgresBalanceSource(sql));
+  const keys = redisKeysFor(config);
+  // An administrator's debit holds are dated with Redis's clock, the one the billing worker's reaper
+  // reads (core/quota/redis-clock.ts): on this host's clock, one running 5 minutes behind had a hold
+  // reaped while its transaction was still open.
+  const clock = new RedisClock(redis, keys, { log: logger });
+  await clock.start();
+  const quotaStore = new QuotaStore(redis, keys, postgresBalanceSource(sql), { clock });
   const sealed = await sealLegacySecrets(sql, { options: createOptionSealer(config.KEY_SECRET), webhooks: createWebhookSecretSealer(config.KEY_SECRET) });
   if (sealed.options.length > 0 || sealed.accounts > 0) logger.info(sealed, 'secrets stored in clear by an earlier version sealed');
 
@@ -55,6 +62,7 @@ async function main(): Promise<void> {
   const app = buildConsoleApp({ config, sql, redis, logReader, quotaStore, logger });
   release = async () => {
     await app.close();
+    clock.stop();
     await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), logReader.close()]);
   };
   await app.listen({ host: config.CONSOLE_HOST, port: config.CONSOLE_PORT });
@@ -66,6 +74,7 @@ async function main(): Promise<void> {
     logger.info({ signal }, 'console-api shutting down');
     try {
       await app.close();
+      clock.stop();
       await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), logReader.close()]);
       process.exit(0);
     } catch (err) {

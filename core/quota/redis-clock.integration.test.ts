@@ -10,6 +10,7 @@ import { createRedis } from '../../infra/redis/client.js';
 import { redisKeys } from '../../infra/redis/keys.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { ReservationHeartbeat } from '../../relay/messages/reservation-heartbeat.js';
+import { startReservationReaper } from '../../billing/reservation-reaper.js';
 import { DEFAULT_CREDIT_SLICE_OPTIONS } from './credit-slices.js';
 import { QuotaStore } from './quota-store.js';
 import { RedisClock } from './redis-clock.js';
@@ -85,6 +86,25 @@ describe('RedisClock', () => {
     expect(warn).toHaveBeenCalledTimes(2);
     never.stop();
     dead.disconnect();
+  });
+
+  // Found by review: a process started while Redis was down dated deadlines on its own clock until
+  // the next interval (10 s), and the reaper compared them on it. A connection made again is read at
+  // once: here the local clock steps while the connection is away, and the clock follows on 'ready',
+  // not at its next interval (a minute away).
+  it('reads Redis as soon as a connection is ready again, not at the next interval', async () => {
+    const conn = createRedis(config, 'redis-clock-ready');
+    let skew = 0;
+    const clock = new RedisClock(conn, keys, { wallClock: () => realNow() + skew, intervalMs: 60_000, log: quiet });
+    stops.push(clock);
+    await clock.start();
+    expect(clock.settled).toBe(true);
+    expect(Math.abs(clock.offsetMs)).toBeLessThan(1_000);
+    skew = 90_000;
+    conn.disconnect(true);
+    await vi.waitFor(() => expect(clock.offsetMs).toBeLessThan(-89_000), { timeout: 3_000 });
+    clock.stop();
+    conn.disconnect();
   });
 
   it('start() waits for its first sample, then samples on its interval', async () => {
@@ -179,6 +199,23 @@ describe('deadlines a relay sets with its host clock skewed, reaped by a worker 
     relay.stop();
     const took = await reapUntil(async () => (await reaper.accountBalance(userId)) === 1_000_000, 5_000);
     expect(took).toBeLessThan(TTL + 1_000);
+  });
+
+  it('the reaper compares no deadline on a clock not read yet (a worker started while Redis was down)', async () => {
+    const userId = newUser(1_000_000);
+    const requestId = `unsettled-${realNow()}`;
+    expect(await reaper.reserve({ userId, tokenId: userId * 10, tokenLimited: true, requestId, amount: 5_000, deadlineMs: reaper.clock.now() + 60_000 })).toBe('reserved');
+    // A worker whose host runs 10 minutes ahead and has not read Redis's clock yet.
+    const unsettled = new QuotaStore(redis, keys, source, { clock: { now: () => realNow() + 600_000, settled: false } });
+    const reap = startReservationReaper(unsettled, quiet, 20);
+    await new Promise((done) => setTimeout(done, 200));
+    reap.stop();
+    expect(await redis.exists(keys.reservation(userId, requestId))).toBe(1);
+    // Once read, the same clock's deadlines are compared: released.
+    const settled = new QuotaStore(redis, keys, source, { clock: { now: () => realNow() + 600_000, settled: true } });
+    const reap2 = startReservationReaper(settled, quiet, 20);
+    await vi.waitFor(async () => expect(await redis.exists(keys.reservation(userId, requestId))).toBe(0), { timeout: 2_000 });
+    reap2.stop();
   });
 
   it('a relay 60 s behind: its live slice and reservation are not reaped', async () => {

@@ -13,10 +13,16 @@ import { defineScripts } from './scripts.js';
 /** What dates deadlines: Unix ms. */
 export interface ReferenceClock {
   now(): number;
+  /**
+   * Whether now() is the reference clock's yet: a RedisClock not read since its start is this host's
+   * clock. The reaper does not compare deadlines on such a clock (a host far off Redis would reap
+   * live reservations).
+   */
+  readonly settled: boolean;
 }
 
 /** This host's clock: for processes and tests that share no Redis clock (console-api, unit tests). */
-export const WALL_CLOCK: ReferenceClock = { now: () => Date.now() };
+export const WALL_CLOCK: ReferenceClock = { now: () => Date.now(), settled: true };
 
 export interface RedisClockOptions {
   /** How often the offset is read again (default 10 s). */
@@ -36,6 +42,7 @@ const FIRST_SAMPLE_WAIT_MS = 2_000;
 const READ_TIMEOUT_MS = 5_000;
 
 export class RedisClock implements ReferenceClock {
+  readonly #redis: Redis;
   readonly #read: (key: string) => Promise<[number | string, number | string]>;
   readonly #key: string;
   readonly #wallClock: () => number;
@@ -50,6 +57,7 @@ export class RedisClock implements ReferenceClock {
   #inFlight: Promise<boolean> | null = null;
 
   constructor(redis: Redis, keys: RedisKeys, opts: RedisClockOptions = {}) {
+    this.#redis = redis;
     const command = defineScripts(redis).get('readClock')!.command;
     this.#read = (redis as unknown as Record<string, (key: string) => Promise<[number | string, number | string]>>)[command]!.bind(redis);
     this.#key = keys.clock();
@@ -141,6 +149,9 @@ export class RedisClock implements ReferenceClock {
     if (this.#timer !== null) return;
     this.#timer = setInterval(() => { void this.sample(); }, this.#intervalMs);
     this.#timer.unref();
+    // A connection made (again): read at once rather than at the next interval, so that a process
+    // started while Redis was down leaves its own clock as soon as Redis answers.
+    this.#redis.on('ready', this.#onReady);
     let timeout: NodeJS.Timeout | undefined;
     await Promise.race([
       this.sample(),
@@ -152,5 +163,12 @@ export class RedisClock implements ReferenceClock {
   stop(): void {
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
+    this.#redis.off('ready', this.#onReady);
+  }
+
+  readonly #onReady = (): void => { void this.sample(); };
+
+  get settled(): boolean {
+    return this.#sampled;
   }
 }
