@@ -247,7 +247,12 @@ export function scrubErrorEvent(event: string, key: string | undefined): string 
   if (isObject(parsed)) {
     try {
       const scrubbed = scrubValue(parsed, key, 0);
-      if (scrubbed === parsed) return null;
+      if (scrubbed === parsed) {
+        // Passed as it came, scrubbed as text too: JSON.parse keeps the last of two members of one
+        // name, so a key in the first was never seen by scrubValue.
+        const text = scrubKeyText(event, key);
+        return text === event ? null : text;
+      }
       // The data as one line of the scrubbed JSON, where its first line was; the other lines kept.
       const br = BREAK.exec(event)?.[0] ?? '\n';
       let dataWritten = false;

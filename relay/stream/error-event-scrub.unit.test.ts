@@ -79,6 +79,16 @@ describe('an error event is scrubbed', () => {
     expect(dataOf(error)[0]).toEqual({ type: 'error', error: { type: 'authentication_error', message: `Incorrect API key provided: ${CENSOR}. Also sk-${CENSOR}, Bearer ${CENSOR} (org-123)` } });
   });
 
+  // JSON.parse keeps the last of two members of one name: the scrub of the parsed value saw only the
+  // clean second `error` and passed the event as the provider wrote it, the key in the first one.
+  it('an error event naming its member twice, the key in the first: scrubbed as text too', () => {
+    const event = `data: {"error":{"message":"Incorrect API key provided: ${KEY}","type":"invalid_request_error"},"error":{"message":"bad request","type":"invalid_request_error"}}\n\n`;
+    const { s, text } = scrubber();
+    s.push(Buffer.from(event));
+    expect(text()).not.toContain(KEY);
+    expect(text()).toContain(CENSOR);
+  });
+
   it('a data-only {"type":"error"}, OpenAI\'s {"error":…} (string or object), as a string or a Buffer', () => {
     for (const event of [
       `data: ${JSON.stringify({ type: 'error', error: { type: 'api_error', message: MESSAGE } })}\n\n`,
