@@ -84,9 +84,6 @@ const STOPPED_ANSWERING = 'The model provider stopped answering before its answe
 const WHOLE_ANSWER_TOO_SLOW = new Error('the provider\'s answer did not end within UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS of its headers');
 /** What a client is told of a provider whose connection was lost after the request was sent, before any answer. */
 const LOST_BEFORE_ANSWER = 'The model provider\'s connection was lost after the request was sent, before it answered.';
-/** A channel's credential or account refused by the provider: the gateway's fault, not the client's key. */
-const CHANNEL_REFUSED = PROVIDER_ACCOUNT_REFUSED;
-
 /** Errors of the connect phase: the request was never written, so no provider can be generating it. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
@@ -605,14 +602,14 @@ class Exchange {
   channelRefused(channel: Channel, status: number, model: string, mayRetry: boolean): 'done' | string {
     if (mayRetry && !this.headersSent) {
       logRepeated(this.ctx, 'warn', 'channel-refused', channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
-      this.earlierFailure = new RelayError('upstream_unreachable', CHANNEL_REFUSED);
+      this.earlierFailure = new RelayError('upstream_unreachable', PROVIDER_ACCOUNT_REFUSED);
       this.earlierRetryAfter = '';
       return httpReason(status);
     }
     // Asked only here, on the way out: whether the pick found nothing or RELAY_MAX_TRIES stopped it.
     this.noRetry = !this.retryMayHelp && (this.triedChannels === null
       || pickNextChannel(this.ctx.channels, this, 0, model, this.triedChannels) === undefined);
-    this.fail(new RelayError('upstream_unreachable', CHANNEL_REFUSED), httpReason(status));
+    this.fail(new RelayError('upstream_unreachable', PROVIDER_ACCOUNT_REFUSED), httpReason(status));
     return 'done';
   }
 
@@ -1014,21 +1011,21 @@ class Exchange {
     // (key-forms.ts); it never reaches the client (a stable message replaces it), only the log.
     const key = this.channel?.apiKey;
     const isJson = providerText.startsWith('{') && answer.header('content-type').includes('json');
-    let parsed: ProviderErrorJson | null = null;
-    let text: string;
     const raw = isJson ? parseProviderError(providerText) : null;
-    try {
-      if (raw === null) throw new TypeError('no JSON object');
-      const scrubbed = scrubValue(raw, key, 0) as ProviderErrorJson;
-      parsed = scrubbed;
-      // Unchanged by the scrub, the provider's bytes pass, scrubbed as text too: JSON.parse keeps the
-      // last of two members of one name, so a key in the first was never seen by scrubValue.
-      text = scrubbed === raw ? scrubKeyText(providerText, key) : JSON.stringify(scrubbed);
-    } catch {
-      // No JSON object, or one nested too deep to write again: scrubbed as text, and passed on as none.
-      parsed = null;
-      text = scrubKeyText(providerText, key);
+    let parsed: ProviderErrorJson | null = null;
+    let written: string | null = null;
+    if (raw !== null) {
+      try {
+        const scrubbed = scrubValue(raw, key, 0) as ProviderErrorJson;
+        if (scrubbed !== raw) written = JSON.stringify(scrubbed);
+        parsed = scrubbed;
+      } catch {
+        // Nested too deep to write again: scrubbed as text, and passed on as no JSON.
+      }
     }
+    // Unchanged by the scrub (or no JSON), the provider's bytes pass scrubbed as text: JSON.parse keeps
+    // the last of two members of one name, so a key in the first was never seen by scrubValue.
+    const text = written ?? scrubKeyText(providerText, key);
     // A provider's JSON error in the client's protocol passes as it is; one in the other protocol
     // keeps its message in the client's shape; anything else (a proxy's HTML page, a stack trace) is
     // replaced by a stable message and logged for operators. A rate limit's or a failure's message

@@ -247,24 +247,22 @@ export function scrubErrorEvent(event: string, key: string | undefined): string 
   if (isObject(parsed)) {
     try {
       const scrubbed = scrubValue(parsed, key, 0);
-      if (scrubbed === parsed) {
-        // Passed as it came, scrubbed as text too: JSON.parse keeps the last of two members of one
-        // name, so a key in the first was never seen by scrubValue.
-        const text = scrubKeyText(event, key);
-        return text === event ? null : text;
-      }
-      // The data as one line of the scrubbed JSON, where its first line was; the other lines kept.
-      const br = BREAK.exec(event)?.[0] ?? '\n';
-      let dataWritten = false;
-      const out: string[] = [];
-      for (const l of lines) {
-        if (!l.startsWith('data:')) out.push(scrubKeyText(l, key));
-        else if (!dataWritten) {
-          dataWritten = true;
-          out.push(`data: ${JSON.stringify(scrubbed)}`);
+      // Unchanged, it is scrubbed as text below: JSON.parse keeps the last of two members of one name,
+      // so a key in the first was never seen by scrubValue.
+      if (scrubbed !== parsed) {
+        // The data as one line of the scrubbed JSON, where its first line was; the other lines kept.
+        const br = BREAK.exec(event)?.[0] ?? '\n';
+        let dataWritten = false;
+        const out: string[] = [];
+        for (const l of lines) {
+          if (!l.startsWith('data:')) out.push(scrubKeyText(l, key));
+          else if (!dataWritten) {
+            dataWritten = true;
+            out.push(`data: ${JSON.stringify(scrubbed)}`);
+          }
         }
+        return out.join(br);
       }
-      return out.join(br);
     } catch {
       // Nested too deep to write again: scrubbed as text below.
     }

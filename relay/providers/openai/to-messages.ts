@@ -167,8 +167,6 @@ interface Item {
   idKey: string;
   name?: unknown;
   index: number | undefined;
-  /** Characters of its id and name, counted in the held size for the stream's life: every call stays known by them to its end, and a provider could send calls of huge ids without end. */
-  heldMeta: number;
   /** The scan of a tool call's arguments (scanArguments): whether its block may close before the answer ends. */
   scan: Scan;
   depth: number;
@@ -177,7 +175,7 @@ interface Item {
 }
 
 function newItem(kind: 'text' | 'tool', index: number | undefined, idKey: string): Item {
-  return { kind, block: -1, held: '', idKey, index, heldMeta: 0, scan: Scan.Empty, depth: 0, inString: false, escaped: false };
+  return { kind, block: -1, held: '', idKey, index, scan: Scan.Empty, depth: 0, inString: false, escaped: false };
 }
 
 /** Follows a tool call's arguments as they come, to tell when they are a whole JSON object (or array). */
@@ -387,11 +385,11 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
       if (id !== '') this.#byId.set(id, call);
       this.#queue.push(call);
       this.#toolUse = true;
-      call.heldMeta = id.length + (typeof fn?.name === 'string' ? fn.name.length : 0);
-      this.#heldSize += call.heldMeta;
+      // Its id and name count in the held size for the stream's life: every call stays known by them
+      // to its end (#byId, #byIndex), and a provider could send calls of huge ids without end.
+      this.#heldSize += id.length + (typeof fn?.name === 'string' ? fn.name.length : 0);
     } else if (call.block < 0 && call.name === undefined && typeof fn?.name === 'string') {
       call.name = fn.name;
-      call.heldMeta += fn.name.length;
       this.#heldSize += fn.name.length;
     }
     if (index !== undefined) {
