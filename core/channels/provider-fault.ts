@@ -57,7 +57,8 @@ function errorParts(body: string): { message: string; codes: unknown[] } {
   return { message, codes: [e.code, e.type] };
 }
 
-function isAccountTrouble(body: string): boolean {
+/** Whether a provider's error text (an error answer's body, or an error event's data) says the channel's own account cannot pay. */
+export function isAccountTrouble(body: string): boolean {
   const { message, codes } = errorParts(body);
   for (const c of codes) if (typeof c === 'string' && ACCOUNT_TROUBLE_CODES.has(c.toLowerCase())) return true;
   return ACCOUNT_TROUBLE_MESSAGE.test(message.length > MESSAGE_SCAN_LIMIT ? message.slice(0, MESSAGE_SCAN_LIMIT) : message);

@@ -24,6 +24,8 @@
 // Completions usage filter): an error event whose lines come in two writes is held from its first
 // line that may open one until its end, as the aligner holds it (bounded by MAX_HELD_EVENT).
 import { scrubCredentials } from '../../infra/secrets/credential-text.js';
+import { isAccountTrouble } from '../../core/channels/provider-fault.js';
+import { PROVIDER_ACCOUNT_REFUSED } from '../errors.js';
 import { holdsKey, keyAnchor, scrubKeyText } from './key-forms.js';
 import { isObject } from '../../infra/json/is-object.js';
 import { EventAligner, lastEventEnd } from './event-aligner.js';
@@ -246,7 +248,7 @@ export function scrubErrorEvent(event: string, key: string | undefined): string 
   if (!error && name !== 'error') return null;
   if (isObject(parsed)) {
     try {
-      const scrubbed = scrubValue(parsed, key, 0);
+      const scrubbed = accountRefusal(parsed, joined) ?? scrubValue(parsed, key, 0);
       // Unchanged, it is scrubbed as text below: JSON.parse keeps the last of two members of one name,
       // so a key in the first was never seen by scrubValue.
       if (scrubbed !== parsed) {
@@ -270,6 +272,24 @@ export function scrubErrorEvent(event: string, key: string | undefined): string 
   const text = scrubKeyText(event, key);
   return text === event ? null : text;
 }
+
+/**
+ * A provider's error event saying the channel's own account cannot pay (Anthropic's billing_error,
+ * "credit balance is too low"; OpenAI's insufficient_quota), in the same protocol's words for the
+ * gateway's fault: the client's SDK reads billing_error and insufficient_quota as its own balance
+ * (the relay's own 402 says so), and the provider's message tells it to top up. Before a stream
+ * starts the same answer moves to the next channel (the 500 of a channel refused when none is left);
+ * mid-stream, nothing can be retried. Null for any other error.
+ */
+function accountRefusal(parsed: Record<string, unknown>, data: string): Record<string, unknown> | null {
+  if (data.length > ACCOUNT_TROUBLE_SCAN || !isAccountTrouble(data)) return null;
+  if (parsed.type === 'error') return { type: 'error', error: { type: 'api_error', message: PROVIDER_ACCOUNT_REFUSED } };
+  if (isObject(parsed.error)) return { error: { message: PROVIDER_ACCOUNT_REFUSED, type: 'server_error', param: null, code: null } };
+  return null;
+}
+
+/** Largest error data read for an account refusal, as provider-fault.ts reads an error answer. */
+const ACCOUNT_TROUBLE_SCAN = 4096;
 
 /**
  * An event that is no error event and may hold the key (its anchor): null when it is a well-formed

@@ -278,3 +278,43 @@ describe('indexOfPattern', () => {
     }
   });
 });
+
+// Before: passed as the provider wrote it; both SDKs read billing_error / insufficient_quota (and "Your
+// credit balance is too low") as the client's own balance, as the relay's own 402 words it.
+describe('a provider\'s account refusal mid-stream', () => {
+  it('Anthropic\'s billing_error (and its "credit balance is too low" in any type) becomes an api_error about the gateway\'s own account', () => {
+    for (const error of [
+      { type: 'billing_error', message: 'Your credit balance is too low to access the Anthropic API.' },
+      { type: 'invalid_request_error', message: 'Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing.' },
+      { type: 'api_error', message: 'You exceeded your current quota, please check your plan and billing details.' },
+    ]) {
+      const { s, text } = scrubber();
+      s.push(delta('Hel') + `event: error\ndata: ${JSON.stringify({ type: 'error', error })}\n\n`);
+      expect(text()).toContain('event: error\n');
+      expect(dataOf(text())).toEqual([
+        { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hel' } },
+        { type: 'error', error: { type: 'api_error', message: 'The model provider refused this gateway\'s own credential or account for the request (not your API key).' } },
+      ]);
+    }
+  });
+
+  it('OpenAI\'s insufficient_quota becomes a server_error about the gateway\'s own account', () => {
+    const { s, text } = scrubber();
+    s.push(chatDelta('Hel'));
+    s.push(`data: ${JSON.stringify({ error: { message: 'You exceeded your current quota, please check your plan and billing details.', type: 'insufficient_quota', param: null, code: 'insufficient_quota' } })}\n\n`);
+    expect(dataOf(text())[1]).toEqual({ error: { message: 'The model provider refused this gateway\'s own credential or account for the request (not your API key).', type: 'server_error', param: null, code: null } });
+  });
+
+  it('any other error passes as it came; a client\'s words quoted in one do not make it a refusal', () => {
+    const events = [
+      `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`,
+      `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'tool_use id insufficient_quota: your credit balance is too low' } })}\n\n`,
+      `data: ${JSON.stringify({ error: { message: 'Rate limit reached', type: 'requests', code: 'rate_limit_exceeded' } })}\n\n`,
+    ];
+    for (const e of events) {
+      const { s, out } = scrubber();
+      s.push(e);
+      expect(out.map(String).join('')).toBe(e);
+    }
+  });
+});
