@@ -10,8 +10,9 @@
 //     deltas applied (text, tool input JSON parsed at the block's stop, thinking and its signature,
 //     citations), message_delta's stop_reason, stop_sequence and usage merged over message_start's.
 //   Chat Completion chunks → per choice index its message (role, content and refusal concatenated,
-//     tool calls by index with their arguments concatenated), logprobs concatenated, finish_reason;
-//     the last non-null usage.
+//     tool calls by index with their arguments concatenated), logprobs concatenated, finish_reason
+//     and the stop sequence that matched (vLLM's stop_reason, SGLang's matched_stop, which name a
+//     stop_sequences entry for an Anthropic client); the last non-null usage.
 //
 // A stream that stated an error (Anthropic's `event: error`, a chunk `{"error": …}`) folds to what came
 // before it, with the error beside it. null when the bytes hold no such stream.
@@ -118,6 +119,8 @@ interface ChoiceFold {
   toolCalls: Array<Record<string, unknown> & { function: Record<string, unknown> }>;
   logprobs: Record<string, unknown[]> | null;
   finishReason: unknown;
+  /** vLLM's `stop_reason`, SGLang's `matched_stop`: the stop sequence that ended the choice, as the last chunk naming it said. */
+  matched: Record<string, unknown>;
 }
 
 /** OpenAI's Chat Completions stream as its Chat Completion; null when no chunk came. */
@@ -141,7 +144,7 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
       const index = indexOr(c.index, 0);
       let fold = choices.get(index);
       if (fold === undefined) {
-        fold = { index, message: { role: 'assistant', content: null, refusal: null }, toolCalls: [], logprobs: null, finishReason: null };
+        fold = { index, message: { role: 'assistant', content: null, refusal: null }, toolCalls: [], logprobs: null, finishReason: null, matched: {} };
         choices.set(index, fold);
       }
       const delta = isObject(c.delta) ? c.delta : {};
@@ -166,6 +169,8 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
         for (const [k, v] of Object.entries(c.logprobs)) if (Array.isArray(v) && k !== '__proto__') fold.logprobs[k] = [...(Object.hasOwn(fold.logprobs, k) ? fold.logprobs[k]! : []), ...v];
       }
       if (c.finish_reason !== null && c.finish_reason !== undefined) fold.finishReason = c.finish_reason;
+      if (c.stop_reason !== null && c.stop_reason !== undefined) fold.matched.stop_reason = c.stop_reason;
+      if (c.matched_stop !== null && c.matched_stop !== undefined) fold.matched.matched_stop = c.matched_stop;
     }
   }
   if (head === null) return error === null ? null : { answer: { object: 'chat.completion', choices: [] }, error };
@@ -175,7 +180,7 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
       const message = { ...f.message };
       const calls = f.toolCalls.filter((t) => t !== undefined);
       if (calls.length > 0) message.tool_calls = calls;
-      return { index: f.index, message, logprobs: f.logprobs, finish_reason: f.finishReason ?? 'stop' };
+      return { index: f.index, message, logprobs: f.logprobs, finish_reason: f.finishReason ?? 'stop', ...f.matched };
     }),
   };
   if (usage !== undefined) answer.usage = usage;

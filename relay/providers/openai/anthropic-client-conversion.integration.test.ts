@@ -18,7 +18,7 @@ const usage = (p: number, c: number) => chatChunk({ id: 'chatcmpl-x', object: 'c
 const call = (index: number, args: string, id?: string, name?: string) =>
   ch({ tool_calls: [{ index, ...(id ? { id, type: 'function' } : {}), function: { ...(name ? { name } : {}), arguments: args } }] });
 
-const MODELS = ['a2o-interleave', 'a2o-midstream-error', 'a2o-vllm-stop', 'a2o-done-only', 'a2o-echo'];
+const MODELS = ['a2o-interleave', 'a2o-midstream-error', 'a2o-vllm-stop', 'a2o-done-only', 'a2o-echo', 'a2o-always-streams-stop'];
 
 let stack: GatewayStack;
 let provider: ScriptedProvider;
@@ -28,6 +28,11 @@ let client: Anthropic;
 
 beforeAll(async () => {
   provider = await startScriptedProvider(({ model, body }, res) => {
+    // A server that streams whatever it is asked (stream-as-answer.ts folds it), naming SGLang's matched_stop.
+    if (model === 'a2o-always-streams-stop') {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      return void res.end(ch({ role: 'assistant', content: 'one two' }) + ch({}, 'stop', { matched_stop: 'three' }) + usage(10, 2) + CHAT_DONE);
+    }
     if (body.stream !== true) {
       res.writeHead(200, { 'content-type': 'application/json' });
       const stopped = model === 'a2o-vllm-stop' ? { stop_reason: 'three' } : {};
@@ -99,6 +104,9 @@ describe('an Anthropic client of an OpenAI-format channel', () => {
     expect([whole.stop_reason, whole.stop_sequence]).toEqual(['stop_sequence', 'three']);
     const streamed = await client.messages.stream(params).finalMessage();
     expect([streamed.stop_reason, streamed.stop_sequence]).toEqual(['stop_sequence', 'three']);
+    // Asked without `stream` and answered with a stream, folded (before: end_turn, the fold dropped matched_stop).
+    const folded = await client.messages.create({ ...params, model: 'a2o-always-streams-stop' });
+    expect([folded.stop_reason, folded.stop_sequence, folded.content]).toEqual(['stop_sequence', 'three', [{ type: 'text', text: 'one two' }]]);
     // Not asked by the request: the provider's word is not taken.
     const unasked = await client.messages.create({ ...params, stop_sequences: ['four'] });
     expect([unasked.stop_reason, unasked.stop_sequence]).toEqual(['end_turn', null]);
