@@ -4,9 +4,10 @@
 // channel-prober.ts). One classification for both, so a probe re-enables exactly what the relay
 // would not disable again.
 //
-//   channel     the channel's own credential or account: 401, 403, 402, and the "your credit
+//   channel     the channel's own credential, account or address: 401, 403, 402, the "your credit
 //               balance is too low" / "insufficient quota" kind of answer whatever its status (by
-//               the provider's error code, or its message's start: never the client's text).
+//               the provider's error code, or its message's start: never the client's text), and a
+//               1xx or 3xx (a redirect: the base URL moved, or leads to a login page).
 //               Retried on the next channel while nothing reached the client; counted against it.
 //   rate_limit  429 (not a quota exhaustion): retried, not counted.
 //   overloaded  529: retried, not counted.
@@ -71,6 +72,9 @@ const MESSAGE_SCAN_LIMIT = 200;
 
 /** Class of a provider's non-2xx answer, from its status and the start of its body. */
 export function classifyProviderError(status: number, body: string): ProviderFault {
+  // A 1xx or 3xx is no answer of either protocol: a base URL that moved or leads to a login page, the
+  // channel's own setup (the request never reached a model, so another channel may carry it).
+  if (status < 200 || (status >= 300 && status < 400)) return 'channel';
   if (status === 401 || status === 403 || status === 402) return 'channel';
   if (status >= 400 && status < 500 && body && body.length <= SCAN_LIMIT && isAccountTrouble(body)) return 'channel';
   if (status === 429) return 'rate_limit';

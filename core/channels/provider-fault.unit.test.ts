@@ -15,6 +15,11 @@ describe('classifyProviderError', () => {
     expect(classifyProviderError(429, JSON.stringify({ error: { message: 'You exceeded your current quota, please check your plan and billing details.', type: 'insufficient_quota', code: 'insufficient_quota' } }))).toBe('channel');
   });
 
+  // Before: 'client', so a channel whose base URL redirects was neither counted nor passed over.
+  it('a 1xx or 3xx (a moved base URL, a login page) is the channel\'s fault', () => {
+    for (const status of [101, 103, 300, 301, 302, 307, 308]) expect(classifyProviderError(status, '<a href="/login">moved</a>')).toBe('channel');
+  });
+
   it('the client\'s own bad request is not', () => {
     expect(classifyProviderError(400, anthropic('invalid_request_error', 'max_tokens: Field required'))).toBe('client');
     expect(classifyProviderError(404, anthropic('not_found_error', 'model: claude-x'))).toBe('client');

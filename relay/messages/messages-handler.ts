@@ -711,20 +711,24 @@ class Exchange {
     if (status < 200 || status > 299) {
       const text = await answer.text().catch(() => '');
       if (this.aborted) return REASON.clientGone;
-      // The channel's own credential or account refused (routing/channel-outcomes.ts): counted
-      // against it and retried elsewhere like a 5xx; the client's own bad request is passed through.
-      if (isRetriedFault(providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt))) {
-        return this.channelRefused(channel, status, body.model, mayRetry);
-      }
+      const fault = providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt);
       // A 1xx or 3xx (a redirect: a channel's base URL that moved, a login page) is no answer of either
-      // protocol: passed on, the client got a 3xx with an empty error type. The provider failed, as with
-      // a 200 that is no answer: the client's protocol's 500 api_error, nothing of the provider's (its
-      // Location, its text) passed on.
+      // protocol: passed on, the client got a 3xx with an empty error type. It is the channel's setup
+      // (counted against it, provider-fault.ts) and reached no model: another channel is tried; with
+      // none left, the client's protocol's 500 api_error, as for a 200 that is no answer, nothing of
+      // the provider's (its Location, its text) passed on.
       if (status < 400) {
         logRepeated(this.ctx, 'warn', `provider-odd-status:${status}`, channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider answered a status that is no answer nor error; answered as a provider failure');
+        if (mayRetry && !this.headersSent) {
+          this.noteFailure(new RelayError('upstream_unreachable', UNREADABLE_ANSWER));
+          return httpReason(status);
+        }
         this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), httpReason(status));
         return 'done';
       }
+      // The channel's own credential or account refused (routing/channel-outcomes.ts): counted
+      // against it and retried elsewhere like a 5xx; the client's own bad request is passed through.
+      if (isRetriedFault(fault)) return this.channelRefused(channel, status, body.model, mayRetry);
       this.passThroughError(status, text, answer, provider);
       return 'done';
     }

@@ -72,6 +72,9 @@ beforeAll(async () => {
   const openaiModels = ['o-200-sse', 'o-400-php', 'o-404-u', 'o-302-redir', 'o-400-dup'];
   for (const m of anthropicModels) await mockChannel(stack, [m], 'default', { base_url: provider.url, key: CHANNEL_KEY });
   for (const m of openaiModels) await mockChannel(stack, [m], 'default', { base_url: provider.url, key: CHANNEL_KEY, type: 1 });
+  // A redirecting channel preferred (priority) over a working one for the same model.
+  await mockChannel(stack, ['a-302-then-ok'], 'default', { base_url: provider.url, key: CHANNEL_KEY, priority: 10 });
+  await mockChannel(stack, ['a-302-then-ok'], 'default', { priority: 0 });
   key = (await createApiKey(stack, await fundedAccount(stack, 10_000_000))).key;
 }, 120_000);
 afterAll(async () => {
@@ -166,6 +169,19 @@ describe('a stream\'s events that are no error of the protocols, quoting the key
 });
 
 describe('a provider\'s 3xx', () => {
+  // Before: the client's 500 though another channel of the model answered; the channel was not counted.
+  it('is the channel\'s fault: the next channel of the model answers', async () => {
+    for (const path of ENDPOINTS) {
+      for (const stream of [false, true]) {
+        const before = provider.seen.get('a-302-then-ok')?.at ?? 0;
+        const r = await call(stack.relayUrl, path, 'a-302-then-ok', stream);
+        expect(r.status, `${path} stream=${stream}: ${r.text}`).toBe(200);
+        expect(provider.seen.get('a-302-then-ok')!.at, 'the redirecting channel was tried first').toBeGreaterThan(before);
+        expectNoKey(r.text);
+      }
+    }
+  });
+
   it('is the client protocol\'s 500 api_error, nothing of the redirect passed on', async () => {
     for (const model of ['a-302-redir', 'o-302-redir']) {
       for (const path of ENDPOINTS) {
