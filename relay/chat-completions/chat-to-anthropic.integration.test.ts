@@ -116,6 +116,35 @@ describe('a non-streaming chat completion', () => {
   });
 });
 
+describe('what OpenAI\'s answers and conversations hold', () => {
+  // Before: the refusal turn vanished (its user turns merged), and the answer lacked both members.
+  it('an assistant\'s refusal (content null) stays its turn; answers and chunks carry service_tier and system_fingerprint', async () => {
+    const { data } = await client.chat.completions.create({
+      model: MODEL, max_tokens: 5,
+      messages: [
+        { role: 'user', content: 'do a bad thing' },
+        { role: 'assistant', content: null, refusal: 'I will not help with that.' },
+        { role: 'user', content: 'why?' },
+      ],
+    }).withResponse();
+    expect(providerBody().messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'do a bad thing' }] },
+      { role: 'assistant', content: [{ type: 'text', text: 'I will not help with that.' }] },
+      { role: 'user', content: [{ type: 'text', text: 'why?' }] },
+    ]);
+    expect(data).toMatchObject({ service_tier: 'default', system_fingerprint: null });
+    const stream = await client.chat.completions.create({ model: MODEL, max_tokens: 5, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] });
+    let chunks = 0;
+    for await (const c of stream) {
+      chunks++;
+      expect(c).toMatchObject({ service_tier: 'default', system_fingerprint: null });
+    }
+    expect(chunks).toBeGreaterThan(2);
+    // Settled before the next test reads the balance it starts from.
+    await billingSettled(stack);
+  });
+});
+
 describe('a streamed chat completion', () => {
   it('with include_usage: content chunks, a finish_reason, the usage chunk and [DONE]; billed exactly', async () => {
     const before = await balance();

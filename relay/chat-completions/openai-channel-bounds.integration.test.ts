@@ -260,6 +260,9 @@ describe('fields whose cost the relay cannot price are refused, on every channel
   it.each([
     ['audio output', { modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' } }, /audio/],
     ['modalities with audio', { modalities: ['audio'] }, /modalities/],
+    // Before: a string passed to the provider (only an array was checked).
+    ['modalities as a string', { modalities: 'audio' }, /modalities/],
+    ['modalities as an object', { modalities: { audio: true } }, /modalities/],
     ['web search', { web_search_options: {} }, /web_search_options/],
     ['predicted outputs', { prediction: { type: 'content', content: 'a long prediction' } }, /prediction/],
     ['priority processing', { service_tier: 'priority' }, /service_tier/],

@@ -281,7 +281,8 @@ export function unpricedFieldRefusal(chat: ChatRequest): RelayError | null {
   const c = chat as Record<string, unknown>;
   if (c.audio !== undefined && c.audio !== null) return invalid('audio: audio output is not served by this gateway');
   const modalities = c.modalities;
-  if (Array.isArray(modalities) && modalities.some((m) => m !== 'text')) return invalid('modalities: only "text" is served by this gateway');
+  // Not an array (OpenAI refuses a string; a looser provider may read "audio" as asked): refused too.
+  if (modalities !== undefined && modalities !== null && !(Array.isArray(modalities) && modalities.every((m) => m === 'text'))) return invalid('modalities: only ["text"] is served by this gateway');
   if (c.web_search_options !== undefined && c.web_search_options !== null) return invalid('web_search_options: web search is not served on /v1/chat/completions by this gateway');
   if (c.prediction !== undefined && c.prediction !== null) return invalid('prediction: predicted outputs are not served by this gateway');
   const tier = c.service_tier;
@@ -342,6 +343,11 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
     } else if (m.role === 'assistant') {
       const blocks = contentBlocks(m.content, `${where}.content`, false);
       if (blocks instanceof RelayError) return blocks;
+      // The assistant's refusal (its message-level `refusal`, content null) is what it said: as a
+      // refusal part in content is, it stays in the conversation, else the turn vanished and the
+      // user turns around it merged.
+      const refusal = (m as { refusal?: unknown }).refusal;
+      if (typeof refusal === 'string' && !isBlank(refusal)) blocks.push({ type: 'text', text: refusal });
       const uses = toolUses(m.tool_calls, `${where}.tool_calls`, ids);
       if (uses instanceof RelayError) return uses;
       push(turns, 'assistant', [...blocks, ...uses]);

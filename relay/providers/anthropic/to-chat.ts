@@ -109,8 +109,16 @@ export function messageToChat(body: Buffer, model: string): string | null {
     model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReasonOf(m.stop_reason) }],
     usage: chatUsageOf(isObject(m.usage) ? m.usage : undefined, thought),
+    ...OPENAI_ANSWER_TAIL,
   });
 }
+
+/**
+ * The members OpenAI writes in every answer and chunk, which clients that check for them (not the
+ * SDKs, whose types have them optional) missed in a converted one: the standard tier (Anthropic's
+ * "standard" is OpenAI's "default"), and no fingerprint of a backend configuration.
+ */
+const OPENAI_ANSWER_TAIL = { service_tier: 'default', system_fingerprint: null } as const;
 
 /** A thinking block, shown or not: its tokens are in output_tokens, whatever text it carries. */
 function isThinkingBlock(b: unknown): boolean {
@@ -173,7 +181,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
 
   #chunk(delta: Record<string, unknown>, finishReason: string | null = null): string {
     return `data: ${JSON.stringify({
-      id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model,
+      id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model, ...OPENAI_ANSWER_TAIL,
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
       ...(this.#includeUsage ? NULL_USAGE : undefined),
     })}\n\n`;
@@ -233,7 +241,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       case 'message_stop': {
         if (!this.#includeUsage) return DONE;
         const usageChunk = `data: ${JSON.stringify({
-          id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model, choices: [], usage: chatUsageOf(this.#usage, this.#thought),
+          id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model, ...OPENAI_ANSWER_TAIL, choices: [], usage: chatUsageOf(this.#usage, this.#thought),
         })}\n\n`;
         return usageChunk + DONE;
       }
