@@ -128,6 +128,13 @@ describe('GET /api/log/self', () => {
     expect((await logs('?request_id=req-1', someoneElse)).total).toBe(0);
   });
 
+  // Before: ignored (every channel's rows listed) while /api/log/self/stat with the same query summed one channel's.
+  it('filters by channel, as its stat does', async () => {
+    expect(ids((await logs('?channel=4')).items)).toEqual(['req-2']);
+    expect(ids((await logs('?channel=4&type=5')).items)).toEqual([]);
+    expect(await stat('?channel=4')).toMatchObject({ quota: 200 });
+  });
+
   it('pages from 1 and caps page_size at 100', async () => {
     const p2 = await logs('?p=2&page_size=2');
     expect(p2).toMatchObject({ page: 2, page_size: 2, total: 5 });

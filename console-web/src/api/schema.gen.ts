@@ -736,8 +736,8 @@ export interface paths {
           end_timestamp?: number;
           request_id?: string;
           upstream_request_id?: string;
-          username?: string;
           channel?: number;
+          username?: string;
         };
         header?: never;
         path?: never;
@@ -844,6 +844,7 @@ export interface paths {
           end_timestamp?: number;
           request_id?: string;
           upstream_request_id?: string;
+          channel?: number;
         };
         header?: never;
         path?: never;
