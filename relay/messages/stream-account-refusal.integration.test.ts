@@ -10,6 +10,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack } from '../../tests/harness/gateway-stack.js';
+import { anthropicStreamRead, openaiStreamRead, type StreamRead } from '../../tests/harness/sdk-streams.js';
 import { BLOCK_START, chatChunk, LONG_PROMPT, messageStart, sse, startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
 import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { PROVIDER_ACCOUNT_REFUSED } from '../errors.js';
@@ -51,23 +52,9 @@ afterAll(async () => {
   await provider?.close();
 });
 
-async function anthropicStream(model: string): Promise<{ text: string; error: unknown }> {
-  let text = '';
-  const error = await (async () => {
-    const stream = await anthropic.messages.create({ model, max_tokens: 100, stream: true, messages });
-    for await (const e of stream) if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') text += e.delta.text;
-  })().then(() => null, (e: unknown) => e);
-  return { text, error };
-}
+const anthropicStream = (model: string): Promise<StreamRead> => anthropicStreamRead(anthropic, { model, max_tokens: 100, messages });
 
-async function openaiStream(model: string): Promise<{ text: string; error: unknown }> {
-  let text = '';
-  const error = await (async () => {
-    const stream = await openai.chat.completions.create({ model, max_tokens: 100, stream: true, messages });
-    for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
-  })().then(() => null, (e: unknown) => e);
-  return { text, error };
-}
+const openaiStream = (model: string): Promise<StreamRead> => openaiStreamRead(openai, { model, max_tokens: 100, messages });
 
 describe('a provider refusing the channel\'s account mid-stream', () => {
   for (const model of ['refused-mid', 'oai-refused-mid']) {

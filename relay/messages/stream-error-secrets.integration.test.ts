@@ -12,6 +12,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack } from '../../tests/harness/gateway-stack.js';
+import { anthropicStreamRead, openaiStreamRead, type StreamRead } from '../../tests/harness/sdk-streams.js';
 import { BLOCK_START, chatChunk, LONG_PROMPT, messageStart, sse, startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
 
 const CHANNEL_KEY = 'chan-cred-7Hq2Lr9Xw4Tb8Kz1';
@@ -77,23 +78,10 @@ function expectScrubbed(text: string): void {
   expect(text).toContain('Incorrect API key provided: [redacted]');
 }
 
-async function anthropicStream(model: string): Promise<{ text: string; error: unknown }> {
-  let text = '';
-  const error = await (async () => {
-    const stream = await anthropic.messages.create({ model, max_tokens: 100, stream: true, messages });
-    for await (const e of stream) if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') text += e.delta.text;
-  })().then(() => null, (e: unknown) => e);
-  return { text, error };
-}
+const anthropicStream = (model: string): Promise<StreamRead> => anthropicStreamRead(anthropic, { model, max_tokens: 100, messages });
 
-async function openaiStream(model: string, includeUsage: boolean): Promise<{ text: string; error: unknown }> {
-  let text = '';
-  const error = await (async () => {
-    const stream = await openai.chat.completions.create({ model, max_tokens: 100, stream: true, messages, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) });
-    for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
-  })().then(() => null, (e: unknown) => e);
-  return { text, error };
-}
+const openaiStream = (model: string, includeUsage: boolean): Promise<StreamRead> =>
+  openaiStreamRead(openai, { model, max_tokens: 100, messages, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) });
 
 async function raw(path: '/v1/messages' | '/v1/chat/completions', model: string, extra: Record<string, unknown> = {}): Promise<string> {
   const res = await fetch(`${stack.relayUrl}${path}`, {
