@@ -125,8 +125,8 @@ function isIdentity(coding: string): boolean {
 /**
  * Why the request's framing or coding headers refuse it, or null; uWS's getHeader reads a header's
  * first line only, so the lines are counted in one walk, made only when one of them is there (a GET
- * without them skips it; so does a request whose first Content-Length is empty, which uWS refuses
- * itself by closing the connection):
+ * without them skips it; so does a request whose first Content-Length is empty, which uWS takes
+ * as no body: the handler answers its empty body 400 "not valid JSON" in the route's format):
  *   - 'lengths': more than one Content-Length line (equal values too: RFC 9110 §8.6 lets a recipient
  *     refuse them, and one rule is simpler to reason about). uWS frames the body by the first and
  *     parses what follows as the next request, where a proxy in front may have framed it by another:
