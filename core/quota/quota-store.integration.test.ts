@@ -5,7 +5,7 @@ import { redisKeys } from '../../infra/redis/keys.js';
 import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { withWrongTypeKey } from '../../infra/testing/wrong-type-key.js';
-import { consoleDebitHoldId, currentMinute, deadlineMember, QuotaStore } from './quota-store.js';
+import { consoleDebitHoldId, currentMinute, deadlineMember, DELETED_MIRROR_TTL_SEC, QuotaStore } from './quota-store.js';
 import { batchScript, loadScriptDefs } from './scripts.js';
 
 const config = testConfig();
@@ -710,6 +710,30 @@ describe('adjustBalanceOnce-3.lua', () => {
     // A row from before sequences moves a loaded mirror as it always did.
     await seeded.adjustAccountOnce(userId, 5, 203, null);
     expect(await seeded.accountBalance(userId)).toBe(905);
+  });
+
+  // Before: seeded for ever. A request whose key or account was deleted while its body came in seeds
+  // after the deletion expired the mirrors (which did not exist then), and nothing removed them.
+  it('a deleted row\'s mirror is seeded to expire as a deletion\'s mirrors do; a live row\'s for ever', async () => {
+    const { userId, tokenId } = ids();
+    const deleted = new QuotaStore(redis, keys, {
+      accountQuota: async () => 0, tokenRemainQuota: async () => 0,
+      accountSeed: async () => ({ quota: 700, creditSeq: 2, deleted: true }),
+      tokenSeed: async () => ({ remain: 300, quotaSeq: 1, deleted: true }),
+    });
+    expect(await deleted.seedAccount(userId)).toBe(true);
+    expect(await deleted.seedToken(userId, tokenId)).toBe(true);
+    expect(await deleted.accountBalance(userId)).toBe(700);
+    for (const key of [keys.accountBalance(userId), keys.accountCreditSeq(userId), keys.tokenRemain(userId, tokenId), keys.tokenQuotaSeq(userId, tokenId)]) {
+      const ttl = await redis.ttl(key);
+      expect(ttl, key).toBeGreaterThan(DELETED_MIRROR_TTL_SEC - 60);
+      expect(ttl, key).toBeLessThanOrEqual(DELETED_MIRROR_TTL_SEC);
+    }
+    const live = ids();
+    const kept = new QuotaStore(redis, keys, { accountQuota: async () => 0, tokenRemainQuota: async () => 0, accountSeed: async () => ({ quota: 700, creditSeq: 2, deleted: false }) });
+    expect(await kept.seedAccount(live.userId)).toBe(true);
+    expect(await redis.ttl(keys.accountBalance(live.userId))).toBe(-1);
+    expect(await redis.ttl(keys.accountCreditSeq(live.userId))).toBe(-1);
   });
 });
 

@@ -102,6 +102,11 @@ const ADJUSTMENT_MARKER_TTL_SEC = 30 * 24 * 3600;
  * create / use / delete loop grew Redis for good.
  */
 export const DELETED_MIRROR_TTL_SEC = 24 * 3600;
+
+/** How long a seeded mirror lives: a deleted row's as long as the deletion left its mirrors, else for ever (0). */
+function seedTtl(seed: { deleted?: boolean }): number {
+  return seed.deleted === true ? DELETED_MIRROR_TTL_SEC : 0;
+}
 /** EXPIREs per MULTI when mirrors of a deleted account expire: bounds one transaction on an account with many keys. */
 const EXPIRE_KEYS_PER_MULTI = 1000;
 /** seedBalance-2.lua: the Postgres read is older than a change already in Redis. */
@@ -144,9 +149,9 @@ export interface BalanceSource {
    * users.quota with the users.credit_seq of the same row read, so that a seeded mirror knows which
    * console changes it already holds. A source without it seeds with sequence 0.
    */
-  accountSeed?(userId: number): Promise<{ quota: number; creditSeq: number }>;
+  accountSeed?(userId: number): Promise<{ quota: number; creditSeq: number; deleted?: boolean }>;
   /** tokens.remain_quota with the tokens.quota_seq of the same row read (see accountSeed). */
-  tokenSeed?(tokenId: number): Promise<{ remain: number; quotaSeq: number }>;
+  tokenSeed?(tokenId: number): Promise<{ remain: number; quotaSeq: number; deleted?: boolean }>;
   tokenRemainQuota(tokenId: number): Promise<number>;
 }
 
@@ -568,7 +573,7 @@ export class QuotaStore {
       const seed = this.#source.accountSeed !== undefined
         ? await this.#source.accountSeed(userId)
         : { quota: await this.#source.accountQuota(userId), creditSeq: 0 };
-      const code = Number(await this.#seedBalance(k.accountBalance(userId), k.accountCreditSeq(userId), seed.quota, seed.creditSeq));
+      const code = Number(await this.#seedBalance(k.accountBalance(userId), k.accountCreditSeq(userId), seed.quota, seed.creditSeq, seedTtl(seed)));
       if (code !== SEED_STALE) return code === 1;
     }
     return false;
@@ -677,7 +682,7 @@ export class QuotaStore {
       const seed = this.#source.tokenSeed !== undefined
         ? await this.#source.tokenSeed(tokenId)
         : { remain: await this.#source.tokenRemainQuota(tokenId), quotaSeq: 0 };
-      const code = Number(await this.#seedBalance(k.tokenRemain(userId, tokenId), k.tokenQuotaSeq(userId, tokenId), seed.remain, seed.quotaSeq));
+      const code = Number(await this.#seedBalance(k.tokenRemain(userId, tokenId), k.tokenQuotaSeq(userId, tokenId), seed.remain, seed.quotaSeq, seedTtl(seed)));
       if (code !== SEED_STALE) return code === 1;
     }
     return false;
