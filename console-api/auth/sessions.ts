@@ -127,14 +127,35 @@ export async function revokeSession(db: Db, credential: string, nowSec: number):
 }
 
 /**
- * Ends every session and access token of an account: banned or deleted (an account banned because it
- * was taken over must not get the taker's credentials back when enabled again), or its password reset.
+ * Ends every session and access token of an account, and its open password reset codes: banned or
+ * deleted (an account banned because it was taken over must not get the taker's credentials back when
+ * enabled again), or its password reset.
  */
 export async function revokeAllCredentials(db: Db, userId: number, nowSec: number): Promise<void> {
   // Under the account's row lock (a no-op when the transaction updated the row already): a credential
   // being issued meanwhile is then either revoked here or refused by lockIssuer.
   await db`SELECT 1 FROM users WHERE id = ${userId} FOR UPDATE`;
   await db`UPDATE access_tokens SET revoked_at = ${nowSec} WHERE user_id = ${userId} AND revoked_at IS NULL`;
+  await endResetCodes(db, userId, nowSec);
+}
+
+/**
+ * Ends the account's open password reset codes (email/email-codes.ts). A reset code is a credential
+ * too: whoever read the mail (a mailbox open for a moment, an old address) could set the password with
+ * it. Ended by whatever ends the account's other credentials (revokeAllCredentials: a reset, an
+ * administrator's password reset, a ban, a deletion), by the owner's own password change and by
+ * binding another address (the old mailbox no longer controls the account). In the caller's
+ * transaction, after it locked the account's row. The codes' rows are locked in id order, as a try
+ * (email/email-codes.ts claimEmailCode) locks them, so the two never wait on each other crosswise.
+ */
+export async function endResetCodes(db: Db, userId: number, nowSec: number): Promise<void> {
+  await db`
+    UPDATE email_codes SET used_at = ${nowSec}
+    WHERE id IN (
+      SELECT id FROM email_codes
+      WHERE purpose = 'reset' AND user_id = ${userId} AND user_id <> 0 AND used_at IS NULL AND expires_at > ${nowSec}
+      ORDER BY id FOR UPDATE)
+      AND used_at IS NULL`;
 }
 
 /**

@@ -7,7 +7,20 @@
 //
 // Rate limits, counted on the same rows under a transaction-scoped advisory lock so that parallel
 // requests are counted one after the other: per address EMAIL_CODES_PER_ADDRESS, per account
-// EMAIL_CODES_PER_ACCOUNT and per client address EMAIL_CODES_PER_CLIENT, each per hour.
+// EMAIL_CODES_PER_ACCOUNT and per client address EMAIL_CODES_PER_CLIENT, each per hour. Reset codes
+// and the other purposes have budgets of their own per address and per account (the client's is
+// shared): an anonymous caller asking for a victim's address with GET /api/verification (a 409 row)
+// or for its reset codes neither spends the other kind's budget nor the account's binding codes.
+//
+// Reset codes are anybody's to ask for (GET /api/reset_password is public), so a new one does not end
+// the address's earlier open ones: every one was mailed to the owner, each stays valid until used or
+// expired, and using one ends them all (auth/sessions.ts endResetCodes, with every other credential).
+// Otherwise any stranger could kill the code in the owner's hands with one request. Their tries are
+// counted per address, not per code: a try counts against every open code of the address
+// (claimEmailCode), so 5 wrong tries in all end them, however many are open. A stranger can still
+// spend the address's 5 reset codes of the hour (the mail-bombing bound), but not the codes already in
+// the owner's mailbox. A binding or registration code still ends the earlier one of its purpose and
+// address (the new 6-digit code is the one to type).
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { loadSmtpSettings, sendMail, type SmtpSettings } from '../../core/email/mailer.js';
 import type { ConsoleContext } from '../context.js';
@@ -27,6 +40,17 @@ export const EMAIL_CODES_PER_CLIENT = 20;
 /** Addresses compare without case; stored as given but looked up lower-cased. */
 export function normalizeEmail(email: string): string {
   return email.trim().toLowerCase();
+}
+
+/**
+ * One address, one account: every writer of users.email (a binding, a registration with a verified
+ * address, an account created by sign-on) takes this transaction-scoped lock on the address before it
+ * checks the address is free (findUserByEmail) and holds it to its commit. Two writers of one address
+ * then check one after the other, and the second sees the first's account (409). Taken before any row
+ * lock of the writer's transaction, so that the writers' locks are always taken in one order.
+ */
+export async function lockEmailAddress(tx: Db, address: string): Promise<void> {
+  await tx`SELECT pg_advisory_xact_lock(hashtext(${`email:${normalizeEmail(address)}`}))`;
 }
 
 /** The live account that holds this address (the lowest id), other than `exceptId`; undefined when none. */
@@ -59,7 +83,8 @@ export interface IssueCode {
 
 /**
  * Counts the request against the limits, stores the code's HMAC and returns the code (to be mailed,
- * never logged). Earlier open codes of the same purpose and address stop working.
+ * never logged). Earlier open binding or registration codes of the same purpose and address stop
+ * working; earlier reset codes stay valid (see the top of this file).
  */
 export async function issueEmailCode(ctx: ConsoleContext, r: IssueCode): Promise<string> {
   const email = normalizeEmail(r.email);
@@ -73,10 +98,14 @@ export async function issueEmailCode(ctx: ConsoleContext, r: IssueCode): Promise
     await tx`SELECT pg_advisory_xact_lock(hashtext(${`email-code-client:${r.clientIp}`}))`;
     if (r.userId !== 0) await tx`SELECT pg_advisory_xact_lock(hashtext(${`email-code-account:${r.userId}`}))`;
     await tx`SELECT pg_advisory_xact_lock(hashtext(${`email-code:${email}`}))`;
+    // The address's and the account's budgets: reset codes apart from the other purposes.
+    const reset = r.purpose === 'reset';
     const [counts] = await tx<{ address: number; account: number; client: number }[]>`
       SELECT
-        (SELECT count(*) FROM email_codes WHERE email = ${email} AND created_at > ${since})::int AS address,
-        (SELECT count(*) FROM email_codes WHERE ${r.userId} <> 0 AND user_id = ${r.userId} AND created_at > ${since})::int AS account,
+        (SELECT count(*) FROM email_codes WHERE email = ${email} AND created_at > ${since}
+           AND (purpose = 'reset') = ${reset})::int AS address,
+        (SELECT count(*) FROM email_codes WHERE ${r.userId} <> 0 AND user_id = ${r.userId} AND created_at > ${since}
+           AND (purpose = 'reset') = ${reset})::int AS account,
         (SELECT count(*) FROM email_codes WHERE client_ip = ${r.clientIp} AND created_at > ${since})::int AS client`;
     const limited = counts!.address >= EMAIL_CODES_PER_ADDRESS ? 'this address'
       : counts!.account >= EMAIL_CODES_PER_ACCOUNT ? 'this account'
@@ -84,7 +113,7 @@ export async function issueEmailCode(ctx: ConsoleContext, r: IssueCode): Promise
     if (limited) {
       throw new ConsoleError('RATE_LIMITED', `too many verification e-mails for ${limited}; retry later`, { retryAfterSec: EMAIL_CODE_WINDOW_SEC });
     }
-    if (!r.countOnly) await tx`UPDATE email_codes SET used_at = ${now} WHERE purpose = ${r.purpose} AND email = ${email} AND used_at IS NULL`;
+    if (!r.countOnly && !reset) await tx`UPDATE email_codes SET used_at = ${now} WHERE purpose = ${r.purpose} AND email = ${email} AND used_at IS NULL`;
     // Rows older than a day count for nothing: the address's are dropped as it asks again.
     await tx`DELETE FROM email_codes WHERE email = ${email} AND created_at < ${now - 86_400}`;
     await tx`
@@ -95,7 +124,7 @@ export async function issueEmailCode(ctx: ConsoleContext, r: IssueCode): Promise
   return code;
 }
 
-/** A code that matched its address's open code; used by useEmailCode in the transaction of what it allows. */
+/** A code that matched one of its address's open codes; used by useEmailCode in the transaction of what it allows. */
 export interface EmailCodeClaim {
   id: number;
   /** The account the code was issued for (0 for registration). */
@@ -103,27 +132,34 @@ export interface EmailCodeClaim {
 }
 
 /**
- * Checks a code, before the caller's transaction: every try, right or wrong, first takes one of the
- * open code's EMAIL_CODE_MAX_ATTEMPTS in a statement of its own that commits at once. So a wrong code
- * stays counted though what it was for is never done; tries in parallel are counted one after the
- * other (the row's lock), never all compared before any is counted; and no transaction waits for a
- * second pool connection (a pool full of such transactions would wait forever). INVALID_CODE when
- * the code is wrong, expired, used or out of tries.
+ * Checks a code, before the caller's transaction: every try, right or wrong, first takes one of
+ * EMAIL_CODE_MAX_ATTEMPTS from every open code of the purpose and address, in a statement of its own
+ * that commits at once. So a wrong code stays counted though what it was for is never done; tries in
+ * parallel are counted one after the other (the rows' locks, taken in id order), never all compared
+ * before any is counted; the tries are counted per address however many codes are open (reset codes:
+ * several may be); and no transaction waits for a second pool connection (a pool full of such
+ * transactions would wait forever). INVALID_CODE when the code is wrong, expired, used or out of tries.
  */
 export async function claimEmailCode(ctx: ConsoleContext, purpose: CodePurpose, rawEmail: string, code: string): Promise<EmailCodeClaim> {
   const email = normalizeEmail(rawEmail);
   const now = ctx.now();
-  const [row] = await ctx.sql<{ id: number; user_id: number; code_hash: Buffer }[]>`
+  const rows = await ctx.sql<{ id: number; user_id: number; code_hash: Buffer }[]>`
     UPDATE email_codes SET attempts = attempts + 1
-    WHERE id = (
+    WHERE id IN (
       SELECT id FROM email_codes
       WHERE purpose = ${purpose} AND email = ${email} AND used_at IS NULL
-      ORDER BY id DESC LIMIT 1)
+        AND expires_at > ${now} AND attempts < ${EMAIL_CODE_MAX_ATTEMPTS}
+      ORDER BY id FOR UPDATE)
       AND used_at IS NULL AND expires_at > ${now} AND attempts < ${EMAIL_CODE_MAX_ATTEMPTS}
     RETURNING id, user_id, code_hash`;
   const given = codeHash(ctx, purpose, email, code);
-  if (!row || row.code_hash.length !== given.length || !timingSafeEqual(row.code_hash, given)) throw new ConsoleError('INVALID_CODE');
-  return { id: Number(row.id), userId: Number(row.user_id) };
+  let match: { id: number; user_id: number } | undefined;
+  // Every open code compared, in constant time each.
+  for (const row of rows) {
+    if (row.code_hash.length === given.length && timingSafeEqual(row.code_hash, given)) match ??= row;
+  }
+  if (!match) throw new ConsoleError('INVALID_CODE');
+  return { id: Number(match.id), userId: Number(match.user_id) };
 }
 
 /**

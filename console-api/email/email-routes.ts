@@ -4,17 +4,17 @@
 // and proxies keep.
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { loadSmtpSettings } from '../../core/email/mailer.js';
+import { loadSmtpSettings, type SmtpSettings } from '../../core/email/mailer.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { hashPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
-import { resolveSession, revokeAllCredentials, unbindSignOn } from '../auth/sessions.js';
+import { endResetCodes, resolveSession, revokeAllCredentials, unbindSignOn } from '../auth/sessions.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
-import { claimEmailCode, EMAIL_CODE_TTL_SEC, findUserByEmail, issueEmailCode, mailCode, useEmailCode } from './email-codes.js';
+import { claimEmailCode, EMAIL_CODE_TTL_SEC, findUserByEmail, issueEmailCode, lockEmailAddress, mailCode, normalizeEmail, useEmailCode } from './email-codes.js';
 
 const email = z.email({ error: 'must be an e-mail address' }).max(254, { error: 'must be at most 254 characters' });
 
@@ -32,8 +32,12 @@ export const resetBody = z.object({
   password: z.string({ error: 'must be a string' }).min(8, { error: 'must be at least 8 characters' }).max(64, { error: 'must be at most 64 characters' }).optional(),
 });
 
+/** GET /api/reset_password requests whose work (after the answer) may be in progress at once. */
+export const MAX_PENDING_RESETS = 64;
+
 export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
   const { sql } = ctx;
+  let pendingResets = 0;
 
   api.route({
     method: 'GET', path: '/api/verification', tag: 'account: e-mail', access: 'public', query: verificationQuery,
@@ -72,10 +76,14 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ body, user }) => {
     const claim = await claimEmailCode(ctx, 'bind', body.email, body.code);
     await sql.begin(async (tx) => {
+      // Before the check, as every writer of an address (one address, one account).
+      await lockEmailAddress(tx, body.email);
       const owner = await useEmailCode(ctx, tx, claim);
       if (owner !== Number(user.id)) throw new ConsoleError('INVALID_CODE');
       if (await findUserByEmail(tx, body.email, Number(user.id))) throw new ConsoleError('EMAIL_TAKEN');
       await tx`UPDATE users SET email = ${body.email.trim()} WHERE id = ${user.id}`;
+      // The reset codes mailed to the address the account leaves: that mailbox no longer resets it.
+      await endResetCodes(tx, Number(user.id), ctx.now());
     });
     return ok();
   });
@@ -84,36 +92,35 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'GET', path: '/api/reset_password', tag: 'account: e-mail', access: 'public', query: resetRequestQuery,
     summary: 'Mail a password reset code to the address, when an account has it',
     description: 'Answers the same whether or not an account has the address (no account enumeration): success, or 403 for every address when SMTPServer is not set. ' +
-      'The same limits as GET /api/verification, kept silently (an address over them gets no new code). The code is valid 10 minutes, once.',
+      'The same limits as GET /api/verification (reset codes counted apart from the other codes), kept silently (an address over them gets no new code). ' +
+      'The code is valid 10 minutes, once; a new one leaves the earlier ones valid, and using one ends them all.',
     errors: ['FEATURE_DISABLED'],
   }, async ({ query, request }) => {
     // Every answer must be one an unknown address gets too: whether mail is off is asked before the
-    // account, and the account's limits and the sending (its failure, its time) stay out of the answer.
+    // account, and everything about the account (whether there is one, its limits, the code's issuing
+    // and the sending: their failures and their time) happens after the answer, its errors logged.
+    // Before, the code's issuing (a transaction with advisory locks) was in the answer's time: an
+    // address with an account answered several times slower than one without.
     const smtp = await loadSmtpSettings(ctx.sql, ctx.optionSealer);
     if (!smtp) throw new ConsoleError('FEATURE_DISABLED', 'e-mail is not configured (SMTPServer)');
-    const user = await findUserByEmail(ctx.sql, query.email);
-    if (!user || user.status !== ACCOUNT_STATUS.enabled) return ok();
-    let code: string;
-    try {
-      code = await issueEmailCode(ctx, { purpose: 'reset', email: query.email, userId: Number(user.id), clientIp: request.ip });
-    } catch (err) {
-      if (!(err instanceof ConsoleError) || err.code !== 'RATE_LIMITED') throw err;
-      ctx.logger.info({ userId: user.id }, 'password reset not mailed: too many codes');
+    // The work no longer holds the request, so a flood of requests is bounded here instead: past
+    // MAX_PENDING_RESETS at once, a request is answered the same and dropped (logged).
+    if (pendingResets >= MAX_PENDING_RESETS) {
+      ctx.logger.warn({ pending: pendingResets }, 'password reset not mailed: too many reset requests in progress');
       return ok();
     }
-    mailCode(ctx, user.email, 'Password reset',
-      `Someone asked to reset the password of the account ${user.username}.\n` +
-      `Reset code: ${code}\nValid for ${EMAIL_CODE_TTL_SEC / 60} minutes, once (POST /api/user/reset with email and token).\n` +
-      'If it was not you, ignore this message: the password stays as it is.',
-      smtp,
-    ).catch((err: unknown) => ctx.logger.warn({ userId: user.id, reason: (err as Error).message }, 'password reset not mailed'));
+    pendingResets++;
+    const address = query.email;
+    const clientIp = request.ip;
+    setImmediate(() => void mailResetCode(ctx, address, clientIp, smtp).finally(() => { pendingResets--; }));
     return ok();
   });
 
   api.route({
     method: 'POST', path: '/api/user/reset', tag: 'account: e-mail', access: 'public', body: resetBody, data: z.string(),
     summary: 'Reset the password with the mailed code; data is the new password (generated when none is given)',
-    description: 'Every session and access token of the account is revoked. The password rules of the options apply to a given password.',
+    description: 'Every session and access token of the account is revoked, and its other open reset codes. The password rules of the options apply to a given password. ' +
+      'INVALID_CODE also when the account no longer has the address the code was mailed to, or is disabled or deleted.',
     errors: ['INVALID_JSON', 'INVALID_CODE'],
   }, async ({ body }) => {
     const policy = await loadRegistrationPolicy(sql);
@@ -125,12 +132,58 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     const now = ctx.now();
     const claim = await claimEmailCode(ctx, 'reset', body.email, body.token);
     await sql.begin(async (tx) => {
+      // The account the code was mailed for, under its row lock (before the code's row, in the order a
+      // password change or a ban takes them): still holding the address the code was mailed to, enabled
+      // and not deleted. An account that bound another address since, or was banned, is not reset
+      // through the old mail (binding and banning also end the codes; this holds whatever changed it).
+      const [holder] = await tx`
+        SELECT id FROM users
+        WHERE id = ${claim.userId} AND deleted_at IS NULL AND status = ${ACCOUNT_STATUS.enabled}
+          AND lower(email) = ${normalizeEmail(body.email)}
+        FOR UPDATE`;
+      if (!holder) throw new ConsoleError('INVALID_CODE');
+      // The account's open reset codes (this one among them), locked in id order as a try and their
+      // ending (auth/sessions.ts endResetCodes) lock them: never waiting on a parallel try crosswise.
+      await tx`
+        SELECT id FROM email_codes
+        WHERE purpose = 'reset' AND user_id = ${claim.userId} AND user_id <> 0 AND used_at IS NULL
+          AND (expires_at > ${now} OR id = ${claim.id})
+        ORDER BY id FOR UPDATE`;
       const userId = await useEmailCode(ctx, tx, claim);
       await tx`UPDATE users SET password_hash = ${hash} WHERE id = ${userId}`;
+      // With the account's other open reset codes (revokeAllCredentials ends them).
       await revokeAllCredentials(tx, userId, now);
       // The sign-on identity bound to the account may be a taker's, as a session may (auth/sessions.ts).
       await unbindSignOn(tx, userId);
     });
     return ok(password);
   });
+}
+
+/**
+ * GET /api/reset_password's work after its answer: the address's account, the code (under the limits,
+ * an address over them gets none) and the mail. Nothing here reaches the caller: failures are logged.
+ */
+async function mailResetCode(ctx: ConsoleContext, address: string, clientIp: string, smtp: SmtpSettings): Promise<void> {
+  let userId: number | undefined;
+  try {
+    const user = await findUserByEmail(ctx.sql, address);
+    if (!user || user.status !== ACCOUNT_STATUS.enabled) return;
+    userId = Number(user.id);
+    let code: string;
+    try {
+      code = await issueEmailCode(ctx, { purpose: 'reset', email: address, userId, clientIp });
+    } catch (err) {
+      if (!(err instanceof ConsoleError) || err.code !== 'RATE_LIMITED') throw err;
+      ctx.logger.info({ userId }, 'password reset not mailed: too many codes');
+      return;
+    }
+    await mailCode(ctx, user.email, 'Password reset',
+      `Someone asked to reset the password of the account ${user.username}.\n` +
+      `Reset code: ${code}\nValid for ${EMAIL_CODE_TTL_SEC / 60} minutes, once (POST /api/user/reset with email and token).\n` +
+      'If it was not you, ignore this message: the password stays as it is.',
+      smtp);
+  } catch (err) {
+    ctx.logger.warn({ userId, reason: (err as Error).message }, 'password reset not mailed');
+  }
 }

@@ -55,6 +55,7 @@ import { bearerToken } from '../auth/require-user.js';
 import { HOST_PREFIX, overHttps, setSessionCookies } from '../auth/browser-session.js';
 import { countOidcStart, countRegistration } from '../auth/login-limiter.js';
 import { hashCredential, issueSession, lockIssuer, resolveSession } from '../auth/sessions.js';
+import { findUserByEmail, lockEmailAddress } from '../email/email-codes.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import type { FastifyRequest } from 'fastify';
@@ -407,13 +408,15 @@ export function registerOidcRoutes(api: Api, ctx: ConsoleContext): void {
   });
 }
 
+const EMAIL_EXISTS = 'an account with this e-mail address exists: log in to it and bind sign-on (GET /api/oauth/oidc/start with its credential)';
+
 async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unknown>, subject: string, email: string, verified: boolean, affCode: string, clientIp: string): Promise<UserRow> {
   const { sql } = ctx;
   const policy = await loadRegistrationPolicy(sql);
   if (!policy.registerEnabled) throw new ConsoleError('FEATURE_DISABLED', 'registration is closed');
   if (email !== '') {
     const [taken] = await sql`SELECT 1 FROM users WHERE lower(email) = ${email.toLowerCase()} AND deleted_at IS NULL`;
-    if (taken) throw new ConsoleError('STATE_CONFLICT', 'an account with this e-mail address exists: log in to it and bind sign-on (GET /api/oauth/oidc/start with its credential)');
+    if (taken) throw new ConsoleError('STATE_CONFLICT', EMAIL_EXISTS);
   }
   // An account created by sign-on counts against REGISTER_RATE_LIMIT as a registration does (the
   // invitation rewards are paid per account); a sign-in of a known identity does not.
@@ -423,6 +426,12 @@ async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unk
   for (let attempt = 0; ; attempt++) {
     try {
       const { user, credits } = await sql.begin(async (tx) => {
+        if (verified && email !== '') {
+          // Checked again under the address's lock, as every writer of an address checks (one address,
+          // one account): a binding or a registration of it may have committed since the check above.
+          await lockEmailAddress(tx, email);
+          if (await findUserByEmail(tx, email)) throw new ConsoleError('STATE_CONFLICT', EMAIL_EXISTS);
+        }
         const created = await insertAccount(tx, {
           username: usernameFrom(claims, attempt),
           passwordHash,

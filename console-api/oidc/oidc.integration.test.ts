@@ -248,6 +248,46 @@ describe('OpenID Connect sign-on', () => {
     }
   });
 
+  it('waits for a writer of the same address (its advisory lock) and then refuses: one address, one account', async () => {
+    const existing = await h.account();
+    const address = `${uniqueName('race')}@example.test`;
+    const redirect = await signInAtProvider(await start(), identity(address));
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => { locked = r; });
+    // Another writer of users.email (a binding, a registration) in the middle of its transaction: it
+    // holds the address's lock (email/email-codes.ts lockEmailAddress) and has written the address.
+    const writer = h.sql.begin(async (tx) => {
+      await tx`SELECT pg_advisory_xact_lock(hashtext(${`email:${address}`}))`;
+      await tx`UPDATE users SET email = ${address} WHERE id = ${existing.user.id}`;
+      locked();
+      await released;
+    });
+    await isLocked;
+    let answer;
+    try {
+      let done = false;
+      const pending = callback(redirect).finally(() => { done = true; });
+      for (let i = 0; i < 300 && !done; i++) {
+        const [w] = await h.sql<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory'`;
+        if (w!.n >= 1) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      release();
+      await writer;
+      answer = await pending;
+    } finally {
+      release();
+      await writer;
+    }
+    expect(answer.statusCode).toBe(409);
+    expect(answer.json().message).toMatch(/^an account with this e-mail address exists/);
+    const holders = await h.sql`SELECT id FROM users WHERE lower(email) = ${address} AND deleted_at IS NULL`;
+    expect(holders).toHaveLength(1);
+  });
+
   it('refuses sign-on when it is disabled or registration is closed', async () => {
     await setOptions({ RegisterEnabled: 'false' });
     try {

@@ -6,7 +6,7 @@ import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { findUserById, findUserByUsername, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
-import { hashCredential, issueAccessToken, issueSession, lockIssuer, revokeAccessTokens, revokeAllCredentials, revokeSession, unbindSignOn } from '../auth/sessions.js';
+import { endResetCodes, hashCredential, issueAccessToken, issueSession, lockIssuer, revokeAccessTokens, revokeAllCredentials, revokeSession, unbindSignOn } from '../auth/sessions.js';
 import { ACCESS_TOKEN_ISSUE_LIMIT, ACCESS_TOKEN_ISSUE_WINDOW_SEC, clearLoginAttempts, countAccessTokenIssue, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
 import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
@@ -21,7 +21,7 @@ import { afterConsoleCredit, assertDebitCovered, debitTransaction, manageRequest
 import { accountGroups, AUTO_GROUP, lockGroupsShared, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
-import { claimEmailCode, findUserByEmail, useEmailCode } from '../email/email-codes.js';
+import { claimEmailCode, findUserByEmail, lockEmailAddress, useEmailCode } from '../email/email-codes.js';
 import { registerEmailRoutes } from '../email/email-routes.js';
 import { registerSettingRoutes } from '../notices/setting-routes.js';
 import { registerOidcRoutes } from '../oidc/oidc-routes.js';
@@ -201,6 +201,9 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     const claim = policy.emailVerificationRequired ? await claimEmailCode(ctx, 'register', email, body.verification_code!) : undefined;
     const credits = await sql.begin(async (tx) => {
       if (claim) {
+        // Before the check, as every writer of an address: a binding of the same address at the same
+        // time checks after this commits, or this after it (one address, one account).
+        await lockEmailAddress(tx, email);
         await useEmailCode(ctx, tx, claim);
         // The code was mailed while the address was free; another account may have bound it since.
         if (await findUserByEmail(tx, email)) throw new ConsoleError('EMAIL_TAKEN');
@@ -305,8 +308,10 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
         // Whoever knew the old password may hold a session: every other session and access token ends.
         await tx`UPDATE access_tokens SET revoked_at = ${ctx.now()}
                  WHERE user_id = ${user.id} AND revoked_at IS NULL AND token_hash <> ${hashCredential(presented)}`;
-        // And the sign-on identity bound to the account, which may be a taker's (auth/sessions.ts unbindSignOn).
+        // And the sign-on identity bound to the account, which may be a taker's (auth/sessions.ts unbindSignOn),
+        // and the open password reset codes, which may be in a taker's hands too (auth/sessions.ts endResetCodes).
         await unbindSignOn(tx, user.id);
+        await endResetCodes(tx, user.id, ctx.now());
       }
       // The hash is written only when it changes: the one read at authentication may be stale by now,
       // and writing it back would undo a password change that committed meanwhile.
@@ -462,8 +467,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
         WHERE id = ${body.id}
         RETURNING *`;
       // A reset is for an account someone else may hold the password of: as the owner's own change
-      // (and POST /api/user/reset), every session and access token of it ends, under the row lock
-      // credentials are issued under (auth/sessions.ts lockIssuer).
+      // (and POST /api/user/reset), every session and access token of it ends, and its open password
+      // reset codes, under the row lock credentials are issued under (auth/sessions.ts lockIssuer).
       const banned = body.status === ACCOUNT_STATUS.banned && Number(before.status) !== ACCOUNT_STATUS.banned;
       if (banned || hash !== undefined) await revokeAllCredentials(tx, Number(body.id), ctx.now());
       // A reset or an unban also unbinds the sign-on identity (auth/sessions.ts unbindSignOn).
