@@ -7,6 +7,7 @@ import { parseTrustedProxies } from '../infra/config.js';
 import { rawJsonProblem, SCAN_DEPTH_MAX } from '../infra/json/raw-json-scan.js';
 import { createLogger } from '../infra/logger.js';
 import { isDatabaseBusy, isDatabaseUnavailable } from '../infra/postgres/unavailable.js';
+import { isRedisUnavailable } from '../infra/redis/unavailable.js';
 import { registerBrowserSession } from './auth/browser-session.js';
 import { makeRequireUser } from './auth/require-user.js';
 import { type ConsoleDeps, createContext } from './context.js';
@@ -237,6 +238,13 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
       // transaction was rolled back whole, and the same request may pass a moment later.
       request.log.warn({ err }, 'a console request gave up waiting for the database');
       return answer(new ConsoleError('DATABASE_BUSY', undefined, { retryAfterSec: 1 }));
+    }
+    if (isRedisUnavailable(err)) {
+      // Redis down or restarting: logins (their attempt counters), key writes (their rate slot) and
+      // debits (their hold) need it, and may pass a moment later. A step after a commit never gets
+      // here: those are logged and left to the billing follow-up.
+      request.log.warn({ err }, 'Redis could not be reached for a console request');
+      return answer(new ConsoleError('QUOTA_STORE_UNAVAILABLE', undefined, { retryAfterSec: 1 }));
     }
     request.log.error({ err }, 'unhandled console error');
     return answer(new ConsoleError('INTERNAL'));

@@ -42,6 +42,7 @@ export const ERROR_CATALOGUE = {
   LOG_STORE_UNAVAILABLE: { status: 503, message: 'the request log cannot be read right now; retry shortly' },
   DATABASE_UNAVAILABLE: { status: 503, message: 'the console cannot reach its database right now; retry shortly' },
   DATABASE_BUSY: { status: 503, message: 'the database is busy with a conflicting change; nothing was changed, retry shortly' },
+  QUOTA_STORE_UNAVAILABLE: { status: 503, message: 'the console cannot reach its quota store (Redis) right now; retry shortly' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -61,6 +61,8 @@ export function buildOpenApiDocument(endpoints: readonly RecordedEndpoint[]): Re
       'DATABASE_UNAVAILABLE' as const,
       // And any may wait too long for a row or a statement (console-api/db.ts).
       'DATABASE_BUSY' as const,
+      // And any that reaches Redis may find it away (app.ts's error handler).
+      'QUOTA_STORE_UNAVAILABLE' as const,
     ])];
     const responses: Record<string, unknown> = {
       200: e.produces === 'text/plain'
