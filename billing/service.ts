@@ -11,6 +11,7 @@ import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
 import { createOptionSealer } from '../core/options/option-secrets.js';
 import { BILLING_GROUP, BillingWorker } from './billing-worker.js';
 import { startBillingMetricsServer, type MetricsServer } from './metrics/metrics-server.js';
+import { billingMetrics } from './metrics/billing-metrics.js';
 import { startConsoleFollowUp } from './console-follow-up.js';
 import { startKeyQuotaEditPruning } from './key-quota-edit-pruning.js';
 import { startReservationReaper } from './reservation-reaper.js';
@@ -65,6 +66,10 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     await Promise.allSettled([sql.end({ timeout: 5 }), ch.close()]);
     throw new Error(`billing metrics could not listen on ${config.BILLING_METRICS_HOST}:${config.BILLING_METRICS_PORT} (BILLING_METRICS_HOST, BILLING_METRICS_PORT): ${(err as Error).message}`);
   }
+  // Redis unreachable, the start waits for it without a word (its blocking connection retries for
+  // ever): said once, and /health turns 'stalled' (billing-metrics.ts starting()).
+  billingMetrics.starting();
+  const waiting = setTimeout(() => log.warn('billing worker still starting after 5 s: waiting for Redis (REDIS_URL or REDIS_CLUSTER_NODES)'), 5_000);
   try {
     // Sampled before the worker takes shard leases or the reaper runs.
     await clock.start();
@@ -73,6 +78,8 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     clock.stop();
     await metrics.close();
     throw err;
+  } finally {
+    clearTimeout(waiting);
   }
   void checkRedisPersistence(commands, log, 'billing');
   const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS);

@@ -52,6 +52,8 @@ export class BillingMetrics {
   readonly unhandledRejections = this.registry.register(new Counter('gateway_billing_unhandled_rejections_total', 'Promise rejections nothing handled; logged, the worker kept running.'));
   #lastError: string | null = null;
   #lastOkAt = 0;
+  /** When the worker began starting (starting()): a worker whose first round never ends is stalled too. */
+  #startedAt = 0;
   /** When log rows last failed to reach ClickHouse, with none reaching it since (0: they reach it). */
   #logStoreFailingSince = 0;
   #logStoreError: string | null = null;
@@ -97,6 +99,11 @@ export class BillingMetrics {
     this.failures.value++;
   }
 
+  /** The worker begins its start (its consumer groups, its clock: Redis is needed before any round). */
+  starting(nowMs = Date.now()): void {
+    this.#startedAt = nowMs;
+  }
+
   /** A round (read, and settle if anything came) succeeded. Called once per loop: no allocation. */
   consumed(nowMs = Date.now()): void {
     this.#lastOkAt = nowMs;
@@ -119,7 +126,7 @@ export class BillingMetrics {
 
   /**
    * GET /health: 'failing' while the last round failed, 'stalled' when no round has ended for
-   * STALLED_AFTER_MS (a round blocked on a Redis master and its replica both paused ended neither
+   * STALLED_AFTER_MS (counted from the start until the first ends; a round blocked on a Redis master and its replica both paused ended neither
    * way, and the worker answered 'ok' throughout), so a probe sees a stuck worker. `logStore` says
    * whether log rows reach ClickHouse: with it down, billing goes on (the status stays 'ok': a restart
    * of the worker would not help) while every log and stat endpoint answers 503, which the health
@@ -130,7 +137,9 @@ export class BillingMetrics {
     logStore: { status: 'ok' | 'failing'; failingSince: number | null; lastError: string | null };
   } {
     const errAt = this.lastErrorAt.value * 1000;
-    const lastEnded = Math.max(errAt, this.#lastOkAt);
+    // Before its first round ends, from the start: a worker that never got past it (Redis unreachable
+    // when it started) answered 'ok' for ever.
+    const lastEnded = Math.max(errAt, this.#lastOkAt) || this.#startedAt;
     return {
       status: errAt > this.#lastOkAt ? 'failing' : lastEnded > 0 && nowMs - lastEnded > STALLED_AFTER_MS ? 'stalled' : 'ok',
       lastOkAt: this.#lastOkAt || null,

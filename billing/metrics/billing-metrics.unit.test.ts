@@ -17,6 +17,16 @@ describe('billing metrics', () => {
     expect(m.health(1_000_005 + STALLED_AFTER_MS).status).toBe('ok');
   });
 
+  // Before: 'ok' for ever, lastOkAt null (a worker started while Redis was unreachable never ends a round).
+  it('health: a worker whose first round never ends is stalled, counted from its start', () => {
+    const m = new BillingMetrics();
+    m.starting(2_000_000);
+    expect(m.health(2_000_000 + STALLED_AFTER_MS).status).toBe('ok');
+    expect(m.health(2_000_001 + STALLED_AFTER_MS)).toMatchObject({ status: 'stalled', lastOkAt: null });
+    m.consumed(2_000_002 + STALLED_AFTER_MS);
+    expect(m.health(2_000_003 + STALLED_AFTER_MS).status).toBe('ok');
+  });
+
   it('billing lag comes from the stream entry ids', () => {
     const m = new BillingMetrics();
     m.batch(['1000-0', '1900-3'], { events: 2, applied: 2, replayed: 0, rejected: 0 }, 1950, 2000);
