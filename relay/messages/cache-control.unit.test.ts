@@ -31,6 +31,18 @@ describe('cacheUseOf', () => {
     expect(cacheUseOf(req({ cache_control: { type: 'ephemeral', ttl: '1H' } }))).toBe('5m');
   });
 
+  // Before: 'none' for each (one level looked into), and the writes they caused billed as plain input.
+  it('finds a breakpoint nested deeper: a search result\'s text in a tool result, a document\'s content source', () => {
+    const searchResult = (mark: unknown) => ({ type: 'search_result', source: 'https://a.example', title: 't', content: [{ type: 'text', text: 'r', cache_control: mark }] });
+    expect(cacheUseOf(req({}, [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [searchResult(cc)] }] }]))).toBe('5m');
+    expect(cacheUseOf(req({}, [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [searchResult(hour)] }] }]))).toBe('1h');
+    expect(cacheUseOf(req({}, [{ role: 'user', content: [searchResult(hour)] }]))).toBe('1h');
+    const contentDocument = (mark: unknown) => ({ type: 'document', source: { type: 'content', content: [{ type: 'text', text: 'page', cache_control: mark }] } });
+    expect(cacheUseOf(req({}, [{ role: 'user', content: [contentDocument(cc)] }]))).toBe('5m');
+    expect(cacheUseOf(req({}, [{ role: 'user', content: [contentDocument(hour)] }]))).toBe('1h');
+    expect(cacheUseOf(req({ system: [{ type: 'text', text: 's' }] }, [{ role: 'user', content: [contentDocument(undefined), searchResult(undefined)] }]))).toBe('none');
+  });
+
   it('is not fooled by an escaped key, nor by the words in a text', () => {
     const escaped = JSON.parse('{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"cache\\u005fcontrol":{"type":"ephemeral"}}');
     expect(cacheUseOf(messagesRequestSchema.parse(escaped))).toBe('5m');

@@ -97,6 +97,38 @@ describe.each([false, true])('stream %s', (stream) => {
   });
 });
 
+// Before: a breakpoint in a document's content source (or a search result's text inside a tool
+// result) was not seen, and the writes it caused were billed as plain input: 1-hour writes at 1×, not 2×.
+describe('a breakpoint nested in a document\'s content source', () => {
+  it.each([false, true])('stream %s: its 1-hour writes are billed at 2×', async (stream) => {
+    stack.mock.setOptions({ cacheReadTokens: 0, cacheCreationTokens: 0, cacheCreation1hTokens: 10_000 });
+    const before = await balance();
+    const params = {
+      model: MODEL, max_tokens: 100,
+      messages: [{ role: 'user' as const, content: [
+        { type: 'document' as const, source: { type: 'content' as const, content: [{ type: 'text' as const, text: SYSTEM, cache_control: { type: 'ephemeral' as const, ttl: '1h' as const } }] } },
+        { type: 'text' as const, text: 'What does it say?' },
+      ] }],
+    };
+    let requestId: string;
+    let input: number;
+    if (stream) {
+      const s = client.messages.stream(params);
+      input = (await s.finalMessage()).usage.input_tokens;
+      requestId = (await s.withResponse()).response.headers.get('x-gateway-request-id')!;
+    } else {
+      const { data, response } = await client.messages.create(params).withResponse();
+      input = data.usage.input_tokens;
+      requestId = response.headers.get('x-gateway-request-id')!;
+    }
+    const quota = expected(input, 0, 0, 10_000, OUTPUT);
+    expect(await ledgerRow(stack, requestId)).toMatchObject({ quota, prompt_tokens: input + 10_000, completion_tokens: OUTPUT });
+    const [cols] = await stack.sql`SELECT cache_write_1h_tokens FROM ledger WHERE request_id = ${requestId}`;
+    expect(cols).toEqual({ cache_write_1h_tokens: 10_000 });
+    expect(before - await balance()).toBe(quota);
+  });
+});
+
 describe('per-model cache ratios from the options', () => {
   it('CacheRatio, CreateCacheRatio and CreateCacheRatio1h override the defaults', async () => {
     const set = async (key: string, value: Record<string, number>) =>
