@@ -3,6 +3,7 @@
 import { BlockList, isIP } from 'node:net';
 import type { HttpRequest } from 'uWebSockets.js';
 import { parseTrustedProxies } from '../../infra/config.js';
+import { headerLines } from '../header-lines.js';
 
 /**
  * Every X-Forwarded-For line of a request, joined in order as one list: uWS's getHeader gives the
@@ -11,14 +12,7 @@ import { parseTrustedProxies } from '../../infra/config.js';
  * address for its real one (a key's allow_ips bypassed). Called in the handler, before any await.
  */
 export function forwardedForOf(req: Pick<HttpRequest, 'getHeader' | 'forEach'>): string {
-  const first = req.getHeader('x-forwarded-for');
-  if (first === '') return '';
-  let all = '';
-  let lines = 0;
-  req.forEach((name, value) => {
-    if (name === 'x-forwarded-for') all = lines++ === 0 ? value : `${all}, ${value}`;
-  });
-  return lines > 1 ? all : first;
+  return headerLines(req, 'x-forwarded-for');
 }
 
 export class ClientAddressResolver {

@@ -29,6 +29,7 @@ import { scrubCredentials } from '../../infra/secrets/credential-text.js';
 import type { ApiKeyRecord } from '../auth/key-directory.js';
 import { extractApiKey, keyRouteGroups, peekKey, settleKeyLookup } from '../auth/key-check.js';
 import { BodyLinger, declaredLengthOf } from '../free-request.js';
+import { headerLines } from '../header-lines.js';
 import { PROVIDER_ACCOUNT_REFUSED, RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
 import { cacheUseOf } from './cache-control.js';
@@ -267,7 +268,9 @@ class Exchange {
     this.requestIdHeader = protocol === 'openai' ? 'x-request-id' : 'request-id';
     this.apiKey = extractApiKey(req);
     this.version = req.getHeader('anthropic-version');
-    this.beta = req.getHeader('anthropic-beta');
+    // Every line (a client or proxy may send one per beta): the first alone dropped the others, on
+    // the way to the provider and in the relay's own reading of them (context-1m's window).
+    this.beta = headerLines(req, 'anthropic-beta');
     this.declaredLength = declaredLengthOf(req);
     this.ip = ctx.clientAddress.resolve(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedForOf(req));
     res.onAborted(() => this.onClientAborted());

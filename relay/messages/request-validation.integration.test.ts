@@ -220,6 +220,17 @@ describe('headers', () => {
     expect(seen.headers['anthropic-beta']).toBe('prompt-caching-2024-07-31');
   });
 
+  // Before: only the first line reached the provider (uWS's getHeader reads one line), the second
+  // beta dropped without a word, and the relay's own reading of the betas (context-1m) missed it too.
+  it('passes anthropic-beta sent on several lines as one list', async () => {
+    const body = JSON.stringify(valid);
+    const head = ['POST /v1/messages HTTP/1.1', 'host: relay', 'content-type: application/json', `content-length: ${Buffer.byteLength(body)}`,
+      `x-api-key: ${key}`, 'anthropic-version: 2023-06-01', 'anthropic-beta: prompt-caching-2024-07-31', 'anthropic-beta: context-1m-2025-08-07'].join('\r\n');
+    const r = await rawRequest(stack.relay.port, head, body);
+    expect(r.status, r.body).toBe(200);
+    expect(stack.mock.requests.at(-1)!.headers['anthropic-beta']).toBe('prompt-caching-2024-07-31, context-1m-2025-08-07');
+  });
+
   it('answers an unknown path with 404 not_found_error', async () => {
     const res = await fetch(`${stack.relayUrl}/v1/nothing`, { headers: { 'x-api-key': key } });
     expect(res.status).toBe(404);
