@@ -335,6 +335,22 @@ describe('rate limits', () => {
     }
   });
 
+  // Before: a key's own limit replaced its group's, and a key's limits are its owner's to set: rpm
+  // 1,000,000 on a key of a group limited to 1 a minute served every request.
+  it('applies the lower of the key\'s own limit and its group\'s: an owner cannot lift the operator\'s limit', async () => {
+    await setOptions({ GroupRateLimits: JSON.stringify({ vip: { rpm: 1, tpm: 0 } }) });
+    try {
+      const account = await fundedAccount(stack, FUNDS, 'vip');
+      const key = await createApiKey(stack, account);
+      expect((await consoleCall(stack, 'PUT', '/api/token/', account.token, { id: key.id, rate_limit_rpm: 1_000_000 })).json.success).toBe(true);
+      await new Promise((r) => setTimeout(r, 100));
+      await ask(key.key);
+      await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 429, 'rate_limit_error');
+    } finally {
+      await setOptions({ GroupRateLimits: null });
+    }
+  });
+
   // An auto key's requests go to the first group of AutoGroups that serves the model: that group's
   // limit is the one a key of that group would meet. The first group of AutoGroups was applied
   // whichever served: an auto key got [200, 200, 200, 200] where a vip key got [200, 429].

@@ -131,6 +131,11 @@ export function handleChatCompletions(ctx: RelayContext, res: HttpResponse, req:
 }
 
 const QUOTA_STORE_UNAVAILABLE = new RelayError('quota_store_unavailable');
+
+/** The lower of two per-minute limits, 0 meaning none. */
+function lowerLimit(a: number, b: number): number {
+  return a > 0 && b > 0 ? Math.min(a, b) : a || b;
+}
 const RELAY_CLOSING = new RelayError('relay_closing');
 
 /** One request of either protocol; stream-relay.ts and settlement.ts take it as it is (StreamingExchange, SettledExchange). */
@@ -387,9 +392,12 @@ class Exchange {
     // The limit of the group that serves the request, as a key of that group meets it: an auto key's
     // first group of AutoGroups may serve none of the model (a cross-group retry stays under the limit
     // it started with).
+    // The lower of the key's own limit and its group's, where both are set: a key's limits are its
+    // owner's to set (console), the group's the operator's; the key's alone let any owner lift the
+    // operator's limit by setting a higher one.
     const groupLimits = policy.rateLimits(this.group);
-    const rpmLimit = record.rateLimitRpm || groupLimits.rpm;
-    const tpmLimit = record.rateLimitTpm || groupLimits.tpm;
+    const rpmLimit = lowerLimit(record.rateLimitRpm, groupLimits.rpm);
+    const tpmLimit = lowerLimit(record.rateLimitTpm, groupLimits.tpm);
     this.tpmLimited = tpmLimit > 0;
     this.minute = currentMinute(now);
     const extraInput = extraInputTokens(body);

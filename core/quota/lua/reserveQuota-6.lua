@@ -50,9 +50,10 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   return -5
 end
 
--- Requests and tokens per minute over a sliding window: whatever the clock's minute, no 60 s hold
--- more than the limit (a per-minute counter let a burst at a minute's end and another at the next
--- one's start pass twice the limit). Counted in 10-second buckets, a bucket until all of it is older
+-- Requests and tokens per minute over a sliding window: whatever the clock's minute, a request is
+-- refused once the last 60 s hold the limit (a per-minute counter let a burst at a minute's end and
+-- another at the next one's start pass twice the limit); the request that reaches it runs whole, so
+-- tokens can pass the limit by that one request's (its hold is a bound, far above most requests' use). Counted in 10-second buckets, a bucket until all of it is older
 -- than 60 s: exact as a limit, and a refused client waits at most 10 s more than a log of every
 -- request would make it, for a record of at most 7 numbers per key whatever the limit.
 local BUCKET_MS = 10000
