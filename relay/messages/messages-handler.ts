@@ -132,6 +132,9 @@ export function handleChatCompletions(ctx: RelayContext, res: HttpResponse, req:
 
 const QUOTA_STORE_UNAVAILABLE = new RelayError('quota_store_unavailable');
 
+/** What a client is told when a channel answered not found and the next one failed otherwise. */
+const PROVIDER_NOT_FOUND = 'The model provider answered that it does not know this request\'s model or path.';
+
 /** The lower of two per-minute limits, 0 meaning none. */
 function lowerLimit(a: number, b: number): number {
   return a > 0 && b > 0 ? Math.min(a, b) : a || b;
@@ -740,6 +743,17 @@ class Exchange {
       // The channel's own credential or account refused (routing/channel-outcomes.ts): counted
       // against it and retried elsewhere like a 5xx; the client's own bad request is passed through.
       if (isRetriedFault(fault)) return this.channelRefused(channel, status, body.model, mayRetry);
+      // A 404, 405 or 410 from a channel the routing gave the model to: its model gone there, a base
+      // path that is wrong. Tried on the next channel while nothing reached the client (as new-api
+      // does; no provider generated anything), the last channel's passed through. Not counted against
+      // the channel: a client's own dangling reference (a file id) is answered 404 by every channel.
+      // Before, passed through at once: with cache affinity, the same users met the one broken
+      // channel on every request while the tier's healthy one was never tried for them.
+      if ((status === 404 || status === 405 || status === 410) && mayRetry && !this.headersSent) {
+        logRepeated(this.ctx, 'warn', `provider-not-found:${status}`, channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider answered not found; retrying on another channel');
+        this.noteFailure(new RelayError('not_found', PROVIDER_NOT_FOUND));
+        return httpReason(status);
+      }
       this.passThroughError(status, text, answer, provider);
       return 'done';
     }

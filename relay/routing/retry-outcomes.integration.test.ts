@@ -84,6 +84,35 @@ describe('retries', () => {
     expect(await balance()).toBe(before.balance);
   });
 
+  // Before: passed through at once, the tier's healthy channel never tried (with cache affinity, the
+  // same users met the broken channel on every request).
+  it.each([404, 405, 410])('a %i (the model gone there, a wrong base path) is tried on the next channel; the last channel\'s is passed through; billed once', async (status) => {
+    const model = `route-not-found-${status}`;
+    const missing = await fixedUpstream(status, JSON.stringify({ type: 'error', error: { type: 'not_found_error', message: `model: ${model}` } }));
+    upstreams.push(missing);
+    await mockChannel(stack, [model], 'default', { base_url: missing.url, priority: 10 });
+    await mockChannel(stack, [model], 'default', { base_url: healthy.url, priority: 0 });
+    const before = { balance: await balance(), healthy: healthy.requests };
+    const { data } = await ask(model);
+    expect(data.content).toEqual([{ type: 'text', text: 'hi' }]);
+    expect([missing.requests, healthy.requests - before.healthy]).toEqual([1, 1]);
+    await billingSettled(stack);
+    expect(before.balance - await balance()).toBeGreaterThan(0);
+
+    // Only channels answering not found: the last one's answer reaches the client, nothing billed.
+    const only = `route-only-not-found-${status}`;
+    await mockChannel(stack, [only], 'default', { base_url: missing.url, priority: 10 });
+    await mockChannel(stack, [only], 'default', { base_url: missing.url, priority: 0 });
+    const after = await balance();
+    const err = await ask(only).catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+    expect(err.status).toBe(status);
+    expect(err.error).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
+    expect(missing.requests).toBe(3);
+    await billingSettled(stack);
+    expect(await balance()).toBe(after);
+  });
+
   it('a provider refusing the channel\'s own credential (401) on the last channel: 500 saying so, not "could not be reached", and not a 401 about the client\'s key; nothing billed', async () => {
     const model = 'route-channel-refused';
     const refusing = await fixedUpstream(401, JSON.stringify({ type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } }), { 'request-id': 'req_refused' });
