@@ -15,11 +15,12 @@
 // Reset codes are anybody's to ask for (GET /api/reset_password is public), so a new one does not end
 // the address's earlier open ones: every one was mailed to the owner, each stays valid until used or
 // expired, and using one ends them all (auth/sessions.ts endResetCodes, with every other credential).
-// Otherwise any stranger could kill the code in the owner's hands with one request. Their tries are
-// counted per address, not per code: a try counts against every open code of the address
-// (claimEmailCode), so 5 wrong tries in all end them, however many are open. A stranger can still
-// spend the address's 5 reset codes of the hour (the mail-bombing bound), but not the codes already in
-// the owner's mailbox. A binding or registration code still ends the earlier one of its purpose and
+// Otherwise any stranger could kill the code in the owner's hands with one request. Nor are tries of a
+// reset code counted (claimEmailCode): its 128 random bits cannot be guessed however many tries are
+// made, and counted (per code or per address), five strangers' wrong tries ended the codes in the
+// owner's mailbox. A stranger can still spend the address's 5 reset codes of the hour (the
+// mail-bombing bound), but not the codes already in the owner's mailbox. The 6-digit codes' tries are
+// counted per address: a try counts against every open code of the purpose and address. A binding or registration code still ends the earlier one of its purpose and
 // address (the new 6-digit code is the one to type).
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { loadSmtpSettings, sendMail, type SmtpSettings } from '../../core/email/mailer.js';
@@ -132,8 +133,9 @@ export interface EmailCodeClaim {
 }
 
 /**
- * Checks a code, before the caller's transaction: every try, right or wrong, first takes one of
- * EMAIL_CODE_MAX_ATTEMPTS from every open code of the purpose and address, in a statement of its own
+ * Checks a code, before the caller's transaction: every try of a 6-digit code, right or wrong, first
+ * takes one of EMAIL_CODE_MAX_ATTEMPTS from every open code of the purpose and address (a reset code's
+ * tries are not counted: see the header), in a statement of its own
  * that commits at once. So a wrong code stays counted though what it was for is never done; tries in
  * parallel are counted one after the other (the rows' locks, taken in id order), never all compared
  * before any is counted; the tries are counted per address however many codes are open (reset codes:
@@ -143,7 +145,13 @@ export interface EmailCodeClaim {
 export async function claimEmailCode(ctx: ConsoleContext, purpose: CodePurpose, rawEmail: string, code: string): Promise<EmailCodeClaim> {
   const email = normalizeEmail(rawEmail);
   const now = ctx.now();
-  const rows = await ctx.sql<{ id: number; user_id: number; code_hash: Buffer }[]>`
+  // A reset code (128 random bits) cannot be guessed in any number of tries, and POST /api/user/reset
+  // is anybody's to call: counted, five strangers' wrong tries ended the codes in the owner's mailbox.
+  const rows = purpose === 'reset'
+    ? await ctx.sql<{ id: number; user_id: number; code_hash: Buffer }[]>`
+        SELECT id, user_id, code_hash FROM email_codes
+        WHERE purpose = ${purpose} AND email = ${email} AND used_at IS NULL AND expires_at > ${now}`
+    : await ctx.sql<{ id: number; user_id: number; code_hash: Buffer }[]>`
     UPDATE email_codes SET attempts = attempts + 1
     WHERE id IN (
       SELECT id FROM email_codes
