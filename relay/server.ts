@@ -9,6 +9,7 @@ import { checkRedisPersistence } from '../infra/redis/persistence.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { ClientAddressResolver } from './auth/client-address.js';
 import { KeyDirectory } from './auth/key-directory.js';
+import { countListHeaderLine, startListHeaderCount } from './header-lines.js';
 import { errorBody, openaiErrorBody, RelayError, statusLine } from './errors.js';
 import { closeConnectionsAfterAnswer } from './connection-draining.js';
 import { declaredLengthOf, Reply } from './free-request.js';
@@ -116,6 +117,8 @@ function countFramingLines(name: string, value: string): void {
   if (name === 'content-length') contentLengthLines++;
   else if (name === 'transfer-encoding') transferEncodingLines++;
   else if (name === 'content-encoding' && value !== '' && !isIdentity(value)) codedLines++;
+  // The same walk counts the list headers the handler reads over all their lines (header-lines.ts).
+  else countListHeaderLine(name);
 }
 
 function isIdentity(coding: string): boolean {
@@ -147,7 +150,9 @@ function framingRefusal(req: uws.HttpRequest): 'lengths' | 'transfer' | 'coded' 
   contentLengthLines = 0;
   transferEncodingLines = 0;
   codedLines = 0;
-  if (length !== '' || transfer !== '' || (coding !== '' && isIdentity(coding))) req.forEach(countFramingLines);
+  const walk = length !== '' || transfer !== '' || (coding !== '' && isIdentity(coding));
+  startListHeaderCount(walk);
+  if (walk) req.forEach(countFramingLines);
   if (length !== '' && contentLengthLines > 1) return 'lengths';
   if (transfer !== '' && (transfer.trim().toLowerCase() !== 'chunked' || transferEncodingLines > 1)) return 'transfer';
   if (coding !== '' && (!isIdentity(coding) || codedLines > 0)) return 'coded';

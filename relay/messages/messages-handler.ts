@@ -734,7 +734,10 @@ class Exchange {
       if (status < 400) {
         logRepeated(this.ctx, 'warn', `provider-odd-status:${status}`, channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider answered a status that is no answer nor error; answered as a provider failure');
         if (mayRetry && !this.headersSent) {
-          this.noteFailure(new RelayError('upstream_unreachable', UNREADABLE_ANSWER));
+          // Noted as channelRefused notes a refusal: a channel that redirects does so on every try, so
+          // a client's retry cannot help (noteFailure's retryMayHelp dropped x-should-retry: false).
+          this.earlierFailure = new RelayError('upstream_unreachable', UNREADABLE_ANSWER);
+          this.earlierRetryAfter = '';
           return httpReason(status);
         }
         this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), httpReason(status));
@@ -793,6 +796,7 @@ class Exchange {
         rewriter: this.streamRewriter(provider),
         failedEvent: this.protocol === 'openai' ? CHAT_STREAM_FAILED_EVENT : STREAM_FAILED_EVENT,
         requestIdHeader: this.requestIdHeader,
+        clientProtocol: this.protocol,
         readOnMs: this.ctx.messageHeadersTimeoutMs,
       });
       // A body paused by firstChunk flows again now that pipeStream reads it.

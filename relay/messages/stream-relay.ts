@@ -20,7 +20,7 @@ import { errorBody } from '../errors.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { Channel } from '../routing/channel-registry.js';
 import type { StreamUsage } from '../stream/sse-usage-parser.js';
-import type { Provider, StreamMeter } from '../providers/provider.js';
+import type { Protocol, Provider, StreamMeter } from '../providers/provider.js';
 import { DeliveredTextCounter } from '../token-count/delivered-text-counter.js';
 import { EventAligner } from '../stream/event-aligner.js';
 import { ErrorEventScrubber } from '../stream/error-event-scrub.js';
@@ -67,6 +67,8 @@ export interface StreamFormat {
   failedEvent: string;
   /** Name of the response header that carries the provider's request id. */
   requestIdHeader: string;
+  /** The client's protocol, in which a provider's account refusal is told (error-event-scrub.ts); unset: the error's own. */
+  clientProtocol?: Protocol;
   /** USAGE_TAIL_WAIT_MS unless given (tests). */
   tailWaitMs?: number;
   /**
@@ -150,7 +152,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     ex.res.onWritable(onWritable);
   });
   // What goes to the client from the provider (not the relay's own failed event) passes here.
-  const scrubber = new ErrorEventScrubber(ex.channel?.apiKey, (out) => client.write(out));
+  const scrubber = new ErrorEventScrubber(ex.channel?.apiKey, (out) => client.write(out), format.clientProtocol);
   let first = true;
   /** A chunk threw in the meter or the rewriter: the stream is being ended as failed. */
   let broken = false;

@@ -113,6 +113,21 @@ describe('retries', () => {
     expect(await balance()).toBe(after);
   });
 
+  // Before: the redirect was noted as a failure a retry may cure, and the refusal's x-should-retry:
+  // false was dropped: both SDKs sent the request twice more to the same two broken channels.
+  it('a redirecting channel, then one refusing its credential: 500 with x-should-retry: false, as the refusal alone', async () => {
+    const model = 'route-302-then-401';
+    const redirecting = await fixedUpstream(302, '', { location: 'https://login.example/' });
+    const refusing = await fixedUpstream(401, JSON.stringify({ type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } }));
+    upstreams.push(redirecting, refusing);
+    await mockChannel(stack, [model], 'default', { base_url: redirecting.url, priority: 10 });
+    await mockChannel(stack, [model], 'default', { base_url: refusing.url, priority: 0 });
+    const err = await ask(model).catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(err).toBeInstanceOf(Anthropic.InternalServerError);
+    expect(err.headers?.get('x-should-retry')).toBe('false');
+    expect([redirecting.requests, refusing.requests]).toEqual([1, 1]);
+  });
+
   it('a provider refusing the channel\'s own credential (401) on the last channel: 500 saying so, not "could not be reached", and not a 401 about the client\'s key; nothing billed', async () => {
     const model = 'route-channel-refused';
     const refusing = await fixedUpstream(401, JSON.stringify({ type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } }), { 'request-id': 'req_refused' });

@@ -26,6 +26,7 @@
 import { scrubCredentials } from '../../infra/secrets/credential-text.js';
 import { isAccountTrouble } from '../../core/channels/provider-fault.js';
 import { PROVIDER_ACCOUNT_REFUSED } from '../errors.js';
+import type { Protocol } from '../providers/provider.js';
 import { holdsKey, keyAnchor, scrubKeyText } from './key-forms.js';
 import { isObject } from '../../infra/json/is-object.js';
 import { EventAligner, lastEventEnd } from './event-aligner.js';
@@ -122,12 +123,15 @@ export class ErrorEventScrubber {
   /** The key as latin1 text holds it (an event too long to hold is scrubbed byte for byte). */
   #latin1Key: string | undefined;
   readonly #write: (out: Buffer | string) => void;
+  /** The client's protocol, in which an account refusal is told; undefined: the error's own shape's. */
+  readonly #protocol: Protocol | undefined;
   /** An event that may be an error, held until its end; null when nothing is held. */
   #held: EventAligner | null = null;
 
   /** `channelKey`: the channel's key, scrubbed by value (none: key shapes only). */
-  constructor(channelKey: string | undefined, write: (out: Buffer | string) => void) {
+  constructor(channelKey: string | undefined, write: (out: Buffer | string) => void, protocol?: Protocol) {
     this.#key = channelKey;
+    this.#protocol = protocol;
     this.#anchor = keyAnchor(channelKey);
     this.#anchorBuf = this.#anchor === undefined ? undefined : Buffer.from(this.#anchor);
     this.#anchorShifts = this.#anchorBuf === undefined ? undefined : horspoolShifts(this.#anchorBuf);
@@ -206,7 +210,7 @@ export class ErrorEventScrubber {
       const end = m === null ? text.length : m.index === lineStart ? BREAKS.lastIndex : -1;
       if (end > eventStart) {
         const event = text.slice(eventStart, end);
-        let scrubbed = event.includes('error') ? scrubErrorEvent(event, this.#key) : null;
+        let scrubbed = event.includes('error') ? scrubErrorEvent(event, this.#key, this.#protocol) : null;
         if (scrubbed === null && this.#anchor !== undefined && event.includes(this.#anchor)) scrubbed = scrubOddEvent(event, this.#key);
         if (scrubbed !== null) {
           out += text.slice(copied, eventStart) + scrubbed;
@@ -226,7 +230,7 @@ export class ErrorEventScrubber {
  * One event's text (its lines and the empty line that ends it) with its error scrubbed; null when it
  * is no error event, or nothing in it needed scrubbing.
  */
-export function scrubErrorEvent(event: string, key: string | undefined): string | null {
+export function scrubErrorEvent(event: string, key: string | undefined, protocol?: Protocol): string | null {
   const lines = event.split(BREAK);
   let name = '';
   const data: string[] = [];
@@ -248,7 +252,7 @@ export function scrubErrorEvent(event: string, key: string | undefined): string 
   if (!error && name !== 'error') return null;
   if (isObject(parsed)) {
     try {
-      const scrubbed = accountRefusal(parsed, joined) ?? scrubValue(parsed, key, 0);
+      const scrubbed = accountRefusal(parsed, joined, protocol) ?? scrubValue(parsed, key, 0);
       // Unchanged, it is scrubbed as text below: JSON.parse keeps the last of two members of one name,
       // so a key in the first was never seen by scrubValue.
       if (scrubbed !== parsed) {
@@ -281,10 +285,14 @@ export function scrubErrorEvent(event: string, key: string | undefined): string 
  * starts the same answer moves to the next channel (the 500 of a channel refused when none is left);
  * mid-stream, nothing can be retried. Null for any other error.
  */
-function accountRefusal(parsed: Record<string, unknown>, data: string): Record<string, unknown> | null {
+function accountRefusal(parsed: Record<string, unknown>, data: string, protocol: Protocol | undefined): Record<string, unknown> | null {
   if (data.length > ACCOUNT_TROUBLE_SCAN || !isAccountTrouble(data)) return null;
-  if (parsed.type === 'error') return { type: 'error', error: { type: 'api_error', message: PROVIDER_ACCOUNT_REFUSED } };
-  if (isObject(parsed.error)) return { error: { message: PROVIDER_ACCOUNT_REFUSED, type: 'server_error', param: null, code: null } };
+  // In the client's protocol whatever the provider's error looked like (an `error` that is a string,
+  // vLLM's `{"object":"error"}`, an Anthropic error without its top-level type); without it known, in
+  // the protocol the error's own shape is of.
+  const anthropic = protocol === undefined ? parsed.type === 'error' : protocol === 'anthropic';
+  if (anthropic) return { type: 'error', error: { type: 'api_error', message: PROVIDER_ACCOUNT_REFUSED } };
+  if (protocol !== undefined || isObject(parsed.error)) return { error: { message: PROVIDER_ACCOUNT_REFUSED, type: 'server_error', param: null, code: null } };
   return null;
 }
 

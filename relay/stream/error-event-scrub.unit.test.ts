@@ -305,6 +305,26 @@ describe('a provider\'s account refusal mid-stream', () => {
     expect(dataOf(text())[1]).toEqual({ error: { message: 'The model provider refused this gateway\'s own credential or account for the request (not your API key).', type: 'server_error', param: null, code: null } });
   });
 
+  // Before: the reply's protocol was read off the error's shape, and an `error` that is a string or
+  // vLLM's object passed as the provider wrote it.
+  it('told in the client\'s protocol whatever the error\'s shape: an Anthropic error without its type, a string error, vLLM\'s object', () => {
+    const anthropicApiError = { type: 'error', error: { type: 'api_error', message: 'The model provider refused this gateway\'s own credential or account for the request (not your API key).' } };
+    const openaiServerError = { error: { message: 'The model provider refused this gateway\'s own credential or account for the request (not your API key).', type: 'server_error', param: null, code: null } };
+    const shapes = [
+      { error: { type: 'billing_error', message: 'Your credit balance is too low to access the Anthropic API.' } },
+      { error: 'You exceeded your current quota, please check your plan and billing details.' },
+      { object: 'error', message: 'Insufficient quota for this organization', type: 'insufficient_quota', code: 429 },
+    ];
+    for (const shape of shapes) {
+      for (const [protocol, want] of [['anthropic', anthropicApiError], ['openai', openaiServerError]] as const) {
+        const out: string[] = [];
+        const s = new ErrorEventScrubber(KEY, (b) => out.push(b.toString()), protocol);
+        s.push(`event: error\ndata: ${JSON.stringify(shape)}\n\n`);
+        expect(dataOf(out.join('')), `${protocol} ${JSON.stringify(shape)}`).toEqual([want]);
+      }
+    }
+  });
+
   it('any other error passes as it came; a client\'s words quoted in one do not make it a refusal', () => {
     const events = [
       `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`,
