@@ -74,5 +74,5 @@ cluster-down: ## Stop, by PID, everything `make cluster-up` started, the Redis C
 down: ## Stop, by PID, everything `make run` started (a relay is given its drain: RELAY_SHUTDOWN_GRACE_MS and more)
 	@bash infra/scripts/stop-all.sh
 
-clean: ## Stop everything `make run` or `make cluster-up` started; delete dist/, .run/ and .data/ (but not its secrets, nor a relay spool still holding settlements)
+clean: ## Stop everything `make run` or `make cluster-up` started; delete dist/, .run/ and .data/ (but not its secrets, nor a relay spool still holding settlements and, with one, the Redis data it settles against)
 	@bash infra/scripts/clean.sh

@@ -1,10 +1,11 @@
 // Every entry point refuses a bad configuration the same way: one line per variable on stderr, the
-// value shown unless secret, exit 1, no stack. Runs the built files (`npx tsc -p tsconfig.json`); each
+// value shown unless secret, exit 78 (CONFIG_ERROR_EXIT_CODE: the local supervisor does not start it
+// again), no stack. Runs the built files (`npx tsc -p tsconfig.json`); each
 // exits before connecting to anything, so no service is needed.
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from './config.js';
+import { CONFIG_ERROR_EXIT_CODE, loadConfig } from './config.js';
 import { projectRoot } from './project-root.js';
 
 const ENTRY_POINTS: [file: string, processName: string][] = [
@@ -19,6 +20,8 @@ const ENTRY_POINTS: [file: string, processName: string][] = [
   ['dist/billing/replay-dead-letters.js', 'replay-dead-letters'],
   ['dist/bench/mock-upstream/main.js', 'mock-upstream'],
   ['dist/bench/mock-upstream-openai/main.js', 'mock-openai'],
+  // The check `make infra` runs before it starts anything (infra/scripts/ensure-services.sh).
+  ['dist/infra/launch/check-config-main.js', 'config'],
 ];
 
 /** The environment without any configuration variable of the caller's, so that only the test's count. */
@@ -36,7 +39,7 @@ function run(file: string, env: Record<string, string | undefined>): Promise<{ c
 }
 
 describe('a refused configuration at start-up', () => {
-  it('is one line per variable on stderr, its value unless secret, and exit 1, from every entry point', async () => {
+  it('is one line per variable on stderr, its value unless secret, and exit 78, from every entry point', async () => {
     const env = { ...baseEnv(), RELAY_PORT: '0x10', KEY_SECRET: 'short-secret-1', RESERVATION_REAP_INTERVAL_MS: '3000000000', REDIS_URL: 'redis://:hunter2@127.0.0.1:6379/db', RELAY_HOST: '', DATABASE_URL: ' ' };
     const runs = await Promise.all(ENTRY_POINTS.map(([file]) => run(file, env)));
     ENTRY_POINTS.forEach(([file, name], i) => {
@@ -49,7 +52,7 @@ describe('a refused configuration at start-up', () => {
         '',
       ]);
       expect(stdout, file).toBe('');
-      expect(code, file).toBe(1);
+      expect(code, file).toBe(CONFIG_ERROR_EXIT_CODE);
     });
   });
 });

@@ -478,9 +478,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 }
 
 /**
+ * The exit code of a process that stopped on its configuration: EX_CONFIG of sysexits.h. Not 1 (a
+ * crash, worth starting again): the local supervisor (infra/launch/supervise.ts) leaves a child that
+ * exits with it down at once, as systemd's RestartPreventExitStatus=78 would, since it would only
+ * fail the same way again.
+ */
+export const CONFIG_ERROR_EXIT_CODE = 78;
+
+/**
  * loadConfig for an entry point: a refused configuration is one line per variable on stderr,
- * `<process>: invalid configuration: NAME: …`, and exit 1, without a stack (it is no bug) and the
- * same from every process whatever its log format.
+ * `<process>: invalid configuration: NAME: …`, and exit CONFIG_ERROR_EXIT_CODE (78), without a stack
+ * (it is no bug) and the same from every process whatever its log format.
  */
 export function loadConfigOrExit(processName: string, env: Record<string, string | undefined> = process.env): Config {
   try {
@@ -488,6 +496,6 @@ export function loadConfigOrExit(processName: string, env: Record<string, string
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(err.problems.map((p) => `${processName}: invalid configuration: ${configProblemLine(p)}\n`).join(''));
-    process.exit(1);
+    process.exit(CONFIG_ERROR_EXIT_CODE);
   }
 }

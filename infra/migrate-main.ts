@@ -1,10 +1,73 @@
-// `make migrate`: Postgres, then ClickHouse, each safe to run again.
-import { loadConfigOrExit } from './config.js';
+// `make migrate`: Postgres, then ClickHouse, each safe to run again. A failure is one line on stderr
+// and exit 1, not Node's dump of the error (pg's DatabaseError printed some 20 fields and a stack):
+//   migrate: cannot connect to Postgres at 127.0.0.1:5432 (DATABASE_URL): connect ECONNREFUSED 127.0.0.1:5432
+//   migrate: Postgres migration failed: migration 012_x.sql failed: <Postgres's message>
+// The address is the URL's host and port only, never its user information (a password).
+import { loadConfigOrExit, type Config } from './config.js';
 import { migrateClickHouse } from './clickhouse/migrate.js';
 import { migratePostgres } from './postgres/migrate.js';
 
-const config = loadConfigOrExit('migrate');
-const pg = await migratePostgres(config);
-console.log(`postgres: ${pg.length ? `applied ${pg.join(', ')}` : 'up to date'}`);
-const ch = await migrateClickHouse(config);
-console.log(`clickhouse: ${ch.length ? `applied ${ch.join(', ')}` : 'up to date'}`);
+/** Errors of reaching the server (Node's socket errors), not of a migration's statements. */
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOENT', 'EACCES']);
+
+function codeOf(err: unknown): string | undefined {
+  const e = err as { code?: unknown; errors?: unknown[] } | null;
+  if (typeof e?.code === 'string') return e.code;
+  // Node's connect to a host name with several addresses fails with an AggregateError of each attempt.
+  return Array.isArray(e?.errors) && e.errors.length > 0 ? codeOf(e.errors[0]) : undefined;
+}
+
+/** The error's message on one line (an AggregateError's own message is empty: its attempts'). */
+function messageOf(err: unknown): string {
+  const e = err as { message?: unknown; errors?: unknown[] } | null;
+  let text = typeof e?.message === 'string' ? e.message : '';
+  if (!text && Array.isArray(e?.errors)) text = e.errors.map(messageOf).filter(Boolean).join('; ');
+  text ||= codeOf(err) ?? String(err);
+  return text.split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
+}
+
+/**
+ * Whether the server could not be reached or refused the session: a socket error, or Postgres's
+ * SQLSTATE of a connection exception (08), an authorization refused (28: no such role, a wrong
+ * password), no such database (3D000), too many connections (53300) or a server starting up or
+ * shutting down (57P01-57P03).
+ */
+function unreachable(err: unknown): boolean {
+  const code = codeOf(err);
+  if (code !== undefined && (NETWORK_CODES.has(code) || /^(08|28|3D)[0-9A-Z]{3}$/.test(code) || ['53300', '57P01', '57P02', '57P03'].includes(code))) return true;
+  return /Connection terminated|connection timeout|timeout expired|socket hang up/i.test(messageOf(err));
+}
+
+/** host:port of a URL, without its user information. */
+function address(url: string, defaultPort: number): string {
+  try {
+    const u = new URL(url);
+    const host = u.hostname || u.searchParams.get('host') || 'localhost';
+    return `${host}:${u.port || defaultPort}`;
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+function fail(line: string): never {
+  process.stderr.write(`migrate: ${line}\n`);
+  process.exit(1);
+}
+
+const config: Config = loadConfigOrExit('migrate');
+try {
+  const pg = await migratePostgres(config);
+  console.log(`postgres: ${pg.length ? `applied ${pg.join(', ')}` : 'up to date'}`);
+} catch (err) {
+  fail(unreachable(err)
+    ? `cannot connect to Postgres at ${address(config.DATABASE_URL, 5432)} (DATABASE_URL): ${messageOf(err)}`
+    : `Postgres migration failed: ${messageOf(err)}`);
+}
+try {
+  const ch = await migrateClickHouse(config);
+  console.log(`clickhouse: ${ch.length ? `applied ${ch.join(', ')}` : 'up to date'}`);
+} catch (err) {
+  fail(unreachable(err)
+    ? `cannot connect to ClickHouse at ${address(config.CLICKHOUSE_URL, 8123)} (CLICKHOUSE_URL): ${messageOf(err)}`
+    : `ClickHouse migration failed: ${messageOf(err)}`);
+}

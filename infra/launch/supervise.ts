@@ -7,10 +7,14 @@
 // The child is started again when it exits with a code other than 0 or is killed by a signal nobody
 // sent through the supervisor, after a delay that doubles from RESTART_MIN_MS to RESTART_MAX_MS
 // while it keeps failing within HEALTHY_AFTER_MS of its start; after GIVE_UP_AFTER failures in a row
-// (a configuration error, a port taken) the supervisor gives up and exits with the child's code, as
-// systemd's StartLimitBurst does. A clean exit (0) ends the supervisor too: the service chose to stop. SIGTERM and SIGINT are passed to the child, whose own graceful
-// shutdown runs; the supervisor exits with it.
+// (a port taken, a service that cannot reach what it needs) the supervisor gives up and exits with
+// the child's code, as systemd's StartLimitBurst does. A clean exit (0) ends the supervisor too: the
+// service chose to stop. So does a refused configuration (exit CONFIG_ERROR_EXIT_CODE, 78, from
+// loadConfigOrExit in infra/config.ts), at once and with that code, as systemd's
+// RestartPreventExitStatus does: started again it would only fail the same way. SIGTERM and SIGINT are
+// passed to the child, whose own graceful shutdown runs; the supervisor exits with it.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { CONFIG_ERROR_EXIT_CODE } from '../config.js';
 
 export const RESTART_MIN_MS = 500;
 export const RESTART_MAX_MS = 30_000;
@@ -67,6 +71,10 @@ export function supervise(options: SuperviseOptions): Supervisor {
       if (code === 0) {
         log(`supervise: ${options.name} exited cleanly; not restarted`);
         return resolveEnded(0);
+      }
+      if (code === CONFIG_ERROR_EXIT_CODE) {
+        log(`supervise: ${options.name} exited on its configuration (code ${code}); not restarted: fix the variables it names above`);
+        return resolveEnded(code);
       }
       failuresInARow = Date.now() - startedAt >= HEALTHY_AFTER_MS ? 1 : failuresInARow + 1;
       if (failuresInARow >= GIVE_UP_AFTER) {

@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { CONFIG_ERROR_EXIT_CODE } from '../config.js';
 import { GIVE_UP_AFTER, restartDelay, RESTART_MAX_MS, RESTART_MIN_MS, supervise } from './supervise.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'supervise-'));
@@ -72,6 +73,21 @@ describe('supervise', () => {
     expect(child.starts()).toBe(GIVE_UP_AFTER);
     expect(lines.at(-1)).toMatch(new RegExp(`${GIVE_UP_AFTER} failures in a row; left down`));
   }, 30_000);
+
+  it('leaves a child that stopped on its configuration (exit 78) down at once, ending with that code', async () => {
+    // Before, a refused RELAY_PORT was started again 5 times over ~15 s (make run reported the
+    // embedded ClickHouse "did not start" after 20 s).
+    expect(CONFIG_ERROR_EXIT_CODE).toBe(78);
+    const child = script('misconfigured', `process.stderr.write('x: invalid configuration: RELAY_PORT: …\\n'); process.exit(78);`);
+    const lines: string[] = [];
+    const s = supervise({ name: 'misconfigured', command: process.execPath, args: [child.path], log: (l) => lines.push(l) });
+    const started = Date.now();
+    expect(await s.ended).toBe(78);
+    expect(Date.now() - started).toBeLessThan(RESTART_MIN_MS + 2_000);
+    expect(child.starts()).toBe(1);
+    expect(s.restarts).toBe(0);
+    expect(lines).toEqual(['supervise: misconfigured exited on its configuration (code 78); not restarted: fix the variables it names above']);
+  }, 20_000);
 
   it('doubles the delay while failures come in a row, up to its bound', () => {
     expect([1, 2, 3, 4].map(restartDelay)).toEqual([RESTART_MIN_MS, RESTART_MIN_MS * 2, RESTART_MIN_MS * 4, RESTART_MIN_MS * 8]);

@@ -10,6 +10,10 @@
 #   - .data/relay-spool when it holds a relay's spool file: settlements Redis has not taken yet (a relay
 #     that stopped cleanly leaves none); the next relay started here replays them. Deleted, those
 #     requests stay unbilled.
+#   - with such a spool, the data of the Redis `make run` or `make cluster-up` started (.data/redis,
+#     .data/redis-cluster): a spooled settlement settles against its request's reservation, kept
+#     there, and the usage stream there may hold requests the billing worker has not billed yet.
+#     Deleted, the replay finds no reservation and settles nothing: the request is served free.
 # Deletes nothing while a process of .run/, a Redis Cluster node of .data/redis-cluster/ or the
 # Postgres of .data/postgres still runs (one that would not stop): its files would go from under it.
 set -euo pipefail
@@ -44,6 +48,12 @@ if [ -d .data/relay-spool ]; then
   spool_files=$(find .data/relay-spool -type f \( -name '*.spool' -o -name '*.claimed' \) | wc -l)
   [ "$spool_files" -eq 0 ] || keep+=(relay-spool)
 fi
+kept_redis=()
+if [ "$spool_files" -gt 0 ]; then
+  for name in redis redis-cluster; do
+    [ -d ".data/$name" ] && { keep+=("$name"); kept_redis+=(".data/$name"); }
+  done
+fi
 find_args=()
 for name in "${keep[@]}"; do find_args+=(! -name "$name"); done
 find .data -mindepth 1 -maxdepth 1 "${find_args[@]}" -exec rm -rf {} +
@@ -55,4 +65,9 @@ fi
 if [ "$spool_files" -gt 0 ]; then
   echo "kept .data/relay-spool: $spool_files spool file(s) of settlements Redis has not taken yet; the next" \
     "relay started here replays them (deleted, those requests stay unbilled)" >&2
+fi
+if [ ${#kept_redis[@]} -gt 0 ]; then
+  echo "kept ${kept_redis[*]} as well: the Redis data the spooled settlements settle against (their" \
+    "reservations, and usage not billed yet), loaded by the Redis make run (.data/redis) or make cluster-up" \
+    "(.data/redis-cluster) starts next. Deleted, the replay finds no reservation and those requests go unbilled" >&2
 fi

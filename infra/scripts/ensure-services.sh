@@ -6,6 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .data .run
 
+# The configuration, checked once before anything starts (infra/launch/check-config-main.ts): a value
+# refused is one line per variable and exit 78 (EX_CONFIG), not a service failing on it later (the
+# embedded ClickHouse started again and again, then reported as "did not start").
+if [ -f dist/infra/launch/check-config-main.js ]; then
+  node dist/infra/launch/check-config-main.js config || {
+    rc=$?; echo "nothing was started: fix the variable(s) above (README.md, Configuration)" >&2; exit "$rc"
+  }
+fi
+
 DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/gateway}
 REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 CLICKHOUSE_URL=${CLICKHOUSE_URL:-http://127.0.0.1:8123}
@@ -14,10 +23,26 @@ CLICKHOUSE_URL=${CLICKHOUSE_URL:-http://127.0.0.1:8123}
 # receives the name of each service this run started, so the caller can stop exactly those.
 SKIP_SERVICES=${SKIP_SERVICES:-}
 STARTED_FILE=${STARTED_FILE:-}
+STARTED_HERE=()
 skip() { [[ " $SKIP_SERVICES " == *" $1 "* ]]; }
-started() { [ -z "$STARTED_FILE" ] || echo "$1" >> "$STARTED_FILE"; }
+started() { STARTED_HERE+=("$1"); [ -z "$STARTED_FILE" ] || echo "$1" >> "$STARTED_FILE"; }
 
-hostport() { node -e 'const u=new URL(process.argv[1]); console.log(u.hostname+" "+(u.port||process.argv[2]))' "$1" "$2"; }
+# "host port" of the URL in the variable named (a redis+cluster:// URL: its first node), or one line
+# naming the variable, without its value (it may hold a credential), and exit 78 (EX_CONFIG).
+hostport() { # VARIABLE default-port
+  node -e '
+    const [name, fallback] = process.argv.slice(1);
+    const value = process.env[name] ?? "";
+    const expected = { DATABASE_URL: "postgres://user@host:port/database", REDIS_URL: "redis://host:port/db" }[name] ?? "a URL";
+    let u;
+    try { u = new URL(value.replace(/^redis\+cluster:\/\/([^,/]*).*$/, "redis://$1")); } catch { u = null; }
+    if (!u || !u.hostname) {
+      process.stderr.write(`ensure-services: ${name}: not a URL with a host (expected ${expected}); value not shown (it may hold a credential)\n`);
+      process.exit(78);
+    }
+    console.log(u.hostname + " " + (u.port || fallback));
+  ' "$1" "$2"
+}
 need_pkg() { # command package
   command -v "$1" >/dev/null 2>&1 && return 0
   [ "$(id -u)" = 0 ] || { echo "missing $1: install the Debian package $2" >&2; exit 1; }
@@ -27,7 +52,8 @@ need_pkg() { # command package
 tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 # --- Postgres ---------------------------------------------------------------------------------------
-read -r PGHOST PGPORT < <(hostport "$DATABASE_URL" 5432)
+hp=$(DATABASE_URL=$DATABASE_URL hostport DATABASE_URL 5432) || exit $?
+read -r PGHOST PGPORT <<< "$hp"
 if skip postgres; then
   :
 elif tcp_open "$PGHOST" "$PGPORT"; then
@@ -49,7 +75,8 @@ else
 fi
 
 # --- Redis ------------------------------------------------------------------------------------------
-read -r RHOST RPORT < <(hostport "$REDIS_URL" 6379)
+hp=$(REDIS_URL=$REDIS_URL hostport REDIS_URL 6379) || exit $?
+read -r RHOST RPORT <<< "$hp"
 if skip redis; then
   :
 elif tcp_open "$RHOST" "$RPORT"; then
@@ -79,9 +106,25 @@ else
   # The embedded engine (chdb) behind ClickHouse's HTTP interface: infra/clickhouse/local-server.ts,
   # under the supervisor as the services are (a killed one stayed down, every log read answering 503).
   nohup node dist/infra/launch/supervise-main.js clickhouse -- dist/infra/clickhouse/local-server-main.js >> .run/clickhouse.log 2>&1 &
-  echo $! > .run/clickhouse.pid
-  for _ in $(seq 100); do curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null 2>&1 && break; sleep 0.2; done
-  curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null || { echo "clickhouse: local server did not start, see .run/clickhouse.log" >&2; exit 1; }
+  ch_supervisor=$!
+  echo "$ch_supervisor" > .run/clickhouse.pid
+  for _ in $(seq 100); do
+    curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null 2>&1 && break
+    # Its supervisor ended: the server was left down (at once on a refused configuration).
+    kill -0 "$ch_supervisor" 2>/dev/null || break
+    sleep 0.2
+  done
+  if ! curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null 2>&1; then
+    echo "clickhouse: the embedded server did not start at $CLICKHOUSE_URL; last lines of .run/clickhouse.log:" >&2
+    tail -n 15 .run/clickhouse.log >&2
+    # Nothing of this run left behind: the supervisor (if it is still starting the server again) and
+    # what was started above.
+    stop=(clickhouse)
+    for ((i = ${#STARTED_HERE[@]} - 1; i >= 0; i--)); do stop+=("${STARTED_HERE[i]}"); done
+    echo "stopping what this run started: ${stop[*]}" >&2
+    bash infra/scripts/stop-all.sh "${stop[@]}" >&2
+    exit 1
+  fi
   started clickhouse
   echo "clickhouse: started embedded server at $CLICKHOUSE_URL (data in ${CLICKHOUSE_LOCAL_PATH:-.data/clickhouse})"
 fi

@@ -10,6 +10,9 @@ DEMO_KEY=$(node dist/console-api/seed/print-demo-key.js)
 ROOT_FILE=${ROOT_PASSWORD_FILE:-.data/root-password}
 ROOT_LINE=""
 [ -r "$ROOT_FILE" ] && ROOT_LINE="root / $(head -1 "$ROOT_FILE")   (generated into $ROOT_FILE)"
+# The model of the example: one the seeded mock channel serves (console-api/seed/demo-seed.ts) and the
+# price table prices (core/pricing/ratios.ts), and not deprecated: the Anthropic SDK warns that
+# claude-sonnet-4-5 reaches end of life on 2026-11-30.
 cat <<MSG
 
 The gateway is up.
@@ -29,7 +32,7 @@ Call the relay with the demo key:
 
   curl -sN $RELAY_URL/v1/messages \\
     -H 'x-api-key: $DEMO_KEY' -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' \\
-    -d '{"model":"claude-sonnet-4-5","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"Hello"}]}'
+    -d '{"model":"claude-haiku-4-5","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"Hello"}]}'
 
 or as an OpenAI client (a Claude model is converted; a GPT model goes to the OpenAI-format channel):
 

@@ -105,11 +105,36 @@ describe('make clean', () => {
     await settle();
     for (const p of [...services, ...nodes]) expect(alive(p)).toBe(false);
     expect(stdout).toContain('redis cluster stopped (nodes 7000 7003)');
-    for (const gone of ['dist', '.run', '.data/clickhouse', '.data/redis-cluster']) expect(existsSync(join(dir, gone)), gone).toBe(false);
+    for (const gone of ['dist', '.run', '.data/clickhouse']) expect(existsSync(join(dir, gone)), gone).toBe(false);
     for (const [name, value] of Object.entries(secrets)) expect(readFileSync(join(dir, '.data', name), 'utf8'), name).toBe(`${value}\n`);
     expect(stdout).toMatch(/kept \.data\/key-secret .*open only with them/);
     expect(existsSync(join(dir, '.data/relay-spool/gw/relay-12345-abcd.spool'))).toBe(true);
     expect(stderr).toContain('kept .data/relay-spool: 1 spool file(s)');
+    // With the spool, the cluster's data its settlements settle against (the nodes stopped, their PID files gone).
+    expect(existsSync(join(dir, '.data/redis-cluster/7000'))).toBe(true);
+    expect(existsSync(join(dir, '.data/redis-cluster/7000/redis.pid'))).toBe(false);
+    expect(stderr).toContain('kept .data/redis-cluster as well');
+  });
+
+  it('with a spool kept, keeps the Redis data of .data/redis it settles against; without one, deletes it', async () => {
+    // Before, .data/redis went and the next relay's replay found no reservation: the spooled request
+    // was counted "replayed" and never billed (review operator, finding 1).
+    dir = scratchCheckout();
+    mkdirSync(join(dir, '.data/redis'), { recursive: true });
+    writeFileSync(join(dir, '.data/redis/appendonly.aof'), '*1\r\n$4\r\nPING\r\n');
+    mkdirSync(join(dir, '.data/relay-spool/gw'), { recursive: true });
+    writeFileSync(join(dir, '.data/relay-spool/gw/relay-999-abcd.claimed'), 'S\t{}\t{}\n');
+    const kept = await run('make', ['-s', 'clean'], { cwd: dir, env: cleanEnv() });
+    expect(readFileSync(join(dir, '.data/redis/appendonly.aof'), 'utf8')).toBe('*1\r\n$4\r\nPING\r\n');
+    expect(kept.stderr).toContain('kept .data/relay-spool: 1 spool file(s)');
+    // Only .data/redis: there is no .data/redis-cluster here.
+    expect(kept.stderr).toMatch(/^kept \.data\/redis as well: the Redis data the spooled settlements settle against/m);
+
+    // The spool replayed (empty): the next clean deletes both.
+    rmSync(join(dir, '.data/relay-spool/gw/relay-999-abcd.claimed'));
+    const deleted = await run('make', ['-s', 'clean'], { cwd: dir, env: cleanEnv() });
+    for (const gone of ['.data/redis', '.data/relay-spool']) expect(existsSync(join(dir, gone)), gone).toBe(false);
+    expect(deleted.stderr).not.toContain('kept');
   });
 
   it('deletes an empty relay spool, and deletes nothing it did not stop', async () => {
