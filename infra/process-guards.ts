@@ -10,7 +10,8 @@
 //   - uncaughtException: a synchronous throw escaped to the event loop, so some state may be half
 //     updated. Log it as fatal, stop taking new work, give the work in progress `drainMs` to finish,
 //     close, then exit 1 so the supervisor starts a clean process; if closing hangs, exit 1 anyway
-//     `closeMs` later.
+//     `closeMs` later. A ConfigError (a setting a server refused) exits 78 instead, not restarted.
+import { CONFIG_ERROR_EXIT_CODE, ConfigError } from './config.js';
 import type { Logger } from './logger.js';
 
 export const FATAL_DRAIN_MS = 5_000;
@@ -60,7 +61,11 @@ export function processGuards(deps: ProcessGuardDeps): ProcessGuards {
       deps.log.error({ err: reason, unhandledRejections }, rejectionMessage);
     },
     onUncaughtException(err) {
-      deps.log.fatal({ err }, fatalMessage);
+      // A configuration found wrong only once a server answered (REDIS_URL's database refused,
+      // infra/redis/client.ts) exits as loadConfigOrExit does, 78, which the supervisor does not
+      // restart: started again it would only fail the same way (it exited 1 and was restarted 6 times).
+      const code = err instanceof ConfigError ? CONFIG_ERROR_EXIT_CODE : 1;
+      deps.log.fatal({ err }, code === 1 ? fatalMessage : 'invalid configuration; stopping, exiting after the drain');
       if (dying) return;
       dying = true;
       try {
@@ -74,7 +79,7 @@ export function processGuards(deps: ProcessGuardDeps): ProcessGuards {
         if (exited) return;
         exited = true;
         clearTimeout(hardExit);
-        deps.exit(1);
+        deps.exit(code);
       };
       const hardExit = setTimeout(exit, drainMs + (deps.closeMs ?? FATAL_CLOSE_MS));
       hardExit.unref();

@@ -3,6 +3,7 @@
 // logged as fatal, the process stops taking work, drains, closes and exits 1, even when closing hangs
 // or throws.
 import { describe, expect, it, vi } from 'vitest';
+import { CONFIG_ERROR_EXIT_CODE, ConfigError } from './config.js';
 import { processGuards } from './process-guards.js';
 
 function deps(drainMs = 20, closeMs = 50) {
@@ -60,5 +61,16 @@ describe('process guards (infra)', () => {
       await wait(120);
       expect(d.exit).toHaveBeenCalledWith(1);
     }
+  });
+
+  // Before: exit 1, and the supervisor started it again 6 times to fail the same way.
+  it('uncaughtException of a ConfigError (a setting a server refused): drains, closes and exits 78, not restarted', async () => {
+    const d = deps();
+    const g = processGuards(d);
+    g.onUncaughtException(new ConfigError([{ name: 'REDIS_URL', problem: 'the Redis server refused database 99', value: 'redis://127.0.0.1:6379/99' }]));
+    await wait(150);
+    expect(d.order).toEqual(['stopAccepting', 'close', `exit ${CONFIG_ERROR_EXIT_CODE}`]);
+    expect(CONFIG_ERROR_EXIT_CODE).toBe(78);
+    expect(d.log.fatal.mock.calls[0]![1]).toMatch(/invalid configuration/);
   });
 });
