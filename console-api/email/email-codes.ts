@@ -20,8 +20,10 @@
 // made, and counted (per code or per address), five strangers' wrong tries ended the codes in the
 // owner's mailbox. A stranger can still spend the address's 5 reset codes of the hour (the
 // mail-bombing bound), but not the codes already in the owner's mailbox. The 6-digit codes' tries are
-// counted per address: a try counts against every open code of the purpose and address. A binding or registration code still ends the earlier one of its purpose and
-// address (the new 6-digit code is the one to type).
+// counted per address: a try counts against every open code of the purpose and address (a binding
+// code's, of the caller's account only). A binding or registration code still ends the earlier one of
+// its purpose, address and account (the new 6-digit code is the one to type); another account's
+// binding codes for the address stay.
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { loadSmtpSettings, sendMail, type SmtpSettings } from '../../core/email/mailer.js';
 import type { ConsoleContext } from '../context.js';
@@ -114,7 +116,9 @@ export async function issueEmailCode(ctx: ConsoleContext, r: IssueCode): Promise
     if (limited) {
       throw new ConsoleError('RATE_LIMITED', `too many verification e-mails for ${limited}; retry later`, { retryAfterSec: EMAIL_CODE_WINDOW_SEC });
     }
-    if (!r.countOnly && !reset) await tx`UPDATE email_codes SET used_at = ${now} WHERE purpose = ${r.purpose} AND email = ${email} AND used_at IS NULL`;
+    // The new code replaces the earlier one of its purpose and address for the same account (0 for a
+    // registration): another account asking a binding code for the address ended this one's.
+    if (!r.countOnly && !reset) await tx`UPDATE email_codes SET used_at = ${now} WHERE purpose = ${r.purpose} AND email = ${email} AND user_id = ${r.userId} AND used_at IS NULL`;
     // Rows older than a day count for nothing: the address's are dropped as it asks again.
     await tx`DELETE FROM email_codes WHERE email = ${email} AND created_at < ${now - 86_400}`;
     await tx`
@@ -142,9 +146,12 @@ export interface EmailCodeClaim {
  * several may be); and no transaction waits for a second pool connection (a pool full of such
  * transactions would wait forever). INVALID_CODE when the code is wrong, expired, used or out of tries.
  */
-export async function claimEmailCode(ctx: ConsoleContext, purpose: CodePurpose, rawEmail: string, code: string): Promise<EmailCodeClaim> {
+export async function claimEmailCode(ctx: ConsoleContext, purpose: CodePurpose, rawEmail: string, code: string, accountId = 0): Promise<EmailCodeClaim> {
   const email = normalizeEmail(rawEmail);
   const now = ctx.now();
+  // A binding code is its account's (accountId: the signed-in caller): another account's wrong tries
+  // for the same address spent the tries of the code the owner was about to type.
+  const owner = purpose === 'bind' ? accountId : -1;
   // A reset code (128 random bits) cannot be guessed in any number of tries, and POST /api/user/reset
   // is anybody's to call: counted, five strangers' wrong tries ended the codes in the owner's mailbox.
   const rows = purpose === 'reset'
@@ -156,7 +163,7 @@ export async function claimEmailCode(ctx: ConsoleContext, purpose: CodePurpose, 
     WHERE id IN (
       SELECT id FROM email_codes
       WHERE purpose = ${purpose} AND email = ${email} AND used_at IS NULL
-        AND expires_at > ${now} AND attempts < ${EMAIL_CODE_MAX_ATTEMPTS}
+        AND expires_at > ${now} AND attempts < ${EMAIL_CODE_MAX_ATTEMPTS} AND (${owner} = -1 OR user_id = ${owner})
       ORDER BY id FOR UPDATE)
       AND used_at IS NULL AND expires_at > ${now} AND attempts < ${EMAIL_CODE_MAX_ATTEMPTS}
     RETURNING id, user_id, code_hash`;

@@ -74,7 +74,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     summary: 'Bind an e-mail address to the account with the code GET /api/verification?purpose=bind mailed to it',
     errors: ['INVALID_JSON', 'INVALID_CODE', 'EMAIL_TAKEN'],
   }, async ({ body, user }) => {
-    const claim = await claimEmailCode(ctx, 'bind', body.email, body.code);
+    const claim = await claimEmailCode(ctx, 'bind', body.email, body.code, Number(user.id));
     await sql.begin(async (tx) => {
       // Before the check, as every writer of an address (one address, one account).
       await lockEmailAddress(tx, body.email);

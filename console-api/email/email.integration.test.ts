@@ -84,6 +84,23 @@ describe('binding an e-mail address', () => {
     expect((await post('/api/oauth/email/bind', { email: theirs, code: theirCode }, other.auth)).statusCode).toBe(200);
   });
 
+  // Before: another account asking a binding code for the same address ended the owner's, and its
+  // wrong tries spent the owner's code's tries.
+  it('another account\'s binding codes and wrong tries for the same address leave the owner\'s code as it is', async () => {
+    const owner = await h.account();
+    const other = await h.account();
+    const address = `${uniqueName('x')}@example.test`;
+    const code = await bindCode(address, owner.auth);
+    const theirs = await bindCode(address, other.auth);
+    for (let i = 0; i < 5; i++) {
+      const bad = String((Number(code) + 1 + i) % 1_000_000).padStart(6, '0');
+      const guess = bad === theirs ? String((Number(bad) + 10) % 1_000_000).padStart(6, '0') : bad;
+      expect((await post('/api/oauth/email/bind', { email: address, code: guess }, other.auth)).statusCode).toBe(400);
+    }
+    expect((await post('/api/oauth/email/bind', { email: address, code }, owner.auth)).json()).toEqual({ success: true, message: '' });
+    clock += 3601; // the codes of this test (all the file's requests share one client address) out of the hour's limits
+  });
+
   it('limits the codes per address and per account (429 with Retry-After)', async () => {
     const a = await h.account();
     const address = `${uniqueName('r')}@example.test`;
