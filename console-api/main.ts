@@ -1,10 +1,12 @@
 // Entry point of the console API: config, connections, migrations, the root account, listen, and a
 // clean shutdown on SIGTERM/SIGINT. The only console module that reads process.env (via loadConfig).
 import { createClickHouseReader } from '../infra/clickhouse/read-client.js';
-import { loadConfigOrExit } from '../infra/config.js';
+import { loadConfigOrExit, type Config } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { installProcessGuards } from '../infra/process-guards.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
+import { isDatabaseUnavailable } from '../infra/postgres/unavailable.js';
+import { isRedisUnavailable } from '../infra/redis/unavailable.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
@@ -17,8 +19,12 @@ import { createConsoleSql } from './db.js';
 import { buildConsoleApp } from './app.js';
 import { sealLegacySecrets } from './secrets/seal-legacy-secrets.js';
 
+/** The configuration, once read: a start failure names the service it could not reach by it. */
+let configured: Config | undefined;
+
 async function main(): Promise<void> {
   const config = loadConfigOrExit('console-api');
+  configured = config;
   const logger = createLogger(config, 'console-api');
   // Before anything connects: a promise nothing awaits (postgres.js's own, on a connection terminated as
   // it opened) failing must not end the console for everyone; it is logged with the count so far and
@@ -86,7 +92,25 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void shutdown('SIGINT'));
 }
 
+/** host:port of a URL, without its user information (a password). */
+function addressOf(url: string | undefined): string {
+  try {
+    const u = new URL(url ?? '');
+    return `${u.hostname}:${u.port || '(default port)'}`;
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+// A service it needs not answering at start is said in one line naming the variable (the supervisor
+// starts it again: it may answer soon); anything else with its stack, a fault to look into.
 main().catch((err: unknown) => {
-  process.stderr.write(`console-api failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  const message = err instanceof Error ? err.message : String(err);
+  const line = isDatabaseUnavailable(err)
+    ? `cannot reach Postgres at ${addressOf(configured?.DATABASE_URL)} (DATABASE_URL): ${message}`
+    : isRedisUnavailable(err)
+      ? `cannot reach Redis at ${addressOf(configured?.REDIS_URL)} (REDIS_URL): ${message}`
+      : err instanceof Error ? err.stack ?? message : message;
+  process.stderr.write(`console-api failed to start: ${line}\n`);
   process.exit(1);
 });
