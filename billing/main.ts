@@ -1,6 +1,7 @@
 import { loadConfigOrExit } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { installProcessGuards } from '../infra/process-guards.js';
+import { startFailureExitCode } from '../infra/redis/client.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
 import { startBilling, type RunningBilling } from './service.js';
 
@@ -35,5 +36,5 @@ try {
   process.once('SIGINT', stop);
 } catch (err) {
   log.fatal({ err }, 'billing worker failed to start');
-  process.exit(1);
+  process.exit(startFailureExitCode());
 }

@@ -7,7 +7,7 @@ import { installProcessGuards } from '../infra/process-guards.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
 import { isDatabaseUnavailable } from '../infra/postgres/unavailable.js';
 import { isRedisUnavailable } from '../infra/redis/unavailable.js';
-import { createRedis, redisKeysFor } from '../infra/redis/client.js';
+import { createRedis, redisKeysFor, startFailureExitCode } from '../infra/redis/client.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
 import { createOptionSealer } from '../core/options/option-secrets.js';
@@ -112,5 +112,5 @@ main().catch((err: unknown) => {
       ? `cannot reach Redis at ${addressOf(configured?.REDIS_URL)} (REDIS_URL): ${message}`
       : err instanceof Error ? err.stack ?? message : message;
   process.stderr.write(`console-api failed to start: ${line}\n`);
-  process.exit(1);
+  process.exit(startFailureExitCode());
 });

@@ -1,5 +1,6 @@
 import { loadConfigOrExit } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
+import { startFailureExitCode } from '../infra/redis/client.js';
 import { relayMetrics } from './metrics/relay-metrics.js';
 import { installProcessGuards } from './process-guards.js';
 import { startRelay, type RunningRelay } from './server.js';
@@ -9,7 +10,7 @@ const log = createLogger(config, 'relay');
 let running: RunningRelay | null = null;
 // Installed before the start, as in the billing worker and the console: what fails uncaught while the
 // relay starts (a Redis that refuses REDIS_URL's database: infra/redis/client.ts) is the relay's own
-// fatal log line and exit 1, as it is once the relay runs.
+// fatal log line and exit 1 (78 for the refused database, a configuration), as it is once the relay runs.
 installProcessGuards({
   log,
   metrics: relayMetrics,
@@ -41,5 +42,5 @@ try {
   process.once('SIGINT', stop);
 } catch (err) {
   log.fatal({ err }, 'relay failed to start');
-  process.exit(1);
+  process.exit(startFailureExitCode());
 }

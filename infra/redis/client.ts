@@ -1,5 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
-import { ConfigError, type Config } from '../config.js';
+import { CONFIG_ERROR_EXIT_CODE, ConfigError, type Config } from '../config.js';
 import { redisKeys, type RedisKeys } from './keys.js';
 
 /** Seed nodes of a Redis Cluster, or null for a single Redis (REDIS_CLUSTER_NODES, redis+cluster:// URL). */
@@ -79,6 +79,15 @@ export type { Redis };
  * log as fatal and exit 1 on: a wrong database is no fault a running process can wait out.
  */
 let databaseRefused = false;
+
+/**
+ * The exit code of a process whose start failed: CONFIG_ERROR_EXIT_CODE (78) when a Redis server
+ * refused REDIS_URL's database (the start then fails on a closed connection, before the process
+ * guards' own exit with 78), else 1. Started again, the first would only fail the same way.
+ */
+export function startFailureExitCode(): number {
+  return databaseRefused ? CONFIG_ERROR_EXIT_CODE : 1;
+}
 
 function stopOnRefusedDatabase(client: Redis, url: string): Redis {
   client.on('error', (err: Error & { command?: { name?: string; args?: unknown[] } }) => {
