@@ -7,6 +7,7 @@ import { installProcessGuards } from '../infra/process-guards.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
 import { isDatabaseUnavailable } from '../infra/postgres/unavailable.js';
 import { isRedisUnavailable } from '../infra/redis/unavailable.js';
+import { serverAddress } from '../infra/server-address.js';
 import { createRedis, redisKeysFor, startFailureExitCode } from '../infra/redis/client.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
@@ -92,24 +93,14 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void shutdown('SIGINT'));
 }
 
-/** host:port of a URL, without its user information (a password). */
-function addressOf(url: string | undefined): string {
-  try {
-    const u = new URL(url ?? '');
-    return `${u.hostname}:${u.port || '(default port)'}`;
-  } catch {
-    return '(unparsable URL)';
-  }
-}
-
 // A service it needs not answering at start is said in one line naming the variable (the supervisor
 // starts it again: it may answer soon); anything else with its stack, a fault to look into.
 main().catch((err: unknown) => {
   const message = err instanceof Error ? err.message : String(err);
   const line = isDatabaseUnavailable(err)
-    ? `cannot reach Postgres at ${addressOf(configured?.DATABASE_URL)} (DATABASE_URL): ${message}`
+    ? `cannot reach Postgres at ${serverAddress(configured?.DATABASE_URL ?? '', 5432)} (DATABASE_URL): ${message}`
     : isRedisUnavailable(err)
-      ? `cannot reach Redis at ${addressOf(configured?.REDIS_URL)} (REDIS_URL): ${message}`
+      ? `cannot reach Redis at ${serverAddress(configured?.REDIS_URL ?? '', 6379)} (REDIS_URL): ${message}`
       : err instanceof Error ? err.stack ?? message : message;
   process.stderr.write(`console-api failed to start: ${line}\n`);
   process.exit(startFailureExitCode());

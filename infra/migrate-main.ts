@@ -6,6 +6,7 @@
 import { loadConfigOrExit, type Config } from './config.js';
 import { migrateClickHouse } from './clickhouse/migrate.js';
 import { migratePostgres } from './postgres/migrate.js';
+import { serverAddress } from './server-address.js';
 
 /** Errors of reaching the server (Node's socket errors), not of a migration's statements. */
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOENT', 'EACCES']);
@@ -38,36 +39,19 @@ function unreachable(err: unknown): boolean {
   return /Connection terminated|connection timeout|timeout expired|socket hang up/i.test(messageOf(err));
 }
 
-/** host:port of a URL, without its user information. */
-function address(url: string, defaultPort: number): string {
+/** One store's migrations, its outcome printed; a failure is one line on stderr and exit 1. */
+async function migrate(store: { name: string; variable: string; url: string; port: number }, run: () => Promise<string[]>): Promise<void> {
   try {
-    const u = new URL(url);
-    const host = u.hostname || u.searchParams.get('host') || 'localhost';
-    return `${host}:${u.port || defaultPort}`;
-  } catch {
-    return '(unparsable URL)';
+    const applied = await run();
+    console.log(`${store.name.toLowerCase()}: ${applied.length ? `applied ${applied.join(', ')}` : 'up to date'}`);
+  } catch (err) {
+    process.stderr.write(`migrate: ${unreachable(err)
+      ? `cannot connect to ${store.name} at ${serverAddress(store.url, store.port)} (${store.variable}): ${messageOf(err)}`
+      : `${store.name} migration failed: ${messageOf(err)}`}\n`);
+    process.exit(1);
   }
 }
 
-function fail(line: string): never {
-  process.stderr.write(`migrate: ${line}\n`);
-  process.exit(1);
-}
-
 const config: Config = loadConfigOrExit('migrate');
-try {
-  const pg = await migratePostgres(config);
-  console.log(`postgres: ${pg.length ? `applied ${pg.join(', ')}` : 'up to date'}`);
-} catch (err) {
-  fail(unreachable(err)
-    ? `cannot connect to Postgres at ${address(config.DATABASE_URL, 5432)} (DATABASE_URL): ${messageOf(err)}`
-    : `Postgres migration failed: ${messageOf(err)}`);
-}
-try {
-  const ch = await migrateClickHouse(config);
-  console.log(`clickhouse: ${ch.length ? `applied ${ch.join(', ')}` : 'up to date'}`);
-} catch (err) {
-  fail(unreachable(err)
-    ? `cannot connect to ClickHouse at ${address(config.CLICKHOUSE_URL, 8123)} (CLICKHOUSE_URL): ${messageOf(err)}`
-    : `ClickHouse migration failed: ${messageOf(err)}`);
-}
+await migrate({ name: 'Postgres', variable: 'DATABASE_URL', url: config.DATABASE_URL, port: 5432 }, () => migratePostgres(config));
+await migrate({ name: 'ClickHouse', variable: 'CLICKHOUSE_URL', url: config.CLICKHOUSE_URL, port: 8123 }, () => migrateClickHouse(config));

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSql, type Sql } from '../../infra/postgres/client.js';
 import { type ConsoleHarness, startConsoleHarness, uniqueName } from '../../tests/harness/console-harness.js';
 import { withUserRowLocked } from '../../tests/harness/row-lock.js';
-import { mailText, type SmtpSink, startSmtpSink } from '../../tests/harness/smtp-sink.js';
+import { mailText, mailThroughSink, type SmtpSink, startSmtpSink } from '../../tests/harness/smtp-sink.js';
 
 let h: ConsoleHarness;
 let sink: SmtpSink;
@@ -19,9 +19,7 @@ beforeAll(async () => {
   sink = await startSmtpSink();
   h = await startConsoleHarness({}, { now: () => clock });
   side = createSql(h.config, { max: 3 });
-  for (const [key, value] of [['SMTPServer', '127.0.0.1'], ['SMTPPort', String(sink.port)], ['SMTPFrom', 'gateway@example.test']]) {
-    await h.sql`INSERT INTO options (key, value) VALUES (${key!}, ${value!}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
-  }
+  await mailThroughSink(h.sql, sink);
 });
 afterAll(async () => {
   await side?.end();

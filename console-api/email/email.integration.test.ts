@@ -4,7 +4,7 @@
 // as an HMAC.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type ConsoleHarness, startConsoleHarness, uniqueName } from '../../tests/harness/console-harness.js';
-import { mailText, type SmtpSink, startSmtpSink } from '../../tests/harness/smtp-sink.js';
+import { mailText, mailThroughSink, type SmtpSink, startSmtpSink } from '../../tests/harness/smtp-sink.js';
 
 let h: ConsoleHarness;
 let sink: SmtpSink;
@@ -13,9 +13,7 @@ let clock = Math.floor(Date.now() / 1000);
 beforeAll(async () => {
   sink = await startSmtpSink();
   h = await startConsoleHarness({}, { now: () => clock });
-  for (const [key, value] of [['SMTPServer', '127.0.0.1'], ['SMTPPort', String(sink.port)], ['SMTPFrom', 'gateway@example.test']]) {
-    await h.sql`INSERT INTO options (key, value) VALUES (${key!}, ${value!}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
-  }
+  await mailThroughSink(h.sql, sink);
 });
 afterAll(async () => {
   await h?.close();

@@ -58,8 +58,12 @@ function errorParts(body: string): { message: string; codes: unknown[] } {
   return { message, codes: [e.code, e.type] };
 }
 
-/** Whether a provider's error text (an error answer's body, or an error event's data) says the channel's own account cannot pay. */
+/**
+ * Whether a provider's error text (an error answer's body, or an error event's data) says the
+ * channel's own account cannot pay; a text longer than SCAN_LIMIT is not read.
+ */
 export function isAccountTrouble(body: string): boolean {
+  if (body.length > SCAN_LIMIT) return false;
   const { message, codes } = errorParts(body);
   for (const c of codes) if (typeof c === 'string' && ACCOUNT_TROUBLE_CODES.has(c.toLowerCase())) return true;
   return ACCOUNT_TROUBLE_MESSAGE.test(message.length > MESSAGE_SCAN_LIMIT ? message.slice(0, MESSAGE_SCAN_LIMIT) : message);
@@ -76,7 +80,7 @@ export function classifyProviderError(status: number, body: string): ProviderFau
   // channel's own setup (the request never reached a model, so another channel may carry it).
   if (status < 200 || (status >= 300 && status < 400)) return 'channel';
   if (status === 401 || status === 403 || status === 402) return 'channel';
-  if (status >= 400 && status < 500 && body && body.length <= SCAN_LIMIT && isAccountTrouble(body)) return 'channel';
+  if (status >= 400 && status < 500 && body && isAccountTrouble(body)) return 'channel';
   if (status === 429) return 'rate_limit';
   if (status === 529) return 'overloaded';
   if (status >= 500) return 'server';

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   billingSettled, consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
+import { anthropicMessage } from '../../tests/harness/sdk-streams.js';
 
 const MODEL = 'claude-haiku-4-5';
 // claude-haiku-4-5: model ratio 0.5, completion ratio 5, group default 1; cache read 0.1, 5-minute
@@ -54,14 +55,8 @@ async function ask(stream: boolean, ttl: '5m' | '1h' = '5m'): Promise<{ requestI
     model: MODEL, max_tokens: 100, system: [{ type: 'text' as const, text: SYSTEM, cache_control: ttl === '1h' ? { type: 'ephemeral' as const, ttl } : { type: 'ephemeral' as const } }],
     messages: [{ role: 'user' as const, content: 'What is cached here?' }],
   };
-  if (stream) {
-    const s = client.messages.stream(params);
-    const msg = await s.finalMessage();
-    const { response } = await s.withResponse();
-    return { requestId: response.headers.get('x-gateway-request-id')!, input: msg.usage.input_tokens, usage: msg.usage };
-  }
-  const { data, response } = await client.messages.create(params).withResponse();
-  return { requestId: response.headers.get('x-gateway-request-id')!, input: data.usage.input_tokens, usage: data.usage };
+  const { message, requestId } = await anthropicMessage(client, params, stream);
+  return { requestId, input: message.usage.input_tokens, usage: message.usage };
 }
 
 describe.each([false, true])('stream %s', (stream) => {
@@ -110,17 +105,8 @@ describe('a breakpoint nested in a document\'s content source', () => {
         { type: 'text' as const, text: 'What does it say?' },
       ] }],
     };
-    let requestId: string;
-    let input: number;
-    if (stream) {
-      const s = client.messages.stream(params);
-      input = (await s.finalMessage()).usage.input_tokens;
-      requestId = (await s.withResponse()).response.headers.get('x-gateway-request-id')!;
-    } else {
-      const { data, response } = await client.messages.create(params).withResponse();
-      input = data.usage.input_tokens;
-      requestId = response.headers.get('x-gateway-request-id')!;
-    }
+    const { message, requestId } = await anthropicMessage(client, params, stream);
+    const input = message.usage.input_tokens;
     const quota = expected(input, 0, 0, 10_000, OUTPUT);
     expect(await ledgerRow(stack, requestId)).toMatchObject({ quota, prompt_tokens: input + 10_000, completion_tokens: OUTPUT });
     const [cols] = await stack.sql`SELECT cache_write_1h_tokens FROM ledger WHERE request_id = ${requestId}`;

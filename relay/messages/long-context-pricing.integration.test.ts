@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
+import { anthropicMessage } from '../../tests/harness/sdk-streams.js';
 
 const MODEL = 'claude-sonnet-4-5-20250929';
 // claude-sonnet-4-5: model ratio 1.5, completion ratio 5, cache read 0.1; above 200,000 prompt tokens
@@ -52,17 +53,8 @@ describe.each([false, true])('stream %s', (stream) => {
       model: MODEL, max_tokens: 100, system: [{ type: 'text' as const, text: SYSTEM, cache_control: { type: 'ephemeral' as const } }],
       messages: [{ role: 'user' as const, content: 'What is cached here?' }],
     };
-    let requestId: string;
-    let input: number;
-    if (stream) {
-      const s = client.messages.stream(params);
-      input = (await s.finalMessage()).usage.input_tokens;
-      requestId = (await s.withResponse()).response.headers.get('x-gateway-request-id')!;
-    } else {
-      const { data, response } = await client.messages.create(params).withResponse();
-      input = data.usage.input_tokens;
-      requestId = response.headers.get('x-gateway-request-id')!;
-    }
+    const { message, requestId } = await anthropicMessage(client, params, stream);
+    const input = message.usage.input_tokens;
     // The prompt the provider reports, uncached input and cache reads together, decides the tier.
     expect(input + read > 200_000).toBe(long);
     const quota = (long ? longContext : standard)(input, read, OUTPUT);

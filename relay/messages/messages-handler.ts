@@ -85,6 +85,8 @@ const STOPPED_ANSWERING = 'The model provider stopped answering before its answe
 const WHOLE_ANSWER_TOO_SLOW = new Error('the provider\'s answer did not end within UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS of its headers');
 /** What a client is told of a provider whose connection was lost after the request was sent, before any answer. */
 const LOST_BEFORE_ANSWER = 'The model provider\'s connection was lost after the request was sent, before it answered.';
+/** What a client is told when a channel answered not found and the next one failed otherwise. */
+const PROVIDER_NOT_FOUND = 'The model provider answered that it does not know this request\'s model or path.';
 /** Errors of the connect phase: the request was never written, so no provider can be generating it. */
 const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
@@ -131,15 +133,12 @@ export function handleChatCompletions(ctx: RelayContext, res: HttpResponse, req:
 }
 
 const QUOTA_STORE_UNAVAILABLE = new RelayError('quota_store_unavailable');
-
-/** What a client is told when a channel answered not found and the next one failed otherwise. */
-const PROVIDER_NOT_FOUND = 'The model provider answered that it does not know this request\'s model or path.';
+const RELAY_CLOSING = new RelayError('relay_closing');
 
 /** The lower of two per-minute limits, 0 meaning none. */
 function lowerLimit(a: number, b: number): number {
   return a > 0 && b > 0 ? Math.min(a, b) : a || b;
 }
-const RELAY_CLOSING = new RelayError('relay_closing');
 
 /** One request of either protocol; stream-relay.ts and settlement.ts take it as it is (StreamingExchange, SettledExchange). */
 class Exchange {
@@ -596,11 +595,15 @@ class Exchange {
     this.fail(new RelayError('upstream_unreachable'), lastFailure || REASON.noChannel);
   }
 
-  /** A channel's failure before the next is tried: answered should no later channel carry the request. */
-  noteFailure(err: RelayError, retryAfter = ''): void {
+  /**
+   * A channel's failure before the next is tried: answered should no later channel carry the request.
+   * `retryMayHelp` false for a fault of the channel's own setup (a refused credential, a redirect),
+   * which a client's retry meets again: it leaves `x-should-retry: false` possible (channelRefused).
+   */
+  noteFailure(err: RelayError, retryAfter = '', retryMayHelp = true): void {
     this.earlierFailure = err;
     this.earlierRetryAfter = retryAfter;
-    this.retryMayHelp = true;
+    if (retryMayHelp) this.retryMayHelp = true;
   }
 
   /**
@@ -616,8 +619,7 @@ class Exchange {
   channelRefused(channel: Channel, status: number, model: string, mayRetry: boolean): 'done' | string {
     if (mayRetry && !this.headersSent) {
       logRepeated(this.ctx, 'warn', 'channel-refused', channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider refused the channel; retrying on another channel');
-      this.earlierFailure = new RelayError('upstream_unreachable', PROVIDER_ACCOUNT_REFUSED);
-      this.earlierRetryAfter = '';
+      this.noteFailure(new RelayError('upstream_unreachable', PROVIDER_ACCOUNT_REFUSED), '', false);
       return httpReason(status);
     }
     // Asked only here, on the way out: whether the pick found nothing or RELAY_MAX_TRIES stopped it.
@@ -734,10 +736,8 @@ class Exchange {
       if (status < 400) {
         logRepeated(this.ctx, 'warn', `provider-odd-status:${status}`, channel.id, { channel: channel.id, requestId: this.requestId, status }, 'provider answered a status that is no answer nor error; answered as a provider failure');
         if (mayRetry && !this.headersSent) {
-          // Noted as channelRefused notes a refusal: a channel that redirects does so on every try, so
-          // a client's retry cannot help (noteFailure's retryMayHelp dropped x-should-retry: false).
-          this.earlierFailure = new RelayError('upstream_unreachable', UNREADABLE_ANSWER);
-          this.earlierRetryAfter = '';
+          // A channel that redirects does so on every try: a client's retry cannot help.
+          this.noteFailure(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), '', false);
           return httpReason(status);
         }
         this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), httpReason(status));

@@ -226,19 +226,24 @@ export class ErrorEventScrubber {
   }
 }
 
-/**
- * One event's text (its lines and the empty line that ends it) with its error scrubbed; null when it
- * is no error event, or nothing in it needed scrubbing.
- */
-export function scrubErrorEvent(event: string, key: string | undefined, protocol?: Protocol): string | null {
-  const lines = event.split(BREAK);
+/** An event's `event:` name ('' without one) and its data: its `data:` lines' values joined by newlines. */
+function eventFields(lines: readonly string[]): { name: string; data: string } {
   let name = '';
   const data: string[] = [];
   for (const l of lines) {
     if (l.startsWith('event:')) name = l.slice(6).trim();
     else if (l.startsWith('data:')) data.push(l.charCodeAt(5) === 0x20 ? l.slice(6) : l.slice(5));
   }
-  const joined = data.join('\n');
+  return { name, data: data.join('\n') };
+}
+
+/**
+ * One event's text (its lines and the empty line that ends it) with its error scrubbed; null when it
+ * is no error event, or nothing in it needed scrubbing.
+ */
+export function scrubErrorEvent(event: string, key: string | undefined, protocol?: Protocol): string | null {
+  const lines = event.split(BREAK);
+  const { name, data: joined } = eventFields(lines);
   let parsed: unknown;
   if (joined.includes('"error"')) {
     try {
@@ -286,7 +291,7 @@ export function scrubErrorEvent(event: string, key: string | undefined, protocol
  * mid-stream, nothing can be retried. Null for any other error.
  */
 function accountRefusal(parsed: Record<string, unknown>, data: string, protocol: Protocol | undefined): Record<string, unknown> | null {
-  if (data.length > ACCOUNT_TROUBLE_SCAN || !isAccountTrouble(data)) return null;
+  if (!isAccountTrouble(data)) return null;
   // In the client's protocol whatever the provider's error looked like (an `error` that is a string,
   // vLLM's `{"object":"error"}`, an Anthropic error without its top-level type); without it known, in
   // the protocol the error's own shape is of.
@@ -295,9 +300,6 @@ function accountRefusal(parsed: Record<string, unknown>, data: string, protocol:
   if (protocol !== undefined || isObject(parsed.error)) return { error: { message: PROVIDER_ACCOUNT_REFUSED, type: 'server_error', param: null, code: null } };
   return null;
 }
-
-/** Largest error data read for an account refusal, as provider-fault.ts reads an error answer. */
-const ACCOUNT_TROUBLE_SCAN = 4096;
 
 /**
  * An event that is no error event and may hold the key (its anchor): null when it is a well-formed
@@ -308,14 +310,8 @@ const ACCOUNT_TROUBLE_SCAN = 4096;
  */
 export function scrubOddEvent(event: string, key: string | undefined): string | null {
   if (!holdsKey(event, key)) return null;
-  let name = '';
-  const data: string[] = [];
-  for (const l of event.split(BREAK)) {
-    if (l.startsWith('event:')) name = l.slice(6).trim();
-    else if (l.startsWith('data:')) data.push(l.charCodeAt(5) === 0x20 ? l.slice(6) : l.slice(5));
-  }
+  const { name, data: joined } = eventFields(event.split(BREAK));
   if (KNOWN_EVENTS.has(name)) {
-    const joined = data.join('\n');
     let wellFormed = joined === '' || joined.trim() === '[DONE]';
     if (!wellFormed) {
       try {

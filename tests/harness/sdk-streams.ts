@@ -1,6 +1,6 @@
-// A stream read to its end with an official SDK, as a client application reads one: the text it got,
-// and the error the SDK raised (null when none). For tests of what a client sees of a stream that
-// fails part way.
+// Requests made with an official SDK as a client application makes them: a stream read to its end
+// (the text it got, and the error the SDK raised, null when none: what a client sees of a stream that
+// fails part way), and a Messages request, streamed or not, with the gateway's request id.
 import type Anthropic from '@anthropic-ai/sdk';
 import type OpenAI from 'openai';
 
@@ -27,4 +27,19 @@ export async function openaiStreamRead(client: OpenAI, params: Omit<OpenAI.ChatC
     for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
   })().then(() => null, (e: unknown) => e);
   return { text, error };
+}
+
+/**
+ * One Messages request with the SDK, streamed (read to its final message) or not: the message the
+ * client got and the gateway's request id (x-gateway-request-id), for a test to find its ledger row.
+ */
+export async function anthropicMessage(client: Anthropic, params: Anthropic.MessageCreateParamsNonStreaming, stream: boolean): Promise<{ message: Anthropic.Message; requestId: string }> {
+  if (stream) {
+    const s = client.messages.stream(params);
+    const message = await s.finalMessage();
+    const { response } = await s.withResponse();
+    return { message, requestId: response.headers.get('x-gateway-request-id')! };
+  }
+  const { data, response } = await client.messages.create(params).withResponse();
+  return { message: data, requestId: response.headers.get('x-gateway-request-id')! };
 }

@@ -2,6 +2,7 @@
 // without TLS or authentication, and keeps what it received. Never a real provider.
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
+import type { Sql } from '../../infra/postgres/client.js';
 
 export interface SunkMail {
   from: string;
@@ -70,4 +71,11 @@ export async function startSmtpSink(): Promise<SmtpSink> {
 export function mailText(m: SunkMail): string {
   const body = m.raw.slice(m.raw.indexOf('\r\n\r\n') + 4);
   return body.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_s, h: string) => String.fromCharCode(parseInt(h, 16)));
+}
+
+/** Points the console's e-mail options (SMTPServer, SMTPPort, SMTPFrom) at the sink. */
+export async function mailThroughSink(sql: Sql, sink: SmtpSink): Promise<void> {
+  for (const [key, value] of [['SMTPServer', '127.0.0.1'], ['SMTPPort', String(sink.port)], ['SMTPFrom', 'gateway@example.test']] as const) {
+    await sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+  }
 }
