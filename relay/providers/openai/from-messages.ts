@@ -150,8 +150,8 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
     }
   }
 
-  const toolChoice = checkedToolChoice(body.tool_choice);
-  if (toolChoice instanceof RelayError) return toolChoice;
+  const choice = checkedToolChoice(body.tool_choice);
+  if (choice instanceof RelayError) return choice;
   // The bound the request was reserved at, in the field the model takes (core/channels/output-limit.ts).
   const chat: Record<string, unknown> = { model, messages, [outputLimitField(model)]: body.max_tokens };
   const tools = body.tools as Array<Record<string, unknown>> | undefined;
@@ -166,7 +166,6 @@ export function messagesToChat(body: MessagesRequest, model: string): Record<str
       out.push({ type: 'function', function: fn });
     }
     chat.tools = out;
-    const choice = toolChoice;
     if (choice?.type === 'auto') chat.tool_choice = 'auto';
     else if (choice?.type === 'none') chat.tool_choice = 'none';
     else if (choice?.type === 'any') chat.tool_choice = 'required';
