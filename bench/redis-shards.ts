@@ -1,5 +1,5 @@
-// The bench's cluster mode for the Redis tier: the Redis work of one relay request (reserveQuota-6.lua,
-// settleReservations-8n.lua with its XADD) and of its billing (XREADGROUP, XACK + XDEL), driven through
+// The bench's cluster mode for the Redis tier: the Redis work of one relay request (reserveQuota-8.lua,
+// settleReservations-9n.lua with its XADD) and of its billing (XREADGROUP, XACK + XDEL), driven through
 // QuotaStore as the relay does, on one Redis or on a Redis Cluster, with accounts spread over the
 // virtual shards. It reports requests/s and, per master, the Redis CPU (INFO cpu, user + sys) spent
 // per request that master served: the figure docs/scaling.md sizes Redis shards from. Postgres,

@@ -166,9 +166,11 @@ export const RESERVE_REFUSAL_ERRORS = {
 } as const satisfies Record<ReserveRefusal, RelayErrorCode>;
 
 /** The error of a refused reservation; a rate limit names the key's limit per minute. */
-export function reserveRefusalError(refusal: ReserveRefusal, limits: { rpm: number; tpm: number }): RelayError {
+/** `group`: the limits are the group's for the account (all its keys of the group), not the key's own. */
+export function reserveRefusalError(refusal: ReserveRefusal, limits: { rpm: number; tpm: number }, group?: string): RelayError {
   const code = RESERVE_REFUSAL_ERRORS[refusal];
-  if (refusal === 'rpm_limited') return new RelayError(code, `Rate limit of ${limits.rpm} requests per minute reached for this API key.`);
-  if (refusal === 'tpm_limited') return new RelayError(code, `Rate limit of ${limits.tpm} tokens per minute reached for this API key.`);
+  const whose = group === undefined ? 'this API key' : `this account's keys in group ${JSON.stringify(group)}`;
+  if (refusal === 'rpm_limited') return new RelayError(code, `Rate limit of ${limits.rpm} requests per minute reached for ${whose}.`);
+  if (refusal === 'tpm_limited') return new RelayError(code, `Rate limit of ${limits.tpm} tokens per minute reached for ${whose}.`);
   return new RelayError(code);
 }

@@ -1,4 +1,4 @@
-// Every final answer of reserveQuota-6.lua reaches the client as one relay error, through one table.
+// Every final answer of reserveQuota-8.lua reaches the client as one relay error, through one table.
 import { describe, expect, it } from 'vitest';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE } from '../core/quota/quota-outcomes.js';
 import { reserveRefusalError } from './errors.js';
@@ -16,6 +16,9 @@ describe('reservation refusals', () => {
     expect(answer(QuotaScriptCode.InsufficientTokenQuota)).toEqual([402, 'insufficient_key_quota', 'This API key\'s remaining quota is too low for this request.']);
     expect(answer(QuotaScriptCode.RequestRateLimited)).toEqual([429, 'rate_limited', 'Rate limit of 3 requests per minute reached for this API key.']);
     expect(answer(QuotaScriptCode.TokenRateLimited)).toEqual([429, 'rate_limited', 'Rate limit of 1000 tokens per minute reached for this API key.']);
+    // A group's limit is the account's: the message says so, and names the group.
+    expect(reserveRefusalError('rpm_limited', { rpm: 2, tpm: 0 }, 'vip').message).toBe('Rate limit of 2 requests per minute reached for this account\'s keys in group "vip".');
+    expect(reserveRefusalError('tpm_limited', { rpm: 0, tpm: 500 }, 'vip').message).toBe('Rate limit of 500 tokens per minute reached for this account\'s keys in group "vip".');
     expect(answer(QuotaScriptCode.DuplicateReservation)).toEqual([500, 'internal', 'Internal error.']);
     // Not answers: the store seeds the mirror and asks again.
     expect(RESERVE_OUTCOME_OF_CODE.has(QuotaScriptCode.BalanceNotLoaded)).toBe(false);

@@ -247,7 +247,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     bodyTimeoutMs: config.UPSTREAM_BODY_TIMEOUT_MS,
   });
   // With replicas a settled reservation leaves a marker, so that one a failover lost still bills
-  // (settleReservations-8n.lua); it outlives the replays of a relay restarted within minutes.
+  // (settleReservations-9n.lua); it outlives the replays of a relay restarted within minutes.
   const waitReplicas = settleWaitReplicas(config);
   // Reservation and slice deadlines are dated with Redis's clock, which the billing worker's reaper
   // reads too: never with this host's (core/quota/redis-clock.ts). Its first sample is waited for

@@ -314,7 +314,7 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
     conflict: (db, value) => groupNotConfigured(db, value === '' ? [] : (value as string[])),
   }),
   // A limit for a group GroupRatio lacks would limit nobody (a typo, "VIP" for "vip"): refused like AutoGroups'.
-  def('GroupRateLimits', z.union([z.literal(''), json(z.record(z.string(), z.object({ rpm: z.number().int().min(0).optional(), tpm: z.number().int().min(0).optional() })), 'an object of group name to {rpm, tpm}')]), '', 'per-key rate limits of each group, each a group of GroupRatio', {
+  def('GroupRateLimits', z.union([z.literal(''), json(z.record(z.string(), z.object({ rpm: z.number().int().min(0).optional(), tpm: z.number().int().min(0).optional() })), 'an object of group name to {rpm, tpm}')]), '', 'rate limits of each group, per account (all its keys of the group together), each a group of GroupRatio', {
     conflict: (db, value) => groupNotConfigured(db, value === '' ? [] : Object.keys(value as Record<string, unknown>)),
   }),
   // Top-up page (GET /api/user/topup/info). Like every option, root's: an administrator setting what

@@ -23,7 +23,7 @@ export type ReserveOutcome =
 export type ReserveRefusal = Exclude<ReserveOutcome, 'reserved'>;
 
 /**
- * reserveQuota-6.lua's final answers. BalanceNotLoaded and TokenQuotaNotLoaded are not among them:
+ * reserveQuota-8.lua's final answers. BalanceNotLoaded and TokenQuotaNotLoaded are not among them:
  * QuotaStore seeds the missing mirror from Postgres and asks again.
  */
 export const RESERVE_OUTCOME_OF_CODE: ReadonlyMap<number, ReserveOutcome> = new Map<QuotaScriptCode, ReserveOutcome>([

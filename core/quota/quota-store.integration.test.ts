@@ -36,7 +36,7 @@ async function streamEvents(): Promise<string[]> {
   return entries.flatMap(([, f]) => encodedUsageEventsOf(f) ?? []);
 }
 
-describe('reserveQuota-6.lua', () => {
+describe('reserveQuota-8.lua', () => {
   it('seeds the balance mirror from the book of record, then reserves atomically', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 1000);
@@ -125,7 +125,7 @@ describe('reserveQuota-6.lua', () => {
   });
 });
 
-describe('settleReservations-8n.lua', () => {
+describe('settleReservations-9n.lua', () => {
   it('returns the unused part, debits the actual cost and appends the event, once', async () => {
     const { userId, tokenId, requestId } = ids();
     pg.account.set(userId, 1_000);
@@ -155,7 +155,8 @@ describe('settleReservations-8n.lua', () => {
     // The second twice: its repeat answers "already settled" and adds no line.
     for (const r of [rs[0]!, rs[1]!, rs[1]!, rs[2]!]) {
       k.push(keys.accountBalance(r.userId), keys.tokenRemain(r.userId, r.tokenId), keys.reservation(r.userId, r.requestId), keys.usageStream(),
-        keys.keyTokensInWindow(r.userId, r.tokenId), keys.reservationDeadlines(), keys.reapedReservation(r.userId, r.requestId), keys.settledReservations(r.userId));
+        keys.keyTokensInWindow(r.userId, r.tokenId), keys.reservationDeadlines(), keys.reapedReservation(r.userId, r.requestId), keys.settledReservations(r.userId),
+        keys.accountTokensInGroupWindow(r.userId, 'default'));
       a.push(10, `{"r":"${r.requestId}"}`, 0, deadlineMember(r.userId, r.requestId), '0', '', '', '', '');
     }
     const answers = (await settle(k, a)) as unknown[];
@@ -251,7 +252,7 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
       pg.account.set(u.userId, 1_000);
       await store4.reserve({ ...u, tokenLimited: false, amount: 100, deadlineMs: 1 });
     }
-    // Events, not entries: a call's events are one entry (settleReservations-8n.lua).
+    // Events, not entries: a call's events are one entry (settleReservations-9n.lua).
     const lengths = async () => Promise.all([0, 1, 2, 3].map(async (s) => ((await redis.xrange(sharded.usageStream(s), '-', '+')) as [string, string[]][]).flatMap(([, f]) => encodedUsageEventsOf(f) ?? []).length));
     const before = await lengths();
     expect(await Promise.all(users.map((u) => store4.settleSoon({ ...u, cost: 7, eventJson: '{}' })))).toEqual([true, true, true, true]);
@@ -350,7 +351,7 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
   });
 });
 
-describe('rate limits in reserveQuota-6.lua and settleReservations-8n.lua', () => {
+describe('rate limits in reserveQuota-8.lua and settleReservations-9n.lua', () => {
   it('refuses the request over the per-minute request limit without moving quota', async () => {
     const { userId, tokenId } = ids();
     pg.account.set(userId, 10_000);
@@ -429,7 +430,7 @@ describe('rate limits in reserveQuota-6.lua and settleReservations-8n.lua', () =
   });
 });
 
-describe('the rate-limit windows\' edges (reserveQuota-6.lua, settleReservations-8n.lua)', () => {
+describe('the rate-limit windows\' edges (reserveQuota-8.lua, settleReservations-9n.lua)', () => {
   const bucketOf = (ms: number) => String(Math.floor(ms / 10_000));
 
   // Before: each relay placed requests by its own clock, so a relay 70 s ahead dropped what a correct
@@ -572,6 +573,79 @@ describe('tokens held against the per-minute token limit while requests run', ()
     expect(await store.reserve({ ...base, deadlineMs: Date.now() + 60_000, requestId })).toBe('reserved');
     await store.settle({ userId, tokenId, requestId, cost: 5, eventJson: '{}', tokens: 30, minute: minute + 1 });
     expect(await redis.hgetall(keys.keyTokensInWindow(userId, tokenId))).toEqual({ [String(Math.floor(nowMs / 10_000))]: '30' });
+  });
+});
+
+describe('a group\'s limits, counted per account (reserveQuota-8.lua KEYS 7-8, settleReservations-9n.lua KEYS 9)', () => {
+  const bucketOf = (ms: number) => String(Math.floor(ms / 10_000));
+  // Before: the relay applied the group's limit to each key's own window, so an account's keys each
+  // had the whole of it.
+  it('counts the requests of all an account\'s keys of the group together, apart from another account\'s and another group\'s', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const t = 29_001_000 * 60_000;
+    const base = { userId, tokenLimited: false, amount: 10, deadlineMs: 1, group: 'vip', groupRpmLimit: 3, nowMs: t };
+    const wait = { ms: 0, group: false };
+    for (let i = 0; i < 3; i++) expect(await store.reserve({ ...base, tokenId: tokenId + i, requestId: `${requestId}-${i}` })).toBe('reserved');
+    expect(await store.reserve({ ...base, tokenId: tokenId + 3, requestId: `${requestId}-x` }, wait)).toBe('rpm_limited');
+    expect(wait).toEqual({ ms: 70_000, group: true });
+    expect(await store.accountBalance(userId)).toBe(10_000 - 30);
+    expect(await redis.hgetall(keys.accountRequestsInGroupWindow(userId, 'vip'))).toEqual({ [bucketOf(t)]: '3' });
+    // The account's requests in another group, and another account's in this one, count apart.
+    expect(await store.reserve({ ...base, tokenId, group: 'default', requestId: `${requestId}-d` })).toBe('reserved');
+    const other = ids();
+    pg.account.set(other.userId, 10_000);
+    expect(await store.reserve({ ...base, userId: other.userId, tokenId: other.tokenId, requestId: other.requestId })).toBe('reserved');
+  });
+
+  it('a key\'s own limit and the group\'s both apply, and a request either refuses takes nothing from the other', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const t = 29_001_010 * 60_000;
+    const base = { userId, tokenLimited: false, amount: 1, deadlineMs: 1, group: 'vip', groupRpmLimit: 2, nowMs: t };
+    const wait = { ms: 0, group: true };
+    expect(await store.reserve({ ...base, tokenId, rpmLimit: 1, requestId: `${requestId}-a` })).toBe('reserved');
+    // The key's own limit refuses first: the group's window is not written.
+    expect(await store.reserve({ ...base, tokenId, rpmLimit: 1, requestId: `${requestId}-b` }, wait)).toBe('rpm_limited');
+    expect(wait.group).toBe(false);
+    expect(await redis.hgetall(keys.accountRequestsInGroupWindow(userId, 'vip'))).toEqual({ [bucketOf(t)]: '1' });
+    // A key of its own limit 100 meets the group's 2 at the second request of the account.
+    expect(await store.reserve({ ...base, tokenId: tokenId + 1, rpmLimit: 100, requestId: `${requestId}-c` })).toBe('reserved');
+    expect(await store.reserve({ ...base, tokenId: tokenId + 1, rpmLimit: 100, requestId: `${requestId}-d` }, wait)).toBe('rpm_limited');
+    expect(wait.group).toBe(true);
+    // Refused by the group's window: nothing counted in the key's own.
+    expect(await redis.hgetall(keys.keyRequestsInWindow(userId, tokenId + 1))).toEqual({ [bucketOf(t)]: '1' });
+    expect(await store.accountBalance(userId)).toBe(10_000 - 2);
+  });
+
+  it('holds tokens in the group\'s window too; the settlement and the reaper turn each window\'s hold into the tokens used', async () => {
+    const { userId, tokenId, requestId } = ids();
+    pg.account.set(userId, 10_000);
+    const now = Date.now();
+    const base = { userId, tokenLimited: false, amount: 10, group: 'vip', groupTpmLimit: 500, nowMs: now, tokens: 200 };
+    const groupWindow = keys.accountTokensInGroupWindow(userId, 'vip');
+    const outcomes = await Promise.all(Array.from({ length: 6 }, (_, i) =>
+      store.reserve({ ...base, tokenId: tokenId + i, tpmLimit: 10_000, deadlineMs: now + 60_000, requestId: `${requestId}-${i}` })));
+    // 0, 200, 400 are below 500 whichever keys they come through.
+    const served = outcomes.flatMap((o, i) => (o === 'reserved' ? [i] : []));
+    expect(served).toHaveLength(3);
+    expect(outcomes.filter((o) => o === 'tpm_limited')).toHaveLength(3);
+    expect(await redis.hget(groupWindow, bucketOf(now))).toBe('600');
+    const [first, second, third] = served as [number, number, number];
+    expect(await redis.hget(keys.keyTokensInWindow(userId, tokenId + first), bucketOf(now))).toBe('200');
+    // Settled: the hold of 200 becomes the 30 used, in the key's window and in the group's.
+    expect(await store.settle({ userId, tokenId: tokenId + first, requestId: `${requestId}-${first}`, cost: 5, eventJson: '{}', tokens: 30, tpmGroup: 'vip' })).toBe(true);
+    expect(await redis.hget(groupWindow, bucketOf(now))).toBe('430');
+    expect(await redis.hget(keys.keyTokensInWindow(userId, tokenId + first), bucketOf(now))).toBe('30');
+    // A settlement that names no group (a spool line of an older relay) corrects the key's window only.
+    expect(await store.settle({ userId, tokenId: tokenId + second, requestId: `${requestId}-${second}`, cost: 5, eventJson: '{}', tokens: 30 })).toBe(true);
+    expect(await redis.hget(groupWindow, bucketOf(now))).toBe('430');
+    // The reaper releases the third (its deadline moved into the past): its hold goes from both windows.
+    await redis.zadd(keys.reservationDeadlines(), now - 1, deadlineMember(userId, `${requestId}-${third}`));
+    expect(await store.releaseExpired(now, 1000, () => '{}')).toBeGreaterThanOrEqual(1);
+    expect(await redis.hget(groupWindow, bucketOf(now))).toBe('230');
+    expect(await redis.hget(keys.keyTokensInWindow(userId, tokenId + third), bucketOf(now))).toBe('0');
+    expect(await store.accountBalance(userId)).toBe(10_000 - 10);
   });
 });
 
@@ -925,8 +999,8 @@ describe('seedBalance-2.lua', () => {
 describe('script registration', () => {
   it('names each command name:version with the key count from the file name', () => {
     const defs = loadScriptDefs();
-    expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 6 });
-    expect(defs.get('settleReservations')).toMatchObject({ numberOfKeys: 8, batch: true });
+    expect(defs.get('reserveQuota')).toMatchObject({ numberOfKeys: 8 });
+    expect(defs.get('settleReservations')).toMatchObject({ numberOfKeys: 9, batch: true });
     expect(defs.get('adjustBalance')).toMatchObject({ numberOfKeys: 1 });
     expect(defs.get('adjustBalanceOnce')).toMatchObject({ numberOfKeys: 3 });
     expect(defs.get('adjustAccountOnce')).toMatchObject({ numberOfKeys: 5 });

@@ -19,15 +19,23 @@ export interface ReserveRequest {
   requestId: string;
   amount: number;
   deadlineMs: number;
-  /** Requests and tokens per minute the key may use; 0 means no limit. */
+  /** Requests and tokens per minute the key may use, counted for the key alone; 0 means no limit. */
   rpmLimit?: number;
   tpmLimit?: number;
   /**
+   * The group the request is served in, whose limits below are the account's: all its keys of the
+   * group are counted together. Needed when either limit is set.
+   */
+  group?: string;
+  /** Requests and tokens per minute of the group for one account; 0 means no limit. */
+  groupRpmLimit?: number;
+  groupTpmLimit?: number;
+  /**
    * Tests only: the Unix ms that places the request in its key's rate-limit windows. Left out, the
-   * Redis server's clock does, one clock for every relay (reserveQuota-6.lua).
+   * Redis server's clock does, one clock for every relay (reserveQuota-8.lua).
    */
   nowMs?: number;
-  /** Tokens the request may use (input bound + output bound): held against tpmLimit until settled. */
+  /** Tokens the request may use (input bound + output bound): held against tpmLimit and groupTpmLimit until settled. */
   tokens?: number;
 }
 
@@ -39,6 +47,11 @@ export interface SettleRequest {
   eventJson: string;
   /** Input + output tokens, counted against the key's tokens-per-minute budget when given. */
   tokens?: number;
+  /**
+   * The group of ReserveRequest.group when its groupTpmLimit held the request's tokens: the account's
+   * window of that group is corrected to the tokens used too. Kept in the spool, so a replay does it.
+   */
+  tpmGroup?: string;
   /** Unix minute the settlement was made (relay: when the answer ended); bounds the lost-reservation check. */
   minute?: number;
   /** The key is limited: a reservation lost in a failover is then also debited from the key's quota. */
@@ -53,7 +66,7 @@ export interface SettleRequest {
 export interface QuotaStoreOptions {
   /**
    * Seconds a settled reservation's marker lives (Redis with replicas; 0: none). With it a settlement
-   * whose reservation a failover lost still bills (settleReservations-8n.lua), if it arrives within
+   * whose reservation a failover lost still bills (settleReservations-9n.lua), if it arrives within
    * this time minus LOST_RESERVATION_MARGIN_SEC of its `minute`.
    */
   settledMarkerSec?: number;
@@ -98,7 +111,7 @@ const ADJUSTMENT_MARKER_TTL_SEC = 30 * 24 * 3600;
 /**
  * Lifetime of the mirrors of a deleted API key or account (they had none): the relay takes no new
  * request for them, and a request still running settles within a day (a reaped reservation's
- * tombstone lives as long, settleReservations-8n.lua), its INCRBY keeping the TTL. Without it a
+ * tombstone lives as long, settleReservations-9n.lua), its INCRBY keeping the TTL. Without it a
  * create / use / delete loop grew Redis for good.
  */
 export const DELETED_MIRROR_TTL_SEC = 24 * 3600;
@@ -133,7 +146,7 @@ export function consoleDebitHoldId(ledgerId: number): string {
 /** holdConsoleDebit's outcome: `held`, or refused because the mirror is below the amount. */
 export type DebitHoldOutcome = 'held' | 'insufficient_balance';
 
-/** The member of the deadline set that names a reservation (settleReservations-8n.lua ARGV 4). */
+/** The member of the deadline set that names a reservation (settleReservations-9n.lua ARGV 4). */
 export function deadlineMember(userId: number, requestId: string): string {
   return `${userId}:${requestId}`;
 }
@@ -173,6 +186,8 @@ interface KeyKeys {
 /** Filled by QuotaStore.reserve when it answers rpm_limited or tpm_limited: how long until the window has room. */
 export interface RateLimitWait {
   ms: number;
+  /** The window that refused was the group's for the account, not the key's own. */
+  group?: boolean;
 }
 
 /** Cached KeyKeys at most; past it the cache starts over (it only saves string building). */
@@ -272,16 +287,28 @@ export class QuotaStore {
     return kk;
   }
 
-  /** `limitWait`, when given, learns on rpm_limited or tpm_limited how long until the key's window has room. */
+  /**
+   * `limitWait`, when given, learns on rpm_limited or tpm_limited how long until the window that
+   * refused has room, and whether it was the group's.
+   */
   async reserve(r: ReserveRequest, limitWait?: RateLimitWait): Promise<ReserveOutcome> {
+    const groupRpm = r.groupRpmLimit ?? 0;
+    const groupTpm = r.groupTpmLimit ?? 0;
+    const groupLimited = groupRpm > 0 || groupTpm > 0;
     // Per-key quotas and rate limits are checked in Redis per request; everything else may come from a slice.
-    if (this.#slices !== null && !r.tokenLimited && (r.rpmLimit ?? 0) <= 0 && (r.tpmLimit ?? 0) <= 0 && await this.#slices.draw(r)) return 'reserved';
+    if (this.#slices !== null && !r.tokenLimited && (r.rpmLimit ?? 0) <= 0 && (r.tpmLimit ?? 0) <= 0 && !groupLimited && await this.#slices.draw(r)) return 'reserved';
     const k = this.#keys;
     const kk = this.#keysOf(r.userId, r.tokenId);
-    const keys = [kk.balance, kk.remain, k.reservation(r.userId, r.requestId), kk.rpm, kk.tpm, kk.deadlines];
+    if (groupLimited && r.group === undefined) throw new Error('reserve: a group limit needs the group');
+    // Without group limits the script reads neither group window: the key's stand in (one slot).
+    const keys = [
+      kk.balance, kk.remain, k.reservation(r.userId, r.requestId), kk.rpm, kk.tpm, kk.deadlines,
+      groupRpm > 0 ? k.accountRequestsInGroupWindow(r.userId, r.group!) : kk.rpm,
+      groupTpm > 0 ? k.accountTokensInGroupWindow(r.userId, r.group!) : kk.tpm,
+    ];
     const args = [
       r.amount, r.tokenLimited ? '1' : '0', r.deadlineMs, r.tokenId, r.rpmLimit ?? 0, r.tpmLimit ?? 0,
-      r.userId, deadlineMember(r.userId, r.requestId), r.tokens ?? 0, r.nowMs ?? '',
+      r.userId, deadlineMember(r.userId, r.requestId), r.tokens ?? 0, r.nowMs ?? '', groupRpm, groupTpm,
     ];
     // Queued settlements go first, in the same write: their refunds count for this reservation.
     if (this.#queued.length > 0) this.#sendQueued();
@@ -296,11 +323,14 @@ export class QuotaStore {
         // follows the MOVED, the request is served instead of refused with 529.
         reply = await resendAfterMoved(this.#redis, err, () => this.#reserve(...keys, ...args));
       }
-      // A refusal by a rate-limit window comes with its wait: [-7 or -8, ms].
+      // A refusal by a rate-limit window comes with its wait and scope: [-7 or -8, ms, 1 if the group's].
       let code: number;
       if (Array.isArray(reply)) {
         code = Number(reply[0]);
-        if (limitWait !== undefined) limitWait.ms = Number(reply[1]);
+        if (limitWait !== undefined) {
+          limitWait.ms = Number(reply[1]);
+          limitWait.group = Number(reply[2]) === 1;
+        }
       } else {
         code = Number(reply);
       }
@@ -410,13 +440,13 @@ export class QuotaStore {
 
   /**
    * settleMany for the settlements of one shard (a script's keys must share a slot on a cluster):
-   * those of requests reserved alone by settleReservations-8n.lua, those reserved from a credit slice
+   * those of requests reserved alone by settleReservations-9n.lua, those reserved from a credit slice
    * by settleSliceDraws-4n.lua, both calls in the same write.
    */
   async #settleShard(list: readonly SettleRequest[], attempt = 0): Promise<boolean[]> {
     const settled: boolean[] = new Array<boolean>(list.length);
     const calls: Promise<void>[] = [];
-    // Lost reservations whose mirror the failover lost too (settleReservations-8n.lua -1, -2): at
+    // Lost reservations whose mirror the failover lost too (settleReservations-9n.lua -1, -2): at
     // their index, the mirror to load before they are sent again.
     const unloaded = new Map<number, number>();
     for (let i = 0; i < list.length; i += SETTLE_BATCH_MAX) {
@@ -493,18 +523,23 @@ export class QuotaStore {
   }
 
   /** `reaperNowMs` > 0: the reaper releasing, unless a relay renewed the deadline past it meanwhile. */
-  async #settleOrRelease(s: SettleRequest, reaperNowMs: number): Promise<unknown> {
+  async #settleOrRelease(s: SettleRequest, reaperNowMs: number, groupTpmWindow?: string): Promise<unknown> {
     const keys: string[] = [];
     const args: (string | number)[] = [];
-    this.#settleItem(s, reaperNowMs, keys, args);
+    this.#settleItem(s, reaperNowMs, keys, args, groupTpmWindow);
     return ((await this.#settleScript(keys, args)) as unknown[])[0];
   }
 
-  /** Appends one settlement's 8 keys and 9 arguments (settleReservations-8n.lua). */
-  #settleItem(s: SettleRequest, reaperNowMs: number, keys: string[], args: (string | number)[]): void {
+  /**
+   * Appends one settlement's 9 keys and 9 arguments (settleReservations-9n.lua). `groupTpmWindow`: the
+   * reaper's, read from the reservation; otherwise built from s.tpmGroup.
+   */
+  #settleItem(s: SettleRequest, reaperNowMs: number, keys: string[], args: (string | number)[], groupTpmWindow?: string): void {
     const k = this.#keys;
     const kk = this.#keysOf(s.userId, s.tokenId);
-    keys.push(kk.balance, kk.remain, k.reservation(s.userId, s.requestId), kk.stream, kk.tpm, kk.deadlines, k.reapedReservation(s.userId, s.requestId), k.settledReservations(s.userId));
+    // Without a group window the key's stands in (one slot): the reservation names none, so none is corrected.
+    const groupWindow = groupTpmWindow ?? (s.tpmGroup !== undefined ? k.accountTokensInGroupWindow(s.userId, s.tpmGroup) : kk.tpm);
+    keys.push(kk.balance, kk.remain, k.reservation(s.userId, s.requestId), kk.stream, kk.tpm, kk.deadlines, k.reapedReservation(s.userId, s.requestId), k.settledReservations(s.userId), groupWindow);
     args.push(s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId));
     if (reaperNowMs > 0) args.push('1', reaperNowMs, '', '', '');
     else if (this.#settledMarkerSec > 0) {
@@ -533,7 +568,7 @@ export class QuotaStore {
       const sep = member.indexOf(':');
       const userId = Number(member.slice(0, sep));
       const requestId = member.slice(sep + 1);
-      const fields = await this.#redis.hmget(this.#keys.reservation(userId, requestId), 'token', 'amount', 'slice', 'hold');
+      const fields = await this.#redis.hmget(this.#keys.reservation(userId, requestId), 'token', 'amount', 'slice', 'hold', 'group_tpm_key');
       if (fields[3] === '1') {
         // A console debit hold whose console died before its commit's outcome was known: the amount
         // goes back unless the mirror step consumed it first (then this finds no hold); a debit that
@@ -554,7 +589,8 @@ export class QuotaStore {
         continue;
       }
       const expired: ExpiredReservation = { userId, requestId, tokenId: Number(fields[0] ?? 0), amount: Number(fields[1] ?? 0) };
-      const result = await this.#settleOrRelease({ userId, tokenId: expired.tokenId, requestId, cost: 0, eventJson: event(expired) }, nowMs);
+      // The hold its group's tokens-per-minute window took goes too (a name the reservation wrote, in its slot).
+      const result = await this.#settleOrRelease({ userId, tokenId: expired.tokenId, requestId, cost: 0, eventJson: event(expired) }, nowMs, fields[4] ?? undefined);
       if (result === QuotaScriptCode.DeadlineRenewed) continue;
       if (result !== QuotaScriptCode.NoSuchReservation) released++;
       else await this.#redis.zrem(deadlines, member);

@@ -1,7 +1,7 @@
 // Loads the Lua scripts next to this file once per connection with defineCommand. Each is registered
 // as `<name>:<sha1 prefix>`, so during a rolling deploy a process never runs another version's copy.
 // A file is named `<name>-<keys>.lua` for a fixed number of keys, `<name>-<keys>n.lua` for a script
-// that takes `<keys>` keys per item and any number of items (settleReservations-8n.lua): those run
+// that takes `<keys>` keys per item and any number of items (settleReservations-9n.lua): those run
 // through batchScript, since a command defined without a key count would be routed on a Redis
 // Cluster by its first argument (the count), not by its first key.
 // On a Redis Cluster they are also loaded (SCRIPT LOAD) on every node the client connects to, masters

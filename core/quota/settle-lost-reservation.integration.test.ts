@@ -1,4 +1,4 @@
-// settleReservations-8n.lua with the settled markers (Redis with replicas, issue 11): a settlement whose
+// settleReservations-9n.lua with the settled markers (Redis with replicas, issue 11): a settlement whose
 // reservation a failover lost still bills the cost once and emits its event once; a replayed
 // settlement that did run changes nothing; without the marker the script behaves as before.
 import { afterAll, describe, expect, it } from 'vitest';
@@ -33,7 +33,7 @@ function settlement(r: ReturnType<typeof ids>, extra: { minute?: number; limited
   return { ...r, cost: 120, eventJson: JSON.stringify({ request_id: r.requestId }), minute: currentMinute(), limited: true, ...extra };
 }
 
-describe('settleReservations-8n.lua with the settled marker', () => {
+describe('settleReservations-9n.lua with the settled marker', () => {
   it('settles once: a replay of a settlement that ran answers "already settled" and moves nothing', async () => {
     const r = ids();
     expect(await replicated.reserve({ ...r, tokenLimited: true, amount: 300, deadlineMs: Date.now() + 60_000 })).toBe('reserved');

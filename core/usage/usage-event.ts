@@ -87,7 +87,7 @@ export const usageEventSchema = z.object({
 export type UsageEvent = z.infer<typeof usageEventSchema>;
 
 /**
- * The stream entry field holding the encoded event. settleReservations-8n.lua appends the relay's events
+ * The stream entry field holding the encoded event. settleReservations-9n.lua appends the relay's events
  * itself and spells it out too (usage-event.unit.test.ts keeps the two the same).
  */
 export const USAGE_EVENT_FIELD = 'e';
@@ -135,7 +135,7 @@ export function usageEvent(f: UsageEventFields): UsageEvent {
 
 /**
  * Appends an encoded event to the usage stream (`keys.usageStream()`). The relay's settlement appends
- * inside settleReservations-8n.lua instead, atomically with its debit.
+ * inside settleReservations-9n.lua instead, atomically with its debit.
  */
 export async function appendUsageEvent(redis: Redis, stream: string, encoded: string): Promise<void> {
   await redis.xadd(stream, '*', USAGE_EVENT_FIELD, encoded);

@@ -91,7 +91,7 @@ describe('usage event', () => {
   });
 
   it('is read from the stream entry field the settlement scripts write, one event per line', () => {
-    for (const file of ['settleReservations-8n.lua', 'settleSliceDraws-4n.lua']) {
+    for (const file of ['settleReservations-9n.lua', 'settleSliceDraws-4n.lua']) {
       const lua = readFileSync(join(projectRoot(), 'core/quota/lua', file), 'utf8');
       expect(lua).toContain(`redis.call('XADD', stream, '*', '${USAGE_EVENT_FIELD}', table.concat(events[stream], '\\n'))`);
     }

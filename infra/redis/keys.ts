@@ -30,7 +30,7 @@ export interface RedisKeys {
    */
   reapedReservation(userId: number, requestId: string): string;
   /**
-   * With replicas, an account's settled reservations, kept for minutes (settleReservations-8n.lua), so
+   * With replicas, an account's settled reservations, kept for minutes (settleReservations-9n.lua), so
    * a failover's lost reservation is told from a settled one. One sorted set, not a key per request:
    * a reshard moves a slot key by key.
    */
@@ -60,7 +60,7 @@ export interface RedisKeys {
   reservationDeadlines(shard?: number): string;
   /**
    * Requests of one API key in the last minute, a sliding window (hash: 10-second bucket number ->
-   * requests; reserveQuota-6.lua).
+   * requests; reserveQuota-8.lua).
    */
   keyRequestsInWindow(userId: number, tokenId: number): string;
   /**
@@ -68,6 +68,13 @@ export interface RedisKeys {
    * keyRequestsInWindow's; a request's are counted in the bucket of its start.
    */
   keyTokensInWindow(userId: number, tokenId: number): string;
+  /**
+   * Requests of one account in one group in the last minute, all its keys of the group together: the
+   * group's limit (GroupRateLimits) is the account's. A sliding window like keyRequestsInWindow's.
+   */
+  accountRequestsInGroupWindow(userId: number, group: string): string;
+  /** Tokens of one account in one group in the last minute (keyTokensInWindow's terms, the group's limit). */
+  accountTokensInGroupWindow(userId: number, group: string): string;
   /** Token counts (count_tokens calls and prompt counts) of one API key in one wall-clock minute. */
   keyCountsInMinute(userId: number, tokenId: number, minute: number): string;
   /**
@@ -130,6 +137,8 @@ export function redisKeys(prefix: string, shards = 0): RedisKeys {
     redisIncarnation: (shard = 0) => `${prefix}:{s${shard}}:incarnation`,
     keyRequestsInWindow: (userId, tokenId) => `${a(userId)}:rl:${tokenId}:rpm-window`,
     keyTokensInWindow: (userId, tokenId) => `${a(userId)}:rl:${tokenId}:tpm-window`,
+    accountRequestsInGroupWindow: (userId, group) => `${a(userId)}:rl:group:${group}:rpm-window`,
+    accountTokensInGroupWindow: (userId, group) => `${a(userId)}:rl:group:${group}:tpm-window`,
     keyCountsInMinute: (userId, tokenId, minute) => `${a(userId)}:rl:${tokenId}:count:${minute}`,
     apiKeyWritesInMinute: (userId, minute) => `${a(userId)}:console:key-writes:${minute}`,
     accessTokenIssues: (userId) => `${a(userId)}:console:access-token-issues`,
@@ -178,6 +187,8 @@ function unshardedKeys(prefix: string): RedisKeys {
     redisIncarnation: () => `${prefix}:incarnation`,
     keyRequestsInWindow: (userId, tokenId) => `${prefix}:{a${userId}}:rl:${tokenId}:rpm-window`,
     keyTokensInWindow: (userId, tokenId) => `${prefix}:{a${userId}}:rl:${tokenId}:tpm-window`,
+    accountRequestsInGroupWindow: (userId, group) => `${prefix}:{a${userId}}:rl:group:${group}:rpm-window`,
+    accountTokensInGroupWindow: (userId, group) => `${prefix}:{a${userId}}:rl:group:${group}:tpm-window`,
     keyCountsInMinute: (userId, tokenId, minute) => `${prefix}:{a${userId}}:rl:${tokenId}:count:${minute}`,
     apiKeyWritesInMinute: (userId, minute) => `${prefix}:{a${userId}}:console:key-writes:${minute}`,
     accessTokenIssues: (userId) => `${prefix}:{a${userId}}:console:access-token-issues`,

@@ -27,6 +27,8 @@ describe('redisKeys', () => {
         k.accountBalance(userId), k.tokenRemain(userId, 7), k.reservation(userId, 'req-1'), k.reapedReservation(userId, 'req-1'), k.settledReservations(userId),
         k.adjustmentApplied(userId, 9), k.accountCreditSeq(userId), k.tokenQuotaSeq(userId, 7), k.keyQuotaEditApplied(userId, 3),
         k.keyRequestsInWindow(userId, 7), k.keyTokensInWindow(userId, 7), k.keyCountsInMinute(userId, 7, 100), k.apiKeyWritesInMinute(userId, 100), k.accessTokenIssues(userId),
+        // A group's name is the operator's text: braces in it do not move the key off its account's slot.
+        k.accountRequestsInGroupWindow(userId, 'vip'), k.accountTokensInGroupWindow(userId, '{x}'), k.accountRequestsInGroupWindow(userId, '}{'),
         k.keyDebitApplied(userId, 7, 5), k.reservationDeadlines(shard), k.usageDeadLetterStream(shard), k.billingShardLease(shard),
         k.redisIncarnation(shard),
       ];

@@ -270,7 +270,7 @@ describe('rate limits', () => {
     const set = await consoleCall(stack, 'PUT', '/api/token/', account.token, { id: key.id, rate_limit_rpm: 2 });
     expect(set.json.success).toBe(true);
     await new Promise((r) => setTimeout(r, 50));
-    // The window slides (reserveQuota-6.lua): whatever the clock's minute, the third request is refused.
+    // The window slides (reserveQuota-8.lua): whatever the clock's minute, the third request is refused.
     await ask(key.key);
     await ask(key.key);
     const res = await fetch(`${stack.relayUrl}/v1/messages`, {
@@ -346,6 +346,54 @@ describe('rate limits', () => {
       await new Promise((r) => setTimeout(r, 100));
       await ask(key.key);
       await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 429, 'rate_limit_error');
+    } finally {
+      await setOptions({ GroupRateLimits: null });
+    }
+  });
+
+  // Before: a group's limit was counted per key, so an account with three keys of a group limited to
+  // 2 requests a minute got 6 of 6 served (and with 60 key writes a minute, any number). The group's
+  // limit is the account's, all its keys of the group together, as new-api counts it.
+  it('counts a group\'s requests per minute per account: three keys of one account share the group\'s limit', async () => {
+    await setOptions({ GroupRateLimits: JSON.stringify({ vip: { rpm: 2, tpm: 0 } }) });
+    try {
+      const account = await fundedAccount(stack, FUNDS, 'vip');
+      const keys = [await createApiKey(stack, account), await createApiKey(stack, account), await createApiKey(stack, account)];
+      const statuses: number[] = [];
+      for (const key of keys) {
+        for (let i = 0; i < 2; i++) statuses.push(await ask(key.key).then(() => 200, (e: unknown) => (e as InstanceType<typeof Anthropic.APIError>).status ?? 0));
+      }
+      expect(statuses).toEqual([200, 200, 429, 429, 429, 429]);
+      const r = await refusal(ask(keys[2]!.key));
+      expect(r).toMatchObject({ status: 429, type: 'rate_limit_error' });
+      expect(r.message).toMatch(/2 requests per minute/);
+      // Another account of the group has its own: the limit is per account, not the group's in total.
+      const other = await fundedAccount(stack, FUNDS, 'vip');
+      await ask((await createApiKey(stack, other)).key);
+      await billingSettled(stack);
+      const [served] = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE user_id = ${account.id} AND type = 2`;
+      expect(served!.n).toBe(2);
+    } finally {
+      await setOptions({ GroupRateLimits: null });
+    }
+  });
+
+  it('keeps a key\'s own limit the key\'s: a key at its own limit leaves the account\'s other keys their group\'s', async () => {
+    await setOptions({ GroupRateLimits: JSON.stringify({ vip: { rpm: 3, tpm: 0 } }) });
+    try {
+      const account = await fundedAccount(stack, FUNDS, 'vip');
+      const tight = await createApiKey(stack, account);
+      const loose = await createApiKey(stack, account);
+      expect((await consoleCall(stack, 'PUT', '/api/token/', account.token, { id: tight.id, rate_limit_rpm: 1 })).json.success).toBe(true);
+      await new Promise((r) => setTimeout(r, 100));
+      await ask(tight.key);
+      const r = await refusal(ask(tight.key));
+      expect(r).toMatchObject({ status: 429, type: 'rate_limit_error' });
+      expect(r.message).toMatch(/1 requests per minute/);
+      // The refused request took nothing from the group's window: the other key has the 2 left.
+      await ask(loose.key);
+      await ask(loose.key);
+      await expectRefusedWithoutCost(account, loose.id, () => ask(loose.key), 429, 'rate_limit_error');
     } finally {
       await setOptions({ GroupRateLimits: null });
     }

@@ -133,12 +133,11 @@ export function handleChatCompletions(ctx: RelayContext, res: HttpResponse, req:
 }
 
 const QUOTA_STORE_UNAVAILABLE = new RelayError('quota_store_unavailable');
-const RELAY_CLOSING = new RelayError('relay_closing');
 
-/** The lower of two per-minute limits, 0 meaning none. */
-function lowerLimit(a: number, b: number): number {
-  return a > 0 && b > 0 ? Math.min(a, b) : a || b;
+function unusablePriceMessage(model: string): string {
+  return `Model "${model}" has a price on this gateway that gives no usable cost for this request (its ratios multiply past what a balance can hold): an administrator corrects ModelRatio, CompletionRatio or GroupRatio before it can be used.`;
 }
+const RELAY_CLOSING = new RelayError('relay_closing');
 
 /** One request of either protocol; stream-relay.ts and settlement.ts take it as it is (StreamingExchange, SettledExchange). */
 class Exchange {
@@ -252,6 +251,8 @@ class Exchange {
   channelSentAt = 0;
   minute = 0;
   tpmLimited = false;
+  /** The group whose tokens-per-minute window for the account holds the request's tokens, if one does. */
+  tpmGroup: string | undefined = undefined;
   channel: Channel | null = null;
   upstreamRequestId = '';
   /** The answer is the relay's own (fail): its request-id header is the gateway's, whatever provider answered before. */
@@ -382,7 +383,7 @@ class Exchange {
     // refuse anyway. Only when the balance refuses the byte bound and the body is large is the prompt
     // counted (on a worker: never on the event loop), and the request reserved again with the counted
     // estimate (times a safety factor, never above the byte bound). A refused reservation leaves
-    // nothing behind (reserveQuota-6.lua checks everything before it writes, requests window included),
+    // nothing behind (reserveQuota-8.lua checks everything before it writes, requests window included),
     // so the second try counts the request once. The counts are limited per key and minute like
     // count_tokens calls, so a key with a small balance cannot keep the workers busy with large bodies.
     // The bytes bound only text: a request with media, server tools or blocks this relay does not know
@@ -394,21 +395,37 @@ class Exchange {
     // The limit of the group that serves the request, as a key of that group meets it: an auto key's
     // first group of AutoGroups may serve none of the model (a cross-group retry stays under the limit
     // it started with).
-    // The lower of the key's own limit and its group's, where both are set: a key's limits are its
-    // owner's to set (console), the group's the operator's; the key's alone let any owner lift the
-    // operator's limit by setting a higher one.
+    // Both apply: the key's own limits (its owner's to set, in the console) count the key's requests;
+    // the group's (the operator's) count the account's, all its keys of the group together, so neither
+    // a higher limit on a key nor more keys lift the operator's.
     const groupLimits = policy.rateLimits(this.group);
-    const rpmLimit = lowerLimit(record.rateLimitRpm, groupLimits.rpm);
-    const tpmLimit = lowerLimit(record.rateLimitTpm, groupLimits.tpm);
-    this.tpmLimited = tpmLimit > 0;
+    const rpmLimit = record.rateLimitRpm;
+    const tpmLimit = record.rateLimitTpm;
+    this.tpmLimited = tpmLimit > 0 || groupLimits.tpm > 0;
+    this.tpmGroup = groupLimits.tpm > 0 ? this.group : undefined;
     this.minute = currentMinute(now);
     const extraInput = extraInputTokens(body);
     this.promptUncountable = extraInput === UNBOUNDED;
     const extended = this.beta.includes(CONTEXT_1M_BETA);
     // Text is capped only by a window known to be its model's: a guessed one may be smaller than the
-    // model's (input-bound.ts), and the bytes bound the text anyway.
-    const textWindow = bounds.textWindow(body.model, extended);
-    const inputBound = extraInput === UNBOUNDED ? bounds.contextWindow(body.model, extended) : Math.min(textWindow, raw.length + extraInput);
+    // model's (input-bound.ts), and the bytes bound the text anyway. The model is the one the provider
+    // is sent: a channel's model_mapping may send one with a larger window than the asked model's (the
+    // largest of those the request's channels send, as a retry may go to any of them).
+    let textWindow = 0;
+    let contextWindow = 0;
+    for (const g of this.routeGroups) {
+      for (const sent of this.ctx.channels.sentModels(g, body.model)) {
+        textWindow = Math.max(textWindow, bounds.textWindow(sent, extended));
+        contextWindow = Math.max(contextWindow, bounds.contextWindow(sent, extended));
+      }
+    }
+    if (contextWindow === 0) {
+      // Not reached (the serving groups above come from the same registry, read in the same turn);
+      // a bound of 0 would bill nothing, so the asked model's stands in.
+      textWindow = bounds.textWindow(body.model, extended);
+      contextWindow = bounds.contextWindow(body.model, extended);
+    }
+    const inputBound = extraInput === UNBOUNDED ? contextWindow : Math.min(textWindow, raw.length + extraInput);
     const searches = webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES);
     // The provider is sent max_tokens (× n) and refuses a prompt longer than the model's window; the
     // bytes bound a text prompt, a window known to be the model's caps it, media included. A usage
@@ -424,6 +441,9 @@ class Exchange {
     const reservation = {
       rpmLimit,
       tpmLimit,
+      group: this.group,
+      groupRpmLimit: groupLimits.rpm,
+      groupTpmLimit: groupLimits.tpm,
       userId: record.userId,
       tokenId: record.tokenId,
       tokenLimited: !record.unlimitedQuota,
@@ -431,14 +451,18 @@ class Exchange {
       amount: quotaCostBound(inputBound, this.outputBound(), price, cacheable) + fees,
       // Dated with Redis's clock (the quota store's), which the billing worker's reaper reads too.
       deadlineMs: this.ctx.quota.clock.now() + this.ctx.reservationTtlMs,
-      // Held against the key's tokens-per-minute limit while the request runs (reserveQuota-6.lua).
-      tokens: tpmLimit > 0 ? inputBound + this.outputBound() : 0,
+      // Held against the tokens-per-minute limits while the request runs (reserveQuota-8.lua).
+      tokens: this.tpmLimited ? inputBound + this.outputBound() : 0,
     };
+    // Ratios each within their bounds can still multiply past what a balance can hold (ModelRatio and
+    // CompletionRatio 1e300) or to NaN (those times a GroupRatio of 0): Redis refused such an amount,
+    // and the client heard 529 "quota store unreachable" for as long as the prices stayed.
+    if (!Number.isSafeInteger(reservation.amount)) return this.fail(new RelayError('model_not_priced', unusablePriceMessage(body.model)));
     // Redis away: refused before anything is reserved, rather than queued until it returns.
     if (!this.ctx.quotaReady()) return this.fail(QUOTA_STORE_UNAVAILABLE);
     this.beforeReservation = false;
     // Only a key with a rate limit can be told when its window has room.
-    const limitWait = rpmLimit > 0 || tpmLimit > 0 ? { ms: 0 } : undefined;
+    const limitWait = rpmLimit > 0 || groupLimits.rpm > 0 || this.tpmLimited ? { ms: 0, group: false } : undefined;
     let reserved = await this.tryReserve(reservation, limitWait);
     if (reserved === null) return;
     if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
@@ -463,7 +487,9 @@ class Exchange {
       }
     }
     if (reserved !== 'reserved') {
-      const refused = reserveRefusalError(reserved, { rpm: rpmLimit, tpm: tpmLimit });
+      const refused = limitWait?.group === true
+        ? reserveRefusalError(reserved, { rpm: groupLimits.rpm, tpm: groupLimits.tpm }, this.group)
+        : reserveRefusalError(reserved, { rpm: rpmLimit, tpm: tpmLimit });
       // The rate-limit window says when it has room.
       const retryAfter = refused.code === 'rate_limited' && limitWait !== undefined ? String(Math.max(1, Math.ceil(limitWait.ms / 1000))) : undefined;
       return this.fail(refused, undefined, retryAfter);
@@ -1098,7 +1124,7 @@ class Exchange {
    * RELAY_REDIS_COMMAND_TIMEOUT_MS) and the exchange was answered 529. Redis may have made it all the
    * same (a stalled server runs the queued script once it resumes), so the exchange is settled as
    * failed: that releases such a reservation, and changes nothing when there is none
-   * (settleReservations-8n.lua answers -6).
+   * (settleReservations-9n.lua answers -6).
    */
   async tryReserve(r: Parameters<QuotaStore['reserve']>[0], limitWait?: RateLimitWait): Promise<Awaited<ReturnType<QuotaStore['reserve']>> | null> {
     try {

@@ -15,7 +15,7 @@
 // a master that died before its replicas had them is replaced by one of them, and that one, with a
 // replica of its own (two replicas per master, or replica migration), acknowledges the probe though
 // it never had the settlements. So the same pipeline also reads each settlement's marker (its
-// account's set of settled reservations, settleReservations-8n.lua, written with replicas only): one
+// account's set of settled reservations, settleReservations-9n.lua, written with replicas only): one
 // missing on the node that answered WAIT is not confirmed, and its replay settles it there (a lost
 // reservation's settlement bills once).
 //

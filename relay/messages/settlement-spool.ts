@@ -32,7 +32,7 @@
 // apart, so only a change this relay saw itself counts, on a clock that never steps. A relay whose
 // file was taken all the same (an older relay took it, or its process stalled that long) notices on
 // its next touch and writes its pending settlements to a new file.
-// settleReservations-8n.lua is idempotent per reservation, so a settlement replayed after Redis
+// settleReservations-9n.lua is idempotent per reservation, so a settlement replayed after Redis
 // had already taken it changes nothing (it answers -6).
 import { closeSync, constants, fstatSync, futimesSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmdirSync, statSync, unlinkSync, utimesSync, writeSync, ftruncateSync } from 'node:fs';
 import { hostname } from 'node:os';

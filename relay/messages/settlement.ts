@@ -71,6 +71,8 @@ export interface SettledExchange {
   readonly group: string;
   readonly price: PriceRatios;
   readonly tpmLimited: boolean;
+  /** The group whose tokens-per-minute window for the account held the request's tokens, if one did. */
+  readonly tpmGroup?: string;
   /** The protocol the client spoke, written to its log row. */
   readonly protocol?: 'anthropic' | 'openai';
   /** The client asked for the `flex` service tier (a Chat Completions request's service_tier). */
@@ -90,7 +92,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   // the answer says it served it (a provider that ignored the field served, and billed, standard).
   const tierRatio = usage !== null && usage.flexServed === true && ex.flexRequested === true && ex.channel !== null ? ex.channel.flexRatio : 1;
   const cost = usage ? quotaCost(usage, ex.price, tierRatio) : 0;
-  // The provider charged what it reports, so an excess is billed all the same (settleReservations-8n.lua
+  // The provider charged what it reports, so an excess is billed all the same (settleReservations-9n.lua
   // debits it, and only it may take the balance below zero); it is flagged, logged and counted,
   // because it means the reservation's bound (messages-handler.ts, reservation-bound.ts) failed.
   const over = ex.reservedAmount !== undefined && cost > ex.reservedAmount ? cost - ex.reservedAmount : 0;
@@ -144,7 +146,7 @@ export function settleExchange(ex: SettledExchange, outcome: Outcome): void {
   });
   const tokens = ex.tpmLimited ? event.prompt_tokens + event.completion_tokens : 0;
   const settlement = {
-    userId: record.userId, tokenId: record.tokenId, requestId: ex.requestId, cost, eventJson: encodeUsageEvent(event), tokens,
+    userId: record.userId, tokenId: record.tokenId, requestId: ex.requestId, cost, eventJson: encodeUsageEvent(event), tokens, tpmGroup: ex.tpmGroup,
     minute: currentMinute(), limited: !record.unlimitedQuota, slice: ex.ctx.quota.sliceOf(ex.requestId),
   };
   // Synchronously on disk before the caller ends the client's answer: a relay killed from here on
@@ -206,7 +208,7 @@ function boundedUsage(ex: SettledExchange, u: StreamUsage, b: UsageBound): Strea
  * The settlement script is idempotent, so a failed call (Redis restarting, a network blip) is simply
  * tried again; after the last try it stays in the spool, replayed when Redis answers again or by the
  * next relay started on the spool's directory; meanwhile the reaper may release the reservation, and
- * the late settlement is still accepted (settleReservations-8n.lua).
+ * the late settlement is still accepted (settleReservations-9n.lua).
  */
 const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
 

@@ -52,6 +52,8 @@ export class ChannelRegistry {
   readonly #sql: Sql;
   readonly #crypto: ApiKeyCrypto;
   #routes = new Map<string, Tiers>();
+  /** Per (group, model): the models its channels send the provider (model_mapping's, or the model itself). */
+  #sentModels = new Map<string, string[]>();
   #models = new Map<string, Set<string>>();
   #loaded = new Set<number>();
   #channels = new Map<number, Channel>();
@@ -87,6 +89,7 @@ export class ChannelRegistry {
     const unreadable = new Set<number>();
     const byRoute = new Map<string, Map<number, Candidate[]>>();
     const models = new Map<string, Set<string>>();
+    const sentModels = new Map<string, string[]>();
     for (const r of rows as Record<string, unknown>[]) {
       const id = r.id as number;
       if (unreadable.has(id)) continue;
@@ -128,6 +131,10 @@ export class ChannelRegistry {
       let tier = tiers.get(priority);
       if (!tier) tiers.set(priority, (tier = []));
       tier.push({ channel, weight: Math.max(0, r.ability_weight as number) });
+      const sent = channel.modelMapping?.[model] ?? model;
+      let sentList = sentModels.get(routeKey);
+      if (!sentList) sentModels.set(routeKey, (sentList = []));
+      if (!sentList.includes(sent)) sentList.push(sent);
       let set = models.get(group);
       if (!set) models.set(group, (set = new Set()));
       set.add(model);
@@ -139,6 +146,7 @@ export class ChannelRegistry {
     const before = this.#loaded;
     this.#unreadableCount = unreadable.size;
     this.#routes = routes;
+    this.#sentModels = sentModels;
     this.#models = models;
     this.#loaded = new Set(channels.keys());
     this.#channels = channels;
@@ -186,6 +194,15 @@ export class ChannelRegistry {
     return true;
   }
 
+  /**
+   * The models the channels of (group, model) send their provider: each channel's model_mapping of
+   * the model, or the model itself. Their windows bound the prompt a provider reads, not the asked
+   * model's. Empty when none serves it.
+   */
+  sentModels(group: string, model: string): readonly string[] {
+    return this.#sentModels.get(routeOf(group, model)) ?? NONE;
+  }
+
   /** Whether some channel serves (group, model): pick() without exclusions finds one. */
   serves(group: string, model: string): boolean {
     return this.#routes.has(routeOf(group, model));
@@ -201,6 +218,8 @@ export class ChannelRegistry {
     return this.#models.get(group) ?? new Set();
   }
 }
+
+const NONE: readonly string[] = [];
 
 /** The rendezvous winner among the tier's channels not in `exclude`; undefined when none is open. */
 function rendezvous(tier: readonly Candidate[], exclude: ReadonlySet<number> | undefined, affinity: number): Channel | undefined {

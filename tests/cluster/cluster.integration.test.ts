@@ -212,7 +212,7 @@ describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billi
   });
 
   it('holds a key\'s requests-per-minute limit across both relays', async () => {
-    // The window slides (reserveQuota-6.lua): no wait for the start of a minute.
+    // The window slides (reserveQuota-8.lua): no wait for the start of a minute.
     const account = accounts[1]!.account;
     const key = await createApiKey(stack, account);
     const set = await consoleCall(stack, 'PUT', '/api/token/', account.token, { id: key.id, rate_limit_rpm: 4 });
@@ -222,6 +222,32 @@ describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billi
     for (let i = 0; i < 10; i++) statuses.push(await call(key.key, i));
     expect(statuses.filter((s) => s === 200)).toHaveLength(4);
     expect(statuses.filter((s) => s === 429)).toHaveLength(6);
+  });
+
+  // A group's limit is the account's (reserveQuota-8.lua KEYS 7-8): its window is in the account's
+  // slot, whichever relay and key a request comes through; the tokens held there are corrected by the
+  // settlement (settleReservations-9n.lua KEYS 9, the same slot).
+  it('holds a group\'s requests-per-minute limit for an account across both relays and three keys', async () => {
+    const account = await fundedAccount(stack, FUNDS);
+    const keys = [await createApiKey(stack, account), await createApiKey(stack, account), await createApiKey(stack, account)];
+    await stack.sql`INSERT INTO options (key, value) VALUES ('GroupRateLimits', '{"default":{"rpm":4,"tpm":1000000}}')
+                    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['GroupRateLimits'] }));
+    try {
+      await new Promise((r) => setTimeout(r, 300)); // the option reaches both relays
+      const statuses: number[] = [];
+      for (let i = 0; i < 10; i++) statuses.push(await call(keys[i % 3]!.key, i));
+      expect(statuses.filter((s) => s === 200)).toHaveLength(4);
+      expect(statuses.filter((s) => s === 429)).toHaveLength(6);
+      await billingSettled(stack);
+      // Each settled request's hold became its tokens used: the window holds what the 4 used.
+      const [used] = await stack.sql`SELECT coalesce(sum(prompt_tokens + completion_tokens), 0)::int AS tokens FROM ledger WHERE user_id = ${account.id} AND type = 2`;
+      const window = await stack.redis.hgetall(stack.keys.accountTokensInGroupWindow(account.id, 'default'));
+      expect(Object.values(window).reduce((sum, n) => sum + Number(n), 0)).toBe(used!.tokens);
+    } finally {
+      await stack.sql`DELETE FROM options WHERE key = 'GroupRateLimits'`;
+      await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['GroupRateLimits'] }));
+    }
   });
 
   it('bills load spread over both relays exactly: Postgres, mirrors and ClickHouse agree', async () => {

@@ -34,7 +34,7 @@ local balance = redis.call('GET', KEYS[1])
 if not balance then return -1 end
 local amount = tonumber(ARGV[1])
 if tonumber(balance) < amount then return -3 end
--- The deadline first, as in reserveQuota-6.lua: a hold the reaper cannot see would never come back.
+-- The deadline first, as in reserveQuota-8.lua: a hold the reaper cannot see would never come back.
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[4])
 redis.call('DECRBY', KEYS[1], amount)
 redis.call('HSET', KEYS[2], 'amount', ARGV[1], 'limited', '0', 'token', 0, 'user', ARGV[3], 'deadline', ARGV[2],

@@ -27,7 +27,7 @@ local balance = redis.call('GET', KEYS[1])
 if not balance then return -1 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return -5 end
 if tonumber(balance) < tonumber(ARGV[2]) then return -3 end
--- The deadline first, as in reserveQuota-6.lua: a slice the reaper cannot see is never held.
+-- The deadline first, as in reserveQuota-8.lua: a slice the reaper cannot see is never held.
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[5])
 redis.call('DECRBY', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], 'amount', ARGV[1], 'limited', '0', 'token', 0, 'user', ARGV[4], 'deadline', ARGV[3], 'slice', '1')

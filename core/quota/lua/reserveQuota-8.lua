@@ -1,28 +1,33 @@
 --[[
-  Checks a key's rate limits and reserves an estimated cost against the account balance and, for a
-  limited key, the key's remaining quota, and records the reservation: one round trip, all or
-  nothing. On any failure nothing changes.
+  Checks a request's rate limits (its key's own, and its group's for the account) and reserves an
+  estimated cost against the account balance and, for a limited key, the key's remaining quota, and
+  records the reservation: one round trip, all or nothing. On any failure nothing changes.
 
   KEYS[1] account balance          (integer string)
   KEYS[2] key remaining quota      (integer string; read only when ARGV[2] == '1')
   KEYS[3] reservation              (hash, must not exist)
   KEYS[4] key's requests of the last minute (hash: 10-second bucket number -> requests taken in it)
   KEYS[5] key's tokens of the last minute (hash as KEYS[4]: this reservation's tokens are added to
-          the bucket of now when the key has a tokens-per-minute limit; settleReservations-8n.lua
+          the bucket of now when the key has a tokens-per-minute limit; settleReservations-9n.lua
           turns them into the tokens used, in that bucket)
   KEYS[6] open reservations by deadline (sorted set)
+  KEYS[7] the account's requests of the last minute in the request's group (hash as KEYS[4]): the
+          group's limit is the account's, all its keys of the group together
+  KEYS[8] the account's tokens of the last minute in the request's group (hash as KEYS[5])
 
   ARGV[1] amount to reserve        (integer >= 0)
   ARGV[2] '1' if the key is limited, else '0'
   ARGV[3] reservation deadline     (Unix ms; after it a reaper may release the reservation)
   ARGV[4] token id
-  ARGV[5] requests per minute allowed (0 = no limit)
-  ARGV[6] tokens per minute allowed (0 = no limit)
+  ARGV[5] the key's own requests per minute (0 = no limit), counted in KEYS[4]
+  ARGV[6] the key's own tokens per minute (0 = no limit), counted in KEYS[5]
   ARGV[7] user id
   ARGV[8] reservation member of KEYS[6] (`<user id>:<request id>`)
   ARGV[9] tokens the request may use (its input bound + output bound; '' or 0: none counted)
-  ARGV[10] '' (the Redis server's clock places the request in KEYS[4] and KEYS[5]: one clock for
-          every relay, whose own clocks may differ), or a Unix ms to use instead (tests)
+  ARGV[10] '' (the Redis server's clock places the request in the windows: one clock for every
+          relay, whose own clocks may differ), or a Unix ms to use instead (tests)
+  ARGV[11] the group's requests per minute for one account (0 = no limit), counted in KEYS[7]
+  ARGV[12] the group's tokens per minute for one account (0 = no limit), counted in KEYS[8]
 
   Returns
    1  reserved; also when the reservation under this request id is this very call's, repeated (a
@@ -32,14 +37,16 @@
   -3  account balance below the amount
   -4  key quota below the amount
   -5  another reservation with this request id exists
-  {-7, ms}  requests-per-minute limit reached; ms: how long until the window has room, if nothing
-      more is taken meanwhile
-  {-8, ms}  tokens-per-minute limit reached (ms as for -7)
+  {-7, ms, scope}  a requests-per-minute limit reached; ms: how long until its window has room, if
+      nothing more is taken meanwhile; scope 0: the key's own limit, 1: the group's for the account
+  {-8, ms, scope}  a tokens-per-minute limit reached (ms and scope as for -7)
 ]]
 local amount = tonumber(ARGV[1])
 local limited = ARGV[2] == '1'
 local rpm = tonumber(ARGV[5])
 local tpm = tonumber(ARGV[6])
+local groupRpm = tonumber(ARGV[11]) or 0
+local groupTpm = tonumber(ARGV[12]) or 0
 
 -- First: a resent call finds its own reservation, and the limits, the balance and the key's quota it
 -- already took refused it. Answered -5, the request failed while its hold stayed until the reaper's
@@ -111,16 +118,31 @@ local function addToWindow(key, stale, n)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
 
-local rpmStale, tpmStale
+-- A window's fields to drop on a write, or its refusal ({code, ms, scope}) when it holds the limit.
+local function checkWindow(key, limit, code, scope)
+  local taken, counts, stale = readWindow(key)
+  if taken >= limit then return nil, {code, roomAfter(counts, taken, limit), scope} end
+  return stale, nil
+end
+
+-- Every window is read before anything is written: a request one limit refuses takes nothing from
+-- the others.
+local rpmStale, tpmStale, groupRpmStale, groupTpmStale, refused
 if rpm > 0 then
-  local taken, counts
-  taken, counts, rpmStale = readWindow(KEYS[4])
-  if taken >= rpm then return {-7, roomAfter(counts, taken, rpm)} end
+  rpmStale, refused = checkWindow(KEYS[4], rpm, -7, 0)
+  if refused then return refused end
 end
 if tpm > 0 then
-  local taken, counts
-  taken, counts, tpmStale = readWindow(KEYS[5])
-  if taken >= tpm then return {-8, roomAfter(counts, taken, tpm)} end
+  tpmStale, refused = checkWindow(KEYS[5], tpm, -8, 0)
+  if refused then return refused end
+end
+if groupRpm > 0 then
+  groupRpmStale, refused = checkWindow(KEYS[7], groupRpm, -7, 1)
+  if refused then return refused end
+end
+if groupTpm > 0 then
+  groupTpmStale, refused = checkWindow(KEYS[8], groupTpm, -8, 1)
+  if refused then return refused end
 end
 
 local balance = redis.call('GET', KEYS[1])
@@ -140,12 +162,20 @@ redis.call('DECRBY', KEYS[1], amount)
 if limited then redis.call('DECRBY', KEYS[2], amount) end
 redis.call('HSET', KEYS[3], 'amount', amount, 'limited', ARGV[2], 'token', ARGV[4], 'user', ARGV[7], 'deadline', ARGV[3])
 -- A tokens-per-minute limit counts the requests in flight, not only those settled: otherwise any
--- number of requests sent at once passed a counter that settlement had not moved yet. Which window and
+-- number of requests sent at once passed a counter that settlement had not moved yet. Which windows and
 -- bucket took them is kept, for the settlement to correct that bucket only.
 local tokens = tonumber(ARGV[9]) or 0
-if tpm > 0 and tokens > 0 then
-  addToWindow(KEYS[5], tpmStale, tokens)
-  redis.call('HSET', KEYS[3], 'tpm_key', KEYS[5], 'tpm_tokens', tokens, 'tpm_bucket', bucket)
+if tokens > 0 then
+  if tpm > 0 then
+    addToWindow(KEYS[5], tpmStale, tokens)
+    redis.call('HSET', KEYS[3], 'tpm_key', KEYS[5])
+  end
+  if groupTpm > 0 then
+    addToWindow(KEYS[8], groupTpmStale, tokens)
+    redis.call('HSET', KEYS[3], 'group_tpm_key', KEYS[8])
+  end
+  if tpm > 0 or groupTpm > 0 then redis.call('HSET', KEYS[3], 'tpm_tokens', tokens, 'tpm_bucket', bucket) end
 end
 if rpm > 0 then addToWindow(KEYS[4], rpmStale, 1) end
+if groupRpm > 0 then addToWindow(KEYS[7], groupRpmStale, 1) end
 return 1

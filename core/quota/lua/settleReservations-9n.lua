@@ -1,8 +1,8 @@
 --[[
   Settles reservations, one or many in a call (a relay sends those of a few milliseconds together,
   one call per shard): for each, gives back what was reserved, debits the actual cost, counts the
-  tokens against the key's per-minute token budget, and appends the usage event to the billing
-  stream, atomically, so that a debit in Redis always has its event and the other way round. A second
+  tokens against the per-minute token budgets (the key's, its group's for the account), and appends
+  the usage event to the billing stream, atomically, so that a debit in Redis always has its event and the other way round. A second
   call for the same reservation changes nothing. Each settlement is independent of the others in the
   call: one already settled does not stop the next.
 
@@ -10,18 +10,20 @@
   tombstone; a settlement that arrives after that still debits the actual cost, from the balance the
   reaper restored, so a very long request is billed exactly, never twice and never for free.
 
-  KEYS, 8 per settlement (settlement i uses KEYS[8*(i-1)+1 .. 8*i]):
+  KEYS, 9 per settlement (settlement i uses KEYS[9*(i-1)+1 .. 9*i]):
    1 account balance
    2 key remaining quota (touched only if the key is limited)
    3 reservation
    4 usage stream (the call's events go to it as one entry, their JSON texts joined by newlines)
-   5 key's tokens of the last minute (hash: 10-second bucket -> tokens; reserveQuota-6.lua): in the
+   5 key's tokens of the last minute (hash: 10-second bucket -> tokens; reserveQuota-8.lua): in the
      bucket the reservation counted its tokens in, they are replaced by the tokens used; a bucket
      already out of the window is left out
    6 open reservations by deadline (sorted set)
    7 tombstone of a reaped reservation (an older relay also left its settled marker 'S' here)
    8 the account's settled reservations (sorted set: member ARGV 4, score the Unix ms until which
      it is kept), written with ARGV 8 > 0 only
+   9 the account's tokens of the last minute in the request's group (reserveQuota-8.lua KEYS 8),
+     corrected as KEYS 5 is when the reservation held its tokens there
 
   ARGV, 9 per settlement ('' where absent):
    1 actual cost (integer >= 0; 0 refunds the whole reservation)
@@ -103,14 +105,20 @@ local function settleOne(k, a)
   local cost = tonumber(ARGV[a + 1])
   local markerSec = tonumber(ARGV[a + 8]) or 0
   local reaper = ARGV[a + 5] == '1'
-  local reservation = redis.call('HMGET', KEYS[k + 3], 'amount', 'limited', 'tpm_key', 'tpm_tokens', 'tpm_bucket')
+  local reservation = redis.call('HMGET', KEYS[k + 3], 'amount', 'limited', 'tpm_key', 'tpm_tokens', 'tpm_bucket', 'group_tpm_key')
   local amount, limited
   local live = reservation[1] ~= false
-  -- The tokens the reservation held, and the bucket of KEYS 5 they are in (false: none held there).
-  local heldTokens, heldBucket = 0, false
-  if live and reservation[3] == KEYS[k + 5] and reservation[5] then
-    heldTokens = tonumber(reservation[4]) or 0
-    heldBucket = reservation[5]
+  -- The tokens the reservation held, the bucket they are in (false: none held), and whether in KEYS 5
+  -- and in KEYS 9 (a reservation names the windows it took them in; a settlement naming others
+  -- corrects none).
+  local heldTokens, heldBucket, inKeyWindow, inGroupWindow = 0, false, false, false
+  if live and reservation[5] then
+    inKeyWindow = reservation[3] == KEYS[k + 5]
+    inGroupWindow = reservation[6] == KEYS[k + 9]
+    if inKeyWindow or inGroupWindow then
+      heldTokens = tonumber(reservation[4]) or 0
+      heldBucket = reservation[5]
+    end
   end
   if live then
     local reaperNow = tonumber(ARGV[a + 6])
@@ -168,7 +176,10 @@ local function settleOne(k, a)
 
   if heldBucket then
     local tokens = (tonumber(ARGV[a + 3]) or 0) - heldTokens
-    if tokens ~= 0 then addToWindow(KEYS[k + 5], heldBucket, tokens) end
+    if tokens ~= 0 then
+      if inKeyWindow then addToWindow(KEYS[k + 5], heldBucket, tokens) end
+      if inGroupWindow then addToWindow(KEYS[k + 9], heldBucket, tokens) end
+    end
   end
   return 1
 end
@@ -183,10 +194,10 @@ local events = {}
 local settledIn = {}
 
 local function settleAll()
-  for i = 0, #KEYS / 8 - 1 do
-    local result = settleOne(i * 8, i * 9)
+  for i = 0, #KEYS / 9 - 1 do
+    local result = settleOne(i * 9, i * 9)
     if result == 1 then
-      local stream = KEYS[i * 8 + 4]
+      local stream = KEYS[i * 9 + 4]
       local list = events[stream]
       if not list then
         list = {}
