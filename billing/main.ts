@@ -1,11 +1,11 @@
 import { loadConfigOrExit } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { installProcessGuards } from '../infra/process-guards.js';
-import { startFailureExitCode } from '../infra/redis/client.js';
+import { describeStartFailure, startFailureExitCode } from '../infra/start-failure.js';
 import { billingMetrics } from './metrics/billing-metrics.js';
 import { startBilling, type RunningBilling } from './service.js';
 
-const config = loadConfigOrExit('billing');
+const config = loadConfigOrExit('billing', process.env, ['KEY_SECRET']);
 const log = createLogger(config, 'billing');
 let billing: RunningBilling | null = null;
 // Installed before anything starts: a promise nothing awaits (postgres.js's own, on a connection
@@ -35,6 +35,8 @@ try {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
 } catch (err) {
-  log.fatal({ err }, 'billing worker failed to start');
-  process.exit(startFailureExitCode());
+  const failure = describeStartFailure(err, config);
+  if (failure.known) log.fatal(`billing worker failed to start: ${failure.line}`);
+  else log.fatal({ err }, 'billing worker failed to start');
+  process.exit(startFailureExitCode(err));
 }

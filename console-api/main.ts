@@ -5,10 +5,8 @@ import { loadConfigOrExit, type Config } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { installProcessGuards } from '../infra/process-guards.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
-import { isDatabaseUnavailable } from '../infra/postgres/unavailable.js';
-import { isRedisUnavailable } from '../infra/redis/unavailable.js';
-import { serverAddress } from '../infra/server-address.js';
-import { createRedis, redisKeysFor, startFailureExitCode } from '../infra/redis/client.js';
+import { createRedis, redisKeysFor } from '../infra/redis/client.js';
+import { describeStartFailure, startFailureExitCode } from '../infra/start-failure.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
 import { createOptionSealer } from '../core/options/option-secrets.js';
@@ -24,7 +22,7 @@ import { sealLegacySecrets } from './secrets/seal-legacy-secrets.js';
 let configured: Config | undefined;
 
 async function main(): Promise<void> {
-  const config = loadConfigOrExit('console-api');
+  const config = loadConfigOrExit('console-api', process.env, ['KEY_SECRET']);
   configured = config;
   const logger = createLogger(config, 'console-api');
   // Before anything connects: a promise nothing awaits (postgres.js's own, on a connection terminated as
@@ -96,12 +94,6 @@ async function main(): Promise<void> {
 // A service it needs not answering at start is said in one line naming the variable (the supervisor
 // starts it again: it may answer soon); anything else with its stack, a fault to look into.
 main().catch((err: unknown) => {
-  const message = err instanceof Error ? err.message : String(err);
-  const line = isDatabaseUnavailable(err)
-    ? `cannot reach Postgres at ${serverAddress(configured?.DATABASE_URL ?? '', 5432)} (DATABASE_URL): ${message}`
-    : isRedisUnavailable(err)
-      ? `cannot reach Redis at ${serverAddress(configured?.REDIS_URL ?? '', 6379)} (REDIS_URL): ${message}`
-      : err instanceof Error ? err.stack ?? message : message;
-  process.stderr.write(`console-api failed to start: ${line}\n`);
-  process.exit(startFailureExitCode());
+  process.stderr.write(`console-api failed to start: ${describeStartFailure(err, configured).line}\n`);
+  process.exit(startFailureExitCode(err));
 });

@@ -485,14 +485,26 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
  */
 export const CONFIG_ERROR_EXIT_CODE = 78;
 
+/** Variables an entry point cannot run without, where the schema lets them be empty for the others. */
+export type RequiredVariable = 'KEY_SECRET';
+
+const REQUIRED_HINTS: Readonly<Record<RequiredVariable, string>> = {
+  KEY_SECRET: 'is not set: give it 32 random bytes (head -c 32 /dev/urandom | base64); make generates one into .data/key-secret',
+};
+
 /**
  * loadConfig for an entry point: a refused configuration is one line per variable on stderr,
  * `<process>: invalid configuration: NAME: …`, and exit CONFIG_ERROR_EXIT_CODE (78), without a stack
  * (it is no bug) and the same from every process whatever its log format.
  */
-export function loadConfigOrExit(processName: string, env: Record<string, string | undefined> = process.env): Config {
+export function loadConfigOrExit(processName: string, env: Record<string, string | undefined> = process.env, requires: readonly RequiredVariable[] = []): Config {
   try {
-    return loadConfig(env);
+    const config = loadConfig(env);
+    // Checked here, not when first used: a relay without KEY_SECRET failed its start with a stack
+    // (exit 1, started again by the supervisor to fail the same way).
+    const missing = requires.filter((name) => config[name] === '');
+    if (missing.length > 0) throw new ConfigError(missing.map((name) => ({ name, problem: REQUIRED_HINTS[name] })));
+    return config;
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(err.problems.map((p) => `${processName}: invalid configuration: ${configProblemLine(p)}\n`).join(''));

@@ -17,12 +17,14 @@ describe('safe defaults', () => {
     expect(() => createApiKeyCrypto(loadConfig({}).KEY_SECRET)).toThrow(/KEY_SECRET is not set/);
   });
 
-  it('a relay or console started without KEY_SECRET exits at once, saying why', () => {
-    const env = { ...process.env, KEY_SECRET: '', RELAY_PORT: '0', CONSOLE_PORT: '0', LOG_LEVEL: 'info', RELAY_METRICS_PORT: '0' };
-    for (const main of ['dist/relay/main.js', 'dist/console-api/main.js']) {
+  // Before: the relay and the billing worker failed on it later, with a stack and exit 1, which the
+  // supervisor took for a crash and started again to fail the same way.
+  it('a relay, billing worker or console started without KEY_SECRET exits 78 (a configuration) in one line, saying why', () => {
+    const env = { ...process.env, KEY_SECRET: '', RELAY_PORT: '0', CONSOLE_PORT: '0', LOG_LEVEL: 'info', RELAY_METRICS_PORT: '0', BILLING_METRICS_PORT: '0' };
+    for (const [main, name] of [['dist/relay/main.js', 'relay'], ['dist/billing/main.js', 'billing'], ['dist/console-api/main.js', 'console-api']] as const) {
       const run = spawnSync(process.execPath, [main], { cwd: projectRoot(), env, encoding: 'utf8', timeout: 20_000 });
-      expect(run.status, `${main}: ${run.stdout}${run.stderr}`).not.toBe(0);
-      expect(run.stdout + run.stderr).toContain('KEY_SECRET is not set');
+      expect(run.status, `${main}: ${run.stdout}${run.stderr}`).toBe(78);
+      expect(run.stdout + run.stderr).toBe(`${name}: invalid configuration: KEY_SECRET: is not set: give it 32 random bytes (head -c 32 /dev/urandom | base64); make generates one into .data/key-secret; unset\n`);
     }
   });
 

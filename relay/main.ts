@@ -1,11 +1,11 @@
 import { loadConfigOrExit } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
-import { startFailureExitCode } from '../infra/redis/client.js';
+import { describeStartFailure, startFailureExitCode } from '../infra/start-failure.js';
 import { relayMetrics } from './metrics/relay-metrics.js';
 import { installProcessGuards } from './process-guards.js';
 import { startRelay, type RunningRelay } from './server.js';
 
-const config = loadConfigOrExit('relay');
+const config = loadConfigOrExit('relay', process.env, ['KEY_SECRET']);
 const log = createLogger(config, 'relay');
 let running: RunningRelay | null = null;
 // Installed before the start, as in the billing worker and the console: what fails uncaught while the
@@ -41,6 +41,8 @@ try {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
 } catch (err) {
-  log.fatal({ err }, 'relay failed to start');
-  process.exit(startFailureExitCode());
+  const failure = describeStartFailure(err, config);
+  if (failure.known) log.fatal(`relay failed to start: ${failure.line}`);
+  else log.fatal({ err }, 'relay failed to start');
+  process.exit(startFailureExitCode(err));
 }
