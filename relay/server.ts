@@ -398,9 +398,15 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     await tokens.close();
     sub.disconnect();
     replication?.disconnect();
-    await redis.quit();
-    await sql.end({ timeout: 5 });
-    spool.close();
+    // A Redis that does not answer (stopped, partitioned) times QUIT out: the connection is dropped
+    // instead, and the close goes on. What could not settle is in the spool, closed below whatever
+    // happens, for the next relay to replay; the stop is no failure of this relay's.
+    await redis.quit().catch(() => redis.disconnect());
+    try {
+      await sql.end({ timeout: 5 });
+    } finally {
+      spool.close();
+    }
   };
 
   let listenSocket: uws.us_listen_socket;

@@ -110,7 +110,7 @@ async function setStoredOptions(values: Record<string, string | null>): Promise<
 // 0). Before: Redis refused the amount, and every request of the model heard 529 "the relay cannot
 // reach its quota store" for as long as the prices stayed (review admin, defect 1).
 describe('a price whose ratios multiply past what a balance can hold', () => {
-  it.each([
+  it.each<{ name: string; options: Record<string, string> }>([
     { name: 'infinite (1e300 × 1e300)', options: { ModelRatio: `{"${PRICED}":1e300}`, CompletionRatio: `{"${PRICED}":1e300}` } },
     { name: 'NaN (1e300 × 1e300 × GroupRatio 0)', options: { ModelRatio: `{"${PRICED}":1e300}`, CompletionRatio: `{"${PRICED}":1e300}`, GroupRatio: '{"default":0,"vip":1,"svip":1}' } },
   ])('$name: refused 404 in each protocol, saying why; nothing reserved, billed or sent', async ({ options }) => {
