@@ -61,7 +61,19 @@ const json = <S extends z.ZodType>(schema: S, what: string) =>
     return r.data as z.output<S>;
   });
 
-const ratioTable = json(z.record(z.string(), z.number().min(0)), 'an object of name to non-negative number');
+// Each refused entry named in words ("the entry "x" is -1, below 0"), not the schema library's
+// "Too small: expected number to be >=0", which named no entry.
+const ratioEntries = z.record(z.string(), z.unknown()).superRefine((table, c) => {
+  for (const [name, value] of Object.entries(table)) {
+    // JSON reads 1e400 as Infinity: a ratio that makes every cost infinite (review admin).
+    const problem = typeof value !== 'number' ? 'is not a number' : !Number.isFinite(value) ? 'is too large a number' : value < 0 ? `is ${value}, below 0` : undefined;
+    if (problem) {
+      c.addIssue({ code: 'custom', message: `the entry ${JSON.stringify(name)} ${problem}` });
+      return;
+    }
+  }
+}).transform((table) => table as Record<string, number>);
+const ratioTable = json(ratioEntries, 'an object of name to non-negative number');
 
 const bool = z.enum(['true', 'false'], { error: 'must be true or false' }).transform((v) => v === 'true');
 const int = (min = 0, max = Number.MAX_SAFE_INTEGER) =>

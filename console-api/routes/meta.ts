@@ -6,6 +6,7 @@ import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { buildOpenApiDocument } from '../http/openapi.js';
+import { loadOptionView } from '../options/option-catalogue.js';
 import { loadTopupSettings } from '../payments/topup-settings.js';
 
 export function registerMetaRoutes(api: Api, ctx: ConsoleContext): void {
@@ -14,10 +15,14 @@ export function registerMetaRoutes(api: Api, ctx: ConsoleContext): void {
     data: z.object({
       version: z.string(), quota_per_unit: z.number().int(), server_address: z.string(), top_up_link: z.string(),
       enable_online_topup: z.boolean(), enable_cardpay_topup: z.boolean(), enable_redemption: z.boolean(), time: z.number().int(),
+      // Beyond the contract: what the login and registration pages offer (new-api's names where it has one).
+      register_enabled: z.boolean(), password_register_enabled: z.boolean(), email_verification: z.boolean(),
+      email_enabled: z.boolean(), oidc_enabled: z.boolean(),
     }),
     summary: 'Service status and public settings',
   }, async () => {
     const s = await loadTopupSettings(ctx.sql);
+    const o = await loadOptionView(ctx.sql);
     return ok({
       version: '1',
       quota_per_unit: QUOTA_PER_DOLLAR,
@@ -27,6 +32,13 @@ export function registerMetaRoutes(api: Api, ctx: ConsoleContext): void {
       enable_cardpay_topup: s.cardpayEnabled,
       enable_redemption: s.redemptionEnabled,
       time: ctx.now(),
+      register_enabled: o.get<boolean>('RegisterEnabled'),
+      password_register_enabled: o.get<boolean>('PasswordRegisterEnabled'),
+      email_verification: o.get<boolean>('EmailVerificationEnabled'),
+      // Mail is configured (SMTPServer): codes can be sent (password reset, e-mail binding).
+      email_enabled: o.get<string>('SMTPServer') !== '',
+      // As oidc/oidc-routes.ts loadOidcSettings decides whether GET /api/oauth/oidc/start starts one.
+      oidc_enabled: o.get<boolean>('oidc.enabled') && o.get<string>('oidc.well_known') !== '' && o.get<string>('oidc.client_id') !== '',
     });
   });
 

@@ -1,5 +1,6 @@
 // @vitest-environment happy-dom
-// A start without a session asks the API nothing: GET /api/user/self could only be refused, and the
+// A start without a session asks the API nothing that could be refused (only the public GET
+// /api/status, what the login page offers): GET /api/user/self could only be refused, and the
 // browser would log that 401 as an error. With the session's CSRF cookie, it asks who is signed in.
 import { cleanup, render, screen } from '@testing-library/preact';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -12,8 +13,9 @@ const asked = vi.hoisted(() => {
     const path = new URL(r.url).pathname;
     paths.push(path);
     const account = { id: 7, username: 'ada', display_name: 'Ada', role: 1, status: 1, group: 'default', quota: 0, used_quota: 0, request_count: 0 };
-    const signedIn = (r.headers.get('x-csrf-token') ?? '') !== '';
-    const body = !signedIn ? { success: false, message: 'not logged in' }
+    const signedIn = (r.headers.get('x-csrf-token') ?? '') !== '' || path === '/api/status';
+    const body = path === '/api/status' ? { success: true, message: '', data: { register_enabled: true, password_register_enabled: true } }
+      : !signedIn ? { success: false, message: 'not logged in' }
       : path === '/api/user/self' ? { success: true, message: '', data: account }
       : { success: true, message: '', data: [] };
     return new Response(JSON.stringify(body), { status: signedIn ? 200 : 401, headers: { 'content-type': 'application/json' } });
@@ -31,11 +33,11 @@ afterEach(() => {
 });
 
 describe('the start of the console', () => {
-  it('without a session cookie shows the login form and sends no request', async () => {
+  it('without a session cookie shows the login form and sends no request but the public status', async () => {
     render(<App />);
     await screen.findByRole('button', { name: 'Log in' });
     await new Promise((r) => setTimeout(r, 20));
-    expect(asked).toEqual([]);
+    expect(asked).toEqual(['/api/status']);
   });
 
   it('with the session\'s CSRF cookie asks who is signed in', async () => {

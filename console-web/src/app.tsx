@@ -49,6 +49,9 @@ export function pagePath(raw: string): string {
   return raw.startsWith('/console/') ? raw.slice('/console'.length) : raw === '/console' ? '/' : raw;
 }
 
+/** The signed-out pages: signed in, they go to the dashboard. */
+const AUTH_PATHS: ReadonlySet<string> = new Set(['/login', '/register', '/reset']);
+
 /** What the login page says when the session ended under an open page. */
 const SIGNED_OUT_NOTICE: Record<SignOutReason, string> = {
   ended: 'Your session expired; log in again.',
@@ -95,13 +98,13 @@ export function App() {
   }), []);
   // Signed in on the login or register address: the dashboard.
   useEffect(() => {
-    if (account && (path === '/login' || path === '/register')) navigate('/');
+    if (account && AUTH_PATHS.has(path)) navigate('/');
   }, [account, path]);
 
   if (account === undefined) return loadError ? <main class="auth"><ErrorText error={loadError} /></main> : <main class="auth"><Loading /></main>;
   if (account === null) {
-    return <AuthPage mode={path === '/register' ? 'register' : 'login'} notice={signedOut ? SIGNED_OUT_NOTICE[signedOut] : undefined}
-      onLoggedIn={() => { setSignedOut(null); refreshAccount(); if (path === '/login' || path === '/register') navigate('/'); }} />;
+    return <AuthPage mode={path === '/register' ? 'register' : path === '/reset' ? 'reset' : 'login'} notice={signedOut ? SIGNED_OUT_NOTICE[signedOut] : undefined}
+      onLoggedIn={() => { setSignedOut(null); refreshAccount(); if (AUTH_PATHS.has(path)) navigate('/'); }} />;
   }
 
   const isAdmin = account.role >= ROLE.admin;

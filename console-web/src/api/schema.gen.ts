@@ -2383,6 +2383,11 @@ export interface paths {
                 enable_cardpay_topup: boolean;
                 enable_redemption: boolean;
                 time: number;
+                register_enabled: boolean;
+                password_register_enabled: boolean;
+                email_verification: boolean;
+                email_enabled: boolean;
+                oidc_enabled: boolean;
               };
             };
           };

@@ -7,7 +7,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 const sent = vi.hoisted(() => {
   const paths: string[] = [];
   vi.stubGlobal('fetch', async (r: Request) => {
-    paths.push(new URL(r.url).pathname);
+    // The page reads the public status (registration open, e-mail code needed) as it opens: not a submission.
+    if (new URL(r.url).pathname !== '/api/status') paths.push(new URL(r.url).pathname);
     return new Response(JSON.stringify({ success: true, message: '', data: {} }), { status: 200, headers: { 'content-type': 'application/json' } });
   });
   return paths;

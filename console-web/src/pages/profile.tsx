@@ -1,17 +1,21 @@
 import { useState } from 'preact/hooks';
 import { api, call } from '../api/client';
 import type { PageProps } from '../app';
+import { EmailWithCode } from '../components/email-code';
 import { Card, ConfirmButton, CopyButton, ErrorText, Field, splitFieldError, useAction } from '../components/ui';
+import { useServiceStatus } from '../status';
 import { count, dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
 
 /**
  * The profile's forms: a form's confirmation, and its error, stay only while it is the last one used
  * (a refused name is not what the password form, used next, is about).
  */
-type ProfileForm = 'aff' | 'name' | 'password' | 'token';
+type ProfileForm = 'aff' | 'name' | 'password' | 'token' | 'email';
 
 export function ProfilePage({ account, refreshAccount }: PageProps) {
   const [lastUsed, setLastUsed] = useState<ProfileForm | null>(null);
+  // Binding an address needs mail (a code is sent to it): offered when the server has it.
+  const status = useServiceStatus();
   return (
     <>
       <Card title="Account">
@@ -27,6 +31,7 @@ export function ProfilePage({ account, refreshAccount }: PageProps) {
         {account.aff_quota > 0 && <AffTransfer available={account.aff_quota} onDone={refreshAccount} active={lastUsed === 'aff'} onUse={() => setLastUsed('aff')} />}
       </Card>
       <DisplayName current={account.display_name} onSaved={refreshAccount} active={lastUsed === 'name'} onUse={() => setLastUsed('name')} />
+      {status?.email_enabled && <EmailBinding current={account.email} onBound={refreshAccount} active={lastUsed === 'email'} onUse={() => setLastUsed('email')} />}
       <PasswordChange active={lastUsed === 'password'} onUse={() => setLastUsed('password')} />
       <AccessToken active={lastUsed === 'token'} onUse={() => setLastUsed('token')} />
     </>
@@ -126,6 +131,37 @@ function AccessToken({ active, onUse }: { active: boolean; onUse: () => void }) 
       {token && <p role="status"><code class="key">{token}</code> <CopyButton text={token} label="Copy token" /> Shown once.</p>}
       {revoked !== null && <p role="status">{revoked === 0 ? 'There was no access token.' : 'Access token revoked.'}</p>}
       <ErrorText error={active ? action.error : null} />
+    </Card>
+  );
+}
+
+/** Binds an address (new-api's "Bind e-mail"): a code mailed to it (GET /api/verification?purpose=bind), then POST /api/oauth/email/bind. */
+function EmailBinding({ current, onBound, active, onUse }: { current: string; onBound: () => void; active: boolean; onUse: () => void }) {
+  const [email, setEmail] = useState('');
+  const [code, setCode] = useState('');
+  const [bound, setBound] = useState<string | null>(null);
+  const action = useAction();
+  const [fe, formError] = splitFieldError(active ? action.error : null, ['email', 'code']);
+  return (
+    <Card title="E-mail address">
+      <p>{current ? <>Bound address: <strong>{current}</strong>. Binding another replaces it; password reset codes go to the bound address.</> : 'No address is bound. A bound address can receive password reset codes.'}</p>
+      <form aria-label="Bind e-mail address" onSubmit={(e) => {
+        e.preventDefault();
+        onUse();
+        setBound(null);
+        const address = email.trim();
+        void action.run(async () => {
+          await call(api.POST('/api/oauth/email/bind', { body: { email: address, code: code.trim() } }));
+          setBound(address); setCode(''); onBound();
+        });
+      }}>
+        <EmailWithCode email={email} onEmail={(v) => { setEmail(v); setBound(null); }} purpose="bind" label="New e-mail address" error={fe.email} />
+        <Field label="Verification code" value={code} onValue={(v) => { setCode(v); action.setError(null); }} required autoComplete="one-time-code" inputMode="numeric" maxLength={64}
+          error={fe.code} hint="the 6-digit code mailed to the new address" />
+        <button type="submit" class="primary" disabled={action.busy}>Bind e-mail</button>
+        <ErrorText error={formError} />
+      </form>
+      {active && bound !== null && <p class="ok" role="status">E-mail address {bound} bound.</p>}
     </Card>
   );
 }
