@@ -56,7 +56,7 @@ describe('SettlementSpool with a replication check', () => {
     expect(spool.stalledCount).toBe(1);
     const settled: SettleRequest[] = [];
     replicaBack = true;
-    expect(await spool.replay(async (x) => { settled.push(x); })).toBe(1);
+    expect(await spool.replay(async (x) => { settled.push(x); return true; })).toBe(1);
     expect(settled.map((x) => x.requestId)).toEqual(['x']);
     await tick();
     await tick();

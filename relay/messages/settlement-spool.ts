@@ -304,7 +304,7 @@ export class SettlementSpool {
    * its connection having dropped (a paused process, a network black hole), and no 'ready' follows.
    * Stopped by close().
    */
-  replayEvery(intervalMs: number, settle: (s: SettleRequest) => Promise<unknown>): void {
+  replayEvery(intervalMs: number, settle: (s: SettleRequest) => Promise<boolean>): void {
     if (this.#replayTimer) clearInterval(this.#replayTimer);
     this.#replayTimer = setInterval(() => {
       if (this.#stalledCount > 0) this.replay(settle).catch((err: unknown) => this.#log.error({ err }, 'settlement spool replay failed'));
@@ -317,17 +317,19 @@ export class SettlementSpool {
    * first failure (Redis is down again: the next replay resumes there). At start-up and on each
    * 'ready' of the relay's Redis connection.
    */
-  async replay(settle: (s: SettleRequest) => Promise<unknown>): Promise<number> {
+  async replay(settle: (s: SettleRequest) => Promise<boolean>): Promise<number> {
     if (this.#replaying) return 0;
     this.#replaying = true;
     let n = 0;
+    // Settlements whose reservation Redis no longer held (settle answered false).
+    const unmatched: string[] = [];
     try {
       for (const [id, e] of [...this.#pending]) {
         if (!e.stalled) continue;
         e.stalled = false;
         this.#stalledCount--;
         try {
-          await settle(e.s);
+          if (!(await settle(e.s))) unmatched.push(e.s.requestId);
         } catch (err) {
           e.stalled = true;
           this.#stalledCount++;
@@ -340,7 +342,16 @@ export class SettlementSpool {
     } finally {
       this.#replaying = false;
     }
-    if (n > 0) this.#log.info({ replayed: n, pending: this.#pending.size }, 'settlement spool replayed');
+    if (n > 0) this.#log.info({ replayed: n, pending: this.#pending.size, noReservation: unmatched.length }, 'settlement spool replayed');
+    // Settled before the relay stopped (its Redis took the settlement, the spool's done line was lost
+    // with the process), or the reservation went with Redis's data (a Redis restarted without
+    // persistence, a data directory deleted): on one Redis the two look alike, and the second is a
+    // request served without a debit. Said, with the ids, so an operator who lost Redis's data can
+    // reconcile them (docs/billing.md).
+    if (unmatched.length > 0) {
+      this.#log.warn({ count: unmatched.length, requestIds: unmatched.slice(0, 20) },
+        'replayed settlements found no reservation: already settled, or their reservations were lost with Redis\'s data (then not billed)');
+    }
     return n;
   }
 

@@ -94,12 +94,26 @@ describe('SettlementSpool', () => {
     const settle = async (x: { requestId: string }) => {
       if (x.requestId === 'z' && fail) throw new Error('down');
       seen.push(x.requestId);
+      return true;
     };
     expect(await spool.replay(settle)).toBe(1);
     expect(spool.pendingCount).toBe(1);
     fail = false;
     expect(await spool.replay(settle)).toBe(1);
     expect(seen).toEqual(['x', 'z']);
+    expect(spool.pendingCount).toBe(0);
+    spool.close();
+  });
+
+  // Before: counted "replayed" like the others, nothing said; on one Redis a settlement whose
+  // reservation went with Redis's data is a request served without a debit.
+  it('says which replayed settlements found no reservation', async () => {
+    const d = dir();
+    writeFileSync(join(d, 'relay-4194305-00ab.spool'), [s('m'), s('n')].map((x) => `S ${JSON.stringify(x)}\n`).join(''));
+    const warn = vi.fn();
+    const spool = SettlementSpool.open(d, { ...log, warn } as unknown as Logger);
+    expect(await spool.replay(async (x) => x.requestId !== 'n')).toBe(2);
+    expect(warn).toHaveBeenCalledWith({ count: 1, requestIds: ['n'] }, expect.stringContaining('found no reservation'));
     expect(spool.pendingCount).toBe(0);
     spool.close();
   });
@@ -266,6 +280,7 @@ describe('SettlementSpool periodic replay', () => {
     spool.replayEvery(20, async (x) => {
       seen.push(x.requestId);
       if (down) throw new Error('Command timed out');
+      return true;
     });
     // Redis still silent: each tick tries the first stalled one and keeps it.
     await vi.waitFor(() => expect(seen.length).toBeGreaterThanOrEqual(2), { timeout: 2000 });

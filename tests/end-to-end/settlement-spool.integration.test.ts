@@ -197,7 +197,11 @@ describe('settlement spool', () => {
       const spool = SettlementSpool.open(dir, createLogger(stack.config, 'test'));
       expect(spool.pendingCount).toBe(1);
       const answers: unknown[] = [];
-      expect(await spool.replay(async (s) => answers.push(await stack.quota.settle(s)))).toBe(1);
+      expect(await spool.replay(async (s) => {
+        const settled = await stack.quota.settle(s);
+        answers.push(settled);
+        return settled;
+      })).toBe(1);
       expect(answers).toEqual([false]);
       expect(spool.pendingCount).toBe(0);
       spool.close();
