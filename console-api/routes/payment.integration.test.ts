@@ -10,6 +10,7 @@ import { type EpaySandbox, epaySandboxSign, startEpaySandbox } from '../../bench
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 import { pruneConsoleRows } from '../../billing/console-row-pruning.js';
 import { createLogger } from '../../infra/logger.js';
+import { PENDING_ORDERS_PER_WINDOW } from '../payments/topup-orders.js';
 import { expectShape, TOPUP_INFO, TOPUP_ORDER } from '../testing/contract.js';
 
 const EPAY = { pid: '1001', key: 'epay-merchant-key-123' };
@@ -685,5 +686,24 @@ describe('card checkout against a provider that misbehaves', () => {
       expect(res.statusCode, res.body).toBe(502);
       expect(res.json()).toEqual({ success: false, message: 'the card provider did not create a checkout session; try again later' });
     });
+  });
+
+  // Before: each failed session left its order pending, which no one could pay, and held one of the
+  // account's 10 unpaid orders for the hour: a provider outage locked the account out of every online
+  // top-up (429) after the provider was back (review pay).
+  it('a failed session ends its order (expired): 10 failures during an outage leave the account free to pay after it', async () => {
+    const user = await h.account();
+    await withProvider((req, res) => {
+      req.resume();
+      res.writeHead(503);
+      res.end('maintenance');
+    }, async () => {
+      for (let i = 0; i < PENDING_ORDERS_PER_WINDOW; i++) expect((await inject('POST', '/api/user/cardpay/pay', user, { amount: 5 })).statusCode).toBe(502);
+    });
+    const rows = await h.sql<{ status: string }[]>`SELECT status FROM topups WHERE user_id = ${user.user.id}`;
+    expect(rows.map((r) => r.status)).toEqual(Array(PENDING_ORDERS_PER_WINDOW).fill('expired'));
+    const again = await inject('POST', '/api/user/cardpay/pay', user, { amount: 5 });
+    expect(again.statusCode, again.body).toBe(200);
+    expect(again.json().data.pay_link).toMatch(/^http/);
   });
 });

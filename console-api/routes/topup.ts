@@ -316,6 +316,11 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
       }, ctx.settings.PAYMENT_PROVIDER_TIMEOUT_MS);
     } catch (err) {
       ctx.logger.error({ err, trade_no: order.trade_no }, 'card provider checkout session failed');
+      // No one can pay an order without a session: left pending, it held one of the account's unpaid
+      // orders for the hour, and 10 failed tries (a provider outage) locked the account out of every
+      // online top-up. Expired, not deleted: a timeout may hide a session the provider did create,
+      // and an expired order is still credited once should its payment be confirmed.
+      await failPendingOrder(sql, order.trade_no, 'cardpay');
       throw new ConsoleError('UPSTREAM_FAILED', 'the card provider did not create a checkout session; try again later');
     }
     return ok({ pay_link: session.url, trade_no: order.trade_no });
