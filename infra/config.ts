@@ -337,6 +337,13 @@ const schema = z.object({
   CHANNEL_FAULT_RATE_MIN_ATTEMPTS: count().default(20),
   // How often a relay reports its channels' successes to Redis (never on the request path).
   CHANNEL_HEALTH_FLUSH_MS: ms().default(1000),
+  // A relay sets a channel aside (its picks go to the others first) after this many failures in a row
+  // to serve (no connection, no answer in time, 5xx, 529, 429), 0 = never; for
+  // the first time, then twice as long after each failure once back, up to the maximum
+  // (relay/routing/channel-cooldown.ts).
+  CHANNEL_COOLDOWN_FAILURES: count(0).default(3),
+  CHANNEL_COOLDOWN_SEC: sec().default(30),
+  CHANNEL_COOLDOWN_MAX_SEC: sec().default(300),
   // The console's prober: first probe of an automatically disabled channel this long after it was
   // disabled, then doubling after each failed probe up to the maximum; the scan runs every tick.
   CHANNEL_PROBE_FIRST_SEC: sec().default(30),

@@ -29,6 +29,7 @@ import { QuotaStore } from '../core/quota/quota-store.js';
 import { RedisClock } from '../core/quota/redis-clock.js';
 import { DEFAULT_CREDIT_SLICE_OPTIONS } from '../core/quota/credit-slices.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
+import { ChannelCooldown } from './routing/channel-cooldown.js';
 import { ChannelHealth, healthSettingsFromConfig } from './routing/channel-health.js';
 import { channelMetrics } from './metrics/channel-metrics.js';
 import { publishInvalidation } from '../core/invalidation/invalidation.js';
@@ -238,9 +239,15 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const keys = redisKeysFor(config);
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
   const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS, config.KEY_CACHE_MAX_ENTRIES, config.KEY_CACHE_STALE_MS, log);
+  const cooldown = new ChannelCooldown({
+    failures: config.CHANNEL_COOLDOWN_FAILURES, ms: config.CHANNEL_COOLDOWN_SEC * 1000, maxMs: config.CHANNEL_COOLDOWN_MAX_SEC * 1000,
+  }, (id, ms) => {
+    channelMetrics.setAside(id);
+    log.warn({ channel: id, seconds: ms / 1000 }, 'channel set aside: its provider keeps failing to serve; the other channels of its routes are tried first');
+  });
   const channels = new ChannelRegistry(sql, crypto, (id, err) =>
     log.error({ channel: id, err: err.message }, 'channel credential cannot be opened with KEY_SECRET; channel skipped'),
-  (id, joined) => channelMetrics.routeChanged(id, joined));
+  (id, joined) => channelMetrics.routeChanged(id, joined), cooldown);
   const pools = new UpstreamPools({
     connections: config.UPSTREAM_CONNECTIONS,
     headersTimeoutMs: config.UPSTREAM_HEADERS_TIMEOUT_MS,

@@ -698,7 +698,7 @@ class Exchange {
       }
     } catch (err) {
       if (this.aborted) return REASON.clientGone;
-      providerUnreachable(channel);
+      providerUnreachable(this.ctx.channels.cooldown, channel);
       logRepeated(this.ctx, 'warn', 'upstream-unreachable', channel.id, { channel: channel.id, requestId: this.requestId, err: (err as Error).message }, 'upstream connection failed');
       // Only a request that never reached the provider goes to another channel: once it may have
       // started generating (a headers timeout, a connection lost after the request was written), the
@@ -733,7 +733,7 @@ class Exchange {
       if (this.aborted) return REASON.clientGone;
       // A 429 that says the channel's account is out of credit (OpenAI's insufficient_quota) is the
       // channel's fault, as a 401 is: no rate limit of the client's to wait out.
-      if (providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt) === 'channel') {
+      if (providerFailed(this.ctx.health, this.ctx.channels.cooldown, channel, this.requestId, status, text, performance.now() - sentAt) === 'channel') {
         return this.channelRefused(channel, status, body.model, mayRetry);
       }
       // A gateway timeout (504, Cloudflare's 524) says the provider behind the proxy did not answer in
@@ -753,7 +753,7 @@ class Exchange {
     if (status < 200 || status > 299) {
       const text = await answer.text().catch(() => '');
       if (this.aborted) return REASON.clientGone;
-      const fault = providerFailed(this.ctx.health, channel, this.requestId, status, text, performance.now() - sentAt);
+      const fault = providerFailed(this.ctx.health, this.ctx.channels.cooldown, channel, this.requestId, status, text, performance.now() - sentAt);
       // A 1xx or 3xx (a redirect: a channel's base URL that moved, a login page) is no answer of either
       // protocol: passed on, the client got a 3xx with an empty error type. It is the channel's setup
       // (counted against it, provider-fault.ts) and reached no model: another channel is tried; with
@@ -787,7 +787,7 @@ class Exchange {
       return 'done';
     }
     this.channelSentAt = sentAt;
-    providerAnswered(this.ctx.health, channel, answer.headersAt - sentAt);
+    providerAnswered(this.ctx.health, this.ctx.channels.cooldown, channel, answer.headersAt - sentAt);
     if (!decodable) {
       // Nothing of it reached the client and nothing in it can be read to bill: the provider failed.
       this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, coding: answer.header('content-encoding') }, 'provider answered in a content-coding the relay cannot decode');

@@ -59,6 +59,7 @@ export class ChannelMetrics {
   readonly latency: LabelledHistogram;
   readonly statusChanges: Counter2;
   readonly routeChanges: Counter2;
+  readonly setAsides: Counter2;
   readonly flushFailures: Counter;
   /** Channel id → its label (its id as a string, or 'other' past the cap), made once per channel. */
   readonly #labels = new Map<number, string>();
@@ -69,6 +70,7 @@ export class ChannelMetrics {
     this.latency = registry.register(new LabelledHistogram('gateway_relay_channel_latency_seconds', 'Per channel: time from forwarding to the end of the exchange.', 'channel', LATENCY_BUCKETS_SEC));
     this.statusChanges = registry.register(new Counter2('gateway_relay_channel_status_changes_total', 'Channel status changes this relay made (auto_disabled).', ['channel', 'status']));
     this.routeChanges = registry.register(new Counter2('gateway_relay_channel_route_changes_total', 'Channels this relay saw join or leave its routes on a reload (enabled again, disabled, created, deleted).', ['channel', 'change']));
+    this.setAsides = registry.register(new Counter2('gateway_relay_channel_set_aside_total', 'Times this relay set a channel aside as its provider kept failing to serve (relay/routing/channel-cooldown.ts).', ['channel', 'reason']));
     this.flushFailures = registry.register(new Counter('gateway_relay_channel_health_flush_failures_total', 'Batches of channel successes Redis did not take (the fault-rate window then undercounts them).'));
   }
 
@@ -101,6 +103,10 @@ export class ChannelMetrics {
 
   routeChanged(channelId: number, joined: boolean): void {
     this.routeChanges.inc(this.label(channelId), joined ? 'joined' : 'left');
+  }
+
+  setAside(channelId: number): void {
+    this.setAsides.inc(this.label(channelId), 'failures');
   }
 }
 

@@ -4,26 +4,38 @@
 // health (channel-health.ts) when it is the channel's fault or a success. Allocation-free on success.
 import { classifyProviderError, type ProviderFault } from '../../core/channels/provider-fault.js';
 import { channelMetrics } from '../metrics/channel-metrics.js';
+import type { ChannelCooldown } from './channel-cooldown.js';
 import type { ChannelHealth } from './channel-health.js';
 import type { Channel } from './channel-registry.js';
 
-/** The provider answered a non-2xx status: its class (provider-fault.ts), recorded against the channel. */
-export function providerFailed(health: ChannelHealth | undefined, channel: Channel, requestId: string, status: number, body: string, ttfbMs: number): ProviderFault {
+/**
+ * The provider answered a non-2xx status: its class (provider-fault.ts), recorded against the channel.
+ * A provider failing to serve (5xx, 529, 429) counts toward setting the channel aside
+ * (channel-cooldown.ts); a channel fault does not: its health disables it within a few faults, which
+ * setting it aside would spread over minutes.
+ */
+export function providerFailed(health: ChannelHealth | undefined, cooldown: ChannelCooldown, channel: Channel, requestId: string, status: number, body: string, ttfbMs: number): ProviderFault {
   const fault = classifyProviderError(status, body);
   channelMetrics.attempt(channel.id, fault, ttfbMs);
   if (fault === 'channel') void health?.faulted(channel, requestId, `provider answered HTTP ${status}`);
+  if (fault === 'server' || fault === 'overloaded' || fault === 'rate_limit') cooldown.failed(channel.id);
   return fault;
 }
 
 /** The provider answered 2xx: a success for the channel's health (counted locally, no Redis call). */
-export function providerAnswered(health: ChannelHealth | undefined, channel: Channel, ttfbMs: number): void {
+export function providerAnswered(health: ChannelHealth | undefined, cooldown: ChannelCooldown, channel: Channel, ttfbMs: number): void {
   channelMetrics.attempt(channel.id, 'ok', ttfbMs);
   health?.succeeded(channel);
+  cooldown.succeeded(channel.id);
 }
 
-/** The provider could not be reached, or gave no answer: metrics only (not the channel's credential). */
-export function providerUnreachable(channel: Channel): void {
+/**
+ * The provider could not be reached, or gave no answer within the headers timeout: metrics, and
+ * toward setting the channel aside; not its health (not the channel's credential).
+ */
+export function providerUnreachable(cooldown: ChannelCooldown, channel: Channel): void {
   channelMetrics.attempt(channel.id, 'connection', undefined);
+  cooldown.failed(channel.id);
 }
 
 /** The exchange a channel answered ended, `ms` after it was forwarded there. */

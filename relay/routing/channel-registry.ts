@@ -7,6 +7,7 @@
 import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 import { channelSeed, rendezvousScore } from './affinity.js';
+import { ChannelCooldown, COOLDOWN_OFF } from './channel-cooldown.js';
 import { latestReadWins } from '../latest-reload.js';
 
 /** When a channel is disabled automatically: its overrides of the fleet's settings (channel-health.ts). */
@@ -64,16 +65,23 @@ export class ChannelRegistry {
   /** Enabled channels whose credential the last reload could not open (another KEY_SECRET sealed it). */
   #unreadableCount = 0;
 
+  /** The channels this relay sets aside for a while, as their providers keep failing (channel-cooldown.ts). */
+  readonly cooldown: ChannelCooldown;
+  /** The picks' exclusion while some channel is aside: the tried ones and those aside (reused: picks are synchronous). */
+  readonly #triedOrAside: TriedOrAside;
+
   /**
    * `onRouteChange`: a channel joined or left the routes between two reloads (enabled again, disabled
    * automatically or by an administrator, created, deleted); not called for the first load.
    */
   constructor(sql: Sql, crypto: ApiKeyCrypto, onUnreadable: (channelId: number, err: Error) => void = () => {},
-    onRouteChange: (channelId: number, joined: boolean) => void = () => {}) {
+    onRouteChange: (channelId: number, joined: boolean) => void = () => {}, cooldown: ChannelCooldown = new ChannelCooldown(COOLDOWN_OFF)) {
     this.#sql = sql;
     this.#crypto = crypto;
     this.#onUnreadable = onUnreadable;
     this.#onRouteChange = onRouteChange;
+    this.cooldown = cooldown;
+    this.#triedOrAside = new TriedOrAside(cooldown);
   }
 
   /** Reads the enabled channels and installs them; a read older than the one installed is dropped (latest-reload.ts). */
@@ -170,15 +178,19 @@ export class ChannelRegistry {
    * The channel to try for (group, model): the highest priority tier that still has a channel not in
    * `exclude`, then within it the rendezvous winner for `affinity` (affinity.ts), or without one a
    * draw weighted by `weight`. Channels of weight 0 are taken only when every open one has weight 0.
+   * A channel set aside (channel-cooldown.ts) is taken only when no other is left.
    */
   pick(group: string, model: string, exclude?: ReadonlySet<number>, affinity?: number): Channel | undefined {
     const tiers = this.#routes.get(routeOf(group, model));
     if (!tiers) return undefined;
-    for (const tier of tiers) {
-      const found = affinity === undefined ? drawByWeight(tier, exclude) : rendezvous(tier, exclude, affinity);
+    if (this.cooldown.active) {
+      const skip = this.#triedOrAside;
+      skip.tried = exclude;
+      const found = pickFrom(tiers, skip, affinity);
+      skip.tried = undefined;
       if (found) return found;
     }
-    return undefined;
+    return pickFrom(tiers, exclude, affinity);
   }
 
   /** The enabled channel of this id, if the last reload loaded it. */
@@ -221,8 +233,34 @@ export class ChannelRegistry {
 
 const NONE: readonly string[] = [];
 
+/** What a pick leaves out: `has` is all it asks. */
+interface Exclusion {
+  has(channelId: number): boolean;
+}
+
+class TriedOrAside implements Exclusion {
+  tried: ReadonlySet<number> | undefined = undefined;
+  readonly #cooldown: ChannelCooldown;
+
+  constructor(cooldown: ChannelCooldown) {
+    this.#cooldown = cooldown;
+  }
+
+  has(channelId: number): boolean {
+    return this.tried?.has(channelId) === true || this.#cooldown.isAside(channelId);
+  }
+}
+
+function pickFrom(tiers: Tiers, exclude: Exclusion | undefined, affinity: number | undefined): Channel | undefined {
+  for (const tier of tiers) {
+    const found = affinity === undefined ? drawByWeight(tier, exclude) : rendezvous(tier, exclude, affinity);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 /** The rendezvous winner among the tier's channels not in `exclude`; undefined when none is open. */
-function rendezvous(tier: readonly Candidate[], exclude: ReadonlySet<number> | undefined, affinity: number): Channel | undefined {
+function rendezvous(tier: readonly Candidate[], exclude: Exclusion | undefined, affinity: number): Channel | undefined {
   let best: Channel | undefined;
   let bestScore = -1;
   let anyWeighted = false;
@@ -249,7 +287,7 @@ function rendezvous(tier: readonly Candidate[], exclude: ReadonlySet<number> | u
 }
 
 /** A draw weighted by `weight` among the tier's channels not in `exclude` (uniform when all weigh 0). */
-function drawByWeight(tier: readonly Candidate[], exclude: ReadonlySet<number> | undefined): Channel | undefined {
+function drawByWeight(tier: readonly Candidate[], exclude: Exclusion | undefined): Channel | undefined {
   let total = 0;
   let open = 0;
   for (const c of tier) {
