@@ -60,7 +60,7 @@ import { AnthropicToChatStream, messageToChat } from '../providers/anthropic/to-
 import { messagesToChat } from '../providers/openai/from-messages.js';
 import { outputLimitField } from '../../core/channels/output-limit.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../providers/openai/to-messages.js';
-import { settleExchange, type Outcome, type UsageBound } from './settlement.js';
+import { billedUsage, settleExchange, type Outcome, type UsageBound } from './settlement.js';
 import { logRepeated } from './repeated-log.js';
 import { boundedWebSearchTools, extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
@@ -907,14 +907,14 @@ class Exchange {
     return new ChatToAnthropicStream(this.body!.model, this.body!.stop_sequences);
   }
 
-  /** A JSON answer in the client's protocol; null when it cannot be read. */
-  convertAnswer(buf: Buffer, provider: Provider): Buffer | string | null {
+  /** A JSON answer in the client's protocol, its usage `billed` (the ledger's figures); null when it cannot be read. */
+  convertAnswer(buf: Buffer, provider: Provider, billed: StreamUsage | null = null): Buffer | string | null {
     if (provider.protocol === this.protocol) return buf;
     // Called once the answer is billed: a conversion that throws (a tool input nested deeper than
     // JSON.stringify can go, which JSON.parse took) is an answer the relay cannot read, not a crash,
     // which settled a generated answer at 0.
     try {
-      return this.protocol === 'openai' ? messageToChat(buf, this.body!.model) : chatToMessage(buf, this.body!.model, this.body!.stop_sequences);
+      return this.protocol === 'openai' ? messageToChat(buf, this.body!.model, billed) : chatToMessage(buf, this.body!.model, this.body!.stop_sequences, billed);
     } catch (err) {
       this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, err: (err as Error).message }, 'provider answer could not be converted');
       return null;
@@ -985,7 +985,8 @@ class Exchange {
     // The client's protocol's answer, or null when the body is none: passed as it is only when it is
     // a JSON object that states a usage or holds an answer's content (a proxy's `<html>502 Bad
     // Gateway</html>` under a 200 went to the client as its answer, billed nothing).
-    const answer = !readable ? null : provider.protocol !== this.protocol ? this.convertAnswer(buf, provider)
+    // A converted answer tells the usage billed (the ledger's figures), not the provider's claim.
+    const answer = !readable ? null : provider.protocol !== this.protocol ? this.convertAnswer(buf, provider, billedUsage(usage, this.usageBound))
       : isJsonObject(buf) && (stated !== null || (billed.text === undefined ? this.answerText(buf, provider) : billed.text) !== null) ? buf : null;
     // Settled (on the spool's disk) before the answer's last byte goes out: see settlement-spool.ts.
     if (usage === null) this.finish({ kind: 'failed', reason: REASON.noUsage });

@@ -169,10 +169,23 @@ function statedText(u: StreamUsage): string {
 
 /**
  * The usage within the request's bound: itself when it is within, else a copy with each count above
- * the bound brought down to it (logged and counted: the provider's fault). A prompt is bounded as a
- * whole, input tokens first, then the cache writes, then the cache reads.
+ * the bound brought down to it (logged and counted: the provider's fault).
  */
 function boundedUsage(ex: SettledExchange, u: StreamUsage, b: UsageBound): StreamUsage {
+  const out = usageWithinBound(u, b);
+  if (out === u) return u;
+  relayMetrics.usageAboveBound();
+  logRepeated(ex.ctx, 'error', 'usage-above-bound', ex.channel?.id, { requestId: ex.requestId, model: ex.body?.model, channel: ex.channel?.id, bound: b, usage: u }, 'provider reported more usage than the request could use; billed at its bound');
+  return out;
+}
+
+/**
+ * The usage a request is billed for the usage it ended with: itself when it is within the request's
+ * bound (no allocation), else a copy with each count above the bound brought down to it. A prompt is
+ * bounded as a whole, input tokens first, then the cache writes, then the cache reads. Pure: settlement
+ * bills it (boundedUsage), and a converted answer tells its client the same figures (billedUsage).
+ */
+export function usageWithinBound(u: StreamUsage, b: UsageBound): StreamUsage {
   const searches = u.webSearchRequests ?? 0;
   const prompt = u.inputTokens + u.cacheCreationTokens + u.cacheReadTokens;
   const impossibleWrites = b.cache === 'none' && u.cacheCreationTokens > 0;
@@ -199,9 +212,15 @@ function boundedUsage(ex: SettledExchange, u: StreamUsage, b: UsageBound): Strea
     if (b.searches > 0) out.webSearchRequests = b.searches;
     else delete out.webSearchRequests;
   }
-  relayMetrics.usageAboveBound();
-  logRepeated(ex.ctx, 'error', 'usage-above-bound', ex.channel?.id, { requestId: ex.requestId, model: ex.body?.model, channel: ex.channel?.id, bound: b, usage: u }, 'provider reported more usage than the request could use; billed at its bound');
   return out;
+}
+
+/**
+ * What an exchange that ended with `usage` is billed (settleExchange's figures, the ledger's): the
+ * usage within the request's bound; null for none. The figures a converted answer tells its client.
+ */
+export function billedUsage(usage: StreamUsage | null, bound: UsageBound | undefined): StreamUsage | null {
+  return usage === null || bound === undefined ? usage : usageWithinBound(usage, bound);
 }
 
 /**

@@ -27,7 +27,7 @@ import { ErrorEventScrubber } from '../stream/error-event-scrub.js';
 import type { TokenCounter } from '../token-count/token-counter.js';
 import type { Encoding } from '../token-count/bpe-count.js';
 import { providerErrorReason, REASON } from './failure-reasons.js';
-import type { Outcome } from './settlement.js';
+import { billedUsage, type Outcome, type UsageBound } from './settlement.js';
 import { closesConnection } from '../connection-draining.js';
 import { writeCorsHeaders } from '../cors.js';
 import { outputLimitField } from '../../core/channels/output-limit.js';
@@ -56,6 +56,15 @@ export interface StreamRewriter {
    * line-stream.ts): what push() returned is written, then the stream ends as failed.
    */
   readonly failure?: Error | null;
+  /**
+   * A converting rewriter (to-chat.ts, to-messages.ts) holds the events that tell the stream's usage
+   * (and those after them) when this is set, which pipeStream does before the first chunk: the
+   * provider's figures may be no counts ("50", 1e400), and the client is told the usage it is billed,
+   * known once the stream is settled (finalUsage). Unset, they go as they come with the provider's.
+   */
+  holdsFinalUsage?: boolean;
+  /** The events held (holdsFinalUsage), with `billed` (the ledger's figures; null: the provider's); '' when none are held. */
+  finalUsage?(billed: StreamUsage | null): string;
 }
 
 /** How one stream is read and written: the provider's meter, the conversion, the client's last words on failure. */
@@ -113,6 +122,8 @@ export interface StreamingExchange {
   afterSettled(then: () => void): void;
   /** The prompt's token count, for a cut stream whose provider states its input only at the end. */
   countPromptTokens(): Promise<number>;
+  /** The most the request can use (settlement.ts): the usage billed is within it, and a converted stream tells that usage. */
+  readonly usageBound?: UsageBound | undefined;
 }
 
 /** readOnMs's default: UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS's. */
@@ -134,6 +145,8 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   });
   const parser = format.provider.streamMeter(delivered); // payloads handed over in place, no copy
   const rewriter = format.rewriter;
+  // A converted stream's usage is written once settled, with the figures billed (StreamRewriter).
+  if (rewriter !== null && rewriter.finalUsage !== undefined) rewriter.holdsFinalUsage = true;
   // The provider's bytes pass whole events at a time, so that a cut's error event is never read as
   // the end of half an event (event-aligner.ts); a rewriter writes whole events of its own.
   const aligner = rewriter === null ? new EventAligner() : null;
@@ -252,7 +265,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     client.holdForEnd();
     void settleStream(ex, parser, delivered, parser.error
       ? providerErrorReason(parser.error.type)
-      : parser.complete ? null : REASON.streamCut, () => client.end(cut ? failedEvent : undefined));
+      : parser.complete ? null : REASON.streamCut, (billed) => client.end(lastWords(rewriter, billed, cut ? failedEvent : undefined)));
   });
   body.on('error', (err: Error) => {
     if (ex.aborted) return void settleStream(ex, parser, delivered, REASON.clientGoneMidStream);
@@ -265,7 +278,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     scrubber.flush();
     // The client already has a 200: it is told in the stream, as Anthropic does, once settled.
     client.holdForEnd();
-    void settleStream(ex, parser, delivered, REASON.streamFailed, () => client.end(failedEvent));
+    void settleStream(ex, parser, delivered, REASON.streamFailed, (billed) => client.end(lastWords(rewriter, billed, failedEvent)));
   });
 }
 
@@ -391,6 +404,16 @@ class ClientStream {
 }
 
 /**
+ * What a stream ends with: the events a converting rewriter held for the usage billed (its usage
+ * chunk and [DONE], its message_delta and message_stop), then `last` (the failed event, if any).
+ */
+function lastWords(rewriter: StreamRewriter | null, billed: StreamUsage | null, last: string | undefined): string | undefined {
+  const held = rewriter?.finalUsage?.(billed) ?? '';
+  if (held === '') return last;
+  return last === undefined ? held : held + last;
+}
+
+/**
  * The provider's output is the final usage: stated as a count, with no content after it. Anything
  * else (none stated, or content that followed it) is billed the larger of it and the delivered text.
  */
@@ -416,14 +439,14 @@ export function outputStatedInFull(p: StreamMeter): boolean {
  * either, since a provider cannot have generated that content for nothing.
  * `partialReason` null means the stream completed.
  */
-async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivered: DeliveredTextCounter, partialReason: string | null, settled?: () => void): Promise<void> {
+async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivered: DeliveredTextCounter, partialReason: string | null, settled?: (billed: StreamUsage | null) => void): Promise<void> {
   // Nothing began (no message_start, no content, no end of generation): the provider stated and
   // delivered nothing, so the request failed, as one whose provider never answered (an error row at
   // 0), rather than a consumption of nothing.
   if (partialReason !== null && !parser.sawMessageStart && parser.contentDeltas === 0 && !parser.generationDone && !parser.sawMessageDelta) {
     delivered.discard();
     ex.finish({ kind: 'failed', reason: partialReason });
-    if (settled) ex.afterSettled(settled);
+    if (settled) ex.afterSettled(() => settled(null));
     return;
   }
   // A Chat Completions stream states its input only with its final usage, and an Anthropic provider
@@ -454,7 +477,8 @@ async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivere
   if (prompt !== null) usage.inputTokens = await prompt;
   if (partialReason === null) ex.finish({ kind: 'ok', usage });
   else ex.finish({ kind: 'partial', usage, reason: partialReason });
-  if (settled) ex.afterSettled(settled);
+  // The figures the ledger has (settleExchange bounds them alike), which a converted stream tells.
+  if (settled) ex.afterSettled(() => settled(billedUsage(usage, ex.usageBound)));
 }
 
 /** The prompt's count as the provider's input_tokens would say it: less the cache reads and writes it did state, billed apart. */

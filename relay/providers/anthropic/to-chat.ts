@@ -8,8 +8,10 @@
 //   stop_reason: end_turn, stop_sequence, pause_turn → stop; max_tokens, model_context_window_exceeded
 //   → length; tool_use → tool_calls; refusal → content_filter.
 //   usage: prompt_tokens = input + cache reads + cache writes (OpenAI counts the cached part inside),
-//   prompt_tokens_details.cached_tokens = cache reads, completion_tokens = output; each count as it is
-//   billed (usageCount), so the client is shown what it pays for. completion_tokens_details.reasoning_tokens
+//   prompt_tokens_details.cached_tokens = cache reads, completion_tokens = output; the figures the
+//   request is billed (the relay passes them: billedUsage in messages/settlement.ts, the ledger's
+//   prompt_tokens and completion_tokens), so the client is shown what it pays for, a provider's usage
+//   that is no count (a string, 0.5, 1e400) included; without them, each count as usageCount reads it. completion_tokens_details.reasoning_tokens
 //   is 0 for an answer without thinking, and left out (`completion_tokens_details: {}`) for one with a
 //   thinking or redacted_thinking block: Anthropic's output_tokens holds the thinking without telling
 //   it apart, and the thinking's text is no measure of it (Claude 4 models return a summary of the
@@ -22,11 +24,13 @@
 // JSON, `{}` at least, when it stops: OpenAI's arguments are always a JSON text, and `""` made the
 // SDK's runTools fail to parse them); message_delta → a chunk with the finish_reason; message_stop →
 // the usage chunk (only when the client asked for it with stream_options.include_usage) and
-// `data: [DONE]`; an error event → `data: {"error": …}` (OpenAI's SDK raises it); thinking deltas →
+// `data: [DONE]` (with holdsFinalUsage, set by stream-relay.ts, both are held until the stream is
+// settled and written by finalUsage() with the usage billed); an error event → `data: {"error": …}` (OpenAI's SDK raises it); thinking deltas →
 // `reasoning_content` deltas. ping, other block stops and signature deltas send nothing. With include_usage every chunk before the usage chunk
 // carries `"usage": null`, as OpenAI's do.
 import { openaiProviderErrorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
+import type { StreamUsage } from '../../stream/sse-usage-parser.js';
 import { usageCount } from '../../stream/usage-count.js';
 import { LineStream } from '../../stream/line-stream.js';
 import { isObject } from '../../../infra/json/is-object.js';
@@ -57,6 +61,21 @@ export interface ChatUsage {
 const NO_REASONING = { reasoning_tokens: 0 } as const;
 const REASONING_UNKNOWN = {} as const;
 
+/**
+ * The Chat Completions usage of the figures a request is billed (settlement.ts): prompt_tokens and
+ * completion_tokens as the ledger has them. `thought`: as chatUsageOf's.
+ */
+export function chatUsageOfBilled(u: StreamUsage, thought: boolean): ChatUsage {
+  const prompt = u.inputTokens + u.cacheReadTokens + u.cacheCreationTokens;
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: u.outputTokens,
+    total_tokens: prompt + u.outputTokens,
+    prompt_tokens_details: { cached_tokens: u.cacheReadTokens },
+    completion_tokens_details: thought ? REASONING_UNKNOWN : NO_REASONING,
+  };
+}
+
 /** `thought`: the answer holds a thinking (or redacted_thinking) block. */
 export function chatUsageOf(usage: Record<string, unknown> | undefined | null, thought: boolean): ChatUsage {
   const u = usage ?? {};
@@ -76,8 +95,12 @@ function chatId(messageId: unknown): string {
   return typeof messageId === 'string' && messageId ? `chatcmpl-${messageId}` : `chatcmpl-${Date.now().toString(36)}`;
 }
 
-/** The Chat Completion of an Anthropic Message body; `model` is the name the client asked for. */
-export function messageToChat(body: Buffer, model: string): string | null {
+/**
+ * The Chat Completion of an Anthropic Message body; `model` is the name the client asked for, `billed`
+ * the usage the request is billed (billedUsage), which its `usage` tells; absent, the body's own, read
+ * as counts.
+ */
+export function messageToChat(body: Buffer, model: string, billed?: StreamUsage | null): string | null {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -108,7 +131,7 @@ export function messageToChat(body: Buffer, model: string): string | null {
     created: Math.floor(Date.now() / 1000),
     model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: finishReasonOf(m.stop_reason) }],
-    usage: chatUsageOf(isObject(m.usage) ? m.usage : undefined, thought),
+    usage: billed ? chatUsageOfBilled(billed, thought) : chatUsageOf(isObject(m.usage) ? m.usage : undefined, thought),
     ...OPENAI_ANSWER_TAIL,
   });
 }
@@ -144,6 +167,14 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
   #usage: Record<string, unknown> = {};
   /** A thinking or redacted_thinking block started: the usage does not say 0 reasoning tokens. */
   #thought = false;
+  /**
+   * Set before the first push (stream-relay.ts): the usage chunk and `[DONE]` are not written at
+   * message_stop but held for finalUsage(), once the stream is settled, so that the usage told is the
+   * usage billed. Unset (unit tests), they are written at message_stop with the provider's figures.
+   */
+  holdsFinalUsage = false;
+  /** message_stop came while holdsFinalUsage: the usage chunk and [DONE] wait for finalUsage(). */
+  #held = false;
 
   constructor(model: string, includeUsage: boolean) {
     super();
@@ -184,6 +215,23 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model, ...OPENAI_ANSWER_TAIL,
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
       ...(this.#includeUsage ? NULL_USAGE : undefined),
+    })}\n\n`;
+  }
+
+  /**
+   * What message_stop held (holdsFinalUsage), written once the stream is settled: the usage chunk with
+   * `billed` (the figures the ledger has; null: the provider's as counts), and `[DONE]`. '' when
+   * nothing is held (no message_stop came, or the client did not ask for the usage).
+   */
+  finalUsage(billed: StreamUsage | null): string {
+    if (!this.#held) return '';
+    this.#held = false;
+    return this.#usageChunk(billed ? chatUsageOfBilled(billed, this.#thought) : chatUsageOf(this.#usage, this.#thought)) + DONE;
+  }
+
+  #usageChunk(usage: ChatUsage): string {
+    return `data: ${JSON.stringify({
+      id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model, ...OPENAI_ANSWER_TAIL, choices: [], usage,
     })}\n\n`;
   }
 
@@ -240,10 +288,11 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
       }
       case 'message_stop': {
         if (!this.#includeUsage) return DONE;
-        const usageChunk = `data: ${JSON.stringify({
-          id: this.#id, object: 'chat.completion.chunk', created: this.#created, model: this.#model, ...OPENAI_ANSWER_TAIL, choices: [], usage: chatUsageOf(this.#usage, this.#thought),
-        })}\n\n`;
-        return usageChunk + DONE;
+        if (this.holdsFinalUsage) {
+          this.#held = true;
+          return '';
+        }
+        return this.#usageChunk(chatUsageOf(this.#usage, this.#thought)) + DONE;
       }
       case 'error': {
         const e = data.error as { type?: unknown; message?: unknown } | undefined;

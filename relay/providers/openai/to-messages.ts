@@ -10,14 +10,19 @@
 //   matched_stop), one of the request's stop_sequences → stop_sequence with stop_sequence set to it;
 //   OpenAI names none, so its answers stopped by a stop sequence say end_turn, stop_sequence null.
 //   usage: input_tokens = prompt_tokens - cached_tokens, cache_read_input_tokens = cached_tokens,
-//   output_tokens = completion_tokens (and reasoning reported beside them: chat-usage.ts).
+//   output_tokens = completion_tokens (and reasoning reported beside them: chat-usage.ts). The relay
+//   passes the figures the request is billed (billedUsage in messages/settlement.ts, the ledger's), and
+//   those are told: a provider's usage that is no count (a string, 0.5, 1e400) is billed as the relay
+//   counts and bounds it, and the client is told that, not the provider's claim.
 //
 // Streamed (ChatToAnthropicStream), chunk by chunk: the first chunk → message_start (input tokens 0:
 // a Chat Completions stream states them only at its end); content deltas → a text block's deltas;
 // each tool call → a tool_use block with input_json_delta pieces (a call is told by its index, or by
 // an id of its own: index-less calls, two calls under one index); `data: [DONE]` → the blocks closed,
 // message_delta with the stop reason and the whole usage (input included), message_stop (after a
-// message_start when none came: a stream of [DONE] alone is an empty message); an error object →
+// message_start when none came: a stream of [DONE] alone is an empty message; with holdsFinalUsage,
+// set by stream-relay.ts, message_delta and message_stop are held until the stream is settled and
+// written by finalUsage() with the usage billed); an error object →
 // Anthropic's error event, and nothing after it.
 //
 // Anthropic's blocks do not interleave and Chat Completions' tool calls may (their deltas carry an
@@ -35,6 +40,7 @@ import type { StreamRewriter } from '../../messages/stream-relay.js';
 import { valueAfterKey } from '../../stream/sse-bytes.js';
 import { LineStream, MAX_JOINED_DATA } from '../../stream/line-stream.js';
 import { usageOfChatUsage } from './chat-usage.js';
+import type { StreamUsage } from '../../stream/sse-usage-parser.js';
 import { isObject } from '../../../infra/json/is-object.js';
 
 /**
@@ -55,8 +61,19 @@ export function stopReasonOf(finishReason: unknown, toolUse: boolean): string {
   }
 }
 
-/** A Chat Completions usage's counts in Anthropic's names (none stated: zeros); OpenAI bills no cache writes. */
-function usageCounts(usage: unknown): Record<string, number> {
+/**
+ * The counts in Anthropic's names: `billed`'s (the figures the request is billed) when given, else a
+ * Chat Completions usage's as read (none stated: zeros); OpenAI bills no cache writes.
+ */
+function usageCounts(usage: unknown, billed?: StreamUsage | null): Record<string, number> {
+  if (billed) {
+    return {
+      input_tokens: billed.inputTokens,
+      cache_creation_input_tokens: billed.cacheCreationTokens,
+      cache_read_input_tokens: billed.cacheReadTokens,
+      output_tokens: billed.outputTokens,
+    };
+  }
   const u = usageOfChatUsage(usage);
   return {
     input_tokens: u?.inputTokens ?? 0,
@@ -67,13 +84,13 @@ function usageCounts(usage: unknown): Record<string, number> {
 }
 
 /** A Message's usage: the counts and the fields Anthropic always sends beside them. */
-function anthropicUsage(usage: unknown): Record<string, unknown> {
-  return { ...usageCounts(usage), ...MESSAGE_USAGE_FIELDS };
+function anthropicUsage(usage: unknown, billed?: StreamUsage | null): Record<string, unknown> {
+  return { ...usageCounts(usage, billed), ...MESSAGE_USAGE_FIELDS };
 }
 
 /** message_delta's usage (the SDK's MessageDeltaUsage): the counts, and no server tool use. */
-function deltaUsage(usage: unknown): Record<string, unknown> {
-  return { ...usageCounts(usage), server_tool_use: null };
+function deltaUsage(usage: unknown, billed?: StreamUsage | null): Record<string, unknown> {
+  return { ...usageCounts(usage, billed), server_tool_use: null };
 }
 
 /**
@@ -103,9 +120,10 @@ function parseArguments(args: unknown): unknown {
 
 /**
  * The Anthropic Message of a Chat Completion body; `model` is the name the client asked for,
- * `stopSequences` the request's (to name the one a provider says it stopped at).
+ * `stopSequences` the request's (to name the one a provider says it stopped at), `billed` the usage
+ * the request is billed (billedUsage), which its `usage` tells; absent, the body's own, read as counts.
  */
-export function chatToMessage(body: Buffer, model: string, stopSequences?: unknown): string | null {
+export function chatToMessage(body: Buffer, model: string, stopSequences?: unknown, billed?: StreamUsage | null): string | null {
   let c: unknown;
   try {
     c = JSON.parse(body.toString('utf8'));
@@ -131,7 +149,7 @@ export function chatToMessage(body: Buffer, model: string, stopSequences?: unkno
   return JSON.stringify({
     id: messageId(c.id), type: 'message', role: 'assistant', model, content,
     ...stopOf(choice?.finish_reason, toolUse, choice ? matchedStop(choice, Array.isArray(stopSequences) ? stopSequences : undefined) : null),
-    usage: anthropicUsage(c.usage), container: null,
+    usage: anthropicUsage(c.usage, billed), container: null,
   });
 }
 
@@ -255,6 +273,14 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
   #pending = '';
   /** Made once: a closure made per chunk is an allocation on the hot path. */
   readonly #onLine = (line: string): string => this.#line(line);
+  /**
+   * Set before the first push (stream-relay.ts): message_delta (the usage) and message_stop are not
+   * written at the end but held for finalUsage(), once the stream is settled, so that the usage told
+   * is the usage billed. Unset (unit tests), they are written at the end with the provider's figures.
+   */
+  holdsFinalUsage = false;
+  /** The end came while holdsFinalUsage: message_delta and message_stop wait for finalUsage(). */
+  #held = false;
 
   /** `stopSequences`: the request's, to name the one a provider says it stopped at. */
   constructor(model: string, stopSequences?: unknown) {
@@ -454,8 +480,27 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     this.#finished = true;
     const drained = this.#drain();
     this.#close();
-    return out + drained + this.#drainOut()
-      + sse('message_delta', { type: 'message_delta', delta: stopOf(this.#finish, this.#toolUse, this.#matched), usage: deltaUsage(this.#usage) })
+    const blocks = out + drained + this.#drainOut();
+    if (this.holdsFinalUsage) {
+      this.#held = true;
+      return blocks;
+    }
+    return blocks + this.#end(null);
+  }
+
+  /**
+   * What the end held (holdsFinalUsage), written once the stream is settled: message_delta with
+   * `billed` (the figures the ledger has; null: the provider's as counts), and message_stop. '' when
+   * nothing is held (the stream did not end, or ended with an error event).
+   */
+  finalUsage(billed: StreamUsage | null): string {
+    if (!this.#held) return '';
+    this.#held = false;
+    return this.#end(billed);
+  }
+
+  #end(billed: StreamUsage | null): string {
+    return sse('message_delta', { type: 'message_delta', delta: stopOf(this.#finish, this.#toolUse, this.#matched), usage: deltaUsage(this.#usage, billed) })
       + sse('message_stop', { type: 'message_stop' });
   }
 }
