@@ -126,23 +126,18 @@ local function checkWindow(key, limit, code, scope)
 end
 
 -- Every window is read before anything is written: a request one limit refuses takes nothing from
--- the others.
-local rpmStale, tpmStale, groupRpmStale, groupTpmStale, refused
-if rpm > 0 then
-  rpmStale, refused = checkWindow(KEYS[4], rpm, -7, 0)
-  if refused then return refused end
-end
-if tpm > 0 then
-  tpmStale, refused = checkWindow(KEYS[5], tpm, -8, 0)
-  if refused then return refused end
-end
-if groupRpm > 0 then
-  groupRpmStale, refused = checkWindow(KEYS[7], groupRpm, -7, 1)
-  if refused then return refused end
-end
-if groupTpm > 0 then
-  groupTpmStale, refused = checkWindow(KEYS[8], groupTpm, -8, 1)
-  if refused then return refused end
+-- the others. Each: its key, its limit, its refusal code and scope (no table built without a limit).
+local stale
+if rpm > 0 or tpm > 0 or groupRpm > 0 or groupTpm > 0 then
+  stale = {}
+  local windows = {{KEYS[4], rpm, -7, 0}, {KEYS[5], tpm, -8, 0}, {KEYS[7], groupRpm, -7, 1}, {KEYS[8], groupTpm, -8, 1}}
+  for i, w in ipairs(windows) do
+    if w[2] > 0 then
+      local fields, refused = checkWindow(w[1], w[2], w[3], w[4])
+      if refused then return refused end
+      stale[i] = fields
+    end
+  end
 end
 
 local balance = redis.call('GET', KEYS[1])
@@ -167,15 +162,15 @@ redis.call('HSET', KEYS[3], 'amount', amount, 'limited', ARGV[2], 'token', ARGV[
 local tokens = tonumber(ARGV[9]) or 0
 if tokens > 0 then
   if tpm > 0 then
-    addToWindow(KEYS[5], tpmStale, tokens)
+    addToWindow(KEYS[5], stale[2], tokens)
     redis.call('HSET', KEYS[3], 'tpm_key', KEYS[5])
   end
   if groupTpm > 0 then
-    addToWindow(KEYS[8], groupTpmStale, tokens)
+    addToWindow(KEYS[8], stale[4], tokens)
     redis.call('HSET', KEYS[3], 'group_tpm_key', KEYS[8])
   end
   if tpm > 0 or groupTpm > 0 then redis.call('HSET', KEYS[3], 'tpm_tokens', tokens, 'tpm_bucket', bucket) end
 end
-if rpm > 0 then addToWindow(KEYS[4], rpmStale, 1) end
-if groupRpm > 0 then addToWindow(KEYS[7], groupRpmStale, 1) end
+if rpm > 0 then addToWindow(KEYS[4], stale[1], 1) end
+if groupRpm > 0 then addToWindow(KEYS[7], stale[3], 1) end
 return 1
