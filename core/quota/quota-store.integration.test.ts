@@ -271,6 +271,29 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
     expect(await store.accountBalance(r.userId)).toBe(975);
   });
 
+  it('releases the expired reservations of every shard when one shard\'s deadline set fails, then says so', async () => {
+    const sharded = redisKeys(config.REDIS_PREFIX, 4);
+    const store4 = new QuotaStore(redis, sharded, source);
+    const users = [ids(), ids(), ids(), ids()];
+    for (const u of users) {
+      pg.account.set(u.userId, 1_000);
+      expect(await store4.reserve({ ...u, tokenLimited: false, amount: 100, deadlineMs: 1 })).toBe('reserved');
+    }
+    // Shard 0's deadline set is unreadable (a node failing, here a key of the wrong type).
+    const broken = sharded.reservationDeadlines(0);
+    const kept = await redis.zrange(broken, 0, -1, 'WITHSCORES');
+    await redis.del(broken);
+    await redis.set(broken, 'not a set');
+    try {
+      await expect(store4.releaseExpired(Date.now(), 1000, () => '{}')).rejects.toThrow(/WRONGTYPE/);
+      // Every other shard's reservation came back.
+      for (const u of users) expect(await store4.accountBalance(u.userId)).toBe(sharded.shardOf(u.userId) === 0 ? 900 : 1_000);
+    } finally {
+      await redis.del(broken);
+      if (kept.length > 0) await redis.zadd(broken, ...kept.flatMap((v, i) => (i % 2 === 0 ? [kept[i + 1]!, v] : [])));
+    }
+  });
+
   it('answers settleMany in the order asked when its settlements span shards', async () => {
     const sharded = redisKeys(config.REDIS_PREFIX, 4);
     const store4 = new QuotaStore(redis, sharded, source);

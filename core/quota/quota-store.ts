@@ -556,7 +556,19 @@ export class QuotaStore {
    */
   async releaseExpired(nowMs: number, limit: number, event: (r: ExpiredReservation) => string): Promise<number> {
     let released = 0;
-    for (let shard = 0; shard < this.#keys.streamShards; shard++) released += await this.#releaseExpiredOf(shard, nowMs, limit, event);
+    let failure: unknown = null;
+    for (let shard = 0; shard < this.#keys.streamShards; shard++) {
+      try {
+        // A shard's pass is safe to run again whole (each release is idempotent): sent again after a
+        // MOVED, a slot being moved, or a batch whose slots' groups split (a reshard).
+        released += await retryOnMoved(this.#redis, () => this.#releaseExpiredOf(shard, nowMs, limit, event));
+      } catch (err) {
+        // One shard whose node fails holds back no other's releases (before, the first stopped the
+        // pass: 15-24 s of reshard in which no shard's expired reservation came back).
+        failure ??= err;
+      }
+    }
+    if (failure !== null) throw failure;
     return released;
   }
 

@@ -193,8 +193,18 @@ export function isSlotMoving(err: unknown): boolean {
 }
 
 /**
+ * ioredis's refusal of an auto-pipelined batch whose slots' groups no longer match (a slot pointed at
+ * its new node by a MOVED, pointSlotAsMoved, before the next reload set the groups again): raised
+ * before anything is sent, so nothing ran. Answered 529 at once during a reshard (review reshard).
+ */
+export function isSlotGroupSplit(err: unknown): boolean {
+  return err instanceof Error && err.message.includes('should belong to the same slots allocation group');
+}
+
+/**
  * `f` sent again after `err`: after each MOVED, up to MOVED_RESENDS times, once the slot table follows
- * it (followMoved); after each TRYAGAIN or ASK (a slot being moved), up to TRYAGAIN_RESENDS times,
+ * it (followMoved), or after a batch refused for its slots' groups (isSlotGroupSplit), once the table is
+ * reloaded; after each TRYAGAIN or ASK (a slot being moved), up to TRYAGAIN_RESENDS times,
  * TRYAGAIN_DELAY_MS later. `err` itself when it is neither or this is not a cluster. `f` runs again
  * whole, so it must be safe to run twice (one command, or idempotent ones): a node that answers these
  * ran nothing.
@@ -206,6 +216,10 @@ export async function resendAfterMoved<T>(redis: Redis, err: unknown, f: () => P
     if (isMoved(err) && moves < MOVED_RESENDS) {
       moves++;
       await followMoved(redis, err);
+    } else if (isSlotGroupSplit(err) && moves < MOVED_RESENDS) {
+      // A reload sets the slots' groups again.
+      moves++;
+      await refreshSlots(redis);
     } else if (isSlotMoving(err) && waits < TRYAGAIN_RESENDS) {
       waits++;
       await new Promise((r) => setTimeout(r, TRYAGAIN_DELAY_MS));

@@ -91,6 +91,19 @@ describe('resendingMoved', () => {
     expect(calls).toBe(1);
   });
 
+  // Before: passed on, and the relay answered 529 to a reservation that nothing had run (review reshard).
+  it('sends a batch ioredis refused for its slots\' groups again once the slot table is reloaded', async () => {
+    const redis = client(true);
+    let calls = 0;
+    const split = () => new Error('All keys in the pipeline should belong to the same slots allocation group');
+    await expect(retryOnMoved(redis, async () => { calls++; if (calls === 1) throw split(); return 'ok'; })).resolves.toBe('ok');
+    expect(calls).toBe(2);
+    expect(redis.reloads).toBe(1);
+    calls = 0;
+    await expect(retryOnMoved(redis, async () => { calls++; throw split(); })).rejects.toThrow('slots allocation group');
+    expect(calls).toBe(4);
+  });
+
   it('applies only a well-formed MOVED to the slot table', async () => {
     for (const text of ['MOVED __proto__ 127.0.0.1:7134', 'MOVED 16384 127.0.0.1:7134', 'MOVED -1 127.0.0.1:7134', 'MOVED 2843', 'MOVED 2843 :7134', 'MOVED 2843 127.0.0.1']) {
       const redis = client(true);
