@@ -63,7 +63,7 @@ import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { loginDataSchema } from '../http/schemas.js';
 import { toDisplayText, usernameSchema } from '../http/validation.js';
-import { isLoopbackHost, loadOptionView } from '../options/option-catalogue.js';
+import { isLoopbackHost, loadOptionView, type Options } from '../options/option-catalogue.js';
 import { afterConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH } from '../referrals/referrals.js';
 import { loadRegistrationPolicy } from '../registration/registration-policy.js';
@@ -94,11 +94,16 @@ interface OidcSettings {
   redirectUri: string;
 }
 
+/** Whether sign-on can start: enabled, with an issuer and a client id (GET /api/status says it too). */
+export function oidcConfigured(o: Options): boolean {
+  return o.get<boolean>('oidc.enabled') && o.get<string>('oidc.well_known') !== '' && o.get<string>('oidc.client_id') !== '';
+}
+
 async function loadOidcSettings(ctx: ConsoleContext): Promise<OidcSettings> {
   const o = await loadOptionView(ctx.sql);
   const issuer = o.get<string>('oidc.well_known');
   const clientId = o.get<string>('oidc.client_id');
-  if (!o.get<boolean>('oidc.enabled') || issuer === '' || clientId === '') throw new ConsoleError('FEATURE_DISABLED', 'OpenID Connect sign-on is not enabled');
+  if (!oidcConfigured(o)) throw new ConsoleError('FEATURE_DISABLED', 'OpenID Connect sign-on is not enabled');
   return {
     issuer,
     clientId,

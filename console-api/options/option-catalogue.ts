@@ -130,10 +130,10 @@ const groupRatioTable = ratioTable.superRefine((table, c) => {
   // group " x " could hold accounts but no channel (its name read back as "x", unknown).
   const comma = names.find((g) => g.includes(','));
   const padded = names.find((g) => g.trim() !== g);
-  // A control character (NUL above all, which Postgres's jsonb refuses: the check of the groups in use
-  // below failed with 500) names no group anyone can type.
+  // A control character (NUL above all) or half a surrogate pair names no group anyone can type, and
+  // Postgres's jsonb refuses both: the check of the groups in use below failed with 500.
   // eslint-disable-next-line no-control-regex
-  const control = names.find((g) => /[\u0000-\u001f\u007f]/.test(g));
+  const control = names.find((g) => /[\u0000-\u001f\u007f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(g));
   if (bad !== undefined) {
     c.addIssue({ code: 'custom', message: `a group name must be 1 to ${MAX_GROUP_NAME} characters (${quotedGroup(bad)})` });
   } else if (comma !== undefined) {
@@ -141,7 +141,7 @@ const groupRatioTable = ratioTable.superRefine((table, c) => {
   } else if (padded !== undefined) {
     c.addIssue({ code: 'custom', message: `a group name must not start or end with white space (${quotedGroup(padded)})` });
   } else if (control !== undefined) {
-    c.addIssue({ code: 'custom', message: `a group name must not contain a control character (${JSON.stringify(control.slice(0, 20))})` });
+    c.addIssue({ code: 'custom', message: `a group name must not contain a control character or half a surrogate pair (${JSON.stringify(control.slice(0, 20))})` });
   } else if (!Object.hasOwn(table, DEFAULT_GROUP)) {
     c.addIssue({ code: 'custom', message: `must keep the group "${DEFAULT_GROUP}" (new accounts are placed in it)` });
   } else if (Object.hasOwn(table, AUTO_GROUP)) {

@@ -1,7 +1,7 @@
 // The payment side of the options table, read once per request: what GET /api/user/topup/info shows
 // and what the payment endpoints check.
 import type { Db } from '../db.js';
-import { loadOptionView, type PayMethod } from '../options/option-catalogue.js';
+import { loadOptionView, type Options, type PayMethod } from '../options/option-catalogue.js';
 
 export interface TopupSettings {
   serverAddress: string;
@@ -25,8 +25,9 @@ export interface TopupSettings {
   cardpayEnabled: boolean;
 }
 
-export async function loadTopupSettings(db: Db): Promise<TopupSettings> {
-  const o = await loadOptionView(db);
+/** `options`: the options already read (one read for a route that needs others too). */
+export async function loadTopupSettings(db: Db, options?: Options): Promise<TopupSettings> {
+  const o = options ?? await loadOptionView(db);
   // The secrets are opened when read, not here: one that cannot be opened (sealed under another
   // KEY_SECRET, after a restore) fails the payment call that needs it, not /api/status, the top-up
   // page or redemption, which read these settings too.

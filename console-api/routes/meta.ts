@@ -7,6 +7,7 @@ import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
 import { buildOpenApiDocument } from '../http/openapi.js';
 import { loadOptionView } from '../options/option-catalogue.js';
+import { oidcConfigured } from '../oidc/oidc-routes.js';
 import { loadTopupSettings } from '../payments/topup-settings.js';
 
 export function registerMetaRoutes(api: Api, ctx: ConsoleContext): void {
@@ -21,8 +22,8 @@ export function registerMetaRoutes(api: Api, ctx: ConsoleContext): void {
     }),
     summary: 'Service status and public settings',
   }, async () => {
-    const s = await loadTopupSettings(ctx.sql);
     const o = await loadOptionView(ctx.sql);
+    const s = await loadTopupSettings(ctx.sql, o);
     return ok({
       version: '1',
       quota_per_unit: QUOTA_PER_DOLLAR,
@@ -37,8 +38,8 @@ export function registerMetaRoutes(api: Api, ctx: ConsoleContext): void {
       email_verification: o.get<boolean>('EmailVerificationEnabled'),
       // Mail is configured (SMTPServer): codes can be sent (password reset, e-mail binding).
       email_enabled: o.get<string>('SMTPServer') !== '',
-      // As oidc/oidc-routes.ts loadOidcSettings decides whether GET /api/oauth/oidc/start starts one.
-      oidc_enabled: o.get<boolean>('oidc.enabled') && o.get<string>('oidc.well_known') !== '' && o.get<string>('oidc.client_id') !== '',
+      // Whether GET /api/oauth/oidc/start starts one.
+      oidc_enabled: oidcConfigured(o),
     });
   });
 

@@ -320,7 +320,11 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
       // orders for the hour, and 10 failed tries (a provider outage) locked the account out of every
       // online top-up. Expired, not deleted: a timeout may hide a session the provider did create,
       // and an expired order is still credited once should its payment be confirmed.
-      await failPendingOrder(sql, order.trade_no, 'cardpay');
+      // Its own failure (Postgres away) must not turn the answer into a 500: the order then stays
+      // pending until it expires, as before.
+      await failPendingOrder(sql, order.trade_no, 'cardpay').catch((failed: unknown) => {
+        ctx.logger.error({ err: failed, trade_no: order.trade_no }, 'card order without a checkout session could not be ended');
+      });
       throw new ConsoleError('UPSTREAM_FAILED', 'the card provider did not create a checkout session; try again later');
     }
     return ok({ pay_link: session.url, trade_no: order.trade_no });
