@@ -338,7 +338,7 @@ const schema = z.object({
   // How often a relay reports its channels' successes to Redis (never on the request path).
   CHANNEL_HEALTH_FLUSH_MS: ms().default(1000),
   // A relay sets a channel aside (its picks go to the others first) after this many failures in a row
-  // to serve (no connection, no answer in time, 5xx, 529, 429), 0 = never; for
+  // to serve (no connection, no answer in time, 5xx, 529), 0 = never; for
   // the first time, then twice as long after each failure once back, up to the maximum
   // (relay/routing/channel-cooldown.ts).
   CHANNEL_COOLDOWN_FAILURES: count(0).default(3),

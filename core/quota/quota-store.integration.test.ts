@@ -281,7 +281,7 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
     }
     // Shard 0's deadline set is unreadable (a node failing, here a key of the wrong type).
     const broken = sharded.reservationDeadlines(0);
-    const kept = await redis.zrange(broken, 0, -1, 'WITHSCORES');
+    const kept = await redis.zrange(broken, '0', '-1', 'WITHSCORES');
     await redis.del(broken);
     await redis.set(broken, 'not a set');
     try {
@@ -290,7 +290,7 @@ describe('settlements in one call (settleMany, settleSoon)', () => {
       for (const u of users) expect(await store4.accountBalance(u.userId)).toBe(sharded.shardOf(u.userId) === 0 ? 900 : 1_000);
     } finally {
       await redis.del(broken);
-      if (kept.length > 0) await redis.zadd(broken, ...kept.flatMap((v, i) => (i % 2 === 0 ? [kept[i + 1]!, v] : [])));
+      for (let i = 0; i < kept.length; i += 2) await redis.zadd(broken, kept[i + 1]!, kept[i]!);
     }
   });
 

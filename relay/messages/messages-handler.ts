@@ -60,7 +60,7 @@ import { AnthropicToChatStream, messageToChat } from '../providers/anthropic/to-
 import { messagesToChat } from '../providers/openai/from-messages.js';
 import { outputLimitField } from '../../core/channels/output-limit.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../providers/openai/to-messages.js';
-import { billedUsage, settleExchange, type Outcome, type UsageBound } from './settlement.js';
+import { usageAsBilled, settleExchange, type Outcome, type UsageBound } from './settlement.js';
 import { logRepeated } from './repeated-log.js';
 import { boundedWebSearchTools, extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
@@ -787,7 +787,7 @@ class Exchange {
       return 'done';
     }
     this.channelSentAt = sentAt;
-    providerAnswered(this.ctx.health, this.ctx.channels.cooldown, channel, answer.headersAt - sentAt);
+    providerAnswered(this.ctx.health, answer instanceof StreamedAnswer ? null : this.ctx.channels.cooldown, channel, answer.headersAt - sentAt);
     if (!decodable) {
       // Nothing of it reached the client and nothing in it can be read to bill: the provider failed.
       this.ctx.log.warn({ channel: channel.id, requestId: this.requestId, coding: answer.header('content-encoding') }, 'provider answered in a content-coding the relay cannot decode');
@@ -986,7 +986,7 @@ class Exchange {
     // a JSON object that states a usage or holds an answer's content (a proxy's `<html>502 Bad
     // Gateway</html>` under a 200 went to the client as its answer, billed nothing).
     // A converted answer tells the usage billed (the ledger's figures), not the provider's claim.
-    const answer = !readable ? null : provider.protocol !== this.protocol ? this.convertAnswer(buf, provider, billedUsage(usage, this.usageBound))
+    const answer = !readable ? null : provider.protocol !== this.protocol ? this.convertAnswer(buf, provider, usageAsBilled(usage, this.usageBound))
       : isJsonObject(buf) && (stated !== null || (billed.text === undefined ? this.answerText(buf, provider) : billed.text) !== null) ? buf : null;
     // Settled (on the spool's disk) before the answer's last byte goes out: see settlement-spool.ts.
     if (usage === null) this.finish({ kind: 'failed', reason: REASON.noUsage });

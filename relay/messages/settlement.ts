@@ -183,7 +183,7 @@ function boundedUsage(ex: SettledExchange, u: StreamUsage, b: UsageBound): Strea
  * The usage a request is billed for the usage it ended with: itself when it is within the request's
  * bound (no allocation), else a copy with each count above the bound brought down to it. A prompt is
  * bounded as a whole, input tokens first, then the cache writes, then the cache reads. Pure: settlement
- * bills it (boundedUsage), and a converted answer tells its client the same figures (billedUsage).
+ * bills it (boundedUsage), and a converted answer tells its client the same figures (usageAsBilled).
  */
 export function usageWithinBound(u: StreamUsage, b: UsageBound): StreamUsage {
   const searches = u.webSearchRequests ?? 0;
@@ -219,7 +219,7 @@ export function usageWithinBound(u: StreamUsage, b: UsageBound): StreamUsage {
  * What an exchange that ended with `usage` is billed (settleExchange's figures, the ledger's): the
  * usage within the request's bound; null for none. The figures a converted answer tells its client.
  */
-export function billedUsage(usage: StreamUsage | null, bound: UsageBound | undefined): StreamUsage | null {
+export function usageAsBilled(usage: StreamUsage | null, bound: UsageBound | undefined): StreamUsage | null {
   return usage === null || bound === undefined ? usage : usageWithinBound(usage, bound);
 }
 

@@ -27,8 +27,9 @@ import { ErrorEventScrubber } from '../stream/error-event-scrub.js';
 import type { TokenCounter } from '../token-count/token-counter.js';
 import type { Encoding } from '../token-count/bpe-count.js';
 import { providerErrorReason, REASON } from './failure-reasons.js';
-import { billedUsage, type Outcome, type UsageBound } from './settlement.js';
+import { usageAsBilled, type Outcome, type UsageBound } from './settlement.js';
 import { closesConnection } from '../connection-draining.js';
+import type { ChannelCooldown } from '../routing/channel-cooldown.js';
 import { writeCorsHeaders } from '../cors.js';
 import { outputLimitField } from '../../core/channels/output-limit.js';
 
@@ -60,11 +61,11 @@ export interface StreamRewriter {
    * A converting rewriter (to-chat.ts, to-messages.ts) holds the events that tell the stream's usage
    * (and those after them) when this is set, which pipeStream does before the first chunk: the
    * provider's figures may be no counts ("50", 1e400), and the client is told the usage it is billed,
-   * known once the stream is settled (finalUsage). Unset, they go as they come with the provider's.
+   * known once the stream is settled (heldEndEvents). Unset, they go as they come with the provider's.
    */
   holdsFinalUsage?: boolean;
   /** The events held (holdsFinalUsage), with `billed` (the ledger's figures; null: the provider's); '' when none are held. */
-  finalUsage?(billed: StreamUsage | null): string;
+  heldEndEvents?(billed: StreamUsage | null): string;
 }
 
 /** How one stream is read and written: the provider's meter, the conversion, the client's last words on failure. */
@@ -90,7 +91,7 @@ export interface StreamFormat {
 
 /** What a stream reads and marks of its exchange: messages-handler.ts's Exchange is one, passed as it is. */
 export interface StreamingExchange {
-  readonly ctx: { log: Logger; repeatedLog?: LogThrottle; tokens: TokenCounter; deliveredFlushBytes: number };
+  readonly ctx: { log: Logger; repeatedLog?: LogThrottle; tokens: TokenCounter; deliveredFlushBytes: number; channels?: { readonly cooldown: ChannelCooldown } };
   readonly res: HttpResponse;
   readonly requestId: string;
   readonly upstreamRequestId: string;
@@ -146,7 +147,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   const parser = format.provider.streamMeter(delivered); // payloads handed over in place, no copy
   const rewriter = format.rewriter;
   // A converted stream's usage is written once settled, with the figures billed (StreamRewriter).
-  if (rewriter !== null && rewriter.finalUsage !== undefined) rewriter.holdsFinalUsage = true;
+  if (rewriter !== null && rewriter.heldEndEvents !== undefined) rewriter.holdsFinalUsage = true;
   // The provider's bytes pass whole events at a time, so that a cut's error event is never read as
   // the end of half an event (event-aligner.ts); a rewriter writes whole events of its own.
   const aligner = rewriter === null ? new EventAligner() : null;
@@ -200,9 +201,14 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     // What was converted is written; the stream then ends as failed (the catch below).
     const failure = rewriter?.failure;
     if (failure) throw failure;
+    // A converted stream holds its last events for the usage billed (StreamRewriter.holdsFinalUsage):
+    // once the provider's stream is complete it is settled and ended, not when the provider closes the
+    // connection (a provider pinging on after its last event held the client's [DONE] or message_stop
+    // for as long). What the provider sends after it is read and dropped.
+    if (rewriter?.holdsFinalUsage === true && parser.complete && !parser.error) complete();
   };
   body.on('data', (chunk: Buffer) => {
-    if (broken) return;
+    if (broken || finished) return;
     try {
       onChunk(chunk);
     } catch (err) {
@@ -244,7 +250,33 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     if (countingLags) body.pause();
     armCut();
   };
+  // What the stream came to for the channel's cooldown (channel-cooldown.ts): a 200 whose stream is an
+  // overload or server error before any content is a failure to serve, as a 529 or 500 is (Anthropic
+  // reports an overload inside a stream so); a complete stream a success. Counted here, not at the
+  // 200's headers (providerAnswered leaves streams to this).
+  const noteOutcome = (): void => {
+    const cooldown = ex.ctx.channels?.cooldown;
+    const channelId = ex.channel?.id;
+    if (cooldown === undefined || channelId === undefined) return;
+    const type = parser.error?.type;
+    if (type !== undefined) {
+      if (parser.contentDeltas === 0 && (type === 'overloaded_error' || type === 'api_error' || type === 'server_error')) cooldown.failed(channelId);
+    } else if (parser.complete) cooldown.succeeded(channelId);
+  };
+  /** The stream was settled and ended before the provider's body ended (complete(), below). */
+  let finished = false;
+  const complete = (): void => {
+    finished = true;
+    noteOutcome();
+    if (cut !== null) clearTimeout(cut);
+    ex.done(200, '');
+    if (!ex.aborted) scrubber.flush();
+    client.holdForEnd();
+    void settleStream(ex, parser, delivered, null, (billed) => client.end(lastWords(rewriter, billed, undefined)));
+  };
   body.on('end', () => {
+    if (finished) return;
+    noteOutcome();
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
     const cut = !parser.complete && !parser.error;
     ex.done(200, cut || parser.error ? 'stream_error' : '');
@@ -268,6 +300,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
       : parser.complete ? null : REASON.streamCut, (billed) => client.end(lastWords(rewriter, billed, cut ? failedEvent : undefined)));
   });
   body.on('error', (err: Error) => {
+    if (finished) return;
     if (ex.aborted) return void settleStream(ex, parser, delivered, REASON.clientGoneMidStream);
     ex.done(200, 'stream_error');
     logRepeated(ex.ctx, 'warn', 'provider-stream-failed', ex.channel?.id, { channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
@@ -408,7 +441,7 @@ class ClientStream {
  * chunk and [DONE], its message_delta and message_stop), then `last` (the failed event, if any).
  */
 function lastWords(rewriter: StreamRewriter | null, billed: StreamUsage | null, last: string | undefined): string | undefined {
-  const held = rewriter?.finalUsage?.(billed) ?? '';
+  const held = rewriter?.heldEndEvents?.(billed) ?? '';
   if (held === '') return last;
   return last === undefined ? held : held + last;
 }
@@ -478,7 +511,7 @@ async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivere
   if (partialReason === null) ex.finish({ kind: 'ok', usage });
   else ex.finish({ kind: 'partial', usage, reason: partialReason });
   // The figures the ledger has (settleExchange bounds them alike), which a converted stream tells.
-  if (settled) ex.afterSettled(() => settled(billedUsage(usage, ex.usageBound)));
+  if (settled) ex.afterSettled(() => settled(usageAsBilled(usage, ex.usageBound)));
 }
 
 /** The prompt's count as the provider's input_tokens would say it: less the cache reads and writes it did state, billed apart. */

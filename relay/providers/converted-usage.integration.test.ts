@@ -65,6 +65,13 @@ const OAI: Record<string, { usage: Record<string, unknown>; inf?: string }> = {
   'cu-oai-inf-input': { usage: { prompt_tokens: 1, completion_tokens: NORMAL_OUTPUT, total_tokens: 1 }, inf: 'prompt_tokens' },
 };
 
+/** A provider that keeps the connection open, pinging, after its stream's last event. */
+const LINGER: Record<string, (model: string) => string> = {
+  'cu-linger-ant': (m) => messageStart(m) + BODY50 + messageDelta() + MESSAGE_STOP,
+  'cu-linger-oai': () => OAI_ROLE + CHAT_TOK.repeat(NORMAL_OUTPUT) + CHAT_FINISH + oaiUsage(FULL_USAGE) + CHAT_DONE,
+};
+const releaseLinger: Array<() => void> = [];
+
 let stack: GatewayStack;
 let provider: ScriptedProvider;
 let account: TestAccount;
@@ -75,6 +82,15 @@ beforeAll(async () => {
   provider = await startScriptedProvider(({ model, body }, res) => {
     const stream = body.stream === true;
     res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' });
+    if (model in LINGER) {
+      // The whole answer, then pings, the connection kept open until the test lets it go (or 20 s).
+      res.write(LINGER[model]!(model));
+      const ping = setInterval(() => { if (!res.destroyed) res.write(model.startsWith('cu-linger-oai') ? ': keep-alive\n\n' : 'event: ping\ndata: {"type": "ping"}\n\n'); }, 200);
+      const close = () => { clearInterval(ping); if (!res.destroyed) res.end(); };
+      releaseLinger.push(close);
+      setTimeout(close, 20_000);
+      return;
+    }
     const ant = ANT[model];
     if (ant) return void res.end(stream ? ant.stream(model) : ant.json(model));
     const oai = OAI[model];
@@ -83,14 +99,15 @@ beforeAll(async () => {
     res.end(oai.inf ? INF(answer, oai.inf) : answer);
   });
   stack = await startGatewayStack();
-  await mockChannel(stack, Object.keys(ANT), 'default', { base_url: provider.url });
-  await mockChannel(stack, Object.keys(OAI), 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
+  await mockChannel(stack, [...Object.keys(ANT), 'cu-linger-ant'], 'default', { base_url: provider.url });
+  await mockChannel(stack, [...Object.keys(OAI), 'cu-linger-oai'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
   account = await fundedAccount(stack, 100_000_000);
   const key = (await createApiKey(stack, account)).key;
   anthropic = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
   openai = new OpenAI({ apiKey: key, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
 });
 afterAll(async () => {
+  for (const close of releaseLinger) close();
   await stack?.close();
   await provider?.close();
 });
@@ -162,4 +179,23 @@ describe('OpenAI-format channel, Anthropic SDK: the usage told is the usage bill
       });
     }
   }
+});
+
+// Before (the first cut of the change above): a converted stream's last events waited for the
+// provider to close its connection, so a provider pinging on after its last event held the client's
+// usage chunk and [DONE] (or message_delta and message_stop) for as long (4 s in the review's probe).
+// The stream is settled and ended once the provider's stream is complete: the client has its whole
+// answer while the provider's connection is still open.
+describe('a provider that keeps its connection open after its last event', () => {
+  it('openai SDK on an Anthropic-format channel: the usage chunk and the end come while the provider still pings', async () => {
+    const { told, row } = await viaOpenAI('cu-linger-ant', true);
+    expect(provider.seen.get('cu-linger-ant')!.closedAt).toBe(0);
+    expect({ prompt: told!.prompt_tokens, completion: told!.completion_tokens }).toEqual({ prompt: row.prompt_tokens, completion: row.completion_tokens });
+  });
+
+  it('Anthropic SDK on an OpenAI-format channel: message_delta and message_stop come while the provider still pings', async () => {
+    const { told, row } = await viaAnthropic('cu-linger-oai', true);
+    expect(provider.seen.get('cu-linger-oai')!.closedAt).toBe(0);
+    expect({ prompt: told.input_tokens, completion: told.output_tokens }).toEqual({ prompt: row.prompt_tokens, completion: row.completion_tokens });
+  });
 });

@@ -1,6 +1,6 @@
 // The usage a converted answer tells: the figures billed when the relay passes them (messageToChat,
 // chatToMessage), and, streamed, the final usage events held until the stream is settled
-// (holdsFinalUsage, finalUsage). The stack test is converted-usage.integration.test.ts.
+// (holdsFinalUsage, heldEndEvents). The stack test is converted-usage.integration.test.ts.
 import { describe, expect, it } from 'vitest';
 import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
 import { ChatToAnthropicStream, chatToMessage } from './openai/to-messages.js';
@@ -32,24 +32,24 @@ describe('AnthropicToChatStream', () => {
     const out = s.push(Buffer.from(ANTHROPIC_STREAM));
     expect(out).not.toContain('[DONE]');
     expect(dataOf(out).every((c) => c.usage === null)).toBe(true);
-    const tail = s.finalUsage(BILLED);
+    const tail = s.heldEndEvents(BILLED);
     expect(tail.endsWith('data: [DONE]\n\n')).toBe(true);
     expect(dataOf(tail)[0]!.usage).toEqual({ prompt_tokens: 900, completion_tokens: 100, total_tokens: 1000, prompt_tokens_details: { cached_tokens: 700 }, completion_tokens_details: { reasoning_tokens: 0 } });
-    expect(s.finalUsage(BILLED)).toBe('');
+    expect(s.heldEndEvents(BILLED)).toBe('');
   });
 
   it('writes them at message_stop with the provider figures as counts when not held (unchanged)', () => {
     const s = new AnthropicToChatStream('m', true);
     const out = s.push(Buffer.from(ANTHROPIC_STREAM));
     expect(out.endsWith('data: [DONE]\n\n')).toBe(true);
-    expect(s.finalUsage(BILLED)).toBe('');
+    expect(s.heldEndEvents(BILLED)).toBe('');
   });
 
   it('holds nothing for a client that did not ask for the usage', () => {
     const s = new AnthropicToChatStream('m', false);
     s.holdsFinalUsage = true;
     expect(s.push(Buffer.from(ANTHROPIC_STREAM)).endsWith('data: [DONE]\n\n')).toBe(true);
-    expect(s.finalUsage(BILLED)).toBe('');
+    expect(s.heldEndEvents(BILLED)).toBe('');
   });
 });
 
@@ -61,18 +61,18 @@ describe('ChatToAnthropicStream', () => {
     expect(out).toContain('content_block_stop');
     expect(out).not.toContain('message_delta');
     expect(out).not.toContain('message_stop');
-    const tail = s.finalUsage(BILLED);
+    const tail = s.heldEndEvents(BILLED);
     const [delta, stop] = dataOf(tail);
     expect(delta).toMatchObject({ type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { input_tokens: 200, cache_read_input_tokens: 700, cache_creation_input_tokens: 0, output_tokens: 100 } });
     expect(stop).toEqual({ type: 'message_stop' });
-    expect(s.finalUsage(BILLED)).toBe('');
+    expect(s.heldEndEvents(BILLED)).toBe('');
   });
 
   it('holds nothing after an error event', () => {
     const s = new ChatToAnthropicStream('m');
     s.holdsFinalUsage = true;
     s.push(Buffer.from(chunk({ error: { message: 'x', type: 'server_error' } }) + 'data: [DONE]\n\n'));
-    expect(s.finalUsage(BILLED)).toBe('');
+    expect(s.heldEndEvents(BILLED)).toBe('');
   });
 });
 

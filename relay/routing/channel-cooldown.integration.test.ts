@@ -6,12 +6,16 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack } from '../../tests/harness/gateway-stack.js';
-import { startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
+import { messageStart, sse, startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
 
 const MODEL = 'claude-haiku-4-5';
+/** Served by the mock and by a provider whose every stream is a 200 carrying an overload error. */
+const OVERLOADED_MODEL = 'claude-sonnet-4-5';
 let stack: GatewayStack;
 let hung: ScriptedProvider;
 let hungRequests = 0;
+let overloaded: ScriptedProvider;
+let overloadedRequests = 0;
 
 beforeAll(async () => {
   stack = await startGatewayStack({
@@ -19,10 +23,18 @@ beforeAll(async () => {
   });
   // Accepts the request and never answers (held until the test closes it).
   hung = await startScriptedProvider(() => { hungRequests++; });
-  await mockChannel(stack, [MODEL]);
+  // Anthropic reports an overload inside a stream: a 200, message_start, then an error event.
+  overloaded = await startScriptedProvider(({ model }, res) => {
+    overloadedRequests++;
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end(messageStart(model) + sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
+  });
+  await mockChannel(stack, [MODEL, OVERLOADED_MODEL]);
   await mockChannel(stack, [MODEL], 'default', { base_url: hung.url });
+  await mockChannel(stack, [OVERLOADED_MODEL], 'default', { base_url: overloaded.url });
 });
 afterAll(async () => {
+  await overloaded?.close();
   await hung?.close();
   await stack?.close();
 });
@@ -48,5 +60,24 @@ describe('a channel whose provider never answers', () => {
     expect(statuses.filter((s) => s === 200)).toHaveLength(40 - hungRequests);
     const setAside = await Promise.all(stack.relays.map(async (r) => (await (await fetch(`http://127.0.0.1:${r.metricsPort}/metrics`)).text())));
     expect(setAside.some((m) => /gateway_relay_channel_set_aside_total\{channel="\d+",reason="failures"\} 1/.test(m))).toBe(true);
+  }, 60_000);
+
+  // Before: the 200's headers counted as a success, and the error event as nothing: beside a healthy
+  // channel it took its users' streams, all of them failing, for as long as it was overloaded (30 of
+  // 40 in the streams review's probe).
+  it('a channel whose streams are a 200 carrying an overload error before any content is set aside too', async () => {
+    const account = await fundedAccount(stack, 10_000_000);
+    const key = (await createApiKey(stack, account)).key;
+    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+    let failed = 0;
+    for (let round = 0; round < 2; round++) {
+      for (let u = 0; u < 20; u++) {
+        const stream = client.messages.stream({ model: OVERLOADED_MODEL, max_tokens: 8, metadata: { user_id: `user-${u}` }, messages: [{ role: 'user', content: 'hi' }] });
+        await stream.finalMessage().catch(() => { failed++; });
+      }
+    }
+    expect(overloadedRequests).toBeGreaterThanOrEqual(3);
+    expect(overloadedRequests).toBeLessThanOrEqual(3 * stack.relays.length);
+    expect(failed).toBe(overloadedRequests);
   }, 60_000);
 });

@@ -1,5 +1,5 @@
 // A channel whose provider keeps failing to serve (no connection, no answer within the headers
-// timeout, a 5xx, 529 or 429) is set aside by this relay for a while:
+// timeout, a 5xx or 529) is set aside by this relay for a while:
 // the picks of its routes go to the other channels first. Without it, cache affinity
 // (affinity.ts) sent the same users to such a channel request after request: a provider that accepts
 // and never answers gave them a 504 after the headers timeout every time (that request cannot be

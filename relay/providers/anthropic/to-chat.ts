@@ -9,7 +9,7 @@
 //   → length; tool_use → tool_calls; refusal → content_filter.
 //   usage: prompt_tokens = input + cache reads + cache writes (OpenAI counts the cached part inside),
 //   prompt_tokens_details.cached_tokens = cache reads, completion_tokens = output; the figures the
-//   request is billed (the relay passes them: billedUsage in messages/settlement.ts, the ledger's
+//   request is billed (the relay passes them: usageAsBilled in messages/settlement.ts, the ledger's
 //   prompt_tokens and completion_tokens), so the client is shown what it pays for, a provider's usage
 //   that is no count (a string, 0.5, 1e400) included; without them, each count as usageCount reads it. completion_tokens_details.reasoning_tokens
 //   is 0 for an answer without thinking, and left out (`completion_tokens_details: {}`) for one with a
@@ -25,7 +25,7 @@
 // SDK's runTools fail to parse them); message_delta → a chunk with the finish_reason; message_stop →
 // the usage chunk (only when the client asked for it with stream_options.include_usage) and
 // `data: [DONE]` (with holdsFinalUsage, set by stream-relay.ts, both are held until the stream is
-// settled and written by finalUsage() with the usage billed); an error event → `data: {"error": …}` (OpenAI's SDK raises it); thinking deltas →
+// settled and written by heldEndEvents() with the usage billed); an error event → `data: {"error": …}` (OpenAI's SDK raises it); thinking deltas →
 // `reasoning_content` deltas. ping, other block stops and signature deltas send nothing. With include_usage every chunk before the usage chunk
 // carries `"usage": null`, as OpenAI's do.
 import { openaiProviderErrorBody } from '../../errors.js';
@@ -97,7 +97,7 @@ function chatId(messageId: unknown): string {
 
 /**
  * The Chat Completion of an Anthropic Message body; `model` is the name the client asked for, `billed`
- * the usage the request is billed (billedUsage), which its `usage` tells; absent, the body's own, read
+ * the usage the request is billed (usageAsBilled), which its `usage` tells; absent, the body's own, read
  * as counts.
  */
 export function messageToChat(body: Buffer, model: string, billed?: StreamUsage | null): string | null {
@@ -169,11 +169,11 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
   #thought = false;
   /**
    * Set before the first push (stream-relay.ts): the usage chunk and `[DONE]` are not written at
-   * message_stop but held for finalUsage(), once the stream is settled, so that the usage told is the
+   * message_stop but held for heldEndEvents(), once the stream is settled, so that the usage told is the
    * usage billed. Unset (unit tests), they are written at message_stop with the provider's figures.
    */
   holdsFinalUsage = false;
-  /** message_stop came while holdsFinalUsage: the usage chunk and [DONE] wait for finalUsage(). */
+  /** message_stop came while holdsFinalUsage: the usage chunk and [DONE] wait for heldEndEvents(). */
   #held = false;
 
   constructor(model: string, includeUsage: boolean) {
@@ -223,7 +223,7 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
    * `billed` (the figures the ledger has; null: the provider's as counts), and `[DONE]`. '' when
    * nothing is held (no message_stop came, or the client did not ask for the usage).
    */
-  finalUsage(billed: StreamUsage | null): string {
+  heldEndEvents(billed: StreamUsage | null): string {
     if (!this.#held) return '';
     this.#held = false;
     return this.#usageChunk(billed ? chatUsageOfBilled(billed, this.#thought) : chatUsageOf(this.#usage, this.#thought)) + DONE;

@@ -11,7 +11,7 @@
 //   OpenAI names none, so its answers stopped by a stop sequence say end_turn, stop_sequence null.
 //   usage: input_tokens = prompt_tokens - cached_tokens, cache_read_input_tokens = cached_tokens,
 //   output_tokens = completion_tokens (and reasoning reported beside them: chat-usage.ts). The relay
-//   passes the figures the request is billed (billedUsage in messages/settlement.ts, the ledger's), and
+//   passes the figures the request is billed (usageAsBilled in messages/settlement.ts, the ledger's), and
 //   those are told: a provider's usage that is no count (a string, 0.5, 1e400) is billed as the relay
 //   counts and bounds it, and the client is told that, not the provider's claim.
 //
@@ -22,7 +22,7 @@
 // message_delta with the stop reason and the whole usage (input included), message_stop (after a
 // message_start when none came: a stream of [DONE] alone is an empty message; with holdsFinalUsage,
 // set by stream-relay.ts, message_delta and message_stop are held until the stream is settled and
-// written by finalUsage() with the usage billed); an error object →
+// written by heldEndEvents() with the usage billed); an error object →
 // Anthropic's error event, and nothing after it.
 //
 // Anthropic's blocks do not interleave and Chat Completions' tool calls may (their deltas carry an
@@ -121,7 +121,7 @@ function parseArguments(args: unknown): unknown {
 /**
  * The Anthropic Message of a Chat Completion body; `model` is the name the client asked for,
  * `stopSequences` the request's (to name the one a provider says it stopped at), `billed` the usage
- * the request is billed (billedUsage), which its `usage` tells; absent, the body's own, read as counts.
+ * the request is billed (usageAsBilled), which its `usage` tells; absent, the body's own, read as counts.
  */
 export function chatToMessage(body: Buffer, model: string, stopSequences?: unknown, billed?: StreamUsage | null): string | null {
   let c: unknown;
@@ -275,11 +275,11 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
   readonly #onLine = (line: string): string => this.#line(line);
   /**
    * Set before the first push (stream-relay.ts): message_delta (the usage) and message_stop are not
-   * written at the end but held for finalUsage(), once the stream is settled, so that the usage told
+   * written at the end but held for heldEndEvents(), once the stream is settled, so that the usage told
    * is the usage billed. Unset (unit tests), they are written at the end with the provider's figures.
    */
   holdsFinalUsage = false;
-  /** The end came while holdsFinalUsage: message_delta and message_stop wait for finalUsage(). */
+  /** The end came while holdsFinalUsage: message_delta and message_stop wait for heldEndEvents(). */
   #held = false;
 
   /** `stopSequences`: the request's, to name the one a provider says it stopped at. */
@@ -493,7 +493,7 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
    * `billed` (the figures the ledger has; null: the provider's as counts), and message_stop. '' when
    * nothing is held (the stream did not end, or ended with an error event).
    */
-  finalUsage(billed: StreamUsage | null): string {
+  heldEndEvents(billed: StreamUsage | null): string {
     if (!this.#held) return '';
     this.#held = false;
     return this.#end(billed);
