@@ -270,7 +270,18 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     noteOutcome();
     if (cut !== null) clearTimeout(cut);
     ex.done(200, '');
+    // An OpenAI-format stream is complete at its finish_reason and usage; its [DONE] may come in a
+    // later read. The rewriter ends its conversion on [DONE] (content_block_stop, message_delta,
+    // message_stop), so it is given one, as at the body's end.
+    if (!parser.sawMessageStop && !ex.aborted) {
+      const out = rewriter!.push(CHAT_DONE);
+      if (out.length > 0) scrubber.push(out);
+    }
     if (!ex.aborted) scrubber.flush();
+    // The rest of the provider's body is not read: once settled the request leaves the heartbeat's
+    // stall check, and a provider pinging on would hold the pooled connection (and a relay's close)
+    // for as long as it pinged. Destroyed, the connection is not reused.
+    body.destroy();
     client.holdForEnd();
     void settleStream(ex, parser, delivered, null, (billed) => client.end(lastWords(rewriter, billed, undefined)));
   };

@@ -9,7 +9,7 @@
 // 0 for 50 billed ("50", 0.5), input_tokens 0 for 245 billed.
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type LedgerRow, type TestAccount } from '../../tests/harness/gateway-stack.js';
 import {
   balanceOf, billOf, BLOCK_START, BLOCK_STOP, CHAT_DONE, CHAT_FINISH, CHAT_TOK, chatChunk, chatCompletion, LONG_PROMPT, MESSAGE_STOP, messageDelta, messageStart,
@@ -65,12 +65,19 @@ const OAI: Record<string, { usage: Record<string, unknown>; inf?: string }> = {
   'cu-oai-inf-input': { usage: { prompt_tokens: 1, completion_tokens: NORMAL_OUTPUT, total_tokens: 1 }, inf: 'prompt_tokens' },
 };
 
-/** A provider that keeps the connection open, pinging, after its stream's last event. */
-const LINGER: Record<string, (model: string) => string> = {
-  'cu-linger-ant': (m) => messageStart(m) + BODY50 + messageDelta() + MESSAGE_STOP,
-  'cu-linger-oai': () => OAI_ROLE + CHAT_TOK.repeat(NORMAL_OUTPUT) + CHAT_FINISH + oaiUsage(FULL_USAGE) + CHAT_DONE,
+/**
+ * A provider that keeps the connection open, pinging, after its stream's last event: the answer, and
+ * what it writes 300 ms later ('' for nothing).
+ */
+const LINGER: Record<string, (model: string) => [string, string]> = {
+  'cu-linger-ant': (m) => [messageStart(m) + BODY50 + messageDelta() + MESSAGE_STOP, ''],
+  'cu-linger-oai': () => [OAI_ROLE + CHAT_TOK.repeat(NORMAL_OUTPUT) + CHAT_FINISH + oaiUsage(FULL_USAGE) + CHAT_DONE, ''],
+  // Complete at its usage chunk; its [DONE] in a later write (as OpenAI and vLLM often send it).
+  'cu-linger-oai-done-later': () => [OAI_ROLE + CHAT_TOK.repeat(NORMAL_OUTPUT) + CHAT_FINISH + oaiUsage(FULL_USAGE), CHAT_DONE],
 };
 const releaseLinger: Array<() => void> = [];
+/** The lingering answers whose provider ended the connection itself (its 20 s), not the relay. */
+const providerEnded = new Set<string>();
 
 let stack: GatewayStack;
 let provider: ScriptedProvider;
@@ -84,9 +91,16 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' });
     if (model in LINGER) {
       // The whole answer, then pings, the connection kept open until the test lets it go (or 20 s).
-      res.write(LINGER[model]!(model));
+      const [answer, tail] = LINGER[model]!(model);
+      res.write(answer);
+      if (tail !== '') setTimeout(() => { if (!res.destroyed) res.write(tail); }, 300);
       const ping = setInterval(() => { if (!res.destroyed) res.write(model.startsWith('cu-linger-oai') ? ': keep-alive\n\n' : 'event: ping\ndata: {"type": "ping"}\n\n'); }, 200);
-      const close = () => { clearInterval(ping); if (!res.destroyed) res.end(); };
+      const close = () => {
+        clearInterval(ping);
+        if (res.destroyed) return;
+        providerEnded.add(model);
+        res.end();
+      };
       releaseLinger.push(close);
       setTimeout(close, 20_000);
       return;
@@ -100,7 +114,7 @@ beforeAll(async () => {
   });
   stack = await startGatewayStack();
   await mockChannel(stack, [...Object.keys(ANT), 'cu-linger-ant'], 'default', { base_url: provider.url });
-  await mockChannel(stack, [...Object.keys(OAI), 'cu-linger-oai'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
+  await mockChannel(stack, [...Object.keys(OAI), 'cu-linger-oai', 'cu-linger-oai-done-later'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
   account = await fundedAccount(stack, 100_000_000);
   const key = (await createApiKey(stack, account)).key;
   anthropic = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
@@ -184,18 +198,23 @@ describe('OpenAI-format channel, Anthropic SDK: the usage told is the usage bill
 // Before (the first cut of the change above): a converted stream's last events waited for the
 // provider to close its connection, so a provider pinging on after its last event held the client's
 // usage chunk and [DONE] (or message_delta and message_stop) for as long (4 s in the review's probe).
-// The stream is settled and ended once the provider's stream is complete: the client has its whole
-// answer while the provider's connection is still open.
+// The stream is settled and ended once the provider's stream is complete, and the provider's
+// connection is let go then (read on, a provider pinging for ever held a pooled connection, and a
+// relay's close, for ever: the settled request had left the stall check). An OpenAI-format stream is
+// complete at its usage chunk: a [DONE] written later must not be needed for the conversion's end.
 describe('a provider that keeps its connection open after its last event', () => {
-  it('openai SDK on an Anthropic-format channel: the usage chunk and the end come while the provider still pings', async () => {
+  it('openai SDK on an Anthropic-format channel: the usage chunk and the end come, and the provider is let go', async () => {
     const { told, row } = await viaOpenAI('cu-linger-ant', true);
-    expect(provider.seen.get('cu-linger-ant')!.closedAt).toBe(0);
+    expect(providerEnded.has('cu-linger-ant')).toBe(false);
     expect({ prompt: told!.prompt_tokens, completion: told!.completion_tokens }).toEqual({ prompt: row.prompt_tokens, completion: row.completion_tokens });
+    await vi.waitFor(() => expect(provider.seen.get('cu-linger-ant')!.closedAt).toBeGreaterThan(0), { timeout: 5000 });
   });
 
-  it('Anthropic SDK on an OpenAI-format channel: message_delta and message_stop come while the provider still pings', async () => {
-    const { told, row } = await viaAnthropic('cu-linger-oai', true);
-    expect(provider.seen.get('cu-linger-oai')!.closedAt).toBe(0);
+  it.each(['cu-linger-oai', 'cu-linger-oai-done-later'])('Anthropic SDK on an OpenAI-format channel (%s): message_delta and message_stop come, and the provider is let go', async (model) => {
+    const { text, told, row } = await viaAnthropic(model, true);
+    expect(text).toMatch(TEXT);
+    expect(providerEnded.has(model)).toBe(false);
     expect({ prompt: told.input_tokens, completion: told.output_tokens }).toEqual({ prompt: row.prompt_tokens, completion: row.completion_tokens });
+    await vi.waitFor(() => expect(provider.seen.get(model)!.closedAt).toBeGreaterThan(0), { timeout: 5000 });
   });
 });
