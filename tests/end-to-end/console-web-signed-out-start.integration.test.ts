@@ -62,8 +62,12 @@ describe('a signed-out start', () => {
     seen.stop();
     expect(seen.failures).toEqual([]);
     expect(seen.selfAsked()).toBeGreaterThan(0);
+    // The Log in page reads the service status (what it offers): a reload while that read is under
+    // way cancels it (net::ERR_ABORTED), as it would the Dashboard's reads above.
+    const statusRead = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/status');
     await page.getByRole('button', { name: 'Log out' }).click();
     await page.getByRole('heading', { name: 'Log in' }).waitFor();
+    await statusRead;
     const after = watch(page);
     await page.reload({ waitUntil: 'networkidle' });
     await page.getByRole('heading', { name: 'Log in' }).waitFor();
