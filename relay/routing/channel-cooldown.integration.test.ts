@@ -59,7 +59,8 @@ describe('a channel whose provider never answers', () => {
     expect(statuses.filter((s) => s === 504)).toHaveLength(hungRequests);
     expect(statuses.filter((s) => s === 200)).toHaveLength(40 - hungRequests);
     const setAside = await Promise.all(stack.relays.map(async (r) => (await (await fetch(`http://127.0.0.1:${r.metricsPort}/metrics`)).text())));
-    expect(setAside.some((m) => /gateway_relay_channel_set_aside_total\{channel="\d+",reason="failures"\} 1/.test(m))).toBe(true);
+    // At least once (relays started in one process, as the cluster pass does, share the counter).
+    expect(setAside.some((m) => /gateway_relay_channel_set_aside_total\{channel="\d+",reason="failures"\} [1-9]/.test(m))).toBe(true);
   }, 60_000);
 
   // Before: the 200's headers counted as a success, and the error event as nothing: beside a healthy
