@@ -265,28 +265,9 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   };
   /** The stream was settled and ended before the provider's body ended (complete(), below). */
   let finished = false;
-  const complete = (): void => {
-    finished = true;
-    noteOutcome();
-    if (cut !== null) clearTimeout(cut);
-    ex.done(200, '');
-    // An OpenAI-format stream is complete at its finish_reason and usage; its [DONE] may come in a
-    // later read. The rewriter ends its conversion on [DONE] (content_block_stop, message_delta,
-    // message_stop), so it is given one, as at the body's end.
-    if (!parser.sawMessageStop && !ex.aborted) {
-      const out = rewriter!.push(CHAT_DONE);
-      if (out.length > 0) scrubber.push(out);
-    }
-    if (!ex.aborted) scrubber.flush();
-    // The rest of the provider's body is not read: once settled the request leaves the heartbeat's
-    // stall check, and a provider pinging on would hold the pooled connection (and a relay's close)
-    // for as long as it pinged. Destroyed, the connection is not reused.
-    body.destroy();
-    client.holdForEnd();
-    void settleStream(ex, parser, delivered, null, (billed) => client.end(lastWords(rewriter, billed, undefined)));
-  };
-  body.on('end', () => {
-    if (finished) return;
+  // The provider's stream ended (its body's end, or complete() for a converted one): the client's last
+  // events, the settlement, then the client's end.
+  const endStream = (): void => {
     noteOutcome();
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
     const cut = !parser.complete && !parser.error;
@@ -297,7 +278,9 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     }
     // A Chat Completions stream complete without its `[DONE]`: the client gets the `[DONE]` its reader
     // may wait for (message_stop, for an Anthropic client, from the rewriter). The blank line first
-    // ends an event the provider left open.
+    // ends an event the provider left open. So does a converted stream ended by complete(): an
+    // OpenAI-format stream is complete at its finish_reason and usage, its [DONE] may come in a later
+    // read, and the rewriter ends its conversion on [DONE].
     if (!cut && !parser.error && !parser.sawMessageStop && !ex.aborted) {
       const out = rewriter === null ? CHAT_DONE : rewriter.push(CHAT_DONE);
       if (out.length > 0) scrubber.push(out);
@@ -309,6 +292,17 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     void settleStream(ex, parser, delivered, parser.error
       ? providerErrorReason(parser.error.type)
       : parser.complete ? null : REASON.streamCut, (billed) => client.end(lastWords(rewriter, billed, cut ? failedEvent : undefined)));
+  };
+  const complete = (): void => {
+    finished = true;
+    // The rest of the provider's body is not read: once settled the request leaves the heartbeat's
+    // stall check, and a provider pinging on would hold the pooled connection (and a relay's close)
+    // for as long as it pinged. Destroyed, the connection is not reused (its 'close' clears the cut).
+    body.destroy();
+    endStream();
+  };
+  body.on('end', () => {
+    if (!finished) endStream();
   });
   body.on('error', (err: Error) => {
     if (finished) return;
