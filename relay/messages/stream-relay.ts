@@ -29,6 +29,7 @@ import type { Encoding } from '../token-count/bpe-count.js';
 import { providerErrorReason, REASON } from './failure-reasons.js';
 import { usageAsBilled, type Outcome, type UsageBound } from './settlement.js';
 import { closesConnection } from '../connection-draining.js';
+import { lingeringBodies } from '../upstream/body-linger.js';
 import type { ChannelCooldown } from '../routing/channel-cooldown.js';
 import { writeCorsHeaders } from '../cors.js';
 import { outputLimitField } from '../../core/channels/output-limit.js';
@@ -140,7 +141,8 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     encoding: ex.tokenEncoding,
     onCongestion: (lagging) => {
       countingLags = lagging;
-      if (lagging) body.pause();
+      // Once finished, the body is drained for its response's end (complete()), not paused.
+      if (lagging && !finished) body.pause();
       else if (!socketFull && !body.destroyed) body.resume();
     },
   });
@@ -196,16 +198,21 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
       first = false;
       relayMetrics.streamFirstByte(performance.now() - ex.t0);
     }
-    const out = rewriter === null ? aligner!.push(chunk) : rewriter.push(chunk);
+    // The stream ends with the event of its message_stop or [DONE] (parser.endedAt): what a provider
+    // writes after it is no part of the answer, neither passed on nor billed (it was both: content
+    // and a second usage after [DONE] were billed), and a provider that keeps its connection open
+    // after it no longer holds the client's end.
+    const endedAt = parser.endedAt;
+    const part = endedAt < 0 ? chunk : chunk.subarray(0, endedAt);
+    const out = rewriter === null ? aligner!.push(part) : rewriter.push(part);
     if (out.length > 0) scrubber.push(out);
     // What was converted is written; the stream then ends as failed (the catch below).
     const failure = rewriter?.failure;
     if (failure) throw failure;
     // A converted stream holds its last events for the usage billed (StreamRewriter.holdsFinalUsage):
-    // once the provider's stream is complete it is settled and ended, not when the provider closes the
-    // connection (a provider pinging on after its last event held the client's [DONE] or message_stop
-    // for as long). What the provider sends after it is read and dropped.
-    if (rewriter?.holdsFinalUsage === true && parser.complete && !parser.error) complete();
+    // it is settled and ended once the provider's stream is complete, which an OpenAI-format stream
+    // is at its usage chunk, its [DONE] possibly in a later read.
+    if (endedAt >= 0 || (rewriter?.holdsFinalUsage === true && parser.complete && !parser.error)) complete();
   };
   body.on('data', (chunk: Buffer) => {
     if (broken || finished) return;
@@ -241,6 +248,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   };
   body.once('close', () => {
     if (cut !== null) clearTimeout(cut);
+    if (finished) lingeringBodies.release(body);
   });
   ex.onAbortedWhilePending = () => {
     // The socket a full client left will never drain: only the counting of delivered text may hold
@@ -295,14 +303,15 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   };
   const complete = (): void => {
     finished = true;
-    // The rest of the provider's body is not read: once settled the request leaves the heartbeat's
-    // stall check, and a provider pinging on would hold the pooled connection (and a relay's close)
-    // for as long as it pinged. Destroyed, the connection is not reused (its 'close' clears the cut).
-    body.destroy();
+    // The rest of the provider's body is not read, only drained for a moment (body-linger.ts): once
+    // settled the request leaves the heartbeat's stall check, and a provider pinging on would hold
+    // the pooled connection (and a relay's close) for as long as it pinged.
+    lingeringBodies.hold(body);
     endStream();
   };
   body.on('end', () => {
-    if (!finished) endStream();
+    if (finished) lingeringBodies.release(body);
+    else endStream();
   });
   body.on('error', (err: Error) => {
     if (finished) return;

@@ -54,7 +54,9 @@ describe('stream meters skip a payload that is not the object they expect', () =
   it.each(anthropicLines())('SseUsageParser: %j', (line) => {
     const parser = new SseUsageParser(sink);
     expect(() => parser.push(Buffer.from(line))).not.toThrow();
-    // The stream reads on as usual after it.
+    // message_stop's event ends the stream, whatever its data: nothing after it is read.
+    if (parser.sawMessageStop) return void expect(parser.endedAt).toBe(Buffer.byteLength(line));
+    // Otherwise the stream reads on as usual after it.
     parser.push(Buffer.from('event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":5,"output_tokens":1}}}\n\n'));
     expect(parser.inputTokens).toBe(5);
   });

@@ -33,6 +33,12 @@ export interface StreamMeter extends StreamUsage {
    * A stream that ends otherwise was cut.
    */
   readonly complete: boolean;
+  /**
+   * The event that ends the stream (message_stop's, `[DONE]`'s) ended at this index of the chunk last
+   * pushed (just past its blank line); 0 for chunks pushed after it; -1 before. Nothing after it is
+   * read: the stream relay passes and bills the stream up to here.
+   */
+  readonly endedAt: number;
   /** The stream stated its input as a count of a prompt; false: the relay counts the prompt (stream-relay.ts). */
   readonly inputStated: boolean;
   /** The generation is over (message_delta, a finish_reason): what may still come is the final usage. */

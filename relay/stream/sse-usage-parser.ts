@@ -114,6 +114,11 @@ export class SseUsageParser implements StreamUsage {
    */
   inputStated = false;
   sawMessageStop = false;
+  /**
+   * message_stop's event ended (the blank line after it): at this index of the chunk last pushed, 0
+   * for the chunks pushed after it, -1 before. What follows is not read.
+   */
+  endedAt = -1;
   get complete(): boolean {
     return this.sawMessageStop;
   }
@@ -166,6 +171,11 @@ export class SseUsageParser implements StreamUsage {
   }
 
   push(chunk: Buffer): void {
+    // After the stream's end nothing is read: it is no part of the answer (stream-relay.ts).
+    if (this.endedAt >= 0) {
+      this.endedAt = 0;
+      return;
+    }
     const len = chunk.length;
     const breaks = this.#breaks;
     let pos = breaks.start(chunk);
@@ -179,6 +189,10 @@ export class SseUsageParser implements StreamUsage {
       if (c === Byte.NL || c === Byte.CR) {
         this.#endEvent();
         pos = breaks.after(chunk, pos);
+        if (this.sawMessageStop) {
+          this.endedAt = pos;
+          return;
+        }
         continue;
       }
       const br = breaks.find(chunk, pos);
@@ -298,6 +312,8 @@ export class SseUsageParser implements StreamUsage {
   }
 
   #line(buf: Buffer, start: number, end: number): void {
+    // The rest of message_stop's event: nothing in it is read.
+    if (this.sawMessageStop) return;
     if (start === end) {
       this.#endEvent();
       return;

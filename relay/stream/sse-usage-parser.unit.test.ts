@@ -417,3 +417,47 @@ describe('a content delta longer than MAX_CARRIED_LINE', () => {
     }
   });
 });
+
+describe('SseUsageParser: the end of the stream', () => {
+  const TAIL = event('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'late' } })
+    + event('message_delta', { type: 'message_delta', delta: {}, usage: { output_tokens: 999 } });
+  for (const [name, stream] of [
+    ['named events', STREAM],
+    ['a data-only stream', STREAM.replace(/^event: [a-z_]+\n/gm, '')],
+    ['CRLF line breaks', STREAM.replace(/\n/g, '\r\n')],
+  ] as const) {
+    it(`${name}: endedAt is where message_stop's event ends, whatever the chunking, and nothing after it is read`, () => {
+      const bytes = Buffer.from(stream + TAIL);
+      for (const size of [1, 2, 7, 64, bytes.length]) {
+        const p = new SseUsageParser();
+        let passed = 0;
+        for (let i = 0; i < bytes.length; i += size) {
+          const chunk = bytes.subarray(i, i + size);
+          p.push(chunk);
+          if (p.endedAt >= 0) {
+            passed = i + p.endedAt;
+            break;
+          }
+          passed = i + chunk.length;
+        }
+        // A CRLF cut after its CR ends the event at the CR (a line break of its own), its LF unread.
+        const whole = Buffer.byteLength(stream);
+        expect(passed === whole || (stream.endsWith('\r\n') && passed === whole - 1)).toBe(true);
+        // Pushed on regardless, the tail changes nothing.
+        p.push(Buffer.from(TAIL));
+        expect(p.endedAt).toBe(0);
+        expect([p.outputTokens, p.contentDeltas]).toEqual([42, 5]);
+      }
+    });
+  }
+
+  it('stays -1 while message_stop has not come, or its event has not ended', () => {
+    const p = new SseUsageParser();
+    p.push(Buffer.from(STREAM.slice(0, STREAM.lastIndexOf('event: message_stop'))));
+    expect(p.endedAt).toBe(-1);
+    p.push(Buffer.from('event: message_stop\ndata: {"type":"message_stop"}\n'));
+    expect([p.sawMessageStop, p.endedAt]).toEqual([true, -1]);
+    p.push(Buffer.from('\nevent: ping\n\n'));
+    expect(p.endedAt).toBe(1);
+  });
+});

@@ -141,6 +141,11 @@ export class ChatStreamMeter implements StreamMeter {
   sawMessageDelta = false;
   sawMessageStop = false;
   /**
+   * `[DONE]`'s event ended (the blank line after it): at this index of the chunk last pushed, 0 for
+   * the chunks pushed after it, -1 before. What follows is not read.
+   */
+  endedAt = -1;
+  /**
    * `[DONE]`, or a finish_reason and the final usage after it: servers that close the stream without
    * `[DONE]` (several OpenAI-compatible ones do) sent a whole answer, which a client must get as one
    * rather than followed by a failed-stream event.
@@ -180,6 +185,11 @@ export class ChatStreamMeter implements StreamMeter {
   }
 
   push(chunk: Buffer): void {
+    // After the stream's end nothing is read: it is no part of the answer (stream-relay.ts).
+    if (this.endedAt >= 0) {
+      this.endedAt = 0;
+      return;
+    }
     const len = chunk.length;
     const breaks = this.#breaks;
     let pos = breaks.start(chunk);
@@ -198,7 +208,13 @@ export class ChatStreamMeter implements StreamMeter {
         return;
       }
       if (br > pos) this.#line(chunk, pos, br);
-      else this.#endEvent();
+      else {
+        this.#endEvent();
+        if (this.sawMessageStop) {
+          this.endedAt = breaks.after(chunk, br);
+          return;
+        }
+      }
       pos = breaks.after(chunk, br);
     }
   }
@@ -292,7 +308,8 @@ export class ChatStreamMeter implements StreamMeter {
   }
 
   #line(buf: Buffer, start: number, end: number): void {
-    if (!startsWith(buf, start, end, DATA_PREFIX)) return;
+    // The rest of [DONE]'s event: nothing in it is read.
+    if (this.sawMessageStop || !startsWith(buf, start, end, DATA_PREFIX)) return;
     let s = start + DATA_PREFIX.length;
     const data = this.#data;
     if (data.bytes > 0) {

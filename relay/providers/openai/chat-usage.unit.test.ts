@@ -182,3 +182,36 @@ describe('ChatStreamMeter, what a usage states and what follows it', () => {
     expect(meter).toMatchObject({ generationDone: true, outputTokens: 9, sawMessageDelta: true });
   });
 });
+
+describe('ChatStreamMeter: the end of the stream', () => {
+  const usage = (u: unknown) => `data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":${JSON.stringify(u)}}\n\n`;
+  const STREAM = chunk({ role: 'assistant', content: '' }) + chunk({ content: 'one' }) + chunk({ content: ' two' }) + chunk({}, 'stop')
+    + usage({ prompt_tokens: 10, completion_tokens: 2 }) + 'data: [DONE]\n\n';
+  const TAIL = chunk({ content: 'late' }) + usage({ prompt_tokens: 1318, completion_tokens: 999 }) + 'data: [DONE]\n\n';
+  for (const [name, stream] of [['LF', STREAM], ['CRLF', STREAM.replace(/\n/g, '\r\n')], ['a comment in [DONE]\'s event', STREAM.replace('data: [DONE]\n', 'data: [DONE]\n: bye\n')]] as const) {
+    it(`${name}: endedAt is where [DONE]'s event ends, whatever the chunking, and nothing after it is read`, () => {
+      const bytes = Buffer.from(stream + TAIL);
+      for (const size of [1, 3, 16, bytes.length]) {
+        const texts: string[] = [];
+        const m = new ChatStreamMeter({ pushDelta: () => {}, pushText: (buf, start, end) => texts.push(buf.toString('utf8', start, end)) });
+        let passed = 0;
+        for (let i = 0; i < bytes.length; i += size) {
+          const part = bytes.subarray(i, i + size);
+          m.push(part);
+          if (m.endedAt >= 0) {
+            passed = i + m.endedAt;
+            break;
+          }
+          passed = i + part.length;
+        }
+        // A CRLF cut after its CR ends the event at the CR (a line break of its own), its LF unread.
+        const whole = Buffer.byteLength(stream);
+        expect(passed === whole || (stream.endsWith('\r\n') && passed === whole - 1)).toBe(true);
+        m.push(Buffer.from(TAIL));
+        expect(m.endedAt).toBe(0);
+        expect([m.inputTokens, m.outputTokens]).toEqual([10, 2]);
+        expect(texts.join('')).toBe('one two');
+      }
+    });
+  }
+});
