@@ -113,6 +113,18 @@ describe('AnthropicToChatStream', () => {
     expect(events.at(-2)).toMatchObject({ usage: { prompt_tokens: 2 * MAX_USAGE_COUNT, completion_tokens: 3, total_tokens: 2 * MAX_USAGE_COUNT + 3, prompt_tokens_details: { cached_tokens: MAX_USAGE_COUNT } } });
   });
 
+  it.each([true, false])('a stream that ends with message_stop and no message_delta still gives a finish_reason (usage asked: %s)', (includeUsage) => {
+    const noDelta = streamHead('msg_5', 'claude-x', usage) + DELTA_EVENT + 'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+      + 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
+    const events = dataEvents(new AnthropicToChatStream('m', includeUsage).push(Buffer.from(noDelta)));
+    expect(events.at(-1)).toBe('[DONE]');
+    const finishes = (events.slice(0, -1) as Array<{ choices: Array<{ finish_reason: string | null }> }>).flatMap((c) => c.choices.map((ch) => ch.finish_reason)).filter((f) => f !== null);
+    expect(finishes).toEqual(['stop']);
+    // With a message_delta, its finish_reason alone.
+    const withDelta = dataEvents(new AnthropicToChatStream('m', includeUsage).push(anthropicStream)).slice(0, -1) as Array<{ choices: Array<{ finish_reason: string | null }> }>;
+    expect(withDelta.flatMap((c) => c.choices.map((ch) => ch.finish_reason)).filter((f) => f !== null)).toEqual(['stop']);
+  });
+
   it('drops a line that never ends past MAX_CARRIED_LINE and converts on after its newline', () => {
     const conv = new AnthropicToChatStream('m', true);
     let out = conv.push(Buffer.from(streamHead('msg_4', 'claude-x', usage)));

@@ -105,6 +105,7 @@ beforeAll(async () => {
       setTimeout(close, 20_000);
       return;
     }
+    if (model === 'cu-no-delta') return void res.end(messageStart(model) + BODY50 + MESSAGE_STOP);
     const ant = ANT[model];
     if (ant) return void res.end(stream ? ant.stream(model) : ant.json(model));
     const oai = OAI[model];
@@ -113,7 +114,7 @@ beforeAll(async () => {
     res.end(oai.inf ? INF(answer, oai.inf) : answer);
   });
   stack = await startGatewayStack();
-  await mockChannel(stack, [...Object.keys(ANT), 'cu-linger-ant'], 'default', { base_url: provider.url });
+  await mockChannel(stack, [...Object.keys(ANT), 'cu-linger-ant', 'cu-no-delta'], 'default', { base_url: provider.url });
   await mockChannel(stack, [...Object.keys(OAI), 'cu-linger-oai', 'cu-linger-oai-done-later'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
   account = await fundedAccount(stack, 100_000_000);
   const key = (await createApiKey(stack, account)).key;
@@ -217,4 +218,15 @@ describe('a provider that keeps its connection open after its last event', () =>
     expect({ prompt: told.input_tokens, completion: told.output_tokens }).toEqual({ prompt: row.prompt_tokens, completion: row.completion_tokens });
     await vi.waitFor(() => expect(provider.seen.get(model)!.closedAt).toBeGreaterThan(0), { timeout: 5000 });
   });
+});
+
+// Before: an Anthropic-format stream ending with message_stop and no message_delta (no stop_reason
+// said) gave the openai SDK no finish_reason, and its stream helper threw "missing finish_reason for
+// choice 0" at finalChatCompletion().
+it('an Anthropic-format stream without message_delta: the openai SDK\'s stream helper gets finish_reason "stop"', async () => {
+  const s = openai.chat.completions.stream({ model: 'cu-no-delta', max_tokens: MAX_TOKENS, stream_options: { include_usage: true }, messages });
+  const done = await s.finalChatCompletion();
+  expect(done.choices[0]!.finish_reason).toBe('stop');
+  expect(done.choices[0]!.message.content).toMatch(TEXT);
+  expect(done.usage?.completion_tokens).toBeGreaterThan(0);
 });

@@ -175,6 +175,8 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
   holdsFinalUsage = false;
   /** message_stop came while holdsFinalUsage: the usage chunk and [DONE] wait for heldEndEvents(). */
   #held = false;
+  /** A finish_reason was written (message_delta's). */
+  #finished = false;
 
   constructor(model: string, includeUsage: boolean) {
     super();
@@ -284,15 +286,20 @@ export class AnthropicToChatStream extends LineStream implements StreamRewriter 
         const usage = data.usage;
         if (isObject(usage)) for (const [k, v] of Object.entries(usage)) if (v !== null && v !== undefined && k !== '__proto__') this.#usage[k] = v;
         const delta = data.delta as Record<string, unknown> | undefined;
+        this.#finished = true;
         return this.#chunk({}, finishReasonOf(delta?.stop_reason));
       }
       case 'message_stop': {
-        if (!this.#includeUsage) return DONE;
+        // A provider that ends without message_delta (no stop_reason said): the choice still finishes,
+        // or the openai SDK's stream helper (finalChatCompletion) throws "missing finish_reason".
+        const finish = this.#finished ? '' : this.#chunk({}, 'stop');
+        this.#finished = true;
+        if (!this.#includeUsage) return finish + DONE;
         if (this.holdsFinalUsage) {
           this.#held = true;
-          return '';
+          return finish;
         }
-        return this.#usageChunk(chatUsageOf(this.#usage, this.#thought)) + DONE;
+        return finish + this.#usageChunk(chatUsageOf(this.#usage, this.#thought)) + DONE;
       }
       case 'error': {
         const e = data.error as { type?: unknown; message?: unknown } | undefined;
