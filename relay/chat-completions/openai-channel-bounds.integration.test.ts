@@ -266,6 +266,13 @@ describe('fields whose cost the relay cannot price are refused, on every channel
     ['web search', { web_search_options: {} }, /web_search_options/],
     ['predicted outputs', { prediction: { type: 'content', content: 'a long prediction' } }, /prediction/],
     ['priority processing', { service_tier: 'priority' }, /service_tier/],
+    // Providers' own paid extras of OpenAI-format APIs, passed through to them before: xAI's Live
+    // Search (a fee per source), OpenRouter's plugins (web results, PDF parsing: a fee each) and model
+    // fallbacks (another model answers, at its price), DashScope's (Qwen's) web search.
+    ['xAI Live Search', { search_parameters: { mode: 'on' } }, /search_parameters/],
+    ['OpenRouter web plugin', { plugins: [{ id: 'web' }] }, /plugins/],
+    ['OpenRouter model fallbacks', { models: ['cheap/model', 'dear/model'] }, /models/],
+    ['DashScope web search', { enable_search: true }, /enable_search/],
   ])('%s: 400 in OpenAI\'s error JSON, the provider never called', async (_name, extra, message) => {
     const calls = openaiMock.requests.length;
     const err = await openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], ...extra } as OpenAI.ChatCompletionCreateParamsNonStreaming).catch((e: unknown) => e);
@@ -276,7 +283,7 @@ describe('fields whose cost the relay cannot price are refused, on every channel
   });
 
   it('what the provider prices as the relay does passes: text modalities, flex and default tiers, a JSON schema', async () => {
-    const extra = { modalities: ['text'], service_tier: 'flex', response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } };
+    const extra = { modalities: ['text'], service_tier: 'flex', response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } }, enable_search: false, plugins: [] };
     await openai.chat.completions.create({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }], ...extra } as OpenAI.ChatCompletionCreateParamsNonStreaming);
     expect(providerBody()).toMatchObject(extra);
   });

@@ -30,7 +30,8 @@
 //   max_completion_tokens, else max_tokens, else the model's default bound (option
 //   ModelMaxOutputTokens, DEFAULT_MAX_OUTPUT_TOKENS = 4096 when unset) → max_tokens
 // Refused (400) on every channel: audio input and output (`audio`, `modalities` other than text),
-// `web_search_options`, `prediction`, `service_tier` other than auto/default/flex (unpricedFieldRefusal),
+// `web_search_options`, `prediction`, `service_tier` other than auto/default/flex, providers' paid
+// extras (`search_parameters`, `plugins`, `models`, `enable_search`: unpricedFieldRefusal),
 // legacy `function` messages and functions, tools other than functions. Refused when routed to an
 // Anthropic channel (anthropicOnlyRefusal): no user or assistant message with content, n > 1,
 // response_format json_object (Anthropic's structured outputs need a schema; json_schema → its
@@ -275,7 +276,11 @@ const PRICED_SERVICE_TIERS = new Set(['auto', 'default', 'flex']);
  * Fields that make an OpenAI-format provider bill what the relay can neither price nor bound, refused
  * whatever the channel (money bound, docs/billing.md): audio output (audio tokens, priced apart),
  * web search (a fee per search the usage does not report), predicted outputs (rejected prediction
- * tokens billed beyond max_completion_tokens), service tiers dearer than the standard price.
+ * tokens billed beyond max_completion_tokens), service tiers dearer than the standard price; and the
+ * paid extras of OpenAI-compatible providers, which pass through to them as unknown fields do: xAI's
+ * Live Search (`search_parameters`, a fee per source), OpenRouter's `plugins` (web results, PDF
+ * parsing: a fee each; an empty list asks for none) and `models` (fallbacks: another model answers,
+ * at its own price), DashScope's `enable_search` (Qwen's web search, a fee per search).
  */
 export function unpricedFieldRefusal(chat: ChatRequest): RelayError | null {
   const c = chat as Record<string, unknown>;
@@ -287,6 +292,10 @@ export function unpricedFieldRefusal(chat: ChatRequest): RelayError | null {
   if (c.prediction !== undefined && c.prediction !== null) return invalid('prediction: predicted outputs are not served by this gateway');
   const tier = c.service_tier;
   if (tier !== undefined && tier !== null && !(typeof tier === 'string' && PRICED_SERVICE_TIERS.has(tier))) return invalid('service_tier: only "auto", "default" and "flex" are served by this gateway');
+  if (c.search_parameters !== undefined && c.search_parameters !== null) return invalid('search_parameters: live search is not served by this gateway (billed per source, beyond the request\'s tokens)');
+  if (c.plugins !== undefined && c.plugins !== null && !(Array.isArray(c.plugins) && c.plugins.length === 0)) return invalid('plugins: provider plugins are not served by this gateway (billed beyond the request\'s tokens)');
+  if (c.models !== undefined && c.models !== null) return invalid('models: model fallbacks are not served by this gateway (the request is priced for its `model`)');
+  if (c.enable_search !== undefined && c.enable_search !== null && c.enable_search !== false) return invalid('enable_search: web search is not served by this gateway (billed per search, beyond the request\'s tokens)');
   return null;
 }
 
