@@ -75,6 +75,14 @@ export function isTradeNo(value: unknown): value is string {
  */
 export const PENDING_ORDERS_PER_WINDOW = 10;
 export const PENDING_ORDER_WINDOW_SEC = 3600;
+/**
+ * Orders one account may open per PENDING_ORDER_WINDOW_SEC that are not paid, those already ended
+ * unpaid included (a checkout session the card provider failed to create, a payment it reports
+ * failed: failPendingOrder). Those leave the pending cap, so that a provider outage does not lock the
+ * account out once it is over; this bounds how often one account can make the console call a failing
+ * provider and add a row meanwhile.
+ */
+export const OPENED_ORDERS_PER_WINDOW = 30;
 
 /** A new pending order; RATE_LIMITED (429, with Retry-After) when the account has too many unpaid ones. */
 export async function createPendingOrder(
@@ -84,15 +92,25 @@ export async function createPendingOrder(
   return sql.begin(async (tx) => {
     // The count and the insert of an account's parallel requests do not interleave: 15 at once open 10.
     await tx`SELECT pg_advisory_xact_lock(hashtext(${`topup-pending:${o.userId}`}))`;
-    // topups_user_pending (migration 020): only the open orders are read, however many the account made.
-    const [open] = await tx<{ n: number; oldest: string | null }[]>`
-      SELECT count(*)::int AS n, min(create_time) AS oldest FROM topups
-      WHERE user_id = ${o.userId} AND status = 'pending' AND create_time > ${o.now - PENDING_ORDER_WINDOW_SEC}`;
-    if (open!.n >= PENDING_ORDERS_PER_WINDOW) {
-      // The oldest counted order leaves the window first (or is paid sooner).
-      const retryAfterSec = Math.max(1, Number(open!.oldest) + PENDING_ORDER_WINDOW_SEC - o.now);
+    // topups_user_created (migration 025): only the account's orders of the window are read, however
+    // many it made. An order expired within the hour of its opening was ended unpaid (a day makes the others expire).
+    const [open] = await tx<{ pending: number; oldest_pending: string | null; opened: number; oldest: string | null }[]>`
+      SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending, min(create_time) FILTER (WHERE status = 'pending') AS oldest_pending,
+             count(*)::int AS opened, min(create_time) AS oldest
+      FROM topups
+      WHERE user_id = ${o.userId} AND create_time > ${o.now - PENDING_ORDER_WINDOW_SEC} AND status IN ('pending', 'expired')`;
+    // The oldest counted order leaves the window first (or is paid sooner).
+    const retryAfter = (oldest: string | null): number => Math.max(1, Number(oldest) + PENDING_ORDER_WINDOW_SEC - o.now);
+    if (open!.pending >= PENDING_ORDERS_PER_WINDOW) {
+      const retryAfterSec = retryAfter(open!.oldest_pending);
       throw new ConsoleError('RATE_LIMITED',
         `too many unpaid top-up orders: at most ${PENDING_ORDERS_PER_WINDOW} may be opened per hour; pay one of them or retry in ${retryAfterSec} s`,
+        { retryAfterSec });
+    }
+    if (open!.opened >= OPENED_ORDERS_PER_WINDOW) {
+      const retryAfterSec = retryAfter(open!.oldest);
+      throw new ConsoleError('RATE_LIMITED',
+        `too many top-up orders not paid: at most ${OPENED_ORDERS_PER_WINDOW} may be opened per hour, failed ones included; retry in ${retryAfterSec} s`,
         { retryAfterSec });
     }
     const [row] = await tx<TopupRow[]>`

@@ -10,7 +10,7 @@ import { type EpaySandbox, epaySandboxSign, startEpaySandbox } from '../../bench
 import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
 import { pruneConsoleRows } from '../../billing/console-row-pruning.js';
 import { createLogger } from '../../infra/logger.js';
-import { PENDING_ORDERS_PER_WINDOW } from '../payments/topup-orders.js';
+import { OPENED_ORDERS_PER_WINDOW, PENDING_ORDERS_PER_WINDOW } from '../payments/topup-orders.js';
 import { expectShape, TOPUP_INFO, TOPUP_ORDER } from '../testing/contract.js';
 
 const EPAY = { pid: '1001', key: 'epay-merchant-key-123' };
@@ -705,5 +705,28 @@ describe('card checkout against a provider that misbehaves', () => {
     const again = await inject('POST', '/api/user/cardpay/pay', user, { amount: 5 });
     expect(again.statusCode, again.body).toBe(200);
     expect(again.json().data.pay_link).toMatch(/^http/);
+  });
+
+  // Before: each failed session expired its order, so nothing bounded how often one account made the
+  // console call a failing card provider (and add an order row): 60 tries, 60 provider calls, 60 rows.
+  it(`an account's orders opened and not paid within an hour are bounded (${OPENED_ORDERS_PER_WINDOW}), failed ones included: one more answers 429 without calling the provider`, async () => {
+    const user = await h.account();
+    let calls = 0;
+    await withProvider((req, res) => {
+      calls++;
+      req.resume();
+      res.writeHead(503);
+      res.end('maintenance');
+    }, async () => {
+      for (let i = 0; i < OPENED_ORDERS_PER_WINDOW; i++) expect((await inject('POST', '/api/user/cardpay/pay', user, { amount: 5 })).statusCode).toBe(502);
+      expect(calls).toBe(OPENED_ORDERS_PER_WINDOW);
+      const over = await inject('POST', '/api/user/cardpay/pay', user, { amount: 5 });
+      expect(over.statusCode, over.body).toBe(429);
+      expect(over.json()).toMatchObject({ success: false, message: expect.stringMatching(/top-up orders/) });
+      expect(Number(over.headers['retry-after'])).toBeGreaterThan(0);
+      expect(calls).toBe(OPENED_ORDERS_PER_WINDOW);
+    });
+    const [n] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM topups WHERE user_id = ${user.user.id}`;
+    expect(n!.n).toBe(OPENED_ORDERS_PER_WINDOW);
   });
 });

@@ -18,7 +18,7 @@ import { CARDPAY_EVENT, type CardpayEvent, cardpayVerify, createCheckoutSession,
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
 import { centsOfDecimal, centsOfMinorUnits } from '../payments/paid-amount.js';
 import { isPayableMoney, MAX_ORDER_MONEY, MAX_TOPUP_AMOUNT, priceOf, quotaOf } from '../payments/pricing.js';
-import { completeOrder, createPendingOrder, failPendingOrder, isPayable, isTradeNo, PENDING_ORDERS_PER_WINDOW, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
+import { completeOrder, createPendingOrder, failPendingOrder, isPayable, isTradeNo, OPENED_ORDERS_PER_WINDOW, PENDING_ORDERS_PER_WINDOW, type PaymentProvider, type TopupRow, toTopupOrder } from '../payments/topup-orders.js';
 import { loadTopupSettings, methodMinimum, type TopupSettings, topupInfo } from '../payments/topup-settings.js';
 
 /** Units of 1 US dollar; at most MAX_TOPUP_AMOUNT, which the unit price bounds are computed from. */
@@ -194,7 +194,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'POST', path: '/api/user/pay', tag: 'top-up', access: ROLE.user, body: payBody, data: epayPayDataSchema,
     summary: 'Start a QR-code payment: a pending order and the signed epay request to submit to data.url',
-    description: `At most ${PENDING_ORDERS_PER_WINDOW} unpaid orders per account opened within an hour (QR-code and card together); one more answers 429.`,
+    description: `At most ${PENDING_ORDERS_PER_WINDOW} unpaid orders per account opened within an hour (QR-code and card together), and ${OPENED_ORDERS_PER_WINDOW} not paid counting those ended unpaid (a failed checkout); one more answers 429.`,
     errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM', 'FEATURE_DISABLED', 'RATE_LIMITED'],
   }, async ({ body, user }) => {
     const s = await loadTopupSettings(sql);
@@ -289,7 +289,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     method: 'POST', path: '/api/user/cardpay/pay', tag: 'top-up', access: ROLE.user, body: amountBody,
     data: z.object({ pay_link: z.string(), trade_no: z.string() }),
     summary: 'Start a card payment: a pending order and the provider\'s checkout link',
-    description: `At most ${PENDING_ORDERS_PER_WINDOW} unpaid orders per account opened within an hour (QR-code and card together); one more answers 429.`,
+    description: `At most ${PENDING_ORDERS_PER_WINDOW} unpaid orders per account opened within an hour (QR-code and card together), and ${OPENED_ORDERS_PER_WINDOW} not paid counting those ended unpaid (a failed checkout); one more answers 429.`,
     errors: ['INVALID_JSON', 'AMOUNT_BELOW_MINIMUM', 'FEATURE_DISABLED', 'UPSTREAM_FAILED', 'RATE_LIMITED'],
   }, async ({ body, user }) => {
     const s = await loadTopupSettings(sql);
