@@ -46,8 +46,7 @@ export function usageOfChatUsage(usage: unknown): StatedUsage | null {
   const outputStated = isUsageCount(u.completion_tokens);
   if (!isUsageCount(u.prompt_tokens) && !outputStated) return null;
   const prompt = inputStated ? usageCount(u.prompt_tokens) : 0;
-  const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
-  const cached = Math.min(prompt, details && typeof details === 'object' ? usageCount(details.cached_tokens) : 0);
+  const cached = Math.min(prompt, cachedTokensOf(u));
   let output = usageCount(u.completion_tokens);
   // OpenAI counts reasoning inside completion_tokens; xAI and Gemini's OpenAI-compatible API report it
   // beside them (their total_tokens = prompt + completion + reasoning). Taken as OpenAI's, a grok
@@ -66,6 +65,34 @@ export function usageOfChatUsage(usage: unknown): StatedUsage | null {
   return stated;
 }
 
+/**
+ * The prompt's cache hits: OpenAI's prompt_tokens_details.cached_tokens, else DeepSeek's
+ * prompt_cache_hit_tokens, else Moonshot's cached_tokens beside the counts (each part of
+ * prompt_tokens). Read from the first that states a count, so a provider stating two is counted once;
+ * without these, their hits were billed as full-price input.
+ */
+function cachedTokensOf(u: Record<string, unknown>): number {
+  const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
+  if (details && typeof details === 'object' && isUsageCount(details.cached_tokens)) return usageCount(details.cached_tokens);
+  if (isUsageCount(u.prompt_cache_hit_tokens)) return usageCount(u.prompt_cache_hit_tokens);
+  return usageCount(u.cached_tokens);
+}
+
+/**
+ * A chunk's or answer's usage: at its top level, else in a choice (Moonshot's stream puts it in the
+ * finish chunk's choices[0].usage, and may restate it at the top level after: a usage is a total,
+ * read, never added).
+ */
+function usageObjectOf(c: { usage?: unknown; choices?: unknown }): unknown {
+  if (c.usage !== null && typeof c.usage === 'object') return c.usage;
+  if (!Array.isArray(c.choices)) return undefined;
+  for (const choice of c.choices as unknown[]) {
+    const u = (choice as { usage?: unknown } | null)?.usage;
+    if (u !== null && typeof u === 'object') return u;
+  }
+  return undefined;
+}
+
 export function usageOfChatBody(body: Buffer): StatedUsage | null {
   let c: unknown;
   try {
@@ -74,7 +101,7 @@ export function usageOfChatBody(body: Buffer): StatedUsage | null {
     return null;
   }
   if (c === null || typeof c !== 'object') return null;
-  const usage = usageOfChatUsage((c as { usage?: unknown }).usage);
+  const usage = usageOfChatUsage(usageObjectOf(c as { usage?: unknown; choices?: unknown }));
   if (usage !== null && (c as { service_tier?: unknown }).service_tier === 'flex') usage.flexServed = true;
   return usage;
 }
@@ -426,7 +453,7 @@ export class ChatStreamMeter implements StreamMeter {
         }
       }
     }
-    const usage = usageOfChatUsage(chunk.usage);
+    const usage = usageOfChatUsage(usageObjectOf(chunk));
     if (usage) {
       // The tier is read with the usage it prices: the chunk that states it says which tier served.
       this.flexServed = chunk.service_tier === 'flex';

@@ -215,3 +215,33 @@ describe('ChatStreamMeter: the end of the stream', () => {
     });
   }
 });
+
+// Shapes of OpenAI-compatible providers (review oaicompat). Before: DeepSeek's prompt_cache_hit_tokens
+// and Moonshot's top-level cached_tokens were billed as full-price input (1250 quota for 710), and
+// Moonshot's streamed usage, nested in the finish chunk's choices[0].usage, was not read at all (the
+// relay's own count billed: a prompt of 245 tokens for 1000).
+describe('usage where OpenAI-compatible providers put it', () => {
+  const base = { prompt_tokens: 1000, completion_tokens: 50, total_tokens: 1050 };
+  it('cache hits: prompt_tokens_details.cached_tokens, else DeepSeek\'s prompt_cache_hit_tokens, else Moonshot\'s top-level cached_tokens', () => {
+    const cached600 = { inputTokens: 400, outputTokens: 50, cacheReadTokens: 600 };
+    expect(usageOfChatUsage({ ...base, prompt_cache_hit_tokens: 600, prompt_cache_miss_tokens: 400 })).toMatchObject(cached600);
+    expect(usageOfChatUsage({ ...base, cached_tokens: 600 })).toMatchObject(cached600);
+    // Both stated (DeepSeek sends OpenAI's field too): counted once, OpenAI's first.
+    expect(usageOfChatUsage({ ...base, prompt_cache_hit_tokens: 600, prompt_tokens_details: { cached_tokens: 600 } })).toMatchObject(cached600);
+    expect(usageOfChatUsage({ ...base, prompt_cache_hit_tokens: 999, prompt_tokens_details: { cached_tokens: 600 } })).toMatchObject(cached600);
+    // Never more than the prompt; no count is none.
+    expect(usageOfChatUsage({ ...base, cached_tokens: 5000 })).toMatchObject({ inputTokens: 0, cacheReadTokens: 1000 });
+    expect(usageOfChatUsage({ ...base, prompt_cache_hit_tokens: '600' })).toMatchObject({ inputTokens: 1000, cacheReadTokens: 0 });
+  });
+
+  it('a stream\'s usage nested in the finish chunk\'s choice (Moonshot), read once even when restated at the top level after it', () => {
+    const kimi = { ...base, cached_tokens: 600 };
+    const finishWithUsage = `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":${JSON.stringify(kimi)}}]}\n\n`;
+    const topLevel = `data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":${JSON.stringify(kimi)}}\n\n`;
+    for (const tail of ['', topLevel]) {
+      const m = new ChatStreamMeter();
+      m.push(Buffer.from(chunk({ role: 'assistant', content: '' }) + chunk({ content: 'hi' }) + finishWithUsage + tail + 'data: [DONE]\n\n'));
+      expect({ input: m.inputTokens, cached: m.cacheReadTokens, output: m.outputTokens, stated: m.inputStated, complete: m.complete }).toEqual({ input: 400, cached: 600, output: 50, stated: true, complete: true });
+    }
+  });
+});
