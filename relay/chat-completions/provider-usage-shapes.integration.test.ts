@@ -31,6 +31,9 @@ const answer = (usage: Record<string, unknown>): string => JSON.stringify({
 
 const DEEPSEEK = { ...counts, prompt_cache_hit_tokens: CACHED, prompt_cache_miss_tokens: PROMPT - CACHED };
 const MOONSHOT = { ...counts, cached_tokens: CACHED };
+const DASHSCOPE_WRITES = { ...counts, prompt_tokens_details: { cached_tokens: 0, cache_creation_input_tokens: 500, cache_creation: { ephemeral_5m_input_tokens: 500 }, cache_type: 'ephemeral' } };
+/** DashScope's explicit cache: 500 of the 1000 written (its 1.25×), at a breakpoint the request marked. */
+const DASHSCOPE = { stream: ROLE + TEXT + finish() + usageChunk(DASHSCOPE_WRITES) + CHAT_DONE, json: answer(DASHSCOPE_WRITES) };
 /** Each provider's stream and JSON answer. */
 const SHAPES: Record<string, { stream: string; json: string }> = {
   // The baseline every other is held to.
@@ -51,14 +54,14 @@ let anthropic: Anthropic;
 
 beforeAll(async () => {
   provider = await startScriptedProvider(({ model, body }, res) => {
-    const shape = SHAPES[model];
+    const shape = model === 'pus-dashscope' ? DASHSCOPE : SHAPES[model];
     if (!shape) throw new Error(`unscripted model ${model}`);
     const stream = body.stream === true;
     res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' });
     res.end(stream ? shape.stream : shape.json);
   });
   stack = await startGatewayStack();
-  await mockChannel(stack, Object.keys(SHAPES), 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
+  await mockChannel(stack, [...Object.keys(SHAPES), 'pus-dashscope'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
   account = await fundedAccount(stack, 100_000_000);
   const key = (await createApiKey(stack, account)).key;
   openai = new OpenAI({ apiKey: key, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
@@ -105,5 +108,45 @@ describe.each(Object.keys(SHAPES))('%s', (model) => {
     const row = await billOf(stack, account.id, requestId, before);
     expect(row.quota).toBe(EXPECTED);
     expect({ input: told.input_tokens, cached: told.cache_read_input_tokens, output: told.output_tokens }).toEqual({ input: PROMPT - CACHED, cached: CACHED, output: OUTPUT });
+  });
+});
+
+// Before: a Chat Completions request's breakpoints (content parts' cache_control, passed to the
+// provider as they are) were not read, so DashScope's cache writes were billed as plain input: 1250
+// for 1375. Without a breakpoint the writes stay input, as on Anthropic's side.
+describe('DashScope\'s explicit cache: writes billed as writes where the request marks a breakpoint', () => {
+  const WRITES_EXPECTED = 500 + 500 * 1.25 + OUTPUT * 5;
+  const marked = [{ role: 'user' as const, content: [{ type: 'text' as const, text: LONG_PROMPT, cache_control: { type: 'ephemeral' } }] }];
+
+  it.each([false, true])('openai SDK with a breakpoint, stream %s: 1375', async (stream) => {
+    const before = await balanceOf(stack, account.id);
+    const params = { model: 'pus-dashscope', max_tokens: 100, messages: marked } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming;
+    let requestId: string;
+    if (stream) {
+      const { data, response } = await openai.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } } as OpenAI.ChatCompletionCreateParamsStreaming).withResponse();
+      for await (const _ of data) { /* read to the end */ }
+      requestId = response.headers.get('x-gateway-request-id')!;
+    } else {
+      requestId = (await openai.chat.completions.create(params).withResponse()).response.headers.get('x-gateway-request-id')!;
+    }
+    expect((provider.seen.get('pus-dashscope')!.body.messages as Array<{ content: Array<{ cache_control?: unknown }> }>)[0]!.content[0]!.cache_control).toEqual({ type: 'ephemeral' });
+    const row = await billOf(stack, account.id, requestId, before);
+    expect(row.quota).toBe(WRITES_EXPECTED);
+  });
+
+  it('openai SDK without a breakpoint: the writes billed as input (1250)', async () => {
+    const before = await balanceOf(stack, account.id);
+    const { response } = await openai.chat.completions.create({ model: 'pus-dashscope', max_tokens: 100, messages }).withResponse();
+    const row = await billOf(stack, account.id, response.headers.get('x-gateway-request-id')!, before);
+    expect(row.quota).toBe(PROMPT + OUTPUT * 5);
+  });
+
+  it('Anthropic SDK with a breakpoint, streamed: 1375, and told the writes', async () => {
+    const before = await balanceOf(stack, account.id);
+    const s = anthropic.messages.stream({ model: 'pus-dashscope', max_tokens: 100, messages: [{ role: 'user', content: [{ type: 'text', text: LONG_PROMPT, cache_control: { type: 'ephemeral' } }] }] });
+    const told = (await s.finalMessage()).usage;
+    const row = await billOf(stack, account.id, s.response!.headers.get('x-gateway-request-id')!, before);
+    expect(row.quota).toBe(WRITES_EXPECTED);
+    expect({ input: told.input_tokens, writes: told.cache_creation_input_tokens }).toEqual({ input: 500, writes: 500 });
   });
 });

@@ -24,6 +24,24 @@ export function cacheUseOf(body: MessagesRequest): CacheUse {
 }
 
 /**
+ * The same for a Chat Completions request, whose content parts carry `cache_control` as Anthropic's
+ * blocks do (DashScope's explicit cache, an OpenAI-format proxy of Claude): passed to an OpenAI-format
+ * provider as they are, they may make it write the cache, billed as writes only where a part marks
+ * one. Its Messages form (from-chat.ts) keeps no breakpoint, so the request itself is read.
+ */
+export function cacheUseOfChat(chat: { messages: ReadonlyArray<{ content?: unknown }>; tools?: unknown }): CacheUse {
+  let use: CacheUse = 'none';
+  const tools = chat.tools;
+  if (Array.isArray(tools)) use = anyMarked(tools, 0);
+  const messages = chat.messages;
+  for (let i = 0; i < messages.length && use !== '1h'; i++) {
+    const content = messages[i]!.content;
+    if (Array.isArray(content)) use = widest(use, anyMarked(content, MAX_NESTING));
+  }
+  return use;
+}
+
+/**
  * How deep blocks are looked into for a breakpoint: a tool result's blocks, a search result's text
  * blocks inside one, a document's `source.content` blocks (type "content"), and so on. The edge's
  * depth bound (relay/edge-schema.ts) stops a body long before; this only bounds the walk.

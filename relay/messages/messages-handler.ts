@@ -32,7 +32,7 @@ import { BodyLinger, declaredLengthOf } from '../free-request.js';
 import { headerLines } from '../header-lines.js';
 import { PROVIDER_ACCOUNT_REFUSED, RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
-import { cacheUseOf } from './cache-control.js';
+import { cacheUseOf, cacheUseOfChat } from './cache-control.js';
 import { currentMinute, type QuotaStore, type RateLimitWait } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
 import { pickNextChannel, servingGroups } from '../routing/group-routing.js';
@@ -391,7 +391,7 @@ class Exchange {
     // that; client tools add their hidden prompt's allowance; web searches are reserved at their fee.
     const price = maxGroupRatio === this.price.group ? this.price : { ...this.price, group: maxGroupRatio };
     // Input tokens can be cache writes only where the request sets a breakpoint, and an hour's (2×) only at one with ttl "1h".
-    const cacheable = cacheUseOf(body);
+    const cacheable = this.chat === null ? cacheUseOf(body) : cacheUseOfChat(this.chat);
     // The limit of the group that serves the request, as a key of that group meets it: an auto key's
     // first group of AutoGroups may serve none of the model (a cross-group retry stays under the limit
     // it started with).

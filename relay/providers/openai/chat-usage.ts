@@ -47,6 +47,8 @@ export function usageOfChatUsage(usage: unknown): StatedUsage | null {
   if (!isUsageCount(u.prompt_tokens) && !outputStated) return null;
   const prompt = inputStated ? usageCount(u.prompt_tokens) : 0;
   const cached = Math.min(prompt, cachedTokensOf(u));
+  const writes = Math.min(prompt - cached, cacheWritesOf(u));
+  const hourWrites = Math.min(writes, hourCacheWritesOf(u));
   let output = usageCount(u.completion_tokens);
   // OpenAI counts reasoning inside completion_tokens; xAI and Gemini's OpenAI-compatible API report it
   // beside them (their total_tokens = prompt + completion + reasoning). Taken as OpenAI's, a grok
@@ -58,7 +60,7 @@ export function usageOfChatUsage(usage: unknown): StatedUsage | null {
     const reasoning = c && typeof c === 'object' ? usageCount(c.reasoning_tokens) : 0;
     output = Math.min(MAX_USAGE_COUNT, output + Math.min(outside, reasoning));
   }
-  const stated: StatedUsage = { inputTokens: prompt - cached, outputTokens: output, cacheCreationTokens: 0, cacheCreation1hTokens: 0, cacheReadTokens: cached };
+  const stated: StatedUsage = { inputTokens: prompt - cached - writes, outputTokens: output, cacheCreationTokens: writes, cacheCreation1hTokens: hourWrites, cacheReadTokens: cached };
   // A prompt of 0 is none: every request has at least one token (prompt_tokens counts the cached ones).
   if (!inputStated) stated.inputUnstated = true;
   if (!outputStated) stated.outputUnstated = true;
@@ -76,6 +78,24 @@ function cachedTokensOf(u: Record<string, unknown>): number {
   if (details && typeof details === 'object' && isUsageCount(details.cached_tokens)) return usageCount(details.cached_tokens);
   if (isUsageCount(u.prompt_cache_hit_tokens)) return usageCount(u.prompt_cache_hit_tokens);
   return usageCount(u.cached_tokens);
+}
+
+/**
+ * The prompt's cache writes, part of prompt_tokens: DashScope's explicit cache states them in
+ * prompt_tokens_details.cache_creation_input_tokens (billed by it at 1.25×, as Anthropic's 5-minute
+ * writes); OpenAI's own caching writes nothing it bills. Billed as writes only when the request marked
+ * a breakpoint (settlement.ts usageWithinBound, relay/messages/cache-control.ts cacheUseOfChat).
+ */
+function cacheWritesOf(u: Record<string, unknown>): number {
+  const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
+  return details && typeof details === 'object' ? usageCount(details.cache_creation_input_tokens) : 0;
+}
+
+/** The part of the writes made for an hour (prompt_tokens_details.cache_creation.ephemeral_1h_input_tokens). */
+function hourCacheWritesOf(u: Record<string, unknown>): number {
+  const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
+  const creation = details && typeof details === 'object' ? details.cache_creation as Record<string, unknown> | null | undefined : undefined;
+  return creation && typeof creation === 'object' ? usageCount(creation.ephemeral_1h_input_tokens) : 0;
 }
 
 /**
@@ -460,6 +480,8 @@ export class ChatStreamMeter implements StreamMeter {
       if (!usage.inputUnstated) {
         this.inputTokens = usage.inputTokens;
         this.cacheReadTokens = usage.cacheReadTokens;
+        this.cacheCreationTokens = usage.cacheCreationTokens;
+        this.cacheCreation1hTokens = usage.cacheCreation1hTokens;
         this.inputStated = true;
       }
       if (!usage.outputUnstated) {

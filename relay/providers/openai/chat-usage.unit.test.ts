@@ -234,6 +234,19 @@ describe('usage where OpenAI-compatible providers put it', () => {
     expect(usageOfChatUsage({ ...base, prompt_cache_hit_tokens: '600' })).toMatchObject({ inputTokens: 1000, cacheReadTokens: 0 });
   });
 
+  it('cache writes: DashScope\'s prompt_tokens_details.cache_creation_input_tokens (its explicit cache), the hour\'s apart', () => {
+    expect(usageOfChatUsage({ ...base, prompt_tokens_details: { cached_tokens: 0, cache_creation_input_tokens: 500, cache_creation: { ephemeral_5m_input_tokens: 500 }, cache_type: 'ephemeral' } }))
+      .toMatchObject({ inputTokens: 500, cacheCreationTokens: 500, cacheCreation1hTokens: 0, cacheReadTokens: 0, outputTokens: 50 });
+    expect(usageOfChatUsage({ ...base, prompt_tokens_details: { cached_tokens: 300, cache_creation_input_tokens: 500, cache_creation: { ephemeral_1h_input_tokens: 200 } } }))
+      .toMatchObject({ inputTokens: 200, cacheCreationTokens: 500, cacheCreation1hTokens: 200, cacheReadTokens: 300 });
+    // Never more than the prompt leaves.
+    expect(usageOfChatUsage({ ...base, prompt_tokens_details: { cached_tokens: 900, cache_creation_input_tokens: 500 } }))
+      .toMatchObject({ inputTokens: 0, cacheCreationTokens: 100, cacheReadTokens: 900 });
+    const m = new ChatStreamMeter();
+    m.push(Buffer.from(chunk({ content: 'hi' }, 'stop') + `data: {"choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":50,"prompt_tokens_details":{"cached_tokens":0,"cache_creation_input_tokens":500}}}\n\ndata: [DONE]\n\n`));
+    expect([m.inputTokens, m.cacheCreationTokens, m.cacheReadTokens]).toEqual([500, 500, 0]);
+  });
+
   it('a stream\'s usage nested in the finish chunk\'s choice (Moonshot), read once even when restated at the top level after it', () => {
     const kimi = { ...base, cached_tokens: 600 };
     const finishWithUsage = `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":${JSON.stringify(kimi)}}]}\n\n`;
