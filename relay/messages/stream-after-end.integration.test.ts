@@ -59,6 +59,11 @@ let openai: OpenAI;
 
 beforeAll(async () => {
   provider = await startScriptedProvider(({ model }, res) => {
+    if (model === 'sae-ant-unended') {
+      // message_stop's event without the blank line that ends it, then the connection's end.
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      return void res.end(ANT_ANSWER(model) + 'event: message_stop\ndata: {"type":"message_stop"}');
+    }
     const writes = SCRIPTS[model]?.(model);
     if (!writes) throw new Error(`unscripted model ${model}`);
     res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -75,7 +80,7 @@ beforeAll(async () => {
   });
   stack = await startGatewayStack();
   const models = Object.keys(SCRIPTS);
-  await mockChannel(stack, models.filter((m) => m.startsWith('sae-ant')), 'default', { base_url: provider.url });
+  await mockChannel(stack, [...models.filter((m) => m.startsWith('sae-ant')), 'sae-ant-unended'], 'default', { base_url: provider.url });
   await mockChannel(stack, models.filter((m) => m.startsWith('sae-oai')), 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
   account = await fundedAccount(stack, 100_000_000);
   const key = (await createApiKey(stack, account)).key;
@@ -114,6 +119,19 @@ describe('an Anthropic-format stream ends at message_stop', () => {
     await vi.waitFor(() => expect(provider.seen.get(model)!.closedAt).toBeGreaterThan(0), { timeout: 5000 });
     expect(providerEnded.has(model)).toBe(false);
   });
+});
+
+// Before (review streamend): a provider that closed right after message_stop's data line, without
+// the blank line that ends its event, had those bytes passed as they were: the SDK never dispatched
+// the event (the SSE spec drops an event left unended at the stream's end) and saw no message_stop.
+it('an Anthropic-format stream whose provider closes inside message_stop\'s event: the client still gets message_stop', async () => {
+  const before = await balanceOf(stack, account.id);
+  const raw = await anthropic.messages.create({ model: 'sae-ant-unended', max_tokens: MAX_TOKENS, stream: true, messages }).withResponse();
+  const events: string[] = [];
+  for await (const e of raw.data) events.push(e.type);
+  expect(events.at(-1)).toBe('message_stop');
+  const row = await billOf(stack, account.id, raw.response.headers.get('x-gateway-request-id')!, before);
+  expect({ prompt: row.prompt_tokens, completion: row.completion_tokens }).toEqual({ prompt: NORMAL_INPUT, completion: NORMAL_OUTPUT });
 });
 
 describe('an OpenAI-format stream ends at [DONE]', () => {

@@ -49,6 +49,8 @@ export const STREAM_FAILED_EVENT = `event: error\ndata: ${errorBody('api_error',
 
 /** Turns a provider's stream into the client's protocol, chunk by chunk. */
 const CHAT_DONE = Buffer.from('\n\ndata: [DONE]\n\n');
+/** Ends an event a provider left open. */
+const EVENT_END = Buffer.from('\n\n');
 
 export interface StreamRewriter {
   /** The client's bytes for this provider chunk ('' when nothing is complete yet). */
@@ -282,7 +284,13 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     ex.done(200, cut || parser.error ? 'stream_error' : '');
     if (aligner !== null && !ex.aborted) {
       const held = cut ? aligner.salvage() : aligner.rest();
-      if (held.length > 0) scrubber.push(held);
+      if (held.length > 0) {
+        scrubber.push(held);
+        // message_stop's event left unended by a provider that closed: ended here, or the SSE reader
+        // drops it (the spec's rule for an event the stream's end cuts) and the SDK sees no message_stop.
+        // A blank line too many is no event. (A Chat Completions stream's [DONE] below begins with its own.)
+        if (parser.sawMessageStop && parser.endedAt < 0) scrubber.push(EVENT_END);
+      }
     }
     // A Chat Completions stream complete without its `[DONE]`: the client gets the `[DONE]` its reader
     // may wait for (message_stop, for an Anthropic client, from the rewriter). The blank line first
