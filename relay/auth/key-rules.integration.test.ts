@@ -4,7 +4,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   billingSettled, consoleCall, createApiKey, fundedAccount, mockChannel, startGatewayStack,
-  type GatewayStack, type TestAccount,
+  type GatewayStack, type TestAccount, storeOptions
 } from '../../tests/harness/gateway-stack.js';
 
 const MODEL = 'claude-haiku-4-5';
@@ -320,25 +320,21 @@ describe('rate limits', () => {
   });
 
   it('applies the group limit of GroupRateLimits when the key sets none, tokens per minute included', async () => {
-    await stack.sql`INSERT INTO options (key, value) VALUES ('GroupRateLimits', '{"vip":{"rpm":0,"tpm":1}}')
-                    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
-    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['GroupRateLimits'] }));
+    await storeOptions(stack, { GroupRateLimits: '{"vip":{"rpm":0,"tpm":1}}' }, 100);
     try {
-      await new Promise((r) => setTimeout(r, 100));
       const account = await fundedAccount(stack, FUNDS, 'vip');
       const key = await createApiKey(stack, account);
       await ask(key.key);
       await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 429, 'rate_limit_error');
     } finally {
-      await stack.sql`DELETE FROM options WHERE key = 'GroupRateLimits'`;
-      await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['GroupRateLimits'] }));
+      await storeOptions(stack, { GroupRateLimits: null }, 0);
     }
   });
 
   // Before: a key's own limit replaced its group's, and a key's limits are its owner's to set: rpm
   // 1,000,000 on a key of a group limited to 1 a minute served every request.
   it('applies the lower of the key\'s own limit and its group\'s: an owner cannot lift the operator\'s limit', async () => {
-    await setOptions({ GroupRateLimits: JSON.stringify({ vip: { rpm: 1, tpm: 0 } }) });
+    await storeOptions(stack, { GroupRateLimits: JSON.stringify({ vip: { rpm: 1, tpm: 0 } }) });
     try {
       const account = await fundedAccount(stack, FUNDS, 'vip');
       const key = await createApiKey(stack, account);
@@ -347,7 +343,7 @@ describe('rate limits', () => {
       await ask(key.key);
       await expectRefusedWithoutCost(account, key.id, () => ask(key.key), 429, 'rate_limit_error');
     } finally {
-      await setOptions({ GroupRateLimits: null });
+      await storeOptions(stack, { GroupRateLimits: null });
     }
   });
 
@@ -355,7 +351,7 @@ describe('rate limits', () => {
   // 2 requests a minute got 6 of 6 served (and with 60 key writes a minute, any number). The group's
   // limit is the account's, all its keys of the group together, as new-api counts it.
   it('counts a group\'s requests per minute per account: three keys of one account share the group\'s limit', async () => {
-    await setOptions({ GroupRateLimits: JSON.stringify({ vip: { rpm: 2, tpm: 0 } }) });
+    await storeOptions(stack, { GroupRateLimits: JSON.stringify({ vip: { rpm: 2, tpm: 0 } }) });
     try {
       const account = await fundedAccount(stack, FUNDS, 'vip');
       const keys = [await createApiKey(stack, account), await createApiKey(stack, account), await createApiKey(stack, account)];
@@ -374,12 +370,12 @@ describe('rate limits', () => {
       const [served] = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE user_id = ${account.id} AND type = 2`;
       expect(served!.n).toBe(2);
     } finally {
-      await setOptions({ GroupRateLimits: null });
+      await storeOptions(stack, { GroupRateLimits: null });
     }
   });
 
   it('keeps a key\'s own limit the key\'s: a key at its own limit leaves the account\'s other keys their group\'s', async () => {
-    await setOptions({ GroupRateLimits: JSON.stringify({ vip: { rpm: 3, tpm: 0 } }) });
+    await storeOptions(stack, { GroupRateLimits: JSON.stringify({ vip: { rpm: 3, tpm: 0 } }) });
     try {
       const account = await fundedAccount(stack, FUNDS, 'vip');
       const tight = await createApiKey(stack, account);
@@ -395,7 +391,7 @@ describe('rate limits', () => {
       await ask(loose.key);
       await expectRefusedWithoutCost(account, loose.id, () => ask(loose.key), 429, 'rate_limit_error');
     } finally {
-      await setOptions({ GroupRateLimits: null });
+      await storeOptions(stack, { GroupRateLimits: null });
     }
   });
 
@@ -406,7 +402,7 @@ describe('rate limits', () => {
     { limited: 'vip', expected: 429 },
     { limited: 'default', expected: 200 },
   ])('limits an auto key routed to vip (AutoGroups default, vip; the model served in vip only) by vip\'s limit, not by the first group\'s: $limited limited', async ({ limited, expected }) => {
-    await setOptions({ AutoGroups: '["default","vip"]', GroupRateLimits: JSON.stringify({ [limited]: { rpm: 1, tpm: 0 } }) });
+    await storeOptions(stack, { AutoGroups: '["default","vip"]', GroupRateLimits: JSON.stringify({ [limited]: { rpm: 1, tpm: 0 } }) });
     try {
       const account = await fundedAccount(stack, FUNDS);
       const key = await createApiKey(stack, account, { group: 'auto' });
@@ -417,17 +413,8 @@ describe('rate limits', () => {
       const rows = await stack.sql`SELECT "group" FROM ledger WHERE token_id = ${key.id} AND type = 2`;
       expect(rows.map((r) => r.group)).toEqual(expected === 429 ? ['vip'] : ['vip', 'vip']);
     } finally {
-      await setOptions({ AutoGroups: null, GroupRateLimits: null });
+      await storeOptions(stack, { AutoGroups: null, GroupRateLimits: null });
     }
   });
 });
 
-/** Sets (a string) or removes (null) options and tells the relays, as the console does. */
-async function setOptions(values: Record<string, string | null>): Promise<void> {
-  for (const [key, value] of Object.entries(values)) {
-    if (value === null) await stack.sql`DELETE FROM options WHERE key = ${key}`;
-    else await stack.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
-  }
-  await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: Object.keys(values) }));
-  await new Promise((r) => setTimeout(r, 200));
-}

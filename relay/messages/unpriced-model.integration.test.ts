@@ -6,7 +6,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, unpricedMockChannel, type GatewayStack, type TestAccount,
+  consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, unpricedMockChannel, type GatewayStack, type TestAccount, storeOptions
 } from '../../tests/harness/gateway-stack.js';
 
 const UNPRICED = 'claude-unreleased-5';
@@ -96,16 +96,6 @@ describe('a model without a price', () => {
   });
 });
 
-/** Sets (a string) or removes (null) options as stored, past the console's checks, and tells the relays. */
-async function setStoredOptions(values: Record<string, string | null>): Promise<void> {
-  for (const [key, value] of Object.entries(values)) {
-    if (value === null) await stack.sql`DELETE FROM options WHERE key = ${key}`;
-    else await stack.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
-  }
-  await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: Object.keys(values) }));
-  await new Promise((r) => setTimeout(r, 300));
-}
-
 // Ratios each a number can multiply past what a balance holds, or to NaN (Infinity × a GroupRatio of
 // 0). Before: Redis refused the amount, and every request of the model heard 529 "the relay cannot
 // reach its quota store" for as long as the prices stayed (review admin, defect 1).
@@ -114,7 +104,7 @@ describe('a price whose ratios multiply past what a balance can hold', () => {
     { name: 'infinite (1e300 × 1e300)', options: { ModelRatio: `{"${PRICED}":1e300}`, CompletionRatio: `{"${PRICED}":1e300}` } },
     { name: 'NaN (1e300 × 1e300 × GroupRatio 0)', options: { ModelRatio: `{"${PRICED}":1e300}`, CompletionRatio: `{"${PRICED}":1e300}`, GroupRatio: '{"default":0,"vip":1,"svip":1}' } },
   ])('$name: refused 404 in each protocol, saying why; nothing reserved, billed or sent', async ({ options }) => {
-    await setStoredOptions(options);
+    await storeOptions(stack, options);
     try {
       const before = { balance: await balance(), mirror: await stack.quota.accountBalance(account.id), sent: stack.mock.stats.requests, ledger: await ledgerRows() };
       for (const stream of [false, true]) {
@@ -130,7 +120,7 @@ describe('a price whose ratios multiply past what a balance can hold', () => {
       expect(await stack.quota.accountBalance(account.id)).toBe(before.mirror);
       expect(await ledgerRows()).toBe(before.ledger);
     } finally {
-      await setStoredOptions(Object.fromEntries(Object.keys(options).map((k) => [k, null])));
+      await storeOptions(stack, Object.fromEntries(Object.keys(options).map((k) => [k, null])));
     }
   });
 });

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../infra/project-root.js';
 import {
-  billingSettled, consoleCall, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+  billingSettled, consoleCall, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount, storeOptions
 } from '../harness/gateway-stack.js';
 import { CLUSTER_TESTS_ENABLED, keySlot, TestCluster } from './test-cluster.js';
 
@@ -230,11 +230,8 @@ describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billi
   it('holds a group\'s requests-per-minute limit for an account across both relays and three keys', async () => {
     const account = await fundedAccount(stack, FUNDS);
     const keys = [await createApiKey(stack, account), await createApiKey(stack, account), await createApiKey(stack, account)];
-    await stack.sql`INSERT INTO options (key, value) VALUES ('GroupRateLimits', '{"default":{"rpm":4,"tpm":1000000}}')
-                    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
-    await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['GroupRateLimits'] }));
+    await storeOptions(stack, { GroupRateLimits: '{"default":{"rpm":4,"tpm":1000000}}' }); // reaches both relays
     try {
-      await new Promise((r) => setTimeout(r, 300)); // the option reaches both relays
       const statuses: number[] = [];
       for (let i = 0; i < 10; i++) statuses.push(await call(keys[i % 3]!.key, i));
       expect(statuses.filter((s) => s === 200)).toHaveLength(4);
@@ -245,8 +242,7 @@ describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billi
       const window = await stack.redis.hgetall(stack.keys.accountTokensInGroupWindow(account.id, 'default'));
       expect(Object.values(window).reduce((sum, n) => sum + Number(n), 0)).toBe(used!.tokens);
     } finally {
-      await stack.sql`DELETE FROM options WHERE key = 'GroupRateLimits'`;
-      await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: ['GroupRateLimits'] }));
+      await storeOptions(stack, { GroupRateLimits: null }, 0);
     }
   });
 

@@ -210,6 +210,20 @@ export async function priceModels(stack: GatewayStack, models: string[]): Promis
   }
 }
 
+/**
+ * Sets (a string) or removes (null) options as stored, past the console's checks (a test of what the
+ * relay does with a value the console would refuse), and tells the relays as the console does; then
+ * waits `settleMs` for them to reload.
+ */
+export async function storeOptions(stack: GatewayStack, values: Record<string, string | null>, settleMs = 300): Promise<void> {
+  for (const [key, value] of Object.entries(values)) {
+    if (value === null) await stack.sql`DELETE FROM options WHERE key = ${key}`;
+    else await stack.sql`INSERT INTO options (key, value) VALUES (${key}, ${value}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
+  }
+  await stack.redis.publish(stack.keys.invalidationChannel(), JSON.stringify({ kind: 'options', keys: Object.keys(values) }));
+  await new Promise((r) => setTimeout(r, settleMs));
+}
+
 /** Creates a channel to the mock provider serving `models` for `group`, each priced (priceModels). */
 export async function mockChannel(stack: GatewayStack, models: string[], group = 'default', extra: Record<string, unknown> = {}): Promise<number> {
   await priceModels(stack, models);
