@@ -9,6 +9,7 @@ export interface InvalidationTargets {
   user(id: number): void;
   channels(): Promise<void>;
   options(): Promise<void>;
+  channelAside(id: number, ms: number): void;
 }
 
 export async function subscribeInvalidations(sub: Redis, channel: string, targets: InvalidationTargets, log: Logger): Promise<void> {
@@ -24,6 +25,7 @@ export async function subscribeInvalidations(sub: Redis, channel: string, target
       case 'user': targets.user(msg.id); break;
       case 'channel': done(targets.channels()); break;
       case 'options': done(targets.options()); break;
+      case 'channel_aside': targets.channelAside(msg.id, msg.ms); break;
     }
   });
   await sub.subscribe(channel);

@@ -244,6 +244,9 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   }, (id, ms) => {
     channelMetrics.setAside(id);
     log.warn({ channel: id, seconds: ms / 1000 }, 'channel set aside: its provider keeps failing to serve; the other channels of its routes are tried first');
+    // The other relays set it aside too (setAside, on the announcement): not awaited, a failure path.
+    publishInvalidation(redis, keys, { kind: 'channel_aside', id, ms })
+      .catch((err: unknown) => log.warn({ err, channel: id }, 'channel set aside: announcing it to the other relays failed'));
   });
   const channels = new ChannelRegistry(sql, crypto, (id, err) =>
     log.error({ channel: id, err: err.message }, 'channel credential cannot be opened with KEY_SECRET; channel skipped'),
@@ -306,6 +309,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     },
     channels: () => channels.reload(),
     options: reloadOptions,
+    channelAside: (id, ms) => cooldown.setAside(id, ms),
   }, log).catch((err: unknown) => log.error({ err }, 'invalidation subscription failed'));
   const timer = setInterval(() => {
     keyDirectory.purgeStale();

@@ -16,6 +16,11 @@ export const invalidationSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('channel'), id: z.number().optional() }),
   /** Rows of the options table changed (ratios, groups, ...); keys names them. */
   z.object({ kind: z.literal('options'), keys: z.array(z.string()).optional() }),
+  /**
+   * A relay set a channel aside for `ms` (its provider keeps failing to serve: relay/routing/
+   * channel-cooldown.ts): the other relays do the same rather than each meeting the failures itself.
+   */
+  z.object({ kind: z.literal('channel_aside'), id: z.number().int().positive(), ms: z.number().int().positive().max(86_400_000) }),
 ]);
 
 export type Invalidation = z.infer<typeof invalidationSchema>;

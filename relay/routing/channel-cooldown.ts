@@ -7,10 +7,12 @@
 // first, while neither is ever disabled (a timeout or a 5xx is no fault of the channel's credential:
 // channel-health.ts disables on those only).
 //
-// Local to each relay, kept in memory, no Redis: it decides only the order channels are tried in,
-// never whether one serves. A channel set aside is still picked when no other is left. When its time
-// is out the next pick tries it again; a success clears it, one more failure sets it aside for twice
-// as long, up to the maximum.
+// Kept in memory by each relay, no Redis read on a pick: it decides only the order channels are tried
+// in, never whether one serves. A channel set aside is still picked when no other is left. When its
+// time is out the next pick tries it again; a success clears it, one more failure sets it aside for
+// twice as long, up to the maximum. The relay that sets a channel aside announces it (relay/server.ts,
+// the invalidation channel's `channel_aside`) and the others apply it (setAside): with N relays a
+// failing provider costs the fleet its failures once, not N times.
 
 export interface CooldownSettings {
   /** Failures in a row (on this relay) that set a channel aside; 0: never. */
@@ -72,6 +74,23 @@ export class ChannelCooldown {
     this.#onSetAside(channelId, s.nextMs);
     s.nextMs = Math.min(s.nextMs * 2, maxMs);
     // Back after its time, one more failure sets it aside again.
+    s.failures = failures - 1;
+  }
+
+  /**
+   * Another relay set the channel aside for `ms` (or this one did: its own announcement comes back):
+   * aside here until then too, and the next failure after it sets it aside again for twice as long.
+   */
+  setAside(channelId: number, ms: number): void {
+    const { failures, maxMs } = this.#settings;
+    if (failures <= 0) return;
+    let s = this.#state.get(channelId);
+    if (s === undefined) this.#state.set(channelId, (s = { failures: 0, until: 0, nextMs: ms }));
+    const until = this.#now() + ms;
+    if (until <= s.until) return;
+    s.until = until;
+    this.#anyUntil = Math.max(this.#anyUntil, until);
+    s.nextMs = Math.max(s.nextMs, Math.min(ms * 2, maxMs));
     s.failures = failures - 1;
   }
 

@@ -34,6 +34,30 @@ describe('ChannelCooldown', () => {
     expect(cooldown.active).toBe(false);
   });
 
+  it('applies another relay\'s setting aside (setAside) without announcing it again, and its own coming back changes nothing', () => {
+    const c = clock();
+    const announced: number[] = [];
+    const cooldown = new ChannelCooldown(SETTINGS, (_id, ms) => announced.push(ms), c.now);
+    cooldown.setAside(9, 30_000);
+    expect(cooldown.isAside(9)).toBe(true);
+    expect(cooldown.active).toBe(true);
+    expect(announced).toEqual([]);
+    // A shorter time learnt later does not shorten it.
+    c.t += 10_000;
+    cooldown.setAside(9, 5_000);
+    c.t += 19_999;
+    expect(cooldown.isAside(9)).toBe(true);
+    c.t += 1;
+    expect(cooldown.isAside(9)).toBe(false);
+    // Back, one failure sets it aside again, for twice as long.
+    cooldown.failed(9);
+    expect(announced).toEqual([60_000]);
+    // Off (failures 0): nothing is set aside.
+    const off = new ChannelCooldown({ failures: 0, ms: 0, maxMs: 0 }, () => {}, c.now);
+    off.setAside(9, 30_000);
+    expect(off.isAside(9)).toBe(false);
+  });
+
   it('sets it aside again at its first failure once back, twice as long up to the maximum; a success clears it', () => {
     const c = clock();
     const times: number[] = [];

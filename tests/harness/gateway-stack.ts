@@ -53,6 +53,8 @@ export interface GatewayStack {
 export interface StackOptions {
   env?: Record<string, string>;
   mock?: MockUpstreamOptions;
+  /** Relays to start (behind a round-robin balancer when more than one); default TEST_GATEWAY_RELAYS, else 1. */
+  relays?: number;
 }
 
 export async function startGatewayStack(opts: StackOptions = {}): Promise<GatewayStack> {
@@ -74,7 +76,7 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   await sql`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`;
   const relay: RunningRelay = await startRelay(config, log);
   const relays = [relay];
-  for (let i = 1; i < Number(process.env.TEST_GATEWAY_RELAYS ?? 1); i++) relays.push(await startRelay(config, log));
+  for (let i = 1; i < (opts.relays ?? Number(process.env.TEST_GATEWAY_RELAYS ?? 1)); i++) relays.push(await startRelay(config, log));
   const billing = await startBilling(config, log);
   const moreBilling: RunningBilling[] = [];
   // A second billing worker shares the shard streams (the sharded layout) under its own consumer name.
