@@ -302,7 +302,12 @@ export async function ledgerRow(stack: GatewayStack, requestId: string, timeoutM
   for (;;) {
     await billingSettled(stack);
     const [row] = await stack.sql`SELECT quota, prompt_tokens, completion_tokens, channel_id, "group", type FROM ledger WHERE request_id = ${requestId}`;
-    if (row) return row as unknown as LedgerRow;
+    if (row) {
+      // Billed after the wait above (a stream cut short settles late): its log row may still be in
+      // the outbox, on its way to ClickHouse, which the caller reads next (review streamend: once).
+      await billingSettled(stack);
+      return row as unknown as LedgerRow;
+    }
     if (Date.now() > deadline) throw new Error(`request ${requestId} was never billed`);
     await new Promise((r) => setTimeout(r, 25));
   }
