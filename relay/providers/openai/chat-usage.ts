@@ -83,12 +83,14 @@ function cachedTokensOf(u: Record<string, unknown>): number {
 /**
  * The prompt's cache writes, part of prompt_tokens: DashScope's explicit cache states them in
  * prompt_tokens_details.cache_creation_input_tokens (billed by it at 1.25×, as Anthropic's 5-minute
- * writes); OpenAI's own caching writes nothing it bills. Billed as writes only when the request marked
- * a breakpoint (settlement.ts usageWithinBound, relay/messages/cache-control.ts cacheUseOfChat).
+ * writes), OpenRouter (Claude and others behind it) in prompt_tokens_details.cache_write_tokens;
+ * OpenAI's own caching writes nothing it bills. Billed as writes only when the request marked a
+ * breakpoint (settlement.ts usageWithinBound, relay/messages/cache-control.ts cacheUseOfChat).
  */
 function cacheWritesOf(u: Record<string, unknown>): number {
   const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
-  return details && typeof details === 'object' ? usageCount(details.cache_creation_input_tokens) : 0;
+  if (!details || typeof details !== 'object') return 0;
+  return isUsageCount(details.cache_creation_input_tokens) ? usageCount(details.cache_creation_input_tokens) : usageCount(details.cache_write_tokens);
 }
 
 /** The part of the writes made for an hour (prompt_tokens_details.cache_creation.ephemeral_1h_input_tokens). */

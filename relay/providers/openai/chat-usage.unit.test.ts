@@ -234,11 +234,14 @@ describe('usage where OpenAI-compatible providers put it', () => {
     expect(usageOfChatUsage({ ...base, prompt_cache_hit_tokens: '600' })).toMatchObject({ inputTokens: 1000, cacheReadTokens: 0 });
   });
 
-  it('cache writes: DashScope\'s prompt_tokens_details.cache_creation_input_tokens (its explicit cache), the hour\'s apart', () => {
+  it('cache writes: DashScope\'s prompt_tokens_details.cache_creation_input_tokens (its explicit cache), OpenRouter\'s cache_write_tokens, the hour\'s apart', () => {
     expect(usageOfChatUsage({ ...base, prompt_tokens_details: { cached_tokens: 0, cache_creation_input_tokens: 500, cache_creation: { ephemeral_5m_input_tokens: 500 }, cache_type: 'ephemeral' } }))
       .toMatchObject({ inputTokens: 500, cacheCreationTokens: 500, cacheCreation1hTokens: 0, cacheReadTokens: 0, outputTokens: 50 });
     expect(usageOfChatUsage({ ...base, prompt_tokens_details: { cached_tokens: 300, cache_creation_input_tokens: 500, cache_creation: { ephemeral_1h_input_tokens: 200 } } }))
       .toMatchObject({ inputTokens: 200, cacheCreationTokens: 500, cacheCreation1hTokens: 200, cacheReadTokens: 300 });
+    // OpenRouter's name for them.
+    expect(usageOfChatUsage({ ...base, prompt_tokens_details: { cached_tokens: 100, cache_write_tokens: 400, audio_tokens: 0 } }))
+      .toMatchObject({ inputTokens: 500, cacheCreationTokens: 400, cacheReadTokens: 100 });
     // Never more than the prompt leaves.
     expect(usageOfChatUsage({ ...base, prompt_tokens_details: { cached_tokens: 900, cache_creation_input_tokens: 500 } }))
       .toMatchObject({ inputTokens: 0, cacheCreationTokens: 100, cacheReadTokens: 900 });
