@@ -10,7 +10,7 @@ NODE_MODULES_STAMP := node_modules/.package-lock.json
 # KEY_SECRET, DEMO_PASSWORD or ADMIN_PASSWORD is used as given.
 WITH_LOCAL_SECRETS := . infra/scripts/local-secrets.sh &&
 
-.PHONY: help install build typecheck infra migrate seed run test down bench clean replay-dead-letters cluster-up cluster-down
+.PHONY: help install build typecheck infra migrate seed run-ports run test down bench clean replay-dead-letters cluster-up cluster-down
 
 # Names padded to the longest one, so that every description starts in the same column.
 help: ## List the targets
@@ -47,7 +47,12 @@ migrate: infra ## Apply Postgres and ClickHouse migrations (safe to repeat)
 seed: migrate ## Create the demo account, admin, mock channels (Anthropic and OpenAI format) and demo API key (idempotent; local demo only)
 	$(WITH_LOCAL_SECRETS) SEED_DEMO=$${SEED_DEMO:-true} node dist/console-api/seed/seed-main.js
 
-run: seed ## Start the whole stack (relay, billing, console-api, the two mock providers, payment sandboxes) and print how to call it
+# Before the seed: a port held by another checkout's stack fails the start before the seed writes to
+# the database that stack shares (infra/scripts/check-stack-ports.sh).
+run-ports:
+	@bash infra/scripts/check-stack-ports.sh
+
+run: run-ports seed ## Start the whole stack (relay, billing, console-api, the two mock providers, payment sandboxes) and print how to call it
 	@bash infra/scripts/start-stack.sh
 
 test: build typecheck ## Type-check, then run every test (unit and integration) against the real services; leaves nothing running

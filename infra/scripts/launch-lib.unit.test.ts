@@ -94,6 +94,30 @@ describe('launch-lib.sh', () => {
     expect(readFileSync(join(dir, '.run/keeper.log'), 'utf8')).not.toContain('starting it again');
   });
 
+  // Before (review operator, 2026-11-30 seventh session): the ports were checked only once the
+  // migration and the seed had run, and the seed of a second checkout re-sealed the shared database's
+  // channel credentials and replaced the demo key under its own KEY_SECRET: the first checkout's
+  // running stack answered 401 to the key it had printed. `make run` now checks first (run-ports).
+  it('check-stack-ports.sh: a port of the stack held by another process fails before anything is written, naming it', async () => {
+    dir = scratchCheckout();
+    const port = await freePort();
+    const holder = spawn(process.execPath, ['-e', `require('node:net').createServer().listen(${port}, '127.0.0.1', () => console.log('up'))`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    procs.push(holder);
+    await new Promise((resolve) => holder.stdout!.once('data', resolve));
+    // Every other port 0 (not checked), the mock provider's the one held.
+    const zero = Object.fromEntries(['RELAY_PORT', 'RELAY_METRICS_PORT', 'CONSOLE_PORT', 'MOCK_OPENAI_PORT', 'BILLING_METRICS_PORT', 'EPAY_SANDBOX_PORT', 'CARDPAY_SANDBOX_PORT'].map((v) => [v, '0']));
+    const run = (env: Record<string, string>) => new Promise<{ code: number; stderr: string }>((resolve) => {
+      execFile('bash', [join(dir, 'infra/scripts/check-stack-ports.sh')], { env: { ...process.env, ...zero, ...env }, timeout: 30_000 }, (err, _stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stderr });
+      });
+    });
+    const held = await run({ MOCK_UPSTREAM_PORT: String(port) });
+    expect(held.code, held.stderr).toBe(1);
+    expect(held.stderr).toContain(`mock-upstream: not started: port ${port} (MOCK_UPSTREAM_PORT, on 127.0.0.1) is already in use by node (pid ${holder.pid})`);
+    const free = await run({ MOCK_UPSTREAM_PORT: String(await freePort()) });
+    expect(free.code, free.stderr).toBe(0);
+  });
+
   it('fails the wait at once when the supervisor left the service down on its configuration (exit 78), and stops the rest', async () => {
     dir = scratchCheckout();
     const keeper = service('keeper', STAYS_UP);
