@@ -47,4 +47,25 @@ describe('seedDemo', () => {
     expect(again.demoKey).toBe(first.demoKey);
     expect(await sql`SELECT id FROM channels`).toHaveLength(2);
   });
+
+  // Before (review operator): MOCK_UPSTREAM_PORT, MOCK_OPENAI_PORT and CONSOLE_PORT counted on the
+  // first seed only: the mocks listened on the new ports, the channels still pointed at the old ones,
+  // and the command `make run` printed got 500 upstream_unreachable.
+  it('moves the demo channels and ServerAddress to the ports of this start; an address an administrator set is kept', async () => {
+    const moved = testConfig({ DATABASE_URL: db.url, ...env, MOCK_UPSTREAM_PORT: '3290', MOCK_OPENAI_PORT: '3293', CONSOLE_PORT: '3201' });
+    const result = await seedDemo(sql, moved);
+    expect(result.created).toEqual(expect.arrayContaining(['channel mock-anthropic -> http://127.0.0.1:3290', 'channel mock-openai -> http://127.0.0.1:3293']));
+    const urls = await sql<{ name: string; base_url: string }[]>`SELECT name, base_url FROM channels ORDER BY name`;
+    expect(urls.map((c) => c.base_url)).toEqual(['http://127.0.0.1:3290', 'http://127.0.0.1:3293']);
+    const [address] = await sql<{ value: string }[]>`SELECT value FROM options WHERE key = 'ServerAddress'`;
+    expect(address!.value).toBe(`http://${moved.CONSOLE_HOST}:3201`);
+    // Set by hand to somewhere else: left as it is.
+    await sql`UPDATE channels SET base_url = 'https://api.anthropic.com' WHERE name = 'mock-anthropic'`;
+    await sql`UPDATE options SET value = 'https://console.example.com' WHERE key = 'ServerAddress'`;
+    await seedDemo(sql, testConfig({ DATABASE_URL: db.url, ...env }));
+    const [kept] = await sql<{ base_url: string }[]>`SELECT base_url FROM channels WHERE name = 'mock-anthropic'`;
+    expect(kept!.base_url).toBe('https://api.anthropic.com');
+    const [keptAddress] = await sql<{ value: string }[]>`SELECT value FROM options WHERE key = 'ServerAddress'`;
+    expect(keptAddress!.value).toBe('https://console.example.com');
+  });
 });

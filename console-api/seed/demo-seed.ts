@@ -8,6 +8,7 @@ import { rebuildAbilities } from '../channels/abilities.js';
 import { optionDef, storedOptionText } from '../options/option-catalogue.js';
 import { createOptionSealer, type OptionSealer } from '../../core/options/option-secrets.js';
 import type { Config } from '../../infra/config.js';
+import type { Db } from '../db.js';
 import type { Sql } from '../../infra/postgres/client.js';
 import { type ApiKeyCrypto, createApiKeyCrypto, generateApiKey, maskApiKey } from '../../infra/secrets/api-key-crypto.js';
 
@@ -30,6 +31,21 @@ export interface SeedResult {
   created: string[];
 }
 
+/** An address on this machine as the seed writes them (http, a loopback host, a port): the seed's own. */
+const LOCAL_ADDRESS = /^http:\/\/(?:127\.0\.0\.1|localhost)(?::\d+)?$/;
+
+/**
+ * A demo channel still pointing at a local mock port other than this start's (MOCK_UPSTREAM_PORT,
+ * MOCK_OPENAI_PORT changed since the first seed) is pointed at this start's; an address set by hand
+ * elsewhere is kept. True when it moved.
+ */
+async function movedToMock(tx: Db, channel: Record<string, unknown>, url: string): Promise<boolean> {
+  const current = channel.base_url;
+  if (typeof current !== 'string' || current === url || !LOCAL_ADDRESS.test(current)) return false;
+  await tx`UPDATE channels SET base_url = ${url} WHERE id = ${channel.id as number}`;
+  return true;
+}
+
 export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
   const optionSealer = createOptionSealer(config.KEY_SECRET);
@@ -50,7 +66,8 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
       created.push(`administrator ${ADMIN_USERNAME}`);
     }
     const baseUrl = `http://127.0.0.1:${config.MOCK_UPSTREAM_PORT}`;
-    const [channel] = await tx`SELECT id, key_ciphertext FROM channels WHERE name = ${DEMO_CHANNEL}`;
+    const [channel] = await tx`SELECT id, key_ciphertext, base_url FROM channels WHERE name = ${DEMO_CHANNEL}`;
+    if (channel && await movedToMock(tx, channel, baseUrl)) created.push(`channel ${DEMO_CHANNEL} -> ${baseUrl}`);
     if (channel && !opens(crypto, channel.key_ciphertext as Buffer)) {
       // Sealed under another KEY_SECRET (a database kept from an earlier .data/): re-seal the mock's key.
       await tx`UPDATE channels SET key_ciphertext = ${crypto.seal(config.MOCK_UPSTREAM_KEY)} WHERE id = ${channel.id}`;
@@ -66,7 +83,8 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
     }
     // The OpenAI-format mock, so /v1/chat/completions (and /v1/messages) reach a channel of type 1 too.
     const openaiUrl = `http://127.0.0.1:${config.MOCK_OPENAI_PORT}`;
-    const [openaiChannel] = await tx`SELECT id, key_ciphertext FROM channels WHERE name = ${DEMO_OPENAI_CHANNEL}`;
+    const [openaiChannel] = await tx`SELECT id, key_ciphertext, base_url FROM channels WHERE name = ${DEMO_OPENAI_CHANNEL}`;
+    if (openaiChannel && await movedToMock(tx, openaiChannel, openaiUrl)) created.push(`channel ${DEMO_OPENAI_CHANNEL} -> ${openaiUrl}`);
     if (openaiChannel && !opens(crypto, openaiChannel.key_ciphertext as Buffer)) {
       await tx`UPDATE channels SET key_ciphertext = ${crypto.seal(config.MOCK_OPENAI_KEY)} WHERE id = ${openaiChannel.id}`;
       created.push(`channel ${DEMO_OPENAI_CHANNEL} credential re-sealed under the current KEY_SECRET`);
@@ -96,6 +114,10 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
       const [kept] = await tx<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`;
       if (!kept) {
         await tx`INSERT INTO options (key, value) VALUES (${key}, ${storedOptionText(d, value, optionSealer)})`;
+      } else if (key === 'ServerAddress' && kept.value !== value && LOCAL_ADDRESS.test(kept.value)) {
+        // This start's CONSOLE_PORT, where the seed's own local address was (not one set by hand).
+        await tx`UPDATE options SET value = ${value} WHERE key = ${key}`;
+        created.push(`option ${key} -> ${value}`);
       } else if (d.secret && !optionOpens(optionSealer, key, kept.value)) {
         // Sealed under another KEY_SECRET, like the channel credentials above: the sandbox's again.
         await tx`UPDATE options SET value = ${storedOptionText(d, value, optionSealer)} WHERE key = ${key}`;
