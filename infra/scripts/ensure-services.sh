@@ -102,6 +102,12 @@ if skip clickhouse; then
   :
 elif curl -fsS --max-time 1 "$CLICKHOUSE_URL/ping" >/dev/null 2>&1; then
   echo "clickhouse: using $CLICKHOUSE_URL"
+elif [ -f .run/clickhouse.pid ] && kill -0 "$(head -1 .run/clickhouse.pid 2>/dev/null)" 2>/dev/null; then
+  # The embedded server this checkout started still runs, for another CLICKHOUSE_URL: a second one
+  # would fail on the data directory the first holds (a chdb stack naming nothing) and overwrite
+  # .run/clickhouse.pid, leaving the first one out of `make down`'s and `make clean`'s reach.
+  echo "clickhouse: the embedded server this checkout started (pid $(head -1 .run/clickhouse.pid)) runs, but does not answer at $CLICKHOUSE_URL: it serves the CLICKHOUSE_URL it was started with; use that, or stop it first (make down)" >&2
+  exit 1
 else
   # The embedded engine (chdb) behind ClickHouse's HTTP interface: infra/clickhouse/local-server.ts,
   # under the supervisor as the services are (a killed one stayed down, every log read answering 503).

@@ -4,8 +4,8 @@
 // findings 4 and 5), RELAY_PORT=abc was reported after ~20 s as "clickhouse: local server did not
 // start" (the embedded ClickHouse failing on it 6 times), and a malformed URL as Node's TypeError stack.
 // Runs the built check (`npx tsc -p tsconfig.json`).
-import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -45,6 +45,24 @@ describe('ensure-services.sh', () => {
     expect(r.stdout).toBe('');
     expect(existsSync(join(dir, '.run/clickhouse.pid'))).toBe(false);
     expect(r.ms).toBeLessThan(10_000);
+  });
+
+  // Before (review operator, 2026-11-30 seventh session): an embedded ClickHouse started with another
+  // CLICKHOUSE_URL made a second start fail with chdb's stack, overwrite .run/clickhouse.pid, and leave
+  // the first server out of make down's and make clean's reach (clean deleted its data under it).
+  it('refuses to start a second embedded ClickHouse while the one this checkout started runs elsewhere, naming it; its pid file kept', async () => {
+    dir = scratchCheckout(true);
+    mkdirSync(join(dir, '.run'));
+    const other = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+    try {
+      writeFileSync(join(dir, '.run/clickhouse.pid'), `${other.pid}\n`);
+      const r = await ensureServices({ SKIP_SERVICES: 'postgres redis', CLICKHOUSE_URL: 'http://127.0.0.1:1' });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`clickhouse: the embedded server this checkout started (pid ${other.pid}) runs, but does not answer at http://127.0.0.1:1`);
+      expect(readFileSync(join(dir, '.run/clickhouse.pid'), 'utf8').trim()).toBe(String(other.pid));
+    } finally {
+      other.kill('SIGKILL');
+    }
   });
 
   it('passes an accepted configuration (the demo passwords make generates later count as given)', async () => {
