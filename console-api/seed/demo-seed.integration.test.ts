@@ -7,7 +7,7 @@ import { createOptionSealer } from '../../core/options/option-secrets.js';
 import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { createTestDatabase, type TestDatabase } from '../../infra/testing/test-database.js';
-import { seedDemo } from './demo-seed.js';
+import { demoLogins, seedDemo } from './demo-seed.js';
 
 let db: TestDatabase;
 let sql: Sql;
@@ -67,5 +67,13 @@ describe('seedDemo', () => {
     expect(kept!.base_url).toBe('https://api.anthropic.com');
     const [keptAddress] = await sql<{ value: string }[]>`SELECT value FROM options WHERE key = 'ServerAddress'`;
     expect(keptAddress!.value).toBe('https://console.example.com');
+  });
+
+  // Before (review operator): a checkout whose .data/ was made after the accounts (another checkout's
+  // database) printed its own passwords for them, which failed to log in.
+  it('demoLogins shows a password only when it is the account\'s', async () => {
+    expect(await demoLogins(sql, testConfig({ DATABASE_URL: db.url, ...env }))).toBe('demo / demo-password-1, admin / admin-password-1');
+    expect(await demoLogins(sql, testConfig({ DATABASE_URL: db.url, ...env, DEMO_PASSWORD: 'another-checkout-1' })))
+      .toBe("demo / (set before this checkout's .data/; not shown), admin / admin-password-1");
   });
 });

@@ -3,7 +3,7 @@
 // serving the usual Claude model names, an OpenAI-format channel (type 1) to the OpenAI-format mock
 // serving GPT model names, and an unlimited API key of the demo account.
 import { insertAccount } from '../accounts/account-store.js';
-import { hashPassword } from '../auth/password.js';
+import { hashPassword, verifyPassword } from '../auth/password.js';
 import { rebuildAbilities } from '../channels/abilities.js';
 import { optionDef, storedOptionText } from '../options/option-catalogue.js';
 import { createOptionSealer, type OptionSealer } from '../../core/options/option-secrets.js';
@@ -152,6 +152,24 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
 }
 
 /** loadConfig refuses SEED_DEMO without both passwords; this keeps the types honest. */
+/**
+ * The demo logins as `make run` prints them: each with this checkout's password when it is the
+ * account's, else saying it is not. A checkout's .data/ made after the database's accounts (a second
+ * checkout, a new .data/) holds passwords the accounts never had: printed as they were, they failed.
+ */
+export async function demoLogins(sql: Db, config: Config): Promise<string> {
+  const rows = await sql<{ username: string; password_hash: string }[]>`
+    SELECT username, password_hash FROM users WHERE username IN (${DEMO_USERNAME}, ${ADMIN_USERNAME})`;
+  const shown: string[] = [];
+  for (const [name, password] of [[DEMO_USERNAME, config.DEMO_PASSWORD], [ADMIN_USERNAME, config.ADMIN_PASSWORD]] as const) {
+    const row = rows.find((r) => r.username === name);
+    if (!row) continue;
+    const ok = typeof password === 'string' && password !== '' && await verifyPassword(password, row.password_hash).catch(() => false);
+    shown.push(ok ? `${name} / ${password}` : `${name} / (set before this checkout's .data/; not shown)`);
+  }
+  return shown.join(', ');
+}
+
 function demoPassword(p: string | undefined): string {
   if (!p) throw new Error('the demo seed needs DEMO_PASSWORD and ADMIN_PASSWORD');
   return p;

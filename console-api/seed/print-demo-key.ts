@@ -1,10 +1,11 @@
-// Prints the demo API key (decrypted with KEY_SECRET) for the copy-paste command of `make run`.
+// Prints the demo API key (decrypted with KEY_SECRET) for the copy-paste command of `make run`; with
+// `--logins`, the demo logins line instead (demoLogins: a password that is not the account's is not shown).
 import { loadConfigOrExit } from '../../infra/config.js';
 import { createSql } from '../../infra/postgres/client.js';
-import { seedDemo } from './demo-seed.js';
+import { demoLogins, seedDemo } from './demo-seed.js';
 
 const config = loadConfigOrExit('print-demo-key');
 const sql = createSql(config, { max: 1 });
-const { demoKey } = await seedDemo(sql, config);
+const out = process.argv.includes('--logins') ? await demoLogins(sql, config) : (await seedDemo(sql, config)).demoKey;
 await sql.end();
-process.stdout.write(demoKey + '\n');
+process.stdout.write(out + '\n');

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 STOP_COMMAND=${STOP_COMMAND:-make down}
 DEMO_KEY=$(node dist/console-api/seed/print-demo-key.js)
+DEMO_LOGINS=$(node dist/console-api/seed/print-demo-key.js --logins)
 # console-api writes a generated root password to ROOT_PASSWORD_FILE (start-stack.sh), not to its log.
 ROOT_FILE=${ROOT_PASSWORD_FILE:-.data/root-password}
 ROOT_LINE=""
@@ -24,7 +25,7 @@ The gateway is up.
   payments      http://127.0.0.1:${EPAY_SANDBOX_PORT:-3091} (epay sandbox), http://127.0.0.1:${CARDPAY_SANDBOX_PORT:-3092} (card sandbox)
 ${EXTRA_LINES:+$EXTRA_LINES
 }  logs          .run/*.log        stop everything with: $STOP_COMMAND
-  demo logins   demo / ${DEMO_PASSWORD:-?}, admin / ${ADMIN_PASSWORD:-?}
+  demo logins   ${DEMO_LOGINS}
                 (local demo data seeded by make run; passwords generated into .data/)${ROOT_LINE:+
   root          $ROOT_LINE}
 
