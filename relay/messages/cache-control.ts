@@ -13,14 +13,7 @@ export function cacheUseOf(body: MessagesRequest): CacheUse {
   if (use === '1h') return use;
   if (Array.isArray(body.system)) use = widest(use, anyMarked(body.system, MAX_NESTING));
   if (use === '1h') return use;
-  const tools = (body as { tools?: unknown }).tools;
-  if (Array.isArray(tools)) use = widest(use, anyMarked(tools, 0));
-  const messages = body.messages;
-  for (let i = 0; i < messages.length && use !== '1h'; i++) {
-    const content = messages[i]!.content;
-    if (Array.isArray(content)) use = widest(use, anyMarked(content, MAX_NESTING));
-  }
-  return use;
+  return widest(use, cacheUseOfChat(body));
 }
 
 /**
@@ -30,6 +23,8 @@ export function cacheUseOf(body: MessagesRequest): CacheUse {
  * one. Its Messages form (from-chat.ts) keeps no breakpoint, so the request itself is read.
  */
 export function cacheUseOfChat(chat: { messages: ReadonlyArray<{ content?: unknown }>; tools?: unknown }): CacheUse {
+  // Its tools' and messages' breakpoints, found as in a Messages request (whose cacheUseOf adds the
+  // request's own and its system blocks'): both protocols put cache_control on the same shapes.
   let use: CacheUse = 'none';
   const tools = chat.tools;
   if (Array.isArray(tools)) use = anyMarked(tools, 0);

@@ -46,9 +46,11 @@ export function usageOfChatUsage(usage: unknown): StatedUsage | null {
   const outputStated = isUsageCount(u.completion_tokens);
   if (!isUsageCount(u.prompt_tokens) && !outputStated) return null;
   const prompt = inputStated ? usageCount(u.prompt_tokens) : 0;
-  const cached = Math.min(prompt, cachedTokensOf(u));
-  const writes = Math.min(prompt - cached, cacheWritesOf(u));
-  const hourWrites = Math.min(writes, hourCacheWritesOf(u));
+  const d = u.prompt_tokens_details;
+  const details = d !== null && typeof d === 'object' ? d as Record<string, unknown> : null;
+  const cached = Math.min(prompt, cachedTokensOf(u, details));
+  const writes = Math.min(prompt - cached, cacheWritesOf(details));
+  const hourWrites = Math.min(writes, hourCacheWritesOf(details));
   let output = usageCount(u.completion_tokens);
   // OpenAI counts reasoning inside completion_tokens; xAI and Gemini's OpenAI-compatible API report it
   // beside them (their total_tokens = prompt + completion + reasoning). Taken as OpenAI's, a grok
@@ -73,9 +75,8 @@ export function usageOfChatUsage(usage: unknown): StatedUsage | null {
  * prompt_tokens). Read from the first that states a count, so a provider stating two is counted once;
  * without these, their hits were billed as full-price input.
  */
-function cachedTokensOf(u: Record<string, unknown>): number {
-  const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
-  if (details && typeof details === 'object' && isUsageCount(details.cached_tokens)) return usageCount(details.cached_tokens);
+function cachedTokensOf(u: Record<string, unknown>, details: Record<string, unknown> | null): number {
+  if (details !== null && isUsageCount(details.cached_tokens)) return usageCount(details.cached_tokens);
   if (isUsageCount(u.prompt_cache_hit_tokens)) return usageCount(u.prompt_cache_hit_tokens);
   return usageCount(u.cached_tokens);
 }
@@ -87,16 +88,14 @@ function cachedTokensOf(u: Record<string, unknown>): number {
  * OpenAI's own caching writes nothing it bills. Billed as writes only when the request marked a
  * breakpoint (settlement.ts usageWithinBound, relay/messages/cache-control.ts cacheUseOfChat).
  */
-function cacheWritesOf(u: Record<string, unknown>): number {
-  const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
-  if (!details || typeof details !== 'object') return 0;
+function cacheWritesOf(details: Record<string, unknown> | null): number {
+  if (details === null) return 0;
   return isUsageCount(details.cache_creation_input_tokens) ? usageCount(details.cache_creation_input_tokens) : usageCount(details.cache_write_tokens);
 }
 
 /** The part of the writes made for an hour (prompt_tokens_details.cache_creation.ephemeral_1h_input_tokens). */
-function hourCacheWritesOf(u: Record<string, unknown>): number {
-  const details = u.prompt_tokens_details as Record<string, unknown> | null | undefined;
-  const creation = details && typeof details === 'object' ? details.cache_creation as Record<string, unknown> | null | undefined : undefined;
+function hourCacheWritesOf(details: Record<string, unknown> | null): number {
+  const creation = details?.cache_creation as Record<string, unknown> | null | undefined;
   return creation && typeof creation === 'object' ? usageCount(creation.ephemeral_1h_input_tokens) : 0;
 }
 
