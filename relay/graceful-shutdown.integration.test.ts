@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../infra/project-root.js';
 import {
+  accountQuota,
   createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../tests/harness/gateway-stack.js';
 import { relayProcessEnv, type RelayProcess, spawnRelayProcess, withRelayProcess } from '../tests/harness/relay-process.js';
@@ -44,10 +45,7 @@ function startRelayProcess(graceMs = 20_000): Promise<RelayProcess> {
   return spawnRelayProcess([join(projectRoot(), 'dist/relay/main.js')], env);
 }
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return u!.quota as number;
-}
+const balance = (): Promise<number> => accountQuota(stack, account.id);
 
 /** One ledger row for the request, and Postgres and the Redis mirror both `quota` below `before`. */
 async function expectBilledOnce(requestId: string, before: number, quota: number): Promise<void> {

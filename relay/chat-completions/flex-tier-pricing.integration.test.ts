@@ -7,6 +7,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countPromptTokens, startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
 import {
+  accountQuota,
   consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -53,10 +54,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return Number(u!.quota);
-}
+const balance = (): Promise<number> => accountQuota(stack, account.id);
 
 /** Ledger, log row and both balances agree on `quota`; the log row's content is returned. */
 async function expectBilled(requestId: string, before: number, quota: number, prompt: number): Promise<string> {

@@ -15,6 +15,7 @@ import o200k from 'js-tiktoken/ranks/o200k_base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countPromptTokens, startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
 import {
+  accountQuota,
   billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -50,10 +51,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return Number(u!.quota);
-}
+const balance = (): Promise<number> => accountQuota(stack, account.id);
 
 function providerRequest(): { body: Record<string, unknown>; headers: Record<string, string>; requestId: string } {
   const r = openaiMock.requests[openaiMock.requests.length - 1]!;

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  accountQuota,
   billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 import { freePort } from '../../infra/testing/free-port.js';
@@ -61,10 +62,7 @@ afterAll(async () => {
   if (redisDir) rmSync(redisDir, { recursive: true, force: true });
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return u!.quota as number;
-}
+const balance = (): Promise<number> => accountQuota(stack, account.id);
 
 /** One request while Redis is away: its status, error type, request id and how long it took. */
 async function refusedRequest(): Promise<{ status: number; type: string; requestId: string; ms: number }> {

@@ -4,6 +4,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  accountQuota,
   billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -35,10 +36,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return u!.quota as number;
-}
+const balance = (): Promise<number> => accountQuota(stack, account.id);
 
 async function ledgerHas(requestId: string): Promise<boolean> {
   const rows = await stack.sql`SELECT 1 FROM ledger WHERE request_id = ${requestId}`;

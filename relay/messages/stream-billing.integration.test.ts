@@ -5,6 +5,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
 import {
+  accountQuota,
   createApiKey, fundedAccount, ledgerRow, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -27,10 +28,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return u!.quota as number;
-}
+const balance = (): Promise<number> => accountQuota(stack, account.id);
 
 describe('a client that goes away mid-stream', () => {
   it('cancels the provider at once and pays exactly for the tokens delivered', async () => {

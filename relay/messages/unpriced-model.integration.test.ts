@@ -6,6 +6,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  accountQuota,
   consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, unpricedMockChannel, type GatewayStack, type TestAccount, storeOptions
 } from '../../tests/harness/gateway-stack.js';
 
@@ -33,10 +34,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return Number(u!.quota);
-}
+const balance = (): Promise<number> => accountQuota(stack, account.id);
 
 async function ledgerRows(): Promise<number> {
   const [r] = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE user_id = ${account.id}`;

@@ -6,6 +6,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  accountQuota,
   billingSettled, consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
@@ -34,10 +35,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return Number(u!.quota);
-}
+const balance = (): Promise<number> => accountQuota(stack, account.id);
 
 async function ask(stream: boolean): Promise<{ requestId: string; input: number; usage: Anthropic.Usage }> {
   const params = {

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
 import { parsePromText } from '../../core/metrics/prom.js';
 import {
+  accountQuota,
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -56,10 +57,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function balance(): Promise<number> {
-  const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${account.id}`;
-  return Number(u!.quota);
-}
+const balance = (): Promise<number> => accountQuota(stack, account.id);
 
 const ask = (model: string, content: Anthropic.MessageParam['content'] = 'hello') =>
   client.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content }] }).withResponse();

@@ -192,6 +192,13 @@ export async function fundedAccount(stack: GatewayStack, quota: number, group = 
   return { id, username, token };
 }
 
+/** The account's balance as Postgres has it (users.quota): what the books are checked against. */
+export async function accountQuota(stack: GatewayStack, userId: number): Promise<number> {
+  const [u] = await stack.sql<{ quota: string | number }[]>`SELECT quota FROM users WHERE id = ${userId}`;
+  if (!u) throw new Error(`no account ${userId}`);
+  return Number(u.quota);
+}
+
 /**
  * Prices at ratio 1 (option ModelRatio) each of `models` that no ratio prices yet, as an operator
  * prices a channel's models: the relay refuses a model without a price. Waits until the relays serve it.
