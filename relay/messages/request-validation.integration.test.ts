@@ -109,6 +109,15 @@ describe('the request body', () => {
     // Container time is billed by the hour beyond tokens: before, both passed and were billed tokens only.
     ['a code execution tool', JSON.stringify({ ...valid, tools: [{ type: 'custom', name: 'f', input_schema: { type: 'object' } }, { type: 'code_execution_20250825', name: 'code_execution' }] }), /^tools\.1\.type: code execution/],
     ['a container', JSON.stringify({ ...valid, container: 'container_1' }), /^container: code execution/],
+    // Reported only in usage.iterations, at another model's rates: before, each passed and was billed
+    // the requested model's top-level usage (a Haiku turn Opus served: 750 quota for 76,400).
+    ['server-side fallback', JSON.stringify({ ...valid, fallbacks: [{ model: 'claude-opus-4-5', max_tokens: 8000 }] }), /^fallbacks: server-side fallback/],
+    ['the default fallbacks', JSON.stringify({ ...valid, fallbacks: 'default' }), /^fallbacks: server-side fallback/],
+    ['a fallback credit token', JSON.stringify({ ...valid, fallback_credit_token: 'fct_1' }), /^fallback_credit_token:/],
+    ['an advisor tool', JSON.stringify({ ...valid, tools: [{ type: 'advisor_20260301', name: 'advisor', model: 'claude-opus-4-5' }] }), /^tools\.0\.type: the advisor tool/],
+    // A continued thread's prompt is held by the provider, beyond the bytes that bound the reservation.
+    ['a server-held thread', JSON.stringify({ ...valid, thread: { type: 'continue', previous_message_id: 'msg_1' } }), /^thread: server-held/],
+    ['billing to a user profile', JSON.stringify({ ...valid, billing_policy: { type: 'billing_policy', bill_to: 'user_profile' } }), /^billing_policy\.bill_to: only "self"/],
     ['a content block naming its type twice', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="},"type":"text","text":"hi"}]}]}`, /"type" twice/],
   ];
   for (const [what, body, message] of cases) {
@@ -189,14 +198,18 @@ describe('the request body', () => {
 });
 
 describe('fields whose standard values are priced', () => {
-  it('forwards speed "standard", inference_geo "global" and context editing that only clears, and bills each', async () => {
+  it('forwards speed "standard", inference_geo "global", context editing that only clears, fallbacks null and billing to self, and bills each', async () => {
     const before = stack.mock.requests.length;
-    for (const extra of [{ speed: 'standard' }, { inference_geo: 'global' }, { context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] } }]) {
+    const extras = [
+      { speed: 'standard' }, { inference_geo: 'global' }, { context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] } },
+      { fallbacks: null }, { billing_policy: { type: 'billing_policy', bill_to: 'self' } },
+    ];
+    for (const extra of extras) {
       const r = await post(JSON.stringify({ ...valid, ...extra }));
       expect(r.status, JSON.stringify(extra)).toBe(200);
       expect(stack.mock.requests.at(-1)!.body).toMatchObject(extra);
     }
-    expect(stack.mock.requests.length).toBe(before + 3);
+    expect(stack.mock.requests.length).toBe(before + extras.length);
   });
 
   it('answers the fields the relay cannot price through the SDK as a BadRequestError, with nothing forwarded', async () => {

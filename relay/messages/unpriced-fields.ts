@@ -10,6 +10,17 @@
 //   not in the top-level usage the relay settles, and beyond the output bound it reserves.
 // - code execution (a `code_execution_…` server tool, or a `container` to run it in): Anthropic
 //   bills its container time by the hour beyond the free allowance, which no usage field reports.
+// - server-side fallback (`fallbacks`): a model that declines hands the turn to another, dearer one
+//   with its own `max_tokens`, reported in `usage.iterations`; the relay reserved and prices the
+//   requested model and its `max_tokens` (a Haiku request served by Opus, 8,000 tokens, was billed
+//   750 quota against Anthropic's 76,400). `fallback_credit_token` reprices a retry's cache writes;
+// - the advisor tool (`advisor_…`): a sub-inference on the model the tool names, reported only in
+//   `usage.iterations` (20,000 Opus tokens in and 1,600 out went unbilled);
+// - server-held conversations (`thread`): a continued thread's prompt is the state Anthropic holds,
+//   beyond the body's bytes that bound what the relay reserves and bills, and held under the
+//   operator's organization, where any account that learned a message id could continue another's;
+// - `billing_policy` other than `self`: the turn is billed to another organization than the
+//   channel's, while the relay bills the account as if the channel paid.
 // Context editing that only clears (`clear_tool_uses_…`, `clear_thinking_…`) lowers the input and
 // passes.
 import { RelayError } from '../errors.js';
@@ -32,12 +43,29 @@ export function unpricedMessagesFieldRefusal(body: MessagesRequest): RelayError 
   if (b.container !== undefined && b.container !== null) {
     return invalid('container: code execution is not served by this gateway (its container time is billed beyond the request\'s tokens)');
   }
+  if (b.fallbacks !== undefined && b.fallbacks !== null) {
+    return invalid('fallbacks: server-side fallback is not served by this gateway (the model that serves the turn is priced and bounded as the requested one)');
+  }
+  if (b.fallback_credit_token !== undefined && b.fallback_credit_token !== null) {
+    return invalid('fallback_credit_token: server-side fallback is not served by this gateway');
+  }
+  if (b.thread !== undefined && b.thread !== null) {
+    return invalid('thread: server-held conversations are not served by this gateway (send the conversation in messages)');
+  }
+  const billTo = (b.billing_policy as { bill_to?: unknown } | null | undefined)?.bill_to;
+  if (billTo !== undefined && billTo !== null && billTo !== 'self') {
+    return invalid('billing_policy.bill_to: only "self" is served by this gateway (the gateway bills each request to its account)');
+  }
   const tools = b.tools;
   if (Array.isArray(tools)) {
     for (let i = 0; i < tools.length; i++) {
       const type = (tools[i] as { type?: unknown } | null)?.type;
-      if (typeof type === 'string' && type.startsWith('code_execution')) {
+      if (typeof type !== 'string') continue;
+      if (type.startsWith('code_execution')) {
         return invalid(`tools.${i}.type: code execution is not served by this gateway (its container time is billed beyond the request's tokens)`);
+      }
+      if (type.startsWith('advisor')) {
+        return invalid(`tools.${i}.type: the advisor tool is not served by this gateway (its model's tokens are billed beyond the request's usage)`);
       }
     }
   }
