@@ -32,6 +32,7 @@ import { BodyLinger, declaredLengthOf } from '../free-request.js';
 import { headerLines } from '../header-lines.js';
 import { PROVIDER_ACCOUNT_REFUSED, RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
+import type { Ratios } from '../../core/pricing/ratios.js';
 import { cacheUseOf, cacheUseOfChat } from './cache-control.js';
 import { currentMinute, type QuotaStore, type RateLimitWait } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
@@ -243,6 +244,12 @@ class Exchange {
   price: PriceRatios = { model: 1, completion: 1, group: 1, cacheRead: 1, cacheWrite: 1, cacheWrite1h: 1 };
   /** Groups this request may still be served by, in order (more than one only for `auto`). */
   routeGroups: readonly string[] = [];
+  /**
+   * The ratios the request was reserved at, kept for a cross-group retry's group ratio: read again
+   * after the reservation, a GroupRatio an administrator raised meanwhile billed the retry beyond its
+   * reservation (1 → 20 took a balance of 1,000,000 to -9,501,600).
+   */
+  reservedRatios: Ratios | null = null;
   /** Where pickNextChannel found the channel to try next (a GroupCursor). */
   nextGroupIndex = 0;
   /** Cache affinity (routing/affinity.ts): the key and end user's hash, so they keep their channel. */
@@ -349,6 +356,7 @@ class Exchange {
     const allowed = keyRouteGroups(policy, record, body.model, this.ip, Math.floor(now / 1000));
     if (allowed instanceof RelayError) return this.fail(allowed);
     const ratios = this.ctx.ratios();
+    this.reservedRatios = ratios;
     // Groups that serve the model; a key without cross-group retry stays in the first one.
     const served = servingGroups(allowed, this.ctx.channels, body.model, record.crossGroupRetry);
     if (served.length === 0) {
@@ -594,7 +602,7 @@ class Exchange {
    * has reached the client.
    */
   async forward(raw: Buffer, body: MessagesRequest): Promise<void> {
-    const ratios = this.ctx.ratios();
+    const ratios = this.reservedRatios ?? this.ctx.ratios();
     const tried = new Set<number>();
     this.triedChannels = tried;
     let lastFailure = '';
