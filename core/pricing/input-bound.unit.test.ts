@@ -34,6 +34,8 @@ describe('built-in context windows', () => {
     // 4.6 and later take 1M tokens without a beta.
     ['claude-opus-4-6', 1_000_000], ['claude-sonnet-4-6', 1_000_000], ['claude-opus-4-7', 1_000_000],
     ['claude-opus-4-10', 1_000_000], ['claude-opus-5-5', 1_000_000], ['claude-fable-5-1', 1_000_000],
+    ['claude-opus-4-8', 1_000_000], ['claude-opus-5', 1_000_000], ['claude-sonnet-5', 1_000_000], ['claude-sonnet-5-5', 1_000_000],
+    ['claude-haiku-5-5', 1_000_000], ['claude-fable-5', 1_000_000], ['claude-mythos-5', 1_000_000], ['claude-mythos-5-1', 1_000_000],
     ['anthropic/claude-sonnet-4-6', 1_000_000],
   ])('%s: %i tokens, for text and media alike', (model, window) => {
     expect(defaults.contextWindow(model, false)).toBe(window);

@@ -6,8 +6,9 @@ import type { LongContextPrice } from './quota-cost.js';
 export const QUOTA_PER_DOLLAR = 500_000;
 
 /**
- * Input prices by model: Anthropic's (per million tokens: opus 4 and 4.1 $15, opus 4.5 $5, sonnet $3,
- * haiku 4.5 $1, haiku 3.5 $0.80, haiku 3 $0.25) and OpenAI's standard tier (gpt-4o $2.50, gpt-4o-mini
+ * Input prices by model: Anthropic's (per million tokens: opus 4 and 4.1 $15, opus 4.5 to 5 $5, opus
+ * 5.5 $4, sonnet 3.5 to 4.6 $3, sonnet 5 and 5.5 $2, haiku 4.5 $1, haiku 3.5 $0.80, haiku 3 $0.25,
+ * haiku 5.5 $0.10, fable and mythos 5 and 5.1 $10) and OpenAI's standard tier (gpt-4o $2.50, gpt-4o-mini
  * $0.15, gpt-4.1 $2, o1 $15, o3 $2, gpt-5 $1.25, ...). A dated id (`claude-opus-4-1-20250805`,
  * `gpt-4o-mini-2024-07-18`) or a `-latest` alias is priced as its model (ratioOf) unless the table
  * names it (gpt-4o-2024-05-13 kept its launch price). A model in neither this table nor the ModelRatio
@@ -27,6 +28,23 @@ export const DEFAULT_MODEL_RATIO: Readonly<Record<string, number>> = {
   'claude-opus-4-0': 7.5,
   'claude-opus-4-1': 7.5,
   'claude-opus-4-5': 2.5,
+  // Anthropic's models since Opus 4.6 (platform.claude.com pricing and model pages, read 2026-11-30):
+  // Opus 4.6-4.8 and 5 $5, Sonnet 4.6 $3, Sonnet 5 and 5.5 $2 (Sonnet 5's increase to $3 was called
+  // off), Opus 5.5 $4, Fable and Mythos 5 and 5.1 $10, Haiku 5.5 $0.10 (prompts up to 100,000 tokens;
+  // above, 5× everything: DEFAULT_LONG_CONTEXT). Output is 5× input for all of them.
+  'claude-opus-4-6': 2.5,
+  'claude-opus-4-7': 2.5,
+  'claude-opus-4-8': 2.5,
+  'claude-opus-5': 2.5,
+  'claude-opus-5-5': 2,
+  'claude-sonnet-4-6': 1.5,
+  'claude-sonnet-5': 1,
+  'claude-sonnet-5-5': 1,
+  'claude-haiku-5-5': 0.05,
+  'claude-fable-5': 5,
+  'claude-fable-5-1': 5,
+  'claude-mythos-5': 5,
+  'claude-mythos-5-1': 5,
   'gpt-3.5-turbo': 0.25,
   'gpt-4-turbo': 5,
   'gpt-4o': 1.25,
@@ -83,8 +101,13 @@ export const FALLBACK_CACHE_WRITE_1H_RATIO = 2;
  * Cache reads where they are not 0.1× input: OpenAI's cached input (prompt_tokens_details.cached_tokens)
  * is half price on gpt-4o and the o1/o3-mini models and a quarter on gpt-4.1, o3 and o4-mini (gpt-5 is
  * 0.1×, the fallback). OpenAI charges nothing extra for writing its cache, so its models' writes never occur.
+ * Anthropic's cache hits are 0.1× input but on Claude Opus 5.5 ($0.20 for $4 input: 0.05×) and Claude
+ * Fable and Mythos 5.1 ($0.25 for $10: 0.025×); their cache writes are the usual 1.25× and 2×.
  */
 export const DEFAULT_CACHE_READ_RATIO: Readonly<Record<string, number>> = {
+  'claude-opus-5-5': 0.05,
+  'claude-fable-5-1': 0.025,
+  'claude-mythos-5-1': 0.025,
   'gpt-4o': 0.5,
   'gpt-4o-mini': 0.5,
   'gpt-4.1': 0.25,
@@ -101,12 +124,16 @@ export const DEFAULT_GROUP_RATIO: Readonly<Record<string, number>> = { default: 
 /**
  * Long-context tiers by model (option LongContextRatio overrides them per model; null removes one):
  * Anthropic prices the Sonnet 4 models' prompts over 200,000 tokens (possible with the context-1m
- * beta) at 2× input and 1.5× output.
+ * beta) at 2× input and 1.5× output, and Claude Haiku 5.5's prompts over 100,000 tokens (input, cache
+ * reads and cache writes counted) at 5× every price: $0.50 input, $0.625 / $1 cache writes, $0.05 cache
+ * reads, $2.50 output against $0.10, $0.125 / $0.20, $0.01 and $0.50 up to 100,000. The models since
+ * Opus 4.6 other than Haiku 5.5 bill their whole 1M window at one price.
  */
 export const DEFAULT_LONG_CONTEXT: Readonly<Record<string, LongContextPrice>> = {
   'claude-sonnet-4': { aboveTokens: 200_000, input: 2, output: 1.5 },
   'claude-sonnet-4-0': { aboveTokens: 200_000, input: 2, output: 1.5 },
   'claude-sonnet-4-5': { aboveTokens: 200_000, input: 2, output: 1.5 },
+  'claude-haiku-5-5': { aboveTokens: 100_000, input: 5, output: 5 },
 };
 
 export const RATIO_OPTION_KEYS = ['ModelRatio', 'CompletionRatio', 'GroupRatio', 'CacheRatio', 'CreateCacheRatio', 'CreateCacheRatio1h', 'LongContextRatio', 'SelfUseModeEnabled'] as const;

@@ -30,9 +30,19 @@ export interface ListModelsQuery {
 
 /** Names and release dates of known models; other ids get their id as name and a date from the id. */
 const KNOWN: Readonly<Record<string, { name: string; created: string }>> = {
-  'claude-opus-4-7': { name: 'Claude Opus 4.7', created: '2026-04-01T00:00:00Z' },
-  'claude-sonnet-4-6': { name: 'Claude Sonnet 4.6', created: '2026-02-01T00:00:00Z' },
-  'claude-opus-4-6': { name: 'Claude Opus 4.6', created: '2026-02-01T00:00:00Z' },
+  'claude-haiku-5-5': { name: 'Claude Haiku 5.5', created: '2026-10-07T00:00:00Z' },
+  'claude-sonnet-5-5': { name: 'Claude Sonnet 5.5', created: '2026-09-28T00:00:00Z' },
+  'claude-opus-5-5': { name: 'Claude Opus 5.5', created: '2026-09-22T00:00:00Z' },
+  'claude-fable-5-1': { name: 'Claude Fable 5.1', created: '2026-09-01T00:00:00Z' },
+  'claude-mythos-5-1': { name: 'Claude Mythos 5.1', created: '2026-09-01T00:00:00Z' },
+  'claude-opus-5': { name: 'Claude Opus 5', created: '2026-07-24T00:00:00Z' },
+  'claude-sonnet-5': { name: 'Claude Sonnet 5', created: '2026-06-30T00:00:00Z' },
+  'claude-fable-5': { name: 'Claude Fable 5', created: '2026-06-09T00:00:00Z' },
+  'claude-mythos-5': { name: 'Claude Mythos 5', created: '2026-06-09T00:00:00Z' },
+  'claude-opus-4-8': { name: 'Claude Opus 4.8', created: '2026-05-28T00:00:00Z' },
+  'claude-opus-4-7': { name: 'Claude Opus 4.7', created: '2026-04-16T00:00:00Z' },
+  'claude-sonnet-4-6': { name: 'Claude Sonnet 4.6', created: '2026-02-17T00:00:00Z' },
+  'claude-opus-4-6': { name: 'Claude Opus 4.6', created: '2026-02-05T00:00:00Z' },
   'claude-opus-4-5-20251101': { name: 'Claude Opus 4.5', created: '2025-11-01T00:00:00Z' },
   'claude-haiku-4-5-20251001': { name: 'Claude Haiku 4.5', created: '2025-10-01T00:00:00Z' },
   'claude-sonnet-4-5-20250929': { name: 'Claude Sonnet 4.5', created: '2025-09-29T00:00:00Z' },

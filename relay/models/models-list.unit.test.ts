@@ -9,10 +9,24 @@ describe('models list', () => {
   it("lists the models newest first in Anthropic's shape", () => {
     const page = listModels(IDS, q());
     expect(page.data.map((m) => m.id)).toEqual(NEWEST_FIRST);
-    expect(page.data[0]).toEqual({ type: 'model', id: 'claude-opus-4-7', display_name: 'Claude Opus 4.7', created_at: '2026-04-01T00:00:00Z' });
+    expect(page.data[0]).toEqual({ type: 'model', id: 'claude-opus-4-7', display_name: 'Claude Opus 4.7', created_at: '2026-04-16T00:00:00Z' });
     expect(page).toMatchObject({ has_more: false, first_id: 'claude-opus-4-7', last_id: 'my-local-model' });
     expect(modelInfo('vendor-x-20240115')).toEqual({ type: 'model', id: 'vendor-x-20240115', display_name: 'vendor-x-20240115', created_at: '2024-01-15T00:00:00Z' });
     expect(listModels([], q())).toEqual({ data: [], has_more: false, first_id: null, last_id: null });
+  });
+
+  it('names and dates the Claude models since Opus 4.6 as Anthropic announced them', () => {
+    const known: Array<[string, string, string]> = [
+      ['claude-opus-4-6', 'Claude Opus 4.6', '2026-02-05'], ['claude-sonnet-4-6', 'Claude Sonnet 4.6', '2026-02-17'],
+      ['claude-opus-4-7', 'Claude Opus 4.7', '2026-04-16'], ['claude-opus-4-8', 'Claude Opus 4.8', '2026-05-28'],
+      ['claude-fable-5', 'Claude Fable 5', '2026-06-09'], ['claude-mythos-5', 'Claude Mythos 5', '2026-06-09'],
+      ['claude-sonnet-5', 'Claude Sonnet 5', '2026-06-30'], ['claude-opus-5', 'Claude Opus 5', '2026-07-24'],
+      ['claude-fable-5-1', 'Claude Fable 5.1', '2026-09-01'], ['claude-mythos-5-1', 'Claude Mythos 5.1', '2026-09-01'],
+      ['claude-opus-5-5', 'Claude Opus 5.5', '2026-09-22'], ['claude-sonnet-5-5', 'Claude Sonnet 5.5', '2026-09-28'],
+      ['claude-haiku-5-5', 'Claude Haiku 5.5', '2026-10-07'],
+    ];
+    for (const [id, name, date] of known) expect(modelInfo(id)).toEqual({ type: 'model', id, display_name: name, created_at: `${date}T00:00:00Z` });
+    expect(listModels(known.map((k) => k[0]), q({ limit: 3 })).data.map((m) => m.id)).toEqual(['claude-haiku-5-5', 'claude-sonnet-5-5', 'claude-opus-5-5']);
   });
 
   it('pages forward with limit and after_id, and backward with before_id', () => {
