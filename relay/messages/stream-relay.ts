@@ -213,8 +213,10 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     if (failure) throw failure;
     // A converted stream holds its last events for the usage billed (StreamRewriter.holdsFinalUsage):
     // it is settled and ended once the provider's stream is complete, which an OpenAI-format stream
-    // is at its usage chunk, its [DONE] possibly in a later read.
-    if (endedAt >= 0 || (rewriter?.holdsFinalUsage === true && parser.complete && !parser.error)) complete();
+    // is at its usage chunk, its [DONE] possibly in a later read. An Anthropic-format stream only at
+    // message_stop's end (endedAt): complete at its event line, it was ended with message_stop's data
+    // in the next read unseen by the conversion, which then held no usage chunk and no [DONE].
+    if (endedAt >= 0 || (rewriter?.holdsFinalUsage === true && parser.complete && !parser.sawMessageStop && !parser.error)) complete();
   };
   body.on('data', (chunk: Buffer) => {
     if (broken || finished) return;

@@ -10,7 +10,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type LedgerRow, type TestAccount } from '../../tests/harness/gateway-stack.js';
+import { billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type LedgerRow, type TestAccount } from '../../tests/harness/gateway-stack.js';
 import {
   balanceOf, billOf, BLOCK_START, BLOCK_STOP, CHAT_DONE, CHAT_FINISH, CHAT_TOK, chatChunk, chatCompletion, LONG_PROMPT, MESSAGE_STOP, messageDelta, messageStart,
   NORMAL_INPUT, NORMAL_OUTPUT, normalMessage, startScriptedProvider, TOK, type ScriptedProvider,
@@ -67,13 +67,19 @@ const OAI: Record<string, { usage: Record<string, unknown>; inf?: string }> = {
 
 /**
  * A provider that keeps the connection open, pinging, after its stream's last event: the answer, and
- * what it writes 300 ms later ('' for nothing).
+ * what it writes 100 ms later ('' for nothing).
  */
 const LINGER: Record<string, (model: string) => [string, string]> = {
   'cu-linger-ant': (m) => [messageStart(m) + BODY50 + messageDelta() + MESSAGE_STOP, ''],
   'cu-linger-oai': () => [OAI_ROLE + CHAT_TOK.repeat(NORMAL_OUTPUT) + CHAT_FINISH + oaiUsage(FULL_USAGE) + CHAT_DONE, ''],
   // Complete at its usage chunk; its [DONE] in a later write (as OpenAI and vLLM often send it).
   'cu-linger-oai-done-later': () => [OAI_ROLE + CHAT_TOK.repeat(NORMAL_OUTPUT) + CHAT_FINISH + oaiUsage(FULL_USAGE), CHAT_DONE],
+  // message_stop's event line in one write, its data line in the next: the stream is complete only
+  // at the blank line that ends the event (before, it was ended at the event line, before the
+  // conversion had seen message_stop: no usage chunk, no [DONE]).
+  'cu-linger-ant-split': (m) => [messageStart(m) + BODY50 + messageDelta() + 'event: message_stop\n', 'data: {"type":"message_stop"}\n\n'],
+  // The same without message_delta: the finish_reason too comes only with message_stop's data.
+  'cu-linger-ant-split-no-delta': (m) => [messageStart(m) + BODY50 + 'event: message_stop\ndata: {"type":"mess', 'age_stop"}\n\n'],
 };
 const releaseLinger: Array<() => void> = [];
 /** The lingering answers whose provider ended the connection itself (its 20 s), not the relay. */
@@ -93,7 +99,8 @@ beforeAll(async () => {
       // The whole answer, then pings, the connection kept open until the test lets it go (or 20 s).
       const [answer, tail] = LINGER[model]!(model);
       res.write(answer);
-      if (tail !== '') setTimeout(() => { if (!res.destroyed) res.write(tail); }, 300);
+      // Before the first ping (200 ms): a ping inside message_stop's split event would be no stream a provider sends.
+      if (tail !== '') setTimeout(() => { if (!res.destroyed) res.write(tail); }, 100);
       const ping = setInterval(() => { if (!res.destroyed) res.write(model.startsWith('cu-linger-oai') ? ': keep-alive\n\n' : 'event: ping\ndata: {"type": "ping"}\n\n'); }, 200);
       const close = () => {
         clearInterval(ping);
@@ -114,7 +121,7 @@ beforeAll(async () => {
     res.end(oai.inf ? INF(answer, oai.inf) : answer);
   });
   stack = await startGatewayStack();
-  await mockChannel(stack, [...Object.keys(ANT), 'cu-linger-ant', 'cu-no-delta'], 'default', { base_url: provider.url });
+  await mockChannel(stack, [...Object.keys(ANT), 'cu-linger-ant', 'cu-linger-ant-split', 'cu-linger-ant-split-no-delta', 'cu-no-delta'], 'default', { base_url: provider.url });
   await mockChannel(stack, [...Object.keys(OAI), 'cu-linger-oai', 'cu-linger-oai-done-later'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
   account = await fundedAccount(stack, 100_000_000);
   const key = (await createApiKey(stack, account)).key;
@@ -209,6 +216,25 @@ describe('a provider that keeps its connection open after its last event', () =>
     expect(providerEnded.has('cu-linger-ant')).toBe(false);
     expect({ prompt: told!.prompt_tokens, completion: told!.completion_tokens }).toEqual({ prompt: row.prompt_tokens, completion: row.completion_tokens });
     await vi.waitFor(() => expect(provider.seen.get('cu-linger-ant')!.closedAt).toBeGreaterThan(0), { timeout: 5000 });
+  });
+
+  it('openai SDK on an Anthropic-format channel, message_stop split across reads: the usage chunk and [DONE] come', async () => {
+    const { text, told, row } = await viaOpenAI('cu-linger-ant-split', true);
+    expect(text).toMatch(TEXT);
+    expect(told).not.toBeNull();
+    expect({ prompt: told!.prompt_tokens, completion: told!.completion_tokens }).toEqual({ prompt: row.prompt_tokens, completion: row.completion_tokens });
+    expect(providerEnded.has('cu-linger-ant-split')).toBe(false);
+  });
+
+  it('openai SDK\'s stream helper, message_stop split and no message_delta: finish_reason "stop" and the usage', async () => {
+    const s = openai.chat.completions.stream({ model: 'cu-linger-ant-split-no-delta', max_tokens: MAX_TOKENS, stream_options: { include_usage: true }, messages });
+    const done = await s.finalChatCompletion();
+    expect(done.choices[0]!.finish_reason).toBe('stop');
+    expect(done.choices[0]!.message.content).toMatch(TEXT);
+    expect(done.usage?.completion_tokens).toBeGreaterThan(0);
+    expect(providerEnded.has('cu-linger-ant-split-no-delta')).toBe(false);
+    // Its bill lands before the next test reads the balance it starts from.
+    await billingSettled(stack);
   });
 
   it.each(['cu-linger-oai', 'cu-linger-oai-done-later'])('Anthropic SDK on an OpenAI-format channel (%s): message_delta and message_stop come, and the provider is let go', async (model) => {
