@@ -9,7 +9,7 @@ export interface InvalidationTargets {
   user(id: number): void;
   channels(): Promise<void>;
   options(): Promise<void>;
-  channelAside(id: number, ms: number): void;
+  channelAside(id: number, ms: number, from: string | undefined): void;
 }
 
 export async function subscribeInvalidations(sub: Redis, channel: string, targets: InvalidationTargets, log: Logger): Promise<void> {
@@ -25,7 +25,7 @@ export async function subscribeInvalidations(sub: Redis, channel: string, target
       case 'user': targets.user(msg.id); break;
       case 'channel': done(targets.channels()); break;
       case 'options': done(targets.options()); break;
-      case 'channel_aside': targets.channelAside(msg.id, msg.ms); break;
+      case 'channel_aside': targets.channelAside(msg.id, msg.ms, msg.from); break;
     }
   });
   await sub.subscribe(channel);

@@ -1,4 +1,5 @@
 // Builds the relay from its parts and serves it on uWebSockets.js.
+import { randomUUID } from 'node:crypto';
 import uws from 'uWebSockets.js';
 import type { Config } from '../infra/config.js';
 import { createLogger, type Logger } from '../infra/logger.js';
@@ -29,7 +30,7 @@ import { QuotaStore } from '../core/quota/quota-store.js';
 import { RedisClock } from '../core/quota/redis-clock.js';
 import { DEFAULT_CREDIT_SLICE_OPTIONS } from '../core/quota/credit-slices.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
-import { ChannelCooldown } from './routing/channel-cooldown.js';
+import { applyAnnouncedAside, ChannelCooldown } from './routing/channel-cooldown.js';
 import { ChannelHealth, healthSettingsFromConfig } from './routing/channel-health.js';
 import { channelMetrics } from './metrics/channel-metrics.js';
 import { publishInvalidation } from '../core/invalidation/invalidation.js';
@@ -239,13 +240,15 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const keys = redisKeysFor(config);
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
   const keyDirectory = new KeyDirectory(sql, crypto, config.KEY_CACHE_TTL_MS, config.KEY_CACHE_MAX_ENTRIES, config.KEY_CACHE_STALE_MS, log);
+  // Names this relay's own channel_aside announcements, which it ignores when they come back.
+  const relayInstance = randomUUID();
   const cooldown = new ChannelCooldown({
     failures: config.CHANNEL_COOLDOWN_FAILURES, ms: config.CHANNEL_COOLDOWN_SEC * 1000, maxMs: config.CHANNEL_COOLDOWN_MAX_SEC * 1000,
   }, (id, ms) => {
     channelMetrics.setAside(id);
     log.warn({ channel: id, seconds: ms / 1000 }, 'channel set aside: its provider keeps failing to serve; the other channels of its routes are tried first');
     // The other relays set it aside too (setAside, on the announcement): not awaited, a failure path.
-    publishInvalidation(redis, keys, { kind: 'channel_aside', id, ms })
+    publishInvalidation(redis, keys, { kind: 'channel_aside', id, ms, from: relayInstance })
       .catch((err: unknown) => log.warn({ err, channel: id }, 'channel set aside: announcing it to the other relays failed'));
   });
   const channels = new ChannelRegistry(sql, crypto, (id, err) =>
@@ -309,7 +312,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     },
     channels: () => channels.reload(),
     options: reloadOptions,
-    channelAside: (id, ms) => cooldown.setAside(id, ms),
+    channelAside: (id, ms, from) => applyAnnouncedAside(cooldown, channels, relayInstance, { id, ms, from }),
   }, log).catch((err: unknown) => log.error({ err }, 'invalidation subscription failed'));
   const timer = setInterval(() => {
     keyDirectory.purgeStale();

@@ -19,8 +19,13 @@ export const invalidationSchema = z.discriminatedUnion('kind', [
   /**
    * A relay set a channel aside for `ms` (its provider keeps failing to serve: relay/routing/
    * channel-cooldown.ts): the other relays do the same rather than each meeting the failures itself.
+   * `from` names the announcing relay (a random id per process), which ignores its own announcement
+   * when it comes back: a success in between would otherwise be undone by it.
    */
-  z.object({ kind: z.literal('channel_aside'), id: z.number().int().positive(), ms: z.number().int().positive().max(86_400_000) }),
+  z.object({
+    kind: z.literal('channel_aside'), id: z.number().int().positive(), ms: z.number().int().positive().max(86_400_000),
+    from: z.string().max(64).optional(),
+  }),
 ]);
 
 export type Invalidation = z.infer<typeof invalidationSchema>;

@@ -78,12 +78,14 @@ export class ChannelCooldown {
   }
 
   /**
-   * Another relay set the channel aside for `ms` (or this one did: its own announcement comes back):
-   * aside here until then too, and the next failure after it sets it aside again for twice as long.
+   * Another relay set the channel aside for `ms`: aside here until then too (never longer than this
+   * relay's own maximum: a peer configured otherwise, or a forged message, set a channel aside for a
+   * day), and the next failure after it sets it aside again for twice as long.
    */
-  setAside(channelId: number, ms: number): void {
+  setAside(channelId: number, announcedMs: number): void {
     const { failures, maxMs } = this.#settings;
     if (failures <= 0) return;
+    const ms = Math.min(announcedMs, maxMs);
     let s = this.#state.get(channelId);
     if (s === undefined) this.#state.set(channelId, (s = { failures: 0, until: 0, nextMs: ms }));
     const until = this.#now() + ms;
@@ -98,4 +100,23 @@ export class ChannelCooldown {
   succeeded(channelId: number): void {
     if (this.#state.size !== 0) this.#state.delete(channelId);
   }
+}
+
+/** A `channel_aside` announcement (core/invalidation/invalidation.ts). */
+export interface AsideAnnouncement {
+  id: number;
+  ms: number;
+  /** The announcing relay's instance id. */
+  from: string | undefined;
+}
+
+/**
+ * Applies another relay's announcement. A relay's own comes back to it and is ignored: applied after
+ * a success had cleared the channel, it set the channel aside again. One for a channel this relay
+ * does not serve is ignored too: nothing would ever succeed on that id to clear its entry, so a
+ * stream of such announcements grew the map without end (27 MB for 200,000 ids).
+ */
+export function applyAnnouncedAside(cooldown: ChannelCooldown, channels: { has(channelId: number): boolean }, self: string, a: AsideAnnouncement): void {
+  if (a.from === self || !channels.has(a.id)) return;
+  cooldown.setAside(a.id, a.ms);
 }

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
-import { ChannelCooldown } from './channel-cooldown.js';
+import { applyAnnouncedAside, ChannelCooldown } from './channel-cooldown.js';
 import { ChannelRegistry } from './channel-registry.js';
 
 const SETTINGS = { failures: 3, ms: 30_000, maxMs: 100_000 };
@@ -56,6 +56,35 @@ describe('ChannelCooldown', () => {
     const off = new ChannelCooldown({ failures: 0, ms: 0, maxMs: 0 }, () => {}, c.now);
     off.setAside(9, 30_000);
     expect(off.isAside(9)).toBe(false);
+  });
+
+  it('applies an announced time up to its own maximum only (a peer configured otherwise, or a forged message, asked for a day)', () => {
+    const c = clock();
+    const cooldown = new ChannelCooldown(SETTINGS, () => {}, c.now);
+    cooldown.setAside(4, 86_400_000);
+    c.t += SETTINGS.maxMs - 1;
+    expect(cooldown.isAside(4)).toBe(true);
+    c.t += 1;
+    expect(cooldown.isAside(4)).toBe(false);
+  });
+
+  it('ignores its own announcement coming back, and one of a channel it does not serve', () => {
+    const c = clock();
+    const announced: Array<[number, number]> = [];
+    const cooldown = new ChannelCooldown(SETTINGS, (id, ms) => announced.push([id, ms]), c.now);
+    const served = { has: (id: number) => id === 7 };
+    for (let i = 0; i < 3; i++) cooldown.failed(7);
+    expect(announced).toEqual([[7, 30_000]]);
+    // A request on it succeeds before the announcement comes back: the echo does not undo that.
+    cooldown.succeeded(7);
+    applyAnnouncedAside(cooldown, served, 'relay-a', { id: 7, ms: 30_000, from: 'relay-a' });
+    expect(cooldown.isAside(7)).toBe(false);
+    // Another relay's is applied.
+    applyAnnouncedAside(cooldown, served, 'relay-a', { id: 7, ms: 30_000, from: 'relay-b' });
+    expect(cooldown.isAside(7)).toBe(true);
+    // Of a channel this relay does not serve: nothing is kept for it.
+    applyAnnouncedAside(cooldown, served, 'relay-a', { id: 8, ms: 30_000, from: 'relay-b' });
+    expect(cooldown.isAside(8)).toBe(false);
   });
 
   it('sets it aside again at its first failure once back, twice as long up to the maximum; a success clears it', () => {
