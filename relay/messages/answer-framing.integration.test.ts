@@ -59,6 +59,14 @@ beforeAll(async () => {
       res.end('<html>502 Bad Gateway</html>');
       return;
     }
+    if (name === 'error-200') {
+      // The provider's error in its own protocol's shape, under a 200 (some OpenAI-compatible servers).
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(chat
+        ? JSON.stringify({ error: { message: 'Upstream failure (org-123)', type: 'server_error', code: null } })
+        : JSON.stringify({ type: 'error', error: { type: 'api_error', message: 'Upstream failure (org-123)' } }));
+      return;
+    }
     if (name === 'json-for-stream') {
       // A provider that ignores `stream` (asked for by every request to this model).
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -103,7 +111,7 @@ beforeAll(async () => {
     throw new Error(`unscripted model ${model} (${JSON.stringify(body).slice(0, 80)})`);
   });
   stack = await startGatewayStack({ env: { UPSTREAM_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS) } });
-  const names = ['ct-mixed-case', 'ct-octet', 'ct-none', 'html-502', 'sse-unlabelled', 'stall-json', 'json-for-stream', 'stream-error', 'no-done',
+  const names = ['ct-mixed-case', 'ct-octet', 'ct-none', 'html-502', 'error-200', 'sse-unlabelled', 'stall-json', 'json-for-stream', 'stream-error', 'no-done',
     ...['gzip', 'br', 'deflate', 'zstd'].flatMap((c) => [`${c}-stream`, `${c}-json`])];
   await mockChannel(stack, names, 'default', { base_url: provider.url });
   await mockChannel(stack, names.map((n) => `oai-${n}`), 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
@@ -324,6 +332,37 @@ describe('a 200 whose body is not the protocol\'s answer', () => {
     expect(r.error).toMatchObject({ type: 'server_error', message: expect.stringMatching(/could not be read/) });
     const row = await billOf(stack, account.id, r.requestId, before);
     expect(row).toMatchObject({ quota: 0, type: 5 });
+  });
+});
+
+// Before: converted for the other protocol's client, such a 200 became an empty answer (a Message with
+// no content, a Chat Completion whose content is null): a success to the client, billed nothing.
+describe('a 200 whose body is the provider\'s error', () => {
+  it('error-200 to /v1/messages and to /v1/chat/completions: a 500 "could not be read", billed nothing', async () => {
+    let before = await balanceOf(stack, account.id);
+    const ant = await failed(() => anthropic.messages.create({ model: 'error-200', max_tokens: 100, messages }));
+    expect(ant.status).toBe(500);
+    expect(ant.error).toMatchObject({ type: 'error', error: { type: 'api_error', message: expect.stringMatching(/could not be read/) } });
+    expect(await billOf(stack, account.id, ant.requestId, before)).toMatchObject({ quota: 0, type: 5 });
+    before = await balanceOf(stack, account.id);
+    const oai = await failed(() => openai.chat.completions.create({ model: 'oai-error-200', max_tokens: 100, messages }));
+    expect(oai.status).toBe(500);
+    expect(oai.error).toMatchObject({ type: 'server_error', message: expect.stringMatching(/could not be read/) });
+    expect(await billOf(stack, account.id, oai.requestId, before)).toMatchObject({ quota: 0, type: 5 });
+  });
+
+  it('converted: oai-error-200 to the Anthropic SDK and error-200 to the openai SDK are the same 500, not an empty answer', async () => {
+    let before = await balanceOf(stack, account.id);
+    const ant = await failed(() => anthropic.messages.create({ model: 'oai-error-200', max_tokens: 100, messages }));
+    expect(ant.status).toBe(500);
+    expect(ant.error).toMatchObject({ type: 'error', error: { type: 'api_error', message: expect.stringMatching(/could not be read/) } });
+    expect(JSON.stringify(ant.error)).not.toContain('org-123');
+    expect(await billOf(stack, account.id, ant.requestId, before)).toMatchObject({ quota: 0, type: 5 });
+    before = await balanceOf(stack, account.id);
+    const oai = await failed(() => openai.chat.completions.create({ model: 'error-200', max_tokens: 100, messages }));
+    expect(oai.status).toBe(500);
+    expect(oai.error).toMatchObject({ type: 'server_error', message: expect.stringMatching(/could not be read/) });
+    expect(await billOf(stack, account.id, oai.requestId, before)).toMatchObject({ quota: 0, type: 5 });
   });
 });
 

@@ -990,12 +990,13 @@ class Exchange {
     // Generated in full: the provider bills it though the client left before it was delivered.
     if (this.aborted) return this.finish(usage ? { kind: 'partial', usage, reason: REASON.clientGoneUndelivered } : { kind: 'failed', reason: REASON.clientGone });
     if (streamError !== null) return this.failFoldedStream(streamError, usage);
-    // The client's protocol's answer, or null when the body is none: passed as it is only when it is
-    // a JSON object that states a usage or holds an answer's content (a proxy's `<html>502 Bad
-    // Gateway</html>` under a 200 went to the client as its answer, billed nothing).
+    // The client's protocol's answer, or null when the body is none: passed (or converted) only when
+    // it is a JSON object that states a usage or holds an answer's content (a proxy's `<html>502 Bad
+    // Gateway</html>` under a 200 went to the client as its answer, billed nothing; a 200 holding
+    // `{"error": …}` was converted into an empty answer, a success to the client).
     // A converted answer tells the usage billed (the ledger's figures), not the provider's claim.
-    const answer = !readable ? null : provider.protocol !== this.protocol ? this.convertAnswer(buf, provider, usageAsBilled(usage, this.usageBound))
-      : isJsonObject(buf) && (stated !== null || (billed.text === undefined ? this.answerText(buf, provider) : billed.text) !== null) ? buf : null;
+    const isAnswer = readable && isJsonObject(buf) && (stated !== null || (billed.text === undefined ? this.answerText(buf, provider) : billed.text) !== null);
+    const answer = !isAnswer ? null : provider.protocol !== this.protocol ? this.convertAnswer(buf, provider, usageAsBilled(usage, this.usageBound)) : buf;
     // Settled (on the spool's disk) before the answer's last byte goes out: see settlement-spool.ts.
     if (usage === null) this.finish({ kind: 'failed', reason: REASON.noUsage });
     else if (billed.counted) this.finish({ kind: 'partial', usage, reason: REASON.usageCounted });
