@@ -1119,8 +1119,7 @@ class Exchange {
     // A rate limit's or a failure's type is the status's (Anthropic's SDK and users read a 500 of
     // type invalid_request_error as their own fault); an OpenAI error's type and code are kept.
     const passed = parsed !== null && provider.protocol === this.protocol && isProtocolError(parsed, this.protocol)
-      ? rewrittenError(parsed, text, providerSide ? message : null, this.protocol === 'anthropic' ? this.requestId : null,
-        providerSide && this.protocol === 'anthropic' ? type : null) : null;
+      ? rewrittenError(parsed, this.protocol, providerSide ? message : null, this.requestId, providerSide && this.protocol === 'anthropic' ? type : null) : null;
     const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiProviderErrorBody(type, message)
         : errorBody(type, message, this.requestId);
@@ -1289,14 +1288,24 @@ function parseProviderError(text: string): ProviderErrorJson | null {
  * unless null) and, when it has none, a `request_id` (unless null); the text as it is when nothing changes. `body` is `text` parsed, and
  * an error as the protocol writes one (isProtocolError).
  */
-function rewrittenError(body: ProviderErrorJson, text: string, message: string | null, requestId: string | null, type: string | null = null): string {
-  const addId = requestId !== null && typeof body.request_id !== 'string';
-  const retype = type !== null && (body.error as { type?: unknown }).type !== type;
-  if (message === null && !addId && !retype) return text;
-  if (message !== null) (body.error as { message?: unknown }).message = message;
-  if (retype) (body.error as { type?: unknown }).type = type;
-  if (addId) body.request_id = requestId;
-  return JSON.stringify(body);
+function rewrittenError(body: ProviderErrorJson, protocol: 'anthropic' | 'openai', message: string | null, requestId: string | null, type: string | null = null): string {
+  // Only the protocol's own members: a provider that adds its own (the request it was sent, with the
+  // channel's upstream host; a debug trace) would hand them to the client.
+  const error = body.error as { type?: unknown; message?: unknown; param?: unknown; code?: unknown };
+  if (protocol === 'openai') {
+    return JSON.stringify({
+      error: { message: message ?? error.message, type: scalarOrNull(error.type), param: scalarOrNull(error.param), code: scalarOrNull(error.code) },
+    });
+  }
+  return JSON.stringify({
+    type: 'error',
+    error: { type: type ?? error.type, message: message ?? error.message },
+    request_id: typeof body.request_id === 'string' ? body.request_id : requestId,
+  });
+}
+
+function scalarOrNull(v: unknown): string | number | null {
+  return typeof v === 'string' || typeof v === 'number' ? v : null;
 }
 
 /**
