@@ -6,8 +6,9 @@
 
 export const CENSOR = '[redacted]';
 
-const CREDENTIAL_IN_TEXT = /\bsk-[A-Za-z0-9_-]{16,}|(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi;
-const BEARER = /bearer/i;
+// `Basic` too: a proxy that quotes the Authorization it was sent gives the key base64-encoded in it.
+const CREDENTIAL_IN_TEXT = /\bsk-[A-Za-z0-9_-]{16,}|(\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}/gi;
+const AUTH_SCHEME = /bearer|basic/i;
 
 /** Shorter than this a "known credential" is no secret worth a search (and would censor ordinary words). */
 const MIN_KNOWN_LENGTH = 8;
@@ -19,7 +20,25 @@ export function scrubCredentials(text: string, known?: string): string {
     // As a JSON string holds it (a key with a quote or a backslash in it).
     const escaped = JSON.stringify(known).slice(1, -1);
     if (escaped !== known) out = out.replaceAll(escaped, CENSOR);
+    // In another case (a provider that lower-cases what it quotes): a mixed-case key keeps most of its
+    // entropy in it. Searched only when the text holds it so, which the error paths alone pay for.
+    const lower = known.toLowerCase();
+    if (out.toLowerCase().includes(lower)) out = replaceCaseless(out, lower, CENSOR);
   }
-  if (!out.includes('sk-') && !out.includes('SK-') && !BEARER.test(out)) return out;
+  if (!out.includes('sk-') && !out.includes('SK-') && !AUTH_SCHEME.test(out)) return out;
   return out.replace(CREDENTIAL_IN_TEXT, (_m, bearer: string | undefined) => (bearer ? `${bearer}${CENSOR}` : `sk-${CENSOR}`));
+}
+
+/** `text` with every occurrence of `lowerNeedle` in any case replaced (toLowerCase keeps lengths for the key's ASCII). */
+function replaceCaseless(text: string, lowerNeedle: string, by: string): string {
+  const lower = text.toLowerCase();
+  // A character whose lower case is longer (İ) would shift the indexes: then only the exact forms above.
+  if (lower.length !== text.length) return text;
+  let out = '';
+  let from = 0;
+  for (let at = lower.indexOf(lowerNeedle); at >= 0; at = lower.indexOf(lowerNeedle, from)) {
+    out += text.slice(from, at) + by;
+    from = at + lowerNeedle.length;
+  }
+  return out + text.slice(from);
 }
