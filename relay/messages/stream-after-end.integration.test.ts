@@ -46,6 +46,9 @@ const SCRIPTS: Record<string, (m: string) => string[]> = {
   // [DONE]'s line in one write, the blank line that ends its event and the tail in the next.
   'sae-oai-split': () => [OAI_ANSWER + 'data: [DONE]\n', '\n' + OAI_TAIL],
   'sae-oai-ping': () => [OAI_ANSWER + CHAT_DONE],
+  // Complete at its usage chunk, no [DONE] ever: only pings after it. Before, the client's end waited
+  // for the provider to close (here 8 s; the stall check's 300 s at worst); now the tail's wait (5 s).
+  'sae-oai-no-done': () => [OAI_ANSWER],
 };
 const releases: Array<() => void> = [];
 /** The answers whose provider ended the connection itself (its 8 s), not the relay. */
@@ -135,7 +138,7 @@ it('an Anthropic-format stream whose provider closes inside message_stop\'s even
 });
 
 describe('an OpenAI-format stream ends at [DONE]', () => {
-  it.each(['sae-oai-tail', 'sae-oai-tail-later', 'sae-oai-split', 'sae-oai-ping'])('%s: the SDK gets the answer and its usage, the row bills them, the provider is let go', async (model) => {
+  it.each(['sae-oai-tail', 'sae-oai-tail-later', 'sae-oai-split', 'sae-oai-ping', 'sae-oai-no-done'])('%s: the SDK gets the answer and its usage, the row bills them, the provider is let go', async (model) => {
     const before = await balanceOf(stack, account.id);
     const { data: s, response } = await openai.chat.completions.create({ model, max_tokens: MAX_TOKENS, stream: true, stream_options: { include_usage: true }, messages }).withResponse();
     let text = '';

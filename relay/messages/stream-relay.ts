@@ -217,6 +217,23 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     // message_stop's end (endedAt): complete at its event line, it was ended with message_stop's data
     // in the next read unseen by the conversion, which then held no usage chunk and no [DONE].
     if (endedAt >= 0 || (rewriter?.holdsFinalUsage === true && parser.complete && !parser.sawMessageStop && !parser.error)) complete();
+    else if (rewriter === null && parser.complete && !parser.sawMessageStop && !parser.error) awaitDone();
+  };
+  // A Chat Completions stream passed in its own format is complete at its finish_reason and usage; its
+  // [DONE] follows at once from every provider known, but one that then only pings held the client's
+  // end until it closed or the stall check cut it (300 s). Such a stream ends once no event has come
+  // for the tail's wait (the client gets the [DONE], endStream): one still making progress (n > 1 with
+  // a usage in every chunk: a choice still generating) is not cut.
+  let doneWait: NodeJS.Timeout | null = null;
+  const awaitDone = (): void => {
+    if (doneWait !== null) return;
+    const seen = parser.events;
+    doneWait = setTimeout(() => {
+      doneWait = null;
+      if (finished || broken || body.destroyed || !parser.complete || parser.sawMessageStop || parser.error) return;
+      if (parser.events === seen) complete();
+      else awaitDone();
+    }, format.tailWaitMs ?? USAGE_TAIL_WAIT_MS);
   };
   body.on('data', (chunk: Buffer) => {
     if (broken || finished) return;
@@ -252,6 +269,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   };
   body.once('close', () => {
     if (cut !== null) clearTimeout(cut);
+    if (doneWait !== null) clearTimeout(doneWait);
     if (finished) lingeringBodies.release(body);
   });
   ex.onAbortedWhilePending = () => {
