@@ -63,7 +63,7 @@ import { outputLimitField } from '../../core/channels/output-limit.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../providers/openai/to-messages.js';
 import { usageAsBilled, settleExchange, type Outcome, type UsageBound } from './settlement.js';
 import { logRepeated } from './repeated-log.js';
-import { boundedWebSearchTools, extraInputTokens, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { boundedWebSearchTools, extraInputTokens, promptPasses, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
 import { billedByFinalUsage, pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
@@ -433,7 +433,9 @@ class Exchange {
       textWindow = bounds.textWindow(body.model, extended);
       contextWindow = bounds.contextWindow(body.model, extended);
     }
-    const inputBound = extraInput === UNBOUNDED ? contextWindow : Math.min(textWindow, raw.length + extraInput);
+    // Server tools read the prompt once a pass, each pass up to the window (promptPasses).
+    const passes = extraInput === UNBOUNDED ? promptPasses(body, DEFAULT_WEB_SEARCH_MAX_USES) : 1;
+    const inputBound = extraInput === UNBOUNDED ? contextWindow * passes : Math.min(textWindow, raw.length + extraInput);
     const searches = webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES);
     // The provider is sent max_tokens (× n) and refuses a prompt longer than the model's window; the
     // bytes bound a text prompt, a window known to be the model's caps it, media included. A usage
@@ -442,7 +444,7 @@ class Exchange {
     // is Infinity then): 5 documents stated as 400,000 tokens to a model of a known 200,000 took the
     // balance below zero.
     this.usageBound = {
-      input: extraInput === UNBOUNDED ? textWindow : inputBound, output: this.outputBound(), searches, cache: cacheable, countedInput: inputBound,
+      input: extraInput === UNBOUNDED ? textWindow * passes : inputBound, output: this.outputBound(), searches, cache: cacheable, countedInput: inputBound,
     };
     // Settlement bills the searches made with the same fee (quotaCost), so max_uses bounds them.
     const fees = webSearchFee(searches, bounds.webSearchCallPrice, price.group);

@@ -67,6 +67,47 @@ export function boundedWebSearchTools(body: MessagesRequest, defaultMaxUses: num
   return out;
 }
 
+/**
+ * Anthropic's server-side sampling loop: a request with server tools is answered `pause_turn` after at
+ * most 10 iterations (its stop reasons' reference; the limit the SDKs' tool runners continue from).
+ */
+export const SERVER_LOOP_MAX_PASSES = 10;
+/** Typed tools the client runs (the model only asks for them): each answer is one sampling pass. */
+const CLIENT_TOOL_PREFIXES = ['bash_', 'computer_', 'text_editor_', 'memory_', 'browser_toolset_'];
+
+/**
+ * How many times the provider may read the request's prompt in one answer. Once, but for a request
+ * with server tools that loop (web search, web fetch, tool search, an MCP toolset or server, or a
+ * typed tool this code does not know): each tool use is followed by another sampling pass over the
+ * whole context, and the usage Anthropic states and bills is the sum of the passes' (cumulative input
+ * tokens). So up to one pass more than the tools' uses (Σ max_uses of web_search, the default injected
+ * where it sets none, and web_fetch), at most SERVER_LOOP_MAX_PASSES; a tool without such a bound, the
+ * most. Before, such a prompt was bounded and billed at one window: 480,000 tokens over four passes
+ * were billed 200,000.
+ */
+export function promptPasses(body: MessagesRequest, defaultSearchUses: number): number {
+  const b = body as Record<string, unknown>;
+  const mcp = b.mcp_servers;
+  if (mcp !== undefined && !(Array.isArray(mcp) && mcp.length === 0)) return SERVER_LOOP_MAX_PASSES;
+  const tools = b.tools;
+  if (!Array.isArray(tools)) return 1;
+  let uses = 0;
+  for (let i = 0; i < tools.length; i++) {
+    const t = tools[i] as { type?: unknown; max_uses?: unknown } | null;
+    const type = t?.type;
+    if (type === undefined || type === 'custom') continue;
+    if (typeof type !== 'string') return SERVER_LOOP_MAX_PASSES;
+    if (CLIENT_TOOL_PREFIXES.some((p) => type.startsWith(p))) continue;
+    const max = t!.max_uses;
+    const bounded = typeof max === 'number' && Number.isInteger(max) && max >= 0;
+    if (type.startsWith('web_search')) uses += bounded ? max : defaultSearchUses;
+    else if (type.startsWith('web_fetch') && bounded) uses += max;
+    else return SERVER_LOOP_MAX_PASSES;
+    if (uses + 1 >= SERVER_LOOP_MAX_PASSES) return SERVER_LOOP_MAX_PASSES;
+  }
+  return uses + 1;
+}
+
 /** A web_search tool's own max_uses, null when it sets none (or an invalid one); undefined for any other tool. */
 function webSearchMaxUses(tool: unknown): number | null | undefined {
   const t = tool as { type?: unknown; max_uses?: unknown } | null;

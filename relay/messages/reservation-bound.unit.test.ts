@@ -2,8 +2,8 @@ import { describe, expect, it, vi } from 'vitest';
 import { inputBoundsFromOptions, DEFAULT_WEB_SEARCH_CALL_PRICE } from '../../core/pricing/input-bound.js';
 import { decodeUsageEvent } from '../../core/usage/usage-event.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
-import { messagesRequestSchema } from './messages-request.js';
-import { boundedWebSearchTools, extraInputTokens, PER_TOOL_TOKENS, TOOL_PROMPT_TOKENS, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { messagesRequestSchema, type MessagesRequest } from './messages-request.js';
+import { boundedWebSearchTools, extraInputTokens, PER_TOOL_TOKENS, promptPasses, SERVER_LOOP_MAX_PASSES, TOOL_PROMPT_TOKENS, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { settleExchange, type SettledExchange } from './settlement.js';
 
 const request = (extra: Record<string, unknown>, content: unknown = 'hello') =>
@@ -117,5 +117,29 @@ describe('a cost above the reservation', () => {
     expect(JSON.parse(s.eventJson)).not.toHaveProperty('over_reservation');
     expect(log.error).not.toHaveBeenCalled();
     expect(relayMetrics.overReservations.value).toBe(before);
+  });
+});
+
+describe('promptPasses', () => {
+  const req = (extra: Record<string, unknown>) => ({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: 'x' }], ...extra }) as unknown as MessagesRequest;
+  it('is 1 without server tools: none, custom tools, tools the client runs', () => {
+    expect(promptPasses(req({}), 20)).toBe(1);
+    expect(promptPasses(req({ tools: [{ name: 'f', input_schema: {} }, { type: 'custom', name: 'g', input_schema: {} }] }), 20)).toBe(1);
+    expect(promptPasses(req({ tools: [{ type: 'bash_20250124', name: 'bash' }, { type: 'computer_20251124', name: 'computer' }, { type: 'text_editor_20250728', name: 'e' }, { type: 'memory_20250818', name: 'memory' }] }), 20)).toBe(1);
+  });
+  it('is one more than the searches and fetches allowed, at most 10', () => {
+    expect(promptPasses(req({ tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 2 }] }), 20)).toBe(3);
+    expect(promptPasses(req({ tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 2 }, { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 3 }] }), 20)).toBe(6);
+    expect(promptPasses(req({ tools: [{ type: 'web_search_20260318', name: 'web_search' }] }), 20)).toBe(SERVER_LOOP_MAX_PASSES);
+    expect(promptPasses(req({ tools: [{ type: 'web_search_20260318', name: 'web_search' }] }), 3)).toBe(4);
+  });
+  it('is the most for a tool without a bound: web fetch without max_uses, tool search, an MCP toolset or server, an unknown typed tool', () => {
+    for (const extra of [
+      { tools: [{ type: 'web_fetch_20250910', name: 'web_fetch' }] },
+      { tools: [{ type: 'tool_search_tool_regex_20251119', name: 'tool_search' }] },
+      { tools: [{ type: 'mcp_toolset', mcp_server_name: 'docs' }] },
+      { mcp_servers: [{ type: 'url', url: 'https://mcp.example', name: 'docs' }] },
+      { tools: [{ type: 'something_20270101', name: 'x' }] },
+    ]) expect(promptPasses(req(extra), 20), JSON.stringify(extra)).toBe(SERVER_LOOP_MAX_PASSES);
   });
 });

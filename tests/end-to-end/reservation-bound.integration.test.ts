@@ -106,8 +106,8 @@ describe('the reservation bounds what media costs', () => {
     // Claude models each of these requests reserved 200,080 and cost 250,000 and more: all 3 were
     // answered over their reservations (a smaller balance went below zero).
     const model = 'claude-sonnet-4-6';
-    await mockChannel(stack, [model]); // priced at ratio 1 (completion ratio 5)
-    const funds = 1_100_000;
+    await mockChannel(stack, [model]); // its built-in price: ratio 1.5 ($3 per million input tokens), completion ratio 5
+    const funds = 1_650_000;
     const account = await fundedAccount(stack, funds);
     const key = await createApiKey(stack, account);
     const overBefore = relayMetrics.overReservations.value;
@@ -131,7 +131,7 @@ describe('the reservation bounds what media costs', () => {
         throw err;
       }
     }));
-    // 1,000,080 reserved each: one fits the balance, the others are refused for it.
+    // (1,000,000 + 16 × 5) × 1.5 = 1,500,120 reserved each: one fits the balance, the others are refused for it.
     const answered = results.filter((r) => r.status === 200);
     expect(answered).toHaveLength(1);
     expect(results.filter((r) => r.status === 402)).toHaveLength(2);
