@@ -117,6 +117,8 @@ describe('the request body', () => {
     ['an advisor tool', JSON.stringify({ ...valid, tools: [{ type: 'advisor_20260301', name: 'advisor', model: 'claude-opus-4-5' }] }), /^tools\.0\.type: the advisor tool/],
     // A continued thread's prompt is held by the provider, beyond the bytes that bound the reservation.
     ['a server-held thread', JSON.stringify({ ...valid, thread: { type: 'continue', previous_message_id: 'msg_1' } }), /^thread: server-held/],
+    // Compared by Anthropic with a message of the operator's organization, maybe another account's.
+    ['a previous message to compare with', JSON.stringify({ ...valid, diagnostics: { previous_message_id: 'msg_1' } }), /^diagnostics\.previous_message_id:/],
     ['billing to a user profile', JSON.stringify({ ...valid, billing_policy: { type: 'billing_policy', bill_to: 'user_profile' } }), /^billing_policy\.bill_to: only "self"/],
     ['a content block naming its type twice', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="},"type":"text","text":"hi"}]}]}`, /"type" twice/],
   ];
@@ -198,11 +200,11 @@ describe('the request body', () => {
 });
 
 describe('fields whose standard values are priced', () => {
-  it('forwards speed "standard", inference_geo "global", context editing that only clears, fallbacks null and billing to self, and bills each', async () => {
+  it('forwards speed "standard", inference_geo "global", context editing that only clears, fallbacks null, billing to self and diagnostics without a message, and bills each', async () => {
     const before = stack.mock.requests.length;
     const extras = [
       { speed: 'standard' }, { inference_geo: 'global' }, { context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] } },
-      { fallbacks: null }, { billing_policy: { type: 'billing_policy', bill_to: 'self' } },
+      { fallbacks: null }, { billing_policy: { type: 'billing_policy', bill_to: 'self' } }, { diagnostics: { previous_message_id: null } },
     ];
     for (const extra of extras) {
       const r = await post(JSON.stringify({ ...valid, ...extra }));
