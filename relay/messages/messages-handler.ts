@@ -59,10 +59,11 @@ import { providerOf } from '../providers/registry.js';
 import { anthropicOnlyRefusal, chatToMessages, narrowedTools } from '../providers/anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from '../providers/anthropic/to-chat.js';
 import { messagesToChat } from '../providers/openai/from-messages.js';
-import { outputLimitField } from '../../core/channels/output-limit.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../providers/openai/to-messages.js';
 import { usageAsBilled, settleExchange, type Outcome, type UsageBound } from './settlement.js';
 import { logRepeated } from './repeated-log.js';
+import { forwardedChat } from '../providers/openai/forwarded-chat.js';
+import { isOpenAiApi } from '../providers/openai/service-tier.js';
 import { boundedWebSearchTools, extraInputTokens, promptPasses, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
@@ -670,7 +671,7 @@ class Exchange {
     // An earlier attempt's provider request id names no part of this one's answer.
     this.upstreamRequestId = '';
     const provider = providerOf(channel);
-    const payload = this.convertRequest(provider, channel.modelMapping?.[body.model], raw, body);
+    const payload = this.convertRequest(provider, channel.modelMapping?.[body.model], raw, body, isOpenAiApi(channel.baseUrl));
     if (payload instanceof RelayError) {
       // This channel's format cannot carry the request (a document block to an OpenAI-format
       // channel): another channel of the group may, and this one is not at fault. With none left, the
@@ -863,7 +864,7 @@ class Exchange {
    * 400 when the request holds what the provider's format cannot carry. Safe to stringify: process()
    * refused bodies nested deeper than MAX_JSON_DEPTH.
    */
-  convertRequest(provider: Provider, mapped: string | undefined, raw: Buffer, body: MessagesRequest): Buffer | RelayError {
+  convertRequest(provider: Provider, mapped: string | undefined, raw: Buffer, body: MessagesRequest, openAiApi = false): Buffer | RelayError {
     const model = mapped ?? body.model;
     if (provider.protocol === 'anthropic') {
       // A web_search tool without max_uses goes with the searches it was reserved for (reservation-bound.ts).
@@ -878,33 +879,11 @@ class Exchange {
       const sentTools = tools ?? narrowed;
       return Buffer.from(JSON.stringify(mapped || sentTools ? { ...body, model, ...(sentTools ? { tools: sentTools } : {}) } : body));
     }
-    if (this.protocol === 'openai') {
-      const chat = this.chat!;
-      const askUsage = chat.stream === true && chat.stream_options?.include_usage !== true;
-      // The provider generates no more than reserved (body.max_tokens per choice), and providers that
-      // read max_tokens only (DeepSeek, older vLLM, Ollama) ignore max_completion_tokens: a request
-      // without a bound, or bounded by one field alone where its model takes the other (OpenAI's
-      // reasoning models refuse max_tokens with a 400), gets the bound in the field its model takes
-      // (core/channels/output-limit.ts), moved rather than copied since OpenAI refuses both at once;
-      // a max_tokens above the max_completion_tokens it was reserved at is lowered.
-      const field = outputLimitField(model);
-      const rebound = chat.max_tokens == null
-        ? chat.max_completion_tokens == null || field === 'max_tokens'
-        : chat.max_completion_tokens == null && field === 'max_completion_tokens';
-      const lower = chat.max_completion_tokens != null && chat.max_tokens != null && chat.max_tokens > body.max_tokens;
-      if (!mapped && !askUsage && !rebound && !lower) return raw;
-      const out: Record<string, unknown> = { ...chat, model };
-      if (askUsage) out.stream_options = { ...chat.stream_options, include_usage: true };
-      if (rebound) {
-        delete out.max_tokens;
-        delete out.max_completion_tokens;
-        out[field] = body.max_tokens;
-      }
-      if (lower) out.max_tokens = body.max_tokens;
-      return Buffer.from(JSON.stringify(out));
-    }
+    if (this.protocol === 'openai') return forwardedChat(this.chat!, raw, model, Boolean(mapped), body.max_tokens, openAiApi);
     const converted = messagesToChat(body, model);
-    return converted instanceof RelayError ? converted : Buffer.from(JSON.stringify(converted));
+    if (converted instanceof RelayError) return converted;
+    if (openAiApi) converted.service_tier = 'default';
+    return Buffer.from(JSON.stringify(converted));
   }
 
   /** How a 200 stream reaches the client: as it is, or converted (or, OpenAI to OpenAI, without the usage chunk it did not ask for). */
