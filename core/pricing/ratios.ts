@@ -119,6 +119,19 @@ export const DEFAULT_CACHE_READ_RATIO: Readonly<Record<string, number>> = {
   'o3-mini': 0.5,
   'o4-mini': 0.25,
 };
+/**
+ * Models whose provider writes the prompt cache without a breakpoint, and bills the writes: OpenAI's
+ * from GPT-5.6 on ("cache writes cost 1.25× the uncached input token rate", reported in
+ * prompt_tokens_details.cache_write_tokens; developers.openai.com, "Prompt caching"). A request to one
+ * is reserved and billed its stated writes at the model's write ratio (CreateCacheRatio, 1.25 by
+ * default) as a request with a breakpoint is; before, they were billed as plain input at 1×.
+ */
+const UNMARKED_CACHE_WRITERS = /^(?:[\w.-]+\/)?gpt-(?:5\.(?:[6-9]|[1-9]\d+)|[6-9](?:\.\d+)?)(?:-|$)/i;
+
+export function writesCacheUnmarked(model: string): boolean {
+  return UNMARKED_CACHE_WRITERS.test(model);
+}
+
 export const DEFAULT_GROUP_RATIO: Readonly<Record<string, number>> = { default: 1, vip: 1, svip: 1 };
 
 /**

@@ -4,7 +4,7 @@
 // input, output, cache hits, 5-minute and 1-hour cache writes.
 import { describe, expect, it } from 'vitest';
 import { quotaCost, type PriceRatios, type TokenUsage } from './quota-cost.js';
-import { QUOTA_PER_DOLLAR, ratiosFromOptions } from './ratios.js';
+import { QUOTA_PER_DOLLAR, ratiosFromOptions, writesCacheUnmarked } from './ratios.js';
 
 const defaults = ratiosFromOptions(new Map());
 
@@ -92,5 +92,14 @@ describe('Claude Haiku 5.5: 5× every price once the prompt (input, cache reads 
     const off = ratiosFromOptions(new Map([['LongContextRatio', '{"claude-haiku-5-5":null}']]));
     expect(off.longContext('claude-haiku-5-5')).toBeUndefined();
     expect(off.longContext('claude-sonnet-4-5')).toEqual({ aboveTokens: 200_000, input: 2, output: 1.5 });
+  });
+});
+
+describe('writesCacheUnmarked: OpenAI from GPT-5.6 on', () => {
+  it.each([
+    ['gpt-5.6', true], ['gpt-5.6-mini', true], ['openai/gpt-5.7', true], ['gpt-5.10', true], ['gpt-6', true], ['gpt-6.1-pro', true], ['GPT-5.6', true],
+    ['gpt-5', false], ['gpt-5.1', false], ['gpt-5.5', false], ['gpt-5-mini', false], ['gpt-4o', false], ['gpt-56', false], ['claude-opus-5-5', false],
+  ])('%s: %s', (model, writes) => {
+    expect(writesCacheUnmarked(model)).toBe(writes);
   });
 });

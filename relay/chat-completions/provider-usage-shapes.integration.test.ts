@@ -34,6 +34,9 @@ const MOONSHOT = { ...counts, cached_tokens: CACHED };
 const DASHSCOPE_WRITES = { ...counts, prompt_tokens_details: { cached_tokens: 0, cache_creation_input_tokens: 500, cache_creation: { ephemeral_5m_input_tokens: 500 }, cache_type: 'ephemeral' } };
 /** DashScope's explicit cache: 500 of the 1000 written (its 1.25×), at a breakpoint the request marked. */
 const DASHSCOPE = { stream: ROLE + TEXT + finish() + usageChunk(DASHSCOPE_WRITES) + CHAT_DONE, json: answer(DASHSCOPE_WRITES) };
+/** OpenAI from GPT-5.6 on: 800 of the 1000 written without any breakpoint, billed by it at 1.25×. */
+const OPENAI_WRITES = { ...counts, prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 800 } };
+const OPENAI_WRITER = { stream: ROLE + TEXT + finish() + usageChunk(OPENAI_WRITES) + CHAT_DONE, json: answer(OPENAI_WRITES) };
 /** Each provider's stream and JSON answer. */
 const SHAPES: Record<string, { stream: string; json: string }> = {
   // The baseline every other is held to.
@@ -54,14 +57,14 @@ let anthropic: Anthropic;
 
 beforeAll(async () => {
   provider = await startScriptedProvider(({ model, body }, res) => {
-    const shape = model === 'pus-dashscope' ? DASHSCOPE : SHAPES[model];
+    const shape = model === 'pus-dashscope' ? DASHSCOPE : model === 'gpt-5.6' ? OPENAI_WRITER : SHAPES[model];
     if (!shape) throw new Error(`unscripted model ${model}`);
     const stream = body.stream === true;
     res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' });
     res.end(stream ? shape.stream : shape.json);
   });
   stack = await startGatewayStack();
-  await mockChannel(stack, [...Object.keys(SHAPES), 'pus-dashscope'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
+  await mockChannel(stack, [...Object.keys(SHAPES), 'pus-dashscope', 'gpt-5.6'], 'default', { base_url: provider.url, type: 1, key: 'sk-x' });
   account = await fundedAccount(stack, 100_000_000);
   const key = (await createApiKey(stack, account)).key;
   openai = new OpenAI({ apiKey: key, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
@@ -148,5 +151,33 @@ describe('DashScope\'s explicit cache: writes billed as writes where the request
     const row = await billOf(stack, account.id, s.response!.headers.get('x-gateway-request-id')!, before);
     expect(row.quota).toBe(WRITES_EXPECTED);
     expect({ input: told.input_tokens, writes: told.cache_creation_input_tokens }).toEqual({ input: 500, writes: 500 });
+  });
+});
+
+// OpenAI from GPT-5.6 on writes its cache without a breakpoint and bills the writes at 1.25× input
+// (cache_write_tokens). Before, with no breakpoint in the request, they were billed as plain input:
+// 1250 for 1450.
+describe('OpenAI\'s unmarked cache writes (GPT-5.6 and later): billed as writes', () => {
+  const WRITES_EXPECTED = 200 + 800 * 1.25 + OUTPUT * 5;
+  it.each([false, true])('openai SDK, stream %s: 1450', async (stream) => {
+    const before = await balanceOf(stack, account.id);
+    let requestId: string;
+    if (stream) {
+      const { data, response } = await openai.chat.completions.create({ model: 'gpt-5.6', max_completion_tokens: 100, stream: true, stream_options: { include_usage: true }, messages }).withResponse();
+      for await (const _ of data) { /* read to the end */ }
+      requestId = response.headers.get('x-gateway-request-id')!;
+    } else {
+      requestId = (await openai.chat.completions.create({ model: 'gpt-5.6', max_completion_tokens: 100, messages }).withResponse()).response.headers.get('x-gateway-request-id')!;
+    }
+    const row = await billOf(stack, account.id, requestId, before);
+    expect(row.quota).toBe(WRITES_EXPECTED);
+  });
+
+  it('Anthropic SDK (converted): 1450, told the writes', async () => {
+    const before = await balanceOf(stack, account.id);
+    const { data, response } = await anthropic.messages.create({ model: 'gpt-5.6', max_tokens: 100, messages }).withResponse();
+    const row = await billOf(stack, account.id, response.headers.get('x-gateway-request-id')!, before);
+    expect(row.quota).toBe(WRITES_EXPECTED);
+    expect(data.usage.cache_creation_input_tokens).toBe(800);
   });
 });

@@ -32,7 +32,7 @@ import { BodyLinger, declaredLengthOf } from '../free-request.js';
 import { headerLines } from '../header-lines.js';
 import { PROVIDER_ACCOUNT_REFUSED, RelayError, anthropicTypeOfOpenAIError, errorBody, openaiErrorBody, openaiErrorType, openaiProviderErrorBody, reserveRefusalError, statusLine } from '../errors.js';
 import { quotaCostBound, webSearchFee, type PriceRatios } from '../../core/pricing/quota-cost.js';
-import type { Ratios } from '../../core/pricing/ratios.js';
+import { writesCacheUnmarked, type Ratios } from '../../core/pricing/ratios.js';
 import { cacheUseOf, cacheUseOfChat } from './cache-control.js';
 import { currentMinute, type QuotaStore, type RateLimitWait } from '../../core/quota/quota-store.js';
 import type { Channel } from '../routing/channel-registry.js';
@@ -400,7 +400,7 @@ class Exchange {
     // that; client tools add their hidden prompt's allowance; web searches are reserved at their fee.
     const price = maxGroupRatio === this.price.group ? this.price : { ...this.price, group: maxGroupRatio };
     // Input tokens can be cache writes only where the request sets a breakpoint, and an hour's (2×) only at one with ttl "1h".
-    const cacheable = this.chat === null ? cacheUseOf(body) : cacheUseOfChat(this.chat);
+    let cacheable = this.chat === null ? cacheUseOf(body) : cacheUseOfChat(this.chat);
     // The limit of the group that serves the request, as a key of that group meets it: an auto key's
     // first group of AutoGroups may serve none of the model (a cross-group retry stays under the limit
     // it started with).
@@ -426,6 +426,8 @@ class Exchange {
       for (const sent of this.ctx.channels.sentModels(g, body.model)) {
         textWindow = Math.max(textWindow, bounds.textWindow(sent, extended));
         contextWindow = Math.max(contextWindow, bounds.contextWindow(sent, extended));
+        // A model whose provider writes the cache without a breakpoint, and bills it (ratios.ts).
+        if (cacheable === 'none' && writesCacheUnmarked(sent)) cacheable = '5m';
       }
     }
     if (contextWindow === 0) {

@@ -85,8 +85,10 @@ function cachedTokensOf(u: Record<string, unknown>, details: Record<string, unkn
  * The prompt's cache writes, part of prompt_tokens: DashScope's explicit cache states them in
  * prompt_tokens_details.cache_creation_input_tokens (billed by it at 1.25×, as Anthropic's 5-minute
  * writes), OpenRouter (Claude and others behind it) in prompt_tokens_details.cache_write_tokens;
- * OpenAI's own caching writes nothing it bills. Billed as writes only when the request marked a
- * breakpoint (settlement.ts usageWithinBound, relay/messages/cache-control.ts cacheUseOfChat).
+ * OpenAI's own, from GPT-5.6 on, in cache_write_tokens too (1.25×; before it, it billed no writes).
+ * Billed as writes only when the request marked a breakpoint (settlement.ts usageWithinBound,
+ * relay/messages/cache-control.ts cacheUseOfChat) or its model writes without one (core/pricing/ratios.ts
+ * writesCacheUnmarked).
  */
 function cacheWritesOf(details: Record<string, unknown> | null): number {
   if (details === null) return 0;
