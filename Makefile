@@ -49,7 +49,7 @@ seed: migrate ## Create the demo account, admin, mock channels (Anthropic and Op
 
 # Before the seed: a port held by another checkout's stack fails the start before the seed writes to
 # the database that stack shares (infra/scripts/check-stack-ports.sh).
-run-ports:
+run-ports: ## Check that no other process holds a port the stack is to listen on (make run does, before migrating)
 	@bash infra/scripts/check-stack-ports.sh
 
 run: run-ports seed ## Start the whole stack (relay, billing, console-api, the two mock providers, payment sandboxes) and print how to call it
