@@ -1,6 +1,7 @@
 // The cache invalidation message: the console publishes it on keys.invalidationChannel() after a
 // committed change the relay caches, and the relay parses it with the same schema. The payload is one
-// JSON object; README.md ("Cache invalidation messages") is the reference for other subscribers.
+// JSON object; this schema is the reference for other subscribers (unknown members are ignored, so a
+// relay of an earlier version reads a message that carries more).
 import { z } from 'zod';
 import type { Redis } from '../../infra/redis/client.js';
 import type { RedisKeys } from '../../infra/redis/keys.js';
