@@ -63,7 +63,6 @@ import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../provid
 import { usageAsBilled, settleExchange, type Outcome, type UsageBound } from './settlement.js';
 import { logRepeated } from './repeated-log.js';
 import { forwardedChat } from '../providers/openai/forwarded-chat.js';
-import { isOpenAiApi } from '../providers/openai/service-tier.js';
 import { boundedWebSearchTools, extraInputTokens, promptPasses, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
@@ -673,7 +672,7 @@ class Exchange {
     // An earlier attempt's provider request id names no part of this one's answer.
     this.upstreamRequestId = '';
     const provider = providerOf(channel);
-    const payload = this.convertRequest(provider, channel.modelMapping?.[body.model], raw, body, isOpenAiApi(channel.baseUrl));
+    const payload = this.convertRequest(provider, channel.modelMapping?.[body.model], raw, body, channel.openAiApi);
     if (payload instanceof RelayError) {
       // This channel's format cannot carry the request (a document block to an OpenAI-format
       // channel): another channel of the group may, and this one is not at fault. With none left, the

@@ -34,7 +34,7 @@ function recordingSql(statements: string[]): Sql {
 let nextId = 500;
 function channel(autoBan = true): Channel {
   return {
-    id: nextId++, name: 'c', type: 14, baseUrl: 'http://x', apiKey: 'k', modelMapping: null, seed: 1, flexRatio: 1,
+    id: nextId++, name: 'c', type: 14, baseUrl: 'http://x', apiKey: 'k', modelMapping: null, seed: 1, flexRatio: 1, openAiApi: false,
     health: { autoBan, faultThreshold: null, faultRateThreshold: null, epochMs: 0 },
   };
 }

@@ -4,6 +4,7 @@
 //
 // Only enabled channels (status 1) are loaded: a channel disabled automatically (status 3) leaves
 // every relay's routes on the reload its invalidation message triggers (channel-health.ts).
+import { isOpenAiApi } from '../providers/openai/service-tier.js';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 import { channelSeed, rendezvousScore } from './affinity.js';
@@ -39,6 +40,8 @@ export interface Channel {
    * standard price (channels.flex_ratio, 0 < r ≤ 1; 1 bills flex as standard).
    */
   flexRatio: number;
+  /** Its base URL is OpenAI's own API (relay/providers/openai/service-tier.ts), worked out once at load. */
+  openAiApi: boolean;
 }
 
 interface Candidate {
@@ -127,6 +130,7 @@ export class ChannelRegistry {
           },
           seed: channelSeed(id),
           flexRatio: flexRatioOf(r.flex_ratio),
+          openAiApi: isOpenAiApi(r.base_url as string),
         };
         channels.set(id, channel);
       }
