@@ -870,7 +870,12 @@ class Exchange {
     if (provider.protocol === 'anthropic') {
       // A web_search tool without max_uses goes with the searches it was reserved for (reservation-bound.ts).
       const tools = boundedWebSearchTools(body, DEFAULT_WEB_SEARCH_MAX_USES);
-      if (this.protocol === 'anthropic' && !mapped && tools === null) return raw;
+      // `diagnostics` (Claude Code sends it): its previous_message_id makes Anthropic compare the
+      // request with a message of the operator's organization, maybe another account's, and say how
+      // their prompts differ; without its beta Anthropic refuses the field. Left out: the answer comes
+      // without its diagnostics, as one Anthropic could not diagnose.
+      const diagnostics = (body as { diagnostics?: unknown }).diagnostics !== undefined;
+      if (this.protocol === 'anthropic' && !mapped && tools === null && !diagnostics) return raw;
       let narrowed: Array<Record<string, unknown>> | undefined;
       if (this.protocol === 'openai') {
         const refused = anthropicOnlyRefusal(this.chat!, body);
@@ -878,7 +883,12 @@ class Exchange {
         narrowed = narrowedTools(this.chat!, body);
       }
       const sentTools = tools ?? narrowed;
-      return Buffer.from(JSON.stringify(mapped || sentTools ? { ...body, model, ...(sentTools ? { tools: sentTools } : {}) } : body));
+      let sent: Record<string, unknown> = mapped || sentTools ? { ...body, model, ...(sentTools ? { tools: sentTools } : {}) } : body;
+      if (diagnostics) {
+        if (sent === body) sent = { ...body };
+        delete sent.diagnostics;
+      }
+      return Buffer.from(JSON.stringify(sent));
     }
     if (this.protocol === 'openai') return forwardedChat(this.chat!, raw, model, Boolean(mapped), body.max_tokens, openAiApi);
     const converted = messagesToChat(body, model);

@@ -20,10 +20,7 @@
 //   beyond the body's bytes that bound what the relay reserves and bills, and held under the
 //   operator's organization, where any account that learned a message id could continue another's;
 // - `billing_policy` other than `self`: the turn is billed to another organization than the
-//   channel's, while the relay bills the account as if the channel paid;
-// - `diagnostics.previous_message_id`: Anthropic compares the request with that message, looked up
-//   in the operator's organization, and says how the two differ (model, system, tools, messages, and
-//   the tokens missed): an account that learnt another's message id could probe that one's prompt.
+//   channel's, while the relay bills the account as if the channel paid.
 // Context editing that only clears (`clear_tool_uses_…`, `clear_thinking_…`) lowers the input and
 // passes.
 import { RelayError } from '../errors.js';
@@ -58,10 +55,6 @@ export function unpricedMessagesFieldRefusal(body: MessagesRequest): RelayError 
   const billTo = (b.billing_policy as { bill_to?: unknown } | null | undefined)?.bill_to;
   if (billTo !== undefined && billTo !== null && billTo !== 'self') {
     return invalid('billing_policy.bill_to: only "self" is served by this gateway (the gateway bills each request to its account)');
-  }
-  const previous = (b.diagnostics as { previous_message_id?: unknown } | null | undefined)?.previous_message_id;
-  if (previous !== undefined && previous !== null) {
-    return invalid('diagnostics.previous_message_id: not served by this gateway (the message it names may be another account\'s)');
   }
   const tools = b.tools;
   if (Array.isArray(tools)) {
