@@ -6,9 +6,13 @@
 
 export const CENSOR = '[redacted]';
 
+const CREDENTIAL_IN_TEXT = /\bsk-[A-Za-z0-9_-]{16,}|(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi;
+const BEARER = /bearer/i;
 // `Basic` too: a proxy that quotes the Authorization it was sent gives the key base64-encoded in it.
-const CREDENTIAL_IN_TEXT = /\bsk-[A-Za-z0-9_-]{16,}|(\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}/gi;
-const AUTH_SCHEME = /bearer|basic/i;
+// Only a token that is the base64 of `user:password` is one (isBasicCredential): "basic
+// authentication is not supported" keeps its words.
+const BASIC_CREDENTIAL = /(\bbasic\s+)([A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])/gi;
+const BASIC = /basic/i;
 
 /** Shorter than this a "known credential" is no secret worth a search (and would censor ordinary words). */
 const MIN_KNOWN_LENGTH = 8;
@@ -25,8 +29,18 @@ export function scrubCredentials(text: string, known?: string): string {
     const lower = known.toLowerCase();
     if (out.toLowerCase().includes(lower)) out = replaceCaseless(out, lower, CENSOR);
   }
-  if (!out.includes('sk-') && !out.includes('SK-') && !AUTH_SCHEME.test(out)) return out;
+  if (BASIC.test(out)) out = out.replace(BASIC_CREDENTIAL, (m, scheme: string, token: string) => (isBasicCredential(token) ? `${scheme}${CENSOR}` : m));
+  if (!out.includes('sk-') && !out.includes('SK-') && !BEARER.test(out)) return out;
   return out.replace(CREDENTIAL_IN_TEXT, (_m, bearer: string | undefined) => (bearer ? `${bearer}${CENSOR}` : `sk-${CENSOR}`));
+}
+
+/** Whether a token is base64 (written back the same) of `user:password` in printable characters. */
+function isBasicCredential(token: string): boolean {
+  if (token.length % 4 !== 0) return false;
+  const decoded = Buffer.from(token, 'base64');
+  if (decoded.toString('base64') !== token) return false;
+  const text = decoded.toString('latin1');
+  return text.includes(':') && /^[\x20-\x7e]+$/.test(text);
 }
 
 /** `text` with every occurrence of `lowerNeedle` in any case replaced (toLowerCase keeps lengths for the key's ASCII). */

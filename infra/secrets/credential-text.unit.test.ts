@@ -18,6 +18,10 @@ describe('scrubCredentials', () => {
 
   it('leaves text that holds no credential as it is', () => {
     expect(scrubCredentials('messages: too long', KEY)).toBe('messages: too long');
+    // Words after "basic" are no credential: only the base64 of user:password is.
+    for (const text of ['basic authentication is not supported', 'use Basic tokenization instead', 'includes basic features only', 'Basic dGVzdGluZw== is no pair']) {
+      expect(scrubCredentials(text, KEY)).toBe(text);
+    }
     expect(scrubCredentials(`${KEY.slice(0, 12)} is not the key`, KEY)).toBe(`${KEY.slice(0, 12)} is not the key`);
   });
 });
