@@ -499,9 +499,11 @@ class Exchange {
       }
     }
     if (reserved !== 'reserved') {
-      const refused = limitWait?.group === true
+      let refused = limitWait?.group === true
         ? reserveRefusalError(reserved, { rpm: groupLimits.rpm, tpm: groupLimits.tpm }, this.group)
         : reserveRefusalError(reserved, { rpm: rpmLimit, tpm: tpmLimit });
+      // What a client can change: server tools are reserved a context window per pass they may make.
+      if (passes > 1 && refused.status === 402) refused = new RelayError(refused.code, `${refused.message} Its server tools may read its prompt up to ${passes} times, each reserved at the model's context window: a lower max_uses reserves less.`);
       // The rate-limit window says when it has room.
       const retryAfter = refused.code === 'rate_limited' && limitWait !== undefined ? String(Math.max(1, Math.ceil(limitWait.ms / 1000))) : undefined;
       return this.fail(refused, undefined, retryAfter);

@@ -44,7 +44,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function send(funds: number, extra: Record<string, unknown>): Promise<{ status: number; requestId: string; accountId: number }> {
+async function send(funds: number, extra: Record<string, unknown>): Promise<{ status: number; requestId: string; accountId: number; text: string }> {
   const account = await fundedAccount(stack, funds);
   const { key } = await createApiKey(stack, account);
   const r = await fetch(`${stack.relayUrl}/v1/messages`, {
@@ -52,8 +52,8 @@ async function send(funds: number, extra: Record<string, unknown>): Promise<{ st
     headers: { 'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01' },
     body: JSON.stringify({ model: MODEL, max_tokens: 1000, messages: [{ role: 'user', content: 'Look it up' }], ...extra }),
   });
-  await r.text();
-  return { status: r.status, requestId: r.headers.get('x-gateway-request-id') ?? '', accountId: account.id };
+  const text = await r.text();
+  return { status: r.status, requestId: r.headers.get('x-gateway-request-id') ?? '', accountId: account.id, text };
 }
 
 describe('a server tool loop over several passes', () => {
@@ -80,6 +80,7 @@ describe('a server tool loop over several passes', () => {
     // max_uses 5: 6 passes of 200,000 tokens (600,000 quota) and 5 searches; max_uses 1: 2 passes.
     const short = await send(300_000, { tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 5 }] });
     expect(short.status).toBe(402);
+    expect(JSON.parse(short.text).error.message).toMatch(/up to 6 times.*a lower max_uses reserves less/);
     expect(await accountQuota(stack, short.accountId)).toBe(300_000);
     const one = await send(300_000, { tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 1 }] });
     expect(one.status).toBe(200);
