@@ -202,7 +202,7 @@ describe('fields whose standard values are priced', () => {
     const before = stack.mock.requests.length;
     const extras = [
       { speed: 'standard' }, { inference_geo: 'global' }, { context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] } },
-      { fallbacks: null }, { billing_policy: { type: 'billing_policy', bill_to: 'self' } },
+      { fallbacks: null }, { fallbacks: [] }, { billing_policy: { type: 'billing_policy', bill_to: 'self' } },
     ];
     for (const extra of extras) {
       const r = await post(JSON.stringify({ ...valid, ...extra }));

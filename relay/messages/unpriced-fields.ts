@@ -43,7 +43,8 @@ export function unpricedMessagesFieldRefusal(body: MessagesRequest): RelayError 
   if (b.container !== undefined && b.container !== null) {
     return invalid('container: code execution is not served by this gateway (its container time is billed beyond the request\'s tokens)');
   }
-  if (b.fallbacks !== undefined && b.fallbacks !== null) {
+  // An empty list asks for none.
+  if (b.fallbacks !== undefined && b.fallbacks !== null && !(Array.isArray(b.fallbacks) && b.fallbacks.length === 0)) {
     return invalid('fallbacks: server-side fallback is not served by this gateway (the model that serves the turn is priced and bounded as the requested one)');
   }
   if (b.fallback_credit_token !== undefined && b.fallback_credit_token !== null) {
