@@ -63,6 +63,7 @@ import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../provid
 import { usageAsBilled, settleExchange, type Outcome, type UsageBound } from './settlement.js';
 import { logRepeated } from './repeated-log.js';
 import { forwardedChat } from '../providers/openai/forwarded-chat.js';
+import { withoutTopLevelMember } from './json-member.js';
 import { boundedWebSearchTools, extraInputTokens, promptPasses, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
@@ -877,7 +878,11 @@ class Exchange {
       // their prompts differ; without its beta Anthropic refuses the field. Left out: the answer comes
       // without its diagnostics, as one Anthropic could not diagnose.
       const diagnostics = (body as { diagnostics?: unknown }).diagnostics !== undefined;
-      if (this.protocol === 'anthropic' && !mapped && tools === null && !diagnostics) return raw;
+      if (this.protocol === 'anthropic' && !mapped && tools === null) {
+        // Cut from the bytes: written again, a tool input's integer above 2^53 reached the provider changed.
+        const cut = diagnostics ? withoutTopLevelMember(raw, 'diagnostics') : raw;
+        if (cut !== null) return cut;
+      }
       let narrowed: Array<Record<string, unknown>> | undefined;
       if (this.protocol === 'openai') {
         const refused = anthropicOnlyRefusal(this.chat!, body);

@@ -212,18 +212,6 @@ describe('fields whose standard values are priced', () => {
     expect(stack.mock.requests.length).toBe(before + extras.length);
   });
 
-  // Claude Code sends `diagnostics`; its previous_message_id made Anthropic compare the request with a
-  // message of the operator's organization, maybe another account's (and without its beta Anthropic
-  // refuses the field). Before: forwarded as it was.
-  it('serves a request with diagnostics, sent without them', async () => {
-    for (const diagnostics of [{ previous_message_id: 'msg_another_account' }, { previous_message_id: null }, { client: 'claude-code' }]) {
-      const r = await post(JSON.stringify({ ...valid, diagnostics }));
-      expect(r.status, JSON.stringify(diagnostics)).toBe(200);
-      expect(stack.mock.requests.at(-1)!.body).not.toHaveProperty('diagnostics');
-      expect(stack.mock.requests.at(-1)!.body).toMatchObject({ model: valid.model, max_tokens: valid.max_tokens });
-    }
-  });
-
   it('answers the fields the relay cannot price through the SDK as a BadRequestError, with nothing forwarded', async () => {
     const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
     const before = stack.mock.requests.length;

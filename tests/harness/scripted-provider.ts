@@ -13,6 +13,8 @@ export interface ScriptedRequest {
   model: string;
   body: Record<string, unknown>;
   headers: IncomingHttpHeaders;
+  /** The body's bytes as text, as the relay sent them. */
+  raw: string;
   /** performance.now() when the request arrived, and when its connection closed (0 while open). */
   at: number;
   closedAt: number;
@@ -33,8 +35,9 @@ export async function startScriptedProvider(script: Script): Promise<ScriptedPro
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
-      const r: ScriptedRequest = { model: String(body.model), body, headers: req.headers, at: performance.now(), closedAt: 0 };
+      const raw = Buffer.concat(chunks).toString('utf8');
+      const body = JSON.parse(raw) as Record<string, unknown>;
+      const r: ScriptedRequest = { model: String(body.model), body, raw, headers: req.headers, at: performance.now(), closedAt: 0 };
       seen.set(r.model, r);
       res.on('close', () => { r.closedAt = performance.now(); });
       script(r, res);

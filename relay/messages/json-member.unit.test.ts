@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { withoutTopLevelMember } from './json-member.js';
+
+const cut = (text: string): string | null => withoutTopLevelMember(Buffer.from(text), 'diagnostics')?.toString() ?? null;
+
+describe('withoutTopLevelMember', () => {
+  it('takes the member out wherever it stands, the rest byte for byte', () => {
+    expect(cut('{"a":1,"diagnostics":{"previous_message_id":"msg_1"},"b":[1.10,9007199254740993]}')).toBe('{"a":1,"b":[1.10,9007199254740993]}');
+    expect(cut('{"diagnostics":null,"a":"x"}')).toBe('{"a":"x"}');
+    expect(cut('{"a":"x", "diagnostics" : {"k":"}\\"{"} }')).toBe('{"a":"x" }');
+    expect(cut('{"diagnostics":{}}')).toBe('{}');
+    expect(cut(' {\n  "a": {"diagnostics": 1},\n  "diagn\\u006fstics": [ {"x": "]"} ],\n  "z": true\n}')).toBe(' {\n  "a": {"diagnostics": 1},\n  "z": true\n}');
+  });
+
+  it('is null when the object names none, or is no object', () => {
+    expect(cut('{"a":{"diagnostics":1}}')).toBeNull();
+    expect(cut('{}')).toBeNull();
+    expect(cut('[{"diagnostics":1}]')).toBeNull();
+  });
+
+  it('leaves valid JSON that parses to the object without the member', () => {
+    const body = { model: 'm', diagnostics: { previous_message_id: 'msg' }, messages: [{ role: 'user', content: 'a "quoted" } text' }], max_tokens: 5 };
+    const out = cut(JSON.stringify(body));
+    const { diagnostics: _, ...rest } = body;
+    expect(JSON.parse(out!)).toEqual(rest);
+  });
+});
