@@ -126,6 +126,9 @@ function contentIsText(content: unknown): boolean {
       case 'text':
       case 'tool_use':
       case 'thinking':
+      // A tool search's result (Claude Code's ToolSearch): it names a tool of the request's `tools`,
+      // whose definition the provider then loads, bytes of the body like any other.
+      case 'tool_reference':
         break;
       case 'tool_result':
         // Its content may hold images, documents or search results in turn.

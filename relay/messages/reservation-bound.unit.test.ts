@@ -19,6 +19,9 @@ describe('what bounds a reservation', () => {
       { type: 'tool_result', tool_use_id: 't', content: [{ type: 'text', text: 'r' }] },
       { type: 'tool_result', tool_use_id: 't', content: 'plain' },
     ]))).toBe(0);
+    // Claude Code's ToolSearch answers with tool_reference blocks: before, each later turn reserved
+    // the model's whole window (5,400,000 quota for a 23,955-quota Opus turn).
+    expect(extraInputTokens(request({}, [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'tool_reference', tool_name: 'Read' }] }]))).toBe(0);
   });
 
   it('gives up the byte bound for media, search results, server tools, MCP and unknown blocks, at any depth', () => {
