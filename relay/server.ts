@@ -15,7 +15,7 @@ import { errorBody, openaiErrorBody, RelayError, statusLine } from './errors.js'
 import { closeConnectionsAfterAnswer } from './connection-draining.js';
 import { declaredLengthOf, Reply } from './free-request.js';
 import { subscribeInvalidations } from './invalidation.js';
-import { latestReadWins } from './latest-reload.js';
+import { coalescedReload } from './coalesced-reload.js';
 import { handleChatCompletions, handleMessages } from './messages/messages-handler.js';
 import { settlementsInFlight } from './messages/settlement.js';
 import type { RelayContext } from './relay-context.js';
@@ -284,9 +284,9 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   let ratios: Ratios;
   let groups: GroupPolicy;
   let inputBounds: InputBounds;
-  // A read older than the one installed is dropped (latest-reload.ts): the periodic reload and an
-  // invalidation's can overlap.
-  const reloadOptions = latestReadWins(() => loadOptions(sql), (options) => {
+  // One read at a time, the calls made meanwhile sharing one after it (coalesced-reload.ts): the
+  // periodic reload and invalidations' would otherwise overlap.
+  const reloadOptions = coalescedReload(() => loadOptions(sql), (options) => {
     ratios = ratiosFromOptions(options);
     inputBounds = inputBoundsFromOptions(options);
     groups = groupPolicyFromOptions(options, ratios);

@@ -626,13 +626,17 @@ class Exchange {
       lastFailure = result;
       if (next) relayMetrics.upstreamRetry();
       if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });
-      channel = next;
-      if (next && this.nextGroupIndex !== groupIndex) {
+      // Picked again now: a reload during the attempt (a channel disabled, deleted, moved to another
+      // base_url or key) left `next` as it was when the attempt began, and the retry went to it.
+      channel = next && pickNextChannel(this.ctx.channels, this, groupIndex, body.model, tried);
+      if (channel && this.nextGroupIndex !== groupIndex) {
         groupIndex = this.nextGroupIndex;
         this.group = this.routeGroups[groupIndex]!;
         this.price = { ...this.price, group: ratios.group(this.group) ?? this.price.group };
       }
     }
+    // The channels left were taken away during the last attempt: the client hears what failed.
+    if (this.earlierFailure) return this.fail(this.earlierFailure, lastFailure, this.earlierRetryAfter || undefined);
     this.fail(new RelayError('upstream_unreachable'), lastFailure || REASON.noChannel);
   }
 

@@ -9,7 +9,7 @@ import type { Sql } from '../../infra/postgres/client.js';
 import type { ApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 import { channelSeed, rendezvousScore } from './affinity.js';
 import { ChannelCooldown, COOLDOWN_OFF } from './channel-cooldown.js';
-import { latestReadWins } from '../latest-reload.js';
+import { coalescedReload } from '../coalesced-reload.js';
 
 /** When a channel is disabled automatically: its overrides of the fleet's settings (channel-health.ts). */
 export interface ChannelHealthRules {
@@ -87,8 +87,8 @@ export class ChannelRegistry {
     this.#triedOrAside = new TriedOrAside(cooldown);
   }
 
-  /** Reads the enabled channels and installs them; a read older than the one installed is dropped (latest-reload.ts). */
-  readonly reload: () => Promise<void> = latestReadWins(() => this.#sql`
+  /** Reads the enabled channels and installs them; one read at a time, the calls made meanwhile sharing one after it (coalesced-reload.ts). */
+  readonly reload: () => Promise<void> = coalescedReload(() => this.#sql`
       SELECT a."group" AS ability_group, a.model, a.priority AS ability_priority, a.weight AS ability_weight,
              c.id, c.name, c.type, c.base_url, c.key_ciphertext, c.model_mapping,
              c.auto_ban, c.fault_threshold, c.fault_rate_threshold, c.status_time, c.flex_ratio

@@ -11,7 +11,7 @@ const row = (id: number) => ({
 });
 
 describe('ChannelRegistry.reload', () => {
-  it('keeps the newer state when an older read resolves last (the periodic reload overlapping an invalidation\'s)', async () => {
+  it('ends at the newer state: a reload asked while a read runs reads again after it (the periodic reload overlapping an invalidation\'s)', async () => {
     // Each query's rows are handed over when the test chooses.
     const pending: Array<(rows: unknown[]) => void> = [];
     const sql = (() => new Promise((resolve) => pending.push(resolve))) as unknown as Sql;
@@ -19,11 +19,15 @@ describe('ChannelRegistry.reload', () => {
     const registry = new ChannelRegistry(sql, crypto);
     const older = registry.reload();
     const newer = registry.reload();
-    // The newer read: channel 7 was disabled meanwhile. The older read still has it.
-    pending[1]!([]);
-    await newer;
+    // One read at a time: the second begins once the first has installed.
+    expect(pending).toHaveLength(1);
     pending[0]!([row(7)]);
     await older;
+    expect(registry.has(7)).toBe(true);
+    await new Promise((r) => setImmediate(r));
+    // The newer read: channel 7 was disabled meanwhile.
+    pending[1]!([]);
+    await newer;
     expect(registry.has(7)).toBe(false);
     expect(registry.serves('default', 'claude-haiku-4-5')).toBe(false);
   });
