@@ -6,25 +6,52 @@
 // reads side by side until the relay served 40 requests in 8 s where it served 5,400, and a disable
 // took 1.5 s to apply. Now the calls made while a read runs share one read begun after it: at most
 // one runs and one waits, and every call is answered by a read that began after it.
+//
+// A read that never ends (a database connection that went silent) would hold every later reload,
+// the periodic one included: it is given up after RELOAD_READ_TIMEOUT_MS (its callers hear so) and
+// the next read runs. Should it end after all, it installs only if no read begun after it has.
+
+/** How long a reload's read may take before the next one runs. */
+export const RELOAD_READ_TIMEOUT_MS = 15_000;
+
+const ignore = (): void => {};
 
 /**
  * `read` then `install`, one at a time. A call resolves once a read begun after it has installed
- * (and rejects if that read failed).
+ * (and rejects if that read failed or took longer than `timeoutMs`).
  */
-export function coalescedReload<T>(read: () => Promise<T>, install: (value: T) => void): () => Promise<void> {
+export function coalescedReload<T>(read: () => Promise<T>, install: (value: T) => void, timeoutMs = RELOAD_READ_TIMEOUT_MS): () => Promise<void> {
+  let begun = 0;
+  let installed = 0;
   let running: Promise<void> | null = null;
   let next: Promise<void> | null = null;
   const start = (): Promise<void> => {
-    const run = (async () => install(await read()))();
+    const ticket = ++begun;
+    const done = read().then((value) => {
+      if (ticket < installed) return;
+      installed = ticket;
+      install(value);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`reload read gave up after ${timeoutMs} ms`)), timeoutMs);
+      timer.unref();
+    });
+    const run = Promise.race([done, late]).finally(() => clearTimeout(timer));
+    // A read given up may still fail later: nobody waits for it then.
+    done.catch(ignore);
     running = run;
-    // Cleared whatever the outcome; the caller sees the outcome through `run`.
-    run.then(() => { if (running === run) running = null; }, () => { if (running === run) running = null; });
+    const clear = (): void => {
+      if (running === run) running = null;
+    };
+    run.then(clear, clear);
     return run;
   };
   return () => {
-    if (running === null) return start();
+    // Between a read's end and the waiting one's start, a call joins the waiting one.
+    if (running === null && next === null) return start();
     if (next === null) {
-      const after = running.then(() => {}, () => {});
+      const after = running === null ? Promise.resolve() : running.then(ignore, ignore);
       next = after.then(() => {
         next = null;
         return start();

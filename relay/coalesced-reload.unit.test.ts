@@ -76,3 +76,44 @@ describe('coalescedReload', () => {
     expect(installed).toEqual(['after']);
   });
 });
+
+describe('coalescedReload, a read that never ends', () => {
+  it('is given up after the timeout: the waiting read runs, and the late one installs nothing over it', async () => {
+    const pending: Array<(v: string) => void> = [];
+    const installed: string[] = [];
+    const reload = coalescedReload(() => new Promise<string>((resolve) => pending.push(resolve)), (v) => installed.push(v), 30);
+    const stuck = reload().catch((e: Error) => e.message);
+    const waiting = reload();
+    expect(await stuck).toMatch(/gave up after 30 ms/);
+    await tick();
+    expect(pending).toHaveLength(2);
+    pending[1]!('newer');
+    await waiting;
+    pending[0]!('older');
+    await tick();
+    expect(installed).toEqual(['newer']);
+  });
+
+  it('a call made as the running read ends joins the waiting read: never two at once', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const pending: Array<(v: string) => void> = [];
+    const installed: string[] = [];
+    const reload = coalescedReload(() => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      return new Promise<string>((resolve) => pending.push((v) => { inFlight--; resolve(v); }));
+    }, (v) => installed.push(v));
+    const first = reload();
+    const queued = reload();
+    const chained = first.then(() => reload());
+    pending[0]!('r1');
+    await first;
+    await tick();
+    expect(pending).toHaveLength(2);
+    pending[1]!('r2');
+    await Promise.all([queued, chained]);
+    expect(most).toBe(1);
+    expect(installed).toEqual(['r1', 'r2']);
+  });
+});
