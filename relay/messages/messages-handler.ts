@@ -635,8 +635,13 @@ class Exchange {
         this.price = { ...this.price, group: ratios.group(this.group) ?? this.price.group };
       }
     }
-    // The channels left were taken away during the last attempt: the client hears what failed.
-    if (this.earlierFailure) return this.fail(this.earlierFailure, lastFailure, this.earlierRetryAfter || undefined);
+    // The channels left were taken away during the last attempt: the client hears what failed, and
+    // that no retry helps when none can (channelRefused's rule: the channels tried refused their own
+    // credential and none is left).
+    if (this.earlierFailure) {
+      this.noRetry = !this.retryMayHelp;
+      return this.fail(this.earlierFailure, lastFailure, this.earlierRetryAfter || undefined);
+    }
     this.fail(new RelayError('upstream_unreachable'), lastFailure || REASON.noChannel);
   }
 

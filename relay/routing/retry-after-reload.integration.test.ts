@@ -11,6 +11,7 @@ let stack: GatewayStack;
 let slowFailing: ScriptedProvider;
 let answering: ScriptedProvider;
 let moved: ScriptedProvider;
+let slowRefusing: ScriptedProvider;
 const hits: string[] = [];
 let key: string;
 
@@ -30,6 +31,14 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(normalMessage(model));
   });
+  // Refuses the channel's own credential, after 600 ms.
+  slowRefusing = await startScriptedProvider(({ model }, res) => {
+    hits.push(`refusing:${model}`);
+    setTimeout(() => {
+      res.writeHead(401, { 'content-type': 'application/json' });
+      res.end('{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}');
+    }, 600);
+  });
   answering = await answer('second');
   moved = await answer('moved');
   stack = await startGatewayStack({ env: { RELAY_MAX_TRIES: '3' } });
@@ -37,13 +46,14 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack?.close();
-  for (const p of [slowFailing, answering, moved]) await p?.close();
+  for (const p of [slowFailing, slowRefusing, answering, moved]) await p?.close();
 });
 
 async function channel(model: string, baseUrl: string, priority: number): Promise<number> {
   await priceModels(stack, [model]);
   const { json } = await consoleCall<{ id: number }>(stack, 'POST', '/api/channel/', stack.adminToken, {
-    name: `c-${model}-${priority}`, key: MOCK_CHANNEL_KEY, models: model, group: 'default', base_url: baseUrl, priority,
+    // No automatic disabling: a refusing channel stays.
+    name: `c-${model}-${priority}`, key: MOCK_CHANNEL_KEY, models: model, group: 'default', base_url: baseUrl, priority, auto_ban: 0,
   });
   if (!json.success) throw new Error(json.message);
   while (!stack.relay.hasChannel(json.data!.id)) await sleep(10);
@@ -95,5 +105,23 @@ describe('a channel changed while the first attempt runs', () => {
     expect(r.status).toBe(200);
     expect(r.seen).toEqual(['slow:rar-moved', 'moved:rar-moved']);
     expect((await ledgerRow(stack, r.requestId)).channel_id).toBe(secondId);
+  });
+
+  it('the first refusing its own credential, the other disabled: the 500 tells the client a retry cannot help', async () => {
+    await channel('rar-refused', slowRefusing.url, 10);
+    const second = await channel('rar-refused', answering.url, 0);
+    hits.length = 0;
+    const answer = fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'rar-refused', max_tokens: 20, messages: [{ role: 'user', content: 'hello' }] }),
+    });
+    await sleep(150);
+    expect((await consoleCall(stack, 'PUT', '/api/channel/', stack.adminToken, { id: second, status: 2 })).json.success).toBe(true);
+    while (stack.relay.hasChannel(second)) await sleep(5);
+    const r = await answer;
+    await r.text();
+    expect(hits).toEqual(['refusing:rar-refused']);
+    expect({ status: r.status, retry: r.headers.get('x-should-retry') }).toEqual({ status: 500, retry: 'false' });
   });
 });
