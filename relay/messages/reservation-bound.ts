@@ -18,6 +18,7 @@ type Block = { type: string; content?: unknown };
 
 /** Tokens the provider adds beyond the bytes (the tools' prompt), or UNBOUNDED. */
 export function extraInputTokens(body: MessagesRequest): number {
+  references.length = 0;
   if (!contentIsText(body.system)) return UNBOUNDED;
   const messages = body.messages;
   for (let i = 0; i < messages.length; i++) if (!contentIsText(messages[i]!.content)) return UNBOUNDED;
@@ -25,16 +26,36 @@ export function extraInputTokens(body: MessagesRequest): number {
   const mcp = b.mcp_servers;
   if (mcp !== undefined && !(Array.isArray(mcp) && mcp.length === 0)) return UNBOUNDED;
   const tools = b.tools;
-  if (tools === undefined) return 0;
+  if (tools === undefined) return references.length === 0 ? 0 : UNBOUNDED;
   if (!Array.isArray(tools)) return UNBOUNDED;
-  if (tools.length === 0) return 0;
+  if (tools.length === 0) return references.length === 0 ? 0 : UNBOUNDED;
   for (let i = 0; i < tools.length; i++) {
     const t = tools[i] as { type?: unknown } | null;
     // A typed tool (web_search_…, bash_…, computer_…, code_execution_…) is the provider's: its
     // prompt, and for server tools the results it adds to the input, are not in the request.
     if (t === null || typeof t !== 'object' || (t.type !== undefined && t.type !== 'custom')) return UNBOUNDED;
   }
-  return TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * tools.length;
+  const referenced = referencedDefinitionBytes(tools);
+  return referenced === UNBOUNDED ? UNBOUNDED : TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * tools.length + referenced;
+}
+
+/** The tool names of the body's tool_reference blocks, collected by contentIsText (reset per body). */
+const references: string[] = [];
+
+/**
+ * A tool_reference block has the provider load the definition of the tool it names: the bytes hold
+ * that definition once, in `tools`, and each reference is bounded by it again (whether the provider
+ * loads it once a reference or once in all, a bound either way). A name no tool of the request has is
+ * not bounded by the bytes.
+ */
+function referencedDefinitionBytes(tools: readonly unknown[]): number {
+  let bytes = 0;
+  for (let r = 0; r < references.length; r++) {
+    const tool = tools.find((t) => (t as { name?: unknown }).name === references[r]);
+    if (tool === undefined) return UNBOUNDED;
+    bytes += Buffer.byteLength(JSON.stringify(tool));
+  }
+  return bytes;
 }
 
 /** How many web searches the request may make: Σ max_uses of its web_search tools (a default when unset). */
@@ -126,10 +147,15 @@ function contentIsText(content: unknown): boolean {
       case 'text':
       case 'tool_use':
       case 'thinking':
-      // A tool search's result (Claude Code's ToolSearch): it names a tool of the request's `tools`,
-      // whose definition the provider then loads, bytes of the body like any other.
-      case 'tool_reference':
         break;
+      // A tool search's result (Claude Code's ToolSearch): it names a tool of the request's `tools`,
+      // whose definition the provider then loads (referencedDefinitionBytes).
+      case 'tool_reference': {
+        const name = (block as { tool_name?: unknown }).tool_name;
+        if (typeof name !== 'string') return false;
+        references.push(name);
+        break;
+      }
       case 'tool_result':
         // Its content may hold images, documents or search results in turn.
         if (!contentIsText(block.content)) return false;

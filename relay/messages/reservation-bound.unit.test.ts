@@ -19,9 +19,20 @@ describe('what bounds a reservation', () => {
       { type: 'tool_result', tool_use_id: 't', content: [{ type: 'text', text: 'r' }] },
       { type: 'tool_result', tool_use_id: 't', content: 'plain' },
     ]))).toBe(0);
+  });
+
+  it('bounds a tool_reference by the definition of the tool it names, once a reference; a name no tool has is unbounded', () => {
     // Claude Code's ToolSearch answers with tool_reference blocks: before, each later turn reserved
     // the model's whole window (5,400,000 quota for a 23,955-quota Opus turn).
-    expect(extraInputTokens(request({}, [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'tool_reference', tool_name: 'Read' }] }]))).toBe(0);
+    const read = { name: 'Read', description: 'Reads a file', input_schema: { type: 'object' }, defer_loading: true };
+    const bytes = Buffer.byteLength(JSON.stringify(read));
+    const refs = (n: number, name = 'Read') => [{ type: 'tool_result', tool_use_id: 't', content: Array.from({ length: n }, () => ({ type: 'tool_reference', tool_name: name })) }];
+    const tools = [read, { name: 'Other', input_schema: { type: 'object' } }];
+    expect(extraInputTokens(request({ tools }, refs(1)))).toBe(TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * 2 + bytes);
+    // 200 references to one tool: each bounded by its definition.
+    expect(extraInputTokens(request({ tools }, refs(200)))).toBe(TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * 2 + 200 * bytes);
+    expect(extraInputTokens(request({ tools }, refs(1, 'Missing')))).toBe(UNBOUNDED);
+    expect(extraInputTokens(request({}, refs(1)))).toBe(UNBOUNDED);
   });
 
   it('gives up the byte bound for media, search results, server tools, MCP and unknown blocks, at any depth', () => {
