@@ -64,7 +64,7 @@ import { usageAsBilled, settleExchange, type Outcome, type UsageBound } from './
 import { logRepeated } from './repeated-log.js';
 import { forwardedChat } from '../providers/openai/forwarded-chat.js';
 import { withoutTopLevelMember } from './json-member.js';
-import { boundedWebSearchTools, extraInputTokens, promptPasses, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { boundedWebSearchTools, extraInputTokens, promptPasses, SERVER_LOOP_MAX_PASSES, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
 import { billedByFinalUsage, pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
@@ -504,7 +504,10 @@ class Exchange {
         ? reserveRefusalError(reserved, { rpm: groupLimits.rpm, tpm: groupLimits.tpm }, this.group)
         : reserveRefusalError(reserved, { rpm: rpmLimit, tpm: tpmLimit });
       // What a client can change: server tools are reserved a context window per pass they may make.
-      if (passes > 1 && refused.status === 402) refused = new RelayError(refused.code, `${refused.message} Its server tools may read its prompt up to ${passes} times, each reserved at the model's context window: a lower max_uses reserves less.`);
+      if (passes > 1 && refused.status === 402) {
+        const lower = passes < SERVER_LOOP_MAX_PASSES || webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES) > 0 ? ': a lower max_uses reserves less' : '';
+        refused = new RelayError(refused.code, `${refused.message} Its server tools may read its prompt up to ${passes} times, each reserved at the model's context window${lower}.`);
+      }
       // The rate-limit window says when it has room.
       const retryAfter = refused.code === 'rate_limited' && limitWait !== undefined ? String(Math.max(1, Math.ceil(limitWait.ms / 1000))) : undefined;
       return this.fail(refused, undefined, retryAfter);
