@@ -505,7 +505,7 @@ class Exchange {
         : reserveRefusalError(reserved, { rpm: rpmLimit, tpm: tpmLimit });
       // What a client can change: server tools are reserved a context window per pass they may make.
       if (passes > 1 && refused.status === 402) {
-        const lower = passes < SERVER_LOOP_MAX_PASSES || webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES) > 0 ? ': a lower max_uses reserves less' : '';
+        const lower = passes < SERVER_LOOP_MAX_PASSES || searches > 0 ? ': a lower max_uses reserves less' : '';
         refused = new RelayError(refused.code, `${refused.message} Its server tools may read its prompt up to ${passes} times, each reserved at the model's context window${lower}.`);
       }
       // The rate-limit window says when it has room.

@@ -23,8 +23,7 @@ export function extraInputTokens(body: MessagesRequest): number {
   const messages = body.messages;
   for (let i = 0; i < messages.length; i++) if (!contentIsText(messages[i]!.content)) return UNBOUNDED;
   const b = body as Record<string, unknown>;
-  const mcp = b.mcp_servers;
-  if (mcp !== undefined && !(Array.isArray(mcp) && mcp.length === 0)) return UNBOUNDED;
+  if (namesMcpServers(b)) return UNBOUNDED;
   const tools = b.tools;
   if (tools === undefined) return references.length === 0 ? 0 : UNBOUNDED;
   if (!Array.isArray(tools)) return UNBOUNDED;
@@ -39,6 +38,12 @@ export function extraInputTokens(body: MessagesRequest): number {
   return referenced === UNBOUNDED ? UNBOUNDED : TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * tools.length + referenced;
 }
 
+/** Whether the request names MCP servers (an empty list names none): the provider loads their tools. */
+function namesMcpServers(b: Record<string, unknown>): boolean {
+  const mcp = b.mcp_servers;
+  return mcp !== undefined && !(Array.isArray(mcp) && mcp.length === 0);
+}
+
 /** The tool names of the body's tool_reference blocks, collected by contentIsText (reset per body). */
 const references: string[] = [];
 
@@ -49,11 +54,20 @@ const references: string[] = [];
  * not bounded by the bytes.
  */
 function referencedDefinitionBytes(tools: readonly unknown[]): number {
+  if (references.length === 0) return 0;
+  // A session references the same tools turn after turn: each definition is found and measured once.
+  const sizes = new Map<string, number>();
   let bytes = 0;
   for (let r = 0; r < references.length; r++) {
-    const tool = tools.find((t) => (t as { name?: unknown }).name === references[r]);
-    if (tool === undefined) return UNBOUNDED;
-    bytes += Buffer.byteLength(JSON.stringify(tool));
+    const name = references[r]!;
+    let size = sizes.get(name);
+    if (size === undefined) {
+      const tool = tools.find((t) => (t as { name?: unknown }).name === name);
+      if (tool === undefined) return UNBOUNDED;
+      size = Buffer.byteLength(JSON.stringify(tool));
+      sizes.set(name, size);
+    }
+    bytes += size;
   }
   return bytes;
 }
@@ -108,8 +122,7 @@ const CLIENT_TOOL_PREFIXES = ['bash_', 'computer_', 'text_editor_', 'memory_', '
  */
 export function promptPasses(body: MessagesRequest, defaultSearchUses: number): number {
   const b = body as Record<string, unknown>;
-  const mcp = b.mcp_servers;
-  if (mcp !== undefined && !(Array.isArray(mcp) && mcp.length === 0)) return SERVER_LOOP_MAX_PASSES;
+  if (namesMcpServers(b)) return SERVER_LOOP_MAX_PASSES;
   const tools = b.tools;
   if (!Array.isArray(tools)) return 1;
   let uses = 0;

@@ -216,9 +216,11 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     // is at its usage chunk, its [DONE] possibly in a later read. An Anthropic-format stream only at
     // message_stop's end (endedAt): complete at its event line, it was ended with message_stop's data
     // in the next read unseen by the conversion, which then held no usage chunk and no [DONE].
-    if (endedAt >= 0 || (rewriter?.holdsFinalUsage === true && parser.complete && !parser.sawMessageStop && !parser.error)) complete();
-    else if (rewriter === null && parser.complete && !parser.sawMessageStop && !parser.error) awaitDone();
+    if (endedAt >= 0 || (rewriter?.holdsFinalUsage === true && completeUnended())) complete();
+    else if (rewriter === null && completeUnended()) awaitDone();
   };
+  /** Complete by its content and usage (an OpenAI-format stream's finish_reason and usage chunk), its end not yet read. */
+  const completeUnended = (): boolean => parser.complete && !parser.sawMessageStop && !parser.error;
   // A Chat Completions stream passed in its own format is complete at its finish_reason and usage; its
   // [DONE] follows at once from every provider known, but one that then only pings held the client's
   // end until it closed or the stall check cut it (300 s). Such a stream ends once no event has come
@@ -230,7 +232,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     const seen = parser.events;
     doneWait = setTimeout(() => {
       doneWait = null;
-      if (finished || broken || body.destroyed || !parser.complete || parser.sawMessageStop || parser.error) return;
+      if (finished || broken || body.destroyed || !completeUnended()) return;
       if (parser.events === seen) complete();
       else awaitDone();
     }, format.tailWaitMs ?? USAGE_TAIL_WAIT_MS);
