@@ -151,7 +151,6 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
   });
 }
 
-/** loadConfig refuses SEED_DEMO without both passwords; this keeps the types honest. */
 /**
  * The demo logins as `make run` prints them: each with this checkout's password when it is the
  * account's, else saying it is not. A checkout's .data/ made after the database's accounts (a second
@@ -170,6 +169,7 @@ export async function demoLogins(sql: Db, config: Config): Promise<string> {
   return shown.join(', ');
 }
 
+/** loadConfig refuses SEED_DEMO without both passwords; this keeps the types honest. */
 function demoPassword(p: string | undefined): string {
   if (!p) throw new Error('the demo seed needs DEMO_PASSWORD and ADMIN_PASSWORD');
   return p;
