@@ -5,7 +5,8 @@
 // option's, or a built-in one) may: a guessed one below the real window (200,000 for gpt-4.1, whose
 // window is 1,047,576) would reserve less than the provider bills. Stored as options:
 // ModelContextWindow (model → tokens, JSON, merged over the defaults) and WebSearchCallPrice (quota per
-// web search before the group ratio). And the output side: ModelMaxOutputTokens (model → tokens, JSON),
+// web search before the group ratio), ModelImageTokens (model → tokens per image, JSON, over the
+// built-in bounds of the Claude models). And the output side: ModelMaxOutputTokens (model → tokens, JSON),
 // the output bound of a Chat Completions request that sets none (Anthropic requires one; OpenAI's
 // default is the model's whole output, which no reservation could cover), reserved and sent to the
 // provider as the request's bound.
@@ -41,6 +42,27 @@ function builtInWindow(model: string): number | undefined {
   for (let i = 0; i < BUILT_IN_WINDOWS.length; i++) if (BUILT_IN_WINDOWS[i]![0].test(model)) return BUILT_IN_WINDOWS[i]![1];
   return undefined;
 }
+/**
+ * The most an image costs on a Claude model, with a tenth more for the formula's approximation.
+ * Anthropic bills an image at about (width × height) / 750 tokens after scaling it down to the model's
+ * largest size (its vision guide): ~1,600 tokens (1.15 MP, 1,568 px on the long edge) on the Claude 3
+ * and 4 models up to Opus and Sonnet 4.6 and Haiku 4.5, 3.75 MP (2,576 px; 5,000 tokens) on Opus 4.7.
+ * A later Claude model whose largest size is not published yet is bounded by the largest image the API
+ * takes, 8,000 × 8,000 px (85,334 tokens unscaled): still a twelfth of a 1M window, where the window
+ * made one screenshot reserve 5,400,000 quota on Opus.
+ */
+const imageBound = (tokens: number) => Math.ceil((tokens * 11) / 10);
+const BUILT_IN_IMAGE_TOKENS: ReadonlyArray<readonly [RegExp, number]> = [
+  [/^(?:[\w.-]+\/)?claude-(?:3(?:-|$)|(?:opus|sonnet|haiku)-4(?:-[0156])?(?:$|-\d{8}|-latest))/i, imageBound(1_600)],
+  [/^(?:[\w.-]+\/)?claude-opus-4-7(?:$|-\d{8}|-latest)/i, imageBound(5_000)],
+  [/^(?:[\w.-]+\/)?claude-/i, imageBound(Math.ceil((8_000 * 8_000) / 750))],
+];
+
+function builtInImageTokens(model: string): number | undefined {
+  for (let i = 0; i < BUILT_IN_IMAGE_TOKENS.length; i++) if (BUILT_IN_IMAGE_TOKENS[i]![0].test(model)) return BUILT_IN_IMAGE_TOKENS[i]![1];
+  return undefined;
+}
+
 /** The window of a request whose `anthropic-beta` header asks for `context-1m-…`. */
 export const EXTENDED_CONTEXT_WINDOW = 1_000_000;
 /** The beta flag's prefix (`context-1m-2025-08-07`); any version of it counts. */
@@ -57,7 +79,7 @@ export const DEFAULT_WEB_SEARCH_MAX_USES = 20;
  */
 export const DEFAULT_MAX_OUTPUT_TOKENS = 4096;
 
-export const INPUT_BOUND_OPTION_KEYS = ['ModelContextWindow', 'WebSearchCallPrice', 'ModelMaxOutputTokens'] as const;
+export const INPUT_BOUND_OPTION_KEYS = ['ModelContextWindow', 'WebSearchCallPrice', 'ModelMaxOutputTokens', 'ModelImageTokens'] as const;
 
 export interface InputBounds {
   /**
@@ -71,6 +93,12 @@ export interface InputBounds {
   webSearchCallPrice: number;
   /** The output bound of a Chat Completions request to `model` that sets none. */
   maxOutputTokens(model: string): number;
+  /**
+   * The most one image costs on `model` in input tokens (the option's, or a Claude model's built-in
+   * bound), undefined when not known: OpenAI's models bill an image by tiles or patches times a
+   * multiplier of the model's (gpt-4o-mini up to ~25,500 tokens), so their media keep the window.
+   */
+  imageTokens(model: string): number | undefined;
 }
 
 function parseWindows(raw: string | undefined): Record<string, number> {
@@ -93,6 +121,7 @@ export function inputBoundsFromOptions(options: ReadonlyMap<string, string>): In
   const windows = parseWindows(options.get('ModelContextWindow'));
   const price = Number(options.get('WebSearchCallPrice'));
   const outputs = parseWindows(options.get('ModelMaxOutputTokens'));
+  const images = parseWindows(options.get('ModelImageTokens'));
   // Own keys only: a model named like an Object.prototype member is a model like any other.
   const known = (model: string) => (Object.hasOwn(windows, model) ? windows[model]! : builtInWindow(model));
   // The context-1m beta raises a window to at least 1M, never lowers one.
@@ -105,5 +134,6 @@ export function inputBoundsFromOptions(options: ReadonlyMap<string, string>): In
     },
     webSearchCallPrice: options.has('WebSearchCallPrice') && Number.isFinite(price) && price >= 0 ? price : DEFAULT_WEB_SEARCH_CALL_PRICE,
     maxOutputTokens: (model) => (Object.hasOwn(outputs, model) ? outputs[model]! : DEFAULT_MAX_OUTPUT_TOKENS),
+    imageTokens: (model) => (Object.hasOwn(images, model) ? images[model]! : builtInImageTokens(model)),
   };
 }

@@ -52,3 +52,29 @@ describe('built-in context windows', () => {
     for (const model of ['gpt-4.10', 'gpt-4omni', 'o10', 'my-gpt-4.1', 'gpt-50']) expect(defaults.textWindow(model, false), model).toBe(Infinity);
   });
 });
+
+describe('the most an image costs', () => {
+  const largest = 93_868; // ceil(8,000 × 8,000 / 750) = 85,334, a tenth more
+  it.each([
+    // ~1,600 tokens (1.15 MP, 1,568 px on the long edge), a tenth more: the Claude 3 and 4 models to 4.6.
+    ['claude-3-5-sonnet-20241022', 1_760], ['claude-3-haiku-20240307', 1_760], ['claude-sonnet-4-5', 1_760],
+    ['claude-haiku-4-5-20251001', 1_760], ['claude-opus-4-1-20250805', 1_760], ['claude-opus-4-6', 1_760],
+    ['claude-sonnet-4-6', 1_760], ['anthropic/claude-sonnet-4-6', 1_760], ['claude-sonnet-4-latest', 1_760],
+    // 3.75 MP (2,576 px): 5,000 tokens.
+    ['claude-opus-4-7', 5_500], ['claude-opus-4-7-20260416', 5_500],
+    // Not published: the largest image the API takes, unscaled.
+    ['claude-opus-4-8', largest], ['claude-opus-5', largest], ['claude-sonnet-5-5', largest], ['claude-fable-5', largest],
+    ['claude-opus-4-70', largest],
+  ])('%s: %i tokens', (model, tokens) => {
+    expect(defaults.imageTokens(model)).toBe(tokens);
+  });
+
+  it('is not known for OpenAI\'s and other models (their images keep the window), unless the option sets it', () => {
+    for (const model of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-5', 'o3', 'deepseek-chat', 'anthropic.claude-3-haiku']) expect(defaults.imageTokens(model), model).toBeUndefined();
+    const o = inputBoundsFromOptions(new Map([['ModelImageTokens', '{"gpt-4o":1500,"claude-opus-5":6000,"bad":0}']]));
+    expect(o.imageTokens('gpt-4o')).toBe(1_500);
+    expect(o.imageTokens('claude-opus-5')).toBe(6_000);
+    expect(o.imageTokens('bad')).toBeUndefined();
+    expect(o.imageTokens('constructor')).toBeUndefined();
+  });
+});

@@ -64,7 +64,7 @@ import { usageAsBilled, settleExchange, type Outcome, type UsageBound } from './
 import { logRepeated } from './repeated-log.js';
 import { forwardedChat } from '../providers/openai/forwarded-chat.js';
 import { withoutTopLevelMember } from './json-member.js';
-import { boundedWebSearchTools, extraInputTokens, promptPasses, SERVER_LOOP_MAX_PASSES, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { boundedWebSearchTools, inputBeyondBytes, promptPasses, SERVER_LOOP_MAX_PASSES, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
 import { billedByFinalUsage, pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
@@ -413,8 +413,6 @@ class Exchange {
     this.tpmLimited = tpmLimit > 0 || groupLimits.tpm > 0;
     this.tpmGroup = groupLimits.tpm > 0 ? this.group : undefined;
     this.minute = currentMinute(now);
-    const extraInput = extraInputTokens(body);
-    this.promptUncountable = extraInput === UNBOUNDED;
     const extended = this.beta.includes(CONTEXT_1M_BETA);
     // Text is capped only by a window known to be its model's: a guessed one may be smaller than the
     // model's (input-bound.ts), and the bytes bound the text anyway. The model is the one the provider
@@ -422,10 +420,14 @@ class Exchange {
     // largest of those the request's channels send, as a retry may go to any of them).
     let textWindow = 0;
     let contextWindow = 0;
+    // The most an image costs on any of them; undefined when one has no known bound (its window then).
+    let imageTokens: number | undefined = 0;
     for (const g of this.routeGroups) {
       for (const sent of this.ctx.channels.sentModels(g, body.model)) {
         textWindow = Math.max(textWindow, bounds.textWindow(sent, extended));
         contextWindow = Math.max(contextWindow, bounds.contextWindow(sent, extended));
+        const image = bounds.imageTokens(sent);
+        imageTokens = image === undefined || imageTokens === undefined ? undefined : Math.max(imageTokens, image);
         // A model whose provider writes the cache without a breakpoint, and bills it (ratios.ts).
         if (cacheable === 'none' && writesCacheUnmarked(sent)) cacheable = '5m';
       }
@@ -435,10 +437,18 @@ class Exchange {
       // a bound of 0 would bill nothing, so the asked model's stands in.
       textWindow = bounds.textWindow(body.model, extended);
       contextWindow = bounds.contextWindow(body.model, extended);
+      imageTokens = bounds.imageTokens(body.model);
     }
+    const beyondBytes = inputBeyondBytes(body, imageTokens);
+    const extraInput = beyondBytes.extra;
+    // What the relay's count cannot count as the provider does (an image it counts at IMAGE_TOKENS).
+    this.promptUncountable = extraInput === UNBOUNDED || beyondBytes.images > 0;
+    // The body's bytes less the images' base64 data, which the provider reads as images (their
+    // tokens are in extraInput): a 1 MB screenshot is not a million text tokens.
+    const textBytes = raw.length - beyondBytes.imageDataChars;
     // Server tools read the prompt once a pass, each pass up to the window (promptPasses).
     const passes = extraInput === UNBOUNDED ? promptPasses(body, DEFAULT_WEB_SEARCH_MAX_USES) : 1;
-    const inputBound = extraInput === UNBOUNDED ? contextWindow * passes : Math.min(textWindow, raw.length + extraInput);
+    const inputBound = extraInput === UNBOUNDED ? contextWindow * passes : Math.min(textWindow, textBytes + extraInput);
     const searches = webSearchUses(body, DEFAULT_WEB_SEARCH_MAX_USES);
     // The provider is sent max_tokens (× n) and refuses a prompt longer than the model's window; the
     // bytes bound a text prompt, a window known to be the model's caps it, media included. A usage
@@ -478,11 +488,11 @@ class Exchange {
     const limitWait = rpmLimit > 0 || groupLimits.rpm > 0 || this.tpmLimited ? { ms: 0, group: false } : undefined;
     let reserved = await this.tryReserve(reservation, limitWait);
     if (reserved === null) return;
-    if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && raw.length > this.ctx.countPromptAboveBytes) {
+    if ((reserved === 'insufficient_balance' || reserved === 'insufficient_token_quota') && extraInput !== UNBOUNDED && textBytes > this.ctx.countPromptAboveBytes) {
       // The input tokens and the amount a reservation from a count of `counted` prompt tokens asks
-      // (made on this refusal path only).
+      // (made on this refusal path only; the count takes an image for IMAGE_TOKENS, extraInput for its bound again).
       const countedReservation = (counted: number): { counts: number; amount: number } => {
-        const counts = Math.min(textWindow, reservationInputTokens(raw.length, counted, this.ctx.tokenEstimateFactor) + extraInput);
+        const counts = Math.min(textWindow, reservationInputTokens(textBytes, counted, this.ctx.tokenEstimateFactor) + extraInput);
         return { counts, amount: quotaCostBound(counts, this.outputBound(), price, cacheable) + fees };
       };
       const counted = await this.countCanHelp(reserved, record, countedReservation(0).amount) ? await this.countForReservation(this.anthropicBytes(), record) : null;

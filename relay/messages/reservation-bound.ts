@@ -4,7 +4,9 @@
 // from those bytes (an image or a PDF given by URL, file_id or base64, search results, a container
 // upload, server tools and their results, MCP servers, a block type this code does not know) is
 // bounded only by the model's context window. Client tools are text, but the provider wraps them in a
-// hidden system prompt: a fixed allowance covers it.
+// hidden system prompt: a fixed allowance covers it. An image costs at most a bound of its model's
+// (InputBounds.imageTokens, core/pricing/input-bound.ts) where one is known: it is counted at that
+// bound, and its base64 data, which the provider does not read as text, is taken out of the bytes.
 import type { MessagesRequest } from './messages-request.js';
 
 /** extraInputTokens(): the bytes do not bound the input; reserve the context window. */
@@ -16,9 +18,43 @@ export const PER_TOOL_TOKENS = 64;
 
 type Block = { type: string; content?: unknown };
 
-/** Tokens the provider adds beyond the bytes (the tools' prompt), or UNBOUNDED. */
+/** What bounds a request's input besides its bytes (inputBeyondBytes). */
+export interface InputBeyondBytes {
+  /** Tokens the provider adds beyond the bytes (the tools' prompt, the images at their bound), or UNBOUNDED. */
+  extra: number;
+  /**
+   * Characters of the images' base64 data: bytes of the body the provider reads as images, not as
+   * text, taken out of the byte bound (each is at least a byte of the body, so the rest still bounds
+   * the text). 0 when `extra` is UNBOUNDED.
+   */
+  imageDataChars: number;
+  /** Image blocks in the prompt (counted while `extra` is not UNBOUNDED). */
+  images: number;
+}
+
+/** Tokens the provider adds beyond the bytes (the tools' prompt), or UNBOUNDED; an image makes it UNBOUNDED. */
 export function extraInputTokens(body: MessagesRequest): number {
+  return inputBeyondBytes(body, undefined).extra;
+}
+
+/**
+ * What the request's input costs beyond its text bytes. `imageTokens`: the most an image costs on
+ * the models the request may be sent (undefined when one of them has no known bound: an image then
+ * makes the input UNBOUNDED, the window's).
+ */
+export function inputBeyondBytes(body: MessagesRequest, imageTokens: number | undefined): InputBeyondBytes {
   references.length = 0;
+  imageCount.images = 0;
+  imageCount.dataChars = 0;
+  imageCount.bound = imageTokens;
+  const extra = extraTokens(body);
+  if (extra === UNBOUNDED) return { extra, imageDataChars: 0, images: 0 };
+  // Images passed contentIsText only with a bound: none were counted without one.
+  const images = imageCount.images;
+  return { extra: images === 0 ? extra : extra + images * imageTokens!, imageDataChars: imageCount.dataChars, images };
+}
+
+function extraTokens(body: MessagesRequest): number {
   if (!contentIsText(body.system)) return UNBOUNDED;
   const messages = body.messages;
   for (let i = 0; i < messages.length; i++) if (!contentIsText(messages[i]!.content)) return UNBOUNDED;
@@ -37,6 +73,9 @@ export function extraInputTokens(body: MessagesRequest): number {
   const referenced = referencedDefinitionBytes(tools);
   return referenced === UNBOUNDED ? UNBOUNDED : TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * tools.length + referenced;
 }
+
+/** The images contentIsText met in the body (reset per body), and the bound that lets it pass them. */
+const imageCount: { images: number; dataChars: number; bound: number | undefined } = { images: 0, dataChars: 0, bound: undefined };
 
 /** Whether the request names MCP servers (an empty list names none): the provider loads their tools. */
 function namesMcpServers(b: Record<string, unknown>): boolean {
@@ -173,6 +212,15 @@ function contentIsText(content: unknown): boolean {
         // Its content may hold images, documents or search results in turn.
         if (!contentIsText(block.content)) return false;
         break;
+      // By URL, file_id or base64 alike, an image costs at most its model's bound; base64 data is
+      // taken out of the bytes (a string's characters are each at least a byte of the body).
+      case 'image': {
+        if (imageCount.bound === undefined) return false;
+        imageCount.images++;
+        const source = (block as { source?: unknown }).source as { type?: unknown; data?: unknown } | null | undefined;
+        if (source !== null && typeof source === 'object' && source.type === 'base64' && typeof source.data === 'string') imageCount.dataChars += source.data.length;
+        break;
+      }
       default:
         return false;
     }

@@ -3,7 +3,7 @@ import { inputBoundsFromOptions, DEFAULT_WEB_SEARCH_CALL_PRICE } from '../../cor
 import { decodeUsageEvent } from '../../core/usage/usage-event.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { messagesRequestSchema, type MessagesRequest } from './messages-request.js';
-import { boundedWebSearchTools, extraInputTokens, PER_TOOL_TOKENS, promptPasses, SERVER_LOOP_MAX_PASSES, TOOL_PROMPT_TOKENS, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { boundedWebSearchTools, extraInputTokens, inputBeyondBytes, PER_TOOL_TOKENS, promptPasses, SERVER_LOOP_MAX_PASSES, TOOL_PROMPT_TOKENS, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { settleExchange, type SettledExchange } from './settlement.js';
 
 const request = (extra: Record<string, unknown>, content: unknown = 'hello') =>
@@ -33,6 +33,23 @@ describe('what bounds a reservation', () => {
     expect(extraInputTokens(request({ tools }, refs(200)))).toBe(TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * 2 + 200 * bytes);
     expect(extraInputTokens(request({ tools }, refs(1, 'Missing')))).toBe(UNBOUNDED);
     expect(extraInputTokens(request({}, refs(1)))).toBe(UNBOUNDED);
+  });
+
+  it('bounds an image by the bound given, at any depth, and takes its base64 data out of the bytes', () => {
+    const png = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'QUJD'.repeat(1000) } };
+    const byUrl = { type: 'image', source: { type: 'url', url: 'https://x/y.png' } };
+    const byFile = { type: 'image', source: { type: 'file', file_id: 'file_1' } };
+    const content = [png, { type: 'text', text: 'what is it?' }, { type: 'tool_result', tool_use_id: 't', content: [byUrl, byFile] }];
+    expect(inputBeyondBytes(request({}, content), 5_500)).toEqual({ extra: 3 * 5_500, imageDataChars: 4_000, images: 3 });
+    // With client tools, their prompt as well.
+    const tools = [{ name: 'Read', input_schema: { type: 'object' } }];
+    expect(inputBeyondBytes(request({ tools }, [png]), 1_760)).toEqual({ extra: TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS + 1_760, imageDataChars: 4_000, images: 1 });
+    // Without a bound (a model whose image cost is not known), the window: nothing taken out.
+    expect(inputBeyondBytes(request({}, content), undefined)).toEqual({ extra: UNBOUNDED, imageDataChars: 0, images: 0 });
+    // Anything else unbounded stays so, images or not: a document beside the image.
+    expect(inputBeyondBytes(request({}, [png, { type: 'document', source: { type: 'url', url: 'https://x/y.pdf' } }]), 5_500).extra).toBe(UNBOUNDED);
+    // Text alone: as extraInputTokens.
+    expect(inputBeyondBytes(request({}, 'hello'), 5_500)).toEqual({ extra: 0, imageDataChars: 0, images: 0 });
   });
 
   it('gives up the byte bound for media, search results, server tools, MCP and unknown blocks, at any depth', () => {

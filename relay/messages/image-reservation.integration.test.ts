@@ -1,0 +1,155 @@
+// An image costs at most its model's bound (Anthropic scales an image down to the model's largest size and
+// bills about width × height / 750 tokens: ~1,600 on the models up to 4.6, 5,000 on Opus 4.7; the API
+// takes no image above 8,000 × 8,000 px), not the model's whole context window. Before, one screenshot
+// to Claude Opus 4.7 reserved its 1,000,000-token window (2,500,040 quota at max_tokens 16): an account
+// with $1 of balance was refused a request that costs a cent. The image's base64 data is not text and is
+// left out of the byte bound; what the provider states is billed exactly, up to that bound.
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  accountQuota, billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, storeOptions, type GatewayStack, startGatewayStack,
+} from '../../tests/harness/gateway-stack.js';
+import { startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
+
+/** $5 / $25 per million tokens: model ratio 2.5, completion ratio 5 (built-in). */
+const OPUS_47 = 'claude-opus-4-7';
+/** A later Claude model whose largest image size is not published: bounded by an 8,000 × 8,000 px image. */
+const OPUS_5 = 'claude-opus-5';
+/** A model of no known image bound (ratio 1, window 200,000 as any unknown model's). */
+const UNKNOWN = 'acme-vision-1';
+/** 5,000 tokens (3.75 MP / 750) and a tenth more. */
+const OPUS_47_IMAGE_BOUND = 5_500;
+/** 85,334 tokens (8,000 × 8,000 px / 750) and a tenth more. */
+const LARGEST_IMAGE_BOUND = 93_868;
+/** 300 KB of base64, as a screenshot is (the provider is not asked to decode it). */
+const SCREENSHOT = Buffer.alloc(225_000, 7).toString('base64');
+/** $1 of balance. */
+const FUNDS = 500_000;
+
+let stack: GatewayStack;
+let provider: ScriptedProvider;
+/** The input tokens the provider states for the next request. */
+let statedInput = 0;
+
+beforeAll(async () => {
+  stack = await startGatewayStack();
+  provider = await startScriptedProvider((r, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({
+      id: 'msg_1', type: 'message', role: 'assistant', model: r.model, content: [{ type: 'text', text: 'a chart' }],
+      stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: statedInput, output_tokens: 3 },
+    }));
+  });
+  await mockChannel(stack, [OPUS_47, OPUS_5, UNKNOWN], 'default', { base_url: provider.url });
+});
+afterAll(async () => {
+  await provider?.close();
+  await stack?.close();
+});
+
+function imageMessage(model: string): Anthropic.MessageCreateParamsNonStreaming {
+  return {
+    model, max_tokens: 16,
+    messages: [{ role: 'user', content: [
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: SCREENSHOT } },
+      { type: 'text', text: 'What does this screenshot show?' },
+    ] }],
+  };
+}
+
+async function client(funds = FUNDS): Promise<{ anthropic: Anthropic; openai: OpenAI; userId: number }> {
+  const account = await fundedAccount(stack, funds);
+  const key = await createApiKey(stack, account);
+  return {
+    anthropic: new Anthropic({ apiKey: key.key, baseURL: stack.relayUrl, maxRetries: 0 }),
+    openai: new OpenAI({ apiKey: key.key, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 }),
+    userId: account.id,
+  };
+}
+
+/** The ledger's and ClickHouse's quota of a request, and the balance after it. */
+async function books(requestId: string, userId: number): Promise<{ prompt: number; quota: number; logQuota: number; balance: number }> {
+  const row = await ledgerRow(stack, requestId);
+  await billingSettled(stack);
+  const rs = await stack.ch.query({ query: 'SELECT quota FROM logs FINAL WHERE request_id = {r:String}', query_params: { r: requestId }, format: 'JSONEachRow' });
+  const logs = await rs.json<{ quota: number | string }>();
+  expect(logs).toHaveLength(1);
+  return { prompt: Number(row.prompt_tokens), quota: Number(row.quota), logQuota: Number(logs[0]!.quota), balance: await accountQuota(stack, userId) };
+}
+
+describe('an image reserves its model\'s image bound, not the context window', () => {
+  it('serves a screenshot to Claude Opus 4.7 from $1 of balance and bills the stated usage exactly', async () => {
+    const { anthropic, userId } = await client();
+    statedInput = 4_790;
+    const { data, response } = await anthropic.messages.create(imageMessage(OPUS_47)).withResponse();
+    expect(data.usage.input_tokens).toBe(4_790);
+    const billed = await books(response.headers.get('x-gateway-request-id')!, userId);
+    expect(billed.prompt).toBe(4_790);
+    expect(billed.quota).toBe(Math.round((4_790 + 3 * 5) * 2.5));
+    expect(billed.logQuota).toBe(billed.quota);
+    expect(FUNDS - billed.balance).toBe(billed.quota);
+  }, 60_000);
+
+  it('bills a provider\'s usage above the bound at the bound: the text bytes less the image data, plus the image\'s bound', async () => {
+    const { anthropic, userId } = await client();
+    statedInput = 400_000;
+    const params = imageMessage(OPUS_47);
+    const { response } = await anthropic.messages.create(params).withResponse();
+    const textBytes = Buffer.byteLength(JSON.stringify(params)) - SCREENSHOT.length;
+    const billed = await books(response.headers.get('x-gateway-request-id')!, userId);
+    expect(billed.prompt).toBe(textBytes + OPUS_47_IMAGE_BOUND);
+    expect(billed.quota).toBe(Math.round((textBytes + OPUS_47_IMAGE_BOUND + 3 * 5) * 2.5));
+    expect(billed.logQuota).toBe(billed.quota);
+    expect(FUNDS - billed.balance).toBe(billed.quota);
+    expect(billed.balance).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('bounds an image to a later Claude model by the largest image the API takes', async () => {
+    const { anthropic, userId } = await client();
+    statedInput = 2_000_000;
+    const params = imageMessage(OPUS_5);
+    const { response } = await anthropic.messages.create(params).withResponse();
+    const textBytes = Buffer.byteLength(JSON.stringify(params)) - SCREENSHOT.length;
+    const billed = await books(response.headers.get('x-gateway-request-id')!, userId);
+    expect(billed.prompt).toBe(textBytes + LARGEST_IMAGE_BOUND);
+    expect(FUNDS - billed.balance).toBe(billed.quota);
+  }, 60_000);
+
+  it('an image_url data URL from an OpenAI client is bounded alike', async () => {
+    const { openai, userId } = await client();
+    statedInput = 1_500;
+    const { data, response } = await openai.chat.completions.create({
+      model: OPUS_47, max_tokens: 16,
+      messages: [{ role: 'user', content: [
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${SCREENSHOT}` } },
+        { type: 'text', text: 'What does this screenshot show?' },
+      ] }],
+    }).withResponse();
+    expect(data.usage?.prompt_tokens).toBe(1_500);
+    const billed = await books(response.headers.get('x-gateway-request-id')!, userId);
+    expect(billed.quota).toBe(Math.round((1_500 + 3 * 5) * 2.5));
+    expect(FUNDS - billed.balance).toBe(billed.quota);
+  }, 60_000);
+
+  it('a model of no known bound still reserves its window (402 for $0.30), until ModelImageTokens gives one', async () => {
+    // Its window, 200,000 tokens at ratio 1, is more than this balance.
+    const funds = 150_000;
+    const { anthropic, userId } = await client(funds);
+    statedInput = 1_000;
+    const refused = await anthropic.messages.create(imageMessage(UNKNOWN)).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(Anthropic.APIError);
+    expect((refused as InstanceType<typeof Anthropic.APIError>).status).toBe(402);
+    expect(await accountQuota(stack, userId)).toBe(funds);
+
+    await storeOptions(stack, { ModelImageTokens: JSON.stringify({ [UNKNOWN]: 2_000 }) });
+    try {
+      const { response } = await anthropic.messages.create(imageMessage(UNKNOWN)).withResponse();
+      const billed = await books(response.headers.get('x-gateway-request-id')!, userId);
+      expect(billed.quota).toBe(1_000 + 3 * 5);
+      expect(funds - billed.balance).toBe(billed.quota);
+    } finally {
+      await storeOptions(stack, { ModelImageTokens: null });
+    }
+  }, 60_000);
+});
