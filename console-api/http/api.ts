@@ -108,9 +108,11 @@ export class Api {
         // signature covers its bytes; its handler parses it).
         assertSafeInput(request.params ?? {}, 'path');
         assertSafeInput(request.query ?? {}, 'query');
-        if (bodyMode === 'json') assertSafeInput(request.body ?? {}, 'body');
+        // Only a body not sent is `{}`: a JSON `null` is refused by the schema as `[]` is (it passed as `{}`, a 200).
+        const body = request.body === undefined ? {} : request.body;
+        if (bodyMode === 'json') assertSafeInput(body, 'body');
         const input = {
-          body: (spec.body ? parseInput(spec.body, request.body ?? {}, 'body') : undefined) as Out<B>,
+          body: (spec.body ? parseInput(spec.body, body, 'body') : undefined) as Out<B>,
           query: (spec.query ? parseInput(spec.query, request.query ?? {}, 'query') : undefined) as Out<Q>,
           params: (spec.params ? parseInput(spec.params, request.params ?? {}, 'path') : undefined) as Out<P>,
           user: request.account as UserRow,

@@ -139,6 +139,18 @@ describe('registration with an invitation code', () => {
     expect(exists).toBeUndefined();
     expect(await books(inviter.user.id)).toMatchObject({ aff_count: 0, aff_quota: 0, ledgerRows: 0 });
   });
+
+  it('refuses the code of a banned account, which earns nothing (review hostileapi: its aff_quota went 0 → 1000)', async () => {
+    const inviter = await h.account();
+    await h.sql`UPDATE users SET status = 2 WHERE id = ${inviter.user.id}`;
+    const name = uniqueName();
+    const res = await register({ username: name, password: PASSWORD, aff_code: inviter.user.aff_code });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ success: false, message: 'aff_code: unknown invitation code' });
+    const [exists] = await h.sql`SELECT 1 FROM users WHERE username = ${name}`;
+    expect(exists).toBeUndefined();
+    expect(await books(inviter.user.id)).toMatchObject({ aff_count: 0, aff_quota: 0, ledgerRows: 0 });
+  });
 });
 
 describe('POST /api/user/aff_transfer', () => {

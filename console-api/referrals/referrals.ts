@@ -13,6 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import type { UserRow } from '../accounts/account-view.js';
+import { ACCOUNT_STATUS } from '../accounts/roles.js';
 import type { Db } from '../db.js';
 import { ConsoleError } from '../http/errors.js';
 import { recordConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
@@ -45,7 +46,7 @@ export async function acceptInvitation(
   givenEmail = '',
 ): Promise<RecordedCredit[]> {
   const [inviter] = await tx<{ id: number; email: string; username: string }[]>`
-    SELECT id, email, username FROM users WHERE aff_code = ${affCode} AND deleted_at IS NULL`;
+    SELECT id, email, username FROM users WHERE aff_code = ${affCode} AND deleted_at IS NULL AND status = ${ACCOUNT_STATUS.enabled}`;
   if (!inviter) throw new ConsoleError('VALIDATION_FAILED', 'aff_code: unknown invitation code');
   const inviterAddress = inviter.email.toLowerCase();
   const sameAddress = inviterAddress !== '' && (inviterAddress === invitee.email.toLowerCase() || inviterAddress === givenEmail.trim().toLowerCase());

@@ -374,7 +374,7 @@ describe('redemption codes and the role rules', () => {
     const before = await quota(admin);
     const refused = await redeem(admin, own);
     expect(refused.statusCode).toBe(403);
-    expect(refused.json()).toEqual({ success: false, message: 'an administrator cannot redeem a code of its own (it would be a quota edit on itself)' });
+    expect(refused.json()).toEqual({ success: false, message: 'an account cannot redeem a code of its own (it would be a quota edit on itself)' });
     expect(await quota(admin)).toBe(before);
     expect((await inject('GET', `/api/redemption/?keyword=${own}`, admin)).json().data.items[0].status).toBe(1);
     // Another administrator may not either (an administrator cannot edit an equal role).
@@ -386,6 +386,20 @@ describe('redemption codes and the role rules', () => {
     expect((await redeem(user, own)).statusCode).toBe(200);
     expect((await redeem(admin, await code(root))).json()).toEqual({ success: true, message: '', data: 777 });
     expect((await redeem(root, await code(root))).statusCode).toBe(200);
+  });
+
+  it('an administrator demoted cannot cash a code it wrote as one (review hostileapi: 12,345 credited to itself)', async () => {
+    const former = await h.account({ role: 10 });
+    const own = ((await inject('POST', '/api/redemption/', former, { name: 'before-demotion', quota: 12_345 })).json().data as string[])[0]!;
+    expect((await inject('POST', '/api/user/manage', root, { id: former.user.id, action: 'demote' })).json().data.role).toBe(1);
+    const quota = async () => Number((await h.sql<{ quota: string }[]>`SELECT quota FROM users WHERE id = ${former.user.id}`)[0]!.quota);
+    const before = await quota();
+    const refused = await inject('POST', '/api/user/topup', former, { key: own });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json()).toEqual({ success: false, message: 'an account cannot redeem a code of its own (it would be a quota edit on itself)' });
+    expect(await quota()).toBe(before);
+    // The code stays usable by anyone else.
+    expect((await inject('POST', '/api/user/topup', user, { key: own })).json()).toEqual({ success: true, message: '', data: 12_345 });
   });
 
   it("an administrator cannot change or delete a code of root's or of another administrator, so it cannot raise one it may redeem", async () => {

@@ -275,6 +275,17 @@ describe('bodies that are not JSON, and values out of range', () => {
     }
   });
 
+  it('a JSON null, an array or a number as the body: 400 as a body that is not an object, nothing changed (null passed as {}, a 200)', async () => {
+    for (const payload of ['null', '[]', '1']) {
+      for (const [method, url, who] of [['PUT', '/api/user/self', user], ['POST', '/api/token/', user], ['POST', '/api/user/login', undefined]] as const) {
+        const res = await h.app.inject({ method, url, headers: { 'content-type': 'application/json', ...(who ? who.auth : {}) }, payload });
+        expect(res.statusCode, `${payload} ${url}`).toBe(400);
+        expect(res.json().success, `${payload} ${url}`).toBe(false);
+        expect(res.json().message, `${payload} ${url}`).toMatch(/object/);
+      }
+    }
+  });
+
   it('a string too long is reported as too long, not as "must be a string"', async () => {
     const login = await inject('POST', '/api/user/login', undefined, { username: 'u'.repeat(65), password: 'p'.repeat(129) });
     expect(login.statusCode).toBe(400);

@@ -48,16 +48,17 @@ export const completeTopupBody = z.object({
 /**
  * Redeeming a code is its creator crediting the redeemer, so the role rules of a quota edit apply: an
  * administrator (10) may not credit itself or another administrator; the super administrator may
- * credit anyone, itself included. Ordinary accounts redeem any code. Throwing rolls back the claim:
- * the code stays usable.
+ * credit anyone, itself included. Ordinary accounts redeem any code but their own: an administrator
+ * demoted (or about to be, for abuse) could cash the codes it wrote as one, a quota edit on itself.
+ * Throwing rolls back the claim: the code stays usable.
  */
 async function assertCreatorMayCredit(tx: Db, creatorId: number, redeemer: UserRow): Promise<void> {
-  if (redeemer.role < ROLE.admin || redeemer.role >= ROLE.root) return;
+  if (redeemer.role >= ROLE.root) return;
+  if (Number(creatorId) === Number(redeemer.id)) throw new ConsoleError('INSUFFICIENT_ROLE', 'an account cannot redeem a code of its own (it would be a quota edit on itself)');
+  if (redeemer.role < ROLE.admin) return;
   const [creator] = await tx<{ role: number }[]>`SELECT role FROM users WHERE id = ${creatorId}`;
   if (creator && creator.role > redeemer.role) return;
-  throw new ConsoleError('INSUFFICIENT_ROLE', Number(creatorId) === Number(redeemer.id)
-    ? 'an administrator cannot redeem a code of its own (it would be a quota edit on itself)'
-    : 'an administrator cannot redeem a code created by an account of equal or lower role');
+  throw new ConsoleError('INSUFFICIENT_ROLE', 'an administrator cannot redeem a code created by an account of equal or lower role');
 }
 
 function belowMinimum(min: number): ConsoleError {
