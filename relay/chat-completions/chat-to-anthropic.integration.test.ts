@@ -464,6 +464,50 @@ describe('image input', () => {
   });
 });
 
+describe('cache breakpoints of an OpenAI client', () => {
+  it('reach the provider on the blocks, tools and system blocks they mark; the writes they cause are billed as such (they were dropped and the reservation doubled for nothing)', async () => {
+    stack.mock.setOptions({ cacheCreationTokens: 3_000, cacheCreation1hTokens: 2_000 });
+    try {
+      const before = await balance();
+      // Long enough for its writes: a prompt's stated tokens are bounded by its bytes.
+      const shared = 'The long shared context. '.repeat(1_200);
+      const { response } = await client.chat.completions.create({
+        model: MODEL, max_tokens: 100,
+        messages: [
+          { role: 'system', content: [{ type: 'text', text: 'You are a careful assistant.', cache_control: { type: 'ephemeral', ttl: '1h' } }] as never },
+          { role: 'system', content: 'Answer briefly.' },
+          { role: 'user', content: [{ type: 'text', text: shared, cache_control: { type: 'ephemeral' } }, { type: 'text', text: 'The question.' }] as never },
+          { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'lookup', arguments: '{}' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: [{ type: 'text', text: 'found', cache_control: { type: 'ephemeral' } }] as never },
+        ],
+        tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } }, cache_control: { type: 'ephemeral' } } as never],
+      }).withResponse();
+      const sent = providerBody();
+      expect(sent.system).toEqual([
+        { type: 'text', text: 'You are a careful assistant.', cache_control: { type: 'ephemeral', ttl: '1h' } },
+        { type: 'text', text: 'Answer briefly.' },
+      ]);
+      expect(sent.tools).toEqual([{ name: 'lookup', input_schema: { type: 'object' }, cache_control: { type: 'ephemeral' } }]);
+      const messages = sent.messages as Array<{ role: string; content: unknown }>;
+      expect(messages[0]!.content).toEqual([
+        { type: 'text', text: shared, cache_control: { type: 'ephemeral' } },
+        { type: 'text', text: 'The question.' },
+      ]);
+      expect(messages[2]!.content).toEqual([{ type: 'tool_result', tool_use_id: 'call_1', content: 'found', cache_control: { type: 'ephemeral' } }]);
+      // The mock states its input without the writes, which are billed at 1.25× (5 minutes) and 2× (an hour).
+      const input = countInputTokens(sent);
+      const quota = Math.round((input + 3_000 * 1.25 + 2_000 * 2 + OUTPUT * 5) * 0.5);
+      const requestId = response.headers.get('x-gateway-request-id')!;
+      const row = await ledgerRow(stack, requestId);
+      expect(row).toMatchObject({ prompt_tokens: input + 5_000, completion_tokens: OUTPUT, quota });
+      expect((await logRow(requestId)).quota).toBe(quota);
+      expect(await balance()).toBe(before - quota);
+    } finally {
+      stack.mock.setOptions({ cacheCreationTokens: 0, cacheCreation1hTokens: 0 });
+    }
+  });
+});
+
 describe('GET /v1/models', () => {
   it('answers OpenAI\'s list to OpenAI\'s SDK', async () => {
     const ids: string[] = [];

@@ -140,6 +140,8 @@ describe('an image reserves its model\'s image bound, not the context window', (
     const refused = await anthropic.messages.create(imageMessage(UNKNOWN)).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(Anthropic.APIError);
     expect((refused as InstanceType<typeof Anthropic.APIError>).status).toBe(402);
+    // The refusal says why a balance that covers the request's likely cost falls short.
+    expect((refused as InstanceType<typeof Anthropic.APIError>).message).toContain('reserved at the model\'s context window (200000 tokens)');
     expect(await accountQuota(stack, userId)).toBe(funds);
 
     await storeOptions(stack, { ModelImageTokens: JSON.stringify({ [UNKNOWN]: 2_000 }) });

@@ -517,6 +517,9 @@ class Exchange {
       if (passes > 1 && refused.status === 402) {
         const lower = passes < SERVER_LOOP_MAX_PASSES || searches > 0 ? ': a lower max_uses reserves less' : '';
         refused = new RelayError(refused.code, `${refused.message} Its server tools may read its prompt up to ${passes} times, each reserved at the model's context window${lower}.`);
+      } else if (extraInput === UNBOUNDED && refused.status === 402) {
+        // A document's or an unbounded image's tokens are not known before the provider reads them.
+        refused = new RelayError(refused.code, `${refused.message} Its documents, images or other content whose tokens the gateway cannot bound are reserved at the model's context window (${contextWindow} tokens).`);
       }
       // The rate-limit window says when it has room.
       const retryAfter = refused.code === 'rate_limited' && limitWait !== undefined ? String(Math.max(1, Math.ceil(limitWait.ms / 1000))) : undefined;

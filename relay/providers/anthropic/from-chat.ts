@@ -27,6 +27,11 @@
 //   pair); user → metadata.user_id as its SHA-256 (Anthropic refuses an e-mail address there: an
 //   opaque id, the same for the same user); system messages alone → one user turn of their text;
 //   data:image/jpg → image/jpeg
+//   cache_control on a content part, a tool, or a part of a system or tool message → on its block, its
+//                                            tool, its system block, its tool_result (the relay reserves
+//                                            cache writes for it: cacheUseOfChat; OpenRouter and LiteLLM
+//                                            take the same marks for Claude); system messages with
+//                                            one become system blocks, one per message
 //   max_completion_tokens, else max_tokens, else the model's default bound (option
 //   ModelMaxOutputTokens, DEFAULT_MAX_OUTPUT_TOKENS = 4096 when unset) → max_tokens
 // Refused (400) on every channel: audio input and output (`audio`, `modalities` other than text),
@@ -73,6 +78,32 @@ function invalid(message: string): RelayError {
   return new RelayError('invalid_request', message);
 }
 
+/**
+ * A part's cache breakpoint, as Anthropic takes it on the block it becomes (an object; anything else
+ * is not one). The relay reserves a request's cache writes by these marks (cacheUseOfChat), so the
+ * provider is sent them: left out, a mark doubled the reservation and cached nothing.
+ */
+function cacheMark(part: unknown): Record<string, unknown> | undefined {
+  const cc = (part as { cache_control?: unknown } | null)?.cache_control;
+  return cc !== null && typeof cc === 'object' && !Array.isArray(cc) ? cc as Record<string, unknown> : undefined;
+}
+
+/** The last breakpoint among a message's parts: the one its text, joined into one block, carries. */
+function lastCacheMark(content: ChatMessage['content']): Record<string, unknown> | undefined {
+  if (!Array.isArray(content)) return undefined;
+  for (let i = content.length - 1; i >= 0; i--) {
+    const mark = cacheMark(content[i]);
+    if (mark !== undefined) return mark;
+  }
+  return undefined;
+}
+
+function marked<T extends Record<string, unknown>>(block: T, part: unknown): T {
+  const mark = cacheMark(part);
+  if (mark !== undefined) (block as Record<string, unknown>).cache_control = mark;
+  return block;
+}
+
 function textOf(content: ChatMessage['content'], where: string): string | RelayError {
   if (content === null || content === undefined) return '';
   if (typeof content === 'string') return content;
@@ -110,17 +141,17 @@ function contentBlocks(content: ChatMessage['content'], where: string, user: boo
     const at = `${where}.${i}`;
     if (p.type === 'text') {
       if (typeof p.text !== 'string') return invalid(`${at}.text: required string`);
-      if (!isBlank(p.text)) blocks.push({ type: 'text', text: p.text });
+      if (!isBlank(p.text)) blocks.push(marked({ type: 'text', text: p.text }, p));
     } else if (p.type === 'refusal' && !user) {
-      if (typeof p.refusal === 'string' && !isBlank(p.refusal)) blocks.push({ type: 'text', text: p.refusal });
+      if (typeof p.refusal === 'string' && !isBlank(p.refusal)) blocks.push(marked({ type: 'text', text: p.refusal }, p));
     } else if (p.type === 'image_url' && user) {
       const b = imageBlock(p, at);
       if (b instanceof RelayError) return b;
-      blocks.push(b);
+      blocks.push(marked(b, p));
     } else if (p.type === 'file' && user) {
       const b = fileBlock(p, at);
       if (b instanceof RelayError) return b;
-      blocks.push(b);
+      blocks.push(marked(b, p));
     } else {
       return invalid(`${at}.type: content parts of type "${p.type}" are not converted for this model's provider`);
     }
@@ -211,7 +242,7 @@ function convertTools(chat: ChatRequest): Record<string, unknown> | RelayError {
       const schema = params === null ? { type: 'object', properties: {} } : params.type === undefined ? { type: 'object', ...params } : params;
       const tool: Record<string, unknown> = { name: f.name, input_schema: schema };
       if (typeof f.description === 'string') tool.description = f.description;
-      tools.push(tool);
+      tools.push(marked(tool, t));
     }
     out.tools = tools;
   }
@@ -333,6 +364,8 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   if ((chat as { functions?: unknown }).functions !== undefined) return invalid('functions: deprecated; send tools instead');
 
   const system: string[] = [];
+  // Each system text's breakpoint, where one has one (then `system` is sent as blocks).
+  const systemMarks: Array<Record<string, unknown> | undefined> = [];
   const turns: Turn[] = [];
   const ids = new ToolIds();
   for (let i = 0; i < chat.messages.length; i++) {
@@ -342,7 +375,10 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
       const text = textOf(m.content, `${where}.content`);
       if (text instanceof RelayError) return text;
       // Joined into one string, a blank one adds only blank lines (and alone, a system of whitespace).
-      if (!isBlank(text)) system.push(text);
+      if (!isBlank(text)) {
+        system.push(text);
+        systemMarks.push(lastCacheMark(m.content));
+      }
     } else if (m.role === 'user') {
       const blocks = contentBlocks(m.content, `${where}.content`, true);
       if (blocks instanceof RelayError) return blocks;
@@ -368,6 +404,8 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
       // content is optional in a tool_result: a result of nothing, or of whitespace alone, goes
       // without it, so no text of whitespace can be refused in it.
       if (!isBlank(text)) result.content = text;
+      const mark = lastCacheMark(m.content);
+      if (mark !== undefined) result.cache_control = mark;
       push(turns, 'user', [result]);
     } else {
       return invalid(`${where}.role: "function" messages are deprecated; send tool messages instead`);
@@ -376,7 +414,11 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   settleBlankUserMessages(turns);
   trimFinalAssistantTurn(turns);
   // System messages alone: OpenAI answers them; Anthropic needs a user turn, so they are one.
-  if (turns.length === 0 && system.length > 0) push(turns, 'user', [{ type: 'text', text: system.splice(0).join('\n\n') }]);
+  if (turns.length === 0 && system.length > 0) {
+    const mark = systemMarks.findLast((m) => m !== undefined);
+    systemMarks.length = 0;
+    push(turns, 'user', [marked({ type: 'text', text: system.splice(0).join('\n\n') }, { cache_control: mark })]);
+  }
   // No turn with content (only empty or blank user messages, say): an OpenAI-format provider answers
   // it, so it is priced as it is (no messages) and refused only on its way to an Anthropic channel
   // (anthropicOnlyRefusal).
@@ -389,7 +431,12 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
     max_tokens: chat.max_completion_tokens ?? chat.max_tokens ?? defaultMaxTokens,
     ...tools,
   };
-  if (system.length > 0) body.system = system.join('\n\n');
+  // One string, as ever, unless a system message sets a breakpoint: then a block a message, each with its own.
+  if (system.length > 0) {
+    body.system = systemMarks.some((m) => m !== undefined)
+      ? system.map((text, i) => (systemMarks[i] === undefined ? { type: 'text', text } : { type: 'text', text, cache_control: systemMarks[i] }))
+      : system.join('\n\n');
+  }
   if (chat.stream === true) body.stream = true;
   if (typeof chat.temperature === 'number') body.temperature = Math.min(1, chat.temperature);
   else if (typeof chat.top_p === 'number') body.top_p = chat.top_p;
