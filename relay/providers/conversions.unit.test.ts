@@ -442,6 +442,17 @@ describe('chatToMessages', () => {
     // data:image/jpg is JPEG, named as Anthropic names it.
     const jpg = chatToMessages(chat({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/jpg;base64,AAA', detail: 'low' } }] }] })) as MessagesRequest;
     expect(jpg.messages[0]!.content).toEqual([{ type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data: 'AAA' } }]);
+    // A data URL with parameters (a browser's FileReader names the charset or file), or its type in capitals: its base64 data (review imagesoak: 400 "must be base64").
+    const withParams = chatToMessages(chat({ messages: [{ role: 'user', content: [
+      { type: 'image_url', image_url: { url: 'data:image/PNG;charset=utf-8;name=shot.png;base64,QUJD' } },
+      { type: 'file', file: { file_data: 'data:application/pdf;name=report.pdf;base64,JVBE' } },
+    ] }] as ChatRequest['messages'] })) as MessagesRequest;
+    expect(withParams.messages[0]!.content).toEqual([
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'QUJD' } },
+      { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBE' } },
+    ]);
+    // Still not base64: refused.
+    expect(chatToMessages(chat({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;charset=utf-8,plain' } }] }] as ChatRequest['messages'] }))).toBeInstanceOf(RelayError);
   });
 
   it('refuses what it cannot carry', () => {

@@ -59,7 +59,18 @@ export const DEFAULT_MAX_TOKENS = DEFAULT_MAX_OUTPUT_TOKENS;
 type Block = Record<string, unknown> & { type: string };
 interface Turn { role: 'user' | 'assistant'; content: Block[] }
 
-const DATA_URL = /^data:([^;,]+);base64,(.*)$/s;
+/**
+ * A base64 data URL (RFC 2397): its media type, then any parameters (`;charset=utf-8`, `;name=a.png`,
+ * which browsers' FileReader and some SDKs write, and which Anthropic's source has no place for), then
+ * the data. Without the parameters' part such a URL was refused as "not base64".
+ */
+const DATA_URL = /^data:([^;,]+)(?:;[^;,=]+=[^;,]*)*;base64,(.*)$/s;
+
+/** A data URL's media type as Anthropic names it: lower case (types are case-insensitive), image/jpg as image/jpeg. */
+function mediaType(type: string): string {
+  const lower = type.trim().toLowerCase();
+  return lower === 'image/jpg' ? 'image/jpeg' : lower;
+}
 
 /**
  * Text of whitespace alone, which Anthropic refuses as a text block anywhere (400 "messages: text
@@ -120,7 +131,7 @@ function imageBlock(part: Record<string, unknown>, where: string): Block | Relay
   const url = typeof image === 'string' ? image : image?.url;
   if (typeof url !== 'string' || !url) return invalid(`${where}.image_url.url: required string`);
   const data = DATA_URL.exec(url);
-  if (data) return { type: 'image', source: { type: 'base64', media_type: data[1] === 'image/jpg' ? 'image/jpeg' : data[1], data: data[2] } };
+  if (data) return { type: 'image', source: { type: 'base64', media_type: mediaType(data[1]!), data: data[2] } };
   if (url.startsWith('data:')) return invalid(`${where}.image_url.url: a data URL must be base64`);
   return { type: 'image', source: { type: 'url', url } };
 }
@@ -129,7 +140,7 @@ function fileBlock(part: Record<string, unknown>, where: string): Block | RelayE
   const file = part.file as { file_data?: unknown } | undefined;
   const data = typeof file?.file_data === 'string' ? DATA_URL.exec(file.file_data) : null;
   if (!data) return invalid(`${where}.file: only file_data as a base64 data URL is converted (file_id is not)`);
-  return { type: 'document', source: { type: 'base64', media_type: data[1], data: data[2] } };
+  return { type: 'document', source: { type: 'base64', media_type: mediaType(data[1]!), data: data[2] } };
 }
 
 function contentBlocks(content: ChatMessage['content'], where: string, user: boolean): Block[] | RelayError {
