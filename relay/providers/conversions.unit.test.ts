@@ -451,6 +451,12 @@ describe('chatToMessages', () => {
       { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'QUJD' } },
       { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBE' } },
     ]);
+    // What has no price is refused as not served, whatever the channel (it read "not converted for this model's provider" to a client of an OpenAI model).
+    const refusal = (content: unknown[], role = 'user') => (chatToMessages(chat({ messages: [{ role, content }] as ChatRequest['messages'] })) as RelayError).message;
+    expect(refusal([{ type: 'input_audio', input_audio: { data: 'x', format: 'wav' } }])).toBe('messages.0.content.0.type: content parts of type "input_audio" are not served by this gateway (audio tokens are priced apart from text, at a price it does not have)');
+    expect(refusal([{ type: 'hologram' }])).toBe('messages.0.content.0.type: content parts of type "hologram" are not served by this gateway (it prices text, images and PDF files)');
+    expect(refusal([{ type: 'image_url', image_url: { url: 'https://x/y.png' } }], 'assistant')).toMatch(/"image_url" are not served by this gateway in this role/);
+    expect(refusal([{ type: 'file', file: { file_id: 'file-1' } }])).toMatch(/^messages\.0\.content\.0\.file: only file_data as a base64 data URL is served/);
     // Still not base64: refused.
     expect(chatToMessages(chat({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;charset=utf-8,plain' } }] }] as ChatRequest['messages'] }))).toBeInstanceOf(RelayError);
   });

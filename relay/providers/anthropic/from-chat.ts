@@ -139,7 +139,7 @@ function imageBlock(part: Record<string, unknown>, where: string): Block | Relay
 function fileBlock(part: Record<string, unknown>, where: string): Block | RelayError {
   const file = part.file as { file_data?: unknown } | undefined;
   const data = typeof file?.file_data === 'string' ? DATA_URL.exec(file.file_data) : null;
-  if (!data) return invalid(`${where}.file: only file_data as a base64 data URL is converted (file_id is not)`);
+  if (!data) return invalid(`${where}.file: only file_data as a base64 data URL is served (a file_id's content, stored with the provider, cannot be priced before it is read)`);
   return { type: 'document', source: { type: 'base64', media_type: mediaType(data[1]!), data: data[2] } };
 }
 
@@ -164,7 +164,10 @@ function contentBlocks(content: ChatMessage['content'], where: string, user: boo
       if (b instanceof RelayError) return b;
       blocks.push(marked(b, p));
     } else {
-      return invalid(`${at}.type: content parts of type "${p.type}" are not converted for this model's provider`);
+      // Every request is priced in Anthropic's form, whatever its channel: what has no place in it has no price.
+      return invalid(p.type === 'input_audio'
+        ? `${at}.type: content parts of type "input_audio" are not served by this gateway (audio tokens are priced apart from text, at a price it does not have)`
+        : `${at}.type: content parts of type "${p.type}" are not served by this gateway${user || (p.type !== 'image_url' && p.type !== 'file') ? '' : ' in this role'} (it prices text, images and PDF files)`);
     }
   }
   return blocks;
