@@ -82,10 +82,39 @@ export function dollarsToQuota(text: string, opts: { negative?: boolean } = {}):
   const m = DOLLAR_TEXT.exec(text.trim());
   if (!m) return undefined;
   if (m[1] === '-' && !opts.negative) return undefined;
-  const quota = Math.round(Number(m[2]) * QUOTA_PER_DOLLAR);
-  if (!Number.isSafeInteger(quota)) return undefined;
+  const exact = exactQuota(m[2]!);
+  if (exact > MAX_QUOTA_BIG) return undefined;
+  const quota = Number(exact);
   if (quota === 0 && /[1-9]/.test(m[2]!)) return undefined;
   return m[1] === '-' && quota !== 0 ? -quota : quota;
+}
+
+const QUOTA_PER_DOLLAR_BIG = BigInt(QUOTA_PER_DOLLAR);
+const MAX_QUOTA_BIG = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * The quota a dollar amount's digits ("12.5", ".5", "3.") name, a half unit rounded up, computed on
+ * integers: through a float, $17,465,489,038.543814 was saved 1 quota off, and the largest balance,
+ * typed back as the console shows it, read as above the largest.
+ */
+function exactQuota(digits: string): bigint {
+  const [whole = '', fraction = ''] = digits.split('.');
+  const quota = (whole === '' ? 0n : BigInt(whole)) * QUOTA_PER_DOLLAR_BIG;
+  if (fraction === '') return quota;
+  const scale = 10n ** BigInt(fraction.length);
+  return quota + (BigInt(fraction) * QUOTA_PER_DOLLAR_BIG * 2n + scale) / (2n * scale);
+}
+
+/**
+ * Quota as a form's dollar field holds it: exact (six decimals at most, trailing zeros dropped), no
+ * "$" nor grouping: 18014398509.481982 where String(quota / 500000) wrote 18014398509.481983.
+ */
+export function dollarsInput(quota: number): string {
+  const q = Math.abs(Math.trunc(quota));
+  const rest = q % QUOTA_PER_DOLLAR;
+  const whole = (q - rest) / QUOTA_PER_DOLLAR;
+  const fraction = String(rest * (1_000_000 / QUOTA_PER_DOLLAR)).padStart(6, '0').replace(/0+$/, '');
+  return `${quota <= -1 ? '-' : ''}${whole}${fraction === '' ? '' : `.${fraction}`}`;
 }
 
 /** The largest quota the API stores (its safeInt: a JSON safe integer), $18,014,398,509.481982. */
@@ -103,10 +132,11 @@ export function typedDollars(text: string): number | undefined {
  * would puzzle whoever typed 0.0000001), or above the largest the API stores, named.
  */
 export function dollarsError(text: string, usual: string): string {
-  const typed = typedDollars(text);
-  if (typed === undefined) return usual;
-  if (typed * QUOTA_PER_DOLLAR > MAX_QUOTA) return `must be at most ${dollars(MAX_QUOTA)}`;
-  return typed !== 0 && Math.round(typed * QUOTA_PER_DOLLAR) === 0
+  const m = DOLLAR_TEXT.exec(text.trim());
+  if (!m) return usual;
+  const exact = exactQuota(m[2]!);
+  if (exact > MAX_QUOTA_BIG) return `must be at most ${dollars(MAX_QUOTA)}`;
+  return exact === 0n && /[1-9]/.test(m[2]!)
     ? `below ${ONE_QUOTA_DOLLARS} (1 quota), the smallest amount: it would be saved as $0`
     : usual;
 }

@@ -1,6 +1,6 @@
 // The display rules of money and the parsing of dollar amounts typed in forms.
 import { describe, expect, it } from 'vitest';
-import { creditDollars, dateTime, discountText, dollars, dollarsError, dollarsToQuota, inputNumber, money, quotaText, readableMessage, toLocalInput } from './format';
+import { creditDollars, dateTime, discountText, dollars, dollarsError, dollarsInput, dollarsToQuota, inputNumber, money, quotaText, readableMessage, toLocalInput } from './format';
 
 describe('dollars', () => {
   it('shows every quota unit, never rounding a balance up or a charge away', () => {
@@ -53,6 +53,25 @@ describe('payment figures', () => {
     expect(discountText(0.9)).toBe('10% off');
     expect(discountText(1)).toBe('');
     expect(discountText(1.1)).toBe('10% more');
+  });
+});
+
+describe('dollar amounts past $9e9, exactly (review webconsole: a float saved them 1 quota off)', () => {
+  it('reads every digit, and writes a form\'s amount back as it reads', () => {
+    expect(dollarsToQuota('17465489038.543814')).toBe(8_732_744_519_271_907);
+    expect(dollarsToQuota('18014398509.481982')).toBe(Number.MAX_SAFE_INTEGER);
+    expect(dollarsToQuota('18014398509.481983')).toBeUndefined();
+    expect(dollarsError('18014398509.481982', 'usual')).toBe('usual');
+    expect(dollarsError('18014398509.481983', 'usual')).toBe('must be at most $18,014,398,509.481982');
+    expect(dollarsInput(Number.MAX_SAFE_INTEGER)).toBe('18014398509.481982');
+    expect(dollarsInput(8_732_744_519_271_907)).toBe('17465489038.543814');
+    for (const q of [0, 1, 250_000, 1_250_000, 5_000_000, 123_456_789, -500_001, Number.MAX_SAFE_INTEGER - 1]) {
+      expect(dollarsToQuota(dollarsInput(q), { negative: true }), String(q)).toBe(q);
+    }
+    expect([dollarsInput(1_250_000), dollarsInput(5_000_000), dollarsInput(1), dollarsInput(-1)]).toEqual(['2.5', '10', '0.000002', '-0.000002']);
+    // Seven and more decimals: a half unit rounds up, as before.
+    expect(dollarsToQuota('0.0000010')).toBe(1);
+    expect(dollarsToQuota('0.00000099999')).toBeUndefined();
   });
 });
 

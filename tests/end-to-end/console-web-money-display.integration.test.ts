@@ -58,6 +58,21 @@ describe('money in the console', () => {
     expect(await tileValue(page, 'Used')).toBe('$1,234.5679');
   }, 120_000);
 
+  it('a balance of any size fits its tile, on the Dashboard and the Top up page (review webconsole: $12,345,678.912346 read $12,345,678.91, the rest under the next tile)', async () => {
+    const rich = await insertAccount(b.stack, { quota: Number.MAX_SAFE_INTEGER });
+    const page = await b.newPage();
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await logIn(page, b.stack, rich);
+    for (const path of ['/', '/topup']) {
+      await page.goto(`${b.stack.consoleUrl}${path}`);
+      const value = page.getByRole('group', { name: 'Balance', exact: true }).locator('.tile-value', { hasText: '$' });
+      await value.waitFor();
+      expect(await value.textContent()).toBe('$18,014,398,509.481982');
+      const box = await value.evaluate((el) => ({ scroll: el.scrollWidth, client: el.clientWidth }));
+      expect(box.scroll, path).toBeLessThanOrEqual(box.client);
+    }
+  }, 120_000);
+
   it('the Top up page: credit in dollars, discounts as a percentage, money with two decimals and whose currency', async () => {
     const page = await b.newPage();
     await logIn(page, b.stack, user, '/topup');

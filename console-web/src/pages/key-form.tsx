@@ -4,7 +4,7 @@
 import { useState } from 'preact/hooks';
 import type { ApiKey, ApiKeyInput, Body, Groups } from '../api/types';
 import { Checkbox, ErrorText, Field, Select, splitFieldError, useAction, useFocusOnOpen } from '../components/ui';
-import { dollarsError, dollarsToQuota, fromLocalInput, QUOTA_PER_DOLLAR, toLocalInput } from '../format';
+import { dollarsError, dollarsInput, dollarsToQuota, fromLocalInput, toLocalInput } from '../format';
 
 export interface KeyFormState {
   name: string;
@@ -30,7 +30,7 @@ export function formFromKey(k: ApiKey): KeyFormState {
     neverExpires: k.expired_time === -1,
     expiresAt: k.expired_time === -1 ? '' : toLocalInput(k.expired_time),
     unlimited: k.unlimited_quota,
-    quotaDollars: String(k.remain_quota / QUOTA_PER_DOLLAR),
+    quotaDollars: dollarsInput(k.remain_quota),
     modelLimitsEnabled: k.model_limits_enabled,
     modelLimits: k.model_limits,
     allowIps: k.allow_ips ?? '',

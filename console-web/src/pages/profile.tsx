@@ -4,7 +4,7 @@ import type { PageProps } from '../app';
 import { EmailWithCode } from '../components/email-code';
 import { Card, ConfirmButton, CopyButton, ErrorText, Field, splitFieldError, useAction } from '../components/ui';
 import { useServiceStatus } from '../status';
-import { count, dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, quotaText, ROLE_NAMES } from '../format';
+import { count, dollarsError, dollarsInput, dollarsToQuota, quotaText, ROLE_NAMES } from '../format';
 
 /**
  * The profile's forms: a form's confirmation, and its error, stay only while it is the last one used
@@ -39,7 +39,7 @@ export function ProfilePage({ account, refreshAccount }: PageProps) {
 }
 
 function AffTransfer({ available, onDone, active, onUse }: { available: number; onDone: () => void; active: boolean; onUse: () => void }) {
-  const [dollarsText, setDollarsText] = useState(String(available / QUOTA_PER_DOLLAR));
+  const [dollarsText, setDollarsText] = useState(dollarsInput(available));
   const action = useAction();
   const [local, setLocal] = useState<string | null>(null);
   const [fe, formError] = splitFieldError(active ? action.error : null, ['quota']);

@@ -3,7 +3,7 @@ import { api, call } from '../../api/client';
 import type { Account } from '../../api/types';
 import type { PageProps } from '../../app';
 import { Card, ConfirmButton, ErrorText, Field, Loading, Pager, Select, splitFieldError, Table, useAction, useFocusOnOpen, useLoad } from '../../components/ui';
-import { count, dollars, dollarsError, dollarsToQuota, QUOTA_PER_DOLLAR, ROLE, ROLE_NAMES } from '../../format';
+import { count, dollars, dollarsError, dollarsInput, dollarsToQuota, ROLE, ROLE_NAMES } from '../../format';
 
 const PAGE_SIZE = 20;
 
@@ -155,7 +155,7 @@ export function EditAccount({ a, self, groups, onDone }: { a: Account; self: boo
   const [group, setGroup] = useState(a.group);
   const [displayName, setDisplayName] = useState(a.display_name);
   const [status, setStatus] = useState(String(a.status));
-  const [balance, setBalance] = useState(String(a.quota / QUOTA_PER_DOLLAR));
+  const [balance, setBalance] = useState(dollarsInput(a.quota));
   const [add, setAdd] = useState('');
   const [reason, setReason] = useState('');
   const save = useAction();
@@ -176,7 +176,7 @@ export function EditAccount({ a, self, groups, onDone }: { a: Account; self: boo
         e.preventDefault();
         // The balance only when it was edited, and only if it is still what the form showed: else a
         // top-up or a settlement made while the form was open would be undone.
-        const balanceEdited = balance !== String(a.quota / QUOTA_PER_DOLLAR);
+        const balanceEdited = balance !== dollarsInput(a.quota);
         const quota = dollarsToQuota(balance);
         if (balanceEdited && quota === undefined) {
           setBalanceError(dollarsError(balance, 'a dollar amount of $0 or more, such as 10 or 2.50'));
