@@ -2,6 +2,7 @@
 // process keeps serving); hostile input is a 4xx, never a 500 or a provider retry; what users read of
 // a failure is a stable reason, never an address; /metrics is on its own port, not the public one;
 // a relay does not silently share a port another one holds.
+import { request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
@@ -9,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import {
-  billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack,
+  accountQuota, billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack,
   type GatewayStack, type TestAccount,
 } from '../tests/harness/gateway-stack.js';
 import { parsePromText } from '../core/metrics/prom.js';
@@ -77,7 +78,7 @@ describe('two credentials', () => {
       method: 'POST', body, headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': mine, authorization: `Bearer ${other}` },
     });
     expect(messages.status).toBe(401);
-    expect(await messages.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error', message: 'The request carries two different API keys, in x-api-key and in Authorization: Bearer; send one.' } });
+    expect(await messages.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error', message: 'The request carries two different API keys (in x-api-key and Authorization: Bearer, or in two lines of one of them); send one.' } });
     const models = await fetch(`${stack.relayUrl}/v1/models`, { headers: { 'x-api-key': mine, authorization: `Bearer ${other}` } });
     expect(models.status).toBe(401);
     // The same key in both (a client or proxy adding it twice) is no conflict.
@@ -86,6 +87,41 @@ describe('two credentials', () => {
     });
     expect(same.status).toBe(200);
     await billingSettled(stack);
+  });
+
+  it('on two lines of one header (a proxy appending its own) are a 401 too; nothing is billed (review wire: billed to the first line\'s key, silently)', async () => {
+    const own = await fundedAccount(stack, FUNDS);
+    const mine = (await createApiKey(stack, own)).key;
+    const other = (await createApiKey(stack, own)).key;
+    const body = JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] });
+    // Node's client sends a header given as a list as one line per value; fetch would join them.
+    const send = (path: string, headers: Record<string, string | string[]>, payload?: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(`${stack.relayUrl}${path}`, { method: payload === undefined ? 'GET' : 'POST', headers }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => { text += c; });
+        res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+      });
+      req.on('error', reject);
+      req.end(payload);
+    });
+    const json = { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' };
+    for (const [path, headers, payload] of [
+      ['/v1/messages', { ...json, 'x-api-key': [mine, other] }, body],
+      ['/v1/chat/completions', { 'content-type': 'application/json', authorization: [`Bearer ${mine}`, `Bearer ${other}`] }, body],
+      ['/v1/messages', { ...json, authorization: ['Basic dTpw', `Bearer ${other}`], 'x-api-key': mine }, body],
+      ['/v1/models', { 'x-api-key': [mine, other] }, undefined],
+    ] as const) {
+      const res = await send(path, headers as unknown as Record<string, string | string[]>, payload);
+      expect(res.status, `${path} ${JSON.stringify(headers)}`).toBe(401);
+      expect(res.body).toMatch(/two different API keys/);
+    }
+    // The same key on two lines is that key.
+    expect((await send('/v1/messages', { ...json, 'x-api-key': [mine, mine] }, body)).status).toBe(200);
+    await billingSettled(stack);
+    const [ledger] = await stack.sql`SELECT COUNT(*)::int AS n, COALESCE(SUM(quota), 0)::bigint AS q FROM ledger WHERE user_id = ${own.id} AND type = 2`;
+    expect(ledger!.n).toBe(1);
+    expect(FUNDS - await accountQuota(stack, own.id)).toBe(Number(ledger!.q));
   });
 });
 

@@ -7,6 +7,7 @@ import type { HttpRequest } from 'uWebSockets.js';
 import type { GroupPolicy } from '../../core/groups/group-policy.js';
 import { hasApiKeyShape } from '../../infra/secrets/api-key-crypto.js';
 import { RelayError } from '../errors.js';
+import { mayHaveMoreLines } from '../header-lines.js';
 import type { ApiKeyRecord, KeyDirectory } from './key-directory.js';
 import { checkKeyRules } from './key-rules.js';
 
@@ -19,20 +20,44 @@ export const UNKNOWN_KEY_ERROR = new RelayError('invalid_api_key');
  * can hold a line feed, so it is no key anyone sent.
  */
 const TWO_KEYS = '\n';
-export const TWO_KEYS_ERROR = new RelayError('invalid_api_key', 'The request carries two different API keys, in x-api-key and in Authorization: Bearer; send one.');
+export const TWO_KEYS_ERROR = new RelayError('invalid_api_key', 'The request carries two different API keys (in x-api-key and Authorization: Bearer, or in two lines of one of them); send one.');
 
 /**
- * The key of a request: x-api-key (Anthropic's header) or a bearer token (OpenAI's). Both, differing,
- * are refused (TWO_KEYS) rather than one picked: a client configured with one key and a proxy or SDK
- * default adding another would be billed to a key nobody chose, and which one wins differs between
- * gateways. The same key in both is that key.
+ * The key of a request: x-api-key (Anthropic's header) or a bearer token (OpenAI's). Two different
+ * keys are refused (TWO_KEYS) rather than one picked: a client configured with one key and a proxy or
+ * SDK default adding another would be billed to a key nobody chose, and which one wins differs between
+ * gateways. The same key twice is that key. Every line of the two headers counts: uWS's getHeader
+ * reads the first line alone, and two x-api-key lines (a proxy appending its own) were billed to the
+ * first, silently.
  */
 export function extractApiKey(req: HttpRequest): string {
   const direct = req.getHeader('x-api-key');
   const auth = req.getHeader('authorization');
-  const bearer = auth.length > 7 && auth.slice(0, 7).toLowerCase() === 'bearer ' ? auth.slice(7).trim() : '';
+  const first = keyOfLines(direct, bearerOf(auth));
+  if ((direct === '' || !mayHaveMoreLines('x-api-key')) && (auth === '' || !mayHaveMoreLines('authorization'))) return first;
+  walkedKey = first;
+  req.forEach(checkKeyLine);
+  return walkedKey;
+}
+
+function bearerOf(auth: string): string {
+  return auth.length > 7 && auth.slice(0, 7).toLowerCase() === 'bearer ' ? auth.slice(7).trim() : '';
+}
+
+function keyOfLines(direct: string, bearer: string): string {
   if (!direct) return bearer;
   return bearer === '' || bearer === direct ? direct : TWO_KEYS;
+}
+
+/** The key the lines walked so far name ('' none yet, TWO_KEYS two): module state, so the walk allocates no closure. */
+let walkedKey = '';
+
+function checkKeyLine(name: string, value: string): void {
+  if (walkedKey === TWO_KEYS) return;
+  const key = name === 'x-api-key' ? value : name === 'authorization' ? bearerOf(value) : '';
+  if (key === '') return;
+  if (walkedKey === '') walkedKey = key;
+  else if (key !== walkedKey) walkedKey = TWO_KEYS;
 }
 
 /** The 401 for a key that is missing or not of the shape generateApiKey gives; null when it may be looked up. */
