@@ -398,8 +398,18 @@ describe('redemption codes and the role rules', () => {
     expect(refused.statusCode).toBe(403);
     expect(refused.json()).toEqual({ success: false, message: 'an account cannot redeem a code of its own (it would be a quota edit on itself)' });
     expect(await quota()).toBe(before);
-    // The code stays usable by anyone else.
-    expect((await inject('POST', '/api/user/topup', user, { key: own })).json()).toEqual({ success: true, message: '', data: 12_345 });
+    // Nor through another account (review diffreview): a creator that can no longer credit credits no one; the code stays unused.
+    const puppet = await h.account();
+    const byPuppet = await inject('POST', '/api/user/topup', puppet, { key: own });
+    expect(byPuppet.statusCode).toBe(403);
+    expect(byPuppet.json()).toEqual({ success: false, message: 'this code\'s creator is no longer an administrator: it cannot be redeemed (ask for a new code)' });
+    expect((await inject('GET', `/api/redemption/?keyword=${own}`, root)).json().data.items[0].status).toBe(1);
+    // Banned or deleted, the same; root redeems any code.
+    const banned = await h.account({ role: 10 });
+    const bannedCode = ((await inject('POST', '/api/redemption/', banned, { name: 'before-ban', quota: 10 })).json().data as string[])[0]!;
+    await h.sql`UPDATE users SET status = 2 WHERE id = ${banned.user.id}`;
+    expect((await inject('POST', '/api/user/topup', puppet, { key: bannedCode })).statusCode).toBe(403);
+    expect((await inject('POST', '/api/user/topup', root, { key: own })).json()).toEqual({ success: true, message: '', data: 12_345 });
   });
 
   it("an administrator cannot change or delete a code of root's or of another administrator, so it cannot raise one it may redeem", async () => {

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import { createRedemptionCodeCrypto } from '../../infra/secrets/redemption-code-crypto.js';
 import type { UserRow } from '../accounts/account-view.js';
-import { ROLE } from '../accounts/roles.js';
+import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import type { Db } from '../db.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
@@ -48,16 +48,20 @@ export const completeTopupBody = z.object({
 /**
  * Redeeming a code is its creator crediting the redeemer, so the role rules of a quota edit apply: an
  * administrator (10) may not credit itself or another administrator; the super administrator may
- * credit anyone, itself included. Ordinary accounts redeem any code but their own: an administrator
- * demoted (or about to be, for abuse) could cash the codes it wrote as one, a quota edit on itself.
- * Throwing rolls back the claim: the code stays usable.
+ * credit anyone, itself included. Ordinary accounts redeem any code but their own, of a creator who
+ * may still credit: an administrator demoted, banned or deleted (for abuse, say) could otherwise cash
+ * the codes it wrote as one, itself or through a second account. Throwing rolls back the claim: the
+ * code stays usable.
  */
 async function assertCreatorMayCredit(tx: Db, creatorId: number, redeemer: UserRow): Promise<void> {
   if (redeemer.role >= ROLE.root) return;
   if (Number(creatorId) === Number(redeemer.id)) throw new ConsoleError('INSUFFICIENT_ROLE', 'an account cannot redeem a code of its own (it would be a quota edit on itself)');
-  if (redeemer.role < ROLE.admin) return;
-  const [creator] = await tx<{ role: number }[]>`SELECT role FROM users WHERE id = ${creatorId}`;
-  if (creator && creator.role > redeemer.role) return;
+  const [creator] = await tx<{ role: number; status: number; deleted: boolean }[]>`
+    SELECT role, status, deleted_at IS NOT NULL AS deleted FROM users WHERE id = ${creatorId}`;
+  if (!creator || creator.deleted || creator.status !== ACCOUNT_STATUS.enabled || creator.role < ROLE.admin) {
+    throw new ConsoleError('INSUFFICIENT_ROLE', 'this code\'s creator is no longer an administrator: it cannot be redeemed (ask for a new code)');
+  }
+  if (redeemer.role < ROLE.admin || creator.role > redeemer.role) return;
   throw new ConsoleError('INSUFFICIENT_ROLE', 'an administrator cannot redeem a code created by an account of equal or lower role');
 }
 

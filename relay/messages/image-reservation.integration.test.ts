@@ -11,6 +11,7 @@ import {
   accountQuota, billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, storeOptions, type GatewayStack, startGatewayStack,
 } from '../../tests/harness/gateway-stack.js';
 import { startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
+import { relayMetrics } from '../metrics/relay-metrics.js';
 
 /** $5 / $25 per million tokens: model ratio 2.5, completion ratio 5 (built-in). */
 const OPUS_47 = 'claude-opus-4-7';
@@ -91,29 +92,42 @@ describe('an image reserves its model\'s image bound, not the context window', (
     expect(FUNDS - billed.balance).toBe(billed.quota);
   }, 60_000);
 
-  it('bills a provider\'s usage above the bound at the bound: the text bytes less the image data, plus the image\'s bound', async () => {
+  it('a usage above the image bound (a model that reads larger images) is billed in full up to the window, and flagged over its reservation', async () => {
     const { anthropic, userId } = await client();
-    statedInput = 400_000;
+    // The reservation: the text bytes less the image data, plus the image's bound, at ratio 2.5.
     const params = imageMessage(OPUS_47);
-    const { response } = await anthropic.messages.create(params).withResponse();
     const textBytes = Buffer.byteLength(JSON.stringify(params)) - SCREENSHOT.length;
+    statedInput = textBytes + OPUS_47_IMAGE_BOUND + 10_000;
+    const flagged = relayMetrics.overReservations.value;
+    const { response } = await anthropic.messages.create(params).withResponse();
     const billed = await books(response.headers.get('x-gateway-request-id')!, userId);
-    expect(billed.prompt).toBe(textBytes + OPUS_47_IMAGE_BOUND);
-    expect(billed.quota).toBe(Math.round((textBytes + OPUS_47_IMAGE_BOUND + 3 * 5) * 2.5));
+    expect(billed.prompt).toBe(statedInput);
+    expect(billed.quota).toBe(Math.round((statedInput + 3 * 5) * 2.5));
     expect(billed.logQuota).toBe(billed.quota);
     expect(FUNDS - billed.balance).toBe(billed.quota);
-    expect(billed.balance).toBeGreaterThan(0);
+    expect(relayMetrics.overReservations.value).toBe(flagged + 1);
   }, 60_000);
 
-  it('bounds an image to a later Claude model by the largest image the API takes', async () => {
-    const { anthropic, userId } = await client();
+  it('bounds an image to a later Claude model by the largest image the API takes; past its window, a usage is billed at the window', async () => {
+    const { anthropic, userId } = await client(3_000_000);
     statedInput = 2_000_000;
-    const params = imageMessage(OPUS_5);
-    const { response } = await anthropic.messages.create(params).withResponse();
-    const textBytes = Buffer.byteLength(JSON.stringify(params)) - SCREENSHOT.length;
+    const { response } = await anthropic.messages.create(imageMessage(OPUS_5)).withResponse();
     const billed = await books(response.headers.get('x-gateway-request-id')!, userId);
-    expect(billed.prompt).toBe(textBytes + LARGEST_IMAGE_BOUND);
-    expect(FUNDS - billed.balance).toBe(billed.quota);
+    expect(billed.prompt).toBe(1_000_000);
+    expect(billed.quota).toBe(Math.round((1_000_000 + 3 * 5) * 2.5));
+    expect(3_000_000 - billed.balance).toBe(billed.quota);
+  }, 60_000);
+
+  it('reserves an image to a later Claude model at 93,868 tokens: served from a balance below its window\'s cost, refused below the bound\'s', async () => {
+    statedInput = 3_000;
+    const textBytes = Buffer.byteLength(JSON.stringify(imageMessage(OPUS_5))) - SCREENSHOT.length;
+    const reservation = Math.round((textBytes + LARGEST_IMAGE_BOUND + 16 * 5) * 2.5);
+    const enough = await client(reservation);
+    expect((await enough.anthropic.messages.create(imageMessage(OPUS_5)).withResponse()).response.status).toBe(200);
+    const short = await client(reservation - 1);
+    const refused = await short.anthropic.messages.create(imageMessage(OPUS_5)).catch((e: unknown) => e);
+    expect((refused as InstanceType<typeof Anthropic.APIError>).status).toBe(402);
+    await billingSettled(stack);
   }, 60_000);
 
   it('an image_url data URL from an OpenAI client is bounded alike', async () => {

@@ -455,9 +455,13 @@ class Exchange {
     // above these is the provider's fault, billed at them (settlement.ts). Media to a model whose
     // window is a guess (200,000 for a model no table names) take no input bound from it (textWindow
     // is Infinity then): 5 documents stated as 400,000 tokens to a model of a known 200,000 took the
-    // balance below zero.
+    // balance below zero. An image's bound is what its model's documented largest size costs, not a
+    // fact of the bytes: reserved by it, but billed, like the rest of the media, up to the window, so
+    // that a bound below what the provider bills (a model that reads larger images) is billed and
+    // flagged over its reservation rather than absorbed unseen.
     this.usageBound = {
-      input: extraInput === UNBOUNDED ? textWindow * passes : inputBound, output: this.outputBound(), searches, cache: cacheable, countedInput: inputBound,
+      input: extraInput === UNBOUNDED ? textWindow * passes : beyondBytes.images > 0 ? textWindow : inputBound,
+      output: this.outputBound(), searches, cache: cacheable, countedInput: inputBound,
     };
     // Settlement bills the searches made with the same fee (quotaCost), so max_uses bounds them.
     const fees = webSearchFee(searches, bounds.webSearchCallPrice, price.group);

@@ -74,6 +74,9 @@ function extraTokens(body: MessagesRequest): number {
   return referenced === UNBOUNDED ? UNBOUNDED : TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * tools.length + referenced;
 }
 
+/** The formats Anthropic takes as an image (its vision guide), the media types a base64 image may name. */
+const IMAGE_MEDIA_TYPES: ReadonlySet<string> = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
+
 /** The images contentIsText met in the body (reset per body), and the bound that lets it pass them. */
 const imageCount: { images: number; dataChars: number; bound: number | undefined } = { images: 0, dataChars: 0, bound: undefined };
 
@@ -216,9 +219,15 @@ function contentIsText(content: unknown): boolean {
       // taken out of the bytes (a string's characters are each at least a byte of the body).
       case 'image': {
         if (imageCount.bound === undefined) return false;
+        const source = (block as { source?: unknown }).source as { type?: unknown; data?: unknown; media_type?: unknown } | null | undefined;
+        if (source === null || typeof source !== 'object') return false;
+        if (source.type === 'base64') {
+          // Only an image format's bytes are an image's: other data under an image's name (a PDF, text)
+          // is what a lenient provider may read otherwise; it keeps the window.
+          if (typeof source.data !== 'string' || typeof source.media_type !== 'string' || !IMAGE_MEDIA_TYPES.has(source.media_type)) return false;
+          imageCount.dataChars += source.data.length;
+        } else if (source.type !== 'url' && source.type !== 'file') return false;
         imageCount.images++;
-        const source = (block as { source?: unknown }).source as { type?: unknown; data?: unknown } | null | undefined;
-        if (source !== null && typeof source === 'object' && source.type === 'base64' && typeof source.data === 'string') imageCount.dataChars += source.data.length;
         break;
       }
       default:

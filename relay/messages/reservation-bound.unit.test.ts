@@ -50,6 +50,14 @@ describe('what bounds a reservation', () => {
     expect(inputBeyondBytes(request({}, [png, { type: 'document', source: { type: 'url', url: 'https://x/y.pdf' } }]), 5_500).extra).toBe(UNBOUNDED);
     // Text alone: as extraInputTokens.
     expect(inputBeyondBytes(request({}, 'hello'), 5_500)).toEqual({ extra: 0, imageDataChars: 0, images: 0 });
+    // Data under an image's name that is no image format (a lenient provider may read a PDF or text
+    // there), an unknown source or none: the window.
+    for (const source of [
+      { type: 'base64', media_type: 'application/pdf', data: 'JVBE' }, { type: 'base64', media_type: 'text/plain', data: 'QUJD' },
+      { type: 'base64', data: 'QUJD' }, { type: 'base64', media_type: 'image/png' }, { type: 'text', data: 'x' }, null,
+    ]) {
+      expect(inputBeyondBytes(request({}, [{ type: 'image', source }]), 5_500).extra, JSON.stringify(source)).toBe(UNBOUNDED);
+    }
   });
 
   it('gives up the byte bound for media, search results, server tools, MCP and unknown blocks, at any depth', () => {
