@@ -480,20 +480,21 @@ describe('cache breakpoints of an OpenAI client', () => {
           { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'lookup', arguments: '{}' } }] },
           { role: 'tool', tool_call_id: 'call_1', content: [{ type: 'text', text: 'found', cache_control: { type: 'ephemeral' } }] as never },
         ],
-        tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } }, cache_control: { type: 'ephemeral' } } as never],
+        // An hour's marks before 5 minutes' in the order Anthropic reads (tools, system, messages): it refuses the reverse.
+        tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } }, cache_control: { type: 'ephemeral', ttl: '1h' } } as never],
       }).withResponse();
       const sent = providerBody();
       expect(sent.system).toEqual([
         { type: 'text', text: 'You are a careful assistant.', cache_control: { type: 'ephemeral', ttl: '1h' } },
         { type: 'text', text: 'Answer briefly.' },
       ]);
-      expect(sent.tools).toEqual([{ name: 'lookup', input_schema: { type: 'object' }, cache_control: { type: 'ephemeral' } }]);
+      expect(sent.tools).toEqual([{ name: 'lookup', input_schema: { type: 'object' }, cache_control: { type: 'ephemeral', ttl: '1h' } }]);
       const messages = sent.messages as Array<{ role: string; content: unknown }>;
       expect(messages[0]!.content).toEqual([
         { type: 'text', text: shared, cache_control: { type: 'ephemeral' } },
         { type: 'text', text: 'The question.' },
       ]);
-      expect(messages[2]!.content).toEqual([{ type: 'tool_result', tool_use_id: 'call_1', content: 'found', cache_control: { type: 'ephemeral' } }]);
+      expect(messages[2]!.content).toEqual([{ type: 'tool_result', tool_use_id: 'call_1', content: [{ type: 'text', text: 'found', cache_control: { type: 'ephemeral' } }] }]);
       // The mock states its input without the writes, which are billed at 1.25× (5 minutes) and 2× (an hour).
       const input = countInputTokens(sent);
       const quota = Math.round((input + 3_000 * 1.25 + 2_000 * 2 + OUTPUT * 5) * 0.5);

@@ -369,37 +369,39 @@ describe('chatToMessages', () => {
     });
   });
 
-  it('carries cache_control to the block, tool, system block or tool_result its part or tool becomes; a system without one stays a string', () => {
+  it('carries cache_control to the block or tool its part or tool becomes; a system or tool message with one as blocks, a part a block; without one a string as ever', () => {
     const mark = { type: 'ephemeral' };
     const hour = { type: 'ephemeral', ttl: '1h' };
+    // In the order Anthropic takes (tools, system, messages): an hour's marks before 5 minutes'.
     const out = chatToMessages(chat({
       messages: [
-        { role: 'developer', content: [{ type: 'text', text: 'A' }, { type: 'text', text: 'B', cache_control: hour }] },
+        { role: 'developer', content: [{ type: 'text', text: 'A', cache_control: hour }, { type: 'text', text: 'B', cache_control: hour }, { type: 'text', text: ' ' }] },
         { role: 'system', content: 'C' },
         { role: 'user', content: [
           { type: 'text', text: 'q', cache_control: mark },
           { type: 'image_url', image_url: { url: 'https://x/y.png' }, cache_control: mark },
-          { type: 'file', file: { file_data: 'data:application/pdf;base64,JVBE' }, cache_control: hour },
+          { type: 'file', file: { file_data: 'data:application/pdf;base64,JVBE' }, cache_control: mark },
           { type: 'text', text: 'no mark', cache_control: 'not an object' },
         ] },
         { role: 'assistant', content: [{ type: 'text', text: 'a', cache_control: mark }], tool_calls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
-        { role: 'tool', tool_call_id: 't1', content: [{ type: 'text', text: 'r', cache_control: mark }] },
+        { role: 'tool', tool_call_id: 't1', content: [{ type: 'text', text: 'r1' }, { type: 'text', text: 'r2', cache_control: mark }] },
       ] as ChatRequest['messages'],
       tools: [{ type: 'function', function: { name: 'f' }, cache_control: hour }] as ChatRequest['tools'],
     })) as MessagesRequest;
-    expect(out.system).toEqual([{ type: 'text', text: 'A\nB', cache_control: hour }, { type: 'text', text: 'C' }]);
+    // Each marked part keeps its own mark (joined, [A 1h, B 5m] became one 5-minute cache of A and B).
+    expect(out.system).toEqual([{ type: 'text', text: 'A', cache_control: hour }, { type: 'text', text: 'B', cache_control: hour }, { type: 'text', text: 'C' }]);
     expect(out.tools).toEqual([{ name: 'f', input_schema: { type: 'object', properties: {} }, cache_control: hour }]);
     expect(out.messages).toEqual([
       { role: 'user', content: [
         { type: 'text', text: 'q', cache_control: mark },
         { type: 'image', source: { type: 'url', url: 'https://x/y.png' }, cache_control: mark },
-        { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBE' }, cache_control: hour },
+        { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBE' }, cache_control: mark },
         { type: 'text', text: 'no mark' },
       ] },
       { role: 'assistant', content: [{ type: 'text', text: 'a', cache_control: mark }, { type: 'tool_use', id: 't1', name: 'f', input: {} }] },
-      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'r', cache_control: mark }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'r1' }, { type: 'text', text: 'r2', cache_control: mark }] }] },
     ]);
-    // System messages alone become the user's turn, with their breakpoint.
+    // System messages alone become the user's turn, with their breakpoints.
     const only = chatToMessages(chat({ messages: [{ role: 'system', content: [{ type: 'text', text: 'S', cache_control: mark }] }] as ChatRequest['messages'] })) as MessagesRequest;
     expect(only.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'S', cache_control: mark }] }]);
   });

@@ -2,7 +2,8 @@
 // becomes on its way to an Anthropic channel, and the form the relay prices and reserves every
 // request in (messages-handler.ts).
 //
-//   system and developer messages        → `system` (text joined by blank lines, wherever they stand)
+//   system and developer messages        → `system` (text joined by blank lines, wherever they stand;
+//                                            blocks where a part sets cache_control, below)
 //   user / assistant content (string or parts) → text blocks; image_url → image block (a data: URL
 //                                            as base64, any other URL as a url source); file with
 //                                            file_data (a PDF as a data: URL) → document block
@@ -27,11 +28,14 @@
 //   pair); user → metadata.user_id as its SHA-256 (Anthropic refuses an e-mail address there: an
 //   opaque id, the same for the same user); system messages alone → one user turn of their text;
 //   data:image/jpg → image/jpeg
-//   cache_control on a content part, a tool, or a part of a system or tool message → on its block, its
-//                                            tool, its system block, its tool_result (the relay reserves
-//                                            cache writes for it: cacheUseOfChat; OpenRouter and LiteLLM
-//                                            take the same marks for Claude); system messages with
-//                                            one become system blocks, one per message
+//   cache_control on a content part, a tool, or a part of a system or tool message → on the block or
+//                                            tool it becomes (the relay reserves cache writes for it:
+//                                            cacheUseOfChat; OpenRouter and LiteLLM take the same marks
+//                                            for Claude); a system or tool message with one goes as
+//                                            text blocks, a part a block with its own mark (else as one
+//                                            string). Anthropic refuses a 1-hour mark after a 5-minute
+//                                            one: system messages move before every turn, so a 5-minute
+//                                            one there ahead of a 1-hour one in a turn is the provider's 400
 //   max_completion_tokens, else max_tokens, else the model's default bound (option
 //   ModelMaxOutputTokens, DEFAULT_MAX_OUTPUT_TOKENS = 4096 when unset) → max_tokens
 // Refused (400) on every channel: audio input and output (`audio`, `modalities` other than text),
@@ -99,14 +103,18 @@ function cacheMark(part: unknown): Record<string, unknown> | undefined {
   return cc !== null && typeof cc === 'object' && !Array.isArray(cc) ? cc as Record<string, unknown> : undefined;
 }
 
-/** The last breakpoint among a message's parts: the one its text, joined into one block, carries. */
-function lastCacheMark(content: ChatMessage['content']): Record<string, unknown> | undefined {
-  if (!Array.isArray(content)) return undefined;
-  for (let i = content.length - 1; i >= 0; i--) {
-    const mark = cacheMark(content[i]);
-    if (mark !== undefined) return mark;
+/**
+ * A system or tool message's parts as text blocks, each with its own breakpoint, or null when no part
+ * sets one (the message is then one string, as ever). Blank parts are left out (Anthropic refuses a
+ * text block of whitespace); a mark on one is lost, which only over-reserves.
+ */
+function markedTextBlocks(content: ChatMessage['content']): Block[] | null {
+  if (!Array.isArray(content) || !content.some((p) => cacheMark(p) !== undefined)) return null;
+  const blocks: Block[] = [];
+  for (const p of content) {
+    if (typeof p.text === 'string' && !isBlank(p.text)) blocks.push(marked({ type: 'text', text: p.text }, p));
   }
-  return undefined;
+  return blocks;
 }
 
 function marked<T extends Record<string, unknown>>(block: T, part: unknown): T {
@@ -139,7 +147,7 @@ function imageBlock(part: Record<string, unknown>, where: string): Block | Relay
 function fileBlock(part: Record<string, unknown>, where: string): Block | RelayError {
   const file = part.file as { file_data?: unknown } | undefined;
   const data = typeof file?.file_data === 'string' ? DATA_URL.exec(file.file_data) : null;
-  if (!data) return invalid(`${where}.file: only file_data as a base64 data URL is served (a file_id's content, stored with the provider, cannot be priced before it is read)`);
+  if (!data) return invalid(`${where}.file: only file_data as a base64 data URL is served (a file_id names a file stored with OpenAI, which the gateway can neither read nor price)`);
   return { type: 'document', source: { type: 'base64', media_type: mediaType(data[1]!), data: data[2] } };
 }
 
@@ -378,8 +386,9 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   if ((chat as { functions?: unknown }).functions !== undefined) return invalid('functions: deprecated; send tools instead');
 
   const system: string[] = [];
-  // Each system text's breakpoint, where one has one (then `system` is sent as blocks).
-  const systemMarks: Array<Record<string, unknown> | undefined> = [];
+  // The same texts as blocks, a part a block with its breakpoint, sent instead when a part sets one.
+  const systemBlocks: Block[] = [];
+  let systemMarked = false;
   const turns: Turn[] = [];
   const ids = new ToolIds();
   for (let i = 0; i < chat.messages.length; i++) {
@@ -391,7 +400,9 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
       // Joined into one string, a blank one adds only blank lines (and alone, a system of whitespace).
       if (!isBlank(text)) {
         system.push(text);
-        systemMarks.push(lastCacheMark(m.content));
+        const blocks = markedTextBlocks(m.content);
+        if (blocks !== null) systemMarked = true;
+        systemBlocks.push(...(blocks ?? [{ type: 'text', text }]));
       }
     } else if (m.role === 'user') {
       const blocks = contentBlocks(m.content, `${where}.content`, true);
@@ -417,9 +428,9 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
       const result: Block = { type: 'tool_result', tool_use_id: ids.result(m.tool_call_id) };
       // content is optional in a tool_result: a result of nothing, or of whitespace alone, goes
       // without it, so no text of whitespace can be refused in it.
-      if (!isBlank(text)) result.content = text;
-      const mark = lastCacheMark(m.content);
-      if (mark !== undefined) result.cache_control = mark;
+      const blocks = markedTextBlocks(m.content);
+      if (blocks !== null && blocks.length > 0) result.content = blocks;
+      else if (!isBlank(text)) result.content = text;
       push(turns, 'user', [result]);
     } else {
       return invalid(`${where}.role: "function" messages are deprecated; send tool messages instead`);
@@ -429,9 +440,8 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   trimFinalAssistantTurn(turns);
   // System messages alone: OpenAI answers them; Anthropic needs a user turn, so they are one.
   if (turns.length === 0 && system.length > 0) {
-    const mark = systemMarks.findLast((m) => m !== undefined);
-    systemMarks.length = 0;
-    push(turns, 'user', [marked({ type: 'text', text: system.splice(0).join('\n\n') }, { cache_control: mark })]);
+    push(turns, 'user', systemMarked ? systemBlocks.splice(0) : [{ type: 'text', text: system.join('\n\n') }]);
+    system.length = 0;
   }
   // No turn with content (only empty or blank user messages, say): an OpenAI-format provider answers
   // it, so it is priced as it is (no messages) and refused only on its way to an Anthropic channel
@@ -445,12 +455,8 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
     max_tokens: chat.max_completion_tokens ?? chat.max_tokens ?? defaultMaxTokens,
     ...tools,
   };
-  // One string, as ever, unless a system message sets a breakpoint: then a block a message, each with its own.
-  if (system.length > 0) {
-    body.system = systemMarks.some((m) => m !== undefined)
-      ? system.map((text, i) => (systemMarks[i] === undefined ? { type: 'text', text } : { type: 'text', text, cache_control: systemMarks[i] }))
-      : system.join('\n\n');
-  }
+  // One string, as ever, unless a part of a system message sets a breakpoint: then blocks, each part's with its own.
+  if (system.length > 0) body.system = systemMarked ? systemBlocks as MessagesRequest['system'] : system.join('\n\n');
   if (chat.stream === true) body.stream = true;
   if (typeof chat.temperature === 'number') body.temperature = Math.min(1, chat.temperature);
   else if (typeof chat.top_p === 'number') body.top_p = chat.top_p;
