@@ -32,7 +32,8 @@ export const AFF_CODE_MAX_LENGTH = 32;
  * Inside the registration's transaction, after the new account is inserted: finds the inviter by its
  * code, counts the invitation and records the rewards. The inviter's row is locked by the count's
  * UPDATE, so registrations using one code at the same time are counted one after the other, exactly.
- * Refuses an unknown code and a self-invitation (the code's owner has the new account's e-mail, or the
+ * Refuses an unknown code, the code of an account that is not enabled (a banned account earns no
+ * reward), and a self-invitation (the code's owner has the new account's e-mail, or the
  * address the registration gave, which is not kept unverified; or is the account presenting its own
  * session). Returns the credits to finish after COMMIT.
  */

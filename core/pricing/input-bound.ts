@@ -20,6 +20,15 @@ export const DEFAULT_CONTEXT_WINDOW = 200_000;
 /** Claude Opus 4.6 and Sonnet 4.6, and every Claude model since: 1M tokens without a beta header. */
 export const CLAUDE_CONTEXT_WINDOW = 1_000_000;
 
+/**
+ * The Claude 3 models and the Claude 4 models of the given minor versions (`claude-opus-4`, `-4-0`,
+ * `-4-1`, …, dated or `-latest`), with or without a vendor prefix: the windows' and the images' tables
+ * draw the line between model generations in the same place.
+ */
+function claudeModels(minors: string): RegExp {
+  return new RegExp(String.raw`^(?:[\w.-]+\/)?claude-(?:3(?:-|$)|(?:opus|sonnet|haiku)-4(?:-[${minors}])?(?:$|-\d{8}|-latest))`, 'i');
+}
+
 // Built-in windows, by family: the name, its dated or suffixed names (`gpt-4.1-mini-2025-04-14`), with
 // or without a vendor prefix. Each is the largest window of its family (o1-mini's is 128,000, o1's
 // 200,000; gpt-5-chat-latest's 128,000), since one too small would under-reserve, and an unlisted
@@ -31,7 +40,7 @@ const BUILT_IN_WINDOWS: ReadonlyArray<readonly [RegExp, number]> = [
   [/^(?:[\w.-]+\/)?gpt-5(?:-|$)/i, 400_000],
   // The Claude 3 models and the 4 models before 4.6 (`claude-opus-4`, `-4-0`, `-4-1`, `-4-5`, dated or
   // `-latest`): 200,000 (the Sonnet 4 models 1M with the context-1m beta, below).
-  [/^(?:[\w.-]+\/)?claude-(?:3(?:-|$)|(?:opus|sonnet|haiku)-4(?:-[015])?(?:$|-\d{8}|-latest))/i, DEFAULT_CONTEXT_WINDOW],
+  [claudeModels('015'), DEFAULT_CONTEXT_WINDOW],
   // Every other Claude model: 4.6 and later take 1M tokens at their standard price. 200,000 here
   // capped a 750,000-token prompt to claude-sonnet-4-6 at 200,000 billed, and a PDF to it reserved a
   // fifth of its cost.
@@ -49,11 +58,13 @@ function builtInWindow(model: string): number | undefined {
  * and 4 models up to Opus and Sonnet 4.6 and Haiku 4.5, 3.75 MP (2,576 px; 5,000 tokens) on Opus 4.7.
  * A later Claude model whose largest size is not published yet is bounded by the largest image the API
  * takes, 8,000 × 8,000 px (85,334 tokens unscaled): still a twelfth of a 1M window, where the window
- * made one screenshot reserve 5,400,000 quota on Opus.
+ * made one screenshot to Claude Opus 4.7 reserve 2,500,200 quota at max_tokens 16 (now 14,500).
+ * An estimate from the provider's documentation, not a fact of the bytes: it sizes the reservation,
+ * and what the provider states is billed up to the window (messages-handler.ts).
  */
 const imageBound = (tokens: number) => Math.ceil((tokens * 11) / 10);
 const BUILT_IN_IMAGE_TOKENS: ReadonlyArray<readonly [RegExp, number]> = [
-  [/^(?:[\w.-]+\/)?claude-(?:3(?:-|$)|(?:opus|sonnet|haiku)-4(?:-[0156])?(?:$|-\d{8}|-latest))/i, imageBound(1_600)],
+  [claudeModels('0156'), imageBound(1_600)],
   [/^(?:[\w.-]+\/)?claude-opus-4-7(?:$|-\d{8}|-latest)/i, imageBound(5_000)],
   [/^(?:[\w.-]+\/)?claude-/i, imageBound(Math.ceil((8_000 * 8_000) / 750))],
 ];
@@ -98,7 +109,7 @@ export interface InputBounds {
    * bound), undefined when not known: OpenAI's models bill an image by tiles or patches times a
    * multiplier of the model's (gpt-4o-mini up to ~25,500 tokens), so their media keep the window.
    */
-  imageTokens(model: string): number | undefined;
+  imageTokenBound(model: string): number | undefined;
 }
 
 function parseWindows(raw: string | undefined): Record<string, number> {
@@ -134,6 +145,6 @@ export function inputBoundsFromOptions(options: ReadonlyMap<string, string>): In
     },
     webSearchCallPrice: options.has('WebSearchCallPrice') && Number.isFinite(price) && price >= 0 ? price : DEFAULT_WEB_SEARCH_CALL_PRICE,
     maxOutputTokens: (model) => (Object.hasOwn(outputs, model) ? outputs[model]! : DEFAULT_MAX_OUTPUT_TOKENS),
-    imageTokens: (model) => (Object.hasOwn(images, model) ? images[model]! : builtInImageTokens(model)),
+    imageTokenBound: (model) => (Object.hasOwn(images, model) ? images[model]! : builtInImageTokens(model)),
   };
 }

@@ -66,15 +66,15 @@ describe('the most an image costs', () => {
     ['claude-opus-4-8', largest], ['claude-opus-5', largest], ['claude-sonnet-5-5', largest], ['claude-fable-5', largest],
     ['claude-opus-4-70', largest],
   ])('%s: %i tokens', (model, tokens) => {
-    expect(defaults.imageTokens(model)).toBe(tokens);
+    expect(defaults.imageTokenBound(model)).toBe(tokens);
   });
 
   it('is not known for OpenAI\'s and other models (their images keep the window), unless the option sets it', () => {
-    for (const model of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-5', 'o3', 'deepseek-chat', 'anthropic.claude-3-haiku']) expect(defaults.imageTokens(model), model).toBeUndefined();
+    for (const model of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-5', 'o3', 'deepseek-chat', 'anthropic.claude-3-haiku']) expect(defaults.imageTokenBound(model), model).toBeUndefined();
     const o = inputBoundsFromOptions(new Map([['ModelImageTokens', '{"gpt-4o":1500,"claude-opus-5":6000,"bad":0}']]));
-    expect(o.imageTokens('gpt-4o')).toBe(1_500);
-    expect(o.imageTokens('claude-opus-5')).toBe(6_000);
-    expect(o.imageTokens('bad')).toBeUndefined();
-    expect(o.imageTokens('constructor')).toBeUndefined();
+    expect(o.imageTokenBound('gpt-4o')).toBe(1_500);
+    expect(o.imageTokenBound('claude-opus-5')).toBe(6_000);
+    expect(o.imageTokenBound('bad')).toBeUndefined();
+    expect(o.imageTokenBound('constructor')).toBeUndefined();
   });
 });

@@ -20,7 +20,9 @@ export function cacheUseOf(body: MessagesRequest): CacheUse {
  * The same for a Chat Completions request, whose content parts carry `cache_control` as Anthropic's
  * blocks do (DashScope's explicit cache, an OpenAI-format proxy of Claude): passed to an OpenAI-format
  * provider as they are, they may make it write the cache, billed as writes only where a part marks
- * one. Its Messages form (from-chat.ts) keeps no breakpoint, so the request itself is read.
+ * one. The request itself is read, not its Messages form: that form (from-chat.ts) carries the marks
+ * of parts it keeps, but a mark on a part it leaves out (a blank text) still counts here, so the
+ * reservation is never below what the form sent can write.
  */
 export function cacheUseOfChat(chat: { messages: ReadonlyArray<{ content?: unknown }>; tools?: unknown }): CacheUse {
   // Its tools' and messages' breakpoints, found as in a Messages request (whose cacheUseOf adds the

@@ -1,7 +1,7 @@
 // An image costs at most its model's bound (Anthropic scales an image down to the model's largest size and
 // bills about width × height / 750 tokens: ~1,600 on the models up to 4.6, 5,000 on Opus 4.7; the API
 // takes no image above 8,000 × 8,000 px), not the model's whole context window. Before, one screenshot
-// to Claude Opus 4.7 reserved its 1,000,000-token window (2,500,040 quota at max_tokens 16): an account
+// to Claude Opus 4.7 reserved its 1,000,000-token window (2,500,200 quota at max_tokens 16): an account
 // with $1 of balance was refused a request that costs a cent. The image's base64 data is not text and is
 // left out of the byte bound; what the provider states is billed exactly, up to that bound.
 import Anthropic from '@anthropic-ai/sdk';

@@ -395,9 +395,11 @@ class Exchange {
     // nothing behind (reserveQuota-8.lua checks everything before it writes, requests window included),
     // so the second try counts the request once. The counts are limited per key and minute like
     // count_tokens calls, so a key with a small balance cannot keep the workers busy with large bodies.
-    // The bytes bound only text: a request with media, server tools or blocks this relay does not know
-    // reserves the model's context window instead (reservation-bound.ts), and counting cannot shrink
-    // that; client tools add their hidden prompt's allowance; web searches are reserved at their fee.
+    // The bytes bound only text: an image adds its model's image bound (its base64 data out of the
+    // bytes), and a request with documents, images of a model without a bound, server tools or blocks
+    // this relay does not know reserves the model's context window instead (reservation-bound.ts), and
+    // counting cannot shrink that; client tools add their hidden prompt's allowance; web searches are
+    // reserved at their fee.
     const price = maxGroupRatio === this.price.group ? this.price : { ...this.price, group: maxGroupRatio };
     // Input tokens can be cache writes only where the request sets a breakpoint, and an hour's (2×) only at one with ttl "1h".
     let cacheable = this.chat === null ? cacheUseOf(body) : cacheUseOfChat(this.chat);
@@ -421,13 +423,13 @@ class Exchange {
     let textWindow = 0;
     let contextWindow = 0;
     // The most an image costs on any of them; undefined when one has no known bound (its window then).
-    let imageTokens: number | undefined = 0;
+    let imageTokenBound: number | undefined = 0;
     for (const g of this.routeGroups) {
       for (const sent of this.ctx.channels.sentModels(g, body.model)) {
         textWindow = Math.max(textWindow, bounds.textWindow(sent, extended));
         contextWindow = Math.max(contextWindow, bounds.contextWindow(sent, extended));
-        const image = bounds.imageTokens(sent);
-        imageTokens = image === undefined || imageTokens === undefined ? undefined : Math.max(imageTokens, image);
+        const image = bounds.imageTokenBound(sent);
+        imageTokenBound = image === undefined || imageTokenBound === undefined ? undefined : Math.max(imageTokenBound, image);
         // A model whose provider writes the cache without a breakpoint, and bills it (ratios.ts).
         if (cacheable === 'none' && writesCacheUnmarked(sent)) cacheable = '5m';
       }
@@ -437,9 +439,9 @@ class Exchange {
       // a bound of 0 would bill nothing, so the asked model's stands in.
       textWindow = bounds.textWindow(body.model, extended);
       contextWindow = bounds.contextWindow(body.model, extended);
-      imageTokens = bounds.imageTokens(body.model);
+      imageTokenBound = bounds.imageTokenBound(body.model);
     }
-    const beyondBytes = inputBeyondBytes(body, imageTokens);
+    const beyondBytes = inputBeyondBytes(body, imageTokenBound);
     const extraInput = beyondBytes.extra;
     // What the relay's count cannot count as the provider does (an image it counts at IMAGE_TOKENS).
     this.promptUncountable = extraInput === UNBOUNDED || beyondBytes.images > 0;

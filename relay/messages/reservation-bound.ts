@@ -1,15 +1,16 @@
 // Whether a request's bytes bound its input tokens, read from the parsed body without copying it
 // (docs/billing.md, "Reserve"). A token is at least one byte of the text it encodes, so a body made of
-// text alone costs at most its byte length. Anything the provider turns into tokens it does not take
-// from those bytes (an image or a PDF given by URL, file_id or base64, search results, a container
-// upload, server tools and their results, MCP servers, a block type this code does not know) is
-// bounded only by the model's context window. Client tools are text, but the provider wraps them in a
-// hidden system prompt: a fixed allowance covers it. An image costs at most a bound of its model's
-// (InputBounds.imageTokens, core/pricing/input-bound.ts) where one is known: it is counted at that
-// bound, and its base64 data, which the provider does not read as text, is taken out of the bytes.
+// text alone costs at most its byte length. An image (by URL, file_id or base64) costs at most a bound of
+// its model's (InputBounds.imageTokenBound, core/pricing/input-bound.ts) where one is known: it is
+// counted at that bound, and its base64 data, which the provider does not read as text, is taken out
+// of the bytes. Anything else the provider turns into tokens it does not take from those bytes (an
+// image of a model without a bound, a PDF or other document, search results, a container upload,
+// server tools and their results, MCP servers, a block type this code does not know) is bounded only
+// by the model's context window. Client tools are text, but the provider wraps them in a hidden system
+// prompt: a fixed allowance covers it.
 import type { MessagesRequest } from './messages-request.js';
 
-/** extraInputTokens(): the bytes do not bound the input; reserve the context window. */
+/** inputBeyondBytes().extra: the bytes do not bound the input; reserve the context window. */
 export const UNBOUNDED = -1;
 /** Anthropic's tool-use system prompt is 313 to 346 tokens on current models; kept well above. */
 export const TOOL_PROMPT_TOKENS = 1_000;
@@ -32,26 +33,21 @@ export interface InputBeyondBytes {
   images: number;
 }
 
-/** Tokens the provider adds beyond the bytes (the tools' prompt), or UNBOUNDED; an image makes it UNBOUNDED. */
-export function extraInputTokens(body: MessagesRequest): number {
-  return inputBeyondBytes(body, undefined).extra;
-}
-
 /**
- * What the request's input costs beyond its text bytes. `imageTokens`: the most an image costs on
+ * What the request's input costs beyond its text bytes. `imageTokenBound`: the most an image costs on
  * the models the request may be sent (undefined when one of them has no known bound: an image then
  * makes the input UNBOUNDED, the window's).
  */
-export function inputBeyondBytes(body: MessagesRequest, imageTokens: number | undefined): InputBeyondBytes {
+export function inputBeyondBytes(body: MessagesRequest, imageTokenBound: number | undefined): InputBeyondBytes {
   references.length = 0;
   imageCount.images = 0;
   imageCount.dataChars = 0;
-  imageCount.bound = imageTokens;
+  imageCount.bound = imageTokenBound;
   const extra = extraTokens(body);
   if (extra === UNBOUNDED) return { extra, imageDataChars: 0, images: 0 };
   // Images passed contentIsText only with a bound: none were counted without one.
   const images = imageCount.images;
-  return { extra: images === 0 ? extra : extra + images * imageTokens!, imageDataChars: imageCount.dataChars, images };
+  return { extra: images === 0 ? extra : extra + images * imageTokenBound!, imageDataChars: imageCount.dataChars, images };
 }
 
 function extraTokens(body: MessagesRequest): number {

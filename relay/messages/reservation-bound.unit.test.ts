@@ -3,16 +3,18 @@ import { inputBoundsFromOptions, DEFAULT_WEB_SEARCH_CALL_PRICE } from '../../cor
 import { decodeUsageEvent } from '../../core/usage/usage-event.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { messagesRequestSchema, type MessagesRequest } from './messages-request.js';
-import { boundedWebSearchTools, extraInputTokens, inputBeyondBytes, PER_TOOL_TOKENS, promptPasses, SERVER_LOOP_MAX_PASSES, TOOL_PROMPT_TOKENS, UNBOUNDED, webSearchUses } from './reservation-bound.js';
+import { boundedWebSearchTools, inputBeyondBytes, PER_TOOL_TOKENS, promptPasses, SERVER_LOOP_MAX_PASSES, TOOL_PROMPT_TOKENS, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { settleExchange, type SettledExchange } from './settlement.js';
 
+/** The tokens beyond the bytes of a request whose models have no image bound. */
+const extraOf = (body: MessagesRequest) => inputBeyondBytes(body, undefined).extra;
 const request = (extra: Record<string, unknown>, content: unknown = 'hello') =>
   messagesRequestSchema.parse({ model: 'claude-haiku-4-5', max_tokens: 10, messages: [{ role: 'user', content }], ...extra });
 
 describe('what bounds a reservation', () => {
   it('bounds text by its bytes: strings, text, tool_use, thinking, and tool results of text', () => {
-    expect(extraInputTokens(request({ system: 'be brief' }))).toBe(0);
-    expect(extraInputTokens(request({ system: [{ type: 'text', text: 'x' }] }, [
+    expect(extraOf(request({ system: 'be brief' }))).toBe(0);
+    expect(extraOf(request({ system: [{ type: 'text', text: 'x' }] }, [
       { type: 'text', text: 'a' },
       { type: 'thinking', thinking: 'b', signature: 's' },
       { type: 'tool_use', id: 't', name: 'n', input: {} },
@@ -28,11 +30,11 @@ describe('what bounds a reservation', () => {
     const bytes = Buffer.byteLength(JSON.stringify(read));
     const refs = (n: number, name = 'Read') => [{ type: 'tool_result', tool_use_id: 't', content: Array.from({ length: n }, () => ({ type: 'tool_reference', tool_name: name })) }];
     const tools = [read, { name: 'Other', input_schema: { type: 'object' } }];
-    expect(extraInputTokens(request({ tools }, refs(1)))).toBe(TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * 2 + bytes);
+    expect(extraOf(request({ tools }, refs(1)))).toBe(TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * 2 + bytes);
     // 200 references to one tool: each bounded by its definition.
-    expect(extraInputTokens(request({ tools }, refs(200)))).toBe(TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * 2 + 200 * bytes);
-    expect(extraInputTokens(request({ tools }, refs(1, 'Missing')))).toBe(UNBOUNDED);
-    expect(extraInputTokens(request({}, refs(1)))).toBe(UNBOUNDED);
+    expect(extraOf(request({ tools }, refs(200)))).toBe(TOOL_PROMPT_TOKENS + PER_TOOL_TOKENS * 2 + 200 * bytes);
+    expect(extraOf(request({ tools }, refs(1, 'Missing')))).toBe(UNBOUNDED);
+    expect(extraOf(request({}, refs(1)))).toBe(UNBOUNDED);
   });
 
   it('bounds an image by the bound given, at any depth, and takes its base64 data out of the bytes', () => {
@@ -48,7 +50,7 @@ describe('what bounds a reservation', () => {
     expect(inputBeyondBytes(request({}, content), undefined)).toEqual({ extra: UNBOUNDED, imageDataChars: 0, images: 0 });
     // Anything else unbounded stays so, images or not: a document beside the image.
     expect(inputBeyondBytes(request({}, [png, { type: 'document', source: { type: 'url', url: 'https://x/y.pdf' } }]), 5_500).extra).toBe(UNBOUNDED);
-    // Text alone: as extraInputTokens.
+    // Text alone: nothing beyond the bytes.
     expect(inputBeyondBytes(request({}, 'hello'), 5_500)).toEqual({ extra: 0, imageDataChars: 0, images: 0 });
     // Data under an image's name that is no image format (a lenient provider may read a PDF or text
     // there), an unknown source or none: the window.
@@ -70,17 +72,17 @@ describe('what bounds a reservation', () => {
       { type: 'web_search_tool_result', tool_use_id: 't', content: [] },
       { type: 'something_new' },
       { type: 'tool_result', tool_use_id: 't', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA' } }] },
-    ]) expect(extraInputTokens(request({}, [block])), block.type).toBe(UNBOUNDED);
-    expect(extraInputTokens(request({ system: [{ type: 'document', source: { type: 'url', url: 'u' } }] }))).toBe(UNBOUNDED);
-    expect(extraInputTokens(request({ tools: [{ type: 'web_search_20250305', name: 'web_search' }] }))).toBe(UNBOUNDED);
-    expect(extraInputTokens(request({ tools: [{ type: 'bash_20250124', name: 'bash' }] }))).toBe(UNBOUNDED);
-    expect(extraInputTokens(request({ mcp_servers: [{ type: 'url', url: 'https://m', name: 'm' }] }))).toBe(UNBOUNDED);
+    ]) expect(extraOf(request({}, [block])), block.type).toBe(UNBOUNDED);
+    expect(extraOf(request({ system: [{ type: 'document', source: { type: 'url', url: 'u' } }] }))).toBe(UNBOUNDED);
+    expect(extraOf(request({ tools: [{ type: 'web_search_20250305', name: 'web_search' }] }))).toBe(UNBOUNDED);
+    expect(extraOf(request({ tools: [{ type: 'bash_20250124', name: 'bash' }] }))).toBe(UNBOUNDED);
+    expect(extraOf(request({ mcp_servers: [{ type: 'url', url: 'https://m', name: 'm' }] }))).toBe(UNBOUNDED);
   });
 
   it('adds the hidden tool prompt of client tools to the byte bound', () => {
     const tool = { name: 'get_weather', input_schema: { type: 'object' } };
-    expect(extraInputTokens(request({ tools: [tool, { ...tool, type: 'custom' }] }))).toBe(TOOL_PROMPT_TOKENS + 2 * PER_TOOL_TOKENS);
-    expect(extraInputTokens(request({ tools: [] }))).toBe(0);
+    expect(extraOf(request({ tools: [tool, { ...tool, type: 'custom' }] }))).toBe(TOOL_PROMPT_TOKENS + 2 * PER_TOOL_TOKENS);
+    expect(extraOf(request({ tools: [] }))).toBe(0);
   });
 
   it('counts the web searches a request may make: max_uses, or the default', () => {

@@ -16,14 +16,15 @@ import { logRepeated } from './repeated-log.js';
 
 /**
  * The most a request can use, as sent to the provider: `output` its max_tokens (× n choices), `input`
- * the tokens its prompt can hold (a text prompt's bytes, the model's window when known; Infinity when
- * that is no hard bound: media, measured by a window that may be guessed), `searches` its web
+ * the tokens its prompt can hold (a text prompt's bytes, the model's window when known: a prompt with
+ * media, images included, whose bound only sizes the reservation; Infinity when the window is a guess
+ * and the prompt has media), `searches` its web
  * searches' max_uses. A provider that reports more (2^60 output tokens) is at fault; the request is
  * billed at the bound, and the excess logged and counted, never billed (it was once, to 100 million
  * tokens: 500,000,000 quota on a 1,500-quota reservation).
  */
 export interface UsageBound {
-  /** The most prompt tokens a provider's usage is billed (Infinity with media: what it states is billed). */
+  /** The most prompt tokens a provider's usage is billed (with media, the window; Infinity where it is a guess: what it states is billed). */
   input: number;
   output: number;
   searches: number;
@@ -38,7 +39,7 @@ export interface UsageBound {
   cache?: CacheUse;
   /**
    * The most prompt tokens a count of the relay's own bills (a provider that states none): the input
-   * the reservation covered, the model's context window with media. Uncapped, 1,000 images counted at
+   * the reservation covered (the model's context window with documents; images at their bound). Uncapped, 1,000 images counted at
    * their most each billed 1.6 M tokens a prompt no model takes, 16× the reservation.
    */
   countedInput: number;

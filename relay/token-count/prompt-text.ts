@@ -15,11 +15,16 @@
 // Unknown fields (metadata, tool_choice, temperature, ...) are not counted.
 //
 // The JSON byte length of a document is kept wherever the count is money: a settlement bills a prompt
-// its provider did not state at this count (capped at the input its reservation covered, the model's
-// window for a request with media), and a page estimate would bill a 300 KB PDF of 3 pages ~12k
+// its provider did not state at this count (capped at the input its reservation covered: the model's
+// window for a request with documents, images at their model's bound), and a page estimate would bill a 300 KB PDF of 3 pages ~12k
 // tokens where the bytes bill it ~200k. Only count_tokens, whose answer is an estimate, reads pages.
 
-/** Anthropic bills an image at (width × height) / 750 tokens after resizing to ≤ 1.15 MP: ≤ ~1600. */
+/**
+ * An image as this count takes it: Anthropic bills (width × height) / 750 tokens after resizing to at
+ * most 1.15 MP on the models up to 4.6 (≤ ~1,600), more on later ones (5,000 on Opus 4.7), which the
+ * reservation bounds apart (InputBounds.imageTokenBound). Only a provider that states no input is billed
+ * this count (an image at 1,600 then, whatever the model).
+ */
 export const IMAGE_TOKENS = 1600;
 export const MESSAGE_OVERHEAD = 4;
 /**
