@@ -52,21 +52,48 @@ function builtInWindow(model: string): number | undefined {
   return undefined;
 }
 /**
- * The most an image costs on a Claude model, with a tenth more for the formula's approximation.
- * Anthropic bills an image at about (width × height) / 750 tokens after scaling it down to the model's
- * largest size (its vision guide): ~1,600 tokens (1.15 MP, 1,568 px on the long edge) on the Claude 3
- * and 4 models up to Opus and Sonnet 4.6 and Haiku 4.5, 3.75 MP (2,576 px; 5,000 tokens) on Opus 4.7.
- * A later Claude model whose largest size is not published yet is bounded by the largest image the API
- * takes, 8,000 × 8,000 px (85,334 tokens unscaled): still a twelfth of a 1M window, where the window
- * made one screenshot to Claude Opus 4.7 reserve 2,500,200 quota at max_tokens 16 (now 14,500).
- * An estimate from the provider's documentation, not a fact of the bytes: it sizes the reservation,
- * and what the provider states is billed up to the window (messages-handler.ts).
+ * How a Claude model sizes an image before billing it (Anthropic's vision guide): scaled down, its
+ * aspect kept, until its long edge is at most `longEdge` px and it costs at most `tokens`, then billed
+ * about (width × height) / 750 tokens. 1,568 px and ~1,600 tokens (1.15 MP) on the Claude 3 and 4
+ * models up to Opus and Sonnet 4.6 and Haiku 4.5; 2,576 px and 5,000 tokens (3.75 MP) on Opus 4.7.
+ */
+export interface ImageScaling {
+  longEdge: number;
+  tokens: number;
+}
+/** Tokens per pixel as Anthropic bills an image: one per 750 px. */
+export const PIXELS_PER_IMAGE_TOKEN = 750;
+const CLAUDE_4_6_SCALING: ImageScaling = { longEdge: 1_568, tokens: 1_600 };
+const CLAUDE_OPUS_4_7_SCALING: ImageScaling = { longEdge: 2_576, tokens: 5_000 };
+const CLAUDE_OPUS_4_7 = /^(?:[\w.-]+\/)?claude-opus-4-7(?:$|-\d{8}|-latest)/i;
+const CLAUDE_EARLIER = claudeModels('0156');
+const CLAUDE_ANY = /^(?:[\w.-]+\/)?claude-/i;
+
+/**
+ * How `model` sizes an image, as far as its provider documents it; undefined for a model that is
+ * not Claude (OpenAI bills an image by tiles or patches, times a multiplier of the model's). A later
+ * Claude model whose sizing is not published yet is taken to size as Opus 4.7, the latest that is:
+ * an estimate for counting an image the provider stated no usage for, not a bound (the reservation's
+ * is imageTokenBound's, below).
+ */
+export function imageScaling(model: string): ImageScaling | undefined {
+  if (CLAUDE_EARLIER.test(model)) return CLAUDE_4_6_SCALING;
+  return CLAUDE_ANY.test(model) ? CLAUDE_OPUS_4_7_SCALING : undefined;
+}
+
+/**
+ * The most an image costs on a Claude model (imageScaling's `tokens`), with a tenth more for the
+ * formula's approximation. A later Claude model whose largest size is not published is bounded by the
+ * largest image the API takes, 8,000 × 8,000 px (85,334 tokens unscaled): still a twelfth of a 1M
+ * window, where the window made one screenshot to Claude Opus 4.7 reserve 2,500,200 quota at
+ * max_tokens 16 (now 14,500). An estimate from the provider's documentation, not a fact of the bytes:
+ * it sizes the reservation, and what the provider states is billed up to the window (messages-handler.ts).
  */
 const imageBound = (tokens: number) => Math.ceil((tokens * 11) / 10);
 const BUILT_IN_IMAGE_TOKENS: ReadonlyArray<readonly [RegExp, number]> = [
-  [claudeModels('0156'), imageBound(1_600)],
-  [/^(?:[\w.-]+\/)?claude-opus-4-7(?:$|-\d{8}|-latest)/i, imageBound(5_000)],
-  [/^(?:[\w.-]+\/)?claude-/i, imageBound(Math.ceil((8_000 * 8_000) / 750))],
+  [CLAUDE_EARLIER, imageBound(CLAUDE_4_6_SCALING.tokens)],
+  [CLAUDE_OPUS_4_7, imageBound(CLAUDE_OPUS_4_7_SCALING.tokens)],
+  [CLAUDE_ANY, imageBound(Math.ceil((8_000 * 8_000) / PIXELS_PER_IMAGE_TOKEN))],
 ];
 
 function builtInImageTokens(model: string): number | undefined {

@@ -13,6 +13,7 @@ import { RelayError } from '../errors.js';
 import { readBody, readHead, Reply, type FreeEndpointContext } from '../free-request.js';
 import { servedModels } from '../routing/group-routing.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
+import { imageScaling } from '../../core/pricing/input-bound.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { PromptPlace, TokenCounter } from '../token-count/token-counter.js';
 import { parseRequestJson } from './raw-json-guard.js';
@@ -43,10 +44,11 @@ export const checkCountTokensRequest = compileEdgeSchema(countTokensRequestSchem
 /**
  * The answer to a validated body. Pass `raw` (the request bytes) to have the worker parse them: the
  * event loop then copies bytes instead of structured-cloning the parsed object. Documents are
- * estimated by their pages (estimateDocuments, prompt-text.ts), not the JSON bytes billing keeps.
+ * estimated by their pages (estimateDocuments, prompt-text.ts), not the JSON bytes billing keeps;
+ * images by their size as the model bills them (imageScaling).
  */
 export async function countTokensResponse(counter: Pick<PromptPlace, 'count'>, body: CountTokensRequest, raw?: Uint8Array): Promise<{ input_tokens: number }> {
-  const input_tokens = await counter.count(raw ?? body, encodingOf(body.model), { estimateDocuments: true });
+  const input_tokens = await counter.count(raw ?? body, encodingOf(body.model), { estimateDocuments: true, imageScaling: imageScaling(body.model) });
   return { input_tokens };
 }
 

@@ -4,6 +4,7 @@ import { MESSAGE_OVERHEAD, PDF_BYTES_PER_TOKEN, PDF_PAGE_TOKENS } from '../token
 import { TokenCounter } from '../token-count/token-counter.js';
 import { RelayError } from '../errors.js';
 import { checkCountTokensRequest, countTokensResponse } from './count-tokens-handler.js';
+import { pngOfSize } from '../../tests/harness/image-headers.js';
 
 const counter = new TokenCounter({ maxThreads: 1 });
 afterAll(() => counter.close());
@@ -30,6 +31,17 @@ describe('POST /v1/messages/count_tokens', () => {
       const named = name === null ? '""' : JSON.stringify(name);
       const expected = countText('q') + 2 * (countText(named) + countText('{}')) + 2 * MESSAGE_OVERHEAD;
       expect(await countTokensResponse(counter.takePromptPlace()!, body, Buffer.from(JSON.stringify(json)))).toEqual({ input_tokens: expected });
+    }
+  });
+
+  it('counts an image by its size as the model bills it: 103 tokens for a 320 × 240 picture to Sonnet 4.5, 4,000 for 2,000 × 1,500 to Opus 4.7 (1,600 each before)', async () => {
+    const image = (w: number, h: number) => ({ type: 'image', source: { type: 'base64', media_type: 'image/png', data: pngOfSize(w, h).toString('base64') } });
+    for (const [model, w, h, tokens] of [['claude-sonnet-4-5', 320, 240, 103], ['claude-opus-4-7', 2000, 1500, 4_000], ['claude-sonnet-4-5', 2000, 1500, 1_600], ['acme-vision-1', 320, 240, 1_600]] as const) {
+      const json = { model, messages: [{ role: 'user', content: [image(w, h), { type: 'text', text: 'What is this?' }] }] };
+      const body = checkCountTokensRequest(json);
+      if (body instanceof RelayError) throw new Error(body.message);
+      const expected = tokens + countText('What is this?') + MESSAGE_OVERHEAD;
+      expect(await countTokensResponse(counter.takePromptPlace()!, body, Buffer.from(JSON.stringify(json))), model).toEqual({ input_tokens: expected });
     }
   });
 

@@ -12,11 +12,14 @@ import {
 } from '../../tests/harness/gateway-stack.js';
 import { startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
+import { pngOfSize } from '../../tests/harness/image-headers.js';
 
 /** $5 / $25 per million tokens: model ratio 2.5, completion ratio 5 (built-in). */
 const OPUS_47 = 'claude-opus-4-7';
 /** A later Claude model whose largest image size is not published: bounded by an 8,000 × 8,000 px image. */
 const OPUS_5 = 'claude-opus-5';
+/** A Claude model up to 4.6: an image scaled to 1,568 px and 1,600 tokens at most. */
+const SONNET_45 = 'claude-sonnet-4-5';
 /** A model of no known image bound (ratio 1, window 200,000 as any unknown model's). */
 const UNKNOWN = 'acme-vision-1';
 /** 5,000 tokens (3.75 MP / 750) and a tenth more. */
@@ -42,7 +45,7 @@ beforeAll(async () => {
       stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: statedInput, output_tokens: 3 },
     }));
   });
-  await mockChannel(stack, [OPUS_47, OPUS_5, UNKNOWN], 'default', { base_url: provider.url });
+  await mockChannel(stack, [OPUS_47, OPUS_5, SONNET_45, UNKNOWN], 'default', { base_url: provider.url });
 });
 afterAll(async () => {
   await provider?.close();
@@ -167,5 +170,43 @@ describe('an image reserves its model\'s image bound, not the context window', (
     } finally {
       await storeOptions(stack, { ModelImageTokens: null });
     }
+  }, 60_000);
+});
+
+describe('a prompt whose provider states no input: its images are counted by their size, as the model bills them', () => {
+  // Before, every image was counted at 1,600 tokens whatever its size and model: a 2,000 × 1,500
+  // screenshot to Claude Opus 4.7 (4,000 tokens as Anthropic bills it) was billed 1,600, a 320 × 240
+  // picture to Sonnet 4.5 (103) 1,600 too.
+  const question = { type: 'text' as const, text: 'What does this screenshot show?' };
+  const withImage = (model: string, png: Buffer): Anthropic.MessageCreateParamsNonStreaming => ({
+    model, max_tokens: 16,
+    messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: png.toString('base64') } }, question] }],
+  });
+  const textOnly = (model: string): Anthropic.MessageCreateParamsNonStreaming => ({ model, max_tokens: 16, messages: [{ role: 'user', content: [question] }] });
+
+  it('bills the count of each model\'s image, and the ledger, the logs and the balance agree', async () => {
+    const { anthropic, userId } = await client();
+    statedInput = 0;
+    let spent = 0;
+    const billedPrompt = async (params: Anthropic.MessageCreateParamsNonStreaming, ratio: number): Promise<number> => {
+      const { response } = await anthropic.messages.create(params).withResponse();
+      const billed = await books(response.headers.get('x-gateway-request-id')!, userId);
+      // A completion ratio of 5 for each (built-in for Claude; the default for a model of no price).
+      expect(billed.quota).toBe(Math.round((billed.prompt + 3 * 5) * ratio));
+      expect(billed.logQuota).toBe(billed.quota);
+      spent += billed.quota;
+      expect(FUNDS - billed.balance).toBe(spent);
+      return billed.prompt;
+    };
+    const opusText = await billedPrompt(textOnly(OPUS_47), 2.5);
+    expect(await billedPrompt(withImage(OPUS_47, pngOfSize(2000, 1500)), 2.5)).toBe(opusText + 4_000);
+    // Past Opus 4.7's 3.75 MP: scaled to it, 5,000 tokens.
+    expect(await billedPrompt(withImage(OPUS_47, pngOfSize(4000, 3000)), 2.5)).toBe(opusText + 5_000);
+    const sonnetText = await billedPrompt(textOnly(SONNET_45), 1.5);
+    expect(await billedPrompt(withImage(SONNET_45, pngOfSize(320, 240)), 1.5)).toBe(sonnetText + 103);
+    expect(await billedPrompt(withImage(SONNET_45, pngOfSize(2000, 1500)), 1.5)).toBe(sonnetText + 1_600);
+    // A model whose sizing is not known: 1,600, as before.
+    const unknownText = await billedPrompt(textOnly(UNKNOWN), 1);
+    expect(await billedPrompt(withImage(UNKNOWN, pngOfSize(320, 240)), 1)).toBe(unknownText + 1_600);
   }, 60_000);
 });

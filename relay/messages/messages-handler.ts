@@ -65,7 +65,7 @@ import { logRepeated } from './repeated-log.js';
 import { forwardedChat } from '../providers/openai/forwarded-chat.js';
 import { withoutTopLevelMember } from './json-member.js';
 import { boundedWebSearchTools, inputBeyondBytes, promptPasses, SERVER_LOOP_MAX_PASSES, UNBOUNDED, webSearchUses } from './reservation-bound.js';
-import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES } from '../../core/pricing/input-bound.js';
+import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES, imageScaling } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
 import { billedByFinalUsage, pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
@@ -236,8 +236,12 @@ class Exchange {
    * channel is picked.
    */
   get tokenEncoding(): Encoding {
+    return encodingOf(this.sentModel);
+  }
+  /** The model as the channel is sent it (its model mapping), the model asked for before a channel is picked. */
+  get sentModel(): string {
     const model = this.body?.model ?? '';
-    return encodingOf(this.channel?.modelMapping?.[model] ?? model);
+    return this.channel?.modelMapping?.[model] ?? model;
   }
   /** The client's body bytes. */
   raw: Buffer | null = null;
@@ -443,7 +447,7 @@ class Exchange {
     }
     const beyondBytes = inputBeyondBytes(body, imageTokenBound);
     const extraInput = beyondBytes.extra;
-    // What the relay's count cannot count as the provider does (an image it counts at IMAGE_TOKENS).
+    // What the relay's count cannot count as the provider does (an image it estimates from its size).
     this.promptUncountable = extraInput === UNBOUNDED || beyondBytes.images > 0;
     // The body's bytes less the images' base64 data, which the provider reads as images (their
     // tokens are in extraInput): a 1 MB screenshot is not a million text tokens.
@@ -577,7 +581,8 @@ class Exchange {
   async countPromptTokens(): Promise<number> {
     const most = this.usageBound?.countedInput ?? Infinity;
     try {
-      const counted = await this.ctx.tokens.countBilledPrompt(this.anthropicBytes(), this.tokenEncoding);
+      // Images by their size as the model bills them (image-tokens.ts), not a fixed 1,600 each.
+      const counted = await this.ctx.tokens.countBilledPrompt(this.anthropicBytes(), this.tokenEncoding, { imageScaling: imageScaling(this.sentModel) });
       if (counted <= most) return counted;
       relayMetrics.usageAboveBound();
       this.ctx.log.warn({ requestId: this.requestId, model: this.body?.model, counted, billed: most }, 'the prompt counted here exceeds the input the request was reserved for; billed at that bound');

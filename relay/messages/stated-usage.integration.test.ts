@@ -143,7 +143,7 @@ describe('counts below 0, and 0 where there was content', () => {
 
   it('in-zero for a prompt of 200 images: billed the count of the relay\'s own only up to the window it reserved', async () => {
     // An unnamed model's window is taken as 200,000 tokens for media (reservation-bound.ts); the
-    // relay counts an image at its most, 1,600 tokens: 320,000 here. A probe's 1,000 images took a
+    // relay counts an image to a model of no known image sizing at 1,600 tokens: 320,000 here. A probe's 1,000 images took a
     // key 4.4 M quota below zero, the count billed uncapped at 16× its reservation.
     const pixel = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
     const content = Array.from({ length: 200 }, () => ({ type: 'image' as const, source: { type: 'base64' as const, media_type: 'image/png' as const, data: pixel } }));

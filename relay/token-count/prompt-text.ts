@@ -5,8 +5,10 @@
 //       tool_use / server_tool_use → name and JSON of input;
 //       tool_result (and *_tool_result) → its content (string or blocks, recursively);
 //       document with a text or content source → that text; search_result → title and content;
-//       image, base64/URL/file documents and any other block → not tokenized: IMAGE_TOKENS per image,
-//       and the JSON byte length of other blocks (a token is at least one byte) in `opaqueTokens`;
+//       image, base64/URL/file documents and any other block → not tokenized: an image by its own
+//       size as its model bills it (`imageScaling`, image-tokens.ts) or, for a model whose sizing is
+//       not known, IMAGE_TOKENS; the JSON byte length of other blocks (a token is at least one byte),
+//       in `opaqueTokens`;
 //       with `estimateDocuments` (count_tokens' answer only), a base64/URL/file document is taken for
 //       its pages instead (documentTokens);
 //   - `tools`: the JSON of each tool definition (name, description, input_schema, ...; a toolset or
@@ -19,11 +21,14 @@
 // window for a request with documents, images at their model's bound), and a page estimate would bill a 300 KB PDF of 3 pages ~12k
 // tokens where the bytes bill it ~200k. Only count_tokens, whose answer is an estimate, reads pages.
 
+import type { ImageScaling } from '../../core/pricing/input-bound.js';
+import { imageBlockTokens } from './image-tokens.js';
+
 /**
- * An image as this count takes it: Anthropic bills (width × height) / 750 tokens after resizing to at
- * most 1.15 MP on the models up to 4.6 (≤ ~1,600), more on later ones (5,000 on Opus 4.7), which the
- * reservation bounds apart (InputBounds.imageTokenBound). Only a provider that states no input is billed
- * this count (an image at 1,600 then, whatever the model).
+ * An image to a model whose sizing is not known (not Claude: imageScaling): the most a Claude model
+ * up to 4.6 bills one (1.15 MP / 750). A Claude model's image is counted by its size (image-tokens.ts);
+ * before, every image was 1,600 here whatever the model, and a cut stream of Opus 4.7 screenshots
+ * (4,000 tokens each) was billed for 1,600 each, a 32 × 32 icon (2 tokens) for 1,600 too.
  */
 export const IMAGE_TOKENS = 1600;
 export const MESSAGE_OVERHEAD = 4;
@@ -42,6 +47,11 @@ export const PDF_BYTES_PER_TOKEN = 8;
 
 export interface PromptOptions {
   /**
+   * How the model sizes an image (imageScaling, core/pricing/input-bound.ts): an image is counted by
+   * its own size then (image-tokens.ts), at most the model's most; without it, at IMAGE_TOKENS.
+   */
+  imageScaling?: ImageScaling;
+  /**
    * Documents given as base64, URL or file are estimated by their pages (documentTokens), not their
    * JSON bytes. For count_tokens' answer only: the money paths keep the bytes (see the header).
    */
@@ -59,19 +69,18 @@ export function promptParts(body: unknown, options: PromptOptions = {}): PromptP
   const out: PromptParts = { text: [], opaqueTokens: 0 };
   if (!body || typeof body !== 'object') return out;
   const b = body as Record<string, unknown>;
-  const estimate = options.estimateDocuments === true;
-  content(b.system, out, estimate);
+  content(b.system, out, options);
   if (Array.isArray(b.messages)) {
     for (const m of b.messages) {
       out.opaqueTokens += MESSAGE_OVERHEAD;
-      if (m && typeof m === 'object') content((m as Record<string, unknown>).content, out, estimate);
+      if (m && typeof m === 'object') content((m as Record<string, unknown>).content, out, options);
     }
   }
   if (Array.isArray(b.tools)) for (const t of b.tools) out.text.push(JSON.stringify(t));
   return out;
 }
 
-function content(c: unknown, out: PromptParts, estimate: boolean): void {
+function content(c: unknown, out: PromptParts, options: PromptOptions): void {
   if (typeof c === 'string') {
     out.text.push(c);
     return;
@@ -87,16 +96,16 @@ function content(c: unknown, out: PromptParts, estimate: boolean): void {
     // A name that is not a string is counted as its JSON: String() of an object whose own `toString`
     // is not a function throws, and that made count_tokens answer 500 and a cut stream's prompt unbilled.
     else if (type === 'tool_use' || type === 'server_tool_use') out.text.push(typeof k.name === 'string' ? k.name : JSON.stringify(k.name ?? ''), JSON.stringify(k.input ?? {}));
-    else if (type === 'tool_result' || type.endsWith('_tool_result')) content(k.content, out, estimate);
+    else if (type === 'tool_result' || type.endsWith('_tool_result')) content(k.content, out, options);
     else if (type === 'search_result') {
       if (typeof k.title === 'string') out.text.push(k.title);
-      content(k.content, out, estimate);
-    } else if (type === 'image') out.opaqueTokens += IMAGE_TOKENS;
+      content(k.content, out, options);
+    } else if (type === 'image') out.opaqueTokens += options.imageScaling ? imageBlockTokens(k.source, options.imageScaling) : IMAGE_TOKENS;
     else if (type === 'document' && isTextSource(k.source)) {
       const src = k.source as Record<string, unknown>;
       if (typeof src.data === 'string') out.text.push(src.data);
-      else content(src.content, out, estimate);
-    } else if (type === 'document' && estimate) out.opaqueTokens += documentTokens(k.source);
+      else content(src.content, out, options);
+    } else if (type === 'document' && options.estimateDocuments === true) out.opaqueTokens += documentTokens(k.source);
     else out.opaqueTokens += Buffer.byteLength(JSON.stringify(block));
   }
 }

@@ -152,10 +152,10 @@ export class TokenCounter {
    * length, since refused, a prompt the provider billed went unbilled. It still counts in the queue
    * that refuses count_tokens calls and reservation counts.
    */
-  async countBilledPrompt(body: unknown, encoding?: Encoding): Promise<number> {
+  async countBilledPrompt(body: unknown, encoding?: Encoding, options?: PromptOptions): Promise<number> {
     this.#prompts++;
     try {
-      return (await this.#run(promptTask(body, encoding))).count;
+      return (await this.#run(promptTask(body, encoding, options))).count;
     } finally {
       this.#prompts--;
     }
