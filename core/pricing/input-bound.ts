@@ -21,13 +21,23 @@ export const DEFAULT_CONTEXT_WINDOW = 200_000;
 export const CLAUDE_CONTEXT_WINDOW = 1_000_000;
 
 /**
+ * What may stand before a Claude model's name: a vendor path (`anthropic/`, `openrouter/anthropic/`),
+ * or Amazon Bedrock's `anthropic.` with its region's prefix or none (`us.anthropic.`, `global.`, `us-gov.`).
+ */
+const CLAUDE_PREFIX = String.raw`^(?:[\w.-]+\/|(?:[a-z-]+\.)?anthropic\.)?claude-`;
+/** What may follow a model's name: nothing, a date (`-20250514`, Vertex's `@20250514`, then Bedrock's `-v1:0`), `-latest`. */
+const CLAUDE_SUFFIX = String.raw`(?:$|[-@]\d{8}|-latest)`;
+
+/**
  * The Claude 3 models and the Claude 4 models of the given minor versions (`claude-opus-4`, `-4-0`,
- * `-4-1`, …, dated or `-latest`), with or without a vendor prefix: the windows' and the images' tables
- * draw the line between model generations in the same place.
+ * `-4-1`, …, dated or `-latest`), with or without a vendor prefix, in Bedrock's and Vertex's forms
+ * too: the windows' and the images' tables draw the line between model generations in the same place.
  */
 function claudeModels(minors: string): RegExp {
-  return new RegExp(String.raw`^(?:[\w.-]+\/)?claude-(?:3(?:-|$)|(?:opus|sonnet|haiku)-4(?:-[${minors}])?(?:$|-\d{8}|-latest))`, 'i');
+  return new RegExp(String.raw`${CLAUDE_PREFIX}(?:3(?:-|$)|(?:opus|sonnet|haiku)-4(?:-[${minors}])?${CLAUDE_SUFFIX})`, 'i');
 }
+/** Every Claude model, by its name's start. */
+const CLAUDE_ANY = new RegExp(CLAUDE_PREFIX, 'i');
 
 // Built-in windows, by family: the name, its dated or suffixed names (`gpt-4.1-mini-2025-04-14`), with
 // or without a vendor prefix. Each is the largest window of its family (o1-mini's is 128,000, o1's
@@ -44,7 +54,7 @@ const BUILT_IN_WINDOWS: ReadonlyArray<readonly [RegExp, number]> = [
   // Every other Claude model: 4.6 and later take 1M tokens at their standard price. 200,000 here
   // capped a 750,000-token prompt to claude-sonnet-4-6 at 200,000 billed, and a PDF to it reserved a
   // fifth of its cost.
-  [/^(?:[\w.-]+\/)?claude-/i, CLAUDE_CONTEXT_WINDOW],
+  [CLAUDE_ANY, CLAUDE_CONTEXT_WINDOW],
 ];
 
 function builtInWindow(model: string): number | undefined {
@@ -65,9 +75,8 @@ export interface ImageScaling {
 export const PIXELS_PER_IMAGE_TOKEN = 750;
 const CLAUDE_4_6_SCALING: ImageScaling = { longEdge: 1_568, tokens: 1_600 };
 const CLAUDE_OPUS_4_7_SCALING: ImageScaling = { longEdge: 2_576, tokens: 5_000 };
-const CLAUDE_OPUS_4_7 = /^(?:[\w.-]+\/)?claude-opus-4-7(?:$|-\d{8}|-latest)/i;
+const CLAUDE_OPUS_4_7 = new RegExp(String.raw`${CLAUDE_PREFIX}opus-4-7${CLAUDE_SUFFIX}`, 'i');
 const CLAUDE_EARLIER = claudeModels('0156');
-const CLAUDE_ANY = /^(?:[\w.-]+\/)?claude-/i;
 
 /**
  * How `model` sizes an image, as far as its provider documents it; undefined for a model that is

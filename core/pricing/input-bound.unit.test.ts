@@ -5,7 +5,7 @@ const defaults = inputBoundsFromOptions(new Map());
 
 describe('the input bound of a text request', () => {
   it('is its bytes alone for a model whose window is not known: a 200,000 cap would undercut a larger model', () => {
-    for (const model of ['deepseek-chat', 'acme-long-context', 'gpt-5.1', 'o5', 'anthropic.claude-3-haiku']) {
+    for (const model of ['deepseek-chat', 'acme-long-context', 'gpt-5.1', 'o5', 'amazon.nova-pro-v1:0']) {
       expect(Math.min(defaults.textWindow(model, false), 300_000), model).toBe(300_000);
       expect(defaults.textWindow(model, true), model).toBe(Infinity);
     }
@@ -37,6 +37,11 @@ describe('built-in context windows', () => {
     ['claude-opus-4-8', 1_000_000], ['claude-opus-5', 1_000_000], ['claude-sonnet-5', 1_000_000], ['claude-sonnet-5-5', 1_000_000],
     ['claude-haiku-5-5', 1_000_000], ['claude-fable-5', 1_000_000], ['claude-mythos-5', 1_000_000], ['claude-mythos-5-1', 1_000_000],
     ['anthropic/claude-sonnet-4-6', 1_000_000],
+    // Amazon Bedrock's and Google Vertex AI's names for the same models.
+    ['anthropic.claude-3-haiku-20240307-v1:0', 200_000], ['us.anthropic.claude-sonnet-4-20250514-v1:0', 200_000],
+    ['global.anthropic.claude-sonnet-4-5-20250929-v1:0', 200_000], ['us-gov.anthropic.claude-3-5-sonnet-20240620-v1:0', 200_000],
+    ['claude-opus-4-1@20250805', 200_000], ['claude-3-5-sonnet-v2@20241022', 200_000], ['claude-haiku-4-5@20251001', 200_000],
+    ['anthropic.claude-opus-4-6-v1', 1_000_000], ['claude-opus-4-7@20260416', 1_000_000],
   ])('%s: %i tokens, for text and media alike', (model, window) => {
     expect(defaults.contextWindow(model, false)).toBe(window);
     expect(defaults.textWindow(model, false)).toBe(window);
@@ -62,6 +67,10 @@ describe('the most an image costs', () => {
     ['claude-sonnet-4-6', 1_760], ['anthropic/claude-sonnet-4-6', 1_760], ['claude-sonnet-4-latest', 1_760],
     // 3.75 MP (2,576 px): 5,000 tokens.
     ['claude-opus-4-7', 5_500], ['claude-opus-4-7-20260416', 5_500],
+    // Bedrock's and Vertex's names.
+    ['anthropic.claude-3-haiku-20240307-v1:0', 1_760], ['us.anthropic.claude-sonnet-4-5-20250929-v1:0', 1_760],
+    ['claude-opus-4-1@20250805', 1_760], ['claude-3-5-sonnet-v2@20241022', 1_760],
+    ['global.anthropic.claude-opus-4-7-20260416-v1:0', 5_500], ['claude-opus-4-7@20260416', 5_500],
     // Not published: the largest image the API takes, unscaled.
     ['claude-opus-4-8', largest], ['claude-opus-5', largest], ['claude-sonnet-5-5', largest], ['claude-fable-5', largest],
     ['claude-opus-4-70', largest],
@@ -70,7 +79,7 @@ describe('the most an image costs', () => {
   });
 
   it('is not known for OpenAI\'s and other models (their images keep the window), unless the option sets it', () => {
-    for (const model of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-5', 'o3', 'deepseek-chat', 'anthropic.claude-3-haiku']) expect(defaults.imageTokenBound(model), model).toBeUndefined();
+    for (const model of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-5', 'o3', 'deepseek-chat', 'amazon.nova-pro-v1:0', 'my-anthropic.claude-x']) expect(defaults.imageTokenBound(model), model).toBeUndefined();
     const o = inputBoundsFromOptions(new Map([['ModelImageTokens', '{"gpt-4o":1500,"claude-opus-5":6000,"bad":0}']]));
     expect(o.imageTokenBound('gpt-4o')).toBe(1_500);
     expect(o.imageTokenBound('claude-opus-5')).toBe(6_000);

@@ -13,7 +13,11 @@ describe('imageScaling: how a model sizes an image', () => {
     for (const m of ['claude-3-5-sonnet-20241022', 'claude-3-haiku-20240307', 'claude-sonnet-4-5', 'claude-haiku-4-5-20251001', 'claude-opus-4-6', 'anthropic/claude-opus-4-1']) {
       expect(imageScaling(m), m).toEqual({ longEdge: 1_568, tokens: 1_600 });
     }
-    for (const m of ['claude-opus-4-7', 'claude-opus-4-7-20260101', 'claude-opus-5', 'claude-sonnet-4-8']) expect(imageScaling(m), m).toEqual({ longEdge: 2_576, tokens: 5_000 });
+    // Bedrock's and Vertex's names for the same models.
+    for (const m of ['anthropic.claude-3-haiku-20240307-v1:0', 'us.anthropic.claude-sonnet-4-20250514-v1:0', 'claude-opus-4-1@20250805', 'claude-3-5-sonnet-v2@20241022']) {
+      expect(imageScaling(m), m).toEqual({ longEdge: 1_568, tokens: 1_600 });
+    }
+    for (const m of ['claude-opus-4-7', 'claude-opus-4-7-20260101', 'claude-opus-5', 'claude-sonnet-4-8', 'claude-opus-4-7@20260416']) expect(imageScaling(m), m).toEqual({ longEdge: 2_576, tokens: 5_000 });
     for (const m of ['gpt-4o', 'gpt-4o-mini', 'acme-vision-1', '']) expect(imageScaling(m), m).toBeUndefined();
   });
 });
