@@ -25,16 +25,21 @@ export const CLAUDE_CONTEXT_WINDOW = 1_000_000;
  * or Amazon Bedrock's `anthropic.` with its region's prefix or none (`us.anthropic.`, `global.`, `us-gov.`).
  */
 const CLAUDE_PREFIX = String.raw`^(?:[\w.-]+\/|(?:[a-z-]+\.)?anthropic\.)?claude-`;
-/** What may follow a model's name: nothing, a date (`-20250514`, Vertex's `@20250514`, then Bedrock's `-v1:0`), `-latest`. */
-const CLAUDE_SUFFIX = String.raw`(?:$|[-@]\d{8}|-latest)`;
+/**
+ * What may follow a model's version: nothing, a date (`-20250514`, Vertex's `@20250514`, then
+ * Bedrock's `-v1:0`), `-latest`, the `-thinking` of new-api's aliases, a bracketed tag
+ * (`claude-sonnet-4-6[1m]`), an Ollama-style `:tag`.
+ */
+const CLAUDE_SUFFIX = String.raw`(?:$|[-@]\d{8}|-latest|-thinking|\[|:)`;
 
 /**
  * The Claude 3 models and the Claude 4 models of the given minor versions (`claude-opus-4`, `-4-0`,
- * `-4-1`, …, dated or `-latest`), with or without a vendor prefix, in Bedrock's and Vertex's forms
- * too: the windows' and the images' tables draw the line between model generations in the same place.
+ * `-4-1`, …, dated or `-latest`), with or without a vendor prefix, in Bedrock's, Vertex's and
+ * OpenRouter's (`claude-sonnet-4.5`, `claude-3.5-sonnet`) forms too: the windows' and the images'
+ * tables draw the line between model generations in the same place.
  */
 function claudeModels(minors: string): RegExp {
-  return new RegExp(String.raw`${CLAUDE_PREFIX}(?:3(?:-|$)|(?:opus|sonnet|haiku)-4(?:-[${minors}])?${CLAUDE_SUFFIX})`, 'i');
+  return new RegExp(String.raw`${CLAUDE_PREFIX}(?:3(?:[.-]|$)|(?:opus|sonnet|haiku)-4(?:[.-][${minors}])?${CLAUDE_SUFFIX})`, 'i');
 }
 /** Every Claude model, by its name's start. */
 const CLAUDE_ANY = new RegExp(CLAUDE_PREFIX, 'i');
@@ -62,28 +67,29 @@ function builtInWindow(model: string): number | undefined {
   return undefined;
 }
 /**
- * How a Claude model sizes an image before billing it (Anthropic's vision guide): scaled down, its
- * aspect kept, until its long edge is at most `longEdge` px and it costs at most `tokens`, then billed
- * about (width × height) / 750 tokens. 1,568 px and ~1,600 tokens (1.15 MP) on the Claude 3 and 4
- * models up to Opus and Sonnet 4.6 and Haiku 4.5; 2,576 px and 5,000 tokens (3.75 MP) on Opus 4.7.
+ * How a Claude model sizes an image (Anthropic's vision guide): an image larger than the model's
+ * native resolution is scaled down, its aspect kept, to a long edge of at most `longEdge` px and at
+ * most `tokens` visual tokens; it is then padded to a multiple of 28 px and costs one token per
+ * 28 × 28 px patch. 1,568 px and 1,568 tokens on the Claude 3 and 4 models up to Opus and Sonnet 4.6
+ * and Haiku 4.5; 2,576 px and 4,784 tokens on Opus 4.7 and later.
  */
 export interface ImageScaling {
   longEdge: number;
   tokens: number;
 }
-/** Tokens per pixel as Anthropic bills an image: one per 750 px. */
-export const PIXELS_PER_IMAGE_TOKEN = 750;
-const CLAUDE_4_6_SCALING: ImageScaling = { longEdge: 1_568, tokens: 1_600 };
-const CLAUDE_OPUS_4_7_SCALING: ImageScaling = { longEdge: 2_576, tokens: 5_000 };
-const CLAUDE_OPUS_4_7 = new RegExp(String.raw`${CLAUDE_PREFIX}opus-4-7${CLAUDE_SUFFIX}`, 'i');
+/** The side of the square of pixels that is one visual token. */
+export const IMAGE_PATCH_PX = 28;
+const CLAUDE_4_6_SCALING: ImageScaling = { longEdge: 1_568, tokens: 1_568 };
+const CLAUDE_OPUS_4_7_SCALING: ImageScaling = { longEdge: 2_576, tokens: 4_784 };
+const CLAUDE_OPUS_4_7 = new RegExp(String.raw`${CLAUDE_PREFIX}opus-4[.-]7${CLAUDE_SUFFIX}`, 'i');
 const CLAUDE_EARLIER = claudeModels('0156');
 
 /**
  * How `model` sizes an image, as far as its provider documents it; undefined for a model that is
  * not Claude (OpenAI bills an image by tiles or patches, times a multiplier of the model's). A later
  * Claude model whose sizing is not published yet is taken to size as Opus 4.7, the latest that is:
- * an estimate for counting an image the provider stated no usage for, not a bound (the reservation's
- * is imageTokenBound's, below).
+ * what a prompt the provider stated no usage for is billed an image (its `tokens`), not a bound (the
+ * reservation's is imageTokenBound's, below).
  */
 export function imageScaling(model: string): ImageScaling | undefined {
   if (CLAUDE_EARLIER.test(model)) return CLAUDE_4_6_SCALING;
@@ -91,18 +97,20 @@ export function imageScaling(model: string): ImageScaling | undefined {
 }
 
 /**
- * The most an image costs on a Claude model (imageScaling's `tokens`), with a tenth more for the
- * formula's approximation. A later Claude model whose largest size is not published is bounded by the
- * largest image the API takes, 8,000 × 8,000 px (85,334 tokens unscaled): still a twelfth of a 1M
- * window, where the window made one screenshot to Claude Opus 4.7 reserve 2,500,200 quota at
- * max_tokens 16 (now 14,500). An estimate from the provider's documentation, not a fact of the bytes:
- * it sizes the reservation, and what the provider states is billed up to the window (messages-handler.ts).
+ * What an image reserves on a Claude model: a tenth above the most an earlier version of the guide
+ * gave (width × height / 750 tokens, ~1,600 up to 4.6, 5,000 on Opus 4.7), so above the patch caps
+ * too (1,568, 4,784). A later Claude model whose largest size is not published is bounded by the
+ * largest image the API takes, 8,000 × 8,000 px (81,796 patches, 85,334 by the earlier formula):
+ * still a twelfth of a 1M window, where the window made one screenshot to Claude Opus 4.7 reserve
+ * 2,500,200 quota at max_tokens 16 (now 14,500). An estimate from the provider's documentation, not a
+ * fact of the bytes: it sizes the reservation, and what the provider states is billed up to the
+ * window (messages-handler.ts).
  */
 const imageBound = (tokens: number) => Math.ceil((tokens * 11) / 10);
 const BUILT_IN_IMAGE_TOKENS: ReadonlyArray<readonly [RegExp, number]> = [
-  [CLAUDE_EARLIER, imageBound(CLAUDE_4_6_SCALING.tokens)],
-  [CLAUDE_OPUS_4_7, imageBound(CLAUDE_OPUS_4_7_SCALING.tokens)],
-  [CLAUDE_ANY, imageBound(Math.ceil((8_000 * 8_000) / PIXELS_PER_IMAGE_TOKEN))],
+  [CLAUDE_EARLIER, imageBound(1_600)],
+  [CLAUDE_OPUS_4_7, imageBound(5_000)],
+  [CLAUDE_ANY, imageBound(Math.ceil((8_000 * 8_000) / 750))],
 ];
 
 function builtInImageTokens(model: string): number | undefined {

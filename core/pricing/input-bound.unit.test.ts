@@ -42,6 +42,9 @@ describe('built-in context windows', () => {
     ['global.anthropic.claude-sonnet-4-5-20250929-v1:0', 200_000], ['us-gov.anthropic.claude-3-5-sonnet-20240620-v1:0', 200_000],
     ['claude-opus-4-1@20250805', 200_000], ['claude-3-5-sonnet-v2@20241022', 200_000], ['claude-haiku-4-5@20251001', 200_000],
     ['anthropic.claude-opus-4-6-v1', 1_000_000], ['claude-opus-4-7@20260416', 1_000_000],
+    // OpenRouter's dotted names, new-api's -thinking aliases, Claude Code's [1m].
+    ['claude-sonnet-4.5', 200_000], ['anthropic/claude-3.5-sonnet', 200_000], ['claude-opus-4-1-thinking', 200_000],
+    ['claude-opus-4-6-thinking', 1_000_000], ['claude-sonnet-4-6[1m]', 1_000_000], ['claude-opus-4.6', 1_000_000],
   ])('%s: %i tokens, for text and media alike', (model, window) => {
     expect(defaults.contextWindow(model, false)).toBe(window);
     expect(defaults.textWindow(model, false)).toBe(window);
@@ -71,6 +74,8 @@ describe('the most an image costs', () => {
     ['anthropic.claude-3-haiku-20240307-v1:0', 1_760], ['us.anthropic.claude-sonnet-4-5-20250929-v1:0', 1_760],
     ['claude-opus-4-1@20250805', 1_760], ['claude-3-5-sonnet-v2@20241022', 1_760],
     ['global.anthropic.claude-opus-4-7-20260416-v1:0', 5_500], ['claude-opus-4-7@20260416', 5_500],
+    ['claude-sonnet-4.5', 1_760], ['claude-haiku-4.5', 1_760], ['claude-opus-4-6-thinking', 1_760], ['claude-sonnet-4-6[1m]', 1_760],
+    ['claude-opus-4.7', 5_500], ['claude-opus-4-7-thinking', 5_500],
     // Not published: the largest image the API takes, unscaled.
     ['claude-opus-4-8', largest], ['claude-opus-5', largest], ['claude-sonnet-5-5', largest], ['claude-fable-5', largest],
     ['claude-opus-4-70', largest],

@@ -13,7 +13,7 @@ import { RelayError } from '../errors.js';
 import { readBody, readHead, Reply, type FreeEndpointContext } from '../free-request.js';
 import { servedModels } from '../routing/group-routing.js';
 import { currentMinute, type QuotaStore } from '../../core/quota/quota-store.js';
-import { imageScaling } from '../../core/pricing/input-bound.js';
+import { imageScaling, type ImageScaling } from '../../core/pricing/input-bound.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import type { PromptPlace, TokenCounter } from '../token-count/token-counter.js';
 import { parseRequestJson } from './raw-json-guard.js';
@@ -44,12 +44,25 @@ export const checkCountTokensRequest = compileEdgeSchema(countTokensRequestSchem
 /**
  * The answer to a validated body. Pass `raw` (the request bytes) to have the worker parse them: the
  * event loop then copies bytes instead of structured-cloning the parsed object. Documents are
- * estimated by their pages (estimateDocuments, prompt-text.ts), not the JSON bytes billing keeps;
- * images by their size as the model bills them (imageScaling).
+ * estimated by their pages (estimateMedia, prompt-text.ts), not the JSON bytes billing keeps;
+ * images by their size as the model the provider is sent scales them: `sentModels`, the models the
+ * serving channels send (a channel's model_mapping), the largest sizing among them as a retry may go
+ * to any; the asked model when none is given or none has a known sizing.
  */
-export async function countTokensResponse(counter: Pick<PromptPlace, 'count'>, body: CountTokensRequest, raw?: Uint8Array): Promise<{ input_tokens: number }> {
-  const input_tokens = await counter.count(raw ?? body, encodingOf(body.model), { estimateDocuments: true, imageScaling: imageScaling(body.model) });
+export async function countTokensResponse(
+  counter: Pick<PromptPlace, 'count'>, body: CountTokensRequest, raw?: Uint8Array, sentModels: readonly string[] = [],
+): Promise<{ input_tokens: number }> {
+  const input_tokens = await counter.count(raw ?? body, encodingOf(body.model), { estimateMedia: true, imageScaling: largestImageScaling(body.model, sentModels) });
   return { input_tokens };
+}
+
+function largestImageScaling(model: string, sentModels: readonly string[]): ImageScaling | undefined {
+  let largest: ImageScaling | undefined;
+  for (const sent of sentModels) {
+    const scaling = imageScaling(sent);
+    if (scaling !== undefined && (largest === undefined || scaling.tokens > largest.tokens)) largest = scaling;
+  }
+  return largest ?? imageScaling(model);
 }
 
 export interface CountTokensContext extends FreeEndpointContext {
@@ -94,6 +107,7 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
     if (!servedModels(ctx.channels, access.groups).has(body.model)) {
       return reply.error(new RelayError('model_not_found', `No channel serves model "${body.model}" for group "${access.groups[0]}".`));
     }
+    const sentModels = access.groups.flatMap((group) => ctx.channels.sentModels(group, body.model));
     const now = Date.now();
     const place = await takeCountPlace(ctx.tokens, ctx.quota, record, ctx.countsPerMinute, currentMinute(now));
     if (place === 'queue_full') return reply.error(new RelayError('relay_overloaded'));
@@ -104,7 +118,7 @@ export function handleCountTokens(ctx: CountTokensContext, res: HttpResponse, re
     }
     if (reply.aborted) return place.release();
     relayMetrics.promptCounted();
-    const answer = await countTokensResponse(place, body, raw);
+    const answer = await countTokensResponse(place, body, raw, sentModels);
     reply.json(200, JSON.stringify(answer));
   })().catch((err: unknown) => {
     ctx.log.error({ err }, 'count_tokens failed');

@@ -34,14 +34,21 @@ describe('POST /v1/messages/count_tokens', () => {
     }
   });
 
-  it('counts an image by its size as the model bills it: 103 tokens for a 320 × 240 picture to Sonnet 4.5, 4,000 for 2,000 × 1,500 to Opus 4.7 (1,600 each before)', async () => {
+  it('estimates an image by its size as the model the provider is sent scales it: 108 tokens for a 320 × 240 picture to Sonnet 4.5, 3,888 for 2,000 × 1,500 to Opus 4.7 (1,600 each before)', async () => {
     const image = (w: number, h: number) => ({ type: 'image', source: { type: 'base64', media_type: 'image/png', data: pngOfSize(w, h).toString('base64') } });
-    for (const [model, w, h, tokens] of [['claude-sonnet-4-5', 320, 240, 103], ['claude-opus-4-7', 2000, 1500, 4_000], ['claude-sonnet-4-5', 2000, 1500, 1_600], ['acme-vision-1', 320, 240, 1_600]] as const) {
+    const cases = [
+      ['claude-sonnet-4-5', [], 320, 240, 108], ['claude-opus-4-7', [], 2000, 1500, 3_888], ['claude-sonnet-4-5', [], 2000, 1500, 1_568],
+      ['acme-vision-1', [], 320, 240, 1_600],
+      // A public name a channel maps to Opus 4.7; the largest sizing of the models the channels send.
+      ['vision-pro', ['claude-opus-4-7'], 2000, 1500, 3_888], ['vision-pro', ['gpt-4o', 'claude-sonnet-4-5', 'claude-opus-4-7'], 2000, 1500, 3_888],
+      ['claude-opus-4-7', ['gpt-4o'], 2000, 1500, 3_888],
+    ] as const;
+    for (const [model, sent, w, h, tokens] of cases) {
       const json = { model, messages: [{ role: 'user', content: [image(w, h), { type: 'text', text: 'What is this?' }] }] };
       const body = checkCountTokensRequest(json);
       if (body instanceof RelayError) throw new Error(body.message);
       const expected = tokens + countText('What is this?') + MESSAGE_OVERHEAD;
-      expect(await countTokensResponse(counter.takePromptPlace()!, body, Buffer.from(JSON.stringify(json))), model).toEqual({ input_tokens: expected });
+      expect(await countTokensResponse(counter.takePromptPlace()!, body, Buffer.from(JSON.stringify(json)), sent), `${model} → ${sent.join()}`).toEqual({ input_tokens: expected });
     }
   });
 

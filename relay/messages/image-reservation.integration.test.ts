@@ -12,7 +12,7 @@ import {
 } from '../../tests/harness/gateway-stack.js';
 import { startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
-import { pngOfSize } from '../../tests/harness/image-headers.js';
+import { jpegWithDecoyFrame, pngOfSize } from '../../tests/harness/image-headers.js';
 
 /** $5 / $25 per million tokens: model ratio 2.5, completion ratio 5 (built-in). */
 const OPUS_47 = 'claude-opus-4-7';
@@ -173,18 +173,18 @@ describe('an image reserves its model\'s image bound, not the context window', (
   }, 60_000);
 });
 
-describe('a prompt whose provider states no input: its images are counted by their size, as the model bills them', () => {
-  // Before, every image was counted at 1,600 tokens whatever its size and model: a 2,000 × 1,500
-  // screenshot to Claude Opus 4.7 (4,000 tokens as Anthropic bills it) was billed 1,600, a 320 × 240
-  // picture to Sonnet 4.5 (103) 1,600 too.
+describe('a prompt whose provider states no input: each image is billed the most its model bills one', () => {
+  // Before, every image was counted at 1,600 tokens whatever its model: a 2,000 × 1,500 screenshot to
+  // Claude Opus 4.7 (3,888 patches as Anthropic bills it, up to 4,784) was billed 1,600. Its size is
+  // not read for money: a crafted header reads far smaller than the provider decodes.
   const question = { type: 'text' as const, text: 'What does this screenshot show?' };
-  const withImage = (model: string, png: Buffer): Anthropic.MessageCreateParamsNonStreaming => ({
+  const withImage = (model: string, image: Buffer, mediaType: 'image/png' | 'image/jpeg' = 'image/png'): Anthropic.MessageCreateParamsNonStreaming => ({
     model, max_tokens: 16,
-    messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: png.toString('base64') } }, question] }],
+    messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: mediaType, data: image.toString('base64') } }, question] }],
   });
   const textOnly = (model: string): Anthropic.MessageCreateParamsNonStreaming => ({ model, max_tokens: 16, messages: [{ role: 'user', content: [question] }] });
 
-  it('bills the count of each model\'s image, and the ledger, the logs and the balance agree', async () => {
+  it('bills each model\'s most an image, whatever its size or header, and the ledger, the logs and the balance agree', async () => {
     const { anthropic, userId } = await client();
     statedInput = 0;
     let spent = 0;
@@ -199,12 +199,12 @@ describe('a prompt whose provider states no input: its images are counted by the
       return billed.prompt;
     };
     const opusText = await billedPrompt(textOnly(OPUS_47), 2.5);
-    expect(await billedPrompt(withImage(OPUS_47, pngOfSize(2000, 1500)), 2.5)).toBe(opusText + 4_000);
-    // Past Opus 4.7's 3.75 MP: scaled to it, 5,000 tokens.
-    expect(await billedPrompt(withImage(OPUS_47, pngOfSize(4000, 3000)), 2.5)).toBe(opusText + 5_000);
+    expect(await billedPrompt(withImage(OPUS_47, pngOfSize(2000, 1500)), 2.5)).toBe(opusText + 4_784);
+    expect(await billedPrompt(withImage(OPUS_47, pngOfSize(320, 240)), 2.5)).toBe(opusText + 4_784);
+    // A 4,000 × 3,000 JPEG whose header leads image-size to a 16 × 16 decoy.
+    expect(await billedPrompt(withImage(OPUS_47, jpegWithDecoyFrame(4000, 3000, 16, 16), 'image/jpeg'), 2.5)).toBe(opusText + 4_784);
     const sonnetText = await billedPrompt(textOnly(SONNET_45), 1.5);
-    expect(await billedPrompt(withImage(SONNET_45, pngOfSize(320, 240)), 1.5)).toBe(sonnetText + 103);
-    expect(await billedPrompt(withImage(SONNET_45, pngOfSize(2000, 1500)), 1.5)).toBe(sonnetText + 1_600);
+    expect(await billedPrompt(withImage(SONNET_45, pngOfSize(2000, 1500)), 1.5)).toBe(sonnetText + 1_568);
     // A model whose sizing is not known: 1,600, as before.
     const unknownText = await billedPrompt(textOnly(UNKNOWN), 1);
     expect(await billedPrompt(withImage(UNKNOWN, pngOfSize(320, 240)), 1)).toBe(unknownText + 1_600);

@@ -447,7 +447,7 @@ class Exchange {
     }
     const beyondBytes = inputBeyondBytes(body, imageTokenBound);
     const extraInput = beyondBytes.extra;
-    // What the relay's count cannot count as the provider does (an image it estimates from its size).
+    // What the relay's count cannot count as the provider does (an image, taken at its model's most).
     this.promptUncountable = extraInput === UNBOUNDED || beyondBytes.images > 0;
     // The body's bytes less the images' base64 data, which the provider reads as images (their
     // tokens are in extraInput): a 1 MB screenshot is not a million text tokens.
@@ -581,7 +581,7 @@ class Exchange {
   async countPromptTokens(): Promise<number> {
     const most = this.usageBound?.countedInput ?? Infinity;
     try {
-      // Images by their size as the model bills them (image-tokens.ts), not a fixed 1,600 each.
+      // An image at the most its model bills one (image-tokens.ts), not 1,600 whatever the model.
       const counted = await this.ctx.tokens.countBilledPrompt(this.anthropicBytes(), this.tokenEncoding, { imageScaling: imageScaling(this.sentModel) });
       if (counted <= most) return counted;
       relayMetrics.usageAboveBound();

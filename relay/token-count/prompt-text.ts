@@ -5,30 +5,32 @@
 //       tool_use / server_tool_use → name and JSON of input;
 //       tool_result (and *_tool_result) → its content (string or blocks, recursively);
 //       document with a text or content source → that text; search_result → title and content;
-//       image, base64/URL/file documents and any other block → not tokenized: an image by its own
-//       size as its model bills it (`imageScaling`, image-tokens.ts) or, for a model whose sizing is
-//       not known, IMAGE_TOKENS; the JSON byte length of other blocks (a token is at least one byte),
+//       image, base64/URL/file documents and any other block → not tokenized: an image at the most
+//       its model bills one (`imageScaling`, image-tokens.ts) or, for a model whose sizing is not
+//       known, IMAGE_TOKENS; the JSON byte length of other blocks (a token is at least one byte),
 //       in `opaqueTokens`;
-//       with `estimateDocuments` (count_tokens' answer only), a base64/URL/file document is taken for
-//       its pages instead (documentTokens);
+//       with `estimateMedia` (count_tokens' answer only), an image is taken for its size and a
+//       base64/URL/file document for its pages instead (documentTokens);
 //   - `tools`: the JSON of each tool definition (name, description, input_schema, ...; a toolset or
 //     MCP toolset, which has no name, is its JSON all the same);
 //   - MESSAGE_OVERHEAD tokens per message for the role framing.
 // Unknown fields (metadata, tool_choice, temperature, ...) are not counted.
 //
-// The JSON byte length of a document is kept wherever the count is money: a settlement bills a prompt
-// its provider did not state at this count (capped at the input its reservation covered: the model's
-// window for a request with documents, images at their model's bound), and a page estimate would bill a 300 KB PDF of 3 pages ~12k
-// tokens where the bytes bill it ~200k. Only count_tokens, whose answer is an estimate, reads pages.
+// The JSON byte length of a document and an image's most are kept wherever the count is money: a
+// settlement bills a prompt its provider did not state at this count (capped at the input its
+// reservation covered: the model's window for a request with documents, images at their model's
+// bound); a page estimate would bill a 300 KB PDF of 3 pages ~12k tokens where the bytes bill it
+// ~200k, and a size read from a crafted image's header can be far below what the provider decodes.
+// Only count_tokens, whose answer is an estimate, reads pages and sizes.
 
 import type { ImageScaling } from '../../core/pricing/input-bound.js';
-import { imageBlockTokens } from './image-tokens.js';
+import { estimatedImageTokens } from './image-tokens.js';
 
 /**
- * An image to a model whose sizing is not known (not Claude: imageScaling): the most a Claude model
- * up to 4.6 bills one (1.15 MP / 750). A Claude model's image is counted by its size (image-tokens.ts);
- * before, every image was 1,600 here whatever the model, and a cut stream of Opus 4.7 screenshots
- * (4,000 tokens each) was billed for 1,600 each, a 32 × 32 icon (2 tokens) for 1,600 too.
+ * An image to a model whose sizing is not known (not Claude: imageScaling), ~1.15 MP / 750, about the
+ * most a Claude model up to 4.6 bills one. A Claude model's image is counted at its model's most
+ * (image-tokens.ts): before, every image was 1,600 here whatever the model, and a cut stream of Opus
+ * 4.7 screenshots (up to 4,784 tokens each) was billed 1,600 each.
  */
 export const IMAGE_TOKENS = 1600;
 export const MESSAGE_OVERHEAD = 4;
@@ -47,15 +49,16 @@ export const PDF_BYTES_PER_TOKEN = 8;
 
 export interface PromptOptions {
   /**
-   * How the model sizes an image (imageScaling, core/pricing/input-bound.ts): an image is counted by
-   * its own size then (image-tokens.ts), at most the model's most; without it, at IMAGE_TOKENS.
+   * How the model sizes an image (imageScaling, core/pricing/input-bound.ts): an image is counted at
+   * its model's most then, or by its size with estimateMedia; without it, at IMAGE_TOKENS.
    */
   imageScaling?: ImageScaling;
   /**
    * Documents given as base64, URL or file are estimated by their pages (documentTokens), not their
-   * JSON bytes. For count_tokens' answer only: the money paths keep the bytes (see the header).
+   * JSON bytes, and images by their size. For count_tokens' answer only: the money paths keep the
+   * bytes and the most (see the header).
    */
-  estimateDocuments?: boolean;
+  estimateMedia?: boolean;
 }
 
 export interface PromptParts {
@@ -100,14 +103,21 @@ function content(c: unknown, out: PromptParts, options: PromptOptions): void {
     else if (type === 'search_result') {
       if (typeof k.title === 'string') out.text.push(k.title);
       content(k.content, out, options);
-    } else if (type === 'image') out.opaqueTokens += options.imageScaling ? imageBlockTokens(k.source, options.imageScaling) : IMAGE_TOKENS;
+    } else if (type === 'image') out.opaqueTokens += imageTokens(k.source, options);
     else if (type === 'document' && isTextSource(k.source)) {
       const src = k.source as Record<string, unknown>;
       if (typeof src.data === 'string') out.text.push(src.data);
       else content(src.content, out, options);
-    } else if (type === 'document' && options.estimateDocuments === true) out.opaqueTokens += documentTokens(k.source);
+    } else if (type === 'document' && options.estimateMedia === true) out.opaqueTokens += documentTokens(k.source);
     else out.opaqueTokens += Buffer.byteLength(JSON.stringify(block));
   }
+}
+
+/** An image block's tokens (image-tokens.ts): the model's most, by its size in an estimate, IMAGE_TOKENS for a model of no known sizing. */
+function imageTokens(source: unknown, options: PromptOptions): number {
+  const scaling = options.imageScaling;
+  if (scaling === undefined) return IMAGE_TOKENS;
+  return options.estimateMedia === true ? estimatedImageTokens(source, scaling) : scaling.tokens;
 }
 
 /**

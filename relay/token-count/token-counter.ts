@@ -47,7 +47,7 @@ export function countWorkerFile(): string {
 /** A place in the prompt queue (TokenCounter.takePromptPlace). */
 export interface PromptPlace {
   /**
-   * The prompt's tokens, counted in this place, which it then frees. `options.estimateDocuments` for
+   * The prompt's tokens, counted in this place, which it then frees. `options.estimateMedia` for
    * count_tokens' answer only (prompt-text.ts): a reservation's count keeps the documents' bytes.
    */
   count(body: unknown, encoding?: Encoding, options?: PromptOptions): Promise<number>;

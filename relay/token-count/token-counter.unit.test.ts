@@ -56,7 +56,7 @@ describe('TokenCounter', () => {
       { type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'Plain words.' } },
     ];
     const body = { messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: blocks.slice(0, 1) }, ...blocks.slice(1)] }] };
-    expect(promptParts(body, { estimateDocuments: true })).toEqual({ text: ['Plain words.'], opaqueTokens: 2 * PDF_PAGE_TOKENS + 2 * PDF_PAGE_TOKENS + MESSAGE_OVERHEAD });
+    expect(promptParts(body, { estimateMedia: true })).toEqual({ text: ['Plain words.'], opaqueTokens: 2 * PDF_PAGE_TOKENS + 2 * PDF_PAGE_TOKENS + MESSAGE_OVERHEAD });
     const bytes = blocks.slice(0, 3).reduce((n, b) => n + Buffer.byteLength(JSON.stringify(b)), 0);
     expect(promptParts(body)).toEqual({ text: ['Plain words.'], opaqueTokens: bytes + MESSAGE_OVERHEAD });
     expect(await counter.countBilledPrompt(Buffer.from(JSON.stringify(body)))).toBe(bytes + countText('Plain words.') + MESSAGE_OVERHEAD);

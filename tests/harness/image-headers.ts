@@ -61,3 +61,26 @@ export function webpOfSize(width: number, height: number): Buffer {
   riff.write('WEBP', 8, 'latin1');
   return Buffer.concat([riff, chunk]);
 }
+
+/**
+ * A JPEG whose frame header (`width` × `height`) follows a fill byte (0xFF, which JPEG allows before
+ * any marker and decoders skip) and is followed by a comment holding a decoy frame header: image-size
+ * reads the fill byte's next two bytes as a segment length, jumps 49,152 bytes ahead and lands in the
+ * comment, on the decoy's size (the review imagecount's file, which libjpeg decodes at its real size).
+ */
+export function jpegWithDecoyFrame(width: number, height: number, decoyWidth: number, decoyHeight: number): Buffer {
+  const real = jpegOfSize(width, height);
+  const sofAt = real.indexOf(Buffer.from([0xff, 0xc0]));
+  const sof = real.subarray(sofAt, sofAt + 2 + real.readUInt16BE(sofAt + 2));
+  const decoy = Buffer.from(sof);
+  decoy.writeUInt16BE(decoyHeight, 5);
+  decoy.writeUInt16BE(decoyWidth, 7);
+  // The walker, at the byte after the fill byte (C0), reads C0 00 as a length: 0xC000 bytes on.
+  const at = 0xc000 - (sof.length - 1) - 4;
+  const payload = Buffer.alloc(at + decoy.length + 8, 0x20);
+  decoy.copy(payload, at);
+  const com = Buffer.alloc(4);
+  com.set([0xff, 0xfe], 0);
+  com.writeUInt16BE(payload.length + 2, 2);
+  return Buffer.concat([real.subarray(0, sofAt), Buffer.from([0xff]), sof, com, payload, real.subarray(sofAt + sof.length)]);
+}
