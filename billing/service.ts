@@ -4,6 +4,7 @@ import { createLogger, type Logger } from '../infra/logger.js';
 import { createSql } from '../infra/postgres/client.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { checkRedisPersistence } from '../infra/redis/persistence.js';
+import { assertRedisOfDatabase } from '../core/quota/database-binding.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { RedisClock } from '../core/quota/redis-clock.js';
@@ -73,6 +74,8 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   try {
     // Sampled before the worker takes shard leases or the reaper runs.
     await clock.start();
+    // Another database's usage and mirrors are not this one's to settle (core/quota/database-binding.ts).
+    await assertRedisOfDatabase(sql, commands, keys, config.REDIS_PREFIX);
     await worker.start();
   } catch (err) {
     clock.stop();

@@ -6,6 +6,7 @@ import { createLogger } from '../infra/logger.js';
 import { installProcessGuards } from '../infra/process-guards.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
+import { assertRedisOfDatabase } from '../core/quota/database-binding.js';
 import { describeStartFailure, startFailureExitCode } from '../infra/start-failure.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
@@ -56,6 +57,9 @@ async function main(): Promise<void> {
   // reaped while its transaction was still open.
   const clock = new RedisClock(redis, keys, { log: logger });
   await clock.start();
+  // A Redis holding another database's accounts is refused (core/quota/database-binding.ts): the
+  // console's credits would move mirrors of accounts that are not this database's.
+  await assertRedisOfDatabase(sql, redis, keys, config.REDIS_PREFIX);
   const quotaStore = new QuotaStore(redis, keys, postgresBalanceSource(sql), { clock });
   const sealed = await sealLegacySecrets(sql, { options: createOptionSealer(config.KEY_SECRET), webhooks: createWebhookSecretSealer(config.KEY_SECRET) });
   if (sealed.options.length > 0 || sealed.accounts > 0) logger.info(sealed, 'secrets stored in clear by an earlier version sealed');

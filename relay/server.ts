@@ -27,6 +27,7 @@ import { ratiosFromOptions, type Ratios } from '../core/pricing/ratios.js';
 import { inputBoundsFromOptions, type InputBounds } from '../core/pricing/input-bound.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
+import { databaseInstanceId, foreignRedisError, redisBoundTo } from '../core/quota/database-binding.js';
 import { RedisClock } from '../core/quota/redis-clock.js';
 import { DEFAULT_CREDIT_SLICE_OPTIONS } from '../core/quota/credit-slices.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
@@ -316,6 +317,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   }, log).catch((err: unknown) => log.error({ err }, 'invalidation subscription failed'));
   const timer = setInterval(() => {
     keyDirectory.purgeStale();
+    // A check that failed with the connection up gets no 'ready' to retry it.
+    if (redisOfDatabase !== true && redis.status === 'ready') void checkRedisOfDatabase().then(replaySpool);
     Promise.all([channels.reload(), reloadOptions()]).catch((err: unknown) => log.error({ err }, 'periodic reload failed'));
   }, RELOAD_INTERVAL_MS);
   timer.unref();
@@ -332,14 +335,31 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     }));
   }
   relayMetrics.watchSpool(() => spool.pendingCount);
-  const replaySpool = (): void => {
-    spool.replay((s) => quota.settle(s)).catch((err: unknown) => log.error({ err }, 'settlement spool replay failed'));
+  // Whose money the Redis holds (core/quota/database-binding.ts): null until known. Nothing is
+  // reserved in, or replayed into, a Redis that holds another database's accounts; checked before
+  // the relay listens and each time the connection comes back (a Redis swapped under it).
+  const databaseId = await databaseInstanceId(sql);
+  let redisOfDatabase: boolean | null = null;
+  const checkRedisOfDatabase = async (): Promise<boolean | null> => {
+    try {
+      const bound = await redisBoundTo(redis, keys, databaseId);
+      if (!bound && redisOfDatabase !== false) log.fatal(`${foreignRedisError(keys, config.REDIS_PREFIX).message.replace(/\n\s*/g, ' ')}; reservations refused (529)`);
+      redisOfDatabase = bound;
+    } catch (err) {
+      if (redisOfDatabase === null) log.warn({ err }, 'whose database the Redis holds could not be read yet; reservations wait for it');
+    }
+    return redisOfDatabase;
   };
-  // Redis answering again: what its outage stalled goes through, in order.
-  redis.on('ready', replaySpool);
-  replaySpool();
+  const settleInOwnRedis = (s: Parameters<typeof quota.settle>[0]): ReturnType<typeof quota.settle> =>
+    redisOfDatabase === true ? quota.settle(s) : Promise.reject(new Error('the Redis is not known to hold this database\'s accounts'));
+  const replaySpool = (): void => {
+    if (redisOfDatabase !== true) return;
+    spool.replay(settleInOwnRedis).catch((err: unknown) => log.error({ err }, 'settlement spool replay failed'));
+  };
+  // Redis answering again: what its outage stalled goes through, in order, once it is known to be ours.
+  redis.on('ready', () => void checkRedisOfDatabase().then(replaySpool));
   // A Redis resuming on the same connection (SIGSTOP/SIGCONT) sends no 'ready': retried while any is stalled.
-  spool.replayEvery(config.RELAY_SPOOL_REPLAY_INTERVAL_MS, (s) => quota.settle(s));
+  spool.replayEvery(config.RELAY_SPOOL_REPLAY_INTERVAL_MS, settleInOwnRedis);
   const tokens = new TokenCounter({
     minThreads: 1, maxThreads: config.TOKEN_WORKERS, maxQueue: config.TOKEN_QUEUE_MAX, maxPerOwner: config.COUNT_TOKENS_IN_FLIGHT_PER_ACCOUNT,
   });
@@ -350,7 +370,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     channels,
     health,
     quota,
-    quotaReady: () => redis.status === 'ready',
+    quotaReady: () => redis.status === 'ready' && redisOfDatabase === true,
     pools,
     ratios: () => ratios,
     inputBounds: () => inputBounds,
@@ -433,6 +453,10 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       Promise.all([redisReady(redis, STARTUP_REDIS_WAIT_MS), subscribed, clockStarted]),
       new Promise((resolve) => setTimeout(resolve, STARTUP_REDIS_WAIT_MS).unref()),
     ]);
+    // Another database's Redis is a configuration to fix: the start fails, naming it. One not
+    // reachable yet is checked when it answers (the 'ready' handler above).
+    if (redis.status === 'ready' && await checkRedisOfDatabase() === false) throw foreignRedisError(keys, config.REDIS_PREFIX);
+    replaySpool();
     listenSocket = await listenRelay(app, config.RELAY_HOST, config.RELAY_PORT, config.RELAY_REUSE_PORT);
     if (config.RELAY_METRICS_PORT !== 'off') {
       try {

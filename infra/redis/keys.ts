@@ -105,6 +105,12 @@ export interface RedisKeys {
    * readClock-1.lua): never written. A fixed hash tag, so on a Redis Cluster all ask the same node.
    */
   clock(): string;
+  /**
+   * The id of the Postgres database (database_instance) whose accounts this Redis's mirrors, streams
+   * and reservations belong to, set once (SET NX) by the first service to start on it
+   * (core/quota/database-binding.ts). A fixed hash tag: one key for the whole Redis or cluster.
+   */
+  databaseInstance(): string;
   /** Pub/sub channel on which the console announces changed keys, accounts, channels and options. */
   invalidationChannel(): string;
   /** A channel's recent faults (sorted set: score Unix ms), since its last success or status change. */
@@ -150,9 +156,10 @@ export function redisKeys(prefix: string, shards = 0): RedisKeys {
   };
 }
 
-function consoleKeys(prefix: string): Pick<RedisKeys, 'clock' | 'loginAttempts' | 'loginAttemptsFromAddress' | 'registrationsFromAddress' | 'oidcStartsFromAddress' | 'invalidationChannel' | 'channelFaults' | 'channelOutcomes'> {
+function consoleKeys(prefix: string): Pick<RedisKeys, 'clock' | 'databaseInstance' | 'loginAttempts' | 'loginAttemptsFromAddress' | 'registrationsFromAddress' | 'oidcStartsFromAddress' | 'invalidationChannel' | 'channelFaults' | 'channelOutcomes'> {
   return {
     clock: () => `${prefix}:{clock}:clock`,
+    databaseInstance: () => `${prefix}:{db}:database-instance`,
     // The address is the hash tag: one MULTI counts an attempt on both login keys of an address, and
     // Redis Cluster only runs a transaction whose keys share a slot.
     loginAttempts: (who, ip) => `${prefix}:console:{ip:${ip}}:login:${who}`,

@@ -1,0 +1,59 @@
+// Which Postgres database a Redis's money belongs to. Redis holds, per account id, a mirror of the
+// balance, open reservations and the usage stream not yet billed; ids restart at 1 in a database
+// made again. A database dropped and re-made next to a Redis that kept the old one's keys (the
+// README's reset, a restore, a second gateway pointed at the same Redis and prefix) had its new
+// account 1 spend the old account 1's mirror: 12.5 M quota of credit the database never had, and
+// the billing worker would settle the old database's usage into the new one's accounts.
+//
+// So the first service to start on a Redis records there the id of its database (database_instance,
+// migration 026); every service compares at start, and the relay again each time its connection
+// comes back (a Redis swapped under it). A mismatch is a configuration to fix, not a fault to retry.
+import type { Redis } from 'ioredis';
+import type { Sql } from '../../infra/postgres/client.js';
+import type { RedisKeys } from '../../infra/redis/keys.js';
+import { ConfigError } from '../../infra/config.js';
+
+/** This database's id (made by migration 026; made here too, should its row be gone). */
+export async function databaseInstanceId(sql: Sql): Promise<string> {
+  try {
+    const rows = await sql<{ id: string }[]>`
+      WITH made AS (INSERT INTO database_instance DEFAULT VALUES ON CONFLICT DO NOTHING RETURNING id)
+      SELECT id::text FROM made UNION ALL SELECT id::text FROM database_instance LIMIT 1`;
+    return rows[0]!.id;
+  } catch (err) {
+    // A service started on a database its migrations have not reached yet (the supervisor starts it again).
+    if ((err as { code?: string }).code === '42P01') throw new Error('table database_instance is missing: apply the Postgres migrations first (make migrate; the console-api applies them when it starts)');
+    throw err;
+  }
+}
+
+/**
+ * Binds `redis` to database `databaseId` when it is bound to none (SET NX), and says whether it is
+ * bound to it: false when it holds another database's keys.
+ */
+export async function redisBoundTo(redis: Redis, keys: RedisKeys, databaseId: string): Promise<boolean> {
+  const key = keys.databaseInstance();
+  if (await redis.set(key, databaseId, 'NX') === 'OK') return true;
+  const held = await redis.get(key);
+  // Gone between the two calls (the Redis restarted empty): bind again.
+  if (held === null) return await redis.set(key, databaseId, 'NX') === 'OK' || await redis.get(key) === databaseId;
+  return held === databaseId;
+}
+
+/** The refusal of a Redis that holds another database's money, with what to do about it. */
+export function foreignRedisError(keys: RedisKeys, prefix: string): ConfigError {
+  return new ConfigError([{
+    name: 'REDIS_PREFIX',
+    problem: `the Redis at REDIS_URL (or REDIS_CLUSTER_NODES) holds, under this prefix, the balances, reservations and usage of another gateway database (${keys.databaseInstance()} names another database_instance than DATABASE_URL's): its account ids are not this database's, and spending or billing them would move money this database never had. `
+      + `Point REDIS_URL or REDIS_PREFIX at a Redis of this database, or, if the other database is gone for good (a reset), delete its keys: redis-cli --scan --pattern '${prefix}:*' | xargs -r redis-cli del`,
+    value: prefix,
+  }]);
+}
+
+/**
+ * Fails the start with foreignRedisError when `redis` holds another database's keys; binds it to this
+ * database when it holds none.
+ */
+export async function assertRedisOfDatabase(sql: Sql, redis: Redis, keys: RedisKeys, prefix: string): Promise<void> {
+  if (!await redisBoundTo(redis, keys, await databaseInstanceId(sql))) throw foreignRedisError(keys, prefix);
+}
