@@ -67,7 +67,7 @@ import { withoutTopLevelMember } from './json-member.js';
 import { boundedWebSearchTools, inputBeyondBytes, promptPasses, SERVER_LOOP_MAX_PASSES, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES, imageScaling } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
-import { billedByFinalUsage, pipeStream, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
+import { billedByFinalUsage, pipeStream, RELAY_CLOSING_EVENT, RELAY_CLOSING_STREAM_MESSAGE, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 import { closesConnection } from '../connection-draining.js';
 import { writeCorsHeaders } from '../cors.js';
@@ -78,6 +78,7 @@ import { foldStreamAnswer } from './folded-answer.js';
 
 /** What an OpenAI client is told last of a provider stream that failed or was cut (OpenAI's SDK raises it). */
 const CHAT_STREAM_FAILED_EVENT = `data: ${openaiErrorBody('server_error', 'The model provider stream failed.', 'stream_failed')}\n\n`;
+const CHAT_RELAY_CLOSING_EVENT = `data: ${openaiErrorBody('server_error', RELAY_CLOSING_STREAM_MESSAGE, 'relay_closing')}\n\n`;
 
 /** What a client is told of a provider's 200 that is no answer of its protocol (an HTML page, bytes in a coding the relay cannot read). */
 const UNREADABLE_ANSWER = 'The model provider\'s answer could not be read.';
@@ -872,6 +873,8 @@ class Exchange {
         provider,
         rewriter: this.streamRewriter(provider),
         failedEvent: this.protocol === 'openai' ? CHAT_STREAM_FAILED_EVENT : STREAM_FAILED_EVENT,
+        closingEvent: this.protocol === 'openai' ? CHAT_RELAY_CLOSING_EVENT : RELAY_CLOSING_EVENT,
+        relayClosing: this.ctx.pools,
         requestIdHeader: this.requestIdHeader,
         clientProtocol: this.protocol,
         readOnMs: this.ctx.messageHeadersTimeoutMs,

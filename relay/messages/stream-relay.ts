@@ -46,6 +46,10 @@ export const USAGE_TAIL_WAIT_MS = 5_000;
 
 /** What an Anthropic client is told last of a provider stream that failed or was cut. */
 export const STREAM_FAILED_EVENT = `event: error\ndata: ${errorBody('api_error', 'The model provider stream failed.')}\n\n`;
+/** What the words of a stream this relay cut as it shut down say (relay_closing's, once the answer had begun). */
+export const RELAY_CLOSING_STREAM_MESSAGE = 'The relay is shutting down and cut this stream; what was delivered is billed. Retry the request.';
+/** What an Anthropic client is told last of a stream this relay cut as it shut down. */
+export const RELAY_CLOSING_EVENT = `event: error\ndata: ${errorBody('overloaded_error', RELAY_CLOSING_STREAM_MESSAGE)}\n\n`;
 
 /** Turns a provider's stream into the client's protocol, chunk by chunk. */
 const CHAT_DONE = Buffer.from('\n\ndata: [DONE]\n\n');
@@ -78,6 +82,12 @@ export interface StreamFormat {
   rewriter: StreamRewriter | null;
   /** Written last when the provider's stream failed or was cut. */
   failedEvent: string;
+  /**
+   * Written last instead when this relay cut the stream, shutting down with its grace over
+   * (`relayClosing.cut`, the upstream pools destroyed): the provider was not at fault.
+   */
+  closingEvent?: string;
+  relayClosing?: { readonly cut: boolean };
   /** Name of the response header that carries the provider's request id. */
   requestIdHeader: string;
   /** The client's protocol, in which a provider's account refusal is told (error-event-scrub.ts); unset: the error's own. */
@@ -347,7 +357,10 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     if (finished) return;
     if (ex.aborted) return void settleStream(ex, parser, delivered, REASON.clientGoneMidStream);
     ex.done(200, 'stream_error');
-    logRepeated(ex.ctx, 'warn', 'provider-stream-failed', ex.channel?.id, { channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
+    const cutByRelay = format.relayClosing?.cut === true && format.closingEvent !== undefined;
+    if (cutByRelay) ex.ctx.log.info({ channel: ex.channel?.id, requestId: ex.requestId }, 'stream cut by this relay\'s shutdown, its grace over');
+    else logRepeated(ex.ctx, 'warn', 'provider-stream-failed', ex.channel?.id, { channel: ex.channel?.id, requestId: ex.requestId, err: err.message }, 'provider stream failed');
+    const lastEvent = cutByRelay ? format.closingEvent! : failedEvent;
     if (aligner !== null) {
       const held = aligner.salvage();
       if (held.length > 0) scrubber.push(held);
@@ -355,7 +368,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     scrubber.flush();
     // The client already has a 200: it is told in the stream, as Anthropic does, once settled.
     client.holdForEnd();
-    void settleStream(ex, parser, delivered, REASON.streamFailed, (billed) => client.end(lastWords(rewriter, billed, failedEvent)));
+    void settleStream(ex, parser, delivered, REASON.streamFailed, (billed) => client.end(lastWords(rewriter, billed, lastEvent)));
   });
 }
 

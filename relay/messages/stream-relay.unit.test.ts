@@ -12,7 +12,7 @@ import { SseUsageParser } from '../stream/sse-usage-parser.js';
 import { ChatStreamMeter } from '../providers/openai/chat-usage.js';
 import { TokenCounter } from '../token-count/token-counter.js';
 import type { Outcome } from './settlement.js';
-import { billedByFinalUsage, pipeStream, STREAM_FAILED_EVENT, type StreamingExchange } from './stream-relay.js';
+import { billedByFinalUsage, pipeStream, RELAY_CLOSING_EVENT, STREAM_FAILED_EVENT, type StreamingExchange } from './stream-relay.js';
 
 const log = createLogger(testConfig(), 'test');
 let tokens: TokenCounter;
@@ -79,7 +79,7 @@ function exchange(calls: Call[], res: HttpResponse): StreamingExchange & { abort
 }
 
 /** `prompt`: what the relay counts of the prompt, for a stream that states no input. */
-function start(calls: Call[], opts: Parameters<typeof fakeRes>[1] = {}, prompt = 0) {
+function start(calls: Call[], opts: Parameters<typeof fakeRes>[1] = {}, prompt = 0, relayClosing = { cut: false }) {
   const { res, drain } = fakeRes(calls, opts);
   const ex = exchange(calls, res);
   ex.countPromptTokens = () => Promise.resolve(prompt);
@@ -88,6 +88,8 @@ function start(calls: Call[], opts: Parameters<typeof fakeRes>[1] = {}, prompt =
     provider: { streamMeter: (sink) => new SseUsageParser(sink) },
     rewriter: null,
     failedEvent: STREAM_FAILED_EVENT,
+    closingEvent: RELAY_CLOSING_EVENT,
+    relayClosing,
     requestIdHeader: 'request-id',
   });
   return { ex, body, drain };
@@ -149,6 +151,21 @@ describe('pipeStream writes to the client', () => {
     await tick();
     expect(written(calls)).toBe(START + DELTA + DELTA + TAIL);
     expect(corks(calls)).toBe(4);
+  });
+
+  it('ends a stream this relay cut as it shut down with the relay-closing event, not the provider\'s failure', async () => {
+    const calls: Call[] = [];
+    const closing = { cut: false };
+    const { body } = start(calls, {}, 0, closing);
+    body.push(Buffer.from(START));
+    body.push(Buffer.from(DELTA));
+    await tick();
+    // As UpstreamPools.destroy does: the flag first, then the bodies destroyed.
+    closing.cut = true;
+    body.destroy(new Error('the relay is closing'));
+    await vi.waitFor(() => expect(calls.some((c) => c[0] === 'end')).toBe(true), { timeout: 20_000 });
+    expect(written(calls)).toBe(START + DELTA + RELAY_CLOSING_EVENT);
+    expect(RELAY_CLOSING_EVENT).toContain('"type":"overloaded_error"');
   });
 
   it('ends a cut stream with the failed event after settling what was delivered, the queued chunks first', async () => {

@@ -79,13 +79,13 @@ export class UpstreamPools {
     return pool;
   }
 
-  /** Cuts every provider call still open (their bodies error), and forgets the pools. */
   /**
    * Whether destroy() cut the calls still open (a closing relay whose grace is over): a call failing
    * from then on failed because of the relay, not the provider.
    */
   cut = false;
 
+  /** Cuts every provider call still open (their bodies error), and forgets the pools. */
   async destroy(): Promise<void> {
     this.cut = true;
     await Promise.all([...this.#pools.values(), ...this.#retiring].map((p) => p.destroy()));
