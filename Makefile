@@ -31,7 +31,11 @@ build: install ## Compile TypeScript into dist/ (TypeScript 7, strict) and build
 	npx tsc -p tsconfig.json
 	@# The web console's API types come from the console's own OpenAPI document (console-web/README.md).
 	node dist/console-api/http/write-web-api-types.js
-	npx vite build --config console-web/vite.config.ts --logLevel warn
+	@# Built beside the served one and swapped in: a console-api running from dist/ (a second make run)
+	@# never finds the directory emptied (it answered 503 while Vite wrote it).
+	npx vite build --config console-web/vite.config.ts --logLevel warn --outDir "$(CURDIR)/dist/console-web.next"
+	@rm -rf dist/console-web.old && if [ -d dist/console-web ]; then mv dist/console-web dist/console-web.old; fi \
+		&& mv dist/console-web.next dist/console-web && rm -rf dist/console-web.old
 
 typecheck: install ## Type-check sources and tests without writing dist/
 	npx tsc --noEmit -p tsconfig.json
