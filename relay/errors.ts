@@ -29,6 +29,7 @@ export const RELAY_ERRORS = {
   upstream_timeout: { status: 504, type: 'timeout_error', message: 'The model provider did not begin its answer in time.' },
   overloaded: { status: 529, type: 'overloaded_error', message: 'The model provider is overloaded.' },
   quota_store_unavailable: { status: 529, type: 'overloaded_error', message: 'The relay cannot reach its quota store, so it takes no request until it returns. Retry shortly.' },
+  quota_store_foreign: { status: 529, type: 'overloaded_error', message: 'The relay\'s quota store holds another gateway database\'s accounts, so it takes no request until an operator fixes its configuration.' },
   key_store_unavailable: { status: 529, type: 'overloaded_error', message: 'The relay cannot reach its account database to check this API key. Retry shortly.' },
   relay_closing: { status: 529, type: 'overloaded_error', message: 'The relay is shutting down and cut this request before the model provider answered; nothing was billed. Retry it.' },
   relay_overloaded: { status: 529, type: 'overloaded_error', message: 'The relay is overloaded: too many token counts are waiting. Retry shortly.' },

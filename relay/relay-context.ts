@@ -24,8 +24,13 @@ export interface RelayContext {
   /** Per-channel fault counting and automatic disabling (routing/channel-health.ts). */
   health?: ChannelHealth;
   quota: QuotaStore;
-  /** Whether the quota store's Redis connection is up: a request is refused at once (529) when not. */
+  /**
+   * Whether the quota store's Redis connection is up and known to hold this database's accounts
+   * (core/quota/database-binding.ts): a request is refused at once (529) when not.
+   */
   quotaReady(): boolean;
+  /** Whether the quota store's Redis holds another database's accounts (the refusal then says so). */
+  quotaForeign(): boolean;
   pools: UpstreamPools;
   ratios(): Ratios;
   /** What bounds a reservation's input when the bytes do not: context windows, server-tool fees. */

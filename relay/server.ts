@@ -234,6 +234,12 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   assertNativeUws();
   // No array parameters on the relay: its connections skip the type fetch (infra/postgres/client.ts).
   const sql = createSql(config, { fetchTypes: false });
+  // Read before anything else is opened: a database its migrations have not reached (026) fails the
+  // start with nothing to release but this connection.
+  const databaseId = await databaseInstanceId(sql).catch(async (err: unknown) => {
+    await sql.end({ timeout: 1 });
+    throw err;
+  });
   const redis = createRedis(config, 'relay', { commandTimeoutMs: config.RELAY_REDIS_COMMAND_TIMEOUT_MS });
   const sub = createRedis(config, 'relay-sub', { blocking: true });
   // Not awaited: a warning, never a reason to start later.
@@ -337,8 +343,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   relayMetrics.watchSpool(() => spool.pendingCount);
   // Whose money the Redis holds (core/quota/database-binding.ts): null until known. Nothing is
   // reserved in, or replayed into, a Redis that holds another database's accounts; checked before
-  // the relay listens and each time the connection comes back (a Redis swapped under it).
-  const databaseId = await databaseInstanceId(sql);
+  // the relay listens and each time the connection comes back (a Redis swapped under it; until the
+  // check answers, about a round trip, the last answer stands).
   let redisOfDatabase: boolean | null = null;
   const checkRedisOfDatabase = async (): Promise<boolean | null> => {
     try {
@@ -371,6 +377,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     health,
     quota,
     quotaReady: () => redis.status === 'ready' && redisOfDatabase === true,
+    quotaForeign: () => redisOfDatabase === false,
     pools,
     ratios: () => ratios,
     inputBounds: () => inputBounds,

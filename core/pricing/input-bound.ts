@@ -21,28 +21,38 @@ export const DEFAULT_CONTEXT_WINDOW = 200_000;
 export const CLAUDE_CONTEXT_WINDOW = 1_000_000;
 
 /**
- * What may stand before a Claude model's name: a vendor path (`anthropic/`, `openrouter/anthropic/`),
- * or Amazon Bedrock's `anthropic.` with its region's prefix or none (`us.anthropic.`, `global.`, `us-gov.`).
+ * What may stand before a Claude model's name: vendor paths (`anthropic/`, `openrouter/anthropic/`,
+ * LiteLLM's `bedrock/`), then Amazon Bedrock's `anthropic.` with its region's prefix or none
+ * (`us.anthropic.`, `global.`, `us-gov.`). Each path segment ends at its slash: no backtracking.
  */
-const CLAUDE_PREFIX = String.raw`^(?:[\w.-]+\/|(?:[a-z-]+\.)?anthropic\.)?claude-`;
+const CLAUDE_PREFIX = String.raw`^(?:[\w.-]+\/)*(?:(?:[a-z-]+\.)?anthropic\.)?claude-`;
 /**
  * What may follow a model's version: nothing, a date (`-20250514`, Vertex's `@20250514`, then
- * Bedrock's `-v1:0`), `-latest`, the `-thinking` of new-api's aliases, a bracketed tag
- * (`claude-sonnet-4-6[1m]`), an Ollama-style `:tag`.
+ * Bedrock's `-v1:0`), Bedrock's undated `-v1` (`anthropic.claude-opus-4-6-v1`), `-latest`, the
+ * `-thinking` of new-api's aliases, a bracketed tag (`claude-sonnet-4-6[1m]`), an OpenRouter or
+ * Ollama `:tag`.
  */
-const CLAUDE_SUFFIX = String.raw`(?:$|[-@]\d{8}|-latest|-thinking|\[|:)`;
+const CLAUDE_SUFFIX = String.raw`(?:$|[-@]\d{8}|-v\d|-latest|-thinking|\[|:)`;
+/** The model families of the Claude 4 generation, named before or after the version (`claude-4.5-sonnet`). */
+const FAMILY = '(?:opus|sonnet|haiku)';
 
 /**
  * The Claude 3 models and the Claude 4 models of the given minor versions (`claude-opus-4`, `-4-0`,
  * `-4-1`, …, dated or `-latest`), with or without a vendor prefix, in Bedrock's, Vertex's and
- * OpenRouter's (`claude-sonnet-4.5`, `claude-3.5-sonnet`) forms too: the windows' and the images'
- * tables draw the line between model generations in the same place.
+ * OpenRouter's (`claude-sonnet-4.5`, `claude-3.5-sonnet`) and aggregators' (`claude-4.5-sonnet`,
+ * `claude-35-sonnet`) forms too: the windows' and the images' tables draw the line between model
+ * generations in the same place.
  */
 function claudeModels(minors: string): RegExp {
-  return new RegExp(String.raw`${CLAUDE_PREFIX}(?:3(?:[.-]|$)|(?:opus|sonnet|haiku)-4(?:[.-][${minors}])?${CLAUDE_SUFFIX})`, 'i');
+  const version = String.raw`4(?:[.-][${minors}])?`;
+  return new RegExp(String.raw`${CLAUDE_PREFIX}(?:3(?:\d?[.-]|$)|(?:${FAMILY}-${version}|${version}-${FAMILY})${CLAUDE_SUFFIX})`, 'i');
 }
-/** Every Claude model, by its name's start. */
-const CLAUDE_ANY = new RegExp(CLAUDE_PREFIX, 'i');
+/**
+ * Every Claude model of the generations that read images, by its name's start: not Claude 1 and 2
+ * (`claude-2.1`, `claude-instant-1.2`, Bedrock's `anthropic.claude-v2:1`), retired, without vision,
+ * and with windows of 100,000 and 200,000, which the rows of later models would overstate.
+ */
+const CLAUDE_ANY = new RegExp(String.raw`${CLAUDE_PREFIX}(?![12](?:[.-]|$)|instant|v\d)`, 'i');
 
 // Built-in windows, by family: the name, its dated or suffixed names (`gpt-4.1-mini-2025-04-14`), with
 // or without a vendor prefix. Each is the largest window of its family (o1-mini's is 128,000, o1's
@@ -81,7 +91,7 @@ export interface ImageScaling {
 export const IMAGE_PATCH_PX = 28;
 const CLAUDE_4_6_SCALING: ImageScaling = { longEdge: 1_568, tokens: 1_568 };
 const CLAUDE_OPUS_4_7_SCALING: ImageScaling = { longEdge: 2_576, tokens: 4_784 };
-const CLAUDE_OPUS_4_7 = new RegExp(String.raw`${CLAUDE_PREFIX}opus-4[.-]7${CLAUDE_SUFFIX}`, 'i');
+const CLAUDE_OPUS_4_7 = new RegExp(String.raw`${CLAUDE_PREFIX}(?:opus-4[.-]7|4[.-]7-opus)${CLAUDE_SUFFIX}`, 'i');
 const CLAUDE_EARLIER = claudeModels('0156');
 
 /**
@@ -107,10 +117,14 @@ export function imageScaling(model: string): ImageScaling | undefined {
  * window (messages-handler.ts).
  */
 const imageBound = (tokens: number) => Math.ceil((tokens * 11) / 10);
+/** The earlier guide's figures: an image's most up to 4.6 and on Opus 4.7, and its pixels per token. */
+const EARLIER_GUIDE_4_6_TOKENS = 1_600;
+const EARLIER_GUIDE_OPUS_4_7_TOKENS = 5_000;
+const EARLIER_GUIDE_PIXELS_PER_TOKEN = 750;
 const BUILT_IN_IMAGE_TOKENS: ReadonlyArray<readonly [RegExp, number]> = [
-  [CLAUDE_EARLIER, imageBound(1_600)],
-  [CLAUDE_OPUS_4_7, imageBound(5_000)],
-  [CLAUDE_ANY, imageBound(Math.ceil((8_000 * 8_000) / 750))],
+  [CLAUDE_EARLIER, imageBound(EARLIER_GUIDE_4_6_TOKENS)],
+  [CLAUDE_OPUS_4_7, imageBound(EARLIER_GUIDE_OPUS_4_7_TOKENS)],
+  [CLAUDE_ANY, imageBound(Math.ceil((8_000 * 8_000) / EARLIER_GUIDE_PIXELS_PER_TOKEN))],
 ];
 
 function builtInImageTokens(model: string): number | undefined {
@@ -120,6 +134,8 @@ function builtInImageTokens(model: string): number | undefined {
 
 /** The window of a request whose `anthropic-beta` header asks for `context-1m-…`. */
 export const EXTENDED_CONTEXT_WINDOW = 1_000_000;
+/** A model name's tag for its 1M window, as Claude Code writes it (`claude-sonnet-4-5[1m]`). */
+const ONE_MILLION_TAG = /\[1m\]$/i;
 /** The beta flag's prefix (`context-1m-2025-08-07`); any version of it counts. */
 export const CONTEXT_1M_BETA = 'context-1m';
 /** Anthropic: $10 per 1,000 web searches. */
@@ -179,13 +195,14 @@ export function inputBoundsFromOptions(options: ReadonlyMap<string, string>): In
   const images = parseWindows(options.get('ModelImageTokens'));
   // Own keys only: a model named like an Object.prototype member is a model like any other.
   const known = (model: string) => (Object.hasOwn(windows, model) ? windows[model]! : builtInWindow(model));
-  // The context-1m beta raises a window to at least 1M, never lowers one.
-  const widen = (w: number, extended: boolean) => (extended ? Math.max(w, EXTENDED_CONTEXT_WINDOW) : w);
+  // The context-1m beta raises a window to at least 1M, never lowers one; so does a name tagged `[1m]`
+  // (Claude Code's `claude-sonnet-4-5[1m]`), which a channel may send to a gateway that reads it as the beta.
+  const widen = (w: number, model: string, extended: boolean) => (extended || ONE_MILLION_TAG.test(model) ? Math.max(w, EXTENDED_CONTEXT_WINDOW) : w);
   return {
-    contextWindow: (model, extended) => widen(known(model) ?? DEFAULT_CONTEXT_WINDOW, extended),
+    contextWindow: (model, extended) => widen(known(model) ?? DEFAULT_CONTEXT_WINDOW, model, extended),
     textWindow(model, extended) {
       const w = known(model);
-      return w === undefined ? Infinity : widen(w, extended);
+      return w === undefined ? Infinity : widen(w, model, extended);
     },
     webSearchCallPrice: options.has('WebSearchCallPrice') && Number.isFinite(price) && price >= 0 ? price : DEFAULT_WEB_SEARCH_CALL_PRICE,
     maxOutputTokens: (model) => (Object.hasOwn(outputs, model) ? outputs[model]! : DEFAULT_MAX_OUTPUT_TOKENS),

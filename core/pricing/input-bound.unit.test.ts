@@ -5,7 +5,7 @@ const defaults = inputBoundsFromOptions(new Map());
 
 describe('the input bound of a text request', () => {
   it('is its bytes alone for a model whose window is not known: a 200,000 cap would undercut a larger model', () => {
-    for (const model of ['deepseek-chat', 'acme-long-context', 'gpt-5.1', 'o5', 'amazon.nova-pro-v1:0']) {
+    for (const model of ['deepseek-chat', 'acme-long-context', 'gpt-5.1', 'o5', 'amazon.nova-pro-v1:0', 'claude-2.1', 'anthropic.claude-v2:1']) {
       expect(Math.min(defaults.textWindow(model, false), 300_000), model).toBe(300_000);
       expect(defaults.textWindow(model, true), model).toBe(Infinity);
     }
@@ -45,6 +45,12 @@ describe('built-in context windows', () => {
     // OpenRouter's dotted names, new-api's -thinking aliases, Claude Code's [1m].
     ['claude-sonnet-4.5', 200_000], ['anthropic/claude-3.5-sonnet', 200_000], ['claude-opus-4-1-thinking', 200_000],
     ['claude-opus-4-6-thinking', 1_000_000], ['claude-sonnet-4-6[1m]', 1_000_000], ['claude-opus-4.6', 1_000_000],
+    // Several vendor paths (LiteLLM's bedrock/ before Bedrock's own form); aggregators' version-first names.
+    ['openrouter/anthropic/claude-sonnet-4.6', 1_000_000], ['bedrock/us.anthropic.claude-opus-4-6-v1', 1_000_000],
+    ['openrouter/anthropic/claude-3.5-sonnet', 200_000], ['claude-4-sonnet', 200_000], ['claude-4.5-sonnet', 200_000],
+    ['claude-35-sonnet', 200_000], ['claude-4-6-sonnet', 1_000_000],
+    // Claude Code's [1m] tag names the 1M window of a model whose own is 200,000.
+    ['claude-sonnet-4-5[1m]', 1_000_000], ['claude-sonnet-4[1m]', 1_000_000],
   ])('%s: %i tokens, for text and media alike', (model, window) => {
     expect(defaults.contextWindow(model, false)).toBe(window);
     expect(defaults.textWindow(model, false)).toBe(window);
@@ -75,7 +81,10 @@ describe('the most an image costs', () => {
     ['claude-opus-4-1@20250805', 1_760], ['claude-3-5-sonnet-v2@20241022', 1_760],
     ['global.anthropic.claude-opus-4-7-20260416-v1:0', 5_500], ['claude-opus-4-7@20260416', 5_500],
     ['claude-sonnet-4.5', 1_760], ['claude-haiku-4.5', 1_760], ['claude-opus-4-6-thinking', 1_760], ['claude-sonnet-4-6[1m]', 1_760],
-    ['claude-opus-4.7', 5_500], ['claude-opus-4-7-thinking', 5_500],
+    ['claude-opus-4.7', 5_500], ['claude-opus-4-7-thinking', 5_500], ['claude-4.7-opus', 5_500],
+    // Bedrock's undated ids, and vendor paths before them.
+    ['anthropic.claude-opus-4-6-v1', 1_760], ['us.anthropic.claude-opus-4-6-v1', 1_760], ['bedrock/us.anthropic.claude-opus-4-6-v1', 1_760],
+    ['openrouter/anthropic/claude-opus-4.7', 5_500], ['claude-4-sonnet', 1_760], ['claude-4.5-sonnet', 1_760],
     // Not published: the largest image the API takes, unscaled.
     ['claude-opus-4-8', largest], ['claude-opus-5', largest], ['claude-sonnet-5-5', largest], ['claude-fable-5', largest],
     ['claude-opus-4-70', largest],
@@ -84,7 +93,11 @@ describe('the most an image costs', () => {
   });
 
   it('is not known for OpenAI\'s and other models (their images keep the window), unless the option sets it', () => {
-    for (const model of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-5', 'o3', 'deepseek-chat', 'amazon.nova-pro-v1:0', 'my-anthropic.claude-x']) expect(defaults.imageTokenBound(model), model).toBeUndefined();
+    for (const model of ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'gpt-5', 'o3', 'deepseek-chat', 'amazon.nova-pro-v1:0', 'my-anthropic.claude-x',
+      // Claude 1 and 2: retired, no vision, not the rows of later models.
+      'claude-2', 'claude-2.1', 'claude-instant-1.2', 'anthropic.claude-v2', 'anthropic.claude-v2:1', 'anthropic.claude-instant-v1']) {
+      expect(defaults.imageTokenBound(model), model).toBeUndefined();
+    }
     const o = inputBoundsFromOptions(new Map([['ModelImageTokens', '{"gpt-4o":1500,"claude-opus-5":6000,"bad":0}']]));
     expect(o.imageTokenBound('gpt-4o')).toBe(1_500);
     expect(o.imageTokenBound('claude-opus-5')).toBe(6_000);

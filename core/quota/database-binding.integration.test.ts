@@ -3,6 +3,7 @@
 // 62,499,023 quota mirrored for an account the new database gave 50,000,000, then 100; three Opus
 // requests were served and the balance went to −7,145.
 import Anthropic from '@anthropic-ai/sdk';
+import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../infra/config.js';
 import { createSql, type Sql } from '../../infra/postgres/client.js';
@@ -11,7 +12,7 @@ import { createApiKey, fundedAccount, mockChannel, type GatewayStack, startGatew
 import { startRelay } from '../../relay/server.js';
 import { startBilling } from '../../billing/service.js';
 import { createLogger } from '../../infra/logger.js';
-import { assertRedisOfDatabase, databaseInstanceId, redisBoundTo } from './database-binding.js';
+import { assertRedisOfDatabase, databaseInstanceId, prefixDeletion, redisBoundTo } from './database-binding.js';
 
 let stack: GatewayStack;
 /** A database made after the stack's, next to the stack's Redis and prefix (a reset). */
@@ -62,7 +63,7 @@ describe('a Redis bound to its database', () => {
     for (const refused of refusals) {
       expect(refused).toBeInstanceOf(ConfigError);
       expect((refused as Error).message).toContain('REDIS_PREFIX: the Redis at REDIS_URL');
-      expect((refused as Error).message).toContain(`redis-cli --scan --pattern '${config.REDIS_PREFIX}:*' | xargs -r redis-cli del`);
+      expect((refused as Error).message).toContain(prefixDeletion(config.REDIS_PREFIX));
     }
     // The old database's relay still serves.
     const again = await anthropic.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] });
@@ -78,11 +79,30 @@ describe('a Redis bound to its database', () => {
     expect(await redisBoundTo(stack.redis, stack.keys, await databaseInstanceId(remadeSql))).toBe(false);
   });
 
-  it('a database whose row is gone makes a new id, which its old Redis then refuses', async () => {
+  it('a database whose row is gone makes a new id, one for every service asking at once', async () => {
     const before = await databaseInstanceId(remadeSql);
-    await remadeSql`DELETE FROM database_instance`;
-    const after = await databaseInstanceId(remadeSql);
-    expect(after).not.toBe(before);
-    expect(await databaseInstanceId(remadeSql)).toBe(after);
+    const other = createSql({ ...stack.config, DATABASE_URL: remade.url });
+    try {
+      for (let i = 0; i < 10; i++) {
+        await remadeSql`DELETE FROM database_instance`;
+        // Two services starting together: with a second SELECT, the one that lost the insert saw no row.
+        const ids = await Promise.all([databaseInstanceId(remadeSql), databaseInstanceId(other), databaseInstanceId(remadeSql), databaseInstanceId(other)]);
+        expect(new Set(ids).size).toBe(1);
+        expect(ids[0]).not.toBe(before);
+      }
+    } finally {
+      await other.end({ timeout: 5 });
+    }
+  });
+
+  it('the deletion command the refusal gives removes the prefix\'s keys, names with quotes and spaces too, and no other', async () => {
+    const prefix = `${stack.config.REDIS_PREFIX}-gone`;
+    const names = [`${prefix}:{a1}:balance`, `${prefix}:console:{ip:1.2.3.4}:login:it's "me" `, ...Array.from({ length: 250 }, (_, i) => `${prefix}:{a${i}}:adj:${i}`)];
+    for (const name of names) await stack.redis.set(name, '1');
+    await stack.redis.set(`${prefix}x:kept`, '1');
+    execFileSync('bash', ['-c', prefixDeletion(prefix)], { env: { ...process.env, REDIS_URL: stack.config.REDIS_URL } });
+    expect(await stack.redis.exists(...names)).toBe(0);
+    expect(await stack.redis.get(`${prefix}x:kept`)).toBe('1');
+    await stack.redis.del(`${prefix}x:kept`);
   });
 });

@@ -16,9 +16,12 @@ import { ConfigError } from '../../infra/config.js';
 /** This database's id (made by migration 026; made here too, should its row be gone). */
 export async function databaseInstanceId(sql: Sql): Promise<string> {
   try {
+    // One statement that returns the row whoever made it: with DO NOTHING and a second SELECT, two
+    // services starting at once on a database whose row was gone each saw none (review diffreview).
     const rows = await sql<{ id: string }[]>`
-      WITH made AS (INSERT INTO database_instance DEFAULT VALUES ON CONFLICT DO NOTHING RETURNING id)
-      SELECT id::text FROM made UNION ALL SELECT id::text FROM database_instance LIMIT 1`;
+      INSERT INTO database_instance DEFAULT VALUES
+      ON CONFLICT (singleton) DO UPDATE SET singleton = EXCLUDED.singleton
+      RETURNING id::text`;
     return rows[0]!.id;
   } catch (err) {
     // A service started on a database its migrations have not reached yet (the supervisor starts it again).
@@ -33,11 +36,16 @@ export async function databaseInstanceId(sql: Sql): Promise<string> {
  */
 export async function redisBoundTo(redis: Redis, keys: RedisKeys, databaseId: string): Promise<boolean> {
   const key = keys.databaseInstance();
-  if (await redis.set(key, databaseId, 'NX') === 'OK') return true;
+  // Read first: a bound Redis that refuses writes for a while (out of memory under noeviction, a
+  // replica being promoted) still answers whose it is.
   const held = await redis.get(key);
-  // Gone between the two calls (the Redis restarted empty): bind again.
-  if (held === null) return await redis.set(key, databaseId, 'NX') === 'OK' || await redis.get(key) === databaseId;
-  return held === databaseId;
+  if (held !== null) return held === databaseId;
+  return await redis.set(key, databaseId, 'NX') === 'OK' || await redis.get(key) === databaseId;
+}
+
+/** How to delete a prefix's keys on a single Redis (on a cluster: on each master, with -c and -n 1). */
+export function prefixDeletion(prefix: string): string {
+  return `redis-cli -u "$REDIS_URL" --scan --pattern '${prefix}:*' | xargs -r -d '\\n' -n 100 redis-cli -u "$REDIS_URL" unlink`;
 }
 
 /** The refusal of a Redis that holds another database's money, with what to do about it. */
@@ -45,7 +53,7 @@ export function foreignRedisError(keys: RedisKeys, prefix: string): ConfigError 
   return new ConfigError([{
     name: 'REDIS_PREFIX',
     problem: `the Redis at REDIS_URL (or REDIS_CLUSTER_NODES) holds, under this prefix, the balances, reservations and usage of another gateway database (${keys.databaseInstance()} names another database_instance than DATABASE_URL's): its account ids are not this database's, and spending or billing them would move money this database never had. `
-      + `Point REDIS_URL or REDIS_PREFIX at a Redis of this database, or, if the other database is gone for good (a reset), delete its keys: redis-cli --scan --pattern '${prefix}:*' | xargs -r redis-cli del`,
+      + `Point REDIS_URL or REDIS_PREFIX at a Redis of this database, or, if the other database is gone for good (a reset), delete its keys: ${prefixDeletion(prefix)} (on a Redis Cluster: on each master, with -c and -n 1)`,
     value: prefix,
   }]);
 }

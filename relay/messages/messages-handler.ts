@@ -136,6 +136,7 @@ export function handleChatCompletions(ctx: RelayContext, res: HttpResponse, req:
 }
 
 const QUOTA_STORE_UNAVAILABLE = new RelayError('quota_store_unavailable');
+const QUOTA_STORE_FOREIGN = new RelayError('quota_store_foreign');
 
 function unusablePriceMessage(model: string): string {
   return `Model "${model}" has a price on this gateway that gives no usable cost for this request (its ratios multiply past what a balance can hold): an administrator corrects ModelRatio, CompletionRatio or GroupRatio before it can be used.`;
@@ -493,7 +494,7 @@ class Exchange {
     // and the client heard 529 "quota store unreachable" for as long as the prices stayed.
     if (!Number.isSafeInteger(reservation.amount)) return this.fail(new RelayError('model_not_priced', unusablePriceMessage(body.model)));
     // Redis away: refused before anything is reserved, rather than queued until it returns.
-    if (!this.ctx.quotaReady()) return this.fail(QUOTA_STORE_UNAVAILABLE);
+    if (!this.ctx.quotaReady()) return this.fail(this.ctx.quotaForeign() ? QUOTA_STORE_FOREIGN : QUOTA_STORE_UNAVAILABLE);
     this.beforeReservation = false;
     // Only a key with a rate limit can be told when its window has room.
     const limitWait = rpmLimit > 0 || groupLimits.rpm > 0 || this.tpmLimited ? { ms: 0, group: false } : undefined;

@@ -21,7 +21,8 @@ disableTypes(types.filter((type) => !READ_TYPES.includes(type)));
  * How much of the base64 data is decoded to find the size: a JPEG's frame header comes after its
  * EXIF, ICC and XMP segments (64 KiB each at most, rarely more than a few), a PNG's, GIF's or WebP's in
  * the first bytes. Bounded, since image-size's JPEG reader steps a byte at a time through data that
- * is not JPEG (a 1 MiB scan of such data held a worker ~140 ms).
+ * is not JPEG (a 1 MiB scan of such data held a worker ~140 ms); a frame header past it only costs
+ * count_tokens' estimate its precision (the model's most), as no money depends on the size.
  */
 const SIZE_SCAN_BASE64_CHARS = 4 * Math.ceil((256 * 1024) / 3);
 

@@ -15,14 +15,14 @@ describe('imageScaling: how a model sizes an image', () => {
       // Bedrock's, Vertex's and OpenRouter's names, new-api's -thinking aliases, Claude Code's [1m].
       'anthropic.claude-3-haiku-20240307-v1:0', 'us.anthropic.claude-sonnet-4-20250514-v1:0', 'claude-opus-4-1@20250805', 'claude-3-5-sonnet-v2@20241022',
       'claude-sonnet-4.5', 'anthropic/claude-3.5-sonnet', 'claude-3.7-sonnet', 'claude-haiku-4.5', 'claude-opus-4-6-thinking', 'claude-sonnet-4-5-thinking',
-      'claude-opus-4-1-20250805-thinking', 'claude-sonnet-4-6[1m]',
+      'claude-opus-4-1-20250805-thinking', 'claude-sonnet-4-6[1m]', 'us.anthropic.claude-opus-4-6-v1', 'bedrock/us.anthropic.claude-opus-4-6-v1', 'claude-4.5-sonnet',
     ]) {
       expect(imageScaling(m), m).toEqual({ longEdge: 1_568, tokens: 1_568 });
     }
     for (const m of ['claude-opus-4-7', 'claude-opus-4-7-20260101', 'claude-opus-5', 'claude-sonnet-4-8', 'claude-opus-4-7@20260416', 'claude-opus-4.7', 'claude-opus-4-7-thinking', 'claude-opus-4-70']) {
       expect(imageScaling(m), m).toEqual({ longEdge: 2_576, tokens: 4_784 });
     }
-    for (const m of ['gpt-4o', 'gpt-4o-mini', 'acme-vision-1', '']) expect(imageScaling(m), m).toBeUndefined();
+    for (const m of ['gpt-4o', 'gpt-4o-mini', 'acme-vision-1', '', 'claude-2.1', 'claude-instant-1.2', 'anthropic.claude-v2:1']) expect(imageScaling(m), m).toBeUndefined();
   });
 });
 

@@ -48,7 +48,8 @@ export function countWorkerFile(): string {
 export interface PromptPlace {
   /**
    * The prompt's tokens, counted in this place, which it then frees. `options.estimateMedia` for
-   * count_tokens' answer only (prompt-text.ts): a reservation's count keeps the documents' bytes.
+   * count_tokens' answer only (prompt-text.ts): a reservation's count keeps the documents' bytes and
+   * takes an image at its model's most, whatever size its header claims.
    */
   count(body: unknown, encoding?: Encoding, options?: PromptOptions): Promise<number>;
   /** Frees the place unused (nothing when it was used or freed already). */
