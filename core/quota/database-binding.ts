@@ -40,7 +40,15 @@ export async function redisBoundTo(redis: Redis, keys: RedisKeys, databaseId: st
   // replica being promoted) still answers whose it is.
   const held = await redis.get(key);
   if (held !== null) return held === databaseId;
-  return await redis.set(key, databaseId, 'NX') === 'OK' || await redis.get(key) === databaseId;
+  try {
+    if (await redis.set(key, databaseId, 'NX') === 'OK') return true;
+  } catch {
+    // Unwritable now (at maxmemory under noeviction, where a billing worker must start to drain the
+    // backlog that fills it): a Redis bound to no database holds no other database's keys; a later
+    // start binds it.
+    return true;
+  }
+  return await redis.get(key) === databaseId;
 }
 
 /** How to delete a prefix's keys on a single Redis (on a cluster: on each master, with -c and -n 1). */
