@@ -19,8 +19,9 @@
 #     replayed on its next start.
 #   - every other service: OTHER_STOP_SEC.
 # Consecutive relays are signalled together and waited for together (cluster-down.sh: relay relay-2),
-# billing workers likewise; each group is stopped before the next, so that the mock provider and the
-# billing worker outlive the relays' drain. What is waited for is printed as it goes.
+# billing workers likewise, and the console-api with the payment sandbox, the mock providers with each
+# other (group_of); each group is stopped before the next, so that the mock provider and the billing
+# worker outlive the relays' drain. What is waited for is printed as it goes.
 cd "$(dirname "$0")/../.."
 
 DEFAULT_RELAY_SHUTDOWN_GRACE_MS=30000 # infra/config.ts
@@ -139,15 +140,31 @@ stop_group() { # names...
   done
 }
 
-# Consecutive names of one kind (relay relay-2; billing billing-2) form a group.
+# Which services stop together: the relays; the console-api and the payment sandbox (nothing waits
+# on them); the billing workers; the mock providers (the relays' drain is over by then). Each took
+# ~2 s in turn, and an idle stack's make down took 13 s.
+group_of() { # name
+  local kind; kind=$(kind_of "$1")
+  case "$kind" in
+    console-api|payment-sandbox) echo front ;;
+    mock-upstream|mock-openai) echo mocks ;;
+    *) echo "$kind" ;;
+  esac
+}
+
+any_running=0
+for name in "${NAMES[@]}"; do [ -f ".run/$name.pid" ] && any_running=1; done
+
+# Consecutive names of one group (relay relay-2; billing billing-2; the mocks) stop together.
 group=()
 for name in "${NAMES[@]}"; do
-  if [ ${#group[@]} -gt 0 ] && [ "$(kind_of "$name")" != "$(kind_of "${group[0]}")" ]; then
+  if [ ${#group[@]} -gt 0 ] && [ "$(group_of "$name")" != "$(group_of "${group[0]}")" ]; then
     stop_group "${group[@]}"; group=()
   fi
   group+=("$name")
 done
 [ ${#group[@]} -eq 0 ] || stop_group "${group[@]}"
+[ "$any_running" = 1 ] || echo "nothing to stop: no process started by make run is recorded in .run/"
 
 # `make down` after `make cluster-up`: say what only `make cluster-down` stops.
 if [ $# -eq 0 ]; then
