@@ -35,13 +35,17 @@ export function logDetails(content: string): string {
  * integers: a float would lose the last decimals of an amount past $1e9.
  */
 export function dollars(quota: number, opts: { sign?: boolean } = {}): string {
-  const q = Math.abs(Math.trunc(quota));
-  const rest = q % QUOTA_PER_DOLLAR;
-  const whole = (q - rest) / QUOTA_PER_DOLLAR;
-  const micros = String(rest * (1_000_000 / QUOTA_PER_DOLLAR)).padStart(6, '0');
+  const { whole, micros } = dollarDigits(quota);
   const fraction = micros.replace(/0{1,4}$/, '');
   const sign = quota <= -1 ? '-' : opts.sign && quota >= 1 ? '+' : '';
   return `${sign}$${groupThousands(`${whole}.${fraction}`)}`;
+}
+
+/** The whole dollars and the six decimals of |quota|, on integers (dollars(), dollarsInput()). */
+function dollarDigits(quota: number): { whole: number; micros: string } {
+  const q = Math.abs(Math.trunc(quota));
+  const rest = q % QUOTA_PER_DOLLAR;
+  return { whole: (q - rest) / QUOTA_PER_DOLLAR, micros: String(rest * (1_000_000 / QUOTA_PER_DOLLAR)).padStart(6, '0') };
 }
 
 /** Money of a payment (in the provider's currency): two decimals, thousands grouped: "1,234.50". */
@@ -79,18 +83,27 @@ export const ONE_QUOTA_DOLLARS = '$0.000002';
  * been taken; dollarsError() says why.
  */
 export function dollarsToQuota(text: string, opts: { negative?: boolean } = {}): number | undefined {
-  const m = DOLLAR_TEXT.exec(text.trim());
-  if (!m) return undefined;
-  if (m[1] === '-' && !opts.negative) return undefined;
-  const exact = exactQuota(m[2]!);
-  if (exact > MAX_QUOTA_BIG) return undefined;
-  const quota = Number(exact);
-  if (quota === 0 && /[1-9]/.test(m[2]!)) return undefined;
-  return m[1] === '-' && quota !== 0 ? -quota : quota;
+  const typed = readDollars(text);
+  if (typed === undefined || typed.problem !== undefined || (typed.negative && !opts.negative)) return undefined;
+  const quota = Number(typed.quota);
+  return typed.negative && quota !== 0 ? -quota : quota;
 }
 
 const QUOTA_PER_DOLLAR_BIG = BigInt(QUOTA_PER_DOLLAR);
 const MAX_QUOTA_BIG = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * A dollar field's text read exactly (dollarsToQuota() and dollarsError() apply the same rules):
+ * undefined when it is not written as an amount; `problem` when the amount cannot be stored, above the
+ * largest quota or, not zero, below half a unit (saved as $0).
+ */
+function readDollars(text: string): { negative: boolean; quota: bigint; problem?: 'above_max' | 'below_unit' } | undefined {
+  const m = DOLLAR_TEXT.exec(text.trim());
+  if (!m) return undefined;
+  const quota = exactQuota(m[2]!);
+  const problem = quota > MAX_QUOTA_BIG ? 'above_max' : quota === 0n && /[1-9]/.test(m[2]!) ? 'below_unit' : undefined;
+  return problem === undefined ? { negative: m[1] === '-', quota } : { negative: m[1] === '-', quota, problem };
+}
 
 /**
  * The quota a dollar amount's digits ("12.5", ".5", "3.") name, a half unit rounded up, computed on
@@ -110,10 +123,8 @@ function exactQuota(digits: string): bigint {
  * "$" nor grouping: 18014398509.481982 where String(quota / 500000) wrote 18014398509.481983.
  */
 export function dollarsInput(quota: number): string {
-  const q = Math.abs(Math.trunc(quota));
-  const rest = q % QUOTA_PER_DOLLAR;
-  const whole = (q - rest) / QUOTA_PER_DOLLAR;
-  const fraction = String(rest * (1_000_000 / QUOTA_PER_DOLLAR)).padStart(6, '0').replace(/0+$/, '');
+  const { whole, micros } = dollarDigits(quota);
+  const fraction = micros.replace(/0+$/, '');
   return `${quota <= -1 ? '-' : ''}${whole}${fraction === '' ? '' : `.${fraction}`}`;
 }
 
@@ -132,13 +143,11 @@ export function typedDollars(text: string): number | undefined {
  * would puzzle whoever typed 0.0000001), or above the largest the API stores, named.
  */
 export function dollarsError(text: string, usual: string): string {
-  const m = DOLLAR_TEXT.exec(text.trim());
-  if (!m) return usual;
-  const exact = exactQuota(m[2]!);
-  if (exact > MAX_QUOTA_BIG) return `must be at most ${dollars(MAX_QUOTA)}`;
-  return exact === 0n && /[1-9]/.test(m[2]!)
-    ? `below ${ONE_QUOTA_DOLLARS} (1 quota), the smallest amount: it would be saved as $0`
-    : usual;
+  switch (readDollars(text)?.problem) {
+    case 'above_max': return `must be at most ${dollars(MAX_QUOTA)}`;
+    case 'below_unit': return `below ${ONE_QUOTA_DOLLARS} (1 quota), the smallest amount: it would be saved as $0`;
+    default: return usual;
+  }
 }
 
 /**
