@@ -72,10 +72,12 @@ const BUILT_IN_WINDOWS: ReadonlyArray<readonly [RegExp, number]> = [
   [CLAUDE_ANY, CLAUDE_CONTEXT_WINDOW],
 ];
 
-function builtInWindow(model: string): number | undefined {
-  for (let i = 0; i < BUILT_IN_WINDOWS.length; i++) if (BUILT_IN_WINDOWS[i]![0].test(model)) return BUILT_IN_WINDOWS[i]![1];
+/** The value of the first row whose pattern names `model` (the tables' rows go from narrow to broad). */
+function firstMatch<T>(rows: ReadonlyArray<readonly [RegExp, T]>, model: string): T | undefined {
+  for (let i = 0; i < rows.length; i++) if (rows[i]![0].test(model)) return rows[i]![1];
   return undefined;
 }
+
 /**
  * How a Claude model sizes an image (Anthropic's vision guide): an image larger than the model's
  * native resolution is scaled down, its aspect kept, to a long edge of at most `longEdge` px and at
@@ -92,44 +94,37 @@ export const IMAGE_PATCH_PX = 28;
 const CLAUDE_4_6_SCALING: ImageScaling = { longEdge: 1_568, tokens: 1_568 };
 const CLAUDE_OPUS_4_7_SCALING: ImageScaling = { longEdge: 2_576, tokens: 4_784 };
 const CLAUDE_OPUS_4_7 = new RegExp(String.raw`${CLAUDE_PREFIX}(?:opus-4[.-]7|4[.-]7-opus)${CLAUDE_SUFFIX}`, 'i');
-const CLAUDE_EARLIER = claudeModels('0156');
 
 /**
- * How `model` sizes an image, as far as its provider documents it; undefined for a model that is
- * not Claude (OpenAI bills an image by tiles or patches, times a multiplier of the model's). A later
- * Claude model whose sizing is not published yet is taken to size as Opus 4.7, the latest that is:
- * what a prompt the provider stated no usage for is billed an image (its `tokens`), not a bound (the
- * reservation's is imageTokenBound's, below).
- */
-export function imageScaling(model: string): ImageScaling | undefined {
-  if (CLAUDE_EARLIER.test(model)) return CLAUDE_4_6_SCALING;
-  return CLAUDE_ANY.test(model) ? CLAUDE_OPUS_4_7_SCALING : undefined;
-}
-
-/**
- * What an image reserves on a Claude model: a tenth above the most an earlier version of the guide
- * gave (width × height / 750 tokens, ~1,600 up to 4.6, 5,000 on Opus 4.7), so above the patch caps
- * too (1,568, 4,784). A later Claude model whose largest size is not published is bounded by the
- * largest image the API takes, 8,000 × 8,000 px (81,796 patches, 85,334 by the earlier formula):
- * still a twelfth of a 1M window, where the window made one screenshot to Claude Opus 4.7 reserve
- * 2,500,200 quota at max_tokens 16 (now 14,500). An estimate from the provider's documentation, not a
- * fact of the bytes: it sizes the reservation, and what the provider states is billed up to the
- * window (messages-handler.ts).
+ * What an image reserves on a Claude model (`bound`): a tenth above the most an earlier version of
+ * the guide gave (width × height / 750 tokens, ~1,600 up to 4.6, 5,000 on Opus 4.7), so above the
+ * patch caps too (1,568, 4,784). A later Claude model whose largest size is not published is bounded
+ * by the largest image the API takes, 8,000 × 8,000 px (81,796 patches, 85,334 by the earlier
+ * formula): still a twelfth of a 1M window, where the window made one screenshot to Claude Opus 4.7
+ * reserve 2,500,200 quota at max_tokens 16 (now 14,500). An estimate from the provider's
+ * documentation, not a fact of the bytes: it sizes the reservation, and what the provider states is
+ * billed up to the window (messages-handler.ts). A later Claude model whose sizing is not published
+ * yet is taken to size as Opus 4.7, the latest that is (`scaling`).
  */
 const imageBound = (tokens: number) => Math.ceil((tokens * 11) / 10);
 /** The earlier guide's figures: an image's most up to 4.6 and on Opus 4.7, and its pixels per token. */
 const EARLIER_GUIDE_4_6_TOKENS = 1_600;
 const EARLIER_GUIDE_OPUS_4_7_TOKENS = 5_000;
 const EARLIER_GUIDE_PIXELS_PER_TOKEN = 750;
-const BUILT_IN_IMAGE_TOKENS: ReadonlyArray<readonly [RegExp, number]> = [
-  [CLAUDE_EARLIER, imageBound(EARLIER_GUIDE_4_6_TOKENS)],
-  [CLAUDE_OPUS_4_7, imageBound(EARLIER_GUIDE_OPUS_4_7_TOKENS)],
-  [CLAUDE_ANY, imageBound(Math.ceil((8_000 * 8_000) / EARLIER_GUIDE_PIXELS_PER_TOKEN))],
+const CLAUDE_IMAGES: ReadonlyArray<readonly [RegExp, { scaling: ImageScaling; bound: number }]> = [
+  [claudeModels('0156'), { scaling: CLAUDE_4_6_SCALING, bound: imageBound(EARLIER_GUIDE_4_6_TOKENS) }],
+  [CLAUDE_OPUS_4_7, { scaling: CLAUDE_OPUS_4_7_SCALING, bound: imageBound(EARLIER_GUIDE_OPUS_4_7_TOKENS) }],
+  [CLAUDE_ANY, { scaling: CLAUDE_OPUS_4_7_SCALING, bound: imageBound(Math.ceil((8_000 * 8_000) / EARLIER_GUIDE_PIXELS_PER_TOKEN)) }],
 ];
 
-function builtInImageTokens(model: string): number | undefined {
-  for (let i = 0; i < BUILT_IN_IMAGE_TOKENS.length; i++) if (BUILT_IN_IMAGE_TOKENS[i]![0].test(model)) return BUILT_IN_IMAGE_TOKENS[i]![1];
-  return undefined;
+/**
+ * How `model` sizes an image, as far as its provider documents it; undefined for a model that is
+ * not Claude (OpenAI bills an image by tiles or patches, times a multiplier of the model's): what a
+ * prompt the provider stated no usage for is billed an image (its `tokens`), not a bound (the
+ * reservation's is imageTokenBound's, CLAUDE_IMAGES' `bound`).
+ */
+export function imageScaling(model: string): ImageScaling | undefined {
+  return firstMatch(CLAUDE_IMAGES, model)?.scaling;
 }
 
 /** The window of a request whose `anthropic-beta` header asks for `context-1m-…`. */
@@ -194,7 +189,7 @@ export function inputBoundsFromOptions(options: ReadonlyMap<string, string>): In
   const outputs = parseWindows(options.get('ModelMaxOutputTokens'));
   const images = parseWindows(options.get('ModelImageTokens'));
   // Own keys only: a model named like an Object.prototype member is a model like any other.
-  const known = (model: string) => (Object.hasOwn(windows, model) ? windows[model]! : builtInWindow(model));
+  const known = (model: string) => (Object.hasOwn(windows, model) ? windows[model]! : firstMatch(BUILT_IN_WINDOWS, model));
   // The context-1m beta raises a window to at least 1M, never lowers one; so does a name tagged `[1m]`
   // (Claude Code's `claude-sonnet-4-5[1m]`), which a channel may send to a gateway that reads it as the beta.
   const widen = (w: number, model: string, extended: boolean) => (extended || ONE_MILLION_TAG.test(model) ? Math.max(w, EXTENDED_CONTEXT_WINDOW) : w);
@@ -206,6 +201,6 @@ export function inputBoundsFromOptions(options: ReadonlyMap<string, string>): In
     },
     webSearchCallPrice: options.has('WebSearchCallPrice') && Number.isFinite(price) && price >= 0 ? price : DEFAULT_WEB_SEARCH_CALL_PRICE,
     maxOutputTokens: (model) => (Object.hasOwn(outputs, model) ? outputs[model]! : DEFAULT_MAX_OUTPUT_TOKENS),
-    imageTokenBound: (model) => (Object.hasOwn(images, model) ? images[model]! : builtInImageTokens(model)),
+    imageTokenBound: (model) => (Object.hasOwn(images, model) ? images[model]! : firstMatch(CLAUDE_IMAGES, model)?.bound),
   };
 }
