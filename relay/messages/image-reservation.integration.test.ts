@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   accountQuota, billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, storeOptions, type GatewayStack, startGatewayStack,
 } from '../../tests/harness/gateway-stack.js';
-import { startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
+import { normalMessage, startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
 import { jpegWithDecoyFrame, pngOfSize } from '../../tests/harness/image-headers.js';
 
@@ -40,10 +40,7 @@ beforeAll(async () => {
   stack = await startGatewayStack();
   provider = await startScriptedProvider((r, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({
-      id: 'msg_1', type: 'message', role: 'assistant', model: r.model, content: [{ type: 'text', text: 'a chart' }],
-      stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: statedInput, output_tokens: 3 },
-    }));
+    res.end(normalMessage(r.model, { input_tokens: statedInput, output_tokens: 3 }, 'a chart'));
   });
   await mockChannel(stack, [OPUS_47, OPUS_5, SONNET_45, UNKNOWN], 'default', { base_url: provider.url });
 });

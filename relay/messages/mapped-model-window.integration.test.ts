@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack,
 } from '../../tests/harness/gateway-stack.js';
-import { startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
+import { normalMessage, startScriptedProvider, type ScriptedProvider } from '../../tests/harness/scripted-provider.js';
 
 /** Window 200,000; model ratio 0.125, completion ratio 5. */
 const ASKED = 'claude-3-haiku-20240307';
@@ -22,10 +22,7 @@ beforeAll(async () => {
   stack = await startGatewayStack();
   provider = await startScriptedProvider((r, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({
-      id: 'msg_1', type: 'message', role: 'assistant', model: r.model, content: [{ type: 'text', text: 'ok' }],
-      stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: PROMPT_TOKENS, output_tokens: 1 },
-    }));
+    res.end(normalMessage(r.model, { input_tokens: PROMPT_TOKENS, output_tokens: 1 }, 'ok'));
   });
   await mockChannel(stack, [ASKED], 'default', { base_url: provider.url, model_mapping: JSON.stringify({ [ASKED]: SENT }) });
 });

@@ -83,8 +83,9 @@ export function normalStream(model: string): string {
 /** The normal answer's text; a JSON answer's without the last space (the relay's count of it is then 50). */
 export const NORMAL_TEXT = 'tok '.repeat(NORMAL_OUTPUT - 1) + 'tok';
 
-export function normalMessage(model: string, usage: Record<string, unknown> = { input_tokens: NORMAL_INPUT, output_tokens: NORMAL_OUTPUT }): string {
-  return JSON.stringify({ id: 'msg_1', type: 'message', role: 'assistant', model, content: [{ type: 'text', text: NORMAL_TEXT }], stop_reason: 'end_turn', stop_sequence: null, usage });
+/** An Anthropic JSON answer of `text` stating `usage`. */
+export function normalMessage(model: string, usage: Record<string, unknown> = { input_tokens: NORMAL_INPUT, output_tokens: NORMAL_OUTPUT }, text = NORMAL_TEXT): string {
+  return JSON.stringify({ id: 'msg_1', type: 'message', role: 'assistant', model, content: [{ type: 'text', text }], stop_reason: 'end_turn', stop_sequence: null, usage });
 }
 
 export function chatChunk(c: Record<string, unknown>): string {
