@@ -385,10 +385,11 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   if (unpriced) return unpriced;
   if ((chat as { functions?: unknown }).functions !== undefined) return invalid('functions: deprecated; send tools instead');
 
-  const system: string[] = [];
-  // The same texts as blocks, a part a block with its breakpoint, sent instead when a part sets one.
+  // Each system message's text as a block; a message a part of which sets a breakpoint, its parts as
+  // blocks each with its own (systemMarked: then the blocks are sent, else their texts joined).
   const systemBlocks: Block[] = [];
   let systemMarked = false;
+  const systemText = (): string => systemBlocks.map((b) => b.text).join('\n\n');
   const turns: Turn[] = [];
   const ids = new ToolIds();
   for (let i = 0; i < chat.messages.length; i++) {
@@ -399,7 +400,6 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
       if (text instanceof RelayError) return text;
       // Joined into one string, a blank one adds only blank lines (and alone, a system of whitespace).
       if (!isBlank(text)) {
-        system.push(text);
         const blocks = markedTextBlocks(m.content);
         if (blocks !== null) systemMarked = true;
         systemBlocks.push(...(blocks ?? [{ type: 'text', text }]));
@@ -439,9 +439,9 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   settleBlankUserMessages(turns);
   trimFinalAssistantTurn(turns);
   // System messages alone: OpenAI answers them; Anthropic needs a user turn, so they are one.
-  if (turns.length === 0 && system.length > 0) {
-    push(turns, 'user', systemMarked ? systemBlocks.splice(0) : [{ type: 'text', text: system.join('\n\n') }]);
-    system.length = 0;
+  if (turns.length === 0 && systemBlocks.length > 0) {
+    push(turns, 'user', systemMarked ? systemBlocks.slice() : [{ type: 'text', text: systemText() }]);
+    systemBlocks.length = 0;
   }
   // No turn with content (only empty or blank user messages, say): an OpenAI-format provider answers
   // it, so it is priced as it is (no messages) and refused only on its way to an Anthropic channel
@@ -456,7 +456,7 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
     ...tools,
   };
   // One string, as ever, unless a part of a system message sets a breakpoint: then blocks, each part's with its own.
-  if (system.length > 0) body.system = systemMarked ? systemBlocks as MessagesRequest['system'] : system.join('\n\n');
+  if (systemBlocks.length > 0) body.system = systemMarked ? systemBlocks as MessagesRequest['system'] : systemText();
   if (chat.stream === true) body.stream = true;
   if (typeof chat.temperature === 'number') body.temperature = Math.min(1, chat.temperature);
   else if (typeof chat.top_p === 'number') body.top_p = chat.top_p;
