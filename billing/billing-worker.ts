@@ -84,6 +84,14 @@ export interface BillingWorkerOptions {
    * after it (mirror-repair.ts). Without it, batches are settled with no such repair.
    */
   mirrors?: { keys: RedisKeys; quota: QuotaStore };
+  /**
+   * Whether the Redis read from (and the mirrors' Redis) holds this database's accounts, asked of the
+   * current servers when a connection came back since the last answer (core/quota/database-binding.ts
+   * RedisBindingWatch). Nothing read is settled, nor any mirror repaired, while it answers false: a
+   * Redis swapped under the worker (another gateway's backup restored, an address naming another
+   * server) holds another database's usage, which settled here would move this database's money.
+   */
+  ownRedis?: () => Promise<boolean>;
 }
 
 /** Entries read from one stream, acknowledged together. */
@@ -352,7 +360,10 @@ export class BillingWorker {
         const asked = this.#entriesPerRead();
         const batch = await this.#next(asked);
         const entries = batch.entries;
-        if (entries.length) await this.#settle([batch]);
+        if (entries.length) {
+          await this.#assertOwnRedis();
+          await this.#settle([batch]);
+        }
         billingMetrics.consumed();
         backoff = 100;
         const rest = this.#opts.minBatchIntervalMs - (Date.now() - startedAt);
@@ -469,7 +480,16 @@ export class BillingWorker {
   }
 
   async #retryRepairs(): Promise<void> {
-    if (this.#repairs.length && this.#opts.mirrors) this.#repairs = await repairMirrors(this.#opts.mirrors.quota, this.#repairs, this.#log);
+    if (this.#repairs.length === 0 || !this.#opts.mirrors) return;
+    await this.#assertOwnRedis();
+    this.#repairs = await repairMirrors(this.#opts.mirrors.quota, this.#repairs, this.#log);
+  }
+
+  /** Throws unless the Redis is known to hold this database's accounts (BillingWorkerOptions.ownRedis). */
+  async #assertOwnRedis(): Promise<void> {
+    if (this.#opts.ownRedis && !await this.#opts.ownRedis()) {
+      throw new Error('the Redis is not known to hold this database\'s accounts (a swapped or foreign Redis, see the fatal log line): nothing read from it is settled, its entries stay pending there');
+    }
   }
 
   async #read(id: string, blockMs: number | undefined, readCount: number): Promise<Entry[]> {
@@ -520,7 +540,10 @@ export class BillingWorker {
         const count = batches.reduce((n, b) => n + b.entries.length, 0);
         // What the other shards gave is settled even when some shard's read failed: one node failing
         // over must not hold up the billing of the shards on the others.
-        if (count) await this.#settle(batches);
+        if (count) {
+          await this.#assertOwnRedis();
+          await this.#settle(batches);
+        }
         if (failed.length) await this.#shardReadsFailed(failed);
         // Not while a shard waits out its backoff: GET /health says failing until every shard reads.
         else if (this.#shardRetry.size === 0) billingMetrics.consumed();

@@ -47,6 +47,6 @@ export async function finishConsoleFollowUps(d: FollowUpDeps, minAgeSec: number)
   return finished;
 }
 
-export function startConsoleFollowUp(d: FollowUpDeps, intervalMs: number, minAgeSec: number): { stop(): void } {
-  return startPeriodicJob('console follow-up', intervalMs, d.log, () => finishConsoleFollowUps(d, minAgeSec));
+export function startConsoleFollowUp(d: FollowUpDeps, intervalMs: number, minAgeSec: number, runsWhen?: () => boolean): { stop(): void } {
+  return startPeriodicJob('console follow-up', intervalMs, d.log, () => finishConsoleFollowUps(d, minAgeSec), runsWhen);
 }

@@ -45,6 +45,6 @@ export async function pruneKeyQuotaEdits(d: KeyQuotaEditPruningDeps, batchSize =
   return pruned;
 }
 
-export function startKeyQuotaEditPruning(d: KeyQuotaEditPruningDeps, intervalMs = KEY_QUOTA_EDIT_PRUNE_INTERVAL_MS): { stop(): void } {
-  return startPeriodicJob('key quota edit pruning', intervalMs, d.log, () => pruneKeyQuotaEdits(d));
+export function startKeyQuotaEditPruning(d: KeyQuotaEditPruningDeps, intervalMs = KEY_QUOTA_EDIT_PRUNE_INTERVAL_MS, runsWhen?: () => boolean): { stop(): void } {
+  return startPeriodicJob('key quota edit pruning', intervalMs, d.log, () => pruneKeyQuotaEdits(d), runsWhen);
 }

@@ -1,11 +1,12 @@
 // A background job of the billing worker, run every `intervalMs`, never overlapping itself; a failed
-// run is logged and the next one tries again.
+// run is logged and the next one tries again. `runsWhen` false skips a turn (a job that writes to
+// Redis, while the Redis is not known to hold this database's accounts).
 import type { Logger } from '../infra/logger.js';
 
-export function startPeriodicJob(name: string, intervalMs: number, log: Logger, run: () => Promise<unknown>): { stop(): void } {
+export function startPeriodicJob(name: string, intervalMs: number, log: Logger, run: () => Promise<unknown>, runsWhen: () => boolean = always): { stop(): void } {
   let running = false;
   const timer = setInterval(() => {
-    if (running) return;
+    if (running || !runsWhen()) return;
     running = true;
     run()
       .catch((err: unknown) => log.error({ err }, `${name} failed`))
@@ -16,6 +17,8 @@ export function startPeriodicJob(name: string, intervalMs: number, log: Logger, 
   timer.unref();
   return { stop: () => clearInterval(timer) };
 }
+
+const always = (): boolean => true;
 
 /**
  * Runs `step` (one statement over at most `batchSize` rows, answering how many it took) until a batch

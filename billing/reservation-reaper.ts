@@ -7,7 +7,7 @@ import { encodeUsageEvent, LOG_TYPE, usageEvent } from '../core/usage/usage-even
 
 const BATCH = 100;
 
-export function startReservationReaper(quota: QuotaStore, log: Logger, intervalMs: number): { stop(): void } {
+export function startReservationReaper(quota: QuotaStore, log: Logger, intervalMs: number, runsWhen?: () => boolean): { stop(): void } {
   const reap = async () => {
     // Redis's clock (the quota store's RedisClock), the one the relays date the deadlines with; not
     // before it was read once (a worker started while Redis was down): this host's clock, far off
@@ -25,5 +25,5 @@ export function startReservationReaper(quota: QuotaStore, log: Logger, intervalM
     })));
     if (released > 0) log.warn({ released }, 'released expired reservations');
   };
-  return startPeriodicJob('reservation reaper', intervalMs, log, reap);
+  return startPeriodicJob('reservation reaper', intervalMs, log, reap, runsWhen);
 }

@@ -4,7 +4,7 @@ import { createLogger, type Logger } from '../infra/logger.js';
 import { createSql } from '../infra/postgres/client.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
 import { checkRedisPersistence } from '../infra/redis/persistence.js';
-import { assertRedisOfDatabase } from '../core/quota/database-binding.js';
+import { databaseInstanceId, foreignRedisError, RedisBindingWatch, redisBoundTo } from '../core/quota/database-binding.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { RedisClock } from '../core/quota/redis-clock.js';
@@ -32,11 +32,34 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   const webhookSecrets = createWebhookSecretSealer(config.KEY_SECRET);
   const keys = redisKeysFor(config);
   const sharded = keys.shards > 0;
+  const sql = createSql(config);
+  // Read before anything else is opened, as the relay does: a database its migrations have not
+  // reached (026) fails the start with nothing to release but this connection.
+  const databaseId = await databaseInstanceId(sql).catch(async (err: unknown) => {
+    await sql.end({ timeout: 1 });
+    throw err;
+  });
   // Sharded, the worker polls many streams without blocking (a cluster client shares one connection per node).
   const redis = createRedis(config, 'billing', { blocking: !sharded });
-  const sql = createSql(config);
   const ch = createClickHouse(config);
   const commands = createRedis(config, 'billing-reaper');
+  // Whose money each connection's Redis holds, known afresh after each reconnect
+  // (core/quota/database-binding.ts): another database's usage is never settled here, nor its mirrors
+  // written. Said once each time a connection finds another database's; billing waits meanwhile
+  // (GET /health says failing) and goes on by itself once the Redis is this database's again.
+  let foreignSaid = false;
+  const onForeign = (): void => {
+    if (foreignSaid) return;
+    foreignSaid = true;
+    log.fatal(`${foreignRedisError(keys, config.REDIS_PREFIX).message.replace(/\n\s*/g, ' ')}; nothing is billed until it is fixed`);
+  };
+  const readsBinding = new RedisBindingWatch(redis, keys, databaseId, onForeign);
+  const commandsBinding = new RedisBindingWatch(commands, keys, databaseId, onForeign);
+  const ownRedis = async (): Promise<boolean> => {
+    const owned = await readsBinding.ensureOwned() && await commandsBinding.ensureOwned();
+    if (owned) foreignSaid = false;
+    return owned;
+  };
   // Redis's clock, the one the relays date reservation and slice deadlines with: the reaper compares
   // them with it, never with this host's clock (core/quota/redis-clock.ts).
   const clock = new RedisClock(commands, keys, { log });
@@ -54,6 +77,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     ...(sharded ? { sharded: { keys, leaseMs: config.BILLING_SHARD_LEASE_MS, clock } } : {}),
     // Debits a Redis restart took out of the mirrors before their commit are put back after it.
     mirrors: { keys, quota },
+    ownRedis,
   });
   // GET /metrics and /health, before the worker reads anything: a port already taken stops the start,
   // as the relay's does. A worker left running without them is invisible to its probe and its alerts.
@@ -75,23 +99,27 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
     // Sampled before the worker takes shard leases or the reaper runs.
     await clock.start();
     // Another database's usage and mirrors are not this one's to settle (core/quota/database-binding.ts).
-    await assertRedisOfDatabase(sql, commands, keys, config.REDIS_PREFIX);
+    if (!await redisBoundTo(commands, keys, databaseId)) throw foreignRedisError(keys, config.REDIS_PREFIX);
     await worker.start();
   } catch (err) {
     clock.stop();
+    readsBinding.stop();
+    commandsBinding.stop();
     await metrics.close();
     throw err;
   } finally {
     clearTimeout(waiting);
   }
   void checkRedisPersistence(commands, log, 'billing');
-  const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS);
+  // The jobs that write mirrors and reservations skip their turns while the Redis is not known to be ours.
+  const ownsRedis = (): boolean => commandsBinding.owned();
+  const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS, ownsRedis);
   // A console's own after-commit step normally finishes within milliseconds; a row pending for 30 s
   // belongs to a console that failed or died.
   // Dead letters moved money in Redis only: the gauge is how an operator learns to replay them.
   const deadLetters = startDeadLetterGauge(commands, shardList.map((i) => keys.usageDeadLetterStream(i)), config.RESERVATION_REAP_INTERVAL_MS, log);
-  const followUp = startConsoleFollowUp({ sql, redis: commands, quota, log }, config.RESERVATION_REAP_INTERVAL_MS, 30);
-  const keyEditPruning = startKeyQuotaEditPruning({ sql, quota, log }); // done key_quota_edits rows and their markers, after a day
+  const followUp = startConsoleFollowUp({ sql, redis: commands, quota, log }, config.RESERVATION_REAP_INTERVAL_MS, 30, ownsRedis);
+  const keyEditPruning = startKeyQuotaEditPruning({ sql, quota, log }, undefined, ownsRedis); // done key_quota_edits rows and their markers, after a day
   // Low-balance notices queued by settlements: sent apart from them, retried, never blocking billing.
   const notices = startLowBalanceNotices({ sql, log, optionSecrets, webhookSecrets }, config.RESERVATION_REAP_INTERVAL_MS);
   // Unpaid top-up orders expire after a day; spent console credentials and e-mail codes are deleted.
@@ -109,6 +137,8 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
       deadLetters.stop();
       await metrics.close();
       await worker.stop();
+      readsBinding.stop();
+      commandsBinding.stop();
       redis.disconnect();
       commands.disconnect();
       await sql.end({ timeout: 5 });

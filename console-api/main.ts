@@ -1,12 +1,12 @@
 // Entry point of the console API: config, connections, migrations, the root account, listen, and a
 // clean shutdown on SIGTERM/SIGINT. The only console module that reads process.env (via loadConfig).
 import { createClickHouseReader } from '../infra/clickhouse/read-client.js';
-import { loadConfigOrExit, type Config } from '../infra/config.js';
+import { CONFIG_ERROR_EXIT_CODE, loadConfigOrExit, type Config } from '../infra/config.js';
 import { createLogger } from '../infra/logger.js';
 import { installProcessGuards } from '../infra/process-guards.js';
 import { migratePostgres } from '../infra/postgres/migrate.js';
 import { createRedis, redisKeysFor } from '../infra/redis/client.js';
-import { assertRedisOfDatabase } from '../core/quota/database-binding.js';
+import { assertRedisOfDatabase, foreignRedisError, RedisBindingWatch } from '../core/quota/database-binding.js';
 import { describeStartFailure, startFailureExitCode } from '../infra/start-failure.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { createWebhookSecretSealer } from '../core/notices/notice-setting.js';
@@ -59,7 +59,17 @@ async function main(): Promise<void> {
   await clock.start();
   // A Redis holding another database's accounts is refused (core/quota/database-binding.ts): the
   // console's credits would move mirrors of accounts that are not this database's.
-  await assertRedisOfDatabase(sql, redis, keys, config.REDIS_PREFIX);
+  const databaseId = await assertRedisOfDatabase(sql, redis, keys, config.REDIS_PREFIX);
+  // And each time the connection comes back: a Redis swapped under the console (another gateway's
+  // backup restored, an address now naming another server) stops it, as it would have refused to
+  // start on it, and its supervisor leaves it down (exit 78). A credit or key edit made in the round
+  // trip before the check answers may reach that Redis instead of this database's: the Postgres
+  // balance has it, this database's mirror of that account not (docs/billing.md, "Whose money a Redis
+  // holds").
+  const binding = new RedisBindingWatch(redis, keys, databaseId, () => {
+    logger.fatal(`${foreignRedisError(keys, config.REDIS_PREFIX).message.replace(/\n\s*/g, ' ')}; the console-api stops`);
+    void release().finally(() => process.exit(CONFIG_ERROR_EXIT_CODE));
+  });
   const quotaStore = new QuotaStore(redis, keys, postgresBalanceSource(sql), { clock });
   const sealed = await sealLegacySecrets(sql, { options: createOptionSealer(config.KEY_SECRET), webhooks: createWebhookSecretSealer(config.KEY_SECRET) });
   if (sealed.options.length > 0 || sealed.accounts > 0) logger.info(sealed, 'secrets stored in clear by an earlier version sealed');
@@ -70,6 +80,7 @@ async function main(): Promise<void> {
 
   const app = buildConsoleApp({ config, sql, redis, logReader, quotaStore, logger });
   release = async () => {
+    binding.stop();
     await app.close();
     clock.stop();
     await Promise.allSettled([sql.end({ timeout: 5 }), redis.quit(), logReader.close()]);

@@ -27,7 +27,7 @@ import { ratiosFromOptions, type Ratios } from '../core/pricing/ratios.js';
 import { inputBoundsFromOptions, type InputBounds } from '../core/pricing/input-bound.js';
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
-import { databaseInstanceId, foreignRedisError, redisBoundTo } from '../core/quota/database-binding.js';
+import { databaseInstanceId, foreignRedisError, RedisBindingWatch } from '../core/quota/database-binding.js';
 import { RedisClock } from '../core/quota/redis-clock.js';
 import { DEFAULT_CREDIT_SLICE_OPTIONS } from '../core/quota/credit-slices.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
@@ -186,6 +186,8 @@ function refuseCoding(res: uws.HttpResponse, req: uws.HttpRequest, format: 'anth
 }
 
 const HEALTH_BODY = '{"status":"ok"}';
+const NOT_READY_UNREACHABLE = '{"status":"unavailable","reason":"quota_store_unavailable"}';
+const NOT_READY_FOREIGN = '{"status":"unavailable","reason":"quota_store_foreign"}';
 
 /**
  * Paths of OpenAI's API (/v1/models aside, which both APIs have and the relay serves): a client
@@ -324,7 +326,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const timer = setInterval(() => {
     keyDirectory.purgeStale();
     // A check that failed with the connection up gets no 'ready' to retry it.
-    if (redisOfDatabase !== true && redis.status === 'ready') void checkRedisOfDatabase().then(replaySpool);
+    if (!binding.owned() && redis.status === 'ready') void binding.check().then(replaySpool);
     Promise.all([channels.reload(), reloadOptions()]).catch((err: unknown) => log.error({ err }, 'periodic reload failed'));
   }, RELOAD_INTERVAL_MS);
   timer.unref();
@@ -341,29 +343,21 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     }));
   }
   relayMetrics.watchSpool(() => spool.pendingCount);
-  // Whose money the Redis holds (core/quota/database-binding.ts): null until known. Nothing is
-  // reserved in, or replayed into, a Redis that holds another database's accounts; checked before
-  // the relay listens and each time the connection comes back (a Redis swapped under it; until the
-  // check answers, about a round trip, the last answer stands).
-  let redisOfDatabase: boolean | null = null;
-  const checkRedisOfDatabase = async (): Promise<boolean | null> => {
-    try {
-      const bound = await redisBoundTo(redis, keys, databaseId);
-      if (!bound && redisOfDatabase !== false) log.fatal(`${foreignRedisError(keys, config.REDIS_PREFIX).message.replace(/\n\s*/g, ' ')}; reservations refused (529)`);
-      redisOfDatabase = bound;
-    } catch (err) {
-      if (redisOfDatabase === null) log.warn({ err }, 'whose database the Redis holds could not be read yet; reservations wait for it');
-    }
-    return redisOfDatabase;
-  };
+  // Whose money the Redis holds (core/quota/database-binding.ts), known afresh after each reconnect:
+  // nothing is reserved in, or replayed into, a Redis not known to hold this database's accounts (a
+  // Redis swapped under the relay is taken for its own by no request: until the check answers, about
+  // a round trip after the connection comes back, requests are refused 529).
+  const binding = new RedisBindingWatch(redis, keys, databaseId, () => {
+    log.fatal(`${foreignRedisError(keys, config.REDIS_PREFIX).message.replace(/\n\s*/g, ' ')}; reservations refused (529)`);
+  });
   const settleInOwnRedis = (s: Parameters<typeof quota.settle>[0]): ReturnType<typeof quota.settle> =>
-    redisOfDatabase === true ? quota.settle(s) : Promise.reject(new Error('the Redis is not known to hold this database\'s accounts'));
+    binding.owned() ? quota.settle(s) : Promise.reject(new Error('the Redis is not known to hold this database\'s accounts'));
   const replaySpool = (): void => {
-    if (redisOfDatabase !== true) return;
+    if (!binding.owned()) return;
     spool.replay(settleInOwnRedis).catch((err: unknown) => log.error({ err }, 'settlement spool replay failed'));
   };
   // Redis answering again: what its outage stalled goes through, in order, once it is known to be ours.
-  redis.on('ready', () => void checkRedisOfDatabase().then(replaySpool));
+  redis.on('ready', () => void binding.check().then(replaySpool));
   // A Redis resuming on the same connection (SIGSTOP/SIGCONT) sends no 'ready': retried while any is stalled.
   spool.replayEvery(config.RELAY_SPOOL_REPLAY_INTERVAL_MS, settleInOwnRedis);
   const tokens = new TokenCounter({
@@ -376,8 +370,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     channels,
     health,
     quota,
-    quotaReady: () => redis.status === 'ready' && redisOfDatabase === true,
-    quotaForeign: () => redisOfDatabase === false,
+    quotaReady: () => binding.owned(),
+    quotaForeign: () => binding.foreign(),
     pools,
     ratios: () => ratios,
     inputBounds: () => inputBounds,
@@ -399,6 +393,11 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   };
 
   const notFound = new RelayError('not_found');
+  const readiness = (): [number, string] => {
+    if (binding.owned()) return [200, HEALTH_BODY];
+    if (binding.foreign()) return [503, NOT_READY_FOREIGN];
+    return [503, NOT_READY_UNREACHABLE];
+  };
   const app = uws.App()
     .post('/v1/messages', guarded(log, 'messages', (res, req) => handleMessages(ctx, res, req)))
     .post('/v1/chat/completions', guarded(log, 'chat_completions', (res, req) => handleChatCompletions(ctx, res, req), 'openai'))
@@ -419,6 +418,17 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       const reply = new Reply(res);
       reply.headOnly = true;
       reply.json(200, HEALTH_BODY);
+    }))
+    // Readiness, apart from liveness: whether a request would be served now. A relay whose Redis is
+    // down or holds another database's accounts answers every request 529; restarting it (what a
+    // failed liveness check does) changes nothing, taking it out of rotation does.
+    .get('/ready', guarded(log, 'ready', (res) => {
+      new Reply(res).json(...readiness());
+    }))
+    .head('/ready', guarded(log, 'ready', (res) => {
+      const reply = new Reply(res);
+      reply.headOnly = true;
+      reply.json(...readiness());
     }))
     .options('/*', guarded(log, 'preflight', (res, req) => new Reply(res).noContent(preflightHeaders(req))))
     .any('/*', guarded(log, 'not_found', (res, req) => {
@@ -462,7 +472,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     ]);
     // Another database's Redis is a configuration to fix: the start fails, naming it. One not
     // reachable yet is checked when it answers (the 'ready' handler above).
-    if (redis.status === 'ready' && await checkRedisOfDatabase() === false) throw foreignRedisError(keys, config.REDIS_PREFIX);
+    if (redis.status === 'ready' && await binding.check() === false) throw foreignRedisError(keys, config.REDIS_PREFIX);
     replaySpool();
     listenSocket = await listenRelay(app, config.RELAY_HOST, config.RELAY_PORT, config.RELAY_REUSE_PORT);
     if (config.RELAY_METRICS_PORT !== 'off') {

@@ -6,8 +6,9 @@
 // the billing worker would settle the old database's usage into the new one's accounts.
 //
 // So the first service to start on a Redis records there the id of its database (database_instance,
-// migration 026); every service compares at start, and the relay again each time its connection
-// comes back (a Redis swapped under it). A mismatch is a configuration to fix, not a fault to retry.
+// migration 026); every service compares at start, and again each time its connection comes back (a
+// Redis swapped under it: a restore from another gateway's backup, an address now naming another
+// server), through RedisBindingWatch. A mismatch is a configuration to fix, not a fault to retry.
 import type { Redis } from 'ioredis';
 import type { Sql } from '../../infra/postgres/client.js';
 import type { RedisKeys } from '../../infra/redis/keys.js';
@@ -68,8 +69,91 @@ export function foreignRedisError(keys: RedisKeys, prefix: string): ConfigError 
 
 /**
  * Fails the start with foreignRedisError when `redis` holds another database's keys; binds it to this
- * database when it holds none.
+ * database when it holds none. Answers this database's id.
  */
-export async function assertRedisOfDatabase(sql: Sql, redis: Redis, keys: RedisKeys, prefix: string): Promise<void> {
-  if (!await redisBoundTo(redis, keys, await databaseInstanceId(sql))) throw foreignRedisError(keys, prefix);
+export async function assertRedisOfDatabase(sql: Sql, redis: Redis, keys: RedisKeys, prefix: string): Promise<string> {
+  const databaseId = await databaseInstanceId(sql);
+  if (!await redisBoundTo(redis, keys, databaseId)) throw foreignRedisError(keys, prefix);
+  return databaseId;
+}
+
+/**
+ * Whose money the Redis behind one connection holds, known afresh after each reconnect: `owned()` is
+ * true only once this connection's current server was found bound to this database (a Redis restarted
+ * empty is bound again then). Between a reconnect and the check's answer (about a round trip) it is
+ * false, so that nothing read from, or written to, a swapped server is taken for this database's.
+ * `onForeign` is called once each time the answer turns to another database's.
+ */
+export class RedisBindingWatch {
+  readonly #redis: Redis;
+  readonly #keys: RedisKeys;
+  readonly #databaseId: string;
+  readonly #onForeign: () => void;
+  /** The current connection's answer: null until known (or since the connection dropped). */
+  #bound: boolean | null = null;
+  /** Each connection gets its own number; an answer counts only for the connection it was asked on. */
+  #connection = 0;
+  #checking: Promise<boolean | null> | null = null;
+  readonly #onClose = (): void => {
+    this.#connection++;
+    this.#bound = this.#bound === false ? false : null;
+  };
+  readonly #onReady = (): void => void this.check();
+
+  constructor(redis: Redis, keys: RedisKeys, databaseId: string, onForeign: () => void) {
+    this.#redis = redis;
+    this.#keys = keys;
+    this.#databaseId = databaseId;
+    this.#onForeign = onForeign;
+    redis.on('close', this.#onClose);
+    redis.on('ready', this.#onReady);
+  }
+
+  /** The current server holds this database's accounts (checked since the connection last came up). */
+  owned(): boolean {
+    return this.#bound === true && this.#redis.status === 'ready';
+  }
+
+  /** Known to hold another database's (the last answer, kept across reconnects until another comes). */
+  foreign(): boolean {
+    return this.#bound === false;
+  }
+
+  /**
+   * Asks the current server (one at a time); answers true / false, or null when it could not be read
+   * (the connection down: asked again on its 'ready').
+   */
+  check(): Promise<boolean | null> {
+    this.#checking ??= this.#ask().finally(() => {
+      this.#checking = null;
+    });
+    return this.#checking;
+  }
+
+  /** owned(), asking the server first when the answer is not of the current connection. */
+  async ensureOwned(): Promise<boolean> {
+    if (this.owned()) return true;
+    return await this.check() === true && this.owned();
+  }
+
+  stop(): void {
+    this.#redis.off('close', this.#onClose);
+    this.#redis.off('ready', this.#onReady);
+  }
+
+  async #ask(): Promise<boolean | null> {
+    const connection = this.#connection;
+    let bound: boolean;
+    try {
+      bound = await redisBoundTo(this.#redis, this.#keys, this.#databaseId);
+    } catch {
+      return this.#bound;
+    }
+    // The connection dropped while asking: the answer may be the old server's.
+    if (connection !== this.#connection) return null;
+    const was = this.#bound;
+    this.#bound = bound;
+    if (!bound && was !== false) this.#onForeign();
+    return bound;
+  }
 }

@@ -12,11 +12,15 @@ export interface RedisServerOptions {
   port: number;
   /** appendonly yes, appendfsync everysec (the project's own Redis); false: no persistence at all. */
   aof: boolean;
+  /** The data directory (another server's, to start on its data: a restore); a new one by default. */
+  dir?: string;
 }
 
 export interface OwnRedisServer {
   readonly port: number;
   readonly url: string;
+  /** Its data directory. */
+  readonly dir: string;
   readonly pid: number | undefined;
   readonly running: boolean;
   /** SIGKILL, waits for the exit. */
@@ -46,7 +50,7 @@ export function pingRedis(port: number, timeoutMs = 500): Promise<boolean> {
 }
 
 export async function startRedisServer(opts: RedisServerOptions): Promise<OwnRedisServer> {
-  const dir = mkdtempSync(join(tmpdir(), `chaos-redis-${opts.port}-`));
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), `chaos-redis-${opts.port}-`));
   const args = ['--port', String(opts.port), '--bind', '127.0.0.1', '--save', '', '--dir', dir, '--daemonize', 'no',
     ...(opts.aof ? ['--appendonly', 'yes', '--appendfsync', 'everysec'] : ['--appendonly', 'no'])];
   let proc: ChildProcess | null = null;
@@ -82,6 +86,7 @@ export async function startRedisServer(opts: RedisServerOptions): Promise<OwnRed
   return {
     port: opts.port,
     url: `redis://127.0.0.1:${opts.port}`,
+    dir,
     get pid() {
       return proc?.pid;
     },
