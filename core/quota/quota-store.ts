@@ -57,6 +57,15 @@ export interface SettleRequest {
   /** The key is limited: a reservation lost in a failover is then also debited from the key's quota. */
   limited?: boolean;
   /**
+   * Sent again because its first settlement found no reservation on a Redis that keeps no settled
+   * markers (settledMarkerSec 0: one Redis, no replicas). A relay settles each request once, and the
+   * reaper leaves a tombstone, so that answer means the reservation (or the credit slice it was drawn
+   * from) went with Redis's data: a restart without persistence, the last second of an AOF. The cost
+   * is then debited alone and its event appended, once: a marker is left for LOST_SETTLED_MARKER_SEC,
+   * as with replicas (settleReservations-9n.lua). Needs `minute` and `limited`.
+   */
+  lost?: boolean;
+  /**
    * The credit slice the request was reserved from (credit-slices.ts), when it was: it has no
    * reservation of its own and is settled against the slice. Kept in the spool, so a replay finds it.
    */
@@ -99,6 +108,11 @@ export interface QuotaStoreOptions {
 
 /** Margin for clock skew between relays and Redis in the lost-reservation bound. */
 const LOST_RESERVATION_MARGIN_SEC = 60;
+/**
+ * Life of the marker a lost reservation's settlement leaves without replicas (SettleRequest.lost): it
+ * outlives every retry and spool replay of that settlement a running relay sends.
+ */
+const LOST_SETTLED_MARKER_SEC = 600;
 
 export interface ExpiredReservation {
   userId: number;
@@ -377,6 +391,15 @@ export class QuotaStore {
     this.#slices?.retireAccount(userId);
   }
 
+  /**
+   * Settled reservations leave markers (with replicas): a settlement that finds no reservation then
+   * was settled already, a lost one being billed by the script itself. Without them, the caller tells
+   * a lost reservation apart (SettleRequest.lost).
+   */
+  get keepsSettledMarkers(): boolean {
+    return this.#settledMarkerSec > 0;
+  }
+
   /** Credit slices not yet returned. */
   get slicesHeld(): number {
     return this.#slices?.liveCount ?? 0;
@@ -459,7 +482,8 @@ export class QuotaStore {
       const drawAt: number[] = [];
       for (let j = i; j < end; j++) {
         const s = list[j]!;
-        const slice = s.slice ?? this.#slices?.sliceOf(s.requestId);
+        // A lost draw's slice went with Redis's data: it is settled against the balance, as a reservation.
+        const slice = s.lost === true ? undefined : s.slice ?? this.#slices?.sliceOf(s.requestId);
         if (slice === undefined) {
           this.#settleItem(s, 0, keys, args);
           at.push(j);
@@ -542,10 +566,11 @@ export class QuotaStore {
     keys.push(kk.balance, kk.remain, k.reservation(s.userId, s.requestId), kk.stream, kk.tpm, kk.deadlines, k.reapedReservation(s.userId, s.requestId), k.settledReservations(s.userId), groupWindow);
     args.push(s.cost, s.eventJson, s.tokens ?? 0, deadlineMember(s.userId, s.requestId));
     if (reaperNowMs > 0) args.push('1', reaperNowMs, '', '', '');
-    else if (this.#settledMarkerSec > 0) {
+    else if (this.#settledMarkerSec > 0 || s.lost === true) {
+      const markerSec = this.#settledMarkerSec > 0 ? this.#settledMarkerSec : LOST_SETTLED_MARKER_SEC;
       // A settlement without both (spooled by an older relay) is never taken for a lost reservation.
-      const lostUntil = s.limited === undefined || s.minute === undefined ? '' : s.minute * 60_000 + (this.#settledMarkerSec - LOST_RESERVATION_MARGIN_SEC) * 1000;
-      args.push('0', '', s.limited ? '1' : '0', this.#settledMarkerSec, lostUntil);
+      const lostUntil = s.limited === undefined || s.minute === undefined ? '' : s.minute * 60_000 + (markerSec - LOST_RESERVATION_MARGIN_SEC) * 1000;
+      args.push('0', '', s.limited ? '1' : '0', markerSec, lostUntil);
     } else args.push('0', '', '', '', '');
   }
 

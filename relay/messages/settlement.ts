@@ -52,7 +52,7 @@ export type Outcome =
 
 export interface SettlementContext {
   log: Logger;
-  quota: Pick<QuotaStore, 'settle' | 'settleSoon' | 'sliceOf'>;
+  quota: Pick<QuotaStore, 'settle' | 'settleSoon' | 'sliceOf' | 'keepsSettledMarkers'>;
   /** Where settlements wait for Redis on disk (settlement-spool.ts); absent in unit tests only. */
   spool?: SettlementSpool;
   /** Holds back the lines a provider's fault repeats per request (infra/log-throttle.ts); absent: every line. */
@@ -234,7 +234,10 @@ const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
 
 export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): void {
   if (attempt === 0) settling++;
-  settleCall(ctx, settlement, attempt).then(() => ctx.spool?.settled(settlement.requestId), (err: unknown) => {
+  settleCall(ctx, settlement, attempt).then((settled) => {
+    if (settled ? settlement.lost === true && lostReservationBilled(ctx, settlement) : noReservation(ctx, settlement, attempt)) return;
+    ctx.spool?.settled(settlement.requestId);
+  }, (err: unknown) => {
     const delay = SETTLE_RETRY_DELAYS_MS[attempt];
     if (delay === undefined) {
       settling--;
@@ -246,6 +249,35 @@ export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<Q
     ctx.log.warn({ err: (err as Error).message, requestId: settlement.requestId, attempt }, 'settlement failed; retrying');
     setTimeout(() => settleWithRetry(ctx, settlement, attempt + 1), delay).unref();
   });
+}
+
+/**
+ * A settlement Redis found no reservation for. On a Redis that keeps no settled markers (one Redis, no
+ * replicas) a first try's answer means the reservation, or the credit slice it was drawn from, went
+ * with Redis's data (a restart without persistence, the last second of an AOF): the answer was
+ * delivered, so it is sent again as lost, which debits the cost alone, once (SettleRequest.lost).
+ * Otherwise (a retry, whose earlier try Redis may have taken before its answer was lost; a replica
+ * set's markers, which bill a lost one in the first call) it is not billed again, and is said with its
+ * request id and counted, for an operator to reconcile should its reservation have been lost. Answers
+ * true when it was sent again (the spool keeps it until that one is done).
+ */
+function noReservation(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): boolean {
+  if (attempt === 0 && settlement.lost !== true && !ctx.quota.keepsSettledMarkers && settlement.minute !== undefined && settlement.limited !== undefined) {
+    settleWithRetry(ctx, { ...settlement, lost: true }, 0);
+    return true;
+  }
+  relayMetrics.settlementsUnmatched.value++;
+  ctx.log.warn({ requestId: settlement.requestId, userId: settlement.userId, cost: settlement.cost, attempt },
+    'settlement found no reservation: settled already by an earlier try, or its reservation was lost with Redis\'s data and the request is not billed');
+  return false;
+}
+
+/** A lost reservation's settlement that Redis took: billed without it, said once. Answers false (done). */
+function lostReservationBilled(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0]): boolean {
+  relayMetrics.lostReservationsBilled.value++;
+  ctx.log.warn({ requestId: settlement.requestId, userId: settlement.userId, cost: settlement.cost },
+    'settlement found no reservation: it was lost with Redis\'s data (a restart without persistence); the request is billed without it');
+  return false;
 }
 
 /**

@@ -55,6 +55,8 @@ export class RelayMetrics {
   readonly pauses = this.registry.register(new Counter('gateway_relay_stream_pauses_total', 'Times a provider stream was paused because the client socket was full.'));
   readonly retries = this.registry.register(new Counter('gateway_relay_upstream_retries_total', 'Provider attempts retried on another channel.'));
   readonly settleFailures = this.registry.register(new Counter('gateway_relay_settle_failures_total', 'Settlements that failed; their reservation waits for the reaper.'));
+  readonly lostReservationsBilled = this.registry.register(new Counter('gateway_relay_lost_reservations_billed_total', 'Settlements whose reservation or credit slice Redis had lost with its data (a restart without persistence), billed without it: the cost debited alone, once.'));
+  readonly settlementsUnmatched = this.registry.register(new Counter('gateway_relay_settlements_unmatched_total', 'Settlements that found no reservation and were not billed: settled already by an earlier try, or lost with Redis\'s data (logged with their request ids, to reconcile).'));
   readonly overReservations = this.registry.register(new Counter('gateway_relay_over_reservation_total', 'Settlements whose cost exceeded the reservation (the bound failed; the excess was still billed).'));
   readonly usageAboveBounds = this.registry.register(new Counter('gateway_relay_usage_above_bound_total', 'Settlements whose provider reported more usage than the request could use (max_tokens x n, a text prompt\'s bytes); billed at that bound.'));
   readonly promptCounts = this.registry.register(new Counter('gateway_relay_prompt_counts_total', 'Prompts sent to the token-counting workers (count_tokens, and reservations the byte bound did not fit).'));
