@@ -3,6 +3,7 @@
 // messages/messages-handler.ts: headers read synchronously (readHead), onAborted set before the first
 // await (Reply's constructor), writes corked. The key checks are auth/key-check.ts's, as for
 // /v1/messages.
+import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { Logger } from '../infra/logger.js';
 import type { Ratios } from '../core/pricing/ratios.js';
@@ -122,6 +123,13 @@ function sendReply(reply: Reply): void {
       if (reply.retryAfter) res.writeHeader('retry-after', reply.retryAfter);
       const headers = reply.headers;
       if (headers !== null) for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
+      if (reply.status >= 400) {
+        // What a user quotes to support, as on every other answer: both SDKs read it as the error's
+        // request id (Anthropic's `request-id`, OpenAI's `x-request-id`); no provider was asked.
+        const id = randomUUID();
+        res.writeHeader(reply.openai ? 'x-request-id' : 'request-id', id);
+        res.writeHeader('x-gateway-request-id', id);
+      }
       const close = reply.status >= 400 || closesConnection();
       if (reply.status === 204 || reply.headOnly) endWithoutBody(res, reply.status === 204 ? 0 : Buffer.byteLength(reply.body), close);
       else res.end(reply.body, close);

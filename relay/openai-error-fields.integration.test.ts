@@ -97,6 +97,9 @@ describe('an unknown path', () => {
     expect(embeddings).toBeInstanceOf(OpenAI.NotFoundError);
     expect(embeddings).toMatchObject({ status: 404, type: 'invalid_request_error', code: 'unknown_url', param: null });
     expect(embeddings.message).toMatch(/POST \/v1\/embeddings/);
+    // The error names its request id, as every other answer does (review openaicompat: none here).
+    expect(embeddings.requestID).toMatch(/^[0-9a-f-]{36}$/);
+    expect(embeddings.requestID).toBe(embeddings.headers?.get('x-gateway-request-id'));
     const completions = await openai.completions.create({ model: 'gpt-3.5-turbo-instruct', prompt: 'hi' }).catch((e: unknown) => e) as OpenAIError;
     expect(completions).toMatchObject({ status: 404, type: 'invalid_request_error', code: 'unknown_url' });
     for (const [method, path] of [['GET', '/v1/chat/completions'], ['POST', '/v1/responses'], ['POST', '/v1/images/generations'], ['GET', '/v1/files'], ['POST', '/v1/audio/speech']]) {
@@ -125,6 +128,22 @@ describe('an unknown path', () => {
       const res = await fetch(`${stack.relayUrl}${path}`, { method: 'POST', headers: { 'x-api-key': apiKey, ...headers } });
       expect(res.status).toBe(404);
       expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
+      expect(res.headers.get('request-id')).toMatch(/^[0-9a-f-]{36}$/);
+      expect(res.headers.get('x-request-id')).toBeNull();
     }
+    // The Anthropic SDK's err.requestID, of an endpoint it has and the gateway does not serve.
+    const batches = await anthropic.messages.batches.list().catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(batches).toBeInstanceOf(Anthropic.NotFoundError);
+    expect(batches.requestID).toBe(batches.headers?.get('x-gateway-request-id'));
+  });
+
+  it('a free endpoint\'s refusal names its request id too (a key refused on /v1/models)', async () => {
+    const refused = await new OpenAI({ apiKey: 'sk-not-a-key', baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 }).models.list().catch((e: unknown) => e) as OpenAIError;
+    expect(refused).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(refused.requestID).toMatch(/^[0-9a-f-]{36}$/);
+    expect(refused.requestID).toBe(refused.headers?.get('x-gateway-request-id'));
+    const anthropicRefused = await new Anthropic({ apiKey: 'sk-not-a-key', baseURL: stack.relayUrl, maxRetries: 0 }).models.list().catch((e: unknown) => e) as InstanceType<typeof Anthropic.APIError>;
+    expect(anthropicRefused).toBeInstanceOf(Anthropic.AuthenticationError);
+    expect(anthropicRefused.requestID).toBe(anthropicRefused.headers?.get('x-gateway-request-id'));
   });
 });

@@ -203,10 +203,11 @@ const MODELS_PATH = /^\/v1\/models(?:\/|$)/;
  * The 404 of a path the relay does not serve, in the error shape of the API the path belongs to; under
  * /v1/models, which both have, the shape /v1/models itself answers the client in (wantsOpenAI).
  */
-function notFoundBody(req: uws.HttpRequest, notFound: RelayError): string {
+function notFoundBody(req: uws.HttpRequest, notFound: RelayError, reply: Reply): string {
   const method = req.getMethod().toUpperCase();
   const url = req.getUrl();
   if (MODELS_PATH.test(url) ? wantsOpenAI(req) : OPENAI_PATH.test(url) && !req.getHeader('anthropic-version')) {
+    reply.openai = true;
     return openaiErrorBody('invalid_request_error', `Invalid URL (${method} ${url}): this gateway does not serve it.`, 'unknown_url');
   }
   return errorBody(notFound.type, `${method} ${url} does not exist.`, null);
@@ -436,7 +437,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
       // read to its end before the 404, so that the client reads the 404 (BodyLinger).
       const reply = new Reply(res, declaredLengthOf(req));
       reply.headOnly = req.getMethod() === 'head';
-      reply.json(404, notFoundBody(req, notFound));
+      reply.json(404, notFoundBody(req, notFound, reply));
     }));
 
   const releaseAll = async (): Promise<void> => {
