@@ -46,6 +46,7 @@ import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
 import { checkMessagesRequest, type MessagesRequest } from './messages-request.js';
 import { unpricedMessagesFieldRefusal } from './unpriced-fields.js';
+import { fileReferenceRefusal } from './file-references.js';
 import { isHttpFieldValue, retryAfterOf } from './header-values.js';
 import { parseRequestJson } from './raw-json-guard.js';
 import { ACCOUNT_BUSY_RETRY_AFTER, accountBusyError, takeCountPlace } from './count-place.js';
@@ -352,7 +353,7 @@ class Exchange {
 
     const json = parseRequestJson(raw);
     if (json instanceof RelayError) return this.fail(json);
-    const body = this.readBody(json);
+    const body = this.readBody(json, raw);
     if (body instanceof RelayError) return this.fail(body);
     this.body = body;
     this.raw = raw;
@@ -547,10 +548,10 @@ class Exchange {
   }
 
   /** The request in Anthropic's form, from the client's JSON; a 400 when it is not a valid request of its protocol. */
-  readBody(json: unknown): MessagesRequest | RelayError {
+  readBody(json: unknown, raw: Buffer): MessagesRequest | RelayError {
     if (this.protocol === 'anthropic') {
       const body = checkMessagesRequest(json);
-      return body instanceof RelayError ? body : unpricedMessagesFieldRefusal(body) ?? body;
+      return body instanceof RelayError ? body : unpricedMessagesFieldRefusal(body) ?? fileReferenceRefusal(raw, body) ?? body;
     }
     const chat = checkChatRequest(json);
     if (chat instanceof RelayError) return chat;

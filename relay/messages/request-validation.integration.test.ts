@@ -117,6 +117,15 @@ describe('the request body', () => {
     ['an advisor tool', JSON.stringify({ ...valid, tools: [{ type: 'advisor_20260301', name: 'advisor', model: 'claude-opus-4-5' }] }), /^tools\.0\.type: the advisor tool/],
     // A continued thread's prompt is held by the provider, beyond the bytes that bound the reservation.
     ['a server-held thread', JSON.stringify({ ...valid, thread: { type: 'continue', previous_message_id: 'msg_1' } }), /^thread: server-held/],
+    // The gateway serves no Files API: a file id names a file of the operator's organization
+    // (file-references.ts). Before, each was forwarded under the channel's credential.
+    ['an image named by file id', JSON.stringify({ ...valid, messages: [{ role: 'user', content: [{ type: 'text', text: 'what is it?' }, { type: 'image', source: { type: 'file', file_id: 'file_011CNha8iCJcU1wXNR6q4V8w' } }] }] }), /^messages\.0\.content\.1\.source: content named by file id is not served/],
+    ['a document named by file id inside a tool result', JSON.stringify({ ...valid, messages: [
+      { role: 'user', content: 'read it' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: {} }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'document', source: { type: 'file', file_id: 'file_1' } }] }] },
+    ] }), /^messages\.2\.content\.0\.content\.0\.source: content named by file id/],
+    ['a container upload', JSON.stringify({ ...valid, messages: [{ role: 'user', content: [{ type: 'container_upload', file_id: 'file_1' }] }] }), /^messages\.0\.content\.0: content named by file id/],
     ['billing to a user profile', JSON.stringify({ ...valid, billing_policy: { type: 'billing_policy', bill_to: 'user_profile' } }), /^billing_policy\.bill_to: only "self"/],
     ['a content block naming its type twice', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="},"type":"text","text":"hi"}]}]}`, /"type" twice/],
   ];
@@ -128,6 +137,22 @@ describe('the request body', () => {
       expect(r.json.error.message).toMatch(message);
     });
   }
+
+  it('serves a body that names "file_id" otherwise: a tool\'s parameter, its input, a text, base64 and URL sources', async () => {
+    const body = {
+      ...valid,
+      tools: [{ name: 'open_file', description: 'opens a file', input_schema: { type: 'object', properties: { file_id: { type: 'string' } } } }],
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'open "file_id" 7' }, { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'open_file', input: { file_id: 'file_7' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] }] },
+      ],
+    };
+    // Another account's key: this file's account must move no quota (below).
+    const other = (await createApiKey(stack, await fundedAccount(stack, FUNDS))).key;
+    const r = await post(JSON.stringify(body), { 'x-api-key': other });
+    expect(r.status, JSON.stringify(r.json)).toBe(200);
+  });
 
   it('forwards no body that names a key twice, on /v1/messages or count_tokens', async () => {
     const before = stack.mock.requests.length;
