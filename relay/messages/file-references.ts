@@ -6,41 +6,52 @@
 // tenant's. `thread` and `container` are refused for the same reason (unpriced-fields.ts). The data
 // itself (base64), a URL or text are served.
 //
-// The walk runs only for a body whose bytes name `"file_id"` (the key such a reference needs; a
-// quote inside a string is escaped, so text never matches): one search of bytes the JSON parser read
-// anyway, rather than a walk over every block of every request.
+// The walk visits the blocks alone (no text), allocating nothing unless it finds one: ~0.1 µs for a
+// one-message request, a few µs for an agent's conversation of a hundred turns.
 import { RelayError } from '../errors.js';
 
-const FILE_ID = Buffer.from('"file_id"');
-
 /** The refusal of the first content block of `body` that names a file by id, or null. */
-export function fileReferenceRefusal(raw: Buffer, body: { messages: unknown; system?: unknown }): RelayError | null {
-  if (raw.indexOf(FILE_ID) < 0) return null;
+export function fileReferenceRefusal(body: { messages: unknown; system?: unknown }): RelayError | null {
   const messages = body.messages as { content?: unknown }[];
   for (let i = 0; i < messages.length; i++) {
-    const at = blocksNamingFile(messages[i]?.content, `messages.${i}.content`);
-    if (at !== null) return refusal(at);
+    const content = messages[i]?.content;
+    if (namesFile(content)) return refusal(pathOfFile(content, `messages.${i}.content`)!);
   }
-  const at = blocksNamingFile(body.system, 'system');
-  return at === null ? null : refusal(at);
+  return namesFile(body.system) ? refusal(pathOfFile(body.system, 'system')!) : null;
 }
 
-/** Where in `content` (a block list) a block names a file by id, its tool results' and documents' blocks included; null if none. */
-function blocksNamingFile(content: unknown, path: string): string | null {
+type Block = { type?: unknown; source?: { type?: unknown; content?: unknown } | null; content?: unknown } | null;
+
+/** Whether a block of `content` (a block list) names a file by id, its tool results' and documents' blocks included. */
+function namesFile(content: unknown): boolean {
+  if (!Array.isArray(content)) return false;
+  for (let i = 0; i < content.length; i++) {
+    const block = content[i] as Block;
+    if (block === null || typeof block !== 'object') continue;
+    if (block.type === 'container_upload') return true;
+    const source = block.source;
+    // A document of content blocks (text and images).
+    if (source !== null && typeof source === 'object' && (source.type === 'file' || namesFile(source.content))) return true;
+    // A tool result's content: text, images, documents.
+    if (namesFile(block.content)) return true;
+  }
+  return false;
+}
+
+/** Where in `content` the first block naming a file is (namesFile found one). */
+function pathOfFile(content: unknown, path: string): string | null {
   if (!Array.isArray(content)) return null;
   for (let i = 0; i < content.length; i++) {
-    const block = content[i] as { type?: unknown; source?: unknown; content?: unknown } | null;
+    const block = content[i] as Block;
     if (block === null || typeof block !== 'object') continue;
     if (block.type === 'container_upload') return `${path}.${i}`;
-    const source = block.source as { type?: unknown; content?: unknown } | null | undefined;
+    const source = block.source;
     if (source !== null && typeof source === 'object') {
       if (source.type === 'file') return `${path}.${i}.source`;
-      // A document of content blocks (text and images).
-      const inDocument = blocksNamingFile(source.content, `${path}.${i}.source.content`);
+      const inDocument = pathOfFile(source.content, `${path}.${i}.source.content`);
       if (inDocument !== null) return inDocument;
     }
-    // A tool result's content: text, images, documents.
-    const inResult = blocksNamingFile(block.content, `${path}.${i}.content`);
+    const inResult = pathOfFile(block.content, `${path}.${i}.content`);
     if (inResult !== null) return inResult;
   }
   return null;

@@ -353,7 +353,7 @@ class Exchange {
 
     const json = parseRequestJson(raw);
     if (json instanceof RelayError) return this.fail(json);
-    const body = this.readBody(json, raw);
+    const body = this.readBody(json);
     if (body instanceof RelayError) return this.fail(body);
     this.body = body;
     this.raw = raw;
@@ -548,10 +548,10 @@ class Exchange {
   }
 
   /** The request in Anthropic's form, from the client's JSON; a 400 when it is not a valid request of its protocol. */
-  readBody(json: unknown, raw: Buffer): MessagesRequest | RelayError {
+  readBody(json: unknown): MessagesRequest | RelayError {
     if (this.protocol === 'anthropic') {
       const body = checkMessagesRequest(json);
-      return body instanceof RelayError ? body : unpricedMessagesFieldRefusal(body) ?? fileReferenceRefusal(raw, body) ?? body;
+      return body instanceof RelayError ? body : unpricedMessagesFieldRefusal(body) ?? fileReferenceRefusal(body) ?? body;
     }
     const chat = checkChatRequest(json);
     if (chat instanceof RelayError) return chat;

@@ -125,6 +125,7 @@ describe('the request body', () => {
       { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: {} }] },
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'document', source: { type: 'file', file_id: 'file_1' } }] }] },
     ] }), /^messages\.2\.content\.0\.content\.0\.source: content named by file id/],
+    ['a file source spelt with escapes', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"fil\\u0065","fil\\u0065_id":"file_1"}}]}]}`, /^messages\.0\.content\.0\.source: content named by file id/],
     ['a container upload', JSON.stringify({ ...valid, messages: [{ role: 'user', content: [{ type: 'container_upload', file_id: 'file_1' }] }] }), /^messages\.0\.content\.0: content named by file id/],
     ['billing to a user profile', JSON.stringify({ ...valid, billing_policy: { type: 'billing_policy', bill_to: 'user_profile' } }), /^billing_policy\.bill_to: only "self"/],
     ['a content block naming its type twice', `{"model":"${MODEL}","max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="},"type":"text","text":"hi"}]}]}`, /"type" twice/],
