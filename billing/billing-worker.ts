@@ -356,11 +356,15 @@ export class BillingWorker {
     while (this.#running) {
       try {
         const startedAt = Date.now();
+        // Before reading too: entries read from another database's Redis would stay pending under this
+        // worker's name, out of reach of that gateway's own worker (review diffreview).
+        await this.#assertOwnRedis();
         await this.#retryRepairs();
         const asked = this.#entriesPerRead();
         const batch = await this.#next(asked);
         const entries = batch.entries;
         if (entries.length) {
+          // And after: the connection may have come back on another server during a blocking read.
           await this.#assertOwnRedis();
           await this.#settle([batch]);
         }
@@ -440,6 +444,10 @@ export class BillingWorker {
     const { consumer } = this.#opts;
     const key = batch.incarnationKey;
     for (;;) {
+      // Just before each read that takes entries: a blocking wait before it (#next) may have ended on
+      // another server than the one the loop looked at (a Redis swapped under it, the wait sent again
+      // after the reconnect).
+      await this.#assertOwnRedis();
       let reply: unknown;
       if (key !== undefined) {
         const [incarnation, r] = await this.#scripts.read(batch.stream, key, randomUUID(), BILLING_GROUP, consumer, count, read);
@@ -495,6 +503,7 @@ export class BillingWorker {
   async #read(id: string, blockMs: number | undefined, readCount: number): Promise<Entry[]> {
     const { stream, consumer } = this.#opts;
     for (;;) {
+      await this.#assertOwnRedis();
       const res = (blockMs === undefined
         ? await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'STREAMS', stream, id)
         : await this.#redis.xreadgroup('GROUP', BILLING_GROUP, consumer, 'COUNT', readCount, 'BLOCK', blockMs, 'STREAMS', stream, id)) as
@@ -532,6 +541,7 @@ export class BillingWorker {
     let backoff = 100;
     while (this.#running) {
       try {
+        await this.#assertOwnRedis();
         if (Date.now() >= this.#nextLeaseRefresh) await this.#refreshLeases();
         await this.#retryRepairs();
         const startedAt = Date.now();

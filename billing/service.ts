@@ -112,7 +112,12 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   }
   void checkRedisPersistence(commands, log, 'billing');
   // The jobs that write mirrors and reservations skip their turns while the Redis is not known to be ours.
-  const ownsRedis = (): boolean => commandsBinding.owned();
+  const ownsRedis = (): boolean => {
+    if (commandsBinding.owned()) return true;
+    // Asked here too: a quiet worker reads no entries, which is where the worker loop asks.
+    void commandsBinding.check();
+    return false;
+  };
   const reaper = startReservationReaper(quota, log, config.RESERVATION_REAP_INTERVAL_MS, ownsRedis);
   // A console's own after-commit step normally finishes within milliseconds; a row pending for 30 s
   // belongs to a console that failed or died.

@@ -91,7 +91,16 @@ export class Reply {
     this.json(204, '');
   }
   error(err: RelayError, retryAfter?: string): void {
-    this.json(err.status, this.openai ? err.openaiBody() : err.body(), retryAfter);
+    this.json(err.status, this.openai ? err.openaiBody() : err.body(this.requestId()), retryAfter);
+  }
+  #requestId = '';
+  /**
+   * The id of a refusal, made when first asked: the same in Anthropic's body (`request_id`) and in the
+   * headers, what a user quotes to support (both SDKs read it as the error's request id).
+   */
+  requestId(): string {
+    if (this.#requestId === '') this.#requestId = randomUUID();
+    return this.#requestId;
   }
 }
 
@@ -126,7 +135,7 @@ function sendReply(reply: Reply): void {
       if (reply.status >= 400) {
         // What a user quotes to support, as on every other answer: both SDKs read it as the error's
         // request id (Anthropic's `request-id`, OpenAI's `x-request-id`); no provider was asked.
-        const id = randomUUID();
+        const id = reply.requestId();
         res.writeHeader(reply.openai ? 'x-request-id' : 'request-id', id);
         res.writeHeader('x-gateway-request-id', id);
       }

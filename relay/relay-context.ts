@@ -31,6 +31,8 @@ export interface RelayContext {
   quotaReady(): boolean;
   /** Whether the quota store's Redis holds another database's accounts (the refusal then says so). */
   quotaForeign(): boolean;
+  /** The quota store connection's number, which a reconnect changes (RedisBindingWatch.connection). */
+  quotaConnection(): number;
   pools: UpstreamPools;
   ratios(): Ratios;
   /** What bounds a reservation's input when the bytes do not: context windows, server-tool fees. */

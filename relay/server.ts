@@ -210,7 +210,7 @@ function notFoundBody(req: uws.HttpRequest, notFound: RelayError, reply: Reply):
     reply.openai = true;
     return openaiErrorBody('invalid_request_error', `Invalid URL (${method} ${url}): this gateway does not serve it.`, 'unknown_url');
   }
-  return errorBody(notFound.type, `${method} ${url} does not exist.`, null);
+  return errorBody(notFound.type, `${method} ${url} does not exist.`, reply.requestId());
 }
 
 /** How often a draining relay looks whether its exchanges and settlements are done. */
@@ -373,6 +373,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     quota,
     quotaReady: () => binding.owned(),
     quotaForeign: () => binding.foreign(),
+    quotaConnection: () => binding.connection,
     pools,
     ratios: () => ratios,
     inputBounds: () => inputBounds,

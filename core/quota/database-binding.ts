@@ -84,6 +84,9 @@ export async function assertRedisOfDatabase(sql: Sql, redis: Redis, keys: RedisK
  * false, so that nothing read from, or written to, a swapped server is taken for this database's.
  * `onForeign` is called once each time the answer turns to another database's.
  */
+/** A check that failed with the connection up is asked again after this long. */
+const RECHECK_AFTER_FAILURE_MS = 1_000;
+
 export class RedisBindingWatch {
   readonly #redis: Redis;
   readonly #keys: RedisKeys;
@@ -94,6 +97,9 @@ export class RedisBindingWatch {
   /** Each connection gets its own number; an answer counts only for the connection it was asked on. */
   #connection = 0;
   #checking: Promise<boolean | null> | null = null;
+  /** The connection #checking asks on: a check of an earlier one is not reused (it answers nothing). */
+  #checkingOn = -1;
+  #stopped = false;
   readonly #onClose = (): void => {
     this.#connection++;
     this.#bound = this.#bound === false ? false : null;
@@ -120,23 +126,39 @@ export class RedisBindingWatch {
   }
 
   /**
+   * The number of the current connection: a call that saw it change between its sending and its
+   * answer may have run on the server more than once (ioredis sends again, after a reconnect, the
+   * commands the old connection left unanswered) or on another server.
+   */
+  get connection(): number {
+    return this.#connection;
+  }
+
+  /**
    * Asks the current server (one at a time); answers true / false, or null when it could not be read
    * (the connection down: asked again on its 'ready').
    */
   check(): Promise<boolean | null> {
-    this.#checking ??= this.#ask().finally(() => {
-      this.#checking = null;
+    // A check asked on a connection that dropped since (its GET sent again after the reconnect, the
+    // 'ready' first) answers nothing: this connection gets its own.
+    if (this.#checking !== null && this.#checkingOn === this.#connection) return this.#checking;
+    const checking = this.#ask().finally(() => {
+      if (this.#checking === checking) this.#checking = null;
     });
-    return this.#checking;
+    this.#checking = checking;
+    this.#checkingOn = this.#connection;
+    return checking;
   }
 
   /** owned(), asking the server first when the answer is not of the current connection. */
   async ensureOwned(): Promise<boolean> {
-    if (this.owned()) return true;
-    return await this.check() === true && this.owned();
+    // Twice at most: once more when the connection dropped during the first check.
+    for (let i = 0; i < 2 && !this.owned(); i++) await this.check();
+    return this.owned();
   }
 
   stop(): void {
+    this.#stopped = true;
     this.#redis.off('close', this.#onClose);
     this.#redis.off('ready', this.#onReady);
   }
@@ -147,7 +169,14 @@ export class RedisBindingWatch {
     try {
       bound = await redisBoundTo(this.#redis, this.#keys, this.#databaseId);
     } catch {
-      return this.#bound;
+      // Failed with the connection up (a timeout, a server busy loading): no 'ready' will come to ask
+      // again, so a timer does; a connection that dropped asks on its 'ready'.
+      if (!this.#stopped && this.#redis.status === 'ready' && connection === this.#connection) {
+        setTimeout(() => {
+          if (!this.#stopped && !this.owned()) void this.check();
+        }, RECHECK_AFTER_FAILURE_MS).unref();
+      }
+      return connection === this.#connection ? this.#bound : null;
     }
     // The connection dropped while asking: the answer may be the old server's.
     if (connection !== this.#connection) return null;

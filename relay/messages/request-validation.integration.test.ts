@@ -69,13 +69,17 @@ describe('the key before the body', () => {
     }
   }
 
-  it('carries request_id in its error JSON, as Anthropic\'s does: the gateway\'s request id (null on a free endpoint)', async () => {
+  it('carries request_id in its error JSON, as Anthropic\'s does: the gateway\'s request id (a free endpoint\'s refusal too, as in its headers)', async () => {
     const res = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': UNKNOWN_KEY, 'content-type': 'application/json' }, body: '{}' });
     const body = await res.json() as { request_id?: unknown };
     expect(body.request_id).toBe(res.headers.get('x-gateway-request-id'));
     expect(body.request_id).toMatch(/^[0-9a-f-]{36}$/);
     const free = await fetch(`${stack.relayUrl}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-    expect(await free.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error' }, request_id: null });
+    const freeBody = await free.json() as { request_id?: unknown };
+    expect(freeBody).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
+    expect(freeBody.request_id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(freeBody.request_id).toBe(free.headers.get('x-gateway-request-id'));
+    expect(free.headers.get('request-id')).toBe(freeBody.request_id);
   });
 
   it('names the missing key and the invalid one apart', async () => {

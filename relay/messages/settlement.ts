@@ -57,6 +57,13 @@ export interface SettlementContext {
   spool?: SettlementSpool;
   /** Holds back the lines a provider's fault repeats per request (infra/log-throttle.ts); absent: every line. */
   repeatedLog?: LogThrottle;
+  /**
+   * Whether the quota store's Redis is up and known to hold this database's accounts (RelayContext);
+   * a settlement is sent only then. Absent (unit tests): always.
+   */
+  quotaReady?(): boolean;
+  /** The quota store connection's number (RedisBindingWatch.connection); absent: never changes. */
+  quotaConnection?(): number;
 }
 
 /** What settlement reads of an exchange: messages-handler.ts's Exchange is one, passed as it is. */
@@ -232,10 +239,25 @@ export function usageAsBilled(usage: StreamUsage | null, bound: UsageBound | und
  */
 const SETTLE_RETRY_DELAYS_MS = [50, 250, 1000, 5000];
 
-export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): void {
+/** A settlement held back: its Redis is down, reconnecting, or not known to hold this database's accounts. */
+const NOT_SENT = new Error('the quota store is not known to hold this database\'s accounts now (down, reconnecting, or another database\'s): not sent');
+
+/**
+ * `mayHaveRun`: an earlier call of this settlement was sent and failed, so Redis may have run it
+ * (a command timeout, a connection lost before the answer).
+ */
+export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number, mayHaveRun = false): void {
   if (attempt === 0) settling++;
-  settleCall(ctx, settlement, attempt).then((settled) => {
-    if (settled ? settlement.lost === true && lostReservationBilled(ctx, settlement) : noReservation(ctx, settlement, attempt)) return;
+  // Never into a Redis not known to be this database's (a Redis swapped under the relay: its
+  // settlement, and a lost one's debit, would move another database's money; review diffreview).
+  const sent = ctx.quotaReady?.() ?? true;
+  const connection = ctx.quotaConnection?.() ?? 0;
+  const call = sent ? settleCall(ctx, settlement, attempt) : Promise.reject(NOT_SENT);
+  call.then((settled) => {
+    // A connection that dropped while the call was out: ioredis sends the unanswered call again after
+    // the reconnect, so Redis may have run it twice, the second finding the reservation settled.
+    const ran = mayHaveRun || (ctx.quotaConnection?.() ?? 0) !== connection;
+    if (settled ? settlement.lost === true && lostReservationBilled(ctx, settlement) : noReservation(ctx, settlement, ran, attempt)) return;
     ctx.spool?.settled(settlement.requestId);
   }, (err: unknown) => {
     const delay = SETTLE_RETRY_DELAYS_MS[attempt];
@@ -247,22 +269,23 @@ export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<Q
       return;
     }
     ctx.log.warn({ err: (err as Error).message, requestId: settlement.requestId, attempt }, 'settlement failed; retrying');
-    setTimeout(() => settleWithRetry(ctx, settlement, attempt + 1), delay).unref();
+    setTimeout(() => settleWithRetry(ctx, settlement, attempt + 1, mayHaveRun || sent), delay).unref();
   });
 }
 
 /**
  * A settlement Redis found no reservation for. On a Redis that keeps no settled markers (one Redis, no
- * replicas) a first try's answer means the reservation, or the credit slice it was drawn from, went
- * with Redis's data (a restart without persistence, the last second of an AOF): the answer was
+ * replicas), when no call of it can have run before (`ran` false: none was sent and failed, and the
+ * connection held while this one was out), the reservation, or the credit slice it was drawn from,
+ * went with Redis's data (a restart without persistence, the last second of an AOF): the answer was
  * delivered, so it is sent again as lost, which debits the cost alone, once (SettleRequest.lost).
- * Otherwise (a retry, whose earlier try Redis may have taken before its answer was lost; a replica
- * set's markers, which bill a lost one in the first call) it is not billed again, and is said with its
+ * Otherwise (an earlier call Redis may have taken before its answer was lost; a replica set's
+ * markers, which bill a lost one in the first call) it is not billed again, and is said with its
  * request id and counted, for an operator to reconcile should its reservation have been lost. Answers
  * true when it was sent again (the spool keeps it until that one is done).
  */
-function noReservation(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], attempt: number): boolean {
-  if (attempt === 0 && settlement.lost !== true && !ctx.quota.keepsSettledMarkers && settlement.minute !== undefined && settlement.limited !== undefined) {
+function noReservation(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], ran: boolean, attempt: number): boolean {
+  if (!ran && settlement.lost !== true && !ctx.quota.keepsSettledMarkers && settlement.minute !== undefined && settlement.limited !== undefined) {
     settleWithRetry(ctx, { ...settlement, lost: true }, 0);
     return true;
   }

@@ -75,7 +75,9 @@ describe('GET /v1/models errors to OpenAI\'s SDK', () => {
     expect(await bad.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_request' } });
     const anthropicStyle = await fetch(`${stack.relayUrl}/v1/models/nope-1`, { headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' } });
     expect(anthropicStyle.status).toBe(404);
-    expect(await anthropicStyle.json()).toEqual({ type: 'error', error: { type: 'not_found_error', message: 'model: nope-1' }, request_id: null });
+    // The same id in the body and the headers (it was null, with no header).
+    expect(await anthropicStyle.json()).toEqual({ type: 'error', error: { type: 'not_found_error', message: 'model: nope-1' }, request_id: anthropicStyle.headers.get('request-id') });
+    expect(anthropicStyle.headers.get('x-gateway-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     // x-api-key is Anthropic's header: without anthropic-version too (curl), Anthropic's JSON and list.
     const bare = await fetch(`${stack.relayUrl}/v1/models`, { headers: { 'x-api-key': 'sk-bad' } });
     expect(bare.status).toBe(401);

@@ -5,7 +5,7 @@
 // account of the same id (777,777 quota taken from an account that never spent it), and the
 // console-api went on crediting that Redis's mirrors. Now each service asks again after every
 // reconnect: the relay refuses requests (529 quota_store_foreign, GET /ready 503), the billing
-// worker settles nothing it read there (the entries stay pending in that Redis), the console-api
+// worker reads and settles nothing there (the other gateway's worker keeps its entries), the console-api
 // stops (exit 78); with this database's Redis back, the relay and the billing worker go on by themselves.
 import Anthropic from '@anthropic-ai/sdk';
 import { spawn } from 'node:child_process';
@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BILLING_GROUP } from '../../billing/billing-worker.js';
+import { billingMetrics } from '../../billing/metrics/billing-metrics.js';
 import { postgresBalanceSource } from '../../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../../core/quota/quota-store.js';
 import { encodeUsageEvent, usageEvent } from '../../core/usage/usage-event.js';
@@ -142,15 +143,17 @@ describe('a Redis swapped under running services', () => {
       expect((refused as InstanceType<typeof Anthropic.APIError>).status).toBe(529);
       expect((refused as InstanceType<typeof Anthropic.APIError>).message).toContain('another gateway database');
 
-      // The billing worker read the other database's entry and settled none of it: read again (delivered
-      // twice), still pending there; this database's books as they were.
+      // The billing worker neither settled nor even read the other database's entry (read, it would
+      // stay pending under this worker's name, out of reach of that gateway's own worker): it says it
+      // is failing, for the Redis is not known to be its database's.
+      await until('the billing worker to refuse the other database\'s Redis', async () => {
+        const h = billingMetrics.health();
+        return h.status === 'failing' && (h.lastError ?? '').includes('not known to hold this database\'s accounts');
+      });
       const foreignRedis = createRedis({ ...stack.config, REDIS_URL: foreign.url }, 'test-foreign-check');
       try {
-        const pending = await until('the billing worker to read the entry twice', async () => {
-          const rows = await foreignRedis.xpending(stack.keys.usageStream(), BILLING_GROUP, '-', '+', 10) as [string, string, number, number][];
-          return rows.length === 1 && rows[0]![3] >= 2 ? rows : null;
-        });
-        expect(pending[0]![1]).toBe(stack.config.BILLING_CONSUMER);
+        expect(await foreignRedis.xlen(stack.keys.usageStream())).toBe(1);
+        expect(await foreignRedis.xpending(stack.keys.usageStream(), BILLING_GROUP)).toEqual([0, null, null, null]);
       } finally {
         foreignRedis.disconnect();
       }
