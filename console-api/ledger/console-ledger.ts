@@ -97,7 +97,7 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
   if (!user) {
     const [exists] = await tx`SELECT 1 FROM users WHERE id = ${credit.userId}`;
     if (!exists) throw new Error(`recordConsoleCredit: no account ${credit.userId}`);
-    throw new ConsoleError('VALIDATION_FAILED', `the balance would exceed ${MAX_BALANCE}, the most an account holds`);
+    throw new ConsoleError('VALIDATION_FAILED', `the balance would exceed ${MAX_BALANCE} quota, the most an account holds`);
   }
   const recorded = { ...credit, ledgerId: Number(row.id), username: user.username, group: user.group, balance: Number(user.quota), creditSeq: Number(user.credit_seq) };
   // Kept with the row until the follow-up is done, so that the billing worker can replay it.

@@ -165,10 +165,10 @@ describe('POST /api/user/aff_transfer', () => {
 
     const small = await transfer(299);
     expect(small.statusCode).toBe(400);
-    expect(small.json().message).toBe('quota: the smallest transfer is 300');
+    expect(small.json().message).toBe('quota: the smallest transfer is 300 quota');
     const tooMuch = await transfer(3 * INVITER_REWARD + 1);
     expect(tooMuch.statusCode).toBe(400);
-    expect(tooMuch.json().message).toBe(`quota: exceeds the referral quota available (${3 * INVITER_REWARD})`);
+    expect(tooMuch.json().message).toBe(`quota: exceeds the referral quota available (${3 * INVITER_REWARD} quota)`);
     expect((await transfer('100')).statusCode).toBe(400);
 
     const res = await transfer(1_200);

@@ -81,13 +81,13 @@ export async function acceptInvitation(
  * row locked: at least `minimum`, at most aff_quota. Returns the credit to finish after COMMIT.
  */
 export async function transferAffQuota(ctx: ConsoleContext, userId: number, amount: number, minimum: number): Promise<RecordedCredit> {
-  if (amount < minimum) throw new ConsoleError('VALIDATION_FAILED', `quota: the smallest transfer is ${minimum}`);
+  if (amount < minimum) throw new ConsoleError('VALIDATION_FAILED', `quota: the smallest transfer is ${minimum} quota`);
   return ctx.sql.begin(async (tx) => {
     const [row] = await tx<{ aff_quota: number }[]>`
       SELECT aff_quota FROM users WHERE id = ${userId} AND deleted_at IS NULL FOR UPDATE`;
     if (!row) throw new ConsoleError('NOT_FOUND', 'account not found');
     if (Number(row.aff_quota) < amount) {
-      throw new ConsoleError('VALIDATION_FAILED', `quota: exceeds the referral quota available (${row.aff_quota})`);
+      throw new ConsoleError('VALIDATION_FAILED', `quota: exceeds the referral quota available (${row.aff_quota} quota)`);
     }
     const c = await recordConsoleCredit(tx, {
       requestId: `aff-transfer:${randomUUID()}`, type: LOG_TYPE.topup, userId, delta: amount, affDelta: -amount,

@@ -165,7 +165,7 @@ describe('accounts (administration)', () => {
     for (let i = 0; i < 3; i++) {
       const more = await inject('POST', '/api/user/manage', admin, { id: target.user.id, action: 'add_quota', value: Number.MAX_SAFE_INTEGER });
       expect(more.statusCode).toBe(400);
-      expect(more.json()).toEqual({ success: false, message: `the balance would exceed ${Number.MAX_SAFE_INTEGER}, the most an account holds` });
+      expect(more.json()).toEqual({ success: false, message: `the balance would exceed ${Number.MAX_SAFE_INTEGER} quota, the most an account holds` });
     }
     const [row] = await h.sql<{ quota: string }[]>`SELECT quota::text FROM users WHERE id = ${target.user.id}`;
     expect(row!.quota).toBe(String(Number.MAX_SAFE_INTEGER));

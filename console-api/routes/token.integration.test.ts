@@ -227,7 +227,7 @@ describe('key management: get, search, update, delete', () => {
 
     const stale = await put({ id, name: 'renamed', remain_quota: 1000, unlimited_quota: false, expected_remain_quota: 1000 });
     expect(stale.statusCode, stale.body).toBe(409);
-    expect(stale.json()).toEqual({ success: false, message: 'remain_quota: the key\'s quota changed since it was read (now 400); read it again' });
+    expect(stale.json()).toEqual({ success: false, message: 'remain_quota: the key\'s quota changed since it was read (now 400 quota); read it again' });
     const [row] = await h.sql<{ name: string; remain_quota: number }[]>`SELECT name, remain_quota FROM tokens WHERE id = ${id}`;
     expect(row).toEqual({ name: 'stale quota', remain_quota: 400 });
     expect(await edits()).toBe(0);

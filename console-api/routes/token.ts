@@ -207,7 +207,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
       const before = await findOwnToken(tx, Number(user.id), b.id, true);
       // Compared under the row lock, so a settlement cannot land between the check and the update.
       if (b.remain_quota !== undefined && b.expected_remain_quota !== undefined && b.expected_remain_quota !== Number(before.remain_quota)) {
-        throw new ConsoleError('STATE_CONFLICT', `remain_quota: the key's quota changed since it was read (now ${before.remain_quota}); read it again`);
+        throw new ConsoleError('STATE_CONFLICT', `remain_quota: the key's quota changed since it was read (now ${before.remain_quota} quota); read it again`);
       }
       // Only what changes is checked: new-api's edit form sends the whole key back, its past expiry
       // and a group no longer offered included, when only the name was edited.

@@ -314,7 +314,7 @@ describe('PUT /api/user/ (administrator)', () => {
     await h.sql`UPDATE users SET quota = quota + 250000 WHERE id = ${target.user.id}`;
     const stale = await put('/api/user/', { id: target.user.id, display_name: 'renamed', quota: 1000, expected_quota: 1000 }, admin.auth);
     expect(stale.statusCode).toBe(409);
-    expect(stale.json()).toEqual({ success: false, message: 'quota: the balance changed since it was read (now 251000); read it again' });
+    expect(stale.json()).toEqual({ success: false, message: 'quota: the balance changed since it was read (now 251000 quota); read it again' });
     const [row] = await h.sql<{ quota: number; display_name: string }[]>`SELECT quota, display_name FROM users WHERE id = ${target.user.id}`;
     expect(row).toEqual({ quota: 251000, display_name: expect.not.stringMatching(/^renamed$/) });
     // Read again: set.

@@ -442,7 +442,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       if (renamed && await usernameTakenByAnother(tx, body.username!, Number(before.id))) throw new ConsoleError('USERNAME_TAKEN');
       let credit: RecordedCredit | undefined;
       if (body.quota !== undefined && body.expected_quota !== undefined && body.expected_quota !== Number(before.quota)) {
-        throw new ConsoleError('STATE_CONFLICT', `quota: the balance changed since it was read (now ${before.quota}); read it again`);
+        throw new ConsoleError('STATE_CONFLICT', `quota: the balance changed since it was read (now ${before.quota} quota); read it again`);
       }
       const delta = body.quota === undefined ? 0 : body.quota - Number(before.quota);
       if (delta !== 0) {

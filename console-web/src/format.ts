@@ -254,12 +254,17 @@ export const LOG_TYPES: Record<number, string> = { 1: 'Top-up', 2: 'Consumption'
 export const ROLE_NAMES: Record<number, string> = { 1: 'User', 10: 'Administrator', 100: 'Root' };
 export const ROLE = { user: 1, admin: 10, root: 100 } as const;
 
+/** An amount the API gives in quota units. */
+const QUOTA_AMOUNT = /\b(-?\d{1,16}) quota\b/g;
+
 const NEGATIVE_BALANCE = /^(.*)would make the balance negative \(spendable (-?\d+), Postgres (-?\d+)\)(.*)$/s;
 
 /**
- * The API's messages as the console's readers read them: an amount in quota units becomes dollars,
- * and the API's inner words go ("spendable 50229816, Postgres 50229816": the relay's mirror and the
- * database's figure). Any other message is returned as it is.
+ * The API's messages as the console's readers read them: an amount in quota units ("500000 quota")
+ * becomes dollars, as the fields they are about are typed in dollars (a bare 500000 under "Referral
+ * quota to move (US dollars)" read as $500,000), and the API's inner words go ("spendable 50229816,
+ * Postgres 50229816": the relay's mirror and the database's figure). Any other message is returned
+ * as it is.
  */
 export function readableMessage(message: string): string {
   const m = NEGATIVE_BALANCE.exec(message);
@@ -267,5 +272,6 @@ export function readableMessage(message: string): string {
     const spendable = Number(m[2]);
     return `${m[1]}would make the balance negative: ${dollars(Math.max(0, spendable))} can be spent now, so at most that much can be removed${m[4]}`;
   }
-  return message;
+  return message.replace(QUOTA_AMOUNT, (_all, n: string) => dollars(Number(n)));
 }
+

@@ -150,4 +150,15 @@ describe('readableMessage', () => {
       .toBe('quota: would make the balance negative: $0.00 can be spent now, so at most that much can be removed');
     expect(readableMessage('name: is required')).toBe('name: is required');
   });
+
+  it('gives amounts in quota units as dollars, as the fields they are about are typed', () => {
+    expect(readableMessage('quota: the smallest transfer is 500000 quota')).toBe('quota: the smallest transfer is $1.00');
+    expect(readableMessage('quota: exceeds the referral quota available (600000 quota)')).toBe('quota: exceeds the referral quota available ($1.20)');
+    expect(readableMessage('quota: the balance changed since it was read (now 1234568 quota); read it again'))
+      .toBe('quota: the balance changed since it was read (now $2.469136); read it again');
+    expect(readableMessage('the balance would exceed 9007199254740991 quota, the most an account holds'))
+      .toBe('the balance would exceed $18,014,398,509.481982, the most an account holds');
+    // Words that merely contain "quota" stay.
+    expect(readableMessage('remain_quota: must be at least 0')).toBe('remain_quota: must be at least 0');
+  });
 });

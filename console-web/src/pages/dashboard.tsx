@@ -69,8 +69,11 @@ export function DashboardPage({ account, refreshAccount }: PageProps) {
         <Tile label="Balance" value={dollars(account.quota)} detail={`${account.quota.toLocaleString('en-US')} quota`} />
         <Tile label="Used" value={dollars(account.used_quota)} detail={`${account.used_quota.toLocaleString('en-US')} quota`} />
         <Tile label="Requests" value={account.request_count.toLocaleString('en-US')} detail="since the account was created" />
-        <Tile label="Today's requests" value={s ? s.todayRequests.toLocaleString('en-US') : '…'} detail={s ? `${dollars(s.todayQuota)} spent today` : ''} />
-        <Tile label="RPM / TPM" value={stat.data ? `${count(stat.data.rpm)} / ${count(stat.data.tpm)}` : '…'} detail="over the last minute" />
+        {/* From the log store: when it does not answer, the tile says so rather than "…" for good. */}
+        <Tile label="Today's requests" value={s ? s.todayRequests.toLocaleString('en-US') : daily.error ? 'unavailable' : '…'}
+          detail={s ? `${dollars(s.todayQuota)} spent today` : daily.error ? 'the usage logs cannot be read now' : ''} />
+        <Tile label="RPM / TPM" value={stat.data ? `${count(stat.data.rpm)} / ${count(stat.data.tpm)}` : stat.error ? 'unavailable' : '…'}
+          detail={stat.error ? 'the usage logs cannot be read now' : 'over the last minute'} />
       </div>
       <Card title="Last 30 days">
         {daily.loading && !daily.data && <Loading what="Loading usage" />}

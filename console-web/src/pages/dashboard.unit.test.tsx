@@ -42,9 +42,14 @@ const USED: Used[] = [
 ];
 
 const asked = vi.hoisted(() => [] as { days: number; utcOffset: number }[]);
+/** The log store down: /api/log/self/* answer 503, as console-api does then. */
+const logStore = vi.hoisted(() => ({ down: false }));
 vi.hoisted(() => {
   vi.stubGlobal('fetch', async (r: Request) => {
     const url = new URL(r.url);
+    if (logStore.down && url.pathname.startsWith('/api/log/self')) {
+      return new Response(JSON.stringify({ success: false, message: 'the usage log store is unavailable; try again shortly' }), { status: 503, headers: { 'content-type': 'application/json' } });
+    }
     const reply = (data: unknown) => new Response(JSON.stringify({ success: true, message: '', data }), { status: 200, headers: { 'content-type': 'application/json' } });
     if (url.pathname === '/api/log/self/daily') {
       const q = { days: Number(url.searchParams.get('days') ?? 30), utcOffset: Number(url.searchParams.get('utc_offset') ?? 0) };
@@ -57,7 +62,7 @@ vi.hoisted(() => {
 
 import { dailyUsage, DashboardPage } from './dashboard';
 
-afterEach(() => { cleanup(); asked.length = 0; vi.useRealTimers(); });
+afterEach(() => { cleanup(); asked.length = 0; logStore.down = false; vi.useRealTimers(); });
 afterAll(() => { vi.unstubAllEnvs(); });
 
 const account = { id: 1, username: 'u', display_name: 'u', role: 1, status: 1, group: 'default', quota: 0, used_quota: 0, request_count: 0 } as unknown as Account;
@@ -116,5 +121,15 @@ describe('Dashboard across a daylight-saving change', () => {
     expect(after.find((d) => d.day === at('2026-11-01T04:00:00Z'))).toMatchObject({ requests: 1, quota: 9 });
     expect(after.find((d) => d.day === at('2026-11-02T05:00:00Z'))).toMatchObject({ requests: 0, quota: 0 });
     expect(after.reduce((n, d) => n + d.quota, 0)).toBe(9);
+  });
+});
+
+describe('Dashboard with the log store down', () => {
+  it('its tiles from the logs say they are unavailable, not "…" for good (review webconsole)', async () => {
+    logStore.down = true;
+    render(<DashboardPage account={account} refreshAccount={() => {}} />);
+    await waitFor(() => expect(screen.getByRole('group', { name: "Today's requests" }).textContent).toContain('unavailable'));
+    await waitFor(() => expect(screen.getByRole('group', { name: 'RPM / TPM' }).textContent).toContain('unavailable'));
+    expect(screen.getByRole('group', { name: 'Balance' }).textContent).toContain('$0');
   });
 });

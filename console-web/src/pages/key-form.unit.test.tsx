@@ -216,13 +216,13 @@ describe('KeysPage: editing a key', () => {
   });
 
   it('sends an edited quota with the value it showed, and shows the 409 when that is stale', async () => {
-    putAnswer = { status: 409, body: { success: false, message: "remain_quota: the key's quota changed since it was read (now 400); read it again" } };
+    putAnswer = { status: 409, body: { success: false, message: "remain_quota: the key's quota changed since it was read (now 400 quota); read it again" } };
     await openEdit();
     fireEvent.input(screen.getByLabelText('Quota (US dollars)'), { target: { value: '3' } });
     fireEvent.click(screen.getByRole('button', { name: 'Save key' }));
     await waitFor(() => expect(puts).toHaveLength(1));
     expect(puts[0]).toMatchObject({ id: 5, remain_quota: 1_500_000, unlimited_quota: false, expected_remain_quota: 1_000_000 });
-    expect(await screen.findByText("the key's quota changed since it was read (now 400); read it again")).toBeTruthy();
+    expect(await screen.findByText("the key's quota changed since it was read (now $0.0008); read it again")).toBeTruthy();
     expect(screen.getByRole('button', { name: 'Save key' })).toBeTruthy();
   });
 

@@ -66,7 +66,7 @@ export function KeysPage() {
         <ErrorText error={listError} />
         {shown && (shown.items.length === 0 ? page === 1 && <p>No keys{search ? ` named like “${search}”` : ''} yet.</p> : (
           <Table>
-            <thead><tr><th>Name</th><th>Key</th><th>Status</th><th>Quota left</th><th>Used</th><th>Expires</th><th>Group</th><th>Actions</th></tr></thead>
+            <thead><tr><th>Name</th><th>Key</th><th>Status</th><th>Quota left</th><th>Used</th><th>Expires</th><th>Group</th><th class="actions">Actions</th></tr></thead>
             <tbody>{shown.items.map((k) => <KeyRow key={k.id} k={k} onEdit={() => setEditing(k)} onChanged={list.reload} />)}</tbody>
           </Table>
         ))}

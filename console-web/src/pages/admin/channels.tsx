@@ -40,7 +40,7 @@ export function AdminChannelsPage() {
         <ErrorText error={list.error} />
         {list.data && (list.data.items.length === 0 ? page === 1 && <p>No channels.</p> : (
           <Table>
-            <thead><tr><th>Id</th><th>Name</th><th>Format</th><th>Base URL</th><th>Models</th><th>Group</th><th>Status</th><th>Priority</th><th>Weight</th><th>Used</th><th>Last test</th><th>Actions</th></tr></thead>
+            <thead><tr><th>Id</th><th>Name</th><th>Format</th><th>Base URL</th><th>Models</th><th>Group</th><th>Status</th><th>Priority</th><th>Weight</th><th>Used</th><th>Last test</th><th class="actions">Actions</th></tr></thead>
             <tbody>{list.data.items.map((c) => <ChannelRow key={c.id} c={c} onEdit={() => setEditing(c)} onChanged={list.reload} />)}</tbody>
           </Table>
         ))}

@@ -41,7 +41,7 @@ export function AdminRedemptionsPage() {
         <ErrorText error={list.error} />
         {list.data && (list.data.items.length === 0 ? page === 1 && <p>No codes.</p> : (
           <Table>
-            <thead><tr><th>Id</th><th>Name</th><th>Code</th><th>Value</th><th>Status</th><th>Created</th><th>Redeemed</th><th>Expires</th><th>Actions</th></tr></thead>
+            <thead><tr><th>Id</th><th>Name</th><th>Code</th><th>Value</th><th>Status</th><th>Created</th><th>Redeemed</th><th>Expires</th><th class="actions">Actions</th></tr></thead>
             <tbody>{list.data.items.map((r) => <CodeRow key={r.id} r={r} onChanged={list.reload} />)}</tbody>
           </Table>
         ))}

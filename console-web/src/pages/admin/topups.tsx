@@ -62,13 +62,13 @@ export function AdminTopupsPage({ account }: PageProps) {
       <ErrorText error={listError} />
       {shown && (shown.items.length === 0 ? page === 1 && <p>No orders.</p> : (
         <Table>
-          <thead><tr><th>Order number</th><th>Account</th><th>Credit (US dollars)</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th>{isRoot && <th>Actions</th>}</tr></thead>
+          <thead><tr><th>Order number</th><th>Account</th><th>Credit (US dollars)</th><th>Paid</th><th>Method</th><th>Provider</th><th>Status</th><th>Created</th><th>Completed</th>{isRoot && <th class="actions">Actions</th>}</tr></thead>
           <tbody>{shown.items.map((o) => (
             <tr key={o.id}>
               <td><code>{o.trade_no}</code></td><td>#{o.user_id}</td><td class="amount">{creditDollars(o.amount)}</td><td class="amount">{paidText(o, cardCurrency)}</td><td>{o.payment_method}</td><td>{o.payment_provider}</td>
               <td>{orderStatusText(o.status)}</td>
               <td>{dateTime(o.create_time)}</td><td>{dateTime(o.complete_time)}</td>
-              {isRoot && <td>{o.status === 'pending' && <CompleteButton tradeNo={o.trade_no} onDone={orders.reload} />}</td>}
+              {isRoot && <td class="actions">{o.status === 'pending' && <CompleteButton tradeNo={o.trade_no} onDone={orders.reload} />}</td>}
             </tr>
           ))}</tbody>
         </Table>

@@ -41,7 +41,7 @@ export function AdminUsersPage({ account: me }: PageProps) {
         <ErrorText error={list.error} />
         {list.data && (
           <Table>
-            <thead><tr><th>Id</th><th>Username</th><th>Display name</th><th>Role</th><th>Status</th><th>Group</th><th>Balance</th><th>Used</th><th>Requests</th><th>Actions</th></tr></thead>
+            <thead><tr><th>Id</th><th>Username</th><th>Display name</th><th>Role</th><th>Status</th><th>Group</th><th>Balance</th><th>Used</th><th>Requests</th><th class="actions">Actions</th></tr></thead>
             <tbody>{list.data.items.map((a) => <AccountRow key={a.id} a={a} me={me} onEdit={() => setEditing(a)} onChanged={list.reload} />)}</tbody>
           </Table>
         )}
