@@ -357,7 +357,7 @@ export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; e
   if (items.length === 0) return <p>No entries match.</p>;
   return (
     <Table class="logs">
-        <thead><tr><th>Time</th>{everyAccount && <th>Account</th>}<th>Type</th><th>Key</th><th>Model</th>{everyAccount && <th>Channel</th>}<th>Prompt</th><th>Completion</th><th>Amount</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th><th>Details</th></tr></thead>
+        <thead><tr><th>Time</th>{everyAccount && <th>Account</th>}<th>Type</th><th>Key</th><th>Model</th>{everyAccount && <th>Channel</th>}<th title="prompt → completion tokens">Tokens</th><th>Amount</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th><th>Details</th></tr></thead>
         <tbody>
           {items.map((l) => (
             <tr key={`${l.user_id}-${l.request_id}-${l.id}`}>
@@ -367,13 +367,13 @@ export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; e
               <td>{l.token_name}</td>
               <td>{l.model_name}</td>
               {everyAccount && <td>{l.channel || '—'}</td>}
-              <td>{count(l.prompt_tokens)}</td>
-              <td>{count(l.completion_tokens)}</td>
+              {/* One column for both (prompt → completion): the table keeps its details in view at 1280 px. */}
+              <td class="tokens" title={`${count(l.prompt_tokens)} prompt tokens, ${count(l.completion_tokens)} completion tokens`}>{count(l.prompt_tokens)} → {count(l.completion_tokens)}</td>
               <td class="amount" title={`${quotaUnits(l.quota)}${logDirection(l) === 0 && l.quota !== 0 ? ' (the entry does not record whether it added or removed)' : ''}`}>{logAmount(l)}</td>
               <td>{isRequest(l) ? `${l.use_time} s` : '–'}</td>
               <td>{isRequest(l) ? (l.is_stream ? 'Yes' : 'No') : '–'}</td>
               <td>{l.group}</td>
-              <td><code class="id">{l.request_id}</code></td>
+              <td><code class="id request">{l.request_id}</code></td>
               <td class="details">{logDetails(l.content)}</td>
             </tr>
           ))}
