@@ -61,8 +61,8 @@ describe('thousands grouped', () => {
     render(<LogTable items={[entry({ content: 'An administrator added 2500000 quota', quota: 2_500_000 }),
       entry({ id: 2, type: 2, model_name: 'claude-3-5-sonnet-20241022', prompt_tokens: 123456, completion_tokens: 7890, quota: 10 })]} />);
     expect(screen.getByText('An administrator added 2,500,000 quota')).toBeTruthy();
-    expect(screen.getByText('123,456')).toBeTruthy();
-    expect(screen.getByText('7,890')).toBeTruthy();
+    // Prompt → completion, in one column.
+    expect(screen.getByText('123,456 → 7,890')).toBeTruthy();
     expect(screen.getByText('claude-3-5-sonnet-20241022')).toBeTruthy();
   });
 });
