@@ -9,6 +9,7 @@ import { freePort } from '../../infra/testing/free-port.js';
 import { createApiKey, fundedAccount, startGatewayStack, type GatewayStack } from '../harness/gateway-stack.js';
 import { startRedisServer, type OwnRedisServer } from './redis-server.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+import { until } from '../harness/until.js';
 
 /** The reaper's connection names itself so (CLIENT SETNAME, billing/service.ts). */
 const REAPER_CONNECTION = 'billing-reaper';
@@ -36,14 +37,6 @@ afterAll(async () => {
   await proxy?.close();
   await redisServer?.close();
 });
-
-async function until(what: string, probe: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('the billing worker\'s periodic jobs after a reconnect whose check was cut', () => {
   it('run again: the reaper releases an expired reservation, on a quiet gateway', async () => {

@@ -12,6 +12,7 @@ import { createRedis, type Redis } from '../../infra/redis/client.js';
 import { startGatewayStack, type GatewayStack } from '../harness/gateway-stack.js';
 import { startRedisServer, type OwnRedisServer } from './redis-server.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+import { until } from '../harness/until.js';
 
 let ours: OwnRedisServer;
 let foreign: OwnRedisServer;
@@ -33,14 +34,6 @@ afterAll(async () => {
   await foreign?.close();
   await ours?.close();
 });
-
-async function until(what: string, probe: () => Promise<boolean> | boolean, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('a billing worker pointed at another gateway\'s live Redis', () => {
   it('reads nothing there: that gateway\'s new entries stay for that gateway\'s worker', async () => {

@@ -15,6 +15,7 @@ import {
 } from '../harness/scripted-provider.js';
 import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
 import { startRedisServer, type OwnRedisServer } from './redis-server.js';
+import { until } from '../harness/until.js';
 
 const MODEL = 'lost-reservation-model';
 const COST = unnamedCost(NORMAL_INPUT, NORMAL_OUTPUT);
@@ -52,14 +53,6 @@ afterAll(async () => {
   await provider?.close();
   await redisServer?.close();
 });
-
-async function until(what: string, probe: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 async function client(account: TestAccount, input: Record<string, unknown>): Promise<Anthropic> {
   const key = await createApiKey(stack, account, input);

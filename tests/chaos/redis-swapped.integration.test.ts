@@ -22,6 +22,7 @@ import { createRedis, type Redis } from '../../infra/redis/client.js';
 import { freePort } from '../../infra/testing/free-port.js';
 import { createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../harness/gateway-stack.js';
 import { startRedisServer, type OwnRedisServer } from './redis-server.js';
+import { until } from '../harness/until.js';
 
 const MODEL = 'claude-sonnet-4-6';
 const FOREIGN_COST = 777_777;
@@ -45,16 +46,6 @@ afterAll(async () => {
   await foreign?.close();
   await ours?.close();
 });
-
-async function until<T>(what: string, probe: () => Promise<T | null | undefined | false>, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const got = await probe().catch(() => null);
-    if (got) return got;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 async function books(): Promise<{ balance: number; spent: number; ledgerRows: number }> {
   const [u] = await stack.sql`SELECT quota, used_quota FROM users WHERE id = ${account.id}`;

@@ -13,6 +13,7 @@ import { LONG_PROMPT, NORMAL_INPUT, NORMAL_OUTPUT, normalMessage, startScriptedP
 import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
 import { startRedisServer, type OwnRedisServer } from './redis-server.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+import { until } from '../harness/until.js';
 
 const MODEL = 'answer-lost-model';
 const COST = unnamedCost(NORMAL_INPUT, NORMAL_OUTPUT);
@@ -48,14 +49,6 @@ afterAll(async () => {
   await proxy?.close();
   await redisServer?.close();
 });
-
-async function until(what: string, probe: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 interface Books { pgQuota: number; ledgerRows: number; ledgerSum: number; redisBalance: number; pgRemain?: number; redisRemain?: number }
 

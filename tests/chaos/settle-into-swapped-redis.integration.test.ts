@@ -14,6 +14,7 @@ import { balanceOf, NORMAL_OUTPUT, normalMessage, startScriptedProvider, unnamed
 import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
 import { startRedisServer, type OwnRedisServer } from './redis-server.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
+import { until } from '../harness/until.js';
 
 const MODEL = 'swap-in-flight-model';
 
@@ -42,14 +43,6 @@ afterAll(async () => {
   await foreign?.close();
   await ours?.close();
 });
-
-async function until(what: string, probe: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('a request in flight when the Redis is swapped', () => {
   it('settles nothing into the other database\'s Redis, and is billed here once this database\'s Redis is back', async () => {
