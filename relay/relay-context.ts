@@ -33,6 +33,8 @@ export interface RelayContext {
   quotaForeign(): boolean;
   /** The quota store connection's number, which a reconnect changes (RedisBindingWatch.connection). */
   quotaConnection(): number;
+  /** A settlement that finds no reservation may be sent again as lost (one Redis; settlement.ts). */
+  billsLostReservations: boolean;
   pools: UpstreamPools;
   ratios(): Ratios;
   /** What bounds a reservation's input when the bytes do not: context windows, server-tool fees. */

@@ -5,7 +5,7 @@ import type { Config } from '../infra/config.js';
 import { createLogger, type Logger } from '../infra/logger.js';
 import { LogThrottle } from '../infra/log-throttle.js';
 import { createSql } from '../infra/postgres/client.js';
-import { createRedis, redisKeysFor, settleWaitReplicas } from '../infra/redis/client.js';
+import { createRedis, redisClusterNodes, redisKeysFor, settleWaitReplicas } from '../infra/redis/client.js';
 import { checkRedisPersistence } from '../infra/redis/persistence.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { ClientAddressResolver } from './auth/client-address.js';
@@ -374,6 +374,9 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     quotaReady: () => binding.owned(),
     quotaForeign: () => binding.foreign(),
     quotaConnection: () => binding.connection,
+    // One Redis only: a cluster client sends a node's unanswered commands again without a reconnect
+    // the relay sees (review diffreview2: the mirrors debited twice on a cluster without replicas).
+    billsLostReservations: redisClusterNodes(config) === null,
     pools,
     ratios: () => ratios,
     inputBounds: () => inputBounds,

@@ -1176,8 +1176,14 @@ class Exchange {
    * (settleReservations-9n.lua answers -6).
    */
   async tryReserve(r: Parameters<QuotaStore['reserve']>[0], limitWait?: RateLimitWait): Promise<Awaited<ReturnType<QuotaStore['reserve']>> | null> {
+    const connection = this.ctx.quotaConnection();
     try {
-      return await this.ctx.quota.reserve(r, limitWait);
+      const outcome = await this.ctx.quota.reserve(r, limitWait);
+      // The connection dropped while the call was out: ioredis sent it again after the reconnect, to
+      // whatever server answers there now, maybe another database's (review diffreview2: another
+      // database's account held 597). Not served: answered 529 and settled as failed, as a failed call.
+      if (this.ctx.quotaConnection() === connection) return outcome;
+      throw new Error('the quota store\'s connection was made again while the reservation was out');
     } catch (err) {
       this.ctx.log.warn({ err: (err as Error).message, requestId: this.requestId }, 'reservation call failed; answered 529, settling it as failed');
       this.reserved = true;

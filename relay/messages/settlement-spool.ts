@@ -41,6 +41,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from '../../infra/logger.js';
 import type { SettleRequest } from '../../core/quota/quota-store.js';
 import type { ReplicationCheck } from './settlement-confirm.js';
+import { relayMetrics } from '../metrics/relay-metrics.js';
 
 /** The files of the spools open in this process (tests run several relays in one). */
 const openHere = new Set<string>();
@@ -349,6 +350,7 @@ export class SettlementSpool {
     // request served without a debit. Said, with the ids, so an operator who lost Redis's data can
     // reconcile them (docs/billing.md).
     if (unmatched.length > 0) {
+      relayMetrics.settlementsUnmatched.value += unmatched.length;
       this.#log.warn({ count: unmatched.length, requestIds: unmatched.slice(0, 20) },
         'replayed settlements found no reservation: already settled, or their reservations were lost with Redis\'s data (then not billed)');
     }

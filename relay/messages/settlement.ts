@@ -64,6 +64,12 @@ export interface SettlementContext {
   quotaReady?(): boolean;
   /** The quota store connection's number (RedisBindingWatch.connection); absent: never changes. */
   quotaConnection?(): number;
+  /**
+   * Whether a settlement that finds no reservation may be sent again as lost (one Redis without
+   * settled markers: the relay sees each of its reconnects). Absent: no. A Redis Cluster client sends
+   * again what a node's dropped connection left unanswered without a reconnect of its own to see.
+   */
+  billsLostReservations?: boolean;
 }
 
 /** What settlement reads of an exchange: messages-handler.ts's Exchange is one, passed as it is. */
@@ -255,11 +261,29 @@ export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<Q
   const call = sent ? settleCall(ctx, settlement, attempt) : Promise.reject(NOT_SENT);
   call.then((settled) => {
     // A connection that dropped while the call was out: ioredis sends the unanswered call again after
-    // the reconnect, so Redis may have run it twice, the second finding the reservation settled.
-    const ran = mayHaveRun || (ctx.quotaConnection?.() ?? 0) !== connection;
+    // the reconnect, so Redis may have run it twice, the second finding the reservation settled; or
+    // the server there now is another (a swapped Redis, before the relay looked whose it is).
+    const reconnected = (ctx.quotaConnection?.() ?? 0) !== connection;
+    if (!settled && reconnected && attempt < SETTLE_RETRY_DELAYS_MS.length) {
+      // Asked again, once the Redis is known to be this database's: "none" from a Redis that is not,
+      // taken as final, left the request unbilled (review diffreview2). Counted in flight again (the
+      // answer just counted it out).
+      settling++;
+      setTimeout(() => settleWithRetry(ctx, settlement, attempt + 1, true), SETTLE_RETRY_DELAYS_MS[attempt]).unref();
+      return;
+    }
+    const ran = mayHaveRun || reconnected;
     if (settled ? settlement.lost === true && lostReservationBilled(ctx, settlement) : noReservation(ctx, settlement, ran, attempt)) return;
     ctx.spool?.settled(settlement.requestId);
   }, (err: unknown) => {
+    if (!sent && !mayHaveRun && SETTLE_RETRY_DELAYS_MS[attempt] === undefined) {
+      // Never sent (the Redis down, or not known to be this database's, since the answer ended): kept
+      // in memory and tried every few seconds until it can be, rather than left to the spool, whose
+      // replay cannot tell a lost reservation from a settled one (review diffreview2: an outage over
+      // 6 s left every lost reservation unbilled). A relay stopped meanwhile leaves it to the spool.
+      setTimeout(() => settleWithRetry(ctx, settlement, attempt, false), SETTLE_RETRY_DELAYS_MS[SETTLE_RETRY_DELAYS_MS.length - 1]).unref();
+      return;
+    }
     const delay = SETTLE_RETRY_DELAYS_MS[attempt];
     if (delay === undefined) {
       settling--;
@@ -268,7 +292,7 @@ export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<Q
       ctx.log.error({ err, requestId: settlement.requestId }, 'settlement failed; kept in the spool until Redis answers again');
       return;
     }
-    ctx.log.warn({ err: (err as Error).message, requestId: settlement.requestId, attempt }, 'settlement failed; retrying');
+    if (sent) ctx.log.warn({ err: (err as Error).message, requestId: settlement.requestId, attempt }, 'settlement failed; retrying');
     setTimeout(() => settleWithRetry(ctx, settlement, attempt + 1, mayHaveRun || sent), delay).unref();
   });
 }
@@ -285,7 +309,7 @@ export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<Q
  * true when it was sent again (the spool keeps it until that one is done).
  */
 function noReservation(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], ran: boolean, attempt: number): boolean {
-  if (!ran && settlement.lost !== true && !ctx.quota.keepsSettledMarkers && settlement.minute !== undefined && settlement.limited !== undefined) {
+  if (!ran && settlement.lost !== true && ctx.billsLostReservations === true && !ctx.quota.keepsSettledMarkers && settlement.minute !== undefined && settlement.limited !== undefined) {
     settleWithRetry(ctx, { ...settlement, lost: true }, 0);
     return true;
   }

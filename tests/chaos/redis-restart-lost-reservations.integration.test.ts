@@ -106,4 +106,28 @@ describe('a Redis restarted empty under requests in flight', () => {
     expect(Number(key!.remain_quota)).toBe(5_000_000 - COST);
     expect(relayMetrics.lostReservationsBilled.value - billedBefore).toBe(BUSY + 1);
   }, 120_000);
+
+  it('bills them when their answers end while Redis is down, for longer than a settlement\'s retries (review diffreview2: none of three was billed)', async () => {
+    const account = await fundedAccount(stack, 10_000_000);
+    const before = await balanceOf(stack, account.id);
+    const key = await client(account, { unlimited_quota: false, remain_quota: 5_000_000 });
+    const params = { model: MODEL, max_tokens: 100, messages: [{ role: 'user' as const, content: LONG_PROMPT }] };
+    held.length = 0;
+    heldRes.length = 0;
+    const answers = Array.from({ length: 3 }, () => key.messages.create(params).withResponse());
+    await until('the three at the provider', () => held.length === 3);
+    await redisServer.kill();
+    const downAt = Date.now();
+    // Delivered while Redis is down: each settlement is held back, unsent, past its 6.3 s of retries.
+    for (let i = 0; i < held.length; i++) held[i]!(heldRes[i]!);
+    const done = await Promise.all(answers);
+    const ids = done.map((a) => a.response.headers.get('x-gateway-request-id')!);
+    await new Promise((r) => setTimeout(r, Math.max(0, 8_000 - (Date.now() - downAt))));
+    await redisServer.start();
+    for (const id of ids) expect((await ledgerRow(stack, id, 30_000)).quota).toBe(COST);
+    expect(await balanceOf(stack, account.id)).toBe(before - 3 * COST);
+    await until('the mirror loaded again to meet Postgres', async () => Number(await stack.redis.get(stack.keys.accountBalance(account.id))) === before - 3 * COST);
+    const rs = await stack.ch.query({ query: 'SELECT count() AS c FROM logs FINAL WHERE request_id IN {ids:Array(String)}', query_params: { ids }, format: 'JSONEachRow' });
+    expect(Number((await rs.json<{ c: string }>())[0]!.c)).toBe(3);
+  }, 120_000);
 });

@@ -2,7 +2,8 @@
 // now naming another server). Review diffreview: reservations were refused there, but the relay's
 // in-memory settlement was sent, found no reservation, and the lost-reservation path debited the
 // other database's mirror of the account with the same id (3,000,000 to 2,999,661) and appended this
-// database's event to its stream. Now a settlement is sent only to a Redis known to be its database's.
+// database's event to its stream. Now a settlement is sent only to a Redis known to be its database's,
+// held in memory meanwhile.
 import Anthropic from '@anthropic-ai/sdk';
 import type { ServerResponse } from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -12,6 +13,7 @@ import { createRedis, type Redis } from '../../infra/redis/client.js';
 import { createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack } from '../harness/gateway-stack.js';
 import { balanceOf, NORMAL_OUTPUT, normalMessage, startScriptedProvider, unnamedCost, type ScriptedProvider } from '../harness/scripted-provider.js';
 import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
+import { settlementsInFlight } from '../../relay/messages/settlement.js';
 import { startRedisServer, type OwnRedisServer } from './redis-server.js';
 import { startTcpProxy, type TcpProxy } from './tcp-proxy.js';
 import { until } from '../harness/until.js';
@@ -64,8 +66,11 @@ describe('a request in flight when the Redis is swapped', () => {
     held[0]!.end(normalMessage(MODEL));
     const answer = await pending;
     const requestId = answer.response.headers.get('x-gateway-request-id')!;
-    // Held back at every try, then kept in the spool.
-    await until('the settlement kept in the spool', () => relayMetrics.settleFailures.value > failuresBefore);
+    // Held back at every try, past the 6.3 s a sent settlement is retried for (then it would be left to
+    // the spool, whose replay cannot tell a lost reservation from a settled one): still in flight.
+    await new Promise((r) => setTimeout(r, 7_000));
+    expect(settlementsInFlight()).toBeGreaterThan(0);
+    expect(relayMetrics.settleFailures.value).toBe(failuresBefore);
     expect(Number(await foreignRedis.get(stack.keys.accountBalance(acct.id)))).toBe(3_000_000);
     const entries = await foreignRedis.xrange(stack.keys.usageStream(), '-', '+');
     expect(entries.filter(([, f]) => f.join(' ').includes(requestId))).toEqual([]);
