@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { RelayContext } from '../relay-context.js';
-import { settleWithRetry } from './settlement.js';
+import { settlementsInFlight, settleWithRetry } from './settlement.js';
 
 function ctxWith(settle: () => Promise<boolean>) {
   const log = { warn: vi.fn(), error: vi.fn() };
@@ -39,5 +39,54 @@ describe('settleWithRetry', () => {
     await vi.runAllTimersAsync();
     expect(calls).toBe(5);
     expect(log.error).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('settleWithRetry and the quota store\'s connection', () => {
+  /** A context whose Redis is ready or not, and whose connection number the test moves. */
+  function gated(settle: (s: { lost?: boolean }) => Promise<boolean>) {
+    const state = { ready: true, connection: 0 };
+    const log = { warn: vi.fn(), error: vi.fn() };
+    const quota = { settle, settleSoon: settle, sliceOf: () => undefined, keepsSettledMarkers: false };
+    const ctx = {
+      quota, log, quotaReady: () => state.ready, quotaConnection: () => state.connection, billsLostReservations: true,
+    } as unknown as RelayContext;
+    return { ctx, state, log };
+  }
+  const lostable = { ...settlement, minute: 1, limited: false };
+
+  it('holds a settlement back, unsent, for as long as the Redis is not known to be ours, then bills a lost one once', async () => {
+    vi.useFakeTimers();
+    const sent: { lost?: boolean }[] = [];
+    const { ctx, state } = gated(async (s) => {
+      sent.push(s);
+      return s.lost === true; // the reservation went with Redis's data
+    });
+    state.ready = false;
+    settleWithRetry(ctx, lostable, 0);
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(sent).toEqual([]);
+    expect(settlementsInFlight()).toBe(1);
+    state.ready = true;
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(sent.map((s) => s.lost === true)).toEqual([false, true]);
+    expect(settlementsInFlight()).toBe(0);
+  });
+
+  it('asks again, and bills nothing as lost, when the connection was made again while the settlement was out', async () => {
+    vi.useFakeTimers();
+    const sent: { lost?: boolean }[] = [];
+    const { ctx, state, log } = gated(async (s) => {
+      sent.push(s);
+      // The call ran, its answer lost with the connection; ioredis's second send finds it settled.
+      state.connection++;
+      return false;
+    });
+    settleWithRetry(ctx, lostable, 0);
+    await vi.runAllTimersAsync();
+    expect(sent.every((s) => s.lost !== true)).toBe(true);
+    expect(sent.length).toBeGreaterThan(1);
+    expect(settlementsInFlight()).toBe(0);
+    expect(log.warn).toHaveBeenCalledWith(expect.objectContaining({ requestId: 'r' }), expect.stringContaining('settled already by an earlier try'));
   });
 });
