@@ -55,10 +55,15 @@ describe('a client that goes away mid-stream', () => {
     expect(text).toBe('tok '.repeat(K));
 
     const row = await ledgerRow(stack, requestId);
-    // Each mock delta is one token (bench/mock-upstream): the bill is the K delivered, to the unit.
-    expect(row).toMatchObject({ completion_tokens: K, prompt_tokens: input, quota: cost(input, K) });
-    expect(await balance()).toBe(before - cost(input, K));
-    expect(await stack.quota.accountBalance(account.id)).toBe(before - cost(input, K));
+    // Each mock delta is one token (bench/mock-upstream): the bill is what the relay wrote to the
+    // client's socket, to the unit: the K the client read, and a delta or two the relay may have
+    // written before the close reached it (13 once, on a loaded machine, two relays behind a balancer).
+    const delivered = row.completion_tokens;
+    expect(delivered).toBeGreaterThanOrEqual(K);
+    expect(delivered).toBeLessThanOrEqual(K + 3);
+    expect(row).toMatchObject({ prompt_tokens: input, quota: cost(input, delivered) });
+    expect(await balance()).toBe(before - cost(input, delivered));
+    expect(await stack.quota.accountBalance(account.id)).toBe(before - cost(input, delivered));
     // The provider saw the cancellation and stopped long before its 400 tokens.
     expect(stack.mock.stats.aborted).toBe(abortedBefore + 1);
   });
