@@ -376,7 +376,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     quotaConnection: () => binding.connection,
     // One Redis only: a cluster client sends a node's unanswered commands again without a reconnect
     // the relay sees (review diffreview2: the mirrors debited twice on a cluster without replicas).
-    billsLostReservations: redisClusterNodes(config) === null,
+    // Without replicas only: with them the settled markers bill a lost one in the script itself.
+    billsLostReservations: redisClusterNodes(config) === null && waitReplicas === 0,
     pools,
     ratios: () => ratios,
     inputBounds: () => inputBounds,

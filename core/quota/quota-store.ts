@@ -391,15 +391,6 @@ export class QuotaStore {
     this.#slices?.retireAccount(userId);
   }
 
-  /**
-   * Settled reservations leave markers (with replicas): a settlement that finds no reservation then
-   * was settled already, a lost one being billed by the script itself. Without them, the caller tells
-   * a lost reservation apart (SettleRequest.lost).
-   */
-  get keepsSettledMarkers(): boolean {
-    return this.#settledMarkerSec > 0;
-  }
-
   /** Credit slices not yet returned. */
   get slicesHeld(): number {
     return this.#slices?.liveCount ?? 0;

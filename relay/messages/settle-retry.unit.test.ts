@@ -47,7 +47,7 @@ describe('settleWithRetry and the quota store\'s connection', () => {
   function gated(settle: (s: { lost?: boolean }) => Promise<boolean>) {
     const state = { ready: true, connection: 0 };
     const log = { warn: vi.fn(), error: vi.fn() };
-    const quota = { settle, settleSoon: settle, sliceOf: () => undefined, keepsSettledMarkers: false };
+    const quota = { settle, settleSoon: settle, sliceOf: () => undefined };
     const ctx = {
       quota, log, quotaReady: () => state.ready, quotaConnection: () => state.connection, billsLostReservations: true,
     } as unknown as RelayContext;

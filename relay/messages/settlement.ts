@@ -52,7 +52,7 @@ export type Outcome =
 
 export interface SettlementContext {
   log: Logger;
-  quota: Pick<QuotaStore, 'settle' | 'settleSoon' | 'sliceOf' | 'keepsSettledMarkers'>;
+  quota: Pick<QuotaStore, 'settle' | 'settleSoon' | 'sliceOf'>;
   /** Where settlements wait for Redis on disk (settlement-spool.ts); absent in unit tests only. */
   spool?: SettlementSpool;
   /** Holds back the lines a provider's fault repeats per request (infra/log-throttle.ts); absent: every line. */
@@ -65,9 +65,10 @@ export interface SettlementContext {
   /** The quota store connection's number (RedisBindingWatch.connection); absent: never changes. */
   quotaConnection?(): number;
   /**
-   * Whether a settlement that finds no reservation may be sent again as lost (one Redis without
-   * settled markers: the relay sees each of its reconnects). Absent: no. A Redis Cluster client sends
-   * again what a node's dropped connection left unanswered without a reconnect of its own to see.
+   * Whether a settlement that finds no reservation may be sent again as lost: one Redis (the relay sees
+   * each of its reconnects; a Redis Cluster client sends again what a node's dropped connection left
+   * unanswered without a reconnect of its own to see) without settled markers (with replicas, the
+   * settlement script bills a lost one itself). Absent: no.
    */
   billsLostReservations?: boolean;
 }
@@ -309,7 +310,7 @@ export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<Q
  * true when it was sent again (the spool keeps it until that one is done).
  */
 function noReservation(ctx: SettlementContext, settlement: Parameters<QuotaStore['settle']>[0], ran: boolean, attempt: number): boolean {
-  if (!ran && settlement.lost !== true && ctx.billsLostReservations === true && !ctx.quota.keepsSettledMarkers && settlement.minute !== undefined && settlement.limited !== undefined) {
+  if (!ran && settlement.lost !== true && ctx.billsLostReservations === true && settlement.minute !== undefined && settlement.limited !== undefined) {
     settleWithRetry(ctx, { ...settlement, lost: true }, 0);
     return true;
   }
