@@ -31,9 +31,9 @@ export interface RelayContext {
   quotaReady(): boolean;
   /** Whether the quota store's Redis holds another database's accounts (the refusal then says so). */
   quotaForeign(): boolean;
-  /** The quota store connection's number, which a reconnect changes (RedisBindingWatch.connection). */
+  /** The quota store's connections dropped so far, any node's of a cluster (ConnectionDrops.count). */
   quotaConnection(): number;
-  /** A settlement that finds no reservation may be sent again as lost (one Redis; settlement.ts). */
+  /** A settlement that finds no reservation may be sent again as lost (no settled markers; settlement.ts). */
   billsLostReservations: boolean;
   pools: UpstreamPools;
   ratios(): Ratios;

@@ -5,7 +5,7 @@ import type { Config } from '../infra/config.js';
 import { createLogger, type Logger } from '../infra/logger.js';
 import { LogThrottle } from '../infra/log-throttle.js';
 import { createSql } from '../infra/postgres/client.js';
-import { createRedis, redisClusterNodes, redisKeysFor, settleWaitReplicas } from '../infra/redis/client.js';
+import { createRedis, redisKeysFor, settleWaitReplicas } from '../infra/redis/client.js';
 import { checkRedisPersistence } from '../infra/redis/persistence.js';
 import { createApiKeyCrypto } from '../infra/secrets/api-key-crypto.js';
 import { ClientAddressResolver } from './auth/client-address.js';
@@ -28,6 +28,7 @@ import { inputBoundsFromOptions, type InputBounds } from '../core/pricing/input-
 import { postgresBalanceSource } from '../core/quota/postgres-balance-source.js';
 import { QuotaStore } from '../core/quota/quota-store.js';
 import { databaseInstanceId, foreignRedisError, RedisBindingWatch } from '../core/quota/database-binding.js';
+import { ConnectionDrops } from '../core/quota/connection-drops.js';
 import { RedisClock } from '../core/quota/redis-clock.js';
 import { DEFAULT_CREDIT_SLICE_OPTIONS } from '../core/quota/credit-slices.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
@@ -348,6 +349,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   // nothing is reserved in, or replayed into, a Redis not known to hold this database's accounts (a
   // Redis swapped under the relay is taken for its own by no request: until the check answers, about
   // a round trip after the connection comes back, requests are refused 529).
+  // A settlement out while a connection dropped may have run twice (settlement.ts, noReservation).
+  const quotaConnectionDrops = new ConnectionDrops(redis);
   const binding = new RedisBindingWatch(redis, keys, databaseId, () => {
     log.fatal(`${foreignRedisError(keys, config.REDIS_PREFIX).message.replace(/\n\s*/g, ' ')}; reservations refused (529)`);
   });
@@ -373,11 +376,12 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     quota,
     quotaReady: () => binding.owned(),
     quotaForeign: () => binding.foreign(),
-    quotaConnection: () => binding.connection,
-    // One Redis only: a cluster client sends a node's unanswered commands again without a reconnect
-    // the relay sees (review diffreview2: the mirrors debited twice on a cluster without replicas).
-    // Without replicas only: with them the settled markers bill a lost one in the script itself.
-    billsLostReservations: redisClusterNodes(config) === null && waitReplicas === 0,
+    quotaConnection: () => quotaConnectionDrops.count,
+    // Without settled markers only: with them (replicas waited for) the settlement script bills a lost
+    // one itself. On a cluster too: every node's dropped connection is counted (connection-drops.ts),
+    // so a settlement a node's connection may have run before it dropped is never taken for lost
+    // (review diffreview2 found the mirrors debited twice when only the cluster client's was).
+    billsLostReservations: waitReplicas === 0,
     pools,
     ratios: () => ratios,
     inputBounds: () => inputBounds,

@@ -34,7 +34,7 @@ function parseJson(raw: string | undefined): unknown {
  * The groups every account may use besides its own while UserUsableGroups is unset: new-api's default
  * ({"default": …, "vip": …}), each only where GroupRatio prices it. A group added to GroupRatio (a
  * cheaper `partner` given to some accounts) is thus open only to the accounts placed in it until the
- * option names it.
+ * option names it; one named `vip` is open to every account at once (README, key rules).
  */
 export const DEFAULT_USABLE_GROUPS: readonly string[] = ['default', 'vip'];
 

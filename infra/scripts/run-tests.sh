@@ -15,7 +15,7 @@ stop_started() {
 }
 trap stop_started EXIT
 SKIP_SERVICES=clickhouse bash infra/scripts/ensure-services.sh
-# tests/cluster starts Redis Clusters of its own on ports 7100-7105, 7120-7125 and 7130-7135 (and stops them) when asked to.
+# tests/cluster starts Redis Clusters of its own on ports 7100-7105, 7120-7125, 7130-7135 and 7140-7142 (and stops them) when asked to.
 export TEST_REDIS_CLUSTER=${TEST_REDIS_CLUSTER:-start}
 status=0
 # Each pass also writes a JSON report, summarised after the pass (infra/scripts/print-test-failures.mjs)

@@ -62,13 +62,16 @@ export interface SettlementContext {
    * a settlement is sent only then. Absent (unit tests): always.
    */
   quotaReady?(): boolean;
-  /** The quota store connection's number (RedisBindingWatch.connection); absent: never changes. */
+  /**
+   * The quota store's connections dropped so far, any node's of a cluster (ConnectionDrops.count: a
+   * cluster client sends again what a node's dropped connection left unanswered without a reconnect
+   * of its own); absent: never changes.
+   */
   quotaConnection?(): number;
   /**
-   * Whether a settlement that finds no reservation may be sent again as lost: one Redis (the relay sees
-   * each of its reconnects; a Redis Cluster client sends again what a node's dropped connection left
-   * unanswered without a reconnect of its own to see) without settled markers (with replicas, the
-   * settlement script bills a lost one itself). Absent: no.
+   * Whether a settlement that finds no reservation may be sent again as lost: a Redis, or Redis
+   * Cluster, without settled markers (with replicas waited for, the settlement script bills a lost
+   * one itself). Absent: no.
    */
   billsLostReservations?: boolean;
 }
