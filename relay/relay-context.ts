@@ -31,8 +31,17 @@ export interface RelayContext {
   quotaReady(): boolean;
   /** Whether the quota store's Redis holds another database's accounts (the refusal then says so). */
   quotaForeign(): boolean;
-  /** The quota store's connections dropped so far, any node's of a cluster (ConnectionDrops.count). */
+  /**
+   * The quota store client's connection number, which its reconnect changes (RedisBindingWatch.connection):
+   * a reservation out across one may have reached another server. A cluster node's connection alone
+   * does not change it (a graceful failover closes those while the client serves on: slot-move test).
+   */
   quotaConnection(): number;
+  /**
+   * The quota store's connections dropped so far, any node's of a cluster (ConnectionDrops.count): a
+   * settlement out across one may have run twice, so its "no reservation" is never taken for a lost one.
+   */
+  quotaConnectionDrops(): number;
   /** A settlement that finds no reservation may be sent again as lost (no settled markers; settlement.ts). */
   billsLostReservations: boolean;
   pools: UpstreamPools;

@@ -376,7 +376,8 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     quota,
     quotaReady: () => binding.owned(),
     quotaForeign: () => binding.foreign(),
-    quotaConnection: () => quotaConnectionDrops.count,
+    quotaConnection: () => binding.connection,
+    quotaConnectionDrops: () => quotaConnectionDrops.count,
     // Without settled markers only: with them (replicas waited for) the settlement script bills a lost
     // one itself. On a cluster too: every node's dropped connection is counted (connection-drops.ts),
     // so a settlement a node's connection may have run before it dropped is never taken for lost

@@ -49,7 +49,7 @@ describe('settleWithRetry and the quota store\'s connection', () => {
     const log = { warn: vi.fn(), error: vi.fn() };
     const quota = { settle, settleSoon: settle, sliceOf: () => undefined };
     const ctx = {
-      quota, log, quotaReady: () => state.ready, quotaConnection: () => state.connection, billsLostReservations: true,
+      quota, log, quotaReady: () => state.ready, quotaConnectionDrops: () => state.connection, billsLostReservations: true,
     } as unknown as RelayContext;
     return { ctx, state, log };
   }

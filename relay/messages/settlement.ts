@@ -67,7 +67,7 @@ export interface SettlementContext {
    * cluster client sends again what a node's dropped connection left unanswered without a reconnect
    * of its own); absent: never changes.
    */
-  quotaConnection?(): number;
+  quotaConnectionDrops?(): number;
   /**
    * Whether a settlement that finds no reservation may be sent again as lost: a Redis, or Redis
    * Cluster, without settled markers (with replicas waited for, the settlement script bills a lost
@@ -261,13 +261,13 @@ export function settleWithRetry(ctx: SettlementContext, settlement: Parameters<Q
   // Never into a Redis not known to be this database's (a Redis swapped under the relay: its
   // settlement, and a lost one's debit, would move another database's money; review diffreview).
   const sent = ctx.quotaReady?.() ?? true;
-  const connection = ctx.quotaConnection?.() ?? 0;
+  const connection = ctx.quotaConnectionDrops?.() ?? 0;
   const call = sent ? settleCall(ctx, settlement, attempt) : Promise.reject(NOT_SENT);
   call.then((settled) => {
     // A connection that dropped while the call was out: ioredis sends the unanswered call again after
     // the reconnect, so Redis may have run it twice, the second finding the reservation settled; or
     // the server there now is another (a swapped Redis, before the relay looked whose it is).
-    const reconnected = (ctx.quotaConnection?.() ?? 0) !== connection;
+    const reconnected = (ctx.quotaConnectionDrops?.() ?? 0) !== connection;
     if (!settled && reconnected && attempt < SETTLE_RETRY_DELAYS_MS.length) {
       // Asked again, once the Redis is known to be this database's: "none" from a Redis that is not,
       // taken as final, left the request unbilled (review diffreview2). Counted in flight again (the

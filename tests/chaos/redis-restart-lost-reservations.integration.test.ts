@@ -5,13 +5,11 @@
 // that keeps no settled markers a relay settles each request once, so a first settlement that finds
 // nothing means the reservation was lost: it is sent again as lost and bills the cost alone, once.
 import Anthropic from '@anthropic-ai/sdk';
-import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../infra/testing/free-port.js';
 import { createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../harness/gateway-stack.js';
 import {
-  balanceOf, billOf, BLOCK_START, BLOCK_STOP, LONG_PROMPT, MESSAGE_STOP, messageDelta, messageStart, NORMAL_INPUT, NORMAL_OUTPUT,
-  normalMessage, startScriptedProvider, TOK, unnamedCost, type ScriptedProvider,
+  balanceOf, billOf, LONG_PROMPT, NORMAL_INPUT, NORMAL_OUTPUT, startHoldingProvider, unnamedCost, type HoldingProvider,
 } from '../harness/scripted-provider.js';
 import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
 import { startRedisServer, type OwnRedisServer } from './redis-server.js';
@@ -23,28 +21,13 @@ const COST = unnamedCost(NORMAL_INPUT, NORMAL_OUTPUT);
 const BUSY = 8;
 
 let redisServer: OwnRedisServer;
-let provider: ScriptedProvider;
+/** Holds every answer until the test lets them go. */
+let provider: HoldingProvider;
 let stack: GatewayStack;
-/** Answers held until the test lets them go: each writes the rest of its answer. */
-const held: ((res: ServerResponse) => void)[] = [];
-const heldRes: ServerResponse[] = [];
 
 beforeAll(async () => {
   redisServer = await startRedisServer({ port: await freePort(), aof: false });
-  provider = await startScriptedProvider(({ body }, res) => {
-    if (body.stream === true) {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      // The stream is under way when Redis goes: its first events are delivered before.
-      res.write(messageStart(MODEL) + BLOCK_START + TOK.repeat(10));
-      held.push((r) => r.end(TOK.repeat(NORMAL_OUTPUT - 10) + BLOCK_STOP + messageDelta() + MESSAGE_STOP));
-    } else {
-      held.push((r) => {
-        r.writeHead(200, { 'content-type': 'application/json' });
-        r.end(normalMessage(MODEL));
-      });
-    }
-    heldRes.push(res);
-  });
+  provider = await startHoldingProvider(MODEL);
   stack = await startGatewayStack({ env: { REDIS_URL: redisServer.url } });
   await mockChannel(stack, [MODEL], 'default', { base_url: provider.url });
 }, 60_000);
@@ -73,12 +56,12 @@ describe('a Redis restarted empty under requests in flight', () => {
     const stream = limitedClient.messages.create({ ...params, stream: true }).withResponse();
     const answers = Array.from({ length: BUSY }, () => busyClient.messages.create(params).withResponse());
     // Each is reserved (or drawn from a slice) before it is sent: all of them are held at the provider.
-    await until('every request at the provider', () => held.length === BUSY + 1);
+    await until('every request at the provider', () => provider.held === BUSY + 1);
 
     await redisServer.kill();
     await redisServer.start();
     await until('the relay ready on the empty Redis', async () => (await fetch(`${stack.relayUrl}/ready`)).status === 200);
-    for (let i = 0; i < held.length; i++) held[i]!(heldRes[i]!);
+    provider.release();
 
     const streamed = await stream;
     let text = '';
@@ -112,14 +95,12 @@ describe('a Redis restarted empty under requests in flight', () => {
     const before = await balanceOf(stack, account.id);
     const key = await client(account, { unlimited_quota: false, remain_quota: 5_000_000 });
     const params = { model: MODEL, max_tokens: 100, messages: [{ role: 'user' as const, content: LONG_PROMPT }] };
-    held.length = 0;
-    heldRes.length = 0;
     const answers = Array.from({ length: 3 }, () => key.messages.create(params).withResponse());
-    await until('the three at the provider', () => held.length === 3);
+    await until('the three at the provider', () => provider.held === 3);
     await redisServer.kill();
     const downAt = Date.now();
     // Delivered while Redis is down: each settlement is held back, unsent, past its 6.3 s of retries.
-    for (let i = 0; i < held.length; i++) held[i]!(heldRes[i]!);
+    provider.release();
     const done = await Promise.all(answers);
     const ids = done.map((a) => a.response.headers.get('x-gateway-request-id')!);
     await new Promise((r) => setTimeout(r, Math.max(0, 8_000 - (Date.now() - downAt))));

@@ -14,7 +14,7 @@ import { projectRoot } from '../../infra/project-root.js';
 import {
   billingSettled, consoleCall, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount, storeOptions
 } from '../harness/gateway-stack.js';
-import { CLUSTER_TESTS_ENABLED, keySlot, TestCluster } from './test-cluster.js';
+import { CLUSTER_TESTS_ENABLED, masterPortOf, TestCluster } from './test-cluster.js';
 
 const ENABLED = CLUSTER_TESTS_ENABLED;
 if (!ENABLED) console.warn('tests/cluster skipped: set TEST_REDIS_CLUSTER=start to run them on a Redis Cluster started on ports 7100-7105 (make test does)');
@@ -129,14 +129,6 @@ async function audit(mirrorsLoaded = true, billingTimeoutMs = 30_000): Promise<n
 }
 
 
-/** The port of the master serving `key`'s slot now. */
-async function masterPortOf(key: string): Promise<number> {
-  const slot = keySlot(key);
-  const ranges = (await stack.redis.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, ...unknown[]], ...unknown[]][];
-  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
-  if (!range) throw new Error(`no master serves slot ${slot}`);
-  return Number(range[2][1]);
-}
 
 /** A key served by both relays, deleted in the console: each relay refuses it within 5 s (its cache lives 10 min). */
 async function deletedKeyRefusedByBothRelays(): Promise<void> {
@@ -199,7 +191,7 @@ describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billi
   it('spreads the accounts over shards on every master, and both billing workers hold a share', async () => {
     const masters = new Set<number>();
     for (const { id } of accounts) {
-      masters.add(await masterPortOf(stack.keys.accountBalance(id)));
+      masters.add(await masterPortOf(stack.redis, stack.keys.accountBalance(id)));
     }
     expect(masters.size).toBeGreaterThan(1);
     const leases = await Promise.all(Array.from({ length: SHARDS }, (_, s) => stack.redis.get(stack.keys.billingShardLease(s))));
@@ -264,7 +256,7 @@ describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billi
     await audit(false);
     const before = await ledgerCount();
     // The master of account 2's shard.
-    const victim = await masterPortOf(stack.keys.accountBalance(accounts[2]!.id));
+    const victim = await masterPortOf(stack.redis, stack.keys.accountBalance(accounts[2]!.id));
     const pid = cluster.pidOf(victim);
 
     let ok = 0;
@@ -283,7 +275,7 @@ describe.skipIf(!ENABLED)('the gateway on a Redis Cluster, two relays, two billi
     process.kill(pid, 'SIGKILL');
     // The replica is promoted after cluster-node-timeout (2 s) and an election; load goes on through it.
     const promotedBy = Date.now() + 20_000;
-    while ((await masterPortOf(stack.keys.accountBalance(accounts[2]!.id)).catch(() => victim)) === victim) {
+    while ((await masterPortOf(stack.redis, stack.keys.accountBalance(accounts[2]!.id)).catch(() => victim)) === victim) {
       if (Date.now() > promotedBy) throw new Error('no replica took over');
       await new Promise((r) => setTimeout(r, 200));
     }

@@ -17,7 +17,7 @@ import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
 import {
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack,
 } from '../harness/gateway-stack.js';
-import { CLUSTER_TESTS_ENABLED, keySlot, TestCluster, withNode } from './test-cluster.js';
+import { CLUSTER_TESTS_ENABLED, masterPortOf, TestCluster, withNode } from './test-cluster.js';
 
 const ENABLED = CLUSTER_TESTS_ENABLED;
 if (!ENABLED) console.warn('tests/cluster failover-replication skipped: set TEST_REDIS_CLUSTER=start to run it on a Redis Cluster started on ports 7120-7125 (make test does)');
@@ -34,13 +34,6 @@ const stopped: number[] = [];
 
 const pidOf = (port: number): number => cluster.pidOf(port);
 
-async function masterPortOf(stack: GatewayStack, key: string): Promise<number> {
-  const slot = keySlot(key);
-  const ranges = (await stack.redis.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, ...unknown[]], ...unknown[]][];
-  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
-  if (!range) throw new Error(`no master serves slot ${slot}`);
-  return Number(range[2][1]);
-}
 
 /** The ports of a master's replicas (ROLE). */
 async function replicasOf(port: number): Promise<number[]> {
@@ -68,7 +61,7 @@ async function accountWithReplica(stack: GatewayStack): Promise<Picked> {
   await mockChannel(stack, [MODEL]);
   for (let tries = 0; tries < 16; tries++) {
     const account = await fundedAccount(stack, FUNDS);
-    const master = await masterPortOf(stack, stack.keys.accountBalance(account.id));
+    const master = await masterPortOf(stack.redis, stack.keys.accountBalance(account.id));
     const [replica] = await replicasOf(master);
     if (replica !== undefined) {
       return { id: account.id, master, replica, key: (await createApiKey(stack, account, { unlimited_quota: false, remain_quota: FUNDS })).key };
@@ -117,7 +110,7 @@ async function failoverLosingReplication(stack: GatewayStack, spoolDir: string):
   stopped.splice(stopped.indexOf(picked.replica), 1);
   await withNode(picked.replica, (r) => r.call('CLUSTER', 'FAILOVER', 'TAKEOVER'));
   const promotedBy = Date.now() + 20_000;
-  while ((await masterPortOf(stack, stack.keys.accountBalance(picked.id)).catch(() => picked.master)) !== picked.replica) {
+  while ((await masterPortOf(stack.redis, stack.keys.accountBalance(picked.id)).catch(() => picked.master)) !== picked.replica) {
     if (Date.now() > promotedBy) throw new Error('the replica did not take over');
     await new Promise((r) => setTimeout(r, 200));
   }

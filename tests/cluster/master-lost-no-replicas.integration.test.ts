@@ -8,17 +8,15 @@
 // connection-drops.ts), and a settlement sent after the master is back bills its cost alone, once.
 // Its own cluster on ports 7140-7142; runs when TEST_REDIS_CLUSTER=start (make test sets it).
 import Anthropic from '@anthropic-ai/sdk';
-import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConnectionDrops } from '../../core/quota/connection-drops.js';
 import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
 import { createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../harness/gateway-stack.js';
 import {
-  balanceOf, billOf, BLOCK_START, BLOCK_STOP, LONG_PROMPT, MESSAGE_STOP, messageDelta, messageStart, NORMAL_INPUT, NORMAL_OUTPUT,
-  normalMessage, startScriptedProvider, TOK, unnamedCost, type ScriptedProvider,
+  balanceOf, billOf, LONG_PROMPT, NORMAL_INPUT, NORMAL_OUTPUT, startHoldingProvider, unnamedCost, type HoldingProvider,
 } from '../harness/scripted-provider.js';
 import { until } from '../harness/until.js';
-import { CLUSTER_TESTS_ENABLED, keySlot, MastersOnlyCluster, withNode } from './test-cluster.js';
+import { CLUSTER_TESTS_ENABLED, MastersOnlyCluster, masterPortOf, withNode } from './test-cluster.js';
 
 const ENABLED = CLUSTER_TESTS_ENABLED;
 if (!ENABLED) console.warn('tests/cluster master-lost-no-replicas skipped: set TEST_REDIS_CLUSTER=start to run it on a Redis Cluster started on ports 7140-7142 (make test does)');
@@ -30,29 +28,14 @@ const BUSY = 8;
 const FUNDS = 10_000_000;
 
 const cluster = new MastersOnlyCluster(7140, 'masters-only');
-let provider: ScriptedProvider;
+/** Holds every answer until the test lets them go. */
+let provider: HoldingProvider;
 let stack: GatewayStack;
-/** Answers held until the test lets them go: each writes the rest of its answer. */
-const held: ((res: ServerResponse) => void)[] = [];
-const heldRes: ServerResponse[] = [];
 
 beforeAll(async () => {
   if (!ENABLED) return;
   await cluster.start();
-  provider = await startScriptedProvider(({ body }, res) => {
-    if (body.stream === true) {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      // The stream is under way when the master goes: its first events are delivered before.
-      res.write(messageStart(MODEL) + BLOCK_START + TOK.repeat(10));
-      held.push((r) => r.end(TOK.repeat(NORMAL_OUTPUT - 10) + BLOCK_STOP + messageDelta() + MESSAGE_STOP));
-    } else {
-      held.push((r) => {
-        r.writeHead(200, { 'content-type': 'application/json' });
-        r.end(normalMessage(MODEL));
-      });
-    }
-    heldRes.push(res);
-  });
+  provider = await startHoldingProvider(MODEL);
   stack = await startGatewayStack({ env: { REDIS_CLUSTER_NODES: cluster.nodes, REDIS_SHARDS: '16', REDIS_SETTLE_WAIT_REPLICAS: '0' } });
   await mockChannel(stack, [MODEL], 'default', { base_url: provider.url });
 }, 120_000);
@@ -62,19 +45,12 @@ afterAll(async () => {
   cluster.stop();
 }, 60_000);
 
-async function masterPortOf(key: string): Promise<number> {
-  const slot = keySlot(key);
-  const ranges = (await stack.redis.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, ...unknown[]], ...unknown[]][];
-  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
-  if (!range) throw new Error(`no master serves slot ${slot}`);
-  return Number(range[2][1]);
-}
 
 /** A fresh account whose balance lives on `master` (any master when undefined), and that master. */
 async function accountOn(master?: number): Promise<{ account: TestAccount; master: number }> {
   for (let tries = 0; tries < 30; tries++) {
     const account = await fundedAccount(stack, FUNDS);
-    const on = await masterPortOf(stack.keys.accountBalance(account.id));
+    const on = await masterPortOf(stack.redis, stack.keys.accountBalance(account.id));
     if (master === undefined || on === master) return { account, master: on };
   }
   throw new Error(`no account landed on master ${master}`);
@@ -101,7 +77,7 @@ describe.skipIf(!ENABLED)('a master of a cluster without replicas lost under req
     const answers = Array.from({ length: BUSY }, () => busyClient.messages.create(params).withResponse());
     const otherAnswers = Array.from({ length: 2 }, () => otherClient.messages.create(params).withResponse());
     // Each is reserved (or drawn from a slice) before it is sent: all of them are held at the provider.
-    await until('every request at the provider', () => held.length === BUSY + 3);
+    await until('every request at the provider', () => provider.held === BUSY + 3);
 
     cluster.killNode(victim);
     cluster.startNode(victim);
@@ -109,7 +85,7 @@ describe.skipIf(!ENABLED)('a master of a cluster without replicas lost under req
     // The relay's cluster client sees the master again (its slot table refreshes every second).
     await until('the master answering the relay', async () => (await stack.redis.exists(stack.keys.accountBalance(busy.id)).then(() => true, () => false)), 20_000);
     await new Promise((r) => setTimeout(r, 1_500));
-    for (let i = 0; i < held.length; i++) held[i]!(heldRes[i]!);
+    provider.release();
 
     const streamed = await stream;
     let text = '';

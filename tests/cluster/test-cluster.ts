@@ -26,6 +26,15 @@ export async function withNode<T>(port: number, f: (r: Redis) => Promise<T>): Pr
   }
 }
 
+/** The port of the master serving `key`'s slot now, as the cluster client `redis` is told (CLUSTER SLOTS). */
+export async function masterPortOf(redis: Redis, key: string): Promise<number> {
+  const slot = keySlot(key);
+  const ranges = (await redis.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, ...unknown[]], ...unknown[]][];
+  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+  if (!range) throw new Error(`no master serves slot ${slot}`);
+  return Number(range[2][1]);
+}
+
 export class TestCluster {
   /** The nodes as REDIS_CLUSTER_NODES takes them. */
   readonly nodes: string;

@@ -54,6 +54,44 @@ export async function startScriptedProvider(script: Script): Promise<ScriptedPro
   };
 }
 
+/** A provider that answers every request but holds the end of each until `release()`. */
+export interface HoldingProvider extends ScriptedProvider {
+  /** Requests held now. */
+  readonly held: number;
+  /** Lets every held answer end (a stream its remaining tokens, a message all of it), in arrival order. */
+  release(): void;
+}
+
+/**
+ * A provider for a fault injected while requests are in flight: a stream writes its first 10 tokens at
+ * once (under way when the fault comes) and waits; a message waits whole. Both end at `release()`, as
+ * a normal answer of `model` (NORMAL_INPUT in, NORMAL_OUTPUT out).
+ */
+export async function startHoldingProvider(model: string): Promise<HoldingProvider> {
+  const waiting: (() => void)[] = [];
+  const provider = await startScriptedProvider(({ body }, res) => {
+    if (body.stream === true) {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(messageStart(model) + BLOCK_START + TOK.repeat(10));
+      waiting.push(() => res.end(TOK.repeat(NORMAL_OUTPUT - 10) + BLOCK_STOP + messageDelta() + MESSAGE_STOP));
+    } else {
+      waiting.push(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(normalMessage(model));
+      });
+    }
+  });
+  return {
+    ...provider,
+    get held() {
+      return waiting.length;
+    },
+    release() {
+      for (const end of waiting.splice(0)) end();
+    },
+  };
+}
+
 export function sse(event: string, data: unknown): string {
   return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
