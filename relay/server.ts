@@ -345,12 +345,12 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     }));
   }
   relayMetrics.watchSpool(() => spool.pendingCount);
+  // A settlement out while a connection dropped may have run twice (settlement.ts, noReservation).
+  const quotaConnectionDrops = new ConnectionDrops(redis);
   // Whose money the Redis holds (core/quota/database-binding.ts), known afresh after each reconnect:
   // nothing is reserved in, or replayed into, a Redis not known to hold this database's accounts (a
   // Redis swapped under the relay is taken for its own by no request: until the check answers, about
   // a round trip after the connection comes back, requests are refused 529).
-  // A settlement out while a connection dropped may have run twice (settlement.ts, noReservation).
-  const quotaConnectionDrops = new ConnectionDrops(redis);
   const binding = new RedisBindingWatch(redis, keys, databaseId, () => {
     log.fatal(`${foreignRedisError(keys, config.REDIS_PREFIX).message.replace(/\n\s*/g, ' ')}; reservations refused (529)`);
   });
