@@ -69,10 +69,11 @@ export async function failChannelDuring<T>(sql: Sql, mockUrl: string, channelId:
   try {
     const result = await run();
     const graceEnds = Date.now() + DISABLE_GRACE_MS;
-    let [row] = await sql`SELECT status, status_reason FROM channels WHERE id = ${channelId}`;
-    while (Number(row?.status) !== 3 && Date.now() < graceEnds) {
-      await new Promise((r) => setTimeout(r, 100));
+    let row;
+    for (;;) {
       [row] = await sql`SELECT status, status_reason FROM channels WHERE id = ${channelId}`;
+      if (Number(row?.status) === 3 || Date.now() >= graceEnds) break;
+      await new Promise((r) => setTimeout(r, 100));
     }
     return {
       result,

@@ -49,5 +49,5 @@ export class ConnectionDrops {
 }
 
 function clusterOf(redis: Redis): Cluster | null {
-  return (redis as unknown as { isCluster?: boolean }).isCluster === true ? redis as unknown as Cluster : null;
+  return redis.isCluster ? redis as unknown as Cluster : null;
 }

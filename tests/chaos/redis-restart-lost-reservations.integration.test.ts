@@ -13,6 +13,7 @@ import {
 } from '../harness/scripted-provider.js';
 import { relayMetrics } from '../../relay/metrics/relay-metrics.js';
 import { startRedisServer, type OwnRedisServer } from './redis-server.js';
+import { streamedText } from '../harness/sdk-streams.js';
 import { until } from '../harness/until.js';
 
 const MODEL = 'lost-reservation-model';
@@ -64,9 +65,7 @@ describe('a Redis restarted empty under requests in flight', () => {
     provider.release();
 
     const streamed = await stream;
-    let text = '';
-    for await (const event of streamed.data) if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
-    expect(text).toBe('tok '.repeat(NORMAL_OUTPUT));
+    expect(await streamedText(streamed.data)).toBe('tok '.repeat(NORMAL_OUTPUT));
     const done = await Promise.all(answers);
     for (const a of done) expect(a.data.usage).toMatchObject({ input_tokens: NORMAL_INPUT, output_tokens: NORMAL_OUTPUT });
 

@@ -15,6 +15,7 @@ import { createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack,
 import {
   balanceOf, billOf, LONG_PROMPT, NORMAL_INPUT, NORMAL_OUTPUT, startHoldingProvider, unnamedCost, type HoldingProvider,
 } from '../harness/scripted-provider.js';
+import { streamedText } from '../harness/sdk-streams.js';
 import { until } from '../harness/until.js';
 import { CLUSTER_TESTS_ENABLED, MastersOnlyCluster, masterPortOf, withNode } from './test-cluster.js';
 
@@ -88,9 +89,7 @@ describe.skipIf(!ENABLED)('a master of a cluster without replicas lost under req
     provider.release();
 
     const streamed = await stream;
-    let text = '';
-    for await (const event of streamed.data) if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
-    expect(text).toBe('tok '.repeat(NORMAL_OUTPUT));
+    expect(await streamedText(streamed.data)).toBe('tok '.repeat(NORMAL_OUTPUT));
     const done = await Promise.all(answers);
     const otherDone = await Promise.all(otherAnswers);
     for (const a of [...done, ...otherDone]) expect(a.data.usage).toMatchObject({ input_tokens: NORMAL_INPUT, output_tokens: NORMAL_OUTPUT });

@@ -19,6 +19,13 @@ export async function anthropicStreamRead(client: Anthropic, params: Omit<Anthro
   return { text, error };
 }
 
+/** The text deltas of a Messages stream already opened (with `.withResponse()`, say), joined. */
+export async function streamedText(stream: AsyncIterable<Anthropic.MessageStreamEvent>): Promise<string> {
+  let text = '';
+  for await (const e of stream) if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') text += e.delta.text;
+  return text;
+}
+
 /** `client.chat.completions.create` with `stream: true`, its first choice's content joined. */
 export async function openaiStreamRead(client: OpenAI, params: Omit<OpenAI.ChatCompletionCreateParamsStreaming, 'stream'>): Promise<StreamRead> {
   let text = '';
