@@ -93,7 +93,8 @@ export function Table({ class: className, children }: { class?: string; children
     const table = ref.current;
     if (!table) return;
     const names = [...table.querySelectorAll('thead th')].map((th) => th.textContent ?? '');
-    for (const row of table.querySelectorAll('tbody tr')) {
+    // A log entry's details row spans the table and names itself (data-label in logs.tsx).
+    for (const row of table.querySelectorAll('tbody tr:not(.entry-details)')) {
       [...row.children].forEach((cell, i) => cell.setAttribute('data-label', names[i] ?? ''));
     }
   });

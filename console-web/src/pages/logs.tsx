@@ -352,32 +352,39 @@ export function logAmount(l: Pick<LogEntry, 'type' | 'content' | 'quota'>): stri
   return direction === 0 || l.quota === 0 ? dollars(l.quota) : dollars(direction * l.quota, { sign: true });
 }
 
-/** The log's rows; `everyAccount` (the administrators' page) adds whose each row is and its channel. */
+/**
+ * The log's rows; `everyAccount` (the administrators' page) adds whose each row is and its channel.
+ * Each entry is a body of its own: its columns, then its details on a line across the whole table
+ * under them. As a thirteenth column the details were cut at 1280 px (All usage logs showed 70% of
+ * them) and squeezed the other columns to three lines a cell.
+ */
 export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; everyAccount?: boolean }) {
   if (items.length === 0) return <p>No entries match.</p>;
+  const columns = everyAccount ? 12 : 10;
   return (
     <Table class="logs">
-        <thead><tr><th>Time</th>{everyAccount && <th>Account</th>}<th>Type</th><th>Key</th><th>Model</th>{everyAccount && <th>Channel</th>}<th title="prompt → completion tokens">Tokens</th><th>Amount</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th><th>Details</th></tr></thead>
-        <tbody>
+        <thead><tr><th>Time</th>{everyAccount && <th>Account</th>}<th>Type</th><th>Key</th><th>Model</th>{everyAccount && <th>Channel</th>}<th title="prompt → completion tokens">Tokens</th><th>Amount</th><th>Duration</th><th>Stream</th><th>Group</th><th>Request ID</th></tr>
+          <tr class="entry-details"><th colSpan={columns}>Details</th></tr></thead>
           {items.map((l) => (
-            <tr key={`${l.user_id}-${l.request_id}-${l.id}`}>
+            <tbody class="entry" key={`${l.user_id}-${l.request_id}-${l.id}`}>
+            <tr>
               <td>{dateTime(l.created_at)}</td>
-              {everyAccount && <td title={`account #${l.user_id}`}>{l.username || `#${l.user_id}`}</td>}
+              {everyAccount && <td class="account" title={`account #${l.user_id}`}>{l.username || `#${l.user_id}`}</td>}
               <td>{LOG_TYPES[l.type] ?? l.type}</td>
               <td>{l.token_name}</td>
               <td>{l.model_name}</td>
               {everyAccount && <td>{l.channel || '—'}</td>}
-              {/* One column for both (prompt → completion): the table keeps its details in view at 1280 px. */}
+              {/* One column for both (prompt → completion), the table narrower by one. */}
               <td class="tokens" title={`${count(l.prompt_tokens)} prompt tokens, ${count(l.completion_tokens)} completion tokens`}>{count(l.prompt_tokens)} → {count(l.completion_tokens)}</td>
               <td class="amount" title={`${quotaUnits(l.quota)}${logDirection(l) === 0 && l.quota !== 0 ? ' (the entry does not record whether it added or removed)' : ''}`}>{logAmount(l)}</td>
               <td>{isRequest(l) ? `${l.use_time} s` : '–'}</td>
               <td>{isRequest(l) ? (l.is_stream ? 'Yes' : 'No') : '–'}</td>
               <td>{l.group}</td>
               <td><code class="id request">{l.request_id}</code></td>
-              <td class="details">{logDetails(l.content)}</td>
             </tr>
+            <tr class="entry-details"><td class="details" colSpan={columns} data-label="Details">{logDetails(l.content) || '–'}</td></tr>
+            </tbody>
           ))}
-        </tbody>
       </Table>
   );
 }
