@@ -63,7 +63,7 @@ export async function startBilling(config: Config, log: Logger = createLogger(co
   // Redis's clock, the one the relays date reservation and slice deadlines with: the reaper compares
   // them with it, never with this host's clock (core/quota/redis-clock.ts).
   const clock = new RedisClock(commands, keys, { log });
-  const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql), { clock });
+  const quota = new QuotaStore(commands, keys, postgresBalanceSource(sql), { clock, reapedSliceHoldMs: config.RESERVATION_TTL_SEC * 1000 });
   const worker = new BillingWorker(redis, sql, ch, log, {
     stream: keys.usageStream(),
     deadLetterStream: keys.usageDeadLetterStream(),

@@ -8,8 +8,8 @@ import { redisKeys } from '../../infra/redis/keys.js';
 import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { withWrongTypeKey } from '../../infra/testing/wrong-type-key.js';
-import { DEFAULT_CREDIT_SLICE_OPTIONS, type CreditSliceOptions } from './credit-slices.js';
-import { QuotaStore, type ReserveRequest } from './quota-store.js';
+import { DEFAULT_CREDIT_SLICE_OPTIONS, sliceHoldMember, type CreditSliceOptions } from './credit-slices.js';
+import { DEFAULT_REAPED_SLICE_HOLD_MS, QuotaStore, type ReserveRequest } from './quota-store.js';
 import { batchScript, loadScriptDefs } from './scripts.js';
 
 const config = testConfig();
@@ -291,7 +291,7 @@ describe('a slice whose relay died (the reaper)', () => {
   const reaper = new QuotaStore(redis, keys, source);
   const passed = () => new Promise((done) => setTimeout(done, 5));
 
-  it('gives a dead relay\'s slice back with no log row, bills a late settlement of its request once, and none twice', async () => {
+  it('takes a dead relay\'s slice with no log row, holds it for the reservations\' TTL, bills a late settlement of its request once from the hold, none twice, and gives the rest back when the hold ends', async () => {
     // A deadline 1 ms ahead: dead at once.
     const dead = slicedStore({ ttlMs: 1 });
     const userId = newUser(1_000_000);
@@ -305,18 +305,57 @@ describe('a slice whose relay died (the reaper)', () => {
     const logged: string[] = [];
     expect(await reaper.releaseExpired(Date.now(), 1000, (x) => { logged.push(x.requestId); return '{}'; })).toBeGreaterThanOrEqual(1);
     expect(logged).not.toContain(slice.id);
-    expect(await reaper.accountBalance(userId)).toBe(1_000_000);
-    expect(await redis.hget(keys.reapedReservation(userId, slice.id), 'slice')).toBe('1');
+    // Held: its relay may only be paused, with its request still running.
+    expect(await reaper.accountBalance(userId)).toBe(1_000_000 - 3_200);
+    expect(await redis.hmget(keys.reapedReservation(userId, slice.id), 'slice', 'holding', 'amount')).toEqual(['1', '1', '3200']);
 
-    // The spool's replay (another process): debited from the restored balance, once.
+    // The spool's replay (another process): debited from the hold, once.
     const replaying = slicedStore();
     expect(await replaying.settle({ ...settlement(r, 90), slice })).toBe(true);
     expect(await replaying.settle({ ...settlement(r, 90), slice })).toBe(false);
-    expect(await replaying.accountBalance(userId)).toBe(1_000_000 - 90);
+    expect(await replaying.accountBalance(userId)).toBe(1_000_000 - 3_200);
     expect(await eventsOf(userId)).toEqual([{ id: r.requestId, cost: 90 }]);
+    // Not before the hold's end (the reservations' TTL, 900 s by default); then what is left goes back.
+    expect(await reaper.releaseExpired(Date.now() + 1000, 1000, () => '{}')).toBe(0);
+    expect(await reaper.releaseExpired(Date.now() + DEFAULT_REAPED_SLICE_HOLD_MS + 1000, 1000, () => '{}')).toBeGreaterThanOrEqual(1);
+    expect(await reaper.accountBalance(userId)).toBe(1_000_000 - 90);
+    expect(await redis.zscore(keys.reservationDeadlines(), sliceHoldMember(userId, slice.id))).toBeNull();
+    // A replay after that: its record is kept, nothing changes.
+    expect(await replaying.settle({ ...settlement(r, 90), slice })).toBe(false);
     // The dead relay's own store, had it lived: its return finds nothing to give back.
     await dead.returnSlices();
     expect(await dead.accountBalance(userId)).toBe(1_000_000 - 90);
+  });
+
+  it('holds what a paused relay\'s slice may still owe: a settlement after the reap never takes the balance below zero, and the rest comes back once its requests are settled', async () => {
+    // Review scaleout: a relay paused (SIGSTOP, a VM freeze) past its slice's TTL while another relay
+    // spent the account. The reaper gave the whole slice back, its running request's draw included,
+    // the other relay spent it, and the resumed relay's settlement took the balance to -421.
+    const paused = slicedStore({ ttlMs: 1 });
+    // Another relay, reserving per request.
+    const other = new QuotaStore(redis, keys, source);
+    const userId = newUser(30_000);
+    const r = request(userId, 'paused', 200);
+    expect(await paused.reserve(r)).toBe('reserved');
+    // Paused: its sweep renews nothing any more.
+    paused.stop();
+    await passed();
+    expect(await reaper.releaseExpired(Date.now() + 1000, 1000, () => '{}')).toBeGreaterThanOrEqual(1);
+    let spent = 0;
+    for (let i = 0; i < 40; i++) {
+      const o = request(userId, `other-${i}`, 1_000);
+      if (await other.reserve(o) !== 'reserved') break;
+      expect(await other.settle(settlement(o, 1_000))).toBe(true);
+      spent += 1_000;
+    }
+    expect(spent).toBeGreaterThan(0);
+    // Resumed: its request is settled, and what its slice held goes back.
+    expect(await paused.settle(settlement(r, 150))).toBe(true);
+    expect(await reaper.accountBalance(userId)).toBeGreaterThanOrEqual(0);
+    await paused.returnSlices();
+    expect(await reaper.accountBalance(userId)).toBe(30_000 - spent - 150);
+    expect((await eventsOf(userId)).reduce((sum, e) => sum + e.cost, 0)).toBe(spent + 150);
+    expect(paused.slicesHeld).toBe(0);
   });
 
   it('stops reserving from a slice its settlement found reaped', async () => {
@@ -348,10 +387,12 @@ describe('a slice whose relay died (the reaper)', () => {
     await reaper.releaseExpired(Date.now(), 1000, () => '{}');
     expect(await store.accountBalance(userId)).toBe(1_000_000 - 3_200);
     expect(await store.settle(settlement(r, 70))).toBe(true);
-    // Killed: nothing renews its slice any more.
+    // Killed: nothing renews its slice any more. The reaper takes it, and gives it back when its hold ends.
     store.stop();
     await new Promise((done) => setTimeout(done, 300));
     await reaper.releaseExpired(Date.now(), 1000, () => '{}');
+    expect(await store.accountBalance(userId)).toBe(1_000_000 - 3_200);
+    await reaper.releaseExpired(Date.now() + DEFAULT_REAPED_SLICE_HOLD_MS + 1000, 1000, () => '{}');
     expect(await store.accountBalance(userId)).toBe(1_000_000 - 70);
     expect(await eventsOf(userId)).toEqual([{ id: r.requestId, cost: 70 }]);
   });

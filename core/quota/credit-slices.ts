@@ -7,9 +7,12 @@
 // Money stays exact because a slice is a reservation like any other: its amount left the balance when
 // it was taken, each request reserved from it is settled against it (settleSliceDraws-4n.lua: the cost
 // debited from the slice, the usage event appended, once per request), and what is left goes back when
-// the slice is returned (releaseCreditSlice-4.lua). A relay that dies leaves its slices to the reaper,
-// which returns them like expired reservations and keeps a tombstone so a late settlement from the
-// spool still bills once.
+// the slice is returned (releaseCreditSlice-4.lua). A relay that stops renewing its slices leaves
+// them to the reaper, which makes each a tombstone, so a late settlement (the resumed relay's, or a
+// replay from its spool) bills once, and holds its amount for the reservations' TTL before giving it
+// back: a relay only paused (a SIGSTOP, a VM frozen, cut from Redis) still runs requests reserved
+// from it that Redis knows nothing of, and given back at once the amount was spent twice (the
+// balance went below zero).
 //
 // What a slice does not do: limited keys and keys with rate limits reserve per request (their checks
 // are per key, in Redis); nor do accounts whose balance is below `balanceShare` slices (the script
@@ -38,9 +41,10 @@ export interface CreditSliceOptions {
   /** A slice is retired this long after it was taken, however busy. */
   maxAgeMs: number;
   /**
-   * A slice's deadline is this far ahead, renewed every third of it while the relay lives: a relay
-   * killed holding slices leaves them to the reaper for this long at most (plus its interval), far
-   * shorter than a request's RESERVATION_TTL_SEC.
+   * A slice's deadline is this far ahead, renewed every third of it while the relay lives: past it
+   * (plus the reaper's interval) the reaper takes the slice, which no request is reserved from any
+   * more; what it held comes back once the relay settles its requests, or after RESERVATION_TTL_SEC
+   * if the relay does not come back.
    */
   ttlMs: number;
   /**
@@ -108,6 +112,17 @@ interface Draw {
 export interface SliceDraw {
   readonly id: string;
   readonly draw: number;
+}
+
+/** What ends the request id of a reaped slice's hold in the deadline set (never a request's or a slice's id). */
+export const SLICE_HOLD_SUFFIX = '~held';
+
+/**
+ * The member of the deadline set that names what a reaped slice's tombstone holds
+ * (releaseCreditSlice-4.lua 'reap'), as quota-store.ts's deadlineMember names a reservation.
+ */
+export function sliceHoldMember(userId: number, sliceId: string): string {
+  return `${userId}:${sliceId}${SLICE_HOLD_SUFFIX}`;
 }
 
 /** How many times `requests` a slice may grow to for a busy account. */
@@ -381,6 +396,7 @@ export class CreditSlices {
     const [code] = await this.#scripts.release(
       k.reservation(s.userId, s.id), k.accountBalance(s.userId), k.reservationDeadlines(k.shardOf(s.userId)),
       k.reapedReservation(s.userId, s.id), trim ? 'trim' : 'return', trim ? s.openAmount : 0, `${s.userId}:${s.id}`, '',
+      sliceHoldMember(s.userId, s.id), 0,
     ) as [number, number];
     if (!trim) return this.#forget(s);
     s.trimmed = true;

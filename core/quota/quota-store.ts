@@ -6,7 +6,7 @@ import type { RedisKeys } from '../../infra/redis/keys.js';
 import { execOrThrow, resendAfterMoved, resendingMoved, retryOnMoved } from '../../infra/redis/client.js';
 import { QuotaScriptCode, RESERVE_OUTCOME_OF_CODE, type ReserveOutcome } from './quota-outcomes.js';
 import { batchScript, defineScripts, type BatchScriptFn } from './scripts.js';
-import { CreditSlices, type CreditSliceOptions, type SliceDraw } from './credit-slices.js';
+import { CreditSlices, SLICE_HOLD_SUFFIX, sliceHoldMember, type CreditSliceOptions, type SliceDraw } from './credit-slices.js';
 import type { Logger } from '../../infra/logger.js';
 import { WALL_CLOCK, type ReferenceClock } from './redis-clock.js';
 
@@ -98,6 +98,13 @@ export interface QuotaStoreOptions {
    */
   creditSlices?: CreditSliceOptions;
   /**
+   * The reaper (billing): how long a credit slice it reaped keeps holding its amount
+   * (releaseCreditSlice-4.lua 'reap'), for the requests its relay may still be running if the relay
+   * was only paused. The reservations' TTL (RESERVATION_TTL_SEC; default 900 s): a relay away that
+   * long has its own reservations released too.
+   */
+  reapedSliceHoldMs?: number;
+  /**
    * The clock reservation and credit-slice deadlines are dated and reaped with (`clock`): the relay
    * and the billing worker pass one RedisClock each (redis-clock.ts), so both read Redis's clock, not
    * their hosts'. Default: this host's clock.
@@ -165,6 +172,8 @@ export function deadlineMember(userId: number, requestId: string): string {
   return `${userId}:${requestId}`;
 }
 
+export const DEFAULT_REAPED_SLICE_HOLD_MS = 900_000;
+
 export function currentMinute(nowMs = Date.now()): number {
   return Math.floor(nowMs / 60_000);
 }
@@ -222,6 +231,7 @@ export class QuotaStore {
   readonly #takeRateSlot: ScriptFn;
   readonly #keyKeys = new Map<number, KeyKeys>();
   readonly #settledMarkerSec: number;
+  readonly #reapedSliceHoldMs: number;
   readonly #settleDelayMs: number;
   readonly #drawSettleDelayMs: number;
   /** When the queue's timer fires: a settlement that may not wait as long as the timer brings it forward. */
@@ -243,6 +253,7 @@ export class QuotaStore {
     this.#source = source;
     this.clock = opts.clock ?? WALL_CLOCK;
     this.#settledMarkerSec = opts.settledMarkerSec ?? 0;
+    this.#reapedSliceHoldMs = opts.reapedSliceHoldMs ?? DEFAULT_REAPED_SLICE_HOLD_MS;
     this.#settleDelayMs = opts.settleDelayMs ?? 2;
     this.#drawSettleDelayMs = Math.max(this.#settleDelayMs, opts.drawSettleDelayMs ?? 10);
     const defs = defineScripts(redis);
@@ -272,7 +283,7 @@ export class QuotaStore {
       ? new CreditSlices(keys, {
         take: bind('takeCreditSlice'),
         release: this.#releaseSlice,
-        renew: (held, deadlineMs) => this.#renewDeadlines(held, deadlineMs),
+        renew: (held, deadlineMs) => this.#renewSlices(held, deadlineMs),
         seedAccount: (userId) => this.seedAccount(userId),
         beforeTake: () => { if (this.#queued.length > 0) this.#sendQueued(); },
       }, sliceOpts, opts.log, this.clock)
@@ -596,6 +607,17 @@ export class QuotaStore {
       const sep = member.indexOf(':');
       const userId = Number(member.slice(0, sep));
       const requestId = member.slice(sep + 1);
+      if (requestId.endsWith(SLICE_HOLD_SUFFIX)) {
+        // What a reaped slice's tombstone held goes back: its relay did not come back to settle.
+        const k = this.#keys;
+        const sliceId = requestId.slice(0, -SLICE_HOLD_SUFFIX.length);
+        const [code] = await this.#releaseSlice(
+          k.reservation(userId, sliceId), k.accountBalance(userId), deadlines, k.reapedReservation(userId, sliceId), 'expire', 0, '', nowMs, member, 0,
+        ) as [number, number];
+        if (code === QuotaScriptCode.Ok) released++;
+        else if (code === QuotaScriptCode.NoSuchReservation) await this.#redis.zrem(deadlines, member);
+        continue;
+      }
       const fields = await this.#redis.hmget(this.#keys.reservation(userId, requestId), 'token', 'amount', 'slice', 'hold', 'group_tpm_key');
       if (fields[3] === '1') {
         // A console debit hold whose console died before its commit's outcome was known: the amount
@@ -607,10 +629,12 @@ export class QuotaStore {
         continue;
       }
       if (fields[2] === '1') {
-        // A relay's credit slice: its amount goes back, its tombstone keeps what it settled; no log row (no request).
+        // A relay's credit slice: its tombstone keeps what it settled, and holds its amount a while
+        // longer for the requests its relay, if only paused, still runs; no log row (no request).
         const k = this.#keys;
         const [code] = await this.#releaseSlice(
           k.reservation(userId, requestId), k.accountBalance(userId), deadlines, k.reapedReservation(userId, requestId), 'reap', 0, member, nowMs,
+          sliceHoldMember(userId, requestId), this.#reapedSliceHoldMs,
         ) as [number, number];
         if (code === QuotaScriptCode.Ok) released++;
         else if (code === QuotaScriptCode.NoSuchReservation) await this.#redis.zrem(deadlines, member);
@@ -652,6 +676,24 @@ export class QuotaStore {
     const slices = this.#slices;
     // A request reserved from a slice has no deadline of its own; the slices renew theirs on their own clock.
     return this.#renewDeadlines(slices === null ? held : held.filter((h) => !slices.isDraw(h.requestId)), deadlineMs);
+  }
+
+  /**
+   * A relay's heartbeat for its credit slices: their deadlines, and those of the holds of any the
+   * reaper took (their relay was paused, not dead), which only ever move later (GT): a hold runs
+   * RESERVATION_TTL_SEC, far past a slice's deadline.
+   */
+  async #renewSlices(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
+    for (const [shard, group] of this.#byShard(held, (h) => h.userId)) {
+      for (let i = 0; i < group.length; i += RENEW_BATCH) {
+        const args: (string | number)[] = [];
+        for (let j = i; j < Math.min(group.length, i + RENEW_BATCH); j++) {
+          const { userId, requestId } = group[j]!;
+          args.push(deadlineMs, deadlineMember(userId, requestId), deadlineMs, sliceHoldMember(userId, requestId));
+        }
+        await this.#redis.zadd(this.#keys.reservationDeadlines(shard), 'XX', 'GT', ...args);
+      }
+    }
   }
 
   async #renewDeadlines(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {

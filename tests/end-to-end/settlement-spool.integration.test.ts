@@ -94,7 +94,8 @@ beforeAll(async () => {
   // Non-streaming answers come after 1.5 s, streams deliver their first token then: time to cut Redis
   // after the reservations.
   // The reaper looks often: it gives back the credit slice the killed relay held.
-  stack = await startGatewayStack({ mock: { firstTokenDelayMs: 1500, tokenDelayMs: 5 }, env: { RESERVATION_REAP_INTERVAL_MS: '200' } });
+  // What the slice held stays held RESERVATION_TTL_SEC more (the relay might be paused, not dead): 3 s here.
+  stack = await startGatewayStack({ mock: { firstTokenDelayMs: 1500, tokenDelayMs: 5 }, env: { RESERVATION_REAP_INTERVAL_MS: '200', RESERVATION_TTL_SEC: '3' } });
   await mockChannel(stack, [MODEL]);
   const url = new URL(stack.config.REDIS_URL);
   proxy = await CuttableProxy.start({ host: url.hostname, port: Number(url.port || 6379) });
@@ -159,7 +160,7 @@ describe('settlement spool', () => {
       expect(ledger!.d).toBe(answered);
       expect(Number(ledger!.q)).toBeGreaterThan(0);
       expect(Number(user!.quota)).toBe(FUNDS - Number(ledger!.q));
-      // What the killed relay's credit slice held comes back when the reaper finds its deadline passed.
+      // What the killed relay's credit slice held comes back when the reaper finds its deadline, then its hold's, passed.
       await waitFor('the killed relay\'s credit slice to be given back', async () =>
         !(await stack.redis.zrange(stack.keys.reservationDeadlines(), '0', '-1')).some((m) => m.startsWith(`${account.id}:`)));
       expect(await stack.quota.accountBalance(account.id)).toBe(Number(user!.quota));

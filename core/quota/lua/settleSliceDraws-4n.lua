@@ -31,14 +31,15 @@
   once its debit went through, so a retry settles it.
 
   A slice the reaper released (its relay seemed dead) was renamed to its tombstone with those records:
-  a settlement that arrives after that debits the balance the reaper restored instead, once. A request
+  a settlement that arrives after that is debited once, from what the tombstone still holds
+  (`holding` 1, releaseCreditSlice-4.lua) or, once that went back, from the balance. A request
   whose slice has neither hash nor tombstone was settled before its slice was returned (a relay returns
   a slice only once all its requests' settlements were taken): nothing changes.
 
   KEYS, 4 per settlement (settlement i uses KEYS[4*(i-1)+1 .. 4*i]):
    1 account balance
    2 the slice (hash)
-   3 the slice's tombstone (hash, left by the reaper)
+   3 the slice's tombstone (hash, left by the reaper; `holding` 1 while it holds `amount`)
    4 usage stream
 
   ARGV, 3 per settlement:
@@ -90,7 +91,8 @@ for i = 0, count - 1 do
   want(KEYS[i * 4 + 3], own)
 end
 
--- Hashes read so far, by key: `amount` (nil when the hash does not exist; a tombstone keeps it at 0),
+-- Hashes read so far, by key: `amount` (nil when the hash does not exist; a tombstone keeps what it
+-- still holds, 0 once that went back), `holding`,
 -- `values` (field -> value), and what this call changed (`changed`, in order, and `amountChanged`).
 local hashes = {}
 local touched = {}
@@ -98,9 +100,9 @@ local function read(key)
   local h = hashes[key]
   if h then return h end
   local names = wanted[key].list
-  local got = redis.call('HMGET', key, 'amount', unpack(names))
-  h = { amount = got[1], values = {}, changed = {}, changedList = {}, amountChanged = false }
-  for j = 1, #names do h.values[names[j]] = got[j + 1] end
+  local got = redis.call('HMGET', key, 'amount', 'holding', unpack(names))
+  h = { amount = got[1], holding = got[2] == '1', values = {}, changed = {}, changedList = {}, amountChanged = false }
+  for j = 1, #names do h.values[names[j]] = got[j + 2] end
   hashes[key] = h
   touched[#touched + 1] = key
   return h
@@ -173,7 +175,17 @@ local function settleAll()
       local tombstone = KEYS[k + 3]
       local tField, tValue = recordable(tombstone, i)
       if tField then
-        if cost ~= 0 then redis.call('DECRBY', KEYS[k + 1], cost) end
+        local t = hashes[tombstone]
+        if cost ~= 0 then
+          if t.holding then
+            -- The tombstone still holds the slice's amount (releaseCreditSlice-4.lua 'reap'): the
+            -- cost comes out of it, as it would have out of the slice.
+            t.amount = tonumber(t.amount) - cost
+            t.amountChanged = true
+          else
+            redis.call('DECRBY', KEYS[k + 1], cost)
+          end
+        end
         set(tombstone, tField, tValue)
         result = 2
       end
