@@ -783,7 +783,10 @@ class Exchange {
     }
     const status = answer.statusCode;
     if (status === 429 || status >= 500) {
-      const text = await answer.text().catch(() => '');
+      // Within the wait for a stream's headers: an error's text is short, and a provider trickling it
+      // (undici's body timeout restarts with each byte) held the exchange, and kept the next channel
+      // from being tried, for as long as it liked.
+      const text = await answer.text(this.ctx.streamHeadersTimeoutMs).catch(() => '');
       if (this.aborted) return REASON.clientGone;
       // A 429 that says the channel's account is out of credit (OpenAI's insufficient_quota) is the
       // channel's fault, as a 401 is: no rate limit of the client's to wait out.
@@ -805,7 +808,7 @@ class Exchange {
     // passed on as an error under its own 2xx, the SDKs took the error object for the answer (or
     // read no event of a 201 stream) and the answer the provider generated was billed 0.
     if (status < 200 || status > 299) {
-      const text = await answer.text().catch(() => '');
+      const text = await answer.text(this.ctx.streamHeadersTimeoutMs).catch(() => '');
       if (this.aborted) return REASON.clientGone;
       const fault = providerFailed(this.ctx.health, this.ctx.channels.cooldown, channel, this.requestId, status, text, performance.now() - sentAt);
       // A 1xx or 3xx (a redirect: a channel's base URL that moved, a login page) is no answer of either
@@ -984,7 +987,9 @@ class Exchange {
     let buf: Buffer;
     this.usagePending = true;
     try {
-      buf = await provided.bytes();
+      // A stream request answered with JSON: read within the bound of an answer read whole (a
+      // request without `stream` has it from the heartbeat, reservation-heartbeat.ts).
+      buf = await provided.bytes(this.ctx.messageHeadersTimeoutMs);
     } catch (err) {
       this.usagePending = false;
       if (this.aborted) return this.finish({ kind: 'failed', reason: REASON.clientGone });

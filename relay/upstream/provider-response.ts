@@ -34,16 +34,37 @@ async function readBounded(body: Readable, over: 'truncate' | 'throw'): Promise<
   return Buffer.concat(chunks, size);
 }
 
+/**
+ * Why a body read whole was cut (its `withinMs` passed): undici's body timeout restarts with every
+ * chunk, so a provider trickling an error's text or a JSON answer a byte at a time held the exchange,
+ * its reservation and a pooled connection for as long as it liked.
+ */
+export const BODY_TOO_SLOW = new Error('the provider\'s body did not end in time');
+
+/** readBounded, the body destroyed (the read rejecting with BODY_TOO_SLOW) when it has not ended within `withinMs`. */
+async function readBoundedWithin(body: Readable, over: 'truncate' | 'throw', withinMs: number): Promise<Buffer> {
+  if (!(withinMs > 0 && Number.isFinite(withinMs))) return readBounded(body, over);
+  const timer = setTimeout(() => body.destroy(BODY_TOO_SLOW), withinMs);
+  try {
+    return await readBounded(body, over);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export interface ProviderAnswer {
   readonly statusCode: number;
   /** performance.now() when its headers arrived. */
   readonly headersAt: number;
   /** A header's first value ('' when absent); `name` in lower case. */
   header(name: string): string;
-  /** The body as text, at most MAX_UPSTREAM_JSON bytes of it: an error's. Rejects when the body failed. */
-  text(): Promise<string>;
-  /** The whole body; rejects when it could not be read, or is over MAX_UPSTREAM_JSON. */
-  bytes(): Promise<Buffer>;
+  /**
+   * The body as text, at most MAX_UPSTREAM_JSON bytes of it: an error's. Rejects when the body failed,
+   * or (a streamed answer) did not end within `withinMs`.
+   */
+  text(withinMs?: number): Promise<string>;
+  /** The whole body; rejects when it could not be read, is over MAX_UPSTREAM_JSON, or (a streamed answer) did not end within `withinMs`. */
+  bytes(withinMs?: number): Promise<Buffer>;
   /** The body as a stream: an SSE answer's. */
   stream(): Readable;
 }
@@ -64,9 +85,9 @@ export class StreamedAnswer implements ProviderAnswer {
   }
 
   header(name: string): string { return headerOf(this.#res.headers[name]); }
-  async text(): Promise<string> { return (await readBounded(this.#body, 'truncate')).toString('utf8'); }
+  async text(withinMs = Infinity): Promise<string> { return (await readBoundedWithin(this.#body, 'truncate', withinMs)).toString('utf8'); }
   /** Bounded like every other read (a stream request answered with JSON, by a provider that ignores `stream`). */
-  bytes(): Promise<Buffer> { return readBounded(this.#body, 'throw'); }
+  bytes(withinMs = Infinity): Promise<Buffer> { return readBoundedWithin(this.#body, 'throw', withinMs); }
   stream(): Readable { return this.#body; }
 
   /**
