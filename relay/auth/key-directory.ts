@@ -81,6 +81,14 @@ export class KeyDirectory {
     this.#cache = new LRUCache<string, Entry>({ max: maxEntries, ttl: ttlMs + staleMs, updateAgeOnGet: false });
   }
 
+  /**
+   * Moves on at every invalidation (a key or account changed in the console): a request that read its
+   * key's record at its headers reads it again, once its body is in, when this moved meanwhile.
+   */
+  get generation(): number {
+    return this.#generation;
+  }
+
   /** The cached record (null: known to be unknown), synchronously, or undefined when Postgres must be asked. */
   peek(key: string): ApiKeyRecord | null | undefined {
     const e = this.#cache.get(key);

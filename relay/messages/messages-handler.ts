@@ -225,6 +225,8 @@ class Exchange {
    * the error to answer (401 unknown key, 529 when Postgres could not be asked). Never rejects.
    */
   keyLookup: Promise<ApiKeyRecord | RelayError> | null = null;
+  /** The key directory's generation when the key was read at the headers (process() reads it again if it moved). */
+  keyGeneration = 0;
   /** The request in Anthropic's form: what is priced, reserved and settled (converted from `chat`). */
   body: MessagesRequest | null = null;
   /** The client's Chat Completions request (protocol 'openai'). */
@@ -326,6 +328,7 @@ class Exchange {
     // From the headers alone: what is forwarded, then the key. No body byte is kept before these pass.
     if (!isHttpFieldValue(this.version)) return this.fail(new RelayError('invalid_request', 'anthropic-version: the header holds characters HTTP does not allow.'));
     if (!isHttpFieldValue(this.beta)) return this.fail(new RelayError('invalid_request', 'anthropic-beta: the header holds characters HTTP does not allow.'));
+    this.keyGeneration = this.ctx.keys.generation;
     const known = peekKey(this.ctx.keys, this.apiKey);
     if (known instanceof RelayError) return this.fail(known);
     if (this.declaredLength > this.ctx.maxBodyBytes) return this.fail(new RelayError('request_too_large'));
@@ -348,6 +351,17 @@ class Exchange {
       if (this.aborted || this.responded) return;
       if (found instanceof RelayError) return this.fail(found);
       record = found;
+      this.record = record;
+    }
+    // A key or account changed while the body came in (a key disabled or deleted, an account
+    // banned): the record read at the headers is read again. A body sent slowly (seconds; a client
+    // holding the request open on purpose) was served with a key revoked before its end.
+    if (this.ctx.keys.generation !== this.keyGeneration) {
+      const known = peekKey(this.ctx.keys, this.apiKey);
+      const again = known !== undefined ? known : await settleKeyLookup(this.ctx.keys.lookup(this.apiKey));
+      if (this.aborted || this.responded) return;
+      if (again instanceof RelayError) return this.fail(again);
+      record = again;
       this.record = record;
     }
 
