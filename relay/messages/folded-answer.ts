@@ -27,6 +27,12 @@ export interface FoldedAnswer {
    * larger of the two billed, as for a stream that delivered more than its usage says.
    */
   outputFinal: boolean;
+  /**
+   * The stream stated an output after its start (Anthropic's message_delta, a chunk's usage): then a
+   * floor of what it generated. Otherwise the output the answer holds is message_start's placeholder
+   * (output_tokens 1), which the stream's own settlement does not bill either.
+   */
+  outputStated: boolean;
 }
 
 /** The meter's text goes nowhere: the folded answer's text is counted whole when it is needed. */
@@ -36,21 +42,21 @@ const IGNORED_TEXT: DeliveredTextSink = { pushDelta() {}, pushText() {} };
 export function foldStreamAnswer(buf: Buffer, provider: Provider): FoldedAnswer | null {
   const folded = provider.protocol === 'anthropic' ? eventsAsMessage(buf) : chunksAsCompletion(buf);
   if (folded === null) return null;
-  const outputFinal = statesFinalOutput(buf, provider);
+  const { outputFinal, outputStated } = statedOutput(buf, provider);
   const whole = stringified(folded.answer);
-  if (whole !== null) return { body: Buffer.from(whole), readable: true, error: folded.error, outputFinal };
+  if (whole !== null) return { body: Buffer.from(whole), readable: true, error: folded.error, outputFinal, outputStated };
   const bare = stringified(withoutContent(folded.answer, provider.protocol)) ?? '{}';
-  return { body: Buffer.from(bare), readable: false, error: folded.error, outputFinal };
+  return { body: Buffer.from(bare), readable: false, error: folded.error, outputFinal, outputStated };
 }
 
-function statesFinalOutput(buf: Buffer, provider: Provider): boolean {
+function statedOutput(buf: Buffer, provider: Provider): { outputFinal: boolean; outputStated: boolean } {
   const meter = provider.streamMeter(IGNORED_TEXT);
   try {
     meter.push(buf);
   } catch {
-    return false;
+    return { outputFinal: false, outputStated: meter.sawMessageDelta };
   }
-  return outputStatedInFull(meter);
+  return { outputFinal: outputStatedInFull(meter), outputStated: meter.sawMessageDelta };
 }
 
 function stringified(value: unknown): string | null {

@@ -1014,6 +1014,7 @@ class Exchange {
     }
     let streamError: Record<string, unknown> | null = null;
     let outputFinal = true;
+    let outputStated = true;
     let readable = true;
     if (streamed) {
       const folded = foldStreamAnswer(buf, provider);
@@ -1021,6 +1022,7 @@ class Exchange {
         buf = folded.body;
         streamError = folded.error;
         outputFinal = folded.outputFinal && streamError === null;
+        outputStated = folded.outputStated;
         readable = folded.readable;
       }
     }
@@ -1043,7 +1045,7 @@ class Exchange {
     // its final usage, or content followed the usage it stated) has its text counted, as a stream's
     // delivered text is.
     const billed = outputFinal && stated !== null && !stated.inputUnstated && !stated.outputUnstated && stated.outputTokens > 0
-      ? STATED_IN_FULL : await this.billedUsage(buf, provider, stated, !outputFinal);
+      ? STATED_IN_FULL : await this.billedUsage(buf, provider, stated, !outputFinal, outputStated);
     const usage = billed === STATED_IN_FULL ? stated : billed.usage;
     this.usagePending = false;
     // Generated in full: the provider bills it though the client left before it was delivered.
@@ -1099,21 +1101,29 @@ class Exchange {
    * folded for a client that asked for JSON whose stated output is not what it generated: it ended by
    * an error or before its final usage, or content followed the usage it stated; folded-answer.ts).
    * null: no usage stated and no answer to count (a body that is none). `text`: the answer's text, when it was read.
+   * `outputStated` false (a folded stream with no usage after its start): its stated output is
+   * message_start's placeholder, not billed when `outputCut`, as a stream's settlement does not bill
+   * it (stream-relay.ts settleStream); a cut stream's text is counted without the whitespace at its
+   * end, as a stream's delivered text is (delivered-text-counter.ts): it would begin the next token.
    */
-  async billedUsage(buf: Buffer, provider: Provider, stated: StatedUsage | null, outputCut: boolean): Promise<BilledUsage> {
+  async billedUsage(buf: Buffer, provider: Provider, stated: StatedUsage | null, outputCut: boolean, outputStated = true): Promise<BilledUsage> {
     const text = this.answerText(buf, provider);
     if (stated === null && text === null) return { usage: null, counted: false, text };
     const countInput = stated === null || stated.inputUnstated === true;
     const countOutput = text !== null && text !== '' && (stated === null || stated.outputUnstated === true || stated.outputTokens === 0 || outputCut);
-    if (!countInput && !countOutput) return { usage: stated, counted: false, text };
+    const placeholder = outputCut && !outputStated && stated !== null && stated.outputTokens > 0;
+    if (!countInput && !countOutput && !placeholder) return { usage: stated, counted: false, text };
     const usage: StreamUsage = {
-      inputTokens: stated?.inputTokens ?? 0, outputTokens: stated?.outputTokens ?? 0, cacheCreationTokens: stated?.cacheCreationTokens ?? 0,
+      inputTokens: stated?.inputTokens ?? 0, outputTokens: placeholder ? 0 : stated?.outputTokens ?? 0, cacheCreationTokens: stated?.cacheCreationTokens ?? 0,
       cacheCreation1hTokens: stated?.cacheCreation1hTokens ?? 0, cacheReadTokens: stated?.cacheReadTokens ?? 0,
     };
     if (stated?.webSearchRequests !== undefined) usage.webSearchRequests = stated.webSearchRequests;
     if (stated?.flexServed === true) usage.flexServed = true;
     try {
-      const [input, output] = await Promise.all([countInput ? this.countPromptTokens() : null, countOutput ? this.ctx.tokens.countText(text, this.tokenEncoding) : null]);
+      const [input, output] = await Promise.all([
+        countInput ? this.countPromptTokens() : null,
+        countOutput ? this.ctx.tokens.countText(outputCut ? text.trimEnd() : text, this.tokenEncoding) : null,
+      ]);
       // The count is of the whole prompt; input_tokens leaves out the cache reads and writes stated apart.
       if (input !== null) usage.inputTokens = Math.max(0, input - usage.cacheReadTokens - usage.cacheCreationTokens);
       if (output !== null) usage.outputTokens = Math.max(usage.outputTokens, output);

@@ -56,7 +56,7 @@ function indexOr(v: unknown, fallback: number): number {
 
 const appended = (was: unknown, more: unknown): unknown => (typeof more === 'string' ? (typeof was === 'string' ? was + more : more) : was);
 
-/** Anthropic's Messages stream as its Message; null when no message_start came. */
+/** Anthropic's Messages stream as its Message; null when neither message_start nor the answer's events came. */
 export function eventsAsMessage(buf: Buffer): FoldedStream | null {
   let message: Record<string, unknown> | null = null;
   const blocks: Array<Record<string, unknown> | undefined> = [];
@@ -71,7 +71,13 @@ export function eventsAsMessage(buf: Buffer): FoldedStream | null {
       error = isObject(data.error) ? data.error : { type: 'api_error', message: 'The model provider failed to answer.' };
       break;
     }
-    if (message === null) continue;
+    if (message === null) {
+      // A message_start the relay could not read (its JSON cut or malformed) and then the answer:
+      // folded from what follows, as the same events streamed are passed on and billed. Dropped, the
+      // answer was billed 0 and the client told it was unreadable.
+      if (data.type !== 'content_block_start' && data.type !== 'content_block_delta' && data.type !== 'message_delta') continue;
+      message = { type: 'message', role: 'assistant', content: [], stop_reason: null, stop_sequence: null };
+    }
     const index = indexOr(data.index, -1);
     switch (data.type) {
       case 'content_block_start':
