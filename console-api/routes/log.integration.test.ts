@@ -169,6 +169,10 @@ describe('GET /api/log/self/stat', () => {
     expect(await stat('?model_name=m2')).toEqual({ quota: 200, rpm: 1, tpm: 30 });
     expect(await stat('?channel=4')).toEqual({ quota: 200, rpm: 1, tpm: 30 });
     expect(await stat('?group=vip')).toEqual({ quota: 200, rpm: 1, tpm: 30 });
+    // The list's request id filters too (before: ignored, every request's quota summed).
+    expect(await stat('?request_id=req-2')).toEqual({ quota: 200, rpm: 1, tpm: 30 });
+    expect(await stat('?upstream_request_id=up-1')).toEqual({ quota: 100, rpm: 1, tpm: 15 });
+    expect(await stat('?request_id=req-2&upstream_request_id=up-1')).toEqual({ quota: 0, rpm: 0, tpm: 0 });
     expect(await stat(`?start_timestamp=${now - 100}`)).toEqual({ quota: 300, rpm: 2, tpm: 45 });
     expect(await stat(`?start_timestamp=${now - 7200}&end_timestamp=${now - 1000}`)).toEqual({ quota: 400, rpm: 2, tpm: 45 });
     expect(await stat('', someoneElse)).toEqual({ quota: 999, rpm: 1, tpm: 1000 });

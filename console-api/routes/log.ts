@@ -40,6 +40,10 @@ export const logStatQuery = z.object({
   model_name: queryString(),
   channel: queryInt({ min: 0, max: 0xffff_ffff }),
   group: queryString(),
+  // Not in the contract's list of this route, but its list (above) filters by them: without them the
+  // same query string listed one request's row while the stat summed every request's (review logs).
+  request_id: queryString(),
+  upstream_request_id: queryString(),
 });
 
 export const logDailyQuery = z.object({

@@ -1025,6 +1025,8 @@ export interface paths {
           model_name?: string;
           channel?: number;
           group?: string;
+          request_id?: string;
+          upstream_request_id?: string;
         };
         header?: never;
         path?: never;
@@ -1106,6 +1108,8 @@ export interface paths {
           model_name?: string;
           channel?: number;
           group?: string;
+          request_id?: string;
+          upstream_request_id?: string;
           username?: string;
         };
         header?: never;
