@@ -548,6 +548,9 @@ class Exchange {
         // A document's or an unbounded image's tokens are not known before the provider reads them.
         refused = new RelayError(refused.code, `${refused.message} Its documents, images or other content whose tokens the gateway cannot bound are reserved at the model's context window (${contextWindow} tokens).`);
       }
+      // What it would take: the amount the request reserves (review lifecycle: "too low" alone left a
+      // key holder guessing whether a top-up of $1 or a lower max_tokens would do).
+      if (refused.status === 402) refused = new RelayError(refused.code, `${refused.message} This request reserves ${reservation.amount} quota.`);
       // The rate-limit window says when it has room.
       const retryAfter = refused.code === 'rate_limited' && limitWait !== undefined ? String(Math.max(1, Math.ceil(limitWait.ms / 1000))) : undefined;
       return this.fail(refused, undefined, retryAfter);

@@ -143,6 +143,9 @@ describe('/v1/messages', () => {
     for (let i = 0; i < 3; i++) {
       const res = await fetch(`${stack.relayUrl}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body });
       expect(res.status).toBe(402);
+      // It says what the request would take: above the balance of 1,000.
+      const reserves = /This request reserves (\d+) quota\.$/.exec(((await res.json()) as { error: { message: string } }).error.message);
+      expect(Number(reserves?.[1])).toBeGreaterThan(1_000);
     }
     expect(await promptCounts()).toBe(before);
     // Its count_tokens budget is untouched by them: all of it is still there.
