@@ -124,16 +124,21 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
  */
 export async function assertDebitCovered(ctx: Pick<ConsoleContext, 'quotaStore'>, tx: Db, field: string, userId: number, pgQuota: number, delta: number): Promise<void> {
   if (delta >= 0) return;
+  const spendable = await spendableBalance(ctx, tx, userId, pgQuota);
+  if (spendable + delta < 0) throw debitRefused(field, spendable, pgQuota);
+}
+
+/** What a debit may take now: the spendable balance assertDebitCovered checks against (same transaction, after the row lock). */
+export async function spendableBalance(ctx: Pick<ConsoleContext, 'quotaStore'>, tx: Db, userId: number, pgQuota: number): Promise<number> {
   const pending = await tx<{ id: number; credit_seq: number | null; quota_delta: number }[]>`
     SELECT id, credit_seq, quota_delta FROM ledger WHERE user_id = ${userId} AND follow_up_pending AND quota_delta < 0`;
   const mirror = await ctx.quotaStore.accountSpendable(userId, pending.map((r) => ({
     ledgerId: Number(r.id), creditSeq: r.credit_seq === null ? null : Number(r.credit_seq), delta: Number(r.quota_delta),
   })));
-  const spendable = mirror === null ? pgQuota : Math.min(mirror, pgQuota);
-  if (spendable + delta < 0) throw debitRefused(field, spendable, pgQuota);
+  return mirror === null ? pgQuota : Math.min(mirror, pgQuota);
 }
 
-function debitRefused(field: string, spendable: number, pgQuota: number): ConsoleError {
+export function debitRefused(field: string, spendable: number, pgQuota: number): ConsoleError {
   // What holds the difference, so that an administrator zeroing an account knows a retry in a few
   // seconds may pass: a relay returns an idle credit slice within a second or two (credit-slices.ts).
   const held = pgQuota - spendable > 0

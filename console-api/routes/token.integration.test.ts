@@ -255,7 +255,7 @@ describe('key management: get, search, update, delete', () => {
     const held = await h.quotaStore.reserve({ userId: funded.user.id, tokenId: id, tokenLimited: true, requestId: 'in-flight-1', amount: 700, deadlineMs: Date.now() + 60_000 });
     expect(held).toBe('reserved');
     const edit = (remain: number) => h.app.inject({ method: 'PUT', url: '/api/token/', headers: funded.auth, payload: { id, remain_quota: remain, expected_remain_quota: 1000 } });
-    for (const remain of [0, 299]) {
+    for (const remain of [1, 299]) {
       const refused = await edit(remain);
       expect(refused.statusCode, refused.body).toBe(400);
       expect(refused.json().message).toBe('remain_quota: would make the key\'s remaining quota negative: its requests in flight or not yet billed hold 700 of it (spendable 300, Postgres 1000); lower it by at most 300, or disable the key');
@@ -263,10 +263,15 @@ describe('key management: get, search, update, delete', () => {
     const [kept] = await h.sql<{ remain_quota: string }[]>`SELECT remain_quota FROM tokens WHERE id = ${id}`;
     expect(Number(kept!.remain_quota)).toBe(1000);
     expect(await h.quotaStore.tokenRemain(funded.user.id, id)).toBe(300);
-    // Lowered by what is spendable: accepted, the mirror at 0, never below.
-    const lowered = await edit(700);
-    expect(lowered.statusCode, lowered.body).toBe(200);
+    // Emptied (0): what is spendable is removed, the mirror at 0, never below; what the request in
+    // flight holds stays until it settles (review lifecycle: refused for as long as the key had traffic).
+    const emptied = await edit(0);
+    expect(emptied.statusCode, emptied.body).toBe(200);
+    expect(emptied.json().data).toMatchObject({ remain_quota: 700 });
     expect(await h.quotaStore.tokenRemain(funded.user.id, id)).toBe(0);
+    // It settles at 250: its unspent 450 is what the key has left, in Postgres (once billed) and the mirror.
+    expect(await h.quotaStore.settle({ userId: funded.user.id, tokenId: id, requestId: 'in-flight-1', cost: 250, eventJson: '{}', limited: true })).toBe(true);
+    expect(await h.quotaStore.tokenRemain(funded.user.id, id)).toBe(450);
     // Raised, or lowered on an unlimited key, is never refused.
     expect((await h.app.inject({ method: 'PUT', url: '/api/token/', headers: funded.auth, payload: { id, remain_quota: 5000 } })).statusCode).toBe(200);
     expect((await h.app.inject({ method: 'PUT', url: '/api/token/', headers: funded.auth, payload: { id, remain_quota: 0, unlimited_quota: true } })).statusCode).toBe(200);

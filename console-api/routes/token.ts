@@ -219,12 +219,22 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
       if (b.status === TOKEN_STATUS.enabled && expiry !== -1 && expiry <= ctx.now()) {
         throw new ConsoleError('VALIDATION_FAILED', 'status: the key has expired; set a later expired_time to enable it');
       }
+      // Emptying a limited key with requests in flight (review lifecycle: refused 400 for as long as
+      // it had traffic): everything spendable is removed, and what its requests in flight or not yet
+      // billed hold stays until they settle (their unspent part comes back to it). Any other value
+      // below that is refused (assertKeyDebitCovered), saying why.
+      let remainQuota = b.remain_quota ?? Number(before.remain_quota);
+      const limited = !(b.unlimited_quota ?? before.unlimited_quota);
+      if (limited && remainQuota === 0 && Number(before.remain_quota) > 0) {
+        const spendable = await keySpendable(ctx, tx, Number(user.id), b.id, Number(before.remain_quota));
+        if (spendable > 0) remainQuota = Number(before.remain_quota) - spendable;
+      }
       const [row] = await tx<ListRow[]>`
         UPDATE tokens SET
           name = ${b.name ?? before.name},
           status = ${b.status ?? before.status},
           expired_time = ${expiry},
-          remain_quota = ${b.remain_quota ?? before.remain_quota},
+          remain_quota = ${remainQuota},
           unlimited_quota = ${b.unlimited_quota ?? before.unlimited_quota},
           model_limits_enabled = ${b.model_limits_enabled ?? before.model_limits_enabled},
           model_limits = ${b.model_limits === undefined ? before.model_limits : normaliseModelList(b.model_limits)},
@@ -309,14 +319,19 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
  * "Changes made in the console").
  */
 async function assertKeyDebitCovered(ctx: ConsoleContext, tx: Db, userId: number, tokenId: number, pgRemain: number, delta: number): Promise<void> {
+  const spendable = await keySpendable(ctx, tx, userId, tokenId, pgRemain);
+  if (spendable + delta < 0) {
+    throw new ConsoleError('VALIDATION_FAILED',
+      `remain_quota: would make the key's remaining quota negative: its requests in flight or not yet billed hold ${pgRemain - spendable} of it (spendable ${spendable}, Postgres ${pgRemain}); lower it by at most ${spendable}, or disable the key`);
+  }
+}
+
+/** What a debit of the key's remaining quota may take now (inside the transaction, after the row lock). */
+async function keySpendable(ctx: ConsoleContext, tx: Db, userId: number, tokenId: number, pgRemain: number): Promise<number> {
   const pending = await tx<{ id: string; quota_seq: string; delta: string }[]>`
     SELECT id, quota_seq, delta FROM key_quota_edits WHERE token_id = ${tokenId} AND follow_up_pending AND delta < 0`;
   const mirror = await ctx.quotaStore.tokenSpendable(userId, tokenId, pending.map((r) => ({
     editId: Number(r.id), quotaSeq: Number(r.quota_seq), delta: Number(r.delta),
   })));
-  const spendable = mirror === null ? pgRemain : Math.min(mirror, pgRemain);
-  if (spendable + delta < 0) {
-    throw new ConsoleError('VALIDATION_FAILED',
-      `remain_quota: would make the key's remaining quota negative: its requests in flight or not yet billed hold ${pgRemain - spendable} of it (spendable ${spendable}, Postgres ${pgRemain}); lower it by at most ${spendable}, or disable the key`);
-  }
+  return mirror === null ? pgRemain : Math.min(mirror, pgRemain);
 }

@@ -243,6 +243,28 @@ describe('administrator debits (issue 10, item 5)', () => {
     expect(await h.quotaStore.accountBalance(id)).toBe(100);
   });
 
+  it('empty an account with requests in flight: what is spendable is removed, what they hold stays until they settle', async () => {
+    // Review lifecycle: PUT quota 0 was refused 400 for as long as the account had traffic.
+    const admin = await h.account({ role: 10 });
+    const target = await h.account({ quota: 1000 });
+    const id = target.user.id;
+    // 800 is reserved or settled but not yet billed: Postgres still says 1000.
+    await h.redis.set(h.keys.accountBalance(id), 200);
+    const emptied = await put('/api/user/', { id, quota: 0 }, admin.auth);
+    expect(emptied.statusCode, emptied.body).toBe(200);
+    const [row] = await h.sql<{ quota: string }[]>`SELECT quota FROM users WHERE id = ${id}`;
+    expect(Number(row!.quota)).toBe(800);
+    expect(await h.quotaStore.accountBalance(id)).toBe(0);
+    const [entry] = await h.sql<{ quota_delta: string; log_event: string }[]>`SELECT quota_delta, log_event FROM ledger WHERE user_id = ${id} AND type = 3`;
+    expect(Number(entry!.quota_delta)).toBe(-200);
+    // The account's log row says so.
+    expect(String(entry!.log_event)).toContain('An administrator set the balance from 1000 to 0 (-200 quota); 800 quota held by requests in flight or not yet billed stays until they settle');
+    // Nothing spendable left: refused, saying why.
+    const again = await put('/api/user/', { id, quota: 0 }, admin.auth);
+    expect(again.statusCode).toBe(400);
+    expect(again.json().message).toMatch(/^quota: would make the balance negative \(spendable 0, Postgres 800\)/);
+  });
+
   it('count a committed console debit that has not reached the mirror yet: two debits in that window cannot both pass', async () => {
     const admin = await h.account({ role: 10 });
     const target = await h.account({ quota: 1000 });

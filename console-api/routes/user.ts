@@ -17,7 +17,7 @@ import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, displayText, emailAddress, idParams, nonBlankText, pageQuery, paging, queryString, safeInt, usernameSchema } from '../http/validation.js';
-import { afterConsoleCredit, assertDebitCovered, debitTransaction, manageRequestId, type RecordedCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
+import { afterConsoleCredit, assertDebitCovered, debitRefused, debitTransaction, manageRequestId, type RecordedCredit, recordConsoleCredit, spendableBalance } from '../ledger/console-ledger.js';
 import { accountGroups, AUTO_GROUP, lockGroupsShared, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
@@ -444,15 +444,29 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       if (body.quota !== undefined && body.expected_quota !== undefined && body.expected_quota !== Number(before.quota)) {
         throw new ConsoleError('STATE_CONFLICT', `quota: the balance changed since it was read (now ${before.quota} quota); read it again`);
       }
-      const delta = body.quota === undefined ? 0 : body.quota - Number(before.quota);
+      let delta = body.quota === undefined ? 0 : body.quota - Number(before.quota);
+      // Emptying an account with requests in flight (review lifecycle: refused 400 for as long as it
+      // had traffic): everything spendable is removed; what the requests in flight, the debits not yet
+      // billed and a relay's credit hold cannot be removed without the balance going below zero as
+      // they settle, and what they leave of it stays. Any other balance below that is refused, saying why.
+      let held = 0;
+      if (delta < 0) {
+        const spendable = await spendableBalance(ctx, tx, Number(before.id), Number(before.quota));
+        if (spendable + delta < 0) {
+          if (body.quota !== 0 || spendable === 0) throw debitRefused('quota', spendable, Number(before.quota));
+          held = Number(before.quota) - spendable;
+          delta = -spendable;
+        }
+      }
       if (delta !== 0) {
-        await assertDebitCovered(ctx, tx, 'quota', Number(before.id), Number(before.quota), delta);
         credit = await recordConsoleCredit(tx, {
           requestId: manageRequestId(), type: LOG_TYPE.manage, userId: Number(before.id), delta,
           // The account reads this row (GET /api/log/self): worded as new-api's, without the
           // administrator's login (administrators are hidden from one another and from the accounts
           // they manage). Who did it goes to the console's log below.
-          content: `An administrator set the balance from ${before.quota} to ${body.quota} (${delta > 0 ? '+' : ''}${delta} quota)`,
+          content: held > 0
+            ? `An administrator set the balance from ${before.quota} to 0 (${delta} quota); ${held} quota held by requests in flight or not yet billed stays until they settle`
+            : `An administrator set the balance from ${before.quota} to ${body.quota} (${delta > 0 ? '+' : ''}${delta} quota)`,
           createdAt: ctx.now(),
         });
         if (credit) await holds.take(credit, 'quota');
