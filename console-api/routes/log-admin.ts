@@ -77,8 +77,11 @@ export function registerAdminLogRoutes(api: Api, ctx: ConsoleContext): void {
 }
 
 /**
- * The account's id, deleted accounts included: their log rows stay, and a username is never reused
- * (users.username is unique over deleted rows too).
+ * The id of the account that holds the name now, deleted accounts included (their log rows stay;
+ * users.username is unique over deleted rows too). The filter is by account: its rows under whatever
+ * name each was logged with. A rename frees the old name for another account to take, and then the
+ * name filters that account's rows, not those the first logged under it (review logs; new-api filters
+ * by the name each row recorded, which after a rename misses the account's own older rows).
  */
 async function accountIdByUsername(sql: Db, name: string): Promise<number | undefined> {
   const [row] = await sql<{ id: string | number }[]>`SELECT id FROM users WHERE username = ${name}`;
