@@ -138,13 +138,22 @@ export async function spendableBalance(ctx: Pick<ConsoleContext, 'quotaStore'>, 
   return mirror === null ? pgQuota : Math.min(mirror, pgQuota);
 }
 
+/** The refusals of debitRefused (the check's and a hold's): an emptying retries on them (routes/user.ts). */
+const DEBIT_REFUSALS = new WeakSet<ConsoleError>();
+
+export function isDebitRefusal(err: unknown): boolean {
+  return err instanceof ConsoleError && DEBIT_REFUSALS.has(err);
+}
+
 export function debitRefused(field: string, spendable: number, pgQuota: number): ConsoleError {
   // What holds the difference, so that an administrator zeroing an account knows a retry in a few
   // seconds may pass: a relay returns an idle credit slice within a second or two (credit-slices.ts).
   const held = pgQuota - spendable > 0
     ? `; ${pgQuota - spendable} of it is held by requests in flight, debits not yet billed, or credit a relay holds for the account's next requests (returned within seconds once idle)`
     : '';
-  return new ConsoleError('VALIDATION_FAILED', `${field}: would make the balance negative (spendable ${spendable}, Postgres ${pgQuota})${held}`);
+  const refusal = new ConsoleError('VALIDATION_FAILED', `${field}: would make the balance negative (spendable ${spendable}, Postgres ${pgQuota})${held}`);
+  DEBIT_REFUSALS.add(refusal);
+  return refusal;
 }
 
 /**

@@ -225,9 +225,14 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
       // below that is refused (assertKeyDebitCovered), saying why.
       let remainQuota = b.remain_quota ?? Number(before.remain_quota);
       const limited = !(b.unlimited_quota ?? before.unlimited_quota);
+      // The key's check takes no hold: what this read found is what the edit takes, not read again.
+      let emptied = false;
       if (limited && remainQuota === 0 && Number(before.remain_quota) > 0) {
         const spendable = await keySpendable(ctx, tx, Number(user.id), b.id, Number(before.remain_quota));
-        if (spendable > 0) remainQuota = Number(before.remain_quota) - spendable;
+        if (spendable > 0) {
+          remainQuota = Number(before.remain_quota) - spendable;
+          emptied = true;
+        }
       }
       const [row] = await tx<ListRow[]>`
         UPDATE tokens SET
@@ -247,7 +252,7 @@ export function registerTokenRoutes(api: Api, ctx: ConsoleContext): void {
         RETURNING ${tx(LIST_COLUMNS as unknown as string[])}`;
       const delta = Number(row!.remain_quota) - Number(before.remain_quota);
       if (delta === 0) return { after: row!, quotaEdit: undefined };
-      if (delta < 0 && !row!.unlimited_quota) await assertKeyDebitCovered(ctx, tx, Number(user.id), b.id, Number(before.remain_quota), delta);
+      if (delta < 0 && !row!.unlimited_quota && !emptied) await assertKeyDebitCovered(ctx, tx, Number(user.id), b.id, Number(before.remain_quota), delta);
       // Kept pending until the mirror step is done, so that the billing worker can retry it.
       const [seq] = await tx<{ quota_seq: string }[]>`UPDATE tokens SET quota_seq = quota_seq + 1 WHERE id = ${b.id} RETURNING quota_seq`;
       const [e] = await tx<{ id: string }[]>`

@@ -263,6 +263,11 @@ describe('administrator debits (issue 10, item 5)', () => {
     const again = await put('/api/user/', { id, quota: 0 }, admin.auth);
     expect(again.statusCode).toBe(400);
     expect(again.json().message).toMatch(/^quota: would make the balance negative \(spendable 0, Postgres 800\)/);
+    // Less than nothing spendable (a mirror below zero): refused too, never turned into a credit.
+    await h.redis.set(h.keys.accountBalance(id), -70);
+    const below = await put('/api/user/', { id, quota: 0 }, admin.auth);
+    expect(below.statusCode).toBe(400);
+    expect(Number((await h.sql<{ quota: string }[]>`SELECT quota FROM users WHERE id = ${id}`)[0]!.quota)).toBe(800);
   });
 
   it('count a committed console debit that has not reached the mirror yet: two debits in that window cannot both pass', async () => {

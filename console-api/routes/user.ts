@@ -17,7 +17,7 @@ import { ok, type Page } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/schemas.js';
 import { containsPattern, displayText, emailAddress, idParams, nonBlankText, pageQuery, paging, queryString, safeInt, usernameSchema } from '../http/validation.js';
-import { afterConsoleCredit, assertDebitCovered, debitRefused, debitTransaction, manageRequestId, type RecordedCredit, recordConsoleCredit, spendableBalance } from '../ledger/console-ledger.js';
+import { afterConsoleCredit, assertDebitCovered, debitRefused, debitTransaction, isDebitRefusal, manageRequestId, type RecordedCredit, recordConsoleCredit, spendableBalance } from '../ledger/console-ledger.js';
 import { accountGroups, AUTO_GROUP, lockGroupsShared, usableGroups } from '../options/groups.js';
 import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
@@ -424,7 +424,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     // Hashed before the transaction: scrypt takes tens of milliseconds, the row lock should not.
     const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
     // A debit takes its hold from the mirror before the commit (console-ledger.ts debitTransaction).
-    const { updated, credit } = await debitTransaction(ctx, async (tx, holds) => {
+    const change = () => debitTransaction(ctx, async (tx, holds) => {
       // Before the row lock, in the order every group writer takes them; see POST /api/user/.
       if (body.group !== undefined) {
         await lockGroupsShared(tx);
@@ -453,7 +453,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       if (delta < 0) {
         const spendable = await spendableBalance(ctx, tx, Number(before.id), Number(before.quota));
         if (spendable + delta < 0) {
-          if (body.quota !== 0 || spendable === 0) throw debitRefused('quota', spendable, Number(before.quota));
+          // Nothing spendable, or less than nothing (a debit counted twice until its hold's reaper): refused, never a credit.
+          if (body.quota !== 0 || spendable <= 0) throw debitRefused('quota', spendable, Number(before.quota));
           held = Number(before.quota) - spendable;
           delta = -spendable;
         }
@@ -489,7 +490,8 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       const unbanned = Number(before.status) === ACCOUNT_STATUS.banned && body.status !== undefined && body.status !== ACCOUNT_STATUS.banned;
       if (unbanned || hash !== undefined) await unbindSignOn(tx, Number(body.id));
       return { updated: after!, credit };
-    }).catch((err: unknown) => {
+    });
+    const { updated, credit } = await retriedWhileEmptying(change, body.quota === 0).catch((err: unknown) => {
       // Another account took the name between the check and the update (or a case or Unicode form
       // of it, migration 022's index): the same 409 as registration.
       if (isUsernameConflict(err)) throw new ConsoleError('USERNAME_TAKEN');
@@ -616,4 +618,19 @@ async function listAccounts(sql: Db, q: z.output<typeof listUsersQuery>, caller:
 async function refusalOfStaleIssue(db: Db, userId: number, otherwise: 'INVALID_CREDENTIALS' | 'INVALID_ACCESS_TOKEN'): Promise<ConsoleError> {
   const now = await findUserById(db, userId);
   return new ConsoleError(now !== undefined && now.status !== ACCOUNT_STATUS.enabled ? 'ACCOUNT_BANNED' : otherwise);
+}
+
+/**
+ * Emptying an account (quota 0) takes what its read of the spendable balance found; a request reserved
+ * between that read and the debit's hold makes the hold refuse (a 400 for an account with traffic, the
+ * refusal emptying was made to end): read again, twice at most.
+ */
+async function retriedWhileEmptying<T>(change: () => Promise<T>, emptying: boolean): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await change();
+    } catch (err) {
+      if (!emptying || attempt >= 2 || !isDebitRefusal(err)) throw err;
+    }
+  }
 }

@@ -358,6 +358,25 @@ describe('a slice whose relay died (the reaper)', () => {
     expect(paused.slicesHeld).toBe(0);
   });
 
+  it('gives a reaped slice\'s hold back when its last requests settle together (the trim of the first answers "no such slice")', async () => {
+    const store = slicedStore({ ttlMs: 1 });
+    const userId = newUser(1_000_000);
+    const a = request(userId, 'held-a', 200);
+    const b = request(userId, 'held-b', 200);
+    await store.reserve(a);
+    await store.reserve(b);
+    store.stop();
+    await passed();
+    expect(await reaper.releaseExpired(Date.now() + 1000, 1000, () => '{}')).toBeGreaterThanOrEqual(1);
+    // One call settles both against the hold: the first's settled() sends a trim (one request still
+    // open), the second's finds it on its way; the trim answers "no such slice" with none open.
+    expect(await Promise.all([store.settle(settlement(a, 70)), store.settle(settlement(b, 30))])).toEqual([true, true]);
+    await store.returnSlices();
+    // The hold went back then, not at the reaper's expire (RESERVATION_TTL_SEC later).
+    expect(await reaper.accountBalance(userId)).toBe(1_000_000 - 100);
+    expect(store.slicesHeld).toBe(0);
+  });
+
   it('stops reserving from a slice its settlement found reaped', async () => {
     const store = slicedStore({ ttlMs: 1 });
     const userId = newUser(1_000_000);

@@ -283,7 +283,7 @@ export class CreditSlices {
     const s = d.slice;
     s.open--;
     s.openAmount -= d.amount;
-    // Reaped: retired, and its release answers "no such slice", which forgets it.
+    // Reaped: retired; once its last request is settled, its return gives back what its tombstone holds.
     if (code === QuotaScriptCode.SettledAgainstBalance) this.#retire(s);
     else if (s.retired && s.open === 0) this.#release(s);
   }
@@ -393,15 +393,18 @@ export class CreditSlices {
 
   async #releaseCall(s: Slice, trim: boolean): Promise<void> {
     const k = this.#keys;
-    const [code] = await this.#scripts.release(
+    await this.#scripts.release(
       k.reservation(s.userId, s.id), k.accountBalance(s.userId), k.reservationDeadlines(k.shardOf(s.userId)),
       k.reapedReservation(s.userId, s.id), trim ? 'trim' : 'return', trim ? s.openAmount : 0, `${s.userId}:${s.id}`, '',
       sliceHoldMember(s.userId, s.id), 0,
-    ) as [number, number];
+    );
     if (!trim) return this.#forget(s);
     s.trimmed = true;
     s.available = 0;
-    // Reaped meanwhile: nothing left to give back.
-    if (code === QuotaScriptCode.NoSuchReservation && s.open === 0) this.#forget(s);
+    // A trim that found the slice reaped meanwhile ("no such slice": its tombstone holds the amount)
+    // does not forget it: the return that follows its last settlement (#releaseNow's finally, or
+    // settled()) gives the hold back, or finds nothing and forgets it. Forgotten here, the hold stayed
+    // until the reaper's expire (RESERVATION_TTL_SEC) when the last draws settled while the trim was
+    // on its way (review of this change).
   }
 }

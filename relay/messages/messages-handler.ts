@@ -356,7 +356,10 @@ class Exchange {
     // A key or account changed while the body came in (a key disabled or deleted, an account
     // banned): the record read at the headers is read again. A body sent slowly (seconds; a client
     // holding the request open on purpose) was served with a key revoked before its end.
-    if (this.ctx.keys.generation !== this.keyGeneration) {
+    // Read again while it keeps moving (a change during the read's own lookup may have answered the
+    // record from before it), three times at most.
+    for (let reads = 0; reads < 3 && this.ctx.keys.generation !== this.keyGeneration; reads++) {
+      this.keyGeneration = this.ctx.keys.generation;
       const known = peekKey(this.ctx.keys, this.apiKey);
       const again = known !== undefined ? known : await settleKeyLookup(this.ctx.keys.lookup(this.apiKey));
       if (this.aborted || this.responded) return;
