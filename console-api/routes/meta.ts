@@ -19,6 +19,9 @@ export function registerMetaRoutes(api: Api, ctx: ConsoleContext): void {
       // Beyond the contract: what the login and registration pages offer (new-api's names where it has one).
       register_enabled: z.boolean(), password_register_enabled: z.boolean(), email_verification: z.boolean(),
       email_enabled: z.boolean(), oidc_enabled: z.boolean(),
+      // The least referral quota POST /api/user/aff_transfer moves (option AffTransferMinQuota): the
+      // profile's form says it, rather than the refusal alone.
+      aff_transfer_min_quota: z.number().int(),
     }),
     summary: 'Service status and public settings',
   }, async () => {
@@ -40,6 +43,7 @@ export function registerMetaRoutes(api: Api, ctx: ConsoleContext): void {
       email_enabled: o.get<string>('SMTPServer') !== '',
       // Whether GET /api/oauth/oidc/start starts one.
       oidc_enabled: oidcConfigured(o),
+      aff_transfer_min_quota: o.get<number>('AffTransferMinQuota'),
     });
   });
 

@@ -2392,6 +2392,7 @@ export interface paths {
                 email_verification: boolean;
                 email_enabled: boolean;
                 oidc_enabled: boolean;
+                aff_transfer_min_quota: number;
               };
             };
           };

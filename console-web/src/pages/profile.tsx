@@ -4,7 +4,7 @@ import type { PageProps } from '../app';
 import { EmailWithCode } from '../components/email-code';
 import { Card, ConfirmButton, CopyButton, ErrorText, Field, splitFieldError, useAction } from '../components/ui';
 import { useServiceStatus } from '../status';
-import { count, dollarsError, dollarsInput, dollarsToQuota, quotaText, ROLE_NAMES } from '../format';
+import { count, dollars, dollarsError, dollarsInput, dollarsToQuota, quotaText, ROLE_NAMES } from '../format';
 
 /**
  * The profile's forms: a form's confirmation, and its error, stay only while it is the last one used
@@ -28,7 +28,7 @@ export function ProfilePage({ account, refreshAccount }: PageProps) {
           <div><dt>Invited accounts</dt><dd>{count(account.aff_count)}</dd></div>
           <div><dt>Referral quota</dt><dd>{quotaText(account.aff_quota)} (earned in all: {quotaText(account.aff_history_quota)})</dd></div>
         </dl>
-        {account.aff_quota > 0 && <AffTransfer available={account.aff_quota} onDone={refreshAccount} active={lastUsed === 'aff'} onUse={() => setLastUsed('aff')} />}
+        {account.aff_quota > 0 && <AffTransfer available={account.aff_quota} least={status?.aff_transfer_min_quota} onDone={refreshAccount} active={lastUsed === 'aff'} onUse={() => setLastUsed('aff')} />}
       </Card>
       <DisplayName current={account.display_name} onSaved={refreshAccount} active={lastUsed === 'name'} onUse={() => setLastUsed('name')} />
       {status?.email_enabled && <EmailBinding current={account.email} onBound={refreshAccount} active={lastUsed === 'email'} onUse={() => setLastUsed('email')} />}
@@ -38,7 +38,8 @@ export function ProfilePage({ account, refreshAccount }: PageProps) {
   );
 }
 
-function AffTransfer({ available, onDone, active, onUse }: { available: number; onDone: () => void; active: boolean; onUse: () => void }) {
+/** `least`: the smallest amount the server moves (GET /api/status), when known: said under the field and checked before sending. */
+function AffTransfer({ available, least, onDone, active, onUse }: { available: number; least?: number; onDone: () => void; active: boolean; onUse: () => void }) {
   const [dollarsText, setDollarsText] = useState(dollarsInput(available));
   const action = useAction();
   const [local, setLocal] = useState<string | null>(null);
@@ -49,13 +50,15 @@ function AffTransfer({ available, onDone, active, onUse }: { available: number; 
       onUse();
       const quota = dollarsToQuota(dollarsText);
       if (quota === undefined || quota <= 0) { setLocal(dollarsError(dollarsText, 'a dollar amount above $0, such as 10 or 2.50')); return; }
+      if (least !== undefined && quota < least) { setLocal(`At least ${dollars(least)} is moved at a time.`); return; }
       setLocal(null);
       void action.run(async () => {
         await call(api.POST('/api/user/aff_transfer', { body: { quota } }));
         onDone();
       });
     }}>
-      <Field label="Referral quota to move (US dollars)" inputMode="decimal" value={dollarsText} onValue={(v) => { setDollarsText(v); setLocal(null); action.setError(null); }} error={(active ? local : null) ?? fe.quota ?? formError ?? undefined} />
+      <Field label="Referral quota to move (US dollars)" inputMode="decimal" value={dollarsText} onValue={(v) => { setDollarsText(v); setLocal(null); action.setError(null); }} error={(active ? local : null) ?? fe.quota ?? formError ?? undefined}
+        hint={least !== undefined ? `at least ${dollars(least)}` : undefined} />
       <button type="submit" disabled={action.busy}>Move to balance</button>
     </form>
   );
