@@ -117,7 +117,7 @@ function faults(scale: number): Fault[] {
 }
 
 /**
- * Until nothing of the account is in flight: no open reservation, then an empty usage stream, then
+ * Until nothing of the account is in flight: no open reservation nor hold, then an empty usage stream, then
  * no queued log row, read in that order. A settlement removes its reservation and appends its event
  * in one script, so an empty stream read after no reservation was seen means every settlement made
  * so far is billed. (Reading the stream first would miss a settlement landing between the two reads;
@@ -133,6 +133,14 @@ async function settled(s: ChaosStack, timeoutMs = 180_000): Promise<void> {
         const [next, found] = await s.redis.scan(cursor, 'MATCH', s.keys.reservation(userId, '*'), 'COUNT', 10_000);
         cursor = next;
         open += found.length;
+      } while (cursor !== '0');
+      // And what the deadline set still holds for it: a reaped credit slice's hold (its member
+      // `<user>:<slice>~held`; its tombstone is no reservation hash) until its relay returns it or
+      // the reaper, RESERVATION_TTL_SEC after the reap.
+      do {
+        const [next, found] = await s.redis.zscan(s.keys.reservationDeadlines(), cursor, 'MATCH', `${userId}:*`, 'COUNT', 10_000);
+        cursor = next;
+        open += found.length / 2;
       } while (cursor !== '0');
     }
     if (open === 0 && (await s.redis.xlen(s.keys.usageStream())) === 0) {
