@@ -41,6 +41,7 @@ import { affinityOf, endUserOf } from '../routing/affinity.js';
 import { exchangeEnded, providerAnswered, providerFailed, providerUnreachable } from '../routing/channel-outcomes.js';
 import { isRetriedFault } from '../../core/channels/provider-fault.js';
 import { reservationInputTokens } from '../token-count/token-counter.js';
+import { DeliveredTextCounter } from '../token-count/delivered-text-counter.js';
 import { contentCodingOf, firstChunk, isEventStream, looksLikeSse, MAX_UPSTREAM_JSON, OVER_BOUND, StreamedAnswer, WholeAnswer, type ProviderAnswer } from '../upstream/provider-response.js';
 import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
@@ -1022,14 +1023,20 @@ class Exchange {
     let outputFinal = true;
     let outputStated = true;
     let readable = true;
+    let delivered: number | undefined;
     if (streamed) {
       const folded = foldStreamAnswer(buf, provider);
       if (folded !== null) {
+        const events = buf;
         buf = folded.body;
         streamError = folded.error;
         outputFinal = folded.outputFinal && streamError === null;
         outputStated = folded.outputStated;
         readable = folded.readable;
+        // Its output counted as the same stream's delivered text is (stream-relay.ts): the folded
+        // answer's text left out what the fold does not keep (OpenAI's reasoning_content, a tool's
+        // input cut before it parsed) and joined blocks otherwise (review provider2: 290 billed 0).
+        if (!outputFinal) delivered = await this.deliveredTokens(events, provider);
       }
     }
     const stated = provider.usageOfBody(buf);
@@ -1037,7 +1044,7 @@ class Exchange {
     // stated and nothing generated: the request failed, as the same stream to a client that asked to
     // stream does (settleStream). Its prompt was counted and billed, and the answer told both SDKs not
     // to retry a rate limit they should wait out and retry.
-    if (streamError !== null && stated === null) {
+    if (streamError !== null && stated === null && !(delivered! > 0)) {
       const text = this.answerText(buf, provider);
       if (text === null || text === '') {
         this.usagePending = false;
@@ -1051,7 +1058,7 @@ class Exchange {
     // its final usage, or content followed the usage it stated) has its text counted, as a stream's
     // delivered text is.
     const billed = outputFinal && stated !== null && !stated.inputUnstated && !stated.outputUnstated && stated.outputTokens > 0
-      ? STATED_IN_FULL : await this.billedUsage(buf, provider, stated, !outputFinal, outputStated);
+      ? STATED_IN_FULL : await this.billedUsage(buf, provider, stated, !outputFinal, outputStated, delivered);
     const usage = billed === STATED_IN_FULL ? stated : billed.usage;
     this.usagePending = false;
     // Generated in full: the provider bills it though the client left before it was delivered.
@@ -1112,11 +1119,13 @@ class Exchange {
    * it (stream-relay.ts settleStream); a cut stream's text is counted without the whitespace at its
    * end, as a stream's delivered text is (delivered-text-counter.ts): it would begin the next token.
    */
-  async billedUsage(buf: Buffer, provider: Provider, stated: StatedUsage | null, outputCut: boolean, outputStated = true): Promise<BilledUsage> {
+  async billedUsage(buf: Buffer, provider: Provider, stated: StatedUsage | null, outputCut: boolean, outputStated = true, delivered?: number): Promise<BilledUsage> {
     const text = this.answerText(buf, provider);
-    if (stated === null && text === null) return { usage: null, counted: false, text };
+    if (stated === null && text === null && !(delivered! > 0)) return { usage: null, counted: false, text };
     const countInput = stated === null || stated.inputUnstated === true;
-    const countOutput = text !== null && text !== '' && (stated === null || stated.outputUnstated === true || stated.outputTokens === 0 || outputCut);
+    const countOutput = delivered !== undefined
+      ? outputCut || stated === null || stated.outputUnstated === true || stated.outputTokens === 0
+      : text !== null && text !== '' && (stated === null || stated.outputUnstated === true || stated.outputTokens === 0 || outputCut);
     const placeholder = outputCut && !outputStated && stated !== null && stated.outputTokens > 0;
     if (!countInput && !countOutput && !placeholder) return { usage: stated, counted: false, text };
     const usage: StreamUsage = {
@@ -1128,7 +1137,7 @@ class Exchange {
     try {
       const [input, output] = await Promise.all([
         countInput ? this.countPromptTokens() : null,
-        countOutput ? this.ctx.tokens.countText(outputCut ? text.trimEnd() : text, this.tokenEncoding) : null,
+        !countOutput ? null : delivered !== undefined ? delivered : this.ctx.tokens.countText(outputCut ? text!.trimEnd() : text!, this.tokenEncoding),
       ]);
       // The count is of the whole prompt; input_tokens leaves out the cache reads and writes stated apart.
       if (input !== null) usage.inputTokens = Math.max(0, input - usage.cacheReadTokens - usage.cacheCreationTokens);
@@ -1137,6 +1146,18 @@ class Exchange {
     } catch (err) {
       this.ctx.log.warn({ err, requestId: this.requestId }, 'count of an answer without usage failed; billing what it states');
       return { usage: stated, counted: false, text };
+    }
+  }
+
+  /** The tokens of the text a provider's stream delivered, counted as stream-relay.ts counts a cut stream's (DeliveredTextCounter). */
+  async deliveredTokens(events: Buffer, provider: Provider): Promise<number | undefined> {
+    const counter = new DeliveredTextCounter(this.ctx.tokens, { encoding: this.tokenEncoding });
+    try {
+      provider.streamMeter(counter).push(events);
+      return await counter.total();
+    } catch (err) {
+      this.ctx.log.warn({ err, requestId: this.requestId }, 'count of a folded stream\'s delivered text failed; counting its answer');
+      return undefined;
     }
   }
 
