@@ -149,7 +149,7 @@ export function debitRefused(field: string, spendable: number, pgQuota: number):
   // What holds the difference, so that an administrator zeroing an account knows a retry in a few
   // seconds may pass: a relay returns an idle credit slice within a second or two (credit-slices.ts).
   const held = pgQuota - spendable > 0
-    ? `; ${pgQuota - spendable} of it is held by requests in flight, debits not yet billed, or credit a relay holds for the account's next requests (returned within seconds once idle)`
+    ? `; ${pgQuota - spendable} of it is held by requests in flight, debits not yet billed, or credit a relay holds for the account's next requests (returned within seconds once idle; a stopped relay's, once its hold ends: RESERVATION_TTL_SEC after the reaper took it)`
     : '';
   const refusal = new ConsoleError('VALIDATION_FAILED', `${field}: would make the balance negative (spendable ${spendable}, Postgres ${pgQuota})${held}`);
   DEBIT_REFUSALS.add(refusal);
