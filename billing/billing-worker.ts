@@ -145,6 +145,8 @@ export interface BatchReport {
 export class BillingWorker {
   readonly #redis: Redis;
   readonly #scripts: UsageScripts;
+  /** The data id each incarnation key held at this worker's last read (readUsageEntries-2.lua ARGV[7]). */
+  readonly #lastIncarnation = new Map<string, string>();
   readonly #sql: Sql;
   readonly #ch: ClickHouseClient;
   readonly #log: Logger;
@@ -450,7 +452,12 @@ export class BillingWorker {
       await this.#assertOwnRedis();
       let reply: unknown;
       if (key !== undefined) {
-        const [incarnation, r] = await this.#scripts.read(batch.stream, key, randomUUID(), BILLING_GROUP, consumer, count, read);
+        const [incarnation, r, otherData] = await this.#scripts.read(batch.stream, key, randomUUID(), BILLING_GROUP, consumer, count, read, this.#lastIncarnation.get(key) ?? '');
+        this.#lastIncarnation.set(key, String(incarnation));
+        // Not the data the loop checked before the read (review CI: a read sent just before a Redis was
+        // swapped went again, after the reconnect, to the other database's Redis and took its entry):
+        // nothing was read; checked again first.
+        if (otherData === 1) continue;
         batch.incarnation = String(incarnation);
         reply = r;
       } else if (read.mode === 'claim') {

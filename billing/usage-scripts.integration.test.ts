@@ -86,6 +86,17 @@ describe('billing Lua scripts', () => {
       const [, claimed] = await s.read(stream, incarnation, 'x', GROUP, 'c2', 10, { mode: 'claim', minIdleMs: 0 });
       expect(claimed).toEqual(['0-0', [[a, ['e', 'a']], [b, ['e', 'b']]], []]);
       expect(await shared.get(incarnation)).toBe('first');
+      // Read as the data the caller last read from: read. As other data (a Redis swapped under the
+      // caller, or restarted empty): nothing read, the id returned, flagged.
+      const c = await shared.xadd(stream, '*', 'e', 'c');
+      const [, same] = await s.read(stream, incarnation, 'x', GROUP, 'c1', 10, { mode: 'read', id: '>' }, 'first');
+      expect(same).toEqual([[stream, [[c, ['e', 'c']]]]]);
+      const d = await shared.xadd(stream, '*', 'e', 'd');
+      expect(await s.read(stream, incarnation, 'x', GROUP, 'c1', 10, { mode: 'read', id: '>' }, 'another')).toEqual(['first', null, 1]);
+      await shared.del(incarnation);
+      expect(await s.read(stream, incarnation, 'renewed', GROUP, 'c1', 10, { mode: 'read', id: '>' }, 'first')).toEqual(['renewed', null, 1]);
+      const [, after] = await s.read(stream, incarnation, 'x', GROUP, 'c1', 10, { mode: 'read', id: '>' }, 'renewed');
+      expect(after).toEqual([[stream, [[d, ['e', 'd']]]]]);
     } finally {
       await cleanup(shared, prefix);
     }

@@ -52,8 +52,11 @@ export type UsageRead = { mode: 'read'; id: '0' | '>' } | { mode: 'claim'; minId
 export type DeadLetterFields = readonly string[];
 
 export interface UsageScripts {
-  /** readUsageEntries-2.lua: the read and the Redis data's id (created when missing), atomically. */
-  read(stream: string, incarnationKey: string, newIncarnation: string, group: string, consumer: string, count: number, read: UsageRead): Promise<[string, unknown]>;
+  /**
+   * readUsageEntries-2.lua: the read and the Redis data's id (created when missing), atomically;
+   * nothing read (a third element, 1) when `lastIncarnation` (not '') is not the data's id.
+   */
+  read(stream: string, incarnationKey: string, newIncarnation: string, group: string, consumer: string, count: number, read: UsageRead, lastIncarnation?: string): Promise<[string, unknown, number?]>;
   /** ackUsageEntries-1.lua: XACK + XDEL of settled entries. Returns the number acknowledged. */
   acknowledge(stream: string, group: string, ids: readonly string[]): Promise<number>;
   /** deadLetterUsageEntries-2.lua: the dead letters written, then `ids` acknowledged and deleted; all or nothing. */
@@ -71,9 +74,9 @@ export function usageScripts(redis: Redis): UsageScripts {
   const group = bind(redis, 'ensureUsageGroup');
   const prune = bind(redis, 'pruneIdleConsumers');
   return {
-    async read(stream, incarnationKey, newIncarnation, groupName, consumer, count, r) {
+    async read(stream, incarnationKey, newIncarnation, groupName, consumer, count, r, lastIncarnation = '') {
       const arg = r.mode === 'claim' ? r.minIdleMs : r.id;
-      return (await read(stream, incarnationKey, newIncarnation, groupName, consumer, count, r.mode, arg)) as [string, unknown];
+      return (await read(stream, incarnationKey, newIncarnation, groupName, consumer, count, r.mode, arg, lastIncarnation)) as [string, unknown, number?];
     },
     async acknowledge(stream, groupName, ids) {
       return Number(await ack(stream, groupName, ...ids));

@@ -19,13 +19,19 @@
   ARGV[5] 'read': XREADGROUP from ARGV[6] ('0': this consumer's pending entries, '>': new ones),
           'claim': XAUTOCLAIM of entries idle at least ARGV[6] ms, from the start
   ARGV[6] see ARGV[5]
+  ARGV[7] the data's id the caller last read from ('' when none yet): another id (or none) means this
+          is not the data the caller checked was its own (a Redis swapped under it, or restarted
+          empty; ioredis sends a read its dropped connection left unanswered again after the
+          reconnect, to whatever server answers): nothing is read
 
   Returns {id, reply}: the data's id, and XREADGROUP's reply (one {stream, entries} pair, or nil when none)
-  or XAUTOCLAIM's ([next id, entries, deleted ids]). Errors as those commands do (NOGROUP when the
-  group is gone).
+  or XAUTOCLAIM's ([next id, entries, deleted ids]); {id, nil, 1} when ARGV[7] named other data.
+  Errors as those commands do (NOGROUP when the group is gone).
 ]]
+local before = redis.call('GET', KEYS[2])
 redis.call('SET', KEYS[2], ARGV[1], 'NX')
 local id = redis.call('GET', KEYS[2])
+if ARGV[7] ~= nil and ARGV[7] ~= '' and before ~= ARGV[7] then return {id, false, 1} end
 local reply
 if ARGV[5] == 'claim' then
   reply = redis.call('XAUTOCLAIM', KEYS[1], ARGV[2], ARGV[3], ARGV[6], '0-0', 'COUNT', ARGV[4])
