@@ -683,26 +683,25 @@ export class QuotaStore {
    * reaper took (their relay was paused, not dead), which only ever move later (GT): a hold runs
    * RESERVATION_TTL_SEC, far past a slice's deadline.
    */
-  async #renewSlices(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
-    for (const [shard, group] of this.#byShard(held, (h) => h.userId)) {
-      for (let i = 0; i < group.length; i += RENEW_BATCH) {
-        const args: (string | number)[] = [];
-        for (let j = i; j < Math.min(group.length, i + RENEW_BATCH); j++) {
-          const { userId, requestId } = group[j]!;
-          args.push(deadlineMs, deadlineMember(userId, requestId), deadlineMs, sliceHoldMember(userId, requestId));
-        }
-        await this.#redis.zadd(this.#keys.reservationDeadlines(shard), 'XX', 'GT', ...args);
-      }
-    }
+  #renewSlices(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
+    return this.#moveDeadlines(held, deadlineMs, (h) => [deadlineMember(h.userId, h.requestId), sliceHoldMember(h.userId, h.requestId)], 'GT');
   }
 
-  async #renewDeadlines(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
-    // One deadline set per shard.
+  #renewDeadlines(held: readonly { userId: number; requestId: string }[], deadlineMs: number): Promise<void> {
+    return this.#moveDeadlines(held, deadlineMs, (h) => [deadlineMember(h.userId, h.requestId)]);
+  }
+
+  /** ZADD XX (and `gt`) of `membersOf` each held, to deadlineMs: one deadline set per shard, RENEW_BATCH held a call. */
+  async #moveDeadlines(
+    held: readonly { userId: number; requestId: string }[], deadlineMs: number,
+    membersOf: (h: { userId: number; requestId: string }) => string[], gt?: 'GT',
+  ): Promise<void> {
     for (const [shard, group] of this.#byShard(held, (h) => h.userId)) {
       for (let i = 0; i < group.length; i += RENEW_BATCH) {
         const args: (string | number)[] = [];
-        for (let j = i; j < Math.min(group.length, i + RENEW_BATCH); j++) args.push(deadlineMs, deadlineMember(group[j]!.userId, group[j]!.requestId));
-        await this.#redis.zadd(this.#keys.reservationDeadlines(shard), 'XX', ...args);
+        for (let j = i; j < Math.min(group.length, i + RENEW_BATCH); j++) for (const m of membersOf(group[j]!)) args.push(deadlineMs, m);
+        const key = this.#keys.reservationDeadlines(shard);
+        await (gt === undefined ? this.#redis.zadd(key, 'XX', ...args) : this.#redis.zadd(key, 'XX', gt, ...args));
       }
     }
   }
