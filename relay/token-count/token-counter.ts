@@ -2,7 +2,8 @@
 // (cl100k_base or o200k_base, see bpe-count.ts for what a count is). The event loop only posts the task (a copy of
 // the bytes or of the string) and awaits the answer.
 //
-// The worker file is the compiled one, dist/relay/token-count/count-worker.js: the services run from
+// The worker file is the compiled one, dist/relay/token-count/count-worker-entry.cjs (it says why it is
+// CommonJS) loading count-worker.js: the services run from
 // dist/ and find it next to this module; tests run this module from its .ts source and use the compiled
 // file under the project root, so dist/ must be built first (`make test` and `make build` do).
 import { existsSync } from 'node:fs';
@@ -36,8 +37,8 @@ export interface TokenCounterOptions {
 /** Where the compiled worker is, from dist/ or from the sources. */
 export function countWorkerFile(): string {
   const here = fileURLToPath(import.meta.url);
-  if (here.endsWith('.js')) return fileURLToPath(new URL('./count-worker.js', import.meta.url));
-  const file = join(projectRoot(), 'dist', 'relay', 'token-count', 'count-worker.js');
+  if (here.endsWith('.js')) return fileURLToPath(new URL('./count-worker-entry.cjs', import.meta.url));
+  const file = join(projectRoot(), 'dist', 'relay', 'token-count', 'count-worker-entry.cjs');
   if (!existsSync(file)) {
     throw new Error(`token counter: ${file} is missing; build dist/ first (npx tsc -p tsconfig.json, or make build)`);
   }

@@ -1,11 +1,12 @@
-// Runs the compiled worker (dist/relay/token-count/count-worker.js): build dist/ first (make test does).
+// Runs the compiled worker (dist/relay/token-count/count-worker-entry.cjs): build dist/ first (make test does).
+import { execFileSync } from 'node:child_process';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countText } from './bpe-count.js';
 import { IMAGE_TOKENS, MESSAGE_OVERHEAD, PDF_PAGE_TOKENS, pdfPages, promptParts } from './prompt-text.js';
-import { CountQueueFull, reservationInputTokens, TokenCounter } from './token-counter.js';
+import { CountQueueFull, countWorkerFile, reservationInputTokens, TokenCounter } from './token-counter.js';
 
 let counter: TokenCounter;
 beforeAll(async () => {
@@ -21,6 +22,18 @@ const PARAGRAPH =
   'function add(a, b) { return a + b; }\n\n';
 
 describe('TokenCounter', () => {
+  it('hands piscina a worker file that require() loads without require(esm)', () => {
+    // Piscina require()s the task file first; require(esm) of an ES module aborted a process in CI
+    // (V8 fatal error in a worker thread). With require(esm) switched off, an ES module fails to
+    // load here, and the CommonJS entry loads and counts.
+    const script = `
+      const count = require(${JSON.stringify(countWorkerFile())});
+      Promise.resolve(count({ kind: 'text', text: 'hello world' })).then((r) => process.stdout.write(JSON.stringify(r)));
+    `;
+    const out = execFileSync(process.execPath, ['--no-experimental-require-module', '-e', script], { encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({ count: countText('hello world'), carry: '' });
+  });
+
   it('counts text as the in-process counter does', async () => {
     expect(await counter.countText(PARAGRAPH)).toBe(countText(PARAGRAPH));
     expect(await counter.countText('')).toBe(0);
