@@ -30,7 +30,7 @@ import { QuotaStore } from '../core/quota/quota-store.js';
 import { databaseInstanceId, foreignRedisError, RedisBindingWatch } from '../core/quota/database-binding.js';
 import { ConnectionDrops } from '../core/quota/connection-drops.js';
 import { RedisClock } from '../core/quota/redis-clock.js';
-import { DEFAULT_CREDIT_SLICE_OPTIONS } from '../core/quota/credit-slices.js';
+import { creditSliceOptions } from '../core/quota/credit-slices.js';
 import { ChannelRegistry } from './routing/channel-registry.js';
 import { applyAnnouncedAside, ChannelCooldown } from './routing/channel-cooldown.js';
 import { ChannelHealth, healthSettingsFromConfig } from './routing/channel-health.js';
@@ -283,7 +283,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
     settledMarkerSec: waitReplicas > 0 ? SETTLED_MARKER_SEC : 0,
     settleDelayMs: config.RELAY_SETTLE_DELAY_MS,
     drawSettleDelayMs: config.RELAY_CREDIT_SLICE_SETTLE_DELAY_MS,
-    creditSlices: { ...DEFAULT_CREDIT_SLICE_OPTIONS, requests: config.RELAY_CREDIT_SLICE_REQUESTS, ttlMs: config.RELAY_CREDIT_SLICE_TTL_MS },
+    creditSlices: creditSliceOptions(config.RELAY_CREDIT_SLICE_REQUESTS, config.RELAY_CREDIT_SLICE_TTL_MS),
     log,
   });
   const health = new ChannelHealth({

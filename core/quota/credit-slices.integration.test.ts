@@ -8,7 +8,7 @@ import { redisKeys } from '../../infra/redis/keys.js';
 import { encodedUsageEventsOf } from '../usage/usage-event.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { withWrongTypeKey } from '../../infra/testing/wrong-type-key.js';
-import { DEFAULT_CREDIT_SLICE_OPTIONS, sliceHoldMember, type CreditSliceOptions } from './credit-slices.js';
+import { creditSliceOptions, DEFAULT_CREDIT_SLICE_OPTIONS, sliceHoldMember, type CreditSliceOptions } from './credit-slices.js';
 import { DEFAULT_REAPED_SLICE_HOLD_MS, QuotaStore, type ReserveRequest } from './quota-store.js';
 import { batchScript, loadScriptDefs } from './scripts.js';
 
@@ -414,6 +414,30 @@ describe('a slice whose relay died (the reaper)', () => {
     await reaper.releaseExpired(Date.now() + DEFAULT_REAPED_SLICE_HOLD_MS + 1000, 1000, () => '{}');
     expect(await store.accountBalance(userId)).toBe(1_000_000 - 70);
     expect(await eventsOf(userId)).toEqual([{ id: r.requestId, cost: 70 }]);
+  });
+
+  it('reserves from a slice for two thirds of its deadline at most, however short the relay\'s configured deadline', async () => {
+    // RELAY_CREDIT_SLICE_TTL_MS below the default slice age (10 s): the reaper must never find a slice
+    // its live relay is still reserving from, so the relay retires each within two thirds of the TTL.
+    const ttlMs = 300;
+    const store = slicedStore({ ...creditSliceOptions(16, ttlMs), busyStreak: 1, idleMs: 60_000 });
+    const userId = newUser(10_000_000);
+    const firstDrawAt = new Map<string, number>();
+    const reqs: ReserveRequest[] = [];
+    for (let i = 0; i < 12; i++) {
+      const at = Date.now();
+      const r = request(userId, `age-${i}`, 10);
+      reqs.push(r);
+      expect(await store.reserve(r)).toBe('reserved');
+      const id = store.sliceOf(r.requestId)!.id;
+      if (!firstDrawAt.has(id)) firstDrawAt.set(id, at);
+      expect(at - firstDrawAt.get(id)!).toBeLessThan((ttlMs * 2) / 3);
+      await new Promise((done) => setTimeout(done, 50));
+    }
+    expect(firstDrawAt.size).toBeGreaterThanOrEqual(3);
+    expect(await store.settleMany(reqs.map((r) => settlement(r, 7)))).toEqual(reqs.map(() => true));
+    await store.returnSlices();
+    expect(await store.accountBalance(userId)).toBe(10_000_000 - 7 * reqs.length);
   });
 });
 

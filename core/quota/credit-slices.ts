@@ -60,6 +60,17 @@ export const DEFAULT_CREDIT_SLICE_OPTIONS: CreditSliceOptions = {
   requests: 16, balanceShare: 8, idleMs: 1000, maxAgeMs: 10_000, ttlMs: 15_000, busyStreak: 4, busyGapMs: 100,
 };
 
+/**
+ * The options a relay runs with: `requests` per slice and a deadline `ttlMs` ahead (its
+ * configuration), the rest the defaults. A slice is reserved from for two thirds of its deadline at
+ * most (10 s of the default 15 s): a deadline set shorter than the default age must shorten the age
+ * too, or the reaper would take a slice its relay is still reserving from when nothing paused it.
+ */
+export function creditSliceOptions(requests: number, ttlMs: number): CreditSliceOptions {
+  const maxAgeMs = Math.min(DEFAULT_CREDIT_SLICE_OPTIONS.maxAgeMs, Math.floor((ttlMs * 2) / 3));
+  return { ...DEFAULT_CREDIT_SLICE_OPTIONS, requests, ttlMs, maxAgeMs };
+}
+
 /** What a draw needs of a reservation request (QuotaStore's ReserveRequest). */
 export interface SliceDrawRequest {
   userId: number;
