@@ -1,6 +1,7 @@
-// Prints, after a vitest pass, which files and tests failed and why, from the pass's JSON report.
-// CI keeps only the tail of a run's output; without this, a failure early in a long pass is out of
-// sight by the time the run ends and the record says only "Error 1".
+// Prints, after a vitest pass, which files and tests failed and why, from the pass's JSON report,
+// and the files that took longest. CI keeps only the tail of a run's output; without this, a failure
+// early in a long pass is out of sight by the time the run ends and the record says only "Error 1";
+// and `make test` must stay well inside CI's time, so where that time goes is said each run.
 import { readFileSync } from 'node:fs';
 
 const [reportPath, passName] = process.argv.slice(2);
@@ -28,4 +29,16 @@ if (failed.length === 0) {
 } else {
   console.log(`[${passName}] FAILED: ${report.numFailedTests ?? '?'} tests, in these files:`);
   console.log(failed.join('\n'));
+}
+
+// A file's time: from its first test's start to its last test's end (set-up and tear-down included
+// as vitest reports them: startTime to endTime).
+const slowest = (report.testResults ?? [])
+  .map((file) => ({ name: file.name, ms: (file.endTime ?? 0) - (file.startTime ?? 0) }))
+  .filter((file) => file.ms > 0)
+  .sort((a, b) => b.ms - a.ms)
+  .slice(0, 10);
+if (slowest.length > 0) {
+  const cwd = process.cwd() + '/';
+  console.log(`[${passName}] slowest files: ` + slowest.map((f) => `${f.name.replace(cwd, '')} ${(f.ms / 1000).toFixed(0)} s`).join(', '));
 }
