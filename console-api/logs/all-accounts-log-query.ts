@@ -202,21 +202,25 @@ async function scanPage(
  * RATE_WINDOW_SEC before `nowSec`, every account, with the same filters except the window. Without a
  * type filter only consumption entries (type 2) count, as GET /api/log/self/stat. One statement: the
  * window's whole quarter hours from log_stats_15m, its edges and the last minute from one read of
- * `logs`, by time range alone (the range excludes the granules holding one account's older rows).
+ * `logs`, by time range alone (the range excludes the granules holding one account's older rows). A request
+ * id filter, which the stats do not hold, reads the whole window from `logs`.
  */
-export async function queryAllAccountsLogStat(
-  ch: ClickHouseReader, filters: Omit<AllAccountsLogFilters, 'requestId' | 'upstreamRequestId'>, nowSec: number,
-): Promise<LogStat> {
+export async function queryAllAccountsLogStat(ch: ClickHouseReader, filters: AllAccountsLogFilters, nowSec: number): Promise<LogStat> {
   const f = { ...filters, type: filters.type || LOG_TYPE.consume };
   const { attr, params } = attributes(f);
   const recentFrom = clampTs(nowSec - RATE_WINDOW_SEC);
   params.recent_from = recentFrom;
   const recent = 'created_at >= toDateTime({recent_from:UInt32})';
-  const split = splitRange(f.startTimestamp, f.endTimestamp);
-  const bucketSql = split.buckets
-    ? `(SELECT sum(quota) FROM log_stats_15m WHERE ${attr} AND ${bucketClause(split.buckets, params)}) + `
-    : '';
-  const rawWhere = rawClause(split.raw, params);
+  let bucketSql = '';
+  let rawWhere: string;
+  if (fitsStats(f)) {
+    const split = splitRange(f.startTimestamp, f.endTimestamp);
+    if (split.buckets) bucketSql = `(SELECT sum(quota) FROM log_stats_15m WHERE ${attr} AND ${bucketClause(split.buckets, params)}) + `;
+    rawWhere = rawClause(split.raw, params);
+  } else {
+    // A request id is not in the per-quarter-hour stats: the window's rows are read (the id picks few).
+    rawWhere = timeRange(f, params).join(' AND ');
+  }
   const [row] = await ch.rows<{ quota: string | number | null; rpm: string | number; tpm: string | number }>({
     query: `
       SELECT ${bucketSql}sumIf(quota, ${rawWhere}) AS quota, countIf(${recent}) AS rpm,
