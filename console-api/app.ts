@@ -100,7 +100,28 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 'HEADERS_TOO_LARGE'
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'REQUEST_TIMEOUT' : 'MALFORMED_REQUEST';
-  const e = new ConsoleError(code);
+  answerOnSocket(socket, new ConsoleError(code));
+}
+
+/**
+ * A CONNECT request: Node hands it to the server's 'connect' listeners, not to Fastify, and destroys
+ * the socket unanswered when there is none. Answered as any other method on no route is.
+ */
+function answerConnect(_request: unknown, socket: Duplex): void {
+  if (!socket.destroyed) answerOnSocket(socket, new ConsoleError('ROUTE_NOT_FOUND'));
+}
+
+function differingAuthorizations(raw: readonly string[]): boolean {
+  let first: string | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.length !== 13 || raw[i]!.toLowerCase() !== 'authorization') continue;
+    if (first === undefined) first = raw[i + 1];
+    else if (raw[i + 1] !== first) return true;
+  }
+  return false;
+}
+
+function answerOnSocket(socket: Duplex, e: ConsoleError): void {
   const body = JSON.stringify(fail(e.message));
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${e.status} ${STATUS_CODES[e.status]}\r\nContent-Type: application/json; charset=utf-8\r\n`
@@ -157,6 +178,8 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     onConstructorPoisoning: 'ignore',
   }) as unknown as FastifyInstance;
 
+  app.server.on('connect', answerConnect);
+
   // Every console answer is for one caller and many carry a credential (login's session token, the
   // access token, an API key reveal, ...): no cache, shared or private, may keep any of them. Set on
   // every response rather than on a list of endpoints that would have to be kept complete by hand.
@@ -198,6 +221,11 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
   // HTTP/1.1 requires Host (RFC 9112 §3.2), refused as Node would, in the envelope.
   app.addHook('onRequest', async (request) => {
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) throw new ConsoleError('MALFORMED_REQUEST');
+    // Node keeps the first of several Authorization headers and drops the rest: a request carrying two
+    // credentials was served as the first's account. Refused, as the relay refuses two API keys.
+    if (differingAuthorizations(request.raw.rawHeaders)) {
+      throw new ConsoleError('UNAUTHENTICATED', 'the request carries two different Authorization headers: send one');
+    }
   });
   // An Expect other than 100-continue: Node answered a bare 417 itself.
   app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {

@@ -412,6 +412,23 @@ describe('requests Node would refuse with a bare answer', () => {
     expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ success: false, message: 'only "Expect: 100-continue" is understood' });
   });
 
+  it('a CONNECT request: 404 in the envelope, as other methods on no route (Node closed the connection unanswered)', async () => {
+    for (const target of ['/api/user/self', '127.0.0.1:443']) {
+      const text = await raw(`CONNECT ${target} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      expect(text, target).toMatch(/^HTTP\/1\.1 404/);
+      expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ success: false, message: 'no such endpoint' });
+    }
+  });
+
+  it('two different Authorization headers: 401 saying so (Node kept the first, and the request was served as its account)', async () => {
+    const text = await raw('GET /api/user/self HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer aaaa\r\nauthorization: Bearer bbbb\r\nConnection: close\r\n\r\n');
+    expect(text).toMatch(/^HTTP\/1\.1 401/);
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ success: false, message: 'the request carries two different Authorization headers: send one' });
+    // The same credential twice is one credential.
+    const same = await raw('GET /api/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer aaaa\r\nAuthorization: Bearer aaaa\r\nConnection: close\r\n\r\n');
+    expect(same).toMatch(/^HTTP\/1\.1 200/);
+  });
+
   it('HTTP/1.0 without Host is still served', async () => {
     const text = await raw('GET /api/status HTTP/1.0\r\n\r\n');
     expect(text).toMatch(/^HTTP\/1\.1 200/);
