@@ -111,6 +111,15 @@ function answerConnect(_request: unknown, socket: Duplex): void {
   if (!socket.destroyed) answerOnSocket(socket, new ConsoleError('ROUTE_NOT_FOUND'));
 }
 
+function decodes(text: string): boolean {
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function differingAuthorizations(raw: readonly string[]): boolean {
   let first: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
@@ -225,6 +234,13 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
     // credentials was served as the first's account. Refused, as the relay refuses two API keys.
     if (differingAuthorizations(request.raw.rawHeaders)) {
       throw new ConsoleError('UNAUTHENTICATED', 'the request carries two different Authorization headers: send one');
+    }
+    // The query parser keeps a malformed escape as text (`keyword=%E0%A4%A` searched for it), where
+    // the same escape in the path is refused: refused here too.
+    const url = request.raw.url ?? '';
+    const q = url.indexOf('?');
+    if (q >= 0 && url.includes('%', q) && !decodes(url.slice(q + 1))) {
+      throw new ConsoleError('MALFORMED_URL', 'the query string is not valid (a malformed percent-escape?)');
     }
   });
   // An Expect other than 100-continue: Node answered a bare 417 itself.

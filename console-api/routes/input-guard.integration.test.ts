@@ -243,6 +243,8 @@ describe('requests refused below the routes', () => {
   it.each([
     ['a malformed percent-escape in the path', 'GET /api/channel/%E0%A4%A HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'the request path is not a valid URL (a malformed percent-escape?)'],
     ['a lone percent sign', 'DELETE /api/redemption/%%/ HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'the request path is not a valid URL (a malformed percent-escape?)'],
+    ['a malformed percent-escape in the query string', 'GET /api/status?x=%E0%A4%A HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'the query string is not valid (a malformed percent-escape?)'],
+    ['a percent sign without digits in the query string', 'GET /api/token/?keyword=%zz HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'the query string is not valid (a malformed percent-escape?)'],
     ['a path parameter over 100 characters', `DELETE /api/channel/1${'0'.repeat(400)} HTTP/1.1\r\nHost: x\r\n\r\n`, 414, 'a path parameter is too long'],
     ['a control character in a header value', 'GET /api/status HTTP/1.1\r\nHost: x\r\nX-A: a\u0001b\r\n\r\n', 400, 'the request is not valid HTTP'],
     ['headers over 16 KiB', `GET /api/status HTTP/1.1\r\nHost: x\r\nX-A: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'the request headers are too large'],

@@ -21,7 +21,7 @@ export function wantsOpenAI(req: HttpRequest): boolean {
   return req.getHeader('anthropic-version') === '' && req.getHeader('x-api-key') === '';
 }
 
-/** A percent-encoded path segment, or null when an escape is malformed (decodeURIComponent throws). */
+/** A percent-encoded path segment (or query string), or null when an escape is malformed (decodeURIComponent throws). */
 function decodePathSegment(segment: string): string | null {
   if (!segment.includes('%')) return segment;
   try {
@@ -35,7 +35,10 @@ function decodePathSegment(segment: string): string | null {
 export function handleListModels(ctx: FreeEndpointContext, res: HttpResponse, req: HttpRequest, headOnly = false): void {
   const head = readHead(ctx, res, req);
   const openai = wantsOpenAI(req);
-  const query = parseListModelsQuery((name) => req.getQuery(name));
+  // uWS hands a malformed escape's value over as it is: `after_id=%zz` listed an empty page.
+  const query = decodePathSegment(req.getQuery() ?? '') === null
+    ? 'the query string holds a malformed percent-escape.'
+    : parseListModelsQuery((name) => req.getQuery(name));
   const reply = new Reply(res);
   reply.openai = openai;
   reply.headOnly = headOnly;

@@ -73,6 +73,10 @@ describe('GET /v1/models errors to OpenAI\'s SDK', () => {
     const bad = await fetch(`${stack.relayUrl}/v1/models/%zz`, { headers: { authorization: `Bearer ${key}` } });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_request' } });
+    // In the query string too (an empty page before).
+    const badQuery = await fetch(`${stack.relayUrl}/v1/models?after_id=%zz`, { headers: { authorization: `Bearer ${key}` } });
+    expect(badQuery.status).toBe(400);
+    expect(await badQuery.json()).toMatchObject({ error: { type: 'invalid_request_error', message: 'the query string holds a malformed percent-escape.' } });
     const anthropicStyle = await fetch(`${stack.relayUrl}/v1/models/nope-1`, { headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' } });
     expect(anthropicStyle.status).toBe(404);
     // The same id in the body and the headers (it was null, with no header).
