@@ -4,7 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
-import { PROM_CONTENT_TYPE } from '../../core/metrics/prom.js';
+import { answerConnectNotFound, PROM_CONTENT_TYPE } from '../../core/metrics/prom.js';
 import { billingMetrics, type BillingMetrics } from './billing-metrics.js';
 
 export interface MetricsServer {
@@ -59,6 +59,7 @@ export async function startBillingMetricsServer(opts: MetricsServerOptions): Pro
     }
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
   });
+  answerConnectNotFound(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve());

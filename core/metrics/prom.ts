@@ -2,6 +2,8 @@
 // with fixed buckets, no label allocation on the hot path (label sets are looked up in nested Maps
 // keyed by the raw values, created once), and the text built only when /metrics is scraped.
 // Shared by relay/metrics and billing/metrics.
+import type { Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 
 export const PROM_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 
@@ -178,4 +180,15 @@ export function parsePromText(text: string): Map<string, number> {
     out.set(line.slice(0, sp), v === '+Inf' ? Infinity : Number(v));
   }
   return out;
+}
+
+/**
+ * A metrics server answers CONNECT as any other method on no route: Node hands CONNECT to the
+ * server's 'connect' listeners, not to the request handler, and destroys the socket unanswered when
+ * there is none.
+ */
+export function answerConnectNotFound(server: Server): void {
+  server.on('connect', (_request: unknown, socket: Duplex) => {
+    socket.end('HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\nnot found\n');
+  });
 }

@@ -3,7 +3,7 @@
 // operators, not for anyone who can reach the public relay port.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { PROM_CONTENT_TYPE } from '../../core/metrics/prom.js';
+import { answerConnectNotFound, PROM_CONTENT_TYPE } from '../../core/metrics/prom.js';
 import type { RelayMetrics } from './relay-metrics.js';
 
 export interface RelayMetricsServer {
@@ -26,6 +26,7 @@ export async function startRelayMetricsServer(host: string, port: number, metric
     }
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
   });
+  answerConnectNotFound(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err) => reject(new Error(`relay metrics could not listen on ${host}:${port}: ${err.message}`)));
     server.listen(port, host, () => resolve());
