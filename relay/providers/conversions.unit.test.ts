@@ -472,6 +472,25 @@ describe('chatToMessages', () => {
     expect(chatToMessages(chat({ tool_choice: 'sometimes', tools: [{ type: 'function', function: { name: 'f' } }] }))).toBeInstanceOf(RelayError);
     expect(chatToMessages(chat({ tools: [{ type: 'custom', custom: { name: 'g' } }] }))).toBeInstanceOf(RelayError);
   });
+
+  it('refuses, as OpenAI does, stream_options without stream and a tool call demanded without tools (a text was answered)', () => {
+    const refusal = (extra: Partial<ChatRequest>) => {
+      const out = chatToMessages(chat(extra));
+      return out instanceof RelayError ? { status: out.status, param: out.param, message: out.message } : 'converted';
+    };
+    expect(refusal({ stream_options: { include_usage: true } })).toEqual({ status: 400, param: 'stream_options', message: 'stream_options: only allowed when stream is true' });
+    expect(refusal({ stream: false, stream_options: { include_usage: false } })).toMatchObject({ param: 'stream_options' });
+    expect(refusal({ stream: true, stream_options: { include_usage: true } })).toBe('converted');
+    expect(refusal({ stream_options: null })).toBe('converted');
+    for (const tool_choice of ['required', { type: 'function', function: { name: 'f' } }, { type: 'allowed_tools', allowed_tools: { mode: 'required', tools: [] } }] as const) {
+      expect(refusal({ tool_choice })).toEqual({ status: 400, param: 'tool_choice', message: 'tool_choice: only allowed when tools are specified' });
+      expect(refusal({ tool_choice, tools: [] })).toMatchObject({ param: 'tool_choice' });
+    }
+    // A choice that asks for no call, without tools, is what the request does anyway.
+    expect(refusal({ tool_choice: 'auto' })).toBe('converted');
+    expect(refusal({ tool_choice: 'none' })).toBe('converted');
+    expect(refusal({ tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f' } }] })).toBe('converted');
+  });
 });
 
 describe('a conversation ending with an assistant message (a prefill to Anthropic)', () => {

@@ -384,6 +384,11 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   const unpriced = unpricedFieldRefusal(chat);
   if (unpriced) return unpriced;
   if ((chat as { functions?: unknown }).functions !== undefined) return invalid('functions: deprecated; send tools instead');
+  // As OpenAI refuses them: a request for usage in a stream that is not one, and a tool call demanded
+  // with no tool to call (the choice was dropped and a text answered, where the client forced a call).
+  if (chat.stream_options != null && chat.stream !== true) return invalid('stream_options: only allowed when stream is true');
+  const demandsTool = chat.tool_choice != null && chat.tool_choice !== 'auto' && chat.tool_choice !== 'none';
+  if (demandsTool && (chat.tools == null || chat.tools.length === 0)) return invalid('tool_choice: only allowed when tools are specified');
 
   // Each system message's text as a block; a message a part of which sets a breakpoint, its parts as
   // blocks each with its own (systemMarked: then the blocks are sent, else their texts joined).
