@@ -42,7 +42,7 @@ import { exchangeEnded, providerAnswered, providerFailed, providerUnreachable } 
 import { isRetriedFault } from '../../core/channels/provider-fault.js';
 import { reservationInputTokens } from '../token-count/token-counter.js';
 import { DeliveredTextCounter } from '../token-count/delivered-text-counter.js';
-import { contentCodingOf, firstChunk, isEventStream, looksLikeSse, MAX_UPSTREAM_JSON, OVER_BOUND, StreamedAnswer, WholeAnswer, type ProviderAnswer } from '../upstream/provider-response.js';
+import { contentCodingOf, isEventStream, looksLikeSse, MAX_UPSTREAM_JSON, OVER_BOUND, StreamedAnswer, WholeAnswer, type ProviderAnswer } from '../upstream/provider-response.js';
 import { BufferedCall } from '../upstream/buffered-call.js';
 import type { RelayContext } from '../relay-context.js';
 import { checkMessagesRequest, type MessagesRequest } from './messages-request.js';
@@ -69,7 +69,7 @@ import { withoutTopLevelMember } from './json-member.js';
 import { boundedWebSearchTools, inputBeyondBytes, promptPasses, SERVER_LOOP_MAX_PASSES, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES, imageScaling } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
-import { billedByFinalUsage, pipeStream, RELAY_CLOSING_EVENT, RELAY_CLOSING_STREAM_MESSAGE, STREAM_FAILED_EVENT, type StreamRewriter } from './stream-relay.js';
+import { billedByFinalUsage, pipeStream, RELAY_CLOSING_EVENT, RELAY_CLOSING_STREAM_MESSAGE, STREAM_FAILED_EVENT, USAGE_TAIL_WAIT_MS, type StreamRewriter } from './stream-relay.js';
 import { errorTypeForStatus, relayMetrics } from '../metrics/relay-metrics.js';
 import { closesConnection } from '../connection-draining.js';
 import { writeCorsHeaders } from '../cors.js';
@@ -766,7 +766,7 @@ class Exchange {
         answer = new StreamedAnswer(response, response.body, performance.now());
       } else {
         // Read whole, without a stream (buffered-call.ts).
-        const call = new BufferedCall(MAX_UPSTREAM_JSON);
+        const call = new BufferedCall(MAX_UPSTREAM_JSON, this.ctx.messageHeadersTimeoutMs, WHOLE_ANSWER_TOO_SLOW);
         this.upstream = call;
         pool.dispatch({ path: provider.path, method: 'POST', headers, body: payload, headersTimeout: this.ctx.messageHeadersTimeoutMs }, call);
         answer = new WholeAnswer(await call.answer);
@@ -876,12 +876,18 @@ class Exchange {
       this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), REASON.bodyFailed);
       return 'done';
     }
-    // The label first, synchronously: every ordinary stream is told by it.
-    const streamed = isEventStream(answer.header('content-type'))
-      || (answer instanceof WholeAnswer ? looksLikeSse(answer.body() ?? EMPTY_BODY, false) : await this.looksStreamed(answer, body.stream === true));
+    // A streamed body is told by its first chunk even when labelled an event stream: a JSON answer so
+    // labelled (a proxy's label) holds no event, and piped as a stream it was a failed stream billed 0
+    // though it stated its usage, which the same bytes folded for a request without `stream` were billed.
+    const labelled = isEventStream(answer.header('content-type'));
+    const streamed = answer instanceof WholeAnswer
+      ? labelled || looksLikeSse(answer.body() ?? EMPTY_BODY, false)
+      : await this.looksStreamed(answer as StreamedAnswer, labelled || body.stream === true, labelled);
     if (streamed === null) {
-      // The body failed or the client left before the first byte: nothing was delivered, nothing is billed.
+      // The body failed, ended empty, or the client left before the first byte: nothing was delivered,
+      // nothing is billed. An empty body is answered as a request without `stream` has it answered.
       if (this.aborted) this.finish({ kind: 'failed', reason: REASON.clientGone });
+      else if (answer.stream().readableEnded) this.fail(new RelayError('upstream_unreachable', UNREADABLE_ANSWER), REASON.bodyFailed);
       else this.fail(new RelayError('upstream_unreachable', STOPPED_ANSWERING), REASON.bodyFailed);
       return 'done';
     }
@@ -907,23 +913,44 @@ class Exchange {
       });
       // A body paused by firstChunk flows again now that pipeStream reads it.
       if (stream.isPaused() && !stream.destroyed) stream.resume();
-    } else await this.sendMessage(answer, provider, streamed);
+    } else await this.sendMessage(answer, provider, streamed || labelled);
     return 'done';
   }
 
   /**
-   * Whether a streamed 200 that its media type does not call an event stream is one all the same, to
-   * be metered and passed on as one, by its first chunk: a proxy may relabel a stream
-   * (`application/octet-stream`, no content-type at all), and a stream passed on as JSON was billed 0.
-   * It is when the chunk begins as SSE does, or, for a request that asked to stream, ends before that
-   * can be told; a JSON answer (a provider that ignores `stream`) or a proxy's HTML page is not (an
+   * Whether a streamed 200 is an event stream, to be metered and passed on as one, by its first chunk,
+   * whatever its media type says: a proxy may relabel a stream (`application/octet-stream`, no
+   * content-type at all), and a stream passed on as JSON was billed 0; or label a JSON answer
+   * `text/event-stream`, which, holding no event, was billed 0 as a failed stream. It is when the chunk
+   * begins as SSE does, or, for a request that asked to stream or an answer labelled a stream
+   * (`asked`), ends before that can be told; a JSON answer (a provider that ignores `stream`) or a proxy's HTML page is not (an
    * answer read whole is judged by its body, in attempt()). null: the body ended or failed, or the
-   * client left, before its first byte.
+   * client left, before its first byte, or none came within UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS of
+   * the headers (the bound of the answer it may be: a decoded body gives its first byte late).
    */
-  async looksStreamed(answer: ProviderAnswer, asked: boolean): Promise<boolean | null> {
-    const first = await firstChunk(answer.stream());
-    if (first === null || this.aborted) return null;
-    return looksLikeSse(first, asked);
+  async looksStreamed(answer: StreamedAnswer, asked: boolean, readOn: boolean): Promise<boolean | null> {
+    const body = answer.stream();
+    let cut: NodeJS.Timeout | null = null;
+    if (readOn) {
+      // `readOn` (an answer labelled a stream): a client leaving before the first chunk does not cancel
+      // the provider, which is read on, as pipeStream reads on a stream before its message_start, for
+      // USAGE_TAIL_WAIT_MS: the provider bills the prompt of a stream that started.
+      this.usagePending = true;
+      this.onAbortedWhilePending = () => {
+        cut ??= setTimeout(() => body.destroy(new Error('client went away; what the provider bills did not come')), USAGE_TAIL_WAIT_MS);
+      };
+    }
+    try {
+      const first = await answer.firstChunk(this.ctx.messageHeadersTimeoutMs);
+      if (first === null || (this.aborted && !readOn)) return null;
+      return looksLikeSse(first, asked);
+    } finally {
+      if (readOn) {
+        this.usagePending = false;
+        this.onAbortedWhilePending = undefined;
+      }
+      if (cut !== null) clearTimeout(cut);
+    }
   }
 
   /**

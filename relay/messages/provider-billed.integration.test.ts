@@ -91,7 +91,9 @@ beforeAll(async () => {
   provider = createServer(scripted);
   await new Promise<void>((r) => provider.listen(0, '127.0.0.1', r));
   providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}`;
-  stack = await startGatewayStack({ env: { UPSTREAM_HEADERS_TIMEOUT_MS: '500', UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS: '500' } });
+  // An answer read whole has as long for its body as for its headers: json-late-body's, 600 ms after
+  // its headers, is within it; slow-gen's headers, 1.5 s after the request, are not.
+  stack = await startGatewayStack({ env: { UPSTREAM_HEADERS_TIMEOUT_MS: '500', UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS: '1000' } });
   await mockChannel(stack, ['json-late-body', 'stream-late-start', 'json-cut-body', 'overloaded-cut-body', 'sse-for-json', 'json-no-usage'], 'default', { base_url: providerUrl });
 });
 afterAll(async () => {
@@ -222,7 +224,7 @@ describe('a stream the client left before message_start', () => {
 describe('a generation that outlives the headers timeout', () => {
   let slow: MockUpstream;
   beforeAll(async () => {
-    // Non-streaming answers arrive when generated: 1.5 s, past the relay's 500 ms headers timeout.
+    // Non-streaming answers arrive when generated: 1.5 s, past the relay's 1 s headers timeout.
     slow = await startMockUpstream({ apiKey: MOCK_CHANNEL_KEY, firstTokenDelayMs: 1500, outputTokens: 5 });
     await mockChannel(stack, ['slow-gen'], 'default', { base_url: slow.url });
     await mockChannel(stack, ['slow-gen'], 'default', { base_url: slow.url });

@@ -42,6 +42,8 @@ export function rawHeader(raw: readonly Buffer[], name: string): string {
   return '';
 }
 
+const BODY_TOO_SLOW = new Error('the provider\'s body did not end in time');
+
 /** Thrown while truncating: closes the provider's connection without surfacing as the call's error. */
 const OVER_BOUND = new Error('provider answer over the size bound');
 
@@ -64,9 +66,19 @@ export class BufferedCall implements Dispatcher.DispatchHandler {
   #headersAt = 0;
   #chunks: Buffer[] = [];
   #bytes = 0;
+  readonly #bodyWithinMs: number;
+  readonly #tooSlow: Error;
 
-  constructor(maxBytes: number) {
+  /**
+   * `bodyWithinMs`: the longest the body may take after the headers; a chunk that comes later cuts the
+   * call with `tooSlow` (its `bodyError`). undici's body timeout restarts with every chunk, and the
+   * reservation heartbeat, which cuts a body that went silent, beats only every third of the
+   * reservation TTL: a provider trickling its answer was read to its end however long it took.
+   */
+  constructor(maxBytes: number, bodyWithinMs = Infinity, tooSlow: Error = BODY_TOO_SLOW) {
     this.#maxBytes = maxBytes;
+    this.#bodyWithinMs = bodyWithinMs;
+    this.#tooSlow = tooSlow;
     this.answer = new Promise<BufferedAnswer>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -111,6 +123,10 @@ export class BufferedCall implements Dispatcher.DispatchHandler {
   }
 
   onData(chunk: Buffer): boolean {
+    if (this.#bodyWithinMs !== Infinity && performance.now() - this.#headersAt > this.#bodyWithinMs) {
+      this.cut(this.#tooSlow);
+      return false;
+    }
     const room = this.#maxBytes - this.#bytes;
     if (chunk.length > room) {
       if (room > 0) this.#chunks.push(chunk.subarray(0, room));

@@ -31,6 +31,12 @@ beforeAll(async () => {
         res.write('{"a":');
         return void held.push(res);
       }
+      if (req.url === '/trickle') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"a":');
+        const t = setInterval(() => (res.destroyed ? clearInterval(t) : res.write(' ')), 20);
+        return void held.push(res);
+      }
       if (req.url === '/big') {
         res.writeHead(200, { 'content-type': 'application/octet-stream' });
         return void res.end(BIG);
@@ -152,6 +158,17 @@ describe('BufferedCall', () => {
   it('gives undici\'s body timeout as the body\'s error', async () => {
     const a = await call('/slow-body', 1024, { bodyTimeout: 50 }).answer;
     expect(a.bodyError).toBeInstanceOf(errors.BodyTimeoutError);
+  });
+
+  it('cuts a body still coming `bodyWithinMs` after the headers, though each chunk restarts undici\'s body timeout', async () => {
+    const tooSlow = new Error('too slow');
+    const c = new BufferedCall(1024, 150, tooSlow);
+    pool.dispatch({ path: '/trickle', method: 'POST', body: '{}', bodyTimeout: 1_000 }, c);
+    const a = await c.answer;
+    expect(a.statusCode).toBe(200);
+    expect(a.bodyError).toBe(tooSlow);
+    expect(((await new WholeAnswer(a).bytes().then(() => null, (e: unknown) => e)))).toBe(tooSlow);
+    expect((await call('/ok').answer).statusCode).toBe(200);
   });
 
   it('rejects a connection that fails with the connect error', async () => {

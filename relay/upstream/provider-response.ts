@@ -41,10 +41,14 @@ async function readBounded(body: Readable, over: 'truncate' | 'throw'): Promise<
  */
 export const BODY_TOO_SLOW = new Error('the provider\'s body did not end in time');
 
-/** readBounded, the body destroyed (the read rejecting with BODY_TOO_SLOW) when it has not ended within `withinMs`. */
-async function readBoundedWithin(body: Readable, over: 'truncate' | 'throw', withinMs: number): Promise<Buffer> {
+/**
+ * readBounded, the body destroyed (the read rejecting with BODY_TOO_SLOW) when it has not ended within
+ * `withinMs` of `since` (the answer's headers): a read begun later (after the wait for a decoded body's
+ * first byte) does not get the whole bound again.
+ */
+async function readBoundedWithin(body: Readable, over: 'truncate' | 'throw', withinMs: number, since: number): Promise<Buffer> {
   if (!(withinMs > 0 && Number.isFinite(withinMs))) return readBounded(body, over);
-  const timer = setTimeout(() => body.destroy(BODY_TOO_SLOW), withinMs);
+  const timer = setTimeout(() => body.destroy(BODY_TOO_SLOW), Math.max(0, since + withinMs - performance.now()));
   try {
     return await readBounded(body, over);
   } finally {
@@ -85,10 +89,27 @@ export class StreamedAnswer implements ProviderAnswer {
   }
 
   header(name: string): string { return headerOf(this.#res.headers[name]); }
-  async text(withinMs = Infinity): Promise<string> { return (await readBoundedWithin(this.#body, 'truncate', withinMs)).toString('utf8'); }
+  async text(withinMs = Infinity): Promise<string> { return (await readBoundedWithin(this.#body, 'truncate', withinMs, this.headersAt)).toString('utf8'); }
   /** Bounded like every other read (a stream request answered with JSON, by a provider that ignores `stream`). */
-  bytes(withinMs = Infinity): Promise<Buffer> { return readBoundedWithin(this.#body, 'throw', withinMs); }
+  bytes(withinMs = Infinity): Promise<Buffer> { return readBoundedWithin(this.#body, 'throw', withinMs, this.headersAt); }
   stream(): Readable { return this.#body; }
+
+  /**
+   * firstChunk() of the body, the body destroyed with BODY_TOO_SLOW (and null returned) when none came
+   * within `withinMs` of the headers. A decoder gives its first byte only once it has read a block's
+   * code tables (some 50 bytes of gzip): a provider trickling those held the wait unbounded, undici's
+   * body timeout restarting with every byte, and the body's own bound began only after it.
+   */
+  async firstChunk(withinMs = Infinity): Promise<Buffer | null> {
+    if (!(withinMs > 0 && Number.isFinite(withinMs))) return firstChunk(this.#body);
+    const body = this.#body;
+    const timer = setTimeout(() => body.destroy(BODY_TOO_SLOW), Math.max(0, this.headersAt + withinMs - performance.now()));
+    try {
+      return await firstChunk(body);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   /**
    * The same answer, its body decoded as it streams in. Destroying the decoder destroys undici's body
