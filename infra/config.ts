@@ -218,6 +218,9 @@ const schema = z.object({
   MOCK_UPSTREAM_PORT: port.default(3090),
   /** The OpenAI-format mock provider (bench/mock-upstream-openai/, `make run`'s channel of type 1). */
   MOCK_OPENAI_PORT: port.default(3093),
+  /** The payment sandboxes (bench/payment-sandbox/, `make run`): the demo seed points the payment options at them. */
+  EPAY_SANDBOX_PORT: port.default(3091),
+  CARDPAY_SANDBOX_PORT: port.default(3092),
 
   DATABASE_URL: checked(postgresUrlProblem).default('postgres://postgres@127.0.0.1:5432/gateway'),
   PG_POOL_MAX: count().default(10),

@@ -52,13 +52,16 @@ describe('seedDemo', () => {
   // first seed only: the mocks listened on the new ports, the channels still pointed at the old ones,
   // and the command `make run` printed got 500 upstream_unreachable.
   it('moves the demo channels and ServerAddress to the ports of this start; an address an administrator set is kept', async () => {
-    const moved = testConfig({ DATABASE_URL: db.url, ...env, MOCK_UPSTREAM_PORT: '3290', MOCK_OPENAI_PORT: '3293', CONSOLE_PORT: '3201' });
+    const moved = testConfig({ DATABASE_URL: db.url, ...env, MOCK_UPSTREAM_PORT: '3290', MOCK_OPENAI_PORT: '3293', CONSOLE_PORT: '3201', EPAY_SANDBOX_PORT: '3291', CARDPAY_SANDBOX_PORT: '3292' });
     const result = await seedDemo(sql, moved);
     expect(result.created).toEqual(expect.arrayContaining(['channel mock-anthropic -> http://127.0.0.1:3290', 'channel mock-openai -> http://127.0.0.1:3293']));
     const urls = await sql<{ name: string; base_url: string }[]>`SELECT name, base_url FROM channels ORDER BY name`;
     expect(urls.map((c) => c.base_url)).toEqual(['http://127.0.0.1:3290', 'http://127.0.0.1:3293']);
     const [address] = await sql<{ value: string }[]>`SELECT value FROM options WHERE key = 'ServerAddress'`;
     expect(address!.value).toBe(`http://${moved.CONSOLE_HOST}:3201`);
+    // The payment sandboxes too (checkout went to 3091 and 3092 whatever ports they listened on).
+    const payment = await sql<{ key: string; value: string }[]>`SELECT key, value FROM options WHERE key IN ('PayAddress', 'CardpayApiAddress') ORDER BY key`;
+    expect(payment.map((o) => [o.key, o.value])).toEqual([['CardpayApiAddress', 'http://127.0.0.1:3292'], ['PayAddress', 'http://127.0.0.1:3291']]);
     // Set by hand to somewhere else: left as it is.
     await sql`UPDATE channels SET base_url = 'https://api.anthropic.com' WHERE name = 'mock-anthropic'`;
     await sql`UPDATE options SET value = 'https://console.example.com' WHERE key = 'ServerAddress'`;

@@ -46,6 +46,9 @@ async function movedToMock(tx: Db, channel: Record<string, unknown>, url: string
   return true;
 }
 
+/** The options whose seeded value is an address of this machine, moved with the ports of each start. */
+const LOCAL_ADDRESSES = new Set(['ServerAddress', 'PayAddress', 'CardpayApiAddress']);
+
 export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
   const crypto = createApiKeyCrypto(config.KEY_SECRET);
   const optionSealer = createOptionSealer(config.KEY_SECRET);
@@ -102,10 +105,10 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
     const paymentOptions: Record<string, string> = {
       ServerAddress: `http://${config.CONSOLE_HOST}:${config.CONSOLE_PORT}`,
       PaymentComplianceConfirmed: 'true',
-      PayAddress: 'http://127.0.0.1:3091',
+      PayAddress: `http://127.0.0.1:${config.EPAY_SANDBOX_PORT}`,
       EpayId: '1000',
       EpayKey: 'epay-sandbox-key',
-      CardpayApiAddress: 'http://127.0.0.1:3092',
+      CardpayApiAddress: `http://127.0.0.1:${config.CARDPAY_SANDBOX_PORT}`,
       CardpayApiSecret: 'sk_test_cardpay_sandbox',
       CardpayWebhookSecret: 'whsec_cardpay_sandbox',
     };
@@ -114,8 +117,9 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
       const [kept] = await tx<{ value: string }[]>`SELECT value FROM options WHERE key = ${key}`;
       if (!kept) {
         await tx`INSERT INTO options (key, value) VALUES (${key}, ${storedOptionText(d, value, optionSealer)})`;
-      } else if (key === 'ServerAddress' && kept.value !== value && LOCAL_ADDRESS.test(kept.value)) {
-        // This start's CONSOLE_PORT, where the seed's own local address was (not one set by hand).
+      } else if (LOCAL_ADDRESSES.has(key) && kept.value !== value && LOCAL_ADDRESS.test(kept.value)) {
+        // This start's CONSOLE_PORT or sandbox ports, where the seed's own local address was (not one
+        // set by hand): the sandboxes listened on the new ports and checkout went to the old ones.
         await tx`UPDATE options SET value = ${value} WHERE key = ${key}`;
         created.push(`option ${key} -> ${value}`);
       } else if (d.secret && !optionOpens(optionSealer, key, kept.value)) {
