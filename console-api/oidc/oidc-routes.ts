@@ -65,7 +65,7 @@ import { loginDataSchema } from '../http/schemas.js';
 import { toDisplayText, usernameSchema } from '../http/validation.js';
 import { isLoopbackHost, loadOptionView, type Options } from '../options/option-catalogue.js';
 import { afterConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
-import { acceptInvitation, AFF_CODE_MAX_LENGTH } from '../referrals/referrals.js';
+import { acceptInvitation, AFF_CODE_MAX_LENGTH, creditNewAccount } from '../referrals/referrals.js';
 import { loadRegistrationPolicy } from '../registration/registration-policy.js';
 
 export const OIDC_STATE_TTL_SEC = 600;
@@ -444,9 +444,8 @@ async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unk
           email: verified ? email : '',
         });
         const [withOidc] = await tx<UserRow[]>`UPDATE users SET oidc_id = ${subject} WHERE id = ${created.id} RETURNING *`;
-        const credits: RecordedCredit[] = affCode
-          ? await acceptInvitation(tx, withOidc!, affCode, { inviter: policy.quotaForInviter, invitee: policy.quotaForInvitee }, ctx.now())
-          : [];
+        const credits: RecordedCredit[] = await creditNewAccount(tx, withOidc!, policy.quotaForNewUser, ctx.now());
+        if (affCode) credits.push(...await acceptInvitation(tx, withOidc!, affCode, { inviter: policy.quotaForInviter, invitee: policy.quotaForInvitee }, ctx.now()));
         return { user: withOidc!, credits };
       });
       for (const c of credits) await afterConsoleCredit(ctx, c);

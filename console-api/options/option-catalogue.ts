@@ -383,6 +383,7 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   // before this bound reads as MAX_PASSWORD_LENGTH.
   def('PasswordMinLength', int(8, MAX_PASSWORD_LENGTH), '8', `minimum password length at registration, reset and change (8 to ${MAX_PASSWORD_LENGTH}; ${MAX_PASSWORD_LENGTH} is always the maximum)`, { readSchema: intUpTo(8, MAX_PASSWORD_LENGTH) }),
   def('PasswordRequireLetterAndDigit', bool, 'false', 'a password must contain at least one letter and one digit'),
+  def('QuotaForNewUser', int(0), '0', 'quota added to the balance of each account created by registration or sign-on (new-api\'s welcome credit; a top-up log row); not to accounts an administrator creates'),
   def('QuotaForInviter', int(0), '0', 'referral reward (quota) added to the inviter\'s aff_quota for each account registered with its aff_code'),
   def('QuotaForInvitee', int(0), '0', 'quota added to the balance of an account registered with an aff_code'),
   def('AffTransferMinQuota', int(1), '500000', 'smallest referral quota POST /api/user/aff_transfer moves to the balance (default 500000 = $1, new-api\'s QuotaPerUnit)'),

@@ -64,6 +64,38 @@ async function logRows(uid: number): Promise<{ type: number; quota: number; cont
   return (await r.json<{ type: number; quota: string; content: string }>()).map((x) => ({ type: Number(x.type), quota: Number(x.quota), content: x.content }));
 }
 
+describe('the welcome credit of a new account (QuotaForNewUser)', () => {
+  it('credits each registered account once, with its ledger and log row, beside the invitation reward', async () => {
+    const WELCOME = 700;
+    await setOption('QuotaForNewUser', String(WELCOME));
+    try {
+      const plain = uniqueName('new');
+      expect((await register({ username: plain, password: PASSWORD })).statusCode).toBe(200);
+      const plainId = await userId(plain);
+      expect(await books(plainId)).toMatchObject({ quota: WELCOME, ledgerQuota: WELCOME, ledgerRows: 1 });
+
+      const inviter = await h.account();
+      const invited = uniqueName('new');
+      expect((await register({ username: invited, password: PASSWORD, aff_code: inviter.user.aff_code })).statusCode).toBe(200);
+      const invitedId = await userId(invited);
+      expect(await books(invitedId)).toMatchObject({ quota: WELCOME + INVITEE_REWARD, ledgerQuota: WELCOME + INVITEE_REWARD, ledgerRows: 2 });
+
+      const events = await h.drainUsageStream();
+      expect(events.map((e) => e.request_id).filter((id) => id.startsWith('new-account:')).sort()).toEqual([`new-account:${invitedId}`, `new-account:${plainId}`].sort());
+      expect(await logRows(plainId)).toEqual([{ type: 1, quota: WELCOME, content: `welcome credit for a new account: +${WELCOME} quota` }]);
+      expect((await logRows(invitedId)).map((r) => r.quota).sort()).toEqual([INVITEE_REWARD, WELCOME]);
+      // An account an administrator creates gets none (its quota is the administrator's to set).
+      const admin = await h.account({ role: 10 });
+      const made = uniqueName('adm');
+      const created = await h.app.inject({ method: 'POST', url: '/api/user/', headers: admin.auth, payload: { username: made, password: PASSWORD } });
+      expect(created.statusCode, created.body).toBe(200);
+      expect(await books(await userId(made))).toMatchObject({ quota: 0, ledgerRows: 0 });
+    } finally {
+      await setOption('QuotaForNewUser', '0');
+    }
+  });
+});
+
 describe('registration with an invitation code', () => {
   it('counts the invitation, pays both rewards with ledger and log rows, and moves a loaded mirror once', async () => {
     const inviter = await h.account({ quota: 2_000 });

@@ -77,6 +77,21 @@ export async function acceptInvitation(
 }
 
 /**
+ * Inside the transaction that created `account` by registration or sign-on: QuotaForNewUser to its
+ * balance, a console credit as every other (its ledger row, a top-up log row, the mirror moved after
+ * COMMIT), once per account (`new-account:<id>`). Returns the credit to finish after COMMIT, if any.
+ */
+export async function creditNewAccount(tx: Db, account: UserRow, amount: number, nowSec: number): Promise<RecordedCredit[]> {
+  if (amount <= 0) return [];
+  const c = await recordConsoleCredit(tx, {
+    requestId: `new-account:${account.id}`, type: LOG_TYPE.topup, userId: Number(account.id), delta: amount,
+    content: `welcome credit for a new account: +${amount} quota`,
+    createdAt: nowSec,
+  });
+  return c ? [c] : [];
+}
+
+/**
  * Moves `amount` of the account's referral quota to its balance, in one transaction with the account
  * row locked: at least `minimum`, at most aff_quota. Returns the credit to finish after COMMIT.
  */

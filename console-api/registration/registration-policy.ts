@@ -1,6 +1,6 @@
 // What an operator decides about new accounts and passwords, from the options (option-catalogue.ts):
 // RegisterEnabled, PasswordRegisterEnabled, EmailVerificationEnabled, PasswordMinLength,
-// PasswordRequireLetterAndDigit, QuotaForInviter and QuotaForInvitee. Read once per request.
+// PasswordRequireLetterAndDigit, QuotaForNewUser, QuotaForInviter and QuotaForInvitee. Read once per request.
 import type { Db } from '../db.js';
 import { ConsoleError } from '../http/errors.js';
 import { loadOptionView } from '../options/option-catalogue.js';
@@ -11,6 +11,7 @@ export interface RegistrationPolicy {
   emailVerificationRequired: boolean;
   passwordMinLength: number;
   passwordNeedsLetterAndDigit: boolean;
+  quotaForNewUser: number;
   quotaForInviter: number;
   quotaForInvitee: number;
   affTransferMinQuota: number;
@@ -24,6 +25,7 @@ export async function loadRegistrationPolicy(db: Db): Promise<RegistrationPolicy
     emailVerificationRequired: o.get<boolean>('EmailVerificationEnabled'),
     passwordMinLength: o.get<number>('PasswordMinLength'),
     passwordNeedsLetterAndDigit: o.get<boolean>('PasswordRequireLetterAndDigit'),
+    quotaForNewUser: o.get<number>('QuotaForNewUser'),
     quotaForInviter: o.get<number>('QuotaForInviter'),
     quotaForInvitee: o.get<number>('QuotaForInvitee'),
     affTransferMinQuota: o.get<number>('AffTransferMinQuota'),

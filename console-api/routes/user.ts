@@ -19,7 +19,7 @@ import { accountSchema, groupsSchema, loginDataSchema, pageOf } from '../http/sc
 import { containsPattern, displayText, emailAddress, idParams, nonBlankText, pageQuery, paging, queryString, safeInt, usernameSchema } from '../http/validation.js';
 import { afterConsoleCredit, assertDebitCovered, debitRefused, debitTransaction, isDebitRefusal, manageRequestId, type RecordedCredit, recordConsoleCredit, spendableBalance } from '../ledger/console-ledger.js';
 import { accountGroups, AUTO_GROUP, lockGroupsShared, usableGroups } from '../options/groups.js';
-import { acceptInvitation, AFF_CODE_MAX_LENGTH, transferAffQuota } from '../referrals/referrals.js';
+import { acceptInvitation, AFF_CODE_MAX_LENGTH, creditNewAccount, transferAffQuota } from '../referrals/referrals.js';
 import { assertPasswordRules, loadRegistrationPolicy } from '../registration/registration-policy.js';
 import { claimEmailCode, findUserByEmail, lockEmailAddress, useEmailCode } from '../email/email-codes.js';
 import { registerEmailRoutes } from '../email/email-routes.js';
@@ -216,9 +216,10 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
         role: ROLE.user,
         group: 'default',
       });
-      if (!body.aff_code) return [];
-      return acceptInvitation(tx, account, body.aff_code, { inviter: policy.quotaForInviter, invitee: policy.quotaForInvitee }, ctx.now(),
-        caller ? Number(caller.id) : undefined, body.email ?? '');
+      const welcome = await creditNewAccount(tx, account, policy.quotaForNewUser, ctx.now());
+      if (!body.aff_code) return welcome;
+      return [...welcome, ...await acceptInvitation(tx, account, body.aff_code, { inviter: policy.quotaForInviter, invitee: policy.quotaForInvitee }, ctx.now(),
+        caller ? Number(caller.id) : undefined, body.email ?? '')];
     });
     // Committed: each referral credit moves its mirror once and appends its log event.
     for (const c of credits) await afterConsoleCredit(ctx, c);
