@@ -299,14 +299,18 @@ export function Pager({ page, pageSize, total, onPage, onPageCorrected, maxPage 
   const reachable = Math.min(pages, maxPage);
   const id = useId();
   const [typed, setTyped] = useState('');
-  const [error, setError] = useState<string | null>(null);
+  // Whether Go was pressed for what the field holds. The refusal is worked out from the page count of
+  // now, not kept as text: a new page size changes the count, and with it the range or the verdict.
+  const [checked, setChecked] = useState(false);
+  const n = typedPage(typed);
+  const refused = n === undefined || n < 1 || n > reachable;
+  const error = checked && refused ? `a page from 1 to ${count(reachable)}` : null;
   const go = () => {
-    const n = typedPage(typed);
-    if (n === undefined || n < 1 || n > reachable) {
-      setError(`a page from 1 to ${count(reachable)}`);
+    if (refused) {
+      setChecked(true);
       return;
     }
-    setError(null);
+    setChecked(false);
     setTyped('');
     if (n !== shown) onPage(n);
   };
@@ -320,7 +324,7 @@ export function Pager({ page, pageSize, total, onPage, onPageCorrected, maxPage 
         <form class="pager-jump" noValidate onSubmit={(e) => { e.preventDefault(); go(); }}>
           <label for={id}>Go to page</label>
           <input id={id} type="number" inputMode="numeric" min={1} max={reachable} step={1} value={typed}
-            onInput={(e) => { setTyped((e.currentTarget as HTMLInputElement).value); setError(null); }}
+            onInput={(e) => { setTyped((e.currentTarget as HTMLInputElement).value); setChecked(false); }}
             aria-invalid={error ? true : undefined} aria-describedby={error ? `${id}-err` : undefined} />
           <button type="submit">Go</button>
           {error && <small id={`${id}-err`} class="error" role="alert">{error}</small>}

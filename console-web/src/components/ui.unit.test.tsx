@@ -139,6 +139,27 @@ describe('Pager', () => {
     expect(onPage).toHaveBeenCalledWith(3);
   });
 
+  it('a refused page\'s message follows the page count, as a new page size changes it', () => {
+    const onPage = vi.fn();
+    const { rerender } = render(<Pager page={1} pageSize={20} total={25} onPage={onPage} />);
+    const input = screen.getByLabelText('Go to page') as HTMLInputElement;
+    fireEvent.input(input, { target: { value: '9' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Go' }));
+    expect(screen.getByRole('alert').textContent).toBe('a page from 1 to 2');
+    // 9 is still past the end of 3 pages: said with the new count.
+    rerender(<Pager page={1} pageSize={10} total={25} onPage={onPage} />);
+    expect(screen.getByText('Page 1 of 3 (25 in all)')).toBeTruthy();
+    expect(screen.getByRole('alert').textContent).toBe('a page from 1 to 3');
+    expect(input.getAttribute('aria-invalid')).toBe('true');
+    // With 13 pages it is one of them: no longer refused.
+    rerender(<Pager page={1} pageSize={2} total={25} onPage={onPage} />);
+    expect(screen.queryByRole('alert')).toBeNull();
+    expect(input.getAttribute('aria-invalid')).toBeNull();
+    expect(input.getAttribute('aria-describedby')).toBeNull();
+    fireEvent.click(screen.getByRole('button', { name: 'Go' }));
+    expect(onPage).toHaveBeenCalledWith(9);
+  });
+
   it('goes no further than maxPage, the last page the API reads', () => {
     const onPage = vi.fn();
     render(<Pager page={1_000_000} pageSize={10} total={20_000_000} maxPage={1_000_000} onPage={onPage} />);

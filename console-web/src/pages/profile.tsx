@@ -14,6 +14,8 @@ type ProfileForm = 'aff' | 'name' | 'password' | 'token' | 'email';
 
 export function ProfilePage({ account, refreshAccount }: PageProps) {
   const [lastUsed, setLastUsed] = useState<ProfileForm | null>(null);
+  // The server revokes the access token with every password change: a token shown before one no longer works.
+  const [passwordChanges, setPasswordChanges] = useState(0);
   // Binding an address needs mail (a code is sent to it): offered when the server has it.
   const status = useServiceStatus();
   return (
@@ -32,8 +34,8 @@ export function ProfilePage({ account, refreshAccount }: PageProps) {
       </Card>
       <DisplayName current={account.display_name} onSaved={refreshAccount} active={lastUsed === 'name'} onUse={() => setLastUsed('name')} />
       {status?.email_enabled && <EmailBinding current={account.email} onBound={refreshAccount} active={lastUsed === 'email'} onUse={() => setLastUsed('email')} />}
-      <PasswordChange active={lastUsed === 'password'} onUse={() => setLastUsed('password')} />
-      <AccessToken active={lastUsed === 'token'} onUse={() => setLastUsed('token')} />
+      <PasswordChange active={lastUsed === 'password'} onUse={() => setLastUsed('password')} onChanged={() => setPasswordChanges((n) => n + 1)} />
+      <AccessToken active={lastUsed === 'token'} onUse={() => setLastUsed('token')} passwordChanges={passwordChanges} />
     </>
   );
 }
@@ -87,7 +89,7 @@ function DisplayName({ current, onSaved, active, onUse }: { current: string; onS
   );
 }
 
-function PasswordChange({ active, onUse }: { active: boolean; onUse: () => void }) {
+function PasswordChange({ active, onUse, onChanged }: { active: boolean; onUse: () => void; onChanged: () => void }) {
   const [original, setOriginal] = useState('');
   const [next, setNext] = useState('');
   const [again, setAgain] = useState('');
@@ -105,6 +107,7 @@ function PasswordChange({ active, onUse }: { active: boolean; onUse: () => void 
         void action.run(async () => {
           await call(api.PUT('/api/user/self', { body: { original_password: original, password: next } }));
           setSaved(true); setOriginal(''); setNext(''); setAgain('');
+          onChanged();
         });
       }}>
         <Field label="Current password" type="password" autoComplete="current-password" value={original} onValue={(v) => { setOriginal(v); setSaved(false); if (fe.original_password) action.setError(null); }} required error={fe.original_password} />
@@ -118,20 +121,24 @@ function PasswordChange({ active, onUse }: { active: boolean; onUse: () => void 
   );
 }
 
-function AccessToken({ active, onUse }: { active: boolean; onUse: () => void }) {
-  const [token, setToken] = useState<string | null>(null);
+/** `passwordChanges`: how many times the password was changed on this page; a token issued before the last one is revoked. */
+function AccessToken({ active, onUse, passwordChanges }: { active: boolean; onUse: () => void; passwordChanges: number }) {
+  const [issued, setIssued] = useState<{ token: string; passwordChanges: number } | null>(null);
+  const signedOut = issued !== null && issued.passwordChanges !== passwordChanges;
+  const token = signedOut ? null : issued?.token;
   const [revoked, setRevoked] = useState<number | null>(null);
   const action = useAction();
   return (
     <Card title="Access token">
       <p>An access token lets scripts call this console's API (<code>Authorization: Bearer …</code>). Issuing one revokes the previous one.</p>
       <div class="buttons">
-        <button type="button" disabled={action.busy} onClick={() => { onUse(); void action.run(async () => { setRevoked(null); setToken(await call(api.GET('/api/user/token'))); }); }}>Issue access token</button>
+        <button type="button" disabled={action.busy} onClick={() => { onUse(); void action.run(async () => { setRevoked(null); setIssued({ token: await call(api.GET('/api/user/token')), passwordChanges }); }); }}>Issue access token</button>
         {/* Scripts using the token stop at once: asked first, as Delete is. */}
         <ConfirmButton label="Revoke access token" confirm="Confirm revoke" busy={action.busy}
-          onConfirm={() => { onUse(); return action.run(async () => { setToken(null); setRevoked((await call(api.DELETE('/api/user/token'))).revoked); }); }} />
+          onConfirm={() => { onUse(); return action.run(async () => { setIssued(null); setRevoked((await call(api.DELETE('/api/user/token'))).revoked); }); }} />
       </div>
       {token && <p role="status"><code class="key">{token}</code> <CopyButton text={token} label="Copy token" /> Shown once.</p>}
+      {signedOut && <p role="status">The access token was revoked by the password change; issue a new one for scripts.</p>}
       {revoked !== null && <p role="status">{revoked === 0 ? 'There was no access token.' : 'Access token revoked.'}</p>}
       <ErrorText error={active ? action.error : null} />
     </Card>

@@ -84,6 +84,8 @@ type TopupForm = 'redeem' | 'pay';
 
 export function TopupPage({ account, refreshAccount }: PageProps) {
   const [lastUsed, setLastUsed] = useState<TopupForm | null>(null);
+  // The server records an order before the provider answers: every pay attempt sent may add one to "Your orders".
+  const [payAttempts, setPayAttempts] = useState(0);
   const info = useLoad(() => call(api.GET('/api/user/topup/info')), []);
   // Read before the parameters leave the address bar: a reload must not say it again.
   const [returned] = useState(() => paymentReturn(location.search));
@@ -100,8 +102,8 @@ export function TopupPage({ account, refreshAccount }: PageProps) {
       {info.loading && <Loading what="Loading payment options" />}
       <ErrorText error={info.error} />
       {info.data && (info.data.enable_redemption ? <Redeem onRedeemed={refreshAccount} active={lastUsed === 'redeem'} onUse={() => setLastUsed('redeem')} /> : <p>Redemption codes are switched off.</p>)}
-      {info.data && <OnlinePayment info={info.data} active={lastUsed === 'pay'} onUse={() => setLastUsed('pay')} />}
-      <Orders onCompleted={refreshAccount} afterReturn={returned !== null} />
+      {info.data && <OnlinePayment info={info.data} active={lastUsed === 'pay'} onUse={() => setLastUsed('pay')} onAttempted={() => setPayAttempts((n) => n + 1)} />}
+      <Orders onCompleted={refreshAccount} afterReturn={returned !== null} payAttempts={payAttempts} />
     </>
   );
 }
@@ -132,7 +134,8 @@ function Redeem({ onRedeemed, active, onUse }: { onRedeemed: () => void; active:
   );
 }
 
-function OnlinePayment({ info, active, onUse }: { info: TopupInfo; active: boolean; onUse: () => void }) {
+/** `onAttempted`: after each payment request the server answered, whether it then failed or not. */
+function OnlinePayment({ info, active, onUse, onAttempted }: { info: TopupInfo; active: boolean; onUse: () => void; onAttempted: () => void }) {
   const [amount, setAmount] = useState(String(info.amount_options[0] ?? info.min_topup ?? 1));
   // A quote is the price of one way of paying: QR code (Price) and card (CardpayUnitPrice) differ.
   const [price, setPrice] = useState<{ price: string; method: QuoteMethod; amount: number } | null>(null);
@@ -175,12 +178,12 @@ function OnlinePayment({ info, active, onUse }: { info: TopupInfo; active: boole
     // Each method has its own minimum (pay_methods[].min_topup): said here, before the provider's page.
     const least = methodMinimum(info, method);
     if (amount < least) throw new Error(`amount: must be at least ${least} to pay with ${method.name}`);
-    const d = await call(api.POST('/api/user/pay', { body: { amount, payment_method: method.type } }));
+    const d = await call(api.POST('/api/user/pay', { body: { amount, payment_method: method.type } }).finally(onAttempted));
     location.assign(epayRedirectUrl(d.url, d.params));
   });
   const payCard = () => withAmount(async (amount) => {
     if (amount < info.cardpay_min_topup) throw new Error(`amount: must be at least ${info.cardpay_min_topup} to pay by card`);
-    const d = await call(api.POST('/api/user/cardpay/pay', { body: { amount } }));
+    const d = await call(api.POST('/api/user/cardpay/pay', { body: { amount } }).finally(onAttempted));
     location.assign(d.pay_link);
   });
   const edit = (v: string) => {
@@ -321,13 +324,19 @@ export function newlyCompleted(pending: Set<string>, items: readonly Pick<TopupO
   return done;
 }
 
-function Orders({ onCompleted, afterReturn }: { onCompleted: () => void; afterReturn: boolean }) {
+/** `payAttempts`: how many pay attempts this page sent; the list is read again after each. */
+function Orders({ onCompleted, afterReturn, payAttempts }: { onCompleted: () => void; afterReturn: boolean; payAttempts: number }) {
   const [page, setPage] = useState(1);
   const [keyword, setKeyword] = useState('');
   const [search, setSearch] = useState('');
   const orders = useLoad(() => call(api.GET('/api/user/topup/self', { params: { query: { page, page_size: ORDER_PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
   // Back from the provider, its confirmation may come a moment later: a recent order awaiting payment
   // is read again until it completes, and the balance with it.
+  // Read in place (no "Loading"): the list stays on screen while the new order is fetched.
+  useEffect(() => {
+    if (payAttempts > 0) orders.refresh();
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [payAttempts]);
   const pending = useRef(new Set<string>());
   const opened = useRef(Date.now());
   const firstRead = useRef(true);
