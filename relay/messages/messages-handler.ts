@@ -1242,7 +1242,7 @@ class Exchange {
     // A rate limit's or a failure's type is the status's (Anthropic's SDK and users read a 500 of
     // type invalid_request_error as their own fault); an OpenAI error's type and code are kept.
     const passed = parsed !== null && provider.protocol === this.protocol && isProtocolError(parsed, this.protocol)
-      ? rewrittenError(parsed, this.protocol, providerSide ? message : null, this.requestId, providerSide && this.protocol === 'anthropic' ? type : null) : null;
+      ? rewrittenError(parsed, this.protocol, providerSide ? message : null, this.requestId, providerSide && this.protocol === 'anthropic' ? type : null, status === 429) : null;
     const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiProviderErrorBody(type, message)
         : errorBody(type, message, this.requestId);
@@ -1417,13 +1417,22 @@ function parseProviderError(text: string): ProviderErrorJson | null {
  * unless null) and, when it has none, a `request_id` (unless null); the text as it is when nothing changes. `body` is `text` parsed, and
  * an error as the protocol writes one (isProtocolError).
  */
-function rewrittenError(body: ProviderErrorJson, protocol: 'anthropic' | 'openai', message: string | null, requestId: string | null, type: string | null = null): string {
+function rewrittenError(body: ProviderErrorJson, protocol: 'anthropic' | 'openai', message: string | null, requestId: string | null, type: string | null = null, rateLimited = false): string {
   // Only the protocol's own members: a provider that adds its own (the request it was sent, with the
   // channel's upstream host; a debug trace) would hand them to the client.
   const error = body.error as { type?: unknown; message?: unknown; param?: unknown; code?: unknown };
   if (protocol === 'openai') {
+    // A rate limit reads as OpenAI's whatever the provider wrote (Azure's `code: "429"`, `type: null`;
+    // another's `server_error`): clients match `code: rate_limit_exceeded`, as an Anthropic channel's
+    // 429 is converted. OpenAI's own types of it (`requests`, `tokens`) are kept.
+    const limitType = error.type === 'requests' || error.type === 'tokens' ? error.type : 'rate_limit_exceeded';
     return JSON.stringify({
-      error: { message: message ?? error.message, type: scalarOrNull(error.type), param: scalarOrNull(error.param), code: scalarOrNull(error.code) },
+      error: {
+        message: message ?? error.message,
+        type: rateLimited ? limitType : scalarOrNull(error.type),
+        param: scalarOrNull(error.param),
+        code: rateLimited ? 'rate_limit_exceeded' : scalarOrNull(error.code),
+      },
     });
   }
   return JSON.stringify({
