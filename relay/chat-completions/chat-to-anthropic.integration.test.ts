@@ -606,13 +606,21 @@ describe('errors', () => {
     expect((refused as InstanceType<typeof OpenAI.BadRequestError>).type).toBe('invalid_request_error');
   });
 
-  it('a balance too low: 402 insufficient_quota, nothing billed', async () => {
+  it('a balance too low: OpenAI\'s 429 insufficient_quota, not retried by the SDK, nothing billed', async () => {
     const poor = await fundedAccount(stack, 10);
-    const poorClient = new OpenAI({ apiKey: (await createApiKey(stack, poor)).key, baseURL: `${stack.relayUrl}/v1`, maxRetries: 0 });
+    // The SDK's default retries: x-should-retry: false keeps it to one request.
+    let sent = 0;
+    const poorClient = new OpenAI({
+      apiKey: (await createApiKey(stack, poor)).key, baseURL: `${stack.relayUrl}/v1`, maxRetries: 2,
+      fetch: (url: string | URL | Request, init?: RequestInit) => { sent++; return fetch(url, init); },
+    });
     const err = await poorClient.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.APIError);
-    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(402);
+    expect(err).toBeInstanceOf(OpenAI.RateLimitError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(429);
     expect((err as InstanceType<typeof OpenAI.APIError>).type).toBe('insufficient_quota');
+    expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('insufficient_quota');
+    expect((err as InstanceType<typeof OpenAI.APIError>).headers?.get('x-should-retry')).toBe('false');
+    expect(sent).toBe(1);
     const [u] = await stack.sql`SELECT quota FROM users WHERE id = ${poor.id}`;
     expect(Number(u!.quota)).toBe(10);
   });

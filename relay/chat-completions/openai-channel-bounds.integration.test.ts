@@ -230,7 +230,7 @@ describe('n choices', () => {
     expect(relayMetrics.overReservations.value).toBe(over);
   });
 
-  it('the reservation covers all n: a balance for one choice but not three is refused 402, nothing billed', async () => {
+  it('the reservation covers all n: a balance for one choice but not three is refused (429 insufficient_quota), nothing billed', async () => {
     // The reservation is (input bound + max_tokens × n × 4) × 1.25; the input bound of this body is
     // under 200: at most 15,250 for three choices, 5,250 for one.
     const poor = await fundedAccount(stack, 8_000);
@@ -238,7 +238,8 @@ describe('n choices', () => {
     const request = { model: MODEL, max_tokens: 1000, messages: [{ role: 'user' as const, content: 'Hi' }] };
     const refused = await client.chat.completions.create({ ...request, n: 3 }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OpenAI.APIError);
-    expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(402);
+    expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(429);
+    expect((refused as InstanceType<typeof OpenAI.APIError>).code).toBe('insufficient_quota');
     expect(await balanceOf(poor.id)).toBe(8_000);
     const { response } = await client.chat.completions.create(request).withResponse();
     const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);

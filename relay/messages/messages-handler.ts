@@ -1319,7 +1319,14 @@ class Exchange {
 
   fail(err: RelayError, reason?: string, retryAfter?: string): void {
     this.ownAnswer = true;
-    this.respond(err.status, 'application/json', this.protocol === 'openai' ? err.openaiBody() : err.body(this.requestId), retryAfter);
+    if (this.protocol === 'openai') {
+      // A balance or key quota too low is OpenAI's 429 insufficient_quota (its SDK raises
+      // RateLimitError, which apps check for that code; a 402 was a bare APIError), sent with
+      // x-should-retry: false, which the SDKs obey: a retry cannot top the balance up.
+      const quota = err.type === 'billing_error';
+      if (quota) this.noRetry = true;
+      this.respond(quota ? 429 : err.status, 'application/json', err.openaiBody(), retryAfter);
+    } else this.respond(err.status, 'application/json', err.body(this.requestId), retryAfter);
     if (this.reserved) this.finish({ kind: 'failed', reason: reason ?? err.message });
   }
 
