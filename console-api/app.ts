@@ -111,14 +111,7 @@ function answerConnect(_request: unknown, socket: Duplex): void {
   if (!socket.destroyed) answerOnSocket(socket, new ConsoleError('ROUTE_NOT_FOUND'));
 }
 
-function decodes(text: string): boolean {
-  try {
-    decodeURIComponent(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const MALFORMED_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
 
 function differingAuthorizations(raw: readonly string[]): boolean {
   let first: string | undefined;
@@ -236,10 +229,12 @@ export function buildConsoleApp(deps: ConsoleDeps): FastifyInstance {
       throw new ConsoleError('UNAUTHENTICATED', 'the request carries two different Authorization headers: send one');
     }
     // The query parser keeps a malformed escape as text (`keyword=%E0%A4%A` searched for it), where
-    // the same escape in the path is refused: refused here too.
+    // the same escape in the path is refused: refused here too. Its syntax only (a `%` without two hex
+    // digits): a well-formed escape of bytes that are not UTF-8 (a payment provider's GBK) stays the
+    // route's to read.
     const url = request.raw.url ?? '';
     const q = url.indexOf('?');
-    if (q >= 0 && url.includes('%', q) && !decodes(url.slice(q + 1))) {
+    if (q >= 0 && url.includes('%', q) && MALFORMED_ESCAPE.test(url.slice(q + 1))) {
       throw new ConsoleError('MALFORMED_URL', 'the query string is not valid (a malformed percent-escape?)');
     }
   });

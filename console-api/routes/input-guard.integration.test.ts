@@ -431,6 +431,11 @@ describe('requests Node would refuse with a bare answer', () => {
     expect(same).toMatch(/^HTTP\/1\.1 200/);
   });
 
+  it('a well-formed escape of bytes that are not UTF-8 in the query string is the route\'s to read (a payment provider\'s GBK)', async () => {
+    const text = await raw('GET /api/status?name=%C4%E3%BA%C3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    expect(text).toMatch(/^HTTP\/1\.1 200/);
+  });
+
   it('HTTP/1.0 without Host is still served', async () => {
     const text = await raw('GET /api/status HTTP/1.0\r\n\r\n');
     expect(text).toMatch(/^HTTP\/1\.1 200/);

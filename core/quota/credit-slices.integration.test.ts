@@ -425,12 +425,14 @@ describe('a slice whose relay died (the reaper)', () => {
     const firstDrawAt = new Map<string, number>();
     const reqs: ReserveRequest[] = [];
     for (let i = 0; i < 12; i++) {
+      // Bounds on either side of the draw: `at` before it, and a slice's first draw ended after its take
+      // (the age counts from the take): at - firstDrawAt <= draw - take < 2/3 of the TTL, however slow Redis is.
       const at = Date.now();
       const r = request(userId, `age-${i}`, 10);
       reqs.push(r);
       expect(await store.reserve(r)).toBe('reserved');
       const id = store.sliceOf(r.requestId)!.id;
-      if (!firstDrawAt.has(id)) firstDrawAt.set(id, at);
+      if (!firstDrawAt.has(id)) firstDrawAt.set(id, Date.now());
       expect(at - firstDrawAt.get(id)!).toBeLessThan((ttlMs * 2) / 3);
       await new Promise((done) => setTimeout(done, 50));
     }

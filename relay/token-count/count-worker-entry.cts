@@ -7,8 +7,12 @@ import type { CountResult, CountTask } from './count-worker.js' with { 'resoluti
 
 let count: ((task: CountTask) => CountResult) | undefined;
 const loading = import('./count-worker.js').then((m) => {
+  if (typeof m.default !== 'function') throw new Error('count-worker.js has no default export to count with');
   count = m.default;
 });
+// Handled here, so that a module that fails to load fails each task (through loading.then below), not
+// the thread with an unhandled rejection before any task came, which piscina reports as a pool error.
+loading.catch(() => {});
 
 function countTask(task: CountTask): CountResult | Promise<CountResult> {
   // After the first task the module is loaded: answer without a promise turn.
