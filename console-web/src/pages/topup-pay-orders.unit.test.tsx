@@ -24,7 +24,9 @@ const server = vi.hoisted(() => {
     }
     if (r.method === 'GET' && path === '/api/user/topup/self') {
       s.orderReads++;
-      return reply(200, { success: true, message: '', data: { items: s.orders, total: s.orders.length } });
+      const keyword = new URL(r.url).searchParams.get('keyword');
+      const items = keyword ? s.orders.filter((o) => String(o.trade_no).includes(keyword)) : s.orders;
+      return reply(200, { success: true, message: '', data: { items, total: items.length } });
     }
     if (r.method === 'GET') return reply(200, { success: true, message: '', data: {} });
     const body = await r.json() as { amount: number };
@@ -55,6 +57,18 @@ describe('TopupPage: Your orders after a pay attempt', () => {
     expect(await screen.findByText('the card provider did not create a checkout session')).toBeTruthy();
     expect(await screen.findByText('ORDER-1')).toBeTruthy();
     expect(screen.queryByText('No orders.')).toBeNull();
+  });
+
+  it('a search in the list is cleared by a pay attempt: the new order is shown, not hidden by the filter', async () => {
+    render(<TopupPage account={account} refreshAccount={() => {}} />);
+    expect(await screen.findByText('No orders.')).toBeTruthy();
+    const field = screen.getByLabelText('Order number contains') as HTMLInputElement;
+    fireEvent.input(field, { target: { value: 'OLD-' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Search' }));
+    await waitFor(() => expect(server.orderReads).toBeGreaterThanOrEqual(2));
+    fireEvent.click(screen.getByRole('button', { name: 'Pay by card' }));
+    expect(await screen.findByText('ORDER-1')).toBeTruthy();
+    expect(field.value).toBe('');
   });
 
   it('the list is read again after a payment sent on to the provider too', async () => {

@@ -333,8 +333,12 @@ function Orders({ onCompleted, afterReturn, payAttempts }: { onCompleted: () => 
   // Back from the provider, its confirmation may come a moment later: a recent order awaiting payment
   // is read again until it completes, and the balance with it.
   // Read in place (no "Loading"): the list stays on screen while the new order is fetched.
+  // The new order is the newest: shown on the first page of every order, where a later page or a
+  // search would leave it out (those change the query, which reads the list again by itself).
   useEffect(() => {
-    if (payAttempts > 0) orders.refresh();
+    if (payAttempts === 0) return;
+    if (page === 1 && search === '') orders.refresh();
+    else { setPage(1); setSearch(''); setKeyword(''); }
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [payAttempts]);
   const pending = useRef(new Set<string>());
