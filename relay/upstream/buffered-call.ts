@@ -42,7 +42,13 @@ export function rawHeader(raw: readonly Buffer[], name: string): string {
   return '';
 }
 
-const BODY_TOO_SLOW = new Error('the provider\'s body did not end in time');
+/**
+ * Why a body read was cut (its bound passed): undici's body timeout restarts with every chunk, so a
+ * provider trickling an error's text or a JSON answer a byte at a time held the exchange, its
+ * reservation and a pooled connection for as long as it liked. A BufferedCall's default; the streamed
+ * answer's reads (provider-response.ts) too.
+ */
+export const BODY_TOO_SLOW = new Error('the provider\'s body did not end in time');
 
 /** Thrown while truncating: closes the provider's connection without surfacing as the call's error. */
 const OVER_BOUND = new Error('provider answer over the size bound');

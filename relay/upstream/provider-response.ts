@@ -6,7 +6,7 @@ import { pipeline, Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { brotliDecompress, constants as zlib, createBrotliDecompress, createUnzip, unzip } from 'node:zlib';
 import type { Dispatcher } from 'undici';
-import { rawHeader, type BufferedAnswer } from './buffered-call.js';
+import { BODY_TOO_SLOW, rawHeader, type BufferedAnswer } from './buffered-call.js';
 
 /** Largest error or JSON body read from a provider before it is passed on. */
 export const MAX_UPSTREAM_JSON = 32 * 1024 * 1024;
@@ -35,22 +35,15 @@ async function readBounded(body: Readable, over: 'truncate' | 'throw'): Promise<
 }
 
 /**
- * Why a body read whole was cut (its `withinMs` passed): undici's body timeout restarts with every
- * chunk, so a provider trickling an error's text or a JSON answer a byte at a time held the exchange,
- * its reservation and a pooled connection for as long as it liked.
+ * `read` of the body, the body destroyed (the read rejecting with BODY_TOO_SLOW, or a first-chunk wait
+ * answering null) when it has not ended within `withinMs` of `since` (the answer's headers): a read
+ * begun later (after the wait for a decoded body's first byte) does not get the whole bound again.
  */
-export const BODY_TOO_SLOW = new Error('the provider\'s body did not end in time');
-
-/**
- * readBounded, the body destroyed (the read rejecting with BODY_TOO_SLOW) when it has not ended within
- * `withinMs` of `since` (the answer's headers): a read begun later (after the wait for a decoded body's
- * first byte) does not get the whole bound again.
- */
-async function readBoundedWithin(body: Readable, over: 'truncate' | 'throw', withinMs: number, since: number): Promise<Buffer> {
-  if (!(withinMs > 0 && Number.isFinite(withinMs))) return readBounded(body, over);
+async function withinBound<T>(body: Readable, withinMs: number, since: number, read: () => Promise<T>): Promise<T> {
+  if (!(withinMs > 0 && Number.isFinite(withinMs))) return read();
   const timer = setTimeout(() => body.destroy(BODY_TOO_SLOW), Math.max(0, since + withinMs - performance.now()));
   try {
-    return await readBounded(body, over);
+    return await read();
   } finally {
     clearTimeout(timer);
   }
@@ -89,9 +82,9 @@ export class StreamedAnswer implements ProviderAnswer {
   }
 
   header(name: string): string { return headerOf(this.#res.headers[name]); }
-  async text(withinMs = Infinity): Promise<string> { return (await readBoundedWithin(this.#body, 'truncate', withinMs, this.headersAt)).toString('utf8'); }
+  async text(withinMs = Infinity): Promise<string> { return (await withinBound(this.#body, withinMs, this.headersAt, () => readBounded(this.#body, 'truncate'))).toString('utf8'); }
   /** Bounded like every other read (a stream request answered with JSON, by a provider that ignores `stream`). */
-  bytes(withinMs = Infinity): Promise<Buffer> { return readBoundedWithin(this.#body, 'throw', withinMs, this.headersAt); }
+  bytes(withinMs = Infinity): Promise<Buffer> { return withinBound(this.#body, withinMs, this.headersAt, () => readBounded(this.#body, 'throw')); }
   stream(): Readable { return this.#body; }
 
   /**
@@ -100,15 +93,8 @@ export class StreamedAnswer implements ProviderAnswer {
    * code tables (some 50 bytes of gzip): a provider trickling those held the wait unbounded, undici's
    * body timeout restarting with every byte, and the body's own bound began only after it.
    */
-  async firstChunk(withinMs = Infinity): Promise<Buffer | null> {
-    if (!(withinMs > 0 && Number.isFinite(withinMs))) return firstChunk(this.#body);
-    const body = this.#body;
-    const timer = setTimeout(() => body.destroy(BODY_TOO_SLOW), Math.max(0, this.headersAt + withinMs - performance.now()));
-    try {
-      return await firstChunk(body);
-    } finally {
-      clearTimeout(timer);
-    }
+  firstChunk(withinMs = Infinity): Promise<Buffer | null> {
+    return withinBound(this.#body, withinMs, this.headersAt, () => firstChunk(this.#body));
   }
 
   /**
