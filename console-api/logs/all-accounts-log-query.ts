@@ -22,7 +22,7 @@ import { LOG_TYPE } from '../../core/usage/usage-event.js';
 import {
   attributeFiltersOfAnyAccount, bucketClause, BUCKET_SEC, clampTs, fitsStats, LIST_COLUMNS, LIST_SLACK, LOG_READ_SETTINGS,
   type LogEntry, type LogFilters, type LogStat, type Params, RATE_WINDOW_SEC, rawClause, type RawLogRow,
-  splitRange, timeRange, toLogEntry, withoutReplays,
+  splitRange, statSources, timeRange, toLogEntry, withoutReplays,
 } from './log-query.js';
 
 export interface AllAccountsLogFilters extends Omit<LogFilters, 'userId' | 'startTimestamp'> {
@@ -211,16 +211,7 @@ export async function queryAllAccountsLogStat(ch: ClickHouseReader, filters: All
   const recentFrom = clampTs(nowSec - RATE_WINDOW_SEC);
   params.recent_from = recentFrom;
   const recent = 'created_at >= toDateTime({recent_from:UInt32})';
-  let bucketSql = '';
-  let rawWhere: string;
-  if (fitsStats(f)) {
-    const split = splitRange(f.startTimestamp, f.endTimestamp);
-    if (split.buckets) bucketSql = `(SELECT sum(quota) FROM log_stats_15m WHERE ${attr} AND ${bucketClause(split.buckets, params)}) + `;
-    rawWhere = rawClause(split.raw, params);
-  } else {
-    // A request id is not in the per-quarter-hour stats: the window's rows are read (the id picks few).
-    rawWhere = timeRange(f, params).join(' AND ');
-  }
+  const { bucketSql, rawWhere } = statSources(f, attr, params);
   const [row] = await ch.rows<{ quota: string | number | null; rpm: string | number; tpm: string | number }>({
     query: `
       SELECT ${bucketSql}sumIf(quota, ${rawWhere}) AS quota, countIf(${recent}) AS rpm,

@@ -435,6 +435,23 @@ async function pageRows(
 export const RATE_WINDOW_SEC = 60;
 
 /**
+ * Where a stat's quota is read from: the range's whole quarter hours from log_stats_15m (`bucketSql`,
+ * a sum and a `+`, or ''), and the condition on `logs` rows for the rest (`rawWhere`): the range's
+ * partial edges, or the whole range when a request id filters (the stats do not hold it).
+ */
+export function statSources(
+  f: Pick<LogFilters, 'startTimestamp' | 'endTimestamp' | 'requestId' | 'upstreamRequestId'>, attr: string, params: Params,
+): { bucketSql: string; rawWhere: string } {
+  if (!fitsStats(f)) {
+    const range = timeRange(f, params);
+    return { bucketSql: '', rawWhere: range.length ? range.join(' AND ') : '1' };
+  }
+  const split = splitRange(f.startTimestamp, f.endTimestamp);
+  const bucketSql = split.buckets ? `(SELECT sum(quota) FROM log_stats_15m WHERE ${attr} AND ${bucketClause(split.buckets, params)}) + ` : '';
+  return { bucketSql, rawWhere: rawClause(split.raw, params) };
+}
+
+/**
  * quota: sum over the time range and filters; rpm / tpm: requests and prompt+completion tokens in the
  * RATE_WINDOW_SEC before `nowSec`, with the same filters except the time range. Without a type filter
  * only consumption entries (type 2) count, so a top-up never shows as consumed quota. One statement:
@@ -449,16 +466,7 @@ export async function queryLogStat(ch: ClickHouseReader, filters: LogFilters, no
   // One read of `logs` for both the range's raw rows (its partial edges, or all of it when a request
   // id filters) and the last minute: the two usually overlap (a range ending now), and each read of a
   // MergeTree costs the embedded server a few milliseconds whatever it reads.
-  let bucketSql = '';
-  let rawWhere: string;
-  if (fitsStats(f)) {
-    const split = splitRange(f.startTimestamp, f.endTimestamp);
-    if (split.buckets) bucketSql = `(SELECT sum(quota) FROM log_stats_15m WHERE ${attr} AND ${bucketClause(split.buckets, params)}) + `;
-    rawWhere = rawClause(split.raw, params);
-  } else {
-    const range = timeRange(f, params);
-    rawWhere = range.length ? range.join(' AND ') : '1';
-  }
+  const { bucketSql, rawWhere } = statSources(f, attr, params);
   const [row] = await ch.rows<{ quota: string | number | null; rpm: string | number; tpm: string | number }>({
     query: `
       SELECT ${bucketSql}sumIf(quota, ${rawWhere}) AS quota, countIf(${recent}) AS rpm,
