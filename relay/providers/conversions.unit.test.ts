@@ -685,7 +685,7 @@ describe('reasoning_effort to extended thinking', () => {
 
   it('the thinking of the answer is reasoning_content, streamed and not', () => {
     const message = Buffer.from(JSON.stringify({ id: 'msg_t', content: [{ type: 'thinking', thinking: 'Let me ', signature: 's' }, { type: 'thinking', thinking: 'see.', signature: 's' }, { type: 'text', text: 'Hi' }], stop_reason: 'end_turn', usage: { input_tokens: 3, output_tokens: 9 } }));
-    expect(JSON.parse(messageToChat(message, 'm')!).choices[0].message).toEqual({ role: 'assistant', content: 'Hi', refusal: null, reasoning_content: 'Let me see.' });
+    expect(JSON.parse(messageToChat(message, 'm')!).choices[0].message).toEqual({ role: 'assistant', content: 'Hi', refusal: null, annotations: [], reasoning_content: 'Let me see.' });
     // Without thinking there is no such field.
     expect(JSON.parse(messageToChat(Buffer.from(JSON.stringify({ content: [{ type: 'text', text: 'Hi' }] })), 'm')!).choices[0].message).not.toHaveProperty('reasoning_content');
     const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;

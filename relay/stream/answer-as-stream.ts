@@ -10,7 +10,7 @@
 //     input_json_delta of the tool input as JSON, thinking_delta then signature_delta), content_block_stop
 //     (blocks that Anthropic streams whole — redacted thinking, server tool results — start complete),
 //     message_delta (stop_reason, stop_sequence, the full usage), message_stop.
-//   Chat Completion → per choice a chunk of its message (role, content, refusal, tool_calls with their
+//   Chat Completion → per choice a chunk of its message (role, content, refusal, annotations, tool_calls with their
 //     index) and a chunk of its finish_reason; with include_usage, every chunk `"usage": null` and a
 //     last chunk `choices: []` with the usage; `data: [DONE]`.
 //
@@ -90,6 +90,7 @@ export function completionAsChunks(answer: Buffer | string, includeUsage: boolea
     const message = isObject(raw.message) ? raw.message : {};
     const delta: Record<string, unknown> = { role: message.role ?? 'assistant', content: message.content ?? null };
     if (message.refusal !== undefined) delta.refusal = message.refusal;
+    if (Array.isArray(message.annotations) && message.annotations.length > 0) delta.annotations = message.annotations;
     if (Array.isArray(message.tool_calls)) {
       delta.tool_calls = (message.tool_calls as unknown[]).map((t, i) => (isObject(t) ? { index: i, ...t } : t));
     }

@@ -9,7 +9,7 @@
 //   Anthropic events → the Message of message_start, each content block from its start with its
 //     deltas applied (text, tool input JSON parsed at the block's stop, thinking and its signature,
 //     citations), message_delta's stop_reason, stop_sequence and usage merged over message_start's.
-//   Chat Completion chunks → per choice index its message (role, content and refusal concatenated,
+//   Chat Completion chunks → per choice index its message (role, content, refusal and annotations concatenated,
 //     tool calls by index with their arguments concatenated), logprobs concatenated, finish_reason
 //     and the stop sequence that matched (vLLM's stop_reason, SGLang's matched_stop, which name a
 //     stop_sequences entry for an Anthropic client); the last non-null usage.
@@ -150,7 +150,7 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
       const index = indexOr(c.index, 0);
       let fold = choices.get(index);
       if (fold === undefined) {
-        fold = { index, message: { role: 'assistant', content: null, refusal: null }, toolCalls: [], logprobs: null, finishReason: null, matched: {} };
+        fold = { index, message: { role: 'assistant', content: null, refusal: null, annotations: [] }, toolCalls: [], logprobs: null, finishReason: null, matched: {} };
         choices.set(index, fold);
       }
       const delta = isObject(c.delta) ? c.delta : {};
@@ -158,6 +158,8 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
       if (typeof delta.role === 'string') message.role = delta.role;
       if (typeof delta.content === 'string') message.content = appended(message.content, delta.content);
       if (typeof delta.refusal === 'string') message.refusal = appended(message.refusal, delta.refusal);
+      // OpenAI streams url_citation annotations (web search) as deltas; its answers always hold the list.
+      if (Array.isArray(delta.annotations)) message.annotations = [...(message.annotations as unknown[]), ...delta.annotations];
       if (Array.isArray(delta.tool_calls)) {
         for (const t of delta.tool_calls as unknown[]) {
           if (!isObject(t)) continue;

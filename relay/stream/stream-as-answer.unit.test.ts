@@ -111,7 +111,7 @@ describe('chunksAsCompletion', () => {
           index: 0, finish_reason: 'tool_calls',
           logprobs: { content: [{ token: 'A', logprob: -0.1 }, { token: 'B', logprob: -0.2 }] },
           message: {
-            role: 'assistant', content: 'A', refusal: null,
+            role: 'assistant', content: 'A', refusal: null, annotations: [],
             tool_calls: [
               { id: 'call_a', type: 'function', function: { name: 'get', arguments: '{"x":1}' } },
               { id: 'call_b', type: 'function', function: { name: 'put', arguments: '{"k":2}' } },
@@ -128,7 +128,7 @@ describe('chunksAsCompletion', () => {
     const stream = chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'par' }, finish_reason: null }] })
       + `data: ${JSON.stringify({ error: { message: 'boom', type: 'server_error' } })}\n\n`;
     expect(chunksAsCompletion(Buffer.from(stream))).toEqual({
-      answer: { id: 'c1', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'par', refusal: null }, logprobs: null, finish_reason: 'stop' }] },
+      answer: { id: 'c1', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'par', refusal: null, annotations: [] }, logprobs: null, finish_reason: 'stop' }] },
       error: { message: 'boom', type: 'server_error' },
     });
     expect(chunksAsCompletion(Buffer.from('data: [DONE]\n\n'))).toBeNull();

@@ -20,8 +20,8 @@ export const MESSAGE = {
 export const COMPLETION = {
   id: 'chatcmpl-1', object: 'chat.completion', created: 1_700_000_000, model: 'gpt-x', system_fingerprint: 'fp_1',
   choices: [
-    { index: 0, message: { role: 'assistant', content: 'Hello there', refusal: null }, logprobs: null, finish_reason: 'stop' },
-    { index: 1, message: { role: 'assistant', content: null, refusal: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] }, logprobs: null, finish_reason: 'tool_calls' },
+    { index: 0, message: { role: 'assistant', content: 'Hello there', refusal: null, annotations: [{ type: 'url_citation', url_citation: { url: 'https://example.com/', title: 'Example', start_index: 0, end_index: 5 } }] }, logprobs: null, finish_reason: 'stop' },
+    { index: 1, message: { role: 'assistant', content: null, refusal: null, annotations: [], tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] }, logprobs: null, finish_reason: 'tool_calls' },
   ],
   usage: { prompt_tokens: 9, completion_tokens: 4, total_tokens: 13 },
 };

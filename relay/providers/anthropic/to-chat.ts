@@ -122,7 +122,7 @@ export function messageToChat(body: Buffer, model: string, billed?: StreamUsage 
       else if (b?.type === 'tool_use') toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
     }
   }
-  const message: Record<string, unknown> = { role: 'assistant', content: text, refusal: null };
+  const message: Record<string, unknown> = { role: 'assistant', content: text, refusal: null, annotations: [] };
   if (reasoning !== null) message.reasoning_content = reasoning;
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   return JSON.stringify({
