@@ -64,6 +64,10 @@ describe('thousands grouped', () => {
     // Prompt → completion, in one column.
     expect(screen.getByText('123,456 → 7,890')).toBeTruthy();
     expect(screen.getByText('claude-3-5-sonnet-20241022')).toBeTruthy();
+    // The management entry counts no tokens: a dash, as in its Duration and Stream cells, not "0 → 0".
+    expect(screen.queryByText('0 → 0')).toBeNull();
+    const firstRow = document.querySelector('tbody.entry tr')!;
+    expect(firstRow.querySelector('td.tokens')!.textContent).toBe('–');
   });
 });
 

@@ -375,7 +375,10 @@ export function LogTable({ items, everyAccount = false }: { items: LogEntry[]; e
               <td>{l.model_name}</td>
               {everyAccount && <td>{l.channel || '—'}</td>}
               {/* One column for both (prompt → completion), the table narrower by one. */}
-              <td class="tokens" title={`${count(l.prompt_tokens)} prompt tokens, ${count(l.completion_tokens)} completion tokens`}>{count(l.prompt_tokens)} → {count(l.completion_tokens)}</td>
+              {/* A top-up or an adjustment counts no tokens: a dash, as for its duration, not "0 → 0". */}
+              {isRequest(l)
+                ? <td class="tokens" title={`${count(l.prompt_tokens)} prompt tokens, ${count(l.completion_tokens)} completion tokens`}>{count(l.prompt_tokens)} → {count(l.completion_tokens)}</td>
+                : <td class="tokens">–</td>}
               <td class="amount" title={`${quotaUnits(l.quota)}${logDirection(l) === 0 && l.quota !== 0 ? ' (the entry does not record whether it added or removed)' : ''}`}>{logAmount(l)}</td>
               <td>{isRequest(l) ? `${l.use_time} s` : '–'}</td>
               <td>{isRequest(l) ? (l.is_stream ? 'Yes' : 'No') : '–'}</td>
