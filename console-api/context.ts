@@ -10,6 +10,7 @@ import { createWebhookSecretSealer, type WebhookSecretSealer } from '../core/not
 import type { OptionSealer } from '../core/options/option-secrets.js';
 import type { QuotaStore } from '../core/quota/quota-store.js';
 import { createPasswordGate, type PasswordGate } from './auth/password-gate.js';
+import { scryptParams } from './auth/password.js';
 import type { ConsoleSettings } from './console-settings.js';
 import { installOptionSealer } from './options/option-secrets.js';
 import { type Invalidation, publishInvalidation } from '../core/invalidation/invalidation.js';
@@ -68,7 +69,7 @@ export function createContext(deps: ConsoleDeps, logger: Logger): ConsoleContext
     apiKeyCrypto: createApiKeyCrypto(deps.config.KEY_SECRET),
     optionSealer: installOptionSealer(deps.config.KEY_SECRET),
     webhookSecrets: createWebhookSecretSealer(deps.config.KEY_SECRET),
-    passwords: createPasswordGate(settings.PASSWORD_HASH_CONCURRENCY, settings.PASSWORD_HASH_MAX_WAITING),
+    passwords: createPasswordGate(settings.PASSWORD_HASH_CONCURRENCY, settings.PASSWORD_HASH_MAX_WAITING, scryptParams(settings.PASSWORD_SCRYPT_LOG2N)),
     now: deps.now ?? (() => Math.floor(Date.now() / 1000)),
     invalidate: async (message) => {
       try {

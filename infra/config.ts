@@ -301,6 +301,10 @@ const schema = z.object({
   // at once, at most PASSWORD_HASH_MAX_WAITING more queued; beyond that the console answers 429.
   PASSWORD_HASH_CONCURRENCY: count().default(2),
   PASSWORD_HASH_MAX_WAITING: count(0).default(32),
+  // scrypt's cost for new password hashes, N = 2^this (r 8, p 3): 15 is OWASP's setting (32 MiB,
+  // ~0.1-0.3 s of a core per hash). A stored hash carries its own N, so a change leaves existing
+  // passwords valid; the tests run at 10, where a login costs milliseconds instead.
+  PASSWORD_SCRYPT_LOG2N: whole(10, 20).default(15),
   CHANNEL_TEST_TIMEOUT_MS: ms().default(10_000),
   PAYMENT_PROVIDER_TIMEOUT_MS: ms().default(10_000),
   CARDPAY_WEBHOOK_TOLERANCE_SEC: sec().default(300),

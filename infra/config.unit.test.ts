@@ -12,6 +12,12 @@ describe('safe defaults', () => {
     expect(() => loadConfig({ KEY_SECRET: 'short' })).toThrow(/KEY_SECRET: must be at least 16 characters/);
   });
 
+  it('hashes new passwords at the OWASP scrypt cost unless told otherwise, and refuses a cost outside 2^10-2^20', () => {
+    expect(loadConfig({}).PASSWORD_SCRYPT_LOG2N).toBe(15);
+    expect(loadConfig({ PASSWORD_SCRYPT_LOG2N: '12' }).PASSWORD_SCRYPT_LOG2N).toBe(12);
+    for (const bad of ['9', '21', '1e1', '-12']) expect(() => loadConfig({ PASSWORD_SCRYPT_LOG2N: bad })).toThrow(/PASSWORD_SCRYPT_LOG2N/);
+  });
+
   it('has no KEY_SECRET default, and nothing seals or looks up keys without one', () => {
     expect(loadConfig({}).KEY_SECRET).toBe('');
     expect(() => createApiKeyCrypto(loadConfig({}).KEY_SECRET)).toThrow(/KEY_SECRET is not set/);

@@ -43,7 +43,7 @@ describe('ensureRootAccount', () => {
   it('uses ROOT_PASSWORD when set and prints nothing', async () => {
     await h.sql`UPDATE users SET role = 1 WHERE role = 100`;
     const printed: string[] = [];
-    const res = await ensureRootAccount(h.sql, { ROOT_USERNAME: 'root2', ROOT_PASSWORD: 'given-password-123' }, (l) => printed.push(l));
+    const res = await ensureRootAccount(h.sql, { ROOT_USERNAME: 'root2', ROOT_PASSWORD: 'given-password-123', PASSWORD_SCRYPT_LOG2N: 10 }, (l) => printed.push(l));
     expect(res).toEqual({ created: true, username: 'root2', generatedPassword: false });
     expect(printed).toEqual([]);
     const login = await h.app.inject({ method: 'POST', url: '/api/user/login', payload: { username: 'root2', password: 'given-password-123' } });
@@ -52,7 +52,7 @@ describe('ensureRootAccount', () => {
 
   it('refuses to start when ROOT_USERNAME names an ordinary account', async () => {
     await h.sql`UPDATE users SET role = 1 WHERE role = 100`;
-    await expect(ensureRootAccount(h.sql, { ROOT_USERNAME: 'root2', ROOT_PASSWORD: undefined }, () => {})).rejects.toThrow(/not a super administrator/);
+    await expect(ensureRootAccount(h.sql, { ROOT_USERNAME: 'root2', ROOT_PASSWORD: undefined, PASSWORD_SCRYPT_LOG2N: 10 }, () => {})).rejects.toThrow(/not a super administrator/);
   });
 });
 

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, writeFileSync } from 'node:fs';
 import type { Config } from '../../infra/config.js';
 import type { Sql } from '../../infra/postgres/client.js';
-import { hashPassword } from '../auth/password.js';
+import { hashPassword, scryptParams } from '../auth/password.js';
 import { insertAccount } from './account-store.js';
 import { ROLE } from './roles.js';
 
@@ -22,7 +22,7 @@ export interface EnsureRootResult {
 
 export async function ensureRootAccount(
   sql: Sql,
-  config: Pick<Config, 'ROOT_USERNAME' | 'ROOT_PASSWORD'>,
+  config: Pick<Config, 'ROOT_USERNAME' | 'ROOT_PASSWORD' | 'PASSWORD_SCRYPT_LOG2N'>,
   print: (line: string, password: string, username: string) => void,
 ): Promise<EnsureRootResult> {
   const password = config.ROOT_PASSWORD ?? randomBytes(18).toString('base64url');
@@ -39,7 +39,7 @@ export async function ensureRootAccount(
     const row = await insertAccount(tx, {
       username: config.ROOT_USERNAME,
       displayName: 'Root User',
-      passwordHash: await hashPassword(password),
+      passwordHash: await hashPassword(password, scryptParams(config.PASSWORD_SCRYPT_LOG2N)),
       role: ROLE.root,
     });
     return { created: true, username: row.username, generatedPassword: generated };

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConsoleError } from '../http/errors.js';
 import { createPasswordGate } from './password-gate.js';
+import { scryptParams } from './password.js';
 
 function deferred() {
   let resolve!: () => void;
@@ -33,6 +34,20 @@ describe('password gate', () => {
     // Room again once the queue drained; a failing job frees its slot too.
     await expect(gate.run(async () => { throw new Error('boom'); })).rejects.toThrow('boom');
     expect(await gate.run(async () => 'again')).toBe('again');
+    expect(gate.inFlight).toBe(0);
+  });
+
+  it('hashes at its cost (PASSWORD_SCRYPT_LOG2N), verifies any stored cost, and an unknown account is false', async () => {
+    const gate = createPasswordGate(2, 4, scryptParams(11));
+    const hash = await gate.hash('correct horse');
+    expect(hash.startsWith('scrypt$11$8$3$')).toBe(true);
+    expect(await gate.verify('correct horse', hash)).toBe(true);
+    expect(await gate.verify('wrong horse', hash)).toBe(false);
+    // A hash made at another cost (before PASSWORD_SCRYPT_LOG2N changed) still verifies.
+    const older = await createPasswordGate(1, 0, scryptParams(10)).hash('correct horse');
+    expect(await gate.verify('correct horse', older)).toBe(true);
+    // No stored hash (no such account): false, after a check of the gate's cost.
+    expect(await gate.verify('correct horse', undefined)).toBe(false);
     expect(gate.inFlight).toBe(0);
   });
 });

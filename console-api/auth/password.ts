@@ -1,7 +1,8 @@
 // Password hashing with scrypt (memory-hard). The stored string carries its own parameters and salt:
 //   scrypt$<log2 N>$<r>$<p>$<salt base64url>$<hash base64url>
 // so the parameters can be raised later without invalidating existing hashes (verify reads them).
-// Default N=2^15, r=8, p=3: one of OWASP's recommended scrypt settings (32 MiB per hash).
+// Default N=2^15, r=8, p=3: one of OWASP's recommended scrypt settings (32 MiB per hash); N is
+// PASSWORD_SCRYPT_LOG2N's (password-gate.ts hashes with it).
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 
 export interface ScryptParams {
@@ -11,6 +12,11 @@ export interface ScryptParams {
 }
 
 export const DEFAULT_SCRYPT_PARAMS: ScryptParams = { log2N: 15, r: 8, p: 3 };
+
+/** The parameters of new hashes at PASSWORD_SCRYPT_LOG2N: only N is configurable. */
+export function scryptParams(log2N: number): ScryptParams {
+  return { ...DEFAULT_SCRYPT_PARAMS, log2N };
+}
 const KEY_LENGTH = 32;
 const SALT_LENGTH = 16;
 
@@ -46,14 +52,17 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return actual.length === expected.length && timingSafeEqual(actual, expected);
 }
 
-let dummyHash: Promise<string> | undefined;
+/** A hash of a random password per cost, made once: what burnPasswordCheck verifies against. */
+const dummyHashes = new Map<number, Promise<string>>();
 
 /**
  * Spends the same time as a real verification, for a login naming an unknown account, so that the
- * response time does not reveal which usernames exist.
+ * response time does not reveal which usernames exist: at the cost new hashes have (`params`), which
+ * is what most stored ones have.
  */
-export async function burnPasswordCheck(password: string): Promise<false> {
-  dummyHash ??= hashPassword(randomBytes(16).toString('hex'));
-  await verifyPassword(password, await dummyHash);
+export async function burnPasswordCheck(password: string, params: ScryptParams = DEFAULT_SCRYPT_PARAMS): Promise<false> {
+  let dummy = dummyHashes.get(params.log2N);
+  if (dummy === undefined) dummyHashes.set(params.log2N, dummy = hashPassword(randomBytes(16).toString('hex'), params));
+  await verifyPassword(password, await dummy);
   return false;
 }

@@ -6,7 +6,6 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { loadSmtpSettings, type SmtpSettings } from '../../core/email/mailer.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
-import { hashPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
 import { endResetCodes, resolveSession, revokeAllCredentials, unbindSignOn } from '../auth/sessions.js';
 import type { ConsoleContext } from '../context.js';
@@ -128,7 +127,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     const length = Math.max(16, policy.passwordMinLength);
     const password = body.password ?? `${randomBytes(length).toString('base64url').slice(0, length - 2)}a7`;
     if (body.password !== undefined) assertPasswordRules(policy, body.password);
-    const hash = await ctx.passwords.run(() => hashPassword(password));
+    const hash = await ctx.passwords.hash(password);
     const now = ctx.now();
     const claim = await claimEmailCode(ctx, 'reset', body.email, body.token);
     await sql.begin(async (tx) => {

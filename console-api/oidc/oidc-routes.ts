@@ -50,7 +50,6 @@ import { z } from 'zod';
 import { findUserById, insertAccount } from '../accounts/account-store.js';
 import { type UserRow, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS } from '../accounts/roles.js';
-import { hashPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
 import { HOST_PREFIX, overHttps, setSessionCookies } from '../auth/browser-session.js';
 import { countOidcStart, countRegistration } from '../auth/login-limiter.js';
@@ -427,7 +426,7 @@ async function createOidcAccount(ctx: ConsoleContext, claims: Record<string, unk
   // invitation rewards are paid per account); a sign-in of a known identity does not.
   await countRegistration(ctx, clientIp);
   // No password: the account signs in through its provider (a password can be set by a reset).
-  const passwordHash = await ctx.passwords.run(() => hashPassword(randomBytes(32).toString('base64url')));
+  const passwordHash = await ctx.passwords.hash(randomBytes(32).toString('base64url'));
   for (let attempt = 0; ; attempt++) {
     try {
       const { user, credits } = await sql.begin(async (tx) => {

@@ -42,7 +42,8 @@ describe('register, login and access tokens', () => {
     // anyone could give anyone's.
     expect(row).toMatchObject({ role: 1, group: 'default', quota: 0, email: '' });
     expect(row!.aff_code).toMatch(/^[A-Za-z0-9]{4,8}$/);
-    expect(row!.password_hash).toMatch(/^scrypt\$15\$8\$3\$/);
+    // scrypt at PASSWORD_SCRYPT_LOG2N (10 in the tests, 15 by default), r 8, p 3.
+    expect(row!.password_hash).toMatch(new RegExp(`^scrypt\\$${h.config.PASSWORD_SCRYPT_LOG2N}\\$8\\$3\\$`));
     expect(row!.password_hash).not.toContain(password);
   });
 

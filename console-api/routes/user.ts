@@ -8,7 +8,6 @@ import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-v
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { endResetCodes, hashCredential, issueAccessToken, issueSession, lockIssuer, revokeAccessTokens, revokeAllCredentials, revokeSession, unbindSignOn } from '../auth/sessions.js';
 import { ACCESS_TOKEN_ISSUE_LIMIT, ACCESS_TOKEN_ISSUE_WINDOW_SEC, clearLoginAttempts, countAccessTokenIssue, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
-import { burnPasswordCheck, hashPassword, verifyPassword } from '../auth/password.js';
 import { bearerToken } from '../auth/require-user.js';
 import type { ConsoleContext } from '../context.js';
 import type { Db } from '../db.js';
@@ -194,7 +193,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       throw new ConsoleError('VALIDATION_FAILED', 'verification_code: registration needs an e-mail address and the code sent to it (GET /api/verification)');
     }
     await countRegistration(ctx, request.ip);
-    const passwordHash = await ctx.passwords.run(() => hashPassword(body.password));
+    const passwordHash = await ctx.passwords.hash(body.password);
     // A logged-in caller registering with its own code is a self-invitation too.
     const bearer = bearerToken(request.headers.authorization);
     const caller = body.aff_code && bearer ? await resolveSession(sql, bearer, ctx.now()) : undefined;
@@ -235,8 +234,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   }, async ({ body, request }) => {
     await countLoginAttempt(ctx, body.username, request.ip);
     const user = await findUserByUsername(sql, body.username);
-    const valid = await ctx.passwords.run(() =>
-      user ? verifyPassword(body.password, user.password_hash) : burnPasswordCheck(body.password));
+    const valid = await ctx.passwords.verify(body.password, user?.password_hash);
     if (!user || !valid) throw new ConsoleError('INVALID_CREDENTIALS');
     if (user.status !== ACCOUNT_STATUS.enabled) throw new ConsoleError('ACCOUNT_BANNED');
     await clearLoginAttempts(ctx, body.username, request.ip);
@@ -292,11 +290,11 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       // A guess of the current password is a login attempt: a stolen session must not guess it at
       // full speed, then change it and lock the owner out.
       await countLoginAttempt(ctx, user.username, request.ip);
-      const valid = await ctx.passwords.run(() => verifyPassword(body.original_password!, user.password_hash));
+      const valid = await ctx.passwords.verify(body.original_password!, user.password_hash);
       if (!valid) throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the current password is incorrect');
       await clearLoginAttempts(ctx, user.username, request.ip);
     }
-    const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
+    const hash = body.password === undefined ? undefined : await ctx.passwords.hash(body.password!);
     const presented = bearerToken(request.headers.authorization)!;
     const [updated] = await sql.begin(async (tx) => {
       if (hash !== undefined) {
@@ -390,7 +388,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
     const role = body.role ?? ROLE.user;
     if (role >= caller.role) throw new ConsoleError('INSUFFICIENT_ROLE', 'role: you can create only accounts of a lower role than yours');
     assertPasswordRules(await loadRegistrationPolicy(sql), body.password);
-    const passwordHash = await ctx.passwords.run(() => hashPassword(body.password));
+    const passwordHash = await ctx.passwords.hash(body.password);
     // The group is checked under the lock a GroupRatio write takes (options/groups.ts), in the
     // transaction of the insert: checked before, a group dropped at the same moment left the account
     // in a group with no price. `default` is always kept: no lock needed.
@@ -423,7 +421,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       assertPasswordRules(await loadRegistrationPolicy(sql), body.password);
     }
     // Hashed before the transaction: scrypt takes tens of milliseconds, the row lock should not.
-    const hash = body.password === undefined ? undefined : await ctx.passwords.run(() => hashPassword(body.password!));
+    const hash = body.password === undefined ? undefined : await ctx.passwords.hash(body.password!);
     // A debit takes its hold from the mirror before the commit (console-ledger.ts debitTransaction).
     const change = () => debitTransaction(ctx, async (tx, holds) => {
       // Before the row lock, in the order every group writer takes them; see POST /api/user/.

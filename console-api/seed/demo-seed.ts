@@ -3,7 +3,7 @@
 // serving the usual Claude model names, an OpenAI-format channel (type 1) to the OpenAI-format mock
 // serving GPT model names, and an unlimited API key of the demo account.
 import { insertAccount } from '../accounts/account-store.js';
-import { hashPassword, verifyPassword } from '../auth/password.js';
+import { hashPassword, scryptParams, verifyPassword } from '../auth/password.js';
 import { rebuildAbilities } from '../channels/abilities.js';
 import { optionDef, storedOptionText } from '../options/option-catalogue.js';
 import { createOptionSealer, type OptionSealer } from '../../core/options/option-secrets.js';
@@ -58,14 +58,14 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
     await tx`SELECT pg_advisory_xact_lock(727200)`;
     let [demo] = await tx`SELECT id FROM users WHERE username = ${DEMO_USERNAME}`;
     if (!demo) {
-      const row = await insertAccount(tx, { username: DEMO_USERNAME, displayName: 'Demo', passwordHash: await hashPassword(demoPassword(config.DEMO_PASSWORD)) });
+      const row = await insertAccount(tx, { username: DEMO_USERNAME, displayName: 'Demo', passwordHash: await hashPassword(demoPassword(config.DEMO_PASSWORD), scryptParams(config.PASSWORD_SCRYPT_LOG2N)) });
       await tx`UPDATE users SET quota = ${DEMO_QUOTA} WHERE id = ${row.id}`;
       demo = { id: row.id };
       created.push(`account ${DEMO_USERNAME}`);
     }
     const [admin] = await tx`SELECT id FROM users WHERE username = ${ADMIN_USERNAME}`;
     if (!admin) {
-      await insertAccount(tx, { username: ADMIN_USERNAME, displayName: 'Admin', role: 10, passwordHash: await hashPassword(demoPassword(config.ADMIN_PASSWORD)) });
+      await insertAccount(tx, { username: ADMIN_USERNAME, displayName: 'Admin', role: 10, passwordHash: await hashPassword(demoPassword(config.ADMIN_PASSWORD), scryptParams(config.PASSWORD_SCRYPT_LOG2N)) });
       created.push(`administrator ${ADMIN_USERNAME}`);
     }
     const baseUrl = `http://127.0.0.1:${config.MOCK_UPSTREAM_PORT}`;

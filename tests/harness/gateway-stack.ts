@@ -14,7 +14,7 @@ import { startMockUpstream, type MockUpstream, type MockUpstreamOptions } from '
 import { startBilling, type RunningBilling } from '../../billing/service.js';
 import { postgresBalanceSource } from '../../core/quota/postgres-balance-source.js';
 import { buildConsoleApp } from '../../console-api/app.js';
-import { hashPassword } from '../../console-api/auth/password.js';
+import { hashPassword, scryptParams } from '../../console-api/auth/password.js';
 import { QuotaStore } from '../../core/quota/quota-store.js';
 import { ratiosFromOptions } from '../../core/pricing/ratios.js';
 import { startRelay, type RunningRelay } from '../../relay/server.js';
@@ -120,7 +120,7 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
   const adminName = uniqueName('admin');
   const adminPassword = randomBytes(12).toString('hex');
   await sql`INSERT INTO users (username, display_name, password_hash, role, aff_code)
-            VALUES (${adminName}, 'Test Admin', ${await hashPassword(adminPassword)}, 100, ${randomBytes(6).toString('hex')})`;
+            VALUES (${adminName}, 'Test Admin', ${await hashPassword(adminPassword, scryptParams(config.PASSWORD_SCRYPT_LOG2N))}, 100, ${randomBytes(6).toString('hex')})`;
   stack.adminToken = await login(stack, adminName, adminPassword);
   return stack;
 }
