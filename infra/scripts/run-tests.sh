@@ -23,8 +23,9 @@ status=0
 report_dir=$(mktemp -d)
 npx vitest run --reporter=default --reporter=json --outputFile.json="$report_dir/first-pass.json" "$@" || status=$?
 node infra/scripts/print-test-failures.mjs "$report_dir/first-pass.json" "first pass"
-# Second pass, on the whole run only (no arguments; TEST_RELAY_CLUSTER=0 leaves it out): the relay test
-# set again on two relays over a Redis Cluster of its own (ports 7110-7115), each test stack with 16
+# Second pass, on the whole run only (no arguments; TEST_RELAY_CLUSTER=0 leaves it out): the relay's
+# integration tests again (its unit tests touch no Redis: the first pass ran them) on two relays over
+# a Redis Cluster of its own (ports 7110-7115), each test stack with 16
 # shards and a second billing worker (tests/harness/gateway-stack.ts). Tests bound to one Redis or one
 # relay process skip themselves there, saying why.
 if [ $# -eq 0 ] && [ "${TEST_RELAY_CLUSTER:-1}" != 0 ]; then
@@ -33,7 +34,7 @@ if [ $# -eq 0 ] && [ "${TEST_RELAY_CLUSTER:-1}" != 0 ]; then
   trap 'stop_relay_cluster; stop_started' EXIT
   bash infra/scripts/redis-cluster.sh start 7110 "$relay_cluster_dir"
   TEST_REDIS_CLUSTER_NODES=$(bash infra/scripts/redis-cluster.sh nodes 7110) TEST_GATEWAY_RELAYS=2 TEST_REDIS_CLUSTER= \
-    npx vitest run --reporter=default --reporter=json --outputFile.json="$report_dir/cluster-pass.json" relay || status=$?
+    npx vitest run --reporter=default --reporter=json --outputFile.json="$report_dir/cluster-pass.json" --exclude '**/*.unit.test.ts' relay || status=$?
   node infra/scripts/print-test-failures.mjs "$report_dir/cluster-pass.json" "cluster pass"
   # Repeated so that the tail of the output holds both passes' verdicts.
   node infra/scripts/print-test-failures.mjs "$report_dir/first-pass.json" "first pass"
