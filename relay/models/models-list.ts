@@ -54,10 +54,26 @@ const KNOWN: Readonly<Record<string, { name: string; created: string }>> = {
   'claude-3-haiku-20240307': { name: 'Claude Haiku 3', created: '2024-03-07T00:00:00Z' },
 };
 
+/**
+ * Anthropic's aliases, which point at a snapshot above: a channel serving `claude-haiku-4-5` lists it
+ * with its snapshot's name and date (it was listed by its id, dated 1970).
+ */
+const ALIASES: Readonly<Record<string, string>> = {
+  'claude-opus-4-5': 'claude-opus-4-5-20251101',
+  'claude-haiku-4-5': 'claude-haiku-4-5-20251001',
+  'claude-sonnet-4-5': 'claude-sonnet-4-5-20250929',
+  'claude-opus-4-1': 'claude-opus-4-1-20250805',
+  'claude-opus-4-0': 'claude-opus-4-20250514',
+  'claude-sonnet-4-0': 'claude-sonnet-4-20250514',
+  'claude-3-7-sonnet-latest': 'claude-3-7-sonnet-20250219',
+  'claude-3-5-haiku-latest': 'claude-3-5-haiku-20241022',
+};
+
 const EPOCH = '1970-01-01T00:00:00Z';
 
 export function modelInfo(id: string): ModelInfo {
-  const known = KNOWN[id];
+  // Own keys only: `toString` or `__proto__` as a channel's model id named Object.prototype's members.
+  const known = Object.hasOwn(KNOWN, id) ? KNOWN[id] : Object.hasOwn(ALIASES, id) ? KNOWN[ALIASES[id]!] : undefined;
   if (known) return { type: 'model', id, display_name: known.name, created_at: known.created };
   const date = /-(20\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])$/.exec(id);
   return { type: 'model', id, display_name: id, created_at: date ? `${date[1]}-${date[2]}-${date[3]}T00:00:00Z` : EPOCH };

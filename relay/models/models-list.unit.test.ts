@@ -29,6 +29,17 @@ describe('models list', () => {
     expect(listModels(known.map((k) => k[0]), q({ limit: 3 })).data.map((m) => m.id)).toEqual(['claude-haiku-5-5', 'claude-sonnet-5-5', 'claude-opus-5-5']);
   });
 
+  it("names and dates Anthropic's aliases as the snapshots they point at; an unknown undated id keeps its id and the epoch", () => {
+    expect(modelInfo('claude-haiku-4-5')).toEqual({ type: 'model', id: 'claude-haiku-4-5', display_name: 'Claude Haiku 4.5', created_at: '2025-10-01T00:00:00Z' });
+    expect(modelInfo('claude-opus-4-0')).toEqual({ type: 'model', id: 'claude-opus-4-0', display_name: 'Claude Opus 4', created_at: '2025-05-22T00:00:00Z' });
+    expect(modelInfo('claude-3-5-haiku-latest').display_name).toBe('Claude Haiku 3.5');
+    expect(modelInfo('my-local-model')).toEqual({ type: 'model', id: 'my-local-model', display_name: 'my-local-model', created_at: '1970-01-01T00:00:00Z' });
+    // A model id that names an Object.prototype member is an unknown model (toString had created_at undefined).
+    for (const id of ['__proto__', 'toString', 'constructor', 'hasOwnProperty']) {
+      expect(modelInfo(id)).toEqual({ type: 'model', id, display_name: id, created_at: '1970-01-01T00:00:00Z' });
+    }
+  });
+
   it('pages forward with limit and after_id, and backward with before_id', () => {
     const first = listModels(IDS, q({ limit: 2 }));
     expect(first.data.map((m) => m.id)).toEqual(NEWEST_FIRST.slice(0, 2));
