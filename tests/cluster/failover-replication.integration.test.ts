@@ -59,15 +59,20 @@ interface Picked { id: number; key: string; master: number; replica: number }
 /** A fresh account on a master that still has a replica (an earlier run's promoted replica has none), with a limited key. */
 async function accountWithReplica(stack: GatewayStack): Promise<Picked> {
   await mockChannel(stack, [MODEL]);
-  for (let tries = 0; tries < 16; tries++) {
+  // Within a deadline, not a number of tries: the cluster reports cluster_state:ok before its replicas
+  // have linked to their masters, and sixteen accounts made in a second (logins cost milliseconds
+  // since the tests hash at PASSWORD_SCRYPT_LOG2N=10) all found masters that listed none yet.
+  const deadline = Date.now() + 30_000;
+  for (;;) {
     const account = await fundedAccount(stack, FUNDS);
     const master = await masterPortOf(stack.redis, stack.keys.accountBalance(account.id));
     const [replica] = await replicasOf(master);
     if (replica !== undefined) {
       return { id: account.id, master, replica, key: (await createApiKey(stack, account, { unlimited_quota: false, remain_quota: FUNDS })).key };
     }
+    if (Date.now() > deadline) throw new Error('no account landed on a master with a replica within 30 s');
+    await new Promise((r) => setTimeout(r, 250));
   }
-  throw new Error('no account landed on a master with a replica');
 }
 
 /** The account's books once nothing of it is open, spooled or unbilled any more. */
