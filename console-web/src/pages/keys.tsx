@@ -99,7 +99,7 @@ function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onCha
       <td title={k.unlimited_quota ? undefined : quotaUnits(k.remain_quota)}>{k.unlimited_quota ? 'Unlimited' : dollars(k.remain_quota)}</td>
       <td title={quotaUnits(k.used_quota)}>{dollars(k.used_quota)}</td>
       <td>{k.expired_time === -1 ? 'Never' : dateTime(k.expired_time)}</td>
-      <td>{k.group || '—'}{k.model_limits_enabled ? ` · models: ${k.model_limits}` : ''}</td>
+      <td>{keyGroupText(k)}</td>
       <td class="actions">
         <CopyButton text={fetchKey} label="Copy key" of={k.name} describeError={keyCopyError} />
         <button type="button" onClick={onEdit} aria-label={`Edit ${k.name}`}>Edit</button>
@@ -112,6 +112,20 @@ function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onCha
 }
 
 /** Why a key could not be fetched for copying, in words that say what to do. */
+/**
+ * The key's group and what else limits where and how much it may be used: its models, the addresses it
+ * is accepted from and its own requests and tokens per minute. The addresses were shown only in the
+ * edit form, so a key refused from a new address (403) gave no hint in the list why.
+ */
+export function keyGroupText(k: Pick<ApiKey, 'group' | 'model_limits_enabled' | 'model_limits' | 'allow_ips' | 'rate_limit_rpm' | 'rate_limit_tpm'>): string {
+  let text = k.group || '—';
+  if (k.model_limits_enabled) text += ` · models: ${k.model_limits}`;
+  if (k.allow_ips) text += ` · from: ${k.allow_ips.split(',').join(', ')}`;
+  if (k.rate_limit_rpm > 0) text += ` · ${k.rate_limit_rpm.toLocaleString('en-US')} requests/min`;
+  if (k.rate_limit_tpm > 0) text += ` · ${k.rate_limit_tpm.toLocaleString('en-US')} tokens/min`;
+  return text;
+}
+
 export function keyCopyError(err: unknown): string {
   if (err instanceof ApiError && err.status === 404) return 'The key could not be copied: it no longer exists (deleted elsewhere?). Reload the list.';
   if (err instanceof ApiError && err.status === 429) return 'The key could not be copied: too many requests. Wait a moment and try again.';

@@ -4,7 +4,7 @@
 import { cleanup, fireEvent, render, screen, waitFor } from '@testing-library/preact';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ApiError } from '../api/client';
-import { KeysPage, keyCopyError } from './keys';
+import { KeysPage, keyCopyError, keyGroupText } from './keys';
 
 // The API client takes fetch when it is created, on import: the stub has to be in place before.
 const server = vi.hoisted(() => {
@@ -34,7 +34,7 @@ beforeAll(() => {
       return answer(429, { success: false, message: 'too many requests, slow down' });
     }
     if (input.method === 'GET' && path === '/api/token/') {
-      return answer(200, { success: true, message: '', data: { items: [row(1, 'laptop'), row(2, 'gone'), row(3, 'busy')], total: 3, page: 1, page_size: 10 } });
+      return answer(200, { success: true, message: '', data: { items: [{ ...row(1, 'laptop'), allow_ips: '10.0.0.0/8,192.0.2.7' }, row(2, 'gone'), row(3, 'busy')], total: 3, page: 1, page_size: 10 } });
     }
     if (path === '/api/user/self/groups') return answer(200, { success: true, message: '', data: {} });
     return answer(404, { success: false, message: 'no such endpoint' });
@@ -167,5 +167,22 @@ describe('KeysPage: a search the API refuses', () => {
     } finally {
       server.handle = base;
     }
+  });
+});
+
+describe('the Group column', () => {
+  it('names the group and each limit the key has: models, the addresses it is accepted from, its own rates', () => {
+    const k = row(9, 'limited');
+    expect(keyGroupText(k)).toBe('—');
+    expect(keyGroupText({ ...k, group: 'vip', model_limits_enabled: true, model_limits: 'claude-haiku-4-5,gpt-4o' })).toBe('vip · models: claude-haiku-4-5,gpt-4o');
+    expect(keyGroupText({ ...k, allow_ips: '10.0.0.0/8,192.0.2.7' })).toBe('— · from: 10.0.0.0/8, 192.0.2.7');
+    expect(keyGroupText({ ...k, group: 'default', rate_limit_rpm: 1200, rate_limit_tpm: 50_000 })).toBe('default · 1,200 requests/min · 50,000 tokens/min');
+  });
+
+  it('is shown in the key\'s row', async () => {
+    render(<KeysPage />);
+    await screen.findByRole('button', { name: 'Copy key laptop' });
+    expect(screen.getByText('— · from: 10.0.0.0/8, 192.0.2.7')).toBeTruthy();
+    expect(screen.getAllByText('—').length).toBe(2);
   });
 });
