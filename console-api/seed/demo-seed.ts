@@ -56,16 +56,17 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
   return sql.begin(async (tx) => {
     // One seeder at a time: two `make run`s must not both create the demo key.
     await tx`SELECT pg_advisory_xact_lock(727200)`;
+    const hashParams = scryptParams(config.PASSWORD_SCRYPT_LOG2N);
     let [demo] = await tx`SELECT id FROM users WHERE username = ${DEMO_USERNAME}`;
     if (!demo) {
-      const row = await insertAccount(tx, { username: DEMO_USERNAME, displayName: 'Demo', passwordHash: await hashPassword(demoPassword(config.DEMO_PASSWORD), scryptParams(config.PASSWORD_SCRYPT_LOG2N)) });
+      const row = await insertAccount(tx, { username: DEMO_USERNAME, displayName: 'Demo', passwordHash: await hashPassword(demoPassword(config.DEMO_PASSWORD), hashParams) });
       await tx`UPDATE users SET quota = ${DEMO_QUOTA} WHERE id = ${row.id}`;
       demo = { id: row.id };
       created.push(`account ${DEMO_USERNAME}`);
     }
     const [admin] = await tx`SELECT id FROM users WHERE username = ${ADMIN_USERNAME}`;
     if (!admin) {
-      await insertAccount(tx, { username: ADMIN_USERNAME, displayName: 'Admin', role: 10, passwordHash: await hashPassword(demoPassword(config.ADMIN_PASSWORD), scryptParams(config.PASSWORD_SCRYPT_LOG2N)) });
+      await insertAccount(tx, { username: ADMIN_USERNAME, displayName: 'Admin', role: 10, passwordHash: await hashPassword(demoPassword(config.ADMIN_PASSWORD), hashParams) });
       created.push(`administrator ${ADMIN_USERNAME}`);
     }
     const baseUrl = `http://127.0.0.1:${config.MOCK_UPSTREAM_PORT}`;

@@ -73,7 +73,8 @@ const EPOCH = '1970-01-01T00:00:00Z';
 
 export function modelInfo(id: string): ModelInfo {
   // Own keys only: `toString` or `__proto__` as a channel's model id named Object.prototype's members.
-  const known = Object.hasOwn(KNOWN, id) ? KNOWN[id] : Object.hasOwn(ALIASES, id) ? KNOWN[ALIASES[id]!] : undefined;
+  const snapshot = Object.hasOwn(ALIASES, id) ? ALIASES[id]! : id;
+  const known = Object.hasOwn(KNOWN, snapshot) ? KNOWN[snapshot] : undefined;
   if (known) return { type: 'model', id, display_name: known.name, created_at: known.created };
   const date = /-(20\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])$/.exec(id);
   return { type: 'model', id, display_name: id, created_at: date ? `${date[1]}-${date[2]}-${date[3]}T00:00:00Z` : EPOCH };

@@ -159,7 +159,7 @@ export function chunksAsCompletion(buf: Buffer): FoldedStream | null {
       if (typeof delta.content === 'string') message.content = appended(message.content, delta.content);
       if (typeof delta.refusal === 'string') message.refusal = appended(message.refusal, delta.refusal);
       // OpenAI streams url_citation annotations (web search) as deltas; its answers always hold the list.
-      if (Array.isArray(delta.annotations)) message.annotations = [...(message.annotations as unknown[]), ...delta.annotations];
+      if (Array.isArray(delta.annotations)) (message.annotations as unknown[]).push(...(delta.annotations as unknown[]));
       if (Array.isArray(delta.tool_calls)) {
         for (const t of delta.tool_calls as unknown[]) {
           if (!isObject(t)) continue;

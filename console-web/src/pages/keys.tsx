@@ -111,7 +111,6 @@ function KeyRow({ k, onEdit, onChanged }: { k: ApiKey; onEdit: () => void; onCha
   );
 }
 
-/** Why a key could not be fetched for copying, in words that say what to do. */
 /**
  * The key's group and what else limits where and how much it may be used: its models, the addresses it
  * is accepted from and its own requests and tokens per minute. The addresses were shown only in the
@@ -126,6 +125,7 @@ export function keyGroupText(k: Pick<ApiKey, 'group' | 'model_limits_enabled' | 
   return text;
 }
 
+/** Why a key could not be fetched for copying, in words that say what to do. */
 export function keyCopyError(err: unknown): string {
   if (err instanceof ApiError && err.status === 404) return 'The key could not be copied: it no longer exists (deleted elsewhere?). Reload the list.';
   if (err instanceof ApiError && err.status === 429) return 'The key could not be copied: too many requests. Wait a moment and try again.';
