@@ -1,0 +1,38 @@
+// The converted stream's text deltas are written by concatenation (to-messages.ts textDelta), not by
+// stringifying an event object: their text must be exactly JSON.stringify's of Anthropic's event,
+// member for member and in order, whatever the text holds.
+import { describe, expect, it } from 'vitest';
+import { ChatToAnthropicStream } from './to-messages.js';
+
+const HOSTILE_TEXTS = [
+  'plain', 'quote " and \\ backslash', 'line\nbreak\r\ttab', '\u0000\u001f control', 'é€𝄞 wide',
+  '\ud800 lone high', 'lone low \udc00', '</script><!--', '\u2028\u2029 separators', '{"text":"x"}',
+];
+
+function chunk(delta: unknown, finish: string | null = null): string {
+  return `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'gpt-x', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+}
+
+describe('ChatToAnthropicStream text deltas', () => {
+  for (const [name, withTool] of [['a text block alone', false], ['text held while a tool call streams, then its own block', true]] as const) {
+    it(`${name}: each content_block_delta is JSON.stringify's text of Anthropic's event`, () => {
+      let sse = chunk({ role: 'assistant', content: '' });
+      if (withTool) sse += chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":' } }] });
+      for (const t of HOSTILE_TEXTS) sse += chunk({ content: t });
+      if (withTool) sse += chunk({ tool_calls: [{ index: 0, function: { arguments: '1}' } }] });
+      sse += chunk({}, withTool ? 'tool_calls' : 'stop') + 'data: [DONE]\n\n';
+      const out = new ChatToAnthropicStream('claude-x').push(Buffer.from(sse));
+      const deltas = out.split('\n\n').filter((e) => e.startsWith('event: content_block_delta\n')).map((e) => e.split('\n')[1]!.slice('data: '.length));
+      const texts: string[] = [];
+      for (const data of deltas) {
+        const parsed = JSON.parse(data) as { index: number; delta: { type: string; text?: string; partial_json?: string } };
+        if (parsed.delta.type !== 'text_delta') continue;
+        expect(data).toBe(JSON.stringify({ type: 'content_block_delta', index: parsed.index, delta: { type: 'text_delta', text: parsed.delta.text } }));
+        texts.push(parsed.delta.text!);
+      }
+      // Held behind the tool call, the texts come as one delta of their own block.
+      expect(texts.join('')).toBe(HOSTILE_TEXTS.join(''));
+      if (!withTool) expect(texts).toEqual(HOSTILE_TEXTS);
+    });
+  }
+});
