@@ -101,7 +101,7 @@ beforeAll(async () => {
       }
       case 'only-stop':
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        return void res.end(MESSAGE_STOP);
+        return void res.end(model.startsWith('oai-') ? 'data: [DONE]\n\n' : `event: ping\ndata: {"type":"ping"}\n\n${MESSAGE_STOP}`);
       default:
         res.writeHead(500);
         res.end();
@@ -256,6 +256,33 @@ describe('a body with no answer in it (empty, or only message_stop), labelled te
       await billedNothing(o.requestId, before);
     }, 60_000);
   }
+
+  it('only-stop to a request with stream: no answer in a 200 (the headers went out), the stream\'s error event alone, billed nothing', async () => {
+    const before = await balanceOf(stack, account.id);
+    const { data, response } = await anthropic().messages.create({ model: 'only-stop', max_tokens: 100, stream: true, messages }).withResponse();
+    const events: string[] = [];
+    const err = await (async () => {
+      for await (const e of data) events.push(e.type);
+    })().then(() => null, (e: unknown) => e);
+    // Before, the stream was message_stop alone, complete: a raw reader took it for an empty answer.
+    expect(events).not.toContain('message_stop');
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+    expect((err as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: 'error', error: { type: 'api_error' } });
+    await billedNothing(response.headers.get('x-gateway-request-id') ?? '', before);
+  }, 60_000);
+
+  it('oai-only-stop ([DONE] alone) to a Chat Completions stream: the stream\'s error chunk, no [DONE], billed nothing', async () => {
+    const before = await balanceOf(stack, account.id);
+    const { data, response } = await openai().chat.completions.create({ model: 'oai-only-stop', max_tokens: 100, stream: true, messages }).withResponse();
+    const chunks: unknown[] = [];
+    const err = await (async () => {
+      for await (const c of data) chunks.push(c);
+    })().then(() => null, (e: unknown) => e);
+    expect(chunks).toEqual([]);
+    // Before, the stream was [DONE] alone: the SDK ended it as an answer of no chunk.
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    await billedNothing(response.headers.get('x-gateway-request-id') ?? '', before);
+  }, 60_000);
 
   it('oai-empty to a Chat Completions request: OpenAI\'s error JSON, billed nothing', async () => {
     const before = await balanceOf(stack, account.id);

@@ -55,6 +55,8 @@ export const RELAY_CLOSING_EVENT = `event: error\ndata: ${errorBody('overloaded_
 const CHAT_DONE = Buffer.from('\n\ndata: [DONE]\n\n');
 /** Ends an event a provider left open. */
 const EVENT_END = Buffer.from('\n\n');
+/** What is passed on of a chunk that holds nothing for the client. */
+const NOTHING = Buffer.alloc(0);
 
 export interface StreamRewriter {
   /** The client's bytes for this provider chunk ('' when nothing is complete yet). */
@@ -215,7 +217,10 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     // and a second usage after [DONE] were billed), and a provider that keeps its connection open
     // after it no longer holds the client's end.
     const endedAt = parser.endedAt;
-    const part = endedAt < 0 ? chunk : chunk.subarray(0, endedAt);
+    // An end without a start or any content (message_stop or [DONE] before any message_start or
+    // chunk) is no answer: it is not passed on, and the stream ends as failed (the meters'
+    // `complete`). Content without a start was metered, so it is passed on, end and all.
+    const part = endedAt < 0 ? chunk : parser.sawMessageStart || parser.contentDeltas > 0 ? chunk.subarray(0, endedAt) : NOTHING;
     const out = rewriter === null ? aligner!.push(part) : rewriter.push(part);
     if (out.length > 0) scrubber.push(out);
     // What was converted is written; the stream then ends as failed (the catch below).

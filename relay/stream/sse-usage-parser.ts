@@ -119,8 +119,14 @@ export class SseUsageParser implements StreamUsage {
    * for the chunks pushed after it, -1 before. What follows is not read.
    */
   endedAt = -1;
+  /**
+   * The stream ended as an answer does: message_stop after a message_start. A stream of message_stop
+   * alone is no answer (nothing says what message it ends): it ends as failed, as one cut before its
+   * message_stop does; passed as complete, its client got a 200 of that one event, which the SDK's
+   * MessageStream rejects as out of order and a raw reader took for an empty answer.
+   */
   get complete(): boolean {
-    return this.sawMessageStop;
+    return this.sawMessageStop && this.sawMessageStart;
   }
   /**
    * A message_delta came: the generation is over (unlike a content block's stop, after which another

@@ -24,6 +24,15 @@ describe('SseUsageParser', () => {
     expect(p).toMatchObject({ inputTokens: 321, outputTokens: 42, cacheCreationTokens: 7, cacheReadTokens: 11, contentDeltas: 5, sawMessageStop: true, error: null });
   });
 
+  it('is complete at message_stop after a message_start; a message_stop alone is no answer', () => {
+    const whole = new SseUsageParser();
+    whole.push(Buffer.from(STREAM));
+    expect(whole.complete).toBe(true);
+    const alone = new SseUsageParser();
+    alone.push(Buffer.from(event('ping', { type: 'ping' }) + event('message_stop', { type: 'message_stop' })));
+    expect(alone).toMatchObject({ complete: false, sawMessageStop: true, sawMessageStart: false });
+  });
+
   it('reads the 5-minute / 1-hour split of the cache writes, kept when message_delta restates the total only', () => {
     const SPLIT = STREAM
       .replace('"cache_creation_input_tokens":7,', '"cache_creation_input_tokens":30,"cache_creation":{"ephemeral_5m_input_tokens":10,"ephemeral_1h_input_tokens":20},')

@@ -112,16 +112,21 @@ describe('an Anthropic client of an OpenAI-format channel', () => {
     expect([unasked.stop_reason, unasked.stop_sequence]).toEqual(['end_turn', null]);
   });
 
-  it('a stream of [DONE] alone is an empty message the SDK reads, billed what was counted', async () => {
+  it('a stream of [DONE] alone is no answer: the stream\'s error event (the SDK raises it), billed nothing', async () => {
     await billingSettled(stack);
     const before = await balanceOf(stack, account.id);
     const stream = client.messages.stream({ model: 'a2o-done-only', max_tokens: 50, messages: HI });
-    const final = await stream.finalMessage();
-    expect(final).toMatchObject({ role: 'assistant', content: [], stop_reason: 'end_turn' });
+    // Until 2026-12-03 an empty message (message_start and message_stop written for it), billed the
+    // prompt as counted: a provider that sent no chunk at all said nothing was answered, as a lone
+    // message_stop from an Anthropic channel does, and the client is told so and may retry.
+    const err = await stream.finalMessage().then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.APIError);
+    expect((err as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: 'error', error: { type: 'api_error' } });
     const rid = (await stream.withResponse()).response.headers.get('x-gateway-request-id');
-    const row = await ledgerRow(stack, rid!);
-    expect(row.completion_tokens).toBe(0);
-    expect(await balanceOf(stack, account.id)).toBe(before - row.quota);
+    await billingSettled(stack);
+    const [ledger] = await stack.sql`SELECT COALESCE(SUM(quota), 0)::bigint AS q FROM ledger WHERE request_id = ${rid}`;
+    expect(Number(ledger!.q)).toBe(0);
+    expect(await balanceOf(stack, account.id)).toBe(before);
   });
 
   it('a tool_result with is_error true reaches the model as "Error: …"', async () => {

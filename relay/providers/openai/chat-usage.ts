@@ -201,7 +201,8 @@ export class ChatStreamMeter implements StreamMeter {
    * rather than followed by a failed-stream event.
    */
   get complete(): boolean {
-    return this.sawMessageStop || (this.generationDone && this.sawMessageDelta && !this.contentAfterUsage);
+    // A [DONE] with no chunk before it is no answer (as a lone message_stop, sse-usage-parser.ts).
+    return (this.sawMessageStop && this.sawMessageStart) || (this.generationDone && this.sawMessageDelta && !this.contentAfterUsage);
   }
   /** A usage chunk stated the input as a count of a prompt: else the relay counts the prompt. */
   inputStated = false;

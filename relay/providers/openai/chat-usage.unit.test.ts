@@ -75,8 +75,12 @@ describe('ChatStreamMeter', () => {
     early.push(Buffer.from('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'));
     expect(early.complete).toBe(true);
     const done = new ChatStreamMeter();
-    done.push(Buffer.from('data: [DONE]\n\n'));
+    done.push(Buffer.from(chunk({ role: 'assistant', content: '' }) + 'data: [DONE]\n\n'));
     expect(done.complete).toBe(true);
+    // [DONE] with no chunk before it is no answer.
+    const doneAlone = new ChatStreamMeter();
+    doneAlone.push(Buffer.from('data: [DONE]\n\n'));
+    expect(doneAlone).toMatchObject({ complete: false, sawMessageStop: true });
   });
 
   it('says when the generation is over (a finish_reason), before the usage that follows it', () => {
