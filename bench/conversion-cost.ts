@@ -15,6 +15,7 @@
 // as chat-stream64), in chunks of one event each and coalesced into 16 KiB reads.
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { dirname, join, resolve } from 'node:path';
+import { chunked } from './lib/provider-reads.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type Any = any;
@@ -56,15 +57,6 @@ function chatStream(deltas: number): Buffer[] {
   out.push(`data: ${JSON.stringify({ id: 'chatcmpl-01', object: 'chat.completion.chunk', created: 1764000000, model: 'gpt-4o-mini-2024-07-18', service_tier: 'default', system_fingerprint: 'fp_01', choices: [], usage: { prompt_tokens: 10, completion_tokens: deltas, total_tokens: 10 + deltas, prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } } })}\n\n`);
   out.push('data: [DONE]\n\n');
   return out.map((s) => Buffer.from(s));
-}
-
-/** One event per read (token by token), or the stream coalesced into 16 KiB reads. */
-function chunked(evs: Buffer[], coalesce: boolean): Buffer[] {
-  if (!coalesce) return evs;
-  const all = Buffer.concat(evs);
-  const out: Buffer[] = [];
-  for (let i = 0; i < all.length; i += 16 * 1024) out.push(all.subarray(i, i + 16 * 1024));
-  return out;
 }
 
 interface Build {

@@ -13,6 +13,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { dirname, join, resolve } from 'node:path';
+import { chunked } from './lib/provider-reads.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type Any = any;
@@ -41,15 +42,6 @@ function events(deltas: number, final: boolean): Buffer[] {
     out.push(sse('message_stop', { type: 'message_stop' }));
   }
   return out.map((s) => Buffer.from(s));
-}
-
-/** Chunks as a provider sends them: one event per chunk (token by token), or coalesced into ~16 KiB. */
-function chunked(evs: Buffer[], coalesce: boolean): Buffer[] {
-  if (!coalesce) return evs;
-  const all = Buffer.concat(evs);
-  const out: Buffer[] = [];
-  for (let i = 0; i < all.length; i += 16 * 1024) out.push(all.subarray(i, i + 16 * 1024));
-  return out;
 }
 
 async function main(): Promise<void> {
