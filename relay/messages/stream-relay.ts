@@ -309,6 +309,8 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     if (type !== undefined) {
       if (parser.contentDeltas === 0 && (type === 'overloaded_error' || type === 'api_error' || type === 'server_error')) cooldown.failed(channelId);
     } else if (parser.complete) cooldown.succeeded(channelId);
+    // A stream that ended without starting (no message_start or chunk, no content) answered nothing.
+    else if (!parser.sawMessageStart && parser.contentDeltas === 0) cooldown.failed(channelId);
   };
   /** The stream was settled and ended before the provider's body ended (complete(), below). */
   let finished = false;

@@ -16,6 +16,10 @@ let hung: ScriptedProvider;
 let hungRequests = 0;
 let overloaded: ScriptedProvider;
 let overloadedRequests = 0;
+/** Served by the mock and by a provider whose every stream is a 200 of message_stop alone. */
+const NO_ANSWER_MODEL = 'claude-opus-4-5';
+let noAnswer: ScriptedProvider;
+let noAnswerRequests = 0;
 
 beforeAll(async () => {
   stack = await startGatewayStack({
@@ -29,11 +33,18 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.end(messageStart(model) + sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }));
   });
-  await mockChannel(stack, [MODEL, OVERLOADED_MODEL]);
+  noAnswer = await startScriptedProvider((_req, res) => {
+    noAnswerRequests++;
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end(sse('message_stop', { type: 'message_stop' }));
+  });
+  await mockChannel(stack, [MODEL, OVERLOADED_MODEL, NO_ANSWER_MODEL]);
   await mockChannel(stack, [MODEL], 'default', { base_url: hung.url });
   await mockChannel(stack, [OVERLOADED_MODEL], 'default', { base_url: overloaded.url });
+  await mockChannel(stack, [NO_ANSWER_MODEL], 'default', { base_url: noAnswer.url });
 });
 afterAll(async () => {
+  await noAnswer?.close();
   await overloaded?.close();
   await hung?.close();
   await stack?.close();
@@ -80,5 +91,23 @@ describe('a channel whose provider never answers', () => {
     expect(overloadedRequests).toBeGreaterThanOrEqual(3);
     expect(overloadedRequests).toBeLessThanOrEqual(3 * stack.relays.length);
     expect(failed).toBe(overloadedRequests);
+  }, 60_000);
+
+  // Before: such a stream was a complete 200 and counted as nothing for the channel (it counted as a
+  // success until 2026-12-03, when a stream that never started became a failed one).
+  it('a channel whose streams end without starting (message_stop alone) is set aside too', async () => {
+    const account = await fundedAccount(stack, 10_000_000);
+    const key = (await createApiKey(stack, account)).key;
+    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+    let failed = 0;
+    for (let round = 0; round < 2; round++) {
+      for (let u = 0; u < 20; u++) {
+        const stream = client.messages.stream({ model: NO_ANSWER_MODEL, max_tokens: 8, metadata: { user_id: `user-${u}` }, messages: [{ role: 'user', content: 'hi' }] });
+        await stream.finalMessage().catch(() => { failed++; });
+      }
+    }
+    expect(noAnswerRequests).toBeGreaterThanOrEqual(3);
+    expect(noAnswerRequests).toBeLessThanOrEqual(3 * stack.relays.length);
+    expect(failed).toBe(noAnswerRequests);
   }, 60_000);
 });
