@@ -101,3 +101,34 @@ describe('AnthropicToChatStream text deltas read without parsing', () => {
     expect(contents('data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}\n\n')).toEqual(['a']);
   });
 });
+
+describe('AnthropicToChatStream text deltas, random texts', () => {
+  // Every kind of character the fast path must tell apart: plain ASCII, what JSON escapes, what it
+  // passes as it is (non-ASCII, U+2028), surrogate pairs and lone halves.
+  const POOL = ['a', 'Z', ' ', '0', '"', '\\', '/', '\n', '\r', '\t', '\u0000', '\u001f', '\u007f', 'é', '€', '\u2028', '🙂', '\ud800', '\udfff', '{', '}', ':', ','];
+  let seed = 20261203;
+  const random = (n: number): number => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return seed % n;
+  };
+
+  it('2,000 texts of up to 12 characters: each chunk says the text, in JSON.stringify\'s text of the chunk', () => {
+    const texts = Array.from({ length: 2000 }, () => Array.from({ length: random(13) }, () => POOL[random(POOL.length)]).join(''));
+    const sse = 'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_r","usage":{"input_tokens":1}}}\n\n'
+      + texts.map((text) => `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } })}\n\n`).join('');
+    const rewriter = new AnthropicToChatStream('m', true);
+    // Cut at every 97 bytes: lines end in other reads than they begin.
+    const bytes = Buffer.from(sse);
+    let out = '';
+    for (let i = 0; i < bytes.length; i += 97) out += rewriter.push(bytes.subarray(i, i + 97));
+    const chunks = out.split('\n\n').filter((e) => e !== '').map((e) => e.slice('data: '.length)).slice(1);
+    expect(chunks).toHaveLength(texts.length);
+    chunks.forEach((text, i) => {
+      const created = (JSON.parse(text) as { created: number }).created;
+      expect(text).toBe(JSON.stringify({
+        id: 'chatcmpl-msg_r', object: 'chat.completion.chunk', created, model: 'm', service_tier: 'default', system_fingerprint: null,
+        choices: [{ index: 0, delta: { content: texts[i] }, logprobs: null, finish_reason: null }], usage: null,
+      }));
+    });
+  });
+});
