@@ -217,10 +217,10 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     // and a second usage after [DONE] were billed), and a provider that keeps its connection open
     // after it no longer holds the client's end.
     const endedAt = parser.endedAt;
-    // An end without a start or any content (message_stop or [DONE] before any message_start or
-    // chunk) is no answer: it is not passed on, and the stream ends as failed (the meters'
-    // `complete`). Content without a start was metered, so it is passed on, end and all.
-    const part = endedAt < 0 ? chunk : parser.sawMessageStart || parser.contentDeltas > 0 ? chunk.subarray(0, endedAt) : NOTHING;
+    // An end of a stream that never began (message_stop or [DONE] alone) is no answer: it is not
+    // passed on, and the stream ends as failed (the meters' `complete`). One that began was metered
+    // and is billed (settleStream), so it is passed on, end and all.
+    const part = endedAt < 0 ? chunk : streamBegan(parser) ? chunk.subarray(0, endedAt) : NOTHING;
     const out = rewriter === null ? aligner!.push(part) : rewriter.push(part);
     if (out.length > 0) scrubber.push(out);
     // What was converted is written; the stream then ends as failed (the catch below).
@@ -309,8 +309,8 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     if (type !== undefined) {
       if (parser.contentDeltas === 0 && (type === 'overloaded_error' || type === 'api_error' || type === 'server_error')) cooldown.failed(channelId);
     } else if (parser.complete) cooldown.succeeded(channelId);
-    // A stream that ended without starting (no message_start or chunk, no content) answered nothing.
-    else if (!parser.sawMessageStart && parser.contentDeltas === 0) cooldown.failed(channelId);
+    // A stream that ended without beginning answered nothing.
+    else if (!streamBegan(parser)) cooldown.failed(channelId);
   };
   /** The stream was settled and ended before the provider's body ended (complete(), below). */
   let finished = false;
@@ -528,6 +528,15 @@ export function outputStatedInFull(p: StreamMeter): boolean {
 }
 
 /**
+ * The stream began: a message_start (or a Chat Completions chunk), content, or the end of a
+ * generation came. One that did not stated and delivered nothing: it is billed nothing, its end is
+ * not passed on, and it counts against its channel.
+ */
+function streamBegan(p: StreamMeter): boolean {
+  return p.sawMessageStart || p.contentDeltas > 0 || p.generationDone || p.sawMessageDelta;
+}
+
+/**
  * Settles a stream, then calls `settled` (which ends the client's stream): with the provider's final
  * usage when it sent one, pending delivered text dropped uncounted; otherwise with the larger of the
  * output it stated (if any) and the exact token count of the text delivered. An input the provider did
@@ -537,10 +546,9 @@ export function outputStatedInFull(p: StreamMeter): boolean {
  * `partialReason` null means the stream completed.
  */
 async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivered: DeliveredTextCounter, partialReason: string | null, settled?: (billed: StreamUsage | null) => void): Promise<void> {
-  // Nothing began (no message_start, no content, no end of generation): the provider stated and
-  // delivered nothing, so the request failed, as one whose provider never answered (an error row at
-  // 0), rather than a consumption of nothing.
-  if (partialReason !== null && !parser.sawMessageStart && parser.contentDeltas === 0 && !parser.generationDone && !parser.sawMessageDelta) {
+  // Nothing began: the provider stated and delivered nothing, so the request failed, as one whose
+  // provider never answered (an error row at 0), rather than a consumption of nothing.
+  if (partialReason !== null && !streamBegan(parser)) {
     delivered.discard();
     ex.finish({ kind: 'failed', reason: partialReason });
     if (settled) ex.afterSettled(() => settled(null));
@@ -551,7 +559,7 @@ async function settleStream(ex: StreamingExchange, parser: StreamMeter, delivere
   // token, or in a message_start the meter could not read): billed as 0, the prompt would be free.
   // Counted on a worker, alongside the delivered text, whenever the stream began, delivered content or
   // ended its generation: anything the provider bills.
-  const prompt = !parser.inputStated && (parser.sawMessageStart || parser.contentDeltas > 0 || parser.generationDone || parser.sawMessageDelta)
+  const prompt = !parser.inputStated && streamBegan(parser)
     ? countedInput(ex, parser)
     : null;
   let usage: StreamUsage;

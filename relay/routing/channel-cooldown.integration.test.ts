@@ -50,6 +50,21 @@ afterAll(async () => {
   await stack?.close();
 });
 
+/** Streams of `model` for 20 end users, each twice, as a new account; how many failed. */
+async function failedStreams(model: string): Promise<number> {
+  const account = await fundedAccount(stack, 10_000_000);
+  const key = (await createApiKey(stack, account)).key;
+  const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
+  let failed = 0;
+  for (let round = 0; round < 2; round++) {
+    for (let u = 0; u < 20; u++) {
+      const stream = client.messages.stream({ model, max_tokens: 8, metadata: { user_id: `user-${u}` }, messages: [{ role: 'user', content: 'hi' }] });
+      await stream.finalMessage().catch(() => { failed++; });
+    }
+  }
+  return failed;
+}
+
 describe('a channel whose provider never answers', () => {
   it('is set aside after 3 timeouts: its users are served by the other channel of the route', async () => {
     const account = await fundedAccount(stack, 10_000_000);
@@ -78,34 +93,15 @@ describe('a channel whose provider never answers', () => {
   // channel it took its users' streams, all of them failing, for as long as it was overloaded (30 of
   // 40 in the streams review's probe).
   it('a channel whose streams are a 200 carrying an overload error before any content is set aside too', async () => {
-    const account = await fundedAccount(stack, 10_000_000);
-    const key = (await createApiKey(stack, account)).key;
-    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
-    let failed = 0;
-    for (let round = 0; round < 2; round++) {
-      for (let u = 0; u < 20; u++) {
-        const stream = client.messages.stream({ model: OVERLOADED_MODEL, max_tokens: 8, metadata: { user_id: `user-${u}` }, messages: [{ role: 'user', content: 'hi' }] });
-        await stream.finalMessage().catch(() => { failed++; });
-      }
-    }
+    const failed = await failedStreams(OVERLOADED_MODEL);
     expect(overloadedRequests).toBeGreaterThanOrEqual(3);
     expect(overloadedRequests).toBeLessThanOrEqual(3 * stack.relays.length);
     expect(failed).toBe(overloadedRequests);
   }, 60_000);
 
-  // Before: such a stream was a complete 200 and counted as nothing for the channel (it counted as a
-  // success until 2026-12-03, when a stream that never started became a failed one).
+  // Before: such a stream was a complete 200, a success for the channel.
   it('a channel whose streams end without starting (message_stop alone) is set aside too', async () => {
-    const account = await fundedAccount(stack, 10_000_000);
-    const key = (await createApiKey(stack, account)).key;
-    const client = new Anthropic({ apiKey: key, baseURL: stack.relayUrl, maxRetries: 0 });
-    let failed = 0;
-    for (let round = 0; round < 2; round++) {
-      for (let u = 0; u < 20; u++) {
-        const stream = client.messages.stream({ model: NO_ANSWER_MODEL, max_tokens: 8, metadata: { user_id: `user-${u}` }, messages: [{ role: 'user', content: 'hi' }] });
-        await stream.finalMessage().catch(() => { failed++; });
-      }
-    }
+    const failed = await failedStreams(NO_ANSWER_MODEL);
     expect(noAnswerRequests).toBeGreaterThanOrEqual(3);
     expect(noAnswerRequests).toBeLessThanOrEqual(3 * stack.relays.length);
     expect(failed).toBe(noAnswerRequests);

@@ -9,7 +9,7 @@
 // message_start (the SDK threw); is_error was dropped and an invalid tool_choice silently became auto.
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../../../tests/harness/gateway-stack.js';
+import { billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../../../tests/harness/gateway-stack.js';
 import { balanceOf, CHAT_DONE, chatChunk, startScriptedProvider, type ScriptedProvider } from '../../../tests/harness/scripted-provider.js';
 
 const ch = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) =>
