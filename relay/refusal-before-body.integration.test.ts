@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../infra/project-root.js';
 import { freePort } from '../infra/testing/free-port.js';
-import { accountQuota, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../tests/harness/gateway-stack.js';
+import { settledAccountQuota, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount } from '../tests/harness/gateway-stack.js';
 
 const MODEL = 'claude-sonnet-4-5';
 const MiB = 1024 * 1024;
@@ -79,7 +79,7 @@ async function outcomes(call: () => Promise<unknown>): Promise<(number | string)
   return seen;
 }
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 describe('a refusal before the body is all in reaches the client', () => {
   it('413 for a 9 MiB Messages body, through the Anthropic SDK, in its error format', async () => {

@@ -9,7 +9,7 @@ import type { RunnableToolFunctionWithParse } from 'openai/lib/RunnableFunction'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countInputTokens, startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
 import {
-  accountQuota,
+  settledAccountQuota,
   billingSettled, createApiKey, fundedAccount, ledgerRow, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -37,7 +37,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 /** The last body the mock provider received: what the relay converted the request to. */
 function providerBody(): Record<string, unknown> {

@@ -15,7 +15,7 @@ import o200k from 'js-tiktoken/ranks/o200k_base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countPromptTokens, startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
 import {
-  accountQuota,
+  settledAccountQuota,
   billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -51,7 +51,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 function providerRequest(): { body: Record<string, unknown>; headers: Record<string, string>; requestId: string } {
   const r = openaiMock.requests[openaiMock.requests.length - 1]!;

@@ -5,10 +5,10 @@
 // completion tokens: only `content`, `reasoning_content` and tool-call `arguments` were counted.
 import type { ServerResponse } from 'node:http';
 import OpenAI from 'openai';
-import { balanceOf, type ScriptedProvider, type ScriptedRequest, startScriptedProvider } from '../../tests/harness/scripted-provider.js';
+import { type ScriptedProvider, type ScriptedRequest, startScriptedProvider } from '../../tests/harness/scripted-provider.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+  createApiKey, settledAccountQuota, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
 // Models no ratio names: model ratio 1, completion ratio 5, group default 1.
@@ -55,7 +55,7 @@ afterAll(async () => {
   await provider?.close();
 });
 
-const balance = (): Promise<number> => balanceOf(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 describe('a Chat Completions answer without usage, of reasoning or a refusal', () => {
   for (const [model, field] of [['think-model', 'reasoning'], ['refuse-model', 'refusal']] as const) {

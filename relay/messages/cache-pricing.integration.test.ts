@@ -5,7 +5,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  accountQuota,
+  settledAccountQuota,
   billingSettled, consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 import { anthropicMessage } from '../../tests/harness/sdk-streams.js';
@@ -37,7 +37,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 interface Case { name: string; read: number; w5m: number; w1h: number }
 const CASES: Case[] = [

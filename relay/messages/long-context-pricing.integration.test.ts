@@ -4,7 +4,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  accountQuota,
+  settledAccountQuota,
   createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 import { anthropicMessage } from '../../tests/harness/sdk-streams.js';
@@ -38,7 +38,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 describe.each([false, true])('stream %s', (stream) => {
   it.each([

@@ -10,10 +10,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { balanceOf } from '../../tests/harness/scripted-provider.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+  billingSettled, createApiKey, settledAccountQuota, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
 const FUNDS = 10_000_000;
@@ -123,7 +122,7 @@ afterAll(async () => {
   await new Promise((r) => provider?.close(r));
 });
 
-const balance = (): Promise<number> => balanceOf(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 /** The relay still serves: a plain request on the Anthropic channel's model is answered. */
 async function stillServing(): Promise<void> {

@@ -4,7 +4,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  accountQuota,
+  settledAccountQuota,
   billingSettled, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -36,7 +36,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 async function ledgerHas(requestId: string): Promise<boolean> {
   const rows = await stack.sql`SELECT 1 FROM ledger WHERE request_id = ${requestId}`;

@@ -5,7 +5,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockUpstream } from '../../bench/mock-upstream/mock-upstream.js';
 import {
-  accountQuota,
+  settledAccountQuota,
   createApiKey, fundedAccount, ledgerRow, MOCK_CHANNEL_KEY, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -28,7 +28,8 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+// Settled first: a test's last answer may still be settling when the next test reads its 'before'.
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 describe('a client that goes away mid-stream', () => {
   it('cancels the provider at once and pays exactly for the tokens delivered', async () => {

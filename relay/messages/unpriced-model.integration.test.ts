@@ -6,7 +6,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  accountQuota,
+  settledAccountQuota,
   consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, unpricedMockChannel, type GatewayStack, type TestAccount, storeOptions
 } from '../../tests/harness/gateway-stack.js';
 
@@ -34,7 +34,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 async function ledgerRows(): Promise<number> {
   const [r] = await stack.sql`SELECT count(*)::int AS n FROM ledger WHERE user_id = ${account.id}`;

@@ -11,10 +11,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
-import { balanceOf } from '../../tests/harness/scripted-provider.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
+  createApiKey, settledAccountQuota, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 import { USAGE_TAIL_WAIT_MS } from './stream-relay.js';
 
@@ -108,7 +107,7 @@ afterAll(async () => {
   await new Promise((r) => provider?.close(r));
 });
 
-const balance = (): Promise<number> => balanceOf(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 /** The request's ledger row, its log row's quota in ClickHouse, and the account's debit agree. */
 async function billed(requestId: string, before: number): Promise<{ quota: number; prompt_tokens: number; completion_tokens: number }> {

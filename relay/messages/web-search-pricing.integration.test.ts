@@ -6,7 +6,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  accountQuota,
+  settledAccountQuota,
   billingSettled, consoleCall, createApiKey, fundedAccount, ledgerRow, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 import { relayMetrics } from '../metrics/relay-metrics.js';
@@ -35,7 +35,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 async function ask(stream: boolean): Promise<{ requestId: string; input: number; usage: Anthropic.Usage }> {
   const params = {

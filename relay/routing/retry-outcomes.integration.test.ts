@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMockOpenAI, type MockOpenAI } from '../../bench/mock-upstream-openai/mock-openai.js';
 import { parsePromText } from '../../core/metrics/prom.js';
 import {
-  accountQuota,
+  settledAccountQuota,
   billingSettled, createApiKey, fundedAccount, mockChannel, startGatewayStack, type GatewayStack, type TestAccount,
 } from '../../tests/harness/gateway-stack.js';
 
@@ -57,7 +57,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const balance = (): Promise<number> => accountQuota(stack, account.id);
+const balance = (): Promise<number> => settledAccountQuota(stack, account.id);
 
 const ask = (model: string, content: Anthropic.MessageParam['content'] = 'hello') =>
   client.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content }] }).withResponse();

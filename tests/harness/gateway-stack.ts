@@ -303,6 +303,16 @@ export interface LedgerRow {
   type: number;
 }
 
+/**
+ * The account's balance once every settlement already sent has reached Postgres: the reading to take
+ * before a request whose debit a test checks, when an earlier request's settlement may still be on its
+ * way (CI's cluster pass once read a balance 6 units high: the previous test's last answer, unsettled).
+ */
+export async function settledAccountQuota(stack: GatewayStack, userId: number): Promise<number> {
+  await billingSettled(stack);
+  return accountQuota(stack, userId);
+}
+
 /** Waits for a request's ledger row: streams cut short settle after their delivered text is counted. */
 export async function ledgerRow(stack: GatewayStack, requestId: string, timeoutMs = 10_000): Promise<LedgerRow> {
   const deadline = Date.now() + timeoutMs;
