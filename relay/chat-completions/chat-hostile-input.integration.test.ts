@@ -104,3 +104,45 @@ describe('a body that names a key twice in one object', () => {
     }
   });
 });
+
+describe('what a body may hold that a check of its own nesting or the prices does not catch', () => {
+  const post = (b: unknown) => fetch(`${stack.relayUrl}/v1/chat/completions`, {
+    method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(b),
+  });
+  const withCalls = (model: string, calls: unknown[]) => ({
+    model, max_tokens: 5, messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: null, tool_calls: calls }, { role: 'user', content: 'go' }],
+  });
+
+  it('tool call arguments nested 20,000 deep: 400 naming them, streamed or not, on either kind of channel (before: 500 on an Anthropic channel)', async () => {
+    const args = `${'{"a":'.repeat(20_000)}1${'}'.repeat(20_000)}`;
+    for (const model of ['claude-haiku-4-5', 'gpt-4o-mini']) {
+      for (const stream of [false, true]) {
+        const res = await post({ ...withCalls(model, [{ id: 'c', type: 'function', function: { name: 'f', arguments: args } }]), stream });
+        expect(res.status).toBe(400);
+        expect(await res.json()).toMatchObject({ error: { type: 'invalid_request_error', param: 'messages.[1].tool_calls.[0].function.arguments', message: expect.stringMatching(/more than 120 levels deep/) } });
+      }
+    }
+  });
+
+  it('20,000 tool calls of one id are given distinct ids and served (before: the event loop held 12 s)', async () => {
+    const calls = Array.from({ length: 20_000 }, () => ({ id: 'a', type: 'function', function: { name: 'f', arguments: '{}' } }));
+    // Text enough beside them that the body's keys are within a key per 16 bytes (raw-json-guard.ts).
+    const res = await post({ ...withCalls('claude-haiku-4-5', calls), system: 'x'.repeat(20_000 * 48) });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const sent = stack.mock.requests[stack.mock.requests.length - 1]!.body as { messages: Array<{ content: Array<{ type: string; id?: string }> }> };
+    const ids = sent.messages[1]!.content.filter((b) => b.type === 'tool_use').map((b) => b.id);
+    expect(ids.length).toBe(20_000);
+    expect(new Set(ids).size).toBe(20_000);
+  });
+
+  // At a price below 1 the bound's cost is a number Redis can compare: the balance refuses it (429 insufficient_quota).
+  it('an output bound whose cost at the model\'s price is past what any balance can hold (max_tokens 2^53 - 1): 400 naming the field, not 404 model_not_priced', async () => {
+    for (const model of ['claude-haiku-4-5']) {
+      for (const field of ['max_tokens', 'max_completion_tokens']) {
+        const res = await post({ model, [field]: Number.MAX_SAFE_INTEGER, messages: [{ role: 'user', content: 'hi' }] });
+        expect(res.status, await res.clone().text()).toBe(400);
+        expect(await res.json()).toMatchObject({ error: { type: 'invalid_request_error', param: field, message: expect.stringMatching(new RegExp(`^${field}: .* output tokens cost more at this model's price than any balance can hold$`)) } });
+      }
+    }
+  });
+});

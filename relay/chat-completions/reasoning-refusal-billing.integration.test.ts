@@ -5,6 +5,7 @@
 // completion tokens: only `content`, `reasoning_content` and tool-call `arguments` were counted.
 import type { ServerResponse } from 'node:http';
 import OpenAI from 'openai';
+import { countText } from '../token-count/bpe-count.js';
 import { type ScriptedProvider, type ScriptedRequest, startScriptedProvider } from '../../tests/harness/scripted-provider.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -88,4 +89,29 @@ describe('a Chat Completions answer without usage, of reasoning or a refusal', (
       expect(await balance()).toBe(before - row.quota);
     });
   }
+});
+
+// The prompt the relay counts is what the OpenAI-format provider was sent: a tool call's arguments that
+// are no JSON object (cut at finish_reason length and sent back) go as they are. Before, they were
+// counted as the {} an Anthropic channel is sent: 80,000 tokens of them billed as 33.
+describe('a prompt counted by the relay, for an OpenAI-format channel', () => {
+  it('counts tool call arguments that are no JSON object as their text', async () => {
+    const args = `{"notes": "${'the quick brown fox jumps over the lazy dog '.repeat(300)}`;
+    const before = await balance();
+    const { response } = await openai.chat.completions.create({
+      model: 'think-model',
+      messages: [
+        { role: 'user', content: 'Help me' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'take_notes', arguments: args } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: 'ok' },
+      ],
+    }).withResponse();
+    const row = await ledgerRow(stack, response.headers.get('x-gateway-request-id')!);
+    const text = countText(args);
+    expect(text).toBeGreaterThan(2_500);
+    expect(row.prompt_tokens).toBeGreaterThanOrEqual(text);
+    expect(row.prompt_tokens).toBeLessThanOrEqual(text + 40);
+    expect(row.quota).toBe(cost(row.prompt_tokens, row.completion_tokens));
+    expect(await balance()).toBe(before - row.quota);
+  });
 });

@@ -58,7 +58,7 @@ import { checkChatRequest, type ChatRequest } from '../chat-completions/chat-req
 import type { Protocol, Provider } from '../providers/provider.js';
 import type { StatedUsage, StreamUsage } from '../stream/sse-usage-parser.js';
 import { providerOf } from '../providers/registry.js';
-import { anthropicOnlyRefusal, chatToMessages, narrowedTools } from '../providers/anthropic/from-chat.js';
+import { anthropicOnlyRefusal, chatToMessages, countedForm, narrowedTools } from '../providers/anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from '../providers/anthropic/to-chat.js';
 import { messagesToChat } from '../providers/openai/from-messages.js';
 import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../providers/openai/to-messages.js';
@@ -511,7 +511,12 @@ class Exchange {
     // Ratios each within their bounds can still multiply past what a balance can hold (ModelRatio and
     // CompletionRatio 1e300) or to NaN (those times a GroupRatio of 0): Redis refused such an amount,
     // and the client heard 529 "quota store unreachable" for as long as the prices stayed.
-    if (!Number.isSafeInteger(reservation.amount)) return this.fail(new RelayError('model_not_priced', unusablePriceMessage(body.model)));
+    if (!Number.isSafeInteger(reservation.amount)) {
+      // A price that bounds one output token is usable: the client's output bound is what overflowed
+      // (max_tokens 2^53 - 1 heard 404 model_not_priced, blaming the administrator's ratios).
+      if (Number.isSafeInteger(quotaCostBound(inputBound, 1, price, cacheable) + fees)) return this.fail(this.outputBoundRefusal());
+      return this.fail(new RelayError('model_not_priced', unusablePriceMessage(body.model)));
+    }
     // Redis away: refused before anything is reserved, rather than queued until it returns.
     if (!this.ctx.quotaReady()) return this.fail(this.ctx.quotaForeign() ? QUOTA_STORE_FOREIGN : QUOTA_STORE_UNAVAILABLE);
     this.beforeReservation = false;
@@ -581,6 +586,13 @@ class Exchange {
     return chatToMessages(chat, this.ctx.inputBounds().maxOutputTokens(chat.model));
   }
 
+  /** The 400 for an output bound (max_tokens, times n) that no balance could hold at the model's price. */
+  outputBoundRefusal(): RelayError {
+    const chat = this.chat as { max_completion_tokens?: unknown } | null;
+    const field = chat === null ? 'max_tokens' : chat.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
+    return new RelayError('invalid_request', `${field}: ${this.outputBound().toLocaleString('en-US')} output tokens cost more at this model's price than any balance can hold`);
+  }
+
   /**
    * The output tokens reserved: max_tokens of the Anthropic form (the client's max_completion_tokens,
    * else its max_tokens, else the model's ModelMaxOutputTokens, 4096 by default), times the `n` choices a Chat Completions request
@@ -592,9 +604,15 @@ class Exchange {
     return this.body!.max_tokens * (typeof n === 'number' && n > 1 ? n : 1);
   }
 
-  /** The request's Anthropic form as bytes, for the token counter (which reads Messages bodies). */
+  /**
+   * The request's Anthropic form as bytes, for the token counter (which reads Messages bodies). A Chat
+   * Completions request's tool call arguments that were no object count as the text an OpenAI-format
+   * channel is sent, unless the request went to an Anthropic channel, which was sent {} for them.
+   */
   anthropicBytes(): Buffer {
-    return this.protocol === 'anthropic' ? this.raw! : Buffer.from(JSON.stringify(this.body));
+    if (this.protocol === 'anthropic') return this.raw!;
+    const sentAnthropic = this.channel !== null && isAnthropicFormat(this.channel);
+    return Buffer.from(sentAnthropic ? JSON.stringify(this.body) : countedForm(this.body!));
   }
 
   /**

@@ -11,7 +11,7 @@ import { MAX_USAGE_COUNT } from '../stream/usage-count.js';
 import { MAX_CARRIED_LINE } from '../stream/sse-bytes.js';
 import { JoinedDataTooLongError, MAX_JOINED_DATA } from '../stream/line-stream.js';
 import type { MessagesRequest } from '../messages/messages-request.js';
-import { anthropicOnlyRefusal, chatToMessages, DEFAULT_MAX_TOKENS } from './anthropic/from-chat.js';
+import { anthropicOnlyRefusal, chatToMessages, countedForm, DEFAULT_MAX_TOKENS } from './anthropic/from-chat.js';
 import { AnthropicToChatStream, messageToChat } from './anthropic/to-chat.js';
 import { ChatStreamMeter, textOfChatBody } from './openai/chat-usage.js';
 import { textOfMessageBody } from '../messages/message-usage.js';
@@ -437,7 +437,9 @@ describe('chatToMessages', () => {
     expect((chatToMessages(chat({ user: 'alice@example.com' })) as MessagesRequest).metadata).toEqual(a.metadata);
     // A tool call whose arguments are not a JSON object (cut short at finish_reason length) is sent back with empty input.
     const cut = chatToMessages(chat({ messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{"path": "/tm' } }, { id: 'd', type: 'function', function: { name: 'f', arguments: '[1]' } }] }, { role: 'tool', tool_call_id: 'c', content: 'r' }, { role: 'tool', tool_call_id: 'd', content: 'r' }] })) as MessagesRequest;
-    expect(cut.messages[1]!.content).toEqual([{ type: 'tool_use', id: 'c', name: 'f', input: {} }, { type: 'tool_use', id: 'd', name: 'f', input: {} }]);
+    // Sent as {} to an Anthropic channel (the body's JSON); counted as the text an OpenAI-format channel is sent.
+    expect(JSON.parse(JSON.stringify(cut)).messages[1].content).toEqual([{ type: 'tool_use', id: 'c', name: 'f', input: {} }, { type: 'tool_use', id: 'd', name: 'f', input: {} }]);
+    expect(JSON.parse(countedForm(cut)).messages[1].content).toEqual([{ type: 'tool_use', id: 'c', name: 'f', input: '{"path": "/tm' }, { type: 'tool_use', id: 'd', name: 'f', input: '[1]' }]);
     // A request of system messages alone: their text as the user's turn.
     const only = chatToMessages(chat({ messages: [{ role: 'system', content: 'only a system message' }] })) as MessagesRequest;
     expect([only.system, only.messages]).toEqual([undefined, [{ role: 'user', content: [{ type: 'text', text: 'only a system message' }] }]]);
@@ -471,6 +473,17 @@ describe('chatToMessages', () => {
     expect(anthropicOnlyRefusal(empty, priced)).toBeInstanceOf(RelayError);
     expect(chatToMessages(chat({ tool_choice: 'sometimes', tools: [{ type: 'function', function: { name: 'f' } }] }))).toBeInstanceOf(RelayError);
     expect(chatToMessages(chat({ tools: [{ type: 'custom', custom: { name: 'g' } }] }))).toBeInstanceOf(RelayError);
+    // Arguments nested past what a body may nest: refused, not a converted body JSON.stringify cannot write (a 500).
+    const nested = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+    const withArguments = (args: string) => chatToMessages(chat({ messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: args } }] }] as ChatRequest['messages'] }));
+    for (const levels of [121, 20_000]) {
+      const deep = withArguments(nested(levels)) as RelayError;
+      expect(deep).toBeInstanceOf(RelayError);
+      expect([deep.status, deep.param, deep.message]).toEqual([400, 'messages.[1].tool_calls.[0].function.arguments', 'messages.1.tool_calls.0.function.arguments: nests objects and arrays more than 120 levels deep']);
+    }
+    expect(withArguments(`[${nested(20_000)}]`)).toBeInstanceOf(RelayError);
+    const deepest = withArguments(nested(120)) as MessagesRequest;
+    expect(JSON.stringify(deepest)).toContain(nested(120));
   });
 
   it('refuses, as OpenAI does, stream_options without stream and a tool call demanded without tools (a text was answered)', () => {
@@ -629,6 +642,18 @@ describe('tool call ids (Anthropic\'s pattern, each tool_result matched to its t
       { role: 'tool', tool_call_id: 'functions.f:0', content: 'r2' },
     ];
     expect(pairs(messages)).toEqual({ uses: ['functions_f_0', 'functions_f_0_2'], results: ['functions_f_0', 'functions_f_0_2'] });
+  });
+
+  it('many calls of one id, or of ids alike but for characters outside the pattern, are each given a distinct id in one pass', () => {
+    const ids: string[] = Array.from({ length: 20_000 }, (_, i) => (i % 3 === 0 ? 'a.' : i % 3 === 1 ? 'a,' : 'a'));
+    ids.push('a_5', 'a_2_2');
+    const { uses } = pairs(roundTrip(ids, []));
+    expect(new Set(uses).size).toBe(uses.length);
+    expect(uses.slice(0, 4)).toEqual(['a_', 'a__2', 'a', 'a__3']);
+    for (const id of uses) expect(id).toMatch(ANTHROPIC_ID);
+    // An id another call took already is skipped, not given twice.
+    const taken = pairs(roundTrip(['a_3', 'a', 'a', 'a', 'a'], [])).uses;
+    expect(taken).toEqual(['a_3', 'a', 'a_2', 'a_4', 'a_5']);
   });
 
   it('an empty call id gets an id in the pattern (LiteLLM\'s fallback)', () => {

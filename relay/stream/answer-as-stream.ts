@@ -90,6 +90,10 @@ export function completionAsChunks(answer: Buffer | string, includeUsage: boolea
     const message = isObject(raw.message) ? raw.message : {};
     const delta: Record<string, unknown> = { role: message.role ?? 'assistant', content: message.content ?? null };
     if (message.refusal !== undefined) delta.refusal = message.refusal;
+    // The reasoning providers write beside the content (DeepSeek's, vLLM's and others' reasoning_content,
+    // OpenRouter's reasoning), as their streams carry it in deltas: the JSON answer had it, its stream not.
+    if (message.reasoning_content !== undefined) delta.reasoning_content = message.reasoning_content;
+    if (message.reasoning !== undefined) delta.reasoning = message.reasoning;
     if (Array.isArray(message.annotations) && message.annotations.length > 0) delta.annotations = message.annotations;
     if (Array.isArray(message.tool_calls)) {
       delta.tool_calls = (message.tool_calls as unknown[]).map((t, i) => (isObject(t) ? { index: i, ...t } : t));

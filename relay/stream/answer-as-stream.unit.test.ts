@@ -51,6 +51,14 @@ describe('completionAsChunks', () => {
     expect(sse).not.toContain('"usage"');
   });
 
+  it('a message\'s reasoning (reasoning_content, or OpenRouter\'s reasoning) goes in its delta, as the provider\'s own stream carries it', () => {
+    const answer = { ...COMPLETION, choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'Paris.', reasoning_content: 'The capital of France', reasoning: 'is Paris' } }] };
+    const deltas = completionAsChunks(JSON.stringify(answer), false)!.split('\n\n').filter((e) => e.startsWith('data: {'))
+      .map((e) => (JSON.parse(e.slice(6)) as { choices: Array<{ delta: Record<string, unknown> }> }).choices[0]!.delta);
+    expect(deltas[0]).toEqual({ role: 'assistant', content: 'Paris.', reasoning_content: 'The capital of France', reasoning: 'is Paris' });
+    expect(deltas[1]).toEqual({});
+  });
+
   it('null for what is no Chat Completion', () => {
     expect(completionAsChunks('{"error":{}}', true)).toBeNull();
     expect(completionAsChunks('nope', true)).toBeNull();

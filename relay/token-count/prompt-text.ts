@@ -2,7 +2,7 @@
 //   - `system`: the string, or the `text` of its text blocks;
 //   - every message's content: the string, or per block
 //       text → text; thinking → thinking; redacted_thinking → data;
-//       tool_use / server_tool_use → name and JSON of input;
+//       tool_use / server_tool_use → name and JSON of input (a string input as its text);
 //       tool_result (and *_tool_result) → its content (string or blocks, recursively);
 //       document with a text or content source → that text; search_result → title and content;
 //       image, base64/URL/file documents and any other block → not tokenized: an image at the most
@@ -98,7 +98,8 @@ function content(c: unknown, out: PromptParts, options: PromptOptions): void {
     else if (type === 'redacted_thinking' && typeof k.data === 'string') out.text.push(k.data);
     // A name that is not a string is counted as its JSON: String() of an object whose own `toString`
     // is not a function throws, and that made count_tokens answer 500 and a cut stream's prompt unbilled.
-    else if (type === 'tool_use' || type === 'server_tool_use') out.text.push(typeof k.name === 'string' ? k.name : JSON.stringify(k.name ?? ''), JSON.stringify(k.input ?? {}));
+    // A string input is a Chat Completions call's arguments that were no object (countedForm), counted as their text.
+    else if (type === 'tool_use' || type === 'server_tool_use') out.text.push(typeof k.name === 'string' ? k.name : JSON.stringify(k.name ?? ''), typeof k.input === 'string' ? k.input : JSON.stringify(k.input ?? {}));
     else if (type === 'tool_result' || type.endsWith('_tool_result')) content(k.content, out, options);
     else if (type === 'search_result') {
       if (typeof k.title === 'string') out.text.push(k.title);

@@ -59,6 +59,9 @@ describe('TokenCounter', () => {
     expect(await counter.countPrompt(body)).toBe(expected);
     // The raw bytes, parsed in the worker, count the same.
     expect(await counter.countPrompt(Buffer.from(JSON.stringify(body)))).toBe(expected);
+    // A string input (a Chat Completions call's arguments that were no object: countedForm) counts as its text.
+    const cut = { messages: [{ role: 'assistant', content: [{ type: 'tool_use', id: 't', name: 'f', input: '{"path": "/tm' }] }] };
+    expect(await counter.countPrompt(cut)).toBe(countText('f') + countText('{"path": "/tm') + MESSAGE_OVERHEAD);
   });
 
   it('estimates documents for count_tokens (pages of a base64 PDF, a page for one by URL or file, text as text) and keeps their JSON bytes for billing', async () => {
