@@ -107,6 +107,11 @@ describe('an unknown path', () => {
       expect(res.status).toBe(404);
       expect(await res.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'unknown_url', param: null, message: expect.stringContaining(`${method} ${path}`) } });
     }
+    // The SDK given the gateway's address without /v1: OpenAI's shape, saying where the API is (before: Anthropic's shape).
+    const withoutV1 = await new OpenAI({ apiKey, baseURL: stack.relayUrl, maxRetries: 0 }).chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e) as OpenAIError;
+    expect(withoutV1).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(withoutV1).toMatchObject({ status: 404, type: 'invalid_request_error', code: 'unknown_url' });
+    expect(withoutV1.message).toMatch(/POST \/chat\/completions\): this gateway does not serve it\. OpenAI's API is served under \/v1/);
   });
 
   it('under /v1/models (a trailing slash, another method: OpenAI\'s model delete) is OpenAI\'s to a client asking as OpenAI\'s does, as /v1/models itself', async () => {

@@ -193,9 +193,10 @@ const NOT_READY_FOREIGN = '{"status":"unavailable","reason":"quota_store_foreign
 /**
  * Paths of OpenAI's API (/v1/models aside, which both APIs have and the relay serves): a client
  * calling one is OpenAI's SDK or a tool built on it, which reads OpenAI's error shape, unless it says
- * it is Anthropic's (/v1/files is Anthropic's Files API too). Every other path is answered in Anthropic's.
+ * it is Anthropic's (/v1/files is Anthropic's Files API too); so are those paths without /v1 (an SDK
+ * whose base URL left it out). Every other path is answered in Anthropic's.
  */
-const OPENAI_PATH = /^\/v1\/(?:chat|completions|embeddings|images|audio|moderations|responses|assistants|threads|batches|uploads|vector_stores|fine_tuning|fine-tunes|realtime|evals|containers|conversations|videos|files)(?:\/|$)/;
+const OPENAI_PATH = /^(?:\/v1)?\/(?:chat|completions|embeddings|images|audio|moderations|responses|assistants|threads|batches|uploads|vector_stores|fine_tuning|fine-tunes|realtime|evals|containers|conversations|videos|files)(?:\/|$)/;
 
 /** /v1/models with a trailing slash or another method (OpenAI's model delete): both APIs have the path. */
 const MODELS_PATH = /^\/v1\/models(?:\/|$)/;
@@ -209,7 +210,9 @@ function notFoundBody(req: uws.HttpRequest, notFound: RelayError, reply: Reply):
   const url = req.getUrl();
   if (MODELS_PATH.test(url) ? wantsOpenAI(req) : OPENAI_PATH.test(url) && !req.getHeader('anthropic-version')) {
     reply.openai = true;
-    return openaiErrorBody('invalid_request_error', `Invalid URL (${method} ${url}): this gateway does not serve it.`, 'unknown_url');
+    // An SDK given the gateway's address without /v1 as its base URL (a common slip) is told so.
+    const hint = url.startsWith('/v1/') ? '' : ' OpenAI\'s API is served under /v1: a client\'s base URL ends in /v1.';
+    return openaiErrorBody('invalid_request_error', `Invalid URL (${method} ${url}): this gateway does not serve it.${hint}`, 'unknown_url');
   }
   return errorBody(notFound.type, `${method} ${url} does not exist.`, reply.requestId());
 }
