@@ -339,7 +339,7 @@ export async function startRelay(config: Config, log: Logger = createLogger(conf
   const heartbeat = new ReservationHeartbeat(quota, config.RESERVATION_TTL_SEC * 1000, log, config.UPSTREAM_BODY_TIMEOUT_MS,
     // An answer read whole gets as long for its body as it had for its headers.
     config.UPSTREAM_MESSAGE_HEADERS_TIMEOUT_MS);
-  const spool = SettlementSpool.open(join(config.RELAY_SPOOL_DIR, config.REDIS_PREFIX), log);
+  const spool = SettlementSpool.open(join(config.RELAY_SPOOL_DIR, config.REDIS_PREFIX), log, { database: databaseId });
   // WAIT holds its connection until the replicas answer: never the hot path's.
   const replication = waitReplicas > 0 ? createRedis(config, 'relay-settle-wait', { blocking: true }) : null;
   if (replication) {

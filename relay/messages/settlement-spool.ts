@@ -1,7 +1,7 @@
 // The relay's settlements on local disk until Redis has taken them (docs/billing.md, "Settle"): a
 // settlement held only in memory is lost with the process, and its request served free.
 //
-// One append-only file per relay process, `relay-<pid>-<random>.spool` under the directory: a line
+// One append-only file per relay process, `relay-d<database>-h<host>-<pid>-<random>.spool` under the directory: a line
 // `S\t<settlement JSON without its event>\t<event JSON>` once the request is priced, a line
 // `D <requestId>` once Redis answered the settle script. The event is written as encodeUsageEvent
 // gave it (it holds no raw tab or newline), the same text that goes to Redis, not escaped again into
@@ -32,6 +32,7 @@
 // apart, so only a change this relay saw itself counts, on a clock that never steps. A relay whose
 // file was taken all the same (an older relay took it, or its process stalled that long) notices on
 // its next touch and writes its pending settlements to a new file.
+// A file names its database too (SpoolOptions.database): a relay takes over only its own database's.
 // settleReservations-9n.lua is idempotent per reservation, so a settlement replayed after Redis
 // had already taken it changes nothing (it answers -6).
 import { closeSync, constants, fstatSync, futimesSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmdirSync, statSync, unlinkSync, utimesSync, writeSync, ftruncateSync } from 'node:fs';
@@ -45,8 +46,11 @@ import { relayMetrics } from '../metrics/relay-metrics.js';
 
 /** The files of the spools open in this process (tests run several relays in one). */
 const openHere = new Set<string>();
-/** relay-h<host>-<pid>-<random>; relays before the host part wrote relay-<pid>-<random>. */
-const FILE_PATTERN = /^relay-(?:h([0-9a-f]{8})-)?(\d+)-[0-9a-f]+\.(spool|claimed)$/;
+/**
+ * relay-d<database>-h<host>-<pid>-<random>; relays before the database part wrote
+ * relay-h<host>-<pid>-<random>, and before the host part relay-<pid>-<random>.
+ */
+const FILE_PATTERN = /^relay-(?:d([0-9a-f]{12})-)?(?:h([0-9a-f]{8})-)?(\d+)-[0-9a-f]+\.(spool|claimed)$/;
 /** How often a live relay touches its file (and looks for other hosts' stale files). */
 const TOUCH_MS = 10_000;
 /** A file of another host this relay has seen unchanged this long is a dead relay's. */
@@ -88,6 +92,19 @@ const REWRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC
 export interface SpoolOptions {
   /** Milliseconds on a clock that does not step with the wall clock; tests drive their own. */
   now?: () => number;
+  /**
+   * The database whose accounts the settlements bill (database_instance's id): files name it, and a
+   * relay takes over only its own database's (and files from before names held it). Without it, a
+   * relay of another gateway sharing the directory (the same RELAY_SPOOL_DIR and REDIS_PREFIX: two
+   * stacks started from one checkout) took a dead relay's file and replayed it into its own Redis,
+   * where no reservation matched: the requests went unbilled in both.
+   */
+  database?: string;
+}
+
+/** A database's part of a file name. */
+function databasePart(database: string): string {
+  return createHash('sha1').update(database).digest('hex').slice(0, 12);
 }
 
 /** What a file of another host was when this relay first saw it so. */
@@ -143,13 +160,19 @@ export class SettlementSpool {
   #torn = false;
   /** Other hosts' files as this relay saw them (#isOrphan). */
   readonly #sightings = new Map<string, Sighting>();
+  /** This spool's database part of file names (databasePart), if it was given one. */
+  readonly #database: string | undefined;
+  /** The start of this spool's file names, before their random part. */
+  readonly #prefix: string;
   #look = 0;
 
-  private constructor(dir: string, log: Logger, now: () => number) {
+  private constructor(dir: string, log: Logger, now: () => number, database: string | undefined) {
     this.#dir = dir;
     this.#log = log;
     this.#now = now;
-    this.#path = join(dir, `relay-h${HOST}-${process.pid}-${randomBytes(4).toString('hex')}.spool`);
+    this.#database = database === undefined ? undefined : databasePart(database);
+    this.#prefix = `relay-${this.#database === undefined ? '' : `d${this.#database}-`}h${HOST}-${process.pid}-`;
+    this.#path = join(dir, `${this.#prefix}${randomBytes(4).toString('hex')}.spool`);
     this.#fd = openSync(this.#path, 'a');
     openHere.add(this.#path);
     // Alive to relays on other hosts sharing the directory; theirs, once stale, are taken over.
@@ -173,7 +196,7 @@ export class SettlementSpool {
   /** The spool of this process in `dir`, holding the pending settlements of relays gone before it. */
   static open(dir: string, log: Logger, opts: SpoolOptions = {}): SettlementSpool {
     mkdirSync(dir, { recursive: true });
-    const spool = new SettlementSpool(dir, log, opts.now ?? (() => performance.now()));
+    const spool = new SettlementSpool(dir, log, opts.now ?? (() => performance.now()), opts.database);
     spool.#adoptOrphans();
     return spool;
   }
@@ -480,10 +503,13 @@ export class SettlementSpool {
     for (const name of readdirSync(this.#dir)) {
       const m = FILE_PATTERN.exec(name);
       const path = join(this.#dir, name);
-      if (!m || openHere.has(path) || !this.#isOrphan(path, m[1], Number(m[2]), look)) continue;
+      if (!m || openHere.has(path)) continue;
+      // Another database's settlements settle only in its own gateway's Redis.
+      if (m[1] !== undefined && this.#database !== undefined && m[1] !== this.#database) continue;
+      if (!this.#isOrphan(path, m[2], Number(m[3]), look)) continue;
       this.#sightings.delete(path);
       // Renamed first, so that two relays starting together never both replay one file.
-      const claimed = join(this.#dir, `relay-h${HOST}-${process.pid}-${randomBytes(4).toString('hex')}.claimed`);
+      const claimed = join(this.#dir, `${this.#prefix}${randomBytes(4).toString('hex')}.claimed`);
       try {
         renameSync(path, claimed);
         const mtime = statSync(claimed).mtimeMs;

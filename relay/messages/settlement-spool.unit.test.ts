@@ -105,6 +105,33 @@ describe('SettlementSpool', () => {
     spool.close();
   });
 
+  // Review faults: a relay of another gateway started from the same checkout (the same RELAY_SPOOL_DIR
+  // and REDIS_PREFIX) took a killed relay's file and replayed it into its own Redis, where nothing
+  // matched: the request (126 quota) was billed in neither database.
+  it('takes over only the files of its own database, and those from before files named one', async () => {
+    const d = dir();
+    const gone = SettlementSpool.open(d, log, { database: 'database-b' });
+    gone.add(s('b1'));
+    gone.close(); // its relay gone with b1 pending
+    const filesOfB = readdirSync(d);
+    expect(filesOfB).toHaveLength(1);
+    expect(filesOfB[0]).toMatch(/^relay-d[0-9a-f]{12}-h[0-9a-f]{8}-\d+-[0-9a-f]+\.spool$/);
+    writeFileSync(join(d, 'relay-4194305-00ad.spool'), `S ${JSON.stringify(s('legacy'))}\n`);
+    const replayed = async (sp: SettlementSpool) => {
+      const ids: string[] = [];
+      await sp.replay(async (x) => { ids.push(x.requestId); return true; });
+      return ids;
+    };
+    const other = SettlementSpool.open(d, log, { database: 'database-a' });
+    expect(await replayed(other)).toEqual(['legacy']);
+    expect(existsSync(join(d, filesOfB[0]!))).toBe(true);
+    const own = SettlementSpool.open(d, log, { database: 'database-b' });
+    expect(await replayed(own)).toEqual(['b1']);
+    expect(existsSync(join(d, filesOfB[0]!))).toBe(false);
+    other.close();
+    own.close();
+  });
+
   // Before: counted "replayed" like the others, nothing said; on one Redis a settlement whose
   // reservation went with Redis's data is a request served without a debit.
   it('says which replayed settlements found no reservation', async () => {
