@@ -220,13 +220,14 @@ class ToolIds {
    * The suffix each base tries next. Tried from 2 every time, the k-th call of one id tried k
    * suffixes: 20,000 calls of one id (a 1.7 MB body) held the event loop 12 s, 40,000 99 s.
    */
-  private readonly nextSuffix = new Map<string, number>();
+  private nextSuffix: Map<string, number> | null = null;
 
   /** The id of a tool_use: unique in the request. */
   call(id: string): string {
     const base = toolIdPattern(id);
     let out = base;
     if (this.given.has(out)) {
+      this.nextSuffix ??= new Map();
       let n = this.nextSuffix.get(base) ?? 2;
       while (this.given.has(`${base}_${n}`)) n++;
       out = `${base}_${n}`;
