@@ -16,7 +16,8 @@
 //   - MESSAGE_OVERHEAD tokens per message for the role framing.
 // Unknown fields (metadata, tool_choice, temperature, ...) are not counted.
 //
-// The JSON byte length of a document and an image's most are kept wherever the count is money: a
+// The JSON byte length of a document (a page at least, PDF_PAGE_TOKENS, for one by URL or file id,
+// whose JSON is only its address) and an image's most are kept wherever the count is money: a
 // settlement bills a prompt its provider did not state at this count (capped at the input its
 // reservation covered: the model's window for a request with documents, images at their model's
 // bound); a page estimate would bill a 300 KB PDF of 3 pages ~12k tokens where the bytes bill it
@@ -110,8 +111,16 @@ function content(c: unknown, out: PromptParts, options: PromptOptions): void {
       if (typeof src.data === 'string') out.text.push(src.data);
       else content(src.content, out, options);
     } else if (type === 'document' && options.estimateMedia === true) out.opaqueTokens += documentTokens(k.source);
+    // A document by URL or file id: its JSON is the address alone, a few dozen bytes for what the
+    // provider reads as pages (one billed 86 tokens where count_tokens says 3,857): a page at least.
+    else if (type === 'document' && !hasDocumentBytes(k.source)) out.opaqueTokens += Math.max(Buffer.byteLength(JSON.stringify(block)), PDF_PAGE_TOKENS);
     else out.opaqueTokens += Buffer.byteLength(JSON.stringify(block));
   }
+}
+
+/** Whether a document's source holds its bytes (base64 data), not only an address (a URL, a file id). */
+function hasDocumentBytes(source: unknown): boolean {
+  return !!source && typeof source === 'object' && typeof (source as Record<string, unknown>).data === 'string';
 }
 
 /** An image block's tokens (image-tokens.ts): the model's most, by its size in an estimate, IMAGE_TOKENS for a model of no known sizing. */

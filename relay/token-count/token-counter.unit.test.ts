@@ -75,7 +75,10 @@ describe('TokenCounter', () => {
     ];
     const body = { messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: blocks.slice(0, 1) }, ...blocks.slice(1)] }] };
     expect(promptParts(body, { estimateMedia: true })).toEqual({ text: ['Plain words.'], opaqueTokens: 2 * PDF_PAGE_TOKENS + 2 * PDF_PAGE_TOKENS + MESSAGE_OVERHEAD });
-    const bytes = blocks.slice(0, 3).reduce((n, b) => n + Buffer.byteLength(JSON.stringify(b)), 0);
+    // Billed: a base64 document's JSON bytes; one by URL or file id (its JSON only an address: 86 tokens
+    // billed for a PDF count_tokens put at 3,857) a page at least.
+    const bytes = Buffer.byteLength(JSON.stringify(blocks[0])) + 2 * PDF_PAGE_TOKENS;
+    expect(Buffer.byteLength(JSON.stringify(blocks[1]))).toBeLessThan(PDF_PAGE_TOKENS);
     expect(promptParts(body)).toEqual({ text: ['Plain words.'], opaqueTokens: bytes + MESSAGE_OVERHEAD });
     expect(await counter.countBilledPrompt(Buffer.from(JSON.stringify(body)))).toBe(bytes + countText('Plain words.') + MESSAGE_OVERHEAD);
   });
