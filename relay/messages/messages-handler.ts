@@ -514,7 +514,10 @@ class Exchange {
     if (!Number.isSafeInteger(reservation.amount)) {
       // A price that bounds one output token is usable: the client's output bound is what overflowed
       // (max_tokens 2^53 - 1 heard 404 model_not_priced, blaming the administrator's ratios).
-      if (Number.isSafeInteger(quotaCostBound(inputBound, 1, price, cacheable) + fees)) return this.fail(this.outputBoundRefusal());
+      const tokensCost = quotaCostBound(inputBound, 1, price, cacheable);
+      if (Number.isSafeInteger(tokensCost + fees)) return this.fail(this.outputBoundRefusal());
+      // The searches' fees alone past it: the client's max_uses (1e15 heard 404 model_not_priced too).
+      if (Number.isSafeInteger(tokensCost)) return this.fail(new RelayError('invalid_request', `tools: ${searches.toLocaleString('en-US')} web searches (their max_uses) cost more at this gateway's price than any balance can hold`, 'tools'));
       return this.fail(new RelayError('model_not_priced', unusablePriceMessage(body.model)));
     }
     // Redis away: refused before anything is reserved, rather than queued until it returns.

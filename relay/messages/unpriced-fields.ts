@@ -68,6 +68,12 @@ export function unpricedMessagesFieldRefusal(body: MessagesRequest): RelayError 
       if (type.startsWith('advisor')) {
         return invalid(`tools.${i}.type: the advisor tool is not served by this gateway (its model's tokens are billed beyond the request's usage)`);
       }
+      // The searches reserved and billed at most: read as unset, a negative or fractional bound was sent
+      // as the default (20) and answered 200, where Anthropic refuses it.
+      const maxUses = (tools[i] as { max_uses?: unknown }).max_uses;
+      if (type.startsWith('web_search') && maxUses !== undefined && maxUses !== null && !(Number.isSafeInteger(maxUses) && (maxUses as number) >= 0)) {
+        return invalid(`tools.${i}.max_uses: must be a whole number of searches, 0 or more`);
+      }
     }
   }
   const management = b.context_management;

@@ -109,6 +109,28 @@ describe('a web_search tool without max_uses', () => {
   });
 });
 
+describe('a web_search tool whose max_uses is no whole number of searches, or costs past any balance', () => {
+  it('is refused 400 naming it, nothing sent or billed (before: -5 was sent as 20, answered 200; 1e15 heard 404 model_not_priced)', async () => {
+    const sent = stack.mock.stats.requests;
+    const before = await balance();
+    const ask = (max_uses: unknown) => fetch(`${stack.relayUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': client.apiKey!, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: MODEL, max_tokens: 10, tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses }], messages: [{ role: 'user', content: 'q' }] }),
+    });
+    for (const max of [-5, 1.5, '3', true]) {
+      const res = await ask(max);
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: 'tools.0.max_uses: must be a whole number of searches, 0 or more' } });
+    }
+    const dear = await ask(1e15);
+    expect(dear.status).toBe(400);
+    expect(await dear.json()).toMatchObject({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringMatching(/^tools: 1,000,000,000,000,000 web searches \(their max_uses\) cost more/) } });
+    expect(stack.mock.stats.requests).toBe(sent);
+    expect(await balance()).toBe(before);
+  });
+});
+
 describe('group ratio', () => {
   it('the search fee is multiplied by the group ratio', async () => {
     const set = async (key: string, value: Record<string, number>) =>

@@ -809,6 +809,13 @@ describe('messagesToChat', () => {
   it('refuses server tools', () => {
     expect(messagesToChat({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'web_search_20250305', name: 'web_search' }] } as MessagesRequest, 'm')).toBeInstanceOf(RelayError);
   });
+
+  it('refuses MCP servers (before: left out, the model answered as if it had no tools, 200); none or an empty list passes', () => {
+    const withMcp = (mcp_servers: unknown) => messagesToChat({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }], mcp_servers } as MessagesRequest, 'm');
+    const refused = withMcp([{ type: 'url', url: 'https://mcp.example.com/sse', name: 'x' }]) as RelayError;
+    expect([refused.status, refused.param, refused.message]).toEqual([400, 'mcp_servers', 'mcp_servers: MCP servers are not converted for this model\'s provider']);
+    for (const none of [undefined, null, []]) expect(withMcp(none)).not.toBeInstanceOf(RelayError);
+  });
 });
 
 describe('JSON answers', () => {

@@ -101,6 +101,9 @@ function checkedToolChoice(choice: unknown): ToolChoice | undefined | RelayError
 }
 
 export function messagesToChat(body: MessagesRequest, model: string): Record<string, unknown> | RelayError {
+  // Anthropic's MCP connector: its tools would be left out and the model answer as if none were offered.
+  const mcp = (body as { mcp_servers?: unknown }).mcp_servers;
+  if (mcp !== undefined && mcp !== null && !(Array.isArray(mcp) && mcp.length === 0)) return invalid('mcp_servers: MCP servers are not converted for this model\'s provider');
   const messages: Record<string, unknown>[] = [];
   if (body.system !== undefined) {
     const system = textOfBlocks(body.system, 'system');
