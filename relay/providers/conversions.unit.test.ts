@@ -209,6 +209,19 @@ describe('ChatToAnthropicStream: tool calls told apart by their id, and the stop
     expect([viaStream.content, viaStream.stop_reason]).toEqual([viaJson.content, viaJson.stop_reason]);
   });
 
+  // Review messages: 'not json at all' as partial_json made the Anthropic SDK's finalMessage() throw;
+  // [1,2] gave input [1,2] streamed and {} unstreamed.
+  it.each(SIZES)('arguments that are no JSON object leave the input {} as the unstreamed answer has it; one object run on by another keeps the first (chunks of %i bytes)', async (size) => {
+    const withArguments = (args: string) => streamOf(chatChunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: args } }] }), chatChunk({}, 'tool_calls'));
+    for (const [args, input] of [['not json at all', {}], ['[1,2]', {}], ['42', {}], [' \n {"a":[1,{"b":"}"}]}', { a: [1, { b: '}' }] }], ['{"a":1}{"b":2}', { a: 1 }]] as const) {
+      const final = await MessageStream.fromReadableStream(asJsonLines(feed(new ChatToAnthropicStream('m'), withArguments(args), size))).finalMessage();
+      expect(final.content, args).toEqual([{ type: 'tool_use', id: 'call_1', name: 'f', input }]);
+      expect(final.stop_reason).toBe('tool_use');
+      const unstreamed = JSON.parse(chatToMessage(Buffer.from(JSON.stringify(chunksAsCompletion(withArguments(args))!.answer)), 'm')!) as { content: unknown[] };
+      if (args !== '{"a":1}{"b":2}') expect(unstreamed.content).toEqual(final.content);
+    }
+  });
+
   it('two calls in one delta with the same index are two blocks', () => {
     const stream = streamOf(chatChunk({ tool_calls: [{ index: 0, ...call('call_1', 'Paris') }, { index: 0, ...call('call_2', 'Rome') }] }), chatChunk({}, 'tool_calls'));
     expect(converted(stream, 100_000).content).toEqual(PARIS_ROME);
@@ -819,6 +832,11 @@ describe('messagesToChat', () => {
 });
 
 describe('JSON answers', () => {
+  it('a Chat Completion whose content is an array of parts (as some OpenAI-compatible servers answer) keeps its text (before: content [])', () => {
+    const parts = Buffer.from(JSON.stringify({ id: 'chatcmpl-8', choices: [{ message: { role: 'assistant', content: [{ type: 'text', text: 'hel' }, { type: 'image_url', image_url: { url: 'x' } }, { type: 'text', text: 'lo' }] }, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 2 } }));
+    expect(JSON.parse(chatToMessage(parts, 'asked')!)).toMatchObject({ content: [{ type: 'text', text: 'hello' }], stop_reason: 'end_turn' });
+  });
+
   it('an Anthropic Message as a Chat Completion and a Chat Completion as a Message', () => {
     const message = Buffer.from(JSON.stringify({ id: 'msg_5', content: [{ type: 'thinking', thinking: 'hmm' }, { type: 'text', text: 'Hi' }, { type: 'tool_use', id: 'tu', name: 'f', input: { a: 1 } }], stop_reason: 'tool_use', usage: { input_tokens: 3, cache_read_input_tokens: 4, cache_creation_input_tokens: 2, output_tokens: 7 } }));
     expect(JSON.parse(messageToChat(message, 'asked')!)).toMatchObject({

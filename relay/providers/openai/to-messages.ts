@@ -2,8 +2,9 @@
 // OpenAI-format channel, and the filter of a Chat Completions stream passed to a Chat Completions
 // client.
 //
-//   message.content → a text block; tool_calls → tool_use blocks (arguments parsed; unparsable ones
-//   as {}); reasoning and refusal are not converted.
+//   message.content (a string, or the text of its parts) → a text block; tool_calls → tool_use blocks
+//   (arguments parsed; unparsable ones, or ones that are no object, as {}, streamed or not: a stream
+//   writes a call's arguments only from its object's opening brace); reasoning and refusal are not converted.
 //   finish_reason: stop → end_turn, length → max_tokens, tool_calls / function_call → tool_use,
 //   content_filter → refusal; stop (or none) after tool calls → tool_use. stop (or none) with the
 //   matched stop sequence named by the provider (vLLM's choices[0].stop_reason, SGLang's
@@ -136,7 +137,8 @@ export function chatToMessage(body: Buffer, model: string, stopSequences?: unkno
   const choice = isObject(first) ? first : undefined;
   const msg = isObject(choice?.message) ? choice.message : {};
   const content: Record<string, unknown>[] = [];
-  if (typeof msg.content === 'string' && msg.content !== '') content.push({ type: 'text', text: msg.content });
+  const text = textOfContent(msg.content);
+  if (text !== '') content.push({ type: 'text', text });
   let toolUse = false;
   if (Array.isArray(msg.tool_calls)) {
     for (const t of msg.tool_calls as unknown[]) {
@@ -151,6 +153,18 @@ export function chatToMessage(body: Buffer, model: string, stopSequences?: unkno
     ...stopOf(choice?.finish_reason, toolUse, choice ? matchedStop(choice, Array.isArray(stopSequences) ? stopSequences : undefined) : null),
     usage: anthropicUsage(c.usage, billed), container: null,
   });
+}
+
+/**
+ * A message's content as text: the string, or the text of its parts (some OpenAI-compatible servers
+ * answer `[{type: "text", text}]`, Mistral's reasoning models among them: the answer was lost, `[]`).
+ */
+function textOfContent(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  let text = '';
+  for (const part of content as unknown[]) if (isObject(part) && part.type === 'text' && typeof part.text === 'string') text += part.text;
+  return text;
 }
 
 function sse(event: string, data: unknown): string {
@@ -206,19 +220,34 @@ function newItem(kind: 'text' | 'tool', index: number | undefined, idKey: string
   return { kind, block: -1, held: '', idKey, index, scan: Scan.Empty, depth: 0, inString: false, escaped: false };
 }
 
-/** Follows a tool call's arguments as they come, to tell when they are a whole JSON object (or array). */
-function scanArguments(item: Item, s: string): void {
-  for (let i = 0; i < s.length && item.scan !== Scan.Other; i++) {
+/**
+ * Follows a tool call's arguments as they come, to tell when they are a whole JSON object; returns how
+ * much of `s` goes to the client: the arguments from the object's opening brace to its closing one.
+ * Blanks before it are left out, and arguments that are no object (text, an array, a number) are never
+ * written, so the tool_use's input stays the {} its block started with, as the unstreamed answer gives
+ * it (parseArguments): written, the SDK's finalMessage() threw on "not json at all". What follows a
+ * whole object but blanks (a second object run on) is left out too.
+ */
+function scanArguments(item: Item, s: string): string {
+  if (item.scan === Scan.Other) return '';
+  let from = item.scan === Scan.Empty ? -1 : 0;
+  for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     const blank = c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
     if (item.scan === Scan.Whole) {
-      if (!blank) item.scan = Scan.Other;
+      if (!blank) {
+        item.scan = Scan.Other;
+        return from < 0 ? '' : s.slice(from, i);
+      }
     } else if (item.scan === Scan.Empty) {
-      if (c === 0x7b || c === 0x5b) {
+      // An object only: a tool_use's input is one (an array was input [1,2] to the SDK, {} unstreamed).
+      if (c === 0x7b) {
         item.scan = Scan.Inside;
         item.depth = 1;
+        from = i;
       } else if (!blank) {
         item.scan = Scan.Other;
+        return '';
       }
     } else if (item.inString) {
       if (item.escaped) item.escaped = false;
@@ -232,6 +261,7 @@ function scanArguments(item: Item, s: string): void {
       item.scan = Scan.Whole;
     }
   }
+  return from < 0 ? '' : from === 0 ? s : s.slice(from);
 }
 
 /**
@@ -436,12 +466,12 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     const args = fn?.arguments;
     if (typeof args !== 'string' || args === '') return;
     if (call === this.#open) {
-      scanArguments(call, args);
-      this.#write(sse('content_block_delta', { type: 'content_block_delta', index: call.block, delta: { type: 'input_json_delta', partial_json: args } }));
+      const json = scanArguments(call, args);
+      if (json !== '') this.#write(sse('content_block_delta', { type: 'content_block_delta', index: call.block, delta: { type: 'input_json_delta', partial_json: json } }));
     } else if (call.block < 0) {
-      scanArguments(call, args);
-      call.held += args;
-      this.#heldSize += args.length;
+      const json = scanArguments(call, args);
+      call.held += json;
+      this.#heldSize += json.length;
     }
     // Else its block closed once its arguments were a whole object: what comes after it is blank, or
     // would make them JSON the SDK throws on. Not written (the meter counted it as it passed).
