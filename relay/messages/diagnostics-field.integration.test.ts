@@ -13,6 +13,8 @@ let stack: GatewayStack;
 let provider: ScriptedProvider;
 let key: string;
 
+const ALIAS = 'diag-alias';
+
 beforeAll(async () => {
   provider = await startScriptedProvider(({ model }, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -20,6 +22,7 @@ beforeAll(async () => {
   });
   stack = await startGatewayStack();
   await mockChannel(stack, [MODEL], 'default', { base_url: provider.url });
+  await mockChannel(stack, [ALIAS], 'default', { base_url: provider.url, model_mapping: JSON.stringify({ [ALIAS]: MODEL }) });
   key = (await createApiKey(stack, await fundedAccount(stack, 10_000_000))).key;
 });
 afterAll(async () => {
@@ -47,5 +50,18 @@ describe('a request with diagnostics', () => {
     const body = `{"model":"${MODEL}","max_tokens":10,"diagnostics":{"previous_message_id":"msg_1"},"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{"id":9007199254740993,"x":1.10}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}]}`;
     expect(await post(body)).toBe(200);
     expect(provider.seen.get(MODEL)!.raw).toBe(body.replace(',"diagnostics":{"previous_message_id":"msg_1"}', ''));
+  });
+});
+
+// Review messages: a channel's model_mapping, or a web_search tool given its max_uses, wrote the whole
+// body again: 12345678901234567890 in a tool input reached the provider as 12345678901234567000.
+describe('a body the relay edits (its model mapped, a web_search tool bounded, diagnostics cut)', () => {
+  it('has only the members it edits written again, the rest sent byte for byte', async () => {
+    const history = '"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{"order_id":12345678901234567890,"price":1.10}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}]';
+    const search = '{"type":"web_search_20250305","name":"web_search"}';
+    const body = `{"model":"${ALIAS}", "max_tokens":10,${history},"diagnostics":{"previous_message_id":"msg_1"},"tools":[{"name":"f","input_schema":{"type":"object"}},${search}]}`;
+    expect(await post(body)).toBe(200);
+    const bounded = '{"type":"web_search_20250305","name":"web_search","max_uses":20}';
+    expect(provider.seen.get(MODEL)!.raw).toBe(`{"model":"${MODEL}", "max_tokens":10,${history},"tools":[{"name":"f","input_schema":{"type":"object"}},${bounded}]}`);
   });
 });

@@ -8,11 +8,22 @@ const BACKSLASH = 0x5c;
 const COMMA = 0x2c;
 const COLON = 0x3a;
 
+/** Where a top-level member lies in an object's bytes. */
+interface MemberAt {
+  keyStart: number;
+  valueStart: number;
+  valueEnd: number;
+  /** The index of the comma after the value, or -1 (the last member). */
+  commaAfter: number;
+  /** The index of the comma before the key, or -1 (the first member). */
+  commaBefore: number;
+}
+
 /**
- * `raw` (a JSON object) without its top-level member `name`, or null when it names none (or `raw` is
- * not an object). A key spelled with escapes (`"diagn\u006fstics"`) is the name it decodes to.
+ * Where `raw` (a JSON object) holds its top-level member `name`, or null when it names none (or `raw`
+ * is not an object). A key spelled with escapes (`"diagn\u006fstics"`) is the name it decodes to.
  */
-export function withoutTopLevelMember(raw: Uint8Array, name: string): Buffer | null {
+function topLevelMember(raw: Uint8Array, name: string): MemberAt | null {
   let i = skipBlanks(raw, 0);
   if (raw[i] !== 0x7b) return null;
   i = skipBlanks(raw, i + 1);
@@ -23,19 +34,36 @@ export function withoutTopLevelMember(raw: Uint8Array, name: string): Buffer | n
     const keyEnd = endOfString(raw, i);
     i = skipBlanks(raw, keyEnd);
     if (raw[i] !== COLON) return null;
-    const valueEnd = endOfValue(raw, skipBlanks(raw, i + 1));
+    const valueStart = skipBlanks(raw, i + 1);
+    const valueEnd = endOfValue(raw, valueStart);
     i = skipBlanks(raw, valueEnd);
     const separator = raw[i];
-    if (keyIs(raw, keyStart, keyEnd, name)) {
-      const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
-      // Followed by another member: it goes with its comma; the last one: with the comma before it.
-      if (separator === COMMA) return Buffer.concat([buf.subarray(0, keyStart), buf.subarray(skipBlanks(raw, i + 1))]);
-      return Buffer.concat([buf.subarray(0, commaBefore >= 0 ? commaBefore : keyStart), buf.subarray(valueEnd)]);
-    }
+    if (keyIs(raw, keyStart, keyEnd, name)) return { keyStart, valueStart, valueEnd, commaAfter: separator === COMMA ? i : -1, commaBefore };
     if (separator !== COMMA) return null;
     commaBefore = i;
     i = skipBlanks(raw, i + 1);
   }
+}
+
+/** `raw` (a JSON object) without its top-level member `name`, or null when it names none (or `raw` is not an object). */
+export function withoutTopLevelMember(raw: Uint8Array, name: string): Buffer | null {
+  const at = topLevelMember(raw, name);
+  if (at === null) return null;
+  const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  // Followed by another member: it goes with its comma; the last one: with the comma before it.
+  if (at.commaAfter >= 0) return Buffer.concat([buf.subarray(0, at.keyStart), buf.subarray(skipBlanks(raw, at.commaAfter + 1))]);
+  return Buffer.concat([buf.subarray(0, at.commaBefore >= 0 ? at.commaBefore : at.keyStart), buf.subarray(at.valueEnd)]);
+}
+
+/**
+ * `raw` (a JSON object) with the value of its top-level member `name` replaced by `json` (a JSON
+ * text), the rest byte for byte; null when it names none (or `raw` is not an object).
+ */
+export function withTopLevelMember(raw: Uint8Array, name: string, json: string): Buffer | null {
+  const at = topLevelMember(raw, name);
+  if (at === null) return null;
+  const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  return Buffer.concat([buf.subarray(0, at.valueStart), Buffer.from(json), buf.subarray(at.valueEnd)]);
 }
 
 function keyIs(raw: Uint8Array, start: number, end: number, name: string): boolean {

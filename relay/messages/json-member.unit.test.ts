@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { withoutTopLevelMember } from './json-member.js';
+import { withoutTopLevelMember, withTopLevelMember } from './json-member.js';
 
 const cut = (text: string): string | null => withoutTopLevelMember(Buffer.from(text), 'diagnostics')?.toString() ?? null;
 
@@ -23,5 +23,19 @@ describe('withoutTopLevelMember', () => {
     const out = cut(JSON.stringify(body));
     const { diagnostics: _, ...rest } = body;
     expect(JSON.parse(out!)).toEqual(rest);
+  });
+});
+
+describe('withTopLevelMember', () => {
+  const set = (text: string, name: string, json: string): string | null => withTopLevelMember(Buffer.from(text), name, json)?.toString() ?? null;
+  it('writes the member\'s new value in place of its old one, the rest byte for byte', () => {
+    expect(set('{"model":"a","x":[1.10,12345678901234567890]}', 'model', '"b"')).toBe('{"model":"b","x":[1.10,12345678901234567890]}');
+    expect(set(' { "x" : 1 , "tools" : [ {"a":"]"} ] }', 'tools', '[]')).toBe(' { "x" : 1 , "tools" : [] }');
+    expect(set('{"a":{"model":1},"mod\\u0065l":"a"}', 'model', '"z"')).toBe('{"a":{"model":1},"mod\\u0065l":"z"}');
+  });
+
+  it('is null when the object names none at its top level, or is no object', () => {
+    expect(set('{"a":{"model":1}}', 'model', '1')).toBeNull();
+    expect(set('[]', 'model', '1')).toBeNull();
   });
 });

@@ -65,7 +65,7 @@ import { ChatToAnthropicStream, chatToMessage, ChatUsageFilter } from '../provid
 import { usageAsBilled, settleExchange, type Outcome, type UsageBound } from './settlement.js';
 import { logRepeated } from './repeated-log.js';
 import { forwardedChat } from '../providers/openai/forwarded-chat.js';
-import { withoutTopLevelMember } from './json-member.js';
+import { withoutTopLevelMember, withTopLevelMember } from './json-member.js';
 import { boundedWebSearchTools, inputBeyondBytes, promptPasses, SERVER_LOOP_MAX_PASSES, UNBOUNDED, webSearchUses } from './reservation-bound.js';
 import { CONTEXT_1M_BETA, DEFAULT_WEB_SEARCH_MAX_USES, imageScaling } from '../../core/pricing/input-bound.js';
 import { UpstreamAbort } from '../upstream/upstream-abort.js';
@@ -991,10 +991,13 @@ class Exchange {
       // their prompts differ; without its beta Anthropic refuses the field. Left out: the answer comes
       // without its diagnostics, as one Anthropic could not diagnose.
       const diagnostics = (body as { diagnostics?: unknown }).diagnostics !== undefined;
-      if (this.protocol === 'anthropic' && !mapped && tools === null) {
-        // Cut from the bytes: written again, a tool input's integer above 2^53 reached the provider changed.
-        const cut = diagnostics ? withoutTopLevelMember(raw, 'diagnostics') : raw;
-        if (cut !== null) return cut;
+      if (this.protocol === 'anthropic') {
+        // Edited in the bytes: written again, a tool input's integer above 2^53 reached the provider
+        // changed (12345678901234567890 as 12345678901234567000), `1.10` as `1.1`.
+        let edited: Buffer | null = diagnostics ? withoutTopLevelMember(raw, 'diagnostics') : raw;
+        if (edited !== null && mapped) edited = withTopLevelMember(edited, 'model', JSON.stringify(model));
+        if (edited !== null && tools !== null) edited = withTopLevelMember(edited, 'tools', JSON.stringify(tools));
+        if (edited !== null) return edited;
       }
       let narrowed: Array<Record<string, unknown>> | undefined;
       if (this.protocol === 'openai') {
