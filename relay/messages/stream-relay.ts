@@ -301,14 +301,14 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   // overload or server error before any content is a failure to serve, as a 529 or 500 is (Anthropic
   // reports an overload inside a stream so); a complete stream a success. Counted here, not at the
   // 200's headers (providerAnswered leaves streams to this).
-  const noteOutcome = (): void => {
+  const noteOutcome = (whole: boolean): void => {
     const cooldown = ex.ctx.channels?.cooldown;
     const channelId = ex.channel?.id;
     if (cooldown === undefined || channelId === undefined) return;
     const type = parser.error?.type;
     if (type !== undefined) {
       if (parser.contentDeltas === 0 && (type === 'overloaded_error' || type === 'api_error' || type === 'server_error')) cooldown.failed(channelId);
-    } else if (parser.complete) cooldown.succeeded(channelId);
+    } else if (whole) cooldown.succeeded(channelId);
     // A stream that ended without beginning answered nothing.
     else if (!streamBegan(parser)) cooldown.failed(channelId);
   };
@@ -316,10 +316,13 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   let finished = false;
   // The provider's stream ended (its body's end, or complete() for a converted one): the client's last
   // events, the settlement, then the client's end.
-  const endStream = (): void => {
-    noteOutcome();
+  const endStream = (cleanEnd = false): void => {
+    // A Chat Completions stream whose generation finished and whose body then ended cleanly is whole
+    // without its usage or [DONE] (wholeAtCleanEnd).
+    const whole = parser.complete || (cleanEnd && parser.wholeAtCleanEnd === true);
+    noteOutcome(whole);
     // A provider stream that stops before message_stop (and says nothing) died mid-way.
-    const cut = !parser.complete && !parser.error;
+    const cut = !whole && !parser.error;
     ex.done(200, cut || parser.error ? 'stream_error' : '');
     if (aligner !== null && !ex.aborted) {
       const held = cut ? aligner.salvage() : aligner.rest();
@@ -346,7 +349,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
     client.holdForEnd();
     void settleStream(ex, parser, delivered, parser.error
       ? providerErrorReason(parser.error.type)
-      : parser.complete ? null : REASON.streamCut, (billed) => client.end(lastWords(rewriter, billed, cut ? failedEvent : undefined)));
+      : whole ? null : REASON.streamCut, (billed) => client.end(lastWords(rewriter, billed, cut ? failedEvent : undefined)));
   };
   const complete = (): void => {
     finished = true;
@@ -358,7 +361,7 @@ export function pipeStream(ex: StreamingExchange, body: Readable, format: Stream
   };
   body.on('end', () => {
     if (finished) lingeringBodies.release(body);
-    else endStream();
+    else endStream(true);
   });
   body.on('error', (err: Error) => {
     if (finished) return;

@@ -34,6 +34,13 @@ export interface StreamMeter extends StreamUsage {
    */
   readonly complete: boolean;
   /**
+   * What `complete` would be were the provider's body to end cleanly here (no reset, no timeout):
+   * for Chat Completions, also once the generation finished, with no usage stated and no `[DONE]` (a
+   * server that ignores include_usage and closes without `[DONE]` sent a whole answer: its client got
+   * a failed-stream event after it). Unset: `complete`.
+   */
+  readonly wholeAtCleanEnd?: boolean;
+  /**
    * The event that ends the stream (message_stop's, `[DONE]`'s) ended at this index of the chunk last
    * pushed (just past its blank line); 0 for chunks pushed after it; -1 before. Nothing after it is
    * read: the stream relay passes and bills the stream up to here.

@@ -18,7 +18,7 @@ const usage = (p: number, c: number) => chatChunk({ id: 'chatcmpl-x', object: 'c
 const call = (index: number, args: string, id?: string, name?: string) =>
   ch({ tool_calls: [{ index, ...(id ? { id, type: 'function' } : {}), function: { ...(name ? { name } : {}), arguments: args } }] });
 
-const MODELS = ['a2o-interleave', 'a2o-midstream-error', 'a2o-vllm-stop', 'a2o-done-only', 'a2o-echo', 'a2o-always-streams-stop'];
+const MODELS = ['a2o-interleave', 'a2o-midstream-error', 'a2o-vllm-stop', 'a2o-done-only', 'a2o-echo', 'a2o-always-streams-stop', 'a2o-finish-then-close', 'a2o-close-unfinished'];
 
 let stack: GatewayStack;
 let provider: ScriptedProvider;
@@ -51,6 +51,12 @@ beforeAll(async () => {
         return void res.end(ch({ role: 'assistant', content: 'one two' }) + ch({}, 'stop', { stop_reason: 'three' }) + usage(10, 2) + CHAT_DONE);
       case 'a2o-done-only':
         return void res.end(CHAT_DONE);
+      // A server that ignores include_usage and closes without [DONE]: the answer is whole.
+      case 'a2o-finish-then-close':
+        return void res.end(ch({ role: 'assistant', content: 'one ' }) + ch({ content: 'two' }) + ch({}, 'stop'));
+      // Closed before its finish_reason: cut.
+      case 'a2o-close-unfinished':
+        return void res.end(ch({ role: 'assistant', content: 'one ' }) + ch({ content: 'two' }));
       default:
         return void res.end(ch({ role: 'assistant', content: 'ok' }) + ch({}, 'stop') + usage(10, 1) + CHAT_DONE);
     }
@@ -127,6 +133,30 @@ describe('an Anthropic client of an OpenAI-format channel', () => {
     const [ledger] = await stack.sql`SELECT COALESCE(SUM(quota), 0)::bigint AS q FROM ledger WHERE request_id = ${rid}`;
     expect(Number(ledger!.q)).toBe(0);
     expect(await balanceOf(stack, account.id)).toBe(before);
+  });
+
+  // Review messages: finalMessage() threw api_error "The model provider stream failed." on it, billed all the same.
+  it('a stream that finished (finish_reason) and was closed without usage or [DONE] is a whole answer, billed for its counted text; one closed before its finish_reason is cut', async () => {
+    for (const [model, whole] of [['a2o-finish-then-close', true], ['a2o-close-unfinished', false]] as const) {
+      await billingSettled(stack);
+      const before = await balanceOf(stack, account.id);
+      const stream = client.messages.stream({ model, max_tokens: 50, messages: HI });
+      const final = await stream.finalMessage().catch((e: unknown) => e);
+      if (whole) expect(final).toMatchObject({ content: [{ type: 'text', text: 'one two' }], stop_reason: 'end_turn' });
+      else expect(final).toBeInstanceOf(Anthropic.APIError);
+      const rid = (await stream.withResponse()).response.headers.get('x-gateway-request-id');
+      await billingSettled(stack);
+      const [row] = await stack.sql`SELECT quota, prompt_tokens, completion_tokens FROM ledger WHERE request_id = ${rid}`;
+      // Unpriced: ratio 1, completion ratio 5; the prompt and the text counted by the relay.
+      expect(row, model).toMatchObject({ completion_tokens: 2 });
+      expect(Number(row!.prompt_tokens)).toBeGreaterThan(0);
+      expect(Number(row!.quota)).toBe(Number(row!.prompt_tokens) + 2 * 5);
+      expect(await balanceOf(stack, account.id)).toBe(before - Number(row!.quota));
+      // The same through a raw reader: ended by message_stop, or by the error event.
+      const raw = await rawStream(model);
+      expect(raw.includes('event: message_stop'), model).toBe(whole);
+      expect(raw.includes('event: error'), model).toBe(!whole);
+    }
   });
 
   it('a tool_result with is_error true reaches the model as "Error: …"', async () => {

@@ -204,6 +204,9 @@ export class ChatStreamMeter implements StreamMeter {
     // A [DONE] with no chunk before it is no answer (as a lone message_stop, sse-usage-parser.ts).
     return (this.sawMessageStop && this.sawMessageStart) || (this.generationDone && this.sawMessageDelta && !this.contentAfterUsage);
   }
+  get wholeAtCleanEnd(): boolean {
+    return this.complete || (this.generationDone && this.sawMessageStart);
+  }
   /** A usage chunk stated the input as a count of a prompt: else the relay counts the prompt. */
   inputStated = false;
   /** The last usage chunk said the `flex` service tier served the answer. */
