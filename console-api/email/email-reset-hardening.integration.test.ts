@@ -17,7 +17,8 @@ let clock = Math.floor(Date.now() / 1000);
 
 beforeAll(async () => {
   sink = await startSmtpSink();
-  h = await startConsoleHarness({}, { now: () => clock });
+  // One hash at a time and one waiting: a hash per wrong code would answer most of a burst 429.
+  h = await startConsoleHarness({ PASSWORD_HASH_CONCURRENCY: '1', PASSWORD_HASH_MAX_WAITING: '1' }, { now: () => clock });
   side = createSql(h.config, { max: 3 });
   await mailThroughSink(h.sql, sink);
 });
@@ -271,5 +272,17 @@ describe('one address, one account', () => {
     } finally {
       await h.sql`UPDATE options SET value = 'false' WHERE key = 'EmailVerificationEnabled'`;
     }
+  });
+});
+
+describe('wrong reset codes (anybody may send them)', () => {
+  it('are refused without hashing the new password: a burst of them leaves the password hashing to logins (before: 429 "busy checking passwords")', async () => {
+    const v = await accountWithEmail();
+    await resetCode(v.address);
+    const answers = await Promise.all(Array.from({ length: 30 }, () => reset(v.address, 'f'.repeat(32))));
+    expect(answers.map((r) => r.statusCode)).toEqual(Array(30).fill(400));
+    for (const r of answers) expect(r.json()).toEqual(INVALID);
+    // The owner's code still works, and so does a login meanwhile.
+    expect((await post('/api/user/login', { username: v.user.username, password: v.password })).statusCode).toBe(200);
   });
 });

@@ -127,9 +127,12 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     const length = Math.max(16, policy.passwordMinLength);
     const password = body.password ?? `${randomBytes(length).toString('base64url').slice(0, length - 2)}a7`;
     if (body.password !== undefined) assertPasswordRules(policy, body.password);
+    // The code first, the hash only for one that matches: anybody may call this, and a hash per wrong
+    // code (~300 ms of scrypt each, unlimited) let 40 anonymous calls fill the hashing queue, so that
+    // every login answered 429 "busy checking passwords" (review console). A wrong code costs a read.
+    const claim = await claimEmailCode(ctx, 'reset', body.email, body.token);
     const hash = await ctx.passwords.hash(password);
     const now = ctx.now();
-    const claim = await claimEmailCode(ctx, 'reset', body.email, body.token);
     await sql.begin(async (tx) => {
       // The account the code was mailed for, under its row lock (before the code's row, in the order a
       // password change or a ban takes them): still holding the address the code was mailed to, enabled
