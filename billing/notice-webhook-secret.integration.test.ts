@@ -63,6 +63,25 @@ async function crossAndDeliver(userId: number) {
 const signedWith = (secret: string, r: { headers: IncomingMessage['headers']; body: string }) =>
   r.headers['x-webhook-signature'] === webhookSignature(secret, String(r.headers['x-webhook-timestamp']), r.body);
 
+describe('the webhook URL of low-balance notices', () => {
+  // Review console: an administrator read the whole URL, token included, and could post into the
+  // owner's channel with it.
+  it('is shown whole to its account alone; an administrator sees its scheme and host', async () => {
+    const a = await h.account();
+    const admin = await h.account({ role: 10 });
+    const url = 'https://93.184.216.34/api/webhooks/123456/SECRET-PATH-TOKEN?token=SECRET-QUERY';
+    expect((await setting(a, { notify_type: 'webhook', quota_warning_threshold: 100, webhook_url: url, webhook_secret: 'w'.repeat(20) })).statusCode).toBe(200);
+    const urlIn = (r: { json(): unknown }, pick: (data: never) => string) => JSON.parse(pick((r.json() as { data: never }).data)).webhook_url as string;
+    const own = await h.app.inject({ method: 'GET', url: '/api/user/self', headers: a.auth });
+    expect(urlIn(own, (d: { setting: string }) => d.setting)).toBe(url);
+    const one = await h.app.inject({ method: 'GET', url: `/api/user/${a.user.id}`, headers: admin.auth });
+    const listed = await h.app.inject({ method: 'GET', url: `/api/user/?keyword=${a.user.username}`, headers: admin.auth });
+    expect(urlIn(one, (d: { setting: string }) => d.setting)).toBe('https://93.184.216.34/…');
+    expect(urlIn(listed, (d: { items: Array<{ setting: string }> }) => d.items[0]!.setting)).toBe('https://93.184.216.34/…');
+    for (const r of [one, listed]) expect(r.body).not.toContain('SECRET');
+  });
+});
+
 describe('the webhook secret of low-balance notices', () => {
   it('is stored sealed, kept sealed when sent back blank, and signs notices the receiver verifies', async () => {
     const a = await h.account();

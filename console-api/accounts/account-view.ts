@@ -36,7 +36,8 @@ export interface UserRow {
 /** The contract's Account: the row's public columns plus the role's permissions. */
 export type Account = Omit<UserRow, 'password_hash' | 'created_at' | 'deleted_at'> & { permissions: Permissions };
 
-export function toAccount(row: UserRow): Account {
+/** The account as `reader` sees it: its owner, or an administrator (the default). */
+export function toAccount(row: UserRow, reader: 'owner' | 'admin' = 'admin'): Account {
   return {
     id: Number(row.id),
     username: row.username,
@@ -59,8 +60,9 @@ export function toAccount(row: UserRow): Account {
     aff_quota: Number(row.aff_quota),
     aff_history_quota: Number(row.aff_history_quota),
     inviter_id: Number(row.inviter_id),
-    // The webhook secret is the account's signing key: kept, never shown back.
-    setting: publicSettingText(row.setting),
+    // The webhook secret is the account's signing key: kept, never shown back; the webhook URL's token
+    // (its path and query) shown to its owner alone.
+    setting: publicSettingText(row.setting, reader === 'owner'),
     card_provider_customer: row.card_provider_customer,
     sidebar_modules: row.sidebar_modules,
     permissions: permissionsForRole(Number(row.role)),

@@ -273,7 +273,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'GET', path: '/api/user/self', tag: 'account', access: ROLE.user, data: accountSchema,
     summary: 'The own account (the contract\'s Account)',
-  }, async ({ user }) => ok(toAccount(user)));
+  }, async ({ user }) => ok(toAccount(user, 'owner')));
 
   api.route({
     method: 'PUT', path: '/api/user/self', tag: 'account', access: ROLE.user, body: updateSelfBody, data: accountSchema,
@@ -319,7 +319,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
           display_name = ${body.display_name ?? user.display_name}
         WHERE id = ${user.id} RETURNING *`;
     });
-    return ok(toAccount(updated!));
+    return ok(toAccount(updated!, 'owner'));
   });
 
   api.route({
@@ -605,7 +605,7 @@ async function listAccounts(sql: Db, q: z.output<typeof listUsersQuery>, caller:
     sql<UserRow[]>`SELECT * FROM users WHERE ${where} ORDER BY id DESC LIMIT ${pageSize} OFFSET ${offset}`,
     sql<{ total: number }[]>`SELECT count(*)::bigint AS total FROM users WHERE ${where}`,
   ]);
-  return { items: rows.map(toAccount), total: Number(count!.total), page, page_size: pageSize };
+  return { items: rows.map((row) => toAccount(row)), total: Number(count!.total), page, page_size: pageSize };
 }
 
 /**

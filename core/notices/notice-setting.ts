@@ -40,20 +40,42 @@ export function warningThreshold(s: NoticeSetting): number | undefined {
   return s.quota_warning_threshold;
 }
 
-/** The setting as shown to a reader: the webhook secret blanked (webhook_secret_set says whether one is kept). */
-export function publicSettingText(text: string): string {
+/**
+ * The setting as shown to a reader: the webhook secret blanked (webhook_secret_set says whether one is
+ * kept); to anyone but its owner (`owner` false: an administrator) the webhook URL without its path
+ * and query too, which is where Discord, Slack and Teams put the webhook's token: with it an
+ * administrator could post into the owner's channel.
+ */
+export function publicSettingText(text: string, owner = false): string {
   if (!text) return text;
   try {
     const o = JSON.parse(text) as Record<string, unknown>;
-    if (o && typeof o === 'object' && 'webhook_secret' in o) {
+    if (!o || typeof o !== 'object') return text;
+    let changed = false;
+    if ('webhook_secret' in o) {
       o.webhook_secret_set = typeof o.webhook_secret === 'string' && o.webhook_secret !== '';
       o.webhook_secret = '';
-      return JSON.stringify(o);
+      changed = true;
     }
+    if (!owner && typeof o.webhook_url === 'string' && o.webhook_url !== '') {
+      o.webhook_url = webhookOrigin(o.webhook_url);
+      changed = true;
+    }
+    if (changed) return JSON.stringify(o);
   } catch {
     // Not JSON: nothing we wrote; shown as stored.
   }
   return text;
+}
+
+/** A webhook URL's scheme and host, its path and query (a token) left out: `https://discord.com/…`. */
+function webhookOrigin(url: string): string {
+  try {
+    const u = new URL(url);
+    return u.pathname === '/' && u.search === '' && u.hash === '' ? `${u.origin}/` : `${u.origin}/…`;
+  } catch {
+    return '…';
+  }
 }
 
 /** Keyed by user id. */

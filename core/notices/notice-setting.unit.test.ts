@@ -18,5 +18,11 @@ describe('notice setting', () => {
     expect(publicSettingText('')).toBe('');
     expect(publicSettingText('{"notify_type":"email"}')).toBe('{"notify_type":"email"}');
     expect(publicSettingText('free text')).toBe('free text');
+    // The URL whole to its owner; to anyone else its scheme and host.
+    const hooked = JSON.stringify({ notify_type: 'webhook', webhook_url: 'https://hooks.example.com/services/T0/B0/tok?x=1' });
+    expect(JSON.parse(publicSettingText(hooked, true)).webhook_url).toBe('https://hooks.example.com/services/T0/B0/tok?x=1');
+    expect(JSON.parse(publicSettingText(hooked)).webhook_url).toBe('https://hooks.example.com/…');
+    expect(JSON.parse(publicSettingText(JSON.stringify({ webhook_url: 'https://hooks.example.com' }))).webhook_url).toBe('https://hooks.example.com/');
+    expect(JSON.parse(publicSettingText(JSON.stringify({ webhook_url: 'not a url' }))).webhook_url).toBe('…');
   });
 });
