@@ -273,6 +273,11 @@ export function queryInt(opts: { min?: number; max?: number; saturate?: boolean 
   return z.preprocess((v, c) => {
     const value = blankToUndefined(v);
     if (value === undefined || typeof value === 'number') return value;
+    // A query parameter given twice arrives as an array: said as the other kinds say it (plainMessage).
+    if (Array.isArray(value)) {
+      c.addIssue({ code: 'custom', message: 'must be given once, as an integer', input: v });
+      return z.NEVER;
+    }
     if (typeof value !== 'string' || !pattern.test(value)) {
       c.addIssue({ code: 'custom', message: rule, input: v });
       return z.NEVER;

@@ -107,7 +107,6 @@ describe('query integers are plain decimal digits', () => {
     ['/api/token/?p=0x10', 'user', 'p'], ['/api/token/?p=1e3', 'user', 'p'], ['/api/token/?page=0x2', 'user', 'page'],
     ['/api/token/?page_size=1e1', 'user', 'page_size'], ['/api/token/?p=%201', 'user', 'p'], ['/api/token/?p=%2B1', 'user', 'p'],
     ['/api/token/?p=1.0', 'user', 'p'], ['/api/token/?p=-1', 'user', 'p'], ['/api/token/?p=0b1', 'user', 'p'],
-    ['/api/token/?p=1&p=2', 'user', 'p'],
     ['/api/channel/?p=0x10', 'admin', 'p'], ['/api/redemption/?page_size=0x10', 'admin', 'page_size'], ['/api/user/?p=1e1', 'admin', 'p'],
     ['/api/user/topup?user_id=0x1', 'admin', 'user_id'], ['/api/user/topup?user_id=1e0', 'admin', 'user_id'],
     ['/api/user/topup/self?p=0x1', 'user', 'p'],
@@ -469,6 +468,10 @@ describe('validation messages', () => {
     }
     expect((await inject('POST', '/api/token/', user, [])).json()).toEqual({ success: false, message: 'body: must be a JSON object' });
     expect((await inject('GET', '/api/token/?keyword=a&keyword=b', user)).json()).toEqual({ success: false, message: 'keyword: must be given once, as a string' });
+    // An integer too (before: "must be an integer (decimal digits only)" of two well-formed values).
+    expect((await inject('GET', '/api/log/self?p=1&p=2', user)).json()).toEqual({ success: false, message: 'p: must be given once, as an integer' });
+    expect((await inject('GET', '/api/token/?p=1&p=2', user)).json()).toEqual({ success: false, message: 'p: must be given once, as an integer' });
+    expect((await inject('GET', '/api/log/self/daily?days=1&days=2', user)).json()).toEqual({ success: false, message: 'days: must be given once, as an integer' });
   });
 
   it('a query integer of many digits is read as the large number it is: page_size served as 100, p refused at its bound', async () => {
