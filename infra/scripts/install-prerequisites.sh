@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a fresh Debian machine lacks for this project: Node.js 20 with npm, curl, a C toolchain for
-# native addons, procps, iproute2, and Chromium for the web console's browser tests (driven by playwright-core). Runs as
+# native addons, procps, iproute2, openssl, and Chromium for the web console's browser tests (driven by playwright-core). Runs as
 # root; does nothing when everything is present.
 set -euo pipefail
 missing=()
@@ -13,6 +13,8 @@ command -v pgrep >/dev/null || missing+=(procps)
 command -v chromium >/dev/null || missing+=(chromium)
 # ss -K: a test aborts its own Postgres connections with it (infra/postgres/connection-resets.integration.test.ts).
 command -v ss >/dev/null || missing+=(iproute2)
+# A self-signed certificate for a test's TLS provider (relay/routing/tls-handshake-retry.integration.test.ts).
+command -v openssl >/dev/null || missing+=(openssl)
 if ! command -v node >/dev/null || ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)'; then
   missing+=(nodejs npm)
 fi

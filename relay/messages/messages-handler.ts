@@ -93,7 +93,18 @@ const LOST_BEFORE_ANSWER = 'The model provider\'s connection was lost after the 
 /** What a client is told when a channel answered not found and the next one failed otherwise. */
 const PROVIDER_NOT_FOUND = 'The model provider answered that it does not know this request\'s model or path.';
 /** Errors of the connect phase: the request was never written, so no provider can be generating it. */
-const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+const NOT_SENT_CODES = new Set([
+  'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT',
+  // A TLS handshake that failed (a certificate expired, self-signed or for another name; plain HTTP
+  // behind an https URL): nothing is written before it completes. Answered 500 "lost after the request
+  // was sent" without trying the next channel until the cooldown set the channel aside (review routing).
+  'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'CERT_REVOKED', 'CERT_UNTRUSTED', 'CERT_REJECTED', 'CERT_SIGNATURE_FAILURE',
+  'DEPTH_ZERO_SELF_SIGNED_CERT', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'ERR_TLS_CERT_ALTNAME_INVALID',
+  'ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_UNSUPPORTED_PROTOCOL', 'ERR_SSL_NO_PROTOCOLS_AVAILABLE',
+  'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION', 'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE', 'ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR',
+  'ERR_SSL_TLSV1_UNRECOGNIZED_NAME', 'ERR_SSL_PACKET_LENGTH_TOO_LONG',
+]);
 
 function reachedProvider(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
