@@ -75,6 +75,33 @@ describe('ChannelHealth', () => {
     await h.stop();
   });
 
+  // Review routing: left to the flush, a channel answering ok, 403, ok, 403… within one flush
+  // interval was disabled for "5 consecutive channel faults", and 20 faults among 100 attempts for a
+  // rate of 20 in 20.
+  it('a fault carries this relay\'s successes not yet reported, scored before it: alternating with successes, faults never run on', async () => {
+    const statements: string[] = [];
+    const announced: number[] = [];
+    let t = 1_800_000_100_000;
+    const h = health(statements, announced, () => t);
+    const c = channel();
+    for (let i = 0; i < 10; i++) {
+      t += 5;
+      h.succeeded(c);
+      t += 5;
+      await h.faulted(c, `alt-${i}`, 'provider answered HTTP 403');
+    }
+    expect(announced).toEqual([]);
+    expect(await redis.zcard(keys.channelFaults(c.id))).toBe(1);
+    // Every attempt counted in the window: 10 successes and 10 faults, with no flush.
+    const counts = await redis.hgetall(keys.channelOutcomes(c.id));
+    const sum = (kind: string) => Object.entries(counts).filter(([k]) => k.startsWith(kind) && k !== 'since').reduce((n, [, v]) => n + Number(v), 0);
+    expect([sum('r'), sum('f')]).toEqual([20, 10]);
+    // Nothing is left for the flush to report twice.
+    await h.flush();
+    expect(Object.entries(await redis.hgetall(keys.channelOutcomes(c.id))).filter(([k]) => k.startsWith('r')).reduce((n, [, v]) => n + Number(v), 0)).toBe(20);
+    await h.stop();
+  });
+
   it('never disables a channel with auto_ban false', async () => {
     const statements: string[] = [];
     const announced: number[] = [];

@@ -8,9 +8,11 @@
 // - A fault is recorded when it happens: one script call on the failure path, not awaited by the
 //   request (which goes on to the next channel meanwhile).
 // - A success costs nothing but a local increment; each relay reports its successes per channel every
-//   CHANNEL_HEALTH_FLUSH_MS in one call per channel used (flush()). The success path gets no Redis
-//   round trip. The price: a success reaches the consecutive-fault count up to a flush late, which can
-//   only delay a disabling (faults scored before the reported success are dropped), never cause one.
+//   CHANNEL_HEALTH_FLUSH_MS in one call per channel used (flush()), and with its next fault of that
+//   channel, scored before it (faulted()). The success path gets no Redis round trip. The price:
+//   another relay's successes reach the counts up to a flush late; left to the flush, this relay's own
+//   disabled a channel that served four requests in five (its faults of one flush taken for
+//   consecutive, its attempts counted without the successes).
 // - The decision is the script's (atomic: two relays recording at once cannot both miss the
 //   threshold); the status change is Postgres's (core/channels/channel-status.ts: only from status 1,
 //   so of several relays tripping together exactly one gets the row and announces it). It then
@@ -127,7 +129,14 @@ export class ChannelHealth {
 
   async #recordFault(channel: Channel, requestId: string, why: string): Promise<void> {
     const rules = this.#rules(channel);
-    const [verdict, consecutive, attempts, faults] = await this.#call(channel, 1, 0, 0, requestId, rules);
+    // This relay's successes not yet reported go with the fault, scored before it: left for the next
+    // flush, a channel answering ok, 403, ok, 403… had its 5 faults of one flush interval taken for
+    // consecutive, and 20 faults among 100 attempts for a rate of 20 in 20 (review routing).
+    const pending = this.#pending.get(channel.id);
+    const successes = pending?.count ?? 0;
+    const lastOkMs = successes > 0 ? pending!.lastOkMs : 0;
+    if (pending !== undefined) pending.count = 0;
+    const [verdict, consecutive, attempts, faults] = await this.#call(channel, 1, successes, lastOkMs, requestId, rules);
     if (verdict === VERDICT.healthy || !channel.health.autoBan) return;
     const rule = verdict === VERDICT.consecutive
       ? `${consecutive} consecutive channel faults`
