@@ -698,7 +698,14 @@ class Exchange {
     let lastFailure = '';
     let attempt = 0;
     let groupIndex = 0;
-    let channel = this.ctx.channels.pick(this.routeGroups[0]!, body.model, undefined, this.affinity);
+    // From the first group, or (an `auto` key with cross_group_retry) a later one when the first has
+    // only channels set aside.
+    let channel = pickNextChannel(this.ctx.channels, this, 0, body.model, tried);
+    if (channel && this.nextGroupIndex !== 0) {
+      groupIndex = this.nextGroupIndex;
+      this.group = this.routeGroups[groupIndex]!;
+      this.price = { ...this.price, group: ratios.group(this.group) ?? this.price.group };
+    }
     while (channel && attempt < this.ctx.maxTries) {
       tried.add(channel.id);
       this.channel = channel;

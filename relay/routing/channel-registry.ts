@@ -182,9 +182,10 @@ export class ChannelRegistry {
    * The channel to try for (group, model): the highest priority tier that still has a channel not in
    * `exclude`, then within it the rendezvous winner for `affinity` (affinity.ts), or without one a
    * draw weighted by `weight`. Channels of weight 0 are taken only when every open one has weight 0.
-   * A channel set aside (channel-cooldown.ts) is taken only when no other is left.
+   * A channel set aside (channel-cooldown.ts) is taken only when no other is left, and never with
+   * `asideToo` false (a caller with other groups to look in first: pickNextChannel).
    */
-  pick(group: string, model: string, exclude?: ReadonlySet<number>, affinity?: number): Channel | undefined {
+  pick(group: string, model: string, exclude?: ReadonlySet<number>, affinity?: number, asideToo = true): Channel | undefined {
     const tiers = this.#routes.get(routeOf(group, model));
     if (!tiers) return undefined;
     if (this.cooldown.active) {
@@ -192,7 +193,7 @@ export class ChannelRegistry {
       skip.tried = exclude;
       const found = pickFrom(tiers, skip, affinity);
       skip.tried = undefined;
-      if (found) return found;
+      if (found || !asideToo) return found;
     }
     return pickFrom(tiers, exclude, affinity);
   }

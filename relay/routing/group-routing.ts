@@ -35,15 +35,22 @@ export interface GroupCursor {
 
 /**
  * The next channel not in `tried`: within group `from` by priority then affinity (or weight), else in the groups
- * after it, in order. The group it came from is left in `cursor.nextGroupIndex`.
+ * after it, in order. A channel set aside (channel-cooldown.ts) only when no group has another: an
+ * `auto` key's requests went on to a set-aside channel of its first group, hung or failing, while the
+ * next group had a healthy one (review routing). The group it came from is left in `cursor.nextGroupIndex`.
  */
 export function pickNextChannel(channels: ChannelRegistry, cursor: GroupCursor, from: number, model: string, tried: ReadonlySet<number>): Channel | undefined {
   const groups = cursor.routeGroups;
-  for (let i = from; i < groups.length; i++) {
-    const next = channels.pick(groups[i]!, model, tried, cursor.affinity);
-    if (next) {
-      cursor.nextGroupIndex = i;
-      return next;
+  const passes = groups.length - from > 1 ? 2 : 1;
+  for (let pass = 0; pass < passes; pass++) {
+    // One group: pick() itself falls back to a set-aside channel. Several: none in the first pass.
+    const asideToo = passes === 1 || pass === 1;
+    for (let i = from; i < groups.length; i++) {
+      const next = channels.pick(groups[i]!, model, tried, cursor.affinity, asideToo);
+      if (next) {
+        cursor.nextGroupIndex = i;
+        return next;
+      }
     }
   }
   return undefined;
