@@ -7,7 +7,8 @@ import { createOptionSealer } from '../../core/options/option-secrets.js';
 import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
 import { testConfig } from '../../infra/testing/test-config.js';
 import { createTestDatabase, type TestDatabase } from '../../infra/testing/test-database.js';
-import { demoLogins, seedDemo } from './demo-seed.js';
+import { ensureRootAccount } from '../accounts/root-account.js';
+import { demoLogins, rootLogin, seedDemo } from './demo-seed.js';
 
 let db: TestDatabase;
 let sql: Sql;
@@ -78,5 +79,21 @@ describe('seedDemo', () => {
     expect(await demoLogins(sql, testConfig({ DATABASE_URL: db.url, ...env }))).toBe('demo / demo-password-1, admin / admin-password-1');
     expect(await demoLogins(sql, testConfig({ DATABASE_URL: db.url, ...env, DEMO_PASSWORD: 'another-checkout-1' })))
       .toBe("demo / (set before this checkout's .data/; not shown), admin / admin-password-1");
+  });
+
+  // Review run: a second `make run` printed a root password changed since (no longer a login), and a
+  // command with the demo key its owner had disabled (401), saying nothing of either.
+  it('rootLogin shows the generated root password only while it is root\'s; the seed says when the demo key is disabled or expired', async () => {
+    await ensureRootAccount(sql, testConfig({ DATABASE_URL: db.url, ROOT_PASSWORD: 'root-password-1' }), () => {});
+    expect(await rootLogin(sql, '.data/root-password', 'root-password-1')).toBe('root / root-password-1   (generated into .data/root-password)');
+    expect(await rootLogin(sql, '.data/root-password', 'changed-since-1')).toBe('root / (changed since it was generated into .data/root-password; not shown)');
+    const config = testConfig({ DATABASE_URL: db.url, ...env });
+    expect((await seedDemo(sql, config)).demoKeyRefusal).toBe('');
+    await sql`UPDATE tokens SET status = 2 WHERE name = 'demo'`;
+    expect((await seedDemo(sql, config)).demoKeyRefusal).toBe('disabled');
+    await sql`UPDATE tokens SET status = 1, expired_time = 1 WHERE name = 'demo'`;
+    expect((await seedDemo(sql, config)).demoKeyRefusal).toBe('expired');
+    await sql`UPDATE tokens SET expired_time = -1 WHERE name = 'demo'`;
+    expect((await seedDemo(sql, config)).demoKeyRefusal).toBe('');
   });
 });

@@ -3,6 +3,7 @@
 // serving the usual Claude model names, an OpenAI-format channel (type 1) to the OpenAI-format mock
 // serving GPT model names, and an unlimited API key of the demo account.
 import { insertAccount } from '../accounts/account-store.js';
+import { ROLE } from '../accounts/roles.js';
 import { hashPassword, scryptParams, verifyPassword } from '../auth/password.js';
 import { rebuildAbilities } from '../channels/abilities.js';
 import { optionDef, storedOptionText } from '../options/option-catalogue.js';
@@ -28,6 +29,11 @@ const DEMO_MODELS = [
 export interface SeedResult {
   demoUserId: number;
   demoKey: string;
+  /**
+   * Why the demo key would be refused, as the key's owner left it ('' when it is usable): the seed does
+   * not undo its owner's choice (disabled, expired), and the greeting's command said nothing and got 401.
+   */
+  demoKeyRefusal: string;
   created: string[];
 }
 
@@ -134,7 +140,9 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
     // seed allows it explicitly, once: set ChannelAllowPrivateNetworks to false to see the guard.
     await tx`INSERT INTO options (key, value) VALUES ('ChannelAllowPrivateNetworks', 'true') ON CONFLICT (key) DO NOTHING`;
     const userId = demo.id as number;
-    const [token] = await tx`SELECT key_ciphertext FROM tokens WHERE user_id = ${userId} AND name = ${DEMO_KEY_NAME} AND deleted_at IS NULL`;
+    const [token] = await tx`SELECT key_ciphertext, status, expired_time FROM tokens WHERE user_id = ${userId} AND name = ${DEMO_KEY_NAME} AND deleted_at IS NULL`;
+    const expired = token !== undefined && Number(token.expired_time) !== -1 && Number(token.expired_time) <= Math.floor(Date.now() / 1000);
+    const demoKeyRefusal = token === undefined ? '' : Number(token.status) !== 1 ? 'disabled' : expired ? 'expired' : '';
     let demoKey: string;
     if (token && opens(crypto, token.key_ciphertext as Buffer)) {
       demoKey = crypto.open(token.key_ciphertext as Buffer);
@@ -152,7 +160,7 @@ export async function seedDemo(sql: Sql, config: Config): Promise<SeedResult> {
         VALUES (${userId}, ${DEMO_KEY_NAME}, ${crypto.hash(demoKey)}, ${crypto.seal(demoKey)}, ${maskApiKey(demoKey)}, true)`;
       created.push(`API key ${DEMO_KEY_NAME}`);
     }
-    return { demoUserId: userId, demoKey, created };
+    return { demoUserId: userId, demoKey, demoKeyRefusal, created };
   });
 }
 
@@ -172,6 +180,19 @@ export async function demoLogins(sql: Db, config: Config): Promise<string> {
     shown.push(ok ? `${name} / ${password}` : `${name} / (set before this checkout's .data/; not shown)`);
   }
   return shown.join(', ');
+}
+
+/**
+ * The super administrator's login line for `make run`'s greeting, from the password generated into
+ * `file` (ROOT_PASSWORD_FILE): shown only while it is still the account's. Read from the file alone,
+ * a second `make run` printed a password the root had changed since, which no longer logged in.
+ */
+export async function rootLogin(sql: Db, file: string, password: string): Promise<string> {
+  const [root] = await sql<{ username: string; password_hash: string }[]>`
+    SELECT username, password_hash FROM users WHERE role >= ${ROLE.root} AND deleted_at IS NULL ORDER BY id LIMIT 1`;
+  if (!root) return '';
+  const ok = password !== '' && await verifyPassword(password, root.password_hash).catch(() => false);
+  return ok ? `${root.username} / ${password}   (generated into ${file})` : `${root.username} / (changed since it was generated into ${file}; not shown)`;
 }
 
 /** loadConfig refuses SEED_DEMO without both passwords; this keeps the types honest. */

@@ -45,7 +45,10 @@ kept=()
 for name in "${keep[@]}"; do [ -e ".data/$name" ] && kept+=(".data/$name"); done
 spool_files=0
 if [ -d .data/relay-spool ]; then
-  spool_files=$(find .data/relay-spool -type f \( -name '*.spool' -o -name '*.claimed' \) | wc -l)
+  # Files holding something, of the stacks' relays: an empty file is nothing to replay, and a test
+  # stack's (test-* prefixes, from before the tests spooled under the system's temporary directory)
+  # is no make-run relay's to replay.
+  spool_files=$(find .data/relay-spool -type f \( -name '*.spool' -o -name '*.claimed' \) -size +0 ! -path '.data/relay-spool/test-*' | wc -l)
   [ "$spool_files" -eq 0 ] || keep+=(relay-spool)
 fi
 kept_redis=()

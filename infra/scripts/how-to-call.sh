@@ -7,10 +7,15 @@ cd "$(dirname "$0")/../.."
 STOP_COMMAND=${STOP_COMMAND:-make down}
 DEMO_KEY=$(node dist/console-api/seed/print-demo-key.js)
 DEMO_LOGINS=$(node dist/console-api/seed/print-demo-key.js --logins)
+# The demo key as its owner left it: disabled or expired in the console, the commands below answer 401.
+DEMO_KEY_REFUSAL=$(node dist/console-api/seed/print-demo-key.js --refusal)
+KEY_NOTE=""
+[ -n "$DEMO_KEY_REFUSAL" ] && KEY_NOTE=" (it is $DEMO_KEY_REFUSAL: enable or renew the key \"demo\" on the console's Keys page, signed in as demo, or these answer 401)"
 # console-api writes a generated root password to ROOT_PASSWORD_FILE (start-stack.sh), not to its log.
 ROOT_FILE=${ROOT_PASSWORD_FILE:-.data/root-password}
 ROOT_LINE=""
-[ -r "$ROOT_FILE" ] && ROOT_LINE="root / $(head -1 "$ROOT_FILE")   (generated into $ROOT_FILE)"
+# Shown only while it is still root's password (a second make run printed one changed since).
+[ -r "$ROOT_FILE" ] && ROOT_LINE=$(node dist/console-api/seed/print-demo-key.js --root "$ROOT_FILE")
 # The model of the example: one the seeded mock channel serves (console-api/seed/demo-seed.ts) and the
 # price table prices (core/pricing/ratios.ts), and not deprecated: the Anthropic SDK warns that
 # claude-sonnet-4-5 reaches end of life on 2026-11-30.
@@ -29,7 +34,7 @@ ${EXTRA_LINES:+$EXTRA_LINES
                 (local demo data seeded by make run; passwords generated into .data/)${ROOT_LINE:+
   root          $ROOT_LINE}
 
-Call the relay with the demo key:
+Call the relay with the demo key${KEY_NOTE}:
 
   curl -sN $RELAY_URL/v1/messages \\
     -H 'x-api-key: $DEMO_KEY' -H 'anthropic-version: 2023-06-01' -H 'content-type: application/json' \\

@@ -130,8 +130,12 @@ describe('make clean', () => {
     // Only .data/redis: there is no .data/redis-cluster here.
     expect(kept.stderr).toMatch(/^kept \.data\/redis as well: the Redis data the spooled settlements settle against/m);
 
-    // The spool replayed (empty): the next clean deletes both.
+    // The spool replayed: the next clean deletes both, an empty file left behind and a test stack's
+    // files (a test-* prefix: review run, 13 kept for good with the message that a relay would replay them) included.
     rmSync(join(dir, '.data/relay-spool/gw/relay-999-abcd.claimed'));
+    writeFileSync(join(dir, '.data/relay-spool/gw/relay-998-abcd.spool'), '');
+    mkdirSync(join(dir, '.data/relay-spool/test-0a1b2c3d'), { recursive: true });
+    writeFileSync(join(dir, '.data/relay-spool/test-0a1b2c3d/relay-997-abcd.spool'), 'S\t{}\t{}\n');
     const deleted = await run('make', ['-s', 'clean'], { cwd: dir, env: cleanEnv() });
     for (const gone of ['.data/redis', '.data/relay-spool']) expect(existsSync(join(dir, gone)), gone).toBe(false);
     expect(deleted.stderr).not.toContain('kept');

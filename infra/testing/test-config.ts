@@ -1,6 +1,8 @@
 // Config for tests: the real services on their local defaults, a database of its own, and a Redis key
 // prefix of its own per caller so that test files running in parallel never see each other's keys.
 import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type Config, loadConfig } from '../config.js';
 
 const BASE_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_test';
@@ -24,6 +26,9 @@ const OWN = testDatabases(process.env.VITEST_POOL_ID);
 export const TEST_DATABASE_URL = OWN.url;
 export const TEST_CLICKHOUSE_DATABASE = OWN.clickhouse;
 
+/** Where test relays spool their settlements (each stack in a directory of its own REDIS_PREFIX). */
+export const TEST_SPOOL_DIR = join(tmpdir(), 'gateway-test-spool');
+
 export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
     NODE_ENV: 'test',
@@ -35,6 +40,9 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     REDIS_PREFIX: `test-${randomBytes(4).toString('hex')}`,
     KEY_SECRET: 'test-secret-0123456789abcdef',
     RELAY_PORT: '0',
+    // Out of the checkout: a test stack closed with settlements still spooled (Redis down) left its
+    // files in .data/relay-spool, where `make clean` kept them as a make-run relay's to replay.
+    RELAY_SPOOL_DIR: TEST_SPOOL_DIR,
     CONSOLE_PORT: '0',
     BILLING_BLOCK_MS: '20',
     BILLING_MIN_BATCH_INTERVAL_MS: '0',

@@ -41,7 +41,7 @@ export { PROM_CONTENT_TYPE };
 
 export class RelayMetrics {
   readonly registry = new Registry();
-  readonly requests = this.registry.register(new Counter2('gateway_relay_requests_total', 'Finished /v1/messages exchanges by HTTP status and error type (empty = success).', ['status', 'error_type']));
+  readonly requests = this.registry.register(new Counter2('gateway_relay_requests_total', 'Finished exchanges (/v1/messages and /v1/chat/completions) by HTTP status and error type (empty = success).', ['status', 'error_type']));
   readonly duration = this.registry.register(new Histogram('gateway_relay_request_duration_seconds', 'Time from request received to response ended.', LATENCY_BUCKETS_SEC));
   readonly upstream = this.registry.register(new Histogram('gateway_relay_upstream_latency_seconds', 'Time from forwarding to the provider\'s response headers.', LATENCY_BUCKETS_SEC));
   readonly firstByte = this.registry.register(new Histogram('gateway_relay_stream_first_byte_seconds', 'Streams: time from request received to the first SSE byte written to the client.', LATENCY_BUCKETS_SEC));

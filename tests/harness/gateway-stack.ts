@@ -7,6 +7,8 @@
 // second billing worker. So `TEST_REDIS_CLUSTER_NODES=... TEST_GATEWAY_RELAYS=2 npx vitest run relay`
 // runs the relay test set on two relays over a cluster. `relay` stays the first relay.
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { FastifyInstance } from 'fastify';
@@ -105,6 +107,8 @@ export async function startGatewayStack(opts: StackOptions = {}): Promise<Gatewa
       await billing.close();
       await mock.close();
       await deleteKeysWithPrefix(redis, config.REDIS_PREFIX);
+      // Its relays' spool, whatever a relay closed with Redis down left there (no relay replays it now).
+      rmSync(join(config.RELAY_SPOOL_DIR, config.REDIS_PREFIX), { recursive: true, force: true });
       await redis.quit();
       await sql.end({ timeout: 5 });
       await ch.close();
