@@ -5,10 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STOP_COMMAND=${STOP_COMMAND:-make down}
-DEMO_KEY=$(node dist/console-api/seed/print-demo-key.js)
+# The demo key, and as its owner left it: disabled or expired in the console, the commands below answer 401.
+KEY_LINES=$(node dist/console-api/seed/print-demo-key.js --with-refusal)
+DEMO_KEY=$(sed -n 1p <<<"$KEY_LINES")
+DEMO_KEY_REFUSAL=$(sed -n 2p <<<"$KEY_LINES")
 DEMO_LOGINS=$(node dist/console-api/seed/print-demo-key.js --logins)
-# The demo key as its owner left it: disabled or expired in the console, the commands below answer 401.
-DEMO_KEY_REFUSAL=$(node dist/console-api/seed/print-demo-key.js --refusal)
 KEY_NOTE=""
 [ -n "$DEMO_KEY_REFUSAL" ] && KEY_NOTE=" (it is $DEMO_KEY_REFUSAL: enable or renew the key \"demo\" on the console's Keys page, signed in as demo, or these answer 401)"
 # console-api writes a generated root password to ROOT_PASSWORD_FILE (start-stack.sh), not to its log.

@@ -701,12 +701,13 @@ class Exchange {
     // From the first group, or (an `auto` key with cross_group_retry) a later one when the first has
     // only channels set aside.
     let channel = pickNextChannel(this.ctx.channels, this, 0, body.model, tried);
-    if (channel && this.nextGroupIndex !== 0) {
-      groupIndex = this.nextGroupIndex;
-      this.group = this.routeGroups[groupIndex]!;
-      this.price = { ...this.price, group: ratios.group(this.group) ?? this.price.group };
-    }
     while (channel && attempt < this.ctx.maxTries) {
+      // The channel's group (pickNextChannel's last pick) is the one that serves and prices the try.
+      if (this.nextGroupIndex !== groupIndex) {
+        groupIndex = this.nextGroupIndex;
+        this.group = this.routeGroups[groupIndex]!;
+        this.price = { ...this.price, group: ratios.group(this.group) ?? this.price.group };
+      }
       tried.add(channel.id);
       this.channel = channel;
       attempt++;
@@ -719,11 +720,6 @@ class Exchange {
       // Picked again now: a reload during the attempt (a channel disabled, deleted, moved to another
       // base_url or key) left `next` as it was when the attempt began, and the retry went to it.
       channel = next && pickNextChannel(this.ctx.channels, this, groupIndex, body.model, tried);
-      if (channel && this.nextGroupIndex !== groupIndex) {
-        groupIndex = this.nextGroupIndex;
-        this.group = this.routeGroups[groupIndex]!;
-        this.price = { ...this.price, group: ratios.group(this.group) ?? this.price.group };
-      }
     }
     // The channels left were taken away during the last attempt: the client hears what failed, and
     // that no retry helps when none can (channelRefused's rule: the channels tried refused their own

@@ -180,12 +180,21 @@ export function promptPasses(body: MessagesRequest, defaultSearchUses: number): 
   return uses + 1;
 }
 
+/** Whether a tool of this type is a web_search tool (any of its versions). */
+export function isWebSearchType(type: string): boolean {
+  return type.startsWith('web_search');
+}
+
+/** A web_search tool's max_uses as this gateway takes it: a whole number of searches, 0 or more (unpriced-fields.ts refuses another). */
+export function isWebSearchMaxUses(max: unknown): max is number {
+  return Number.isSafeInteger(max) && (max as number) >= 0;
+}
+
 /** A web_search tool's own max_uses, null when it sets none (or an invalid one); undefined for any other tool. */
 function webSearchMaxUses(tool: unknown): number | null | undefined {
   const t = tool as { type?: unknown; max_uses?: unknown } | null;
-  if (t === null || typeof t !== 'object' || typeof t.type !== 'string' || !t.type.startsWith('web_search')) return undefined;
-  const max = t.max_uses;
-  return typeof max === 'number' && Number.isInteger(max) && max >= 0 ? max : null;
+  if (t === null || typeof t !== 'object' || typeof t.type !== 'string' || !isWebSearchType(t.type)) return undefined;
+  return isWebSearchMaxUses(t.max_uses) ? t.max_uses : null;
 }
 
 function contentIsText(content: unknown): boolean {

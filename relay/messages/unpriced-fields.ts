@@ -25,6 +25,7 @@
 // passes.
 import { RelayError } from '../errors.js';
 import type { MessagesRequest } from './messages-request.js';
+import { isWebSearchMaxUses, isWebSearchType } from './reservation-bound.js';
 
 /** The refusal of the first unpriced field of `body`, or null. */
 export function unpricedMessagesFieldRefusal(body: MessagesRequest): RelayError | null {
@@ -71,7 +72,7 @@ export function unpricedMessagesFieldRefusal(body: MessagesRequest): RelayError 
       // The searches reserved and billed at most: read as unset, a negative or fractional bound was sent
       // as the default (20) and answered 200, where Anthropic refuses it.
       const maxUses = (tools[i] as { max_uses?: unknown }).max_uses;
-      if (type.startsWith('web_search') && maxUses !== undefined && maxUses !== null && !(Number.isSafeInteger(maxUses) && (maxUses as number) >= 0)) {
+      if (isWebSearchType(type) && maxUses !== undefined && maxUses !== null && !isWebSearchMaxUses(maxUses)) {
         return invalid(`tools.${i}.max_uses: must be a whole number of searches, 0 or more`);
       }
     }
