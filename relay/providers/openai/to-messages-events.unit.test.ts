@@ -2,7 +2,7 @@
 // stringifying an event object: their text must be exactly JSON.stringify's of Anthropic's event,
 // member for member and in order, whatever the text holds.
 import { describe, expect, it } from 'vitest';
-import { ChatToAnthropicStream } from './to-messages.js';
+import { ChatToAnthropicStream, chatToMessage } from './to-messages.js';
 
 const HOSTILE_TEXTS = [
   'plain', 'quote " and \\ backslash', 'line\nbreak\r\ttab', '\u0000\u001f control', 'é€𝄞 wide',
@@ -35,4 +35,44 @@ describe('ChatToAnthropicStream text deltas', () => {
       if (!withTool) expect(texts).toEqual(HOSTILE_TEXTS);
     });
   }
+});
+
+// OpenAI's refusal (the model declining, as structured outputs report it) is in a field of its own,
+// `message.refusal` / `delta.refusal`, with content null: an Anthropic client was shown an empty
+// answer ending end_turn, though the refusal's tokens were billed. Anthropic says it with text and
+// stop_reason "refusal".
+describe('a Chat Completions refusal converted for an Anthropic client', () => {
+  const refusal = "I'm sorry, I can't help with that.";
+
+  it('unstreamed: a text block holding the refusal, stop_reason refusal', () => {
+    const body = { id: 'chatcmpl-1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: null, refusal }, finish_reason: 'stop' }], usage: { prompt_tokens: 5, completion_tokens: 9, total_tokens: 14 } };
+    const m = JSON.parse(chatToMessage(Buffer.from(JSON.stringify(body)), 'claude-x')!) as { content: unknown[]; stop_reason: string };
+    expect(m.content).toEqual([{ type: 'text', text: refusal }]);
+    expect(m.stop_reason).toBe('refusal');
+  });
+
+  it('unstreamed: refusal content parts are its text too', () => {
+    const body = { id: 'chatcmpl-1', choices: [{ index: 0, message: { role: 'assistant', content: [{ type: 'refusal', refusal }] }, finish_reason: 'stop' }] };
+    const m = JSON.parse(chatToMessage(Buffer.from(JSON.stringify(body)), 'claude-x')!) as { content: unknown[]; stop_reason: string };
+    expect(m.content).toEqual([{ type: 'text', text: refusal }]);
+    expect(m.stop_reason).toBe('refusal');
+  });
+
+  it('an answer without a refusal still ends end_turn', () => {
+    const body = { id: 'chatcmpl-1', choices: [{ index: 0, message: { role: 'assistant', content: 'hi', refusal: null }, finish_reason: 'stop' }] };
+    const m = JSON.parse(chatToMessage(Buffer.from(JSON.stringify(body)), 'claude-x')!) as { content: unknown[]; stop_reason: string };
+    expect(m.content).toEqual([{ type: 'text', text: 'hi' }]);
+    expect(m.stop_reason).toBe('end_turn');
+  });
+
+  it('streamed: the refusal deltas are a text block, and message_delta says refusal', () => {
+    let sse = chunk({ role: 'assistant', content: null, refusal: '' });
+    for (const piece of ["I'm sorry, ", "I can't help", ' with that.']) sse += chunk({ refusal: piece });
+    sse += chunk({}, 'stop') + 'data: [DONE]\n\n';
+    const out = new ChatToAnthropicStream('claude-x').push(Buffer.from(sse));
+    const events = out.split('\n\n').filter((e) => e !== '').map((e) => JSON.parse(e.split('\n')[1]!.slice('data: '.length)) as { type: string; delta?: { type?: string; text?: string; stop_reason?: string }; content_block?: { type: string } });
+    expect(events.filter((e) => e.type === 'content_block_start').map((e) => e.content_block!.type)).toEqual(['text']);
+    expect(events.filter((e) => e.delta?.type === 'text_delta').map((e) => e.delta!.text).join('')).toBe(refusal);
+    expect(events.find((e) => e.type === 'message_delta')!.delta!.stop_reason).toBe('refusal');
+  });
 });

@@ -4,9 +4,11 @@
 //
 //   message.content (a string, or the text of its parts) → a text block; tool_calls → tool_use blocks
 //   (arguments parsed; unparsable ones, or ones that are no object, as {}, streamed or not: a stream
-//   writes a call's arguments only from its object's opening brace); reasoning and refusal are not converted.
+//   writes a call's arguments only from its object's opening brace); the refusal (`message.refusal`,
+//   `delta.refusal`, refusal content parts) → text, as Claude says one; reasoning is not converted.
 //   finish_reason: stop → end_turn, length → max_tokens, tool_calls / function_call → tool_use,
-//   content_filter → refusal; stop (or none) after tool calls → tool_use. stop (or none) with the
+//   content_filter → refusal; stop (or none) after tool calls → tool_use; stop (or none) after a
+//   refusal → refusal. stop (or none) with the
 //   matched stop sequence named by the provider (vLLM's choices[0].stop_reason, SGLang's
 //   matched_stop), one of the request's stop_sequences → stop_sequence with stop_sequence set to it;
 //   OpenAI names none, so its answers stopped by a stop sequence say end_turn, stop_sequence null.
@@ -52,7 +54,8 @@ import { isObject } from '../../../infra/json/is-object.js';
  * streamed answer and the same answer folded say the same. length and content_filter stand: calls cut
  * short or refused are not calls to run.
  */
-export function stopReasonOf(finishReason: unknown, toolUse: boolean): string {
+export function stopReasonOf(finishReason: unknown, toolUse: boolean, refused = false): string {
+  if (refused && (finishReason === 'stop' || finishReason === null || finishReason === undefined)) return 'refusal';
   switch (finishReason) {
     case 'length': return 'max_tokens';
     case 'tool_calls': case 'function_call': return 'tool_use';
@@ -137,7 +140,9 @@ export function chatToMessage(body: Buffer, model: string, stopSequences?: unkno
   const choice = isObject(first) ? first : undefined;
   const msg = isObject(choice?.message) ? choice.message : {};
   const content: Record<string, unknown>[] = [];
-  const text = textOfContent(msg.content);
+  // OpenAI states a refusal beside content (null then), or as a refusal part of it.
+  const refusal = refusalOfMessage(msg);
+  const text = textOfContent(msg.content) + refusal;
   if (text !== '') content.push({ type: 'text', text });
   let toolUse = false;
   if (Array.isArray(msg.tool_calls)) {
@@ -150,7 +155,7 @@ export function chatToMessage(body: Buffer, model: string, stopSequences?: unkno
   }
   return JSON.stringify({
     id: messageId(c.id), type: 'message', role: 'assistant', model, content,
-    ...stopOf(choice?.finish_reason, toolUse, choice ? matchedStop(choice, Array.isArray(stopSequences) ? stopSequences : undefined) : null),
+    ...stopOf(choice?.finish_reason, toolUse, choice ? matchedStop(choice, Array.isArray(stopSequences) ? stopSequences : undefined) : null, refusal !== ''),
     usage: anthropicUsage(c.usage, billed), container: null,
   });
 }
@@ -165,6 +170,15 @@ function textOfContent(content: unknown): string {
   let text = '';
   for (const part of content as unknown[]) if (isObject(part) && part.type === 'text' && typeof part.text === 'string') text += part.text;
   return text;
+}
+
+/** A message's refusal: its `refusal` field, and the text of refusal parts in its content. */
+function refusalOfMessage(msg: Record<string, unknown>): string {
+  let refusal = typeof msg.refusal === 'string' ? msg.refusal : '';
+  if (Array.isArray(msg.content)) {
+    for (const part of msg.content as unknown[]) if (isObject(part) && part.type === 'refusal' && typeof part.refusal === 'string') refusal += part.refusal;
+  }
+  return refusal;
 }
 
 function sse(event: string, data: unknown): string {
@@ -278,9 +292,9 @@ function matchedStop(choice: Record<string, unknown>, stops: readonly unknown[] 
 }
 
 /** stop_reason and stop_sequence: "stop_sequence" when the provider stopped ("stop", or none stated) at a stop sequence it names. */
-function stopOf(finishReason: unknown, toolUse: boolean, matched: string | null): { stop_reason: string; stop_sequence: string | null } {
-  if (matched !== null && (finishReason === 'stop' || finishReason === null || finishReason === undefined)) return { stop_reason: 'stop_sequence', stop_sequence: matched };
-  return { stop_reason: stopReasonOf(finishReason, toolUse), stop_sequence: null };
+function stopOf(finishReason: unknown, toolUse: boolean, matched: string | null, refused: boolean): { stop_reason: string; stop_sequence: string | null } {
+  if (matched !== null && !refused && (finishReason === 'stop' || finishReason === null || finishReason === undefined)) return { stop_reason: 'stop_sequence', stop_sequence: matched };
+  return { stop_reason: stopReasonOf(finishReason, toolUse, refused), stop_sequence: null };
 }
 
 /** Chat Completions chunks in, Anthropic SSE out. */
@@ -306,6 +320,8 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
   #finished = false;
   /** Whether the answer has a tool call: "stop" then says tool_use (stopReasonOf). */
   #toolUse = false;
+  /** Whether the answer is a refusal (delta.refusal text): "stop" then says refusal. */
+  #refused = false;
   #finish: unknown = null;
   #matched: string | null = null;
   #usage: unknown = null;
@@ -360,6 +376,10 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
     const delta = choice.delta;
     if (isObject(delta)) {
       if (typeof delta.content === 'string' && delta.content !== '') this.#text(delta.content);
+      if (typeof delta.refusal === 'string' && delta.refusal !== '') {
+        this.#refused = true;
+        this.#text(delta.refusal);
+      }
       if (Array.isArray(delta.tool_calls)) {
         for (const t of delta.tool_calls as unknown[]) if (isObject(t)) this.#toolDelta(t);
       }
@@ -540,7 +560,7 @@ export class ChatToAnthropicStream extends LineStream implements StreamRewriter 
   }
 
   #end(billed: StreamUsage | null): string {
-    return sse('message_delta', { type: 'message_delta', delta: stopOf(this.#finish, this.#toolUse, this.#matched), usage: deltaUsage(this.#usage, billed) })
+    return sse('message_delta', { type: 'message_delta', delta: stopOf(this.#finish, this.#toolUse, this.#matched, this.#refused), usage: deltaUsage(this.#usage, billed) })
       + sse('message_stop', { type: 'message_stop' });
   }
 }
