@@ -75,9 +75,12 @@ export function adminLogViewQuery(view: LogView<AdminLogFilterForm>): AdminLogQu
   return 'query' in built ? withViewTimes(built.query, view) : logQuery(EMPTY_ADMIN_LOG_FILTERS, view.page, view.pageSize);
 }
 
-/** /api/log/stat takes the list's filters but paging and the request ids. */
+/**
+ * /api/log/stat takes the list's filters but paging: the request ids too, or the line under a list
+ * of one request's row summed every request of the window (review web).
+ */
 function statQuery(q: AdminLogQuery) {
-  const { p: _p, page: _page, page_size: _size, request_id: _r, upstream_request_id: _u, ...rest } = q;
+  const { p: _p, page: _page, page_size: _size, ...rest } = q;
   return rest;
 }
 

@@ -84,6 +84,18 @@ describe('AdminLogsPage', () => {
     expect(Object.fromEntries(stat.searchParams)).toEqual({ username: 'bob', channel: '4' });
   });
 
+  it('sends the request id filters to the stat too, so its sum is the listed request\'s', async () => {
+    render(<AdminLogsPage />);
+    await screen.findByRole('table');
+    seen.length = 0;
+    fireEvent.input(screen.getByLabelText('Request ID'), { target: { value: 'req-1' } });
+    fireEvent.input(screen.getByLabelText('Upstream request ID'), { target: { value: 'up-1' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Apply filters' }));
+    await waitFor(() => expect(seen.some((u) => u.pathname === '/api/log/stat')).toBe(true));
+    const stat = seen.find((u) => u.pathname === '/api/log/stat')!;
+    expect(Object.fromEntries(stat.searchParams)).toEqual({ request_id: 'req-1', upstream_request_id: 'up-1' });
+  });
+
   it('refuses a channel that is not an id next to its field, without a call', async () => {
     render(<AdminLogsPage />);
     await screen.findByRole('table');
