@@ -113,6 +113,14 @@ const issuerUrl = url.refine((s) => s === '' || new URL(s).protocol === 'https:'
   error: 'must be an https URL (http only on a loopback host: localhost, 127.0.0.0/8 or [::1])',
 });
 
+// The card provider's API: its secret goes with every call as a Bearer header, and the checkout
+// URL it answers is where buyers are sent; plain http to another host let either be read or
+// swapped on the way (review pay). PayAddress stays baseUrl: the browser posts signed, public
+// parameters there, and epay gateways are often plain http.
+const secretBearingBaseUrl = baseUrl.refine((s) => s === '' || new URL(s).protocol === 'https:' || isLoopbackHost(new URL(s).hostname), {
+  error: 'must be an https URL (http only on a loopback host: localhost, 127.0.0.0/8 or [::1]): the API secret is sent to it',
+});
+
 /** Longest group name: new-api's abilities.group is varchar(64); routes/channel.ts bounds a channel's groups by it. */
 export const MAX_GROUP_NAME = 64;
 const DEFAULT_GROUP = 'default';
@@ -364,7 +372,7 @@ export const OPTION_CATALOGUE: readonly OptionDef[] = [
   def('PayAddress', baseUrl, '', 'epay gateway base URL (the payment form is posted to <PayAddress>/submit.php; no query or fragment)', { readSchema: url }),
   def('EpayId', text(100), '', 'epay merchant id (pid)'),
   def('EpayKey', text(200), '', 'epay merchant key (MD5 signing secret)', secret),
-  def('CardpayApiAddress', baseUrl, '', 'card provider API base URL (checkout sessions are created at <address>/v1/checkout/sessions; no query or fragment)', { readSchema: url }),
+  def('CardpayApiAddress', secretBearingBaseUrl, '', 'card provider API base URL (checkout sessions are created at <address>/v1/checkout/sessions; no query or fragment)', { readSchema: url }),
   def('CardpayApiSecret', text(200), '', 'card provider API secret key', secret),
   def('CardpayWebhookSecret', text(200), '', 'card provider webhook signing secret', secret),
   // Channels: a base_url on a private, loopback or link-local network (a local mock provider, an

@@ -7,7 +7,7 @@ import type { Account } from '../api/types';
 
 // The API client takes fetch when it is created, on import: the stub has to be in place before.
 const server = vi.hoisted(() => {
-  const s = { orders: [] as Record<string, unknown>[], orderReads: 0 };
+  const s = { orders: [] as Record<string, unknown>[], orderReads: 0, cardLink: undefined as string | undefined };
   const reply = (status: number, b: unknown) => new Response(JSON.stringify(b), { status, headers: { 'content-type': 'application/json' } });
   const record = (amount: number, method: string) => {
     const n = s.orders.length + 1;
@@ -32,6 +32,7 @@ const server = vi.hoisted(() => {
     const body = await r.json() as { amount: number };
     if (path === '/api/user/cardpay/pay') {
       record(body.amount, 'stripe');
+      if (s.cardLink !== undefined) return reply(200, { success: true, message: '', data: { pay_link: s.cardLink } });
       return reply(502, { success: false, message: 'the card provider did not create a checkout session' });
     }
     if (path === '/api/user/pay') {
@@ -45,7 +46,7 @@ const server = vi.hoisted(() => {
 
 import { TopupPage } from './topup';
 
-afterEach(() => { cleanup(); server.orders.length = 0; server.orderReads = 0; vi.restoreAllMocks(); });
+afterEach(() => { cleanup(); server.orders.length = 0; server.orderReads = 0; server.cardLink = undefined; vi.restoreAllMocks(); });
 
 const account = { id: 1, username: 'u', display_name: 'u', role: 1, status: 1, group: 'default', quota: 0, used_quota: 0, request_count: 0 } as unknown as Account;
 
@@ -80,5 +81,18 @@ describe('TopupPage: Your orders after a pay attempt', () => {
     await waitFor(() => expect(assign).toHaveBeenCalledWith('https://pay.example/submit?out_trade_no=ORDER-2'));
     expect(await screen.findByText('ORDER-1')).toBeTruthy();
     expect(server.orderReads).toBe(reads + 1);
+  });
+
+  it('a card checkout link that is no web address is not followed (it would run in the console\'s origin)', async () => {
+    const assign = vi.spyOn(window.location, 'assign').mockImplementation(() => {});
+    server.cardLink = 'javascript:alert(document.cookie)';
+    render(<TopupPage account={account} refreshAccount={() => {}} />);
+    expect(await screen.findByText('No orders.')).toBeTruthy();
+    fireEvent.click(screen.getByRole('button', { name: 'Pay by card' }));
+    expect(await screen.findByText(/no web address/)).toBeTruthy();
+    expect(assign).not.toHaveBeenCalled();
+    server.cardLink = 'https://checkout.example/c/pay/cs_1';
+    fireEvent.click(screen.getByRole('button', { name: 'Pay by card' }));
+    await waitFor(() => expect(assign).toHaveBeenCalledWith('https://checkout.example/c/pay/cs_1'));
   });
 });

@@ -8,6 +8,7 @@ import { creditDollars, dateTime, discountText, dollars, dollarsToQuota, money, 
 /** Where an epay request goes: its URL with the signed parameters (the provider accepts GET). */
 export function epayRedirectUrl(url: string, params: Record<string, string>): string {
   const u = new URL(url);
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error('The payment page is no web address; nothing was charged.');
   for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
   return u.toString();
 }
@@ -184,7 +185,11 @@ function OnlinePayment({ info, active, onUse, onAttempted }: { info: TopupInfo; 
   const payCard = () => withAmount(async (amount) => {
     if (amount < info.cardpay_min_topup) throw new Error(`amount: must be at least ${info.cardpay_min_topup} to pay by card`);
     const d = await call(api.POST('/api/user/cardpay/pay', { body: { amount } }).finally(onAttempted));
-    location.assign(d.pay_link);
+    // The server hands on only an https page (payments/cardpay.ts isCheckoutPage); checked here too,
+    // as a javascript: link assigned to location would run in the console's origin.
+    const link = topUpHref(d.pay_link);
+    if (link === undefined) throw new Error('The card provider answered a checkout page that is no web address; nothing was charged.');
+    location.assign(link);
   });
   const edit = (v: string) => {
     setAmount(v);
