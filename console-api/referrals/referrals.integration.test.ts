@@ -122,6 +122,10 @@ describe('registration with an invitation code', () => {
     expect(events.map((e) => e.request_id).sort()).toEqual([`aff-invitee:${inviteeId}`, `aff-inviter:${inviteeId}`]);
     expect(await logRows(inviter.user.id)).toEqual([expect.objectContaining({ type: 3, quota: INVITER_REWARD })]);
     expect(await logRows(inviteeId)).toEqual([expect.objectContaining({ type: 1, quota: INVITEE_REWARD })]);
+    // Neither row names the other account: a shared invite link told its owner every newcomer's login
+    // name, and every newcomer the inviter's, an administrator's included (review logs).
+    expect((await logRows(inviter.user.id))[0]!.content).toBe(`referral reward: an account registered with your invitation code; +${INVITER_REWARD} referral quota (aff_quota, not the balance)`);
+    expect((await logRows(inviteeId))[0]!.content).toBe(`invitation reward: registered with an invitation code; +${INVITEE_REWARD} quota`);
     // The billing worker settled both log events: nothing is left pending for its follow-up.
     const [pending] = await h.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM ledger WHERE user_id IN (${inviter.user.id}, ${inviteeId}) AND follow_up_pending`;
     expect(pending!.n).toBe(0);

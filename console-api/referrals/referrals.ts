@@ -46,8 +46,8 @@ export async function acceptInvitation(
   callerId?: number,
   givenEmail = '',
 ): Promise<RecordedCredit[]> {
-  const [inviter] = await tx<{ id: number; email: string; username: string }[]>`
-    SELECT id, email, username FROM users WHERE aff_code = ${affCode} AND deleted_at IS NULL AND status = ${ACCOUNT_STATUS.enabled}`;
+  const [inviter] = await tx<{ id: number; email: string }[]>`
+    SELECT id, email FROM users WHERE aff_code = ${affCode} AND deleted_at IS NULL AND status = ${ACCOUNT_STATUS.enabled}`;
   if (!inviter) throw new ConsoleError('VALIDATION_FAILED', 'aff_code: unknown invitation code');
   const inviterAddress = inviter.email.toLowerCase();
   const sameAddress = inviterAddress !== '' && (inviterAddress === invitee.email.toLowerCase() || inviterAddress === givenEmail.trim().toLowerCase());
@@ -60,7 +60,7 @@ export async function acceptInvitation(
   if (rewards.inviter > 0) {
     const c = await recordConsoleCredit(tx, {
       requestId: `aff-inviter:${invitee.id}`, type: LOG_TYPE.manage, userId: Number(inviter.id), delta: 0, affDelta: rewards.inviter,
-      content: `referral reward: ${invitee.username} registered with your invitation code; +${rewards.inviter} referral quota (aff_quota, not the balance)`,
+      content: `referral reward: an account registered with your invitation code; +${rewards.inviter} referral quota (aff_quota, not the balance)`,
       createdAt: nowSec,
     });
     if (c) credits.push(c);
@@ -68,7 +68,7 @@ export async function acceptInvitation(
   if (rewards.invitee > 0) {
     const c = await recordConsoleCredit(tx, {
       requestId: `aff-invitee:${invitee.id}`, type: LOG_TYPE.topup, userId: Number(invitee.id), delta: rewards.invitee,
-      content: `invitation reward: registered with ${inviter.username}'s invitation code; +${rewards.invitee} quota`,
+      content: `invitation reward: registered with an invitation code; +${rewards.invitee} quota`,
       createdAt: nowSec,
     });
     if (c) credits.push(c);

@@ -50,8 +50,8 @@ describe('thousands grouped', () => {
       .toBe('An administrator set the balance from 1,000,000 to 3,500,000 (+2,500,000 quota)');
     expect(logDetails('referral quota transferred to the balance: +5000000 quota (aff_quota −5000000)'))
       .toBe('referral quota transferred to the balance: +5,000,000 quota (aff_quota −5,000,000)');
-    expect(logDetails('referral reward: bob2024 registered with your invitation code; +250000 referral quota (aff_quota, not the balance)'))
-      .toBe('referral reward: bob2024 registered with your invitation code; +250,000 referral quota (aff_quota, not the balance)');
+    expect(logDetails('referral reward: an account registered with your invitation code; +250000 referral quota (aff_quota, not the balance)'))
+      .toBe('referral reward: an account registered with your invitation code; +250,000 referral quota (aff_quota, not the balance)');
     expect(logDetails('online top-up of 2000 (1000000000 quota), paid 14000.00 via alipay (epay), order T20251129123456'))
       .toBe('online top-up of 2000 (1,000,000,000 quota), paid 14000.00 via alipay (epay), order T20251129123456');
     expect(logDetails('redeemed code #12345 "gift 2025": 500 quota')).toBe('redeemed code #12345 "gift 2025": 500 quota');

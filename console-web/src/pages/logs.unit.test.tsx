@@ -56,7 +56,7 @@ describe('log amounts', () => {
     expect(logDirection(entry(3, 1_000_000, 'An administrator set the balance from 3000000 to 2000000 (-1000000 quota)'))).toBe(-1);
     expect(logDirection(entry(3, 1_000_000, 'An administrator set the balance from 2000000 to 3000000 (+1000000 quota)'))).toBe(1);
     expect(logDirection(entry(3, 1_000_000, 'An administrator set the balance from 2000000 to 3000000'))).toBe(1);
-    expect(logDirection(entry(3, 100, 'referral reward: bob registered with your invitation code; +100 referral quota (aff_quota, not the balance)'))).toBe(1);
+    expect(logDirection(entry(3, 100, 'referral reward: an account registered with your invitation code; +100 referral quota (aff_quota, not the balance)'))).toBe(1);
     expect(logAmount(entry(3, 250_000, 'An administrator removed 250000 quota'))).toBe('-$0.50');
     // The administrator's free-text reason is no part of the direction: only console-api's fixed
     // opening says it (console-api/routes/user.ts, add_quota and PUT /api/user/).
