@@ -378,16 +378,23 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     // The currency the order was created in (migration 024); an order from before it has none stored
     // and is checked against CardpayCurrency, as it was then. Read before the completion's row lock: a
     // row's currency is never changed.
-    const [stored] = isTradeNo(named)
-      ? await sql<{ currency: string | null }[]>`SELECT currency FROM topups WHERE trade_no = ${named} AND payment_provider = 'cardpay'`
+    const tradeNo = isTradeNo(named) ? named : undefined;
+    const [stored] = tradeNo !== undefined
+      ? await sql<{ currency: string | null }[]>`SELECT currency FROM topups WHERE trade_no = ${tradeNo} AND payment_provider = 'cardpay'`
       : [];
-    const currency = stored?.currency ?? s.cardpay.currency;
+    // The provider sends every sale of its account here (a payment link, another shop on the same
+    // account): one that is no order of this console is acknowledged and left alone. Answered 4xx, it
+    // was sent again for days, and an endpoint answering errors is one the provider may disable, ours
+    // with it (review pay). An order is recorded before its checkout exists: none here is none at all.
+    if (!stored || tradeNo === undefined) {
+      request.log.info({ session: typeof session.id === 'string' ? session.id.slice(0, 100) : undefined }, 'card payment event for no order of this console acknowledged');
+      return ok({ received: true, credited: false });
+    }
+    const currency = stored.currency ?? s.cardpay.currency;
     // An event without a currency is a mismatch too: the amount means nothing without its currency.
     if (typeof session.currency !== 'string' || session.currency.toLowerCase() !== currency) {
       throw new ConsoleError('PAYMENT_MISMATCH', `currency ${typeof session.currency === 'string' ? session.currency : '(none)'} is not ${currency}`);
     }
-    if (!isTradeNo(named)) throw new ConsoleError('NOT_FOUND', 'order not found: the event names no trade number of this console');
-    const tradeNo = named;
     const result = await completeOrder(ctx, {
       tradeNo,
       provider: 'cardpay',
