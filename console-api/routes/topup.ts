@@ -342,7 +342,8 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     description: 'checkout.session.completed or checkout.session.async_payment_succeeded (a delayed payment method) with ' +
       'payment_status paid completes the order named by client_reference_id (or metadata.trade_no) and credits it once, ' +
       'checked against the amount and currency the order was created with; checkout.session.async_payment_failed ends a ' +
-      'pending order as expired (nothing credited); other events, and a completed session still unpaid, are acknowledged and ignored.',
+      'pending order as expired (nothing credited); other events, a completed session still unpaid, and a sale that is no card order ' +
+      'of this console (another sale of the provider account) are acknowledged and ignored.',
     errors: ['INVALID_SIGNATURE', 'PAYMENT_MISMATCH', 'NOT_FOUND'],
   }, async ({ request }) => {
     const raw = typeof request.body === 'string' ? request.body : '';
