@@ -29,9 +29,16 @@ export function minorUnitsOf(currency: string): number {
   return THREE_DECIMAL_CURRENCIES.has(currency) ? 1000 : 100;
 }
 
-/** Decimals an order's price keeps in this currency: 0 for zero-decimal currencies, else 2 (see above). */
+/**
+ * Currencies two-decimal in the provider's API whose amounts must still be whole units (a multiple of
+ * 100 minor units): the Icelandic króna, whose fractional charges Stripe stopped taking in 2023. A
+ * price with aurar was refused at checkout (review pay).
+ */
+const WHOLE_UNIT_TWO_DECIMAL_CURRENCIES = new Set(['isk']);
+
+/** Decimals an order's price keeps in this currency: 0 for zero-decimal currencies and the króna, else 2 (see above). */
 export function priceDecimalsOf(currency: string): number {
-  return ZERO_DECIMAL_CURRENCIES.has(currency) ? 0 : 2;
+  return ZERO_DECIMAL_CURRENCIES.has(currency) || WHOLE_UNIT_TWO_DECIMAL_CURRENCIES.has(currency) ? 0 : 2;
 }
 
 export function cardpaySignature(secret: string, timestamp: number, rawBody: string): string {
