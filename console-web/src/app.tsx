@@ -2,7 +2,7 @@
 // the page of the current path. Administrator pages are listed only for role >= 10 and each one
 // also refuses to render below it; the API refuses the calls anyway.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, call, maybeSignedIn, onSignedOut, type SignOutReason } from './api/client';
+import { api, call, maybeSignedIn, onSignedOut, pinSession, sessionSwitched, type SignOutReason } from './api/client';
 import type { Account } from './api/types';
 import { ErrorText, Loading, errorText } from './components/ui';
 import { ROLE, ROLE_NAMES } from './format';
@@ -56,18 +56,25 @@ const AUTH_PATHS: ReadonlySet<string> = new Set(['/login', '/register', '/reset'
 const SIGNED_OUT_NOTICE: Record<SignOutReason, string> = {
   ended: 'Your session expired; log in again.',
   banned: 'You were signed out: this account is banned. Ask an administrator if you think this is a mistake.',
+  switched: 'Another account was signed in in another tab; log in again.',
 };
+
+/** What a tab says once it noticed the browser's session became another account's (api/client.ts sessionSwitched). */
+const SWITCHED_NOTICE = 'This tab was signed in as another account in another tab: it now shows that account, and nothing was sent as the one it showed.';
 
 export function App() {
   const path = pagePath(usePath());
   const [account, setAccount] = useState<Account | null | undefined>(undefined);
   const [loadError, setLoadError] = useState<string | null>(null);
 
+  const [switched, setSwitched] = useState(false);
   const refreshAccount = () => {
+    // The session read is the one the page shows from now on: a call under another is not sent.
+    const session = maybeSignedIn() ? undefined : null;
     call(api.GET('/api/user/self')).then(
-      (a) => { setAccount(a); setLoadError(null); },
+      (a) => { if (session === undefined) pinSession(); setAccount(a); setLoadError(null); },
       (err: unknown) => {
-        if ((err as { status?: number }).status === 401) setAccount(null);
+        if ((err as { status?: number }).status === 401) { pinSession(undefined); setAccount(null); }
         else setLoadError(errorText(err));
       },
     );
@@ -93,9 +100,30 @@ export function App() {
   signedIn.current = !!account;
   const loggingOut = useRef(false);
   useEffect(() => onSignedOut((reason) => {
+    if (reason === 'switched') {
+      // Another tab signed another account in: this one shows that account, read again.
+      pinSession(undefined);
+      setSwitched(true);
+      refreshAccount();
+      return;
+    }
     if (signedIn.current && !loggingOut.current) setSignedOut(reason);
+    pinSession(undefined);
     setAccount(null);
   }), []);
+  // Looked at again, a tab checks the session is still the one it shows, before any click.
+  useEffect(() => {
+    const check = () => {
+      if (!sessionSwitched()) return;
+      pinSession(undefined);
+      setSwitched(true);
+      refreshAccount();
+    };
+    window.addEventListener('focus', check);
+    document.addEventListener('visibilitychange', check);
+    return () => { window.removeEventListener('focus', check); document.removeEventListener('visibilitychange', check); };
+  }, []);
+  const [logoutError, setLogoutError] = useState<string | null>(null);
   // Signed in on the login or register address: the dashboard.
   useEffect(() => {
     if (account && AUTH_PATHS.has(path)) navigate('/');
@@ -115,7 +143,26 @@ export function App() {
 
   const logout = async () => {
     loggingOut.current = true;
-    try { await call(api.POST('/api/user/logout')); } finally { loggingOut.current = false; setSignedOut(null); setAccount(null); navigate('/'); }
+    setLogoutError(null);
+    try {
+      await call(api.POST('/api/user/logout'));
+    } catch (err) {
+      // 401 or 403: the session is over already (revoked, banned, another's). Anything else (the
+      // console unreachable, a 5xx) left it alive: the page stays signed in and says so, rather than
+      // show a login page over a session a reload would find signed in (review web).
+      const status = (err as { status?: number }).status;
+      if (status !== 401 && status !== 403) {
+        loggingOut.current = false;
+        setLogoutError(`Could not log out: ${errorText(err)}. You are still signed in; try again.`);
+        return;
+      }
+    }
+    loggingOut.current = false;
+    pinSession(undefined);
+    setSwitched(false);
+    setSignedOut(null);
+    setAccount(null);
+    navigate('/');
   };
 
   return (
@@ -125,6 +172,7 @@ export function App() {
         <span class="brand">Gateway console</span>
         <span class="who">{account.display_name || account.username} · {ROLE_NAMES[account.role] ?? `role ${account.role}`}</span>
         <button type="button" class="logout" onClick={() => void logout()}>Log out</button>
+        {logoutError && <p class="error" role="alert">{logoutError}</p>}
       </header>
       <nav class="side" aria-label="Main">
         <ul>
@@ -140,6 +188,7 @@ export function App() {
         )}
       </nav>
       <main class="content" id="main">
+        {switched && <p class="notice" role="status">{SWITCHED_NOTICE}</p>}
         {!Page ? <><h1>Not found</h1><p>No page at {path}.</p></>
           : adminOnly && !isAdmin ? <><h1 tabIndex={-1}>{current!.title}</h1><p class="error" role="alert">This page is for administrators.</p></>
           : <><h1 tabIndex={-1}>{current!.title}</h1><Page account={account} refreshAccount={refreshAccount} /></>}

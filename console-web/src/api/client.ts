@@ -53,8 +53,11 @@ export class ApiError extends Error {
   }
 }
 
-/** Why the session is gone: it ended (401: expired, revoked), or the API says the account is banned. */
-export type SignOutReason = 'ended' | 'banned';
+/**
+ * Why the session is gone: it ended (401: expired, revoked), the API says the account is banned, or
+ * the browser's session is now another one (a log in in another tab: switched).
+ */
+export type SignOutReason = 'ended' | 'banned' | 'switched';
 
 /** The API's refusal of a banned account's call (console-api's ACCOUNT_BANNED, HTTP 403). */
 const BANNED_MESSAGE = 'this account is banned';
@@ -102,8 +105,38 @@ export function checksCredentials(request: Request): boolean {
   return path === '/api/user/login' || (path === '/api/user/self' && request.method === 'PUT');
 }
 
+/**
+ * The session the page shows an account of: its CSRF token, pinned when the account was read (App).
+ * The session cookie is the browser's, shared by its tabs: after a log out and a log in as another
+ * account in one tab, another tab still showing the first account sent its calls, writes included,
+ * as the second (review web). A call made while the cookie is another session's is not sent.
+ */
+let pinnedSession: string | undefined;
+
+/** Pins the session the page now shows (its CSRF token), or none (signed out). */
+export function pinSession(token: string | undefined = csrfToken(document.cookie)): void {
+  pinnedSession = token;
+}
+
+/** Whether the browser's session is no longer the one the page shows: another was signed in meanwhile. */
+export function sessionSwitched(cookies: string = document.cookie): boolean {
+  const current = csrfToken(cookies);
+  // No cookie at all is a log out, which the API's 401 tells (SignOutReason 'ended').
+  return pinnedSession !== undefined && current !== undefined && current !== pinnedSession;
+}
+
+/** Raised instead of sending a call made under another session than the page's (sessionSwitched). */
+export const SESSION_SWITCHED_MESSAGE = 'This tab was signed in as another account in another tab; nothing was sent. The page now shows that account.';
+
+/** Who is signed in may always be asked: it is how the page learns the session it now has. */
+const asksWhoIsSignedIn = (request: Request): boolean => request.method === 'GET' && new URL(request.url).pathname === '/api/user/self';
+
 const session: Middleware = {
   onRequest({ request }) {
+    if (sessionSwitched() && !asksWhoIsSignedIn(request)) {
+      for (const fn of listeners) fn('switched');
+      throw new ApiError(SESSION_SWITCHED_MESSAGE, 0);
+    }
     const csrf = csrfToken(document.cookie);
     if (csrf) request.headers.set('x-csrf-token', csrf);
     request.headers.set('x-console-session', 'cookie');
@@ -141,6 +174,7 @@ export async function call<R extends { data?: unknown; error?: unknown; response
   try {
     result = await pending;
   } catch (err) {
+    if (err instanceof ApiError) throw err;
     throw new ApiError(`the console could not be reached (${err instanceof Error ? err.message : String(err)})`, 0);
   }
   const body = (result.data ?? result.error) as Envelope | undefined;
