@@ -53,6 +53,7 @@
 // store, metadata.
 import { createHash } from 'node:crypto';
 import { RelayError } from '../../errors.js';
+import { MAX_JSON_KEYS, MAX_JSON_VALUES } from '../../messages/raw-json-guard.js';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from '../../../core/pricing/input-bound.js';
 import type { ChatMessage, ChatRequest } from '../../chat-completions/chat-request.js';
 import type { MessagesRequest } from '../../messages/messages-request.js';
@@ -248,7 +249,7 @@ function toolIdPattern(id: string): string {
   return id.replace(OUTSIDE_TOOL_ID, '_') || 'tool_use_id';
 }
 
-function toolUses(calls: unknown, where: string, ids: ToolIds): Block[] | RelayError {
+function toolUses(calls: unknown, where: string, ids: ToolIds, budget: ArgumentsBudget): Block[] | RelayError {
   if (calls === undefined || calls === null) return [];
   if (!Array.isArray(calls)) return invalid(`${where}: must be an array`);
   const out: Block[] = [];
@@ -260,6 +261,9 @@ function toolUses(calls: unknown, where: string, ids: ToolIds): Block[] | RelayE
     const given = typeof args === 'string' && args.trim() !== '';
     let input: unknown = {};
     if (given) {
+      // Bounded before it is parsed: the body's guard (raw-json-guard.ts) does not look inside strings.
+      const refused = budget.take(args, `${at}.function.arguments`);
+      if (refused !== null) return refused;
       try {
         input = JSON.parse(args);
       } catch {
@@ -267,11 +271,6 @@ function toolUses(calls: unknown, where: string, ids: ToolIds): Block[] | RelayE
         // tool_use needs an object.
         input = null;
       }
-    }
-    // The body's own nesting is bounded before it is parsed (raw-json-guard.ts); a string's is not:
-    // 20,000 levels inside arguments made JSON.stringify of the converted body throw, a 500.
-    if (input !== null && typeof input === 'object' && nestsDeeperThan(input, MAX_ARGUMENTS_DEPTH)) {
-      return invalid(`${at}.function.arguments: nests objects and arrays more than ${MAX_ARGUMENTS_DEPTH} levels deep`);
     }
     const object = input !== null && typeof input === 'object' && !Array.isArray(input);
     const block: Block & { [SENT_ARGUMENTS]?: string } = { type: 'tool_use', id: ids.call(c.id), name: c.function.name, input: object ? input : {} };
@@ -286,24 +285,59 @@ function toolUses(calls: unknown, where: string, ids: ToolIds): Block[] | RelayE
 
 /** Deeper than the request body may nest (MAX_JSON_DEPTH, 128), less the ~6 levels that hold a tool_use's input. */
 const MAX_ARGUMENTS_DEPTH = 120;
+/**
+ * The most object keys, and objects, arrays and array items, that the tool-call arguments of one
+ * request may hold in all: the body's own fixed limits (MAX_JSON_KEYS, MAX_JSON_VALUES in
+ * raw-json-guard.ts), whose costliest bodies JSON.parse in ~55 ms. The body's guard counts a string
+ * as one value, and an arguments string of 2.6 million empty objects (7.8 MB) held the event loop
+ * 2.6-6 s, before anything was reserved (review http).
+ */
+export const MAX_ARGUMENTS_KEYS = MAX_JSON_KEYS;
+export const MAX_ARGUMENTS_VALUES = MAX_JSON_VALUES;
 
-/** Whether `value` holds objects or arrays more than `limit` levels deep (a walk without recursion). */
-function nestsDeeperThan(value: object, limit: number): boolean {
-  const values: object[] = [value];
-  const depths: number[] = [1];
-  while (values.length > 0) {
-    const v = values.pop()!;
-    const depth = depths.pop()!;
-    if (depth > limit) return true;
-    for (const key in v) {
-      const child = (v as Record<string, unknown>)[key];
-      if (child !== null && typeof child === 'object') {
-        values.push(child);
-        depths.push(depth + 1);
+/**
+ * What the tool-call arguments of one request may still hold (MAX_ARGUMENTS_KEYS, _VALUES), and their
+ * nesting (MAX_ARGUMENTS_DEPTH), read from each string's characters before it is parsed: keys are
+ * the colons outside strings, values the opening brackets and commas. Repeated keys are not refused
+ * here, as the body's are: arguments are the model's text, sent back as it wrote them.
+ */
+class ArgumentsBudget {
+  private keys = MAX_ARGUMENTS_KEYS;
+  private values = MAX_ARGUMENTS_VALUES;
+
+  /** The refusal of `args` (named `at`), or null with its keys and values taken from what is left. */
+  take(args: string, at: string): RelayError | null {
+    let keys = 0;
+    let values = 0;
+    let depth = 0;
+    let inString = false;
+    let escaped = false;
+    for (let i = 0; i < args.length; i++) {
+      const c = args.charCodeAt(i);
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (c === 0x5c) escaped = true;
+        else if (c === 0x22) inString = false;
+      } else if (c === 0x22) {
+        inString = true;
+      } else if (c === 0x7b || c === 0x5b) {
+        // 20,000 levels inside arguments made JSON.stringify of the converted body throw, a 500.
+        if (++depth > MAX_ARGUMENTS_DEPTH) return invalid(`${at}: nests objects and arrays more than ${MAX_ARGUMENTS_DEPTH} levels deep`);
+        values++;
+      } else if (c === 0x7d || c === 0x5d) {
+        depth--;
+      } else if (c === 0x2c) {
+        values++;
+      } else if (c === 0x3a) {
+        keys++;
       }
     }
+    this.keys -= keys;
+    this.values -= values;
+    if (this.keys < 0) return invalid(`${at}: the tool calls' arguments hold more than ${MAX_ARGUMENTS_KEYS.toLocaleString('en-US')} object keys in all`);
+    if (this.values < 0) return invalid(`${at}: the tool calls' arguments hold more than ${MAX_ARGUMENTS_VALUES.toLocaleString('en-US')} JSON values in all (objects, arrays and array items)`);
+    return null;
   }
-  return false;
 }
 
 function push(turns: Turn[], role: Turn['role'], blocks: Block[]): void {
@@ -458,6 +492,7 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
   const systemText = (): string => systemBlocks.map((b) => b.text).join('\n\n');
   const turns: Turn[] = [];
   const ids = new ToolIds();
+  const argumentsBudget = new ArgumentsBudget();
   for (let i = 0; i < chat.messages.length; i++) {
     const m = chat.messages[i]!;
     const where = `messages.${i}`;
@@ -484,7 +519,7 @@ export function chatToMessages(chat: ChatRequest, defaultMaxTokens = DEFAULT_MAX
       // user turns around it merged.
       const refusal = (m as { refusal?: unknown }).refusal;
       if (typeof refusal === 'string' && !isBlank(refusal)) blocks.push({ type: 'text', text: refusal });
-      const uses = toolUses(m.tool_calls, `${where}.tool_calls`, ids);
+      const uses = toolUses(m.tool_calls, `${where}.tool_calls`, ids, argumentsBudget);
       if (uses instanceof RelayError) return uses;
       push(turns, 'assistant', [...blocks, ...uses]);
     } else if (m.role === 'tool') {
