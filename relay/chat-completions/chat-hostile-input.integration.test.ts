@@ -105,6 +105,39 @@ describe('a body that names a key twice in one object', () => {
   });
 });
 
+// A provider matching field names without regard to case (Go's encoding/json: new-api and one-api
+// as a channel, Go OpenAI-compatible servers) read "Model" or "MAX_TOKENS" as the field the relay
+// priced and bounded under its own spelling: one model served, another billed (review http).
+describe('a field the relay reads, named in other letters', () => {
+  for (const [route, model] of [['/v1/chat/completions', 'claude-haiku-4-5'], ['/v1/chat/completions', 'gpt-4o-mini'], ['/v1/messages', 'claude-haiku-4-5']] as const) {
+    it(`is refused with 400 on ${route} (${model}), beside the field or instead of it`, async () => {
+      const anthropic = route === '/v1/messages';
+      for (const body of [
+        `{"model":"${model}","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"MAX_TOKENS":4000}`,
+        `{"model":"${model}","Model":"claude-opus-4-1","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`,
+        `{"model":"${model}","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"ſtream":true}`,
+        `{"model":"${model}","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"Tools":[{"type":"web_search_20250305","name":"web_search"}]}`,
+      ]) {
+        const res = await fetch(`${stack.relayUrl}${route}`, {
+          method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body,
+        });
+        expect(res.status, body).toBe(400);
+        const json = await res.json() as { type?: string; error: { type: string; message: string } };
+        if (anthropic) expect(json.type).toBe('error');
+        expect(json.error).toMatchObject({ type: 'invalid_request_error', message: expect.stringMatching(/in lower case/) });
+      }
+    });
+  }
+
+  it('an unknown field in capitals the relay does not read is left to the provider', async () => {
+    const res = await fetch(`${stack.relayUrl}/v1/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], X_Vendor_Flag: true }),
+    });
+    expect(res.status).toBe(200);
+  });
+});
+
 describe('what a body may hold that a check of its own nesting or the prices does not catch', () => {
   const post = (b: unknown) => fetch(`${stack.relayUrl}/v1/chat/completions`, {
     method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(b),

@@ -70,11 +70,48 @@ export function parseRequestJson(raw: Buffer): unknown {
   if (!isUtf8(raw)) return NOT_UTF8;
   const refusal = rawJsonRefusal(raw);
   if (refusal !== null) return refusal;
+  let body: unknown;
   try {
-    return JSON.parse(raw.toString('utf8'));
+    body = JSON.parse(raw.toString('utf8'));
   } catch {
     return new RelayError('invalid_json');
   }
+  return foldedFieldRefusal(body) ?? body;
+}
+
+/**
+ * The top-level fields the relay reads to route, price and bound a request, on either route. A body is
+ * forwarded as its bytes: a provider that matches field names without regard to case (Go's
+ * encoding/json, as gateways built on new-api and one-api decode bodies; Go OpenAI-compatible
+ * servers) read `"Model"` or `"MAX_TOKENS"` beside or instead of the relay's `model` and
+ * `max_tokens`: one model served and another billed, 80,000 characters delivered for a bound of 10
+ * tokens (review http). Go folds `ſ` to `s` and the Kelvin sign to `k` as well.
+ */
+const READ_FIELDS: ReadonlySet<string> = new Set([
+  'model', 'max_tokens', 'max_completion_tokens', 'stream', 'stream_options', 'messages', 'system', 'tools', 'tool_choice',
+  'functions', 'function_call', 'n', 'service_tier', 'metadata', 'thinking', 'stop', 'stop_sequences', 'response_format',
+  'output_config', 'output_format', 'mcp_servers', 'container', 'context_management', 'modalities', 'audio',
+  'web_search_options', 'prediction', 'reasoning_effort', 'logprobs', 'top_logprobs', 'search_parameters', 'plugins', 'models',
+  'enable_search', 'user', 'inference_geo',
+]);
+
+/** A name as Go's case-insensitive match sees it: upper then lower case folds `ſ` to `s` and the Kelvin sign to `k`. */
+function folded(name: string): string {
+  return name.toUpperCase().toLowerCase();
+}
+
+/** The 400 of a top-level key that is one of READ_FIELDS in other letters (`Model`, `MAX_TOKENS`), or null. */
+export function foldedFieldRefusal(body: unknown): RelayError | null {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return null;
+  for (const key in body) {
+    // Every field the relay reads is lower case ASCII: a key that is its own fold is no disguise.
+    if (!/[^a-z0-9_]/.test(key)) continue;
+    const fold = folded(key);
+    if (fold !== key && READ_FIELDS.has(fold)) {
+      return new RelayError('invalid_request', `The request body names the field ${JSON.stringify(key.length > 64 ? `${key.slice(0, 64)}…` : key)}: the field is ${JSON.stringify(fold)}, in lower case (a provider could read it as that field).`);
+    }
+  }
+  return null;
 }
 
 const NOT_UTF8 = new RelayError('invalid_request', 'The request body is not valid UTF-8 (JSON text must be: RFC 8259 §8.1).');
