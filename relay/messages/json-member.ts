@@ -66,6 +66,20 @@ export function withTopLevelMember(raw: Uint8Array, name: string, json: string):
   return Buffer.concat([buf.subarray(0, at.valueStart), Buffer.from(json), buf.subarray(at.valueEnd)]);
 }
 
+/**
+ * `raw` (a JSON object) with its top-level member `name` set to `json` (a JSON text): replaced where
+ * it is, else added first; the rest byte for byte. null when `raw` is not an object.
+ */
+export function withMemberSet(raw: Uint8Array, name: string, json: string): Buffer | null {
+  const replaced = withTopLevelMember(raw, name, json);
+  if (replaced !== null) return replaced;
+  const open = skipBlanks(raw, 0);
+  if (raw[open] !== 0x7b) return null;
+  const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  const empty = raw[skipBlanks(raw, open + 1)] === 0x7d;
+  return Buffer.concat([buf.subarray(0, open + 1), Buffer.from(`${JSON.stringify(name)}:${json}${empty ? '' : ','}`), buf.subarray(open + 1)]);
+}
+
 function keyIs(raw: Uint8Array, start: number, end: number, name: string): boolean {
   const text = Buffer.from(raw.buffer, raw.byteOffset + start, end - start).toString('utf8');
   if (!text.includes('\\')) return text.length === name.length + 2 && text.slice(1, -1) === name;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { withoutTopLevelMember, withTopLevelMember } from './json-member.js';
+import { withMemberSet, withoutTopLevelMember, withTopLevelMember } from './json-member.js';
 
 const cut = (text: string): string | null => withoutTopLevelMember(Buffer.from(text), 'diagnostics')?.toString() ?? null;
 
@@ -37,5 +37,15 @@ describe('withTopLevelMember', () => {
   it('is null when the object names none at its top level, or is no object', () => {
     expect(set('{"a":{"model":1}}', 'model', '1')).toBeNull();
     expect(set('[]', 'model', '1')).toBeNull();
+  });
+});
+
+describe('withMemberSet', () => {
+  it('replaces a member where it is, or adds it first, the rest byte for byte', () => {
+    expect(withMemberSet(Buffer.from('{"a":1,"n":9007199254740993}'), 'a', '2')!.toString()).toBe('{"a":2,"n":9007199254740993}');
+    expect(withMemberSet(Buffer.from(' {"n":9007199254740993}'), 'a', '{"x":true}')!.toString()).toBe(' {"a":{"x":true},"n":9007199254740993}');
+    expect(withMemberSet(Buffer.from('{ }'), 'a', '1')!.toString()).toBe('{"a":1 }');
+    expect(JSON.parse(withMemberSet(Buffer.from('{ }'), 'a', '1')!.toString())).toEqual({ a: 1 });
+    expect(withMemberSet(Buffer.from('[1]'), 'a', '1')).toBeNull();
   });
 });

@@ -3,6 +3,7 @@
 import { outputLimitField } from '../../../core/channels/output-limit.js';
 import type { ChatRequest } from '../../chat-completions/chat-request.js';
 import { leavesTierToProject } from './service-tier.js';
+import { withMemberSet, withoutTopLevelMember } from '../../messages/json-member.js';
 
 /**
  * `chat` as sent to the provider: under the channel's model name (`mapped`); a stream asked for its
@@ -26,6 +27,21 @@ export function forwardedChat(chat: ChatRequest, raw: Buffer, model: string, map
   // Served at the standard price it is reserved at, not at the project's tier.
   const standardTier = openAiApi && leavesTierToProject((chat as { service_tier?: unknown }).service_tier);
   if (!mapped && !askUsage && !rebound && !lower && !standardTier) return raw;
+  // Edited in the bytes, the rest as the client wrote it: JSON.stringify of the parsed body changed
+  // an integer above 2^53 (a seed, an enum of ids in a tool's schema: 9007199254740993 → …992) in
+  // every stream that did not ask for its usage, the OpenAI SDK's default (review http).
+  let edited: Buffer | null = raw;
+  if (mapped) edited = withMemberSet(edited, 'model', JSON.stringify(model));
+  if (edited !== null && standardTier) edited = withMemberSet(edited, 'service_tier', '"default"');
+  if (edited !== null && askUsage) edited = withMemberSet(edited, 'stream_options', JSON.stringify({ ...chat.stream_options, include_usage: true }));
+  if (edited !== null && rebound) {
+    edited = withoutTopLevelMember(edited, 'max_tokens') ?? edited;
+    edited = withoutTopLevelMember(edited, 'max_completion_tokens') ?? edited;
+    edited = withMemberSet(edited, field, String(maxTokens));
+  }
+  if (edited !== null && lower) edited = withMemberSet(edited, 'max_tokens', String(maxTokens));
+  if (edited !== null) return edited;
+  // Not an object's bytes (never, after the body's checks): written again from the parse.
   const out: Record<string, unknown> = { ...chat, model };
   if (standardTier) out.service_tier = 'default';
   if (askUsage) out.stream_options = { ...chat.stream_options, include_usage: true };
