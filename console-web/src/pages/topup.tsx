@@ -335,6 +335,8 @@ function Orders({ onCompleted, afterReturn, payAttempts }: { onCompleted: () => 
   const [keyword, setKeyword] = useState('');
   const [search, setSearch] = useState('');
   const orders = useLoad(() => call(api.GET('/api/user/topup/self', { params: { query: { page, page_size: ORDER_PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  // A failed load keeps the previous answer (useLoad): its rows are not this search's, so none are shown.
+  const shown = orders.error ? undefined : orders.data;
   // Back from the provider, its confirmation may come a moment later: a recent order awaiting payment
   // is read again until it completes, and the balance with it.
   // Read in place (no "Loading"): the list stays on screen while the new order is fetched.
@@ -372,8 +374,8 @@ function Orders({ onCompleted, afterReturn, payAttempts }: { onCompleted: () => 
       </form>
       {orders.loading && <Loading what="Loading orders" />}
       <ErrorText error={orders.error} />
-      {orders.data && (orders.data.items.length === 0 ? page === 1 && <p>No orders.</p> : <OrderTable items={orders.data.items} />)}
-      {orders.data && <Pager page={page} pageSize={ORDER_PAGE_SIZE} total={orders.data.total} onPage={setPage} label="Order pages" />}
+      {shown && (shown.items.length === 0 ? page === 1 && <p>No orders.</p> : <OrderTable items={shown.items} />)}
+      {shown && <Pager page={page} pageSize={ORDER_PAGE_SIZE} total={shown.total} onPage={setPage} label="Order pages" />}
     </Card>
   );
 }

@@ -28,6 +28,8 @@ export function AdminChannelsPage() {
   const [search, setSearch] = useState('');
   const [editing, setEditing] = useState<Channel | 'new' | null>(null);
   const list = useLoad(() => call(api.GET('/api/channel/', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  // A failed load keeps the previous answer (useLoad): its rows are not this search's, so none are shown.
+  const shown = list.error ? undefined : list.data;
   return (
     <>
       {editing && <ChannelForm key={editing === 'new' ? 'new' : editing.id} channel={editing === 'new' ? null : editing} onDone={() => { setEditing(null); list.reload(); }} />}
@@ -38,13 +40,13 @@ export function AdminChannelsPage() {
         </form>
         {list.loading && <Loading what="Loading channels" />}
         <ErrorText error={list.error} />
-        {list.data && (list.data.items.length === 0 ? page === 1 && <p>No channels.</p> : (
+        {shown && (shown.items.length === 0 ? page === 1 && <p>No channels.</p> : (
           <Table>
             <thead><tr><th>Id</th><th>Name</th><th>Format</th><th>Base URL</th><th>Models</th><th>Group</th><th>Status</th><th>Priority</th><th>Weight</th><th>Used</th><th>Last test</th><th class="actions">Actions</th></tr></thead>
-            <tbody>{list.data.items.map((c) => <ChannelRow key={c.id} c={c} onEdit={() => setEditing(c)} onChanged={list.reload} />)}</tbody>
+            <tbody>{shown.items.map((c) => <ChannelRow key={c.id} c={c} onEdit={() => setEditing(c)} onChanged={list.reload} />)}</tbody>
           </Table>
         ))}
-        {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Channel pages" />}
+        {shown && <Pager page={page} pageSize={PAGE_SIZE} total={shown.total} onPage={setPage} label="Channel pages" />}
       </Card>
     </>
   );

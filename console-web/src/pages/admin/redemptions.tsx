@@ -22,6 +22,8 @@ export function AdminRedemptionsPage() {
   const [search, setSearch] = useState('');
   const [created, setCreated] = useState<string[] | null>(null);
   const list = useLoad(() => call(api.GET('/api/redemption/', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  // A failed load keeps the previous answer (useLoad): its rows are not this search's, so none are shown.
+  const shown = list.error ? undefined : list.data;
   return (
     <>
       <CreateCodes onCreated={(codes) => { setCreated(codes); setPage(1); list.reload(); }} />
@@ -39,13 +41,13 @@ export function AdminRedemptionsPage() {
         </form>
         {list.loading && <Loading what="Loading codes" />}
         <ErrorText error={list.error} />
-        {list.data && (list.data.items.length === 0 ? page === 1 && <p>No codes.</p> : (
+        {shown && (shown.items.length === 0 ? page === 1 && <p>No codes.</p> : (
           <Table>
             <thead><tr><th>Id</th><th>Name</th><th>Code</th><th>Value</th><th>Status</th><th>Created</th><th>Redeemed</th><th>Expires</th><th class="actions">Actions</th></tr></thead>
-            <tbody>{list.data.items.map((r) => <CodeRow key={r.id} r={r} onChanged={list.reload} />)}</tbody>
+            <tbody>{shown.items.map((r) => <CodeRow key={r.id} r={r} onChanged={list.reload} />)}</tbody>
           </Table>
         ))}
-        {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Code pages" />}
+        {shown && <Pager page={page} pageSize={PAGE_SIZE} total={shown.total} onPage={setPage} label="Code pages" />}
       </Card>
     </>
   );

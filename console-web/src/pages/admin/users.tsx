@@ -17,7 +17,7 @@ export function accountGroups(options: { key: string; value: string }[] | undefi
   }
 }
 
-export function AdminUsersPage({ account: me }: PageProps) {
+export function AdminUsersPage({ account: me, refreshAccount }: PageProps) {
   const [page, setPage] = useState(1);
   const [keyword, setKeyword] = useState('');
   const [search, setSearch] = useState('');
@@ -26,11 +26,18 @@ export function AdminUsersPage({ account: me }: PageProps) {
   const [created, setCreated] = useState<Account | null>(null);
   const options = useLoad(() => call(api.GET('/api/option/')), []);
   const list = useLoad(() => call(api.GET('/api/user/search', { params: { query: { p: page, page_size: PAGE_SIZE, ...(search ? { keyword: search } : {}) } } })), [page, search]);
+  // A failed load keeps the previous answer (useLoad): its rows are not this search's, so none are shown.
+  const shown = list.error ? undefined : list.data;
   return (
     <>
       {creating && <CreateAccount canCreateAdmin={me.role >= ROLE.root} groups={accountGroups(options.data)} onCancel={() => setCreating(false)}
         onCreated={(a) => { setCreating(false); setCreated(a); setPage(1); list.reload(); }} />}
-      {editing && <EditAccount key={editing.id} a={editing} self={editing.id === me.id} groups={accountGroups(options.data)} onDone={() => { setEditing(null); list.reload(); }} />}
+      {editing && <EditAccount key={editing.id} a={editing} self={editing.id === me.id} groups={accountGroups(options.data)} onDone={() => {
+        // The signed-in account edited itself (its name, its balance): the header is read again too.
+        if (editing.id === me.id) refreshAccount();
+        setEditing(null);
+        list.reload();
+      }} />}
       <Card title="Accounts" actions={!creating && <button type="button" onClick={() => { setCreated(null); setCreating(true); }}>New account</button>}>
         {created && <p role="status">Created account {created.username} (id {created.id}). Its balance is $0: add to it with Edit.</p>}
         <form class="filters" aria-label="Search accounts" onSubmit={(e) => { e.preventDefault(); setPage(1); setSearch(keyword.trim()); }}>
@@ -39,13 +46,13 @@ export function AdminUsersPage({ account: me }: PageProps) {
         </form>
         {list.loading && <Loading what="Loading accounts" />}
         <ErrorText error={list.error} />
-        {list.data && (
+        {shown && (
           <Table>
             <thead><tr><th>Id</th><th>Username</th><th>Display name</th><th>Role</th><th>Status</th><th>Group</th><th>Balance</th><th>Used</th><th>Requests</th><th class="actions">Actions</th></tr></thead>
-            <tbody>{list.data.items.map((a) => <AccountRow key={a.id} a={a} me={me} onEdit={() => setEditing(a)} onChanged={list.reload} />)}</tbody>
+            <tbody>{shown.items.map((a) => <AccountRow key={a.id} a={a} me={me} onEdit={() => setEditing(a)} onChanged={list.reload} />)}</tbody>
           </Table>
         )}
-        {list.data && <Pager page={page} pageSize={PAGE_SIZE} total={list.data.total} onPage={setPage} label="Account pages" />}
+        {shown && <Pager page={page} pageSize={PAGE_SIZE} total={shown.total} onPage={setPage} label="Account pages" />}
       </Card>
     </>
   );

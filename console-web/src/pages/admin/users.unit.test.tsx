@@ -212,3 +212,45 @@ describe('AdminUsersPage: New account', () => {
     await screen.findByText(/^Created account ann2 \(id 10\)/);
   });
 });
+
+// Review web: a refused search left the previous rows listed under its error; an administrator who
+// renamed itself kept its old name in the header until a reload.
+describe('AdminUsersPage: searches and the own account', () => {
+  const ME = { ...ANN, id: 2, username: 'adm', display_name: 'Adm', role: 10 } as Account;
+  const handler = (puts: unknown[]) => async (r: Request) => {
+    const url = new URL(r.url);
+    if (url.pathname === '/api/user/search') {
+      if ((url.searchParams.get('keyword') ?? '').length > 100) return reply(400, { success: false, message: 'keyword: must be at most 100 characters' });
+      return reply(200, { success: true, message: '', data: { items: [ANN, ME], total: 2, page: 1, page_size: 20 } });
+    }
+    if (r.method === 'PUT' && url.pathname === '/api/user/') { puts.push(await r.json()); return reply(200, { success: true, message: '', data: { ...ME, display_name: 'Renamed' } }); }
+    return reply(200, { success: true, message: '', data: [{ key: 'GroupRatio', value: '{"default":1}' }] });
+  };
+
+  it('a refused search lists no rows under its error', async () => {
+    server.handle = handler([]);
+    render(<AdminUsersPage account={ME} refreshAccount={() => {}} />);
+    await screen.findByRole('button', { name: 'Edit ann' });
+    fireEvent.input(screen.getByLabelText('Id, username, display name or e-mail'), { target: { value: 'x'.repeat(101) } });
+    fireEvent.click(screen.getByRole('button', { name: 'Search' }));
+    await screen.findByText(/must be at most 100 characters/);
+    expect(screen.queryByRole('button', { name: 'Edit ann' })).toBeNull();
+  });
+
+  it('saving the own account reads the signed-in account again; another account\'s does not', async () => {
+    const puts: unknown[] = [];
+    server.handle = handler(puts);
+    const refreshAccount = vi.fn();
+    render(<AdminUsersPage account={ME} refreshAccount={refreshAccount} />);
+    fireEvent.click(await screen.findByRole('button', { name: 'Edit ann' }));
+    fireEvent.input(await screen.findByLabelText('Display name'), { target: { value: 'Ann B.' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
+    await waitFor(() => expect(puts).toHaveLength(1));
+    await waitFor(() => expect(screen.queryByRole('button', { name: 'Save account' })).toBeNull());
+    expect(refreshAccount).not.toHaveBeenCalled();
+    fireEvent.click(await screen.findByRole('button', { name: 'Edit adm' }));
+    fireEvent.input(await screen.findByLabelText('Display name'), { target: { value: 'Renamed' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save account' }));
+    await waitFor(() => expect(refreshAccount).toHaveBeenCalledTimes(1));
+  });
+});
