@@ -41,6 +41,7 @@ export const ERROR_CATALOGUE = {
   UPSTREAM_FAILED: { status: 502, message: 'the upstream service failed' },
   LOG_STORE_UNAVAILABLE: { status: 503, message: 'the request log cannot be read right now; retry shortly' },
   DATABASE_UNAVAILABLE: { status: 503, message: 'the console cannot reach its database right now; retry shortly' },
+  COMMIT_OUTCOME_UNKNOWN: { status: 503, message: 'the database connection was lost as the change was committed, and whether it was made cannot be read yet: read the balance or the log before sending it again' },
   DATABASE_BUSY: { status: 503, message: 'the database is busy with a conflicting change; nothing was changed, retry shortly' },
   QUOTA_STORE_UNAVAILABLE: { status: 503, message: 'the console cannot reach its quota store (Redis) right now; retry shortly' },
 } as const satisfies Record<string, { status: number; message: string }>;

@@ -86,6 +86,10 @@ export async function recordConsoleCredit(tx: Db, credit: ConsoleCredit): Promis
     ON CONFLICT (request_id) DO NOTHING
     RETURNING id`;
   if (!row) return undefined;
+  // What this transaction wrote, for debitTransaction to look for should its COMMIT go unanswered.
+  const written = WRITTEN.get(tx);
+  if (written) written.push({ requestId: credit.requestId, userId: credit.userId });
+  else WRITTEN.set(tx, [{ requestId: credit.requestId, userId: credit.userId }]);
   // A balance stays a whole number JavaScript holds exactly (and far inside BIGINT): past it, credits
   // repeated by an administrator would make every figure read from it inexact, then fail Postgres.
   const [user] = await tx<{ username: string; group: string; quota: number; credit_seq: string | number }[]>`
@@ -231,15 +235,85 @@ export class DebitHolds {
 export async function debitTransaction<T>(ctx: Pick<ConsoleContext, 'sql' | 'quotaStore' | 'logger'>, body: (tx: Tx, holds: DebitHolds) => Promise<T>): Promise<T> {
   const holds = new DebitHolds(ctx);
   let committing = false;
+  let result: T | undefined;
+  let written: readonly LedgerWrite[] = [];
   try {
     return await ctx.sql.begin(async (tx) => {
-      const result = await body(tx, holds);
+      result = await body(tx, holds);
+      written = WRITTEN.get(tx) ?? [];
       committing = true;
       return result;
     }) as T;
   } catch (err) {
+    // A COMMIT without an answer (the connection lost) may have committed. Answered "unreachable,
+    // retry shortly", an administrator's add_quota credited twice on the retry, and a redemption was
+    // both failed and spent (review faults): what it wrote is looked for first.
+    if (committing && !(err instanceof postgres.PostgresError) && written.length > 0) {
+      const outcome = await commitOutcome(ctx.sql, written);
+      if (outcome === 'committed') {
+        ctx.logger.warn({ err, request_ids: written.map((w) => w.requestId) }, 'console write: COMMIT answer lost, its rows are there: answered as done');
+        return result as T;
+      }
+      if (outcome === 'rolled back') {
+        await holds.afterFailure(err, false);
+        throw err;
+      }
+      await holds.afterFailure(err, true);
+      ctx.logger.error({ err, request_ids: written.map((w) => w.requestId) }, 'console write: COMMIT outcome unknown');
+      throw new ConsoleError('COMMIT_OUTCOME_UNKNOWN');
+    }
     await holds.afterFailure(err, committing);
     throw err;
+  }
+}
+
+/**
+ * `sql.begin(body)` for a transaction that records console credits and no debit (a redemption, a
+ * referral transfer): as debitTransaction, a COMMIT whose answer was lost is settled by looking for
+ * what it wrote, so that a credit made is never answered "retry".
+ */
+export function creditTransaction<T>(ctx: Pick<ConsoleContext, 'sql' | 'quotaStore' | 'logger'>, body: (tx: Tx) => Promise<T>): Promise<T> {
+  return debitTransaction(ctx, (tx) => body(tx));
+}
+
+/** A ledger row a transaction wrote: looked for when its COMMIT went unanswered. */
+interface LedgerWrite { requestId: string; userId: number }
+/** The ledger rows each open transaction wrote (recordConsoleCredit), by its transaction. */
+const WRITTEN = new WeakMap<object, LedgerWrite[]>();
+
+/**
+ * Whether a transaction whose COMMIT went unanswered committed its ledger rows, read on a new
+ * connection once the accounts' rows are free: the lost transaction held them (recordConsoleCredit
+ * updates each account), so a COMMIT Postgres received has finished by then, and one it did not has
+ * been rolled back with the connection. 'unknown' when that cannot be read (the database still out
+ * of reach), or when only some rows are there (never, for one transaction).
+ */
+async function commitOutcome(sql: ConsoleContext['sql'], written: readonly LedgerWrite[]): Promise<'committed' | 'rolled back' | 'unknown'> {
+  let timer: NodeJS.Timeout | undefined;
+  // Bounded: a database that accepts connections and resets them (a proxy before a dead server)
+  // left a transaction's BEGIN unanswered for as long as that lasted.
+  const late = new Promise<'unknown'>((resolve) => { timer = setTimeout(() => resolve('unknown'), COMMIT_OUTCOME_WAIT_MS); });
+  try {
+    return await Promise.race([late, readCommitOutcome(sql, written)]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The longest a lost COMMIT's outcome is waited for: past it, the answer says it is unknown. */
+const COMMIT_OUTCOME_WAIT_MS = 5000;
+
+async function readCommitOutcome(sql: ConsoleContext['sql'], written: readonly LedgerWrite[]): Promise<'committed' | 'rolled back' | 'unknown'> {
+  try {
+    return await sql.begin(async (tx) => {
+      const users = [...new Set(written.map((w) => w.userId))];
+      await tx`SELECT 1 FROM users WHERE id IN ${tx(users)} ORDER BY id FOR UPDATE`;
+      const [found] = await tx<{ n: number }[]>`SELECT count(*)::int AS n FROM ledger WHERE request_id IN ${tx(written.map((w) => w.requestId))}`;
+      const n = Number(found!.n);
+      return n === written.length ? 'committed' : n === 0 ? 'rolled back' : 'unknown';
+    });
+  } catch {
+    return 'unknown';
   }
 }
 

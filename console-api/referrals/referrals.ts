@@ -16,7 +16,7 @@ import type { UserRow } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS } from '../accounts/roles.js';
 import type { Db } from '../db.js';
 import { ConsoleError } from '../http/errors.js';
-import { recordConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
+import { creditTransaction, recordConsoleCredit, type RecordedCredit } from '../ledger/console-ledger.js';
 import type { ConsoleContext } from '../context.js';
 
 export interface ReferralRewards {
@@ -97,7 +97,7 @@ export async function creditNewAccount(tx: Db, account: UserRow, amount: number,
  */
 export async function transferAffQuota(ctx: ConsoleContext, userId: number, amount: number, minimum: number): Promise<RecordedCredit> {
   if (amount < minimum) throw new ConsoleError('VALIDATION_FAILED', `quota: the smallest transfer is ${minimum} quota`);
-  return ctx.sql.begin(async (tx) => {
+  return creditTransaction(ctx, async (tx) => {
     const [row] = await tx<{ aff_quota: number }[]>`
       SELECT aff_quota FROM users WHERE id = ${userId} AND deleted_at IS NULL FOR UPDATE`;
     if (!row) throw new ConsoleError('NOT_FOUND', 'account not found');

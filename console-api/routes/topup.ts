@@ -13,7 +13,7 @@ import { ok } from '../http/envelope.js';
 import { ConsoleError } from '../http/errors.js';
 import { epayPayDataSchema, pageOf, topupInfoSchema, topupOrderSchema } from '../http/schemas.js';
 import { assertSafeInput, containsPattern, pageQuery, paging, queryInt, queryString } from '../http/validation.js';
-import { afterConsoleCredit, recordConsoleCredit } from '../ledger/console-ledger.js';
+import { afterConsoleCredit, creditTransaction, recordConsoleCredit } from '../ledger/console-ledger.js';
 import { CARDPAY_EVENT, type CardpayEvent, cardpayVerify, createCheckoutSession, minorUnitsOf, priceDecimalsOf } from '../payments/cardpay.js';
 import { EPAY_TRADE_SUCCESS, epayPurchase, epayVerify } from '../payments/epay.js';
 import { centsOfDecimal, centsOfMinorUnits } from '../payments/paid-amount.js';
@@ -101,7 +101,7 @@ export function registerTopupRoutes(api: Api, ctx: ConsoleContext): void {
     const now = ctx.now();
     // No row holds a code in plain text (routes/redemption.ts): a code is found by its HMAC.
     const keyHash = codes.hash(body.key);
-    const credit = await sql.begin(async (tx) => {
+    const credit = await creditTransaction(ctx, async (tx) => {
       // The conditional UPDATE is the claim: of concurrent attempts exactly one finds status 1.
       const [code] = await tx<{ id: number; quota: number; name: string; created_by: number }[]>`
         UPDATE redemptions SET status = 3, redeemed_time = ${now}, used_user_id = ${user.id}
