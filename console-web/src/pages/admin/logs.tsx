@@ -39,7 +39,8 @@ export function adminLogQuery(f: AdminLogFilterForm, page: number, pageSize: num
   if (username) query.username = username;
   const channel = f.channel.trim();
   if (channel) {
-    if (!/^[0-9]{1,10}$/.test(channel)) return { field: 'channel', error: 'a channel id (digits)' };
+    // Ids start at 1: the API reads 0 as no filter, which the field would have shown as one.
+    if (!/^[0-9]{1,10}$/.test(channel) || Number(channel) === 0) return { field: 'channel', error: 'a channel id (digits, from 1)' };
     if (Number(channel) > CHANNEL_MAX) return { field: 'channel', error: `must be at most ${CHANNEL_MAX}` };
     query.channel = Number(channel);
   }
@@ -53,7 +54,8 @@ export function adminLogQuery(f: AdminLogFilterForm, page: number, pageSize: num
 export function readAdminLogView(search: string): LogView<AdminLogFilterForm> {
   const q = new URLSearchParams(search);
   const view = readLogView(q);
-  const channel = paramInt(q, 'channel', 0, CHANNEL_MAX);
+  // channel=0 is the API's "every channel": read as no filter, not shown as one (review web).
+  const channel = paramInt(q, 'channel', 1, CHANNEL_MAX);
   return { ...view, filters: { ...view.filters, username: paramText(q, 'username', USERNAME_MAX), channel: channel === undefined ? '' : String(channel) } };
 }
 

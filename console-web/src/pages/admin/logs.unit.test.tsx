@@ -10,6 +10,7 @@ import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 let adminLogQuery: typeof import('./logs').adminLogQuery;
 let AdminLogsPage: typeof import('./logs').AdminLogsPage;
 let EMPTY_ADMIN_LOG_FILTERS: typeof import('./logs').EMPTY_ADMIN_LOG_FILTERS;
+let readAdminLogView: typeof import('./logs').readAdminLogView;
 
 const seen: URL[] = [];
 
@@ -38,7 +39,7 @@ beforeAll(async () => {
     if (url.pathname === '/api/log/stat') return answer(200, { success: true, message: '', data: { quota: 1_000_000, rpm: 2, tpm: 30 } });
     return answer(404, { success: false, message: 'no such endpoint' });
   });
-  ({ adminLogQuery, AdminLogsPage, EMPTY_ADMIN_LOG_FILTERS } = await import('./logs'));
+  ({ adminLogQuery, AdminLogsPage, EMPTY_ADMIN_LOG_FILTERS, readAdminLogView } = await import('./logs'));
 });
 
 afterEach(() => {
@@ -53,7 +54,14 @@ describe('adminLogQuery', () => {
     expect(adminLogQuery(EMPTY_ADMIN_LOG_FILTERS, 1, 20)).toEqual({ query: { p: 1, page_size: 20 } });
     expect(adminLogQuery({ ...EMPTY_ADMIN_LOG_FILTERS, username: ' bob ', channel: '4', type: '2' }, 3, 50))
       .toEqual({ query: { p: 3, page_size: 50, type: 2, username: 'bob', channel: 4 } });
-    expect(adminLogQuery({ ...EMPTY_ADMIN_LOG_FILTERS, channel: 'four' }, 1, 20)).toEqual({ field: 'channel', error: 'a channel id (digits)' });
+    expect(adminLogQuery({ ...EMPTY_ADMIN_LOG_FILTERS, channel: 'four' }, 1, 20)).toEqual({ field: 'channel', error: 'a channel id (digits, from 1)' });
+  });
+
+  // The API reads channel=0 as every channel: shown as a filter, it named one the rows did not keep to (review web).
+  it('refuses channel 0 in the form, and reads ?channel=0 as no filter', () => {
+    expect(adminLogQuery({ ...EMPTY_ADMIN_LOG_FILTERS, channel: '0' }, 1, 20)).toEqual({ field: 'channel', error: 'a channel id (digits, from 1)' });
+    expect(readAdminLogView('?channel=0').filters.channel).toBe('');
+    expect(readAdminLogView('?channel=7').filters.channel).toBe('7');
   });
 });
 
@@ -102,7 +110,7 @@ describe('AdminLogsPage', () => {
     seen.length = 0;
     fireEvent.input(screen.getByLabelText('Channel id'), { target: { value: 'four' } });
     fireEvent.click(screen.getByRole('button', { name: 'Apply filters' }));
-    expect(await screen.findByText('a channel id (digits)')).toBeTruthy();
+    expect(await screen.findByText('a channel id (digits, from 1)')).toBeTruthy();
     expect(screen.getByLabelText('Channel id').getAttribute('aria-invalid')).toBe('true');
     expect(seen).toEqual([]);
   });
