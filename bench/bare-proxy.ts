@@ -1,11 +1,18 @@
 // The baseline of what proxying alone costs on this stack: uWebSockets.js in, an undici Pool out, no
-// key check, no reservation, no billing, no body parsing. It forwards POST /v1/messages to the
-// upstream with the upstream credential, streams an SSE answer with the same writes per tick and
-// backpressure handling as the relay (the chunks of one tick in one cork; pause the provider body
-// when uWS' write() returns false, resume in onWritable), and passes other answers through whole.
+// key check, no reservation, no billing, no body parsing. It forwards POST /v1/messages and POST
+// /v1/chat/completions to the same path upstream with the upstream credential, streams an SSE answer
+// with the same writes per tick and backpressure handling as the relay (the chunks of one tick in one
+// cork; pause the provider body when uWS' write() returns false, resume in onWritable), and passes
+// other answers through whole.
 //
 //   node dist/bench/bare-proxy.js --upstream http://127.0.0.1:3090 [--port 0] [--api-key K] [--upstream-api request]
+//        [--upstream-format anthropic|openai]
 // prints `bare-proxy listening <port>` once ready.
+//
+// The upstream's format says how the credential goes (as the relay sends a channel's): `anthropic`
+// (the default) as x-api-key with anthropic-version, `openai` (an OpenAI-format provider, the bench's
+// mock-upstream-openai) as Authorization: Bearer; and which request id header is passed back
+// (request-id, x-request-id). Without --api-key the client's own header is passed on.
 //
 // A request whose bytes do not ask to stream (no `"stream":true`) reads its answer whole through
 // undici's dispatch() (relay/upstream/buffered-call.ts), as the relay does: a baseline that read it
@@ -17,20 +24,24 @@ import { Pool, type Dispatcher } from 'undici';
 import { BufferedCall, rawHeader } from '../relay/upstream/buffered-call.js';
 import { MAX_UPSTREAM_JSON } from '../relay/upstream/provider-response.js';
 import uWS from 'uWebSockets.js';
-import type { HttpResponse } from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 
 /** How the bare hop reads an answer to a request that does not ask to stream. */
 export type BareUpstreamApi = 'request' | 'dispatch';
+/** The upstream's wire format: how the credential is sent and which request id header comes back. */
+export type BareUpstreamFormat = 'anthropic' | 'openai';
 
 export interface BareProxyOptions {
   upstream: string;
   host?: string;
   port?: number;
-  /** Sent as x-api-key upstream (the relay sends its channel's credential the same way). */
+  /** Sent upstream as the relay sends its channel's credential: x-api-key, or Authorization: Bearer to an `openai` upstream. */
   apiKey?: string;
   connections?: number;
   /** How a request that does not ask to stream reads its answer: dispatch() (default, as the relay) or request(). */
   upstreamApi?: BareUpstreamApi;
+  /** Default anthropic. */
+  upstreamFormat?: BareUpstreamFormat;
 }
 
 export interface BareProxy {
@@ -43,10 +54,10 @@ const statusLine = (s: number): string => STATUS_TEXT[s] ?? `${s} Status`;
 const first = (v: string | string[] | undefined): string => (Array.isArray(v) ? (v[0] ?? '') : (v ?? ''));
 
 /** An answer read whole, passed on with its status, type and request id. */
-function sendWhole(res: HttpResponse, status: number, contentType: string, requestId: string, body: Buffer | ArrayBuffer): void {
+function sendWhole(res: HttpResponse, status: number, contentType: string, idHeader: string, requestId: string, body: Buffer | ArrayBuffer): void {
   res.cork(() => {
     res.writeStatus(statusLine(status)).writeHeader('content-type', contentType || 'application/json');
-    if (requestId) res.writeHeader('request-id', requestId);
+    if (requestId) res.writeHeader(idHeader, requestId);
     res.end(body);
   });
 }
@@ -64,10 +75,16 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
     bodyTimeout: 300_000,
   });
   const app = uWS.App();
+  const openai = opts.upstreamFormat === 'openai';
+  const idHeader = openai ? 'x-request-id' : 'request-id';
+  const bearer = opts.apiKey === undefined ? undefined : `Bearer ${opts.apiKey}`;
+  // The upstream's headers, read off the request synchronously (uWS' req lives for the handler's call only).
+  const upstreamHeaders: (req: HttpRequest) => Record<string, string> = openai
+    ? (req) => ({ 'content-type': 'application/json', authorization: bearer ?? req.getHeader('authorization') })
+    : (req) => ({ 'content-type': 'application/json', 'x-api-key': opts.apiKey ?? req.getHeader('x-api-key'), 'anthropic-version': req.getHeader('anthropic-version') || '2023-06-01' });
 
-  app.post('/v1/messages', (res: HttpResponse, req) => {
-    const version = req.getHeader('anthropic-version') || '2023-06-01';
-    const apiKey = opts.apiKey ?? req.getHeader('x-api-key');
+  const forward = (path: string) => (res: HttpResponse, req: HttpRequest): void => {
+    const headers = upstreamHeaders(req);
     let aborted = false;
     let upstreamBody: Dispatcher.ResponseData['body'] | null = null;
     let wholeCall: BufferedCall | null = null;
@@ -84,30 +101,20 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
       if (opts.upstreamApi !== 'request' && body.indexOf('"stream":true') < 0) {
         const call = new BufferedCall(MAX_UPSTREAM_JSON);
         wholeCall = call;
-        pool.dispatch({
-          path: '/v1/messages',
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-api-key': apiKey, 'anthropic-version': version },
-          body,
-        }, call);
+        pool.dispatch({ path, method: 'POST', headers, body }, call);
         call.answer.then((a) => {
           if (aborted) return;
           if (a.bodyError || a.truncated) return badGateway(res);
-          sendWhole(res, a.statusCode, rawHeader(a.rawHeaders, 'content-type'), rawHeader(a.rawHeaders, 'request-id'), a.body);
+          sendWhole(res, a.statusCode, rawHeader(a.rawHeaders, 'content-type'), idHeader, rawHeader(a.rawHeaders, idHeader), a.body);
         }, () => { if (!aborted) badGateway(res); });
         return;
       }
-      pool.request({
-        path: '/v1/messages',
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-api-key': apiKey, 'anthropic-version': version },
-        body,
-      }).then((up) => {
+      pool.request({ path, method: 'POST', headers, body }).then((up) => {
         upstreamBody = up.body;
         up.body.on('error', () => {}); // a client abort destroys the body; the handlers below check `aborted`
         if (aborted) return void up.body.destroy();
         const ct = first(up.headers['content-type']);
-        const requestId = first(up.headers['request-id']);
+        const requestId = first(up.headers[idHeader]);
         if (up.statusCode === 200 && ct.startsWith('text/event-stream')) {
           // What arrives in one tick goes out in one cork (one send), as the relay does
           // (relay/messages/stream-relay.ts, ClientStream): a baseline that sent each chunk on its own
@@ -120,7 +127,7 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
             if (head) {
               head = false;
               res.writeStatus('200 OK').writeHeader('content-type', ct).writeHeader('cache-control', 'no-cache');
-              if (requestId) res.writeHeader('request-id', requestId);
+              if (requestId) res.writeHeader(idHeader, requestId);
             }
             let ok = true;
             for (const c of queue) ok = res.write(c) && ok;
@@ -163,13 +170,15 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
         }
         up.body.arrayBuffer().then((buf) => {
           if (aborted) return;
-          sendWhole(res, up.statusCode, ct, requestId, buf);
+          sendWhole(res, up.statusCode, ct, idHeader, requestId, buf);
         }, () => { if (!aborted) badGateway(res); });
       }, () => {
         if (!aborted) badGateway(res);
       });
     });
-  });
+  };
+  app.post('/v1/messages', forward('/v1/messages'));
+  app.post('/v1/chat/completions', forward('/v1/chat/completions'));
   app.get('/health', (res) => { res.cork(() => res.end('ok')); });
   app.any('/*', (res) => { res.cork(() => res.writeStatus('404 Not Found').end()); });
 
@@ -189,10 +198,15 @@ export async function startBareProxy(opts: BareProxyOptions): Promise<BareProxy>
 // Run as a process when executed directly.
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({
-    options: { upstream: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'api-key': { type: 'string' }, 'upstream-api': { type: 'string' } },
+    options: { upstream: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, 'api-key': { type: 'string' }, 'upstream-api': { type: 'string' }, 'upstream-format': { type: 'string' } },
   });
   if (!values.upstream) {
-    process.stderr.write('usage: bare-proxy --upstream <url> [--port N] [--host H] [--api-key K] [--upstream-api request|dispatch]\n');
+    process.stderr.write('usage: bare-proxy --upstream <url> [--port N] [--host H] [--api-key K] [--upstream-api request|dispatch] [--upstream-format anthropic|openai]\n');
+    process.exit(2);
+  }
+  const format = values['upstream-format'] ?? 'anthropic';
+  if (format !== 'anthropic' && format !== 'openai') {
+    process.stderr.write('--upstream-format: anthropic or openai\n');
     process.exit(2);
   }
   const api = values['upstream-api'] ?? 'dispatch';
@@ -200,7 +214,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     process.stderr.write('--upstream-api: request or dispatch\n');
     process.exit(2);
   }
-  const proxy = await startBareProxy({ upstream: values.upstream, port: Number(values.port ?? 0), host: values.host, apiKey: values['api-key'], upstreamApi: api });
+  const proxy = await startBareProxy({ upstream: values.upstream, port: Number(values.port ?? 0), host: values.host, apiKey: values['api-key'], upstreamApi: api, upstreamFormat: format });
   process.stdout.write(`bare-proxy listening ${proxy.port}\n`);
   const stop = (): void => { proxy.close().then(() => process.exit(0), () => process.exit(1)); };
   process.once('SIGTERM', stop);

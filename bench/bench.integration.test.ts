@@ -19,16 +19,17 @@ interface Report {
     id: string;
     runs: Array<{
       target: string; driver: { completed: number; aborted: number; status: Record<string, number> }; cpuUsPerReq: number | null;
+      procs: Array<{ name: string; cpuSec: number }>;
       runtime?: { loopSamples: number; gcCount: number } | null; redis?: { callsPerReq: number; top: Array<{ command: string }> } | null;
     }>;
     media?: string | null;
-    audit: { pass: boolean; problems: string[]; pgDebit: number; formula: number; rows: { media: number } } | null;
+    audit: { pass: boolean; problems: string[]; pgDebit: number; formula: number; rows: { media: number; openai: number; complete: number } } | null;
     auditPaused: { pass: boolean; problems: string[] } | null;
     channelFailure?: { disabled: boolean; revokedAtSec: number; statusReason: string } | null;
   }>;
   curve: Array<{ rate: number; relay: { rps: number }; bare?: { rps: number }; bareAddedP99?: number }>;
   scale: { queries: Array<{ name: string; probe: { status: number; success: boolean; message: string }; result: { completed: number; status: Record<string, number>; errors: number; timeouts: number } }> } | null;
-  target: { mockMediaTokens: { image: number; document: number } };
+  target: { mockMediaTokens: { image: number; document: number }; mockOpenAIUsage: { outputCap: number; cachedTokens: number } | null };
 }
 
 describe('make bench (tiny)', () => {
@@ -44,7 +45,7 @@ describe('make bench (tiny)', () => {
       '--database-url', process.env.BENCH_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/gateway_bench_test',
       '--clickhouse-database', 'gateway_bench_test',
       ...(process.env.CLICKHOUSE_URL ? ['--clickhouse-url', process.env.CLICKHOUSE_URL] : []),
-    ], { cwd: root, encoding: 'utf8', timeout: 150_000 });
+    ], { cwd: root, encoding: 'utf8', timeout: 210_000 });
     if (run.status !== 0) throw new Error(`bench exited ${run.status}:\n${run.stdout}\n${run.stderr}`);
 
     const latest = join(out, 'latest');
@@ -52,7 +53,7 @@ describe('make bench (tiny)', () => {
     const report = JSON.parse(readFileSync(join(latest, 'report.json'), 'utf8')) as Report;
 
     const ids = report.scenarios.filter((s) => s.runs.length).map((s) => s.id);
-    expect(ids).toEqual(['small', 'stream64', 'long', 'mix', 'agent', 'chat', 'chat-stream64', 'abort']);
+    expect(ids).toEqual(['small', 'stream64', 'long', 'mix', 'agent', 'chat', 'chat-stream64', 'oai-stream64', 'oai-chat', 'oai-chat-stream64', 'abort']);
     for (const s of report.scenarios.filter((x) => x.runs.length)) {
       expect(s.runs.map((r) => r.target).slice(0, 3)).toEqual(['mock', 'bare', 'relay']);
       for (const r of s.runs) expect(r.driver.completed + r.driver.aborted).toBeGreaterThan(0);
@@ -75,6 +76,20 @@ describe('make bench (tiny)', () => {
     expect(mix.channelFailure?.revokedAtSec).toBeGreaterThan(0);
     expect(mix.channelFailure?.disabled).toBe(true);
     expect(mix.channelFailure?.statusReason).toContain('consecutive channel faults');
+    // The OpenAI-format channel's scenarios: the OpenAI-format mock and its own bare proxy served the
+    // direct and bare runs (their CPU is the figure per request), the relay's rows were billed from the
+    // mock's OpenAI usage (its cached tokens as cache reads), in the client's protocol.
+    // Its probe asks for 4,000 tokens: a mock capped above that answers them all.
+    expect(report.target.mockOpenAIUsage).toEqual({ outputCap: 4000, cachedTokens: 4 });
+    for (const id of ['oai-stream64', 'oai-chat', 'oai-chat-stream64']) {
+      const s = report.scenarios.find((x) => x.id === id)!;
+      const cpu = (target: string, name: string) => s.runs.find((r) => r.target === target)!.procs.find((p) => p.name === name)!.cpuSec;
+      expect(cpu('bare', 'bare proxy (openai)')).toBeGreaterThan(0);
+      expect(cpu('mock', 'mock (openai)')).toBeGreaterThan(0);
+      expect(s.runs.find((r) => r.target === 'bare')!.cpuUsPerReq).toBeGreaterThan(0);
+      expect(s.audit!.rows.complete).toBeGreaterThan(0);
+      expect(s.audit!.rows.openai).toBe(id === 'oai-stream64' ? 0 : s.audit!.rows.complete);
+    }
     // The abort storm aborted.
     expect(report.scenarios.find((s) => s.id === 'abort')!.runs.find((r) => r.target === 'relay')!.driver.aborted).toBeGreaterThan(0);
     // CPU accounting was read for the relay.
@@ -113,7 +128,7 @@ describe('make bench (tiny)', () => {
     const peer = report.scenarios[0]!.runs.find((r) => r.target === 'peer');
     expect(peer?.driver.status['200'] ?? 0).toBeGreaterThan(0);
     expect(md).toContain("## Peer: the same scenarios through Portkey's gateway");
-  }, 180_000);
+  }, 240_000);
 });
 
 describe('run-bench flags', () => {
@@ -142,5 +157,12 @@ describe('run-bench flags', () => {
     const typo = bench('--scenarios', 'small,stream');
     expect(typo.status).toBe(2);
     expect(typo.stderr).toContain('--scenarios: no scenario "stream"; there are small, stream64,');
+  });
+
+  it('refuses the OpenAI-format channel\'s scenarios attached to a running stack (it has no OpenAI-format mock), before starting anything', () => {
+    const r = bench('--relay-url', 'http://127.0.0.1:9', '--mock-url', 'http://127.0.0.1:9', '--scenarios', 'small,oai-chat');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('--scenarios: oai-chat need the bench\'s own stack');
+    expect(r.stderr).not.toContain('    at ');
   });
 });

@@ -8,7 +8,8 @@ import { projectRoot } from '../infra/project-root.js';
 
 /** What --help prints; run-bench.ts' header and bench/README.md say what each flag does. */
 export const BENCH_USAGE = `usage: node dist/bench/run-bench.js [flags]   (make bench runs it with none)
-  own stack:  [--duration S] [--warmup S] [--jit-warmup S] [--quick] [--rates R,R,...] [--scenarios small,stream64,long,mix,agent,chat,chat-stream64,abort]
+  own stack:  [--duration S] [--warmup S] [--jit-warmup S] [--quick] [--rates R,R,...] [--scenarios small,stream64,long,mix,agent,chat,chat-stream64,
+              oai-stream64,oai-chat,oai-chat-stream64,abort]
               [--skip-curve] [--skip-saturation] [--skip-scale] [--scale-rows N] [--out DIR]
               [--database-url URL] [--redis-url URL] [--clickhouse-url URL] [--clickhouse-database DB] [--own-clickhouse]
               [--relay-entry JS] [--billing-entry JS] [--console-entry JS] [--redis-prefix P]
@@ -121,7 +122,8 @@ function resolveBenchOptions(args: ReturnType<typeof parseBenchArgs>['values']) 
     jitWarmupMs: Number(args['jit-warmup'] ?? 4) * 1000,
     rates: (args.rates ?? (quick ? '500,1000' : '500,1000,2000,3000,4000,6000,8000,10000')).split(',').map(Number),
     curveMs: quick ? 1000 : 4000,
-    scenarios: (args.scenarios ?? 'small,stream64,long,mix,agent,chat,chat-stream64,abort').split(','),
+    // The oai-* (the OpenAI-format channel's) need the bench's own stack: run-bench.ts leaves them out of an attached run's defaults.
+    scenarios: (args.scenarios ?? 'small,stream64,long,mix,agent,chat,chat-stream64,oai-stream64,oai-chat,oai-chat-stream64,abort').split(','),
     curve: args['skip-curve'] !== true,
     // Attached: the 10-million-row load writes 1,000 accounts and generated log rows into the target
     // databases, so it runs only when asked for (--scale).

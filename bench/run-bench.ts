@@ -5,7 +5,8 @@
 // profiles/) and bench/results/latest/.
 //
 //   node dist/bench/run-bench.js [--duration 6] [--warmup 2] [--jit-warmup 4] [--quick] [--rates 500,1000,...]
-//        [--scenarios small,stream64,long,mix,agent,chat,chat-stream64,abort] [--skip-curve] [--skip-scale] [--scale-rows N]
+//        [--scenarios small,stream64,long,mix,agent,chat,chat-stream64,oai-stream64,oai-chat,oai-chat-stream64,abort]
+//        [--skip-curve] [--skip-scale] [--scale-rows N]
 //        [--out DIR] [--database-url URL] [--redis-url URL] [--clickhouse-url URL]
 //        [--clickhouse-database DB] [--own-clickhouse] [--relay-entry dist/relay/main.js]
 //        [--billing-entry dist/billing/main.js] [--console-entry dist/console-api/main.js] [--skip-saturation]
@@ -17,7 +18,9 @@
 //        [--relay-metrics-url URL] [--billing-metrics-url URL] [--mock-key K] [--key-secret-file F | --key-secret S]
 //        [--database-url URL] [--redis-url URL] [--redis-prefix P] [--clickhouse-url URL]
 //        [--clickhouse-database DB] [--relay-pid N] [--billing-pid N] [--mock-pid N] [--scale] ...
-// bench/README.md describes what it writes to the target databases and what it skips.
+// bench/README.md describes what it writes to the target databases and what it skips (the oai-*
+// scenarios need the bench's own OpenAI-format mock: left out of an attached run's defaults, refused
+// when asked for).
 //
 // Every figure is relative to a baseline measured in the same run on the same machine: the relay's
 // added latency is relay minus mock-direct at the same offered load, its CPU per request is compared
@@ -37,7 +40,7 @@ import { ProcSampler } from './lib/proc.js';
 import { reportMarkdown, svgChart, writeReport, type CurvePoint } from './lib/report.js';
 import { measureRedisRoundTripFloor } from './lib/redis-floor.js';
 import { parseBenchOptions } from './options.js';
-import { runLoadCurve, runSaturation, runScenarios, SCENARIOS, warmUpTargets } from './scenarios.js';
+import { runLoadCurve, runSaturation, runScenarios, scenarioUpstream, SCENARIOS, warmUpTargets } from './scenarios.js';
 import { openStack, prepareTarget } from './setup.js';
 
 const parsed = parseBenchOptions();
@@ -46,6 +49,18 @@ const unknownScenarios = opts.scenarios.filter((id) => !SCENARIOS.some((sc) => s
 if (unknownScenarios.length) {
   process.stderr.write(`--scenarios: no scenario ${unknownScenarios.map((id) => `"${id}"`).join(', ')}; there are ${SCENARIOS.map((sc) => sc.id).join(', ')}\n`);
   process.exit(2);
+}
+// The OpenAI-format channel's scenarios run against the bench's own OpenAI-format mock, which a running
+// stack given by URL does not have: asked for, refused; in the default list, left out with a note.
+const openaiScenarios = SCENARIOS.filter((sc) => scenarioUpstream(sc) === 'openai' && opts.scenarios.includes(sc.id)).map((sc) => sc.id);
+let openaiSkippedNote: string | null = null;
+if (attached && openaiScenarios.length) {
+  if (args.scenarios !== undefined) {
+    process.stderr.write(`--scenarios: ${openaiScenarios.join(', ')} need the bench's own stack (its OpenAI-format mock and the channel of type 1 to it); attached to a running stack (--relay-url) they cannot run\n`);
+    process.exit(2);
+  }
+  opts.scenarios = opts.scenarios.filter((id) => !openaiScenarios.includes(id));
+  openaiSkippedNote = `Skipped: ${openaiScenarios.join(', ')} (the OpenAI-format channel's scenarios need the bench's own OpenAI-format mock; a running stack has none).`;
 }
 
 const stamp = new Date().toISOString().replace(/[:.]/g, '-').replace(/Z$/, '');
@@ -69,6 +84,7 @@ async function main(): Promise<void> {
   // Figures taken on a busy machine measure the contention too: the report says how busy it was.
   notes.push(`Load average (1, 5, 15 min) at the start: ${loadavg().map((l) => l.toFixed(2)).join(', ')} on ${cpus().length} cores.`);
   if (process.env.BENCH_CPU_PROF === '1' && attached) notes.push('BENCH_CPU_PROF ignored: the relay is not the bench\'s to restart with --cpu-prof.');
+  if (openaiSkippedNote) notes.push(openaiSkippedNote);
   if (attached && args['skip-scale'] !== true && args.scale !== true) notes.push('Console at scale skipped (it writes 1,000 accounts and generated log rows into the target databases): --scale runs it.');
   let failed = false;
   // The bench's own stack: its Redis prefix is its own and dropped at the end. Attached: the prefix is
@@ -90,7 +106,7 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => interrupt('SIGTERM'));
   try {
     const ctx = await prepareTarget({ opts, log, stack, sql, redis, ch, keys, notes });
-    const { mockOutputCap: cap, groupRatio, mockMediaTokens } = ctx;
+    const { mockOutputCap: cap, groupRatio, mockMediaTokens, mockOpenAIUsage } = ctx;
 
     await warmUpTargets(ctx);
     // The profiles are weighed from here on: the runs, not start-up and the warm-up's compiling.
@@ -146,7 +162,7 @@ async function main(): Promise<void> {
     // --- report ----------------------------------------------------------------------------------
     const target = { mode: stack.mode, relayUrl: stack.relayUrl, mockUrl: stack.mockUrl, consoleUrl: stack.consoleUrl || null, billingMetricsUrl: stack.billingMetricsUrl ?? null, relayMetricsUrl: stack.relayMetricsUrl ?? null,
       databaseUrl: opts.databaseUrl.replace(/\/\/[^@/]*@/, '//…@'), redisPrefix: stack.config.REDIS_PREFIX, clickhouse: `${stack.config.CLICKHOUSE_URL} ${stack.config.CLICKHOUSE_DATABASE}`,
-      pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio, mockMediaTokens, peerVersion: stack.peerVersion ?? null, redisFloor };
+      pids: Object.fromEntries(Object.entries(stack.foreignPids).map(([k, v]) => [k, v])), mockOutputCap: cap, groupRatio, mockMediaTokens, mockOpenAIUsage, peerVersion: stack.peerVersion ?? null, redisFloor };
     const json = { stamp, options: { ...opts, resultsRoot: undefined, databaseUrl: target.databaseUrl }, target, notes, machine: { cores: cpus().length, node: process.version }, scenarios, saturation, curve, profiles, scale };
     const md = reportMarkdown({ stamp, warmupMs: opts.warmupMs, durationMs: opts.durationMs, scaleDurationSec: opts.scaleDurationSec }, scenarios, saturation, curve, profiles, scale, target, notes);
     const dir = writeReport(opts.resultsRoot, stamp, json, md, svgChart(curve));

@@ -3,6 +3,7 @@
 // the closed-loop saturation runs and the load curve.
 import type { ClickHouseClient } from '@clickhouse/client';
 import { countInputTokens } from './mock-upstream/mock-upstream.js';
+import { countPromptTokens } from './mock-upstream-openai/mock-openai.js';
 import { LagProbe, type Auditor, type AuditResult, type ModelExpectation } from './lib/audit.js';
 import { cannon } from './lib/cannon.js';
 import { drive } from './lib/driver.js';
@@ -20,14 +21,21 @@ import { FAILING_CHANNEL_NAME, type ChannelFailure } from './lib/channel-failure
  * relay's own cost from the CPU its billing pipeline (worker, ClickHouse) takes on the same cores. */
 /** peer: the same request through Portkey's gateway (lib/peer-gateway.ts), when it started. */
 export type Target = 'mock' | 'bare' | 'relay' | 'relay-billing-paused' | 'peer';
+/** The provider format a request is served in: the Anthropic mock's, or the OpenAI-format channel's (type 1). */
+export type Upstream = 'anthropic' | 'openai';
 /**
  * media: image / document blocks (by URL) the request carries before its text. protocol 'openai': the
  * relay is sent the request as Chat Completions (POST /v1/chat/completions, converted to the
  * Anthropic mock's Messages), the mock and the bare proxy its Anthropic equivalent (bodyJson): the
- * same mock direct, so "added" is the conversion's cost too.
+ * same mock direct, so "added" is the conversion's cost too. upstream 'openai': the model is served
+ * by the OpenAI-format channel (bench/lib/fixtures.ts, OPENAI_CHANNEL_MODELS), and the mock and bare
+ * targets are the OpenAI-format mock and the bare proxy in front of it, sent the Chat Completions
+ * form (chatBodyJson); with protocol 'openai' too the relay passes the request through, without it the
+ * relay converts an Anthropic Messages request to Chat Completions and the stream back, which
+ * "added" then includes.
  */
 export interface BodySpec {
-  model: string; maxTokens: number; stream: boolean; media?: { images?: number; documents?: number }; protocol?: 'openai';
+  model: string; maxTokens: number; stream: boolean; media?: { images?: number; documents?: number }; protocol?: 'openai'; upstream?: Upstream;
   /** A conversation of this many turns (an agent's: text, tool calls and their results) instead of one prompt. */
   turns?: number;
 }
@@ -72,9 +80,18 @@ export const chatBodyJson = (b: BodySpec): string => JSON.stringify({
   messages: [{ role: 'user', content: PROMPT }],
 });
 
-/** Path and body of a request of `b` to a target: Chat Completions only to the relay. */
+/** The provider that serves a body's requests (the mock and bare targets of its scenario). */
+export const upstreamOf = (b: BodySpec): Upstream => b.upstream ?? 'anthropic';
+/** A scenario's provider: its bodies share one (the mock and bare runs go to one process each). */
+export const scenarioUpstream = (sc: Scenario): Upstream => upstreamOf(sc.bodies[0]!);
+
+/**
+ * Path and body of a request of `b` to a target: to the relay in the client's protocol, to the mock
+ * and the bare proxy in the provider's (Chat Completions for the OpenAI-format channel's).
+ */
 export function requestOf(b: BodySpec, relay: boolean): { path: string; body: string } {
-  return b.protocol === 'openai' && relay ? { path: '/v1/chat/completions', body: chatBodyJson(b) } : { path: '/v1/messages', body: bodyJson(b) };
+  const chat = relay ? b.protocol === 'openai' : upstreamOf(b) === 'openai';
+  return chat ? { path: '/v1/chat/completions', body: chatBodyJson(b) } : { path: '/v1/messages', body: bodyJson(b) };
 }
 
 // Each media request has its own model name, so the audit knows how many blocks the mock charged.
@@ -95,6 +112,10 @@ export const SCENARIOS: Scenario[] = [
   { id: 'agent', title: 'non-streaming, 16 tokens, a 101-message agent conversation (tool calls and their results, 28 KB)', bodies: [{ model: 'bench-agent', maxTokens: 16, stream: false, turns: 100 }], rate: 1000, connections: 32, targets: ['mock', 'bare', 'relay'] },
   { id: 'chat', title: 'chat completions in (OpenAI SDK\'s wire format), Anthropic channel: non-streaming, 16 tokens', bodies: [{ model: 'bench-chat', maxTokens: 16, stream: false, protocol: 'openai' }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
   { id: 'chat-stream64', title: 'chat completions in, Anthropic channel: streaming, 64 tokens', bodies: [{ model: 'bench-chat-stream-64', maxTokens: 64, stream: true, protocol: 'openai' }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
+  // The OpenAI-format channel (type 1): the OpenAI-format mock direct, and the bare hop in front of it, are sent Chat Completions.
+  { id: 'oai-stream64', title: 'Anthropic messages in, OpenAI-format channel (converted both ways): streaming, 64 tokens', bodies: [{ model: 'bench-oai-stream-64', maxTokens: 64, stream: true, upstream: 'openai' }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
+  { id: 'oai-chat', title: 'chat completions in, OpenAI-format channel (passed through): non-streaming, 16 tokens', bodies: [{ model: 'bench-oai-chat', maxTokens: 16, stream: false, protocol: 'openai', upstream: 'openai' }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
+  { id: 'oai-chat-stream64', title: 'chat completions in, OpenAI-format channel (passed through): streaming with include_usage, 64 tokens', bodies: [{ model: 'bench-oai-chat-stream-64', maxTokens: 64, stream: true, protocol: 'openai', upstream: 'openai' }], rate: 2000, connections: 32, targets: ['mock', 'bare', 'relay'] },
   { id: 'abort', title: 'client aborts mid-stream (4,000-token streams cut after 2 KB)', bodies: [{ model: 'bench-abort', maxTokens: 4000, stream: true }], rate: 500, connections: 32, targets: ['mock', 'bare', 'relay'], abortAfterBodyBytes: 2048 },
 ];
 /** The request that tells the relay serves the bench key, and warms its caches. */
@@ -110,10 +131,40 @@ export interface MockCacheUsage {
 /** Input tokens the mock charges for each image and each document block (its media knobs). */
 export interface MockMediaTokens { image: number; document: number }
 
-/** What the audit expects the mock to bill for each bench model, given the mock's output cap, cache usage and media charges. */
-export function expectationsFor(outputCap: number, cache: MockCacheUsage, media: MockMediaTokens): Record<string, ModelExpectation> {
+/** What the OpenAI-format mock answers with (its knobs): its output cap and the cached_tokens it reports inside prompt_tokens. */
+export interface MockOpenAIUsage { outputCap: number; cachedTokens: number }
+
+/**
+ * What the OpenAI-format mock bills for a body served by the OpenAI-format channel, as the relay must
+ * read it (relay/providers/openai/chat-usage.ts, usageOfChatUsage): prompt_tokens (the mock's formula,
+ * countPromptTokens: ceil(bytes / 4) of each message's text) includes the cached tokens, so input =
+ * prompt_tokens − cached_tokens and the cached ones are cache reads; no cache writes. The relay sends
+ * the provider the Chat Completions form of the body: the client's own (chatBodyJson) passed through,
+ * or an Anthropic request converted (relay/providers/openai/from-messages.ts), whose one text-only
+ * user message becomes the same one string: the same count.
+ */
+function openaiExpectation(b: BodySpec, u: MockOpenAIUsage): ModelExpectation {
+  const prompt = countPromptTokens(JSON.parse(chatBodyJson(b)));
+  const cached = Math.min(u.cachedTokens, prompt);
+  return {
+    inputTokens: prompt - cached, outputTokens: Math.min(b.maxTokens, u.outputCap),
+    cacheReadTokens: cached, cacheCreationTokens: 0, cacheCreation1hTokens: 0, mediaTokens: 0,
+    protocol: b.protocol ?? 'anthropic',
+  };
+}
+
+/**
+ * What the audit expects the mocks to bill for each bench model, given the mock's output cap, cache
+ * usage and media charges, and the OpenAI-format mock's (absent: the models of the OpenAI-format
+ * channel are not expected, and a row of one is a problem).
+ */
+export function expectationsFor(outputCap: number, cache: MockCacheUsage, media: MockMediaTokens, openai?: MockOpenAIUsage): Record<string, ModelExpectation> {
   const expectations: Record<string, ModelExpectation> = {};
   for (const b of [...SCENARIOS.flatMap((s) => s.bodies), PROBE_BODY]) {
+    if (upstreamOf(b) === 'openai') {
+      if (openai) expectations[b.model] = openaiExpectation(b, openai);
+      continue;
+    }
     const mediaTokens = (b.media?.images ?? 0) * media.image + (b.media?.documents ?? 0) * media.document;
     const json = bodyJson(b);
     // Anthropic writes the cache only at a cache_control breakpoint, and the gateway bills writes
@@ -136,8 +187,17 @@ export const isRelay = (t: Target): boolean => t === 'relay' || t === 'relay-bil
 /** The relay's process id, started by the bench or found on its port (for its main thread's schedstat). */
 const relayPid = (stack: Stack): number | undefined => servicePids(stack, 'relay')?.[0];
 
-/** The watched process (bench/setup.ts) that serves a target. */
-export const procName = (t: Target): string => (isRelay(t) ? 'relay' : t === 'bare' ? 'bare proxy' : t === 'peer' ? PEER_NAME : 'mock');
+/** The watched processes (bench/setup.ts) of the OpenAI-format mock and of the bare proxy in front of it. */
+export const OPENAI_MOCK_NAME = 'mock (openai)';
+export const OPENAI_BARE_NAME = 'bare proxy (openai)';
+
+/** The watched process (bench/setup.ts) that serves a target in a scenario served by `upstream`. */
+export const procName = (t: Target, upstream: Upstream = 'anthropic'): string => {
+  if (isRelay(t)) return 'relay';
+  if (t === 'peer') return PEER_NAME;
+  const openai = upstream === 'openai';
+  return t === 'bare' ? (openai ? OPENAI_BARE_NAME : 'bare proxy') : (openai ? OPENAI_MOCK_NAME : 'mock');
+};
 
 /** The stack under test as the runs see it (bench/setup.ts prepares it). */
 export interface RunContext {
@@ -149,8 +209,10 @@ export interface RunContext {
   redis: Redis;
   /** The bench account: LagProbe watches its log rows. */
   userId: number;
-  urlOf: Record<Target, string>;
-  headersOf: (target: Target) => Record<string, string>;
+  /** A target's URL for a scenario served by `upstream` (default anthropic): the mock and the bare proxy differ by provider, the relay does not. */
+  urlOf: (target: Target, upstream?: Upstream) => string;
+  headersOf: (target: Target, upstream?: Upstream) => Record<string, string>;
+  /** Each body as a request to the target (bodies of one upstream, for the mock and the bare proxy). */
   requestsFor: (target: Target, bodies: BodySpec[]) => Buffer[];
   auditor: Auditor;
   /** The money audit since `before`, against the expectations and the relay's group ratio. */
@@ -179,9 +241,15 @@ export async function warmUpTargets(ctx: RunContext): Promise<void> {
   for (const target of ['mock', 'bare', 'relay', 'peer'] as const) {
     if (target === 'peer' && stack.peerUrl === undefined) continue;
     const bodies = paced.filter((sc) => sc.targets.includes(target)).flatMap((sc) => sc.bodies);
-    if (bodies.length === 0) continue;
-    log(`JIT warm-up: ${target}, ${opts.jitWarmupMs / 1000} s of the scenarios' requests at ${JIT_WARMUP_RATE} req/s`);
-    await drive({ url: urlOf[target], requests: requestsFor(target, bodies), connections: 32, rate: JIT_WARMUP_RATE, durationMs: opts.jitWarmupMs });
+    // The relay serves every scenario; the mock and the bare proxy of each provider are processes of their own, each warmed.
+    const groups: Array<[Upstream, BodySpec[]]> = isRelay(target) || target === 'peer'
+      ? [['anthropic', bodies]]
+      : (['anthropic', 'openai'] as const).map((u) => [u, bodies.filter((b) => upstreamOf(b) === u)]);
+    for (const [upstream, group] of groups) {
+      if (group.length === 0) continue;
+      log(`JIT warm-up: ${target}${upstream === 'openai' && !isRelay(target) ? ' (openai)' : ''}, ${opts.jitWarmupMs / 1000} s of the scenarios' requests at ${JIT_WARMUP_RATE} req/s`);
+      await drive({ url: urlOf(target, upstream), requests: requestsFor(target, group), connections: 32, rate: JIT_WARMUP_RATE, durationMs: opts.jitWarmupMs });
+    }
   }
 }
 
@@ -192,6 +260,14 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
   let failed = false;
   const scenarios: ScenarioReport[] = [];
   for (const sc of SCENARIOS.filter((s) => opts.scenarios.includes(s.id))) {
+    const upstream = scenarioUpstream(sc);
+    if (upstream === 'openai' && !stack.openai) {
+      // run-bench.ts leaves these out of an attached run; here only if called otherwise.
+      log(`${sc.id}: skipped, no OpenAI-format mock (the bench's own stack only)`);
+      continue;
+    }
+    const url = (target: Target): string => urlOf(target, upstream);
+    const mockPid = (): number | undefined => servicePids(stack, upstream === 'openai' ? 'mockOpenai' : 'mock')?.[0];
     const report: ScenarioReport = { id: sc.id, title: sc.title, media: sc.media ?? null, stream: sc.bodies[0]!.stream, rate: sc.rate, connections: sc.connections, runs: [], audit: null, auditPaused: null, lag: null, lagMetric: null };
     // Billing-paused runs need the billing worker to be the bench's own (SIGSTOP).
     for (const target of sc.targets.filter((t) => (t !== 'relay-billing-paused' || billingPid !== undefined) && (t !== 'peer' || stack.peerUrl !== undefined))) {
@@ -200,17 +276,17 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
       const paused = target === 'relay-billing-paused' && billingPid !== undefined;
       if (paused) process.kill(billingPid, 'SIGSTOP');
       log(`${sc.id} → ${target}: warm-up ${opts.warmupMs / 1000} s`);
-      await drive({ url: urlOf[target], requests, connections: sc.connections, rate: sc.rate, durationMs: opts.warmupMs, abortAfterBodyBytes: sc.abortAfterBodyBytes });
+      await drive({ url: url(target), requests, connections: sc.connections, rate: sc.rate, durationMs: opts.warmupMs, abortAfterBodyBytes: sc.abortAfterBodyBytes });
       const probe = target === 'relay' ? new LagProbe(ch, auditor.sql, ctx.userId) : null;
       const lagBefore = target === 'relay' && stack.billingMetricsUrl ? await scrapeHistogram(stack.billingMetricsUrl, 'gateway_billing_lag_seconds') : null;
       probe?.start();
       const [rt0, rd0] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl, relayPid(stack)), redisSnapshot(ctx.redis)]) : [null, null];
-      const ends0 = endWaitSnapshot(servicePids(stack, 'mock')?.[0]);
+      const ends0 = endWaitSnapshot(mockPid());
       const sampler = new ProcSampler(w);
       sampler.start();
       const expectedRps = sc.rate || 1000;
       const driveRun = () => drive({
-        url: urlOf[target], requests, connections: sc.connections, rate: sc.rate, durationMs: opts.durationMs,
+        url: url(target), requests, connections: sc.connections, rate: sc.rate, durationMs: opts.durationMs,
         abortAfterBodyBytes: sc.abortAfterBodyBytes,
         captureHeader: target === 'relay' && !sc.abortAfterBodyBytes ? 'x-gateway-request-id' : undefined,
         captureEvery: Math.max(1, Math.round(expectedRps / 50)),
@@ -228,10 +304,10 @@ export async function runScenarios(ctx: RunContext): Promise<{ scenarios: Scenar
         if (!f.disabled) failed = true;
       }
       const procs = sampler.stop();
-      const ends = endWaits(ends0, endWaitSnapshot(servicePids(stack, 'mock')?.[0]));
+      const ends = endWaits(ends0, endWaitSnapshot(mockPid()));
       const [rt1, rd1] = isRelay(target) ? await Promise.all([runtimeSnapshot(stack.relayMetricsUrl, relayPid(stack)), redisSnapshot(ctx.redis)]) : [null, null];
       if (paused) process.kill(billingPid, 'SIGCONT');
-      const mine = procs.find((p) => p.name === procName(target));
+      const mine = procs.find((p) => p.name === procName(target, upstream));
       const handled = r.completed + r.aborted;
       const run: RunFigures = {
         target, offered: sc.rate, driver: r, procs, cpuUsPerReq: mine && handled ? (mine.cpuSec * 1e6) / handled : null,
@@ -275,7 +351,7 @@ export async function runSaturation(ctx: RunContext): Promise<{ saturation: Satu
   const saturation: SaturationRun[] = [];
   for (const target of (['mock', 'bare', 'relay', 'peer'] as const).filter((t) => t !== 'peer' || ctx.stack.peerUrl !== undefined)) {
     log(`saturation (autocannon, 64 connections, closed loop) → ${target}`);
-    const spec = { url: urlOf[target], connections: 64, durationSec: Math.max(1, opts.durationMs / 1000), headers: headersOf(target), requests: [{ path: '/v1/messages', body: bodyJson({ model: 'bench-small', maxTokens: 16, stream: false }) }] };
+    const spec = { url: urlOf(target), connections: 64, durationSec: Math.max(1, opts.durationMs / 1000), headers: headersOf(target), requests: [{ path: '/v1/messages', body: bodyJson({ model: 'bench-small', maxTokens: 16, stream: false }) }] };
     await cannon({ ...spec, durationSec: Math.max(1, opts.warmupMs / 1000) });
     const before = target === 'relay' ? await auditor.settledBooks() : null;
     const [rt0, rd0] = target === 'relay' ? await Promise.all([runtimeSnapshot(ctx.stack.relayMetricsUrl, relayPid(ctx.stack)), redisSnapshot(ctx.redis)]) : [null, null];
@@ -311,10 +387,10 @@ export async function runLoadCurve(ctx: RunContext): Promise<CurvePoint[]> {
     // The bare hop at each rate too: what a hop doing none of the relay's work adds on these cores.
     for (const target of ['mock', 'bare', 'relay'] as const) {
       const requests = requestsFor(target, body);
-      await drive({ url: urlOf[target], requests, connections, rate, durationMs: Math.min(1000, opts.warmupMs) });
+      await drive({ url: urlOf(target), requests, connections, rate, durationMs: Math.min(1000, opts.warmupMs) });
       const sampler = new ProcSampler(w);
       sampler.start();
-      const r = await drive({ url: urlOf[target], requests, connections, rate, durationMs: opts.curveMs });
+      const r = await drive({ url: urlOf(target), requests, connections, rate, durationMs: opts.curveMs });
       const procs = sampler.stop();
       point[target] = { rps: r.rps, p50: r.latency.p50, p99: r.latency.p99 };
       if (target === 'relay') {

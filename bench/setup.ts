@@ -1,6 +1,6 @@
 // Getting the stack under test ready for the runs: the stack itself (started, or attached to by
-// URL), then the bench's account, key, channel and prices on it, a relay that serves them, the
-// mock's output cap and the relay's ratios the money audit must use.
+// URL), then the bench's account, key, channels and prices on it, a relay that serves them, the
+// mocks' output caps and cache usage and the relay's ratios the money audit must use.
 import { join } from 'node:path';
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { Redis } from 'ioredis';
@@ -20,7 +20,11 @@ import { attachStack, servicePids, startStack, type ServiceName, type Stack } fr
 import type { BareUpstreamApi } from './bare-proxy.js';
 import { pidList, type BenchArgs, type BenchOptions } from './options.js';
 import type { MessageUsage } from './mock-upstream/wire-format.js';
-import { bodyJson, expectationsFor, isRelay, PROBE_BODY, requestOf, type BodySpec, type MockCacheUsage, type MockMediaTokens, type RunContext, type Target } from './scenarios.js';
+import {
+  bodyJson, chatBodyJson, expectationsFor, isRelay, OPENAI_BARE_NAME, OPENAI_MOCK_NAME, PROBE_BODY, requestOf, upstreamOf,
+  type BodySpec, type MockCacheUsage, type MockMediaTokens, type MockOpenAIUsage, type RunContext, type Target, type Upstream,
+} from './scenarios.js';
+import { countPromptTokens } from './mock-upstream-openai/mock-openai.js';
 import { ensureFailingChannel, failChannelDuring } from './lib/channel-failure.js';
 import { PEER_NAME, peerHeaders } from './lib/peer-gateway.js';
 
@@ -77,7 +81,10 @@ function bareUpstreamApi(value: string | undefined): BareUpstreamApi | undefined
 
 function watched(stack: Stack): Watched[] {
   const w: Watched[] = [{ name: 'load generator', pids: [process.pid] }];
-  const rows: Array<[string, ServiceName]> = [['relay', 'relay'], ['bare proxy', 'bare'], ['mock', 'mock'], ['billing', 'billing'], ['console-api', 'console'], ['clickhouse', 'clickhouse'], [PEER_NAME, 'peer']];
+  const rows: Array<[string, ServiceName]> = [
+    ['relay', 'relay'], ['bare proxy', 'bare'], ['mock', 'mock'], [OPENAI_BARE_NAME, 'bareOpenai'], [OPENAI_MOCK_NAME, 'mockOpenai'],
+    ['billing', 'billing'], ['console-api', 'console'], ['clickhouse', 'clickhouse'], [PEER_NAME, 'peer'],
+  ];
   for (const [name, key] of rows) {
     const pids = servicePids(stack, key);
     if (pids?.length) w.push({ name, pids });
@@ -128,6 +135,44 @@ async function mockUsage(mockUrl: string, headers: Record<string, string>): Prom
 }
 
 /**
+ * What the OpenAI-format mock answers a request asking for 4,000 tokens with: its output cap and the
+ * cached_tokens it reports (its knobs). Its prompt_tokens must be what countPromptTokens counts, the
+ * formula the audit's expectations apply to every body.
+ */
+async function mockOpenAIUsage(mockUrl: string, headers: Record<string, string>): Promise<MockOpenAIUsage> {
+  const body = chatBodyJson({ model: 'bench-oai-probe', maxTokens: 4000, stream: false });
+  const res = await fetch(`${mockUrl}/v1/chat/completions`, { method: 'POST', headers, body, signal: AbortSignal.timeout(10_000) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`the OpenAI-format mock answered HTTP ${res.status} (${text.slice(0, 200)})`);
+  const u = (JSON.parse(text) as { usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } } }).usage;
+  if (typeof u?.completion_tokens !== 'number' || typeof u.prompt_tokens !== 'number') throw new Error('the OpenAI-format mock\'s answer has no usage.prompt_tokens / completion_tokens');
+  const counted = countPromptTokens(JSON.parse(body));
+  if (u.prompt_tokens !== counted) throw new Error(`the OpenAI-format mock counted ${u.prompt_tokens} prompt tokens where its formula (countPromptTokens) gives ${counted}: the audit could not compute its bills`);
+  return { outputCap: u.completion_tokens, cachedTokens: u.prompt_tokens_details?.cached_tokens ?? 0 };
+}
+
+/**
+ * Until the relay answers a request for a model of the OpenAI-format channel with 200: the channel
+ * is loaded and routes to the OpenAI-format mock (a model of no enabled channel would answer 503).
+ */
+async function relayServesOpenAIChannel(relayUrl: string, headers: Record<string, string>, timeoutMs = 15_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    try {
+      const res = await fetch(`${relayUrl}/v1/chat/completions`, { method: 'POST', headers, body: chatBodyJson({ model: 'bench-oai-chat', maxTokens: 16, stream: false, protocol: 'openai', upstream: 'openai' }), signal: AbortSignal.timeout(5000) });
+      const text = await res.text();
+      if (res.ok) return;
+      last = `HTTP ${res.status} ${text.slice(0, 300)}`;
+    } catch (err) {
+      last = String(err);
+    }
+    if (Date.now() > end) throw new Error(`the relay did not serve the OpenAI-format channel's model within ${timeoutMs / 1000} s: ${last}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/**
  * Input tokens the mock charges per image and per document block: the input_tokens of a request with
  * one such block less that of the same text alone (its knobs, as a running mock was started with them).
  */
@@ -151,6 +196,8 @@ export interface BenchTarget extends RunContext {
   groupRatio: number;
   /** Input tokens the mock charges per image / document block. */
   mockMediaTokens: MockMediaTokens;
+  /** The OpenAI-format mock's output cap and cached tokens; null without one (attached). */
+  mockOpenAIUsage: MockOpenAIUsage | null;
 }
 
 /** `notes` gets what the report must say about the target (output cap, group ratio). */
@@ -159,32 +206,50 @@ export async function prepareTarget(
     opts: BenchOptions; log: (line: string) => void; stack: Stack; sql: Sql; redis: Redis; ch: ClickHouseClient; keys: RedisKeys; notes: string[];
   },
 ): Promise<BenchTarget> {
-  const fx = await ensureBenchFixtures(sql, stack.config, stack.mockUrl, stack.mockKey, { exclusive: stack.mode === 'own' });
+  const fx = await ensureBenchFixtures(sql, stack.config, stack.mockUrl, stack.mockKey, {
+    exclusive: stack.mode === 'own', openai: stack.openai ? { url: stack.openai.mockUrl, key: stack.openai.mockKey } : undefined,
+  });
   // After the fixtures, which disable every other channel of the bench's own database.
   const failingChannelId = stack.mode === 'own' ? await ensureFailingChannel(sql, stack.config, stack.mockUrl) : undefined;
   // The balance was reset in Postgres: move a loaded Redis mirror by as much (as the console does
   // for a top-up), then tell a running relay to reload the account, key, channels and prices.
   await new QuotaStore(redis, keys, postgresBalanceSource(sql)).adjustAccount(fx.userId, fx.quotaDelta);
-  for (const m of [{ kind: 'user', id: fx.userId }, { kind: 'token', id: fx.tokenId, user_id: fx.userId }, { kind: 'channel', id: fx.channelId }, { kind: 'options', keys: ['ModelRatio'] }]) {
+  const channels = [fx.channelId, ...(fx.openaiChannelId === undefined ? [] : [fx.openaiChannelId])].map((id) => ({ kind: 'channel', id }));
+  for (const m of [{ kind: 'user', id: fx.userId }, { kind: 'token', id: fx.tokenId, user_id: fx.userId }, ...channels, { kind: 'options', keys: ['ModelRatio'] }]) {
     await redis.publish(keys.invalidationChannel(), JSON.stringify(m));
   }
   if (stack.mode === 'attached') log(`bench account ${fx.userId}, key ${fx.tokenId}, channel ${fx.channelId} → ${stack.mockUrl}; invalidations published on ${keys.invalidationChannel()}`);
   await stack.startGateway();
-  log(`stack up: relay ${stack.relayUrl}, mock ${stack.mockUrl}, bare proxy ${stack.bareUrl}, console ${stack.consoleUrl || '–'}`);
-  const urlOf: Record<Target, string> = { mock: stack.mockUrl, bare: stack.bareUrl, relay: stack.relayUrl, 'relay-billing-paused': stack.relayUrl, peer: stack.peerUrl ?? '' };
-  const headersOf = (target: Target): Record<string, string> => ({
-    'content-type': 'application/json',
-    'anthropic-version': '2023-06-01',
-    'x-api-key': isRelay(target) ? fx.apiKey : stack.mockKey,
-    ...(target === 'peer' ? peerHeaders(stack.mockUrl) : {}),
-  });
+  log(`stack up: relay ${stack.relayUrl}, mock ${stack.mockUrl}, bare proxy ${stack.bareUrl}, console ${stack.consoleUrl || '–'}` +
+    (stack.openai ? `; OpenAI-format mock ${stack.openai.mockUrl} (channel ${fx.openaiChannelId}), its bare proxy ${stack.openai.bareUrl}` : ''));
+  const anthropicUrls: Record<Target, string> = { mock: stack.mockUrl, bare: stack.bareUrl, relay: stack.relayUrl, 'relay-billing-paused': stack.relayUrl, peer: stack.peerUrl ?? '' };
+  const openai = stack.openai;
+  const urlOf = (target: Target, upstream: Upstream = 'anthropic'): string => {
+    if (upstream === 'anthropic' || isRelay(target)) return anthropicUrls[target];
+    if (!openai || (target !== 'mock' && target !== 'bare')) throw new Error(`no ${target} target for the OpenAI-format channel's scenarios${openai ? '' : ' (no OpenAI-format mock: the bench\'s own stack only)'}`);
+    return target === 'mock' ? openai.mockUrl : openai.bareUrl;
+  };
+  // The relay takes either protocol's credential header; the OpenAI-format mock and its bare proxy a Bearer key.
+  const headersOf = (target: Target, upstream: Upstream = 'anthropic'): Record<string, string> => (upstream === 'openai' && !isRelay(target)
+    ? { 'content-type': 'application/json', authorization: `Bearer ${openai?.mockKey ?? ''}` }
+    : {
+      'content-type': 'application/json',
+      'anthropic-version': '2023-06-01',
+      'x-api-key': isRelay(target) ? fx.apiKey : stack.mockKey,
+      ...(target === 'peer' ? peerHeaders(stack.mockUrl) : {}),
+    });
   await relayReady(stack.relayUrl, headersOf('relay'));
+  if (openai) await relayServesOpenAIChannel(stack.relayUrl, headersOf('relay'));
   // What the mock answers with: a mock started without MOCK_OUTPUT_TOKENS (make run) caps output at
   // 64 tokens, so a 4,000-token stream is 64 tokens long. The expectations follow the mock; the
   // report says so.
   const { cap, cache } = await mockUsage(stack.mockUrl, headersOf('mock'));
   const media = await mockMediaTokens(stack.mockUrl, headersOf('mock'));
-  const expectations = expectationsFor(cap, cache, media);
+  const oaiUsage = openai ? await mockOpenAIUsage(openai.mockUrl, headersOf('mock', 'openai')) : null;
+  const expectations = expectationsFor(cap, cache, media, oaiUsage ?? undefined);
+  if (oaiUsage) {
+    notes.push(`The OpenAI-format mock (the oai-* scenarios' channel of type 1) reports ${oaiUsage.cachedTokens} cached tokens inside every prompt_tokens (prompt_tokens_details.cached_tokens); the audit expects them billed as cache reads and the rest of the prompt as input, as the relay reads an OpenAI usage.`);
+  }
   notes.push(`The mock charges ${media.image} input tokens per image and ${media.document} per document block (the mix scenario's media requests); the audit's formula counts them.`);
   if (cache.cacheReadTokens + cache.cacheCreationTokens > 0) {
     notes.push(`The mock reports ${cache.cacheReadTokens} cache reads, ${cache.cacheCreationTokens - cache.cacheCreation1hTokens} 5-minute and ${cache.cacheCreation1hTokens} 1-hour cache writes per request; the audit prices them at the default cache ratios, the writes of a request without a cache_control breakpoint (every bench body) as input, as the gateway bills them.`);
@@ -206,12 +271,12 @@ export async function prepareTarget(
   const requestsFor = (target: Target, bodies: BodySpec[]): Buffer[] =>
     bodies.map((b) => {
       const r = requestOf(b, isRelay(target));
-      return buildRequest(urlOf[target], r.path, headersOf(target), r.body);
+      return buildRequest(urlOf(target, upstreamOf(b)), r.path, headersOf(target, upstreamOf(b)), r.body);
     });
   const w = watched(stack);
 
   // One relay request first: loads the key cache and the balance mirror.
   await drive({ url: stack.relayUrl, requests: requestsFor('relay', [PROBE_BODY]), connections: 1, rate: 0, durationMs: 200 });
-  return { opts, log, stack, ch, redis, userId: fx.userId, urlOf, headersOf, requestsFor, auditor, audit, watched: w, mockOutputCap: cap, groupRatio, mockMediaTokens: media,
+  return { opts, log, stack, ch, redis, userId: fx.userId, urlOf, headersOf, requestsFor, auditor, audit, watched: w, mockOutputCap: cap, groupRatio, mockMediaTokens: media, mockOpenAIUsage: oaiUsage,
     failChannelDuring: failingChannelId === undefined ? undefined : (afterMs, run) => failChannelDuring(sql, stack.mockUrl, failingChannelId, afterMs, run) };
 }

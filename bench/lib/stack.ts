@@ -1,5 +1,6 @@
 // The stack under test, as separate processes so that each one's CPU and memory are its own: the
-// mock provider, the bare proxy, the relay, the billing worker and the console API, spawned from
+// mock provider, the bare proxy, the OpenAI-format mock provider and a bare proxy of its own (the
+// OpenAI-format channel's scenarios), the relay, the billing worker and the console API, spawned from
 // dist/ with the bench's own database, Redis prefix, ClickHouse database and KEY_SECRET. ClickHouse
 // is used at its URL when it answers, otherwise an embedded one is started on a free port with its
 // data under .data/clickhouse-bench.
@@ -7,7 +8,8 @@
 // attachStack() is the other mode: a stack that is already running, given by URL (relay, mock
 // provider, console, databases). Nothing of it is spawned, migrated, paused or stopped; the bench
 // starts only the bare proxy (in front of the given mock) and finds the PIDs of the stack's processes
-// from their listening ports when they run on this host (for CPU and memory figures).
+// from their listening ports when they run on this host (for CPU and memory figures). It has no
+// OpenAI-format mock: the scenarios of the OpenAI-format channel do not run there.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -25,6 +27,13 @@ import type { BareUpstreamApi } from '../bare-proxy.js';
 
 export const BENCH_KEY_SECRET = 'bench-only-key-secret-0123456789abcdef';
 export const MOCK_KEY = 'sk-ant-mock-bench';
+/** The Bearer key the bench's OpenAI-format mock requires (its channel's credential). */
+export const MOCK_OPENAI_KEY = 'sk-proj-mock-bench';
+/**
+ * The cached_tokens the bench's OpenAI-format mock reports in every answer's prompt (part of its
+ * prompt_tokens, as OpenAI counts them): the audit covers the relay's reading of them as cache reads.
+ */
+export const MOCK_OPENAI_CACHED_TOKENS = 4;
 
 export interface StackOptions {
   outDir: string;
@@ -62,7 +71,8 @@ export interface Service {
   child: ChildProcess;
 }
 
-export type ServiceName = 'mock' | 'bare' | 'relay' | 'billing' | 'console' | 'clickhouse' | 'peer';
+/** mockOpenai, bareOpenai: the OpenAI-format mock and the bare proxy in front of it (own stack only). */
+export type ServiceName = 'mock' | 'bare' | 'mockOpenai' | 'bareOpenai' | 'relay' | 'billing' | 'console' | 'clickhouse' | 'peer';
 
 /** A service's processes: the one the bench spawned, or those found for it (attached mode); undefined when neither. */
 export function servicePids(stack: Pick<Stack, 'services' | 'foreignPids'>, key: ServiceName): number[] | undefined {
@@ -82,6 +92,12 @@ export interface Stack {
   /** The credential the mock provider requires (sent by the channel, the bare proxy and mock-direct runs). */
   mockKey: string;
   bareUrl: string;
+  /**
+   * The OpenAI-format mock provider (bench/mock-upstream-openai/) that the OpenAI-format channel (type 1)
+   * points at, its Bearer key, and the bare proxy in front of it (--upstream-format openai). Undefined
+   * when attached: the scenarios served by that channel are then skipped.
+   */
+  openai: { mockUrl: string; mockKey: string; bareUrl: string } | undefined;
   /** The peer gateway (Portkey, lib/peer-gateway.ts) in front of the same mock; undefined when it could not start. */
   peerUrl: string | undefined;
   peerVersion: string | undefined;
@@ -164,7 +180,9 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     o.log(`clickhouse: using ${chUrl}`);
   }
 
-  const [relayPort, consolePort, mockPort, barePort, metricsPort, relayMetricsPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const [relayPort, consolePort, mockPort, barePort, metricsPort, relayMetricsPort, openaiMockPort, openaiBarePort] = await Promise.all([
+    freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort(),
+  ]);
   const env: Record<string, string> = {
     NODE_ENV: 'production',
     LOG_LEVEL: 'warn',
@@ -193,10 +211,12 @@ export async function startStack(o: StackOptions): Promise<Stack> {
 
   const mockUrl = `http://127.0.0.1:${mockPort}`;
   const bareUrl = `http://127.0.0.1:${barePort}`;
+  const openaiMockUrl = `http://127.0.0.1:${openaiMockPort}`;
+  const openaiBareUrl = `http://127.0.0.1:${openaiBarePort}`;
   const relayUrl = `http://127.0.0.1:${relayPort}`;
   const consoleUrl = `http://127.0.0.1:${consolePort}`;
 
-  const services: Stack['services'] = { mock: undefined, bare: undefined, relay: undefined, billing: undefined, console: undefined, clickhouse, peer: undefined };
+  const services: Stack['services'] = { mock: undefined, bare: undefined, mockOpenai: undefined, bareOpenai: undefined, relay: undefined, billing: undefined, console: undefined, clickhouse, peer: undefined };
   const add = (key: keyof Stack['services'], name: string, url: string, child: ChildProcess): Service => {
     const s = { name, pid: child.pid!, url, child };
     services[key] = s;
@@ -219,8 +239,21 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   }));
   const bare = add('bare', 'bare-proxy', bareUrl, spawnService('bare-proxy', 'dist/bench/bare-proxy.js', env,
     ['--upstream', mockUrl, '--port', String(barePort), '--api-key', MOCK_KEY, ...bareUpstreamApiArgs(o.bareUpstreamApi)], o.bareNodeArgs ?? []));
+  // The OpenAI-format channel's provider (the oai-* scenarios): output as long as max_tokens asks, and
+  // some cached tokens in every prompt (inside prompt_tokens, as OpenAI counts them), so that the audit
+  // covers how the relay reads an OpenAI usage. Its bare proxy sends the key as a Bearer token, as the
+  // relay sends an OpenAI-format channel's; not profiled (BENCH_CPU_PROF compares the relay with the
+  // Anthropic mock's bare hop).
+  const mockOpenai = add('mockOpenai', 'mock-upstream-openai', openaiMockUrl, spawnService('mock-upstream-openai', 'dist/bench/mock-upstream-openai/main.js', {
+    ...env, MOCK_OPENAI_PORT: String(openaiMockPort), MOCK_OPENAI_KEY, MOCK_OPENAI_OUTPUT_TOKENS: '1000000',
+    MOCK_OPENAI_CACHED_TOKENS: String(MOCK_OPENAI_CACHED_TOKENS),
+  }));
+  const bareOpenai = add('bareOpenai', 'bare-proxy-openai', openaiBareUrl, spawnService('bare-proxy-openai', 'dist/bench/bare-proxy.js', env,
+    ['--upstream', openaiMockUrl, '--port', String(openaiBarePort), '--api-key', MOCK_OPENAI_KEY, '--upstream-format', 'openai', ...bareUpstreamApiArgs(o.bareUpstreamApi)]));
   await waitHttp(`${mockUrl}/v1/models`, mock.child, 'mock-upstream');
   await waitHttp(`${bareUrl}/health`, bare.child, 'bare-proxy');
+  await waitHttp(`${openaiMockUrl}/v1/models`, mockOpenai.child, 'mock-upstream-openai');
+  await waitHttp(`${openaiBareUrl}/health`, bareOpenai.child, 'bare-proxy-openai');
   const peer = await startPeer(logDir, o.log);
   if (peer) {
     services.peer = peer;
@@ -239,6 +272,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     mockKey: MOCK_KEY,
     notes: [`The relay runs with the Node flags \`${relayFlags.join(' ') || '(none)'}\`, the billing worker with \`${billingFlags.join(' ') || '(none)'}\` (RELAY_NODE_FLAGS, BILLING_NODE_FLAGS; infra/launch/node-flags.ts).`],
     mockUrl, bareUrl, relayUrl, consoleUrl,
+    openai: { mockUrl: openaiMockUrl, mockKey: MOCK_OPENAI_KEY, bareUrl: openaiBareUrl },
     billingMetricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     relayMetricsUrl: `http://127.0.0.1:${relayMetricsPort}/metrics`,
     async startGateway(): Promise<void> {
@@ -373,9 +407,10 @@ export async function attachStack(o: AttachOptions): Promise<Stack> {
     mode: 'attached',
     peerUrl: peer?.url, peerVersion: peer?.version,
     config,
-    services: { mock: undefined, bare, relay: undefined, billing: undefined, console: undefined, clickhouse: undefined, peer },
+    services: { mock: undefined, bare, mockOpenai: undefined, bareOpenai: undefined, relay: undefined, billing: undefined, console: undefined, clickhouse: undefined, peer },
     foreignPids,
     mockUrl, mockKey: o.mockKey, bareUrl, relayUrl, consoleUrl,
+    openai: undefined,
     billingMetricsUrl: o.billingMetricsUrl,
     relayMetricsUrl: o.relayMetricsUrl,
     notes,
