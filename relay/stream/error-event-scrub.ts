@@ -30,7 +30,7 @@ import type { Protocol } from '../providers/provider.js';
 import { holdsKey, keyAnchor, scrubKeyText } from './key-forms.js';
 import { isObject } from '../../infra/json/is-object.js';
 import { EventAligner, lastEventEnd } from './event-aligner.js';
-import { Byte } from './sse-bytes.js';
+import { Byte, indexOfBytes } from './sse-bytes.js';
 
 const ERROR = Buffer.from('error');
 const EVENT = Buffer.from('event:');
@@ -104,7 +104,7 @@ function isBreak(c: number | undefined): boolean {
  * or unquoted.
  */
 export function mayHoldErrorEvent(buf: Buffer): boolean {
-  for (let at = buf.indexOf(ERROR); at >= 0; at = buf.indexOf(ERROR, at + ERROR.length)) {
+  for (let at = indexOfBytes(buf, ERROR); at >= 0; at = indexOfBytes(buf, ERROR, at + ERROR.length)) {
     if (buf[at - 1] === Byte.QUOTE && buf[at + ERROR.length] === Byte.QUOTE) return true;
     let i = at;
     while (i > 0 && (buf[i - 1] === Byte.SPACE || buf[i - 1] === Byte.TAB)) i--;

@@ -69,11 +69,34 @@ export function valueAfterKey(buf: Buffer, at: number, end: number): number {
 }
 
 /**
+ * Bytes past which indexOfBytes leaves the search to buf.indexOf. Buffer.indexOf with a Buffer needle
+ * sets its search up at every call, ~170-350 ns however short the haystack: on a stream's chunk (a
+ * few hundred bytes), several such calls per chunk were most of a meter's time (docs/performance.md,
+ * twentieth session), while on a long buffer its SIMD scan is the faster.
+ */
+export const SHORT_SCAN = 512;
+
+/** Where `needle` next occurs in buf from `from`, or -1: what buf.indexOf(needle, from) answers. */
+export function indexOfBytes(buf: Buffer, needle: Buffer, from = 0): number {
+  const n = needle.length;
+  const last = buf.length - n;
+  if (last - from > SHORT_SCAN) return buf.indexOf(needle, from);
+  const first = needle[0];
+  for (let i = from < 0 ? 0 : from; i <= last; i++) {
+    if (buf[i] !== first) continue;
+    let j = 1;
+    while (j < n && buf[i + j] === needle[j]) j++;
+    if (j === n) return i;
+  }
+  return -1;
+}
+
+/**
  * The first value of key `quotedKey` (its quotes included) in buf[from, end) whose first byte is
  * `first`: its index, or -1. A quoted key cannot occur inside a JSON string, whose quotes are escaped.
  */
 export function keyedValue(buf: Buffer, quotedKey: Buffer, from: number, end: number, first: number): number {
-  for (let at = buf.indexOf(quotedKey, from); at >= 0 && at + quotedKey.length <= end; at = buf.indexOf(quotedKey, at + 1)) {
+  for (let at = indexOfBytes(buf, quotedKey, from); at >= 0 && at + quotedKey.length <= end; at = indexOfBytes(buf, quotedKey, at + 1)) {
     const v = valueAfterKey(buf, at + quotedKey.length, end);
     if (v >= 0 && buf[v] === first) return v;
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DATA_PREFIX, LineBreaks, LineCarry, StringPieces, closingQuote, endsObject, lineEnd, rangeEquals, startsWith } from './sse-bytes.js';
+import { DATA_PREFIX, LineBreaks, LineCarry, StringPieces, closingQuote, endsObject, indexOfBytes, lineEnd, rangeEquals, startsWith } from './sse-bytes.js';
 
 const WORD = Buffer.from('data:');
 
@@ -212,5 +212,19 @@ describe('StringPieces', () => {
     s.begin();
     expect(s.feed(Buffer.from('abc\\'), 0, 4, null)).toBe(-1);
     expect(s.feed(Buffer.from('"x"'), 0, 3, null)).toBe(2);
+  });
+});
+
+describe('indexOfBytes', () => {
+  it('answers what buf.indexOf answers, on short buffers (its own loop) and long ones (indexOf)', () => {
+    let seed = 17;
+    const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n;
+    const alphabet = Buffer.from('"usage":null,error ');
+    for (let t = 0; t < 3000; t++) {
+      const buf = Buffer.from(Array.from({ length: rnd(t % 10 === 0 ? 2000 : 120) }, () => alphabet[rnd(alphabet.length)]!));
+      const needle = [Buffer.from('"usage"'), Buffer.from('error'), Buffer.from('"'), Buffer.from('null,')][rnd(4)]!;
+      const from = rnd(buf.length + 3) - 1;
+      expect(indexOfBytes(buf, needle, Math.max(0, from)), `${buf.toString()} ${needle.toString()} ${from}`).toBe(buf.indexOf(needle, Math.max(0, from)));
+    }
   });
 });

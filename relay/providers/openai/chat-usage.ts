@@ -28,7 +28,7 @@
 // servers state one before the content, or with every chunk; stream-relay.ts then bills the larger of
 // the stated and the delivered counts. Cumulative, a later usage never lowers the output.
 import {
-  Byte, DATA_PREFIX, LineBreaks, LineCarry, MAX_CARRIED_LINE, StringPieces, closingQuote, endsObject, startsWith, valueAfterKey,
+  Byte, DATA_PREFIX, LineBreaks, LineCarry, MAX_CARRIED_LINE, StringPieces, closingQuote, endsObject, indexOfBytes, startsWith, valueAfterKey,
 } from '../../stream/sse-bytes.js';
 import type { StatedUsage } from '../../stream/sse-usage-parser.js';
 import type { DeliveredTextSink, StreamMeter } from '../provider.js';
@@ -203,24 +203,6 @@ function needleAt(buf: Buffer, at: number): number {
   }
 }
 
-/**
- * Bytes up to which a search for a needle is a loop of the meter's own rather than buf.indexOf: that
- * sets its search up at every call, ~300 ns for these short needles, which were 82% of the meter's time
- * on an OpenAI stream (eight needles a chunk of ~300 bytes; docs/performance.md), while on a long
- * buffer (reads that coalesced many events) its SIMD scan is the faster.
- */
-const SHORT_SCAN = 512;
-
-/** Where `needle` (a quoted key of NEEDLES) next occurs in buf from `from`, or -1: what buf.indexOf answers. */
-function indexOfNeedle(buf: Buffer, needle: Buffer, from: number): number {
-  const last = buf.length - needle.length;
-  if (last - from > SHORT_SCAN) return buf.indexOf(needle, from);
-  const second = needle[1]!;
-  for (let i = from; i <= last; i++) {
-    if (buf[i] === Byte.QUOTE && buf[i + 1] === second && holdsAt(buf, i, needle)) return i;
-  }
-  return -1;
-}
 
 const NEWLINE = Buffer.from('\n');
 const EMPTY = Buffer.alloc(0);
@@ -490,7 +472,7 @@ export class ChatStreamMeter implements StreamMeter {
   /** Where needle k occurs in buf[from, end), or -1. */
   #find(buf: Buffer, k: number, from: number, end: number): number {
     let at = this.#next[k]!;
-    if (at !== -1 && at < from) this.#next[k] = at = indexOfNeedle(buf, NEEDLES[k]!, from);
+    if (at !== -1 && at < from) this.#next[k] = at = indexOfBytes(buf, NEEDLES[k]!, from);
     return at >= 0 && at + NEEDLES[k]!.length <= end ? at : -1;
   }
 
@@ -519,7 +501,7 @@ export class ChatStreamMeter implements StreamMeter {
       }
     }
     for (let k = 0; pending !== 0; k++, pending >>>= 1) {
-      if ((pending & 1) !== 0) next[k] = indexOfNeedle(buf, NEEDLES[k]!, end);
+      if ((pending & 1) !== 0) next[k] = indexOfBytes(buf, NEEDLES[k]!, end);
     }
   }
 

@@ -40,7 +40,7 @@
 // (MAX_HELD_ARGUMENTS): past it the stream fails, as an event without end does.
 import { anthropicTypeOfOpenAIError, errorBody } from '../../errors.js';
 import type { StreamRewriter } from '../../messages/stream-relay.js';
-import { valueAfterKey } from '../../stream/sse-bytes.js';
+import { indexOfBytes, valueAfterKey } from '../../stream/sse-bytes.js';
 import { LineStream, MAX_JOINED_DATA } from '../../stream/line-stream.js';
 import { usageOfChatUsage } from './chat-usage.js';
 import type { StreamUsage } from '../../stream/sse-usage-parser.js';
@@ -583,7 +583,7 @@ export class ChatUsageFilter extends LineStream implements StreamRewriter {
 
   push(chunk: Buffer): string | Buffer {
     if (!this.#pending && !this.#dropBlank && chunk[chunk.length - 1] === 0x0a) {
-      const first = chunk.indexOf(USAGE_KEY);
+      const first = indexOfBytes(chunk, USAGE_KEY);
       if (first < 0) return chunk;
       const cut = withoutNullUsage(chunk, first);
       if (cut !== null) return cut;
@@ -611,7 +611,7 @@ export class ChatUsageFilter extends LineStream implements StreamRewriter {
     this.#dropBlank = false;
     if (!line.startsWith('data:') || !line.includes('"usage"')) return line + '\n';
     const bytes = Buffer.from(line);
-    const first = bytes.indexOf(USAGE_KEY);
+    const first = indexOfBytes(bytes, USAGE_KEY);
     const cut = withoutNullUsage(bytes, first);
     if (cut !== null) return cut.toString() + '\n';
     // A usage object: the client did not ask for it.
@@ -640,7 +640,7 @@ function withoutNullUsage(chunk: Buffer, first: number): Buffer | null {
   const out = Buffer.allocUnsafe(chunk.length);
   let copied = 0;
   let written = 0;
-  for (let at = first; at >= 0; at = chunk.indexOf(USAGE_KEY, at + 1)) {
+  for (let at = first; at >= 0; at = indexOfBytes(chunk, USAGE_KEY, at + 1)) {
     const v = valueAfterKey(chunk, at + USAGE_KEY.length, chunk.length);
     // A string value "usage" is no key.
     if (v < 0) continue;
