@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 vi.mock('./components/usage-chart', () => ({ UsageChart: () => null }));
 
-const ACCOUNTS: Record<string, { id: number; username: string }> = { 'csrf-alice': { id: 7, username: 'alice' }, 'csrf-bob': { id: 8, username: 'bob' } };
+const ACCOUNTS: Record<string, { id: number; username: string }> = { 'csrf-alice': { id: 7, username: 'alice' }, 'csrf-alice-again': { id: 7, username: 'alice' }, 'csrf-bob': { id: 8, username: 'bob' } };
 
 const server = vi.hoisted(() => {
   const s = { sent: [] as { method: string; path: string; csrf: string | null }[], logout: null as { status: number; message: string } | 'network' | null };
@@ -58,6 +58,22 @@ describe('a tab whose session cookie became another account\'s', () => {
     // No write went out with bob's session from the page that showed alice.
     expect(server.sent.filter((c) => c.method !== 'GET')).toEqual([]);
     expect(screen.getByRole('status').textContent).toMatch(/signed in as another account in another tab/);
+  });
+
+  it('a log in again as the same account: nothing sent under the new session unseen, no notice of another account, the next try goes', async () => {
+    render(<App />);
+    await screen.findByText(/alice · User/);
+    document.cookie = 'console_csrf=csrf-alice-again';
+    server.sent.length = 0;
+    fireEvent.input(screen.getByRole('textbox', { name: 'Display name' }), { target: { value: 'Alice L.' } });
+    fireEvent.click(screen.getByRole('button', { name: 'Save name' }));
+    await waitFor(() => expect(server.sent.some((c) => c.path === '/api/user/self' && c.method === 'GET')).toBe(true));
+    expect(server.sent.filter((c) => c.method !== 'GET')).toEqual([]);
+    await screen.findByText(/alice · User/);
+    expect(screen.queryByText(/signed in as another account in another tab/)).toBeNull();
+    await new Promise((r) => setTimeout(r, 20));
+    fireEvent.click(screen.getByRole('button', { name: 'Save name' }));
+    await waitFor(() => expect(server.sent.filter((c) => c.method !== 'GET')).toEqual([{ method: 'PUT', path: '/api/user/self', csrf: 'csrf-alice-again' }]));
   });
 
   it('is noticed when the tab is looked at again, before any click', async () => {

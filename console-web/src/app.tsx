@@ -67,7 +67,9 @@ export function App() {
   const [account, setAccount] = useState<Account | null | undefined>(undefined);
   const [loadError, setLoadError] = useState<string | null>(null);
 
-  const [switched, setSwitched] = useState(false);
+  // The account a tab showed when another tab signed the browser in again: the notice is for another account only.
+  const [switchedFrom, setSwitchedFrom] = useState<number | null>(null);
+  const shownId = useRef<number | null>(null);
   const refreshAccount = () => {
     // The session read is the one the page shows from now on: a call under another is not sent.
     const session = maybeSignedIn() ? undefined : null;
@@ -98,12 +100,13 @@ export function App() {
   const [signedOut, setSignedOut] = useState<SignOutReason | null>(null);
   const signedIn = useRef(false);
   signedIn.current = !!account;
+  shownId.current = account ? account.id : null;
   const loggingOut = useRef(false);
   useEffect(() => onSignedOut((reason) => {
     if (reason === 'switched') {
-      // Another tab signed another account in: this one shows that account, read again.
+      // Another tab signed the browser in again: this one shows the account now signed in, read again.
       pinSession(undefined);
-      setSwitched(true);
+      setSwitchedFrom(shownId.current);
       refreshAccount();
       return;
     }
@@ -116,7 +119,7 @@ export function App() {
     const check = () => {
       if (!sessionSwitched()) return;
       pinSession(undefined);
-      setSwitched(true);
+      setSwitchedFrom(shownId.current);
       refreshAccount();
     };
     window.addEventListener('focus', check);
@@ -159,7 +162,7 @@ export function App() {
     }
     loggingOut.current = false;
     pinSession(undefined);
-    setSwitched(false);
+    setSwitchedFrom(null);
     setSignedOut(null);
     setAccount(null);
     navigate('/');
@@ -188,7 +191,7 @@ export function App() {
         )}
       </nav>
       <main class="content" id="main">
-        {switched && <p class="notice" role="status">{SWITCHED_NOTICE}</p>}
+        {switchedFrom !== null && account.id !== switchedFrom && <p class="notice" role="status">{SWITCHED_NOTICE}</p>}
         {!Page ? <><h1>Not found</h1><p>No page at {path}.</p></>
           : adminOnly && !isAdmin ? <><h1 tabIndex={-1}>{current!.title}</h1><p class="error" role="alert">This page is for administrators.</p></>
           : <><h1 tabIndex={-1}>{current!.title}</h1><Page account={account} refreshAccount={refreshAccount} /></>}

@@ -126,7 +126,7 @@ export function sessionSwitched(cookies: string = document.cookie): boolean {
 }
 
 /** Raised instead of sending a call made under another session than the page's (sessionSwitched). */
-export const SESSION_SWITCHED_MESSAGE = 'This tab was signed in as another account in another tab; nothing was sent. The page now shows that account.';
+export const SESSION_SWITCHED_MESSAGE = 'The browser was signed in again in another tab; nothing was sent. The page now shows the account signed in: check it and try again.';
 
 /** Who is signed in may always be asked: it is how the page learns the session it now has. */
 const asksWhoIsSignedIn = (request: Request): boolean => request.method === 'GET' && new URL(request.url).pathname === '/api/user/self';
