@@ -101,7 +101,7 @@ describe('a password change, a ban and a new address end the open reset codes', 
     const fresh = `${uniqueName('n')}@example.test`;
     expect((await get(`/api/verification?email=${encodeURIComponent(fresh)}&purpose=bind`, v.auth)).json().success).toBe(true);
     const bindCode = code6(mailText(await sink.next(fresh)));
-    expect((await post('/api/oauth/email/bind', { email: fresh, code: bindCode }, v.auth)).json().success).toBe(true);
+    expect((await post('/api/oauth/email/bind', { email: fresh, code: bindCode, original_password: v.password }, v.auth)).json().success).toBe(true);
     expect((await reset(v.address, code)).json()).toEqual(INVALID);
     expect((await post('/api/user/login', { username: v.user.username, password: v.password })).statusCode).toBe(200);
   });
@@ -253,7 +253,7 @@ describe('one address, one account', () => {
 
       const [bind, reg] = await withUserRowLocked(side, Number(a.user.id), async () => {
         // The binding waits for A's row (held here, as any write of A's row would hold it) ...
-        const bindP = h.app.inject({ method: 'POST', url: '/api/oauth/email/bind', headers: a.auth, payload: { email: address, code: bindCode } });
+        const bindP = h.app.inject({ method: 'POST', url: '/api/oauth/email/bind', headers: a.auth, payload: { email: address, code: bindCode, original_password: a.password } });
         for (let i = 0; i < 300 && await lockWaiters() < 1; i++) await new Promise((r) => setTimeout(r, 10));
         // ... while a registration of the same address runs: it must wait for the binding's outcome.
         let regDone = false;

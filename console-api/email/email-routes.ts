@@ -7,7 +7,8 @@ import { z } from 'zod';
 import { loadSmtpSettings, type SmtpSettings } from '../../core/email/mailer.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { bearerToken } from '../auth/require-user.js';
-import { endResetCodes, resolveSession, revokeAllCredentials, unbindSignOn } from '../auth/sessions.js';
+import { clearLoginAttempts, countLoginAttempt } from '../auth/login-limiter.js';
+import { endResetCodes, hashCredential, resolveSession, revokeAllCredentials, unbindSignOn } from '../auth/sessions.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
 import { ok } from '../http/envelope.js';
@@ -22,7 +23,15 @@ export const verificationQuery = z.object({
   /** register (default, no login) or bind (the logged-in account binds the address). */
   purpose: z.enum(['register', 'bind'], { error: 'must be register or bind' }).optional(),
 });
-export const emailBindBody = z.object({ email, code: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(64, { error: 'must be at most 64 characters' }) });
+export const emailBindBody = z.object({
+  email,
+  code: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(64, { error: 'must be at most 64 characters' }),
+  /** The account's current password: a bound address resets it, so binding one is changing a credential (assertMayBindAddress). */
+  original_password: z.string({ error: 'must be a string' }).max(128, { error: 'must be at most 128 characters' }).optional(),
+});
+
+/** How recent a sign-on account's session must be to bind an address without a password (it has none it knows). */
+export const BIND_FRESH_SESSION_SEC = 10 * 60;
 export const resetRequestQuery = z.object({ email });
 export const resetBody = z.object({
   email,
@@ -71,9 +80,14 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
   api.route({
     method: 'POST', path: '/api/oauth/email/bind', tag: 'account: e-mail', access: ROLE.user, body: emailBindBody,
     summary: 'Bind an e-mail address to the account with the code GET /api/verification?purpose=bind mailed to it',
-    errors: ['INVALID_JSON', 'INVALID_CODE', 'EMAIL_TAKEN'],
-  }, async ({ body, user }) => {
+    description: 'With original_password, the current password (a bound address receives password reset codes: binding one is a ' +
+      `credential change, and a guess is counted as a login attempt); an account made by sign-on, which knows no password, binds without it ` +
+      `within ${BIND_FRESH_SESSION_SEC / 60} minutes of signing on.`,
+    errors: ['INVALID_JSON', 'INVALID_CODE', 'EMAIL_TAKEN', 'INVALID_CREDENTIALS', 'RATE_LIMITED'],
+  }, async ({ body, user, request }) => {
     const claim = await claimEmailCode(ctx, 'bind', body.email, body.code, Number(user.id));
+    // After the code (a wrong one is counted and refused first; the code stays usable if the password is wrong).
+    await assertMayBindAddress(ctx, user, body.original_password, bearerToken(request.headers.authorization)!, request.ip);
     await sql.begin(async (tx) => {
       // Before the check, as every writer of an address (one address, one account).
       await lockEmailAddress(tx, body.email);
@@ -86,6 +100,31 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
     });
     return ok();
   });
+
+  /**
+   * A bound address receives password reset codes: with a stolen session or a leaked access token
+   * alone, a taker bound its own address, which outlived the owner's password change, then reset the
+   * password and locked the owner out, root's included (review auth). So binding one asks for the
+   * current password, as a password change does (a guess counted as a login attempt); an account made
+   * by sign-on knows none, and binds within BIND_FRESH_SESSION_SEC of a sign-on instead.
+   */
+  async function assertMayBindAddress(c: ConsoleContext, user: { id: number | string; username: string; password_hash: string; oidc_id: string },
+    password: string | undefined, presented: string, ip: string): Promise<void> {
+    if (password === undefined || password === '') {
+      if (user.oidc_id !== '') {
+        const [session] = await c.sql<{ created_at: number | string }[]>`
+          SELECT created_at FROM access_tokens WHERE token_hash = ${hashCredential(presented)} AND kind = 'session' AND revoked_at IS NULL`;
+        if (session && c.now() - Number(session.created_at) <= BIND_FRESH_SESSION_SEC) return;
+        throw new ConsoleError('VALIDATION_FAILED', `original_password: is required to bind an address, or sign on again: a session of the last ${BIND_FRESH_SESSION_SEC / 60} minutes binds one without it`);
+      }
+      throw new ConsoleError('VALIDATION_FAILED', 'original_password: is required to bind an address (it receives password reset codes)');
+    }
+    await countLoginAttempt(c, user.username, ip);
+    if (!(await c.passwords.verify(password, user.password_hash))) {
+      throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the current password is incorrect');
+    }
+    await clearLoginAttempts(c, user.username, ip);
+  }
 
   api.route({
     method: 'GET', path: '/api/reset_password', tag: 'account: e-mail', access: 'public', query: resetRequestQuery,

@@ -44,13 +44,13 @@ describe('binding an e-mail address', () => {
     const [row] = await h.sql`SELECT row_to_json(e)::text AS r FROM email_codes e WHERE email = ${address}`;
     expect(row!.r).not.toContain(code);
 
-    const wrong = await post('/api/oauth/email/bind', { email: address, code: code === '000000' ? '000001' : '000000' }, a.auth);
+    const wrong = await post('/api/oauth/email/bind', { email: address, code: code === '000000' ? '000001' : '000000', original_password: a.password }, a.auth);
     expect(wrong.statusCode).toBe(400);
     expect(wrong.json()).toEqual({ success: false, message: 'the code is wrong, expired or already used' });
-    const bound = await post('/api/oauth/email/bind', { email: address.toUpperCase(), code }, a.auth);
+    const bound = await post('/api/oauth/email/bind', { email: address.toUpperCase(), code, original_password: a.password }, a.auth);
     expect(bound.json()).toEqual({ success: true, message: '' });
     expect((await get('/api/user/self', a.auth)).json().data.email).toBe(address.toUpperCase());
-    const again = await post('/api/oauth/email/bind', { email: address, code }, a.auth);
+    const again = await post('/api/oauth/email/bind', { email: address, code, original_password: a.password }, a.auth);
     expect(again.statusCode).toBe(400);
 
     // The address now belongs to an account: another cannot ask for it.
@@ -65,21 +65,21 @@ describe('binding an e-mail address', () => {
     const expiring = `${uniqueName('e')}@example.test`;
     const code = await bindCode(expiring, a.auth);
     clock += 601;
-    expect((await post('/api/oauth/email/bind', { email: expiring, code }, a.auth)).statusCode).toBe(400);
+    expect((await post('/api/oauth/email/bind', { email: expiring, code, original_password: a.password }, a.auth)).statusCode).toBe(400);
 
     const guessed = `${uniqueName('g')}@example.test`;
     const right = await bindCode(guessed, a.auth);
     for (let i = 0; i < 5; i++) {
       const bad = String((Number(right) + 1 + i) % 1_000_000).padStart(6, '0');
-      expect((await post('/api/oauth/email/bind', { email: guessed, code: bad }, a.auth)).statusCode).toBe(400);
+      expect((await post('/api/oauth/email/bind', { email: guessed, code: bad, original_password: a.password }, a.auth)).statusCode).toBe(400);
     }
-    expect((await post('/api/oauth/email/bind', { email: guessed, code: right }, a.auth)).statusCode).toBe(400);
+    expect((await post('/api/oauth/email/bind', { email: guessed, code: right, original_password: a.password }, a.auth)).statusCode).toBe(400);
 
     const other = await h.account();
     const theirs = `${uniqueName('o')}@example.test`;
     const theirCode = await bindCode(theirs, other.auth);
-    expect((await post('/api/oauth/email/bind', { email: theirs, code: theirCode }, a.auth)).statusCode).toBe(400);
-    expect((await post('/api/oauth/email/bind', { email: theirs, code: theirCode }, other.auth)).statusCode).toBe(200);
+    expect((await post('/api/oauth/email/bind', { email: theirs, code: theirCode, original_password: a.password }, a.auth)).statusCode).toBe(400);
+    expect((await post('/api/oauth/email/bind', { email: theirs, code: theirCode, original_password: other.password }, other.auth)).statusCode).toBe(200);
   });
 
   // Before: another account asking a binding code for the same address ended the owner's, and its
@@ -93,9 +93,9 @@ describe('binding an e-mail address', () => {
     for (let i = 0; i < 5; i++) {
       const bad = String((Number(code) + 1 + i) % 1_000_000).padStart(6, '0');
       const guess = bad === theirs ? String((Number(bad) + 10) % 1_000_000).padStart(6, '0') : bad;
-      expect((await post('/api/oauth/email/bind', { email: address, code: guess }, other.auth)).statusCode).toBe(400);
+      expect((await post('/api/oauth/email/bind', { email: address, code: guess, original_password: other.password }, other.auth)).statusCode).toBe(400);
     }
-    expect((await post('/api/oauth/email/bind', { email: address, code }, owner.auth)).json()).toEqual({ success: true, message: '' });
+    expect((await post('/api/oauth/email/bind', { email: address, code, original_password: owner.password }, owner.auth)).json()).toEqual({ success: true, message: '' });
     clock += 3601; // the codes of this test (all the file's requests share one client address) out of the hour's limits
   });
 
@@ -285,7 +285,7 @@ describe('wrong codes under concurrency', () => {
     const right = await bindCode(address, a.auth);
     const n = 2 * h.sql.options.max;
     const results = await within(5_000, Promise.all(guesses(right, n).map((code) =>
-      post('/api/oauth/email/bind', { email: address, code }, a.auth))));
+      post('/api/oauth/email/bind', { email: address, code, original_password: a.password }, a.auth))));
     expect(results.map((r) => r.statusCode)).toEqual(Array(n).fill(400));
     expect((await within(5_000, get('/api/user/self', a.auth))).statusCode).toBe(200);
   });
@@ -295,10 +295,10 @@ describe('wrong codes under concurrency', () => {
     const address = `${uniqueName('q')}@example.test`;
     const right = await bindCode(address, a.auth);
     const results = await within(10_000, Promise.all(guesses(right, 12).map((code) =>
-      post('/api/oauth/email/bind', { email: address, code }, a.auth))));
+      post('/api/oauth/email/bind', { email: address, code, original_password: a.password }, a.auth))));
     expect(results.map((r) => r.statusCode)).toEqual(Array(12).fill(400));
     const [row] = await h.sql<{ attempts: number }[]>`SELECT attempts FROM email_codes WHERE email = ${address} AND purpose = 'bind'`;
     expect(row!.attempts).toBe(5);
-    expect((await post('/api/oauth/email/bind', { email: address, code: right }, a.auth)).statusCode).toBe(400);
+    expect((await post('/api/oauth/email/bind', { email: address, code: right, original_password: a.password }, a.auth)).statusCode).toBe(400);
   });
 });

@@ -1194,6 +1194,7 @@ export interface paths {
           "application/json": {
             email: string;
             code: string;
+            original_password?: string;
           };
         };
       };
@@ -1253,6 +1254,15 @@ export interface paths {
           };
         };
         415: {
+          headers: { [name: string]: unknown };
+          content: {
+            "application/json": {
+              success: boolean;
+              message: string;
+            };
+          };
+        };
+        429: {
           headers: { [name: string]: unknown };
           content: {
             "application/json": {

@@ -149,9 +149,10 @@ function AccessToken({ active, onUse, passwordChanges }: { active: boolean; onUs
 function EmailBinding({ current, onBound, active, onUse }: { current: string; onBound: () => void; active: boolean; onUse: () => void }) {
   const [email, setEmail] = useState('');
   const [code, setCode] = useState('');
+  const [password, setPassword] = useState('');
   const [bound, setBound] = useState<string | null>(null);
   const action = useAction();
-  const [fe, formError] = splitFieldError(active ? action.error : null, ['email', 'code']);
+  const [fe, formError] = splitFieldError(active ? action.error : null, ['email', 'code', 'original_password']);
   return (
     <Card title="E-mail address">
       <p>{current ? <>Bound address: <strong>{current}</strong>. Binding another replaces it; password reset codes go to the bound address.</> : 'No address is bound. A bound address can receive password reset codes.'}</p>
@@ -161,13 +162,18 @@ function EmailBinding({ current, onBound, active, onUse }: { current: string; on
         setBound(null);
         const address = email.trim();
         void action.run(async () => {
-          await call(api.POST('/api/oauth/email/bind', { body: { email: address, code: code.trim() } }));
-          setBound(address); setCode(''); onBound();
+          // The address receives password reset codes: the API asks for the current password (an
+          // account made by signing on with another service, which has none, binds within minutes of signing on).
+          await call(api.POST('/api/oauth/email/bind', { body: { email: address, code: code.trim(), ...(password ? { original_password: password } : {}) } }));
+          setBound(address); setCode(''); setPassword(''); onBound();
         });
       }}>
         <EmailWithCode email={email} onEmail={(v) => { setEmail(v); setBound(null); }} purpose="bind" label="New e-mail address" error={fe.email} />
         <Field label="Verification code" value={code} onValue={(v) => { setCode(v); action.setError(null); }} required autoComplete="one-time-code" inputMode="numeric" maxLength={64}
           error={fe.code} hint="the 6-digit code mailed to the new address" />
+        <Field label="Current password" type="password" autoComplete="current-password" value={password}
+          onValue={(v) => { setPassword(v); if (fe.original_password) action.setError(null); }} error={fe.original_password}
+          hint="a bound address can reset the password; an account made by signing on with another service leaves this empty within 10 minutes of signing on" />
         <button type="submit" class="primary" disabled={action.busy}>Bind e-mail</button>
         <ErrorText error={formError} />
       </form>
