@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKeyCrypto } from '../../infra/secrets/api-key-crypto.js';
-import { type ConsoleHarness, type TestAccount, startConsoleHarness } from '../../tests/harness/console-harness.js';
+import { type ConsoleHarness, type TestAccount, startConsoleHarness, uniqueName } from '../../tests/harness/console-harness.js';
 
 let h: ConsoleHarness;
 let admin: TestAccount;
@@ -204,6 +204,21 @@ describe('channel base_url without credentials', () => {
     for (const name of ['', '   ']) {
       const res = await create({ name, base_url: 'https://a.example.com', key: 'k', models: 'm' });
       expect(res.json()).toEqual({ success: false, message: 'name: is required' });
+    }
+  });
+
+  // A key is sent as a header value: with a line break (pasted with its newline; new-api's one key a
+  // line) or a character outside Latin-1, every request failed in the relay before it left, answered
+  // 500 without trying the next channel (review route).
+  it('takes a key pasted with blanks around it as the key, and refuses one a header cannot carry', async () => {
+    const res = await create({ name: uniqueName('ch'), base_url: 'https://a.example.com', key: '  sk-ant-pasted-key\n', models: 'm-pasted' });
+    expect(res.statusCode, res.body).toBe(200);
+    const [ch] = await h.sql<{ key_ciphertext: Buffer }[]>`SELECT key_ciphertext FROM channels WHERE id = ${res.json().data.id}`;
+    expect(createApiKeyCrypto(h.config.KEY_SECRET).open(ch!.key_ciphertext)).toBe('sk-ant-pasted-key');
+    for (const [key, why] of [['sk-one\nsk-two', /one key on one line/], ['sk-a\tb', /one key on one line/], ['sk-ключ', /Latin-1/]] as const) {
+      const bad = await create({ name: uniqueName('ch'), base_url: 'https://a.example.com', key, models: 'm-bad' });
+      expect(bad.statusCode, key).toBe(400);
+      expect(bad.json().message).toMatch(why);
     }
   });
 

@@ -115,7 +115,13 @@ export const createChannelBody = z.object({
     .refine((u) => !/[?#]/.test(u), { error: 'must not have a query (?) or a fragment (#): the API paths are appended to it' }),
   // White space only is no credential (it would be sent as an empty header): refused as an empty key.
   key: z.string({ error: 'must be a string' }).min(1, { error: 'is required' }).max(10_000, { error: 'must be at most 10,000 characters' })
-    .refine((s) => s === '' || s.trim() !== '', { error: 'is required' }),
+    .refine((s) => s === '' || s.trim() !== '', { error: 'is required' })
+    // Sent as a header value: one with a line break (a key pasted with its newline, new-api's one key a
+    // line), another control character or a character outside Latin-1 cannot be, and every request to
+    // the channel failed before it left the relay (review route). Blanks around it are no part of it.
+    .transform((s) => s.trim())
+    .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), { error: 'must be one key on one line: no line break or control character (this gateway takes one key a channel)' })
+    .refine((s) => !/[^\u0000-\u00ff]/.test(s), { error: 'must hold only characters a header can carry (Latin-1): a provider key is ASCII' }),
   models: commaList('model', MAX_CHANNEL_MODELS, MAX_MODEL_NAME),
   group: commaList('group', MAX_CHANNEL_GROUPS, MAX_GROUP_NAME).optional(),
   // priority is BIGINT (channels and abilities); type and weight are INT columns.

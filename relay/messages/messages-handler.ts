@@ -104,6 +104,10 @@ const NOT_SENT_CODES = new Set([
   'ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_UNSUPPORTED_PROTOCOL', 'ERR_SSL_NO_PROTOCOLS_AVAILABLE',
   'ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION', 'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE', 'ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR',
   'ERR_SSL_TLSV1_UNRECOGNIZED_NAME', 'ERR_SSL_PACKET_LENGTH_TOO_LONG',
+  // undici refusing the request before it is written: a channel key a header cannot carry (a line
+  // break, a character outside Latin-1, stored before the console refused such keys). Answered 500
+  // "lost after the request was sent", and the next channel was never tried (review route).
+  'UND_ERR_INVALID_ARG',
 ]);
 
 function reachedProvider(err: unknown): boolean {
