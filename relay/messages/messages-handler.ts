@@ -1176,6 +1176,8 @@ class Exchange {
     this.ctx.log.warn({ channel: this.channel?.id, requestId: this.requestId, error: scrubCredentials(JSON.stringify(error), this.channel?.apiKey).slice(0, 2048) }, 'provider stream, folded for a request without stream, ended with an error');
     this.finish(usage !== null ? { kind: 'partial', usage, reason } : { kind: 'failed', reason });
     const body = this.protocol === 'openai' ? openaiProviderErrorBody(type, providerSideMessage(status)) : errorBody(type, providerSideMessage(status), this.requestId);
+    // The relay's own body, naming the gateway's id: the request-id header names it too (review sdk).
+    this.ownAnswer = true;
     this.afterSettled(() => this.respond(status, 'application/json', body));
   }
 
@@ -1291,6 +1293,10 @@ class Exchange {
     const body = passed !== null ? passed
       : this.protocol === 'openai' ? openaiProviderErrorBody(type, message)
         : errorBody(type, message, this.requestId);
+    // A body the relay wrote, or an Anthropic error given the gateway's request_id for want of its
+    // own: the request-id header (err.requestID in the SDKs) names the same id as the body (an HTML
+    // page's rebuilt error named the provider's in the header, the gateway's in the body; review sdk).
+    if (passed === null || (this.protocol === 'anthropic' && typeof (parsed as { request_id?: unknown } | null)?.request_id !== 'string')) this.ownAnswer = true;
     const retryAfter = retryAfterOf(answer.header('retry-after'));
     this.respond(status, 'application/json', body, retryAfter);
     this.finish({ kind: 'failed', reason: httpReason(status) });
