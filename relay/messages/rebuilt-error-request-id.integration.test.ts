@@ -31,7 +31,7 @@ afterAll(async () => { await stack?.close(); await provider?.close(); });
 
 describe('request id of a rebuilt provider error', () => {
   it.each(['scr-folded-err', 'scr-html-err'])('%s: header request-id names the same request as the body', async (model) => {
-    const err = await client.messages.create({ model, max_tokens: 100, messages: [{ role: 'user', content: LONG_PROMPT }] }).then(() => null, (e: unknown) => e as Anthropic.APIError);
+    const err = await client.messages.create({ model, max_tokens: 100, messages: [{ role: 'user', content: LONG_PROMPT }] }).then(() => null, (e: unknown) => e as InstanceType<typeof Anthropic.APIError>);
     expect(err).toBeInstanceOf(Anthropic.APIError);
     const body = err!.error as { request_id?: string };
     expect(err!.requestID).toBe(body.request_id);
