@@ -106,10 +106,21 @@ export function isLoopbackHost(host: string): boolean {
   return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
+/** Whether `text` is an https URL, or an http one to a loopback host (isLoopbackHost); false when it is no URL. */
+export function isHttpsOrLoopback(text: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(text);
+  } catch {
+    return false;
+  }
+  return u.protocol === 'https:' || (u.protocol === 'http:' && isLoopbackHost(u.hostname));
+}
+
 // The OpenID issuer: its discovery document and keys decide who signs in, so plain http (readable
 // and forgeable on the way) is for a provider on this machine only, as oidc-routes.ts enforces at
 // sign-on; refused when saved too, rather than accepted and failing at the first sign-on.
-const issuerUrl = url.refine((s) => s === '' || new URL(s).protocol === 'https:' || isLoopbackHost(new URL(s).hostname), {
+const issuerUrl = url.refine((s) => s === '' || isHttpsOrLoopback(s), {
   error: 'must be an https URL (http only on a loopback host: localhost, 127.0.0.0/8 or [::1])',
 });
 
@@ -117,7 +128,7 @@ const issuerUrl = url.refine((s) => s === '' || new URL(s).protocol === 'https:'
 // URL it answers is where buyers are sent; plain http to another host let either be read or
 // swapped on the way (review pay). PayAddress stays baseUrl: the browser posts signed, public
 // parameters there, and epay gateways are often plain http.
-const secretBearingBaseUrl = baseUrl.refine((s) => s === '' || new URL(s).protocol === 'https:' || isLoopbackHost(new URL(s).hostname), {
+const secretBearingBaseUrl = baseUrl.refine((s) => s === '' || isHttpsOrLoopback(s), {
   error: 'must be an https URL (http only on a loopback host: localhost, 127.0.0.0/8 or [::1]): the API secret is sent to it',
 });
 

@@ -12,7 +12,7 @@
 //     checkout session.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { request } from 'undici';
-import { isLoopbackHost } from '../options/option-catalogue.js';
+import { isHttpsOrLoopback } from '../options/option-catalogue.js';
 
 /** Stripe's zero-decimal currencies: an amount is in whole units (¥750 is 750). */
 const ZERO_DECIMAL_CURRENCIES = new Set(['bif', 'clp', 'djf', 'gnf', 'jpy', 'kmf', 'krw', 'mga', 'pyg', 'rwf', 'ugx', 'vnd', 'vuv', 'xaf', 'xof', 'xpf']);
@@ -133,23 +133,11 @@ export async function createCheckoutSession(
   if (statusCode !== 200) throw new Error(`card provider answered ${statusCode}: ${text.slice(0, 200)}`);
   const body = JSON.parse(text) as { id?: unknown; url?: unknown };
   if (typeof body.id !== 'string' || typeof body.url !== 'string') throw new Error('card provider answered without id and url');
-  if (!isCheckoutPage(body.url)) throw new Error('card provider answered a checkout url that is no https page');
+  // The buyer's browser is sent there (console-web's top-up page): an https page, or http on this
+  // machine (a sandbox). A javascript: or data: URL ran script in the console's origin, and a
+  // plain-http page elsewhere could be swapped on the way (review pay).
+  if (!isHttpsOrLoopback(body.url)) throw new Error('card provider answered a checkout url that is no https page');
   return { id: body.id, url: body.url };
-}
-
-/**
- * Whether a checkout URL may go to the buyer's browser, which is sent to it (console-web's top-up
- * page): an https page, or http on this machine (a sandbox). A javascript: or data: URL ran script in
- * the console's origin, and a plain-http page elsewhere could be swapped on the way (review pay).
- */
-export function isCheckoutPage(url: string): boolean {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    return false;
-  }
-  return u.protocol === 'https:' || (u.protocol === 'http:' && isLoopbackHost(u.hostname));
 }
 
 /** The event types the webhook acts on (CardpayEvent.type); any other is acknowledged and ignored. */
