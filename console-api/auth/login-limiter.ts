@@ -82,6 +82,19 @@ export async function clearLoginAttempts(ctx: ConsoleContext, username: string, 
   await ctx.redis.del(loginAttemptsKey(ctx.keys, username, ip));
 }
 
+/**
+ * The signed-in account's current password, given to change a credential (its password, the address
+ * that resets it): a guess is a login attempt (countLoginAttempt), so a stolen session cannot guess it
+ * at full speed. Throws INVALID_CREDENTIALS naming original_password when it is wrong.
+ */
+export async function verifyCurrentPassword(ctx: ConsoleContext, user: { username: string; password_hash: string }, password: string, ip: string): Promise<void> {
+  await countLoginAttempt(ctx, user.username, ip);
+  if (!(await ctx.passwords.verify(password, user.password_hash))) {
+    throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the current password is incorrect');
+  }
+  await clearLoginAttempts(ctx, user.username, ip);
+}
+
 /** Counts this registration; throws RATE_LIMITED (with Retry-After) when the address is over the limit. */
 export async function countRegistration(ctx: ConsoleContext, ip: string): Promise<void> {
   const [hit] = await countHits(ctx, [ctx.keys.registrationsFromAddress(clientBucket(ip))], ctx.settings.REGISTER_RATE_WINDOW_SEC);

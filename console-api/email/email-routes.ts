@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { loadSmtpSettings, type SmtpSettings } from '../../core/email/mailer.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { bearerToken } from '../auth/require-user.js';
-import { clearLoginAttempts, clientBucket, countLoginAttempt } from '../auth/login-limiter.js';
+import { clientBucket, verifyCurrentPassword } from '../auth/login-limiter.js';
 import { endResetCodes, hashCredential, resolveSession, revokeAllCredentials, unbindSignOn } from '../auth/sessions.js';
 import type { ConsoleContext } from '../context.js';
 import type { Api } from '../http/api.js';
@@ -121,11 +121,7 @@ export function registerEmailRoutes(api: Api, ctx: ConsoleContext): void {
       }
       throw new ConsoleError('VALIDATION_FAILED', 'original_password: is required to bind an address (it receives password reset codes)');
     }
-    await countLoginAttempt(c, user.username, ip);
-    if (!(await c.passwords.verify(password, user.password_hash))) {
-      throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the current password is incorrect');
-    }
-    await clearLoginAttempts(c, user.username, ip);
+    await verifyCurrentPassword(c, user, password, ip);
   }
 
   api.route({

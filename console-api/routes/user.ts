@@ -7,7 +7,7 @@ import { findUserById, findUserByUsername, insertAccount } from '../accounts/acc
 import { type UserRow, toAccount, toAccountSummary } from '../accounts/account-view.js';
 import { ACCOUNT_STATUS, ROLE } from '../accounts/roles.js';
 import { endResetCodes, hashCredential, issueAccessToken, issueSession, lockIssuer, revokeAccessTokens, revokeAllCredentials, revokeSession, unbindSignOn } from '../auth/sessions.js';
-import { ACCESS_TOKEN_ISSUE_LIMIT, ACCESS_TOKEN_ISSUE_WINDOW_SEC, clearLoginAttempts, countAccessTokenIssue, countLoginAttempt, countRegistration } from '../auth/login-limiter.js';
+import { ACCESS_TOKEN_ISSUE_LIMIT, ACCESS_TOKEN_ISSUE_WINDOW_SEC, clearLoginAttempts, countAccessTokenIssue, countLoginAttempt, countRegistration, verifyCurrentPassword } from '../auth/login-limiter.js';
 import { bearerToken } from '../auth/require-user.js';
 import type { ConsoleContext } from '../context.js';
 import type { Db } from '../db.js';
@@ -290,10 +290,7 @@ export function registerUserRoutes(api: Api, ctx: ConsoleContext): void {
       }
       // A guess of the current password is a login attempt: a stolen session must not guess it at
       // full speed, then change it and lock the owner out.
-      await countLoginAttempt(ctx, user.username, request.ip);
-      const valid = await ctx.passwords.verify(body.original_password!, user.password_hash);
-      if (!valid) throw new ConsoleError('INVALID_CREDENTIALS', 'original_password: the current password is incorrect');
-      await clearLoginAttempts(ctx, user.username, request.ip);
+      await verifyCurrentPassword(ctx, user, body.original_password, request.ip);
     }
     const hash = body.password === undefined ? undefined : await ctx.passwords.hash(body.password!);
     const presented = bearerToken(request.headers.authorization)!;
