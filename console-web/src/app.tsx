@@ -102,12 +102,15 @@ export function App() {
   signedIn.current = !!account;
   shownId.current = account ? account.id : null;
   const loggingOut = useRef(false);
+  // Another tab signed the browser in again: this one shows the account now signed in, read again.
+  const readSwitchedSession = () => {
+    pinSession(undefined);
+    setSwitchedFrom(shownId.current);
+    refreshAccount();
+  };
   useEffect(() => onSignedOut((reason) => {
     if (reason === 'switched') {
-      // Another tab signed the browser in again: this one shows the account now signed in, read again.
-      pinSession(undefined);
-      setSwitchedFrom(shownId.current);
-      refreshAccount();
+      readSwitchedSession();
       return;
     }
     if (signedIn.current && !loggingOut.current) setSignedOut(reason);
@@ -117,10 +120,7 @@ export function App() {
   // Looked at again, a tab checks the session is still the one it shows, before any click.
   useEffect(() => {
     const check = () => {
-      if (!sessionSwitched()) return;
-      pinSession(undefined);
-      setSwitchedFrom(shownId.current);
-      refreshAccount();
+      if (sessionSwitched()) readSwitchedSession();
     };
     window.addEventListener('focus', check);
     document.addEventListener('visibilitychange', check);
