@@ -939,9 +939,10 @@ class Exchange {
         reasoningEffort: (this.chat as { reasoning_effort?: unknown } | null)?.reasoning_effort,
         promptUncountable: this.promptUncountable,
         // Any server tool loop (web_search, web_fetch, tool_search, MCP servers, a typed tool unknown
-        // here): its later passes' input is stated only in message_delta. Only web_search was taken
-        // for one: an aborted web_fetch, tool_search or MCP stream was billed its first pass (review sdk).
-        serverTools: (this.usageBound?.searches ?? 0) > 0 || promptPasses(body, DEFAULT_WEB_SEARCH_MAX_USES) > 1,
+        // here; web_search uses count in its passes): its later passes' input is stated only in
+        // message_delta. Only web_search was taken for one: an aborted web_fetch, tool_search or MCP
+        // stream was billed its first pass (review sdk).
+        serverTools: promptPasses(body, DEFAULT_WEB_SEARCH_MAX_USES) > 1,
       });
       pipeStream(this, stream, {
         provider,
